@@ -1,0 +1,40 @@
+// vit info: a model's config, parameter count, FLOPs per image and parameter table.
+#include <iomanip>
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "model_flags.h"
+#include "vit/io/checkpoint.h"
+#include "vit/model/params.h"
+
+namespace vit::app {
+
+Run add_info(CLI::App& cmd) {
+  struct Flags {
+    ModelFlags model;
+    std::string checkpoint;
+    bool table = false;
+  };
+  auto f = std::make_shared<Flags>();
+  f->model.add_to(cmd);
+  cmd.add_option("--checkpoint", f->checkpoint, "read the config from a checkpoint instead");
+  cmd.add_flag("--params", f->table, "list every parameter tensor");
+  return [f] {
+    ViTConfig cfg = f->checkpoint.empty() ? f->model.resolve() : checkpoint_config(SafeTensors::open(f->checkpoint));
+    ParamTable table(cfg);
+    int64_t total = 0, trainable = 0;
+    for (auto& s : table.specs()) {
+      total += s.numel();
+      trainable += s.trainable ? s.numel() : 0;
+      if (f->table)
+        std::cout << std::left << std::setw(34) << s.name << std::setw(20) << shape_str(s.shape)
+                  << (s.trainable ? (s.decay ? "decay" : "no-decay") : "fixed") << "\n";
+    }
+    std::cout << cfg.to_json() << "\nparameters: " << total << " (" << trainable << " trainable)\n"
+              << "forward GFLOPs per image: " << std::setprecision(4) << forward_flops(cfg) / 1e9 << "\n";
+    return 0;
+  };
+}
+
+}  // namespace vit::app

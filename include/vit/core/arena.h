@@ -1,0 +1,29 @@
+// Arena: one aligned, zero-initialized float allocation. Parameters, gradients, optimizer
+// moments and activations each live in one arena, so a pass over all of them is one loop
+// and nothing is allocated inside a training step.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+namespace vit {
+
+class Arena {
+ public:
+  Arena() = default;
+  explicit Arena(size_t n) { resize(n); }
+  // Reallocates (and zeroes) only when n exceeds the capacity; contents are not kept.
+  void resize(size_t n);
+  float* data() { return ptr_.get(); }
+  const float* data() const { return ptr_.get(); }
+  size_t size() const { return size_; }
+  void zero();
+
+ private:
+  struct Free {
+    void operator()(float* p) const;
+  };
+  std::unique_ptr<float, Free> ptr_;
+  size_t size_ = 0, capacity_ = 0;
+};
+
+}  // namespace vit

@@ -1,0 +1,30 @@
+// Errors: one exception type for everything a user can cause (bad file, bad shape, bad flag).
+// Messages name the thing (file, tensor, flag) and what is wrong with it.
+#pragma once
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace vit {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+namespace detail {
+template <typename... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+}  // namespace detail
+
+// Throws vit::Error with the streamed arguments when cond is false.
+#define VIT_CHECK(cond, ...)                                     \
+  do {                                                           \
+    if (!(cond)) throw ::vit::Error(::vit::detail::concat(__VA_ARGS__)); \
+  } while (0)
+
+}  // namespace vit

@@ -1,0 +1,26 @@
+// The dataset interface every reader implements: indexed samples, already normalized to
+// the model's input (float [C,H,W]), with an integer label.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vit {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  virtual int64_t num_classes() const = 0;
+  virtual int64_t channels() const = 0;
+  virtual int64_t height() const = 0;
+  virtual int64_t width() const = 0;
+  // Writes sample i into image[C*H*W] and returns its label.
+  virtual int64_t get(int64_t i, float* image) const = 0;
+  virtual std::string describe() const = 0;
+};
+
+// A permutation of [0, n) from the seed and epoch (Fisher-Yates on core/rng.h's Rng).
+std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch);
+
+}  // namespace vit

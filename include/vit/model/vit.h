@@ -1,0 +1,93 @@
+// The Vision Transformer: parameters, gradients and activations in arenas laid out by the
+// parameter table, an explicit forward that keeps what backward needs, a backward that
+// mirrors it in reverse, and an inference path that keeps nothing.
+//
+//   x0 = [cls] ++ patch_embed(images) + pos_embed, pos dropout
+//   per block: x = x + droppath(drop(proj(attn(norm1(x)))))
+//              x = x + droppath(drop(fc2(drop(gelu(fc1(norm2(x)))))))
+//   pooled = x[:, 0] (token) or mean of patch tokens (avg); norm / fc_norm; head dropout; head
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vit/core/arena.h"
+#include "vit/core/tensor.h"
+#include "vit/model/config.h"
+#include "vit/model/params.h"
+
+namespace vit {
+
+// Dropout keys. Dropout, drop path and head dropout act only when train is true; masks
+// depend on (seed, step, site, index) alone.
+struct ForwardMode {
+  bool train = false;
+  uint64_t seed = 0;
+  uint64_t step = 0;
+};
+
+class ViT {
+ public:
+  explicit ViT(const ViTConfig& cfg);
+  ViT(const ViT&) = delete;
+  ViT& operator=(const ViT&) = delete;
+
+  const ViTConfig& config() const { return cfg_; }
+  const ParamTable& table() const { return table_; }
+  Arena& params() { return params_; }
+  Arena& grads() { return grads_; }
+  const Arena& params() const { return params_; }
+  Tensor param(const std::string& name);
+  Tensor grad(const std::string& name);
+
+  void init_weights(uint64_t seed);
+  void zero_grad() { grads_.zero(); }
+
+  // Training forward: images[B,C,H,W], mask[B,N] (1 = visible patch) or null.
+  // Returns the logits [B,K], valid until the next forward.
+  Tensor forward(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode);
+  // Accumulates parameter gradients from dlogits[B,K] of the last forward.
+  void backward(const Tensor& dlogits);
+  // Inference: logits[B,K] written to out; stores one block's activations only.
+  void infer(const float* images, int64_t B, const uint8_t* mask, float* logits);
+
+  // Bytes held by the training and inference activation arenas (for reports).
+  size_t activation_bytes() const { return (acts_.size() + infer_acts_.size()) * sizeof(float); }
+
+ private:
+  struct BlockWeights {
+    Tensor n1w, n1b, qkvw, qkvb, projw, projb, n2w, n2b, fc1w, fc1b, fc2w, fc2b;
+  };
+  struct Weights {
+    Tensor patch_w, patch_b, cls, pos, norm_w, norm_b, head_w, head_b;
+    std::vector<BlockWeights> blocks;
+  };
+  struct BlockActs {
+    Tensor ln1, ln1_mean, ln1_rstd, qkv, probs, probs_drop, ao, r1, ln2, ln2_mean, ln2_rstd, h,
+        act, out;
+  };
+  struct Acts {
+    int64_t B = 0;
+    Tensor cols, pe, x0, branch, pooled, pooled_mean, pooled_rstd, pooled_ln, logits;
+    std::vector<BlockActs> blocks;
+    // Gradient buffers (training only).
+    Tensor dlogits_in, dpooled_ln, dpooled, dx, dbranch, dact, dln, dao, dqkv, dscratch, dpe;
+  };
+
+  Weights bind(Arena& arena);
+  // Lays out activations for batch B in arena (one block when !training).
+  void layout(Acts& A, Arena& arena, int64_t B, bool training);
+  void run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode);
+  void set_masks(int64_t B, const uint8_t* mask);
+
+  ViTConfig cfg_;
+  ParamTable table_;
+  Arena params_, grads_, acts_, infer_acts_;
+  Weights W_, G_;
+  Acts train_, infer_;
+  ForwardMode last_mode_;
+  bool have_mask_ = false;
+  std::vector<uint8_t> patch_mask_, key_mask_;  // [B,N] and [B,T], copied from the caller
+};
+
+}  // namespace vit

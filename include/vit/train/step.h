@@ -1,0 +1,33 @@
+// One training step's loss and gradients: forward, softmax cross-entropy (label smoothing
+// or soft targets), backward. Buffers for probabilities and dlogits are allocated once.
+#pragma once
+#include <cstdint>
+
+#include "vit/core/arena.h"
+#include "vit/model/vit.h"
+
+namespace vit {
+
+struct Batch {
+  const float* images = nullptr;   // [B,C,H,W], normalized
+  int64_t size = 0;                // B
+  const int64_t* labels = nullptr; // [B], or
+  const float* targets = nullptr;  // [B,K] soft targets (mixup, cutmix)
+  const uint8_t* mask = nullptr;   // [B,N] visible patches, optional
+};
+
+class LossStep {
+ public:
+  // Runs forward and backward, accumulating into model.grads(); returns the mean loss.
+  // Counts correct top-1 predictions (against labels, or the targets' argmax) in *correct.
+  double run(ViT& model, const Batch& batch, float smoothing, const ForwardMode& mode,
+             int64_t* correct = nullptr);
+
+ private:
+  Arena buf_;
+};
+
+// Number of rows whose argmax of logits[B,K] equals the label.
+int64_t count_correct(const float* logits, const int64_t* labels, int64_t B, int64_t K);
+
+}  // namespace vit

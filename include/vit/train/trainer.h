@@ -1,0 +1,50 @@
+// The training loop: shuffled mini-batches per epoch from the seed, the schedule and
+// optimizer per step, optional gradient clipping, evaluation after every epoch, and the
+// run directory (config.json, summary.csv, last/best.safetensors), each file written
+// atomically.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "vit/data/dataset.h"
+#include "vit/model/vit.h"
+#include "vit/train/optimizer.h"
+#include "vit/train/schedule.h"
+
+namespace vit {
+
+struct TrainConfig {
+  int64_t epochs = 5;
+  int64_t batch_size = 128;
+  OptimConfig optim;
+  ScheduleConfig sched;  // lr, min_lr, name; lengths are filled in from epochs
+  float warmup_epochs = 0.f;
+  float smoothing = 0.f;
+  float clip_grad = 0.f;  // max global grad norm; 0 = off
+  uint64_t seed = 42;
+  std::string output;     // run directory; empty = write nothing
+  int64_t log_every = 50; // steps between log lines
+  void validate() const;
+};
+
+struct EvalResult {
+  double loss = 0, top1 = 0, top5 = 0;
+  int64_t count = 0;
+};
+
+struct EpochStats {
+  int64_t epoch = 0;
+  double train_loss = 0, train_top1 = 0;
+  EvalResult eval;
+  double lr = 0, seconds = 0;
+};
+
+EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size);
+
+std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Dataset* eval_set,
+                              const TrainConfig& cfg, std::ostream& log);
+
+}  // namespace vit

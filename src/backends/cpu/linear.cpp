@@ -1,0 +1,40 @@
+// Linear layer, y = x w^T + b (PyTorch's nn.Linear), forward and backward.
+#include <cstring>
+
+#include "backends/cpu/cpu.h"
+
+namespace vit::cpu {
+
+void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M,
+                    int64_t K, int64_t N) {
+  float beta = 0.f;
+  if (b) {
+    // Seed y with the bias so the product adds onto it (beta = 1): one pass fewer.
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < M; ++i) std::memcpy(y + i * N, b, N * sizeof(float));
+    beta = 1.f;
+  }
+  gemm(false, true, M, N, K, 1.f, x, K, w, K, beta, y, N);
+}
+
+void colsum_add(float* db, const float* dy, int64_t M, int64_t N) {
+  // Each thread owns a block of columns and sums its rows in order: deterministic.
+  const int64_t blk = 16;
+#pragma omp parallel for schedule(static)
+  for (int64_t j0 = 0; j0 < N; j0 += blk) {
+    int64_t j1 = j0 + blk < N ? j0 + blk : N;
+    float acc[16] = {0};
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += dy[i * N + j];
+    for (int64_t j = j0; j < j1; ++j) db[j] += acc[j - j0];
+  }
+}
+
+void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                     const float* w, int64_t M, int64_t K, int64_t N, bool accumulate_dx) {
+  if (dx) gemm(false, false, M, K, N, 1.f, dy, N, w, K, accumulate_dx ? 1.f : 0.f, dx, K);
+  if (dw) gemm(true, false, N, K, M, 1.f, dy, N, x, K, 1.f, dw, K);
+  if (db) colsum_add(db, dy, M, N);
+}
+
+}  // namespace vit::cpu

@@ -1,0 +1,66 @@
+#include "vit/core/file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "vit/core/error.h"
+
+namespace vit {
+
+std::vector<char> read_file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  VIT_CHECK(f, path, ": cannot open for reading (", std::strerror(errno), ")");
+  std::streamsize n = f.tellg();
+  VIT_CHECK(n >= 0, path, ": cannot determine the file size");
+  std::vector<char> buf(static_cast<size_t>(n));
+  f.seekg(0);
+  VIT_CHECK(f.read(buf.data(), n), path, ": read failed");
+  return buf;
+}
+
+std::string read_text_file(const std::string& path) {
+  auto b = read_file_bytes(path);
+  return std::string(b.begin(), b.end());
+}
+
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  VIT_CHECK(fd >= 0, path, ": cannot create ", tmp, " (", std::strerror(errno), ")");
+  auto fail = [&](const char* what) {
+    int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Error(detail::concat(path, ": ", what, " failed (", std::strerror(err),
+                               "); the previous file, if any, is untouched"));
+  };
+  for (auto part : parts) {
+    const char* p = part.data();
+    size_t left = part.size();
+    while (left > 0) {
+      ssize_t w = ::write(fd, p, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) fail("write");
+      p += w;
+      left -= size_t(w);
+    }
+  }
+  if (::fsync(fd) != 0) fail("fsync");
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error(detail::concat(path, ": close failed (", std::strerror(err), ")"));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error(detail::concat(path, ": rename from ", tmp, " failed (", std::strerror(err), ")"));
+  }
+}
+
+}  // namespace vit

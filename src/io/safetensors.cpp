@@ -1,0 +1,217 @@
+#include "vit/io/safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "vit/core/error.h"
+#include "vit/core/file.h"
+
+namespace vit {
+
+using json = nlohmann::json;
+
+namespace {
+constexpr uint64_t kMaxHeader = 100ull << 20;  // the reference implementation's limit
+
+struct DTypeName {
+  DType d;
+  const char* name;
+  size_t size;
+};
+constexpr DTypeName kDTypes[] = {{DType::F32, "F32", 4}, {DType::F16, "F16", 2},
+                                 {DType::BF16, "BF16", 2}, {DType::F64, "F64", 8},
+                                 {DType::I64, "I64", 8}, {DType::I32, "I32", 4},
+                                 {DType::U8, "U8", 1}, {DType::BOOL, "BOOL", 1}};
+}  // namespace
+
+const char* dtype_name(DType d) {
+  for (auto& e : kDTypes)
+    if (e.d == d) return e.name;
+  return "?";
+}
+
+size_t dtype_size(DType d) {
+  for (auto& e : kDTypes)
+    if (e.d == d) return e.size;
+  return 0;
+}
+
+float f16_to_f32(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalize
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400)) {
+        mant <<= 1;
+        --exp;
+      }
+      bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000 | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float bf16_to_f32(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+SafeTensors SafeTensors::open(const std::string& path) { return parse(read_file_bytes(path), path); }
+
+SafeTensors SafeTensors::parse(std::vector<char> bytes, const std::string& path) {
+  SafeTensors st;
+  st.path_ = path;
+  VIT_CHECK(bytes.size() >= 8, path, ": not a safetensors file (", bytes.size(), " bytes, too short for a header)");
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | uint8_t(bytes[i]);
+  VIT_CHECK(hlen <= kMaxHeader, path, ": header length ", hlen, " is implausible (over 100 MiB)");
+  VIT_CHECK(hlen <= bytes.size() - 8, path, ": header length ", hlen, " runs past the end of the file (",
+            bytes.size(), " bytes): truncated?");
+  json h;
+  try {
+    h = json::parse(bytes.begin() + 8, bytes.begin() + 8 + hlen);
+  } catch (const json::exception& e) {
+    throw Error(path + ": header is not valid JSON: " + e.what());
+  }
+  VIT_CHECK(h.is_object(), path, ": header is not a JSON object");
+  st.data_start_ = 8 + hlen;
+  const size_t data_size = bytes.size() - st.data_start_;
+  for (auto& [name, v] : h.items()) {
+    if (name == "__metadata__") {
+      VIT_CHECK(v.is_object(), path, ": __metadata__ must be an object");
+      for (auto& [k, val] : v.items()) {
+        VIT_CHECK(val.is_string(), path, ": __metadata__ value of '", k, "' is not a string");
+        st.metadata_[k] = val.get<std::string>();
+      }
+      continue;
+    }
+    VIT_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"),
+              path, ": tensor '", name, "' needs dtype, shape and data_offsets");
+    TensorInfo t;
+    t.name = name;
+    VIT_CHECK(v["dtype"].is_string(), path, ": tensor '", name, "': dtype is not a string");
+    const std::string dt = v["dtype"].get<std::string>();
+    auto it = std::find_if(std::begin(kDTypes), std::end(kDTypes), [&](auto& e) { return dt == e.name; });
+    VIT_CHECK(it != std::end(kDTypes), path, ": tensor '", name, "' has unsupported dtype '", dt, "'");
+    t.dtype = it->d;
+    const auto& shape = v["shape"];
+    VIT_CHECK(shape.is_array(), path, ": tensor '", name, "': shape is not an array");
+    uint64_t count = 1;
+    for (auto& d : shape) {
+      VIT_CHECK(d.is_number_unsigned(), path, ": tensor '", name, "': shape holds a non-integer or negative value");
+      uint64_t dim = d.get<uint64_t>();
+      VIT_CHECK(dim == 0 || count <= (uint64_t(1) << 62) / dim, path, ": tensor '", name, "': shape overflows");
+      count *= dim;
+      t.shape.push_back(int64_t(dim));
+    }
+    const auto& off = v["data_offsets"];
+    VIT_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
+              path, ": tensor '", name, "': data_offsets must be two non-negative integers");
+    t.begin = off[0].get<uint64_t>();
+    t.end = off[1].get<uint64_t>();
+    VIT_CHECK(t.begin <= t.end && t.end <= data_size, path, ": tensor '", name, "': data_offsets [", t.begin,
+              ", ", t.end, "] lie outside the data section (", data_size, " bytes): truncated file?");
+    VIT_CHECK(t.end - t.begin == count * it->size, path, ": tensor '", name, "': ", t.end - t.begin,
+              " bytes do not match dtype ", dt, " x shape ", shape_str(t.shape), " (", count * it->size,
+              " bytes)");
+    st.tensors_.push_back(std::move(t));
+  }
+  // Sorted by offset, the tensors must not overlap.
+  std::vector<const TensorInfo*> order;
+  for (auto& t : st.tensors_) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < order.size(); ++i)
+    VIT_CHECK(order[i]->begin >= order[i - 1]->end || order[i - 1]->begin == order[i - 1]->end, path,
+              ": tensors '", order[i - 1]->name, "' and '", order[i]->name, "' overlap");
+  st.bytes_ = std::move(bytes);
+  return st;
+}
+
+const TensorInfo* SafeTensors::find(const std::string& name) const {
+  for (auto& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const TensorInfo& SafeTensors::at(const std::string& name) const {
+  const TensorInfo* t = find(name);
+  VIT_CHECK(t, path_, ": no tensor named '", name, "'");
+  return *t;
+}
+
+void SafeTensors::copy_float(const std::string& name, float* out) const {
+  const TensorInfo& t = at(name);
+  const char* p = bytes_.data() + data_start_ + t.begin;
+  const size_t n = (t.end - t.begin) / dtype_size(t.dtype);
+  for (size_t i = 0; i < n; ++i) {
+    switch (t.dtype) {
+      case DType::F32: std::memcpy(&out[i], p + 4 * i, 4); break;
+      case DType::F64: { double d; std::memcpy(&d, p + 8 * i, 8); out[i] = float(d); break; }
+      case DType::F16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); out[i] = f16_to_f32(h); break; }
+      case DType::BF16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); out[i] = bf16_to_f32(h); break; }
+      default: throw Error(path_ + ": tensor '" + name + "' has dtype " + dtype_name(t.dtype) + ", expected a float type");
+    }
+  }
+}
+
+std::vector<float> SafeTensors::to_float(const std::string& name) const {
+  const TensorInfo& t = at(name);
+  std::vector<float> out(numel(t.shape));
+  copy_float(name, out.data());
+  return out;
+}
+
+std::vector<int64_t> SafeTensors::to_int64(const std::string& name) const {
+  const TensorInfo& t = at(name);
+  const char* p = bytes_.data() + data_start_ + t.begin;
+  std::vector<int64_t> out(numel(t.shape));
+  for (size_t i = 0; i < out.size(); ++i) {
+    switch (t.dtype) {
+      case DType::I64: std::memcpy(&out[i], p + 8 * i, 8); break;
+      case DType::I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); out[i] = v; break; }
+      case DType::U8: case DType::BOOL: out[i] = uint8_t(p[i]); break;
+      default: throw Error(path_ + ": tensor '" + name + "' has dtype " + dtype_name(t.dtype) + ", expected an integer type");
+    }
+  }
+  return out;
+}
+
+std::vector<uint8_t> SafeTensors::to_u8(const std::string& name) const {
+  auto v = to_int64(name);
+  return std::vector<uint8_t>(v.begin(), v.end());
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  json h = json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  size_t off = 0;
+  for (auto& t : tensors) {
+    VIT_CHECK(t.dtype == DType::F32 || t.dtype == DType::I64 || t.dtype == DType::U8,
+              path, ": cannot write tensor '", t.name, "' as ", dtype_name(t.dtype));
+    const size_t n = size_t(numel(t.shape)) * dtype_size(t.dtype);
+    h[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
+    off += n;
+  }
+  std::string header = h.dump();
+  header.append((8 - (8 + header.size()) % 8) % 8, ' ');  // align the data section to 8 bytes
+  char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
+  std::vector<std::string_view> parts = {std::string_view(len, 8), header};
+  for (auto& t : tensors)
+    parts.emplace_back(static_cast<const char*>(t.data), size_t(numel(t.shape)) * dtype_size(t.dtype));
+  write_file_atomic(path, parts);
+}
+
+}  // namespace vit

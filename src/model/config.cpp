@@ -1,0 +1,222 @@
+#include "vit/model/config.h"
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "vit/core/error.h"
+#include "vit/core/file.h"
+
+namespace vit {
+
+using json = nlohmann::json;
+
+float ViTConfig::drop_path_at(int64_t i) const {
+  return depth > 1 ? drop_path_rate * float(i) / float(depth - 1) : drop_path_rate;
+}
+
+void ViTConfig::validate() const {
+  VIT_CHECK(img_h > 0 && img_w > 0, "config: img_size must be positive, got ", img_h, "x", img_w);
+  VIT_CHECK(in_chans > 0, "config: in_chans must be positive, got ", in_chans);
+  VIT_CHECK(patch_h > 0 && patch_w > 0, "config: patch_size must be positive, got ", patch_h, "x", patch_w);
+  VIT_CHECK(img_h % patch_h == 0 && img_w % patch_w == 0, "config: image size ", img_h, "x", img_w,
+            " is not divisible by patch size ", patch_h, "x", patch_w);
+  VIT_CHECK(embed_dim > 0 && depth > 0 && mlp_dim > 0 && num_classes > 0,
+            "config: embed_dim, depth, mlp_dim and num_classes must be positive");
+  VIT_CHECK(num_heads > 0 && embed_dim % num_heads == 0, "config: num_heads ", num_heads,
+            " does not divide embed_dim ", embed_dim);
+  VIT_CHECK(global_pool == "token" || global_pool == "avg", "config: global_pool must be 'token' or 'avg', got '",
+            global_pool, "'");
+  VIT_CHECK(global_pool != "token" || class_token, "config: global_pool 'token' needs class_token");
+  VIT_CHECK(pos_embed == "learn" || pos_embed == "sincos", "config: pos_embed must be 'learn' or 'sincos', got '",
+            pos_embed, "'");
+  for (auto [name, v] : {std::pair{"pos_drop_rate", pos_drop_rate}, {"attn_drop_rate", attn_drop_rate},
+                         {"proj_drop_rate", proj_drop_rate}, {"drop_rate", drop_rate},
+                         {"drop_path_rate", drop_path_rate}})
+    VIT_CHECK(v >= 0.f && v < 1.f, "config: ", name, " must be in [0, 1), got ", v);
+  VIT_CHECK(norm_eps > 0.f, "config: norm_eps must be positive");
+  VIT_CHECK(mean.size() == size_t(in_chans) && std.size() == size_t(in_chans),
+            "config: mean and std need ", in_chans, " values (one per channel)");
+  for (float s : std) VIT_CHECK(s > 0.f, "config: std values must be positive");
+}
+
+namespace {
+// Floats as the shortest decimal that reads back to the same float (0.1307, not
+// 0.1307000070810318).
+double tidy(float f) {
+  char buf[32];
+  for (int prec = 6; prec <= 9; ++prec) {  // 9 digits always round-trip a float
+    std::snprintf(buf, sizeof buf, "%.*g", prec, double(f));
+    if (std::strtof(buf, nullptr) == f) break;
+  }
+  return std::strtod(buf, nullptr);
+}
+std::vector<double> tidy(const std::vector<float>& v) {
+  std::vector<double> out;
+  for (float f : v) out.push_back(tidy(f));
+  return out;
+}
+}  // namespace
+
+std::string ViTConfig::to_json(int indent) const {
+  json j = {{"img_size", {img_h, img_w}},
+            {"in_chans", in_chans},
+            {"patch_size", {patch_h, patch_w}},
+            {"embed_dim", embed_dim},
+            {"depth", depth},
+            {"num_heads", num_heads},
+            {"mlp_dim", mlp_dim},
+            {"qkv_bias", qkv_bias},
+            {"global_pool", global_pool},
+            {"class_token", class_token},
+            {"pos_embed", pos_embed},
+            {"pos_drop_rate", tidy(pos_drop_rate)},
+            {"attn_drop_rate", tidy(attn_drop_rate)},
+            {"proj_drop_rate", tidy(proj_drop_rate)},
+            {"drop_rate", tidy(drop_rate)},
+            {"drop_path_rate", tidy(drop_path_rate)},
+            {"norm_eps", tidy(norm_eps)},
+            {"num_classes", num_classes},
+            {"mean", tidy(mean)},
+            {"std", tidy(std)}};
+  return j.dump(indent);
+}
+
+namespace {
+// "img_size": 224 or [224, 224].
+void read_pair(const json& v, int64_t& a, int64_t& b, const char* key) {
+  if (v.is_number_integer()) {
+    a = b = v.get<int64_t>();
+  } else {
+    VIT_CHECK(v.is_array() && v.size() == 2, "config: ", key, " must be an integer or [h, w]");
+    a = v[0].get<int64_t>();
+    b = v[1].get<int64_t>();
+  }
+}
+}  // namespace
+
+ViTConfig ViTConfig::from_json(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(std::string("config: invalid JSON: ") + e.what());
+  }
+  VIT_CHECK(j.is_object(), "config: expected a JSON object");
+  ViTConfig c;
+  try {
+    for (auto& [key, v] : j.items()) {
+      if (key == "img_size") read_pair(v, c.img_h, c.img_w, "img_size");
+      else if (key == "patch_size") read_pair(v, c.patch_h, c.patch_w, "patch_size");
+      else if (key == "in_chans") c.in_chans = v.get<int64_t>();
+      else if (key == "embed_dim") c.embed_dim = v.get<int64_t>();
+      else if (key == "depth") c.depth = v.get<int64_t>();
+      else if (key == "num_heads") c.num_heads = v.get<int64_t>();
+      else if (key == "mlp_dim") c.mlp_dim = v.get<int64_t>();
+      else if (key == "qkv_bias") c.qkv_bias = v.get<bool>();
+      else if (key == "global_pool") c.global_pool = v.get<std::string>();
+      else if (key == "class_token") c.class_token = v.get<bool>();
+      else if (key == "pos_embed") c.pos_embed = v.get<std::string>();
+      else if (key == "pos_drop_rate") c.pos_drop_rate = v.get<float>();
+      else if (key == "attn_drop_rate") c.attn_drop_rate = v.get<float>();
+      else if (key == "proj_drop_rate") c.proj_drop_rate = v.get<float>();
+      else if (key == "drop_rate") c.drop_rate = v.get<float>();
+      else if (key == "drop_path_rate") c.drop_path_rate = v.get<float>();
+      else if (key == "norm_eps") c.norm_eps = v.get<float>();
+      else if (key == "num_classes") c.num_classes = v.get<int64_t>();
+      else if (key == "mean") c.mean = v.get<std::vector<float>>();
+      else if (key == "std") c.std = v.get<std::vector<float>>();
+      else throw Error("config: unknown key '" + key + "'");
+    }
+  } catch (const json::type_error& e) {
+    throw Error(std::string("config: wrong value type: ") + e.what());
+  }
+  // One-channel models whose file gave no mean/std get one value per channel.
+  if (!j.contains("mean")) c.mean.assign(c.in_chans, 0.5f);
+  if (!j.contains("std")) c.std.assign(c.in_chans, 0.5f);
+  c.validate();
+  return c;
+}
+
+ViTConfig ViTConfig::load(const std::string& path) {
+  try {
+    return from_json(read_text_file(path));
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
+void ViTConfig::save(const std::string& path) const { write_file_atomic(path, to_json() + "\n"); }
+
+namespace {
+ViTConfig timm_vit(int64_t patch, int64_t dim, int64_t depth, int64_t heads) {
+  ViTConfig c;
+  c.patch_h = c.patch_w = patch;
+  c.embed_dim = dim;
+  c.depth = depth;
+  c.num_heads = heads;
+  c.mlp_dim = 4 * dim;
+  return c;
+}
+}  // namespace
+
+ViTConfig preset(const std::string& name) {
+  if (name == "vit-tiny-16") return timm_vit(16, 192, 12, 3);
+  if (name == "vit-small-16") return timm_vit(16, 384, 12, 6);
+  if (name == "vit-small-32") return timm_vit(32, 384, 12, 6);
+  if (name == "vit-base-16") return timm_vit(16, 768, 12, 12);
+  if (name == "vit-base-32") return timm_vit(32, 768, 12, 12);
+  if (name == "vit-large-16") return timm_vit(16, 1024, 24, 16);
+  if (name == "vit-huge-14") return timm_vit(14, 1280, 32, 16);
+  if (name == "mnist-seed") {  // seed 001: 7x7 patches of 4x4, hidden 8, 2 blocks, 2 heads
+    ViTConfig c;
+    c.img_h = c.img_w = 28;
+    c.in_chans = 1;
+    c.patch_h = c.patch_w = 4;
+    c.embed_dim = 8;
+    c.depth = 2;
+    c.num_heads = 2;
+    c.mlp_dim = 32;
+    c.pos_embed = "sincos";
+    c.num_classes = 10;
+    c.mean = {0.1307f};  // MNIST statistics
+    c.std = {0.3081f};
+    return c;
+  }
+  if (name == "cifar-seed") {  // seed 002: patch 4, 192 dims, 12 layers, 12 heads
+    ViTConfig c;
+    c.img_h = c.img_w = 32;
+    c.patch_h = c.patch_w = 4;
+    c.embed_dim = 192;
+    c.depth = 12;
+    c.num_heads = 12;
+    c.mlp_dim = 768;
+    c.num_classes = 10;
+    c.mean = {0.4914f, 0.4822f, 0.4465f};  // CIFAR-10 statistics
+    c.std = {0.2470f, 0.2435f, 0.2616f};
+    return c;
+  }
+  std::string known;
+  for (auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  throw Error("unknown model preset '" + name + "' (known: " + known + ")");
+}
+
+std::vector<std::string> preset_names() {
+  return {"vit-tiny-16", "vit-small-16", "vit-small-32", "vit-base-16", "vit-base-32",
+          "vit-large-16", "vit-huge-14", "mnist-seed", "cifar-seed"};
+}
+
+int64_t forward_flops(const ViTConfig& c) {
+  const int64_t T = c.num_tokens(), D = c.embed_dim, N = c.num_patches();
+  const int64_t patch = 2 * N * D * c.in_chans * c.patch_h * c.patch_w;
+  const int64_t per_block = 2 * T * D * 3 * D     // qkv
+                            + 2 * 2 * T * T * D   // q k^T and P v
+                            + 2 * T * D * D       // proj
+                            + 2 * 2 * T * D * c.mlp_dim;  // fc1, fc2
+  return patch + c.depth * per_block + 2 * D * c.num_classes;
+}
+
+}  // namespace vit

@@ -1,0 +1,97 @@
+#include "vit/model/params.h"
+
+#include <cmath>
+
+#include "vit/core/error.h"
+#include "vit/core/rng.h"
+
+namespace vit {
+
+void ParamTable::add(std::string name, Shape shape, Init init) {
+  const bool fixed = init == Init::SinCos;
+  const bool no_decay = shape.size() <= 1 || name == "pos_embed" || name == "cls_token";
+  // 16-float alignment keeps every tensor on its own 64-byte boundary.
+  specs_.push_back({std::move(name), std::move(shape), init, !no_decay && !fixed, !fixed, total_});
+  total_ += (specs_.back().numel() + 15) / 16 * 16;
+}
+
+ParamTable::ParamTable(const ViTConfig& c) {
+  c.validate();
+  const int64_t D = c.embed_dim, M = c.mlp_dim;
+  add("patch_embed.proj.weight", {D, c.in_chans, c.patch_h, c.patch_w}, Init::ConvDefault);
+  add("patch_embed.proj.bias", {D}, Init::ConvDefault);
+  if (c.class_token) add("cls_token", {1, 1, D}, Init::ClsToken);
+  add("pos_embed", {1, c.num_tokens(), D}, c.pos_embed == "sincos" ? Init::SinCos : Init::TruncNormal);
+  for (int64_t i = 0; i < c.depth; ++i) {
+    const std::string p = "blocks." + std::to_string(i) + ".";
+    add(p + "norm1.weight", {D}, Init::Ones);
+    add(p + "norm1.bias", {D}, Init::Zeros);
+    add(p + "attn.qkv.weight", {3 * D, D}, Init::TruncNormal);
+    if (c.qkv_bias) add(p + "attn.qkv.bias", {3 * D}, Init::Zeros);
+    add(p + "attn.proj.weight", {D, D}, Init::TruncNormal);
+    add(p + "attn.proj.bias", {D}, Init::Zeros);
+    add(p + "norm2.weight", {D}, Init::Ones);
+    add(p + "norm2.bias", {D}, Init::Zeros);
+    add(p + "mlp.fc1.weight", {M, D}, Init::TruncNormal);
+    add(p + "mlp.fc1.bias", {M}, Init::Zeros);
+    add(p + "mlp.fc2.weight", {D, M}, Init::TruncNormal);
+    add(p + "mlp.fc2.bias", {D}, Init::Zeros);
+  }
+  const std::string norm = c.avg_pool() ? "fc_norm" : "norm";
+  add(norm + ".weight", {D}, Init::Ones);
+  add(norm + ".bias", {D}, Init::Zeros);
+  add("head.weight", {c.num_classes, D}, Init::TruncNormal);
+  add("head.bias", {c.num_classes}, Init::Zeros);
+}
+
+const ParamSpec* ParamTable::find(const std::string& name) const {
+  for (auto& s : specs_)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+const ParamSpec& ParamTable::at(const std::string& name) const {
+  const ParamSpec* s = find(name);
+  VIT_CHECK(s, "no parameter named '", name, "' in this model");
+  return *s;
+}
+
+void sincos_pos_embed(float* out, int64_t T, int64_t C) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < C; ++j) {
+      const double freq = std::pow(10000.0, double(j - j % 2) / double(C));
+      out[t * C + j] = float(j % 2 == 0 ? std::sin(t / freq) : std::cos(t / freq));
+    }
+}
+
+void init_params(const ParamTable& table, const ViTConfig& cfg, float* params, uint64_t seed) {
+  Rng rng(seed);
+  const double conv_bound =
+      1.0 / std::sqrt(double(cfg.in_chans * cfg.patch_h * cfg.patch_w));  // 1/sqrt(fan_in)
+  for (const auto& s : table.specs()) {
+    float* p = params + s.offset;
+    const int64_t n = s.numel();
+    switch (s.init) {
+      case Init::TruncNormal:
+        for (int64_t i = 0; i < n; ++i) p[i] = float(rng.trunc_normal(0.02, -2.0, 2.0));
+        break;
+      case Init::Zeros:
+        for (int64_t i = 0; i < n; ++i) p[i] = 0.f;
+        break;
+      case Init::Ones:
+        for (int64_t i = 0; i < n; ++i) p[i] = 1.f;
+        break;
+      case Init::ClsToken:
+        for (int64_t i = 0; i < n; ++i) p[i] = float(rng.normal() * 1e-6);
+        break;
+      case Init::ConvDefault:
+        for (int64_t i = 0; i < n; ++i) p[i] = float((2.0 * rng.uniform() - 1.0) * conv_bound);
+        break;
+      case Init::SinCos:
+        sincos_pos_embed(p, s.shape[1], s.shape[2]);
+        break;
+    }
+  }
+}
+
+}  // namespace vit

@@ -1,0 +1,256 @@
+#include "vit/model/vit.h"
+
+#include <cstring>
+
+#include "vit/core/error.h"
+#include "vit/core/rng.h"
+#include "vit/ops/ops.h"
+
+namespace vit {
+
+namespace {
+
+// Carves tensors out of one allocation, 64-byte aligned. With a null base it only counts.
+class Carver {
+ public:
+  explicit Carver(float* base) : base_(base) {}
+  Tensor take(Shape s) {
+    Tensor t(base_ ? base_ + used_ : nullptr, s);
+    used_ += (numel(s) + 15) / 16 * 16;
+    return t;
+  }
+  int64_t used() const { return used_; }
+
+ private:
+  float* base_;
+  int64_t used_ = 0;
+};
+
+// Dropout sites: each gets its own key per step, so masks never repeat across sites.
+enum : uint64_t { kSitePos = 1, kSiteHead = 2 };
+enum BlockSite : uint64_t { kAttnDrop, kProjDrop, kPath1, kMlpDrop1, kMlpDrop2, kPath2 };
+uint64_t block_site(int64_t layer, BlockSite s) { return 16 + uint64_t(layer) * 8 + s; }
+
+}  // namespace
+
+ViT::ViT(const ViTConfig& cfg) : cfg_(cfg), table_(cfg) {
+  params_.resize(table_.total());
+  grads_.resize(table_.total());
+  W_ = bind(params_);
+  G_ = bind(grads_);
+  init_weights(0);
+}
+
+Tensor ViT::param(const std::string& name) {
+  const auto& s = table_.at(name);
+  return Tensor(params_.data() + s.offset, s.shape);
+}
+
+Tensor ViT::grad(const std::string& name) {
+  const auto& s = table_.at(name);
+  return Tensor(grads_.data() + s.offset, s.shape);
+}
+
+void ViT::init_weights(uint64_t seed) { init_params(table_, cfg_, params_.data(), seed); }
+
+ViT::Weights ViT::bind(Arena& arena) {
+  auto t = [&](const std::string& name) {
+    const ParamSpec* s = table_.find(name);
+    return s ? Tensor(arena.data() + s->offset, s->shape) : Tensor();
+  };
+  Weights w;
+  const int64_t D = cfg_.embed_dim;
+  w.patch_w = reshape(t("patch_embed.proj.weight"), {D, cfg_.in_chans * cfg_.patch_h * cfg_.patch_w});
+  w.patch_b = t("patch_embed.proj.bias");
+  w.cls = t("cls_token");
+  w.pos = t("pos_embed");
+  const std::string norm = cfg_.avg_pool() ? "fc_norm" : "norm";
+  w.norm_w = t(norm + ".weight");
+  w.norm_b = t(norm + ".bias");
+  w.head_w = t("head.weight");
+  w.head_b = t("head.bias");
+  for (int64_t i = 0; i < cfg_.depth; ++i) {
+    const std::string p = "blocks." + std::to_string(i) + ".";
+    w.blocks.push_back({t(p + "norm1.weight"), t(p + "norm1.bias"), t(p + "attn.qkv.weight"),
+                        t(p + "attn.qkv.bias"), t(p + "attn.proj.weight"), t(p + "attn.proj.bias"),
+                        t(p + "norm2.weight"), t(p + "norm2.bias"), t(p + "mlp.fc1.weight"),
+                        t(p + "mlp.fc1.bias"), t(p + "mlp.fc2.weight"), t(p + "mlp.fc2.bias")});
+  }
+  return w;
+}
+
+void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training) {
+  const int64_t T = cfg_.num_tokens(), C = cfg_.embed_dim, N = cfg_.num_patches(),
+                M = cfg_.mlp_dim, H = cfg_.num_heads, K = cfg_.num_classes,
+                P = cfg_.in_chans * cfg_.patch_h * cfg_.patch_w;
+  const int64_t nblocks = training ? cfg_.depth : 1;  // inference reuses one block's buffers
+  const bool attn_drop = training && cfg_.attn_drop_rate > 0.f;
+  auto carve = [&](float* base) {
+    Carver c(base);
+    A.cols = c.take({B * N, P});
+    A.pe = c.take({B * N, C});
+    A.x0 = c.take({B, T, C});
+    A.branch = c.take({B * T, C});
+    A.blocks.assign(nblocks, {});
+    for (auto& a : A.blocks) {
+      a.ln1 = c.take({B * T, C});
+      a.ln1_mean = c.take({B * T});
+      a.ln1_rstd = c.take({B * T});
+      a.qkv = c.take({B, T, 3 * C});
+      a.probs = c.take({B, H, T, T});
+      if (attn_drop) a.probs_drop = c.take({B, H, T, T});
+      a.ao = c.take({B, T, C});
+      a.r1 = c.take({B, T, C});
+      a.ln2 = c.take({B * T, C});
+      a.ln2_mean = c.take({B * T});
+      a.ln2_rstd = c.take({B * T});
+      a.h = c.take({B * T, M});
+      a.act = c.take({B * T, M});
+      a.out = c.take({B, T, C});
+    }
+    A.pooled = c.take({B, C});
+    A.pooled_mean = c.take({B});
+    A.pooled_rstd = c.take({B});
+    A.pooled_ln = c.take({B, C});
+    A.logits = c.take({B, K});
+    if (training) {
+      A.dpooled_ln = c.take({B, C});
+      A.dpooled = c.take({B, C});
+      A.dx = c.take({B, T, C});
+      A.dbranch = c.take({B * T, C});
+      A.dact = c.take({B * T, M});
+      A.dln = c.take({B * T, C});
+      A.dao = c.take({B, T, C});
+      A.dqkv = c.take({B, T, 3 * C});
+      A.dscratch = c.take({B, H, T, T});
+      A.dpe = c.take({B * N, C});
+    }
+    return c.used();
+  };
+  arena.resize(carve(nullptr));  // allocates only when B grows past what was allocated
+  carve(arena.data());
+  A.B = B;
+}
+
+void ViT::set_masks(int64_t B, const uint8_t* mask) {
+  have_mask_ = mask != nullptr;
+  if (!mask) return;
+  const int64_t N = cfg_.num_patches(), T = cfg_.num_tokens(), pre = cfg_.num_prefix_tokens();
+  patch_mask_.assign(mask, mask + B * N);
+  key_mask_.assign(B * T, 1);  // the class token is always visible
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t n = 0; n < N; ++n) key_mask_[b * T + pre + n] = mask[b * N + n] ? 1 : 0;
+}
+
+void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode) {
+  const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim;
+  auto rate = [&](float r) { return mode.train ? r : 0.f; };
+  auto key = [&](uint64_t site) { return rng_key(mode.seed, mode.step, site); };
+  set_masks(B, mask);
+  const uint8_t* keys_mask = have_mask_ ? key_mask_.data() : nullptr;
+
+  Tensor img(const_cast<float*>(images), {B, cfg_.in_chans, cfg_.img_h, cfg_.img_w});
+  ops::im2col_patches(A.cols, img, cfg_.patch_h, cfg_.patch_w);
+  ops::linear_forward(A.pe, A.cols, W_.patch_w, &W_.patch_b);
+  ops::tokens_forward(A.x0, A.pe, cfg_.class_token ? &W_.cls : nullptr, W_.pos);
+  ops::dropout_forward(A.x0, rate(cfg_.pos_drop_rate), key(kSitePos));
+
+  Tensor x = A.x0;
+  for (int64_t l = 0; l < cfg_.depth; ++l) {
+    BlockActs& a = A.blocks[size_t(l) < A.blocks.size() ? l : 0];
+    const BlockWeights& w = W_.blocks[l];
+    const float proj_p = rate(cfg_.proj_drop_rate), path_p = rate(cfg_.drop_path_at(l));
+    const float attn_p = rate(cfg_.attn_drop_rate);
+    ops::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, reshape(x, {B * T, C}), w.n1w, w.n1b, cfg_.norm_eps);
+    ops::linear_forward(reshape(a.qkv, {B * T, 3 * C}), a.ln1, w.qkvw, w.qkvb.data ? &w.qkvb : nullptr);
+    ops::attention_forward(a.ao, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask,
+                           attn_p, key(block_site(l, kAttnDrop)));
+    ops::linear_forward(A.branch, reshape(a.ao, {B * T, C}), w.projw, &w.projb);
+    ops::residual_forward(a.r1, x, reshape(A.branch, {B, T, C}), proj_p, key(block_site(l, kProjDrop)),
+                          path_p, key(block_site(l, kPath1)));
+    ops::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, reshape(a.r1, {B * T, C}), w.n2w, w.n2b, cfg_.norm_eps);
+    ops::linear_forward(a.h, a.ln2, w.fc1w, &w.fc1b);
+    ops::gelu_forward(a.act, a.h);
+    ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)));
+    ops::linear_forward(A.branch, a.act, w.fc2w, &w.fc2b);
+    ops::residual_forward(a.out, a.r1, reshape(A.branch, {B, T, C}), proj_p, key(block_site(l, kMlpDrop2)),
+                          path_p, key(block_site(l, kPath2)));
+    x = a.out;
+  }
+  // timm norms every token before pooling; LayerNorm is per row, so norming the pooled
+  // row alone gives the same numbers for a fraction of the work.
+  ops::pool_forward(A.pooled, x, have_mask_ ? patch_mask_.data() : nullptr, cfg_.avg_pool(),
+                    cfg_.num_prefix_tokens());
+  ops::layernorm_forward(A.pooled_ln, A.pooled_mean, A.pooled_rstd, A.pooled, W_.norm_w, W_.norm_b, cfg_.norm_eps);
+  ops::dropout_forward(A.pooled_ln, rate(cfg_.drop_rate), key(kSiteHead));
+  ops::linear_forward(A.logits, A.pooled_ln, W_.head_w, &W_.head_b);
+}
+
+Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
+  VIT_CHECK(B > 0, "forward: batch size must be positive");
+  if (train_.B != B) layout(train_, acts_, B, true);
+  last_mode_ = mode;
+  run_forward(train_, images, mask, mode);
+  return train_.logits;
+}
+
+void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits) {
+  VIT_CHECK(B > 0, "infer: batch size must be positive");
+  if (infer_.B != B) layout(infer_, infer_acts_, B, false);
+  run_forward(infer_, images, mask, ForwardMode{});
+  std::memcpy(logits, infer_.logits.data, sizeof(float) * B * cfg_.num_classes);
+}
+
+void ViT::backward(const Tensor& dlogits) {
+  Acts& A = train_;
+  const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim;
+  check_shape(dlogits, {B, cfg_.num_classes}, "backward: grad logits");
+  const ForwardMode& mode = last_mode_;
+  auto rate = [&](float r) { return mode.train ? r : 0.f; };
+  auto key = [&](uint64_t site) { return rng_key(mode.seed, mode.step, site); };
+  const uint8_t* pmask = have_mask_ ? patch_mask_.data() : nullptr;
+
+  ops::linear_backward(&A.dpooled_ln, &G_.head_w, &G_.head_b, dlogits, A.pooled_ln, W_.head_w);
+  ops::dropout_backward(A.dpooled_ln, rate(cfg_.drop_rate), key(kSiteHead));
+  ops::layernorm_backward(A.dpooled, G_.norm_w, G_.norm_b, A.dpooled_ln, A.pooled, A.pooled_mean,
+                          A.pooled_rstd, W_.norm_w, false);
+  ops::pool_backward(A.dx, A.dpooled, pmask, cfg_.avg_pool(), cfg_.num_prefix_tokens());
+
+  // A.dx carries the gradient of the residual stream down through the blocks.
+  const Tensor dx2d = reshape(A.dx, {B * T, C});
+  for (int64_t l = cfg_.depth - 1; l >= 0; --l) {
+    BlockActs& a = A.blocks[l];
+    const BlockWeights& w = W_.blocks[l];
+    BlockWeights& g = G_.blocks[l];
+    const Tensor x_in = reshape(l > 0 ? A.blocks[l - 1].out : A.x0, {B * T, C});
+    const float proj_p = rate(cfg_.proj_drop_rate), path_p = rate(cfg_.drop_path_at(l));
+    const float attn_p = rate(cfg_.attn_drop_rate);
+    // MLP branch: out = r1 + branch.
+    // Drop path is per sample: the residual ops need the [B,T,C] views.
+    const Tensor dbranch3d = reshape(A.dbranch, {B, T, C});
+    ops::residual_backward(dbranch3d, A.dx, proj_p, key(block_site(l, kMlpDrop2)), path_p,
+                           key(block_site(l, kPath2)));
+    ops::linear_backward(&A.dact, &g.fc2w, &g.fc2b, A.dbranch, a.act, w.fc2w);
+    ops::dropout_backward(A.dact, proj_p, key(block_site(l, kMlpDrop1)));
+    ops::gelu_backward(A.dact, A.dact, a.h);
+    ops::linear_backward(&A.dln, &g.fc1w, &g.fc1b, A.dact, a.ln2, w.fc1w);
+    ops::layernorm_backward(dx2d, g.n2w, g.n2b, A.dln, reshape(a.r1, {B * T, C}), a.ln2_mean,
+                            a.ln2_rstd, w.n2w, true);
+    // Attention branch: r1 = x + branch.
+    ops::residual_backward(dbranch3d, A.dx, proj_p, key(block_site(l, kProjDrop)), path_p,
+                           key(block_site(l, kPath1)));
+    Tensor dao2d = reshape(A.dao, {B * T, C});
+    ops::linear_backward(&dao2d, &g.projw, &g.projb, A.dbranch, reshape(a.ao, {B * T, C}), w.projw);
+    ops::attention_backward(A.dqkv, A.dscratch, A.dao, a.qkv, a.probs,
+                            attn_p > 0.f ? &a.probs_drop : nullptr, attn_p, key(block_site(l, kAttnDrop)));
+    ops::linear_backward(&A.dln, &g.qkvw, g.qkvb.data ? &g.qkvb : nullptr,
+                         reshape(A.dqkv, {B * T, 3 * C}), a.ln1, w.qkvw);
+    ops::layernorm_backward(dx2d, g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd, w.n1w, true);
+  }
+  ops::dropout_backward(A.dx, rate(cfg_.pos_drop_rate), key(kSitePos));
+  const bool learn_pos = cfg_.pos_embed == "learn";
+  ops::tokens_backward(A.dpe, cfg_.class_token ? &G_.cls : nullptr, learn_pos ? &G_.pos : nullptr, A.dx);
+  ops::linear_backward(nullptr, &G_.patch_w, &G_.patch_b, A.dpe, A.cols, W_.patch_w);
+}
+
+}  // namespace vit

@@ -1,0 +1,52 @@
+#include "backends/cpu/cpu.h"
+#include "ops/dispatch.h"
+#include "vit/ops/ops.h"
+
+namespace vit::ops {
+
+namespace {
+struct Dims {
+  int64_t B, T, C, H;
+};
+Dims attention_dims(const Tensor& qkv, const Tensor& probs) {
+  VIT_CHECK(qkv.ndim() == 3 && qkv.dim(2) % 3 == 0, "attention: qkv must be [B,T,3C], got ",
+            shape_str(qkv.shape));
+  VIT_CHECK(probs.ndim() == 4, "attention: probs must be [B,H,T,T], got ", shape_str(probs.shape));
+  Dims d{qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3, probs.dim(1)};
+  VIT_CHECK(d.H > 0 && d.C % d.H == 0, "attention: ", d.H, " heads do not divide ", d.C, " channels");
+  check_shape(probs, {d.B, d.H, d.T, d.T}, "attention probs");
+  return d;
+}
+}  // namespace
+
+void attention_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tensor& qkv,
+                       const uint8_t* key_mask, float drop_p, uint64_t drop_key) {
+  const Dims d = attention_dims(qkv, probs);
+  check_shape(out, {d.B, d.T, d.C}, "attention output");
+  VIT_CHECK(drop_p <= 0.f || probs_drop, "attention: dropout needs a probs_drop buffer");
+  if (probs_drop) check_shape(*probs_drop, probs.shape, "attention dropped probs");
+  switch (common_device({&out, &probs, &qkv}, "attention")) {
+    case Device::CPU:
+      return cpu::attention_forward(out.data, probs.data, drop_p > 0.f ? probs_drop->data : nullptr,
+                                    qkv.data, key_mask, d.B, d.T, d.C, d.H, drop_p, drop_key);
+    default: unsupported("attention", out.device);
+  }
+}
+
+void attention_backward(Tensor dqkv, Tensor scratch, const Tensor& dout, const Tensor& qkv,
+                        const Tensor& probs, const Tensor* probs_drop, float drop_p,
+                        uint64_t drop_key) {
+  const Dims d = attention_dims(qkv, probs);
+  check_shape(dqkv, qkv.shape, "attention grad qkv");
+  check_shape(dout, {d.B, d.T, d.C}, "attention grad output");
+  check_shape(scratch, probs.shape, "attention scratch");
+  switch (common_device({&dqkv, &dout, &qkv, &probs}, "attention_backward")) {
+    case Device::CPU:
+      return cpu::attention_backward(dqkv.data, scratch.data, dout.data, qkv.data, probs.data,
+                                     drop_p > 0.f ? probs_drop->data : nullptr, d.B, d.T, d.C,
+                                     d.H, drop_p, drop_key);
+    default: unsupported("attention_backward", dqkv.device);
+  }
+}
+
+}  // namespace vit::ops

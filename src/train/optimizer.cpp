@@ -1,0 +1,103 @@
+#include "vit/train/optimizer.h"
+
+#include <cmath>
+#include <vector>
+
+#include "vit/core/error.h"
+
+namespace vit {
+
+void OptimConfig::validate() const {
+  VIT_CHECK(name == "sgd" || name == "adam" || name == "adamw", "optimizer must be sgd, adam or adamw, got '",
+            name, "'");
+  VIT_CHECK(momentum >= 0.f && momentum < 1.f, "momentum must be in [0, 1), got ", momentum);
+  VIT_CHECK(!nesterov || momentum > 0.f, "nesterov needs a momentum above 0");
+  VIT_CHECK(beta1 >= 0.f && beta1 < 1.f && beta2 >= 0.f && beta2 < 1.f, "adam betas must be in [0, 1)");
+  VIT_CHECK(eps > 0.f, "adam eps must be positive");
+  VIT_CHECK(weight_decay >= 0.f, "weight decay must be non-negative, got ", weight_decay);
+}
+
+Optimizer::Optimizer(const ParamTable& table, OptimConfig cfg) : table_(table), cfg_(std::move(cfg)) {
+  cfg_.validate();
+  m_.resize(table.total());
+  if (cfg_.name != "sgd") v_.resize(table.total());
+}
+
+void Optimizer::step(float* params, const float* grads, float lr) {
+  ++t_;
+  const float wd_all = cfg_.weight_decay;
+  // Adam's bias corrections, written as torch.optim.Adam/AdamW compute them.
+  const double bc1 = 1.0 - std::pow(double(cfg_.beta1), double(t_));
+  const double bc2 = 1.0 - std::pow(double(cfg_.beta2), double(t_));
+  const float step_size = float(lr / bc1), bc2_sqrt = float(std::sqrt(bc2));
+  const float b1 = cfg_.beta1, b2 = cfg_.beta2, eps = cfg_.eps, mom = cfg_.momentum;
+  const bool first = t_ == 1;
+  for (const auto& s : table_.specs()) {
+    if (!s.trainable) continue;
+    const float wd = s.decay ? wd_all : 0.f;
+    float* p = params + s.offset;
+    const float* g = grads + s.offset;
+    float* m = m_.data() + s.offset;
+    float* v = cfg_.name == "sgd" ? nullptr : v_.data() + s.offset;
+    const int64_t n = s.numel();
+    if (cfg_.name == "sgd") {
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
+        float d = g[i] + wd * p[i];
+        if (mom > 0.f) {
+          m[i] = first ? d : mom * m[i] + d;  // torch: buffer starts as the first gradient
+          d = cfg_.nesterov ? d + mom * m[i] : m[i];
+        }
+        p[i] -= lr * d;
+      }
+    } else {
+      const bool decoupled = cfg_.name == "adamw";
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
+        float gi = g[i];
+        if (decoupled) p[i] *= 1.f - lr * wd;
+        else gi += wd * p[i];
+        m[i] = b1 * m[i] + (1.f - b1) * gi;
+        v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
+        p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
+      }
+    }
+  }
+}
+
+double grad_norm(const ParamTable& table, const float* grads) {
+  // Fixed chunks summed in parallel, then combined in order: the same bits for any threads.
+  const int64_t chunk = 1 << 16;
+  double total = 0;
+  for (const auto& s : table.specs()) {
+    if (!s.trainable) continue;
+    const float* g = grads + s.offset;
+    const int64_t n = s.numel(), nchunks = (n + chunk - 1) / chunk;
+    std::vector<double> part(nchunks, 0.0);
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < nchunks; ++c) {
+      double acc = 0;
+      for (int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) acc += double(g[i]) * g[i];
+      part[c] = acc;
+    }
+    for (double p : part) total += p;
+  }
+  return std::sqrt(total);
+}
+
+double clip_grad_norm(const ParamTable& table, float* grads, double max_norm) {
+  const double norm = grad_norm(table, grads);
+  if (max_norm > 0 && norm > max_norm) {
+    const float scale = float(max_norm / (norm + 1e-6));  // torch adds 1e-6 too
+    for (const auto& s : table.specs()) {
+      if (!s.trainable) continue;
+      float* g = grads + s.offset;
+      const int64_t n = s.numel();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) g[i] *= scale;
+    }
+  }
+  return norm;
+}
+
+}  // namespace vit

@@ -1,0 +1,31 @@
+#include "vit/train/schedule.h"
+
+#include <cmath>
+
+#include "vit/core/error.h"
+
+namespace vit {
+
+void ScheduleConfig::validate() const {
+  VIT_CHECK(name == "none" || name == "step" || name == "cosine", "schedule must be none, step or cosine, got '",
+            name, "'");
+  VIT_CHECK(lr > 0.f && std::isfinite(lr), "learning rate must be positive, got ", lr);
+  VIT_CHECK(min_lr >= 0.f && min_lr <= lr, "min lr must be in [0, lr], got ", min_lr);
+  VIT_CHECK(warmup_steps >= 0 && total_steps > 0 && decay_steps > 0, "schedule lengths must be positive");
+  VIT_CHECK(decay_rate > 0.f, "decay rate must be positive");
+}
+
+float lr_at(const ScheduleConfig& s, int64_t step) {
+  if (step < s.warmup_steps)
+    return s.warmup_lr + (s.lr - s.warmup_lr) * float(step) / float(s.warmup_steps);
+  const int64_t t = step - s.warmup_steps;
+  if (s.name == "step") return s.lr * std::pow(s.decay_rate, float(t / s.decay_steps));
+  if (s.name == "cosine") {
+    const int64_t span = std::max<int64_t>(1, s.total_steps - s.warmup_steps);
+    const double frac = std::min(1.0, double(t) / double(span));
+    return float(s.min_lr + 0.5 * (s.lr - s.min_lr) * (1.0 + std::cos(M_PI * frac)));
+  }
+  return s.lr;
+}
+
+}  // namespace vit

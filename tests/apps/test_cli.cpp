@@ -1,0 +1,75 @@
+// The vit program end to end: help for every subcommand, a short synthetic training run
+// that writes its run directory, and clear errors with a non-zero exit for bad input.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace {
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string out;
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(VIT_BINARY) + " " + args + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p.get())) > 0) out.append(buf.data(), n);
+  const int status = pclose(p.release());
+  return {WEXITSTATUS(status), out};
+}
+}  // namespace
+
+TEST(Cli, HelpForEverySubcommand) {
+  for (const char* sub : {"", "train", "eval", "predict", "info"}) {
+    Result r = run(std::string(sub) + " --help");
+    EXPECT_EQ(r.code, 0) << sub << ": " << r.out;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << sub;
+  }
+  EXPECT_NE(run("train --help").out.find("--batch-size"), std::string::npos);
+}
+
+TEST(Cli, ShortSyntheticTrainingRunWritesItsRunDirectory) {
+  const fs::path dir = fs::temp_directory_path() / ("vit_cli_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  Result r = run("train --model mnist-seed --img-size 16 --synthetic 256 --epochs 2 -b 64 --threads 1 --output " +
+                 dir.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* f : {"config.json", "summary.csv", "last.safetensors", "best.safetensors"})
+    EXPECT_TRUE(fs::exists(dir / f)) << f << "\n" << r.out;
+  Result info = run("info --checkpoint " + (dir / "last.safetensors").string());
+  EXPECT_EQ(info.code, 0) << info.out;
+  EXPECT_NE(info.out.find("\"img_size\""), std::string::npos) << info.out;
+}
+
+TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
+  Result r = run("train --synthetic 10 --img-size 30 --patch-size 4");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("not divisible by patch size"), std::string::npos) << r.out;
+  r = run("train --synthetic 10 --embed-dim 10 --num-heads 3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("does not divide embed_dim"), std::string::npos) << r.out;
+  r = run("train --synthetic 10 -b 0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("batch size must be positive"), std::string::npos) << r.out;
+  r = run("train --synthetic 10 --lr -1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("learning rate must be positive"), std::string::npos) << r.out;
+  r = run("train --model nope --synthetic 10");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("unknown model preset 'nope'"), std::string::npos) << r.out;
+  r = run("info --checkpoint /nonexistent.safetensors");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("/nonexistent.safetensors"), std::string::npos) << r.out;
+  r = run("eval --checkpoint x");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("not yet available"), std::string::npos) << r.out;
+}

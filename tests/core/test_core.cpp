@@ -1,0 +1,79 @@
+// Core: arena alignment and zeroing, tensor views, and the counter-based random draws.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "vit/core/arena.h"
+#include "vit/core/error.h"
+#include "vit/core/rng.h"
+#include "vit/core/tensor.h"
+
+namespace vit {
+
+TEST(Arena, AlignedZeroedAndGrowsOnlyWhenNeeded) {
+  Arena a(100);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % 64, 0u);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a.data()[i], 0.f);
+  a.data()[3] = 5.f;
+  float* before = a.data();
+  a.resize(50);  // smaller: same memory
+  EXPECT_EQ(a.data(), before);
+  a.zero();
+  EXPECT_EQ(a.data()[3], 0.f);
+  a.resize(1000);
+  EXPECT_EQ(a.size(), 1000u);
+}
+
+TEST(Tensor, ReshapeAndShapeErrors) {
+  float buf[24];
+  Tensor t(buf, {2, 3, 4});
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(reshape(t, {6, 4}).dim(0), 6);
+  EXPECT_EQ(t.dim(-1), 4);
+  EXPECT_THROW(reshape(t, {5, 5}), Error);
+  try {
+    check_shape(t, {2, 3, 5}, "thing");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "thing: expected shape [2, 3, 5], got [2, 3, 4]");
+  }
+}
+
+TEST(Rng, CounterDrawsAreUniformAndKeyed) {
+  const uint64_t k1 = rng_key(1, 0, 5), k2 = rng_key(1, 1, 5), k3 = rng_key(1, 0, 6);
+  EXPECT_NE(k1, k2);
+  EXPECT_NE(k1, k3);
+  double s = 0;
+  int same = 0;
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) {
+    const float u = uniform_at(k1, i);
+    ASSERT_GE(u, 0.f);
+    ASSERT_LT(u, 1.f);
+    s += u;
+    same += u == uniform_at(k2, i);
+  }
+  EXPECT_NEAR(s / n, 0.5, 0.005);  // std of the mean: 0.29/sqrt(n) ~ 9e-4
+  EXPECT_LT(same, 50);
+  EXPECT_EQ(uniform_at(k1, 77), uniform_at(k1, 77));
+}
+
+TEST(Rng, SequentialNormalMoments) {
+  Rng r(3);
+  double s = 0, s2 = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    const double v = r.normal();
+    s += v;
+    s2 += v * v;
+  }
+  EXPECT_NEAR(s / n, 0.0, 0.01);
+  EXPECT_NEAR(s2 / n, 1.0, 0.015);
+  for (int i = 0; i < 1000; ++i) {
+    const double t = r.trunc_normal(1.0, -0.5, 0.5);
+    ASSERT_GE(t, -0.5);
+    ASSERT_LE(t, 0.5);
+  }
+}
+
+}  // namespace vit

@@ -1,0 +1,157 @@
+// safetensors: round trip, half-precision reads, and a corpus of malformed files, each of
+// which must give a clear error (never a crash).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include "vit/core/error.h"
+#include "vit/core/file.h"
+#include "vit/io/safetensors.h"
+
+namespace vit {
+
+namespace {
+namespace fs = std::filesystem;
+
+std::string tmp_path(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("vit_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return (dir / name).string();
+}
+
+// A file from a raw header string and a data section.
+std::vector<char> make_file(const std::string& header, size_t data_bytes) {
+  std::vector<char> out(8 + header.size() + data_bytes, 0);
+  uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out[i] = char((n >> (8 * i)) & 0xff);
+  std::memcpy(out.data() + 8, header.data(), header.size());
+  return out;
+}
+
+std::string parse_error(std::vector<char> bytes) {
+  try {
+    SafeTensors::parse(std::move(bytes), "bad.safetensors");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST(SafeTensors, RoundTripF32I64U8AndMetadata) {
+  std::vector<float> a = {1.5f, -2.f, 3.25f, 0.f, 1e-30f, 7.f};
+  std::vector<int64_t> b = {-1, 0, 1LL << 40};
+  std::vector<uint8_t> c = {0, 1, 255};
+  const std::string p = tmp_path("rt.safetensors");
+  write_safetensors(p, {{"a", {2, 3}, DType::F32, a.data()}, {"b", {3}, DType::I64, b.data()},
+                        {"c", {3}, DType::U8, c.data()}},
+                    {{"k", "v"}});
+  SafeTensors st = SafeTensors::open(p);
+  EXPECT_EQ(st.at("a").shape, (Shape{2, 3}));
+  EXPECT_EQ(st.to_float("a"), a);
+  EXPECT_EQ(st.to_int64("b"), b);
+  EXPECT_EQ(st.to_u8("c"), c);
+  EXPECT_EQ(st.metadata().at("k"), "v");
+  // The data section starts 8-byte aligned, as the format recommends.
+  auto bytes = read_file_bytes(p);
+  uint64_t hlen = 0;
+  std::memcpy(&hlen, bytes.data(), 8);
+  EXPECT_EQ((8 + hlen) % 8, 0u);
+  // No temporary file is left behind.
+  int files = 0;
+  for (auto& e : fs::directory_iterator(fs::path(p).parent_path())) files += e.path().filename() == "rt.safetensors" ? 0 : 1;
+  EXPECT_EQ(files, 0);
+}
+
+TEST(SafeTensors, ReadsF16AndBF16) {
+  // 1.0, -2.0, 0.5, 65504 (max half), a subnormal half (2^-24)
+  const uint16_t f16[] = {0x3C00, 0xC000, 0x3800, 0x7BFF, 0x0001};
+  // 1.0, -2.0, 0.5, 3.0e38-ish, 2^-126
+  const uint16_t bf16[] = {0x3F80, 0xC000, 0x3F00, 0x7F61, 0x0080};
+  std::string header = R"({"h":{"dtype":"F16","shape":[5],"data_offsets":[0,10]},)"
+                       R"("b":{"dtype":"BF16","shape":[5],"data_offsets":[10,20]}})";
+  auto bytes = make_file(header, 20);
+  std::memcpy(bytes.data() + 8 + header.size(), f16, 10);
+  std::memcpy(bytes.data() + 8 + header.size() + 10, bf16, 10);
+  SafeTensors st = SafeTensors::parse(bytes, "half.safetensors");
+  auto h = st.to_float("h"), b = st.to_float("b");
+  EXPECT_EQ(h[0], 1.f);
+  EXPECT_EQ(h[1], -2.f);
+  EXPECT_EQ(h[2], 0.5f);
+  EXPECT_EQ(h[3], 65504.f);
+  EXPECT_EQ(h[4], std::ldexp(1.f, -24));
+  EXPECT_EQ(b[0], 1.f);
+  EXPECT_EQ(b[1], -2.f);
+  EXPECT_EQ(b[2], 0.5f);
+  EXPECT_NEAR(b[3], 2.99e38f, 0.01e38f);
+  EXPECT_EQ(b[4], std::ldexp(1.f, -126));
+}
+
+struct Bad {
+  const char* what;
+  std::function<std::vector<char>()> make;
+  const char* expect;  // a piece of the message
+};
+
+class MalformedSafeTensors : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(MalformedSafeTensors, GivesAClearError) {
+  const Bad& b = GetParam();
+  const std::string msg = parse_error(b.make());
+  EXPECT_NE(msg.find(b.expect), std::string::npos) << b.what << ": got \"" << msg << "\"";
+  EXPECT_NE(msg.find("bad.safetensors"), std::string::npos) << "the message must name the file: " << msg;
+}
+
+const std::string kGood = R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+
+INSTANTIATE_TEST_SUITE_P(
+    Corpus, MalformedSafeTensors,
+    ::testing::Values(
+        Bad{"empty", [] { return std::vector<char>(); }, "too short"},
+        Bad{"truncated header", [] { auto f = make_file(kGood, 8); f.resize(20); return f; }, "past the end"},
+        Bad{"header length past the end", [] { auto f = make_file(kGood, 8); f[0] = char(0xff); f[1] = char(0x7f); return f; }, "past the end"},
+        Bad{"huge header length", [] { auto f = make_file(kGood, 8); f[6] = 1; return f; }, "implausible"},
+        Bad{"truncated data", [] { auto f = make_file(kGood, 8); f.resize(f.size() - 3); return f; }, "outside the data section"},
+        Bad{"not JSON", [] { return make_file("{\"t\": [1, 2", 0); }, "not valid JSON"},
+        Bad{"not an object", [] { return make_file("[1, 2]", 0); }, "not a JSON object"},
+        Bad{"unknown dtype", [] { return make_file(R"({"t":{"dtype":"F8","shape":[2],"data_offsets":[0,2]}})", 2); }, "unsupported dtype 'F8'"},
+        Bad{"size mismatch", [] { return make_file(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8); }, "do not match"},
+        Bad{"offsets reversed", [] { return make_file(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8); }, "outside the data section"},
+        Bad{"negative shape", [] { return make_file(R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8); }, "negative"},
+        Bad{"missing field", [] { return make_file(R"({"t":{"dtype":"F32","shape":[2]}})", 8); }, "needs dtype, shape and data_offsets"},
+        Bad{"overlap", [] { return make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12); }, "overlap"},
+        Bad{"shape overflow", [] { return make_file(R"({"t":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,8]}})", 8); }, "overflows"},
+        Bad{"metadata not strings", [] { return make_file(R"({"__metadata__":{"a":1}})", 0); }, "not a string"}),
+    [](const auto& info) {
+      std::string n = info.param.what;
+      for (auto& c : n)
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+      return n;
+    });
+
+TEST(SafeTensors, MissingFileNamesIt) {
+  try {
+    SafeTensors::open("/nonexistent/x.safetensors");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/x.safetensors"), std::string::npos);
+  }
+}
+
+TEST(FileWrite, FailureLeavesThePreviousFileIntact) {
+  const std::string p = tmp_path("keep.txt");
+  write_file_atomic(p, "first version");
+  // A directory in the way of the temporary name makes the write fail part-way.
+  const std::string blocked = tmp_path("blocked_dir");
+  fs::create_directories(blocked);
+  EXPECT_THROW(write_file_atomic(blocked + "/sub/none.txt", "x"), Error);
+  EXPECT_EQ(read_text_file(p), "first version");
+  EXPECT_THROW(write_file_atomic("/proc/version", "x"), Error);  // not writable
+  write_file_atomic(p, "second");
+  EXPECT_EQ(read_text_file(p), "second");
+}
+
+}  // namespace vit

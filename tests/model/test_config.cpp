@@ -1,0 +1,130 @@
+// ViTConfig: presets with timm's dimensions, JSON round trip, and clear errors.
+#include <gtest/gtest.h>
+
+#include "vit/core/error.h"
+#include "vit/model/config.h"
+#include "vit/model/params.h"
+
+namespace vit {
+
+namespace {
+int64_t count_params(const ViTConfig& c) {
+  const ParamTable table(c);
+  int64_t n = 0;
+  for (auto& s : table.specs()) n += s.numel();
+  return n;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST(Config, PresetsHaveTimmParameterCounts) {
+  // timm's vit_*_patch*_224 with 1000 classes (model.num_params()).
+  EXPECT_EQ(count_params(preset("vit-tiny-16")), 5717416);
+  EXPECT_EQ(count_params(preset("vit-small-16")), 22050664);
+  EXPECT_EQ(count_params(preset("vit-small-32")), 22878952);
+  EXPECT_EQ(count_params(preset("vit-base-16")), 86567656);
+  EXPECT_EQ(count_params(preset("vit-base-32")), 88224232);
+  EXPECT_EQ(count_params(preset("vit-large-16")), 304326632);
+  EXPECT_EQ(count_params(preset("vit-huge-14")), 632045800);  // 256 patches of 14x14, 1000 classes
+}
+
+TEST(Config, SeedPresets) {
+  ViTConfig m = preset("mnist-seed");
+  EXPECT_EQ(m.num_patches(), 49);
+  EXPECT_EQ(m.num_tokens(), 50);
+  EXPECT_EQ(m.pos_embed, "sincos");
+  EXPECT_EQ(m.embed_dim, 8);
+  ViTConfig c = preset("cifar-seed");
+  EXPECT_EQ(c.num_tokens(), 65);
+  EXPECT_EQ(c.head_dim(), 16);
+  EXPECT_NE(error_of([] { preset("vit-gigantic"); }).find("known:"), std::string::npos);
+}
+
+TEST(Config, JsonRoundTripIsExact) {
+  ViTConfig c = preset("cifar-seed");
+  c.img_h = 36;
+  c.patch_w = 6;
+  c.img_w = 36;
+  c.global_pool = "avg";
+  c.drop_path_rate = 0.1f;
+  c.qkv_bias = false;
+  ViTConfig r = ViTConfig::from_json(c.to_json());
+  EXPECT_EQ(r.to_json(), c.to_json());
+  EXPECT_EQ(r.img_w, 36);
+  EXPECT_EQ(r.patch_w, 6);
+  EXPECT_FLOAT_EQ(r.drop_path_rate, 0.1f);
+}
+
+TEST(Config, ErrorsSayWhatIsWrong) {
+  EXPECT_NE(error_of([] { ViTConfig::from_json(R"({"img_size": 30, "patch_size": 4})"); }).find("not divisible"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { ViTConfig::from_json(R"({"embed_dim": 10, "num_heads": 3})"); }).find("num_heads 3"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { ViTConfig::from_json(R"({"embd_dim": 10})"); }).find("unknown key 'embd_dim'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { ViTConfig::from_json(R"({"global_pool": "token", "class_token": false})"); })
+                .find("needs class_token"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { ViTConfig::from_json("{not json"); }).find("invalid JSON"), std::string::npos);
+  EXPECT_NE(error_of([] { ViTConfig::from_json(R"({"depth": "twelve"})"); }).find("wrong value type"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { ViTConfig::load("/nonexistent/config.json"); }).find("/nonexistent/config.json"),
+            std::string::npos);
+}
+
+TEST(Config, NonSquareImageAndPatch) {
+  ViTConfig c = ViTConfig::from_json(R"({"img_size": [8, 12], "patch_size": [4, 2], "in_chans": 1})");
+  EXPECT_EQ(c.grid_h(), 2);
+  EXPECT_EQ(c.grid_w(), 6);
+  EXPECT_EQ(c.mean.size(), 1u);
+}
+
+TEST(Config, DropPathIsLinearOverDepth) {
+  ViTConfig c = preset("vit-tiny-16");
+  c.drop_path_rate = 0.11f;
+  EXPECT_FLOAT_EQ(c.drop_path_at(0), 0.f);
+  EXPECT_FLOAT_EQ(c.drop_path_at(11), 0.11f);
+  EXPECT_FLOAT_EQ(c.drop_path_at(5), 0.05f);
+}
+
+TEST(ParamTable, NamesShapesAndGroups) {
+  ViTConfig c = preset("mnist-seed");
+  ParamTable t(c);
+  EXPECT_EQ(t.at("patch_embed.proj.weight").shape, (Shape{8, 1, 4, 4}));
+  EXPECT_EQ(t.at("pos_embed").shape, (Shape{1, 50, 8}));
+  EXPECT_FALSE(t.at("pos_embed").trainable);  // sincos is fixed
+  EXPECT_EQ(t.at("blocks.1.attn.qkv.weight").shape, (Shape{24, 8}));
+  EXPECT_TRUE(t.at("blocks.1.attn.qkv.weight").decay);
+  EXPECT_FALSE(t.at("blocks.1.attn.qkv.bias").decay);
+  EXPECT_FALSE(t.at("cls_token").decay);
+  EXPECT_TRUE(t.at("patch_embed.proj.weight").decay);
+  EXPECT_TRUE(t.find("norm.weight"));
+  EXPECT_FALSE(t.find("fc_norm.weight"));
+  c.global_pool = "avg";
+  c.qkv_bias = false;
+  c.pos_embed = "learn";
+  ParamTable a(c);
+  EXPECT_TRUE(a.find("fc_norm.weight"));
+  EXPECT_FALSE(a.find("norm.weight"));
+  EXPECT_FALSE(a.find("blocks.0.attn.qkv.bias"));
+  EXPECT_TRUE(a.at("pos_embed").trainable);
+  EXPECT_FALSE(a.at("pos_embed").decay);
+  // Offsets are 64-byte aligned and do not overlap.
+  int64_t end = 0;
+  for (auto& s : a.specs()) {
+    EXPECT_EQ(s.offset % 16, 0) << s.name;
+    EXPECT_GE(s.offset, end) << s.name;
+    end = s.offset + s.numel();
+  }
+  EXPECT_LE(end, a.total());
+}
+
+}  // namespace vit

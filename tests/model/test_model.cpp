@@ -1,0 +1,178 @@
+// Whole-model checks: every parameter's gradient against finite differences of the full
+// loss (with dropout, attention dropout, drop path, a patch mask and both poolings on),
+// inference against the training forward, the patch embedding against a direct conv,
+// and timm's initialization statistics.
+#include <cmath>
+#include <cstring>
+
+#include "support/check.h"
+#include "vit/model/vit.h"
+#include "vit/ops/ops.h"
+#include "vit/train/step.h"
+
+namespace vit {
+
+namespace {
+ViTConfig tiny(const std::string& pool, bool cls, const std::string& pos) {
+  ViTConfig c;
+  c.img_h = 8;
+  c.img_w = 12;
+  c.in_chans = 2;
+  c.patch_h = 4;
+  c.patch_w = 6;
+  c.embed_dim = 8;
+  c.depth = 2;
+  c.num_heads = 2;
+  c.mlp_dim = 12;
+  c.num_classes = 3;
+  c.global_pool = pool;
+  c.class_token = cls;
+  c.pos_embed = pos;
+  c.mean = c.std = {0.5f, 0.5f};
+  return c;
+}
+
+// Random weights of a useful scale (timm's 0.02 init makes every gradient tiny).
+void randomize(ViT& m, uint64_t seed) {
+  Rng rng(seed);
+  for (auto& s : m.table().specs())
+    if (s.trainable)
+      for (int64_t i = 0; i < s.numel(); ++i) m.params().data()[s.offset + i] = float(rng.normal() * 0.4);
+}
+}  // namespace
+
+struct ModelCase {
+  std::string pool;
+  bool cls;
+  std::string pos;
+  bool mask;
+};
+
+class ModelGrad : public ::testing::TestWithParam<ModelCase> {};
+
+// Tolerance 1e-2 x the largest gradient of each tensor (vs 5e-3 per op): the loss passes
+// through ~30 float32 ops, so both its rounding and the curvature terms are larger.
+TEST_P(ModelGrad, EveryParameterMatchesFiniteDifferences) {
+  const auto mc = GetParam();
+  ViTConfig c = tiny(mc.pool, mc.cls, mc.pos);
+  c.pos_drop_rate = 0.1f;
+  c.attn_drop_rate = 0.2f;
+  c.proj_drop_rate = 0.1f;
+  c.drop_rate = 0.1f;
+  c.drop_path_rate = 0.3f;
+  ViT m(c);
+  randomize(m, 5);
+  const int64_t B = 3;
+  auto x = test::randn(B * 2 * 8 * 12, 7);
+  std::vector<int64_t> labels = {0, 2, 1};
+  std::vector<uint8_t> mask = {1, 1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 0};  // [B, 4 patches]
+  Batch batch{x.data(), B, labels.data(), nullptr, mc.mask ? mask.data() : nullptr};
+  const ForwardMode mode{true, 17, 3};
+  LossStep step;
+  m.zero_grad();
+  step.run(m, batch, 0.1f, mode);
+  std::vector<float> grads(m.grads().data(), m.grads().data() + m.table().total());
+  auto loss = [&] {
+    m.zero_grad();
+    return step.run(m, batch, 0.1f, mode);
+  };
+  for (auto& s : m.table().specs()) {
+    if (!s.trainable) continue;
+    EXPECT_TRUE(test::gradcheck(s.name, m.params().data() + s.offset, grads.data() + s.offset, s.numel(), loss,
+                                1e-2, 1e-2, 12));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, ModelGrad,
+                         ::testing::Values(ModelCase{"token", true, "learn", false},
+                                           ModelCase{"avg", true, "sincos", true},
+                                           ModelCase{"avg", false, "learn", true}),
+                         [](const auto& info) {
+                           return info.param.pool + (info.param.cls ? "_cls_" : "_nocls_") + info.param.pos +
+                                  (info.param.mask ? "_mask" : "");
+                         });
+
+TEST(Model, InferenceEqualsTrainingForwardWithoutDropout) {
+  ViTConfig c = tiny("token", true, "learn");
+  c.drop_path_rate = 0.5f;  // must have no effect outside training
+  c.proj_drop_rate = 0.5f;
+  ViT m(c);
+  randomize(m, 3);
+  const int64_t B = 4;
+  auto x = test::randn(B * 2 * 8 * 12, 1);
+  std::vector<float> inf(B * 3);
+  m.infer(x.data(), B, nullptr, inf.data());
+  Tensor tr = m.forward(x.data(), B, nullptr, ForwardMode{false, 0, 0});
+  EXPECT_TRUE(test::close_rel_max("infer vs forward", inf.data(), tr.data, B * 3, 0.0));
+  Tensor dropped = m.forward(x.data(), B, nullptr, ForwardMode{true, 1, 0});
+  EXPECT_FALSE(test::close_rel_max("train-mode forward differs", dropped.data, inf.data(), B * 3, 1e-6));
+}
+
+TEST(Model, PatchEmbeddingIsAConvolution) {
+  ViTConfig c = tiny("token", true, "learn");
+  ViT m(c);
+  randomize(m, 4);
+  const int64_t B = 2, C = 2, H = 8, W = 12, P = 4, Q = 6, D = 8;
+  auto x = test::randn(B * C * H * W, 9);
+  Tensor w = m.param("patch_embed.proj.weight"), b = m.param("patch_embed.proj.bias");
+  std::vector<float> cols(B * 4 * C * P * Q), pe(B * 4 * D), want(B * 4 * D);
+  ops::im2col_patches(Tensor(cols.data(), {B * 4, C * P * Q}), Tensor(x.data(), {B, C, H, W}), P, Q);
+  ops::linear_forward(Tensor(pe.data(), {B * 4, D}), Tensor(cols.data(), {B * 4, C * P * Q}),
+                      reshape(w, {D, C * P * Q}), &b);
+  for (int64_t bi = 0; bi < B; ++bi)
+    for (int64_t gy = 0; gy < 2; ++gy)
+      for (int64_t gx = 0; gx < 2; ++gx)
+        for (int64_t d = 0; d < D; ++d) {
+          double s = b.data[d];
+          for (int64_t ci = 0; ci < C; ++ci)
+            for (int64_t i = 0; i < P; ++i)
+              for (int64_t j = 0; j < Q; ++j)
+                s += double(w.data[((d * C + ci) * P + i) * Q + j]) *
+                     x[((bi * C + ci) * H + gy * P + i) * W + gx * Q + j];
+          want[(bi * 4 + gy * 2 + gx) * D + d] = float(s);
+        }
+  EXPECT_TRUE(test::close_rel_max("patch embed vs direct conv", pe.data(), want.data(), B * 4 * D, 1e-5));
+}
+
+TEST(Model, TimmInitStatistics) {
+  ViT m(preset("vit-tiny-16"));
+  m.init_weights(0);
+  auto stats = [&](const std::string& name) {
+    Tensor t = m.param(name);
+    double s = 0, s2 = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      s += t.data[i];
+      s2 += double(t.data[i]) * t.data[i];
+    }
+    const double mean = s / t.numel();
+    return std::pair{mean, std::sqrt(std::max(0.0, s2 / t.numel() - mean * mean))};
+  };
+  auto [m1, s1] = stats("blocks.0.attn.qkv.weight");  // 110592 draws: std error of the std ~5e-5
+  EXPECT_NEAR(m1, 0.0, 5e-4);
+  EXPECT_NEAR(s1, 0.02, 5e-4);
+  auto [m2, s2] = stats("cls_token");
+  EXPECT_LT(std::fabs(m2) + s2, 1e-5);
+  EXPECT_EQ(stats("blocks.3.norm1.weight").first, 1.0);
+  EXPECT_EQ(stats("head.bias").second, 0.0);
+  // PyTorch's Conv2d default: uniform(+-1/sqrt(fan_in)), whose std is bound / sqrt(3).
+  EXPECT_NEAR(stats("patch_embed.proj.weight").second, 1.0 / std::sqrt(768.0 * 3.0), 1e-4);
+  ViT again(preset("vit-tiny-16"));
+  again.init_weights(0);
+  EXPECT_EQ(0, std::memcmp(m.params().data(), again.params().data(), m.table().total() * sizeof(float)));
+  again.init_weights(1);
+  EXPECT_NE(0, std::memcmp(m.params().data(), again.params().data(), m.table().total() * sizeof(float)));
+}
+
+TEST(Model, SinCosTableMatchesSeedFormula) {
+  std::vector<float> pe(5 * 6);
+  sincos_pos_embed(pe.data(), 5, 6);
+  // seed 001: sin(i / 10000^(j/d)) for even j, cos(i / 10000^((j-1)/d)) for odd j.
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 6; ++j) {
+      const double want = j % 2 == 0 ? std::sin(i / std::pow(10000.0, j / 6.0))
+                                     : std::cos(i / std::pow(10000.0, (j - 1) / 6.0));
+      EXPECT_NEAR(pe[i * 6 + j], want, 1e-6) << i << "," << j;
+    }
+}
+
+}  // namespace vit

@@ -1,0 +1,225 @@
+// Finite-difference checks of every op's backward. Each test builds a scalar loss
+// L = sum(y * R) with a fixed random R, so dL/dy = R, runs the op's backward with dy = R,
+// and compares the analytic gradients with central differences of L.
+// Tolerances: h = 1e-2 and 5e-3 x the largest gradient magnitude. In float32, rounding
+// in L contributes ~1e-7 |L| / h ~ 1e-4 of that scale and the O(h^2) truncation error of
+// the smooth ops about as much, so 5e-3 has margin while a wrong term (typically O(1)
+// of the scale) fails clearly.
+#include "support/check.h"
+#include "vit/core/error.h"
+#include "vit/ops/ops.h"
+
+namespace vit {
+
+namespace {
+constexpr double kH = 1e-2, kTol = 5e-3;
+
+double dot(const float* a, const float* b, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += double(a[i]) * b[i];
+  return s;
+}
+}  // namespace
+
+TEST(GradCheck, Linear) {
+  const int64_t M = 6, K = 5, N = 4;
+  auto x = test::randn(M * K, 1), w = test::randn(N * K, 2), b = test::randn(N, 3), R = test::randn(M * N, 4);
+  std::vector<float> y(M * N), dx(M * K), dw(N * K, 0.f), db(N, 0.f);
+  Tensor X(x.data(), {M, K}), W(w.data(), {N, K}), Bt(b.data(), {N}), Y(y.data(), {M, N});
+  auto loss = [&] {
+    ops::linear_forward(Y, X, W, &Bt);
+    return dot(y.data(), R.data(), M * N);
+  };
+  Tensor DX(dx.data(), {M, K}), DW(dw.data(), {N, K}), DB(db.data(), {N});
+  ops::linear_backward(&DX, &DW, &DB, Tensor(R.data(), {M, N}), X, W);
+  EXPECT_TRUE(test::gradcheck("linear dx", x.data(), dx.data(), M * K, loss, kH, kTol));
+  EXPECT_TRUE(test::gradcheck("linear dw", w.data(), dw.data(), N * K, loss, kH, kTol));
+  EXPECT_TRUE(test::gradcheck("linear db", b.data(), db.data(), N, loss, kH, kTol));
+}
+
+TEST(GradCheck, LinearAccumulatesParamGradsAndOptionallyInputGrads) {
+  const int64_t M = 3, K = 4, N = 2;
+  auto x = test::randn(M * K, 1), w = test::randn(N * K, 2), R = test::randn(M * N, 4);
+  std::vector<float> dx(M * K, 1.f), dw(N * K, 1.f), dx2(M * K, 0.f), dw2(N * K, 0.f);
+  Tensor X(x.data(), {M, K}), W(w.data(), {N, K}), DY(R.data(), {M, N});
+  Tensor DX(dx.data(), {M, K}), DW(dw.data(), {N, K}), DX2(dx2.data(), {M, K}), DW2(dw2.data(), {N, K});
+  ops::linear_backward(&DX, &DW, nullptr, DY, X, W, /*accumulate_dx=*/true);
+  ops::linear_backward(&DX2, &DW2, nullptr, DY, X, W, false);
+  for (int64_t i = 0; i < M * K; ++i) EXPECT_FLOAT_EQ(dx[i], 1.f + dx2[i]) << i;
+  for (int64_t i = 0; i < N * K; ++i) EXPECT_FLOAT_EQ(dw[i], 1.f + dw2[i]) << i;
+}
+
+TEST(GradCheck, LayerNorm) {
+  const int64_t M = 5, C = 7;
+  auto x = test::randn(M * C, 1), w = test::randn(C, 2), b = test::randn(C, 3), R = test::randn(M * C, 4);
+  std::vector<float> y(M * C), mean(M), rstd(M), dx(M * C), dw(C, 0.f), db(C, 0.f);
+  Tensor X(x.data(), {M, C}), Wt(w.data(), {C}), Bt(b.data(), {C}), Y(y.data(), {M, C});
+  Tensor Mn(mean.data(), {M}), Rs(rstd.data(), {M});
+  auto loss = [&] {
+    ops::layernorm_forward(Y, Mn, Rs, X, Wt, Bt, 1e-6f);
+    return dot(y.data(), R.data(), M * C);
+  };
+  loss();
+  ops::layernorm_backward(Tensor(dx.data(), {M, C}), Tensor(dw.data(), {C}), Tensor(db.data(), {C}),
+                          Tensor(R.data(), {M, C}), X, Mn, Rs, Wt, false);
+  EXPECT_TRUE(test::gradcheck("layernorm dx", x.data(), dx.data(), M * C, loss, kH, kTol));
+  EXPECT_TRUE(test::gradcheck("layernorm dw", w.data(), dw.data(), C, loss, kH, kTol));
+  EXPECT_TRUE(test::gradcheck("layernorm db", b.data(), db.data(), C, loss, kH, kTol));
+}
+
+TEST(GradCheck, Gelu) {
+  const int64_t n = 40;
+  auto x = test::randn(n, 1, 2.f), R = test::randn(n, 2);
+  std::vector<float> y(n), dx(n);
+  auto loss = [&] {
+    ops::gelu_forward(Tensor(y.data(), {n}), Tensor(x.data(), {n}));
+    return dot(y.data(), R.data(), n);
+  };
+  ops::gelu_backward(Tensor(dx.data(), {n}), Tensor(R.data(), {n}), Tensor(x.data(), {n}));
+  EXPECT_TRUE(test::gradcheck("gelu dx", x.data(), dx.data(), n, loss, kH, kTol));
+}
+
+// Attention with a key mask and, separately, with attention dropout under a fixed key.
+class AttentionGrad : public ::testing::TestWithParam<float> {};
+
+TEST_P(AttentionGrad, MatchesFiniteDifferences) {
+  const float drop = GetParam();
+  const int64_t B = 2, T = 5, C = 6, H = 2;
+  auto qkv = test::randn(B * T * 3 * C, 1), R = test::randn(B * T * C, 2);
+  std::vector<uint8_t> mask = {1, 1, 0, 1, 1, 1, 0, 1, 1, 0};  // [B,T]
+  std::vector<float> out(B * T * C), probs(B * H * T * T), pdrop(B * H * T * T), dqkv(B * T * 3 * C),
+      scratch(B * H * T * T);
+  Tensor QKV(qkv.data(), {B, T, 3 * C}), O(out.data(), {B, T, C}), P(probs.data(), {B, H, T, T}),
+      PD(pdrop.data(), {B, H, T, T});
+  const uint64_t key = 1234;
+  auto loss = [&] {
+    ops::attention_forward(O, P, &PD, QKV, mask.data(), drop, key);
+    return dot(out.data(), R.data(), B * T * C);
+  };
+  loss();
+  ops::attention_backward(Tensor(dqkv.data(), {B, T, 3 * C}), Tensor(scratch.data(), {B, H, T, T}),
+                          Tensor(R.data(), {B, T, C}), QKV, P, &PD, drop, key);
+  EXPECT_TRUE(test::gradcheck("attention dqkv", qkv.data(), dqkv.data(), B * T * 3 * C, loss, kH, kTol, 200));
+  // Masked keys receive no attention from any query.
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j) {
+          if (!mask[b * T + j]) {
+            EXPECT_EQ(probs[((b * H + h) * T + i) * T + j], 0.f);
+          }
+        }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dropout, AttentionGrad, ::testing::Values(0.f, 0.3f));
+
+TEST(GradCheck, ResidualWithDropoutAndDropPath) {
+  const int64_t B = 4, R = 6;
+  auto x = test::randn(B * R, 1), br = test::randn(B * R, 2), Rw = test::randn(B * R, 3);
+  std::vector<float> out(B * R), tmp(B * R), dbr(B * R);
+  auto loss = [&] {
+    tmp = br;  // the op drops the branch in place
+    ops::residual_forward(Tensor(out.data(), {B, R, 1}), Tensor(x.data(), {B, R, 1}), Tensor(tmp.data(), {B, R, 1}),
+                          0.25f, 11, 0.4f, 22);
+    return dot(out.data(), Rw.data(), B * R);
+  };
+  ops::residual_backward(Tensor(dbr.data(), {B, R, 1}), Tensor(Rw.data(), {B, R, 1}), 0.25f, 11, 0.4f, 22);
+  // A flattened view would apply drop path per row instead of per sample: refused.
+  EXPECT_THROW(ops::residual_backward(Tensor(dbr.data(), {B * R, 1}), Tensor(Rw.data(), {B * R, 1}), 0.f, 0, 0.4f, 22),
+               Error);
+  EXPECT_TRUE(test::gradcheck("residual dbranch", br.data(), dbr.data(), B * R, loss, kH, kTol));
+  // Some elements and some samples must actually be dropped for this test to mean anything.
+  int zeros = 0;
+  for (float v : dbr) zeros += v == 0.f;
+  EXPECT_GT(zeros, 0);
+  EXPECT_LT(zeros, B * R);
+}
+
+TEST(GradCheck, DropoutKeepsExpectationAndRegeneratesMask) {
+  const int64_t n = 200000;
+  std::vector<float> x(n, 1.f), g(n, 1.f);
+  ops::dropout_forward(Tensor(x.data(), {n}), 0.3f, 99);
+  ops::dropout_backward(Tensor(g.data(), {n}), 0.3f, 99);
+  double mean = 0;
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    mean += x[i];
+    kept += x[i] != 0.f;
+    ASSERT_EQ(x[i], g[i]) << "backward mask differs from forward at " << i;
+  }
+  // Binomial(n, 0.7): std of the kept fraction is sqrt(0.21/n) ~ 1e-3; allow 5 sigma.
+  EXPECT_NEAR(double(kept) / n, 0.7, 5e-3);
+  EXPECT_NEAR(mean / n, 1.0, 5e-3 / 0.7);
+}
+
+TEST(GradCheck, TokensClsAndPos) {
+  const int64_t B = 2, N = 3, C = 4, T = N + 1;
+  auto pe = test::randn(B * N * C, 1), cls = test::randn(C, 2), pos = test::randn(T * C, 3), R = test::randn(B * T * C, 4);
+  std::vector<float> tok(B * T * C), dpe(B * N * C), dcls(C, 0.f), dpos(T * C, 0.f);
+  Tensor PE(pe.data(), {B * N, C}), CLS(cls.data(), {1, 1, C}), POS(pos.data(), {1, T, C});
+  auto loss = [&] {
+    ops::tokens_forward(Tensor(tok.data(), {B, T, C}), PE, &CLS, POS);
+    return dot(tok.data(), R.data(), B * T * C);
+  };
+  Tensor DCLS(dcls.data(), {1, 1, C}), DPOS(dpos.data(), {1, T, C});
+  ops::tokens_backward(Tensor(dpe.data(), {B * N, C}), &DCLS, &DPOS, Tensor(R.data(), {B, T, C}));
+  EXPECT_TRUE(test::gradcheck("tokens dpe", pe.data(), dpe.data(), B * N * C, loss, kH, kTol));
+  EXPECT_TRUE(test::gradcheck("tokens dcls", cls.data(), dcls.data(), C, loss, kH, kTol));
+  EXPECT_TRUE(test::gradcheck("tokens dpos", pos.data(), dpos.data(), T * C, loss, kH, kTol));
+}
+
+class PoolGrad : public ::testing::TestWithParam<bool> {};
+
+TEST_P(PoolGrad, MatchesFiniteDifferences) {
+  const bool avg = GetParam();
+  const int64_t B = 2, T = 5, C = 3, first = 1;
+  std::vector<uint8_t> mask = {1, 0, 1, 1, 0, 0, 1, 1};  // [B, T-first]
+  auto x = test::randn(B * T * C, 1), R = test::randn(B * C, 2);
+  std::vector<float> pooled(B * C), dx(B * T * C);
+  auto loss = [&] {
+    ops::pool_forward(Tensor(pooled.data(), {B, C}), Tensor(x.data(), {B, T, C}), mask.data(), avg, first);
+    return dot(pooled.data(), R.data(), B * C);
+  };
+  ops::pool_backward(Tensor(dx.data(), {B, T, C}), Tensor(R.data(), {B, C}), mask.data(), avg, first);
+  EXPECT_TRUE(test::gradcheck(avg ? "avg pool dx" : "token pool dx", x.data(), dx.data(), B * T * C, loss, kH, kTol));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, PoolGrad, ::testing::Values(false, true));
+
+TEST(GradCheck, CrossEntropyWithSmoothingAndSoftTargets) {
+  const int64_t B = 3, K = 5;
+  auto z = test::randn(B * K, 1, 2.f);
+  std::vector<int64_t> labels = {0, 4, 2};
+  std::vector<float> t = {0.2f, 0.3f, 0.5f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 1.f, 0.1f, 0.1f, 0.6f, 0.1f, 0.1f};
+  std::vector<float> probs(B * K), dz(B * K);
+  Tensor Z(z.data(), {B, K}), P(probs.data(), {B, K}), TG(t.data(), {B, K});
+  for (bool soft : {false, true}) {
+    auto loss = [&] { return ops::cross_entropy_forward(P, Z, soft ? nullptr : labels.data(), soft ? &TG : nullptr, 0.1f); };
+    loss();
+    ops::cross_entropy_backward(Tensor(dz.data(), {B, K}), P, soft ? nullptr : labels.data(), soft ? &TG : nullptr, 0.1f);
+    EXPECT_TRUE(test::gradcheck(soft ? "soft-target CE dz" : "smoothed CE dz", z.data(), dz.data(), B * K, loss, kH, kTol));
+  }
+  // Value check: uniform logits give log K whatever the targets.
+  std::vector<float> zero(B * K, 0.f);
+  EXPECT_NEAR(ops::cross_entropy_forward(P, Tensor(zero.data(), {B, K}), labels.data(), nullptr, 0.1f), std::log(5.0), 1e-6);
+}
+
+TEST(Ops, ErrorsNameTheProblem) {
+  std::vector<float> a(12), b(12), c(12);
+  try {
+    ops::linear_forward(Tensor(a.data(), {3, 4}), Tensor(b.data(), {3, 4}), Tensor(c.data(), {3, 3}), nullptr);
+    FAIL() << "expected a shape error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("linear weight"), std::string::npos) << e.what();
+  }
+  std::vector<int64_t> labels = {0, 7, 1};
+  std::vector<float> p(12);
+  try {
+    ops::cross_entropy_forward(Tensor(p.data(), {3, 4}), Tensor(a.data(), {3, 4}), labels.data(), nullptr, 0.f);
+    FAIL() << "expected a label error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("label 7"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace vit

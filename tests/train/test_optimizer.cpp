@@ -1,0 +1,124 @@
+// Optimizers against the update rules of torch.optim written out in double, weight-decay
+// groups, gradient clipping and the schedules.
+#include <cmath>
+#include <cstring>
+
+#include "support/check.h"
+#include "vit/core/error.h"
+#include "vit/train/optimizer.h"
+#include "vit/train/schedule.h"
+
+namespace vit {
+
+namespace {
+// Reference updates for one scalar, as torch.optim documents them.
+struct RefState {
+  double m = 0, v = 0;
+};
+double ref_update(const OptimConfig& c, double p, double g, double lr, int t, RefState& s, bool decay) {
+  const double wd = decay ? c.weight_decay : 0.0;
+  if (c.name == "sgd") {
+    double d = g + wd * p;
+    if (c.momentum > 0) {
+      s.m = t == 1 ? d : c.momentum * s.m + d;
+      d = c.nesterov ? d + c.momentum * s.m : s.m;
+    }
+    return p - lr * d;
+  }
+  if (c.name == "adamw") p *= 1 - lr * wd;
+  else g += wd * p;
+  s.m = c.beta1 * s.m + (1 - c.beta1) * g;
+  s.v = c.beta2 * s.v + (1 - c.beta2) * g * g;
+  const double mh = s.m / (1 - std::pow(c.beta1, t)), vh = s.v / (1 - std::pow(c.beta2, t));
+  return p - lr * mh / (std::sqrt(vh) + c.eps);
+}
+}  // namespace
+
+class OptimizerRule : public ::testing::TestWithParam<OptimConfig> {};
+
+TEST_P(OptimizerRule, MatchesTorchFormulas) {
+  const OptimConfig oc = GetParam();
+  ViTConfig cfg = preset("mnist-seed");
+  ParamTable table(cfg);
+  auto p = test::randn(table.total(), 1), p0 = p;
+  Optimizer opt(table, oc);
+  std::vector<double> ref(p.begin(), p.end());
+  std::vector<RefState> st(table.total());
+  for (int t = 1; t <= 4; ++t) {
+    auto g = test::randn(table.total(), 100 + t);
+    const float lr = 0.01f * t;
+    opt.step(p.data(), g.data(), lr);
+    for (auto& s : table.specs())
+      for (int64_t i = s.offset; i < s.offset + s.numel(); ++i)
+        if (s.trainable) ref[i] = ref_update(oc, ref[i], g[i], lr, t, st[i], s.decay);
+  }
+  std::vector<float> want(ref.begin(), ref.end());
+  EXPECT_TRUE(test::close_rel_max(oc.name + " params after 4 steps", p.data(), want.data(), table.total(), 1e-6));
+  // A fixed tensor (sincos pos_embed) never moves.
+  const auto& pos = table.at("pos_embed");
+  EXPECT_EQ(0, std::memcmp(p.data() + pos.offset, p0.data() + pos.offset, pos.numel() * sizeof(float)));
+}
+
+OptimConfig oc(std::string name, float wd, float momentum = 0.9f, bool nesterov = false) {
+  OptimConfig c;
+  c.name = std::move(name);
+  c.weight_decay = wd;
+  c.momentum = momentum;
+  c.nesterov = nesterov;
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, OptimizerRule,
+                         ::testing::Values(oc("sgd", 0.f, 0.f), oc("sgd", 1e-2f), oc("sgd", 1e-2f, 0.9f, true),
+                                           oc("adam", 0.f), oc("adam", 0.05f), oc("adamw", 0.05f)),
+                         [](const auto& info) { return info.param.name + std::to_string(info.index); });
+
+TEST(Optimizer, RejectsBadSettings) {
+  ParamTable table(preset("mnist-seed"));
+  EXPECT_THROW(Optimizer(table, oc("lamb", 0.f)), Error);
+  EXPECT_THROW(Optimizer(table, oc("sgd", -1.f)), Error);
+  EXPECT_THROW(Optimizer(table, oc("sgd", 0.f, 0.f, true)), Error);
+}
+
+TEST(ClipGrad, ScalesToMaxNormAndReportsTheNorm) {
+  ParamTable table(preset("mnist-seed"));
+  auto g = test::randn(table.total(), 3);
+  double want = 0;
+  for (auto& s : table.specs())
+    if (s.trainable)
+      for (int64_t i = s.offset; i < s.offset + s.numel(); ++i) want += double(g[i]) * g[i];
+  want = std::sqrt(want);
+  EXPECT_NEAR(clip_grad_norm(table, g.data(), 1.0), want, 1e-9 * want);
+  EXPECT_NEAR(grad_norm(table, g.data()), 1.0, 1e-5);
+  EXPECT_NEAR(clip_grad_norm(table, g.data(), 10.0), 1.0, 1e-5);  // below the limit: unchanged
+  EXPECT_NEAR(grad_norm(table, g.data()), 1.0, 1e-5);
+}
+
+TEST(Schedule, WarmupCosineAndStep) {
+  ScheduleConfig s;
+  s.name = "cosine";
+  s.lr = 1.f;
+  s.min_lr = 0.1f;
+  s.warmup_lr = 0.f;
+  s.warmup_steps = 10;
+  s.total_steps = 110;
+  EXPECT_FLOAT_EQ(lr_at(s, 0), 0.f);
+  EXPECT_FLOAT_EQ(lr_at(s, 5), 0.5f);
+  EXPECT_FLOAT_EQ(lr_at(s, 10), 1.f);
+  EXPECT_NEAR(lr_at(s, 60), 0.55f, 1e-6);  // halfway: (1 + 0.1) / 2
+  EXPECT_NEAR(lr_at(s, 110), 0.1f, 1e-6);
+  EXPECT_NEAR(lr_at(s, 500), 0.1f, 1e-6);  // floor holds past the end
+  s.name = "step";
+  s.warmup_steps = 0;
+  s.decay_steps = 30;
+  s.decay_rate = 0.5f;
+  EXPECT_FLOAT_EQ(lr_at(s, 29), 1.f);
+  EXPECT_FLOAT_EQ(lr_at(s, 30), 0.5f);
+  EXPECT_FLOAT_EQ(lr_at(s, 95), 0.125f);
+  s.name = "none";
+  EXPECT_FLOAT_EQ(lr_at(s, 1000), 1.f);
+  s.lr = -1.f;
+  EXPECT_THROW(s.validate(), Error);
+}
+
+}  // namespace vit
