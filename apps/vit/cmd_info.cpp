@@ -21,7 +21,8 @@ Run add_info(CLI::App& cmd) {
   cmd.add_option("--checkpoint", f->checkpoint, "read the config from a checkpoint instead");
   cmd.add_flag("--params", f->table, "list every parameter tensor");
   return [f] {
-    ViTConfig cfg = f->checkpoint.empty() ? f->model.resolve() : checkpoint_config(SafeTensors::open(f->checkpoint));
+    ViTConfig cfg =
+        f->checkpoint.empty() ? f->model.resolve() : checkpoint_config(SafeTensors::open(f->checkpoint));
     ParamTable table(cfg);
     int64_t total = 0, trainable = 0;
     for (auto& s : table.specs()) {

@@ -5,11 +5,15 @@
 namespace vit::app {
 
 void ModelFlags::add_to(CLI::App& cmd) {
-  cmd.add_option("--model", model, "model preset: " + [] {
-    std::string s;
-    for (auto& n : preset_names()) s += (s.empty() ? "" : ", ") + n;
-    return s;
-  }())->capture_default_str();
+  cmd.add_option(
+         "--model", model,
+         "model preset: " +
+             [] {
+               std::string s;
+               for (auto& n : preset_names()) s += (s.empty() ? "" : ", ") + n;
+               return s;
+             }())
+      ->capture_default_str();
   cmd.add_option("--config", config_file, "model config JSON (instead of --model)");
   cmd.add_option("--img-size", img_size, "image size: S or H W")->expected(1, 2);
   cmd.add_option("--patch-size", patch_size, "patch size: P or PH PW")->expected(1, 2);

@@ -6,7 +6,9 @@
 
 namespace vit {
 
-void Arena::Free::operator()(float* p) const { std::free(p); }
+void Arena::Free::operator()(float* p) const {
+  std::free(p);
+}
 
 void Arena::resize(size_t n) {
   if (n > capacity_) {

@@ -4,7 +4,9 @@
 
 namespace vit {
 
-const char* device_name(Device d) { return d == Device::CPU ? "cpu" : "cuda"; }
+const char* device_name(Device d) {
+  return d == Device::CPU ? "cpu" : "cuda";
+}
 
 int64_t numel(const Shape& s) {
   int64_t n = 1;
@@ -19,8 +21,8 @@ std::string shape_str(const Shape& s) {
 }
 
 Tensor reshape(const Tensor& t, Shape s) {
-  VIT_CHECK(numel(s) == t.numel(), "reshape: ", shape_str(t.shape), " has ", t.numel(),
-            " elements, ", shape_str(s), " needs ", numel(s));
+  VIT_CHECK(numel(s) == t.numel(), "reshape: ", shape_str(t.shape), " has ", t.numel(), " elements, ",
+            shape_str(s), " needs ", numel(s));
   return Tensor(t.data, std::move(s), t.device);
 }
 

@@ -9,7 +9,13 @@ namespace vit {
 
 SyntheticDataset::SyntheticDataset(int64_t size, int64_t num_classes, int64_t channels, int64_t height,
                                    int64_t width, uint64_t seed, float noise, int64_t first_index)
-    : size_(size), classes_(num_classes), c_(channels), h_(height), w_(width), seed_(seed), noise_(noise),
+    : size_(size),
+      classes_(num_classes),
+      c_(channels),
+      h_(height),
+      w_(width),
+      seed_(seed),
+      noise_(noise),
       first_(first_index) {
   VIT_CHECK(size > 0 && num_classes > 0 && channels > 0 && height > 0 && width > 0,
             "synthetic dataset: sizes must be positive");

@@ -19,10 +19,9 @@ struct DTypeName {
   const char* name;
   size_t size;
 };
-constexpr DTypeName kDTypes[] = {{DType::F32, "F32", 4}, {DType::F16, "F16", 2},
-                                 {DType::BF16, "BF16", 2}, {DType::F64, "F64", 8},
-                                 {DType::I64, "I64", 8}, {DType::I32, "I32", 4},
-                                 {DType::U8, "U8", 1}, {DType::BOOL, "BOOL", 1}};
+constexpr DTypeName kDTypes[] = {{DType::F32, "F32", 4}, {DType::F16, "F16", 2},  {DType::BF16, "BF16", 2},
+                                 {DType::F64, "F64", 8}, {DType::I64, "I64", 8},  {DType::I32, "I32", 4},
+                                 {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1}};
 }  // namespace
 
 const char* dtype_name(DType d) {
@@ -67,12 +66,15 @@ float bf16_to_f32(uint16_t h) {
   return f;
 }
 
-SafeTensors SafeTensors::open(const std::string& path) { return parse(read_file_bytes(path), path); }
+SafeTensors SafeTensors::open(const std::string& path) {
+  return parse(read_file_bytes(path), path);
+}
 
 SafeTensors SafeTensors::parse(std::vector<char> bytes, const std::string& path) {
   SafeTensors st;
   st.path_ = path;
-  VIT_CHECK(bytes.size() >= 8, path, ": not a safetensors file (", bytes.size(), " bytes, too short for a header)");
+  VIT_CHECK(bytes.size() >= 8, path, ": not a safetensors file (", bytes.size(),
+            " bytes, too short for a header)");
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | uint8_t(bytes[i]);
   VIT_CHECK(hlen <= kMaxHeader, path, ": header length ", hlen, " is implausible (over 100 MiB)");
@@ -96,8 +98,8 @@ SafeTensors SafeTensors::parse(std::vector<char> bytes, const std::string& path)
       }
       continue;
     }
-    VIT_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"),
-              path, ": tensor '", name, "' needs dtype, shape and data_offsets");
+    VIT_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"), path,
+              ": tensor '", name, "' needs dtype, shape and data_offsets");
     TensorInfo t;
     t.name = name;
     VIT_CHECK(v["dtype"].is_string(), path, ": tensor '", name, "': dtype is not a string");
@@ -109,9 +111,11 @@ SafeTensors SafeTensors::parse(std::vector<char> bytes, const std::string& path)
     VIT_CHECK(shape.is_array(), path, ": tensor '", name, "': shape is not an array");
     uint64_t count = 1;
     for (auto& d : shape) {
-      VIT_CHECK(d.is_number_unsigned(), path, ": tensor '", name, "': shape holds a non-integer or negative value");
+      VIT_CHECK(d.is_number_unsigned(), path, ": tensor '", name,
+                "': shape holds a non-integer or negative value");
       uint64_t dim = d.get<uint64_t>();
-      VIT_CHECK(dim == 0 || count <= (uint64_t(1) << 62) / dim, path, ": tensor '", name, "': shape overflows");
+      VIT_CHECK(dim == 0 || count <= (uint64_t(1) << 62) / dim, path, ": tensor '", name,
+                "': shape overflows");
       count *= dim;
       t.shape.push_back(int64_t(dim));
     }
@@ -157,10 +161,27 @@ void SafeTensors::copy_float(const std::string& name, float* out) const {
   for (size_t i = 0; i < n; ++i) {
     switch (t.dtype) {
       case DType::F32: std::memcpy(&out[i], p + 4 * i, 4); break;
-      case DType::F64: { double d; std::memcpy(&d, p + 8 * i, 8); out[i] = float(d); break; }
-      case DType::F16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); out[i] = f16_to_f32(h); break; }
-      case DType::BF16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); out[i] = bf16_to_f32(h); break; }
-      default: throw Error(path_ + ": tensor '" + name + "' has dtype " + dtype_name(t.dtype) + ", expected a float type");
+      case DType::F64: {
+        double d;
+        std::memcpy(&d, p + 8 * i, 8);
+        out[i] = float(d);
+        break;
+      }
+      case DType::F16: {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        out[i] = f16_to_f32(h);
+        break;
+      }
+      case DType::BF16: {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        out[i] = bf16_to_f32(h);
+        break;
+      }
+      default:
+        throw Error(path_ + ": tensor '" + name + "' has dtype " + dtype_name(t.dtype) +
+                    ", expected a float type");
     }
   }
 }
@@ -179,9 +200,17 @@ std::vector<int64_t> SafeTensors::to_int64(const std::string& name) const {
   for (size_t i = 0; i < out.size(); ++i) {
     switch (t.dtype) {
       case DType::I64: std::memcpy(&out[i], p + 8 * i, 8); break;
-      case DType::I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); out[i] = v; break; }
-      case DType::U8: case DType::BOOL: out[i] = uint8_t(p[i]); break;
-      default: throw Error(path_ + ": tensor '" + name + "' has dtype " + dtype_name(t.dtype) + ", expected an integer type");
+      case DType::I32: {
+        int32_t v;
+        std::memcpy(&v, p + 4 * i, 4);
+        out[i] = v;
+        break;
+      }
+      case DType::U8:
+      case DType::BOOL: out[i] = uint8_t(p[i]); break;
+      default:
+        throw Error(path_ + ": tensor '" + name + "' has dtype " + dtype_name(t.dtype) +
+                    ", expected an integer type");
     }
   }
   return out;
@@ -198,8 +227,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorOut>& te
   if (!metadata.empty()) h["__metadata__"] = metadata;
   size_t off = 0;
   for (auto& t : tensors) {
-    VIT_CHECK(t.dtype == DType::F32 || t.dtype == DType::I64 || t.dtype == DType::U8,
-              path, ": cannot write tensor '", t.name, "' as ", dtype_name(t.dtype));
+    VIT_CHECK(t.dtype == DType::F32 || t.dtype == DType::I64 || t.dtype == DType::U8, path,
+              ": cannot write tensor '", t.name, "' as ", dtype_name(t.dtype));
     const size_t n = size_t(numel(t.shape)) * dtype_size(t.dtype);
     h[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
     off += n;

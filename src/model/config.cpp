@@ -1,10 +1,10 @@
 #include "vit/model/config.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <cstdio>
-#include <cstdlib>
 #include <sstream>
 
 #include "vit/core/error.h"
@@ -28,18 +28,20 @@ void ViTConfig::validate() const {
             "config: embed_dim, depth, mlp_dim and num_classes must be positive");
   VIT_CHECK(num_heads > 0 && embed_dim % num_heads == 0, "config: num_heads ", num_heads,
             " does not divide embed_dim ", embed_dim);
-  VIT_CHECK(global_pool == "token" || global_pool == "avg", "config: global_pool must be 'token' or 'avg', got '",
-            global_pool, "'");
+  VIT_CHECK(global_pool == "token" || global_pool == "avg",
+            "config: global_pool must be 'token' or 'avg', got '", global_pool, "'");
   VIT_CHECK(global_pool != "token" || class_token, "config: global_pool 'token' needs class_token");
-  VIT_CHECK(pos_embed == "learn" || pos_embed == "sincos", "config: pos_embed must be 'learn' or 'sincos', got '",
-            pos_embed, "'");
-  for (auto [name, v] : {std::pair{"pos_drop_rate", pos_drop_rate}, {"attn_drop_rate", attn_drop_rate},
-                         {"proj_drop_rate", proj_drop_rate}, {"drop_rate", drop_rate},
+  VIT_CHECK(pos_embed == "learn" || pos_embed == "sincos",
+            "config: pos_embed must be 'learn' or 'sincos', got '", pos_embed, "'");
+  for (auto [name, v] : {std::pair{"pos_drop_rate", pos_drop_rate},
+                         {"attn_drop_rate", attn_drop_rate},
+                         {"proj_drop_rate", proj_drop_rate},
+                         {"drop_rate", drop_rate},
                          {"drop_path_rate", drop_path_rate}})
     VIT_CHECK(v >= 0.f && v < 1.f, "config: ", name, " must be in [0, 1), got ", v);
   VIT_CHECK(norm_eps > 0.f, "config: norm_eps must be positive");
-  VIT_CHECK(mean.size() == size_t(in_chans) && std.size() == size_t(in_chans),
-            "config: mean and std need ", in_chans, " values (one per channel)");
+  VIT_CHECK(mean.size() == size_t(in_chans) && std.size() == size_t(in_chans), "config: mean and std need ",
+            in_chans, " values (one per channel)");
   for (float s : std) VIT_CHECK(s > 0.f, "config: std values must be positive");
 }
 
@@ -109,27 +111,48 @@ ViTConfig ViTConfig::from_json(const std::string& text) {
   ViTConfig c;
   try {
     for (auto& [key, v] : j.items()) {
-      if (key == "img_size") read_pair(v, c.img_h, c.img_w, "img_size");
-      else if (key == "patch_size") read_pair(v, c.patch_h, c.patch_w, "patch_size");
-      else if (key == "in_chans") c.in_chans = v.get<int64_t>();
-      else if (key == "embed_dim") c.embed_dim = v.get<int64_t>();
-      else if (key == "depth") c.depth = v.get<int64_t>();
-      else if (key == "num_heads") c.num_heads = v.get<int64_t>();
-      else if (key == "mlp_dim") c.mlp_dim = v.get<int64_t>();
-      else if (key == "qkv_bias") c.qkv_bias = v.get<bool>();
-      else if (key == "global_pool") c.global_pool = v.get<std::string>();
-      else if (key == "class_token") c.class_token = v.get<bool>();
-      else if (key == "pos_embed") c.pos_embed = v.get<std::string>();
-      else if (key == "pos_drop_rate") c.pos_drop_rate = v.get<float>();
-      else if (key == "attn_drop_rate") c.attn_drop_rate = v.get<float>();
-      else if (key == "proj_drop_rate") c.proj_drop_rate = v.get<float>();
-      else if (key == "drop_rate") c.drop_rate = v.get<float>();
-      else if (key == "drop_path_rate") c.drop_path_rate = v.get<float>();
-      else if (key == "norm_eps") c.norm_eps = v.get<float>();
-      else if (key == "num_classes") c.num_classes = v.get<int64_t>();
-      else if (key == "mean") c.mean = v.get<std::vector<float>>();
-      else if (key == "std") c.std = v.get<std::vector<float>>();
-      else throw Error("config: unknown key '" + key + "'");
+      if (key == "img_size")
+        read_pair(v, c.img_h, c.img_w, "img_size");
+      else if (key == "patch_size")
+        read_pair(v, c.patch_h, c.patch_w, "patch_size");
+      else if (key == "in_chans")
+        c.in_chans = v.get<int64_t>();
+      else if (key == "embed_dim")
+        c.embed_dim = v.get<int64_t>();
+      else if (key == "depth")
+        c.depth = v.get<int64_t>();
+      else if (key == "num_heads")
+        c.num_heads = v.get<int64_t>();
+      else if (key == "mlp_dim")
+        c.mlp_dim = v.get<int64_t>();
+      else if (key == "qkv_bias")
+        c.qkv_bias = v.get<bool>();
+      else if (key == "global_pool")
+        c.global_pool = v.get<std::string>();
+      else if (key == "class_token")
+        c.class_token = v.get<bool>();
+      else if (key == "pos_embed")
+        c.pos_embed = v.get<std::string>();
+      else if (key == "pos_drop_rate")
+        c.pos_drop_rate = v.get<float>();
+      else if (key == "attn_drop_rate")
+        c.attn_drop_rate = v.get<float>();
+      else if (key == "proj_drop_rate")
+        c.proj_drop_rate = v.get<float>();
+      else if (key == "drop_rate")
+        c.drop_rate = v.get<float>();
+      else if (key == "drop_path_rate")
+        c.drop_path_rate = v.get<float>();
+      else if (key == "norm_eps")
+        c.norm_eps = v.get<float>();
+      else if (key == "num_classes")
+        c.num_classes = v.get<int64_t>();
+      else if (key == "mean")
+        c.mean = v.get<std::vector<float>>();
+      else if (key == "std")
+        c.std = v.get<std::vector<float>>();
+      else
+        throw Error("config: unknown key '" + key + "'");
     }
   } catch (const json::type_error& e) {
     throw Error(std::string("config: wrong value type: ") + e.what());
@@ -149,7 +172,9 @@ ViTConfig ViTConfig::load(const std::string& path) {
   }
 }
 
-void ViTConfig::save(const std::string& path) const { write_file_atomic(path, to_json() + "\n"); }
+void ViTConfig::save(const std::string& path) const {
+  write_file_atomic(path, to_json() + "\n");
+}
 
 namespace {
 ViTConfig timm_vit(int64_t patch, int64_t dim, int64_t depth, int64_t heads) {
@@ -205,16 +230,16 @@ ViTConfig preset(const std::string& name) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"vit-tiny-16", "vit-small-16", "vit-small-32", "vit-base-16", "vit-base-32",
-          "vit-large-16", "vit-huge-14", "mnist-seed", "cifar-seed"};
+  return {"vit-tiny-16",  "vit-small-16", "vit-small-32", "vit-base-16", "vit-base-32",
+          "vit-large-16", "vit-huge-14",  "mnist-seed",   "cifar-seed"};
 }
 
 int64_t forward_flops(const ViTConfig& c) {
   const int64_t T = c.num_tokens(), D = c.embed_dim, N = c.num_patches();
   const int64_t patch = 2 * N * D * c.in_chans * c.patch_h * c.patch_w;
-  const int64_t per_block = 2 * T * D * 3 * D     // qkv
-                            + 2 * 2 * T * T * D   // q k^T and P v
-                            + 2 * T * D * D       // proj
+  const int64_t per_block = 2 * T * D * 3 * D             // qkv
+                            + 2 * 2 * T * T * D           // q k^T and P v
+                            + 2 * T * D * D               // proj
                             + 2 * 2 * T * D * c.mlp_dim;  // fc1, fc2
   return patch + c.depth * per_block + 2 * D * c.num_classes;
 }

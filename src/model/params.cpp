@@ -87,9 +87,7 @@ void init_params(const ParamTable& table, const ViTConfig& cfg, float* params, u
       case Init::ConvDefault:
         for (int64_t i = 0; i < n; ++i) p[i] = float((2.0 * rng.uniform() - 1.0) * conv_bound);
         break;
-      case Init::SinCos:
-        sincos_pos_embed(p, s.shape[1], s.shape[2]);
-        break;
+      case Init::SinCos: sincos_pos_embed(p, s.shape[1], s.shape[2]); break;
     }
   }
 }

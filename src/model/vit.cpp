@@ -29,7 +29,9 @@ class Carver {
 // Dropout sites: each gets its own key per step, so masks never repeat across sites.
 enum : uint64_t { kSitePos = 1, kSiteHead = 2 };
 enum BlockSite : uint64_t { kAttnDrop, kProjDrop, kPath1, kMlpDrop1, kMlpDrop2, kPath2 };
-uint64_t block_site(int64_t layer, BlockSite s) { return 16 + uint64_t(layer) * 8 + s; }
+uint64_t block_site(int64_t layer, BlockSite s) {
+  return 16 + uint64_t(layer) * 8 + s;
+}
 
 }  // namespace
 
@@ -51,7 +53,9 @@ Tensor ViT::grad(const std::string& name) {
   return Tensor(grads_.data() + s.offset, s.shape);
 }
 
-void ViT::init_weights(uint64_t seed) { init_params(table_, cfg_, params_.data(), seed); }
+void ViT::init_weights(uint64_t seed) {
+  init_params(table_, cfg_, params_.data(), seed);
+}
 
 ViT::Weights ViT::bind(Arena& arena) {
   auto t = [&](const std::string& name) {
@@ -80,9 +84,8 @@ ViT::Weights ViT::bind(Arena& arena) {
 }
 
 void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training) {
-  const int64_t T = cfg_.num_tokens(), C = cfg_.embed_dim, N = cfg_.num_patches(),
-                M = cfg_.mlp_dim, H = cfg_.num_heads, K = cfg_.num_classes,
-                P = cfg_.in_chans * cfg_.patch_h * cfg_.patch_w;
+  const int64_t T = cfg_.num_tokens(), C = cfg_.embed_dim, N = cfg_.num_patches(), M = cfg_.mlp_dim,
+                H = cfg_.num_heads, K = cfg_.num_classes, P = cfg_.in_chans * cfg_.patch_h * cfg_.patch_w;
   const int64_t nblocks = training ? cfg_.depth : 1;  // inference reuses one block's buffers
   const bool attn_drop = training && cfg_.attn_drop_rate > 0.f;
   auto carve = [&](float* base) {
@@ -161,14 +164,16 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     const BlockWeights& w = W_.blocks[l];
     const float proj_p = rate(cfg_.proj_drop_rate), path_p = rate(cfg_.drop_path_at(l));
     const float attn_p = rate(cfg_.attn_drop_rate);
-    ops::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, reshape(x, {B * T, C}), w.n1w, w.n1b, cfg_.norm_eps);
+    ops::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, reshape(x, {B * T, C}), w.n1w, w.n1b,
+                           cfg_.norm_eps);
     ops::linear_forward(reshape(a.qkv, {B * T, 3 * C}), a.ln1, w.qkvw, w.qkvb.data ? &w.qkvb : nullptr);
-    ops::attention_forward(a.ao, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask,
-                           attn_p, key(block_site(l, kAttnDrop)));
+    ops::attention_forward(a.ao, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
+                           key(block_site(l, kAttnDrop)));
     ops::linear_forward(A.branch, reshape(a.ao, {B * T, C}), w.projw, &w.projb);
     ops::residual_forward(a.r1, x, reshape(A.branch, {B, T, C}), proj_p, key(block_site(l, kProjDrop)),
                           path_p, key(block_site(l, kPath1)));
-    ops::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, reshape(a.r1, {B * T, C}), w.n2w, w.n2b, cfg_.norm_eps);
+    ops::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, reshape(a.r1, {B * T, C}), w.n2w, w.n2b,
+                           cfg_.norm_eps);
     ops::linear_forward(a.h, a.ln2, w.fc1w, &w.fc1b);
     ops::gelu_forward(a.act, a.h);
     ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)));
@@ -181,7 +186,8 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
   // row alone gives the same numbers for a fraction of the work.
   ops::pool_forward(A.pooled, x, have_mask_ ? patch_mask_.data() : nullptr, cfg_.avg_pool(),
                     cfg_.num_prefix_tokens());
-  ops::layernorm_forward(A.pooled_ln, A.pooled_mean, A.pooled_rstd, A.pooled, W_.norm_w, W_.norm_b, cfg_.norm_eps);
+  ops::layernorm_forward(A.pooled_ln, A.pooled_mean, A.pooled_rstd, A.pooled, W_.norm_w, W_.norm_b,
+                         cfg_.norm_eps);
   ops::dropout_forward(A.pooled_ln, rate(cfg_.drop_rate), key(kSiteHead));
   ops::linear_forward(A.logits, A.pooled_ln, W_.head_w, &W_.head_b);
 }
@@ -234,17 +240,17 @@ void ViT::backward(const Tensor& dlogits) {
     ops::dropout_backward(A.dact, proj_p, key(block_site(l, kMlpDrop1)));
     ops::gelu_backward(A.dact, A.dact, a.h);
     ops::linear_backward(&A.dln, &g.fc1w, &g.fc1b, A.dact, a.ln2, w.fc1w);
-    ops::layernorm_backward(dx2d, g.n2w, g.n2b, A.dln, reshape(a.r1, {B * T, C}), a.ln2_mean,
-                            a.ln2_rstd, w.n2w, true);
+    ops::layernorm_backward(dx2d, g.n2w, g.n2b, A.dln, reshape(a.r1, {B * T, C}), a.ln2_mean, a.ln2_rstd,
+                            w.n2w, true);
     // Attention branch: r1 = x + branch.
     ops::residual_backward(dbranch3d, A.dx, proj_p, key(block_site(l, kProjDrop)), path_p,
                            key(block_site(l, kPath1)));
     Tensor dao2d = reshape(A.dao, {B * T, C});
     ops::linear_backward(&dao2d, &g.projw, &g.projb, A.dbranch, reshape(a.ao, {B * T, C}), w.projw);
-    ops::attention_backward(A.dqkv, A.dscratch, A.dao, a.qkv, a.probs,
-                            attn_p > 0.f ? &a.probs_drop : nullptr, attn_p, key(block_site(l, kAttnDrop)));
-    ops::linear_backward(&A.dln, &g.qkvw, g.qkvb.data ? &g.qkvb : nullptr,
-                         reshape(A.dqkv, {B * T, 3 * C}), a.ln1, w.qkvw);
+    ops::attention_backward(A.dqkv, A.dscratch, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr,
+                            attn_p, key(block_site(l, kAttnDrop)));
+    ops::linear_backward(&A.dln, &g.qkvw, g.qkvb.data ? &g.qkvb : nullptr, reshape(A.dqkv, {B * T, 3 * C}),
+                         a.ln1, w.qkvw);
     ops::layernorm_backward(dx2d, g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd, w.n1w, true);
   }
   ops::dropout_backward(A.dx, rate(cfg_.pos_drop_rate), key(kSitePos));

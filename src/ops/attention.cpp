@@ -27,15 +27,14 @@ void attention_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tenso
   if (probs_drop) check_shape(*probs_drop, probs.shape, "attention dropped probs");
   switch (common_device({&out, &probs, &qkv}, "attention")) {
     case Device::CPU:
-      return cpu::attention_forward(out.data, probs.data, drop_p > 0.f ? probs_drop->data : nullptr,
-                                    qkv.data, key_mask, d.B, d.T, d.C, d.H, drop_p, drop_key);
+      return cpu::attention_forward(out.data, probs.data, drop_p > 0.f ? probs_drop->data : nullptr, qkv.data,
+                                    key_mask, d.B, d.T, d.C, d.H, drop_p, drop_key);
     default: unsupported("attention", out.device);
   }
 }
 
 void attention_backward(Tensor dqkv, Tensor scratch, const Tensor& dout, const Tensor& qkv,
-                        const Tensor& probs, const Tensor* probs_drop, float drop_p,
-                        uint64_t drop_key) {
+                        const Tensor& probs, const Tensor* probs_drop, float drop_p, uint64_t drop_key) {
   const Dims d = attention_dims(qkv, probs);
   check_shape(dqkv, qkv.shape, "attention grad qkv");
   check_shape(dout, {d.B, d.T, d.C}, "attention grad output");
@@ -43,8 +42,8 @@ void attention_backward(Tensor dqkv, Tensor scratch, const Tensor& dout, const T
   switch (common_device({&dqkv, &dout, &qkv, &probs}, "attention_backward")) {
     case Device::CPU:
       return cpu::attention_backward(dqkv.data, scratch.data, dout.data, qkv.data, probs.data,
-                                     drop_p > 0.f ? probs_drop->data : nullptr, d.B, d.T, d.C,
-                                     d.H, drop_p, drop_key);
+                                     drop_p > 0.f ? probs_drop->data : nullptr, d.B, d.T, d.C, d.H, drop_p,
+                                     drop_key);
     default: unsupported("attention_backward", dqkv.device);
   }
 }

@@ -17,28 +17,26 @@ void check_targets(const Tensor& logits, const int64_t* labels, const Tensor* ta
 }
 }  // namespace
 
-double cross_entropy_forward(Tensor probs, const Tensor& logits, const int64_t* labels,
-                             const Tensor* targets, float smoothing) {
+double cross_entropy_forward(Tensor probs, const Tensor& logits, const int64_t* labels, const Tensor* targets,
+                             float smoothing) {
   check_targets(logits, labels, targets);
   check_shape(probs, logits.shape, "probs");
   switch (common_device({&probs, &logits}, "cross_entropy")) {
     case Device::CPU:
-      return cpu::cross_entropy_forward(probs.data, logits.data, labels,
-                                        targets ? targets->data : nullptr, logits.dim(0),
-                                        logits.dim(1), smoothing);
+      return cpu::cross_entropy_forward(probs.data, logits.data, labels, targets ? targets->data : nullptr,
+                                        logits.dim(0), logits.dim(1), smoothing);
     default: unsupported("cross_entropy", logits.device);
   }
 }
 
-void cross_entropy_backward(Tensor dlogits, const Tensor& probs, const int64_t* labels,
-                            const Tensor* targets, float smoothing, float scale) {
+void cross_entropy_backward(Tensor dlogits, const Tensor& probs, const int64_t* labels, const Tensor* targets,
+                            float smoothing, float scale) {
   check_targets(probs, labels, targets);
   check_shape(dlogits, probs.shape, "grad logits");
   switch (common_device({&dlogits, &probs}, "cross_entropy_backward")) {
     case Device::CPU:
-      return cpu::cross_entropy_backward(dlogits.data, probs.data, labels,
-                                         targets ? targets->data : nullptr, probs.dim(0),
-                                         probs.dim(1), smoothing, scale);
+      return cpu::cross_entropy_backward(dlogits.data, probs.data, labels, targets ? targets->data : nullptr,
+                                         probs.dim(0), probs.dim(1), smoothing, scale);
     default: unsupported("cross_entropy_backward", dlogits.device);
   }
 }

@@ -35,8 +35,8 @@ void residual_forward(Tensor out, const Tensor& x, Tensor branch, float drop_p, 
   }
 }
 
-void residual_backward(Tensor dbranch, const Tensor& dout, float drop_p, uint64_t drop_key,
-                       float path_p, uint64_t path_key) {
+void residual_backward(Tensor dbranch, const Tensor& dout, float drop_p, uint64_t drop_key, float path_p,
+                       uint64_t path_key) {
   VIT_CHECK(dout.ndim() == 3, "residual_backward: grad must be [B,T,C], got ", shape_str(dout.shape));
   check_shape(dbranch, dout.shape, "residual grad branch");
   const int64_t B = dout.dim(0), R = dout.numel() / B;

@@ -4,8 +4,8 @@
 
 namespace vit::ops {
 
-void layernorm_forward(Tensor y, Tensor mean, Tensor rstd, const Tensor& x, const Tensor& w,
-                       const Tensor& b, float eps) {
+void layernorm_forward(Tensor y, Tensor mean, Tensor rstd, const Tensor& x, const Tensor& w, const Tensor& b,
+                       float eps) {
   VIT_CHECK(x.ndim() == 2, "layernorm: x must be 2-D [M,C], got ", shape_str(x.shape));
   const int64_t M = x.dim(0), C = x.dim(1);
   check_shape(y, x.shape, "layernorm output");
@@ -21,8 +21,7 @@ void layernorm_forward(Tensor y, Tensor mean, Tensor rstd, const Tensor& x, cons
 }
 
 void layernorm_backward(Tensor dx, Tensor dw, Tensor db, const Tensor& dy, const Tensor& x,
-                        const Tensor& mean, const Tensor& rstd, const Tensor& w,
-                        bool accumulate_dx) {
+                        const Tensor& mean, const Tensor& rstd, const Tensor& w, bool accumulate_dx) {
   const int64_t M = x.dim(0), C = x.dim(1);
   check_shape(dy, x.shape, "layernorm grad output");
   check_shape(dx, x.shape, "layernorm grad input");
@@ -30,8 +29,8 @@ void layernorm_backward(Tensor dx, Tensor dw, Tensor db, const Tensor& dy, const
   check_shape(db, {C}, "layernorm grad bias");
   switch (common_device({&dx, &dy, &x, &w}, "layernorm_backward")) {
     case Device::CPU:
-      return cpu::layernorm_backward(dx.data, dw.data, db.data, dy.data, x.data, mean.data,
-                                     rstd.data, w.data, M, C, accumulate_dx);
+      return cpu::layernorm_backward(dx.data, dw.data, db.data, dy.data, x.data, mean.data, rstd.data, w.data,
+                                     M, C, accumulate_dx);
     default: unsupported("layernorm_backward", dx.device);
   }
 }

@@ -5,8 +5,8 @@
 namespace vit::ops {
 
 void linear_forward(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b) {
-  VIT_CHECK(x.ndim() == 2 && w.ndim() == 2, "linear: x and w must be 2-D, got ", shape_str(x.shape),
-            " and ", shape_str(w.shape));
+  VIT_CHECK(x.ndim() == 2 && w.ndim() == 2, "linear: x and w must be 2-D, got ", shape_str(x.shape), " and ",
+            shape_str(w.shape));
   const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
   check_shape(w, {N, K}, "linear weight");
   check_shape(y, {M, N}, "linear output");
@@ -17,8 +17,8 @@ void linear_forward(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b)
   }
 }
 
-void linear_backward(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x,
-                     const Tensor& w, bool accumulate_dx) {
+void linear_backward(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x, const Tensor& w,
+                     bool accumulate_dx) {
   const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
   check_shape(dy, {M, N}, "linear grad output");
   if (dx) check_shape(*dx, {M, K}, "linear grad input");
@@ -26,9 +26,8 @@ void linear_backward(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const
   if (db) check_shape(*db, {N}, "linear grad bias");
   switch (common_device({&dy, &x, &w}, "linear_backward")) {
     case Device::CPU:
-      return cpu::linear_backward(dx ? dx->data : nullptr, dw ? dw->data : nullptr,
-                                  db ? db->data : nullptr, dy.data, x.data, w.data, M, K, N,
-                                  accumulate_dx);
+      return cpu::linear_backward(dx ? dx->data : nullptr, dw ? dw->data : nullptr, db ? db->data : nullptr,
+                                  dy.data, x.data, w.data, M, K, N, accumulate_dx);
     default: unsupported("linear_backward", dy.device);
   }
 }

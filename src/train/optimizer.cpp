@@ -55,8 +55,10 @@ void Optimizer::step(float* params, const float* grads, float lr) {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i) {
         float gi = g[i];
-        if (decoupled) p[i] *= 1.f - lr * wd;
-        else gi += wd * p[i];
+        if (decoupled)
+          p[i] *= 1.f - lr * wd;
+        else
+          gi += wd * p[i];
         m[i] = b1 * m[i] + (1.f - b1) * gi;
         v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
         p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);

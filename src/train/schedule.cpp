@@ -7,8 +7,8 @@
 namespace vit {
 
 void ScheduleConfig::validate() const {
-  VIT_CHECK(name == "none" || name == "step" || name == "cosine", "schedule must be none, step or cosine, got '",
-            name, "'");
+  VIT_CHECK(name == "none" || name == "step" || name == "cosine",
+            "schedule must be none, step or cosine, got '", name, "'");
   VIT_CHECK(lr > 0.f && std::isfinite(lr), "learning rate must be positive, got ", lr);
   VIT_CHECK(min_lr >= 0.f && min_lr <= lr, "min lr must be in [0, lr], got ", min_lr);
   VIT_CHECK(warmup_steps >= 0 && total_steps > 0 && decay_steps > 0, "schedule lengths must be positive");
@@ -16,8 +16,7 @@ void ScheduleConfig::validate() const {
 }
 
 float lr_at(const ScheduleConfig& s, int64_t step) {
-  if (step < s.warmup_steps)
-    return s.warmup_lr + (s.lr - s.warmup_lr) * float(step) / float(s.warmup_steps);
+  if (step < s.warmup_steps) return s.warmup_lr + (s.lr - s.warmup_lr) * float(step) / float(s.warmup_steps);
   const int64_t t = step - s.warmup_steps;
   if (s.name == "step") return s.lr * std::pow(s.decay_rate, float(t / s.decay_steps));
   if (s.name == "cosine") {

@@ -28,7 +28,8 @@ double LossStep::run(ViT& model, const Batch& batch, float smoothing, const Forw
   const Tensor* tp = batch.targets ? &targets : nullptr;
   Tensor logits = model.forward(batch.images, B, batch.mask, mode);
   const double loss = ops::cross_entropy_forward(probs, logits, batch.labels, tp, smoothing);
-  VIT_CHECK(std::isfinite(loss), "loss is ", loss, " (not finite): training diverged; lower the learning rate "
+  VIT_CHECK(std::isfinite(loss), "loss is ", loss,
+            " (not finite): training diverged; lower the learning rate "
             "or enable gradient clipping");
   ops::cross_entropy_backward(dlogits, probs, batch.labels, tp, smoothing);
   model.backward(dlogits);

@@ -30,15 +30,15 @@ namespace {
 void check_shapes(const ViT& model, const Dataset& d) {
   const ViTConfig& c = model.config();
   VIT_CHECK(d.channels() == c.in_chans && d.height() == c.img_h && d.width() == c.img_w, d.describe(),
-            ": samples are ", d.channels(), "x", d.height(), "x", d.width(), " but the model takes ", c.in_chans,
-            "x", c.img_h, "x", c.img_w);
+            ": samples are ", d.channels(), "x", d.height(), "x", d.width(), " but the model takes ",
+            c.in_chans, "x", c.img_h, "x", c.img_w);
   VIT_CHECK(d.num_classes() <= c.num_classes, d.describe(), " has ", d.num_classes(),
             " classes, the model's head has ", c.num_classes);
 }
 
 // Fills images[B,C,H,W] and labels[B] with samples order[first..first+B).
-void load_batch(const Dataset& d, const std::vector<int64_t>& order, int64_t first, int64_t B,
-                float* images, int64_t* labels) {
+void load_batch(const Dataset& d, const std::vector<int64_t>& order, int64_t first, int64_t B, float* images,
+                int64_t* labels) {
   const int64_t n = d.channels() * d.height() * d.width();
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b) labels[b] = d.get(order[first + b], images + b * n);

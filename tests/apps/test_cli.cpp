@@ -40,8 +40,9 @@ TEST(Cli, HelpForEverySubcommand) {
 TEST(Cli, ShortSyntheticTrainingRunWritesItsRunDirectory) {
   const fs::path dir = fs::temp_directory_path() / ("vit_cli_" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  Result r = run("train --model mnist-seed --img-size 16 --synthetic 256 --epochs 2 -b 64 --threads 1 --output " +
-                 dir.string());
+  Result r =
+      run("train --model mnist-seed --img-size 16 --synthetic 256 --epochs 2 -b 64 --threads 1 --output " +
+          dir.string());
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* f : {"config.json", "summary.csv", "last.safetensors", "best.safetensors"})
     EXPECT_TRUE(fs::exists(dir / f)) << f << "\n" << r.out;

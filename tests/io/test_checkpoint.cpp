@@ -44,7 +44,8 @@ TEST(Checkpoint, ConfigFromConfigJsonWhenMetadataLacksIt) {
   ViT m(small());
   const std::string dir = tmp_dir("beside");
   std::vector<TensorOut> out;
-  for (auto& s : m.table().specs()) out.push_back({s.name, s.shape, DType::F32, m.params().data() + s.offset});
+  for (auto& s : m.table().specs())
+    out.push_back({s.name, s.shape, DType::F32, m.params().data() + s.offset});
   write_safetensors(dir + "/model.safetensors", out);  // no metadata
   m.config().save(dir + "/config.json");
   auto r = load_checkpoint(dir + "/model.safetensors");
@@ -70,7 +71,8 @@ TEST(Checkpoint, WrongShapeMissingAndExtraTensorsAreNamed) {
         << "a failed load must not change the model";
   };
   std::vector<TensorOut> all;
-  for (auto& s : m.table().specs()) all.push_back({s.name, s.shape, DType::F32, m.params().data() + s.offset});
+  for (auto& s : m.table().specs())
+    all.push_back({s.name, s.shape, DType::F32, m.params().data() + s.offset});
   auto missing = all;
   missing.erase(missing.begin() + 3);
   expect_error(missing, "missing tensor '" + all[3].name + "'");

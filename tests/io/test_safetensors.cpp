@@ -46,8 +46,10 @@ TEST(SafeTensors, RoundTripF32I64U8AndMetadata) {
   std::vector<int64_t> b = {-1, 0, 1LL << 40};
   std::vector<uint8_t> c = {0, 1, 255};
   const std::string p = tmp_path("rt.safetensors");
-  write_safetensors(p, {{"a", {2, 3}, DType::F32, a.data()}, {"b", {3}, DType::I64, b.data()},
-                        {"c", {3}, DType::U8, c.data()}},
+  write_safetensors(p,
+                    {{"a", {2, 3}, DType::F32, a.data()},
+                     {"b", {3}, DType::I64, b.data()},
+                     {"c", {3}, DType::U8, c.data()}},
                     {{"k", "v"}});
   SafeTensors st = SafeTensors::open(p);
   EXPECT_EQ(st.at("a").shape, (Shape{2, 3}));
@@ -62,7 +64,8 @@ TEST(SafeTensors, RoundTripF32I64U8AndMetadata) {
   EXPECT_EQ((8 + hlen) % 8, 0u);
   // No temporary file is left behind.
   int files = 0;
-  for (auto& e : fs::directory_iterator(fs::path(p).parent_path())) files += e.path().filename() == "rt.safetensors" ? 0 : 1;
+  for (auto& e : fs::directory_iterator(fs::path(p).parent_path()))
+    files += e.path().filename() == "rt.safetensors" ? 0 : 1;
   EXPECT_EQ(files, 0);
 }
 
@@ -111,20 +114,66 @@ INSTANTIATE_TEST_SUITE_P(
     Corpus, MalformedSafeTensors,
     ::testing::Values(
         Bad{"empty", [] { return std::vector<char>(); }, "too short"},
-        Bad{"truncated header", [] { auto f = make_file(kGood, 8); f.resize(20); return f; }, "past the end"},
-        Bad{"header length past the end", [] { auto f = make_file(kGood, 8); f[0] = char(0xff); f[1] = char(0x7f); return f; }, "past the end"},
-        Bad{"huge header length", [] { auto f = make_file(kGood, 8); f[6] = 1; return f; }, "implausible"},
-        Bad{"truncated data", [] { auto f = make_file(kGood, 8); f.resize(f.size() - 3); return f; }, "outside the data section"},
+        Bad{"truncated header",
+            [] {
+              auto f = make_file(kGood, 8);
+              f.resize(20);
+              return f;
+            },
+            "past the end"},
+        Bad{"header length past the end",
+            [] {
+              auto f = make_file(kGood, 8);
+              f[0] = char(0xff);
+              f[1] = char(0x7f);
+              return f;
+            },
+            "past the end"},
+        Bad{"huge header length",
+            [] {
+              auto f = make_file(kGood, 8);
+              f[6] = 1;
+              return f;
+            },
+            "implausible"},
+        Bad{"truncated data",
+            [] {
+              auto f = make_file(kGood, 8);
+              f.resize(f.size() - 3);
+              return f;
+            },
+            "outside the data section"},
         Bad{"not JSON", [] { return make_file("{\"t\": [1, 2", 0); }, "not valid JSON"},
         Bad{"not an object", [] { return make_file("[1, 2]", 0); }, "not a JSON object"},
-        Bad{"unknown dtype", [] { return make_file(R"({"t":{"dtype":"F8","shape":[2],"data_offsets":[0,2]}})", 2); }, "unsupported dtype 'F8'"},
-        Bad{"size mismatch", [] { return make_file(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8); }, "do not match"},
-        Bad{"offsets reversed", [] { return make_file(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8); }, "outside the data section"},
-        Bad{"negative shape", [] { return make_file(R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8); }, "negative"},
-        Bad{"missing field", [] { return make_file(R"({"t":{"dtype":"F32","shape":[2]}})", 8); }, "needs dtype, shape and data_offsets"},
-        Bad{"overlap", [] { return make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12); }, "overlap"},
-        Bad{"shape overflow", [] { return make_file(R"({"t":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,8]}})", 8); }, "overflows"},
-        Bad{"metadata not strings", [] { return make_file(R"({"__metadata__":{"a":1}})", 0); }, "not a string"}),
+        Bad{"unknown dtype",
+            [] { return make_file(R"({"t":{"dtype":"F8","shape":[2],"data_offsets":[0,2]}})", 2); },
+            "unsupported dtype 'F8'"},
+        Bad{"size mismatch",
+            [] { return make_file(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8); },
+            "do not match"},
+        Bad{"offsets reversed",
+            [] { return make_file(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8); },
+            "outside the data section"},
+        Bad{"negative shape",
+            [] { return make_file(R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8); },
+            "negative"},
+        Bad{"missing field", [] { return make_file(R"({"t":{"dtype":"F32","shape":[2]}})", 8); },
+            "needs dtype, shape and data_offsets"},
+        Bad{"overlap",
+            [] {
+              return make_file(
+                  R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                  12);
+            },
+            "overlap"},
+        Bad{"shape overflow",
+            [] {
+              return make_file(
+                  R"({"t":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,8]}})", 8);
+            },
+            "overflows"},
+        Bad{"metadata not strings", [] { return make_file(R"({"__metadata__":{"a":1}})", 0); },
+            "not a string"}),
     [](const auto& info) {
       std::string n = info.param.what;
       for (auto& c : n)

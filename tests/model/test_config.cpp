@@ -64,14 +64,17 @@ TEST(Config, JsonRoundTripIsExact) {
 }
 
 TEST(Config, ErrorsSayWhatIsWrong) {
-  EXPECT_NE(error_of([] { ViTConfig::from_json(R"({"img_size": 30, "patch_size": 4})"); }).find("not divisible"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { ViTConfig::from_json(R"({"embed_dim": 10, "num_heads": 3})"); }).find("num_heads 3"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([] { ViTConfig::from_json(R"({"img_size": 30, "patch_size": 4})"); }).find("not divisible"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of([] { ViTConfig::from_json(R"({"embed_dim": 10, "num_heads": 3})"); }).find("num_heads 3"),
+      std::string::npos);
   EXPECT_NE(error_of([] { ViTConfig::from_json(R"({"embd_dim": 10})"); }).find("unknown key 'embd_dim'"),
             std::string::npos);
-  EXPECT_NE(error_of([] { ViTConfig::from_json(R"({"global_pool": "token", "class_token": false})"); })
-                .find("needs class_token"),
+  EXPECT_NE(error_of([] {
+              ViTConfig::from_json(R"({"global_pool": "token", "class_token": false})");
+            }).find("needs class_token"),
             std::string::npos);
   EXPECT_NE(error_of([] { ViTConfig::from_json("{not json"); }).find("invalid JSON"), std::string::npos);
   EXPECT_NE(error_of([] { ViTConfig::from_json(R"({"depth": "twelve"})"); }).find("wrong value type"),

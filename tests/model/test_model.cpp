@@ -78,8 +78,8 @@ TEST_P(ModelGrad, EveryParameterMatchesFiniteDifferences) {
   };
   for (auto& s : m.table().specs()) {
     if (!s.trainable) continue;
-    EXPECT_TRUE(test::gradcheck(s.name, m.params().data() + s.offset, grads.data() + s.offset, s.numel(), loss,
-                                1e-2, 1e-2, 12));
+    EXPECT_TRUE(test::gradcheck(s.name, m.params().data() + s.offset, grads.data() + s.offset, s.numel(),
+                                loss, 1e-2, 1e-2, 12));
   }
 }
 

@@ -24,7 +24,8 @@ struct Fixture {
   std::vector<uint8_t> mask;
   int64_t B = 0;
 
-  explicit Fixture(const std::string& file) : st(SafeTensors::open(std::string(VIT_FIXTURE_DIR) + "/" + file)) {
+  explicit Fixture(const std::string& file)
+      : st(SafeTensors::open(std::string(VIT_FIXTURE_DIR) + "/" + file)) {
     cfg = ViTConfig::from_json(st.metadata().at("vit_config"));
     train = nlohmann::json::parse(st.metadata().at("train"));
     x = st.to_float("input.x");
@@ -41,8 +42,8 @@ struct Fixture {
     }
   }
   Batch batch() const {
-    return Batch{x.data(), B, labels.empty() ? nullptr : labels.data(), targets.empty() ? nullptr : targets.data(),
-                 mask.empty() ? nullptr : mask.data()};
+    return Batch{x.data(), B, labels.empty() ? nullptr : labels.data(),
+                 targets.empty() ? nullptr : targets.data(), mask.empty() ? nullptr : mask.data()};
   }
   float smoothing() const { return train.value("label_smoothing", 0.f); }
 };
@@ -73,7 +74,8 @@ TEST_P(TorchFixture, LogitsLossAndGradients) {
   for (auto& s : m.table().specs()) {
     if (!s.trainable) continue;
     const auto want = f.st.to_float("grad." + s.name);
-    EXPECT_TRUE(test::close_rel_max("grad " + s.name, m.grads().data() + s.offset, want.data(), s.numel(), 1e-4));
+    EXPECT_TRUE(
+        test::close_rel_max("grad " + s.name, m.grads().data() + s.offset, want.data(), s.numel(), 1e-4));
   }
 }
 

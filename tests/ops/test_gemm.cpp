@@ -25,7 +25,9 @@ TEST_P(Gemm, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, Gemm,
                          ::testing::Values(GemmCase{3, 5, 4, false, false}, GemmCase{7, 3, 5, true, false},
                                            GemmCase{4, 6, 3, false, true}, GemmCase{5, 4, 6, true, true},
-                                           GemmCase{130, 70, 90, false, false}, GemmCase{130, 70, 90, true, false},
-                                           GemmCase{130, 70, 90, false, true}, GemmCase{130, 70, 90, true, true}));
+                                           GemmCase{130, 70, 90, false, false},
+                                           GemmCase{130, 70, 90, true, false},
+                                           GemmCase{130, 70, 90, false, true},
+                                           GemmCase{130, 70, 90, true, true}));
 
 }  // namespace vit

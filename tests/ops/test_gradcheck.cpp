@@ -119,14 +119,15 @@ TEST(GradCheck, ResidualWithDropoutAndDropPath) {
   std::vector<float> out(B * R), tmp(B * R), dbr(B * R);
   auto loss = [&] {
     tmp = br;  // the op drops the branch in place
-    ops::residual_forward(Tensor(out.data(), {B, R, 1}), Tensor(x.data(), {B, R, 1}), Tensor(tmp.data(), {B, R, 1}),
-                          0.25f, 11, 0.4f, 22);
+    ops::residual_forward(Tensor(out.data(), {B, R, 1}), Tensor(x.data(), {B, R, 1}),
+                          Tensor(tmp.data(), {B, R, 1}), 0.25f, 11, 0.4f, 22);
     return dot(out.data(), Rw.data(), B * R);
   };
   ops::residual_backward(Tensor(dbr.data(), {B, R, 1}), Tensor(Rw.data(), {B, R, 1}), 0.25f, 11, 0.4f, 22);
   // A flattened view would apply drop path per row instead of per sample: refused.
-  EXPECT_THROW(ops::residual_backward(Tensor(dbr.data(), {B * R, 1}), Tensor(Rw.data(), {B * R, 1}), 0.f, 0, 0.4f, 22),
-               Error);
+  EXPECT_THROW(
+      ops::residual_backward(Tensor(dbr.data(), {B * R, 1}), Tensor(Rw.data(), {B * R, 1}), 0.f, 0, 0.4f, 22),
+      Error);
   EXPECT_TRUE(test::gradcheck("residual dbranch", br.data(), dbr.data(), B * R, loss, kH, kTol));
   // Some elements and some samples must actually be dropped for this test to mean anything.
   int zeros = 0;
@@ -154,7 +155,8 @@ TEST(GradCheck, DropoutKeepsExpectationAndRegeneratesMask) {
 
 TEST(GradCheck, TokensClsAndPos) {
   const int64_t B = 2, N = 3, C = 4, T = N + 1;
-  auto pe = test::randn(B * N * C, 1), cls = test::randn(C, 2), pos = test::randn(T * C, 3), R = test::randn(B * T * C, 4);
+  auto pe = test::randn(B * N * C, 1), cls = test::randn(C, 2), pos = test::randn(T * C, 3),
+       R = test::randn(B * T * C, 4);
   std::vector<float> tok(B * T * C), dpe(B * N * C), dcls(C, 0.f), dpos(T * C, 0.f);
   Tensor PE(pe.data(), {B * N, C}), CLS(cls.data(), {1, 1, C}), POS(pos.data(), {1, T, C});
   auto loss = [&] {
@@ -181,7 +183,8 @@ TEST_P(PoolGrad, MatchesFiniteDifferences) {
     return dot(pooled.data(), R.data(), B * C);
   };
   ops::pool_backward(Tensor(dx.data(), {B, T, C}), Tensor(R.data(), {B, C}), mask.data(), avg, first);
-  EXPECT_TRUE(test::gradcheck(avg ? "avg pool dx" : "token pool dx", x.data(), dx.data(), B * T * C, loss, kH, kTol));
+  EXPECT_TRUE(
+      test::gradcheck(avg ? "avg pool dx" : "token pool dx", x.data(), dx.data(), B * T * C, loss, kH, kTol));
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PoolGrad, ::testing::Values(false, true));
@@ -194,20 +197,26 @@ TEST(GradCheck, CrossEntropyWithSmoothingAndSoftTargets) {
   std::vector<float> probs(B * K), dz(B * K);
   Tensor Z(z.data(), {B, K}), P(probs.data(), {B, K}), TG(t.data(), {B, K});
   for (bool soft : {false, true}) {
-    auto loss = [&] { return ops::cross_entropy_forward(P, Z, soft ? nullptr : labels.data(), soft ? &TG : nullptr, 0.1f); };
+    auto loss = [&] {
+      return ops::cross_entropy_forward(P, Z, soft ? nullptr : labels.data(), soft ? &TG : nullptr, 0.1f);
+    };
     loss();
-    ops::cross_entropy_backward(Tensor(dz.data(), {B, K}), P, soft ? nullptr : labels.data(), soft ? &TG : nullptr, 0.1f);
-    EXPECT_TRUE(test::gradcheck(soft ? "soft-target CE dz" : "smoothed CE dz", z.data(), dz.data(), B * K, loss, kH, kTol));
+    ops::cross_entropy_backward(Tensor(dz.data(), {B, K}), P, soft ? nullptr : labels.data(),
+                                soft ? &TG : nullptr, 0.1f);
+    EXPECT_TRUE(test::gradcheck(soft ? "soft-target CE dz" : "smoothed CE dz", z.data(), dz.data(), B * K,
+                                loss, kH, kTol));
   }
   // Value check: uniform logits give log K whatever the targets.
   std::vector<float> zero(B * K, 0.f);
-  EXPECT_NEAR(ops::cross_entropy_forward(P, Tensor(zero.data(), {B, K}), labels.data(), nullptr, 0.1f), std::log(5.0), 1e-6);
+  EXPECT_NEAR(ops::cross_entropy_forward(P, Tensor(zero.data(), {B, K}), labels.data(), nullptr, 0.1f),
+              std::log(5.0), 1e-6);
 }
 
 TEST(Ops, ErrorsNameTheProblem) {
   std::vector<float> a(12), b(12), c(12);
   try {
-    ops::linear_forward(Tensor(a.data(), {3, 4}), Tensor(b.data(), {3, 4}), Tensor(c.data(), {3, 3}), nullptr);
+    ops::linear_forward(Tensor(a.data(), {3, 4}), Tensor(b.data(), {3, 4}), Tensor(c.data(), {3, 3}),
+                        nullptr);
     FAIL() << "expected a shape error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("linear weight"), std::string::npos) << e.what();
@@ -215,7 +224,8 @@ TEST(Ops, ErrorsNameTheProblem) {
   std::vector<int64_t> labels = {0, 7, 1};
   std::vector<float> p(12);
   try {
-    ops::cross_entropy_forward(Tensor(p.data(), {3, 4}), Tensor(a.data(), {3, 4}), labels.data(), nullptr, 0.f);
+    ops::cross_entropy_forward(Tensor(p.data(), {3, 4}), Tensor(a.data(), {3, 4}), labels.data(), nullptr,
+                               0.f);
     FAIL() << "expected a label error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("label 7"), std::string::npos) << e.what();

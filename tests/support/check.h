@@ -29,9 +29,9 @@ inline ::testing::AssertionResult close_rel_max(const std::string& what, const f
     }
   }
   if (n == 0 || worst <= tol * scale) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": worst mismatch at index " << wi << ": got " << got[wi]
-                                       << ", want " << want[wi] << ", |diff| " << worst << " > tol " << tol
-                                       << " x max|want| " << scale << " (" << n << " elements)";
+  return ::testing::AssertionFailure()
+         << what << ": worst mismatch at index " << wi << ": got " << got[wi] << ", want " << want[wi]
+         << ", |diff| " << worst << " > tol " << tol << " x max|want| " << scale << " (" << n << " elements)";
 }
 
 inline std::vector<float> randn(int64_t n, uint64_t seed, float std = 1.f) {
@@ -60,8 +60,8 @@ inline ::testing::AssertionResult gradcheck(const std::string& what, float* x, c
     num.push_back(float((lp - lm) / (2 * h)));
     ana.push_back(g[i]);
   }
-  return close_rel_max(what + " (analytic vs finite difference)", ana.data(), num.data(), int64_t(num.size()), tol,
-                       1e-3);
+  return close_rel_max(what + " (analytic vs finite difference)", ana.data(), num.data(), int64_t(num.size()),
+                       tol, 1e-3);
 }
 
 }  // namespace vit::test

@@ -25,8 +25,10 @@ double ref_update(const OptimConfig& c, double p, double g, double lr, int t, Re
     }
     return p - lr * d;
   }
-  if (c.name == "adamw") p *= 1 - lr * wd;
-  else g += wd * p;
+  if (c.name == "adamw")
+    p *= 1 - lr * wd;
+  else
+    g += wd * p;
   s.m = c.beta1 * s.m + (1 - c.beta1) * g;
   s.v = c.beta2 * s.v + (1 - c.beta2) * g * g;
   const double mh = s.m / (1 - std::pow(c.beta1, t)), vh = s.v / (1 - std::pow(c.beta2, t));
@@ -53,7 +55,8 @@ TEST_P(OptimizerRule, MatchesTorchFormulas) {
         if (s.trainable) ref[i] = ref_update(oc, ref[i], g[i], lr, t, st[i], s.decay);
   }
   std::vector<float> want(ref.begin(), ref.end());
-  EXPECT_TRUE(test::close_rel_max(oc.name + " params after 4 steps", p.data(), want.data(), table.total(), 1e-6));
+  EXPECT_TRUE(
+      test::close_rel_max(oc.name + " params after 4 steps", p.data(), want.data(), table.total(), 1e-6));
   // A fixed tensor (sincos pos_embed) never moves.
   const auto& pos = table.at("pos_embed");
   EXPECT_EQ(0, std::memcmp(p.data() + pos.offset, p0.data() + pos.offset, pos.numel() * sizeof(float)));
@@ -69,8 +72,9 @@ OptimConfig oc(std::string name, float wd, float momentum = 0.9f, bool nesterov 
 }
 
 INSTANTIATE_TEST_SUITE_P(Rules, OptimizerRule,
-                         ::testing::Values(oc("sgd", 0.f, 0.f), oc("sgd", 1e-2f), oc("sgd", 1e-2f, 0.9f, true),
-                                           oc("adam", 0.f), oc("adam", 0.05f), oc("adamw", 0.05f)),
+                         ::testing::Values(oc("sgd", 0.f, 0.f), oc("sgd", 1e-2f),
+                                           oc("sgd", 1e-2f, 0.9f, true), oc("adam", 0.f), oc("adam", 0.05f),
+                                           oc("adamw", 0.05f)),
                          [](const auto& info) { return info.param.name + std::to_string(info.index); });
 
 TEST(Optimizer, RejectsBadSettings) {

@@ -22,8 +22,8 @@ std::string concat(const Args&... args) {
 }  // namespace detail
 
 // Throws vit::Error with the streamed arguments when cond is false.
-#define VIT_CHECK(cond, ...)                                     \
-  do {                                                           \
+#define VIT_CHECK(cond, ...)                                             \
+  do {                                                                   \
     if (!(cond)) throw ::vit::Error(::vit::detail::concat(__VA_ARGS__)); \
   } while (0)
 

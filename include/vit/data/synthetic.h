@@ -11,8 +11,8 @@ namespace vit {
 
 class SyntheticDataset : public Dataset {
  public:
-  SyntheticDataset(int64_t size, int64_t num_classes, int64_t channels, int64_t height,
-                   int64_t width, uint64_t seed, float noise = 0.5f, int64_t first_index = 0);
+  SyntheticDataset(int64_t size, int64_t num_classes, int64_t channels, int64_t height, int64_t width,
+                   uint64_t seed, float noise = 0.5f, int64_t first_index = 0);
   int64_t size() const override { return size_; }
   int64_t num_classes() const override { return classes_; }
   int64_t channels() const override { return c_; }

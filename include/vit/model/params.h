@@ -13,12 +13,12 @@
 namespace vit {
 
 enum class Init {
-  TruncNormal,   // trunc_normal_(std=0.02), timm's linear weights and learned pos_embed
-  Zeros,         // biases
-  Ones,          // LayerNorm weights
-  ClsToken,      // normal_(std=1e-6)
-  ConvDefault,   // PyTorch Conv2d default: uniform(+-1/sqrt(fan_in)), weight and bias
-  SinCos,        // fixed sin/cos position table (not trained)
+  TruncNormal,  // trunc_normal_(std=0.02), timm's linear weights and learned pos_embed
+  Zeros,        // biases
+  Ones,         // LayerNorm weights
+  ClsToken,     // normal_(std=1e-6)
+  ConvDefault,  // PyTorch Conv2d default: uniform(+-1/sqrt(fan_in)), weight and bias
+  SinCos,       // fixed sin/cos position table (not trained)
 };
 
 struct ParamSpec {

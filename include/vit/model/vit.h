@@ -63,8 +63,7 @@ class ViT {
     std::vector<BlockWeights> blocks;
   };
   struct BlockActs {
-    Tensor ln1, ln1_mean, ln1_rstd, qkv, probs, probs_drop, ao, r1, ln2, ln2_mean, ln2_rstd, h,
-        act, out;
+    Tensor ln1, ln1_mean, ln1_rstd, qkv, probs, probs_drop, ao, r1, ln2, ln2_mean, ln2_rstd, h, act, out;
   };
   struct Acts {
     int64_t B = 0;

@@ -13,15 +13,14 @@ namespace vit::ops {
 // linear: y[M,N] = x[M,K] w[N,K]^T + b[N]; b may be null.
 void linear_forward(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b);
 // dx (assigned, or added with accumulate_dx), dw and db (+=); any of them may be null.
-void linear_backward(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x,
-                     const Tensor& w, bool accumulate_dx = false);
+void linear_backward(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x, const Tensor& w,
+                     bool accumulate_dx = false);
 
 // layernorm over the last dim of x[M,C]; mean[M], rstd[M] saved for backward.
-void layernorm_forward(Tensor y, Tensor mean, Tensor rstd, const Tensor& x, const Tensor& w,
-                       const Tensor& b, float eps);
+void layernorm_forward(Tensor y, Tensor mean, Tensor rstd, const Tensor& x, const Tensor& w, const Tensor& b,
+                       float eps);
 void layernorm_backward(Tensor dx, Tensor dw, Tensor db, const Tensor& dy, const Tensor& x,
-                        const Tensor& mean, const Tensor& rstd, const Tensor& w,
-                        bool accumulate_dx);
+                        const Tensor& mean, const Tensor& rstd, const Tensor& w, bool accumulate_dx);
 
 // gelu (exact erf), element-wise on same-shaped tensors.
 void gelu_forward(Tensor y, const Tensor& x);
@@ -33,8 +32,7 @@ void attention_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tenso
                        const uint8_t* key_mask, float drop_p, uint64_t drop_key);
 // dqkv[B,T,3C] assigned; scratch[B,H,T,T].
 void attention_backward(Tensor dqkv, Tensor scratch, const Tensor& dout, const Tensor& qkv,
-                        const Tensor& probs, const Tensor* probs_drop, float drop_p,
-                        uint64_t drop_key);
+                        const Tensor& probs, const Tensor* probs_drop, float drop_p, uint64_t drop_key);
 
 // dropout in place (p = 0 is a no-op).
 void dropout_forward(Tensor x, float p, uint64_t key);
@@ -43,8 +41,8 @@ void dropout_backward(Tensor dx, float p, uint64_t key);
 // (dropout in place).
 void residual_forward(Tensor out, const Tensor& x, Tensor branch, float drop_p, uint64_t drop_key,
                       float path_p, uint64_t path_key);
-void residual_backward(Tensor dbranch, const Tensor& dout, float drop_p, uint64_t drop_key,
-                       float path_p, uint64_t path_key);
+void residual_backward(Tensor dbranch, const Tensor& dout, float drop_p, uint64_t drop_key, float path_p,
+                       uint64_t path_key);
 
 // patch embedding: images[B,C,H,W] -> cols[B*N, C*Ph*Pw] for patch size (ph, pw).
 void im2col_patches(Tensor cols, const Tensor& images, int64_t ph, int64_t pw);
@@ -56,15 +54,14 @@ void tokens_backward(Tensor dpe, Tensor* dcls, Tensor* dpos, const Tensor& dtoke
 // pooling: x[B,T,C] -> pooled[B,C]; token pooling takes row 0, avg the mean of rows
 // [first, T) that the mask[B, T-first] marks visible (all when null).
 void pool_forward(Tensor pooled, const Tensor& x, const uint8_t* mask, bool avg, int64_t first);
-void pool_backward(Tensor dx, const Tensor& dpooled, const uint8_t* mask, bool avg,
-                   int64_t first);
+void pool_backward(Tensor dx, const Tensor& dpooled, const uint8_t* mask, bool avg, int64_t first);
 
 // cross entropy: logits[B,K]; labels[B] (each < K) with smoothing, or soft targets[B,K]
 // (labels null). probs[B,K] written. Returns the mean loss.
-double cross_entropy_forward(Tensor probs, const Tensor& logits, const int64_t* labels,
-                             const Tensor* targets, float smoothing);
+double cross_entropy_forward(Tensor probs, const Tensor& logits, const int64_t* labels, const Tensor* targets,
+                             float smoothing);
 // dlogits = scale * d(mean loss)/dlogits (assigned).
-void cross_entropy_backward(Tensor dlogits, const Tensor& probs, const int64_t* labels,
-                            const Tensor* targets, float smoothing, float scale = 1.f);
+void cross_entropy_backward(Tensor dlogits, const Tensor& probs, const int64_t* labels, const Tensor* targets,
+                            float smoothing, float scale = 1.f);
 
 }  // namespace vit::ops

@@ -12,9 +12,9 @@
 namespace vit {
 
 struct OptimConfig {
-  std::string name = "adamw";  // sgd | adam | adamw
-  float momentum = 0.9f;       // sgd
-  bool nesterov = false;       // sgd
+  std::string name = "adamw";                       // sgd | adam | adamw
+  float momentum = 0.9f;                            // sgd
+  bool nesterov = false;                            // sgd
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
   float weight_decay = 0.f;
   void validate() const;

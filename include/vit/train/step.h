@@ -9,11 +9,11 @@
 namespace vit {
 
 struct Batch {
-  const float* images = nullptr;   // [B,C,H,W], normalized
-  int64_t size = 0;                // B
-  const int64_t* labels = nullptr; // [B], or
-  const float* targets = nullptr;  // [B,K] soft targets (mixup, cutmix)
-  const uint8_t* mask = nullptr;   // [B,N] visible patches, optional
+  const float* images = nullptr;    // [B,C,H,W], normalized
+  int64_t size = 0;                 // B
+  const int64_t* labels = nullptr;  // [B], or
+  const float* targets = nullptr;   // [B,K] soft targets (mixup, cutmix)
+  const uint8_t* mask = nullptr;    // [B,N] visible patches, optional
 };
 
 class LossStep {

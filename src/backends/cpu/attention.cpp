@@ -11,9 +11,8 @@
 
 namespace vit::cpu {
 
-void attention_forward(float* out, float* probs, float* probs_drop, const float* qkv,
-                       const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H,
-                       float drop_p, uint64_t drop_key) {
+void attention_forward(float* out, float* probs, float* probs_drop, const float* qkv, const uint8_t* key_mask,
+                       int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
 #pragma omp parallel for schedule(static)
@@ -56,9 +55,9 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
   }
 }
 
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                        const float* probs, const float* probs_drop, int64_t B, int64_t T,
-                        int64_t C, int64_t H, float drop_p, uint64_t drop_key) {
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs,
+                        const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
+                        uint64_t drop_key) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
 #pragma omp parallel for schedule(static)

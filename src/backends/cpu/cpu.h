@@ -9,29 +9,27 @@
 namespace vit::cpu {
 
 // ---- gemm.cpp: C[M,N] = alpha * op(A) op(B) + beta * C, op = transpose when t* is true.
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 // The plain triple loop (double accumulation): the reference the tests compare against.
-void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                    const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
-                    float* C, int64_t ldc);
+void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // ---- linear.cpp: y[M,N] = x[M,K] w[N,K]^T + b[N]  (b may be null)
-void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M,
-                    int64_t K, int64_t N);
+void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M, int64_t K,
+                    int64_t N);
 // dx = dy w (assigned, or added when accumulate_dx); dw += dy^T x; db += colsum(dy).
 // dx, dw, db may each be null to skip.
-void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                     const float* w, int64_t M, int64_t K, int64_t N, bool accumulate_dx);
+void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
+                     int64_t M, int64_t K, int64_t N, bool accumulate_dx);
 // db[N] += sum over rows of dy[M,N]; fixed summation order for any thread count.
 void colsum_add(float* db, const float* dy, int64_t M, int64_t N);
 
 // ---- layernorm.cpp: per row of x[M,C]; saves mean and rstd = 1/sqrt(var + eps).
-void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
-                       const float* b, int64_t M, int64_t C, float eps);
-void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                        const float* mean, const float* rstd, const float* w, int64_t M,
-                        int64_t C, bool accumulate_dx);
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                       int64_t M, int64_t C, float eps);
+void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
+                        const float* rstd, const float* w, int64_t M, int64_t C, bool accumulate_dx);
 
 // ---- gelu.cpp: exact GELU, x * 0.5 * (1 + erf(x / sqrt(2))).
 void gelu_forward(float* y, const float* x, int64_t n);
@@ -41,13 +39,12 @@ void gelu_backward(float* dx, const float* dy, const float* x, int64_t n);
 // probs[B,H,T,T] = softmax(scale q k^T) with masked keys (key_mask[B,T] == 0) excluded.
 // When attn dropout is on, probs_drop holds the dropped copy used for out; else null.
 // out[B,T,C] = probs_drop v, heads concatenated.
-void attention_forward(float* out, float* probs, float* probs_drop, const float* qkv,
-                       const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H,
-                       float drop_p, uint64_t drop_key);
+void attention_forward(float* out, float* probs, float* probs_drop, const float* qkv, const uint8_t* key_mask,
+                       int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key);
 // dqkv (assigned) from dout; scratch holds B*H*T*T floats.
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                        const float* probs, const float* probs_drop, int64_t B, int64_t T,
-                        int64_t C, int64_t H, float drop_p, uint64_t drop_key);
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs,
+                        const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
+                        uint64_t drop_key);
 
 // ---- dropout.cpp: counter-based masks (see core/rng.h).
 // Element dropout in place: x[i] = keep(i) ? x[i] / (1-p) : 0.
@@ -56,39 +53,38 @@ void dropout_forward(float* x, int64_t n, float p, uint64_t key);
 void dropout_backward(float* dx, int64_t n, float p, uint64_t key);
 // Residual with drop path (stochastic depth, per sample) and dropout on the branch:
 // out[B,R] = x + droppath(dropout(branch)). out may alias x.
-void residual_forward(float* out, const float* x, float* branch, int64_t B, int64_t R,
-                      float drop_p, uint64_t drop_key, float path_p, uint64_t path_key);
+void residual_forward(float* out, const float* x, float* branch, int64_t B, int64_t R, float drop_p,
+                      uint64_t drop_key, float path_p, uint64_t path_key);
 // dbranch = droppath'(dropout'(dout)) (assigned); the residual path's gradient is dout itself.
 void residual_backward(float* dbranch, const float* dout, int64_t B, int64_t R, float drop_p,
                        uint64_t drop_key, float path_p, uint64_t path_key);
 
 // ---- patch_embed.cpp: x[B,C,Hi,Wi] -> cols[B*N, C*Ph*Pw] (patch-major, conv weight order).
-void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t Hi, int64_t Wi,
-                    int64_t Ph, int64_t Pw);
+void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t Hi, int64_t Wi, int64_t Ph,
+                    int64_t Pw);
 // Builds tokens[B,T,C] from patch embeddings pe[B*N,C]: an optional class token first,
 // then the position embedding pos[T,C] added.
-void tokens_forward(float* tokens, const float* pe, const float* cls, const float* pos,
-                    int64_t B, int64_t N, int64_t C, bool has_cls);
+void tokens_forward(float* tokens, const float* pe, const float* cls, const float* pos, int64_t B, int64_t N,
+                    int64_t C, bool has_cls);
 // dpe (assigned), dcls and dpos (+=, may be null) from dtokens.
-void tokens_backward(float* dpe, float* dcls, float* dpos, const float* dtokens, int64_t B,
-                     int64_t N, int64_t C, bool has_cls);
+void tokens_backward(float* dpe, float* dcls, float* dpos, const float* dtokens, int64_t B, int64_t N,
+                     int64_t C, bool has_cls);
 
 // ---- pooling.cpp: token pooling copies row 0; avg pooling means rows [first, T) that are
 // visible (mask[B, T-first] != 0, or all when mask is null).
-void pool_forward(float* pooled, const float* x, const uint8_t* mask, int64_t B, int64_t T,
-                  int64_t C, bool avg, int64_t first);
+void pool_forward(float* pooled, const float* x, const uint8_t* mask, int64_t B, int64_t T, int64_t C,
+                  bool avg, int64_t first);
 // dx (assigned, all rows written) from dpooled.
-void pool_backward(float* dx, const float* dpooled, const uint8_t* mask, int64_t B, int64_t T,
-                   int64_t C, bool avg, int64_t first);
+void pool_backward(float* dx, const float* dpooled, const uint8_t* mask, int64_t B, int64_t T, int64_t C,
+                   bool avg, int64_t first);
 
 // ---- cross_entropy.cpp: mean over B of -sum(target * log_softmax(logits)).
 // target is one-hot from labels (with smoothing eps) or soft targets[B,K] (labels null).
 // Writes probs[B,K]; returns the mean loss.
-double cross_entropy_forward(float* probs, const float* logits, const int64_t* labels,
-                             const float* targets, int64_t B, int64_t K, float smoothing);
+double cross_entropy_forward(float* probs, const float* logits, const int64_t* labels, const float* targets,
+                             int64_t B, int64_t K, float smoothing);
 // dlogits = scale * (probs - target) / B (assigned).
-void cross_entropy_backward(float* dlogits, const float* probs, const int64_t* labels,
-                            const float* targets, int64_t B, int64_t K, float smoothing,
-                            float scale);
+void cross_entropy_backward(float* dlogits, const float* probs, const int64_t* labels, const float* targets,
+                            int64_t B, int64_t K, float smoothing, float scale);
 
 }  // namespace vit::cpu

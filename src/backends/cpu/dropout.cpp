@@ -12,7 +12,9 @@ void dropout_forward(float* x, int64_t n, float p, uint64_t key) {
   for (int64_t i = 0; i < n; ++i) x[i] = uniform_at(key, i) >= p ? x[i] * s : 0.f;
 }
 
-void dropout_backward(float* dx, int64_t n, float p, uint64_t key) { dropout_forward(dx, n, p, key); }
+void dropout_backward(float* dx, int64_t n, float p, uint64_t key) {
+  dropout_forward(dx, n, p, key);
+}
 
 namespace {
 // Per-sample scale of the branch under drop path: 0 or 1/(1-p).
@@ -22,8 +24,8 @@ inline float path_scale(int64_t b, float path_p, uint64_t path_key) {
 }
 }  // namespace
 
-void residual_forward(float* out, const float* x, float* branch, int64_t B, int64_t R,
-                      float drop_p, uint64_t drop_key, float path_p, uint64_t path_key) {
+void residual_forward(float* out, const float* x, float* branch, int64_t B, int64_t R, float drop_p,
+                      uint64_t drop_key, float path_p, uint64_t path_key) {
   dropout_forward(branch, B * R, drop_p, drop_key);
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b) {

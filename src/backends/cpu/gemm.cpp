@@ -13,8 +13,8 @@ inline float at(const float* X, bool t, int64_t ld, int64_t r, int64_t c) {
   return t ? X[c * ld + r] : X[r * ld + c];
 }
 
-void gemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void gemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
       float s = 0.f;
@@ -25,9 +25,8 @@ void gemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
 }
 }  // namespace
 
-void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                    const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
-                    float* C, int64_t ldc) {
+void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
       double s = 0;
@@ -37,12 +36,11 @@ void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
     }
 }
 
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (M * N * K <= 8 * 1024) return gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
-                                beta, C, ldc);
+  dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   VIT_CHECK(st == dnnl_success, "dnnl_sgemm failed with status ", int(st));
 }
 

@@ -5,8 +5,8 @@
 
 namespace vit::cpu {
 
-void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
-                       const float* b, int64_t M, int64_t C, float eps) {
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                       int64_t M, int64_t C, float eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
     const float* xi = x + i * C;
@@ -25,9 +25,8 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
   }
 }
 
-void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                        const float* mean, const float* rstd, const float* w, int64_t M,
-                        int64_t C, bool accumulate_dx) {
+void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
+                        const float* rstd, const float* w, int64_t M, int64_t C, bool accumulate_dx) {
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {

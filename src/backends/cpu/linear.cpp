@@ -5,8 +5,8 @@
 
 namespace vit::cpu {
 
-void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M,
-                    int64_t K, int64_t N) {
+void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M, int64_t K,
+                    int64_t N) {
   float beta = 0.f;
   if (b) {
     // Seed y with the bias so the product adds onto it (beta = 1): one pass fewer.
@@ -30,8 +30,8 @@ void colsum_add(float* db, const float* dy, int64_t M, int64_t N) {
   }
 }
 
-void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                     const float* w, int64_t M, int64_t K, int64_t N, bool accumulate_dx) {
+void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
+                     int64_t M, int64_t K, int64_t N, bool accumulate_dx) {
   if (dx) gemm(false, false, M, K, N, 1.f, dy, N, w, K, accumulate_dx ? 1.f : 0.f, dx, K);
   if (dw) gemm(true, false, N, K, M, 1.f, dy, N, x, K, 1.f, dw, K);
   if (db) colsum_add(db, dy, M, N);

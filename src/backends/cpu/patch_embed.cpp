@@ -6,8 +6,8 @@
 
 namespace vit::cpu {
 
-void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t Hi, int64_t Wi,
-                    int64_t Ph, int64_t Pw) {
+void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t Hi, int64_t Wi, int64_t Ph,
+                    int64_t Pw) {
   const int64_t Gh = Hi / Ph, Gw = Wi / Pw, N = Gh * Gw, K = C * Ph * Pw;
 #pragma omp parallel for schedule(static)
   for (int64_t bn = 0; bn < B * N; ++bn) {
@@ -20,8 +20,8 @@ void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t H
   }
 }
 
-void tokens_forward(float* tokens, const float* pe, const float* cls, const float* pos,
-                    int64_t B, int64_t N, int64_t C, bool has_cls) {
+void tokens_forward(float* tokens, const float* pe, const float* cls, const float* pos, int64_t B, int64_t N,
+                    int64_t C, bool has_cls) {
   const int64_t T = N + (has_cls ? 1 : 0);
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < B * T; ++bt) {
@@ -33,8 +33,8 @@ void tokens_forward(float* tokens, const float* pe, const float* cls, const floa
   }
 }
 
-void tokens_backward(float* dpe, float* dcls, float* dpos, const float* dtokens, int64_t B,
-                     int64_t N, int64_t C, bool has_cls) {
+void tokens_backward(float* dpe, float* dcls, float* dpos, const float* dtokens, int64_t B, int64_t N,
+                     int64_t C, bool has_cls) {
   const int64_t T = N + (has_cls ? 1 : 0), off = has_cls ? 1 : 0;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b)

@@ -15,8 +15,8 @@ inline float visible_count(const uint8_t* m, int64_t n) {
 }
 }  // namespace
 
-void pool_forward(float* pooled, const float* x, const uint8_t* mask, int64_t B, int64_t T,
-                  int64_t C, bool avg, int64_t first) {
+void pool_forward(float* pooled, const float* x, const uint8_t* mask, int64_t B, int64_t T, int64_t C,
+                  bool avg, int64_t first) {
   const int64_t n = T - first;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b) {
@@ -35,8 +35,8 @@ void pool_forward(float* pooled, const float* x, const uint8_t* mask, int64_t B,
   }
 }
 
-void pool_backward(float* dx, const float* dpooled, const uint8_t* mask, int64_t B, int64_t T,
-                   int64_t C, bool avg, int64_t first) {
+void pool_backward(float* dx, const float* dpooled, const uint8_t* mask, int64_t B, int64_t T, int64_t C,
+                   bool avg, int64_t first) {
   const int64_t n = T - first;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b) {

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of vitcpp from Debian 12 packages.
+#   scripts/setup.sh            the build, tests and benchmarks
+#   scripts/setup.sh --torch    also Debian's PyTorch, to regenerate the test fixtures
+#                               (tools/make_fixtures.py) and run bench/torch_reference.py
+# Packages already installed are not fetched again, so a second run needs no network.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libdnnl-dev            # oneDNN: the matrix products (see docs/design.md for why)
+  libopenblas-dev        # only for bench_gemm's comparison with OpenBLAS
+  nlohmann-json3-dev     # JSON configs and safetensors headers
+  libcli11-dev           # command-line parsing
+  zlib1g-dev libpng-dev libjpeg-dev libstb-dev  # datasets and images
+  libgtest-dev libgmock-dev libbenchmark-dev    # tests and benchmarks
+)
+if [[ "${1:-}" == "--torch" ]]; then
+  packages+=(python3-torch python3-numpy)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+sudo=""
+[[ $(id -u) -ne 0 ]] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
