@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "support/temp_dir.h"
+
 namespace {
 namespace fs = std::filesystem;
 
@@ -38,8 +40,8 @@ TEST(Cli, HelpForEverySubcommand) {
 }
 
 TEST(Cli, ShortSyntheticTrainingRunWritesItsRunDirectory) {
-  const fs::path dir = fs::temp_directory_path() / ("vit_cli_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  vit::test::TempDir tmp("cli");
+  const fs::path dir = fs::path(tmp.str()) / "run";
   Result r =
       run("train --model mnist-seed --img-size 16 --synthetic 256 --epochs 2 -b 64 --threads 1 --output " +
           dir.string());

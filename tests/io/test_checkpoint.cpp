@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "support/temp_dir.h"
 #include "vit/core/error.h"
 #include "vit/io/checkpoint.h"
 
@@ -12,11 +13,6 @@ namespace vit {
 
 namespace {
 namespace fs = std::filesystem;
-std::string tmp_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("vit_ckpt_" + std::to_string(::getpid())) / name;
-  fs::create_directories(dir);
-  return dir.string();
-}
 ViTConfig small() {
   ViTConfig c = preset("mnist-seed");
   c.pos_embed = "learn";
@@ -27,7 +23,8 @@ ViTConfig small() {
 TEST(Checkpoint, RoundTripIsBitExact) {
   ViT m(small());
   m.init_weights(7);
-  const std::string dir = tmp_dir("rt"), p = dir + "/model.safetensors";
+  test::TempDir tmp("ckpt");
+  const std::string dir = tmp.str(), p = dir + "/model.safetensors";
   save_checkpoint(p, m);
   EXPECT_TRUE(fs::exists(dir + "/config.json"));
   auto r = load_checkpoint(p);
@@ -42,7 +39,8 @@ TEST(Checkpoint, RoundTripIsBitExact) {
 
 TEST(Checkpoint, ConfigFromConfigJsonWhenMetadataLacksIt) {
   ViT m(small());
-  const std::string dir = tmp_dir("beside");
+  test::TempDir tmp("ckpt");
+  const std::string dir = tmp.str();
   std::vector<TensorOut> out;
   for (auto& s : m.table().specs())
     out.push_back({s.name, s.shape, DType::F32, m.params().data() + s.offset});
@@ -54,7 +52,8 @@ TEST(Checkpoint, ConfigFromConfigJsonWhenMetadataLacksIt) {
 
 TEST(Checkpoint, WrongShapeMissingAndExtraTensorsAreNamed) {
   ViT m(small());
-  const std::string dir = tmp_dir("bad");
+  test::TempDir tmp("ckpt");
+  const std::string dir = tmp.str();
   auto expect_error = [&](std::vector<TensorOut> out, const std::string& piece) {
     write_safetensors(dir + "/m.safetensors", out, {{"vit_config", m.config().to_json()}});
     ViT target(small());
@@ -88,7 +87,8 @@ TEST(Checkpoint, WrongShapeMissingAndExtraTensorsAreNamed) {
 
 TEST(Checkpoint, TruncatedFileIsAClearError) {
   ViT m(small());
-  const std::string dir = tmp_dir("trunc"), p = dir + "/m.safetensors";
+  test::TempDir tmp("ckpt");
+  const std::string dir = tmp.str(), p = dir + "/m.safetensors";
   save_checkpoint(p, m);
   fs::resize_file(p, fs::file_size(p) - 100);
   try {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "support/temp_dir.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/io/safetensors.h"
@@ -15,12 +16,6 @@ namespace vit {
 
 namespace {
 namespace fs = std::filesystem;
-
-std::string tmp_path(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("vit_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return (dir / name).string();
-}
 
 // A file from a raw header string and a data section.
 std::vector<char> make_file(const std::string& header, size_t data_bytes) {
@@ -45,7 +40,8 @@ TEST(SafeTensors, RoundTripF32I64U8AndMetadata) {
   std::vector<float> a = {1.5f, -2.f, 3.25f, 0.f, 1e-30f, 7.f};
   std::vector<int64_t> b = {-1, 0, 1LL << 40};
   std::vector<uint8_t> c = {0, 1, 255};
-  const std::string p = tmp_path("rt.safetensors");
+  test::TempDir dir("st");
+  const std::string p = dir / "rt.safetensors";
   write_safetensors(p,
                     {{"a", {2, 3}, DType::F32, a.data()},
                      {"b", {3}, DType::I64, b.data()},
@@ -191,10 +187,11 @@ TEST(SafeTensors, MissingFileNamesIt) {
 }
 
 TEST(FileWrite, FailureLeavesThePreviousFileIntact) {
-  const std::string p = tmp_path("keep.txt");
+  test::TempDir dir("write");
+  const std::string p = dir / "keep.txt";
   write_file_atomic(p, "first version");
   // A directory in the way of the temporary name makes the write fail part-way.
-  const std::string blocked = tmp_path("blocked_dir");
+  const std::string blocked = dir / "blocked_dir";
   fs::create_directories(blocked);
   EXPECT_THROW(write_file_atomic(blocked + "/sub/none.txt", "x"), Error);
   EXPECT_EQ(read_text_file(p), "first version");
