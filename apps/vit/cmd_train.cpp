@@ -6,6 +6,7 @@
 #include "model_flags.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
+#include "vit/data/open.h"
 #include "vit/data/synthetic.h"
 #include "vit/train/trainer.h"
 
@@ -15,7 +16,8 @@ namespace {
 struct TrainFlags {
   ModelFlags model;
   TrainConfig train;
-  std::string data_dir;
+  std::string data_dir, dataset = "auto";
+  double val_split = 0;
   int64_t synthetic = 0;
   int threads = 0;
 };
@@ -26,7 +28,11 @@ Run add_train(CLI::App& cmd) {
   f->model.add_to(cmd);
   TrainConfig& t = f->train;
   t.sched.lr = 5e-3f;
-  cmd.add_option("--data-dir", f->data_dir, "dataset directory (datasets arrive in a later release)");
+  cmd.add_option("--data-dir", f->data_dir, "dataset directory (IDX, CIFAR-10/100 binary)");
+  cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10 or cifar100")->capture_default_str();
+  cmd.add_option("--val-split", f->val_split,
+                 "hold out this fraction of train for evaluation (default: "
+                 "evaluate on the test split)");
   cmd.add_option("--synthetic", f->synthetic, "train on N synthetic samples (plus N/5 for evaluation)");
   cmd.add_option("--epochs", t.epochs, "epochs")->capture_default_str();
   cmd.add_option("-b,--batch-size", t.batch_size, "batch size")->capture_default_str();
@@ -54,20 +60,31 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--log-every", t.log_every, "steps between log lines")->capture_default_str();
   return [f] {
     TrainFlags& F = *f;
-    VIT_CHECK(F.data_dir.empty(),
-              "--data-dir: dataset readers are not yet available in this build; use "
-              "--synthetic N for now");
-    VIT_CHECK(F.synthetic > 0, "give --synthetic N (dataset readers are not yet available)");
+    VIT_CHECK(F.data_dir.empty() != (F.synthetic == 0), "give either --data-dir DIR or --synthetic N");
     set_num_threads(F.threads);
     ViTConfig cfg = F.model.resolve();
     ViT model(cfg);
     model.init_weights(F.train.seed);
-    const int64_t K = std::min<int64_t>(cfg.num_classes, 10);
-    SyntheticDataset train_set(F.synthetic, K, cfg.in_chans, cfg.img_h, cfg.img_w, F.train.seed);
-    SyntheticDataset eval_set(std::max<int64_t>(1, F.synthetic / 5), K, cfg.in_chans, cfg.img_h, cfg.img_w,
-                              F.train.seed, 0.5f, F.synthetic);
+    std::unique_ptr<Dataset> train_set, eval_set;
+    if (F.synthetic > 0) {
+      const int64_t K = std::min<int64_t>(cfg.num_classes, 10);
+      train_set = std::make_unique<SyntheticDataset>(F.synthetic, K, cfg.in_chans, cfg.img_h, cfg.img_w,
+                                                     F.train.seed);
+      eval_set = std::make_unique<SyntheticDataset>(std::max<int64_t>(1, F.synthetic / 5), K, cfg.in_chans,
+                                                    cfg.img_h, cfg.img_w, F.train.seed, 0.5f, F.synthetic);
+    } else {
+      DatasetSplits d = open_dataset(F.data_dir, F.dataset);
+      if (F.val_split > 0) {
+        auto [tr, va] = split_indices(d.train->n, F.val_split, F.train.seed);
+        train_set = std::make_unique<NormalizedDataset>(d.train, cfg.mean, cfg.std, tr);
+        eval_set = std::make_unique<NormalizedDataset>(d.train, cfg.mean, cfg.std, va);
+      } else {
+        train_set = std::make_unique<NormalizedDataset>(d.train, cfg.mean, cfg.std);
+        eval_set = std::make_unique<NormalizedDataset>(d.test, cfg.mean, cfg.std);
+      }
+    }
     std::cout << "model: " << cfg.to_json(-1) << "\nthreads: " << num_threads() << "\n";
-    train(model, train_set, &eval_set, F.train, std::cout);
+    train(model, *train_set, eval_set.get(), F.train, std::cout);
     if (!F.train.output.empty())
       std::cout << "wrote " << F.train.output
                 << "/{config.json,summary.csv,last.safetensors,best.safetensors}\n";

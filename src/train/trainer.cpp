@@ -55,6 +55,16 @@ std::string summary_csv(const std::vector<EpochStats>& hist) {
 
 }  // namespace
 
+std::vector<double> EvalResult::per_class() const {
+  std::vector<double> acc(num_classes, 0.0);
+  for (int64_t k = 0; k < num_classes; ++k) {
+    int64_t total = 0;
+    for (int64_t j = 0; j < num_classes; ++j) total += confusion[k * num_classes + j];
+    acc[k] = total ? double(confusion[k * num_classes + k]) / double(total) : 0.0;
+  }
+  return acc;
+}
+
 EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size) {
   check_shapes(model, data);
   const int64_t K = model.config().num_classes, n = data.channels() * data.height() * data.width();
@@ -62,6 +72,8 @@ EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size) {
   std::vector<int64_t> labels(batch_size), order(data.size());
   for (int64_t i = 0; i < data.size(); ++i) order[i] = i;
   EvalResult r;
+  r.num_classes = K;
+  r.confusion.assign(K * K, 0);
   double loss_sum = 0;
   int64_t top1 = 0, top5 = 0;
   for (int64_t first = 0; first < data.size(); first += batch_size) {
@@ -74,8 +86,12 @@ EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size) {
       for (int64_t k = 1; k < K; ++k) mx = std::max<double>(mx, z[k]);
       for (int64_t k = 0; k < K; ++k) s += std::exp(z[k] - mx);
       loss_sum += mx + std::log(s) - z[labels[b]];
-      int64_t rank = 0;  // classes scoring above the true one
-      for (int64_t k = 0; k < K; ++k) rank += z[k] > z[labels[b]];
+      int64_t rank = 0, pred = 0;  // classes scoring above the true one; the argmax
+      for (int64_t k = 0; k < K; ++k) {
+        rank += z[k] > z[labels[b]];
+        if (z[k] > z[pred]) pred = k;
+      }
+      ++r.confusion[labels[b] * K + pred];
       top1 += rank < 1;
       top5 += rank < 5;
     }

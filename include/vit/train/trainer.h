@@ -33,6 +33,9 @@ struct TrainConfig {
 struct EvalResult {
   double loss = 0, top1 = 0, top5 = 0;
   int64_t count = 0;
+  int64_t num_classes = 0;
+  std::vector<int64_t> confusion;         // [K, K]: row = true class, column = predicted
+  std::vector<double> per_class() const;  // accuracy per true class (0 where it has no samples)
 };
 
 struct EpochStats {
