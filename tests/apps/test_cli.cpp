@@ -72,7 +72,10 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
   r = run("info --checkpoint /nonexistent.safetensors");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("/nonexistent.safetensors"), std::string::npos) << r.out;
-  r = run("eval --checkpoint x");
+  r = run("predict --checkpoint x img.png");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("not yet available"), std::string::npos) << r.out;
+  r = run("eval --checkpoint /nonexistent.safetensors --data-dir /");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("/nonexistent.safetensors"), std::string::npos) << r.out;
 }
