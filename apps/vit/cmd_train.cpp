@@ -6,6 +6,7 @@
 #include "model_flags.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
+#include "vit/data/augment.h"
 #include "vit/data/open.h"
 #include "vit/data/synthetic.h"
 #include "vit/train/trainer.h"
@@ -19,6 +20,7 @@ struct TrainFlags {
   std::string data_dir, dataset = "auto";
   double val_split = 0;
   int64_t synthetic = 0;
+  AugmentConfig aug;
   int threads = 0;
 };
 }  // namespace
@@ -34,6 +36,9 @@ Run add_train(CLI::App& cmd) {
                  "hold out this fraction of train for evaluation (default: "
                  "evaluate on the test split)");
   cmd.add_option("--synthetic", f->synthetic, "train on N synthetic samples (plus N/5 for evaluation)");
+  cmd.add_option("--crop-pad", f->aug.crop_pad, "random crop after padding by this many pixels (seed 002: 4)")
+      ->capture_default_str();
+  cmd.add_option("--hflip", f->aug.hflip, "horizontal flip probability")->capture_default_str();
   cmd.add_option("--epochs", t.epochs, "epochs")->capture_default_str();
   cmd.add_option("-b,--batch-size", t.batch_size, "batch size")->capture_default_str();
   cmd.add_option("--lr", t.sched.lr, "learning rate")->capture_default_str();
@@ -83,8 +88,13 @@ Run add_train(CLI::App& cmd) {
         eval_set = std::make_unique<NormalizedDataset>(d.test, cfg.mean, cfg.std);
       }
     }
+    std::unique_ptr<AugmentedDataset> augmented;
+    if (F.aug.active()) {
+      augmented = std::make_unique<AugmentedDataset>(*train_set, F.aug, F.train.seed);
+      F.train.on_epoch_start = [a = augmented.get()](int64_t e) { a->set_epoch(e); };
+    }
     std::cout << "model: " << cfg.to_json(-1) << "\nthreads: " << num_threads() << "\n";
-    train(model, *train_set, eval_set.get(), F.train, std::cout);
+    train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, std::cout);
     if (!F.train.output.empty())
       std::cout << "wrote " << F.train.output
                 << "/{config.json,summary.csv,last.safetensors,best.safetensors}\n";

@@ -132,6 +132,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   for (int64_t epoch = 0; epoch < cfg.epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto order = epoch_order(N, cfg.seed, epoch);
+    if (cfg.on_epoch_start) cfg.on_epoch_start(epoch);
     double loss_sum = 0;
     int64_t correct_sum = 0;
     float lr = 0;

@@ -25,8 +25,9 @@ struct TrainConfig {
   float smoothing = 0.f;
   float clip_grad = 0.f;  // max global grad norm; 0 = off
   uint64_t seed = 42;
-  std::string output;      // run directory; empty = write nothing
-  int64_t log_every = 50;  // steps between log lines
+  std::string output;                           // run directory; empty = write nothing
+  int64_t log_every = 50;                       // steps between log lines
+  std::function<void(int64_t)> on_epoch_start;  // e.g. tells augmentation the epoch
   void validate() const;
 };
 

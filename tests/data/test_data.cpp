@@ -1,0 +1,216 @@
+// Data: IDX and CIFAR readers on files the test writes, their error messages, normalization,
+// validation splits and augmentation.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <set>
+
+#include "support/temp_dir.h"
+#include "vit/core/error.h"
+#include "vit/data/augment.h"
+#include "vit/data/cifar.h"
+#include "vit/data/idx.h"
+#include "vit/data/open.h"
+
+namespace vit {
+
+namespace {
+void put_be32(std::string& s, uint32_t v) {
+  for (int i = 3; i >= 0; --i) s.push_back(char((v >> (8 * i)) & 0xff));
+}
+void write(const std::string& path, const std::string& bytes, bool gz = false) {
+  if (gz) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    gzwrite(f, bytes.data(), unsigned(bytes.size()));
+    gzclose(f);
+  } else {
+    std::ofstream(path, std::ios::binary) << bytes;
+  }
+}
+// n images of h x w with pixel (i, y, x) = i + y + x, labels i % 10.
+void write_idx(const std::string& dir, const std::string& pre, int n, int h, int w, bool gz) {
+  std::string img, lab;
+  put_be32(img, 0x803);
+  put_be32(img, n);
+  put_be32(img, h);
+  put_be32(img, w);
+  for (int i = 0; i < n; ++i)
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) img.push_back(char(i + y + x));
+  put_be32(lab, 0x801);
+  put_be32(lab, n);
+  for (int i = 0; i < n; ++i) lab.push_back(char(i % 10));
+  const std::string ext = gz ? ".gz" : "";
+  write(dir + "/" + pre + "-images-idx3-ubyte" + ext, img, gz);
+  write(dir + "/" + pre + "-labels-idx1-ubyte" + ext, lab, gz);
+}
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST(Idx, ReadsRawAndGzipAndNormalizes) {
+  for (bool gz : {false, true}) {
+    test::TempDir dir("idx");
+    write_idx(dir.str(), "train", 12, 4, 5, gz);
+    write_idx(dir.str(), "t10k", 3, 4, 5, gz);
+    DatasetSplits d = open_dataset(dir.str());
+    EXPECT_EQ(d.kind, "idx");
+    ASSERT_EQ(d.train->n, 12);
+    EXPECT_EQ(d.test->n, 3);
+    EXPECT_EQ(d.train->labels[11], 1);
+    NormalizedDataset nd(d.train, {0.5f}, {0.25f});
+    std::vector<float> img(20);
+    EXPECT_EQ(nd.get(7, img.data()), 7);
+    // pixel (7, 2, 3) = 12 -> (12/255 - 0.5) / 0.25
+    EXPECT_NEAR(img[2 * 5 + 3], (12.f / 255.f - 0.5f) / 0.25f, 1e-6);
+  }
+}
+
+TEST(Idx, ErrorsNameTheFileAndTheProblem) {
+  test::TempDir dir("idxbad");
+  write_idx(dir.str(), "train", 4, 3, 3, false);
+  write_idx(dir.str(), "t10k", 2, 3, 3, false);
+  const std::string img = dir / "train-images-idx3-ubyte", lab = dir / "train-labels-idx1-ubyte";
+  std::string bytes;
+  {
+    std::ifstream f(img, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  write(img, bytes.substr(0, bytes.size() - 5));
+  EXPECT_NE(error_of([&] { read_idx(img, lab); }).find("truncated"), std::string::npos);
+  std::string wrong = bytes;
+  wrong[3] = 0x01;
+  write(img, wrong);
+  EXPECT_NE(error_of([&] { read_idx(img, lab); }).find("wrong magic number"), std::string::npos);
+  write(img, bytes);
+  EXPECT_NE(error_of([&] { read_idx(img, lab, 3); }).find("label 3 of sample 3 is out of range"),
+            std::string::npos);
+  write(img + ".gz", "\x1f\x8b garbage");
+  EXPECT_NE(error_of([&] { read_idx(img + ".gz", lab); }).find("gzip"), std::string::npos);
+  EXPECT_NE(error_of([&] { open_dataset(dir / "nope"); }).find("not a directory"), std::string::npos);
+  test::TempDir empty("empty");
+  EXPECT_NE(error_of([&] { open_dataset(empty.str()); }).find("no dataset found"), std::string::npos);
+}
+
+TEST(Cifar, Cifar10And100Batches) {
+  test::TempDir dir("cifar");
+  auto record = [](int label, int fill) {
+    std::string r(1, char(label));
+    r.append(3072, char(fill));
+    return r;
+  };
+  std::string batch;
+  for (int i = 0; i < 5; ++i) batch += record(i, 10 * i);
+  for (int b = 1; b <= 5; ++b) write(dir / ("data_batch_" + std::to_string(b) + ".bin"), batch);
+  write(dir / "test_batch.bin", record(9, 200));
+  DatasetSplits d = open_dataset(dir.str());
+  EXPECT_EQ(d.kind, "cifar10");
+  EXPECT_EQ(d.train->n, 25);
+  EXPECT_EQ(d.train->labels[3], 3);
+  EXPECT_EQ(d.train->pixels[3 * 3072 + 1000], 30);
+  EXPECT_EQ(d.test->labels[0], 9);
+  write(dir / "test_batch.bin", record(9, 200).substr(0, 100));
+  EXPECT_NE(error_of([&] { open_dataset(dir.str()); }).find("not a whole number"), std::string::npos);
+  write(dir / "test_batch.bin", record(12, 0));
+  EXPECT_NE(error_of([&] { open_dataset(dir.str()); }).find("label 12"), std::string::npos);
+
+  test::TempDir d100("cifar100");
+  std::string rec(2, '\0');
+  rec[0] = 3;   // coarse
+  rec[1] = 77;  // fine
+  rec.append(3072, '\x05');
+  write(d100 / "train.bin", rec + rec);
+  write(d100 / "test.bin", rec);
+  DatasetSplits c = open_dataset(d100.str(), "cifar100");
+  EXPECT_EQ(c.train->n, 2);
+  EXPECT_EQ(c.train->labels[1], 77);
+  EXPECT_EQ(c.train->num_classes, 100);
+  EXPECT_EQ(read_cifar100(d100 / "test.bin", false).labels[0], 3);
+}
+
+TEST(Split, DisjointAndCoversEverything) {
+  auto [tr, va] = split_indices(100, 0.1, 3);
+  EXPECT_EQ(va.size(), 10u);
+  std::set<int64_t> all(tr.begin(), tr.end());
+  all.insert(va.begin(), va.end());
+  EXPECT_EQ(all.size(), 100u);
+  EXPECT_EQ(split_indices(100, 0.1, 3).second, va);  // deterministic
+}
+
+namespace {
+// A dataset whose sample is its pixel index, for checking geometry.
+class Ramp : public Dataset {
+ public:
+  int64_t size() const override { return 8; }
+  int64_t num_classes() const override { return 2; }
+  int64_t channels() const override { return 1; }
+  int64_t height() const override { return 4; }
+  int64_t width() const override { return 6; }
+  int64_t get(int64_t, float* image) const override {
+    for (int i = 0; i < 24; ++i) image[i] = float(i + 1);
+    return 1;
+  }
+  std::string describe() const override { return "ramp"; }
+};
+}  // namespace
+
+TEST(Augment, CropShiftsWithZeroPaddingAndFlipMirrors) {
+  Ramp base;
+  AugmentedDataset crop(base, AugmentConfig{2, 0.f}, 1);
+  std::set<std::pair<int, int>> shifts;
+  for (int64_t i = 0; i < 8; ++i) {
+    std::vector<float> img(24);
+    crop.get(i, img.data());
+    // Every output pixel is a zero (padding) or the source shifted by one (dy, dx).
+    int dy = 99, dx = 99;
+    for (int y = 0; y < 4 && dy == 99; ++y)
+      for (int x = 0; x < 6; ++x)
+        if (img[y * 6 + x] != 0.f) {
+          const int src = int(img[y * 6 + x]) - 1;
+          dy = src / 6 - y;
+          dx = src % 6 - x;
+          break;
+        }
+    ASSERT_NE(dy, 99);
+    EXPECT_LE(std::abs(dy), 2);
+    EXPECT_LE(std::abs(dx), 2);
+    for (int y = 0; y < 4; ++y)
+      for (int x = 0; x < 6; ++x) {
+        const int sy = y + dy, sx = x + dx;
+        const float want = (sy >= 0 && sy < 4 && sx >= 0 && sx < 6) ? float(sy * 6 + sx + 1) : 0.f;
+        ASSERT_EQ(img[y * 6 + x], want) << i << " " << y << " " << x;
+      }
+    shifts.insert({dy, dx});
+  }
+  EXPECT_GT(shifts.size(), 3u);
+  AugmentedDataset flip(base, AugmentConfig{0, 1.f}, 1);
+  std::vector<float> img(24);
+  flip.get(0, img.data());
+  EXPECT_EQ(img[0], 6.f);
+  EXPECT_EQ(img[5], 1.f);
+  // Same (seed, epoch, index): same draws; another epoch: other draws.
+  std::vector<float> a(24), b(24);
+  crop.get(3, a.data());
+  crop.get(3, b.data());
+  EXPECT_EQ(a, b);
+  int differ = 0;
+  for (int64_t i = 0; i < 8; ++i) {
+    crop.set_epoch(0);
+    crop.get(i, a.data());
+    crop.set_epoch(1);
+    crop.get(i, b.data());
+    differ += a != b;
+  }
+  EXPECT_GT(differ, 0);
+}
+
+}  // namespace vit
