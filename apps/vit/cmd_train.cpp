@@ -1,10 +1,14 @@
 // vit train: flags named as timm's train.py where one exists.
+#include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "model_flags.h"
 #include "vit/core/error.h"
+#include "vit/core/file.h"
 #include "vit/core/threads.h"
 #include "vit/data/augment.h"
 #include "vit/data/open.h"
@@ -12,6 +16,55 @@
 #include "vit/train/trainer.h"
 
 namespace vit::app {
+
+namespace {
+std::vector<std::string> g_invocation;
+}  // namespace
+
+void set_invocation(std::vector<std::string> args) {
+  g_invocation = std::move(args);
+}
+const std::vector<std::string>& invocation() {
+  return g_invocation;
+}
+
+std::vector<std::string> expand_resume(std::vector<std::string> args) {
+  if (args.empty() || args[0] != "train") return args;
+  std::string dir;
+  std::vector<std::string> extra;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--resume" && i + 1 < args.size()) {
+      dir = args[++i];
+    } else if (args[i] == "--threads" && i + 1 < args.size()) {
+      extra.insert(extra.end(), {args[i], args[i + 1]});
+      ++i;
+    } else if (args[i].rfind("--resume=", 0) == 0) {
+      dir = args[i].substr(9);
+    } else {
+      extra.push_back(args[i]);
+    }
+  }
+  if (dir.empty()) return args;
+  for (auto& e : extra)
+    VIT_CHECK(e == "--threads" || std::isdigit(static_cast<unsigned char>(e[0])), "--resume ", dir,
+              ": the run's flags come from ", dir, "/args.json; only --threads may be given (got ", e, ")");
+  const std::string path = (std::filesystem::path(dir) / "args.json").string();
+  const auto saved = nlohmann::json::parse(read_text_file(path));
+  VIT_CHECK(saved.is_array() && !saved.empty() && saved[0] == "train", path,
+            ": not the arguments of a vit train run");
+  const bool new_threads = std::find(extra.begin(), extra.end(), "--threads") != extra.end();
+  std::vector<std::string> out;
+  for (size_t i = 0; i < saved.size(); ++i) {
+    if (new_threads && saved[i] == "--threads") {  // replaced by the one given now
+      ++i;
+      continue;
+    }
+    out.push_back(saved[i].get<std::string>());
+  }
+  out.insert(out.end(), extra.begin(), extra.end());
+  out.insert(out.end(), {"--resume", dir});
+  return out;
+}
 
 namespace {
 struct TrainFlags {
@@ -22,6 +75,7 @@ struct TrainFlags {
   int64_t synthetic = 0;
   AugmentConfig aug;
   int threads = 0;
+  std::string resume;
 };
 }  // namespace
 
@@ -62,6 +116,11 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--seed", t.seed, "random seed (weights, data order, dropout)")->capture_default_str();
   cmd.add_option("--threads", f->threads, "threads (default: all cores)");
   cmd.add_option("--output", t.output, "run directory for config.json, summary.csv, checkpoints");
+  cmd.add_option("--resume", f->resume,
+                 "continue the interrupted run in DIR exactly (its flags come from "
+                 "DIR/args.json; --threads may change)");
+  cmd.add_option("--patience", t.patience, "early stopping: epochs without a better eval top-1 (0 = off)")
+      ->capture_default_str();
   cmd.add_option("--log-every", t.log_every, "steps between log lines")->capture_default_str();
   return [f] {
     TrainFlags& F = *f;
@@ -92,6 +151,14 @@ Run add_train(CLI::App& cmd) {
     if (F.aug.active()) {
       augmented = std::make_unique<AugmentedDataset>(*train_set, F.aug, F.train.seed);
       F.train.on_epoch_start = [a = augmented.get()](int64_t e) { a->set_epoch(e); };
+    }
+    if (!F.resume.empty()) {
+      F.train.output = F.resume;
+      F.train.resume = true;
+    } else if (!F.train.output.empty()) {
+      std::filesystem::create_directories(F.train.output);
+      write_file_atomic((std::filesystem::path(F.train.output) / "args.json").string(),
+                        nlohmann::json(invocation()).dump(1) + "\n");
     }
     std::cout << "model: " << cfg.to_json(-1) << "\nthreads: " << num_threads() << "\n";
     train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, std::cout);

@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "vit/core/error.h"
@@ -19,8 +21,17 @@ int main(int argc, char** argv) {
   add("eval", "evaluate a checkpoint on a dataset", vit::app::add_eval);
   add("predict", "predict classes of images with a checkpoint", vit::app::add_predict);
   add("info", "print a model's config, parameters and FLOPs", vit::app::add_info);
+  std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    app.parse(argc, argv);
+    args = vit::app::expand_resume(args);
+  } catch (const std::exception& e) {
+    std::cerr << "vit: error: " << e.what() << "\n";
+    return 1;
+  }
+  vit::app::set_invocation(args);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
+  try {
+    app.parse(reversed);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <iomanip>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
 
@@ -22,6 +24,8 @@ void TrainConfig::validate() const {
   VIT_CHECK(warmup_epochs >= 0.f, "warmup epochs must be non-negative");
   VIT_CHECK(smoothing >= 0.f && smoothing < 1.f, "label smoothing must be in [0, 1), got ", smoothing);
   VIT_CHECK(clip_grad >= 0.f, "clip grad must be non-negative");
+  VIT_CHECK(patience >= 0, "patience must be non-negative");
+  VIT_CHECK(!resume || !output.empty(), "resuming needs the run directory");
   optim.validate();
 }
 
@@ -51,6 +55,99 @@ std::string summary_csv(const std::vector<EpochStats>& hist) {
     os << e.epoch << ',' << e.train_loss << ',' << e.train_top1 << ',' << e.eval.loss << ',' << e.eval.top1
        << ',' << e.eval.top5 << ',' << e.lr << ',' << e.seconds << '\n';
   return os.str();
+}
+
+// The moments' names in the state file: PyTorch's optimizer state keys.
+std::vector<std::pair<std::string, Arena*>> moment_arenas(Optimizer& opt) {
+  if (opt.config().name == "sgd") return {{"momentum_buffer.", &opt.moment1()}};
+  return {{"exp_avg.", &opt.moment1()}, {"exp_avg_sq.", &opt.moment2()}};
+}
+
+struct Progress {
+  int64_t epochs_done = 0, global_step = 0, since_best = 0;
+  double best_top1 = -1;
+  std::vector<EpochStats> hist;
+};
+
+nlohmann::json to_json(const EpochStats& e) {
+  return {{"epoch", e.epoch},
+          {"train_loss", e.train_loss},
+          {"train_top1", e.train_top1},
+          {"eval_loss", e.eval.loss},
+          {"eval_top1", e.eval.top1},
+          {"eval_top5", e.eval.top5},
+          {"lr", e.lr},
+          {"seconds", e.seconds}};
+}
+
+void save_state(const fs::path& dir, const ViT& model, Optimizer& opt, const Progress& p,
+                const TrainConfig& cfg, int64_t steps_per_epoch) {
+  nlohmann::json hist = nlohmann::json::array();
+  for (auto& e : p.hist) hist.push_back(to_json(e));
+  nlohmann::json st = {{"epochs_done", p.epochs_done},
+                       {"global_step", p.global_step},
+                       {"optimizer_steps", opt.steps()},
+                       {"best_top1", p.best_top1},
+                       {"since_best", p.since_best},
+                       {"optimizer", cfg.optim.name},
+                       {"seed", cfg.seed},
+                       {"batch_size", cfg.batch_size},
+                       {"steps_per_epoch", steps_per_epoch},
+                       {"history", hist}};
+  std::vector<TensorOut> out;
+  for (auto& [prefix, arena] : moment_arenas(opt))
+    for (auto& s : model.table().specs())
+      if (s.trainable) out.push_back({prefix + s.name, s.shape, DType::F32, arena->data() + s.offset});
+  write_safetensors((dir / "last.state.safetensors").string(), out, {{"vitcpp_state", st.dump()}});
+}
+
+// Restores the weights, moments and position; checks that the run is the same run.
+Progress load_state(const fs::path& dir, ViT& model, Optimizer& opt, const TrainConfig& cfg,
+                    int64_t steps_per_epoch) {
+  const std::string sp = (dir / "last.state.safetensors").string(), wp = (dir / "last.safetensors").string();
+  SafeTensors state = SafeTensors::open(sp), weights = SafeTensors::open(wp);
+  auto it = state.metadata().find("vitcpp_state");
+  VIT_CHECK(it != state.metadata().end(), sp, ": not a vitcpp training state (no vitcpp_state metadata)");
+  const auto st = nlohmann::json::parse(it->second);
+  Progress p;
+  p.epochs_done = st.at("epochs_done");
+  p.global_step = st.at("global_step");
+  p.best_top1 = st.at("best_top1");
+  p.since_best = st.at("since_best");
+  const auto wstep = weights.metadata().find("global_step");
+  VIT_CHECK(
+      wstep != weights.metadata().end() && std::stoll(wstep->second) == p.global_step, wp, " and ", sp,
+      " are from different steps (the run was interrupted between the two writes); restore both from one "
+      "epoch");
+  VIT_CHECK(st.at("optimizer") == cfg.optim.name, sp, ": the run used optimizer ",
+            st.at("optimizer").get<std::string>(), ", this one ", cfg.optim.name);
+  VIT_CHECK(st.at("batch_size") == cfg.batch_size && st.at("steps_per_epoch") == steps_per_epoch, sp,
+            ": batch size or dataset size differ from the interrupted run (",
+            st.at("batch_size").get<int64_t>(), " x ", st.at("steps_per_epoch").get<int64_t>(),
+            " steps per epoch); an exact resume needs the same");
+  VIT_CHECK(st.at("seed") == cfg.seed, sp, ": the run used seed ", st.at("seed").get<uint64_t>());
+  load_weights(model, weights);
+  for (auto& [prefix, arena] : moment_arenas(opt))
+    for (auto& s : model.table().specs())
+      if (s.trainable) {
+        VIT_CHECK(state.at(prefix + s.name).shape == s.shape, sp, ": ", prefix + s.name,
+                  " has the wrong shape");
+        state.copy_float(prefix + s.name, arena->data() + s.offset);
+      }
+  opt.set_steps(st.at("optimizer_steps"));
+  for (auto& h : st.at("history")) {
+    EpochStats e;
+    e.epoch = h.at("epoch");
+    e.train_loss = h.at("train_loss");
+    e.train_top1 = h.at("train_top1");
+    e.eval.loss = h.at("eval_loss");
+    e.eval.top1 = h.at("eval_top1");
+    e.eval.top5 = h.at("eval_top5");
+    e.lr = h.at("lr");
+    e.seconds = h.at("seconds");
+    p.hist.push_back(e);
+  }
+  return p;
 }
 
 }  // namespace
@@ -119,33 +216,40 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   const int64_t n = train_set.channels() * train_set.height() * train_set.width();
   std::vector<float> images(B * n);
   std::vector<int64_t> labels(B);
-  if (!cfg.output.empty()) {
-    fs::create_directories(cfg.output);
-    model.config().save((fs::path(cfg.output) / "config.json").string());
+  const fs::path dir(cfg.output);
+  Progress p;
+  if (cfg.resume) {
+    p = load_state(dir, model, opt, cfg, steps_per_epoch);
+    log << "resuming " << cfg.output << " after epoch " << p.epochs_done << " (step " << p.global_step
+        << ")\n";
+  } else if (!cfg.output.empty()) {
+    fs::create_directories(dir);
+    model.config().save((dir / "config.json").string());
   }
   log << "training " << train_set.describe() << ", " << cfg.epochs << " epochs of " << steps_per_epoch
       << " steps, batch " << B << ", " << cfg.optim.name << " lr " << cfg.sched.lr << "\n";
 
-  std::vector<EpochStats> hist;
-  double best_top1 = -1;
-  int64_t step = 0;
-  for (int64_t epoch = 0; epoch < cfg.epochs; ++epoch) {
+  for (int64_t epoch = p.epochs_done; epoch < cfg.epochs; ++epoch) {
+    if (cfg.patience > 0 && p.since_best >= cfg.patience) {
+      log << "early stopping: no better eval top-1 for " << cfg.patience << " epochs\n";
+      break;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const auto order = epoch_order(N, cfg.seed, epoch);
     if (cfg.on_epoch_start) cfg.on_epoch_start(epoch);
     double loss_sum = 0;
     int64_t correct_sum = 0;
     float lr = 0;
-    for (int64_t s = 0; s < steps_per_epoch; ++s, ++step) {
+    for (int64_t s = 0; s < steps_per_epoch; ++s, ++p.global_step) {
       const int64_t first = s * B, bs = std::min(B, N - first);
       load_batch(train_set, order, first, bs, images.data(), labels.data());
       model.zero_grad();
       int64_t correct = 0;
       Batch batch{images.data(), bs, labels.data(), nullptr, nullptr};
-      const double loss =
-          loss_step.run(model, batch, cfg.smoothing, ForwardMode{true, cfg.seed, uint64_t(step)}, &correct);
+      const double loss = loss_step.run(model, batch, cfg.smoothing,
+                                        ForwardMode{true, cfg.seed, uint64_t(p.global_step)}, &correct);
       if (cfg.clip_grad > 0) clip_grad_norm(model.table(), model.grads().data(), cfg.clip_grad);
-      lr = lr_at(sched, step);
+      lr = lr_at(sched, p.global_step);
       opt.step(model.params().data(), model.grads().data(), lr);
       loss_sum += loss * bs;
       correct_sum += correct;
@@ -160,23 +264,32 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     if (eval_set) e.eval = evaluate(model, *eval_set, B);
     e.lr = lr;
     e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    hist.push_back(e);
+    p.hist.push_back(e);
+    p.epochs_done = epoch + 1;
     log << "epoch " << e.epoch << "/" << cfg.epochs << ": train loss " << std::setprecision(4) << e.train_loss
         << " top1 " << 100 * e.train_top1 << "%";
     if (eval_set) log << ", eval loss " << e.eval.loss << " top1 " << 100 * e.eval.top1 << "%";
     log << ", " << std::setprecision(3) << double(N) / e.seconds << " img/s, " << e.seconds << " s\n";
+    const double score = eval_set ? e.eval.top1 : e.train_top1;
+    const bool better = score > p.best_top1;
+    if (better) {
+      p.best_top1 = score;
+      p.since_best = 0;
+    } else {
+      ++p.since_best;
+    }
     if (!cfg.output.empty()) {
-      const fs::path dir(cfg.output);
-      save_checkpoint((dir / "last.safetensors").string(), model, {}, false);
-      const double score = eval_set ? e.eval.top1 : e.train_top1;
-      if (score > best_top1) {
-        best_top1 = score;
-        save_checkpoint((dir / "best.safetensors").string(), model, {}, false);
-      }
-      write_file_atomic((dir / "summary.csv").string(), summary_csv(hist));
+      // Weights first, then the state naming the same step: a crash between the two is
+      // detected on resume rather than silently mixing two epochs.
+      const std::map<std::string, std::string> meta = {{"global_step", std::to_string(p.global_step)},
+                                                       {"epoch", std::to_string(p.epochs_done)}};
+      save_checkpoint((dir / "last.safetensors").string(), model, meta, false);
+      save_state(dir, model, opt, p, cfg, steps_per_epoch);
+      if (better) save_checkpoint((dir / "best.safetensors").string(), model, meta, false);
+      write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist));
     }
   }
-  return hist;
+  return p.hist;
 }
 
 }  // namespace vit

@@ -6,6 +6,9 @@
 #include <cstring>
 #include <sstream>
 
+#include "support/temp_dir.h"
+#include "vit/core/error.h"
+#include "vit/core/file.h"
 #include "vit/core/threads.h"
 #include "vit/data/synthetic.h"
 #include "vit/train/trainer.h"
@@ -46,6 +49,70 @@ TEST(Determinism, SameSeedAndThreadsGiveTheSameBits) {
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
   EXPECT_NE(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(float)));
+}
+
+TEST(Resume, InterruptedRunContinuesToTheSameBits) {
+  set_num_threads(num_threads() > 1 ? 2 : 1);
+  SyntheticDataset data(96, 4, 1, 12, 12, 5);
+  auto make_cfg = [](const std::string& out) {
+    TrainConfig t;
+    t.epochs = 4;
+    t.batch_size = 32;
+    t.seed = 21;
+    t.sched.lr = 5e-3f;
+    t.warmup_epochs = 1;
+    t.optim.weight_decay = 0.05f;
+    t.output = out;
+    return t;
+  };
+  std::ostringstream log;
+  test::TempDir a("resume_a"), b("resume_b");
+  ViT straight(cfg());
+  straight.init_weights(21);
+  train(straight, data, &data, make_cfg(a.str()), log);
+
+  // The same run, killed when epoch 3 starts (after epoch 2's checkpoint)...
+  ViT first(cfg());
+  first.init_weights(21);
+  TrainConfig t = make_cfg(b.str());
+  t.on_epoch_start = [](int64_t e) {
+    if (e == 2) throw std::runtime_error("simulated kill");
+  };
+  EXPECT_THROW(train(first, data, &data, t, log), std::runtime_error);
+  // ...then resumed by a fresh process (a new model with other initial weights).
+  ViT resumed(cfg());
+  resumed.init_weights(999);
+  TrainConfig r = make_cfg(b.str());
+  r.resume = true;
+  auto hist = train(resumed, data, &data, r, log);
+  ASSERT_EQ(hist.size(), 4u) << "the history must include the epochs before the interruption";
+  EXPECT_EQ(0, std::memcmp(straight.params().data(), resumed.params().data(),
+                           straight.table().total() * sizeof(float)))
+      << log.str();
+  EXPECT_EQ(read_text_file(a / "summary.csv").substr(0, 60), read_text_file(b / "summary.csv").substr(0, 60));
+}
+
+TEST(Resume, RefusesADifferentRun) {
+  SyntheticDataset data(64, 4, 1, 12, 12, 5);
+  test::TempDir dir("resume_bad");
+  TrainConfig t;
+  t.epochs = 1;
+  t.batch_size = 32;
+  t.output = dir.str();
+  std::ostringstream log;
+  ViT m(cfg());
+  train(m, data, nullptr, t, log);
+  t.resume = true;
+  t.batch_size = 16;
+  try {
+    train(m, data, nullptr, t, log);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("batch size"), std::string::npos) << e.what();
+  }
+  t.batch_size = 32;
+  t.optim.name = "sgd";
+  EXPECT_THROW(train(m, data, nullptr, t, log), Error);
 }
 
 TEST(Training, LearnsASyntheticTask) {

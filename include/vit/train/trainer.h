@@ -1,7 +1,11 @@
 // The training loop: shuffled mini-batches per epoch from the seed, the schedule and
 // optimizer per step, optional gradient clipping, evaluation after every epoch, and the
-// run directory (config.json, summary.csv, last/best.safetensors), each file written
-// atomically.
+// run directory, each file written atomically:
+//   config.json, summary.csv, last.safetensors, best.safetensors (weights, timm names)
+//   last.state.safetensors: optimizer moments (exp_avg.<name>, exp_avg_sq.<name> or
+//   momentum_buffer.<name>) and, in its metadata, the position (epochs done, global step),
+//   best score, patience counter and history. Every random draw depends on (seed, epoch,
+//   step, index), so a resumed run continues exactly where the interrupted one stopped.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -25,8 +29,10 @@ struct TrainConfig {
   float smoothing = 0.f;
   float clip_grad = 0.f;  // max global grad norm; 0 = off
   uint64_t seed = 42;
-  std::string output;                           // run directory; empty = write nothing
-  int64_t log_every = 50;                       // steps between log lines
+  std::string output;      // run directory; empty = write nothing
+  bool resume = false;     // continue from output/last.state.safetensors
+  int64_t patience = 0;    // stop after this many epochs without a better eval top-1; 0 = off
+  int64_t log_every = 50;  // steps between log lines
   std::function<void(int64_t)> on_epoch_start;  // e.g. tells augmentation the epoch
   void validate() const;
 };
