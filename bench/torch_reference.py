@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""The workloads of bench/bench_model.cpp in plain PyTorch, for side-by-side numbers.
+
+A timm-equivalent ViT written by hand (conv patch embedding, class token, learned position
+embedding, pre-norm blocks with a fused qkv linear, exact GELU, LayerNorm eps 1e-6, head),
+the same presets, inference under torch.no_grad() and a training step (forward,
+cross-entropy, backward, AdamW). Warm-up, then the median of repeated runs.
+
+    /usr/bin/python3 bench/torch_reference.py [--threads 2] [--only mnist]
+
+Debian's PyTorch is 2-4x faster on these machines with jemalloc that never returns memory
+and OpenBLAS's AVX-512 kernels; bench/peers.sh runs it both ways.
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PRESETS = {
+    "mnist-seed": dict(img=28, chans=1, patch=4, dim=8, depth=2, heads=2, mlp=32, classes=10),
+    "cifar-seed": dict(img=32, chans=3, patch=4, dim=192, depth=12, heads=12, mlp=768, classes=10),
+    "vit-tiny-16": dict(img=224, chans=3, patch=16, dim=192, depth=12, heads=3, mlp=768, classes=1000),
+    "vit-small-16": dict(img=224, chans=3, patch=16, dim=384, depth=12, heads=6, mlp=1536, classes=1000),
+    "vit-base-16": dict(img=224, chans=3, patch=16, dim=768, depth=12, heads=12, mlp=3072, classes=1000),
+}
+CASES = [("mnist-seed", 128, False), ("mnist-seed", 128, True), ("cifar-seed", 256, False),
+         ("cifar-seed", 256, True), ("vit-tiny-16", 1, False), ("vit-small-16", 1, False),
+         ("vit-base-16", 1, False), ("vit-base-16", 16, False), ("vit-base-16", 16, True)]
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, mlp):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(dim, eps=1e-6), nn.LayerNorm(dim, eps=1e-6)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, mlp), nn.Linear(mlp, dim)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(B, T, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        a = ((q * (C // self.heads) ** -0.5) @ k.transpose(-2, -1)).softmax(-1) @ v
+        x = x + self.proj(a.transpose(1, 2).reshape(B, T, C))
+        return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
+
+
+class ViT(nn.Module):
+    def __init__(self, img, chans, patch, dim, depth, heads, mlp, classes):
+        super().__init__()
+        n = (img // patch) ** 2
+        self.patch_embed = nn.Conv2d(chans, dim, patch, stride=patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.randn(1, n + 1, dim) * 0.02)
+        self.blocks = nn.Sequential(*[Block(dim, heads, mlp) for _ in range(depth)])
+        self.norm, self.head = nn.LayerNorm(dim, eps=1e-6), nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], 1) + self.pos_embed
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
+def measure(fn, reps, min_seconds=2.0):
+    fn()  # warm-up
+    times = []
+    while len(times) < reps or sum(times) < min_seconds and len(times) < 50:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    for name, B, train in CASES:
+        if args.only not in name:
+            continue
+        cfg = PRESETS[name]
+        model = ViT(**cfg)
+        x = torch.randn(B, cfg["chans"], cfg["img"], cfg["img"])
+        y = torch.arange(B) % cfg["classes"]
+        if train:
+            model.train()
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+            def step():
+                opt.zero_grad(set_to_none=True)
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+        else:
+            model.eval()
+
+            def step():
+                with torch.no_grad():
+                    model(x)
+        t = measure(step, args.reps)
+        kind = "Train" if train else "Infer"
+        print(json.dumps({"workload": f"{kind}/{name}/b{B}", "threads": args.threads, "median_ms": round(t * 1e3, 2),
+                          "img_per_s": round(B / t, 2)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
