@@ -1,4 +1,6 @@
 // vit train: flags named as timm's train.py where one exists.
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -121,7 +123,8 @@ Run add_train(CLI::App& cmd) {
                  "DIR/args.json; --threads may change)");
   cmd.add_option("--patience", t.patience, "early stopping: epochs without a better eval top-1 (0 = off)")
       ->capture_default_str();
-  cmd.add_option("--log-every", t.log_every, "steps between log lines")->capture_default_str();
+  cmd.add_option("--log-every", t.log_every, "steps between log lines when output is not a terminal")
+      ->capture_default_str();
   return [f] {
     TrainFlags& F = *f;
     VIT_CHECK(F.data_dir.empty() != (F.synthetic == 0), "give either --data-dir DIR or --synthetic N");
@@ -160,6 +163,7 @@ Run add_train(CLI::App& cmd) {
       write_file_atomic((std::filesystem::path(F.train.output) / "args.json").string(),
                         nlohmann::json(invocation()).dump(1) + "\n");
     }
+    F.train.progress_bar = ::isatty(STDOUT_FILENO) != 0;
     std::cout << "model: " << cfg.to_json(-1) << "\nthreads: " << num_threads() << "\n";
     train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, std::cout);
     if (!F.train.output.empty())

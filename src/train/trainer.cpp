@@ -12,6 +12,7 @@
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/io/checkpoint.h"
+#include "vit/train/progress.h"
 #include "vit/train/step.h"
 
 namespace vit {
@@ -238,8 +239,10 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     const auto order = epoch_order(N, cfg.seed, epoch);
     if (cfg.on_epoch_start) cfg.on_epoch_start(epoch);
     double loss_sum = 0;
-    int64_t correct_sum = 0;
+    int64_t correct_sum = 0, seen = 0;
     float lr = 0;
+    ProgressLine bar(log, cfg.progress_bar, cfg.log_every);
+    bar.start(epoch, cfg.epochs, steps_per_epoch);
     for (int64_t s = 0; s < steps_per_epoch; ++s, ++p.global_step) {
       const int64_t first = s * B, bs = std::min(B, N - first);
       load_batch(train_set, order, first, bs, images.data(), labels.data());
@@ -253,10 +256,10 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       opt.step(model.params().data(), model.grads().data(), lr);
       loss_sum += loss * bs;
       correct_sum += correct;
-      if (cfg.log_every > 0 && (s + 1) % cfg.log_every == 0)
-        log << "epoch " << epoch + 1 << " step " << s + 1 << "/" << steps_per_epoch << " loss "
-            << std::setprecision(4) << loss << " lr " << lr << "\n";
+      seen += bs;
+      bar.update(s, loss_sum / double(seen), double(correct_sum) / double(seen), seen, lr);
     }
+    bar.finish();
     EpochStats e;
     e.epoch = epoch + 1;
     e.train_loss = loss_sum / double(N);

@@ -1,0 +1,29 @@
+// Progress of a training epoch: on a terminal, one line redrawn in place (epoch, a bar,
+// step, loss, accuracy, images/s, ETA), as tqdm does; elsewhere, a plain line every
+// `every` steps, so logs stay readable.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <iosfwd>
+
+namespace vit {
+
+class ProgressLine {
+ public:
+  ProgressLine(std::ostream& out, bool terminal, int64_t every)
+      : out_(out), terminal_(terminal), every_(every) {}
+  void start(int64_t epoch, int64_t epochs, int64_t steps);
+  // After step `step` (0-based) of the epoch: running mean loss and accuracy.
+  void update(int64_t step, double loss, double top1, int64_t images_done, double lr);
+  // Clears the bar (terminal) before the epoch's summary line is printed.
+  void finish();
+
+ private:
+  std::ostream& out_;
+  bool terminal_;
+  int64_t every_;
+  int64_t epoch_ = 0, epochs_ = 0, steps_ = 0;
+  std::chrono::steady_clock::time_point t0_, last_draw_;
+};
+
+}  // namespace vit

@@ -1,0 +1,65 @@
+#include "vit/train/progress.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+#include <string>
+
+namespace vit {
+
+namespace {
+std::string clock_str(double seconds) {
+  const int64_t s = int64_t(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(s / 3600), (long long)(s / 60 % 60),
+                  (long long)(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
+  return buf;
+}
+}  // namespace
+
+void ProgressLine::start(int64_t epoch, int64_t epochs, int64_t steps) {
+  epoch_ = epoch;
+  epochs_ = epochs;
+  steps_ = steps;
+  t0_ = last_draw_ = std::chrono::steady_clock::now();
+}
+
+void ProgressLine::update(int64_t step, double loss, double top1, int64_t images_done, double lr) {
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t done = step + 1;
+  const bool last = done == steps_;
+  if (terminal_) {
+    // Redraw at most 10 times a second, and always at the end.
+    if (!last && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  } else if (every_ <= 0 || (done % every_ != 0)) {
+    return;
+  }
+  last_draw_ = now;
+  const double elapsed = std::chrono::duration<double>(now - t0_).count();
+  const double rate = elapsed > 0 ? double(images_done) / elapsed : 0.0;
+  const double eta = done > 0 ? elapsed * double(steps_ - done) / double(done) : 0.0;
+  char stats[160];
+  std::snprintf(stats, sizeof stats, "%lld/%lld loss %.4f top1 %.2f%% %.0f img/s lr %.3g ETA %s",
+                (long long)done, (long long)steps_, loss, 100 * top1, rate, lr, clock_str(eta).c_str());
+  if (terminal_) {
+    constexpr int64_t width = 24;
+    const int64_t filled = std::min(width, width * done / std::max<int64_t>(1, steps_));
+    char bar[width + 3];
+    bar[0] = '[';
+    for (int64_t i = 0; i < width; ++i) bar[1 + i] = i < filled ? '=' : (i == filled ? '>' : ' ');
+    bar[width + 1] = ']';
+    bar[width + 2] = '\0';
+    out_ << "\r\033[2Kepoch " << epoch_ + 1 << "/" << epochs_ << " " << bar << " " << stats << std::flush;
+  } else {
+    out_ << "epoch " << epoch_ + 1 << "/" << epochs_ << " step " << stats << "\n";
+  }
+}
+
+void ProgressLine::finish() {
+  if (terminal_) out_ << "\r\033[2K" << std::flush;
+}
+
+}  // namespace vit
