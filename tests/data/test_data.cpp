@@ -8,6 +8,7 @@
 #include <numeric>
 #include <set>
 
+#include "support/check.h"
 #include "support/temp_dir.h"
 #include "vit/core/error.h"
 #include "vit/data/augment.h"
@@ -47,14 +48,6 @@ void write_idx(const std::string& dir, const std::string& pre, int n, int h, int
   write(dir + "/" + pre + "-images-idx3-ubyte" + ext, img, gz);
   write(dir + "/" + pre + "-labels-idx1-ubyte" + ext, lab, gz);
 }
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 }  // namespace
 
 TEST(Idx, ReadsRawAndGzipAndNormalizes) {
@@ -86,19 +79,19 @@ TEST(Idx, ErrorsNameTheFileAndTheProblem) {
     bytes.assign(std::istreambuf_iterator<char>(f), {});
   }
   write(img, bytes.substr(0, bytes.size() - 5));
-  EXPECT_NE(error_of([&] { read_idx(img, lab); }).find("truncated"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { read_idx(img, lab); }).find("truncated"), std::string::npos);
   std::string wrong = bytes;
   wrong[3] = 0x01;
   write(img, wrong);
-  EXPECT_NE(error_of([&] { read_idx(img, lab); }).find("wrong magic number"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { read_idx(img, lab); }).find("wrong magic number"), std::string::npos);
   write(img, bytes);
-  EXPECT_NE(error_of([&] { read_idx(img, lab, 3); }).find("label 3 of sample 3 is out of range"),
+  EXPECT_NE(test::error_of([&] { read_idx(img, lab, 3); }).find("label 3 of sample 3 is out of range"),
             std::string::npos);
   write(img + ".gz", "\x1f\x8b garbage");
-  EXPECT_NE(error_of([&] { read_idx(img + ".gz", lab); }).find("gzip"), std::string::npos);
-  EXPECT_NE(error_of([&] { open_dataset(dir / "nope"); }).find("not a directory"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { read_idx(img + ".gz", lab); }).find("gzip"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { open_dataset(dir / "nope"); }).find("not a directory"), std::string::npos);
   test::TempDir empty("empty");
-  EXPECT_NE(error_of([&] { open_dataset(empty.str()); }).find("no dataset found"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { open_dataset(empty.str()); }).find("no dataset found"), std::string::npos);
 }
 
 TEST(Cifar, Cifar10And100Batches) {
@@ -119,9 +112,9 @@ TEST(Cifar, Cifar10And100Batches) {
   EXPECT_EQ(d.train->pixels[3 * 3072 + 1000], 30);
   EXPECT_EQ(d.test->labels[0], 9);
   write(dir / "test_batch.bin", record(9, 200).substr(0, 100));
-  EXPECT_NE(error_of([&] { open_dataset(dir.str()); }).find("not a whole number"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { open_dataset(dir.str()); }).find("not a whole number"), std::string::npos);
   write(dir / "test_batch.bin", record(12, 0));
-  EXPECT_NE(error_of([&] { open_dataset(dir.str()); }).find("label 12"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { open_dataset(dir.str()); }).find("label 12"), std::string::npos);
 
   test::TempDir d100("cifar100");
   std::string rec(2, '\0');

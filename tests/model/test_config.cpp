@@ -1,5 +1,5 @@
 // ViTConfig: presets with timm's dimensions, JSON round trip, and clear errors.
-#include <gtest/gtest.h>
+#include "support/check.h"
 
 #include "vit/core/error.h"
 #include "vit/model/config.h"
@@ -15,14 +15,6 @@ int64_t count_params(const ViTConfig& c) {
   return n;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 }  // namespace
 
 TEST(Config, PresetsHaveTimmParameterCounts) {
@@ -45,7 +37,7 @@ TEST(Config, SeedPresets) {
   ViTConfig c = preset("cifar-seed");
   EXPECT_EQ(c.num_tokens(), 65);
   EXPECT_EQ(c.head_dim(), 16);
-  EXPECT_NE(error_of([] { preset("vit-gigantic"); }).find("known:"), std::string::npos);
+  EXPECT_NE(test::error_of([] { preset("vit-gigantic"); }).find("known:"), std::string::npos);
 }
 
 TEST(Config, JsonRoundTripIsExact) {
@@ -64,23 +56,28 @@ TEST(Config, JsonRoundTripIsExact) {
 }
 
 TEST(Config, ErrorsSayWhatIsWrong) {
-  EXPECT_NE(
-      error_of([] { ViTConfig::from_json(R"({"img_size": 30, "patch_size": 4})"); }).find("not divisible"),
-      std::string::npos);
-  EXPECT_NE(
-      error_of([] { ViTConfig::from_json(R"({"embed_dim": 10, "num_heads": 3})"); }).find("num_heads 3"),
-      std::string::npos);
-  EXPECT_NE(error_of([] { ViTConfig::from_json(R"({"embd_dim": 10})"); }).find("unknown key 'embd_dim'"),
+  EXPECT_NE(test::error_of([] {
+              ViTConfig::from_json(R"({"img_size": 30, "patch_size": 4})");
+            }).find("not divisible"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
+  EXPECT_NE(test::error_of([] {
+              ViTConfig::from_json(R"({"embed_dim": 10, "num_heads": 3})");
+            }).find("num_heads 3"),
+            std::string::npos);
+  EXPECT_NE(
+      test::error_of([] { ViTConfig::from_json(R"({"embd_dim": 10})"); }).find("unknown key 'embd_dim'"),
+      std::string::npos);
+  EXPECT_NE(test::error_of([] {
               ViTConfig::from_json(R"({"global_pool": "token", "class_token": false})");
             }).find("needs class_token"),
             std::string::npos);
-  EXPECT_NE(error_of([] { ViTConfig::from_json("{not json"); }).find("invalid JSON"), std::string::npos);
-  EXPECT_NE(error_of([] { ViTConfig::from_json(R"({"depth": "twelve"})"); }).find("wrong value type"),
+  EXPECT_NE(test::error_of([] { ViTConfig::from_json("{not json"); }).find("invalid JSON"),
             std::string::npos);
-  EXPECT_NE(error_of([] { ViTConfig::load("/nonexistent/config.json"); }).find("/nonexistent/config.json"),
+  EXPECT_NE(test::error_of([] { ViTConfig::from_json(R"({"depth": "twelve"})"); }).find("wrong value type"),
             std::string::npos);
+  EXPECT_NE(
+      test::error_of([] { ViTConfig::load("/nonexistent/config.json"); }).find("/nonexistent/config.json"),
+      std::string::npos);
 }
 
 TEST(Config, NonSquareImageAndPatch) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "vit/core/error.h"
 #include "vit/core/rng.h"
 
 namespace vit::test {
@@ -32,6 +33,16 @@ inline ::testing::AssertionResult close_rel_max(const std::string& what, const f
   return ::testing::AssertionFailure()
          << what << ": worst mismatch at index " << wi << ": got " << got[wi] << ", want " << want[wi]
          << ", |diff| " << worst << " > tol " << tol << " x max|want| " << scale << " (" << n << " elements)";
+}
+
+// The message of the vit::Error that f throws, or "(no error)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 inline std::vector<float> randn(int64_t n, uint64_t seed, float std = 1.f) {

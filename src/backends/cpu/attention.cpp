@@ -11,6 +11,20 @@
 
 namespace vit::cpu {
 
+namespace {
+// Start of head h of sample b inside qkv[B,T,3C] (its q; k and v follow at +C and +2C).
+inline int64_t head_offset(int64_t b, int64_t h, int64_t T, int64_t C, int64_t D) {
+  return b * T * 3 * C + h * D;
+}
+
+// dst = src with attention dropout: element first+i kept (scaled by 1/(1-p)) or zeroed,
+// by the same counter-based draw in forward and backward. dst may equal src.
+void drop_probs(float* dst, const float* src, int64_t n, float p, uint64_t key, int64_t first) {
+  const float keep_scale = 1.f / (1.f - p);
+  for (int64_t i = 0; i < n; ++i) dst[i] = uniform_at(key, first + i) >= p ? src[i] * keep_scale : 0.f;
+}
+}  // namespace
+
 void attention_forward(float* out, float* probs, float* probs_drop, const float* qkv, const uint8_t* key_mask,
                        int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key) {
   const int64_t D = C / H, ld = 3 * C;
@@ -18,7 +32,7 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t b = bh / H, h = bh % H;
-    const float* q = qkv + b * T * ld + h * D;
+    const float* q = qkv + head_offset(b, h, T, C, D);
     const float* k = q + C;
     const float* v = q + 2 * C;
     float* P = probs + bh * T * T;
@@ -46,9 +60,7 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
     const float* Pv = P;
     if (probs_drop) {
       float* Pd = probs_drop + bh * T * T;
-      const float keep_scale = 1.f / (1.f - drop_p);
-      for (int64_t i = 0; i < T * T; ++i)
-        Pd[i] = uniform_at(drop_key, bh * T * T + i) >= drop_p ? P[i] * keep_scale : 0.f;
+      drop_probs(Pd, P, T * T, drop_p, drop_key, bh * T * T);
       Pv = Pd;
     }
     gemm(false, false, T, D, T, 1.f, Pv, T, v, ld, 0.f, out + b * T * C + h * D, C);
@@ -63,10 +75,10 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t b = bh / H, h = bh % H;
-    const float* q = qkv + b * T * ld + h * D;
+    const float* q = qkv + head_offset(b, h, T, C, D);
     const float* k = q + C;
     const float* v = q + 2 * C;
-    float* dq = dqkv + b * T * ld + h * D;
+    float* dq = dqkv + head_offset(b, h, T, C, D);
     float* dk = dq + C;
     float* dv = dq + 2 * C;
     const float* P = probs + bh * T * T;
@@ -75,11 +87,7 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     float* dP = scratch + bh * T * T;
     gemm(false, true, T, T, D, 1.f, dO, C, v, ld, 0.f, dP, T);   // dP = dO v^T
     gemm(true, false, T, D, T, 1.f, Pv, T, dO, C, 0.f, dv, ld);  // dv = P^T dO
-    if (probs_drop) {
-      const float keep_scale = 1.f / (1.f - drop_p);
-      for (int64_t i = 0; i < T * T; ++i)
-        dP[i] = uniform_at(drop_key, bh * T * T + i) >= drop_p ? dP[i] * keep_scale : 0.f;
-    }
+    if (probs_drop) drop_probs(dP, dP, T * T, drop_p, drop_key, bh * T * T);
     // Softmax backward: dS = P * (dP - sum_j P dP).
     for (int64_t i = 0; i < T; ++i) {
       const float* p = P + i * T;
