@@ -12,7 +12,7 @@ packages=(
   libopenblas-dev        # only for bench_gemm's comparison with OpenBLAS
   nlohmann-json3-dev     # JSON configs and safetensors headers
   libcli11-dev           # command-line parsing
-  zlib1g-dev libpng-dev libjpeg-dev libstb-dev  # datasets and images
+  zlib1g-dev libpng-dev libjpeg-dev             # datasets and images
   libgtest-dev libgmock-dev libbenchmark-dev    # tests and benchmarks
 )
 if [[ "${1:-}" == "--torch" ]]; then

@@ -1,6 +1,5 @@
 // vit eval: top-1, top-5, loss, per-class accuracy and the confusion matrix of a checkpoint
-// on a dataset split. vit predict: flags in place; it needs the image readers, which land
-// with the next release, and says so instead of failing obscurely.
+// on a dataset split.
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -17,27 +16,20 @@ namespace vit::app {
 
 namespace {
 struct EvalFlags {
-  std::string checkpoint, data_dir, dataset = "auto", split = "test", labels;
+  std::string checkpoint, data_dir, dataset = "auto", split = "test";
   int64_t batch_size = 256;
   int threads = 0;
-  std::vector<std::string> images;
-  int64_t topk = 5;
   bool json = false;
 };
 
-int not_yet(const char* what) {
-  std::cerr << "vit " << what << ": not yet available in this build (it needs the dataset and image "
-            << "readers of the next release)\n";
-  return 2;
-}
 }  // namespace
 
 Run add_eval(CLI::App& cmd) {
   auto f = std::make_shared<EvalFlags>();
   cmd.add_option("--checkpoint", f->checkpoint, "model checkpoint (.safetensors)")->required();
   cmd.add_option("--data-dir", f->data_dir, "dataset directory")->required();
-  cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10 or cifar100")->capture_default_str();
-  cmd.add_option("--split", f->split, "test or train")
+  cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10, cifar100 or folder")->capture_default_str();
+  cmd.add_option("--split", f->split, "test (val for image folders) or train")
       ->check(CLI::IsMember({"test", "train"}))
       ->capture_default_str();
   cmd.add_option("-b,--batch-size", f->batch_size, "batch size")->capture_default_str();
@@ -48,8 +40,8 @@ Run add_eval(CLI::App& cmd) {
     VIT_CHECK(f->batch_size > 0, "batch size must be positive, got ", f->batch_size);
     auto model = load_checkpoint(f->checkpoint);
     const ViTConfig& cfg = model->config();
-    DatasetSplits d = open_dataset(f->data_dir, f->dataset);
-    NormalizedDataset data(f->split == "train" ? d.train : d.test, cfg.mean, cfg.std);
+    DataSources d = make_datasets(f->data_dir, f->dataset, input_spec(cfg), 0.0, 0);
+    const Dataset& data = f->split == "train" ? *d.train : *d.eval;
     const EvalResult r = evaluate(*model, data, f->batch_size);
     const auto per_class = r.per_class();
     if (f->json) {
@@ -70,16 +62,6 @@ Run add_eval(CLI::App& cmd) {
     std::cout << "\n";
     return 0;
   };
-}
-
-Run add_predict(CLI::App& cmd) {
-  auto f = std::make_shared<EvalFlags>();
-  cmd.add_option("--checkpoint", f->checkpoint, "model checkpoint (.safetensors)");
-  cmd.add_option("--topk", f->topk, "how many classes to print")->capture_default_str();
-  cmd.add_option("--labels", f->labels, "class names, one per line");
-  cmd.add_flag("--json", f->json, "one JSON object per line per image");
-  cmd.add_option("images", f->images, "image files");
-  return [] { return not_yet("predict"); };
 }
 
 }  // namespace vit::app

@@ -87,7 +87,7 @@ Run add_train(CLI::App& cmd) {
   TrainConfig& t = f->train;
   t.sched.lr = 5e-3f;
   cmd.add_option("--data-dir", f->data_dir, "dataset directory (IDX, CIFAR-10/100 binary)");
-  cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10 or cifar100")->capture_default_str();
+  cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10, cifar100 or folder")->capture_default_str();
   cmd.add_option("--val-split", f->val_split,
                  "hold out this fraction of train for evaluation (default: "
                  "evaluate on the test split)");
@@ -140,15 +140,12 @@ Run add_train(CLI::App& cmd) {
       eval_set = std::make_unique<SyntheticDataset>(std::max<int64_t>(1, F.synthetic / 5), K, cfg.in_chans,
                                                     cfg.img_h, cfg.img_w, F.train.seed, 0.5f, F.synthetic);
     } else {
-      DatasetSplits d = open_dataset(F.data_dir, F.dataset);
-      if (F.val_split > 0) {
-        auto [tr, va] = split_indices(d.train->n, F.val_split, F.train.seed);
-        train_set = std::make_unique<NormalizedDataset>(d.train, cfg.mean, cfg.std, tr);
-        eval_set = std::make_unique<NormalizedDataset>(d.train, cfg.mean, cfg.std, va);
-      } else {
-        train_set = std::make_unique<NormalizedDataset>(d.train, cfg.mean, cfg.std);
-        eval_set = std::make_unique<NormalizedDataset>(d.test, cfg.mean, cfg.std);
-      }
+      DataSources d = make_datasets(F.data_dir, F.dataset, input_spec(cfg), F.val_split, F.train.seed);
+      VIT_CHECK(d.train->num_classes() <= cfg.num_classes, F.data_dir, " has ", d.train->num_classes(),
+                " classes; the model's head has ", cfg.num_classes, " (set --num-classes)");
+      train_set = std::move(d.train);
+      eval_set = std::move(d.eval);
+      F.train.class_names = d.class_names;
     }
     std::unique_ptr<AugmentedDataset> augmented;
     if (F.aug.active()) {

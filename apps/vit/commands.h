@@ -21,5 +21,6 @@ Run add_train(CLI::App& app);
 Run add_eval(CLI::App& app);
 Run add_predict(CLI::App& app);
 Run add_info(CLI::App& app);
+Run add_samples(CLI::App& app);
 
 }  // namespace vit::app

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add("eval", "evaluate a checkpoint on a dataset", vit::app::add_eval);
   add("predict", "predict classes of images with a checkpoint", vit::app::add_predict);
   add("info", "print a model's config, parameters and FLOPs", vit::app::add_info);
+  add("samples", "write dataset images as PNG files", vit::app::add_samples);
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     args = vit::app::expand_resume(args);

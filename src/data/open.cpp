@@ -13,7 +13,7 @@ namespace fs = std::filesystem;
 DatasetSplits open_dataset(const std::string& dir, const std::string& kind) {
   VIT_CHECK(fs::is_directory(dir), "--data-dir ", dir, ": not a directory");
   VIT_CHECK(kind == "auto" || kind == "idx" || kind == "cifar10" || kind == "cifar100",
-            "--dataset must be auto, idx, cifar10 or cifar100, got '", kind, "'");
+            "--dataset must be auto, idx, cifar10, cifar100 or folder, got '", kind, "'");
   DatasetSplits out;
   if (kind == "auto" || kind == "idx") {
     auto [ti, tl] = find_idx_files(dir, true);
@@ -46,11 +46,46 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind) {
   const std::string train = find_cifar100_file(dir, true), test = find_cifar100_file(dir, false);
   VIT_CHECK(!train.empty() || kind == "cifar100", dir,
             ": no dataset found (looked for IDX files such as "
-            "train-images-idx3-ubyte, CIFAR-10 data_batch_*.bin, CIFAR-100 train.bin)");
+            "train-images-idx3-ubyte, CIFAR-10 data_batch_*.bin, CIFAR-100 train.bin, train/ and val/ image "
+            "folders)");
   VIT_CHECK(!train.empty() && !test.empty(), dir, ": no CIFAR-100 train.bin and test.bin");
   out.kind = "cifar100";
   out.train = std::make_shared<ImageSet>(read_cifar100(train));
   out.test = std::make_shared<ImageSet>(read_cifar100(test));
+  return out;
+}
+
+DataSources make_datasets(const std::string& dir, const std::string& kind, const InputSpec& in,
+                          double val_split, uint64_t seed) {
+  DataSources out;
+  const bool folders = fs::is_directory(fs::path(dir) / "train") &&
+                       (fs::is_directory(fs::path(dir) / "val") || fs::is_directory(fs::path(dir) / "test"));
+  if (kind == "folder" || (kind == "auto" && folders && find_idx_files(dir, true).first.empty())) {
+    VIT_CHECK(folders, dir, ": image folders need ", dir, "/train/<class>/ and ", dir,
+              "/val/<class>/ (or test/)");
+    out.kind = "folder";
+    auto train = std::make_unique<FolderDataset>((fs::path(dir) / "train").string(), in);
+    out.class_names = train->class_names();
+    if (val_split > 0) {
+      throw Error("--val-split is for datasets without a validation split; " + dir + " has one");
+    }
+    const fs::path val =
+        fs::is_directory(fs::path(dir) / "val") ? fs::path(dir) / "val" : fs::path(dir) / "test";
+    out.eval = std::make_unique<FolderDataset>(val.string(), in, out.class_names);
+    out.train = std::move(train);
+    return out;
+  }
+  DatasetSplits d = open_dataset(dir, kind);
+  out.kind = d.kind;
+  out.class_names = d.train->class_names;
+  if (val_split > 0) {
+    auto [tr, va] = split_indices(d.train->n, val_split, seed);
+    out.train = std::make_unique<NormalizedDataset>(d.train, in, tr);
+    out.eval = std::make_unique<NormalizedDataset>(d.train, in, va);
+  } else {
+    out.train = std::make_unique<NormalizedDataset>(d.train, in);
+    out.eval = std::make_unique<NormalizedDataset>(d.test, in);
+  }
   return out;
 }
 

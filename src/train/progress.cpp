@@ -54,7 +54,7 @@ void ProgressLine::update(int64_t step, double loss, double top1, int64_t images
     bar[width + 2] = '\0';
     out_ << "\r\033[2Kepoch " << epoch_ + 1 << "/" << epochs_ << " " << bar << " " << stats << std::flush;
   } else {
-    out_ << "epoch " << epoch_ + 1 << "/" << epochs_ << " step " << stats << "\n";
+    out_ << "epoch " << epoch_ + 1 << "/" << epochs_ << " step " << stats << std::endl;  // a log read live
   }
 }
 

@@ -272,7 +272,8 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     log << "epoch " << e.epoch << "/" << cfg.epochs << ": train loss " << std::setprecision(4) << e.train_loss
         << " top1 " << 100 * e.train_top1 << "%";
     if (eval_set) log << ", eval loss " << e.eval.loss << " top1 " << 100 * e.eval.top1 << "%";
-    log << ", " << std::setprecision(3) << double(N) / e.seconds << " img/s, " << e.seconds << " s\n";
+    log << ", " << std::setprecision(3) << double(N) / e.seconds << " img/s, " << e.seconds << " s"
+        << std::endl;
     const double score = eval_set ? e.eval.top1 : e.train_top1;
     const bool better = score > p.best_top1;
     if (better) {
@@ -284,8 +285,9 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     if (!cfg.output.empty()) {
       // Weights first, then the state naming the same step: a crash between the two is
       // detected on resume rather than silently mixing two epochs.
-      const std::map<std::string, std::string> meta = {{"global_step", std::to_string(p.global_step)},
-                                                       {"epoch", std::to_string(p.epochs_done)}};
+      std::map<std::string, std::string> meta = {{"global_step", std::to_string(p.global_step)},
+                                                 {"epoch", std::to_string(p.epochs_done)}};
+      if (!cfg.class_names.empty()) meta["class_names"] = nlohmann::json(cfg.class_names).dump();
       save_checkpoint((dir / "last.safetensors").string(), model, meta, false);
       save_state(dir, model, opt, p, cfg, steps_per_epoch);
       if (better) save_checkpoint((dir / "best.safetensors").string(), model, meta, false);

@@ -60,7 +60,7 @@ TEST(Idx, ReadsRawAndGzipAndNormalizes) {
     ASSERT_EQ(d.train->n, 12);
     EXPECT_EQ(d.test->n, 3);
     EXPECT_EQ(d.train->labels[11], 1);
-    NormalizedDataset nd(d.train, {0.5f}, {0.25f});
+    NormalizedDataset nd(d.train, InputSpec{1, 4, 5, {0.5f}, {0.25f}});
     std::vector<float> img(20);
     EXPECT_EQ(nd.get(7, img.data()), 7);
     // pixel (7, 2, 3) = 12 -> (12/255 - 0.5) / 0.25

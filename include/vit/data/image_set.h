@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "vit/data/dataset.h"
+#include "vit/data/folder.h"
 
 namespace vit {
 
@@ -22,24 +23,25 @@ struct ImageSet {
   void check_labels() const;
 };
 
+// Samples are produced at the model's input: one channel replicated to three if the model
+// wants RGB, resized (bilinear) when the sizes differ, then normalized.
 class NormalizedDataset : public Dataset {
  public:
   // Takes shared ownership so splits of one set share its memory.
-  NormalizedDataset(std::shared_ptr<const ImageSet> set, std::vector<float> mean, std::vector<float> std,
-                    std::vector<int64_t> indices = {});
+  NormalizedDataset(std::shared_ptr<const ImageSet> set, InputSpec in, std::vector<int64_t> indices = {});
   int64_t size() const override { return int64_t(index_.size()); }
   int64_t num_classes() const override { return set_->num_classes; }
-  int64_t channels() const override { return set_->c; }
-  int64_t height() const override { return set_->h; }
-  int64_t width() const override { return set_->w; }
+  int64_t channels() const override { return in_.channels; }
+  int64_t height() const override { return in_.height; }
+  int64_t width() const override { return in_.width; }
   int64_t get(int64_t i, float* image) const override;
   std::string describe() const override;
   const ImageSet& images() const { return *set_; }
 
  private:
   std::shared_ptr<const ImageSet> set_;
+  InputSpec in_;
   std::vector<int64_t> index_;
-  std::vector<float> scale_, shift_;  // x = pixel * scale + shift, per channel
 };
 
 }  // namespace vit

@@ -1,11 +1,13 @@
-// Finding and opening a dataset directory: --dataset auto|idx|cifar10|cifar100 (image
-// folders come later). auto looks for IDX files, then CIFAR-10 batches, then CIFAR-100.
+// Finding and opening a dataset directory: --dataset auto|idx|cifar10|cifar100|folder.
+// auto looks for IDX files, then CIFAR-10 batches, then CIFAR-100, then image folders.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "vit/data/folder.h"
 #include "vit/data/image_set.h"
+#include "vit/model/config.h"
 
 namespace vit {
 
@@ -16,6 +18,22 @@ struct DatasetSplits {
 
 // Throws vit::Error naming the directory and what was looked for when nothing matches.
 DatasetSplits open_dataset(const std::string& dir, const std::string& kind = "auto");
+
+// What a model takes as input: its channels, size, mean and std.
+inline InputSpec input_spec(const ViTConfig& c) {
+  return {c.in_chans, c.img_h, c.img_w, c.mean, c.std};
+}
+
+// The datasets a command works on, produced at the model's input.
+struct DataSources {
+  std::string kind;
+  std::unique_ptr<Dataset> train, eval;  // eval: the test (or val) split, or val_split of train
+  std::vector<std::string> class_names;  // empty when the dataset has none
+};
+// kind: auto | idx | cifar10 | cifar100 | folder. Folders: dir/train and dir/val (or
+// dir/test). val_split > 0 holds that fraction of train out as eval instead.
+DataSources make_datasets(const std::string& dir, const std::string& kind, const InputSpec& in,
+                          double val_split, uint64_t seed);
 
 // Holds out the last `fraction` of a seeded permutation of [0, n) for validation:
 // returns {train indices, validation indices}.

@@ -29,11 +29,12 @@ struct TrainConfig {
   float smoothing = 0.f;
   float clip_grad = 0.f;  // max global grad norm; 0 = off
   uint64_t seed = 42;
-  std::string output;         // run directory; empty = write nothing
-  bool progress_bar = false;  // redraw one line in place (a terminal) instead of log lines
-  bool resume = false;        // continue from output/last.state.safetensors
-  int64_t patience = 0;       // stop after this many epochs without a better eval top-1; 0 = off
-  int64_t log_every = 50;     // steps between log lines
+  std::string output;                    // run directory; empty = write nothing
+  std::vector<std::string> class_names;  // saved in checkpoints' metadata when known
+  bool progress_bar = false;             // redraw one line in place (a terminal) instead of log lines
+  bool resume = false;                   // continue from output/last.state.safetensors
+  int64_t patience = 0;                  // stop after this many epochs without a better eval top-1; 0 = off
+  int64_t log_every = 50;                // steps between log lines
   std::function<void(int64_t)> on_epoch_start;  // e.g. tells augmentation the epoch
   void validate() const;
 };

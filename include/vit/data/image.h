@@ -1,0 +1,26 @@
+// Decoding PNG and JPEG files (libpng, libjpeg-turbo: the decoders Pillow uses too, so
+// pixels match torchvision's), channel conversion, resizing, and writing PNG.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vit {
+
+// 8-bit pixels, interleaved [H, W, C], C = 1 (gray), 3 (RGB) or 4 (RGBA).
+struct Image {
+  int64_t h = 0, w = 0, c = 0;
+  std::vector<uint8_t> px;
+};
+
+// Throws vit::Error naming the file when it is missing, not PNG/JPEG, or corrupt.
+Image read_image(const std::string& path);
+void write_png(const std::string& path, const Image& img);  // atomic, like every write
+// To `channels` channels: gray -> RGB replicates, RGB -> gray uses ITU-R 601-2 luma
+// (Pillow's convert('L')), alpha is dropped (Pillow's convert('RGB')).
+Image convert_channels(const Image& img, int64_t channels);
+// Bilinear resize of float planes [C, H, W] -> [C, oh, ow], half-pixel centers
+// (torch.nn.functional.interpolate(mode='bilinear', align_corners=False), no antialias).
+void resize_bilinear(const float* src, int64_t C, int64_t H, int64_t W, float* dst, int64_t oh, int64_t ow);
+
+}  // namespace vit

@@ -1,0 +1,160 @@
+#include "vit/data/image.h"
+
+#include <jpeglib.h>
+#include <png.h>
+
+#include <csetjmp>
+#include <cstring>
+
+#include "vit/core/error.h"
+#include "vit/core/file.h"
+
+namespace vit {
+
+namespace {
+
+Image decode_png(const std::vector<char>& bytes, const std::string& path) {
+  png_image im;
+  std::memset(&im, 0, sizeof im);
+  im.version = PNG_IMAGE_VERSION;
+  VIT_CHECK(png_image_begin_read_from_memory(&im, bytes.data(), bytes.size()), path,
+            ": cannot decode PNG: ", im.message);
+  const bool alpha = im.format & PNG_FORMAT_FLAG_ALPHA, color = im.format & PNG_FORMAT_FLAG_COLOR;
+  im.format = color ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB) : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
+  Image out;
+  out.h = im.height;
+  out.w = im.width;
+  out.c = PNG_IMAGE_PIXEL_CHANNELS(im.format);
+  std::vector<uint8_t> buf(PNG_IMAGE_SIZE(im));
+  if (!png_image_finish_read(&im, nullptr, buf.data(), 0, nullptr)) {
+    std::string msg = im.message;
+    png_image_free(&im);
+    throw Error(path + ": corrupt PNG: " + msg);
+  }
+  if (out.c == 2) {  // gray + alpha: keep the gray
+    out.c = 1;
+    out.px.resize(out.h * out.w);
+    for (int64_t i = 0; i < out.h * out.w; ++i) out.px[i] = buf[2 * i];
+  } else {
+    out.px = std::move(buf);
+  }
+  return out;
+}
+
+struct JpegError {
+  jpeg_error_mgr mgr;
+  jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void jpeg_fail(j_common_ptr cinfo) {
+  auto* e = reinterpret_cast<JpegError*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, e->message);
+  longjmp(e->jump, 1);
+}
+
+Image decode_jpeg(const std::vector<char>& bytes, const std::string& path) {
+  jpeg_decompress_struct cinfo;
+  JpegError err;
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_fail;
+  err.mgr.emit_message = [](j_common_ptr, int) {};  // warnings (e.g. extraneous bytes) are not errors
+  Image out;
+  // Nothing with a destructor may be created between setjmp and the decode's end.
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    throw Error(path + ": corrupt JPEG: " + err.message);
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  jpeg_read_header(&cinfo, TRUE);
+  cinfo.out_color_space = cinfo.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_start_decompress(&cinfo);
+  out.h = cinfo.output_height;
+  out.w = cinfo.output_width;
+  out.c = cinfo.output_components;
+  out.px.resize(out.h * out.w * out.c);
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = out.px.data() + int64_t(cinfo.output_scanline) * out.w * out.c;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return out;
+}
+
+}  // namespace
+
+Image read_image(const std::string& path) {
+  const std::vector<char> bytes = read_file_bytes(path);
+  const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
+  Image img;
+  if (bytes.size() >= 8 && std::memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0)
+    img = decode_png(bytes, path);
+  else if (bytes.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
+    img = decode_jpeg(bytes, path);
+  else
+    throw Error(path + ": not a PNG or JPEG file");
+  VIT_CHECK(img.h > 0 && img.w > 0, path, ": empty image");
+  return img;
+}
+
+void write_png(const std::string& path, const Image& img) {
+  VIT_CHECK(img.c == 1 || img.c == 3 || img.c == 4, path, ": cannot write ", img.c, "-channel PNG");
+  png_image im;
+  std::memset(&im, 0, sizeof im);
+  im.version = PNG_IMAGE_VERSION;
+  im.width = png_uint_32(img.w);
+  im.height = png_uint_32(img.h);
+  im.format = img.c == 1 ? PNG_FORMAT_GRAY : (img.c == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_RGBA);
+  png_alloc_size_t size = 0;
+  VIT_CHECK(png_image_write_to_memory(&im, nullptr, &size, 0, img.px.data(), 0, nullptr), path,
+            ": PNG encoding failed: ", im.message);
+  std::string buf(size, '\0');
+  VIT_CHECK(png_image_write_to_memory(&im, buf.data(), &size, 0, img.px.data(), 0, nullptr), path,
+            ": PNG encoding failed: ", im.message);
+  buf.resize(size);
+  write_file_atomic(path, buf);
+}
+
+Image convert_channels(const Image& img, int64_t channels) {
+  VIT_CHECK(channels == 1 || channels == 3, "images can be converted to 1 or 3 channels, not ", channels);
+  if (img.c == channels) return img;
+  Image out;
+  out.h = img.h;
+  out.w = img.w;
+  out.c = channels;
+  out.px.resize(img.h * img.w * channels);
+  for (int64_t i = 0; i < img.h * img.w; ++i) {
+    const uint8_t* p = img.px.data() + i * img.c;
+    if (channels == 3) {
+      for (int k = 0; k < 3; ++k) out.px[i * 3 + k] = img.c == 1 ? p[0] : p[k];
+    } else {
+      // Pillow: L = R * 299/1000 + G * 587/1000 + B * 114/1000, rounded.
+      out.px[i] = uint8_t((p[0] * 19595 + p[1] * 38470 + p[2] * 7471 + 0x8000) >> 16);
+    }
+  }
+  return out;
+}
+
+void resize_bilinear(const float* src, int64_t C, int64_t H, int64_t W, float* dst, int64_t oh, int64_t ow) {
+  const double sy = double(H) / double(oh), sx = double(W) / double(ow);
+  for (int64_t y = 0; y < oh; ++y) {
+    const double fy = std::max(0.0, (y + 0.5) * sy - 0.5);
+    const int64_t y0 = std::min<int64_t>(int64_t(fy), H - 1), y1 = std::min<int64_t>(y0 + 1, H - 1);
+    const float wy = float(fy - double(y0));
+    for (int64_t x = 0; x < ow; ++x) {
+      const double fx = std::max(0.0, (x + 0.5) * sx - 0.5);
+      const int64_t x0 = std::min<int64_t>(int64_t(fx), W - 1), x1 = std::min<int64_t>(x0 + 1, W - 1);
+      const float wx = float(fx - double(x0));
+      for (int64_t c = 0; c < C; ++c) {
+        const float* s = src + c * H * W;
+        const float top = s[y0 * W + x0] * (1 - wx) + s[y0 * W + x1] * wx;
+        const float bot = s[y1 * W + x0] * (1 - wx) + s[y1 * W + x1] * wx;
+        dst[(c * oh + y) * ow + x] = top * (1 - wy) + bot * wy;
+      }
+    }
+  }
+}
+
+}  // namespace vit

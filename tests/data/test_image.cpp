@@ -1,0 +1,153 @@
+// Images: PNG and JPEG decoding (the JPEG written here by libjpeg itself), channel
+// conversion, bilinear resizing, corrupt files, and ImageNet-style folders.
+#include <gtest/gtest.h>
+#include <jpeglib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "support/check.h"
+#include "support/temp_dir.h"
+#include "vit/core/file.h"
+#include "vit/data/folder.h"
+#include "vit/data/image.h"
+#include "vit/data/open.h"
+
+namespace vit {
+
+namespace {
+Image gradient(int64_t h, int64_t w, int64_t c) {
+  Image img{h, w, c, std::vector<uint8_t>(h * w * c)};
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x)
+      for (int64_t k = 0; k < c; ++k) img.px[(y * w + x) * c + k] = uint8_t((y * 16 + x * 8 + k * 60) % 256);
+  return img;
+}
+
+void write_jpeg(const std::string& path, const Image& img) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr err;
+  cinfo.err = jpeg_std_error(&err);
+  jpeg_create_compress(&cinfo);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  jpeg_stdio_dest(&cinfo, f);
+  cinfo.image_width = JDIMENSION(img.w);
+  cinfo.image_height = JDIMENSION(img.h);
+  cinfo.input_components = int(img.c);
+  cinfo.in_color_space = img.c == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, 98, TRUE);
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(img.px.data()) + cinfo.next_scanline * img.w * img.c;
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::fclose(f);
+}
+}  // namespace
+
+TEST(Image, PngRoundTripGrayRgbRgba) {
+  test::TempDir dir("png");
+  for (int64_t c : {1, 3, 4}) {
+    const Image img = gradient(5, 7, c);
+    write_png(dir / "a.png", img);
+    const Image back = read_image(dir / "a.png");
+    EXPECT_EQ(back.h, 5);
+    EXPECT_EQ(back.w, 7);
+    EXPECT_EQ(back.c, c);
+    EXPECT_EQ(back.px, img.px);
+  }
+}
+
+TEST(Image, JpegDecodesCloseToTheOriginal) {
+  test::TempDir dir("jpg");
+  // A smooth image: JPEG (with 4:2:0 chroma subsampling) keeps it within a few levels.
+  Image img{16, 16, 3, std::vector<uint8_t>(16 * 16 * 3)};
+  for (int64_t i = 0; i < 16 * 16; ++i)
+    for (int64_t k = 0; k < 3; ++k) img.px[i * 3 + k] = uint8_t(40 + (i / 16) * 6 + (i % 16) * 4 + k * 10);
+  write_jpeg(dir / "a.jpg", img);
+  const Image back = read_image(dir / "a.jpg");
+  ASSERT_EQ(back.c, 3);
+  double diff = 0;
+  for (size_t i = 0; i < img.px.size(); ++i) diff += std::abs(int(img.px[i]) - int(back.px[i]));
+  EXPECT_LT(diff / double(img.px.size()), 4.0) << "JPEG at quality 98 should be within a few levels";
+}
+
+TEST(Image, CorruptFilesNameTheFile) {
+  test::TempDir dir("bad");
+  write_png(dir / "ok.png", gradient(8, 8, 3));
+  std::string bytes = read_text_file(dir / "ok.png");
+  std::ofstream(dir / "cut.png", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  std::ofstream(dir / "junk.jpg", std::ios::binary) << "hello, not an image";
+  std::ofstream(dir / "cut.jpg", std::ios::binary) << "\xFF\xD8\xFF\xE0 truncated";
+  for (const char* name : {"cut.png", "junk.jpg", "cut.jpg", "missing.png"}) {
+    const std::string msg = test::error_of([&] { read_image(dir / name); });
+    EXPECT_NE(msg.find(name), std::string::npos) << msg;
+    EXPECT_NE(msg, "(no error)") << name;
+  }
+  EXPECT_NE(test::error_of([&] { read_image(dir / "junk.jpg"); }).find("not a PNG or JPEG"),
+            std::string::npos);
+}
+
+TEST(Image, ChannelConversionAndBilinearResize) {
+  const Image rgb{1, 2, 3, {255, 0, 0, 10, 20, 30}};
+  const Image gray = convert_channels(rgb, 1);
+  EXPECT_EQ(gray.px[0], 76);  // Pillow: 255 * 0.299 = 76.2
+  EXPECT_EQ(gray.px[1], 18);  // 10*.299 + 20*.587 + 30*.114 = 18.15
+  EXPECT_EQ(convert_channels(gray, 3).px, (std::vector<uint8_t>{76, 76, 76, 18, 18, 18}));
+  // Upsampling 2x2 -> 4x4 with half-pixel centers: the corners keep their values and the
+  // middle row is the average of the two source rows.
+  const float src[4] = {0.f, 1.f, 2.f, 3.f};
+  float dst[16];
+  resize_bilinear(src, 1, 2, 2, dst, 4, 4);
+  EXPECT_FLOAT_EQ(dst[0], 0.f);
+  EXPECT_FLOAT_EQ(dst[15], 3.f);
+  EXPECT_FLOAT_EQ(dst[1], 0.25f);  // x = 0.25 of the way
+  EXPECT_FLOAT_EQ(dst[5], 0.75f);  // (0.25, 0.25): 0.25 * 1 + 0.25 * 2
+  // Same size: identity.
+  float same[4];
+  resize_bilinear(src, 1, 2, 2, same, 2, 2);
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(same[i], src[i]);
+}
+
+TEST(Folder, ClassesFromSortedSubfoldersAndClearErrors) {
+  test::TempDir dir("folder");
+  namespace fs = std::filesystem;
+  for (const char* split : {"train", "val"})
+    for (const char* cls : {"dog", "cat"}) {
+      fs::create_directories(fs::path(dir.str()) / split / cls);
+      write_png((fs::path(dir.str()) / split / cls / "b.png").string(), gradient(6, 10, 3));
+      write_png((fs::path(dir.str()) / split / cls / "a.PNG").string(), gradient(6, 10, 1));
+    }
+  const InputSpec in{3, 4, 4, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+  DataSources d = make_datasets(dir.str(), "auto", in, 0.0, 0);
+  EXPECT_EQ(d.kind, "folder");
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"cat", "dog"}));
+  ASSERT_EQ(d.train->size(), 4);
+  std::vector<float> x(3 * 4 * 4);
+  EXPECT_EQ(d.train->get(0, x.data()), 0);  // cat/a.PNG: gray, resized to 4x4, replicated to RGB
+  EXPECT_FLOAT_EQ(x[0], x[16]);
+  EXPECT_EQ(d.train->get(3, x.data()), 1);
+  for (float v : x) {
+    EXPECT_GE(v, -1.f);
+    EXPECT_LE(v, 1.f);
+  }
+  fs::create_directories(fs::path(dir.str()) / "train" / "empty");
+  EXPECT_NE(
+      test::error_of([&] { make_datasets(dir.str(), "folder", in, 0.0, 0); }).find("empty class folder"),
+      std::string::npos);
+  fs::remove(fs::path(dir.str()) / "train" / "empty");
+  std::ofstream(fs::path(dir.str()) / "val" / "cat" / "broken.jpg") << "nope";
+  DataSources d2 = make_datasets(dir.str(), "folder", in, 0.0, 0);
+  std::string msg;
+  for (int64_t i = 0; i < d2.eval->size(); ++i) {
+    const std::string m = test::error_of([&] { d2.eval->get(i, x.data()); });
+    if (m != "(no error)") msg = m;
+  }
+  EXPECT_NE(msg.find("broken.jpg"), std::string::npos) << msg;
+}
+
+}  // namespace vit
