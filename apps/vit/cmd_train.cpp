@@ -82,10 +82,16 @@ struct TrainFlags {
 }  // namespace
 
 Run add_train(CLI::App& cmd) {
+  // A flag given twice takes its last value: recipes and resumed runs put their flags first.
+  cmd.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   auto f = std::make_shared<TrainFlags>();
   f->model.add_to(cmd);
   TrainConfig& t = f->train;
   t.sched.lr = 5e-3f;
+  std::string recipes;
+  for (auto& n : recipe_names()) recipes += (recipes.empty() ? "" : ", ") + n;
+  std::string recipe;  // expanded before parsing (recipes.cpp); declared here for --help
+  cmd.add_option("--recipe", recipe, "a named set of flags that later flags override: " + recipes);
   cmd.add_option("--data-dir", f->data_dir, "dataset directory (IDX, CIFAR-10/100 binary)");
   cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10, cifar100 or folder")->capture_default_str();
   cmd.add_option("--val-split", f->val_split,

@@ -16,6 +16,9 @@ const std::vector<std::string>& invocation();
 // `vit train --resume DIR [--threads N]` becomes the run's saved arguments from
 // DIR/args.json plus those; other command lines are returned unchanged.
 std::vector<std::string> expand_resume(std::vector<std::string> args);
+// `vit train --recipe NAME ...` becomes the recipe's flags followed by the given ones.
+std::vector<std::string> expand_recipe(std::vector<std::string> args);
+std::vector<std::string> recipe_names();
 
 Run add_train(CLI::App& app);
 Run add_eval(CLI::App& app);

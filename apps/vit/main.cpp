@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   add("samples", "write dataset images as PNG files", vit::app::add_samples);
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    args = vit::app::expand_resume(args);
+    args = vit::app::expand_recipe(vit::app::expand_resume(args));
   } catch (const std::exception& e) {
     std::cerr << "vit: error: " << e.what() << "\n";
     return 1;

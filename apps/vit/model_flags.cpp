@@ -15,8 +15,13 @@ void ModelFlags::add_to(CLI::App& cmd) {
              }())
       ->capture_default_str();
   cmd.add_option("--config", config_file, "model config JSON (instead of --model)");
-  cmd.add_option("--img-size", img_size, "image size: S or H W")->expected(1, 2);
-  cmd.add_option("--patch-size", patch_size, "patch size: P or PH PW")->expected(1, 2);
+  // Two-value options keep their values together even where others take the last one.
+  cmd.add_option("--img-size", img_size, "image size: S or H W")
+      ->expected(1, 2)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--patch-size", patch_size, "patch size: P or PH PW")
+      ->expected(1, 2)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--in-chans", in_chans, "input channels");
   cmd.add_option("--embed-dim", embed_dim, "embedding dimension");
   cmd.add_option("--depth", depth, "number of encoder blocks");

@@ -4,13 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <sstream>
 
+#include "support/check.h"
 #include "support/temp_dir.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/core/threads.h"
 #include "vit/data/synthetic.h"
+#include "vit/io/checkpoint.h"
 #include "vit/train/trainer.h"
 
 namespace vit {
@@ -113,6 +116,39 @@ TEST(Resume, RefusesADifferentRun) {
   t.batch_size = 32;
   t.optim.name = "sgd";
   EXPECT_THROW(train(m, data, nullptr, t, log), Error);
+}
+
+namespace {
+// A dataset whose sample 5 turns to NaN from the second epoch on.
+class PoisonedAfterEpoch : public SyntheticDataset {
+ public:
+  using SyntheticDataset::SyntheticDataset;
+  int64_t epoch = 0;
+  int64_t get(int64_t i, float* image) const override {
+    const int64_t label = SyntheticDataset::get(i, image);
+    if (epoch >= 1 && i == 5) image[0] = std::numeric_limits<float>::quiet_NaN();
+    return label;
+  }
+};
+}  // namespace
+
+TEST(Training, NonFiniteLossStopsTheRunAndKeepsTheLastGoodCheckpoint) {
+  PoisonedAfterEpoch data(64, 4, 1, 12, 12, 5);
+  test::TempDir dir("nan");
+  TrainConfig t;
+  t.epochs = 3;
+  t.batch_size = 16;
+  t.output = dir.str();
+  t.on_epoch_start = [&](int64_t e) { data.epoch = e; };
+  std::ostringstream log;
+  ViT m(cfg());
+  const std::string msg = test::error_of([&] { train(m, data, nullptr, t, log); });
+  EXPECT_NE(msg.find("not finite"), std::string::npos) << msg;
+  // Epoch 1's checkpoint is intact and loads.
+  const auto st = SafeTensors::open(dir / "last.safetensors");
+  EXPECT_EQ(st.metadata().at("epoch"), "1");
+  ViT again(cfg());
+  load_weights(again, st);
 }
 
 TEST(Training, LearnsASyntheticTask) {
