@@ -101,6 +101,11 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--crop-pad", f->aug.crop_pad, "random crop after padding by this many pixels (seed 002: 4)")
       ->capture_default_str();
   cmd.add_option("--hflip", f->aug.hflip, "horizontal flip probability")->capture_default_str();
+  cmd.add_option("--mixup", t.mixup.mixup_alpha, "mixup alpha (0 = off)")->capture_default_str();
+  cmd.add_option("--cutmix", t.mixup.cutmix_alpha, "cutmix alpha (0 = off)")->capture_default_str();
+  cmd.add_option("--mixup-prob", t.mixup.prob, "chance a batch is mixed")->capture_default_str();
+  cmd.add_option("--mixup-switch-prob", t.mixup.switch_prob, "chance of cutmix when both are on")
+      ->capture_default_str();
   cmd.add_option("--epochs", t.epochs, "epochs")->capture_default_str();
   cmd.add_option("-b,--batch-size", t.batch_size, "batch size")->capture_default_str();
   cmd.add_option("--lr", t.sched.lr, "learning rate")->capture_default_str();

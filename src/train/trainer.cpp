@@ -217,6 +217,8 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   const int64_t n = train_set.channels() * train_set.height() * train_set.width();
   std::vector<float> images(B * n);
   std::vector<int64_t> labels(B);
+  const int64_t K = model.config().num_classes;
+  std::vector<float> targets(cfg.mixup.active() ? B * K : 0);
   const fs::path dir(cfg.output);
   Progress p;
   if (cfg.resume) {
@@ -249,6 +251,12 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       model.zero_grad();
       int64_t correct = 0;
       Batch batch{images.data(), bs, labels.data(), nullptr, nullptr};
+      if (cfg.mixup.active()) {  // soft targets replace the labels (smoothing folded in)
+        mix_batch(cfg.mixup, images.data(), labels.data(), targets.data(), bs, train_set.channels(),
+                  train_set.height(), train_set.width(), K, cfg.smoothing, cfg.seed, uint64_t(p.global_step));
+        batch.labels = nullptr;
+        batch.targets = targets.data();
+      }
       const double loss = loss_step.run(model, batch, cfg.smoothing,
                                         ForwardMode{true, cfg.seed, uint64_t(p.global_step)}, &correct);
       if (cfg.clip_grad > 0) clip_grad_norm(model.table(), model.grads().data(), cfg.clip_grad);

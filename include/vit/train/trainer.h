@@ -15,6 +15,7 @@
 
 #include "vit/data/dataset.h"
 #include "vit/model/vit.h"
+#include "vit/train/mixup.h"
 #include "vit/train/optimizer.h"
 #include "vit/train/schedule.h"
 
@@ -28,6 +29,7 @@ struct TrainConfig {
   float warmup_epochs = 0.f;
   float smoothing = 0.f;
   float clip_grad = 0.f;  // max global grad norm; 0 = off
+  MixupConfig mixup;
   uint64_t seed = 42;
   std::string output;                    // run directory; empty = write nothing
   std::vector<std::string> class_names;  // saved in checkpoints' metadata when known
