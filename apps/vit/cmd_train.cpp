@@ -76,6 +76,7 @@ struct TrainFlags {
   double val_split = 0;
   int64_t synthetic = 0;
   AugmentConfig aug;
+  std::vector<float> scale, ratio;
   int threads = 0;
   std::string resume;
 };
@@ -101,6 +102,15 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--crop-pad", f->aug.crop_pad, "random crop after padding by this many pixels (seed 002: 4)")
       ->capture_default_str();
   cmd.add_option("--hflip", f->aug.hflip, "horizontal flip probability")->capture_default_str();
+  cmd.add_option("--scale", f->scale,
+                 "random resized crop: MIN MAX area share (timm --scale; off by default)")
+      ->expected(2)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--ratio", f->ratio, "random resized crop: MIN MAX aspect ratio")
+      ->expected(2)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--aa", f->aug.auto_augment, "RandAugment, e.g. rand-m9-n2");
+  cmd.add_option("--reprob", f->aug.reprob, "random erasing probability")->capture_default_str();
   cmd.add_option("--mixup", t.mixup.mixup_alpha, "mixup alpha (0 = off)")->capture_default_str();
   cmd.add_option("--cutmix", t.mixup.cutmix_alpha, "cutmix alpha (0 = off)")->capture_default_str();
   cmd.add_option("--mixup-prob", t.mixup.prob, "chance a batch is mixed")->capture_default_str();
@@ -159,6 +169,16 @@ Run add_train(CLI::App& cmd) {
       F.train.class_names = d.class_names;
     }
     std::unique_ptr<AugmentedDataset> augmented;
+    if (F.scale.size() == 2) {
+      F.aug.scale_min = F.scale[0];
+      F.aug.scale_max = F.scale[1];
+    }
+    if (F.ratio.size() == 2) {
+      F.aug.ratio_min = F.ratio[0];
+      F.aug.ratio_max = F.ratio[1];
+    }
+    F.aug.mean = cfg.mean;
+    F.aug.std = cfg.std;
     if (F.aug.active()) {
       augmented = std::make_unique<AugmentedDataset>(*train_set, F.aug, F.train.seed);
       F.train.on_epoch_start = [a = augmented.get()](int64_t e) { a->set_epoch(e); };

@@ -1,25 +1,180 @@
 #include "vit/data/augment.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "vit/core/error.h"
 #include "vit/core/rng.h"
+#include "vit/data/image.h"
 
 namespace vit {
 
+void AugmentConfig::validate() const {
+  VIT_CHECK(scale_min >= 0.f && scale_min <= scale_max && scale_max <= 1.f,
+            "--scale must satisfy 0 <= min <= max <= 1");
+  VIT_CHECK(ratio_min > 0.f && ratio_min <= ratio_max, "--ratio must satisfy 0 < min <= max");
+  VIT_CHECK(crop_pad >= 0, "--crop-pad must be non-negative");
+  VIT_CHECK(hflip >= 0.f && hflip <= 1.f, "--hflip must be a probability");
+  VIT_CHECK(reprob >= 0.f && reprob <= 1.f, "--reprob must be a probability");
+}
+
 AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint64_t seed)
-    : base_(base), cfg_(cfg), seed_(seed) {}
+    : base_(base), cfg_(std::move(cfg)), seed_(seed) {
+  cfg_.validate();
+  if (!cfg_.auto_augment.empty()) {
+    int m = 0, n = 0;
+    VIT_CHECK(
+        std::sscanf(cfg_.auto_augment.c_str(), "rand-m%d-n%d", &m, &n) == 2 && m >= 0 && m <= 30 && n > 0,
+        "--aa: expected rand-mM-nN (for example rand-m9-n2), got '", cfg_.auto_augment, "'");
+    ra_m_ = float(m) / 10.f;
+    ra_n_ = n;
+    VIT_CHECK(int64_t(cfg_.mean.size()) == base_.channels() && int64_t(cfg_.std.size()) == base_.channels(),
+              "--aa needs the normalization's mean and std");
+  }
+}
+
+namespace {
+
+// Samples plane p (H x W) at the points map(y, x) gives, bilinearly; outside gets `fill`.
+template <typename Map>
+void warp(float* img, int64_t C, int64_t H, int64_t W, float fill, Map map) {
+  thread_local std::vector<float> src;
+  src.assign(img, img + C * H * W);
+  for (int64_t y = 0; y < H; ++y)
+    for (int64_t x = 0; x < W; ++x) {
+      auto [sy, sx] = map(double(y), double(x));
+      const int64_t y0 = int64_t(std::floor(sy)), x0 = int64_t(std::floor(sx));
+      const float wy = float(sy - y0), wx = float(sx - x0);
+      for (int64_t c = 0; c < C; ++c) {
+        const float* s = src.data() + c * H * W;
+        auto at = [&](int64_t yy, int64_t xx) {
+          return yy < 0 || yy >= H || xx < 0 || xx >= W ? fill : s[yy * W + xx];
+        };
+        img[(c * H + y) * W + x] = (at(y0, x0) * (1 - wx) + at(y0, x0 + 1) * wx) * (1 - wy) +
+                                   (at(y0 + 1, x0) * (1 - wx) + at(y0 + 1, x0 + 1) * wx) * wy;
+      }
+    }
+}
+
+// One RandAugment op on [0, 1] values. m in [0, 3], signed by the caller where it applies.
+void rand_op(int op, float m, float* img, int64_t C, int64_t H, int64_t W) {
+  const int64_t n = C * H * W;
+  const double cy = (H - 1) / 2.0, cx = (W - 1) / 2.0;
+  switch (op) {
+    case 0: break;  // identity
+    case 1:         // auto-contrast per channel
+      for (int64_t c = 0; c < C; ++c) {
+        float* p = img + c * H * W;
+        const auto [lo, hi] = std::minmax_element(p, p + H * W);
+        const float l = *lo, r = *hi - *lo;
+        if (r > 1e-6f)
+          for (int64_t i = 0; i < H * W; ++i) p[i] = (p[i] - l) / r;
+      }
+      break;
+    case 2: {  // rotate by up to 30 degrees
+      const double a = m * 30.0 * M_PI / 180.0, ca = std::cos(a), sa = std::sin(a);
+      warp(img, C, H, W, 0.5f, [&](double y, double x) {
+        return std::pair{cy + (y - cy) * ca - (x - cx) * sa, cx + (y - cy) * sa + (x - cx) * ca};
+      });
+      break;
+    }
+    case 3:
+      warp(img, C, H, W, 0.5f, [&](double y, double x) { return std::pair{y, x + m * 0.3 * (y - cy)}; });
+      break;
+    case 4:
+      warp(img, C, H, W, 0.5f, [&](double y, double x) { return std::pair{y + m * 0.3 * (x - cx), x}; });
+      break;
+    case 5:
+      warp(img, C, H, W, 0.5f, [&](double y, double x) { return std::pair{y, x + m * 0.45 * W}; });
+      break;
+    case 6:
+      warp(img, C, H, W, 0.5f, [&](double y, double x) { return std::pair{y + m * 0.45 * H, x}; });
+      break;
+    case 7:  // brightness
+      for (int64_t i = 0; i < n; ++i) img[i] *= 1.f + 0.9f * m;
+      break;
+    case 8: {  // contrast around the mean
+      double mean = 0;
+      for (int64_t i = 0; i < n; ++i) mean += img[i];
+      mean /= double(n);
+      for (int64_t i = 0; i < n; ++i) img[i] = float(mean + (img[i] - mean) * (1.f + 0.9f * m));
+      break;
+    }
+    case 9:  // color (saturation): blend with the per-pixel gray
+      if (C == 3)
+        for (int64_t i = 0; i < H * W; ++i) {
+          const float g = 0.299f * img[i] + 0.587f * img[H * W + i] + 0.114f * img[2 * H * W + i];
+          for (int64_t c = 0; c < 3; ++c)
+            img[c * H * W + i] = g + (img[c * H * W + i] - g) * (1.f + 0.9f * m);
+        }
+      break;
+    case 10: {  // solarize: invert above a threshold that falls with the magnitude
+      const float t = 1.f - std::fabs(m) / 3.f;
+      for (int64_t i = 0; i < n; ++i)
+        if (img[i] >= t) img[i] = 1.f - img[i];
+      break;
+    }
+    case 11: {  // posterize: keep 8 - 4|m|/3 bits... at least 4
+      const int bits = std::max(4, 8 - int(std::lround(4 * std::fabs(m) / 3.f)));
+      const float levels = float(1 << bits) - 1.f;
+      for (int64_t i = 0; i < n; ++i) img[i] = std::round(std::clamp(img[i], 0.f, 1.f) * levels) / levels;
+      break;
+    }
+    case 12: {  // sharpness: blend with a 3x3 smoothed copy
+      thread_local std::vector<float> src;
+      src.assign(img, img + n);
+      const float f = 1.f + 0.9f * m;
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t y = 1; y + 1 < H; ++y)
+          for (int64_t x = 1; x + 1 < W; ++x) {
+            const float* s = src.data() + c * H * W;
+            float blur = 5 * s[y * W + x];
+            for (int dy = -1; dy <= 1; ++dy)
+              for (int dx = -1; dx <= 1; ++dx) blur += s[(y + dy) * W + x + dx];
+            blur /= 13.f;  // PIL's SMOOTH kernel: center 5, neighbours 1
+            img[(c * H + y) * W + x] = blur + (s[y * W + x] - blur) * f;
+          }
+      break;
+    }
+  }
+}
+
+}  // namespace
 
 int64_t AugmentedDataset::get(int64_t i, float* image) const {
   const int64_t label = base_.get(i, image);
-  const int64_t C = channels(), H = height(), W = width();
+  const int64_t C = channels(), H = height(), W = width(), n = C * H * W;
   Rng rng(rng_key(seed_, uint64_t(epoch_), uint64_t(i)));
+  if (cfg_.scale_min > 0.f) {
+    // Random resized crop: a box of the drawn area share and aspect, resized to H x W.
+    double bh = H, bw = W, by = 0, bx = 0;
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      const double area = H * W * (cfg_.scale_min + (cfg_.scale_max - cfg_.scale_min) * rng.uniform());
+      const double lr =
+          std::log(cfg_.ratio_min) + (std::log(cfg_.ratio_max) - std::log(cfg_.ratio_min)) * rng.uniform();
+      const double w = std::round(std::sqrt(area * std::exp(lr))),
+                   h = std::round(std::sqrt(area / std::exp(lr)));
+      if (w >= 1 && h >= 1 && w <= W && h <= H) {
+        bh = h;
+        bw = w;
+        by = double(rng.below(uint64_t(H - h + 1)));
+        bx = double(rng.below(uint64_t(W - w + 1)));
+        break;
+      }
+    }
+    warp(image, C, H, W, 0.f, [&](double y, double x) {
+      return std::pair{by + (y + 0.5) * bh / H - 0.5, bx + (x + 0.5) * bw / W - 0.5};
+    });
+  }
   if (cfg_.crop_pad > 0) {
     const int64_t p = cfg_.crop_pad;
     // Offsets of the crop inside the padded image, in [0, 2p]; shift = offset - p.
     const int64_t dy = int64_t(rng.below(2 * p + 1)) - p, dx = int64_t(rng.below(2 * p + 1)) - p;
     thread_local std::vector<float> src;
-    src.assign(image, image + C * H * W);
+    src.assign(image, image + n);
     for (int64_t c = 0; c < C; ++c)
       for (int64_t y = 0; y < H; ++y)
         for (int64_t x = 0; x < W; ++x) {
@@ -31,6 +186,35 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
   if (cfg_.hflip > 0.f && rng.uniform() < cfg_.hflip)
     for (int64_t r = 0; r < C * H; ++r)
       for (int64_t x = 0; x < W / 2; ++x) std::swap(image[r * W + x], image[r * W + W - 1 - x]);
+  if (ra_n_ > 0) {
+    for (int64_t c = 0; c < C; ++c)  // to [0, 1]
+      for (int64_t k = 0; k < H * W; ++k)
+        image[c * H * W + k] = image[c * H * W + k] * cfg_.std[c] + cfg_.mean[c];
+    for (int64_t k = 0; k < ra_n_; ++k) {
+      const int op = int(rng.below(13));
+      const bool apply = rng.uniform() < 0.5;
+      const float sign = rng.uniform() < 0.5 ? -1.f : 1.f;
+      if (apply) rand_op(op, sign * ra_m_, image, C, H, W);
+    }
+    for (int64_t c = 0; c < C; ++c)  // back to normalized, clamped to the valid range
+      for (int64_t k = 0; k < H * W; ++k)
+        image[c * H * W + k] = (std::clamp(image[c * H * W + k], 0.f, 1.f) - cfg_.mean[c]) / cfg_.std[c];
+  }
+  if (cfg_.reprob > 0.f && rng.uniform() < cfg_.reprob) {
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      const double area = H * W * (0.02 + (1.0 / 3.0 - 0.02) * rng.uniform());
+      const double lr = std::log(0.3) + (std::log(1 / 0.3) - std::log(0.3)) * rng.uniform();
+      const int64_t h = int64_t(std::round(std::sqrt(area * std::exp(lr))));
+      const int64_t w = int64_t(std::round(std::sqrt(area / std::exp(lr))));
+      if (h < 1 || w < 1 || h >= H || w >= W) continue;
+      const int64_t y0 = int64_t(rng.below(uint64_t(H - h + 1))),
+                    x0 = int64_t(rng.below(uint64_t(W - w + 1)));
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t y = y0; y < y0 + h; ++y)
+          for (int64_t x = x0; x < x0 + w; ++x) image[(c * H + y) * W + x] = float(rng.normal());
+      break;
+    }
+  }
   return label;
 }
 

@@ -158,7 +158,9 @@ class Ramp : public Dataset {
 
 TEST(Augment, CropShiftsWithZeroPaddingAndFlipMirrors) {
   Ramp base;
-  AugmentedDataset crop(base, AugmentConfig{2, 0.f}, 1);
+  AugmentConfig crop_cfg;
+  crop_cfg.crop_pad = 2;
+  AugmentedDataset crop(base, crop_cfg, 1);
   std::set<std::pair<int, int>> shifts;
   for (int64_t i = 0; i < 8; ++i) {
     std::vector<float> img(24);
@@ -185,7 +187,9 @@ TEST(Augment, CropShiftsWithZeroPaddingAndFlipMirrors) {
     shifts.insert({dy, dx});
   }
   EXPECT_GT(shifts.size(), 3u);
-  AugmentedDataset flip(base, AugmentConfig{0, 1.f}, 1);
+  AugmentConfig flip_cfg;
+  flip_cfg.hflip = 1.f;
+  AugmentedDataset flip(base, flip_cfg, 1);
   std::vector<float> img(24);
   flip.get(0, img.data());
   EXPECT_EQ(img[0], 6.f);
@@ -204,6 +208,53 @@ TEST(Augment, CropShiftsWithZeroPaddingAndFlipMirrors) {
     differ += a != b;
   }
   EXPECT_GT(differ, 0);
+}
+
+TEST(Augment, ResizedCropErasingAndRandAugment) {
+  Ramp base;
+  std::vector<float> plain(24), x(24), y(24);
+  base.get(0, plain.data());
+  // A resized crop of the whole image at aspect 1.5 (= 6/4) is the identity.
+  AugmentConfig whole;
+  whole.scale_min = whole.scale_max = 1.f;
+  whole.ratio_min = whole.ratio_max = 1.5f;
+  AugmentedDataset(base, whole, 1).get(0, x.data());
+  for (int i = 0; i < 24; ++i) EXPECT_NEAR(x[i], plain[i], 1e-4) << i;
+  // Erasing with probability 1 replaces a box and leaves the rest alone.
+  AugmentConfig erase;
+  erase.reprob = 1.f;
+  AugmentedDataset er(base, erase, 1);
+  int changed = 0;
+  for (int64_t i = 0; i < 8; ++i) {
+    er.get(i, x.data());
+    for (int k = 0; k < 24; ++k) changed += x[k] != plain[k];
+  }
+  EXPECT_GT(changed, 0);
+  EXPECT_LT(changed, 8 * 24);
+  // RandAugment: deterministic per (seed, epoch, index), values stay in the normalized
+  // range of [0, 1] pixels, and some samples change.
+  AugmentConfig ra;
+  ra.auto_augment = "rand-m9-n2";
+  ra.mean = {0.f};
+  ra.std = {1.f / 30.f};  // the ramp 1..24 is pixels 0.033..0.8: nothing needs clamping
+  AugmentedDataset aug(base, ra, 3);
+  int differ = 0;
+  for (int64_t i = 0; i < 8; ++i) {
+    aug.get(i, x.data());
+    aug.get(i, y.data());
+    EXPECT_EQ(x, y);
+    for (float v : x) {
+      EXPECT_GE(v, 0.f);
+      EXPECT_LE(v, 30.f + 1e-3f);
+    }
+    differ += x != plain;
+  }
+  EXPECT_GT(differ, 2);
+  AugmentedDataset none(base, AugmentConfig{}, 3);  // and without ops the image is untouched
+  none.get(5, x.data());
+  EXPECT_EQ(x, plain);
+  ra.auto_augment = "rand-9";
+  EXPECT_NE(test::error_of([&] { AugmentedDataset(base, ra, 3); }).find("rand-mM-nN"), std::string::npos);
 }
 
 }  // namespace vit

@@ -1,21 +1,40 @@
 // Training augmentation as a Dataset wrapper. Each sample's random draws depend only on
 // (seed, epoch, index), so the same seed gives the same batches for any thread count and
-// a resumed run sees exactly the augmentations it would have seen.
-//   crop_pad > 0: pad by crop_pad pixels (zeros in normalized space, i.e. the mean) and
-//                 take a random crop of the original size (seed 002's RandomCrop(32, 4))
-//   hflip > 0:    flip horizontally with this probability
+// a resumed run sees exactly the augmentations it would have seen. In order:
+//   scale_min > 0: random resized crop (area share in [scale_min, scale_max], aspect ratio
+//                  log-uniform in [ratio_min, ratio_max], 10 tries then the whole image),
+//                  resized back bilinearly (torchvision's RandomResizedCrop)
+//   crop_pad > 0:  pad by crop_pad pixels (zeros in normalized space, i.e. the mean) and
+//                  take a random crop of the original size (seed 002's RandomCrop(32, 4))
+//   hflip > 0:     flip horizontally with this probability
+//   auto_augment:  RandAugment "rand-mM-nN": N ops drawn from identity, auto-contrast,
+//                  rotate, shear x/y, translate x/y, brightness, contrast, color,
+//                  solarize, posterize, sharpness; each applied with probability 0.5 at
+//                  magnitude M/10 with a random sign (timm's rand_augment_transform)
+//   reprob > 0:    random erasing of one box (area 2%-33%, aspect 0.3-3.3) with N(0, 1)
+//                  noise in normalized space (timm's RandomErasing, mode 'pixel')
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "vit/data/dataset.h"
 
 namespace vit {
 
 struct AugmentConfig {
+  float scale_min = 0.f, scale_max = 1.f;  // random resized crop when scale_min > 0 (timm --scale)
+  float ratio_min = 0.75f, ratio_max = 4.f / 3.f;
   int64_t crop_pad = 0;
   float hflip = 0.f;
-  bool active() const { return crop_pad > 0 || hflip > 0.f; }
+  std::string auto_augment;      // "rand-m9-n2": RandAugment, n ops of magnitude m/10 (timm --aa)
+  float reprob = 0.f;            // random erasing probability (timm --reprob), per-pixel noise
+  std::vector<float> mean, std;  // the normalization, to apply photometric ops on [0, 1]
+  bool active() const {
+    return scale_min > 0.f || crop_pad > 0 || hflip > 0.f || !auto_augment.empty() || reprob > 0.f;
+  }
+  void validate() const;
 };
 
 class AugmentedDataset : public Dataset {
@@ -35,6 +54,8 @@ class AugmentedDataset : public Dataset {
   AugmentConfig cfg_;
   uint64_t seed_;
   int64_t epoch_ = 0;
+  int64_t ra_n_ = 0;
+  float ra_m_ = 0.f;
 };
 
 }  // namespace vit
