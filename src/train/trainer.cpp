@@ -11,6 +11,7 @@
 
 #include "vit/core/error.h"
 #include "vit/core/file.h"
+#include "vit/data/prefetch.h"
 #include "vit/io/checkpoint.h"
 #include "vit/train/progress.h"
 #include "vit/train/step.h"
@@ -214,9 +215,6 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   sched.validate();
   Optimizer opt(model.table(), cfg.optim);
   LossStep loss_step;
-  const int64_t n = train_set.channels() * train_set.height() * train_set.width();
-  std::vector<float> images(B * n);
-  std::vector<int64_t> labels(B);
   const int64_t K = model.config().num_classes;
   std::vector<float> targets(cfg.mixup.active() ? B * K : 0);
   const fs::path dir(cfg.output);
@@ -245,15 +243,17 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     float lr = 0;
     ProgressLine bar(log, cfg.progress_bar, cfg.log_every);
     bar.start(epoch, cfg.epochs, steps_per_epoch);
+    Prefetcher batches(train_set, order, B);
     for (int64_t s = 0; s < steps_per_epoch; ++s, ++p.global_step) {
-      const int64_t first = s * B, bs = std::min(B, N - first);
-      load_batch(train_set, order, first, bs, images.data(), labels.data());
+      float* images = nullptr;
+      const int64_t* labels = nullptr;
+      const int64_t bs = batches.next(s, &images, &labels);
       model.zero_grad();
       int64_t correct = 0;
-      Batch batch{images.data(), bs, labels.data(), nullptr, nullptr};
+      Batch batch{images, bs, labels, nullptr, nullptr};
       if (cfg.mixup.active()) {  // soft targets replace the labels (smoothing folded in)
-        mix_batch(cfg.mixup, images.data(), labels.data(), targets.data(), bs, train_set.channels(),
-                  train_set.height(), train_set.width(), K, cfg.smoothing, cfg.seed, uint64_t(p.global_step));
+        mix_batch(cfg.mixup, images, labels, targets.data(), bs, train_set.channels(), train_set.height(),
+                  train_set.width(), K, cfg.smoothing, cfg.seed, uint64_t(p.global_step));
         batch.labels = nullptr;
         batch.targets = targets.data();
       }

@@ -15,6 +15,7 @@
 #include "vit/data/cifar.h"
 #include "vit/data/idx.h"
 #include "vit/data/open.h"
+#include "vit/data/prefetch.h"
 
 namespace vit {
 
@@ -255,6 +256,58 @@ TEST(Augment, ResizedCropErasingAndRandAugment) {
   EXPECT_EQ(x, plain);
   ra.auto_augment = "rand-9";
   EXPECT_NE(test::error_of([&] { AugmentedDataset(base, ra, 3); }).find("rand-mM-nN"), std::string::npos);
+}
+
+}  // namespace vit
+
+namespace vit {
+
+namespace {
+// Sample i is the constant i; sample `bad` throws.
+class Numbers : public Dataset {
+ public:
+  explicit Numbers(int64_t n, int64_t bad = -1) : n_(n), bad_(bad) {}
+  int64_t size() const override { return n_; }
+  int64_t num_classes() const override { return 1000; }
+  int64_t channels() const override { return 1; }
+  int64_t height() const override { return 1; }
+  int64_t width() const override { return 2; }
+  int64_t get(int64_t i, float* image) const override {
+    VIT_CHECK(i != bad_, "sample ", i, " is broken");
+    image[0] = image[1] = float(i);
+    return i;
+  }
+  std::string describe() const override { return "numbers"; }
+
+ private:
+  int64_t n_, bad_;
+};
+}  // namespace
+
+TEST(Prefetcher, ServesBatchesInOrderAndPassesErrorsOn) {
+  Numbers data(10);
+  std::vector<int64_t> order = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
+  Prefetcher pf(data, order, 4);
+  ASSERT_EQ(pf.steps(), 3);
+  for (int64_t s = 0; s < 3; ++s) {
+    float* x;
+    const int64_t* y;
+    const int64_t n = pf.next(s, &x, &y);
+    EXPECT_EQ(n, s < 2 ? 4 : 2);
+    for (int64_t b = 0; b < n; ++b) {
+      EXPECT_EQ(y[b], order[s * 4 + b]);
+      EXPECT_EQ(x[2 * b + 1], float(order[s * 4 + b]));
+    }
+  }
+  Numbers broken(10, 3);  // in batch 1 (samples 5, 4, 3, 2)
+  Prefetcher pb(broken, order, 4);
+  float* x;
+  const int64_t* y;
+  pb.next(0, &x, &y);
+  EXPECT_NE(test::error_of([&] { pb.next(1, &x, &y); }).find("sample 3 is broken"), std::string::npos);
+  // Destroyed mid-epoch (an early stop, an exception): no hang.
+  Prefetcher early(data, order, 2);
+  early.next(0, &x, &y);
 }
 
 }  // namespace vit

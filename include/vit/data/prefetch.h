@@ -1,0 +1,44 @@
+// Batches prepared by a worker thread while the model computes: while step s runs on
+// batch s, the worker fills the other buffer with batch s+1. Contents depend only on the
+// order and the dataset, so prefetching changes no result.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "vit/data/dataset.h"
+
+namespace vit {
+
+class Prefetcher {
+ public:
+  // Serves batches of `batch` samples in `order` (the last one may be smaller).
+  Prefetcher(const Dataset& data, std::vector<int64_t> order, int64_t batch);
+  ~Prefetcher();
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+  // Blocks until batch s is ready; the buffers are the caller's (to read or modify, e.g.
+  // for mixup) until next(s + 1) is called. Batches must be taken in order 0, 1, 2, ...
+  // from `first_step` on (steps before it are not loaded). Returns the batch's size.
+  int64_t next(int64_t s, float** images, const int64_t** labels);
+  int64_t steps() const { return steps_; }
+
+ private:
+  void work();
+  const Dataset& data_;
+  std::vector<int64_t> order_;
+  int64_t batch_, steps_, sample_;
+  std::vector<float> images_[2];
+  std::vector<int64_t> labels_[2];
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t ready_ = -1;     // the highest batch index loaded
+  int64_t consumed_ = -1;  // the batch the caller holds
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace vit
