@@ -90,10 +90,11 @@ int main(int argc, char** argv) {
     bool train;
     int iterations;  // 0: let the library decide
   };
-  const Case cases[] = {
-      {"mnist-seed", 128, false, 0}, {"mnist-seed", 128, true, 0},  {"cifar-seed", 256, false, 0},
-      {"cifar-seed", 256, true, 2},  {"vit-tiny-16", 1, false, 0},  {"vit-small-16", 1, false, 0},
-      {"vit-base-16", 1, false, 0},  {"vit-base-16", 16, false, 1}, {"vit-base-16", 16, true, 1}};
+  const Case cases[] = {{"mnist-seed", 128, false, 0}, {"mnist-seed", 128, true, 0},
+                        {"mnist-small", 128, true, 0}, {"cifar-seed", 256, false, 0},
+                        {"cifar-seed", 256, true, 2},  {"vit-tiny-16", 1, false, 0},
+                        {"vit-small-16", 1, false, 0}, {"vit-base-16", 1, false, 0},
+                        {"vit-base-16", 16, false, 1}, {"vit-base-16", 16, true, 1}};
   for (const Case& k : cases) {
     const std::string name =
         std::string(k.train ? "Train/" : "Infer/") + k.model + "/b" + std::to_string(k.batch);

@@ -22,12 +22,13 @@ import torch.nn.functional as F
 
 PRESETS = {
     "mnist-seed": dict(img=28, chans=1, patch=4, dim=8, depth=2, heads=2, mlp=32, classes=10),
+    "mnist-small": dict(img=28, chans=1, patch=4, dim=64, depth=6, heads=4, mlp=128, classes=10),
     "cifar-seed": dict(img=32, chans=3, patch=4, dim=192, depth=12, heads=12, mlp=768, classes=10),
     "vit-tiny-16": dict(img=224, chans=3, patch=16, dim=192, depth=12, heads=3, mlp=768, classes=1000),
     "vit-small-16": dict(img=224, chans=3, patch=16, dim=384, depth=12, heads=6, mlp=1536, classes=1000),
     "vit-base-16": dict(img=224, chans=3, patch=16, dim=768, depth=12, heads=12, mlp=3072, classes=1000),
 }
-CASES = [("mnist-seed", 128, False), ("mnist-seed", 128, True), ("cifar-seed", 256, False),
+CASES = [("mnist-seed", 128, False), ("mnist-seed", 128, True), ("mnist-small", 128, True), ("cifar-seed", 256, False),
          ("cifar-seed", 256, True), ("vit-tiny-16", 1, False), ("vit-small-16", 1, False),
          ("vit-base-16", 1, False), ("vit-base-16", 16, False), ("vit-base-16", 16, True)]
 

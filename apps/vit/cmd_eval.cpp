@@ -29,8 +29,8 @@ Run add_eval(CLI::App& cmd) {
   cmd.add_option("--checkpoint", f->checkpoint, "model checkpoint (.safetensors)")->required();
   cmd.add_option("--data-dir", f->data_dir, "dataset directory")->required();
   cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10, cifar100 or folder")->capture_default_str();
-  cmd.add_option("--split", f->split, "test (val for image folders) or train")
-      ->check(CLI::IsMember({"test", "train"}))
+  cmd.add_option("--split", f->split, "test, val (the same: the held-out split) or train")
+      ->check(CLI::IsMember({"test", "val", "train"}))
       ->capture_default_str();
   cmd.add_option("-b,--batch-size", f->batch_size, "batch size")->capture_default_str();
   cmd.add_option("--threads", f->threads, "threads (default: all cores)");

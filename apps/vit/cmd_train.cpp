@@ -47,6 +47,9 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
     }
   }
   if (dir.empty()) return args;
+  // The state file itself names its run directory.
+  if (std::filesystem::is_regular_file(dir)) dir = std::filesystem::path(dir).parent_path().string();
+  if (dir.empty()) dir = ".";
   for (auto& e : extra)
     VIT_CHECK(e == "--threads" || std::isdigit(static_cast<unsigned char>(e[0])), "--resume ", dir,
               ": the run's flags come from ", dir, "/args.json; only --threads may be given (got ", e, ")");
@@ -139,9 +142,10 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--seed", t.seed, "random seed (weights, data order, dropout)")->capture_default_str();
   cmd.add_option("--threads", f->threads, "threads (default: all cores)");
   cmd.add_option("--output", t.output, "run directory for config.json, summary.csv, checkpoints");
-  cmd.add_option("--resume", f->resume,
-                 "continue the interrupted run in DIR exactly (its flags come from "
-                 "DIR/args.json; --threads may change)");
+  cmd.add_option(
+      "--resume", f->resume,
+      "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (its flags come from "
+      "DIR/args.json; --threads may change)");
   cmd.add_option("--patience", t.patience, "early stopping: epochs without a better eval top-1 (0 = off)")
       ->capture_default_str();
   cmd.add_option("--log-every", t.log_every, "steps between log lines when output is not a terminal")

@@ -9,50 +9,23 @@ namespace vit::app {
 
 namespace {
 const std::map<std::string, std::vector<std::string>>& recipes() {
+  // clang-format off
   static const std::map<std::string, std::vector<std::string>> r = {
       // Seed 001: the tutorial's tiny model and recipe (about 80% on MNIST in the tutorial).
-      {"mnist-seed",
-       {"--model", "mnist-seed", "--opt", "adam", "--lr", "0.005", "-b", "128", "--epochs", "5", "--sched",
-        "none", "--weight-decay", "0"}},
+      {"mnist-seed", {"--model", "mnist-seed", "--opt", "adam", "--lr", "0.005", "-b", "128", "--epochs", "5",
+                      "--sched", "none", "--weight-decay", "0"}},
       // Seed 002: CIFAR-10, patch 4, 192 dims, 12 layers, 12 heads; Adam 1e-3 with weight decay
       // 5e-5 (L2, as torch.optim.Adam), batch 256, 50 epochs, random crop with 4-pixel padding
       // and horizontal flip, early stopping.
-      {"cifar-seed",
-       {"--model",    "cifar-seed", "--opt",   "adam",     "--lr",       "0.001",   "--weight-decay",
-        "5e-5",       "-b",         "256",     "--epochs", "50",         "--sched", "none",
-        "--crop-pad", "4",          "--hflip", "0.5",      "--patience", "10"}},
+      {"cifar-seed", {"--model", "cifar-seed", "--opt", "adam", "--lr", "0.001", "--weight-decay", "5e-5",
+                      "-b", "256", "--epochs", "50", "--sched", "none", "--crop-pad", "4", "--hflip", "0.5",
+                      "--patience", "10"}},
       // vitcpp's small ViT for MNIST (docs/results.md): patch 4, 64 dims, 6 blocks, 4 heads.
-      {"mnist", {"--model",
-                 "mnist-seed",
-                 "--embed-dim",
-                 "64",
-                 "--depth",
-                 "6",
-                 "--num-heads",
-                 "4",
-                 "--mlp-dim",
-                 "128",
-                 "--pos-embed",
-                 "learn",
-                 "--opt",
-                 "adamw",
-                 "--lr",
-                 "0.002",
-                 "--weight-decay",
-                 "0.05",
-                 "--warmup-epochs",
-                 "2",
-                 "--min-lr",
-                 "1e-5",
-                 "-b",
-                 "128",
-                 "--epochs",
-                 "25",
-                 "--crop-pad",
-                 "2",
-                 "--smoothing",
-                 "0.1"}},
+      {"mnist", {"--model", "mnist-small", "--opt", "adamw", "--lr", "0.002", "--weight-decay", "0.05",
+                 "--warmup-epochs", "2", "--min-lr", "1e-5", "-b", "128", "--epochs", "25", "--crop-pad", "2",
+                 "--smoothing", "0.1"}},
   };
+  // clang-format on
   return r;
 }
 }  // namespace

@@ -211,6 +211,16 @@ ViTConfig preset(const std::string& name) {
     c.std = {0.3081f};
     return c;
   }
+  if (name ==
+      "mnist-small") {  // vitcpp's MNIST model (docs/results.md): seed 001's patches, wider and deeper
+    ViTConfig c = preset("mnist-seed");
+    c.embed_dim = 64;
+    c.depth = 6;
+    c.num_heads = 4;
+    c.mlp_dim = 128;
+    c.pos_embed = "learn";
+    return c;
+  }
   if (name == "cifar-seed") {  // seed 002: patch 4, 192 dims, 12 layers, 12 heads
     ViTConfig c;
     c.img_h = c.img_w = 32;

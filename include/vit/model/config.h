@@ -43,7 +43,7 @@ struct ViTConfig {
 };
 
 // Named presets: vit-tiny-16, vit-small-16, vit-small-32, vit-base-16, vit-base-32,
-// vit-large-16, vit-huge-14, mnist-seed, cifar-seed.
+// vit-large-16, vit-huge-14, mnist-seed, mnist-small, cifar-seed.
 ViTConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
 
