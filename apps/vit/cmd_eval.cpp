@@ -19,6 +19,8 @@ struct EvalFlags {
   std::string checkpoint, data_dir, dataset = "auto", split = "test";
   int64_t batch_size = 256;
   int threads = 0;
+  std::string interpolation = "bilinear";
+  float crop_pct = 1.f;
   bool json = false;
 };
 
@@ -34,13 +36,24 @@ Run add_eval(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("-b,--batch-size", f->batch_size, "batch size")->capture_default_str();
   cmd.add_option("--threads", f->threads, "threads (default: all cores)");
+  cmd.add_option("--interpolation", f->interpolation, "resize filter")
+      ->check(CLI::IsMember({"bilinear", "bicubic"}))
+      ->capture_default_str();
+  cmd.add_option("--crop-pct", f->crop_pct,
+                 "image folders: resize the shorter side to size/crop_pct, then "
+                 "center-crop (1 = resize to the input size)")
+      ->capture_default_str();
   cmd.add_flag("--json", f->json, "print one JSON object");
   return [f] {
     set_num_threads(f->threads);
     VIT_CHECK(f->batch_size > 0, "batch size must be positive, got ", f->batch_size);
     auto model = load_checkpoint(f->checkpoint);
     const ViTConfig& cfg = model->config();
-    DataSources d = make_datasets(f->data_dir, f->dataset, input_spec(cfg), 0.0, 0);
+    InputSpec in = input_spec(cfg);
+    in.interpolation = f->interpolation;
+    VIT_CHECK(f->crop_pct > 0.f && f->crop_pct <= 1.f, "--crop-pct must be in (0, 1], got ", f->crop_pct);
+    in.crop_pct = f->crop_pct;
+    DataSources d = make_datasets(f->data_dir, f->dataset, in, 0.0, 0);
     const Dataset& data = f->split == "train" ? *d.train : *d.eval;
     const EvalResult r = evaluate(*model, data, f->batch_size);
     const auto per_class = r.per_class();

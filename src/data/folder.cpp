@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 
 #include "vit/core/error.h"
@@ -18,10 +19,25 @@ void load_image_input(const std::string& path, const InputSpec& in, float* out) 
   planes.resize(C * plane);
   for (int64_t i = 0; i < plane; ++i)
     for (int64_t c = 0; c < C; ++c) planes[c * plane + i] = float(img.px[i * C + c]) * (1.f / 255.f);
-  if (img.h == in.height && img.w == in.width)
+  if (in.crop_pct < 1.f) {
+    // Shorter side to floor(size / crop_pct) keeping the aspect, then the center crop.
+    const double scale_to = std::floor(double(std::min(in.height, in.width)) / in.crop_pct);
+    const double f = scale_to / double(std::min(img.h, img.w));
+    const int64_t rh = std::max<int64_t>(in.height, std::llround(img.h * f));
+    const int64_t rw = std::max<int64_t>(in.width, std::llround(img.w * f));
+    thread_local std::vector<float> big;
+    big.resize(C * rh * rw);
+    resize(in.interpolation, planes.data(), C, img.h, img.w, big.data(), rh, rw);
+    const int64_t top = (rh - in.height) / 2, left = (rw - in.width) / 2;
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t y = 0; y < in.height; ++y)
+        std::copy_n(big.data() + (c * rh + top + y) * rw + left, in.width,
+                    out + (c * in.height + y) * in.width);
+  } else if (img.h == in.height && img.w == in.width) {
     std::copy(planes.begin(), planes.end(), out);
-  else
-    resize_bilinear(planes.data(), C, img.h, img.w, out, in.height, in.width);
+  } else {
+    resize(in.interpolation, planes.data(), C, img.h, img.w, out, in.height, in.width);
+  }
   for (int64_t c = 0; c < C; ++c)
     for (int64_t i = 0; i < in.height * in.width; ++i)
       out[c * in.height * in.width + i] = (out[c * in.height * in.width + i] - in.mean[c]) / in.std[c];

@@ -29,15 +29,15 @@ NormalizedDataset::NormalizedDataset(std::shared_ptr<const ImageSet> set, InputS
 int64_t NormalizedDataset::get(int64_t i, float* image) const {
   const int64_t j = index_.at(i), H = set_->h, W = set_->w, C = in_.channels, OH = in_.height, OW = in_.width;
   const uint8_t* px = set_->pixels.data() + j * set_->c * H * W;
-  const bool resize = H != OH || W != OW;
+  const bool needs_resize = H != OH || W != OW;
   thread_local std::vector<float> planes;
-  planes.resize(resize ? C * H * W : 0);
-  float* dst = resize ? planes.data() : image;
+  planes.resize(needs_resize ? C * H * W : 0);
+  float* dst = needs_resize ? planes.data() : image;
   for (int64_t c = 0; c < C; ++c) {
     const uint8_t* src = px + (set_->c == 1 ? 0 : c) * H * W;
     for (int64_t k = 0; k < H * W; ++k) dst[c * H * W + k] = float(src[k]) * (1.f / 255.f);
   }
-  if (resize) resize_bilinear(planes.data(), C, H, W, image, OH, OW);
+  if (needs_resize) resize(in_.interpolation, planes.data(), C, H, W, image, OH, OW);
   for (int64_t c = 0; c < C; ++c) {
     const float scale = 1.f / in_.std[c], shift = in_.mean[c];
     for (int64_t k = 0; k < OH * OW; ++k) image[c * OH * OW + k] = (image[c * OH * OW + k] - shift) * scale;

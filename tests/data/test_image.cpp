@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <jpeglib.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -111,6 +112,54 @@ TEST(Image, ChannelConversionAndBilinearResize) {
   float same[4];
   resize_bilinear(src, 1, 2, 2, same, 2, 2);
   for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(same[i], src[i]);
+}
+
+// Expected values from Debian's PyTorch 1.13:
+//   x = arange(12).reshape(1,1,3,4) ** 1.5 / 10;  F.interpolate(x, (5,7), mode=...)
+//   x2 = arange(36).reshape(1,1,6,6).sin();         F.interpolate(x2, (4,4), mode='bicubic')
+// all with align_corners=False. Tolerance 1e-5 (float32 arithmetic against float64).
+TEST(Image, ResizeMatchesTorchInterpolate) {
+  std::vector<float> x(12), x2(36);
+  for (int i = 0; i < 12; ++i) x[i] = float(std::pow(double(i), 1.5) / 10);
+  for (int i = 0; i < 36; ++i) x2[i] = float(std::sin(double(i)));
+  const std::vector<float> up = {-0.0846449212f, -0.0601056125f, -0.00995245043f, 0.0721121757f, 0.189349814f,
+                                 0.326034349f,   0.41380913f,    0.187619205f,    0.250275085f,  0.359921393f,
+                                 0.490994169f,   0.648929836f,   0.824663255f,    0.935614332f,  0.76844579f,
+                                 0.886741683f,   1.08359367f,    1.28783597f,     1.50781302f,   1.74337508f,
+                                 1.88995956f,    1.71244681f,    1.86484041f,     2.11629382f,   2.37060528f,
+                                 2.63704615f,    2.9183399f,     3.09254024f,     2.35864609f,   2.52697566f,
+                                 2.8043519f,     3.08388671f,    3.37498649f,     3.68081447f,   3.86993602f};
+  const std::vector<float> down = {0.136894856f,  1.00799099f,  -0.0808976576f, -0.94454779f,
+                                   -0.265482174f, 0.964386753f, 0.347907942f,   -0.877745401f,
+                                   -0.636520729f, 0.724614475f, 0.730257957f,   -0.630915837f,
+                                   -0.867048919f, 0.359223135f, 0.95365229f,    -0.276684569f};
+  const std::vector<float> bl = {
+      0.f,         0.0357142857f, 0.0928571429f, 0.191421356f, 0.299755036f, 0.435053624f, 0.519615242f,
+      0.32f,       0.386861998f,  0.493841196f,  0.632398381f, 0.778654333f, 0.947223674f, 1.05257951f,
+      0.8f,        0.913583567f,  1.09531728f,   1.29386392f,  1.49700328f,  1.71547875f,  1.85202592f,
+      1.67764502f, 1.81677665f,   2.03938727f,   2.27622886f,  2.51699689f,  2.77101895f,  2.92978273f,
+      2.2627417f,  2.41890538f,   2.66876726f,   2.93113883f,  3.19699263f,  3.47471241f,  3.64828727f};
+  std::vector<float> got(35), got2(16);
+  resize_bicubic(x.data(), 1, 3, 4, got.data(), 5, 7);
+  EXPECT_TRUE(test::close_rel_max("bicubic up", got.data(), up.data(), 35, 1e-5));
+  resize_bicubic(x2.data(), 1, 6, 6, got2.data(), 4, 4);
+  EXPECT_TRUE(test::close_rel_max("bicubic down", got2.data(), down.data(), 16, 1e-5));
+  resize_bilinear(x.data(), 1, 3, 4, got.data(), 5, 7);
+  EXPECT_TRUE(test::close_rel_max("bilinear up", got.data(), bl.data(), 35, 1e-5));
+}
+
+TEST(Image, CenterCropAfterShorterSideResize) {
+  // 8x12 gray image, input 4x4 with crop_pct 0.5: shorter side to floor(4 / 0.5) = 8 (no
+  // resize), then the centered 4x4 window starting at (2, 4).
+  test::TempDir dir("crop");
+  const Image img = gradient(8, 12, 1);
+  write_png(dir / "a.png", img);
+  InputSpec in{1, 4, 4, {0.f}, {1.f}};
+  in.crop_pct = 0.5f;
+  std::vector<float> x(16);
+  load_image_input(dir / "a.png", in, x.data());
+  for (int y = 0; y < 4; ++y)
+    for (int k = 0; k < 4; ++k) EXPECT_FLOAT_EQ(x[y * 4 + k], img.px[(y + 2) * 12 + k + 4] / 255.f) << y << k;
 }
 
 TEST(Folder, ClassesFromSortedSubfoldersAndClearErrors) {

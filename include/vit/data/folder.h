@@ -13,9 +13,14 @@ namespace vit {
 struct InputSpec {
   int64_t channels = 3, height = 224, width = 224;
   std::vector<float> mean, std;
+  std::string interpolation = "bilinear";  // or "bicubic"
+  // crop_pct < 1: resize the shorter side to size / crop_pct, then center-crop to the
+  // input size (timm's eval transform). 1: resize straight to the input size.
+  float crop_pct = 1.f;
 };
 
-// Decodes one image file into the model's input [C, H, W] (normalized).
+// Decodes one image file into the model's input [C, H, W] (normalized): channels
+// converted, resized (and center-cropped) as `in` says.
 void load_image_input(const std::string& path, const InputSpec& in, float* out);
 
 class FolderDataset : public Dataset {
