@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "model_flags.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 #include "vit/data/open.h"
@@ -19,8 +20,7 @@ struct EvalFlags {
   std::string checkpoint, data_dir, dataset = "auto", split = "test";
   int64_t batch_size = 256;
   int threads = 0;
-  std::string interpolation = "bilinear";
-  float crop_pct = 1.f;
+  InputFlags input;
   bool json = false;
 };
 
@@ -36,23 +36,14 @@ Run add_eval(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("-b,--batch-size", f->batch_size, "batch size")->capture_default_str();
   cmd.add_option("--threads", f->threads, "threads (default: all cores)");
-  cmd.add_option("--interpolation", f->interpolation, "resize filter")
-      ->check(CLI::IsMember({"bilinear", "bicubic"}))
-      ->capture_default_str();
-  cmd.add_option("--crop-pct", f->crop_pct,
-                 "image folders: resize the shorter side to size/crop_pct, then "
-                 "center-crop (1 = resize to the input size)")
-      ->capture_default_str();
+  f->input.add_to(cmd);
   cmd.add_flag("--json", f->json, "print one JSON object");
   return [f] {
     set_num_threads(f->threads);
     VIT_CHECK(f->batch_size > 0, "batch size must be positive, got ", f->batch_size);
     auto model = load_checkpoint(f->checkpoint);
     const ViTConfig& cfg = model->config();
-    InputSpec in = input_spec(cfg);
-    in.interpolation = f->interpolation;
-    VIT_CHECK(f->crop_pct > 0.f && f->crop_pct <= 1.f, "--crop-pct must be in (0, 1], got ", f->crop_pct);
-    in.crop_pct = f->crop_pct;
+    const InputSpec in = f->input.spec(cfg);
     DataSources d = make_datasets(f->data_dir, f->dataset, in, 0.0, 0);
     const Dataset& data = f->split == "train" ? *d.train : *d.eval;
     const EvalResult r = evaluate(*model, data, f->batch_size);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "model_flags.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 #include "vit/data/open.h"
@@ -23,8 +24,7 @@ struct PredictFlags {
   int64_t topk = 5, batch_size = 32;
   bool json = false, logits = false;
   int threads = 0;
-  std::string interpolation = "bilinear";
-  float crop_pct = 1.f;
+  InputFlags input;
 };
 
 // Class names: --labels FILE, else the checkpoint's metadata, else none.
@@ -83,13 +83,7 @@ Run add_predict(CLI::App& cmd) {
                  "FILE.safetensors:NAME: predict on a preprocessed float tensor [B,C,H,W]");
   cmd.add_option("-b,--batch-size", f->batch_size, "images per forward pass")->capture_default_str();
   cmd.add_option("--threads", f->threads, "threads (default: all cores)");
-  cmd.add_option("--interpolation", f->interpolation, "resize filter")
-      ->check(CLI::IsMember({"bilinear", "bicubic"}))
-      ->capture_default_str();
-  cmd.add_option("--crop-pct", f->crop_pct,
-                 "resize the shorter side to size/crop_pct, then center-crop "
-                 "(timm's eval transform; 1 = resize to the input size)")
-      ->capture_default_str();
+  f->input.add_to(cmd);
   cmd.add_option("images", f->images, "PNG or JPEG files");
   return [f] {
     set_num_threads(f->threads);
@@ -119,10 +113,7 @@ Run add_predict(CLI::App& cmd) {
       for (int64_t i = 0; i < want[0]; ++i) print(*f, {{"row", i}}, logits.data() + i * K, K, names);
       return 0;
     }
-    InputSpec in = input_spec(cfg);
-    in.interpolation = f->interpolation;
-    VIT_CHECK(f->crop_pct > 0.f && f->crop_pct <= 1.f, "--crop-pct must be in (0, 1], got ", f->crop_pct);
-    in.crop_pct = f->crop_pct;
+    const InputSpec in = f->input.spec(cfg);
     std::vector<float> x(f->batch_size * n), logits(f->batch_size * K);
     const int64_t N = int64_t(f->images.size());
     for (int64_t first = 0; first < N; first += f->batch_size) {

@@ -66,4 +66,23 @@ ViTConfig ModelFlags::resolve() const {
   return c;
 }
 
+void InputFlags::add_to(CLI::App& cmd) {
+  cmd.add_option("--interpolation", interpolation, "resize filter")
+      ->check(CLI::IsMember({"bilinear", "bicubic"}))
+      ->capture_default_str();
+  cmd.add_option(
+         "--crop-pct", crop_pct,
+         "resize the shorter side to size/crop_pct, then center-crop (timm's eval transform; 1 = resize "
+         "straight to the input size)")
+      ->capture_default_str();
+}
+
+InputSpec InputFlags::spec(const ViTConfig& cfg) const {
+  VIT_CHECK(crop_pct > 0.f && crop_pct <= 1.f, "--crop-pct must be in (0, 1], got ", crop_pct);
+  InputSpec in = input_spec(cfg);
+  in.interpolation = interpolation;
+  in.crop_pct = crop_pct;
+  return in;
+}
+
 }  // namespace vit::app

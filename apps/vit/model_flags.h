@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "vit/data/open.h"
 #include "vit/model/config.h"
 
 namespace vit::app {
@@ -18,6 +19,14 @@ struct ModelFlags {
 
   void add_to(CLI::App& cmd);
   ViTConfig resolve() const;  // validated
+};
+
+// How images become the model's input: --interpolation and --crop-pct (eval, predict).
+struct InputFlags {
+  std::string interpolation = "bilinear";
+  float crop_pct = 1.f;
+  void add_to(CLI::App& cmd);
+  InputSpec spec(const ViTConfig& cfg) const;  // validated
 };
 
 }  // namespace vit::app

@@ -53,7 +53,8 @@ float mix_batch(const MixupConfig& cfg, float* images, const int64_t* labels, fl
     const int64_t x0 = std::max<int64_t>(0, cx - cw / 2), x1 = std::min<int64_t>(W, cx + cw / 2);
     lam = 1.f - float(double((y1 - y0) * (x1 - x0)) / double(plane));
     // Pairs (b, B-1-b) swap boxes: copy the first half's boxes before overwriting them.
-    std::vector<float> box(B * C * std::max<int64_t>(0, (y1 - y0) * (x1 - x0)));
+    thread_local std::vector<float> box;  // reused across steps: no allocation per batch
+    box.resize(B * C * std::max<int64_t>(0, (y1 - y0) * (x1 - x0)));
     const int64_t bw = x1 - x0, bsz = (y1 - y0) * bw;
     for (int64_t b = 0; b < B; ++b)
       for (int64_t c = 0; c < C; ++c)

@@ -1,23 +1,11 @@
 #include "vit/train/step.h"
 
 #include <cmath>
-#include <vector>
 
 #include "vit/core/error.h"
 #include "vit/ops/ops.h"
 
 namespace vit {
-
-int64_t count_correct(const float* logits, const int64_t* labels, int64_t B, int64_t K) {
-  int64_t n = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t best = 0;
-    for (int64_t k = 1; k < K; ++k)
-      if (logits[b * K + k] > logits[b * K + best]) best = k;
-    n += best == labels[b];
-  }
-  return n;
-}
 
 double LossStep::run(ViT& model, const Batch& batch, float smoothing, const ForwardMode& mode,
                      int64_t* correct) {
@@ -34,18 +22,21 @@ double LossStep::run(ViT& model, const Batch& batch, float smoothing, const Forw
   ops::cross_entropy_backward(dlogits, probs, batch.labels, tp, smoothing);
   model.backward(dlogits);
   if (correct) {
-    if (batch.labels) {
-      *correct = count_correct(logits.data, batch.labels, B, K);
-    } else {
-      std::vector<int64_t> argmax(B);
-      for (int64_t b = 0; b < B; ++b) {
-        int64_t best = 0;
+    // Against the labels, or with soft targets against each row's largest target.
+    int64_t n = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t want = 0, got = 0;
+      if (batch.labels) {
+        want = batch.labels[b];
+      } else {
         for (int64_t k = 1; k < K; ++k)
-          if (batch.targets[b * K + k] > batch.targets[b * K + best]) best = k;
-        argmax[b] = best;
+          if (batch.targets[b * K + k] > batch.targets[b * K + want]) want = k;
       }
-      *correct = count_correct(logits.data, argmax.data(), B, K);
+      for (int64_t k = 1; k < K; ++k)
+        if (logits.data[b * K + k] > logits.data[b * K + got]) got = k;
+      n += got == want;
     }
+    *correct = n;
   }
   return loss;
 }

@@ -27,7 +27,5 @@ class LossStep {
   Arena buf_;
 };
 
-// Number of rows whose argmax of logits[B,K] equals the label.
-int64_t count_correct(const float* logits, const int64_t* labels, int64_t B, int64_t K);
 
 }  // namespace vit
