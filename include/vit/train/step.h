@@ -27,5 +27,4 @@ class LossStep {
   Arena buf_;
 };
 
-
 }  // namespace vit
