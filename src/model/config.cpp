@@ -31,6 +31,13 @@ void ViTConfig::validate() const {
   VIT_CHECK(global_pool == "token" || global_pool == "avg",
             "config: global_pool must be 'token' or 'avg', got '", global_pool, "'");
   VIT_CHECK(global_pool != "token" || class_token, "config: global_pool 'token' needs class_token");
+  VIT_CHECK(reg_tokens >= 0, "config: reg_tokens must be non-negative, got ", reg_tokens);
+  VIT_CHECK(init_values >= 0.f, "config: init_values (LayerScale) must be non-negative, got ", init_values);
+  VIT_CHECK(known_interpolation(interpolation), "config: unknown interpolation '", interpolation,
+            "' (bilinear, bicubic, lanczos, box, hamming, nearest)");
+  VIT_CHECK(crop_pct > 0.f && crop_pct <= 1.f, "config: crop_pct must be in (0, 1], got ", crop_pct);
+  VIT_CHECK(crop_mode == "center" || crop_mode == "squash",
+            "config: crop_mode must be 'center' or 'squash', got '", crop_mode, "'");
   VIT_CHECK(pos_embed == "learn" || pos_embed == "sincos",
             "config: pos_embed must be 'learn' or 'sincos', got '", pos_embed, "'");
   for (auto [name, v] : {std::pair{"pos_drop_rate", pos_drop_rate},
@@ -74,7 +81,13 @@ std::string ViTConfig::to_json(int indent) const {
             {"qkv_bias", qkv_bias},
             {"global_pool", global_pool},
             {"class_token", class_token},
+            {"reg_tokens", reg_tokens},
             {"pos_embed", pos_embed},
+            {"no_embed_class", no_embed_class},
+            {"pre_norm", pre_norm},
+            {"patch_bias", patch_bias},
+            {"fc_norm", use_fc_norm()},
+            {"init_values", tidy(init_values)},
             {"pos_drop_rate", tidy(pos_drop_rate)},
             {"attn_drop_rate", tidy(attn_drop_rate)},
             {"proj_drop_rate", tidy(proj_drop_rate)},
@@ -83,7 +96,10 @@ std::string ViTConfig::to_json(int indent) const {
             {"norm_eps", tidy(norm_eps)},
             {"num_classes", num_classes},
             {"mean", tidy(mean)},
-            {"std", tidy(std)}};
+            {"std", tidy(std)},
+            {"interpolation", interpolation},
+            {"crop_pct", tidy(crop_pct)},
+            {"crop_mode", crop_mode}};
   return j.dump(indent);
 }
 
@@ -131,8 +147,26 @@ ViTConfig ViTConfig::from_json(const std::string& text) {
         c.global_pool = v.get<std::string>();
       else if (key == "class_token")
         c.class_token = v.get<bool>();
+      else if (key == "reg_tokens")
+        c.reg_tokens = v.get<int64_t>();
       else if (key == "pos_embed")
         c.pos_embed = v.get<std::string>();
+      else if (key == "no_embed_class")
+        c.no_embed_class = v.get<bool>();
+      else if (key == "pre_norm")
+        c.pre_norm = v.get<bool>();
+      else if (key == "patch_bias")
+        c.patch_bias = v.get<bool>();
+      else if (key == "fc_norm")
+        c.fc_norm = v.is_null() ? std::nullopt : std::optional<bool>(v.get<bool>());
+      else if (key == "init_values")
+        c.init_values = v.is_null() ? 0.f : v.get<float>();
+      else if (key == "interpolation")
+        c.interpolation = v.get<std::string>();
+      else if (key == "crop_pct")
+        c.crop_pct = v.get<float>();
+      else if (key == "crop_mode")
+        c.crop_mode = v.get<std::string>();
       else if (key == "pos_drop_rate")
         c.pos_drop_rate = v.get<float>();
       else if (key == "attn_drop_rate")
@@ -170,6 +204,12 @@ ViTConfig ViTConfig::load(const std::string& path) {
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }
+}
+
+bool known_interpolation(const std::string& name) {
+  for (const char* k : {"bilinear", "bicubic", "lanczos", "box", "hamming", "nearest"})
+    if (name == k) return true;
+  return false;
 }
 
 void ViTConfig::save(const std::string& path) const {
@@ -241,7 +281,7 @@ ViTConfig preset(const std::string& name) {
 
 std::vector<std::string> preset_names() {
   return {"vit-tiny-16",  "vit-small-16", "vit-small-32", "vit-base-16", "vit-base-32",
-          "vit-large-16", "vit-huge-14",  "mnist-seed",   "cifar-seed"};
+          "vit-large-16", "vit-huge-14",  "mnist-seed",   "mnist-small", "cifar-seed"};
 }
 
 int64_t forward_flops(const ViTConfig& c) {

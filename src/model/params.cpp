@@ -9,7 +9,8 @@ namespace vit {
 
 void ParamTable::add(std::string name, Shape shape, Init init) {
   const bool fixed = init == Init::SinCos;
-  const bool no_decay = shape.size() <= 1 || name == "pos_embed" || name == "cls_token";
+  const bool no_decay =
+      shape.size() <= 1 || name == "pos_embed" || name == "cls_token" || name == "reg_token";
   // 16-float alignment keeps every tensor on its own 64-byte boundary.
   specs_.push_back({std::move(name), std::move(shape), init, !no_decay && !fixed, !fixed, total_});
   total_ += (specs_.back().numel() + 15) / 16 * 16;
@@ -19,9 +20,14 @@ ParamTable::ParamTable(const ViTConfig& c) {
   c.validate();
   const int64_t D = c.embed_dim, M = c.mlp_dim;
   add("patch_embed.proj.weight", {D, c.in_chans, c.patch_h, c.patch_w}, Init::ConvDefault);
-  add("patch_embed.proj.bias", {D}, Init::ConvDefault);
+  if (c.patch_bias) add("patch_embed.proj.bias", {D}, Init::ConvDefault);
   if (c.class_token) add("cls_token", {1, 1, D}, Init::ClsToken);
-  add("pos_embed", {1, c.num_tokens(), D}, c.pos_embed == "sincos" ? Init::SinCos : Init::TruncNormal);
+  if (c.reg_tokens > 0) add("reg_token", {1, c.reg_tokens, D}, Init::ClsToken);
+  add("pos_embed", {1, c.pos_embed_len(), D}, c.pos_embed == "sincos" ? Init::SinCos : Init::TruncNormal);
+  if (c.pre_norm) {
+    add("norm_pre.weight", {D}, Init::Ones);
+    add("norm_pre.bias", {D}, Init::Zeros);
+  }
   for (int64_t i = 0; i < c.depth; ++i) {
     const std::string p = "blocks." + std::to_string(i) + ".";
     add(p + "norm1.weight", {D}, Init::Ones);
@@ -30,14 +36,16 @@ ParamTable::ParamTable(const ViTConfig& c) {
     if (c.qkv_bias) add(p + "attn.qkv.bias", {3 * D}, Init::Zeros);
     add(p + "attn.proj.weight", {D, D}, Init::TruncNormal);
     add(p + "attn.proj.bias", {D}, Init::Zeros);
+    if (c.layer_scale()) add(p + "ls1.gamma", {D}, Init::LayerScale);
     add(p + "norm2.weight", {D}, Init::Ones);
     add(p + "norm2.bias", {D}, Init::Zeros);
     add(p + "mlp.fc1.weight", {M, D}, Init::TruncNormal);
     add(p + "mlp.fc1.bias", {M}, Init::Zeros);
     add(p + "mlp.fc2.weight", {D, M}, Init::TruncNormal);
     add(p + "mlp.fc2.bias", {D}, Init::Zeros);
+    if (c.layer_scale()) add(p + "ls2.gamma", {D}, Init::LayerScale);
   }
-  const std::string norm = c.avg_pool() ? "fc_norm" : "norm";
+  const std::string norm = c.use_fc_norm() ? "fc_norm" : "norm";
   add(norm + ".weight", {D}, Init::Ones);
   add(norm + ".bias", {D}, Init::Zeros);
   add("head.weight", {c.num_classes, D}, Init::TruncNormal);
@@ -86,6 +94,9 @@ void init_params(const ParamTable& table, const ViTConfig& cfg, float* params, u
         break;
       case Init::ConvDefault:
         for (int64_t i = 0; i < n; ++i) p[i] = float((2.0 * rng.uniform() - 1.0) * conv_bound);
+        break;
+      case Init::LayerScale:
+        for (int64_t i = 0; i < n; ++i) p[i] = cfg.init_values;
         break;
       case Init::SinCos: sincos_pos_embed(p, s.shape[1], s.shape[2]); break;
     }

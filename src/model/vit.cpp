@@ -67,8 +67,11 @@ ViT::Weights ViT::bind(Arena& arena) {
   w.patch_w = reshape(t("patch_embed.proj.weight"), {D, cfg_.in_chans * cfg_.patch_h * cfg_.patch_w});
   w.patch_b = t("patch_embed.proj.bias");
   w.cls = t("cls_token");
+  w.reg = t("reg_token");
   w.pos = t("pos_embed");
-  const std::string norm = cfg_.avg_pool() ? "fc_norm" : "norm";
+  w.pre_w = t("norm_pre.weight");
+  w.pre_b = t("norm_pre.bias");
+  const std::string norm = cfg_.use_fc_norm() ? "fc_norm" : "norm";
   w.norm_w = t(norm + ".weight");
   w.norm_b = t(norm + ".bias");
   w.head_w = t("head.weight");
@@ -77,10 +80,25 @@ ViT::Weights ViT::bind(Arena& arena) {
     const std::string p = "blocks." + std::to_string(i) + ".";
     w.blocks.push_back({t(p + "norm1.weight"), t(p + "norm1.bias"), t(p + "attn.qkv.weight"),
                         t(p + "attn.qkv.bias"), t(p + "attn.proj.weight"), t(p + "attn.proj.bias"),
-                        t(p + "norm2.weight"), t(p + "norm2.bias"), t(p + "mlp.fc1.weight"),
-                        t(p + "mlp.fc1.bias"), t(p + "mlp.fc2.weight"), t(p + "mlp.fc2.bias")});
+                        t(p + "ls1.gamma"), t(p + "norm2.weight"), t(p + "norm2.bias"),
+                        t(p + "mlp.fc1.weight"), t(p + "mlp.fc1.bias"), t(p + "mlp.fc2.weight"),
+                        t(p + "mlp.fc2.bias"), t(p + "ls2.gamma")});
   }
   return w;
+}
+
+namespace {
+// The optional tensors of the table: a pointer to the view, or null when absent.
+const Tensor* opt(const Tensor& t) {
+  return t.data ? &t : nullptr;
+}
+Tensor* opt(Tensor& t) {
+  return t.data ? &t : nullptr;
+}
+}  // namespace
+
+bool ViT::norm_all_tokens() const {
+  return !cfg_.use_fc_norm() && cfg_.avg_pool();
 }
 
 void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training) {
@@ -93,6 +111,11 @@ void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training) {
     A.cols = c.take({B * N, P});
     A.pe = c.take({B * N, C});
     A.x0 = c.take({B, T, C});
+    if (cfg_.pre_norm) {
+      A.x_pre = c.take({B, T, C});
+      A.pre_mean = c.take({B * T});
+      A.pre_rstd = c.take({B * T});
+    }
     A.branch = c.take({B * T, C});
     A.blocks.assign(nblocks, {});
     for (auto& a : A.blocks) {
@@ -110,6 +133,15 @@ void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training) {
       a.h = c.take({B * T, M});
       a.act = c.take({B * T, M});
       a.out = c.take({B, T, C});
+      if (training && cfg_.layer_scale()) {
+        a.br1 = c.take({B * T, C});
+        a.br2 = c.take({B * T, C});
+      }
+    }
+    if (norm_all_tokens()) {
+      A.lnf = c.take({B * T, C});
+      A.lnf_mean = c.take({B * T});
+      A.lnf_rstd = c.take({B * T});
     }
     A.pooled = c.take({B, C});
     A.pooled_mean = c.take({B});
@@ -154,9 +186,13 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
 
   Tensor img(const_cast<float*>(images), {B, cfg_.in_chans, cfg_.img_h, cfg_.img_w});
   ops::im2col_patches(A.cols, img, cfg_.patch_h, cfg_.patch_w);
-  ops::linear_forward(A.pe, A.cols, W_.patch_w, &W_.patch_b);
-  ops::tokens_forward(A.x0, A.pe, cfg_.class_token ? &W_.cls : nullptr, W_.pos);
-  ops::dropout_forward(A.x0, rate(cfg_.pos_drop_rate), key(kSitePos));
+  ops::linear_forward(A.pe, A.cols, W_.patch_w, opt(W_.patch_b));
+  const Tensor tokens = cfg_.pre_norm ? A.x_pre : A.x0;
+  ops::tokens_forward(tokens, A.pe, opt(W_.cls), opt(W_.reg), W_.pos);
+  ops::dropout_forward(tokens, rate(cfg_.pos_drop_rate), key(kSitePos));
+  if (cfg_.pre_norm)
+    ops::layernorm_forward(reshape(A.x0, {B * T, C}), A.pre_mean, A.pre_rstd, reshape(A.x_pre, {B * T, C}),
+                           W_.pre_w, W_.pre_b, cfg_.norm_eps);
 
   Tensor x = A.x0;
   for (int64_t l = 0; l < cfg_.depth; ++l) {
@@ -164,30 +200,40 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     const BlockWeights& w = W_.blocks[l];
     const float proj_p = rate(cfg_.proj_drop_rate), path_p = rate(cfg_.drop_path_at(l));
     const float attn_p = rate(cfg_.attn_drop_rate);
+    // With LayerScale, training keeps each branch for the gammas' gradients.
+    const Tensor br1 = a.br1.data ? a.br1 : A.branch, br2 = a.br2.data ? a.br2 : A.branch;
     ops::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, reshape(x, {B * T, C}), w.n1w, w.n1b,
                            cfg_.norm_eps);
-    ops::linear_forward(reshape(a.qkv, {B * T, 3 * C}), a.ln1, w.qkvw, w.qkvb.data ? &w.qkvb : nullptr);
+    ops::linear_forward(reshape(a.qkv, {B * T, 3 * C}), a.ln1, w.qkvw, opt(w.qkvb));
     ops::attention_forward(a.ao, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
                            key(block_site(l, kAttnDrop)));
-    ops::linear_forward(A.branch, reshape(a.ao, {B * T, C}), w.projw, &w.projb);
-    ops::residual_forward(a.r1, x, reshape(A.branch, {B, T, C}), proj_p, key(block_site(l, kProjDrop)),
+    ops::linear_forward(br1, reshape(a.ao, {B * T, C}), w.projw, &w.projb);
+    ops::residual_forward(a.r1, x, reshape(br1, {B, T, C}), opt(w.ls1), proj_p, key(block_site(l, kProjDrop)),
                           path_p, key(block_site(l, kPath1)));
     ops::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, reshape(a.r1, {B * T, C}), w.n2w, w.n2b,
                            cfg_.norm_eps);
     ops::linear_forward(a.h, a.ln2, w.fc1w, &w.fc1b);
     ops::gelu_forward(a.act, a.h);
     ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)));
-    ops::linear_forward(A.branch, a.act, w.fc2w, &w.fc2b);
-    ops::residual_forward(a.out, a.r1, reshape(A.branch, {B, T, C}), proj_p, key(block_site(l, kMlpDrop2)),
-                          path_p, key(block_site(l, kPath2)));
+    ops::linear_forward(br2, a.act, w.fc2w, &w.fc2b);
+    ops::residual_forward(a.out, a.r1, reshape(br2, {B, T, C}), opt(w.ls2), proj_p,
+                          key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)));
     x = a.out;
   }
-  // timm norms every token before pooling; LayerNorm is per row, so norming the pooled
-  // row alone gives the same numbers for a fraction of the work.
-  ops::pool_forward(A.pooled, x, have_mask_ ? patch_mask_.data() : nullptr, cfg_.avg_pool(),
-                    cfg_.num_prefix_tokens());
-  ops::layernorm_forward(A.pooled_ln, A.pooled_mean, A.pooled_rstd, A.pooled, W_.norm_w, W_.norm_b,
-                         cfg_.norm_eps);
+  const uint8_t* pmask = have_mask_ ? patch_mask_.data() : nullptr;
+  if (norm_all_tokens()) {
+    // timm's `norm` before avg pooling (fc_norm off): every token is normed, then averaged.
+    ops::layernorm_forward(A.lnf, A.lnf_mean, A.lnf_rstd, reshape(x, {B * T, C}), W_.norm_w, W_.norm_b,
+                           cfg_.norm_eps);
+    ops::pool_forward(A.pooled_ln, reshape(A.lnf, {B, T, C}), pmask, true, cfg_.num_prefix_tokens());
+  } else {
+    // timm norms every token before token pooling; LayerNorm is per row, so norming the
+    // pooled row alone gives the same numbers for a fraction of the work. With fc_norm
+    // the norm comes after pooling anyway.
+    ops::pool_forward(A.pooled, x, pmask, cfg_.avg_pool(), cfg_.num_prefix_tokens());
+    ops::layernorm_forward(A.pooled_ln, A.pooled_mean, A.pooled_rstd, A.pooled, W_.norm_w, W_.norm_b,
+                           cfg_.norm_eps);
+  }
   ops::dropout_forward(A.pooled_ln, rate(cfg_.drop_rate), key(kSiteHead));
   ops::linear_forward(A.logits, A.pooled_ln, W_.head_w, &W_.head_b);
 }
@@ -217,13 +263,22 @@ void ViT::backward(const Tensor& dlogits) {
   const uint8_t* pmask = have_mask_ ? patch_mask_.data() : nullptr;
 
   ops::linear_backward(&A.dpooled_ln, &G_.head_w, &G_.head_b, dlogits, A.pooled_ln, W_.head_w);
+  if (backbone_frozen_) return;  // only the head trains: nothing below needs gradients
   ops::dropout_backward(A.dpooled_ln, rate(cfg_.drop_rate), key(kSiteHead));
-  ops::layernorm_backward(A.dpooled, G_.norm_w, G_.norm_b, A.dpooled_ln, A.pooled, A.pooled_mean,
-                          A.pooled_rstd, W_.norm_w, false);
-  ops::pool_backward(A.dx, A.dpooled, pmask, cfg_.avg_pool(), cfg_.num_prefix_tokens());
+  if (norm_all_tokens()) {
+    ops::pool_backward(reshape(A.dln, {B, T, C}), A.dpooled_ln, pmask, true, cfg_.num_prefix_tokens());
+    ops::layernorm_backward(reshape(A.dx, {B * T, C}), G_.norm_w, G_.norm_b, A.dln,
+                            reshape(A.blocks.back().out, {B * T, C}), A.lnf_mean, A.lnf_rstd, W_.norm_w,
+                            false);
+  } else {
+    ops::layernorm_backward(A.dpooled, G_.norm_w, G_.norm_b, A.dpooled_ln, A.pooled, A.pooled_mean,
+                            A.pooled_rstd, W_.norm_w, false);
+    ops::pool_backward(A.dx, A.dpooled, pmask, cfg_.avg_pool(), cfg_.num_prefix_tokens());
+  }
 
   // A.dx carries the gradient of the residual stream down through the blocks.
   const Tensor dx2d = reshape(A.dx, {B * T, C});
+  const Tensor dbranch3d = reshape(A.dbranch, {B, T, C});
   for (int64_t l = cfg_.depth - 1; l >= 0; --l) {
     BlockActs& a = A.blocks[l];
     const BlockWeights& w = W_.blocks[l];
@@ -231,11 +286,12 @@ void ViT::backward(const Tensor& dlogits) {
     const Tensor x_in = reshape(l > 0 ? A.blocks[l - 1].out : A.x0, {B * T, C});
     const float proj_p = rate(cfg_.proj_drop_rate), path_p = rate(cfg_.drop_path_at(l));
     const float attn_p = rate(cfg_.attn_drop_rate);
-    // MLP branch: out = r1 + branch.
-    // Drop path is per sample: the residual ops need the [B,T,C] views.
-    const Tensor dbranch3d = reshape(A.dbranch, {B, T, C});
-    ops::residual_backward(dbranch3d, A.dx, proj_p, key(block_site(l, kMlpDrop2)), path_p,
-                           key(block_site(l, kPath2)));
+    // MLP branch: out = r1 + branch. Drop path is per sample: the residual ops need the
+    // [B,T,C] views.
+    const Tensor br1 = a.br1.data ? reshape(a.br1, {B, T, C}) : Tensor{};
+    const Tensor br2 = a.br2.data ? reshape(a.br2, {B, T, C}) : Tensor{};
+    ops::residual_backward(dbranch3d, opt(g.ls2), A.dx, opt(br2), opt(w.ls2), proj_p,
+                           key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)));
     ops::linear_backward(&A.dact, &g.fc2w, &g.fc2b, A.dbranch, a.act, w.fc2w);
     ops::dropout_backward(A.dact, proj_p, key(block_site(l, kMlpDrop1)));
     ops::gelu_backward(A.dact, A.dact, a.h);
@@ -243,20 +299,26 @@ void ViT::backward(const Tensor& dlogits) {
     ops::layernorm_backward(dx2d, g.n2w, g.n2b, A.dln, reshape(a.r1, {B * T, C}), a.ln2_mean, a.ln2_rstd,
                             w.n2w, true);
     // Attention branch: r1 = x + branch.
-    ops::residual_backward(dbranch3d, A.dx, proj_p, key(block_site(l, kProjDrop)), path_p,
-                           key(block_site(l, kPath1)));
+    ops::residual_backward(dbranch3d, opt(g.ls1), A.dx, opt(br1), opt(w.ls1), proj_p,
+                           key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)));
     Tensor dao2d = reshape(A.dao, {B * T, C});
     ops::linear_backward(&dao2d, &g.projw, &g.projb, A.dbranch, reshape(a.ao, {B * T, C}), w.projw);
     ops::attention_backward(A.dqkv, A.dscratch, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr,
                             attn_p, key(block_site(l, kAttnDrop)));
-    ops::linear_backward(&A.dln, &g.qkvw, g.qkvb.data ? &g.qkvb : nullptr, reshape(A.dqkv, {B * T, 3 * C}),
-                         a.ln1, w.qkvw);
+    ops::linear_backward(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, w.qkvw);
     ops::layernorm_backward(dx2d, g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd, w.n1w, true);
   }
-  ops::dropout_backward(A.dx, rate(cfg_.pos_drop_rate), key(kSitePos));
+  if (cfg_.pre_norm) {
+    // dx holds the gradient of norm_pre's output; the tokens' gradient goes to dbranch.
+    ops::layernorm_backward(A.dbranch, G_.pre_w, G_.pre_b, dx2d, reshape(A.x_pre, {B * T, C}), A.pre_mean,
+                            A.pre_rstd, W_.pre_w, false);
+  }
+  const Tensor dtokens = cfg_.pre_norm ? dbranch3d : A.dx;
+  ops::dropout_backward(dtokens, rate(cfg_.pos_drop_rate), key(kSitePos));
   const bool learn_pos = cfg_.pos_embed == "learn";
-  ops::tokens_backward(A.dpe, cfg_.class_token ? &G_.cls : nullptr, learn_pos ? &G_.pos : nullptr, A.dx);
-  ops::linear_backward(nullptr, &G_.patch_w, &G_.patch_b, A.dpe, A.cols, W_.patch_w);
+  ops::tokens_backward(A.dpe, opt(G_.cls), opt(G_.reg), learn_pos ? &G_.pos : nullptr, dtokens,
+                       cfg_.class_token, cfg_.reg_tokens, !cfg_.no_embed_class);
+  ops::linear_backward(nullptr, &G_.patch_w, opt(G_.patch_b), A.dpe, A.cols, W_.patch_w);
 }
 
 }  // namespace vit

@@ -19,30 +19,38 @@ void dropout_backward(Tensor dx, float p, uint64_t key) {
   }
 }
 
-void residual_forward(Tensor out, const Tensor& x, Tensor branch, float drop_p, uint64_t drop_key,
-                      float path_p, uint64_t path_key) {
+void residual_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* gamma, float drop_p,
+                      uint64_t drop_key, float path_p, uint64_t path_key) {
   // Drop path draws one keep per sample, so the batch must be the leading dim of a
   // [B,T,C] tensor: a flattened [B*T,C] view would silently drop single tokens.
   VIT_CHECK(x.ndim() == 3, "residual: x must be [B,T,C], got ", shape_str(x.shape));
   check_shape(out, x.shape, "residual output");
   check_shape(branch, x.shape, "residual branch");
+  if (gamma) check_shape(*gamma, {x.dim(2)}, "LayerScale gamma");
   VIT_CHECK(path_p >= 0.f && path_p < 1.f, "drop path: rate must be in [0, 1), got ", path_p);
-  const int64_t B = x.dim(0), R = x.numel() / B;
   switch (common_device({&out, &x, &branch}, "residual")) {
     case Device::CPU:
-      return cpu::residual_forward(out.data, x.data, branch.data, B, R, drop_p, drop_key, path_p, path_key);
+      return cpu::residual_forward(out.data, x.data, branch.data, gamma ? gamma->data : nullptr, x.dim(0),
+                                   x.dim(1), x.dim(2), drop_p, drop_key, path_p, path_key);
     default: unsupported("residual", out.device);
   }
 }
 
-void residual_backward(Tensor dbranch, const Tensor& dout, float drop_p, uint64_t drop_key, float path_p,
+void residual_backward(Tensor dbranch, Tensor* dgamma, const Tensor& dout, const Tensor* branch,
+                       const Tensor* gamma, float drop_p, uint64_t drop_key, float path_p,
                        uint64_t path_key) {
   VIT_CHECK(dout.ndim() == 3, "residual_backward: grad must be [B,T,C], got ", shape_str(dout.shape));
   check_shape(dbranch, dout.shape, "residual grad branch");
-  const int64_t B = dout.dim(0), R = dout.numel() / B;
+  VIT_CHECK(!dgamma || (gamma && branch), "residual_backward: dgamma needs gamma and the branch");
+  if (gamma) check_shape(*gamma, {dout.dim(2)}, "LayerScale gamma");
+  if (dgamma) check_shape(*dgamma, {dout.dim(2)}, "grad LayerScale gamma");
+  if (branch) check_shape(*branch, dout.shape, "residual branch");
   switch (common_device({&dbranch, &dout}, "residual_backward")) {
     case Device::CPU:
-      return cpu::residual_backward(dbranch.data, dout.data, B, R, drop_p, drop_key, path_p, path_key);
+      return cpu::residual_backward(dbranch.data, dgamma ? dgamma->data : nullptr, dout.data,
+                                    branch ? branch->data : nullptr, gamma ? gamma->data : nullptr,
+                                    dout.dim(0), dout.dim(1), dout.dim(2), drop_p, drop_key, path_p,
+                                    path_key);
     default: unsupported("residual_backward", dout.device);
   }
 }

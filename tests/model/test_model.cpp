@@ -46,6 +46,10 @@ struct ModelCase {
   bool cls;
   std::string pos;
   bool mask;
+  // timm's rarer options: "extras" = LayerScale, 2 register tokens, pos_embed on the patches
+  // only, norm_pre without a patch bias, no qkv bias; "norm" = avg pooling with `norm` on
+  // every token instead of fc_norm.
+  std::string variant = "";
 };
 
 class ModelGrad : public ::testing::TestWithParam<ModelCase> {};
@@ -60,6 +64,17 @@ TEST_P(ModelGrad, EveryParameterMatchesFiniteDifferences) {
   c.proj_drop_rate = 0.1f;
   c.drop_rate = 0.1f;
   c.drop_path_rate = 0.3f;
+  if (mc.variant == "extras") {
+    c.init_values = 0.5f;
+    c.reg_tokens = 2;
+    c.no_embed_class = true;
+    c.pre_norm = true;
+    c.patch_bias = false;
+    c.qkv_bias = false;
+  } else if (mc.variant == "norm") {
+    c.fc_norm = false;
+    c.reg_tokens = 1;
+  }
   ViT m(c);
   randomize(m, 5);
   const int64_t B = 3;
@@ -86,10 +101,13 @@ TEST_P(ModelGrad, EveryParameterMatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Variants, ModelGrad,
                          ::testing::Values(ModelCase{"token", true, "learn", false},
                                            ModelCase{"avg", true, "sincos", true},
-                                           ModelCase{"avg", false, "learn", true}),
+                                           ModelCase{"avg", false, "learn", true},
+                                           ModelCase{"token", true, "learn", true, "extras"},
+                                           ModelCase{"avg", true, "learn", true, "norm"}),
                          [](const auto& info) {
                            return info.param.pool + (info.param.cls ? "_cls_" : "_nocls_") + info.param.pos +
-                                  (info.param.mask ? "_mask" : "");
+                                  (info.param.mask ? "_mask" : "") +
+                                  (info.param.variant.empty() ? "" : "_" + info.param.variant);
                          });
 
 TEST(Model, InferenceEqualsTrainingForwardWithoutDropout) {

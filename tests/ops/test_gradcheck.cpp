@@ -113,28 +113,40 @@ TEST_P(AttentionGrad, MatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Dropout, AttentionGrad, ::testing::Values(0.f, 0.3f));
 
-TEST(GradCheck, ResidualWithDropoutAndDropPath) {
-  const int64_t B = 4, R = 6;
-  auto x = test::randn(B * R, 1), br = test::randn(B * R, 2), Rw = test::randn(B * R, 3);
-  std::vector<float> out(B * R), tmp(B * R), dbr(B * R);
+class ResidualGrad : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ResidualGrad, DropoutDropPathAndLayerScale) {
+  const bool layer_scale = GetParam();
+  const int64_t B = 4, T = 3, C = 2, n = B * T * C;
+  auto x = test::randn(n, 1), br = test::randn(n, 2), Rw = test::randn(n, 3), gamma = test::randn(C, 4);
+  std::vector<float> out(n), tmp(n), dbr(n), dgamma(C, 0.f);
+  Tensor G(gamma.data(), {C}), DG(dgamma.data(), {C}), TMP(tmp.data(), {B, T, C});
+  const Tensor* g = layer_scale ? &G : nullptr;
   auto loss = [&] {
     tmp = br;  // the op drops the branch in place
-    ops::residual_forward(Tensor(out.data(), {B, R, 1}), Tensor(x.data(), {B, R, 1}),
-                          Tensor(tmp.data(), {B, R, 1}), 0.25f, 11, 0.4f, 22);
-    return dot(out.data(), Rw.data(), B * R);
+    ops::residual_forward(Tensor(out.data(), {B, T, C}), Tensor(x.data(), {B, T, C}), TMP, g, 0.25f, 11, 0.4f,
+                          22);
+    return dot(out.data(), Rw.data(), n);
   };
-  ops::residual_backward(Tensor(dbr.data(), {B, R, 1}), Tensor(Rw.data(), {B, R, 1}), 0.25f, 11, 0.4f, 22);
+  loss();  // leaves the dropped branch in tmp, as the forward does for backward
+  ops::residual_backward(Tensor(dbr.data(), {B, T, C}), layer_scale ? &DG : nullptr,
+                         Tensor(Rw.data(), {B, T, C}), &TMP, g, 0.25f, 11, 0.4f, 22);
   // A flattened view would apply drop path per row instead of per sample: refused.
-  EXPECT_THROW(
-      ops::residual_backward(Tensor(dbr.data(), {B * R, 1}), Tensor(Rw.data(), {B * R, 1}), 0.f, 0, 0.4f, 22),
-      Error);
-  EXPECT_TRUE(test::gradcheck("residual dbranch", br.data(), dbr.data(), B * R, loss, kH, kTol));
+  EXPECT_THROW(ops::residual_backward(Tensor(dbr.data(), {B * T * C}), nullptr,
+                                      Tensor(Rw.data(), {B * T * C}), nullptr, nullptr, 0.f, 0, 0.4f, 22),
+               Error);
+  EXPECT_TRUE(test::gradcheck("residual dbranch", br.data(), dbr.data(), n, loss, kH, kTol));
+  if (layer_scale) {
+    EXPECT_TRUE(test::gradcheck("residual dgamma", gamma.data(), dgamma.data(), C, loss, kH, kTol));
+  }
   // Some elements and some samples must actually be dropped for this test to mean anything.
   int zeros = 0;
   for (float v : dbr) zeros += v == 0.f;
   EXPECT_GT(zeros, 0);
-  EXPECT_LT(zeros, B * R);
+  EXPECT_LT(zeros, n);
 }
+
+INSTANTIATE_TEST_SUITE_P(LayerScale, ResidualGrad, ::testing::Values(false, true));
 
 TEST(GradCheck, DropoutKeepsExpectationAndRegeneratesMask) {
   const int64_t n = 200000;
@@ -153,22 +165,53 @@ TEST(GradCheck, DropoutKeepsExpectationAndRegeneratesMask) {
   EXPECT_NEAR(mean / n, 1.0, 5e-3 / 0.7);
 }
 
-TEST(GradCheck, TokensClsAndPos) {
-  const int64_t B = 2, N = 3, C = 4, T = N + 1;
-  auto pe = test::randn(B * N * C, 1), cls = test::randn(C, 2), pos = test::randn(T * C, 3),
-       R = test::randn(B * T * C, 4);
-  std::vector<float> tok(B * T * C), dpe(B * N * C), dcls(C, 0.f), dpos(T * C, 0.f);
-  Tensor PE(pe.data(), {B * N, C}), CLS(cls.data(), {1, 1, C}), POS(pos.data(), {1, T, C});
+struct TokensCase {
+  bool has_cls;
+  int64_t R;
+  bool pos_all;
+};
+
+class TokensGrad : public ::testing::TestWithParam<TokensCase> {};
+
+TEST_P(TokensGrad, PrefixTokensAndPos) {
+  const auto [has_cls, R, pos_all] = GetParam();
+  const int64_t B = 2, N = 3, C = 4, T = N + R + (has_cls ? 1 : 0), Tp = pos_all ? T : N;
+  auto pe = test::randn(B * N * C, 1), cls = test::randn(C, 2),
+       reg = test::randn(std::max<int64_t>(R, 1) * C, 5), pos = test::randn(Tp * C, 3),
+       Rw = test::randn(B * T * C, 4);
+  std::vector<float> tok(B * T * C), dpe(B * N * C), dcls(C, 0.f), dreg(reg.size(), 0.f), dpos(Tp * C, 0.f);
+  Tensor PE(pe.data(), {B * N, C}), CLS(cls.data(), {1, 1, C}), REG(reg.data(), {1, R, C}),
+      POS(pos.data(), {1, Tp, C});
   auto loss = [&] {
-    ops::tokens_forward(Tensor(tok.data(), {B, T, C}), PE, &CLS, POS);
-    return dot(tok.data(), R.data(), B * T * C);
+    ops::tokens_forward(Tensor(tok.data(), {B, T, C}), PE, has_cls ? &CLS : nullptr, R ? &REG : nullptr, POS);
+    return dot(tok.data(), Rw.data(), B * T * C);
   };
-  Tensor DCLS(dcls.data(), {1, 1, C}), DPOS(dpos.data(), {1, T, C});
-  ops::tokens_backward(Tensor(dpe.data(), {B * N, C}), &DCLS, &DPOS, Tensor(R.data(), {B, T, C}));
+  Tensor DCLS(dcls.data(), {1, 1, C}), DREG(dreg.data(), {1, R, C}), DPOS(dpos.data(), {1, Tp, C});
+  ops::tokens_backward(Tensor(dpe.data(), {B * N, C}), has_cls ? &DCLS : nullptr, R ? &DREG : nullptr, &DPOS,
+                       Tensor(Rw.data(), {B, T, C}), has_cls, R, pos_all);
   EXPECT_TRUE(test::gradcheck("tokens dpe", pe.data(), dpe.data(), B * N * C, loss, kH, kTol));
-  EXPECT_TRUE(test::gradcheck("tokens dcls", cls.data(), dcls.data(), C, loss, kH, kTol));
-  EXPECT_TRUE(test::gradcheck("tokens dpos", pos.data(), dpos.data(), T * C, loss, kH, kTol));
+  if (has_cls) {
+    EXPECT_TRUE(test::gradcheck("tokens dcls", cls.data(), dcls.data(), C, loss, kH, kTol));
+  }
+  if (R) {
+    EXPECT_TRUE(test::gradcheck("tokens dreg", reg.data(), dreg.data(), R * C, loss, kH, kTol));
+  }
+  EXPECT_TRUE(test::gradcheck("tokens dpos", pos.data(), dpos.data(), Tp * C, loss, kH, kTol));
+  // Order: [cls, reg..., patches]; without pos on the prefix, the class token is copied as is.
+  loss();
+  if (has_cls && !pos_all) {
+    EXPECT_EQ(tok[0], cls[0]);
+  }
+  if (R && !pos_all) {
+    EXPECT_EQ(tok[(has_cls ? 1 : 0) * C], reg[0]);
+  }
+  EXPECT_EQ(tok[(T - N) * C], pe[0] + pos[(pos_all ? T - N : 0) * C]);
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, TokensGrad,
+                         ::testing::Values(TokensCase{true, 0, true}, TokensCase{false, 0, true},
+                                           TokensCase{true, 2, false}, TokensCase{true, 2, true},
+                                           TokensCase{false, 1, false}));
 
 class PoolGrad : public ::testing::TestWithParam<bool> {};
 

@@ -2,6 +2,7 @@
 // vocabulary (global_pool, class_token, drop_path_rate, ...). Saved as JSON beside weights.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,22 +15,40 @@ struct ViTConfig {
   bool qkv_bias = true;
   std::string global_pool = "token";  // "token" (class token) or "avg" (mean of patch tokens)
   bool class_token = true;
+  int64_t reg_tokens = 0;           // register tokens after the class token (timm's reg_tokens)
   std::string pos_embed = "learn";  // "learn" or fixed "sincos"
+  bool no_embed_class = false;      // pos_embed covers the patch tokens only (timm's no_embed_class)
+  bool pre_norm = false;            // LayerNorm `norm_pre` after the position embedding (timm's pre_norm)
+  bool patch_bias = true;           // patch_embed.proj.bias (timm leaves it out when pre_norm)
+  // Final LayerNorm after pooling (`fc_norm`) instead of before it (`norm`); unset means
+  // timm's default: fc_norm exactly for avg pooling. use_fc_norm() resolves it.
+  std::optional<bool> fc_norm;
+  float init_values = 0.f;  // LayerScale (ls1.gamma, ls2.gamma) initial value; 0 = none
   float pos_drop_rate = 0.f, attn_drop_rate = 0.f, proj_drop_rate = 0.f;
   float drop_rate = 0.f;       // dropout before the head (timm's head_drop)
   float drop_path_rate = 0.f;  // stochastic depth, linear over depth from 0 to this
   float norm_eps = 1e-6f;
   int64_t num_classes = 1000;
-  // Input normalization the model was trained with (per channel; used by data loaders).
+  // Input preprocessing the model was trained with (timm's pretrained_cfg): per-channel
+  // mean and std, the resize filter, and how images reach the input size: "squash"
+  // resizes both sides to size / crop_pct, "center" the shorter side, each followed by a
+  // center crop to the input size.
   std::vector<float> mean = {0.5f, 0.5f, 0.5f}, std = {0.5f, 0.5f, 0.5f};
+  std::string interpolation = "bilinear";  // bilinear, bicubic, lanczos, box, hamming, nearest
+  float crop_pct = 1.f;
+  std::string crop_mode = "squash";  // or "center"
 
   int64_t grid_h() const { return img_h / patch_h; }
   int64_t grid_w() const { return img_w / patch_w; }
   int64_t num_patches() const { return grid_h() * grid_w(); }
-  int64_t num_prefix_tokens() const { return class_token ? 1 : 0; }
+  int64_t num_prefix_tokens() const { return (class_token ? 1 : 0) + reg_tokens; }
   int64_t num_tokens() const { return num_patches() + num_prefix_tokens(); }
+  // Rows of pos_embed: every token, or only the patches with no_embed_class.
+  int64_t pos_embed_len() const { return no_embed_class ? num_patches() : num_tokens(); }
+  bool layer_scale() const { return init_values > 0.f; }
   int64_t head_dim() const { return embed_dim / num_heads; }
   bool avg_pool() const { return global_pool == "avg"; }
+  bool use_fc_norm() const { return fc_norm.value_or(avg_pool()); }
   // Drop-path rate of block i (timm: linspace(0, drop_path_rate, depth)).
   float drop_path_at(int64_t i) const;
 
@@ -41,6 +60,9 @@ struct ViTConfig {
   static ViTConfig load(const std::string& path);
   void save(const std::string& path) const;
 };
+
+// The resize filters preprocessing knows (Pillow's names).
+bool known_interpolation(const std::string& name);
 
 // Named presets: vit-tiny-16, vit-small-16, vit-small-32, vit-base-16, vit-base-32,
 // vit-large-16, vit-huge-14, mnist-seed, mnist-small, cifar-seed.

@@ -18,6 +18,7 @@ enum class Init {
   Ones,         // LayerNorm weights
   ClsToken,     // normal_(std=1e-6)
   ConvDefault,  // PyTorch Conv2d default: uniform(+-1/sqrt(fan_in)), weight and bias
+  LayerScale,   // init_values (timm's LayerScale gamma)
   SinCos,       // fixed sin/cos position table (not trained)
 };
 
@@ -25,7 +26,7 @@ struct ParamSpec {
   std::string name;
   Shape shape;
   Init init;
-  bool decay;      // in the weight-decay group (timm: ndim >= 2, not pos_embed/cls_token)
+  bool decay;      // in the weight-decay group (timm: ndim >= 2, not pos_embed/cls_token/reg_token)
   bool trainable;  // false for a fixed sincos pos_embed
   int64_t offset;  // in floats, into every arena laid out by this table
   int64_t numel() const { return vit::numel(shape); }

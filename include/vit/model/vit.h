@@ -51,23 +51,31 @@ class ViT {
   // Inference: logits[B,K] written to out; stores one block's activations only.
   void infer(const float* images, int64_t B, const uint8_t* mask, float* logits);
 
+  // Fine-tuning the head alone (linear probing): backward stops after the head's gradients.
+  void set_backbone_frozen(bool frozen) { backbone_frozen_ = frozen; }
+  bool backbone_frozen() const { return backbone_frozen_; }
+
   // Bytes held by the training and inference activation arenas (for reports).
   size_t activation_bytes() const { return (acts_.size() + infer_acts_.size()) * sizeof(float); }
 
  private:
+  // Absent tensors (no qkv bias, no LayerScale, ...) are views with a null data pointer.
   struct BlockWeights {
-    Tensor n1w, n1b, qkvw, qkvb, projw, projb, n2w, n2b, fc1w, fc1b, fc2w, fc2b;
+    Tensor n1w, n1b, qkvw, qkvb, projw, projb, ls1, n2w, n2b, fc1w, fc1b, fc2w, fc2b, ls2;
   };
   struct Weights {
-    Tensor patch_w, patch_b, cls, pos, norm_w, norm_b, head_w, head_b;
+    Tensor patch_w, patch_b, cls, reg, pos, pre_w, pre_b, norm_w, norm_b, head_w, head_b;
     std::vector<BlockWeights> blocks;
   };
   struct BlockActs {
     Tensor ln1, ln1_mean, ln1_rstd, qkv, probs, probs_drop, ao, r1, ln2, ln2_mean, ln2_rstd, h, act, out;
+    Tensor br1, br2;  // the branches before LayerScale (training with LayerScale only)
   };
   struct Acts {
     int64_t B = 0;
     Tensor cols, pe, x0, branch, pooled, pooled_mean, pooled_rstd, pooled_ln, logits;
+    Tensor x_pre, pre_mean, pre_rstd;  // tokens before norm_pre (pre_norm only)
+    Tensor lnf, lnf_mean, lnf_rstd;    // `norm` over every token before avg pooling (no fc_norm)
     std::vector<BlockActs> blocks;
     // Gradient buffers (training only).
     Tensor dlogits_in, dpooled_ln, dpooled, dx, dbranch, dact, dln, dao, dqkv, dscratch, dpe;
@@ -78,6 +86,7 @@ class ViT {
   void layout(Acts& A, Arena& arena, int64_t B, bool training);
   void run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode);
   void set_masks(int64_t B, const uint8_t* mask);
+  bool norm_all_tokens() const;  // avg pooling without fc_norm: `norm` on every token first
 
   ViTConfig cfg_;
   ParamTable table_;
@@ -86,6 +95,7 @@ class ViT {
   Acts train_, infer_;
   ForwardMode last_mode_;
   bool have_mask_ = false;
+  bool backbone_frozen_ = false;
   std::vector<uint8_t> patch_mask_, key_mask_;  // [B,N] and [B,T], copied from the caller
 };
 

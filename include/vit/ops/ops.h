@@ -37,19 +37,23 @@ void attention_backward(Tensor dqkv, Tensor scratch, const Tensor& dout, const T
 // dropout in place (p = 0 is a no-op).
 void dropout_forward(Tensor x, float p, uint64_t key);
 void dropout_backward(Tensor dx, float p, uint64_t key);
-// out[B,T,C] = x + droppath(dropout(branch)), drop path per sample; branch is modified
-// (dropout in place).
-void residual_forward(Tensor out, const Tensor& x, Tensor branch, float drop_p, uint64_t drop_key,
-                      float path_p, uint64_t path_key);
-void residual_backward(Tensor dbranch, const Tensor& dout, float drop_p, uint64_t drop_key, float path_p,
-                       uint64_t path_key);
+// out[B,T,C] = x + droppath(gamma * dropout(branch)), drop path per sample, gamma[C] an
+// optional LayerScale; branch is dropped in place (and kept so for backward).
+void residual_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* gamma, float drop_p,
+                      uint64_t drop_key, float path_p, uint64_t path_key);
+// dbranch assigned; dgamma accumulated (needs gamma and the forward's dropped branch).
+void residual_backward(Tensor dbranch, Tensor* dgamma, const Tensor& dout, const Tensor* branch,
+                       const Tensor* gamma, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key);
 
 // patch embedding: images[B,C,H,W] -> cols[B*N, C*Ph*Pw] for patch size (ph, pw).
 void im2col_patches(Tensor cols, const Tensor& images, int64_t ph, int64_t pw);
-// tokens[B,T,C] = [cls] ++ pe[B*N,C], plus pos[1,T,C]; cls[1,1,C] or null.
-void tokens_forward(Tensor tokens, const Tensor& pe, const Tensor* cls, const Tensor& pos);
-// dpe assigned; dcls, dpos accumulated (either may be null).
-void tokens_backward(Tensor dpe, Tensor* dcls, Tensor* dpos, const Tensor& dtokens);
+// tokens[B,T,C] = [cls] ++ [reg] ++ pe[B*N,C], plus the position embedding: pos[1,T,C] on
+// every token, or pos[1,N,C] on the patches only (timm's no_embed_class). cls[1,1,C] and
+// reg[1,R,C] may be null.
+void tokens_forward(Tensor tokens, const Tensor& pe, const Tensor* cls, const Tensor* reg, const Tensor& pos);
+// dpe assigned; dcls, dreg, dpos accumulated (each may be null).
+void tokens_backward(Tensor dpe, Tensor* dcls, Tensor* dreg, Tensor* dpos, const Tensor& dtokens,
+                     bool has_cls, int64_t reg_tokens, bool pos_all);
 
 // pooling: x[B,T,C] -> pooled[B,C]; token pooling takes row 0, avg the mean of rows
 // [first, T) that the mask[B, T-first] marks visible (all when null).

@@ -51,24 +51,30 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
 void dropout_forward(float* x, int64_t n, float p, uint64_t key);
 // Same mask applied to a gradient, in place.
 void dropout_backward(float* dx, int64_t n, float p, uint64_t key);
-// Residual with drop path (stochastic depth, per sample) and dropout on the branch:
-// out[B,R] = x + droppath(dropout(branch)). out may alias x.
-void residual_forward(float* out, const float* x, float* branch, int64_t B, int64_t R, float drop_p,
-                      uint64_t drop_key, float path_p, uint64_t path_key);
-// dbranch = droppath'(dropout'(dout)) (assigned); the residual path's gradient is dout itself.
-void residual_backward(float* dbranch, const float* dout, int64_t B, int64_t R, float drop_p,
-                       uint64_t drop_key, float path_p, uint64_t path_key);
+// Residual with drop path (stochastic depth, per sample), dropout on the branch and an
+// optional LayerScale gamma[C]: out[B,T,C] = x + droppath(gamma * dropout(branch)).
+// branch is dropped in place (backward's dgamma needs it); out may alias x.
+void residual_forward(float* out, const float* x, float* branch, const float* gamma, int64_t B, int64_t T,
+                      int64_t C, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key);
+// dbranch = dropout'(gamma * droppath'(dout)) (assigned); dgamma += sum of droppath'(dout) *
+// branch (the dropped branch the forward left), when gamma is given. The residual path's
+// gradient is dout itself.
+void residual_backward(float* dbranch, float* dgamma, const float* dout, const float* branch,
+                       const float* gamma, int64_t B, int64_t T, int64_t C, float drop_p, uint64_t drop_key,
+                       float path_p, uint64_t path_key);
 
 // ---- patch_embed.cpp: x[B,C,Hi,Wi] -> cols[B*N, C*Ph*Pw] (patch-major, conv weight order).
 void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t Hi, int64_t Wi, int64_t Ph,
                     int64_t Pw);
-// Builds tokens[B,T,C] from patch embeddings pe[B*N,C]: an optional class token first,
-// then the position embedding pos[T,C] added.
-void tokens_forward(float* tokens, const float* pe, const float* cls, const float* pos, int64_t B, int64_t N,
-                    int64_t C, bool has_cls);
-// dpe (assigned), dcls and dpos (+=, may be null) from dtokens.
-void tokens_backward(float* dpe, float* dcls, float* dpos, const float* dtokens, int64_t B, int64_t N,
-                     int64_t C, bool has_cls);
+// Builds tokens[B,T,C] from patch embeddings pe[B*N,C]: prefix tokens first (the class
+// token cls[C] when has_cls, then R register tokens reg[R,C]), then the patches. The
+// position embedding is added to every token (pos[T,C], pos_all) or to the patches only
+// (pos[N,C], timm's no_embed_class).
+void tokens_forward(float* tokens, const float* pe, const float* cls, const float* reg, const float* pos,
+                    int64_t B, int64_t N, int64_t C, int64_t R, bool has_cls, bool pos_all);
+// dpe (assigned), dcls, dreg and dpos (+=, each may be null) from dtokens.
+void tokens_backward(float* dpe, float* dcls, float* dreg, float* dpos, const float* dtokens, int64_t B,
+                     int64_t N, int64_t C, int64_t R, bool has_cls, bool pos_all);
 
 // ---- pooling.cpp: token pooling copies row 0; avg pooling means rows [first, T) that are
 // visible (mask[B, T-first] != 0, or all when mask is null).

@@ -1,5 +1,7 @@
 // Dropout and drop path (stochastic depth) with counter-based masks: element i of a site
 // is kept when uniform_at(key, i) >= p, so backward regenerates the forward's mask.
+#include <algorithm>
+
 #include "backends/cpu/cpu.h"
 #include "vit/core/rng.h"
 
@@ -24,24 +26,56 @@ inline float path_scale(int64_t b, float path_p, uint64_t path_key) {
 }
 }  // namespace
 
-void residual_forward(float* out, const float* x, float* branch, int64_t B, int64_t R, float drop_p,
-                      uint64_t drop_key, float path_p, uint64_t path_key) {
-  dropout_forward(branch, B * R, drop_p, drop_key);
+void residual_forward(float* out, const float* x, float* branch, const float* gamma, int64_t B, int64_t T,
+                      int64_t C, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key) {
+  dropout_forward(branch, B * T * C, drop_p, drop_key);
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b) {
     const float s = path_scale(b, path_p, path_key);
-    for (int64_t r = 0; r < R; ++r) out[b * R + r] = x[b * R + r] + s * branch[b * R + r];
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t r = (b * T + t) * C;
+      if (gamma)
+        for (int64_t c = 0; c < C; ++c) out[r + c] = x[r + c] + s * (gamma[c] * branch[r + c]);
+      else
+        for (int64_t c = 0; c < C; ++c) out[r + c] = x[r + c] + s * branch[r + c];
+    }
   }
 }
 
-void residual_backward(float* dbranch, const float* dout, int64_t B, int64_t R, float drop_p,
-                       uint64_t drop_key, float path_p, uint64_t path_key) {
+void residual_backward(float* dbranch, float* dgamma, const float* dout, const float* branch,
+                       const float* gamma, int64_t B, int64_t T, int64_t C, float drop_p, uint64_t drop_key,
+                       float path_p, uint64_t path_key) {
+  if (dgamma) {
+    // dgamma[c] += sum over (b, t) of s_b dout * dropped branch; columns per thread, rows in
+    // order, so the sum does not depend on the thread count.
+    const int64_t blk = 16;
+#pragma omp parallel for schedule(static)
+    for (int64_t c0 = 0; c0 < C; c0 += blk) {
+      const int64_t c1 = std::min(C, c0 + blk);
+      float acc[16] = {0};
+      for (int64_t b = 0; b < B; ++b) {
+        const float s = path_scale(b, path_p, path_key);
+        if (s == 0.f) continue;
+        for (int64_t t = 0; t < T; ++t) {
+          const int64_t r = (b * T + t) * C;
+          for (int64_t c = c0; c < c1; ++c) acc[c - c0] += s * dout[r + c] * branch[r + c];
+        }
+      }
+      for (int64_t c = c0; c < c1; ++c) dgamma[c] += acc[c - c0];
+    }
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b) {
     const float s = path_scale(b, path_p, path_key);
-    for (int64_t r = 0; r < R; ++r) dbranch[b * R + r] = s * dout[b * R + r];
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t r = (b * T + t) * C;
+      if (gamma)
+        for (int64_t c = 0; c < C; ++c) dbranch[r + c] = s * gamma[c] * dout[r + c];
+      else
+        for (int64_t c = 0; c < C; ++c) dbranch[r + c] = s * dout[r + c];
+    }
   }
-  dropout_backward(dbranch, B * R, drop_p, drop_key);
+  dropout_backward(dbranch, B * T * C, drop_p, drop_key);
 }
 
 }  // namespace vit::cpu

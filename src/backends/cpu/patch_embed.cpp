@@ -20,34 +20,51 @@ void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t H
   }
 }
 
-void tokens_forward(float* tokens, const float* pe, const float* cls, const float* pos, int64_t B, int64_t N,
-                    int64_t C, bool has_cls) {
-  const int64_t T = N + (has_cls ? 1 : 0);
+namespace {
+// Source row of token t of sample b: the class token, a register token or a patch.
+inline const float* token_src(const float* pe, const float* cls, const float* reg, int64_t b, int64_t t,
+                              int64_t N, int64_t C, int64_t P, bool has_cls) {
+  if (t >= P) return pe + (b * N + t - P) * C;
+  if (has_cls && t == 0) return cls;
+  return reg + (t - (has_cls ? 1 : 0)) * C;
+}
+}  // namespace
+
+void tokens_forward(float* tokens, const float* pe, const float* cls, const float* reg, const float* pos,
+                    int64_t B, int64_t N, int64_t C, int64_t R, bool has_cls, bool pos_all) {
+  const int64_t P = (has_cls ? 1 : 0) + R, T = N + P;
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < B * T; ++bt) {
     const int64_t b = bt / T, t = bt % T;
-    const float* src = (has_cls && t == 0) ? cls : pe + (b * N + t - (has_cls ? 1 : 0)) * C;
-    const float* p = pos + t * C;
+    const float* src = token_src(pe, cls, reg, b, t, N, C, P, has_cls);
     float* dst = tokens + bt * C;
-    for (int64_t c = 0; c < C; ++c) dst[c] = src[c] + p[c];
+    const float* p = pos_all ? pos + t * C : (t >= P ? pos + (t - P) * C : nullptr);
+    if (p)
+      for (int64_t c = 0; c < C; ++c) dst[c] = src[c] + p[c];
+    else
+      for (int64_t c = 0; c < C; ++c) dst[c] = src[c];
   }
 }
 
-void tokens_backward(float* dpe, float* dcls, float* dpos, const float* dtokens, int64_t B, int64_t N,
-                     int64_t C, bool has_cls) {
-  const int64_t T = N + (has_cls ? 1 : 0), off = has_cls ? 1 : 0;
+void tokens_backward(float* dpe, float* dcls, float* dreg, float* dpos, const float* dtokens, int64_t B,
+                     int64_t N, int64_t C, int64_t R, bool has_cls, bool pos_all) {
+  const int64_t P = (has_cls ? 1 : 0) + R, T = N + P;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b)
-    std::memcpy(dpe + b * N * C, dtokens + (b * T + off) * C, N * C * sizeof(float));
-  if (dcls)
+    std::memcpy(dpe + b * N * C, dtokens + (b * T + P) * C, N * C * sizeof(float));
+  // Prefix tokens sum over the batch, in batch order.
+  for (int64_t t = 0; t < P; ++t) {
+    float* d = (has_cls && t == 0) ? dcls : (dreg ? dreg + (t - (has_cls ? 1 : 0)) * C : nullptr);
+    if (!d) continue;
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t c = 0; c < C; ++c) dcls[c] += dtokens[b * T * C + c];
+      for (int64_t c = 0; c < C; ++c) d[c] += dtokens[(b * T + t) * C + c];
+  }
   if (dpos) {
-    // Row t of dpos sums over the batch, in batch order.
+    const int64_t first = pos_all ? 0 : P;
 #pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < T; ++t)
+    for (int64_t t = first; t < T; ++t)
       for (int64_t b = 0; b < B; ++b)
-        for (int64_t c = 0; c < C; ++c) dpos[t * C + c] += dtokens[(b * T + t) * C + c];
+        for (int64_t c = 0; c < C; ++c) dpos[(t - first) * C + c] += dtokens[(b * T + t) * C + c];
   }
 }
 
