@@ -2,7 +2,8 @@
 # Installs every build and test dependency of vitcpp from Debian 12 packages.
 #   scripts/setup.sh            the build, tests and benchmarks
 #   scripts/setup.sh --torch    also Debian's PyTorch, to regenerate the test fixtures
-#                               (tools/make_fixtures.py) and run bench/torch_reference.py
+#                               (tools/make_fixtures.py) and run bench/peers
+#   scripts/setup.sh --fuzz     also clang, libFuzzer and LLVM's OpenMP for scripts/fuzz.sh
 # Packages already installed are not fetched again, so a second run needs no network.
 set -euo pipefail
 
@@ -13,11 +14,18 @@ packages=(
   nlohmann-json3-dev     # JSON configs and safetensors headers
   libcli11-dev           # command-line parsing
   zlib1g-dev libpng-dev libjpeg-dev             # datasets and images
+  libcairo2-dev fonts-dejavu-core               # figures: attention maps, curves (text via fontconfig)
   libgtest-dev libgmock-dev libbenchmark-dev    # tests and benchmarks
+  libopenmpi-dev openmpi-bin                    # data-parallel training (docs/distributed.md)
 )
-if [[ "${1:-}" == "--torch" ]]; then
-  packages+=(python3-torch python3-numpy)
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --torch) packages+=(python3-torch python3-numpy python3-torchvision python3-pil
+                      libjemalloc2) ;;  # bench/peers: PyTorch's best setup preloads jemalloc
+    --fuzz) packages+=(clang libclang-rt-14-dev libomp-14-dev) ;;
+    *) echo "setup: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

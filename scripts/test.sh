@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# The whole test suite: install dependencies, build with warnings as errors, run ctest.
-# Pick a subset with labels: scripts/test.sh -L unit   (or -L fixture, -L cli, -LE slow)
+# The whole test suite, what CI runs: install dependencies, build with warnings as errors,
+# run ctest; then, when given no arguments,
+#   - the same tests minus the `slow` label under ASan + UBSan (scripts/test_sanitize.sh;
+#     VIT_TEST_SANITIZE=0 skips it),
+#   - a 10-second run of every libFuzzer harness (scripts/fuzz.sh; VIT_TEST_FUZZ=0 skips it).
+# Pick a subset with labels: scripts/test.sh -L unit   (or -L fixture, -L cli, -LE slow);
+# a subset runs the normal build only. See docs/reliability.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVIT_WERROR=ON
 cmake --build build -j"$(nproc)"
-cd build
-ctest --output-on-failure -j"$(nproc)" "$@"
+(cd build && ctest --output-on-failure -j"$(nproc)" "$@")
+if (($# == 0)); then
+  [[ "${VIT_TEST_SANITIZE:-1}" == 0 ]] || scripts/test_sanitize.sh
+  [[ "${VIT_TEST_FUZZ:-1}" == 0 ]] || scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
+fi

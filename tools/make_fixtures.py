@@ -36,7 +36,7 @@ torch.set_default_dtype(torch.float64)
 
 # ---------------------------------------------------------------- safetensors (by hand)
 
-DTYPES = {torch.float32: "F32", torch.int64: "I64", torch.uint8: "U8"}
+DTYPES = {torch.float32: "F32", torch.int64: "I64", torch.uint8: "U8", torch.float16: "F16", torch.bfloat16: "BF16"}
 
 
 def write_safetensors(path, tensors, metadata):
@@ -44,7 +44,7 @@ def write_safetensors(path, tensors, metadata):
     header, blobs, offset = {"__metadata__": metadata}, [], 0
     for name in sorted(tensors):
         t = tensors[name].contiguous()
-        data = t.numpy().tobytes()
+        data = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()  # numpy has no bf16
         header[name] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)

@@ -1,5 +1,6 @@
 // vit eval: top-1, top-5, loss, per-class accuracy and the confusion matrix of a checkpoint
 // on a dataset split.
+#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -10,25 +11,26 @@
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 #include "vit/data/open.h"
-#include "vit/io/checkpoint.h"
 #include "vit/train/trainer.h"
+#include "vit/viz/figures.h"
 
 namespace vit::app {
 
 namespace {
 struct EvalFlags {
-  std::string checkpoint, data_dir, dataset = "auto", split = "test";
+  LoadFlags load;
+  std::string data_dir, dataset = "auto", split = "test", confusion_png;
   int64_t batch_size = 256;
   int threads = 0;
   InputFlags input;
-  bool json = false;
+  bool json = false, skip_bad_images = false;
 };
 
 }  // namespace
 
 Run add_eval(CLI::App& cmd) {
   auto f = std::make_shared<EvalFlags>();
-  cmd.add_option("--checkpoint", f->checkpoint, "model checkpoint (.safetensors)")->required();
+  f->load.add_to(cmd);
   cmd.add_option("--data-dir", f->data_dir, "dataset directory")->required();
   cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10, cifar100 or folder")->capture_default_str();
   cmd.add_option("--split", f->split, "test, val (the same: the held-out split) or train")
@@ -38,16 +40,30 @@ Run add_eval(CLI::App& cmd) {
   cmd.add_option("--threads", f->threads, "threads (default: all cores)");
   f->input.add_to(cmd);
   cmd.add_flag("--json", f->json, "print one JSON object");
+  cmd.add_option("--confusion-png", f->confusion_png, "also draw the confusion matrix as a PNG heatmap");
+  cmd.add_flag("--skip-bad-images", f->skip_bad_images,
+               "image folders: leave out files that do not decode (listed on stderr) instead of stopping");
   return [f] {
     set_num_threads(f->threads);
     VIT_CHECK(f->batch_size > 0, "batch size must be positive, got ", f->batch_size);
-    auto model = load_checkpoint(f->checkpoint);
+    const Pretrained loaded = f->load.load();
+    const auto& model = loaded.model;
     const ViTConfig& cfg = model->config();
     const InputSpec in = f->input.spec(cfg);
-    DataSources d = make_datasets(f->data_dir, f->dataset, in, 0.0, 0);
+    DataSources d = make_datasets(f->data_dir, f->dataset, in, 0.0, 0, f->skip_bad_images);
+    print_skipped(d.skipped, std::cerr);  // stderr: --json keeps stdout one object
     const Dataset& data = f->split == "train" ? *d.train : *d.eval;
+    // Read before the evaluation, so a bad labels file fails at once.
+    // Class names for --confusion-png: --labels, else the dataset's, else the checkpoint's.
+    const auto& names = !f->load.labels.empty() || d.class_names.empty() ? loaded.class_names : d.class_names;
     const EvalResult r = evaluate(*model, data, f->batch_size);
     const auto per_class = r.per_class();
+    if (!f->confusion_png.empty()) {
+      char title[96];
+      std::snprintf(title, sizeof title, "confusion matrix: top-1 %.2f%% on %lld images", 100 * r.top1,
+                    static_cast<long long>(r.count));
+      viz::confusion_figure(r.confusion, r.num_classes, names, title, f->confusion_png);
+    }
     if (f->json) {
       nlohmann::json j = {
           {"top1", r.top1}, {"top5", r.top5}, {"loss", r.loss}, {"count", r.count}, {"per_class", per_class}};

@@ -5,7 +5,6 @@
 
 #include "commands.h"
 #include "model_flags.h"
-#include "vit/io/checkpoint.h"
 #include "vit/model/params.h"
 
 namespace vit::app {
@@ -18,11 +17,19 @@ Run add_info(CLI::App& cmd) {
   };
   auto f = std::make_shared<Flags>();
   f->model.add_to(cmd);
-  cmd.add_option("--checkpoint", f->checkpoint, "read the config from a checkpoint instead");
+  cmd.add_option("--checkpoint", f->checkpoint,
+                 "read the config from a checkpoint instead (vitcpp, timm or Hugging Face)");
   cmd.add_flag("--params", f->table, "list every parameter tensor");
   return [f] {
-    ViTConfig cfg =
-        f->checkpoint.empty() ? f->model.resolve() : checkpoint_config(SafeTensors::open(f->checkpoint));
+    ViTConfig cfg;
+    if (f->checkpoint.empty()) {
+      cfg = f->model.resolve();
+    } else {
+      const Pretrained p =
+          load_pretrained(f->checkpoint, load_options(f->model.img_size, f->model.num_heads));
+      print_notes(p);
+      cfg = p.model->config();
+    }
     ParamTable table(cfg);
     int64_t total = 0, trainable = 0;
     for (auto& s : table.specs()) {

@@ -2,7 +2,6 @@
 // of rows of a preprocessed tensor, as text or one JSON object per line.
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -13,33 +12,19 @@
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 #include "vit/data/open.h"
-#include "vit/io/checkpoint.h"
 
 namespace vit::app {
 
 namespace {
 struct PredictFlags {
-  std::string checkpoint, labels, tensor;
+  LoadFlags load;
+  std::string tensor;
   std::vector<std::string> images;
   int64_t topk = 5, batch_size = 32;
   bool json = false, logits = false;
   int threads = 0;
   InputFlags input;
 };
-
-// Class names: --labels FILE, else the checkpoint's metadata, else none.
-std::vector<std::string> class_names(const PredictFlags& f, const SafeTensors& st) {
-  std::vector<std::string> names;
-  if (!f.labels.empty()) {
-    std::ifstream in(f.labels);
-    VIT_CHECK(in, f.labels, ": cannot open the labels file");
-    for (std::string line; std::getline(in, line);)
-      if (!line.empty()) names.push_back(line);
-  } else if (auto it = st.metadata().find("class_names"); it != st.metadata().end()) {
-    names = nlohmann::json::parse(it->second).get<std::vector<std::string>>();
-  }
-  return names;
-}
 
 // Prints one prediction; `what` is {"image": path} or {"row": i}.
 void print(const PredictFlags& f, nlohmann::json what, const float* z, int64_t K,
@@ -74,9 +59,8 @@ void print(const PredictFlags& f, nlohmann::json what, const float* z, int64_t K
 
 Run add_predict(CLI::App& cmd) {
   auto f = std::make_shared<PredictFlags>();
-  cmd.add_option("--checkpoint", f->checkpoint, "model checkpoint (.safetensors)")->required();
+  f->load.add_to(cmd);
   cmd.add_option("--topk", f->topk, "how many classes to print")->capture_default_str();
-  cmd.add_option("--labels", f->labels, "class names, one per line (default: from the checkpoint)");
   cmd.add_flag("--json", f->json, "one JSON object per line per image");
   cmd.add_flag("--logits", f->logits, "with --json, include the raw logits");
   cmd.add_option("--tensor", f->tensor,
@@ -89,11 +73,10 @@ Run add_predict(CLI::App& cmd) {
     set_num_threads(f->threads);
     VIT_CHECK(f->topk > 0 && f->batch_size > 0, "--topk and --batch-size must be positive");
     VIT_CHECK(!f->images.empty() || !f->tensor.empty(), "give image files or --tensor FILE:NAME");
-    const SafeTensors st = SafeTensors::open(f->checkpoint);
-    ViT model(checkpoint_config(st));
-    load_weights(model, st);
+    const Pretrained loaded = f->load.load();
+    ViT& model = *loaded.model;
     const ViTConfig& cfg = model.config();
-    const auto names = class_names(*f, st);
+    const auto& names = loaded.class_names;
     const int64_t K = cfg.num_classes, n = cfg.in_chans * cfg.img_h * cfg.img_w;
     if (!f->tensor.empty()) {
       const auto colon = f->tensor.rfind(':');

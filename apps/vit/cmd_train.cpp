@@ -15,6 +15,7 @@
 #include "vit/data/augment.h"
 #include "vit/data/open.h"
 #include "vit/data/synthetic.h"
+#include "vit/train/memory.h"
 #include "vit/train/trainer.h"
 
 namespace vit::app {
@@ -37,7 +38,7 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--resume" && i + 1 < args.size()) {
       dir = args[++i];
-    } else if (args[i] == "--threads" && i + 1 < args.size()) {
+    } else if ((args[i] == "--threads" || args[i] == "--comm-timeout") && i + 1 < args.size()) {
       extra.insert(extra.end(), {args[i], args[i + 1]});
       ++i;
     } else if (args[i].rfind("--resume=", 0) == 0) {
@@ -51,10 +52,16 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   if (std::filesystem::is_regular_file(dir)) dir = std::filesystem::path(dir).parent_path().string();
   if (dir.empty()) dir = ".";
   for (auto& e : extra)
-    VIT_CHECK(e == "--threads" || std::isdigit(static_cast<unsigned char>(e[0])), "--resume ", dir,
-              ": the run's flags come from ", dir, "/args.json; only --threads may be given (got ", e, ")");
+    VIT_CHECK(e == "--threads" || e == "--comm-timeout" || std::isdigit(static_cast<unsigned char>(e[0])),
+              "--resume ", dir, ": the run's flags come from ", dir,
+              "/args.json; only --threads and --comm-timeout may be given (got ", e, ")");
   const std::string path = (std::filesystem::path(dir) / "args.json").string();
-  const auto saved = nlohmann::json::parse(read_text_file(path));
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": not valid JSON: " + e.what());
+  }
   VIT_CHECK(saved.is_array() && !saved.empty() && saved[0] == "train", path,
             ": not the arguments of a vit train run");
   const bool new_threads = std::find(extra.begin(), extra.end(), "--threads") != extra.end();
@@ -81,7 +88,9 @@ struct TrainFlags {
   AugmentConfig aug;
   std::vector<float> scale, ratio;
   int threads = 0;
-  std::string resume;
+  double comm_timeout = 600;
+  std::string resume, pretrained;
+  bool skip_bad_images = false, no_memory_check = false;
 };
 }  // namespace
 
@@ -96,8 +105,20 @@ Run add_train(CLI::App& cmd) {
   for (auto& n : recipe_names()) recipes += (recipes.empty() ? "" : ", ") + n;
   std::string recipe;  // expanded before parsing (recipes.cpp); declared here for --help
   cmd.add_option("--recipe", recipe, "a named set of flags that later flags override: " + recipes);
+  cmd.add_option(
+      "--pretrained", f->pretrained,
+      "fine-tune these weights (vitcpp, timm or Hugging Face; file or directory); with --num-classes K "
+      "a new zero-initialized head, with --img-size S the position embeddings are resampled");
+  cmd.add_flag("--freeze-backbone", t.optim.freeze_backbone, "train the head alone (linear probe)");
+  cmd.add_option("--layer-decay", t.optim.layer_decay,
+                 "layer-wise lr decay: block i of D gets lr x decay^(D - i), the stem decay^(D + 1) (timm's; "
+                 "0 = off)")
+      ->capture_default_str();
   cmd.add_option("--data-dir", f->data_dir, "dataset directory (IDX, CIFAR-10/100 binary)");
   cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10, cifar100 or folder")->capture_default_str();
+  cmd.add_flag("--skip-bad-images", f->skip_bad_images,
+               "image folders: decode every file first and leave out those that fail, with a count "
+               "(default: stop at the first)");
   cmd.add_option("--val-split", f->val_split,
                  "hold out this fraction of train for evaluation (default: "
                  "evaluate on the test split)");
@@ -140,12 +161,20 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--clip-grad", t.clip_grad, "clip the global gradient norm (0 = off)")
       ->capture_default_str();
   cmd.add_option("--seed", t.seed, "random seed (weights, data order, dropout)")->capture_default_str();
-  cmd.add_option("--threads", f->threads, "threads (default: all cores)");
+  cmd.add_option("--threads", f->threads,
+                 "threads per process (default: all cores, shared by the processes of mpirun on a host)");
+  cmd.add_option("--comm-timeout", f->comm_timeout,
+                 "under mpirun: seconds a rank waits for the others in one collective before ending the job")
+      ->capture_default_str();
   cmd.add_option("--output", t.output, "run directory for config.json, summary.csv, checkpoints");
   cmd.add_option(
       "--resume", f->resume,
       "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (its flags come from "
       "DIR/args.json; --threads may change)");
+  cmd.add_flag(
+      "--no-memory-check", f->no_memory_check,
+      "start even when the planned memory (weights, gradients, optimizer state, activations) exceeds "
+      "MemAvailable or VIT_MEMORY_LIMIT");
   cmd.add_option("--patience", t.patience, "early stopping: epochs without a better eval top-1 (0 = off)")
       ->capture_default_str();
   cmd.add_option("--log-every", t.log_every, "steps between log lines when output is not a terminal")
@@ -153,25 +182,65 @@ Run add_train(CLI::App& cmd) {
   return [f] {
     TrainFlags& F = *f;
     VIT_CHECK(F.data_dir.empty() != (F.synthetic == 0), "give either --data-dir DIR or --synthetic N");
+    Comm& comm = world();  // several processes under mpirun (docs/distributed.md)
+    comm.set_timeout(F.comm_timeout);
+    if (F.threads == 0 && comm.local_size() > 1) F.threads = std::max(1, num_threads() / comm.local_size());
     set_num_threads(F.threads);
-    ViTConfig cfg = F.model.resolve();
-    ViT model(cfg);
-    model.init_weights(F.train.seed);
-    std::unique_ptr<Dataset> train_set, eval_set;
-    if (F.synthetic > 0) {
-      const int64_t K = std::min<int64_t>(cfg.num_classes, 10);
-      train_set = std::make_unique<SyntheticDataset>(F.synthetic, K, cfg.in_chans, cfg.img_h, cfg.img_w,
-                                                     F.train.seed);
-      eval_set = std::make_unique<SyntheticDataset>(std::max<int64_t>(1, F.synthetic / 5), K, cfg.in_chans,
-                                                    cfg.img_h, cfg.img_w, F.train.seed, 0.5f, F.synthetic);
+    std::ostream quiet(nullptr);  // only rank 0 prints
+    std::ostream& out = comm.root() ? std::cout : quiet;
+    F.train.comm = &comm;
+    // Impossible flags fail here, before anything is loaded or written.
+    F.train.validate();
+    F.train.sched.validate();
+    const size_t available = F.no_memory_check ? 0 : available_memory_bytes();
+    auto check_fits = [&](const ViTConfig& c, bool allocated) {
+      MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name);
+      if (allocated) plan.params = plan.grads = 0;  // already in memory: a loaded model
+      check_memory(plan, available, detail::concat("training this model at batch size ", F.train.batch_size));
+    };
+    std::unique_ptr<ViT> owned;
+    if (!F.pretrained.empty()) {
+      const std::string arch = F.model.architecture_flag();
+      VIT_CHECK(arch.empty(), arch, " cannot change the architecture of --pretrained ", F.pretrained,
+                " (only --img-size, --num-classes, --num-heads and dropout rates apply)");
+      LoadOptions o = load_options(F.model.img_size, F.model.num_heads);
+      o.num_classes = F.model.num_classes;
+      o.adjust = [&](ViTConfig& c) { F.model.apply_regularization(c); };
+      run_agreed(comm, "loading the pretrained weights", [&] {
+        Pretrained p = load_pretrained(F.pretrained, o);
+        if (comm.root()) print_notes(p);
+        out << "pretrained: " << p.file << " (" << p.format << ")\n";
+        owned = std::move(p.model);
+        check_fits(owned->config(), true);
+      });
     } else {
-      DataSources d = make_datasets(F.data_dir, F.dataset, input_spec(cfg), F.val_split, F.train.seed);
-      VIT_CHECK(d.train->num_classes() <= cfg.num_classes, F.data_dir, " has ", d.train->num_classes(),
-                " classes; the model's head has ", cfg.num_classes, " (set --num-classes)");
-      train_set = std::move(d.train);
-      eval_set = std::move(d.eval);
-      F.train.class_names = d.class_names;
+      const ViTConfig c = F.model.resolve();
+      check_fits(c, false);
+      owned = std::make_unique<ViT>(c);
+      owned->init_weights(F.train.seed);
     }
+    ViT& model = *owned;
+    const ViTConfig& cfg = model.config();
+    model.set_backbone_frozen(F.train.optim.freeze_backbone);
+    std::unique_ptr<Dataset> train_set, eval_set;
+    run_agreed(comm, "loading the data", [&] {
+      if (F.synthetic > 0) {
+        const int64_t K = std::min<int64_t>(cfg.num_classes, 10);
+        train_set = std::make_unique<SyntheticDataset>(F.synthetic, K, cfg.in_chans, cfg.img_h, cfg.img_w,
+                                                       F.train.seed);
+        eval_set = std::make_unique<SyntheticDataset>(std::max<int64_t>(1, F.synthetic / 5), K, cfg.in_chans,
+                                                      cfg.img_h, cfg.img_w, F.train.seed, 0.5f, F.synthetic);
+      } else {
+        DataSources d = make_datasets(F.data_dir, F.dataset, input_spec(cfg), F.val_split, F.train.seed,
+                                      F.skip_bad_images);
+        print_skipped(d.skipped, out);
+        VIT_CHECK(d.train->num_classes() <= cfg.num_classes, F.data_dir, " has ", d.train->num_classes(),
+                  " classes; the model's head has ", cfg.num_classes, " (set --num-classes)");
+        train_set = std::move(d.train);
+        eval_set = std::move(d.eval);
+        F.train.class_names = d.class_names;
+      }
+    });
     std::unique_ptr<AugmentedDataset> augmented;
     if (F.scale.size() == 2) {
       F.aug.scale_min = F.scale[0];
@@ -190,17 +259,18 @@ Run add_train(CLI::App& cmd) {
     if (!F.resume.empty()) {
       F.train.output = F.resume;
       F.train.resume = true;
-    } else if (!F.train.output.empty()) {
+    } else if (!F.train.output.empty() && comm.root()) {
       std::filesystem::create_directories(F.train.output);
       write_file_atomic((std::filesystem::path(F.train.output) / "args.json").string(),
                         nlohmann::json(invocation()).dump(1) + "\n");
     }
     F.train.progress_bar = ::isatty(STDOUT_FILENO) != 0;
-    std::cout << "model: " << cfg.to_json(-1) << "\nthreads: " << num_threads() << "\n";
-    train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, std::cout);
+    out << "model: " << cfg.to_json(-1) << "\nthreads: " << num_threads();
+    if (comm.size() > 1) out << " per process, " << comm.size() << " processes";
+    out << "\n";
+    train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
     if (!F.train.output.empty())
-      std::cout << "wrote " << F.train.output
-                << "/{config.json,summary.csv,last.safetensors,best.safetensors}\n";
+      out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors}\n";
     return 0;
   };
 }

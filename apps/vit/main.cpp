@@ -1,5 +1,8 @@
 // vit: train, evaluate and run Vision Transformers. `vit --help` lists the subcommands.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <string>
@@ -7,8 +10,23 @@
 
 #include "commands.h"
 #include "vit/core/error.h"
+#include "vit/train/comm.h"
+
+namespace {
+// OpenMP threads that spin while waiting (libgomp's default) wreck throughput on a shared
+// machine: with another process on the second core, a 2-thread mnist-seed training step
+// took 1.6-2.2 s instead of 12-25 ms (docs/benchmarks.md). libgomp reads OMP_WAIT_POLICY
+// once, before main, so vit sets PASSIVE and runs itself again when the user set nothing;
+// OMP_WAIT_POLICY=ACTIVE keeps spinning (best on a machine with idle cores).
+void default_to_passive_waiting(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY")) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: carry on spinning
+}
+}  // namespace
 
 int main(int argc, char** argv) {
+  default_to_passive_waiting(argv);
   CLI::App app{"vit: Vision Transformers in C++ (train, eval, predict)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "vitcpp 0.1.0");
@@ -18,10 +36,18 @@ int main(int argc, char** argv) {
     runs[cmd] = adder(*cmd);
   };
   add("train", "train a model (from scratch; --synthetic for a demo without data)", vit::app::add_train);
-  add("eval", "evaluate a checkpoint on a dataset", vit::app::add_eval);
+  add("eval", "evaluate a checkpoint (vitcpp, timm or Hugging Face) on a dataset", vit::app::add_eval);
   add("predict", "predict classes of images with a checkpoint", vit::app::add_predict);
   add("info", "print a model's config, parameters and FLOPs", vit::app::add_info);
+  add("export", "write a checkpoint (vitcpp, timm or Hugging Face) as a timm model directory",
+      vit::app::add_export);
   add("samples", "write dataset images as PNG files", vit::app::add_samples);
+  add("attention", "draw where the model looks: attention maps and rollout over images",
+      vit::app::add_attention);
+  add("plot", "draw a run's training curves or a checkpoint's position-embedding similarity",
+      vit::app::add_plot);
+  add("bench", "time a model's inference or training step (images/s, GFLOP/s, peak RSS)",
+      vit::app::add_bench);
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     args = vit::app::expand_recipe(vit::app::expand_resume(args));
@@ -36,15 +62,25 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  int code = 0;
   try {
     for (auto& [cmd, run] : runs)
-      if (cmd->parsed()) return run();
-  } catch (const vit::Error& e) {
-    std::cerr << "vit: error: " << e.what() << "\n";
-    return 1;
+      if (cmd->parsed()) code = run();
+  } catch (const vit::RankFailure& e) {
+    // Every rank of a data-parallel run stopped at the same point: rank 0 says why.
+    if (vit::Comm* w = vit::world_if_started(); !w || w->root())
+      std::cerr << "vit: error: " << e.what() << "\n";
+    code = 1;
   } catch (const std::exception& e) {
+    vit::Comm* w = vit::world_if_started();
+    if (w && w->size() > 1) {
+      // Only this rank knows: end the job rather than leave the others waiting.
+      std::cerr << "vit: error: rank " << w->rank() << ": " << e.what() << " (ending the job)" << std::endl;
+      w->abort(1);
+    }
     std::cerr << "vit: error: " << e.what() << "\n";
-    return 1;
+    code = 1;
   }
-  return 0;
+  vit::finalize_world();
+  return code;
 }

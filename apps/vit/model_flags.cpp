@@ -1,5 +1,8 @@
 #include "model_flags.h"
 
+#include <algorithm>
+#include <iostream>
+
 #include "vit/core/error.h"
 
 namespace vit::app {
@@ -59,30 +62,93 @@ ViTConfig ModelFlags::resolve() const {
     c.global_pool = pool;
   }
   if (!pos_embed.empty()) c.pos_embed = pos_embed;
-  if (drop >= 0) c.drop_rate = c.proj_drop_rate = drop;
-  if (drop_path >= 0) c.drop_path_rate = drop_path;
-  if (attn_drop >= 0) c.attn_drop_rate = attn_drop;
+  apply_regularization(c);
   c.validate();
   return c;
 }
 
+void ModelFlags::apply_regularization(ViTConfig& c) const {
+  if (drop >= 0) c.drop_rate = c.proj_drop_rate = drop;
+  if (drop_path >= 0) c.drop_path_rate = drop_path;
+  if (attn_drop >= 0) c.attn_drop_rate = attn_drop;
+}
+
+std::string ModelFlags::architecture_flag() const {
+  if (!config_file.empty()) return "--config";
+  if (!patch_size.empty()) return "--patch-size";
+  if (in_chans > 0) return "--in-chans";
+  if (embed_dim > 0) return "--embed-dim";
+  if (depth > 0) return "--depth";
+  if (mlp_dim > 0) return "--mlp-dim";
+  if (!pool.empty()) return "--pool";
+  if (!pos_embed.empty()) return "--pos-embed";
+  return "";
+}
+
 void InputFlags::add_to(CLI::App& cmd) {
-  cmd.add_option("--interpolation", interpolation, "resize filter")
-      ->check(CLI::IsMember({"bilinear", "bicubic"}))
-      ->capture_default_str();
+  cmd.add_option("--interpolation", interpolation, "resize filter (default: the model's; Pillow's filters)")
+      ->check(CLI::IsMember({"bilinear", "bicubic", "lanczos", "box", "hamming", "nearest"}));
+  cmd.add_option("--crop-pct", crop_pct,
+                 "resize to size/crop_pct, then center-crop (timm's eval transform; default: the model's)");
   cmd.add_option(
-         "--crop-pct", crop_pct,
-         "resize the shorter side to size/crop_pct, then center-crop (timm's eval transform; 1 = resize "
-         "straight to the input size)")
-      ->capture_default_str();
+         "--crop-mode", crop_mode,
+         "center: resize the shorter side keeping the aspect; squash: resize both sides (default: the "
+         "model's)")
+      ->check(CLI::IsMember({"center", "squash"}));
 }
 
 InputSpec InputFlags::spec(const ViTConfig& cfg) const {
-  VIT_CHECK(crop_pct > 0.f && crop_pct <= 1.f, "--crop-pct must be in (0, 1], got ", crop_pct);
   InputSpec in = input_spec(cfg);
-  in.interpolation = interpolation;
-  in.crop_pct = crop_pct;
+  if (!interpolation.empty()) in.interpolation = interpolation;
+  if (crop_pct != 0.f) in.crop_pct = crop_pct;
+  if (!crop_mode.empty()) in.crop_mode = crop_mode;
+  VIT_CHECK(in.crop_pct > 0.f && in.crop_pct <= 1.f, "--crop-pct must be in (0, 1], got ", in.crop_pct);
+  in.validate();
   return in;
+}
+
+LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads) {
+  LoadOptions o;
+  if (!img_size.empty()) {
+    o.img_h = img_size[0];
+    o.img_w = img_size.size() > 1 ? img_size[1] : img_size[0];
+    VIT_CHECK(o.img_h > 0 && o.img_w > 0, "--img-size must be positive");
+  }
+  o.num_heads = num_heads;
+  return o;
+}
+
+void print_notes(const Pretrained& p) {
+  for (const auto& n : p.notes) std::cerr << "vit: " << p.file << " (" << p.format << "): " << n << "\n";
+}
+
+void print_skipped(const std::vector<std::string>& skipped, std::ostream& os) {
+  if (skipped.empty()) return;
+  os << "skipped " << skipped.size() << " image(s) that do not decode:\n";
+  for (size_t i = 0; i < std::min<size_t>(skipped.size(), 10); ++i) os << "  " << skipped[i] << "\n";
+  if (skipped.size() > 10) os << "  ...\n";
+}
+
+void LoadFlags::add_to(CLI::App& cmd) {
+  cmd.add_option(
+         "--checkpoint", checkpoint,
+         "weights: a vitcpp, timm or Hugging Face .safetensors file, or a directory with model.safetensors "
+         "and config.json")
+      ->required();
+  cmd.add_option("--labels", labels, "class names, one per line (default: from the checkpoint)");
+  cmd.add_option("--img-size", img_size,
+                 "run at another input size, S or H W (position embeddings resampled)")
+      ->expected(1, 2)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--num-heads", num_heads, "attention heads, for a timm file whose config does not say");
+}
+
+Pretrained LoadFlags::load() const {
+  LoadOptions o = load_options(img_size, num_heads);
+  o.labels_file = labels;
+  Pretrained p = load_pretrained(checkpoint, o);
+  print_notes(p);
+  return p;
 }
 
 }  // namespace vit::app

@@ -2,10 +2,12 @@
 // per-field overrides named like timm's (--img-size, --patch-size, --embed-dim, ...).
 #pragma once
 #include <CLI/CLI.hpp>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
 #include "vit/data/open.h"
+#include "vit/io/pretrained.h"
 #include "vit/model/config.h"
 
 namespace vit::app {
@@ -19,14 +21,35 @@ struct ModelFlags {
 
   void add_to(CLI::App& cmd);
   ViTConfig resolve() const;  // validated
+  // Dropout and drop-path overrides alone (fine-tuning a pretrained architecture).
+  void apply_regularization(ViTConfig& c) const;
+  // The flags that change the architecture (which a pretrained checkpoint fixes), if any.
+  std::string architecture_flag() const;
 };
 
-// How images become the model's input: --interpolation and --crop-pct (eval, predict).
+// How images become the model's input (eval, predict): the model config's eval transform,
+// with --interpolation, --crop-pct and --crop-mode overriding its parts.
 struct InputFlags {
-  std::string interpolation = "bilinear";
-  float crop_pct = 1.f;
+  std::string interpolation, crop_mode;
+  float crop_pct = 0.f;  // 0: the config's
   void add_to(CLI::App& cmd);
   InputSpec spec(const ViTConfig& cfg) const;  // validated
 };
+
+// A checkpoint of any layout (vitcpp, timm, Hugging Face: a .safetensors file or a
+// directory) for eval, predict, info and export, with --img-size (pos_embed resampled),
+// --num-heads (when the file does not say) and --labels.
+struct LoadFlags {
+  std::string checkpoint, labels;
+  std::vector<int64_t> img_size;
+  int64_t num_heads = 0;
+  void add_to(CLI::App& cmd);
+  Pretrained load() const;  // prints what the loader adapted to stderr
+};
+// LoadOptions from --img-size S|H W and --num-heads.
+LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads);
+void print_notes(const Pretrained& p);
+// --skip-bad-images: the count and the first 10 files left out, with their reasons.
+void print_skipped(const std::vector<std::string>& skipped, std::ostream& os);
 
 }  // namespace vit::app

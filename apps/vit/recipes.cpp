@@ -24,6 +24,11 @@ const std::map<std::string, std::vector<std::string>>& recipes() {
       {"mnist", {"--model", "mnist-small", "--opt", "adamw", "--lr", "0.002", "--weight-decay", "0.05",
                  "--warmup-epochs", "2", "--min-lr", "1e-5", "-b", "128", "--epochs", "25", "--crop-pad", "2",
                  "--smoothing", "0.1"}},
+      // The paper's fine-tuning (ViT, Appendix B.1.1): SGD momentum 0.9, no weight decay,
+      // cosine decay after a linear warmup, gradient clipping at global norm 1. Use with
+      // --pretrained PATH --num-classes K [--img-size S].
+      {"finetune", {"--opt", "sgd", "--momentum", "0.9", "--lr", "0.03", "--weight-decay", "0", "--sched",
+                    "cosine", "--warmup-epochs", "1", "--clip-grad", "1.0", "-b", "128", "--epochs", "10"}},
   };
   // clang-format on
   return r;

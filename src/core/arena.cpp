@@ -1,5 +1,7 @@
 #include "vit/core/arena.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -7,17 +9,32 @@
 namespace vit {
 
 void Arena::Free::operator()(float* p) const {
-  std::free(p);
+  if (mapped_bytes)
+    munmap(p, mapped_bytes);
+  else
+    std::free(p);
 }
+
+namespace {
+// From this size on, blocks come from mmap: page-aligned and zero without a memset.
+constexpr size_t kMapBytes = size_t(1) << 20;
+}  // namespace
 
 void Arena::resize(size_t n) {
   if (n > capacity_) {
     // 64-byte alignment: one cache line, one AVX-512 register.
     size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
-    void* p = std::aligned_alloc(64, bytes ? bytes : 64);
-    if (!p) throw std::bad_alloc();
-    std::memset(p, 0, bytes);
-    ptr_.reset(static_cast<float*>(p));
+    ptr_.reset();  // free the old block before taking the new one
+    if (bytes >= kMapBytes) {
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      ptr_ = std::unique_ptr<float, Free>(static_cast<float*>(p), Free{bytes});
+    } else {
+      void* p = std::aligned_alloc(64, bytes ? bytes : 64);
+      if (!p) throw std::bad_alloc();
+      std::memset(p, 0, bytes);
+      ptr_ = std::unique_ptr<float, Free>(static_cast<float*>(p), Free{0});
+    }
     capacity_ = n;
   }
   size_ = n;

@@ -12,4 +12,10 @@ int num_threads() {
   return omp_get_max_threads();
 }
 
+int threads_for(int64_t work) {
+  const int64_t n = work / kWorkPerThread;
+  const int most = omp_get_max_threads();
+  return n < 1 ? 1 : n < most ? int(n) : most;
+}
+
 }  // namespace vit

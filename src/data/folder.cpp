@@ -7,41 +7,11 @@
 
 #include "vit/core/error.h"
 #include "vit/data/image.h"
+#include "vit/data/preprocess.h"
 
 namespace vit {
 
 namespace fs = std::filesystem;
-
-void load_image_input(const std::string& path, const InputSpec& in, float* out) {
-  const Image img = convert_channels(read_image(path), in.channels);
-  const int64_t C = in.channels, plane = img.h * img.w;
-  thread_local std::vector<float> planes;
-  planes.resize(C * plane);
-  for (int64_t i = 0; i < plane; ++i)
-    for (int64_t c = 0; c < C; ++c) planes[c * plane + i] = float(img.px[i * C + c]) * (1.f / 255.f);
-  if (in.crop_pct < 1.f) {
-    // Shorter side to floor(size / crop_pct) keeping the aspect, then the center crop.
-    const double scale_to = std::floor(double(std::min(in.height, in.width)) / in.crop_pct);
-    const double f = scale_to / double(std::min(img.h, img.w));
-    const int64_t rh = std::max<int64_t>(in.height, std::llround(img.h * f));
-    const int64_t rw = std::max<int64_t>(in.width, std::llround(img.w * f));
-    thread_local std::vector<float> big;
-    big.resize(C * rh * rw);
-    resize(in.interpolation, planes.data(), C, img.h, img.w, big.data(), rh, rw);
-    const int64_t top = (rh - in.height) / 2, left = (rw - in.width) / 2;
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t y = 0; y < in.height; ++y)
-        std::copy_n(big.data() + (c * rh + top + y) * rw + left, in.width,
-                    out + (c * in.height + y) * in.width);
-  } else if (img.h == in.height && img.w == in.width) {
-    std::copy(planes.begin(), planes.end(), out);
-  } else {
-    resize(in.interpolation, planes.data(), C, img.h, img.w, out, in.height, in.width);
-  }
-  for (int64_t c = 0; c < C; ++c)
-    for (int64_t i = 0; i < in.height * in.width; ++i)
-      out[c * in.height * in.width + i] = (out[c * in.height * in.width + i] - in.mean[c]) / in.std[c];
-}
 
 namespace {
 bool is_image(const fs::path& p) {
@@ -51,7 +21,8 @@ bool is_image(const fs::path& p) {
 }
 }  // namespace
 
-FolderDataset::FolderDataset(const std::string& root, InputSpec in, std::vector<std::string> class_names)
+FolderDataset::FolderDataset(const std::string& root, InputSpec in, std::vector<std::string> class_names,
+                             bool skip_bad)
     : root_(root), in_(std::move(in)), classes_(std::move(class_names)) {
   VIT_CHECK(fs::is_directory(root), root, ": not a directory");
   VIT_CHECK(int64_t(in_.mean.size()) == in_.channels && int64_t(in_.std.size()) == in_.channels, root,
@@ -72,11 +43,42 @@ FolderDataset::FolderDataset(const std::string& root, InputSpec in, std::vector<
     std::sort(files.begin(), files.end());
     for (auto& f : files) files_.push_back({f, int64_t(it - classes_.begin())});
   }
+  if (skip_bad) drop_undecodable();
+  VIT_CHECK(!files_.empty(), root, ": no image decodes (", skipped_.size(), " skipped)");
+}
+
+void FolderDataset::drop_undecodable() {
+  const int64_t n = int64_t(files_.size()), pixels = in_.channels * in_.height * in_.width;
+  std::vector<std::string> error(size_t(n), "");
+#pragma omp parallel
+  {
+    std::vector<float> scratch(static_cast<size_t>(pixels));
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t i = 0; i < n; ++i) {
+      try {
+        load_image_input(files_[size_t(i)].first, in_, scratch.data());
+      } catch (const std::exception& e) {
+        error[size_t(i)] = e.what();
+      }
+    }
+  }
+  std::vector<std::pair<std::string, int64_t>> kept;
+  for (int64_t i = 0; i < n; ++i) {
+    if (error[size_t(i)].empty())
+      kept.push_back(std::move(files_[size_t(i)]));
+    else
+      skipped_.push_back(std::move(error[size_t(i)]));
+  }
+  files_ = std::move(kept);
 }
 
 int64_t FolderDataset::get(int64_t i, float* image) const {
-  const auto& [path, label] = files_.at(i);
-  load_image_input(path, in_, image);
+  const auto& [path, label] = files_.at(size_t(i));
+  try {
+    load_image_input(path, in_, image);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (--skip-bad-images leaves such files out)");
+  }
   return label;
 }
 

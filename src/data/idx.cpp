@@ -56,7 +56,10 @@ ImageSet read_idx(const std::string& images_path, const std::string& labels_path
   s.h = be32(img, 8);
   s.w = be32(img, 12);
   s.num_classes = num_classes;
-  const uint64_t want = 16 + uint64_t(s.n) * s.h * s.w;
+  // Bounded first, so that n * h * w cannot overflow below.
+  VIT_CHECK(s.h > 0 && s.w > 0 && s.h <= 32768 && s.w <= 32768, images_path, ": implausible image size ", s.h,
+            "x", s.w);
+  const uint64_t want = 16 + uint64_t(s.n) * uint64_t(s.h) * uint64_t(s.w);
   VIT_CHECK(img.size() >= want, images_path, ": truncated: ", s.n, " images of ", s.h, "x", s.w, " need ",
             want, " bytes, the file has ", img.size());
   VIT_CHECK(int64_t(be32(lab, 4)) == s.n, labels_path, ": ", be32(lab, 4), " labels for ", s.n, " images in ",

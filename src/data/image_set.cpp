@@ -4,6 +4,7 @@
 
 #include "vit/core/error.h"
 #include "vit/data/image.h"
+#include "vit/data/preprocess.h"
 
 namespace vit {
 
@@ -27,21 +28,17 @@ NormalizedDataset::NormalizedDataset(std::shared_ptr<const ImageSet> set, InputS
 }
 
 int64_t NormalizedDataset::get(int64_t i, float* image) const {
-  const int64_t j = index_.at(i), H = set_->h, W = set_->w, C = in_.channels, OH = in_.height, OW = in_.width;
-  const uint8_t* px = set_->pixels.data() + j * set_->c * H * W;
-  const bool needs_resize = H != OH || W != OW;
-  thread_local std::vector<float> planes;
-  planes.resize(needs_resize ? C * H * W : 0);
-  float* dst = needs_resize ? planes.data() : image;
-  for (int64_t c = 0; c < C; ++c) {
-    const uint8_t* src = px + (set_->c == 1 ? 0 : c) * H * W;
-    for (int64_t k = 0; k < H * W; ++k) dst[c * H * W + k] = float(src[k]) * (1.f / 255.f);
-  }
-  if (needs_resize) resize(in_.interpolation, planes.data(), C, H, W, image, OH, OW);
-  for (int64_t c = 0; c < C; ++c) {
-    const float scale = 1.f / in_.std[c], shift = in_.mean[c];
-    for (int64_t k = 0; k < OH * OW; ++k) image[c * OH * OW + k] = (image[c * OH * OW + k] - shift) * scale;
-  }
+  const int64_t j = index_.at(i), C = set_->c, plane = set_->h * set_->w;
+  const uint8_t* px = set_->pixels.data() + j * C * plane;
+  // Planar [C, H, W] to the interleaved image preprocessing takes (one buffer per thread).
+  thread_local Image img;
+  img.h = set_->h;
+  img.w = set_->w;
+  img.c = C;
+  img.px.resize(C * plane);
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t k = 0; k < plane; ++k) img.px[k * C + c] = px[c * plane + k];
+  preprocess_image(img, in_, image);
   return set_->labels[j];
 }
 

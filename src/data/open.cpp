@@ -56,22 +56,32 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind) {
 }
 
 DataSources make_datasets(const std::string& dir, const std::string& kind, const InputSpec& in,
-                          double val_split, uint64_t seed) {
+                          double val_split, uint64_t seed, bool skip_bad_images) {
   DataSources out;
+  in.validate();
+  // Training images go straight to the input size (augmentation crops them); evaluation
+  // images take the model's eval transform (crop_pct, crop_mode).
+  InputSpec train_in = in;
+  train_in.crop_pct = 1.f;
+  train_in.crop_mode = "squash";
   const bool folders = fs::is_directory(fs::path(dir) / "train") &&
                        (fs::is_directory(fs::path(dir) / "val") || fs::is_directory(fs::path(dir) / "test"));
   if (kind == "folder" || (kind == "auto" && folders && find_idx_files(dir, true).first.empty())) {
     VIT_CHECK(folders, dir, ": image folders need ", dir, "/train/<class>/ and ", dir,
               "/val/<class>/ (or test/)");
     out.kind = "folder";
-    auto train = std::make_unique<FolderDataset>((fs::path(dir) / "train").string(), in);
+    auto train = std::make_unique<FolderDataset>((fs::path(dir) / "train").string(), train_in,
+                                                 std::vector<std::string>{}, skip_bad_images);
     out.class_names = train->class_names();
     if (val_split > 0) {
       throw Error("--val-split is for datasets without a validation split; " + dir + " has one");
     }
     const fs::path val =
         fs::is_directory(fs::path(dir) / "val") ? fs::path(dir) / "val" : fs::path(dir) / "test";
-    out.eval = std::make_unique<FolderDataset>(val.string(), in, out.class_names);
+    auto eval = std::make_unique<FolderDataset>(val.string(), in, out.class_names, skip_bad_images);
+    for (const FolderDataset* f : {train.get(), eval.get()})
+      out.skipped.insert(out.skipped.end(), f->skipped().begin(), f->skipped().end());
+    out.eval = std::move(eval);
     out.train = std::move(train);
     return out;
   }
@@ -80,10 +90,10 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
   out.class_names = d.train->class_names;
   if (val_split > 0) {
     auto [tr, va] = split_indices(d.train->n, val_split, seed);
-    out.train = std::make_unique<NormalizedDataset>(d.train, in, tr);
+    out.train = std::make_unique<NormalizedDataset>(d.train, train_in, tr);
     out.eval = std::make_unique<NormalizedDataset>(d.train, in, va);
   } else {
-    out.train = std::make_unique<NormalizedDataset>(d.train, in);
+    out.train = std::make_unique<NormalizedDataset>(d.train, train_in);
     out.eval = std::make_unique<NormalizedDataset>(d.test, in);
   }
   return out;

@@ -5,13 +5,26 @@
 
 namespace vit {
 
+namespace {
+std::vector<int64_t> even_ends(int64_t n, int64_t batch) {
+  std::vector<int64_t> ends;
+  for (int64_t e = batch; e < n + batch; e += batch) ends.push_back(std::min(e, n));
+  return ends;
+}
+}  // namespace
+
 Prefetcher::Prefetcher(const Dataset& data, std::vector<int64_t> order, int64_t batch)
-    : data_(data), order_(std::move(order)), batch_(batch) {
-  steps_ = (int64_t(order_.size()) + batch_ - 1) / batch_;
+    : Prefetcher(data, order, even_ends(int64_t(order.size()), batch)) {}
+
+Prefetcher::Prefetcher(const Dataset& data, std::vector<int64_t> order, std::vector<int64_t> ends)
+    : data_(data), order_(std::move(order)), ends_(std::move(ends)) {
+  steps_ = int64_t(ends_.size());
   sample_ = data_.channels() * data_.height() * data_.width();
+  int64_t most = 0;
+  for (int64_t s = 0; s < steps_; ++s) most = std::max(most, ends_[s] - first(s));
   for (int i = 0; i < 2; ++i) {
-    images_[i].resize(batch_ * sample_);
-    labels_[i].resize(batch_);
+    images_[i].resize(most * sample_);
+    labels_[i].resize(most);
   }
   worker_ = std::thread([this] { work(); });
 }
@@ -33,16 +46,16 @@ void Prefetcher::work() {
       cv_.wait(lock, [&] { return stop_ || consumed_ >= s - 1; });
       if (stop_) return;
     }
-    const int64_t first = s * batch_, n = std::min(batch_, int64_t(order_.size()) - first);
+    const int64_t begin = first(s), n = ends_[s] - begin;
     float* images = images_[s % 2].data();
     int64_t* labels = labels_[s % 2].data();
     try {
       // One thread: the compute threads keep the cores; decoding overlaps with them.
-      for (int64_t b = 0; b < n; ++b) labels[b] = data_.get(order_[first + b], images + b * sample_);
+      for (int64_t b = 0; b < n; ++b) labels[b] = data_.get(order_[begin + b], images + b * sample_);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
       error_ = std::current_exception();
-      ready_ = s;
+      error_step_ = s;
       cv_.notify_all();
       return;
     }
@@ -56,11 +69,12 @@ int64_t Prefetcher::next(int64_t s, float** images, const int64_t** labels) {
   std::unique_lock<std::mutex> lock(mu_);
   consumed_ = s;
   cv_.notify_all();
-  cv_.wait(lock, [&] { return ready_ >= s; });
-  if (error_) std::rethrow_exception(error_);
+  // A failure while loading a later batch belongs to that batch: batch s is still good.
+  cv_.wait(lock, [&] { return ready_ >= s || error_step_ <= s; });
+  if (error_step_ <= s) std::rethrow_exception(error_);
   *images = images_[s % 2].data();
   *labels = labels_[s % 2].data();
-  return std::min(batch_, int64_t(order_.size()) - s * batch_);
+  return ends_[s] - first(s);
 }
 
 }  // namespace vit

@@ -1,11 +1,13 @@
 #include "vit/model/config.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "vit/core/error.h"
 #include "vit/core/file.h"
@@ -19,6 +21,16 @@ float ViTConfig::drop_path_at(int64_t i) const {
 }
 
 void ViTConfig::validate() const {
+  // Bounds far above any real ViT (ViT-22B: embed 6144, depth 48), so that sizes computed
+  // from them (tokens x dim, parameter counts) cannot overflow int64.
+  for (auto [name, v, most] : {std::tuple{"img_size", std::max(img_h, img_w), int64_t(1) << 16},
+                               {"in_chans", in_chans, int64_t(1) << 10},
+                               {"embed_dim", embed_dim, int64_t(1) << 16},
+                               {"depth", depth, int64_t(1) << 10},
+                               {"mlp_dim", mlp_dim, int64_t(1) << 18},
+                               {"num_classes", num_classes, int64_t(1) << 24},
+                               {"reg_tokens", reg_tokens, int64_t(1) << 10}})
+    VIT_CHECK(v <= most, "config: ", name, " ", v, " is implausibly large (at most ", most, ")");
   VIT_CHECK(img_h > 0 && img_w > 0, "config: img_size must be positive, got ", img_h, "x", img_w);
   VIT_CHECK(in_chans > 0, "config: in_chans must be positive, got ", in_chans);
   VIT_CHECK(patch_h > 0 && patch_w > 0, "config: patch_size must be positive, got ", patch_h, "x", patch_w);
@@ -104,14 +116,25 @@ std::string ViTConfig::to_json(int indent) const {
 }
 
 namespace {
+// An integer field: JSON integers, or floats with an integral value such as 768.0 (a float
+// out of int64's range would be undefined behaviour to convert).
+int64_t as_int(const json& v, const std::string& key) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  VIT_CHECK(v.is_number_float(), "config: wrong value type: ", key, " must be an integer, got ", v.dump());
+  const double d = v.get<double>();
+  VIT_CHECK(std::isfinite(d) && std::trunc(d) == d && std::abs(d) < 9.0e15, "config: ", key,
+            " must be an integer, got ", v.dump());
+  return int64_t(d);
+}
+
 // "img_size": 224 or [224, 224].
 void read_pair(const json& v, int64_t& a, int64_t& b, const char* key) {
-  if (v.is_number_integer()) {
-    a = b = v.get<int64_t>();
+  if (v.is_number()) {
+    a = b = as_int(v, key);
   } else {
     VIT_CHECK(v.is_array() && v.size() == 2, "config: ", key, " must be an integer or [h, w]");
-    a = v[0].get<int64_t>();
-    b = v[1].get<int64_t>();
+    a = as_int(v[0], key);
+    b = as_int(v[1], key);
   }
 }
 }  // namespace
@@ -120,7 +143,7 @@ ViTConfig ViTConfig::from_json(const std::string& text) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
     throw Error(std::string("config: invalid JSON: ") + e.what());
   }
   VIT_CHECK(j.is_object(), "config: expected a JSON object");
@@ -132,15 +155,15 @@ ViTConfig ViTConfig::from_json(const std::string& text) {
       else if (key == "patch_size")
         read_pair(v, c.patch_h, c.patch_w, "patch_size");
       else if (key == "in_chans")
-        c.in_chans = v.get<int64_t>();
+        c.in_chans = as_int(v, key);
       else if (key == "embed_dim")
-        c.embed_dim = v.get<int64_t>();
+        c.embed_dim = as_int(v, key);
       else if (key == "depth")
-        c.depth = v.get<int64_t>();
+        c.depth = as_int(v, key);
       else if (key == "num_heads")
-        c.num_heads = v.get<int64_t>();
+        c.num_heads = as_int(v, key);
       else if (key == "mlp_dim")
-        c.mlp_dim = v.get<int64_t>();
+        c.mlp_dim = as_int(v, key);
       else if (key == "qkv_bias")
         c.qkv_bias = v.get<bool>();
       else if (key == "global_pool")
@@ -148,7 +171,7 @@ ViTConfig ViTConfig::from_json(const std::string& text) {
       else if (key == "class_token")
         c.class_token = v.get<bool>();
       else if (key == "reg_tokens")
-        c.reg_tokens = v.get<int64_t>();
+        c.reg_tokens = as_int(v, key);
       else if (key == "pos_embed")
         c.pos_embed = v.get<std::string>();
       else if (key == "no_embed_class")
@@ -180,7 +203,7 @@ ViTConfig ViTConfig::from_json(const std::string& text) {
       else if (key == "norm_eps")
         c.norm_eps = v.get<float>();
       else if (key == "num_classes")
-        c.num_classes = v.get<int64_t>();
+        c.num_classes = as_int(v, key);
       else if (key == "mean")
         c.mean = v.get<std::vector<float>>();
       else if (key == "std")

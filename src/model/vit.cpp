@@ -101,70 +101,77 @@ bool ViT::norm_all_tokens() const {
   return !cfg_.use_fc_norm() && cfg_.avg_pool();
 }
 
+int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training) {
+  const int64_t T = cfg.num_tokens(), C = cfg.embed_dim, N = cfg.num_patches(), M = cfg.mlp_dim,
+                H = cfg.num_heads, K = cfg.num_classes, P = cfg.in_chans * cfg.patch_h * cfg.patch_w;
+  const int64_t nblocks = training ? cfg.depth : 1;  // inference reuses one block's buffers
+  const bool attn_drop = training && cfg.attn_drop_rate > 0.f;
+  Carver c(base);
+  A.cols = c.take({B * N, P});
+  A.pe = c.take({B * N, C});
+  A.x0 = c.take({B, T, C});
+  if (cfg.pre_norm) {
+    A.x_pre = c.take({B, T, C});
+    A.pre_mean = c.take({B * T});
+    A.pre_rstd = c.take({B * T});
+  }
+  A.branch = c.take({B * T, C});
+  A.blocks.assign(nblocks, {});
+  for (auto& a : A.blocks) {
+    a.ln1 = c.take({B * T, C});
+    a.ln1_mean = c.take({B * T});
+    a.ln1_rstd = c.take({B * T});
+    a.qkv = c.take({B, T, 3 * C});
+    a.probs = c.take({B, H, T, T});
+    if (attn_drop) a.probs_drop = c.take({B, H, T, T});
+    a.ao = c.take({B, T, C});
+    a.r1 = c.take({B, T, C});
+    a.ln2 = c.take({B * T, C});
+    a.ln2_mean = c.take({B * T});
+    a.ln2_rstd = c.take({B * T});
+    a.h = c.take({B * T, M});
+    a.act = c.take({B * T, M});
+    a.out = c.take({B, T, C});
+    if (training && cfg.layer_scale()) {
+      a.br1 = c.take({B * T, C});
+      a.br2 = c.take({B * T, C});
+    }
+  }
+  if (!cfg.use_fc_norm() && cfg.avg_pool()) {  // as norm_all_tokens()
+    A.lnf = c.take({B * T, C});
+    A.lnf_mean = c.take({B * T});
+    A.lnf_rstd = c.take({B * T});
+  }
+  A.pooled = c.take({B, C});
+  A.pooled_mean = c.take({B});
+  A.pooled_rstd = c.take({B});
+  A.pooled_ln = c.take({B, C});
+  A.logits = c.take({B, K});
+  if (training) {
+    A.dpooled_ln = c.take({B, C});
+    A.dpooled = c.take({B, C});
+    A.dx = c.take({B, T, C});
+    A.dbranch = c.take({B * T, C});
+    A.dact = c.take({B * T, M});
+    A.dln = c.take({B * T, C});
+    A.dao = c.take({B, T, C});
+    A.dqkv = c.take({B, T, 3 * C});
+    A.dscratch = c.take({B, H, T, T});
+    A.dpe = c.take({B * N, C});
+  }
+  return c.used();
+}
+
 void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training) {
-  const int64_t T = cfg_.num_tokens(), C = cfg_.embed_dim, N = cfg_.num_patches(), M = cfg_.mlp_dim,
-                H = cfg_.num_heads, K = cfg_.num_classes, P = cfg_.in_chans * cfg_.patch_h * cfg_.patch_w;
-  const int64_t nblocks = training ? cfg_.depth : 1;  // inference reuses one block's buffers
-  const bool attn_drop = training && cfg_.attn_drop_rate > 0.f;
-  auto carve = [&](float* base) {
-    Carver c(base);
-    A.cols = c.take({B * N, P});
-    A.pe = c.take({B * N, C});
-    A.x0 = c.take({B, T, C});
-    if (cfg_.pre_norm) {
-      A.x_pre = c.take({B, T, C});
-      A.pre_mean = c.take({B * T});
-      A.pre_rstd = c.take({B * T});
-    }
-    A.branch = c.take({B * T, C});
-    A.blocks.assign(nblocks, {});
-    for (auto& a : A.blocks) {
-      a.ln1 = c.take({B * T, C});
-      a.ln1_mean = c.take({B * T});
-      a.ln1_rstd = c.take({B * T});
-      a.qkv = c.take({B, T, 3 * C});
-      a.probs = c.take({B, H, T, T});
-      if (attn_drop) a.probs_drop = c.take({B, H, T, T});
-      a.ao = c.take({B, T, C});
-      a.r1 = c.take({B, T, C});
-      a.ln2 = c.take({B * T, C});
-      a.ln2_mean = c.take({B * T});
-      a.ln2_rstd = c.take({B * T});
-      a.h = c.take({B * T, M});
-      a.act = c.take({B * T, M});
-      a.out = c.take({B, T, C});
-      if (training && cfg_.layer_scale()) {
-        a.br1 = c.take({B * T, C});
-        a.br2 = c.take({B * T, C});
-      }
-    }
-    if (norm_all_tokens()) {
-      A.lnf = c.take({B * T, C});
-      A.lnf_mean = c.take({B * T});
-      A.lnf_rstd = c.take({B * T});
-    }
-    A.pooled = c.take({B, C});
-    A.pooled_mean = c.take({B});
-    A.pooled_rstd = c.take({B});
-    A.pooled_ln = c.take({B, C});
-    A.logits = c.take({B, K});
-    if (training) {
-      A.dpooled_ln = c.take({B, C});
-      A.dpooled = c.take({B, C});
-      A.dx = c.take({B, T, C});
-      A.dbranch = c.take({B * T, C});
-      A.dact = c.take({B * T, M});
-      A.dln = c.take({B * T, C});
-      A.dao = c.take({B, T, C});
-      A.dqkv = c.take({B, T, 3 * C});
-      A.dscratch = c.take({B, H, T, T});
-      A.dpe = c.take({B * N, C});
-    }
-    return c.used();
-  };
-  arena.resize(carve(nullptr));  // allocates only when B grows past what was allocated
-  carve(arena.data());
+  // Allocates only when B grows past what was allocated.
+  arena.resize(size_t(carve(cfg_, A, nullptr, B, training)));
+  carve(cfg_, A, arena.data(), B, training);
   A.B = B;
+}
+
+size_t ViT::planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training) {
+  Acts scratch;
+  return size_t(carve(cfg, scratch, nullptr, B, training)) * sizeof(float);
 }
 
 void ViT::set_masks(int64_t B, const uint8_t* mask) {
@@ -177,10 +184,14 @@ void ViT::set_masks(int64_t B, const uint8_t* mask) {
     for (int64_t n = 0; n < N; ++n) key_mask_[b * T + pre + n] = mask[b * N + n] ? 1 : 0;
 }
 
-void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode) {
+void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode,
+                      float* attn) {
   const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim;
   auto rate = [&](float r) { return mode.train ? r : 0.f; };
   auto key = [&](uint64_t site) { return rng_key(mode.seed, mode.step, site); };
+  // Index of t's first element in the global batch (t's leading dims hold B samples).
+  auto first = [&](const Tensor& t) { return mode.first_sample * (t.numel() / B); };
+  const int64_t s0 = mode.first_sample;
   set_masks(B, mask);
   const uint8_t* keys_mask = have_mask_ ? key_mask_.data() : nullptr;
 
@@ -189,7 +200,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
   ops::linear_forward(A.pe, A.cols, W_.patch_w, opt(W_.patch_b));
   const Tensor tokens = cfg_.pre_norm ? A.x_pre : A.x0;
   ops::tokens_forward(tokens, A.pe, opt(W_.cls), opt(W_.reg), W_.pos);
-  ops::dropout_forward(tokens, rate(cfg_.pos_drop_rate), key(kSitePos));
+  ops::dropout_forward(tokens, rate(cfg_.pos_drop_rate), key(kSitePos), first(tokens));
   if (cfg_.pre_norm)
     ops::layernorm_forward(reshape(A.x0, {B * T, C}), A.pre_mean, A.pre_rstd, reshape(A.x_pre, {B * T, C}),
                            W_.pre_w, W_.pre_b, cfg_.norm_eps);
@@ -206,18 +217,19 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                            cfg_.norm_eps);
     ops::linear_forward(reshape(a.qkv, {B * T, 3 * C}), a.ln1, w.qkvw, opt(w.qkvb));
     ops::attention_forward(a.ao, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
-                           key(block_site(l, kAttnDrop)));
+                           key(block_site(l, kAttnDrop)), s0);
+    if (attn) std::memcpy(attn + l * a.probs.numel(), a.probs.data, sizeof(float) * a.probs.numel());
     ops::linear_forward(br1, reshape(a.ao, {B * T, C}), w.projw, &w.projb);
     ops::residual_forward(a.r1, x, reshape(br1, {B, T, C}), opt(w.ls1), proj_p, key(block_site(l, kProjDrop)),
-                          path_p, key(block_site(l, kPath1)));
+                          path_p, key(block_site(l, kPath1)), s0);
     ops::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, reshape(a.r1, {B * T, C}), w.n2w, w.n2b,
                            cfg_.norm_eps);
     ops::linear_forward(a.h, a.ln2, w.fc1w, &w.fc1b);
     ops::gelu_forward(a.act, a.h);
-    ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)));
+    ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)), first(a.act));
     ops::linear_forward(br2, a.act, w.fc2w, &w.fc2b);
     ops::residual_forward(a.out, a.r1, reshape(br2, {B, T, C}), opt(w.ls2), proj_p,
-                          key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)));
+                          key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
     x = a.out;
   }
   const uint8_t* pmask = have_mask_ ? patch_mask_.data() : nullptr;
@@ -234,7 +246,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     ops::layernorm_forward(A.pooled_ln, A.pooled_mean, A.pooled_rstd, A.pooled, W_.norm_w, W_.norm_b,
                            cfg_.norm_eps);
   }
-  ops::dropout_forward(A.pooled_ln, rate(cfg_.drop_rate), key(kSiteHead));
+  ops::dropout_forward(A.pooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.pooled_ln));
   ops::linear_forward(A.logits, A.pooled_ln, W_.head_w, &W_.head_b);
 }
 
@@ -247,9 +259,13 @@ Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const F
 }
 
 void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits) {
+  infer(images, B, mask, logits, nullptr);
+}
+
+void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
   VIT_CHECK(B > 0, "infer: batch size must be positive");
   if (infer_.B != B) layout(infer_, infer_acts_, B, false);
-  run_forward(infer_, images, mask, ForwardMode{});
+  run_forward(infer_, images, mask, ForwardMode{}, attn);
   std::memcpy(logits, infer_.logits.data, sizeof(float) * B * cfg_.num_classes);
 }
 
@@ -260,11 +276,14 @@ void ViT::backward(const Tensor& dlogits) {
   const ForwardMode& mode = last_mode_;
   auto rate = [&](float r) { return mode.train ? r : 0.f; };
   auto key = [&](uint64_t site) { return rng_key(mode.seed, mode.step, site); };
+  // Index of t's first element in the global batch (t's leading dims hold B samples).
+  auto first = [&](const Tensor& t) { return mode.first_sample * (t.numel() / B); };
+  const int64_t s0 = mode.first_sample;
   const uint8_t* pmask = have_mask_ ? patch_mask_.data() : nullptr;
 
   ops::linear_backward(&A.dpooled_ln, &G_.head_w, &G_.head_b, dlogits, A.pooled_ln, W_.head_w);
   if (backbone_frozen_) return;  // only the head trains: nothing below needs gradients
-  ops::dropout_backward(A.dpooled_ln, rate(cfg_.drop_rate), key(kSiteHead));
+  ops::dropout_backward(A.dpooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.dpooled_ln));
   if (norm_all_tokens()) {
     ops::pool_backward(reshape(A.dln, {B, T, C}), A.dpooled_ln, pmask, true, cfg_.num_prefix_tokens());
     ops::layernorm_backward(reshape(A.dx, {B * T, C}), G_.norm_w, G_.norm_b, A.dln,
@@ -291,20 +310,20 @@ void ViT::backward(const Tensor& dlogits) {
     const Tensor br1 = a.br1.data ? reshape(a.br1, {B, T, C}) : Tensor{};
     const Tensor br2 = a.br2.data ? reshape(a.br2, {B, T, C}) : Tensor{};
     ops::residual_backward(dbranch3d, opt(g.ls2), A.dx, opt(br2), opt(w.ls2), proj_p,
-                           key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)));
+                           key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
     ops::linear_backward(&A.dact, &g.fc2w, &g.fc2b, A.dbranch, a.act, w.fc2w);
-    ops::dropout_backward(A.dact, proj_p, key(block_site(l, kMlpDrop1)));
+    ops::dropout_backward(A.dact, proj_p, key(block_site(l, kMlpDrop1)), first(A.dact));
     ops::gelu_backward(A.dact, A.dact, a.h);
     ops::linear_backward(&A.dln, &g.fc1w, &g.fc1b, A.dact, a.ln2, w.fc1w);
     ops::layernorm_backward(dx2d, g.n2w, g.n2b, A.dln, reshape(a.r1, {B * T, C}), a.ln2_mean, a.ln2_rstd,
                             w.n2w, true);
     // Attention branch: r1 = x + branch.
     ops::residual_backward(dbranch3d, opt(g.ls1), A.dx, opt(br1), opt(w.ls1), proj_p,
-                           key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)));
+                           key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0);
     Tensor dao2d = reshape(A.dao, {B * T, C});
     ops::linear_backward(&dao2d, &g.projw, &g.projb, A.dbranch, reshape(a.ao, {B * T, C}), w.projw);
     ops::attention_backward(A.dqkv, A.dscratch, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr,
-                            attn_p, key(block_site(l, kAttnDrop)));
+                            attn_p, key(block_site(l, kAttnDrop)), s0);
     ops::linear_backward(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, w.qkvw);
     ops::layernorm_backward(dx2d, g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd, w.n1w, true);
   }
@@ -314,7 +333,7 @@ void ViT::backward(const Tensor& dlogits) {
                             A.pre_rstd, W_.pre_w, false);
   }
   const Tensor dtokens = cfg_.pre_norm ? dbranch3d : A.dx;
-  ops::dropout_backward(dtokens, rate(cfg_.pos_drop_rate), key(kSitePos));
+  ops::dropout_backward(dtokens, rate(cfg_.pos_drop_rate), key(kSitePos), first(dtokens));
   const bool learn_pos = cfg_.pos_embed == "learn";
   ops::tokens_backward(A.dpe, opt(G_.cls), opt(G_.reg), learn_pos ? &G_.pos : nullptr, dtokens,
                        cfg_.class_token, cfg_.reg_tokens, !cfg_.no_embed_class);

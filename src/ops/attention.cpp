@@ -20,7 +20,7 @@ Dims attention_dims(const Tensor& qkv, const Tensor& probs) {
 }  // namespace
 
 void attention_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tensor& qkv,
-                       const uint8_t* key_mask, float drop_p, uint64_t drop_key) {
+                       const uint8_t* key_mask, float drop_p, uint64_t drop_key, int64_t first_sample) {
   const Dims d = attention_dims(qkv, probs);
   check_shape(out, {d.B, d.T, d.C}, "attention output");
   VIT_CHECK(drop_p <= 0.f || probs_drop, "attention: dropout needs a probs_drop buffer");
@@ -28,13 +28,14 @@ void attention_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tenso
   switch (common_device({&out, &probs, &qkv}, "attention")) {
     case Device::CPU:
       return cpu::attention_forward(out.data, probs.data, drop_p > 0.f ? probs_drop->data : nullptr, qkv.data,
-                                    key_mask, d.B, d.T, d.C, d.H, drop_p, drop_key);
+                                    key_mask, d.B, d.T, d.C, d.H, drop_p, drop_key, first_sample);
     default: unsupported("attention", out.device);
   }
 }
 
 void attention_backward(Tensor dqkv, Tensor scratch, const Tensor& dout, const Tensor& qkv,
-                        const Tensor& probs, const Tensor* probs_drop, float drop_p, uint64_t drop_key) {
+                        const Tensor& probs, const Tensor* probs_drop, float drop_p, uint64_t drop_key,
+                        int64_t first_sample) {
   const Dims d = attention_dims(qkv, probs);
   check_shape(dqkv, qkv.shape, "attention grad qkv");
   check_shape(dout, {d.B, d.T, d.C}, "attention grad output");
@@ -43,7 +44,7 @@ void attention_backward(Tensor dqkv, Tensor scratch, const Tensor& dout, const T
     case Device::CPU:
       return cpu::attention_backward(dqkv.data, scratch.data, dout.data, qkv.data, probs.data,
                                      drop_p > 0.f ? probs_drop->data : nullptr, d.B, d.T, d.C, d.H, drop_p,
-                                     drop_key);
+                                     drop_key, first_sample);
     default: unsupported("attention_backward", dqkv.device);
   }
 }

@@ -4,23 +4,23 @@
 
 namespace vit::ops {
 
-void dropout_forward(Tensor x, float p, uint64_t key) {
+void dropout_forward(Tensor x, float p, uint64_t key, int64_t first) {
   VIT_CHECK(p >= 0.f && p < 1.f, "dropout: rate must be in [0, 1), got ", p);
   switch (x.device) {
-    case Device::CPU: return cpu::dropout_forward(x.data, x.numel(), p, key);
+    case Device::CPU: return cpu::dropout_forward(x.data, x.numel(), p, key, first);
     default: unsupported("dropout", x.device);
   }
 }
 
-void dropout_backward(Tensor dx, float p, uint64_t key) {
+void dropout_backward(Tensor dx, float p, uint64_t key, int64_t first) {
   switch (dx.device) {
-    case Device::CPU: return cpu::dropout_backward(dx.data, dx.numel(), p, key);
+    case Device::CPU: return cpu::dropout_backward(dx.data, dx.numel(), p, key, first);
     default: unsupported("dropout_backward", dx.device);
   }
 }
 
 void residual_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* gamma, float drop_p,
-                      uint64_t drop_key, float path_p, uint64_t path_key) {
+                      uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample) {
   // Drop path draws one keep per sample, so the batch must be the leading dim of a
   // [B,T,C] tensor: a flattened [B*T,C] view would silently drop single tokens.
   VIT_CHECK(x.ndim() == 3, "residual: x must be [B,T,C], got ", shape_str(x.shape));
@@ -31,14 +31,14 @@ void residual_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* 
   switch (common_device({&out, &x, &branch}, "residual")) {
     case Device::CPU:
       return cpu::residual_forward(out.data, x.data, branch.data, gamma ? gamma->data : nullptr, x.dim(0),
-                                   x.dim(1), x.dim(2), drop_p, drop_key, path_p, path_key);
+                                   x.dim(1), x.dim(2), drop_p, drop_key, path_p, path_key, first_sample);
     default: unsupported("residual", out.device);
   }
 }
 
 void residual_backward(Tensor dbranch, Tensor* dgamma, const Tensor& dout, const Tensor* branch,
-                       const Tensor* gamma, float drop_p, uint64_t drop_key, float path_p,
-                       uint64_t path_key) {
+                       const Tensor* gamma, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key,
+                       int64_t first_sample) {
   VIT_CHECK(dout.ndim() == 3, "residual_backward: grad must be [B,T,C], got ", shape_str(dout.shape));
   check_shape(dbranch, dout.shape, "residual grad branch");
   VIT_CHECK(!dgamma || (gamma && branch), "residual_backward: dgamma needs gamma and the branch");
@@ -49,8 +49,8 @@ void residual_backward(Tensor dbranch, Tensor* dgamma, const Tensor& dout, const
     case Device::CPU:
       return cpu::residual_backward(dbranch.data, dgamma ? dgamma->data : nullptr, dout.data,
                                     branch ? branch->data : nullptr, gamma ? gamma->data : nullptr,
-                                    dout.dim(0), dout.dim(1), dout.dim(2), drop_p, drop_key, path_p,
-                                    path_key);
+                                    dout.dim(0), dout.dim(1), dout.dim(2), drop_p, drop_key, path_p, path_key,
+                                    first_sample);
     default: unsupported("residual_backward", dout.device);
   }
 }

@@ -1,6 +1,8 @@
 #include "vit/train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "vit/core/error.h"
@@ -15,10 +17,37 @@ void OptimConfig::validate() const {
   VIT_CHECK(beta1 >= 0.f && beta1 < 1.f && beta2 >= 0.f && beta2 < 1.f, "adam betas must be in [0, 1)");
   VIT_CHECK(eps > 0.f, "adam eps must be positive");
   VIT_CHECK(weight_decay >= 0.f, "weight decay must be non-negative, got ", weight_decay);
+  VIT_CHECK(layer_decay >= 0.f && layer_decay <= 1.f, "layer decay must be in [0, 1] (0 = off), got ",
+            layer_decay);
+}
+
+std::vector<float> lr_scales(const ParamTable& table, float layer_decay, bool freeze_backbone) {
+  int64_t depth = 0;
+  for (const auto& s : table.specs())
+    if (s.name.rfind("blocks.", 0) == 0) depth = std::max<int64_t>(depth, std::stoll(s.name.substr(7)) + 1);
+  std::vector<float> out;
+  for (const auto& s : table.specs()) {
+    const bool head = s.name.rfind("head.", 0) == 0;
+    if (freeze_backbone && !head) {
+      out.push_back(0.f);
+      continue;
+    }
+    if (layer_decay <= 0.f) {
+      out.push_back(1.f);
+      continue;
+    }
+    int64_t id = depth + 1;
+    for (const char* stem : {"patch_embed.", "cls_token", "reg_token", "pos_embed"})
+      if (s.name.rfind(stem, 0) == 0) id = 0;
+    if (s.name.rfind("blocks.", 0) == 0) id = std::stoll(s.name.substr(7)) + 1;
+    out.push_back(float(std::pow(double(layer_decay), double(depth + 1 - id))));
+  }
+  return out;
 }
 
 Optimizer::Optimizer(const ParamTable& table, OptimConfig cfg) : table_(table), cfg_(std::move(cfg)) {
   cfg_.validate();
+  scale_ = lr_scales(table, cfg_.layer_decay, cfg_.freeze_backbone);
   m_.resize(table.total());
   if (cfg_.name != "sgd") v_.resize(table.total());
 }
@@ -29,11 +58,15 @@ void Optimizer::step(float* params, const float* grads, float lr) {
   // Adam's bias corrections, written as torch.optim.Adam/AdamW compute them.
   const double bc1 = 1.0 - std::pow(double(cfg_.beta1), double(t_));
   const double bc2 = 1.0 - std::pow(double(cfg_.beta2), double(t_));
-  const float step_size = float(lr / bc1), bc2_sqrt = float(std::sqrt(bc2));
+  const float bc2_sqrt = float(std::sqrt(bc2));
   const float b1 = cfg_.beta1, b2 = cfg_.beta2, eps = cfg_.eps, mom = cfg_.momentum;
   const bool first = t_ == 1;
-  for (const auto& s : table_.specs()) {
-    if (!s.trainable) continue;
+  const float lr0 = lr;
+  for (size_t k = 0; k < table_.specs().size(); ++k) {
+    const ParamSpec& s = table_.specs()[k];
+    if (!s.trainable || scale_[k] == 0.f) continue;
+    const float lr = lr0 * scale_[k];  // as a timm param group's lr_scale
+    const float step_size = float(lr / bc1);
     const float wd = s.decay ? wd_all : 0.f;
     float* p = params + s.offset;
     const float* g = grads + s.offset;

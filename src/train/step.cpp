@@ -8,7 +8,7 @@
 namespace vit {
 
 double LossStep::run(ViT& model, const Batch& batch, float smoothing, const ForwardMode& mode,
-                     int64_t* correct) {
+                     int64_t* correct, float grad_scale) {
   const int64_t B = batch.size, K = model.config().num_classes;
   buf_.resize(2 * B * K);
   Tensor probs(buf_.data(), {B, K}), dlogits(buf_.data() + B * K, {B, K});
@@ -19,7 +19,7 @@ double LossStep::run(ViT& model, const Batch& batch, float smoothing, const Forw
   VIT_CHECK(std::isfinite(loss), "loss is ", loss,
             " (not finite): training diverged; lower the learning rate "
             "or enable gradient clipping");
-  ops::cross_entropy_backward(dlogits, probs, batch.labels, tp, smoothing);
+  ops::cross_entropy_backward(dlogits, probs, batch.labels, tp, smoothing, grad_scale);
   model.backward(dlogits);
   if (correct) {
     // Against the labels, or with soft targets against each row's largest target.

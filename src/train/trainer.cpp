@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "vit/data/prefetch.h"
 #include "vit/io/checkpoint.h"
 #include "vit/train/progress.h"
+#include "vit/train/shard.h"
 #include "vit/train/step.h"
 
 namespace vit {
@@ -65,6 +67,8 @@ std::vector<std::pair<std::string, Arena*>> moment_arenas(Optimizer& opt) {
   return {{"exp_avg.", &opt.moment1()}, {"exp_avg_sq.", &opt.moment2()}};
 }
 
+constexpr const char* kParamPrefix = "param.";
+
 struct Progress {
   int64_t epochs_done = 0, global_step = 0, since_best = 0;
   double best_top1 = -1;
@@ -97,6 +101,10 @@ void save_state(const fs::path& dir, const ViT& model, Optimizer& opt, const Pro
                        {"steps_per_epoch", steps_per_epoch},
                        {"history", hist}};
   std::vector<TensorOut> out;
+  // The weights too: the state file alone is then one consistent step, whatever moment a
+  // kill -9 interrupts the epoch's writes (last.safetensors is for users and timm).
+  for (auto& s : model.table().specs())
+    out.push_back({kParamPrefix + s.name, s.shape, DType::F32, model.params().data() + s.offset});
   for (auto& [prefix, arena] : moment_arenas(opt))
     for (auto& s : model.table().specs())
       if (s.trainable) out.push_back({prefix + s.name, s.shape, DType::F32, arena->data() + s.offset});
@@ -107,7 +115,7 @@ void save_state(const fs::path& dir, const ViT& model, Optimizer& opt, const Pro
 Progress load_state(const fs::path& dir, ViT& model, Optimizer& opt, const TrainConfig& cfg,
                     int64_t steps_per_epoch) {
   const std::string sp = (dir / "last.state.safetensors").string(), wp = (dir / "last.safetensors").string();
-  SafeTensors state = SafeTensors::open(sp), weights = SafeTensors::open(wp);
+  SafeTensors state = SafeTensors::open(sp);
   auto it = state.metadata().find("vitcpp_state");
   VIT_CHECK(it != state.metadata().end(), sp, ": not a vitcpp training state (no vitcpp_state metadata)");
   const auto st = nlohmann::json::parse(it->second);
@@ -116,11 +124,19 @@ Progress load_state(const fs::path& dir, ViT& model, Optimizer& opt, const Train
   p.global_step = st.at("global_step");
   p.best_top1 = st.at("best_top1");
   p.since_best = st.at("since_best");
-  const auto wstep = weights.metadata().find("global_step");
-  VIT_CHECK(
-      wstep != weights.metadata().end() && std::stoll(wstep->second) == p.global_step, wp, " and ", sp,
-      " are from different steps (the run was interrupted between the two writes); restore both from one "
-      "epoch");
+  // States written since the weights moved into the state file need nothing else; older
+  // ones pair with last.safetensors, which must then be from the same step.
+  const bool self_contained = !model.table().specs().empty() &&
+                              state.find(kParamPrefix + model.table().specs().front().name) != nullptr;
+  if (!self_contained) {
+    SafeTensors weights = SafeTensors::open(wp);
+    const auto wstep = weights.metadata().find("global_step");
+    VIT_CHECK(wstep != weights.metadata().end() && std::stoll(wstep->second) == p.global_step, wp, " and ",
+              sp,
+              " are from different steps (the run was interrupted between the two writes); restore both from "
+              "one epoch");
+    load_weights(model, weights);
+  }
   VIT_CHECK(st.at("optimizer") == cfg.optim.name, sp, ": the run used optimizer ",
             st.at("optimizer").get<std::string>(), ", this one ", cfg.optim.name);
   VIT_CHECK(st.at("batch_size") == cfg.batch_size && st.at("steps_per_epoch") == steps_per_epoch, sp,
@@ -128,7 +144,12 @@ Progress load_state(const fs::path& dir, ViT& model, Optimizer& opt, const Train
             st.at("batch_size").get<int64_t>(), " x ", st.at("steps_per_epoch").get<int64_t>(),
             " steps per epoch); an exact resume needs the same");
   VIT_CHECK(st.at("seed") == cfg.seed, sp, ": the run used seed ", st.at("seed").get<uint64_t>());
-  load_weights(model, weights);
+  if (self_contained)
+    for (auto& s : model.table().specs()) {
+      VIT_CHECK(state.at(kParamPrefix + s.name).shape == s.shape, sp, ": ", kParamPrefix + s.name,
+                " has the wrong shape");
+      state.copy_float(kParamPrefix + s.name, model.params().data() + s.offset);
+    }
   for (auto& [prefix, arena] : moment_arenas(opt))
     for (auto& s : model.table().specs())
       if (s.trainable) {
@@ -152,6 +173,66 @@ Progress load_state(const fs::path& dir, ViT& model, Optimizer& opt, const Train
   return p;
 }
 
+// FNV-1a: a cheap 64-bit fingerprint to compare between ranks (not for security).
+std::string hash_hex(const void* data, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  std::ostringstream os;
+  os << std::hex << h;
+  return os.str();
+}
+
+std::string params_hash(const ViT& model) {
+  return hash_hex(model.params().data(), model.params().size() * sizeof(float));
+}
+
+std::string describe_shape(const Dataset& d) {
+  std::ostringstream os;
+  os << d.size() << " samples of " << d.channels() << "x" << d.height() << "x" << d.width() << ", "
+     << d.num_classes() << " classes";
+  return os.str();
+}
+
+// What every rank of a run must agree on before the first step.
+std::vector<std::pair<std::string, std::string>> run_fingerprint(const ViT& model, const Dataset& train_set,
+                                                                 const Dataset* eval_set,
+                                                                 const TrainConfig& c) {
+  std::ostringstream tc;
+  tc << c.epochs << ' ' << c.batch_size << ' ' << c.optim.name << ' ' << c.optim.momentum << ' '
+     << c.optim.nesterov << ' ' << c.optim.eps << ' ' << c.optim.weight_decay << ' ' << c.sched.name << ' '
+     << c.sched.lr << ' ' << c.sched.min_lr << ' ' << c.sched.warmup_lr << ' ' << c.sched.decay_rate << ' '
+     << c.warmup_epochs << ' ' << c.smoothing << ' ' << c.clip_grad << ' ' << c.mixup.mixup_alpha << ' '
+     << c.mixup.cutmix_alpha << ' ' << c.mixup.prob << ' ' << c.mixup.switch_prob << ' ' << c.seed << ' '
+     << c.patience << ' ' << c.resume;
+  const std::string model_json = model.config().to_json(-1), train_str = tc.str();
+  return {{"build id", build_id()},
+          {"model config hash", hash_hex(model_json.data(), model_json.size())},
+          {"training flags hash", hash_hex(train_str.data(), train_str.size())},
+          {"train data", describe_shape(train_set)},
+          {"eval data", eval_set ? describe_shape(*eval_set) : "none"},
+          {"initial weights hash", params_hash(model)}};
+}
+
+bool all_finite(const float* x, int64_t n) {
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) ok &= std::isfinite(x[i]);
+  return ok;
+}
+
+// The message when training diverges: where, and what the run directory still holds.
+std::string diverged(const TrainConfig& cfg, const std::string& what, const Progress& p, int64_t epoch,
+                     int64_t step) {
+  std::string kept = "nothing was written (no --output)";
+  if (!cfg.output.empty())
+    kept = p.epochs_done > 0 ? detail::concat("the last good checkpoint, ",
+                                              (fs::path(cfg.output) / "last.safetensors").string(),
+                                              " (epoch ", p.epochs_done, "), is kept")
+                             : "no checkpoint was written yet";
+  return detail::concat("training diverged: ", what, " at epoch ", epoch + 1, ", step ", step + 1, "; ", kept,
+                        ". Lower --lr, add --warmup-epochs or --clip-grad");
+}
+
 }  // namespace
 
 std::vector<double> EvalResult::per_class() const {
@@ -164,49 +245,69 @@ std::vector<double> EvalResult::per_class() const {
   return acc;
 }
 
-EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size) {
+EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* comm) {
   check_shapes(model, data);
   const int64_t K = model.config().num_classes, n = data.channels() * data.height() * data.width();
+  const Rows mine = comm ? shard_rows(data.size(), comm->rank(), comm->size()) : Rows{0, data.size()};
   std::vector<float> images(batch_size * n), logits(batch_size * K);
   std::vector<int64_t> labels(batch_size), order(data.size());
   for (int64_t i = 0; i < data.size(); ++i) order[i] = i;
+  // Sums: loss, top-1 and top-5 counts, then the confusion matrix [K, K].
+  std::vector<double> sums(3 + K * K, 0.0);
+  double& loss_sum = sums[0];
+  double* confusion = sums.data() + 3;
+  int64_t top1 = 0, top5 = 0;
+  auto run = [&] {
+    for (int64_t first = mine.lo; first < mine.hi; first += batch_size) {
+      const int64_t B = std::min(batch_size, mine.hi - first);
+      load_batch(data, order, first, B, images.data(), labels.data());
+      model.infer(images.data(), B, nullptr, logits.data());
+      for (int64_t b = 0; b < B; ++b) {
+        const float* z = logits.data() + b * K;
+        double mx = z[0], s = 0;
+        for (int64_t k = 1; k < K; ++k) mx = std::max<double>(mx, z[k]);
+        for (int64_t k = 0; k < K; ++k) s += std::exp(z[k] - mx);
+        loss_sum += mx + std::log(s) - z[labels[b]];
+        int64_t rank = 0, pred = 0;  // classes scoring above the true one; the argmax
+        for (int64_t k = 0; k < K; ++k) {
+          rank += z[k] > z[labels[b]];
+          if (z[k] > z[pred]) pred = k;
+        }
+        ++confusion[labels[b] * K + pred];
+        top1 += rank < 1;
+        top5 += rank < 5;
+      }
+    }
+    sums[1] = double(top1);
+    sums[2] = double(top5);
+  };
+  // The sums travel with the status exchange. Counts are exact in doubles (below 2^53);
+  // the loss sum's rounding depends on the number of ranks.
+  if (comm)
+    run_agreed(*comm, "evaluating " + data.describe(), run, sums.data(), int64_t(sums.size()));
+  else
+    run();
   EvalResult r;
   r.num_classes = K;
-  r.confusion.assign(K * K, 0);
-  double loss_sum = 0;
-  int64_t top1 = 0, top5 = 0;
-  for (int64_t first = 0; first < data.size(); first += batch_size) {
-    const int64_t B = std::min(batch_size, data.size() - first);
-    load_batch(data, order, first, B, images.data(), labels.data());
-    model.infer(images.data(), B, nullptr, logits.data());
-    for (int64_t b = 0; b < B; ++b) {
-      const float* z = logits.data() + b * K;
-      double mx = z[0], s = 0;
-      for (int64_t k = 1; k < K; ++k) mx = std::max<double>(mx, z[k]);
-      for (int64_t k = 0; k < K; ++k) s += std::exp(z[k] - mx);
-      loss_sum += mx + std::log(s) - z[labels[b]];
-      int64_t rank = 0, pred = 0;  // classes scoring above the true one; the argmax
-      for (int64_t k = 0; k < K; ++k) {
-        rank += z[k] > z[labels[b]];
-        if (z[k] > z[pred]) pred = k;
-      }
-      ++r.confusion[labels[b] * K + pred];
-      top1 += rank < 1;
-      top5 += rank < 5;
-    }
-  }
+  r.confusion.resize(K * K);
+  for (int64_t i = 0; i < K * K; ++i) r.confusion[i] = int64_t(confusion[i]);
   r.count = data.size();
   r.loss = loss_sum / double(r.count);
-  r.top1 = double(top1) / double(r.count);
-  r.top5 = double(top5) / double(r.count);
+  r.top1 = sums[1] / double(r.count);
+  r.top5 = sums[2] / double(r.count);
   return r;
 }
 
 std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Dataset* eval_set,
-                              const TrainConfig& cfg, std::ostream& log) {
+                              const TrainConfig& cfg, std::ostream& log_any) {
   cfg.validate();
   check_shapes(model, train_set);
   if (eval_set) check_shapes(model, *eval_set);
+  Comm& comm = cfg.comm ? *cfg.comm : world();
+  const int rank = comm.rank(), ranks = comm.size();
+  std::ostream quiet(nullptr);  // ranks other than 0 log nothing
+  std::ostream& log = comm.root() ? log_any : quiet;
+  const bool write = comm.root() && !cfg.output.empty();
   const int64_t N = train_set.size(), B = cfg.batch_size;
   const int64_t steps_per_epoch = (N + B - 1) / B;
   ScheduleConfig sched = cfg.sched;
@@ -216,19 +317,38 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   Optimizer opt(model.table(), cfg.optim);
   LossStep loss_step;
   const int64_t K = model.config().num_classes;
+  const int64_t C = train_set.channels(), H = train_set.height(), W = train_set.width();
   std::vector<float> targets(cfg.mixup.active() ? B * K : 0);
   const fs::path dir(cfg.output);
   Progress p;
   if (cfg.resume) {
-    p = load_state(dir, model, opt, cfg, steps_per_epoch);
+    // Every rank reads the run directory (it must be shared between hosts to resume).
+    run_agreed(comm, "resuming", [&] {
+      try {
+        p = load_state(dir, model, opt, cfg, steps_per_epoch);
+      } catch (const nlohmann::json::exception& e) {  // a vitcpp_state that is not what save_state writes
+        throw Error(detail::concat((dir / "last.state.safetensors").string(),
+                                   ": corrupt training state: ", e.what()));
+      }
+    });
+    // A killed run can leave write_file_atomic's temporaries (NAME.tmp.PID) behind.
+    if (write) {
+      int64_t stale = 0;
+      for (auto& f : fs::directory_iterator(dir))
+        if (f.path().filename().string().find(".tmp.") != std::string::npos) stale += fs::remove(f.path());
+      if (stale > 0) log << "removed " << stale << " unfinished temporary file(s) of the interrupted run\n";
+    }
     log << "resuming " << cfg.output << " after epoch " << p.epochs_done << " (step " << p.global_step
         << ")\n";
-  } else if (!cfg.output.empty()) {
+  } else if (write) {
     fs::create_directories(dir);
     model.config().save((dir / "config.json").string());
   }
+  check_agreement(comm, run_fingerprint(model, train_set, eval_set, cfg));
   log << "training " << train_set.describe() << ", " << cfg.epochs << " epochs of " << steps_per_epoch
-      << " steps, batch " << B << ", " << cfg.optim.name << " lr " << cfg.sched.lr << "\n";
+      << " steps, batch " << B << ", " << cfg.optim.name << " lr " << cfg.sched.lr;
+  if (ranks > 1) log << ", " << comm.describe();
+  log << "\n";
 
   for (int64_t epoch = p.epochs_done; epoch < cfg.epochs; ++epoch) {
     if (cfg.patience > 0 && p.since_best >= cfg.patience) {
@@ -243,36 +363,70 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     float lr = 0;
     ProgressLine bar(log, cfg.progress_bar, cfg.log_every);
     bar.start(epoch, cfg.epochs, steps_per_epoch);
-    Prefetcher batches(train_set, order, B);
+    // Mixing pairs row b with row bs-1-b: a shard also loads the rows its rows mix with.
+    const bool partners = cfg.mixup.active() && ranks > 1;
+    ShardPlan plan = ranks > 1 ? shard_epoch(order, B, rank, ranks, partners) : ShardPlan{order, {}};
+    std::unique_ptr<Prefetcher> batches =
+        ranks > 1 ? std::make_unique<Prefetcher>(train_set, std::move(plan.order), std::move(plan.ends))
+                  : std::make_unique<Prefetcher>(train_set, std::move(plan.order), B);
     for (int64_t s = 0; s < steps_per_epoch; ++s, ++p.global_step) {
-      float* images = nullptr;
-      const int64_t* labels = nullptr;
-      const int64_t bs = batches.next(s, &images, &labels);
-      model.zero_grad();
-      int64_t correct = 0;
-      Batch batch{images, bs, labels, nullptr, nullptr};
-      if (cfg.mixup.active()) {  // soft targets replace the labels (smoothing folded in)
-        mix_batch(cfg.mixup, images, labels, targets.data(), bs, train_set.channels(), train_set.height(),
-                  train_set.width(), K, cfg.smoothing, cfg.seed, uint64_t(p.global_step));
-        batch.labels = nullptr;
-        batch.targets = targets.data();
-      }
-      const double loss = loss_step.run(model, batch, cfg.smoothing,
-                                        ForwardMode{true, cfg.seed, uint64_t(p.global_step)}, &correct);
+      const int64_t bs = std::min(B, N - s * B);
+      const Rows mine = shard_rows(bs, rank, ranks);
+      // This rank's loss sum, correct count and rows; summed over ranks with the status.
+      double stats[3] = {0, 0, double(mine.size())};
+      // Every rank learns whether all are fine here, before the large all-reduce.
+      run_agreed(
+          comm, "epoch " + std::to_string(epoch + 1) + " step " + std::to_string(s),
+          [&] {
+            float* images = nullptr;
+            const int64_t* labels = nullptr;
+            batches->next(s, &images, &labels);
+            model.zero_grad();
+            if (mine.size() == 0) return;
+            int64_t correct = 0;
+            Batch batch{images, mine.size(), labels, nullptr, nullptr};
+            if (cfg.mixup.active()) {  // soft targets replace the labels (smoothing folded in)
+              if (partners)
+                mix_shard(cfg.mixup, images, images + mine.size() * C * H * W, labels, labels + mine.size(),
+                          targets.data(), mine.lo, mine.size(), bs, C, H, W, K, cfg.smoothing, cfg.seed,
+                          uint64_t(p.global_step));
+              else
+                mix_batch(cfg.mixup, images, labels, targets.data(), bs, C, H, W, K, cfg.smoothing, cfg.seed,
+                          uint64_t(p.global_step));
+              batch.labels = nullptr;
+              batch.targets = targets.data();
+            }
+            const ForwardMode mode{true, cfg.seed, uint64_t(p.global_step), mine.lo};
+            const double loss =
+                loss_step.run(model, batch, cfg.smoothing, mode, &correct, float(mine.size()) / float(bs));
+            stats[0] = loss * double(mine.size());
+            stats[1] = double(correct);
+          },
+          stats, 3);
+      if (ranks > 1) comm.sum(model.grads().data(), int64_t(model.grads().size()));
+      // The summed loss is the same on every rank, so all stop together.
+      if (!std::isfinite(stats[0]))
+        throw Error(
+            diverged(cfg, "the loss is " + std::to_string(stats[0] / std::max(stats[2], 1.0)), p, epoch, s));
       if (cfg.clip_grad > 0) clip_grad_norm(model.table(), model.grads().data(), cfg.clip_grad);
       lr = lr_at(sched, p.global_step);
       opt.step(model.params().data(), model.grads().data(), lr);
-      loss_sum += loss * bs;
-      correct_sum += correct;
-      seen += bs;
+      loss_sum += stats[0];
+      correct_sum += int64_t(stats[1]);
+      seen += int64_t(stats[2]);
       bar.update(s, loss_sum / double(seen), double(correct_sum) / double(seen), seen, lr);
     }
+    batches.reset();
     bar.finish();
+    // A finite loss can still leave an infinite weight after the last step's update;
+    // such weights must not replace the last good checkpoint.
+    if (!all_finite(model.params().data(), int64_t(model.params().size())))
+      throw Error(diverged(cfg, "a weight is not finite", p, epoch, steps_per_epoch - 1));
     EpochStats e;
     e.epoch = epoch + 1;
     e.train_loss = loss_sum / double(N);
     e.train_top1 = double(correct_sum) / double(N);
-    if (eval_set) e.eval = evaluate(model, *eval_set, B);
+    if (eval_set) e.eval = evaluate(model, *eval_set, B, &comm);
     e.lr = lr;
     e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     p.hist.push_back(e);
@@ -290,7 +444,12 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     } else {
       ++p.since_best;
     }
-    if (!cfg.output.empty()) {
+    // The ranks hold the same weights (identical sums, identical updates); checked once an
+    // epoch so that a divergence cannot go unnoticed into a checkpoint.
+    if (ranks > 1)
+      check_agreement(comm, {{"weights after epoch " + std::to_string(e.epoch), params_hash(model)}});
+    run_agreed(comm, "writing " + cfg.output, [&] {
+      if (!write) return;
       // Weights first, then the state naming the same step: a crash between the two is
       // detected on resume rather than silently mixing two epochs.
       std::map<std::string, std::string> meta = {{"global_step", std::to_string(p.global_step)},
@@ -300,7 +459,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       save_state(dir, model, opt, p, cfg, steps_per_epoch);
       if (better) save_checkpoint((dir / "best.safetensors").string(), model, meta, false);
       write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist));
-    }
+    });
   }
   return p.hist;
 }

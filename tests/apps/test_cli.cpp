@@ -2,38 +2,26 @@
 // that writes its run directory, and clear errors with a non-zero exit for bad input.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/run_vit.h"
 #include "support/temp_dir.h"
 #include "vit/core/file.h"
+#include "vit/data/image.h"
+#include "vit/io/safetensors.h"
 
 namespace {
 namespace fs = std::filesystem;
-
-struct Result {
-  int code;
-  std::string out;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(VIT_BINARY) + " " + args + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p.get())) > 0) out.append(buf.data(), n);
-  const int status = pclose(p.release());
-  return {WEXITSTATUS(status), out};
-}
+using vit::test::Result;
+using vit::test::run;
 }  // namespace
 
 TEST(Cli, HelpForEverySubcommand) {
-  for (const char* sub : {"", "train", "eval", "predict", "info"}) {
+  for (const char* sub : {"", "train", "eval", "predict", "info", "export", "attention", "plot", "bench"}) {
     Result r = run(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub << ": " << r.out;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << sub;
@@ -62,6 +50,32 @@ TEST(Cli, ShortSyntheticTrainingRunWritesItsRunDirectory) {
   Result info = run("info --checkpoint " + (dir / "last.safetensors").string());
   EXPECT_EQ(info.code, 0) << info.out;
   EXPECT_NE(info.out.find("\"img_size\""), std::string::npos) << info.out;
+}
+
+TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {
+  Result r =
+      run("bench --model mnist-seed --mode train -b 8 --threads 1 --warmup 1 --runs 3 --min-time 0 "
+          "--ceiling 100 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["runs"], 3);
+  EXPECT_EQ(j["ceiling_source"], "given");
+  const double med = j["median_ms"], lo = j["min_ms"], hi = j["max_ms"];
+  EXPECT_GT(lo, 0.0);
+  EXPECT_LE(lo, med);
+  EXPECT_LE(med, hi);
+  // images/s and GFLOP/s follow from the median and the model's FLOPs (3x forward to train).
+  EXPECT_NEAR(double(j["images_per_s"]), 8.0 / (med / 1e3), 1e-6 * double(j["images_per_s"]));
+  EXPECT_NEAR(double(j["gflops_per_s"]), double(j["images_per_s"]) * double(j["gflop_per_image"]), 1e-6);
+  EXPECT_NEAR(double(j["pct_of_ceiling"]), double(j["gflops_per_s"]), 1e-6);  // ceiling 100
+  EXPECT_GT(double(j["peak_rss_mb"]), 1.0);
+  Result text =
+      run("bench --model mnist-seed -b 2 --threads 1 --warmup 0 --runs 1 --min-time 0 --ceiling 100");
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("images/s"), std::string::npos) << text.out;
+  Result bf16 = run("bench --model mnist-seed --dtype bf16 --runs 1 --min-time 0");
+  EXPECT_NE(bf16.code, 0);
+  EXPECT_NE(bf16.out.find("bf16"), std::string::npos) << bf16.out;
 }
 
 TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
@@ -111,8 +125,47 @@ TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
   EXPECT_NE(summary.find("\n2,"), std::string::npos) << summary;
   const std::string args = vit::read_text_file(out / "args.json");
   EXPECT_NE(args.find("\"--crop-pad\""), std::string::npos) << "the recipe's flags are recorded: " << args;
-  Result ev = run("eval --json --checkpoint " + (out / "best.safetensors") + " --data-dir " + data.str());
+  const std::string png = out / "confusion.png";
+  Result ev = run("eval --json --checkpoint " + (out / "best.safetensors") + " --data-dir " + data.str() +
+                  " --confusion-png " + png);
   ASSERT_EQ(ev.code, 0) << ev.out;
+  EXPECT_GT(vit::read_image(png).w, 0) << "the confusion matrix as a PNG";
+  Result bad = run("eval --checkpoint " + (out / "best.safetensors") + " --data-dir " + data.str() +
+                   " --confusion-png " + png + " --labels /nonexistent.txt");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("/nonexistent.txt: cannot open the labels file"), std::string::npos) << bad.out;
   EXPECT_NE(ev.out.find("\"count\":16"), std::string::npos) << ev.out;
   EXPECT_NE(ev.out.find("\"confusion\":[["), std::string::npos) << ev.out;
+}
+
+TEST(Cli, FineTuneAHuggingFaceModelExportedToTimmWithAFrozenBackbone) {
+  vit::test::TempDir tmp("ft");
+  const std::string hf = std::string(VIT_FIXTURE_DIR) + "/pretrained/hf";
+  Result r = run("export --checkpoint " + hf + " --out " + (tmp / "timm"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("eps"), std::string::npos) << "HF's eps 1e-12 is worth a note: " << r.out;
+  r = run("train --recipe finetune --pretrained " + (tmp / "timm") +
+          " --num-classes 4 --img-size 40 --freeze-backbone --synthetic 64 --epochs 2 -b 32 --threads 1 "
+          "--output " +
+          (tmp / "run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("pos_embed resampled from a 4x4 grid to 5x5"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("new head: 4 classes"), std::string::npos) << r.out;
+  const vit::SafeTensors before = vit::SafeTensors::open(hf + "/model.safetensors");
+  const vit::SafeTensors after = vit::SafeTensors::open(tmp / "run/last.safetensors");
+  EXPECT_EQ(after.to_float("blocks.1.attn.qkv.weight").size(), 3u * 32 * 32);
+  EXPECT_EQ(after.to_float("blocks.0.mlp.fc1.weight"),
+            before.to_float("vit.encoder.layer.0.intermediate.dense.weight"));
+  EXPECT_EQ(after.to_float("norm.weight"), before.to_float("vit.layernorm.weight"));
+  bool head_moved = false;
+  for (float v : after.to_float("head.weight")) head_moved |= v != 0.f;
+  EXPECT_TRUE(head_moved);
+  // The fine-tuned run predicts at its new size, with any layout's flags.
+  r = run("predict --checkpoint " + (tmp / "run/last.safetensors") + " --json --topk 2 " +
+          std::string(VIT_FIXTURE_DIR) + "/pretrained/images/cat.jpg");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"topk\""), std::string::npos) << r.out;
+  r = run("train --pretrained " + hf + " --embed-dim 64 --synthetic 8 --epochs 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--embed-dim cannot change the architecture"), std::string::npos) << r.out;
 }

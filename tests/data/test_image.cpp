@@ -156,6 +156,7 @@ TEST(Image, CenterCropAfterShorterSideResize) {
   write_png(dir / "a.png", img);
   InputSpec in{1, 4, 4, {0.f}, {1.f}};
   in.crop_pct = 0.5f;
+  in.crop_mode = "center";
   std::vector<float> x(16);
   load_image_input(dir / "a.png", in, x.data());
   for (int y = 0; y < 4; ++y)

@@ -75,6 +75,18 @@ TEST(Config, ErrorsSayWhatIsWrong) {
             std::string::npos);
   EXPECT_NE(test::error_of([] { ViTConfig::from_json(R"({"depth": "twelve"})"); }).find("wrong value type"),
             std::string::npos);
+  // Found by fuzz/fuzz_config: a number out of double's range escaped as nlohmann's
+  // out_of_range; floats out of int64's range were converted (undefined behaviour).
+  EXPECT_NE(test::error_of([] { ViTConfig::from_json(R"({"depth": 4e44444})"); }).find("invalid JSON"),
+            std::string::npos);
+  EXPECT_NE(
+      test::error_of([] { ViTConfig::from_json(R"({"depth": 1e300})"); }).find("depth must be an integer"),
+      std::string::npos);
+  EXPECT_EQ(ViTConfig::from_json(R"({"depth": 3.0})").depth, 3);
+  EXPECT_NE(test::error_of([] {
+              ViTConfig::from_json(R"({"embed_dim": 4611686018427387904})");
+            }).find("embed_dim 4611686018427387904 is implausibly large"),
+            std::string::npos);
   EXPECT_NE(
       test::error_of([] { ViTConfig::load("/nonexistent/config.json"); }).find("/nonexistent/config.json"),
       std::string::npos);

@@ -1,9 +1,12 @@
 // Mixup and CutMix: soft targets that sum to one and carry lam, images mixed with the
 // reversed batch, CutMix's lam equal to the pasted box's share, and Beta draws.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "support/check.h"
 #include "vit/train/mixup.h"
+#include "vit/train/shard.h"
 
 namespace vit {
 
@@ -58,6 +61,64 @@ TEST(Mixup, BetaDrawsHaveTheRightMean) {
   // Beta(a, a): mean 1/2, variance 1 / (4 (2a + 1)) = 0.0962 for a = 0.8.
   EXPECT_NEAR(s / N, 0.5, 0.01);
   EXPECT_NEAR(s2 / N - 0.25, 1.0 / (4 * 2.6), 0.005);
+}
+
+// A data-parallel shard mixes its rows with the partners it loaded: row for row the same
+// bits as mixing the whole batch (odd batch: the middle row is its own partner).
+TEST(Mixup, ShardsMixExactlyAsTheWholeBatch) {
+  const int64_t B = 7, C = 2, H = 6, W = 5, K = 4, n = C * H * W;
+  const auto x = test::randn(B * n, 3);
+  const std::vector<int64_t> y = {0, 1, 2, 3, 0, 1, 2};
+  for (int kind = 0; kind < 2; ++kind) {
+    MixupConfig cfg;
+    (kind == 0 ? cfg.mixup_alpha : cfg.cutmix_alpha) = 1.f;
+    for (uint64_t step = 0; step < 6; ++step) {
+      std::vector<float> whole = x, t_whole(B * K);
+      mix_batch(cfg, whole.data(), y.data(), t_whole.data(), B, C, H, W, K, 0.1f, 9, step);
+      for (int ranks : {2, 3}) {
+        for (int r = 0; r < ranks; ++r) {
+          const Rows rows = shard_rows(B, r, ranks);
+          const int64_t m = rows.size();
+          std::vector<float> img(m * n), part(m * n), t(m * K);
+          std::vector<int64_t> ly(m), py(m);
+          for (int64_t i = 0; i < m; ++i) {
+            std::copy_n(x.data() + (rows.lo + i) * n, n, img.data() + i * n);
+            std::copy_n(x.data() + (B - 1 - rows.lo - i) * n, n, part.data() + i * n);
+            ly[i] = y[rows.lo + i];
+            py[i] = y[B - 1 - rows.lo - i];
+          }
+          mix_shard(cfg, img.data(), part.data(), ly.data(), py.data(), t.data(), rows.lo, m, B, C, H, W, K,
+                    0.1f, 9, step);
+          EXPECT_EQ(0, std::memcmp(img.data(), whole.data() + rows.lo * n, m * n * sizeof(float)))
+              << "kind " << kind << " step " << step << " rank " << r << "/" << ranks;
+          EXPECT_EQ(0, std::memcmp(t.data(), t_whole.data() + rows.lo * K, m * K * sizeof(float)));
+        }
+      }
+    }
+  }
+}
+
+TEST(Shard, EveryRowOfEveryBatchOnceWithItsPartner) {
+  std::vector<int64_t> order(23);
+  for (int64_t i = 0; i < 23; ++i) order[i] = 100 + i;
+  const int ranks = 3;
+  std::vector<int> seen(23, 0);
+  for (int r = 0; r < ranks; ++r) {
+    const ShardPlan p = shard_epoch(order, 8, r, ranks, true);
+    ASSERT_EQ(p.ends.size(), 3u);  // batches of 8, 8, 7
+    int64_t begin = 0;
+    for (int64_t s = 0; s < 3; ++s) {
+      const int64_t bs = s < 2 ? 8 : 7, m = (p.ends[s] - begin) / 2;
+      EXPECT_EQ(m, shard_rows(bs, r, ranks).size());
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t row = p.order[begin + i] - 100 - s * 8;  // row within the batch
+        ++seen[s * 8 + row];
+        EXPECT_EQ(p.order[begin + m + i] - 100 - s * 8, bs - 1 - row) << "partner of row " << row;
+      }
+      begin = p.ends[s];
+    }
+  }
+  for (int64_t i = 0; i < 23; ++i) EXPECT_EQ(seen[i], 1) << "sample " << i;
 }
 
 }  // namespace vit

@@ -5,6 +5,7 @@
 
 #include "support/check.h"
 #include "vit/core/error.h"
+#include "vit/model/vit.h"
 #include "vit/train/optimizer.h"
 #include "vit/train/schedule.h"
 
@@ -82,6 +83,61 @@ TEST(Optimizer, RejectsBadSettings) {
   EXPECT_THROW(Optimizer(table, oc("lamb", 0.f)), Error);
   EXPECT_THROW(Optimizer(table, oc("sgd", -1.f)), Error);
   EXPECT_THROW(Optimizer(table, oc("sgd", 0.f, 0.f, true)), Error);
+}
+
+TEST(LayerDecay, ScalesAsTimmParamGroupsLayerDecay) {
+  ViTConfig c = preset("mnist-seed");  // depth 2
+  c.pos_embed = "learn";
+  const ParamTable table(c);
+  const auto s = lr_scales(table, 0.5f, false);
+  auto at = [&](const std::string& name) {
+    for (size_t k = 0; k < table.specs().size(); ++k)
+      if (table.specs()[k].name == name) return s[k];
+    ADD_FAILURE() << name;
+    return -1.f;
+  };
+  EXPECT_FLOAT_EQ(at("patch_embed.proj.weight"), 0.125f);  // 0.5^(2 + 1 - 0)
+  EXPECT_FLOAT_EQ(at("cls_token"), 0.125f);
+  EXPECT_FLOAT_EQ(at("pos_embed"), 0.125f);
+  EXPECT_FLOAT_EQ(at("blocks.0.attn.qkv.weight"), 0.25f);
+  EXPECT_FLOAT_EQ(at("blocks.1.mlp.fc2.bias"), 0.5f);
+  EXPECT_FLOAT_EQ(at("norm.weight"), 1.f);
+  EXPECT_FLOAT_EQ(at("head.weight"), 1.f);
+  for (float v : lr_scales(table, 0.f, false)) EXPECT_EQ(v, 1.f);
+  const auto frozen = lr_scales(table, 0.75f, true);
+  for (size_t k = 0; k < table.specs().size(); ++k)
+    EXPECT_EQ(frozen[k], table.specs()[k].name.rfind("head.", 0) == 0 ? 1.f : 0.f) << table.specs()[k].name;
+}
+
+TEST(LayerDecay, FrozenTensorsDoNotMoveEvenWithWeightDecayAndScaledOnesMoveLess) {
+  ViTConfig c = preset("mnist-seed");
+  c.pos_embed = "learn";
+  for (bool freeze : {true, false}) {
+    ViT m(c);
+    m.init_weights(1);
+    const std::vector<float> before(m.params().data(), m.params().data() + m.table().total());
+    const auto g = test::randn(m.table().total(), 2);
+    OptimConfig oc;
+    oc.name = "adamw";
+    oc.weight_decay = 0.1f;
+    oc.freeze_backbone = freeze;
+    oc.layer_decay = 0.5f;
+    Optimizer opt(m.table(), oc);
+    opt.step(m.params().data(), g.data(), 1e-2f);
+    for (const auto& s : m.table().specs()) {
+      double moved = 0;
+      for (int64_t i = 0; i < s.numel(); ++i)
+        moved = std::max(moved, double(std::fabs(m.params().data()[s.offset + i] - before[s.offset + i])));
+      const bool head = s.name.rfind("head.", 0) == 0;
+      if (freeze && !head) {
+        EXPECT_EQ(moved, 0.0) << s.name;
+      } else if (!freeze && s.trainable) {
+        // Adam's first step moves each weight by lr x scale (g / |g|), plus a little decay.
+        const double want = 1e-2 * lr_scales(m.table(), 0.5f, false)[&s - &m.table().specs()[0]];
+        EXPECT_NEAR(moved, want, 0.1 * want) << s.name;
+      }
+    }
+  }
 }
 
 TEST(ClipGrad, ScalesToMaxNormAndReportsTheNorm) {

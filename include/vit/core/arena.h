@@ -1,6 +1,8 @@
 // Arena: one aligned, zero-initialized float allocation. Parameters, gradients, optimizer
 // moments and activations each live in one arena, so a pass over all of them is one loop
-// and nothing is allocated inside a training step.
+// and nothing is allocated inside a training step. Large arenas are mapped from the kernel,
+// whose pages are zero and take memory only once touched: a model used for inference alone
+// never pays for its gradient arena (ViT-B/16: 330 MiB).
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -20,9 +22,10 @@ class Arena {
 
  private:
   struct Free {
+    size_t mapped_bytes = 0;  // > 0: the block came from mmap
     void operator()(float* p) const;
   };
-  std::unique_ptr<float, Free> ptr_;
+  std::unique_ptr<float, Free> ptr_{nullptr, Free{}};
   size_t size_ = 0, capacity_ = 0;
 };
 

@@ -23,8 +23,8 @@ struct ImageSet {
   void check_labels() const;
 };
 
-// Samples are produced at the model's input: one channel replicated to three if the model
-// wants RGB, resized (bilinear) when the sizes differ, then normalized.
+// Samples are produced at the model's input by data/preprocess.h (one channel replicated
+// to three if the model wants RGB, Pillow's resize when the sizes differ, normalized).
 class NormalizedDataset : public Dataset {
  public:
   // Takes shared ownership so splits of one set share its memory.

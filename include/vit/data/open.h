@@ -19,9 +19,10 @@ struct DatasetSplits {
 // Throws vit::Error naming the directory and what was looked for when nothing matches.
 DatasetSplits open_dataset(const std::string& dir, const std::string& kind = "auto");
 
-// What a model takes as input: its channels, size, mean and std.
+// What a model takes as input: its channels, size, mean and std, and its eval transform
+// (interpolation, crop_pct, crop_mode).
 inline InputSpec input_spec(const ViTConfig& c) {
-  return {c.in_chans, c.img_h, c.img_w, c.mean, c.std};
+  return {c.in_chans, c.img_h, c.img_w, c.mean, c.std, c.interpolation, c.crop_pct, c.crop_mode};
 }
 
 // The datasets a command works on, produced at the model's input.
@@ -29,11 +30,15 @@ struct DataSources {
   std::string kind;
   std::unique_ptr<Dataset> train, eval;  // eval: the test (or val) split, or val_split of train
   std::vector<std::string> class_names;  // empty when the dataset has none
+  std::vector<std::string> skipped;      // image files left out ("path: reason"), skip_bad_images only
 };
 // kind: auto | idx | cifar10 | cifar100 | folder. Folders: dir/train and dir/val (or
-// dir/test). val_split > 0 holds that fraction of train out as eval instead.
+// dir/test). val_split > 0 holds that fraction of train out as eval instead. Evaluation
+// images are preprocessed as `in` says; training images are resized straight to the
+// input size (crop_pct 1), since augmentation does the cropping. skip_bad_images: image
+// folders leave out files that do not decode (checked up front) instead of stopping.
 DataSources make_datasets(const std::string& dir, const std::string& kind, const InputSpec& in,
-                          double val_split, uint64_t seed);
+                          double val_split, uint64_t seed, bool skip_bad_images = false);
 
 // Holds out the last `fraction` of a seeded permutation of [0, n) for validation:
 // returns {train indices, validation indices}.

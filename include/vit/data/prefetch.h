@@ -4,6 +4,7 @@
 #pragma once
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -16,6 +17,9 @@ class Prefetcher {
  public:
   // Serves batches of `batch` samples in `order` (the last one may be smaller).
   Prefetcher(const Dataset& data, std::vector<int64_t> order, int64_t batch);
+  // Serves batch s = order[ends[s-1] .. ends[s]) (ends[-1] = 0): batches of any size, empty
+  // ones included (a data-parallel process's shards of each global batch).
+  Prefetcher(const Dataset& data, std::vector<int64_t> order, std::vector<int64_t> ends);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -29,7 +33,9 @@ class Prefetcher {
   void work();
   const Dataset& data_;
   std::vector<int64_t> order_;
-  int64_t batch_, steps_, sample_;
+  int64_t first(int64_t s) const { return s == 0 ? 0 : ends_[s - 1]; }
+  std::vector<int64_t> ends_;
+  int64_t steps_, sample_;
   std::vector<float> images_[2];
   std::vector<int64_t> labels_[2];
   std::mutex mu_;
@@ -37,6 +43,7 @@ class Prefetcher {
   int64_t ready_ = -1;     // the highest batch index loaded
   int64_t consumed_ = -1;  // the batch the caller holds
   std::exception_ptr error_;
+  int64_t error_step_ = INT64_MAX;  // the batch whose loading failed
   bool stop_ = false;
   std::thread worker_;
 };

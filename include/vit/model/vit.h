@@ -19,11 +19,13 @@
 namespace vit {
 
 // Dropout keys. Dropout, drop path and head dropout act only when train is true; masks
-// depend on (seed, step, site, index) alone.
+// depend on (seed, step, site, index) alone. first_sample: the index of this batch's
+// sample 0 in the global batch when a data-parallel process holds a shard of it.
 struct ForwardMode {
   bool train = false;
   uint64_t seed = 0;
   uint64_t step = 0;
+  int64_t first_sample = 0;
 };
 
 class ViT {
@@ -50,6 +52,10 @@ class ViT {
   void backward(const Tensor& dlogits);
   // Inference: logits[B,K] written to out; stores one block's activations only.
   void infer(const float* images, int64_t B, const uint8_t* mask, float* logits);
+  // Inference that also copies every layer's attention probabilities (the softmax output)
+  // to attn[depth, B, H, T, T], T = num_tokens(): row t of [b, h] is where token t looks.
+  // attn may be null (the plain infer above); otherwise one copy per layer is added.
+  void infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn);
 
   // Fine-tuning the head alone (linear probing): backward stops after the head's gradients.
   void set_backbone_frozen(bool frozen) { backbone_frozen_ = frozen; }
@@ -57,6 +63,9 @@ class ViT {
 
   // Bytes held by the training and inference activation arenas (for reports).
   size_t activation_bytes() const { return (acts_.size() + infer_acts_.size()) * sizeof(float); }
+  // Bytes the activation arena will take for batch B (training: every block's activations
+  // and the gradient buffers; inference: one block's), without building the model.
+  static size_t planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training);
 
  private:
   // Absent tensors (no qkv bias, no LayerScale, ...) are views with a null data pointer.
@@ -84,7 +93,11 @@ class ViT {
   Weights bind(Arena& arena);
   // Lays out activations for batch B in arena (one block when !training).
   void layout(Acts& A, Arena& arena, int64_t B, bool training);
-  void run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode);
+  // Points A's tensors into base (sizes only when base is null); returns the floats used.
+  static int64_t carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training);
+  // attn: null, or where each layer's probabilities are copied ([depth, B, H, T, T]).
+  void run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode,
+                   float* attn = nullptr);
   void set_masks(int64_t B, const uint8_t* mask);
   bool norm_all_tokens() const;  // avg pooling without fc_norm: `norm` on every token first
 

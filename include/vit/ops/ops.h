@@ -26,24 +26,30 @@ void layernorm_backward(Tensor dx, Tensor dw, Tensor db, const Tensor& dy, const
 void gelu_forward(Tensor y, const Tensor& x);
 void gelu_backward(Tensor dx, const Tensor& dy, const Tensor& x);
 
+// Ops with dropout take first_sample (first: the element index) of the tensor's sample 0 in
+// the whole batch when it holds a shard of a data-parallel batch, so that a shard draws
+// the masks the whole batch would.
+
 // attention core: qkv[B,T,3C] -> out[B,T,C]; probs[B,H,T,T]; probs_drop like probs or null
 // (needed when drop_p > 0); key_mask[B,T] or null (masked keys get no attention).
 void attention_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tensor& qkv,
-                       const uint8_t* key_mask, float drop_p, uint64_t drop_key);
+                       const uint8_t* key_mask, float drop_p, uint64_t drop_key, int64_t first_sample = 0);
 // dqkv[B,T,3C] assigned; scratch[B,H,T,T].
 void attention_backward(Tensor dqkv, Tensor scratch, const Tensor& dout, const Tensor& qkv,
-                        const Tensor& probs, const Tensor* probs_drop, float drop_p, uint64_t drop_key);
+                        const Tensor& probs, const Tensor* probs_drop, float drop_p, uint64_t drop_key,
+                        int64_t first_sample = 0);
 
-// dropout in place (p = 0 is a no-op).
-void dropout_forward(Tensor x, float p, uint64_t key);
-void dropout_backward(Tensor dx, float p, uint64_t key);
+// dropout in place (p = 0 is a no-op); element i draws the mask of element first + i.
+void dropout_forward(Tensor x, float p, uint64_t key, int64_t first = 0);
+void dropout_backward(Tensor dx, float p, uint64_t key, int64_t first = 0);
 // out[B,T,C] = x + droppath(gamma * dropout(branch)), drop path per sample, gamma[C] an
 // optional LayerScale; branch is dropped in place (and kept so for backward).
 void residual_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* gamma, float drop_p,
-                      uint64_t drop_key, float path_p, uint64_t path_key);
+                      uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample = 0);
 // dbranch assigned; dgamma accumulated (needs gamma and the forward's dropped branch).
 void residual_backward(Tensor dbranch, Tensor* dgamma, const Tensor& dout, const Tensor* branch,
-                       const Tensor* gamma, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key);
+                       const Tensor* gamma, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key,
+                       int64_t first_sample = 0);
 
 // patch embedding: images[B,C,H,W] -> cols[B*N, C*Ph*Pw] for patch size (ph, pw).
 void im2col_patches(Tensor cols, const Tensor& images, int64_t ph, int64_t pw);

@@ -21,6 +21,14 @@ struct MixupConfig {
 float mix_batch(const MixupConfig& cfg, float* images, const int64_t* labels, float* targets, int64_t B,
                 int64_t C, int64_t H, int64_t W, int64_t K, float smoothing, uint64_t seed, uint64_t step);
 
+// The same mix for a shard of the batch (data-parallel training): rows [first, first+n)
+// of a batch of B. images[n,C,H,W] are mixed in place with partners[n,C,H,W], the unmixed
+// rows B-1-b for each row b (partner_labels their labels); targets[n,K]. Row for row the
+// same bits as mix_batch on the whole batch. Returns the lam used.
+float mix_shard(const MixupConfig& cfg, float* images, const float* partners, const int64_t* labels,
+                const int64_t* partner_labels, float* targets, int64_t first, int64_t n, int64_t B, int64_t C,
+                int64_t H, int64_t W, int64_t K, float smoothing, uint64_t seed, uint64_t step);
+
 // One draw of Beta(a, a) from the generator state (Marsaglia-Tsang gamma draws).
 double sample_beta(uint64_t& state, double a);
 

@@ -20,8 +20,10 @@ class LossStep {
  public:
   // Runs forward and backward, accumulating into model.grads(); returns the mean loss.
   // Counts correct top-1 predictions (against labels, or the targets' argmax) in *correct.
+  // The gradients are of grad_scale x the mean loss: a shard of b rows of a global batch
+  // of B passes b / B, so that the shards' gradients sum to the global batch's.
   double run(ViT& model, const Batch& batch, float smoothing, const ForwardMode& mode,
-             int64_t* correct = nullptr);
+             int64_t* correct = nullptr, float grad_scale = 1.f);
 
  private:
   Arena buf_;

@@ -2,10 +2,15 @@
 // optimizer per step, optional gradient clipping, evaluation after every epoch, and the
 // run directory, each file written atomically:
 //   config.json, summary.csv, last.safetensors, best.safetensors (weights, timm names)
-//   last.state.safetensors: optimizer moments (exp_avg.<name>, exp_avg_sq.<name> or
-//   momentum_buffer.<name>) and, in its metadata, the position (epochs done, global step),
-//   best score, patience counter and history. Every random draw depends on (seed, epoch,
-//   step, index), so a resumed run continues exactly where the interrupted one stopped.
+//   last.state.safetensors: the weights again (param.<name>: the file alone is one
+//   consistent step, whatever moment a crash hits), optimizer moments (exp_avg.<name>,
+//   exp_avg_sq.<name> or momentum_buffer.<name>) and, in its metadata, the position (epochs done, global
+//   step), best score, patience counter and history. Every random draw depends on (seed, epoch, step, index),
+//   so a resumed run continues exactly where the interrupted one stopped.
+// Data-parallel (TrainConfig::comm with several ranks, docs/distributed.md): each rank
+// computes its rows of every global batch, gradients are summed over ranks with one
+// all-reduce of the gradient arena per step, evaluation is sharded and summed, and rank 0
+// alone writes the run directory and the log.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -15,6 +20,7 @@
 
 #include "vit/data/dataset.h"
 #include "vit/model/vit.h"
+#include "vit/train/comm.h"
 #include "vit/train/mixup.h"
 #include "vit/train/optimizer.h"
 #include "vit/train/schedule.h"
@@ -38,6 +44,7 @@ struct TrainConfig {
   int64_t patience = 0;                  // stop after this many epochs without a better eval top-1; 0 = off
   int64_t log_every = 50;                // steps between log lines
   std::function<void(int64_t)> on_epoch_start;  // e.g. tells augmentation the epoch
+  Comm* comm = nullptr;                         // the processes of a data-parallel run; null: one
   void validate() const;
 };
 
@@ -56,7 +63,9 @@ struct EpochStats {
   double lr = 0, seconds = 0;
 };
 
-EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size);
+// With comm (several ranks), each rank evaluates a contiguous share of data and every
+// rank receives the summed result.
+EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* comm = nullptr);
 
 std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Dataset* eval_set,
                               const TrainConfig& cfg, std::ostream& log);

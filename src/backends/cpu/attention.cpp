@@ -5,9 +5,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/simd.h"
 #include "vit/core/rng.h"
+#include "vit/core/threads.h"
 
 namespace vit::cpu {
 
@@ -23,56 +26,149 @@ void drop_probs(float* dst, const float* src, int64_t n, float p, uint64_t key, 
   const float keep_scale = 1.f / (1.f - p);
   for (int64_t i = 0; i < n; ++i) dst[i] = uniform_at(key, first + i) >= p ? src[i] * keep_scale : 0.f;
 }
+// One row in place: max, exp and sum in vectors, then the scale. Masked keys are set to
+// -inf first (exp512 gives exactly 0 for them); a row with every key masked becomes 0.
+VIT_AVX512 void softmax_row_avx512(float* row, int64_t n, const uint8_t* km) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  if (km)
+    for (int64_t j = 0; j < n; ++j)
+      if (!km[j]) row[j] = -std::numeric_limits<float>::infinity();
+  __m512 mx = ninf;
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : simd::tail_mask(n - j);
+    mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(ninf, m, row + j));
+  }
+  const float rmax = simd::hmax(mx);
+  if (rmax == -std::numeric_limits<float>::infinity()) {
+    std::memset(row, 0, n * sizeof(float));
+    return;
+  }
+  const __m512 vmax = _mm512_set1_ps(rmax);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : simd::tail_mask(n - j);
+    const __m512 e = simd::exp512(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, m, row + j), vmax));
+    _mm512_mask_storeu_ps(row + j, m, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.f / simd::hsum(sum));
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : simd::tail_mask(n - j);
+    _mm512_mask_storeu_ps(row + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), inv));
+  }
+}
+
+// Softmax backward of one row in place: d = p * (d - sum_j p d).
+VIT_AVX512 void softmax_backward_row_avx512(float* d, const float* p, int64_t n) {
+  __m512 dot = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : simd::tail_mask(n - j);
+    dot = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p + j), _mm512_maskz_loadu_ps(m, d + j), dot);
+  }
+  const __m512 vdot = _mm512_set1_ps(simd::hsum(dot));
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : simd::tail_mask(n - j);
+    const __m512 pv = _mm512_maskz_loadu_ps(m, p + j);
+    _mm512_mask_storeu_ps(d + j, m, _mm512_mul_ps(pv, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, d + j), vdot)));
+  }
+}
+
+// C = alpha A op(B) for one head. Head dims below 16 (mnist-seed's 4) use AVX-512 register
+// blocks (head_gemm.cpp), with B transposed into a per-thread scratch (grown once, then
+// reused) when tb: there a oneDNN call costs more than the arithmetic (50x50x4: 0.57 vs
+// 0.36 us). From D = 16 up oneDNN was as fast or faster inside the attention loop.
+void head_product(bool tb, int64_t M, int64_t N, int64_t K, int64_t D, float alpha, const float* A,
+                  int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
+  if (D >= 16 || !simd::avx512()) return gemm(false, tb, M, N, K, alpha, A, lda, B, ldb, 0.f, C, ldc);
+  thread_local std::vector<float> tmp;
+  if (tb) {  // B is stored [N, K]
+    if (int64_t(tmp.size()) < K * N) tmp.resize(K * N);
+    transpose(tmp.data(), N, B, ldb, N, K);
+    B = tmp.data();
+    ldb = N;
+  }
+  head_gemm_nn(M, N, K, alpha, A, lda, B, ldb, C, ldc);
+}
+
+// The number of threads for B*H heads of T x T x D products (4 of them in backward).
+int attention_threads(int64_t B, int64_t H, int64_t T, int64_t D) {
+  const int nt = threads_for(B * H * T * T * D * 2);
+  return int(B * H) < nt ? int(B * H) : nt;
+}
 }  // namespace
 
+void softmax_rows_reference(float* P, int64_t rows, int64_t n, const uint8_t* km) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = P + i * n;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j) {
+      if (km && !km[j]) row[j] = -std::numeric_limits<float>::infinity();
+      mx = row[j] > mx ? row[j] : mx;
+    }
+    if (mx == -std::numeric_limits<float>::infinity()) {  // every key masked
+      std::memset(row, 0, n * sizeof(float));
+      continue;
+    }
+    float sum = 0.f;
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
+    float inv = 1.f / sum;
+    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+  }
+}
+
+void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km) {
+  if (!simd::avx512()) return softmax_rows_reference(P, rows, n, km);
+  for (int64_t i = 0; i < rows; ++i) softmax_row_avx512(P + i * n, n, km);
+}
+
+void softmax_backward_rows_reference(float* dP, const float* P, int64_t rows, int64_t n) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* p = P + i * n;
+    float* d = dP + i * n;
+    float dot = 0.f;
+    for (int64_t j = 0; j < n; ++j) dot += p[j] * d[j];
+    for (int64_t j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dot);
+  }
+}
+
+void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n) {
+  if (!simd::avx512()) return softmax_backward_rows_reference(dP, P, rows, n);
+  for (int64_t i = 0; i < rows; ++i) softmax_backward_row_avx512(dP + i * n, P + i * n, n);
+}
+
 void attention_forward(float* out, float* probs, float* probs_drop, const float* qkv, const uint8_t* key_mask,
-                       int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key) {
+                       int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key,
+                       int64_t first_sample) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(attention_threads(B, H, T, D)) schedule(static)
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t b = bh / H, h = bh % H;
     const float* q = qkv + head_offset(b, h, T, C, D);
     const float* k = q + C;
     const float* v = q + 2 * C;
     float* P = probs + bh * T * T;
-    gemm(false, true, T, T, D, scale, q, ld, k, ld, 0.f, P, T);
-    const uint8_t* km = key_mask ? key_mask + b * T : nullptr;
-    for (int64_t i = 0; i < T; ++i) {
-      float* row = P + i * T;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < T; ++j) {
-        if (km && !km[j]) row[j] = -std::numeric_limits<float>::infinity();
-        mx = row[j] > mx ? row[j] : mx;
-      }
-      if (mx == -std::numeric_limits<float>::infinity()) {  // every key masked
-        std::memset(row, 0, T * sizeof(float));
-        continue;
-      }
-      float sum = 0.f;
-      for (int64_t j = 0; j < T; ++j) {
-        row[j] = std::exp(row[j] - mx);
-        sum += row[j];
-      }
-      float inv = 1.f / sum;
-      for (int64_t j = 0; j < T; ++j) row[j] *= inv;
-    }
+    head_product(true, T, T, D, D, scale, q, ld, k, ld, P, T);
+    softmax_rows(P, T, T, key_mask ? key_mask + b * T : nullptr);
     const float* Pv = P;
     if (probs_drop) {
       float* Pd = probs_drop + bh * T * T;
-      drop_probs(Pd, P, T * T, drop_p, drop_key, bh * T * T);
+      drop_probs(Pd, P, T * T, drop_p, drop_key, (first_sample * H + bh) * T * T);
       Pv = Pd;
     }
-    gemm(false, false, T, D, T, 1.f, Pv, T, v, ld, 0.f, out + b * T * C + h * D, C);
+    head_product(false, T, D, T, D, 1.f, Pv, T, v, ld, out + b * T * C + h * D, C);
   }
 }
 
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs,
                         const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
-                        uint64_t drop_key) {
+                        uint64_t drop_key, int64_t first_sample) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(attention_threads(B, H, T, D)) schedule(static)
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t b = bh / H, h = bh % H;
     const float* q = qkv + head_offset(b, h, T, C, D);
@@ -85,19 +181,12 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     const float* Pv = probs_drop ? probs_drop + bh * T * T : P;
     const float* dO = dout + b * T * C + h * D;
     float* dP = scratch + bh * T * T;
-    gemm(false, true, T, T, D, 1.f, dO, C, v, ld, 0.f, dP, T);   // dP = dO v^T
+    head_product(true, T, T, D, D, 1.f, dO, C, v, ld, dP, T);    // dP = dO v^T
     gemm(true, false, T, D, T, 1.f, Pv, T, dO, C, 0.f, dv, ld);  // dv = P^T dO
-    if (probs_drop) drop_probs(dP, dP, T * T, drop_p, drop_key, bh * T * T);
-    // Softmax backward: dS = P * (dP - sum_j P dP).
-    for (int64_t i = 0; i < T; ++i) {
-      const float* p = P + i * T;
-      float* d = dP + i * T;
-      float dot = 0.f;
-      for (int64_t j = 0; j < T; ++j) dot += p[j] * d[j];
-      for (int64_t j = 0; j < T; ++j) d[j] = p[j] * (d[j] - dot);
-    }
-    gemm(false, false, T, D, T, scale, dP, T, k, ld, 0.f, dq, ld);  // dq = scale dS k
-    gemm(true, false, T, D, T, scale, dP, T, q, ld, 0.f, dk, ld);   // dk = scale dS^T q
+    if (probs_drop) drop_probs(dP, dP, T * T, drop_p, drop_key, (first_sample * H + bh) * T * T);
+    softmax_backward_rows(dP, P, T, T);                            // dS = P * (dP - sum_j P dP)
+    head_product(false, T, D, T, D, scale, dP, T, k, ld, dq, ld);  // dq = scale dS k
+    gemm(true, false, T, D, T, scale, dP, T, q, ld, 0.f, dk, ld);  // dk = scale dS^T q
   }
 }
 

@@ -15,6 +15,13 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// ---- head_gemm.cpp: attention's per-head products for small head dims without a library
+// call (AVX-512 only; callers check simd::avx512()). C[M,N] = alpha * A[M,K] B[K,N], assigned.
+void head_gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+                  int64_t ldb, float* C, int64_t ldc);
+// dst[cols, rows] (leading dim ldd) = src[rows, cols]^T (leading dim lds).
+void transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
+
 // ---- linear.cpp: y[M,N] = x[M,K] w[N,K]^T + b[N]  (b may be null)
 void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M, int64_t K,
                     int64_t N);
@@ -30,38 +37,59 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
                        int64_t M, int64_t C, float eps);
 void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
                         const float* rstd, const float* w, int64_t M, int64_t C, bool accumulate_dx);
+// The plain loops the AVX-512 rows above are checked against.
+void layernorm_forward_reference(float* y, float* mean, float* rstd, const float* x, const float* w,
+                                 const float* b, int64_t M, int64_t C, float eps);
+void layernorm_backward_reference(float* dx, float* dw, float* db, const float* dy, const float* x,
+                                  const float* mean, const float* rstd, const float* w, int64_t M, int64_t C,
+                                  bool accumulate_dx);
 
 // ---- gelu.cpp: exact GELU, x * 0.5 * (1 + erf(x / sqrt(2))).
+// AVX-512 when the CPU has it (simd.h), else the reference loops (std::erf) below.
 void gelu_forward(float* y, const float* x, int64_t n);
 void gelu_backward(float* dx, const float* dy, const float* x, int64_t n);
+void gelu_forward_reference(float* y, const float* x, int64_t n);
+void gelu_backward_reference(float* dx, const float* dy, const float* x, int64_t n);
 
 // ---- attention.cpp: multi-head self-attention core on qkv[B,T,3C] (q|k|v, heads split).
 // probs[B,H,T,T] = softmax(scale q k^T) with masked keys (key_mask[B,T] == 0) excluded.
 // When attn dropout is on, probs_drop holds the dropped copy used for out; else null.
 // out[B,T,C] = probs_drop v, heads concatenated.
 void attention_forward(float* out, float* probs, float* probs_drop, const float* qkv, const uint8_t* key_mask,
-                       int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key);
+                       int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key,
+                       int64_t first_sample = 0);
+// Softmax of rows x n in place (row-wise), keys with km[j] == 0 excluded (km may be null);
+// a row with every key masked becomes 0. AVX-512 when available, else the reference.
+void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km);
+void softmax_rows_reference(float* P, int64_t rows, int64_t n, const uint8_t* km);
+// Its backward in place: dP = P * (dP - rowsum(P * dP)).
+void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n);
+void softmax_backward_rows_reference(float* dP, const float* P, int64_t rows, int64_t n);
 // dqkv (assigned) from dout; scratch holds B*H*T*T floats.
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs,
                         const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
-                        uint64_t drop_key);
+                        uint64_t drop_key, int64_t first_sample = 0);
 
 // ---- dropout.cpp: counter-based masks (see core/rng.h).
-// Element dropout in place: x[i] = keep(i) ? x[i] / (1-p) : 0.
-void dropout_forward(float* x, int64_t n, float p, uint64_t key);
+// `first` / `first_sample`: the global index of element / sample 0 when a process holds
+// a shard of the batch (data-parallel training), so every shard draws the masks the whole
+// batch would.
+// Element dropout in place: x[i] = keep(first + i) ? x[i] / (1-p) : 0.
+void dropout_forward(float* x, int64_t n, float p, uint64_t key, int64_t first = 0);
 // Same mask applied to a gradient, in place.
-void dropout_backward(float* dx, int64_t n, float p, uint64_t key);
+void dropout_backward(float* dx, int64_t n, float p, uint64_t key, int64_t first = 0);
 // Residual with drop path (stochastic depth, per sample), dropout on the branch and an
 // optional LayerScale gamma[C]: out[B,T,C] = x + droppath(gamma * dropout(branch)).
 // branch is dropped in place (backward's dgamma needs it); out may alias x.
 void residual_forward(float* out, const float* x, float* branch, const float* gamma, int64_t B, int64_t T,
-                      int64_t C, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key);
+                      int64_t C, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key,
+                      int64_t first_sample = 0);
 // dbranch = dropout'(gamma * droppath'(dout)) (assigned); dgamma += sum of droppath'(dout) *
 // branch (the dropped branch the forward left), when gamma is given. The residual path's
 // gradient is dout itself.
 void residual_backward(float* dbranch, float* dgamma, const float* dout, const float* branch,
                        const float* gamma, int64_t B, int64_t T, int64_t C, float drop_p, uint64_t drop_key,
-                       float path_p, uint64_t path_key);
+                       float path_p, uint64_t path_key, int64_t first_sample = 0);
 
 // ---- patch_embed.cpp: x[B,C,Hi,Wi] -> cols[B*N, C*Ph*Pw] (patch-major, conv weight order).
 void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t Hi, int64_t Wi, int64_t Ph,

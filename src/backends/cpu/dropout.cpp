@@ -7,15 +7,15 @@
 
 namespace vit::cpu {
 
-void dropout_forward(float* x, int64_t n, float p, uint64_t key) {
+void dropout_forward(float* x, int64_t n, float p, uint64_t key, int64_t first) {
   if (p <= 0.f) return;
   const float s = 1.f / (1.f - p);
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) x[i] = uniform_at(key, i) >= p ? x[i] * s : 0.f;
+  for (int64_t i = 0; i < n; ++i) x[i] = uniform_at(key, uint64_t(first + i)) >= p ? x[i] * s : 0.f;
 }
 
-void dropout_backward(float* dx, int64_t n, float p, uint64_t key) {
-  dropout_forward(dx, n, p, key);
+void dropout_backward(float* dx, int64_t n, float p, uint64_t key, int64_t first) {
+  dropout_forward(dx, n, p, key, first);
 }
 
 namespace {
@@ -27,11 +27,12 @@ inline float path_scale(int64_t b, float path_p, uint64_t path_key) {
 }  // namespace
 
 void residual_forward(float* out, const float* x, float* branch, const float* gamma, int64_t B, int64_t T,
-                      int64_t C, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key) {
-  dropout_forward(branch, B * T * C, drop_p, drop_key);
+                      int64_t C, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key,
+                      int64_t first_sample) {
+  dropout_forward(branch, B * T * C, drop_p, drop_key, first_sample * T * C);
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b) {
-    const float s = path_scale(b, path_p, path_key);
+    const float s = path_scale(first_sample + b, path_p, path_key);
     for (int64_t t = 0; t < T; ++t) {
       const int64_t r = (b * T + t) * C;
       if (gamma)
@@ -44,7 +45,7 @@ void residual_forward(float* out, const float* x, float* branch, const float* ga
 
 void residual_backward(float* dbranch, float* dgamma, const float* dout, const float* branch,
                        const float* gamma, int64_t B, int64_t T, int64_t C, float drop_p, uint64_t drop_key,
-                       float path_p, uint64_t path_key) {
+                       float path_p, uint64_t path_key, int64_t first_sample) {
   if (dgamma) {
     // dgamma[c] += sum over (b, t) of s_b dout * dropped branch; columns per thread, rows in
     // order, so the sum does not depend on the thread count.
@@ -54,7 +55,7 @@ void residual_backward(float* dbranch, float* dgamma, const float* dout, const f
       const int64_t c1 = std::min(C, c0 + blk);
       float acc[16] = {0};
       for (int64_t b = 0; b < B; ++b) {
-        const float s = path_scale(b, path_p, path_key);
+        const float s = path_scale(first_sample + b, path_p, path_key);
         if (s == 0.f) continue;
         for (int64_t t = 0; t < T; ++t) {
           const int64_t r = (b * T + t) * C;
@@ -66,7 +67,7 @@ void residual_backward(float* dbranch, float* dgamma, const float* dout, const f
   }
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b) {
-    const float s = path_scale(b, path_p, path_key);
+    const float s = path_scale(first_sample + b, path_p, path_key);
     for (int64_t t = 0; t < T; ++t) {
       const int64_t r = (b * T + t) * C;
       if (gamma)
@@ -75,7 +76,7 @@ void residual_backward(float* dbranch, float* dgamma, const float* dout, const f
         for (int64_t c = 0; c < C; ++c) dbranch[r + c] = s * dout[r + c];
     }
   }
-  dropout_backward(dbranch, B * T * C, drop_p, drop_key);
+  dropout_backward(dbranch, B * T * C, drop_p, drop_key, first_sample * T * C);
 }
 
 }  // namespace vit::cpu

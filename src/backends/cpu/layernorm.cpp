@@ -1,12 +1,130 @@
-// LayerNorm over the last dimension (nn.LayerNorm, biased variance), forward and backward.
+// LayerNorm over the last dimension (nn.LayerNorm, biased variance), forward and backward:
+// plain reference loops and AVX-512 rows (the same two-pass formulas, summed in 16 lanes).
 #include <cmath>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/simd.h"
+#include "vit/core/threads.h"
 
 namespace vit::cpu {
 
+namespace {
+VIT_AVX512 inline __mmask16 lanes(int64_t c, int64_t C) {
+  return c + 16 <= C ? __mmask16(0xFFFF) : simd::tail_mask(C - c);
+}
+
+VIT_AVX512 void layernorm_rows_avx512(float* y, float* mean, float* rstd, const float* x, const float* w,
+                                      const float* b, int64_t i0, int64_t i1, int64_t C, float eps) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const float* xi = x + i * C;
+    float* yi = y + i * C;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t c = 0; c < C; c += 16) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(lanes(c, C), xi + c));
+    const float m = simd::hsum(acc) / float(C);
+    const __m512 vm = _mm512_set1_ps(m);
+    acc = _mm512_setzero_ps();
+    for (int64_t c = 0; c < C; c += 16) {
+      const __mmask16 k = lanes(c, C);
+      const __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, xi + c), vm);
+      acc = _mm512_fmadd_ps(d, d, acc);
+    }
+    const float s = 1.f / std::sqrt(simd::hsum(acc) / float(C) + eps);
+    const __m512 vs = _mm512_set1_ps(s);
+    for (int64_t c = 0; c < C; c += 16) {
+      const __mmask16 k = lanes(c, C);
+      const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xi + c), vm), vs);
+      _mm512_mask_storeu_ps(
+          yi + c, k, _mm512_fmadd_ps(xhat, _mm512_maskz_loadu_ps(k, w + c), _mm512_maskz_loadu_ps(k, b + c)));
+    }
+    if (mean) mean[i] = m;
+    if (rstd) rstd[i] = s;
+  }
+}
+
+VIT_AVX512 void layernorm_dx_rows_avx512(float* dx, const float* dy, const float* x, const float* mean,
+                                         const float* rstd, const float* w, int64_t i0, int64_t i1, int64_t C,
+                                         bool accumulate_dx) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const float* xi = x + i * C;
+    const float* dyi = dy + i * C;
+    float* dxi = dx + i * C;
+    const __m512 vm = _mm512_set1_ps(mean[i]), vs = _mm512_set1_ps(rstd[i]);
+    __m512 sg = _mm512_setzero_ps(), sgx = _mm512_setzero_ps();
+    for (int64_t c = 0; c < C; c += 16) {
+      const __mmask16 k = lanes(c, C);
+      const __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dyi + c), _mm512_maskz_loadu_ps(k, w + c));
+      const __m512 xhat = _mm512_maskz_mul_ps(k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, xi + c), vm), vs);
+      sg = _mm512_add_ps(sg, g);
+      sgx = _mm512_fmadd_ps(g, xhat, sgx);
+    }
+    const __m512 mg = _mm512_set1_ps(simd::hsum(sg) / float(C));
+    const __m512 mgx = _mm512_set1_ps(simd::hsum(sgx) / float(C));
+    for (int64_t c = 0; c < C; c += 16) {
+      const __mmask16 k = lanes(c, C);
+      const __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dyi + c), _mm512_maskz_loadu_ps(k, w + c));
+      const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xi + c), vm), vs);
+      __m512 v = _mm512_mul_ps(vs, _mm512_fnmadd_ps(xhat, mgx, _mm512_sub_ps(g, mg)));
+      if (accumulate_dx) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, dxi + c));
+      _mm512_mask_storeu_ps(dxi + c, k, v);
+    }
+  }
+}
+
+// Rows [0, M) split into one contiguous range per thread.
+template <typename F>
+void by_rows(int64_t M, int64_t C, F&& f) {
+  const int nt = threads_for(M * C * 4);
+  const int64_t per = (M + nt - 1) / nt;
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int t = 0; t < nt; ++t) {
+    const int64_t i0 = t * per, i1 = i0 + per < M ? i0 + per : M;
+    if (i0 < i1) f(i0, i1);
+  }
+}
+
+// Parameter gradients: column blocks per thread, rows in order (deterministic).
+void layernorm_param_grads(float* dw, float* db, const float* dy, const float* x, const float* mean,
+                           const float* rstd, int64_t M, int64_t C) {
+  const int64_t blk = 16;
+#pragma omp parallel for num_threads(threads_for(M* C * 2)) schedule(static)
+  for (int64_t j0 = 0; j0 < C; j0 += blk) {
+    int64_t j1 = j0 + blk < C ? j0 + blk : C;
+    float aw[16] = {0}, ab[16] = {0};
+    for (int64_t i = 0; i < M; ++i) {
+      float m = mean[i], s = rstd[i];
+      for (int64_t j = j0; j < j1; ++j) {
+        float g = dy[i * C + j];
+        aw[j - j0] += g * (x[i * C + j] - m) * s;
+        ab[j - j0] += g;
+      }
+    }
+    for (int64_t j = j0; j < j1; ++j) {
+      dw[j] += aw[j - j0];
+      db[j] += ab[j - j0];
+    }
+  }
+}
+}  // namespace
+
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
                        int64_t M, int64_t C, float eps) {
+  if (!simd::avx512()) return layernorm_forward_reference(y, mean, rstd, x, w, b, M, C, eps);
+  by_rows(M, C,
+          [&](int64_t i0, int64_t i1) { layernorm_rows_avx512(y, mean, rstd, x, w, b, i0, i1, C, eps); });
+}
+
+void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
+                        const float* rstd, const float* w, int64_t M, int64_t C, bool accumulate_dx) {
+  if (!simd::avx512())
+    return layernorm_backward_reference(dx, dw, db, dy, x, mean, rstd, w, M, C, accumulate_dx);
+  by_rows(M, C, [&](int64_t i0, int64_t i1) {
+    layernorm_dx_rows_avx512(dx, dy, x, mean, rstd, w, i0, i1, C, accumulate_dx);
+  });
+  layernorm_param_grads(dw, db, dy, x, mean, rstd, M, C);
+}
+
+void layernorm_forward_reference(float* y, float* mean, float* rstd, const float* x, const float* w,
+                                 const float* b, int64_t M, int64_t C, float eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
     const float* xi = x + i * C;
@@ -25,8 +143,9 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
   }
 }
 
-void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
-                        const float* rstd, const float* w, int64_t M, int64_t C, bool accumulate_dx) {
+void layernorm_backward_reference(float* dx, float* dw, float* db, const float* dy, const float* x,
+                                  const float* mean, const float* rstd, const float* w, int64_t M, int64_t C,
+                                  bool accumulate_dx) {
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
@@ -47,25 +166,7 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
       dxi[c] = accumulate_dx ? dxi[c] + v : v;
     }
   }
-  // Parameter gradients: column blocks per thread, rows in order (deterministic).
-  const int64_t blk = 16;
-#pragma omp parallel for schedule(static)
-  for (int64_t j0 = 0; j0 < C; j0 += blk) {
-    int64_t j1 = j0 + blk < C ? j0 + blk : C;
-    float aw[16] = {0}, ab[16] = {0};
-    for (int64_t i = 0; i < M; ++i) {
-      float m = mean[i], s = rstd[i];
-      for (int64_t j = j0; j < j1; ++j) {
-        float g = dy[i * C + j];
-        aw[j - j0] += g * (x[i * C + j] - m) * s;
-        ab[j - j0] += g;
-      }
-    }
-    for (int64_t j = j0; j < j1; ++j) {
-      dw[j] += aw[j - j0];
-      db[j] += ab[j - j0];
-    }
-  }
+  layernorm_param_grads(dw, db, dy, x, mean, rstd, M, C);
 }
 
 }  // namespace vit::cpu

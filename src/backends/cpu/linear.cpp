@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu.h"
+#include "vit/core/threads.h"
 
 namespace vit::cpu {
 
@@ -10,7 +11,7 @@ void linear_forward(float* y, const float* x, const float* w, const float* b, in
   float beta = 0.f;
   if (b) {
     // Seed y with the bias so the product adds onto it (beta = 1): one pass fewer.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)
     for (int64_t i = 0; i < M; ++i) std::memcpy(y + i * N, b, N * sizeof(float));
     beta = 1.f;
   }
@@ -20,7 +21,7 @@ void linear_forward(float* y, const float* x, const float* w, const float* b, in
 void colsum_add(float* db, const float* dy, int64_t M, int64_t N) {
   // Each thread owns a block of columns and sums its rows in order: deterministic.
   const int64_t blk = 16;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)
   for (int64_t j0 = 0; j0 < N; j0 += blk) {
     int64_t j1 = j0 + blk < N ? j0 + blk : N;
     float acc[16] = {0};

@@ -6,10 +6,10 @@ embedding, pre-norm blocks with a fused qkv linear, exact GELU, LayerNorm eps 1e
 the same presets, inference under torch.no_grad() and a training step (forward,
 cross-entropy, backward, AdamW). Warm-up, then the median of repeated runs.
 
-    /usr/bin/python3 bench/torch_reference.py [--threads 2] [--only mnist]
+    /usr/bin/python3 bench/peers/torch_reference.py [--threads 2] [--only mnist] [--workload Infer/cifar-seed/b256]
 
-Debian's PyTorch is 2-4x faster on these machines with jemalloc that never returns memory
-and OpenBLAS's AVX-512 kernels; bench/peers.sh runs it both ways.
+Debian's PyTorch is 2-4x faster on these machines with jemalloc that never returns memory,
+OpenBLAS's AVX-512 kernels and OMP_WAIT_POLICY=PASSIVE; bench/peers/peers.py runs it so.
 """
 import argparse
 import json
@@ -65,25 +65,31 @@ class ViT(nn.Module):
         return self.head(self.norm(self.blocks(x))[:, 0])
 
 
-def measure(fn, reps, min_seconds=2.0):
-    fn()  # warm-up
+def measure(fn, reps, min_seconds=2.0, warmup=2):
+    for _ in range(warmup):
+        fn()
     times = []
     while len(times) < reps or sum(times) < min_seconds and len(times) < 50:
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", default="", help="workloads whose model name contains this")
+    ap.add_argument("--workload", default="", help="one workload, e.g. Train/mnist-seed/b128 (any batch)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    for name, B, train in CASES:
+    cases = CASES
+    if args.workload:
+        kind, name, b = args.workload.split("/")
+        cases = [(name, int(b.lstrip("b")), kind == "Train")]
+    for name, B, train in cases:
         if args.only not in name:
             continue
         cfg = PRESETS[name]
@@ -104,9 +110,11 @@ def main():
             def step():
                 with torch.no_grad():
                     model(x)
-        t = measure(step, args.reps)
+        times = measure(step, args.reps)
+        t = statistics.median(times)
         kind = "Train" if train else "Infer"
-        print(json.dumps({"workload": f"{kind}/{name}/b{B}", "threads": args.threads, "median_ms": round(t * 1e3, 2),
+        print(json.dumps({"workload": f"{kind}/{name}/b{B}", "threads": args.threads, "median_ms": round(t * 1e3, 3),
+                          "min_ms": round(min(times) * 1e3, 3), "max_ms": round(max(times) * 1e3, 3),
                           "img_per_s": round(B / t, 2)}), flush=True)
 
 

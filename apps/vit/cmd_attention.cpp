@@ -1,0 +1,138 @@
+// vit attention: where the model looks. For each image, one PNG in --out: the image as the
+// model sees it | the attention map | the two overlaid, captioned with the predicted class
+// and its probability; with --layer all, a grid of blocks x heads.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include "commands.h"
+#include "model_flags.h"
+#include "vit/core/error.h"
+#include "vit/core/threads.h"
+#include "vit/data/preprocess.h"
+#include "vit/viz/attention.h"
+#include "vit/viz/figures.h"
+
+namespace vit::app {
+
+namespace {
+namespace fs = std::filesystem;
+
+struct AttentionFlags {
+  LoadFlags load;
+  std::string out, method = "cls", layer = "-1", head = "mean";
+  std::vector<std::string> images;
+  int threads = 0;
+  InputFlags input;
+};
+
+// "-1" (the last block), "3", "all" (-2 here) -> a block index in [0, depth) or -2.
+int64_t parse_index(const std::string& s, int64_t count, const char* what, const char* all) {
+  if (s == all) return -2;
+  size_t used = 0;
+  int64_t i = 0;
+  try {
+    i = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  VIT_CHECK(used == s.size() && !s.empty(), "--", what, " wants an index or '", all, "', got '", s, "'");
+  const int64_t idx = i < 0 ? count + i : i;
+  VIT_CHECK(idx >= 0 && idx < count, "--", what, " ", s, " out of range: the model has ", count, " (0..",
+            count - 1, ", or negative from the end)");
+  return idx;
+}
+
+// A file name in dir for image `path` not used yet: STEM_TAG.png, then STEM_TAG-2.png, ...
+std::string out_name(const std::string& dir, const std::string& path, const std::string& tag,
+                     std::set<std::string>& used) {
+  const std::string base = fs::path(path).stem().string() + "_" + tag;
+  std::string name = base + ".png";
+  for (int k = 2; used.count(name); ++k) name = base + "-" + std::to_string(k) + ".png";
+  used.insert(name);
+  return (fs::path(dir) / name).string();
+}
+}  // namespace
+
+Run add_attention(CLI::App& cmd) {
+  auto f = std::make_shared<AttentionFlags>();
+  f->load.add_to(cmd);
+  cmd.add_option("--out", f->out, "directory for the PNG files (created if missing)")->required();
+  cmd.add_option("--method", f->method,
+                 "cls: the class token's attention in one block (heads averaged; avg-pooled models: "
+                 "the mean of the patch rows); rollout: attention rollout (Abnar & Zuidema 2020) "
+                 "through blocks 0..--layer")
+      ->check(CLI::IsMember({"cls", "rollout"}))
+      ->capture_default_str();
+  cmd.add_option("--layer", f->layer,
+                 "block index (0-based as timm's blocks.N; negative counts from the end), or 'all' "
+                 "for a grid of blocks x heads")
+      ->capture_default_str();
+  cmd.add_option(
+         "--head", f->head,
+         "head index (0-based) or 'mean' (of all heads); with --layer all every head and the mean are drawn")
+      ->capture_default_str();
+  cmd.add_option("--threads", f->threads, "threads (default: all cores)");
+  f->input.add_to(cmd);
+  cmd.add_option("images", f->images, "PNG or JPEG files")->required();
+  return [f] {
+    set_num_threads(f->threads);
+    const Pretrained loaded = f->load.load();
+    ViT& model = *loaded.model;
+    const ViTConfig& cfg = model.config();
+    const auto& names = loaded.class_names;
+    const int64_t layer = parse_index(f->layer, cfg.depth, "layer", "all");
+    const int64_t head = f->head == "mean" ? -1 : parse_index(f->head, cfg.num_heads, "head", "mean");
+    const InputSpec in = f->input.spec(cfg);
+    const int64_t K = cfg.num_classes, T = cfg.num_tokens(), H = cfg.num_heads;
+    std::vector<float> x(cfg.in_chans * cfg.img_h * cfg.img_w), logits(K), attn(cfg.depth * H * T * T);
+    std::error_code ec;
+    fs::create_directories(f->out, ec);
+    VIT_CHECK(!ec && fs::is_directory(f->out), f->out,
+              ": cannot create the output directory: ", ec.message());
+    std::set<std::string> used;
+    for (const std::string& path : f->images) {
+      load_image_input(path, in, x.data());
+      model.infer(x.data(), 1, nullptr, logits.data(), attn.data());
+      // The picture shows the pixels the model took: converted, resized and cropped alike.
+      const Image view = resize_and_crop(convert_channels(read_image(path), cfg.in_chans), in);
+      const int64_t k = std::max_element(logits.begin(), logits.end()) - logits.begin();
+      double sum = 0;
+      for (float z : logits) sum += std::exp(double(z) - logits[k]);
+      const std::string label = k < int64_t(names.size()) ? names[k] : "class " + std::to_string(k);
+      char prob[32];
+      std::snprintf(prob, sizeof prob, "%.1f%%", 100.0 / sum);
+      const std::string what = f->method == "cls" ? "class-token attention" : "attention rollout";
+      const std::string heads = head < 0 ? "heads averaged" : "head " + std::to_string(head);
+      const std::string file = out_name(f->out, path, f->method + (layer >= 0 ? "" : "_grid"), used);
+      const std::string pred = fs::path(path).filename().string() + ": " + label + " " + prob;
+      if (layer >= 0) {
+        const std::string where =
+            f->method == "cls" ? "block " + std::to_string(layer) : "blocks 0-" + std::to_string(layer);
+        viz::attention_figure(view, viz::attention_map(attn.data(), cfg, 1, 0, f->method, layer, head),
+                              cfg.grid_h(), cfg.grid_w(),
+                              pred + "   (" + what + ", " + where + ", " + heads + ")", file);
+      } else {
+        std::vector<std::vector<float>> maps;
+        std::vector<std::string> rows, cols;
+        for (int64_t h = 0; h < H; ++h) cols.push_back("head " + std::to_string(h));
+        cols.push_back("mean");
+        for (int64_t l = 0; l < cfg.depth; ++l) {
+          rows.push_back((f->method == "cls" ? "block " : "0-") + std::to_string(l));
+          for (int64_t h = 0; h <= H; ++h)
+            maps.push_back(viz::attention_map(attn.data(), cfg, 1, 0, f->method, l, h < H ? h : -1));
+        }
+        const std::string rows_are = f->method == "cls" ? "rows: blocks" : "rows: rollout through blocks";
+        viz::attention_grid_figure(view, maps, cfg.grid_h(), cfg.grid_w(), rows, cols,
+                                   pred + "\n" + what + "\n" + rows_are + ", columns: heads", file);
+      }
+      std::cout << path << ": " << label << " " << prob << " -> " << file << "\n";
+    }
+    return 0;
+  };
+}
+
+}  // namespace vit::app

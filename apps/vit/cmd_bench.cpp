@@ -1,0 +1,81 @@
+// vit bench: time a model's inference or training step on random images and report
+// median / min / max ms per batch, images/s, GFLOP/s, % of the matrix-product ceiling
+// and peak RSS (text, or one JSON object with --json).
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "model_flags.h"
+#include "vit/core/error.h"
+#include "vit/core/threads.h"
+#include "vit/train/bench.h"
+
+namespace vit::app {
+
+Run add_bench(CLI::App& cmd) {
+  struct Flags {
+    ModelFlags model;
+    std::string mode = "infer", dtype = "fp32";
+    BenchOptions opt;
+    int threads = 0;
+    bool json = false;
+  };
+  auto f = std::make_shared<Flags>();
+  f->model.add_to(cmd);
+  cmd.add_option("--mode", f->mode, "infer (forward) or train (forward, loss, backward, AdamW)")
+      ->check(CLI::IsMember({"infer", "train"}))
+      ->capture_default_str();
+  cmd.add_option("-b,--batch-size", f->opt.batch, "images per batch")->capture_default_str();
+  cmd.add_option("--threads", f->threads, "threads (default: all cores)");
+  cmd.add_option("--dtype", f->dtype, "compute type: fp32 (bf16: not yet)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+  cmd.add_option("--warmup", f->opt.warmup, "untimed runs first")->capture_default_str();
+  cmd.add_option("--runs", f->opt.min_runs, "at least this many timed runs")->capture_default_str();
+  cmd.add_option("--min-time", f->opt.min_seconds, "and at least this many seconds of timed runs")
+      ->capture_default_str();
+  cmd.add_option("--ceiling", f->opt.ceiling_gflops,
+                 "matrix-product GFLOP/s to compare with (default: measure it here after the runs)");
+  cmd.add_flag("--json", f->json, "print one JSON object");
+  return [f] {
+    VIT_CHECK(f->dtype == "fp32", "bench: --dtype ", f->dtype, " is not implemented yet (fp32 only)");
+    set_num_threads(f->threads);
+    const ViTConfig cfg = f->model.resolve();
+    f->opt.train = f->mode == "train";
+    f->opt.max_runs = std::max(f->opt.max_runs, f->opt.min_runs);
+    const BenchResult r = run_bench(cfg, f->opt);
+    if (f->json) {
+      nlohmann::json j = {{"model", f->model.config_file.empty() ? f->model.model : f->model.config_file},
+                          {"mode", f->mode},
+                          {"batch_size", f->opt.batch},
+                          {"threads", num_threads()},
+                          {"dtype", f->dtype},
+                          {"runs", r.ms.size()},
+                          {"median_ms", r.median_ms},
+                          {"min_ms", r.min_ms},
+                          {"max_ms", r.max_ms},
+                          {"images_per_s", r.images_per_s},
+                          {"gflop_per_image", r.gflop_per_image},
+                          {"gflops_per_s", r.gflops_per_s},
+                          {"ceiling_gflops", r.ceiling_gflops},
+                          {"ceiling_source", r.ceiling_source},
+                          {"pct_of_ceiling", r.pct_of_ceiling},
+                          {"peak_rss_mb", r.peak_rss_mb}};
+      std::cout << j.dump() << "\n";
+      return 0;
+    }
+    std::printf("%s %s, batch %lld, %d threads, %s: %zu runs after %d warm-up\n", f->model.model.c_str(),
+                f->mode.c_str(), (long long)f->opt.batch, num_threads(), f->dtype.c_str(), r.ms.size(),
+                f->opt.warmup);
+    std::printf("  per batch: median %.3f ms (min %.3f, max %.3f)\n", r.median_ms, r.min_ms, r.max_ms);
+    std::printf("  %.2f images/s, %.1f GFLOP/s (%.1f%% of %.0f GFLOP/s, %s)\n", r.images_per_s,
+                r.gflops_per_s, r.pct_of_ceiling, r.ceiling_gflops, r.ceiling_source.c_str());
+    std::printf("  peak RSS %.1f MiB\n", r.peak_rss_mb);
+    return 0;
+  };
+}
+
+}  // namespace vit::app

@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""vitcpp next to PyTorch on the issue's workloads, measured in one sitting, one table of ratios.
+
+    /usr/bin/python3 bench/peers/peers.py [--threads 2] [--rounds 3] [--only cifar] [--markdown]
+
+For each workload the peers run alternately (vitcpp, PyTorch, vitcpp, PyTorch, ... for
+--rounds rounds) so that load from other work on the machine hits both alike; each number
+is the median over rounds of each run's median time per batch.
+
+PyTorch (Debian's python3-torch via /usr/bin/python3) runs in its best setup on this
+machine: jemalloc that never returns memory (libjemalloc2), OpenBLAS's AVX-512 kernels
+(OPENBLAS_CORETYPE=SkylakeX), OMP_WAIT_POLICY=PASSIVE, torch.set_num_threads. On the small
+models it is run on 1 thread too and its better thread count is kept (it is faster on one
+thread there). vitcpp is `build/vit bench --json` with --threads. Needs a Release build
+(build/vit) and `scripts/setup.sh --torch`. Not part of CI; results also go to
+build/peers/results.jsonl.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+
+# (mode, model, batch, small): small models also try PyTorch on 1 thread.
+WORKLOADS = [
+    ("train", "mnist-seed", 128, True),
+    ("infer", "mnist-seed", 128, True),
+    ("train", "cifar-seed", 256, False),
+    ("infer", "cifar-seed", 256, False),
+    ("infer", "vit-tiny-16", 1, True),
+    ("infer", "vit-small-16", 1, False),
+    ("infer", "vit-base-16", 1, False),
+    ("infer", "vit-base-16", 16, False),
+    ("train", "vit-base-16", 16, False),
+]
+
+
+def torch_env(threads):
+    env = dict(os.environ, OPENBLAS_CORETYPE="SkylakeX", OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads))
+    if os.path.exists(JEMALLOC):
+        env["LD_PRELOAD"] = JEMALLOC
+        env["MALLOC_CONF"] = "retain:true,dirty_decay_ms:-1,muzzy_decay_ms:-1"
+    return env
+
+
+def run_json(cmd, env=None):
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def vitcpp(mode, model, batch, threads, min_time):
+    j = run_json([os.path.join(ROOT, "build/vit"), "bench", "--model", model, "--mode", mode, "-b", str(batch),
+                  "--threads", str(threads), "--min-time", str(min_time), "--runs", "3", "--ceiling", "428", "--json"])
+    return j["median_ms"], j
+
+
+def torch(mode, model, batch, threads):
+    kind = "Train" if mode == "train" else "Infer"
+    j = run_json(["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_reference.py"), "--threads", str(threads),
+                  "--workload", f"{kind}/{model}/b{batch}"], env=torch_env(threads))
+    return j["median_ms"], j
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--min-time", type=float, default=2.0, help="seconds of timed runs per vitcpp measurement")
+    ap.add_argument("--only", default="", help="workloads whose model name contains this")
+    ap.add_argument("--skip", default="", help="skip workloads whose 'model mode bB' contains any of these comma-separated strings")
+    args = ap.parse_args()
+    os.makedirs(os.path.join(ROOT, "build/peers"), exist_ok=True)
+    log = open(os.path.join(ROOT, "build/peers/results.jsonl"), "w")
+    rows = []
+    for mode, model, batch, small in WORKLOADS:
+        skip = [x for x in args.skip.split(",") if x]
+        if args.only not in model or any(x in f"{model} {mode} b{batch}" for x in skip):
+            continue
+        torch_threads = sorted({1, args.threads}) if small else [args.threads]
+        v, t = [], {n: [] for n in torch_threads}
+        for _ in range(args.rounds):
+            ms, j = vitcpp(mode, model, batch, args.threads, args.min_time)
+            v.append(ms)
+            log.write(json.dumps({"peer": "vitcpp", **j}) + "\n")
+            for n in torch_threads:
+                ms, j = torch(mode, model, batch, n)
+                t[n].append(ms)
+                log.write(json.dumps({"peer": "torch", **j}) + "\n")
+            log.flush()
+        v_ms = statistics.median(v)
+        best_n = min(torch_threads, key=lambda n: statistics.median(t[n]))
+        t_ms = statistics.median(t[best_n])
+        rows.append((f"{model} {mode}, batch {batch}", batch, v_ms, t_ms, best_n))
+        print(f"{rows[-1][0]}: vitcpp {v_ms:.2f} ms, PyTorch {t_ms:.2f} ms ({best_n} thr)", file=sys.stderr, flush=True)
+    print(f"\n{args.threads} threads for vitcpp; medians of {args.rounds} alternating rounds; ratio = PyTorch time / vitcpp time\n")
+    print("| workload | vitcpp ms/batch | vitcpp img/s | PyTorch best ms/batch (threads) | PyTorch img/s | vitcpp / PyTorch |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, b, v_ms, t_ms, n in rows:
+        print(f"| {name} | {v_ms:.2f} | {b / v_ms * 1e3:,.1f} | {t_ms:.2f} ({n}) | {b / t_ms * 1e3:,.1f} | **{t_ms / v_ms:.2f}x** |")
+
+
+if __name__ == "__main__":
+    main()

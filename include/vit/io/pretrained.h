@@ -1,0 +1,61 @@
+// Pretrained weights from any of three layouts, into a vitcpp model:
+//   vitcpp  its own checkpoints (timm names, the config in the metadata or config.json);
+//   timm    model.safetensors (+ config.json with architecture, model_args, pretrained_cfg),
+//           the architecture otherwise inferred from the tensor shapes;
+//   hf      transformers' ViTForImageClassification / ViTModel (model.safetensors,
+//           config.json, preprocessor_config.json), names mapped to timm's.
+// A path is a .safetensors file or a directory holding model.safetensors. Every tensor of
+// the file must become a parameter: unsupported ones are an error that names them.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vit/io/safetensors.h"
+#include "vit/model/vit.h"
+
+namespace vit {
+
+struct LoadOptions {
+  int64_t img_h = 0, img_w = 0;  // > 0: a new input size; pos_embed is resampled (timm's way)
+  int64_t num_heads = 0;         // heads when neither the config nor the architecture name says
+  int64_t num_classes = 0;       // > 0 and different from the file's: a new zero-initialized head
+  std::string labels_file;       // class names, one per line (else the file's own, if any)
+  // Changes to the config that leave the parameters alone (dropout rates), applied before
+  // the model is built.
+  std::function<void(ViTConfig&)> adjust;
+};
+
+struct Pretrained {
+  std::unique_ptr<ViT> model;
+  std::string format;  // "vitcpp", "timm" or "hf"
+  std::string file;    // the safetensors file read
+  std::vector<std::string> class_names;
+  std::vector<std::string> notes;  // what was adapted or skipped, for the user to read
+};
+
+// The safetensors file a path names (a directory: its model.safetensors).
+std::string weights_file(const std::string& path);
+// "vitcpp", "timm" or "hf", from the tensor names and metadata.
+std::string detect_format(const SafeTensors& st);
+Pretrained load_pretrained(const std::string& path, const LoadOptions& opt = {});
+// Class names from a file with one per line (blank lines skipped).
+std::vector<std::string> read_labels(const std::string& path);
+
+// timm's resample_abs_pos_embed: the first `prefix` rows of src [prefix + gh*gw, C] are
+// kept, the gh x gw grid is resized to nh x nw with F.interpolate(mode="bicubic",
+// antialias=True); dst is [prefix + nh*nw, C].
+void resample_pos_embed(const float* src, int64_t prefix, int64_t gh, int64_t gw, int64_t C, float* dst,
+                        int64_t nh, int64_t nw);
+
+// Writes a directory timm loads as it is: model.safetensors (timm's names) and config.json
+// (architecture, num_classes, global_pool, model_args, pretrained_cfg, label_names).
+// Returns notes on what timm will see differently (LayerNorm eps).
+std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
+                                     const std::vector<std::string>& class_names = {});
+// timm's config.json for a config.
+std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>& class_names);
+
+}  // namespace vit

@@ -1,0 +1,46 @@
+// Timing of whole models: `vit bench` and bench/peers. A forward pass (inference) or a
+// training step (forward, cross-entropy, backward, AdamW) on random images, after warm-up
+// runs, repeated; median, min and max per batch, images/s, GFLOP/s and the share of a
+// matrix-product ceiling (measured here with the same threads, or given), peak RSS.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vit/model/config.h"
+
+namespace vit {
+
+struct BenchOptions {
+  bool train = false;
+  int64_t batch = 1;
+  int warmup = 2;          // untimed runs first (allocation, page faults, caches)
+  int min_runs = 5;        // timed runs: at least this many ...
+  double min_seconds = 2;  // ... and at least this long in total
+  int max_runs = 1000;
+  double ceiling_gflops = 0;  // 0: measure the matrix-product rate here first
+};
+
+struct BenchResult {
+  std::vector<double> ms;  // every timed run, in order
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  double images_per_s = 0;     // at the median
+  double gflop_per_image = 0;  // forward FLOPs, x3 for a training step
+  double gflops_per_s = 0;     // at the median
+  double ceiling_gflops = 0;
+  std::string ceiling_source;  // "measured: ..." or "given"
+  double pct_of_ceiling = 0;
+  double peak_rss_mb = 0;  // of the whole process so far (getrusage)
+};
+
+// The rate of the engine's matrix product on ViT-B/16's fc1 shape at batch 16
+// (3152 x 3072 x 768, y = x w^T), the best-case shape measured in docs/benchmarks.md:
+// median GFLOP/s of a few runs with the current thread count.
+double measure_matmul_gflops(double seconds = 0.5);
+
+BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt);
+
+// Peak resident set size of this process in MiB.
+double peak_rss_mb();
+
+}  // namespace vit

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses (fuzz/, clang + ASan + UBSan) and runs each.
+#   scripts/fuzz.sh                 every harness for 60 s (FUZZ_SECONDS), 1 job each
+#   scripts/fuzz.sh 3600 image      one harness for an hour: long runs
+#   FUZZ_SECONDS=10 scripts/fuzz.sh a short smoke run (what CI would use)
+# Corpora grow in fuzz/corpus/<name> (git-ignored; seeded here from tests/fixtures); crashes
+# are written to build-fuzz/crashes/<name>/ and fail the script.
+# Needs clang and libclang-rt-14-dev (scripts/setup.sh --fuzz installs them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-${FUZZ_SECONDS:-60}}"
+shift || true
+names=("$@")
+((${#names[@]})) || names=(safetensors config idx cifar image pretrained_config)
+scripts/setup.sh --fuzz
+CXX=clang++ CC=clang cmake -S . -B build-fuzz -DVIT_FUZZ=ON -DVIT_BUILD_TESTS=OFF -DVIT_BUILD_BENCH=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build-fuzz -j"$(nproc)" --target "${names[@]/#/fuzz_}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+status=0
+for n in "${names[@]}"; do
+  corpus=fuzz/corpus/$n crashes=build-fuzz/crashes/$n
+  mkdir -p "$corpus" "$crashes"
+  # Seeds: the inputs the tests already use, so the fuzzer starts from valid files.
+  case $n in
+    safetensors) cp -n tests/fixtures/*.safetensors tests/fixtures/pretrained/*.safetensors "$corpus"/ ;;
+    config) for f in tests/fixtures/pretrained/*/config.json; do cp -n "$f" "$corpus/$(basename "$(dirname "$f")").json"; done ;;
+    image) cp -n tests/fixtures/digit_7.png tests/fixtures/pretrained/images/*.{png,jpg} "$corpus"/ ;;
+    pretrained_config) for k in timm_a hf; do
+        { [[ $k == hf ]] && printf '\1' || printf '\0'; cat tests/fixtures/pretrained/$k/config.json; } >"$corpus/$k"
+      done ;;
+  esac
+  echo "fuzz_$n: ${seconds} s"
+  log=build-fuzz/fuzz_$n.log
+  if ! build-fuzz/fuzz/fuzz_$n "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+      -max_len=65536 -artifact_prefix="$crashes/" -print_final_stats=1 >"$log" 2>&1; then
+    echo "fuzz_$n: FOUND A CRASH (see $log and $crashes/)"
+    status=1
+  fi
+  grep -E "stat::number_of_executed_units|stat::peak_rss_mb|cov:" "$log" | tail -n 3 || true
+done
+exit $status

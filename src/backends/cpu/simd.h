@@ -1,0 +1,89 @@
+// AVX-512 building blocks for the element-wise kernels (GELU, softmax, LayerNorm), compiled
+// for AVX-512 with function target attributes and chosen at run time, so the library still
+// runs on any x86-64. Each fast kernel has a plain reference next to it in the kernel's
+// file; tests/ops/test_simd.cpp checks they match within stated tolerances.
+//
+// Accuracy: exp512 is Cephes' expf (degree-6 polynomial after range reduction, ~2 ulp);
+// erf512 is Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7, i.e. ~2.5 ulp near 1).
+#pragma once
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the pass-through of unmasked
+// operations, which -Wmaybe-uninitialized flags wherever they inline (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstdint>
+
+#define VIT_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
+
+namespace vit::cpu::simd {
+
+// True when the CPU has AVX-512 (F, DQ, VL, BW) and VIT_SIMD is not "off" (VIT_SIMD=off
+// runs the reference kernels: A/B timing in one build, and a fallback).
+bool avx512();
+
+// Mask of the first n (< 16) lanes.
+VIT_AVX512 inline __mmask16 tail_mask(int64_t n) {
+  return __mmask16((1u << n) - 1u);
+}
+
+// Sum and max over the 16 lanes by swapping halves (GCC 12's _mm512_reduce_* trip
+// -Wmaybe-uninitialized); a fixed order, so results do not vary between calls.
+VIT_AVX512 inline __m512 combine(__m512 a, __m512 b, bool max) {
+  return max ? _mm512_max_ps(a, b) : _mm512_add_ps(a, b);
+}
+VIT_AVX512 inline float reduce(__m512 v, bool max) {
+  v = combine(v, _mm512_shuffle_f32x4(v, v, 0x4E), max);
+  v = combine(v, _mm512_shuffle_f32x4(v, v, 0xB1), max);
+  v = combine(v, _mm512_permute_ps(v, 0x4E), max);
+  v = combine(v, _mm512_permute_ps(v, 0xB1), max);
+  return _mm512_cvtss_f32(v);
+}
+VIT_AVX512 inline float hsum(__m512 v) {
+  return reduce(v, false);
+}
+VIT_AVX512 inline float hmax(__m512 v) {
+  return reduce(v, true);
+}
+
+// exp(x) lane-wise; inputs below -87.3 (including -inf) give 0, above 88.7 give +inf.
+VIT_AVX512 inline __m512 exp512(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.7228f), lo = _mm512_set1_ps(-87.3365f);
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_min_ps(x, hi);
+  x = _mm512_max_ps(x, lo);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  return _mm512_maskz_mov_ps(__mmask16(~underflow), _mm512_scalef_ps(p, n));
+}
+
+// erf(x) lane-wise; *exp_neg_x2 receives exp(-x^2), which GELU's backward reuses.
+VIT_AVX512 inline __m512 erf512(__m512 x, __m512* exp_neg_x2) {
+  const __m512 sign_bit = _mm512_set1_ps(-0.f);
+  const __m512 a = _mm512_andnot_ps(sign_bit, x);  // |x|
+  const __m512 t =
+      _mm512_div_ps(_mm512_set1_ps(1.f), _mm512_fmadd_ps(a, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.f)));
+  __m512 p = _mm512_set1_ps(1.061405429f);
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+  p = _mm512_mul_ps(p, t);
+  const __m512 e = exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a));
+  *exp_neg_x2 = e;
+  const __m512 y = _mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.f));  // erf(|x|)
+  return _mm512_or_ps(y, _mm512_and_ps(x, sign_bit));            // sign of x
+}
+
+}  // namespace vit::cpu::simd

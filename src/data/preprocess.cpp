@@ -1,0 +1,74 @@
+#include "vit/data/preprocess.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "vit/core/error.h"
+#include "vit/core/resample.h"
+
+namespace vit {
+
+void InputSpec::validate() const {
+  VIT_CHECK(channels > 0 && height > 0 && width > 0, "input: size ", channels, "x", height, "x", width,
+            " must be positive");
+  VIT_CHECK(int64_t(mean.size()) == channels && int64_t(std.size()) == channels,
+            "input: mean and std need one value per channel (", channels, ")");
+  for (float s : std) VIT_CHECK(s > 0.f, "input: std values must be positive, got ", s);
+  filter_from_name(interpolation);
+  VIT_CHECK(crop_pct > 0.f && crop_pct <= 1.f, "input: crop_pct must be in (0, 1], got ", crop_pct);
+  VIT_CHECK(crop_mode == "center" || crop_mode == "squash",
+            "input: crop_mode must be 'center' or 'squash', got '", crop_mode, "'");
+}
+
+std::pair<int64_t, int64_t> resized_size(int64_t h, int64_t w, const InputSpec& in) {
+  // timm: scale_size = floor(size / crop_pct) per side, computed in double.
+  const int64_t sh = int64_t(std::floor(double(in.height) / in.crop_pct));
+  const int64_t sw = int64_t(std::floor(double(in.width) / in.crop_pct));
+  if (in.crop_mode == "squash") return {sh, sw};
+  if (sh == sw) {
+    // torchvision's Resize(int): the shorter side to s, the longer to int(s * long / short).
+    if (w <= h) return {int64_t(double(sh) * double(h) / double(w)), sh};
+    return {sh, int64_t(double(sh) * double(w) / double(h))};
+  }
+  // timm's ResizeKeepRatio (longest = 0): one ratio for both sides, Python's round.
+  const double ratio = std::min(double(h) / double(sh), double(w) / double(sw));
+  return {int64_t(std::nearbyint(h / ratio)), int64_t(std::nearbyint(w / ratio))};
+}
+
+Image resize_and_crop(const Image& img, const InputSpec& in) {
+  const auto [rh, rw] = resized_size(img.h, img.w, in);
+  VIT_CHECK(rh >= in.height && rw >= in.width, "resize: ", img.w, "x", img.h, " -> ", rw, "x", rh,
+            " is smaller than the ", in.width, "x", in.height, " input");
+  Image big{rh, rw, img.c, std::vector<uint8_t>(rh * rw * img.c)};
+  resize_u8_pil(img.px.data(), img.h, img.w, img.c, big.px.data(), rh, rw,
+                filter_from_name(in.interpolation));
+  if (rh == in.height && rw == in.width) return big;
+  // torchvision's CenterCrop: int(round((size - crop) / 2.0)), round half to even.
+  const int64_t top = int64_t(std::nearbyint((rh - in.height) / 2.0));
+  const int64_t left = int64_t(std::nearbyint((rw - in.width) / 2.0));
+  Image out{in.height, in.width, img.c, std::vector<uint8_t>(in.height * in.width * img.c)};
+  for (int64_t y = 0; y < in.height; ++y)
+    std::copy_n(big.px.data() + ((top + y) * rw + left) * img.c, in.width * img.c,
+                out.px.data() + y * in.width * img.c);
+  return out;
+}
+
+void preprocess_image(const Image& img, const InputSpec& in, float* out) {
+  const Image rgb = convert_channels(img, in.channels);
+  const Image sized = (rgb.h == in.height && rgb.w == in.width) ? rgb : resize_and_crop(rgb, in);
+  const int64_t C = in.channels, plane = in.height * in.width;
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = 0; i < plane; ++i)
+      out[c * plane + i] = (float(sized.px[i * C + c]) / 255.f - in.mean[c]) / in.std[c];
+}
+
+void load_image_input(const std::string& path, const InputSpec& in, float* out) {
+  const Image img = read_image(path);
+  try {
+    preprocess_image(img, in, out);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
+}  // namespace vit

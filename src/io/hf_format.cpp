@@ -1,0 +1,147 @@
+// Hugging Face transformers' ViT (ViTForImageClassification, ViTModel): config.json gives
+// the architecture, preprocessor_config.json the preprocessing, and the names map onto
+// timm's; query, key and value stack into one qkv, rows q, k, v as timm's.
+#include <filesystem>
+
+#include "formats.h"
+#include "vit/core/error.h"
+#include "vit/core/resample.h"
+
+namespace vit::detail {
+
+using json = nlohmann::json;
+
+namespace {
+
+int64_t size_of(const json& v, const char* what) {
+  if (v.is_array()) {
+    VIT_CHECK(v.size() == 2 && v[0] == v[1], "config.json ", what, " ", v.dump(),
+              ": only square sizes are read");
+    return v[0].get<int64_t>();
+  }
+  return v.get<int64_t>();
+}
+
+void read_preprocessor(const json& p, ViTConfig& c, Mapping& m) {
+  const bool normalize = p.value("do_normalize", true), rescale = p.value("do_rescale", true);
+  if (normalize) {
+    if (p.contains("image_mean")) c.mean = p["image_mean"].get<std::vector<float>>();
+    if (p.contains("image_std")) c.std = p["image_std"].get<std::vector<float>>();
+  } else {
+    c.mean.assign(c.in_chans, 0.f);
+    c.std.assign(c.in_chans, 1.f);
+  }
+  if (rescale) {
+    const double f = p.value("rescale_factor", 1.0 / 255.0);
+    VIT_CHECK(std::abs(f * 255.0 - 1.0) < 1e-6, "preprocessor_config.json rescale_factor ", f,
+              " is not 1/255");
+  } else {
+    // Pixels stay 0..255: fold the missing 1/255 into mean and std.
+    for (auto& v : c.mean) v /= 255.f;
+    for (auto& v : c.std) v /= 255.f;
+  }
+  if (p.contains("resample")) c.interpolation = filter_name(filter_from_pil_code(p["resample"].get<int>()));
+  if (p.contains("size") && p.value("do_resize", true)) {
+    const json& s = p["size"];
+    int64_t h = 0, w = 0;
+    if (s.is_object() && s.contains("height")) {
+      h = s["height"].get<int64_t>();
+      w = s["width"].get<int64_t>();
+    } else if (s.is_number_integer()) {
+      h = w = s.get<int64_t>();
+    }
+    if (h && (h != c.img_h || w != c.img_w))
+      m.notes.push_back("preprocessor_config.json resizes to " + std::to_string(h) + "x" + std::to_string(w) +
+                        ", the model takes " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
+                        "; images are resized to the model's size");
+  }
+}
+
+}  // namespace
+
+Mapping hf_mapping(const SafeTensors& st) {
+  Mapping m;
+  ViTConfig& c = m.cfg;
+  const std::string& where = st.path();
+  const std::string p = st.find("vit.embeddings.patch_embeddings.projection.weight") ? "vit." : "";
+  try {
+    const std::optional<json> config = json_beside(st, "config.json");
+    VIT_CHECK(config, "a Hugging Face ViT needs its config.json beside the weights");
+    const json& j = *config;
+    const std::string act = j.value("hidden_act", "gelu");
+    VIT_CHECK(act == "gelu", "hidden_act '", act, "' is not supported (vitcpp's MLP uses the exact GELU)");
+    c.embed_dim = j.value("hidden_size", int64_t(768));
+    c.depth = j.value("num_hidden_layers", int64_t(12));
+    c.num_heads = j.value("num_attention_heads", int64_t(12));
+    c.mlp_dim = j.value("intermediate_size", int64_t(3072));
+    c.norm_eps = j.value("layer_norm_eps", 1e-12f);
+    c.img_h = c.img_w = size_of(j.value("image_size", json(224)), "image_size");
+    c.patch_h = c.patch_w = size_of(j.value("patch_size", json(16)), "patch_size");
+    c.in_chans = j.value("num_channels", int64_t(3));
+    c.qkv_bias = j.value("qkv_bias", true);
+    c.class_token = true;
+    c.global_pool = "token";
+    c.fc_norm = false;
+    c.pos_embed = "learn";
+    const TensorInfo* head = st.find("classifier.weight");
+    c.num_classes = head && head->shape.size() == 2 ? head->shape[0] : 0;
+    // ViTImageProcessor's defaults, then its config.
+    c.mean.assign(c.in_chans, 0.5f);
+    c.std.assign(c.in_chans, 0.5f);
+    c.interpolation = "bilinear";
+    c.crop_pct = 1.f;
+    c.crop_mode = "squash";
+    if (auto pre = json_beside(st, "preprocessor_config.json"))
+      read_preprocessor(*pre, c, m);
+    else
+      m.notes.push_back("no preprocessor_config.json: ViTImageProcessor's defaults (bilinear, mean/std 0.5)");
+    if (j.contains("id2label") && c.num_classes > 0) {
+      std::vector<std::string> names(c.num_classes);
+      for (auto& [k, v] : j["id2label"].items()) {
+        const int64_t i = std::stoll(k);
+        if (i >= 0 && i < c.num_classes) names[i] = v.get<std::string>();
+      }
+      m.class_names = names;
+    }
+  } catch (const json::exception& e) {
+    throw Error(where + ": " + e.what());
+  } catch (const std::invalid_argument& e) {
+    throw Error(where + ": config.json id2label has a key that is not an integer");
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+
+  const std::string emb = p + "embeddings.";
+  m.sources["patch_embed.proj.weight"] = {emb + "patch_embeddings.projection.weight"};
+  m.sources["patch_embed.proj.bias"] = {emb + "patch_embeddings.projection.bias"};
+  m.sources["cls_token"] = {emb + "cls_token"};
+  m.sources["pos_embed"] = {emb + "position_embeddings"};
+  for (int64_t i = 0; i < c.depth; ++i) {
+    const std::string b = "blocks." + std::to_string(i) + ".",
+                      l = p + "encoder.layer." + std::to_string(i) + ".";
+    const std::string a = l + "attention.";
+    for (const char* wb : {"weight", "bias"}) {
+      const std::string s = wb;
+      m.sources[b + "norm1." + s] = {l + "layernorm_before." + s};
+      m.sources[b + "attn.qkv." + s] = {a + "attention.query." + s, a + "attention.key." + s,
+                                        a + "attention.value." + s};
+      m.sources[b + "attn.proj." + s] = {a + "output.dense." + s};
+      m.sources[b + "norm2." + s] = {l + "layernorm_after." + s};
+      m.sources[b + "mlp.fc1." + s] = {l + "intermediate.dense." + s};
+      m.sources[b + "mlp.fc2." + s] = {l + "output.dense." + s};
+    }
+  }
+  m.sources["norm.weight"] = {p + "layernorm.weight"};
+  m.sources["norm.bias"] = {p + "layernorm.bias"};
+  m.sources["head.weight"] = {"classifier.weight"};
+  m.sources["head.bias"] = {"classifier.bias"};
+  for (const char* wb : {"weight", "bias"}) {
+    const std::string pooler = p + "pooler.dense." + wb;
+    if (st.find(pooler)) m.skipped.insert(pooler);
+  }
+  if (!m.skipped.empty())
+    m.notes.push_back("the pooler (vit.pooler.dense) is not used for classification: skipped");
+  return m;
+}
+
+}  // namespace vit::detail

@@ -1,0 +1,260 @@
+#include "vit/io/pretrained.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "formats.h"
+#include "vit/core/error.h"
+#include "vit/core/file.h"
+#include "vit/core/resample.h"
+#include "vit/io/checkpoint.h"
+
+namespace vit {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string weights_file(const std::string& path) {
+  if (!fs::is_directory(path)) return path;
+  const fs::path f = fs::path(path) / "model.safetensors";
+  VIT_CHECK(fs::exists(f), path, ": a directory without model.safetensors");
+  return f.string();
+}
+
+std::string detect_format(const SafeTensors& st) {
+  for (const auto& t : st.tensors())
+    if (t.name.rfind("vit.embeddings.", 0) == 0 || t.name.rfind("embeddings.patch_embeddings.", 0) == 0)
+      return "hf";
+  if (st.metadata().count("vit_config")) return "vitcpp";
+  // A vitcpp config.json (mlp_dim) rather than timm's (architecture, model_args).
+  if (auto j = detail::json_beside(st, "config.json"); j && j->contains("mlp_dim")) return "vitcpp";
+  return "timm";
+}
+
+std::vector<std::string> read_labels(const std::string& path) {
+  std::ifstream in(path);
+  VIT_CHECK(in, path, ": cannot open the labels file");
+  std::vector<std::string> names;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) names.push_back(line);
+  }
+  return names;
+}
+
+void resample_pos_embed(const float* src, int64_t prefix, int64_t gh, int64_t gw, int64_t C, float* dst,
+                        int64_t nh, int64_t nw) {
+  std::copy(src, src + prefix * C, dst);
+  // Tokens [g, C] <-> planes [C, g] around the resize, as timm's permute(0, 3, 1, 2).
+  std::vector<float> planes(C * gh * gw), out(C * nh * nw);
+  const float* grid = src + prefix * C;
+  for (int64_t t = 0; t < gh * gw; ++t)
+    for (int64_t c = 0; c < C; ++c) planes[c * gh * gw + t] = grid[t * C + c];
+  resize_planes_aa(planes.data(), C, gh, gw, out.data(), nh, nw, Filter::Bicubic);
+  float* dgrid = dst + prefix * C;
+  for (int64_t t = 0; t < nh * nw; ++t)
+    for (int64_t c = 0; c < C; ++c) dgrid[t * C + c] = out[c * nh * nw + t];
+}
+
+namespace {
+
+detail::Mapping vitcpp_mapping(const SafeTensors& st) {
+  detail::Mapping m;
+  m.cfg = checkpoint_config(st);
+  for (const auto& t : st.tensors()) m.sources[t.name] = {t.name};
+  if (auto it = st.metadata().find("class_names"); it != st.metadata().end()) {
+    try {
+      m.class_names = json::parse(it->second).get<std::vector<std::string>>();
+    } catch (const json::exception&) {
+      throw Error(st.path() + ": metadata class_names is not a JSON list of strings");
+    }
+  }
+  return m;
+}
+
+// The shape of the file tensors stacked along dim 0.
+Shape stacked_shape(const SafeTensors& st, const std::vector<std::string>& names) {
+  Shape s;
+  for (const auto& n : names) {
+    const TensorInfo* t = st.find(n);
+    if (!t) return {};
+    if (s.empty()) {
+      s = t->shape;
+    } else {
+      if (t->shape.size() != s.size() || t->shape.empty()) return {-1};
+      for (size_t d = 1; d < s.size(); ++d)
+        if (t->shape[d] != s[d]) return {-1};
+      s[0] += t->shape[0];
+    }
+  }
+  return s;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " + ") + x;
+  return s;
+}
+
+}  // namespace
+
+Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
+  Pretrained out;
+  out.file = weights_file(path);
+  const SafeTensors st = SafeTensors::open(out.file);
+  out.format = detect_format(st);
+  detail::Mapping m = out.format == "hf"       ? detail::hf_mapping(st)
+                      : out.format == "vitcpp" ? vitcpp_mapping(st)
+                                               : detail::timm_mapping(st, opt.num_heads);
+  ViTConfig c = m.cfg;
+  const int64_t gh0 = c.grid_h(), gw0 = c.grid_w();
+  if (opt.img_h > 0) {
+    c.img_h = opt.img_h;
+    c.img_w = opt.img_w > 0 ? opt.img_w : opt.img_h;
+  }
+  const bool new_head = opt.num_classes > 0 && opt.num_classes != c.num_classes;
+  if (opt.num_classes > 0) c.num_classes = opt.num_classes;
+  VIT_CHECK(
+      c.num_classes > 0, out.file,
+      ": the checkpoint has no classifier head (timm's num_classes=0, or a ViTModel); give --num-classes K "
+      "to fine-tune it with a new one");
+  if (opt.adjust) opt.adjust(c);
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    throw Error(out.file + ": " + e.what());
+  }
+  auto model = std::make_unique<ViT>(c);
+  const ParamTable& table = model->table();
+
+  // Every tensor in the file must land somewhere.
+  std::set<std::string> used = m.skipped;
+  for (const auto& s : table.specs())
+    if (auto it = m.sources.find(s.name); it != m.sources.end())
+      used.insert(it->second.begin(), it->second.end());
+  std::vector<std::string> unsupported;
+  for (const auto& t : st.tensors())
+    if (!used.count(t.name)) unsupported.push_back(t.name + " " + shape_str(t.shape));
+  if (!unsupported.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unsupported.size() && i < 12; ++i) list += "\n  " + unsupported[i];
+    if (unsupported.size() > 12) list += "\n  ... and " + std::to_string(unsupported.size() - 12) + " more";
+    throw Error(out.file + ": " + std::to_string(unsupported.size()) + " tensor(s) of this " + out.format +
+                " checkpoint have no place in a vitcpp ViT (a layer vitcpp does not support):" + list);
+  }
+
+  for (const auto& s : table.specs()) {
+    float* dst = model->params().data() + s.offset;
+    if (new_head && (s.name == "head.weight" || s.name == "head.bias")) {
+      std::fill(dst, dst + s.numel(), 0.f);  // the paper's zero-initialized head
+      continue;
+    }
+    auto it = m.sources.find(s.name);
+    const std::vector<std::string> srcs = it == m.sources.end() ? std::vector<std::string>{} : it->second;
+    const Shape shape = stacked_shape(st, srcs);
+    VIT_CHECK(!srcs.empty() && !shape.empty(), out.file, ": missing tensor '",
+              srcs.empty() ? s.name : joined(srcs), "' (", s.name, " ", shape_str(s.shape), ")");
+    VIT_CHECK(shape != Shape{-1}, out.file, ": tensors ", joined(srcs), " do not stack into ", s.name);
+    if (s.name == "pos_embed" && (c.grid_h() != gh0 || c.grid_w() != gw0)) {
+      const int64_t prefix = c.no_embed_class ? 0 : c.num_prefix_tokens();
+      const Shape want = {1, prefix + gh0 * gw0, c.embed_dim};
+      VIT_CHECK(shape == want, out.file, ": tensor 'pos_embed' has shape ", shape_str(shape), ", expected ",
+                shape_str(want));
+      if (c.pos_embed == "sincos") {
+        sincos_pos_embed(dst, s.shape[1], s.shape[2]);
+      } else {
+        const std::vector<float> pos = st.to_float(srcs[0]);
+        resample_pos_embed(pos.data(), prefix, gh0, gw0, c.embed_dim, dst, c.grid_h(), c.grid_w());
+      }
+      m.notes.push_back("pos_embed resampled from a " + std::to_string(gh0) + "x" + std::to_string(gw0) +
+                        " grid to " + std::to_string(c.grid_h()) + "x" + std::to_string(c.grid_w()));
+      continue;
+    }
+    VIT_CHECK(shape == s.shape, out.file, ": tensor '", joined(srcs), "' has shape ", shape_str(shape),
+              ", the model expects ", shape_str(s.shape), " for ", s.name);
+    for (const auto& n : srcs) {
+      st.copy_float(n, dst);
+      dst += numel(st.at(n).shape);
+    }
+  }
+  if (new_head) {
+    m.notes.push_back("new head: " + std::to_string(c.num_classes) + " classes, zero-initialized");
+    m.class_names.clear();
+  }
+  out.class_names = opt.labels_file.empty() ? m.class_names : read_labels(opt.labels_file);
+  if (!opt.labels_file.empty())
+    VIT_CHECK(int64_t(out.class_names.size()) == c.num_classes, opt.labels_file, " has ",
+              out.class_names.size(), " names; the model has ", c.num_classes, " classes");
+  out.notes = std::move(m.notes);
+  out.model = std::move(model);
+  return out;
+}
+
+std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>& class_names) {
+  auto size = [](int64_t h, int64_t w) { return h == w ? json(h) : json({h, w}); };
+  // A registered timm architecture; model_args give every dimension, so any name of the
+  // family works, and the nearest one reads best.
+  std::string arch = "vit_base";
+  for (auto [dim, name] : {std::pair{192, "vit_tiny"},
+                           {384, "vit_small"},
+                           {512, "vit_medium"},
+                           {768, "vit_base"},
+                           {1024, "vit_large"},
+                           {1280, "vit_huge"}})
+    if (c.embed_dim == dim) arch = name;
+  arch += "_patch16_224";
+  json args = {{"img_size", size(c.img_h, c.img_w)},
+               {"patch_size", size(c.patch_h, c.patch_w)},
+               {"in_chans", c.in_chans},
+               {"num_classes", c.num_classes},
+               {"global_pool", c.global_pool},
+               {"embed_dim", c.embed_dim},
+               {"depth", c.depth},
+               {"num_heads", c.num_heads},
+               {"mlp_ratio", double(c.mlp_dim) / double(c.embed_dim)},
+               {"qkv_bias", c.qkv_bias},
+               {"class_token", c.class_token},
+               {"reg_tokens", c.reg_tokens},
+               {"no_embed_class", c.no_embed_class},
+               {"pre_norm", c.pre_norm},
+               {"fc_norm", c.use_fc_norm()},
+               {"init_values", c.layer_scale() ? json(c.init_values) : json(nullptr)}};
+  json pcfg = {{"input_size", {c.in_chans, c.img_h, c.img_w}},
+               {"interpolation", c.interpolation},
+               {"crop_pct", c.crop_pct},
+               {"crop_mode", c.crop_mode},
+               {"mean", c.mean},
+               {"std", c.std},
+               {"num_classes", c.num_classes},
+               {"first_conv", "patch_embed.proj"},
+               {"classifier", "head"}};
+  json j = {{"architecture", arch},         {"num_classes", c.num_classes}, {"num_features", c.embed_dim},
+            {"global_pool", c.global_pool}, {"model_args", args},           {"pretrained_cfg", pcfg}};
+  if (!class_names.empty()) j["label_names"] = class_names;
+  return j.dump(2) + "\n";
+}
+
+std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
+                                     const std::vector<std::string>& class_names) {
+  const ViTConfig& c = model.config();
+  std::vector<std::string> notes;
+  if (c.norm_eps != 1e-6f)
+    notes.push_back("timm's ViT uses LayerNorm eps 1e-6; this model was trained with " +
+                    json(double(c.norm_eps)).dump() +
+                    " (a Hugging Face model), so timm's logits will differ slightly");
+  VIT_CHECK(c.patch_bias != c.pre_norm,
+            "timm has a patch-embedding bias exactly when pre_norm is off; this model "
+            "has pre_norm=",
+            c.pre_norm, " and patch_bias=", c.patch_bias);
+  fs::create_directories(dir);
+  std::vector<TensorOut> tensors;
+  for (const auto& s : model.table().specs())
+    tensors.push_back({s.name, s.shape, DType::F32, model.params().data() + s.offset});
+  write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  write_file_atomic((fs::path(dir) / "config.json").string(), timm_config_json(c, class_names));
+  return notes;
+}
+
+}  // namespace vit

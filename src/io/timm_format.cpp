@@ -1,0 +1,224 @@
+// timm's layout: the tensors already carry vitcpp's names; the architecture comes from the
+// shapes, with config.json (architecture, model_args, pretrained_cfg) for what shapes
+// cannot tell: the heads, the input size, the pooling and the preprocessing.
+#include <cmath>
+#include <filesystem>
+#include <regex>
+
+#include "formats.h"
+#include "vit/core/error.h"
+#include "vit/core/file.h"
+
+namespace vit::detail {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::optional<json> json_beside(const SafeTensors& st, const std::string& name) {
+  const fs::path p = fs::path(st.path()).parent_path() / name;
+  if (!fs::exists(p)) return std::nullopt;
+  try {
+    json j = json::parse(read_text_file(p.string()));
+    VIT_CHECK(j.is_object(), p.string(), ": expected a JSON object");
+    return j;
+  } catch (const json::exception& e) {
+    throw Error(p.string() + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+int64_t heads_from_architecture(const std::string& arch, int64_t embed_dim) {
+  static const std::regex re(
+      R"(^(?:vit|deit|deit3)_(tiny|small|medium|base|large|huge|giant|gigantic)_patch\d+)");
+  struct Width {
+    const char* name;
+    int64_t dim, heads;
+  };
+  static const Width widths[] = {{"tiny", 192, 3},    {"small", 384, 6},     {"medium", 512, 8},
+                                 {"base", 768, 12},   {"large", 1024, 16},   {"huge", 1280, 16},
+                                 {"giant", 1408, 16}, {"gigantic", 1664, 16}};
+  std::smatch m;
+  if (!std::regex_search(arch, m, re)) return 0;
+  for (const auto& w : widths)
+    if (m[1] == w.name && w.dim == embed_dim) return w.heads;
+  return 0;
+}
+
+namespace {
+
+// j[key] if present and not null.
+const json* field(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+// An int or [h, w] (timm's img_size / patch_size).
+bool read_size(const json* v, int64_t& h, int64_t& w) {
+  if (!v) return false;
+  if (v->is_number_integer()) {
+    h = w = v->get<int64_t>();
+  } else {
+    VIT_CHECK(v->is_array() && v->size() == 2, "expected an int or [h, w], got ", v->dump());
+    h = (*v)[0].get<int64_t>();
+    w = (*v)[1].get<int64_t>();
+  }
+  return true;
+}
+
+void read_pretrained_cfg(const json& p, ViTConfig& c, Mapping& m) {
+  if (auto* v = field(p, "mean")) c.mean = v->get<std::vector<float>>();
+  if (auto* v = field(p, "std")) c.std = v->get<std::vector<float>>();
+  if (auto* v = field(p, "interpolation")) c.interpolation = v->get<std::string>();
+  if (auto* v = field(p, "crop_pct")) c.crop_pct = v->get<float>();
+  if (auto* v = field(p, "crop_mode")) {
+    c.crop_mode = v->get<std::string>();
+    if (c.crop_mode != "center" && c.crop_mode != "squash") {
+      m.notes.push_back("pretrained_cfg crop_mode '" + c.crop_mode + "' is not supported; using 'center'");
+      c.crop_mode = "center";
+    }
+  }
+}
+
+}  // namespace
+
+Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
+  Mapping m;
+  ViTConfig& c = m.cfg;
+  const std::string& where = st.path();
+  const std::optional<json> config = json_beside(st, "config.json");
+  const json none = json::object();
+  const json& args = config && field(*config, "model_args") ? (*config)["model_args"] : none;
+  const json& pcfg = config && field(*config, "pretrained_cfg") ? (*config)["pretrained_cfg"] : none;
+  const std::string arch =
+      config && field(*config, "architecture") ? (*config)["architecture"].get<std::string>() : "";
+  auto shape = [&](const std::string& name) -> const Shape* {
+    const TensorInfo* t = st.find(name);
+    return t ? &t->shape : nullptr;
+  };
+  try {
+    const Shape* proj = shape("patch_embed.proj.weight");
+    VIT_CHECK(proj && proj->size() == 4,
+              "no patch_embed.proj.weight [D, C, P, P]: not a ViT in timm's layout");
+    c.embed_dim = (*proj)[0];
+    c.in_chans = (*proj)[1];
+    c.patch_h = (*proj)[2];
+    c.patch_w = (*proj)[3];
+    c.depth = 0;
+    while (st.find("blocks." + std::to_string(c.depth) + ".norm1.weight")) ++c.depth;
+    VIT_CHECK(c.depth > 0, "no blocks.0.norm1.weight");
+    const Shape* fc1 = shape("blocks.0.mlp.fc1.weight");
+    VIT_CHECK(fc1 && fc1->size() == 2, "no blocks.0.mlp.fc1.weight [M, D]");
+    c.mlp_dim = (*fc1)[0];
+    c.qkv_bias = st.find("blocks.0.attn.qkv.bias") != nullptr;
+    c.class_token = st.find("cls_token") != nullptr;
+    const Shape* reg = shape("reg_token");
+    c.reg_tokens = reg && reg->size() == 3 ? (*reg)[1] : 0;
+    c.pre_norm = st.find("norm_pre.weight") != nullptr;
+    c.patch_bias = st.find("patch_embed.proj.bias") != nullptr;
+    c.fc_norm = st.find("fc_norm.weight") != nullptr;
+    c.init_values = 0.f;
+    if (st.find("blocks.0.ls1.gamma")) {
+      const json* iv = field(args, "init_values");
+      c.init_values = iv ? iv->get<float>() : 1e-5f;  // only the init of new LayerScales
+    }
+    const Shape* head = shape("head.weight");
+    c.num_classes = head ? (*head)[0] : 0;
+    c.norm_eps = 1e-6f;  // timm's ViT LayerNorm
+    c.pos_embed = "learn";
+
+    for (const char* key : {"embed_dim", "depth"})
+      if (const json* v = field(args, key))
+        VIT_CHECK(v->get<int64_t>() == (key[0] == 'e' ? c.embed_dim : c.depth), "config.json model_args ",
+                  key, " = ", v->dump(), " disagrees with the tensors (",
+                  key[0] == 'e' ? c.embed_dim : c.depth, ")");
+
+    // Heads: model_args, then the architecture's name, then the caller's.
+    c.num_heads = 0;
+    if (const json* v = field(args, "num_heads")) c.num_heads = v->get<int64_t>();
+    if (!c.num_heads) c.num_heads = heads_from_architecture(arch, c.embed_dim);
+    if (!c.num_heads) c.num_heads = num_heads;
+    VIT_CHECK(c.num_heads > 0,
+              "the number of attention heads is not in config.json (model_args.num_heads) and ",
+              arch.empty() ? std::string("there is no architecture name")
+                           : "'" + arch + "' is not a name vitcpp knows",
+              "; give it with --num-heads (embed_dim is ", c.embed_dim, ")");
+
+    // Pooling: config.json's global_pool, else what the tensors suggest.
+    std::string pool;
+    if (config && field(*config, "global_pool")) pool = (*config)["global_pool"].get<std::string>();
+    if (const json* v = field(args, "global_pool")) pool = v->get<std::string>();
+    if (pool.empty()) pool = *c.fc_norm || !c.class_token ? "avg" : "token";
+    VIT_CHECK(pool == "token" || pool == "avg", "global_pool '", pool, "' is not supported (token or avg)");
+    c.global_pool = pool;
+
+    // Input size: pretrained_cfg.input_size, model_args.img_size, the name's _224 suffix, or
+    // a square grid of pos_embed.
+    const Shape* pos = shape("pos_embed");
+    VIT_CHECK(pos && pos->size() == 3 && (*pos)[2] == c.embed_dim, "no pos_embed [1, L, ", c.embed_dim,
+              "] (timm's pos_embed='none' is not supported)");
+    const int64_t L = (*pos)[1], prefix = c.num_prefix_tokens();
+    bool sized = false;
+    if (const json* v = field(pcfg, "input_size")) {
+      VIT_CHECK(v->is_array() && v->size() == 3, "pretrained_cfg.input_size must be [C, H, W]");
+      c.img_h = (*v)[1].get<int64_t>();
+      c.img_w = (*v)[2].get<int64_t>();
+      sized = true;
+    }
+    if (!sized) sized = read_size(field(args, "img_size"), c.img_h, c.img_w);
+    static const std::regex res(R"(_(\d+)(?:\.|$))");
+    std::smatch sm;
+    if (!sized && std::regex_search(arch, sm, res)) {
+      c.img_h = c.img_w = std::stoll(sm[1]);
+      sized = true;
+    }
+    if (!sized) {
+      for (int64_t rows : {L, L - prefix}) {
+        const auto g = int64_t(std::llround(std::sqrt(double(std::max<int64_t>(rows, 0)))));
+        if (g > 0 && g * g == rows) {
+          c.img_h = g * c.patch_h;
+          c.img_w = g * c.patch_w;
+          sized = true;
+          break;
+        }
+      }
+      VIT_CHECK(sized, "pos_embed has ", L, " rows, not a square grid: put the input size in config.json");
+      m.notes.push_back("input size " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
+                        " inferred from pos_embed (a square grid)");
+    }
+    const int64_t N = c.num_patches();
+    if (const json* v = field(args, "no_embed_class")) {
+      c.no_embed_class = v->get<bool>();
+    } else {
+      VIT_CHECK(L == N || L == N + prefix, "pos_embed has ", L, " rows; a ", c.img_h, "x", c.img_w,
+                " input in ", c.patch_h, "x", c.patch_w, " patches has ", N, " patches and ", prefix,
+                " prefix tokens");
+      c.no_embed_class = prefix > 0 && L == N;
+    }
+    read_pretrained_cfg(pcfg, c, m);
+    if (c.mean.size() != size_t(c.in_chans) || c.std.size() != size_t(c.in_chans)) {
+      VIT_CHECK(!field(pcfg, "mean"), "pretrained_cfg mean/std have ", c.mean.size(), " entries for ",
+                c.in_chans, " input channels");
+      c.mean.assign(c.in_chans, 0.5f);
+      c.std.assign(c.in_chans, 0.5f);
+    }
+    if (!config) {
+      // timm's defaults for its ViTs (vision_transformer.py's _cfg).
+      c.interpolation = "bicubic";
+      c.crop_pct = 0.9f;
+      c.crop_mode = "center";
+      m.notes.push_back(
+          "no config.json: architecture inferred from the tensor shapes, timm's default preprocessing");
+    }
+    if (config && field(*config, "label_names")) {
+      m.class_names = (*config)["label_names"].get<std::vector<std::string>>();
+      if (int64_t(m.class_names.size()) != c.num_classes) m.class_names.clear();
+    }
+  } catch (const json::exception& e) {
+    throw Error(where + ": config.json: " + e.what());
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+  for (const auto& t : st.tensors()) m.sources[t.name] = {t.name};
+  return m;
+}
+
+}  // namespace vit::detail

@@ -1,0 +1,109 @@
+// vit bench's timing loop (see vit/train/bench.h).
+#include "vit/train/bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "vit/core/error.h"
+#include "vit/core/rng.h"
+#include "vit/model/vit.h"
+#include "vit/ops/ops.h"
+#include "vit/train/optimizer.h"
+#include "vit/train/step.h"
+
+namespace vit {
+
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Warm-up runs, then timed runs until both min_runs and min_seconds are reached.
+template <typename F>
+std::vector<double> time_runs(const BenchOptions& o, F&& one) {
+  for (int i = 0; i < o.warmup; ++i) one();
+  std::vector<double> ms;
+  double total = 0;
+  while (int(ms.size()) < o.max_runs && (int(ms.size()) < o.min_runs || total < o.min_seconds * 1e3)) {
+    const double t0 = now_ms();
+    one();
+    ms.push_back(now_ms() - t0);
+    total += ms.back();
+  }
+  return ms;
+}
+
+}  // namespace
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+double measure_matmul_gflops(double seconds) {
+  const int64_t M = 3152, N = 3072, K = 768;
+  std::vector<float> x(M * K, 0.5f), w(N * K, 0.25f), y(M * N);
+  Tensor tx(x.data(), {M, K}), tw(w.data(), {N, K}), ty(y.data(), {M, N});
+  BenchOptions o;
+  o.warmup = 1;
+  o.min_runs = 3;
+  o.min_seconds = seconds;
+  const auto ms = time_runs(o, [&] { ops::linear_forward(ty, tx, tw, nullptr); });
+  return 2.0 * M * N * K / 1e9 / (median(ms) / 1e3);
+}
+
+BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
+  VIT_CHECK(opt.batch > 0, "bench: batch size must be positive, got ", opt.batch);
+  VIT_CHECK(opt.min_runs > 0 && opt.max_runs >= opt.min_runs, "bench: need 0 < min runs <= max runs");
+  ViT model(cfg);
+  const int64_t B = opt.batch, K = cfg.num_classes;
+  Rng rng(1);
+  std::vector<float> images(B * cfg.in_chans * cfg.img_h * cfg.img_w);
+  for (auto& v : images) v = float(rng.normal());
+  BenchResult r;
+  if (opt.train) {
+    std::vector<int64_t> labels(B);
+    for (int64_t b = 0; b < B; ++b) labels[b] = b % K;
+    Optimizer adamw(model.table(), OptimConfig{});
+    LossStep step;
+    uint64_t t = 0;
+    r.ms = time_runs(opt, [&] {
+      model.zero_grad();
+      step.run(model, Batch{images.data(), B, labels.data(), nullptr, nullptr}, 0.f,
+               ForwardMode{true, 0, t++});
+      adamw.step(model.params().data(), model.grads().data(), 1e-4f);
+    });
+  } else {
+    std::vector<float> logits(B * K);
+    r.ms = time_runs(opt, [&] { model.infer(images.data(), B, nullptr, logits.data()); });
+  }
+  r.peak_rss_mb = peak_rss_mb();  // before the ceiling measurement's buffers
+  r.median_ms = median(r.ms);
+  r.min_ms = *std::min_element(r.ms.begin(), r.ms.end());
+  r.max_ms = *std::max_element(r.ms.begin(), r.ms.end());
+  r.images_per_s = double(B) / (r.median_ms / 1e3);
+  r.gflop_per_image = double(forward_flops(cfg)) / 1e9 * (opt.train ? 3.0 : 1.0);
+  r.gflops_per_s = r.gflop_per_image * r.images_per_s;
+  if (opt.ceiling_gflops > 0) {
+    r.ceiling_gflops = opt.ceiling_gflops;
+    r.ceiling_source = "given";
+  } else {
+    r.ceiling_gflops = measure_matmul_gflops();
+    r.ceiling_source = "measured: sgemm 3152x3072x768 (ViT-B/16 fc1, batch 16), same threads";
+  }
+  r.pct_of_ceiling = 100.0 * r.gflops_per_s / r.ceiling_gflops;
+  return r;
+}
+
+}  // namespace vit

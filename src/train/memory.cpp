@@ -1,0 +1,87 @@
+#include "vit/train/memory.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "vit/core/error.h"
+#include "vit/model/params.h"
+#include "vit/model/vit.h"
+
+namespace vit {
+
+std::string format_bytes(size_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string MemoryPlan::describe() const {
+  return detail::concat(format_bytes(total()), " (params ", format_bytes(params), ", grads ",
+                        format_bytes(grads), ", optimizer ", format_bytes(optimizer), ", activations ",
+                        format_bytes(activations), ", eval activations ", format_bytes(eval_activations),
+                        ", batch buffers ", format_bytes(batches), ")");
+}
+
+MemoryPlan plan_training_memory(const ViTConfig& cfg, int64_t batch, const std::string& optimizer) {
+  MemoryPlan p;
+  const size_t n = size_t(ParamTable(cfg).total()) * sizeof(float);
+  p.params = n;
+  p.grads = n;
+  p.optimizer = (optimizer == "sgd" ? 1 : 2) * n;
+  p.activations = ViT::planned_activation_bytes(cfg, batch, true);
+  p.eval_activations = ViT::planned_activation_bytes(cfg, batch, false);
+  // Two buffers (one filling while the other trains): images and int64 labels.
+  p.batches =
+      2 * size_t(batch) * (size_t(cfg.in_chans * cfg.img_h * cfg.img_w) * sizeof(float) + sizeof(int64_t));
+  return p;
+}
+
+namespace {
+size_t parse_size(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  VIT_CHECK(end != s.c_str() && v >= 0, "VIT_MEMORY_LIMIT=", s, ": not a size (e.g. 512M, 8G)");
+  std::string suffix(end);
+  double mult = 1;
+  if (suffix == "K" || suffix == "k")
+    mult = 1024.0;
+  else if (suffix == "M" || suffix == "m")
+    mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (suffix == "T" || suffix == "t")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else
+    VIT_CHECK(suffix.empty(), "VIT_MEMORY_LIMIT=", s, ": unknown unit '", suffix, "' (use K, M, G or T)");
+  return size_t(v * mult);
+}
+}  // namespace
+
+size_t available_memory_bytes() {
+  if (const char* env = std::getenv("VIT_MEMORY_LIMIT"); env && *env) return parse_size(env);
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  std::string unit;
+  while (f >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+void check_memory(const MemoryPlan& plan, size_t available, const std::string& what) {
+  VIT_CHECK(available == 0 || plan.total() <= available, what, " needs about ", plan.describe(),
+            ", but only ", format_bytes(available), " is available (",
+            std::getenv("VIT_MEMORY_LIMIT") ? "VIT_MEMORY_LIMIT" : "MemAvailable in /proc/meminfo",
+            "). Lower --batch-size or the model size, or pass --no-memory-check to try anyway");
+}
+
+}  // namespace vit

@@ -1,0 +1,83 @@
+#include "vit/viz/attention.h"
+
+#include <algorithm>
+
+#include "vit/core/error.h"
+#include "vit/data/image.h"
+
+namespace vit::viz {
+
+std::vector<float> head_attention(const float* probs, int64_t H, int64_t T, int64_t head) {
+  VIT_CHECK(head < H, "attention head ", head, " out of range: the model has ", H, " heads");
+  std::vector<float> a(T * T, 0.f);
+  if (head >= 0) {
+    std::copy(probs + head * T * T, probs + (head + 1) * T * T, a.begin());
+    return a;
+  }
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < T * T; ++i) a[i] += probs[h * T * T + i];
+  for (auto& v : a) v /= float(H);
+  return a;
+}
+
+std::vector<float> attention_rollout(const float* probs, int64_t layers, int64_t layer_stride, int64_t H,
+                                     int64_t T, int64_t head) {
+  // R starts as the identity; each layer: A' = rownorm(A + I), R = A' R. Accumulated in
+  // double: 24 products of row-stochastic matrices stay row-stochastic to rounding.
+  std::vector<double> R(T * T, 0.0), next(T * T);
+  for (int64_t i = 0; i < T; ++i) R[i * T + i] = 1.0;
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::vector<float> a = head_attention(probs + l * layer_stride, H, T, head);
+    std::vector<double> ai(T * T);
+    for (int64_t i = 0; i < T; ++i) {
+      double sum = 0;
+      for (int64_t j = 0; j < T; ++j) sum += ai[i * T + j] = a[i * T + j] + (i == j ? 1.0 : 0.0);
+      for (int64_t j = 0; j < T; ++j) ai[i * T + j] /= sum;
+    }
+    std::fill(next.begin(), next.end(), 0.0);
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t k = 0; k < T; ++k)
+        for (int64_t j = 0; j < T; ++j) next[i * T + j] += ai[i * T + k] * R[k * T + j];
+    R.swap(next);
+  }
+  return std::vector<float>(R.begin(), R.end());
+}
+
+std::vector<float> patch_map(const std::vector<float>& tokens, const ViTConfig& cfg) {
+  const int64_t T = cfg.num_tokens(), N = cfg.num_patches(), pre = cfg.num_prefix_tokens();
+  VIT_CHECK(int64_t(tokens.size()) == T * T, "patch_map: want a [", T, ", ", T, "] token matrix");
+  std::vector<float> map(N, 0.f);
+  if (cfg.class_token && !cfg.avg_pool()) {
+    for (int64_t n = 0; n < N; ++n) map[n] = tokens[pre + n];  // row 0: the class token
+    return map;
+  }
+  // Avg pooling: the pooled vector is the mean of the patch tokens, so their rows' mean.
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t n = 0; n < N; ++n) map[n] += tokens[(pre + r) * T + pre + n] / float(N);
+  return map;
+}
+
+std::vector<float> upsample_normalized(const std::vector<float>& map, int64_t gh, int64_t gw, int64_t h,
+                                       int64_t w) {
+  VIT_CHECK(int64_t(map.size()) == gh * gw, "upsample: the map is not ", gh, "x", gw);
+  std::vector<float> out(h * w);
+  resize_bilinear(map.data(), 1, gh, gw, out.data(), h, w);
+  const auto [lo, hi] = std::minmax_element(out.begin(), out.end());
+  const float min = *lo, range = *hi - *lo;
+  for (auto& v : out) v = range > 0.f ? (v - min) / range : 0.f;
+  return out;
+}
+
+std::vector<float> attention_map(const float* attn, const ViTConfig& cfg, int64_t B, int64_t b,
+                                 const std::string& method, int64_t layer, int64_t head) {
+  const int64_t H = cfg.num_heads, T = cfg.num_tokens(), per_image = H * T * T;
+  VIT_CHECK(layer >= 0 && layer < cfg.depth, "block ", layer, " out of range: the model has ", cfg.depth,
+            " blocks (0..", cfg.depth - 1, ")");
+  VIT_CHECK(b >= 0 && b < B, "attention_map: image ", b, " of a batch of ", B);
+  const float* first = attn + b * per_image;  // image b of block 0
+  if (method == "cls") return patch_map(head_attention(first + layer * B * per_image, H, T, head), cfg);
+  VIT_CHECK(method == "rollout", "unknown attention method '", method, "' (cls or rollout)");
+  return patch_map(attention_rollout(first, layer + 1, B * per_image, H, T, head), cfg);
+}
+
+}  // namespace vit::viz

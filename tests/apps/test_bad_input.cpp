@@ -1,0 +1,208 @@
+// Bad input to the vit program, as a table: each case must exit non-zero with a message that
+// names the file (or flag) and the problem, and must leave no checkpoint behind. Covers
+// corrupt and truncated checkpoints, wrong tensor shapes, corrupt images in an image folder
+// (and --skip-bad-images), labels out of range in IDX and CIFAR files, empty datasets,
+// impossible flags and a run that will not fit in memory.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "support/run_vit.h"
+#include "support/temp_dir.h"
+#include "vit/core/file.h"
+#include "vit/data/image.h"
+#include "vit/io/safetensors.h"
+
+namespace {
+namespace fs = std::filesystem;
+using vit::test::run_vit;
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string be32(uint32_t v) {
+  return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+}
+
+// IDX files of n 8x8 images with the given labels (n = labels.size()).
+void write_idx(const std::string& dir, const std::string& prefix, const std::vector<uint8_t>& labels) {
+  const auto n = uint32_t(labels.size());
+  write_bytes(dir + "/" + prefix + "-images-idx3-ubyte",
+              be32(0x803) + be32(n) + be32(8) + be32(8) + std::string(n * 64, '\x40'));
+  write_bytes(dir + "/" + prefix + "-labels-idx1-ubyte",
+              be32(0x801) + be32(n) + std::string(labels.begin(), labels.end()));
+}
+
+vit::Image gray(int64_t h, int64_t w) {
+  vit::Image img{h, w, 1, std::vector<uint8_t>(size_t(h * w))};
+  for (size_t i = 0; i < img.px.size(); ++i) img.px[i] = uint8_t(i * 7);
+  return img;
+}
+
+bool has_checkpoint(const fs::path& dir) {
+  if (!fs::exists(dir)) return false;
+  for (auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") return true;
+  return false;
+}
+
+struct Case {
+  std::string name, args;
+  std::vector<std::string> expect;  // substrings of the output: the file or flag, the problem
+  std::string env = "";
+};
+}  // namespace
+
+TEST(BadInput, EachCaseFailsWithAClearMessageAndNoCheckpoint) {
+  vit::test::TempDir tmp("bad");
+  const std::string d = tmp.str(), train = "train --threads 1 --model mnist-seed --epochs 1 -b 8 ";
+  // A real checkpoint to spoil.
+  auto good = run_vit(train + "--img-size 16 --synthetic 16 --output " + d + "/good");
+  ASSERT_EQ(good.code, 0) << good.out;
+  const std::string ckpt = d + "/good/last.safetensors";
+  const auto bytes = vit::read_file_bytes(ckpt);
+  write_bytes(d + "/truncated.safetensors",
+              std::string(bytes.begin(), bytes.begin() + long(bytes.size() / 2)));
+  write_bytes(d + "/garbage.safetensors", std::string("\x10\0\0\0\0\0\0\0{not json at all", 24));
+  write_bytes(d + "/tiny.safetensors", "abc");
+  {
+    const vit::SafeTensors st = vit::SafeTensors::open(ckpt);
+    std::vector<std::vector<float>> data;
+    std::vector<vit::TensorOut> out;
+    for (const auto& t : st.tensors()) data.push_back(st.to_float(t.name));
+    for (size_t i = 0; i < st.tensors().size(); ++i) {
+      const auto& t = st.tensors()[i];
+      vit::Shape shape = t.shape;
+      if (t.name == "head.bias") shape = {shape[0] - 1};
+      out.push_back({t.name, shape, vit::DType::F32, data[i].data()});
+    }
+    vit::write_safetensors(d + "/wrong_shape.safetensors", out, st.metadata());
+  }
+  const std::string png = d + "/digit.png";
+  vit::write_png(png, gray(16, 16));
+  // IDX: a label past the classes (MNIST has 10), an empty training file.
+  write_idx(d + "/idx_label", "train", {1, 2, 12, 3});
+  write_idx(d + "/idx_label", "t10k", {1, 2});
+  write_idx(d + "/idx_empty", "train", {});
+  write_idx(d + "/idx_empty", "t10k", {1});
+  // CIFAR-10: label 10 in the second record of data_batch_1.bin.
+  auto cifar = [](std::vector<uint8_t> labels) {
+    std::string b;
+    for (uint8_t l : labels) b += char(l) + std::string(3072, '\x20');
+    return b;
+  };
+  for (int k = 1; k <= 5; ++k)
+    write_bytes(d + "/cifar/data_batch_" + std::to_string(k) + ".bin", cifar({uint8_t(k == 1 ? 10 : 1), 2}));
+  write_bytes(d + "/cifar/test_batch.bin", cifar({3}));
+
+  const std::vector<Case> cases = {
+      {"truncated checkpoint",
+       "info --checkpoint " + d + "/truncated.safetensors",
+       {d + "/truncated.safetensors", "truncated file"}},
+      {"header not JSON",
+       "predict --checkpoint " + d + "/garbage.safetensors " + png,
+       {d + "/garbage.safetensors", "not valid JSON"}},
+      {"too short",
+       "info --checkpoint " + d + "/tiny.safetensors",
+       {d + "/tiny.safetensors", "not a safetensors file"}},
+      {"wrong shape",
+       "predict --checkpoint " + d + "/wrong_shape.safetensors " + png,
+       {d + "/wrong_shape.safetensors", "head.bias", "the model expects"}},
+      {"wrong shape fine-tuning",
+       train + "--pretrained " + d + "/wrong_shape.safetensors --synthetic 8 --output " + d + "/o_ws",
+       {d + "/wrong_shape.safetensors", "head.bias"}},
+      {"IDX label out of range",
+       train + "--data-dir " + d + "/idx_label --img-size 8 --output " + d + "/o_idx",
+       {d + "/idx_label/train-labels-idx1-ubyte", "label 12 of sample 2 is out of range for 10 classes"}},
+      {"IDX empty",
+       train + "--data-dir " + d + "/idx_empty --img-size 8 --output " + d + "/o_empty",
+       {d + "/idx_empty/train-images-idx3-ubyte", "holds no images"}},
+      {"CIFAR label out of range",
+       train + "--data-dir " + d + "/cifar --output " + d + "/o_cifar",
+       {d + "/cifar/data_batch_1.bin", "label 10 of record 0 is out of range for 10 classes"}},
+      {"batch 0", train + "--synthetic 8 -b 0 --output " + d + "/o_b0", {"batch size must be positive"}},
+      {"negative lr",
+       train + "--synthetic 8 --lr -0.1 --output " + d + "/o_lr",
+       {"learning rate must be positive, got -0.1"}},
+      {"epochs 0", train + "--synthetic 8 --epochs 0 --output " + d + "/o_ep", {"epochs must be positive"}},
+      {"heads do not divide",
+       train + "--synthetic 8 --embed-dim 10 --num-heads 3 --output " + d + "/o_h",
+       {"does not divide embed_dim"}},
+      {"patch does not divide",
+       train + "--synthetic 8 --img-size 30 --patch-size 4 --output " + d + "/o_p",
+       {"not divisible by patch size"}},
+      {"too big for memory",
+       train + "--synthetic 8 --output " + d + "/o_mem",
+       {"needs about", "activations", "only 1.0 MiB is available", "--no-memory-check"},
+       "VIT_MEMORY_LIMIT=1M"},
+  };
+  for (const Case& c : cases) {
+    const auto r = run_vit(c.args, c.env);
+    EXPECT_NE(r.code, 0) << c.name << ": " << r.out;
+    for (const auto& e : c.expect)
+      EXPECT_NE(r.out.find(e), std::string::npos) << c.name << ": no '" << e << "' in\n" << r.out;
+    EXPECT_EQ(r.out.find("Segmentation"), std::string::npos) << c.name;
+    const auto at = c.args.find("--output ");
+    if (at != std::string::npos) {
+      const std::string out = c.args.substr(at + 9);
+      EXPECT_FALSE(fs::exists(out)) << c.name << ": refused input must not leave " << out;
+    }
+  }
+  // The same run with the memory check off starts (and, being tiny, finishes).
+  auto r = run_vit(train + "--synthetic 8 --no-memory-check", "VIT_MEMORY_LIMIT=1M");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST(BadInput, CorruptImagesInAFolderStopTheRunOrAreSkippedWithACount) {
+  vit::test::TempDir tmp("badimg");
+  const std::string d = tmp.str();
+  for (const char* split : {"train", "val"})
+    for (const char* cls : {"a", "b"}) {
+      fs::create_directories(d + "/" + split + "/" + cls);
+      vit::write_png(d + "/" + split + "/" + cls + "/ok.png", gray(20, 20));
+    }
+  const auto ok = vit::read_file_bytes(d + "/train/a/ok.png");
+  write_bytes(d + "/train/a/text.png", "this is not an image");
+  write_bytes(d + "/train/b/cut.png", std::string(ok.begin(), ok.begin() + long(ok.size() / 2)));
+  write_bytes(d + "/val/a/bad.jpg", "\xff\xd8\xff\xe0 a JPEG that stops here");
+  const std::string train =
+      "train --threads 1 --model mnist-seed --img-size 16 --num-classes 2 --epochs 1 -b 2 --data-dir " + d;
+  auto r = run_vit(train + " --output " + d + "/stop");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(r.out.find(d + "/train/a/text.png") != std::string::npos ||
+              r.out.find(d + "/train/b/cut.png") != std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--skip-bad-images"), std::string::npos) << "the message says how to go on: " << r.out;
+  EXPECT_FALSE(has_checkpoint(d + "/stop"));
+  r = run_vit(train + " --skip-bad-images --output " + d + "/skip");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("skipped 3 image(s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(d + "/val/a/bad.jpg: corrupt JPEG"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(d + "/train/a/text.png: not a PNG or JPEG file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(d + "/train/b/cut.png: corrupt PNG"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 images in 2 classes"), std::string::npos) << r.out;
+  EXPECT_TRUE(has_checkpoint(d + "/skip"));
+  // vit eval: the same choice, the list on stderr so that --json stays one object.
+  const std::string eval = "eval --threads 1 --checkpoint " + d + "/skip/last.safetensors --data-dir " + d;
+  r = run_vit(eval + " --json");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(d + "/val/a/bad.jpg"), std::string::npos) << r.out;
+  // (Both splits are opened, so the two bad training images are counted too.)
+  const std::string out = d + "/eval.json", err = d + "/eval.err";
+  ASSERT_EQ(
+      std::system(
+          (std::string(VIT_BINARY) + " " + eval + " --json --skip-bad-images >" + out + " 2>" + err).c_str()),
+      0)
+      << vit::read_text_file(err);
+  EXPECT_NE(vit::read_text_file(err).find("skipped 3 image(s)"), std::string::npos)
+      << vit::read_text_file(err);
+  const std::string json = vit::read_text_file(out);
+  EXPECT_EQ(json.front(), '{') << "stdout is the JSON alone: " << json;
+  EXPECT_NE(json.find("\"count\":2"), std::string::npos) << json;
+}

@@ -1,0 +1,95 @@
+// vit attention, vit plot and vit eval --confusion-png end to end: each writes PNG files
+// that decode, and bad input fails with a message naming the problem.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "support/run_vit.h"
+#include "support/temp_dir.h"
+#include "vit/data/image.h"
+
+namespace {
+namespace fs = std::filesystem;
+using vit::test::Result;
+using vit::test::run;
+
+// A 2-epoch synthetic run (16x16 gray images, 4x4 patches: a 4x4 grid, 4 blocks of 2 heads).
+class VizCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new vit::test::TempDir("viz_cli");
+    const Result r =
+        run("train --model mnist-seed --img-size 16 --patch-size 4 --depth 4 --num-heads 2 --synthetic 128 "
+            "--epochs 2 "
+            "-b 64 --threads 1 --output " +
+            run_dir());
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string run_dir() { return *dir_ / "run"; }
+  static std::string ckpt() { return run_dir() + "/last.safetensors"; }
+  static std::string digit() { return std::string(VIT_FIXTURE_DIR) + "/digit_7.png"; }
+  static vit::test::TempDir* dir_;
+};
+vit::test::TempDir* VizCli::dir_ = nullptr;
+
+TEST_F(VizCli, AttentionWritesOnePngPerImageForEachMethod) {
+  const std::string out = *dir_ / "att";
+  Result r = run("attention --checkpoint " + ckpt() + " --out " + out + " " + digit());
+  ASSERT_EQ(r.code, 0) << r.out;
+  // Three panels of the 16x16 input scaled by 12 (192 pixels) with 12-pixel margins.
+  vit::Image png = vit::read_image(out + "/digit_7_cls.png");
+  EXPECT_EQ(png.w, 3 * 192 + 4 * 12);
+  r = run("attention --method rollout --layer 1 --head 0 --checkpoint " + ckpt() + " --out " + out + " " +
+          digit());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_GT(vit::read_image(out + "/digit_7_rollout.png").w, 0);
+  // --layer all: a grid of 4 blocks x (2 heads + mean); the same image twice gets two names.
+  r = run("attention --layer all --checkpoint " + ckpt() + " --out " + out + " " + digit() + " " + digit());
+  ASSERT_EQ(r.code, 0) << r.out;
+  png = vit::read_image(out + "/digit_7_cls_grid.png");
+  // 64-pixel cells (16 x 4): title strip 64 + 24, labels 22, 4 rows of 64 + 6, margin 12.
+  EXPECT_EQ(png.h, 88 + 22 + 4 * 70 + 12);
+  EXPECT_TRUE(fs::exists(out + "/digit_7_cls_grid-2.png")) << r.out;
+}
+
+TEST_F(VizCli, AttentionFailsClearlyOnBadInput) {
+  const std::string out = *dir_ / "bad";
+  Result r = run("attention --checkpoint " + ckpt() + " --out " + out + " /nonexistent.png");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("/nonexistent.png"), std::string::npos) << r.out;
+  r = run("attention --layer 4 --checkpoint " + ckpt() + " --out " + out + " " + digit());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--layer 4 out of range: the model has 4"), std::string::npos) << r.out;
+  r = run("attention --head x --checkpoint " + ckpt() + " --out " + out + " " + digit());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--head wants an index or 'mean', got 'x'"), std::string::npos) << r.out;
+  r = run("attention --method grad --checkpoint " + ckpt() + " --out " + out + " " + digit());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("grad"), std::string::npos) << r.out;
+  r = run("attention --checkpoint " + ckpt() + " --out " + digit() + " " + digit());  // --out is a file
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("cannot create the output directory"), std::string::npos) << r.out;
+}
+
+TEST_F(VizCli, PlotDrawsCurvesAndPositionEmbeddings) {
+  Result r = run("plot --run " + run_dir());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(vit::read_image(run_dir() + "/curves.png").w, 1200);
+  const std::string pos = *dir_ / "pos.png";
+  r = run("plot --pos-embed --checkpoint " + ckpt() + " --out " + pos);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_GT(vit::read_image(pos).w, 0);
+  r = run("plot --run /nonexistent");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("/nonexistent/summary.csv: cannot open"), std::string::npos) << r.out;
+  r = run("plot --pos-embed --checkpoint " + ckpt());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--out"), std::string::npos) << r.out;
+  r = run("plot");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("give --run DIR"), std::string::npos) << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,152 @@
+// Crash safety of `vit train`, end to end: a run killed with SIGKILL at random moments and
+// resumed ends with the same weights as an uninterrupted run, bit for bit; a checkpoint write
+// that fails part-way (RLIMIT_FSIZE) leaves the previous file readable and names it; a run
+// whose loss turns NaN/Inf stops with a message and keeps its last good checkpoint.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "support/process.h"
+#include "support/temp_dir.h"
+#include "vit/core/file.h"
+#include "vit/io/safetensors.h"
+
+namespace {
+namespace fs = std::filesystem;
+using vit::test::ChildOptions;
+using vit::test::Finished;
+using Clock = std::chrono::steady_clock;
+
+// 6 epochs of 64 steps (about 0.5 s each here): long enough to kill mid-run.
+const std::string kRun =
+    "train --model mnist-seed --img-size 16 --synthetic 4096 --epochs 6 -b 64 --threads 1";
+
+// Every tensor of a and b bit-identical; names the first that differs.
+void expect_same_tensors(const std::string& a, const std::string& b) {
+  const vit::SafeTensors x = vit::SafeTensors::open(a), y = vit::SafeTensors::open(b);
+  ASSERT_EQ(x.tensors().size(), y.tensors().size()) << a << " vs " << b;
+  for (const auto& t : x.tensors()) {
+    const auto u = x.to_float(t.name), v = y.to_float(t.name);
+    ASSERT_EQ(u.size(), v.size()) << t.name;
+    size_t diff = 0;
+    for (size_t i = 0; i < u.size(); ++i) diff += std::memcmp(&u[i], &v[i], sizeof(float)) != 0;
+    EXPECT_EQ(diff, 0u) << t.name << ": " << diff << " of " << u.size() << " values differ in " << b;
+  }
+}
+
+std::vector<std::string> temp_files(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) out.push_back(e.path().string());
+  return out;
+}
+}  // namespace
+
+TEST(CrashSafety, KillMinus9AtRandomMomentsThenResumeGivesTheUninterruptedWeights) {
+  vit::test::TempDir tmp("kill");
+  const auto t0 = Clock::now();
+  Finished ref = vit::test::run_child(VIT_BINARY, kRun + " --output " + (tmp / "ref"), {tmp / "ref.log"});
+  const double run_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_EQ(ref.code, 0) << ref.out;
+
+  std::mt19937 rng(7);  // fixed: the same moments each time the test runs
+  int killed_mid_run = 0, killed_mid_write = 0;
+  // Trials 0-2 kill at random moments; trial 3 watches for a checkpoint's temporary file
+  // and kills as soon as it sees one, to aim at the write itself (best effort: a write can
+  // finish between two looks, so that kill is reported, not required).
+  for (int trial = 0; trial < 4; ++trial) {
+    const std::string dir = tmp / ("run" + std::to_string(trial)), log = tmp / ("run.log");
+    const pid_t pid = vit::test::spawn(VIT_BINARY, kRun + " --output " + dir, {log});
+    // Wait for the first checkpoint, then a random share of the remaining five epochs.
+    const auto start = Clock::now();
+    while (!fs::exists(fs::path(dir) / "last.state.safetensors") &&
+           Clock::now() - start < std::chrono::minutes(5))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_TRUE(fs::exists(fs::path(dir) / "last.state.safetensors")) << vit::read_text_file(log);
+    bool mid_write = false;
+    if (trial < 3) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(
+          std::uniform_real_distribution<double>(0.0, 0.8)(rng) * run_s * 5 / 6));
+    } else {
+      const auto from = Clock::now();
+      while (!(mid_write = !temp_files(dir).empty()) &&
+             Clock::now() - from < std::chrono::duration<double>(run_s))
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    int status = 0;
+    const bool alive = ::waitpid(pid, &status, WNOHANG) == 0;
+    if (alive) {
+      ::kill(pid, SIGKILL);
+      killed_mid_write += mid_write;
+      Finished k = vit::test::wait_for(pid, log);
+      ASSERT_EQ(k.signal, SIGKILL) << k.out;
+      ++killed_mid_run;
+    }
+    Finished res = vit::test::run_child(VIT_BINARY, "train --resume " + dir + " --threads 1", {log});
+    ASSERT_EQ(res.code, 0) << res.out;
+    if (alive) {
+      EXPECT_NE(res.out.find("resuming"), std::string::npos) << res.out;
+    }
+    EXPECT_TRUE(temp_files(dir).empty()) << temp_files(dir).front();
+    expect_same_tensors(tmp / "ref/last.safetensors", dir + "/last.safetensors");
+    expect_same_tensors(tmp / "ref/last.state.safetensors", dir + "/last.state.safetensors");
+    EXPECT_EQ(vit::read_text_file(tmp / "ref/summary.csv").substr(0, 60),
+              vit::read_text_file(dir + "/summary.csv").substr(0, 60));
+  }
+  EXPECT_GE(killed_mid_run, 3) << "the kills must land while the run is still going";
+  std::cout << killed_mid_run << " of 4 kills during the run, " << killed_mid_write
+            << " while a checkpoint's temporary file existed\n";
+}
+
+TEST(CrashSafety, ACheckpointWriteThatFailsPartWayKeepsThePreviousFileAndNamesIt) {
+  vit::test::TempDir tmp("fsize");
+  const std::string run =
+      "train --model mnist-seed --img-size 16 --synthetic 32 --epochs 1 -b 32 --threads 1 "
+      "--output " +
+      (tmp / "run");
+  Finished first = vit::test::run_child(VIT_BINARY, run, {tmp / "a.log"});
+  ASSERT_EQ(first.code, 0) << first.out;
+  const std::string state = tmp / "run/last.state.safetensors", weights = tmp / "run/last.safetensors";
+  const auto before = vit::read_file_bytes(state);
+  const auto weights_size = fs::file_size(weights);
+  ASSERT_GT(before.size(), weights_size + 4096);
+  // The same run again, allowed files up to the weights' size: the weights are rewritten,
+  // the (larger) training state fails part-way through its write.
+  ChildOptions o{tmp / "b.log", (long long)(weights_size + 1024)};
+  Finished second = vit::test::run_child(VIT_BINARY, run + " --seed 5", o);
+  EXPECT_NE(second.code, 0) << second.out;
+  EXPECT_NE(second.out.find(state), std::string::npos) << "the error names the file: " << second.out;
+  EXPECT_NE(second.out.find("File too large"), std::string::npos) << second.out;
+  EXPECT_EQ(vit::read_file_bytes(state), before) << "the previous training state is untouched";
+  EXPECT_NO_THROW(vit::SafeTensors::open(state));
+  EXPECT_NO_THROW(vit::SafeTensors::open(weights));
+  EXPECT_TRUE(temp_files(tmp / "run").empty()) << temp_files(tmp / "run").front();
+}
+
+TEST(CrashSafety, ALossThatTurnsNonFiniteStopsTheRunAndKeepsTheLastGoodCheckpoint) {
+  vit::test::TempDir tmp("nan");
+  // Step decay by x10 after every optimizer step from lr 1e-4: the first epochs are sane,
+  // then the lr passes FLT_MAX at step 44 of 80, so the weights must become Inf/NaN.
+  Finished r = vit::test::run_child(
+      VIT_BINARY,
+      "train --model mnist-seed --img-size 16 --synthetic 64 -b 32 --epochs 40 --threads 1 --opt sgd "
+      "--sched step --lr 1e-4 --decay-rate 10 --output " +
+          (tmp / "run"),
+      {tmp / "log"});
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("training diverged"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("last good checkpoint"), std::string::npos) << r.out;
+  const vit::SafeTensors last = vit::SafeTensors::open(tmp / "run/last.safetensors");
+  const int epoch = std::stoi(last.metadata().at("epoch"));
+  EXPECT_GE(epoch, 1);
+  EXPECT_NE(r.out.find("(epoch " + std::to_string(epoch) + ")"), std::string::npos) << r.out;
+  for (const auto& t : last.tensors())
+    for (float v : last.to_float(t.name))
+      ASSERT_TRUE(std::isfinite(v)) << t.name << " in the kept checkpoint";
+}

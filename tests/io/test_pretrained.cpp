@@ -1,0 +1,193 @@
+// Loading pretrained layouts: format detection, unsupported / missing tensors named,
+// new heads, input-size changes, and vit export read back as timm's layout.
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "io/formats.h"
+#include "support/check.h"
+#include "support/temp_dir.h"
+#include "vit/core/file.h"
+#include "vit/io/checkpoint.h"
+#include "vit/io/pretrained.h"
+
+namespace vit {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fixture(const std::string& name) {
+  return std::string(VIT_FIXTURE_DIR) + "/pretrained/" + name;
+}
+
+// Copies dir's model.safetensors (as F32) to out/model.safetensors without `drop` and with
+// `add` ([4] zeros each); the JSON files come along.
+void rewrite(const std::string& dir, const std::string& out, const std::vector<std::string>& drop,
+             const std::vector<std::string>& add) {
+  fs::create_directories(out);
+  for (auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".json") fs::copy_file(e.path(), fs::path(out) / e.path().filename());
+  const SafeTensors st = SafeTensors::open(dir + "/model.safetensors");
+  std::vector<std::vector<float>> data;
+  std::vector<TensorOut> t;
+  data.reserve(st.tensors().size() + add.size());
+  for (const auto& info : st.tensors()) {
+    if (std::find(drop.begin(), drop.end(), info.name) != drop.end()) continue;
+    data.push_back(st.to_float(info.name));
+    t.push_back({info.name, info.shape, DType::F32, data.back().data()});
+  }
+  for (const auto& name : add) {
+    data.push_back(std::vector<float>(4, 0.f));
+    t.push_back({name, {4}, DType::F32, data.back().data()});
+  }
+  write_safetensors(out + "/model.safetensors", t);
+}
+
+ViTConfig small_config() {
+  ViTConfig c = preset("mnist-seed");
+  c.img_h = c.img_w = 16;
+  c.embed_dim = 16;
+  c.num_heads = 4;
+  c.mlp_dim = 24;
+  c.num_classes = 6;
+  c.pos_embed = "learn";
+  return c;
+}
+
+std::vector<float> logits(ViT& m, uint64_t seed) {
+  const ViTConfig& c = m.config();
+  const auto x = test::randn(2 * c.in_chans * c.img_h * c.img_w, seed);
+  std::vector<float> z(2 * c.num_classes);
+  m.infer(x.data(), 2, nullptr, z.data());
+  return z;
+}
+
+}  // namespace
+
+TEST(Pretrained, ArchitectureNamesGiveTheHeads) {
+  EXPECT_EQ(detail::heads_from_architecture("vit_base_patch16_224.augreg2_in21k_ft_in1k", 768), 12);
+  EXPECT_EQ(detail::heads_from_architecture("vit_huge_patch14_224", 1280), 16);
+  EXPECT_EQ(detail::heads_from_architecture("deit_small_patch16_224", 384), 6);
+  EXPECT_EQ(detail::heads_from_architecture("vit_tiny_patch16_384", 192), 3);
+  EXPECT_EQ(detail::heads_from_architecture("vit_base_patch16_224", 384), 0);  // width disagrees
+  EXPECT_EQ(detail::heads_from_architecture("resnet50", 768), 0);
+}
+
+TEST(Pretrained, ExportReadsBackAsTimmWithTheSameLogits) {
+  test::TempDir tmp("export");
+  ViTConfig c = small_config();
+  c.global_pool = "avg";
+  c.img_w = 24;  // non-square
+  c.reg_tokens = 1;
+  c.init_values = 0.1f;
+  ViT m(c);
+  m.init_weights(3);
+  export_timm(m, tmp / "timm", {"a", "b", "c", "d", "e", "f"});
+  const auto cfg = nlohmann::json::parse(read_text_file(tmp / "timm/config.json"));
+  EXPECT_EQ(cfg["model_args"]["num_heads"], 4);
+  EXPECT_EQ(cfg["model_args"]["img_size"], nlohmann::json({16, 24}));
+  EXPECT_EQ(cfg["pretrained_cfg"]["input_size"], nlohmann::json({1, 16, 24}));
+  Pretrained p = load_pretrained(tmp / "timm");
+  EXPECT_EQ(p.format, "timm");
+  EXPECT_EQ(p.class_names.size(), 6u);
+  EXPECT_EQ(p.model->config().to_json(), m.config().to_json());
+  const auto want = logits(m, 5), got = logits(*p.model, 5);
+  EXPECT_EQ(got, want);  // the same weights, bit for bit
+}
+
+TEST(Pretrained, VitcppCheckpointsAreDetected) {
+  test::TempDir tmp("vc");
+  ViT m(small_config());
+  m.init_weights(1);
+  save_checkpoint(tmp / "m.safetensors", m, {{"class_names", R"(["0","1","2","3","4","5"])"}});
+  Pretrained p = load_pretrained(tmp / "m.safetensors");
+  EXPECT_EQ(p.format, "vitcpp");
+  EXPECT_EQ(p.class_names.size(), 6u);
+  EXPECT_EQ(logits(*p.model, 2), logits(m, 2));
+}
+
+TEST(Pretrained, UnsupportedTensorsAreNamed) {
+  test::TempDir tmp("unsup");
+  rewrite(fixture("timm_b"), tmp / "m", {}, {"blocks.0.attn.q_norm.weight", "attn_pool.latent"});
+  const std::string msg = test::error_of([&] { load_pretrained(tmp / "m"); });
+  EXPECT_NE(msg.find("blocks.0.attn.q_norm.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("attn_pool.latent"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("2 tensor(s)"), std::string::npos) << msg;
+}
+
+TEST(Pretrained, MissingTensorsAreNamed) {
+  test::TempDir tmp("missing");
+  rewrite(fixture("timm_b"), tmp / "m", {"blocks.1.mlp.fc2.bias"}, {});
+  const std::string msg = test::error_of([&] { load_pretrained(tmp / "m"); });
+  EXPECT_NE(msg.find("missing tensor 'blocks.1.mlp.fc2.bias'"), std::string::npos) << msg;
+  rewrite(fixture("hf"), tmp / "h", {"vit.encoder.layer.1.attention.attention.key.weight"}, {});
+  const std::string hmsg = test::error_of([&] { load_pretrained(tmp / "h"); });
+  EXPECT_NE(hmsg.find("vit.encoder.layer.1.attention.attention.key.weight"), std::string::npos) << hmsg;
+}
+
+TEST(Pretrained, HuggingFacePoolerIsSkippedWithANote) {
+  test::TempDir tmp("pooler");
+  rewrite(fixture("hf"), tmp / "h", {}, {"vit.pooler.dense.bias"});
+  Pretrained p = load_pretrained(tmp / "h");
+  ASSERT_EQ(p.notes.size(), 1u);
+  EXPECT_NE(p.notes[0].find("pooler"), std::string::npos);
+}
+
+TEST(Pretrained, HeadlessCheckpointsNeedNumClassesAndGetAZeroHead) {
+  test::TempDir tmp("headless");
+  rewrite(fixture("timm_b"), tmp / "m", {"head.weight", "head.bias"}, {});
+  const std::string msg = test::error_of([&] { load_pretrained(tmp / "m"); });
+  EXPECT_NE(msg.find("--num-classes"), std::string::npos) << msg;
+  LoadOptions o;
+  o.num_classes = 7;
+  Pretrained p = load_pretrained(tmp / "m", o);
+  EXPECT_EQ(p.model->config().num_classes, 7);
+  const auto z = logits(*p.model, 1);
+  for (float v : z) EXPECT_EQ(v, 0.f);  // zero head: every logit 0
+  // A new head on a full checkpoint drops its class names.
+  Pretrained q = load_pretrained(fixture("timm_a"), o);
+  EXPECT_TRUE(q.class_names.empty());
+}
+
+TEST(Pretrained, NewInputSizeResamplesThePositionGrid) {
+  LoadOptions o;
+  o.img_h = 48;
+  o.img_w = 40;
+  Pretrained p = load_pretrained(fixture("timm_a"), o);  // no_embed_class: the grid alone
+  EXPECT_EQ(p.model->table().at("pos_embed").shape, (Shape{1, 30, 32}));
+  ASSERT_FALSE(p.notes.empty());
+  EXPECT_NE(p.notes.back().find("4x4 grid to 6x5"), std::string::npos) << p.notes.back();
+  Pretrained h = load_pretrained(fixture("hf"), o);  // class token kept in front
+  EXPECT_EQ(h.model->table().at("pos_embed").shape, (Shape{1, 31, 32}));
+  const Pretrained orig = load_pretrained(fixture("hf"));
+  const float* a = orig.model->params().data() + orig.model->table().at("pos_embed").offset;
+  const float* b = h.model->params().data() + h.model->table().at("pos_embed").offset;
+  EXPECT_TRUE(std::equal(a, a + 32, b));
+  for (float v : logits(*p.model, 4)) EXPECT_TRUE(std::isfinite(v));
+  o.img_w = 41;
+  EXPECT_NE(
+      test::error_of([&] { load_pretrained(fixture("timm_a"), o); }).find("not divisible by patch size"),
+      std::string::npos);
+}
+
+TEST(Pretrained, LabelsFileMustMatchTheHead) {
+  test::TempDir tmp("labels");
+  write_file_atomic(tmp / "labels.txt", "x\ny\n");
+  LoadOptions o;
+  o.labels_file = tmp / "labels.txt";
+  EXPECT_NE(test::error_of([&] { load_pretrained(fixture("hf"), o); }).find("has 2 names"),
+            std::string::npos);
+  write_file_atomic(tmp / "labels.txt", "x\r\ny\r\n\r\nz\n");
+  EXPECT_EQ(load_pretrained(fixture("hf"), o).class_names, (std::vector<std::string>{"x", "y", "z"}));
+}
+
+TEST(Pretrained, BadConfigJsonNamesTheFile) {
+  test::TempDir tmp("badcfg");
+  rewrite(fixture("timm_b"), tmp / "m", {}, {});
+  write_file_atomic(tmp / "m/config.json", "{\"architecture\": ");
+  const std::string msg = test::error_of([&] { load_pretrained(tmp / "m"); });
+  EXPECT_NE(msg.find("config.json"), std::string::npos) << msg;
+  EXPECT_NE(test::error_of([&] { load_pretrained(tmp / "nothing"); }).find("nothing"), std::string::npos);
+}
+
+}  // namespace vit

@@ -1,0 +1,68 @@
+// Child processes for end-to-end tests that popen cannot express: limits set in the child
+// before exec (setrlimit), and a pid to kill -9 at a chosen moment.
+#pragma once
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "vit/core/file.h"
+
+namespace vit::test {
+
+struct ChildOptions {
+  std::string log;               // stdout and stderr go here (required)
+  long long max_file_size = -1;  // RLIMIT_FSIZE in bytes; -1 = unlimited
+};
+
+// Starts `program args...` (split on spaces) and returns its pid.
+inline pid_t spawn(const std::string& program, const std::string& args, const ChildOptions& o) {
+  std::vector<std::string> words{program};
+  std::istringstream is(args);
+  for (std::string w; is >> w;) words.push_back(w);
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  const int fd = ::open(o.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) ::_exit(126);
+  ::dup2(fd, 1);
+  ::dup2(fd, 2);
+  if (o.max_file_size >= 0) {
+    // Ignored, SIGXFSZ no longer kills the writer: write() fails with EFBIG instead, as a
+    // full disk would fail it with ENOSPC.
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit r{rlim_t(o.max_file_size), rlim_t(o.max_file_size)};
+    if (::setrlimit(RLIMIT_FSIZE, &r) != 0) ::_exit(126);
+  }
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  ::_exit(127);
+}
+
+struct Finished {
+  int code = -1;    // exit status, or -1 when killed by a signal
+  int signal = 0;   // the signal that ended it
+  std::string out;  // what it printed
+};
+
+inline Finished wait_for(pid_t pid, const std::string& log) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  Finished f;
+  if (WIFEXITED(status)) f.code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) f.signal = WTERMSIG(status);
+  f.out = read_text_file(log);
+  return f;
+}
+
+inline Finished run_child(const std::string& program, const std::string& args, const ChildOptions& o) {
+  return wait_for(spawn(program, args, o), o.log);
+}
+
+}  // namespace vit::test

@@ -1,0 +1,162 @@
+// Data-parallel training under mpirun (label `mpi`): the same seed and global batch give
+// the same weights with 2 processes as with one, `--resume` continues across a change of
+// the process count, and a rank that fails, disagrees or hangs ends the job with a message
+// instead of a hang. Skipped when the build has no MPI.
+//
+// Tolerances. One process under mpirun computes exactly what a plain run computes
+// (bit-identical). Two processes split each batch's rows, so every gradient is summed in
+// another order (each rank's partial sum, then the all-reduce) and the matrix products run
+// on half the rows: float rounding differs at ~1e-7 relative per step and AdamW carries it
+// on. After 8 steps the weights agree to 2e-4 x the largest weight of each tensor. Two runs
+// with 2 processes are bit-identical (the all-reduce's order is fixed for a given count).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "support/check.h"
+#include "support/temp_dir.h"
+#include "vit/core/file.h"
+#include "vit/io/safetensors.h"
+
+namespace {
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string out;
+  double seconds;
+};
+
+Result shell(const std::string& cmd) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen((cmd + " 2>&1").c_str(), "r"), pclose);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p.get())) > 0) out.append(buf.data(), n);
+  const int status = pclose(p.release());
+  return {WEXITSTATUS(status), out,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+}
+
+// mpirun as root in a container: no binding (the test shares 2 cores with other tests).
+std::string mpirun(int np) {
+  return std::string(VIT_MPIRUN) + " --allow-run-as-root --oversubscribe --bind-to none -np " +
+         std::to_string(np) + " ";
+}
+
+const std::string kVit = VIT_BINARY;
+// 250 samples in batches of 64: the last batch (58) is uneven; dropout, drop path, mixup
+// and CutMix, label smoothing and clipping all on, so each random stream is exercised.
+const std::string kTrain =
+    " train --model mnist-seed --img-size 16 --synthetic 250 -b 64 --threads 1 --seed 5 --drop 0.1 "
+    "--drop-path 0.1 --attn-drop 0.1 --mixup 0.8 --cutmix 1.0 --smoothing 0.1 --clip-grad 1.0 --sched none ";
+
+void expect_same_weights(const fs::path& a, const fs::path& b, double tol) {
+  auto x = vit::SafeTensors::open((a / "last.safetensors").string());
+  auto y = vit::SafeTensors::open((b / "last.safetensors").string());
+  ASSERT_EQ(x.tensors().size(), y.tensors().size());
+  for (auto& t : x.tensors()) {
+    const auto u = x.to_float(t.name), v = y.to_float(t.name);
+    ASSERT_EQ(u.size(), v.size()) << t.name;
+    if (tol == 0)
+      EXPECT_EQ(0, std::memcmp(u.data(), v.data(), u.size() * sizeof(float))) << t.name << " differs";
+    else
+      EXPECT_TRUE(vit::test::close_rel_max(t.name, u.data(), v.data(), int64_t(u.size()), tol));
+  }
+}
+
+// The interrupted run's args.json with more epochs: a constant lr makes the first epochs
+// of a longer run the same as a shorter run, so "2 epochs, then resume to 3" is "3 epochs".
+void extend_epochs(const fs::path& dir, int epochs) {
+  auto args = nlohmann::json::parse(vit::read_text_file((dir / "args.json").string()));
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--epochs") args[i + 1] = std::to_string(epochs);
+  vit::write_file_atomic((dir / "args.json").string(), args.dump());
+}
+
+class Mpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!VIT_HAVE_MPI)
+      GTEST_SKIP() << "built without MPI: install libopenmpi-dev openmpi-bin and reconfigure";
+  }
+};
+
+}  // namespace
+
+TEST_F(Mpi, TwoProcessesTrainTheSameWeightsAsOne) {
+  vit::test::TempDir tmp("mpi_same");
+  const fs::path one = fs::path(tmp.str()) / "one", two = fs::path(tmp.str()) / "two";
+  const fs::path np1 = fs::path(tmp.str()) / "np1", two_again = fs::path(tmp.str()) / "two_again";
+  Result r = shell(kVit + kTrain + "--epochs 2 --output " + one.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = shell(mpirun(2) + kVit + kTrain + "--epochs 2 --output " + two.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("2 processes"), std::string::npos) << r.out;
+  expect_same_weights(one, two, 2e-4);
+  r = shell(mpirun(2) + kVit + kTrain + "--epochs 2 --output " + two_again.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  expect_same_weights(two, two_again, 0);
+  r = shell(mpirun(1) + kVit + kTrain + "--epochs 2 --output " + np1.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  expect_same_weights(one, np1, 0);
+}
+
+TEST_F(Mpi, ResumeContinuesAcrossAChangeOfProcessCount) {
+  vit::test::TempDir tmp("mpi_resume");
+  const fs::path straight = fs::path(tmp.str()) / "straight";
+  Result r = shell(kVit + kTrain + "--epochs 3 --output " + straight.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  // Two epochs with 2 processes, resumed to 3 by one; and the other way round.
+  for (auto [first, then] : {std::pair{2, 1}, std::pair{1, 2}}) {
+    const fs::path dir = fs::path(tmp.str()) / ("from" + std::to_string(first));
+    r = shell(mpirun(first) + kVit + kTrain + "--epochs 2 --output " + dir.string());
+    ASSERT_EQ(r.code, 0) << r.out;
+    extend_epochs(dir, 3);
+    r = shell((then > 1 ? mpirun(then) : "") + kVit + " train --resume " + dir.string());
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("resuming"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("epoch 3/3"), std::string::npos) << r.out;
+    expect_same_weights(straight, dir, 2e-4);
+  }
+}
+
+TEST_F(Mpi, ARankThatCannotReadItsDataStopsTheJobWithAMessageFromRank0) {
+  // MPMD launch: rank 1 gets a data directory that does not exist.
+  const std::string common = " train --model mnist-seed --img-size 16 -b 64 --threads 1 --epochs 1 ";
+  Result r = shell(mpirun(1) + kVit + common + "--synthetic 250 : -np 1 " + kVit + common +
+                   "--data-dir /nonexistent/data");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("vit: error: rank 1: loading the data: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent/data"), std::string::npos) << r.out;
+}
+
+TEST_F(Mpi, MismatchedFlagsAcrossRanksAreDetectedAtStart) {
+  const std::string common = " train --model mnist-seed --img-size 16 --synthetic 250 -b 64 --threads 1 ";
+  Result r = shell(mpirun(1) + kVit + common + "--lr 0.01 : -np 1 " + kVit + common + "--lr 0.02");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("the ranks disagree"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1 has training flags hash="), std::string::npos) << r.out;
+}
+
+TEST_F(Mpi, ARankThatHangsOrDiesEndsTheJobInsteadOfHanging) {
+  // Rank 1 is stopped (SIGSTOP) after 2 s: rank 0 gives up after --comm-timeout 3.
+  const std::string common =
+      " train --model mnist-seed --img-size 16 --synthetic 4000 -b 64 --threads 1 --epochs 500 "
+      "--comm-timeout 3 ";
+  Result r = shell(mpirun(1) + kVit + common + ": -np 1 timeout -s STOP 2 " + kVit + common);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_LT(r.seconds, 60) << r.out;
+  EXPECT_NE(r.out.find("rank 0: no answer from the other ranks for 3 s"), std::string::npos) << r.out;
+  // Rank 1 is killed after 2 s: mpirun ends the job.
+  r = shell(mpirun(1) + kVit + common + ": -np 1 timeout -s KILL 2 " + kVit + common);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_LT(r.seconds, 60) << r.out;
+}

@@ -1,0 +1,248 @@
+// Attention maps, rollout and figures: tiny models with hand-set weights where the
+// attention is known, rollout of identity attention, and PNGs decoded back to check
+// their size and where the heatmap is bright.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "support/check.h"
+#include "support/temp_dir.h"
+#include "vit/model/vit.h"
+#include "vit/viz/attention.h"
+#include "vit/viz/figures.h"
+#include "vit/viz/plot.h"
+
+namespace vit {
+namespace {
+
+// 8x8 gray images, 4x4 patches (a 2x2 grid), a class token, D = 4, one head, one block.
+ViTConfig tiny_config(int64_t depth = 1) {
+  ViTConfig c;
+  c.img_h = c.img_w = 8;
+  c.in_chans = 1;
+  c.patch_h = c.patch_w = 4;
+  c.embed_dim = 4;
+  c.num_heads = 1;
+  c.mlp_dim = 4;
+  c.depth = depth;
+  c.num_classes = 3;
+  c.mean = {0.5f};
+  c.std = {0.5f};
+  return c;
+}
+
+// Every weight zero except LayerNorm scales (1) and attention that makes patch `target`
+// take the class token's attention: the patches' inputs are all zero, so tokens differ by
+// position embedding only. After norm1, `target` is s(1,-1,0,0) and every other token
+// s(0,0,1,-1), s = sqrt(2). Queries are the constant q = (10,0,0,0) (a bias), keys
+// k = norm1(x) (identity weight), so the score of `target` is 10 s / sqrt(4) = 5 sqrt(2)
+// for every query and 0 for every other key.
+void one_patch_takes_attention(ViT& m, int64_t target) {
+  m.params().zero();
+  const ViTConfig& c = m.config();
+  for (const auto& name : {"norm.weight", "blocks.0.norm1.weight", "blocks.0.norm2.weight"}) {
+    Tensor w = m.param(name);
+    for (int64_t i = 0; i < w.numel(); ++i) w.data[i] = 1.f;
+  }
+  Tensor pos = m.param("pos_embed");  // [1, T, D]
+  for (int64_t t = 0; t < c.num_tokens(); ++t) {
+    const bool hot = t == 1 + target;
+    const float row[4] = {hot ? 1.f : 0.f, hot ? -1.f : 0.f, hot ? 0.f : 1.f, hot ? 0.f : -1.f};
+    std::copy(row, row + 4, pos.data + t * 4);
+  }
+  Tensor qkvw = m.param("blocks.0.attn.qkv.weight"),
+         qkvb = m.param("blocks.0.attn.qkv.bias");  // [12, 4], [12]
+  qkvb.data[0] = 10.f;
+  for (int64_t i = 0; i < 4; ++i) qkvw.data[(4 + i) * 4 + i] = 1.f;
+}
+
+TEST(Attention, InferReturnsTheProbabilitiesAndTheSameLogits) {
+  ViT m(tiny_config(2));
+  m.init_weights(7);
+  const ViTConfig& c = m.config();
+  const int64_t B = 3, T = c.num_tokens();
+  const auto x = test::randn(B * 64, 1);
+  std::vector<float> plain(B * 3), with(B * 3), attn(c.depth * B * T * T, -1.f);
+  m.infer(x.data(), B, nullptr, plain.data());
+  m.infer(x.data(), B, nullptr, with.data(), attn.data());
+  EXPECT_TRUE(
+      test::close_rel_max("logits with and without attention output", with.data(), plain.data(), B * 3, 0.0));
+  double worst = 0;  // every row is a distribution
+  for (int64_t r = 0; r < c.depth * B * T; ++r) {
+    double sum = 0;
+    for (int64_t j = 0; j < T; ++j) {
+      EXPECT_GE(attn[r * T + j], 0.f);
+      sum += attn[r * T + j];
+    }
+    worst = std::max(worst, std::fabs(sum - 1));
+  }
+  EXPECT_LT(worst, 1e-5) << "worst row sum error";
+}
+
+TEST(Attention, OnePatchTakesAllTheAttentionAndTheMapPeaksThere) {
+  for (int64_t target = 0; target < 4; ++target) {
+    ViT m(tiny_config());
+    one_patch_takes_attention(m, target);
+    const ViTConfig& c = m.config();
+    const int64_t T = c.num_tokens();
+    const auto x = test::randn(64, 2);  // ignored: the patch embedding is zero
+    std::vector<float> logits(3), attn(T * T);
+    m.infer(x.data(), 1, nullptr, logits.data(), attn.data());
+    // Row 0 (the class token): e^s / (e^s + 4) on target, 1 / (e^s + 4) elsewhere.
+    const double s = 5 * std::sqrt(2.0), hot = std::exp(s) / (std::exp(s) + 4), cold = 1 / (std::exp(s) + 4);
+    std::vector<float> want(T, float(cold));
+    want[1 + target] = float(hot);
+    EXPECT_TRUE(test::close_rel_max("class token's attention row", attn.data(), want.data(), T, 1e-5));
+    for (const char* method : {"cls", "rollout"}) {
+      const std::vector<float> map = viz::attention_map(attn.data(), c, 1, 0, method, 0, -1);
+      ASSERT_EQ(map.size(), 4u);
+      EXPECT_EQ(std::max_element(map.begin(), map.end()) - map.begin(), target) << method;
+    }
+    // Rollout of one block: the class token's row of (A + I) / 2.
+    const auto r = viz::attention_map(attn.data(), c, 1, 0, "rollout", 0, -1);
+    EXPECT_NEAR(r[target], hot / 2, 1e-6);
+    EXPECT_NEAR(r[(target + 1) % 4], cold / 2, 1e-6);
+  }
+}
+
+TEST(Attention, RolloutOfIdentityAttentionIsTheIdentity) {
+  const int64_t L = 4, H = 3, T = 6;
+  std::vector<float> probs(L * H * T * T, 0.f);
+  for (int64_t lh = 0; lh < L * H; ++lh)
+    for (int64_t i = 0; i < T; ++i) probs[lh * T * T + i * T + i] = 1.f;
+  std::vector<float> eye(T * T, 0.f);
+  for (int64_t i = 0; i < T; ++i) eye[i * T + i] = 1.f;
+  for (int64_t head : {-1, 0, 2}) {
+    const auto r = viz::attention_rollout(probs.data(), L, H * T * T, H, T, head);
+    EXPECT_TRUE(test::close_rel_max("rollout of identity attention", r.data(), eye.data(), T * T, 0.0));
+  }
+}
+
+TEST(Attention, RolloutMultipliesLaterLayersOnTheLeft) {
+  // Two layers on T = 2 tokens, one head. A1 = [[0,1],[1,0]] -> A1' = [[.5,.5],[.5,.5]];
+  // A2 = I -> A2' = I. R = A2' A1' = A1'. Swapping the order changes nothing here, so use
+  // A2 = [[1,0],[1,0]] -> A2' = [[1,0],[.5,.5]]: R = A2' A1' = [[.5,.5],[.5,.5]], while
+  // A1' A2' would be [[.75,.25],[.75,.25]].
+  const std::vector<float> probs = {0, 1, 1, 0, 1, 0, 1, 0};
+  const auto r = viz::attention_rollout(probs.data(), 2, 4, 1, 2, -1);
+  const std::vector<float> want = {.5f, .5f, .5f, .5f};
+  EXPECT_TRUE(test::close_rel_max("rollout", r.data(), want.data(), 4, 1e-7));
+}
+
+TEST(Attention, HeadsAreAveragedOrPicked) {
+  const std::vector<float> probs = {1, 0, 0, 1, 0, 1, 1, 0};  // H = 2, T = 2
+  const auto mean = viz::head_attention(probs.data(), 2, 2, -1);
+  const auto h1 = viz::head_attention(probs.data(), 2, 2, 1);
+  const std::vector<float> want_mean = {.5f, .5f, .5f, .5f}, want_h1 = {0, 1, 1, 0};
+  EXPECT_TRUE(test::close_rel_max("mean of heads", mean.data(), want_mean.data(), 4, 0.0));
+  EXPECT_TRUE(test::close_rel_max("head 1", h1.data(), want_h1.data(), 4, 0.0));
+  EXPECT_NE(test::error_of([&] { viz::head_attention(probs.data(), 2, 2, 2); }).find("out of range"),
+            std::string::npos);
+}
+
+TEST(Attention, AvgPooledModelsUseTheMeanOfThePatchRows) {
+  ViTConfig c = tiny_config();
+  c.global_pool = "avg";
+  const int64_t T = c.num_tokens();  // 5: cls + 4 patches
+  std::vector<float> a(T * T, 0.f);
+  a[0 * T + 4] = 1;                 // the class token's row is ignored
+  a[1 * T + 1] = a[2 * T + 1] = 1;  // two patch rows look at patch 0
+  a[3 * T + 2] = a[4 * T + 3] = 1;  // one at patch 1, one at patch 2
+  const auto map = viz::patch_map(a, c);
+  const std::vector<float> want = {.5f, .25f, .25f, 0.f};
+  EXPECT_TRUE(test::close_rel_max("avg-pool map", map.data(), want.data(), 4, 1e-7));
+}
+
+TEST(Attention, UpsampledMapIsNormalizedToZeroOne) {
+  const auto m = viz::upsample_normalized({0.f, 1.f, 2.f, 3.f}, 2, 2, 8, 8);
+  EXPECT_FLOAT_EQ(*std::min_element(m.begin(), m.end()), 0.f);
+  EXPECT_FLOAT_EQ(*std::max_element(m.begin(), m.end()), 1.f);
+  EXPECT_EQ(m[0], 0.f);   // top-left holds the smallest patch
+  EXPECT_EQ(m[63], 1.f);  // bottom-right the largest
+  const auto flat = viz::upsample_normalized({2.f, 2.f, 2.f, 2.f}, 2, 2, 4, 4);
+  EXPECT_EQ(*std::max_element(flat.begin(), flat.end()), 0.f);
+}
+
+TEST(Figures, AttentionFigureIsAPngWithTheHeatmapBrightWhereTheMapPeaks) {
+  test::TempDir tmp("viz");
+  Image view{28, 28, 1, std::vector<uint8_t>(28 * 28, 128)};
+  const std::string path = tmp / "a.png";
+  viz::attention_figure(view, {1.f, 0.f, 0.f, 0.f}, 2, 2, "digit: 7 99.0%", path);  // peak: top-left patch
+  const Image png = read_image(path);
+  // Three 196-pixel panels (28 x 7) with 12-pixel margins, 40 above, 30 below.
+  EXPECT_EQ(png.w, 3 * 196 + 4 * 12);
+  EXPECT_EQ(png.h, 40 + 196 + 30);
+  auto px = [&](int64_t x, int64_t y) { return &png.px[(y * png.w + x) * png.c]; };
+  const int64_t hx = 12 + 196 + 12, top = 40;     // the heatmap panel
+  const uint8_t* hot = px(hx + 2, top + 2);       // viridis(1): #FDE725
+  const uint8_t* cold = px(hx + 193, top + 193);  // viridis(0): #440154
+  EXPECT_EQ(hot[0], 0xFD);
+  EXPECT_EQ(hot[1], 0xE7);
+  EXPECT_EQ(cold[0], 0x44);
+  EXPECT_EQ(cold[2], 0x54);
+  // The caption is drawn: dark pixels in the strip above the panels.
+  int dark = 0;
+  for (int64_t y = 0; y < top; ++y)
+    for (int64_t x = 0; x < png.w; ++x) dark += px(x, y)[0] < 100;
+  EXPECT_GT(dark, 50);
+}
+
+TEST(Figures, PosEmbedSimilarityIsOneOnTheDiagonalAndSymmetric) {
+  const std::vector<float> pos = {1, 0, 0, 1, 1, 1, -1, 0};  // N = 4, D = 2
+  const auto s = viz::pos_embed_similarity(pos.data(), 4, 2);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(s[i * 4 + i], 1.f, 1e-6);
+  EXPECT_NEAR(s[0 * 4 + 1], 0.f, 1e-7);  // orthogonal
+  EXPECT_NEAR(s[0 * 4 + 2], 1 / std::sqrt(2.f), 1e-6);
+  EXPECT_NEAR(s[0 * 4 + 3], -1.f, 1e-6);  // opposite
+  EXPECT_EQ(s[2 * 4 + 3], s[3 * 4 + 2]);
+  test::TempDir tmp("viz");
+  viz::pos_embed_figure(pos.data(), 2, 2, 2, "t", tmp / "p.png");
+  EXPECT_GT(read_image(tmp / "p.png").w, 100);
+}
+
+TEST(Figures, SummaryCsvIsReadAndBadFilesNameTheProblem) {
+  test::TempDir tmp("viz");
+  std::ofstream(tmp / "summary.csv")
+      << "epoch,train_loss,train_top1,eval_loss,eval_top1,eval_top5,lr,seconds\n"
+         "1,2.0,0.3,1.5,0.5,0.9,0.001,3.5\n2,1.0,0.6,0.9,0.7,0.95,0.0005,3.4\n";
+  const viz::RunHistory h = viz::read_summary_csv(tmp / "summary.csv");
+  ASSERT_EQ(h.epoch.size(), 2u);
+  EXPECT_EQ(h.eval_top1[1], 0.7);
+  viz::curves_figure(h, "run", tmp / "c.png");
+  EXPECT_EQ(read_image(tmp / "c.png").w, 1200);
+  std::ofstream(tmp / "bad.csv") << "epoch,train_loss,train_top1,eval_loss,eval_top1,lr\n1,2.0,x,1,1,1\n";
+  EXPECT_NE(
+      test::error_of([&] { viz::read_summary_csv(tmp / "bad.csv"); }).find("bad.csv:2: column train_top1"),
+      std::string::npos);
+  std::ofstream(tmp / "nocol.csv") << "epoch,train_loss\n";
+  EXPECT_NE(test::error_of([&] { viz::read_summary_csv(tmp / "nocol.csv"); }).find("no column 'train_top1'"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([&] { viz::read_summary_csv(tmp / "none.csv"); }).find("none.csv: cannot open"),
+            std::string::npos);
+}
+
+TEST(Figures, ConfusionMatrixPngAndAFailedWriteNamesTheFile) {
+  test::TempDir tmp("viz");
+  viz::confusion_figure({5, 1, 0, 2, 7, 1, 0, 0, 9}, 3, {"cat", "dog", "bird"}, "c", tmp / "m.png");
+  EXPECT_GT(read_image(tmp / "m.png").w, 0);
+  const std::string bad = tmp / "no/such/dir/m.png";
+  EXPECT_NE(test::error_of([&] { viz::confusion_figure({1}, 1, {}, "c", bad); }).find(bad),
+            std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(bad));
+}
+
+TEST(Plot, NiceTicksAreRoundAndCoverTheRange) {
+  const auto t = viz::nice_ticks(0.013, 0.87, 5);
+  EXPECT_LE(t.front(), 0.013);
+  EXPECT_GE(t.back(), 0.87 - 1e-12);
+  EXPECT_NEAR(t[1] - t[0], 0.2, 1e-12);
+  EXPECT_EQ(viz::tick_label(0.4, 0.2), "0.4");
+  EXPECT_EQ(viz::tick_label(20, 5), "20");
+  EXPECT_EQ(viz::tick_label(0.0005, 0.0001), "5e-04");
+  EXPECT_GE(viz::nice_ticks(3, 3, 5).size(), 2u);  // one value still gets an axis
+}
+
+}  // namespace
+}  // namespace vit
