@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-${FUZZ_SECONDS:-60}}"
 shift || true
 names=("$@")
-((${#names[@]})) || names=(safetensors config idx cifar image pretrained_config)
+((${#names[@]})) || names=(safetensors config idx cifar image pretrained_config tensor_spec)
 scripts/setup.sh --fuzz
 CXX=clang++ CC=clang cmake -S . -B build-fuzz -DVIT_FUZZ=ON -DVIT_BUILD_TESTS=OFF -DVIT_BUILD_BENCH=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -31,6 +31,9 @@ for n in "${names[@]}"; do
     pretrained_config) for k in timm_a hf; do
         { [[ $k == hf ]] && printf '\1' || printf '\0'; cat tests/fixtures/pretrained/$k/config.json; } >"$corpus/$k"
       done ;;
+    tensor_spec) hdr='{"x":{"dtype":"F32","shape":[2,1,4,4],"data_offsets":[0,128]}}'
+      { echo "x.safetensors:x"; printf "$(printf '\\x%02x' "${#hdr}")\0\0\0\0\0\0\0%s" "$hdr"
+        head -c 128 /dev/zero; } >"$corpus/valid" ;;
   esac
   echo "fuzz_$n: ${seconds} s"
   log=build-fuzz/fuzz_$n.log

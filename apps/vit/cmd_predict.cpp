@@ -12,6 +12,7 @@
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 #include "vit/data/open.h"
+#include "vit/io/tensor_input.h"
 
 namespace vit::app {
 
@@ -79,21 +80,16 @@ Run add_predict(CLI::App& cmd) {
     const auto& names = loaded.class_names;
     const int64_t K = cfg.num_classes, n = cfg.in_chans * cfg.img_h * cfg.img_w;
     if (!f->tensor.empty()) {
-      const auto colon = f->tensor.rfind(':');
-      VIT_CHECK(colon != std::string::npos, "--tensor wants FILE.safetensors:NAME, got ", f->tensor);
-      const SafeTensors t = SafeTensors::open(f->tensor.substr(0, colon));
-      const std::string name = f->tensor.substr(colon + 1);
-      const Shape want = {t.at(name).shape.empty() ? 0 : t.at(name).shape[0], cfg.in_chans, cfg.img_h,
-                          cfg.img_w};
-      VIT_CHECK(t.at(name).shape == want, f->tensor, ": shape ", shape_str(t.at(name).shape),
-                ", the model takes ", shape_str(want));
-      const auto x = t.to_float(name);
-      std::vector<float> logits(want[0] * K);
-      for (int64_t first = 0; first < want[0]; first += f->batch_size) {
-        const int64_t B = std::min(f->batch_size, want[0] - first);
+      const TensorSpec spec = parse_tensor_spec(f->tensor);
+      int64_t rows = 0;
+      const auto x = read_tensor_input(SafeTensors::open(spec.file), spec.name, cfg.in_chans, cfg.img_h,
+                                       cfg.img_w, &rows);
+      std::vector<float> logits(rows * K);
+      for (int64_t first = 0; first < rows; first += f->batch_size) {
+        const int64_t B = std::min(f->batch_size, rows - first);
         model.infer(x.data() + first * n, B, nullptr, logits.data() + first * K);
       }
-      for (int64_t i = 0; i < want[0]; ++i) print(*f, {{"row", i}}, logits.data() + i * K, K, names);
+      for (int64_t i = 0; i < rows; ++i) print(*f, {{"row", i}}, logits.data() + i * K, K, names);
       return 0;
     }
     const InputSpec in = f->input.spec(cfg);

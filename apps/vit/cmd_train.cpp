@@ -89,7 +89,7 @@ struct TrainFlags {
   std::vector<float> scale, ratio;
   int threads = 0;
   double comm_timeout = 600;
-  std::string resume, pretrained;
+  std::string resume, pretrained, progress = "auto";
   bool skip_bad_images = false, no_memory_check = false;
 };
 }  // namespace
@@ -179,6 +179,11 @@ Run add_train(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--log-every", t.log_every, "steps between log lines when output is not a terminal")
       ->capture_default_str();
+  cmd.add_option("--progress", f->progress,
+                 "auto: a progress bar when stdout is a terminal, else log lines; bar; log (use log under "
+                 "mpirun with redirected output: Open MPI gives every rank a terminal)")
+      ->check(CLI::IsMember({"auto", "bar", "log"}))
+      ->capture_default_str();
   return [f] {
     TrainFlags& F = *f;
     VIT_CHECK(F.data_dir.empty() != (F.synthetic == 0), "give either --data-dir DIR or --synthetic N");
@@ -264,7 +269,7 @@ Run add_train(CLI::App& cmd) {
       write_file_atomic((std::filesystem::path(F.train.output) / "args.json").string(),
                         nlohmann::json(invocation()).dump(1) + "\n");
     }
-    F.train.progress_bar = ::isatty(STDOUT_FILENO) != 0;
+    F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && ::isatty(STDOUT_FILENO) != 0);
     out << "model: " << cfg.to_json(-1) << "\nthreads: " << num_threads();
     if (comm.size() > 1) out << " per process, " << comm.size() << " processes";
     out << "\n";

@@ -7,6 +7,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "support/run_vit.h"
 #include "support/temp_dir.h"
@@ -47,9 +49,53 @@ TEST(Cli, ShortSyntheticTrainingRunWritesItsRunDirectory) {
   Result bad = run("predict --checkpoint " + (dir / "last.safetensors").string() + " /nonexistent.png");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("/nonexistent.png"), std::string::npos) << bad.out;
+  // --tensor FILE:NAME: one JSON line per row; equal rows give equal logits; bad specs and
+  // shapes are errors that say what was wanted.
+  std::vector<float> x(3 * 16 * 16);
+  for (size_t i = 0; i < 256; ++i) x[i] = x[512 + i] = float(i % 7) - 3.f, x[256 + i] = 1.f;
+  const std::string xs = (fs::path(tmp.str()) / "x.safetensors").string();
+  vit::write_safetensors(
+      xs, {{"x", {3, 1, 16, 16}, vit::DType::F32, x.data()}, {"flat", {768}, vit::DType::F32, x.data()}});
+  const std::string ck = " --checkpoint " + (dir / "last.safetensors").string();
+  Result rows = run("predict --json --logits" + ck + " --tensor " + xs + ":x");
+  ASSERT_EQ(rows.code, 0) << rows.out;
+  std::vector<nlohmann::json> lines;
+  for (size_t at = 0, nl; (nl = rows.out.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(nlohmann::json::parse(rows.out.substr(at, nl - at)));
+  ASSERT_EQ(lines.size(), 3u) << rows.out;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(lines[i]["row"], i);
+  EXPECT_EQ(lines[0]["logits"], lines[2]["logits"]);
+  EXPECT_NE(lines[0]["logits"], lines[1]["logits"]);
+  for (const auto& [spec, says] : std::vector<std::pair<std::string, std::string>>{
+           {xs, "wants FILE.safetensors:NAME"},
+           {xs + ":", "no tensor name after the colon"},
+           {xs + ":nope", "no tensor named 'nope'"},
+           {xs + ":flat", "shape [768], the model takes [B, 1, 16, 16]"}}) {
+    Result e = run("predict" + ck + " --tensor " + spec);
+    EXPECT_NE(e.code, 0) << spec;
+    EXPECT_NE(e.out.find(says), std::string::npos) << spec << ": " << e.out;
+  }
   Result info = run("info --checkpoint " + (dir / "last.safetensors").string());
   EXPECT_EQ(info.code, 0) << info.out;
   EXPECT_NE(info.out.find("\"img_size\""), std::string::npos) << info.out;
+}
+
+TEST(Cli, ProgressBarOrLogLinesAsAsked) {
+  vit::test::TempDir tmp("progress");
+  const std::string base =
+      "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 1 -b 16 --threads 1 ";
+  // Output is a pipe here: auto gives log lines, --progress bar forces the bar (for mpirun,
+  // where every rank sees a terminal, --progress log is the way back).
+  Result bar = run(base + "--progress bar --output " + (tmp / "a"));
+  ASSERT_EQ(bar.code, 0) << bar.out;
+  EXPECT_NE(bar.out.find("\r\033[2Kepoch 1/1 ["), std::string::npos) << bar.out;
+  Result log = run(base + "--log-every 2 --output " + (tmp / "b"));
+  ASSERT_EQ(log.code, 0) << log.out;
+  EXPECT_EQ(log.out.find("\033[2K"), std::string::npos) << log.out;
+  EXPECT_NE(log.out.find("epoch 1/1 step 2/4 loss"), std::string::npos) << log.out;
+  Result bad = run(base + "--progress sometimes");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--progress"), std::string::npos) << bad.out;
 }
 
 TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {

@@ -1,7 +1,8 @@
 // Crash safety of `vit train`, end to end: a run killed with SIGKILL at random moments and
 // resumed ends with the same weights as an uninterrupted run, bit for bit; a checkpoint write
-// that fails part-way (RLIMIT_FSIZE) leaves the previous file readable and names it; a run
-// whose loss turns NaN/Inf stops with a message and keeps its last good checkpoint.
+// that fails part-way (RLIMIT_FSIZE) or a read-only run directory leaves the previous files
+// readable and names the file; a run whose loss turns NaN/Inf stops with a message and keeps
+// its last good checkpoint.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,8 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -127,6 +130,42 @@ TEST(CrashSafety, ACheckpointWriteThatFailsPartWayKeepsThePreviousFileAndNamesIt
   EXPECT_NO_THROW(vit::SafeTensors::open(state));
   EXPECT_NO_THROW(vit::SafeTensors::open(weights));
   EXPECT_TRUE(temp_files(tmp / "run").empty()) << temp_files(tmp / "run").front();
+}
+
+TEST(CrashSafety, AReadOnlyRunDirectoryKeepsItsCheckpointsAndNamesTheFile) {
+  vit::test::TempDir tmp("readonly");
+  const std::string run =
+      "train --model mnist-seed --img-size 16 --synthetic 32 --epochs 1 -b 32 --threads 1 --output " +
+      (tmp / "run");
+  Finished first = vit::test::run_child(VIT_BINARY, run, {tmp / "a.log"});
+  ASSERT_EQ(first.code, 0) << first.out;
+  std::map<std::string, std::vector<char>> before;
+  for (const auto& e : fs::directory_iterator(tmp / "run"))
+    before[e.path().string()] = vit::read_file_bytes(e.path().string());
+  // Read-only for the run: mode 0555, and, since root writes anywhere, the run as `nobody`.
+  fs::permissions(tmp / "run", fs::perms(0555));
+  fs::permissions(tmp.str(), fs::perms(0755));
+  // nobody runs a copy of the program in the temp dir: the build tree may sit where only
+  // root can enter (a CI checkout under /root).
+  ChildOptions o{tmp / "b.log"};
+  std::string program = VIT_BINARY;
+  if (::geteuid() == 0) {
+    o.uid = 65534;
+    program = tmp / "vit";
+    fs::copy_file(VIT_BINARY, program);
+  }
+  Finished second = vit::test::run_child(program, run + " --seed 5", o);
+  fs::permissions(tmp / "run", fs::perms(0755));
+  if (second.code == vit::test::kCannotSwitchUser || second.code == 127)
+    GTEST_SKIP() << "running as root and cannot run " << program << " as nobody (exit " << second.code << ")";
+  EXPECT_NE(second.code, 0) << second.out;
+  EXPECT_NE(second.out.find(tmp / "run"), std::string::npos) << "the error names the file: " << second.out;
+  EXPECT_NE(second.out.find("Permission denied"), std::string::npos) << second.out;
+  std::map<std::string, std::vector<char>> after;
+  for (const auto& e : fs::directory_iterator(tmp / "run"))
+    after[e.path().string()] = vit::read_file_bytes(e.path().string());
+  EXPECT_TRUE(after == before) << "the run directory is unchanged";
+  EXPECT_NO_THROW(vit::SafeTensors::open(tmp / "run/last.safetensors"));
 }
 
 TEST(CrashSafety, ALossThatTurnsNonFiniteStopsTheRunAndKeepsTheLastGoodCheckpoint) {

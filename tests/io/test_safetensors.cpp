@@ -11,6 +11,7 @@
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/io/safetensors.h"
+#include "vit/io/tensor_input.h"
 
 namespace vit {
 
@@ -201,3 +202,11 @@ TEST(FileWrite, FailureLeavesThePreviousFileIntact) {
 }
 
 }  // namespace vit
+
+TEST(TensorSpec, SplitsAtTheLastColonAndRefusesEmptyParts) {
+  const vit::TensorSpec s = vit::parse_tensor_spec("runs/a:b/x.safetensors:images");
+  EXPECT_EQ(s.file, "runs/a:b/x.safetensors");
+  EXPECT_EQ(s.name, "images");
+  for (const char* bad : {"x.safetensors", "x.safetensors:", ":images", ""})
+    EXPECT_THROW(vit::parse_tensor_spec(bad), vit::Error) << bad;
+}

@@ -1,7 +1,8 @@
 // Child processes for end-to-end tests that popen cannot express: limits set in the child
-// before exec (setrlimit), and a pid to kill -9 at a chosen moment.
+// before exec (setrlimit, another user), and a pid to kill -9 at a chosen moment.
 #pragma once
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -18,7 +19,11 @@ namespace vit::test {
 struct ChildOptions {
   std::string log;               // stdout and stderr go here (required)
   long long max_file_size = -1;  // RLIMIT_FSIZE in bytes; -1 = unlimited
+  int uid = -1;                  // run as this user and group (needs root); -1 = as we are
 };
+
+// The exit status of a child that could not become ChildOptions::uid.
+constexpr int kCannotSwitchUser = 125;
 
 // Starts `program args...` (split on spaces) and returns its pid.
 inline pid_t spawn(const std::string& program, const std::string& args, const ChildOptions& o) {
@@ -38,6 +43,9 @@ inline pid_t spawn(const std::string& program, const std::string& args, const Ch
     rlimit r{rlim_t(o.max_file_size), rlim_t(o.max_file_size)};
     if (::setrlimit(RLIMIT_FSIZE, &r) != 0) ::_exit(126);
   }
+  if (o.uid >= 0 &&
+      (::setgroups(0, nullptr) != 0 || ::setgid(gid_t(o.uid)) != 0 || ::setuid(uid_t(o.uid)) != 0))
+    ::_exit(kCannotSwitchUser);
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
