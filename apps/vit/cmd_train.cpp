@@ -210,7 +210,7 @@ Run add_train(CLI::App& cmd) {
                 " (only --img-size, --num-classes, --num-heads and dropout rates apply)");
       LoadOptions o = load_options(F.model.img_size, F.model.num_heads);
       o.num_classes = F.model.num_classes;
-      o.adjust = [&](ViTConfig& c) { F.model.apply_regularization(c); };
+      o.adjust = [&](ViTConfig& c) { F.model.apply_training_overrides(c); };
       run_agreed(comm, "loading the pretrained weights", [&] {
         Pretrained p = load_pretrained(F.pretrained, o);
         if (comm.root()) print_notes(p);

@@ -1,6 +1,7 @@
 #include "model_flags.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 
 #include "vit/core/error.h"
@@ -37,6 +38,13 @@ void ModelFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--drop", drop, "dropout rate (projections, MLP and head)");
   cmd.add_option("--drop-path", drop_path, "stochastic depth rate");
   cmd.add_option("--attn-drop", attn_drop, "attention dropout rate");
+  cmd.add_option("--mean", mean,
+                 "input normalization mean: one value or one per channel (default: the model's)")
+      ->expected(1, 4)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--std", std, "input normalization std: one value or one per channel (default: the model's)")
+      ->expected(1, 4)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 ViTConfig ModelFlags::resolve() const {
@@ -62,15 +70,24 @@ ViTConfig ModelFlags::resolve() const {
     c.global_pool = pool;
   }
   if (!pos_embed.empty()) c.pos_embed = pos_embed;
-  apply_regularization(c);
+  apply_training_overrides(c);
   c.validate();
   return c;
 }
 
-void ModelFlags::apply_regularization(ViTConfig& c) const {
+void ModelFlags::apply_training_overrides(ViTConfig& c) const {
   if (drop >= 0) c.drop_rate = c.proj_drop_rate = drop;
   if (drop_path >= 0) c.drop_path_rate = drop_path;
   if (attn_drop >= 0) c.attn_drop_rate = attn_drop;
+  auto per_channel = [&](const std::vector<float>& v, const char* flag, std::vector<float>& out) {
+    if (v.empty()) return;
+    VIT_CHECK(v.size() == 1 || int64_t(v.size()) == c.in_chans, flag, " takes 1 or ", c.in_chans,
+              " values (one per input channel), got ", v.size());
+    out = v.size() == 1 ? std::vector<float>(size_t(c.in_chans), v[0]) : v;
+  };
+  per_channel(mean, "--mean", c.mean);
+  per_channel(std, "--std", c.std);
+  for (float s : c.std) VIT_CHECK(s > 0 && std::isfinite(s), "--std must be positive, got ", s);
 }
 
 std::string ModelFlags::architecture_flag() const {

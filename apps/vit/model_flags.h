@@ -18,11 +18,13 @@ struct ModelFlags {
   int64_t in_chans = 0, embed_dim = 0, depth = 0, num_heads = 0, mlp_dim = 0, num_classes = 0;
   std::string pool, pos_embed;
   float drop = -1, drop_path = -1, attn_drop = -1;
+  std::vector<float> mean, std;  // input normalization, one value or one per channel
 
   void add_to(CLI::App& cmd);
   ViTConfig resolve() const;  // validated
-  // Dropout and drop-path overrides alone (fine-tuning a pretrained architecture).
-  void apply_regularization(ViTConfig& c) const;
+  // The overrides that keep the architecture (fine-tuning a pretrained one): dropouts,
+  // drop path, input mean/std.
+  void apply_training_overrides(ViTConfig& c) const;
   // The flags that change the architecture (which a pretrained checkpoint fixes), if any.
   std::string architecture_flag() const;
 };

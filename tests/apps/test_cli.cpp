@@ -98,6 +98,24 @@ TEST(Cli, ProgressBarOrLogLinesAsAsked) {
   EXPECT_NE(bad.out.find("--progress"), std::string::npos) << bad.out;
 }
 
+TEST(Cli, MeanAndStdOverrideTheModelsNormalization) {
+  vit::test::TempDir tmp("norm");
+  const std::string base =
+      "train --model mnist-seed --img-size 16 --synthetic 32 --epochs 1 -b 16 --threads 1 ";
+  Result r = run(base + "--mean 0.286 --std 0.353 --output " + (tmp / "run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto cfg = nlohmann::json::parse(vit::read_text_file(tmp / "run/config.json"));
+  EXPECT_EQ(cfg["mean"], nlohmann::json::array({0.286})) << cfg.dump();
+  EXPECT_EQ(cfg["std"], nlohmann::json::array({0.353})) << cfg.dump();
+  r = run(base + "--mean 0.4 0.5");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--mean takes 1 or 1 values (one per input channel), got 2"), std::string::npos)
+      << r.out;
+  r = run(base + "--std 0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--std must be positive"), std::string::npos) << r.out;
+}
+
 TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {
   Result r =
       run("bench --model mnist-seed --mode train -b 8 --threads 1 --warmup 1 --runs 3 --min-time 0 "
