@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # From nothing to a trained ViT: install dependencies, build, fetch MNIST, train seed 001's
 # recipe (mnist-seed: 4x4 patches, 8 dims, 2 blocks, 2 heads; Adam 0.005, batch 128,
-# 5 epochs; about half a minute on two cores), evaluate it on the test set, then write a
-# few test digits as PNG files and predict them.
+# 5 epochs; about half a minute on two cores), evaluate it on the test set, write a few
+# test digits as PNG files and predict them, then draw where the model looks (the class
+# token's attention and attention rollout over those digits) and the training curves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -14,3 +15,9 @@ build/vit eval --checkpoint runs/mnist-seed/best.safetensors --data-dir data/mni
 build/vit samples --data-dir data/mnist -n 8 --out runs/mnist-seed/digits > /dev/null
 echo "predictions for runs/mnist-seed/digits/<index>_<true label>.png:"
 build/vit predict --checkpoint runs/mnist-seed/best.safetensors --topk 3 runs/mnist-seed/digits/*.png
+build/vit attention --checkpoint runs/mnist-seed/best.safetensors --out runs/mnist-seed/attention \
+  runs/mnist-seed/digits/*.png
+build/vit attention --checkpoint runs/mnist-seed/best.safetensors --out runs/mnist-seed/attention \
+  --method rollout runs/mnist-seed/digits/*.png
+build/vit plot --run runs/mnist-seed
+echo "pictures: runs/mnist-seed/attention/*.png (image | attention | overlay), runs/mnist-seed/curves.png"
