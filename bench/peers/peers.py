@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""vitcpp next to PyTorch on the issue's workloads, measured in one sitting, one table of ratios.
+"""vitcpp next to PyTorch and ONNX Runtime on the issue's workloads, in one sitting, one table of ratios.
 
     /usr/bin/python3 bench/peers/peers.py [--threads 2] [--rounds 3] [--only cifar] [--markdown]
 
@@ -14,6 +14,12 @@ models it is run on 1 thread too and its better thread count is kept (it is fast
 thread there). vitcpp is `build/vit bench --json` with --threads. Needs a Release build
 (build/vit) and `scripts/setup.sh --torch`. Not part of CI; results also go to
 build/peers/results.jsonl.
+
+ONNX Runtime (inference workloads only) runs when its npm package is installed:
+`(cd bench/peers/ort && npm install --ignore-scripts)`; the models are exported from the
+same PyTorch modules to build/peers/onnx (torch_reference.py --export-onnx) on first use and
+timed by bench/peers/ort/ort_bench.mjs with Node.js, at --threads and, on the small models,
+also on 1 thread (the better is kept). --no-ort leaves it out.
 """
 import argparse
 import json
@@ -65,42 +71,76 @@ def torch(mode, model, batch, threads):
     return j["median_ms"], j
 
 
+ORT_DIR = os.path.join(ROOT, "bench/peers/ort")
+ONNX_DIR = os.path.join(ROOT, "build/peers/onnx")
+
+
+def ort_available():
+    return os.path.isdir(os.path.join(ORT_DIR, "node_modules/onnxruntime-node"))
+
+
+def ort(model, batch, threads, min_time):
+    path = os.path.join(ONNX_DIR, f"{model}_b{batch}.onnx")
+    if not os.path.exists(path):
+        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_reference.py"), "--export-onnx",
+                        ONNX_DIR, "--only", model], check=True, capture_output=True, cwd=ROOT)
+    cfg = {"mnist-seed": (1, 28), "cifar-seed": (3, 32)}.get(model, (3, 224))
+    j = run_json(["node", os.path.join(ORT_DIR, "ort_bench.mjs"), path, "--shape", f"{batch},{cfg[0]},{cfg[1]},{cfg[1]}",
+                  "--threads", str(threads), "--min-time", str(min_time)])
+    return j["median_ms"], j
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--min-time", type=float, default=2.0, help="seconds of timed runs per vitcpp measurement")
     ap.add_argument("--only", default="", help="workloads whose model name contains this")
+    ap.add_argument("--no-ort", action="store_true", help="leave ONNX Runtime out")
     ap.add_argument("--skip", default="", help="skip workloads whose 'model mode bB' contains any of these comma-separated strings")
     args = ap.parse_args()
     os.makedirs(os.path.join(ROOT, "build/peers"), exist_ok=True)
     log = open(os.path.join(ROOT, "build/peers/results.jsonl"), "w")
     rows = []
+    use_ort = not args.no_ort and ort_available()
     for mode, model, batch, small in WORKLOADS:
         skip = [x for x in args.skip.split(",") if x]
         if args.only not in model or any(x in f"{model} {mode} b{batch}" for x in skip):
             continue
-        torch_threads = sorted({1, args.threads}) if small else [args.threads]
-        v, t = [], {n: [] for n in torch_threads}
+        peer_threads = sorted({1, args.threads}) if small else [args.threads]
+        v, t, o = [], {n: [] for n in peer_threads}, {n: [] for n in peer_threads}
         for _ in range(args.rounds):
             ms, j = vitcpp(mode, model, batch, args.threads, args.min_time)
             v.append(ms)
             log.write(json.dumps({"peer": "vitcpp", **j}) + "\n")
-            for n in torch_threads:
+            for n in peer_threads:
                 ms, j = torch(mode, model, batch, n)
                 t[n].append(ms)
                 log.write(json.dumps({"peer": "torch", **j}) + "\n")
+                if use_ort and mode == "infer":
+                    ms, j = ort(model, batch, n, args.min_time)
+                    o[n].append(ms)
+                    log.write(json.dumps({"peer": "onnxruntime", **j}) + "\n")
             log.flush()
         v_ms = statistics.median(v)
-        best_n = min(torch_threads, key=lambda n: statistics.median(t[n]))
+        best_n = min(peer_threads, key=lambda n: statistics.median(t[n]))
         t_ms = statistics.median(t[best_n])
-        rows.append((f"{model} {mode}, batch {batch}", batch, v_ms, t_ms, best_n))
-        print(f"{rows[-1][0]}: vitcpp {v_ms:.2f} ms, PyTorch {t_ms:.2f} ms ({best_n} thr)", file=sys.stderr, flush=True)
-    print(f"\n{args.threads} threads for vitcpp; medians of {args.rounds} alternating rounds; ratio = PyTorch time / vitcpp time\n")
-    print("| workload | vitcpp ms/batch | vitcpp img/s | PyTorch best ms/batch (threads) | PyTorch img/s | vitcpp / PyTorch |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for name, b, v_ms, t_ms, n in rows:
-        print(f"| {name} | {v_ms:.2f} | {b / v_ms * 1e3:,.1f} | {t_ms:.2f} ({n}) | {b / t_ms * 1e3:,.1f} | **{t_ms / v_ms:.2f}x** |")
+        o_ms, o_n = None, None
+        if all(o.values()):
+            o_n = min(peer_threads, key=lambda n: statistics.median(o[n]))
+            o_ms = statistics.median(o[o_n])
+        rows.append((f"{model} {mode}, batch {batch}", batch, v_ms, t_ms, best_n, o_ms, o_n))
+        ort_text = f", ONNX Runtime {o_ms:.2f} ms ({o_n} thr)" if o_ms else ""
+        print(f"{rows[-1][0]}: vitcpp {v_ms:.2f} ms, PyTorch {t_ms:.2f} ms ({best_n} thr){ort_text}", file=sys.stderr,
+              flush=True)
+    print(f"\n{args.threads} threads for vitcpp; medians of {args.rounds} alternating rounds; "
+          "ratio = peer time / vitcpp time\n")
+    print("| workload | vitcpp ms/batch | vitcpp img/s | PyTorch best ms/batch (threads) | vitcpp / PyTorch "
+          "| ONNX Runtime ms/batch (threads) | vitcpp / ONNX Runtime |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, b, v_ms, t_ms, n, o_ms, o_n in rows:
+        ort_cells = f"{o_ms:.2f} ({o_n}) | **{o_ms / v_ms:.2f}x**" if o_ms else "- | -"
+        print(f"| {name} | {v_ms:.2f} | {b / v_ms * 1e3:,.1f} | {t_ms:.2f} ({n}) | **{t_ms / v_ms:.2f}x** | {ort_cells} |")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,10 @@ the same presets, inference under torch.no_grad() and a training step (forward,
 cross-entropy, backward, AdamW). Warm-up, then the median of repeated runs.
 
     /usr/bin/python3 bench/peers/torch_reference.py [--threads 2] [--only mnist] [--workload Infer/cifar-seed/b256]
+    /usr/bin/python3 bench/peers/torch_reference.py --export-onnx DIR   # the inference workloads as ONNX
+
+--export-onnx writes DIR/<model>_b<batch>.onnx (opset 17, fixed batch, weights as the
+model's random init) for ONNX Runtime (bench/peers/ort/ort_bench.mjs) and exits.
 
 Debian's PyTorch is 2-4x faster on these machines with jemalloc that never returns memory,
 OpenBLAS's AVX-512 kernels and OMP_WAIT_POLICY=PASSIVE; bench/peers/peers.py runs it so.
@@ -76,13 +80,33 @@ def measure(fn, reps, min_seconds=2.0, warmup=2):
     return times
 
 
+def export_onnx(out_dir, only):
+    import os
+    os.makedirs(out_dir, exist_ok=True)
+    torch.manual_seed(0)
+    for name, B, train in CASES:
+        if train or only not in name:
+            continue
+        cfg = PRESETS[name]
+        model = ViT(**cfg).eval()
+        x = torch.randn(B, cfg["chans"], cfg["img"], cfg["img"])
+        path = os.path.join(out_dir, f"{name}_b{B}.onnx")
+        with torch.no_grad():
+            torch.onnx.export(model, x, path, input_names=["x"], output_names=["logits"], opset_version=17)
+        print(json.dumps({"onnx": path, "shape": list(x.shape)}), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default="", help="workloads whose model name contains this")
     ap.add_argument("--workload", default="", help="one workload, e.g. Train/mnist-seed/b128 (any batch)")
+    ap.add_argument("--export-onnx", default="", metavar="DIR", help="write the inference workloads as ONNX and exit")
     args = ap.parse_args()
+    if args.export_onnx:
+        export_onnx(args.export_onnx, args.only)
+        return
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     cases = CASES
