@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "model_flags.h"
 #include "vit/core/error.h"
+#include "vit/core/file.h"
 #include "vit/core/threads.h"
 #include "vit/data/open.h"
 #include "vit/train/trainer.h"
@@ -19,7 +20,7 @@ namespace vit::app {
 namespace {
 struct EvalFlags {
   LoadFlags load;
-  std::string data_dir, dataset = "auto", split = "test", confusion_png;
+  std::string data_dir, dataset = "auto", split = "test", confusion_png, predictions;
   int64_t batch_size = 256;
   int threads = 0;
   InputFlags input;
@@ -41,6 +42,8 @@ Run add_eval(CLI::App& cmd) {
   f->input.add_to(cmd);
   cmd.add_flag("--json", f->json, "print one JSON object");
   cmd.add_option("--confusion-png", f->confusion_png, "also draw the confusion matrix as a PNG heatmap");
+  cmd.add_option("--predictions", f->predictions,
+                 "also write index,label,prediction per image (dataset order) to this CSV file");
   cmd.add_flag("--skip-bad-images", f->skip_bad_images,
                "image folders: leave out files that do not decode (listed on stderr) instead of stopping");
   return [f] {
@@ -48,6 +51,7 @@ Run add_eval(CLI::App& cmd) {
     VIT_CHECK(f->batch_size > 0, "batch size must be positive, got ", f->batch_size);
     const Pretrained loaded = f->load.load();
     const auto& model = loaded.model;
+    model->set_infer_dtype(f->input.dtype);
     const ViTConfig& cfg = model->config();
     const InputSpec in = f->input.spec(cfg);
     DataSources d = make_datasets(f->data_dir, f->dataset, in, 0.0, 0, f->skip_bad_images);
@@ -58,6 +62,13 @@ Run add_eval(CLI::App& cmd) {
     const auto& names = !f->load.labels.empty() || d.class_names.empty() ? loaded.class_names : d.class_names;
     const EvalResult r = evaluate(*model, data, f->batch_size);
     const auto per_class = r.per_class();
+    if (!f->predictions.empty()) {
+      std::string csv = "index,label,prediction\n";
+      for (size_t i = 0; i < r.predictions.size(); ++i)
+        csv += std::to_string(i) + "," + std::to_string(r.labels[i]) + "," +
+               std::to_string(r.predictions[i]) + "\n";
+      write_file_atomic(f->predictions, csv);
+    }
     if (!f->confusion_png.empty()) {
       char title[96];
       std::snprintf(title, sizeof title, "confusion matrix: top-1 %.2f%% on %lld images", 100 * r.top1,

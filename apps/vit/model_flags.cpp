@@ -112,6 +112,11 @@ void InputFlags::add_to(CLI::App& cmd) {
          "center: resize the shorter side keeping the aspect; squash: resize both sides (default: the "
          "model's)")
       ->check(CLI::IsMember({"center", "squash"}));
+  cmd.add_option("--dtype", dtype,
+                 "precision of the blocks' matrix products: fp32, or bf16 (AVX-512; inputs and weights "
+                 "rounded to bf16, fp32 accumulation)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
 }
 
 InputSpec InputFlags::spec(const ViTConfig& cfg) const {

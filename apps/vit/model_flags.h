@@ -30,10 +30,11 @@ struct ModelFlags {
 };
 
 // How images become the model's input (eval, predict): the model config's eval transform,
-// with --interpolation, --crop-pct and --crop-mode overriding its parts.
+// with --interpolation, --crop-pct and --crop-mode overriding its parts; and --dtype, the
+// precision of the blocks' matrix products.
 struct InputFlags {
-  std::string interpolation, crop_mode;
-  float crop_pct = 0.f;  // 0: the config's
+  std::string interpolation, crop_mode, dtype = "fp32";  // dtype: ViT::set_infer_dtype
+  float crop_pct = 0.f;                                  // 0: the config's
   void add_to(CLI::App& cmd);
   InputSpec spec(const ViTConfig& cfg) const;  // validated
 };

@@ -215,19 +215,27 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     const Tensor br1 = a.br1.data ? a.br1 : A.branch, br2 = a.br2.data ? a.br2 : A.branch;
     ops::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, reshape(x, {B * T, C}), w.n1w, w.n1b,
                            cfg_.norm_eps);
-    ops::linear_forward(reshape(a.qkv, {B * T, 3 * C}), a.ln1, w.qkvw, opt(w.qkvb));
+    // bf16 inference (set_infer_dtype): the packed copies of this block's weights.
+    const BlockPacked* pk = !mode.train && !packed_.empty() ? &packed_[size_t(l)] : nullptr;
+    auto lin = [](Tensor y, const Tensor& in, const Tensor& wt, const Tensor* b, ops::PackedLinear* p) {
+      if (p)
+        ops::linear_forward_bf16(y, in, *p, b);
+      else
+        ops::linear_forward(y, in, wt, b);
+    };
+    lin(reshape(a.qkv, {B * T, 3 * C}), a.ln1, w.qkvw, opt(w.qkvb), pk ? pk->qkv.get() : nullptr);
     ops::attention_forward(a.ao, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
                            key(block_site(l, kAttnDrop)), s0);
     if (attn) std::memcpy(attn + l * a.probs.numel(), a.probs.data, sizeof(float) * a.probs.numel());
-    ops::linear_forward(br1, reshape(a.ao, {B * T, C}), w.projw, &w.projb);
+    lin(br1, reshape(a.ao, {B * T, C}), w.projw, &w.projb, pk ? pk->proj.get() : nullptr);
     ops::residual_forward(a.r1, x, reshape(br1, {B, T, C}), opt(w.ls1), proj_p, key(block_site(l, kProjDrop)),
                           path_p, key(block_site(l, kPath1)), s0);
     ops::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, reshape(a.r1, {B * T, C}), w.n2w, w.n2b,
                            cfg_.norm_eps);
-    ops::linear_forward(a.h, a.ln2, w.fc1w, &w.fc1b);
+    lin(a.h, a.ln2, w.fc1w, &w.fc1b, pk ? pk->fc1.get() : nullptr);
     ops::gelu_forward(a.act, a.h);
     ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)), first(a.act));
-    ops::linear_forward(br2, a.act, w.fc2w, &w.fc2b);
+    lin(br2, a.act, w.fc2w, &w.fc2b, pk ? pk->fc2.get() : nullptr);
     ops::residual_forward(a.out, a.r1, reshape(br2, {B, T, C}), opt(w.ls2), proj_p,
                           key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
     x = a.out;
@@ -256,6 +264,19 @@ Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const F
   last_mode_ = mode;
   run_forward(train_, images, mask, mode);
   return train_.logits;
+}
+
+void ViT::set_infer_dtype(const std::string& dtype) {
+  VIT_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, got '", dtype, "'");
+  packed_.clear();
+  if (dtype == "bf16") {
+    VIT_CHECK(ops::bf16_available(),
+              "--dtype bf16: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
+    for (const BlockWeights& w : W_.blocks)
+      packed_.push_back({ops::pack_linear_bf16(w.qkvw), ops::pack_linear_bf16(w.projw),
+                         ops::pack_linear_bf16(w.fc1w), ops::pack_linear_bf16(w.fc2w)});
+  }
+  infer_dtype_ = dtype;
 }
 
 void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits) {

@@ -17,6 +17,38 @@ void linear_forward(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b)
   }
 }
 
+struct PackedLinear {
+  Device device;
+  int64_t N, K;
+  std::shared_ptr<cpu::PackedBf16> cpu;
+};
+
+bool bf16_available() {
+  return cpu::bf16_matmul_available();
+}
+
+std::shared_ptr<PackedLinear> pack_linear_bf16(const Tensor& w) {
+  VIT_CHECK(w.ndim() == 2, "linear bf16: w must be 2-D, got ", shape_str(w.shape));
+  const int64_t N = w.dim(0), K = w.dim(1);
+  switch (w.device) {
+    case Device::CPU:
+      return std::make_shared<PackedLinear>(PackedLinear{w.device, N, K, cpu::pack_bf16(w.data, N, K)});
+    default: unsupported("linear_bf16", w.device);
+  }
+}
+
+void linear_forward_bf16(Tensor y, const Tensor& x, PackedLinear& w, const Tensor* b) {
+  VIT_CHECK(x.ndim() == 2, "linear bf16: x must be 2-D, got ", shape_str(x.shape));
+  const int64_t M = x.dim(0);
+  check_shape(x, {M, w.K}, "linear bf16 input");
+  check_shape(y, {M, w.N}, "linear bf16 output");
+  if (b) check_shape(*b, {w.N}, "linear bf16 bias");
+  switch (common_device({&y, &x}, "linear_bf16")) {
+    case Device::CPU: return cpu::linear_forward_bf16(y.data, x.data, *w.cpu, b ? b->data : nullptr, M);
+    default: unsupported("linear_bf16", y.device);
+  }
+}
+
 void linear_backward(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x, const Tensor& w,
                      bool accumulate_dx) {
   const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);

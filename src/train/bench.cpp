@@ -66,7 +66,9 @@ double measure_matmul_gflops(double seconds) {
 BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
   VIT_CHECK(opt.batch > 0, "bench: batch size must be positive, got ", opt.batch);
   VIT_CHECK(opt.min_runs > 0 && opt.max_runs >= opt.min_runs, "bench: need 0 < min runs <= max runs");
+  VIT_CHECK(!opt.train || opt.dtype == "fp32", "bench: training runs in fp32 only (--dtype ", opt.dtype, ")");
   ViT model(cfg);
+  model.set_infer_dtype(opt.dtype);
   const int64_t B = opt.batch, K = cfg.num_classes;
   Rng rng(1);
   std::vector<float> images(B * cfg.in_chans * cfg.img_h * cfg.img_w);

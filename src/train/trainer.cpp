@@ -257,6 +257,7 @@ EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* c
   double& loss_sum = sums[0];
   double* confusion = sums.data() + 3;
   int64_t top1 = 0, top5 = 0;
+  std::vector<int32_t> predictions(comm ? 0 : size_t(data.size())), truth(predictions.size());
   auto run = [&] {
     for (int64_t first = mine.lo; first < mine.hi; first += batch_size) {
       const int64_t B = std::min(batch_size, mine.hi - first);
@@ -274,6 +275,8 @@ EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* c
           if (z[k] > z[pred]) pred = k;
         }
         ++confusion[labels[b] * K + pred];
+        if (!comm)
+          predictions[size_t(first + b)] = int32_t(pred), truth[size_t(first + b)] = int32_t(labels[b]);
         top1 += rank < 1;
         top5 += rank < 5;
       }
@@ -295,6 +298,8 @@ EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* c
   r.loss = loss_sum / double(r.count);
   r.top1 = sums[1] / double(r.count);
   r.top5 = sums[2] / double(r.count);
+  r.predictions = std::move(predictions);
+  r.labels = std::move(truth);
   return r;
 }
 

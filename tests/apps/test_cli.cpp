@@ -2,6 +2,7 @@
 // that writes its run directory, and clear errors with a non-zero exit for bad input.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "vit/core/file.h"
 #include "vit/data/image.h"
 #include "vit/io/safetensors.h"
+#include "vit/ops/ops.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -137,9 +139,19 @@ TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {
       run("bench --model mnist-seed -b 2 --threads 1 --warmup 0 --runs 1 --min-time 0 --ceiling 100");
   ASSERT_EQ(text.code, 0) << text.out;
   EXPECT_NE(text.out.find("images/s"), std::string::npos) << text.out;
-  Result bf16 = run("bench --model mnist-seed --dtype bf16 --runs 1 --min-time 0");
-  EXPECT_NE(bf16.code, 0);
-  EXPECT_NE(bf16.out.find("bf16"), std::string::npos) << bf16.out;
+  Result bf16 =
+      run("bench --model mnist-seed -b 2 --threads 1 --warmup 0 --runs 1 --min-time 0 --ceiling 100 "
+          "--dtype bf16 --json");
+  if (vit::ops::bf16_available()) {
+    ASSERT_EQ(bf16.code, 0) << bf16.out;
+    EXPECT_EQ(nlohmann::json::parse(bf16.out)["dtype"], "bf16");
+  } else {
+    EXPECT_NE(bf16.code, 0);
+    EXPECT_NE(bf16.out.find("no bf16 matrix product"), std::string::npos) << bf16.out;
+  }
+  Result train_bf16 = run("bench --model mnist-seed --mode train --dtype bf16 --runs 1 --min-time 0");
+  EXPECT_NE(train_bf16.code, 0);
+  EXPECT_NE(train_bf16.out.find("training runs in fp32 only"), std::string::npos) << train_bf16.out;
 }
 
 TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
@@ -200,6 +212,27 @@ TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
   EXPECT_NE(bad.out.find("/nonexistent.txt: cannot open the labels file"), std::string::npos) << bad.out;
   EXPECT_NE(ev.out.find("\"count\":16"), std::string::npos) << ev.out;
   EXPECT_NE(ev.out.find("\"confusion\":[["), std::string::npos) << ev.out;
+  // --predictions: one row per test image whose matches give the reported top-1; the same
+  // with bf16 products (where the CPU has them).
+  for (const char* dtype : {"fp32", "bf16"}) {
+    if (std::string(dtype) == "bf16" && !vit::ops::bf16_available()) continue;
+    const std::string csv = out / (std::string(dtype) + ".csv");
+    Result p = run("eval --json --checkpoint " + (out / "best.safetensors") + " --data-dir " + data.str() +
+                   " --dtype " + dtype + " --predictions " + csv);
+    ASSERT_EQ(p.code, 0) << p.out;
+    std::ifstream in(csv);
+    std::string line;
+    std::getline(in, line);
+    EXPECT_EQ(line, "index,label,prediction");
+    int rows = 0, right = 0;
+    for (int index, label, pred; std::getline(in, line); ++rows) {
+      ASSERT_EQ(std::sscanf(line.c_str(), "%d,%d,%d", &index, &label, &pred), 3) << line;
+      EXPECT_EQ(index, rows);
+      right += label == pred;
+    }
+    EXPECT_EQ(rows, 16);
+    EXPECT_DOUBLE_EQ(double(nlohmann::json::parse(p.out)["top1"]), right / 16.0) << dtype;
+  }
 }
 
 TEST(Cli, FineTuneAHuggingFaceModelExportedToTimmWithAFrozenBackbone) {

@@ -1,4 +1,5 @@
-// The oneDNN-backed gemm and its small-size loop against the double-accumulating reference.
+// The oneDNN-backed gemm and its small-size loop against the double-accumulating reference;
+// the bf16 inference linear against fp32.
 #include "backends/cpu/cpu.h"
 #include "support/check.h"
 
@@ -29,5 +30,36 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Gemm,
                                            GemmCase{130, 70, 90, true, false},
                                            GemmCase{130, 70, 90, false, true},
                                            GemmCase{130, 70, 90, true, true}));
+
+}  // namespace vit
+
+namespace vit {
+
+// bf16 inference linear (oneDNN matmul on bf16 inputs, fp32 accumulation). Small integers
+// are exact in bf16 and their dot products exact in fp32, so there the result must equal
+// the fp32 product bit for bit (this catches a wrong layout or transposition); on random
+// values the error is bf16's rounding of x and w (2^-9 relative each), so after K=300 terms
+// of random sign about 0.3% of the largest output: 2e-2 is allowed.
+TEST(LinearBf16, ExactOnSmallIntegersAndCloseOnRandomValues) {
+  if (!cpu::bf16_matmul_available()) GTEST_SKIP() << "no bf16 matmul in oneDNN on this CPU";
+  const int64_t K = 300, N = 70, Mmax = 197;
+  std::vector<float> x(Mmax * K), w(N * K), b(N);
+  for (int64_t i = 0; i < Mmax * K; ++i) x[i] = float(int(i * 7 % 9) - 4);
+  for (int64_t i = 0; i < N * K; ++i) w[i] = float(int(i * 5 % 7) - 3);
+  for (int64_t j = 0; j < N; ++j) b[j] = float(j % 5) - 2;
+  const auto xr = test::randn(Mmax * K, 4), wr = test::randn(N * K, 5);
+  // One pack of each weight serves every row count.
+  const auto packed_int = cpu::pack_bf16(w.data(), N, K), packed = cpu::pack_bf16(wr.data(), N, K);
+  for (const int64_t M : {int64_t(1), int64_t(5), Mmax, int64_t(64)}) {
+    std::vector<float> got(M * N), want(M * N);
+    cpu::linear_forward_bf16(got.data(), x.data(), *packed_int, b.data(), M);
+    cpu::linear_forward(want.data(), x.data(), w.data(), b.data(), M, K, N);
+    EXPECT_EQ(got, want) << "M=" << M;
+    cpu::linear_forward_bf16(got.data(), xr.data(), *packed, nullptr, M);
+    cpu::gemm_reference(false, true, M, N, K, 1.f, xr.data(), K, wr.data(), K, 0.f, want.data(), N);
+    EXPECT_TRUE(
+        test::close_rel_max("linear bf16 M=" + std::to_string(M), got.data(), want.data(), M * N, 2e-2));
+  }
+}
 
 }  // namespace vit

@@ -8,6 +8,7 @@
 //   pooled = x[:, 0] (token) or mean of patch tokens (avg); norm / fc_norm; head dropout; head
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "vit/core/tensor.h"
 #include "vit/model/config.h"
 #include "vit/model/params.h"
+#include "vit/ops/ops.h"
 
 namespace vit {
 
@@ -56,6 +58,14 @@ class ViT {
   // to attn[depth, B, H, T, T], T = num_tokens(): row t of [b, h] is where token t looks.
   // attn may be null (the plain infer above); otherwise one copy per layer is added.
   void infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn);
+
+  // Inference precision of the blocks' matrix products (qkv, proj, fc1, fc2): "fp32" (the
+  // default) or "bf16" (weights converted and packed once from the current parameters,
+  // inputs rounded to bf16, fp32 accumulation; patch embedding, attention, norms and head
+  // stay fp32). For inference after the weights are final: training steps do not use it,
+  // and later changes to the parameters are not seen until it is set again.
+  void set_infer_dtype(const std::string& dtype);
+  const std::string& infer_dtype() const { return infer_dtype_; }
 
   // Fine-tuning the head alone (linear probing): backward stops after the head's gradients.
   void set_backbone_frozen(bool frozen) { backbone_frozen_ = frozen; }
@@ -107,6 +117,11 @@ class ViT {
   Weights W_, G_;
   Acts train_, infer_;
   ForwardMode last_mode_;
+  std::string infer_dtype_ = "fp32";
+  struct BlockPacked {
+    std::shared_ptr<ops::PackedLinear> qkv, proj, fc1, fc2;
+  };
+  std::vector<BlockPacked> packed_;  // bf16 inference only
   bool have_mask_ = false;
   bool backbone_frozen_ = false;
   std::vector<uint8_t> patch_mask_, key_mask_;  // [B,N] and [B,T], copied from the caller

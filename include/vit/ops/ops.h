@@ -5,6 +5,7 @@
 // Masks are uint8 arrays (1 = visible) given as raw pointers with the documented shape.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "vit/core/tensor.h"
 
@@ -15,6 +16,14 @@ void linear_forward(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b)
 // dx (assigned, or added with accumulate_dx), dw and db (+=); any of them may be null.
 void linear_backward(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x, const Tensor& w,
                      bool accumulate_dx = false);
+
+// bf16 inference linear: w packed once (bf16, the backend's layout), then y = bf16(x) w^T + b
+// with fp32 accumulation. For inference only: the pack is a copy, later changes to w are
+// not seen. bf16_available() is false where the backend has no bf16 matmul.
+struct PackedLinear;
+bool bf16_available();
+std::shared_ptr<PackedLinear> pack_linear_bf16(const Tensor& w);
+void linear_forward_bf16(Tensor y, const Tensor& x, PackedLinear& w, const Tensor* b);
 
 // layernorm over the last dim of x[M,C]; mean[M], rstd[M] saved for backward.
 void layernorm_forward(Tensor y, Tensor mean, Tensor rstd, const Tensor& x, const Tensor& w, const Tensor& b,

@@ -18,7 +18,8 @@ struct BenchOptions {
   int min_runs = 5;        // timed runs: at least this many ...
   double min_seconds = 2;  // ... and at least this long in total
   int max_runs = 1000;
-  double ceiling_gflops = 0;  // 0: measure the matrix-product rate here first
+  double ceiling_gflops = 0;   // 0: measure the matrix-product rate here first
+  std::string dtype = "fp32";  // inference: fp32 or bf16 (ViT::set_infer_dtype)
 };
 
 struct BenchResult {

@@ -52,7 +52,9 @@ struct EvalResult {
   double loss = 0, top1 = 0, top5 = 0;
   int64_t count = 0;
   int64_t num_classes = 0;
-  std::vector<int64_t> confusion;         // [K, K]: row = true class, column = predicted
+  std::vector<int64_t> confusion;  // [K, K]: row = true class, column = predicted
+  // Per sample in dataset order (single process only): the argmax and the true label.
+  std::vector<int32_t> predictions, labels;
   std::vector<double> per_class() const;  // accuracy per true class (0 where it has no samples)
 };
 

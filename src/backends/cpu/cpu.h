@@ -5,6 +5,7 @@
 // assigned (=) unless the argument is named to accumulate.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 namespace vit::cpu {
 
@@ -25,6 +26,12 @@ void transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t r
 // ---- linear.cpp: y[M,N] = x[M,K] w[N,K]^T + b[N]  (b may be null)
 void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M, int64_t K,
                     int64_t N);
+// ---- linear_bf16.cpp: inference with bf16 weights and inputs, fp32 accumulation and output.
+struct PackedBf16;  // w converted to bf16 in oneDNN's blocked layout, plus per-M primitives
+bool bf16_matmul_available();
+std::shared_ptr<PackedBf16> pack_bf16(const float* w, int64_t N, int64_t K);
+// y[M,N] = bf16(x[M,K]) w^T + b[N] (b may be null). Not for concurrent calls on one w.
+void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b, int64_t M);
 // dx = dy w (assigned, or added when accumulate_dx); dw += dy^T x; db += colsum(dy).
 // dx, dw, db may each be null to skip.
 void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
