@@ -21,6 +21,6 @@ for w in mnist-small cifar-seed; do
     a+=("$(build/vit train ${workloads[$w]} --threads 2 | rate)")
     b+=("$("${mpirun[@]}" build/vit train ${workloads[$w]} --threads 1 | rate)")
   done
-  ratios=$(for ((i = 0; i < reps; i++)); do echo "scale=3; ${b[i]} / ${a[i]}" | bc; done | sort -n)
+  ratios=$(for ((i = 0; i < reps; i++)); do awk -v b="${b[i]}" -v a="${a[i]}" 'BEGIN { printf "%.3f\n", b / a }'; done | sort -n)
   echo "$w: 1x2 threads img/s: ${a[*]} | 2x1 (mpirun) img/s: ${b[*]} | ratios 2x1/1x2: $(echo $ratios) | median $(echo "$ratios" | sed -n "$(((reps + 1) / 2))p")"
 done
