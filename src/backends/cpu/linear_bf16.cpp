@@ -57,7 +57,6 @@ struct PackedBf16 {
   };
   std::map<int64_t, Prim> by_rows;  // M -> primitive
   std::mutex mu;
-  std::vector<uint16_t> xb;  // x rounded to bf16
 };
 
 bool bf16_matmul_available() {
@@ -103,8 +102,11 @@ void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b
     }
     it = w.by_rows.emplace(M, PackedBf16::Prim{pd, dnnl::matmul(pd)}).first;
   }
-  if (int64_t(w.xb.size()) < M * K) w.xb.resize(size_t(M * K));
-  uint16_t* xb = w.xb.data();
+  // x rounded to bf16: one buffer per calling thread, shared by every layer (it only
+  // grows, to the largest M x K seen).
+  static thread_local std::vector<uint16_t> xbuf;
+  if (int64_t(xbuf.size()) < M * K) xbuf.resize(size_t(M * K));
+  uint16_t* xb = xbuf.data();
   const int64_t n = M * K;
 #pragma omp parallel for num_threads(threads_for(n)) schedule(static)
   for (int64_t i = 0; i < n; ++i) xb[i] = to_bf16(x[i]);
