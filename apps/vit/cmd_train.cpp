@@ -31,30 +31,37 @@ const std::vector<std::string>& invocation() {
   return g_invocation;
 }
 
+// Flags that change how a run is shown or scheduled on the machine, never its results: a
+// resumed run may give them anew (they replace the saved ones).
+bool resume_may_change(const std::string& flag) {
+  for (const char* f : {"--threads", "--comm-timeout", "--progress", "--log-every"})
+    if (flag == f) return true;
+  return false;
+}
+
 std::vector<std::string> expand_resume(std::vector<std::string> args) {
   if (args.empty() || args[0] != "train") return args;
   std::string dir;
-  std::vector<std::string> extra;
+  std::vector<std::string> extra, bad;
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--resume" && i + 1 < args.size()) {
       dir = args[++i];
-    } else if ((args[i] == "--threads" || args[i] == "--comm-timeout") && i + 1 < args.size()) {
-      extra.insert(extra.end(), {args[i], args[i + 1]});
-      ++i;
     } else if (args[i].rfind("--resume=", 0) == 0) {
       dir = args[i].substr(9);
+    } else if (resume_may_change(args[i]) && i + 1 < args.size()) {
+      extra.insert(extra.end(), {args[i], args[i + 1]});
+      ++i;
     } else {
-      extra.push_back(args[i]);
+      bad.push_back(args[i]);
     }
   }
   if (dir.empty()) return args;
   // The state file itself names its run directory.
   if (std::filesystem::is_regular_file(dir)) dir = std::filesystem::path(dir).parent_path().string();
   if (dir.empty()) dir = ".";
-  for (auto& e : extra)
-    VIT_CHECK(e == "--threads" || e == "--comm-timeout" || std::isdigit(static_cast<unsigned char>(e[0])),
-              "--resume ", dir, ": the run's flags come from ", dir,
-              "/args.json; only --threads and --comm-timeout may be given (got ", e, ")");
+  VIT_CHECK(bad.empty(), "--resume ", dir, ": the run's flags come from ", dir,
+            "/args.json; only --threads, --comm-timeout, --progress and --log-every may be given (got ",
+            bad.empty() ? "" : bad[0], ")");
   const std::string path = (std::filesystem::path(dir) / "args.json").string();
   nlohmann::json saved;
   try {
@@ -64,14 +71,17 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   }
   VIT_CHECK(saved.is_array() && !saved.empty() && saved[0] == "train", path,
             ": not the arguments of a vit train run");
-  const bool new_threads = std::find(extra.begin(), extra.end(), "--threads") != extra.end();
+  auto given = [&](const std::string& flag) {
+    return std::find(extra.begin(), extra.end(), flag) != extra.end();
+  };
   std::vector<std::string> out;
   for (size_t i = 0; i < saved.size(); ++i) {
-    if (new_threads && saved[i] == "--threads") {  // replaced by the one given now
+    const std::string a = saved[i].get<std::string>();
+    if (resume_may_change(a) && given(a) && i + 1 < saved.size()) {  // replaced by the one given now
       ++i;
       continue;
     }
-    out.push_back(saved[i].get<std::string>());
+    out.push_back(a);
   }
   out.insert(out.end(), extra.begin(), extra.end());
   out.insert(out.end(), {"--resume", dir});

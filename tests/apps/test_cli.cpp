@@ -100,6 +100,25 @@ TEST(Cli, ProgressBarOrLogLinesAsAsked) {
   EXPECT_NE(bad.out.find("--progress"), std::string::npos) << bad.out;
 }
 
+TEST(Cli, ResumeTakesDisplayFlagsAnewAndRefusesTheRest) {
+  vit::test::TempDir tmp("resume_flags");
+  const std::string dir = tmp / "run";
+  Result first =
+      run("train --model mnist-seed --img-size 16 --synthetic 64 --epochs 1 -b 16 --threads 1 "
+          "--log-every 0 --output " +
+          dir);
+  ASSERT_EQ(first.code, 0) << first.out;
+  // How the run is shown and how many threads it uses may change; what it computes may not.
+  Result again = run("train --resume " + dir + " --threads 2 --progress bar --log-every 1");
+  EXPECT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("threads: 2"), std::string::npos) << again.out;
+  Result lr = run("train --resume " + dir + " --lr 0.1");
+  EXPECT_NE(lr.code, 0) << lr.out;
+  EXPECT_NE(lr.out.find("only --threads, --comm-timeout, --progress and --log-every may be given (got --lr)"),
+            std::string::npos)
+      << lr.out;
+}
+
 TEST(Cli, MeanAndStdOverrideTheModelsNormalization) {
   vit::test::TempDir tmp("norm");
   const std::string base =
