@@ -1,6 +1,8 @@
 #include "vit/core/file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +23,22 @@ std::vector<char> read_file_bytes(const std::string& path) {
   f.seekg(0);
   VIT_CHECK(f.read(buf.data(), n), path, ": read failed");
   return buf;
+}
+
+MappedFile::~MappedFile() {
+  ::munmap(const_cast<char*>(data_), size_);
+}
+
+std::shared_ptr<const MappedFile> map_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  struct stat sb {};
+  void* p = MAP_FAILED;
+  if (::fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0)
+    p = ::mmap(nullptr, size_t(sb.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  ::close(fd);  // the mapping keeps the file open
+  if (p == MAP_FAILED) return nullptr;
+  return std::make_shared<const MappedFile>(static_cast<const char*>(p), size_t(sb.st_size));
 }
 
 std::string read_text_file(const std::string& path) {

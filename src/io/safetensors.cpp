@@ -67,10 +67,18 @@ float bf16_to_f32(uint16_t h) {
 }
 
 SafeTensors SafeTensors::open(const std::string& path) {
+  if (auto m = map_file(path)) return parse_view(m, m->data(), m->size(), path);
   return parse(read_file_bytes(path), path);
 }
 
 SafeTensors SafeTensors::parse(std::vector<char> bytes, const std::string& path) {
+  auto owned = std::make_shared<const std::vector<char>>(std::move(bytes));
+  return parse_view(owned, owned->data(), owned->size(), path);
+}
+
+SafeTensors SafeTensors::parse_view(std::shared_ptr<const void> owner, const char* data, size_t size,
+                                    const std::string& path) {
+  const std::string_view bytes(data, size);
   SafeTensors st;
   st.path_ = path;
   VIT_CHECK(bytes.size() >= 8, path, ": not a safetensors file (", bytes.size(),
@@ -138,7 +146,8 @@ SafeTensors SafeTensors::parse(std::vector<char> bytes, const std::string& path)
   for (size_t i = 1; i < order.size(); ++i)
     VIT_CHECK(order[i]->begin >= order[i - 1]->end || order[i - 1]->begin == order[i - 1]->end, path,
               ": tensors '", order[i - 1]->name, "' and '", order[i]->name, "' overlap");
-  st.bytes_ = std::move(bytes);
+  st.owner_ = std::move(owner);
+  st.bytes_ = bytes;
   return st;
 }
 

@@ -103,6 +103,20 @@ TEST_P(MalformedSafeTensors, GivesAClearError) {
   const std::string msg = parse_error(b.make());
   EXPECT_NE(msg.find(b.expect), std::string::npos) << b.what << ": got \"" << msg << "\"";
   EXPECT_NE(msg.find("bad.safetensors"), std::string::npos) << "the message must name the file: " << msg;
+  // The same bytes in a file, opened the way checkpoints are (mapped; read when empty).
+  test::TempDir dir("bad_st");
+  const std::string path = dir / "bad.safetensors";
+  const std::vector<char> bytes = b.make();
+  write_file_atomic(path, std::string_view(bytes.data(), bytes.size()));
+  std::string from_file = "(no error)";
+  try {
+    SafeTensors::open(path);
+  } catch (const Error& e) {
+    from_file = e.what();
+  }
+  EXPECT_NE(from_file.find(b.expect), std::string::npos)
+      << b.what << " from a file: got \"" << from_file << "\"";
+  EXPECT_NE(from_file.find(path), std::string::npos) << from_file;
 }
 
 const std::string kGood = R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
@@ -177,6 +191,22 @@ INSTANTIATE_TEST_SUITE_P(
         if (!isalnum(static_cast<unsigned char>(c))) c = '_';
       return n;
     });
+
+TEST(SafeTensors, AnOpenFileKeepsItsTensorsWhenReplacedOrRemoved) {
+  // open() maps the file: writers replace files by rename, and a removed file stays readable
+  // while mapped, so what was opened is what is read.
+  test::TempDir dir("st_map");
+  const std::string p = dir / "w.safetensors";
+  std::vector<float> a(4096), b(4096);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float(i), b[i] = -float(i);
+  write_safetensors(p, {{"w", {64, 64}, DType::F32, a.data()}});
+  SafeTensors st = SafeTensors::open(p);
+  write_safetensors(p, {{"w", {64, 64}, DType::F32, b.data()}});  // replaced by rename
+  EXPECT_EQ(st.to_float("w"), a);
+  SafeTensors copy = st;  // copies share the mapping
+  fs::remove(p);
+  EXPECT_EQ(copy.to_float("w"), a);
+}
 
 TEST(SafeTensors, MissingFileNamesIt) {
   try {

@@ -2,6 +2,8 @@
 // directory, is flushed to disk, then renamed over the target, so a crash or a full disk
 // never leaves a half-written file under the real name.
 #pragma once
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,6 +11,25 @@
 namespace vit {
 
 std::vector<char> read_file_bytes(const std::string& path);
+
+// A whole file mapped read-only (pages read ahead at mapping time). Writers here replace
+// files by rename, so a mapped file keeps its contents while it is in use.
+class MappedFile {
+ public:
+  MappedFile(const char* data, size_t size) : data_(data), size_(size) {}
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  const char* data_;
+  size_t size_;
+};
+// Null where the file cannot be mapped (missing, not a regular file, empty, mmap refused):
+// callers then use read_file_bytes, whose error names the problem.
+std::shared_ptr<const MappedFile> map_file(const std::string& path);
 std::string read_text_file(const std::string& path);
 // Writes the concatenation of parts atomically; throws vit::Error naming the file on any
 // failure (and removes the temporary file).
