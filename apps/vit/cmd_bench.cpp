@@ -54,6 +54,7 @@ Run add_bench(CLI::App& cmd) {
                           {"batch_size", f->opt.batch},
                           {"threads", num_threads()},
                           {"dtype", f->opt.dtype},
+                          {"weights_packed", r.weights_packed},
                           {"runs", r.ms.size()},
                           {"median_ms", r.median_ms},
                           {"min_ms", r.min_ms},
@@ -68,9 +69,9 @@ Run add_bench(CLI::App& cmd) {
       std::cout << j.dump() << "\n";
       return 0;
     }
-    std::printf("%s %s, batch %lld, %d threads, %s: %zu runs after %d warm-up\n", f->model.model.c_str(),
-                f->mode.c_str(), (long long)f->opt.batch, num_threads(), f->opt.dtype.c_str(), r.ms.size(),
-                f->opt.warmup);
+    std::printf("%s %s, batch %lld, %d threads, %s%s: %zu runs after %d warm-up\n", f->model.model.c_str(),
+                f->mode.c_str(), (long long)f->opt.batch, num_threads(), f->opt.dtype.c_str(),
+                r.weights_packed ? " (packed weights)" : "", r.ms.size(), f->opt.warmup);
     std::printf("  per batch: median %.3f ms (min %.3f, max %.3f)\n", r.median_ms, r.min_ms, r.max_ms);
     std::printf("  %.2f images/s, %.1f GFLOP/s (%.1f%% of %.0f GFLOP/s, %s)\n", r.images_per_s,
                 r.gflops_per_s, r.pct_of_ceiling, r.ceiling_gflops, r.ceiling_source.c_str());

@@ -77,6 +77,7 @@ Run add_predict(CLI::App& cmd) {
     const Pretrained loaded = f->load.load();
     ViT& model = *loaded.model;
     model.set_infer_dtype(f->input.dtype);
+    model.pack_weights_if_faster(f->batch_size);
     const ViTConfig& cfg = model.config();
     const auto& names = loaded.class_names;
     const int64_t K = cfg.num_classes, n = cfg.in_chans * cfg.img_h * cfg.img_w;

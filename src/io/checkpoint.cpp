@@ -10,6 +10,7 @@ namespace fs = std::filesystem;
 
 void save_checkpoint(const std::string& path, const ViT& model,
                      const std::map<std::string, std::string>& extra_metadata, bool write_config_json) {
+  VIT_CHECK(!model.weights_packed(), path, ": not saved: the model's weights are packed for inference");
   std::vector<TensorOut> out;
   for (const auto& s : model.table().specs())
     out.push_back({s.name, s.shape, DType::F32, model.params().data() + s.offset});
@@ -54,8 +55,8 @@ void load_weights(ViT& model, const SafeTensors& st) {
 
 std::unique_ptr<ViT> load_checkpoint(const std::string& path) {
   SafeTensors st = SafeTensors::open(path);
-  auto model = std::make_unique<ViT>(checkpoint_config(st));
-  load_weights(*model, st);
+  auto model = std::make_unique<ViT>(checkpoint_config(st), /*randomize=*/false);
+  load_weights(*model, st);  // writes every parameter or throws
   return model;
 }
 

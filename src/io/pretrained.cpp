@@ -126,7 +126,9 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   } catch (const Error& e) {
     throw Error(out.file + ": " + e.what());
   }
-  auto model = std::make_unique<ViT>(c);
+  // Not randomized: the loop below writes every parameter (from the file, resampled, or the
+  // zero head) or throws.
+  auto model = std::make_unique<ViT>(c, /*randomize=*/false);
   const ParamTable& table = model->table();
 
   // Every tensor in the file must land somewhere.
@@ -248,6 +250,7 @@ std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
             "timm has a patch-embedding bias exactly when pre_norm is off; this model "
             "has pre_norm=",
             c.pre_norm, " and patch_bias=", c.patch_bias);
+  VIT_CHECK(!model.weights_packed(), dir, ": not exported: the model's weights are packed for inference");
   fs::create_directories(dir);
   std::vector<TensorOut> tensors;
   for (const auto& s : model.table().specs())

@@ -35,12 +35,12 @@ uint64_t block_site(int64_t layer, BlockSite s) {
 
 }  // namespace
 
-ViT::ViT(const ViTConfig& cfg) : cfg_(cfg), table_(cfg) {
+ViT::ViT(const ViTConfig& cfg, bool randomize) : cfg_(cfg), table_(cfg) {
   params_.resize(table_.total());
   grads_.resize(table_.total());
   W_ = bind(params_);
   G_ = bind(grads_);
-  init_weights(0);
+  if (randomize) init_weights(0);
 }
 
 Tensor ViT::param(const std::string& name) {
@@ -217,9 +217,11 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                            cfg_.norm_eps);
     // bf16 inference (set_infer_dtype): the packed copies of this block's weights.
     const BlockPacked* pk = !mode.train && !packed_.empty() ? &packed_[size_t(l)] : nullptr;
-    auto lin = [](Tensor y, const Tensor& in, const Tensor& wt, const Tensor* b, ops::PackedLinear* p) {
+    auto lin = [this](Tensor y, const Tensor& in, const Tensor& wt, const Tensor* b, ops::PackedLinear* p) {
       if (p)
         ops::linear_forward_bf16(y, in, *p, b);
+      else if (weights_packed_)
+        ops::linear_forward_packed(y, in, wt, b);
       else
         ops::linear_forward(y, in, wt, b);
     };
@@ -260,6 +262,8 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
 
 Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
   VIT_CHECK(B > 0, "forward: batch size must be positive");
+  VIT_CHECK(!weights_packed_,
+            "forward: the weights are packed for inference (pack_weights); unpack them to train");
   if (train_.B != B) layout(train_, acts_, B, true);
   last_mode_ = mode;
   run_forward(train_, images, mask, mode);
@@ -268,6 +272,7 @@ Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const F
 
 void ViT::set_infer_dtype(const std::string& dtype) {
   VIT_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, got '", dtype, "'");
+  VIT_CHECK(dtype == "fp32" || !weights_packed_, "--dtype bf16: the fp32 weights are packed for inference");
   packed_.clear();
   if (dtype == "bf16") {
     VIT_CHECK(ops::bf16_available(),
@@ -277,6 +282,25 @@ void ViT::set_infer_dtype(const std::string& dtype) {
                          ops::pack_linear_bf16(w.fc1w), ops::pack_linear_bf16(w.fc2w)});
   }
   infer_dtype_ = dtype;
+}
+
+void ViT::pack_weights() {
+  if (weights_packed_) return;
+  for (BlockWeights& w : W_.blocks)
+    for (Tensor* t : {&w.qkvw, &w.projw, &w.fc1w, &w.fc2w}) ops::pack_linear_inplace(*t);
+  weights_packed_ = true;
+}
+
+bool ViT::pack_weights_if_faster(int64_t max_batch) {
+  if (infer_dtype_ == "fp32" && ops::packed_linear_preferred(max_batch * cfg_.num_tokens())) pack_weights();
+  return weights_packed_;
+}
+
+void ViT::unpack_weights() {
+  if (!weights_packed_) return;
+  for (BlockWeights& w : W_.blocks)
+    for (Tensor* t : {&w.qkvw, &w.projw, &w.fc1w, &w.fc2w}) ops::unpack_linear_inplace(*t);
+  weights_packed_ = false;
 }
 
 void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits) {
@@ -291,6 +315,7 @@ void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logi
 }
 
 void ViT::backward(const Tensor& dlogits) {
+  VIT_CHECK(!weights_packed_, "backward: the weights are packed for inference (pack_weights)");
   Acts& A = train_;
   const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim;
   check_shape(dlogits, {B, cfg_.num_classes}, "backward: grad logits");

@@ -17,6 +17,40 @@ void linear_forward(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b)
   }
 }
 
+void pack_linear_inplace(Tensor& w) {
+  VIT_CHECK(w.ndim() == 2, "linear pack: w must be 2-D, got ", shape_str(w.shape));
+  switch (w.device) {
+    case Device::CPU: return cpu::pack_panels(w.data, w.dim(0), w.dim(1));
+    default: unsupported("linear_pack", w.device);
+  }
+}
+
+bool packed_linear_preferred(int64_t M) {
+  return cpu::packed_linear_preferred(M);
+}
+
+void unpack_linear_inplace(Tensor& w) {
+  VIT_CHECK(w.ndim() == 2, "linear unpack: w must be 2-D, got ", shape_str(w.shape));
+  switch (w.device) {
+    case Device::CPU: return cpu::unpack_panels(w.data, w.dim(0), w.dim(1));
+    default: unsupported("linear_unpack", w.device);
+  }
+}
+
+void linear_forward_packed(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b) {
+  VIT_CHECK(x.ndim() == 2 && w.ndim() == 2, "linear packed: x and w must be 2-D, got ", shape_str(x.shape),
+            " and ", shape_str(w.shape));
+  const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
+  check_shape(w, {N, K}, "linear packed weight");
+  check_shape(y, {M, N}, "linear packed output");
+  if (b) check_shape(*b, {N}, "linear packed bias");
+  switch (common_device({&y, &x, &w}, "linear_packed")) {
+    case Device::CPU:
+      return cpu::linear_forward_packed(y.data, x.data, w.data, b ? b->data : nullptr, M, K, N);
+    default: unsupported("linear_packed", y.device);
+  }
+}
+
 struct PackedLinear {
   Device device;
   int64_t N, K;

@@ -74,6 +74,7 @@ BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
   std::vector<float> images(B * cfg.in_chans * cfg.img_h * cfg.img_w);
   for (auto& v : images) v = float(rng.normal());
   BenchResult r;
+  if (!opt.train) r.weights_packed = model.pack_weights_if_faster(opt.batch);
   if (opt.train) {
     std::vector<int64_t> labels(B);
     for (int64_t b = 0; b < B; ++b) labels[b] = b % K;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "support/check.h"
+#include "vit/io/checkpoint.h"
 #include "vit/model/vit.h"
 #include "vit/ops/ops.h"
 #include "vit/train/step.h"
@@ -124,6 +125,35 @@ TEST(Model, InferenceEqualsTrainingForwardWithoutDropout) {
   EXPECT_TRUE(test::close_rel_max("infer vs forward", inf.data(), tr.data, B * 3, 0.0));
   Tensor dropped = m.forward(x.data(), B, nullptr, ForwardMode{true, 1, 0});
   EXPECT_FALSE(test::close_rel_max("train-mode forward differs", dropped.data, inf.data(), B * 3, 1e-6));
+}
+
+// Weights packed in place for inference: the same logits to float rounding (another
+// summation order), training and saving refused while packed, and unpacking restores every
+// parameter bit for bit.
+TEST(Model, PackedWeightsInferTheSameAndUnpackExactly) {
+  ViTConfig c = tiny("token", true, "learn");
+  c.embed_dim = 40;  // 40 and 60 columns: full and partial 16-wide panels
+  c.num_heads = 4;
+  c.mlp_dim = 60;
+  ViT m(c);
+  randomize(m, 4);
+  const std::vector<float> before(m.params().data(), m.params().data() + m.params().size());
+  const int64_t B = 3;
+  auto x = test::randn(B * 2 * 8 * 12, 2);
+  std::vector<float> plain(B * 3), packed(B * 3);
+  m.infer(x.data(), B, nullptr, plain.data());
+  m.pack_weights();
+  ASSERT_TRUE(m.weights_packed());
+  m.infer(x.data(), B, nullptr, packed.data());
+  EXPECT_TRUE(test::close_rel_max("packed vs plain logits", packed.data(), plain.data(), B * 3, 1e-5));
+  EXPECT_THROW(m.forward(x.data(), B, nullptr, ForwardMode{true, 1, 0}), Error);
+  EXPECT_THROW(m.set_infer_dtype("bf16"), Error);
+  EXPECT_THROW(save_checkpoint("/nonexistent/never-written.safetensors", m), Error);
+  m.unpack_weights();
+  EXPECT_FALSE(m.weights_packed());
+  EXPECT_EQ(std::memcmp(before.data(), m.params().data(), before.size() * sizeof(float)), 0);
+  m.infer(x.data(), B, nullptr, packed.data());
+  EXPECT_EQ(packed, plain) << "unpacked, the model computes exactly what it did before";
 }
 
 TEST(Model, PatchEmbeddingIsAConvolution) {

@@ -32,7 +32,10 @@ struct ForwardMode {
 
 class ViT {
  public:
-  explicit ViT(const ViTConfig& cfg);
+  // randomize = false leaves every parameter 0 (the arena's pages are untouched until
+  // written): for loaders that overwrite all of them. The random initialization draws one
+  // value at a time and takes seconds for ViT-B/16 (2.5 s of a 6.6 s `vit predict`).
+  explicit ViT(const ViTConfig& cfg, bool randomize = true);
   ViT(const ViT&) = delete;
   ViT& operator=(const ViT&) = delete;
 
@@ -66,6 +69,20 @@ class ViT {
   // and later changes to the parameters are not seen until it is set again.
   void set_infer_dtype(const std::string& dtype);
   const std::string& infer_dtype() const { return infer_dtype_; }
+
+  // fp32 inference with the blocks' four weight matrices (qkv, proj, fc1, fc2) packed in
+  // place for the CPU kernel made for few rows: batch 1 and other small batches, where it
+  // beats oneDNN's sgemm (which repacks the weights at every call) on two threads. Packing
+  // rewrites the parameters' memory (no copy: peak memory stays the weights plus one block's
+  // activations), so a packed model only infers: training steps, bf16 and saving refuse it
+  // until unpack_weights() restores the parameters exactly. Logits agree with the unpacked
+  // model's to float rounding (another summation order). No-op when already packed.
+  void pack_weights();
+  void unpack_weights();
+  // pack_weights() when packed is the faster fp32 inference for batches of up to max_batch
+  // images here (ops::packed_linear_preferred); returns whether the weights are packed.
+  bool pack_weights_if_faster(int64_t max_batch);
+  bool weights_packed() const { return weights_packed_; }
 
   // Fine-tuning the head alone (linear probing): backward stops after the head's gradients.
   void set_backbone_frozen(bool frozen) { backbone_frozen_ = frozen; }
@@ -124,6 +141,7 @@ class ViT {
   std::vector<BlockPacked> packed_;  // bf16 inference only
   bool have_mask_ = false;
   bool backbone_frozen_ = false;
+  bool weights_packed_ = false;
   std::vector<uint8_t> patch_mask_, key_mask_;  // [B,N] and [B,T], copied from the caller
 };
 

@@ -25,6 +25,17 @@ bool bf16_available();
 std::shared_ptr<PackedLinear> pack_linear_bf16(const Tensor& w);
 void linear_forward_bf16(Tensor y, const Tensor& x, PackedLinear& w, const Tensor* b);
 
+// Linear on weights packed in place for inference (the CPU backend's panel layout):
+// pack_linear_inplace rewrites w's memory, unpack_linear_inplace restores it exactly; w keeps
+// its [N,K] shape but is not a plain matrix while packed. linear_forward_packed computes
+// what linear_forward computes on the unpacked w (summed in another order).
+void pack_linear_inplace(Tensor& w);
+void unpack_linear_inplace(Tensor& w);
+// Whether linear_forward_packed is the faster one for M rows here (VIT_PACK=on|off decides
+// instead when set).
+bool packed_linear_preferred(int64_t M);
+void linear_forward_packed(Tensor y, const Tensor& x, const Tensor& w_packed, const Tensor* b);
+
 // layernorm over the last dim of x[M,C]; mean[M], rstd[M] saved for backward.
 void layernorm_forward(Tensor y, Tensor mean, Tensor rstd, const Tensor& x, const Tensor& w, const Tensor& b,
                        float eps);

@@ -31,7 +31,8 @@ struct BenchResult {
   double ceiling_gflops = 0;
   std::string ceiling_source;  // "measured: ..." or "given"
   double pct_of_ceiling = 0;
-  double peak_rss_mb = 0;  // of the whole process so far (getrusage)
+  bool weights_packed = false;  // fp32 inference on in-place packed weights (ViT::pack_weights)
+  double peak_rss_mb = 0;       // of the whole process so far (getrusage)
 };
 
 // The rate of the engine's matrix product on ViT-B/16's fc1 shape at batch 16

@@ -1,7 +1,8 @@
 // Multi-head scaled dot-product self-attention (timm's Attention between qkv and proj):
 // per (batch, head) S = scale q k^T, masked keys to -inf, softmax, dropout, out = P v.
-// Parallel over (batch, head): each pair writes disjoint memory, so results do not depend
-// on the thread count. The matrix products run single-threaded inside the parallel loop.
+// Parallel over (batch, head), the forward also over blocks of query rows when there are
+// few pairs: each item writes disjoint memory, so results do not depend on the thread count. The matrix
+// products run single-threaded inside the parallel loop.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -95,6 +96,17 @@ int attention_threads(int64_t B, int64_t H, int64_t T, int64_t D) {
   const int nt = threads_for(B * H * T * T * D * 2);
   return int(B * H) < nt ? int(B * H) : nt;
 }
+
+// Query rows per work item of the forward. Rows of one head are independent (S = q k^T,
+// softmax and P v row by row), so when there are few (sample, head) pairs they are split
+// into row blocks to keep every thread busy: ViT-Ti at batch 1 has 3 heads, 2 of them on
+// one thread of two otherwise. The split depends on the shape alone, not on the thread
+// count, so results do not either.
+int64_t forward_row_block(int64_t B, int64_t H, int64_t T) {
+  if (B * H >= 16) return T;
+  const int64_t blocks = (T + 63) / 64;
+  return (T + blocks - 1) / blocks;
+}
 }  // namespace
 
 void softmax_rows_reference(float* P, int64_t rows, int64_t n, const uint8_t* km) {
@@ -144,22 +156,25 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
                        int64_t first_sample) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
-#pragma omp parallel for num_threads(attention_threads(B, H, T, D)) schedule(static)
-  for (int64_t bh = 0; bh < B * H; ++bh) {
+  const int64_t rb = forward_row_block(B, H, T), nb = (T + rb - 1) / rb;
+  const int nt = threads_for(B * H * T * T * D * 2);
+#pragma omp parallel for num_threads(int(B * H * nb) < nt ? int(B * H * nb) : nt) schedule(static)
+  for (int64_t item = 0; item < B * H * nb; ++item) {
+    const int64_t bh = item / nb, r0 = (item % nb) * rb, rows = T - r0 < rb ? T - r0 : rb;
     const int64_t b = bh / H, h = bh % H;
     const float* q = qkv + head_offset(b, h, T, C, D);
     const float* k = q + C;
     const float* v = q + 2 * C;
-    float* P = probs + bh * T * T;
-    head_product(true, T, T, D, D, scale, q, ld, k, ld, P, T);
-    softmax_rows(P, T, T, key_mask ? key_mask + b * T : nullptr);
+    float* P = probs + bh * T * T + r0 * T;
+    head_product(true, rows, T, D, D, scale, q + r0 * ld, ld, k, ld, P, T);
+    softmax_rows(P, rows, T, key_mask ? key_mask + b * T : nullptr);
     const float* Pv = P;
     if (probs_drop) {
-      float* Pd = probs_drop + bh * T * T;
-      drop_probs(Pd, P, T * T, drop_p, drop_key, (first_sample * H + bh) * T * T);
+      float* Pd = probs_drop + bh * T * T + r0 * T;
+      drop_probs(Pd, P, rows * T, drop_p, drop_key, (first_sample * H + bh) * T * T + r0 * T);
       Pv = Pd;
     }
-    head_product(false, T, D, T, D, 1.f, Pv, T, v, ld, out + b * T * C + h * D, C);
+    head_product(false, rows, D, T, D, 1.f, Pv, T, v, ld, out + (b * T + r0) * C + h * D, C);
   }
 }
 

@@ -32,6 +32,18 @@ bool bf16_matmul_available();
 std::shared_ptr<PackedBf16> pack_bf16(const float* w, int64_t N, int64_t K);
 // y[M,N] = bf16(x[M,K]) w^T + b[N] (b may be null). Not for concurrent calls on one w.
 void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b, int64_t M);
+// ---- linear_packed.cpp: inference on weights packed in place: panel p = rows
+// [16p, 16p + 16) of w[N,K] (fewer at the end) transposed to [K, width], in the same memory.
+// pack_panels and unpack_panels are exact inverses (pure data movement).
+void pack_panels(float* w, int64_t N, int64_t K);
+// Whether this kernel beats linear_forward for M rows with the current threads (AVX-512,
+// two or more threads, few rows); VIT_PACK=on|off overrides for A/B measurements.
+bool packed_linear_preferred(int64_t M);
+void unpack_panels(float* w, int64_t N, int64_t K);
+// y[M,N] = x[M,K] w^T + b[N] (b may be null) from packed w; each output is summed over k in
+// order by one thread, so results do not depend on the thread count.
+void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
+                           int64_t N);
 // dx = dy w (assigned, or added when accumulate_dx); dw += dy^T x; db += colsum(dy).
 // dx, dw, db may each be null to skip.
 void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
