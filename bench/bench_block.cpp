@@ -1,5 +1,6 @@
 // Where an inference forward spends its time: one encoder block's kernels timed one by one
-// at a model's shape (batch 1 for the ImageNet sizes, the recipe's batch for cifar-seed).
+// at a model's shape (batch 1 for the ImageNet sizes, the recipe's batch for cifar-seed);
+// the four products both through oneDNN's sgemm and on weights packed in place (`-packed`).
 // Each op's time x depth, plus patch embedding and head (small), is the forward; compare
 // the sum with `vit bench --mode infer`. Counters: GFLOP/s for the matrix products and the
 // attention core (2 flops per multiply-add), GB/s of input+output for the element-wise ops.
@@ -48,10 +49,31 @@ struct Buffers {
   }
 };
 
-enum class Op { LayerNorm, Qkv, Attention, Proj, Residual, Fc1, Gelu, Fc2 };
+enum class Op {
+  LayerNorm,
+  Qkv,
+  Attention,
+  Proj,
+  Residual,
+  Fc1,
+  Gelu,
+  Fc2,
+  QkvPacked,
+  ProjPacked,
+  Fc1Packed,
+  Fc2Packed
+};
 const char* op_name(Op op) {
-  const char* names[] = {"layernorm", "qkv", "attention", "proj", "residual", "fc1", "gelu", "fc2"};
+  const char* names[] = {"layernorm", "qkv", "attention",  "proj",        "residual",   "fc1",
+                         "gelu",      "fc2", "qkv-packed", "proj-packed", "fc1-packed", "fc2-packed"};
   return names[int(op)];
+}
+
+// The same product on weights packed in place (what inference at small batches runs).
+std::function<void()> packed(std::vector<float>& w, float* y, const float* x, const float* b, int64_t M,
+                             int64_t K, int64_t N) {
+  vit::cpu::pack_panels(w.data(), N, K);
+  return [=, &w] { vit::cpu::linear_forward_packed(y, x, w.data(), b, M, K, N); };
 }
 
 void run(benchmark::State& st, const BlockShape& s, Op op) {
@@ -104,6 +126,22 @@ void run(benchmark::State& st, const BlockShape& s, Op op) {
       f = [&] { vit::cpu::linear_forward(b.y.data(), b.g.data(), b.wfc2.data(), b.bfc2.data(), M, F, C); };
       flops = 2.0 * M * F * C;
       break;
+    case Op::QkvPacked:
+      f = packed(b.wqkv, b.qkv.data(), b.x.data(), b.bqkv.data(), M, C, 3 * C);
+      flops = 2.0 * M * C * 3 * C;
+      break;
+    case Op::ProjPacked:
+      f = packed(b.wproj, b.y.data(), b.att.data(), b.bproj.data(), M, C, C);
+      flops = 2.0 * M * C * C;
+      break;
+    case Op::Fc1Packed:
+      f = packed(b.wfc1, b.h.data(), b.y.data(), b.bfc1.data(), M, C, F);
+      flops = 2.0 * M * C * F;
+      break;
+    case Op::Fc2Packed:
+      f = packed(b.wfc2, b.y.data(), b.g.data(), b.bfc2.data(), M, F, C);
+      flops = 2.0 * M * F * C;
+      break;
   }
   for (auto _ : st) {
     f();
@@ -119,7 +157,8 @@ void run(benchmark::State& st, const BlockShape& s, Op op) {
 
 int main(int argc, char** argv) {
   for (const BlockShape& s : kShapes)
-    for (Op op : {Op::LayerNorm, Op::Qkv, Op::Attention, Op::Proj, Op::Residual, Op::Fc1, Op::Gelu, Op::Fc2})
+    for (Op op : {Op::LayerNorm, Op::Qkv, Op::Attention, Op::Proj, Op::Residual, Op::Fc1, Op::Gelu, Op::Fc2,
+                  Op::QkvPacked, Op::ProjPacked, Op::Fc1Packed, Op::Fc2Packed})
       benchmark::RegisterBenchmark((std::string(s.name) + "/" + op_name(op)).c_str(), run, s, op)
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond)
