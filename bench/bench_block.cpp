@@ -24,10 +24,9 @@ struct BlockShape {
 
 // T includes the class token: 14x14 patches + 1 for the 224-pixel models, 8x8 + 1 for cifar-seed.
 const BlockShape kShapes[] = {
-    {"vit-tiny-16/b1", 1, 197, 192, 3, 768},
-    {"vit-small-16/b1", 1, 197, 384, 6, 1536},
-    {"vit-base-16/b1", 1, 197, 768, 12, 3072},
-    {"cifar-seed/b256", 256, 65, 192, 12, 768},
+    {"vit-tiny-16/b1", 1, 197, 192, 3, 768},     {"vit-small-16/b1", 1, 197, 384, 6, 1536},
+    {"vit-base-16/b1", 1, 197, 768, 12, 3072},   {"vit-base-16/b4", 4, 197, 768, 12, 3072},
+    {"vit-base-16/b16", 16, 197, 768, 12, 3072}, {"cifar-seed/b256", 256, 65, 192, 12, 768},
 };
 
 struct Buffers {
