@@ -36,8 +36,8 @@ void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b
 // [16p, 16p + 16) of w[N,K] (fewer at the end) transposed to [K, width], in the same memory.
 // pack_panels and unpack_panels are exact inverses (pure data movement).
 void pack_panels(float* w, int64_t N, int64_t K);
-// Whether this kernel beats linear_forward for M rows with the current threads (AVX-512,
-// two or more threads, few rows); VIT_PACK=on|off overrides for A/B measurements.
+// Whether this kernel beats linear_forward for M rows (AVX-512 and
+// few rows); VIT_PACK=on|off overrides for A/B measurements.
 bool packed_linear_preferred(int64_t M);
 void unpack_panels(float* w, int64_t N, int64_t K);
 // y[M,N] = x[M,K] w^T + b[N] (b may be null) from packed w; each output is summed over k in

@@ -7,7 +7,6 @@
 // Layout: panel p holds rows [16p, 16p + w) of w[N,K] (w = 16, or the rows left at the end)
 // transposed to [K, w], in the memory those rows occupied: packing is a transpose of each
 // 16-row block and needs no second copy of the weights.
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -105,10 +104,10 @@ bool packed_linear_preferred(int64_t M) {
     if (std::strcmp(env, "off") == 0) return false;
     if (std::strcmp(env, "on") == 0) return true;
   }
-  // Measured on ViT-B/16 and ViT-Ti/16 shapes (docs/benchmarks.md): ahead of oneDNN's sgemm
-  // on two threads up to about 800 rows (batch 4 at 197 tokens), 0.95x at 1576, and level to 6% behind on one
-  // thread.
-  return simd::avx512() && omp_get_max_threads() >= 2 && M <= kPreferredRows;
+  // Measured on whole models (docs/benchmarks.md): ahead of oneDNN's sgemm up to about 800
+  // rows (batch 4 at 197 tokens) on two threads (ViT-B/16: 1.29x at batch 1, 1.13x at 4) and
+  // on one (ViT-Ti/S/B batch 1: 1.06-1.10x; batch 4 level); behind at 1576 rows and more.
+  return simd::avx512() && M <= kPreferredRows;
 }
 
 namespace {
