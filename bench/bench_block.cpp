@@ -48,38 +48,34 @@ struct Buffers {
   }
 };
 
-enum class Op {
-  LayerNorm,
-  Qkv,
-  Attention,
-  Proj,
-  Residual,
-  Fc1,
-  Gelu,
-  Fc2,
-  QkvPacked,
-  ProjPacked,
-  Fc1Packed,
-  Fc2Packed
-};
+enum class Op { LayerNorm, Qkv, Attention, Proj, Residual, Fc1, Gelu, Fc2 };
 const char* op_name(Op op) {
-  const char* names[] = {"layernorm", "qkv", "attention",  "proj",        "residual",   "fc1",
-                         "gelu",      "fc2", "qkv-packed", "proj-packed", "fc1-packed", "fc2-packed"};
+  const char* names[] = {"layernorm", "qkv", "attention", "proj", "residual", "fc1", "gelu", "fc2"};
   return names[int(op)];
 }
-
-// The same product on weights packed in place (what inference at small batches runs).
-std::function<void()> packed(std::vector<float>& w, float* y, const float* x, const float* b, int64_t M,
-                             int64_t K, int64_t N) {
-  vit::cpu::pack_panels(w.data(), N, K);
-  return [=, &w] { vit::cpu::linear_forward_packed(y, x, w.data(), b, M, K, N); };
+bool is_product(Op op) {
+  return op == Op::Qkv || op == Op::Proj || op == Op::Fc1 || op == Op::Fc2;
 }
 
-void run(benchmark::State& st, const BlockShape& s, Op op) {
+// packed: the four products on weights packed in place (what inference at small batches
+// runs) instead of through oneDNN's sgemm.
+void run(benchmark::State& st, const BlockShape& s, Op op, bool packed) {
   Buffers b(s);
   const int64_t M = s.B * s.T, C = s.C, F = s.hidden, D = C / s.H;
   double flops = 0, bytes = 0;
   std::function<void()> f;
+  // y[M,N] = x[M,K] w^T + bias.
+  auto product = [&](std::vector<float>& y, const std::vector<float>& x, std::vector<float>& w,
+                     const std::vector<float>& bias, int64_t K, int64_t N) {
+    flops = 2.0 * M * K * N;
+    if (packed) vit::cpu::pack_panels(w.data(), N, K);
+    f = [&, K, N] {
+      if (packed)
+        vit::cpu::linear_forward_packed(y.data(), x.data(), w.data(), bias.data(), M, K, N);
+      else
+        vit::cpu::linear_forward(y.data(), x.data(), w.data(), bias.data(), M, K, N);
+    };
+  };
   switch (op) {
     case Op::LayerNorm:
       f = [&] {
@@ -88,12 +84,7 @@ void run(benchmark::State& st, const BlockShape& s, Op op) {
       };
       bytes = 2.0 * M * C * 4;
       break;
-    case Op::Qkv:
-      f = [&] {
-        vit::cpu::linear_forward(b.qkv.data(), b.x.data(), b.wqkv.data(), b.bqkv.data(), M, C, 3 * C);
-      };
-      flops = 2.0 * M * C * 3 * C;
-      break;
+    case Op::Qkv: product(b.qkv, b.x, b.wqkv, b.bqkv, C, 3 * C); break;
     case Op::Attention:
       f = [&] {
         vit::cpu::attention_forward(b.att.data(), b.probs.data(), nullptr, b.qkv.data(), nullptr, s.B, s.T, C,
@@ -101,46 +92,19 @@ void run(benchmark::State& st, const BlockShape& s, Op op) {
       };
       flops = 2.0 * 2 * s.B * s.H * s.T * s.T * D;
       break;
-    case Op::Proj:
-      f = [&] {
-        vit::cpu::linear_forward(b.y.data(), b.att.data(), b.wproj.data(), b.bproj.data(), M, C, C);
-      };
-      flops = 2.0 * M * C * C;
-      break;
+    case Op::Proj: product(b.y, b.att, b.wproj, b.bproj, C, C); break;
     case Op::Residual:
       f = [&] {
         vit::cpu::residual_forward(b.x.data(), b.x.data(), b.y.data(), nullptr, s.B, s.T, C, 0.f, 0, 0.f, 0);
       };
       bytes = 3.0 * M * C * 4;
       break;
-    case Op::Fc1:
-      f = [&] { vit::cpu::linear_forward(b.h.data(), b.y.data(), b.wfc1.data(), b.bfc1.data(), M, C, F); };
-      flops = 2.0 * M * C * F;
-      break;
+    case Op::Fc1: product(b.h, b.y, b.wfc1, b.bfc1, C, F); break;
     case Op::Gelu:
       f = [&] { vit::cpu::gelu_forward(b.g.data(), b.h.data(), M * F); };
       bytes = 2.0 * M * F * 4;
       break;
-    case Op::Fc2:
-      f = [&] { vit::cpu::linear_forward(b.y.data(), b.g.data(), b.wfc2.data(), b.bfc2.data(), M, F, C); };
-      flops = 2.0 * M * F * C;
-      break;
-    case Op::QkvPacked:
-      f = packed(b.wqkv, b.qkv.data(), b.x.data(), b.bqkv.data(), M, C, 3 * C);
-      flops = 2.0 * M * C * 3 * C;
-      break;
-    case Op::ProjPacked:
-      f = packed(b.wproj, b.y.data(), b.att.data(), b.bproj.data(), M, C, C);
-      flops = 2.0 * M * C * C;
-      break;
-    case Op::Fc1Packed:
-      f = packed(b.wfc1, b.h.data(), b.y.data(), b.bfc1.data(), M, C, F);
-      flops = 2.0 * M * C * F;
-      break;
-    case Op::Fc2Packed:
-      f = packed(b.wfc2, b.y.data(), b.g.data(), b.bfc2.data(), M, F, C);
-      flops = 2.0 * M * F * C;
-      break;
+    case Op::Fc2: product(b.y, b.g, b.wfc2, b.bfc2, F, C); break;
   }
   for (auto _ : st) {
     f();
@@ -156,12 +120,16 @@ void run(benchmark::State& st, const BlockShape& s, Op op) {
 
 int main(int argc, char** argv) {
   for (const BlockShape& s : kShapes)
-    for (Op op : {Op::LayerNorm, Op::Qkv, Op::Attention, Op::Proj, Op::Residual, Op::Fc1, Op::Gelu, Op::Fc2,
-                  Op::QkvPacked, Op::ProjPacked, Op::Fc1Packed, Op::Fc2Packed})
-      benchmark::RegisterBenchmark((std::string(s.name) + "/" + op_name(op)).c_str(), run, s, op)
-          ->UseRealTime()
-          ->Unit(benchmark::kMicrosecond)
-          ->MinTime(0.2);
+    for (bool packed : {false, true})
+      for (Op op :
+           {Op::LayerNorm, Op::Qkv, Op::Attention, Op::Proj, Op::Residual, Op::Fc1, Op::Gelu, Op::Fc2}) {
+        if (packed && !is_product(op)) continue;
+        const std::string name = std::string(s.name) + "/" + op_name(op) + (packed ? "-packed" : "");
+        benchmark::RegisterBenchmark(name.c_str(), run, s, op, packed)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->MinTime(0.2);
+      }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

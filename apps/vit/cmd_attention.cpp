@@ -82,8 +82,7 @@ Run add_attention(CLI::App& cmd) {
     set_num_threads(f->threads);
     const Pretrained loaded = f->load.load();
     ViT& model = *loaded.model;
-    model.set_infer_dtype(f->input.dtype);
-    model.pack_weights_if_faster(1);  // one image at a time
+    f->input.prepare(model, 1);  // one image at a time
     const ViTConfig& cfg = model.config();
     const auto& names = loaded.class_names;
     const int64_t layer = parse_index(f->layer, cfg.depth, "layer", "all");

@@ -76,8 +76,7 @@ Run add_predict(CLI::App& cmd) {
     VIT_CHECK(!f->images.empty() || !f->tensor.empty(), "give image files or --tensor FILE:NAME");
     const Pretrained loaded = f->load.load();
     ViT& model = *loaded.model;
-    model.set_infer_dtype(f->input.dtype);
-    model.pack_weights_if_faster(f->batch_size);
+    f->input.prepare(model, f->batch_size);
     const ViTConfig& cfg = model.config();
     const auto& names = loaded.class_names;
     const int64_t K = cfg.num_classes, n = cfg.in_chans * cfg.img_h * cfg.img_w;

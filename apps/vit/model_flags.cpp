@@ -119,6 +119,11 @@ void InputFlags::add_to(CLI::App& cmd) {
       ->capture_default_str();
 }
 
+void InputFlags::prepare(ViT& model, int64_t max_batch) const {
+  model.set_infer_dtype(dtype);
+  model.pack_weights_if_faster(max_batch);
+}
+
 InputSpec InputFlags::spec(const ViTConfig& cfg) const {
   InputSpec in = input_spec(cfg);
   if (!interpolation.empty()) in.interpolation = interpolation;

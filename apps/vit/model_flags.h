@@ -37,6 +37,9 @@ struct InputFlags {
   float crop_pct = 0.f;                                  // 0: the config's
   void add_to(CLI::App& cmd);
   InputSpec spec(const ViTConfig& cfg) const;  // validated
+  // Sets the model up for inference in batches of up to max_batch images: --dtype, then the
+  // packed fp32 weights where they are faster (ViT::pack_weights_if_faster).
+  void prepare(ViT& model, int64_t max_batch) const;
 };
 
 // A checkpoint of any layout (vitcpp, timm, Hugging Face: a .safetensors file or a

@@ -284,23 +284,17 @@ void ViT::set_infer_dtype(const std::string& dtype) {
   infer_dtype_ = dtype;
 }
 
-void ViT::pack_weights() {
-  if (weights_packed_) return;
+void ViT::set_weights_packed(bool packed) {
+  if (packed == weights_packed_) return;
   for (BlockWeights& w : W_.blocks)
-    for (Tensor* t : {&w.qkvw, &w.projw, &w.fc1w, &w.fc2w}) ops::pack_linear_inplace(*t);
-  weights_packed_ = true;
+    for (Tensor* t : {&w.qkvw, &w.projw, &w.fc1w, &w.fc2w})
+      packed ? ops::pack_linear_inplace(*t) : ops::unpack_linear_inplace(*t);
+  weights_packed_ = packed;
 }
 
 bool ViT::pack_weights_if_faster(int64_t max_batch) {
   if (infer_dtype_ == "fp32" && ops::packed_linear_preferred(max_batch * cfg_.num_tokens())) pack_weights();
   return weights_packed_;
-}
-
-void ViT::unpack_weights() {
-  if (!weights_packed_) return;
-  for (BlockWeights& w : W_.blocks)
-    for (Tensor* t : {&w.qkvw, &w.projw, &w.fc1w, &w.fc2w}) ops::unpack_linear_inplace(*t);
-  weights_packed_ = false;
 }
 
 void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits) {

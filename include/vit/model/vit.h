@@ -72,13 +72,13 @@ class ViT {
 
   // fp32 inference with the blocks' four weight matrices (qkv, proj, fc1, fc2) packed in
   // place for the CPU kernel made for few rows: batch 1 and other small batches, where it
-  // beats oneDNN's sgemm (which repacks the weights at every call) on two threads. Packing
+  // beats oneDNN's sgemm (which repacks the weights at every call). Packing
   // rewrites the parameters' memory (no copy: peak memory stays the weights plus one block's
   // activations), so a packed model only infers: training steps, bf16 and saving refuse it
   // until unpack_weights() restores the parameters exactly. Logits agree with the unpacked
   // model's to float rounding (another summation order). No-op when already packed.
-  void pack_weights();
-  void unpack_weights();
+  void pack_weights() { set_weights_packed(true); }
+  void unpack_weights() { set_weights_packed(false); }
   // pack_weights() when packed is the faster fp32 inference for batches of up to max_batch
   // images here (ops::packed_linear_preferred); returns whether the weights are packed.
   bool pack_weights_if_faster(int64_t max_batch);
@@ -126,7 +126,8 @@ class ViT {
   void run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode,
                    float* attn = nullptr);
   void set_masks(int64_t B, const uint8_t* mask);
-  bool norm_all_tokens() const;  // avg pooling without fc_norm: `norm` on every token first
+  void set_weights_packed(bool packed);  // pack or unpack the blocks' four weights in place
+  bool norm_all_tokens() const;          // avg pooling without fc_norm: `norm` on every token first
 
   ViTConfig cfg_;
   ParamTable table_;

@@ -1,8 +1,8 @@
 // Multi-head scaled dot-product self-attention (timm's Attention between qkv and proj):
 // per (batch, head) S = scale q k^T, masked keys to -inf, softmax, dropout, out = P v.
 // Parallel over (batch, head), the forward also over blocks of query rows when there are
-// few pairs: each item writes disjoint memory, so results do not depend on the thread count. The matrix
-// products run single-threaded inside the parallel loop.
+// few pairs: each item writes disjoint memory, so results do not depend on the thread
+// count. The matrix products run single-threaded inside the parallel loop.
 #include <cmath>
 #include <cstring>
 #include <limits>

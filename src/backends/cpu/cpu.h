@@ -36,10 +36,10 @@ void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b
 // [16p, 16p + 16) of w[N,K] (fewer at the end) transposed to [K, width], in the same memory.
 // pack_panels and unpack_panels are exact inverses (pure data movement).
 void pack_panels(float* w, int64_t N, int64_t K);
-// Whether this kernel beats linear_forward for M rows (AVX-512 and
-// few rows); VIT_PACK=on|off overrides for A/B measurements.
-bool packed_linear_preferred(int64_t M);
 void unpack_panels(float* w, int64_t N, int64_t K);
+// Whether this kernel beats linear_forward for M rows (AVX-512 and few rows); VIT_PACK=on|off
+// overrides for A/B measurements.
+bool packed_linear_preferred(int64_t M);
 // y[M,N] = x[M,K] w^T + b[N] (b may be null) from packed w; each output is summed over k in
 // order by one thread, so results do not depend on the thread count.
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
