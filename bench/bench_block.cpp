@@ -31,7 +31,7 @@ const BlockShape kShapes[] = {
 
 struct Buffers {
   std::vector<float> x, y, mean, rstd, lnw, lnb, qkv, wqkv, bqkv, probs, att, wproj, bproj, h, wfc1, bfc1, g,
-      wfc2, bfc2;
+      wfc2, bfc2, dqkv, scratch;
   explicit Buffers(const BlockShape& s) {
     const int64_t M = s.B * s.T, C = s.C, F = s.hidden;
     auto fill = [](std::vector<float>& v, int64_t n, float scale) {
@@ -45,12 +45,14 @@ struct Buffers {
     fill(wproj, C * C, 0.05f), fill(bproj, C, 0.1f);
     fill(h, M * F, 1.f), fill(wfc1, F * C, 0.05f), fill(bfc1, F, 0.1f), fill(g, M * F, 0.f);
     fill(wfc2, C * F, 0.05f), fill(bfc2, C, 0.1f);
+    fill(dqkv, M * 3 * C, 0.f), fill(scratch, s.B * s.H * s.T * s.T, 0.f);
   }
 };
 
-enum class Op { LayerNorm, Qkv, Attention, Proj, Residual, Fc1, Gelu, Fc2 };
+enum class Op { LayerNorm, Qkv, Attention, Proj, Residual, Fc1, Gelu, Fc2, AttentionBackward };
 const char* op_name(Op op) {
-  const char* names[] = {"layernorm", "qkv", "attention", "proj", "residual", "fc1", "gelu", "fc2"};
+  const char* names[] = {"layernorm", "qkv", "attention",         "proj", "residual", "fc1",
+                         "gelu",      "fc2", "attention-backward"};
   return names[int(op)];
 }
 bool is_product(Op op) {
@@ -105,6 +107,15 @@ void run(benchmark::State& st, const BlockShape& s, Op op, bool packed) {
       bytes = 2.0 * M * F * 4;
       break;
     case Op::Fc2: product(b.y, b.g, b.wfc2, b.bfc2, F, C); break;
+    case Op::AttentionBackward:  // training's: from the forward's probabilities, dout = att
+      vit::cpu::attention_forward(b.att.data(), b.probs.data(), nullptr, b.qkv.data(), nullptr, s.B, s.T, C,
+                                  s.H, 0.f, 0);
+      f = [&] {
+        vit::cpu::attention_backward(b.dqkv.data(), b.scratch.data(), b.att.data(), b.qkv.data(),
+                                     b.probs.data(), nullptr, s.B, s.T, C, s.H, 0.f, 0);
+      };
+      flops = 4 * 2.0 * s.B * s.H * s.T * s.T * D;
+      break;
   }
   for (auto _ : st) {
     f();
@@ -121,8 +132,8 @@ void run(benchmark::State& st, const BlockShape& s, Op op, bool packed) {
 int main(int argc, char** argv) {
   for (const BlockShape& s : kShapes)
     for (bool packed : {false, true})
-      for (Op op :
-           {Op::LayerNorm, Op::Qkv, Op::Attention, Op::Proj, Op::Residual, Op::Fc1, Op::Gelu, Op::Fc2}) {
+      for (Op op : {Op::LayerNorm, Op::Qkv, Op::Attention, Op::Proj, Op::Residual, Op::Fc1, Op::Gelu, Op::Fc2,
+                    Op::AttentionBackward}) {
         if (packed && !is_product(op)) continue;
         const std::string name = std::string(s.name) + "/" + op_name(op) + (packed ? "-packed" : "");
         benchmark::RegisterBenchmark(name.c_str(), run, s, op, packed)

@@ -129,25 +129,89 @@ TEST(Simd, LayerNormMatchesReference) {
 
 namespace vit {
 
-// Attention's per-head products for small head dims: every shape class the register blocks
-// have (rows in 4s and a remainder, one or two vectors of columns with a masked tail), with
-// leading dimensions wider than the matrices as qkv's 3C rows are.
+// Attention's per-head products: every shape class the register blocks have (rows in
+// blocks and a remainder, 1-4 vectors of columns with a masked tail, K from 1 up), A read
+// plain and transposed, with leading dimensions wider than the matrices as qkv's 3C rows are.
 TEST(Simd, HeadGemmMatchesReference) {
   require_avx512();
   struct S {
     int64_t M, N, K;
   };
-  for (S s : {S{50, 50, 4}, S{50, 4, 50}, S{65, 65, 16}, S{197, 64, 197}, S{7, 130, 3}, S{1, 1, 1}}) {
-    const int64_t lda = s.K + 5, ldb = s.N + 3, ldc = s.N + 7;
-    auto A = test::randn(s.M * lda, 1), B = test::randn(s.K * ldb, 2);
-    std::vector<float> got(s.M * ldc, 9.f), want(s.M * ldc, 9.f);
-    cpu::head_gemm_nn(s.M, s.N, s.K, 0.25f, A.data(), lda, B.data(), ldb, got.data(), ldc);
-    cpu::gemm_reference(false, false, s.M, s.N, s.K, 0.25f, A.data(), lda, B.data(), ldb, 0.f, want.data(),
-                        ldc);
-    // float sums of K unit-variance products against double sums: 1e-5 of the largest value.
-    // Comparing all of C (ldc wide) also checks that the columns past N keep their 9s.
-    const std::string at = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
-    EXPECT_TRUE(test::close_rel_max("head_gemm " + at, got.data(), want.data(), s.M * ldc, 1e-5));
+  for (S s : {S{50, 50, 4}, S{50, 4, 50}, S{65, 65, 16}, S{65, 16, 65}, S{197, 64, 197}, S{7, 130, 3},
+              S{13, 33, 5}, S{1, 1, 1}, S{25, 80, 50}}) {
+    for (bool ta : {false, true}) {
+      const int64_t lda = (ta ? s.M : s.K) + 5, ldb = s.N + 3, ldc = s.N + 7;
+      auto A = test::randn((ta ? s.K : s.M) * lda, 1), B = test::randn(s.K * ldb, 2);
+      std::vector<float> got(s.M * ldc, 9.f), want(s.M * ldc, 9.f);
+      cpu::head_gemm(s.M, s.N, s.K, 0.25f, A.data(), ta ? 1 : lda, ta ? lda : 1, B.data(), ldb, got.data(),
+                     ldc);
+      cpu::gemm_reference(ta, false, s.M, s.N, s.K, 0.25f, A.data(), lda, B.data(), ldb, 0.f, want.data(),
+                          ldc);
+      // float sums of K unit-variance products against double sums: 1e-5 of the largest value.
+      // Comparing all of C (ldc wide) also checks that the columns past N keep their 9s.
+      const std::string at = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K) +
+                             (ta ? " (A transposed)" : "");
+      EXPECT_TRUE(test::close_rel_max("head_gemm " + at, got.data(), want.data(), s.M * ldc, 1e-5));
+    }
+  }
+}
+
+// head_transpose against the plain transpose: block edges and partial blocks both ways.
+TEST(Simd, HeadTransposeMatchesPlain) {
+  require_avx512();
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{65, 16}, {197, 64}, {5, 3}, {16, 16}, {33, 80}, {1, 1}}) {
+    const int64_t lds = cols + 3, ldd = rows + 5;
+    auto src = test::randn(rows * lds, 3);
+    std::vector<float> got(cols * ldd, 9.f), want(cols * ldd, 9.f);
+    cpu::head_transpose(got.data(), ldd, src.data(), lds, rows, cols);
+    cpu::transpose(want.data(), ldd, src.data(), lds, rows, cols);
+    EXPECT_EQ(got, want) << rows << "x" << cols;
+  }
+}
+
+// head_scores, each mode, against gemm_reference plus the reference softmax (and its
+// backward): T from 1 to past the 208 keys held in registers, key masks with whole
+// vectors masked and every key masked, D from 4 to 80.
+TEST(Simd, HeadScoresMatchReference) {
+  require_avx512();
+  struct S {
+    int64_t M, T, D;
+  };
+  for (S s :
+       {S{65, 65, 16}, S{50, 50, 4}, S{197, 197, 64}, S{7, 3, 80}, S{1, 1, 1}, S{20, 230, 32}, S{9, 33, 8}}) {
+    const int64_t ldq = 3 * s.D + 1, ldk = (s.T + 15) / 16 * 16, T = s.T;
+    auto q = test::randn(s.M * ldq, 4), k = test::randn(T * ldq, 5), P = test::randn(s.M * T, 6);
+    std::vector<float> kT(s.D * ldk, std::nanf(""));  // padding past T must not matter
+    cpu::transpose(kT.data(), ldk, k.data(), ldq, T, s.D);
+    std::vector<uint8_t> km(T, 1);
+    for (int64_t j = 0; j < T; ++j) km[j] = (j % 5 != 2) && !(j >= 16 && j < 32);
+    std::vector<uint8_t> none(T, 0);
+    for (const uint8_t* mask : std::vector<const uint8_t*>{nullptr, km.data(), none.data()}) {
+      std::vector<float> S(s.M * T), got(s.M * T, 9.f), want(s.M * T);
+      cpu::gemm_reference(false, true, s.M, T, s.D, 0.3f, q.data(), ldq, k.data(), ldq, 0.f, S.data(), T);
+      const std::string at = std::to_string(s.M) + "x" + std::to_string(T) + "x" + std::to_string(s.D) +
+                             (mask == km.data() ? " masked"
+                              : mask            ? " all masked"
+                                                : "");
+      if (!mask) {
+        cpu::head_scores(cpu::HeadScores::Store, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(), ldk, nullptr,
+                         nullptr, got.data(), T);
+        EXPECT_TRUE(test::close_rel_max("head_scores store " + at, got.data(), S.data(), s.M * T, 1e-5));
+        // SoftmaxBackward: S plays dP; P is any row-stochastic-looking matrix.
+        want = S;
+        cpu::softmax_backward_rows_reference(want.data(), P.data(), s.M, T);
+        cpu::head_scores(cpu::HeadScores::SoftmaxBackward, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(), ldk,
+                         nullptr, P.data(), got.data(), T);
+        EXPECT_TRUE(test::close_rel_max("head_scores softmax backward " + at, got.data(), want.data(),
+                                        s.M * T, 1e-5));
+      }
+      want = S;
+      cpu::softmax_rows_reference(want.data(), s.M, T, mask);
+      cpu::head_scores(cpu::HeadScores::Softmax, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(), ldk, mask,
+                       nullptr, got.data(), T);
+      EXPECT_TRUE(test::close_rel_max("head_scores softmax " + at, got.data(), want.data(), s.M * T, 1e-5));
+    }
   }
 }
 

@@ -74,21 +74,14 @@ VIT_AVX512 void softmax_backward_row_avx512(float* d, const float* p, int64_t n)
   }
 }
 
-// C = alpha A op(B) for one head. Head dims below 16 (mnist-seed's 4) use AVX-512 register
-// blocks (head_gemm.cpp), with B transposed into a per-thread scratch (grown once, then
-// reused) when tb: there a oneDNN call costs more than the arithmetic (50x50x4: 0.57 vs
-// 0.36 us). From D = 16 up oneDNN was as fast or faster inside the attention loop.
-void head_product(bool tb, int64_t M, int64_t N, int64_t K, int64_t D, float alpha, const float* A,
-                  int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
-  if (D >= 16 || !simd::avx512()) return gemm(false, tb, M, N, K, alpha, A, lda, B, ldb, 0.f, C, ldc);
-  thread_local std::vector<float> tmp;
-  if (tb) {  // B is stored [N, K]
-    if (int64_t(tmp.size()) < K * N) tmp.resize(K * N);
-    transpose(tmp.data(), N, B, ldb, N, K);
-    B = tmp.data();
-    ldb = N;
-  }
-  head_gemm_nn(M, N, K, alpha, A, lda, B, ldb, C, ldc);
+// A head's k (or v) rows [T, D] transposed to [D, ldk] in a per-thread scratch (grown
+// once, then reused), ldk = T rounded up to 16, for head_scores.
+float* transposed_keys(const float* k, int64_t ld, int64_t T, int64_t D, int64_t* ldk) {
+  thread_local std::vector<float> kT;
+  *ldk = (T + 15) / 16 * 16;
+  if (int64_t(kT.size()) < D * *ldk) kT.resize(size_t(D * *ldk));
+  head_transpose(kT.data(), *ldk, k, ld, T, D);
+  return kT.data();
 }
 
 // The number of threads for B*H heads of T x T x D products (4 of them in backward).
@@ -158,6 +151,7 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
   const float scale = 1.f / std::sqrt(float(D));
   const int64_t rb = forward_row_block(B, H, T), nb = (T + rb - 1) / rb;
   const int nt = threads_for(B * H * T * T * D * 2);
+  const bool fast = simd::avx512();
 #pragma omp parallel for num_threads(int(B * H * nb) < nt ? int(B * H * nb) : nt) schedule(static)
   for (int64_t item = 0; item < B * H * nb; ++item) {
     const int64_t bh = item / nb, r0 = (item % nb) * rb, rows = T - r0 < rb ? T - r0 : rb;
@@ -166,15 +160,26 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
     const float* k = q + C;
     const float* v = q + 2 * C;
     float* P = probs + bh * T * T + r0 * T;
-    head_product(true, rows, T, D, D, scale, q + r0 * ld, ld, k, ld, P, T);
-    softmax_rows(P, rows, T, key_mask ? key_mask + b * T : nullptr);
+    const uint8_t* km = key_mask ? key_mask + b * T : nullptr;
+    if (fast) {  // S, softmax in registers, then P v: AVX-512 register blocks
+      int64_t ldk = 0;
+      const float* kT = transposed_keys(k, ld, T, D, &ldk);
+      head_scores(HeadScores::Softmax, rows, T, D, scale, q + r0 * ld, ld, kT, ldk, km, nullptr, P, T);
+    } else {
+      gemm(false, true, rows, T, D, scale, q + r0 * ld, ld, k, ld, 0.f, P, T);
+      softmax_rows(P, rows, T, km);
+    }
     const float* Pv = P;
     if (probs_drop) {
       float* Pd = probs_drop + bh * T * T + r0 * T;
       drop_probs(Pd, P, rows * T, drop_p, drop_key, (first_sample * H + bh) * T * T + r0 * T);
       Pv = Pd;
     }
-    head_product(false, rows, D, T, D, 1.f, Pv, T, v, ld, out + (b * T + r0) * C + h * D, C);
+    float* o = out + (b * T + r0) * C + h * D;
+    if (fast)
+      head_gemm(rows, D, T, 1.f, Pv, T, 1, v, ld, o, C);
+    else
+      gemm(false, false, rows, D, T, 1.f, Pv, T, v, ld, 0.f, o, C);
   }
 }
 
@@ -183,6 +188,7 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
                         uint64_t drop_key, int64_t first_sample) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
+  const bool fast = simd::avx512();
 #pragma omp parallel for num_threads(attention_threads(B, H, T, D)) schedule(static)
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t b = bh / H, h = bh % H;
@@ -196,12 +202,28 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     const float* Pv = probs_drop ? probs_drop + bh * T * T : P;
     const float* dO = dout + b * T * C + h * D;
     float* dP = scratch + bh * T * T;
-    head_product(true, T, T, D, D, 1.f, dO, C, v, ld, dP, T);    // dP = dO v^T
-    gemm(true, false, T, D, T, 1.f, Pv, T, dO, C, 0.f, dv, ld);  // dv = P^T dO
-    if (probs_drop) drop_probs(dP, dP, T * T, drop_p, drop_key, (first_sample * H + bh) * T * T);
-    softmax_backward_rows(dP, P, T, T);                            // dS = P * (dP - sum_j P dP)
-    head_product(false, T, D, T, D, scale, dP, T, k, ld, dq, ld);  // dq = scale dS k
-    gemm(true, false, T, D, T, scale, dP, T, q, ld, 0.f, dk, ld);  // dk = scale dS^T q
+    if (!fast) {
+      gemm(false, true, T, T, D, 1.f, dO, C, v, ld, 0.f, dP, T);   // dP = dO v^T
+      gemm(true, false, T, D, T, 1.f, Pv, T, dO, C, 0.f, dv, ld);  // dv = P^T dO
+      if (probs_drop) drop_probs(dP, dP, T * T, drop_p, drop_key, (first_sample * H + bh) * T * T);
+      softmax_backward_rows(dP, P, T, T);                             // dS = P * (dP - sum_j P dP)
+      gemm(false, false, T, D, T, scale, dP, T, k, ld, 0.f, dq, ld);  // dq = scale dS k
+      gemm(true, false, T, D, T, scale, dP, T, q, ld, 0.f, dk, ld);   // dk = scale dS^T q
+      continue;
+    }
+    // The same in register blocks; without dropout dS comes straight from dP's registers.
+    int64_t ldk = 0;
+    const float* vT = transposed_keys(v, ld, T, D, &ldk);
+    if (probs_drop) {
+      head_scores(HeadScores::Store, T, T, D, 1.f, dO, C, vT, ldk, nullptr, nullptr, dP, T);
+      drop_probs(dP, dP, T * T, drop_p, drop_key, (first_sample * H + bh) * T * T);
+      softmax_backward_rows(dP, P, T, T);
+    } else {
+      head_scores(HeadScores::SoftmaxBackward, T, T, D, 1.f, dO, C, vT, ldk, nullptr, P, dP, T);
+    }
+    head_gemm(T, D, T, 1.f, Pv, 1, T, dO, C, dv, ld);    // dv = P^T dO
+    head_gemm(T, D, T, scale, dP, T, 1, k, ld, dq, ld);  // dq = scale dS k
+    head_gemm(T, D, T, scale, dP, 1, T, q, ld, dk, ld);  // dk = scale dS^T q
   }
 }
 

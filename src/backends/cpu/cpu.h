@@ -16,10 +16,21 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// ---- head_gemm.cpp: attention's per-head products for small head dims without a library
-// call (AVX-512 only; callers check simd::avx512()). C[M,N] = alpha * A[M,K] B[K,N], assigned.
+// ---- head_gemm.cpp: attention's per-head products in AVX-512 register blocks, no library
+// call (AVX-512 only; callers check simd::avx512()).
+// C[M,N] = alpha * A B[K,N], assigned, with A(i, k) = A[i ars + k aks]: (lda, 1) for A, (1, lda) for A^T.
+void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
+               const float* B, int64_t ldb, float* C, int64_t ldc);
 void head_gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
                   int64_t ldb, float* C, int64_t ldc);
+// S[M,T] = alpha q[M,D] kT[D,T] (kT: k transposed by head_transpose, leading dim ldk), then
+// Store: C = S; Softmax: C = softmax_rows(S, km); SoftmaxBackward: C = P * (S - rowsum(P * S))
+// (P[M,T] with C's leading dim; C = dS from S = dP). ldc must be T past 96 keys.
+enum class HeadScores { Store, Softmax, SoftmaxBackward };
+void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
+                 const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc);
+// transpose() in 16 x 16 register blocks.
+void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
 // dst[cols, rows] (leading dim ldd) = src[rows, cols]^T (leading dim lds).
 void transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
 

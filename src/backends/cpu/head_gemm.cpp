@@ -1,69 +1,275 @@
-// Small matrix products for attention's per-head work (T x T x D with D = 4 ... 64), where a
-// library call costs more than the arithmetic: AVX-512 register blocks of 4 rows x 32
-// columns, plus a transpose so the NT and TN products become NN. The reference is gemm()
-// (oneDNN); tests/ops/test_simd.cpp compares them.
+// Attention's per-head products (T x T x D, D = 4 ... 80) with AVX-512 register blocks,
+// no library call: at cifar-seed's shape (T = 65, D = 16, 3,072 heads a batch) a oneDNN call
+// per product plus a separate softmax pass left the attention core at ~40 GFLOP/s.
+//   head_gemm:   C = alpha A B, A read through strides (rows, k), so P^T dO and dS^T q need
+//                no transpose of P or dS;
+//   head_scores: S = alpha q k^T on k transposed once (head_transpose), with the row
+//                softmax (or its backward) applied while S is still in registers.
+// The reference is gemm() plus softmax_rows (oneDNN); tests/ops/test_simd.cpp compares them.
+#include <algorithm>
+#include <limits>
+
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/simd.h"
 
 namespace vit::cpu {
 
 namespace {
-// Rows r0..r3 of C (rows past `rows` read row 0 and are not stored), columns [n0, n0 + 16 NV)
-// with masks m0, m1 on the two vectors. Accumulators are named variables, not an array: GCC
-// keeps an array of vectors in memory and stores it every iteration.
-template <int NV>
-VIT_AVX512 void block4(int rows, int64_t n0, __mmask16 m0, __mmask16 m1, int64_t K, float alpha,
-                       const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
-  const float* a0 = A;
-  const float* a1 = rows > 1 ? A + lda : A;
-  const float* a2 = rows > 2 ? A + 2 * lda : A;
-  const float* a3 = rows > 3 ? A + 3 * lda : A;
-  __m512 c00 = _mm512_setzero_ps(), c10 = c00, c20 = c00, c30 = c00;
-  __m512 c01 = c00, c11 = c00, c21 = c00, c31 = c00;
-  const float* b = B + n0;
-  for (int64_t k = 0; k < K; ++k, b += ldb) {
-    const __m512 b0 = _mm512_maskz_loadu_ps(m0, b);
-    const __m512 x0 = _mm512_set1_ps(a0[k]), x1 = _mm512_set1_ps(a1[k]);
-    const __m512 x2 = _mm512_set1_ps(a2[k]), x3 = _mm512_set1_ps(a3[k]);
-    c00 = _mm512_fmadd_ps(x0, b0, c00);
-    c10 = _mm512_fmadd_ps(x1, b0, c10);
-    c20 = _mm512_fmadd_ps(x2, b0, c20);
-    c30 = _mm512_fmadd_ps(x3, b0, c30);
-    if constexpr (NV == 2) {
-      const __m512 b1 = _mm512_maskz_loadu_ps(m1, b + 16);
-      c01 = _mm512_fmadd_ps(x0, b1, c01);
-      c11 = _mm512_fmadd_ps(x1, b1, c11);
-      c21 = _mm512_fmadd_ps(x2, b1, c21);
-      c31 = _mm512_fmadd_ps(x3, b1, c31);
-    }
+VIT_AVX512 inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n > 0 ? simd::tail_mask(n) : __mmask16(0);
+}
+
+// c[R][NV] = A B over k < K with A(r, k) = A[r ars + k aks] and B's vectors read under
+// masks m. Rows past `rows` read row 0. One vector of B at a time: R x NV accumulators, R
+// broadcasts and 1 vector stay in registers (loading all NV first spilled at NV = 13).
+template <int R, int NV>
+VIT_AVX512 inline void accumulate(__m512 (&c)[R][NV], int rows, int64_t K, const float* A, int64_t ars,
+                                  int64_t aks, const float* B, int64_t ldb, const __mmask16* m) {
+  const float* a[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    a[r] = A + (r < rows ? r : 0) * ars;
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) c[r][v] = _mm512_setzero_ps();
   }
-  const __m512 va = _mm512_set1_ps(alpha);
-  float* c = C + n0;
-  const __m512 out0[4] = {c00, c10, c20, c30}, out1[4] = {c01, c11, c21, c31};
-  for (int r = 0; r < rows; ++r) {
-    _mm512_mask_storeu_ps(c + r * ldc, m0, _mm512_mul_ps(out0[r], va));
-    if constexpr (NV == 2) _mm512_mask_storeu_ps(c + r * ldc + 16, m1, _mm512_mul_ps(out1[r], va));
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 x[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) x[r] = _mm512_set1_ps(a[r][k * aks]);
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+      const __m512 b = _mm512_maskz_loadu_ps(m[v], B + k * ldb + 16 * v);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) c[r][v] = _mm512_fmadd_ps(x[r], b, c[r][v]);
+    }
   }
 }
 
-VIT_AVX512 __mmask16 lanes(int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : n > 0 ? simd::tail_mask(n) : __mmask16(0);
+// C[R rows, NV vectors] = alpha A B; rows past `rows` are not stored, columns past N masked.
+template <int R, int NV>
+VIT_AVX512 void gemm_block(int rows, int64_t N, int64_t K, float alpha, const float* A, int64_t ars,
+                           int64_t aks, const float* B, int64_t ldb, float* C, int64_t ldc) {
+  __mmask16 m[NV];
+  __m512 c[R][NV];
+#pragma GCC unroll 16
+  for (int v = 0; v < NV; ++v) m[v] = lanes(N - 16 * v);
+  accumulate<R, NV>(c, rows, K, A, ars, aks, B, ldb, m);
+  const __m512 va = _mm512_set1_ps(alpha);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+    if (r < rows)
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v)
+        _mm512_mask_storeu_ps(C + r * ldc + 16 * v, m[v], _mm512_mul_ps(c[r][v], va));
+}
+
+// All rows for columns [n0, n0 + 16 NV): R rows per block, R x NV accumulators <= 24.
+template <int NV>
+void gemm_columns(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
+                  const float* B, int64_t ldb, float* C, int64_t ldc) {
+  constexpr int R = NV == 1 ? 12 : NV == 2 ? 8 : NV == 3 ? 6 : 4;
+  for (int64_t i = 0; i < M; i += R)
+    gemm_block<R, NV>(int(M - i < R ? M - i : R), N, K, alpha, A + i * ars, ars, aks, B, ldb, C + i * ldc,
+                      ldc);
+}
+
+enum class Epilogue { Store, Softmax, SoftmaxBackward };
+
+// S rows [0, rows) of a block of R, columns [0, 16 NV) = alpha q kT with kT [K, ldk], then
+// written in the `range` lanes of each vector (the columns < T):
+// Store: S as is; Softmax: P = softmax(S) over the `valid` lanes (range and unmasked keys;
+// the others become 0), a row with none valid becomes 0; SoftmaxBackward: dS = P (S - sum_j
+// P S) with P read from `P` (same layout as C).
+template <int R, int NV, Epilogue E>
+VIT_AVX512 void scores_block(int rows, int64_t K, float alpha, const float* q, int64_t ldq, const float* kT,
+                             int64_t ldk, const __mmask16* range, const __mmask16* valid, const float* P,
+                             float* C, int64_t ldc) {
+  __m512 c[R][NV];
+  accumulate<R, NV>(c, rows, K, q, ldq, 1, kT, ldk, range);  // lanes past T read as 0
+  const __m512 va = _mm512_set1_ps(alpha);
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    if (r >= rows) continue;
+    float* out = C + r * ldc;
+    if constexpr (E == Epilogue::Store) {
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, range[v], _mm512_mul_ps(c[r][v], va));
+    } else if constexpr (E == Epilogue::Softmax) {
+      __m512 mx = ninf;
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) {
+        c[r][v] = _mm512_mask_mul_ps(ninf, valid[v], c[r][v], va);
+        mx = _mm512_max_ps(mx, c[r][v]);
+      }
+      const float rmax = simd::hmax(mx);
+      if (rmax == -std::numeric_limits<float>::infinity()) {  // every key masked
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, range[v], _mm512_setzero_ps());
+        continue;
+      }
+      const __m512 vmax = _mm512_set1_ps(rmax);
+      __m512 sum = _mm512_setzero_ps();
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) {
+        c[r][v] = simd::exp512(_mm512_sub_ps(c[r][v], vmax));  // exp(-inf) = 0
+        sum = _mm512_add_ps(sum, c[r][v]);
+      }
+      const __m512 inv = _mm512_set1_ps(1.f / simd::hsum(sum));
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, range[v], _mm512_mul_ps(c[r][v], inv));
+    } else {
+      const float* p = P + r * ldc;
+      __m512 dot = _mm512_setzero_ps();
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) {
+        c[r][v] = _mm512_maskz_mul_ps(range[v], c[r][v], va);  // lanes past T: 0, whatever kT holds
+        dot = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(range[v], p + 16 * v), c[r][v], dot);
+      }
+      const __m512 vdot = _mm512_set1_ps(simd::hsum(dot));
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v)
+        _mm512_mask_storeu_ps(
+            out + 16 * v, range[v],
+            _mm512_mul_ps(_mm512_maskz_loadu_ps(range[v], p + 16 * v), _mm512_sub_ps(c[r][v], vdot)));
+    }
+  }
+}
+
+// Rows per block for NV vectors of columns: R x NV accumulators <= 24.
+constexpr int scores_rows(int NV) {
+  return NV <= 4 ? 6 : 4;
+}
+
+template <int NV, Epilogue E>
+void scores_rows_nv(int64_t M, int64_t K, float alpha, const float* q, int64_t ldq, const float* kT,
+                    int64_t ldk, const __mmask16* range, const __mmask16* valid, const float* P, float* C,
+                    int64_t ldc) {
+  constexpr int R = scores_rows(NV);
+  for (int64_t i = 0; i < M; i += R)
+    scores_block<R, NV, E>(int(M - i < R ? M - i : R), K, alpha, q + i * ldq, ldq, kT, ldk, range, valid,
+                           P ? P + i * ldc : nullptr, C + i * ldc, ldc);
+}
+
+// A softmax in registers needs the whole row there: up to kMaxNV vectors (96 keys; cifar-
+// seed's 65, the MNIST models' 50), with kT small enough to stay in L1 across row blocks.
+// Wider rows (ViT-B/16's 197) go in chunks of kChunkNV vectors, whose kT slice stays in L1,
+// are stored, and then pass through the row kernels: at 197 x 197 x 64 that is 1.5x faster
+// than whole rows in registers streaming all of kT from L2 for every two rows.
+constexpr int kMaxNV = 6, kChunkNV = 4;
+constexpr int64_t kFusedKTBytes = 24 << 10;
+
+template <Epilogue E, int NV = 1>
+void scores_dispatch(int nv, int64_t M, int64_t K, float alpha, const float* q, int64_t ldq, const float* kT,
+                     int64_t ldk, const __mmask16* range, const __mmask16* valid, const float* P, float* C,
+                     int64_t ldc) {
+  if constexpr (NV <= kMaxNV) {
+    if (nv == NV) return scores_rows_nv<NV, E>(M, K, alpha, q, ldq, kT, ldk, range, valid, P, C, ldc);
+    return scores_dispatch<E, NV + 1>(nv, M, K, alpha, q, ldq, kT, ldk, range, valid, P, C, ldc);
+  }
+}
+
+// 16 x 16 floats: rows of src (stride lds, `rows` <= 16 of them, `cols` <= 16 valid) to
+// columns of dst (stride ldd); dst rows past `cols` are not written.
+VIT_AVX512 void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows,
+                            int64_t cols) {
+  const __mmask16 cm = lanes(cols);
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, src + i * lds) : _mm512_setzero_ps();
+    // 4 rounds of interleaves: 32-bit, 64-bit, 128-bit lanes, 256-bit halves.
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 16; i += 8)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xDD);
+    }
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
+  }
+  // r[j] now holds column j of the block.
+  const __mmask16 rm = lanes(rows);
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j)
+    if (j < cols) _mm512_mask_storeu_ps(dst + j * ldd, rm, r[j]);
 }
 }  // namespace
 
-void head_gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
-                  int64_t ldb, float* C, int64_t ldc) {
-  for (int64_t i = 0; i < M; i += 4) {
-    const int rows = M - i < 4 ? int(M - i) : 4;
-    for (int64_t n0 = 0; n0 < N; n0 += 32) {
-      const int64_t left = N - n0;
-      if (left > 16)
-        block4<2>(rows, n0, lanes(left), lanes(left - 16), K, alpha, A + i * lda, lda, B, ldb, C + i * ldc,
-                  ldc);
-      else
-        block4<1>(rows, n0, lanes(left), 0, K, alpha, A + i * lda, lda, B, ldb, C + i * ldc, ldc);
+void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
+               const float* B, int64_t ldb, float* C, int64_t ldc) {
+  // Columns in chunks of up to 4 vectors, the last chunk as wide as what is left.
+  for (int64_t n0 = 0; n0 < N; n0 += 64) {
+    const int64_t n = N - n0 < 64 ? N - n0 : 64;
+    const float* b = B + n0;
+    float* c = C + n0;
+    switch ((n + 15) / 16) {
+      case 1: gemm_columns<1>(M, n, K, alpha, A, ars, aks, b, ldb, c, ldc); break;
+      case 2: gemm_columns<2>(M, n, K, alpha, A, ars, aks, b, ldb, c, ldc); break;
+      case 3: gemm_columns<3>(M, n, K, alpha, A, ars, aks, b, ldb, c, ldc); break;
+      default: gemm_columns<4>(M, n, K, alpha, A, ars, aks, b, ldb, c, ldc); break;
     }
   }
+}
+
+void head_gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+                  int64_t ldb, float* C, int64_t ldc) {
+  head_gemm(M, N, K, alpha, A, lda, 1, B, ldb, C, ldc);
+}
+
+VIT_AVX512 void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows,
+                               int64_t cols) {
+  for (int64_t i = 0; i < rows; i += 16)
+    for (int64_t j = 0; j < cols; j += 16)
+      transpose16(dst + j * ldd + i, ldd, src + i * lds + j, lds, rows - i < 16 ? rows - i : 16,
+                  cols - j < 16 ? cols - j : 16);
+}
+
+VIT_AVX512 void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q,
+                            int64_t ldq, const float* kT, int64_t ldk, const uint8_t* km, const float* P,
+                            float* C, int64_t ldc) {
+  const bool fused = (T + 15) / 16 <= kMaxNV && D * ldk * int64_t(sizeof(float)) <= kFusedKTBytes;
+  const Epilogue e = !fused || mode == HeadScores::Store ? Epilogue::Store
+                     : mode == HeadScores::Softmax       ? Epilogue::Softmax
+                                                         : Epilogue::SoftmaxBackward;
+  const int chunk = fused ? kMaxNV : kChunkNV;
+  __mmask16 range[kMaxNV], valid[kMaxNV];
+  for (int64_t j0 = 0; j0 < T; j0 += 16 * chunk) {
+    const int nv = int(std::min<int64_t>(chunk, (T - j0 + 15) / 16));
+    for (int v = 0; v < nv; ++v) {
+      const int64_t j = j0 + 16 * v;
+      range[v] = valid[v] = lanes(T - j);
+      if (km)
+        for (int l = 0; l < 16 && j + l < T; ++l)
+          if (!km[j + l]) valid[v] = __mmask16(valid[v] & ~(1u << l));
+    }
+    const float* p = P ? P + j0 : nullptr;
+    const float* kt = kT + j0;
+    if (e == Epilogue::Softmax)
+      scores_dispatch<Epilogue::Softmax>(nv, M, D, alpha, q, ldq, kt, ldk, range, valid, p, C + j0, ldc);
+    else if (e == Epilogue::SoftmaxBackward)
+      scores_dispatch<Epilogue::SoftmaxBackward>(nv, M, D, alpha, q, ldq, kt, ldk, range, valid, p, C + j0,
+                                                 ldc);
+    else
+      scores_dispatch<Epilogue::Store>(nv, M, D, alpha, q, ldq, kt, ldk, range, valid, p, C + j0, ldc);
+  }
+  if (!fused && mode == HeadScores::Softmax) softmax_rows(C, M, T, km);
+  if (!fused && mode == HeadScores::SoftmaxBackward) softmax_backward_rows(C, P, M, T);
 }
 
 void transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols) {
