@@ -122,7 +122,10 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
     a.ln1_mean = c.take({B * T});
     a.ln1_rstd = c.take({B * T});
     a.qkv = c.take({B, T, 3 * C});
-    a.probs = c.take({B, H, T, T});
+    // Inference keeps no probabilities: the attention core works through them a head at a
+    // time in a per-thread scratch (cifar-seed at batch 256: 52 MB written and never read),
+    // or into the caller's buffer when attention maps are asked for (run_forward's attn).
+    a.probs = training ? c.take({B, H, T, T}) : Tensor(nullptr, {B, H, T, T});
     if (attn_drop) a.probs_drop = c.take({B, H, T, T});
     a.ao = c.take({B, T, C});
     a.r1 = c.take({B, T, C});
@@ -226,9 +229,11 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
         ops::linear_forward(y, in, wt, b);
     };
     lin(reshape(a.qkv, {B * T, 3 * C}), a.ln1, w.qkvw, opt(w.qkvb), pk ? pk->qkv.get() : nullptr);
-    ops::attention_forward(a.ao, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
+    float* maps = attn ? attn + l * a.probs.numel() : nullptr;  // this layer's attention maps
+    const Tensor probs = maps && !a.probs.data ? Tensor(maps, a.probs.shape) : a.probs;
+    ops::attention_forward(a.ao, probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
                            key(block_site(l, kAttnDrop)), s0);
-    if (attn) std::memcpy(attn + l * a.probs.numel(), a.probs.data, sizeof(float) * a.probs.numel());
+    if (maps && probs.data != maps) std::memcpy(maps, probs.data, sizeof(float) * probs.numel());
     lin(br1, reshape(a.ao, {B * T, C}), w.projw, &w.projb, pk ? pk->proj.get() : nullptr);
     ops::residual_forward(a.r1, x, reshape(br1, {B, T, C}), opt(w.ls1), proj_p, key(block_site(l, kProjDrop)),
                           path_p, key(block_site(l, kPath1)), s0);

@@ -23,7 +23,8 @@ void attention_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tenso
                        const uint8_t* key_mask, float drop_p, uint64_t drop_key, int64_t first_sample) {
   const Dims d = attention_dims(qkv, probs);
   check_shape(out, {d.B, d.T, d.C}, "attention output");
-  VIT_CHECK(drop_p <= 0.f || probs_drop, "attention: dropout needs a probs_drop buffer");
+  VIT_CHECK(drop_p <= 0.f || (probs_drop && probs.data),
+            "attention: dropout needs probs and a probs_drop buffer");
   if (probs_drop) check_shape(*probs_drop, probs.shape, "attention dropped probs");
   switch (common_device({&out, &probs, &qkv}, "attention")) {
     case Device::CPU:

@@ -50,7 +50,8 @@ void gelu_backward(Tensor dx, const Tensor& dy, const Tensor& x);
 // the whole batch when it holds a shard of a data-parallel batch, so that a shard draws
 // the masks the whole batch would.
 
-// attention core: qkv[B,T,3C] -> out[B,T,C]; probs[B,H,T,T]; probs_drop like probs or null
+// attention core: qkv[B,T,3C] -> out[B,T,C]; probs[B,H,T,T] (its data may be null when
+// no backward follows: the probabilities are then not kept); probs_drop like probs or null
 // (needed when drop_p > 0); key_mask[B,T] or null (masked keys get no attention).
 void attention_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tensor& qkv,
                        const uint8_t* key_mask, float drop_p, uint64_t drop_key, int64_t first_sample = 0);

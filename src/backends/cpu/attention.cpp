@@ -84,6 +84,14 @@ float* transposed_keys(const float* k, int64_t ld, int64_t T, int64_t D, int64_t
   return kT.data();
 }
 
+// Where an item's probabilities go when the caller keeps none (inference): per thread,
+// grown once, then reused, so they stay in cache for P v.
+float* item_scratch(int64_t n) {
+  thread_local std::vector<float> P;
+  if (int64_t(P.size()) < n) P.resize(size_t(n));
+  return P.data();
+}
+
 // The number of threads for B*H heads of T x T x D products (4 of them in backward).
 int attention_threads(int64_t B, int64_t H, int64_t T, int64_t D) {
   const int nt = threads_for(B * H * T * T * D * 2);
@@ -159,7 +167,7 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
     const float* q = qkv + head_offset(b, h, T, C, D);
     const float* k = q + C;
     const float* v = q + 2 * C;
-    float* P = probs + bh * T * T + r0 * T;
+    float* P = probs ? probs + bh * T * T + r0 * T : item_scratch(rows * T);
     const uint8_t* km = key_mask ? key_mask + b * T : nullptr;
     if (fast) {  // S, softmax in registers, then P v: AVX-512 register blocks
       int64_t ldk = 0;

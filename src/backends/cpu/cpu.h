@@ -82,7 +82,8 @@ void gelu_forward_reference(float* y, const float* x, int64_t n);
 void gelu_backward_reference(float* dx, const float* dy, const float* x, int64_t n);
 
 // ---- attention.cpp: multi-head self-attention core on qkv[B,T,3C] (q|k|v, heads split).
-// probs[B,H,T,T] = softmax(scale q k^T) with masked keys (key_mask[B,T] == 0) excluded.
+// probs[B,H,T,T] = softmax(scale q k^T) with masked keys (key_mask[B,T] == 0) excluded;
+// probs may be null in the forward (inference without dropout): they are not kept.
 // When attn dropout is on, probs_drop holds the dropped copy used for out; else null.
 // out[B,T,C] = probs_drop v, heads concatenated.
 void attention_forward(float* out, float* probs, float* probs_drop, const float* qkv, const uint8_t* key_mask,
