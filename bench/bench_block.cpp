@@ -31,7 +31,7 @@ const BlockShape kShapes[] = {
 
 struct Buffers {
   std::vector<float> x, y, mean, rstd, lnw, lnb, qkv, wqkv, bqkv, probs, att, wproj, bproj, h, wfc1, bfc1, g,
-      wfc2, bfc2, dqkv, scratch;
+      wfc2, bfc2, dqkv;
   explicit Buffers(const BlockShape& s) {
     const int64_t M = s.B * s.T, C = s.C, F = s.hidden;
     auto fill = [](std::vector<float>& v, int64_t n, float scale) {
@@ -45,7 +45,7 @@ struct Buffers {
     fill(wproj, C * C, 0.05f), fill(bproj, C, 0.1f);
     fill(h, M * F, 1.f), fill(wfc1, F * C, 0.05f), fill(bfc1, F, 0.1f), fill(g, M * F, 0.f);
     fill(wfc2, C * F, 0.05f), fill(bfc2, C, 0.1f);
-    fill(dqkv, M * 3 * C, 0.f), fill(scratch, s.B * s.H * s.T * s.T, 0.f);
+    fill(dqkv, M * 3 * C, 0.f);
   }
 };
 
@@ -111,8 +111,8 @@ void run(benchmark::State& st, const BlockShape& s, Op op, bool packed) {
       vit::cpu::attention_forward(b.att.data(), b.probs.data(), nullptr, b.qkv.data(), nullptr, s.B, s.T, C,
                                   s.H, 0.f, 0);
       f = [&] {
-        vit::cpu::attention_backward(b.dqkv.data(), b.scratch.data(), b.att.data(), b.qkv.data(),
-                                     b.probs.data(), nullptr, s.B, s.T, C, s.H, 0.f, 0);
+        vit::cpu::attention_backward(b.dqkv.data(), b.att.data(), b.qkv.data(), b.probs.data(), nullptr, s.B,
+                                     s.T, C, s.H, 0.f, 0);
       };
       flops = 4 * 2.0 * s.B * s.H * s.T * s.T * D;
       break;

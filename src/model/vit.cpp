@@ -159,7 +159,6 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
     A.dln = c.take({B * T, C});
     A.dao = c.take({B, T, C});
     A.dqkv = c.take({B, T, 3 * C});
-    A.dscratch = c.take({B, H, T, T});
     A.dpe = c.take({B * N, C});
   }
   return c.used();
@@ -367,8 +366,8 @@ void ViT::backward(const Tensor& dlogits) {
                            key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0);
     Tensor dao2d = reshape(A.dao, {B * T, C});
     ops::linear_backward(&dao2d, &g.projw, &g.projb, A.dbranch, reshape(a.ao, {B * T, C}), w.projw);
-    ops::attention_backward(A.dqkv, A.dscratch, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr,
-                            attn_p, key(block_site(l, kAttnDrop)), s0);
+    ops::attention_backward(A.dqkv, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, attn_p,
+                            key(block_site(l, kAttnDrop)), s0);
     ops::linear_backward(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, w.qkvw);
     ops::layernorm_backward(dx2d, g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd, w.n1w, true);
   }

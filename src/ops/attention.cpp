@@ -34,16 +34,14 @@ void attention_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tenso
   }
 }
 
-void attention_backward(Tensor dqkv, Tensor scratch, const Tensor& dout, const Tensor& qkv,
-                        const Tensor& probs, const Tensor* probs_drop, float drop_p, uint64_t drop_key,
-                        int64_t first_sample) {
+void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                        const Tensor* probs_drop, float drop_p, uint64_t drop_key, int64_t first_sample) {
   const Dims d = attention_dims(qkv, probs);
   check_shape(dqkv, qkv.shape, "attention grad qkv");
   check_shape(dout, {d.B, d.T, d.C}, "attention grad output");
-  check_shape(scratch, probs.shape, "attention scratch");
   switch (common_device({&dqkv, &dout, &qkv, &probs}, "attention_backward")) {
     case Device::CPU:
-      return cpu::attention_backward(dqkv.data, scratch.data, dout.data, qkv.data, probs.data,
+      return cpu::attention_backward(dqkv.data, dout.data, qkv.data, probs.data,
                                      drop_p > 0.f ? probs_drop->data : nullptr, d.B, d.T, d.C, d.H, drop_p,
                                      drop_key, first_sample);
     default: unsupported("attention_backward", dqkv.device);

@@ -87,8 +87,7 @@ TEST_P(AttentionGrad, MatchesFiniteDifferences) {
   const int64_t B = 2, T = 5, C = 6, H = 2;
   auto qkv = test::randn(B * T * 3 * C, 1), R = test::randn(B * T * C, 2);
   std::vector<uint8_t> mask = {1, 1, 0, 1, 1, 1, 0, 1, 1, 0};  // [B,T]
-  std::vector<float> out(B * T * C), probs(B * H * T * T), pdrop(B * H * T * T), dqkv(B * T * 3 * C),
-      scratch(B * H * T * T);
+  std::vector<float> out(B * T * C), probs(B * H * T * T), pdrop(B * H * T * T), dqkv(B * T * 3 * C);
   Tensor QKV(qkv.data(), {B, T, 3 * C}), O(out.data(), {B, T, C}), P(probs.data(), {B, H, T, T}),
       PD(pdrop.data(), {B, H, T, T});
   const uint64_t key = 1234;
@@ -97,8 +96,8 @@ TEST_P(AttentionGrad, MatchesFiniteDifferences) {
     return dot(out.data(), R.data(), B * T * C);
   };
   loss();
-  ops::attention_backward(Tensor(dqkv.data(), {B, T, 3 * C}), Tensor(scratch.data(), {B, H, T, T}),
-                          Tensor(R.data(), {B, T, C}), QKV, P, &PD, drop, key);
+  ops::attention_backward(Tensor(dqkv.data(), {B, T, 3 * C}), Tensor(R.data(), {B, T, C}), QKV, P, &PD, drop,
+                          key);
   EXPECT_TRUE(test::gradcheck("attention dqkv", qkv.data(), dqkv.data(), B * T * 3 * C, loss, kH, kTol, 200));
   // Masked keys receive no attention from any query.
   for (int64_t b = 0; b < B; ++b)

@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/simd.h"
 #include "support/check.h"
+#include "vit/core/rng.h"
 
 namespace vit {
 
@@ -212,6 +213,93 @@ TEST(Simd, HeadScoresMatchReference) {
                        nullptr, got.data(), T);
       EXPECT_TRUE(test::close_rel_max("head_scores softmax " + at, got.data(), want.data(), s.M * T, 1e-5));
     }
+  }
+}
+
+// The whole attention core, forward and backward, against plain loops in double at the
+// shapes its kernels branch on: cifar-seed's (65 keys, D = 16: softmax in registers),
+// 197 keys with D = 64 (key chunks, separate row softmax), MNIST's D = 4, with a key mask
+// and attention dropout. The reference applies dropout with the same counter-based draws.
+TEST(Simd, AttentionMatchesPlainLoops) {
+  require_avx512();
+  struct S {
+    int64_t B, T, C, H;
+    float drop;
+  };
+  for (S s : {S{2, 65, 32, 2, 0.f}, S{1, 197, 128, 2, 0.f}, S{2, 50, 8, 2, 0.3f}, S{1, 100, 48, 3, 0.2f}}) {
+    const int64_t B = s.B, T = s.T, C = s.C, H = s.H, D = C / H, ld = 3 * C;
+    const double scale = 1.0 / std::sqrt(double(D));
+    const uint64_t key = 99;
+    auto qkv = test::randn(B * T * ld, 31), dout = test::randn(B * T * C, 32);
+    std::vector<uint8_t> km(B * T, 1);
+    for (int64_t i = 0; i < B * T; ++i) km[i] = i % 7 != 3;
+    std::vector<float> out(B * T * C), probs(B * H * T * T), pdrop(B * H * T * T), dqkv(B * T * ld);
+    cpu::attention_forward(out.data(), probs.data(), s.drop > 0 ? pdrop.data() : nullptr, qkv.data(),
+                           km.data(), B, T, C, H, s.drop, key);
+    cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(),
+                            s.drop > 0 ? pdrop.data() : nullptr, B, T, C, H, s.drop, key);
+    std::vector<double> ro(B * T * C), rd(B * T * ld), P(T * T), Pd(T * T), dP(T * T);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        auto q = [&](int64_t t, int64_t d) { return double(qkv[(b * T + t) * ld + h * D + d]); };
+        auto k = [&](int64_t t, int64_t d) { return double(qkv[(b * T + t) * ld + C + h * D + d]); };
+        auto v = [&](int64_t t, int64_t d) { return double(qkv[(b * T + t) * ld + 2 * C + h * D + d]); };
+        auto g = [&](int64_t t, int64_t d) { return double(dout[(b * T + t) * C + h * D + d]); };
+        const int64_t first = (b * H + h) * T * T;
+        for (int64_t i = 0; i < T; ++i) {
+          double mx = -1e300, sum = 0;
+          for (int64_t j = 0; j < T; ++j) {
+            double x = 0;
+            for (int64_t d = 0; d < D; ++d) x += q(i, d) * k(j, d);
+            P[i * T + j] = km[b * T + j] ? x * scale : -1e300;
+            mx = std::max(mx, P[i * T + j]);
+          }
+          for (int64_t j = 0; j < T; ++j)
+            sum += (P[i * T + j] = km[b * T + j] ? std::exp(P[i * T + j] - mx) : 0);
+          for (int64_t j = 0; j < T; ++j) {
+            P[i * T + j] /= sum;
+            const bool keep = s.drop == 0 || uniform_at(key, first + i * T + j) >= s.drop;
+            Pd[i * T + j] = keep ? P[i * T + j] / (1 - s.drop) : 0;
+          }
+        }
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t d = 0; d < D; ++d) {
+            double o = 0;
+            for (int64_t j = 0; j < T; ++j) o += Pd[i * T + j] * v(j, d);
+            ro[(b * T + i) * C + h * D + d] = o;
+          }
+        // Backward: dv = Pd^T dout; dP = dout v^T through the dropout; dS; dq, dk.
+        for (int64_t j = 0; j < T; ++j)
+          for (int64_t d = 0; d < D; ++d) {
+            double x = 0;
+            for (int64_t i = 0; i < T; ++i) x += Pd[i * T + j] * g(i, d);
+            rd[(b * T + j) * ld + 2 * C + h * D + d] = x;
+          }
+        for (int64_t i = 0; i < T; ++i) {
+          double dot = 0;
+          for (int64_t j = 0; j < T; ++j) {
+            double x = 0;
+            for (int64_t d = 0; d < D; ++d) x += g(i, d) * v(j, d);
+            const bool keep = s.drop == 0 || uniform_at(key, first + i * T + j) >= s.drop;
+            dP[i * T + j] = keep ? x / (1 - s.drop) : 0;
+            dot += P[i * T + j] * dP[i * T + j];
+          }
+          for (int64_t j = 0; j < T; ++j) dP[i * T + j] = P[i * T + j] * (dP[i * T + j] - dot);
+        }
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t d = 0; d < D; ++d) {
+            double dq = 0, dk = 0;
+            for (int64_t j = 0; j < T; ++j) dq += dP[i * T + j] * k(j, d), dk += dP[j * T + i] * q(j, d);
+            rd[(b * T + i) * ld + h * D + d] = scale * dq;
+            rd[(b * T + i) * ld + C + h * D + d] = scale * dk;
+          }
+      }
+    const std::vector<float> want_o(ro.begin(), ro.end()), want_d(rd.begin(), rd.end());
+    const std::string at = "B=" + std::to_string(B) + " T=" + std::to_string(T) + " D=" + std::to_string(D) +
+                           " drop=" + std::to_string(s.drop);
+    // float sums of up to 197 terms against double: 1e-5 of the largest value.
+    EXPECT_TRUE(test::close_rel_max("attention out " + at, out.data(), want_o.data(), B * T * C, 1e-5));
+    EXPECT_TRUE(test::close_rel_max("attention dqkv " + at, dqkv.data(), want_d.data(), B * T * ld, 1e-5));
   }
 }
 

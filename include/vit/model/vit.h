@@ -114,7 +114,7 @@ class ViT {
     Tensor lnf, lnf_mean, lnf_rstd;    // `norm` over every token before avg pooling (no fc_norm)
     std::vector<BlockActs> blocks;
     // Gradient buffers (training only).
-    Tensor dlogits_in, dpooled_ln, dpooled, dx, dbranch, dact, dln, dao, dqkv, dscratch, dpe;
+    Tensor dlogits_in, dpooled_ln, dpooled, dx, dbranch, dact, dln, dao, dqkv, dpe;
   };
 
   Weights bind(Arena& arena);

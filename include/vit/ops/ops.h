@@ -55,10 +55,9 @@ void gelu_backward(Tensor dx, const Tensor& dy, const Tensor& x);
 // (needed when drop_p > 0); key_mask[B,T] or null (masked keys get no attention).
 void attention_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tensor& qkv,
                        const uint8_t* key_mask, float drop_p, uint64_t drop_key, int64_t first_sample = 0);
-// dqkv[B,T,3C] assigned; scratch[B,H,T,T].
-void attention_backward(Tensor dqkv, Tensor scratch, const Tensor& dout, const Tensor& qkv,
-                        const Tensor& probs, const Tensor* probs_drop, float drop_p, uint64_t drop_key,
-                        int64_t first_sample = 0);
+// dqkv[B,T,3C] assigned.
+void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                        const Tensor* probs_drop, float drop_p, uint64_t drop_key, int64_t first_sample = 0);
 
 // dropout in place (p = 0 is a no-op); element i draws the mask of element first + i.
 void dropout_forward(Tensor x, float p, uint64_t key, int64_t first = 0);

@@ -191,7 +191,7 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
   }
 }
 
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs,
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
                         uint64_t drop_key, int64_t first_sample) {
   const int64_t D = C / H, ld = 3 * C;
@@ -209,7 +209,7 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     const float* P = probs + bh * T * T;
     const float* Pv = probs_drop ? probs_drop + bh * T * T : P;
     const float* dO = dout + b * T * C + h * D;
-    float* dP = scratch + bh * T * T;
+    float* dP = item_scratch(T * T);  // this head's dP, then dS: per thread, in cache
     if (!fast) {
       gemm(false, true, T, T, D, 1.f, dO, C, v, ld, 0.f, dP, T);   // dP = dO v^T
       gemm(true, false, T, D, T, 1.f, Pv, T, dO, C, 0.f, dv, ld);  // dv = P^T dO

@@ -96,8 +96,8 @@ void softmax_rows_reference(float* P, int64_t rows, int64_t n, const uint8_t* km
 // Its backward in place: dP = P * (dP - rowsum(P * dP)).
 void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n);
 void softmax_backward_rows_reference(float* dP, const float* P, int64_t rows, int64_t n);
-// dqkv (assigned) from dout; scratch holds B*H*T*T floats.
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs,
+// dqkv (assigned) from dout; each head's dP lives in a per-thread scratch.
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
                         uint64_t drop_key, int64_t first_sample = 0);
 
