@@ -35,6 +35,9 @@ Run add_bench(CLI::App& cmd) {
          "inference precision of the blocks' matrix products: fp32, or bf16 (AVX-512; fp32 accumulation)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
+  cmd.add_option("--lanes", f->opt.lanes,
+                 "data-parallel lanes: the batch split into this many shards, one thread each (default: "
+                 "one per thread, or VIT_LANES; 1 = every operation split across the threads instead)");
   cmd.add_option("--warmup", f->opt.warmup, "untimed runs first")->capture_default_str();
   cmd.add_option("--runs", f->opt.min_runs, "at least this many timed runs")->capture_default_str();
   cmd.add_option("--min-time", f->opt.min_seconds, "and at least this many seconds of timed runs")
@@ -55,6 +58,7 @@ Run add_bench(CLI::App& cmd) {
                           {"threads", num_threads()},
                           {"dtype", f->opt.dtype},
                           {"weights_packed", r.weights_packed},
+                          {"lanes", r.lanes},
                           {"runs", r.ms.size()},
                           {"median_ms", r.median_ms},
                           {"min_ms", r.min_ms},
@@ -69,9 +73,10 @@ Run add_bench(CLI::App& cmd) {
       std::cout << j.dump() << "\n";
       return 0;
     }
-    std::printf("%s %s, batch %lld, %d threads, %s%s: %zu runs after %d warm-up\n", f->model.model.c_str(),
-                f->mode.c_str(), (long long)f->opt.batch, num_threads(), f->opt.dtype.c_str(),
-                r.weights_packed ? " (packed weights)" : "", r.ms.size(), f->opt.warmup);
+    std::printf("%s %s, batch %lld, %d threads, %d lane%s, %s%s: %zu runs after %d warm-up\n",
+                f->model.model.c_str(), f->mode.c_str(), (long long)f->opt.batch, num_threads(), r.lanes,
+                r.lanes == 1 ? "" : "s", f->opt.dtype.c_str(), r.weights_packed ? " (packed weights)" : "",
+                r.ms.size(), f->opt.warmup);
     std::printf("  per batch: median %.3f ms (min %.3f, max %.3f)\n", r.median_ms, r.min_ms, r.max_ms);
     std::printf("  %.2f images/s, %.1f GFLOP/s (%.1f%% of %.0f GFLOP/s, %s)\n", r.images_per_s,
                 r.gflops_per_s, r.pct_of_ceiling, r.ceiling_gflops, r.ceiling_source.c_str());

@@ -210,7 +210,10 @@ Run add_train(CLI::App& cmd) {
     const size_t available = F.no_memory_check ? 0 : available_memory_bytes();
     auto check_fits = [&](const ViTConfig& c, bool allocated) {
       MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name);
-      if (allocated) plan.params = plan.grads = 0;  // already in memory: a loaded model
+      if (allocated) {  // already in memory: a loaded model (its lanes' gradients are not)
+        plan.grads -= plan.params;
+        plan.params = 0;
+      }
       check_memory(plan, available, detail::concat("training this model at batch size ", F.train.batch_size));
     };
     std::unique_ptr<ViT> owned;
@@ -282,6 +285,8 @@ Run add_train(CLI::App& cmd) {
     F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && ::isatty(STDOUT_FILENO) != 0);
     out << "model: " << cfg.to_json(-1) << "\nthreads: " << num_threads();
     if (comm.size() > 1) out << " per process, " << comm.size() << " processes";
+    if (const int lanes = model.lanes_for(F.train.batch_size); lanes > 1)
+      out << " (batch split into " << lanes << " lanes, one per thread)";
     out << "\n";
     train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
     if (!F.train.output.empty())

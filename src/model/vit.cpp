@@ -1,9 +1,12 @@
 #include "vit/model/vit.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "vit/core/error.h"
 #include "vit/core/rng.h"
+#include "vit/core/threads.h"
 #include "vit/ops/ops.h"
 
 namespace vit {
@@ -38,9 +41,15 @@ uint64_t block_site(int64_t layer, BlockSite s) {
 ViT::ViT(const ViTConfig& cfg, bool randomize) : cfg_(cfg), table_(cfg) {
   params_.resize(table_.total());
   grads_.resize(table_.total());
-  W_ = bind(params_);
-  G_ = bind(grads_);
+  W_ = bind(params_.data());
+  G_ = bind(grads_.data());
   if (randomize) init_weights(0);
+}
+
+ViT::ViT(const ViT& owner, LaneTag) : cfg_(owner.cfg_), table_(owner.table_) {
+  grads_.resize(table_.total());  // mapped: costs memory only once a backward writes it
+  W_ = bind(const_cast<float*>(owner.params_.data()));
+  G_ = bind(grads_.data());
 }
 
 Tensor ViT::param(const std::string& name) {
@@ -57,10 +66,10 @@ void ViT::init_weights(uint64_t seed) {
   init_params(table_, cfg_, params_.data(), seed);
 }
 
-ViT::Weights ViT::bind(Arena& arena) {
+ViT::Weights ViT::bind(float* base) {
   auto t = [&](const std::string& name) {
     const ParamSpec* s = table_.find(name);
-    return s ? Tensor(arena.data() + s->offset, s->shape) : Tensor();
+    return s ? Tensor(base + s->offset, s->shape) : Tensor();
   };
   Weights w;
   const int64_t D = cfg_.embed_dim;
@@ -171,9 +180,40 @@ void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training) {
   A.B = B;
 }
 
-size_t ViT::planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training) {
+size_t ViT::planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int lanes) {
   Acts scratch;
-  return size_t(carve(cfg, scratch, nullptr, B, training)) * sizeof(float);
+  const int64_t R = std::clamp<int64_t>(lanes, 1, B);
+  size_t floats = 0;
+  for (int64_t r = 0; r < R; ++r)
+    floats += size_t(carve(cfg, scratch, nullptr, B * (r + 1) / R - B * r / R, training));
+  return floats * sizeof(float);
+}
+
+size_t ViT::activation_bytes() const {
+  size_t floats = acts_.size() + infer_acts_.size();
+  for (const auto& l : lanes_) floats += l->acts_.size() + l->infer_acts_.size();
+  return floats * sizeof(float);
+}
+
+int ViT::lanes_for(int64_t B) const {
+  if (in_parallel()) return 1;  // called from a lane or another parallel region
+  static const int from_env = [] {
+    const char* e = std::getenv("VIT_LANES");
+    return e && *e ? std::atoi(e) : 0;
+  }();
+  const int64_t n = lanes_wanted_ > 0 ? lanes_wanted_ : from_env > 0 ? from_env : num_threads();
+  return int(std::clamp<int64_t>(n, 1, B));
+}
+
+template <typename F>
+void ViT::for_lanes(int R, int64_t B, F&& f) {
+  while (int(lanes_.size()) < R - 1) lanes_.push_back(std::unique_ptr<ViT>(new ViT(*this, LaneTag{})));
+  for (int r = 1; r < R; ++r) {  // the lanes run as this model would
+    ViT& m = lane(r);
+    m.weights_packed_ = weights_packed_;
+    m.backbone_frozen_ = backbone_frozen_;
+  }
+  run_on_threads(R, [&](int r) { f(lane(r), B * r / R, B * (r + 1) / R); });
 }
 
 void ViT::set_masks(int64_t B, const uint8_t* mask) {
@@ -268,6 +308,20 @@ Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const F
   VIT_CHECK(B > 0, "forward: batch size must be positive");
   VIT_CHECK(!weights_packed_,
             "forward: the weights are packed for inference (pack_weights); unpack them to train");
+  split_ = lanes_for(B);
+  if (split_ == 1) return forward_local(images, B, mask, mode);
+  const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
+  split_logits_.resize(size_t(B * K));
+  for_lanes(split_, B, [&](ViT& m, int64_t lo, int64_t hi) {
+    ForwardMode shard = mode;
+    shard.first_sample += lo;
+    const Tensor y = m.forward_local(images + lo * img, hi - lo, mask ? mask + lo * N : nullptr, shard);
+    std::memcpy(split_logits_.data() + lo * K, y.data, sizeof(float) * size_t((hi - lo) * K));
+  });
+  return Tensor(split_logits_.data(), {B, K});
+}
+
+Tensor ViT::forward_local(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
   if (train_.B != B) layout(train_, acts_, B, true);
   last_mode_ = mode;
   run_forward(train_, images, mask, mode);
@@ -307,6 +361,16 @@ void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logi
 
 void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
   VIT_CHECK(B > 0, "infer: batch size must be positive");
+  // Lanes for fp32 weights (packed ones serve small batches, bf16 the big models) and no maps.
+  const int R = attn || weights_packed_ || !packed_.empty() ? 1 : lanes_for(B);
+  if (R == 1) return infer_local(images, B, mask, logits, attn);
+  const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
+  for_lanes(R, B, [&](ViT& m, int64_t lo, int64_t hi) {
+    m.infer_local(images + lo * img, hi - lo, mask ? mask + lo * N : nullptr, logits + lo * K, nullptr);
+  });
+}
+
+void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
   if (infer_.B != B) layout(infer_, infer_acts_, B, false);
   run_forward(infer_, images, mask, ForwardMode{}, attn);
   std::memcpy(logits, infer_.logits.data, sizeof(float) * B * cfg_.num_classes);
@@ -314,6 +378,40 @@ void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logi
 
 void ViT::backward(const Tensor& dlogits) {
   VIT_CHECK(!weights_packed_, "backward: the weights are packed for inference (pack_weights)");
+  if (split_ == 1) return backward_local(dlogits);
+  const int64_t K = cfg_.num_classes;
+  int64_t B = 0;
+  for (int r = 0; r < split_; ++r) B += lane(r).train_.B;
+  check_shape(dlogits, {B, K}, "backward: grad logits");
+  // The gradients this backward touches: all, or the head's alone when the backbone is frozen.
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // [offset, end) in the arena
+  if (backbone_frozen_) {
+    for (const char* name : {"head.weight", "head.bias"})
+      if (const ParamSpec* p = table_.find(name)) ranges.push_back({p->offset, p->offset + p->numel()});
+  } else {
+    ranges.push_back({0, int64_t(table_.total())});
+  }
+  for_lanes(split_, B, [&](ViT& m, int64_t lo, int64_t hi) {
+    if (&m != this)  // lane 0 accumulates into this model's gradients, the others start at 0
+      for (auto [a, e] : ranges) std::fill(m.grads_.data() + a, m.grads_.data() + e, 0.f);
+    m.backward_local(Tensor(dlogits.data + lo * K, {hi - lo, K}));
+  });
+  // Sum the lanes' gradients into this model's, lane by lane in order (the same bits every
+  // time), each thread a slice of the arena.
+  const int R = split_;
+  run_on_threads(R, [&](int t) {
+    for (auto [a, e] : ranges) {
+      const int64_t lo = a + (e - a) * t / R, hi = a + (e - a) * (t + 1) / R;
+      float* g = grads_.data();
+      for (int r = 1; r < R; ++r) {
+        const float* s = lane(r).grads_.data();
+        for (int64_t i = lo; i < hi; ++i) g[i] += s[i];
+      }
+    }
+  });
+}
+
+void ViT::backward_local(const Tensor& dlogits) {
   Acts& A = train_;
   const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim;
   check_shape(dlogits, {B, cfg_.num_classes}, "backward: grad logits");

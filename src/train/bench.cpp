@@ -69,12 +69,14 @@ BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
   VIT_CHECK(!opt.train || opt.dtype == "fp32", "bench: training runs in fp32 only (--dtype ", opt.dtype, ")");
   ViT model(cfg);
   model.set_infer_dtype(opt.dtype);
+  if (opt.lanes > 0) model.set_lanes(opt.lanes);
   const int64_t B = opt.batch, K = cfg.num_classes;
   Rng rng(1);
   std::vector<float> images(B * cfg.in_chans * cfg.img_h * cfg.img_w);
   for (auto& v : images) v = float(rng.normal());
   BenchResult r;
   if (!opt.train) r.weights_packed = model.pack_weights_if_faster(opt.batch);
+  r.lanes = opt.train || (!r.weights_packed && opt.dtype == "fp32") ? model.lanes_for(B) : 1;
   if (opt.train) {
     std::vector<int64_t> labels(B);
     for (int64_t b = 0; b < B; ++b) labels[b] = b % K;

@@ -1,11 +1,13 @@
 #include "vit/train/memory.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "vit/core/error.h"
+#include "vit/core/threads.h"
 #include "vit/model/params.h"
 #include "vit/model/vit.h"
 
@@ -25,20 +27,24 @@ std::string format_bytes(size_t bytes) {
 }
 
 std::string MemoryPlan::describe() const {
-  return detail::concat(format_bytes(total()), " (params ", format_bytes(params), ", grads ",
-                        format_bytes(grads), ", optimizer ", format_bytes(optimizer), ", activations ",
-                        format_bytes(activations), ", eval activations ", format_bytes(eval_activations),
-                        ", batch buffers ", format_bytes(batches), ")");
+  return detail::concat(
+      format_bytes(total()), " (params ", format_bytes(params), ", grads ", format_bytes(grads),
+      lanes > 1 ? detail::concat(" in ", lanes, " lanes, VIT_LANES=1 for one") : std::string(),
+      ", optimizer ", format_bytes(optimizer), ", activations ", format_bytes(activations),
+      ", eval activations ", format_bytes(eval_activations), ", batch buffers ", format_bytes(batches), ")");
 }
 
-MemoryPlan plan_training_memory(const ViTConfig& cfg, int64_t batch, const std::string& optimizer) {
+MemoryPlan plan_training_memory(const ViTConfig& cfg, int64_t batch, const std::string& optimizer,
+                                int lanes) {
   MemoryPlan p;
   const size_t n = size_t(ParamTable(cfg).total()) * sizeof(float);
+  const int R = int(std::clamp<int64_t>(lanes > 0 ? lanes : num_threads(), 1, std::max<int64_t>(batch, 1)));
   p.params = n;
-  p.grads = n;
+  p.lanes = R;
+  p.grads = n * size_t(R);
   p.optimizer = (optimizer == "sgd" ? 1 : 2) * n;
-  p.activations = ViT::planned_activation_bytes(cfg, batch, true);
-  p.eval_activations = ViT::planned_activation_bytes(cfg, batch, false);
+  p.activations = ViT::planned_activation_bytes(cfg, batch, true, R);
+  p.eval_activations = ViT::planned_activation_bytes(cfg, batch, false, R);
   // Two buffers (one filling while the other trains): images and int64 labels.
   p.batches =
       2 * size_t(batch) * (size_t(cfg.in_chans * cfg.img_h * cfg.img_w) * sizeof(float) + sizeof(int64_t));

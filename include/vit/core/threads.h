@@ -1,6 +1,7 @@
 // Thread count for every parallel loop and for the GEMM library (both use OpenMP).
 #pragma once
 #include <cstdint>
+#include <functional>
 
 namespace vit {
 
@@ -13,5 +14,13 @@ int num_threads();
 // when another process holds the second core.
 inline constexpr int64_t kWorkPerThread = int64_t(1) << 16;
 int threads_for(int64_t work);
+
+// Runs f(0) .. f(n-1), each on its own thread of one parallel region (fewer threads take
+// several in order), with every parallel loop inside f on the calling thread alone. An
+// exception thrown by any f is rethrown here, the one of the lowest index first, after all
+// have finished.
+void run_on_threads(int n, const std::function<void(int)>& f);
+// Whether the caller runs inside a parallel region (where loops run on one thread).
+bool in_parallel();
 
 }  // namespace vit

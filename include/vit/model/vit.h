@@ -88,11 +88,26 @@ class ViT {
   void set_backbone_frozen(bool frozen) { backbone_frozen_ = frozen; }
   bool backbone_frozen() const { return backbone_frozen_; }
 
-  // Bytes held by the training and inference activation arenas (for reports).
-  size_t activation_bytes() const { return (acts_.size() + infer_acts_.size()) * sizeof(float); }
-  // Bytes the activation arena will take for batch B (training: every block's activations
-  // and the gradient buffers; inference: one block's), without building the model.
-  static size_t planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training);
+  // Data-parallel lanes. With T > 1 threads, a training batch of B >= T images is cut into
+  // T row shards, and each shard runs forward and backward on one thread in its own lane
+  // (its own activations and gradient arena, this model's weights); the lanes' gradients
+  // are then summed in a fixed order. Small models gain most: their operations are too
+  // small to split across threads (mnist-seed's step holds ~100 parallel regions, each a
+  // wake-up and a barrier). Results depend on the thread count (another summation order),
+  // not on timing: the same seed and thread count give the same bits. Inference splits
+  // the same way for fp32 weights that are not packed, when no attention maps are asked for.
+  // set_lanes(1) turns lanes off; set_lanes(0) (the default) uses one per thread, or the
+  // count in the environment variable VIT_LANES when set.
+  void set_lanes(int lanes) { lanes_wanted_ = lanes; }
+  // Lanes a batch of B runs in: min(B, lanes or threads) when lanes are on, else 1.
+  int lanes_for(int64_t B) const;
+
+  // Bytes held by the training and inference activation arenas (for reports), lanes included.
+  size_t activation_bytes() const;
+  // Bytes the activation arenas will take for batch B (training: every block's activations
+  // and the gradient buffers; inference: one block's), split into `lanes` shards, without
+  // building the model.
+  static size_t planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int lanes = 1);
 
  private:
   // Absent tensors (no qkv bias, no LayerScale, ...) are views with a null data pointer.
@@ -117,7 +132,18 @@ class ViT {
     Tensor dlogits_in, dpooled_ln, dpooled, dx, dbranch, dact, dln, dao, dqkv, dpe;
   };
 
-  Weights bind(Arena& arena);
+  // A lane of owner: binds owner's parameters, has its own gradients and activations.
+  struct LaneTag {};
+  ViT(const ViT& owner, LaneTag);
+  ViT& lane(int r) { return r == 0 ? *this : *lanes_[size_t(r - 1)]; }
+  // Runs f(r, lane(r), lo, hi) for each of R row shards of B, one lane per thread.
+  template <typename F>
+  void for_lanes(int R, int64_t B, F&& f);
+  Tensor forward_local(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode);
+  void backward_local(const Tensor& dlogits);
+  void infer_local(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn);
+
+  Weights bind(float* base);
   // Lays out activations for batch B in arena (one block when !training).
   void layout(Acts& A, Arena& arena, int64_t B, bool training);
   // Points A's tensors into base (sizes only when base is null); returns the floats used.
@@ -144,6 +170,10 @@ class ViT {
   bool backbone_frozen_ = false;
   bool weights_packed_ = false;
   std::vector<uint8_t> patch_mask_, key_mask_;  // [B,N] and [B,T], copied from the caller
+  int lanes_wanted_ = 0;                        // set_lanes
+  int split_ = 1;                               // lanes of the last training forward
+  std::vector<std::unique_ptr<ViT>> lanes_;     // lanes 1..; lane 0 is this model
+  Arena split_logits_;                          // [B,K] gathered from the lanes
 };
 
 }  // namespace vit

@@ -20,6 +20,7 @@ struct BenchOptions {
   int max_runs = 1000;
   double ceiling_gflops = 0;   // 0: measure the matrix-product rate here first
   std::string dtype = "fp32";  // inference: fp32 or bf16 (ViT::set_infer_dtype)
+  int lanes = 0;               // ViT::set_lanes: 0 = the model's default, 1 = no lanes
 };
 
 struct BenchResult {
@@ -32,6 +33,7 @@ struct BenchResult {
   std::string ceiling_source;  // "measured: ..." or "given"
   double pct_of_ceiling = 0;
   bool weights_packed = false;  // fp32 inference on in-place packed weights (ViT::pack_weights)
+  int lanes = 1;                // data-parallel lanes the batch ran in (ViT::lanes_for)
   double peak_rss_mb = 0;       // of the whole process so far (getrusage)
 };
 

@@ -1,0 +1,162 @@
+// Data-parallel lanes (ViT::set_lanes): a batch cut into row shards, each run by its own
+// lane on one thread, gives the logits and gradients of the whole batch run at once, to
+// float rounding: with every dropout on (the shards draw the whole batch's masks), a patch
+// mask, uneven shards, more lanes than threads, gradient accumulation and a frozen backbone.
+#include <atomic>
+#include <cstring>
+
+#include "support/check.h"
+#include "vit/core/threads.h"
+#include "vit/model/vit.h"
+#include "vit/train/step.h"
+
+namespace vit {
+
+namespace {
+ViTConfig dropout_everywhere() {
+  ViTConfig c;
+  c.img_h = c.img_w = 8;
+  c.in_chans = 1;
+  c.patch_h = c.patch_w = 4;
+  c.embed_dim = 8;
+  c.depth = 2;
+  c.num_heads = 2;
+  c.mlp_dim = 16;
+  c.num_classes = 3;
+  c.mean = c.std = {0.5f};
+  c.pos_drop_rate = 0.1f;
+  c.attn_drop_rate = 0.2f;
+  c.proj_drop_rate = 0.1f;
+  c.drop_rate = 0.1f;
+  c.drop_path_rate = 0.3f;
+  return c;
+}
+
+struct Step {
+  std::vector<float> logits, grads;
+  double loss = 0;
+};
+
+// One training step at `lanes` (after `before` steps that only accumulate when accumulate).
+Step run_step(int lanes, int64_t B, bool frozen = false, int repeats = 1) {
+  const ViTConfig c = dropout_everywhere();
+  ViT m(c);
+  m.init_weights(3);
+  m.set_lanes(lanes);
+  m.set_backbone_frozen(frozen);
+  auto x = test::randn(B * 64, 7);
+  std::vector<int64_t> labels(static_cast<size_t>(B));
+  std::vector<uint8_t> mask(size_t(B * 4), 1);
+  for (int64_t b = 0; b < B; ++b) {
+    labels[size_t(b)] = b % 3;
+    mask[size_t(b * 4 + b % 4)] = b % 2;  // some rows hide a patch
+  }
+  EXPECT_EQ(m.lanes_for(B), std::min<int64_t>(lanes, B));
+  Step s;
+  LossStep step;
+  m.zero_grad();
+  for (int i = 0; i < repeats; ++i)  // gradients accumulate (no zero_grad in between)
+    s.loss = step.run(m, Batch{x.data(), B, labels.data(), nullptr, mask.data()}, 0.1f,
+                      ForwardMode{true, 17, 5, 0});
+  Tensor y = m.forward(x.data(), B, mask.data(), ForwardMode{true, 17, 5, 0});
+  s.logits.assign(y.data, y.data + y.numel());
+  s.grads.assign(m.grads().data(), m.grads().data() + m.table().total());
+  return s;
+}
+}  // namespace
+
+// Each shard's rows must draw the masks of the same rows of the whole batch: a lane that
+// restarted the dropout counters at its first row would change logits by O(1).
+TEST(Lanes, TrainingStepMatchesOneLane) {
+  const Step one = run_step(1, 7);
+  for (int lanes : {2, 3, 7}) {
+    const Step many = run_step(lanes, 7);
+    const std::string at = " at " + std::to_string(lanes) + " lanes";
+    EXPECT_NEAR(many.loss, one.loss, 1e-6 * std::abs(one.loss)) << at;
+    EXPECT_TRUE(test::close_rel_max("logits" + at, many.logits.data(), one.logits.data(),
+                                    int64_t(one.logits.size()), 1e-5));
+    EXPECT_TRUE(test::close_rel_max("gradients" + at, many.grads.data(), one.grads.data(),
+                                    int64_t(one.grads.size()), 1e-5));
+  }
+}
+
+TEST(Lanes, GradientsAccumulateAndAFrozenBackboneStaysZero) {
+  const Step once = run_step(2, 6), twice = run_step(2, 6, false, 2);
+  std::vector<float> doubled(once.grads);
+  for (auto& g : doubled) g *= 2;
+  EXPECT_TRUE(test::close_rel_max("two backwards", twice.grads.data(), doubled.data(),
+                                  int64_t(doubled.size()), 1e-6));
+
+  const Step frozen1 = run_step(1, 6, true), frozen2 = run_step(2, 6, true);
+  EXPECT_TRUE(test::close_rel_max("frozen backbone", frozen2.grads.data(), frozen1.grads.data(),
+                                  int64_t(frozen1.grads.size()), 1e-5));
+  const ViT m(dropout_everywhere());
+  const ParamSpec &hw = m.table().at("head.weight"), &hb = m.table().at("head.bias");
+  auto in = [](const ParamSpec& s, int64_t i) { return i >= s.offset && i < s.offset + s.numel(); };
+  int64_t nonzero_outside_head = 0, nonzero_head = 0;
+  for (int64_t i = 0; i < int64_t(frozen2.grads.size()); ++i) {
+    const bool head = in(hw, i) || in(hb, i);
+    if (frozen2.grads[size_t(i)] != 0.f) ++(head ? nonzero_head : nonzero_outside_head);
+  }
+  EXPECT_EQ(nonzero_outside_head, 0);
+  EXPECT_GT(nonzero_head, 0);
+}
+
+TEST(Lanes, InferenceMatchesOneLane) {
+  const ViTConfig c = dropout_everywhere();
+  ViT m(c);
+  m.init_weights(4);
+  const int64_t B = 5;
+  auto x = test::randn(B * 64, 9);
+  std::vector<float> one(size_t(B * 3)), many(size_t(B * 3));
+  m.set_lanes(1);
+  m.infer(x.data(), B, nullptr, one.data());
+  m.set_lanes(3);
+  m.infer(x.data(), B, nullptr, many.data());
+  EXPECT_TRUE(test::close_rel_max("logits", many.data(), one.data(), B * 3, 1e-5));
+  // A batch smaller than the lanes runs in one lane per image.
+  m.set_lanes(8);
+  EXPECT_EQ(m.lanes_for(B), B);
+  m.infer(x.data(), B, nullptr, many.data());
+  EXPECT_TRUE(test::close_rel_max("logits, a lane per image", many.data(), one.data(), B * 3, 1e-5));
+}
+
+TEST(Lanes, ErrorsInALaneReachTheCaller) {
+  ViT m(dropout_everywhere());
+  m.set_lanes(2);
+  const int64_t B = 4;
+  auto x = test::randn(B * 64, 1);
+  m.forward(x.data(), B, nullptr, ForwardMode{true, 1, 0});
+  std::vector<float> wrong(size_t(B * 2));  // 2 classes instead of 3
+  const std::string e = test::error_of([&] { m.backward(Tensor(wrong.data(), {B, 2})); });
+  EXPECT_NE(e.find("grad logits"), std::string::npos) << e;
+}
+
+TEST(Threads, RunOnThreadsRunsEachIndexOnceWithNestedLoopsOnOneThread) {
+  const int before = num_threads();
+  std::vector<int> seen(5, 0), inner(5, 0);
+  run_on_threads(5, [&](int i) {
+    ++seen[size_t(i)];
+    inner[size_t(i)] = num_threads();
+    EXPECT_TRUE(in_parallel());
+  });
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(seen[size_t(i)], 1) << i;
+    EXPECT_EQ(inner[size_t(i)], 1) << i;
+  }
+  EXPECT_EQ(num_threads(), before);
+  EXPECT_FALSE(in_parallel());
+  // The lowest index's error is rethrown after every index ran.
+  std::atomic<int> ran = 0;
+  const std::string e = test::error_of([&] {
+    run_on_threads(4, [&](int i) {
+      ++ran;
+      VIT_CHECK(i % 2 == 0, "index ", i);
+    });
+  });
+  EXPECT_NE(e.find("index 1"), std::string::npos) << e;
+  EXPECT_EQ(e.find("index 3"), std::string::npos) << e;
+  EXPECT_EQ(ran, 4);
+}
+
+}  // namespace vit
