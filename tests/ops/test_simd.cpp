@@ -226,7 +226,10 @@ TEST(Simd, AttentionMatchesPlainLoops) {
     int64_t B, T, C, H;
     float drop;
   };
-  for (S s : {S{2, 65, 32, 2, 0.f}, S{1, 197, 128, 2, 0.f}, S{2, 50, 8, 2, 0.3f}, S{1, 100, 48, 3, 0.2f}}) {
+  // Narrow heads (D <= 8) take the transposed products; D = 4 at T = 80 and batch 1 also
+  // splits the forward's query rows into blocks, D = 1 and D = 8 are the ends of the range.
+  for (S s : {S{2, 65, 32, 2, 0.f}, S{1, 197, 128, 2, 0.f}, S{2, 50, 8, 2, 0.3f}, S{1, 100, 48, 3, 0.2f},
+              S{1, 80, 8, 2, 0.f}, S{3, 33, 24, 3, 0.f}, S{1, 20, 3, 3, 0.1f}}) {
     const int64_t B = s.B, T = s.T, C = s.C, H = s.H, D = C / H, ld = 3 * C;
     const double scale = 1.0 / std::sqrt(double(D));
     const uint64_t key = 99;

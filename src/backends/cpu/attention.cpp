@@ -92,6 +92,40 @@ float* item_scratch(int64_t n) {
   return P.data();
 }
 
+// C[M, D] = alpha A B[K, D] for a narrow head (D <= kNarrowD), with A(i, k) = A[i ars +
+// k aks]. head_gemm keeps D along the vector lanes, so D = 4 (mnist-seed) uses 4 lanes of
+// 16; here C^T = B^T A^T puts A's M rows along the lanes instead. A^T is A itself when A
+// is stored transposed (ars = 1: P^T dO, dS^T q), else a transposed copy (P v, dS k).
+// Per head at T = 50, D = 4: P^T dO 0.94 -> 0.29 us, P v 0.92 -> 0.51 us (1 thread).
+constexpr int64_t kNarrowD = 8;
+void narrow_head_gemm(int64_t M, int64_t D, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
+                      const float* B, int64_t ldb, float* C, int64_t ldc) {
+  thread_local std::vector<float> buf;
+  const int64_t ldm = (M + 15) / 16 * 16;
+  const size_t need = size_t((D + (ars == 1 ? 0 : K)) * ldm);
+  if (buf.size() < need) buf.resize(need);
+  float* ct = buf.data();
+  const float* at = A;
+  int64_t ldat = aks;
+  if (ars != 1) {  // A is [M, K] with leading dim ars: transpose it to [K, M]
+    float* t = buf.data() + D * ldm;
+    head_transpose(t, ldm, A, ars, M, K);
+    at = t;
+    ldat = ldm;
+  }
+  head_gemm(D, M, K, alpha, B, 1, ldb, at, ldat, ct, ldm);  // C^T = B^T A^T: [D, M]
+  head_transpose(C, ldc, ct, ldm, D, M);
+}
+
+// A head's product C[M, D] = alpha A B in register blocks, narrow heads the other way round.
+void head_product(int64_t M, int64_t D, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
+                  const float* B, int64_t ldb, float* C, int64_t ldc) {
+  if (D <= kNarrowD)
+    narrow_head_gemm(M, D, K, alpha, A, ars, aks, B, ldb, C, ldc);
+  else
+    head_gemm(M, D, K, alpha, A, ars, aks, B, ldb, C, ldc);
+}
+
 // The number of threads for B*H heads of T x T x D products (4 of them in backward).
 int attention_threads(int64_t B, int64_t H, int64_t T, int64_t D) {
   const int nt = threads_for(B * H * T * T * D * 2);
@@ -185,7 +219,7 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
     }
     float* o = out + (b * T + r0) * C + h * D;
     if (fast)
-      head_gemm(rows, D, T, 1.f, Pv, T, 1, v, ld, o, C);
+      head_product(rows, D, T, 1.f, Pv, T, 1, v, ld, o, C);
     else
       gemm(false, false, rows, D, T, 1.f, Pv, T, v, ld, 0.f, o, C);
   }
@@ -229,9 +263,9 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     } else {
       head_scores(HeadScores::SoftmaxBackward, T, T, D, 1.f, dO, C, vT, ldk, nullptr, P, dP, T);
     }
-    head_gemm(T, D, T, 1.f, Pv, 1, T, dO, C, dv, ld);    // dv = P^T dO
-    head_gemm(T, D, T, scale, dP, T, 1, k, ld, dq, ld);  // dq = scale dS k
-    head_gemm(T, D, T, scale, dP, 1, T, q, ld, dk, ld);  // dk = scale dS^T q
+    head_product(T, D, T, 1.f, Pv, 1, T, dO, C, dv, ld);    // dv = P^T dO
+    head_product(T, D, T, scale, dP, T, 1, k, ld, dq, ld);  // dq = scale dS k
+    head_product(T, D, T, scale, dP, 1, T, q, ld, dk, ld);  // dk = scale dS^T q
   }
 }
 

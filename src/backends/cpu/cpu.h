@@ -18,7 +18,11 @@ void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
 
 // ---- head_gemm.cpp: attention's per-head products in AVX-512 register blocks, no library
 // call (AVX-512 only; callers check simd::avx512()).
-// C[M,N] = alpha * A B[K,N], assigned, with A(i, k) = A[i ars + k aks]: (lda, 1) for A, (1, lda) for A^T.
+// C[M,N] = alpha * A B[K,N] + beta * C (beta = 0: C is not read), with A(i, k) = A[i ars + k aks]:
+// (lda, 1) for A, (1, lda) for A^T. One thread; also gemm()'s kernel for few output columns.
+void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// The same with beta = 0 (C assigned).
 void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
                const float* B, int64_t ldb, float* C, int64_t ldc);
 void head_gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,

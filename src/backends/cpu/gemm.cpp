@@ -1,10 +1,15 @@
 // Matrix products through oneDNN's dnnl_sgemm (row-major, OpenMP-threaded). Chosen over
 // OpenBLAS because it reaches ~400 GFLOP/s here whatever OPENBLAS_CORETYPE says (see
-// docs/benchmarks.md). Products too small to amortize a library call use a plain loop.
+// docs/benchmarks.md). Products too small to amortize a library call use a plain loop, and
+// products with few output columns (the tiny models' layers) the attention kernels' blocks.
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/simd.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 
@@ -25,6 +30,38 @@ void gemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
       c = alpha * s + (beta == 0.f ? 0.f : beta * c);
     }
 }
+// Products of at most kSkinnyN output columns: mnist-seed's layers (N = 8 to 32 over K = 8
+// to 32, thousands of rows) ran in oneDNN's sgemm at a few percent of the machine, its
+// packing and dispatch outweighing the arithmetic. head_gemm's register blocks read B's rows
+// whole from L1 and A through strides; an op(B) = B^T operand (a [N, K] weight) is
+// transposed once into a small buffer first. Threads take whole blocks of rows, so each
+// output is summed in k order by one thread whatever the thread count.
+constexpr int64_t kSkinnyN = 32, kSkinnyTransposeK = 1024;
+
+bool skinny(bool tb, int64_t N, int64_t K) {
+  return N <= kSkinnyN && (!tb || K <= kSkinnyTransposeK) && simd::avx512();
+}
+
+void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  const float* b = B;
+  int64_t ld = ldb;
+  if (tb) {  // B(k, j) = B[j ldb + k]: make it [K, N]
+    thread_local std::vector<float> bt;
+    if (bt.size() < size_t(K * N)) bt.resize(size_t(K * N));
+    head_transpose(bt.data(), N, B, ldb, N, K);
+    b = bt.data();
+    ld = N;
+  }
+  const int64_t ars = ta ? 1 : lda, aks = ta ? lda : 1;
+  const int nt = threads_for(M * N * K);
+  const int64_t rows = (M + nt - 1) / nt, per = (rows + 11) / 12 * 12;  // whole 12-row blocks
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int t = 0; t < nt; ++t) {
+    const int64_t i0 = std::min(M, t * per), i1 = std::min(M, i0 + per);
+    if (i1 > i0) head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, C + i0 * ldc, ldc);
+  }
+}
 }  // namespace
 
 void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
@@ -42,6 +79,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (M * N * K <= 8 * 1024) return gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (skinny(tb, N, K)) return gemm_skinny(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   // Products too small to feed every thread run on fewer (oneDNN threads over OpenMP's
   // current count); inside a parallel region oneDNN runs single-threaded anyway.
   const int all = omp_get_max_threads(), nt = threads_for(M * N * K / 16);
