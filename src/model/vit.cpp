@@ -278,10 +278,14 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                           path_p, key(block_site(l, kPath1)), s0);
     ops::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, reshape(a.r1, {B * T, C}), w.n2w, w.n2b,
                            cfg_.norm_eps);
-    lin(a.h, a.ln2, w.fc1w, &w.fc1b, pk ? pk->fc1.get() : nullptr);
-    ops::gelu_forward(a.act, a.h);
-    ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)), first(a.act));
-    lin(br2, a.act, w.fc2w, &w.fc2b, pk ? pk->fc2.get() : nullptr);
+    if (pk) {  // bf16: GELU fused into fc1, the hidden activations stay bf16 (inference: no dropout)
+      ops::mlp_forward_bf16(br2, a.ln2, *pk->fc1, w.fc1b, *pk->fc2, w.fc2b);
+    } else {
+      lin(a.h, a.ln2, w.fc1w, &w.fc1b, nullptr);
+      ops::gelu_forward(a.act, a.h);
+      ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)), first(a.act));
+      lin(br2, a.act, w.fc2w, &w.fc2b, nullptr);
+    }
     ops::residual_forward(a.out, a.r1, reshape(br2, {B, T, C}), opt(w.ls2), proj_p,
                           key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
     x = a.out;

@@ -83,6 +83,21 @@ void linear_forward_bf16(Tensor y, const Tensor& x, PackedLinear& w, const Tenso
   }
 }
 
+void mlp_forward_bf16(Tensor y, const Tensor& x, PackedLinear& fc1, const Tensor& b1, PackedLinear& fc2,
+                      const Tensor& b2) {
+  VIT_CHECK(x.ndim() == 2, "mlp bf16: x must be 2-D, got ", shape_str(x.shape));
+  const int64_t M = x.dim(0);
+  VIT_CHECK(fc2.K == fc1.N, "mlp bf16: fc2 takes ", fc2.K, " inputs, fc1 gives ", fc1.N);
+  check_shape(x, {M, fc1.K}, "mlp bf16 input");
+  check_shape(y, {M, fc2.N}, "mlp bf16 output");
+  check_shape(b1, {fc1.N}, "mlp bf16 fc1 bias");
+  check_shape(b2, {fc2.N}, "mlp bf16 fc2 bias");
+  switch (common_device({&y, &x}, "mlp_bf16")) {
+    case Device::CPU: return cpu::mlp_forward_bf16(y.data, x.data, *fc1.cpu, b1.data, *fc2.cpu, b2.data, M);
+    default: unsupported("mlp_bf16", y.device);
+  }
+}
+
 void linear_backward(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x, const Tensor& w,
                      bool accumulate_dx) {
   const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);

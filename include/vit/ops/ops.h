@@ -24,6 +24,10 @@ struct PackedLinear;
 bool bf16_available();
 std::shared_ptr<PackedLinear> pack_linear_bf16(const Tensor& w);
 void linear_forward_bf16(Tensor y, const Tensor& x, PackedLinear& w, const Tensor* b);
+// A block's MLP at bf16: y[M,N2] = fc2(gelu(fc1(x) + b1)) + b2, GELU (erf) fused into fc1's
+// matmul and the hidden activations kept in bf16 (the backend's scratch), never in fp32.
+void mlp_forward_bf16(Tensor y, const Tensor& x, PackedLinear& fc1, const Tensor& b1, PackedLinear& fc2,
+                      const Tensor& b2);
 
 // Linear on weights packed in place for inference (the CPU backend's panel layout):
 // pack_linear_inplace rewrites w's memory, unpack_linear_inplace restores it exactly; w keeps

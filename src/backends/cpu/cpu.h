@@ -47,6 +47,10 @@ bool bf16_matmul_available();
 std::shared_ptr<PackedBf16> pack_bf16(const float* w, int64_t N, int64_t K);
 // y[M,N] = bf16(x[M,K]) w^T + b[N] (b may be null). Not for concurrent calls on one w.
 void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b, int64_t M);
+// A transformer block's MLP in bf16: y[M,N2] = fc2(gelu(fc1(x))) with biases, the hidden
+// activations bf16 (GELU fused into fc1's matmul, its bf16 output fc2's input).
+void mlp_forward_bf16(float* y, const float* x, PackedBf16& fc1, const float* b1, PackedBf16& fc2,
+                      const float* b2, int64_t M);
 // ---- linear_packed.cpp: inference on weights packed in place: panel p = rows
 // [16p, 16p + 16) of w[N,K] (fewer at the end) transposed to [K, width], in the same memory.
 // pack_panels and unpack_panels are exact inverses (pure data movement).

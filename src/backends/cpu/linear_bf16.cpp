@@ -37,14 +37,36 @@ inline uint16_t to_bf16(float f) {
   return uint16_t(u >> 16);
 }
 
-dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, bool bias) {
+// A matmul on bf16 x: fp32 y, or (gelu_bf16) bf16 gelu(y) through a GELU (erf) post-op, which
+// is the next layer's input as it is: the MLP's hidden activations are never written in fp32.
+dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, bool bias, bool gelu_bf16 = false) {
   const memory::desc src({M, K}, dt::bf16, tag::ab), wei({K, N}, dt::bf16, tag::any),
-      dst({M, N}, dt::f32, tag::ab);
+      dst({M, N}, gelu_bf16 ? dt::bf16 : dt::f32, tag::ab);
+  dnnl::primitive_attr attr;
+  if (gelu_bf16) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    attr.set_post_ops(po);
+  }
   if (bias) {
     const memory::desc b({1, N}, dt::f32, tag::ab);
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, b, dst), engine());
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, b, dst), attr, engine());
   }
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), engine());
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, engine());
+}
+
+// x rounded to bf16 (nearest even) into dst, on the threads its size is worth.
+void round_to_bf16(uint16_t* dst, const float* x, int64_t n) {
+#pragma omp parallel for num_threads(threads_for(n)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] = to_bf16(x[i]);
+}
+
+// A per-thread bf16 buffer of at least n values (grown, never shrunk); slot 0 holds a layer's
+// input, slot 1 the MLP's hidden activations.
+uint16_t* bf16_scratch(int slot, int64_t n) {
+  static thread_local std::vector<uint16_t> buf[2];
+  if (int64_t(buf[slot].size()) < n) buf[slot].resize(size_t(n));
+  return buf[slot].data();
 }
 }  // namespace
 
@@ -55,8 +77,38 @@ struct PackedBf16 {
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul matmul;
   };
-  std::map<int64_t, Prim> by_rows;  // M -> primitive
+  std::map<std::pair<int64_t, bool>, Prim> by_rows;  // (M, gelu_bf16) -> primitive
   std::mutex mu;
+
+  // The primitive for M rows (made once per M and variant).
+  const Prim& prim(int64_t M, bool bias, bool gelu_bf16) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = by_rows.find({M, gelu_bf16});
+    if (it != by_rows.end()) return it->second;
+    auto pd = make_pd(M, K, N, bias, gelu_bf16);
+    // The blocked weight layout does not depend on M for these shapes; repack if it does.
+    if (pd.weights_desc() != weights.get_desc()) {
+      memory repacked(pd.weights_desc(), engine());
+      dnnl::stream s(engine());
+      dnnl::reorder(weights, repacked).execute(s, weights, repacked);
+      s.wait();
+      weights = repacked;
+      by_rows.clear();
+    }
+    return by_rows.emplace(std::make_pair(M, gelu_bf16), Prim{pd, dnnl::matmul(pd)}).first->second;
+  }
+
+  // y (fp32, or bf16 for gelu_bf16) = xb w^T + b, then GELU for gelu_bf16.
+  void run(void* y, const uint16_t* xb, const float* b, int64_t M, bool gelu_bf16) {
+    const Prim& p = prim(M, b != nullptr, gelu_bf16);
+    memory src(p.pd.src_desc(), engine(), const_cast<uint16_t*>(xb)), dst(p.pd.dst_desc(), engine(), y);
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+    if (b) args.emplace(DNNL_ARG_BIAS, memory(p.pd.bias_desc(), engine(), const_cast<float*>(b)));
+    dnnl::stream s(engine());
+    p.matmul.execute(s, args);
+    s.wait();
+  }
 };
 
 bool bf16_matmul_available() {
@@ -86,38 +138,18 @@ std::shared_ptr<PackedBf16> pack_bf16(const float* w, int64_t N, int64_t K) {
 }
 
 void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b, int64_t M) {
-  const int64_t K = w.K, N = w.N;
-  std::lock_guard<std::mutex> lock(w.mu);
-  auto it = w.by_rows.find(M);
-  if (it == w.by_rows.end()) {
-    auto pd = make_pd(M, K, N, b != nullptr);
-    // The blocked weight layout does not depend on M for these shapes; repack if it does.
-    if (pd.weights_desc() != w.weights.get_desc()) {
-      memory repacked(pd.weights_desc(), engine());
-      dnnl::stream s(engine());
-      dnnl::reorder(w.weights, repacked).execute(s, w.weights, repacked);
-      s.wait();
-      w.weights = repacked;
-      w.by_rows.clear();
-    }
-    it = w.by_rows.emplace(M, PackedBf16::Prim{pd, dnnl::matmul(pd)}).first;
-  }
-  // x rounded to bf16: one buffer per calling thread, shared by every layer (it only
-  // grows, to the largest M x K seen).
-  static thread_local std::vector<uint16_t> xbuf;
-  if (int64_t(xbuf.size()) < M * K) xbuf.resize(size_t(M * K));
-  uint16_t* xb = xbuf.data();
-  const int64_t n = M * K;
-#pragma omp parallel for num_threads(threads_for(n)) schedule(static)
-  for (int64_t i = 0; i < n; ++i) xb[i] = to_bf16(x[i]);
-  const auto& pd = it->second.pd;
-  memory src(pd.src_desc(), engine(), xb), dst(pd.dst_desc(), engine(), y);
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w.weights}, {DNNL_ARG_DST, dst}};
-  if (b) args.emplace(DNNL_ARG_BIAS, memory(pd.bias_desc(), engine(), const_cast<float*>(b)));
-  dnnl::stream s(engine());
-  it->second.matmul.execute(s, args);
-  s.wait();
+  uint16_t* xb = bf16_scratch(0, M * w.K);
+  round_to_bf16(xb, x, M * w.K);
+  w.run(y, xb, b, M, false);
+}
+
+void mlp_forward_bf16(float* y, const float* x, PackedBf16& fc1, const float* b1, PackedBf16& fc2,
+                      const float* b2, int64_t M) {
+  uint16_t* xb = bf16_scratch(0, M * fc1.K);
+  uint16_t* hb = bf16_scratch(1, M * fc1.N);
+  round_to_bf16(xb, x, M * fc1.K);
+  fc1.run(hb, xb, b1, M, true);  // bf16 gelu(x fc1^T + b1): fc2's input as it is
+  fc2.run(y, hb, b2, M, false);
 }
 
 }  // namespace vit::cpu
