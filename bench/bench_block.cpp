@@ -70,7 +70,7 @@ void run(benchmark::State& st, const BlockShape& s, Op op, bool packed) {
   auto product = [&](std::vector<float>& y, const std::vector<float>& x, std::vector<float>& w,
                      const std::vector<float>& bias, int64_t K, int64_t N) {
     flops = 2.0 * M * K * N;
-    if (packed) vit::cpu::pack_panels(w.data(), N, K);
+    if (packed) vit::cpu::pack_linear_weights(w.data(), N, K);
     f = [&, K, N] {
       if (packed)
         vit::cpu::linear_forward_packed(y.data(), x.data(), w.data(), bias.data(), M, K, N);

@@ -20,7 +20,7 @@ void linear_forward(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b)
 void pack_linear_inplace(Tensor& w) {
   VIT_CHECK(w.ndim() == 2, "linear pack: w must be 2-D, got ", shape_str(w.shape));
   switch (w.device) {
-    case Device::CPU: return cpu::pack_panels(w.data, w.dim(0), w.dim(1));
+    case Device::CPU: return cpu::pack_linear_weights(w.data, w.dim(0), w.dim(1));
     default: unsupported("linear_pack", w.device);
   }
 }
@@ -32,7 +32,7 @@ bool packed_linear_preferred(int64_t M) {
 void unpack_linear_inplace(Tensor& w) {
   VIT_CHECK(w.ndim() == 2, "linear unpack: w must be 2-D, got ", shape_str(w.shape));
   switch (w.device) {
-    case Device::CPU: return cpu::unpack_panels(w.data, w.dim(0), w.dim(1));
+    case Device::CPU: return cpu::unpack_linear_weights(w.data, w.dim(0), w.dim(1));
     default: unsupported("linear_unpack", w.device);
   }
 }

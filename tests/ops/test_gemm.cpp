@@ -105,27 +105,36 @@ TEST(MlpBf16, MatchesTheFp32Composition) {
   }
 }
 
-// The fp32 linear on weights packed in place (16-row panels, transposed): packing and
-// unpacking are exact inverses; on small integers every product and sum is exact, so the
-// kernel must equal oneDNN's result bit for bit (a wrong panel, tail mask or row block
-// shows as a wrong value); on random values it is within float rounding of the double
-// reference. Shapes cover tails: N not a multiple of 16 or 32, M not a multiple of the
-// 8-row block, more rows than one 256-row pass, K = 1.
+// The fp32 linear on weights packed in place, in both layouts (oneDNN's blocked one where it
+// fits in w's memory, else 16-row panels, transposed): packing and unpacking are exact
+// inverses; on small integers every product and sum is exact, so the kernel must equal
+// oneDNN's sgemm bit for bit (a wrong panel, tail mask, row block or k chunk shows as a
+// wrong value); on random values it is within float rounding of the double reference.
+// Shapes cover tails: N not a multiple of 16 or 32, M not a multiple of the 12-row block
+// (tails of 1, 5 and 8 rows), K past one 192-wide chunk and not a multiple of it, K = 1; and
+// ViT widths, which take oneDNN's layout where it has one.
 TEST(LinearPacked, ExactOnSmallIntegersCloseOnRandomValuesAndUnpacksExactly) {
   struct Case {
     int64_t M, N, K;
   };
+  int in_dnnl = 0, in_panels = 0;
   for (const Case c :
-       {Case{1, 16, 8}, Case{197, 70, 33}, Case{5, 7, 1}, Case{300, 40, 64}, Case{9, 48, 19}}) {
+       {Case{1, 16, 8}, Case{197, 70, 33}, Case{5, 7, 1}, Case{300, 40, 64}, Case{9, 48, 19},
+        Case{13, 50, 400}, Case{20, 33, 200}, Case{197, 128, 64}, Case{4, 64, 384}, Case{197, 96, 768}}) {
+    (cpu::packed_in_dnnl_layout(c.N, c.K) ? in_dnnl : in_panels) += 1;
     const std::string where = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K);
     std::vector<float> x(c.M * c.K), w(c.N * c.K), b(c.N);
     for (int64_t i = 0; i < c.M * c.K; ++i) x[i] = float(int(i * 7 % 9) - 4);
     for (int64_t i = 0; i < c.N * c.K; ++i) w[i] = float(int(i * 5 % 7) - 3);
     for (int64_t j = 0; j < c.N; ++j) b[j] = float(j % 5) - 2;
     std::vector<float> wp = w, got(c.M * c.N), want(c.M * c.N);
-    cpu::pack_panels(wp.data(), c.N, c.K);
-    if (c.N > 1 && c.K > 1) {
-      EXPECT_NE(wp, w) << where << ": packing must move the weights";
+    cpu::pack_linear_weights(wp.data(), c.N, c.K);
+    if (c.N > 1 && c.K > 1) {  // distinct values, so no permutation leaves them as they were
+      std::vector<float> iota(c.N * c.K), moved;
+      for (size_t i = 0; i < iota.size(); ++i) iota[i] = float(i);
+      moved = iota;
+      cpu::pack_linear_weights(moved.data(), c.N, c.K);
+      EXPECT_NE(moved, iota) << where << ": packing must move the weights";
     }
     cpu::linear_forward_packed(got.data(), x.data(), wp.data(), b.data(), c.M, c.K, c.N);
     cpu::linear_forward(want.data(), x.data(), w.data(), b.data(), c.M, c.K, c.N);
@@ -133,13 +142,17 @@ TEST(LinearPacked, ExactOnSmallIntegersCloseOnRandomValuesAndUnpacksExactly) {
 
     const auto xr = test::randn(c.M * c.K, 6), wr = test::randn(c.N * c.K, 7);
     std::vector<float> wrp = wr;
-    cpu::pack_panels(wrp.data(), c.N, c.K);
+    cpu::pack_linear_weights(wrp.data(), c.N, c.K);
     cpu::linear_forward_packed(got.data(), xr.data(), wrp.data(), nullptr, c.M, c.K, c.N);
     cpu::gemm_reference(false, true, c.M, c.N, c.K, 1.f, xr.data(), c.K, wr.data(), c.K, 0.f, want.data(),
                         c.N);
     EXPECT_TRUE(test::close_rel_max("linear packed " + where, got.data(), want.data(), c.M * c.N, 1e-5));
-    cpu::unpack_panels(wrp.data(), c.N, c.K);
+    cpu::unpack_linear_weights(wrp.data(), c.N, c.K);
     EXPECT_EQ(wrp, wr) << where << ": unpacking restores the weights exactly";
+  }
+  EXPECT_GT(in_panels, 0) << "no shape exercised the panel kernel";
+  if (cpu::packed_in_dnnl_layout(768, 768)) {
+    EXPECT_GT(in_dnnl, 0) << "no shape exercised oneDNN's layout";
   }
 }
 

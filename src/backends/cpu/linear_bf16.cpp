@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/dnnl_engine.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 
@@ -23,11 +24,6 @@ namespace {
 using dnnl::memory;
 using dt = memory::data_type;
 using tag = memory::format_tag;
-
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
 
 inline uint16_t to_bf16(float f) {
   uint32_t u;
@@ -50,9 +46,9 @@ dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, bool bias,
   }
   if (bias) {
     const memory::desc b({1, N}, dt::f32, tag::ab);
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, b, dst), attr, engine());
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, b, dst), attr, dnnl_engine());
   }
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, engine());
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, dnnl_engine());
 }
 
 // x rounded to bf16 (nearest even) into dst, on the threads its size is worth.
@@ -88,8 +84,8 @@ struct PackedBf16 {
     auto pd = make_pd(M, K, N, bias, gelu_bf16);
     // The blocked weight layout does not depend on M for these shapes; repack if it does.
     if (pd.weights_desc() != weights.get_desc()) {
-      memory repacked(pd.weights_desc(), engine());
-      dnnl::stream s(engine());
+      memory repacked(pd.weights_desc(), dnnl_engine());
+      dnnl::stream s(dnnl_engine());
       dnnl::reorder(weights, repacked).execute(s, weights, repacked);
       s.wait();
       weights = repacked;
@@ -101,11 +97,12 @@ struct PackedBf16 {
   // y (fp32, or bf16 for gelu_bf16) = xb w^T + b, then GELU for gelu_bf16.
   void run(void* y, const uint16_t* xb, const float* b, int64_t M, bool gelu_bf16) {
     const Prim& p = prim(M, b != nullptr, gelu_bf16);
-    memory src(p.pd.src_desc(), engine(), const_cast<uint16_t*>(xb)), dst(p.pd.dst_desc(), engine(), y);
+    memory src(p.pd.src_desc(), dnnl_engine(), const_cast<uint16_t*>(xb)),
+        dst(p.pd.dst_desc(), dnnl_engine(), y);
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
-    if (b) args.emplace(DNNL_ARG_BIAS, memory(p.pd.bias_desc(), engine(), const_cast<float*>(b)));
-    dnnl::stream s(engine());
+    if (b) args.emplace(DNNL_ARG_BIAS, memory(p.pd.bias_desc(), dnnl_engine(), const_cast<float*>(b)));
+    dnnl::stream s(dnnl_engine());
     p.matmul.execute(s, args);
     s.wait();
   }
@@ -129,9 +126,9 @@ std::shared_ptr<PackedBf16> pack_bf16(const float* w, int64_t N, int64_t K) {
   p->N = N, p->K = K;
   // w is [N, K] row-major: as the [K, N] operand of x w^T that is the transposed layout `ba`.
   const auto pd = make_pd(197, K, N, true);  // any M: the layout is checked again per M
-  memory user({{K, N}, dt::f32, tag::ba}, engine(), const_cast<float*>(w));
-  p->weights = memory(pd.weights_desc(), engine());
-  dnnl::stream s(engine());
+  memory user({{K, N}, dt::f32, tag::ba}, dnnl_engine(), const_cast<float*>(w));
+  p->weights = memory(pd.weights_desc(), dnnl_engine());
+  dnnl::stream s(dnnl_engine());
   dnnl::reorder(user, p->weights).execute(s, user, p->weights);
   s.wait();
   return p;
