@@ -307,3 +307,26 @@ TEST(Simd, AttentionMatchesPlainLoops) {
 }
 
 }  // namespace vit
+
+namespace vit {
+
+// The bias gradient's column sums (AVX-512 row segments per thread): every width class (a
+// masked tail, one register block of 8 vectors, several) against sums in double, added onto
+// what db held.
+TEST(Simd, ColumnSumsMatchDouble) {
+  require_avx512();
+  for (int64_t N : {5, 16, 130, 768}) {
+    const int64_t M = 301;
+    const auto dy = test::randn(M * N, 11);
+    std::vector<float> db(N, 1.f), want(N);
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 1.0;
+      for (int64_t i = 0; i < M; ++i) s += dy[i * N + j];
+      want[j] = float(s);
+    }
+    cpu::colsum_add(db.data(), dy.data(), M, N);
+    EXPECT_TRUE(test::close_rel_max("colsum N=" + std::to_string(N), db.data(), want.data(), N, 1e-5));
+  }
+}
+
+}  // namespace vit

@@ -1,5 +1,6 @@
 // LayerNorm over the last dimension (nn.LayerNorm, biased variance), forward and backward:
 // plain reference loops and AVX-512 rows (the same two-pass formulas, summed in 16 lanes).
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu.h"
@@ -82,9 +83,43 @@ void by_rows(int64_t M, int64_t C, F&& f) {
   }
 }
 
-// Parameter gradients: column blocks per thread, rows in order (deterministic).
-void layernorm_param_grads(float* dw, float* db, const float* dy, const float* x, const float* mean,
-                           const float* rstd, int64_t M, int64_t C) {
+// Columns [j0, j1) of layernorm_param_grads, 4 vectors of dw and of db in registers, every
+// row in order (the plain loop's order and rounding per column).
+VIT_AVX512 void param_grads_columns(float* dw, float* db, const float* dy, const float* x, const float* mean,
+                                    const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1) {
+  constexpr int kV = 4;
+  for (int64_t c0 = j0; c0 < j1; c0 += 16 * kV) {
+    __m512 aw[kV], ab[kV];
+    __mmask16 m[kV];
+#pragma GCC unroll 4
+    for (int v = 0; v < kV; ++v) {
+      const int64_t left = j1 - c0 - 16 * v;
+      m[v] = left >= 16 ? __mmask16(0xFFFF) : left > 0 ? simd::tail_mask(left) : __mmask16(0);
+      aw[v] = ab[v] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < M; ++i) {
+      const __m512 vm = _mm512_set1_ps(mean[i]), vs = _mm512_set1_ps(rstd[i]);
+      const float *g = dy + i * C + c0, *xi = x + i * C + c0;
+#pragma GCC unroll 4
+      for (int v = 0; v < kV; ++v) {
+        const __m512 gv = _mm512_maskz_loadu_ps(m[v], g + 16 * v);
+        const __m512 xc = _mm512_sub_ps(_mm512_maskz_loadu_ps(m[v], xi + 16 * v), vm);
+        aw[v] = _mm512_fmadd_ps(_mm512_mul_ps(gv, xc), vs, aw[v]);
+        ab[v] = _mm512_add_ps(ab[v], gv);
+      }
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < kV; ++v) {
+      float *w = dw + c0 + 16 * v, *b = db + c0 + 16 * v;
+      _mm512_mask_storeu_ps(w, m[v], _mm512_add_ps(_mm512_maskz_loadu_ps(m[v], w), aw[v]));
+      _mm512_mask_storeu_ps(b, m[v], _mm512_add_ps(_mm512_maskz_loadu_ps(m[v], b), ab[v]));
+    }
+  }
+}
+
+// Parameter gradients, the plain loops: 16-column blocks per thread, rows in order.
+void layernorm_param_grads_reference(float* dw, float* db, const float* dy, const float* x, const float* mean,
+                                     const float* rstd, int64_t M, int64_t C) {
   const int64_t blk = 16;
 #pragma omp parallel for num_threads(threads_for(M* C * 2)) schedule(static)
   for (int64_t j0 = 0; j0 < C; j0 += blk) {
@@ -103,6 +138,19 @@ void layernorm_param_grads(float* dw, float* db, const float* dy, const float* x
       db[j] += ab[j - j0];
     }
   }
+}
+
+// Parameter gradients: column blocks per thread, rows in order (deterministic); with AVX-512
+// each thread's stretch of a row is read as vectors.
+void layernorm_param_grads(float* dw, float* db, const float* dy, const float* x, const float* mean,
+                           const float* rstd, int64_t M, int64_t C) {
+  if (!simd::avx512()) return layernorm_param_grads_reference(dw, db, dy, x, mean, rstd, M, C);
+  const int64_t blk = 16, nblk = (C + blk - 1) / blk;
+  const int nt = int(std::min<int64_t>(threads_for(M * C * 2), nblk));
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int t = 0; t < nt; ++t)
+    param_grads_columns(dw, db, dy, x, mean, rstd, M, C, std::min(C, nblk * t / nt * blk),
+                        std::min(C, nblk * (t + 1) / nt * blk));
 }
 }  // namespace
 
@@ -166,7 +214,7 @@ void layernorm_backward_reference(float* dx, float* dw, float* db, const float* 
       dxi[c] = accumulate_dx ? dxi[c] + v : v;
     }
   }
-  layernorm_param_grads(dw, db, dy, x, mean, rstd, M, C);
+  layernorm_param_grads_reference(dw, db, dy, x, mean, rstd, M, C);
 }
 
 }  // namespace vit::cpu
