@@ -280,6 +280,9 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                            cfg_.norm_eps);
     if (pk) {  // bf16: GELU fused into fc1, the hidden activations stay bf16 (inference: no dropout)
       ops::mlp_forward_bf16(br2, a.ln2, *pk->fc1, w.fc1b, *pk->fc2, w.fc2b);
+    } else if (weights_packed_) {  // packed fp32 (inference only: no dropout): GELU fused into fc1
+      ops::linear_forward_packed(a.act, a.ln2, w.fc1w, &w.fc1b, true);
+      ops::linear_forward_packed(br2, a.act, w.fc2w, &w.fc2b);
     } else {
       lin(a.h, a.ln2, w.fc1w, &w.fc1b, nullptr);
       ops::gelu_forward(a.act, a.h);

@@ -37,7 +37,7 @@ void unpack_linear_inplace(Tensor& w) {
   }
 }
 
-void linear_forward_packed(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b) {
+void linear_forward_packed(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b, bool gelu) {
   VIT_CHECK(x.ndim() == 2 && w.ndim() == 2, "linear packed: x and w must be 2-D, got ", shape_str(x.shape),
             " and ", shape_str(w.shape));
   const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
@@ -46,7 +46,7 @@ void linear_forward_packed(Tensor y, const Tensor& x, const Tensor& w, const Ten
   if (b) check_shape(*b, {N}, "linear packed bias");
   switch (common_device({&y, &x, &w}, "linear_packed")) {
     case Device::CPU:
-      return cpu::linear_forward_packed(y.data, x.data, w.data, b ? b->data : nullptr, M, K, N);
+      return cpu::linear_forward_packed(y.data, x.data, w.data, b ? b->data : nullptr, M, K, N, gelu);
     default: unsupported("linear_packed", y.device);
   }
 }

@@ -38,7 +38,9 @@ void unpack_linear_inplace(Tensor& w);
 // Whether linear_forward_packed is the faster one for M rows here (VIT_PACK=on|off|panels decides
 // instead when set).
 bool packed_linear_preferred(int64_t M);
-void linear_forward_packed(Tensor y, const Tensor& x, const Tensor& w_packed, const Tensor* b);
+// gelu: y = GELU(x w^T + b) (exact, erf form) in the same pass: fc1 and its activation at inference.
+void linear_forward_packed(Tensor y, const Tensor& x, const Tensor& w_packed, const Tensor* b,
+                           bool gelu = false);
 
 // layernorm over the last dim of x[M,C]; mean[M], rstd[M] saved for backward.
 void layernorm_forward(Tensor y, Tensor mean, Tensor rstd, const Tensor& x, const Tensor& w, const Tensor& b,

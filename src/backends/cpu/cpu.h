@@ -64,8 +64,9 @@ bool packed_in_dnnl_layout(int64_t N, int64_t K);
 bool packed_linear_preferred(int64_t M);
 // y[M,N] = x[M,K] w^T + b[N] (b may be null) from packed w. Results depend on the thread
 // count at most (oneDNN may split k across threads; the panels never do), not on timing.
+// gelu: y = GELU(x w^T + b) instead (erf form; a post-op of oneDNN's matmul, else a pass after).
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
-                           int64_t N);
+                           int64_t N, bool gelu = false);
 // dx = dy w (assigned, or added when accumulate_dx); dw += dy^T x; db += colsum(dy).
 // dx, dw, db may each be null to skip.
 void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,

@@ -196,11 +196,19 @@ memory::desc plain_weights(int64_t K, int64_t N) {
   return memory::desc({K, N}, dt::f32, tag::ba);  // w[N,K] row-major as the [K,N] operand
 }
 
-dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, const memory::desc& wei, bool bias) {
+// gelu: GELU (erf) applied to the output as a post-op (fc1 then GELU in one pass).
+dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, const memory::desc& wei, bool bias,
+                                     bool gelu = false) {
   const memory::desc src({M, K}, dt::f32, tag::ab), dst({M, N}, dt::f32, tag::ab);
-  if (!bias) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), dnnl_engine());
+  dnnl::primitive_attr attr;
+  if (gelu) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    attr.set_post_ops(po);
+  }
+  if (!bias) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, dnnl_engine());
   const memory::desc b({1, N}, dt::f32, tag::ab);
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, b, dst), dnnl_engine());
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, b, dst), attr, dnnl_engine());
 }
 
 // oneDNN's blocked layout for w (chosen by the primitive for 256 rows; every row count then
@@ -232,15 +240,15 @@ bool in_dnnl_layout(int64_t K, int64_t N) {
   return !dnnl_layout(K, N).is_zero();
 }
 
-// One matmul primitive per (M, K, N, bias) on the blocked layout, made on first use.
-dnnl::matmul& dnnl_matmul(int64_t M, int64_t K, int64_t N, bool bias) {
+// One matmul primitive per (M, K, N, bias, gelu) on the blocked layout, made on first use.
+dnnl::matmul& dnnl_matmul(int64_t M, int64_t K, int64_t N, bool bias, bool gelu) {
   static std::mutex mu;
-  static std::map<std::tuple<int64_t, int64_t, int64_t, bool>, dnnl::matmul> cache;
+  static std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, dnnl::matmul> cache;
   const memory::desc& wei = dnnl_layout(K, N);
   std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find({M, K, N, bias});
-  if (it == cache.end())
-    it = cache.emplace(std::make_tuple(M, K, N, bias), dnnl::matmul(make_pd(M, K, N, wei, bias))).first;
+  const auto key = std::make_tuple(M, K, N, bias, gelu);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, dnnl::matmul(make_pd(M, K, N, wei, bias, gelu))).first;
   return it->second;
 }
 
@@ -287,10 +295,10 @@ void unpack_linear_weights(float* w, int64_t N, int64_t K) {
 }
 
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
-                           int64_t N) {
+                           int64_t N, bool gelu) {
   if (M == 0 || N == 0) return;
   if (in_dnnl_layout(K, N)) {
-    dnnl::matmul& mm = dnnl_matmul(M, K, N, b != nullptr);
+    dnnl::matmul& mm = dnnl_matmul(M, K, N, b != nullptr, gelu);
     const memory::desc src({M, K}, dt::f32, tag::ab), dst({M, N}, dt::f32, tag::ab);
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, memory(src, dnnl_engine(), const_cast<float*>(x))},
@@ -303,8 +311,11 @@ void linear_forward_packed(float* y, const float* x, const float* wp, const floa
     s.wait();
     return;
   }
-  if (simd::avx512()) return forward_avx512(y, x, wp, b, M, K, N);
-  forward_plain(y, x, wp, b, M, K, N);
+  if (simd::avx512())
+    forward_avx512(y, x, wp, b, M, K, N);
+  else
+    forward_plain(y, x, wp, b, M, K, N);
+  if (gelu) gelu_forward(y, y, M * N);
 }
 
 }  // namespace vit::cpu
