@@ -69,7 +69,8 @@ Run add_bench(CLI::App& cmd) {
                           {"ceiling_gflops", r.ceiling_gflops},
                           {"ceiling_source", r.ceiling_source},
                           {"pct_of_ceiling", r.pct_of_ceiling},
-                          {"peak_rss_mb", r.peak_rss_mb}};
+                          {"peak_rss_mb", r.peak_rss_mb},
+                          {"rss_mb", r.rss_mb}};
       std::cout << j.dump() << "\n";
       return 0;
     }
@@ -80,7 +81,7 @@ Run add_bench(CLI::App& cmd) {
     std::printf("  per batch: median %.3f ms (min %.3f, max %.3f)\n", r.median_ms, r.min_ms, r.max_ms);
     std::printf("  %.2f images/s, %.1f GFLOP/s (%.1f%% of %.0f GFLOP/s, %s)\n", r.images_per_s,
                 r.gflops_per_s, r.pct_of_ceiling, r.ceiling_gflops, r.ceiling_source.c_str());
-    std::printf("  peak RSS %.1f MiB\n", r.peak_rss_mb);
+    std::printf("  peak RSS %.1f MiB, resident after the runs %.1f MiB\n", r.peak_rss_mb, r.rss_mb);
     return 0;
   };
 }

@@ -120,7 +120,7 @@ void InputFlags::add_to(CLI::App& cmd) {
 }
 
 void InputFlags::prepare(ViT& model, int64_t max_batch) const {
-  model.set_infer_dtype(dtype);
+  model.set_infer_dtype(dtype, /*release_fp32=*/dtype == "bf16");  // these commands only infer
   model.pack_weights_if_faster(max_batch);
 }
 

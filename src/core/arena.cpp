@@ -1,7 +1,10 @@
 #include "vit/core/arena.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -42,6 +45,24 @@ void Arena::resize(size_t n) {
 
 void Arena::zero() {
   if (size_) std::memset(ptr_.get(), 0, size_ * sizeof(float));
+}
+
+void Arena::release(size_t offset, size_t n) {
+  if (offset >= size_) return;
+  n = std::min(n, size_ - offset);
+  char* lo = reinterpret_cast<char*>(ptr_.get() + offset);
+  char* hi = lo + n * sizeof(float);
+  if (ptr_.get_deleter().mapped_bytes) {
+    const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+    char* p0 = reinterpret_cast<char*>((uintptr_t(lo) + page - 1) / page * page);
+    char* p1 = reinterpret_cast<char*>(uintptr_t(hi) / page * page);
+    if (p0 < p1 && madvise(p0, size_t(p1 - p0), MADV_DONTNEED) == 0) {  // the pages read as zero now
+      std::memset(lo, 0, size_t(p0 - lo));
+      std::memset(p1, 0, size_t(hi - p1));
+      return;
+    }
+  }
+  std::memset(lo, 0, size_t(hi - lo));
 }
 
 }  // namespace vit

@@ -251,6 +251,8 @@ std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
             "has pre_norm=",
             c.pre_norm, " and patch_bias=", c.patch_bias);
   VIT_CHECK(!model.weights_packed(), dir, ": not exported: the model's weights are packed for inference");
+  VIT_CHECK(!model.fp32_released(), dir,
+            ": not exported: the model's fp32 block weights were released for bf16 inference");
   fs::create_directories(dir);
   std::vector<TensorOut> tensors;
   for (const auto& s : model.table().specs())

@@ -315,6 +315,9 @@ Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const F
   VIT_CHECK(B > 0, "forward: batch size must be positive");
   VIT_CHECK(!weights_packed_,
             "forward: the weights are packed for inference (pack_weights); unpack them to train");
+  VIT_CHECK(!fp32_released_,
+            "forward: the fp32 block weights were released for bf16 inference; load the "
+            "weights again to train");
   split_ = lanes_for(B);
   if (split_ == 1) return forward_local(images, B, mask, mode);
   const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
@@ -335,22 +338,35 @@ Tensor ViT::forward_local(const float* images, int64_t B, const uint8_t* mask, c
   return train_.logits;
 }
 
-void ViT::set_infer_dtype(const std::string& dtype) {
+void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
   VIT_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, got '", dtype, "'");
   VIT_CHECK(dtype == "fp32" || !weights_packed_, "--dtype bf16: the fp32 weights are packed for inference");
+  VIT_CHECK(!fp32_released_, "--dtype ", dtype,
+            ": the fp32 block weights were released for bf16 inference; load the weights again");
+  VIT_CHECK(!release_fp32 || dtype == "bf16", "--dtype fp32 keeps its fp32 weights");
   packed_.clear();
   if (dtype == "bf16") {
     VIT_CHECK(ops::bf16_available(),
               "--dtype bf16: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
-    for (const BlockWeights& w : W_.blocks)
-      packed_.push_back({ops::pack_linear_bf16(w.qkvw), ops::pack_linear_bf16(w.projw),
-                         ops::pack_linear_bf16(w.fc1w), ops::pack_linear_bf16(w.fc2w)});
+    // Each matrix released right after its copy: the peak is the fp32 weights plus one bf16 matrix.
+    auto pack = [&](const Tensor& w) {
+      auto p = ops::pack_linear_bf16(w);
+      if (release_fp32) params_.release(size_t(w.data - params_.data()), size_t(w.numel()));
+      return p;
+    };
+    for (const BlockWeights& w : W_.blocks) {
+      BlockPacked b;
+      b.qkv = pack(w.qkvw), b.proj = pack(w.projw), b.fc1 = pack(w.fc1w), b.fc2 = pack(w.fc2w);
+      packed_.push_back(std::move(b));
+    }
+    fp32_released_ = release_fp32;
   }
   infer_dtype_ = dtype;
 }
 
 void ViT::set_weights_packed(bool packed) {
   if (packed == weights_packed_) return;
+  VIT_CHECK(!fp32_released_, "pack_weights: the fp32 block weights were released for bf16 inference");
   for (BlockWeights& w : W_.blocks)
     for (Tensor* t : {&w.qkvw, &w.projw, &w.fc1w, &w.fc2w})
       packed ? ops::pack_linear_inplace(*t) : ops::unpack_linear_inplace(*t);
@@ -385,6 +401,7 @@ void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, float
 
 void ViT::backward(const Tensor& dlogits) {
   VIT_CHECK(!weights_packed_, "backward: the weights are packed for inference (pack_weights)");
+  VIT_CHECK(!fp32_released_, "backward: the fp32 block weights were released for bf16 inference");
   if (split_ == 1) return backward_local(dlogits);
   const int64_t K = cfg_.num_classes;
   int64_t B = 0;

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "vit/core/error.h"
 #include "vit/core/rng.h"
@@ -51,6 +54,14 @@ double peak_rss_mb() {
   return double(u.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
+double rss_mb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;  // "VmRSS:  123 kB"
+  return 0;
+}
+
 double measure_matmul_gflops(double seconds) {
   const int64_t M = 3152, N = 3072, K = 768;
   std::vector<float> x(M * K, 0.5f), w(N * K, 0.25f), y(M * N);
@@ -68,7 +79,7 @@ BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
   VIT_CHECK(opt.min_runs > 0 && opt.max_runs >= opt.min_runs, "bench: need 0 < min runs <= max runs");
   VIT_CHECK(!opt.train || opt.dtype == "fp32", "bench: training runs in fp32 only (--dtype ", opt.dtype, ")");
   ViT model(cfg);
-  model.set_infer_dtype(opt.dtype);
+  model.set_infer_dtype(opt.dtype, /*release_fp32=*/opt.dtype == "bf16");  // bf16 only infers
   if (opt.lanes > 0) model.set_lanes(opt.lanes);
   const int64_t B = opt.batch, K = cfg.num_classes;
   Rng rng(1);
@@ -94,6 +105,7 @@ BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
     r.ms = time_runs(opt, [&] { model.infer(images.data(), B, nullptr, logits.data()); });
   }
   r.peak_rss_mb = peak_rss_mb();  // before the ceiling measurement's buffers
+  r.rss_mb = rss_mb();
   r.median_ms = median(r.ms);
   r.min_ms = *std::min_element(r.ms.begin(), r.ms.end());
   r.max_ms = *std::max_element(r.ms.begin(), r.ms.end());

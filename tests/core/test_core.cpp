@@ -1,6 +1,10 @@
 // Core: arena alignment and zeroing, tensor views, and the counter-based random draws.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
 
 #include "vit/core/arena.h"
@@ -22,6 +26,26 @@ TEST(Arena, AlignedZeroedAndGrowsOnlyWhenNeeded) {
   EXPECT_EQ(a.data()[3], 0.f);
   a.resize(1000);
   EXPECT_EQ(a.size(), 1000u);
+}
+
+// release(): the range reads zero, its neighbours keep their values, and in a mapped arena the
+// pages wholly inside are no longer resident (mincore), so the memory really went back.
+TEST(Arena, ReleaseZeroesARangeAndGivesItsPagesBack) {
+  for (size_t n : {size_t(100), size_t(1) << 20}) {  // malloc'd and mapped
+    Arena a(n);
+    std::fill(a.data(), a.data() + n, 1.f);
+    const size_t lo = n / 10 + 3, len = n / 2;
+    a.release(lo, len);
+    if (n * sizeof(float) >= (size_t(1) << 20)) {  // before anything reads the range again
+      const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+      const uintptr_t mid = (reinterpret_cast<uintptr_t>(a.data() + lo + len / 2)) / page * page;
+      unsigned char resident = 1;
+      ASSERT_EQ(mincore(reinterpret_cast<void*>(mid), page, &resident), 0);
+      EXPECT_EQ(resident & 1, 0) << "a released page is still resident";
+    }
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(a.data()[i], i >= lo && i < lo + len ? 0.f : 1.f) << "n=" << n << " i=" << i;
+  }
 }
 
 TEST(Tensor, ReshapeAndShapeErrors) {

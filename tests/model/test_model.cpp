@@ -156,6 +156,41 @@ TEST(Model, PackedWeightsInferTheSameAndUnpackExactly) {
   EXPECT_EQ(packed, plain) << "unpacked, the model computes exactly what it did before";
 }
 
+// bf16 inference with the fp32 block weights released: the same logits as bf16 with them
+// kept (the products read only the bf16 copies), the released matrices zero and the rest of
+// the parameters untouched, and everything that needs the fp32 weights refused.
+TEST(Model, Bf16WithFp32ReleasedInfersTheSameAndRefusesTheRest) {
+  if (!ops::bf16_available()) GTEST_SKIP() << "no bf16 matrix product on this CPU";
+  ViTConfig c = tiny("token", true, "learn");
+  c.embed_dim = 64;
+  c.num_heads = 4;
+  c.mlp_dim = 128;
+  ViT kept(c), released(c);
+  randomize(kept, 5);
+  std::copy(kept.params().data(), kept.params().data() + kept.params().size(), released.params().data());
+  const int64_t B = 2;
+  auto x = test::randn(B * 2 * 8 * 12, 3);
+  std::vector<float> a(B * 3), b(B * 3);
+  kept.set_infer_dtype("bf16");
+  released.set_infer_dtype("bf16", true);
+  EXPECT_FALSE(kept.fp32_released());
+  ASSERT_TRUE(released.fp32_released());
+  kept.infer(x.data(), B, nullptr, a.data());
+  released.infer(x.data(), B, nullptr, b.data());
+  EXPECT_EQ(a, b);
+  for (const char* name : {"blocks.0.attn.qkv.weight", "blocks.1.mlp.fc2.weight"}) {
+    const Tensor w = released.param(name);
+    EXPECT_TRUE(std::all_of(w.data, w.data + w.numel(), [](float v) { return v == 0.f; })) << name;
+  }
+  const Tensor hk = kept.param("head.weight"), hr = released.param("head.weight");
+  EXPECT_EQ(std::memcmp(hk.data, hr.data, sizeof(float) * hk.numel()), 0) << "the head is kept";
+  EXPECT_THROW(released.forward(x.data(), B, nullptr, ForwardMode{true, 1, 0}), Error);
+  EXPECT_THROW(released.set_infer_dtype("fp32"), Error);
+  EXPECT_THROW(released.pack_weights(), Error);
+  EXPECT_THROW(save_checkpoint("/nonexistent/never-written.safetensors", released), Error);
+  EXPECT_THROW(kept.set_infer_dtype("fp32", true), Error) << "fp32 has nothing to release";
+}
+
 TEST(Model, PatchEmbeddingIsAConvolution) {
   ViTConfig c = tiny("token", true, "learn");
   ViT m(c);

@@ -19,6 +19,10 @@ class Arena {
   const float* data() const { return ptr_.get(); }
   size_t size() const { return size_; }
   void zero();
+  // Sets [offset, offset + n) to zero and gives the pages wholly inside it back to the kernel
+  // (mapped arenas), so the range costs no memory until written again: for weights that
+  // another copy has replaced (bf16 inference).
+  void release(size_t offset, size_t n);
 
  private:
   struct Free {

@@ -35,6 +35,7 @@ struct BenchResult {
   bool weights_packed = false;  // fp32 inference on in-place packed weights (ViT::pack_weights)
   int lanes = 1;                // data-parallel lanes the batch ran in (ViT::lanes_for)
   double peak_rss_mb = 0;       // of the whole process so far (getrusage)
+  double rss_mb = 0;            // resident after the timed runs (what serving this model holds)
 };
 
 // The rate of the engine's matrix product on ViT-B/16's fc1 shape at batch 16
@@ -46,5 +47,7 @@ BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt);
 
 // Peak resident set size of this process in MiB.
 double peak_rss_mb();
+// Resident set size of this process now, in MiB (VmRSS of /proc/self/status; 0 where absent).
+double rss_mb();
 
 }  // namespace vit
