@@ -84,17 +84,25 @@ void Optimizer::step(float* params, const float* grads, float lr) {
         p[i] -= lr * d;
       }
     } else {
-      const bool decoupled = cfg_.name == "adamw";
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) {
-        float gi = g[i];
-        if (decoupled)
+      // Two loops rather than a branch inside one, so each vectorizes (ViT-B/16's 86M
+      // parameters: scalar square roots and divisions took ~3% of a training step).
+      if (cfg_.name == "adamw") {
+#pragma omp parallel for simd schedule(static)
+        for (int64_t i = 0; i < n; ++i) {
+          const float gi = g[i];
           p[i] *= 1.f - lr * wd;
-        else
-          gi += wd * p[i];
-        m[i] = b1 * m[i] + (1.f - b1) * gi;
-        v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
-        p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
+          m[i] = b1 * m[i] + (1.f - b1) * gi;
+          v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
+          p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
+        }
+      } else {
+#pragma omp parallel for simd schedule(static)
+        for (int64_t i = 0; i < n; ++i) {
+          const float gi = g[i] + wd * p[i];
+          m[i] = b1 * m[i] + (1.f - b1) * gi;
+          v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
+          p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
+        }
       }
     }
   }
