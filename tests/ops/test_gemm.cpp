@@ -165,13 +165,15 @@ TEST(LinearPacked, GeluFusedMatchesLinearThenGelu) {
   };
   for (const Case c : {Case{197, 128, 64}, Case{13, 50, 400}}) {
     const std::string where = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K);
-    const auto x = test::randn(c.M * c.K, 21, 1.f), w = test::randn(c.N * c.K, 22, 0.4f), b = test::randn(c.N, 23);
+    const auto x = test::randn(c.M * c.K, 21, 1.f), w = test::randn(c.N * c.K, 22, 0.4f),
+               b = test::randn(c.N, 23);
     std::vector<float> wp = w, got(c.M * c.N), want(c.M * c.N);
     cpu::linear_forward(want.data(), x.data(), w.data(), b.data(), c.M, c.K, c.N);
     cpu::gelu_forward_reference(want.data(), want.data(), c.M * c.N);
     cpu::pack_linear_weights(wp.data(), c.N, c.K);
     cpu::linear_forward_packed(got.data(), x.data(), wp.data(), b.data(), c.M, c.K, c.N, true);
-    EXPECT_TRUE(test::close_rel_max("packed linear + gelu " + where, got.data(), want.data(), c.M * c.N, 1e-5));
+    EXPECT_TRUE(
+        test::close_rel_max("packed linear + gelu " + where, got.data(), want.data(), c.M * c.N, 1e-5));
   }
 }
 

@@ -4,10 +4,24 @@
 // Gradient convention: parameter gradients accumulate (+=); activation gradients are
 // assigned (=) unless the argument is named to accumulate.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
+#include "vit/core/threads.h"
+
 namespace vit::cpu {
+
+// Runs f(j0, j1) over [0, N) cut into one range of whole 16-column blocks per thread, on the
+// threads `work` is worth: the backward's column sums, each column summed over its rows in
+// order by one thread whatever the thread count.
+template <typename F>
+void by_column_blocks(int64_t N, int64_t work, F&& f) {
+  const int64_t nblk = (N + 15) / 16;
+  const int nt = int(std::min<int64_t>(threads_for(work), nblk));
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int t = 0; t < nt; ++t) f(std::min(N, nblk * t / nt * 16), std::min(N, nblk * (t + 1) / nt * 16));
+}
 
 // ---- gemm.cpp: C[M,N] = alpha * op(A) op(B) + beta * C, op = transpose when t* is true.
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,

@@ -15,9 +15,7 @@
 namespace vit::cpu {
 
 namespace {
-VIT_AVX512 inline __mmask16 lanes(int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : n > 0 ? simd::tail_mask(n) : __mmask16(0);
-}
+using simd::lanes;
 
 // c[R][NV] = A B over k < K with A(r, k) = A[r ars + k aks] and B's vectors read under
 // masks m. Rows past `rows` read row 0. One vector of B at a time: R x NV accumulators, R

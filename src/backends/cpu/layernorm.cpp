@@ -1,6 +1,5 @@
 // LayerNorm over the last dimension (nn.LayerNorm, biased variance), forward and backward:
 // plain reference loops and AVX-512 rows (the same two-pass formulas, summed in 16 lanes).
-#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu.h"
@@ -93,8 +92,7 @@ VIT_AVX512 void param_grads_columns(float* dw, float* db, const float* dy, const
     __mmask16 m[kV];
 #pragma GCC unroll 4
     for (int v = 0; v < kV; ++v) {
-      const int64_t left = j1 - c0 - 16 * v;
-      m[v] = left >= 16 ? __mmask16(0xFFFF) : left > 0 ? simd::tail_mask(left) : __mmask16(0);
+      m[v] = simd::lanes(j1 - c0 - 16 * v);
       aw[v] = ab[v] = _mm512_setzero_ps();
     }
     for (int64_t i = 0; i < M; ++i) {
@@ -145,12 +143,9 @@ void layernorm_param_grads_reference(float* dw, float* db, const float* dy, cons
 void layernorm_param_grads(float* dw, float* db, const float* dy, const float* x, const float* mean,
                            const float* rstd, int64_t M, int64_t C) {
   if (!simd::avx512()) return layernorm_param_grads_reference(dw, db, dy, x, mean, rstd, M, C);
-  const int64_t blk = 16, nblk = (C + blk - 1) / blk;
-  const int nt = int(std::min<int64_t>(threads_for(M * C * 2), nblk));
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int t = 0; t < nt; ++t)
-    param_grads_columns(dw, db, dy, x, mean, rstd, M, C, std::min(C, nblk * t / nt * blk),
-                        std::min(C, nblk * (t + 1) / nt * blk));
+  by_column_blocks(C, M * C * 2, [&](int64_t j0, int64_t j1) {
+    param_grads_columns(dw, db, dy, x, mean, rstd, M, C, j0, j1);
+  });
 }
 }  // namespace
 

@@ -1,5 +1,4 @@
 // Linear layer, y = x w^T + b (PyTorch's nn.Linear), forward and backward.
-#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/cpu.h"
@@ -43,8 +42,7 @@ VIT_AVX512 void colsum_columns(float* db, const float* dy, int64_t M, int64_t N,
     __mmask16 m[kV];
 #pragma GCC unroll 8
     for (int v = 0; v < kV; ++v) {
-      const int64_t left = j1 - c0 - 16 * v;
-      m[v] = left >= 16 ? __mmask16(0xFFFF) : left > 0 ? simd::tail_mask(left) : __mmask16(0);
+      m[v] = simd::lanes(j1 - c0 - 16 * v);
       acc[v] = _mm512_setzero_ps();
     }
     for (int64_t i = 0; i < M; ++i) {
@@ -65,14 +63,9 @@ void colsum_add(float* db, const float* dy, int64_t M, int64_t N) {
   // Each thread owns a block of columns and sums its rows in order: deterministic. With
   // AVX-512 the row segments are read as vectors (a row's stretch is contiguous); the plain
   // loop walks 16 columns down every row.
-  const int64_t blk = 16, nblk = (N + blk - 1) / blk;
-  if (simd::avx512()) {
-    const int nt = int(std::min<int64_t>(threads_for(M * N), nblk));
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int t = 0; t < nt; ++t)
-      colsum_columns(db, dy, M, N, std::min(N, nblk * t / nt * blk), std::min(N, nblk * (t + 1) / nt * blk));
-    return;
-  }
+  if (simd::avx512())
+    return by_column_blocks(N, M * N, [&](int64_t j0, int64_t j1) { colsum_columns(db, dy, M, N, j0, j1); });
+  const int64_t blk = 16;
 #pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)
   for (int64_t j0 = 0; j0 < N; j0 += blk) {
     int64_t j1 = j0 + blk < N ? j0 + blk : N;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/dnnl_engine.h"
+#include "backends/cpu/dnnl_matmul.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 
@@ -38,17 +38,7 @@ inline uint16_t to_bf16(float f) {
 dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, bool bias, bool gelu_bf16 = false) {
   const memory::desc src({M, K}, dt::bf16, tag::ab), wei({K, N}, dt::bf16, tag::any),
       dst({M, N}, gelu_bf16 ? dt::bf16 : dt::f32, tag::ab);
-  dnnl::primitive_attr attr;
-  if (gelu_bf16) {
-    dnnl::post_ops po;
-    po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
-    attr.set_post_ops(po);
-  }
-  if (bias) {
-    const memory::desc b({1, N}, dt::f32, tag::ab);
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, b, dst), attr, dnnl_engine());
-  }
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, dnnl_engine());
+  return matmul_pd(src, wei, dst, bias, gelu_bf16);
 }
 
 // x rounded to bf16 (nearest even) into dst, on the threads its size is worth.

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/dnnl_engine.h"
+#include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/simd.h"
 #include "vit/core/threads.h"
 
@@ -118,8 +118,7 @@ VIT_AVX512 void forward_avx512(float* y, const float* x, const float* wp, const 
     for (int64_t p = pairs * t / T; p < p_end; ++p) {
       const int64_t n0 = p * 2 * kPanel, w0 = panel_width(N, n0);
       const int64_t w1 = n0 + kPanel < N ? panel_width(N, n0 + kPanel) : 0;
-      const __mmask16 m0 = w0 == 16 ? __mmask16(0xFFFF) : simd::tail_mask(w0);
-      const __mmask16 m1 = w1 == 16 ? __mmask16(0xFFFF) : simd::tail_mask(w1);  // 0 when w1 = 0
+      const __mmask16 m0 = simd::lanes(w0), m1 = simd::lanes(w1);  // m1 = 0 when w1 = 0
       const float* P0 = wp + n0 * K;
       const float* P1 = w1 ? P0 + w0 * K : P0;  // no second panel: a harmless stream, masked off
       const float* bias = b ? b + n0 : nullptr;
@@ -196,19 +195,9 @@ memory::desc plain_weights(int64_t K, int64_t N) {
   return memory::desc({K, N}, dt::f32, tag::ba);  // w[N,K] row-major as the [K,N] operand
 }
 
-// gelu: GELU (erf) applied to the output as a post-op (fc1 then GELU in one pass).
 dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, const memory::desc& wei, bool bias,
                                      bool gelu = false) {
-  const memory::desc src({M, K}, dt::f32, tag::ab), dst({M, N}, dt::f32, tag::ab);
-  dnnl::primitive_attr attr;
-  if (gelu) {
-    dnnl::post_ops po;
-    po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
-    attr.set_post_ops(po);
-  }
-  if (!bias) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, dnnl_engine());
-  const memory::desc b({1, N}, dt::f32, tag::ab);
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, b, dst), attr, dnnl_engine());
+  return matmul_pd({{M, K}, dt::f32, tag::ab}, wei, {{M, N}, dt::f32, tag::ab}, bias, gelu);
 }
 
 // oneDNN's blocked layout for w (chosen by the primitive for 256 rows; every row count then
@@ -240,11 +229,10 @@ bool in_dnnl_layout(int64_t K, int64_t N) {
   return !dnnl_layout(K, N).is_zero();
 }
 
-// One matmul primitive per (M, K, N, bias, gelu) on the blocked layout, made on first use.
-dnnl::matmul& dnnl_matmul(int64_t M, int64_t K, int64_t N, bool bias, bool gelu) {
+// One matmul primitive per (M, K, N, bias, gelu) on the blocked layout wei, made on first use.
+dnnl::matmul& dnnl_matmul(int64_t M, int64_t K, int64_t N, const memory::desc& wei, bool bias, bool gelu) {
   static std::mutex mu;
   static std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, dnnl::matmul> cache;
-  const memory::desc& wei = dnnl_layout(K, N);
   std::lock_guard<std::mutex> lock(mu);
   const auto key = std::make_tuple(M, K, N, bias, gelu);
   auto it = cache.find(key);
@@ -297,12 +285,12 @@ void unpack_linear_weights(float* w, int64_t N, int64_t K) {
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                            int64_t N, bool gelu) {
   if (M == 0 || N == 0) return;
-  if (in_dnnl_layout(K, N)) {
-    dnnl::matmul& mm = dnnl_matmul(M, K, N, b != nullptr, gelu);
+  if (const memory::desc& wei = dnnl_layout(K, N); !wei.is_zero()) {
+    dnnl::matmul& mm = dnnl_matmul(M, K, N, wei, b != nullptr, gelu);
     const memory::desc src({M, K}, dt::f32, tag::ab), dst({M, N}, dt::f32, tag::ab);
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, memory(src, dnnl_engine(), const_cast<float*>(x))},
-        {DNNL_ARG_WEIGHTS, memory(dnnl_layout(K, N), dnnl_engine(), const_cast<float*>(wp))},
+        {DNNL_ARG_WEIGHTS, memory(wei, dnnl_engine(), const_cast<float*>(wp))},
         {DNNL_ARG_DST, memory(dst, dnnl_engine(), y)}};
     if (b)
       args.emplace(DNNL_ARG_BIAS, memory({{1, N}, dt::f32, tag::ab}, dnnl_engine(), const_cast<float*>(b)));

@@ -29,6 +29,12 @@ VIT_AVX512 inline __mmask16 tail_mask(int64_t n) {
   return __mmask16((1u << n) - 1u);
 }
 
+// Mask of the lanes of a vector that starts n floats before the end: all 16, the first n, or
+// none (n <= 0).
+VIT_AVX512 inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n > 0 ? tail_mask(n) : __mmask16(0);
+}
+
 // dst[0, n) = src[0, n) in masked vector moves: for the short rows of the tiny models (16 to
 // 128 bytes), where a memcpy call costs more than the copy.
 VIT_AVX512 inline void copy_short(float* dst, const float* src, int64_t n) {
