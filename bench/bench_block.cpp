@@ -22,11 +22,13 @@ struct BlockShape {
   int64_t B, T, C, H, hidden;
 };
 
-// T includes the class token: 14x14 patches + 1 for the 224-pixel models, 8x8 + 1 for cifar-seed.
+// T includes the class token: 14x14 patches + 1 for the 224-pixel models, 8x8 + 1 for cifar-seed,
+// 7x7 + 1 for mnist-seed.
 const BlockShape kShapes[] = {
     {"vit-tiny-16/b1", 1, 197, 192, 3, 768},     {"vit-small-16/b1", 1, 197, 384, 6, 1536},
     {"vit-base-16/b1", 1, 197, 768, 12, 3072},   {"vit-base-16/b4", 4, 197, 768, 12, 3072},
     {"vit-base-16/b16", 16, 197, 768, 12, 3072}, {"cifar-seed/b256", 256, 65, 192, 12, 768},
+    {"mnist-seed/b64", 64, 50, 8, 2, 32},  // one lane's half of the recipe's batch of 128
 };
 
 struct Buffers {

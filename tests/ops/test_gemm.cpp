@@ -31,6 +31,16 @@ TEST_P(Gemm, MatchesReference) {
   cpu::gemm(c.ta, c.tb, c.M, c.N, c.K, 0.5f, A.data(), lda, B.data(), ldb, 0.f, got.data(), c.N);
   cpu::gemm_reference(c.ta, c.tb, c.M, c.N, c.K, 0.5f, A.data(), lda, B.data(), ldb, 0.f, want.data(), c.N);
   EXPECT_TRUE(test::close_rel_max("gemm, beta 0", got.data(), want.data(), c.M * c.N, tol));
+  if (c.ta || !c.tb) return;
+  // The linear layer's product with the bias added (in the skinny kernels' epilogue, or
+  // seeded before sgemm): C is not read, every row gets the bias.
+  auto bias = test::randn(c.N, 4);
+  std::fill(got.begin(), got.end(), std::nanf(""));
+  cpu::gemm_nt_bias(c.M, c.N, c.K, A.data(), lda, B.data(), ldb, bias.data(), got.data(), c.N);
+  cpu::gemm_reference(false, true, c.M, c.N, c.K, 1.f, A.data(), lda, B.data(), ldb, 0.f, want.data(), c.N);
+  for (int64_t i = 0; i < c.M; ++i)
+    for (int64_t j = 0; j < c.N; ++j) want[i * c.N + j] += bias[j];
+  EXPECT_TRUE(test::close_rel_max("gemm_nt_bias", got.data(), want.data(), c.M * c.N, tol));
 }
 
 INSTANTIATE_TEST_SUITE_P(

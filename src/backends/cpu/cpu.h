@@ -26,16 +26,22 @@ void by_column_blocks(int64_t N, int64_t work, F&& f) {
 // ---- gemm.cpp: C[M,N] = alpha * op(A) op(B) + beta * C, op = transpose when t* is true.
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// C[M,N] = A[M,K] B[N,K]^T + bias (bias: N floats added to every row, may be null): the
+// linear layer's product. Few output columns add the bias in the kernel's epilogue; wider
+// products seed C with it and let sgemm add onto it (beta = 1).
+void gemm_nt_bias(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                  const float* bias, float* C, int64_t ldc);
 // The plain triple loop (double accumulation): the reference the tests compare against.
 void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // ---- head_gemm.cpp: attention's per-head products in AVX-512 register blocks, no library
 // call (AVX-512 only; callers check simd::avx512()).
-// C[M,N] = alpha * A B[K,N] + beta * C (beta = 0: C is not read), with A(i, k) = A[i ars + k aks]:
-// (lda, 1) for A, (1, lda) for A^T. One thread; also gemm()'s kernel for few output columns.
+// C[M,N] = alpha * A B[K,N] + beta * C + bias (beta = 0: C is not read; bias: N floats added
+// to every row, may be null), with A(i, k) = A[i ars + k aks]: (lda, 1) for A, (1, lda) for
+// A^T. One thread; also gemm()'s kernel for few output columns.
 void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
-               const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+               const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc);
 // The same with beta = 0 (C assigned).
 void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
                const float* B, int64_t ldb, float* C, int64_t ldc);

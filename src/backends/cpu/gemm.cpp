@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/cpu.h"
@@ -43,7 +44,7 @@ bool skinny(bool tb, int64_t N, int64_t K) {
 }
 
 void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+                 const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
   const float* b = B;
   int64_t ld = ldb;
   if (tb) {  // B(k, j) = B[j ldb + k]: make it [K, N]
@@ -59,7 +60,8 @@ void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (int t = 0; t < nt; ++t) {
     const int64_t i0 = std::min(M, t * per), i1 = std::min(M, i0 + per);
-    if (i1 > i0) head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, C + i0 * ldc, ldc);
+    if (i1 > i0)
+      head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, bias, C + i0 * ldc, ldc);
   }
 }
 }  // namespace
@@ -79,7 +81,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (M * N * K <= 8 * 1024) return gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  if (skinny(tb, N, K)) return gemm_skinny(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (skinny(tb, N, K)) return gemm_skinny(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, nullptr, C, ldc);
   // Products too small to feed every thread run on fewer (oneDNN threads over OpenMP's
   // current count); inside a parallel region oneDNN runs single-threaded anyway.
   const int all = omp_get_max_threads(), nt = threads_for(M * N * K / 16);
@@ -87,6 +89,16 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
   dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (nt < all && !omp_in_parallel()) omp_set_num_threads(all);
   VIT_CHECK(st == dnnl_success, "dnnl_sgemm failed with status ", int(st));
+}
+
+void gemm_nt_bias(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                  const float* bias, float* C, int64_t ldc) {
+  if (!bias) return gemm(false, true, M, N, K, 1.f, A, lda, B, ldb, 0.f, C, ldc);
+  if (M * N * K > 8 * 1024 && skinny(true, N, K))
+    return gemm_skinny(false, true, M, N, K, 1.f, A, lda, B, ldb, 0.f, bias, C, ldc);
+#pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)
+  for (int64_t i = 0; i < M; ++i) std::memcpy(C + i * ldc, bias, N * sizeof(float));
+  gemm(false, true, M, N, K, 1.f, A, lda, B, ldb, 1.f, C, ldc);
 }
 
 }  // namespace vit::cpu

@@ -43,15 +43,21 @@ VIT_AVX512 inline void accumulate(__m512 (&c)[R][NV], int rows, int64_t K, const
   }
 }
 
-// C[R rows, NV vectors] = alpha A B + beta C; rows past `rows` are not stored, columns past N
-// masked. beta = 0 does not read C.
+// C[R rows, NV vectors] = alpha A B + beta C + bias; rows past `rows` are not stored,
+// columns past N masked. beta = 0 does not read C; bias (N floats, one per column) may be
+// null. Adding the bias here rather than seeding C with it first saves a pass and the
+// stall of reading back, under a mask, what a masked store just wrote (no store forwarding).
 template <int R, int NV>
 VIT_AVX512 void gemm_block(int rows, int64_t N, int64_t K, float alpha, const float* A, int64_t ars,
-                           int64_t aks, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+                           int64_t aks, const float* B, int64_t ldb, float beta, const float* bias, float* C,
+                           int64_t ldc) {
   __mmask16 m[NV];
-  __m512 c[R][NV];
+  __m512 c[R][NV], vbias[NV];
 #pragma GCC unroll 16
-  for (int v = 0; v < NV; ++v) m[v] = lanes(N - 16 * v);
+  for (int v = 0; v < NV; ++v) {
+    m[v] = lanes(N - 16 * v);
+    vbias[v] = bias ? _mm512_maskz_loadu_ps(m[v], bias + 16 * v) : _mm512_setzero_ps();
+  }
   accumulate<R, NV>(c, rows, K, A, ars, aks, B, ldb, m);
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 16
@@ -60,7 +66,7 @@ VIT_AVX512 void gemm_block(int rows, int64_t N, int64_t K, float alpha, const fl
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) {
         float* out = C + r * ldc + 16 * v;
-        __m512 y = _mm512_mul_ps(c[r][v], va);
+        __m512 y = _mm512_fmadd_ps(c[r][v], va, vbias[v]);
         if (beta != 0.f) y = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m[v], out), y);
         _mm512_mask_storeu_ps(out, m[v], y);
       }
@@ -69,10 +75,10 @@ VIT_AVX512 void gemm_block(int rows, int64_t N, int64_t K, float alpha, const fl
 // All rows for columns [n0, n0 + 16 NV): R rows per block, R x NV accumulators <= 24.
 template <int NV>
 void gemm_columns(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
-                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+                  const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
   constexpr int R = NV == 1 ? 12 : NV == 2 ? 8 : NV == 3 ? 6 : 4;
   for (int64_t i = 0; i < M; i += R)
-    gemm_block<R, NV>(int(M - i < R ? M - i : R), N, K, alpha, A + i * ars, ars, aks, B, ldb, beta,
+    gemm_block<R, NV>(int(M - i < R ? M - i : R), N, K, alpha, A + i * ars, ars, aks, B, ldb, beta, bias,
                       C + i * ldc, ldc);
 }
 
@@ -215,29 +221,30 @@ VIT_AVX512 void transpose16(float* dst, int64_t ldd, const float* src, int64_t l
 }  // namespace
 
 void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
-               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+               const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
   // Columns in chunks of up to 4 vectors, the last chunk as wide as what is left.
   for (int64_t n0 = 0; n0 < N; n0 += 64) {
     const int64_t n = N - n0 < 64 ? N - n0 : 64;
     const float* b = B + n0;
+    const float* bs = bias ? bias + n0 : nullptr;
     float* c = C + n0;
     switch ((n + 15) / 16) {
-      case 1: gemm_columns<1>(M, n, K, alpha, A, ars, aks, b, ldb, beta, c, ldc); break;
-      case 2: gemm_columns<2>(M, n, K, alpha, A, ars, aks, b, ldb, beta, c, ldc); break;
-      case 3: gemm_columns<3>(M, n, K, alpha, A, ars, aks, b, ldb, beta, c, ldc); break;
-      default: gemm_columns<4>(M, n, K, alpha, A, ars, aks, b, ldb, beta, c, ldc); break;
+      case 1: gemm_columns<1>(M, n, K, alpha, A, ars, aks, b, ldb, beta, bs, c, ldc); break;
+      case 2: gemm_columns<2>(M, n, K, alpha, A, ars, aks, b, ldb, beta, bs, c, ldc); break;
+      case 3: gemm_columns<3>(M, n, K, alpha, A, ars, aks, b, ldb, beta, bs, c, ldc); break;
+      default: gemm_columns<4>(M, n, K, alpha, A, ars, aks, b, ldb, beta, bs, c, ldc); break;
     }
   }
 }
 
 void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
                const float* B, int64_t ldb, float* C, int64_t ldc) {
-  head_gemm(M, N, K, alpha, A, ars, aks, B, ldb, 0.f, C, ldc);
+  head_gemm(M, N, K, alpha, A, ars, aks, B, ldb, 0.f, nullptr, C, ldc);
 }
 
 void head_gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
                   int64_t ldb, float* C, int64_t ldc) {
-  head_gemm(M, N, K, alpha, A, lda, 1, B, ldb, 0.f, C, ldc);
+  head_gemm(M, N, K, alpha, A, lda, 1, B, ldb, 0.f, nullptr, C, ldc);
 }
 
 VIT_AVX512 void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows,

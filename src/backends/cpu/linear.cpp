@@ -7,30 +7,9 @@
 
 namespace vit::cpu {
 
-namespace {
-// Rows [i0, i1) of y[., N] set to b: short rows (mnist-seed's are 8 to 32 floats, thousands
-// of them) in vector moves, long ones by memcpy.
-VIT_AVX512 void seed_short_rows(float* y, const float* b, int64_t i0, int64_t i1, int64_t N) {
-  for (int64_t i = i0; i < i1; ++i) simd::copy_short(y + i * N, b, N);
-}
-}  // namespace
-
 void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M, int64_t K,
                     int64_t N) {
-  float beta = 0.f;
-  if (b) {
-    // Seed y with the bias so the product adds onto it (beta = 1): one pass fewer.
-    const bool short_rows = N <= 64 && simd::avx512();
-#pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)
-    for (int64_t i = 0; i < M; ++i) {
-      if (short_rows)
-        seed_short_rows(y, b, i, i + 1, N);
-      else
-        std::memcpy(y + i * N, b, N * sizeof(float));
-    }
-    beta = 1.f;
-  }
-  gemm(false, true, M, N, K, 1.f, x, K, w, K, beta, y, N);
+  gemm_nt_bias(M, N, K, x, K, w, K, b, y, N);
 }
 
 namespace {
