@@ -80,7 +80,9 @@ TEST(Simd, SoftmaxRowsMatchReference) {
 
 TEST(Simd, LayerNormMatchesReference) {
   require_avx512();
-  for (int64_t C : {8, 192, 200}) {
+  // C <= 16 runs 16 rows at a time transposed (3, 8, 16; 37 rows: two blocks and a tail),
+  // wider rows one at a time in vectors (17, 192, 200).
+  for (int64_t C : {3, 8, 16, 17, 192, 200}) {
     const int64_t M = 37;
     const std::string at = " C=" + std::to_string(C);
     auto x = test::randn(M * C, 1, 2.f), w = test::randn(C, 2), b = test::randn(C, 3),

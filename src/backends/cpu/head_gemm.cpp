@@ -96,50 +96,73 @@ VIT_AVX512 void scores_block(int rows, int64_t K, float alpha, const float* q, i
   __m512 c[R][NV];
   accumulate<R, NV>(c, rows, K, q, ldq, 1, kT, ldk, range);  // lanes past T read as 0
   const __m512 va = _mm512_set1_ps(alpha);
-  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  if constexpr (E == Epilogue::Store) {
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-    if (r >= rows) continue;
-    float* out = C + r * ldc;
-    if constexpr (E == Epilogue::Store) {
+    for (int r = 0; r < R; ++r)
+      if (r < rows)
 #pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, range[v], _mm512_mul_ps(c[r][v], va));
-    } else if constexpr (E == Epilogue::Softmax) {
-      __m512 mx = ninf;
+        for (int v = 0; v < NV; ++v)
+          _mm512_mask_storeu_ps(C + r * ldc + 16 * v, range[v], _mm512_mul_ps(c[r][v], va));
+    return;
+  }
+  // The softmax (or its backward) stage by stage across the R rows, not row after row: each
+  // row is a chain of dependent steps (reduce, exp, reduce, scale), and R independent
+  // chains side by side keep the vector units busy where one alone waits on latencies.
+  // Rows past `rows` compute on row 0's copy and are not stored.
+  __m512 red[R];
+  if constexpr (E == Epilogue::Softmax) {
+    const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      red[r] = ninf;
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) {
         c[r][v] = _mm512_mask_mul_ps(ninf, valid[v], c[r][v], va);
-        mx = _mm512_max_ps(mx, c[r][v]);
+        red[r] = _mm512_max_ps(red[r], c[r][v]);
       }
-      const float rmax = simd::hmax(mx);
-      if (rmax == -std::numeric_limits<float>::infinity()) {  // every key masked
+    }
 #pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, range[v], _mm512_setzero_ps());
-        continue;
-      }
-      const __m512 vmax = _mm512_set1_ps(rmax);
-      __m512 sum = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) {
+      // A row with every key masked has max -inf: subtract 0 instead, its exps are all 0.
+      const __m512 mx = simd::hmax_all(red[r]);
+      const __m512 vmax =
+          _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(mx, ninf, _CMP_EQ_OQ), _mm512_setzero_ps());
+      red[r] = _mm512_setzero_ps();
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) {
         c[r][v] = simd::exp512(_mm512_sub_ps(c[r][v], vmax));  // exp(-inf) = 0
-        sum = _mm512_add_ps(sum, c[r][v]);
+        red[r] = _mm512_add_ps(red[r], c[r][v]);
       }
-      const __m512 inv = _mm512_set1_ps(1.f / simd::hsum(sum));
+    }
 #pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, range[v], _mm512_mul_ps(c[r][v], inv));
-    } else {
-      const float* p = P + r * ldc;
-      __m512 dot = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) {
+      if (r >= rows) continue;
+      const float sum = _mm512_cvtss_f32(simd::hsum_all(red[r]));
+      const __m512 inv = _mm512_set1_ps(sum > 0.f ? 1.f / sum : 0.f);  // 0: every key masked
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v)
+        _mm512_mask_storeu_ps(C + r * ldc + 16 * v, range[v], _mm512_mul_ps(c[r][v], inv));
+    }
+  } else {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const float* p = P + (r < rows ? r : 0) * ldc;
+      red[r] = _mm512_setzero_ps();
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) {
         c[r][v] = _mm512_maskz_mul_ps(range[v], c[r][v], va);  // lanes past T: 0, whatever kT holds
-        dot = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(range[v], p + 16 * v), c[r][v], dot);
+        red[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(range[v], p + 16 * v), c[r][v], red[r]);
       }
-      const __m512 vdot = _mm512_set1_ps(simd::hsum(dot));
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      if (r >= rows) continue;
+      const float* p = P + r * ldc;
+      const __m512 vdot = simd::hsum_all(red[r]);
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v)
         _mm512_mask_storeu_ps(
-            out + 16 * v, range[v],
+            C + r * ldc + 16 * v, range[v],
             _mm512_mul_ps(_mm512_maskz_loadu_ps(range[v], p + 16 * v), _mm512_sub_ps(c[r][v], vdot)));
     }
   }
@@ -182,41 +205,10 @@ void scores_dispatch(int nv, int64_t M, int64_t K, float alpha, const float* q, 
 // columns of dst (stride ldd); dst rows past `cols` are not written.
 VIT_AVX512 void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows,
                             int64_t cols) {
-  const __mmask16 cm = lanes(cols);
-  __m512 r[16], t[16];
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i)
-    r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, src + i * lds) : _mm512_setzero_ps();
-    // 4 rounds of interleaves: 32-bit, 64-bit, 128-bit lanes, 256-bit halves.
-#pragma GCC unroll 8
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < 16; i += 8)
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
-      t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xDD);
-    }
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {
-    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
-    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
-  }
-  // r[j] now holds column j of the block.
-  const __mmask16 rm = lanes(rows);
-#pragma GCC unroll 16
-  for (int j = 0; j < 16; ++j)
-    if (j < cols) _mm512_mask_storeu_ps(dst + j * ldd, rm, r[j]);
+  __m512 r[16];
+  simd::load_rows16(r, src, lds, rows, cols);
+  simd::transpose16x16(r);  // r[j] now holds column j of the block
+  simd::store_rows16(dst, ldd, r, cols, rows);
 }
 }  // namespace
 

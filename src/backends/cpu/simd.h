@@ -44,17 +44,73 @@ VIT_AVX512 inline void copy_short(float* dst, const float* src, int64_t n) {
   }
 }
 
+// r[0..16) = rows of a 16 x 16 block (row i holds elements (i, 0..15)) -> r[j] holds column j,
+// in registers: 4 rounds of interleaves (32-bit, 64-bit, 128-bit lanes, 256-bit halves).
+VIT_AVX512 inline void transpose16x16(__m512 (&r)[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 16; i += 8)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xDD);
+    }
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
+  }
+}
+// r[i] = the first `cols` floats of src + i lds for i < rows, zero elsewhere.
+VIT_AVX512 inline void load_rows16(__m512 (&r)[16], const float* src, int64_t lds, int64_t rows,
+                                   int64_t cols) {
+  const __mmask16 m = lanes(cols);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    r[i] = i < rows ? _mm512_maskz_loadu_ps(m, src + i * lds) : _mm512_setzero_ps();
+}
+// The first `cols` lanes of r[i] to dst + i ldd for i < rows.
+VIT_AVX512 inline void store_rows16(float* dst, int64_t ldd, const __m512 (&r)[16], int64_t rows,
+                                    int64_t cols) {
+  const __mmask16 m = lanes(cols);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    if (i < rows) _mm512_mask_storeu_ps(dst + i * ldd, m, r[i]);
+}
+
 // Sum and max over the 16 lanes by swapping halves (GCC 12's _mm512_reduce_* trip
 // -Wmaybe-uninitialized); a fixed order, so results do not vary between calls.
 VIT_AVX512 inline __m512 combine(__m512 a, __m512 b, bool max) {
   return max ? _mm512_max_ps(a, b) : _mm512_add_ps(a, b);
 }
-VIT_AVX512 inline float reduce(__m512 v, bool max) {
+// The butterfly leaves the result in every lane (each step combines lane pairs, and + and
+// max are commutative), so the _all forms need no broadcast back.
+VIT_AVX512 inline __m512 reduce_all(__m512 v, bool max) {
   v = combine(v, _mm512_shuffle_f32x4(v, v, 0x4E), max);
   v = combine(v, _mm512_shuffle_f32x4(v, v, 0xB1), max);
   v = combine(v, _mm512_permute_ps(v, 0x4E), max);
-  v = combine(v, _mm512_permute_ps(v, 0xB1), max);
-  return _mm512_cvtss_f32(v);
+  return combine(v, _mm512_permute_ps(v, 0xB1), max);
+}
+VIT_AVX512 inline float reduce(__m512 v, bool max) {
+  return _mm512_cvtss_f32(reduce_all(v, max));
+}
+VIT_AVX512 inline __m512 hsum_all(__m512 v) {
+  return reduce_all(v, false);
+}
+VIT_AVX512 inline __m512 hmax_all(__m512 v) {
+  return reduce_all(v, true);
 }
 VIT_AVX512 inline float hsum(__m512 v) {
   return reduce(v, false);
