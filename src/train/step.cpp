@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "vit/core/error.h"
 #include "vit/ops/ops.h"
 
 namespace vit {
@@ -16,9 +15,10 @@ double LossStep::run(ViT& model, const Batch& batch, float smoothing, const Forw
   const Tensor* tp = batch.targets ? &targets : nullptr;
   Tensor logits = model.forward(batch.images, B, batch.mask, mode);
   const double loss = ops::cross_entropy_forward(probs, logits, batch.labels, tp, smoothing);
-  VIT_CHECK(std::isfinite(loss), "loss is ", loss,
-            " (not finite): training diverged; lower the learning rate "
-            "or enable gradient clipping");
+  if (!std::isfinite(loss)) {  // no backward: the caller stops (and says what it kept)
+    if (correct) *correct = 0;
+    return loss;
+  }
   ops::cross_entropy_backward(dlogits, probs, batch.labels, tp, smoothing, grad_scale);
   model.backward(dlogits);
   if (correct) {

@@ -411,8 +411,9 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       if (ranks > 1) comm.sum(model.grads().data(), int64_t(model.grads().size()));
       // The summed loss is the same on every rank, so all stop together.
       if (!std::isfinite(stats[0]))
-        throw Error(
-            diverged(cfg, "the loss is " + std::to_string(stats[0] / std::max(stats[2], 1.0)), p, epoch, s));
+        throw Error(diverged(
+            cfg, "the loss is " + std::to_string(stats[0] / std::max(stats[2], 1.0)) + " (not finite)", p,
+            epoch, s));
       if (cfg.clip_grad > 0) clip_grad_norm(model.table(), model.grads().data(), cfg.clip_grad);
       lr = lr_at(sched, p.global_step);
       opt.step(model.params().data(), model.grads().data(), lr);

@@ -18,7 +18,9 @@ struct Batch {
 
 class LossStep {
  public:
-  // Runs forward and backward, accumulating into model.grads(); returns the mean loss.
+  // Runs forward and backward, accumulating into model.grads(); returns the mean loss. A
+  // loss that is not finite (NaN or Inf) is returned without a backward (and 0 correct
+  // predictions): the caller stops the run (train() says which checkpoint it kept).
   // Counts correct top-1 predictions (against labels, or the targets' argmax) in *correct.
   // The gradients are of grad_scale x the mean loss: a shard of b rows of a global batch
   // of B passes b / B, so that the shards' gradients sum to the global batch's.
