@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <vector>
 
 #include "backends/cpu/cpu.h"
@@ -31,7 +32,44 @@ void require_avx512() {
   }
   return ::testing::AssertionSuccess();
 }
+
+// y = exp512_nonpos(x), n a multiple of 16.
+VIT_AVX512 void exp_nonpos(float* y, const float* x, size_t n) {
+  for (size_t i = 0; i < n; i += 16)
+    _mm512_storeu_ps(y + i, cpu::simd::exp512_nonpos(_mm512_loadu_ps(x + i)));
+}
 }  // namespace
+
+// exp512_nonpos on x <= 0 against exp in double: relative error <= 2e-7 (~2 ulp, what the
+// Cephes expf it replaced gave);
+// 0 below -87.3 and for -inf, NaN stays NaN. The worst case is printed.
+TEST(Simd, ExpNonPositiveWithinItsBound) {
+  require_avx512();
+  std::vector<float> x;
+  for (int i = 0; i <= 200000; ++i) x.push_back(-87.3f * float(i) / 200000.f);
+  for (float v : {0.f, -0.f, -1e-30f, -0.5f, -0.3465736f, -0.3465737f, -1.f, -87.3365f, -87.34f, -100.f,
+                  -std::numeric_limits<float>::infinity(), std::nanf("")})
+    x.push_back(v);
+  while (x.size() % 16) x.push_back(-1.f);
+  std::vector<float> got(x.size());
+  exp_nonpos(got.data(), x.data(), x.size());
+  double worst = 0;
+  float worst_x = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "exp(NaN) gave " << got[i];
+      continue;
+    }
+    if (x[i] < -87.3365f) {
+      EXPECT_EQ(got[i], 0.f) << "exp(" << x[i] << ") below the cut-off";
+      continue;
+    }
+    const double want = std::exp(double(x[i])), err = std::fabs(got[i] - want) / want;
+    EXPECT_LE(err, 2e-7) << "exp(" << x[i] << ") = " << got[i] << ", want " << want;
+    if (err > worst) worst = err, worst_x = x[i];
+  }
+  std::printf("exp512_nonpos: worst relative error %.3g, at x = %g\n", worst, worst_x);
+}
 
 TEST(Simd, GeluMatchesReference) {
   require_avx512();
@@ -228,10 +266,13 @@ TEST(Simd, AttentionMatchesPlainLoops) {
     int64_t B, T, C, H;
     float drop;
   };
-  // Narrow heads (D <= 8) take the transposed products; D = 4 at T = 80 and batch 1 also
-  // splits the forward's query rows into blocks, D = 1 and D = 8 are the ends of the range.
+  // Narrow heads (D <= 8): without dropout the forward runs groups of 16 samples along the
+  // lanes (attention_lanes.cpp), a last group of fewer than 12 per head (mnist-seed's shape
+  // at B = 19: 16 + 3; B = 30: 16 + a group of 14; D = 4 at batch 1, D = 8), with dropout
+  // per head in transposed products (D = 4 and D = 1); the backward is always per head.
   for (S s : {S{2, 65, 32, 2, 0.f}, S{1, 197, 128, 2, 0.f}, S{2, 50, 8, 2, 0.3f}, S{1, 100, 48, 3, 0.2f},
-              S{1, 80, 8, 2, 0.f}, S{3, 33, 24, 3, 0.f}, S{1, 20, 3, 3, 0.1f}}) {
+              S{1, 80, 8, 2, 0.f}, S{3, 33, 24, 3, 0.f}, S{1, 20, 3, 3, 0.1f}, S{19, 50, 8, 2, 0.f},
+              S{30, 20, 8, 2, 0.f}}) {
     const int64_t B = s.B, T = s.T, C = s.C, H = s.H, D = C / H, ld = 3 * C;
     const double scale = 1.0 / std::sqrt(double(D));
     const uint64_t key = 99;
@@ -243,6 +284,11 @@ TEST(Simd, AttentionMatchesPlainLoops) {
                            km.data(), B, T, C, H, s.drop, key);
     cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(),
                             s.drop > 0 ? pdrop.data() : nullptr, B, T, C, H, s.drop, key);
+    if (s.drop == 0) {  // inference keeps no probabilities: the same output, bit for bit
+      std::vector<float> out2(B * T * C);
+      cpu::attention_forward(out2.data(), nullptr, nullptr, qkv.data(), km.data(), B, T, C, H, 0.f, key);
+      EXPECT_EQ(out2, out) << "attention without probabilities kept, B=" << B << " T=" << T;
+    }
     std::vector<double> ro(B * T * C), rd(B * T * ld), P(T * T), Pd(T * T), dP(T * T);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h) {
@@ -305,6 +351,24 @@ TEST(Simd, AttentionMatchesPlainLoops) {
     // float sums of up to 197 terms against double: 1e-5 of the largest value.
     EXPECT_TRUE(test::close_rel_max("attention out " + at, out.data(), want_o.data(), B * T * C, 1e-5));
     EXPECT_TRUE(test::close_rel_max("attention dqkv " + at, dqkv.data(), want_d.data(), B * T * ld, 1e-5));
+  }
+}
+
+// A sample whose keys are all masked attends to nothing: zero probabilities and output, in
+// the lanes kernel (D = 4, a group of 16) as in the per-head one (D = 16), next to samples
+// that are not.
+TEST(Simd, AttentionWithEveryKeyMaskedGivesZeros) {
+  require_avx512();
+  for (int64_t C : {8, 32}) {
+    const int64_t B = 16, T = 5, H = 2;
+    auto qkv = test::randn(B * T * 3 * C, 7);
+    std::vector<uint8_t> km(B * T, 1);
+    for (int64_t t = 0; t < T; ++t) km[t] = 0;  // sample 0
+    std::vector<float> out(B * T * C, 9.f), probs(B * H * T * T, 9.f);
+    cpu::attention_forward(out.data(), probs.data(), nullptr, qkv.data(), km.data(), B, T, C, H, 0.f, 0);
+    for (int64_t i = 0; i < T * C; ++i) ASSERT_EQ(out[i], 0.f) << "C=" << C << " out " << i;
+    for (int64_t i = 0; i < H * T * T; ++i) ASSERT_EQ(probs[i], 0.f) << "C=" << C << " probs " << i;
+    for (int64_t i = T * C; i < B * T * C; ++i) ASSERT_TRUE(std::isfinite(out[i]) && out[i] != 9.f);
   }
 }
 

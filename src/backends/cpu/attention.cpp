@@ -2,7 +2,9 @@
 // per (batch, head) S = scale q k^T, masked keys to -inf, softmax, dropout, out = P v.
 // Parallel over (batch, head), the forward also over blocks of query rows when there are
 // few pairs: each item writes disjoint memory, so results do not depend on the thread
-// count. The matrix products run single-threaded inside the parallel loop.
+// count. The matrix products run single-threaded inside the parallel loop. Narrow heads
+// (D <= 8) without attention dropout take attention_lanes.cpp's forward instead.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -28,7 +30,7 @@ void drop_probs(float* dst, const float* src, int64_t n, float p, uint64_t key, 
   for (int64_t i = 0; i < n; ++i) dst[i] = uniform_at(key, first + i) >= p ? src[i] * keep_scale : 0.f;
 }
 // One row in place: max, exp and sum in vectors, then the scale. Masked keys are set to
-// -inf first (exp512 gives exactly 0 for them); a row with every key masked becomes 0.
+// -inf first (exp512_nonpos gives exactly 0 for them); a row with every key masked becomes 0.
 VIT_AVX512 void softmax_row_avx512(float* row, int64_t n, const uint8_t* km) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   if (km)
@@ -48,7 +50,7 @@ VIT_AVX512 void softmax_row_avx512(float* row, int64_t n, const uint8_t* km) {
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : simd::tail_mask(n - j);
-    const __m512 e = simd::exp512(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, m, row + j), vmax));
+    const __m512 e = simd::exp512_nonpos(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, m, row + j), vmax));
     _mm512_mask_storeu_ps(row + j, m, e);
     sum = _mm512_add_ps(sum, e);
   }
@@ -186,9 +188,46 @@ void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n) {
   for (int64_t i = 0; i < rows; ++i) softmax_backward_row_avx512(dP + i * n, P + i * n, n);
 }
 
+namespace {
+// Samples in lanes (attention_lanes.cpp) come in groups of 16; a last group of fewer than
+// kMinLanes costs more there (a group's work whatever its size) than per head, so those
+// samples go per head. The split depends on the batch size alone.
+constexpr int64_t kMinLanes = 12;
+
+void attention_forward_heads(float* out, float* probs, float* probs_drop, const float* qkv,
+                             const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H,
+                             float drop_p, uint64_t drop_key, int64_t first_sample);
+}  // namespace
+
 void attention_forward(float* out, float* probs, float* probs_drop, const float* qkv, const uint8_t* key_mask,
                        int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key,
                        int64_t first_sample) {
+  const int64_t D = C / H, ld = 3 * C;
+  int64_t in_lanes = 0;  // samples [0, in_lanes) in groups of 16 along the lanes
+  if (!probs_drop && attention_lanes_fit(T, C, H)) in_lanes = B % 16 >= kMinLanes ? B : B / 16 * 16;
+  if (in_lanes > 0) {
+    const int64_t groups = (in_lanes + 15) / 16;
+#pragma omp parallel for num_threads(int(std::min <int64_t>(groups, threads_for(B * H * T * T * D * 2)))) \
+    schedule(static)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t b0 = g * 16;
+      attention_forward_lanes(out + b0 * T * C, probs ? probs + b0 * H * T * T : nullptr, qkv + b0 * T * ld,
+                              key_mask ? key_mask + b0 * T : nullptr, std::min<int64_t>(16, B - b0), T, C, H);
+    }
+  }
+  if (in_lanes < B) {
+    const int64_t b0 = in_lanes;
+    attention_forward_heads(out + b0 * T * C, probs ? probs + b0 * H * T * T : nullptr,
+                            probs_drop ? probs_drop + b0 * H * T * T : nullptr, qkv + b0 * T * ld,
+                            key_mask ? key_mask + b0 * T : nullptr, B - b0, T, C, H, drop_p, drop_key,
+                            first_sample + b0);
+  }
+}
+
+namespace {
+void attention_forward_heads(float* out, float* probs, float* probs_drop, const float* qkv,
+                             const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H,
+                             float drop_p, uint64_t drop_key, int64_t first_sample) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
   const int64_t rb = forward_row_block(B, H, T), nb = (T + rb - 1) / rb;
@@ -224,6 +263,7 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
       gemm(false, false, rows, D, T, 1.f, Pv, T, v, ld, 0.f, o, C);
   }
 }
+}  // namespace
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,

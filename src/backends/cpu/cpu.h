@@ -133,6 +133,13 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
                         uint64_t drop_key, int64_t first_sample = 0);
 
+// ---- attention_lanes.cpp: attention_forward for narrow heads (D <= 8) with 16 samples
+// along the vector lanes; attention_forward takes it without attention dropout when it fits.
+// One group of n <= 16 samples per call (pointers at the group's first sample), one thread.
+bool attention_lanes_fit(int64_t T, int64_t C, int64_t H);
+void attention_forward_lanes(float* out, float* probs, const float* qkv, const uint8_t* key_mask, int64_t n,
+                             int64_t T, int64_t C, int64_t H);
+
 // ---- dropout.cpp: counter-based masks (see core/rng.h).
 // `first` / `first_sample`: the global index of element / sample 0 when a process holds
 // a shard of the batch (data-parallel training), so every shard draws the masks the whole

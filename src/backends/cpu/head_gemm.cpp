@@ -130,7 +130,7 @@ VIT_AVX512 void scores_block(int rows, int64_t K, float alpha, const float* q, i
       red[r] = _mm512_setzero_ps();
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) {
-        c[r][v] = simd::exp512(_mm512_sub_ps(c[r][v], vmax));  // exp(-inf) = 0
+        c[r][v] = simd::exp512_nonpos(_mm512_sub_ps(c[r][v], vmax));  // exp(-inf) = 0
         red[r] = _mm512_add_ps(red[r], c[r][v]);
       }
     }
