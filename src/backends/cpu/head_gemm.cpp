@@ -76,7 +76,7 @@ VIT_AVX512 void gemm_block(int rows, int64_t N, int64_t K, float alpha, const fl
 template <int NV>
 void gemm_columns(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
                   const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
-  constexpr int R = NV == 1 ? 12 : NV == 2 ? 8 : NV == 3 ? 6 : 4;
+  constexpr int R = NV == 1 ? 12 : NV == 2 ? 8 : 6;
   for (int64_t i = 0; i < M; i += R)
     gemm_block<R, NV>(int(M - i < R ? M - i : R), N, K, alpha, A + i * ars, ars, aks, B, ldb, beta, bias,
                       C + i * ldc, ldc);
