@@ -157,6 +157,21 @@ void by_rows(int64_t M, int64_t C, F&& f) {
   }
 }
 
+// One row's share of the parameter gradients, NV vectors from its column c0 (g = dy and
+// xi = x there): aw += g (x - mean) rstd, ab += g.
+template <int NV>
+VIT_AVX512 inline void grads_row(__m512* aw, __m512* ab, const __mmask16* m, const float* g, const float* xi,
+                                 float mean, float rstd) {
+  const __m512 vm = _mm512_set1_ps(mean), vs = _mm512_set1_ps(rstd);
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    const __m512 gv = _mm512_maskz_loadu_ps(m[v], g + 16 * v);
+    const __m512 xc = _mm512_sub_ps(_mm512_maskz_loadu_ps(m[v], xi + 16 * v), vm);
+    aw[v] = _mm512_fmadd_ps(_mm512_mul_ps(gv, xc), vs, aw[v]);
+    ab[v] = _mm512_add_ps(ab[v], gv);
+  }
+}
+
 // Columns [j0, j1) of layernorm_param_grads, 4 vectors of dw and of db in registers, every
 // row in order (the plain loop's order and rounding per column).
 VIT_AVX512 void param_grads_columns(float* dw, float* db, const float* dy, const float* x, const float* mean,
@@ -170,23 +185,56 @@ VIT_AVX512 void param_grads_columns(float* dw, float* db, const float* dy, const
       m[v] = simd::lanes(j1 - c0 - 16 * v);
       aw[v] = ab[v] = _mm512_setzero_ps();
     }
-    for (int64_t i = 0; i < M; ++i) {
-      const __m512 vm = _mm512_set1_ps(mean[i]), vs = _mm512_set1_ps(rstd[i]);
-      const float *g = dy + i * C + c0, *xi = x + i * C + c0;
-#pragma GCC unroll 4
-      for (int v = 0; v < kV; ++v) {
-        const __m512 gv = _mm512_maskz_loadu_ps(m[v], g + 16 * v);
-        const __m512 xc = _mm512_sub_ps(_mm512_maskz_loadu_ps(m[v], xi + 16 * v), vm);
-        aw[v] = _mm512_fmadd_ps(_mm512_mul_ps(gv, xc), vs, aw[v]);
-        ab[v] = _mm512_add_ps(ab[v], gv);
-      }
-    }
+    for (int64_t i = 0; i < M; ++i)
+      grads_row<kV>(aw, ab, m, dy + i * C + c0, x + i * C + c0, mean[i], rstd[i]);
 #pragma GCC unroll 4
     for (int v = 0; v < kV; ++v) {
       float *w = dw + c0 + 16 * v, *b = db + c0 + 16 * v;
       _mm512_mask_storeu_ps(w, m[v], _mm512_add_ps(_mm512_maskz_loadu_ps(m[v], w), aw[v]));
       _mm512_mask_storeu_ps(b, m[v], _mm512_add_ps(_mm512_maskz_loadu_ps(m[v], b), ab[v]));
     }
+  }
+}
+
+// The same for columns [j0, j1) of at most NV vectors (mnist-seed's 8): rows go in turn to
+// 4 sets of accumulators, summed at the end, so the adds do not wait on each other.
+template <int NV>
+VIT_AVX512 void param_grads_narrow(float* dw, float* db, const float* dy, const float* x, const float* mean,
+                                   const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1) {
+  constexpr int kP = 4;
+  __m512 aw[kP][NV], ab[kP][NV];
+  __mmask16 m[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    m[v] = simd::lanes(j1 - j0 - 16 * v);
+#pragma GCC unroll 4
+    for (int p = 0; p < kP; ++p) aw[p][v] = ab[p][v] = _mm512_setzero_ps();
+  }
+  auto row = [&](int p, int64_t i) {
+    grads_row<NV>(aw[p], ab[p], m, dy + i * C + j0, x + i * C + j0, mean[i], rstd[i]);
+  };
+  int64_t i = 0;
+  for (; i + kP <= M; i += kP)
+#pragma GCC unroll 4
+    for (int p = 0; p < kP; ++p) row(p, i + p);
+  for (; i < M; ++i) row(0, i);
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    float *w = dw + j0 + 16 * v, *b = db + j0 + 16 * v;
+    const __m512 sw = _mm512_add_ps(_mm512_add_ps(aw[0][v], aw[1][v]), _mm512_add_ps(aw[2][v], aw[3][v]));
+    const __m512 sb = _mm512_add_ps(_mm512_add_ps(ab[0][v], ab[1][v]), _mm512_add_ps(ab[2][v], ab[3][v]));
+    _mm512_mask_storeu_ps(w, m[v], _mm512_add_ps(_mm512_maskz_loadu_ps(m[v], w), sw));
+    _mm512_mask_storeu_ps(b, m[v], _mm512_add_ps(_mm512_maskz_loadu_ps(m[v], b), sb));
+  }
+}
+
+void param_grads_block(float* dw, float* db, const float* dy, const float* x, const float* mean,
+                       const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1) {
+  switch ((j1 - j0 + 15) / 16) {
+    case 0: return;
+    case 1: return param_grads_narrow<1>(dw, db, dy, x, mean, rstd, M, C, j0, j1);
+    case 2: return param_grads_narrow<2>(dw, db, dy, x, mean, rstd, M, C, j0, j1);
+    default: return param_grads_columns(dw, db, dy, x, mean, rstd, M, C, j0, j1);
   }
 }
 
@@ -219,7 +267,7 @@ void layernorm_param_grads(float* dw, float* db, const float* dy, const float* x
                            const float* rstd, int64_t M, int64_t C) {
   if (!simd::avx512()) return layernorm_param_grads_reference(dw, db, dy, x, mean, rstd, M, C);
   by_column_blocks(C, M * C * 2, [&](int64_t j0, int64_t j1) {
-    param_grads_columns(dw, db, dy, x, mean, rstd, M, C, j0, j1);
+    param_grads_block(dw, db, dy, x, mean, rstd, M, C, j0, j1);
   });
 }
 }  // namespace
