@@ -20,16 +20,43 @@ using simd::lanes;
 // c[R][NV] = A B over k < K with A(r, k) = A[r ars + k aks] and B's vectors read under
 // masks m. Rows past `rows` read row 0. One vector of B at a time: R x NV accumulators, R
 // broadcasts and 1 vector stay in registers (loading all NV first spilled at NV = 13).
+//
+// A full block addresses its rows from one base pointer per 3 rows, as base, base + ars and
+// base + 2 ars (x86's scaled index), the bases stepping by aks: R row pointers of their own
+// (12 for one vector of columns) did not fit in the 16 general registers, and reloading
+// spilled ones inside the k loop cost more than the FMAs.
 template <int R, int NV>
 VIT_AVX512 inline void accumulate(__m512 (&c)[R][NV], int rows, int64_t K, const float* A, int64_t ars,
                                   int64_t aks, const float* B, int64_t ldb, const __mmask16* m) {
-  const float* a[R];
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-    a[r] = A + (r < rows ? r : 0) * ars;
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) c[r][v] = _mm512_setzero_ps();
+  if (rows == R) {
+    constexpr int Q = (R + 2) / 3;
+    const float* base[Q];
+#pragma GCC unroll 8
+    for (int q = 0; q < Q; ++q) base[q] = A + 3 * q * ars;
+    const float* b = B;
+    for (int64_t k = 0; k < K; ++k) {
+      __m512 x[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) x[r] = _mm512_set1_ps(base[r / 3][(r % 3) * ars]);
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) {
+        const __m512 bv = _mm512_maskz_loadu_ps(m[v], b + 16 * v);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) c[r][v] = _mm512_fmadd_ps(x[r], bv, c[r][v]);
+      }
+#pragma GCC unroll 8
+      for (int q = 0; q < Q; ++q) base[q] += aks;
+      b += ldb;
+    }
+    return;
   }
+  const float* a[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) a[r] = A + (r < rows ? r : 0) * ars;
   for (int64_t k = 0; k < K; ++k) {
     __m512 x[R];
 #pragma GCC unroll 16
