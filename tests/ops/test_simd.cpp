@@ -1,6 +1,8 @@
 // The AVX-512 element-wise kernels against their plain reference versions (simd.h): GELU
 // forward and backward, attention's softmax and its backward, LayerNorm forward and
 // backward. Sizes include tails that are not a multiple of 16 lanes and masked keys.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -379,6 +381,32 @@ namespace vit {
 // The bias gradient's column sums (AVX-512 row segments per thread): every width class (a
 // masked tail, one register block of 8 vectors, several) against sums in double, added onto
 // what db held.
+// Column sums are split into column blocks per thread; the bits must not depend on how
+// many: 1 and 2 threads, narrow (row phases) and wide widths, the bias gradient and
+// LayerNorm's weight and bias gradients.
+TEST(Simd, ColumnSumsAreTheSameOnAnyThreadCount) {
+  require_avx512();
+  const int saved = omp_get_max_threads();
+  for (int64_t N : {8, 24, 40, 64, 96, 200}) {
+    const int64_t M = 3001;  // enough work for 2 threads
+    const auto dy = test::randn(M * N, 21), x = test::randn(M * N, 22), w = test::randn(N, 23);
+    std::vector<float> mean(M), rstd(M), y(M * N);
+    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), M, N, 1e-6f);
+    std::vector<std::vector<float>> db(2, std::vector<float>(N, 0.f)), lw(2, std::vector<float>(N, 0.f)),
+        lb(2, std::vector<float>(N, 0.f)), dx(2, std::vector<float>(M * N));
+    for (int t : {1, 2}) {
+      omp_set_num_threads(t);
+      cpu::colsum_add(db[t - 1].data(), dy.data(), M, N);
+      cpu::layernorm_backward(dx[t - 1].data(), lw[t - 1].data(), lb[t - 1].data(), dy.data(), x.data(),
+                              mean.data(), rstd.data(), w.data(), M, N, false);
+    }
+    omp_set_num_threads(saved);
+    EXPECT_EQ(db[0], db[1]) << "bias gradient, N=" << N;
+    EXPECT_EQ(lw[0], lw[1]) << "LayerNorm weight gradient, C=" << N;
+    EXPECT_EQ(lb[0], lb[1]) << "LayerNorm bias gradient, C=" << N;
+  }
+}
+
 TEST(Simd, ColumnSumsMatchDouble) {
   require_avx512();
   // N <= 64 (1 to 4 vectors) sums rows in 4 phases; 301 rows leave a tail of 1.

@@ -228,8 +228,11 @@ VIT_AVX512 void param_grads_narrow(float* dw, float* db, const float* dy, const 
   }
 }
 
+// The row phases for every block of rows of at most 32 floats and none of wider ones,
+// whatever the split into blocks: the sums do not depend on the thread count.
 void param_grads_block(float* dw, float* db, const float* dy, const float* x, const float* mean,
                        const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1) {
+  if (C > 32) return param_grads_columns(dw, db, dy, x, mean, rstd, M, C, j0, j1);
   switch ((j1 - j0 + 15) / 16) {
     case 0: return;
     case 1: return param_grads_narrow<1>(dw, db, dy, x, mean, rstd, M, C, j0, j1);
