@@ -292,6 +292,7 @@ TEST(Simd, AttentionMatchesPlainLoops) {
       EXPECT_EQ(out2, out) << "attention without probabilities kept, B=" << B << " T=" << T;
     }
     std::vector<double> ro(B * T * C), rd(B * T * ld), P(T * T), Pd(T * T), dP(T * T);
+    std::vector<float> want_p(B * H * T * T);  // the probabilities kept for the backward and maps
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h) {
         auto q = [&](int64_t t, int64_t d) { return double(qkv[(b * T + t) * ld + h * D + d]); };
@@ -311,6 +312,7 @@ TEST(Simd, AttentionMatchesPlainLoops) {
             sum += (P[i * T + j] = km[b * T + j] ? std::exp(P[i * T + j] - mx) : 0);
           for (int64_t j = 0; j < T; ++j) {
             P[i * T + j] /= sum;
+            want_p[((b * H + h) * T + i) * T + j] = float(P[i * T + j]);
             const bool keep = s.drop == 0 || uniform_at(key, first + i * T + j) >= s.drop;
             Pd[i * T + j] = keep ? P[i * T + j] / (1 - s.drop) : 0;
           }
@@ -352,6 +354,8 @@ TEST(Simd, AttentionMatchesPlainLoops) {
                            " drop=" + std::to_string(s.drop);
     // float sums of up to 197 terms against double: 1e-5 of the largest value.
     EXPECT_TRUE(test::close_rel_max("attention out " + at, out.data(), want_o.data(), B * T * C, 1e-5));
+    EXPECT_TRUE(
+        test::close_rel_max("attention probs " + at, probs.data(), want_p.data(), B * H * T * T, 1e-5));
     EXPECT_TRUE(test::close_rel_max("attention dqkv " + at, dqkv.data(), want_d.data(), B * T * ld, 1e-5));
   }
 }
