@@ -8,9 +8,10 @@
 // a lanes version of it, with dk and dv accumulated in memory across queries, measured
 // 1.7x slower than it (bench_block mnist-seed/b64, 330 against 200 us).
 //
-// Each sample's result is the same whatever the batch around it (lanes are independent,
-// missing samples of a last, partial group are zeros and not stored), so it does not
-// depend on the batch size or the thread count either. Sums over keys run in key order.
+// Within this kernel a sample's result does not depend on the other samples of its group
+// (lanes are independent; missing samples of a partial group are zeros and not stored).
+// Whether a sample comes here at all depends on the call's sample count (attention.cpp:
+// a last group of fewer than 12 goes per head). Sums over keys run in key order.
 #include <cmath>
 #include <limits>
 #include <vector>
