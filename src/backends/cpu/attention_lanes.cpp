@@ -5,8 +5,9 @@
 // score, its softmax and the product with v are vertical operations on 16 samples at once,
 // with no reduction across lanes and no padding; only qkv, out and the probabilities (when
 // kept) move between layouts (head_transpose). The backward stays per head (attention.cpp):
-// a lanes version of it, with dk and dv accumulated in memory across queries, measured
-// 1.7x slower than it (bench_block mnist-seed/b64, 330 against 200 us).
+// lanes versions of it were slower at mnist-seed/b64: with dk and dv accumulated in memory
+// across queries 330 against 200 us, in two passes (queries, then keys, each accumulating
+// in registers, dS and P kept key-major between them) 282 against 221-225 us.
 //
 // Within this kernel a sample's result does not depend on the other samples of its group
 // (lanes are independent; missing samples of a partial group are zeros and not stored).
@@ -30,18 +31,18 @@ float* scratch(std::vector<float>& v, int64_t rows) {
   return v.data();
 }
 
-// X[t][c][16] = src[b0 + l][t][c] for the n <= 16 samples of a group (lanes past n: 0), for
-// src[B][T][W]; and the way back for the n valid lanes.
+// X[c][t][16] = src[b0 + l][t][c] for the n <= 16 samples of a group (lanes past n: 0), for
+// src[B][T][W]; and the way back for the n valid lanes. Column-major, so that a head's
+// dimension d of every token is one contiguous stream (token-major rows of 3C vectors put a
+// head's k and v 1.5 KiB apart per token, which mapped them onto few L1 sets: the forward
+// went from 192-199 to 165 us at mnist-seed/b64 with this layout).
 void to_lanes(float* X, const float* src, int64_t n, int64_t T, int64_t W) {
-  for (int64_t t = 0; t < T; ++t) {
-    float* x = X + t * W * 16;
-    if (n < 16)
-      for (int64_t i = 0; i < W * 16; ++i) x[i] = 0.f;
-    head_transpose(x, 16, src + t * W, T * W, n, W);
-  }
+  if (n < 16)
+    for (int64_t i = 0; i < W * T * 16; ++i) X[i] = 0.f;
+  for (int64_t t = 0; t < T; ++t) head_transpose(X + t * 16, T * 16, src + t * W, T * W, n, W);
 }
 void from_lanes(float* dst, const float* X, int64_t n, int64_t T, int64_t W) {
-  for (int64_t t = 0; t < T; ++t) head_transpose(dst + t * W, T * W, X + t * W * 16, 16, W, n);
+  for (int64_t t = 0; t < T; ++t) head_transpose(dst + t * W, T * W, X + t * 16, T * 16, W, n);
 }
 
 // The 16 samples' mask of key j: lane l set when sample b0 + l attends to it.
@@ -65,25 +66,24 @@ namespace {
 template <int D>
 VIT_AVX512 void head_lanes(float* O, float* probs, const float* X, float* S, const __mmask16* km, int64_t h,
                            int64_t n, int64_t T, int64_t C, int64_t H) {
-  const int64_t W = 3 * C;
   const __m512 scale = _mm512_set1_ps(1.f / std::sqrt(float(D)));
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  const float* K = X + (C + h * D) * 16;  // K + j W 16 + d 16: key j, dim d
-  const float* V = X + (2 * C + h * D) * 16;
+  const float* K = X + (C + h * D) * T * 16;  // K + (d T + j) 16: key j, dim d
+  const float* V = X + (2 * C + h * D) * T * 16;
   for (int64_t i = 0; i < T; ++i) {
     __m512 q[D], acc[D];
 #pragma GCC unroll 8
     for (int d = 0; d < D; ++d) {
-      q[d] = _mm512_mul_ps(_mm512_loadu_ps(X + (i * W + h * D + d) * 16), scale);
+      q[d] = _mm512_mul_ps(_mm512_loadu_ps(X + ((h * D + d) * T + i) * 16), scale);
       acc[d] = _mm512_setzero_ps();
     }
     // Scores and their max; masked keys are -inf.
     __m512 mx = ninf;
     for (int64_t j = 0; j < T; ++j) {
-      const float* k = K + j * W * 16;
+      const float* k = K + j * 16;
       __m512 s = _mm512_mul_ps(q[0], _mm512_loadu_ps(k));
 #pragma GCC unroll 8
-      for (int d = 1; d < D; ++d) s = _mm512_fmadd_ps(q[d], _mm512_loadu_ps(k + d * 16), s);
+      for (int d = 1; d < D; ++d) s = _mm512_fmadd_ps(q[d], _mm512_loadu_ps(k + d * T * 16), s);
       s = _mm512_mask_mov_ps(ninf, km[j], s);
       _mm512_storeu_ps(S + j * 16, s);
       mx = _mm512_max_ps(mx, s);
@@ -96,14 +96,14 @@ VIT_AVX512 void head_lanes(float* O, float* probs, const float* X, float* S, con
       const __m512 e = simd::exp512_nonpos(_mm512_sub_ps(_mm512_loadu_ps(S + j * 16), mx));
       sum = _mm512_add_ps(sum, e);
       _mm512_storeu_ps(S + j * 16, e);
-      const float* v = V + j * W * 16;
+      const float* v = V + j * 16;
 #pragma GCC unroll 8
-      for (int d = 0; d < D; ++d) acc[d] = _mm512_fmadd_ps(e, _mm512_loadu_ps(v + d * 16), acc[d]);
+      for (int d = 0; d < D; ++d) acc[d] = _mm512_fmadd_ps(e, _mm512_loadu_ps(v + d * T * 16), acc[d]);
     }
     const __m512 inv = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(sum, _mm512_setzero_ps(), _CMP_GT_OQ),
                                            _mm512_set1_ps(1.f), sum);
 #pragma GCC unroll 8
-    for (int d = 0; d < D; ++d) _mm512_storeu_ps(O + (i * C + h * D + d) * 16, _mm512_mul_ps(acc[d], inv));
+    for (int d = 0; d < D; ++d) _mm512_storeu_ps(O + ((h * D + d) * T + i) * 16, _mm512_mul_ps(acc[d], inv));
     if (probs) {  // row i of every sample's P: scaled, then back to [sample][key]
       for (int64_t j = 0; j < T; ++j)
         _mm512_storeu_ps(S + j * 16, _mm512_mul_ps(_mm512_loadu_ps(S + j * 16), inv));
