@@ -17,6 +17,10 @@
 namespace vit::cpu {
 
 namespace {
+// Products of at most this many multiply-adds (M N K) take the plain loop: a library call
+// or a register-block setup costs more.
+constexpr int64_t kSmallProduct = 8 * 1024;
+
 inline float at(const float* X, bool t, int64_t ld, int64_t r, int64_t c) {
   return t ? X[c * ld + r] : X[r * ld + c];
 }
@@ -80,7 +84,7 @@ void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  if (M * N * K <= 8 * 1024) return gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (M * N * K <= kSmallProduct) return gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (skinny(tb, N, K)) return gemm_skinny(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, nullptr, C, ldc);
   // Products too small to feed every thread run on fewer (oneDNN threads over OpenMP's
   // current count); inside a parallel region oneDNN runs single-threaded anyway.
@@ -94,7 +98,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 void gemm_nt_bias(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
                   const float* bias, float* C, int64_t ldc) {
   if (!bias) return gemm(false, true, M, N, K, 1.f, A, lda, B, ldb, 0.f, C, ldc);
-  if (M * N * K > 8 * 1024 && skinny(true, N, K))
+  if (M * N * K > kSmallProduct && skinny(true, N, K))
     return gemm_skinny(false, true, M, N, K, 1.f, A, lda, B, ldb, 0.f, bias, C, ldc);
 #pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)
   for (int64_t i = 0; i < M; ++i) std::memcpy(C + i * ldc, bias, N * sizeof(float));

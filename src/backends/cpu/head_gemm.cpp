@@ -123,73 +123,50 @@ VIT_AVX512 void scores_block(int rows, int64_t K, float alpha, const float* q, i
   __m512 c[R][NV];
   accumulate<R, NV>(c, rows, K, q, ldq, 1, kT, ldk, range);  // lanes past T read as 0
   const __m512 va = _mm512_set1_ps(alpha);
-  if constexpr (E == Epilogue::Store) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-      if (r < rows)
+  for (int r = 0; r < R; ++r) {
+    if (r >= rows) continue;
+    float* out = C + r * ldc;
+    if constexpr (E == Epilogue::Store) {
 #pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v)
-          _mm512_mask_storeu_ps(C + r * ldc + 16 * v, range[v], _mm512_mul_ps(c[r][v], va));
-    return;
-  }
-  // The softmax (or its backward) stage by stage across the R rows, not row after row: each
-  // row is a chain of dependent steps (reduce, exp, reduce, scale), and R independent
-  // chains side by side keep the vector units busy where one alone waits on latencies.
-  // Rows past `rows` compute on row 0's copy and are not stored.
-  __m512 red[R];
-  if constexpr (E == Epilogue::Softmax) {
-    const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      red[r] = ninf;
+      for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, range[v], _mm512_mul_ps(c[r][v], va));
+    } else if constexpr (E == Epilogue::Softmax) {
+      __m512 mx = ninf;
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) {
         c[r][v] = _mm512_mask_mul_ps(ninf, valid[v], c[r][v], va);
-        red[r] = _mm512_max_ps(red[r], c[r][v]);
+        mx = _mm512_max_ps(mx, c[r][v]);
       }
-    }
+      const float rmax = simd::hmax(mx);
+      if (rmax == -std::numeric_limits<float>::infinity()) {  // every key masked
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      // A row with every key masked has max -inf: subtract 0 instead, its exps are all 0.
-      const __m512 mx = simd::hmax_all(red[r]);
-      const __m512 vmax =
-          _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(mx, ninf, _CMP_EQ_OQ), _mm512_setzero_ps());
-      red[r] = _mm512_setzero_ps();
+        for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, range[v], _mm512_setzero_ps());
+        continue;
+      }
+      const __m512 vmax = _mm512_set1_ps(rmax);
+      __m512 sum = _mm512_setzero_ps();
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) {
         c[r][v] = simd::exp512_nonpos(_mm512_sub_ps(c[r][v], vmax));  // exp(-inf) = 0
-        red[r] = _mm512_add_ps(red[r], c[r][v]);
+        sum = _mm512_add_ps(sum, c[r][v]);
       }
-    }
+      const __m512 inv = _mm512_set1_ps(1.f / simd::hsum(sum));
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      if (r >= rows) continue;
-      const float sum = _mm512_cvtss_f32(simd::hsum_all(red[r]));
-      const __m512 inv = _mm512_set1_ps(sum > 0.f ? 1.f / sum : 0.f);  // 0: every key masked
-#pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v)
-        _mm512_mask_storeu_ps(C + r * ldc + 16 * v, range[v], _mm512_mul_ps(c[r][v], inv));
-    }
-  } else {
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const float* p = P + (r < rows ? r : 0) * ldc;
-      red[r] = _mm512_setzero_ps();
+      for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, range[v], _mm512_mul_ps(c[r][v], inv));
+    } else {
+      const float* p = P + r * ldc;
+      __m512 dot = _mm512_setzero_ps();
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) {
         c[r][v] = _mm512_maskz_mul_ps(range[v], c[r][v], va);  // lanes past T: 0, whatever kT holds
-        red[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(range[v], p + 16 * v), c[r][v], red[r]);
+        dot = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(range[v], p + 16 * v), c[r][v], dot);
       }
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      if (r >= rows) continue;
-      const float* p = P + r * ldc;
-      const __m512 vdot = simd::hsum_all(red[r]);
+      const __m512 vdot = _mm512_set1_ps(simd::hsum(dot));
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v)
         _mm512_mask_storeu_ps(
-            C + r * ldc + 16 * v, range[v],
+            out + 16 * v, range[v],
             _mm512_mul_ps(_mm512_maskz_loadu_ps(range[v], p + 16 * v), _mm512_sub_ps(c[r][v], vdot)));
     }
   }

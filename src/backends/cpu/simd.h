@@ -95,22 +95,12 @@ VIT_AVX512 inline void store_rows16(float* dst, int64_t ldd, const __m512 (&r)[1
 VIT_AVX512 inline __m512 combine(__m512 a, __m512 b, bool max) {
   return max ? _mm512_max_ps(a, b) : _mm512_add_ps(a, b);
 }
-// The butterfly leaves the result in every lane (each step combines lane pairs, and + and
-// max are commutative), so the _all forms need no broadcast back.
-VIT_AVX512 inline __m512 reduce_all(__m512 v, bool max) {
+VIT_AVX512 inline float reduce(__m512 v, bool max) {
   v = combine(v, _mm512_shuffle_f32x4(v, v, 0x4E), max);
   v = combine(v, _mm512_shuffle_f32x4(v, v, 0xB1), max);
   v = combine(v, _mm512_permute_ps(v, 0x4E), max);
-  return combine(v, _mm512_permute_ps(v, 0xB1), max);
-}
-VIT_AVX512 inline float reduce(__m512 v, bool max) {
-  return _mm512_cvtss_f32(reduce_all(v, max));
-}
-VIT_AVX512 inline __m512 hsum_all(__m512 v) {
-  return reduce_all(v, false);
-}
-VIT_AVX512 inline __m512 hmax_all(__m512 v) {
-  return reduce_all(v, true);
+  v = combine(v, _mm512_permute_ps(v, 0xB1), max);
+  return _mm512_cvtss_f32(v);
 }
 VIT_AVX512 inline float hsum(__m512 v) {
   return reduce(v, false);
