@@ -284,8 +284,8 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
       ops::linear_forward_packed(a.act, a.ln2, w.fc1w, &w.fc1b, true);
       ops::linear_forward_packed(br2, a.act, w.fc2w, &w.fc2b);
     } else {
-      lin(a.h, a.ln2, w.fc1w, &w.fc1b, nullptr);
-      ops::gelu_forward(a.act, a.h);
+      lin(a.h, a.ln2, w.fc1w, nullptr, nullptr);
+      ops::bias_gelu_forward(a.act, a.h, w.fc1b);  // fc1's bias goes in with the activation
       ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)), first(a.act));
       lin(br2, a.act, w.fc2w, &w.fc2b, nullptr);
     }
@@ -475,19 +475,26 @@ void ViT::backward_local(const Tensor& dlogits) {
     // [B,T,C] views.
     const Tensor br1 = a.br1.data ? reshape(a.br1, {B, T, C}) : Tensor{};
     const Tensor br2 = a.br2.data ? reshape(a.br2, {B, T, C}) : Tensor{};
-    ops::residual_backward(dbranch3d, opt(g.ls2), A.dx, opt(br2), opt(w.ls2), proj_p,
-                           key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
-    ops::linear_backward(&A.dact, &g.fc2w, &g.fc2b, A.dbranch, a.act, w.fc2w);
+    // A branch that nothing scales (no dropout, drop path or LayerScale) has the residual
+    // stream's gradient: the products read A.dx itself, which changes only after them.
+    const bool plain2 = proj_p == 0.f && path_p == 0.f && !w.ls2.data;
+    if (!plain2)
+      ops::residual_backward(dbranch3d, opt(g.ls2), A.dx, opt(br2), opt(w.ls2), proj_p,
+                             key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
+    ops::linear_backward(&A.dact, &g.fc2w, &g.fc2b, plain2 ? dx2d : A.dbranch, a.act, w.fc2w);
     ops::dropout_backward(A.dact, proj_p, key(block_site(l, kMlpDrop1)), first(A.dact));
-    ops::gelu_backward(A.dact, A.dact, a.h);
-    ops::linear_backward(&A.dln, &g.fc1w, &g.fc1b, A.dact, a.ln2, w.fc1w);
+    ops::gelu_backward(A.dact, A.dact, a.h, g.fc1b);  // and fc1's bias gradient
+    ops::linear_backward(&A.dln, &g.fc1w, nullptr, A.dact, a.ln2, w.fc1w);
     ops::layernorm_backward(dx2d, g.n2w, g.n2b, A.dln, reshape(a.r1, {B * T, C}), a.ln2_mean, a.ln2_rstd,
                             w.n2w, true);
     // Attention branch: r1 = x + branch.
-    ops::residual_backward(dbranch3d, opt(g.ls1), A.dx, opt(br1), opt(w.ls1), proj_p,
-                           key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0);
+    const bool plain1 = proj_p == 0.f && path_p == 0.f && !w.ls1.data;
+    if (!plain1)
+      ops::residual_backward(dbranch3d, opt(g.ls1), A.dx, opt(br1), opt(w.ls1), proj_p,
+                             key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0);
     Tensor dao2d = reshape(A.dao, {B * T, C});
-    ops::linear_backward(&dao2d, &g.projw, &g.projb, A.dbranch, reshape(a.ao, {B * T, C}), w.projw);
+    ops::linear_backward(&dao2d, &g.projw, &g.projb, plain1 ? dx2d : A.dbranch, reshape(a.ao, {B * T, C}),
+                         w.projw);
     ops::attention_backward(A.dqkv, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, attn_p,
                             key(block_site(l, kAttnDrop)), s0);
     ops::linear_backward(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, w.qkvw);

@@ -2,6 +2,7 @@
 // (std::erf) and an AVX-512 version (simd.h's erf, absolute error <= 1.5e-7 on erf).
 #include <cmath>
 
+#include "backends/cpu/colsum.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/simd.h"
 #include "vit/core/threads.h"
@@ -12,30 +13,58 @@ namespace {
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
-// One chunk [i0, i1) of the forward; the tail runs with masked loads and stores.
-VIT_AVX512 void gelu_forward_avx512(float* y, const float* x, int64_t i0, int64_t i1) {
-  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f), s = _mm512_set1_ps(kInvSqrt2);
-  for (int64_t i = i0; i < i1; i += 16) {
-    const __mmask16 m = i + 16 <= i1 ? __mmask16(0xFFFF) : simd::tail_mask(i1 - i);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-    __m512 e;
-    const __m512 erf = simd::erf512(_mm512_mul_ps(v, s), &e);
-    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, erf)));
-  }
+VIT_AVX512 inline __m512 gelu512(__m512 v) {
+  __m512 e;
+  const __m512 erf = simd::erf512(_mm512_mul_ps(v, _mm512_set1_ps(kInvSqrt2)), &e);
+  return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v), _mm512_add_ps(_mm512_set1_ps(1.f), erf));
 }
 
 // d/dx [x Phi(x)] = Phi(x) + x phi(x); erf512 also returns exp(-x^2/2) for phi.
-VIT_AVX512 void gelu_backward_avx512(float* dx, const float* dy, const float* x, int64_t i0, int64_t i1) {
-  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f), s = _mm512_set1_ps(kInvSqrt2);
-  const __m512 c = _mm512_set1_ps(kInvSqrt2Pi);
+VIT_AVX512 inline __m512 gelu_grad512(__m512 v) {
+  __m512 e;
+  const __m512 erf = simd::erf512(_mm512_mul_ps(v, _mm512_set1_ps(kInvSqrt2)), &e);
+  const __m512 cdf = _mm512_mul_ps(_mm512_set1_ps(0.5f), _mm512_add_ps(_mm512_set1_ps(1.f), erf));
+  return _mm512_fmadd_ps(_mm512_mul_ps(v, _mm512_set1_ps(kInvSqrt2Pi)), e, cdf);
+}
+
+// One chunk [i0, i1) of the forward; the tail runs with masked loads and stores.
+VIT_AVX512 void gelu_forward_avx512(float* y, const float* x, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; i += 16) {
     const __mmask16 m = i + 16 <= i1 ? __mmask16(0xFFFF) : simd::tail_mask(i1 - i);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-    __m512 e;
-    const __m512 cdf = _mm512_mul_ps(half, _mm512_add_ps(one, simd::erf512(_mm512_mul_ps(v, s), &e)));
-    const __m512 grad = _mm512_fmadd_ps(_mm512_mul_ps(v, c), e, cdf);
-    _mm512_mask_storeu_ps(dx + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i), grad));
+    _mm512_mask_storeu_ps(y + i, m, gelu512(_mm512_maskz_loadu_ps(m, x + i)));
   }
+}
+
+// Rows [r0, r1) of h[M, N] += bias, y = GELU(h).
+VIT_AVX512 void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t j = 0; j < N; j += 16) {
+      const __mmask16 m = simd::lanes(N - j);
+      const int64_t i = r * N + j;
+      const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, h + i), _mm512_maskz_loadu_ps(m, bias + j));
+      _mm512_mask_storeu_ps(h + i, m, v);
+      _mm512_mask_storeu_ps(y + i, m, gelu512(v));
+    }
+}
+
+VIT_AVX512 void gelu_backward_avx512(float* dx, const float* dy, const float* x, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; i += 16) {
+    const __mmask16 m = i + 16 <= i1 ? __mmask16(0xFFFF) : simd::tail_mask(i1 - i);
+    const __m512 g = gelu_grad512(_mm512_maskz_loadu_ps(m, x + i));
+    _mm512_mask_storeu_ps(dx + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i), g));
+  }
+}
+
+// Columns [j0, j1) of the backward over all M rows, summing dx's columns into db on the way.
+VIT_AVX512 void gelu_backward_colsum_columns(float* dx, float* db, const float* dy, const float* x, int64_t M,
+                                             int64_t N, int64_t j0, int64_t j1) {
+  colsum_by_rows(db, M, j0, j1, [&](int64_t r, int64_t c, __mmask16 m) VIT_AVX512 {
+    const int64_t i = r * N + c;
+    const __m512 d =
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i), gelu_grad512(_mm512_maskz_loadu_ps(m, x + i)));
+    _mm512_mask_storeu_ps(dx + i, m, d);
+    return d;
+  });
 }
 
 // Splits [0, n) into per-thread chunks of whole vectors.
@@ -74,6 +103,28 @@ void gelu_forward(float* y, const float* x, int64_t n) {
 void gelu_backward(float* dx, const float* dy, const float* x, int64_t n) {
   if (!simd::avx512()) return gelu_backward_reference(dx, dy, x, n);
   chunked(n, [&](int64_t i0, int64_t i1) { gelu_backward_avx512(dx, dy, x, i0, i1); });
+}
+
+void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t N) {
+  if (!simd::avx512()) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t j = 0; j < N; ++j) h[r * N + j] += bias[j];
+    return gelu_forward_reference(y, h, M * N);
+  }
+  const int nt = threads_for(M * N * 16);
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int t = 0; t < nt; ++t) bias_gelu_rows(y, h, bias, N, M * t / nt, M * (t + 1) / nt);
+}
+
+void gelu_backward_colsum(float* dx, float* db, const float* dy, const float* x, int64_t M, int64_t N) {
+  // colsum_add's blocks of columns and order of rows (narrow matrices take row phases there).
+  if (!simd::avx512() || N <= kColsumNarrowN) {
+    gelu_backward(dx, dy, x, M * N);
+    return colsum_add(db, dx, M, N);
+  }
+  by_column_blocks(
+      N, M * N, [&](int64_t j0, int64_t j1) { gelu_backward_colsum_columns(dx, db, dy, x, M, N, j0, j1); });
 }
 
 }  // namespace vit::cpu

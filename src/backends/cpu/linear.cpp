@@ -1,6 +1,7 @@
 // Linear layer, y = x w^T + b (PyTorch's nn.Linear), forward and backward.
 #include <cstring>
 
+#include "backends/cpu/colsum.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/simd.h"
 #include "vit/core/threads.h"
@@ -13,30 +14,6 @@ void linear_forward(float* y, const float* x, const float* w, const float* b, in
 }
 
 namespace {
-// Columns [j0, j1) of colsum_add, 8 vectors at a time in registers, every row in order.
-VIT_AVX512 void colsum_columns(float* db, const float* dy, int64_t M, int64_t N, int64_t j0, int64_t j1) {
-  constexpr int kV = 8;
-  for (int64_t c0 = j0; c0 < j1; c0 += 16 * kV) {
-    __m512 acc[kV];
-    __mmask16 m[kV];
-#pragma GCC unroll 8
-    for (int v = 0; v < kV; ++v) {
-      m[v] = simd::lanes(j1 - c0 - 16 * v);
-      acc[v] = _mm512_setzero_ps();
-    }
-    for (int64_t i = 0; i < M; ++i) {
-      const float* row = dy + i * N + c0;
-#pragma GCC unroll 8
-      for (int v = 0; v < kV; ++v) acc[v] = _mm512_add_ps(acc[v], _mm512_maskz_loadu_ps(m[v], row + 16 * v));
-    }
-#pragma GCC unroll 8
-    for (int v = 0; v < kV; ++v) {
-      float* d = db + c0 + 16 * v;
-      _mm512_mask_storeu_ps(d, m[v], _mm512_add_ps(_mm512_maskz_loadu_ps(m[v], d), acc[v]));
-    }
-  }
-}
-
 // Columns [j0, j1) of at most NV vectors (mnist-seed's rows of 8 to 32 floats): with one
 // accumulator per vector every row's add waits on the previous one (4 cycles), so rows go
 // in turn to kPhases accumulators, summed at the end. The order depends on M and N only.
@@ -73,15 +50,21 @@ VIT_AVX512 void colsum_narrow(float* db, const float* dy, int64_t M, int64_t N, 
 
 // The row phases serve every block of a matrix of at most 64 columns and none of a wider
 // one, whatever the split into blocks, so the sums do not depend on the thread count.
+VIT_AVX512 void colsum_wide(float* db, const float* dy, int64_t M, int64_t N, int64_t j0, int64_t j1) {
+  colsum_columns(db, M, j0, j1, [&](int64_t i, int64_t c, __mmask16 m) VIT_AVX512 {
+    return _mm512_maskz_loadu_ps(m, dy + i * N + c);
+  });
+}
+
 void colsum_block(float* db, const float* dy, int64_t M, int64_t N, int64_t j0, int64_t j1) {
-  if (N > 64) return colsum_columns(db, dy, M, N, j0, j1);
+  if (N > kColsumNarrowN) return colsum_wide(db, dy, M, N, j0, j1);
   switch ((j1 - j0 + 15) / 16) {
     case 0: return;
     case 1: return colsum_narrow<1>(db, dy, M, N, j0, j1);
     case 2: return colsum_narrow<2>(db, dy, M, N, j0, j1);
     case 3: return colsum_narrow<3>(db, dy, M, N, j0, j1);
     case 4: return colsum_narrow<4>(db, dy, M, N, j0, j1);
-    default: return colsum_columns(db, dy, M, N, j0, j1);
+    default: return colsum_wide(db, dy, M, N, j0, j1);
   }
 }
 }  // namespace
