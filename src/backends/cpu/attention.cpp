@@ -23,6 +23,31 @@ inline int64_t head_offset(int64_t b, int64_t h, int64_t T, int64_t C, int64_t D
   return b * T * 3 * C + h * D;
 }
 
+// A narrow head's slice of a qkv row is one or two cache lines, rows 3C floats apart, and no
+// two heads share a line: out of cache, each head reads 3T lines from as many strides and
+// the hardware prefetchers follow none of them. Reading the sample's rows in order first
+// (contiguous, at stream speed) puts them in L2 for all its heads: cifar-seed's backward
+// per head (T = 65, D = 16, batch 256, 1 thread) went from 10.8 to 7.2 us. Once per sample
+// per thread (the thread's last sample is remembered), only when the batch's qkv does not
+// fit in L2 anyway and heads are narrow. Writing the sample's dqkv rows in order first
+// (zeros) made it slower (8.2 us): not done. Software prefetches of the next head were
+// slower too (L1 pollution), and GCC 12 deletes loops of __builtin_prefetch outright.
+constexpr int64_t kWarmMaxD = 32, kWarmMinBatchBytes = 2 << 20;
+bool warm_samples(int64_t B, int64_t T, int64_t C, int64_t D) {
+  return simd::avx512() && D <= kWarmMaxD && B * T * 3 * C * int64_t(sizeof(float)) > kWarmMinBatchBytes;
+}
+
+template <int Slot>  // one remembered sample per matrix
+VIT_AVX512 void warm_rows(const float* p, int64_t n) {
+  thread_local const float* last = nullptr;
+  if (p == last) return;
+  last = p;
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i + 16 <= n; i += 16) acc = _mm512_max_ps(acc, _mm512_loadu_ps(p + i));
+  volatile float sink = _mm512_reduce_max_ps(acc);  // keeps the loads
+  (void)sink;
+}
+
 // dst = src with attention dropout: element first+i kept (scaled by 1/(1-p)) or zeroed,
 // by the same counter-based draw in forward and backward. dst may equal src.
 void drop_probs(float* dst, const float* src, int64_t n, float p, uint64_t key, int64_t first) {
@@ -232,11 +257,12 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
   const float scale = 1.f / std::sqrt(float(D));
   const int64_t rb = forward_row_block(B, H, T), nb = (T + rb - 1) / rb;
   const int nt = threads_for(B * H * T * T * D * 2);
-  const bool fast = simd::avx512();
+  const bool fast = simd::avx512(), warm = warm_samples(B, T, C, D);
 #pragma omp parallel for num_threads(int(B * H * nb) < nt ? int(B * H * nb) : nt) schedule(static)
   for (int64_t item = 0; item < B * H * nb; ++item) {
     const int64_t bh = item / nb, r0 = (item % nb) * rb, rows = T - r0 < rb ? T - r0 : rb;
     const int64_t b = bh / H, h = bh % H;
+    if (warm) warm_rows<0>(qkv + b * T * 3 * C, T * 3 * C);
     const float* q = qkv + head_offset(b, h, T, C, D);
     const float* k = q + C;
     const float* v = q + 2 * C;
@@ -270,10 +296,11 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         uint64_t drop_key, int64_t first_sample) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
-  const bool fast = simd::avx512();
+  const bool fast = simd::avx512(), warm = warm_samples(B, T, C, D);
 #pragma omp parallel for num_threads(attention_threads(B, H, T, D)) schedule(static)
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t b = bh / H, h = bh % H;
+    if (warm) warm_rows<0>(qkv + b * T * 3 * C, T * 3 * C), warm_rows<1>(dout + b * T * C, T * C);
     const float* q = qkv + head_offset(b, h, T, C, D);
     const float* k = q + C;
     const float* v = q + 2 * C;
