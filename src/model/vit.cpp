@@ -285,7 +285,9 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
       ops::linear_forward_packed(br2, a.act, w.fc2w, &w.fc2b);
     } else {
       lin(a.h, a.ln2, w.fc1w, nullptr, nullptr);
-      ops::bias_gelu_forward(a.act, a.h, w.fc1b);  // fc1's bias goes in with the activation
+      // fc1's bias goes in with the activation; forward() (whose activations backward()
+      // reads, whatever the mode) keeps GELU's derivative in a.h, infer() nothing.
+      ops::bias_gelu_forward(a.act, a.h, w.fc1b, &A == &train_);
       ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)), first(a.act));
       lin(br2, a.act, w.fc2w, &w.fc2b, nullptr);
     }
@@ -483,7 +485,8 @@ void ViT::backward_local(const Tensor& dlogits) {
                              key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
     ops::linear_backward(&A.dact, &g.fc2w, &g.fc2b, plain2 ? dx2d : A.dbranch, a.act, w.fc2w);
     ops::dropout_backward(A.dact, proj_p, key(block_site(l, kMlpDrop1)), first(A.dact));
-    ops::gelu_backward(A.dact, A.dact, a.h, g.fc1b);  // and fc1's bias gradient
+    ops::bias_gelu_backward(A.dact, g.fc1b, A.dact,
+                            a.h);  // a.h: GELU'(fc1's output); and fc1's bias gradient
     ops::linear_backward(&A.dln, &g.fc1w, nullptr, A.dact, a.ln2, w.fc1w);
     ops::layernorm_backward(dx2d, g.n2w, g.n2b, A.dln, reshape(a.r1, {B * T, C}), a.ln2_mean, a.ln2_rstd,
                             w.n2w, true);

@@ -21,27 +21,27 @@ void gelu_backward(Tensor dx, const Tensor& dy, const Tensor& x) {
   }
 }
 
-void bias_gelu_forward(Tensor y, Tensor h, const Tensor& bias) {
+void bias_gelu_forward(Tensor y, Tensor h, const Tensor& bias, bool keep_grad) {
   check_shape(y, h.shape, "gelu output");
   VIT_CHECK(h.ndim() >= 1, "bias_gelu: input must have a last dimension");
   const int64_t N = h.dim(h.ndim() - 1);
   check_shape(bias, {N}, "bias_gelu bias");
   switch (common_device({&y, &h, &bias}, "bias_gelu")) {
-    case Device::CPU: return cpu::bias_gelu_forward(y.data, h.data, bias.data, h.numel() / N, N);
+    case Device::CPU: return cpu::bias_gelu_forward(y.data, h.data, bias.data, h.numel() / N, N, keep_grad);
     default: unsupported("bias_gelu", y.device);
   }
 }
 
-void gelu_backward(Tensor dx, const Tensor& dy, const Tensor& x, Tensor& dbias) {
-  check_shape(dx, x.shape, "gelu grad input");
-  check_shape(dy, x.shape, "gelu grad output");
-  VIT_CHECK(x.ndim() >= 1, "gelu_backward: input must have a last dimension");
-  const int64_t N = x.dim(x.ndim() - 1);
+void bias_gelu_backward(Tensor dx, Tensor& dbias, const Tensor& dy, const Tensor& grad) {
+  check_shape(dx, grad.shape, "gelu grad input");
+  check_shape(dy, grad.shape, "gelu grad output");
+  VIT_CHECK(grad.ndim() >= 1, "bias_gelu_backward: input must have a last dimension");
+  const int64_t N = grad.dim(grad.ndim() - 1);
   check_shape(dbias, {N}, "gelu grad bias");
-  switch (common_device({&dx, &dy, &x, &dbias}, "gelu_backward")) {
+  switch (common_device({&dx, &dy, &grad, &dbias}, "bias_gelu_backward")) {
     case Device::CPU:
-      return cpu::gelu_backward_colsum(dx.data, dbias.data, dy.data, x.data, x.numel() / N, N);
-    default: unsupported("gelu_backward", dx.device);
+      return cpu::bias_gelu_backward(dx.data, dbias.data, dy.data, grad.data, grad.numel() / N, N);
+    default: unsupported("bias_gelu_backward", dx.device);
   }
 }
 

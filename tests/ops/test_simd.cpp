@@ -88,42 +88,43 @@ TEST(Simd, GeluMatchesReference) {
   EXPECT_TRUE(close_abs_scaled("gelu backward", dgot, dwant, x, 1.5e-6));
 }
 
-// fc1's bias folded into the GELU pass: h comes back as h + bias (exactly: one float add),
-// y as GELU of it within GELU's bound; every row gets the same bias, tails included.
-TEST(Simd, BiasGeluAddsTheBiasToEveryRow) {
-  for (int64_t N : {8, 32, 100, 768}) {
-    const int64_t M = 37;
-    std::vector<float> h = test::randn(M * N, uint64_t(N), 2.f), bias = test::randn(N, uint64_t(N) + 1);
-    std::vector<float> want_h(M * N), want(M * N), got(M * N);
-    for (int64_t i = 0; i < M * N; ++i) want_h[i] = h[i] + bias[i % N];
-    cpu::gelu_forward_reference(want.data(), want_h.data(), M * N);
-    cpu::bias_gelu_forward(got.data(), h.data(), bias.data(), M, N);
-    EXPECT_TRUE(
-        test::close_rel_max("bias_gelu h, N = " + std::to_string(N), h.data(), want_h.data(), M * N, 0.0));
-    EXPECT_TRUE(close_abs_scaled("bias_gelu y", got, want, want_h, 3e-7)) << "N = " << N;
-  }
-}
-
-// GELU's backward with fc1's bias gradient summed on the way gives the same bits as the two
-// passes it replaces, on narrow (row phases) and wide (column blocks) matrices, with tails,
-// on 1 and 2 threads; db starts non-zero (it accumulates).
-TEST(Simd, GeluBackwardColsumIsGeluThenColsum) {
+// fc1's bias folded into the GELU pass: y = GELU(h + bias) within GELU's bound, every row
+// getting the same bias, tails included; h left alone at inference, and in training set to
+// GELU'(h + bias) exactly as gelu_backward computes it (dy = 1), so that the backward from
+// it gives the same bits as gelu_backward on h + bias then colsum_add, on narrow (row
+// phases) and wide (column blocks) matrices, on 1 and 2 threads; db accumulates.
+TEST(Simd, BiasGeluKeepsTheDerivativeTheBackwardNeeds) {
   const int saved = omp_get_max_threads();
   for (int nt : {1, 2}) {
     omp_set_num_threads(nt);
-    for (int64_t N : {32, 100, 768}) {
+    for (int64_t N : {8, 32, 100, 768}) {
       const int64_t M = 301;
-      const std::vector<float> x = test::randn(M * N, 7, 2.f), dy = test::randn(M * N, 8);
-      const std::vector<float> db0 = test::randn(N, 9);
-      std::vector<float> dx_want(M * N), db_want = db0, dx_got = dy, db_got = db0;
-      cpu::gelu_backward(dx_want.data(), dy.data(), x.data(), M * N);
-      cpu::colsum_add(db_want.data(), dx_want.data(), M, N);
-      cpu::gelu_backward_colsum(dx_got.data(), db_got.data(), dx_got.data(), x.data(), M, N);  // in place
+      const std::vector<float> h0 = test::randn(M * N, uint64_t(N), 2.f),
+                               bias = test::randn(N, uint64_t(N) + 1);
+      const std::vector<float> dy = test::randn(M * N, 8), db0 = test::randn(N, 9);
+      std::vector<float> v(M * N), want(M * N), ones(M * N, 1.f), want_grad(M * N), got(M * N);
+      for (int64_t i = 0; i < M * N; ++i) v[i] = h0[i] + bias[i % N];
+      cpu::gelu_forward_reference(want.data(), v.data(), M * N);
+      cpu::gelu_backward(want_grad.data(), ones.data(), v.data(), M * N);
       const std::string where = "N = " + std::to_string(N) + ", " + std::to_string(nt) + " threads";
-      EXPECT_TRUE(test::close_rel_max("gelu_backward_colsum dx, " + where, dx_got.data(), dx_want.data(),
-                                      M * N, 0.0));
+
+      std::vector<float> h = h0;
+      cpu::bias_gelu_forward(got.data(), h.data(), bias.data(), M, N, false);
+      EXPECT_TRUE(close_abs_scaled("bias_gelu y", got, want, v, 3e-7)) << where;
+      EXPECT_TRUE(test::close_rel_max("bias_gelu h at inference, " + where, h.data(), h0.data(), M * N, 0.0));
+      cpu::bias_gelu_forward(got.data(), h.data(), bias.data(), M, N, true);
+      EXPECT_TRUE(close_abs_scaled("bias_gelu y (training)", got, want, v, 3e-7)) << where;
       EXPECT_TRUE(
-          test::close_rel_max("gelu_backward_colsum db, " + where, db_got.data(), db_want.data(), N, 0.0));
+          test::close_rel_max("bias_gelu derivative, " + where, h.data(), want_grad.data(), M * N, 0.0));
+
+      std::vector<float> dx_want(M * N), db_want = db0, dx_got = dy, db_got = db0;
+      cpu::gelu_backward(dx_want.data(), dy.data(), v.data(), M * N);
+      cpu::colsum_add(db_want.data(), dx_want.data(), M, N);
+      cpu::bias_gelu_backward(dx_got.data(), db_got.data(), dx_got.data(), h.data(), M, N);  // in place
+      EXPECT_TRUE(
+          test::close_rel_max("bias_gelu_backward dx, " + where, dx_got.data(), dx_want.data(), M * N, 0.0));
+      EXPECT_TRUE(
+          test::close_rel_max("bias_gelu_backward db, " + where, db_got.data(), db_want.data(), N, 0.0));
     }
   }
   omp_set_num_threads(saved);

@@ -51,12 +51,13 @@ void layernorm_backward(Tensor dx, Tensor dw, Tensor db, const Tensor& dy, const
 // gelu (exact erf), element-wise on same-shaped tensors.
 void gelu_forward(Tensor y, const Tensor& x);
 void gelu_backward(Tensor dx, const Tensor& dy, const Tensor& x);
-// fc1's bias folded into the activation pass: h += bias (each row of h's last dimension),
-// then y = GELU(h); h keeps the biased values the backward needs.
-void bias_gelu_forward(Tensor y, Tensor h, const Tensor& bias);
-// gelu_backward, and dbias += dx summed over all but the last dimension (the bias gradient of
-// the linear layer before the GELU), in one pass.
-void gelu_backward(Tensor dx, const Tensor& dy, const Tensor& x, Tensor& dbias);
+// fc1's bias folded into the activation pass: y = GELU(h + bias) (bias along h's last
+// dimension). With keep_grad (training) h becomes GELU'(h + bias), which is all the
+// backward needs; otherwise h is left as it was.
+void bias_gelu_forward(Tensor y, Tensor h, const Tensor& bias, bool keep_grad);
+// From what bias_gelu_forward kept: dx = dy * grad, and dbias += dx summed over all but the
+// last dimension (the bias gradient of the linear layer before the GELU), in one pass.
+void bias_gelu_backward(Tensor dx, Tensor& dbias, const Tensor& dy, const Tensor& grad);
 
 // Ops with dropout take first_sample (first: the element index) of the tensor's sample 0 in
 // the whole batch when it holds a shard of a data-parallel batch, so that a shard draws

@@ -31,7 +31,8 @@ inline int64_t head_offset(int64_t b, int64_t h, int64_t T, int64_t C, int64_t D
 // per thread (the thread's last sample is remembered), only when the batch's qkv does not
 // fit in L2 anyway and heads are narrow. Writing the sample's dqkv rows in order first
 // (zeros) made it slower (8.2 us): not done. Software prefetches of the next head were
-// slower too (L1 pollution), and GCC 12 deletes loops of __builtin_prefetch outright.
+// slower too (L1 pollution; GCC 12 had deleted a first, nested loop of
+// __builtin_prefetch calls outright).
 constexpr int64_t kWarmMaxD = 32, kWarmMinBatchBytes = 2 << 20;
 bool warm_samples(int64_t B, int64_t T, int64_t C, int64_t D) {
   return simd::avx512() && D <= kWarmMaxD && B * T * 3 * C * int64_t(sizeof(float)) > kWarmMinBatchBytes;

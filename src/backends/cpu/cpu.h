@@ -110,12 +110,15 @@ void layernorm_backward_reference(float* dx, float* dw, float* db, const float* 
 // AVX-512 when the CPU has it (simd.h), else the reference loops (std::erf) below.
 void gelu_forward(float* y, const float* x, int64_t n);
 void gelu_backward(float* dx, const float* dy, const float* x, int64_t n);
-// fc1's bias and activation in one pass: h[M,N] += bias (each row), then y = GELU(h); fc1's
-// product runs without a bias, so nothing seeds its output first.
-void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t N);
-// gelu_backward over [M,N], and db += the column sums of dx (fc1's bias gradient) in the
-// same pass: the same bits as gelu_backward then colsum_add. dx may equal dy.
-void gelu_backward_colsum(float* dx, float* db, const float* dy, const float* x, int64_t M, int64_t N);
+// fc1's bias and activation in one pass: y = GELU(h + bias) (bias added to each row of
+// h[M,N]); fc1's product runs without a bias, so nothing seeds its output first. With
+// keep_grad, h becomes GELU'(h + bias), all the backward needs (from the erf and exp the
+// forward computes anyway); otherwise h is left as it was.
+void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t N, bool keep_grad);
+// The backward from what bias_gelu_forward kept: dx = dy * grad, and db += the column sums
+// of dx (fc1's bias gradient) in the same pass. The same bits as gelu_backward on h + bias
+// then colsum_add. dx may equal dy.
+void bias_gelu_backward(float* dx, float* db, const float* dy, const float* grad, int64_t M, int64_t N);
 void gelu_forward_reference(float* y, const float* x, int64_t n);
 void gelu_backward_reference(float* dx, const float* dy, const float* x, int64_t n);
 

@@ -20,11 +20,15 @@ VIT_AVX512 inline __m512 gelu512(__m512 v) {
 }
 
 // d/dx [x Phi(x)] = Phi(x) + x phi(x); erf512 also returns exp(-x^2/2) for phi.
+VIT_AVX512 inline __m512 gelu_grad_from(__m512 v, __m512 erf, __m512 e) {
+  const __m512 cdf = _mm512_mul_ps(_mm512_set1_ps(0.5f), _mm512_add_ps(_mm512_set1_ps(1.f), erf));
+  return _mm512_fmadd_ps(_mm512_mul_ps(v, _mm512_set1_ps(kInvSqrt2Pi)), e, cdf);
+}
+
 VIT_AVX512 inline __m512 gelu_grad512(__m512 v) {
   __m512 e;
   const __m512 erf = simd::erf512(_mm512_mul_ps(v, _mm512_set1_ps(kInvSqrt2)), &e);
-  const __m512 cdf = _mm512_mul_ps(_mm512_set1_ps(0.5f), _mm512_add_ps(_mm512_set1_ps(1.f), erf));
-  return _mm512_fmadd_ps(_mm512_mul_ps(v, _mm512_set1_ps(kInvSqrt2Pi)), e, cdf);
+  return gelu_grad_from(v, erf, e);
 }
 
 // One chunk [i0, i1) of the forward; the tail runs with masked loads and stores.
@@ -35,15 +39,20 @@ VIT_AVX512 void gelu_forward_avx512(float* y, const float* x, int64_t i0, int64_
   }
 }
 
-// Rows [r0, r1) of h[M, N] += bias, y = GELU(h).
+// Rows [r0, r1): v = h + bias, y = GELU(v), and h = GELU'(v) when Grad: the erf and exp
+// that the forward computes anyway give the derivative for two more instructions.
+template <bool Grad>
 VIT_AVX512 void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1) {
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f), s = _mm512_set1_ps(kInvSqrt2);
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t j = 0; j < N; j += 16) {
       const __mmask16 m = simd::lanes(N - j);
       const int64_t i = r * N + j;
       const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, h + i), _mm512_maskz_loadu_ps(m, bias + j));
-      _mm512_mask_storeu_ps(h + i, m, v);
-      _mm512_mask_storeu_ps(y + i, m, gelu512(v));
+      __m512 e;
+      const __m512 erf = simd::erf512(_mm512_mul_ps(v, s), &e);
+      _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, erf)));
+      if constexpr (Grad) _mm512_mask_storeu_ps(h + i, m, gelu_grad_from(v, erf, e));
     }
 }
 
@@ -55,13 +64,12 @@ VIT_AVX512 void gelu_backward_avx512(float* dx, const float* dy, const float* x,
   }
 }
 
-// Columns [j0, j1) of the backward over all M rows, summing dx's columns into db on the way.
-VIT_AVX512 void gelu_backward_colsum_columns(float* dx, float* db, const float* dy, const float* x, int64_t M,
-                                             int64_t N, int64_t j0, int64_t j1) {
+// Columns [j0, j1) of dx = dy * grad over all M rows, summing dx's columns into db on the way.
+VIT_AVX512 void mul_colsum_columns(float* dx, float* db, const float* dy, const float* grad, int64_t M,
+                                   int64_t N, int64_t j0, int64_t j1) {
   colsum_by_rows(db, M, j0, j1, [&](int64_t r, int64_t c, __mmask16 m) VIT_AVX512 {
     const int64_t i = r * N + c;
-    const __m512 d =
-        _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i), gelu_grad512(_mm512_maskz_loadu_ps(m, x + i)));
+    const __m512 d = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i), _mm512_maskz_loadu_ps(m, grad + i));
     _mm512_mask_storeu_ps(dx + i, m, d);
     return d;
   });
@@ -105,26 +113,38 @@ void gelu_backward(float* dx, const float* dy, const float* x, int64_t n) {
   chunked(n, [&](int64_t i0, int64_t i1) { gelu_backward_avx512(dx, dy, x, i0, i1); });
 }
 
-void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t N) {
+void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t N, bool keep_grad) {
   if (!simd::avx512()) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < M; ++r)
-      for (int64_t j = 0; j < N; ++j) h[r * N + j] += bias[j];
-    return gelu_forward_reference(y, h, M * N);
+      for (int64_t j = 0; j < N; ++j) {
+        const float v = h[r * N + j] + bias[j];
+        const float cdf = 0.5f * (1.f + std::erf(v * kInvSqrt2));
+        y[r * N + j] = 0.5f * v * (1.f + std::erf(v * kInvSqrt2));
+        if (keep_grad) h[r * N + j] = cdf + v * (kInvSqrt2Pi * std::exp(-0.5f * v * v));
+      }
+    return;
   }
   const int nt = threads_for(M * N * 16);
 #pragma omp parallel for num_threads(nt) schedule(static)
-  for (int t = 0; t < nt; ++t) bias_gelu_rows(y, h, bias, N, M * t / nt, M * (t + 1) / nt);
+  for (int t = 0; t < nt; ++t) {
+    const int64_t r0 = M * t / nt, r1 = M * (t + 1) / nt;
+    if (keep_grad)
+      bias_gelu_rows<true>(y, h, bias, N, r0, r1);
+    else
+      bias_gelu_rows<false>(y, h, bias, N, r0, r1);
+  }
 }
 
-void gelu_backward_colsum(float* dx, float* db, const float* dy, const float* x, int64_t M, int64_t N) {
+void bias_gelu_backward(float* dx, float* db, const float* dy, const float* grad, int64_t M, int64_t N) {
   // colsum_add's blocks of columns and order of rows (narrow matrices take row phases there).
   if (!simd::avx512() || N <= kColsumNarrowN) {
-    gelu_backward(dx, dy, x, M * N);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < M * N; ++i) dx[i] = dy[i] * grad[i];
     return colsum_add(db, dx, M, N);
   }
-  by_column_blocks(
-      N, M * N, [&](int64_t j0, int64_t j1) { gelu_backward_colsum_columns(dx, db, dy, x, M, N, j0, j1); });
+  by_column_blocks(N, M * N,
+                   [&](int64_t j0, int64_t j1) { mul_colsum_columns(dx, db, dy, grad, M, N, j0, j1); });
 }
 
 }  // namespace vit::cpu
