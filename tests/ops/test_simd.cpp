@@ -244,8 +244,20 @@ TEST(Simd, HeadGemmMatchesReference) {
 // head_transpose against the plain transpose: block edges and partial blocks both ways.
 TEST(Simd, HeadTransposeMatchesPlain) {
   require_avx512();
-  for (auto [rows, cols] :
-       {std::pair<int64_t, int64_t>{65, 16}, {197, 64}, {5, 3}, {16, 16}, {33, 80}, {1, 1}}) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{65, 16},
+                            {197, 64},
+                            {5, 3},
+                            {16, 16},
+                            {33, 80},
+                            {1, 1},
+                            {50, 4},
+                            {4, 50},
+                            {37, 3},
+                            {2, 19},
+                            {16, 4},
+                            {4, 16},
+                            {3, 5},
+                            {5, 5}}) {
     const int64_t lds = cols + 3, ldd = rows + 5;
     auto src = test::randn(rows * lds, 3);
     std::vector<float> got(cols * ldd, 9.f), want(cols * ldd, 9.f);

@@ -243,8 +243,80 @@ void head_gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, 
   head_gemm(M, N, K, alpha, A, lda, 1, B, ldb, 0.f, nullptr, C, ldc);
 }
 
+namespace {
+// Lane l of v[k] holds 4 consecutive floats; afterwards lane l of v[d] holds float d of
+// lane l of v[0..3] (a 4 x 4 transpose inside each 128-bit lane). Its own inverse.
+VIT_AVX512 inline void transpose4_in_lanes(__m512 (&v)[4]) {
+  const __m512 t0 = _mm512_unpacklo_ps(v[0], v[1]), t1 = _mm512_unpackhi_ps(v[0], v[1]);
+  const __m512 t2 = _mm512_unpacklo_ps(v[2], v[3]), t3 = _mm512_unpackhi_ps(v[2], v[3]);
+  v[0] = _mm512_shuffle_ps(t0, t2, 0x44), v[1] = _mm512_shuffle_ps(t0, t2, 0xEE);
+  v[2] = _mm512_shuffle_ps(t1, t3, 0x44), v[3] = _mm512_shuffle_ps(t1, t3, 0xEE);
+}
+
+// Element 4k + l <-> element 4l + k: between "lane l, slot k" and row order. Its own inverse.
+VIT_AVX512 inline __m512i lane_slot_order() {
+  return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+}
+
+// src[rows <= 16, cols <= 4] to dst[cols, rows]: a narrow head's k or v (D = 4) to k^T.
+// 4 rows per vector (one per 128-bit lane), a 4 x 4 transpose in the lanes and a
+// permutation, against transpose16's 16 loads and 64 shuffles for 4 useful columns.
+VIT_AVX512 void transpose_to_narrow_rows(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows,
+                                         int64_t cols) {
+  const __mmask8 mc = __mmask8((1u << cols) - 1u);
+  __m512 v[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    auto row = [&](int l) VIT_AVX512 {
+      const int64_t r = 4 * k + l;
+      return r < rows ? _mm_maskz_loadu_ps(mc, src + r * lds) : _mm_setzero_ps();
+    };
+    v[k] = _mm512_insertf32x4(_mm512_castps128_ps512(row(0)), row(1), 1);
+    v[k] = _mm512_insertf32x4(v[k], row(2), 2);
+    v[k] = _mm512_insertf32x4(v[k], row(3), 3);
+  }
+  transpose4_in_lanes(v);
+  const __mmask16 mr = lanes(rows);
+  for (int64_t d = 0; d < cols; ++d)
+    _mm512_mask_storeu_ps(dst + d * ldd, mr, _mm512_permutexvar_ps(lane_slot_order(), v[d]));
+}
+
+// src[rows <= 4, cols <= 16] to dst[cols, rows]: a narrow head's output C^T [D, M] back to C.
+VIT_AVX512 void transpose_from_narrow_rows(float* dst, int64_t ldd, const float* src, int64_t lds,
+                                           int64_t rows, int64_t cols) {
+  const __mmask16 mc = lanes(cols);
+  __m512 v[4];
+#pragma GCC unroll 4
+  for (int d = 0; d < 4; ++d)
+    v[d] = d < rows ? _mm512_permutexvar_ps(lane_slot_order(), _mm512_maskz_loadu_ps(mc, src + d * lds))
+                    : _mm512_setzero_ps();
+  transpose4_in_lanes(v);  // lane l of v[k]: dst row 4k + l
+  const __mmask8 mr = __mmask8((1u << rows) - 1u);
+  auto put = [&](int64_t r, __m128 x) VIT_AVX512 {
+    if (r < cols) _mm_mask_storeu_ps(dst + r * ldd, mr, x);
+  };
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    put(4 * k, _mm512_castps512_ps128(v[k]));
+    put(4 * k + 1, _mm512_extractf32x4_ps(v[k], 1));
+    put(4 * k + 2, _mm512_extractf32x4_ps(v[k], 2));
+    put(4 * k + 3, _mm512_extractf32x4_ps(v[k], 3));
+  }
+}
+}  // namespace
+
 VIT_AVX512 void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows,
                                int64_t cols) {
+  if (cols <= 4) {  // [rows, <= 4]: 16 rows at a time into <= 4 vectors
+    for (int64_t i = 0; i < rows; i += 16)
+      transpose_to_narrow_rows(dst + i, ldd, src + i * lds, lds, std::min<int64_t>(16, rows - i), cols);
+    return;
+  }
+  if (rows <= 4) {  // [<= 4, cols]: 16 columns at a time
+    for (int64_t j = 0; j < cols; j += 16)
+      transpose_from_narrow_rows(dst + j * ldd, ldd, src + j, lds, rows, std::min<int64_t>(16, cols - j));
+    return;
+  }
   for (int64_t i = 0; i < rows; i += 16)
     for (int64_t j = 0; j < cols; j += 16)
       transpose16(dst + j * ldd + i, ldd, src + i * lds + j, lds, rows - i < 16 ? rows - i : 16,
