@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "aligned.h"
 #include "backends/cpu/cpu.h"
 
 namespace {
@@ -32,11 +33,11 @@ const BlockShape kShapes[] = {
 };
 
 struct Buffers {
-  std::vector<float> x, y, mean, rstd, lnw, lnb, qkv, wqkv, bqkv, probs, att, wproj, bproj, h, wfc1, bfc1, g,
+  vit::bench::Floats x, y, mean, rstd, lnw, lnb, qkv, wqkv, bqkv, probs, att, wproj, bproj, h, wfc1, bfc1, g,
       wfc2, bfc2, dqkv;
   explicit Buffers(const BlockShape& s) {
     const int64_t M = s.B * s.T, C = s.C, F = s.hidden;
-    auto fill = [](std::vector<float>& v, int64_t n, float scale) {
+    auto fill = [](vit::bench::Floats& v, int64_t n, float scale) {
       v.resize(n);
       for (int64_t i = 0; i < n; ++i) v[i] = scale * float((i * 7919) % 2001 - 1000) / 1000.f;
     };
@@ -69,8 +70,8 @@ void run(benchmark::State& st, const BlockShape& s, Op op, bool packed) {
   double flops = 0, bytes = 0;
   std::function<void()> f;
   // y[M,N] = x[M,K] w^T + bias.
-  auto product = [&](std::vector<float>& y, const std::vector<float>& x, std::vector<float>& w,
-                     const std::vector<float>& bias, int64_t K, int64_t N) {
+  auto product = [&](vit::bench::Floats& y, const vit::bench::Floats& x, vit::bench::Floats& w,
+                     const vit::bench::Floats& bias, int64_t K, int64_t N) {
     flops = 2.0 * M * K * N;
     if (packed) vit::cpu::pack_linear_weights(w.data(), N, K);
     f = [&, K, N] {

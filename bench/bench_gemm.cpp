@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "aligned.h"
 #include "backends/cpu/cpu.h"
 #ifdef VIT_HAVE_OPENBLAS
 #include <cblas.h>
@@ -29,7 +30,7 @@ const Shape kShapes[] = {
 };
 
 void run(benchmark::State& st, const Shape& s, bool openblas) {
-  std::vector<float> A(s.M * s.K, 0.5f), B(s.K * s.N, 0.25f), C(s.M * s.N);
+  vit::bench::Floats A(s.M * s.K, 0.5f), B(s.K * s.N, 0.25f), C(s.M * s.N);
   const int64_t lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
   for (auto _ : st) {
 #ifdef VIT_HAVE_OPENBLAS
