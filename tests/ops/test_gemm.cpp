@@ -53,7 +53,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // with tails in rows and columns, A and B either way round.
                       GemmCase{3200, 24, 8, false, true},   // qkv forward
                       GemmCase{3200, 8, 24, false, false},  // its dx
-                      GemmCase{24, 8, 3200, true, false},   // its dw
+                      GemmCase{24, 8, 3200, true, false},   // its dw (computed as dw^T)
+                      GemmCase{32, 8, 3200, true, false},   // fc1's dw (as dw^T, full vectors)
+                      GemmCase{20, 12, 700, true, false},   // dw^T with tails both ways
                       GemmCase{3136, 8, 16, false, true},   // patch embedding
                       GemmCase{50, 4, 50, false, false}, GemmCase{37, 32, 17, true, true},
                       GemmCase{1000, 1, 9, false, false}, GemmCase{29, 17, 300, true, true},

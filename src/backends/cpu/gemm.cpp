@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -68,6 +69,34 @@ void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
       head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, bias, C + i0 * ldc, ldc);
   }
 }
+
+// Share of the vector lanes that n output columns fill (16 per vector).
+double lane_use(int64_t n) {
+  return double(n) / double(16 * ((n + 15) / 16));
+}
+
+// op(A) = A^T with at most kSkinnyN rows of C: the weight gradients dW = dY^T X of the tiny
+// models, e.g. mnist-seed's qkv [24, 8] and fc1 [32, 8] over 6400 rows. Their 8 columns fill
+// half of each vector; C^T = X^T dY [8, 24] fills 3/4, [8, 32] all. Each output is the same
+// fma chain over k (a b = b a exactly) and the same final alpha/beta step, so the bits are
+// those of the direct product.
+bool transposed_is_better(bool ta, bool tb, int64_t M, int64_t N) {
+  return ta && !tb && M <= kSkinnyN && lane_use(M) > lane_use(N);
+}
+
+void gemm_skinny_transposed(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  thread_local std::vector<float> ct;
+  if (ct.size() < size_t(N * M)) ct.resize(size_t(N * M));
+  // C^T[N, M] = alpha B^T A (beta = 0: alpha times the sum, as the direct product's epilogue).
+  gemm_skinny(true, false, N, M, K, alpha, B, ldb, A, lda, 0.f, nullptr, ct.data(), M);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float& c = C[i * ldc + j];
+      const float y = ct[size_t(j * M + i)];
+      c = beta != 0.f ? std::fma(beta, c, y) : y;
+    }
+}
 }  // namespace
 
 void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
@@ -85,7 +114,11 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (M * N * K <= kSmallProduct) return gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  if (skinny(tb, N, K)) return gemm_skinny(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, nullptr, C, ldc);
+  if (skinny(tb, N, K)) {
+    if (transposed_is_better(ta, tb, M, N))
+      return gemm_skinny_transposed(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return gemm_skinny(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, nullptr, C, ldc);
+  }
   // Products too small to feed every thread run on fewer (oneDNN threads over OpenMP's
   // current count); inside a parallel region oneDNN runs single-threaded anyway.
   const int all = omp_get_max_threads(), nt = threads_for(M * N * K / 16);
