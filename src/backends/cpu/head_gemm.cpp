@@ -307,20 +307,20 @@ VIT_AVX512 void transpose_from_narrow_rows(float* dst, int64_t ldd, const float*
 
 VIT_AVX512 void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows,
                                int64_t cols) {
-  if (cols <= 4) {  // [rows, <= 4]: 16 rows at a time into <= 4 vectors
-    for (int64_t i = 0; i < rows; i += 16)
-      transpose_to_narrow_rows(dst + i, ldd, src + i * lds, lds, std::min<int64_t>(16, rows - i), cols);
-    return;
-  }
-  if (rows <= 4) {  // [<= 4, cols]: 16 columns at a time
-    for (int64_t j = 0; j < cols; j += 16)
-      transpose_from_narrow_rows(dst + j * ldd, ldd, src + j, lds, rows, std::min<int64_t>(16, cols - j));
-    return;
-  }
+  // Blocks of 16 x 16; one with at most 4 columns or 4 rows (a narrow head's k or output,
+  // or the last rows of T = 50 keys) takes the narrow forms.
   for (int64_t i = 0; i < rows; i += 16)
-    for (int64_t j = 0; j < cols; j += 16)
-      transpose16(dst + j * ldd + i, ldd, src + i * lds + j, lds, rows - i < 16 ? rows - i : 16,
-                  cols - j < 16 ? cols - j : 16);
+    for (int64_t j = 0; j < cols; j += 16) {
+      const int64_t r = std::min<int64_t>(16, rows - i), c = std::min<int64_t>(16, cols - j);
+      float* d = dst + j * ldd + i;
+      const float* s = src + i * lds + j;
+      if (c <= 4)
+        transpose_to_narrow_rows(d, ldd, s, lds, r, c);
+      else if (r <= 4)
+        transpose_from_narrow_rows(d, ldd, s, lds, r, c);
+      else
+        transpose16(d, ldd, s, lds, r, c);
+    }
 }
 
 VIT_AVX512 void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q,
