@@ -233,13 +233,11 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
   if (!probs_drop && attention_lanes_fit(T, C, H)) in_lanes = B % 16 >= kMinLanes ? B : B / 16 * 16;
   if (in_lanes > 0) {
     const int64_t groups = (in_lanes + 15) / 16;
-#pragma omp parallel for num_threads(int(std::min <int64_t>(groups, threads_for(B * H * T * T * D * 2)))) \
-    schedule(static)
-    for (int64_t g = 0; g < groups; ++g) {
+    for_items(groups, threads_for(B * H * T * T * D * 2), [&](int64_t g) {
       const int64_t b0 = g * 16;
       attention_forward_lanes(out + b0 * T * C, probs ? probs + b0 * H * T * T : nullptr, qkv + b0 * T * ld,
                               key_mask ? key_mask + b0 * T : nullptr, std::min<int64_t>(16, B - b0), T, C, H);
-    }
+    });
   }
   if (in_lanes < B) {
     const int64_t b0 = in_lanes;
@@ -259,8 +257,7 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
   const int64_t rb = forward_row_block(B, H, T), nb = (T + rb - 1) / rb;
   const int nt = threads_for(B * H * T * T * D * 2);
   const bool fast = simd::avx512(), warm = warm_samples(B, T, C, D);
-#pragma omp parallel for num_threads(int(B * H * nb) < nt ? int(B * H * nb) : nt) schedule(static)
-  for (int64_t item = 0; item < B * H * nb; ++item) {
+  for_items(B * H * nb, nt, [&](int64_t item) {
     const int64_t bh = item / nb, r0 = (item % nb) * rb, rows = T - r0 < rb ? T - r0 : rb;
     const int64_t b = bh / H, h = bh % H;
     if (warm) warm_rows<0>(qkv + b * T * 3 * C, T * 3 * C);
@@ -288,7 +285,7 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
       head_product(rows, D, T, 1.f, Pv, T, 1, v, ld, o, C);
     else
       gemm(false, false, rows, D, T, 1.f, Pv, T, v, ld, 0.f, o, C);
-  }
+  });
 }
 }  // namespace
 
@@ -298,8 +295,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
   const bool fast = simd::avx512(), warm = warm_samples(B, T, C, D);
-#pragma omp parallel for num_threads(attention_threads(B, H, T, D)) schedule(static)
-  for (int64_t bh = 0; bh < B * H; ++bh) {
+  for_items(B * H, attention_threads(B, H, T, D), [&](int64_t bh) {
     const int64_t b = bh / H, h = bh % H;
     if (warm) warm_rows<0>(qkv + b * T * 3 * C, T * 3 * C), warm_rows<1>(dout + b * T * C, T * C);
     const float* q = qkv + head_offset(b, h, T, C, D);
@@ -319,7 +315,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       softmax_backward_rows(dP, P, T, T);                             // dS = P * (dP - sum_j P dP)
       gemm(false, false, T, D, T, scale, dP, T, k, ld, 0.f, dq, ld);  // dq = scale dS k
       gemm(true, false, T, D, T, scale, dP, T, q, ld, 0.f, dk, ld);   // dk = scale dS^T q
-      continue;
+      return;
     }
     // The same in register blocks; without dropout dS comes straight from dP's registers.
     int64_t ldk = 0;
@@ -334,7 +330,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     head_product(T, D, T, 1.f, Pv, 1, T, dO, C, dv, ld);    // dv = P^T dO
     head_product(T, D, T, scale, dP, T, 1, k, ld, dq, ld);  // dq = scale dS k
     head_product(T, D, T, scale, dP, 1, T, q, ld, dk, ld);  // dk = scale dS^T q
-  }
+  });
 }
 
 }  // namespace vit::cpu

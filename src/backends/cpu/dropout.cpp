@@ -44,13 +44,9 @@ void residual_forward(float* out, const float* x, float* branch, const float* ga
                       int64_t first_sample) {
   dropout_forward(branch, B * T * C, drop_p, drop_key, first_sample * T * C);
   const bool fast = !gamma && simd::avx512();
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < B; ++b) {
+  for_items(B, [&](int64_t b) {
     const float s = path_scale(first_sample + b, path_p, path_key);
-    if (fast) {
-      residual_run_avx512(out + b * T * C, x + b * T * C, branch + b * T * C, s, T * C);
-      continue;
-    }
+    if (fast) return residual_run_avx512(out + b * T * C, x + b * T * C, branch + b * T * C, s, T * C);
     for (int64_t t = 0; t < T; ++t) {
       const int64_t r = (b * T + t) * C;
       if (gamma)
@@ -58,7 +54,7 @@ void residual_forward(float* out, const float* x, float* branch, const float* ga
       else
         for (int64_t c = 0; c < C; ++c) out[r + c] = x[r + c] + s * branch[r + c];
     }
-  }
+  });
 }
 
 void residual_backward(float* dbranch, float* dgamma, const float* dout, const float* branch,

@@ -80,11 +80,10 @@ template <typename F>
 void chunked(int64_t n, F&& f) {
   const int nt = threads_for(n * 16);  // ~16 flop-equivalents per element
   const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int t = 0; t < nt; ++t) {
+  on_threads(nt, [&](int t) {
     const int64_t i0 = t * per, i1 = i0 + per < n ? i0 + per : n;
     if (i0 < i1) f(i0, i1);
-  }
+  });
 }
 }  // namespace
 
@@ -126,14 +125,13 @@ void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t
     return;
   }
   const int nt = threads_for(M * N * 16);
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int t = 0; t < nt; ++t) {
+  on_threads(nt, [&](int t) {
     const int64_t r0 = M * t / nt, r1 = M * (t + 1) / nt;
     if (keep_grad)
       bias_gelu_rows<true>(y, h, bias, N, r0, r1);
     else
       bias_gelu_rows<false>(y, h, bias, N, r0, r1);
-  }
+  });
 }
 
 void bias_gelu_backward(float* dx, float* db, const float* dy, const float* grad, int64_t M, int64_t N) {

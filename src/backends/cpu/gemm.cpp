@@ -62,12 +62,11 @@ void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   const int64_t ars = ta ? 1 : lda, aks = ta ? lda : 1;
   const int nt = threads_for(M * N * K);
   const int64_t rows = (M + nt - 1) / nt, per = (rows + 11) / 12 * 12;  // whole 12-row blocks
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int t = 0; t < nt; ++t) {
+  on_threads(nt, [&](int t) {
     const int64_t i0 = std::min(M, t * per), i1 = std::min(M, i0 + per);
     if (i1 > i0)
       head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, bias, C + i0 * ldc, ldc);
-  }
+  });
 }
 
 // Share of the vector lanes that n output columns fill (16 per vector).

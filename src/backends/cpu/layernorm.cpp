@@ -150,11 +150,10 @@ template <typename F>
 void by_rows(int64_t M, int64_t C, F&& f) {
   const int nt = threads_for(M * C * 4);
   const int64_t per = (M + nt - 1) / nt;
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int t = 0; t < nt; ++t) {
+  on_threads(nt, [&](int t) {
     const int64_t i0 = t * per, i1 = i0 + per < M ? i0 + per : M;
     if (i0 < i1) f(i0, i1);
-  }
+  });
 }
 
 // One row's share of the parameter gradients, NV vectors from its column c0 (g = dy and
