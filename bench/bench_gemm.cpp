@@ -4,11 +4,11 @@
 // Haswell, i.e. AVX2); run it with OPENBLAS_CORETYPE=SkylakeX to see its AVX-512 kernels.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <string>
-#include <vector>
 
-#include "aligned.h"
 #include "backends/cpu/cpu.h"
+#include "vit/core/arena.h"
 #ifdef VIT_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -30,7 +30,10 @@ const Shape kShapes[] = {
 };
 
 void run(benchmark::State& st, const Shape& s, bool openblas) {
-  vit::bench::Floats A(s.M * s.K, 0.5f), B(s.K * s.N, 0.25f), C(s.M * s.N);
+  vit::Arena A(size_t(s.M * s.K)), B(size_t(s.K * s.N)),
+      C(size_t(s.M * s.N));  // 64-byte aligned, as the model's
+  std::fill_n(A.data(), s.M * s.K, 0.5f);
+  std::fill_n(B.data(), s.K * s.N, 0.25f);
   const int64_t lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
   for (auto _ : st) {
 #ifdef VIT_HAVE_OPENBLAS

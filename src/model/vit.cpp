@@ -479,19 +479,20 @@ void ViT::backward_local(const Tensor& dlogits) {
     const Tensor br2 = a.br2.data ? reshape(a.br2, {B, T, C}) : Tensor{};
     // A branch that nothing scales (no dropout, drop path or LayerScale) has the residual
     // stream's gradient: the products read A.dx itself, which changes only after them.
-    const bool plain2 = proj_p == 0.f && path_p == 0.f && !w.ls2.data;
+    auto unscaled = [&](const Tensor& ls) { return proj_p == 0.f && path_p == 0.f && !ls.data; };
+    const bool plain2 = unscaled(w.ls2);
     if (!plain2)
       ops::residual_backward(dbranch3d, opt(g.ls2), A.dx, opt(br2), opt(w.ls2), proj_p,
                              key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
     ops::linear_backward(&A.dact, &g.fc2w, &g.fc2b, plain2 ? dx2d : A.dbranch, a.act, w.fc2w);
     ops::dropout_backward(A.dact, proj_p, key(block_site(l, kMlpDrop1)), first(A.dact));
-    ops::bias_gelu_backward(A.dact, g.fc1b, A.dact,
-                            a.h);  // a.h: GELU'(fc1's output); and fc1's bias gradient
+    // a.h holds GELU' of fc1's output (bias_gelu_forward); fc1's bias gradient comes with it.
+    ops::bias_gelu_backward(A.dact, g.fc1b, A.dact, a.h);
     ops::linear_backward(&A.dln, &g.fc1w, nullptr, A.dact, a.ln2, w.fc1w);
     ops::layernorm_backward(dx2d, g.n2w, g.n2b, A.dln, reshape(a.r1, {B * T, C}), a.ln2_mean, a.ln2_rstd,
                             w.n2w, true);
     // Attention branch: r1 = x + branch.
-    const bool plain1 = proj_p == 0.f && path_p == 0.f && !w.ls1.data;
+    const bool plain1 = unscaled(w.ls1);
     if (!plain1)
       ops::residual_backward(dbranch3d, opt(g.ls1), A.dx, opt(br1), opt(w.ls1), proj_p,
                              key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0);

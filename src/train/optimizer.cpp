@@ -118,19 +118,25 @@ double grad_norm(const ParamTable& table, const float* grads) {
   // Fixed chunks (64K floats, per tensor) summed in parallel, then combined in order: the
   // same bits for any threads. One parallel region over every tensor's chunks.
   const int64_t chunk = 1 << 16;
-  std::vector<std::pair<const float*, int64_t>> chunks;  // start, length
+  // Grown on the first call, then reused: nothing is allocated inside later training steps.
+  thread_local std::vector<std::pair<const float*, int64_t>> chunks;  // start, length
+  thread_local std::vector<double> part;
+  chunks.clear();
   for (const auto& s : table.specs()) {
     if (!s.trainable) continue;
     for (int64_t i = 0; i < s.numel(); i += chunk)
       chunks.push_back({grads + s.offset + i, std::min(chunk, s.numel() - i)});
   }
-  std::vector<double> part(chunks.size(), 0.0);
+  part.assign(chunks.size(), 0.0);
+  // The worker threads see their own (empty) thread_local vectors: hand them the data.
+  const std::pair<const float*, int64_t>* ch = chunks.data();
+  double* pt = part.data();
   const int64_t nc = int64_t(chunks.size());
 #pragma omp parallel for schedule(static) num_threads(threads_for(int64_t(table.total()) * 2))
   for (int64_t c = 0; c < nc; ++c) {
     double acc = 0;
-    for (int64_t i = 0; i < chunks[c].second; ++i) acc += double(chunks[c].first[i]) * chunks[c].first[i];
-    part[c] = acc;
+    for (int64_t i = 0; i < ch[c].second; ++i) acc += double(ch[c].first[i]) * ch[c].first[i];
+    pt[c] = acc;
   }
   double total = 0;
   for (double p : part) total += p;

@@ -28,8 +28,8 @@ inline int64_t head_offset(int64_t b, int64_t h, int64_t T, int64_t C, int64_t D
 // the hardware prefetchers follow none of them. Reading the sample's rows in order first
 // (contiguous, at stream speed) puts them in L2 for all its heads: cifar-seed's backward
 // per head (T = 65, D = 16, batch 256, 1 thread) went from 10.8 to 7.2 us. Once per sample
-// per thread (the thread's last sample is remembered), only when the batch's qkv does not
-// fit in L2 anyway and heads are narrow. Writing the sample's dqkv rows in order first
+// in each thread's range of items (where the range or a sample starts), only when the
+// batch's qkv does not fit in L2 anyway and heads are narrow. Writing the sample's dqkv rows in order first
 // (zeros) made it slower (8.2 us): not done. Software prefetches of the next head were
 // slower too (L1 pollution; GCC 12 had deleted a first, nested loop of
 // __builtin_prefetch calls outright).
@@ -38,11 +38,7 @@ bool warm_samples(int64_t B, int64_t T, int64_t C, int64_t D) {
   return simd::avx512() && D <= kWarmMaxD && B * T * 3 * C * int64_t(sizeof(float)) > kWarmMinBatchBytes;
 }
 
-template <int Slot>  // one remembered sample per matrix
 VIT_AVX512 void warm_rows(const float* p, int64_t n) {
-  thread_local const float* last = nullptr;
-  if (p == last) return;
-  last = p;
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i + 16 <= n; i += 16) acc = _mm512_max_ps(acc, _mm512_loadu_ps(p + i));
   volatile float sink = _mm512_reduce_max_ps(acc);  // keeps the loads
@@ -257,34 +253,36 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
   const int64_t rb = forward_row_block(B, H, T), nb = (T + rb - 1) / rb;
   const int nt = threads_for(B * H * T * T * D * 2);
   const bool fast = simd::avx512(), warm = warm_samples(B, T, C, D);
-  for_items(B * H * nb, nt, [&](int64_t item) {
-    const int64_t bh = item / nb, r0 = (item % nb) * rb, rows = T - r0 < rb ? T - r0 : rb;
-    const int64_t b = bh / H, h = bh % H;
-    if (warm) warm_rows<0>(qkv + b * T * 3 * C, T * 3 * C);
-    const float* q = qkv + head_offset(b, h, T, C, D);
-    const float* k = q + C;
-    const float* v = q + 2 * C;
-    float* P = probs ? probs + bh * T * T + r0 * T : item_scratch(rows * T);
-    const uint8_t* km = key_mask ? key_mask + b * T : nullptr;
-    if (fast) {  // S, softmax in registers, then P v: AVX-512 register blocks
-      int64_t ldk = 0;
-      const float* kT = transposed_keys(k, ld, T, D, &ldk);
-      head_scores(HeadScores::Softmax, rows, T, D, scale, q + r0 * ld, ld, kT, ldk, km, nullptr, P, T);
-    } else {
-      gemm(false, true, rows, T, D, scale, q + r0 * ld, ld, k, ld, 0.f, P, T);
-      softmax_rows(P, rows, T, km);
+  for_ranges(B * H * nb, nt, [&](int64_t i0, int64_t i1) {
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t bh = item / nb, r0 = (item % nb) * rb, rows = T - r0 < rb ? T - r0 : rb;
+      const int64_t b = bh / H, h = bh % H;
+      if (warm && (item == i0 || item % (H * nb) == 0)) warm_rows(qkv + b * T * 3 * C, T * 3 * C);
+      const float* q = qkv + head_offset(b, h, T, C, D);
+      const float* k = q + C;
+      const float* v = q + 2 * C;
+      float* P = probs ? probs + bh * T * T + r0 * T : item_scratch(rows * T);
+      const uint8_t* km = key_mask ? key_mask + b * T : nullptr;
+      if (fast) {  // S, softmax in registers, then P v: AVX-512 register blocks
+        int64_t ldk = 0;
+        const float* kT = transposed_keys(k, ld, T, D, &ldk);
+        head_scores(HeadScores::Softmax, rows, T, D, scale, q + r0 * ld, ld, kT, ldk, km, nullptr, P, T);
+      } else {
+        gemm(false, true, rows, T, D, scale, q + r0 * ld, ld, k, ld, 0.f, P, T);
+        softmax_rows(P, rows, T, km);
+      }
+      const float* Pv = P;
+      if (probs_drop) {
+        float* Pd = probs_drop + bh * T * T + r0 * T;
+        drop_probs(Pd, P, rows * T, drop_p, drop_key, (first_sample * H + bh) * T * T + r0 * T);
+        Pv = Pd;
+      }
+      float* o = out + (b * T + r0) * C + h * D;
+      if (fast)
+        head_product(rows, D, T, 1.f, Pv, T, 1, v, ld, o, C);
+      else
+        gemm(false, false, rows, D, T, 1.f, Pv, T, v, ld, 0.f, o, C);
     }
-    const float* Pv = P;
-    if (probs_drop) {
-      float* Pd = probs_drop + bh * T * T + r0 * T;
-      drop_probs(Pd, P, rows * T, drop_p, drop_key, (first_sample * H + bh) * T * T + r0 * T);
-      Pv = Pd;
-    }
-    float* o = out + (b * T + r0) * C + h * D;
-    if (fast)
-      head_product(rows, D, T, 1.f, Pv, T, 1, v, ld, o, C);
-    else
-      gemm(false, false, rows, D, T, 1.f, Pv, T, v, ld, 0.f, o, C);
   });
 }
 }  // namespace
@@ -295,41 +293,44 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
   const bool fast = simd::avx512(), warm = warm_samples(B, T, C, D);
-  for_items(B * H, attention_threads(B, H, T, D), [&](int64_t bh) {
-    const int64_t b = bh / H, h = bh % H;
-    if (warm) warm_rows<0>(qkv + b * T * 3 * C, T * 3 * C), warm_rows<1>(dout + b * T * C, T * C);
-    const float* q = qkv + head_offset(b, h, T, C, D);
-    const float* k = q + C;
-    const float* v = q + 2 * C;
-    float* dq = dqkv + head_offset(b, h, T, C, D);
-    float* dk = dq + C;
-    float* dv = dq + 2 * C;
-    const float* P = probs + bh * T * T;
-    const float* Pv = probs_drop ? probs_drop + bh * T * T : P;
-    const float* dO = dout + b * T * C + h * D;
-    float* dP = item_scratch(T * T);  // this head's dP, then dS: per thread, in cache
-    if (!fast) {
-      gemm(false, true, T, T, D, 1.f, dO, C, v, ld, 0.f, dP, T);   // dP = dO v^T
-      gemm(true, false, T, D, T, 1.f, Pv, T, dO, C, 0.f, dv, ld);  // dv = P^T dO
-      if (probs_drop) drop_probs(dP, dP, T * T, drop_p, drop_key, (first_sample * H + bh) * T * T);
-      softmax_backward_rows(dP, P, T, T);                             // dS = P * (dP - sum_j P dP)
-      gemm(false, false, T, D, T, scale, dP, T, k, ld, 0.f, dq, ld);  // dq = scale dS k
-      gemm(true, false, T, D, T, scale, dP, T, q, ld, 0.f, dk, ld);   // dk = scale dS^T q
-      return;
+  for_ranges(B * H, attention_threads(B, H, T, D), [&](int64_t i0, int64_t i1) {
+    for (int64_t bh = i0; bh < i1; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      if (warm && (bh == i0 || h == 0))
+        warm_rows(qkv + b * T * 3 * C, T * 3 * C), warm_rows(dout + b * T * C, T * C);
+      const float* q = qkv + head_offset(b, h, T, C, D);
+      const float* k = q + C;
+      const float* v = q + 2 * C;
+      float* dq = dqkv + head_offset(b, h, T, C, D);
+      float* dk = dq + C;
+      float* dv = dq + 2 * C;
+      const float* P = probs + bh * T * T;
+      const float* Pv = probs_drop ? probs_drop + bh * T * T : P;
+      const float* dO = dout + b * T * C + h * D;
+      float* dP = item_scratch(T * T);  // this head's dP, then dS: per thread, in cache
+      if (!fast) {
+        gemm(false, true, T, T, D, 1.f, dO, C, v, ld, 0.f, dP, T);   // dP = dO v^T
+        gemm(true, false, T, D, T, 1.f, Pv, T, dO, C, 0.f, dv, ld);  // dv = P^T dO
+        if (probs_drop) drop_probs(dP, dP, T * T, drop_p, drop_key, (first_sample * H + bh) * T * T);
+        softmax_backward_rows(dP, P, T, T);                             // dS = P * (dP - sum_j P dP)
+        gemm(false, false, T, D, T, scale, dP, T, k, ld, 0.f, dq, ld);  // dq = scale dS k
+        gemm(true, false, T, D, T, scale, dP, T, q, ld, 0.f, dk, ld);   // dk = scale dS^T q
+        continue;
+      }
+      // The same in register blocks; without dropout dS comes straight from dP's registers.
+      int64_t ldk = 0;
+      const float* vT = transposed_keys(v, ld, T, D, &ldk);
+      if (probs_drop) {
+        head_scores(HeadScores::Store, T, T, D, 1.f, dO, C, vT, ldk, nullptr, nullptr, dP, T);
+        drop_probs(dP, dP, T * T, drop_p, drop_key, (first_sample * H + bh) * T * T);
+        softmax_backward_rows(dP, P, T, T);
+      } else {
+        head_scores(HeadScores::SoftmaxBackward, T, T, D, 1.f, dO, C, vT, ldk, nullptr, P, dP, T);
+      }
+      head_product(T, D, T, 1.f, Pv, 1, T, dO, C, dv, ld);    // dv = P^T dO
+      head_product(T, D, T, scale, dP, T, 1, k, ld, dq, ld);  // dq = scale dS k
+      head_product(T, D, T, scale, dP, 1, T, q, ld, dk, ld);  // dk = scale dS^T q
     }
-    // The same in register blocks; without dropout dS comes straight from dP's registers.
-    int64_t ldk = 0;
-    const float* vT = transposed_keys(v, ld, T, D, &ldk);
-    if (probs_drop) {
-      head_scores(HeadScores::Store, T, T, D, 1.f, dO, C, vT, ldk, nullptr, nullptr, dP, T);
-      drop_probs(dP, dP, T * T, drop_p, drop_key, (first_sample * H + bh) * T * T);
-      softmax_backward_rows(dP, P, T, T);
-    } else {
-      head_scores(HeadScores::SoftmaxBackward, T, T, D, 1.f, dO, C, vT, ldk, nullptr, P, dP, T);
-    }
-    head_product(T, D, T, 1.f, Pv, 1, T, dO, C, dv, ld);    // dv = P^T dO
-    head_product(T, D, T, scale, dP, T, 1, k, ld, dq, ld);  // dq = scale dS k
-    head_product(T, D, T, scale, dP, 1, T, q, ld, dk, ld);  // dk = scale dS^T q
   });
 }
 

@@ -25,13 +25,19 @@ void on_threads(int nt, F&& f) {
   for (int t = 0; t < nt; ++t) f(t);
 }
 
+// f(i0, i1) over [0, n) cut into one contiguous range per thread, on up to nt threads.
+template <typename F>
+void for_ranges(int64_t n, int nt, F&& f) {
+  nt = int(std::min<int64_t>(n, nt));
+  on_threads(nt, [&](int t) { f(n * t / nt, n * (t + 1) / nt); });
+}
+
 // f(i) for i in [0, n) in contiguous per-thread ranges on up to nt threads (default: as many
 // as OpenMP would use); in order on this thread when that is one.
 template <typename F>
 void for_items(int64_t n, int nt, F&& f) {
-  nt = int(std::min<int64_t>(n, nt));
-  on_threads(nt, [&](int t) {
-    for (int64_t i = n * t / nt; i < n * (t + 1) / nt; ++i) f(i);
+  for_ranges(n, nt, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) f(i);
   });
 }
 template <typename F>

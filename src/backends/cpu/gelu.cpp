@@ -13,10 +13,14 @@ namespace {
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
+// GELU(v) = v Phi(v) = 0.5 v (1 + erf(v / sqrt 2)), from that erf.
+VIT_AVX512 inline __m512 gelu_from(__m512 v, __m512 erf) {
+  return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v), _mm512_add_ps(_mm512_set1_ps(1.f), erf));
+}
+
 VIT_AVX512 inline __m512 gelu512(__m512 v) {
   __m512 e;
-  const __m512 erf = simd::erf512(_mm512_mul_ps(v, _mm512_set1_ps(kInvSqrt2)), &e);
-  return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v), _mm512_add_ps(_mm512_set1_ps(1.f), erf));
+  return gelu_from(v, simd::erf512(_mm512_mul_ps(v, _mm512_set1_ps(kInvSqrt2)), &e));
 }
 
 // d/dx [x Phi(x)] = Phi(x) + x phi(x); erf512 also returns exp(-x^2/2) for phi.
@@ -43,7 +47,7 @@ VIT_AVX512 void gelu_forward_avx512(float* y, const float* x, int64_t i0, int64_
 // that the forward computes anyway give the derivative for two more instructions.
 template <bool Grad>
 VIT_AVX512 void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1) {
-  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f), s = _mm512_set1_ps(kInvSqrt2);
+  const __m512 s = _mm512_set1_ps(kInvSqrt2);
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t j = 0; j < N; j += 16) {
       const __mmask16 m = simd::lanes(N - j);
@@ -51,7 +55,7 @@ VIT_AVX512 void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N,
       const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, h + i), _mm512_maskz_loadu_ps(m, bias + j));
       __m512 e;
       const __m512 erf = simd::erf512(_mm512_mul_ps(v, s), &e);
-      _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, erf)));
+      _mm512_mask_storeu_ps(y + i, m, gelu_from(v, erf));
       if constexpr (Grad) _mm512_mask_storeu_ps(h + i, m, gelu_grad_from(v, erf, e));
     }
 }
