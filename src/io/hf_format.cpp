@@ -3,6 +3,7 @@
 // timm's; query, key and value stack into one qkv, rows q, k, v as timm's.
 #include <filesystem>
 
+#include "core/json_number.h"
 #include "formats.h"
 #include "vit/core/error.h"
 #include "vit/core/resample.h"
@@ -17,9 +18,9 @@ int64_t size_of(const json& v, const char* what) {
   if (v.is_array()) {
     VIT_CHECK(v.size() == 2 && v[0] == v[1], "config.json ", what, " ", v.dump(),
               ": only square sizes are read");
-    return v[0].get<int64_t>();
+    return json_int(v[0], std::string("config.json ") + what);
   }
-  return v.get<int64_t>();
+  return json_int(v, std::string("config.json ") + what);
 }
 
 void read_preprocessor(const json& p, ViTConfig& c, Mapping& m) {
@@ -40,15 +41,17 @@ void read_preprocessor(const json& p, ViTConfig& c, Mapping& m) {
     for (auto& v : c.mean) v /= 255.f;
     for (auto& v : c.std) v /= 255.f;
   }
-  if (p.contains("resample")) c.interpolation = filter_name(filter_from_pil_code(p["resample"].get<int>()));
+  if (p.contains("resample"))
+    c.interpolation =
+        filter_name(filter_from_pil_code(json_int32(p["resample"], "preprocessor_config.json resample")));
   if (p.contains("size") && p.value("do_resize", true)) {
     const json& s = p["size"];
     int64_t h = 0, w = 0;
     if (s.is_object() && s.contains("height")) {
-      h = s["height"].get<int64_t>();
-      w = s["width"].get<int64_t>();
+      h = json_int(s["height"], "preprocessor_config.json size.height");
+      w = json_int(s["width"], "preprocessor_config.json size.width");
     } else if (s.is_number_integer()) {
-      h = w = s.get<int64_t>();
+      h = w = json_int(s, "preprocessor_config.json size");
     }
     if (h && (h != c.img_h || w != c.img_w))
       m.notes.push_back("preprocessor_config.json resizes to " + std::to_string(h) + "x" + std::to_string(w) +
@@ -70,14 +73,17 @@ Mapping hf_mapping(const SafeTensors& st) {
     const json& j = *config;
     const std::string act = j.value("hidden_act", "gelu");
     VIT_CHECK(act == "gelu", "hidden_act '", act, "' is not supported (vitcpp's MLP uses the exact GELU)");
-    c.embed_dim = j.value("hidden_size", int64_t(768));
-    c.depth = j.value("num_hidden_layers", int64_t(12));
-    c.num_heads = j.value("num_attention_heads", int64_t(12));
-    c.mlp_dim = j.value("intermediate_size", int64_t(3072));
+    auto integer = [&](const char* key, int64_t fallback) {
+      return j.contains(key) ? json_int(j[key], std::string("config.json ") + key) : fallback;
+    };
+    c.embed_dim = integer("hidden_size", 768);
+    c.depth = integer("num_hidden_layers", 12);
+    c.num_heads = integer("num_attention_heads", 12);
+    c.mlp_dim = integer("intermediate_size", 3072);
     c.norm_eps = j.value("layer_norm_eps", 1e-12f);
     c.img_h = c.img_w = size_of(j.value("image_size", json(224)), "image_size");
     c.patch_h = c.patch_w = size_of(j.value("patch_size", json(16)), "patch_size");
-    c.in_chans = j.value("num_channels", int64_t(3));
+    c.in_chans = integer("num_channels", 3);
     c.qkv_bias = j.value("qkv_bias", true);
     c.class_token = true;
     c.global_pool = "token";
@@ -105,7 +111,7 @@ Mapping hf_mapping(const SafeTensors& st) {
     }
   } catch (const json::exception& e) {
     throw Error(where + ": " + e.what());
-  } catch (const std::invalid_argument& e) {
+  } catch (const std::logic_error& e) {  // std::stoll: invalid_argument or out_of_range
     throw Error(where + ": config.json id2label has a key that is not an integer");
   } catch (const Error& e) {
     throw Error(where + ": " + e.what());

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "core/json_number.h"
 #include "formats.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
@@ -52,14 +53,14 @@ const json* field(const json& j, const char* key) {
 }
 
 // An int or [h, w] (timm's img_size / patch_size).
-bool read_size(const json* v, int64_t& h, int64_t& w) {
+bool read_size(const json* v, int64_t& h, int64_t& w, const char* what) {
   if (!v) return false;
-  if (v->is_number_integer()) {
-    h = w = v->get<int64_t>();
+  if (v->is_number()) {
+    h = w = json_int(*v, what);
   } else {
     VIT_CHECK(v->is_array() && v->size() == 2, "expected an int or [h, w], got ", v->dump());
-    h = (*v)[0].get<int64_t>();
-    w = (*v)[1].get<int64_t>();
+    h = json_int((*v)[0], what);
+    w = json_int((*v)[1], what);
   }
   return true;
 }
@@ -85,16 +86,16 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
   ViTConfig& c = m.cfg;
   const std::string& where = st.path();
   const std::optional<json> config = json_beside(st, "config.json");
-  const json none = json::object();
-  const json& args = config && field(*config, "model_args") ? (*config)["model_args"] : none;
-  const json& pcfg = config && field(*config, "pretrained_cfg") ? (*config)["pretrained_cfg"] : none;
-  const std::string arch =
-      config && field(*config, "architecture") ? (*config)["architecture"].get<std::string>() : "";
-  auto shape = [&](const std::string& name) -> const Shape* {
-    const TensorInfo* t = st.find(name);
-    return t ? &t->shape : nullptr;
-  };
   try {
+    const json none = json::object();
+    const json& args = config && field(*config, "model_args") ? (*config)["model_args"] : none;
+    const json& pcfg = config && field(*config, "pretrained_cfg") ? (*config)["pretrained_cfg"] : none;
+    const std::string arch =
+        config && field(*config, "architecture") ? (*config)["architecture"].get<std::string>() : "";
+    auto shape = [&](const std::string& name) -> const Shape* {
+      const TensorInfo* t = st.find(name);
+      return t ? &t->shape : nullptr;
+    };
     const Shape* proj = shape("patch_embed.proj.weight");
     VIT_CHECK(proj && proj->size() == 4,
               "no patch_embed.proj.weight [D, C, P, P]: not a ViT in timm's layout");
@@ -127,13 +128,15 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
 
     for (const char* key : {"embed_dim", "depth"})
       if (const json* v = field(args, key))
-        VIT_CHECK(v->get<int64_t>() == (key[0] == 'e' ? c.embed_dim : c.depth), "config.json model_args ",
-                  key, " = ", v->dump(), " disagrees with the tensors (",
+        VIT_CHECK(json_int(*v, std::string("config.json model_args ") + key) ==
+                      (key[0] == 'e' ? c.embed_dim : c.depth),
+                  "config.json model_args ", key, " = ", v->dump(), " disagrees with the tensors (",
                   key[0] == 'e' ? c.embed_dim : c.depth, ")");
 
     // Heads: model_args, then the architecture's name, then the caller's.
     c.num_heads = 0;
-    if (const json* v = field(args, "num_heads")) c.num_heads = v->get<int64_t>();
+    if (const json* v = field(args, "num_heads"))
+      c.num_heads = json_int(*v, "config.json model_args num_heads");
     if (!c.num_heads) c.num_heads = heads_from_architecture(arch, c.embed_dim);
     if (!c.num_heads) c.num_heads = num_heads;
     VIT_CHECK(c.num_heads > 0,
@@ -159,14 +162,15 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
     bool sized = false;
     if (const json* v = field(pcfg, "input_size")) {
       VIT_CHECK(v->is_array() && v->size() == 3, "pretrained_cfg.input_size must be [C, H, W]");
-      c.img_h = (*v)[1].get<int64_t>();
-      c.img_w = (*v)[2].get<int64_t>();
+      c.img_h = json_int((*v)[1], "pretrained_cfg.input_size");
+      c.img_w = json_int((*v)[2], "pretrained_cfg.input_size");
       sized = true;
     }
-    if (!sized) sized = read_size(field(args, "img_size"), c.img_h, c.img_w);
+    if (!sized)
+      sized = read_size(field(args, "img_size"), c.img_h, c.img_w, "config.json model_args img_size");
     static const std::regex res(R"(_(\d+)(?:\.|$))");
     std::smatch sm;
-    if (!sized && std::regex_search(arch, sm, res)) {
+    if (!sized && std::regex_search(arch, sm, res) && sm[1].length() <= 9) {  // 9 digits: no stoll overflow
       c.img_h = c.img_w = std::stoll(sm[1]);
       sized = true;
     }

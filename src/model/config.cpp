@@ -9,6 +9,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "core/json_number.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 
@@ -116,15 +117,10 @@ std::string ViTConfig::to_json(int indent) const {
 }
 
 namespace {
-// An integer field: JSON integers, or floats with an integral value such as 768.0 (a float
-// out of int64's range would be undefined behaviour to convert).
+// An integer field (json_int: integral floats such as 768.0 too, nothing out of range).
 int64_t as_int(const json& v, const std::string& key) {
-  if (v.is_number_integer()) return v.get<int64_t>();
-  VIT_CHECK(v.is_number_float(), "config: wrong value type: ", key, " must be an integer, got ", v.dump());
-  const double d = v.get<double>();
-  VIT_CHECK(std::isfinite(d) && std::trunc(d) == d && std::abs(d) < 9.0e15, "config: ", key,
-            " must be an integer, got ", v.dump());
-  return int64_t(d);
+  VIT_CHECK(v.is_number(), "config: wrong value type: ", key, " must be an integer, got ", v.dump());
+  return json_int(v, "config: " + key);
 }
 
 // "img_size": 224 or [224, 224].

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "core/json_number.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/data/prefetch.h"
@@ -120,10 +121,10 @@ Progress load_state(const fs::path& dir, ViT& model, Optimizer& opt, const Train
   VIT_CHECK(it != state.metadata().end(), sp, ": not a vitcpp training state (no vitcpp_state metadata)");
   const auto st = nlohmann::json::parse(it->second);
   Progress p;
-  p.epochs_done = st.at("epochs_done");
-  p.global_step = st.at("global_step");
+  p.epochs_done = json_int(st.at("epochs_done"), sp + ": epochs_done");
+  p.global_step = json_int(st.at("global_step"), sp + ": global_step");
   p.best_top1 = st.at("best_top1");
-  p.since_best = st.at("since_best");
+  p.since_best = json_int(st.at("since_best"), sp + ": since_best");
   // States written since the weights moved into the state file need nothing else; older
   // ones pair with last.safetensors, which must then be from the same step.
   const bool self_contained = !model.table().specs().empty() &&
@@ -131,8 +132,8 @@ Progress load_state(const fs::path& dir, ViT& model, Optimizer& opt, const Train
   if (!self_contained) {
     SafeTensors weights = SafeTensors::open(wp);
     const auto wstep = weights.metadata().find("global_step");
-    VIT_CHECK(wstep != weights.metadata().end() && std::stoll(wstep->second) == p.global_step, wp, " and ",
-              sp,
+    VIT_CHECK(wstep != weights.metadata().end() && wstep->second == std::to_string(p.global_step), wp,
+              " and ", sp,
               " are from different steps (the run was interrupted between the two writes); restore both from "
               "one epoch");
     load_weights(model, weights);

@@ -190,4 +190,49 @@ TEST(Pretrained, BadConfigJsonNamesTheFile) {
   EXPECT_NE(test::error_of([&] { load_pretrained(tmp / "nothing"); }).find("nothing"), std::string::npos);
 }
 
+// Numbers a config.json may hold that do not fit the field: a float past int64's range was
+// undefined behaviour to convert (fuzz_pretrained_config found "hidden_size": 1e300 under
+// UBSan), an id2label key past int64 threw std::out_of_range past the loader's catch.
+TEST(Pretrained, OutOfRangeNumbersInConfigJsonAreErrors) {
+  test::TempDir tmp("bignum");
+  rewrite(fixture("hf"), tmp / "hf", {}, {});
+  rewrite(fixture("timm_a"), tmp / "timm", {}, {});
+  const nlohmann::json hf = nlohmann::json::parse(read_text_file(fixture("hf/config.json")));
+  const nlohmann::json timm = nlohmann::json::parse(read_text_file(fixture("timm_a/config.json")));
+  struct Case {
+    const char* dir;
+    nlohmann::json cfg;
+    const char* expect;
+  };
+  std::vector<Case> cases;
+  for (const char* key : {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                          "num_channels", "image_size", "patch_size"})
+    for (double v : {1e300, -1e300, 2.5}) {
+      nlohmann::json j = hf;
+      j[key] = v;
+      cases.push_back({"hf", j, key});
+    }
+  {
+    nlohmann::json j = hf;
+    j["id2label"] = {{"99999999999999999999999", "x"}};
+    cases.push_back({"hf", j, "id2label"});
+  }
+  for (const char* key : {"num_heads", "embed_dim", "img_size"}) {
+    nlohmann::json j = timm;
+    j["model_args"][key] = 1e300;
+    j["pretrained_cfg"].erase("input_size");  // which would win over img_size
+    cases.push_back({"timm", j, key});
+  }
+  {
+    nlohmann::json j = timm;
+    j["pretrained_cfg"]["input_size"] = {3, 1e300, 1e300};
+    cases.push_back({"timm", j, "input_size"});
+  }
+  for (const Case& c : cases) {
+    write_file_atomic(tmp / c.dir + "/config.json", c.cfg.dump());
+    const std::string msg = test::error_of([&] { load_pretrained(tmp / c.dir); });
+    EXPECT_NE(msg.find(c.expect), std::string::npos) << c.cfg.dump() << "\n -> " << msg;
+  }
+}
+
 }  // namespace vit
