@@ -133,7 +133,7 @@ TEST(Simd, BiasGeluKeepsTheDerivativeTheBackwardNeeds) {
 TEST(Simd, SoftmaxRowsMatchReference) {
   require_avx512();
   for (int64_t n : {5, 16, 50, 65, 197}) {
-    const int64_t rows = 7;
+    const int64_t rows = 13;  // rows go in groups of 8, then 4, then 1
     std::vector<float> s = test::randn(rows * n, uint64_t(n), 4.f);
     std::vector<uint8_t> km(n, 1);
     for (int64_t j = 1; j < n; j += 3) km[j] = 0;  // every third key masked
@@ -152,11 +152,21 @@ TEST(Simd, SoftmaxRowsMatchReference) {
       cpu::softmax_backward_rows_reference(dwant.data(), want.data(), rows, n);
       EXPECT_TRUE(test::close_rel_max("softmax backward n=" + std::to_string(n), dgot.data(), dwant.data(),
                                       rows * n, 1e-5));
+      // A row's bits do not depend on the rows beside it (the groups are interleaved passes).
+      std::vector<float> one = s, done = d;
+      for (int64_t r = 0; r < rows; ++r) {
+        cpu::softmax_rows(one.data() + r * n, 1, n, mask);
+        cpu::softmax_backward_rows(done.data() + r * n, want.data() + r * n, 1, n);
+      }
+      EXPECT_TRUE(test::close_rel_max("softmax row alone n=" + std::to_string(n), got.data(), one.data(),
+                                      rows * n, 0.0));
+      EXPECT_TRUE(test::close_rel_max("softmax backward row alone n=" + std::to_string(n), dgot.data(),
+                                      done.data(), rows * n, 0.0));
     }
   }
-  std::vector<float> all_masked(20, 1.f);
+  std::vector<float> all_masked(13 * 20, 1.f);
   std::vector<uint8_t> none(20, 0);
-  cpu::softmax_rows(all_masked.data(), 1, 20, none.data());
+  cpu::softmax_rows(all_masked.data(), 13, 20, none.data());
   for (float p : all_masked) EXPECT_EQ(p, 0.f) << "a row with every key masked is all zeros";
 }
 
