@@ -325,6 +325,33 @@ TEST(Simd, HeadScoresMatchReference) {
   }
 }
 
+// The forward splits heads into blocks of query rows when the (sample, head) pairs do not
+// spread evenly over the threads: 3 heads are 3 items on 1 thread, 12 row blocks on 2, 6
+// heads whole on both. The bits must not depend on it, nor on the key mask.
+TEST(Simd, AttentionForwardIsTheSameOnAnyThreadCount) {
+  require_avx512();
+  const int saved = omp_get_max_threads();
+  for (int64_t H : {3, 6})
+    for (bool masked : {false, true}) {
+      const int64_t B = 1, T = 197, C = 64 * H;
+      const auto qkv = test::randn(B * T * 3 * C, 41);
+      std::vector<uint8_t> km(B * T, 1);
+      for (int64_t i = 0; i < B * T; i += 5) km[i] = 0;
+      std::vector<std::vector<float>> out(2, std::vector<float>(B * T * C)),
+          probs(2, std::vector<float>(B * H * T * T));
+      for (int t : {1, 2}) {
+        omp_set_num_threads(t);
+        cpu::attention_forward(out[t - 1].data(), probs[t - 1].data(), nullptr, qkv.data(),
+                               masked ? km.data() : nullptr, B, T, C, H, 0.f, 0);
+      }
+      omp_set_num_threads(saved);
+      EXPECT_TRUE(test::close_rel_max("attention out, 1 vs 2 threads, H=" + std::to_string(H), out[1].data(),
+                                      out[0].data(), B * T * C, 0.0));
+      EXPECT_TRUE(test::close_rel_max("attention probabilities, 1 vs 2 threads, H=" + std::to_string(H),
+                                      probs[1].data(), probs[0].data(), B * H * T * T, 0.0));
+    }
+}
+
 // The whole attention core, forward and backward, against plain loops in double at the
 // shapes its kernels branch on: cifar-seed's (65 keys, D = 16: softmax in registers),
 // 197 keys with D = 64 (key chunks, separate row softmax), MNIST's D = 4, with a key mask

@@ -187,12 +187,13 @@ int attention_threads(int64_t B, int64_t H, int64_t T, int64_t D) {
 }
 
 // Query rows per work item of the forward. Rows of one head are independent (S = q k^T,
-// softmax and P v row by row), so when there are few (sample, head) pairs they are split
-// into row blocks to keep every thread busy: ViT-Ti at batch 1 has 3 heads, 2 of them on
-// one thread of two otherwise. The split depends on the shape alone, not on the thread
-// count, so results do not either.
-int64_t forward_row_block(int64_t B, int64_t H, int64_t T) {
-  if (B * H >= 16) return T;
+// softmax and P v row by row, each row's arithmetic the same in any block), so when the
+// (sample, head) pairs do not spread evenly over the threads they are split into row blocks:
+// ViT-Ti at batch 1 has 3 heads, 2 of them on one thread of two otherwise. Pairs that do
+// spread evenly stay whole (ViT-B/16 at batch 1: 12 heads on 2 threads), which saves each
+// block's partial register blocks and its own copy of k transposed.
+int64_t forward_row_block(int64_t B, int64_t H, int64_t T, int nt) {
+  if (B * H >= 16 || (B * H >= nt && B * H % nt == 0)) return T;
   const int64_t blocks = (T + 63) / 64;
   return (T + blocks - 1) / blocks;
 }
@@ -286,10 +287,13 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
                              float drop_p, uint64_t drop_key, int64_t first_sample) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
-  const int64_t rb = forward_row_block(B, H, T), nb = (T + rb - 1) / rb;
   const int nt = threads_for(B * H * T * T * D * 2);
+  const int64_t rb = forward_row_block(B, H, T, nt), nb = (T + rb - 1) / rb;
   const bool fast = simd::avx512(), warm = warm_samples(B, T, C, D);
   for_ranges(B * H * nb, nt, [&](int64_t i0, int64_t i1) {
+    const float* kT = nullptr;  // k transposed, for the head of the items before
+    const float* kT_of = nullptr;
+    int64_t ldk = 0;
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t bh = item / nb, r0 = (item % nb) * rb, rows = T - r0 < rb ? T - r0 : rb;
       const int64_t b = bh / H, h = bh % H;
@@ -300,8 +304,7 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
       float* P = probs ? probs + bh * T * T + r0 * T : item_scratch(rows * T);
       const uint8_t* km = key_mask ? key_mask + b * T : nullptr;
       if (fast) {  // S, softmax in registers, then P v: AVX-512 register blocks
-        int64_t ldk = 0;
-        const float* kT = transposed_keys(k, ld, T, D, &ldk);
+        if (k != kT_of) kT = transposed_keys(k, ld, T, D, &ldk), kT_of = k;
         head_scores(HeadScores::Softmax, rows, T, D, scale, q + r0 * ld, ld, kT, ldk, km, nullptr, P, T);
       } else {
         gemm(false, true, rows, T, D, scale, q + r0 * ld, ld, k, ld, 0.f, P, T);
