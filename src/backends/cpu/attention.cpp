@@ -138,16 +138,19 @@ float* transposed_keys(const float* k, int64_t ld, int64_t T, int64_t D, int64_t
   return kT.data();
 }
 
-// A head's v rows [T, D] copied to a per-thread [T, D] scratch (grown once, then reused) for
-// P v. In qkv they are 3C floats apart: at ViT-B/16's C = 768 that is 9 KiB, so every row
-// falls on the same 4 of L1's 64 sets and P v (197 x 64 x 197) re-reads them from L2: 35 us
-// a head against 27 us from the copy, which costs about 1 us (1 thread).
-constexpr int64_t kCopyValuesMinD = 32;
-const float* contiguous_values(const float* v, int64_t ld, int64_t T, int64_t D) {
-  thread_local std::vector<float> vc;
-  if (int64_t(vc.size()) < T * D) vc.resize(size_t(T * D));
-  for (int64_t t = 0; t < T; ++t) std::memcpy(vc.data() + t * D, v + t * ld, size_t(D) * sizeof(float));
-  return vc.data();
+// A head's rows [T, D] of q, k, v or dout copied to a per-thread [T, D] scratch (one per
+// slot; grown once, then reused) for the products that read them as B, a row per k. In qkv
+// they are 3C floats apart: at ViT-B/16's C = 768 that is 9 KiB, so every row falls on the
+// same 4 of L1's 64 sets and the product re-reads them from L2: P v (197 x 64 x 197, 1
+// thread) took 35 us a head against 27 us from the copy, which costs about 1 us.
+constexpr int64_t kCopyRowsMinD = 32;
+enum Slot { kSlotV, kSlotQ, kSlotK, kSlotDOut, kSlots };
+const float* contiguous_rows(Slot slot, const float* src, int64_t ld, int64_t T, int64_t D) {
+  thread_local std::vector<float> bufs[kSlots];
+  std::vector<float>& buf = bufs[slot];
+  if (int64_t(buf.size()) < T * D) buf.resize(size_t(T * D));
+  for (int64_t t = 0; t < T; ++t) std::memcpy(buf.data() + t * D, src + t * ld, size_t(D) * sizeof(float));
+  return buf.data();
 }
 
 // Where an item's probabilities go when the caller keeps none (inference): per thread,
@@ -319,7 +322,7 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
       if (fast) {  // S, softmax in registers, then P v: AVX-512 register blocks
         if (k != kT_of) {
           kT = transposed_keys(k, ld, T, D, &ldk), kT_of = k;
-          vc = D >= kCopyValuesMinD ? contiguous_values(v, ld, T, D) : nullptr;
+          vc = D >= kCopyRowsMinD ? contiguous_rows(kSlotV, v, ld, T, D) : nullptr;
         }
         head_scores(HeadScores::Softmax, rows, T, D, scale, q + r0 * ld, ld, kT, ldk, km, nullptr, P, T);
       } else {
@@ -382,9 +385,15 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       } else {
         head_scores(HeadScores::SoftmaxBackward, T, T, D, 1.f, dO, C, vT, ldk, nullptr, P, dP, T);
       }
-      head_product(T, D, T, 1.f, Pv, 1, T, dO, C, dv, ld);    // dv = P^T dO
-      head_product(T, D, T, scale, dP, T, 1, k, ld, dq, ld);  // dq = scale dS k
-      head_product(T, D, T, scale, dP, 1, T, q, ld, dk, ld);  // dk = scale dS^T q
+      // B operands read row by row: contiguous copies for wide heads (see contiguous_rows).
+      const bool copy = D >= kCopyRowsMinD;
+      const float* dOb = copy ? contiguous_rows(kSlotDOut, dO, C, T, D) : dO;
+      const float* kb = copy ? contiguous_rows(kSlotK, k, ld, T, D) : k;
+      const float* qb = copy ? contiguous_rows(kSlotQ, q, ld, T, D) : q;
+      const int64_t ldo = copy ? D : C, ldb = copy ? D : ld;
+      head_product(T, D, T, 1.f, Pv, 1, T, dOb, ldo, dv, ld);   // dv = P^T dO
+      head_product(T, D, T, scale, dP, T, 1, kb, ldb, dq, ld);  // dq = scale dS k
+      head_product(T, D, T, scale, dP, 1, T, qb, ldb, dk, ld);  // dk = scale dS^T q
     }
   });
 }
