@@ -111,8 +111,10 @@ Mapping hf_mapping(const SafeTensors& st) {
     }
   } catch (const json::exception& e) {
     throw Error(where + ": " + e.what());
-  } catch (const std::logic_error& e) {  // std::stoll: invalid_argument or out_of_range
+  } catch (const std::invalid_argument&) {  // std::stoll on an id2label key
     throw Error(where + ": config.json id2label has a key that is not an integer");
+  } catch (const std::out_of_range&) {
+    throw Error(where + ": config.json id2label has a key past int64's range");
   } catch (const Error& e) {
     throw Error(where + ": " + e.what());
   }
