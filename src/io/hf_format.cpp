@@ -50,7 +50,7 @@ void read_preprocessor(const json& p, ViTConfig& c, Mapping& m) {
     if (s.is_object() && s.contains("height")) {
       h = json_int(s["height"], "preprocessor_config.json size.height");
       w = json_int(s["width"], "preprocessor_config.json size.width");
-    } else if (s.is_number_integer()) {
+    } else if (s.is_number()) {
       h = w = json_int(s, "preprocessor_config.json size");
     }
     if (h && (h != c.img_h || w != c.img_w))

@@ -123,7 +123,7 @@ void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t
       for (int64_t j = 0; j < N; ++j) {
         const float v = h[r * N + j] + bias[j];
         const float cdf = 0.5f * (1.f + std::erf(v * kInvSqrt2));
-        y[r * N + j] = 0.5f * v * (1.f + std::erf(v * kInvSqrt2));
+        y[r * N + j] = v * cdf;  // 0.5 v (1 + erf) with one erf: halving is exact
         if (keep_grad) h[r * N + j] = cdf + v * (kInvSqrt2Pi * std::exp(-0.5f * v * v));
       }
     return;
