@@ -351,6 +351,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
   const bool fast = simd::avx512(), warm = warm_samples(B, T, C, D);
+  const bool narrow = fast && !probs_drop && attention_backward_narrow_fits(T, D);
   for_ranges(B * H, attention_threads(B, H, T, D), [&](int64_t i0, int64_t i1) {
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
@@ -373,6 +374,10 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         softmax_backward_rows(dP, P, T, T);                             // dS = P * (dP - sum_j P dP)
         gemm(false, false, T, D, T, scale, dP, T, k, ld, 0.f, dq, ld);  // dq = scale dS k
         gemm(true, false, T, D, T, scale, dP, T, q, ld, 0.f, dk, ld);   // dk = scale dS^T q
+        continue;
+      }
+      if (narrow) {  // one pass (attention_narrow.cpp)
+        attention_backward_narrow(dq, dk, dv, q, k, v, ld, dO, C, P, T, D, scale);
         continue;
       }
       // The same in register blocks; without dropout dS comes straight from dP's registers.

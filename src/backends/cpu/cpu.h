@@ -174,6 +174,13 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
                         uint64_t drop_key, int64_t first_sample = 0);
 
+// ---- attention_narrow.cpp: one head's attention backward for narrow heads (D <= 8, T <= 96)
+// in one pass, no attention dropout (P is the probabilities both for dv and for dS): dq, dk,
+// dv (stride ld, like q, k, v) assigned; dO stride ldo; P [T, T]. AVX-512 only.
+bool attention_backward_narrow_fits(int64_t T, int64_t D);
+void attention_backward_narrow(float* dq, float* dk, float* dv, const float* q, const float* k,
+                               const float* v, int64_t ld, const float* dO, int64_t ldo, const float* P,
+                               int64_t T, int64_t D, float scale);
 // ---- attention_lanes.cpp: attention_forward for narrow heads (D <= 8) with 16 samples
 // along the vector lanes; attention_forward takes it without attention dropout when it fits.
 // One group of n <= 16 samples per call (pointers at the group's first sample), one thread.
