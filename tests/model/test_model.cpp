@@ -191,6 +191,32 @@ TEST(Model, Bf16WithFp32ReleasedInfersTheSameAndRefusesTheRest) {
   EXPECT_THROW(kept.set_infer_dtype("fp32", true), Error) << "fp32 has nothing to release";
 }
 
+// im2col's row of each patch, (c, i, j) order, against plain indexing: the seeds' 4-pixel
+// patches (16-byte moves), other short widths (masked moves: 6, 16) and a long one (memcpy),
+// one and three channels, non-square images and patches.
+TEST(Model, Im2colMatchesPlainIndexing) {
+  struct S {
+    int64_t B, C, H, W, P, Q;
+  };
+  for (S s : {S{3, 1, 28, 28, 4, 4}, S{2, 3, 32, 32, 4, 4}, S{2, 2, 8, 12, 4, 6}, S{1, 3, 32, 48, 16, 16},
+              S{2, 1, 40, 40, 20, 20}, S{1, 3, 12, 40, 6, 20}}) {
+    const int64_t Gh = s.H / s.P, Gw = s.W / s.Q, K = s.C * s.P * s.Q, N = s.B * Gh * Gw;
+    auto x = test::randn(s.B * s.C * s.H * s.W, 17);
+    std::vector<float> cols(N * K, -1.f), want(N * K);
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t gy = 0; gy < Gh; ++gy)
+        for (int64_t gx = 0; gx < Gw; ++gx)
+          for (int64_t c = 0; c < s.C; ++c)
+            for (int64_t i = 0; i < s.P; ++i)
+              for (int64_t j = 0; j < s.Q; ++j)
+                want[((b * Gh + gy) * Gw + gx) * K + (c * s.P + i) * s.Q + j] =
+                    x[((b * s.C + c) * s.H + gy * s.P + i) * s.W + gx * s.Q + j];
+    ops::im2col_patches(Tensor(cols.data(), {N, K}), Tensor(x.data(), {s.B, s.C, s.H, s.W}), s.P, s.Q);
+    EXPECT_EQ(cols, want) << "B=" << s.B << " C=" << s.C << " " << s.H << "x" << s.W << " patch " << s.P
+                          << "x" << s.Q;
+  }
+}
+
 TEST(Model, PatchEmbeddingIsAConvolution) {
   ViTConfig c = tiny("token", true, "learn");
   ViT m(c);
