@@ -64,17 +64,20 @@ inline const float* token_src(const float* pe, const float* cls, const float* re
 void tokens_forward(float* tokens, const float* pe, const float* cls, const float* reg, const float* pos,
                     int64_t B, int64_t N, int64_t C, int64_t R, bool has_cls, bool pos_all) {
   const int64_t P = (has_cls ? 1 : 0) + R, T = N + P;
-#pragma omp parallel for schedule(static)
-  for (int64_t bt = 0; bt < B * T; ++bt) {
-    const int64_t b = bt / T, t = bt % T;
-    const float* src = token_src(pe, cls, reg, b, t, N, C, P, has_cls);
-    float* dst = tokens + bt * C;
-    const float* p = pos_all ? pos + t * C : (t >= P ? pos + (t - P) * C : nullptr);
-    if (p)
-      for (int64_t c = 0; c < C; ++c) dst[c] = src[c] + p[c];
-    else
-      for (int64_t c = 0; c < C; ++c) dst[c] = src[c];
-  }
+  // collapse(2): (b, t) counted per thread, not divided out per token.
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const float* src = token_src(pe, cls, reg, b, t, N, C, P, has_cls);
+      float* dst = tokens + (b * T + t) * C;
+      const float* p = pos_all ? pos + t * C : (t >= P ? pos + (t - P) * C : nullptr);
+      if (p) {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) dst[c] = src[c] + p[c];
+      } else {
+        std::memcpy(dst, src, size_t(C) * sizeof(float));
+      }
+    }
 }
 
 void tokens_backward(float* dpe, float* dcls, float* dreg, float* dpos, const float* dtokens, int64_t B,
