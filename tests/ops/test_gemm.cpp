@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/simd.h"
 #include "support/check.h"
 
 namespace vit {
@@ -60,6 +61,35 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{50, 4, 50, false, false}, GemmCase{37, 32, 17, true, true},
                       GemmCase{1000, 1, 9, false, false}, GemmCase{29, 17, 300, true, true},
                       GemmCase{130, 33, 90, false, true}));  // one column past them
+
+// skinny_gemm (short sums with compile-time K, rows inside the kernel) makes each output
+// with head_gemm's fma chain and epilogue: the same bits, with and without beta and bias,
+// in full row blocks and the row-at-a-time tail, B in registers (K x vectors <= 16) or not.
+TEST(SkinnyGemm, SameBitsAsHeadGemm) {
+  if (!cpu::simd::avx512()) GTEST_SKIP() << "no AVX-512";
+  int cases = 0;
+  for (int64_t K : {8, 16, 24, 32})
+    for (int64_t N : {1, 8, 13, 16, 17, 24, 32})
+      for (int64_t M : {1, 7, 37, 203})
+        for (bool beta : {false, true})
+          for (bool bias : {false, true}) {
+            const int64_t lda = K + 3, ldb = N + 5, ldc = N + 2;
+            const auto A = test::randn(M * lda, 1), B = test::randn(K * ldb, 2), b = test::randn(N, 3);
+            const auto C0 = test::randn(M * ldc, 4);
+            std::vector<float> got = C0, want = C0;
+            ASSERT_TRUE(cpu::skinny_gemm(M, N, K, 0.3f, A.data(), lda, B.data(), ldb, beta ? 1.f : 0.f,
+                                         bias ? b.data() : nullptr, got.data(), ldc));
+            cpu::head_gemm(M, N, K, 0.3f, A.data(), lda, 1, B.data(), ldb, beta ? 1.f : 0.f,
+                           bias ? b.data() : nullptr, want.data(), ldc);
+            EXPECT_EQ(got, want) << M << "x" << N << "x" << K << " beta " << beta << " bias " << bias;
+            ++cases;
+          }
+  EXPECT_EQ(cases, 448);
+  std::vector<float> c(8);
+  EXPECT_FALSE(cpu::skinny_gemm(1, 8, 12, 1.f, c.data(), 12, c.data(), 8, 0.f, nullptr, c.data(), 8))
+      << "K = 12 is not one of the kernel's";
+  EXPECT_FALSE(cpu::skinny_gemm(1, 33, 8, 1.f, c.data(), 8, c.data(), 33, 0.f, nullptr, c.data(), 33));
+}
 
 }  // namespace vit
 

@@ -79,6 +79,11 @@ void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int
                const float* B, int64_t ldb, float* C, int64_t ldc);
 void head_gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
                   int64_t ldb, float* C, int64_t ldc);
+// ---- skinny_gemm.cpp: C[M,N] = alpha A[M,K] B[K,N] + beta C + bias (as head_gemm) for
+// N <= 32 and K in {8, 16, 24, 32}, A row-major with leading dim lda; the same bits as
+// head_gemm. Returns false, doing nothing, for other shapes or without AVX-512.
+bool skinny_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+                 int64_t ldb, float beta, const float* bias, float* C, int64_t ldc);
 // S[M,T] = alpha q[M,D] kT[D,T] (kT: k transposed by head_transpose, leading dim ldk), then
 // Store: C = S; Softmax: C = softmax_rows(S, km); SoftmaxBackward: C = P * (S - rowsum(P * S))
 // (P[M,T] with C's leading dim; C = dS from S = dP). ldc must be T past 96 keys.

@@ -64,8 +64,10 @@ void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   const int64_t rows = (M + nt - 1) / nt, per = (rows + 11) / 12 * 12;  // whole 12-row blocks
   on_threads(nt, [&](int t) {
     const int64_t i0 = std::min(M, t * per), i1 = std::min(M, i0 + per);
-    if (i1 > i0)
-      head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, bias, C + i0 * ldc, ldc);
+    if (i1 <= i0) return;
+    if (!ta && skinny_gemm(i1 - i0, N, K, alpha, A + i0 * lda, lda, b, ld, beta, bias, C + i0 * ldc, ldc))
+      return;
+    head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, bias, C + i0 * ldc, ldc);
   });
 }
 
