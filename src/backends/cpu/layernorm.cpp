@@ -1,9 +1,11 @@
 // LayerNorm over the last dimension (nn.LayerNorm, biased variance), forward and backward:
 // plain reference loops and AVX-512 rows (the same two-pass formulas, summed in 16 lanes).
+#include <array>
 #include <cmath>
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/simd.h"
+#include "vit/core/error.h"
 #include "vit/core/threads.h"
 
 namespace vit::cpu {
@@ -76,14 +78,139 @@ VIT_AVX512 void layernorm_dx_rows_avx512(float* dx, const float* dy, const float
 // columns in order (the reference's order). 3.8x faster at mnist-seed's shape.
 constexpr int64_t kShortRow = 16;
 
+// 16 rows of exactly 8 floats are 8 vectors of two rows each; three rounds of two-source
+// permutes (vpermt2ps, 8 a round) take them to the 8 column vectors and back: 24 shuffles
+// each way, against transpose16x16's 64 on 16 masked row loads, half of them moving
+// padding. The permutes' indices come from labelling each element (row 8 + column) at each
+// round and finding every output lane's element among its two sources.
+struct Transpose16x8 {
+  alignas(64) int32_t to_cols[6][16], to_rows[6][16];
+  Transpose16x8() {
+    using L = std::array<int, 16>;
+    auto v = [](int p) {
+      L l;
+      for (int i = 0; i < 16; ++i) l[i] = (2 * p + (i >> 3)) * 8 + (i & 7);
+      return l;
+    };
+    auto w = [](int q, int h) {
+      L l;
+      for (int i = 0; i < 16; ++i) l[i] = (4 * q + (i >> 2)) * 8 + 4 * h + (i & 3);
+      return l;
+    };
+    auto y = [](int s, int g) {
+      L l;
+      for (int i = 0; i < 16; ++i) l[i] = (8 * s + (i >> 1)) * 8 + 2 * g + (i & 1);
+      return l;
+    };
+    auto z = [](int c) {
+      L l;
+      for (int i = 0; i < 16; ++i) l[i] = i * 8 + c;
+      return l;
+    };
+    auto idx = [](int32_t* out, const L& a, const L& b, const L& want) {
+      for (int i = 0; i < 16; ++i) {
+        out[i] = -1;
+        for (int j = 0; j < 16; ++j) {
+          if (a[j] == want[i]) out[i] = j;
+          if (b[j] == want[i]) out[i] = 16 + j;
+        }
+        VIT_CHECK(out[i] >= 0, "Transpose16x8: element ", want[i], " is in neither source");
+      }
+    };
+    for (int e = 0; e < 2; ++e) {
+      idx(to_cols[e], v(0), v(1), w(0, e));            // round 1: rows 4q..4q+3, columns 4e..4e+3
+      idx(to_cols[2 + e], w(0, 0), w(1, 0), y(0, e));  // round 2: rows 8s.., columns 2e, 2e + 1
+      idx(to_cols[4 + e], y(0, 0), y(1, 0), z(e));     // round 3: column e of all 16 rows
+      idx(to_rows[e], z(0), z(1), y(e, 0));            // and back: rows 8e.. of two columns
+      idx(to_rows[2 + e], y(0, 0), y(0, 1), w(e, 0));  // rows 4e.. of four columns
+      idx(to_rows[4 + e], w(0, 0), w(0, 1), v(e));     // rows 2e, 2e + 1
+    }
+  }
+};
+const Transpose16x8& transpose16x8() {
+  static const Transpose16x8 t;
+  return t;
+}
+
+VIT_AVX512 inline __m512 perm2(const int32_t* idx, __m512 a, __m512 b) {
+  return _mm512_permutex2var_ps(a, _mm512_load_si512(idx), b);
+}
+
+// r[j] = column j of rows [0, rows) of src (leading dim C); rows past `rows` read as 0.
+template <bool kEight>
+VIT_AVX512 inline void load_columns(__m512 (&r)[16], const float* src, int64_t rows, int64_t C) {
+  if constexpr (!kEight) {
+    simd::load_rows16(r, src, C, rows, C);
+    simd::transpose16x16(r);
+  } else {
+    const Transpose16x8& t = transpose16x8();
+    __m512 v[8], w[8];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) v[p] = _mm512_maskz_loadu_ps(simd::lanes((rows - 2 * p) * 8), src + 16 * p);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q)  // w[2q + h]: rows 4q.., columns 4h..
+      w[2 * q] = perm2(t.to_cols[0], v[2 * q], v[2 * q + 1]),
+            w[2 * q + 1] = perm2(t.to_cols[1], v[2 * q], v[2 * q + 1]);
+#pragma GCC unroll 2
+    for (int s = 0; s < 2; ++s)  // v[4s + 2h + g]: rows 8s.., columns 4h + 2g, + 1
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 2
+        for (int g = 0; g < 2; ++g)
+          v[4 * s + 2 * h + g] = perm2(t.to_cols[2 + g], w[4 * s + h], w[4 * s + 2 + h]);
+#pragma GCC unroll 4
+    for (int c = 0; c < 8; c += 2)  // columns c, c + 1: from rows 0.. (v[c / 2]) and 8.. (v[4 + c / 2])
+      r[c] = perm2(t.to_cols[4], v[c / 2], v[4 + c / 2]),
+      r[c + 1] = perm2(t.to_cols[5], v[c / 2], v[4 + c / 2]);
+  }
+}
+
+// The inverse: rows [0, rows) of dst from columns r[j], j < C; plus dst's values when add.
+template <bool kEight>
+VIT_AVX512 inline void store_columns(float* dst, __m512 (&r)[16], int64_t rows, int64_t C, bool add) {
+  if constexpr (!kEight) {
+    simd::transpose16x16(r);
+    if (add) {
+      const __mmask16 c = simd::lanes(C);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        if (i < rows) r[i] = _mm512_add_ps(r[i], _mm512_maskz_loadu_ps(c, dst + i * C));
+    }
+    simd::store_rows16(dst, C, r, rows, C);
+  } else {
+    const Transpose16x8& t = transpose16x8();
+    __m512 v[8], w[8];
+#pragma GCC unroll 4
+    for (int c = 0; c < 8; c += 2)
+      v[c / 2] = perm2(t.to_rows[0], r[c], r[c + 1]), v[4 + c / 2] = perm2(t.to_rows[1], r[c], r[c + 1]);
+#pragma GCC unroll 2
+    for (int s = 0; s < 2; ++s)
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        w[4 * s + h] = perm2(t.to_rows[2], v[4 * s + 2 * h], v[4 * s + 2 * h + 1]);
+        w[4 * s + 2 + h] = perm2(t.to_rows[3], v[4 * s + 2 * h], v[4 * s + 2 * h + 1]);
+      }
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q)
+      v[2 * q] = perm2(t.to_rows[4], w[2 * q], w[2 * q + 1]),
+            v[2 * q + 1] = perm2(t.to_rows[5], w[2 * q], w[2 * q + 1]);
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      const __mmask16 m = simd::lanes((rows - 2 * p) * 8);
+      if (add) v[p] = _mm512_add_ps(v[p], _mm512_maskz_loadu_ps(m, dst + 16 * p));
+      _mm512_mask_storeu_ps(dst + 16 * p, m, v[p]);
+    }
+  }
+}
+
+template <bool kEight>
 VIT_AVX512 void layernorm_short_rows(float* y, float* mean, float* rstd, const float* x, const float* w,
                                      const float* b, int64_t i0, int64_t i1, int64_t C, float eps) {
   const __m512 vc = _mm512_set1_ps(float(C)), veps = _mm512_set1_ps(eps), one = _mm512_set1_ps(1.f);
   for (int64_t i = i0; i < i1; i += 16) {
     const int64_t rows = i1 - i < 16 ? i1 - i : 16;
     __m512 r[16];
-    simd::load_rows16(r, x + i * C, C, rows, C);
-    simd::transpose16x16(r);  // r[j]: column j of the 16 rows
+    load_columns<kEight>(r, x + i * C, rows, C);  // r[j]: column j of the 16 rows
     __m512 m = _mm512_setzero_ps(), v = _mm512_setzero_ps();
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j)
@@ -99,8 +226,7 @@ VIT_AVX512 void layernorm_short_rows(float* y, float* mean, float* rstd, const f
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j)
       if (j < C) r[j] = _mm512_fmadd_ps(_mm512_mul_ps(r[j], rs), _mm512_set1_ps(w[j]), _mm512_set1_ps(b[j]));
-    simd::transpose16x16(r);
-    simd::store_rows16(y + i * C, C, r, rows, C);
+    store_columns<kEight>(y + i * C, r, rows, C, false);
     const __mmask16 k = simd::lanes(rows);
     if (mean) _mm512_mask_storeu_ps(mean + i, k, m);
     if (rstd) _mm512_mask_storeu_ps(rstd + i, k, rs);
@@ -108,6 +234,7 @@ VIT_AVX512 void layernorm_short_rows(float* y, float* mean, float* rstd, const f
 }
 
 // dx for rows of at most 16 floats, 16 rows at a time transposed like the forward.
+template <bool kEight>
 VIT_AVX512 void layernorm_dx_short_rows(float* dx, const float* dy, const float* x, const float* mean,
                                         const float* rstd, const float* w, int64_t i0, int64_t i1, int64_t C,
                                         bool accumulate_dx) {
@@ -117,10 +244,8 @@ VIT_AVX512 void layernorm_dx_short_rows(float* dx, const float* dy, const float*
     const __mmask16 k = simd::lanes(rows);
     const __m512 m = _mm512_maskz_loadu_ps(k, mean + i), s = _mm512_maskz_loadu_ps(k, rstd + i);
     __m512 g[16], xh[16];
-    simd::load_rows16(g, dy + i * C, C, rows, C);
-    simd::transpose16x16(g);
-    simd::load_rows16(xh, x + i * C, C, rows, C);
-    simd::transpose16x16(xh);
+    load_columns<kEight>(g, dy + i * C, rows, C);
+    load_columns<kEight>(xh, x + i * C, rows, C);
     __m512 sg = _mm512_setzero_ps(), sgx = _mm512_setzero_ps();
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j)
@@ -134,14 +259,7 @@ VIT_AVX512 void layernorm_dx_short_rows(float* dx, const float* dy, const float*
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j)
       if (j < C) g[j] = _mm512_mul_ps(s, _mm512_fnmadd_ps(xh[j], mgx, _mm512_sub_ps(g[j], mg)));
-    simd::transpose16x16(g);
-    if (accumulate_dx) {
-      const __mmask16 c = simd::lanes(C);
-#pragma GCC unroll 16
-      for (int r = 0; r < 16; ++r)
-        if (r < rows) g[r] = _mm512_add_ps(g[r], _mm512_maskz_loadu_ps(c, dx + (i + r) * C));
-    }
-    simd::store_rows16(dx + i * C, C, g, rows, C);
+    store_columns<kEight>(dx + i * C, g, rows, C, accumulate_dx);
   }
 }
 
@@ -278,8 +396,10 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
                        int64_t M, int64_t C, float eps) {
   if (!simd::avx512()) return layernorm_forward_reference(y, mean, rstd, x, w, b, M, C, eps);
   by_rows(M, C, [&](int64_t i0, int64_t i1) {
-    if (C <= kShortRow)
-      layernorm_short_rows(y, mean, rstd, x, w, b, i0, i1, C, eps);
+    if (C == 8)
+      layernorm_short_rows<true>(y, mean, rstd, x, w, b, i0, i1, C, eps);
+    else if (C <= kShortRow)
+      layernorm_short_rows<false>(y, mean, rstd, x, w, b, i0, i1, C, eps);
     else
       layernorm_rows_avx512(y, mean, rstd, x, w, b, i0, i1, C, eps);
   });
@@ -290,8 +410,10 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
   if (!simd::avx512())
     return layernorm_backward_reference(dx, dw, db, dy, x, mean, rstd, w, M, C, accumulate_dx);
   by_rows(M, C, [&](int64_t i0, int64_t i1) {
-    if (C <= kShortRow)
-      layernorm_dx_short_rows(dx, dy, x, mean, rstd, w, i0, i1, C, accumulate_dx);
+    if (C == 8)
+      layernorm_dx_short_rows<true>(dx, dy, x, mean, rstd, w, i0, i1, C, accumulate_dx);
+    else if (C <= kShortRow)
+      layernorm_dx_short_rows<false>(dx, dy, x, mean, rstd, w, i0, i1, C, accumulate_dx);
     else
       layernorm_dx_rows_avx512(dx, dy, x, mean, rstd, w, i0, i1, C, accumulate_dx);
   });
