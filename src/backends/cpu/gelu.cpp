@@ -79,6 +79,19 @@ VIT_AVX512 void mul_colsum_columns(float* dx, float* db, const float* dy, const 
   });
 }
 
+// The same for matrices of at most kColsumNarrowN columns, in colsum_add's row phases (the
+// same bits as the multiply followed by colsum_add); [j0, j1) is at most NV vectors.
+template <int NV>
+VIT_AVX512 void mul_colsum_narrow(float* dx, float* db, const float* dy, const float* grad, int64_t M,
+                                  int64_t N, int64_t j0, int64_t j1) {
+  colsum_narrow_by_rows<NV>(db, M, j0, j1, [&](int64_t r, int64_t c, __mmask16 m) VIT_AVX512 {
+    const int64_t i = r * N + c;
+    const __m512 d = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i), _mm512_maskz_loadu_ps(m, grad + i));
+    _mm512_mask_storeu_ps(dx + i, m, d);
+    return d;
+  });
+}
+
 // Splits [0, n) into per-thread chunks of whole vectors.
 template <typename F>
 void chunked(int64_t n, F&& f) {
@@ -139,14 +152,22 @@ void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t
 }
 
 void bias_gelu_backward(float* dx, float* db, const float* dy, const float* grad, int64_t M, int64_t N) {
-  // colsum_add's blocks of columns and order of rows (narrow matrices take row phases there).
-  if (!simd::avx512() || N <= kColsumNarrowN) {
+  // colsum_add's blocks of columns and order of rows (narrow matrices in row phases).
+  if (!simd::avx512()) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < M * N; ++i) dx[i] = dy[i] * grad[i];
     return colsum_add(db, dx, M, N);
   }
-  by_column_blocks(N, M * N,
-                   [&](int64_t j0, int64_t j1) { mul_colsum_columns(dx, db, dy, grad, M, N, j0, j1); });
+  by_column_blocks(N, M * N, [&](int64_t j0, int64_t j1) {
+    if (N > kColsumNarrowN) return mul_colsum_columns(dx, db, dy, grad, M, N, j0, j1);
+    switch ((j1 - j0 + 15) / 16) {
+      case 0: return;
+      case 1: return mul_colsum_narrow<1>(dx, db, dy, grad, M, N, j0, j1);
+      case 2: return mul_colsum_narrow<2>(dx, db, dy, grad, M, N, j0, j1);
+      case 3: return mul_colsum_narrow<3>(dx, db, dy, grad, M, N, j0, j1);
+      default: return mul_colsum_narrow<4>(dx, db, dy, grad, M, N, j0, j1);
+    }
+  });
 }
 
 }  // namespace vit::cpu

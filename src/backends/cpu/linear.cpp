@@ -14,38 +14,11 @@ void linear_forward(float* y, const float* x, const float* w, const float* b, in
 }
 
 namespace {
-// Columns [j0, j1) of at most NV vectors (mnist-seed's rows of 8 to 32 floats): with one
-// accumulator per vector every row's add waits on the previous one (4 cycles), so rows go
-// in turn to kPhases accumulators, summed at the end. The order depends on M and N only.
-constexpr int kPhases = 4;
 template <int NV>
 VIT_AVX512 void colsum_narrow(float* db, const float* dy, int64_t M, int64_t N, int64_t j0, int64_t j1) {
-  __m512 acc[kPhases][NV];
-  __mmask16 m[NV];
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) {
-    m[v] = simd::lanes(j1 - j0 - 16 * v);
-#pragma GCC unroll 4
-    for (int p = 0; p < kPhases; ++p) acc[p][v] = _mm512_setzero_ps();
-  }
-  int64_t i = 0;
-  for (; i + kPhases <= M; i += kPhases)
-#pragma GCC unroll 4
-    for (int p = 0; p < kPhases; ++p)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v)
-        acc[p][v] = _mm512_add_ps(acc[p][v], _mm512_maskz_loadu_ps(m[v], dy + (i + p) * N + j0 + 16 * v));
-  for (; i < M; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v)
-      acc[0][v] = _mm512_add_ps(acc[0][v], _mm512_maskz_loadu_ps(m[v], dy + i * N + j0 + 16 * v));
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) {
-    const __m512 sum =
-        _mm512_add_ps(_mm512_add_ps(acc[0][v], acc[1][v]), _mm512_add_ps(acc[2][v], acc[3][v]));
-    float* d = db + j0 + 16 * v;
-    _mm512_mask_storeu_ps(d, m[v], _mm512_add_ps(_mm512_maskz_loadu_ps(m[v], d), sum));
-  }
+  colsum_narrow_by_rows<NV>(db, M, j0, j1, [&](int64_t i, int64_t c, __mmask16 m) VIT_AVX512 {
+    return _mm512_maskz_loadu_ps(m, dy + i * N + c);
+  });
 }
 
 // Columns [j0, j1) of a wider matrix, 8 vectors at a time in registers, every row in order.
