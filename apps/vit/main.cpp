@@ -17,15 +17,17 @@ namespace {
 // iterations, and with another process on the second core a 2-thread mnist-seed step then
 // took 1.6-2.2 s instead of 12-25 ms; waiting passively (futex) avoids that but costs about
 // 65 us per parallel region here, a third of a ViT-Ti forward at batch 1 (a LayerNorm of
-// 5 us took 74). A short spin of 1,000 iterations keeps both: ViT-Ti batch 1 15.6 ms against
-// 22-26 passive, mnist-seed training 7.3 ms against 11.7, and no blow-up with one or two
-// busy processes beside it (docs/benchmarks.md). libgomp reads the variables once, before
-// main, so vit sets them and runs itself again when the user set no wait policy;
-// OMP_WAIT_POLICY=PASSIVE or ACTIVE (and GOMP_SPINCOUNT) given by the user are kept.
+// 5 us took 74). A short spin keeps both: 1,000 iterations gave ViT-Ti batch 1 15.6 ms
+// against 22-26 passive, mnist-seed training 7.3 ms against 11.7, and no blow-up with one or
+// two busy processes beside it; 2,000 (2026-11-25) gives mnist-seed training 1.06x and
+// ViT-Ti batch 1 1.02x more on an idle machine and is still level with 1,000 next to a busy
+// process, where 3,000 lost 5% and 10,000 20% (docs/benchmarks.md). libgomp reads them
+// once, before main, so vit sets them and runs itself again when the user set no wait
+// policy; OMP_WAIT_POLICY=PASSIVE or ACTIVE (and GOMP_SPINCOUNT) given by the user are kept.
 void default_to_short_spinning(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY")) return;
   setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
-  setenv("GOMP_SPINCOUNT", "1000", 0);  // a user's own value stays
+  setenv("GOMP_SPINCOUNT", "2000", 0);  // a user's own value stays
   execv("/proc/self/exe", argv);        // returns only on failure: carry on with the defaults
 }
 }  // namespace
