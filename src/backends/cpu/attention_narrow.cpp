@@ -26,12 +26,12 @@ constexpr int kMaxD = 8, kMaxNV = 6;
 // each one's sum over block k (x0, x1, x2, x3 in that order); reduce_blocks takes 4 of those
 // to one vector whose lane 4p + m is the whole sum of vector m of b[p]. 45 instructions for
 // 16 sums, against ~130 for 16 separate reductions (simd::hsum).
-VIT_AVX512 inline __m512 reduce4(__m512 x0, __m512 x1, __m512 x2, __m512 x3) {
+VIT_NO_ASAN VIT_AVX512 inline __m512 reduce4(__m512 x0, __m512 x1, __m512 x2, __m512 x3) {
   const __m512 a = _mm512_add_ps(_mm512_unpacklo_ps(x0, x1), _mm512_unpackhi_ps(x0, x1));
   const __m512 b = _mm512_add_ps(_mm512_unpacklo_ps(x2, x3), _mm512_unpackhi_ps(x2, x3));
   return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xEE));
 }
-VIT_AVX512 inline __m512 reduce_blocks(__m512 b0, __m512 b1, __m512 b2, __m512 b3) {
+VIT_NO_ASAN VIT_AVX512 inline __m512 reduce_blocks(__m512 b0, __m512 b1, __m512 b2, __m512 b3) {
   const __m512 c0 = _mm512_add_ps(_mm512_shuffle_f32x4(b0, b1, 0x44), _mm512_shuffle_f32x4(b0, b1, 0xEE));
   const __m512 c1 = _mm512_add_ps(_mm512_shuffle_f32x4(b2, b3, 0x44), _mm512_shuffle_f32x4(b2, b3, 0xEE));
   return _mm512_add_ps(_mm512_shuffle_f32x4(c0, c1, 0x88), _mm512_shuffle_f32x4(c0, c1, 0xDD));
@@ -51,9 +51,9 @@ float* head_scratch(int64_t n) {
 }
 
 template <int D, int NV>
-VIT_AVX512 void backward_head(float* dq, float* dk, float* dv, const float* q, const float* k, const float* v,
-                              int64_t ld, const float* dO, int64_t ldo, const float* P, int64_t T,
-                              float scale) {
+VIT_NO_ASAN VIT_AVX512 void backward_head(float* dq, float* dk, float* dv, const float* q, const float* k,
+                                          const float* v, int64_t ld, const float* dO, int64_t ldo,
+                                          const float* P, int64_t T, float scale) {
   constexpr int R = rows_per_block(D, NV), L = 16 * NV;
   float* vT = head_scratch(4 * D * L);
   float* kT = vT + D * L;

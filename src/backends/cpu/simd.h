@@ -17,6 +17,19 @@
 #include <cstdint>
 
 #define VIT_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
+// For the fully unrolled register-block kernels (attention_narrow.cpp, skinny_gemm.cpp):
+// AddressSanitizer's instrumentation of their unrolled loads, stores and spilled register
+// arrays took minutes to compile (GCC 12 with -fsanitize=address: 169 s for
+// attention_narrow.cpp, 8.7-18 s without it on these functions; clang's fuzz build over
+// 7 minutes). UBSan still checks them, and the tests compare them with plain loops
+// (bit for bit, or against doubles) at their block edges and tails.
+// In clang (the fuzz build) UBSan's and the fuzzer's coverage instrumentation of them cost
+// as much, and the fuzzers do not aim at them: off there too.
+#if defined(__clang__)
+#define VIT_NO_ASAN __attribute__((no_sanitize("address", "undefined", "coverage")))
+#else
+#define VIT_NO_ASAN __attribute__((no_sanitize("address")))
+#endif
 
 namespace vit::cpu::simd {
 

@@ -19,9 +19,10 @@ struct Panel {
 
 // RR rows of C from row pointers a (A's rows) and c (C's rows).
 template <int K, int NV, int RR>
-VIT_AVX512 inline void skinny_block(const float* a, int64_t lda, const Panel<K, NV>& p, const float* B,
-                                    int64_t ldb, const __mmask16 (&m)[NV], __m512 va, __m512 vb,
-                                    const __m512 (&vbias)[NV], bool beta, float* c, int64_t ldc) {
+VIT_NO_ASAN VIT_AVX512 inline void skinny_block(const float* a, int64_t lda, const Panel<K, NV>& p,
+                                                const float* B, int64_t ldb, const __mmask16 (&m)[NV],
+                                                __m512 va, __m512 vb, const __m512 (&vbias)[NV], bool beta,
+                                                float* c, int64_t ldc) {
   __m512 acc[RR][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < RR; ++r)
@@ -61,8 +62,9 @@ VIT_AVX512 inline void skinny_block(const float* a, int64_t lda, const Panel<K, 
 }
 
 template <int K, int NV>
-VIT_AVX512 void skinny_rows(int64_t M, int64_t N, float alpha, const float* A, int64_t lda, const float* B,
-                            int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
+VIT_NO_ASAN VIT_AVX512 void skinny_rows(int64_t M, int64_t N, float alpha, const float* A, int64_t lda,
+                                        const float* B, int64_t ldb, float beta, const float* bias, float* C,
+                                        int64_t ldc) {
   // Rows per block: enough independent accumulators (>= 8) to cover the FMA latency,
   // within 32 registers next to B's panel when it is held there.
   constexpr int R = Panel<K, NV>::kInRegisters ? (NV == 1 ? 8 : 4) : (NV == 1 ? 16 : 8);
