@@ -131,11 +131,11 @@ VIT_AVX512 void softmax_backward_rows_avx512(float* d, const float* p, int64_t l
 // A head's k (or v) rows [T, D] transposed to [D, ldk] in a per-thread scratch (grown
 // once, then reused), ldk = T rounded up to 16, for head_scores.
 float* transposed_keys(const float* k, int64_t ld, int64_t T, int64_t D, int64_t* ldk) {
-  thread_local std::vector<float> kT;
+  thread_local std::vector<float> buf;
   *ldk = (T + 15) / 16 * 16;
-  if (int64_t(kT.size()) < D * *ldk) kT.resize(size_t(D * *ldk));
-  head_transpose(kT.data(), *ldk, k, ld, T, D);
-  return kT.data();
+  float* kT = grown(buf, D * *ldk);
+  head_transpose(kT, *ldk, k, ld, T, D);
+  return kT;
 }
 
 // A head's rows [T, D] of q, k, v or dout copied to a per-thread [T, D] scratch (one per
@@ -147,18 +147,16 @@ constexpr int64_t kCopyRowsMinD = 32;
 enum Slot { kSlotV, kSlotQ, kSlotK, kSlotDOut, kSlots };
 const float* contiguous_rows(Slot slot, const float* src, int64_t ld, int64_t T, int64_t D) {
   thread_local std::vector<float> bufs[kSlots];
-  std::vector<float>& buf = bufs[slot];
-  if (int64_t(buf.size()) < T * D) buf.resize(size_t(T * D));
-  for (int64_t t = 0; t < T; ++t) std::memcpy(buf.data() + t * D, src + t * ld, size_t(D) * sizeof(float));
-  return buf.data();
+  float* dst = grown(bufs[slot], T * D);
+  for (int64_t t = 0; t < T; ++t) std::memcpy(dst + t * D, src + t * ld, size_t(D) * sizeof(float));
+  return dst;
 }
 
 // Where an item's probabilities go when the caller keeps none (inference): per thread,
 // grown once, then reused, so they stay in cache for P v.
 float* item_scratch(int64_t n) {
   thread_local std::vector<float> P;
-  if (int64_t(P.size()) < n) P.resize(size_t(n));
-  return P.data();
+  return grown(P, n);
 }
 
 // C[M, D] = alpha A B[K, D] for a narrow head (D <= kNarrowD), with A(i, k) = A[i ars +
@@ -171,13 +169,11 @@ void narrow_head_gemm(int64_t M, int64_t D, int64_t K, float alpha, const float*
                       const float* B, int64_t ldb, float* C, int64_t ldc) {
   thread_local std::vector<float> buf;
   const int64_t ldm = (M + 15) / 16 * 16;
-  const size_t need = size_t((D + (ars == 1 ? 0 : K)) * ldm);
-  if (buf.size() < need) buf.resize(need);
-  float* ct = buf.data();
+  float* ct = grown(buf, (D + (ars == 1 ? 0 : K)) * ldm);
   const float* at = A;
   int64_t ldat = aks;
   if (ars != 1) {  // A is [M, K] with leading dim ars: transpose it to [K, M]
-    float* t = buf.data() + D * ldm;
+    float* t = ct + D * ldm;
     head_transpose(t, ldm, A, ars, M, K);
     at = t;
     ldat = ldm;
@@ -366,6 +362,10 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       const float* P = probs + bh * T * T;
       const float* Pv = probs_drop ? probs_drop + bh * T * T : P;
       const float* dO = dout + b * T * C + h * D;
+      if (narrow) {  // one pass (attention_narrow.cpp)
+        attention_backward_narrow(dq, dk, dv, q, k, v, ld, dO, C, P, T, D, scale);
+        continue;
+      }
       float* dP = item_scratch(T * T);  // this head's dP, then dS: per thread, in cache
       if (!fast) {
         gemm(false, true, T, T, D, 1.f, dO, C, v, ld, 0.f, dP, T);   // dP = dO v^T
@@ -374,10 +374,6 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         softmax_backward_rows(dP, P, T, T);                             // dS = P * (dP - sum_j P dP)
         gemm(false, false, T, D, T, scale, dP, T, k, ld, 0.f, dq, ld);  // dq = scale dS k
         gemm(true, false, T, D, T, scale, dP, T, q, ld, 0.f, dk, ld);   // dk = scale dS^T q
-        continue;
-      }
-      if (narrow) {  // one pass (attention_narrow.cpp)
-        attention_backward_narrow(dq, dk, dv, q, k, v, ld, dO, C, P, T, D, scale);
         continue;
       }
       // The same in register blocks; without dropout dS comes straight from dP's registers.

@@ -25,12 +25,6 @@ namespace vit::cpu {
 namespace {
 constexpr int64_t kMaxD = 8;
 
-// Per-thread scratch, grown once and reused: [rows][16] floats.
-float* scratch(std::vector<float>& v, int64_t rows) {
-  if (int64_t(v.size()) < rows * 16) v.resize(size_t(rows * 16));
-  return v.data();
-}
-
 // X[c][t][16] = src[b0 + l][t][c] for the n <= 16 samples of a group (lanes past n: 0), for
 // src[B][T][W]; and the way back for the n valid lanes. Column-major, so that a head's
 // dimension d of every token is one contiguous stream (token-major rows of 3C vectors put a
@@ -119,11 +113,10 @@ void attention_forward_lanes(float* out, float* probs, const float* qkv, const u
   const int64_t D = C / H, W = 3 * C;
   thread_local std::vector<float> xs, os, ss;
   thread_local std::vector<__mmask16> ks;
-  float* X = scratch(xs, T * W);
-  float* O = scratch(os, T * C);
-  float* S = scratch(ss, T);
-  if (int64_t(ks.size()) < T) ks.resize(size_t(T));
-  __mmask16* km = ks.data();
+  float* X = grown(xs, T * W * 16);  // per-thread scratch: [rows][16] floats
+  float* O = grown(os, T * C * 16);
+  float* S = grown(ss, T * 16);
+  __mmask16* km = grown(ks, T);
   to_lanes(X, qkv, n, T, W);
   key_lanes(km, key_mask, n, T);
   using Head = void (*)(float*, float*, const float*, float*, const __mmask16*, int64_t, int64_t, int64_t,

@@ -43,19 +43,13 @@ constexpr int rows_per_block(int D, int NV) {
   return r < cap ? r : cap;
 }
 
-// Per-thread scratch: vT, kT, dvT, dkT, each [D, 16 NV]; grown once, then reused.
-float* head_scratch(int64_t n) {
-  thread_local std::vector<float> s;
-  if (int64_t(s.size()) < n) s.resize(size_t(n));
-  return s.data();
-}
-
 template <int D, int NV>
 VIT_NO_ASAN VIT_AVX512 void backward_head(float* dq, float* dk, float* dv, const float* q, const float* k,
                                           const float* v, int64_t ld, const float* dO, int64_t ldo,
                                           const float* P, int64_t T, float scale) {
   constexpr int R = rows_per_block(D, NV), L = 16 * NV;
-  float* vT = head_scratch(4 * D * L);
+  thread_local std::vector<float> scratch;  // vT, kT, dvT, dkT, each [D, L]
+  float* vT = grown(scratch, 4 * D * L);
   float* kT = vT + D * L;
   float* dvT = kT + D * L;
   float* dkT = dvT + D * L;

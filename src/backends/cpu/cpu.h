@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "vit/core/threads.h"
 
@@ -23,6 +24,14 @@ void on_threads(int nt, F&& f) {
   }
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (int t = 0; t < nt; ++t) f(t);
+}
+
+// v's storage after growing it to at least n elements: the kernels' per-thread scratch
+// (a thread_local vector at the call site), grown once, then reused by later calls.
+template <typename T>
+T* grown(std::vector<T>& v, int64_t n) {
+  if (int64_t(v.size()) < n) v.resize(size_t(n));
+  return v.data();
 }
 
 // f(i0, i1) over [0, n) cut into one contiguous range per thread, on up to nt threads.

@@ -54,9 +54,9 @@ void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   int64_t ld = ldb;
   if (tb) {  // B(k, j) = B[j ldb + k]: make it [K, N]
     thread_local std::vector<float> bt;
-    if (bt.size() < size_t(K * N)) bt.resize(size_t(K * N));
-    head_transpose(bt.data(), N, B, ldb, N, K);
-    b = bt.data();
+    float* t = grown(bt, K * N);
+    head_transpose(t, N, B, ldb, N, K);
+    b = t;
     ld = N;
   }
   const int64_t ars = ta ? 1 : lda, aks = ta ? lda : 1;
@@ -87,10 +87,10 @@ bool transposed_is_better(bool ta, bool tb, int64_t M, int64_t N) {
 
 void gemm_skinny_transposed(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                             const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  thread_local std::vector<float> ct;
-  if (ct.size() < size_t(N * M)) ct.resize(size_t(N * M));
+  thread_local std::vector<float> buf;
+  float* ct = grown(buf, N * M);
   // C^T[N, M] = alpha B^T A (beta = 0: alpha times the sum, as the direct product's epilogue).
-  gemm_skinny(true, false, N, M, K, alpha, B, ldb, A, lda, 0.f, nullptr, ct.data(), M);
+  gemm_skinny(true, false, N, M, K, alpha, B, ldb, A, lda, 0.f, nullptr, ct, M);
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
       float& c = C[i * ldc + j];

@@ -148,9 +148,10 @@ VIT_AVX512 inline void load_columns(__m512 (&r)[16], const float* src, int64_t r
 #pragma GCC unroll 8
     for (int p = 0; p < 8; ++p) v[p] = _mm512_maskz_loadu_ps(simd::lanes((rows - 2 * p) * 8), src + 16 * p);
 #pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q)  // w[2q + h]: rows 4q.., columns 4h..
-      w[2 * q] = perm2(t.to_cols[0], v[2 * q], v[2 * q + 1]),
-            w[2 * q + 1] = perm2(t.to_cols[1], v[2 * q], v[2 * q + 1]);
+    for (int q = 0; q < 4; ++q) {  // w[2q + h]: rows 4q.., columns 4h..
+      w[2 * q] = perm2(t.to_cols[0], v[2 * q], v[2 * q + 1]);
+      w[2 * q + 1] = perm2(t.to_cols[1], v[2 * q], v[2 * q + 1]);
+    }
 #pragma GCC unroll 2
     for (int s = 0; s < 2; ++s)  // v[4s + 2h + g]: rows 8s.., columns 4h + 2g, + 1
 #pragma GCC unroll 2
@@ -159,9 +160,10 @@ VIT_AVX512 inline void load_columns(__m512 (&r)[16], const float* src, int64_t r
         for (int g = 0; g < 2; ++g)
           v[4 * s + 2 * h + g] = perm2(t.to_cols[2 + g], w[4 * s + h], w[4 * s + 2 + h]);
 #pragma GCC unroll 4
-    for (int c = 0; c < 8; c += 2)  // columns c, c + 1: from rows 0.. (v[c / 2]) and 8.. (v[4 + c / 2])
-      r[c] = perm2(t.to_cols[4], v[c / 2], v[4 + c / 2]),
+    for (int c = 0; c < 8; c += 2) {  // columns c, c + 1: from rows 0.. (v[c / 2]) and 8.. (v[4 + c / 2])
+      r[c] = perm2(t.to_cols[4], v[c / 2], v[4 + c / 2]);
       r[c + 1] = perm2(t.to_cols[5], v[c / 2], v[4 + c / 2]);
+    }
   }
 }
 
@@ -181,8 +183,10 @@ VIT_AVX512 inline void store_columns(float* dst, __m512 (&r)[16], int64_t rows, 
     const Transpose16x8& t = transpose16x8();
     __m512 v[8], w[8];
 #pragma GCC unroll 4
-    for (int c = 0; c < 8; c += 2)
-      v[c / 2] = perm2(t.to_rows[0], r[c], r[c + 1]), v[4 + c / 2] = perm2(t.to_rows[1], r[c], r[c + 1]);
+    for (int c = 0; c < 8; c += 2) {
+      v[c / 2] = perm2(t.to_rows[0], r[c], r[c + 1]);
+      v[4 + c / 2] = perm2(t.to_rows[1], r[c], r[c + 1]);
+    }
 #pragma GCC unroll 2
     for (int s = 0; s < 2; ++s)
 #pragma GCC unroll 2
@@ -191,9 +195,10 @@ VIT_AVX512 inline void store_columns(float* dst, __m512 (&r)[16], int64_t rows, 
         w[4 * s + 2 + h] = perm2(t.to_rows[3], v[4 * s + 2 * h], v[4 * s + 2 * h + 1]);
       }
 #pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q)
-      v[2 * q] = perm2(t.to_rows[4], w[2 * q], w[2 * q + 1]),
-            v[2 * q + 1] = perm2(t.to_rows[5], w[2 * q], w[2 * q + 1]);
+    for (int q = 0; q < 4; ++q) {
+      v[2 * q] = perm2(t.to_rows[4], w[2 * q], w[2 * q + 1]);
+      v[2 * q + 1] = perm2(t.to_rows[5], w[2 * q], w[2 * q + 1]);
+    }
 #pragma GCC unroll 8
     for (int p = 0; p < 8; ++p) {
       const __mmask16 m = simd::lanes((rows - 2 * p) * 8);
