@@ -6,6 +6,7 @@
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/simd.h"
 #include "support/check.h"
+#include "vit/core/threads.h"
 
 namespace vit {
 
@@ -147,23 +148,22 @@ TEST(MlpBf16, MatchesTheFp32Composition) {
   }
 }
 
-// The fp32 linear on weights packed in place, in both layouts (oneDNN's blocked one where it
-// fits in w's memory, else 16-row panels, transposed): packing and unpacking are exact
-// inverses; on small integers every product and sum is exact, so the kernel must equal
-// oneDNN's sgemm bit for bit (a wrong panel, tail mask, row block or k chunk shows as a
-// wrong value); on random values it is within float rounding of the double reference.
-// Shapes cover tails: N not a multiple of 16 or 32, M not a multiple of the 12-row block
-// (tails of 1, 5 and 8 rows), K past one 192-wide chunk and not a multiple of it, K = 1; and
-// ViT widths, which take oneDNN's layout where it has one.
+// The fp32 linear on weights packed in place (64-row panels, transposed): packing and
+// unpacking are exact inverses; on small integers every product and sum is exact, so the
+// kernel must equal oneDNN's sgemm bit for bit (a wrong panel, tail mask, row block, k chunk
+// or prefetch that writes shows as a wrong value); on random values it is within float
+// rounding of the double reference. Shapes cover tails: N not a multiple of 16 or 64 (a
+// narrow last panel), M not a multiple of the 6-row block (tails of 1 to 5 rows), K past one
+// 768-wide chunk and not a multiple of it, K = 1; panels shared out by threads (4 panels)
+// and by row blocks (3 panels on 2 threads); and ViT widths.
 TEST(LinearPacked, ExactOnSmallIntegersCloseOnRandomValuesAndUnpacksExactly) {
   struct Case {
     int64_t M, N, K;
   };
-  int in_dnnl = 0, in_panels = 0;
-  for (const Case c :
-       {Case{1, 16, 8}, Case{197, 70, 33}, Case{5, 7, 1}, Case{300, 40, 64}, Case{9, 48, 19},
-        Case{13, 50, 400}, Case{20, 33, 200}, Case{197, 128, 64}, Case{4, 64, 384}, Case{197, 96, 768}}) {
-    (cpu::packed_in_dnnl_layout(c.N, c.K) ? in_dnnl : in_panels) += 1;
+  for (const Case c : {Case{1, 16, 8}, Case{197, 70, 33}, Case{5, 7, 1}, Case{300, 40, 64}, Case{9, 48, 19},
+                       Case{13, 50, 400}, Case{20, 33, 200}, Case{197, 128, 64}, Case{4, 64, 384},
+                       Case{197, 96, 768}, Case{197, 150, 1000}, Case{11, 256, 1600}, Case{8, 130, 770},
+                       Case{3, 192, 1537}, Case{2, 768, 768}}) {
     const std::string where = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K);
     std::vector<float> x(c.M * c.K), w(c.N * c.K), b(c.N);
     for (int64_t i = 0; i < c.M * c.K; ++i) x[i] = float(int(i * 7 % 9) - 4);
@@ -192,20 +192,38 @@ TEST(LinearPacked, ExactOnSmallIntegersCloseOnRandomValuesAndUnpacksExactly) {
     cpu::unpack_linear_weights(wrp.data(), c.N, c.K);
     EXPECT_EQ(wrp, wr) << where << ": unpacking restores the weights exactly";
   }
-  EXPECT_GT(in_panels, 0) << "no shape exercised the panel kernel";
-  if (cpu::packed_in_dnnl_layout(768, 768)) {
-    EXPECT_GT(in_dnnl, 0) << "no shape exercised oneDNN's layout";
+}
+
+// Each output is one fma chain over k in order, whoever computes it: one thread and two
+// (which split panels, or row blocks where the panels do not share out) give the same bits.
+TEST(LinearPacked, SameBitsOnOneThreadAndTwo) {
+  struct Case {
+    int64_t M, N, K;
+  };
+  for (const Case c : {Case{197, 768, 768}, Case{197, 192, 768}, Case{61, 130, 1000}}) {
+    const std::string where = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K);
+    const auto x = test::randn(c.M * c.K, 31), b = test::randn(c.N, 33);
+    auto wp = test::randn(c.N * c.K, 32);
+    cpu::pack_linear_weights(wp.data(), c.N, c.K);
+    std::vector<float> one(c.M * c.N), two(c.M * c.N);
+    const int before = num_threads();
+    set_num_threads(1);
+    cpu::linear_forward_packed(one.data(), x.data(), wp.data(), b.data(), c.M, c.K, c.N, true);
+    set_num_threads(2);
+    cpu::linear_forward_packed(two.data(), x.data(), wp.data(), b.data(), c.M, c.K, c.N, true);
+    set_num_threads(before);
+    EXPECT_EQ(one, two) << where;
   }
 }
 
-// fc1 and GELU in one pass on packed weights (oneDNN's post-op, or the panels then a GELU
-// pass) against the plain linear followed by the reference GELU, in both layouts; values
-// spread over [-6, 6] reach both tails of erf.
+// fc1 and GELU in one pass on packed weights (applied as the outputs leave the registers,
+// after the last k chunk) against the plain linear followed by the reference GELU; values
+// spread over [-6, 6] reach both tails of erf; K = 1000 takes two chunks.
 TEST(LinearPacked, GeluFusedMatchesLinearThenGelu) {
   struct Case {
     int64_t M, N, K;
   };
-  for (const Case c : {Case{197, 128, 64}, Case{13, 50, 400}}) {
+  for (const Case c : {Case{197, 128, 64}, Case{13, 50, 400}, Case{20, 200, 1000}}) {
     const std::string where = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K);
     const auto x = test::randn(c.M * c.K, 21, 1.f), w = test::randn(c.N * c.K, 22, 0.4f),
                b = test::randn(c.N, 23);

@@ -29,14 +29,14 @@ void linear_forward_bf16(Tensor y, const Tensor& x, PackedLinear& w, const Tenso
 void mlp_forward_bf16(Tensor y, const Tensor& x, PackedLinear& fc1, const Tensor& b1, PackedLinear& fc2,
                       const Tensor& b2);
 
-// Linear on weights packed in place for inference (the CPU backend: oneDNN's blocked layout or its own
-// panels): pack_linear_inplace rewrites w's memory, unpack_linear_inplace restores it exactly; w keeps its
+// Linear on weights packed in place for inference (the CPU backend: 64-row panels for its own
+// kernel): pack_linear_inplace rewrites w's memory, unpack_linear_inplace restores it exactly; w keeps its
 // [N,K] shape but is not a plain matrix while packed. linear_forward_packed computes what linear_forward
 // computes on the unpacked w (summed in another order).
 void pack_linear_inplace(Tensor& w);
 void unpack_linear_inplace(Tensor& w);
-// Whether linear_forward_packed is the faster one for M rows here (VIT_PACK=on|off|panels decides
-// instead when set).
+// Whether linear_forward_packed is the faster one for M rows here (VIT_PACK=on|off decides instead
+// when set).
 bool packed_linear_preferred(int64_t M);
 // gelu: y = GELU(x w^T + b) (exact, erf form) in the same pass: fc1 and its activation at inference.
 void linear_forward_packed(Tensor y, const Tensor& x, const Tensor& w_packed, const Tensor* b,

@@ -117,20 +117,17 @@ void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b
 // activations bf16 (GELU fused into fc1's matmul, its bf16 output fc2's input).
 void mlp_forward_bf16(float* y, const float* x, PackedBf16& fc1, const float* b1, PackedBf16& fc2,
                       const float* b2, int64_t M);
-// ---- linear_packed.cpp: inference on weights packed in place (no second copy), in
-// oneDNN's blocked matmul layout where it takes exactly N x K floats, else in 16-row panels
-// ([K, width] each) for our own AVX-512 kernel. pack_linear_weights and
+// ---- linear_packed.cpp: inference on weights packed in place (no second copy), in 64-row
+// panels ([K, width] each) for our own AVX-512 kernel. pack_linear_weights and
 // unpack_linear_weights are exact inverses (pure data movement).
 void pack_linear_weights(float* w, int64_t N, int64_t K);
 void unpack_linear_weights(float* w, int64_t N, int64_t K);
-// Whether w[N,K] packs into oneDNN's layout here (else the panels).
-bool packed_in_dnnl_layout(int64_t N, int64_t K);
 // Whether packed weights beat linear_forward for M rows (AVX-512 and few rows);
-// VIT_PACK=on|off|panels overrides for A/B measurements (panels: never oneDNN's layout).
+// VIT_PACK=on|off overrides for A/B measurements.
 bool packed_linear_preferred(int64_t M);
-// y[M,N] = x[M,K] w^T + b[N] (b may be null) from packed w. Results depend on the thread
-// count at most (oneDNN may split k across threads; the panels never do), not on timing.
-// gelu: y = GELU(x w^T + b) instead (erf form; a post-op of oneDNN's matmul, else a pass after).
+// y[M,N] = x[M,K] w^T + b[N] (b may be null) from packed w: each output summed over k in
+// order, so the result does not depend on the thread count.
+// gelu: y = GELU(x w^T + b) instead (erf form, applied as the outputs leave the registers).
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                            int64_t N, bool gelu = false);
 // dx = dy w (assigned, or added when accumulate_dx); dw += dy^T x; db += colsum(dy).

@@ -13,15 +13,7 @@ namespace {
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
-// GELU(v) = v Phi(v) = 0.5 v (1 + erf(v / sqrt 2)), from that erf.
-VIT_AVX512 inline __m512 gelu_from(__m512 v, __m512 erf) {
-  return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v), _mm512_add_ps(_mm512_set1_ps(1.f), erf));
-}
-
-VIT_AVX512 inline __m512 gelu512(__m512 v) {
-  __m512 e;
-  return gelu_from(v, simd::erf512(_mm512_mul_ps(v, _mm512_set1_ps(kInvSqrt2)), &e));
-}
+using simd::gelu_from;  // GELU(v) = v Phi(v) = 0.5 v (1 + erf(v / sqrt 2)), from that erf
 
 // d/dx [x Phi(x)] = Phi(x) + x phi(x); erf512 also returns exp(-x^2/2) for phi.
 VIT_AVX512 inline __m512 gelu_grad_from(__m512 v, __m512 erf, __m512 e) {
@@ -39,7 +31,7 @@ VIT_AVX512 inline __m512 gelu_grad512(__m512 v) {
 VIT_AVX512 void gelu_forward_avx512(float* y, const float* x, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; i += 16) {
     const __mmask16 m = i + 16 <= i1 ? __mmask16(0xFFFF) : simd::tail_mask(i1 - i);
-    _mm512_mask_storeu_ps(y + i, m, gelu512(_mm512_maskz_loadu_ps(m, x + i)));
+    _mm512_mask_storeu_ps(y + i, m, simd::gelu512(_mm512_maskz_loadu_ps(m, x + i)));
   }
 }
 
