@@ -132,7 +132,7 @@ TEST(Model, InferenceEqualsTrainingForwardWithoutDropout) {
 // parameter bit for bit.
 TEST(Model, PackedWeightsInferTheSameAndUnpackExactly) {
   ViTConfig c = tiny("token", true, "learn");
-  c.embed_dim = 40;  // 40 and 60 columns: full and partial 16-wide panels
+  c.embed_dim = 40;  // 40, 60 and 120 columns: partial 64-wide panels, last vectors masked
   c.num_heads = 4;
   c.mlp_dim = 60;
   ViT m(c);
