@@ -154,8 +154,8 @@ TEST(MlpBf16, MatchesTheFp32Composition) {
 // or prefetch that writes shows as a wrong value); on random values it is within float
 // rounding of the double reference. Shapes cover tails: N not a multiple of 16 or 64 (a
 // narrow last panel), M not a multiple of the 6-row block (tails of 1 to 5 rows), K past one
-// 768-wide chunk and not a multiple of it, K = 1; panels shared out by threads (4 panels)
-// and by row blocks (3 panels on 2 threads); and ViT widths.
+// 768-wide chunk and not a multiple of it, K = 1, K = 0 (y = b); panels shared out by
+// threads (4 panels) and by row blocks (3 panels on 2 threads); and ViT widths.
 TEST(LinearPacked, ExactOnSmallIntegersCloseOnRandomValuesAndUnpacksExactly) {
   struct Case {
     int64_t M, N, K;
@@ -163,7 +163,7 @@ TEST(LinearPacked, ExactOnSmallIntegersCloseOnRandomValuesAndUnpacksExactly) {
   for (const Case c : {Case{1, 16, 8}, Case{197, 70, 33}, Case{5, 7, 1}, Case{300, 40, 64}, Case{9, 48, 19},
                        Case{13, 50, 400}, Case{20, 33, 200}, Case{197, 128, 64}, Case{4, 64, 384},
                        Case{197, 96, 768}, Case{197, 150, 1000}, Case{11, 256, 1600}, Case{8, 130, 770},
-                       Case{3, 192, 1537}, Case{2, 768, 768}}) {
+                       Case{3, 192, 1537}, Case{2, 768, 768}, Case{3, 20, 0}}) {
     const std::string where = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K);
     std::vector<float> x(c.M * c.K), w(c.N * c.K), b(c.N);
     for (int64_t i = 0; i < c.M * c.K; ++i) x[i] = float(int(i * 7 % 9) - 4);

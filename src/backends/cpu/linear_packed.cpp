@@ -224,8 +224,8 @@ void unpack_linear_weights(float* w, int64_t N, int64_t K) {
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                            int64_t N, bool gelu) {
   if (M == 0 || N == 0) return;
-  if (simd::avx512()) return forward_avx512(y, x, wp, b, M, K, N, gelu);
-  forward_plain(y, x, wp, b, M, K, N);
+  if (simd::avx512() && K > 0) return forward_avx512(y, x, wp, b, M, K, N, gelu);
+  forward_plain(y, x, wp, b, M, K, N);  // (K = 0: y is the bias)
   if (gelu) gelu_forward(y, y, M * N);
 }
 
