@@ -10,7 +10,7 @@
 namespace vit::cpu {
 
 namespace {
-constexpr float kInvSqrt2 = 0.70710678118654752f;
+using simd::kInvSqrt2;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
 using simd::gelu_from;  // GELU(v) = v Phi(v) = 0.5 v (1 + erf(v / sqrt 2)), from that erf

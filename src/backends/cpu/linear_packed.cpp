@@ -134,7 +134,7 @@ VIT_AVX512 void forward_avx512(float* y, const float* x, const float* wp, const 
         const float* P = wp + n0 * K;  // panel p: [K][w]
         Tile tile{};
         tile.ldx = K, tile.w = w, tile.kc = kc, tile.ldc = N;
-        for (int j = 0; j < 4; ++j) tile.m[j] = simd::lanes(std::clamp<int64_t>(w - 16 * j, 0, 16));
+        for (int j = 0; j < 4; ++j) tile.m[j] = simd::lanes(w - 16 * j);
         tile.first = k0 == 0, tile.last = k0 + kc == K, tile.gelu = gelu;
         tile.bias = b ? b + n0 : nullptr;
         tile.B = P + k0 * w;
@@ -151,9 +151,11 @@ VIT_AVX512 void forward_avx512(float* y, const float* x, const float* wp, const 
         const int64_t share = (lines + blocks - 1) / std::max<int64_t>(blocks, 1);
         for (int64_t rb = r0; rb < r1; ++rb) {
           const int64_t done = share * (rb - r0);
-          tile.pf_lines = next && done < lines ? std::min(share, lines - done) : 0;
-          tile.pf = reinterpret_cast<const char*>(next) + 64 * done;
-          tile.pf_every = tile.pf_lines ? std::max<int64_t>(kc / tile.pf_lines, 1) : 1;
+          tile.pf_lines = done < lines ? std::min(share, lines - done) : 0;  // lines = 0 without next
+          if (tile.pf_lines > 0) {
+            tile.pf = reinterpret_cast<const char*>(next) + 64 * done;
+            tile.pf_every = std::max<int64_t>(kc / tile.pf_lines, 1);
+          }
           tile.x = x + rb * kRows * K + k0;
           tile.c = y + rb * kRows * N + n0;
           const int rows = int(std::min<int64_t>(kRows, M - rb * kRows));

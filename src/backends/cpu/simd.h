@@ -167,6 +167,8 @@ VIT_AVX512 inline __m512 erf512(__m512 x, __m512* exp_neg_x2) {
   return _mm512_or_ps(y, _mm512_and_ps(x, sign_bit));            // sign of x
 }
 
+inline constexpr float kInvSqrt2 = 0.70710678118654752f;
+
 // Exact GELU, v Phi(v) = 0.5 v (1 + erf(v / sqrt 2)), lane-wise from erf(v / sqrt 2).
 VIT_AVX512 inline __m512 gelu_from(__m512 v, __m512 erf) {
   return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v), _mm512_add_ps(_mm512_set1_ps(1.f), erf));
@@ -174,7 +176,7 @@ VIT_AVX512 inline __m512 gelu_from(__m512 v, __m512 erf) {
 
 VIT_AVX512 inline __m512 gelu512(__m512 v) {
   __m512 e;
-  return gelu_from(v, erf512(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)), &e));
+  return gelu_from(v, erf512(_mm512_mul_ps(v, _mm512_set1_ps(kInvSqrt2)), &e));
 }
 
 }  // namespace vit::cpu::simd
