@@ -248,15 +248,18 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                            W_.pre_w, W_.pre_b, cfg_.norm_eps);
 
   Tensor x = A.x0;
+  auto acts = [&](int64_t l) -> BlockActs& { return A.blocks[size_t(l) < A.blocks.size() ? l : 0]; };
+  bool ln1_done = false;  // the block's ln1 came with the residual sum that ended the block before
   for (int64_t l = 0; l < cfg_.depth; ++l) {
-    BlockActs& a = A.blocks[size_t(l) < A.blocks.size() ? l : 0];
+    BlockActs& a = acts(l);
     const BlockWeights& w = W_.blocks[l];
     const float proj_p = rate(cfg_.proj_drop_rate), path_p = rate(cfg_.drop_path_at(l));
     const float attn_p = rate(cfg_.attn_drop_rate);
     // With LayerScale, training keeps each branch for the gammas' gradients.
     const Tensor br1 = a.br1.data ? a.br1 : A.branch, br2 = a.br2.data ? a.br2 : A.branch;
-    ops::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, reshape(x, {B * T, C}), w.n1w, w.n1b,
-                           cfg_.norm_eps);
+    if (!ln1_done)
+      ops::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, reshape(x, {B * T, C}), w.n1w, w.n1b,
+                             cfg_.norm_eps);
     // bf16 inference (set_infer_dtype): the packed copies of this block's weights.
     const BlockPacked* pk = !mode.train && !packed_.empty() ? &packed_[size_t(l)] : nullptr;
     auto lin = [this](Tensor y, const Tensor& in, const Tensor& wt, const Tensor* b, ops::PackedLinear* p) {
@@ -274,10 +277,10 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                            key(block_site(l, kAttnDrop)), s0);
     if (maps && probs.data != maps) std::memcpy(maps, probs.data, sizeof(float) * probs.numel());
     lin(br1, reshape(a.ao, {B * T, C}), w.projw, &w.projb, pk ? pk->proj.get() : nullptr);
-    ops::residual_forward(a.r1, x, reshape(br1, {B, T, C}), opt(w.ls1), proj_p, key(block_site(l, kProjDrop)),
-                          path_p, key(block_site(l, kPath1)), s0);
-    ops::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, reshape(a.r1, {B * T, C}), w.n2w, w.n2b,
-                           cfg_.norm_eps);
+    // r1 = x + branch and its LayerNorm in one walk over the samples.
+    ops::residual_layernorm_forward(a.r1, x, reshape(br1, {B, T, C}), opt(w.ls1), proj_p,
+                                    key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0,
+                                    {a.ln2, a.ln2_mean, a.ln2_rstd, w.n2w, w.n2b, cfg_.norm_eps});
     if (pk) {  // bf16: GELU fused into fc1, the hidden activations stay bf16 (inference: no dropout)
       ops::mlp_forward_bf16(br2, a.ln2, *pk->fc1, w.fc1b, *pk->fc2, w.fc2b);
     } else if (weights_packed_) {  // packed fp32 (inference only: no dropout): GELU fused into fc1
@@ -291,8 +294,17 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
       ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)), first(a.act));
       lin(br2, a.act, w.fc2w, &w.fc2b, nullptr);
     }
-    ops::residual_forward(a.out, a.r1, reshape(br2, {B, T, C}), opt(w.ls2), proj_p,
-                          key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
+    if (l + 1 < cfg_.depth) {  // out = r1 + branch, and the next block's ln1 with it
+      BlockActs& n = acts(l + 1);
+      const BlockWeights& wn = W_.blocks[l + 1];
+      ops::residual_layernorm_forward(a.out, a.r1, reshape(br2, {B, T, C}), opt(w.ls2), proj_p,
+                                      key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0,
+                                      {n.ln1, n.ln1_mean, n.ln1_rstd, wn.n1w, wn.n1b, cfg_.norm_eps});
+      ln1_done = true;
+    } else {
+      ops::residual_forward(a.out, a.r1, reshape(br2, {B, T, C}), opt(w.ls2), proj_p,
+                            key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
+    }
     x = a.out;
   }
   const uint8_t* pmask = have_mask_ ? patch_mask_.data() : nullptr;
@@ -466,6 +478,11 @@ void ViT::backward_local(const Tensor& dlogits) {
   // A.dx carries the gradient of the residual stream down through the blocks.
   const Tensor dx2d = reshape(A.dx, {B * T, C});
   const Tensor dbranch3d = reshape(A.dbranch, {B, T, C});
+  // A branch that nothing scales (no dropout, drop path or LayerScale) has the residual
+  // stream's gradient: the products read A.dx itself, which changes only after them.
+  auto mlp_unscaled = [&](int64_t l) {
+    return rate(cfg_.proj_drop_rate) == 0.f && rate(cfg_.drop_path_at(l)) == 0.f && !W_.blocks[l].ls2.data;
+  };
   for (int64_t l = cfg_.depth - 1; l >= 0; --l) {
     BlockActs& a = A.blocks[l];
     const BlockWeights& w = W_.blocks[l];
@@ -477,32 +494,34 @@ void ViT::backward_local(const Tensor& dlogits) {
     // [B,T,C] views.
     const Tensor br1 = a.br1.data ? reshape(a.br1, {B, T, C}) : Tensor{};
     const Tensor br2 = a.br2.data ? reshape(a.br2, {B, T, C}) : Tensor{};
-    // A branch that nothing scales (no dropout, drop path or LayerScale) has the residual
-    // stream's gradient: the products read A.dx itself, which changes only after them.
-    auto unscaled = [&](const Tensor& ls) { return proj_p == 0.f && path_p == 0.f && !ls.data; };
-    const bool plain2 = unscaled(w.ls2);
+    const bool plain2 = mlp_unscaled(l), plain1 = proj_p == 0.f && path_p == 0.f && !w.ls1.data;
+    // An unscaled branch's bias gradient is the column sums of A.dx, which the LayerNorm
+    // backward above it writes: it sums them on the way (fc2's comes from the block above).
+    const bool fc2b_summed = l + 1 < cfg_.depth && plain2;
     if (!plain2)
       ops::residual_backward(dbranch3d, opt(g.ls2), A.dx, opt(br2), opt(w.ls2), proj_p,
                              key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
-    ops::linear_backward(&A.dact, &g.fc2w, &g.fc2b, plain2 ? dx2d : A.dbranch, a.act, w.fc2w);
+    ops::linear_backward(&A.dact, &g.fc2w, fc2b_summed ? nullptr : &g.fc2b, plain2 ? dx2d : A.dbranch, a.act,
+                         w.fc2w);
     ops::dropout_backward(A.dact, proj_p, key(block_site(l, kMlpDrop1)), first(A.dact));
     // a.h holds GELU' of fc1's output (bias_gelu_forward); fc1's bias gradient comes with it.
     ops::bias_gelu_backward(A.dact, g.fc1b, A.dact, a.h);
     ops::linear_backward(&A.dln, &g.fc1w, nullptr, A.dact, a.ln2, w.fc1w);
     ops::layernorm_backward(dx2d, g.n2w, g.n2b, A.dln, reshape(a.r1, {B * T, C}), a.ln2_mean, a.ln2_rstd,
-                            w.n2w, true);
+                            w.n2w, true, plain1 ? &g.projb : nullptr);
     // Attention branch: r1 = x + branch.
-    const bool plain1 = unscaled(w.ls1);
     if (!plain1)
       ops::residual_backward(dbranch3d, opt(g.ls1), A.dx, opt(br1), opt(w.ls1), proj_p,
                              key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0);
     Tensor dao2d = reshape(A.dao, {B * T, C});
-    ops::linear_backward(&dao2d, &g.projw, &g.projb, plain1 ? dx2d : A.dbranch, reshape(a.ao, {B * T, C}),
-                         w.projw);
+    ops::linear_backward(&dao2d, &g.projw, plain1 ? nullptr : &g.projb, plain1 ? dx2d : A.dbranch,
+                         reshape(a.ao, {B * T, C}), w.projw);
     ops::attention_backward(A.dqkv, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, attn_p,
                             key(block_site(l, kAttnDrop)), s0);
     ops::linear_backward(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, w.qkvw);
-    ops::layernorm_backward(dx2d, g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd, w.n1w, true);
+    // The block below's fc2 bias gradient, if its MLP branch is unscaled (fc2b_summed there).
+    Tensor* below_fc2b = l > 0 && mlp_unscaled(l - 1) ? &G_.blocks[l - 1].fc2b : nullptr;
+    ops::layernorm_backward(dx2d, g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd, w.n1w, true, below_fc2b);
   }
   if (cfg_.pre_norm) {
     // dx holds the gradient of norm_pre's output; the tokens' gradient goes to dbranch.

@@ -36,6 +36,31 @@ void residual_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* 
   }
 }
 
+void residual_layernorm_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* gamma, float drop_p,
+                                uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample,
+                                const NormOut& norm) {
+  VIT_CHECK(x.ndim() == 3, "residual: x must be [B,T,C], got ", shape_str(x.shape));
+  const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2);
+  check_shape(out, x.shape, "residual output");
+  check_shape(branch, x.shape, "residual branch");
+  if (gamma) check_shape(*gamma, {C}, "LayerScale gamma");
+  VIT_CHECK(path_p >= 0.f && path_p < 1.f, "drop path: rate must be in [0, 1), got ", path_p);
+  VIT_CHECK(norm.y.numel() == B * T * C, "residual layernorm: output has ", norm.y.numel(),
+            " elements, want ", B * T * C);
+  check_shape(norm.mean, {B * T}, "layernorm mean");
+  check_shape(norm.rstd, {B * T}, "layernorm rstd");
+  check_shape(norm.w, {C}, "layernorm weight");
+  check_shape(norm.b, {C}, "layernorm bias");
+  switch (common_device({&out, &x, &branch, &norm.y, &norm.w}, "residual_layernorm")) {
+    case Device::CPU:
+      return cpu::residual_layernorm_forward(
+          out.data, x.data, branch.data, gamma ? gamma->data : nullptr, B, T, C, drop_p, drop_key, path_p,
+          path_key, first_sample,
+          cpu::NormOut{norm.y.data, norm.mean.data, norm.rstd.data, norm.w.data, norm.b.data, norm.eps});
+    default: unsupported("residual_layernorm", out.device);
+  }
+}
+
 void residual_backward(Tensor dbranch, Tensor* dgamma, const Tensor& dout, const Tensor* branch,
                        const Tensor* gamma, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key,
                        int64_t first_sample) {

@@ -21,8 +21,10 @@ void layernorm_forward(Tensor y, Tensor mean, Tensor rstd, const Tensor& x, cons
 }
 
 void layernorm_backward(Tensor dx, Tensor dw, Tensor db, const Tensor& dy, const Tensor& x,
-                        const Tensor& mean, const Tensor& rstd, const Tensor& w, bool accumulate_dx) {
+                        const Tensor& mean, const Tensor& rstd, const Tensor& w, bool accumulate_dx,
+                        Tensor* dx_colsum) {
   const int64_t M = x.dim(0), C = x.dim(1);
+  if (dx_colsum) check_shape(*dx_colsum, {C}, "layernorm grad input column sums");
   check_shape(dy, x.shape, "layernorm grad output");
   check_shape(dx, x.shape, "layernorm grad input");
   check_shape(dw, {C}, "layernorm grad weight");
@@ -30,7 +32,7 @@ void layernorm_backward(Tensor dx, Tensor dw, Tensor db, const Tensor& dy, const
   switch (common_device({&dx, &dy, &x, &w}, "layernorm_backward")) {
     case Device::CPU:
       return cpu::layernorm_backward(dx.data, dw.data, db.data, dy.data, x.data, mean.data, rstd.data, w.data,
-                                     M, C, accumulate_dx);
+                                     M, C, accumulate_dx, dx_colsum ? dx_colsum->data : nullptr);
     default: unsupported("layernorm_backward", dx.device);
   }
 }

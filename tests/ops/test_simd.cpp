@@ -12,7 +12,9 @@
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/simd.h"
 #include "support/check.h"
+#include "vit/core/error.h"
 #include "vit/core/rng.h"
+#include "vit/ops/ops.h"
 
 namespace vit {
 
@@ -490,23 +492,35 @@ namespace vit {
 TEST(Simd, ColumnSumsAreTheSameOnAnyThreadCount) {
   require_avx512();
   const int saved = omp_get_max_threads();
-  for (int64_t N : {8, 24, 40, 64, 96, 200}) {
+  for (int64_t N : {8, 24, 40, 64, 72, 96, 200, 768}) {
     const int64_t M = 3001;  // enough work for 2 threads
     const auto dy = test::randn(M * N, 21), x = test::randn(M * N, 22), w = test::randn(N, 23);
     std::vector<float> mean(M), rstd(M), y(M * N);
     cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), M, N, 1e-6f);
     std::vector<std::vector<float>> db(2, std::vector<float>(N, 0.f)), lw(2, std::vector<float>(N, 0.f)),
-        lb(2, std::vector<float>(N, 0.f)), dx(2, std::vector<float>(M * N));
+        lb(2, std::vector<float>(N, 0.f)), dx(2, std::vector<float>(M * N)), dx_acc(2, dy),
+        dxsum(2, std::vector<float>(N, 0.25f));
+    // On one thread, rows wider than 64 floats take the one-pass backward (dx, the
+    // parameter gradients and dx's column sums in one walk); on two, three passes.
     for (int t : {1, 2}) {
       omp_set_num_threads(t);
       cpu::colsum_add(db[t - 1].data(), dy.data(), M, N);
       cpu::layernorm_backward(dx[t - 1].data(), lw[t - 1].data(), lb[t - 1].data(), dy.data(), x.data(),
                               mean.data(), rstd.data(), w.data(), M, N, false);
+      cpu::layernorm_backward(dx_acc[t - 1].data(), lw[t - 1].data(), lb[t - 1].data(), dy.data(), x.data(),
+                              mean.data(), rstd.data(), w.data(), M, N, true, dxsum[t - 1].data());
     }
     omp_set_num_threads(saved);
     EXPECT_EQ(db[0], db[1]) << "bias gradient, N=" << N;
     EXPECT_EQ(lw[0], lw[1]) << "LayerNorm weight gradient, C=" << N;
     EXPECT_EQ(lb[0], lb[1]) << "LayerNorm bias gradient, C=" << N;
+    EXPECT_EQ(dx[0], dx[1]) << "LayerNorm input gradient, C=" << N;
+    EXPECT_EQ(dx_acc[0], dx_acc[1]) << "LayerNorm input gradient added to dy, C=" << N;
+    EXPECT_EQ(dxsum[0], dxsum[1]) << "column sums of the LayerNorm input gradient, C=" << N;
+    // And those sums are colsum_add's of the dx written, bit for bit.
+    std::vector<float> want(N, 0.25f);
+    cpu::colsum_add(want.data(), dx_acc[0].data(), M, N);
+    EXPECT_EQ(dxsum[0], want) << "dx column sums against colsum_add, C=" << N;
   }
 }
 
@@ -525,6 +539,62 @@ TEST(Simd, ColumnSumsMatchDouble) {
     cpu::colsum_add(db.data(), dy.data(), M, N);
     EXPECT_TRUE(test::close_rel_max("colsum N=" + std::to_string(N), db.data(), want.data(), N, 1e-5));
   }
+}
+
+}  // namespace vit
+
+namespace vit {
+
+// The residual sum with its LayerNorm in one walk over the samples gives the bits of the two
+// calls: with and without drop path, dropout and LayerScale, rows of 8 (the short-row
+// kernel), 72 (a masked tail) and 192 floats, on one thread and on two.
+TEST(Simd, ResidualLayerNormIsTheTwoCalls) {
+  const int saved = omp_get_max_threads();
+  const int64_t B = 7, T = 13;
+  for (int64_t C : {8, 72, 192})
+    for (int variant = 0; variant < 4; ++variant)
+      for (int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        const bool gamma_on = variant == 3;
+        const float drop_p = variant == 2 ? 0.2f : 0.f, path_p = variant >= 1 ? 0.3f : 0.f;
+        const int64_t n = B * T * C;
+        const auto x = test::randn(n, 31), br = test::randn(n, 32), w = test::randn(C, 33),
+                   b = test::randn(C, 34), g = test::randn(C, 35);
+        std::vector<float> out1(n), out2(n), br1 = br, br2 = br, y1(n), y2(n, -1.f), m1(B * T), m2(B * T),
+                                             r1(B * T), r2(B * T);
+        Tensor G(const_cast<float*>(g.data()), {C});
+        const Tensor* gamma = gamma_on ? &G : nullptr;
+        auto t3 = [&](std::vector<float>& v) { return Tensor(v.data(), {B, T, C}); };
+        auto c1 = [&](const std::vector<float>& v) { return Tensor(const_cast<float*>(v.data()), {C}); };
+        ops::residual_forward(t3(out1), Tensor(const_cast<float*>(x.data()), {B, T, C}), t3(br1), gamma,
+                              drop_p, 7, path_p, 8, 3);
+        ops::layernorm_forward(Tensor(y1.data(), {B * T, C}), Tensor(m1.data(), {B * T}),
+                               Tensor(r1.data(), {B * T}), Tensor(out1.data(), {B * T, C}), c1(w), c1(b),
+                               1e-6f);
+        ops::residual_layernorm_forward(t3(out2), Tensor(const_cast<float*>(x.data()), {B, T, C}), t3(br2),
+                                        gamma, drop_p, 7, path_p, 8, 3,
+                                        {Tensor(y2.data(), {B * T, C}), Tensor(m2.data(), {B * T}),
+                                         Tensor(r2.data(), {B * T}), c1(w), c1(b), 1e-6f});
+        const std::string at = " C=" + std::to_string(C) + " variant " + std::to_string(variant) + ", " +
+                               std::to_string(threads) + " thread(s)";
+        EXPECT_EQ(out1, out2) << "residual sum" << at;
+        EXPECT_EQ(br1, br2) << "dropped branch" << at;
+        EXPECT_EQ(y1, y2) << "normed rows" << at;
+        EXPECT_EQ(m1, m2) << "means" << at;
+        EXPECT_EQ(r1, r2) << "reciprocal deviations" << at;
+      }
+  omp_set_num_threads(saved);
+  // The norm's output must hold B*T*C elements and its statistics B*T.
+  std::vector<float> v(2 * 3 * 4), s(5);
+  const Tensor t(v.data(), {2, 3, 4}), c(v.data(), {4});
+  EXPECT_THROW(ops::residual_layernorm_forward(
+                   t, t, t, nullptr, 0.f, 0, 0.f, 0, 0,
+                   {Tensor(v.data(), {5, 4}), Tensor(s.data(), {6}), Tensor(s.data(), {6}), c, c, 1e-6f}),
+               Error);
+  EXPECT_THROW(ops::residual_layernorm_forward(
+                   t, t, t, nullptr, 0.f, 0, 0.f, 0, 0,
+                   {Tensor(v.data(), {6, 4}), Tensor(s.data(), {5}), Tensor(s.data(), {6}), c, c, 1e-6f}),
+               Error);
 }
 
 }  // namespace vit

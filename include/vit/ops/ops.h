@@ -45,8 +45,11 @@ void linear_forward_packed(Tensor y, const Tensor& x, const Tensor& w_packed, co
 // layernorm over the last dim of x[M,C]; mean[M], rstd[M] saved for backward.
 void layernorm_forward(Tensor y, Tensor mean, Tensor rstd, const Tensor& x, const Tensor& w, const Tensor& b,
                        float eps);
+// dx_colsum (optional, [C]): the column sums of the dx written are added to it, for the bias
+// gradient of a linear layer whose output gradient is dx (the same bits as summing after).
 void layernorm_backward(Tensor dx, Tensor dw, Tensor db, const Tensor& dy, const Tensor& x,
-                        const Tensor& mean, const Tensor& rstd, const Tensor& w, bool accumulate_dx);
+                        const Tensor& mean, const Tensor& rstd, const Tensor& w, bool accumulate_dx,
+                        Tensor* dx_colsum = nullptr);
 
 // gelu (exact erf), element-wise on same-shaped tensors.
 void gelu_forward(Tensor y, const Tensor& x);
@@ -79,6 +82,16 @@ void dropout_backward(Tensor dx, float p, uint64_t key, int64_t first = 0);
 // optional LayerScale; branch is dropped in place (and kept so for backward).
 void residual_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* gamma, float drop_p,
                       uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample = 0);
+// residual_forward, then layernorm_forward of out into y, mean and rstd (y any shape of
+// B*T*C elements, mean and rstd [B*T]): each sample normed while its rows are in cache, the
+// same bits as the two calls.
+struct NormOut {
+  Tensor y, mean, rstd, w, b;
+  float eps;
+};
+void residual_layernorm_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* gamma, float drop_p,
+                                uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample,
+                                const NormOut& norm);
 // dbranch assigned; dgamma accumulated (needs gamma and the forward's dropped branch).
 void residual_backward(Tensor dbranch, Tensor* dgamma, const Tensor& dout, const Tensor* branch,
                        const Tensor* gamma, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key,

@@ -140,8 +140,14 @@ void colsum_add(float* db, const float* dy, int64_t M, int64_t N);
 // ---- layernorm.cpp: per row of x[M,C]; saves mean and rstd = 1/sqrt(var + eps).
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
                        int64_t M, int64_t C, float eps);
+// dxsum (optional): the column sums of the dx written are added to it (the bias gradient
+// of a linear layer whose output gradient is dx), the same bits as colsum_add afterwards.
 void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
-                        const float* rstd, const float* w, int64_t M, int64_t C, bool accumulate_dx);
+                        const float* rstd, const float* w, int64_t M, int64_t C, bool accumulate_dx,
+                        float* dxsum = nullptr);
+// layernorm_forward's work on rows [i0, i1), on this thread (the fused residual below).
+void layernorm_rows(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                    int64_t i0, int64_t i1, int64_t C, float eps);
 // The plain loops the AVX-512 rows above are checked against.
 void layernorm_forward_reference(float* y, float* mean, float* rstd, const float* x, const float* w,
                                  const float* b, int64_t M, int64_t C, float eps);
@@ -213,6 +219,17 @@ void dropout_backward(float* dx, int64_t n, float p, uint64_t key, int64_t first
 void residual_forward(float* out, const float* x, float* branch, const float* gamma, int64_t B, int64_t T,
                       int64_t C, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key,
                       int64_t first_sample = 0);
+// residual_forward, then the LayerNorm of out (layernorm_forward into y, mean, rstd), each
+// sample's rows normed by the thread that summed them, while they are in its cache: the same
+// bits as the two calls, one read of out less.
+struct NormOut {
+  float *y, *mean, *rstd;
+  const float *w, *b;
+  float eps;
+};
+void residual_layernorm_forward(float* out, const float* x, float* branch, const float* gamma, int64_t B,
+                                int64_t T, int64_t C, float drop_p, uint64_t drop_key, float path_p,
+                                uint64_t path_key, int64_t first_sample, const NormOut& norm);
 // dbranch = dropout'(gamma * droppath'(dout)) (assigned); dgamma += sum of droppath'(dout) *
 // branch (the dropped branch the forward left), when gamma is given. The residual path's
 // gradient is dout itself.

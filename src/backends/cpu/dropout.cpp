@@ -39,22 +39,43 @@ VIT_AVX512 void residual_run_avx512(float* out, const float* x, const float* bra
 }
 }  // namespace
 
-void residual_forward(float* out, const float* x, float* branch, const float* gamma, int64_t B, int64_t T,
-                      int64_t C, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key,
-                      int64_t first_sample) {
+namespace {
+// residual_forward, and with norm each sample's LayerNorm right after its sum.
+void residual(float* out, const float* x, float* branch, const float* gamma, int64_t B, int64_t T, int64_t C,
+              float drop_p, uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample,
+              const NormOut* norm) {
   dropout_forward(branch, B * T * C, drop_p, drop_key, first_sample * T * C);
   const bool fast = !gamma && simd::avx512();
   for_items(B, [&](int64_t b) {
     const float s = path_scale(first_sample + b, path_p, path_key);
-    if (fast) return residual_run_avx512(out + b * T * C, x + b * T * C, branch + b * T * C, s, T * C);
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t r = (b * T + t) * C;
-      if (gamma)
-        for (int64_t c = 0; c < C; ++c) out[r + c] = x[r + c] + s * (gamma[c] * branch[r + c]);
-      else
-        for (int64_t c = 0; c < C; ++c) out[r + c] = x[r + c] + s * branch[r + c];
+    if (fast) {
+      residual_run_avx512(out + b * T * C, x + b * T * C, branch + b * T * C, s, T * C);
+    } else {
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t r = (b * T + t) * C;
+        if (gamma)
+          for (int64_t c = 0; c < C; ++c) out[r + c] = x[r + c] + s * (gamma[c] * branch[r + c]);
+        else
+          for (int64_t c = 0; c < C; ++c) out[r + c] = x[r + c] + s * branch[r + c];
+      }
     }
+    if (norm)
+      layernorm_rows(norm->y, norm->mean, norm->rstd, out, norm->w, norm->b, b * T, (b + 1) * T, C,
+                     norm->eps);
   });
+}
+}  // namespace
+
+void residual_forward(float* out, const float* x, float* branch, const float* gamma, int64_t B, int64_t T,
+                      int64_t C, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key,
+                      int64_t first_sample) {
+  residual(out, x, branch, gamma, B, T, C, drop_p, drop_key, path_p, path_key, first_sample, nullptr);
+}
+
+void residual_layernorm_forward(float* out, const float* x, float* branch, const float* gamma, int64_t B,
+                                int64_t T, int64_t C, float drop_p, uint64_t drop_key, float path_p,
+                                uint64_t path_key, int64_t first_sample, const NormOut& norm) {
+  residual(out, x, branch, gamma, B, T, C, drop_p, drop_key, path_p, path_key, first_sample, &norm);
 }
 
 void residual_backward(float* dbranch, float* dgamma, const float* dout, const float* branch,

@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 
+#include "backends/cpu/colsum.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/simd.h"
 #include "vit/core/error.h"
@@ -43,9 +44,13 @@ VIT_AVX512 void layernorm_rows_avx512(float* y, float* mean, float* rstd, const 
   }
 }
 
+// Rows [i0, i1) of dx. With Sums, also (rows in order) aw += dy (x - mean) rstd and ab += dy
+// per column, the parameter gradients' terms, and cs (if given) += the dx written.
+template <bool Sums>
 VIT_AVX512 void layernorm_dx_rows_avx512(float* dx, const float* dy, const float* x, const float* mean,
                                          const float* rstd, const float* w, int64_t i0, int64_t i1, int64_t C,
-                                         bool accumulate_dx) {
+                                         bool accumulate_dx, float* aw = nullptr, float* ab = nullptr,
+                                         float* cs = nullptr) {
   for (int64_t i = i0; i < i1; ++i) {
     const float* xi = x + i * C;
     const float* dyi = dy + i * C;
@@ -54,10 +59,16 @@ VIT_AVX512 void layernorm_dx_rows_avx512(float* dx, const float* dy, const float
     __m512 sg = _mm512_setzero_ps(), sgx = _mm512_setzero_ps();
     for (int64_t c = 0; c < C; c += 16) {
       const __mmask16 k = lanes(c, C);
-      const __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dyi + c), _mm512_maskz_loadu_ps(k, w + c));
-      const __m512 xhat = _mm512_maskz_mul_ps(k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, xi + c), vm), vs);
+      const __m512 d = _mm512_maskz_loadu_ps(k, dyi + c);
+      const __m512 g = _mm512_mul_ps(d, _mm512_maskz_loadu_ps(k, w + c));
+      const __m512 xc = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, xi + c), vm);
+      const __m512 xhat = _mm512_maskz_mul_ps(k, xc, vs);
       sg = _mm512_add_ps(sg, g);
       sgx = _mm512_fmadd_ps(g, xhat, sgx);
+      if constexpr (Sums) {
+        _mm512_storeu_ps(aw + c, _mm512_fmadd_ps(_mm512_mul_ps(d, xc), vs, _mm512_loadu_ps(aw + c)));
+        _mm512_storeu_ps(ab + c, _mm512_add_ps(_mm512_loadu_ps(ab + c), d));
+      }
     }
     const __m512 mg = _mm512_set1_ps(simd::hsum(sg) / float(C));
     const __m512 mgx = _mm512_set1_ps(simd::hsum(sgx) / float(C));
@@ -68,7 +79,37 @@ VIT_AVX512 void layernorm_dx_rows_avx512(float* dx, const float* dy, const float
       __m512 v = _mm512_mul_ps(vs, _mm512_fnmadd_ps(xhat, mgx, _mm512_sub_ps(g, mg)));
       if (accumulate_dx) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, dxi + c));
       _mm512_mask_storeu_ps(dxi + c, k, v);
+      if constexpr (Sums)
+        if (cs) _mm512_storeu_ps(cs + c, _mm512_add_ps(_mm512_loadu_ps(cs + c), v));
     }
+  }
+}
+
+// The whole backward of rows wider than kColsumNarrowN on one thread, in one walk over the
+// rows: dx, and on the way the parameter gradients and (dxsum, if given) the column sums of
+// the dx written, which the linear layer under the norm needs as its bias gradient. Every
+// column sums its rows in order from 0 and then adds into the output, as param_grads_columns
+// and colsum_add do: the same bits as the three passes, for one read of dy and x instead of
+// three (cifar-seed's training step).
+VIT_AVX512 void layernorm_backward_one_pass(float* dx, float* dw, float* db, float* dxsum, const float* dy,
+                                            const float* x, const float* mean, const float* rstd,
+                                            const float* w, int64_t M, int64_t C, bool accumulate_dx) {
+  thread_local std::vector<float> buf;
+  const int64_t Cp = (C + 15) / 16 * 16;
+  float* aw = grown(buf, 3 * Cp);
+  float* ab = aw + Cp;
+  float* cs = ab + Cp;
+  for (int64_t c = 0; c < 3 * Cp; c += 16) _mm512_storeu_ps(aw + c, _mm512_setzero_ps());
+  layernorm_dx_rows_avx512<true>(dx, dy, x, mean, rstd, w, 0, M, C, accumulate_dx, aw, ab,
+                                 dxsum ? cs : nullptr);
+  for (int64_t c = 0; c < C; c += 16) {
+    const __mmask16 k = lanes(c, C);
+    auto add = [&](float* out, const float* acc) VIT_AVX512 {
+      _mm512_mask_storeu_ps(out + c, k,
+                            _mm512_add_ps(_mm512_maskz_loadu_ps(k, out + c), _mm512_loadu_ps(acc + c)));
+    };
+    add(dw, aw), add(db, ab);
+    if (dxsum) add(dxsum, cs);
   }
 }
 
@@ -397,32 +438,46 @@ void layernorm_param_grads(float* dw, float* db, const float* dy, const float* x
 }
 }  // namespace
 
+void layernorm_rows(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                    int64_t i0, int64_t i1, int64_t C, float eps) {
+  if (!simd::avx512())
+    return layernorm_forward_reference(y + i0 * C, mean ? mean + i0 : nullptr, rstd ? rstd + i0 : nullptr,
+                                       x + i0 * C, w, b, i1 - i0, C, eps);
+  if (C == 8)
+    layernorm_short_rows<true>(y, mean, rstd, x, w, b, i0, i1, C, eps);
+  else if (C <= kShortRow)
+    layernorm_short_rows<false>(y, mean, rstd, x, w, b, i0, i1, C, eps);
+  else
+    layernorm_rows_avx512(y, mean, rstd, x, w, b, i0, i1, C, eps);
+}
+
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
                        int64_t M, int64_t C, float eps) {
   if (!simd::avx512()) return layernorm_forward_reference(y, mean, rstd, x, w, b, M, C, eps);
-  by_rows(M, C, [&](int64_t i0, int64_t i1) {
-    if (C == 8)
-      layernorm_short_rows<true>(y, mean, rstd, x, w, b, i0, i1, C, eps);
-    else if (C <= kShortRow)
-      layernorm_short_rows<false>(y, mean, rstd, x, w, b, i0, i1, C, eps);
-    else
-      layernorm_rows_avx512(y, mean, rstd, x, w, b, i0, i1, C, eps);
-  });
+  by_rows(M, C, [&](int64_t i0, int64_t i1) { layernorm_rows(y, mean, rstd, x, w, b, i0, i1, C, eps); });
 }
 
 void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
-                        const float* rstd, const float* w, int64_t M, int64_t C, bool accumulate_dx) {
-  if (!simd::avx512())
-    return layernorm_backward_reference(dx, dw, db, dy, x, mean, rstd, w, M, C, accumulate_dx);
+                        const float* rstd, const float* w, int64_t M, int64_t C, bool accumulate_dx,
+                        float* dxsum) {
+  if (!simd::avx512()) {
+    layernorm_backward_reference(dx, dw, db, dy, x, mean, rstd, w, M, C, accumulate_dx);
+    if (dxsum) colsum_add(dxsum, dx, M, C);
+    return;
+  }
+  // One thread (a training lane) and rows the column passes below sum in order: one pass.
+  if (C > kColsumNarrowN && threads_for(M * C * 4) == 1)
+    return layernorm_backward_one_pass(dx, dw, db, dxsum, dy, x, mean, rstd, w, M, C, accumulate_dx);
   by_rows(M, C, [&](int64_t i0, int64_t i1) {
     if (C == 8)
       layernorm_dx_short_rows<true>(dx, dy, x, mean, rstd, w, i0, i1, C, accumulate_dx);
     else if (C <= kShortRow)
       layernorm_dx_short_rows<false>(dx, dy, x, mean, rstd, w, i0, i1, C, accumulate_dx);
     else
-      layernorm_dx_rows_avx512(dx, dy, x, mean, rstd, w, i0, i1, C, accumulate_dx);
+      layernorm_dx_rows_avx512<false>(dx, dy, x, mean, rstd, w, i0, i1, C, accumulate_dx);
   });
   layernorm_param_grads(dw, db, dy, x, mean, rstd, M, C);
+  if (dxsum) colsum_add(dxsum, dx, M, C);
 }
 
 void layernorm_forward_reference(float* y, float* mean, float* rstd, const float* x, const float* w,
