@@ -19,8 +19,9 @@ void dropout_backward(Tensor dx, float p, uint64_t key, int64_t first) {
   }
 }
 
-void residual_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* gamma, float drop_p,
-                      uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample) {
+namespace {
+void check_residual(const Tensor& out, const Tensor& x, const Tensor& branch, const Tensor* gamma,
+                    float path_p) {
   // Drop path draws one keep per sample, so the batch must be the leading dim of a
   // [B,T,C] tensor: a flattened [B*T,C] view would silently drop single tokens.
   VIT_CHECK(x.ndim() == 3, "residual: x must be [B,T,C], got ", shape_str(x.shape));
@@ -28,6 +29,12 @@ void residual_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* 
   check_shape(branch, x.shape, "residual branch");
   if (gamma) check_shape(*gamma, {x.dim(2)}, "LayerScale gamma");
   VIT_CHECK(path_p >= 0.f && path_p < 1.f, "drop path: rate must be in [0, 1), got ", path_p);
+}
+}  // namespace
+
+void residual_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* gamma, float drop_p,
+                      uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample) {
+  check_residual(out, x, branch, gamma, path_p);
   switch (common_device({&out, &x, &branch}, "residual")) {
     case Device::CPU:
       return cpu::residual_forward(out.data, x.data, branch.data, gamma ? gamma->data : nullptr, x.dim(0),
@@ -39,12 +46,8 @@ void residual_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* 
 void residual_layernorm_forward(Tensor out, const Tensor& x, Tensor branch, const Tensor* gamma, float drop_p,
                                 uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample,
                                 const NormOut& norm) {
-  VIT_CHECK(x.ndim() == 3, "residual: x must be [B,T,C], got ", shape_str(x.shape));
+  check_residual(out, x, branch, gamma, path_p);
   const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2);
-  check_shape(out, x.shape, "residual output");
-  check_shape(branch, x.shape, "residual branch");
-  if (gamma) check_shape(*gamma, {C}, "LayerScale gamma");
-  VIT_CHECK(path_p >= 0.f && path_p < 1.f, "drop path: rate must be in [0, 1), got ", path_p);
   VIT_CHECK(norm.y.numel() == B * T * C, "residual layernorm: output has ", norm.y.numel(),
             " elements, want ", B * T * C);
   check_shape(norm.mean, {B * T}, "layernorm mean");
