@@ -34,11 +34,11 @@ ViTConfig tiny(const std::string& pool, bool cls, const std::string& pos) {
 }
 
 // Random weights of a useful scale (timm's 0.02 init makes every gradient tiny).
-void randomize(ViT& m, uint64_t seed) {
+void randomize(ViT& m, uint64_t seed, double scale = 0.4) {
   Rng rng(seed);
   for (auto& s : m.table().specs())
     if (s.trainable)
-      for (int64_t i = 0; i < s.numel(); ++i) m.params().data()[s.offset + i] = float(rng.normal() * 0.4);
+      for (int64_t i = 0; i < s.numel(); ++i) m.params().data()[s.offset + i] = float(rng.normal() * scale);
 }
 }  // namespace
 
@@ -75,9 +75,20 @@ TEST_P(ModelGrad, EveryParameterMatchesFiniteDifferences) {
   } else if (mc.variant == "norm") {
     c.fc_norm = false;
     c.reg_tokens = 1;
+  } else if (mc.variant == "wide" || mc.variant == "wide_plain") {
+    // Rows wider than 64 floats on one thread: the LayerNorm backward's one pass, which also
+    // sums the bias gradients of proj and of the block below's fc2 when nothing scales their
+    // branch. "wide": drop path only, which is 0 in block 0 and not in block 1, so both
+    // kinds of branch meet; "wide_plain": no dropout at all.
+    c.embed_dim = 72;
+    c.mlp_dim = 80;
+    c.pos_drop_rate = c.attn_drop_rate = c.proj_drop_rate = c.drop_rate = 0.f;
+    c.drop_path_rate = mc.variant == "wide" ? 0.3f : 0.f;
   }
   ViT m(c);
-  randomize(m, 5);
+  // The same scale of pre-activations at every width (0.4 at 8 features), so the finite
+  // differences see as little curvature on the wide model as on the narrow ones.
+  randomize(m, 5, 0.4 * std::sqrt(8.0 / double(c.embed_dim)));
   const int64_t B = 3;
   auto x = test::randn(B * 2 * 8 * 12, 7);
   std::vector<int64_t> labels = {0, 2, 1};
@@ -104,7 +115,9 @@ INSTANTIATE_TEST_SUITE_P(Variants, ModelGrad,
                                            ModelCase{"avg", true, "sincos", true},
                                            ModelCase{"avg", false, "learn", true},
                                            ModelCase{"token", true, "learn", true, "extras"},
-                                           ModelCase{"avg", true, "learn", true, "norm"}),
+                                           ModelCase{"avg", true, "learn", true, "norm"},
+                                           ModelCase{"token", true, "learn", false, "wide"},
+                                           ModelCase{"avg", true, "learn", false, "wide_plain"}),
                          [](const auto& info) {
                            return info.param.pool + (info.param.cls ? "_cls_" : "_nocls_") + info.param.pos +
                                   (info.param.mask ? "_mask" : "") +
