@@ -53,6 +53,10 @@ def torch_env(threads):
     return env
 
 
+# The machine's best measured fp32 matrix-product rate on 2 threads (docs/benchmarks.md).
+CEILING = 428.0
+
+
 def run_json(cmd, env=None):
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, cwd=ROOT).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -60,7 +64,7 @@ def run_json(cmd, env=None):
 
 def vitcpp(mode, model, batch, threads, min_time):
     j = run_json([os.path.join(ROOT, "build/vit"), "bench", "--model", model, "--mode", mode, "-b", str(batch),
-                  "--threads", str(threads), "--min-time", str(min_time), "--runs", "3", "--ceiling", "428", "--json"])
+                  "--threads", str(threads), "--min-time", str(min_time), "--runs", "3", "--ceiling", str(CEILING), "--json"])
     return j["median_ms"], j
 
 
@@ -109,8 +113,10 @@ def main():
             continue
         peer_threads = sorted({1, args.threads}) if small else [args.threads]
         v, t, o = [], {n: [] for n in peer_threads}, {n: [] for n in peer_threads}
+        gflop = 0.0  # per batch, as vit bench counts it (per image; a training step's is 3x the forward's)
         for _ in range(args.rounds):
             ms, j = vitcpp(mode, model, batch, args.threads, args.min_time)
+            gflop = j["gflop_per_image"] * batch
             v.append(ms)
             log.write(json.dumps({"peer": "vitcpp", **j}) + "\n")
             for n in peer_threads:
@@ -129,18 +135,20 @@ def main():
         if all(o.values()):
             o_n = min(peer_threads, key=lambda n: statistics.median(o[n]))
             o_ms = statistics.median(o[o_n])
-        rows.append((f"{model} {mode}, batch {batch}", batch, v_ms, t_ms, best_n, o_ms, o_n))
+        rows.append((f"{model} {mode}, batch {batch}", batch, v_ms, t_ms, best_n, o_ms, o_n, gflop))
         ort_text = f", ONNX Runtime {o_ms:.2f} ms ({o_n} thr)" if o_ms else ""
         print(f"{rows[-1][0]}: vitcpp {v_ms:.2f} ms, PyTorch {t_ms:.2f} ms ({best_n} thr){ort_text}", file=sys.stderr,
               flush=True)
     print(f"\n{args.threads} threads for vitcpp; medians of {args.rounds} alternating rounds; "
-          "ratio = peer time / vitcpp time\n")
-    print("| workload | vitcpp ms/batch | vitcpp img/s | PyTorch best ms/batch (threads) | vitcpp / PyTorch "
-          "| ONNX Runtime ms/batch (threads) | vitcpp / ONNX Runtime |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for name, b, v_ms, t_ms, n, o_ms, o_n in rows:
+          f"ratio = peer time / vitcpp time; % of the {CEILING:.0f} GFLOP/s ceiling at vitcpp's median\n")
+    print("| workload | vitcpp ms/batch | vitcpp img/s | vitcpp % of ceiling | PyTorch best ms/batch (threads) "
+          "| vitcpp / PyTorch | ONNX Runtime ms/batch (threads) | vitcpp / ONNX Runtime |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, b, v_ms, t_ms, n, o_ms, o_n, gflop in rows:
         ort_cells = f"{o_ms:.2f} ({o_n}) | **{o_ms / v_ms:.2f}x**" if o_ms else "- | -"
-        print(f"| {name} | {v_ms:.2f} | {b / v_ms * 1e3:,.1f} | {t_ms:.2f} ({n}) | **{t_ms / v_ms:.2f}x** | {ort_cells} |")
+        pct = gflop / (v_ms * 1e-3) / CEILING * 100
+        print(f"| {name} | {v_ms:.2f} | {b / v_ms * 1e3:,.1f} | {pct:.1f}% | {t_ms:.2f} ({n}) | **{t_ms / v_ms:.2f}x** "
+              f"| {ort_cells} |")
 
 
 if __name__ == "__main__":
