@@ -1,6 +1,8 @@
 // vit bench: time a model's inference or training step on random images and report
 // median / min / max ms per batch, images/s, GFLOP/s, % of the matrix-product ceiling
 // and peak RSS (text, or one JSON object with --json).
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -56,6 +58,7 @@ Run add_bench(CLI::App& cmd) {
                           {"mode", f->mode},
                           {"batch_size", f->opt.batch},
                           {"threads", num_threads()},
+                          {"cpus", omp_get_num_procs()},
                           {"dtype", f->opt.dtype},
                           {"weights_packed", r.weights_packed},
                           {"lanes", r.lanes},
@@ -74,10 +77,11 @@ Run add_bench(CLI::App& cmd) {
       std::cout << j.dump() << "\n";
       return 0;
     }
-    std::printf("%s %s, batch %lld, %d threads, %d lane%s, %s%s: %zu runs after %d warm-up\n",
-                f->model.model.c_str(), f->mode.c_str(), (long long)f->opt.batch, num_threads(), r.lanes,
-                r.lanes == 1 ? "" : "s", f->opt.dtype.c_str(), r.weights_packed ? " (packed weights)" : "",
-                r.ms.size(), f->opt.warmup);
+    std::printf("%s %s, batch %lld, %d threads (%d CPU%s), %d lane%s, %s%s: %zu runs after %d warm-up\n",
+                f->model.model.c_str(), f->mode.c_str(), (long long)f->opt.batch, num_threads(),
+                omp_get_num_procs(), omp_get_num_procs() == 1 ? "" : "s", r.lanes, r.lanes == 1 ? "" : "s",
+                f->opt.dtype.c_str(), r.weights_packed ? " (packed weights)" : "", r.ms.size(),
+                f->opt.warmup);
     std::printf("  per batch: median %.3f ms (min %.3f, max %.3f)\n", r.median_ms, r.min_ms, r.max_ms);
     std::printf("  %.2f images/s, %.1f GFLOP/s (%.1f%% of %.0f GFLOP/s, %s)\n", r.images_per_s,
                 r.gflops_per_s, r.pct_of_ceiling, r.ceiling_gflops, r.ceiling_source.c_str());

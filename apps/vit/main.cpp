@@ -1,7 +1,10 @@
 // vit: train, evaluate and run Vision Transformers. `vit --help` lists the subcommands.
+#include <omp.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -24,11 +27,37 @@ namespace {
 // process, where 3,000 lost 5% and 10,000 20% (docs/benchmarks.md). libgomp reads them
 // once, before main, so vit sets them and runs itself again when the user set no wait
 // policy; OMP_WAIT_POLICY=PASSIVE or ACTIVE (and GOMP_SPINCOUNT) given by the user are kept.
+//
+// With OMP_PROC_BIND (or OMP_PLACES) set, libgomp has also bound this thread to its first
+// place before main, and a process started by execv inherits that narrowed CPU mask: the
+// second run's OpenMP then sees one CPU and puts every thread on it (cifar-seed training ran
+// at half speed under OMP_PROC_BIND=true). The places together are the CPUs the first run
+// started with, so the mask is widened back to them first, and only when it was narrowed
+// to a part of them.
+void restore_affinity_before_exec() {
+  const int places = omp_get_num_places();
+  if (places <= 0) return;
+  cpu_set_t all, now;
+  CPU_ZERO(&all);
+  for (int p = 0; p < places; ++p) {
+    std::vector<int> ids(size_t(std::max(omp_get_place_num_procs(p), 0)));
+    omp_get_place_proc_ids(p, ids.data());
+    for (int id : ids)
+      if (id >= 0 && id < CPU_SETSIZE) CPU_SET(id, &all);
+  }
+  if (sched_getaffinity(0, sizeof now, &now) != 0) return;
+  cpu_set_t both;
+  CPU_AND(&both, &now, &all);
+  const bool narrowed = CPU_EQUAL(&both, &now) && CPU_COUNT(&now) < CPU_COUNT(&all);
+  if (narrowed) sched_setaffinity(0, sizeof all, &all);
+}
+
 void default_to_short_spinning(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY")) return;
   setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
   setenv("GOMP_SPINCOUNT", "2000", 0);  // a user's own value stays
-  execv("/proc/self/exe", argv);        // returns only on failure: carry on with the defaults
+  restore_affinity_before_exec();
+  execv("/proc/self/exe", argv);  // returns only on failure: carry on with the defaults
 }
 }  // namespace
 

@@ -1,5 +1,7 @@
 // The vit program end to end: help for every subcommand, a short synthetic training run
 // that writes its run directory, and clear errors with a non-zero exit for bad input.
+#include <sched.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -135,6 +137,24 @@ TEST(Cli, MeanAndStdOverrideTheModelsNormalization) {
   r = run(base + "--std 0");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--std must be positive"), std::string::npos) << r.out;
+}
+
+// vit runs itself again to set OpenMP's wait policy. Under OMP_PROC_BIND libgomp has bound
+// the first run's thread to one CPU by then, and the second run used to inherit that mask
+// and see one CPU: every thread on it, half the speed on two cores. It must see what this
+// process sees (`cpus` in bench's JSON is omp_get_num_procs()).
+TEST(Cli, ThreadBindingKeepsEveryCpu) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  const int cpus = CPU_COUNT(&mine);
+  if (cpus < 2) GTEST_SKIP() << "one CPU here: nothing to lose";
+  const std::string bench =
+      "bench --model mnist-seed -b 2 --threads 2 --warmup 0 --runs 1 --min-time 0 --ceiling 100 --json";
+  for (const char* env : {"", "OMP_PROC_BIND=true", "OMP_PROC_BIND=close OMP_PLACES=cores"}) {
+    Result r = vit::test::run_vit(bench, env);
+    ASSERT_EQ(r.code, 0) << env << ": " << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["cpus"], cpus) << "with " << (*env ? env : "no binding");
+  }
 }
 
 TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {
