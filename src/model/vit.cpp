@@ -249,7 +249,6 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
 
   Tensor x = A.x0;
   auto acts = [&](int64_t l) -> BlockActs& { return A.blocks[size_t(l) < A.blocks.size() ? l : 0]; };
-  bool ln1_done = false;  // the block's ln1 came with the residual sum that ended the block before
   for (int64_t l = 0; l < cfg_.depth; ++l) {
     BlockActs& a = acts(l);
     const BlockWeights& w = W_.blocks[l];
@@ -257,7 +256,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     const float attn_p = rate(cfg_.attn_drop_rate);
     // With LayerScale, training keeps each branch for the gammas' gradients.
     const Tensor br1 = a.br1.data ? a.br1 : A.branch, br2 = a.br2.data ? a.br2 : A.branch;
-    if (!ln1_done)
+    if (l == 0)  // later blocks' ln1 comes with the residual sum that ends the block before
       ops::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, reshape(x, {B * T, C}), w.n1w, w.n1b,
                              cfg_.norm_eps);
     // bf16 inference (set_infer_dtype): the packed copies of this block's weights.
@@ -300,7 +299,6 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
       ops::residual_layernorm_forward(a.out, a.r1, reshape(br2, {B, T, C}), opt(w.ls2), proj_p,
                                       key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0,
                                       {n.ln1, n.ln1_mean, n.ln1_rstd, wn.n1w, wn.n1b, cfg_.norm_eps});
-      ln1_done = true;
     } else {
       ops::residual_forward(a.out, a.r1, reshape(br2, {B, T, C}), opt(w.ls2), proj_p,
                             key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
@@ -480,8 +478,9 @@ void ViT::backward_local(const Tensor& dlogits) {
   const Tensor dbranch3d = reshape(A.dbranch, {B, T, C});
   // A branch that nothing scales (no dropout, drop path or LayerScale) has the residual
   // stream's gradient: the products read A.dx itself, which changes only after them.
-  auto mlp_unscaled = [&](int64_t l) {
-    return rate(cfg_.proj_drop_rate) == 0.f && rate(cfg_.drop_path_at(l)) == 0.f && !W_.blocks[l].ls2.data;
+  // ls: the branch's LayerScale gamma in block l.
+  auto unscaled = [&](int64_t l, const Tensor& ls) {
+    return rate(cfg_.proj_drop_rate) == 0.f && rate(cfg_.drop_path_at(l)) == 0.f && !ls.data;
   };
   for (int64_t l = cfg_.depth - 1; l >= 0; --l) {
     BlockActs& a = A.blocks[l];
@@ -494,7 +493,7 @@ void ViT::backward_local(const Tensor& dlogits) {
     // [B,T,C] views.
     const Tensor br1 = a.br1.data ? reshape(a.br1, {B, T, C}) : Tensor{};
     const Tensor br2 = a.br2.data ? reshape(a.br2, {B, T, C}) : Tensor{};
-    const bool plain2 = mlp_unscaled(l), plain1 = proj_p == 0.f && path_p == 0.f && !w.ls1.data;
+    const bool plain2 = unscaled(l, w.ls2), plain1 = unscaled(l, w.ls1);
     // An unscaled branch's bias gradient is the column sums of A.dx, which the LayerNorm
     // backward above it writes: it sums them on the way (fc2's comes from the block above).
     const bool fc2b_summed = l + 1 < cfg_.depth && plain2;
@@ -520,7 +519,7 @@ void ViT::backward_local(const Tensor& dlogits) {
                             key(block_site(l, kAttnDrop)), s0);
     ops::linear_backward(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, w.qkvw);
     // The block below's fc2 bias gradient, if its MLP branch is unscaled (fc2b_summed there).
-    Tensor* below_fc2b = l > 0 && mlp_unscaled(l - 1) ? &G_.blocks[l - 1].fc2b : nullptr;
+    Tensor* below_fc2b = l > 0 && unscaled(l - 1, W_.blocks[l - 1].ls2) ? &G_.blocks[l - 1].fc2b : nullptr;
     ops::layernorm_backward(dx2d, g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd, w.n1w, true, below_fc2b);
   }
   if (cfg_.pre_norm) {
