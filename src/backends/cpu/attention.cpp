@@ -131,7 +131,7 @@ VIT_AVX512 void softmax_backward_rows_avx512(float* d, const float* p, int64_t l
 // A head's k (or v) rows [T, D] transposed to [D, ldk] in a per-thread scratch (grown
 // once, then reused), ldk = T rounded up to 16, for head_scores.
 float* transposed_keys(const float* k, int64_t ld, int64_t T, int64_t D, int64_t* ldk) {
-  thread_local std::vector<float> buf;
+  thread_local Scratch<float> buf;
   *ldk = (T + 15) / 16 * 16;
   float* kT = grown(buf, D * *ldk);
   head_transpose(kT, *ldk, k, ld, T, D);
@@ -146,7 +146,7 @@ float* transposed_keys(const float* k, int64_t ld, int64_t T, int64_t D, int64_t
 constexpr int64_t kCopyRowsMinD = 32;
 enum Slot { kSlotV, kSlotQ, kSlotK, kSlotDOut, kSlots };
 const float* contiguous_rows(Slot slot, const float* src, int64_t ld, int64_t T, int64_t D) {
-  thread_local std::vector<float> bufs[kSlots];
+  thread_local Scratch<float> bufs[kSlots];
   float* dst = grown(bufs[slot], T * D);
   for (int64_t t = 0; t < T; ++t) std::memcpy(dst + t * D, src + t * ld, size_t(D) * sizeof(float));
   return dst;
@@ -155,7 +155,7 @@ const float* contiguous_rows(Slot slot, const float* src, int64_t ld, int64_t T,
 // Where an item's probabilities go when the caller keeps none (inference): per thread,
 // grown once, then reused, so they stay in cache for P v.
 float* item_scratch(int64_t n) {
-  thread_local std::vector<float> P;
+  thread_local Scratch<float> P;
   return grown(P, n);
 }
 
@@ -167,7 +167,7 @@ float* item_scratch(int64_t n) {
 constexpr int64_t kNarrowD = 8;
 void narrow_head_gemm(int64_t M, int64_t D, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
                       const float* B, int64_t ldb, float* C, int64_t ldc) {
-  thread_local std::vector<float> buf;
+  thread_local Scratch<float> buf;
   const int64_t ldm = (M + 15) / 16 * 16;
   float* ct = grown(buf, (D + (ars == 1 ? 0 : K)) * ldm);
   const float* at = A;

@@ -111,8 +111,8 @@ VIT_AVX512 void head_lanes(float* O, float* probs, const float* X, float* S, con
 void attention_forward_lanes(float* out, float* probs, const float* qkv, const uint8_t* key_mask, int64_t n,
                              int64_t T, int64_t C, int64_t H) {
   const int64_t D = C / H, W = 3 * C;
-  thread_local std::vector<float> xs, os, ss;
-  thread_local std::vector<__mmask16> ks;
+  thread_local Scratch<float> xs, os, ss;
+  thread_local Scratch<__mmask16> ks;
   float* X = grown(xs, T * W * 16);  // per-thread scratch: [rows][16] floats
   float* O = grown(os, T * C * 16);
   float* S = grown(ss, T * 16);

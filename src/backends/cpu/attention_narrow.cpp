@@ -48,7 +48,7 @@ VIT_NO_ASAN VIT_AVX512 void backward_head(float* dq, float* dk, float* dv, const
                                           const float* v, int64_t ld, const float* dO, int64_t ldo,
                                           const float* P, int64_t T, float scale) {
   constexpr int R = rows_per_block(D, NV), L = 16 * NV;
-  thread_local std::vector<float> scratch;  // vT, kT, dvT, dkT, each [D, L]
+  thread_local Scratch<float> scratch;  // vT, kT, dvT, dkT, each [D, L]
   float* vT = grown(scratch, 4 * D * L);
   float* kT = vT + D * L;
   float* dvT = kT + D * L;

@@ -4,6 +4,7 @@
 #pragma once
 #include <vector>
 
+#include "backends/cpu/cpu.h"
 #include "backends/cpu/simd.h"
 
 namespace vit::cpu {
@@ -15,7 +16,7 @@ namespace vit::cpu {
 // values at row i, columns [c, c + 16) under mask m (it may store them too).
 template <typename Row>
 VIT_AVX512 inline void colsum_by_rows(float* db, int64_t M, int64_t j0, int64_t j1, Row&& row) {
-  thread_local std::vector<float> buf;
+  thread_local Scratch<float> buf;
   const int64_t n = j1 - j0;
   if (int64_t(buf.size()) < n) buf.resize(size_t(n));
   float* acc = buf.data();

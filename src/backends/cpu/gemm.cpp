@@ -53,7 +53,7 @@ void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   const float* b = B;
   int64_t ld = ldb;
   if (tb) {  // B(k, j) = B[j ldb + k]: make it [K, N]
-    thread_local std::vector<float> bt;
+    thread_local Scratch<float> bt;
     float* t = grown(bt, K * N);
     head_transpose(t, N, B, ldb, N, K);
     b = t;
@@ -87,7 +87,7 @@ bool transposed_is_better(bool ta, bool tb, int64_t M, int64_t N) {
 
 void gemm_skinny_transposed(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                             const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  thread_local std::vector<float> buf;
+  thread_local Scratch<float> buf;
   float* ct = grown(buf, N * M);
   // C^T[N, M] = alpha B^T A (beta = 0: alpha times the sum, as the direct product's epilogue).
   gemm_skinny(true, false, N, M, K, alpha, B, ldb, A, lda, 0.f, nullptr, ct, M);

@@ -94,7 +94,7 @@ VIT_AVX512 void layernorm_dx_rows_avx512(float* dx, const float* dy, const float
 VIT_AVX512 void layernorm_backward_one_pass(float* dx, float* dw, float* db, float* dxsum, const float* dy,
                                             const float* x, const float* mean, const float* rstd,
                                             const float* w, int64_t M, int64_t C, bool accumulate_dx) {
-  thread_local std::vector<float> buf;
+  thread_local Scratch<float> buf;
   const int64_t Cp = (C + 15) / 16 * 16;
   float* aw = grown(buf, 3 * Cp);
   float* ab = aw + Cp;
