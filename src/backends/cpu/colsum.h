@@ -2,8 +2,6 @@
 // gradient's input anyway (GELU's backward), so a fused pass gives the same bits as the
 // pass followed by colsum_add.
 #pragma once
-#include <vector>
-
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/simd.h"
 
@@ -18,8 +16,7 @@ template <typename Row>
 VIT_AVX512 inline void colsum_by_rows(float* db, int64_t M, int64_t j0, int64_t j1, Row&& row) {
   thread_local Scratch<float> buf;
   const int64_t n = j1 - j0;
-  if (int64_t(buf.size()) < n) buf.resize(size_t(n));
-  float* acc = buf.data();
+  float* acc = grown(buf, n);
   for (int64_t j = 0; j < n; j += 16) _mm512_mask_storeu_ps(acc + j, simd::lanes(n - j), _mm512_setzero_ps());
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < n; j += 16) {

@@ -51,8 +51,7 @@ void round_to_bf16(uint16_t* dst, const float* x, int64_t n) {
 // input, slot 1 the MLP's hidden activations.
 uint16_t* bf16_scratch(int slot, int64_t n) {
   static thread_local Scratch<uint16_t> buf[2];
-  if (int64_t(buf[slot].size()) < n) buf[slot].resize(size_t(n));
-  return buf[slot].data();
+  return grown(buf[slot], n);
 }
 }  // namespace
 
