@@ -286,10 +286,11 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
       ops::linear_forward_packed(a.act, a.ln2, w.fc1w, &w.fc1b, true);
       ops::linear_forward_packed(br2, a.act, w.fc2w, &w.fc2b);
     } else {
-      lin(a.h, a.ln2, w.fc1w, nullptr, nullptr);
       // fc1's bias goes in with the activation; forward() (whose activations backward()
       // reads, whatever the mode) keeps GELU's derivative in a.h, infer() nothing.
+      ops::linear_forward(a.h, a.ln2, w.fc1w, nullptr, a.h_zero);
       ops::bias_gelu_forward(a.act, a.h, w.fc1b, &A == &train_);
+      a.h_zero = false;
       ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)), first(a.act));
       lin(br2, a.act, w.fc2w, &w.fc2b, nullptr);
     }
@@ -504,7 +505,10 @@ void ViT::backward_local(const Tensor& dlogits) {
                          w.fc2w);
     ops::dropout_backward(A.dact, proj_p, key(block_site(l, kMlpDrop1)), first(A.dact));
     // a.h holds GELU' of fc1's output (bias_gelu_forward); fc1's bias gradient comes with it.
-    ops::bias_gelu_backward(A.dact, g.fc1b, A.dact, a.h);
+    // a.h is cleared on the way where the next forward's fc1 can use that
+    // (ops::linear_forward's y_zero).
+    a.h_zero = ops::linear_uses_zero_output(B * T, C, a.h.dim(1));
+    ops::bias_gelu_backward(A.dact, g.fc1b, A.dact, a.h, a.h_zero);
     ops::linear_backward(&A.dln, &g.fc1w, nullptr, A.dact, a.ln2, w.fc1w);
     ops::layernorm_backward(dx2d, g.n2w, g.n2b, A.dln, reshape(a.r1, {B * T, C}), a.ln2_mean, a.ln2_rstd,
                             w.n2w, true, plain1 ? &g.projb : nullptr);

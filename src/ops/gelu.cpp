@@ -32,7 +32,7 @@ void bias_gelu_forward(Tensor y, Tensor h, const Tensor& bias, bool keep_grad) {
   }
 }
 
-void bias_gelu_backward(Tensor dx, Tensor& dbias, const Tensor& dy, const Tensor& grad) {
+void bias_gelu_backward(Tensor dx, Tensor& dbias, const Tensor& dy, Tensor grad, bool clear_grad) {
   check_shape(dx, grad.shape, "gelu grad input");
   check_shape(dy, grad.shape, "gelu grad output");
   VIT_CHECK(grad.ndim() >= 1, "bias_gelu_backward: input must have a last dimension");
@@ -40,7 +40,8 @@ void bias_gelu_backward(Tensor dx, Tensor& dbias, const Tensor& dy, const Tensor
   check_shape(dbias, {N}, "gelu grad bias");
   switch (common_device({&dx, &dy, &grad, &dbias}, "bias_gelu_backward")) {
     case Device::CPU:
-      return cpu::bias_gelu_backward(dx.data, dbias.data, dy.data, grad.data, grad.numel() / N, N);
+      return cpu::bias_gelu_backward(dx.data, dbias.data, dy.data, grad.data, grad.numel() / N, N,
+                                     clear_grad);
     default: unsupported("bias_gelu_backward", dx.device);
   }
 }

@@ -4,7 +4,7 @@
 
 namespace vit::ops {
 
-void linear_forward(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b) {
+void linear_forward(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b, bool y_zero) {
   VIT_CHECK(x.ndim() == 2 && w.ndim() == 2, "linear: x and w must be 2-D, got ", shape_str(x.shape), " and ",
             shape_str(w.shape));
   const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
@@ -12,9 +12,14 @@ void linear_forward(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b)
   check_shape(y, {M, N}, "linear output");
   if (b) check_shape(*b, {N}, "linear bias");
   switch (common_device({&y, &x, &w}, "linear")) {
-    case Device::CPU: return cpu::linear_forward(y.data, x.data, w.data, b ? b->data : nullptr, M, K, N);
+    case Device::CPU:
+      return cpu::linear_forward(y.data, x.data, w.data, b ? b->data : nullptr, M, K, N, y_zero);
     default: unsupported("linear", y.device);
   }
+}
+
+bool linear_uses_zero_output(int64_t M, int64_t K, int64_t N) {
+  return cpu::adds_onto_zeros(M, N, K);
 }
 
 void pack_linear_inplace(Tensor& w) {

@@ -43,6 +43,13 @@ TEST_P(Gemm, MatchesReference) {
   for (int64_t i = 0; i < c.M; ++i)
     for (int64_t j = 0; j < c.N; ++j) want[i * c.N + j] += bias[j];
   EXPECT_TRUE(test::close_rel_max("gemm_nt_bias", got.data(), want.data(), c.M * c.N, tol));
+  // Without a bias, onto a C known to hold zeros (c_zero: sgemm may add onto it): the same
+  // bits as assigning.
+  std::vector<float> assigned(c.M * c.N, std::nanf(""));
+  cpu::gemm_nt_bias(c.M, c.N, c.K, A.data(), lda, B.data(), ldb, nullptr, assigned.data(), c.N);
+  std::fill(got.begin(), got.end(), 0.f);
+  cpu::gemm_nt_bias(c.M, c.N, c.K, A.data(), lda, B.data(), ldb, nullptr, got.data(), c.N, true);
+  EXPECT_TRUE(test::close_rel_max("gemm_nt_bias onto zeros", got.data(), assigned.data(), c.M * c.N, 0.0));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -61,7 +68,9 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{3136, 8, 16, false, true},   // patch embedding
                       GemmCase{50, 4, 50, false, false}, GemmCase{37, 32, 17, true, true},
                       GemmCase{1000, 1, 9, false, false}, GemmCase{29, 17, 300, true, true},
-                      GemmCase{130, 33, 90, false, true}));  // one column past them
+                      GemmCase{130, 33, 90, false, true},  // one column past them
+                      // A widening layer's dW = dY^T X (more rows than columns): as dW^T.
+                      GemmCase{300, 96, 1200, true, false}));
 
 // skinny_gemm (short sums with compile-time K, rows inside the kernel) makes each output
 // with head_gemm's fma chain and epilogue: the same bits, with and without beta and bias,

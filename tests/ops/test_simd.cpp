@@ -127,6 +127,15 @@ TEST(Simd, BiasGeluKeepsTheDerivativeTheBackwardNeeds) {
           test::close_rel_max("bias_gelu_backward dx, " + where, dx_got.data(), dx_want.data(), M * N, 0.0));
       EXPECT_TRUE(
           test::close_rel_max("bias_gelu_backward db, " + where, db_got.data(), db_want.data(), N, 0.0));
+      // Clearing the derivative as it is read (for the next forward's fc1): the same dx and
+      // db, and grad all zeros.
+      dx_got = dy, db_got = db0;
+      cpu::bias_gelu_backward(dx_got.data(), db_got.data(), dx_got.data(), h.data(), M, N, true);
+      EXPECT_TRUE(test::close_rel_max("bias_gelu_backward dx, clearing, " + where, dx_got.data(),
+                                      dx_want.data(), M * N, 0.0));
+      EXPECT_TRUE(test::close_rel_max("bias_gelu_backward db, clearing, " + where, db_got.data(),
+                                      db_want.data(), N, 0.0));
+      EXPECT_EQ(std::count(h.begin(), h.end(), 0.f), M * N) << "derivative not cleared, " << where;
     }
   }
   omp_set_num_threads(saved);

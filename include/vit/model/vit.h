@@ -127,7 +127,8 @@ class ViT {
   };
   struct BlockActs {
     Tensor ln1, ln1_mean, ln1_rstd, qkv, probs, probs_drop, ao, r1, ln2, ln2_mean, ln2_rstd, h, act, out;
-    Tensor br1, br2;  // the branches before LayerScale (training with LayerScale only)
+    Tensor br1, br2;      // the branches before LayerScale (training with LayerScale only)
+    bool h_zero = false;  // h holds zeros (cleared by the backward; fc1's product adds onto it)
   };
   struct Acts {
     int64_t B = 0;

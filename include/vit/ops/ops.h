@@ -11,8 +11,13 @@
 
 namespace vit::ops {
 
-// linear: y[M,N] = x[M,K] w[N,K]^T + b[N]; b may be null.
-void linear_forward(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b);
+// linear: y[M,N] = x[M,K] w[N,K]^T + b[N]; b may be null. y_zero says y holds zeros on
+// entry, which the backend may use (a product that adds onto y can run faster than one
+// that overwrites it); the result is the same.
+void linear_forward(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b, bool y_zero = false);
+// Whether y_zero speeds up linear_forward (without a bias) at this shape: only then is it
+// worth clearing y beforehand.
+bool linear_uses_zero_output(int64_t M, int64_t K, int64_t N);
 // dx (assigned, or added with accumulate_dx), dw and db (+=); any of them may be null.
 void linear_backward(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x, const Tensor& w,
                      bool accumulate_dx = false);
@@ -60,7 +65,8 @@ void gelu_backward(Tensor dx, const Tensor& dy, const Tensor& x);
 void bias_gelu_forward(Tensor y, Tensor h, const Tensor& bias, bool keep_grad);
 // From what bias_gelu_forward kept: dx = dy * grad, and dbias += dx summed over all but the
 // last dimension (the bias gradient of the linear layer before the GELU), in one pass.
-void bias_gelu_backward(Tensor dx, Tensor& dbias, const Tensor& dy, const Tensor& grad);
+// clear_grad: grad becomes zeros as it is read (for linear_forward's y_zero).
+void bias_gelu_backward(Tensor dx, Tensor& dbias, const Tensor& dy, Tensor grad, bool clear_grad = false);
 
 // Ops with dropout take first_sample (first: the element index) of the tensor's sample 0 in
 // the whole batch when it holds a shard of a data-parallel batch, so that a shard draws

@@ -91,9 +91,13 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 // C[M,N] = A[M,K] B[N,K]^T + bias (bias: N floats added to every row, may be null): the
 // linear layer's product. Few output columns add the bias in the kernel's epilogue; wider
-// products seed C with it and let sgemm add onto it (beta = 1).
+// products seed C with it and let sgemm add onto it (beta = 1). c_zero: C holds zeros on
+// entry, so a product without bias may add onto it too (the result is the same).
 void gemm_nt_bias(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
-                  const float* bias, float* C, int64_t ldc);
+                  const float* bias, float* C, int64_t ldc, bool c_zero = false);
+// Whether gemm_nt_bias without a bias makes use of c_zero at this shape (sgemm's products;
+// the small and skinny kernels store C as fast as they add onto it).
+bool adds_onto_zeros(int64_t M, int64_t N, int64_t K);
 // The plain triple loop (double accumulation): the reference the tests compare against.
 void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
@@ -126,9 +130,9 @@ void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int6
 // dst[cols, rows] (leading dim ldd) = src[rows, cols]^T (leading dim lds).
 void transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
 
-// ---- linear.cpp: y[M,N] = x[M,K] w[N,K]^T + b[N]  (b may be null)
-void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M, int64_t K,
-                    int64_t N);
+// ---- linear.cpp: y[M,N] = x[M,K] w[N,K]^T + b[N]  (b may be null; y_zero: y holds zeros)
+void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M, int64_t K, int64_t N,
+                    bool y_zero = false);
 // ---- linear_bf16.cpp: inference with bf16 weights and inputs, fp32 accumulation and output.
 struct PackedBf16;  // w converted to bf16 in oneDNN's blocked layout, plus per-M primitives
 bool bf16_matmul_available();
@@ -188,8 +192,10 @@ void gelu_backward(float* dx, const float* dy, const float* x, int64_t n);
 void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t N, bool keep_grad);
 // The backward from what bias_gelu_forward kept: dx = dy * grad, and db += the column sums
 // of dx (fc1's bias gradient) in the same pass. The same bits as gelu_backward on h + bias
-// then colsum_add. dx may equal dy.
-void bias_gelu_backward(float* dx, float* db, const float* dy, const float* grad, int64_t M, int64_t N);
+// then colsum_add. dx may equal dy. clear_grad: grad becomes zeros as it is read (its lines
+// are in cache then), so that the next forward's fc1 product can add onto it (gemm_nt_bias).
+void bias_gelu_backward(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
+                        bool clear_grad = false);
 void gelu_forward_reference(float* y, const float* x, int64_t n);
 void gelu_backward_reference(float* dx, const float* dy, const float* x, int64_t n);
 

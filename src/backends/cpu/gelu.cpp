@@ -1,5 +1,6 @@
 // Exact GELU (nn.GELU(approximate='none')), forward and backward: the plain reference
 // (std::erf) and an AVX-512 version (simd.h's erf, absolute error <= 1.5e-7 on erf).
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/colsum.h"
@@ -60,13 +61,16 @@ VIT_AVX512 void gelu_backward_avx512(float* dx, const float* dy, const float* x,
   }
 }
 
-// Columns [j0, j1) of dx = dy * grad over all M rows, summing dx's columns into db on the way.
-VIT_AVX512 void mul_colsum_columns(float* dx, float* db, const float* dy, const float* grad, int64_t M,
-                                   int64_t N, int64_t j0, int64_t j1) {
+// Columns [j0, j1) of dx = dy * grad over all M rows, summing dx's columns into db on the way
+// (and clearing grad behind, with Clear).
+template <bool Clear>
+VIT_AVX512 void mul_colsum_columns(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
+                                   int64_t j0, int64_t j1) {
   colsum_by_rows(db, M, j0, j1, [&](int64_t r, int64_t c, __mmask16 m) VIT_AVX512 {
     const int64_t i = r * N + c;
     const __m512 d = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i), _mm512_maskz_loadu_ps(m, grad + i));
     _mm512_mask_storeu_ps(dx + i, m, d);
+    if constexpr (Clear) _mm512_mask_storeu_ps(grad + i, m, _mm512_setzero_ps());
     return d;
   });
 }
@@ -143,15 +147,22 @@ void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t
   });
 }
 
-void bias_gelu_backward(float* dx, float* db, const float* dy, const float* grad, int64_t M, int64_t N) {
-  // colsum_add's blocks of columns and order of rows (narrow matrices in row phases).
+void bias_gelu_backward(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
+                        bool clear_grad) {
   if (!simd::avx512()) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < M * N; ++i) dx[i] = dy[i] * grad[i];
+    for (int64_t i = 0; i < M * N; ++i) {
+      dx[i] = dy[i] * grad[i];
+      if (clear_grad) grad[i] = 0.f;
+    }
     return colsum_add(db, dx, M, N);
   }
+  if (clear_grad && N > kColsumNarrowN)
+    return by_column_blocks(
+        N, M * N, [&](int64_t j0, int64_t j1) { mul_colsum_columns<true>(dx, db, dy, grad, M, N, j0, j1); });
+  // colsum_add's blocks of columns and order of rows (narrow matrices in row phases).
   by_column_blocks(N, M * N, [&](int64_t j0, int64_t j1) {
-    if (N > kColsumNarrowN) return mul_colsum_columns(dx, db, dy, grad, M, N, j0, j1);
+    if (N > kColsumNarrowN) return mul_colsum_columns<false>(dx, db, dy, grad, M, N, j0, j1);
     switch ((j1 - j0 + 15) / 16) {
       case 0: return;
       case 1: return mul_colsum_narrow<1>(dx, db, dy, grad, M, N, j0, j1);
@@ -160,6 +171,7 @@ void bias_gelu_backward(float* dx, float* db, const float* dy, const float* grad
       default: return mul_colsum_narrow<4>(dx, db, dy, grad, M, N, j0, j1);
     }
   });
+  if (clear_grad) std::fill(grad, grad + M * N, 0.f);  // narrow rows: a second pass
 }
 
 }  // namespace vit::cpu

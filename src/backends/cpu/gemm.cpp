@@ -85,6 +85,17 @@ bool transposed_is_better(bool ta, bool tb, int64_t M, int64_t N) {
   return ta && !tb && M <= kSkinnyN && lane_use(M) > lane_use(N);
 }
 
+// C[M, N] = ct^T + beta C for ct [N, M], rows of C in order, on the calling thread (an
+// OpenMP region per call cost mnist-seed's step 2.5%; the widest C here is 147K floats).
+void add_transposed(float* C, int64_t ldc, const float* ct, int64_t M, int64_t N, float beta) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float& c = C[i * ldc + j];
+      const float y = ct[size_t(j * M + i)];
+      c = beta != 0.f ? std::fma(beta, c, y) : y;
+    }
+}
+
 void gemm_skinny_transposed(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                             const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   thread_local Scratch<float> buf;
@@ -97,6 +108,37 @@ void gemm_skinny_transposed(int64_t M, int64_t N, int64_t K, float alpha, const 
       const float y = ct[size_t(j * M + i)];
       c = beta != 0.f ? std::fma(beta, c, y) : y;
     }
+}
+
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  // Products too small to feed every thread run on fewer (oneDNN threads over OpenMP's
+  // current count); inside a parallel region oneDNN runs single-threaded anyway.
+  const int all = omp_get_max_threads(), nt = threads_for(M * N * K / 16);
+  if (nt < all && !omp_in_parallel()) omp_set_num_threads(nt);
+  dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (nt < all && !omp_in_parallel()) omp_set_num_threads(all);
+  VIT_CHECK(st == dnnl_success, "dnnl_sgemm failed with status ", int(st));
+}
+
+// C = A^T B over a long k with more rows than columns (a weight gradient dW = dY^T X whose
+// layer widens, fc1's [768, 192] and qkv's [576, 192] in cifar-seed) runs in dnnl_sgemm
+// as C^T = B^T A, the long side along the output's rows, plus a transposed add: fc1's at
+// 8320 rows, 1 thread, 13.9-14.1 against 15.9-16.1 ms, qkv's 10.2 against 11.1-11.5, and
+// cifar-seed's training step 1.023x; the other way round ([192, 768], fc2's) it is slower
+// (14.7-15.5 against 13.8-14.4). Only while C fits in L2: ViT-B/16's [3072, 768] and
+// [2304, 768] (9 and 7 MB, added back through strides) made its training step 0.972x.
+constexpr int64_t kWideTnMaxC = 256 * 1024;
+bool wide_tn(bool ta, bool tb, int64_t M, int64_t N) {
+  return ta && !tb && M > N && N > kSkinnyN && M * N <= kWideTnMaxC;
+}
+
+void gemm_wide_tn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+                  int64_t ldb, float beta, float* C, int64_t ldc) {
+  thread_local std::vector<float> buf;
+  float* ct = grown(buf, N * M);
+  sgemm(true, false, N, M, K, alpha, B, ldb, A, lda, 0.f, ct, M);
+  add_transposed(C, ldc, ct, M, N, beta);
 }
 }  // namespace
 
@@ -120,18 +162,25 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
       return gemm_skinny_transposed(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return gemm_skinny(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, nullptr, C, ldc);
   }
-  // Products too small to feed every thread run on fewer (oneDNN threads over OpenMP's
-  // current count); inside a parallel region oneDNN runs single-threaded anyway.
-  const int all = omp_get_max_threads(), nt = threads_for(M * N * K / 16);
-  if (nt < all && !omp_in_parallel()) omp_set_num_threads(nt);
-  dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  if (nt < all && !omp_in_parallel()) omp_set_num_threads(all);
-  VIT_CHECK(st == dnnl_success, "dnnl_sgemm failed with status ", int(st));
+  if (wide_tn(ta, tb, M, N)) return gemm_wide_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+bool adds_onto_zeros(int64_t M, int64_t N, int64_t K) {
+  return M * N * K > kSmallProduct && !skinny(true, N, K);
 }
 
 void gemm_nt_bias(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
-                  const float* bias, float* C, int64_t ldc) {
-  if (!bias) return gemm(false, true, M, N, K, 1.f, A, lda, B, ldb, 0.f, C, ldc);
+                  const float* bias, float* C, int64_t ldc, bool c_zero) {
+  // dnnl_sgemm with beta = 0 stalls on its stores to C's lines when they are not in cache;
+  // with beta = 1 it loads them first, ahead of use. On a C that is zero anyway (fc1's
+  // output in training, cleared by the backward that read it last: bias_gelu_backward) it
+  // adds onto it: cifar-seed's fc1 at one lane (8320 x 768 x 192, 1 thread, 8 outputs in
+  // turn) 13.5-13.9 against 15.3-15.8 ms, and inside the training step 170 against 99
+  // GFLOP/s. Zeroing C first instead moves the stall into the zeroing: no gain.
+  if (!bias)
+    return gemm(false, true, M, N, K, 1.f, A, lda, B, ldb, c_zero && adds_onto_zeros(M, N, K) ? 1.f : 0.f, C,
+                ldc);
   if (M * N * K > kSmallProduct && skinny(true, N, K))
     return gemm_skinny(false, true, M, N, K, 1.f, A, lda, B, ldb, 0.f, bias, C, ldc);
 #pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)

@@ -8,9 +8,9 @@
 
 namespace vit::cpu {
 
-void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M, int64_t K,
-                    int64_t N) {
-  gemm_nt_bias(M, N, K, x, K, w, K, b, y, N);
+void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M, int64_t K, int64_t N,
+                    bool y_zero) {
+  gemm_nt_bias(M, N, K, x, K, w, K, b, y, N, y_zero);
 }
 
 namespace {
