@@ -34,7 +34,8 @@ Run add_bench(CLI::App& cmd) {
   cmd.add_option("--threads", f->threads, "threads (default: all cores)");
   cmd.add_option(
          "--dtype", f->opt.dtype,
-         "inference precision of the blocks' matrix products: fp32, or bf16 (AVX-512; fp32 accumulation)")
+         "precision of the blocks' matrix products: fp32, or bf16 (AVX-512; fp32 accumulation); with --mode "
+         "train bf16 is mixed precision, as vit train --amp")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd.add_option("--lanes", f->opt.lanes,

@@ -101,6 +101,8 @@ struct TrainFlags {
   double comm_timeout = 600;
   std::string resume, pretrained, progress = "auto";
   bool skip_bad_images = false, no_memory_check = false;
+  bool amp = false;
+  std::string amp_dtype = "bfloat16";
 };
 }  // namespace
 
@@ -120,6 +122,12 @@ Run add_train(CLI::App& cmd) {
       "fine-tune these weights (vitcpp, timm or Hugging Face; file or directory); with --num-classes K "
       "a new zero-initialized head, with --img-size S the position embeddings are resampled");
   cmd.add_flag("--freeze-backbone", t.optim.freeze_backbone, "train the head alone (linear probe)");
+  cmd.add_flag("--amp", f->amp,
+               "mixed precision: the blocks' matrix products on bf16 operands with fp32 accumulation "
+               "(weights, gradients and optimizer stay fp32; needs AVX-512, fastest with AMX)");
+  cmd.add_option("--amp-dtype", f->amp_dtype, "lower precision for --amp (bfloat16 only on the CPU)")
+      ->check(CLI::IsMember({"bfloat16"}))
+      ->capture_default_str();
   cmd.add_option("--layer-decay", t.optim.layer_decay,
                  "layer-wise lr decay: block i of D gets lr x decay^(D - i), the stem decay^(D + 1) (timm's; "
                  "0 = off)")
@@ -209,7 +217,7 @@ Run add_train(CLI::App& cmd) {
     F.train.sched.validate();
     const size_t available = F.no_memory_check ? 0 : available_memory_bytes();
     auto check_fits = [&](const ViTConfig& c, bool allocated) {
-      MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name);
+      MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name, 0, F.amp);
       if (allocated) {  // already in memory: a loaded model (its lanes' gradients are not)
         plan.grads -= plan.params;
         plan.params = 0;
@@ -240,6 +248,7 @@ Run add_train(CLI::App& cmd) {
     ViT& model = *owned;
     const ViTConfig& cfg = model.config();
     model.set_backbone_frozen(F.train.optim.freeze_backbone);
+    model.set_amp(F.amp);
     std::unique_ptr<Dataset> train_set, eval_set;
     run_agreed(comm, "loading the data", [&] {
       if (F.synthetic > 0) {
@@ -287,6 +296,8 @@ Run add_train(CLI::App& cmd) {
     if (comm.size() > 1) out << " per process, " << comm.size() << " processes";
     if (const int lanes = model.lanes_for(F.train.batch_size); lanes > 1)
       out << " (batch split into " << lanes << " lanes, one per thread)";
+    if (model.amp())
+      out << "\nmixed precision (--amp): the blocks' matrix products in bfloat16, fp32 accumulation";
     out << "\n";
     train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
     if (!F.train.output.empty())

@@ -42,6 +42,9 @@ WORKLOADS = [
     ("infer", "vit-base-16", 1, False),
     ("infer", "vit-base-16", 16, False),
     ("train", "vit-base-16", 16, False),
+    # Mixed precision (vit train --amp) against torch.autocast(dtype=bfloat16): not an issue target.
+    ("train-bf16", "cifar-seed", 256, False),
+    ("train-bf16", "vit-base-16", 16, False),
 ]
 
 
@@ -63,13 +66,15 @@ def run_json(cmd, env=None):
 
 
 def vitcpp(mode, model, batch, threads, min_time):
-    j = run_json([os.path.join(ROOT, "build/vit"), "bench", "--model", model, "--mode", mode, "-b", str(batch),
-                  "--threads", str(threads), "--min-time", str(min_time), "--runs", "3", "--ceiling", str(CEILING), "--json"])
+    dtype = "bf16" if mode.endswith("-bf16") else "fp32"
+    j = run_json([os.path.join(ROOT, "build/vit"), "bench", "--model", model, "--mode", mode.split("-")[0], "-b",
+                  str(batch), "--dtype", dtype, "--threads", str(threads), "--min-time", str(min_time), "--runs", "3",
+                  "--ceiling", str(CEILING), "--json"])
     return j["median_ms"], j
 
 
 def torch(mode, model, batch, threads):
-    kind = "Train" if mode == "train" else "Infer"
+    kind = {"train": "Train", "train-bf16": "TrainBf16"}.get(mode, "Infer")
     j = run_json(["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_reference.py"), "--threads", str(threads),
                   "--workload", f"{kind}/{model}/b{batch}"], env=torch_env(threads))
     return j["median_ms"], j

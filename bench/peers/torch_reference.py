@@ -4,7 +4,9 @@
 A timm-equivalent ViT written by hand (conv patch embedding, class token, learned position
 embedding, pre-norm blocks with a fused qkv linear, exact GELU, LayerNorm eps 1e-6, head),
 the same presets, inference under torch.no_grad() and a training step (forward,
-cross-entropy, backward, AdamW). Warm-up, then the median of repeated runs.
+cross-entropy, backward, AdamW). Warm-up, then the median of repeated runs. A TrainBf16
+workload is the training step under torch.autocast("cpu", dtype=torch.bfloat16), the peer
+of `vit bench --mode train --dtype bf16` (vit train --amp).
 
     /usr/bin/python3 bench/peers/torch_reference.py [--threads 2] [--only mnist] [--workload Infer/cifar-seed/b256]
     /usr/bin/python3 bench/peers/torch_reference.py --export-onnx DIR   # the inference workloads as ONNX
@@ -101,7 +103,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default="", help="workloads whose model name contains this")
-    ap.add_argument("--workload", default="", help="one workload, e.g. Train/mnist-seed/b128 (any batch)")
+    ap.add_argument("--workload", default="",
+                    help="one workload, e.g. Train/mnist-seed/b128 (any batch; TrainBf16 for autocast)")
     ap.add_argument("--export-onnx", default="", metavar="DIR", help="write the inference workloads as ONNX and exit")
     args = ap.parse_args()
     if args.export_onnx:
@@ -110,9 +113,11 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     cases = CASES
+    amp = False
     if args.workload:
         kind, name, b = args.workload.split("/")
-        cases = [(name, int(b.lstrip("b")), kind == "Train")]
+        cases = [(name, int(b.lstrip("b")), kind in ("Train", "TrainBf16"))]
+        amp = kind == "TrainBf16"
     for name, B, train in cases:
         if args.only not in name:
             continue
@@ -126,7 +131,9 @@ def main():
 
             def step():
                 opt.zero_grad(set_to_none=True)
-                F.cross_entropy(model(x), y).backward()
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+                    loss = F.cross_entropy(model(x), y)
+                loss.backward()
                 opt.step()
         else:
             model.eval()
@@ -136,7 +143,7 @@ def main():
                     model(x)
         times = measure(step, args.reps)
         t = statistics.median(times)
-        kind = "Train" if train else "Infer"
+        kind = ("TrainBf16" if amp else "Train") if train else "Infer"
         print(json.dumps({"workload": f"{kind}/{name}/b{B}", "threads": args.threads, "median_ms": round(t * 1e3, 3),
                           "min_ms": round(min(times) * 1e3, 3), "max_ms": round(max(times) * 1e3, 3),
                           "img_per_s": round(B / t, 2)}), flush=True)

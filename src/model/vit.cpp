@@ -110,12 +110,15 @@ bool ViT::norm_all_tokens() const {
   return !cfg_.use_fc_norm() && cfg_.avg_pool();
 }
 
-int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training) {
+int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp) {
   const int64_t T = cfg.num_tokens(), C = cfg.embed_dim, N = cfg.num_patches(), M = cfg.mlp_dim,
                 H = cfg.num_heads, K = cfg.num_classes, P = cfg.in_chans * cfg.patch_h * cfg.patch_w;
   const int64_t nblocks = training ? cfg.depth : 1;  // inference reuses one block's buffers
   const bool attn_drop = training && cfg.attn_drop_rate > 0.f;
   Carver c(base);
+  // A bf16 copy of n values, in n / 2 floats (null when only counting).
+  auto bf16 = [&](int64_t n) { return reinterpret_cast<uint16_t*>(c.take({(n + 1) / 2}).data); };
+  A.amp = amp;
   A.cols = c.take({B * N, P});
   A.pe = c.take({B * N, C});
   A.x0 = c.take({B, T, C});
@@ -148,6 +151,10 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
       a.br1 = c.take({B * T, C});
       a.br2 = c.take({B * T, C});
     }
+    if (training && amp) {
+      a.ln1_b = bf16(B * T * C), a.ao_b = bf16(B * T * C), a.ln2_b = bf16(B * T * C);
+      a.act_b = bf16(B * T * M);
+    }
   }
   if (!cfg.use_fc_norm() && cfg.avg_pool()) {  // as norm_all_tokens()
     A.lnf = c.take({B * T, C});
@@ -173,19 +180,19 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
   return c.used();
 }
 
-void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training) {
+void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training, bool amp) {
   // Allocates only when B grows past what was allocated.
-  arena.resize(size_t(carve(cfg_, A, nullptr, B, training)));
-  carve(cfg_, A, arena.data(), B, training);
+  arena.resize(size_t(carve(cfg_, A, nullptr, B, training, amp)));
+  carve(cfg_, A, arena.data(), B, training, amp);
   A.B = B;
 }
 
-size_t ViT::planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int lanes) {
+size_t ViT::planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int lanes, bool amp) {
   Acts scratch;
   const int64_t R = std::clamp<int64_t>(lanes, 1, B);
   size_t floats = 0;
   for (int64_t r = 0; r < R; ++r)
-    floats += size_t(carve(cfg, scratch, nullptr, B * (r + 1) / R - B * r / R, training));
+    floats += size_t(carve(cfg, scratch, nullptr, B * (r + 1) / R - B * r / R, training, amp));
   return floats * sizeof(float);
 }
 
@@ -212,6 +219,8 @@ void ViT::for_lanes(int R, int64_t B, F&& f) {
     ViT& m = lane(r);
     m.weights_packed_ = weights_packed_;
     m.backbone_frozen_ = backbone_frozen_;
+    m.amp_ = amp_;
+    m.amp_w_ = amp_w_;  // this model's bf16 weights
   }
   run_on_threads(R, [&](int r) { f(lane(r), B * r / R, B * (r + 1) / R); });
 }
@@ -269,13 +278,24 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
       else
         ops::linear_forward(y, in, wt, b);
     };
-    lin(reshape(a.qkv, {B * T, 3 * C}), a.ln1, w.qkvw, opt(w.qkvb), pk ? pk->qkv.get() : nullptr);
+    // amp (training): bf16 products on the weights round_weights_bf16 made, inputs kept in bf16.
+    const BlockBf16* wb = a.ln1_b ? &amp_w_[size_t(l)] : nullptr;
+    auto lin_amp = [&](Tensor y, const Tensor& in, uint16_t* in_b, const Tensor& wt, const uint16_t* w_b,
+                       const Tensor* b, ops::PackedLinear* p) {
+      if (wb)
+        ops::linear_forward_amp(y, in, in_b, wt, w_b, b);
+      else
+        lin(y, in, wt, b, p);
+    };
+    lin_amp(reshape(a.qkv, {B * T, 3 * C}), a.ln1, a.ln1_b, w.qkvw, wb ? wb->qkv : nullptr, opt(w.qkvb),
+            pk ? pk->qkv.get() : nullptr);
     float* maps = attn ? attn + l * a.probs.numel() : nullptr;  // this layer's attention maps
     const Tensor probs = maps && !a.probs.data ? Tensor(maps, a.probs.shape) : a.probs;
     ops::attention_forward(a.ao, probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
                            key(block_site(l, kAttnDrop)), s0);
     if (maps && probs.data != maps) std::memcpy(maps, probs.data, sizeof(float) * probs.numel());
-    lin(br1, reshape(a.ao, {B * T, C}), w.projw, &w.projb, pk ? pk->proj.get() : nullptr);
+    lin_amp(br1, reshape(a.ao, {B * T, C}), a.ao_b, w.projw, wb ? wb->proj : nullptr, &w.projb,
+            pk ? pk->proj.get() : nullptr);
     // r1 = x + branch and its LayerNorm in one walk over the samples.
     ops::residual_layernorm_forward(a.r1, x, reshape(br1, {B, T, C}), opt(w.ls1), proj_p,
                                     key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0,
@@ -288,11 +308,14 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     } else {
       // fc1's bias goes in with the activation; forward() (whose activations backward()
       // reads, whatever the mode) keeps GELU's derivative in a.h, infer() nothing.
-      ops::linear_forward(a.h, a.ln2, w.fc1w, nullptr, a.h_zero);
+      if (wb)
+        ops::linear_forward_amp(a.h, a.ln2, a.ln2_b, w.fc1w, wb->fc1, nullptr);
+      else
+        ops::linear_forward(a.h, a.ln2, w.fc1w, nullptr, a.h_zero);
       ops::bias_gelu_forward(a.act, a.h, w.fc1b, &A == &train_);
       a.h_zero = false;
       ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)), first(a.act));
-      lin(br2, a.act, w.fc2w, &w.fc2b, nullptr);
+      lin_amp(br2, a.act, a.act_b, w.fc2w, wb ? wb->fc2 : nullptr, &w.fc2b, nullptr);
     }
     if (l + 1 < cfg_.depth) {  // out = r1 + branch, and the next block's ln1 with it
       BlockActs& n = acts(l + 1);
@@ -331,6 +354,7 @@ Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const F
   VIT_CHECK(!fp32_released_,
             "forward: the fp32 block weights were released for bf16 inference; load the "
             "weights again to train");
+  if (amp_) round_weights_bf16();
   split_ = lanes_for(B);
   if (split_ == 1) return forward_local(images, B, mask, mode);
   const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
@@ -345,7 +369,7 @@ Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const F
 }
 
 Tensor ViT::forward_local(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
-  if (train_.B != B) layout(train_, acts_, B, true);
+  if (train_.B != B || train_.amp != amp_) layout(train_, acts_, B, true, amp_);
   last_mode_ = mode;
   run_forward(train_, images, mask, mode);
   return train_.logits;
@@ -375,6 +399,33 @@ void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
     fp32_released_ = release_fp32;
   }
   infer_dtype_ = dtype;
+}
+
+void ViT::set_amp(bool on) {
+  VIT_CHECK(!on || ops::bf16_available(),
+            "--amp: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
+  amp_ = on;
+  if (!on) amp_w_.clear();
+}
+
+void ViT::round_weights_bf16() {
+  int64_t n = 0;
+  for (const BlockWeights& w : W_.blocks)
+    n += w.qkvw.numel() + w.projw.numel() + w.fc1w.numel() + w.fc2w.numel();
+  amp_store_.resize(size_t((n + 1) / 2));  // allocates once
+  uint16_t* p = reinterpret_cast<uint16_t*>(amp_store_.data());
+  amp_w_.clear();
+  auto take = [&](const Tensor& w) {
+    uint16_t* q = p;
+    ops::round_to_bf16(q, w);
+    p += w.numel();
+    return q;
+  };
+  for (const BlockWeights& w : W_.blocks) {
+    BlockBf16 b{};
+    b.qkv = take(w.qkvw), b.proj = take(w.projw), b.fc1 = take(w.fc1w), b.fc2 = take(w.fc2w);
+    amp_w_.push_back(b);
+  }
 }
 
 void ViT::set_weights_packed(bool packed) {
@@ -501,15 +552,24 @@ void ViT::backward_local(const Tensor& dlogits) {
     if (!plain2)
       ops::residual_backward(dbranch3d, opt(g.ls2), A.dx, opt(br2), opt(w.ls2), proj_p,
                              key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
-    ops::linear_backward(&A.dact, &g.fc2w, fc2b_summed ? nullptr : &g.fc2b, plain2 ? dx2d : A.dbranch, a.act,
-                         w.fc2w);
+    // amp: the products on the bf16 copies the forward kept (a.ln1_b, ...) and amp_w_.
+    const BlockBf16* wb = a.ln1_b ? &amp_w_[size_t(l)] : nullptr;
+    auto lin_back = [&](Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x,
+                        const uint16_t* xb, const Tensor& wt, const uint16_t* w_b) {
+      if (wb)
+        ops::linear_backward_amp(dx, dw, db, dy, x, xb, wt, w_b);
+      else
+        ops::linear_backward(dx, dw, db, dy, x, wt);
+    };
+    lin_back(&A.dact, &g.fc2w, fc2b_summed ? nullptr : &g.fc2b, plain2 ? dx2d : A.dbranch, a.act, a.act_b,
+             w.fc2w, wb ? wb->fc2 : nullptr);
     ops::dropout_backward(A.dact, proj_p, key(block_site(l, kMlpDrop1)), first(A.dact));
     // a.h holds GELU' of fc1's output (bias_gelu_forward); fc1's bias gradient comes with it.
     // a.h is cleared on the way where the next forward's fc1 can use that
     // (ops::linear_forward's y_zero).
-    a.h_zero = ops::linear_uses_zero_output(B * T, C, a.h.dim(1));
+    a.h_zero = !wb && ops::linear_uses_zero_output(B * T, C, a.h.dim(1));
     ops::bias_gelu_backward(A.dact, g.fc1b, A.dact, a.h, a.h_zero);
-    ops::linear_backward(&A.dln, &g.fc1w, nullptr, A.dact, a.ln2, w.fc1w);
+    lin_back(&A.dln, &g.fc1w, nullptr, A.dact, a.ln2, a.ln2_b, w.fc1w, wb ? wb->fc1 : nullptr);
     ops::layernorm_backward(dx2d, g.n2w, g.n2b, A.dln, reshape(a.r1, {B * T, C}), a.ln2_mean, a.ln2_rstd,
                             w.n2w, true, plain1 ? &g.projb : nullptr);
     // Attention branch: r1 = x + branch.
@@ -517,11 +577,12 @@ void ViT::backward_local(const Tensor& dlogits) {
       ops::residual_backward(dbranch3d, opt(g.ls1), A.dx, opt(br1), opt(w.ls1), proj_p,
                              key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0);
     Tensor dao2d = reshape(A.dao, {B * T, C});
-    ops::linear_backward(&dao2d, &g.projw, plain1 ? nullptr : &g.projb, plain1 ? dx2d : A.dbranch,
-                         reshape(a.ao, {B * T, C}), w.projw);
+    lin_back(&dao2d, &g.projw, plain1 ? nullptr : &g.projb, plain1 ? dx2d : A.dbranch,
+             reshape(a.ao, {B * T, C}), a.ao_b, w.projw, wb ? wb->proj : nullptr);
     ops::attention_backward(A.dqkv, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, attn_p,
                             key(block_site(l, kAttnDrop)), s0);
-    ops::linear_backward(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, w.qkvw);
+    lin_back(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, a.ln1_b, w.qkvw,
+             wb ? wb->qkv : nullptr);
     // The block below's fc2 bias gradient, if its MLP branch is unscaled (fc2b_summed there).
     Tensor* below_fc2b = l > 0 && unscaled(l - 1, W_.blocks[l - 1].ls2) ? &G_.blocks[l - 1].fc2b : nullptr;
     ops::layernorm_backward(dx2d, g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd, w.n1w, true, below_fc2b);

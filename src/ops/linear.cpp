@@ -103,6 +103,44 @@ void mlp_forward_bf16(Tensor y, const Tensor& x, PackedLinear& fc1, const Tensor
   }
 }
 
+void round_to_bf16(uint16_t* dst, const Tensor& x) {
+  switch (x.device) {
+    case Device::CPU: return cpu::round_to_bf16(dst, x.data, x.numel());
+    default: unsupported("round_to_bf16", x.device);
+  }
+}
+
+void linear_forward_amp(Tensor y, const Tensor& x, uint16_t* xb, const Tensor& w, const uint16_t* wb,
+                        const Tensor* b) {
+  VIT_CHECK(x.ndim() == 2 && w.ndim() == 2, "linear amp: x and w must be 2-D, got ", shape_str(x.shape),
+            " and ", shape_str(w.shape));
+  const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
+  check_shape(w, {N, K}, "linear amp weight");
+  check_shape(y, {M, N}, "linear amp output");
+  if (b) check_shape(*b, {N}, "linear amp bias");
+  switch (common_device({&y, &x, &w}, "linear_amp")) {
+    case Device::CPU:
+      cpu::round_to_bf16(xb, x.data, M * K);
+      return cpu::linear_forward_amp(y.data, xb, wb, b ? b->data : nullptr, M, K, N);
+    default: unsupported("linear_amp", y.device);
+  }
+}
+
+void linear_backward_amp(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x,
+                         const uint16_t* xb, const Tensor& w, const uint16_t* wb) {
+  const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
+  check_shape(dy, {M, N}, "linear amp grad output");
+  if (dx) check_shape(*dx, {M, K}, "linear amp grad input");
+  if (dw) check_shape(*dw, {N, K}, "linear amp grad weight");
+  if (db) check_shape(*db, {N}, "linear amp grad bias");
+  switch (common_device({&dy, &x, &w}, "linear_backward_amp")) {
+    case Device::CPU:
+      return cpu::linear_backward_amp(dx ? dx->data : nullptr, dw ? dw->data : nullptr,
+                                      db ? db->data : nullptr, dy.data, xb, wb, M, K, N);
+    default: unsupported("linear_backward_amp", dy.device);
+  }
+}
+
 void linear_backward(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x, const Tensor& w,
                      bool accumulate_dx) {
   const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);

@@ -82,9 +82,14 @@ double measure_matmul_gflops(double seconds) {
 BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
   VIT_CHECK(opt.batch > 0, "bench: batch size must be positive, got ", opt.batch);
   VIT_CHECK(opt.min_runs > 0 && opt.max_runs >= opt.min_runs, "bench: need 0 < min runs <= max runs");
-  VIT_CHECK(!opt.train || opt.dtype == "fp32", "bench: training runs in fp32 only (--dtype ", opt.dtype, ")");
   ViT model(cfg);
-  model.set_infer_dtype(opt.dtype, /*release_fp32=*/opt.dtype == "bf16");  // bf16 only infers
+  if (opt.train) {  // bf16 training is mixed precision: fp32 weights, bf16 products (--amp)
+    VIT_CHECK(opt.dtype == "fp32" || opt.dtype == "bf16", "--dtype must be fp32 or bf16, got '", opt.dtype,
+              "'");
+    model.set_amp(opt.dtype == "bf16");
+  } else {
+    model.set_infer_dtype(opt.dtype, /*release_fp32=*/opt.dtype == "bf16");  // bf16 only infers
+  }
   if (opt.lanes > 0) model.set_lanes(opt.lanes);
   const int64_t B = opt.batch, K = cfg.num_classes;
   Rng rng(1);

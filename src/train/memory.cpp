@@ -34,8 +34,8 @@ std::string MemoryPlan::describe() const {
       ", eval activations ", format_bytes(eval_activations), ", batch buffers ", format_bytes(batches), ")");
 }
 
-MemoryPlan plan_training_memory(const ViTConfig& cfg, int64_t batch, const std::string& optimizer,
-                                int lanes) {
+MemoryPlan plan_training_memory(const ViTConfig& cfg, int64_t batch, const std::string& optimizer, int lanes,
+                                bool amp) {
   MemoryPlan p;
   const size_t n = size_t(ParamTable(cfg).total()) * sizeof(float);
   const int R = int(std::clamp<int64_t>(lanes > 0 ? lanes : num_threads(), 1, std::max<int64_t>(batch, 1)));
@@ -43,7 +43,8 @@ MemoryPlan plan_training_memory(const ViTConfig& cfg, int64_t batch, const std::
   p.lanes = R;
   p.grads = n * size_t(R);
   p.optimizer = (optimizer == "sgd" ? 1 : 2) * n;
-  p.activations = ViT::planned_activation_bytes(cfg, batch, true, R);
+  p.activations = ViT::planned_activation_bytes(cfg, batch, true, R, amp);
+  if (amp) p.activations += n / 2;  // the weights rounded to bf16 (the blocks' matrices, at most all)
   p.eval_activations = ViT::planned_activation_bytes(cfg, batch, false, R);
   // Two buffers (one filling while the other trains): images and int64 labels.
   p.batches =

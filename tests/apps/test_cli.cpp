@@ -121,6 +121,26 @@ TEST(Cli, ResumeTakesDisplayFlagsAnewAndRefusesTheRest) {
       << lr.out;
 }
 
+// --amp trains in mixed precision, says so, and keeps it in args.json for a resume; only
+// bfloat16 is offered as --amp-dtype.
+TEST(Cli, AmpTrainingRunsSaysSoAndResumesWithIt) {
+  if (!vit::ops::bf16_available()) GTEST_SKIP() << "no bf16 matmul in oneDNN on this CPU";
+  vit::test::TempDir tmp("amp");
+  const std::string dir = tmp / "run";
+  Result r =
+      run("train --model mnist-seed --img-size 16 --synthetic 64 --epochs 1 -b 16 --threads 2 --amp "
+          "--log-every 0 --output " +
+          dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("mixed precision (--amp)"), std::string::npos) << r.out;
+  Result again = run("train --resume " + dir);
+  EXPECT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("mixed precision (--amp)"), std::string::npos) << again.out;
+  Result fp16 = run("train --model mnist-seed --synthetic 64 --epochs 1 --amp --amp-dtype float16");
+  EXPECT_NE(fp16.code, 0);
+  EXPECT_NE(fp16.out.find("--amp-dtype"), std::string::npos) << fp16.out;
+}
+
 TEST(Cli, MeanAndStdOverrideTheModelsNormalization) {
   vit::test::TempDir tmp("norm");
   const std::string base =
@@ -188,9 +208,17 @@ TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {
     EXPECT_NE(bf16.code, 0);
     EXPECT_NE(bf16.out.find("no bf16 matrix product"), std::string::npos) << bf16.out;
   }
-  Result train_bf16 = run("bench --model mnist-seed --mode train --dtype bf16 --runs 1 --min-time 0");
-  EXPECT_NE(train_bf16.code, 0);
-  EXPECT_NE(train_bf16.out.find("training runs in fp32 only"), std::string::npos) << train_bf16.out;
+  // Training in bf16 is mixed precision (vit train --amp).
+  Result train_bf16 = run(
+      "bench --model mnist-seed --mode train -b 4 --threads 1 --dtype bf16 --warmup 0 --runs 1 --min-time 0 "
+      "--ceiling 100 --json");
+  if (vit::ops::bf16_available()) {
+    ASSERT_EQ(train_bf16.code, 0) << train_bf16.out;
+    EXPECT_EQ(nlohmann::json::parse(train_bf16.out)["dtype"], "bf16");
+  } else {
+    EXPECT_NE(train_bf16.code, 0);
+    EXPECT_NE(train_bf16.out.find("no bf16 matrix product"), std::string::npos) << train_bf16.out;
+  }
 }
 
 TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {

@@ -2,6 +2,7 @@
 // the bf16 inference linear against fp32.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/simd.h"
@@ -243,6 +244,63 @@ TEST(LinearPacked, GeluFusedMatchesLinearThenGelu) {
     cpu::linear_forward_packed(got.data(), x.data(), wp.data(), b.data(), c.M, c.K, c.N, true);
     EXPECT_TRUE(
         test::close_rel_max("packed linear + gelu " + where, got.data(), want.data(), c.M * c.N, 1e-5));
+  }
+}
+
+}  // namespace vit
+
+namespace vit {
+
+namespace {
+// x rounded to bf16 and widened back to fp32: the values the amp products multiply.
+std::vector<float> as_bf16(const std::vector<float>& x) {
+  std::vector<uint16_t> b(x.size());
+  cpu::round_to_bf16(b.data(), x.data(), int64_t(x.size()));
+  std::vector<float> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint32_t u = uint32_t(b[i]) << 16;
+    std::memcpy(&r[i], &u, 4);
+  }
+  return r;
+}
+}  // namespace
+
+// Mixed-precision training products (linear_forward_amp, linear_backward_amp): bf16 operands,
+// fp32 accumulation. On the bf16-rounded values every product is exact in fp32, so against
+// a double-precision reference on those values only the fp32 sums differ: 1e-5 of the
+// largest output over K <= 300 terms (a wrong layout or transposition is off by O(1)). dw
+// accumulates onto what it held (+=), db is the fp32 column sum of dy, as colsum_add. Run
+// on two threads at once as the training lanes do (each execution its own scratchpad).
+TEST(LinearAmp, ProductsOfTheRoundedValuesForwardAndBackward) {
+  if (!cpu::bf16_matmul_available()) GTEST_SKIP() << "no bf16 matmul in oneDNN on this CPU";
+  const int64_t K = 300, N = 70;
+  for (const int64_t M : {int64_t(1), int64_t(37), int64_t(260)}) {
+    const auto x = test::randn(M * K, 11), w = test::randn(N * K, 12), dy = test::randn(M * N, 13),
+               b = test::randn(N, 14), dw0 = test::randn(N * K, 15), db0 = test::randn(N, 16);
+    const auto xr = as_bf16(x), wr = as_bf16(w), dyr = as_bf16(dy);
+    std::vector<uint16_t> xb(x.size()), wb(w.size());
+    cpu::round_to_bf16(xb.data(), x.data(), M * K);
+    cpu::round_to_bf16(wb.data(), w.data(), N * K);
+    // References: y = xr wr^T + b, dx = dyr wr, dw = dw0 + dyr^T xr, db = db0 + colsum(dy).
+    std::vector<float> y_want(M * N), dx_want(M * K), dw_want = dw0, db_want = db0;
+    cpu::gemm_reference(false, true, M, N, K, 1.f, xr.data(), K, wr.data(), K, 0.f, y_want.data(), N);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) y_want[i * N + j] += b[j];
+    cpu::gemm_reference(false, false, M, K, N, 1.f, dyr.data(), N, wr.data(), K, 0.f, dx_want.data(), K);
+    cpu::gemm_reference(true, false, N, K, M, 1.f, dyr.data(), N, xr.data(), K, 1.f, dw_want.data(), K);
+    cpu::colsum_add(db_want.data(), dy.data(), M, N);
+    run_on_threads(2, [&](int t) {
+      const std::string where = "M=" + std::to_string(M) + " thread " + std::to_string(t);
+      for (int rep = 0; rep < 3; ++rep) {
+        std::vector<float> y(M * N), dx(M * K, std::nanf("")), dw = dw0, db = db0;
+        cpu::linear_forward_amp(y.data(), xb.data(), wb.data(), b.data(), M, K, N);
+        cpu::linear_backward_amp(dx.data(), dw.data(), db.data(), dy.data(), xb.data(), wb.data(), M, K, N);
+        EXPECT_TRUE(test::close_rel_max("amp y, " + where, y.data(), y_want.data(), M * N, 1e-5));
+        EXPECT_TRUE(test::close_rel_max("amp dx, " + where, dx.data(), dx_want.data(), M * K, 1e-5));
+        EXPECT_TRUE(test::close_rel_max("amp dw, " + where, dw.data(), dw_want.data(), N * K, 1e-5));
+        EXPECT_EQ(db, db_want) << where;
+      }
+    });
   }
 }
 

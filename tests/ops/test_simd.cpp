@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -604,6 +605,40 @@ TEST(Simd, ResidualLayerNormIsTheTwoCalls) {
                    t, t, t, nullptr, 0.f, 0, 0.f, 0, 0,
                    {Tensor(v.data(), {6, 4}), Tensor(s.data(), {5}), Tensor(s.data(), {6}), c, c, 1e-6f}),
                Error);
+}
+
+}  // namespace vit
+
+namespace vit {
+
+// Rounding to bf16 (mixed-precision training's inputs, bf16 inference): the AVX-512 lanes
+// give the reference's bits on every kind of value: ties (to even), values that round up
+// to infinity, subnormals (kept, not flushed), signed zeros, infinities and NaNs (quiet,
+// payload kept), over lengths with every tail and on two threads.
+TEST(Simd, RoundToBf16GivesTheReferenceBits) {
+  if (!cpu::simd::avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or VIT_SIMD=off): nothing to compare";
+  const uint32_t special[] = {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7fffffu,
+                              0xff7fffffu, 0x00000001u, 0x00008000u, 0x0000ffffu, 0x807fffffu, 0x7f800000u,
+                              0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fbfffffu, 0x3f7fff80u};
+  std::vector<float> x(4133);
+  const auto r = test::randn(int64_t(x.size()), 21, 100.f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t u;
+    if (i % 3 == 0) {
+      u = special[(i / 3) % (sizeof(special) / sizeof(special[0]))];
+    } else {
+      std::memcpy(&u, &r[i], 4);
+      if (i % 3 == 1) u = (u & 0xffff0000u) | 0x8000u | uint32_t(i & 0x1) << 16;  // exact ties
+    }
+    std::memcpy(&x[i], &u, 4);
+  }
+  for (const int64_t n :
+       {int64_t(0), int64_t(1), int64_t(15), int64_t(16), int64_t(17), int64_t(40), int64_t(x.size())}) {
+    std::vector<uint16_t> got(size_t(n) + 1, 0xabcd), want(size_t(n) + 1, 0xabcd);
+    cpu::round_to_bf16(got.data(), x.data(), n);
+    cpu::round_to_bf16_reference(want.data(), x.data(), n);
+    EXPECT_EQ(got, want) << "n=" << n;  // the element past n is untouched too
+  }
 }
 
 }  // namespace vit

@@ -54,7 +54,9 @@ TEST(Determinism, SameSeedAndThreadsGiveTheSameBits) {
   EXPECT_NE(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(float)));
 }
 
-TEST(Resume, InterruptedRunContinuesToTheSameBits) {
+namespace {
+// A run killed after epoch 2's checkpoint and resumed gives the uninterrupted run's bits.
+void resume_gives_the_same_bits(bool amp) {
   set_num_threads(num_threads() > 1 ? 2 : 1);
   SyntheticDataset data(96, 4, 1, 12, 12, 5);
   auto make_cfg = [](const std::string& out) {
@@ -72,11 +74,13 @@ TEST(Resume, InterruptedRunContinuesToTheSameBits) {
   test::TempDir a("resume_a"), b("resume_b");
   ViT straight(cfg());
   straight.init_weights(21);
+  straight.set_amp(amp);
   train(straight, data, &data, make_cfg(a.str()), log);
 
   // The same run, killed when epoch 3 starts (after epoch 2's checkpoint)...
   ViT first(cfg());
   first.init_weights(21);
+  first.set_amp(amp);
   TrainConfig t = make_cfg(b.str());
   t.on_epoch_start = [](int64_t e) {
     if (e == 2) throw std::runtime_error("simulated kill");
@@ -85,6 +89,7 @@ TEST(Resume, InterruptedRunContinuesToTheSameBits) {
   // ...then resumed by a fresh process (a new model with other initial weights).
   ViT resumed(cfg());
   resumed.init_weights(999);
+  resumed.set_amp(amp);
   TrainConfig r = make_cfg(b.str());
   r.resume = true;
   auto hist = train(resumed, data, &data, r, log);
@@ -93,6 +98,18 @@ TEST(Resume, InterruptedRunContinuesToTheSameBits) {
                            straight.table().total() * sizeof(float)))
       << log.str();
   EXPECT_EQ(read_text_file(a / "summary.csv").substr(0, 60), read_text_file(b / "summary.csv").substr(0, 60));
+}
+}  // namespace
+
+TEST(Resume, InterruptedRunContinuesToTheSameBits) {
+  resume_gives_the_same_bits(false);
+}
+
+// The same with mixed precision (--amp): its bf16 weights are made again from the resumed
+// fp32 ones, so nothing of it needs saving.
+TEST(Resume, InterruptedAmpRunContinuesToTheSameBits) {
+  if (!ops::bf16_available()) GTEST_SKIP() << "no bf16 matmul in oneDNN on this CPU";
+  resume_gives_the_same_bits(true);
 }
 
 TEST(Resume, RefusesADifferentRun) {

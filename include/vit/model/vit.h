@@ -91,6 +91,16 @@ class ViT {
   bool pack_weights_if_faster(int64_t max_batch);
   bool weights_packed() const { return weights_packed_; }
 
+  // Mixed-precision training (torch.autocast with bfloat16 on the blocks' nn.Linear layers):
+  // forward() and backward() run the blocks' four matrix products (qkv, proj, fc1, fc2) on
+  // bf16 operands with fp32 accumulation and fp32 results. The parameters, their gradients,
+  // the optimizer, patch embedding, attention, norms, GELU and the head stay fp32. Each
+  // forward() rounds the current weights to bf16 once; each product rounds its input and
+  // keeps that copy for the backward. Inference (infer()) is not affected. Throws where the
+  // CPU has no bf16 matrix product.
+  void set_amp(bool on);
+  bool amp() const { return amp_; }
+
   // Fine-tuning the head alone (linear probing): backward stops after the head's gradients.
   void set_backbone_frozen(bool frozen) { backbone_frozen_ = frozen; }
   bool backbone_frozen() const { return backbone_frozen_; }
@@ -113,8 +123,9 @@ class ViT {
   size_t activation_bytes() const;
   // Bytes the activation arenas will take for batch B (training: every block's activations
   // and the gradient buffers; inference: one block's), split into `lanes` shards, without
-  // building the model.
-  static size_t planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int lanes = 1);
+  // building the model; amp: with the bf16 copies of mixed-precision training.
+  static size_t planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int lanes = 1,
+                                         bool amp = false);
 
  private:
   // Absent tensors (no qkv bias, no LayerScale, ...) are views with a null data pointer.
@@ -129,9 +140,12 @@ class ViT {
     Tensor ln1, ln1_mean, ln1_rstd, qkv, probs, probs_drop, ao, r1, ln2, ln2_mean, ln2_rstd, h, act, out;
     Tensor br1, br2;      // the branches before LayerScale (training with LayerScale only)
     bool h_zero = false;  // h holds zeros (cleared by the backward; fc1's product adds onto it)
+    // amp: the four products' inputs rounded to bf16 in the forward, read by the backward.
+    uint16_t *ln1_b = nullptr, *ao_b = nullptr, *ln2_b = nullptr, *act_b = nullptr;
   };
   struct Acts {
     int64_t B = 0;
+    bool amp = false;  // laid out with the bf16 copies of BlockActs
     Tensor cols, pe, x0, branch, pooled, pooled_mean, pooled_rstd, pooled_ln, logits;
     Tensor x_pre, pre_mean, pre_rstd;  // tokens before norm_pre (pre_norm only)
     Tensor lnf, lnf_mean, lnf_rstd;    // `norm` over every token before avg pooling (no fc_norm)
@@ -153,9 +167,11 @@ class ViT {
 
   Weights bind(float* base);
   // Lays out activations for batch B in arena (one block when !training).
-  void layout(Acts& A, Arena& arena, int64_t B, bool training);
+  void layout(Acts& A, Arena& arena, int64_t B, bool training, bool amp = false);
   // Points A's tensors into base (sizes only when base is null); returns the floats used.
-  static int64_t carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training);
+  static int64_t carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training,
+                       bool amp = false);
+  void round_weights_bf16();  // amp: the blocks' four weights into amp_w_
   // attn: null, or where each layer's probabilities are copied ([depth, B, H, T, T]).
   void run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode,
                    float* attn = nullptr);
@@ -174,6 +190,12 @@ class ViT {
     std::shared_ptr<ops::PackedLinear> qkv, proj, fc1, fc2;
   };
   std::vector<BlockPacked> packed_;  // bf16 inference only
+  bool amp_ = false;
+  struct BlockBf16 {
+    uint16_t *qkv, *proj, *fc1, *fc2;
+  };
+  std::vector<BlockBf16> amp_w_;  // amp: the blocks' weights rounded to bf16 (into amp_store_)
+  Arena amp_store_;               // holds bf16 values, two per float
   bool have_mask_ = false;
   bool backbone_frozen_ = false;
   bool weights_packed_ = false;

@@ -34,6 +34,18 @@ void linear_forward_bf16(Tensor y, const Tensor& x, PackedLinear& w, const Tenso
 void mlp_forward_bf16(Tensor y, const Tensor& x, PackedLinear& fc1, const Tensor& b1, PackedLinear& fc2,
                       const Tensor& b2);
 
+// Mixed-precision training (ViT::set_amp, as torch.autocast(dtype=bfloat16) on nn.Linear):
+// bf16 operands, fp32 accumulation and results. A bf16 copy is a uint16_t array of its
+// tensor's shape (round_to_bf16: nearest even). linear_forward_amp rounds x into xb, which the
+// caller keeps for the backward, then y = xb wb^T + b, where wb is w rounded to bf16.
+// linear_backward_amp: dx = bf16(dy) wb (assigned), dw += bf16(dy)^T xb, db += colsum(dy);
+// x and w give the shapes. Any of dx, dw, db may be null.
+void round_to_bf16(uint16_t* dst, const Tensor& x);
+void linear_forward_amp(Tensor y, const Tensor& x, uint16_t* xb, const Tensor& w, const uint16_t* wb,
+                        const Tensor* b);
+void linear_backward_amp(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x,
+                         const uint16_t* xb, const Tensor& w, const uint16_t* wb);
+
 // Linear on weights packed in place for inference (the CPU backend: 64-row panels for its own
 // kernel): pack_linear_inplace rewrites w's memory, unpack_linear_inplace restores it exactly; w keeps its
 // [N,K] shape but is not a plain matrix while packed. linear_forward_packed computes what linear_forward

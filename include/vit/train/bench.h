@@ -19,7 +19,7 @@ struct BenchOptions {
   double min_seconds = 2;  // ... and at least this long in total
   int max_runs = 1000;
   double ceiling_gflops = 0;   // 0: measure the matrix-product rate here first
-  std::string dtype = "fp32";  // inference: fp32 or bf16 (ViT::set_infer_dtype)
+  std::string dtype = "fp32";  // fp32 or bf16: inference ViT::set_infer_dtype, training ViT::set_amp
   int lanes = 0;               // ViT::set_lanes: 0 = the model's default, 1 = no lanes
 };
 

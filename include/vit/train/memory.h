@@ -20,9 +20,10 @@ struct MemoryPlan {
 };
 
 // optimizer: sgd (one moment) or adam/adamw (two). lanes: the model's data-parallel lanes
-// (ViT::set_lanes; 0 = one per thread, the default), each with its own gradients.
+// (ViT::set_lanes; 0 = one per thread, the default), each with its own gradients. amp: the
+// bf16 copies of mixed-precision training (ViT::set_amp) in activations.
 MemoryPlan plan_training_memory(const ViTConfig& cfg, int64_t batch, const std::string& optimizer,
-                                int lanes = 0);
+                                int lanes = 0, bool amp = false);
 
 // What the run may use: VIT_MEMORY_LIMIT when set (bytes, or with a K/M/G/T suffix, powers
 // of 1024), else MemAvailable from /proc/meminfo; 0 when neither is known.

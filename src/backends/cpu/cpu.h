@@ -143,6 +143,18 @@ void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b
 // activations bf16 (GELU fused into fc1's matmul, its bf16 output fc2's input).
 void mlp_forward_bf16(float* y, const float* x, PackedBf16& fc1, const float* b1, PackedBf16& fc2,
                       const float* b2, int64_t M);
+// x rounded to bf16 (nearest even; NaN stays NaN) into dst, on the threads its size is worth.
+// AVX-512 where simd::avx512(), else the reference loop (the same bits).
+void round_to_bf16(uint16_t* dst, const float* x, int64_t n);
+void round_to_bf16_reference(uint16_t* dst, const float* x, int64_t n);
+// ---- linear_amp.cpp: mixed-precision training (--amp): bf16 operands, fp32 accumulation
+// and results. xb[M,K] and wb[N,K] are x and w rounded to bf16 (round_to_bf16).
+// y[M,N] = xb wb^T + b[N] (b may be null).
+void linear_forward_amp(float* y, const uint16_t* xb, const uint16_t* wb, const float* b, int64_t M,
+                        int64_t K, int64_t N);
+// dx = bf16(dy) wb (assigned); dw += bf16(dy)^T xb; db += colsum(dy) in fp32. Each may be null.
+void linear_backward_amp(float* dx, float* dw, float* db, const float* dy, const uint16_t* xb,
+                         const uint16_t* wb, int64_t M, int64_t K, int64_t N);
 // ---- linear_packed.cpp: inference on weights packed in place (no second copy), in 64-row
 // panels ([K, width] each) for our own AVX-512 kernel. pack_linear_weights and
 // unpack_linear_weights are exact inverses (pure data movement).

@@ -179,4 +179,19 @@ VIT_AVX512 inline __m512 gelu512(__m512 v) {
   return gelu_from(v, erf512(_mm512_mul_ps(v, _mm512_set1_ps(kInvSqrt2)), &e));
 }
 
+// The lanes m of v rounded to bf16 (nearest even; NaN stays a quiet NaN, subnormals are kept)
+// and stored at dst: the scalar to_bf16's bits (linear_bf16.cpp), in integer lanes, since
+// AVX512-BF16's vcvtneps2bf16 treats subnormal inputs as zero.
+VIT_AVX512 inline void store_bf16(uint16_t* dst, __mmask16 m, __m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i hi = _mm512_srli_epi32(u, 16);
+  const __m512i even =
+      _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(hi, _mm512_set1_epi32(1)));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, even), 16);
+  const __m512i r = _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+  _mm256_mask_storeu_epi16(dst, m, _mm512_cvtepi32_epi16(r));
+}
+
 }  // namespace vit::cpu::simd
