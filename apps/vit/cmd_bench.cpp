@@ -74,6 +74,8 @@ Run add_bench(CLI::App& cmd) {
                           {"ceiling_gflops", r.ceiling_gflops},
                           {"ceiling_source", r.ceiling_source},
                           {"pct_of_ceiling", r.pct_of_ceiling},
+                          {"executed_gflop_per_image", r.executed_gflop_per_image},
+                          {"executed_pct_of_ceiling", r.executed_pct_of_ceiling},
                           {"peak_rss_mb", r.peak_rss_mb},
                           {"rss_mb", r.rss_mb}};
       std::cout << j.dump() << "\n";
@@ -86,6 +88,9 @@ Run add_bench(CLI::App& cmd) {
     std::printf("  per batch: median %.3f ms (min %.3f, max %.3f)\n", r.median_ms, r.min_ms, r.max_ms);
     std::printf("  %.2f images/s, %.1f GFLOP/s (%.1f%% of %.0f GFLOP/s, %s)\n", r.images_per_s,
                 r.gflops_per_s, r.pct_of_ceiling, r.ceiling_gflops, r.ceiling_source.c_str());
+    if (r.executed_gflop_per_image < r.gflop_per_image)
+      std::printf("  (the model's FLOPs; vitcpp ran %.1f GFLOP/s of its own, %.1f%%: the class-token tail)\n",
+                  r.executed_gflops_per_s, r.executed_pct_of_ceiling);
     std::printf("  peak RSS %.1f MiB, resident after the runs %.1f MiB\n", r.peak_rss_mb, r.rss_mb);
     return 0;
   };

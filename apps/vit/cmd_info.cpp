@@ -40,7 +40,10 @@ Run add_info(CLI::App& cmd) {
                   << (s.trainable ? (s.decay ? "decay" : "no-decay") : "fixed") << "\n";
     }
     std::cout << cfg.to_json() << "\nparameters: " << total << " (" << trainable << " trainable)\n"
-              << "forward GFLOPs per image: " << std::setprecision(4) << forward_flops(cfg) / 1e9 << "\n";
+              << "forward GFLOPs per image: " << std::setprecision(4) << forward_flops(cfg) / 1e9;
+    if (ViT::cls_tail_applies(cfg))  // what vitcpp runs: the last block on the class token's row
+      std::cout << " (vitcpp runs " << forward_flops(cfg, true) / 1e9 << ": the class-token tail)";
+    std::cout << "\n";
     return 0;
   };
 }

@@ -303,14 +303,18 @@ std::vector<std::string> preset_names() {
           "vit-large-16", "vit-huge-14",  "mnist-seed",   "mnist-small", "cifar-seed"};
 }
 
-int64_t forward_flops(const ViTConfig& c) {
+int64_t forward_flops(const ViTConfig& c, bool cls_tail) {
   const int64_t T = c.num_tokens(), D = c.embed_dim, N = c.num_patches();
   const int64_t patch = 2 * N * D * c.in_chans * c.patch_h * c.patch_w;
-  const int64_t per_block = 2 * T * D * 3 * D             // qkv
-                            + 2 * 2 * T * T * D           // q k^T and P v
-                            + 2 * T * D * D               // proj
-                            + 2 * 2 * T * D * c.mlp_dim;  // fc1, fc2
-  return patch + c.depth * per_block + 2 * D * c.num_classes;
+  // A block whose rows after qkv are Tq of the T tokens.
+  auto block = [&](int64_t Tq) {
+    return 2 * T * D * 3 * D             // qkv
+           + 2 * 2 * Tq * T * D          // q k^T and P v
+           + 2 * Tq * D * D              // proj
+           + 2 * 2 * Tq * D * c.mlp_dim;  // fc1, fc2
+  };
+  const int64_t blocks = cls_tail && c.depth > 0 ? (c.depth - 1) * block(T) + block(1) : c.depth * block(T);
+  return patch + blocks + 2 * D * c.num_classes;
 }
 
 }  // namespace vit

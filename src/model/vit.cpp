@@ -110,7 +110,19 @@ bool ViT::norm_all_tokens() const {
   return !cfg_.use_fc_norm() && cfg_.avg_pool();
 }
 
-int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp) {
+bool ViT::cls_tail_applies(const ViTConfig& cfg) {
+  static const bool off = [] {
+    const char* e = std::getenv("VIT_CLS_TAIL");
+    return e && std::string(e) == "off";
+  }();
+  return !off && cfg.class_token && !cfg.avg_pool() && cfg.depth > 0;
+}
+
+bool ViT::use_cls_tail() const {
+  return cls_tail_wanted_ && cls_tail_applies(cfg_);
+}
+
+int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp, bool tail) {
   const int64_t T = cfg.num_tokens(), C = cfg.embed_dim, N = cfg.num_patches(), M = cfg.mlp_dim,
                 H = cfg.num_heads, K = cfg.num_classes, P = cfg.in_chans * cfg.patch_h * cfg.patch_w;
   const int64_t nblocks = training ? cfg.depth : 1;  // inference reuses one block's buffers
@@ -119,6 +131,7 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
   // A bf16 copy of n values, in n / 2 floats (null when only counting).
   auto bf16 = [&](int64_t n) { return reinterpret_cast<uint16_t*>(c.take({(n + 1) / 2}).data); };
   A.amp = amp;
+  A.tail = tail;
   A.cols = c.take({B * N, P});
   A.pe = c.take({B * N, C});
   A.x0 = c.take({B, T, C});
@@ -128,33 +141,46 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
     A.pre_rstd = c.take({B * T});
   }
   A.branch = c.take({B * T, C});
-  A.blocks.assign(nblocks, {});
-  for (auto& a : A.blocks) {
+  // A block's norm1 and qkv (every row), then what follows the attention for Tq query rows
+  // per sample: T, or 1 in the class-token tail (run_forward).
+  auto qkv_part = [&](BlockActs& a) {
     a.ln1 = c.take({B * T, C});
     a.ln1_mean = c.take({B * T});
     a.ln1_rstd = c.take({B * T});
     a.qkv = c.take({B, T, 3 * C});
+    if (training && amp) a.ln1_b = bf16(B * T * C);
+  };
+  auto rest_part = [&](BlockActs& a, int64_t Tq) {
+    const int64_t R = B * Tq;
     // Inference keeps no probabilities: the attention core works through them a head at a
     // time in a per-thread scratch (cifar-seed at batch 256: 52 MB written and never read),
     // or into the caller's buffer when attention maps are asked for (run_forward's attn).
-    a.probs = training ? c.take({B, H, T, T}) : Tensor(nullptr, {B, H, T, T});
-    if (attn_drop) a.probs_drop = c.take({B, H, T, T});
-    a.ao = c.take({B, T, C});
-    a.r1 = c.take({B, T, C});
-    a.ln2 = c.take({B * T, C});
-    a.ln2_mean = c.take({B * T});
-    a.ln2_rstd = c.take({B * T});
-    a.h = c.take({B * T, M});
-    a.act = c.take({B * T, M});
-    a.out = c.take({B, T, C});
+    a.probs = training ? c.take({B, H, Tq, T}) : Tensor(nullptr, {B, H, Tq, T});
+    if (attn_drop) a.probs_drop = c.take({B, H, Tq, T});
+    a.ao = c.take({B, Tq, C});
+    a.r1 = c.take({B, Tq, C});
+    a.ln2 = c.take({R, C});
+    a.ln2_mean = c.take({R});
+    a.ln2_rstd = c.take({R});
+    a.h = c.take({R, M});
+    a.act = c.take({R, M});
+    a.out = c.take({B, Tq, C});
     if (training && cfg.layer_scale()) {
-      a.br1 = c.take({B * T, C});
-      a.br2 = c.take({B * T, C});
+      a.br1 = c.take({R, C});
+      a.br2 = c.take({R, C});
     }
-    if (training && amp) {
-      a.ln1_b = bf16(B * T * C), a.ao_b = bf16(B * T * C), a.ln2_b = bf16(B * T * C);
-      a.act_b = bf16(B * T * M);
-    }
+    if (training && amp) a.ao_b = bf16(R * C), a.ln2_b = bf16(R * C), a.act_b = bf16(R * M);
+  };
+  A.blocks.assign(nblocks, {});
+  for (int64_t l = 0; l < nblocks; ++l) {
+    qkv_part(A.blocks[l]);
+    // Training's last block keeps the tail's rows only; inference's one block serves all.
+    if (!(training && tail && l == nblocks - 1)) rest_part(A.blocks[l], T);
+  }
+  A.last = {};
+  if (tail) {
+    rest_part(A.last, 1);
+    A.xcls = c.take({B, 1, C});
   }
   if (!cfg.use_fc_norm() && cfg.avg_pool()) {  // as norm_all_tokens()
     A.lnf = c.take({B * T, C});
@@ -176,14 +202,16 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
     A.dao = c.take({B, T, C});
     A.dqkv = c.take({B, T, 3 * C});
     A.dpe = c.take({B * N, C});
+    if (tail) A.dxcls = c.take({B, 1, C});
   }
   return c.used();
 }
 
 void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training, bool amp) {
   // Allocates only when B grows past what was allocated.
-  arena.resize(size_t(carve(cfg_, A, nullptr, B, training, amp)));
-  carve(cfg_, A, arena.data(), B, training, amp);
+  const bool tail = use_cls_tail();
+  arena.resize(size_t(carve(cfg_, A, nullptr, B, training, amp, tail)));
+  carve(cfg_, A, arena.data(), B, training, amp, tail);
   A.B = B;
 }
 
@@ -192,7 +220,7 @@ size_t ViT::planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool train
   const int64_t R = std::clamp<int64_t>(lanes, 1, B);
   size_t floats = 0;
   for (int64_t r = 0; r < R; ++r)
-    floats += size_t(carve(cfg, scratch, nullptr, B * (r + 1) / R - B * r / R, training, amp));
+    floats += size_t(carve(cfg, scratch, nullptr, B * (r + 1) / R - B * r / R, training, amp, cls_tail_applies(cfg)));
   return floats * sizeof(float);
 }
 
@@ -221,6 +249,7 @@ void ViT::for_lanes(int R, int64_t B, F&& f) {
     m.backbone_frozen_ = backbone_frozen_;
     m.amp_ = amp_;
     m.amp_w_ = amp_w_;  // this model's bf16 weights
+    m.cls_tail_wanted_ = cls_tail_wanted_;
   }
   run_on_threads(R, [&](int r) { f(lane(r), B * r / R, B * (r + 1) / R); });
 }
@@ -260,11 +289,17 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
   auto acts = [&](int64_t l) -> BlockActs& { return A.blocks[size_t(l) < A.blocks.size() ? l : 0]; };
   for (int64_t l = 0; l < cfg_.depth; ++l) {
     BlockActs& a = acts(l);
+    // The class-token tail (use_cls_tail): after qkv, the last block runs on the class token's
+    // rows alone, Tq = 1 row per sample in A.last; otherwise t is a and Tq = T.
+    const bool tail = A.tail && !attn && l + 1 == cfg_.depth;
+    BlockActs& t = tail ? A.last : a;
+    const int64_t Tq = tail ? 1 : T;
     const BlockWeights& w = W_.blocks[l];
     const float proj_p = rate(cfg_.proj_drop_rate), path_p = rate(cfg_.drop_path_at(l));
     const float attn_p = rate(cfg_.attn_drop_rate);
     // With LayerScale, training keeps each branch for the gammas' gradients.
-    const Tensor br1 = a.br1.data ? a.br1 : A.branch, br2 = a.br2.data ? a.br2 : A.branch;
+    const Tensor br1 = t.br1.data ? t.br1 : Tensor(A.branch.data, {B * Tq, C});
+    const Tensor br2 = t.br2.data ? t.br2 : Tensor(A.branch.data, {B * Tq, C});
     if (l == 0)  // later blocks' ln1 comes with the residual sum that ends the block before
       ops::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, reshape(x, {B * T, C}), w.n1w, w.n1b,
                              cfg_.norm_eps);
@@ -289,45 +324,52 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     };
     lin_amp(reshape(a.qkv, {B * T, 3 * C}), a.ln1, a.ln1_b, w.qkvw, wb ? wb->qkv : nullptr, opt(w.qkvb),
             pk ? pk->qkv.get() : nullptr);
-    float* maps = attn ? attn + l * a.probs.numel() : nullptr;  // this layer's attention maps
-    const Tensor probs = maps && !a.probs.data ? Tensor(maps, a.probs.shape) : a.probs;
-    ops::attention_forward(a.ao, probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
-                           key(block_site(l, kAttnDrop)), s0);
-    if (maps && probs.data != maps) std::memcpy(maps, probs.data, sizeof(float) * probs.numel());
-    lin_amp(br1, reshape(a.ao, {B * T, C}), a.ao_b, w.projw, wb ? wb->proj : nullptr, &w.projb,
+    if (tail) {
+      ops::attention_cls_forward(t.ao, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
+                                 key(block_site(l, kAttnDrop)), s0);
+      ops::pool_forward(reshape(A.xcls, {B, C}), x, nullptr, false, 0);  // the class token's row of x
+      x = A.xcls;
+    } else {
+      float* maps = attn ? attn + l * a.probs.numel() : nullptr;  // this layer's attention maps
+      const Tensor probs = maps && !a.probs.data ? Tensor(maps, a.probs.shape) : a.probs;
+      ops::attention_forward(a.ao, probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
+                             key(block_site(l, kAttnDrop)), s0);
+      if (maps && probs.data != maps) std::memcpy(maps, probs.data, sizeof(float) * probs.numel());
+    }
+    lin_amp(br1, reshape(t.ao, {B * Tq, C}), t.ao_b, w.projw, wb ? wb->proj : nullptr, &w.projb,
             pk ? pk->proj.get() : nullptr);
     // r1 = x + branch and its LayerNorm in one walk over the samples.
-    ops::residual_layernorm_forward(a.r1, x, reshape(br1, {B, T, C}), opt(w.ls1), proj_p,
+    ops::residual_layernorm_forward(t.r1, x, reshape(br1, {B, Tq, C}), opt(w.ls1), proj_p,
                                     key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0,
-                                    {a.ln2, a.ln2_mean, a.ln2_rstd, w.n2w, w.n2b, cfg_.norm_eps});
+                                    {t.ln2, t.ln2_mean, t.ln2_rstd, w.n2w, w.n2b, cfg_.norm_eps});
     if (pk) {  // bf16: GELU fused into fc1, the hidden activations stay bf16 (inference: no dropout)
-      ops::mlp_forward_bf16(br2, a.ln2, *pk->fc1, w.fc1b, *pk->fc2, w.fc2b);
+      ops::mlp_forward_bf16(br2, t.ln2, *pk->fc1, w.fc1b, *pk->fc2, w.fc2b);
     } else if (weights_packed_) {  // packed fp32 (inference only: no dropout): GELU fused into fc1
-      ops::linear_forward_packed(a.act, a.ln2, w.fc1w, &w.fc1b, true);
-      ops::linear_forward_packed(br2, a.act, w.fc2w, &w.fc2b);
+      ops::linear_forward_packed(t.act, t.ln2, w.fc1w, &w.fc1b, true);
+      ops::linear_forward_packed(br2, t.act, w.fc2w, &w.fc2b);
     } else {
       // fc1's bias goes in with the activation; forward() (whose activations backward()
-      // reads, whatever the mode) keeps GELU's derivative in a.h, infer() nothing.
+      // reads, whatever the mode) keeps GELU's derivative in t.h, infer() nothing.
       if (wb)
-        ops::linear_forward_amp(a.h, a.ln2, a.ln2_b, w.fc1w, wb->fc1, nullptr);
+        ops::linear_forward_amp(t.h, t.ln2, t.ln2_b, w.fc1w, wb->fc1, nullptr);
       else
-        ops::linear_forward(a.h, a.ln2, w.fc1w, nullptr, a.h_zero);
-      ops::bias_gelu_forward(a.act, a.h, w.fc1b, &A == &train_);
-      a.h_zero = false;
-      ops::dropout_forward(a.act, proj_p, key(block_site(l, kMlpDrop1)), first(a.act));
-      lin_amp(br2, a.act, a.act_b, w.fc2w, wb ? wb->fc2 : nullptr, &w.fc2b, nullptr);
+        ops::linear_forward(t.h, t.ln2, w.fc1w, nullptr, t.h_zero);
+      ops::bias_gelu_forward(t.act, t.h, w.fc1b, &A == &train_);
+      t.h_zero = false;
+      ops::dropout_forward(t.act, proj_p, key(block_site(l, kMlpDrop1)), first(t.act));
+      lin_amp(br2, t.act, t.act_b, w.fc2w, wb ? wb->fc2 : nullptr, &w.fc2b, nullptr);
     }
     if (l + 1 < cfg_.depth) {  // out = r1 + branch, and the next block's ln1 with it
       BlockActs& n = acts(l + 1);
       const BlockWeights& wn = W_.blocks[l + 1];
-      ops::residual_layernorm_forward(a.out, a.r1, reshape(br2, {B, T, C}), opt(w.ls2), proj_p,
+      ops::residual_layernorm_forward(t.out, t.r1, reshape(br2, {B, Tq, C}), opt(w.ls2), proj_p,
                                       key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0,
                                       {n.ln1, n.ln1_mean, n.ln1_rstd, wn.n1w, wn.n1b, cfg_.norm_eps});
     } else {
-      ops::residual_forward(a.out, a.r1, reshape(br2, {B, T, C}), opt(w.ls2), proj_p,
+      ops::residual_forward(t.out, t.r1, reshape(br2, {B, Tq, C}), opt(w.ls2), proj_p,
                             key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
     }
-    x = a.out;
+    x = t.out;  // [B, Tq, C]
   }
   const uint8_t* pmask = have_mask_ ? patch_mask_.data() : nullptr;
   if (norm_all_tokens()) {
@@ -339,7 +381,8 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     // timm norms every token before token pooling; LayerNorm is per row, so norming the
     // pooled row alone gives the same numbers for a fraction of the work. With fc_norm
     // the norm comes after pooling anyway.
-    ops::pool_forward(A.pooled, x, pmask, cfg_.avg_pool(), cfg_.num_prefix_tokens());
+    // (x is the class-token tail's [B,1,C] when that ran: its one row is what token pooling takes.)
+    ops::pool_forward(A.pooled, x, pmask, cfg_.avg_pool(), x.dim(1) < T ? 0 : cfg_.num_prefix_tokens());
     ops::layernorm_forward(A.pooled_ln, A.pooled_mean, A.pooled_rstd, A.pooled, W_.norm_w, W_.norm_b,
                            cfg_.norm_eps);
   }
@@ -369,7 +412,7 @@ Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const F
 }
 
 Tensor ViT::forward_local(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
-  if (train_.B != B || train_.amp != amp_) layout(train_, acts_, B, true, amp_);
+  if (train_.B != B || train_.amp != amp_ || train_.tail != use_cls_tail()) layout(train_, acts_, B, true, amp_);
   last_mode_ = mode;
   run_forward(train_, images, mask, mode);
   return train_.logits;
@@ -458,7 +501,7 @@ void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logi
 }
 
 void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
-  if (infer_.B != B) layout(infer_, infer_acts_, B, false);
+  if (infer_.B != B || infer_.tail != use_cls_tail()) layout(infer_, infer_acts_, B, false);
   run_forward(infer_, images, mask, ForwardMode{}, attn);
   std::memcpy(logits, infer_.logits.data, sizeof(float) * B * cfg_.num_classes);
 }
@@ -522,12 +565,16 @@ void ViT::backward_local(const Tensor& dlogits) {
   } else {
     ops::layernorm_backward(A.dpooled, G_.norm_w, G_.norm_b, A.dpooled_ln, A.pooled, A.pooled_mean,
                             A.pooled_rstd, W_.norm_w, false);
-    ops::pool_backward(A.dx, A.dpooled, pmask, cfg_.avg_pool(), cfg_.num_prefix_tokens());
+    // The class-token tail (A.tail) holds the last block's class-token rows alone: A.dxcls.
+    if (A.tail)
+      ops::pool_backward(A.dxcls, A.dpooled, pmask, false, 0);
+    else
+      ops::pool_backward(A.dx, A.dpooled, pmask, cfg_.avg_pool(), cfg_.num_prefix_tokens());
   }
 
-  // A.dx carries the gradient of the residual stream down through the blocks.
-  const Tensor dx2d = reshape(A.dx, {B * T, C});
-  const Tensor dbranch3d = reshape(A.dbranch, {B, T, C});
+  // A.dx carries the gradient of the residual stream down through the blocks (A.dxcls
+  // through the tail's rows).
+  const int64_t M = cfg_.mlp_dim;
   // A branch that nothing scales (no dropout, drop path or LayerScale) has the residual
   // stream's gradient: the products read A.dx itself, which changes only after them.
   // ls: the branch's LayerScale gamma in block l.
@@ -536,21 +583,29 @@ void ViT::backward_local(const Tensor& dlogits) {
   };
   for (int64_t l = cfg_.depth - 1; l >= 0; --l) {
     BlockActs& a = A.blocks[l];
+    // As in run_forward: the tail's rows after the attention are A.last's, Tq = 1 a sample.
+    const bool tail = A.tail && l + 1 == cfg_.depth;
+    BlockActs& t = tail ? A.last : a;
+    const int64_t Tq = tail ? 1 : T;
+    const Tensor dxq = tail ? A.dxcls : A.dx;  // [B, Tq, C]
+    const Tensor dx2d = reshape(dxq, {B * Tq, C});
+    const Tensor dbranch(A.dbranch.data, {B * Tq, C}), dbranch3d(A.dbranch.data, {B, Tq, C});
+    Tensor dact(A.dact.data, {B * Tq, M}), dlnq(A.dln.data, {B * Tq, C}), dao(A.dao.data, {B, Tq, C});
     const BlockWeights& w = W_.blocks[l];
     BlockWeights& g = G_.blocks[l];
     const Tensor x_in = reshape(l > 0 ? A.blocks[l - 1].out : A.x0, {B * T, C});
     const float proj_p = rate(cfg_.proj_drop_rate), path_p = rate(cfg_.drop_path_at(l));
     const float attn_p = rate(cfg_.attn_drop_rate);
     // MLP branch: out = r1 + branch. Drop path is per sample: the residual ops need the
-    // [B,T,C] views.
-    const Tensor br1 = a.br1.data ? reshape(a.br1, {B, T, C}) : Tensor{};
-    const Tensor br2 = a.br2.data ? reshape(a.br2, {B, T, C}) : Tensor{};
+    // [B,Tq,C] views.
+    const Tensor br1 = t.br1.data ? reshape(t.br1, {B, Tq, C}) : Tensor{};
+    const Tensor br2 = t.br2.data ? reshape(t.br2, {B, Tq, C}) : Tensor{};
     const bool plain2 = unscaled(l, w.ls2), plain1 = unscaled(l, w.ls1);
     // An unscaled branch's bias gradient is the column sums of A.dx, which the LayerNorm
     // backward above it writes: it sums them on the way (fc2's comes from the block above).
     const bool fc2b_summed = l + 1 < cfg_.depth && plain2;
     if (!plain2)
-      ops::residual_backward(dbranch3d, opt(g.ls2), A.dx, opt(br2), opt(w.ls2), proj_p,
+      ops::residual_backward(dbranch3d, opt(g.ls2), dxq, opt(br2), opt(w.ls2), proj_p,
                              key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
     // amp: the products on the bf16 copies the forward kept (a.ln1_b, ...) and amp_w_.
     const BlockBf16* wb = a.ln1_b ? &amp_w_[size_t(l)] : nullptr;
@@ -561,32 +616,41 @@ void ViT::backward_local(const Tensor& dlogits) {
       else
         ops::linear_backward(dx, dw, db, dy, x, wt);
     };
-    lin_back(&A.dact, &g.fc2w, fc2b_summed ? nullptr : &g.fc2b, plain2 ? dx2d : A.dbranch, a.act, a.act_b,
-             w.fc2w, wb ? wb->fc2 : nullptr);
-    ops::dropout_backward(A.dact, proj_p, key(block_site(l, kMlpDrop1)), first(A.dact));
-    // a.h holds GELU' of fc1's output (bias_gelu_forward); fc1's bias gradient comes with it.
-    // a.h is cleared on the way where the next forward's fc1 can use that
+    lin_back(&dact, &g.fc2w, fc2b_summed ? nullptr : &g.fc2b, plain2 ? dx2d : dbranch, t.act, t.act_b, w.fc2w,
+             wb ? wb->fc2 : nullptr);
+    ops::dropout_backward(dact, proj_p, key(block_site(l, kMlpDrop1)), first(dact));
+    // t.h holds GELU' of fc1's output (bias_gelu_forward); fc1's bias gradient comes with it.
+    // t.h is cleared on the way where the next forward's fc1 can use that
     // (ops::linear_forward's y_zero).
-    a.h_zero = !wb && ops::linear_uses_zero_output(B * T, C, a.h.dim(1));
-    ops::bias_gelu_backward(A.dact, g.fc1b, A.dact, a.h, a.h_zero);
-    lin_back(&A.dln, &g.fc1w, nullptr, A.dact, a.ln2, a.ln2_b, w.fc1w, wb ? wb->fc1 : nullptr);
-    ops::layernorm_backward(dx2d, g.n2w, g.n2b, A.dln, reshape(a.r1, {B * T, C}), a.ln2_mean, a.ln2_rstd,
+    t.h_zero = !wb && ops::linear_uses_zero_output(B * Tq, C, t.h.dim(1));
+    ops::bias_gelu_backward(dact, g.fc1b, dact, t.h, t.h_zero);
+    lin_back(&dlnq, &g.fc1w, nullptr, dact, t.ln2, t.ln2_b, w.fc1w, wb ? wb->fc1 : nullptr);
+    ops::layernorm_backward(dx2d, g.n2w, g.n2b, dlnq, reshape(t.r1, {B * Tq, C}), t.ln2_mean, t.ln2_rstd,
                             w.n2w, true, plain1 ? &g.projb : nullptr);
     // Attention branch: r1 = x + branch.
     if (!plain1)
-      ops::residual_backward(dbranch3d, opt(g.ls1), A.dx, opt(br1), opt(w.ls1), proj_p,
+      ops::residual_backward(dbranch3d, opt(g.ls1), dxq, opt(br1), opt(w.ls1), proj_p,
                              key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0);
-    Tensor dao2d = reshape(A.dao, {B * T, C});
-    lin_back(&dao2d, &g.projw, plain1 ? nullptr : &g.projb, plain1 ? dx2d : A.dbranch,
-             reshape(a.ao, {B * T, C}), a.ao_b, w.projw, wb ? wb->proj : nullptr);
-    ops::attention_backward(A.dqkv, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, attn_p,
-                            key(block_site(l, kAttnDrop)), s0);
+    Tensor dao2d = reshape(dao, {B * Tq, C});
+    lin_back(&dao2d, &g.projw, plain1 ? nullptr : &g.projb, plain1 ? dx2d : dbranch,
+             reshape(t.ao, {B * Tq, C}), t.ao_b, w.projw, wb ? wb->proj : nullptr);
+    if (tail) {
+      ops::attention_cls_backward(A.dqkv, dao, a.qkv, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, attn_p,
+                                  key(block_site(l, kAttnDrop)), s0);
+      // The residual stream's gradient below the tail: the class token's rows, zeros elsewhere.
+      ops::pool_backward(A.dx, reshape(A.dxcls, {B, C}), nullptr, false, 0);
+    } else {
+      ops::attention_backward(A.dqkv, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, attn_p,
+                              key(block_site(l, kAttnDrop)), s0);
+    }
     lin_back(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, a.ln1_b, w.qkvw,
              wb ? wb->qkv : nullptr);
     // The block below's fc2 bias gradient, if its MLP branch is unscaled (fc2b_summed there).
     Tensor* below_fc2b = l > 0 && unscaled(l - 1, W_.blocks[l - 1].ls2) ? &G_.blocks[l - 1].fc2b : nullptr;
-    ops::layernorm_backward(dx2d, g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd, w.n1w, true, below_fc2b);
+    ops::layernorm_backward(reshape(A.dx, {B * T, C}), g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd, w.n1w,
+                            true, below_fc2b);
   }
+  const Tensor dx2d = reshape(A.dx, {B * T, C}), dbranch3d = reshape(A.dbranch, {B, T, C});
   if (cfg_.pre_norm) {
     // dx holds the gradient of norm_pre's output; the tokens' gradient goes to dbranch.
     ops::layernorm_backward(A.dbranch, G_.pre_w, G_.pre_b, dx2d, reshape(A.x_pre, {B * T, C}), A.pre_mean,

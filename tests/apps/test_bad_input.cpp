@@ -138,7 +138,7 @@ TEST(BadInput, EachCaseFailsWithAClearMessageAndNoCheckpoint) {
        train + "--synthetic 8 --img-size 30 --patch-size 4 --output " + d + "/o_p",
        {"not divisible by patch size"}},
       {"too big for memory",
-       train + "--synthetic 8 --output " + d + "/o_mem",
+       train + "--synthetic 16 -b 16 --output " + d + "/o_mem",  // about 1.9 MiB at batch 16
        {"needs about", "activations", "only 1.0 MiB is available", "--no-memory-check"},
        "VIT_MEMORY_LIMIT=1M"},
   };

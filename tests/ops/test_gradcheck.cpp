@@ -112,6 +112,51 @@ TEST_P(AttentionGrad, MatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Dropout, AttentionGrad, ::testing::Values(0.f, 0.3f));
 
+// The class token's row alone (attention_cls_*): finite differences, and the full op's row 0
+// forward (out, probs, dropped probs: the same draws) and backward (the full backward with a
+// zero gradient on every other query row), with a key mask, with and without dropout.
+TEST_P(AttentionGrad, ClassTokenRowMatchesFiniteDifferencesAndTheFullOp) {
+  const float drop = GetParam();
+  const int64_t B = 2, T = 5, C = 6, H = 2;
+  auto qkv = test::randn(B * T * 3 * C, 1), R = test::randn(B * C, 2);
+  std::vector<uint8_t> mask = {1, 1, 0, 1, 1, 1, 0, 1, 1, 0};  // [B,T]
+  std::vector<float> out(B * C), probs(B * H * T), pdrop(B * H * T), dqkv(B * T * 3 * C, 7.f);
+  Tensor QKV(qkv.data(), {B, T, 3 * C}), O(out.data(), {B, 1, C}), P(probs.data(), {B, H, 1, T}),
+      PD(pdrop.data(), {B, H, 1, T});
+  const uint64_t key = 1234;
+  const int64_t first = 3;  // a shard's first sample: the draws follow it
+  auto loss = [&] {
+    ops::attention_cls_forward(O, P, &PD, QKV, mask.data(), drop, key, first);
+    return dot(out.data(), R.data(), B * C);
+  };
+  loss();
+  ops::attention_cls_backward(Tensor(dqkv.data(), {B, T, 3 * C}), Tensor(R.data(), {B, 1, C}), QKV, P, &PD, drop,
+                              key, first);
+  EXPECT_TRUE(
+      test::gradcheck("attention (class token) dqkv", qkv.data(), dqkv.data(), B * T * 3 * C, loss, kH, kTol, 200));
+
+  std::vector<float> fout(B * T * C), fprobs(B * H * T * T), fpdrop(B * H * T * T), fdqkv(B * T * 3 * C);
+  std::vector<float> fR(B * T * C, 0.f);  // R on the class token's rows, zeros elsewhere
+  for (int64_t b = 0; b < B; ++b) std::copy(R.begin() + b * C, R.begin() + (b + 1) * C, fR.begin() + b * T * C);
+  Tensor FP(fprobs.data(), {B, H, T, T}), FPD(fpdrop.data(), {B, H, T, T});
+  ops::attention_forward(Tensor(fout.data(), {B, T, C}), FP, &FPD, QKV, mask.data(), drop, key, first);
+  ops::attention_backward(Tensor(fdqkv.data(), {B, T, 3 * C}), Tensor(fR.data(), {B, T, C}), QKV, FP, &FPD, drop,
+                          key, first);
+  std::vector<float> row_out(B * C), row_probs(B * H * T), row_pdrop(B * H * T);
+  for (int64_t b = 0; b < B; ++b) {
+    std::copy_n(fout.begin() + b * T * C, C, row_out.begin() + b * C);
+    for (int64_t h = 0; h < H; ++h) {
+      std::copy_n(fprobs.begin() + (b * H + h) * T * T, T, row_probs.begin() + (b * H + h) * T);
+      std::copy_n(fpdrop.begin() + (b * H + h) * T * T, T, row_pdrop.begin() + (b * H + h) * T);
+    }
+  }
+  EXPECT_TRUE(test::close_rel_max("class-token out vs full row 0", out.data(), row_out.data(), B * C, 1e-5));
+  EXPECT_TRUE(test::close_rel_max("class-token probs vs full row 0", probs.data(), row_probs.data(), B * H * T, 1e-5));
+  EXPECT_TRUE(
+      test::close_rel_max("class-token dropped probs vs full row 0", pdrop.data(), row_pdrop.data(), B * H * T, 1e-5));
+  EXPECT_TRUE(test::close_rel_max("class-token dqkv vs full backward", dqkv.data(), fdqkv.data(), B * T * 3 * C, 1e-5));
+}
+
 class ResidualGrad : public ::testing::TestWithParam<bool> {};
 
 TEST_P(ResidualGrad, DropoutDropPathAndLayerScale) {

@@ -116,6 +116,18 @@ class ViT {
   // set_lanes(1) turns lanes off; set_lanes(0) (the default) uses one per thread, or the
   // count in the environment variable VIT_LANES when set.
   void set_lanes(int lanes) { lanes_wanted_ = lanes; }
+  // The class-token tail: with class-token pooling nothing reads the last block's other rows,
+  // so after its qkv product that block runs for the class token's row alone (attention over
+  // all keys for that one query, proj, norm2, MLP and residuals on B rows instead of B*T),
+  // forward and backward: the same logits and gradients up to float rounding, for 1/depth
+  // less of the work. Dropout after proj and in the MLP draws other (equally random) masks
+  // on those rows than the full block would; attention dropout and drop path draw the same.
+  // It applies with a class token and token pooling (cls_tail_applies) unless VIT_CLS_TAIL=off;
+  // set_cls_tail(false) turns it off for one model (comparisons); attention maps
+  // (infer with attn) run the full block.
+  static bool cls_tail_applies(const ViTConfig& cfg);
+  bool use_cls_tail() const;
+  void set_cls_tail(bool on) { cls_tail_wanted_ = on; }
   // Lanes a batch of B runs in: min(B, lanes or threads) when lanes are on, else 1.
   int lanes_for(int64_t B) const;
 
@@ -145,13 +157,19 @@ class ViT {
   };
   struct Acts {
     int64_t B = 0;
-    bool amp = false;  // laid out with the bf16 copies of BlockActs
+    bool amp = false;   // laid out with the bf16 copies of BlockActs
+    bool tail = false;  // laid out for the class-token tail (use_cls_tail)
     Tensor cols, pe, x0, branch, pooled, pooled_mean, pooled_rstd, pooled_ln, logits;
     Tensor x_pre, pre_mean, pre_rstd;  // tokens before norm_pre (pre_norm only)
     Tensor lnf, lnf_mean, lnf_rstd;    // `norm` over every token before avg pooling (no fc_norm)
     std::vector<BlockActs> blocks;
-    // Gradient buffers (training only).
-    Tensor dlogits_in, dpooled_ln, dpooled, dx, dbranch, dact, dln, dao, dqkv, dpe;
+    // The class-token tail: the last block after its attention, for the class token's row of
+    // each sample (probs [B,H,1,T], ao, r1, out [B,1,C], ...); its norm1 and qkv stay in
+    // blocks.back() (training) or blocks[0] (inference). xcls: the block's input, that row.
+    BlockActs last;
+    Tensor xcls;
+    // Gradient buffers (training only); dxcls: the residual stream's gradient in the tail.
+    Tensor dlogits_in, dpooled_ln, dpooled, dx, dbranch, dact, dln, dao, dqkv, dpe, dxcls;
   };
 
   // A lane of owner: binds owner's parameters, has its own gradients and activations.
@@ -169,8 +187,9 @@ class ViT {
   // Lays out activations for batch B in arena (one block when !training).
   void layout(Acts& A, Arena& arena, int64_t B, bool training, bool amp = false);
   // Points A's tensors into base (sizes only when base is null); returns the floats used.
-  static int64_t carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training,
-                       bool amp = false);
+  static int64_t carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp,
+                       bool tail);
+
   void round_weights_bf16();  // amp: the blocks' four weights into amp_w_
   // attn: null, or where each layer's probabilities are copied ([depth, B, H, T, T]).
   void run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode,
@@ -202,6 +221,7 @@ class ViT {
   bool fp32_released_ = false;  // set_infer_dtype("bf16", true): the blocks' fp32 matrices are gone
   std::vector<uint8_t> patch_mask_, key_mask_;  // [B,N] and [B,T], copied from the caller
   int lanes_wanted_ = 0;                        // set_lanes
+  bool cls_tail_wanted_ = true;                 // set_cls_tail
   int split_ = 1;                               // lanes of the last training forward
   std::vector<std::unique_ptr<ViT>> lanes_;     // lanes 1..; lane 0 is this model
   Arena split_logits_;                          // [B,K] gathered from the lanes

@@ -27,11 +27,13 @@ struct BenchResult {
   std::vector<double> ms;  // every timed run, in order
   double median_ms = 0, min_ms = 0, max_ms = 0;
   double images_per_s = 0;     // at the median
-  double gflop_per_image = 0;  // forward FLOPs, x3 for a training step
+  double gflop_per_image = 0;  // the model's forward FLOPs, x3 for a training step
   double gflops_per_s = 0;     // at the median
   double ceiling_gflops = 0;
   std::string ceiling_source;  // "measured: ..." or "given"
   double pct_of_ceiling = 0;
+  // The same for the FLOPs vitcpp runs (fewer with the class-token tail: forward_flops).
+  double executed_gflop_per_image = 0, executed_gflops_per_s = 0, executed_pct_of_ceiling = 0;
   bool weights_packed = false;  // fp32 inference on in-place packed weights (ViT::pack_weights)
   int lanes = 1;                // data-parallel lanes the batch ran in (ViT::lanes_for)
   double peak_rss_mb = 0;       // of the whole process so far (getrusage)

@@ -45,12 +45,6 @@ VIT_AVX512 void warm_rows(const float* p, int64_t n) {
   (void)sink;
 }
 
-// dst = src with attention dropout: element first+i kept (scaled by 1/(1-p)) or zeroed,
-// by the same counter-based draw in forward and backward. dst may equal src.
-void drop_probs(float* dst, const float* src, int64_t n, float p, uint64_t key, int64_t first) {
-  const float keep_scale = 1.f / (1.f - p);
-  for (int64_t i = 0; i < n; ++i) dst[i] = uniform_at(key, first + i) >= p ? src[i] * keep_scale : 0.f;
-}
 // R rows in place (stride ld): max, exp and sum in vectors, then the scale. Masked keys are
 // set to -inf first (exp512_nonpos gives exactly 0 for them); a row with every key masked
 // becomes 0. The R rows' passes are interleaved: one row alone waits on its max and sum
@@ -209,6 +203,11 @@ int64_t forward_row_block(int64_t B, int64_t H, int64_t T, int nt) {
   return (T + blocks - 1) / blocks;
 }
 }  // namespace
+
+void drop_probs(float* dst, const float* src, int64_t n, float p, uint64_t key, int64_t first) {
+  const float keep_scale = 1.f / (1.f - p);
+  for (int64_t i = 0; i < n; ++i) dst[i] = uniform_at(key, first + i) >= p ? src[i] * keep_scale : 0.f;
+}
 
 void softmax_rows_reference(float* P, int64_t rows, int64_t n, const uint8_t* km) {
   for (int64_t i = 0; i < rows; ++i) {

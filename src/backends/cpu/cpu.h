@@ -231,6 +231,21 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
                         uint64_t drop_key, int64_t first_sample = 0);
 
+// Attention dropout's mask on probabilities: dst = src with element first+i kept (scaled by
+// 1/(1-p)) or zeroed, the same draw in forward and backward. dst may equal src.
+void drop_probs(float* dst, const float* src, int64_t n, float p, uint64_t key, int64_t first);
+
+// ---- attention_cls.cpp: the class token's row alone (row 0 of each sample) of
+// attention_forward and attention_backward, for a last block whose other rows nothing reads:
+// out[B,1,C], probs[B,H,1,T] (may be null when no backward follows), probs_drop like probs or
+// null; the backward assigns all of dqkv[B,T,3C] (q's rows past 0 are zeros) from dout[B,1,C].
+void attention_cls_forward(float* out, float* probs, float* probs_drop, const float* qkv, const uint8_t* key_mask,
+                           int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key,
+                           int64_t first_sample = 0);
+void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                            const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
+                            uint64_t drop_key, int64_t first_sample = 0);
+
 // ---- attention_narrow.cpp: one head's attention backward for narrow heads (D <= 8, T <= 96)
 // in one pass, no attention dropout (P is the probabilities both for dv and for dS): dq, dk,
 // dv (stride ld, like q, k, v) assigned; dO stride ldo; P [T, T]. AVX-512 only.

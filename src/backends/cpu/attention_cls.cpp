@@ -1,0 +1,94 @@
+// Attention for the class token's query alone: row 0 of every sample attends over all T keys.
+// A model that pools the class token reads nothing else of its last block (ViT::run_forward's
+// class-token tail), so that block needs q only at row 0, and k and v everywhere. The same
+// arithmetic as attention.cpp's row 0 (scale q k^T, masked keys out, softmax, dropout with
+// the same element indices, P v), in plain loops: per (sample, head) 2 T D multiply-adds
+// forward and 4 T D backward, a 1/T share of the full attention.
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/cpu.h"
+
+namespace vit::cpu {
+
+namespace {
+// Index of element (b, h, 0, 0) of a [B, H, T, T] probability tensor in the whole batch:
+// where attention dropout's draws for the class token's row start.
+inline int64_t drop_first(int64_t first_sample, int64_t b, int64_t h, int64_t H, int64_t T) {
+  return ((first_sample + b) * H + h) * T * T;
+}
+}  // namespace
+
+void attention_cls_forward(float* out, float* probs, float* probs_drop, const float* qkv, const uint8_t* key_mask,
+                           int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key,
+                           int64_t first_sample) {
+  const int64_t D = C / H, ld = 3 * C;
+  const float scale = 1.f / std::sqrt(float(D));
+  for_ranges(B * H, threads_for(B * H * T * D * 2), [&](int64_t i0, int64_t i1) {
+    thread_local Scratch<float> buf;
+    for (int64_t bh = i0; bh < i1; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      const float* q = qkv + b * T * ld + h * D;  // row 0's q; k and v at +C, +2C on every row
+      const float* k = q + C;
+      const float* v = q + 2 * C;
+      float* P = probs ? probs + bh * T : grown(buf, T);
+      for (int64_t j = 0; j < T; ++j) {
+        float s = 0.f;
+        for (int64_t d = 0; d < D; ++d) s += q[d] * k[j * ld + d];
+        P[j] = s * scale;
+      }
+      softmax_rows(P, 1, T, key_mask ? key_mask + b * T : nullptr);
+      const float* Pv = P;
+      if (probs_drop) {
+        drop_probs(probs_drop + bh * T, P, T, drop_p, drop_key, drop_first(first_sample, b, h, H, T));
+        Pv = probs_drop + bh * T;
+      }
+      float* o = out + b * C + h * D;
+      std::memset(o, 0, size_t(D) * sizeof(float));
+      for (int64_t j = 0; j < T; ++j)
+        for (int64_t d = 0; d < D; ++d) o[d] += Pv[j] * v[j * ld + d];
+    }
+  });
+}
+
+void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                            const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
+                            uint64_t drop_key, int64_t first_sample) {
+  const int64_t D = C / H, ld = 3 * C;
+  const float scale = 1.f / std::sqrt(float(D));
+  for_ranges(B * H, threads_for(B * H * T * D * 4), [&](int64_t i0, int64_t i1) {
+    thread_local Scratch<float> buf;
+    float* dS = grown(buf, T);
+    for (int64_t bh = i0; bh < i1; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      const float* q = qkv + b * T * ld + h * D;
+      const float* k = q + C;
+      const float* v = q + 2 * C;
+      float* dq = dqkv + b * T * ld + h * D;
+      float* dk = dq + C;
+      float* dv = dq + 2 * C;
+      const float* P = probs + bh * T;
+      const float* Pv = probs_drop ? probs_drop + bh * T : P;
+      const float* dO = dout + b * C + h * D;
+      for (int64_t j = 0; j < T; ++j) {
+        float s = 0.f;
+        for (int64_t d = 0; d < D; ++d) {
+          s += dO[d] * v[j * ld + d];                 // dP = dO v^T
+          dv[j * ld + d] = Pv[j] * dO[d];             // dv = P^T dO
+        }
+        dS[j] = s;
+      }
+      if (probs_drop) drop_probs(dS, dS, T, drop_p, drop_key, drop_first(first_sample, b, h, H, T));
+      softmax_backward_rows(dS, P, 1, T);  // dS = P (dP - sum_j P dP)
+      std::memset(dq, 0, size_t(D) * sizeof(float));
+      for (int64_t j = 0; j < T; ++j)
+        for (int64_t d = 0; d < D; ++d) {
+          dq[d] += scale * dS[j] * k[j * ld + d];  // dq = scale dS k
+          dk[j * ld + d] = scale * dS[j] * q[d];   // dk = scale dS^T q
+        }
+      for (int64_t t = 1; t < T; ++t) std::memset(dq + t * ld, 0, size_t(D) * sizeof(float));  // the other queries
+    }
+  });
+}
+
+}  // namespace vit::cpu
