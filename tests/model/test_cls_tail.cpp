@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "support/check.h"
+#include "support/models.h"
 #include "vit/core/threads.h"
 #include "vit/model/vit.h"
 #include "vit/train/step.h"
@@ -30,18 +31,9 @@ void PrintTo(const TailCase& tc, std::ostream* os) {
 namespace {
 
 ViTConfig config(const TailCase& tc) {
-  ViTConfig c;
-  c.img_h = 8;
-  c.img_w = 12;
-  c.in_chans = 2;
-  c.patch_h = 4;
-  c.patch_w = 6;
+  ViTConfig c = test::tiny_vit();
   c.embed_dim = tc.wide ? 48 : 8;
-  c.depth = 2;
-  c.num_heads = 2;
   c.mlp_dim = tc.wide ? 96 : 12;
-  c.num_classes = 3;
-  c.mean = c.std = {0.5f, 0.5f};
   if (tc.dropout) {
     c.attn_drop_rate = 0.2f;
     c.drop_path_rate = 0.5f;

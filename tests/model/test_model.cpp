@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "support/check.h"
+#include "support/models.h"
 #include "vit/core/threads.h"
 #include "vit/io/checkpoint.h"
 #include "vit/model/vit.h"
@@ -16,22 +17,7 @@ namespace vit {
 
 namespace {
 ViTConfig tiny(const std::string& pool, bool cls, const std::string& pos) {
-  ViTConfig c;
-  c.img_h = 8;
-  c.img_w = 12;
-  c.in_chans = 2;
-  c.patch_h = 4;
-  c.patch_w = 6;
-  c.embed_dim = 8;
-  c.depth = 2;
-  c.num_heads = 2;
-  c.mlp_dim = 12;
-  c.num_classes = 3;
-  c.global_pool = pool;
-  c.class_token = cls;
-  c.pos_embed = pos;
-  c.mean = c.std = {0.5f, 0.5f};
-  return c;
+  return test::tiny_vit(pool, cls, pos);
 }
 
 // Wide enough for the blocks' products to run in oneDNN (48 dims, mlp 96, 17 tokens of
