@@ -308,9 +308,9 @@ int64_t forward_flops(const ViTConfig& c, bool cls_tail) {
   const int64_t patch = 2 * N * D * c.in_chans * c.patch_h * c.patch_w;
   // A block whose rows after qkv are Tq of the T tokens.
   auto block = [&](int64_t Tq) {
-    return 2 * T * D * 3 * D             // qkv
-           + 2 * 2 * Tq * T * D          // q k^T and P v
-           + 2 * Tq * D * D              // proj
+    return 2 * T * D * 3 * D              // qkv
+           + 2 * 2 * Tq * T * D           // q k^T and P v
+           + 2 * Tq * D * D               // proj
            + 2 * 2 * Tq * D * c.mlp_dim;  // fc1, fc2
   };
   const int64_t blocks = cls_tail && c.depth > 0 ? (c.depth - 1) * block(T) + block(1) : c.depth * block(T);

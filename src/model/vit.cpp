@@ -122,7 +122,8 @@ bool ViT::use_cls_tail() const {
   return cls_tail_wanted_ && cls_tail_applies(cfg_);
 }
 
-int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp, bool tail) {
+int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp,
+                   bool tail) {
   const int64_t T = cfg.num_tokens(), C = cfg.embed_dim, N = cfg.num_patches(), M = cfg.mlp_dim,
                 H = cfg.num_heads, K = cfg.num_classes, P = cfg.in_chans * cfg.patch_h * cfg.patch_w;
   const int64_t nblocks = training ? cfg.depth : 1;  // inference reuses one block's buffers
@@ -220,7 +221,8 @@ size_t ViT::planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool train
   const int64_t R = std::clamp<int64_t>(lanes, 1, B);
   size_t floats = 0;
   for (int64_t r = 0; r < R; ++r)
-    floats += size_t(carve(cfg, scratch, nullptr, B * (r + 1) / R - B * r / R, training, amp, cls_tail_applies(cfg)));
+    floats += size_t(
+        carve(cfg, scratch, nullptr, B * (r + 1) / R - B * r / R, training, amp, cls_tail_applies(cfg)));
   return floats * sizeof(float);
 }
 
@@ -325,8 +327,8 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     lin_amp(reshape(a.qkv, {B * T, 3 * C}), a.ln1, a.ln1_b, w.qkvw, wb ? wb->qkv : nullptr, opt(w.qkvb),
             pk ? pk->qkv.get() : nullptr);
     if (tail) {
-      ops::attention_cls_forward(t.ao, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
-                                 key(block_site(l, kAttnDrop)), s0);
+      ops::attention_cls_forward(t.ao, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, a.qkv, keys_mask,
+                                 attn_p, key(block_site(l, kAttnDrop)), s0);
       ops::pool_forward(reshape(A.xcls, {B, C}), x, nullptr, false, 0);  // the class token's row of x
       x = A.xcls;
     } else {
@@ -412,7 +414,8 @@ Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const F
 }
 
 Tensor ViT::forward_local(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
-  if (train_.B != B || train_.amp != amp_ || train_.tail != use_cls_tail()) layout(train_, acts_, B, true, amp_);
+  if (train_.B != B || train_.amp != amp_ || train_.tail != use_cls_tail())
+    layout(train_, acts_, B, true, amp_);
   last_mode_ = mode;
   run_forward(train_, images, mask, mode);
   return train_.logits;
@@ -647,8 +650,8 @@ void ViT::backward_local(const Tensor& dlogits) {
              wb ? wb->qkv : nullptr);
     // The block below's fc2 bias gradient, if its MLP branch is unscaled (fc2b_summed there).
     Tensor* below_fc2b = l > 0 && unscaled(l - 1, W_.blocks[l - 1].ls2) ? &G_.blocks[l - 1].fc2b : nullptr;
-    ops::layernorm_backward(reshape(A.dx, {B * T, C}), g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd, w.n1w,
-                            true, below_fc2b);
+    ops::layernorm_backward(reshape(A.dx, {B * T, C}), g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd,
+                            w.n1w, true, below_fc2b);
   }
   const Tensor dx2d = reshape(A.dx, {B * T, C}), dbranch3d = reshape(A.dbranch, {B, T, C});
   if (cfg_.pre_norm) {

@@ -22,8 +22,8 @@ Dims attention_dims(const Tensor& qkv, const Tensor& probs, bool cls_only = fals
 
 // The full op (every query row) or the class token's row alone (cls): the same arguments,
 // kernels of the same signature.
-void forward(bool cls, Tensor out, Tensor probs, Tensor* probs_drop, const Tensor& qkv, const uint8_t* key_mask,
-             float drop_p, uint64_t drop_key, int64_t first_sample) {
+void forward(bool cls, Tensor out, Tensor probs, Tensor* probs_drop, const Tensor& qkv,
+             const uint8_t* key_mask, float drop_p, uint64_t drop_key, int64_t first_sample) {
   const Dims d = attention_dims(qkv, probs, cls);
   check_shape(out, {d.B, cls ? 1 : d.T, d.C}, cls ? "attention (class token) output" : "attention output");
   VIT_CHECK(drop_p <= 0.f || (probs_drop && probs.data),
@@ -32,8 +32,8 @@ void forward(bool cls, Tensor out, Tensor probs, Tensor* probs_drop, const Tenso
   switch (common_device({&out, &probs, &qkv}, "attention")) {
     case Device::CPU:
       return (cls ? cpu::attention_cls_forward : cpu::attention_forward)(
-          out.data, probs.data, drop_p > 0.f ? probs_drop->data : nullptr, qkv.data, key_mask, d.B, d.T, d.C, d.H,
-          drop_p, drop_key, first_sample);
+          out.data, probs.data, drop_p > 0.f ? probs_drop->data : nullptr, qkv.data, key_mask, d.B, d.T, d.C,
+          d.H, drop_p, drop_key, first_sample);
     default: unsupported("attention", out.device);
   }
 }
@@ -42,19 +42,20 @@ void backward(bool cls, Tensor dqkv, const Tensor& dout, const Tensor& qkv, cons
               const Tensor* probs_drop, float drop_p, uint64_t drop_key, int64_t first_sample) {
   const Dims d = attention_dims(qkv, probs, cls);
   check_shape(dqkv, qkv.shape, "attention grad qkv");
-  check_shape(dout, {d.B, cls ? 1 : d.T, d.C}, cls ? "attention (class token) grad output" : "attention grad output");
+  check_shape(dout, {d.B, cls ? 1 : d.T, d.C},
+              cls ? "attention (class token) grad output" : "attention grad output");
   switch (common_device({&dqkv, &dout, &qkv, &probs}, "attention_backward")) {
     case Device::CPU:
       return (cls ? cpu::attention_cls_backward : cpu::attention_backward)(
-          dqkv.data, dout.data, qkv.data, probs.data, drop_p > 0.f ? probs_drop->data : nullptr, d.B, d.T, d.C, d.H,
-          drop_p, drop_key, first_sample);
+          dqkv.data, dout.data, qkv.data, probs.data, drop_p > 0.f ? probs_drop->data : nullptr, d.B, d.T,
+          d.C, d.H, drop_p, drop_key, first_sample);
     default: unsupported("attention_backward", dqkv.device);
   }
 }
 }  // namespace
 
-void attention_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tensor& qkv, const uint8_t* key_mask,
-                       float drop_p, uint64_t drop_key, int64_t first_sample) {
+void attention_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tensor& qkv,
+                       const uint8_t* key_mask, float drop_p, uint64_t drop_key, int64_t first_sample) {
   forward(false, out, probs, probs_drop, qkv, key_mask, drop_p, drop_key, first_sample);
 }
 

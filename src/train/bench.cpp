@@ -130,7 +130,8 @@ BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
     r.ceiling_source = "measured: sgemm 3152x3072x768 (ViT-B/16 fc1, batch 16), same threads";
   }
   r.pct_of_ceiling = 100.0 * r.gflops_per_s / r.ceiling_gflops;
-  r.executed_gflop_per_image = double(forward_flops(cfg, model.use_cls_tail())) / 1e9 * (opt.train ? 3.0 : 1.0);
+  r.executed_gflop_per_image =
+      double(forward_flops(cfg, model.use_cls_tail())) / 1e9 * (opt.train ? 3.0 : 1.0);
   r.executed_gflops_per_s = r.executed_gflop_per_image * r.images_per_s;
   r.executed_pct_of_ceiling = 100.0 * r.executed_gflops_per_s / r.ceiling_gflops;
   return r;

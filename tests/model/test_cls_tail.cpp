@@ -112,7 +112,8 @@ TEST_P(ClsTail, TrainingStepMatchesTheFullLastBlock) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, ClsTail,
                          ::testing::Values(TailCase{"plain"}, TailCase{"mask", true},
-                                           TailCase{"dropout", true, true}, TailCase{"extras", true, false, true},
+                                           TailCase{"dropout", true, true},
+                                           TailCase{"extras", true, false, true},
                                            TailCase{"wide", false, false, false, true},
                                            TailCase{"lanes", true, true, false, false, 2},
                                            TailCase{"amp", false, false, false, true, 1, true}),

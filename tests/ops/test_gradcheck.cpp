@@ -130,18 +130,19 @@ TEST_P(AttentionGrad, ClassTokenRowMatchesFiniteDifferencesAndTheFullOp) {
     return dot(out.data(), R.data(), B * C);
   };
   loss();
-  ops::attention_cls_backward(Tensor(dqkv.data(), {B, T, 3 * C}), Tensor(R.data(), {B, 1, C}), QKV, P, &PD, drop,
-                              key, first);
-  EXPECT_TRUE(
-      test::gradcheck("attention (class token) dqkv", qkv.data(), dqkv.data(), B * T * 3 * C, loss, kH, kTol, 200));
+  ops::attention_cls_backward(Tensor(dqkv.data(), {B, T, 3 * C}), Tensor(R.data(), {B, 1, C}), QKV, P, &PD,
+                              drop, key, first);
+  EXPECT_TRUE(test::gradcheck("attention (class token) dqkv", qkv.data(), dqkv.data(), B * T * 3 * C, loss,
+                              kH, kTol, 200));
 
   std::vector<float> fout(B * T * C), fprobs(B * H * T * T), fpdrop(B * H * T * T), fdqkv(B * T * 3 * C);
   std::vector<float> fR(B * T * C, 0.f);  // R on the class token's rows, zeros elsewhere
-  for (int64_t b = 0; b < B; ++b) std::copy(R.begin() + b * C, R.begin() + (b + 1) * C, fR.begin() + b * T * C);
+  for (int64_t b = 0; b < B; ++b)
+    std::copy(R.begin() + b * C, R.begin() + (b + 1) * C, fR.begin() + b * T * C);
   Tensor FP(fprobs.data(), {B, H, T, T}), FPD(fpdrop.data(), {B, H, T, T});
   ops::attention_forward(Tensor(fout.data(), {B, T, C}), FP, &FPD, QKV, mask.data(), drop, key, first);
-  ops::attention_backward(Tensor(fdqkv.data(), {B, T, 3 * C}), Tensor(fR.data(), {B, T, C}), QKV, FP, &FPD, drop,
-                          key, first);
+  ops::attention_backward(Tensor(fdqkv.data(), {B, T, 3 * C}), Tensor(fR.data(), {B, T, C}), QKV, FP, &FPD,
+                          drop, key, first);
   std::vector<float> row_out(B * C), row_probs(B * H * T), row_pdrop(B * H * T);
   for (int64_t b = 0; b < B; ++b) {
     std::copy_n(fout.begin() + b * T * C, C, row_out.begin() + b * C);
@@ -151,10 +152,12 @@ TEST_P(AttentionGrad, ClassTokenRowMatchesFiniteDifferencesAndTheFullOp) {
     }
   }
   EXPECT_TRUE(test::close_rel_max("class-token out vs full row 0", out.data(), row_out.data(), B * C, 1e-5));
-  EXPECT_TRUE(test::close_rel_max("class-token probs vs full row 0", probs.data(), row_probs.data(), B * H * T, 1e-5));
-  EXPECT_TRUE(
-      test::close_rel_max("class-token dropped probs vs full row 0", pdrop.data(), row_pdrop.data(), B * H * T, 1e-5));
-  EXPECT_TRUE(test::close_rel_max("class-token dqkv vs full backward", dqkv.data(), fdqkv.data(), B * T * 3 * C, 1e-5));
+  EXPECT_TRUE(test::close_rel_max("class-token probs vs full row 0", probs.data(), row_probs.data(),
+                                  B * H * T, 1e-5));
+  EXPECT_TRUE(test::close_rel_max("class-token dropped probs vs full row 0", pdrop.data(), row_pdrop.data(),
+                                  B * H * T, 1e-5));
+  EXPECT_TRUE(test::close_rel_max("class-token dqkv vs full backward", dqkv.data(), fdqkv.data(),
+                                  B * T * 3 * C, 1e-5));
 }
 
 class ResidualGrad : public ::testing::TestWithParam<bool> {};

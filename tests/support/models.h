@@ -8,7 +8,8 @@ namespace vit::test {
 
 // 8 x 12 two-channel images in 4 x 6 patches (4 patches + the class token), 8 dims, 2 blocks
 // of 2 heads, mlp 12, 3 classes: every op at a size the finite differences handle.
-inline ViTConfig tiny_vit(const std::string& pool = "token", bool cls = true, const std::string& pos = "learn") {
+inline ViTConfig tiny_vit(const std::string& pool = "token", bool cls = true,
+                          const std::string& pos = "learn") {
   ViTConfig c;
   c.img_h = 8;
   c.img_w = 12;

@@ -19,9 +19,9 @@ inline int64_t drop_first(int64_t first_sample, int64_t b, int64_t h, int64_t H,
 }
 }  // namespace
 
-void attention_cls_forward(float* out, float* probs, float* probs_drop, const float* qkv, const uint8_t* key_mask,
-                           int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key,
-                           int64_t first_sample) {
+void attention_cls_forward(float* out, float* probs, float* probs_drop, const float* qkv,
+                           const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
+                           uint64_t drop_key, int64_t first_sample) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
   for_ranges(B * H, threads_for(B * H * T * D * 2), [&](int64_t i0, int64_t i1) {
@@ -73,8 +73,8 @@ void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, co
       for (int64_t j = 0; j < T; ++j) {
         float s = 0.f;
         for (int64_t d = 0; d < D; ++d) {
-          s += dO[d] * v[j * ld + d];                 // dP = dO v^T
-          dv[j * ld + d] = Pv[j] * dO[d];             // dv = P^T dO
+          s += dO[d] * v[j * ld + d];      // dP = dO v^T
+          dv[j * ld + d] = Pv[j] * dO[d];  // dv = P^T dO
         }
         dS[j] = s;
       }
@@ -86,7 +86,8 @@ void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, co
           dq[d] += scale * dS[j] * k[j * ld + d];  // dq = scale dS k
           dk[j * ld + d] = scale * dS[j] * q[d];   // dk = scale dS^T q
         }
-      for (int64_t t = 1; t < T; ++t) std::memset(dq + t * ld, 0, size_t(D) * sizeof(float));  // the other queries
+      for (int64_t t = 1; t < T; ++t)
+        std::memset(dq + t * ld, 0, size_t(D) * sizeof(float));  // the other queries
     }
   });
 }
