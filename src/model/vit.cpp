@@ -383,8 +383,9 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     // timm norms every token before token pooling; LayerNorm is per row, so norming the
     // pooled row alone gives the same numbers for a fraction of the work. With fc_norm
     // the norm comes after pooling anyway.
-    // (x is the class-token tail's [B,1,C] when that ran: its one row is what token pooling takes.)
-    ops::pool_forward(A.pooled, x, pmask, cfg_.avg_pool(), x.dim(1) < T ? 0 : cfg_.num_prefix_tokens());
+    // Token pooling takes row 0 (x is the class-token tail's [B,1,C] when that ran).
+    const int64_t first_pooled = cfg_.avg_pool() ? cfg_.num_prefix_tokens() : 0;
+    ops::pool_forward(A.pooled, x, pmask, cfg_.avg_pool(), first_pooled);
     ops::layernorm_forward(A.pooled_ln, A.pooled_mean, A.pooled_rstd, A.pooled, W_.norm_w, W_.norm_b,
                            cfg_.norm_eps);
   }
@@ -569,10 +570,8 @@ void ViT::backward_local(const Tensor& dlogits) {
     ops::layernorm_backward(A.dpooled, G_.norm_w, G_.norm_b, A.dpooled_ln, A.pooled, A.pooled_mean,
                             A.pooled_rstd, W_.norm_w, false);
     // The class-token tail (A.tail) holds the last block's class-token rows alone: A.dxcls.
-    if (A.tail)
-      ops::pool_backward(A.dxcls, A.dpooled, pmask, false, 0);
-    else
-      ops::pool_backward(A.dx, A.dpooled, pmask, cfg_.avg_pool(), cfg_.num_prefix_tokens());
+    ops::pool_backward(A.tail ? A.dxcls : A.dx, A.dpooled, pmask, cfg_.avg_pool(),
+                       cfg_.avg_pool() ? cfg_.num_prefix_tokens() : 0);
   }
 
   // A.dx carries the gradient of the residual stream down through the blocks (A.dxcls

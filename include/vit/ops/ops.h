@@ -98,9 +98,11 @@ void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, cons
 // probs and probs_drop [B,H,1,T] (the same draws as row 0 of the full op's); dqkv[B,T,3C]
 // assigned whole, q's rows past 0 zeros.
 void attention_cls_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tensor& qkv,
-                           const uint8_t* key_mask, float drop_p, uint64_t drop_key, int64_t first_sample = 0);
+                           const uint8_t* key_mask, float drop_p, uint64_t drop_key,
+                           int64_t first_sample = 0);
 void attention_cls_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                            const Tensor* probs_drop, float drop_p, uint64_t drop_key, int64_t first_sample = 0);
+                            const Tensor* probs_drop, float drop_p, uint64_t drop_key,
+                            int64_t first_sample = 0);
 
 // dropout in place (p = 0 is a no-op); element i draws the mask of element first + i.
 void dropout_forward(Tensor x, float p, uint64_t key, int64_t first = 0);

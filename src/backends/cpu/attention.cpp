@@ -18,11 +18,6 @@
 namespace vit::cpu {
 
 namespace {
-// Start of head h of sample b inside qkv[B,T,3C] (its q; k and v follow at +C and +2C).
-inline int64_t head_offset(int64_t b, int64_t h, int64_t T, int64_t C, int64_t D) {
-  return b * T * 3 * C + h * D;
-}
-
 // A narrow head's slice of a qkv row is one or two cache lines, rows 3C floats apart, and no
 // two heads share a line: out of cache, each head reads 3T lines from as many strides and
 // the hardware prefetchers follow none of them. Reading the sample's rows in order first

@@ -28,7 +28,7 @@ void attention_cls_forward(float* out, float* probs, float* probs_drop, const fl
     thread_local Scratch<float> buf;
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
-      const float* q = qkv + b * T * ld + h * D;  // row 0's q; k and v at +C, +2C on every row
+      const float* q = qkv + head_offset(b, h, T, C, D);  // row 0's q; k and v at +C, +2C on every row
       const float* k = q + C;
       const float* v = q + 2 * C;
       float* P = probs ? probs + bh * T : grown(buf, T);
@@ -61,10 +61,10 @@ void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, co
     float* dS = grown(buf, T);
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
-      const float* q = qkv + b * T * ld + h * D;
+      const float* q = qkv + head_offset(b, h, T, C, D);
       const float* k = q + C;
       const float* v = q + 2 * C;
-      float* dq = dqkv + b * T * ld + h * D;
+      float* dq = dqkv + head_offset(b, h, T, C, D);
       float* dk = dq + C;
       float* dv = dq + 2 * C;
       const float* P = probs + bh * T;

@@ -231,6 +231,10 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
                         uint64_t drop_key, int64_t first_sample = 0);
 
+// Start of head h of sample b inside qkv[B,T,3C] (its q; k and v follow at +C and +2C).
+inline int64_t head_offset(int64_t b, int64_t h, int64_t T, int64_t C, int64_t D) {
+  return b * T * 3 * C + h * D;
+}
 // Attention dropout's mask on probabilities: dst = src with element first+i kept (scaled by
 // 1/(1-p)) or zeroed, the same draw in forward and backward. dst may equal src.
 void drop_probs(float* dst, const float* src, int64_t n, float p, uint64_t key, int64_t first);
@@ -239,9 +243,9 @@ void drop_probs(float* dst, const float* src, int64_t n, float p, uint64_t key, 
 // attention_forward and attention_backward, for a last block whose other rows nothing reads:
 // out[B,1,C], probs[B,H,1,T] (may be null when no backward follows), probs_drop like probs or
 // null; the backward assigns all of dqkv[B,T,3C] (q's rows past 0 are zeros) from dout[B,1,C].
-void attention_cls_forward(float* out, float* probs, float* probs_drop, const float* qkv, const uint8_t* key_mask,
-                           int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key,
-                           int64_t first_sample = 0);
+void attention_cls_forward(float* out, float* probs, float* probs_drop, const float* qkv,
+                           const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
+                           uint64_t drop_key, int64_t first_sample = 0);
 void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                             const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
                             uint64_t drop_key, int64_t first_sample = 0);

@@ -102,12 +102,7 @@ void gemm_skinny_transposed(int64_t M, int64_t N, int64_t K, float alpha, const 
   float* ct = grown(buf, N * M);
   // C^T[N, M] = alpha B^T A (beta = 0: alpha times the sum, as the direct product's epilogue).
   gemm_skinny(true, false, N, M, K, alpha, B, ldb, A, lda, 0.f, nullptr, ct, M);
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      float& c = C[i * ldc + j];
-      const float y = ct[size_t(j * M + i)];
-      c = beta != 0.f ? std::fma(beta, c, y) : y;
-    }
+  add_transposed(C, ldc, ct, M, N, beta);
 }
 
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,

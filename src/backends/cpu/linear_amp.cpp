@@ -62,13 +62,7 @@ Prim make(Product p, int64_t M, int64_t K, int64_t N) {
       break;
     }
   }
-  dnnl::matmul::primitive_desc pd;
-  if (p == Product::Forward_bias) {
-    const memory::desc b({1, N}, dt::f32, tag::ab);
-    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, b, dst), attr, dnnl_engine());
-  } else {
-    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, dnnl_engine());
-  }
+  const auto pd = matmul_pd(src, wei, dst, p == Product::Forward_bias, attr);
   return {pd, dnnl::matmul(pd)};
 }
 
