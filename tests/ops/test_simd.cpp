@@ -20,9 +20,11 @@
 namespace vit {
 
 namespace {
-void require_avx512() {
-  if (!cpu::simd::avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or VIT_SIMD=off): nothing to compare";
-}
+// For the tests that call AVX-512 code directly (not through a dispatching function): a
+// macro, since GTEST_SKIP() returns from the function it is written in, which must be the
+// test body (in a helper it returned from the helper and the body then ran AVX-512 code).
+#define VIT_REQUIRE_AVX512() \
+  if (!cpu::simd::avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or VIT_SIMD=off): nothing to compare"
 
 // |got - want| <= tol * (1 + |x|) for every element: erf's absolute error bound (1.5e-7)
 // scaled by GELU's factor x, plus float rounding.
@@ -49,7 +51,7 @@ VIT_AVX512 void exp_nonpos(float* y, const float* x, size_t n) {
 // Cephes expf it replaced gave);
 // 0 below -87.3 and for -inf, NaN stays NaN. The worst case is printed.
 TEST(Simd, ExpNonPositiveWithinItsBound) {
-  require_avx512();
+  VIT_REQUIRE_AVX512();
   std::vector<float> x;
   for (int i = 0; i <= 200000; ++i) x.push_back(-87.3f * float(i) / 200000.f);
   for (float v : {0.f, -0.f, -1e-30f, -0.5f, -0.3465736f, -0.3465737f, -1.f, -87.3365f, -87.34f, -100.f,
@@ -77,7 +79,6 @@ TEST(Simd, ExpNonPositiveWithinItsBound) {
 }
 
 TEST(Simd, GeluMatchesReference) {
-  require_avx512();
   std::vector<float> x = test::randn(4103, 11, 3.f);  // 4103: a 7-lane tail
   for (float v : {0.f, 1e-4f, -1e-4f, 5.f, -5.f, 10.f, -10.f, 30.f, -30.f}) x.push_back(v);
   const int64_t n = int64_t(x.size());
@@ -143,7 +144,6 @@ TEST(Simd, BiasGeluKeepsTheDerivativeTheBackwardNeeds) {
 }
 
 TEST(Simd, SoftmaxRowsMatchReference) {
-  require_avx512();
   for (int64_t n : {5, 16, 50, 65, 197}) {
     const int64_t rows = 13;  // rows go in groups of 8, then 4, then 1
     std::vector<float> s = test::randn(rows * n, uint64_t(n), 4.f);
@@ -183,7 +183,6 @@ TEST(Simd, SoftmaxRowsMatchReference) {
 }
 
 TEST(Simd, LayerNormMatchesReference) {
-  require_avx512();
   // C <= 16 runs 16 rows at a time transposed (3, 8, 16; 37 rows: two blocks and a tail),
   // wider rows one at a time in vectors (17, 192, 200).
   for (int64_t C : {3, 8, 16, 17, 192, 200}) {
@@ -240,7 +239,7 @@ namespace vit {
 // blocks and a remainder, 1-4 vectors of columns with a masked tail, K from 1 up), A read
 // plain and transposed, with leading dimensions wider than the matrices as qkv's 3C rows are.
 TEST(Simd, HeadGemmMatchesReference) {
-  require_avx512();
+  VIT_REQUIRE_AVX512();
   struct S {
     int64_t M, N, K;
   };
@@ -265,7 +264,7 @@ TEST(Simd, HeadGemmMatchesReference) {
 
 // head_transpose against the plain transpose: block edges and partial blocks both ways.
 TEST(Simd, HeadTransposeMatchesPlain) {
-  require_avx512();
+  VIT_REQUIRE_AVX512();
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{65, 16},
                             {197, 64},
                             {5, 3},
@@ -296,7 +295,7 @@ TEST(Simd, HeadTransposeMatchesPlain) {
 // backward): T from 1 to past the 208 keys held in registers, key masks with whole
 // vectors masked and every key masked, D from 4 to 80.
 TEST(Simd, HeadScoresMatchReference) {
-  require_avx512();
+  VIT_REQUIRE_AVX512();
   struct S {
     int64_t M, T, D;
   };
@@ -341,7 +340,6 @@ TEST(Simd, HeadScoresMatchReference) {
 // spread evenly over the threads: 3 heads are 3 items on 1 thread, 12 row blocks on 2, 6
 // heads whole on both. The bits must not depend on it, nor on the key mask.
 TEST(Simd, AttentionForwardIsTheSameOnAnyThreadCount) {
-  require_avx512();
   const int saved = omp_get_max_threads();
   for (int64_t H : {3, 6})
     for (bool masked : {false, true}) {
@@ -369,7 +367,6 @@ TEST(Simd, AttentionForwardIsTheSameOnAnyThreadCount) {
 // 197 keys with D = 64 (key chunks, separate row softmax), MNIST's D = 4, with a key mask
 // and attention dropout. The reference applies dropout with the same counter-based draws.
 TEST(Simd, AttentionMatchesPlainLoops) {
-  require_avx512();
   struct S {
     int64_t B, T, C, H;
     float drop;
@@ -475,7 +472,6 @@ TEST(Simd, AttentionMatchesPlainLoops) {
 // the lanes kernel (D = 4, a group of 16) as in the per-head one (D = 16), next to samples
 // that are not.
 TEST(Simd, AttentionWithEveryKeyMaskedGivesZeros) {
-  require_avx512();
   for (int64_t C : {8, 32}) {
     const int64_t B = 16, T = 5, H = 2;
     auto qkv = test::randn(B * T * 3 * C, 7);
@@ -500,7 +496,6 @@ namespace vit {
 // many: 1 and 2 threads, narrow (row phases) and wide widths, the bias gradient and
 // LayerNorm's weight and bias gradients.
 TEST(Simd, ColumnSumsAreTheSameOnAnyThreadCount) {
-  require_avx512();
   const int saved = omp_get_max_threads();
   for (int64_t N : {8, 24, 40, 64, 72, 96, 200, 768}) {
     const int64_t M = 3001;  // enough work for 2 threads
@@ -535,7 +530,6 @@ TEST(Simd, ColumnSumsAreTheSameOnAnyThreadCount) {
 }
 
 TEST(Simd, ColumnSumsMatchDouble) {
-  require_avx512();
   // N <= 64 (1 to 4 vectors) sums rows in 4 phases; 301 rows leave a tail of 1.
   for (int64_t N : {5, 16, 40, 64, 130, 768}) {
     const int64_t M = 301;
@@ -616,7 +610,6 @@ namespace vit {
 // to infinity, subnormals (kept, not flushed), signed zeros, infinities and NaNs (quiet,
 // payload kept), over lengths with every tail and on two threads.
 TEST(Simd, RoundToBf16GivesTheReferenceBits) {
-  if (!cpu::simd::avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or VIT_SIMD=off): nothing to compare";
   const uint32_t special[] = {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7fffffu,
                               0xff7fffffu, 0x00000001u, 0x00008000u, 0x0000ffffu, 0x807fffffu, 0x7f800000u,
                               0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fbfffffu, 0x3f7fff80u};

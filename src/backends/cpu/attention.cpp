@@ -186,14 +186,16 @@ int attention_threads(int64_t B, int64_t H, int64_t T, int64_t D) {
   return int(B * H) < nt ? int(B * H) : nt;
 }
 
-// Query rows per work item of the forward. Rows of one head are independent (S = q k^T,
-// softmax and P v row by row, each row's arithmetic the same in any block), so when the
-// (sample, head) pairs do not spread evenly over the threads they are split into row blocks:
-// ViT-Ti at batch 1 has 3 heads, 2 of them on one thread of two otherwise. Pairs that do
-// spread evenly stay whole (ViT-B/16 at batch 1: 12 heads on 2 threads), which saves each
-// block's partial register blocks and its own copy of k transposed.
-int64_t forward_row_block(int64_t B, int64_t H, int64_t T, int nt) {
-  if (B * H >= 16 || (B * H >= nt && B * H % nt == 0)) return T;
+// Query rows per work item of the forward. With the register-block kernels the rows of one
+// head are independent (S = q k^T, softmax and P v row by row, each row's arithmetic the
+// same in any block), so when the (sample, head) pairs do not spread evenly over the threads
+// they are split into row blocks: ViT-Ti at batch 1 has 3 heads, 2 of them on one thread of
+// two otherwise. Pairs that do spread evenly stay whole (ViT-B/16 at batch 1: 12 heads on 2
+// threads), which saves each block's partial register blocks and its own copy of k
+// transposed. The gemm() path does not split: oneDNN's sgemm gives a row different bits
+// depending on how many rows the call has, and so the results would depend on the threads.
+int64_t forward_row_block(int64_t B, int64_t H, int64_t T, int nt, bool rows_independent) {
+  if (!rows_independent || B * H >= 16 || (B * H >= nt && B * H % nt == 0)) return T;
   const int64_t blocks = (T + 63) / 64;
   return (T + blocks - 1) / blocks;
 }
@@ -293,8 +295,8 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
   const int nt = threads_for(B * H * T * T * D * 2);
-  const int64_t rb = forward_row_block(B, H, T, nt), nb = (T + rb - 1) / rb;
   const bool fast = simd::avx512(), warm = warm_samples(B, T, C, D);
+  const int64_t rb = forward_row_block(B, H, T, nt, fast), nb = (T + rb - 1) / rb;
   for_ranges(B * H * nb, nt, [&](int64_t i0, int64_t i1) {
     const float* kT = nullptr;  // k transposed and v copied, for the head of the items before
     const float* kT_of = nullptr;
