@@ -3,7 +3,7 @@
 --rounds rounds so that load from other work hits both alike (the machine is shared).
 
     bench/ab.py --a "build-base/b/vit" --b "build/vit" -- --model cifar-seed --mode infer -b 256
-    bench/ab.py --a "env VIT_SIMD=off build/vit" --b "build/vit" --rounds 5 -- --model mnist-seed ...
+    bench/ab.py --a "env VIT_ISA=generic build/vit" --b "build/vit" --rounds 5 -- --model mnist-seed ...
 
 Each run is `vit bench ... --json`; prints each side's median over rounds of the per-run
 medians (ms per batch), and B's speed-up over A.

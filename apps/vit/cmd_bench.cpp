@@ -13,6 +13,7 @@
 #include "model_flags.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
+#include "vit/ops/ops.h"
 #include "vit/train/bench.h"
 
 namespace vit::app {
@@ -61,6 +62,7 @@ Run add_bench(CLI::App& cmd) {
                           {"batch_size", f->opt.batch},
                           {"threads", num_threads()},
                           {"cpus", cpus},
+                          {"isa", ops::cpu_isa()},
                           {"dtype", f->opt.dtype},
                           {"weights_packed", r.weights_packed},
                           {"lanes", r.lanes},
@@ -81,10 +83,11 @@ Run add_bench(CLI::App& cmd) {
       std::cout << j.dump() << "\n";
       return 0;
     }
-    std::printf("%s %s, batch %lld, %d threads (%d CPU%s), %d lane%s, %s%s: %zu runs after %d warm-up\n",
-                f->model.model.c_str(), f->mode.c_str(), (long long)f->opt.batch, num_threads(), cpus,
-                cpus == 1 ? "" : "s", r.lanes, r.lanes == 1 ? "" : "s", f->opt.dtype.c_str(),
-                r.weights_packed ? " (packed weights)" : "", r.ms.size(), f->opt.warmup);
+    std::printf(
+        "%s %s, batch %lld, %d threads (%d CPU%s, isa %s), %d lane%s, %s%s: %zu runs after %d warm-up\n",
+        f->model.model.c_str(), f->mode.c_str(), (long long)f->opt.batch, num_threads(), cpus,
+        cpus == 1 ? "" : "s", ops::cpu_isa(), r.lanes, r.lanes == 1 ? "" : "s", f->opt.dtype.c_str(),
+        r.weights_packed ? " (packed weights)" : "", r.ms.size(), f->opt.warmup);
     std::printf("  per batch: median %.3f ms (min %.3f, max %.3f)\n", r.median_ms, r.min_ms, r.max_ms);
     std::printf("  %.2f images/s, %.1f GFLOP/s (%.1f%% of %.0f GFLOP/s, %s)\n", r.images_per_s,
                 r.gflops_per_s, r.pct_of_ceiling, r.ceiling_gflops, r.ceiling_source.c_str());

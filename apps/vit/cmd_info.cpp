@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "model_flags.h"
 #include "vit/model/params.h"
+#include "vit/ops/ops.h"
 
 namespace vit::app {
 
@@ -44,6 +45,9 @@ Run add_info(CLI::App& cmd) {
     if (ViT::cls_tail_applies(cfg))  // what vitcpp runs: the last block on the class token's row
       std::cout << " (vitcpp runs " << forward_flops(cfg, true) / 1e9 << ": the class-token tail)";
     std::cout << "\n";
+    // The instruction-set path the CPU kernels take (backends/cpu/isa.h).
+    std::cout << "isa: " << ops::cpu_isa() << " (best on this CPU: " << ops::cpu_isa_detected()
+              << "; VIT_ISA=generic|avx2|avx512|neon forces one)\n";
     return 0;
   };
 }

@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "vit/core/error.h"
+#include "vit/ops/ops.h"
 #include "vit/train/comm.h"
 
 namespace {
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
       vit::app::add_bench);
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
+    vit::ops::cpu_isa();  // a VIT_ISA this CPU cannot run stops here, before any work
     args = vit::app::expand_recipe(vit::app::expand_resume(args));
   } catch (const std::exception& e) {
     std::cerr << "vit: error: " << e.what() << "\n";

@@ -4,8 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 #include "support/check.h"
 #include "vit/core/threads.h"
 
@@ -77,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(
 // with head_gemm's fma chain and epilogue: the same bits, with and without beta and bias,
 // in full row blocks and the row-at-a-time tail, B in registers (K x vectors <= 16) or not.
 TEST(SkinnyGemm, SameBitsAsHeadGemm) {
-  if (!cpu::simd::avx512()) GTEST_SKIP() << "no AVX-512";
+  if (cpu::isa() != cpu::Isa::avx512) GTEST_SKIP() << "no AVX-512";
   int cases = 0;
   for (int64_t K : {8, 16, 24, 32})
     for (int64_t N : {1, 8, 13, 16, 17, 24, 32})

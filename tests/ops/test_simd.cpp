@@ -10,8 +10,9 @@
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 #include "support/check.h"
 #include "vit/core/error.h"
 #include "vit/core/rng.h"
@@ -23,8 +24,9 @@ namespace {
 // For the tests that call AVX-512 code directly (not through a dispatching function): a
 // macro, since GTEST_SKIP() returns from the function it is written in, which must be the
 // test body (in a helper it returned from the helper and the body then ran AVX-512 code).
-#define VIT_REQUIRE_AVX512() \
-  if (!cpu::simd::avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or VIT_SIMD=off): nothing to compare"
+#define VIT_REQUIRE_AVX512()          \
+  if (cpu::isa() != cpu::Isa::avx512) \
+  GTEST_SKIP() << "no AVX-512 on this CPU (or VIT_ISA below avx512): nothing to compare"
 
 // |got - want| <= tol * (1 + |x|) for every element: erf's absolute error bound (1.5e-7)
 // scaled by GELU's factor x, plus float rounding.

@@ -11,6 +11,12 @@
 
 namespace vit::ops {
 
+// The CPU backend's instruction-set path in use (generic, avx2, avx512 or neon; VIT_ISA
+// forces one) and the best one this CPU runs. The first throws vit::Error for a VIT_ISA this
+// CPU cannot run.
+const char* cpu_isa();
+const char* cpu_isa_detected();
+
 // linear: y[M,N] = x[M,K] w[N,K]^T + b[N]; b may be null. y_zero says y holds zeros on
 // entry, which the backend may use (a product that adds onto y can run faster than one
 // that overwrites it); the result is the same.

@@ -10,8 +10,9 @@
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 #include "vit/core/rng.h"
 #include "vit/core/threads.h"
 
@@ -30,7 +31,8 @@ namespace {
 // __builtin_prefetch calls outright).
 constexpr int64_t kWarmMaxD = 32, kWarmMinBatchBytes = 2 << 20;
 bool warm_samples(int64_t B, int64_t T, int64_t C, int64_t D) {
-  return simd::avx512() && D <= kWarmMaxD && B * T * 3 * C * int64_t(sizeof(float)) > kWarmMinBatchBytes;
+  return isa() == Isa::avx512 && D <= kWarmMaxD &&
+         B * T * 3 * C * int64_t(sizeof(float)) > kWarmMinBatchBytes;
 }
 
 VIT_AVX512 void warm_rows(const float* p, int64_t n) {
@@ -229,7 +231,7 @@ void softmax_rows_reference(float* P, int64_t rows, int64_t n, const uint8_t* km
 }
 
 void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km) {
-  if (!simd::avx512()) return softmax_rows_reference(P, rows, n, km);
+  if (isa() != Isa::avx512) return softmax_rows_reference(P, rows, n, km);
   int64_t i = 0;
   for (; i + 8 <= rows; i += 8) softmax_rows_avx512<8>(P + i * n, n, n, km);
   for (; i + 4 <= rows; i += 4) softmax_rows_avx512<4>(P + i * n, n, n, km);
@@ -247,7 +249,7 @@ void softmax_backward_rows_reference(float* dP, const float* P, int64_t rows, in
 }
 
 void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n) {
-  if (!simd::avx512()) return softmax_backward_rows_reference(dP, P, rows, n);
+  if (isa() != Isa::avx512) return softmax_backward_rows_reference(dP, P, rows, n);
   int64_t i = 0;
   for (; i + 8 <= rows; i += 8) softmax_backward_rows_avx512<8>(dP + i * n, P + i * n, n, n);
   for (; i + 4 <= rows; i += 4) softmax_backward_rows_avx512<4>(dP + i * n, P + i * n, n, n);
@@ -295,7 +297,7 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
   const int nt = threads_for(B * H * T * T * D * 2);
-  const bool fast = simd::avx512(), warm = warm_samples(B, T, C, D);
+  const bool fast = isa() == Isa::avx512, warm = warm_samples(B, T, C, D);
   const int64_t rb = forward_row_block(B, H, T, nt, fast), nb = (T + rb - 1) / rb;
   for_ranges(B * H * nb, nt, [&](int64_t i0, int64_t i1) {
     const float* kT = nullptr;  // k transposed and v copied, for the head of the items before
@@ -342,7 +344,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         uint64_t drop_key, int64_t first_sample) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
-  const bool fast = simd::avx512(), warm = warm_samples(B, T, C, D);
+  const bool fast = isa() == Isa::avx512, warm = warm_samples(B, T, C, D);
   const bool narrow = fast && !probs_drop && attention_backward_narrow_fits(T, D);
   for_ranges(B * H, attention_threads(B, H, T, D), [&](int64_t i0, int64_t i1) {
     for (int64_t bh = i0; bh < i1; ++bh) {

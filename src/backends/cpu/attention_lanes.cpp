@@ -17,8 +17,9 @@
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 
 namespace vit::cpu {
 
@@ -50,7 +51,7 @@ VIT_AVX512 void key_lanes(__mmask16* km16, const uint8_t* km, int64_t n, int64_t
 }  // namespace
 
 bool attention_lanes_fit(int64_t T, int64_t C, int64_t H) {
-  return simd::avx512() && C / H <= kMaxD && T <= 1024;
+  return isa() == Isa::avx512 && C / H <= kMaxD && T <= 1024;
 }
 
 namespace {

@@ -14,8 +14,9 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 
 namespace vit::cpu {
 
@@ -206,7 +207,7 @@ constexpr auto kKernels = kernel_table(std::make_integer_sequence<int, kMaxD>{})
 }  // namespace
 
 bool attention_backward_narrow_fits(int64_t T, int64_t D) {
-  return simd::avx512() && D <= kMaxD && T <= 16 * kMaxNV;
+  return isa() == Isa::avx512 && D <= kMaxD && T <= 16 * kMaxNV;
 }
 
 void attention_backward_narrow(float* dq, float* dk, float* dv, const float* q, const float* k,

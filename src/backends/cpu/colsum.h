@@ -2,8 +2,9 @@
 // gradient's input anyway (GELU's backward), so a fused pass gives the same bits as the
 // pass followed by colsum_add.
 #pragma once
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 
 namespace vit::cpu {
 

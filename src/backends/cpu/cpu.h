@@ -10,6 +10,7 @@
 #include <new>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "vit/core/threads.h"
 
 namespace vit::cpu {
@@ -103,7 +104,7 @@ void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // ---- head_gemm.cpp: attention's per-head products in AVX-512 register blocks, no library
-// call (AVX-512 only; callers check simd::avx512()).
+// call (AVX-512 only; callers check isa()).
 // C[M,N] = alpha * A B[K,N] + beta * C + bias (beta = 0: C is not read; bias: N floats added
 // to every row, may be null), with A(i, k) = A[i ars + k aks]: (lda, 1) for A, (1, lda) for
 // A^T. One thread; also gemm()'s kernel for few output columns.
@@ -144,7 +145,7 @@ void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b
 void mlp_forward_bf16(float* y, const float* x, PackedBf16& fc1, const float* b1, PackedBf16& fc2,
                       const float* b2, int64_t M);
 // x rounded to bf16 (nearest even; NaN stays NaN) into dst, on the threads its size is worth.
-// AVX-512 where simd::avx512(), else the reference loop (the same bits).
+// AVX-512 where isa() is avx512, else the reference loop (the same bits).
 void round_to_bf16(uint16_t* dst, const float* x, int64_t n);
 void round_to_bf16_reference(uint16_t* dst, const float* x, int64_t n);
 // ---- linear_amp.cpp: mixed-precision training (--amp): bf16 operands, fp32 accumulation

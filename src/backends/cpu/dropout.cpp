@@ -2,8 +2,9 @@
 // is kept when uniform_at(key, i) >= p, so backward regenerates the forward's mask.
 #include <algorithm>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 #include "vit/core/rng.h"
 
 namespace vit::cpu {
@@ -45,7 +46,7 @@ void residual(float* out, const float* x, float* branch, const float* gamma, int
               float drop_p, uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample,
               const NormOut* norm) {
   dropout_forward(branch, B * T * C, drop_p, drop_key, first_sample * T * C);
-  const bool fast = !gamma && simd::avx512();
+  const bool fast = !gamma && isa() == Isa::avx512;
   for_items(B, [&](int64_t b) {
     const float s = path_scale(first_sample + b, path_p, path_key);
     if (fast) {

@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/colsum.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 #include "vit/core/threads.h"
 
 namespace vit::cpu {
@@ -116,17 +117,17 @@ void gelu_backward_reference(float* dx, const float* dy, const float* x, int64_t
 }
 
 void gelu_forward(float* y, const float* x, int64_t n) {
-  if (!simd::avx512()) return gelu_forward_reference(y, x, n);
+  if (isa() != Isa::avx512) return gelu_forward_reference(y, x, n);
   chunked(n, [&](int64_t i0, int64_t i1) { gelu_forward_avx512(y, x, i0, i1); });
 }
 
 void gelu_backward(float* dx, const float* dy, const float* x, int64_t n) {
-  if (!simd::avx512()) return gelu_backward_reference(dx, dy, x, n);
+  if (isa() != Isa::avx512) return gelu_backward_reference(dx, dy, x, n);
   chunked(n, [&](int64_t i0, int64_t i1) { gelu_backward_avx512(dx, dy, x, i0, i1); });
 }
 
 void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t N, bool keep_grad) {
-  if (!simd::avx512()) {
+  if (isa() != Isa::avx512) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < M; ++r)
       for (int64_t j = 0; j < N; ++j) {
@@ -149,7 +150,7 @@ void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t
 
 void bias_gelu_backward(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
                         bool clear_grad) {
-  if (!simd::avx512()) {
+  if (isa() != Isa::avx512) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < M * N; ++i) {
       dx[i] = dy[i] * grad[i];

@@ -10,8 +10,9 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 
@@ -45,7 +46,7 @@ void gemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
 constexpr int64_t kSkinnyN = 32, kSkinnyTransposeK = 1024;
 
 bool skinny(bool tb, int64_t N, int64_t K) {
-  return N <= kSkinnyN && (!tb || K <= kSkinnyTransposeK) && simd::avx512();
+  return N <= kSkinnyN && (!tb || K <= kSkinnyTransposeK) && isa() == Isa::avx512;
 }
 
 void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,

@@ -9,8 +9,9 @@
 #include <algorithm>
 #include <limits>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 
 namespace vit::cpu {
 

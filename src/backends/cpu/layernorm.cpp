@@ -3,9 +3,10 @@
 #include <array>
 #include <cmath>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/colsum.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 
@@ -431,7 +432,7 @@ void layernorm_param_grads_reference(float* dw, float* db, const float* dy, cons
 // each thread's stretch of a row is read as vectors.
 void layernorm_param_grads(float* dw, float* db, const float* dy, const float* x, const float* mean,
                            const float* rstd, int64_t M, int64_t C) {
-  if (!simd::avx512()) return layernorm_param_grads_reference(dw, db, dy, x, mean, rstd, M, C);
+  if (isa() != Isa::avx512) return layernorm_param_grads_reference(dw, db, dy, x, mean, rstd, M, C);
   by_column_blocks(C, M * C * 2, [&](int64_t j0, int64_t j1) {
     param_grads_block(dw, db, dy, x, mean, rstd, M, C, j0, j1);
   });
@@ -440,7 +441,7 @@ void layernorm_param_grads(float* dw, float* db, const float* dy, const float* x
 
 void layernorm_rows(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
                     int64_t i0, int64_t i1, int64_t C, float eps) {
-  if (!simd::avx512())
+  if (isa() != Isa::avx512)
     return layernorm_forward_reference(y + i0 * C, mean ? mean + i0 : nullptr, rstd ? rstd + i0 : nullptr,
                                        x + i0 * C, w, b, i1 - i0, C, eps);
   if (C == 8)
@@ -453,14 +454,14 @@ void layernorm_rows(float* y, float* mean, float* rstd, const float* x, const fl
 
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
                        int64_t M, int64_t C, float eps) {
-  if (!simd::avx512()) return layernorm_forward_reference(y, mean, rstd, x, w, b, M, C, eps);
+  if (isa() != Isa::avx512) return layernorm_forward_reference(y, mean, rstd, x, w, b, M, C, eps);
   by_rows(M, C, [&](int64_t i0, int64_t i1) { layernorm_rows(y, mean, rstd, x, w, b, i0, i1, C, eps); });
 }
 
 void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
                         const float* rstd, const float* w, int64_t M, int64_t C, bool accumulate_dx,
                         float* dxsum) {
-  if (!simd::avx512()) {
+  if (isa() != Isa::avx512) {
     layernorm_backward_reference(dx, dw, db, dy, x, mean, rstd, w, M, C, accumulate_dx);
     if (dxsum) colsum_add(dxsum, dx, M, C);
     return;

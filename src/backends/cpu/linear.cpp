@@ -1,9 +1,10 @@
 // Linear layer, y = x w^T + b (PyTorch's nn.Linear), forward and backward.
 #include <cstring>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/colsum.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 #include "vit/core/threads.h"
 
 namespace vit::cpu {
@@ -64,7 +65,7 @@ void colsum_add(float* db, const float* dy, int64_t M, int64_t N) {
   // Each thread owns a block of columns and sums its rows in order: deterministic. With
   // AVX-512 the row segments are read as vectors (a row's stretch is contiguous); the plain
   // loop walks 16 columns down every row.
-  if (simd::avx512())
+  if (isa() == Isa::avx512)
     return by_column_blocks(N, M * N, [&](int64_t j0, int64_t j1) { colsum_block(db, dy, M, N, j0, j1); });
   const int64_t blk = 16;
 #pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)

@@ -13,9 +13,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/dnnl_matmul.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 
@@ -68,7 +69,7 @@ VIT_AVX512 void round_rows_avx512(uint16_t* dst, const float* x, int64_t n) {
 
 void round_to_bf16(uint16_t* dst, const float* x, int64_t n) {
   const int nt = threads_for(n);
-  const bool fast = simd::avx512();
+  const bool fast = isa() == Isa::avx512;
 #pragma omp parallel num_threads(nt)
   {
     const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();

@@ -16,8 +16,9 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 #include "vit/core/threads.h"
 
 namespace vit::cpu {
@@ -196,7 +197,7 @@ bool packed_linear_preferred(int64_t M) {
   // ViT-B/16 at batch 1 1.29x on 2 threads) and on an Intel Xeon (oneDNN's blocked layout
   // until 2026-11-25: 1.11x at batch 1, 1.06x at 4); level at batch 16 (3152 rows, 1.006x
   // with the 64-wide panels), where the batch is split into lanes on sgemm instead.
-  return simd::avx512() && M <= kPreferredRows;
+  return isa() == Isa::avx512 && M <= kPreferredRows;
 }
 
 namespace {
@@ -226,7 +227,7 @@ void unpack_linear_weights(float* w, int64_t N, int64_t K) {
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                            int64_t N, bool gelu) {
   if (M == 0 || N == 0) return;
-  if (simd::avx512() && K > 0) return forward_avx512(y, x, wp, b, M, K, N, gelu);
+  if (isa() == Isa::avx512 && K > 0) return forward_avx512(y, x, wp, b, M, K, N, gelu);
   forward_plain(y, x, wp, b, M, K, N);  // (K = 0: y is the bias)
   if (gelu) gelu_forward(y, y, M * N);
 }

@@ -2,8 +2,9 @@
 // im2col (one row per patch, in the conv weight's (c, i, j) order) times weight^T.
 #include <cstring>
 
+#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/isa.h"
 
 namespace vit::cpu {
 
@@ -29,7 +30,7 @@ VIT_AVX512 void copy_patch_row_short(float* out, const float* x, int64_t b, int6
 void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t Hi, int64_t Wi, int64_t Ph,
                     int64_t Pw) {
   const int64_t Gh = Hi / Ph, Gw = Wi / Pw, K = C * Ph * Pw;
-  const bool short_rows = Pw <= 16 && simd::avx512();
+  const bool short_rows = Pw <= 16 && isa() == Isa::avx512;
   // One item per row of patches, walked along the image's rows: at MNIST's 16-float patches,
   // one item per patch spent most of its time on the three integer divisions giving its
   // (b, py, px), and reading 4 image rows per patch was slower than one row at a time

@@ -1,6 +1,8 @@
 // AVX-512 building blocks for the element-wise kernels (GELU, softmax, LayerNorm), compiled
-// for AVX-512 with function target attributes and chosen at run time, so the library still
-// runs on any x86-64. Each fast kernel has a plain reference next to it in the kernel's
+// for AVX-512 with function target attributes (not per-file -m flags: inline functions and
+// templates from shared headers instantiated there could otherwise be merged into the rest
+// of the program with AVX-512 instructions) and chosen at run time (isa.h), so the library
+// still runs on any x86-64. Each fast kernel has a plain reference next to it in the kernel's
 // file; tests/ops/test_simd.cpp checks they match within stated tolerances.
 //
 // Accuracy: exp512_nonpos (x <= 0) is within 8.5e-8 relative (about 1 ulp);
@@ -32,10 +34,6 @@
 #endif
 
 namespace vit::cpu::simd {
-
-// True when the CPU has AVX-512 (F, DQ, VL, BW) and VIT_SIMD is not "off" (VIT_SIMD=off
-// runs the reference kernels: A/B timing in one build, and a fallback).
-bool avx512();
 
 // Mask of the first n (< 16) lanes.
 VIT_AVX512 inline __mmask16 tail_mask(int64_t n) {

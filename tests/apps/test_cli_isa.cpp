@@ -1,0 +1,49 @@
+// The instruction-set path as a user sees it: `vit info` names it on a line starting
+// `isa:`, `vit bench --json` records it, VIT_ISA forces any path this CPU runs, and a path it
+// cannot run (or a misspelt one) is a one-line error before any work.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "support/run_vit.h"
+#include "vit/ops/ops.h"
+
+namespace {
+using vit::test::Result;
+using vit::test::run_vit;
+
+std::string isa_line(const std::string& out) {
+  const size_t at = out.find("\nisa: ");
+  return at == std::string::npos ? "" : out.substr(at + 1, out.find('\n', at + 1) - at - 1);
+}
+}  // namespace
+
+TEST(CliIsa, InfoAndBenchNameThePathAndVitIsaForcesIt) {
+  const std::string best = vit::ops::cpu_isa_detected();
+  Result r = run_vit("info --model mnist-seed", "env -u VIT_ISA");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(isa_line(r.out).rfind("isa: " + best + " (best on this CPU: " + best, 0), 0u) << r.out;
+  for (std::string forced : {"generic", "avx2", "avx512", "neon"}) {
+    const bool runs = forced == "generic" || forced == best || (forced == "avx2" && best == "avx512");
+    Result f = run_vit("info --model mnist-seed", "VIT_ISA=" + forced);
+    if (runs) {
+      EXPECT_EQ(f.code, 0) << forced << ": " << f.out;
+      EXPECT_EQ(isa_line(f.out).rfind("isa: " + forced + " ", 0), 0u) << f.out;
+      Result b =
+          run_vit("bench --model mnist-seed -b 2 --runs 1 --warmup 0 --min-time 0 --ceiling 100 --json",
+                  "VIT_ISA=" + forced);
+      ASSERT_EQ(b.code, 0) << b.out;
+      EXPECT_EQ(nlohmann::json::parse(b.out.substr(b.out.find('{')))["isa"], forced) << b.out;
+    } else {
+      EXPECT_EQ(f.code, 1) << forced << ": " << f.out;
+      EXPECT_EQ(
+          f.out,
+          "vit: error: VIT_ISA=" + forced + ": this CPU (or this build) cannot run it; it runs " + best +
+              (best == "avx512" || best == "avx2" ? " (and generic, avx2 below it)\n" : " and generic\n"));
+    }
+  }
+  Result bad = run_vit("info --model mnist-seed", "VIT_ISA=avx3");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.out, "vit: error: VIT_ISA=avx3: unknown; one of generic, avx2, avx512, neon\n");
+}
