@@ -10,9 +10,9 @@
 #include <limits>
 #include <vector>
 
-#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/softmax.h"
 #include "vit/core/rng.h"
 #include "vit/core/threads.h"
 
@@ -35,88 +35,13 @@ bool warm_samples(int64_t B, int64_t T, int64_t C, int64_t D) {
          B * T * 3 * C * int64_t(sizeof(float)) > kWarmMinBatchBytes;
 }
 
-VIT_AVX512 void warm_rows(const float* p, int64_t n) {
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t i = 0; i + 16 <= n; i += 16) acc = _mm512_max_ps(acc, _mm512_loadu_ps(p + i));
-  volatile float sink = _mm512_reduce_max_ps(acc);  // keeps the loads
-  (void)sink;
-}
-
-// R rows in place (stride ld): max, exp and sum in vectors, then the scale. Masked keys are
-// set to -inf first (exp512_nonpos gives exactly 0 for them); a row with every key masked
-// becomes 0. The R rows' passes are interleaved: one row alone waits on its max and sum
-// chains (4 cycles an add), which left ViT-B/16's 197-key rows at ~2 cycles a key; each
-// row's arithmetic, and so its result, is the same as alone.
-template <int R>
-VIT_AVX512 void softmax_rows_avx512(float* P, int64_t ld, int64_t n, const uint8_t* km) {
-  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  if (km)
-    for (int r = 0; r < R; ++r)
-      for (int64_t j = 0; j < n; ++j)
-        if (!km[j]) P[r * ld + j] = -std::numeric_limits<float>::infinity();
-  __m512 mx[R], sum[R], vmax[R];
-  bool dead[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) mx[r] = ninf, sum[r] = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : simd::tail_mask(n - j);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) mx[r] = _mm512_max_ps(mx[r], _mm512_mask_loadu_ps(ninf, m, P + r * ld + j));
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    const float rmax = simd::hmax(mx[r]);
-    dead[r] = rmax == -std::numeric_limits<float>::infinity();
-    vmax[r] = _mm512_set1_ps(dead[r] ? 0.f : rmax);  // a dead row's exps are all 0
-  }
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : simd::tail_mask(n - j);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      float* row = P + r * ld;
-      const __m512 e = simd::exp512_nonpos(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, m, row + j), vmax[r]));
-      _mm512_mask_storeu_ps(row + j, m, e);
-      sum[r] = _mm512_add_ps(sum[r], e);
-    }
-  }
-  __m512 inv[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) inv[r] = _mm512_set1_ps(dead[r] ? 0.f : 1.f / simd::hsum(sum[r]));
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : simd::tail_mask(n - j);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      _mm512_mask_storeu_ps(P + r * ld + j, m,
-                            _mm512_mul_ps(_mm512_maskz_loadu_ps(m, P + r * ld + j), inv[r]));
-  }
-}
-
-// Softmax backward of R rows in place (stride ld): d = p * (d - sum_j p d), the rows'
-// passes interleaved as in softmax_rows_avx512.
-template <int R>
-VIT_AVX512 void softmax_backward_rows_avx512(float* d, const float* p, int64_t ld, int64_t n) {
-  __m512 dot[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) dot[r] = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : simd::tail_mask(n - j);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      dot[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p + r * ld + j),
-                               _mm512_maskz_loadu_ps(m, d + r * ld + j), dot[r]);
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) dot[r] = _mm512_set1_ps(simd::hsum(dot[r]));
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : simd::tail_mask(n - j);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 pv = _mm512_maskz_loadu_ps(m, p + r * ld + j);
-      _mm512_mask_storeu_ps(
-          d + r * ld + j, m,
-          _mm512_mul_ps(pv, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, d + r * ld + j), dot[r])));
-    }
-  }
+// The rows' cache lines read in order (warm_samples says when).
+void warm_lines(const float* p, int64_t n) {
+#if VIT_ISA_X86
+  avx512::warm_rows(p, n);
+#else
+  (void)p, (void)n;
+#endif
 }
 
 // A head's k (or v) rows [T, D] transposed to [D, ldk] in a per-thread scratch (grown
@@ -231,11 +156,24 @@ void softmax_rows_reference(float* P, int64_t rows, int64_t n, const uint8_t* km
 }
 
 void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km) {
-  if (isa() != Isa::avx512) return softmax_rows_reference(P, rows, n, km);
-  int64_t i = 0;
-  for (; i + 8 <= rows; i += 8) softmax_rows_avx512<8>(P + i * n, n, n, km);
-  for (; i + 4 <= rows; i += 4) softmax_rows_avx512<4>(P + i * n, n, n, km);
-  for (; i < rows; ++i) softmax_rows_avx512<1>(P + i * n, n, n, km);
+  switch (isa()) {
+#if VIT_ISA_X86
+    case Isa::avx512: return avx512::softmax_rows(P, rows, n, km);
+    case Isa::avx2: return avx2::softmax_rows(P, rows, n, km);
+#endif
+    default: return softmax_rows_reference(P, rows, n, km);
+  }
+}
+
+void exp_nonpos(float* y, const float* x, int64_t n) {
+  switch (isa()) {
+#if VIT_ISA_X86
+    case Isa::avx512: return avx512::exp_nonpos(y, x, n);
+    case Isa::avx2: return avx2::exp_nonpos(y, x, n);
+#endif
+    default:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] < -87.3365f ? 0.f : std::exp(x[i]);
+  }
 }
 
 void softmax_backward_rows_reference(float* dP, const float* P, int64_t rows, int64_t n) {
@@ -249,11 +187,13 @@ void softmax_backward_rows_reference(float* dP, const float* P, int64_t rows, in
 }
 
 void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n) {
-  if (isa() != Isa::avx512) return softmax_backward_rows_reference(dP, P, rows, n);
-  int64_t i = 0;
-  for (; i + 8 <= rows; i += 8) softmax_backward_rows_avx512<8>(dP + i * n, P + i * n, n, n);
-  for (; i + 4 <= rows; i += 4) softmax_backward_rows_avx512<4>(dP + i * n, P + i * n, n, n);
-  for (; i < rows; ++i) softmax_backward_rows_avx512<1>(dP + i * n, P + i * n, n, n);
+  switch (isa()) {
+#if VIT_ISA_X86
+    case Isa::avx512: return avx512::softmax_backward_rows(dP, P, rows, n);
+    case Isa::avx2: return avx2::softmax_backward_rows(dP, P, rows, n);
+#endif
+    default: return softmax_backward_rows_reference(dP, P, rows, n);
+  }
 }
 
 namespace {
@@ -307,7 +247,7 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t bh = item / nb, r0 = (item % nb) * rb, rows = T - r0 < rb ? T - r0 : rb;
       const int64_t b = bh / H, h = bh % H;
-      if (warm && (item == i0 || item % (H * nb) == 0)) warm_rows(qkv + b * T * 3 * C, T * 3 * C);
+      if (warm && (item == i0 || item % (H * nb) == 0)) warm_lines(qkv + b * T * 3 * C, T * 3 * C);
       const float* q = qkv + head_offset(b, h, T, C, D);
       const float* k = q + C;
       const float* v = q + 2 * C;
@@ -350,7 +290,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
       if (warm && (bh == i0 || h == 0))
-        warm_rows(qkv + b * T * 3 * C, T * 3 * C), warm_rows(dout + b * T * C, T * C);
+        warm_lines(qkv + b * T * 3 * C, T * 3 * C), warm_lines(dout + b * T * C, T * C);
       const float* q = qkv + head_offset(b, h, T, C, D);
       const float* k = q + C;
       const float* v = q + 2 * C;

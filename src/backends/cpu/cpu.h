@@ -224,6 +224,10 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
 // a row with every key masked becomes 0. AVX-512 when available, else the reference.
 void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km);
 void softmax_rows_reference(float* P, int64_t rows, int64_t n, const uint8_t* km);
+// y[i] = exp(x[i]) for x[i] <= 0 as the softmax kernels of the path in use compute it
+// (within 2e-7 relative), 0 below -87.3365 (where expf turns subnormal), NaN for NaN: for
+// the tests.
+void exp_nonpos(float* y, const float* x, int64_t n);
 // Its backward in place: dP = P * (dP - rowsum(P * dP)).
 void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n);
 void softmax_backward_rows_reference(float* dP, const float* P, int64_t rows, int64_t n);

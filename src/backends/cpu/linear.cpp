@@ -1,8 +1,9 @@
 // Linear layer, y = x w^T + b (PyTorch's nn.Linear), forward and backward.
 #include <cstring>
 
+#include "backends/cpu/avx512/colsum.h"
 #include "backends/cpu/avx512/simd.h"
-#include "backends/cpu/colsum.h"
+#include "backends/cpu/colsum_kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "vit/core/threads.h"
@@ -67,6 +68,11 @@ void colsum_add(float* db, const float* dy, int64_t M, int64_t N) {
   // loop walks 16 columns down every row.
   if (isa() == Isa::avx512)
     return by_column_blocks(N, M * N, [&](int64_t j0, int64_t j1) { colsum_block(db, dy, M, N, j0, j1); });
+#if VIT_ISA_X86
+  if (isa() == Isa::avx2)
+    return by_column_blocks(N, M * N,
+                            [&](int64_t j0, int64_t j1) { avx2::colsum_columns(db, dy, M, N, j0, j1); });
+#endif
   const int64_t blk = 16;
 #pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)
   for (int64_t j0 = 0; j0 < N; j0 += blk) {

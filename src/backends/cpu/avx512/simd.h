@@ -18,6 +18,8 @@
 
 #include <cstdint>
 
+#include "backends/cpu/gelu.h"  // kInvSqrt2
+
 #define VIT_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
 // For the fully unrolled register-block kernels (attention_narrow.cpp, skinny_gemm.cpp):
 // AddressSanitizer's instrumentation of their unrolled loads, stores and spilled register
@@ -164,8 +166,6 @@ VIT_AVX512 inline __m512 erf512(__m512 x, __m512* exp_neg_x2) {
   const __m512 y = _mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.f));  // erf(|x|)
   return _mm512_or_ps(y, _mm512_and_ps(x, sign_bit));            // sign of x
 }
-
-inline constexpr float kInvSqrt2 = 0.70710678118654752f;
 
 // Exact GELU, v Phi(v) = 0.5 v (1 + erf(v / sqrt 2)), lane-wise from erf(v / sqrt 2).
 VIT_AVX512 inline __m512 gelu_from(__m512 v, __m512 erf) {

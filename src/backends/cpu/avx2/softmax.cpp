@@ -1,0 +1,84 @@
+// Attention's row softmax and its backward in AVX2 + FMA (softmax.h): the AVX-512 kernels'
+// passes (max; exp and sum; scale) in 8 lanes, 4 rows interleaved so that one row's max and
+// sum chains do not stall the others; each row's arithmetic is the same whichever rows it
+// is grouped with.
+#include <limits>
+
+#include "backends/cpu/avx2/simd.h"
+#include "backends/cpu/softmax.h"
+
+namespace vit::cpu::avx2 {
+
+namespace {
+template <int R>
+VIT_AVX2 void softmax_rows_t(float* P, int64_t ld, int64_t n, const uint8_t* km) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (km)
+    for (int r = 0; r < R; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        if (!km[j]) P[r * ld + j] = kNegInf;
+  const __m256 ninf = _mm256_set1_ps(kNegInf);
+  __m256 mx[R], sum[R], vmax[R];
+  bool dead[R];
+  for (int r = 0; r < R; ++r) mx[r] = ninf, sum[r] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256i m = tail_mask(n - j);
+    for (int r = 0; r < R; ++r)  // lanes past n read as -inf
+      mx[r] =
+          _mm256_max_ps(mx[r], _mm256_blendv_ps(ninf, load(P + r * ld + j, n - j), _mm256_castsi256_ps(m)));
+  }
+  for (int r = 0; r < R; ++r) {
+    const float rmax = hmax(mx[r]);
+    dead[r] = rmax == kNegInf;
+    vmax[r] = _mm256_set1_ps(dead[r] ? 0.f : rmax);  // a dead row's exps are all 0
+  }
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256 live = _mm256_castsi256_ps(tail_mask(n - j));
+    for (int r = 0; r < R; ++r) {
+      float* row = P + r * ld + j;
+      const __m256 e = _mm256_and_ps(live, exp_nonpos(_mm256_sub_ps(load(row, n - j), vmax[r])));
+      store(row, n - j, e);
+      sum[r] = _mm256_add_ps(sum[r], e);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const __m256 inv = _mm256_set1_ps(dead[r] ? 0.f : 1.f / hsum(sum[r]));
+    float* row = P + r * ld;
+    for (int64_t j = 0; j < n; j += 8) store(row + j, n - j, _mm256_mul_ps(load(row + j, n - j), inv));
+  }
+}
+
+template <int R>
+VIT_AVX2 void softmax_backward_rows_t(float* d, const float* p, int64_t ld, int64_t n) {
+  __m256 dot[R];
+  for (int r = 0; r < R; ++r) dot[r] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; j += 8)
+    for (int r = 0; r < R; ++r)
+      dot[r] = _mm256_fmadd_ps(load(p + r * ld + j, n - j), load(d + r * ld + j, n - j), dot[r]);
+  for (int r = 0; r < R; ++r) {
+    const __m256 s = _mm256_set1_ps(hsum(dot[r]));
+    for (int64_t j = 0; j < n; j += 8) {
+      float* dr = d + r * ld + j;
+      store(dr, n - j, _mm256_mul_ps(load(p + r * ld + j, n - j), _mm256_sub_ps(load(dr, n - j), s)));
+    }
+  }
+}
+}  // namespace
+
+void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km) {
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) softmax_rows_t<4>(P + i * n, n, n, km);
+  for (; i < rows; ++i) softmax_rows_t<1>(P + i * n, n, n, km);
+}
+
+void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) softmax_backward_rows_t<4>(dP + i * n, P + i * n, n, n);
+  for (; i < rows; ++i) softmax_backward_rows_t<1>(dP + i * n, P + i * n, n, n);
+}
+
+VIT_AVX2 void exp_nonpos(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 8) store(y + i, n - i, avx2::exp_nonpos(load(x + i, n - i)));
+}
+
+}  // namespace vit::cpu::avx2

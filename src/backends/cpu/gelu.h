@@ -1,0 +1,30 @@
+// GELU's kernels per instruction set (gelu.cpp dispatches to them): each works on the range
+// it is given, on the calling thread; gelu.cpp splits the work over the threads.
+//   gelu_forward:   y[i] = GELU(x[i]) for i in [i0, i1)
+//   gelu_backward:  dx[i] = dy[i] GELU'(x[i]) for i in [i0, i1)
+//   bias_gelu_rows: rows [r0, r1) of h[., N]: v = h + bias, y = GELU(v), h = GELU'(v) when keep_grad
+#pragma once
+#include <cstdint>
+
+namespace vit::cpu {
+
+inline constexpr float kInvSqrt2 = 0.70710678118654752f;
+inline constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+namespace avx512 {
+void gelu_forward(float* y, const float* x, int64_t i0, int64_t i1);
+void gelu_backward(float* dx, const float* dy, const float* x, int64_t i0, int64_t i1);
+void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1, bool keep_grad);
+// cpu::bias_gelu_backward whole (its threads too): dx = dy * grad with the column sums of dx
+// added to db in colsum_add's order, in the same pass.
+void bias_gelu_backward(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
+                        bool clear_grad);
+}  // namespace avx512
+
+namespace avx2 {
+void gelu_forward(float* y, const float* x, int64_t i0, int64_t i1);
+void gelu_backward(float* dx, const float* dy, const float* x, int64_t i0, int64_t i1);
+void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1, bool keep_grad);
+}  // namespace avx2
+
+}  // namespace vit::cpu

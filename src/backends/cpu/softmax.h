@@ -1,0 +1,23 @@
+// Attention's row softmax and its backward per instruction set (attention.cpp dispatches to
+// them; cpu.h documents softmax_rows and softmax_backward_rows). One thread each.
+#pragma once
+#include <cstdint>
+
+namespace vit::cpu {
+
+namespace avx512 {
+void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km);
+void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n);
+void exp_nonpos(float* y, const float* x, int64_t n);
+// Reads p[0, n) in order, so that a sample's strided heads find its rows in cache
+// (attention.cpp's warm_samples).
+void warm_rows(const float* p, int64_t n);
+}  // namespace avx512
+
+namespace avx2 {
+void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km);
+void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n);
+void exp_nonpos(float* y, const float* x, int64_t n);
+}  // namespace avx2
+
+}  // namespace vit::cpu
