@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, what CI runs: install dependencies, build with warnings as errors,
 # run ctest; then, when given no arguments,
+#   - the unit and fixture tests on every other instruction-set path this CPU runs, and on an
+#     AVX-512 CPU under qemu emulating one without it (scripts/test_isa.sh; VIT_TEST_ISA=0
+#     skips it),
 #   - the same tests minus the `slow` label under ASan + UBSan (scripts/test_sanitize.sh;
 #     VIT_TEST_SANITIZE=0 skips it),
 #   - a 10-second run of every libFuzzer harness (scripts/fuzz.sh; VIT_TEST_FUZZ=0 skips it).
@@ -13,6 +16,7 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVIT_WERROR=ON
 cmake --build build -j"$(nproc)"
 (cd build && ctest --output-on-failure -j"$(nproc)" "$@")
 if (($# == 0)); then
+  [[ "${VIT_TEST_ISA:-1}" == 0 ]] || scripts/test_isa.sh
   [[ "${VIT_TEST_SANITIZE:-1}" == 0 ]] || scripts/test_sanitize.sh
   [[ "${VIT_TEST_FUZZ:-1}" == 0 ]] || scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
 fi

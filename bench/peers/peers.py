@@ -7,13 +7,17 @@ For each workload the peers run alternately (vitcpp, PyTorch, vitcpp, PyTorch, .
 --rounds rounds) so that load from other work on the machine hits both alike; each number
 is the median over rounds of each run's median time per batch.
 
-PyTorch (Debian's python3-torch via /usr/bin/python3) runs in its best setup on this
-machine: jemalloc that never returns memory (libjemalloc2), OpenBLAS's AVX-512 kernels
-(OPENBLAS_CORETYPE=SkylakeX), OMP_WAIT_POLICY=PASSIVE, torch.set_num_threads. On the small
-models it is run on 1 thread too and its better thread count is kept (it is faster on one
-thread there). vitcpp is `build/vit bench --json` with --threads. Needs a Release build
-(build/vit) and `scripts/setup.sh --torch`. Not part of CI; results also go to
-build/peers/results.jsonl.
+PyTorch (Debian's python3-torch via /usr/bin/python3) runs in its best setup on the CPU it
+finds: jemalloc that never returns memory (libjemalloc2, found by ldconfig or in this
+machine's multiarch directory), OpenBLAS choosing its own kernels for this CPU (a preset
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE is removed; --openblas-coretype sets one, e.g. Haswell
+to hold it to AVX2 on an AVX-512 machine), OMP_WAIT_POLICY=PASSIVE, torch.set_num_threads. On
+the small models it is run on 1 thread too and its better thread count is kept (it is faster
+on one thread there). vitcpp is `build/vit bench --json` with --threads; --vit-env runs it
+with more environment, e.g. "VIT_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2" for its AVX2 path on an
+AVX-512 machine. The % of ceiling is against the sgemm rate vit bench measures at the start
+of the sitting (--ceiling gives one instead). Needs a Release build (build/vit) and
+`scripts/setup.sh --torch`. Not part of CI; results also go to build/peers/results.jsonl.
 
 ONNX Runtime (inference workloads only) runs when its npm package is installed:
 `(cd bench/peers/ort && npm install --ignore-scripts)`; the models are exported from the
@@ -29,7 +33,25 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+
+
+def find_jemalloc():
+    """libjemalloc.so.2 as the dynamic linker knows it, else in this machine's multiarch directory."""
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if "libjemalloc.so.2" in line and "=>" in line:
+                return line.split("=>")[1].strip()
+    except OSError:
+        pass
+    arch = subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True).stdout.strip()
+    path = f"/usr/lib/{arch}/libjemalloc.so.2"
+    return path if arch and os.path.exists(path) else None
+
+
+JEMALLOC = find_jemalloc()
+OPENBLAS_CORETYPE = None  # --openblas-coretype
+VIT_ENV = {}  # --vit-env
 
 # (mode, model, batch, small[, threads]): small models also try the peers on 1 thread; a
 # fifth field runs every side on that many threads instead of --threads (the issue's
@@ -56,22 +78,42 @@ WORKLOADS = [
 
 
 def torch_env(threads):
-    env = dict(os.environ, OPENBLAS_CORETYPE="SkylakeX", OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads))
-    if os.path.exists(JEMALLOC):
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads))
+    for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # OpenBLAS's own detection picks its best kernels
+        env.pop(k, None)
+    if OPENBLAS_CORETYPE:
+        env["OPENBLAS_CORETYPE"] = OPENBLAS_CORETYPE
+    if JEMALLOC:
         env["LD_PRELOAD"] = JEMALLOC
         env["MALLOC_CONF"] = "retain:true,dirty_decay_ms:-1,muzzy_decay_ms:-1"
     return env
 
 
-# The machine's best measured fp32 matrix-product rate on 2 threads (docs/benchmarks.md).
-CEILING = 428.0
+# The fp32 matrix-product rate the % of ceiling is taken against: --ceiling, else the one
+# measured at the start of the sitting.
+CEILING = None
+
+
+def vit_env():
+    return dict(os.environ, **VIT_ENV)
 
 
 def measured_ceiling(threads):
-    """The engine's sgemm rate on ViT-B/16's fc1 shape now (vit bench's own measurement)."""
+    """The engine's sgemm rate on ViT-B/16's fc1 shape now (vit bench's own measurement), and its isa."""
     j = run_json([os.path.join(ROOT, "build/vit"), "bench", "--model", "mnist-seed", "--mode", "infer", "-b", "1",
-                  "--threads", str(threads), "--warmup", "0", "--runs", "1", "--min-time", "0", "--json"])
-    return j["ceiling_gflops"]
+                  "--threads", str(threads), "--warmup", "0", "--runs", "1", "--min-time", "0", "--json"], vit_env())
+    return j["ceiling_gflops"], j.get("isa", "?")
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return os.uname().machine
 
 
 def run_json(cmd, env=None):
@@ -83,7 +125,7 @@ def vitcpp(mode, model, batch, threads, min_time):
     dtype = "bf16" if mode.endswith("-bf16") else "fp32"
     j = run_json([os.path.join(ROOT, "build/vit"), "bench", "--model", model, "--mode", mode.split("-")[0], "-b",
                   str(batch), "--dtype", dtype, "--threads", str(threads), "--min-time", str(min_time), "--runs", "3",
-                  "--ceiling", str(CEILING), "--json"])
+                  "--ceiling", str(CEILING), "--json"], vit_env())
     return j["median_ms"], j
 
 
@@ -121,12 +163,20 @@ def main():
     ap.add_argument("--only", default="", help="workloads whose model name contains this")
     ap.add_argument("--no-ort", action="store_true", help="leave ONNX Runtime out")
     ap.add_argument("--skip", default="", help="skip workloads whose 'model mode bB' contains any of these comma-separated strings")
+    ap.add_argument("--ceiling", type=float, default=0, help="GFLOP/s for the %% of ceiling (default: measured now)")
+    ap.add_argument("--openblas-coretype", default="", help="OPENBLAS_CORETYPE for PyTorch (default: OpenBLAS detects)")
+    ap.add_argument("--vit-env", default="", help='environment for vitcpp, e.g. "VIT_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2"')
     args = ap.parse_args()
+    global CEILING, OPENBLAS_CORETYPE
+    OPENBLAS_CORETYPE = args.openblas_coretype or None
+    VIT_ENV.update(kv.split("=", 1) for kv in args.vit_env.split())
     os.makedirs(os.path.join(ROOT, "build/peers"), exist_ok=True)
     log = open(os.path.join(ROOT, "build/peers/results.jsonl"), "w")
     rows = []
     use_ort = not args.no_ort and ort_available()
-    ceilings = [measured_ceiling(args.threads)]
+    first, isa = measured_ceiling(args.threads)
+    ceilings = [first]
+    CEILING = args.ceiling or first
     for mode, model, batch, small, *fixed in WORKLOADS:
         threads = fixed[0] if fixed else args.threads
         skip = [x for x in args.skip.split(",") if x]
@@ -161,7 +211,9 @@ def main():
         ort_text = f", ONNX Runtime {o_ms:.2f} ms ({o_n} thr)" if o_ms else ""
         print(f"{rows[-1][0]}: vitcpp {v_ms:.2f} ms, PyTorch {t_ms:.2f} ms ({best_n} thr){ort_text}", file=sys.stderr,
               flush=True)
-    ceilings.append(measured_ceiling(args.threads))
+    ceilings.append(measured_ceiling(args.threads)[0])
+    print(f"\n{cpu_name()}; vitcpp's isa: {isa}{' (' + args.vit_env + ')' if args.vit_env else ''}; PyTorch's "
+          f"OpenBLAS: {OPENBLAS_CORETYPE or 'its own choice'}, jemalloc: {JEMALLOC or 'not found'}")
     print(f"\n{args.threads} threads for vitcpp unless the workload says; medians of {args.rounds} alternating "
           f"rounds; ratio = peer time / vitcpp time; % of the {CEILING:.0f} GFLOP/s ceiling (half of it on one "
           f"thread) at vitcpp's median, for the model's FLOPs; the sgemm rate measured by vit bench at the "

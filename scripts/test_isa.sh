@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Every instruction-set path this machine can run, tested here (scripts/test.sh runs this
+# after the normal suite, which tests the path the CPU picks by itself):
+#   1. the unit and fixture tests with each other path forced (VIT_ISA=generic, avx2, and
+#      avx512 where the CPU has it), oneDNN held to the same instruction set
+#      (ONEDNN_MAX_CPU_ISA), so an AVX-512 machine checks the AVX2 and generic kernels as an
+#      AVX2 or older machine would run them;
+#   2. on a CPU with AVX-512, the unit and fixture test programs under qemu-x86_64 emulating
+#      a Haswell (AVX2 + FMA, no AVX-512), where any AVX-512 instruction that escaped the
+#      dispatch stops the program with SIGILL (forcing VIT_ISA cannot show that: the CPU
+#      runs whatever it is given). VIT_TEST_QEMU_X86=0 skips this part.
+# Needs a configured build/ (scripts/test.sh builds it first).
+#   scripts/test_isa.sh            both parts
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[[ -x build/vit ]] || { echo "test_isa: build/vit missing: run scripts/test.sh first" >&2; exit 2; }
+best=$(env -u VIT_ISA build/vit info --model mnist-seed | sed -n 's/^isa: \([a-z0-9]*\) .*/\1/p')
+echo "test_isa: this CPU runs $best"
+status=0
+for isa in generic avx2 avx512 neon; do
+  [[ $isa == "$best" ]] && continue  # the normal suite ran it
+  VIT_ISA=$isa build/vit info --model mnist-seed >/dev/null 2>&1 || continue  # not on this CPU
+  case $isa in
+    generic) onednn=SSE41 ;;
+    avx2) onednn=AVX2 ;;
+    *) onednn=ALL ;;
+  esac
+  echo "test_isa: VIT_ISA=$isa ONEDNN_MAX_CPU_ISA=$onednn, labels unit and fixture"
+  (cd build && VIT_ISA=$isa ONEDNN_MAX_CPU_ISA=$onednn ctest --output-on-failure -j"$(nproc)" -L 'unit|fixture') ||
+    status=1
+done
+
+if [[ $best == avx512 && "${VIT_TEST_QEMU_X86:-1}" != 0 ]]; then
+  if ! command -v qemu-x86_64-static >/dev/null; then
+    sudo=""; [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq qemu-user-static
+  fi
+  # The programs of the unit and fixture labels (tests/CMakeLists.txt), not the cli ones:
+  # those start build/vit as a child, which would run natively.
+  for t in test_core test_ops test_model test_io test_pretrained_fixtures test_train test_fixtures test_data \
+           test_viz; do
+    echo "test_isa: $t under qemu-x86_64 -cpu Haswell (no AVX-512)"
+    if ! (cd build/tests && env -u VIT_ISA qemu-x86_64-static -cpu Haswell ./$t --gtest_brief=1 2>&1 |
+          grep -v "TCG doesn't support requested feature"); then
+      echo "test_isa: $t FAILED under qemu -cpu Haswell"
+      status=1
+    fi
+  done
+fi
+exit $status
