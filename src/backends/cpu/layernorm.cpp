@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "backends/cpu/avx512/simd.h"
-#include "backends/cpu/colsum.h"
+#include "backends/cpu/avx512/colsum.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "vit/core/error.h"
