@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/cpu/avx512/simd.h"
+#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "support/check.h"
@@ -89,18 +89,20 @@ TEST(SkinnyGemm, SameBitsAsHeadGemm) {
             const auto A = test::randn(M * lda, 1), B = test::randn(K * ldb, 2), b = test::randn(N, 3);
             const auto C0 = test::randn(M * ldc, 4);
             std::vector<float> got = C0, want = C0;
-            ASSERT_TRUE(cpu::skinny_gemm(M, N, K, 0.3f, A.data(), lda, B.data(), ldb, beta ? 1.f : 0.f,
-                                         bias ? b.data() : nullptr, got.data(), ldc));
-            cpu::head_gemm(M, N, K, 0.3f, A.data(), lda, 1, B.data(), ldb, beta ? 1.f : 0.f,
-                           bias ? b.data() : nullptr, want.data(), ldc);
+            ASSERT_TRUE(cpu::avx512::skinny_gemm(M, N, K, 0.3f, A.data(), lda, B.data(), ldb,
+                                                 beta ? 1.f : 0.f, bias ? b.data() : nullptr, got.data(),
+                                                 ldc));
+            cpu::avx512::head_gemm(M, N, K, 0.3f, A.data(), lda, 1, B.data(), ldb, beta ? 1.f : 0.f,
+                                   bias ? b.data() : nullptr, want.data(), ldc);
             EXPECT_EQ(got, want) << M << "x" << N << "x" << K << " beta " << beta << " bias " << bias;
             ++cases;
           }
   EXPECT_EQ(cases, 448);
   std::vector<float> c(8);
-  EXPECT_FALSE(cpu::skinny_gemm(1, 8, 12, 1.f, c.data(), 12, c.data(), 8, 0.f, nullptr, c.data(), 8))
+  EXPECT_FALSE(cpu::avx512::skinny_gemm(1, 8, 12, 1.f, c.data(), 12, c.data(), 8, 0.f, nullptr, c.data(), 8))
       << "K = 12 is not one of the kernel's";
-  EXPECT_FALSE(cpu::skinny_gemm(1, 33, 8, 1.f, c.data(), 8, c.data(), 33, 0.f, nullptr, c.data(), 33));
+  EXPECT_FALSE(
+      cpu::avx512::skinny_gemm(1, 33, 8, 1.f, c.data(), 8, c.data(), 33, 0.f, nullptr, c.data(), 33));
 }
 
 }  // namespace vit

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
@@ -246,8 +247,8 @@ TEST(Simd, HeadGemmMatchesReference) {
       const int64_t lda = (ta ? s.M : s.K) + 5, ldb = s.N + 3, ldc = s.N + 7;
       auto A = test::randn((ta ? s.K : s.M) * lda, 1), B = test::randn(s.K * ldb, 2);
       std::vector<float> got(s.M * ldc, 9.f), want(s.M * ldc, 9.f);
-      cpu::head_gemm(s.M, s.N, s.K, 0.25f, A.data(), ta ? 1 : lda, ta ? lda : 1, B.data(), ldb, got.data(),
-                     ldc);
+      cpu::avx512::head_gemm(s.M, s.N, s.K, 0.25f, A.data(), ta ? 1 : lda, ta ? lda : 1, B.data(), ldb,
+                             got.data(), ldc);
       cpu::gemm_reference(ta, false, s.M, s.N, s.K, 0.25f, A.data(), lda, B.data(), ldb, 0.f, want.data(),
                           ldc);
       // float sums of K unit-variance products against double sums: 1e-5 of the largest value.
@@ -282,7 +283,7 @@ TEST(Simd, HeadTransposeMatchesPlain) {
     const int64_t lds = cols + 3, ldd = rows + 5;
     auto src = test::randn(rows * lds, 3);
     std::vector<float> got(cols * ldd, 9.f), want(cols * ldd, 9.f);
-    cpu::head_transpose(got.data(), ldd, src.data(), lds, rows, cols);
+    cpu::avx512::head_transpose(got.data(), ldd, src.data(), lds, rows, cols);
     cpu::transpose(want.data(), ldd, src.data(), lds, rows, cols);
     EXPECT_EQ(got, want) << rows << "x" << cols;
   }
@@ -313,21 +314,21 @@ TEST(Simd, HeadScoresMatchReference) {
                               : mask            ? " all masked"
                                                 : "");
       if (!mask) {
-        cpu::head_scores(cpu::HeadScores::Store, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(), ldk, nullptr,
-                         nullptr, got.data(), T);
+        cpu::avx512::head_scores(cpu::avx512::HeadScores::Store, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(),
+                                 ldk, nullptr, nullptr, got.data(), T);
         EXPECT_TRUE(test::close_rel_max("head_scores store " + at, got.data(), S.data(), s.M * T, 1e-5));
         // SoftmaxBackward: S plays dP; P is any row-stochastic-looking matrix.
         want = S;
         cpu::softmax_backward_rows_reference(want.data(), P.data(), s.M, T);
-        cpu::head_scores(cpu::HeadScores::SoftmaxBackward, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(), ldk,
-                         nullptr, P.data(), got.data(), T);
+        cpu::avx512::head_scores(cpu::avx512::HeadScores::SoftmaxBackward, s.M, T, s.D, 0.3f, q.data(), ldq,
+                                 kT.data(), ldk, nullptr, P.data(), got.data(), T);
         EXPECT_TRUE(test::close_rel_max("head_scores softmax backward " + at, got.data(), want.data(),
                                         s.M * T, 1e-5));
       }
       want = S;
       cpu::softmax_rows_reference(want.data(), s.M, T, mask);
-      cpu::head_scores(cpu::HeadScores::Softmax, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(), ldk, mask,
-                       nullptr, got.data(), T);
+      cpu::avx512::head_scores(cpu::avx512::HeadScores::Softmax, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(),
+                               ldk, mask, nullptr, got.data(), T);
       EXPECT_TRUE(test::close_rel_max("head_scores softmax " + at, got.data(), want.data(), s.M * T, 1e-5));
     }
   }

@@ -3,13 +3,16 @@
 // Parallel over (batch, head), the forward also over blocks of query rows when there are
 // few pairs: each item writes disjoint memory, so results do not depend on the thread
 // count. The matrix products run single-threaded inside the parallel loop. Narrow heads
-// (D <= 8) without attention dropout take attention_lanes.cpp's forward instead.
+// (D <= 8) without attention dropout take avx512/attention_lanes.cpp's forward instead.
+// The register-block kernels (avx512/kernels.h) run where isa() is avx512, the gemm()
+// calls otherwise.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/softmax.h"
@@ -44,13 +47,23 @@ void warm_lines(const float* p, int64_t n) {
 #endif
 }
 
+// Where an item's probabilities go when the caller keeps none (inference): per thread,
+// grown once, then reused, so they stay in cache for P v.
+float* item_scratch(int64_t n) {
+  thread_local Scratch<float> P;
+  return grown(P, n);
+}
+
+#if VIT_ISA_X86
+// The register-block path (isa() avx512: avx512/head_gemm.cpp's kernels).
+
 // A head's k (or v) rows [T, D] transposed to [D, ldk] in a per-thread scratch (grown
 // once, then reused), ldk = T rounded up to 16, for head_scores.
 float* transposed_keys(const float* k, int64_t ld, int64_t T, int64_t D, int64_t* ldk) {
   thread_local Scratch<float> buf;
   *ldk = (T + 15) / 16 * 16;
   float* kT = grown(buf, D * *ldk);
-  head_transpose(kT, *ldk, k, ld, T, D);
+  avx512::head_transpose(kT, *ldk, k, ld, T, D);
   return kT;
 }
 
@@ -68,13 +81,6 @@ const float* contiguous_rows(Slot slot, const float* src, int64_t ld, int64_t T,
   return dst;
 }
 
-// Where an item's probabilities go when the caller keeps none (inference): per thread,
-// grown once, then reused, so they stay in cache for P v.
-float* item_scratch(int64_t n) {
-  thread_local Scratch<float> P;
-  return grown(P, n);
-}
-
 // C[M, D] = alpha A B[K, D] for a narrow head (D <= kNarrowD), with A(i, k) = A[i ars +
 // k aks]. head_gemm keeps D along the vector lanes, so D = 4 (mnist-seed) uses 4 lanes of
 // 16; here C^T = B^T A^T puts A's M rows along the lanes instead. A^T is A itself when A
@@ -90,12 +96,12 @@ void narrow_head_gemm(int64_t M, int64_t D, int64_t K, float alpha, const float*
   int64_t ldat = aks;
   if (ars != 1) {  // A is [M, K] with leading dim ars: transpose it to [K, M]
     float* t = ct + D * ldm;
-    head_transpose(t, ldm, A, ars, M, K);
+    avx512::head_transpose(t, ldm, A, ars, M, K);
     at = t;
     ldat = ldm;
   }
-  head_gemm(D, M, K, alpha, B, 1, ldb, at, ldat, ct, ldm);  // C^T = B^T A^T: [D, M]
-  head_transpose(C, ldc, ct, ldm, D, M);
+  avx512::head_gemm(D, M, K, alpha, B, 1, ldb, at, ldat, ct, ldm);  // C^T = B^T A^T: [D, M]
+  avx512::head_transpose(C, ldc, ct, ldm, D, M);
 }
 
 // A head's product C[M, D] = alpha A B in register blocks, narrow heads the other way round.
@@ -104,8 +110,9 @@ void head_product(int64_t M, int64_t D, int64_t K, float alpha, const float* A, 
   if (D <= kNarrowD)
     narrow_head_gemm(M, D, K, alpha, A, ars, aks, B, ldb, C, ldc);
   else
-    head_gemm(M, D, K, alpha, A, ars, aks, B, ldb, C, ldc);
+    avx512::head_gemm(M, D, K, alpha, A, ars, aks, B, ldb, C, ldc);
 }
+#endif
 
 // The number of threads for B*H heads of T x T x D products (4 of them in backward).
 int attention_threads(int64_t B, int64_t H, int64_t T, int64_t D) {
@@ -197,7 +204,7 @@ void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n) {
 }
 
 namespace {
-// Samples in lanes (attention_lanes.cpp) come in groups of 16; a last group of fewer than
+// Samples in lanes (avx512/attention_lanes.cpp) come in groups of 16; a last group of fewer than
 // kMinLanes costs more there (a group's work whatever its size) than per head, so those
 // samples go per head. The split depends on the batch size alone.
 constexpr int64_t kMinLanes = 12;
@@ -212,15 +219,19 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
                        int64_t first_sample) {
   const int64_t D = C / H, ld = 3 * C;
   int64_t in_lanes = 0;  // samples [0, in_lanes) in groups of 16 along the lanes
-  if (!probs_drop && attention_lanes_fit(T, C, H)) in_lanes = B % 16 >= kMinLanes ? B : B / 16 * 16;
+#if VIT_ISA_X86
+  if (!probs_drop && isa() == Isa::avx512 && avx512::attention_lanes_fit(T, C, H))
+    in_lanes = B % 16 >= kMinLanes ? B : B / 16 * 16;
   if (in_lanes > 0) {
     const int64_t groups = (in_lanes + 15) / 16;
     for_items(groups, threads_for(B * H * T * T * D * 2), [&](int64_t g) {
       const int64_t b0 = g * 16;
-      attention_forward_lanes(out + b0 * T * C, probs ? probs + b0 * H * T * T : nullptr, qkv + b0 * T * ld,
-                              key_mask ? key_mask + b0 * T : nullptr, std::min<int64_t>(16, B - b0), T, C, H);
+      avx512::attention_forward_lanes(out + b0 * T * C, probs ? probs + b0 * H * T * T : nullptr,
+                                      qkv + b0 * T * ld, key_mask ? key_mask + b0 * T : nullptr,
+                                      std::min<int64_t>(16, B - b0), T, C, H);
     });
   }
+#endif
   if (in_lanes < B) {
     const int64_t b0 = in_lanes;
     attention_forward_heads(out + b0 * T * C, probs ? probs + b0 * H * T * T : nullptr,
@@ -240,10 +251,12 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
   const bool fast = isa() == Isa::avx512, warm = warm_samples(B, T, C, D);
   const int64_t rb = forward_row_block(B, H, T, nt, fast), nb = (T + rb - 1) / rb;
   for_ranges(B * H * nb, nt, [&](int64_t i0, int64_t i1) {
+#if VIT_ISA_X86
     const float* kT = nullptr;  // k transposed and v copied, for the head of the items before
     const float* kT_of = nullptr;
     const float* vc = nullptr;
     int64_t ldk = 0;
+#endif
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t bh = item / nb, r0 = (item % nb) * rb, rows = T - r0 < rb ? T - r0 : rb;
       const int64_t b = bh / H, h = bh % H;
@@ -253,13 +266,17 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
       const float* v = q + 2 * C;
       float* P = probs ? probs + bh * T * T + r0 * T : item_scratch(rows * T);
       const uint8_t* km = key_mask ? key_mask + b * T : nullptr;
+#if VIT_ISA_X86
       if (fast) {  // S, softmax in registers, then P v: AVX-512 register blocks
         if (k != kT_of) {
           kT = transposed_keys(k, ld, T, D, &ldk), kT_of = k;
           vc = D >= kCopyRowsMinD ? contiguous_rows(kSlotV, v, ld, T, D) : nullptr;
         }
-        head_scores(HeadScores::Softmax, rows, T, D, scale, q + r0 * ld, ld, kT, ldk, km, nullptr, P, T);
-      } else {
+        avx512::head_scores(avx512::HeadScores::Softmax, rows, T, D, scale, q + r0 * ld, ld, kT, ldk, km,
+                            nullptr, P, T);
+      } else
+#endif
+      {
         gemm(false, true, rows, T, D, scale, q + r0 * ld, ld, k, ld, 0.f, P, T);
         softmax_rows(P, rows, T, km);
       }
@@ -270,9 +287,11 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
         Pv = Pd;
       }
       float* o = out + (b * T + r0) * C + h * D;
+#if VIT_ISA_X86
       if (fast)
         head_product(rows, D, T, 1.f, Pv, T, 1, vc ? vc : v, vc ? D : ld, o, C);
       else
+#endif
         gemm(false, false, rows, D, T, 1.f, Pv, T, v, ld, 0.f, o, C);
     }
   });
@@ -285,7 +304,9 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
   const bool fast = isa() == Isa::avx512, warm = warm_samples(B, T, C, D);
-  const bool narrow = fast && !probs_drop && attention_backward_narrow_fits(T, D);
+#if VIT_ISA_X86
+  const bool narrow = fast && !probs_drop && avx512::attention_backward_narrow_fits(T, D);
+#endif
   for_ranges(B * H, attention_threads(B, H, T, D), [&](int64_t i0, int64_t i1) {
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
@@ -300,10 +321,12 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       const float* P = probs + bh * T * T;
       const float* Pv = probs_drop ? probs_drop + bh * T * T : P;
       const float* dO = dout + b * T * C + h * D;
-      if (narrow) {  // one pass (attention_narrow.cpp)
-        attention_backward_narrow(dq, dk, dv, q, k, v, ld, dO, C, P, T, D, scale);
+#if VIT_ISA_X86
+      if (narrow) {  // one pass (avx512/attention_narrow.cpp)
+        avx512::attention_backward_narrow(dq, dk, dv, q, k, v, ld, dO, C, P, T, D, scale);
         continue;
       }
+#endif
       float* dP = item_scratch(T * T);  // this head's dP, then dS: per thread, in cache
       if (!fast) {
         gemm(false, true, T, T, D, 1.f, dO, C, v, ld, 0.f, dP, T);   // dP = dO v^T
@@ -314,15 +337,17 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         gemm(true, false, T, D, T, scale, dP, T, q, ld, 0.f, dk, ld);   // dk = scale dS^T q
         continue;
       }
+#if VIT_ISA_X86
       // The same in register blocks; without dropout dS comes straight from dP's registers.
       int64_t ldk = 0;
       const float* vT = transposed_keys(v, ld, T, D, &ldk);
       if (probs_drop) {
-        head_scores(HeadScores::Store, T, T, D, 1.f, dO, C, vT, ldk, nullptr, nullptr, dP, T);
+        avx512::head_scores(avx512::HeadScores::Store, T, T, D, 1.f, dO, C, vT, ldk, nullptr, nullptr, dP, T);
         drop_probs(dP, dP, T * T, drop_p, drop_key, (first_sample * H + bh) * T * T);
         softmax_backward_rows(dP, P, T, T);
       } else {
-        head_scores(HeadScores::SoftmaxBackward, T, T, D, 1.f, dO, C, vT, ldk, nullptr, P, dP, T);
+        avx512::head_scores(avx512::HeadScores::SoftmaxBackward, T, T, D, 1.f, dO, C, vT, ldk, nullptr, P, dP,
+                            T);
       }
       // B operands read row by row: contiguous copies for wide heads (see contiguous_rows).
       const bool copy = D >= kCopyRowsMinD;
@@ -333,6 +358,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       head_product(T, D, T, 1.f, Pv, 1, T, dOb, ldo, dv, ld);   // dv = P^T dO
       head_product(T, D, T, scale, dP, T, 1, kb, ldb, dq, ld);  // dq = scale dS k
       head_product(T, D, T, scale, dP, 1, T, qb, ldb, dk, ld);  // dk = scale dS^T q
+#endif
     }
   });
 }

@@ -103,33 +103,10 @@ bool adds_onto_zeros(int64_t M, int64_t N, int64_t K);
 void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// ---- head_gemm.cpp: attention's per-head products in AVX-512 register blocks, no library
-// call (AVX-512 only; callers check isa()).
-// C[M,N] = alpha * A B[K,N] + beta * C + bias (beta = 0: C is not read; bias: N floats added
-// to every row, may be null), with A(i, k) = A[i ars + k aks]: (lda, 1) for A, (1, lda) for
-// A^T. One thread; also gemm()'s kernel for few output columns.
-void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
-               const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc);
-// The same with beta = 0 (C assigned).
-void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
-               const float* B, int64_t ldb, float* C, int64_t ldc);
-void head_gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
-                  int64_t ldb, float* C, int64_t ldc);
-// ---- skinny_gemm.cpp: C[M,N] = alpha A[M,K] B[K,N] + beta C + bias (as head_gemm) for
-// N <= 32 and K in {8, 16, 24, 32}, A row-major with leading dim lda; the same bits as
-// head_gemm. Returns false, doing nothing, for other shapes or without AVX-512.
-bool skinny_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
-                 int64_t ldb, float beta, const float* bias, float* C, int64_t ldc);
-// S[M,T] = alpha q[M,D] kT[D,T] (kT: k transposed by head_transpose, leading dim ldk), then
-// Store: C = S; Softmax: C = softmax_rows(S, km); SoftmaxBackward: C = P * (S - rowsum(P * S))
-// (P[M,T] with C's leading dim; C = dS from S = dP). ldc must be T past 96 keys.
-enum class HeadScores { Store, Softmax, SoftmaxBackward };
-void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
-                 const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc);
-// transpose() in 16 x 16 register blocks.
-void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
 // dst[cols, rows] (leading dim ldd) = src[rows, cols]^T (leading dim lds).
 void transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
+// (Attention's per-head products and the products with few output columns in AVX-512
+// register blocks: avx512/kernels.h, head_gemm and skinny_gemm.)
 
 // ---- linear.cpp: y[M,N] = x[M,K] w[N,K]^T + b[N]  (b may be null; y_zero: y holds zeros)
 void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M, int64_t K, int64_t N,
@@ -157,7 +134,7 @@ void linear_forward_amp(float* y, const uint16_t* xb, const uint16_t* wb, const 
 void linear_backward_amp(float* dx, float* dw, float* db, const float* dy, const uint16_t* xb,
                          const uint16_t* wb, int64_t M, int64_t K, int64_t N);
 // ---- linear_packed.cpp: inference on weights packed in place (no second copy), in 64-row
-// panels ([K, width] each) for our own AVX-512 kernel. pack_linear_weights and
+// panels ([K, width] each, linear_packed.h) for our own AVX-512 kernel. pack_linear_weights and
 // unpack_linear_weights are exact inverses (pure data movement).
 void pack_linear_weights(float* w, int64_t N, int64_t K);
 void unpack_linear_weights(float* w, int64_t N, int64_t K);
@@ -255,19 +232,8 @@ void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, co
                             const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
                             uint64_t drop_key, int64_t first_sample = 0);
 
-// ---- attention_narrow.cpp: one head's attention backward for narrow heads (D <= 8, T <= 96)
-// in one pass, no attention dropout (P is the probabilities both for dv and for dS): dq, dk,
-// dv (stride ld, like q, k, v) assigned; dO stride ldo; P [T, T]. AVX-512 only.
-bool attention_backward_narrow_fits(int64_t T, int64_t D);
-void attention_backward_narrow(float* dq, float* dk, float* dv, const float* q, const float* k,
-                               const float* v, int64_t ld, const float* dO, int64_t ldo, const float* P,
-                               int64_t T, int64_t D, float scale);
-// ---- attention_lanes.cpp: attention_forward for narrow heads (D <= 8) with 16 samples
-// along the vector lanes; attention_forward takes it without attention dropout when it fits.
-// One group of n <= 16 samples per call (pointers at the group's first sample), one thread.
-bool attention_lanes_fit(int64_t T, int64_t C, int64_t H);
-void attention_forward_lanes(float* out, float* probs, const float* qkv, const uint8_t* key_mask, int64_t n,
-                             int64_t T, int64_t C, int64_t H);
+// (Narrow heads, D <= 8, in AVX-512: avx512/kernels.h, attention_backward_narrow and
+// attention_forward_lanes, which attention_forward and attention_backward take.)
 
 // ---- dropout.cpp: counter-based masks (see core/rng.h).
 // `first` / `first_sample`: the global index of element / sample 0 when a process holds

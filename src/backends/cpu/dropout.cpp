@@ -2,7 +2,7 @@
 // is kept when uniform_at(key, i) >= p, so backward regenerates the forward's mask.
 #include <algorithm>
 
-#include "backends/cpu/avx512/simd.h"
+#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "vit/core/rng.h"
@@ -27,15 +27,14 @@ inline float path_scale(int64_t b, float path_p, uint64_t path_key) {
   return uniform_at(path_key, b) >= path_p ? 1.f / (1.f - path_p) : 0.f;
 }
 
-// out[0, n) = x + s branch in vectors: a sample without LayerScale is one contiguous run.
-// The same two roundings as the loop below (a product, then a sum; no fma).
-VIT_AVX512 void residual_run_avx512(float* out, const float* x, const float* branch, float s, int64_t n) {
-  const __m512 vs = _mm512_set1_ps(s);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = simd::lanes(n - i);
-    const __m512 y = _mm512_add_ps(_mm512_maskz_loadu_ps(m, x + i),
-                                   _mm512_mul_ps(vs, _mm512_maskz_loadu_ps(m, branch + i)));
-    _mm512_mask_storeu_ps(out + i, m, y);
+// out[0, n) = x + s branch for a sample without LayerScale in the path's vector kernel;
+// false where the path has none (the caller's plain loop then runs, the same bits).
+bool residual_run(float* out, const float* x, const float* branch, float s, int64_t n) {
+  switch (isa()) {
+#if VIT_ISA_X86
+    case Isa::avx512: avx512::residual_run(out, x, branch, s, n); return true;
+#endif
+    default: return false;
   }
 }
 }  // namespace
@@ -46,12 +45,9 @@ void residual(float* out, const float* x, float* branch, const float* gamma, int
               float drop_p, uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample,
               const NormOut* norm) {
   dropout_forward(branch, B * T * C, drop_p, drop_key, first_sample * T * C);
-  const bool fast = !gamma && isa() == Isa::avx512;
   for_items(B, [&](int64_t b) {
     const float s = path_scale(first_sample + b, path_p, path_key);
-    if (fast) {
-      residual_run_avx512(out + b * T * C, x + b * T * C, branch + b * T * C, s, T * C);
-    } else {
+    if (gamma || !residual_run(out + b * T * C, x + b * T * C, branch + b * T * C, s, T * C)) {
       for (int64_t t = 0; t < T; ++t) {
         const int64_t r = (b * T + t) * C;
         if (gamma)

@@ -1,7 +1,8 @@
 // Matrix products through oneDNN's dnnl_sgemm (row-major, OpenMP-threaded). Chosen over
 // OpenBLAS because it reaches ~400 GFLOP/s here whatever OPENBLAS_CORETYPE says (see
 // docs/benchmarks.md). Products too small to amortize a library call use a plain loop, and
-// products with few output columns (the tiny models' layers) the attention kernels' blocks.
+// products with few output columns (the tiny models' layers) the attention kernels' blocks
+// (avx512/head_gemm.cpp, avx512/skinny_gemm.cpp) where isa() is avx512.
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -10,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/cpu/avx512/simd.h"
+#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "vit/core/error.h"
@@ -37,9 +38,22 @@ void gemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
       c = alpha * s + (beta == 0.f ? 0.f : beta * c);
     }
 }
+
+// C[M, N] = ct^T + beta C for ct [N, M], rows of C in order, on the calling thread (an
+// OpenMP region per call cost mnist-seed's step 2.5%; the widest C here is 147K floats).
+void add_transposed(float* C, int64_t ldc, const float* ct, int64_t M, int64_t N, float beta) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float& c = C[i * ldc + j];
+      const float y = ct[size_t(j * M + i)];
+      c = beta != 0.f ? std::fma(beta, c, y) : y;
+    }
+}
+
 // Products of at most kSkinnyN output columns: mnist-seed's layers (N = 8 to 32 over K = 8
 // to 32, thousands of rows) ran in oneDNN's sgemm at a few percent of the machine, its
-// packing and dispatch outweighing the arithmetic. head_gemm's register blocks read B's rows
+// packing and dispatch outweighing the arithmetic. head_gemm's AVX-512 register blocks
+// (the only path with them so far) read B's rows
 // whole from L1 and A through strides; an op(B) = B^T operand (a [N, K] weight) is
 // transposed once into a small buffer first. Threads take whole blocks of rows, so each
 // output is summed in k order by one thread whatever the thread count.
@@ -49,6 +63,7 @@ bool skinny(bool tb, int64_t N, int64_t K) {
   return N <= kSkinnyN && (!tb || K <= kSkinnyTransposeK) && isa() == Isa::avx512;
 }
 
+#if VIT_ISA_X86
 void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                  const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
   const float* b = B;
@@ -56,7 +71,7 @@ void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   if (tb) {  // B(k, j) = B[j ldb + k]: make it [K, N]
     thread_local Scratch<float> bt;
     float* t = grown(bt, K * N);
-    head_transpose(t, N, B, ldb, N, K);
+    avx512::head_transpose(t, N, B, ldb, N, K);
     b = t;
     ld = N;
   }
@@ -66,9 +81,10 @@ void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   on_threads(nt, [&](int t) {
     const int64_t i0 = std::min(M, t * per), i1 = std::min(M, i0 + per);
     if (i1 <= i0) return;
-    if (!ta && skinny_gemm(i1 - i0, N, K, alpha, A + i0 * lda, lda, b, ld, beta, bias, C + i0 * ldc, ldc))
+    if (!ta &&
+        avx512::skinny_gemm(i1 - i0, N, K, alpha, A + i0 * lda, lda, b, ld, beta, bias, C + i0 * ldc, ldc))
       return;
-    head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, bias, C + i0 * ldc, ldc);
+    avx512::head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, bias, C + i0 * ldc, ldc);
   });
 }
 
@@ -86,17 +102,6 @@ bool transposed_is_better(bool ta, bool tb, int64_t M, int64_t N) {
   return ta && !tb && M <= kSkinnyN && lane_use(M) > lane_use(N);
 }
 
-// C[M, N] = ct^T + beta C for ct [N, M], rows of C in order, on the calling thread (an
-// OpenMP region per call cost mnist-seed's step 2.5%; the widest C here is 147K floats).
-void add_transposed(float* C, int64_t ldc, const float* ct, int64_t M, int64_t N, float beta) {
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      float& c = C[i * ldc + j];
-      const float y = ct[size_t(j * M + i)];
-      c = beta != 0.f ? std::fma(beta, c, y) : y;
-    }
-}
-
 void gemm_skinny_transposed(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                             const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   thread_local Scratch<float> buf;
@@ -105,6 +110,7 @@ void gemm_skinny_transposed(int64_t M, int64_t N, int64_t K, float alpha, const 
   gemm_skinny(true, false, N, M, K, alpha, B, ldb, A, lda, 0.f, nullptr, ct, M);
   add_transposed(C, ldc, ct, M, N, beta);
 }
+#endif
 
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
@@ -138,6 +144,11 @@ void gemm_wide_tn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, 
 }
 }  // namespace
 
+void transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+}
+
 void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   for (int64_t i = 0; i < M; ++i)
@@ -153,11 +164,13 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (M * N * K <= kSmallProduct) return gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#if VIT_ISA_X86
   if (skinny(tb, N, K)) {
     if (transposed_is_better(ta, tb, M, N))
       return gemm_skinny_transposed(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return gemm_skinny(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, nullptr, C, ldc);
   }
+#endif
   if (wide_tn(ta, tb, M, N)) return gemm_wide_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -181,8 +194,10 @@ void gemm_nt_bias(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, 
   if (!bias)
     return gemm(false, true, M, N, K, 1.f, A, lda, B, ldb, c_zero && adds_onto_zeros(M, N, K) ? 1.f : 0.f, C,
                 ldc);
+#if VIT_ISA_X86
   if (M * N * K > kSmallProduct && skinny(true, N, K))
     return gemm_skinny(false, true, M, N, K, 1.f, A, lda, B, ldb, 0.f, bias, C, ldc);
+#endif
 #pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)
   for (int64_t i = 0; i < M; ++i) std::memcpy(C + i * ldc, bias, N * sizeof(float));
   gemm(false, true, M, N, K, 1.f, A, lda, B, ldb, 1.f, C, ldc);

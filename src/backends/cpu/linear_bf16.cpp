@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/cpu/avx512/simd.h"
+#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/isa.h"
@@ -55,29 +55,19 @@ void round_to_bf16_reference(uint16_t* dst, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = to_bf16(x[i]);
 }
 
-namespace {
-// to_bf16 on 16 floats at a time (simd::store_bf16: the same bits). In mixed-precision
-// training the products' inputs and output gradients pass through here (cifar-seed's step
-// 1453 -> 1105 ms against the scalar loop, which took 22% of it).
-VIT_AVX512 void round_rows_avx512(uint16_t* dst, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : simd::tail_mask(n - i);
-    simd::store_bf16(dst + i, m, _mm512_maskz_loadu_ps(m, x + i));
-  }
-}
-}  // namespace
-
 void round_to_bf16(uint16_t* dst, const float* x, int64_t n) {
   const int nt = threads_for(n);
-  const bool fast = isa() == Isa::avx512;
+  const Isa path = isa();
 #pragma omp parallel num_threads(nt)
   {
     const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
     const int64_t lo = n * t / T / 16 * 16, hi = t + 1 == T ? n : n * (t + 1) / T / 16 * 16;
-    if (fast)
-      round_rows_avx512(dst + lo, x + lo, hi - lo);
-    else
-      round_to_bf16_reference(dst + lo, x + lo, hi - lo);
+    switch (path) {
+#if VIT_ISA_X86
+      case Isa::avx512: avx512::round_to_bf16(dst + lo, x + lo, hi - lo); break;
+#endif
+      default: round_to_bf16_reference(dst + lo, x + lo, hi - lo);
+    }
   }
 }
 

@@ -2,35 +2,18 @@
 // im2col (one row per patch, in the conv weight's (c, i, j) order) times weight^T.
 #include <cstring>
 
-#include "backends/cpu/avx512/simd.h"
+#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 
 namespace vit::cpu {
 
-namespace {
-// A row of patches (py of sample b) from the image's rows in order: row i of channel c is
-// Gw segments of Pw floats, each to its patch's row (K floats apart). Short segments (the
-// seeds' 4-pixel patches: 16 bytes) in vector moves, where a memcpy call costs more.
-VIT_AVX512 void copy_patch_row_short(float* out, const float* x, int64_t b, int64_t py, int64_t C, int64_t Hi,
-                                     int64_t Wi, int64_t Ph, int64_t Pw, int64_t Gw) {
-  const int64_t K = C * Ph * Pw;
-  for (int64_t c = 0; c < C; ++c)
-    for (int64_t i = 0; i < Ph; ++i) {
-      const float* src = x + ((b * C + c) * Hi + py * Ph + i) * Wi;
-      float* dst = out + (c * Ph + i) * Pw;
-      if (Pw == 4)
-        for (int64_t px = 0; px < Gw; ++px) _mm_storeu_ps(dst + px * K, _mm_loadu_ps(src + px * 4));
-      else
-        for (int64_t px = 0; px < Gw; ++px) simd::copy_short(dst + px * K, src + px * Pw, Pw);
-    }
-}
-}  // namespace
-
 void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t Hi, int64_t Wi, int64_t Ph,
                     int64_t Pw) {
   const int64_t Gh = Hi / Ph, Gw = Wi / Pw, K = C * Ph * Pw;
+#if VIT_ISA_X86
   const bool short_rows = Pw <= 16 && isa() == Isa::avx512;
+#endif
   // One item per row of patches, walked along the image's rows: at MNIST's 16-float patches,
   // one item per patch spent most of its time on the three integer divisions giving its
   // (b, py, px), and reading 4 image rows per patch was slower than one row at a time
@@ -39,10 +22,12 @@ void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t H
   for (int64_t by = 0; by < B * Gh; ++by) {
     const int64_t b = by / Gh, py = by % Gh;
     float* out = cols + by * Gw * K;
+#if VIT_ISA_X86
     if (short_rows) {
-      copy_patch_row_short(out, x, b, py, C, Hi, Wi, Ph, Pw, Gw);
+      avx512::copy_patch_row_short(out, x, b, py, C, Hi, Wi, Ph, Pw, Gw);
       continue;
     }
+#endif
     for (int64_t c = 0; c < C; ++c)
       for (int64_t i = 0; i < Ph; ++i) {
         const float* src = x + ((b * C + c) * Hi + py * Ph + i) * Wi;

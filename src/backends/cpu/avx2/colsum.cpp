@@ -3,8 +3,8 @@
 // bit, whatever the split of columns over the threads.
 #include <algorithm>
 
+#include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx2/simd.h"
-#include "backends/cpu/colsum_kernels.h"
 
 namespace vit::cpu::avx2 {
 

@@ -11,14 +11,16 @@
 // has its bits; dS's row sums and dq's sums over keys are reduced across lanes in another
 // order, so dq and dk differ from it in the last bits (tests: against plain loops in double).
 // mnist-seed/b64, one thread: 235 -> 186 us per block's backward (bench_block).
+// Declared in kernels.h; attention.cpp calls it where isa() is avx512.
 #include <cmath>
+#include <utility>
 #include <vector>
 
+#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/isa.h"
 
-namespace vit::cpu {
+namespace vit::cpu::avx512 {
 
 namespace {
 constexpr int kMaxD = 8, kMaxNV = 6;
@@ -207,7 +209,7 @@ constexpr auto kKernels = kernel_table(std::make_integer_sequence<int, kMaxD>{})
 }  // namespace
 
 bool attention_backward_narrow_fits(int64_t T, int64_t D) {
-  return isa() == Isa::avx512 && D <= kMaxD && T <= 16 * kMaxNV;
+  return D <= kMaxD && T <= 16 * kMaxNV;
 }
 
 void attention_backward_narrow(float* dq, float* dk, float* dv, const float* q, const float* k,
@@ -216,4 +218,4 @@ void attention_backward_narrow(float* dq, float* dk, float* dv, const float* q, 
   kKernels.k[D - 1][(T + 15) / 16 - 1](dq, dk, dv, q, k, v, ld, dO, ldo, P, T, scale);
 }
 
-}  // namespace vit::cpu
+}  // namespace vit::cpu::avx512

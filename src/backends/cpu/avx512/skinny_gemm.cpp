@@ -5,11 +5,11 @@
 // FMA rate; here K is a compile-time constant, the row loop sits inside the kernel, and B
 // (K x N floats) stays in registers when it fits in 16 of them. Each output is the same
 // fma chain over k from 0 and the same epilogue as head_gemm's, so the bits are the same.
+// Declared in kernels.h; gemm.cpp calls it where isa() is avx512.
+#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/avx512/simd.h"
-#include "backends/cpu/cpu.h"
-#include "backends/cpu/isa.h"
 
-namespace vit::cpu {
+namespace vit::cpu::avx512 {
 
 namespace {
 template <int K, int NV>
@@ -104,7 +104,7 @@ bool skinny_k(int64_t M, int64_t N, float alpha, const float* A, int64_t lda, co
 
 bool skinny_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
                  int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
-  if (isa() != Isa::avx512 || N > 32) return false;
+  if (N > 32) return false;
   switch (K) {
     case 8: return skinny_k<8>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
     case 16: return skinny_k<16>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
@@ -114,4 +114,4 @@ bool skinny_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, i
   }
 }
 
-}  // namespace vit::cpu
+}  // namespace vit::cpu::avx512

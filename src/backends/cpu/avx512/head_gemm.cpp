@@ -6,14 +6,15 @@
 //   head_scores: S = alpha q k^T on k transposed once (head_transpose), with the row
 //                softmax (or its backward) applied while S is still in registers.
 // The reference is gemm() plus softmax_rows (oneDNN); tests/ops/test_simd.cpp compares them.
+// Declared in kernels.h; callers check isa() (attention.cpp, gemm.cpp).
 #include <algorithm>
 #include <limits>
 
+#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/isa.h"
 
-namespace vit::cpu {
+namespace vit::cpu::avx512 {
 
 namespace {
 using simd::lanes;
@@ -356,9 +357,4 @@ VIT_AVX512 void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, fl
   if (!fused && mode == HeadScores::SoftmaxBackward) softmax_backward_rows(C, P, M, T);
 }
 
-void transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
-}
-
-}  // namespace vit::cpu
+}  // namespace vit::cpu::avx512

@@ -13,15 +13,16 @@
 // (lanes are independent; missing samples of a partial group are zeros and not stored).
 // Whether a sample comes here at all depends on the call's sample count (attention.cpp:
 // a last group of fewer than 12 goes per head). Sums over keys run in key order.
+// Declared in kernels.h; attention.cpp calls it where isa() is avx512.
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/isa.h"
 
-namespace vit::cpu {
+namespace vit::cpu::avx512 {
 
 namespace {
 constexpr int64_t kMaxD = 8;
@@ -51,7 +52,7 @@ VIT_AVX512 void key_lanes(__mmask16* km16, const uint8_t* km, int64_t n, int64_t
 }  // namespace
 
 bool attention_lanes_fit(int64_t T, int64_t C, int64_t H) {
-  return isa() == Isa::avx512 && C / H <= kMaxD && T <= 1024;
+  return C / H <= kMaxD && T <= 1024;
 }
 
 namespace {
@@ -128,4 +129,4 @@ void attention_forward_lanes(float* out, float* probs, const float* qkv, const u
   from_lanes(out, O, n, T, C);
 }
 
-}  // namespace vit::cpu
+}  // namespace vit::cpu::avx512

@@ -1,0 +1,160 @@
+// The packed small-batch linear's AVX-512 kernel (linear_packed.cpp packs the weights and
+// dispatches here): 6 rows of x times one 64-wide panel (6 x 64 outputs in 24 registers) over
+// k chunks of 768, reading x's rows where they are, while the next panel's weights are
+// pulled into L2 (they come from memory once per call). Every output is one fma chain over
+// k in order by one thread, whatever the thread count. Declared in kernels.h.
+#include <omp.h>
+
+#include <algorithm>
+
+#include "backends/cpu/avx512/kernels.h"
+#include "backends/cpu/avx512/simd.h"
+#include "backends/cpu/linear_packed.h"
+#include "vit/core/threads.h"
+
+namespace vit::cpu::avx512 {
+
+namespace {
+constexpr int kRows = 6;         // rows of x per register block: 6 x 64 outputs in 24 registers
+constexpr int64_t kChunk = 768;  // k per pass: x's slice (197 rows: 590 KB) stays in L2
+
+// One register block's work: R rows of x (at x, leading dim ldx) times one panel (width w,
+// rows of w floats, kPanel when Full) over kc values of k, into y's R x w outputs at c. The
+// first chunk starts from the bias (or 0), later ones from what c holds, so each output is
+// one fma chain over k in order; the last applies GELU if asked. Meanwhile pf_lines cache
+// lines of the next weights from pf go to L2, one every pf_every values of k (the weights
+// come from memory once per call). Passed by reference: a by-value struct this size is
+// rebuilt on the stack per call, and reading it back stalled on store forwarding.
+struct Tile {
+  const float* x;
+  int64_t ldx;
+  const float* B;
+  int64_t w, kc;
+  __mmask16 m[4];
+  bool first, last, gelu;
+  const float* bias;
+  float* c;
+  int64_t ldc;
+  const char* pf;
+  int64_t pf_lines, pf_every;
+};
+
+template <int R, bool Full>
+VIT_AVX512 void block(const Tile& t) {
+  const float* x = t.x;
+  const float* B = t.B;
+  const int64_t ldx = t.ldx, kc = t.kc, ldb = Full ? kPanel : t.w;
+  __mmask16 m[4];
+  for (int j = 0; j < 4; ++j) m[j] = Full ? __mmask16(0xffff) : t.m[j];
+  __m512 acc[R][4];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const __m512 b0 = t.first && t.bias ? _mm512_maskz_loadu_ps(m[j], t.bias + 16 * j) : _mm512_setzero_ps();
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r)
+      acc[r][j] = t.first ? b0 : _mm512_maskz_loadu_ps(m[j], t.c + r * t.ldc + 16 * j);
+  }
+  const char* pf = t.pf;
+  int64_t pf_lines = t.pf_lines, due = 0;
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    if (k == due && pf_lines > 0) {
+      _mm_prefetch(pf, _MM_HINT_T1);
+      pf += 64, --pf_lines, due += t.pf_every;
+    }
+    __m512 v[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j)
+      v[j] = Full ? _mm512_loadu_ps(B + k * ldb + 16 * j) : _mm512_maskz_loadu_ps(m[j], B + k * ldb + 16 * j);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(x[r * ldx + k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_fmadd_ps(a, v[j], acc[r][j]);
+    }
+  }
+  const bool gelu = t.last && t.gelu;
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512 out = gelu ? simd::gelu512(acc[r][j]) : acc[r][j];
+      if (Full)
+        _mm512_storeu_ps(t.c + r * t.ldc + 16 * j, out);
+      else
+        _mm512_mask_storeu_ps(t.c + r * t.ldc + 16 * j, m[j], out);
+    }
+}
+
+template <bool Full>
+VIT_AVX512 void rows_block(int rows, const Tile& t) {
+  switch (rows) {
+    case 6: return block<6, Full>(t);
+    case 5: return block<5, Full>(t);
+    case 4: return block<4, Full>(t);
+    case 3: return block<3, Full>(t);
+    case 2: return block<2, Full>(t);
+    default: return block<1, Full>(t);
+  }
+}
+
+}  // namespace
+
+// Each thread takes a range of panels, or, where the panels do not share out evenly (a
+// narrow layer: 3 panels on 2 threads), every panel over a range of row blocks. It walks
+// its slices (k chunk, panel) chunk by chunk, every row block under each, and pulls the
+// next slice's weights into L2 in even shares across the current slice's row blocks.
+VIT_AVX512 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M,
+                                      int64_t K, int64_t N, bool gelu) {
+  const int64_t panels = (N + kPanel - 1) / kPanel, nb = (M + kRows - 1) / kRows;
+  const int nt = int(std::min<int64_t>(threads_for(M * N * K / 16), std::max(panels, nb)));
+  // Split by panels unless that leaves a thread more than 1/8 over the average.
+  const bool by_panels = panels >= nt && (panels + nt - 1) / nt * nt * 8 <= panels * 9;
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num(), T = omp_get_num_threads();
+    const int64_t p0 = by_panels ? panels * t / T : 0, p1 = by_panels ? panels * (t + 1) / T : panels;
+    const int64_t r0 = by_panels ? 0 : nb * t / T, r1 = by_panels ? nb : nb * (t + 1) / T;
+    for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+      const int64_t kc = std::min(kChunk, K - k0);
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t n0 = p * kPanel, w = panel_width(N, n0);
+        const float* P = wp + n0 * K;  // panel p: [K][w]
+        Tile tile{};
+        tile.ldx = K, tile.w = w, tile.kc = kc, tile.ldc = N;
+        for (int j = 0; j < 4; ++j) tile.m[j] = simd::lanes(w - 16 * j);
+        tile.first = k0 == 0, tile.last = k0 + kc == K, tile.gelu = gelu;
+        tile.bias = b ? b + n0 : nullptr;
+        tile.B = P + k0 * w;
+        // The next slice: this chunk of the next panel, or the next chunk of the first.
+        const float* next = nullptr;
+        int64_t next_floats = 0;
+        if (p + 1 < p1) {
+          next = P + w * K + k0 * panel_width(N, n0 + kPanel), next_floats = kc * panel_width(N, n0 + kPanel);
+        } else if (k0 + kc < K) {
+          const int64_t wn = panel_width(N, p0 * kPanel);
+          next = wp + p0 * kPanel * K + (k0 + kc) * wn, next_floats = std::min(kChunk, K - k0 - kc) * wn;
+        }
+        const int64_t lines = (next_floats + 15) / 16, blocks = r1 - r0;
+        const int64_t share = (lines + blocks - 1) / std::max<int64_t>(blocks, 1);
+        for (int64_t rb = r0; rb < r1; ++rb) {
+          const int64_t done = share * (rb - r0);
+          tile.pf_lines = done < lines ? std::min(share, lines - done) : 0;  // lines = 0 without next
+          if (tile.pf_lines > 0) {
+            tile.pf = reinterpret_cast<const char*>(next) + 64 * done;
+            tile.pf_every = std::max<int64_t>(kc / tile.pf_lines, 1);
+          }
+          tile.x = x + rb * kRows * K + k0;
+          tile.c = y + rb * kRows * N + n0;
+          const int rows = int(std::min<int64_t>(kRows, M - rb * kRows));
+          if (w == kPanel)
+            rows_block<true>(rows, tile);
+          else
+            rows_block<false>(rows, tile);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace vit::cpu::avx512
