@@ -1,6 +1,7 @@
-// The AVX-512 element-wise kernels against their plain reference versions (simd.h): GELU
-// forward and backward, attention's softmax and its backward, LayerNorm forward and
-// backward. Sizes include tails that are not a multiple of 16 lanes and masked keys.
+// The element-wise and attention kernels of the path in use against their plain reference
+// versions: GELU forward and backward, attention's softmax and its backward, LayerNorm
+// forward and backward, the per-head products, the attention core. scripts/test_isa.sh runs
+// them on every path the CPU has. Sizes include tails that are not a multiple of the lanes.
 #include <omp.h>
 
 #include <algorithm>
@@ -22,13 +23,6 @@
 namespace vit {
 
 namespace {
-// For the tests that call AVX-512 code directly (not through a dispatching function): a
-// macro, since GTEST_SKIP() returns from the function it is written in, which must be the
-// test body (in a helper it returned from the helper and the body then ran AVX-512 code).
-#define VIT_REQUIRE_AVX512()          \
-  if (cpu::isa() != cpu::Isa::avx512) \
-  GTEST_SKIP() << "no AVX-512 on this CPU (or VIT_ISA below avx512): nothing to compare"
-
 // |got - want| <= tol * (1 + |x|) for every element: erf's absolute error bound (1.5e-7)
 // scaled by GELU's factor x, plus float rounding.
 ::testing::AssertionResult close_abs_scaled(const char* what, const std::vector<float>& got,
@@ -233,36 +227,41 @@ TEST(Simd, LayerNormMatchesReference) {
 
 namespace vit {
 
-// Attention's per-head products: every shape class the register blocks have (rows in
-// blocks and a remainder, 1-4 vectors of columns with a masked tail, K from 1 up), A read
-// plain and transposed, with leading dimensions wider than the matrices as qkv's 3C rows are.
+// Attention's per-head products on the path in use (scripts/test_isa.sh runs every path):
+// every shape class the register blocks have (rows in blocks and a remainder, 1-4 vectors of
+// columns with a masked tail, K from 1 up), A read plain and transposed, with leading
+// dimensions wider than the matrices as qkv's 3C rows are, with and without beta and bias.
 TEST(Simd, HeadGemmMatchesReference) {
-  VIT_REQUIRE_AVX512();
   struct S {
     int64_t M, N, K;
   };
   for (S s : {S{50, 50, 4}, S{50, 4, 50}, S{65, 65, 16}, S{65, 16, 65}, S{197, 64, 197}, S{7, 130, 3},
               S{13, 33, 5}, S{1, 1, 1}, S{25, 80, 50}}) {
-    for (bool ta : {false, true}) {
-      const int64_t lda = (ta ? s.M : s.K) + 5, ldb = s.N + 3, ldc = s.N + 7;
-      auto A = test::randn((ta ? s.K : s.M) * lda, 1), B = test::randn(s.K * ldb, 2);
-      std::vector<float> got(s.M * ldc, 9.f), want(s.M * ldc, 9.f);
-      cpu::avx512::head_gemm(s.M, s.N, s.K, 0.25f, A.data(), ta ? 1 : lda, ta ? lda : 1, B.data(), ldb,
-                             got.data(), ldc);
-      cpu::gemm_reference(ta, false, s.M, s.N, s.K, 0.25f, A.data(), lda, B.data(), ldb, 0.f, want.data(),
-                          ldc);
-      // float sums of K unit-variance products against double sums: 1e-5 of the largest value.
-      // Comparing all of C (ldc wide) also checks that the columns past N keep their 9s.
-      const std::string at = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K) +
-                             (ta ? " (A transposed)" : "");
-      EXPECT_TRUE(test::close_rel_max("head_gemm " + at, got.data(), want.data(), s.M * ldc, 1e-5));
-    }
+    for (bool ta : {false, true})
+      for (bool beta_bias : {false, true}) {  // C = alpha A B, or alpha A B + 0.5 C + bias
+        const int64_t lda = (ta ? s.M : s.K) + 5, ldb = s.N + 3, ldc = s.N + 7;
+        auto A = test::randn((ta ? s.K : s.M) * lda, 1), B = test::randn(s.K * ldb, 2),
+             bias = test::randn(s.N, 3);
+        std::vector<float> got(s.M * ldc, 9.f), want(s.M * ldc, 9.f);
+        const float beta = beta_bias ? 0.5f : 0.f;
+        cpu::head_gemm(s.M, s.N, s.K, 0.25f, A.data(), ta ? 1 : lda, ta ? lda : 1, B.data(), ldb, beta,
+                       beta_bias ? bias.data() : nullptr, got.data(), ldc);
+        cpu::gemm_reference(ta, false, s.M, s.N, s.K, 0.25f, A.data(), lda, B.data(), ldb, beta, want.data(),
+                            ldc);
+        if (beta_bias)
+          for (int64_t i = 0; i < s.M; ++i)
+            for (int64_t j = 0; j < s.N; ++j) want[i * ldc + j] += bias[j];
+        // float sums of K unit-variance products against double sums: 1e-5 of the largest value.
+        // Comparing all of C (ldc wide) also checks that the columns past N keep their 9s.
+        const std::string at = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K) +
+                               (ta ? " (A transposed)" : "") + (beta_bias ? " beta, bias" : "");
+        EXPECT_TRUE(test::close_rel_max("head_gemm " + at, got.data(), want.data(), s.M * ldc, 1e-5));
+      }
   }
 }
 
 // head_transpose against the plain transpose: block edges and partial blocks both ways.
 TEST(Simd, HeadTransposeMatchesPlain) {
-  VIT_REQUIRE_AVX512();
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{65, 16},
                             {197, 64},
                             {5, 3},
@@ -283,7 +282,7 @@ TEST(Simd, HeadTransposeMatchesPlain) {
     const int64_t lds = cols + 3, ldd = rows + 5;
     auto src = test::randn(rows * lds, 3);
     std::vector<float> got(cols * ldd, 9.f), want(cols * ldd, 9.f);
-    cpu::avx512::head_transpose(got.data(), ldd, src.data(), lds, rows, cols);
+    cpu::head_transpose(got.data(), ldd, src.data(), lds, rows, cols);
     cpu::transpose(want.data(), ldd, src.data(), lds, rows, cols);
     EXPECT_EQ(got, want) << rows << "x" << cols;
   }
@@ -293,7 +292,6 @@ TEST(Simd, HeadTransposeMatchesPlain) {
 // backward): T from 1 to past the 208 keys held in registers, key masks with whole
 // vectors masked and every key masked, D from 4 to 80.
 TEST(Simd, HeadScoresMatchReference) {
-  VIT_REQUIRE_AVX512();
   struct S {
     int64_t M, T, D;
   };
@@ -314,21 +312,21 @@ TEST(Simd, HeadScoresMatchReference) {
                               : mask            ? " all masked"
                                                 : "");
       if (!mask) {
-        cpu::avx512::head_scores(cpu::avx512::HeadScores::Store, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(),
-                                 ldk, nullptr, nullptr, got.data(), T);
+        cpu::head_scores(cpu::HeadScores::Store, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(), ldk, nullptr,
+                         nullptr, got.data(), T);
         EXPECT_TRUE(test::close_rel_max("head_scores store " + at, got.data(), S.data(), s.M * T, 1e-5));
         // SoftmaxBackward: S plays dP; P is any row-stochastic-looking matrix.
         want = S;
         cpu::softmax_backward_rows_reference(want.data(), P.data(), s.M, T);
-        cpu::avx512::head_scores(cpu::avx512::HeadScores::SoftmaxBackward, s.M, T, s.D, 0.3f, q.data(), ldq,
-                                 kT.data(), ldk, nullptr, P.data(), got.data(), T);
+        cpu::head_scores(cpu::HeadScores::SoftmaxBackward, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(), ldk,
+                         nullptr, P.data(), got.data(), T);
         EXPECT_TRUE(test::close_rel_max("head_scores softmax backward " + at, got.data(), want.data(),
                                         s.M * T, 1e-5));
       }
       want = S;
       cpu::softmax_rows_reference(want.data(), s.M, T, mask);
-      cpu::avx512::head_scores(cpu::avx512::HeadScores::Softmax, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(),
-                               ldk, mask, nullptr, got.data(), T);
+      cpu::head_scores(cpu::HeadScores::Softmax, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(), ldk, mask,
+                       nullptr, got.data(), T);
       EXPECT_TRUE(test::close_rel_max("head_scores softmax " + at, got.data(), want.data(), s.M * T, 1e-5));
     }
   }

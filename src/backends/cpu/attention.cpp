@@ -54,8 +54,7 @@ float* item_scratch(int64_t n) {
   return grown(P, n);
 }
 
-#if VIT_ISA_X86
-// The register-block path (isa() avx512: avx512/head_gemm.cpp's kernels).
+// The register-block path (head_kernels(): avx512/ or avx2/ head_gemm.cpp).
 
 // A head's k (or v) rows [T, D] transposed to [D, ldk] in a per-thread scratch (grown
 // once, then reused), ldk = T rounded up to 16, for head_scores.
@@ -63,7 +62,7 @@ float* transposed_keys(const float* k, int64_t ld, int64_t T, int64_t D, int64_t
   thread_local Scratch<float> buf;
   *ldk = (T + 15) / 16 * 16;
   float* kT = grown(buf, D * *ldk);
-  avx512::head_transpose(kT, *ldk, k, ld, T, D);
+  head_transpose(kT, *ldk, k, ld, T, D);
   return kT;
 }
 
@@ -96,12 +95,12 @@ void narrow_head_gemm(int64_t M, int64_t D, int64_t K, float alpha, const float*
   int64_t ldat = aks;
   if (ars != 1) {  // A is [M, K] with leading dim ars: transpose it to [K, M]
     float* t = ct + D * ldm;
-    avx512::head_transpose(t, ldm, A, ars, M, K);
+    head_transpose(t, ldm, A, ars, M, K);
     at = t;
     ldat = ldm;
   }
-  avx512::head_gemm(D, M, K, alpha, B, 1, ldb, at, ldat, ct, ldm);  // C^T = B^T A^T: [D, M]
-  avx512::head_transpose(C, ldc, ct, ldm, D, M);
+  head_gemm(D, M, K, alpha, B, 1, ldb, at, ldat, 0.f, nullptr, ct, ldm);  // C^T = B^T A^T: [D, M]
+  head_transpose(C, ldc, ct, ldm, D, M);
 }
 
 // A head's product C[M, D] = alpha A B in register blocks, narrow heads the other way round.
@@ -110,9 +109,8 @@ void head_product(int64_t M, int64_t D, int64_t K, float alpha, const float* A, 
   if (D <= kNarrowD)
     narrow_head_gemm(M, D, K, alpha, A, ars, aks, B, ldb, C, ldc);
   else
-    avx512::head_gemm(M, D, K, alpha, A, ars, aks, B, ldb, C, ldc);
+    head_gemm(M, D, K, alpha, A, ars, aks, B, ldb, 0.f, nullptr, C, ldc);
 }
-#endif
 
 // The number of threads for B*H heads of T x T x D products (4 of them in backward).
 int attention_threads(int64_t B, int64_t H, int64_t T, int64_t D) {
@@ -248,15 +246,13 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
   const int nt = threads_for(B * H * T * T * D * 2);
-  const bool fast = isa() == Isa::avx512, warm = warm_samples(B, T, C, D);
+  const bool fast = head_kernels(), warm = warm_samples(B, T, C, D);
   const int64_t rb = forward_row_block(B, H, T, nt, fast), nb = (T + rb - 1) / rb;
   for_ranges(B * H * nb, nt, [&](int64_t i0, int64_t i1) {
-#if VIT_ISA_X86
     const float* kT = nullptr;  // k transposed and v copied, for the head of the items before
     const float* kT_of = nullptr;
     const float* vc = nullptr;
     int64_t ldk = 0;
-#endif
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t bh = item / nb, r0 = (item % nb) * rb, rows = T - r0 < rb ? T - r0 : rb;
       const int64_t b = bh / H, h = bh % H;
@@ -266,17 +262,13 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
       const float* v = q + 2 * C;
       float* P = probs ? probs + bh * T * T + r0 * T : item_scratch(rows * T);
       const uint8_t* km = key_mask ? key_mask + b * T : nullptr;
-#if VIT_ISA_X86
-      if (fast) {  // S, softmax in registers, then P v: AVX-512 register blocks
+      if (fast) {  // S and its softmax, then P v: register blocks
         if (k != kT_of) {
           kT = transposed_keys(k, ld, T, D, &ldk), kT_of = k;
           vc = D >= kCopyRowsMinD ? contiguous_rows(kSlotV, v, ld, T, D) : nullptr;
         }
-        avx512::head_scores(avx512::HeadScores::Softmax, rows, T, D, scale, q + r0 * ld, ld, kT, ldk, km,
-                            nullptr, P, T);
-      } else
-#endif
-      {
+        head_scores(HeadScores::Softmax, rows, T, D, scale, q + r0 * ld, ld, kT, ldk, km, nullptr, P, T);
+      } else {
         gemm(false, true, rows, T, D, scale, q + r0 * ld, ld, k, ld, 0.f, P, T);
         softmax_rows(P, rows, T, km);
       }
@@ -287,11 +279,9 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
         Pv = Pd;
       }
       float* o = out + (b * T + r0) * C + h * D;
-#if VIT_ISA_X86
       if (fast)
         head_product(rows, D, T, 1.f, Pv, T, 1, vc ? vc : v, vc ? D : ld, o, C);
       else
-#endif
         gemm(false, false, rows, D, T, 1.f, Pv, T, v, ld, 0.f, o, C);
     }
   });
@@ -303,9 +293,9 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         uint64_t drop_key, int64_t first_sample) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
-  const bool fast = isa() == Isa::avx512, warm = warm_samples(B, T, C, D);
+  const bool fast = head_kernels(), warm = warm_samples(B, T, C, D);
 #if VIT_ISA_X86
-  const bool narrow = fast && !probs_drop && avx512::attention_backward_narrow_fits(T, D);
+  const bool narrow = isa() == Isa::avx512 && !probs_drop && avx512::attention_backward_narrow_fits(T, D);
 #endif
   for_ranges(B * H, attention_threads(B, H, T, D), [&](int64_t i0, int64_t i1) {
     for (int64_t bh = i0; bh < i1; ++bh) {
@@ -337,17 +327,15 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         gemm(true, false, T, D, T, scale, dP, T, q, ld, 0.f, dk, ld);   // dk = scale dS^T q
         continue;
       }
-#if VIT_ISA_X86
       // The same in register blocks; without dropout dS comes straight from dP's registers.
       int64_t ldk = 0;
       const float* vT = transposed_keys(v, ld, T, D, &ldk);
       if (probs_drop) {
-        avx512::head_scores(avx512::HeadScores::Store, T, T, D, 1.f, dO, C, vT, ldk, nullptr, nullptr, dP, T);
+        head_scores(HeadScores::Store, T, T, D, 1.f, dO, C, vT, ldk, nullptr, nullptr, dP, T);
         drop_probs(dP, dP, T * T, drop_p, drop_key, (first_sample * H + bh) * T * T);
         softmax_backward_rows(dP, P, T, T);
       } else {
-        avx512::head_scores(avx512::HeadScores::SoftmaxBackward, T, T, D, 1.f, dO, C, vT, ldk, nullptr, P, dP,
-                            T);
+        head_scores(HeadScores::SoftmaxBackward, T, T, D, 1.f, dO, C, vT, ldk, nullptr, P, dP, T);
       }
       // B operands read row by row: contiguous copies for wide heads (see contiguous_rows).
       const bool copy = D >= kCopyRowsMinD;
@@ -358,7 +346,6 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       head_product(T, D, T, 1.f, Pv, 1, T, dOb, ldo, dv, ld);   // dv = P^T dO
       head_product(T, D, T, scale, dP, T, 1, kb, ldb, dq, ld);  // dq = scale dS k
       head_product(T, D, T, scale, dP, 1, T, qb, ldb, dk, ld);  // dk = scale dS^T q
-#endif
     }
   });
 }

@@ -108,6 +108,24 @@ void transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t r
 // (Attention's per-head products and the products with few output columns in AVX-512
 // register blocks: avx512/kernels.h, head_gemm and skinny_gemm.)
 
+// ---- head_gemm.cpp: attention's per-head products, one thread, on the path in use: register
+// blocks (avx512/, avx2/), plain loops on generic (the reference the others are tested against).
+// C[M,N] = alpha * A B[K,N] + beta * C + bias (beta = 0: C is not read; bias: N floats added
+// to every row, may be null), with A(i, k) = A[i ars + k aks]: (lda, 1) for A, (1, lda) for A^T.
+void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
+               const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc);
+// S[M,T] = alpha q[M,D] kT[D,T] (kT: k transposed, leading dim ldk), then Store: C = S;
+// Softmax: C = softmax_rows(S, km); SoftmaxBackward: C = P * (S - rowsum(P * S)) (P[M,T] with
+// C's leading dim; C = dS from S = dP). ldc must be T past 96 keys, and for SoftmaxBackward.
+enum class HeadScores { Store, Softmax, SoftmaxBackward };
+void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
+                 const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc);
+// transpose() in register blocks.
+void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
+// Whether the path in use has register-block kernels for head_gemm and head_scores (else they
+// are the plain loops, and the attention uses oneDNN's sgemm instead).
+bool head_kernels();
+
 // ---- linear.cpp: y[M,N] = x[M,K] w[N,K]^T + b[N]  (b may be null; y_zero: y holds zeros)
 void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M, int64_t K, int64_t N,
                     bool y_zero = false);

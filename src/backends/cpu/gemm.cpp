@@ -2,7 +2,7 @@
 // OpenBLAS because it reaches ~400 GFLOP/s here whatever OPENBLAS_CORETYPE says (see
 // docs/benchmarks.md). Products too small to amortize a library call use a plain loop, and
 // products with few output columns (the tiny models' layers) the attention kernels' blocks
-// (avx512/head_gemm.cpp, avx512/skinny_gemm.cpp) where isa() is avx512.
+// (head_gemm.cpp's register blocks where the path has them, avx512/skinny_gemm.cpp on avx512).
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -52,18 +52,17 @@ void add_transposed(float* C, int64_t ldc, const float* ct, int64_t M, int64_t N
 
 // Products of at most kSkinnyN output columns: mnist-seed's layers (N = 8 to 32 over K = 8
 // to 32, thousands of rows) ran in oneDNN's sgemm at a few percent of the machine, its
-// packing and dispatch outweighing the arithmetic. head_gemm's AVX-512 register blocks
-// (the only path with them so far) read B's rows
+// packing and dispatch outweighing the arithmetic. head_gemm's register blocks (AVX-512 or
+// AVX2) read B's rows
 // whole from L1 and A through strides; an op(B) = B^T operand (a [N, K] weight) is
 // transposed once into a small buffer first. Threads take whole blocks of rows, so each
 // output is summed in k order by one thread whatever the thread count.
 constexpr int64_t kSkinnyN = 32, kSkinnyTransposeK = 1024;
 
 bool skinny(bool tb, int64_t N, int64_t K) {
-  return N <= kSkinnyN && (!tb || K <= kSkinnyTransposeK) && isa() == Isa::avx512;
+  return N <= kSkinnyN && (!tb || K <= kSkinnyTransposeK) && head_kernels();
 }
 
-#if VIT_ISA_X86
 void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                  const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
   const float* b = B;
@@ -71,7 +70,7 @@ void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   if (tb) {  // B(k, j) = B[j ldb + k]: make it [K, N]
     thread_local Scratch<float> bt;
     float* t = grown(bt, K * N);
-    avx512::head_transpose(t, N, B, ldb, N, K);
+    head_transpose(t, N, B, ldb, N, K);
     b = t;
     ld = N;
   }
@@ -81,10 +80,12 @@ void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   on_threads(nt, [&](int t) {
     const int64_t i0 = std::min(M, t * per), i1 = std::min(M, i0 + per);
     if (i1 <= i0) return;
-    if (!ta &&
+#if VIT_ISA_X86
+    if (!ta && isa() == Isa::avx512 &&
         avx512::skinny_gemm(i1 - i0, N, K, alpha, A + i0 * lda, lda, b, ld, beta, bias, C + i0 * ldc, ldc))
       return;
-    avx512::head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, bias, C + i0 * ldc, ldc);
+#endif
+    head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, bias, C + i0 * ldc, ldc);
   });
 }
 
@@ -110,7 +111,6 @@ void gemm_skinny_transposed(int64_t M, int64_t N, int64_t K, float alpha, const 
   gemm_skinny(true, false, N, M, K, alpha, B, ldb, A, lda, 0.f, nullptr, ct, M);
   add_transposed(C, ldc, ct, M, N, beta);
 }
-#endif
 
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
@@ -164,13 +164,11 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (M * N * K <= kSmallProduct) return gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-#if VIT_ISA_X86
   if (skinny(tb, N, K)) {
     if (transposed_is_better(ta, tb, M, N))
       return gemm_skinny_transposed(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return gemm_skinny(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, nullptr, C, ldc);
   }
-#endif
   if (wide_tn(ta, tb, M, N)) return gemm_wide_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -194,10 +192,8 @@ void gemm_nt_bias(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, 
   if (!bias)
     return gemm(false, true, M, N, K, 1.f, A, lda, B, ldb, c_zero && adds_onto_zeros(M, N, K) ? 1.f : 0.f, C,
                 ldc);
-#if VIT_ISA_X86
   if (M * N * K > kSmallProduct && skinny(true, N, K))
     return gemm_skinny(false, true, M, N, K, 1.f, A, lda, B, ldb, 0.f, bias, C, ldc);
-#endif
 #pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)
   for (int64_t i = 0; i < M; ++i) std::memcpy(C + i * ldc, bias, N * sizeof(float));
   gemm(false, true, M, N, K, 1.f, A, lda, B, ldb, 1.f, C, ldc);

@@ -5,11 +5,21 @@
 #pragma once
 #include <cstdint>
 
+#include "backends/cpu/cpu.h"  // HeadScores
+
 namespace vit::cpu::avx2 {
 
 // ---- colsum.cpp: db[j] += the sum over rows of dy[M,N] for columns [j0, j1), each column's
 // rows in order (one thread; colsum_add hands each thread a block of columns): the bits of
 // the plain loop.
 void colsum_columns(float* db, const float* dy, int64_t M, int64_t N, int64_t j0, int64_t j1);
+
+// ---- head_gemm.cpp: attention's per-head products in register blocks (cpu.h's head_gemm,
+// head_scores and head_transpose; head_scores runs the row softmax after the product).
+void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
+               const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc);
+void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
+                 const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc);
+void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
 
 }  // namespace vit::cpu::avx2

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "backends/cpu/cpu.h"  // HeadScores
+
 namespace vit::cpu::avx512 {
 
 // ---- head_gemm.cpp: attention's per-head products in register blocks, no library call.
@@ -22,7 +24,6 @@ void head_gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, 
 // S[M,T] = alpha q[M,D] kT[D,T] (kT: k transposed by head_transpose, leading dim ldk), then
 // Store: C = S; Softmax: C = softmax_rows(S, km); SoftmaxBackward: C = P * (S - rowsum(P * S))
 // (P[M,T] with C's leading dim; C = dS from S = dP). ldc must be T past 96 keys.
-enum class HeadScores { Store, Softmax, SoftmaxBackward };
 void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
                  const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc);
 // cpu::transpose() in 16 x 16 register blocks: dst[cols, rows] (leading dim ldd) =

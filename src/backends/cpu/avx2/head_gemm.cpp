@@ -1,0 +1,105 @@
+// Attention's per-head products in AVX2 + FMA register blocks (avx2/kernels.h), no library
+// call: a oneDNN call per (T x T x D) product costs more than the arithmetic at the small
+// models' shapes. The AVX-512 kernels' design (avx512/head_gemm.cpp) in 8 lanes and 16
+// registers: R rows x NV vectors of accumulators (at most 12), A read through strides (so
+// P^T dO and dS^T q need no transposed copy), B's vectors whole from L1. head_scores stores
+// S and then runs the row softmax (or its backward) over it, row by row, so every row's
+// result is the same in any block of rows.
+#include <algorithm>
+
+#include "backends/cpu/avx2/kernels.h"
+#include "backends/cpu/avx2/simd.h"
+#include "backends/cpu/softmax.h"
+
+namespace vit::cpu::avx2 {
+
+namespace {
+// C[rows <= R, NV vectors from the block's column 0, n valid columns] = alpha A B + beta C +
+// bias. Rows past `rows` read row 0 and are not stored.
+template <int R, int NV>
+VIT_AVX2 void gemm_block(int rows, int64_t n, int64_t K, float alpha, const float* A, int64_t ars,
+                         int64_t aks, const float* B, int64_t ldb, float beta, const float* bias, float* C,
+                         int64_t ldc) {
+  __m256 c[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) c[r][v] = _mm256_setzero_ps();
+  const float* a[R];
+  for (int r = 0; r < R; ++r) a[r] = A + (r < rows ? r : 0) * ars;
+  if (n >= 8 * NV) {  // whole vectors of B
+    for (int64_t k = 0; k < K; ++k) {
+      const float* b = B + k * ldb;
+      for (int v = 0; v < NV; ++v) {
+        const __m256 bv = _mm256_loadu_ps(b + 8 * v);
+        for (int r = 0; r < R; ++r)
+          c[r][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(a[r] + k * aks), bv, c[r][v]);
+      }
+    }
+  } else {
+    for (int64_t k = 0; k < K; ++k) {
+      const float* b = B + k * ldb;
+      for (int v = 0; v < NV; ++v) {
+        const __m256 bv = load(b + 8 * v, n - 8 * v);
+        for (int r = 0; r < R; ++r)
+          c[r][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(a[r] + k * aks), bv, c[r][v]);
+      }
+    }
+  }
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  for (int v = 0; v < NV; ++v) {
+    const int64_t m = n - 8 * v;
+    const __m256 vbias = bias ? load(bias + 8 * v, m) : _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) {
+      if (r >= rows) break;
+      float* out = C + r * ldc + 8 * v;
+      __m256 y = _mm256_fmadd_ps(c[r][v], va, vbias);
+      if (beta != 0.f) y = _mm256_fmadd_ps(vb, load(out, m), y);
+      store(out, m, y);
+    }
+  }
+}
+
+// All rows for columns [0, n), n <= 8 NV.
+template <int NV>
+void gemm_columns(int64_t M, int64_t n, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
+                  const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
+  constexpr int R = NV == 1 ? 8 : NV == 2 ? 6 : 4;
+  for (int64_t i = 0; i < M; i += R)
+    gemm_block<R, NV>(int(M - i < R ? M - i : R), n, K, alpha, A + i * ars, ars, aks, B, ldb, beta, bias,
+                      C + i * ldc, ldc);
+}
+}  // namespace
+
+void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
+               const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
+  // Columns in chunks of up to 3 vectors, the last chunk as wide as what is left.
+  for (int64_t n0 = 0; n0 < N; n0 += 24) {
+    const int64_t n = std::min<int64_t>(24, N - n0);
+    const float* bs = bias ? bias + n0 : nullptr;
+    switch ((n + 7) / 8) {
+      case 1: gemm_columns<1>(M, n, K, alpha, A, ars, aks, B + n0, ldb, beta, bs, C + n0, ldc); break;
+      case 2: gemm_columns<2>(M, n, K, alpha, A, ars, aks, B + n0, ldb, beta, bs, C + n0, ldc); break;
+      default: gemm_columns<3>(M, n, K, alpha, A, ars, aks, B + n0, ldb, beta, bs, C + n0, ldc); break;
+    }
+  }
+}
+
+void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
+                 const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc) {
+  head_gemm(M, T, D, alpha, q, ldq, 1, kT, ldk, 0.f, nullptr, C, ldc);
+  for (int64_t i = 0; i < M && mode != HeadScores::Store; ++i) {
+    if (mode == HeadScores::Softmax)
+      softmax_rows(C + i * ldc, 1, T, km);
+    else
+      softmax_backward_rows(C + i * ldc, P + i * ldc, 1, T);
+  }
+}
+
+void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols) {
+  // 8 x 8 tiles, so that both sides of a tile stay in L1 lines.
+  for (int64_t i0 = 0; i0 < rows; i0 += 8)
+    for (int64_t j0 = 0; j0 < cols; j0 += 8)
+      for (int64_t j = j0; j < std::min(cols, j0 + 8); ++j)
+        for (int64_t i = i0; i < std::min(rows, i0 + 8); ++i) dst[j * ldd + i] = src[i * lds + j];
+}
+
+}  // namespace vit::cpu::avx2

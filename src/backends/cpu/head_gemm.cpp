@@ -1,0 +1,59 @@
+// Attention's per-head products on the path in use (cpu.h): the register-block kernels of
+// avx512/ and avx2/, or plain loops on generic, which are also what the tests hold the
+// others to (tests/ops/test_simd.cpp, run on every path).
+#include "backends/cpu/avx2/kernels.h"
+#include "backends/cpu/avx512/kernels.h"
+#include "backends/cpu/cpu.h"
+
+namespace vit::cpu {
+
+bool head_kernels() {
+  return isa() == Isa::avx512 || isa() == Isa::avx2;
+}
+
+void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
+               const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
+  switch (isa()) {
+#if VIT_ISA_X86
+    case Isa::avx512: return avx512::head_gemm(M, N, K, alpha, A, ars, aks, B, ldb, beta, bias, C, ldc);
+    case Isa::avx2: return avx2::head_gemm(M, N, K, alpha, A, ars, aks, B, ldb, beta, bias, C, ldc);
+#endif
+    default: break;
+  }
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float s = 0.f;
+      for (int64_t k = 0; k < K; ++k) s += A[i * ars + k * aks] * B[k * ldb + j];
+      float& c = C[i * ldc + j];
+      c = alpha * s + (bias ? bias[j] : 0.f) + (beta == 0.f ? 0.f : beta * c);
+    }
+}
+
+void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
+                 const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc) {
+  switch (isa()) {
+#if VIT_ISA_X86
+    case Isa::avx512: return avx512::head_scores(mode, M, T, D, alpha, q, ldq, kT, ldk, km, P, C, ldc);
+    case Isa::avx2: return avx2::head_scores(mode, M, T, D, alpha, q, ldq, kT, ldk, km, P, C, ldc);
+#endif
+    default: break;
+  }
+  head_gemm(M, T, D, alpha, q, ldq, 1, kT, ldk, 0.f, nullptr, C, ldc);
+  for (int64_t i = 0; i < M; ++i)
+    if (mode == HeadScores::Softmax)
+      softmax_rows(C + i * ldc, 1, T, km);
+    else if (mode == HeadScores::SoftmaxBackward)
+      softmax_backward_rows(C + i * ldc, P + i * ldc, 1, T);
+}
+
+void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols) {
+  switch (isa()) {
+#if VIT_ISA_X86
+    case Isa::avx512: return avx512::head_transpose(dst, ldd, src, lds, rows, cols);
+    case Isa::avx2: return avx2::head_transpose(dst, ldd, src, lds, rows, cols);
+#endif
+    default: return transpose(dst, ldd, src, lds, rows, cols);
+  }
+}
+
+}  // namespace vit::cpu
