@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "vit/core/error.h"
+#include "vit/core/settings.h"
 #include "vit/ops/ops.h"
 #include "vit/train/comm.h"
 
@@ -54,7 +55,7 @@ void restore_affinity_before_exec() {
 }
 
 void default_to_short_spinning(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY")) return;
+  if (vit::setting("OMP_WAIT_POLICY")) return;
   setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
   setenv("GOMP_SPINCOUNT", "2000", 0);  // a user's own value stays
   restore_affinity_before_exec();

@@ -1,4 +1,5 @@
 #include "vit/model/vit.h"
+#include "vit/core/settings.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -112,7 +113,7 @@ bool ViT::norm_all_tokens() const {
 
 bool ViT::cls_tail_applies(const ViTConfig& cfg) {
   static const bool off = [] {
-    const char* e = std::getenv("VIT_CLS_TAIL");
+    const char* e = setting("VIT_CLS_TAIL");
     return e && std::string(e) == "off";
   }();
   return !off && cfg.class_token && !cfg.avg_pool() && cfg.depth > 0;
@@ -235,8 +236,8 @@ size_t ViT::activation_bytes() const {
 int ViT::lanes_for(int64_t B) const {
   if (in_parallel()) return 1;  // called from a lane or another parallel region
   static const int from_env = [] {
-    const char* e = std::getenv("VIT_LANES");
-    return e && *e ? std::atoi(e) : 0;
+    const char* e = setting("VIT_LANES");
+    return e ? std::atoi(e) : 0;
   }();
   const int64_t n = lanes_wanted_ > 0 ? lanes_wanted_ : from_env > 0 ? from_env : num_threads();
   return int(std::clamp<int64_t>(n, 1, B));

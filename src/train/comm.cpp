@@ -1,5 +1,6 @@
 // The single-process Comm, world() and the status protocol shared by every Comm.
 #include "vit/train/comm.h"
+#include "vit/core/settings.h"
 
 #include <elf.h>
 #include <link.h>
@@ -32,11 +33,11 @@ class LocalComm final : public Comm {
 // when not started by one.
 int launched_size() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"})
-    if (const char* s = std::getenv(v)) {
-      if (std::string(v) == "SLURM_NTASKS" && !std::getenv("PMI_RANK") && !std::getenv("PMIX_RANK")) continue;
+    if (const char* s = setting(v)) {
+      if (std::string(v) == "SLURM_NTASKS" && !setting("PMI_RANK") && !setting("PMIX_RANK")) continue;
       return std::atoi(s);
     }
-  return std::getenv("PMIX_RANK") ? 1 : 0;
+  return setting("PMIX_RANK") ? 1 : 0;
 }
 
 std::unique_ptr<Comm>& world_ptr() {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "train/comm_mpi.h"
+#include "vit/core/settings.h"
 
 namespace vit::detail {
 
@@ -31,7 +32,7 @@ class MpiComm final : public Comm {
       MPI_Comm_size(local, &local_size_);
       MPI_Comm_free(&local);
     }
-    if (const char* t = std::getenv("VIT_COMM_TIMEOUT")) timeout_ = std::atof(t);
+    if (const char* t = setting("VIT_COMM_TIMEOUT")) timeout_ = std::atof(t);
   }
   ~MpiComm() override { MPI_Finalize(); }
 

@@ -1,4 +1,5 @@
 #include "vit/train/memory.h"
+#include "vit/core/settings.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -74,7 +75,7 @@ size_t parse_size(const std::string& s) {
 }  // namespace
 
 size_t available_memory_bytes() {
-  if (const char* env = std::getenv("VIT_MEMORY_LIMIT"); env && *env) return parse_size(env);
+  if (const char* env = setting("VIT_MEMORY_LIMIT")) return parse_size(env);
   std::ifstream f("/proc/meminfo");
   std::string key;
   size_t kib = 0;
@@ -87,7 +88,7 @@ size_t available_memory_bytes() {
 void check_memory(const MemoryPlan& plan, size_t available, const std::string& what) {
   VIT_CHECK(available == 0 || plan.total() <= available, what, " needs about ", plan.describe(),
             ", but only ", format_bytes(available), " is available (",
-            std::getenv("VIT_MEMORY_LIMIT") ? "VIT_MEMORY_LIMIT" : "MemAvailable in /proc/meminfo",
+            setting("VIT_MEMORY_LIMIT") ? "VIT_MEMORY_LIMIT" : "MemAvailable in /proc/meminfo",
             "). Lower --batch-size or the model size, or pass --no-memory-check to try anyway");
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "vit/core/error.h"
+#include "vit/core/settings.h"
 
 namespace vit::cpu {
 
@@ -27,8 +28,8 @@ Isa detect() {
 }
 
 Isa chosen() {
-  const char* env = std::getenv("VIT_ISA");
-  if (!env || !*env) return isa_detected();
+  const char* env = setting("VIT_ISA");
+  if (!env) return isa_detected();
   const std::string want = env;
   for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512, Isa::neon})
     if (want == isa_name(i)) {

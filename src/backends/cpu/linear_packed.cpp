@@ -16,10 +16,12 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/linear_packed.h"
+#include "vit/core/settings.h"
 #include "vit/core/threads.h"
 
 namespace vit::cpu {
@@ -45,7 +47,7 @@ void forward_plain(float* y, const float* x, const float* wp, const float* b, in
 }  // namespace
 
 bool packed_linear_preferred(int64_t M) {
-  if (const char* env = std::getenv("VIT_PACK"); env && *env) {
+  if (const char* env = setting("VIT_PACK")) {
     if (std::strcmp(env, "off") == 0) return false;
     if (std::strcmp(env, "on") == 0) return true;
   }
@@ -84,10 +86,13 @@ void unpack_linear_weights(float* w, int64_t N, int64_t K) {
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                            int64_t N, bool gelu) {
   if (M == 0 || N == 0) return;
+  switch (K > 0 ? isa() : Isa::generic) {  // (K = 0: y is the bias)
 #if VIT_ISA_X86
-  if (isa() == Isa::avx512 && K > 0) return avx512::linear_forward_packed(y, x, wp, b, M, K, N, gelu);
+    case Isa::avx512: return avx512::linear_forward_packed(y, x, wp, b, M, K, N, gelu);
+    case Isa::avx2: avx2::linear_forward_packed(y, x, wp, b, M, K, N); break;
 #endif
-  forward_plain(y, x, wp, b, M, K, N);  // (K = 0: y is the bias)
+    default: forward_plain(y, x, wp, b, M, K, N);
+  }
   if (gelu) gelu_forward(y, y, M * N);
 }
 

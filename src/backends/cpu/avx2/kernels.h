@@ -22,4 +22,9 @@ void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, 
                  const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc);
 void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
 
+// ---- linear_packed.cpp: y[M,N] = x[M,K] wp^T + b[N] (b may be null; K > 0) from weights
+// packed by pack_linear_weights (linear_packed.h); OpenMP-threaded.
+void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
+                           int64_t N);
+
 }  // namespace vit::cpu::avx2

@@ -1,0 +1,99 @@
+// The packed small-batch linear's AVX2 + FMA kernel (linear_packed.cpp packs the weights in
+// 64-wide panels, linear_packed.h, and dispatches here): 6 rows of x times 16 columns of a
+// panel (12 accumulators of 16 registers) over k chunks of 384, so that the 16-column slice of
+// the panel (24 KiB) stays in L1 while every row block passes over it. Every output is one
+// fma chain over k in order by one thread, whatever the thread count; GELU, when asked, is a
+// pass over y afterwards (linear_packed.cpp).
+#include <omp.h>
+
+#include <algorithm>
+
+#include "backends/cpu/avx2/kernels.h"
+#include "backends/cpu/avx2/simd.h"
+#include "backends/cpu/linear_packed.h"
+#include "vit/core/threads.h"
+
+namespace vit::cpu::avx2 {
+
+namespace {
+constexpr int kRows = 6;         // rows of x per register block
+constexpr int64_t kCols = 16;    // columns per register block: 2 vectors
+constexpr int64_t kChunk = 384;  // k per pass
+
+// R rows of x (leading dim ldx) times columns [0, n) (n <= 16) of panel rows B (leading dim
+// ldb) over kc values of k into c (leading dim ldc): from the bias (or 0) when first, else
+// adding onto what c holds.
+template <int R>
+VIT_AVX2 void block(const float* x, int64_t ldx, const float* B, int64_t ldb, int64_t n, int64_t kc,
+                    bool first, const float* bias, float* c, int64_t ldc) {
+  __m256 acc[R][2];
+  for (int j = 0; j < 2; ++j) {
+    const int64_t m = n - 8 * j;
+    const __m256 b0 = first && bias ? load(bias + 8 * j, m) : _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[r][j] = first ? b0 : load(c + r * ldc + 8 * j, m);
+  }
+  if (n == kCols) {
+    for (int64_t k = 0; k < kc; ++k) {
+      const __m256 v0 = _mm256_loadu_ps(B + k * ldb), v1 = _mm256_loadu_ps(B + k * ldb + 8);
+      for (int r = 0; r < R; ++r) {
+        const __m256 a = _mm256_broadcast_ss(x + r * ldx + k);
+        acc[r][0] = _mm256_fmadd_ps(a, v0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(a, v1, acc[r][1]);
+      }
+    }
+  } else {
+    for (int64_t k = 0; k < kc; ++k) {
+      const __m256 v0 = load(B + k * ldb, n), v1 = load(B + k * ldb + 8, n - 8);
+      for (int r = 0; r < R; ++r) {
+        const __m256 a = _mm256_broadcast_ss(x + r * ldx + k);
+        acc[r][0] = _mm256_fmadd_ps(a, v0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(a, v1, acc[r][1]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < 2; ++j) store(c + r * ldc + 8 * j, n - 8 * j, acc[r][j]);
+}
+
+void rows_block(int rows, const float* x, int64_t ldx, const float* B, int64_t ldb, int64_t n, int64_t kc,
+                bool first, const float* bias, float* c, int64_t ldc) {
+  switch (rows) {
+    case 6: return block<6>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
+    case 5: return block<5>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
+    case 4: return block<4>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
+    case 3: return block<3>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
+    case 2: return block<2>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
+    default: return block<1>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
+  }
+}
+}  // namespace
+
+// Each thread takes a range of panels, or, where the panels do not share out evenly, every
+// panel over a range of row blocks (as the AVX-512 kernel).
+void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
+                           int64_t N) {
+  const int64_t panels = (N + kPanel - 1) / kPanel, nb = (M + kRows - 1) / kRows;
+  const int nt = int(std::min<int64_t>(threads_for(M * N * K / 16), std::max(panels, nb)));
+  const bool by_panels = panels >= nt && (panels + nt - 1) / nt * nt * 8 <= panels * 9;
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num(), T = omp_get_num_threads();
+    const int64_t p0 = by_panels ? panels * t / T : 0, p1 = by_panels ? panels * (t + 1) / T : panels;
+    const int64_t r0 = by_panels ? 0 : nb * t / T, r1 = by_panels ? nb : nb * (t + 1) / T;
+    for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+      const int64_t kc = std::min(kChunk, K - k0);
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t n0 = p * kPanel, w = panel_width(N, n0);
+        const float* P = wp + n0 * K + k0 * w;  // panel p's rows [k0, k0 + kc): [kc][w]
+        for (int64_t j0 = 0; j0 < w; j0 += kCols)
+          for (int64_t rb = r0; rb < r1; ++rb) {
+            const int rows = int(std::min<int64_t>(kRows, M - rb * kRows));
+            rows_block(rows, x + rb * kRows * K + k0, K, P + j0, w, std::min(kCols, w - j0), kc, k0 == 0,
+                       b ? b + n0 + j0 : nullptr, y + rb * kRows * N + n0 + j0, N);
+          }
+      }
+    }
+  }
+}
+
+}  // namespace vit::cpu::avx2
