@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "model_flags.h"
+#include "resume.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/core/threads.h"
@@ -16,6 +17,7 @@
 #include "vit/data/open.h"
 #include "vit/data/synthetic.h"
 #include "vit/train/memory.h"
+#include "vit/train/run_dir.h"
 #include "vit/train/trainer.h"
 
 namespace vit::app {
@@ -29,63 +31,6 @@ void set_invocation(std::vector<std::string> args) {
 }
 const std::vector<std::string>& invocation() {
   return g_invocation;
-}
-
-// Flags that change how a run is shown or scheduled on the machine, never its results: a
-// resumed run may give them anew (they replace the saved ones).
-bool resume_may_change(const std::string& flag) {
-  for (const char* f : {"--threads", "--comm-timeout", "--progress", "--log-every"})
-    if (flag == f) return true;
-  return false;
-}
-
-std::vector<std::string> expand_resume(std::vector<std::string> args) {
-  if (args.empty() || args[0] != "train") return args;
-  std::string dir;
-  std::vector<std::string> extra, bad;
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--resume" && i + 1 < args.size()) {
-      dir = args[++i];
-    } else if (args[i].rfind("--resume=", 0) == 0) {
-      dir = args[i].substr(9);
-    } else if (resume_may_change(args[i]) && i + 1 < args.size()) {
-      extra.insert(extra.end(), {args[i], args[i + 1]});
-      ++i;
-    } else {
-      bad.push_back(args[i]);
-    }
-  }
-  if (dir.empty()) return args;
-  // The state file itself names its run directory.
-  if (std::filesystem::is_regular_file(dir)) dir = std::filesystem::path(dir).parent_path().string();
-  if (dir.empty()) dir = ".";
-  VIT_CHECK(bad.empty(), "--resume ", dir, ": the run's flags come from ", dir,
-            "/args.json; only --threads, --comm-timeout, --progress and --log-every may be given (got ",
-            bad.empty() ? "" : bad[0], ")");
-  const std::string path = (std::filesystem::path(dir) / "args.json").string();
-  nlohmann::json saved;
-  try {
-    saved = nlohmann::json::parse(read_text_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": not valid JSON: " + e.what());
-  }
-  VIT_CHECK(saved.is_array() && !saved.empty() && saved[0] == "train", path,
-            ": not the arguments of a vit train run");
-  auto given = [&](const std::string& flag) {
-    return std::find(extra.begin(), extra.end(), flag) != extra.end();
-  };
-  std::vector<std::string> out;
-  for (size_t i = 0; i < saved.size(); ++i) {
-    const std::string a = saved[i].get<std::string>();
-    if (resume_may_change(a) && given(a) && i + 1 < saved.size()) {  // replaced by the one given now
-      ++i;
-      continue;
-    }
-    out.push_back(a);
-  }
-  out.insert(out.end(), extra.begin(), extra.end());
-  out.insert(out.end(), {"--resume", dir});
-  return out;
 }
 
 namespace {
@@ -184,11 +129,14 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--comm-timeout", f->comm_timeout,
                  "under mpirun: seconds a rank waits for the others in one collective before ending the job")
       ->capture_default_str();
-  cmd.add_option("--output", t.output, "run directory for config.json, summary.csv, checkpoints");
+  cmd.add_option("--output", t.output,
+                 "run directory for config.json, summary.csv, checkpoints (new or empty: a directory that "
+                 "holds a run is refused, see --resume)");
   cmd.add_option(
       "--resume", f->resume,
       "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (its flags come from "
-      "DIR/args.json; --threads may change)");
+      "DIR/args.json; --threads, --comm-timeout, --progress and --log-every may change; a larger --epochs "
+      "trains a finished run longer)");
   cmd.add_flag(
       "--no-memory-check", f->no_memory_check,
       "start even when the planned memory (weights, gradients, optimizer state, activations) exceeds "
@@ -212,9 +160,14 @@ Run add_train(CLI::App& cmd) {
     std::ostream quiet(nullptr);  // only rank 0 prints
     std::ostream& out = comm.root() ? std::cout : quiet;
     F.train.comm = &comm;
-    // Impossible flags fail here, before anything is loaded or written.
+    // Impossible flags fail here, before anything is loaded or written; so does an --output
+    // that holds another run (never overwritten).
     F.train.validate();
     F.train.sched.validate();
+    if (F.resume.empty() && !F.train.output.empty())
+      run_agreed(comm, "checking --output", [&] {
+        if (comm.root()) check_new_run_dir(F.train.output);
+      });
     const size_t available = F.no_memory_check ? 0 : available_memory_bytes();
     auto check_fits = [&](const ViTConfig& c, bool allocated) {
       MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name, 0, F.amp);
@@ -286,10 +239,10 @@ Run add_train(CLI::App& cmd) {
     if (!F.resume.empty()) {
       F.train.output = F.resume;
       F.train.resume = true;
-    } else if (!F.train.output.empty() && comm.root()) {
-      std::filesystem::create_directories(F.train.output);
-      write_file_atomic((std::filesystem::path(F.train.output) / "args.json").string(),
-                        nlohmann::json(invocation()).dump(1) + "\n");
+    } else if (!F.train.output.empty()) {
+      run_agreed(comm, "creating " + F.train.output, [&] {
+        if (comm.root()) create_run_dir(F.train.output, nlohmann::json(invocation()).dump(1) + "\n");
+      });
     }
     F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && ::isatty(STDOUT_FILENO) != 0);
     out << "model: " << cfg.to_json(-1) << "\nthreads: " << num_threads();
@@ -299,6 +252,14 @@ Run add_train(CLI::App& cmd) {
     if (model.amp())
       out << "\nmixed precision (--amp): the blocks' matrix products in bfloat16, fp32 accumulation";
     out << "\n";
+    if (F.train.resume) {
+      bool finished = false;
+      run_agreed(comm, "resuming " + F.resume, [&] {
+        finished = resume_finished(F.resume, F.train, out);
+        if (!finished && comm.root()) record_epochs(F.resume, F.train.epochs);  // --epochs N extends it
+      });
+      if (finished) return 0;
+    }
     train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
     if (!F.train.output.empty())
       out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors}\n";

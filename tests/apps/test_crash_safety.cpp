@@ -119,10 +119,10 @@ TEST(CrashSafety, ACheckpointWriteThatFailsPartWayKeepsThePreviousFileAndNamesIt
   const auto before = vit::read_file_bytes(state);
   const auto weights_size = fs::file_size(weights);
   ASSERT_GT(before.size(), weights_size + 4096);
-  // The same run again, allowed files up to the weights' size: the weights are rewritten,
-  // the (larger) training state fails part-way through its write.
+  // The run trained one epoch longer, allowed files up to the weights' size: the weights
+  // are rewritten, the (larger) training state fails part-way through its write.
   ChildOptions o{tmp / "b.log", (long long)(weights_size + 1024)};
-  Finished second = vit::test::run_child(VIT_BINARY, run + " --seed 5", o);
+  Finished second = vit::test::run_child(VIT_BINARY, "train --resume " + (tmp / "run") + " --epochs 2", o);
   EXPECT_NE(second.code, 0) << second.out;
   EXPECT_NE(second.out.find(state), std::string::npos) << "the error names the file: " << second.out;
   EXPECT_NE(second.out.find("File too large"), std::string::npos) << second.out;
@@ -154,7 +154,7 @@ TEST(CrashSafety, AReadOnlyRunDirectoryKeepsItsCheckpointsAndNamesTheFile) {
     program = tmp / "vit";
     fs::copy_file(VIT_BINARY, program);
   }
-  Finished second = vit::test::run_child(program, run + " --seed 5", o);
+  Finished second = vit::test::run_child(program, "train --resume " + (tmp / "run") + " --epochs 2", o);
   fs::permissions(tmp / "run", fs::perms(0755));
   if (second.code == vit::test::kCannotSwitchUser || second.code == 127)
     GTEST_SKIP() << "running as root and cannot run " << program << " as nobody (exit " << second.code << ")";
