@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -44,7 +45,7 @@ struct TrainFlags {
   std::vector<float> scale, ratio;
   int threads = 0;
   double comm_timeout = 600;
-  std::string resume, pretrained, progress = "auto";
+  std::string resume, pretrained, progress = "auto", recovery = "auto";
   bool skip_bad_images = false, no_memory_check = false;
   bool amp = false;
   std::string amp_dtype = "bfloat16";
@@ -135,8 +136,13 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option(
       "--resume", f->resume,
       "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (its flags come from "
-      "DIR/args.json; --threads, --comm-timeout, --progress and --log-every may change; a larger --epochs "
-      "trains a finished run longer)");
+      "DIR/args.json; --threads, --comm-timeout, --progress, --log-every and --recovery-interval may change; "
+      "a larger --epochs trains a finished run longer)");
+  cmd.add_option(
+         "--recovery-interval", f->recovery,
+         "write a recovery state (DIR/recovery.state.safetensors, for --resume within an epoch) every N "
+         "optimizer steps; 0: none; auto: every 5 minutes, or 20x the last state's write time if longer")
+      ->capture_default_str();
   cmd.add_flag(
       "--no-memory-check", f->no_memory_check,
       "start even when the planned memory (weights, gradients, optimizer state, activations) exceeds "
@@ -160,6 +166,12 @@ Run add_train(CLI::App& cmd) {
     std::ostream quiet(nullptr);  // only rank 0 prints
     std::ostream& out = comm.root() ? std::cout : quiet;
     F.train.comm = &comm;
+    if (F.recovery != "auto") {
+      char* end = nullptr;
+      F.train.recovery_interval = std::strtoll(F.recovery.c_str(), &end, 10);
+      VIT_CHECK(!F.recovery.empty() && *end == '\0' && F.train.recovery_interval >= 0,
+                "--recovery-interval wants a number of steps (0: none) or auto, got '", F.recovery, "'");
+    }
     // Impossible flags fail here, before anything is loaded or written; so does an --output
     // that holds another run (never overwritten).
     F.train.validate();

@@ -22,7 +22,8 @@ namespace {
 // resumed run may give them anew (they replace the saved ones). And --epochs, whose larger
 // value extends a run (its schedule then spans the new length).
 bool resume_may_change(const std::string& flag) {
-  for (const char* f : {"--threads", "--comm-timeout", "--progress", "--log-every", "--epochs"})
+  for (const char* f :
+       {"--threads", "--comm-timeout", "--progress", "--log-every", "--recovery-interval", "--epochs"})
     if (flag == f) return true;
   return false;
 }
@@ -82,8 +83,8 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   if (dir.empty()) dir = ".";
   VIT_CHECK(
       bad.empty(), "--resume ", dir, ": the run's flags come from ", dir,
-      "/args.json; only --threads, --comm-timeout, --progress, --log-every and --epochs (to train longer) "
-      "may be given (got ",
+      "/args.json; only --threads, --comm-timeout, --progress, --log-every, --recovery-interval and --epochs "
+      "(to train longer) may be given (got ",
       bad.empty() ? "" : bad[0], ")");
   const std::vector<std::string> saved = saved_args(dir);
   auto given = [&](const std::string& flag) {
