@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "vit/data/augment.h"
 #include "vit/data/open.h"
 #include "vit/data/synthetic.h"
+#include "vit/model/params.h"
 #include "vit/train/memory.h"
 #include "vit/train/run_dir.h"
 #include "vit/train/trainer.h"
@@ -50,6 +52,37 @@ struct TrainFlags {
   bool amp = false;
   std::string amp_dtype = "bfloat16";
 };
+}  // namespace
+
+namespace {
+// "86.6M", "4.3K": a parameter count for the log.
+std::string count_str(int64_t n) {
+  char buf[32];
+  if (n >= 1000000)
+    std::snprintf(buf, sizeof buf, "%.1fM", double(n) / 1e6);
+  else if (n >= 1000)
+    std::snprintf(buf, sizeof buf, "%.1fK", double(n) / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%lld", (long long)n);
+  return buf;
+}
+
+// The run's first line, before anything slow: what is trained, on what, with how many threads.
+std::string first_line(const TrainFlags& F, const Comm& comm) {
+  std::string model;
+  if (!F.pretrained.empty())
+    model = "--pretrained " + F.pretrained;
+  else
+    model = (F.model.config_file.empty() ? F.model.model : F.model.config_file) + " (" +
+            count_str(ParamTable(F.model.resolve()).total()) + " parameters)";
+  const std::string data = F.synthetic > 0 ? std::to_string(F.synthetic) + " synthetic samples"
+                                           : F.data_dir + " (" + F.dataset + ")";
+  std::string line =
+      "vit train: model " + model + ", data " + data + ", threads: " + std::to_string(num_threads());
+  if (comm.size() > 1) line += " per process, " + std::to_string(comm.size()) + " processes";
+  if (F.amp) line += "\nmixed precision (--amp): the blocks' matrix products in bfloat16, fp32 accumulation";
+  return line;
+}
 }  // namespace
 
 Run add_train(CLI::App& cmd) {
@@ -176,10 +209,20 @@ Run add_train(CLI::App& cmd) {
     // that holds another run (never overwritten).
     F.train.validate();
     F.train.sched.validate();
+    // Then a first line at once (a redirected log shows it too: every line is flushed).
+    out << first_line(F, comm) << std::endl;
     if (F.resume.empty() && !F.train.output.empty())
       run_agreed(comm, "checking --output", [&] {
         if (comm.root()) check_new_run_dir(F.train.output);
       });
+    if (!F.resume.empty()) {  // a finished run is left as it is, before anything is loaded
+      bool finished = false;
+      run_agreed(comm, "resuming " + F.resume, [&] {
+        finished = resume_finished(F.resume, F.train, out);
+        if (!finished && comm.root()) record_epochs(F.resume, F.train.epochs);  // --epochs N extends it
+      });
+      if (finished) return 0;
+    }
     const size_t available = F.no_memory_check ? 0 : available_memory_bytes();
     auto check_fits = [&](const ViTConfig& c, bool allocated) {
       MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name, 0, F.amp);
@@ -197,16 +240,20 @@ Run add_train(CLI::App& cmd) {
       LoadOptions o = load_options(F.model.img_size, F.model.num_heads);
       o.num_classes = F.model.num_classes;
       o.adjust = [&](ViTConfig& c) { F.model.apply_training_overrides(c); };
+      out << "loading the pretrained weights from " << F.pretrained << std::endl;
       run_agreed(comm, "loading the pretrained weights", [&] {
         Pretrained p = load_pretrained(F.pretrained, o);
         if (comm.root()) print_notes(p);
-        out << "pretrained: " << p.file << " (" << p.format << ")\n";
+        out << "pretrained: " << p.file << " (" << p.format << ")" << std::endl;
         owned = std::move(p.model);
         check_fits(owned->config(), true);
       });
     } else {
       const ViTConfig c = F.model.resolve();
       check_fits(c, false);
+      // ViT-B/16's 86M weights take seconds to draw: say so first.
+      if (const int64_t n = ParamTable(c).total(); n >= 10000000)
+        out << "initialising " << count_str(n) << " parameters (seed " << F.train.seed << ")" << std::endl;
       owned = std::make_unique<ViT>(c);
       owned->init_weights(F.train.seed);
     }
@@ -223,6 +270,7 @@ Run add_train(CLI::App& cmd) {
         eval_set = std::make_unique<SyntheticDataset>(std::max<int64_t>(1, F.synthetic / 5), K, cfg.in_chans,
                                                       cfg.img_h, cfg.img_w, F.train.seed, 0.5f, F.synthetic);
       } else {
+        out << "loading " << F.data_dir << std::endl;
         DataSources d = make_datasets(F.data_dir, F.dataset, input_spec(cfg), F.val_split, F.train.seed,
                                       F.skip_bad_images);
         print_skipped(d.skipped, out);
@@ -257,24 +305,13 @@ Run add_train(CLI::App& cmd) {
       });
     }
     F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && ::isatty(STDOUT_FILENO) != 0);
-    out << "model: " << cfg.to_json(-1) << "\nthreads: " << num_threads();
-    if (comm.size() > 1) out << " per process, " << comm.size() << " processes";
+    out << "model: " << cfg.to_json(-1) << std::endl;
     if (const int lanes = model.lanes_for(F.train.batch_size); lanes > 1)
-      out << " (batch split into " << lanes << " lanes, one per thread)";
-    if (model.amp())
-      out << "\nmixed precision (--amp): the blocks' matrix products in bfloat16, fp32 accumulation";
-    out << "\n";
-    if (F.train.resume) {
-      bool finished = false;
-      run_agreed(comm, "resuming " + F.resume, [&] {
-        finished = resume_finished(F.resume, F.train, out);
-        if (!finished && comm.root()) record_epochs(F.resume, F.train.epochs);  // --epochs N extends it
-      });
-      if (finished) return 0;
-    }
+      out << "batch split into " << lanes << " lanes, one per thread" << std::endl;
     train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
     if (!F.train.output.empty())
-      out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors}\n";
+      out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors}"
+          << std::endl;
     return 0;
   };
 }

@@ -404,7 +404,8 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       int64_t stale = 0;
       for (auto& f : fs::directory_iterator(dir))
         if (f.path().filename().string().find(".tmp.") != std::string::npos) stale += fs::remove(f.path());
-      if (stale > 0) log << "removed " << stale << " unfinished temporary file(s) of the interrupted run\n";
+      if (stale > 0)
+        log << "removed " << stale << " unfinished temporary file(s) of the interrupted run" << std::endl;
     }
     if (!newest) {
       // Stopped before its first state: the model is as the run began (the vit program
@@ -430,7 +431,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   log << "training " << train_set.describe() << ", " << cfg.epochs << " epochs of " << steps_per_epoch
       << " steps, batch " << B << ", " << cfg.optim.name << " lr " << cfg.sched.lr;
   if (ranks > 1) log << ", " << comm.describe();
-  log << "\n";
+  log << std::endl;
 
   RecoveryClock recovery(cfg);
   for (int64_t epoch = p.epochs_done; epoch < cfg.epochs; ++epoch) {
