@@ -10,7 +10,13 @@ scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
 scripts/fetch_data.sh mnist
-build/vit train --recipe mnist-seed --data-dir data/mnist --output runs/mnist-seed --log-every 100
+# vit train never writes over a run: a second quickstart finds this one finished (or
+# continues it where an interruption left it)
+if [ -e runs/mnist-seed/args.json ]; then
+  build/vit train --resume runs/mnist-seed
+else
+  build/vit train --recipe mnist-seed --data-dir data/mnist --output runs/mnist-seed --log-every 100
+fi
 build/vit eval --checkpoint runs/mnist-seed/best.safetensors --data-dir data/mnist
 build/vit samples --data-dir data/mnist -n 8 --out runs/mnist-seed/digits > /dev/null
 echo "predictions for runs/mnist-seed/digits/<index>_<true label>.png:"

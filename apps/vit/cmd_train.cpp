@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -9,13 +11,16 @@
 
 #include "commands.h"
 #include "model_flags.h"
+#include "resume.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/core/threads.h"
 #include "vit/data/augment.h"
 #include "vit/data/open.h"
 #include "vit/data/synthetic.h"
+#include "vit/model/params.h"
 #include "vit/train/memory.h"
+#include "vit/train/run_dir.h"
 #include "vit/train/trainer.h"
 
 namespace vit::app {
@@ -31,63 +36,6 @@ const std::vector<std::string>& invocation() {
   return g_invocation;
 }
 
-// Flags that change how a run is shown or scheduled on the machine, never its results: a
-// resumed run may give them anew (they replace the saved ones).
-bool resume_may_change(const std::string& flag) {
-  for (const char* f : {"--threads", "--comm-timeout", "--progress", "--log-every"})
-    if (flag == f) return true;
-  return false;
-}
-
-std::vector<std::string> expand_resume(std::vector<std::string> args) {
-  if (args.empty() || args[0] != "train") return args;
-  std::string dir;
-  std::vector<std::string> extra, bad;
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--resume" && i + 1 < args.size()) {
-      dir = args[++i];
-    } else if (args[i].rfind("--resume=", 0) == 0) {
-      dir = args[i].substr(9);
-    } else if (resume_may_change(args[i]) && i + 1 < args.size()) {
-      extra.insert(extra.end(), {args[i], args[i + 1]});
-      ++i;
-    } else {
-      bad.push_back(args[i]);
-    }
-  }
-  if (dir.empty()) return args;
-  // The state file itself names its run directory.
-  if (std::filesystem::is_regular_file(dir)) dir = std::filesystem::path(dir).parent_path().string();
-  if (dir.empty()) dir = ".";
-  VIT_CHECK(bad.empty(), "--resume ", dir, ": the run's flags come from ", dir,
-            "/args.json; only --threads, --comm-timeout, --progress and --log-every may be given (got ",
-            bad.empty() ? "" : bad[0], ")");
-  const std::string path = (std::filesystem::path(dir) / "args.json").string();
-  nlohmann::json saved;
-  try {
-    saved = nlohmann::json::parse(read_text_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": not valid JSON: " + e.what());
-  }
-  VIT_CHECK(saved.is_array() && !saved.empty() && saved[0] == "train", path,
-            ": not the arguments of a vit train run");
-  auto given = [&](const std::string& flag) {
-    return std::find(extra.begin(), extra.end(), flag) != extra.end();
-  };
-  std::vector<std::string> out;
-  for (size_t i = 0; i < saved.size(); ++i) {
-    const std::string a = saved[i].get<std::string>();
-    if (resume_may_change(a) && given(a) && i + 1 < saved.size()) {  // replaced by the one given now
-      ++i;
-      continue;
-    }
-    out.push_back(a);
-  }
-  out.insert(out.end(), extra.begin(), extra.end());
-  out.insert(out.end(), {"--resume", dir});
-  return out;
-}
-
 namespace {
 struct TrainFlags {
   ModelFlags model;
@@ -99,11 +47,42 @@ struct TrainFlags {
   std::vector<float> scale, ratio;
   int threads = 0;
   double comm_timeout = 600;
-  std::string resume, pretrained, progress = "auto";
+  std::string resume, pretrained, progress = "auto", recovery = "auto";
   bool skip_bad_images = false, no_memory_check = false;
   bool amp = false;
   std::string amp_dtype = "bfloat16";
 };
+}  // namespace
+
+namespace {
+// "86.6M", "4.3K": a parameter count for the log.
+std::string count_str(int64_t n) {
+  char buf[32];
+  if (n >= 1000000)
+    std::snprintf(buf, sizeof buf, "%.1fM", double(n) / 1e6);
+  else if (n >= 1000)
+    std::snprintf(buf, sizeof buf, "%.1fK", double(n) / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%lld", (long long)n);
+  return buf;
+}
+
+// The run's first line, before anything slow: what is trained, on what, with how many threads.
+std::string first_line(const TrainFlags& F, const Comm& comm) {
+  std::string model;
+  if (!F.pretrained.empty())
+    model = "--pretrained " + F.pretrained;
+  else
+    model = (F.model.config_file.empty() ? F.model.model : F.model.config_file) + " (" +
+            count_str(ParamTable(F.model.resolve()).total()) + " parameters)";
+  const std::string data = F.synthetic > 0 ? std::to_string(F.synthetic) + " synthetic samples"
+                                           : F.data_dir + " (" + F.dataset + ")";
+  std::string line =
+      "vit train: model " + model + ", data " + data + ", threads: " + std::to_string(num_threads());
+  if (comm.size() > 1) line += " per process, " + std::to_string(comm.size()) + " processes";
+  if (F.amp) line += "\nmixed precision (--amp): the blocks' matrix products in bfloat16, fp32 accumulation";
+  return line;
+}
 }  // namespace
 
 Run add_train(CLI::App& cmd) {
@@ -184,11 +163,19 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--comm-timeout", f->comm_timeout,
                  "under mpirun: seconds a rank waits for the others in one collective before ending the job")
       ->capture_default_str();
-  cmd.add_option("--output", t.output, "run directory for config.json, summary.csv, checkpoints");
+  cmd.add_option("--output", t.output,
+                 "run directory for config.json, summary.csv, checkpoints (new or empty: a directory that "
+                 "holds a run is refused, see --resume)");
   cmd.add_option(
       "--resume", f->resume,
       "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (its flags come from "
-      "DIR/args.json; --threads may change)");
+      "DIR/args.json; --threads, --comm-timeout, --progress, --log-every and --recovery-interval may change; "
+      "a larger --epochs trains a finished run longer)");
+  cmd.add_option(
+         "--recovery-interval", f->recovery,
+         "write a recovery state (DIR/recovery.state.safetensors, for --resume within an epoch) every N "
+         "optimizer steps; 0: none; auto: every 5 minutes, or 20x the last state's write time if longer")
+      ->capture_default_str();
   cmd.add_flag(
       "--no-memory-check", f->no_memory_check,
       "start even when the planned memory (weights, gradients, optimizer state, activations) exceeds "
@@ -212,9 +199,30 @@ Run add_train(CLI::App& cmd) {
     std::ostream quiet(nullptr);  // only rank 0 prints
     std::ostream& out = comm.root() ? std::cout : quiet;
     F.train.comm = &comm;
-    // Impossible flags fail here, before anything is loaded or written.
+    if (F.recovery != "auto") {
+      char* end = nullptr;
+      F.train.recovery_interval = std::strtoll(F.recovery.c_str(), &end, 10);
+      VIT_CHECK(!F.recovery.empty() && *end == '\0' && F.train.recovery_interval >= 0,
+                "--recovery-interval wants a number of steps (0: none) or auto, got '", F.recovery, "'");
+    }
+    // Impossible flags fail here, before anything is loaded or written; so does an --output
+    // that holds another run (never overwritten).
     F.train.validate();
     F.train.sched.validate();
+    // Then a first line at once (a redirected log shows it too: every line is flushed).
+    out << first_line(F, comm) << std::endl;
+    if (F.resume.empty() && !F.train.output.empty())
+      run_agreed(comm, "checking --output", [&] {
+        if (comm.root()) check_new_run_dir(F.train.output);
+      });
+    if (!F.resume.empty()) {  // a finished run is left as it is, before anything is loaded
+      bool finished = false;
+      run_agreed(comm, "resuming " + F.resume, [&] {
+        finished = resume_finished(F.resume, F.train, out);
+        if (!finished && comm.root()) record_epochs(F.resume, F.train.epochs);  // --epochs N extends it
+      });
+      if (finished) return 0;
+    }
     const size_t available = F.no_memory_check ? 0 : available_memory_bytes();
     auto check_fits = [&](const ViTConfig& c, bool allocated) {
       MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name, 0, F.amp);
@@ -232,16 +240,20 @@ Run add_train(CLI::App& cmd) {
       LoadOptions o = load_options(F.model.img_size, F.model.num_heads);
       o.num_classes = F.model.num_classes;
       o.adjust = [&](ViTConfig& c) { F.model.apply_training_overrides(c); };
+      out << "loading the pretrained weights from " << F.pretrained << std::endl;
       run_agreed(comm, "loading the pretrained weights", [&] {
         Pretrained p = load_pretrained(F.pretrained, o);
         if (comm.root()) print_notes(p);
-        out << "pretrained: " << p.file << " (" << p.format << ")\n";
+        out << "pretrained: " << p.file << " (" << p.format << ")" << std::endl;
         owned = std::move(p.model);
         check_fits(owned->config(), true);
       });
     } else {
       const ViTConfig c = F.model.resolve();
       check_fits(c, false);
+      // ViT-B/16's 86M weights take seconds to draw: say so first.
+      if (const int64_t n = ParamTable(c).total(); n >= 10000000)
+        out << "initialising " << count_str(n) << " parameters (seed " << F.train.seed << ")" << std::endl;
       owned = std::make_unique<ViT>(c);
       owned->init_weights(F.train.seed);
     }
@@ -258,6 +270,7 @@ Run add_train(CLI::App& cmd) {
         eval_set = std::make_unique<SyntheticDataset>(std::max<int64_t>(1, F.synthetic / 5), K, cfg.in_chans,
                                                       cfg.img_h, cfg.img_w, F.train.seed, 0.5f, F.synthetic);
       } else {
+        out << "loading " << F.data_dir << std::endl;
         DataSources d = make_datasets(F.data_dir, F.dataset, input_spec(cfg), F.val_split, F.train.seed,
                                       F.skip_bad_images);
         print_skipped(d.skipped, out);
@@ -286,22 +299,19 @@ Run add_train(CLI::App& cmd) {
     if (!F.resume.empty()) {
       F.train.output = F.resume;
       F.train.resume = true;
-    } else if (!F.train.output.empty() && comm.root()) {
-      std::filesystem::create_directories(F.train.output);
-      write_file_atomic((std::filesystem::path(F.train.output) / "args.json").string(),
-                        nlohmann::json(invocation()).dump(1) + "\n");
+    } else if (!F.train.output.empty()) {
+      run_agreed(comm, "creating " + F.train.output, [&] {
+        if (comm.root()) create_run_dir(F.train.output, nlohmann::json(invocation()).dump(1) + "\n");
+      });
     }
     F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && ::isatty(STDOUT_FILENO) != 0);
-    out << "model: " << cfg.to_json(-1) << "\nthreads: " << num_threads();
-    if (comm.size() > 1) out << " per process, " << comm.size() << " processes";
+    out << "model: " << cfg.to_json(-1) << std::endl;
     if (const int lanes = model.lanes_for(F.train.batch_size); lanes > 1)
-      out << " (batch split into " << lanes << " lanes, one per thread)";
-    if (model.amp())
-      out << "\nmixed precision (--amp): the blocks' matrix products in bfloat16, fp32 accumulation";
-    out << "\n";
+      out << "batch split into " << lanes << " lanes, one per thread" << std::endl;
     train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
     if (!F.train.output.empty())
-      out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors}\n";
+      out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors}"
+          << std::endl;
     return 0;
   };
 }

@@ -13,11 +13,17 @@ std::vector<int64_t> even_ends(int64_t n, int64_t batch) {
 }
 }  // namespace
 
-Prefetcher::Prefetcher(const Dataset& data, std::vector<int64_t> order, int64_t batch)
-    : Prefetcher(data, order, even_ends(int64_t(order.size()), batch)) {}
+Prefetcher::Prefetcher(const Dataset& data, std::vector<int64_t> order, int64_t batch, int64_t first_step)
+    : Prefetcher(data, order, even_ends(int64_t(order.size()), batch), first_step) {}
 
-Prefetcher::Prefetcher(const Dataset& data, std::vector<int64_t> order, std::vector<int64_t> ends)
-    : data_(data), order_(std::move(order)), ends_(std::move(ends)) {
+Prefetcher::Prefetcher(const Dataset& data, std::vector<int64_t> order, std::vector<int64_t> ends,
+                       int64_t first_step)
+    : data_(data),
+      order_(std::move(order)),
+      ends_(std::move(ends)),
+      first_step_(first_step),
+      ready_(first_step - 1),
+      consumed_(first_step - 1) {
   steps_ = int64_t(ends_.size());
   sample_ = data_.channels() * data_.height() * data_.width();
   int64_t most = 0;
@@ -39,7 +45,7 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::work() {
-  for (int64_t s = 0; s < steps_; ++s) {
+  for (int64_t s = first_step_; s < steps_; ++s) {
     {
       // Buffer s % 2 is free once the caller has moved past batch s - 2.
       std::unique_lock<std::mutex> lock(mu_);

@@ -1,7 +1,10 @@
 #include "vit/io/safetensors.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "vit/core/error.h"
@@ -22,7 +25,56 @@ struct DTypeName {
 constexpr DTypeName kDTypes[] = {{DType::F32, "F32", 4}, {DType::F16, "F16", 2},  {DType::BF16, "BF16", 2},
                                  {DType::F64, "F64", 8}, {DType::I64, "I64", 8},  {DType::I32, "I32", 4},
                                  {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1}};
+
+// The header's length from the file's first 8 bytes, checked against the file's size.
+uint64_t header_length(std::string_view first, uint64_t file_size, const std::string& path) {
+  VIT_CHECK(first.size() >= 8, path, ": not a safetensors file (", file_size,
+            " bytes, too short for a header)");
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | uint8_t(first[i]);
+  VIT_CHECK(hlen <= kMaxHeader, path, ": header length ", hlen, " is implausible (over 100 MiB)");
+  VIT_CHECK(hlen <= file_size - 8, path, ": header length ", hlen, " runs past the end of the file (",
+            file_size, " bytes): truncated?");
+  return hlen;
+}
+
+json parse_header(std::string_view text, const std::string& path) {
+  json h;
+  try {
+    h = json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {
+    throw Error(path + ": header is not valid JSON: " + e.what());
+  }
+  VIT_CHECK(h.is_object(), path, ": header is not a JSON object");
+  return h;
+}
+
+std::map<std::string, std::string> metadata_of(const json& v, const std::string& path) {
+  VIT_CHECK(v.is_object(), path, ": __metadata__ must be an object");
+  std::map<std::string, std::string> out;
+  for (auto& [k, val] : v.items()) {
+    VIT_CHECK(val.is_string(), path, ": __metadata__ value of '", k, "' is not a string");
+    out[k] = val.get<std::string>();
+  }
+  return out;
+}
 }  // namespace
+
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  VIT_CHECK(f, path, ": cannot open for reading (", std::strerror(errno), ")");
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  VIT_CHECK(!ec, path, ": cannot determine the file size (", ec.message(), ")");
+  std::string first(8, '\0');
+  first.resize(size_t(f.read(first.data(), 8).gcount()));
+  const uint64_t hlen = header_length(first, size, path);
+  std::string text(hlen, '\0');
+  VIT_CHECK(f.read(text.data(), std::streamsize(hlen)), path, ": read failed");
+  const json h = parse_header(text, path);
+  return h.contains("__metadata__") ? metadata_of(h["__metadata__"], path)
+                                    : std::map<std::string, std::string>{};
+}
 
 const char* dtype_name(DType d) {
   for (auto& e : kDTypes)
@@ -81,29 +133,13 @@ SafeTensors SafeTensors::parse_view(std::shared_ptr<const void> owner, const cha
   const std::string_view bytes(data, size);
   SafeTensors st;
   st.path_ = path;
-  VIT_CHECK(bytes.size() >= 8, path, ": not a safetensors file (", bytes.size(),
-            " bytes, too short for a header)");
-  uint64_t hlen = 0;
-  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | uint8_t(bytes[i]);
-  VIT_CHECK(hlen <= kMaxHeader, path, ": header length ", hlen, " is implausible (over 100 MiB)");
-  VIT_CHECK(hlen <= bytes.size() - 8, path, ": header length ", hlen, " runs past the end of the file (",
-            bytes.size(), " bytes): truncated?");
-  json h;
-  try {
-    h = json::parse(bytes.begin() + 8, bytes.begin() + 8 + hlen);
-  } catch (const json::exception& e) {
-    throw Error(path + ": header is not valid JSON: " + e.what());
-  }
-  VIT_CHECK(h.is_object(), path, ": header is not a JSON object");
+  const uint64_t hlen = header_length(bytes, bytes.size(), path);
+  const json h = parse_header(bytes.substr(8, hlen), path);
   st.data_start_ = 8 + hlen;
   const size_t data_size = bytes.size() - st.data_start_;
   for (auto& [name, v] : h.items()) {
     if (name == "__metadata__") {
-      VIT_CHECK(v.is_object(), path, ": __metadata__ must be an object");
-      for (auto& [k, val] : v.items()) {
-        VIT_CHECK(val.is_string(), path, ": __metadata__ value of '", k, "' is not a string");
-        st.metadata_[k] = val.get<std::string>();
-      }
+      st.metadata_ = metadata_of(v, path);
       continue;
     }
     VIT_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"), path,

@@ -20,10 +20,13 @@ std::string clock_str(double seconds) {
 }
 }  // namespace
 
-void ProgressLine::start(int64_t epoch, int64_t epochs, int64_t steps) {
+void ProgressLine::start(int64_t epoch, int64_t epochs, int64_t steps, int64_t first_step,
+                         int64_t images_before) {
   epoch_ = epoch;
   epochs_ = epochs;
   steps_ = steps;
+  first_ = first_step;
+  images_before_ = images_before;
   t0_ = last_draw_ = std::chrono::steady_clock::now();
 }
 
@@ -39,8 +42,8 @@ void ProgressLine::update(int64_t step, double loss, double top1, int64_t images
   }
   last_draw_ = now;
   const double elapsed = std::chrono::duration<double>(now - t0_).count();
-  const double rate = elapsed > 0 ? double(images_done) / elapsed : 0.0;
-  const double eta = done > 0 ? elapsed * double(steps_ - done) / double(done) : 0.0;
+  const double rate = elapsed > 0 ? double(images_done - images_before_) / elapsed : 0.0;
+  const double eta = done > first_ ? elapsed * double(steps_ - done) / double(done - first_) : 0.0;
   char stats[160];
   std::snprintf(stats, sizeof stats, "%lld/%lld loss %.4f top1 %.2f%% %.0f img/s lr %.3g ETA %s",
                 (long long)done, (long long)steps_, loss, 100 * top1, rate, lr, clock_str(eta).c_str());

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -15,7 +16,9 @@
 #include "vit/core/file.h"
 #include "vit/data/prefetch.h"
 #include "vit/io/checkpoint.h"
+#include "vit/train/memory.h"
 #include "vit/train/progress.h"
+#include "vit/train/run_dir.h"
 #include "vit/train/shard.h"
 #include "vit/train/step.h"
 
@@ -30,6 +33,9 @@ void TrainConfig::validate() const {
   VIT_CHECK(smoothing >= 0.f && smoothing < 1.f, "label smoothing must be in [0, 1), got ", smoothing);
   VIT_CHECK(clip_grad >= 0.f, "clip grad must be non-negative");
   VIT_CHECK(patience >= 0, "patience must be non-negative");
+  VIT_CHECK(recovery_interval >= -1,
+            "recovery interval must be a number of steps, 0 (none) or -1 (by time), got ", recovery_interval);
+  VIT_CHECK(recovery_seconds > 0, "recovery seconds must be positive");
   VIT_CHECK(!resume || !output.empty(), "resuming needs the run directory");
   optim.validate();
 }
@@ -74,6 +80,9 @@ struct Progress {
   int64_t epochs_done = 0, global_step = 0, since_best = 0;
   double best_top1 = -1;
   std::vector<EpochStats> hist;
+  // Within epoch epochs_done + 1 (a recovery state): the steps done and their sums so far.
+  int64_t step_in_epoch = 0, correct_sum = 0, seen = 0;
+  double loss_sum = 0, seconds = 0;
 };
 
 nlohmann::json to_json(const EpochStats& e) {
@@ -87,12 +96,20 @@ nlohmann::json to_json(const EpochStats& e) {
           {"seconds", e.seconds}};
 }
 
-void save_state(const fs::path& dir, const ViT& model, Optimizer& opt, const Progress& p,
-                const TrainConfig& cfg, int64_t steps_per_epoch) {
+// Writes the training state to `path` (atomically); returns its size in bytes.
+size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const Progress& p,
+                  const TrainConfig& cfg, int64_t steps_per_epoch) {
   nlohmann::json hist = nlohmann::json::array();
   for (auto& e : p.hist) hist.push_back(to_json(e));
+  // Nothing else is needed for an exact resume, within an epoch too: the epoch's order,
+  // augmentation, mixup and dropout draws all follow from (seed, epoch, step, index).
   nlohmann::json st = {{"epochs_done", p.epochs_done},
                        {"global_step", p.global_step},
+                       {"step_in_epoch", p.step_in_epoch},
+                       {"epoch_loss_sum", p.loss_sum},
+                       {"epoch_correct", p.correct_sum},
+                       {"epoch_seen", p.seen},
+                       {"epoch_seconds", p.seconds},
                        {"optimizer_steps", opt.steps()},
                        {"best_top1", p.best_top1},
                        {"since_best", p.since_best},
@@ -109,13 +126,15 @@ void save_state(const fs::path& dir, const ViT& model, Optimizer& opt, const Pro
   for (auto& [prefix, arena] : moment_arenas(opt))
     for (auto& s : model.table().specs())
       if (s.trainable) out.push_back({prefix + s.name, s.shape, DType::F32, arena->data() + s.offset});
-  write_safetensors((dir / "last.state.safetensors").string(), out, {{"vitcpp_state", st.dump()}});
+  write_safetensors(path.string(), out, {{"vitcpp_state", st.dump()}});
+  return fs::file_size(path);
 }
 
-// Restores the weights, moments and position; checks that the run is the same run.
-Progress load_state(const fs::path& dir, ViT& model, Optimizer& opt, const TrainConfig& cfg,
-                    int64_t steps_per_epoch) {
-  const std::string sp = (dir / "last.state.safetensors").string(), wp = (dir / "last.safetensors").string();
+// Restores the weights, moments and position from the state file `sp` of the run in `dir`;
+// checks that the run is the same run.
+Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Optimizer& opt,
+                    const TrainConfig& cfg, int64_t steps_per_epoch) {
+  const std::string wp = (dir / "last.safetensors").string();
   SafeTensors state = SafeTensors::open(sp);
   auto it = state.metadata().find("vitcpp_state");
   VIT_CHECK(it != state.metadata().end(), sp, ": not a vitcpp training state (no vitcpp_state metadata)");
@@ -125,6 +144,13 @@ Progress load_state(const fs::path& dir, ViT& model, Optimizer& opt, const Train
   p.global_step = json_int(st.at("global_step"), sp + ": global_step");
   p.best_top1 = st.at("best_top1");
   p.since_best = json_int(st.at("since_best"), sp + ": since_best");
+  if (st.contains("step_in_epoch")) {  // states from before recovery states end their epoch
+    p.step_in_epoch = json_int(st.at("step_in_epoch"), sp + ": step_in_epoch");
+    p.loss_sum = st.at("epoch_loss_sum");
+    p.correct_sum = json_int(st.at("epoch_correct"), sp + ": epoch_correct");
+    p.seen = json_int(st.at("epoch_seen"), sp + ": epoch_seen");
+    p.seconds = st.at("epoch_seconds");
+  }
   // States written since the weights moved into the state file need nothing else; older
   // ones pair with last.safetensors, which must then be from the same step.
   const bool self_contained = !model.table().specs().empty() &&
@@ -145,6 +171,8 @@ Progress load_state(const fs::path& dir, ViT& model, Optimizer& opt, const Train
             st.at("batch_size").get<int64_t>(), " x ", st.at("steps_per_epoch").get<int64_t>(),
             " steps per epoch); an exact resume needs the same");
   VIT_CHECK(st.at("seed") == cfg.seed, sp, ": the run used seed ", st.at("seed").get<uint64_t>());
+  VIT_CHECK(p.step_in_epoch >= 0 && p.step_in_epoch < steps_per_epoch, sp, ": step_in_epoch ",
+            p.step_in_epoch, " is outside an epoch of ", steps_per_epoch, " steps");
   if (self_contained)
     for (auto& s : model.table().specs()) {
       VIT_CHECK(state.at(kParamPrefix + s.name).shape == s.shape, sp, ": ", kParamPrefix + s.name,
@@ -232,6 +260,36 @@ std::string diverged(const TrainConfig& cfg, const std::string& what, const Prog
                              : "no checkpoint was written yet";
   return detail::concat("training diverged: ", what, " at epoch ", epoch + 1, ", step ", step + 1, "; ", kept,
                         ". Lower --lr, add --warmup-epochs or --clip-grad");
+}
+
+// When a recovery state is due within an epoch: every cfg.recovery_interval optimizer steps,
+// or (-1) once cfg.recovery_seconds have passed since the last state was written, or 20
+// times that write's duration if longer, so that writing costs at most 5% of the time.
+class RecoveryClock {
+ public:
+  explicit RecoveryClock(const TrainConfig& cfg) : cfg_(cfg), last_(Clock::now()) {}
+  // After optimizer step `step` (global, 0-based).
+  bool due(int64_t step) const {
+    if (cfg_.recovery_interval > 0) return (step + 1) % cfg_.recovery_interval == 0;
+    if (cfg_.recovery_interval == 0) return false;
+    const double since = std::chrono::duration<double>(Clock::now() - last_).count();
+    return since >= std::max(cfg_.recovery_seconds, 20 * write_seconds_);
+  }
+  // A state (recovery or epoch end) was written, taking `seconds`.
+  void wrote(double seconds) {
+    last_ = Clock::now();
+    write_seconds_ = seconds;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  const TrainConfig& cfg_;
+  Clock::time_point last_;
+  double write_seconds_ = 0;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 }  // namespace
@@ -327,14 +385,18 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   std::vector<float> targets(cfg.mixup.active() ? B * K : 0);
   const fs::path dir(cfg.output);
   Progress p;
+  bool fresh = !cfg.resume;
   if (cfg.resume) {
-    // Every rank reads the run directory (it must be shared between hosts to resume).
+    // Every rank reads the run directory (it must be shared between hosts to resume). The
+    // newest state wins: a recovery state within an epoch, or the last epoch's.
+    std::optional<StateInfo> newest;
     run_agreed(comm, "resuming", [&] {
+      newest = newest_state(dir.string());
+      if (!newest) return;
       try {
-        p = load_state(dir, model, opt, cfg, steps_per_epoch);
+        p = load_state(dir, newest->path, model, opt, cfg, steps_per_epoch);
       } catch (const nlohmann::json::exception& e) {  // a vitcpp_state that is not what save_state writes
-        throw Error(detail::concat((dir / "last.state.safetensors").string(),
-                                   ": corrupt training state: ", e.what()));
+        throw Error(detail::concat(newest->path, ": corrupt training state: ", e.what()));
       }
     });
     // A killed run can leave write_file_atomic's temporaries (NAME.tmp.PID) behind.
@@ -342,11 +404,26 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       int64_t stale = 0;
       for (auto& f : fs::directory_iterator(dir))
         if (f.path().filename().string().find(".tmp.") != std::string::npos) stale += fs::remove(f.path());
-      if (stale > 0) log << "removed " << stale << " unfinished temporary file(s) of the interrupted run\n";
+      if (stale > 0)
+        log << "removed " << stale << " unfinished temporary file(s) of the interrupted run" << std::endl;
     }
-    log << "resuming " << cfg.output << " after epoch " << p.epochs_done << " (step " << p.global_step
-        << ")\n";
-  } else if (write) {
+    if (!newest) {
+      // Stopped before its first state: the model is as the run began (the vit program
+      // builds it from the seed again), so starting over gives the same run.
+      fresh = true;
+      log << cfg.output
+          << " holds no training state yet (the run stopped before its first): starting from step 0"
+          << std::endl;
+    } else if (p.step_in_epoch > 0) {
+      log << "resuming " << cfg.output << " in epoch " << p.epochs_done + 1 << " after step "
+          << p.step_in_epoch << " of " << steps_per_epoch << " (global step " << p.global_step << ", "
+          << fs::path(newest->path).filename().string() << ")" << std::endl;
+    } else {
+      log << "resuming " << cfg.output << " after epoch " << p.epochs_done << " (step " << p.global_step
+          << ")" << std::endl;
+    }
+  }
+  if (fresh && write) {
     fs::create_directories(dir);
     model.config().save((dir / "config.json").string());
   }
@@ -354,32 +431,40 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   log << "training " << train_set.describe() << ", " << cfg.epochs << " epochs of " << steps_per_epoch
       << " steps, batch " << B << ", " << cfg.optim.name << " lr " << cfg.sched.lr;
   if (ranks > 1) log << ", " << comm.describe();
-  log << "\n";
+  log << std::endl;
 
+  RecoveryClock recovery(cfg);
   for (int64_t epoch = p.epochs_done; epoch < cfg.epochs; ++epoch) {
     if (cfg.patience > 0 && p.since_best >= cfg.patience) {
-      log << "early stopping: no better eval top-1 for " << cfg.patience << " epochs\n";
+      log << "early stopping: no better eval top-1 for " << cfg.patience << " epochs" << std::endl;
       break;
     }
-    const auto t0 = std::chrono::steady_clock::now();
+    // Resumed from a recovery state: the epoch goes on after its step, with its sums so far.
+    const int64_t first = epoch == p.epochs_done ? p.step_in_epoch : 0;
+    const auto t0 =
+        std::chrono::steady_clock::now() - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                               std::chrono::duration<double>(first > 0 ? p.seconds : 0));
     const auto order = epoch_order(N, cfg.seed, epoch);
     if (cfg.on_epoch_start) cfg.on_epoch_start(epoch);
-    double loss_sum = 0;
-    int64_t correct_sum = 0, seen = 0;
+    double loss_sum = first > 0 ? p.loss_sum : 0;
+    int64_t correct_sum = first > 0 ? p.correct_sum : 0, seen = first > 0 ? p.seen : 0;
     float lr = 0;
     ProgressLine bar(log, cfg.progress_bar, cfg.log_every);
-    bar.start(epoch, cfg.epochs, steps_per_epoch);
+    bar.start(epoch, cfg.epochs, steps_per_epoch, first, seen);
     // Mixing pairs row b with row bs-1-b: a shard also loads the rows its rows mix with.
     const bool partners = cfg.mixup.active() && ranks > 1;
     ShardPlan plan = ranks > 1 ? shard_epoch(order, B, rank, ranks, partners) : ShardPlan{order, {}};
     std::unique_ptr<Prefetcher> batches =
-        ranks > 1 ? std::make_unique<Prefetcher>(train_set, std::move(plan.order), std::move(plan.ends))
-                  : std::make_unique<Prefetcher>(train_set, std::move(plan.order), B);
-    for (int64_t s = 0; s < steps_per_epoch; ++s, ++p.global_step) {
+        ranks > 1
+            ? std::make_unique<Prefetcher>(train_set, std::move(plan.order), std::move(plan.ends), first)
+            : std::make_unique<Prefetcher>(train_set, std::move(plan.order), B, first);
+    for (int64_t s = first; s < steps_per_epoch; ++s, ++p.global_step) {
       const int64_t bs = std::min(B, N - s * B);
       const Rows mine = shard_rows(bs, rank, ranks);
-      // This rank's loss sum, correct count and rows; summed over ranks with the status.
-      double stats[3] = {0, 0, double(mine.size())};
+      // This rank's loss sum, correct count and rows, and whether a recovery state is due
+      // after the step (rank 0's clock decides); summed over ranks with the status.
+      const bool recover = write && s + 1 < steps_per_epoch && recovery.due(p.global_step);
+      double stats[4] = {0, 0, double(mine.size()), recover ? 1.0 : 0.0};
       // Every rank learns whether all are fine here, before the large all-reduce.
       run_agreed(
           comm, "epoch " + std::to_string(epoch + 1) + " step " + std::to_string(s),
@@ -408,7 +493,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
             stats[0] = loss * double(mine.size());
             stats[1] = double(correct);
           },
-          stats, 3);
+          stats, 4);
       if (ranks > 1) comm.sum(model.grads().data(), int64_t(model.grads().size()));
       // The summed loss is the same on every rank, so all stop together.
       if (!std::isfinite(stats[0]))
@@ -422,6 +507,27 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       correct_sum += int64_t(stats[1]);
       seen += int64_t(stats[2]);
       bar.update(s, loss_sum / double(seen), double(correct_sum) / double(seen), seen, lr);
+      if (stats[3] > 0) {  // a recovery state: everything to go on after this step
+        if (!all_finite(model.params().data(), int64_t(model.params().size())))
+          throw Error(diverged(cfg, "a weight is not finite", p, epoch, s));
+        Progress r = p;
+        r.global_step = p.global_step + 1;
+        r.step_in_epoch = s + 1;
+        r.loss_sum = loss_sum;
+        r.correct_sum = correct_sum;
+        r.seen = seen;
+        r.seconds = seconds_since(t0);
+        run_agreed(comm, "writing a recovery state to " + cfg.output, [&] {
+          if (!write) return;
+          const auto w0 = std::chrono::steady_clock::now();
+          const size_t bytes = save_state(dir / kRecoveryFile, model, opt, r, cfg, steps_per_epoch);
+          recovery.wrote(seconds_since(w0));
+          if (!cfg.progress_bar)
+            log << "recovery state after step " << s + 1 << " of epoch " << epoch + 1 << ": "
+                << (dir / kRecoveryFile).string() << " (" << format_bytes(bytes) << " in "
+                << std::setprecision(3) << seconds_since(w0) << " s)" << std::endl;
+        });
+      }
     }
     batches.reset();
     bar.finish();
@@ -438,6 +544,8 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     p.hist.push_back(e);
     p.epochs_done = epoch + 1;
+    p.step_in_epoch = p.correct_sum = p.seen = 0;
+    p.loss_sum = p.seconds = 0;
     log << "epoch " << e.epoch << "/" << cfg.epochs << ": train loss " << std::setprecision(4) << e.train_loss
         << " top1 " << 100 * e.train_top1 << "%";
     if (eval_set) log << ", eval loss " << e.eval.loss << " top1 " << 100 * e.eval.top1 << "%";
@@ -463,7 +571,10 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
                                                  {"epoch", std::to_string(p.epochs_done)}};
       if (!cfg.class_names.empty()) meta["class_names"] = nlohmann::json(cfg.class_names).dump();
       save_checkpoint((dir / "last.safetensors").string(), model, meta, false);
-      save_state(dir, model, opt, p, cfg, steps_per_epoch);
+      const auto w0 = std::chrono::steady_clock::now();
+      save_state(dir / kStateFile, model, opt, p, cfg, steps_per_epoch);
+      recovery.wrote(seconds_since(w0));
+      fs::remove(dir / kRecoveryFile);  // older than the state now: space back (1 GB for ViT-B)
       if (better) save_checkpoint((dir / "best.safetensors").string(), model, meta, false);
       write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist));
     });

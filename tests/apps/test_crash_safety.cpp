@@ -9,16 +9,20 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "support/process.h"
 #include "support/temp_dir.h"
+#include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/io/safetensors.h"
+#include "vit/train/run_dir.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -107,6 +111,118 @@ TEST(CrashSafety, KillMinus9AtRandomMomentsThenResumeGivesTheUninterruptedWeight
             << " while a checkpoint's temporary file existed\n";
 }
 
+namespace {
+// 3 epochs of 256 steps with a recovery state every 16 steps (about 0.15 s an epoch here).
+const std::string kRecoveryRun =
+    "train --model mnist-seed --img-size 16 --synthetic 4096 --epochs 3 -b 16 --threads 1 --log-every 0 "
+    "--recovery-interval 16";
+
+// summary.csv without its last column (seconds, which no two runs share).
+std::string without_seconds(const std::string& csv) {
+  std::string out;
+  for (size_t at = 0, nl; (nl = csv.find('\n', at)) != std::string::npos; at = nl + 1) {
+    const std::string line = csv.substr(at, nl - at);
+    out += line.substr(0, line.rfind(',')) + "\n";
+  }
+  return out;
+}
+
+// The resumed run ends as the uninterrupted one: the same bytes in its checkpoints, the
+// same tensors in its state, the same summary but for the seconds.
+void expect_same_run(const std::string& ref, const std::string& dir) {
+  for (const char* f : {"last.safetensors", "best.safetensors", "config.json"})
+    EXPECT_TRUE(vit::read_file_bytes(ref + "/" + f) == vit::read_file_bytes(dir + "/" + f))
+        << f << " differs";
+  expect_same_tensors(ref + "/last.state.safetensors", dir + "/last.state.safetensors");
+  EXPECT_EQ(without_seconds(vit::read_text_file(ref + "/summary.csv")),
+            without_seconds(vit::read_text_file(dir + "/summary.csv")));
+  EXPECT_FALSE(fs::exists(dir + "/recovery.state.safetensors")) << "removed after the last epoch's state";
+  EXPECT_TRUE(temp_files(dir).empty()) << temp_files(dir).front();
+}
+
+// Starts the recovery run into `dir` and kills it with SIGKILL as soon as ready() holds
+// (polled every 0.1 ms), then asks landed() whether the kill hit the moment wanted. A kill
+// that came too late (the test was not scheduled in time on a busy machine) is tried
+// again, up to 5 times. Returns whether one landed.
+bool kill_when(const std::string& dir, const std::string& log, const std::function<bool()>& ready,
+               const std::function<bool()>& landed) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    fs::remove_all(dir);
+    const pid_t pid = vit::test::spawn(VIT_BINARY, kRecoveryRun + " --output " + dir, {log});
+    const auto start = Clock::now();
+    while (!ready() && Clock::now() - start < std::chrono::minutes(1))
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    int status = 0;
+    const bool alive = ::waitpid(pid, &status, WNOHANG) == 0;
+    if (alive) {
+      ::kill(pid, SIGKILL);
+      EXPECT_EQ(vit::test::wait_for(pid, log).signal, SIGKILL);
+    }
+    if (alive && landed()) return true;
+    std::cout << "the kill came too late (attempt " << attempt + 1 << "): " << vit::read_text_file(log)
+              << "\n";
+  }
+  return false;
+}
+
+// The run's newest state, if it is a recovery state after epoch 1 (none while it is written).
+std::optional<vit::StateInfo> recovery_after_epoch_1(const std::string& dir) {
+  try {
+    auto s = vit::newest_state(dir);
+    if (s && s->epochs_done >= 1 && s->step_in_epoch > 0) return s;
+  } catch (const vit::Error&) {
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+// Killed the moment its directory appears: the directory holds args.json (it appears with
+// it) and no training state; --resume starts from step 0 and ends with the same bits.
+TEST(CrashSafety, KilledAsSoonAsItsDirectoryAppearsResumesFromStepZeroToTheSameBits) {
+  vit::test::TempDir tmp("kill_early");
+  Finished ref =
+      vit::test::run_child(VIT_BINARY, kRecoveryRun + " --output " + (tmp / "ref"), {tmp / "ref.log"});
+  ASSERT_EQ(ref.code, 0) << ref.out;
+  const std::string dir = tmp / "run";
+  ASSERT_TRUE(kill_when(
+      dir, tmp / "run.log", [&] { return fs::exists(dir); },
+      [&] {
+        return !fs::exists(dir + "/last.state.safetensors") &&
+               !fs::exists(dir + "/recovery.state.safetensors");
+      }));
+  ASSERT_TRUE(fs::exists(dir + "/args.json"));
+  Finished res = vit::test::run_child(VIT_BINARY, "train --resume " + dir, {tmp / "res.log"});
+  ASSERT_EQ(res.code, 0) << res.out;
+  EXPECT_NE(
+      res.out.find(dir +
+                   " holds no training state yet (the run stopped before its first): starting from step 0"),
+      std::string::npos)
+      << res.out;
+  expect_same_run(tmp / "ref", dir);
+}
+
+// Killed within epoch 2 or 3, after a recovery state: --resume goes on after that state's
+// step (not from the epoch's start) and ends with the same bits.
+TEST(CrashSafety, KilledMidEpochResumesAfterItsRecoveryStateToTheSameBits) {
+  vit::test::TempDir tmp("kill_mid");
+  Finished ref =
+      vit::test::run_child(VIT_BINARY, kRecoveryRun + " --output " + (tmp / "ref"), {tmp / "ref.log"});
+  ASSERT_EQ(ref.code, 0) << ref.out;
+  EXPECT_NE(ref.out.find("recovery state after step 16 of epoch 1"), std::string::npos) << ref.out;
+  const std::string dir = tmp / "run";
+  auto mid_epoch = [&] { return recovery_after_epoch_1(dir).has_value(); };
+  ASSERT_TRUE(kill_when(dir, tmp / "run.log", mid_epoch, mid_epoch));
+  const vit::StateInfo at = *recovery_after_epoch_1(dir);
+  Finished res = vit::test::run_child(VIT_BINARY, "train --resume " + dir, {tmp / "res.log"});
+  ASSERT_EQ(res.code, 0) << res.out;
+  EXPECT_NE(res.out.find("resuming " + dir + " in epoch " + std::to_string(at.epochs_done + 1) +
+                         " after step " + std::to_string(at.step_in_epoch) + " of 256 (global step " +
+                         std::to_string(at.global_step) + ", recovery.state.safetensors)"),
+            std::string::npos)
+      << res.out;
+  expect_same_run(tmp / "ref", dir);
+}
+
 TEST(CrashSafety, ACheckpointWriteThatFailsPartWayKeepsThePreviousFileAndNamesIt) {
   vit::test::TempDir tmp("fsize");
   const std::string run =
@@ -119,10 +235,10 @@ TEST(CrashSafety, ACheckpointWriteThatFailsPartWayKeepsThePreviousFileAndNamesIt
   const auto before = vit::read_file_bytes(state);
   const auto weights_size = fs::file_size(weights);
   ASSERT_GT(before.size(), weights_size + 4096);
-  // The same run again, allowed files up to the weights' size: the weights are rewritten,
-  // the (larger) training state fails part-way through its write.
+  // The run trained one epoch longer, allowed files up to the weights' size: the weights
+  // are rewritten, the (larger) training state fails part-way through its write.
   ChildOptions o{tmp / "b.log", (long long)(weights_size + 1024)};
-  Finished second = vit::test::run_child(VIT_BINARY, run + " --seed 5", o);
+  Finished second = vit::test::run_child(VIT_BINARY, "train --resume " + (tmp / "run") + " --epochs 2", o);
   EXPECT_NE(second.code, 0) << second.out;
   EXPECT_NE(second.out.find(state), std::string::npos) << "the error names the file: " << second.out;
   EXPECT_NE(second.out.find("File too large"), std::string::npos) << second.out;
@@ -154,7 +270,7 @@ TEST(CrashSafety, AReadOnlyRunDirectoryKeepsItsCheckpointsAndNamesTheFile) {
     program = tmp / "vit";
     fs::copy_file(VIT_BINARY, program);
   }
-  Finished second = vit::test::run_child(program, run + " --seed 5", o);
+  Finished second = vit::test::run_child(program, "train --resume " + (tmp / "run") + " --epochs 2", o);
   fs::permissions(tmp / "run", fs::perms(0755));
   if (second.code == vit::test::kCannotSwitchUser || second.code == 127)
     GTEST_SKIP() << "running as root and cannot run " << program << " as nobody (exit " << second.code << ")";

@@ -310,4 +310,24 @@ TEST(Prefetcher, ServesBatchesInOrderAndPassesErrorsOn) {
   early.next(0, &x, &y);
 }
 
+// A run resumed within an epoch starts at its step: the batches from there on are the
+// same, and the samples before it are never read (sample 9, in batch 0, is broken here).
+TEST(Prefetcher, StartsAtAGivenStep) {
+  Numbers data(10, 9);
+  const std::vector<int64_t> order = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
+  Prefetcher pf(data, order, 4, 1);
+  for (int64_t s = 1; s < 3; ++s) {
+    float* x;
+    const int64_t* y;
+    const int64_t n = pf.next(s, &x, &y);
+    ASSERT_EQ(n, s < 2 ? 4 : 2);
+    for (int64_t b = 0; b < n; ++b) EXPECT_EQ(y[b], order[s * 4 + b]);
+  }
+  Prefetcher last(data, order, std::vector<int64_t>{4, 8, 10}, 2);
+  float* x;
+  const int64_t* y;
+  ASSERT_EQ(last.next(2, &x, &y), 2);
+  EXPECT_EQ(y[1], 0);
+}
+
 }  // namespace vit

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "support/check.h"
 #include "support/temp_dir.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
@@ -206,6 +207,34 @@ TEST(SafeTensors, AnOpenFileKeepsItsTensorsWhenReplacedOrRemoved) {
   SafeTensors copy = st;  // copies share the mapping
   fs::remove(p);
   EXPECT_EQ(copy.to_float("w"), a);
+}
+
+// The header alone (a large state's position without reading its tensors), checked as open()
+// checks it.
+TEST(SafeTensors, MetadataIsReadFromTheHeaderAlone) {
+  test::TempDir dir("st_meta");
+  const std::string p = dir / "m.safetensors";
+  std::vector<float> a(1000, 1.f);
+  write_safetensors(p, {{"a", {1000}, DType::F32, a.data()}}, {{"k", "v"}, {"step", "12"}});
+  EXPECT_EQ(read_safetensors_metadata(p), SafeTensors::open(p).metadata());
+  EXPECT_EQ(read_safetensors_metadata(p).at("step"), "12");
+  // Tensor bytes cut off: open() refuses the file, the header is still whole.
+  const auto bytes = read_file_bytes(p);
+  write_file_atomic(p, std::string_view(bytes.data(), bytes.size() - 400));
+  EXPECT_EQ(read_safetensors_metadata(p).at("k"), "v");
+  const std::vector<std::pair<std::vector<char>, std::string>> bad = {
+      {std::vector<char>(bytes.begin(), bytes.begin() + 40), "runs past the end of the file"},
+      {std::vector<char>(bytes.begin(), bytes.begin() + 5), "too short for a header"},
+      {make_file("{\"__metadata__\": {\"k\": 1}}", 0), "__metadata__ value of 'k' is not a string"},
+      {make_file("[1]", 0), "header is not a JSON object"}};
+  for (const auto& [file, says] : bad) {
+    write_file_atomic(p, std::string_view(file.data(), file.size()));
+    const std::string msg = test::error_of([&] { read_safetensors_metadata(p); });
+    EXPECT_NE(msg.find(p + ": "), std::string::npos) << msg;
+    EXPECT_NE(msg.find(says), std::string::npos) << msg;
+  }
+  EXPECT_NE(test::error_of([&] { read_safetensors_metadata(dir / "none"); }).find("cannot open"),
+            std::string::npos);
 }
 
 TEST(SafeTensors, MissingFileNamesIt) {

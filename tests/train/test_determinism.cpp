@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 
@@ -12,6 +13,7 @@
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/core/threads.h"
+#include "vit/data/augment.h"
 #include "vit/data/synthetic.h"
 #include "vit/io/checkpoint.h"
 #include "vit/train/trainer.h"
@@ -110,6 +112,91 @@ TEST(Resume, InterruptedRunContinuesToTheSameBits) {
 TEST(Resume, InterruptedAmpRunContinuesToTheSameBits) {
   if (!ops::bf16_available()) GTEST_SKIP() << "no bf16 matmul in oneDNN on this CPU";
   resume_gives_the_same_bits(true);
+}
+
+namespace {
+// Training data that fails once, at sample `victim` of epoch `epoch_to_fail`: a kill within
+// an epoch (the prefetcher passes the error on at the step that loads it).
+class FailsOnce : public Dataset {
+ public:
+  explicit FailsOnce(const Dataset& base) : base_(base) {}
+  int64_t epoch = 0, epoch_to_fail = -1, victim = -1;
+  int64_t size() const override { return base_.size(); }
+  int64_t num_classes() const override { return base_.num_classes(); }
+  int64_t channels() const override { return base_.channels(); }
+  int64_t height() const override { return base_.height(); }
+  int64_t width() const override { return base_.width(); }
+  int64_t get(int64_t i, float* image) const override {
+    if (epoch == epoch_to_fail && i == victim) throw std::runtime_error("simulated kill");
+    return base_.get(i, image);
+  }
+  std::string describe() const override { return base_.describe(); }
+
+ private:
+  const Dataset& base_;
+};
+}  // namespace
+
+// Killed within an epoch, with augmentation, mixup, dropout and drop path on: the resumed
+// run goes on after the last recovery state's step and ends with the uninterrupted bits.
+TEST(Resume, KilledWithinAnEpochContinuesAfterItsRecoveryStateToTheSameBits) {
+  set_num_threads(num_threads() > 1 ? 2 : 1);
+  SyntheticDataset base(96, 4, 1, 12, 12, 5);
+  AugmentConfig ac;
+  ac.crop_pad = 2;
+  ac.hflip = 0.5f;
+  ac.mean = ac.std = {0.5f};
+  AugmentedDataset augmented(base, ac, 21);
+  FailsOnce data(augmented);
+  auto make_cfg = [&](const std::string& out) {
+    TrainConfig t;
+    t.epochs = 3;
+    t.batch_size = 16;  // 6 steps an epoch
+    t.seed = 21;
+    t.sched.lr = 5e-3f;
+    t.mixup.mixup_alpha = 0.4f;
+    t.output = out;
+    t.recovery_interval = 3;  // after global steps 3, 6, 9, ...: epoch 2's third step is one
+    t.on_epoch_start = [&](int64_t e) {
+      augmented.set_epoch(e);
+      data.epoch = e;
+    };
+    return t;
+  };
+  std::ostringstream log;
+  test::TempDir a("recover_a"), b("recover_b");
+  ViT straight(cfg());
+  straight.init_weights(21);
+  train(straight, data, &base, make_cfg(a.str()), log);
+  // Killed at epoch 2's step 5 (the sample it loads first fails).
+  data.epoch_to_fail = 1;
+  data.victim = epoch_order(96, 21, 1)[5 * 16];
+  ViT first(cfg());
+  first.init_weights(21);
+  EXPECT_THROW(train(first, data, &base, make_cfg(b.str()), log), std::runtime_error);
+  ASSERT_TRUE(std::filesystem::exists(b / "recovery.state.safetensors")) << log.str();
+  data.epoch_to_fail = -1;
+  ViT resumed(cfg());
+  resumed.init_weights(999);
+  TrainConfig r = make_cfg(b.str());
+  r.resume = true;
+  std::ostringstream rlog;
+  auto hist = train(resumed, data, &base, r, rlog);
+  EXPECT_NE(rlog.str().find("in epoch 2 after step 3 of 6 (global step 9, recovery.state.safetensors)"),
+            std::string::npos)
+      << rlog.str();
+  ASSERT_EQ(hist.size(), 3u);
+  EXPECT_EQ(0, std::memcmp(straight.params().data(), resumed.params().data(),
+                           straight.table().total() * sizeof(float)));
+  // The epoch's loss and accuracy count the steps before the kill too.
+  auto without_seconds = [](const std::string& path) {  // the last column: no two runs share it
+    std::istringstream csv(read_text_file(path));
+    std::string out;
+    for (std::string line; std::getline(csv, line);) out += line.substr(0, line.rfind(',')) + "\n";
+    return out;
+  };
+  EXPECT_EQ(without_seconds(a / "summary.csv"), without_seconds(b / "summary.csv"));
+  EXPECT_FALSE(std::filesystem::exists(b / "recovery.state.safetensors")) << "removed at the epoch's end";
 }
 
 TEST(Resume, RefusesADifferentRun) {

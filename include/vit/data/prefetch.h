@@ -15,11 +15,13 @@ namespace vit {
 
 class Prefetcher {
  public:
-  // Serves batches of `batch` samples in `order` (the last one may be smaller).
-  Prefetcher(const Dataset& data, std::vector<int64_t> order, int64_t batch);
+  // Serves batches of `batch` samples in `order` (the last one may be smaller), from batch
+  // first_step on (a run resumed within an epoch).
+  Prefetcher(const Dataset& data, std::vector<int64_t> order, int64_t batch, int64_t first_step = 0);
   // Serves batch s = order[ends[s-1] .. ends[s]) (ends[-1] = 0): batches of any size, empty
   // ones included (a data-parallel process's shards of each global batch).
-  Prefetcher(const Dataset& data, std::vector<int64_t> order, std::vector<int64_t> ends);
+  Prefetcher(const Dataset& data, std::vector<int64_t> order, std::vector<int64_t> ends,
+             int64_t first_step = 0);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -35,13 +37,13 @@ class Prefetcher {
   std::vector<int64_t> order_;
   int64_t first(int64_t s) const { return s == 0 ? 0 : ends_[s - 1]; }
   std::vector<int64_t> ends_;
-  int64_t steps_, sample_;
+  int64_t steps_, sample_, first_step_;
   std::vector<float> images_[2];
   std::vector<int64_t> labels_[2];
   std::mutex mu_;
   std::condition_variable cv_;
-  int64_t ready_ = -1;     // the highest batch index loaded
-  int64_t consumed_ = -1;  // the batch the caller holds
+  int64_t ready_;     // the highest batch index loaded (first_step - 1: none yet)
+  int64_t consumed_;  // the batch the caller holds
   std::exception_ptr error_;
   int64_t error_step_ = INT64_MAX;  // the batch whose loading failed
   bool stop_ = false;

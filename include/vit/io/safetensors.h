@@ -56,6 +56,10 @@ class SafeTensors {
   std::map<std::string, std::string> metadata_;
 };
 
+// The header's __metadata__ alone, without reading the tensors (validated as open does
+// the header): for a look at a large file, such as a training state's position.
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
+
 // One tensor to write: a name, a shape and F32, I64 or U8 data.
 struct TensorOut {
   std::string name;

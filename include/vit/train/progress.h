@@ -12,7 +12,9 @@ class ProgressLine {
  public:
   ProgressLine(std::ostream& out, bool terminal, int64_t every)
       : out_(out), terminal_(terminal), every_(every) {}
-  void start(int64_t epoch, int64_t epochs, int64_t steps);
+  // first_step > 0: a run resumed within the epoch, with images_before images done before
+  // it (the rate and ETA count from here).
+  void start(int64_t epoch, int64_t epochs, int64_t steps, int64_t first_step = 0, int64_t images_before = 0);
   // After step `step` (0-based) of the epoch: running mean loss and accuracy.
   void update(int64_t step, double loss, double top1, int64_t images_done, double lr);
   // Clears the bar (terminal) before the epoch's summary line is printed.
@@ -22,7 +24,7 @@ class ProgressLine {
   std::ostream& out_;
   bool terminal_;
   int64_t every_;
-  int64_t epoch_ = 0, epochs_ = 0, steps_ = 0;
+  int64_t epoch_ = 0, epochs_ = 0, steps_ = 0, first_ = 0, images_before_ = 0;
   std::chrono::steady_clock::time_point t0_, last_draw_;
 };
 

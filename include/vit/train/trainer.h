@@ -7,6 +7,10 @@
 //   exp_avg_sq.<name> or momentum_buffer.<name>) and, in its metadata, the position (epochs done, global
 //   step), best score, patience counter and history. Every random draw depends on (seed, epoch, step, index),
 //   so a resumed run continues exactly where the interrupted one stopped.
+//   recovery.state.safetensors: the same within an epoch (TrainConfig::recovery_interval),
+//   with the step in the epoch and the epoch's loss and accuracy sums so far; removed once
+//   the epoch's state is written. Resuming takes the newer of the two; with neither (the run
+//   stopped before its first), training starts from step 0 with the model as given.
 // Data-parallel (TrainConfig::comm with several ranks, docs/distributed.md): each rank
 // computes its rows of every global batch, gradients are summed over ranks with one
 // all-reduce of the gradient arena per step, evaluation is sharded and summed, and rank 0
@@ -43,6 +47,12 @@ struct TrainConfig {
   bool resume = false;                   // continue from output/last.state.safetensors
   int64_t patience = 0;                  // stop after this many epochs without a better eval top-1; 0 = off
   int64_t log_every = 50;                // steps between log lines
+  // Recovery states (run_dir.h's kRecoveryFile) within an epoch, so that a run killed
+  // mid-epoch resumes after its last one: every this many optimizer steps; 0 = none; -1 =
+  // by time, once recovery_seconds have passed since the last state (or 20 times that
+  // state's write time, if longer: writing then costs at most 5% of the time).
+  int64_t recovery_interval = -1;
+  double recovery_seconds = 300;
   std::function<void(int64_t)> on_epoch_start;  // e.g. tells augmentation the epoch
   Comm* comm = nullptr;                         // the processes of a data-parallel run; null: one
   void validate() const;

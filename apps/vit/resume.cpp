@@ -1,0 +1,138 @@
+// vit train --resume DIR: the saved command line of the run, the few flags that may be
+// given anew, and whether anything is left to do.
+#include "resume.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "vit/core/error.h"
+#include "vit/core/file.h"
+#include "vit/train/run_dir.h"
+
+namespace vit::app {
+
+namespace {
+// Flags that change how a run is shown or scheduled on the machine, never its results: a
+// resumed run may give them anew (they replace the saved ones). And --epochs, whose larger
+// value extends a run (its schedule then spans the new length).
+bool resume_may_change(const std::string& flag) {
+  for (const char* f :
+       {"--threads", "--comm-timeout", "--progress", "--log-every", "--recovery-interval", "--epochs"})
+    if (flag == f) return true;
+  return false;
+}
+
+std::vector<std::string> saved_args(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "args.json").string();
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": not valid JSON: " + e.what());
+  }
+  VIT_CHECK(saved.is_array() && !saved.empty() && saved[0] == "train", path,
+            ": not the arguments of a vit train run");
+  std::vector<std::string> out;
+  for (auto& a : saved) {
+    VIT_CHECK(a.is_string(), path, ": not the arguments of a vit train run");
+    out.push_back(a.get<std::string>());
+  }
+  return out;
+}
+
+// The epochs a saved command line trains: its last --epochs, else the default.
+int64_t epochs_of(const std::vector<std::string>& args) {
+  int64_t epochs = TrainConfig{}.epochs;
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--epochs") {
+      try {
+        epochs = std::stoll(args[i + 1]);
+      } catch (const std::exception&) {
+        throw Error("args.json: --epochs " + args[i + 1] + " is not a number");
+      }
+    }
+  return epochs;
+}
+}  // namespace
+
+std::vector<std::string> expand_resume(std::vector<std::string> args) {
+  if (args.empty() || args[0] != "train") return args;
+  std::string dir;
+  std::vector<std::string> extra, bad;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--resume" && i + 1 < args.size()) {
+      dir = args[++i];
+    } else if (args[i].rfind("--resume=", 0) == 0) {
+      dir = args[i].substr(9);
+    } else if (resume_may_change(args[i]) && i + 1 < args.size()) {
+      extra.insert(extra.end(), {args[i], args[i + 1]});
+      ++i;
+    } else {
+      bad.push_back(args[i]);
+    }
+  }
+  if (dir.empty()) return args;
+  // The state file itself names its run directory.
+  if (std::filesystem::is_regular_file(dir)) dir = std::filesystem::path(dir).parent_path().string();
+  if (dir.empty()) dir = ".";
+  VIT_CHECK(
+      bad.empty(), "--resume ", dir, ": the run's flags come from ", dir,
+      "/args.json; only --threads, --comm-timeout, --progress, --log-every, --recovery-interval and --epochs "
+      "(to train longer) may be given (got ",
+      bad.empty() ? "" : bad[0], ")");
+  const std::vector<std::string> saved = saved_args(dir);
+  auto given = [&](const std::string& flag) {
+    return std::find(extra.begin(), extra.end(), flag) != extra.end();
+  };
+  std::vector<std::string> out;
+  for (size_t i = 0; i < saved.size(); ++i) {
+    const std::string& a = saved[i];
+    if (resume_may_change(a) && given(a) && i + 1 < saved.size()) {  // replaced by the one given now
+      ++i;
+      continue;
+    }
+    out.push_back(a);
+  }
+  out.insert(out.end(), extra.begin(), extra.end());
+  out.insert(out.end(), {"--resume", dir});
+  return out;
+}
+
+bool resume_finished(const std::string& dir, const TrainConfig& t, std::ostream& out) {
+  const std::optional<StateInfo> s = newest_state(dir);
+  if (!s) return false;  // killed before its first state: it starts again from step 0
+  const int64_t begun = s->epochs_done + (s->step_in_epoch > 0 ? 1 : 0);
+  VIT_CHECK(t.epochs >= begun, "--epochs ", t.epochs, " is fewer than the ", begun, " epoch(s) the run in ",
+            dir, " has begun; it can only be extended");
+  if (t.patience > 0 && s->since_best >= t.patience && s->step_in_epoch == 0) {
+    out << dir << ": this run stopped early after epoch " << s->epochs_done << " (no better eval top-1 for "
+        << s->since_best << " epochs, --patience " << t.patience << "); nothing to do, no file was changed"
+        << std::endl;
+    return true;
+  }
+  if (s->epochs_done < t.epochs) return false;
+  out << dir << ": this run is finished (" << s->epochs_done << " of " << t.epochs
+      << " epochs); nothing to do, no file was changed. To train it longer: vit train --resume " << dir
+      << " --epochs N (N > " << t.epochs << ")" << std::endl;
+  return true;
+}
+
+void record_epochs(const std::string& dir, int64_t epochs) {
+  std::vector<std::string> args = saved_args(dir);
+  if (epochs_of(args) == epochs) return;
+  for (size_t i = 0; i + 1 < args.size();)
+    if (args[i] == "--epochs")
+      args.erase(args.begin() + long(i), args.begin() + long(i) + 2);
+    else
+      ++i;
+  args.insert(args.end(), {"--epochs", std::to_string(epochs)});
+  write_file_atomic((std::filesystem::path(dir) / "args.json").string(), nlohmann::json(args).dump(1) + "\n");
+}
+
+}  // namespace vit::app

@@ -1,0 +1,43 @@
+// A run directory's rules, so that no run is ever lost: a new run never writes into a
+// directory that holds another run; a new directory appears with its args.json already
+// inside (so any directory a killed run leaves can be resumed); and --resume finds the
+// newest training state by reading the states' headers alone (a ViT-B state is 1 GB).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vit {
+
+// The training states a run writes (src/train/trainer.cpp): at the end of every epoch,
+// and a recovery state every --recovery-interval steps within one.
+constexpr const char* kStateFile = "last.state.safetensors";
+constexpr const char* kRecoveryFile = "recovery.state.safetensors";
+
+// The names of the run files (args.json, config.json, summary.csv, checkpoints, states)
+// that directory `dir` holds; empty when it does not exist.
+std::vector<std::string> run_files(const std::string& dir);
+
+// Throws unless `dir` may take a new run: it does not exist, or it is a directory that
+// holds no run files. The message names the files and says how to continue the run.
+void check_new_run_dir(const std::string& dir);
+
+// Makes `dir` hold args.json with `args_json`. A directory that does not exist (or is
+// empty) is made under a temporary name and renamed into place, so it never exists
+// without its args.json; an existing one gets args.json written atomically. Checks again
+// that no run has appeared in the meantime.
+void create_run_dir(const std::string& dir, const std::string& args_json);
+
+// Where a run stands, from its newest training state's header.
+struct StateInfo {
+  std::string path;  // the state file
+  int64_t epochs_done = 0, global_step = 0;
+  int64_t step_in_epoch = 0;  // > 0: a recovery state within epoch epochs_done + 1
+  int64_t since_best = 0;     // epochs without a better eval top-1 (early stopping)
+};
+// The newest of dir's training states (the most optimizer steps), or nothing when the run
+// has none yet (killed before its first). Throws on a state that cannot be read.
+std::optional<StateInfo> newest_state(const std::string& dir);
+
+}  // namespace vit

@@ -1,0 +1,110 @@
+#include "vit/train/run_dir.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/json_number.h"
+#include "vit/core/error.h"
+#include "vit/core/file.h"
+#include "vit/io/safetensors.h"
+
+namespace vit {
+
+namespace fs = std::filesystem;
+
+namespace {
+// What `vit train` writes into a run directory.
+constexpr const char* kRunFiles[] = {"args.json",        "config.json", "summary.csv", "last.safetensors",
+                                     "best.safetensors", kStateFile,    kRecoveryFile};
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+void refuse_if_run(const std::string& dir) {
+  const auto files = run_files(dir);
+  VIT_CHECK(files.empty(), "--output ", dir, " already holds a run (", joined(files),
+            "); continue it with --resume ", dir, " or choose another --output");
+}
+}  // namespace
+
+std::vector<std::string> run_files(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const char* f : kRunFiles)
+    if (fs::exists(fs::path(dir) / f, ec)) out.push_back(f);
+  return out;
+}
+
+void check_new_run_dir(const std::string& dir) {
+  std::error_code ec;
+  VIT_CHECK(!fs::exists(dir, ec) || fs::is_directory(dir, ec), "--output ", dir,
+            " is a file; a run needs a directory");
+  refuse_if_run(dir);
+}
+
+void create_run_dir(const std::string& dir, const std::string& args_json) {
+  check_new_run_dir(dir);
+  fs::path target = fs::path(dir).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();  // "runs/a/"
+  std::error_code ec;
+  if (fs::exists(target, ec)) {  // the user's directory (empty, or with other files)
+    write_file_atomic((target / "args.json").string(), args_json);
+    return;
+  }
+  // Made complete under a temporary name beside it, then renamed: rename(2) puts a
+  // directory in place of a missing or empty one, and fails if a run filled it meanwhile.
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  fs::create_directories(parent);
+  const fs::path tmp = parent / (target.filename().string() + ".tmp." + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  VIT_CHECK(fs::create_directory(tmp, ec), tmp.string(), ": cannot create (", ec.message(), ")");
+  try {
+    write_file_atomic((tmp / "args.json").string(), args_json);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    fs::remove_all(tmp, ec);
+    refuse_if_run(dir);
+    throw Error(detail::concat(dir, ": cannot create the run directory (rename from ", tmp.string(),
+                               " failed: ", std::strerror(err), ")"));
+  }
+}
+
+std::optional<StateInfo> newest_state(const std::string& dir) {
+  std::optional<StateInfo> best;
+  for (const char* name : {kStateFile, kRecoveryFile}) {
+    const std::string path = (fs::path(dir) / name).string();
+    std::error_code ec;
+    if (!fs::exists(path, ec)) continue;
+    const auto meta = read_safetensors_metadata(path);
+    const auto it = meta.find("vitcpp_state");
+    VIT_CHECK(it != meta.end(), path, ": not a vitcpp training state (no vitcpp_state metadata)");
+    StateInfo s;
+    s.path = path;
+    try {
+      const auto st = nlohmann::json::parse(it->second);
+      s.epochs_done = json_int(st.at("epochs_done"), path + ": epochs_done");
+      s.global_step = json_int(st.at("global_step"), path + ": global_step");
+      s.since_best = json_int(st.at("since_best"), path + ": since_best");
+      if (st.contains("step_in_epoch"))
+        s.step_in_epoch = json_int(st.at("step_in_epoch"), path + ": step_in_epoch");
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(detail::concat(path, ": corrupt training state: ", e.what()));
+    }
+    if (!best || s.global_step > best->global_step) best = s;
+  }
+  return best;
+}
+
+}  // namespace vit

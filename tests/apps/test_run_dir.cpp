@@ -1,0 +1,102 @@
+// Run directories end to end: `vit train` never writes over a run (another --output into
+// it is refused, --resume of a finished run changes nothing), --resume --epochs N trains a
+// finished run longer.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/run_vit.h"
+#include "support/temp_dir.h"
+#include "vit/core/file.h"
+
+namespace {
+namespace fs = std::filesystem;
+using vit::test::Result;
+using vit::test::run;
+
+const std::string kTrain = "train --model mnist-seed --img-size 16 --synthetic 128 -b 64 --threads 1 ";
+
+// Every file in dir with its bytes.
+std::map<std::string, std::vector<char>> snapshot(const std::string& dir) {
+  std::map<std::string, std::vector<char>> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    files[e.path().filename().string()] = vit::read_file_bytes(e.path().string());
+  return files;
+}
+
+bool has(const std::string& out, const std::string& what) {
+  return out.find(what) != std::string::npos;
+}
+}  // namespace
+
+TEST(RunDir, ASecondTrainIntoAFinishedRunLeavesEveryFileByteIdentical) {
+  vit::test::TempDir tmp("run_dir");
+  const std::string dir = tmp / "run";
+  const Result first = run(kTrain + "--epochs 2 --output " + dir);
+  ASSERT_EQ(first.code, 0) << first.out;
+  const auto before = snapshot(dir);
+  ASSERT_EQ(before.count("last.state.safetensors"), 1u);
+
+  // The case: a shorter run into the finished run's directory (also with a slash).
+  for (const std::string& out : {dir, dir + "/"}) {
+    const Result again = run(kTrain + "--epochs 1 --seed 3 --output " + out);
+    EXPECT_NE(again.code, 0) << again.out;
+    EXPECT_TRUE(has(again.out, "--output " + out + " already holds a run (args.json, config.json"))
+        << again.out;
+    EXPECT_TRUE(has(again.out, "continue it with --resume " + out)) << again.out;
+    EXPECT_TRUE(snapshot(dir) == before) << "a refused run changed " << dir;
+  }
+  // --resume of the finished run: says so, succeeds, writes nothing.
+  const Result resumed = run("train --resume " + dir);
+  EXPECT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_TRUE(has(resumed.out, dir + ": this run is finished (2 of 2 epochs); nothing to do")) << resumed.out;
+  EXPECT_TRUE(has(resumed.out, "--resume " + dir + " --epochs N (N > 2)")) << resumed.out;
+  EXPECT_FALSE(has(resumed.out, "epoch 1/")) << resumed.out;
+  EXPECT_TRUE(snapshot(dir) == before) << "--resume of a finished run changed " << dir;
+  // Fewer epochs than done is an error, and changes nothing either.
+  const Result fewer = run("train --resume " + dir + " --epochs 1");
+  EXPECT_NE(fewer.code, 0) << fewer.out;
+  EXPECT_TRUE(has(fewer.out, "--epochs 1 is fewer than the 2 epoch(s) the run in " + dir)) << fewer.out;
+  EXPECT_TRUE(snapshot(dir) == before) << "--resume --epochs 1 changed " << dir;
+}
+
+TEST(RunDir, ResumeWithMoreEpochsTrainsAFinishedRunLonger) {
+  vit::test::TempDir tmp("run_longer");
+  const std::string dir = tmp / "run";
+  ASSERT_EQ(run(kTrain + "--epochs 1 --output " + dir).code, 0);
+  const Result longer = run("train --resume " + dir + " --epochs 3");
+  ASSERT_EQ(longer.code, 0) << longer.out;
+  EXPECT_TRUE(has(longer.out, "resuming " + dir + " after epoch 1")) << longer.out;
+  EXPECT_TRUE(has(longer.out, "epoch 3/3:")) << longer.out;
+  EXPECT_FALSE(has(longer.out, "epoch 1/3:")) << longer.out;
+  const std::string summary = vit::read_text_file(dir + "/summary.csv");
+  EXPECT_TRUE(has(summary, "\n3,")) << summary;
+  // The new length is the run's now: resuming again finds it finished at 3.
+  EXPECT_TRUE(has(vit::read_text_file(dir + "/args.json"), "\"--epochs\",\n \"3\"\n]"))
+      << vit::read_text_file(dir + "/args.json");
+  const Result again = run("train --resume " + dir);
+  EXPECT_EQ(again.code, 0) << again.out;
+  EXPECT_TRUE(has(again.out, "this run is finished (3 of 3 epochs)")) << again.out;
+}
+
+TEST(RunDir, AnEmptyOrMissingOutputIsFineAFileIsNot) {
+  vit::test::TempDir tmp("run_new");
+  fs::create_directories(tmp / "empty");
+  for (const std::string& out : {tmp / "empty", tmp / "new/nested/run/"}) {
+    const Result r = run(kTrain + "--epochs 1 --output " + out);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(fs::exists(fs::path(out) / "args.json")) << out;
+    EXPECT_TRUE(fs::exists(fs::path(out) / "last.safetensors")) << out;
+  }
+  // Nothing is left under a temporary name beside the new directory.
+  for (const auto& e : fs::directory_iterator(tmp / "new/nested"))
+    EXPECT_EQ(e.path().filename(), "run") << e.path();
+  vit::write_file_atomic(tmp / "file", "x");
+  const Result file = run(kTrain + "--epochs 1 --output " + (tmp / "file"));
+  EXPECT_NE(file.code, 0);
+  EXPECT_TRUE(has(file.out, "--output " + (tmp / "file") + " is a file; a run needs a directory"))
+      << file.out;
+}
