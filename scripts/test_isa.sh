@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every instruction-set path this machine can run, tested here (scripts/test.sh runs this
 # after the normal suite, which tests the path the CPU picks by itself):
-#   1. the unit and fixture tests with each other path forced (VIT_ISA=generic, avx2, and
+#   1. the unit, fixture and MPI tests with each other path forced (VIT_ISA=generic, avx2, and
 #      avx512 where the CPU has it), oneDNN held to the same instruction set
 #      (ONEDNN_MAX_CPU_ISA), so an AVX-512 machine checks the AVX2 and generic kernels as an
 #      AVX2 or older machine would run them;
@@ -25,8 +25,8 @@ for isa in generic avx2 avx512 neon; do
     avx2) onednn=AVX2 ;;
     *) onednn=ALL ;;
   esac
-  echo "test_isa: VIT_ISA=$isa ONEDNN_MAX_CPU_ISA=$onednn, labels unit and fixture"
-  (cd build && VIT_ISA=$isa ONEDNN_MAX_CPU_ISA=$onednn ctest --output-on-failure -j"$(nproc)" -L 'unit|fixture') ||
+  echo "test_isa: VIT_ISA=$isa ONEDNN_MAX_CPU_ISA=$onednn, labels unit, fixture and mpi"
+  (cd build && VIT_ISA=$isa ONEDNN_MAX_CPU_ISA=$onednn ctest --output-on-failure -j"$(nproc)" -L 'unit|fixture|mpi') ||
     status=1
 done
 

@@ -166,6 +166,9 @@ void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km) {
     case Isa::avx512: return avx512::softmax_rows(P, rows, n, km);
     case Isa::avx2: return avx2::softmax_rows(P, rows, n, km);
 #endif
+#if VIT_ISA_NEON
+    case Isa::neon: return neon::softmax_rows(P, rows, n, km);
+#endif
     default: return softmax_rows_reference(P, rows, n, km);
   }
 }
@@ -175,6 +178,9 @@ void exp_nonpos(float* y, const float* x, int64_t n) {
 #if VIT_ISA_X86
     case Isa::avx512: return avx512::exp_nonpos(y, x, n);
     case Isa::avx2: return avx2::exp_nonpos(y, x, n);
+#endif
+#if VIT_ISA_NEON
+    case Isa::neon: return neon::exp_nonpos(y, x, n);
 #endif
     default:
       for (int64_t i = 0; i < n; ++i) y[i] = x[i] < -87.3365f ? 0.f : std::exp(x[i]);
@@ -196,6 +202,9 @@ void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n) {
 #if VIT_ISA_X86
     case Isa::avx512: return avx512::softmax_backward_rows(dP, P, rows, n);
     case Isa::avx2: return avx2::softmax_backward_rows(dP, P, rows, n);
+#endif
+#if VIT_ISA_NEON
+    case Isa::neon: return neon::softmax_backward_rows(dP, P, rows, n);
 #endif
     default: return softmax_backward_rows_reference(dP, P, rows, n);
   }

@@ -51,6 +51,9 @@ void gelu_forward(float* y, const float* x, int64_t n) {
     case Isa::avx512: return chunked(n, [&](int64_t i0, int64_t i1) { avx512::gelu_forward(y, x, i0, i1); });
     case Isa::avx2: return chunked(n, [&](int64_t i0, int64_t i1) { avx2::gelu_forward(y, x, i0, i1); });
 #endif
+#if VIT_ISA_NEON
+    case Isa::neon: return chunked(n, [&](int64_t i0, int64_t i1) { neon::gelu_forward(y, x, i0, i1); });
+#endif
     default: return gelu_forward_reference(y, x, n);
   }
 }
@@ -62,6 +65,10 @@ void gelu_backward(float* dx, const float* dy, const float* x, int64_t n) {
       return chunked(n, [&](int64_t i0, int64_t i1) { avx512::gelu_backward(dx, dy, x, i0, i1); });
     case Isa::avx2:
       return chunked(n, [&](int64_t i0, int64_t i1) { avx2::gelu_backward(dx, dy, x, i0, i1); });
+#endif
+#if VIT_ISA_NEON
+    case Isa::neon:
+      return chunked(n, [&](int64_t i0, int64_t i1) { neon::gelu_backward(dx, dy, x, i0, i1); });
 #endif
     default: return gelu_backward_reference(dx, dy, x, n);
   }
@@ -76,6 +83,11 @@ void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t
     case Isa::avx2:
       return row_ranges(
           M, N, [&](int64_t r0, int64_t r1) { avx2::bias_gelu_rows(y, h, bias, N, r0, r1, keep_grad); });
+#endif
+#if VIT_ISA_NEON
+    case Isa::neon:
+      return row_ranges(
+          M, N, [&](int64_t r0, int64_t r1) { neon::bias_gelu_rows(y, h, bias, N, r0, r1, keep_grad); });
 #endif
     default: break;
   }

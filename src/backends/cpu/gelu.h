@@ -27,4 +27,10 @@ void gelu_backward(float* dx, const float* dy, const float* x, int64_t i0, int64
 void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1, bool keep_grad);
 }  // namespace avx2
 
+namespace neon {
+void gelu_forward(float* y, const float* x, int64_t i0, int64_t i1);
+void gelu_backward(float* dx, const float* dy, const float* x, int64_t i0, int64_t i1);
+void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1, bool keep_grad);
+}  // namespace neon
+
 }  // namespace vit::cpu

@@ -4,11 +4,12 @@
 #include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/neon/kernels.h"
 
 namespace vit::cpu {
 
 bool head_kernels() {
-  return isa() == Isa::avx512 || isa() == Isa::avx2;
+  return isa() != Isa::generic;
 }
 
 void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
@@ -17,6 +18,9 @@ void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int
 #if VIT_ISA_X86
     case Isa::avx512: return avx512::head_gemm(M, N, K, alpha, A, ars, aks, B, ldb, beta, bias, C, ldc);
     case Isa::avx2: return avx2::head_gemm(M, N, K, alpha, A, ars, aks, B, ldb, beta, bias, C, ldc);
+#endif
+#if VIT_ISA_NEON
+    case Isa::neon: return neon::head_gemm(M, N, K, alpha, A, ars, aks, B, ldb, beta, bias, C, ldc);
 #endif
     default: break;
   }
@@ -35,6 +39,9 @@ void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, 
 #if VIT_ISA_X86
     case Isa::avx512: return avx512::head_scores(mode, M, T, D, alpha, q, ldq, kT, ldk, km, P, C, ldc);
     case Isa::avx2: return avx2::head_scores(mode, M, T, D, alpha, q, ldq, kT, ldk, km, P, C, ldc);
+#endif
+#if VIT_ISA_NEON
+    case Isa::neon: return neon::head_scores(mode, M, T, D, alpha, q, ldq, kT, ldk, km, P, C, ldc);
 #endif
     default: break;
   }

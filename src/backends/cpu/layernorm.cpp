@@ -57,6 +57,9 @@ void layernorm_param_grads(float* dw, float* db, const float* dy, const float* x
     case Isa::avx512: return columns(avx512::param_grads_columns);
     case Isa::avx2: return columns(avx2::param_grads_columns);
 #endif
+#if VIT_ISA_NEON
+    case Isa::neon: return columns(neon::param_grads_columns);
+#endif
     default: return layernorm_param_grads_reference(dw, db, dy, x, mean, rstd, M, C);
   }
 }
@@ -68,6 +71,9 @@ void layernorm_rows(float* y, float* mean, float* rstd, const float* x, const fl
 #if VIT_ISA_X86
     case Isa::avx512: return avx512::layernorm_rows(y, mean, rstd, x, w, b, i0, i1, C, eps);
     case Isa::avx2: return avx2::layernorm_rows(y, mean, rstd, x, w, b, i0, i1, C, eps);
+#endif
+#if VIT_ISA_NEON
+    case Isa::neon: return neon::layernorm_rows(y, mean, rstd, x, w, b, i0, i1, C, eps);
 #endif
     default:
       return layernorm_forward_reference(y + i0 * C, mean ? mean + i0 : nullptr, rstd ? rstd + i0 : nullptr,
@@ -98,6 +104,9 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
       dx_rows(avx512::layernorm_dx_rows);
       break;
     case Isa::avx2: dx_rows(avx2::layernorm_dx_rows); break;
+#endif
+#if VIT_ISA_NEON
+    case Isa::neon: dx_rows(neon::layernorm_dx_rows); break;
 #endif
     default:
       layernorm_backward_reference(dx, dw, db, dy, x, mean, rstd, w, M, C, accumulate_dx);

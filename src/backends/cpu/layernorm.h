@@ -34,4 +34,13 @@ void param_grads_columns(float* dw, float* db, const float* dy, const float* x, 
                          const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1);
 }  // namespace avx2
 
+namespace neon {
+void layernorm_rows(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                    int64_t i0, int64_t i1, int64_t C, float eps);
+void layernorm_dx_rows(float* dx, const float* dy, const float* x, const float* mean, const float* rstd,
+                       const float* w, int64_t i0, int64_t i1, int64_t C, bool accumulate_dx);
+void param_grads_columns(float* dw, float* db, const float* dy, const float* x, const float* mean,
+                         const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1);
+}  // namespace neon
+
 }  // namespace vit::cpu

@@ -5,6 +5,7 @@
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/neon/kernels.h"
 #include "vit/core/threads.h"
 
 namespace vit::cpu {
@@ -25,6 +26,11 @@ void colsum_add(float* db, const float* dy, int64_t M, int64_t N) {
   if (isa() == Isa::avx2)
     return by_column_blocks(N, M * N,
                             [&](int64_t j0, int64_t j1) { avx2::colsum_columns(db, dy, M, N, j0, j1); });
+#endif
+#if VIT_ISA_NEON
+  if (isa() == Isa::neon)
+    return by_column_blocks(N, M * N,
+                            [&](int64_t j0, int64_t j1) { neon::colsum_columns(db, dy, M, N, j0, j1); });
 #endif
   const int64_t blk = 16;
 #pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)

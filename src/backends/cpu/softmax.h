@@ -20,4 +20,10 @@ void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n);
 void exp_nonpos(float* y, const float* x, int64_t n);
 }  // namespace avx2
 
+namespace neon {
+void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km);
+void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n);
+void exp_nonpos(float* y, const float* x, int64_t n);
+}  // namespace neon
+
 }  // namespace vit::cpu
