@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "vit/core/error.h"
+#include "vit/core/version.h"
 #include "vit/core/settings.h"
 #include "vit/ops/ops.h"
 #include "vit/train/comm.h"
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
   default_to_short_spinning(argv);
   CLI::App app{"vit: Vision Transformers in C++ (train, eval, predict)"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "vitcpp 0.1.0");
+  app.set_version_flag("--version", std::string("vitcpp ") + vit::version());
   std::map<CLI::App*, vit::app::Run> runs;
   auto add = [&](const char* name, const char* help, auto adder) {
     CLI::App* cmd = app.add_subcommand(name, help);

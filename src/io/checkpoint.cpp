@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "vit/core/error.h"
+#include "vit/core/version.h"
 
 namespace vit {
 
@@ -19,6 +20,7 @@ void save_checkpoint(const std::string& path, const ViT& model,
   auto meta = extra_metadata;
   meta["format"] = "pt";  // what timm and transformers expect
   meta["vit_config"] = model.config().to_json(-1);
+  meta["vitcpp_version"] = version();  // the version that wrote it
   write_safetensors(path, out, meta);
   if (write_config_json) {
     fs::path dir = fs::path(path).parent_path();

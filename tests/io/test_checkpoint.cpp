@@ -35,6 +35,7 @@ TEST(Checkpoint, RoundTripIsBitExact) {
   SafeTensors st = SafeTensors::open(p);
   EXPECT_TRUE(st.find("blocks.1.mlp.fc2.weight"));
   EXPECT_EQ(st.metadata().at("format"), "pt");
+  EXPECT_EQ(st.metadata().at("vitcpp_version"), VIT_VERSION);  // CMakeLists.txt's project version
 }
 
 TEST(Checkpoint, ConfigFromConfigJsonWhenMetadataLacksIt) {

@@ -1,0 +1,9 @@
+// vitcpp's version: the one in CMakeLists.txt's project(), which `vit --version`, the
+// checkpoints' metadata (vitcpp_version) and the installed packages report.
+#pragma once
+
+namespace vit {
+
+const char* version();
+
+}  // namespace vit
