@@ -31,7 +31,8 @@ starts. Outputs, under tests/fixtures/pretrained/:
         out.prefix0.2x7   5x3 -> 2x7 (one axis down, one up)
     images/                         real photos from scikit-image's data (see images/README.md)
         cat.jpg (173x131, JPEG q90 4:2:0), coffee.png (151x97 RGB),
-        astronaut_gray.png (77x121, mode L), cat_rgba.png (61x45 RGBA, radial alpha)
+        astronaut_gray.png (77x121, mode L), cat_rgba.png (61x45 RGBA, radial alpha),
+        coffee_32.png (32x32: timm_a's and hf's input size), cat_40x24.png (40x24: timm_b's)
     preprocess.safetensors          per image stem S (decoded by PIL, .convert("RGB")):
         timm_a.S          float32 [3, 32, 32]  timm eval transform of timm_a's pretrained_cfg
         timm_b.S          float32 [3, 24, 40]  timm eval transform of timm_b's (ResizeKeepRatio)
@@ -385,7 +386,10 @@ def make_posembed(out):
 #   coffee.png    "Coffee cup", courtesy of Pikolo Espresso Bar, CC0 by the photographer (Rachel Michetti)
 #   astronaut.png Eileen Collins, NASA Great Images database, public domain
 # The package itself is BSD-3-Clause (debian/copyright).
-IMAGES = {"cat": "cat.jpg", "coffee": "coffee.png", "astronaut_gray": "astronaut_gray.png", "cat_rgba": "cat_rgba.png"}
+IMAGES = {"cat": "cat.jpg", "coffee": "coffee.png", "astronaut_gray": "astronaut_gray.png", "cat_rgba": "cat_rgba.png",
+          # Images already at a model's input size: timm still resizes them to size / crop_pct and
+          # crops (timm_a: 32x32 -> 36x36 -> 32x32); at crop_pct 1 (timm_b: 40x24) that is the identity.
+          "coffee_32": "coffee_32.png", "cat_40x24": "cat_40x24.png"}
 SKIMAGE_DIRS = ["/usr/lib/python3/dist-packages/skimage/data", "/tmp/skimg/usr/lib/python3/dist-packages/skimage/data"]
 
 IMAGES_README = """\
@@ -400,6 +404,8 @@ skimage/data), resized to odd sizes by tools/make_pretrained_fixtures.py:
 | cat_rgba.png (61x45, RGBA, radial alpha) | chelsea.png | CC0, photographer Stefan van der Walt |
 | coffee.png (151x97, RGB) | coffee.png, "Coffee cup", courtesy of Pikolo Espresso Bar | CC0, photographer Rachel Michetti |
 | astronaut_gray.png (77x121, mode L) | astronaut.png, Eileen Collins, NASA Great Images database | public domain |
+| coffee_32.png (32x32, RGB: timm_a's and hf's input size) | coffee.png | CC0, photographer Rachel Michetti |
+| cat_40x24.png (40x24, RGB: timm_b's input size) | chelsea.png | CC0, photographer Stefan van der Walt |
 
 The licences are as stated in scikit-image's skimage/data/_fetchers.py; the package's code is
 BSD-3-Clause (/usr/share/doc/python3-skimage/copyright).
@@ -436,6 +442,10 @@ def make_images(img_dir, src):
     alpha = np.clip(np.round(255 * (1.3 - r) / 0.8), 0, 255).astype(np.uint8)
     rgba = np.dstack([np.asarray(face), alpha])
     Image.fromarray(rgba, "RGBA").save(os.path.join(img_dir, "cat_rgba.png"), compress_level=9)
+    coffee.crop((100, 0, 500, 393)).resize((32, 32), Image.LANCZOS).save(
+        os.path.join(img_dir, "coffee_32.png"), compress_level=9)
+    chelsea.crop((30, 30, 430, 270)).resize((40, 24), Image.LANCZOS).save(
+        os.path.join(img_dir, "cat_40x24.png"), compress_level=9)
 
     with open(os.path.join(img_dir, "README.md"), "w") as f:
         f.write(IMAGES_README)

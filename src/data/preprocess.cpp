@@ -40,8 +40,10 @@ Image resize_and_crop(const Image& img, const InputSpec& in) {
   VIT_CHECK(rh >= in.height && rw >= in.width, "resize: ", img.w, "x", img.h, " -> ", rw, "x", rh,
             " is smaller than the ", in.width, "x", in.height, " input");
   Image big{rh, rw, img.c, std::vector<uint8_t>(rh * rw * img.c)};
-  resize_u8_pil(img.px.data(), img.h, img.w, img.c, big.px.data(), rh, rw,
-                filter_from_name(in.interpolation));
+  if (rh == img.h && rw == img.w)  // Pillow's resize to the same size is a copy
+    big.px = img.px;
+  else
+    resize_u8_pil(img.px.data(), img.h, img.w, img.c, big.px.data(), rh, rw, filter_from_name(in.interpolation));
   if (rh == in.height && rw == in.width) return big;
   // torchvision's CenterCrop: int(round((size - crop) / 2.0)), round half to even.
   const int64_t top = int64_t(std::nearbyint((rh - in.height) / 2.0));
@@ -55,7 +57,9 @@ Image resize_and_crop(const Image& img, const InputSpec& in) {
 
 void preprocess_image(const Image& img, const InputSpec& in, float* out) {
   const Image rgb = convert_channels(img, in.channels);
-  const Image sized = (rgb.h == in.height && rgb.w == in.width) ? rgb : resize_and_crop(rgb, in);
+  // timm's eval transform whatever the image's size: an image already at the input size is
+  // still resized to size / crop_pct and centre-cropped (an identity only when crop_pct is 1).
+  const Image sized = resize_and_crop(rgb, in);
   const int64_t C = in.channels, plane = in.height * in.width;
   for (int64_t c = 0; c < C; ++c)
     for (int64_t i = 0; i < plane; ++i)

@@ -50,8 +50,11 @@ void expect_logits_bf16(ViT& model, const std::string& expect_file, const std::s
       test::close_rel_max(what + " logits (bf16)", got.data(), want.data(), int64_t(want.size()), 1e-2));
 }
 
-const char* kStems[] = {"cat", "coffee", "astronaut_gray", "cat_rgba"};
-const char* kImages[] = {"cat.jpg", "coffee.png", "astronaut_gray.png", "cat_rgba.png"};
+// coffee_32 and cat_40x24 are already at timm_a's and timm_b's input sizes: timm still resizes
+// them to size / crop_pct and crops (an identity only at crop_pct 1).
+const char* kStems[] = {"cat", "coffee", "astronaut_gray", "cat_rgba", "coffee_32", "cat_40x24"};
+const char* kImages[] = {"cat.jpg",      "coffee.png",    "astronaut_gray.png",
+                         "cat_rgba.png", "coffee_32.png", "cat_40x24.png"};
 
 }  // namespace
 
