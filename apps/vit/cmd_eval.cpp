@@ -1,5 +1,6 @@
 // vit eval: top-1, top-5, loss, per-class accuracy and the confusion matrix of a checkpoint
 // on a dataset split.
+#include <cmath>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -20,7 +21,7 @@ namespace vit::app {
 namespace {
 struct EvalFlags {
   LoadFlags load;
-  std::string data_dir, dataset = "auto", split = "test", confusion_png, predictions;
+  std::string data_dir, dataset = "auto", split = "test", confusion_png, predictions, results_file;
   int64_t batch_size = 256;
   int threads = 0;
   InputFlags input;
@@ -44,6 +45,9 @@ Run add_eval(CLI::App& cmd) {
   cmd.add_option("--confusion-png", f->confusion_png, "also draw the confusion matrix as a PNG heatmap");
   cmd.add_option("--predictions", f->predictions,
                  "also write index,label,prediction per image (dataset order) to this CSV file");
+  cmd.add_option("--results-file", f->results_file,
+                 "also write timm validate.py's results (model, top1, top1_err, top5, top5_err, param_count, "
+                 "img_size, crop_pct, interpolation; accuracies in percent) to this JSON file");
   cmd.add_flag("--skip-bad-images", f->skip_bad_images,
                "image folders: leave out files that do not decode (listed on stderr) instead of stopping");
   return [f] {
@@ -69,15 +73,40 @@ Run add_eval(CLI::App& cmd) {
                std::to_string(r.predictions[i]) + "\n";
       write_file_atomic(f->predictions, csv);
     }
+    // Accuracies in percent, as timm writes them under the same names.
+    const double top1 = 100 * r.top1, top5 = 100 * r.top5;
+    std::vector<double> per_class_pct(per_class.size());
+    for (size_t k = 0; k < per_class.size(); ++k) per_class_pct[k] = 100 * per_class[k];
+    if (!f->results_file.empty()) {
+      int64_t params = 0;
+      for (const auto& s : model->table().specs()) params += s.numel();
+      auto round_to = [](double v, double unit) { return std::round(v / unit) * unit; };
+      const nlohmann::json res = {{"model", f->load.checkpoint},
+                                  {"top1", round_to(top1, 1e-4)},
+                                  {"top1_err", round_to(100 - top1, 1e-4)},
+                                  {"top5", round_to(top5, 1e-4)},
+                                  {"top5_err", round_to(100 - top5, 1e-4)},
+                                  {"param_count", round_to(double(params) / 1e6, 0.01)},
+                                  {"img_size", in.height},
+                                  {"crop_pct", in.crop_pct},
+                                  {"interpolation", in.interpolation}};
+      write_file_atomic(f->results_file, res.dump(4) + "\n");
+    }
     if (!f->confusion_png.empty()) {
       char title[96];
-      std::snprintf(title, sizeof title, "confusion matrix: top-1 %.2f%% on %lld images", 100 * r.top1,
+      std::snprintf(title, sizeof title, "confusion matrix: top-1 %.2f%% on %lld images", top1,
                     static_cast<long long>(r.count));
       viz::confusion_figure(r.confusion, r.num_classes, names, title, f->confusion_png);
     }
+    // Where the files went: lines of their own, or fields of the JSON object.
+    const std::pair<const char*, const std::string*> written[] = {{"predictions", &f->predictions},
+                                                                  {"results_file", &f->results_file},
+                                                                  {"confusion_png", &f->confusion_png}};
     if (f->json) {
       nlohmann::json j = {
-          {"top1", r.top1}, {"top5", r.top5}, {"loss", r.loss}, {"count", r.count}, {"per_class", per_class}};
+          {"top1", top1}, {"top5", top5}, {"loss", r.loss}, {"count", r.count}, {"per_class", per_class_pct}};
+      for (auto [key, file] : written)
+        if (!file->empty()) j[key] = *file;
       auto& conf = j["confusion"] = nlohmann::json::array();
       for (int64_t k = 0; k < r.num_classes; ++k)
         conf.push_back(std::vector<int64_t>(r.confusion.begin() + k * r.num_classes,
@@ -86,11 +115,13 @@ Run add_eval(CLI::App& cmd) {
       return 0;
     }
     std::cout << data.describe() << "\n"
-              << std::fixed << std::setprecision(2) << "top-1 " << 100 * r.top1 << "%  top-5 " << 100 * r.top5
-              << "%  loss " << std::setprecision(4) << r.loss << "  (" << r.count << " images)\nper class:";
+              << std::fixed << std::setprecision(2) << "top-1 " << top1 << "%  top-5 " << top5 << "%  loss "
+              << std::setprecision(4) << r.loss << "  (" << r.count << " images)\nper class:";
     for (size_t k = 0; k < per_class.size(); ++k)
-      std::cout << (k % 10 ? "  " : "\n  ") << k << ": " << std::setprecision(1) << 100 * per_class[k] << "%";
+      std::cout << (k % 10 ? "  " : "\n  ") << k << ": " << std::setprecision(1) << per_class_pct[k] << "%";
     std::cout << "\n";
+    for (auto [key, file] : written)
+      if (!file->empty()) std::cout << "wrote " << *file << " (" << key << ")\n";
     return 0;
   };
 }

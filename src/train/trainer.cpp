@@ -61,10 +61,11 @@ void load_batch(const Dataset& d, const std::vector<int64_t>& order, int64_t fir
 
 std::string summary_csv(const std::vector<EpochStats>& hist) {
   std::ostringstream os;
+  // Accuracies in percent, as timm's summary.csv has them under the same names.
   os << "epoch,train_loss,train_top1,eval_loss,eval_top1,eval_top5,lr,seconds\n" << std::setprecision(6);
   for (auto& e : hist)
-    os << e.epoch << ',' << e.train_loss << ',' << e.train_top1 << ',' << e.eval.loss << ',' << e.eval.top1
-       << ',' << e.eval.top5 << ',' << e.lr << ',' << e.seconds << '\n';
+    os << e.epoch << ',' << e.train_loss << ',' << 100 * e.train_top1 << ',' << e.eval.loss << ','
+       << 100 * e.eval.top1 << ',' << 100 * e.eval.top5 << ',' << e.lr << ',' << e.seconds << '\n';
   return os.str();
 }
 

@@ -66,16 +66,12 @@ void curves_figure(const RunHistory& h, const std::string& title, const std::str
   const double w = 400, ch = 330, top = 34;
   Canvas cv(int(3 * w), int(top + ch));
   cv.fit_text(title, 3 * w / 2, 24, 3 * w - 20, 16, Align::Center, true, kInk);
-  auto pct = [](std::vector<double> v) {
-    for (auto& x : v) x *= 100;
-    return v;
-  };
   line_chart(
       cv, 0, top, w, ch, {"loss", "epoch", "cross-entropy"},
       {{"train", h.epoch, h.train_loss, series_color(0)}, {"eval", h.epoch, h.eval_loss, series_color(1)}});
   line_chart(cv, w, top, w, ch, {"top-1 accuracy", "epoch", "%"},
-             {{"train", h.epoch, pct(h.train_top1), series_color(0)},
-              {"eval", h.epoch, pct(h.eval_top1), series_color(1)}});
+             {{"train", h.epoch, h.train_top1, series_color(0)},  // percent, as summary.csv has them
+              {"eval", h.epoch, h.eval_top1, series_color(1)}});
   line_chart(cv, 2 * w, top, w, ch, {"learning rate", "epoch", "lr at the epoch's last step"},
              {{"lr", h.epoch, h.lr, series_color(2)}});
   cv.save_png(path);

@@ -9,8 +9,10 @@
 namespace vit::viz {
 
 std::vector<double> nice_ticks(double lo, double hi, int target, double min_step) {
-  if (!(hi > lo)) {  // one value (or none): a unit-wide range around it
-    const double c = std::isfinite(lo) ? lo : 0.0, half = std::max(std::fabs(c) * 0.5, 0.5);
+  if (!(hi > lo)) {  // one value (or none): a range of half its size each way (1 around 0)
+    // A constant learning rate of 0.005 on a unit-wide axis read as zero: the value sits in
+    // the middle of an axis of its own scale, its tick labelled.
+    const double c = std::isfinite(lo) ? lo : 0.0, half = c != 0.0 ? std::fabs(c) * 0.5 : 0.5;
     lo = c - half;
     hi = c + half;
   }

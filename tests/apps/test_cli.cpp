@@ -281,6 +281,21 @@ TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
   EXPECT_NE(bad.out.find("/nonexistent.txt: cannot open the labels file"), std::string::npos) << bad.out;
   EXPECT_NE(ev.out.find("\"count\":16"), std::string::npos) << ev.out;
   EXPECT_NE(ev.out.find("\"confusion\":[["), std::string::npos) << ev.out;
+  EXPECT_EQ(nlohmann::json::parse(ev.out)["confusion_png"], png) << "--json names the picture it wrote";
+  // timm's validate.py results (accuracies in percent) and, without --json, where files went.
+  const std::string res = out / "results.json";
+  Result txt = run("eval --checkpoint " + (out / "best.safetensors") + " --data-dir " + data.str() +
+                   " --results-file " + res + " --confusion-png " + png);
+  ASSERT_EQ(txt.code, 0) << txt.out;
+  EXPECT_NE(txt.out.find("wrote " + png + " (confusion_png)"), std::string::npos) << txt.out;
+  EXPECT_NE(txt.out.find("wrote " + res + " (results_file)"), std::string::npos) << txt.out;
+  const auto rj = nlohmann::json::parse(vit::read_text_file(res));
+  for (const char* k : {"model", "top1", "top1_err", "top5", "top5_err", "param_count", "img_size",
+                        "crop_pct", "interpolation"})
+    EXPECT_TRUE(rj.contains(k)) << k << " in " << rj.dump();
+  EXPECT_NEAR(double(rj["top1"]) + double(rj["top1_err"]), 100.0, 1e-3);
+  EXPECT_NEAR(double(rj["top1"]), double(nlohmann::json::parse(ev.out)["top1"]), 1e-3);
+  EXPECT_EQ(rj["img_size"], 32);
   // --predictions: one row per test image whose matches give the reported top-1; the same
   // with bf16 products (where the CPU has them).
   for (const char* dtype : {"fp32", "bf16"}) {
@@ -300,7 +315,7 @@ TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
       right += label == pred;
     }
     EXPECT_EQ(rows, 16);
-    EXPECT_DOUBLE_EQ(double(nlohmann::json::parse(p.out)["top1"]), right / 16.0) << dtype;
+    EXPECT_DOUBLE_EQ(double(nlohmann::json::parse(p.out)["top1"]), 100.0 * right / 16.0) << dtype;  // percent
   }
 }
 

@@ -3,6 +3,7 @@
 // their size and where the heatmap is bright.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -242,6 +243,12 @@ TEST(Plot, NiceTicksAreRoundAndCoverTheRange) {
   EXPECT_EQ(viz::tick_label(20, 5), "20");
   EXPECT_EQ(viz::tick_label(0.0005, 0.0001), "5e-04");
   EXPECT_GE(viz::nice_ticks(3, 3, 5).size(), 2u);  // one value still gets an axis
+  // A constant series (lr 0.005) gets an axis of its own scale with its value as a tick.
+  const auto c = viz::nice_ticks(0.005, 0.005, 5);
+  EXPECT_GT(c.front(), 0.0);
+  EXPECT_LT(c.back(), 0.01);
+  EXPECT_TRUE(std::any_of(c.begin(), c.end(), [](double v) { return std::fabs(v - 0.005) < 1e-12; }));
+  EXPECT_EQ(viz::tick_label(0.005, c[1] - c[0]), "0.005");
 }
 
 }  // namespace

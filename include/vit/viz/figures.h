@@ -25,7 +25,8 @@ void attention_grid_figure(const Image& view, const std::vector<std::vector<floa
                            const std::vector<std::string>& col_labels, const std::string& caption,
                            const std::string& path);
 
-// One row of a run's summary.csv per epoch (columns as the trainer writes them).
+// One row of a run's summary.csv per epoch (columns as the trainer writes them; accuracies in
+// percent, as timm's).
 struct RunHistory {
   std::vector<double> epoch, train_loss, train_top1, eval_loss, eval_top1, lr;
 };
