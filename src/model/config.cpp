@@ -1,11 +1,14 @@
 #include "vit/model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
 #include <sstream>
 #include <tuple>
 
@@ -245,9 +248,45 @@ ViTConfig timm_vit(int64_t patch, int64_t dim, int64_t depth, int64_t heads) {
   c.mlp_dim = 4 * dim;
   return c;
 }
+
+// timm's names: vit_{tiny,small,base,large,huge}_patch{P}_{R} (vit_base_patch16_224,
+// vit_small_patch32_384, ...): the size's width, depth and heads with patch P and R x R
+// images. Empty when name is not one of them.
+std::optional<ViTConfig> timm_named(const std::string& name) {
+  static const std::regex re("vit_(tiny|small|base|large|huge)_patch([0-9]+)_([0-9]+)");
+  std::smatch m;
+  if (!std::regex_match(name, m, re)) return std::nullopt;
+  const std::string size = m[1];
+  const int64_t patch = std::stoll(m[2]), res = std::stoll(m[3]);
+  if (patch <= 0 || res <= 0 || res % patch != 0) return std::nullopt;
+  ViTConfig c = size == "tiny"    ? timm_vit(patch, 192, 12, 3)
+                : size == "small" ? timm_vit(patch, 384, 12, 6)
+                : size == "base"  ? timm_vit(patch, 768, 12, 12)
+                : size == "large" ? timm_vit(patch, 1024, 24, 16)
+                                  : timm_vit(patch, 1280, 32, 16);
+  c.img_h = c.img_w = res;
+  return c;
+}
+
+// Levenshtein distance, for "did you mean".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
 }  // namespace
 
 ViTConfig preset(const std::string& name) {
+  if (auto c = timm_named(name)) return *c;
   if (name == "vit-tiny-16") return timm_vit(16, 192, 12, 3);
   if (name == "vit-small-16") return timm_vit(16, 384, 12, 6);
   if (name == "vit-small-32") return timm_vit(32, 384, 12, 6);
@@ -293,9 +332,15 @@ ViTConfig preset(const std::string& name) {
     c.std = {0.2470f, 0.2435f, 0.2616f};
     return c;
   }
-  std::string known;
-  for (auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
-  throw Error("unknown model preset '" + name + "' (known: " + known + ")");
+  std::string known, near;
+  size_t best = 3;  // suggest a name at most 2 edits away
+  for (auto& n : preset_names()) {
+    known += (known.empty() ? "" : ", ") + n;
+    if (const size_t d = edit_distance(name, n); d < best) best = d, near = n;
+  }
+  throw Error("unknown model preset '" + name + "'" +
+              (near.empty() ? "" : " (did you mean '" + near + "'?)") + " (known: " + known +
+              ", and timm's names such as vit_base_patch16_224)");
 }
 
 std::vector<std::string> preset_names() {

@@ -28,6 +28,27 @@ TEST(Config, PresetsHaveTimmParameterCounts) {
   EXPECT_EQ(count_params(preset("vit-huge-14")), 632045800);  // 256 patches of 14x14, 1000 classes
 }
 
+// timm's model names are presets too: the same configs as vitcpp's names, other patch sizes and
+// resolutions from the name, and a misspelt name gets a suggestion.
+TEST(Config, TimmNamesAreAliasesOfThePresets) {
+  for (auto [timm, ours] : {std::pair{"vit_tiny_patch16_224", "vit-tiny-16"},
+                            {"vit_small_patch16_224", "vit-small-16"},
+                            {"vit_small_patch32_224", "vit-small-32"},
+                            {"vit_base_patch16_224", "vit-base-16"},
+                            {"vit_base_patch32_224", "vit-base-32"},
+                            {"vit_large_patch16_224", "vit-large-16"},
+                            {"vit_huge_patch14_224", "vit-huge-14"}})
+    EXPECT_EQ(preset(timm).to_json(), preset(ours).to_json()) << timm;
+  const ViTConfig c = preset("vit_base_patch16_384");
+  EXPECT_EQ(c.img_h, 384);
+  EXPECT_EQ(c.img_w, 384);
+  EXPECT_EQ(count_params(c), 86859496);  // timm's vit_base_patch16_384: 24 x 24 patches
+  EXPECT_EQ(preset("vit_small_patch8_224").patch_h, 8);
+  EXPECT_NE(test::error_of([] { preset("vit-bse-16"); }).find("did you mean 'vit-base-16'?"),
+            std::string::npos);
+  EXPECT_THROW(preset("vit_base_patch16_230"), Error);  // 230 is not a multiple of 16
+}
+
 TEST(Config, SeedPresets) {
   ViTConfig m = preset("mnist-seed");
   EXPECT_EQ(m.num_patches(), 49);

@@ -65,7 +65,9 @@ struct ViTConfig {
 bool known_interpolation(const std::string& name);
 
 // Named presets: vit-tiny-16, vit-small-16, vit-small-32, vit-base-16, vit-base-32,
-// vit-large-16, vit-huge-14, mnist-seed, mnist-small, cifar-seed.
+// vit-large-16, vit-huge-14, mnist-seed, mnist-small, cifar-seed; and timm's names
+// vit_{tiny,small,base,large,huge}_patch{P}_{R} (vit_base_patch16_224: vit-base-16). An
+// unknown name throws, suggesting the nearest preset.
 ViTConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
 
