@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "backends/cpu/avx512/kernels.h"
-#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
+#if VIT_ISA_X86
+#include "backends/cpu/avx512/simd.h"
+#endif
 #include "support/check.h"
 #include "vit/core/error.h"
 #include "vit/core/rng.h"
@@ -43,13 +45,16 @@ namespace {
   return ::testing::AssertionSuccess();
 }
 
+#if VIT_ISA_X86
 // y = exp512_nonpos(x), n a multiple of 16.
 VIT_AVX512 void exp_nonpos(float* y, const float* x, size_t n) {
   for (size_t i = 0; i < n; i += 16)
     _mm512_storeu_ps(y + i, cpu::simd::exp512_nonpos(_mm512_loadu_ps(x + i)));
 }
+#endif
 }  // namespace
 
+#if VIT_ISA_X86  // AVX-512 code called directly: x86-64 builds only (avx512/kernels.h)
 // exp512_nonpos on x <= 0 against exp in double: relative error <= 2e-7 (~2 ulp, what the
 // Cephes expf it replaced gave);
 // 0 below -87.3 and for -inf, NaN stays NaN. The worst case is printed.
@@ -80,6 +85,7 @@ TEST(Simd, ExpNonPositiveWithinItsBound) {
   }
   std::printf("exp512_nonpos: worst relative error %.3g, at x = %g\n", worst, worst_x);
 }
+#endif
 
 TEST(Simd, GeluMatchesReference) {
   std::vector<float> x = test::randn(4103, 11, 3.f);  // 4103: a 7-lane tail
@@ -238,6 +244,7 @@ TEST(Simd, LayerNormMatchesReference) {
 
 namespace vit {
 
+#if VIT_ISA_X86  // AVX-512 code called directly: x86-64 builds only (avx512/kernels.h)
 // Attention's per-head products: every shape class the register blocks have (rows in
 // blocks and a remainder, 1-4 vectors of columns with a masked tail, K from 1 up), A read
 // plain and transposed, with leading dimensions wider than the matrices as qkv's 3C rows are.
@@ -338,6 +345,8 @@ TEST(Simd, HeadScoresMatchReference) {
     }
   }
 }
+
+#endif
 
 // The forward splits heads into blocks of query rows when the (sample, head) pairs do not
 // spread evenly over the threads: 3 heads are 3 items on 1 thread, 12 row blocks on 2, 6
