@@ -4,6 +4,8 @@
 #   scripts/setup.sh --torch    also Debian's PyTorch, to regenerate the test fixtures
 #                               (tools/make_fixtures.py) and run bench/peers
 #   scripts/setup.sh --fuzz     also clang, libFuzzer and LLVM's OpenMP for scripts/fuzz.sh
+#   scripts/setup.sh --aarch64  also the arm64 cross compiler and qemu-user for
+#                               scripts/test_aarch64.sh (which fetches the arm64 libraries)
 # Packages already installed are not fetched again, so a second run needs no network.
 set -euo pipefail
 
@@ -23,6 +25,7 @@ for arg in "$@"; do
     --torch) packages+=(python3-torch python3-numpy python3-torchvision python3-pil
                       libjemalloc2) ;;  # bench/peers: PyTorch's best setup preloads jemalloc
     --fuzz) packages+=(clang libclang-rt-14-dev libomp-14-dev) ;;
+    --aarch64) packages+=(crossbuild-essential-arm64 qemu-user-static) ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
 done

@@ -9,6 +9,10 @@
 
 namespace vit::viz {
 
+bool canvas_available() {
+  return true;
+}
+
 struct Canvas::Impl {
   cairo_surface_t* surface = nullptr;
   cairo_t* cr = nullptr;

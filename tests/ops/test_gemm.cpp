@@ -74,6 +74,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // A widening layer's dW = dY^T X (more rows than columns): as dW^T.
                       GemmCase{300, 96, 1200, true, false}));
 
+#if VIT_ISA_X86  // AVX-512 code called directly: x86-64 builds only (avx512/kernels.h)
 // skinny_gemm (short sums with compile-time K, rows inside the kernel) makes each output
 // with head_gemm's fma chain and epilogue: the same bits, with and without beta and bias,
 // in full row blocks and the row-at-a-time tail, B in registers (K x vectors <= 16) or not.
@@ -104,6 +105,7 @@ TEST(SkinnyGemm, SameBitsAsHeadGemm) {
   EXPECT_FALSE(
       cpu::avx512::skinny_gemm(1, 33, 8, 1.f, c.data(), 8, c.data(), 33, 0.f, nullptr, c.data(), 33));
 }
+#endif
 
 }  // namespace vit
 

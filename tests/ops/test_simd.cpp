@@ -11,8 +11,6 @@
 #include <limits>
 #include <vector>
 
-#include "backends/cpu/avx512/kernels.h"
-#include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "support/check.h"

@@ -14,6 +14,9 @@ namespace vit::viz {
 
 enum class Align { Left, Center, Right };
 
+// False in a build without cairo (VIT_CAIRO=OFF): there a Canvas cannot be made (vit::Error).
+bool canvas_available();
+
 class Canvas {
  public:
   Canvas(int width, int height);

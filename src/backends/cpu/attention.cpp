@@ -224,9 +224,10 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
 void attention_forward(float* out, float* probs, float* probs_drop, const float* qkv, const uint8_t* key_mask,
                        int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key,
                        int64_t first_sample) {
-  const int64_t D = C / H, ld = 3 * C;
+  const int64_t ld = 3 * C;
   int64_t in_lanes = 0;  // samples [0, in_lanes) in groups of 16 along the lanes
 #if VIT_ISA_X86
+  const int64_t D = C / H;
   if (!probs_drop && isa() == Isa::avx512 && avx512::attention_lanes_fit(T, C, H))
     in_lanes = B % 16 >= kMinLanes ? B : B / 16 * 16;
   if (in_lanes > 0) {

@@ -27,14 +27,15 @@ inline float path_scale(int64_t b, float path_p, uint64_t path_key) {
   return uniform_at(path_key, b) >= path_p ? 1.f / (1.f - path_p) : 0.f;
 }
 
-// out[0, n) = x + s branch for a sample without LayerScale in the path's vector kernel;
-// false where the path has none (the caller's plain loop then runs, the same bits).
-bool residual_run(float* out, const float* x, const float* branch, float s, int64_t n) {
+// The path's vector kernel for out[0, n) = x + s branch (a sample without LayerScale is one
+// contiguous run), or null where it has none: the plain loop below then runs, the same bits.
+using ResidualRun = void (*)(float* out, const float* x, const float* branch, float s, int64_t n);
+ResidualRun residual_run() {
   switch (isa()) {
 #if VIT_ISA_X86
-    case Isa::avx512: avx512::residual_run(out, x, branch, s, n); return true;
+    case Isa::avx512: return avx512::residual_run;
 #endif
-    default: return false;
+    default: return nullptr;
   }
 }
 }  // namespace
@@ -45,9 +46,12 @@ void residual(float* out, const float* x, float* branch, const float* gamma, int
               float drop_p, uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample,
               const NormOut* norm) {
   dropout_forward(branch, B * T * C, drop_p, drop_key, first_sample * T * C);
+  const ResidualRun run = gamma ? nullptr : residual_run();
   for_items(B, [&](int64_t b) {
     const float s = path_scale(first_sample + b, path_p, path_key);
-    if (gamma || !residual_run(out + b * T * C, x + b * T * C, branch + b * T * C, s, T * C)) {
+    if (run) {
+      run(out + b * T * C, x + b * T * C, branch + b * T * C, s, T * C);
+    } else {
       for (int64_t t = 0; t < T; ++t) {
         const int64_t r = (b * T + t) * C;
         if (gamma)

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# aarch64 (arm64) without an arm64 machine: cross-builds the library, vit and the unit and
+# fixture tests into build-aarch64/ with Debian's crossbuild-essential-arm64, and runs those
+# tests under qemu-user (ctest's CMAKE_CROSSCOMPILING_EMULATOR, cmake/aarch64-linux-gnu.cmake).
+# scripts/test.sh runs it after the native suite (VIT_TEST_AARCH64=0 skips it there).
+#
+# The arm64 libraries: `apt-get download` of the arm64 packages, unpacked with `dpkg -x` into
+# build-aarch64/sysroot (only `dpkg --add-architecture arm64` touches the host). Installing them
+# with apt-get instead does not work for all of them: libdnnl-dev:arm64 and libdnnl-dev:amd64
+# both ship /usr/include/oneapi/dnnl/dnnl_config.h (different ones) and cannot be installed
+# together, and the others pull arm64 copies of libc6 and friends whose versions must match
+# the host's amd64 ones. libc, libstdc++ and libgomp come with the cross compiler
+# (/usr/aarch64-linux-gnu); nlohmann-json and CLI11 are headers.
+#
+# Left out of this build (the native suite covers them):
+#   - cairo (VIT_CAIRO=OFF: the figures' tests that draw skip; its arm64 -dev package pulls
+#     a few dozen more), MPI (VIT_MPI=OFF), the benchmarks, the fuzz harnesses;
+#   - the cli, slow and mpi labels (they start vit processes, some several at once);
+#   - where qemu-user cannot run a second thread, the tests that start threads of their own.
+#     On some of these machines a program under qemu-user that starts a second thread never
+#     gets past it (std::thread, OpenMP and oneDNN alike; seen with qemu 7.2 and 10.0), while
+#     single-threaded programs run; on others (qemu 7.2.22 on Linux 6.18, 2026-11-25) it
+#     works. So everything runs with OMP_NUM_THREADS=1, one test that starts a std::thread
+#     probes qemu first (with a time limit), and only where it hangs are the tests in
+#     kThreadTests left out: the data prefetcher's worker thread, lanes (one thread per
+#     lane), and the tests that compare results on 1 and 2 threads (omp_set_num_threads(2)).
+#     The list is every test that makes a thread here (qemu's -strace, clone with
+#     CLONE_THREAD); the native suite runs them all.
+# Usage: scripts/test_aarch64.sh [extra ctest arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$SECONDS
+scripts/setup.sh --aarch64
+
+sudo=""
+[[ $(id -u) -ne 0 ]] && sudo="sudo"
+out=build-aarch64
+sysroot="$PWD/$out/sysroot"
+# The arm64 packages unpacked into the sysroot. libdnnl2's own dependencies (libc6, libgcc-s1,
+# libgomp1, libstdc++6) are the cross compiler's.
+arm64=(libdnnl-dev:arm64 libdnnl2:arm64 libgtest-dev:arm64 zlib1g-dev:arm64 zlib1g:arm64
+       libpng-dev:arm64 libpng16-16:arm64 libjpeg62-turbo-dev:arm64 libjpeg62-turbo:arm64
+       nlohmann-json3-dev libcli11-dev)
+if [[ "$(cat "$sysroot/.packages" 2>/dev/null)" != "${arm64[*]}" ]]; then
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $sudo dpkg --add-architecture arm64
+    $sudo apt-get update -qq
+  fi
+  rm -rf "$sysroot" "$out/debs"
+  mkdir -p "$sysroot" "$out/debs"
+  # A list fetched before arm64 was added (or too old for the mirror) has no arm64 packages
+  # or stale versions: update once and try again.
+  if ! (cd "$out/debs" && apt-get download -qq "${arm64[@]}"); then
+    $sudo apt-get update -qq
+    (cd "$out/debs" && apt-get download -qq "${arm64[@]}")
+  fi
+  for deb in "$out"/debs/*.deb; do dpkg -x "$deb" "$sysroot"; done
+  # Merged /usr, as on an installed system: zlib1g puts libz.so.1 in /lib and its -dev
+  # package links /usr/lib/.../libz.so there by an absolute path; keep such links inside.
+  if [[ -d "$sysroot/lib" ]]; then
+    cp -a "$sysroot/lib/." "$sysroot/usr/lib/"
+    rm -rf "$sysroot/lib"
+  fi
+  find "$sysroot" -type l -lname '/*' | while read -r link; do
+    target=$(readlink "$link")
+    ln -sfr "$sysroot/usr${target#/usr}" "$link"
+  done
+  echo "${arm64[*]}" >"$sysroot/.packages"
+fi
+
+# qemu-user: the arm64 loader and libc from the cross compiler's folder, the packages'
+# libraries from the sysroot (QEMU_SET_ENV reaches the emulated program only).
+export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
+export QEMU_SET_ENV="LD_LIBRARY_PATH=$sysroot/usr/lib/aarch64-linux-gnu"
+export OMP_NUM_THREADS=1
+
+cmake -S . -B "$out" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DVIT_AARCH64_SYSROOT="$sysroot" \
+  -DCMAKE_BUILD_TYPE=Release -DVIT_WERROR=ON -DVIT_BUILD_BENCH=OFF -DVIT_MPI=OFF -DVIT_CAIRO=OFF
+targets=(vit test_core test_ops test_model test_io test_train test_data test_viz test_pretrained_fixtures
+         test_fixtures)
+cmake --build "$out" -j"$(nproc)" --target "${targets[@]}"
+echo "test_aarch64: built in $((SECONDS - start)) s"
+
+# Tests that start threads of their own (see the top of this file).
+kThreadTests=(
+  'LinearPacked.SameBitsOnOneThreadAndTwo'
+  'Simd.BiasGeluKeepsTheDerivativeTheBackwardNeeds'
+  'Simd.AttentionForwardIsTheSameOnAnyThreadCount'
+  'Simd.ColumnSumsAreTheSameOnAnyThreadCount'
+  'Simd.ResidualLayerNormIsTheTwoCalls'
+  'Lanes\..*'
+  'Threads.RunOnThreadsRunsEachIndexOnceWithNestedLoopsOnOneThread'
+  'Variants/ClsTail.TrainingStepMatchesTheFullLastBlock/lanes'
+  'Determinism.SameSeedAndThreadsGiveTheSameBits'
+  'Resume.InterruptedRunContinuesToTheSameBits'
+  'Resume.RefusesADifferentRun'
+  'Training.NonFiniteLossStopsTheRunAndKeepsTheLastGoodCheckpoint'
+  'Training.LearnsASyntheticTask'
+  'Memory.PlannedActivationsAreWhatTheModelAllocates'
+  'Prefetcher\..*'
+)
+exclude=()
+probe=Prefetcher.ServesBatchesInOrderAndPassesErrorsOn
+rc=0
+(cd "$out/tests" && timeout 120 qemu-aarch64-static ./test_data --gtest_filter="$probe" >/dev/null 2>&1) || rc=$?
+if ((rc == 124)); then
+  echo "test_aarch64: qemu-user hangs on a second thread here: leaving out the tests that start threads"
+  exclude=(-E "^($(IFS='|'; echo "${kThreadTests[*]}"))( |\$)")
+else
+  echo "test_aarch64: qemu-user runs threads here: every unit and fixture test runs"
+fi
+(cd "$out" && ctest --output-on-failure -j"$(nproc)" -L "unit|fixture" --timeout 600 "${exclude[@]}" "$@")
+echo "test_aarch64: done in $((SECONDS - start)) s"
