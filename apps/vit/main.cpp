@@ -8,13 +8,15 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.h"
 #include "vit/core/error.h"
-#include "vit/core/version.h"
 #include "vit/core/settings.h"
+#include "vit/core/suggest.h"
+#include "vit/core/version.h"
 #include "vit/ops/ops.h"
 #include "vit/train/comm.h"
 
@@ -55,6 +57,43 @@ void restore_affinity_before_exec() {
   if (narrowed) sched_setaffinity(0, sizeof all, &all);
 }
 
+// Whether this process should print what every process of an MPI job would: rank 0, or a
+// process no launcher started.
+bool first_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+    if (const char* r = vit::setting(v)) return std::atoi(r) == 0;
+  return true;
+}
+
+// "did you mean" for a misspelt subcommand (the first word that is none) or flag (one the
+// subcommand does not have): the nearest name within two edits, or "".
+std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args) {
+  CLI::App* cmd = nullptr;
+  std::vector<std::string> commands;
+  for (CLI::App* sub : app.get_subcommands({})) {
+    commands.push_back(sub->get_name());
+    if (sub->parsed()) cmd = sub;
+  }
+  std::string hints;
+  for (const std::string& a : args) {
+    if (!cmd) {
+      if (a.empty() || a[0] == '-') continue;
+      const std::string near = vit::nearest_name(a, commands);
+      return near.empty() ? "" : "vit: '" + a + "' is not a subcommand; did you mean 'vit " + near + "'?";
+    }
+    if (a.rfind("--", 0) != 0) continue;
+    const std::string flag = a.substr(0, a.find('='));
+    if (cmd->get_option_no_throw(flag)) continue;
+    std::vector<std::string> flags;
+    for (const CLI::Option* o : cmd->get_options())
+      for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
+    if (const std::string near = vit::nearest_name(flag, flags); !near.empty())
+      hints += (hints.empty() ? "" : "\n") +
+               ("vit " + cmd->get_name() + ": " + flag + ": did you mean " + near + "?");
+  }
+  return hints;
+}
+
 void default_to_short_spinning(char** argv) {
   if (vit::setting("OMP_WAIT_POLICY")) return;
   setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
@@ -66,7 +105,7 @@ void default_to_short_spinning(char** argv) {
 
 int main(int argc, char** argv) {
   default_to_short_spinning(argv);
-  CLI::App app{"vit: Vision Transformers in C++ (train, eval, predict)"};
+  CLI::App app{"vit: Vision Transformers in C++ (train, eval, predict)", "vit"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("vitcpp ") + vit::version());
   std::map<CLI::App*, vit::app::Run> runs;
@@ -100,7 +139,14 @@ int main(int argc, char** argv) {
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (!first_rank()) {  // under mpirun every rank parses the same flags: one says so
+      std::ostringstream quiet;
+      return app.exit(e, quiet, quiet);
+    }
+    const int code = app.exit(e);
+    if (code != 0)
+      if (const std::string hint = did_you_mean(app, args); !hint.empty()) std::cerr << hint << "\n";
+    return code;
   }
   int code = 0;
   try {

@@ -38,10 +38,14 @@ const std::vector<Setting>& settings() {
        "to each path it tests)"},
       {"OMPI_COMM_WORLD_SIZE", "set by mpirun", "-",
        "a process of an MPI job (Open MPI): vit train joins it"},
+      {"OMPI_COMM_WORLD_RANK", "set by mpirun", "-", "this process's rank: only rank 0 prints flag errors"},
       {"PMI_SIZE", "set by the launcher", "-", "a process of an MPI job (MPICH, Slurm with PMI)"},
       {"PMIX_SIZE", "set by the launcher", "-", "a process of an MPI job (PMIx)"},
-      {"PMI_RANK", "set by the launcher", "-", "with SLURM_NTASKS: a process Slurm started through PMI"},
-      {"PMIX_RANK", "set by the launcher", "-", "a process of a PMIx job"},
+      {"PMI_RANK", "set by the launcher", "-",
+       "this process's rank (MPICH, Slurm with PMI): only rank 0 prints flag errors; with SLURM_NTASKS, a "
+       "process Slurm started through PMI"},
+      {"PMIX_RANK", "set by the launcher", "-",
+       "a process of a PMIx job and its rank: only rank 0 prints flag errors"},
       {"SLURM_NTASKS", "set by srun", "-",
        "the size of a Slurm job (counted only with PMI_RANK or PMIX_RANK)"},
   };

@@ -15,6 +15,7 @@
 #include "core/json_number.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
+#include "vit/core/suggest.h"
 
 namespace vit {
 
@@ -268,21 +269,6 @@ std::optional<ViTConfig> timm_named(const std::string& name) {
   return c;
 }
 
-// Levenshtein distance, for "did you mean".
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 }  // namespace
 
 ViTConfig preset(const std::string& name) {
@@ -332,12 +318,9 @@ ViTConfig preset(const std::string& name) {
     c.std = {0.2470f, 0.2435f, 0.2616f};
     return c;
   }
-  std::string known, near;
-  size_t best = 3;  // suggest a name at most 2 edits away
-  for (auto& n : preset_names()) {
-    known += (known.empty() ? "" : ", ") + n;
-    if (const size_t d = edit_distance(name, n); d < best) best = d, near = n;
-  }
+  std::string known;
+  for (auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  const std::string near = nearest_name(name, preset_names());
   throw Error("unknown model preset '" + name + "'" +
               (near.empty() ? "" : " (did you mean '" + near + "'?)") + " (known: " + known +
               ", and timm's names such as vit_base_patch16_224)");
