@@ -29,7 +29,7 @@ namespace {
 // against 22-26 passive, mnist-seed training 7.3 ms against 11.7, and no blow-up with one or
 // two busy processes beside it; 2,000 (2026-11-25) gives mnist-seed training 1.06x and
 // ViT-Ti batch 1 1.02x more on an idle machine and is still level with 1,000 next to a busy
-// process, where 3,000 lost 5% and 10,000 20% (docs/benchmarks.md). libgomp reads them
+// process, where 3,000 lost 5% and 10,000 20% (docs/history/benchmarks-2026-11.md). libgomp reads them
 // once, before main, so vit sets them and runs itself again when the user set no wait
 // policy; OMP_WAIT_POLICY=PASSIVE or ACTIVE (and GOMP_SPINCOUNT) given by the user are kept.
 //

@@ -41,7 +41,7 @@ struct BenchResult {
 };
 
 // The rate of the engine's matrix product on ViT-B/16's fc1 shape at batch 16
-// (3152 x 3072 x 768, y = x w^T), the best-case shape measured in docs/benchmarks.md:
+// (3152 x 3072 x 768, y = x w^T), the best-case shape measured in docs/history/benchmarks-2026-11.md:
 // median GFLOP/s of a few runs with the current thread count.
 double measure_matmul_gflops(double seconds = 0.5);
 

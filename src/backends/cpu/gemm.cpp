@@ -1,6 +1,6 @@
 // Matrix products through oneDNN's dnnl_sgemm (row-major, OpenMP-threaded). Chosen over
 // OpenBLAS because it reaches ~400 GFLOP/s here whatever OPENBLAS_CORETYPE says (see
-// docs/benchmarks.md). Products too small to amortize a library call use a plain loop, and
+// docs/history/benchmarks-2026-11.md). Products too small to amortize a library call use a plain loop, and
 // products with few output columns (the tiny models' layers) the attention kernels' blocks
 // (head_gemm.cpp's register blocks where the path has them, avx512/skinny_gemm.cpp on avx512).
 #include <omp.h>

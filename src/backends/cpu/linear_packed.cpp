@@ -8,7 +8,7 @@
 // panel's weights into L2 while it computes (they come from memory once per call). Every
 // output is one fma chain over k in order by one thread, whatever the thread count. On the
 // Intel Xeon of 2026-11-25 it ran ViT-B/16 at batch 1 1.10x faster than oneDNN's matmul
-// primitive on its own blocked layout (docs/benchmarks.md). This file packs, dispatches on
+// primitive on its own blocked layout (docs/history/benchmarks-2026-11.md). This file packs, dispatches on
 // isa(), and holds the plain loops for the other paths.
 
 #include <algorithm>
@@ -51,7 +51,7 @@ bool packed_linear_preferred(int64_t M) {
     if (std::strcmp(env, "off") == 0) return false;
     if (std::strcmp(env, "on") == 0) return true;
   }
-  // Measured on whole models (docs/benchmarks.md): ahead of oneDNN's sgemm up to about 800
+  // Measured on whole models (docs/history/benchmarks-2026-11.md): ahead of oneDNN's sgemm up to about 800
   // rows (batch 4 at 197 tokens) on two threads and on one, on an AMD Zen 5 (16-wide panels:
   // ViT-B/16 at batch 1 1.29x on 2 threads) and on an Intel Xeon (oneDNN's blocked layout
   // until 2026-11-25: 1.11x at batch 1, 1.06x at 4); level at batch 16 (3152 rows, 1.006x
