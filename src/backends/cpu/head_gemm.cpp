@@ -35,16 +35,12 @@ void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int
 
 void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
                  const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc) {
-  switch (isa()) {
 #if VIT_ISA_X86
-    case Isa::avx512: return avx512::head_scores(mode, M, T, D, alpha, q, ldq, kT, ldk, km, P, C, ldc);
-    case Isa::avx2: return avx2::head_scores(mode, M, T, D, alpha, q, ldq, kT, ldk, km, P, C, ldc);
+  // AVX-512 applies the softmax while S is in registers.
+  if (isa() == Isa::avx512) return avx512::head_scores(mode, M, T, D, alpha, q, ldq, kT, ldk, km, P, C, ldc);
 #endif
-#if VIT_ISA_NEON
-    case Isa::neon: return neon::head_scores(mode, M, T, D, alpha, q, ldq, kT, ldk, km, P, C, ldc);
-#endif
-    default: break;
-  }
+  // Elsewhere the product, then the row softmax (or its backward) one row at a time, so every
+  // row's result is the same in any block of rows.
   head_gemm(M, T, D, alpha, q, ldq, 1, kT, ldk, 0.f, nullptr, C, ldc);
   for (int64_t i = 0; i < M; ++i)
     if (mode == HeadScores::Softmax)

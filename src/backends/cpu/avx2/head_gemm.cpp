@@ -2,14 +2,12 @@
 // call: a oneDNN call per (T x T x D) product costs more than the arithmetic at the small
 // models' shapes. The AVX-512 kernels' design (avx512/head_gemm.cpp) in 8 lanes and 16
 // registers: R rows x NV vectors of accumulators (at most 12), A read through strides (so
-// P^T dO and dS^T q need no transposed copy), B's vectors whole from L1. head_scores stores
-// S and then runs the row softmax (or its backward) over it, row by row, so every row's
-// result is the same in any block of rows.
+// P^T dO and dS^T q need no transposed copy), B's vectors whole from L1. (head_scores on this
+// path is this product and then the row softmax, row by row: head_gemm.cpp.)
 #include <algorithm>
 
 #include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx2/simd.h"
-#include "backends/cpu/softmax.h"
 
 namespace vit::cpu::avx2 {
 
@@ -80,17 +78,6 @@ void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int
       case 2: gemm_columns<2>(M, n, K, alpha, A, ars, aks, B + n0, ldb, beta, bs, C + n0, ldc); break;
       default: gemm_columns<3>(M, n, K, alpha, A, ars, aks, B + n0, ldb, beta, bs, C + n0, ldc); break;
     }
-  }
-}
-
-void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
-                 const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc) {
-  head_gemm(M, T, D, alpha, q, ldq, 1, kT, ldk, 0.f, nullptr, C, ldc);
-  for (int64_t i = 0; i < M && mode != HeadScores::Store; ++i) {
-    if (mode == HeadScores::Softmax)
-      softmax_rows(C + i * ldc, 1, T, km);
-    else
-      softmax_backward_rows(C + i * ldc, P + i * ldc, 1, T);
   }
 }
 

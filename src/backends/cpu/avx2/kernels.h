@@ -14,12 +14,10 @@ namespace vit::cpu::avx2 {
 // the plain loop.
 void colsum_columns(float* db, const float* dy, int64_t M, int64_t N, int64_t j0, int64_t j1);
 
-// ---- head_gemm.cpp: attention's per-head products in register blocks (cpu.h's head_gemm,
-// head_scores and head_transpose; head_scores runs the row softmax after the product).
+// ---- head_gemm.cpp: attention's per-head products in register blocks (cpu.h's head_gemm and
+// head_transpose; head_scores is head_gemm and then the row softmax on this path).
 void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
                const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc);
-void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
-                 const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc);
 void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
 
 // ---- linear_packed.cpp: y[M,N] = x[M,K] wp^T + b[N] (b may be null; K > 0) from weights

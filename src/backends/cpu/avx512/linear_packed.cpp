@@ -100,21 +100,15 @@ VIT_AVX512 void rows_block(int rows, const Tile& t) {
 
 }  // namespace
 
-// Each thread takes a range of panels, or, where the panels do not share out evenly (a
-// narrow layer: 3 panels on 2 threads), every panel over a range of row blocks. It walks
+// The threads share the panels or the row blocks (PanelSplit). Each walks
 // its slices (k chunk, panel) chunk by chunk, every row block under each, and pulls the
 // next slice's weights into L2 in even shares across the current slice's row blocks.
 VIT_AVX512 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M,
                                       int64_t K, int64_t N, bool gelu) {
-  const int64_t panels = (N + kPanel - 1) / kPanel, nb = (M + kRows - 1) / kRows;
-  const int nt = int(std::min<int64_t>(threads_for(M * N * K / 16), std::max(panels, nb)));
-  // Split by panels unless that leaves a thread more than 1/8 over the average.
-  const bool by_panels = panels >= nt && (panels + nt - 1) / nt * nt * 8 <= panels * 9;
-#pragma omp parallel num_threads(nt)
+  const PanelSplit split(M, N, kRows, threads_for(M * N * K / 16));
+#pragma omp parallel num_threads(split.threads)
   {
-    const int t = omp_get_thread_num(), T = omp_get_num_threads();
-    const int64_t p0 = by_panels ? panels * t / T : 0, p1 = by_panels ? panels * (t + 1) / T : panels;
-    const int64_t r0 = by_panels ? 0 : nb * t / T, r1 = by_panels ? nb : nb * (t + 1) / T;
+    const auto [p0, p1, r0, r1] = split.share(omp_get_thread_num(), omp_get_num_threads());
     for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
       const int64_t kc = std::min(kChunk, K - k0);
       for (int64_t p = p0; p < p1; ++p) {

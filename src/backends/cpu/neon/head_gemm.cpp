@@ -1,12 +1,10 @@
 // Attention's per-head products in NEON register blocks (neon/kernels.h): avx2/head_gemm.cpp's
 // design in 4 lanes and 32 registers (up to 8 rows x 2 vectors or 6 rows x 4 vectors of
-// accumulators), A read through strides, B's vectors whole from L1; head_scores stores S and
-// then runs the row softmax over it, row by row.
+// accumulators), A read through strides, B's vectors whole from L1.
 #include <algorithm>
 
 #include "backends/cpu/neon/kernels.h"
 #include "backends/cpu/neon/simd.h"
-#include "backends/cpu/softmax.h"
 
 namespace vit::cpu::neon {
 
@@ -64,17 +62,6 @@ void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int
       case 3: gemm_columns<3>(M, n, K, alpha, A, ars, aks, B + n0, ldb, beta, bs, C + n0, ldc); break;
       default: gemm_columns<4>(M, n, K, alpha, A, ars, aks, B + n0, ldb, beta, bs, C + n0, ldc); break;
     }
-  }
-}
-
-void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
-                 const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc) {
-  head_gemm(M, T, D, alpha, q, ldq, 1, kT, ldk, 0.f, nullptr, C, ldc);
-  for (int64_t i = 0; i < M && mode != HeadScores::Store; ++i) {
-    if (mode == HeadScores::Softmax)
-      softmax_rows(C + i * ldc, 1, T, km);
-    else
-      softmax_backward_rows(C + i * ldc, P + i * ldc, 1, T);
   }
 }
 

@@ -13,11 +13,9 @@ namespace vit::cpu::neon {
 // rows in order (the plain loop's bits).
 void colsum_columns(float* db, const float* dy, int64_t M, int64_t N, int64_t j0, int64_t j1);
 
-// ---- head_gemm.cpp: cpu.h's head_gemm and head_scores in register blocks (head_transpose
-// is the plain transpose on this path).
+// ---- head_gemm.cpp: cpu.h's head_gemm in register blocks (head_scores is head_gemm and then
+// the row softmax on this path, head_transpose the plain transpose).
 void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
                const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc);
-void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
-                 const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc);
 
 }  // namespace vit::cpu::neon
