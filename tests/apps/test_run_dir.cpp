@@ -100,3 +100,25 @@ TEST(RunDir, AnEmptyOrMissingOutputIsFineAFileIsNot) {
   EXPECT_TRUE(has(file.out, "--output " + (tmp / "file") + " is a file; a run needs a directory"))
       << file.out;
 }
+
+// --checkpoint RUN_DIR is the run's best.safetensors, --last its last.safetensors (the run's
+// best is replaced here by another run's weights, so that the two differ).
+TEST(RunDir, ACheckpointRunDirectoryMeansItsBestOrWithLastItsLast) {
+  vit::test::TempDir tmp("run_ck");
+  const std::string dir = tmp / "run", other = tmp / "other";
+  ASSERT_EQ(run(kTrain + "--epochs 1 --output " + dir).code, 0);
+  ASSERT_EQ(run(kTrain + "--epochs 1 --seed 7 --output " + other).code, 0);
+  fs::copy_file(other + "/last.safetensors", dir + "/best.safetensors", fs::copy_options::overwrite_existing);
+  const std::string image = std::string(VIT_FIXTURE_DIR) + "/digit_7.png";
+  auto logits = [&](const std::string& checkpoint) {  // "--checkpoint X" and more flags
+    const Result r = run("predict --json --logits " + checkpoint + " " + image);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return r.out;
+  };
+  const std::string best = logits("--checkpoint " + dir + "/best.safetensors"),
+                    last = logits("--checkpoint " + dir + "/last.safetensors");
+  ASSERT_NE(best, last);
+  EXPECT_EQ(logits("--checkpoint " + dir), best);
+  EXPECT_EQ(logits("--checkpoint " + dir + "/"), best);
+  EXPECT_EQ(logits("--last --checkpoint " + dir), last);
+}
