@@ -122,3 +122,22 @@ TEST(RunDir, ACheckpointRunDirectoryMeansItsBestOrWithLastItsLast) {
   EXPECT_EQ(logits("--checkpoint " + dir + "/"), best);
   EXPECT_EQ(logits("--last --checkpoint " + dir), last);
 }
+
+// A run ended by early stopping is finished too: --resume (even with more epochs) says so
+// and changes nothing. (lr 1e-9: the eval top-1 of epoch 2 is no better than epoch 1's.)
+TEST(RunDir, ResumeOfARunStoppedEarlySaysSoAndChangesNothing) {
+  vit::test::TempDir tmp("run_early");
+  const std::string dir = tmp / "run";
+  const Result first = run(kTrain + "--epochs 5 --patience 1 --lr 1e-9 --output " + dir);
+  ASSERT_EQ(first.code, 0) << first.out;
+  ASSERT_TRUE(has(first.out, "early stopping")) << first.out;
+  const auto before = snapshot(dir);
+  for (const char* more : {"", " --epochs 8"}) {
+    const Result r = run("train --resume " + dir + more);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(has(r.out, dir + ": this run stopped early after epoch 2 (no better eval top-1 for 1 epochs, "
+                                 "--patience 1); nothing to do, no file was changed"))
+        << r.out;
+    EXPECT_TRUE(snapshot(dir) == before) << "--resume" << more << " changed " << dir;
+  }
+}
