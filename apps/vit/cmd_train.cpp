@@ -163,9 +163,10 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--comm-timeout", f->comm_timeout,
                  "under mpirun: seconds a rank waits for the others in one collective before ending the job")
       ->capture_default_str();
-  cmd.add_option("--output", t.output,
-                 "run directory for config.json, summary.csv, checkpoints (new or empty: a directory that "
-                 "holds a run is refused, see --resume)");
+  cmd.add_option(
+      "--output", t.output,
+      "run directory for config.json, summary.csv, checkpoints: new, or one without a run in it (a "
+      "directory that holds a run is refused, see --resume)");
   cmd.add_option(
       "--resume", f->resume,
       "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (its flags come from "

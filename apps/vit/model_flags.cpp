@@ -159,9 +159,10 @@ void print_skipped(const std::vector<std::string>& skipped, std::ostream& os) {
 void LoadFlags::add_to(CLI::App& cmd) {
   cmd.add_option(
          "--checkpoint", checkpoint,
-         "weights: a vitcpp, timm or Hugging Face .safetensors file, or a directory with model.safetensors "
-         "and config.json")
+         "weights: a vitcpp, timm or Hugging Face .safetensors file, a directory with model.safetensors "
+         "and config.json, or a vit train run directory (its best.safetensors)")
       ->required();
+  cmd.add_flag("--last", last, "with --checkpoint RUN_DIR: its last.safetensors instead of best.safetensors");
   cmd.add_option("--labels", labels, "class names, one per line (default: from the checkpoint)");
   cmd.add_option("--img-size", img_size,
                  "run at another input size, S or H W (position embeddings resampled)")
@@ -173,6 +174,7 @@ void LoadFlags::add_to(CLI::App& cmd) {
 Pretrained LoadFlags::load() const {
   LoadOptions o = load_options(img_size, num_heads);
   o.labels_file = labels;
+  o.last = last;
   Pretrained p = load_pretrained(checkpoint, o);
   print_notes(p);
   return p;

@@ -43,12 +43,13 @@ struct InputFlags {
 };
 
 // A checkpoint of any layout (vitcpp, timm, Hugging Face: a .safetensors file or a
-// directory) for eval, predict, info and export, with --img-size (pos_embed resampled),
-// --num-heads (when the file does not say) and --labels.
+// directory, or a vit train run directory) for eval, predict, info and export, with
+// --img-size (pos_embed resampled), --num-heads (when the file does not say), --labels and --last.
 struct LoadFlags {
   std::string checkpoint, labels;
   std::vector<int64_t> img_size;
   int64_t num_heads = 0;
+  bool last = false;  // a run directory's last.safetensors rather than its best
   void add_to(CLI::App& cmd);
   Pretrained load() const;  // prints what the loader adapted to stderr
 };

@@ -30,6 +30,9 @@ bool resume_may_change(const std::string& flag) {
 
 std::vector<std::string> saved_args(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "args.json").string();
+  VIT_CHECK(std::filesystem::is_directory(dir), "--resume ", dir, ": no such directory");
+  VIT_CHECK(std::filesystem::exists(path), "--resume ", dir,
+            ": not a run directory (no args.json; vit train --output DIR makes one)");
   nlohmann::json saved;
   try {
     saved = nlohmann::json::parse(read_text_file(path));

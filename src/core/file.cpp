@@ -14,7 +14,14 @@
 
 namespace vit {
 
+void check_not_directory(const std::string& path) {
+  struct stat sb {};
+  VIT_CHECK(::stat(path.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode), path,
+            ": a directory, where a file is meant");
+}
+
 std::vector<char> read_file_bytes(const std::string& path) {
+  check_not_directory(path);
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   VIT_CHECK(f, path, ": cannot open for reading (", std::strerror(errno), ")");
   std::streamsize n = f.tellg();

@@ -16,11 +16,17 @@ namespace vit {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string weights_file(const std::string& path) {
-  if (!fs::is_directory(path)) return path;
-  const fs::path f = fs::path(path) / "model.safetensors";
-  VIT_CHECK(fs::exists(f), path, ": a directory without model.safetensors");
-  return f.string();
+std::string weights_file(const std::string& path, bool last) {
+  if (!fs::is_directory(path)) {
+    VIT_CHECK(!last, "--last: ", path, " is a file; --last picks last.safetensors in a run directory");
+    return path;
+  }
+  const fs::path dir(path), model = dir / "model.safetensors", run = dir / (last ? "last" : "best");
+  if (!last && fs::exists(model)) return model.string();
+  VIT_CHECK(fs::exists(run.string() + ".safetensors"), path, ": a directory without ",
+            last ? "last.safetensors (--last wants a vit train run directory)"
+                 : "model.safetensors (timm, Hugging Face) or best.safetensors (a vit train run)");
+  return run.string() + ".safetensors";
 }
 
 std::string detect_format(const SafeTensors& st) {
@@ -34,6 +40,7 @@ std::string detect_format(const SafeTensors& st) {
 }
 
 std::vector<std::string> read_labels(const std::string& path) {
+  check_not_directory(path);
   std::ifstream in(path);
   VIT_CHECK(in, path, ": cannot open the labels file");
   std::vector<std::string> names;
@@ -102,7 +109,7 @@ std::string joined(const std::vector<std::string>& v) {
 
 Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   Pretrained out;
-  out.file = weights_file(path);
+  out.file = weights_file(path, opt.last);
   const SafeTensors st = SafeTensors::open(out.file);
   out.format = detect_format(st);
   detail::Mapping m = out.format == "hf"       ? detail::hf_mapping(st)

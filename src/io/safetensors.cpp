@@ -61,6 +61,7 @@ std::map<std::string, std::string> metadata_of(const json& v, const std::string&
 }  // namespace
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+  check_not_directory(path);
   std::ifstream f(path, std::ios::binary);
   VIT_CHECK(f, path, ": cannot open for reading (", std::strerror(errno), ")");
   std::error_code ec;

@@ -222,8 +222,9 @@ ViTConfig ViTConfig::from_json(const std::string& text) {
 }
 
 ViTConfig ViTConfig::load(const std::string& path) {
+  const std::string text = read_text_file(path);  // its errors name the file already
   try {
-    return from_json(read_text_file(path));
+    return from_json(text);
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }

@@ -45,7 +45,10 @@ void ProgressLine::update(int64_t step, double loss, double top1, int64_t images
   const double rate = elapsed > 0 ? double(images_done - images_before_) / elapsed : 0.0;
   const double eta = done > first_ ? elapsed * double(steps_ - done) / double(done - first_) : 0.0;
   char stats[160];
-  std::snprintf(stats, sizeof stats, "%lld/%lld loss %.4f top1 %.2f%% %.0f img/s lr %.3g ETA %s",
+  // Two digits below 10 img/s: a large model on a few cores shows 0.43, not 0.
+  std::snprintf(stats, sizeof stats,
+                rate < 10 ? "%lld/%lld loss %.4f top1 %.2f%% %.2g img/s lr %.3g ETA %s"
+                          : "%lld/%lld loss %.4f top1 %.2f%% %.0f img/s lr %.3g ETA %s",
                 (long long)done, (long long)steps_, loss, 100 * top1, rate, lr, clock_str(eta).c_str());
   if (terminal_) {
     constexpr int64_t width = 24;

@@ -566,18 +566,19 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       check_agreement(comm, {{"weights after epoch " + std::to_string(e.epoch), params_hash(model)}});
     run_agreed(comm, "writing " + cfg.output, [&] {
       if (!write) return;
-      // Weights first, then the state naming the same step: a crash between the two is
-      // detected on resume rather than silently mixing two epochs.
+      // The state last: it commits the epoch. A crash before it resumes from the previous
+      // state and writes this epoch's files again, with the same bits; a crash after it
+      // finds every file of the epoch written (a finished run is then complete).
       std::map<std::string, std::string> meta = {{"global_step", std::to_string(p.global_step)},
                                                  {"epoch", std::to_string(p.epochs_done)}};
       if (!cfg.class_names.empty()) meta["class_names"] = nlohmann::json(cfg.class_names).dump();
       save_checkpoint((dir / "last.safetensors").string(), model, meta, false);
+      if (better) save_checkpoint((dir / "best.safetensors").string(), model, meta, false);
+      write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist));
       const auto w0 = std::chrono::steady_clock::now();
       save_state(dir / kStateFile, model, opt, p, cfg, steps_per_epoch);
       recovery.wrote(seconds_since(w0));
       fs::remove(dir / kRecoveryFile);  // older than the state now: space back (1 GB for ViT-B)
-      if (better) save_checkpoint((dir / "best.safetensors").string(), model, meta, false);
-      write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist));
     });
   }
   return p.hist;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "vit/core/error.h"
+#include "vit/core/file.h"
 #include "vit/viz/canvas.h"
 #include "vit/viz/figures.h"
 #include "vit/viz/plot.h"
@@ -39,6 +40,7 @@ Rgb text_on(double t) {
 }  // namespace
 
 RunHistory read_summary_csv(const std::string& path) {
+  check_not_directory(path);
   std::ifstream in(path);
   VIT_CHECK(in, path, ": cannot open (a run directory holds summary.csv after its first epoch)");
   std::string line;

@@ -5,6 +5,7 @@
 // impossible flags and a run that will not fit in memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -157,6 +158,43 @@ TEST(BadInput, EachCaseFailsWithAClearMessageAndNoCheckpoint) {
   // The same run with the memory check off starts (and, being tiny, finishes).
   auto r = run_vit(train + "--synthetic 8 --no-memory-check", "VIT_MEMORY_LIMIT=1M");
   EXPECT_EQ(r.code, 0) << r.out;
+}
+
+// A directory where a file is meant (or a directory that is not what is meant): one line
+// naming it, never std::bad_alloc (a directory opened as a file reads as 2^63 bytes).
+TEST(BadInput, DirectoriesWhereFilesAreMeantGiveAOneLineError) {
+  vit::test::TempDir tmp("dirs");
+  const std::string d = tmp.str(), dir = d + "/somedir";
+  fs::create_directories(dir);
+  auto good =
+      run_vit("train --threads 1 --model mnist-seed --img-size 16 --synthetic 16 --epochs 1 -b 8 --output " +
+              d + "/run");
+  ASSERT_EQ(good.code, 0) << good.out;
+  const std::string ck = " --checkpoint " + d + "/run/last.safetensors ";
+  const std::vector<Case> cases = {
+      {"image", "predict" + ck + dir + "/", {dir + "/: a directory, where a file is meant"}},
+      {"config", "info --config " + dir + "/", {dir + "/: a directory, where a file is meant"}},
+      {"labels",
+       "predict" + ck + "--labels " + dir + " " + dir,
+       {dir + ": a directory, where a file is meant"}},
+      {"tensor", "predict" + ck + "--tensor " + dir + ":x", {dir + ": a directory, where a file is meant"}},
+      {"checkpoint",
+       "predict --checkpoint " + dir + " " + dir,
+       {dir + ": a directory without model.safetensors (timm, Hugging Face) or best.safetensors (a vit train "
+              "run)"}},
+      {"--last on a file", "predict --last" + ck + dir, {"--last: " + d + "/run/last.safetensors is a file"}},
+      {"resume a directory that is no run",
+       "train --resume " + dir,
+       {"--resume " + dir + ": not a run directory (no args.json; vit train --output DIR makes one)"}},
+      {"resume nothing", "train --resume " + d + "/none", {"--resume " + d + "/none: no such directory"}},
+      {"plot", "plot --run " + dir, {dir + "/summary.csv: cannot open"}},
+  };
+  for (const Case& c : cases) {
+    const auto r = run_vit(c.args);
+    EXPECT_NE(r.code, 0) << c.name << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("vit: error: " + c.expect[0], 0), 0u) << c.name << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.name << ": one line, got " << r.out;
+  }
 }
 
 TEST(BadInput, CorruptImagesInAFolderStopTheRunOrAreSkippedWithACount) {

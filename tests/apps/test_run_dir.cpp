@@ -100,3 +100,44 @@ TEST(RunDir, AnEmptyOrMissingOutputIsFineAFileIsNot) {
   EXPECT_TRUE(has(file.out, "--output " + (tmp / "file") + " is a file; a run needs a directory"))
       << file.out;
 }
+
+// --checkpoint RUN_DIR is the run's best.safetensors, --last its last.safetensors (the run's
+// best is replaced here by another run's weights, so that the two differ).
+TEST(RunDir, ACheckpointRunDirectoryMeansItsBestOrWithLastItsLast) {
+  vit::test::TempDir tmp("run_ck");
+  const std::string dir = tmp / "run", other = tmp / "other";
+  ASSERT_EQ(run(kTrain + "--epochs 1 --output " + dir).code, 0);
+  ASSERT_EQ(run(kTrain + "--epochs 1 --seed 7 --output " + other).code, 0);
+  fs::copy_file(other + "/last.safetensors", dir + "/best.safetensors", fs::copy_options::overwrite_existing);
+  const std::string image = std::string(VIT_FIXTURE_DIR) + "/digit_7.png";
+  auto logits = [&](const std::string& checkpoint) {  // "--checkpoint X" and more flags
+    const Result r = run("predict --json --logits " + checkpoint + " " + image);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return r.out;
+  };
+  const std::string best = logits("--checkpoint " + dir + "/best.safetensors"),
+                    last = logits("--checkpoint " + dir + "/last.safetensors");
+  ASSERT_NE(best, last);
+  EXPECT_EQ(logits("--checkpoint " + dir), best);
+  EXPECT_EQ(logits("--checkpoint " + dir + "/"), best);
+  EXPECT_EQ(logits("--last --checkpoint " + dir), last);
+}
+
+// A run ended by early stopping is finished too: --resume (even with more epochs) says so
+// and changes nothing. (lr 1e-9: the eval top-1 of epoch 2 is no better than epoch 1's.)
+TEST(RunDir, ResumeOfARunStoppedEarlySaysSoAndChangesNothing) {
+  vit::test::TempDir tmp("run_early");
+  const std::string dir = tmp / "run";
+  const Result first = run(kTrain + "--epochs 5 --patience 1 --lr 1e-9 --output " + dir);
+  ASSERT_EQ(first.code, 0) << first.out;
+  ASSERT_TRUE(has(first.out, "early stopping")) << first.out;
+  const auto before = snapshot(dir);
+  for (const char* more : {"", " --epochs 8"}) {
+    const Result r = run("train --resume " + dir + more);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(has(r.out, dir + ": this run stopped early after epoch 2 (no better eval top-1 for 1 epochs, "
+                                 "--patience 1); nothing to do, no file was changed"))
+        << r.out;
+    EXPECT_TRUE(snapshot(dir) == before) << "--resume" << more << " changed " << dir;
+  }
+}

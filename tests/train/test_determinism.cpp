@@ -199,13 +199,53 @@ TEST(Resume, KilledWithinAnEpochContinuesAfterItsRecoveryStateToTheSameBits) {
   EXPECT_FALSE(std::filesystem::exists(b / "recovery.state.safetensors")) << "removed at the epoch's end";
 }
 
+namespace {
+// A short run in batches of 32, written to `out`.
+TrainConfig short_run(const std::string& out, int64_t epochs) {
+  TrainConfig t;
+  t.epochs = epochs;
+  t.batch_size = 32;
+  t.output = out;
+  return t;
+}
+}  // namespace
+
+// The state is written last at an epoch's end: a run stopped by a failed write before it
+// (summary.csv cannot be replaced: a directory stands in its way) still has the previous
+// epoch's state, and resuming writes the epoch's files again. Had the state gone first, the
+// run would be "finished" with a summary that lacks its last epoch.
+TEST(Resume, AnEpochWhoseFilesWereNotAllWrittenIsDoneAgain) {
+  SyntheticDataset data(64, 4, 1, 12, 12, 5);
+  test::TempDir dir("resume_commit");
+  TrainConfig t = short_run(dir.str(), 2);
+  t.on_epoch_start = [&](int64_t e) {
+    if (e == 1) {
+      std::filesystem::remove(dir / "summary.csv");
+      std::filesystem::create_directories(dir / "summary.csv/x");
+    }
+  };
+  std::ostringstream log;
+  ViT m(cfg());
+  m.init_weights(3);
+  EXPECT_THROW(train(m, data, nullptr, t, log), Error);
+  EXPECT_NE(
+      read_safetensors_metadata(dir / "last.state.safetensors").at("vitcpp_state").find("\"epochs_done\":1"),
+      std::string::npos);
+  std::filesystem::remove_all(dir / "summary.csv");
+  t.on_epoch_start = nullptr;
+  t.resume = true;
+  ViT resumed(cfg());
+  std::ostringstream rlog;
+  EXPECT_EQ(train(resumed, data, nullptr, t, rlog).size(), 2u);
+  EXPECT_NE(rlog.str().find("after epoch 1"), std::string::npos) << rlog.str();
+  EXPECT_NE(read_text_file(dir / "summary.csv").find("\n2,"), std::string::npos);
+  EXPECT_EQ(0, std::memcmp(m.params().data(), resumed.params().data(), m.table().total() * sizeof(float)));
+}
+
 TEST(Resume, RefusesADifferentRun) {
   SyntheticDataset data(64, 4, 1, 12, 12, 5);
   test::TempDir dir("resume_bad");
-  TrainConfig t;
-  t.epochs = 1;
-  t.batch_size = 32;
-  t.output = dir.str();
+  TrainConfig t = short_run(dir.str(), 1);
   std::ostringstream log;
   ViT m(cfg());
   train(m, data, nullptr, t, log);

@@ -10,6 +10,9 @@
 
 namespace vit {
 
+// Throws vit::Error ("PATH: a directory, where a file is meant") when path is a directory:
+// opened as a file it reads as nothing, or as a size of 2^63 bytes (std::bad_alloc).
+void check_not_directory(const std::string& path);
 std::vector<char> read_file_bytes(const std::string& path);
 
 // A whole file mapped read-only (pages read ahead at mapping time). Writers here replace

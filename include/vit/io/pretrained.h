@@ -23,6 +23,7 @@ struct LoadOptions {
   int64_t num_heads = 0;         // heads when neither the config nor the architecture name says
   int64_t num_classes = 0;       // > 0 and different from the file's: a new zero-initialized head
   std::string labels_file;       // class names, one per line (else the file's own, if any)
+  bool last = false;             // a vit train run directory: its last.safetensors, not best
   // Changes to the config that leave the parameters alone (dropout rates), applied before
   // the model is built.
   std::function<void(ViTConfig&)> adjust;
@@ -36,8 +37,10 @@ struct Pretrained {
   std::vector<std::string> notes;  // what was adapted or skipped, for the user to read
 };
 
-// The safetensors file a path names (a directory: its model.safetensors).
-std::string weights_file(const std::string& path);
+// The safetensors file a path names: a file itself; a directory's model.safetensors (timm,
+// Hugging Face) or else, a vit train run directory, its best.safetensors (last.safetensors
+// with `last`).
+std::string weights_file(const std::string& path, bool last = false);
 // "vitcpp", "timm" or "hf", from the tensor names and metadata.
 std::string detect_format(const SafeTensors& st);
 Pretrained load_pretrained(const std::string& path, const LoadOptions& opt = {});
