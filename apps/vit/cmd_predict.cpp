@@ -1,7 +1,11 @@
-// vit predict: top-k classes of image files (preprocessed as the model's config says) or
-// of rows of a preprocessed tensor, as text or one JSON object per line.
+// vit predict: top-k classes of image files or folders of them (preprocessed as the model's
+// config says) or of rows of a preprocessed tensor, as text or one JSON object per line, and
+// with --results-file a CSV as timm's inference.py writes (filename, then the top-k indices,
+// labels and probabilities in columns of their own).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -10,6 +14,7 @@
 #include "commands.h"
 #include "model_flags.h"
 #include "vit/core/error.h"
+#include "vit/core/file.h"
 #include "vit/core/threads.h"
 #include "vit/data/open.h"
 #include "vit/io/tensor_input.h"
@@ -19,7 +24,7 @@ namespace vit::app {
 namespace {
 struct PredictFlags {
   LoadFlags load;
-  std::string tensor;
+  std::string tensor, results_file;
   std::vector<std::string> images;
   int64_t topk = 5, batch_size = 32;
   bool json = false, logits = false;
@@ -27,9 +32,42 @@ struct PredictFlags {
   InputFlags input;
 };
 
-// Prints one prediction; `what` is {"image": path} or {"row": i}.
+// The image files of the arguments: a file as it is, a folder as the PNG and JPEG files
+// below it (any depth), sorted by path. A folder without images is an error.
+std::vector<std::string> image_files(const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  for (const std::string& a : args) {
+    if (!fs::is_directory(a)) {
+      out.push_back(a);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& e : fs::recursive_directory_iterator(a)) {
+      std::string ext = e.path().extension().string();
+      for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+      if (e.is_regular_file() && (ext == ".png" || ext == ".jpg" || ext == ".jpeg"))
+        found.push_back(e.path().string());
+    }
+    VIT_CHECK(!found.empty(), a, ": a folder without PNG or JPEG files");
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+// A CSV field: quoted when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+// Prints one prediction; `what` is {"image": path} or {"row": i}. With csv, also appends its
+// row (name, the top-k indices, labels and probabilities).
 void print(const PredictFlags& f, nlohmann::json what, const float* z, int64_t K,
-           const std::vector<std::string>& names) {
+           const std::vector<std::string>& names, std::string* csv = nullptr) {
   const double mx = *std::max_element(z, z + K);
   double sum = 0;
   for (int64_t k = 0; k < K; ++k) sum += std::exp(z[k] - mx);
@@ -39,6 +77,18 @@ void print(const PredictFlags& f, nlohmann::json what, const float* z, int64_t K
   std::partial_sort(order.begin(), order.begin() + top, order.end(),
                     [&](int64_t a, int64_t b) { return z[a] > z[b]; });
   auto label = [&](int64_t k) { return k < int64_t(names.size()) ? names[k] : std::to_string(k); };
+  if (csv) {
+    std::string row =
+        csv_field(what.contains("image") ? what["image"].get<std::string>() : what["row"].dump());
+    std::string idx, lab, prob;
+    for (int64_t i = 0; i < top; ++i) {
+      char p[32];
+      std::snprintf(p, sizeof p, "%.6g", std::exp(z[order[i]] - mx) / sum);
+      idx += "," + std::to_string(order[i]), lab += "," + csv_field(label(order[i])),
+          prob += std::string(",") + p;
+    }
+    *csv += row + idx + lab + prob + "\n";
+  }
   if (f.json) {
     nlohmann::json j = what;
     j["topk"] = nlohmann::json::array();
@@ -69,7 +119,10 @@ Run add_predict(CLI::App& cmd) {
   cmd.add_option("-b,--batch-size", f->batch_size, "images per forward pass")->capture_default_str();
   cmd.add_option("--threads", f->threads, "threads (default: all cores)");
   f->input.add_to(cmd);
-  cmd.add_option("images", f->images, "PNG or JPEG files");
+  cmd.add_option("--results-file", f->results_file,
+                 "also write the predictions to this CSV file, as timm's inference.py: filename, index_0.., "
+                 "label_0.., prob_0.. (the top-k, best first)");
+  cmd.add_option("images", f->images, "PNG or JPEG files, or folders of them (their images, sorted)");
   return [f] {
     set_num_threads(f->threads);
     VIT_CHECK(f->topk > 0 && f->batch_size > 0, "--topk and --batch-size must be positive");
@@ -80,6 +133,20 @@ Run add_predict(CLI::App& cmd) {
     const ViTConfig& cfg = model.config();
     const auto& names = loaded.class_names;
     const int64_t K = cfg.num_classes, n = cfg.in_chans * cfg.img_h * cfg.img_w;
+    // --results-file: the header, then a row per prediction; written once, atomically.
+    std::string csv;
+    std::string* rows_csv = f->results_file.empty() ? nullptr : &csv;
+    if (rows_csv) {
+      csv = "filename";
+      for (const char* col : {"index", "label", "prob"})
+        for (int64_t i = 0; i < std::min(f->topk, K); ++i)
+          csv += std::string(",") + col + "_" + std::to_string(i);
+      csv += "\n";
+    }
+    auto finish = [&] {
+      if (rows_csv) write_file_atomic(f->results_file, csv);
+      return 0;
+    };
     if (!f->tensor.empty()) {
       const TensorSpec spec = parse_tensor_spec(f->tensor);
       int64_t rows = 0;
@@ -90,20 +157,21 @@ Run add_predict(CLI::App& cmd) {
         const int64_t B = std::min(f->batch_size, rows - first);
         model.infer(x.data() + first * n, B, nullptr, logits.data() + first * K);
       }
-      for (int64_t i = 0; i < rows; ++i) print(*f, {{"row", i}}, logits.data() + i * K, K, names);
-      return 0;
+      for (int64_t i = 0; i < rows; ++i) print(*f, {{"row", i}}, logits.data() + i * K, K, names, rows_csv);
+      return finish();
     }
     const InputSpec in = f->input.spec(cfg);
     std::vector<float> x(f->batch_size * n), logits(f->batch_size * K);
-    const int64_t N = int64_t(f->images.size());
+    const std::vector<std::string> files = image_files(f->images);
+    const int64_t N = int64_t(files.size());
     for (int64_t first = 0; first < N; first += f->batch_size) {
       const int64_t B = std::min(f->batch_size, N - first);
-      for (int64_t b = 0; b < B; ++b) load_image_input(f->images[first + b], in, x.data() + b * n);
+      for (int64_t b = 0; b < B; ++b) load_image_input(files[first + b], in, x.data() + b * n);
       model.infer(x.data(), B, nullptr, logits.data());
       for (int64_t b = 0; b < B; ++b)
-        print(*f, {{"image", f->images[first + b]}}, logits.data() + b * K, K, names);
+        print(*f, {{"image", files[first + b]}}, logits.data() + b * K, K, names, rows_csv);
     }
-    return 0;
+    return finish();
   };
 }
 

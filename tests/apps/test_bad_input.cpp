@@ -172,7 +172,10 @@ TEST(BadInput, DirectoriesWhereFilesAreMeantGiveAOneLineError) {
   ASSERT_EQ(good.code, 0) << good.out;
   const std::string ck = " --checkpoint " + d + "/run/last.safetensors ";
   const std::vector<Case> cases = {
-      {"image", "predict" + ck + dir + "/", {dir + "/: a directory, where a file is meant"}},
+      // predict takes a folder's images (an empty folder is an error), eval a dataset's
+      {"image folder without images",
+       "predict" + ck + dir + "/",
+       {dir + "/: a folder without PNG or JPEG files"}},
       {"config", "info --config " + dir + "/", {dir + "/: a directory, where a file is meant"}},
       {"labels",
        "predict" + ck + "--labels " + dir + " " + dir,

@@ -1,10 +1,15 @@
 // Flag mistakes as a user meets them: the program's name in usage lines, "did you mean" for a
-// misspelt subcommand or flag, and under an MPI launcher one report, from rank 0.
+// misspelt subcommand or flag, and under an MPI launcher one report, from rank 0. And vit
+// predict on folders with a results file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "support/run_vit.h"
+#include "support/temp_dir.h"
 
 using vit::test::Result;
 using vit::test::run_vit;
@@ -38,4 +43,36 @@ TEST(CliHints, UnderMpiOnlyRankZeroReportsAFlagError) {
     EXPECT_EQ(root.code, other.code) << var;
     EXPECT_NE(root.out.find("--epoch"), std::string::npos) << var << ": " << root.out;
   }
+}
+
+// vit predict on a folder: its images at any depth, sorted, the same predictions as the files
+// given one by one; --results-file writes timm inference.py's columns.
+TEST(CliPredict, FoldersAndAResultsFile) {
+  vit::test::TempDir tmp("predict_dir");
+  const std::string d = tmp.str();
+  Result train =
+      run_vit("train --threads 1 --model mnist-seed --synthetic 32 --epochs 1 -b 16 --output " + d + "/run");
+  ASSERT_EQ(train.code, 0) << train.out;
+  std::filesystem::create_directories(d + "/imgs/sub");
+  const std::string digit = std::string(VIT_FIXTURE_DIR) + "/digit_7.png";
+  for (const char* name : {"/imgs/b.png", "/imgs/a.png", "/imgs/sub/c.PNG"})
+    std::filesystem::copy_file(digit, d + name);
+  std::ofstream(d + "/imgs/notes.txt") << "not an image\n";
+  const std::string ck = " --checkpoint " + d + "/run ";
+  Result folder = run_vit("predict --topk 3" + ck + d + "/imgs --results-file " + d + "/preds.csv");
+  ASSERT_EQ(folder.code, 0) << folder.out;
+  Result files =
+      run_vit("predict --topk 3" + ck + d + "/imgs/a.png " + d + "/imgs/b.png " + d + "/imgs/sub/c.PNG");
+  ASSERT_EQ(files.code, 0) << files.out;
+  EXPECT_EQ(folder.out, files.out);  // sorted: a, b, sub/c
+  std::ifstream csv(d + "/preds.csv");
+  std::string header, row;
+  std::getline(csv, header);
+  EXPECT_EQ(header, "filename,index_0,index_1,index_2,label_0,label_1,label_2,prob_0,prob_1,prob_2");
+  int rows = 0;
+  while (std::getline(csv, row)) {
+    EXPECT_EQ(std::count(row.begin(), row.end(), ','), 9) << row;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 3);
 }
