@@ -39,14 +39,17 @@ void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, 
   // AVX-512 applies the softmax while S is in registers.
   if (isa() == Isa::avx512) return avx512::head_scores(mode, M, T, D, alpha, q, ldq, kT, ldk, km, P, C, ldc);
 #endif
-  // Elsewhere the product, then the row softmax (or its backward) one row at a time, so every
-  // row's result is the same in any block of rows.
+  // Elsewhere the product, then the row softmax (or its backward): all rows in one call where
+  // they are contiguous (the kernels interleave a few rows; each row's result is the same in
+  // any group), else one at a time.
   head_gemm(M, T, D, alpha, q, ldq, 1, kT, ldk, 0.f, nullptr, C, ldc);
-  for (int64_t i = 0; i < M; ++i)
+  if (mode == HeadScores::Store) return;
+  const int64_t per = ldc == T ? M : 1;
+  for (int64_t i = 0; i < M; i += per)
     if (mode == HeadScores::Softmax)
-      softmax_rows(C + i * ldc, 1, T, km);
-    else if (mode == HeadScores::SoftmaxBackward)
-      softmax_backward_rows(C + i * ldc, P + i * ldc, 1, T);
+      softmax_rows(C + i * ldc, per, T, km);
+    else
+      softmax_backward_rows(C + i * ldc, P + i * ldc, per, T);
 }
 
 void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols) {
