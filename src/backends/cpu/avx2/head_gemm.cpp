@@ -56,28 +56,43 @@ VIT_AVX2 void gemm_block(int rows, int64_t n, int64_t K, float alpha, const floa
   }
 }
 
-// All rows for columns [0, n), n <= 8 NV.
-template <int NV>
+// All rows for columns [0, n), n <= 8 NV, in blocks of R rows (Short: 4, for products of at
+// most 4 rows, such as a narrow head's C^T, which a block of 8 would half waste).
+template <int NV, bool Short>
 void gemm_columns(int64_t M, int64_t n, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
                   const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
-  constexpr int R = NV == 1 ? 8 : NV == 2 ? 6 : 4;
+  constexpr int R = Short ? 4 : NV == 1 ? 8 : NV == 2 ? 6 : 4;
   for (int64_t i = 0; i < M; i += R)
     gemm_block<R, NV>(int(M - i < R ? M - i : R), n, K, alpha, A + i * ars, ars, aks, B, ldb, beta, bias,
                       C + i * ldc, ldc);
+}
+
+template <bool Short>
+void gemm_chunk(int nv, int64_t M, int64_t n, int64_t K, float alpha, const float* A, int64_t ars,
+                int64_t aks, const float* B, int64_t ldb, float beta, const float* bias, float* C,
+                int64_t ldc) {
+  switch (nv) {
+    case 1: return gemm_columns<1, Short>(M, n, K, alpha, A, ars, aks, B, ldb, beta, bias, C, ldc);
+    case 2: return gemm_columns<2, Short>(M, n, K, alpha, A, ars, aks, B, ldb, beta, bias, C, ldc);
+    default: return gemm_columns<3, Short>(M, n, K, alpha, A, ars, aks, B, ldb, beta, bias, C, ldc);
+  }
 }
 }  // namespace
 
 void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
                const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
-  // Columns in chunks of up to 3 vectors, the last chunk as wide as what is left.
-  for (int64_t n0 = 0; n0 < N; n0 += 24) {
-    const int64_t n = std::min<int64_t>(24, N - n0);
+  // Columns in chunks of 3 vectors, but 4 left go as 2 + 2 (T = 50 keys: 3, 2, 2 vectors, the
+  // partial one last, rather than 3, 3 and a chunk for 2 columns).
+  for (int64_t n0 = 0; n0 < N;) {
+    const int64_t left = (N - n0 + 7) / 8;
+    const int nv = left >= 3 && left != 4 ? 3 : left >= 2 ? 2 : 1;
+    const int64_t n = std::min<int64_t>(8 * nv, N - n0);
     const float* bs = bias ? bias + n0 : nullptr;
-    switch ((n + 7) / 8) {
-      case 1: gemm_columns<1>(M, n, K, alpha, A, ars, aks, B + n0, ldb, beta, bs, C + n0, ldc); break;
-      case 2: gemm_columns<2>(M, n, K, alpha, A, ars, aks, B + n0, ldb, beta, bs, C + n0, ldc); break;
-      default: gemm_columns<3>(M, n, K, alpha, A, ars, aks, B + n0, ldb, beta, bs, C + n0, ldc); break;
-    }
+    if (M <= 4)
+      gemm_chunk<true>(nv, M, n, K, alpha, A, ars, aks, B + n0, ldb, beta, bs, C + n0, ldc);
+    else
+      gemm_chunk<false>(nv, M, n, K, alpha, A, ars, aks, B + n0, ldb, beta, bs, C + n0, ldc);
+    n0 += n;
   }
 }
 
