@@ -44,10 +44,11 @@ ViT::ViT(const ViTConfig& cfg, bool randomize) : cfg_(cfg), table_(cfg) {
   grads_.resize(table_.total());
   W_ = bind(params_.data());
   G_ = bind(grads_.data());
+  bind_linears();
   if (randomize) init_weights(0);
 }
 
-ViT::ViT(const ViT& owner, LaneTag) : cfg_(owner.cfg_), table_(owner.table_) {
+ViT::ViT(const ViT& owner, LaneTag) : cfg_(owner.cfg_), table_(owner.table_), owner_(&owner) {
   grads_.resize(table_.total());  // mapped: costs memory only once a backward writes it
   W_ = bind(const_cast<float*>(owner.params_.data()));
   G_ = bind(grads_.data());
@@ -95,6 +96,15 @@ ViT::Weights ViT::bind(float* base) {
                         t(p + "mlp.fc2.bias"), t(p + "ls2.gamma")});
   }
   return w;
+}
+
+void ViT::bind_linears() {
+  patch_lin_ = {W_.patch_w, W_.patch_b};
+  head_lin_ = {W_.head_w, W_.head_b};
+  infer_lin_.clear();
+  for (const BlockWeights& w : W_.blocks)
+    infer_lin_.push_back({{w.qkvw, w.qkvb}, {w.projw, w.projb}, {w.fc1w, w.fc1b}, {w.fc2w, w.fc2b}});
+  train_lin_ = infer_lin_;
 }
 
 namespace {
@@ -164,14 +174,14 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
     a.ln2 = c.take({R, C});
     a.ln2_mean = c.take({R});
     a.ln2_rstd = c.take({R});
-    a.h = c.take({R, M});
-    a.act = c.take({R, M});
+    a.mlp.h = c.take({R, M});
+    a.mlp.act = c.take({R, M});
     a.out = c.take({B, Tq, C});
     if (training && cfg.layer_scale()) {
       a.br1 = c.take({R, C});
       a.br2 = c.take({R, C});
     }
-    if (training && amp) a.ao_b = bf16(R * C), a.ln2_b = bf16(R * C), a.act_b = bf16(R * M);
+    if (training && amp) a.ao_b = bf16(R * C), a.mlp.x_bf16 = bf16(R * C), a.mlp.act_bf16 = bf16(R * M);
   };
   A.blocks.assign(nblocks, {});
   for (int64_t l = 0; l < nblocks; ++l) {
@@ -250,8 +260,7 @@ void ViT::for_lanes(int R, int64_t B, F&& f) {
     ViT& m = lane(r);
     m.weights_packed_ = weights_packed_;
     m.backbone_frozen_ = backbone_frozen_;
-    m.amp_ = amp_;
-    m.amp_w_ = amp_w_;  // this model's bf16 weights
+    m.amp_ = amp_;  // the prepared weights are this model's (owner_)
     m.cls_tail_wanted_ = cls_tail_wanted_;
   }
   run_on_threads(R, [&](int r) { f(lane(r), B * r / R, B * (r + 1) / R); });
@@ -280,7 +289,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
 
   Tensor img(const_cast<float*>(images), {B, cfg_.in_chans, cfg_.img_h, cfg_.img_w});
   ops::im2col_patches(A.cols, img, cfg_.patch_h, cfg_.patch_w);
-  ops::linear_forward(A.pe, A.cols, W_.patch_w, opt(W_.patch_b));
+  ops::linear_forward(A.pe, A.cols, owner_->patch_lin_);
   const Tensor tokens = cfg_.pre_norm ? A.x_pre : A.x0;
   ops::tokens_forward(tokens, A.pe, opt(W_.cls), opt(W_.reg), W_.pos);
   ops::dropout_forward(tokens, rate(cfg_.pos_drop_rate), key(kSitePos), first(tokens));
@@ -306,27 +315,10 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     if (l == 0)  // later blocks' ln1 comes with the residual sum that ends the block before
       ops::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, reshape(x, {B * T, C}), w.n1w, w.n1b,
                              cfg_.norm_eps);
-    // bf16 inference (set_infer_dtype): the packed copies of this block's weights.
-    const BlockPacked* pk = !mode.train && !packed_.empty() ? &packed_[size_t(l)] : nullptr;
-    auto lin = [this](Tensor y, const Tensor& in, const Tensor& wt, const Tensor* b, ops::PackedLinear* p) {
-      if (p)
-        ops::linear_forward_bf16(y, in, *p, b);
-      else if (weights_packed_)
-        ops::linear_forward_packed(y, in, wt, b);
-      else
-        ops::linear_forward(y, in, wt, b);
-    };
-    // amp (training): bf16 products on the weights round_weights_bf16 made, inputs kept in bf16.
-    const BlockBf16* wb = a.ln1_b ? &amp_w_[size_t(l)] : nullptr;
-    auto lin_amp = [&](Tensor y, const Tensor& in, uint16_t* in_b, const Tensor& wt, const uint16_t* w_b,
-                       const Tensor* b, ops::PackedLinear* p) {
-      if (wb)
-        ops::linear_forward_amp(y, in, in_b, wt, w_b, b);
-      else
-        lin(y, in, wt, b, p);
-    };
-    lin_amp(reshape(a.qkv, {B * T, 3 * C}), a.ln1, a.ln1_b, w.qkvw, wb ? wb->qkv : nullptr, opt(w.qkvb),
-            pk ? pk->qkv.get() : nullptr);
+    // The block's products on its weights as prepared for training (fp32 or amp) or
+    // inference (fp32, packed or bf16); amp keeps each product's input in bf16 (a.ln1_b, ...).
+    const BlockLinears& lw = (&A == &train_ ? owner_->train_lin_ : owner_->infer_lin_)[size_t(l)];
+    ops::linear_forward(reshape(a.qkv, {B * T, 3 * C}), a.ln1, lw.qkv, ops::Epilogue::none, a.ln1_b);
     if (tail) {
       ops::attention_cls_forward(t.ao, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, a.qkv, keys_mask,
                                  attn_p, key(block_site(l, kAttnDrop)), s0);
@@ -339,29 +331,15 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                              key(block_site(l, kAttnDrop)), s0);
       if (maps && probs.data != maps) std::memcpy(maps, probs.data, sizeof(float) * probs.numel());
     }
-    lin_amp(br1, reshape(t.ao, {B * Tq, C}), t.ao_b, w.projw, wb ? wb->proj : nullptr, &w.projb,
-            pk ? pk->proj.get() : nullptr);
+    ops::linear_forward(br1, reshape(t.ao, {B * Tq, C}), lw.proj, ops::Epilogue::none, t.ao_b);
     // r1 = x + branch and its LayerNorm in one walk over the samples.
     ops::residual_layernorm_forward(t.r1, x, reshape(br1, {B, Tq, C}), opt(w.ls1), proj_p,
                                     key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0,
                                     {t.ln2, t.ln2_mean, t.ln2_rstd, w.n2w, w.n2b, cfg_.norm_eps});
-    if (pk) {  // bf16: GELU fused into fc1, the hidden activations stay bf16 (inference: no dropout)
-      ops::mlp_forward_bf16(br2, t.ln2, *pk->fc1, w.fc1b, *pk->fc2, w.fc2b);
-    } else if (weights_packed_) {  // packed fp32 (inference only: no dropout): GELU fused into fc1
-      ops::linear_forward_packed(t.act, t.ln2, w.fc1w, &w.fc1b, true);
-      ops::linear_forward_packed(br2, t.act, w.fc2w, &w.fc2b);
-    } else {
-      // fc1's bias goes in with the activation; forward() (whose activations backward()
-      // reads, whatever the mode) keeps GELU's derivative in t.h, infer() nothing.
-      if (wb)
-        ops::linear_forward_amp(t.h, t.ln2, t.ln2_b, w.fc1w, wb->fc1, nullptr);
-      else
-        ops::linear_forward(t.h, t.ln2, w.fc1w, nullptr, t.h_zero);
-      ops::bias_gelu_forward(t.act, t.h, w.fc1b, &A == &train_);
-      t.h_zero = false;
-      ops::dropout_forward(t.act, proj_p, key(block_site(l, kMlpDrop1)), first(t.act));
-      lin_amp(br2, t.act, t.act_b, w.fc2w, wb ? wb->fc2 : nullptr, &w.fc2b, nullptr);
-    }
+    // forward() (whose activations backward() reads, whatever the mode) keeps GELU's
+    // derivative, infer() nothing.
+    ops::mlp_forward(br2, t.ln2, lw.fc1, lw.fc2, t.mlp, &A == &train_,
+                     {proj_p, key(block_site(l, kMlpDrop1)), first(t.mlp.act)});
     if (l + 1 < cfg_.depth) {  // out = r1 + branch, and the next block's ln1 with it
       BlockActs& n = acts(l + 1);
       const BlockWeights& wn = W_.blocks[l + 1];
@@ -391,7 +369,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                            cfg_.norm_eps);
   }
   ops::dropout_forward(A.pooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.pooled_ln));
-  ops::linear_forward(A.logits, A.pooled_ln, W_.head_w, &W_.head_b);
+  ops::linear_forward(A.logits, A.pooled_ln, owner_->head_lin_);
 }
 
 Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
@@ -429,23 +407,16 @@ void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
   VIT_CHECK(!fp32_released_, "--dtype ", dtype,
             ": the fp32 block weights were released for bf16 inference; load the weights again");
   VIT_CHECK(!release_fp32 || dtype == "bf16", "--dtype fp32 keeps its fp32 weights");
-  packed_.clear();
-  if (dtype == "bf16") {
-    VIT_CHECK(ops::bf16_available(),
-              "--dtype bf16: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
-    // Each matrix released right after its copy: the peak is the fp32 weights plus one bf16 matrix.
-    auto pack = [&](const Tensor& w) {
-      auto p = ops::pack_linear_bf16(w);
-      if (release_fp32) params_.release(size_t(w.data - params_.data()), size_t(w.numel()));
-      return p;
-    };
-    for (const BlockWeights& w : W_.blocks) {
-      BlockPacked b;
-      b.qkv = pack(w.qkvw), b.proj = pack(w.projw), b.fc1 = pack(w.fc1w), b.fc2 = pack(w.fc2w);
-      packed_.push_back(std::move(b));
+  VIT_CHECK(dtype == "fp32" || ops::bf16_available(),
+            "--dtype bf16: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
+  const Precision p = dtype == "bf16" ? Precision::bf16 : Precision::fp32;
+  for (BlockLinears& b : infer_lin_)
+    for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {
+      ops::prepare_linear(*lw, p, weights_packed_);
+      // Each matrix released right after its copy: the peak is the fp32 weights plus one bf16 matrix.
+      if (release_fp32) params_.release(size_t(lw->w.data - params_.data()), size_t(lw->w.numel()));
     }
-    fp32_released_ = release_fp32;
-  }
+  fp32_released_ = release_fp32;
   infer_dtype_ = dtype;
 }
 
@@ -453,7 +424,10 @@ void ViT::set_amp(bool on) {
   VIT_CHECK(!on || ops::bf16_available(),
             "--amp: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
   amp_ = on;
-  if (!on) amp_w_.clear();
+  if (!on)
+    for (BlockLinears& b : train_lin_)
+      for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
+        ops::prepare_linear(*lw, Precision::fp32);
 }
 
 void ViT::round_weights_bf16() {
@@ -462,26 +436,21 @@ void ViT::round_weights_bf16() {
     n += w.qkvw.numel() + w.projw.numel() + w.fc1w.numel() + w.fc2w.numel();
   amp_store_.resize(size_t((n + 1) / 2));  // allocates once
   uint16_t* p = reinterpret_cast<uint16_t*>(amp_store_.data());
-  amp_w_.clear();
-  auto take = [&](const Tensor& w) {
-    uint16_t* q = p;
-    ops::round_to_bf16(q, w);
-    p += w.numel();
-    return q;
-  };
-  for (const BlockWeights& w : W_.blocks) {
-    BlockBf16 b{};
-    b.qkv = take(w.qkvw), b.proj = take(w.projw), b.fc1 = take(w.fc1w), b.fc2 = take(w.fc2w);
-    amp_w_.push_back(b);
-  }
+  for (BlockLinears& b : train_lin_)
+    for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {
+      ops::prepare_linear(*lw, Precision::amp, false, p);
+      p += lw->w.numel();
+    }
 }
 
 void ViT::set_weights_packed(bool packed) {
   if (packed == weights_packed_) return;
   VIT_CHECK(!fp32_released_, "pack_weights: the fp32 block weights were released for bf16 inference");
-  for (BlockWeights& w : W_.blocks)
-    for (Tensor* t : {&w.qkvw, &w.projw, &w.fc1w, &w.fc2w})
-      packed ? ops::pack_linear_inplace(*t) : ops::unpack_linear_inplace(*t);
+  VIT_CHECK(infer_dtype_ == "fp32", "pack_weights: packing is for fp32 inference (--dtype ", infer_dtype_,
+            ")");
+  for (BlockLinears& b : infer_lin_)
+    for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
+      ops::prepare_linear(*lw, Precision::fp32, packed);
   weights_packed_ = packed;
 }
 
@@ -497,7 +466,7 @@ void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logi
 void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
   VIT_CHECK(B > 0, "infer: batch size must be positive");
   // Lanes for fp32 weights (packed ones serve small batches, bf16 the big models) and no maps.
-  const int R = attn || weights_packed_ || !packed_.empty() ? 1 : lanes_for(B);
+  const int R = attn || weights_packed_ || infer_dtype_ != "fp32" ? 1 : lanes_for(B);
   if (R == 1) return infer_local(images, B, mask, logits, attn);
   const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
   for_lanes(R, B, [&](ViT& m, int64_t lo, int64_t hi) {
@@ -559,7 +528,7 @@ void ViT::backward_local(const Tensor& dlogits) {
   const int64_t s0 = mode.first_sample;
   const uint8_t* pmask = have_mask_ ? patch_mask_.data() : nullptr;
 
-  ops::linear_backward(&A.dpooled_ln, &G_.head_w, &G_.head_b, dlogits, A.pooled_ln, W_.head_w);
+  ops::linear_backward(&A.dpooled_ln, &G_.head_w, &G_.head_b, dlogits, A.pooled_ln, owner_->head_lin_);
   if (backbone_frozen_) return;  // only the head trains: nothing below needs gradients
   ops::dropout_backward(A.dpooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.dpooled_ln));
   if (norm_all_tokens()) {
@@ -610,24 +579,11 @@ void ViT::backward_local(const Tensor& dlogits) {
     if (!plain2)
       ops::residual_backward(dbranch3d, opt(g.ls2), dxq, opt(br2), opt(w.ls2), proj_p,
                              key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
-    // amp: the products on the bf16 copies the forward kept (a.ln1_b, ...) and amp_w_.
-    const BlockBf16* wb = a.ln1_b ? &amp_w_[size_t(l)] : nullptr;
-    auto lin_back = [&](Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x,
-                        const uint16_t* xb, const Tensor& wt, const uint16_t* w_b) {
-      if (wb)
-        ops::linear_backward_amp(dx, dw, db, dy, x, xb, wt, w_b);
-      else
-        ops::linear_backward(dx, dw, db, dy, x, wt);
-    };
-    lin_back(&dact, &g.fc2w, fc2b_summed ? nullptr : &g.fc2b, plain2 ? dx2d : dbranch, t.act, t.act_b, w.fc2w,
-             wb ? wb->fc2 : nullptr);
-    ops::dropout_backward(dact, proj_p, key(block_site(l, kMlpDrop1)), first(dact));
-    // t.h holds GELU' of fc1's output (bias_gelu_forward); fc1's bias gradient comes with it.
-    // t.h is cleared on the way where the next forward's fc1 can use that
-    // (ops::linear_forward's y_zero).
-    t.h_zero = !wb && ops::linear_uses_zero_output(B * Tq, C, t.h.dim(1));
-    ops::bias_gelu_backward(dact, g.fc1b, dact, t.h, t.h_zero);
-    lin_back(&dlnq, &g.fc1w, nullptr, dact, t.ln2, t.ln2_b, w.fc1w, wb ? wb->fc1 : nullptr);
+    // The products on the weights the forward used; amp reads the bf16 inputs it kept.
+    const BlockLinears& lw = owner_->train_lin_[size_t(l)];
+    ops::mlp_backward(dlnq, dact, g.fc1w, g.fc1b, g.fc2w, fc2b_summed ? nullptr : &g.fc2b,
+                      plain2 ? dx2d : dbranch, t.ln2, lw.fc1, lw.fc2, t.mlp,
+                      {proj_p, key(block_site(l, kMlpDrop1)), first(dact)});
     ops::layernorm_backward(dx2d, g.n2w, g.n2b, dlnq, reshape(t.r1, {B * Tq, C}), t.ln2_mean, t.ln2_rstd,
                             w.n2w, true, plain1 ? &g.projb : nullptr);
     // Attention branch: r1 = x + branch.
@@ -635,8 +591,8 @@ void ViT::backward_local(const Tensor& dlogits) {
       ops::residual_backward(dbranch3d, opt(g.ls1), dxq, opt(br1), opt(w.ls1), proj_p,
                              key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0);
     Tensor dao2d = reshape(dao, {B * Tq, C});
-    lin_back(&dao2d, &g.projw, plain1 ? nullptr : &g.projb, plain1 ? dx2d : dbranch,
-             reshape(t.ao, {B * Tq, C}), t.ao_b, w.projw, wb ? wb->proj : nullptr);
+    ops::linear_backward(&dao2d, &g.projw, plain1 ? nullptr : &g.projb, plain1 ? dx2d : dbranch,
+                         reshape(t.ao, {B * Tq, C}), lw.proj, t.ao_b);
     if (tail) {
       ops::attention_cls_backward(A.dqkv, dao, a.qkv, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, attn_p,
                                   key(block_site(l, kAttnDrop)), s0);
@@ -646,8 +602,8 @@ void ViT::backward_local(const Tensor& dlogits) {
       ops::attention_backward(A.dqkv, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, attn_p,
                               key(block_site(l, kAttnDrop)), s0);
     }
-    lin_back(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, a.ln1_b, w.qkvw,
-             wb ? wb->qkv : nullptr);
+    ops::linear_backward(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, lw.qkv,
+                         a.ln1_b);
     // The block below's fc2 bias gradient, if its MLP branch is unscaled (fc2b_summed there).
     Tensor* below_fc2b = l > 0 && unscaled(l - 1, W_.blocks[l - 1].ls2) ? &G_.blocks[l - 1].fc2b : nullptr;
     ops::layernorm_backward(reshape(A.dx, {B * T, C}), g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd,
@@ -664,7 +620,7 @@ void ViT::backward_local(const Tensor& dlogits) {
   const bool learn_pos = cfg_.pos_embed == "learn";
   ops::tokens_backward(A.dpe, opt(G_.cls), opt(G_.reg), learn_pos ? &G_.pos : nullptr, dtokens,
                        cfg_.class_token, cfg_.reg_tokens, !cfg_.no_embed_class);
-  ops::linear_backward(nullptr, &G_.patch_w, opt(G_.patch_b), A.dpe, A.cols, W_.patch_w);
+  ops::linear_backward(nullptr, &G_.patch_w, opt(G_.patch_b), A.dpe, A.cols, owner_->patch_lin_);
 }
 
 }  // namespace vit

@@ -75,7 +75,8 @@ double measure_matmul_gflops(double seconds) {
   o.warmup = 1;
   o.min_runs = 3;
   o.min_seconds = seconds;
-  const auto ms = time_runs(o, [&] { ops::linear_forward(ty, tx, tw, nullptr); });
+  const ops::LinearWeights lw(tw);
+  const auto ms = time_runs(o, [&] { ops::linear_forward(ty, tx, lw); });
   return 2.0 * M * N * K / 1e9 / (median(ms) / 1e3);
 }
 

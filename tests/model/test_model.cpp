@@ -266,7 +266,7 @@ TEST(Model, PatchEmbeddingIsAConvolution) {
   std::vector<float> cols(B * 4 * C * P * Q), pe(B * 4 * D), want(B * 4 * D);
   ops::im2col_patches(Tensor(cols.data(), {B * 4, C * P * Q}), Tensor(x.data(), {B, C, H, W}), P, Q);
   ops::linear_forward(Tensor(pe.data(), {B * 4, D}), Tensor(cols.data(), {B * 4, C * P * Q}),
-                      reshape(w, {D, C * P * Q}), &b);
+                      {reshape(w, {D, C * P * Q}), b});
   for (int64_t bi = 0; bi < B; ++bi)
     for (int64_t gy = 0; gy < 2; ++gy)
       for (int64_t gx = 0; gx < 2; ++gx)

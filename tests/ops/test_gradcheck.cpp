@@ -27,11 +27,11 @@ TEST(GradCheck, Linear) {
   std::vector<float> y(M * N), dx(M * K), dw(N * K, 0.f), db(N, 0.f);
   Tensor X(x.data(), {M, K}), W(w.data(), {N, K}), Bt(b.data(), {N}), Y(y.data(), {M, N});
   auto loss = [&] {
-    ops::linear_forward(Y, X, W, &Bt);
+    ops::linear_forward(Y, X, {W, Bt});
     return dot(y.data(), R.data(), M * N);
   };
   Tensor DX(dx.data(), {M, K}), DW(dw.data(), {N, K}), DB(db.data(), {N});
-  ops::linear_backward(&DX, &DW, &DB, Tensor(R.data(), {M, N}), X, W);
+  ops::linear_backward(&DX, &DW, &DB, Tensor(R.data(), {M, N}), X, {W, Bt});
   EXPECT_TRUE(test::gradcheck("linear dx", x.data(), dx.data(), M * K, loss, kH, kTol));
   EXPECT_TRUE(test::gradcheck("linear dw", w.data(), dw.data(), N * K, loss, kH, kTol));
   EXPECT_TRUE(test::gradcheck("linear db", b.data(), db.data(), N, loss, kH, kTol));
@@ -43,8 +43,8 @@ TEST(GradCheck, LinearAccumulatesParamGradsAndOptionallyInputGrads) {
   std::vector<float> dx(M * K, 1.f), dw(N * K, 1.f), dx2(M * K, 0.f), dw2(N * K, 0.f);
   Tensor X(x.data(), {M, K}), W(w.data(), {N, K}), DY(R.data(), {M, N});
   Tensor DX(dx.data(), {M, K}), DW(dw.data(), {N, K}), DX2(dx2.data(), {M, K}), DW2(dw2.data(), {N, K});
-  ops::linear_backward(&DX, &DW, nullptr, DY, X, W, /*accumulate_dx=*/true);
-  ops::linear_backward(&DX2, &DW2, nullptr, DY, X, W, false);
+  ops::linear_backward(&DX, &DW, nullptr, DY, X, {W}, nullptr, /*accumulate_dx=*/true);
+  ops::linear_backward(&DX2, &DW2, nullptr, DY, X, {W}, nullptr, false);
   for (int64_t i = 0; i < M * K; ++i) EXPECT_FLOAT_EQ(dx[i], 1.f + dx2[i]) << i;
   for (int64_t i = 0; i < N * K; ++i) EXPECT_FLOAT_EQ(dw[i], 1.f + dw2[i]) << i;
 }
@@ -305,8 +305,7 @@ TEST(GradCheck, CrossEntropyWithSmoothingAndSoftTargets) {
 TEST(Ops, ErrorsNameTheProblem) {
   std::vector<float> a(12), b(12), c(12);
   try {
-    ops::linear_forward(Tensor(a.data(), {3, 4}), Tensor(b.data(), {3, 4}), Tensor(c.data(), {3, 3}),
-                        nullptr);
+    ops::linear_forward(Tensor(a.data(), {3, 4}), Tensor(b.data(), {3, 4}), {Tensor(c.data(), {3, 3})});
     FAIL() << "expected a shape error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("linear weight"), std::string::npos) << e.what();

@@ -88,6 +88,7 @@ class ViT {
   void unpack_weights() { set_weights_packed(false); }
   // pack_weights() when packed is the faster fp32 inference for batches of up to max_batch
   // images here (ops::packed_linear_preferred); returns whether the weights are packed.
+  // Packing is for fp32 inference: it refuses bf16.
   bool pack_weights_if_faster(int64_t max_batch);
   bool weights_packed() const { return weights_packed_; }
 
@@ -149,11 +150,11 @@ class ViT {
     std::vector<BlockWeights> blocks;
   };
   struct BlockActs {
-    Tensor ln1, ln1_mean, ln1_rstd, qkv, probs, probs_drop, ao, r1, ln2, ln2_mean, ln2_rstd, h, act, out;
-    Tensor br1, br2;      // the branches before LayerScale (training with LayerScale only)
-    bool h_zero = false;  // h holds zeros (cleared by the backward; fc1's product adds onto it)
-    // amp: the four products' inputs rounded to bf16 in the forward, read by the backward.
-    uint16_t *ln1_b = nullptr, *ao_b = nullptr, *ln2_b = nullptr, *act_b = nullptr;
+    Tensor ln1, ln1_mean, ln1_rstd, qkv, probs, probs_drop, ao, r1, ln2, ln2_mean, ln2_rstd, out;
+    ops::MlpActs mlp;  // fc1's output and the activation (and amp's bf16 copies of fc1's, fc2's inputs)
+    Tensor br1, br2;   // the branches before LayerScale (training with LayerScale only)
+    // amp: qkv's and proj's inputs rounded to bf16 in the forward, read by the backward.
+    uint16_t *ln1_b = nullptr, *ao_b = nullptr;
   };
   struct Acts {
     int64_t B = 0;
@@ -184,13 +185,14 @@ class ViT {
   void infer_local(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn);
 
   Weights bind(float* base);
+  void bind_linears();  // patch_lin_, head_lin_, infer_lin_, train_lin_ on W_, as fp32
   // Lays out activations for batch B in arena (one block when !training).
   void layout(Acts& A, Arena& arena, int64_t B, bool training, bool amp = false);
   // Points A's tensors into base (sizes only when base is null); returns the floats used.
   static int64_t carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp,
                        bool tail);
 
-  void round_weights_bf16();  // amp: the blocks' four weights into amp_w_
+  void round_weights_bf16();  // amp: train_lin_'s bf16 copies (into amp_store_)
   // attn: null, or where each layer's probabilities are copied ([depth, B, H, T, T]).
   void run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode,
                    float* attn = nullptr);
@@ -205,16 +207,18 @@ class ViT {
   Acts train_, infer_;
   ForwardMode last_mode_;
   std::string infer_dtype_ = "fp32";
-  struct BlockPacked {
-    std::shared_ptr<ops::PackedLinear> qkv, proj, fc1, fc2;
+  // The linear layers' weights as prepared for the products (ops::prepare_linear): the
+  // blocks' for inference (fp32, packed fp32 or bf16: set_infer_dtype, pack_weights) and for
+  // training (fp32 or amp: set_amp), patch embedding and head always fp32. A lane reads its
+  // owner's (owner_).
+  struct BlockLinears {
+    ops::LinearWeights qkv, proj, fc1, fc2;
   };
-  std::vector<BlockPacked> packed_;  // bf16 inference only
+  std::vector<BlockLinears> infer_lin_, train_lin_;
+  ops::LinearWeights patch_lin_, head_lin_;
+  const ViT* owner_ = this;  // the model whose parameters this one binds (itself, or a lane's owner)
   bool amp_ = false;
-  struct BlockBf16 {
-    uint16_t *qkv, *proj, *fc1, *fc2;
-  };
-  std::vector<BlockBf16> amp_w_;  // amp: the blocks' weights rounded to bf16 (into amp_store_)
-  Arena amp_store_;               // holds bf16 values, two per float
+  Arena amp_store_;  // amp: train_lin_'s bf16 weights, two per float
   bool have_mask_ = false;
   bool backbone_frozen_ = false;
   bool weights_packed_ = false;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/isa.h"
+#include "vit/core/precision.h"
 #include "vit/core/threads.h"
 
 namespace vit::cpu {
@@ -170,6 +171,41 @@ void linear_backward(float* dx, float* dw, float* db, const float* dy, const flo
                      int64_t M, int64_t K, int64_t N, bool accumulate_dx);
 // db[N] += sum over rows of dy[M,N]; fixed summation order for any thread count.
 void colsum_add(float* db, const float* dy, int64_t M, int64_t N);
+
+// ---- linear_weights.cpp: a linear layer as the model prepared it, and the product that
+// preparation asks for (the kernels above). The backend's choice, made per call.
+struct LinearOperand {
+  const float* w;  // [N,K], in linear_packed.h's panels when packed
+  const float* b;  // [N] or null
+  int64_t N, K;
+  Precision precision;
+  bool packed;             // fp32 packed in place (linear_forward_packed)
+  PackedBf16* bf16;        // precision bf16: w's copy
+  const uint16_t* w_bf16;  // precision amp: w rounded to bf16
+};
+// y[M,N] = x w^T + b (gelu: GELU of it). amp: x is rounded into x_bf16 ([M,K]) for the backward.
+void linear_forward(float* y, const float* x, uint16_t* x_bf16, const LinearOperand& w, int64_t M, bool gelu);
+// linear_backward's contract; amp reads the x_bf16 the forward wrote (accumulate_dx: fp32 only).
+void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const uint16_t* x_bf16,
+                     const LinearOperand& w, int64_t M, bool accumulate_dx);
+// ---- mlp.cpp: a block's MLP, y[M,N] = fc2(dropout(GELU(fc1(x)))), M rows of x[M,C], Hd hidden.
+// h, act [M,Hd]: fc1's output (training: GELU' of it, keep_grad) and the activation; x_bf16,
+// act_bf16: amp's copies of the two products' inputs. h_zero: h holds zeros, which fc1's
+// product adds onto where that is faster (mlp_backward leaves it so there; the flag travels
+// with h).
+struct MlpBuffers {
+  float *h, *act;
+  uint16_t *x_bf16, *act_bf16;
+  bool* h_zero;
+};
+void mlp_forward(float* y, const float* x, const LinearOperand& fc1, const LinearOperand& fc2,
+                 const MlpBuffers& a, int64_t M, bool keep_grad, float drop_p, uint64_t drop_key,
+                 int64_t drop_first);
+// From what mlp_forward kept: dx [M,C] (assigned), dact [M,Hd] scratch, dw1, db1, dw2 (+=),
+// db2 (+=, or null when the caller sums it elsewhere).
+void mlp_backward(float* dx, float* dact, float* dw1, float* db1, float* dw2, float* db2, const float* dy,
+                  const float* x, const LinearOperand& fc1, const LinearOperand& fc2, const MlpBuffers& a,
+                  int64_t M, float drop_p, uint64_t drop_key, int64_t drop_first);
 
 // ---- layernorm.cpp: per row of x[M,C]; saves mean and rstd = 1/sqrt(var + eps).
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
