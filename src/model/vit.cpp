@@ -14,22 +14,6 @@ namespace vit {
 
 namespace {
 
-// Carves tensors out of one allocation, 64-byte aligned. With a null base it only counts.
-class Carver {
- public:
-  explicit Carver(float* base) : base_(base) {}
-  Tensor take(Shape s) {
-    Tensor t(base_ ? base_ + used_ : nullptr, s);
-    used_ += (numel(s) + 15) / 16 * 16;
-    return t;
-  }
-  int64_t used() const { return used_; }
-
- private:
-  float* base_;
-  int64_t used_ = 0;
-};
-
 // Dropout sites: each gets its own key per step, so masks never repeat across sites.
 enum : uint64_t { kSitePos = 1, kSiteHead = 2 };
 enum BlockSite : uint64_t { kAttnDrop, kProjDrop, kPath1, kMlpDrop1, kMlpDrop2, kPath2 };
@@ -46,6 +30,12 @@ ViT::ViT(const ViTConfig& cfg, bool randomize) : cfg_(cfg), table_(cfg) {
   G_ = bind(grads_.data());
   bind_linears();
   if (randomize) init_weights(0);
+}
+
+ViT::BlockPlan ViT::plan(Acts& A, int64_t l, bool every_row) const {
+  BlockActs& a = A.blocks[size_t(l) < A.blocks.size() ? l : 0];  // inference reuses one block's
+  const bool cls_only = A.tail && !every_row && l + 1 == cfg_.depth;
+  return {a, cls_only ? A.last : a, cls_only ? 1 : cfg_.num_tokens(), cls_only};
 }
 
 ViT::ViT(const ViT& owner, LaneTag) : cfg_(owner.cfg_), table_(owner.table_), owner_(&owner) {
@@ -133,139 +123,6 @@ bool ViT::use_cls_tail() const {
   return cls_tail_wanted_ && cls_tail_applies(cfg_);
 }
 
-int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp,
-                   bool tail) {
-  const int64_t T = cfg.num_tokens(), C = cfg.embed_dim, N = cfg.num_patches(), M = cfg.mlp_dim,
-                H = cfg.num_heads, K = cfg.num_classes, P = cfg.in_chans * cfg.patch_h * cfg.patch_w;
-  const int64_t nblocks = training ? cfg.depth : 1;  // inference reuses one block's buffers
-  const bool attn_drop = training && cfg.attn_drop_rate > 0.f;
-  Carver c(base);
-  // A bf16 copy of n values, in n / 2 floats (null when only counting).
-  auto bf16 = [&](int64_t n) { return reinterpret_cast<uint16_t*>(c.take({(n + 1) / 2}).data); };
-  A.amp = amp;
-  A.tail = tail;
-  A.cols = c.take({B * N, P});
-  A.pe = c.take({B * N, C});
-  A.x0 = c.take({B, T, C});
-  if (cfg.pre_norm) {
-    A.x_pre = c.take({B, T, C});
-    A.pre_mean = c.take({B * T});
-    A.pre_rstd = c.take({B * T});
-  }
-  A.branch = c.take({B * T, C});
-  // A block's norm1 and qkv (every row), then what follows the attention for Tq query rows
-  // per sample: T, or 1 in the class-token tail (run_forward).
-  auto qkv_part = [&](BlockActs& a) {
-    a.ln1 = c.take({B * T, C});
-    a.ln1_mean = c.take({B * T});
-    a.ln1_rstd = c.take({B * T});
-    a.qkv = c.take({B, T, 3 * C});
-    if (training && amp) a.ln1_b = bf16(B * T * C);
-  };
-  auto rest_part = [&](BlockActs& a, int64_t Tq) {
-    const int64_t R = B * Tq;
-    // Inference keeps no probabilities: the attention core works through them a head at a
-    // time in a per-thread scratch (cifar-seed at batch 256: 52 MB written and never read),
-    // or into the caller's buffer when attention maps are asked for (run_forward's attn).
-    a.probs = training ? c.take({B, H, Tq, T}) : Tensor(nullptr, {B, H, Tq, T});
-    if (attn_drop) a.probs_drop = c.take({B, H, Tq, T});
-    a.ao = c.take({B, Tq, C});
-    a.r1 = c.take({B, Tq, C});
-    a.ln2 = c.take({R, C});
-    a.ln2_mean = c.take({R});
-    a.ln2_rstd = c.take({R});
-    a.mlp.h = c.take({R, M});
-    a.mlp.act = c.take({R, M});
-    a.out = c.take({B, Tq, C});
-    if (training && cfg.layer_scale()) {
-      a.br1 = c.take({R, C});
-      a.br2 = c.take({R, C});
-    }
-    if (training && amp) a.ao_b = bf16(R * C), a.mlp.x_bf16 = bf16(R * C), a.mlp.act_bf16 = bf16(R * M);
-  };
-  A.blocks.assign(nblocks, {});
-  for (int64_t l = 0; l < nblocks; ++l) {
-    qkv_part(A.blocks[l]);
-    // Training's last block keeps the tail's rows only; inference's one block serves all.
-    if (!(training && tail && l == nblocks - 1)) rest_part(A.blocks[l], T);
-  }
-  A.last = {};
-  if (tail) {
-    rest_part(A.last, 1);
-    A.xcls = c.take({B, 1, C});
-  }
-  if (!cfg.use_fc_norm() && cfg.avg_pool()) {  // as norm_all_tokens()
-    A.lnf = c.take({B * T, C});
-    A.lnf_mean = c.take({B * T});
-    A.lnf_rstd = c.take({B * T});
-  }
-  A.pooled = c.take({B, C});
-  A.pooled_mean = c.take({B});
-  A.pooled_rstd = c.take({B});
-  A.pooled_ln = c.take({B, C});
-  A.logits = c.take({B, K});
-  if (training) {
-    A.dpooled_ln = c.take({B, C});
-    A.dpooled = c.take({B, C});
-    A.dx = c.take({B, T, C});
-    A.dbranch = c.take({B * T, C});
-    A.dact = c.take({B * T, M});
-    A.dln = c.take({B * T, C});
-    A.dao = c.take({B, T, C});
-    A.dqkv = c.take({B, T, 3 * C});
-    A.dpe = c.take({B * N, C});
-    if (tail) A.dxcls = c.take({B, 1, C});
-  }
-  return c.used();
-}
-
-void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training, bool amp) {
-  // Allocates only when B grows past what was allocated.
-  const bool tail = use_cls_tail();
-  arena.resize(size_t(carve(cfg_, A, nullptr, B, training, amp, tail)));
-  carve(cfg_, A, arena.data(), B, training, amp, tail);
-  A.B = B;
-}
-
-size_t ViT::planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int lanes, bool amp) {
-  Acts scratch;
-  const int64_t R = std::clamp<int64_t>(lanes, 1, B);
-  size_t floats = 0;
-  for (int64_t r = 0; r < R; ++r)
-    floats += size_t(
-        carve(cfg, scratch, nullptr, B * (r + 1) / R - B * r / R, training, amp, cls_tail_applies(cfg)));
-  return floats * sizeof(float);
-}
-
-size_t ViT::activation_bytes() const {
-  size_t floats = acts_.size() + infer_acts_.size();
-  for (const auto& l : lanes_) floats += l->acts_.size() + l->infer_acts_.size();
-  return floats * sizeof(float);
-}
-
-int ViT::lanes_for(int64_t B) const {
-  if (in_parallel()) return 1;  // called from a lane or another parallel region
-  static const int from_env = [] {
-    const char* e = setting("VIT_LANES");
-    return e ? std::atoi(e) : 0;
-  }();
-  const int64_t n = lanes_wanted_ > 0 ? lanes_wanted_ : from_env > 0 ? from_env : num_threads();
-  return int(std::clamp<int64_t>(n, 1, B));
-}
-
-template <typename F>
-void ViT::for_lanes(int R, int64_t B, F&& f) {
-  while (int(lanes_.size()) < R - 1) lanes_.push_back(std::unique_ptr<ViT>(new ViT(*this, LaneTag{})));
-  for (int r = 1; r < R; ++r) {  // the lanes run as this model would
-    ViT& m = lane(r);
-    m.weights_packed_ = weights_packed_;
-    m.backbone_frozen_ = backbone_frozen_;
-    m.amp_ = amp_;  // the prepared weights are this model's (owner_)
-    m.cls_tail_wanted_ = cls_tail_wanted_;
-  }
-  run_on_threads(R, [&](int r) { f(lane(r), B * r / R, B * (r + 1) / R); });
-}
-
 void ViT::set_masks(int64_t B, const uint8_t* mask) {
   have_mask_ = mask != nullptr;
   if (!mask) return;
@@ -298,14 +155,11 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                            W_.pre_w, W_.pre_b, cfg_.norm_eps);
 
   Tensor x = A.x0;
-  auto acts = [&](int64_t l) -> BlockActs& { return A.blocks[size_t(l) < A.blocks.size() ? l : 0]; };
   for (int64_t l = 0; l < cfg_.depth; ++l) {
-    BlockActs& a = acts(l);
-    // The class-token tail (use_cls_tail): after qkv, the last block runs on the class token's
-    // rows alone, Tq = 1 row per sample in A.last; otherwise t is a and Tq = T.
-    const bool tail = A.tail && !attn && l + 1 == cfg_.depth;
-    BlockActs& t = tail ? A.last : a;
-    const int64_t Tq = tail ? 1 : T;
+    // Attention maps need every row: the class-token tail runs only without them.
+    const BlockPlan p = plan(A, l, attn != nullptr);
+    BlockActs &a = p.a, &t = p.t;
+    const int64_t Tq = p.Tq;
     const BlockWeights& w = W_.blocks[l];
     const float proj_p = rate(cfg_.proj_drop_rate), path_p = rate(cfg_.drop_path_at(l));
     const float attn_p = rate(cfg_.attn_drop_rate);
@@ -319,7 +173,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     // inference (fp32, packed or bf16); amp keeps each product's input in bf16 (a.ln1_b, ...).
     const BlockLinears& lw = (&A == &train_ ? owner_->train_lin_ : owner_->infer_lin_)[size_t(l)];
     ops::linear_forward(reshape(a.qkv, {B * T, 3 * C}), a.ln1, lw.qkv, ops::Epilogue::none, a.ln1_b);
-    if (tail) {
+    if (p.cls_only) {
       ops::attention_cls_forward(t.ao, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, a.qkv, keys_mask,
                                  attn_p, key(block_site(l, kAttnDrop)), s0);
       ops::pool_forward(reshape(A.xcls, {B, C}), x, nullptr, false, 0);  // the class token's row of x
@@ -341,7 +195,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     ops::mlp_forward(br2, t.ln2, lw.fc1, lw.fc2, t.mlp, &A == &train_,
                      {proj_p, key(block_site(l, kMlpDrop1)), first(t.mlp.act)});
     if (l + 1 < cfg_.depth) {  // out = r1 + branch, and the next block's ln1 with it
-      BlockActs& n = acts(l + 1);
+      BlockActs& n = plan(A, l + 1, true).a;
       const BlockWeights& wn = W_.blocks[l + 1];
       ops::residual_layernorm_forward(t.out, t.r1, reshape(br2, {B, Tq, C}), opt(w.ls2), proj_p,
                                       key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0,
@@ -370,150 +224,6 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
   }
   ops::dropout_forward(A.pooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.pooled_ln));
   ops::linear_forward(A.logits, A.pooled_ln, owner_->head_lin_);
-}
-
-Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
-  VIT_CHECK(B > 0, "forward: batch size must be positive");
-  VIT_CHECK(!weights_packed_,
-            "forward: the weights are packed for inference (pack_weights); unpack them to train");
-  VIT_CHECK(!fp32_released_,
-            "forward: the fp32 block weights were released for bf16 inference; load the "
-            "weights again to train");
-  if (amp_) round_weights_bf16();
-  split_ = lanes_for(B);
-  if (split_ == 1) return forward_local(images, B, mask, mode);
-  const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
-  split_logits_.resize(size_t(B * K));
-  for_lanes(split_, B, [&](ViT& m, int64_t lo, int64_t hi) {
-    ForwardMode shard = mode;
-    shard.first_sample += lo;
-    const Tensor y = m.forward_local(images + lo * img, hi - lo, mask ? mask + lo * N : nullptr, shard);
-    std::memcpy(split_logits_.data() + lo * K, y.data, sizeof(float) * size_t((hi - lo) * K));
-  });
-  return Tensor(split_logits_.data(), {B, K});
-}
-
-Tensor ViT::forward_local(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
-  if (train_.B != B || train_.amp != amp_ || train_.tail != use_cls_tail())
-    layout(train_, acts_, B, true, amp_);
-  last_mode_ = mode;
-  run_forward(train_, images, mask, mode);
-  return train_.logits;
-}
-
-void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
-  VIT_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, got '", dtype, "'");
-  VIT_CHECK(dtype == "fp32" || !weights_packed_, "--dtype bf16: the fp32 weights are packed for inference");
-  VIT_CHECK(!fp32_released_, "--dtype ", dtype,
-            ": the fp32 block weights were released for bf16 inference; load the weights again");
-  VIT_CHECK(!release_fp32 || dtype == "bf16", "--dtype fp32 keeps its fp32 weights");
-  VIT_CHECK(dtype == "fp32" || ops::bf16_available(),
-            "--dtype bf16: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
-  const Precision p = dtype == "bf16" ? Precision::bf16 : Precision::fp32;
-  for (BlockLinears& b : infer_lin_)
-    for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {
-      ops::prepare_linear(*lw, p, weights_packed_);
-      // Each matrix released right after its copy: the peak is the fp32 weights plus one bf16 matrix.
-      if (release_fp32) params_.release(size_t(lw->w.data - params_.data()), size_t(lw->w.numel()));
-    }
-  fp32_released_ = release_fp32;
-  infer_dtype_ = dtype;
-}
-
-void ViT::set_amp(bool on) {
-  VIT_CHECK(!on || ops::bf16_available(),
-            "--amp: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
-  amp_ = on;
-  if (!on)
-    for (BlockLinears& b : train_lin_)
-      for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
-        ops::prepare_linear(*lw, Precision::fp32);
-}
-
-void ViT::round_weights_bf16() {
-  int64_t n = 0;
-  for (const BlockWeights& w : W_.blocks)
-    n += w.qkvw.numel() + w.projw.numel() + w.fc1w.numel() + w.fc2w.numel();
-  amp_store_.resize(size_t((n + 1) / 2));  // allocates once
-  uint16_t* p = reinterpret_cast<uint16_t*>(amp_store_.data());
-  for (BlockLinears& b : train_lin_)
-    for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {
-      ops::prepare_linear(*lw, Precision::amp, false, p);
-      p += lw->w.numel();
-    }
-}
-
-void ViT::set_weights_packed(bool packed) {
-  if (packed == weights_packed_) return;
-  VIT_CHECK(!fp32_released_, "pack_weights: the fp32 block weights were released for bf16 inference");
-  VIT_CHECK(infer_dtype_ == "fp32", "pack_weights: packing is for fp32 inference (--dtype ", infer_dtype_,
-            ")");
-  for (BlockLinears& b : infer_lin_)
-    for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
-      ops::prepare_linear(*lw, Precision::fp32, packed);
-  weights_packed_ = packed;
-}
-
-bool ViT::pack_weights_if_faster(int64_t max_batch) {
-  if (infer_dtype_ == "fp32" && ops::packed_linear_preferred(max_batch * cfg_.num_tokens())) pack_weights();
-  return weights_packed_;
-}
-
-void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits) {
-  infer(images, B, mask, logits, nullptr);
-}
-
-void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
-  VIT_CHECK(B > 0, "infer: batch size must be positive");
-  // Lanes for fp32 weights (packed ones serve small batches, bf16 the big models) and no maps.
-  const int R = attn || weights_packed_ || infer_dtype_ != "fp32" ? 1 : lanes_for(B);
-  if (R == 1) return infer_local(images, B, mask, logits, attn);
-  const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
-  for_lanes(R, B, [&](ViT& m, int64_t lo, int64_t hi) {
-    m.infer_local(images + lo * img, hi - lo, mask ? mask + lo * N : nullptr, logits + lo * K, nullptr);
-  });
-}
-
-void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
-  if (infer_.B != B || infer_.tail != use_cls_tail()) layout(infer_, infer_acts_, B, false);
-  run_forward(infer_, images, mask, ForwardMode{}, attn);
-  std::memcpy(logits, infer_.logits.data, sizeof(float) * B * cfg_.num_classes);
-}
-
-void ViT::backward(const Tensor& dlogits) {
-  VIT_CHECK(!weights_packed_, "backward: the weights are packed for inference (pack_weights)");
-  VIT_CHECK(!fp32_released_, "backward: the fp32 block weights were released for bf16 inference");
-  if (split_ == 1) return backward_local(dlogits);
-  const int64_t K = cfg_.num_classes;
-  int64_t B = 0;
-  for (int r = 0; r < split_; ++r) B += lane(r).train_.B;
-  check_shape(dlogits, {B, K}, "backward: grad logits");
-  // The gradients this backward touches: all, or the head's alone when the backbone is frozen.
-  std::vector<std::pair<int64_t, int64_t>> ranges;  // [offset, end) in the arena
-  if (backbone_frozen_) {
-    for (const char* name : {"head.weight", "head.bias"})
-      if (const ParamSpec* p = table_.find(name)) ranges.push_back({p->offset, p->offset + p->numel()});
-  } else {
-    ranges.push_back({0, int64_t(table_.total())});
-  }
-  for_lanes(split_, B, [&](ViT& m, int64_t lo, int64_t hi) {
-    if (&m != this)  // lane 0 accumulates into this model's gradients, the others start at 0
-      for (auto [a, e] : ranges) std::fill(m.grads_.data() + a, m.grads_.data() + e, 0.f);
-    m.backward_local(Tensor(dlogits.data + lo * K, {hi - lo, K}));
-  });
-  // Sum the lanes' gradients into this model's, lane by lane in order (the same bits every
-  // time), each thread a slice of the arena.
-  const int R = split_;
-  run_on_threads(R, [&](int t) {
-    for (auto [a, e] : ranges) {
-      const int64_t lo = a + (e - a) * t / R, hi = a + (e - a) * (t + 1) / R;
-      float* g = grads_.data();
-      for (int r = 1; r < R; ++r) {
-        const float* s = lane(r).grads_.data();
-        for (int64_t i = lo; i < hi; ++i) g[i] += s[i];
-      }
-    }
-  });
 }
 
 void ViT::backward_local(const Tensor& dlogits) {
@@ -553,13 +263,20 @@ void ViT::backward_local(const Tensor& dlogits) {
   auto unscaled = [&](int64_t l, const Tensor& ls) {
     return rate(cfg_.proj_drop_rate) == 0.f && rate(cfg_.drop_path_at(l)) == 0.f && !ls.data;
   };
+  // Bias gradients that come as the column sums of the residual stream's gradient where a
+  // LayerNorm's backward writes it (layernorm_backward's dx_colsum): an unscaled branch's
+  // output gradient is that gradient. proj's bias comes with norm2's backward in its own
+  // block; fc2's with norm1's backward in the block above (block l-1's output is block l's
+  // input), fc2b_by_norm1[l]; the top block's fc2 (fc2b_by_norm1[depth] null) sums its own.
+  std::vector<Tensor*> fc2b_by_norm1(size_t(cfg_.depth) + 1, nullptr);
+  for (int64_t l = 1; l < cfg_.depth; ++l)
+    fc2b_by_norm1[size_t(l)] = unscaled(l - 1, W_.blocks[l - 1].ls2) ? &G_.blocks[l - 1].fc2b : nullptr;
   for (int64_t l = cfg_.depth - 1; l >= 0; --l) {
-    BlockActs& a = A.blocks[l];
-    // As in run_forward: the tail's rows after the attention are A.last's, Tq = 1 a sample.
-    const bool tail = A.tail && l + 1 == cfg_.depth;
-    BlockActs& t = tail ? A.last : a;
-    const int64_t Tq = tail ? 1 : T;
-    const Tensor dxq = tail ? A.dxcls : A.dx;  // [B, Tq, C]
+    // As in run_forward: in the class-token tail the rows after the attention are A.last's.
+    const BlockPlan p = plan(A, l, false);
+    BlockActs &a = p.a, &t = p.t;
+    const int64_t Tq = p.Tq;
+    const Tensor dxq = p.cls_only ? A.dxcls : A.dx;  // [B, Tq, C]
     const Tensor dx2d = reshape(dxq, {B * Tq, C});
     const Tensor dbranch(A.dbranch.data, {B * Tq, C}), dbranch3d(A.dbranch.data, {B, Tq, C});
     Tensor dact(A.dact.data, {B * Tq, M}), dlnq(A.dln.data, {B * Tq, C}), dao(A.dao.data, {B, Tq, C});
@@ -573,15 +290,12 @@ void ViT::backward_local(const Tensor& dlogits) {
     const Tensor br1 = t.br1.data ? reshape(t.br1, {B, Tq, C}) : Tensor{};
     const Tensor br2 = t.br2.data ? reshape(t.br2, {B, Tq, C}) : Tensor{};
     const bool plain2 = unscaled(l, w.ls2), plain1 = unscaled(l, w.ls1);
-    // An unscaled branch's bias gradient is the column sums of A.dx, which the LayerNorm
-    // backward above it writes: it sums them on the way (fc2's comes from the block above).
-    const bool fc2b_summed = l + 1 < cfg_.depth && plain2;
     if (!plain2)
       ops::residual_backward(dbranch3d, opt(g.ls2), dxq, opt(br2), opt(w.ls2), proj_p,
                              key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
     // The products on the weights the forward used; amp reads the bf16 inputs it kept.
     const BlockLinears& lw = owner_->train_lin_[size_t(l)];
-    ops::mlp_backward(dlnq, dact, g.fc1w, g.fc1b, g.fc2w, fc2b_summed ? nullptr : &g.fc2b,
+    ops::mlp_backward(dlnq, dact, g.fc1w, g.fc1b, g.fc2w, fc2b_by_norm1[size_t(l) + 1] ? nullptr : &g.fc2b,
                       plain2 ? dx2d : dbranch, t.ln2, lw.fc1, lw.fc2, t.mlp,
                       {proj_p, key(block_site(l, kMlpDrop1)), first(dact)});
     ops::layernorm_backward(dx2d, g.n2w, g.n2b, dlnq, reshape(t.r1, {B * Tq, C}), t.ln2_mean, t.ln2_rstd,
@@ -593,7 +307,7 @@ void ViT::backward_local(const Tensor& dlogits) {
     Tensor dao2d = reshape(dao, {B * Tq, C});
     ops::linear_backward(&dao2d, &g.projw, plain1 ? nullptr : &g.projb, plain1 ? dx2d : dbranch,
                          reshape(t.ao, {B * Tq, C}), lw.proj, t.ao_b);
-    if (tail) {
+    if (p.cls_only) {
       ops::attention_cls_backward(A.dqkv, dao, a.qkv, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, attn_p,
                                   key(block_site(l, kAttnDrop)), s0);
       // The residual stream's gradient below the tail: the class token's rows, zeros elsewhere.
@@ -604,10 +318,8 @@ void ViT::backward_local(const Tensor& dlogits) {
     }
     ops::linear_backward(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, lw.qkv,
                          a.ln1_b);
-    // The block below's fc2 bias gradient, if its MLP branch is unscaled (fc2b_summed there).
-    Tensor* below_fc2b = l > 0 && unscaled(l - 1, W_.blocks[l - 1].ls2) ? &G_.blocks[l - 1].fc2b : nullptr;
     ops::layernorm_backward(reshape(A.dx, {B * T, C}), g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd,
-                            w.n1w, true, below_fc2b);
+                            w.n1w, true, fc2b_by_norm1[size_t(l)]);
   }
   const Tensor dx2d = reshape(A.dx, {B * T, C}), dbranch3d = reshape(A.dbranch, {B, T, C});
   if (cfg_.pre_norm) {

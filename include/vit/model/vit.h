@@ -173,6 +173,17 @@ class ViT {
     Tensor dlogits_in, dpooled_ln, dpooled, dx, dbranch, dact, dln, dao, dqkv, dpe, dxcls;
   };
 
+  // How block l runs: norm1 and qkv on every row (a), then what follows the attention on Tq
+  // rows per sample (t): every row, or in the class-token tail (use_cls_tail, unless
+  // every_row) the class token's alone, in A.last.
+  struct BlockPlan {
+    BlockActs& a;
+    BlockActs& t;
+    int64_t Tq;
+    bool cls_only;
+  };
+  BlockPlan plan(Acts& A, int64_t l, bool every_row) const;
+
   // A lane of owner: binds owner's parameters, has its own gradients and activations.
   struct LaneTag {};
   ViT(const ViT& owner, LaneTag);
