@@ -11,6 +11,7 @@
 #include "vit/core/settings.h"
 #include "vit/core/threads.h"
 #include "vit/model/vit.h"
+#include "vit/ops/ops.h"
 
 namespace vit {
 
@@ -53,7 +54,7 @@ Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const F
     ForwardMode shard = mode;
     shard.first_sample += lo;
     const Tensor y = m.forward_local(images + lo * img, hi - lo, mask ? mask + lo * N : nullptr, shard);
-    std::memcpy(split_logits_.data() + lo * K, y.data, sizeof(float) * size_t((hi - lo) * K));
+    ops::copy(Tensor(split_logits_.data() + lo * K, {hi - lo, K}), y);
   });
   return Tensor(split_logits_.data(), {B, K});
 }
@@ -84,7 +85,7 @@ void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logi
 void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
   if (infer_.B != B || infer_.tail != use_cls_tail()) layout(infer_, infer_acts_, B, false);
   run_forward(infer_, images, mask, ForwardMode{}, attn);
-  std::memcpy(logits, infer_.logits.data, sizeof(float) * B * cfg_.num_classes);
+  ops::copy(Tensor(logits, {B, cfg_.num_classes}), infer_.logits);
 }
 
 void ViT::backward(const Tensor& dlogits) {
@@ -105,7 +106,7 @@ void ViT::backward(const Tensor& dlogits) {
   }
   for_lanes(split_, B, [&](ViT& m, int64_t lo, int64_t hi) {
     if (&m != this)  // lane 0 accumulates into this model's gradients, the others start at 0
-      for (auto [a, e] : ranges) std::fill(m.grads_.data() + a, m.grads_.data() + e, 0.f);
+      for (auto [a, e] : ranges) ops::fill(Tensor(m.grads_.data() + a, {e - a}), 0.f);
     m.backward_local(Tensor(dlogits.data + lo * K, {hi - lo, K}));
   });
   // Sum the lanes' gradients into this model's, lane by lane in order (the same bits every
@@ -114,11 +115,8 @@ void ViT::backward(const Tensor& dlogits) {
   run_on_threads(R, [&](int t) {
     for (auto [a, e] : ranges) {
       const int64_t lo = a + (e - a) * t / R, hi = a + (e - a) * (t + 1) / R;
-      float* g = grads_.data();
-      for (int r = 1; r < R; ++r) {
-        const float* s = lane(r).grads_.data();
-        for (int64_t i = lo; i < hi; ++i) g[i] += s[i];
-      }
+      for (int r = 1; r < R; ++r)
+        ops::add_into(Tensor(grads_.data() + lo, {hi - lo}), Tensor(lane(r).grads_.data() + lo, {hi - lo}));
     }
   });
 }

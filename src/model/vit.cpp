@@ -183,7 +183,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
       const Tensor probs = maps && !a.probs.data ? Tensor(maps, a.probs.shape) : a.probs;
       ops::attention_forward(a.ao, probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
                              key(block_site(l, kAttnDrop)), s0);
-      if (maps && probs.data != maps) std::memcpy(maps, probs.data, sizeof(float) * probs.numel());
+      if (maps && probs.data != maps) ops::copy(Tensor(maps, probs.shape), probs);
     }
     ops::linear_forward(br1, reshape(t.ao, {B * Tq, C}), lw.proj, ops::Epilogue::none, t.ao_b);
     // r1 = x + branch and its LayerNorm in one walk over the samples.

@@ -8,6 +8,7 @@
 #include <memory>
 #include <utility>
 
+#include "vit/core/optim_rule.h"
 #include "vit/core/precision.h"
 #include "vit/core/tensor.h"
 
@@ -159,5 +160,20 @@ double cross_entropy_forward(Tensor probs, const Tensor& logits, const int64_t* 
 // dlogits = scale * d(mean loss)/dlogits (assigned).
 void cross_entropy_backward(Tensor dlogits, const Tensor& probs, const int64_t* labels, const Tensor* targets,
                             float smoothing, float scale = 1.f);
+
+// Copies and fills: dst = src (the same number of elements), x = value, dst += src.
+void copy(Tensor dst, const Tensor& src);
+void fill(Tensor x, float value);
+void add_into(Tensor dst, const Tensor& src);
+// out[i] = the column of row i's largest value in x[M,N] (the first of equals).
+void argmax_rows(int64_t* out, const Tensor& x);
+
+// The optimizer (core/optim_rule.h): one update of count parameter tensors, each element the
+// same whatever the threads; out[c] = the sum of span c's squares, in order, in double; each
+// span scaled in place.
+void optimizer_step(const ParamUpdate* updates, int64_t count, const UpdateRule& rule,
+                    Device d = Device::CPU);
+void sums_of_squares(double* out, const Span* x, int64_t count, Device d = Device::CPU);
+void scale_spans(const Span* x, int64_t count, float scale, Device d = Device::CPU);
 
 }  // namespace vit::ops

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/isa.h"
+#include "vit/core/optim_rule.h"
 #include "vit/core/precision.h"
 #include "vit/core/threads.h"
 
@@ -320,6 +321,20 @@ void residual_layernorm_forward(float* out, const float* x, float* branch, const
 void residual_backward(float* dbranch, float* dgamma, const float* dout, const float* branch,
                        const float* gamma, int64_t B, int64_t T, int64_t C, float drop_p, uint64_t drop_key,
                        float path_p, uint64_t path_key, int64_t first_sample = 0);
+
+// ---- optimizer.cpp: one update of count parameter tensors (core/optim_rule.h) in one
+// parallel region on nt threads, each thread a static share of every tensor; out[c] = the sum
+// of span c's squares (in order, in double); spans scaled in place.
+void optimizer_step(const ParamUpdate* u, int64_t count, const UpdateRule& r, int nt);
+void sums_of_squares(double* out, const Span* x, int64_t count, int nt);
+void scale_spans(const Span* x, int64_t count, float scale, int nt);
+
+// ---- elementwise.cpp: n floats copied, set, added (dst += src); out[i] = the column of row
+// i's largest value in x[M,N] (the first of equals).
+void copy_values(float* dst, const float* src, int64_t n);
+void fill_values(float* x, int64_t n, float value);
+void add_into(float* dst, const float* src, int64_t n);
+void argmax_rows(int64_t* out, const float* x, int64_t M, int64_t N);
 
 // ---- patch_embed.cpp: x[B,C,Hi,Wi] -> cols[B*N, C*Ph*Pw] (patch-major, conv weight order).
 void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t Hi, int64_t Wi, int64_t Ph,
