@@ -121,9 +121,9 @@ void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training, bool amp) {
   A.B = B;
 }
 
-size_t ViT::planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int lanes, bool amp) {
+size_t ViT::planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int shards, bool amp) {
   Acts scratch;
-  const int64_t R = std::clamp<int64_t>(lanes, 1, B);
+  const int64_t R = std::clamp<int64_t>(shards, 1, B);
   size_t floats = 0;
   for (int64_t r = 0; r < R; ++r)
     floats += size_t(
@@ -133,7 +133,7 @@ size_t ViT::planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool train
 
 size_t ViT::activation_bytes() const {
   size_t floats = acts_.size() + infer_acts_.size();
-  for (const auto& l : lanes_) floats += l->acts_.size() + l->infer_acts_.size();
+  for (const auto& l : shards_) floats += l->acts_.size() + l->infer_acts_.size();
   return floats * sizeof(float);
 }
 

@@ -38,7 +38,7 @@ ViT::BlockPlan ViT::plan(Acts& A, int64_t l, bool every_row) const {
   return {a, cls_only ? A.last : a, cls_only ? 1 : cfg_.num_tokens(), cls_only};
 }
 
-ViT::ViT(const ViT& owner, LaneTag) : cfg_(owner.cfg_), table_(owner.table_), owner_(&owner) {
+ViT::ViT(const ViT& owner, ShardTag) : cfg_(owner.cfg_), table_(owner.table_), owner_(&owner) {
   grads_.resize(table_.total());  // mapped: costs memory only once a backward writes it
   W_ = bind(const_cast<float*>(owner.params_.data()));
   G_ = bind(grads_.data());

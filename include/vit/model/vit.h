@@ -106,17 +106,17 @@ class ViT {
   void set_backbone_frozen(bool frozen) { backbone_frozen_ = frozen; }
   bool backbone_frozen() const { return backbone_frozen_; }
 
-  // Data-parallel lanes. With T > 1 threads, a training batch of B >= T images is cut into
-  // T row shards, and each shard runs forward and backward on one thread in its own lane
-  // (its own activations and gradient arena, this model's weights); the lanes' gradients
+  // Data-parallel shards. With T > 1 threads, a training batch of B >= T images is cut into
+  // T row shards, and each shard runs forward and backward on one thread in a ViT of its
+  // own (its own activations and gradient arena, this model's weights); the shards' gradients
   // are then summed in a fixed order. Small models gain most: their operations are too
   // small to split across threads (mnist-seed's step holds ~100 parallel regions, each a
   // wake-up and a barrier). Results depend on the thread count (another summation order),
   // not on timing: the same seed and thread count give the same bits. Inference splits
   // the same way for fp32 weights that are not packed, when no attention maps are asked for.
-  // set_lanes(1) turns lanes off; set_lanes(0) (the default) uses one per thread, or the
-  // count in the environment variable VIT_LANES when set.
-  void set_lanes(int lanes) { lanes_wanted_ = lanes; }
+  // set_shards(1) turns shards off; set_shards(0) (the default) uses one per thread, or the
+  // count in the environment variable VIT_SHARDS when set.
+  void set_shards(int shards) { shards_wanted_ = shards; }
   // The class-token tail: with class-token pooling nothing reads the last block's other rows,
   // so after its qkv product that block runs for the class token's row alone (attention over
   // all keys for that one query, proj, norm2, MLP and residuals on B rows instead of B*T),
@@ -129,15 +129,15 @@ class ViT {
   static bool cls_tail_applies(const ViTConfig& cfg);
   bool use_cls_tail() const;
   void set_cls_tail(bool on) { cls_tail_wanted_ = on; }
-  // Lanes a batch of B runs in: min(B, lanes or threads) when lanes are on, else 1.
-  int lanes_for(int64_t B) const;
+  // Shards a batch of B runs in: min(B, shards or threads) when shards are on, else 1.
+  int shards_for(int64_t B) const;
 
-  // Bytes held by the training and inference activation arenas (for reports), lanes included.
+  // Bytes held by the training and inference activation arenas (for reports), shards included.
   size_t activation_bytes() const;
   // Bytes the activation arenas will take for batch B (training: every block's activations
-  // and the gradient buffers; inference: one block's), split into `lanes` shards, without
+  // and the gradient buffers; inference: one block's), split into `shards` shards, without
   // building the model; amp: with the bf16 copies of mixed-precision training.
-  static size_t planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int lanes = 1,
+  static size_t planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int shards = 1,
                                          bool amp = false);
 
  private:
@@ -184,13 +184,13 @@ class ViT {
   };
   BlockPlan plan(Acts& A, int64_t l, bool every_row) const;
 
-  // A lane of owner: binds owner's parameters, has its own gradients and activations.
-  struct LaneTag {};
-  ViT(const ViT& owner, LaneTag);
-  ViT& lane(int r) { return r == 0 ? *this : *lanes_[size_t(r - 1)]; }
-  // Runs f(r, lane(r), lo, hi) for each of R row shards of B, one lane per thread.
+  // A shard of owner: binds owner's parameters, has its own gradients and activations.
+  struct ShardTag {};
+  ViT(const ViT& owner, ShardTag);
+  ViT& shard(int r) { return r == 0 ? *this : *shards_[size_t(r - 1)]; }
+  // Runs f(r, shard(r), lo, hi) for each of R row shards of B, one shard per thread.
   template <typename F>
-  void for_lanes(int R, int64_t B, F&& f);
+  void for_shards(int R, int64_t B, F&& f);
   Tensor forward_local(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode);
   void backward_local(const Tensor& dlogits);
   void infer_local(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn);
@@ -220,14 +220,14 @@ class ViT {
   std::string infer_dtype_ = "fp32";
   // The linear layers' weights as prepared for the products (ops::prepare_linear): the
   // blocks' for inference (fp32, packed fp32 or bf16: set_infer_dtype, pack_weights) and for
-  // training (fp32 or amp: set_amp), patch embedding and head always fp32. A lane reads its
+  // training (fp32 or amp: set_amp), patch embedding and head always fp32. A shard reads its
   // owner's (owner_).
   struct BlockLinears {
     ops::LinearWeights qkv, proj, fc1, fc2;
   };
   std::vector<BlockLinears> infer_lin_, train_lin_;
   ops::LinearWeights patch_lin_, head_lin_;
-  const ViT* owner_ = this;  // the model whose parameters this one binds (itself, or a lane's owner)
+  const ViT* owner_ = this;  // the model whose parameters this one binds (itself, or a shard's owner)
   bool amp_ = false;
   Arena amp_store_;  // amp: train_lin_'s bf16 weights, two per float
   bool have_mask_ = false;
@@ -235,11 +235,11 @@ class ViT {
   bool weights_packed_ = false;
   bool fp32_released_ = false;  // set_infer_dtype("bf16", true): the blocks' fp32 matrices are gone
   std::vector<uint8_t> patch_mask_, key_mask_;  // [B,N] and [B,T], copied from the caller
-  int lanes_wanted_ = 0;                        // set_lanes
+  int shards_wanted_ = 0;                       // set_shards
   bool cls_tail_wanted_ = true;                 // set_cls_tail
-  int split_ = 1;                               // lanes of the last training forward
-  std::vector<std::unique_ptr<ViT>> lanes_;     // lanes 1..; lane 0 is this model
-  Arena split_logits_;                          // [B,K] gathered from the lanes
+  int split_ = 1;                               // shards of the last training forward
+  std::vector<std::unique_ptr<ViT>> shards_;    // shards 1..; shard 0 is this model
+  Arena split_logits_;                          // [B,K] gathered from the shards
 };
 
 }  // namespace vit

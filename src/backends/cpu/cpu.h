@@ -18,7 +18,7 @@
 namespace vit::cpu {
 
 // f(t) for t in [0, nt), one per thread. With nt = 1 (every loop inside a data-parallel
-// lane, and small work) f(0) runs directly: an OpenMP region of one thread still costs
+// shard, and small work) f(0) runs directly: an OpenMP region of one thread still costs
 // ~0.46 us, and a mnist-seed training step entered ~150 of them.
 template <typename F>
 void on_threads(int nt, F&& f) {
@@ -298,6 +298,7 @@ void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, co
 void dropout_forward(float* x, int64_t n, float p, uint64_t key, int64_t first = 0);
 // Same mask applied to a gradient, in place.
 void dropout_backward(float* dx, int64_t n, float p, uint64_t key, int64_t first = 0);
+// ---- residual.cpp: residual sums (`first_sample` as dropout's).
 // Residual with drop path (stochastic depth, per sample), dropout on the branch and an
 // optional LayerScale gamma[C]: out[B,T,C] = x + droppath(gamma * dropout(branch)).
 // branch is dropped in place (backward's dgamma needs it); out may alias x.
