@@ -49,6 +49,27 @@ TEST(GradCheck, LinearAccumulatesParamGradsAndOptionallyInputGrads) {
   for (int64_t i = 0; i < N * K; ++i) EXPECT_FLOAT_EQ(dw[i], 1.f + dw2[i]) << i;
 }
 
+// linear_forward's GELU epilogue: on plain fp32 weights the product then GELU in place (the
+// same bits as the two ops), on packed weights GELU in the kernel (another summation order:
+// 1e-5), and packing then unpacking through prepare_linear restores w exactly.
+TEST(Ops, LinearGeluEpilogueOnPlainAndPackedWeights) {
+  const int64_t M = 5, K = 24, N = 70;  // N: a full 64-row panel and a partial one
+  auto x = test::randn(M * K, 1), w = test::randn(N * K, 2), b = test::randn(N, 3);
+  const std::vector<float> w0 = w;
+  std::vector<float> want(M * N), got(M * N), packed(M * N);
+  const Tensor X(x.data(), {M, K}), Y(want.data(), {M, N});
+  ops::LinearWeights lw(Tensor(w.data(), {N, K}), Tensor(b.data(), {N}));
+  ops::linear_forward(Y, X, lw);
+  ops::gelu_forward(Y, Y);
+  ops::linear_forward(Tensor(got.data(), {M, N}), X, lw, ops::Epilogue::gelu);
+  EXPECT_EQ(got, want);
+  ops::prepare_linear(lw, Precision::fp32, /*packed=*/true);
+  ops::linear_forward(Tensor(packed.data(), {M, N}), X, lw, ops::Epilogue::gelu);
+  EXPECT_TRUE(test::close_rel_max("packed linear + gelu", packed.data(), want.data(), M * N, 1e-5));
+  ops::prepare_linear(lw, Precision::fp32, /*packed=*/false);
+  EXPECT_EQ(w, w0) << "unpacking restores the weights exactly";
+}
+
 TEST(GradCheck, LayerNorm) {
   const int64_t M = 5, C = 7;
   auto x = test::randn(M * C, 1), w = test::randn(C, 2), b = test::randn(C, 3), R = test::randn(M * C, 4);
