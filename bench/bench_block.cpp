@@ -29,7 +29,7 @@ const BlockShape kShapes[] = {
     {"vit-tiny-16/b1", 1, 197, 192, 3, 768},     {"vit-small-16/b1", 1, 197, 384, 6, 1536},
     {"vit-base-16/b1", 1, 197, 768, 12, 3072},   {"vit-base-16/b4", 4, 197, 768, 12, 3072},
     {"vit-base-16/b16", 16, 197, 768, 12, 3072}, {"cifar-seed/b256", 256, 65, 192, 12, 768},
-    {"mnist-seed/b64", 64, 50, 8, 2, 32},  // one lane's half of the recipe's batch of 128
+    {"mnist-seed/b64", 64, 50, 8, 2, 32},  // one shard's half of the recipe's batch of 128
 };
 
 struct Buffers {

@@ -39,9 +39,9 @@ Run add_bench(CLI::App& cmd) {
          "train bf16 is mixed precision, as vit train --amp")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
-  cmd.add_option("--lanes", f->opt.lanes,
-                 "data-parallel lanes: the batch split into this many shards, one thread each (default: "
-                 "one per thread, or VIT_LANES; 1 = every operation split across the threads instead)");
+  cmd.add_option("--shards", f->opt.shards,
+                 "data-parallel shards: the batch split into this many shards, one thread each (default: "
+                 "one per thread, or VIT_SHARDS; 1 = every operation split across the threads instead)");
   cmd.add_option("--warmup", f->opt.warmup, "untimed runs first")->capture_default_str();
   cmd.add_option("--runs", f->opt.min_runs, "at least this many timed runs")->capture_default_str();
   cmd.add_option("--min-time", f->opt.min_seconds, "and at least this many seconds of timed runs")
@@ -65,7 +65,7 @@ Run add_bench(CLI::App& cmd) {
                           {"isa", ops::cpu_isa()},
                           {"dtype", f->opt.dtype},
                           {"weights_packed", r.weights_packed},
-                          {"lanes", r.lanes},
+                          {"shards", r.shards},
                           {"runs", r.ms.size()},
                           {"median_ms", r.median_ms},
                           {"min_ms", r.min_ms},
@@ -84,9 +84,9 @@ Run add_bench(CLI::App& cmd) {
       return 0;
     }
     std::printf(
-        "%s %s, batch %lld, %d threads (%d CPU%s, isa %s), %d lane%s, %s%s: %zu runs after %d warm-up\n",
+        "%s %s, batch %lld, %d threads (%d CPU%s, isa %s), %d shard%s, %s%s: %zu runs after %d warm-up\n",
         f->model.model.c_str(), f->mode.c_str(), (long long)f->opt.batch, num_threads(), cpus,
-        cpus == 1 ? "" : "s", ops::cpu_isa(), r.lanes, r.lanes == 1 ? "" : "s", f->opt.dtype.c_str(),
+        cpus == 1 ? "" : "s", ops::cpu_isa(), r.shards, r.shards == 1 ? "" : "s", f->opt.dtype.c_str(),
         r.weights_packed ? " (packed weights)" : "", r.ms.size(), f->opt.warmup);
     std::printf("  per batch: median %.3f ms (min %.3f, max %.3f)\n", r.median_ms, r.min_ms, r.max_ms);
     std::printf("  %.2f images/s, %.1f GFLOP/s (%.1f%% of %.0f GFLOP/s, %s)\n", r.images_per_s,

@@ -227,7 +227,7 @@ Run add_train(CLI::App& cmd) {
     const size_t available = F.no_memory_check ? 0 : available_memory_bytes();
     auto check_fits = [&](const ViTConfig& c, bool allocated) {
       MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name, 0, F.amp);
-      if (allocated) {  // already in memory: a loaded model (its lanes' gradients are not)
+      if (allocated) {  // already in memory: a loaded model (its shards' gradients are not)
         plan.grads -= plan.params;
         plan.params = 0;
       }
@@ -307,8 +307,8 @@ Run add_train(CLI::App& cmd) {
     }
     F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && ::isatty(STDOUT_FILENO) != 0);
     out << "model: " << cfg.to_json(-1) << std::endl;
-    if (const int lanes = model.lanes_for(F.train.batch_size); lanes > 1)
-      out << "batch split into " << lanes << " lanes, one per thread" << std::endl;
+    if (const int shards = model.shards_for(F.train.batch_size); shards > 1)
+      out << "batch split into " << shards << " shards, one per thread" << std::endl;
     train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
     if (!F.train.output.empty())
       out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors}"

@@ -15,8 +15,8 @@ const std::vector<Setting>& settings() {
        "error"},
       {"VIT_PACK", "on, off", "on for fp32 inference up to 800 rows (4 images of 197 tokens) on AVX-512",
        "whether fp32 inference packs the blocks' weights in place for vitcpp's own small-batch kernel"},
-      {"VIT_LANES", "a count; 1 turns lanes off", "one lane per thread where the batch and model suit it",
-       "data-parallel lanes: the batch split into shards, each running the whole step on its own thread"},
+      {"VIT_SHARDS", "a count; 1 turns shards off", "one shard per thread where the batch and model suit it",
+       "data-parallel shards: the batch split into shards, each running the whole step on its own thread"},
       {"VIT_CLS_TAIL", "on, off", "on",
        "the class-token tail: with token pooling the last block runs on the "
        "class token's row alone after its qkv product (the same results, less work)"},

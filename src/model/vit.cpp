@@ -14,22 +14,6 @@ namespace vit {
 
 namespace {
 
-// Carves tensors out of one allocation, 64-byte aligned. With a null base it only counts.
-class Carver {
- public:
-  explicit Carver(float* base) : base_(base) {}
-  Tensor take(Shape s) {
-    Tensor t(base_ ? base_ + used_ : nullptr, s);
-    used_ += (numel(s) + 15) / 16 * 16;
-    return t;
-  }
-  int64_t used() const { return used_; }
-
- private:
-  float* base_;
-  int64_t used_ = 0;
-};
-
 // Dropout sites: each gets its own key per step, so masks never repeat across sites.
 enum : uint64_t { kSitePos = 1, kSiteHead = 2 };
 enum BlockSite : uint64_t { kAttnDrop, kProjDrop, kPath1, kMlpDrop1, kMlpDrop2, kPath2 };
@@ -44,10 +28,17 @@ ViT::ViT(const ViTConfig& cfg, bool randomize) : cfg_(cfg), table_(cfg) {
   grads_.resize(table_.total());
   W_ = bind(params_.data());
   G_ = bind(grads_.data());
+  bind_linears();
   if (randomize) init_weights(0);
 }
 
-ViT::ViT(const ViT& owner, LaneTag) : cfg_(owner.cfg_), table_(owner.table_) {
+ViT::BlockPlan ViT::plan(Acts& A, int64_t l, bool every_row) const {
+  BlockActs& a = A.blocks[size_t(l) < A.blocks.size() ? l : 0];  // inference reuses one block's
+  const bool cls_only = A.tail && !every_row && l + 1 == cfg_.depth;
+  return {a, cls_only ? A.last : a, cls_only ? 1 : cfg_.num_tokens(), cls_only};
+}
+
+ViT::ViT(const ViT& owner, ShardTag) : cfg_(owner.cfg_), table_(owner.table_), owner_(&owner) {
   grads_.resize(table_.total());  // mapped: costs memory only once a backward writes it
   W_ = bind(const_cast<float*>(owner.params_.data()));
   G_ = bind(grads_.data());
@@ -97,6 +88,15 @@ ViT::Weights ViT::bind(float* base) {
   return w;
 }
 
+void ViT::bind_linears() {
+  patch_lin_ = {W_.patch_w, W_.patch_b};
+  head_lin_ = {W_.head_w, W_.head_b};
+  infer_lin_.clear();
+  for (const BlockWeights& w : W_.blocks)
+    infer_lin_.push_back({{w.qkvw, w.qkvb}, {w.projw, w.projb}, {w.fc1w, w.fc1b}, {w.fc2w, w.fc2b}});
+  train_lin_ = infer_lin_;
+}
+
 namespace {
 // The optional tensors of the table: a pointer to the view, or null when absent.
 const Tensor* opt(const Tensor& t) {
@@ -123,140 +123,6 @@ bool ViT::use_cls_tail() const {
   return cls_tail_wanted_ && cls_tail_applies(cfg_);
 }
 
-int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp,
-                   bool tail) {
-  const int64_t T = cfg.num_tokens(), C = cfg.embed_dim, N = cfg.num_patches(), M = cfg.mlp_dim,
-                H = cfg.num_heads, K = cfg.num_classes, P = cfg.in_chans * cfg.patch_h * cfg.patch_w;
-  const int64_t nblocks = training ? cfg.depth : 1;  // inference reuses one block's buffers
-  const bool attn_drop = training && cfg.attn_drop_rate > 0.f;
-  Carver c(base);
-  // A bf16 copy of n values, in n / 2 floats (null when only counting).
-  auto bf16 = [&](int64_t n) { return reinterpret_cast<uint16_t*>(c.take({(n + 1) / 2}).data); };
-  A.amp = amp;
-  A.tail = tail;
-  A.cols = c.take({B * N, P});
-  A.pe = c.take({B * N, C});
-  A.x0 = c.take({B, T, C});
-  if (cfg.pre_norm) {
-    A.x_pre = c.take({B, T, C});
-    A.pre_mean = c.take({B * T});
-    A.pre_rstd = c.take({B * T});
-  }
-  A.branch = c.take({B * T, C});
-  // A block's norm1 and qkv (every row), then what follows the attention for Tq query rows
-  // per sample: T, or 1 in the class-token tail (run_forward).
-  auto qkv_part = [&](BlockActs& a) {
-    a.ln1 = c.take({B * T, C});
-    a.ln1_mean = c.take({B * T});
-    a.ln1_rstd = c.take({B * T});
-    a.qkv = c.take({B, T, 3 * C});
-    if (training && amp) a.ln1_b = bf16(B * T * C);
-  };
-  auto rest_part = [&](BlockActs& a, int64_t Tq) {
-    const int64_t R = B * Tq;
-    // Inference keeps no probabilities: the attention core works through them a head at a
-    // time in a per-thread scratch (cifar-seed at batch 256: 52 MB written and never read),
-    // or into the caller's buffer when attention maps are asked for (run_forward's attn).
-    a.probs = training ? c.take({B, H, Tq, T}) : Tensor(nullptr, {B, H, Tq, T});
-    if (attn_drop) a.probs_drop = c.take({B, H, Tq, T});
-    a.ao = c.take({B, Tq, C});
-    a.r1 = c.take({B, Tq, C});
-    a.ln2 = c.take({R, C});
-    a.ln2_mean = c.take({R});
-    a.ln2_rstd = c.take({R});
-    a.h = c.take({R, M});
-    a.act = c.take({R, M});
-    a.out = c.take({B, Tq, C});
-    if (training && cfg.layer_scale()) {
-      a.br1 = c.take({R, C});
-      a.br2 = c.take({R, C});
-    }
-    if (training && amp) a.ao_b = bf16(R * C), a.ln2_b = bf16(R * C), a.act_b = bf16(R * M);
-  };
-  A.blocks.assign(nblocks, {});
-  for (int64_t l = 0; l < nblocks; ++l) {
-    qkv_part(A.blocks[l]);
-    // Training's last block keeps the tail's rows only; inference's one block serves all.
-    if (!(training && tail && l == nblocks - 1)) rest_part(A.blocks[l], T);
-  }
-  A.last = {};
-  if (tail) {
-    rest_part(A.last, 1);
-    A.xcls = c.take({B, 1, C});
-  }
-  if (!cfg.use_fc_norm() && cfg.avg_pool()) {  // as norm_all_tokens()
-    A.lnf = c.take({B * T, C});
-    A.lnf_mean = c.take({B * T});
-    A.lnf_rstd = c.take({B * T});
-  }
-  A.pooled = c.take({B, C});
-  A.pooled_mean = c.take({B});
-  A.pooled_rstd = c.take({B});
-  A.pooled_ln = c.take({B, C});
-  A.logits = c.take({B, K});
-  if (training) {
-    A.dpooled_ln = c.take({B, C});
-    A.dpooled = c.take({B, C});
-    A.dx = c.take({B, T, C});
-    A.dbranch = c.take({B * T, C});
-    A.dact = c.take({B * T, M});
-    A.dln = c.take({B * T, C});
-    A.dao = c.take({B, T, C});
-    A.dqkv = c.take({B, T, 3 * C});
-    A.dpe = c.take({B * N, C});
-    if (tail) A.dxcls = c.take({B, 1, C});
-  }
-  return c.used();
-}
-
-void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training, bool amp) {
-  // Allocates only when B grows past what was allocated.
-  const bool tail = use_cls_tail();
-  arena.resize(size_t(carve(cfg_, A, nullptr, B, training, amp, tail)));
-  carve(cfg_, A, arena.data(), B, training, amp, tail);
-  A.B = B;
-}
-
-size_t ViT::planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int lanes, bool amp) {
-  Acts scratch;
-  const int64_t R = std::clamp<int64_t>(lanes, 1, B);
-  size_t floats = 0;
-  for (int64_t r = 0; r < R; ++r)
-    floats += size_t(
-        carve(cfg, scratch, nullptr, B * (r + 1) / R - B * r / R, training, amp, cls_tail_applies(cfg)));
-  return floats * sizeof(float);
-}
-
-size_t ViT::activation_bytes() const {
-  size_t floats = acts_.size() + infer_acts_.size();
-  for (const auto& l : lanes_) floats += l->acts_.size() + l->infer_acts_.size();
-  return floats * sizeof(float);
-}
-
-int ViT::lanes_for(int64_t B) const {
-  if (in_parallel()) return 1;  // called from a lane or another parallel region
-  static const int from_env = [] {
-    const char* e = setting("VIT_LANES");
-    return e ? std::atoi(e) : 0;
-  }();
-  const int64_t n = lanes_wanted_ > 0 ? lanes_wanted_ : from_env > 0 ? from_env : num_threads();
-  return int(std::clamp<int64_t>(n, 1, B));
-}
-
-template <typename F>
-void ViT::for_lanes(int R, int64_t B, F&& f) {
-  while (int(lanes_.size()) < R - 1) lanes_.push_back(std::unique_ptr<ViT>(new ViT(*this, LaneTag{})));
-  for (int r = 1; r < R; ++r) {  // the lanes run as this model would
-    ViT& m = lane(r);
-    m.weights_packed_ = weights_packed_;
-    m.backbone_frozen_ = backbone_frozen_;
-    m.amp_ = amp_;
-    m.amp_w_ = amp_w_;  // this model's bf16 weights
-    m.cls_tail_wanted_ = cls_tail_wanted_;
-  }
-  run_on_threads(R, [&](int r) { f(lane(r), B * r / R, B * (r + 1) / R); });
-}
-
 void ViT::set_masks(int64_t B, const uint8_t* mask) {
   have_mask_ = mask != nullptr;
   if (!mask) return;
@@ -280,7 +146,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
 
   Tensor img(const_cast<float*>(images), {B, cfg_.in_chans, cfg_.img_h, cfg_.img_w});
   ops::im2col_patches(A.cols, img, cfg_.patch_h, cfg_.patch_w);
-  ops::linear_forward(A.pe, A.cols, W_.patch_w, opt(W_.patch_b));
+  ops::linear_forward(A.pe, A.cols, owner_->patch_lin_);
   const Tensor tokens = cfg_.pre_norm ? A.x_pre : A.x0;
   ops::tokens_forward(tokens, A.pe, opt(W_.cls), opt(W_.reg), W_.pos);
   ops::dropout_forward(tokens, rate(cfg_.pos_drop_rate), key(kSitePos), first(tokens));
@@ -289,14 +155,11 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                            W_.pre_w, W_.pre_b, cfg_.norm_eps);
 
   Tensor x = A.x0;
-  auto acts = [&](int64_t l) -> BlockActs& { return A.blocks[size_t(l) < A.blocks.size() ? l : 0]; };
   for (int64_t l = 0; l < cfg_.depth; ++l) {
-    BlockActs& a = acts(l);
-    // The class-token tail (use_cls_tail): after qkv, the last block runs on the class token's
-    // rows alone, Tq = 1 row per sample in A.last; otherwise t is a and Tq = T.
-    const bool tail = A.tail && !attn && l + 1 == cfg_.depth;
-    BlockActs& t = tail ? A.last : a;
-    const int64_t Tq = tail ? 1 : T;
+    // Attention maps need every row: the class-token tail runs only without them.
+    const BlockPlan p = plan(A, l, attn != nullptr);
+    BlockActs &a = p.a, &t = p.t;
+    const int64_t Tq = p.Tq;
     const BlockWeights& w = W_.blocks[l];
     const float proj_p = rate(cfg_.proj_drop_rate), path_p = rate(cfg_.drop_path_at(l));
     const float attn_p = rate(cfg_.attn_drop_rate);
@@ -306,28 +169,11 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     if (l == 0)  // later blocks' ln1 comes with the residual sum that ends the block before
       ops::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, reshape(x, {B * T, C}), w.n1w, w.n1b,
                              cfg_.norm_eps);
-    // bf16 inference (set_infer_dtype): the packed copies of this block's weights.
-    const BlockPacked* pk = !mode.train && !packed_.empty() ? &packed_[size_t(l)] : nullptr;
-    auto lin = [this](Tensor y, const Tensor& in, const Tensor& wt, const Tensor* b, ops::PackedLinear* p) {
-      if (p)
-        ops::linear_forward_bf16(y, in, *p, b);
-      else if (weights_packed_)
-        ops::linear_forward_packed(y, in, wt, b);
-      else
-        ops::linear_forward(y, in, wt, b);
-    };
-    // amp (training): bf16 products on the weights round_weights_bf16 made, inputs kept in bf16.
-    const BlockBf16* wb = a.ln1_b ? &amp_w_[size_t(l)] : nullptr;
-    auto lin_amp = [&](Tensor y, const Tensor& in, uint16_t* in_b, const Tensor& wt, const uint16_t* w_b,
-                       const Tensor* b, ops::PackedLinear* p) {
-      if (wb)
-        ops::linear_forward_amp(y, in, in_b, wt, w_b, b);
-      else
-        lin(y, in, wt, b, p);
-    };
-    lin_amp(reshape(a.qkv, {B * T, 3 * C}), a.ln1, a.ln1_b, w.qkvw, wb ? wb->qkv : nullptr, opt(w.qkvb),
-            pk ? pk->qkv.get() : nullptr);
-    if (tail) {
+    // The block's products on its weights as prepared for training (fp32 or amp) or
+    // inference (fp32, packed or bf16); amp keeps each product's input in bf16 (a.ln1_b, ...).
+    const BlockLinears& lw = (&A == &train_ ? owner_->train_lin_ : owner_->infer_lin_)[size_t(l)];
+    ops::linear_forward(reshape(a.qkv, {B * T, 3 * C}), a.ln1, lw.qkv, ops::Epilogue::none, a.ln1_b);
+    if (p.cls_only) {
       ops::attention_cls_forward(t.ao, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, a.qkv, keys_mask,
                                  attn_p, key(block_site(l, kAttnDrop)), s0);
       ops::pool_forward(reshape(A.xcls, {B, C}), x, nullptr, false, 0);  // the class token's row of x
@@ -337,33 +183,19 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
       const Tensor probs = maps && !a.probs.data ? Tensor(maps, a.probs.shape) : a.probs;
       ops::attention_forward(a.ao, probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
                              key(block_site(l, kAttnDrop)), s0);
-      if (maps && probs.data != maps) std::memcpy(maps, probs.data, sizeof(float) * probs.numel());
+      if (maps && probs.data != maps) ops::copy(Tensor(maps, probs.shape), probs);
     }
-    lin_amp(br1, reshape(t.ao, {B * Tq, C}), t.ao_b, w.projw, wb ? wb->proj : nullptr, &w.projb,
-            pk ? pk->proj.get() : nullptr);
+    ops::linear_forward(br1, reshape(t.ao, {B * Tq, C}), lw.proj, ops::Epilogue::none, t.ao_b);
     // r1 = x + branch and its LayerNorm in one walk over the samples.
     ops::residual_layernorm_forward(t.r1, x, reshape(br1, {B, Tq, C}), opt(w.ls1), proj_p,
                                     key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0,
                                     {t.ln2, t.ln2_mean, t.ln2_rstd, w.n2w, w.n2b, cfg_.norm_eps});
-    if (pk) {  // bf16: GELU fused into fc1, the hidden activations stay bf16 (inference: no dropout)
-      ops::mlp_forward_bf16(br2, t.ln2, *pk->fc1, w.fc1b, *pk->fc2, w.fc2b);
-    } else if (weights_packed_) {  // packed fp32 (inference only: no dropout): GELU fused into fc1
-      ops::linear_forward_packed(t.act, t.ln2, w.fc1w, &w.fc1b, true);
-      ops::linear_forward_packed(br2, t.act, w.fc2w, &w.fc2b);
-    } else {
-      // fc1's bias goes in with the activation; forward() (whose activations backward()
-      // reads, whatever the mode) keeps GELU's derivative in t.h, infer() nothing.
-      if (wb)
-        ops::linear_forward_amp(t.h, t.ln2, t.ln2_b, w.fc1w, wb->fc1, nullptr);
-      else
-        ops::linear_forward(t.h, t.ln2, w.fc1w, nullptr, t.h_zero);
-      ops::bias_gelu_forward(t.act, t.h, w.fc1b, &A == &train_);
-      t.h_zero = false;
-      ops::dropout_forward(t.act, proj_p, key(block_site(l, kMlpDrop1)), first(t.act));
-      lin_amp(br2, t.act, t.act_b, w.fc2w, wb ? wb->fc2 : nullptr, &w.fc2b, nullptr);
-    }
+    // forward() (whose activations backward() reads, whatever the mode) keeps GELU's
+    // derivative, infer() nothing.
+    ops::mlp_forward(br2, t.ln2, lw.fc1, lw.fc2, t.mlp, &A == &train_,
+                     {proj_p, key(block_site(l, kMlpDrop1)), first(t.mlp.act)});
     if (l + 1 < cfg_.depth) {  // out = r1 + branch, and the next block's ln1 with it
-      BlockActs& n = acts(l + 1);
+      BlockActs& n = plan(A, l + 1, true).a;
       const BlockWeights& wn = W_.blocks[l + 1];
       ops::residual_layernorm_forward(t.out, t.r1, reshape(br2, {B, Tq, C}), opt(w.ls2), proj_p,
                                       key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0,
@@ -391,160 +223,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                            cfg_.norm_eps);
   }
   ops::dropout_forward(A.pooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.pooled_ln));
-  ops::linear_forward(A.logits, A.pooled_ln, W_.head_w, &W_.head_b);
-}
-
-Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
-  VIT_CHECK(B > 0, "forward: batch size must be positive");
-  VIT_CHECK(!weights_packed_,
-            "forward: the weights are packed for inference (pack_weights); unpack them to train");
-  VIT_CHECK(!fp32_released_,
-            "forward: the fp32 block weights were released for bf16 inference; load the "
-            "weights again to train");
-  if (amp_) round_weights_bf16();
-  split_ = lanes_for(B);
-  if (split_ == 1) return forward_local(images, B, mask, mode);
-  const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
-  split_logits_.resize(size_t(B * K));
-  for_lanes(split_, B, [&](ViT& m, int64_t lo, int64_t hi) {
-    ForwardMode shard = mode;
-    shard.first_sample += lo;
-    const Tensor y = m.forward_local(images + lo * img, hi - lo, mask ? mask + lo * N : nullptr, shard);
-    std::memcpy(split_logits_.data() + lo * K, y.data, sizeof(float) * size_t((hi - lo) * K));
-  });
-  return Tensor(split_logits_.data(), {B, K});
-}
-
-Tensor ViT::forward_local(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
-  if (train_.B != B || train_.amp != amp_ || train_.tail != use_cls_tail())
-    layout(train_, acts_, B, true, amp_);
-  last_mode_ = mode;
-  run_forward(train_, images, mask, mode);
-  return train_.logits;
-}
-
-void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
-  VIT_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, got '", dtype, "'");
-  VIT_CHECK(dtype == "fp32" || !weights_packed_, "--dtype bf16: the fp32 weights are packed for inference");
-  VIT_CHECK(!fp32_released_, "--dtype ", dtype,
-            ": the fp32 block weights were released for bf16 inference; load the weights again");
-  VIT_CHECK(!release_fp32 || dtype == "bf16", "--dtype fp32 keeps its fp32 weights");
-  packed_.clear();
-  if (dtype == "bf16") {
-    VIT_CHECK(ops::bf16_available(),
-              "--dtype bf16: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
-    // Each matrix released right after its copy: the peak is the fp32 weights plus one bf16 matrix.
-    auto pack = [&](const Tensor& w) {
-      auto p = ops::pack_linear_bf16(w);
-      if (release_fp32) params_.release(size_t(w.data - params_.data()), size_t(w.numel()));
-      return p;
-    };
-    for (const BlockWeights& w : W_.blocks) {
-      BlockPacked b;
-      b.qkv = pack(w.qkvw), b.proj = pack(w.projw), b.fc1 = pack(w.fc1w), b.fc2 = pack(w.fc2w);
-      packed_.push_back(std::move(b));
-    }
-    fp32_released_ = release_fp32;
-  }
-  infer_dtype_ = dtype;
-}
-
-void ViT::set_amp(bool on) {
-  VIT_CHECK(!on || ops::bf16_available(),
-            "--amp: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
-  amp_ = on;
-  if (!on) amp_w_.clear();
-}
-
-void ViT::round_weights_bf16() {
-  int64_t n = 0;
-  for (const BlockWeights& w : W_.blocks)
-    n += w.qkvw.numel() + w.projw.numel() + w.fc1w.numel() + w.fc2w.numel();
-  amp_store_.resize(size_t((n + 1) / 2));  // allocates once
-  uint16_t* p = reinterpret_cast<uint16_t*>(amp_store_.data());
-  amp_w_.clear();
-  auto take = [&](const Tensor& w) {
-    uint16_t* q = p;
-    ops::round_to_bf16(q, w);
-    p += w.numel();
-    return q;
-  };
-  for (const BlockWeights& w : W_.blocks) {
-    BlockBf16 b{};
-    b.qkv = take(w.qkvw), b.proj = take(w.projw), b.fc1 = take(w.fc1w), b.fc2 = take(w.fc2w);
-    amp_w_.push_back(b);
-  }
-}
-
-void ViT::set_weights_packed(bool packed) {
-  if (packed == weights_packed_) return;
-  VIT_CHECK(!fp32_released_, "pack_weights: the fp32 block weights were released for bf16 inference");
-  for (BlockWeights& w : W_.blocks)
-    for (Tensor* t : {&w.qkvw, &w.projw, &w.fc1w, &w.fc2w})
-      packed ? ops::pack_linear_inplace(*t) : ops::unpack_linear_inplace(*t);
-  weights_packed_ = packed;
-}
-
-bool ViT::pack_weights_if_faster(int64_t max_batch) {
-  if (infer_dtype_ == "fp32" && ops::packed_linear_preferred(max_batch * cfg_.num_tokens())) pack_weights();
-  return weights_packed_;
-}
-
-void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits) {
-  infer(images, B, mask, logits, nullptr);
-}
-
-void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
-  VIT_CHECK(B > 0, "infer: batch size must be positive");
-  // Lanes for fp32 weights (packed ones serve small batches, bf16 the big models) and no maps.
-  const int R = attn || weights_packed_ || !packed_.empty() ? 1 : lanes_for(B);
-  if (R == 1) return infer_local(images, B, mask, logits, attn);
-  const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
-  for_lanes(R, B, [&](ViT& m, int64_t lo, int64_t hi) {
-    m.infer_local(images + lo * img, hi - lo, mask ? mask + lo * N : nullptr, logits + lo * K, nullptr);
-  });
-}
-
-void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
-  if (infer_.B != B || infer_.tail != use_cls_tail()) layout(infer_, infer_acts_, B, false);
-  run_forward(infer_, images, mask, ForwardMode{}, attn);
-  std::memcpy(logits, infer_.logits.data, sizeof(float) * B * cfg_.num_classes);
-}
-
-void ViT::backward(const Tensor& dlogits) {
-  VIT_CHECK(!weights_packed_, "backward: the weights are packed for inference (pack_weights)");
-  VIT_CHECK(!fp32_released_, "backward: the fp32 block weights were released for bf16 inference");
-  if (split_ == 1) return backward_local(dlogits);
-  const int64_t K = cfg_.num_classes;
-  int64_t B = 0;
-  for (int r = 0; r < split_; ++r) B += lane(r).train_.B;
-  check_shape(dlogits, {B, K}, "backward: grad logits");
-  // The gradients this backward touches: all, or the head's alone when the backbone is frozen.
-  std::vector<std::pair<int64_t, int64_t>> ranges;  // [offset, end) in the arena
-  if (backbone_frozen_) {
-    for (const char* name : {"head.weight", "head.bias"})
-      if (const ParamSpec* p = table_.find(name)) ranges.push_back({p->offset, p->offset + p->numel()});
-  } else {
-    ranges.push_back({0, int64_t(table_.total())});
-  }
-  for_lanes(split_, B, [&](ViT& m, int64_t lo, int64_t hi) {
-    if (&m != this)  // lane 0 accumulates into this model's gradients, the others start at 0
-      for (auto [a, e] : ranges) std::fill(m.grads_.data() + a, m.grads_.data() + e, 0.f);
-    m.backward_local(Tensor(dlogits.data + lo * K, {hi - lo, K}));
-  });
-  // Sum the lanes' gradients into this model's, lane by lane in order (the same bits every
-  // time), each thread a slice of the arena.
-  const int R = split_;
-  run_on_threads(R, [&](int t) {
-    for (auto [a, e] : ranges) {
-      const int64_t lo = a + (e - a) * t / R, hi = a + (e - a) * (t + 1) / R;
-      float* g = grads_.data();
-      for (int r = 1; r < R; ++r) {
-        const float* s = lane(r).grads_.data();
-        for (int64_t i = lo; i < hi; ++i) g[i] += s[i];
-      }
-    }
-  });
+  ops::linear_forward(A.logits, A.pooled_ln, owner_->head_lin_);
 }
 
 void ViT::backward_local(const Tensor& dlogits) {
@@ -559,7 +238,7 @@ void ViT::backward_local(const Tensor& dlogits) {
   const int64_t s0 = mode.first_sample;
   const uint8_t* pmask = have_mask_ ? patch_mask_.data() : nullptr;
 
-  ops::linear_backward(&A.dpooled_ln, &G_.head_w, &G_.head_b, dlogits, A.pooled_ln, W_.head_w);
+  ops::linear_backward(&A.dpooled_ln, &G_.head_w, &G_.head_b, dlogits, A.pooled_ln, owner_->head_lin_);
   if (backbone_frozen_) return;  // only the head trains: nothing below needs gradients
   ops::dropout_backward(A.dpooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.dpooled_ln));
   if (norm_all_tokens()) {
@@ -584,13 +263,20 @@ void ViT::backward_local(const Tensor& dlogits) {
   auto unscaled = [&](int64_t l, const Tensor& ls) {
     return rate(cfg_.proj_drop_rate) == 0.f && rate(cfg_.drop_path_at(l)) == 0.f && !ls.data;
   };
+  // Bias gradients that come as the column sums of the residual stream's gradient where a
+  // LayerNorm's backward writes it (layernorm_backward's dx_colsum): an unscaled branch's
+  // output gradient is that gradient. proj's bias comes with norm2's backward in its own
+  // block; fc2's with norm1's backward in the block above (block l-1's output is block l's
+  // input), fc2b_by_norm1[l]; the top block's fc2 (fc2b_by_norm1[depth] null) sums its own.
+  std::vector<Tensor*> fc2b_by_norm1(size_t(cfg_.depth) + 1, nullptr);
+  for (int64_t l = 1; l < cfg_.depth; ++l)
+    fc2b_by_norm1[size_t(l)] = unscaled(l - 1, W_.blocks[l - 1].ls2) ? &G_.blocks[l - 1].fc2b : nullptr;
   for (int64_t l = cfg_.depth - 1; l >= 0; --l) {
-    BlockActs& a = A.blocks[l];
-    // As in run_forward: the tail's rows after the attention are A.last's, Tq = 1 a sample.
-    const bool tail = A.tail && l + 1 == cfg_.depth;
-    BlockActs& t = tail ? A.last : a;
-    const int64_t Tq = tail ? 1 : T;
-    const Tensor dxq = tail ? A.dxcls : A.dx;  // [B, Tq, C]
+    // As in run_forward: in the class-token tail the rows after the attention are A.last's.
+    const BlockPlan p = plan(A, l, false);
+    BlockActs &a = p.a, &t = p.t;
+    const int64_t Tq = p.Tq;
+    const Tensor dxq = p.cls_only ? A.dxcls : A.dx;  // [B, Tq, C]
     const Tensor dx2d = reshape(dxq, {B * Tq, C});
     const Tensor dbranch(A.dbranch.data, {B * Tq, C}), dbranch3d(A.dbranch.data, {B, Tq, C});
     Tensor dact(A.dact.data, {B * Tq, M}), dlnq(A.dln.data, {B * Tq, C}), dao(A.dao.data, {B, Tq, C});
@@ -604,30 +290,14 @@ void ViT::backward_local(const Tensor& dlogits) {
     const Tensor br1 = t.br1.data ? reshape(t.br1, {B, Tq, C}) : Tensor{};
     const Tensor br2 = t.br2.data ? reshape(t.br2, {B, Tq, C}) : Tensor{};
     const bool plain2 = unscaled(l, w.ls2), plain1 = unscaled(l, w.ls1);
-    // An unscaled branch's bias gradient is the column sums of A.dx, which the LayerNorm
-    // backward above it writes: it sums them on the way (fc2's comes from the block above).
-    const bool fc2b_summed = l + 1 < cfg_.depth && plain2;
     if (!plain2)
       ops::residual_backward(dbranch3d, opt(g.ls2), dxq, opt(br2), opt(w.ls2), proj_p,
                              key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
-    // amp: the products on the bf16 copies the forward kept (a.ln1_b, ...) and amp_w_.
-    const BlockBf16* wb = a.ln1_b ? &amp_w_[size_t(l)] : nullptr;
-    auto lin_back = [&](Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x,
-                        const uint16_t* xb, const Tensor& wt, const uint16_t* w_b) {
-      if (wb)
-        ops::linear_backward_amp(dx, dw, db, dy, x, xb, wt, w_b);
-      else
-        ops::linear_backward(dx, dw, db, dy, x, wt);
-    };
-    lin_back(&dact, &g.fc2w, fc2b_summed ? nullptr : &g.fc2b, plain2 ? dx2d : dbranch, t.act, t.act_b, w.fc2w,
-             wb ? wb->fc2 : nullptr);
-    ops::dropout_backward(dact, proj_p, key(block_site(l, kMlpDrop1)), first(dact));
-    // t.h holds GELU' of fc1's output (bias_gelu_forward); fc1's bias gradient comes with it.
-    // t.h is cleared on the way where the next forward's fc1 can use that
-    // (ops::linear_forward's y_zero).
-    t.h_zero = !wb && ops::linear_uses_zero_output(B * Tq, C, t.h.dim(1));
-    ops::bias_gelu_backward(dact, g.fc1b, dact, t.h, t.h_zero);
-    lin_back(&dlnq, &g.fc1w, nullptr, dact, t.ln2, t.ln2_b, w.fc1w, wb ? wb->fc1 : nullptr);
+    // The products on the weights the forward used; amp reads the bf16 inputs it kept.
+    const BlockLinears& lw = owner_->train_lin_[size_t(l)];
+    ops::mlp_backward(dlnq, dact, g.fc1w, g.fc1b, g.fc2w, fc2b_by_norm1[size_t(l) + 1] ? nullptr : &g.fc2b,
+                      plain2 ? dx2d : dbranch, t.ln2, lw.fc1, lw.fc2, t.mlp,
+                      {proj_p, key(block_site(l, kMlpDrop1)), first(dact)});
     ops::layernorm_backward(dx2d, g.n2w, g.n2b, dlnq, reshape(t.r1, {B * Tq, C}), t.ln2_mean, t.ln2_rstd,
                             w.n2w, true, plain1 ? &g.projb : nullptr);
     // Attention branch: r1 = x + branch.
@@ -635,9 +305,9 @@ void ViT::backward_local(const Tensor& dlogits) {
       ops::residual_backward(dbranch3d, opt(g.ls1), dxq, opt(br1), opt(w.ls1), proj_p,
                              key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0);
     Tensor dao2d = reshape(dao, {B * Tq, C});
-    lin_back(&dao2d, &g.projw, plain1 ? nullptr : &g.projb, plain1 ? dx2d : dbranch,
-             reshape(t.ao, {B * Tq, C}), t.ao_b, w.projw, wb ? wb->proj : nullptr);
-    if (tail) {
+    ops::linear_backward(&dao2d, &g.projw, plain1 ? nullptr : &g.projb, plain1 ? dx2d : dbranch,
+                         reshape(t.ao, {B * Tq, C}), lw.proj, t.ao_b);
+    if (p.cls_only) {
       ops::attention_cls_backward(A.dqkv, dao, a.qkv, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, attn_p,
                                   key(block_site(l, kAttnDrop)), s0);
       // The residual stream's gradient below the tail: the class token's rows, zeros elsewhere.
@@ -646,12 +316,10 @@ void ViT::backward_local(const Tensor& dlogits) {
       ops::attention_backward(A.dqkv, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, attn_p,
                               key(block_site(l, kAttnDrop)), s0);
     }
-    lin_back(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, a.ln1_b, w.qkvw,
-             wb ? wb->qkv : nullptr);
-    // The block below's fc2 bias gradient, if its MLP branch is unscaled (fc2b_summed there).
-    Tensor* below_fc2b = l > 0 && unscaled(l - 1, W_.blocks[l - 1].ls2) ? &G_.blocks[l - 1].fc2b : nullptr;
+    ops::linear_backward(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, lw.qkv,
+                         a.ln1_b);
     ops::layernorm_backward(reshape(A.dx, {B * T, C}), g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd,
-                            w.n1w, true, below_fc2b);
+                            w.n1w, true, fc2b_by_norm1[size_t(l)]);
   }
   const Tensor dx2d = reshape(A.dx, {B * T, C}), dbranch3d = reshape(A.dbranch, {B, T, C});
   if (cfg_.pre_norm) {
@@ -664,7 +332,7 @@ void ViT::backward_local(const Tensor& dlogits) {
   const bool learn_pos = cfg_.pos_embed == "learn";
   ops::tokens_backward(A.dpe, opt(G_.cls), opt(G_.reg), learn_pos ? &G_.pos : nullptr, dtokens,
                        cfg_.class_token, cfg_.reg_tokens, !cfg_.no_embed_class);
-  ops::linear_backward(nullptr, &G_.patch_w, opt(G_.patch_b), A.dpe, A.cols, W_.patch_w);
+  ops::linear_backward(nullptr, &G_.patch_w, opt(G_.patch_b), A.dpe, A.cols, owner_->patch_lin_);
 }
 
 }  // namespace vit

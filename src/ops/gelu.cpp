@@ -21,29 +21,4 @@ void gelu_backward(Tensor dx, const Tensor& dy, const Tensor& x) {
   }
 }
 
-void bias_gelu_forward(Tensor y, Tensor h, const Tensor& bias, bool keep_grad) {
-  check_shape(y, h.shape, "gelu output");
-  VIT_CHECK(h.ndim() >= 1, "bias_gelu: input must have a last dimension");
-  const int64_t N = h.dim(h.ndim() - 1);
-  check_shape(bias, {N}, "bias_gelu bias");
-  switch (common_device({&y, &h, &bias}, "bias_gelu")) {
-    case Device::CPU: return cpu::bias_gelu_forward(y.data, h.data, bias.data, h.numel() / N, N, keep_grad);
-    default: unsupported("bias_gelu", y.device);
-  }
-}
-
-void bias_gelu_backward(Tensor dx, Tensor& dbias, const Tensor& dy, Tensor grad, bool clear_grad) {
-  check_shape(dx, grad.shape, "gelu grad input");
-  check_shape(dy, grad.shape, "gelu grad output");
-  VIT_CHECK(grad.ndim() >= 1, "bias_gelu_backward: input must have a last dimension");
-  const int64_t N = grad.dim(grad.ndim() - 1);
-  check_shape(dbias, {N}, "gelu grad bias");
-  switch (common_device({&dx, &dy, &grad, &dbias}, "bias_gelu_backward")) {
-    case Device::CPU:
-      return cpu::bias_gelu_backward(dx.data, dbias.data, dy.data, grad.data, grad.numel() / N, N,
-                                     clear_grad);
-    default: unsupported("bias_gelu_backward", dx.device);
-  }
-}
-
 }  // namespace vit::ops

@@ -75,7 +75,8 @@ double measure_matmul_gflops(double seconds) {
   o.warmup = 1;
   o.min_runs = 3;
   o.min_seconds = seconds;
-  const auto ms = time_runs(o, [&] { ops::linear_forward(ty, tx, tw, nullptr); });
+  const ops::LinearWeights lw(tw);
+  const auto ms = time_runs(o, [&] { ops::linear_forward(ty, tx, lw); });
   return 2.0 * M * N * K / 1e9 / (median(ms) / 1e3);
 }
 
@@ -90,14 +91,14 @@ BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
   } else {
     model.set_infer_dtype(opt.dtype, /*release_fp32=*/opt.dtype == "bf16");  // bf16 only infers
   }
-  if (opt.lanes > 0) model.set_lanes(opt.lanes);
+  if (opt.shards > 0) model.set_shards(opt.shards);
   const int64_t B = opt.batch, K = cfg.num_classes;
   Rng rng(1);
   std::vector<float> images(B * cfg.in_chans * cfg.img_h * cfg.img_w);
   for (auto& v : images) v = float(rng.normal());
   BenchResult r;
   if (!opt.train) r.weights_packed = model.pack_weights_if_faster(opt.batch);
-  r.lanes = opt.train || (!r.weights_packed && opt.dtype == "fp32") ? model.lanes_for(B) : 1;
+  r.shards = opt.train || (!r.weights_packed && opt.dtype == "fp32") ? model.shards_for(B) : 1;
   if (opt.train) {
     std::vector<int64_t> labels(B);
     for (int64_t b = 0; b < B; ++b) labels[b] = b % K;

@@ -30,18 +30,18 @@ std::string format_bytes(size_t bytes) {
 std::string MemoryPlan::describe() const {
   return detail::concat(
       format_bytes(total()), " (params ", format_bytes(params), ", grads ", format_bytes(grads),
-      lanes > 1 ? detail::concat(" in ", lanes, " lanes, VIT_LANES=1 for one") : std::string(),
+      shards > 1 ? detail::concat(" in ", shards, " shards, VIT_SHARDS=1 for one") : std::string(),
       ", optimizer ", format_bytes(optimizer), ", activations ", format_bytes(activations),
       ", eval activations ", format_bytes(eval_activations), ", batch buffers ", format_bytes(batches), ")");
 }
 
-MemoryPlan plan_training_memory(const ViTConfig& cfg, int64_t batch, const std::string& optimizer, int lanes,
+MemoryPlan plan_training_memory(const ViTConfig& cfg, int64_t batch, const std::string& optimizer, int shards,
                                 bool amp) {
   MemoryPlan p;
   const size_t n = size_t(ParamTable(cfg).total()) * sizeof(float);
-  const int R = int(std::clamp<int64_t>(lanes > 0 ? lanes : num_threads(), 1, std::max<int64_t>(batch, 1)));
+  const int R = int(std::clamp<int64_t>(shards > 0 ? shards : num_threads(), 1, std::max<int64_t>(batch, 1)));
   p.params = n;
-  p.lanes = R;
+  p.shards = R;
   p.grads = n * size_t(R);
   p.optimizer = (optimizer == "sgd" ? 1 : 2) * n;
   p.activations = ViT::planned_activation_bytes(cfg, batch, true, R, amp);

@@ -1,5 +1,6 @@
 #include "vit/train/step.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "vit/ops/ops.h"
@@ -23,19 +24,15 @@ double LossStep::run(ViT& model, const Batch& batch, float smoothing, const Forw
   model.backward(dlogits);
   if (correct) {
     // Against the labels, or with soft targets against each row's largest target.
+    argmax_.resize(size_t(2 * B));
+    int64_t *got = argmax_.data(), *want = got + B;
+    ops::argmax_rows(got, logits);
+    if (batch.labels)
+      std::copy(batch.labels, batch.labels + B, want);
+    else
+      ops::argmax_rows(want, targets);
     int64_t n = 0;
-    for (int64_t b = 0; b < B; ++b) {
-      int64_t want = 0, got = 0;
-      if (batch.labels) {
-        want = batch.labels[b];
-      } else {
-        for (int64_t k = 1; k < K; ++k)
-          if (batch.targets[b * K + k] > batch.targets[b * K + want]) want = k;
-      }
-      for (int64_t k = 1; k < K; ++k)
-        if (logits.data[b * K + k] > logits.data[b * K + got]) got = k;
-      n += got == want;
-    }
+    for (int64_t b = 0; b < B; ++b) n += got[b] == want[b];
     *correct = n;
   }
   return loss;

@@ -4,7 +4,7 @@
 // float rounding, in training and in every inference path (plain, packed, bf16, attention
 // maps), over the model's options: a patch mask, attention dropout and drop path (whose draws
 // both paths share), LayerScale, register tokens, pos_embed on the patches only, norm_pre, no
-// qkv bias, widths that run in oneDNN, lanes, and mixed precision.
+// qkv bias, widths that run in oneDNN, shards, and mixed precision.
 #include <cstring>
 
 #include "support/check.h"
@@ -21,7 +21,7 @@ struct TailCase {
   bool dropout = false;  // attention dropout and drop path: the same draws with the tail
   bool extras = false;   // LayerScale, 2 register tokens, no_embed_class, norm_pre, no qkv bias
   bool wide = false;     // 48 dims, mlp 96: the products run in oneDNN's sgemm
-  int lanes = 1;
+  int shards = 1;
   bool amp = false;
 };
 void PrintTo(const TailCase& tc, std::ostream* os) {
@@ -68,7 +68,7 @@ Result train_step(const TailCase& tc, bool tail) {
   ViT m(c);
   randomize(m, 5, 0.4 * std::sqrt(8.0 / double(c.embed_dim)));
   m.set_cls_tail(tail);
-  m.set_lanes(tc.lanes);
+  m.set_shards(tc.shards);
   if (tc.amp) m.set_amp(true);
   const int64_t B = 4;
   auto x = test::randn(B * 2 * 8 * 12, 7);
@@ -92,9 +92,9 @@ class ClsTail : public ::testing::TestWithParam<TailCase> {};
 TEST_P(ClsTail, TrainingStepMatchesTheFullLastBlock) {
   const TailCase tc = GetParam();
   if (tc.amp && !ops::bf16_available()) GTEST_SKIP() << "no bf16 matrix product on this CPU";
-  if (tc.lanes > 1) set_num_threads(tc.lanes);
+  if (tc.shards > 1) set_num_threads(tc.shards);
   const Result full = train_step(tc, false), tail = train_step(tc, true);
-  if (tc.lanes > 1) set_num_threads(0);
+  if (tc.shards > 1) set_num_threads(0);
   // The tail is what ran: it keeps less (the last block's activations on one row a sample).
   EXPECT_LT(tail.activation_bytes, full.activation_bytes);
   // amp rounds each product's input to bf16, and the tail's rows go through other products.
@@ -115,7 +115,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, ClsTail,
                                            TailCase{"dropout", true, true},
                                            TailCase{"extras", true, false, true},
                                            TailCase{"wide", false, false, false, true},
-                                           TailCase{"lanes", true, true, false, false, 2},
+                                           TailCase{"shards", true, true, false, false, 2},
                                            TailCase{"amp", false, false, false, true, 1, true}),
                          [](const auto& info) { return info.param.name; });
 

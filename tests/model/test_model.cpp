@@ -266,7 +266,7 @@ TEST(Model, PatchEmbeddingIsAConvolution) {
   std::vector<float> cols(B * 4 * C * P * Q), pe(B * 4 * D), want(B * 4 * D);
   ops::im2col_patches(Tensor(cols.data(), {B * 4, C * P * Q}), Tensor(x.data(), {B, C, H, W}), P, Q);
   ops::linear_forward(Tensor(pe.data(), {B * 4, D}), Tensor(cols.data(), {B * 4, C * P * Q}),
-                      reshape(w, {D, C * P * Q}), &b);
+                      {reshape(w, {D, C * P * Q}), b});
   for (int64_t bi = 0; bi < B; ++bi)
     for (int64_t gy = 0; gy < 2; ++gy)
       for (int64_t gx = 0; gx < 2; ++gx)
@@ -331,9 +331,9 @@ namespace vit {
 // loss is within 1% of fp32's and every parameter's gradient within 5e-2 of its largest
 // value (bf16 rounds each operand by up to 2^-9 relative; a wrong operand or layout is off by
 // O(1); measured here: at most 1.1%, blocks.0.attn.proj.weight; and some gradients must
-// differ, or amp did nothing); the same bits every time; lanes
+// differ, or amp did nothing); the same bits every time; shards
 // (two threads, each running its own bf16 products at once) within float rounding of one
-// lane; set_amp(false) gives fp32's bits again. Attention dropout and drop path on, with and
+// shard; set_amp(false) gives fp32's bits again. Attention dropout and drop path on, with and
 // without dropout on the projections and after GELU, and wide enough (48 dims, mlp 96) for
 // the products to be real matmuls.
 class AmpStep : public ::testing::TestWithParam<float> {};
@@ -354,9 +354,9 @@ TEST_P(AmpStep, IsCloseToFp32AndRepeatable) {
     double loss;
     std::vector<float> grads;
   };
-  auto step = [&](bool amp, int lanes) {
+  auto step = [&](bool amp, int shards) {
     m.set_amp(amp);
-    m.set_lanes(lanes);
+    m.set_shards(shards);
     m.zero_grad();
     LossStep s;
     const double loss = s.run(m, Batch{x.data(), B, labels.data()}, 0.f, ForwardMode{true, 5, 3, 0});
@@ -375,10 +375,10 @@ TEST_P(AmpStep, IsCloseToFp32AndRepeatable) {
   EXPECT_EQ(step(true, 1).grads, amp.grads) << "amp is not repeatable";
   const int threads = num_threads();
   set_num_threads(2);
-  const Out lanes = step(true, 2);
+  const Out shards = step(true, 2);
   set_num_threads(threads);
-  EXPECT_NEAR(lanes.loss, amp.loss, 1e-5 * std::abs(amp.loss));
-  EXPECT_TRUE(test::close_rel_max("amp grads in 2 lanes", lanes.grads.data(), amp.grads.data(),
+  EXPECT_NEAR(shards.loss, amp.loss, 1e-5 * std::abs(amp.loss));
+  EXPECT_TRUE(test::close_rel_max("amp grads in 2 shards", shards.grads.data(), amp.grads.data(),
                                   int64_t(amp.grads.size()), 1e-4));
   EXPECT_EQ(step(false, 1).grads, fp32.grads) << "fp32 after amp";
 }

@@ -27,11 +27,11 @@ TEST(GradCheck, Linear) {
   std::vector<float> y(M * N), dx(M * K), dw(N * K, 0.f), db(N, 0.f);
   Tensor X(x.data(), {M, K}), W(w.data(), {N, K}), Bt(b.data(), {N}), Y(y.data(), {M, N});
   auto loss = [&] {
-    ops::linear_forward(Y, X, W, &Bt);
+    ops::linear_forward(Y, X, {W, Bt});
     return dot(y.data(), R.data(), M * N);
   };
   Tensor DX(dx.data(), {M, K}), DW(dw.data(), {N, K}), DB(db.data(), {N});
-  ops::linear_backward(&DX, &DW, &DB, Tensor(R.data(), {M, N}), X, W);
+  ops::linear_backward(&DX, &DW, &DB, Tensor(R.data(), {M, N}), X, {W, Bt});
   EXPECT_TRUE(test::gradcheck("linear dx", x.data(), dx.data(), M * K, loss, kH, kTol));
   EXPECT_TRUE(test::gradcheck("linear dw", w.data(), dw.data(), N * K, loss, kH, kTol));
   EXPECT_TRUE(test::gradcheck("linear db", b.data(), db.data(), N, loss, kH, kTol));
@@ -43,10 +43,31 @@ TEST(GradCheck, LinearAccumulatesParamGradsAndOptionallyInputGrads) {
   std::vector<float> dx(M * K, 1.f), dw(N * K, 1.f), dx2(M * K, 0.f), dw2(N * K, 0.f);
   Tensor X(x.data(), {M, K}), W(w.data(), {N, K}), DY(R.data(), {M, N});
   Tensor DX(dx.data(), {M, K}), DW(dw.data(), {N, K}), DX2(dx2.data(), {M, K}), DW2(dw2.data(), {N, K});
-  ops::linear_backward(&DX, &DW, nullptr, DY, X, W, /*accumulate_dx=*/true);
-  ops::linear_backward(&DX2, &DW2, nullptr, DY, X, W, false);
+  ops::linear_backward(&DX, &DW, nullptr, DY, X, {W}, nullptr, /*accumulate_dx=*/true);
+  ops::linear_backward(&DX2, &DW2, nullptr, DY, X, {W}, nullptr, false);
   for (int64_t i = 0; i < M * K; ++i) EXPECT_FLOAT_EQ(dx[i], 1.f + dx2[i]) << i;
   for (int64_t i = 0; i < N * K; ++i) EXPECT_FLOAT_EQ(dw[i], 1.f + dw2[i]) << i;
+}
+
+// linear_forward's GELU epilogue: on plain fp32 weights the product then GELU in place (the
+// same bits as the two ops), on packed weights GELU in the kernel (another summation order:
+// 1e-5), and packing then unpacking through prepare_linear restores w exactly.
+TEST(Ops, LinearGeluEpilogueOnPlainAndPackedWeights) {
+  const int64_t M = 5, K = 24, N = 70;  // N: a full 64-row panel and a partial one
+  auto x = test::randn(M * K, 1), w = test::randn(N * K, 2), b = test::randn(N, 3);
+  const std::vector<float> w0 = w;
+  std::vector<float> want(M * N), got(M * N), packed(M * N);
+  const Tensor X(x.data(), {M, K}), Y(want.data(), {M, N});
+  ops::LinearWeights lw(Tensor(w.data(), {N, K}), Tensor(b.data(), {N}));
+  ops::linear_forward(Y, X, lw);
+  ops::gelu_forward(Y, Y);
+  ops::linear_forward(Tensor(got.data(), {M, N}), X, lw, ops::Epilogue::gelu);
+  EXPECT_EQ(got, want);
+  ops::prepare_linear(lw, Precision::fp32, /*packed=*/true);
+  ops::linear_forward(Tensor(packed.data(), {M, N}), X, lw, ops::Epilogue::gelu);
+  EXPECT_TRUE(test::close_rel_max("packed linear + gelu", packed.data(), want.data(), M * N, 1e-5));
+  ops::prepare_linear(lw, Precision::fp32, /*packed=*/false);
+  EXPECT_EQ(w, w0) << "unpacking restores the weights exactly";
 }
 
 TEST(GradCheck, LayerNorm) {
@@ -305,8 +326,7 @@ TEST(GradCheck, CrossEntropyWithSmoothingAndSoftTargets) {
 TEST(Ops, ErrorsNameTheProblem) {
   std::vector<float> a(12), b(12), c(12);
   try {
-    ops::linear_forward(Tensor(a.data(), {3, 4}), Tensor(b.data(), {3, 4}), Tensor(c.data(), {3, 3}),
-                        nullptr);
+    ops::linear_forward(Tensor(a.data(), {3, 4}), Tensor(b.data(), {3, 4}), {Tensor(c.data(), {3, 3})});
     FAIL() << "expected a shape error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("linear weight"), std::string::npos) << e.what();

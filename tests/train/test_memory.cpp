@@ -21,7 +21,7 @@ TEST(Memory, PlannedActivationsAreWhatTheModelAllocates) {
     const int64_t B = 3;
     std::vector<float> images(size_t(B * c.in_chans * c.img_h * c.img_w), 0.5f),
         logits(size_t(B * c.num_classes));
-    m.set_lanes(2);  // two lanes of 2 and 1 images: each lays out its own activations
+    m.set_shards(2);  // two shards of 2 and 1 images: each lays out its own activations
     m.forward(images.data(), B, nullptr, ForwardMode{true, 1, 0});
     m.infer(images.data(), B, nullptr, logits.data());
     EXPECT_EQ(m.activation_bytes(),
@@ -30,7 +30,7 @@ TEST(Memory, PlannedActivationsAreWhatTheModelAllocates) {
     EXPECT_GT(ViT::planned_activation_bytes(c, B, true, 2), ViT::planned_activation_bytes(c, B, true, 1))
         << name;
     ViT one(c);
-    one.set_lanes(1);
+    one.set_shards(1);
     one.forward(images.data(), B, nullptr, ForwardMode{true, 1, 0});
     EXPECT_EQ(one.activation_bytes(), ViT::planned_activation_bytes(c, B, true, 1)) << name;
     EXPECT_EQ(plan_training_memory(c, B, "adamw", 2).grads, 2 * plan_training_memory(c, B, "adamw", 1).grads);

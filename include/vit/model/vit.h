@@ -88,6 +88,7 @@ class ViT {
   void unpack_weights() { set_weights_packed(false); }
   // pack_weights() when packed is the faster fp32 inference for batches of up to max_batch
   // images here (ops::packed_linear_preferred); returns whether the weights are packed.
+  // Packing is for fp32 inference: it refuses bf16.
   bool pack_weights_if_faster(int64_t max_batch);
   bool weights_packed() const { return weights_packed_; }
 
@@ -105,17 +106,17 @@ class ViT {
   void set_backbone_frozen(bool frozen) { backbone_frozen_ = frozen; }
   bool backbone_frozen() const { return backbone_frozen_; }
 
-  // Data-parallel lanes. With T > 1 threads, a training batch of B >= T images is cut into
-  // T row shards, and each shard runs forward and backward on one thread in its own lane
-  // (its own activations and gradient arena, this model's weights); the lanes' gradients
+  // Data-parallel shards. With T > 1 threads, a training batch of B >= T images is cut into
+  // T row shards, and each shard runs forward and backward on one thread in a ViT of its
+  // own (its own activations and gradient arena, this model's weights); the shards' gradients
   // are then summed in a fixed order. Small models gain most: their operations are too
   // small to split across threads (mnist-seed's step holds ~100 parallel regions, each a
   // wake-up and a barrier). Results depend on the thread count (another summation order),
   // not on timing: the same seed and thread count give the same bits. Inference splits
   // the same way for fp32 weights that are not packed, when no attention maps are asked for.
-  // set_lanes(1) turns lanes off; set_lanes(0) (the default) uses one per thread, or the
-  // count in the environment variable VIT_LANES when set.
-  void set_lanes(int lanes) { lanes_wanted_ = lanes; }
+  // set_shards(1) turns shards off; set_shards(0) (the default) uses one per thread, or the
+  // count in the environment variable VIT_SHARDS when set.
+  void set_shards(int shards) { shards_wanted_ = shards; }
   // The class-token tail: with class-token pooling nothing reads the last block's other rows,
   // so after its qkv product that block runs for the class token's row alone (attention over
   // all keys for that one query, proj, norm2, MLP and residuals on B rows instead of B*T),
@@ -128,15 +129,15 @@ class ViT {
   static bool cls_tail_applies(const ViTConfig& cfg);
   bool use_cls_tail() const;
   void set_cls_tail(bool on) { cls_tail_wanted_ = on; }
-  // Lanes a batch of B runs in: min(B, lanes or threads) when lanes are on, else 1.
-  int lanes_for(int64_t B) const;
+  // Shards a batch of B runs in: min(B, shards or threads) when shards are on, else 1.
+  int shards_for(int64_t B) const;
 
-  // Bytes held by the training and inference activation arenas (for reports), lanes included.
+  // Bytes held by the training and inference activation arenas (for reports), shards included.
   size_t activation_bytes() const;
   // Bytes the activation arenas will take for batch B (training: every block's activations
-  // and the gradient buffers; inference: one block's), split into `lanes` shards, without
+  // and the gradient buffers; inference: one block's), split into `shards` shards, without
   // building the model; amp: with the bf16 copies of mixed-precision training.
-  static size_t planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int lanes = 1,
+  static size_t planned_activation_bytes(const ViTConfig& cfg, int64_t B, bool training, int shards = 1,
                                          bool amp = false);
 
  private:
@@ -149,11 +150,11 @@ class ViT {
     std::vector<BlockWeights> blocks;
   };
   struct BlockActs {
-    Tensor ln1, ln1_mean, ln1_rstd, qkv, probs, probs_drop, ao, r1, ln2, ln2_mean, ln2_rstd, h, act, out;
-    Tensor br1, br2;      // the branches before LayerScale (training with LayerScale only)
-    bool h_zero = false;  // h holds zeros (cleared by the backward; fc1's product adds onto it)
-    // amp: the four products' inputs rounded to bf16 in the forward, read by the backward.
-    uint16_t *ln1_b = nullptr, *ao_b = nullptr, *ln2_b = nullptr, *act_b = nullptr;
+    Tensor ln1, ln1_mean, ln1_rstd, qkv, probs, probs_drop, ao, r1, ln2, ln2_mean, ln2_rstd, out;
+    ops::MlpActs mlp;  // fc1's output and the activation (and amp's bf16 copies of fc1's, fc2's inputs)
+    Tensor br1, br2;   // the branches before LayerScale (training with LayerScale only)
+    // amp: qkv's and proj's inputs rounded to bf16 in the forward, read by the backward.
+    uint16_t *ln1_b = nullptr, *ao_b = nullptr;
   };
   struct Acts {
     int64_t B = 0;
@@ -172,25 +173,37 @@ class ViT {
     Tensor dlogits_in, dpooled_ln, dpooled, dx, dbranch, dact, dln, dao, dqkv, dpe, dxcls;
   };
 
-  // A lane of owner: binds owner's parameters, has its own gradients and activations.
-  struct LaneTag {};
-  ViT(const ViT& owner, LaneTag);
-  ViT& lane(int r) { return r == 0 ? *this : *lanes_[size_t(r - 1)]; }
-  // Runs f(r, lane(r), lo, hi) for each of R row shards of B, one lane per thread.
+  // How block l runs: norm1 and qkv on every row (a), then what follows the attention on Tq
+  // rows per sample (t): every row, or in the class-token tail (use_cls_tail, unless
+  // every_row) the class token's alone, in A.last.
+  struct BlockPlan {
+    BlockActs& a;
+    BlockActs& t;
+    int64_t Tq;
+    bool cls_only;
+  };
+  BlockPlan plan(Acts& A, int64_t l, bool every_row) const;
+
+  // A shard of owner: binds owner's parameters, has its own gradients and activations.
+  struct ShardTag {};
+  ViT(const ViT& owner, ShardTag);
+  ViT& shard(int r) { return r == 0 ? *this : *shards_[size_t(r - 1)]; }
+  // Runs f(r, shard(r), lo, hi) for each of R row shards of B, one shard per thread.
   template <typename F>
-  void for_lanes(int R, int64_t B, F&& f);
+  void for_shards(int R, int64_t B, F&& f);
   Tensor forward_local(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode);
   void backward_local(const Tensor& dlogits);
   void infer_local(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn);
 
   Weights bind(float* base);
+  void bind_linears();  // patch_lin_, head_lin_, infer_lin_, train_lin_ on W_, as fp32
   // Lays out activations for batch B in arena (one block when !training).
   void layout(Acts& A, Arena& arena, int64_t B, bool training, bool amp = false);
   // Points A's tensors into base (sizes only when base is null); returns the floats used.
   static int64_t carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp,
                        bool tail);
 
-  void round_weights_bf16();  // amp: the blocks' four weights into amp_w_
+  void round_weights_bf16();  // amp: train_lin_'s bf16 copies (into amp_store_)
   // attn: null, or where each layer's probabilities are copied ([depth, B, H, T, T]).
   void run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode,
                    float* attn = nullptr);
@@ -205,26 +218,28 @@ class ViT {
   Acts train_, infer_;
   ForwardMode last_mode_;
   std::string infer_dtype_ = "fp32";
-  struct BlockPacked {
-    std::shared_ptr<ops::PackedLinear> qkv, proj, fc1, fc2;
+  // The linear layers' weights as prepared for the products (ops::prepare_linear): the
+  // blocks' for inference (fp32, packed fp32 or bf16: set_infer_dtype, pack_weights) and for
+  // training (fp32 or amp: set_amp), patch embedding and head always fp32. A shard reads its
+  // owner's (owner_).
+  struct BlockLinears {
+    ops::LinearWeights qkv, proj, fc1, fc2;
   };
-  std::vector<BlockPacked> packed_;  // bf16 inference only
+  std::vector<BlockLinears> infer_lin_, train_lin_;
+  ops::LinearWeights patch_lin_, head_lin_;
+  const ViT* owner_ = this;  // the model whose parameters this one binds (itself, or a shard's owner)
   bool amp_ = false;
-  struct BlockBf16 {
-    uint16_t *qkv, *proj, *fc1, *fc2;
-  };
-  std::vector<BlockBf16> amp_w_;  // amp: the blocks' weights rounded to bf16 (into amp_store_)
-  Arena amp_store_;               // holds bf16 values, two per float
+  Arena amp_store_;  // amp: train_lin_'s bf16 weights, two per float
   bool have_mask_ = false;
   bool backbone_frozen_ = false;
   bool weights_packed_ = false;
   bool fp32_released_ = false;  // set_infer_dtype("bf16", true): the blocks' fp32 matrices are gone
   std::vector<uint8_t> patch_mask_, key_mask_;  // [B,N] and [B,T], copied from the caller
-  int lanes_wanted_ = 0;                        // set_lanes
+  int shards_wanted_ = 0;                       // set_shards
   bool cls_tail_wanted_ = true;                 // set_cls_tail
-  int split_ = 1;                               // lanes of the last training forward
-  std::vector<std::unique_ptr<ViT>> lanes_;     // lanes 1..; lane 0 is this model
-  Arena split_logits_;                          // [B,K] gathered from the lanes
+  int split_ = 1;                               // shards of the last training forward
+  std::vector<std::unique_ptr<ViT>> shards_;    // shards 1..; shard 0 is this model
+  Arena split_logits_;                          // [B,K] gathered from the shards
 };
 
 }  // namespace vit

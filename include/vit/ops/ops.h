@@ -6,7 +6,10 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <utility>
 
+#include "vit/core/optim_rule.h"
+#include "vit/core/precision.h"
 #include "vit/core/tensor.h"
 
 namespace vit::ops {
@@ -17,53 +20,65 @@ namespace vit::ops {
 const char* cpu_isa();
 const char* cpu_isa_detected();
 
-// linear: y[M,N] = x[M,K] w[N,K]^T + b[N]; b may be null. y_zero says y holds zeros on
-// entry, which the backend may use (a product that adds onto y can run faster than one
-// that overwrites it); the result is the same.
-void linear_forward(Tensor y, const Tensor& x, const Tensor& w, const Tensor* b, bool y_zero = false);
-// Whether y_zero speeds up linear_forward (without a bias) at this shape: only then is it
-// worth clearing y beforehand.
-bool linear_uses_zero_output(int64_t M, int64_t K, int64_t N);
-// dx (assigned, or added with accumulate_dx), dw and db (+=); any of them may be null.
-void linear_backward(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x, const Tensor& w,
-                     bool accumulate_dx = false);
+// linear: y[M,N] = x[M,K] w[N,K]^T + b[N], on the weights as prepare_linear left them. The
+// model says once how a layer's weights are kept (the precision, packed or not); the backend
+// picks the kernels for that, call by call.
+struct PreparedLinear;  // the backend's copy of w (bf16 inference)
+struct LinearWeights {
+  LinearWeights() = default;
+  LinearWeights(Tensor w_, Tensor b_ = {}) : w(std::move(w_)), b(std::move(b_)) {}
+  Tensor w, b;  // [N,K] fp32 and [N] (b.data null: no bias)
+  Precision precision = Precision::fp32;
+  // fp32 inference on weights packed in place (the CPU backend: 64-row panels for its own
+  // kernel, for few rows): w keeps its [N,K] shape but is not a plain matrix while packed.
+  bool packed = false;
+  std::shared_ptr<PreparedLinear> bf16;  // precision bf16: w converted (a copy: later changes to w unseen)
+  const uint16_t* w_bf16 = nullptr;      // precision amp: w rounded to bf16 ([N,K], prepare_linear's store)
+};
+// Prepares lw for a precision, packed or not: packing rewrites w's memory in place (and
+// unpacking restores it exactly), bf16 makes the backend's copy, amp rounds w into
+// amp_store ([N,K] values the caller keeps; prepare again after w changes).
+void prepare_linear(LinearWeights& lw, Precision precision, bool packed = false,
+                    uint16_t* amp_store = nullptr);
+// Whether a backend runs bf16 and amp products (the CPU: oneDNN's bf16 matmul, AVX-512).
+bool bf16_available(Device d = Device::CPU);
+// Whether packed weights are the faster fp32 inference for M rows here (the CPU backend's
+// VIT_PACK=on|off decides instead when set).
+bool packed_linear_preferred(int64_t M, Device d = Device::CPU);
 
-// bf16 inference linear: w packed once (bf16, the backend's layout), then y = bf16(x) w^T + b
-// with fp32 accumulation. For inference only: the pack is a copy, later changes to w are
-// not seen. bf16_available() is false where the backend has no bf16 matmul.
-struct PackedLinear;
-bool bf16_available();
-std::shared_ptr<PackedLinear> pack_linear_bf16(const Tensor& w);
-void linear_forward_bf16(Tensor y, const Tensor& x, PackedLinear& w, const Tensor* b);
-// A block's MLP at bf16: y[M,N2] = fc2(gelu(fc1(x) + b1)) + b2, GELU (erf) fused into fc1's
-// matmul and the hidden activations kept in bf16 (the backend's scratch), never in fp32.
-void mlp_forward_bf16(Tensor y, const Tensor& x, PackedLinear& fc1, const Tensor& b1, PackedLinear& fc2,
-                      const Tensor& b2);
-
-// Mixed-precision training (ViT::set_amp, as torch.autocast(dtype=bfloat16) on nn.Linear):
-// bf16 operands, fp32 accumulation and results. A bf16 copy is a uint16_t array of its
-// tensor's shape (round_to_bf16: nearest even). linear_forward_amp rounds x into xb, which the
-// caller keeps for the backward, then y = xb wb^T + b, where wb is w rounded to bf16.
-// linear_backward_amp: dx = bf16(dy) wb (assigned), dw += bf16(dy)^T xb, db += colsum(dy);
-// x and w give the shapes. Any of dx, dw, db may be null.
+// What follows the product: nothing, or GELU (exact, erf form) of each output.
+enum class Epilogue { none, gelu };
+// amp: x is rounded to bf16 into x_bf16 ([M,K], kept by the caller for the backward).
+void linear_forward(Tensor y, const Tensor& x, const LinearWeights& w, Epilogue epilogue = Epilogue::none,
+                    uint16_t* x_bf16 = nullptr);
+// dx (assigned, or added with accumulate_dx; fp32 only), dw and db (+=); any of them may be
+// null. amp: dx = bf16(dy) w_bf16, dw += bf16(dy)^T x_bf16 (the forward's copy), db in fp32.
+void linear_backward(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x,
+                     const LinearWeights& w, const uint16_t* x_bf16 = nullptr, bool accumulate_dx = false);
+// x rounded to bf16 (nearest even) into dst, a uint16_t array of x's shape.
 void round_to_bf16(uint16_t* dst, const Tensor& x);
-void linear_forward_amp(Tensor y, const Tensor& x, uint16_t* xb, const Tensor& w, const uint16_t* wb,
-                        const Tensor* b);
-void linear_backward_amp(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x,
-                         const uint16_t* xb, const Tensor& w, const uint16_t* wb);
 
-// Linear on weights packed in place for inference (the CPU backend: 64-row panels for its own
-// kernel): pack_linear_inplace rewrites w's memory, unpack_linear_inplace restores it exactly; w keeps its
-// [N,K] shape but is not a plain matrix while packed. linear_forward_packed computes what linear_forward
-// computes on the unpacked w (summed in another order).
-void pack_linear_inplace(Tensor& w);
-void unpack_linear_inplace(Tensor& w);
-// Whether linear_forward_packed is the faster one for M rows here (VIT_PACK=on|off decides instead
-// when set).
-bool packed_linear_preferred(int64_t M);
-// gelu: y = GELU(x w^T + b) (exact, erf form) in the same pass: fc1 and its activation at inference.
-void linear_forward_packed(Tensor y, const Tensor& x, const Tensor& w_packed, const Tensor* b,
-                           bool gelu = false);
+// A block's MLP: y[M,C2] = fc2(dropout(GELU(fc1(x)))) for x[M,C] and Hd hidden units, the
+// GELU fused as the backend does best (bf16 inference keeps the hidden activations in bf16;
+// training keeps GELU's derivative in h). MlpActs holds what the backward reads.
+struct MlpActs {
+  Tensor h, act;                                    // [M,Hd]: fc1's output, the activation
+  uint16_t *x_bf16 = nullptr, *act_bf16 = nullptr;  // amp: the two products' inputs in bf16
+  bool h_zero = false;  // the backend's: h holds zeros, left so by mlp_backward for the next forward
+};
+struct DropoutSite {
+  float p = 0.f;
+  uint64_t key = 0;
+  int64_t first = 0;  // the element index of the tensor's element 0 in the whole batch
+};
+// keep_grad: training (h keeps GELU' for mlp_backward). drop: the dropout after the GELU.
+void mlp_forward(Tensor y, const Tensor& x, const LinearWeights& fc1, const LinearWeights& fc2, MlpActs& a,
+                 bool keep_grad, const DropoutSite& drop);
+// dx[M,C] assigned; dact [M,Hd] scratch; dw1, db1, dw2 and db2 (+=; db2 may be null when the
+// caller sums fc2's bias gradient elsewhere).
+void mlp_backward(Tensor dx, Tensor dact, Tensor& dw1, Tensor& db1, Tensor& dw2, Tensor* db2,
+                  const Tensor& dy, const Tensor& x, const LinearWeights& fc1, const LinearWeights& fc2,
+                  MlpActs& a, const DropoutSite& drop);
 
 // layernorm over the last dim of x[M,C]; mean[M], rstd[M] saved for backward.
 void layernorm_forward(Tensor y, Tensor mean, Tensor rstd, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -77,15 +92,6 @@ void layernorm_backward(Tensor dx, Tensor dw, Tensor db, const Tensor& dy, const
 // gelu (exact erf), element-wise on same-shaped tensors.
 void gelu_forward(Tensor y, const Tensor& x);
 void gelu_backward(Tensor dx, const Tensor& dy, const Tensor& x);
-// fc1's bias folded into the activation pass: y = GELU(h + bias) (bias along h's last
-// dimension). With keep_grad (training) h becomes GELU'(h + bias), which is all the
-// backward needs; otherwise h is left as it was.
-void bias_gelu_forward(Tensor y, Tensor h, const Tensor& bias, bool keep_grad);
-// From what bias_gelu_forward kept: dx = dy * grad, and dbias += dx summed over all but the
-// last dimension (the bias gradient of the linear layer before the GELU), in one pass.
-// clear_grad: grad becomes zeros as it is read (for linear_forward's y_zero).
-void bias_gelu_backward(Tensor dx, Tensor& dbias, const Tensor& dy, Tensor grad, bool clear_grad = false);
-
 // Ops with dropout take first_sample (first: the element index) of the tensor's sample 0 in
 // the whole batch when it holds a shard of a data-parallel batch, so that a shard draws
 // the masks the whole batch would.
@@ -154,5 +160,20 @@ double cross_entropy_forward(Tensor probs, const Tensor& logits, const int64_t* 
 // dlogits = scale * d(mean loss)/dlogits (assigned).
 void cross_entropy_backward(Tensor dlogits, const Tensor& probs, const int64_t* labels, const Tensor* targets,
                             float smoothing, float scale = 1.f);
+
+// Copies and fills: dst = src (the same number of elements), x = value, dst += src.
+void copy(Tensor dst, const Tensor& src);
+void fill(Tensor x, float value);
+void add_into(Tensor dst, const Tensor& src);
+// out[i] = the column of row i's largest value in x[M,N] (the first of equals).
+void argmax_rows(int64_t* out, const Tensor& x);
+
+// The optimizer (core/optim_rule.h): one update of count parameter tensors, each element the
+// same whatever the threads; out[c] = the sum of span c's squares, in order, in double; each
+// span scaled in place.
+void optimizer_step(const ParamUpdate* updates, int64_t count, const UpdateRule& rule,
+                    Device d = Device::CPU);
+void sums_of_squares(double* out, const Span* x, int64_t count, Device d = Device::CPU);
+void scale_spans(const Span* x, int64_t count, float scale, Device d = Device::CPU);
 
 }  // namespace vit::ops

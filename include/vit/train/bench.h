@@ -20,7 +20,7 @@ struct BenchOptions {
   int max_runs = 1000;
   double ceiling_gflops = 0;   // 0: measure the matrix-product rate here first
   std::string dtype = "fp32";  // fp32 or bf16: inference ViT::set_infer_dtype, training ViT::set_amp
-  int lanes = 0;               // ViT::set_lanes: 0 = the model's default, 1 = no lanes
+  int shards = 0;              // ViT::set_shards: 0 = the model's default, 1 = no shards
 };
 
 struct BenchResult {
@@ -35,7 +35,7 @@ struct BenchResult {
   // The same for the FLOPs vitcpp runs (fewer with the class-token tail: forward_flops).
   double executed_gflop_per_image = 0, executed_gflops_per_s = 0, executed_pct_of_ceiling = 0;
   bool weights_packed = false;  // fp32 inference on in-place packed weights (ViT::pack_weights)
-  int lanes = 1;                // data-parallel lanes the batch ran in (ViT::lanes_for)
+  int shards = 1;               // data-parallel shards the batch ran in (ViT::shards_for)
   double peak_rss_mb = 0;       // of the whole process so far (getrusage)
   double rss_mb = 0;            // resident after the timed runs (what serving this model holds)
 };

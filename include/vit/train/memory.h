@@ -14,16 +14,16 @@ namespace vit {
 
 struct MemoryPlan {
   size_t params = 0, grads = 0, optimizer = 0, activations = 0, eval_activations = 0, batches = 0;
-  int lanes = 1;  // data-parallel lanes, each with its own gradients (grads = lanes x params)
+  int shards = 1;  // data-parallel shards, each with its own gradients (grads = shards x params)
   size_t total() const { return params + grads + optimizer + activations + eval_activations + batches; }
   std::string describe() const;  // "1.2 GiB (params 10 MiB, grads 10 MiB, ...)"
 };
 
-// optimizer: sgd (one moment) or adam/adamw (two). lanes: the model's data-parallel lanes
-// (ViT::set_lanes; 0 = one per thread, the default), each with its own gradients. amp: the
+// optimizer: sgd (one moment) or adam/adamw (two). shards: the model's data-parallel shards
+// (ViT::set_shards; 0 = one per thread, the default), each with its own gradients. amp: the
 // bf16 copies of mixed-precision training (ViT::set_amp) in activations.
 MemoryPlan plan_training_memory(const ViTConfig& cfg, int64_t batch, const std::string& optimizer,
-                                int lanes = 0, bool amp = false);
+                                int shards = 0, bool amp = false);
 
 // What the run may use: VIT_MEMORY_LIMIT when set (bytes, or with a K/M/G/T suffix, powers
 // of 1024), else MemAvailable from /proc/meminfo; 0 when neither is known.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "vit/core/arena.h"
+#include "vit/core/optim_rule.h"
 #include "vit/model/params.h"
 
 namespace vit {
@@ -46,8 +47,9 @@ class Optimizer {
  private:
   const ParamTable& table_;
   OptimConfig cfg_;
-  std::vector<float> scale_;  // lr_scales, one per table entry
-  Arena m_, v_;               // sgd uses m_ as the momentum buffer
+  std::vector<float> scale_;          // lr_scales, one per table entry
+  Arena m_, v_;                       // sgd uses m_ as the momentum buffer
+  std::vector<ParamUpdate> updates_;  // the step's tensors (ops::optimizer_step)
   int64_t t_ = 0;
 };
 

@@ -2,6 +2,7 @@
 // or soft targets), backward. Buffers for probabilities and dlogits are allocated once.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "vit/core/arena.h"
 #include "vit/model/vit.h"
@@ -29,6 +30,7 @@ class LossStep {
 
  private:
   Arena buf_;
+  std::vector<int64_t> argmax_;  // [2B]: each row's predicted and wanted class
 };
 
 }  // namespace vit

@@ -11,12 +11,14 @@
 #include <vector>
 
 #include "backends/cpu/isa.h"
+#include "vit/core/optim_rule.h"
+#include "vit/core/precision.h"
 #include "vit/core/threads.h"
 
 namespace vit::cpu {
 
 // f(t) for t in [0, nt), one per thread. With nt = 1 (every loop inside a data-parallel
-// lane, and small work) f(0) runs directly: an OpenMP region of one thread still costs
+// shard, and small work) f(0) runs directly: an OpenMP region of one thread still costs
 // ~0.46 us, and a mnist-seed training step entered ~150 of them.
 template <typename F>
 void on_threads(int nt, F&& f) {
@@ -171,6 +173,41 @@ void linear_backward(float* dx, float* dw, float* db, const float* dy, const flo
 // db[N] += sum over rows of dy[M,N]; fixed summation order for any thread count.
 void colsum_add(float* db, const float* dy, int64_t M, int64_t N);
 
+// ---- linear_weights.cpp: a linear layer as the model prepared it, and the product that
+// preparation asks for (the kernels above). The backend's choice, made per call.
+struct LinearOperand {
+  const float* w;  // [N,K], in linear_packed.h's panels when packed
+  const float* b;  // [N] or null
+  int64_t N, K;
+  Precision precision;
+  bool packed;             // fp32 packed in place (linear_forward_packed)
+  PackedBf16* bf16;        // precision bf16: w's copy
+  const uint16_t* w_bf16;  // precision amp: w rounded to bf16
+};
+// y[M,N] = x w^T + b (gelu: GELU of it). amp: x is rounded into x_bf16 ([M,K]) for the backward.
+void linear_forward(float* y, const float* x, uint16_t* x_bf16, const LinearOperand& w, int64_t M, bool gelu);
+// linear_backward's contract; amp reads the x_bf16 the forward wrote (accumulate_dx: fp32 only).
+void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const uint16_t* x_bf16,
+                     const LinearOperand& w, int64_t M, bool accumulate_dx);
+// ---- mlp.cpp: a block's MLP, y[M,N] = fc2(dropout(GELU(fc1(x)))), M rows of x[M,C], Hd hidden.
+// h, act [M,Hd]: fc1's output (training: GELU' of it, keep_grad) and the activation; x_bf16,
+// act_bf16: amp's copies of the two products' inputs. h_zero: h holds zeros, which fc1's
+// product adds onto where that is faster (mlp_backward leaves it so there; the flag travels
+// with h).
+struct MlpBuffers {
+  float *h, *act;
+  uint16_t *x_bf16, *act_bf16;
+  bool* h_zero;
+};
+void mlp_forward(float* y, const float* x, const LinearOperand& fc1, const LinearOperand& fc2,
+                 const MlpBuffers& a, int64_t M, bool keep_grad, float drop_p, uint64_t drop_key,
+                 int64_t drop_first);
+// From what mlp_forward kept: dx [M,C] (assigned), dact [M,Hd] scratch, dw1, db1, dw2 (+=),
+// db2 (+=, or null when the caller sums it elsewhere).
+void mlp_backward(float* dx, float* dact, float* dw1, float* db1, float* dw2, float* db2, const float* dy,
+                  const float* x, const LinearOperand& fc1, const LinearOperand& fc2, const MlpBuffers& a,
+                  int64_t M, float drop_p, uint64_t drop_key, int64_t drop_first);
+
 // ---- layernorm.cpp: per row of x[M,C]; saves mean and rstd = 1/sqrt(var + eps).
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
                        int64_t M, int64_t C, float eps);
@@ -261,6 +298,7 @@ void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, co
 void dropout_forward(float* x, int64_t n, float p, uint64_t key, int64_t first = 0);
 // Same mask applied to a gradient, in place.
 void dropout_backward(float* dx, int64_t n, float p, uint64_t key, int64_t first = 0);
+// ---- residual.cpp: residual sums (`first_sample` as dropout's).
 // Residual with drop path (stochastic depth, per sample), dropout on the branch and an
 // optional LayerScale gamma[C]: out[B,T,C] = x + droppath(gamma * dropout(branch)).
 // branch is dropped in place (backward's dgamma needs it); out may alias x.
@@ -284,6 +322,20 @@ void residual_layernorm_forward(float* out, const float* x, float* branch, const
 void residual_backward(float* dbranch, float* dgamma, const float* dout, const float* branch,
                        const float* gamma, int64_t B, int64_t T, int64_t C, float drop_p, uint64_t drop_key,
                        float path_p, uint64_t path_key, int64_t first_sample = 0);
+
+// ---- optimizer.cpp: one update of count parameter tensors (core/optim_rule.h) in one
+// parallel region on nt threads, each thread a static share of every tensor; out[c] = the sum
+// of span c's squares (in order, in double); spans scaled in place.
+void optimizer_step(const ParamUpdate* u, int64_t count, const UpdateRule& r, int nt);
+void sums_of_squares(double* out, const Span* x, int64_t count, int nt);
+void scale_spans(const Span* x, int64_t count, float scale, int nt);
+
+// ---- elementwise.cpp: n floats copied, set, added (dst += src); out[i] = the column of row
+// i's largest value in x[M,N] (the first of equals).
+void copy_values(float* dst, const float* src, int64_t n);
+void fill_values(float* x, int64_t n, float value);
+void add_into(float* dst, const float* src, int64_t n);
+void argmax_rows(int64_t* out, const float* x, int64_t M, int64_t N);
 
 // ---- patch_embed.cpp: x[B,C,Hi,Wi] -> cols[B*N, C*Ph*Pw] (patch-major, conv weight order).
 void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t Hi, int64_t Wi, int64_t Ph,

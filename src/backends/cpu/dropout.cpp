@@ -1,10 +1,6 @@
-// Dropout and drop path (stochastic depth) with counter-based masks: element i of a site
-// is kept when uniform_at(key, i) >= p, so backward regenerates the forward's mask.
-#include <algorithm>
-
-#include "backends/cpu/avx512/kernels.h"
+// Dropout with counter-based masks: element i of a site is kept when uniform_at(key, i) >= p,
+// so backward regenerates the forward's mask.
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/isa.h"
 #include "vit/core/rng.h"
 
 namespace vit::cpu {
@@ -18,101 +14,6 @@ void dropout_forward(float* x, int64_t n, float p, uint64_t key, int64_t first) 
 
 void dropout_backward(float* dx, int64_t n, float p, uint64_t key, int64_t first) {
   dropout_forward(dx, n, p, key, first);
-}
-
-namespace {
-// Per-sample scale of the branch under drop path: 0 or 1/(1-p).
-inline float path_scale(int64_t b, float path_p, uint64_t path_key) {
-  if (path_p <= 0.f) return 1.f;
-  return uniform_at(path_key, b) >= path_p ? 1.f / (1.f - path_p) : 0.f;
-}
-
-// The path's vector kernel for out[0, n) = x + s branch (a sample without LayerScale is one
-// contiguous run), or null where it has none: the plain loop below then runs, the same bits.
-using ResidualRun = void (*)(float* out, const float* x, const float* branch, float s, int64_t n);
-ResidualRun residual_run() {
-  switch (isa()) {
-#if VIT_ISA_X86
-    case Isa::avx512: return avx512::residual_run;
-#endif
-    default: return nullptr;
-  }
-}
-}  // namespace
-
-namespace {
-// residual_forward, and with norm each sample's LayerNorm right after its sum.
-void residual(float* out, const float* x, float* branch, const float* gamma, int64_t B, int64_t T, int64_t C,
-              float drop_p, uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample,
-              const NormOut* norm) {
-  dropout_forward(branch, B * T * C, drop_p, drop_key, first_sample * T * C);
-  const ResidualRun run = gamma ? nullptr : residual_run();
-  for_items(B, [&](int64_t b) {
-    const float s = path_scale(first_sample + b, path_p, path_key);
-    if (run) {
-      run(out + b * T * C, x + b * T * C, branch + b * T * C, s, T * C);
-    } else {
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t r = (b * T + t) * C;
-        if (gamma)
-          for (int64_t c = 0; c < C; ++c) out[r + c] = x[r + c] + s * (gamma[c] * branch[r + c]);
-        else
-          for (int64_t c = 0; c < C; ++c) out[r + c] = x[r + c] + s * branch[r + c];
-      }
-    }
-    if (norm)
-      layernorm_rows(norm->y, norm->mean, norm->rstd, out, norm->w, norm->b, b * T, (b + 1) * T, C,
-                     norm->eps);
-  });
-}
-}  // namespace
-
-void residual_forward(float* out, const float* x, float* branch, const float* gamma, int64_t B, int64_t T,
-                      int64_t C, float drop_p, uint64_t drop_key, float path_p, uint64_t path_key,
-                      int64_t first_sample) {
-  residual(out, x, branch, gamma, B, T, C, drop_p, drop_key, path_p, path_key, first_sample, nullptr);
-}
-
-void residual_layernorm_forward(float* out, const float* x, float* branch, const float* gamma, int64_t B,
-                                int64_t T, int64_t C, float drop_p, uint64_t drop_key, float path_p,
-                                uint64_t path_key, int64_t first_sample, const NormOut& norm) {
-  residual(out, x, branch, gamma, B, T, C, drop_p, drop_key, path_p, path_key, first_sample, &norm);
-}
-
-void residual_backward(float* dbranch, float* dgamma, const float* dout, const float* branch,
-                       const float* gamma, int64_t B, int64_t T, int64_t C, float drop_p, uint64_t drop_key,
-                       float path_p, uint64_t path_key, int64_t first_sample) {
-  if (dgamma) {
-    // dgamma[c] += sum over (b, t) of s_b dout * dropped branch; columns per thread, rows in
-    // order, so the sum does not depend on the thread count.
-    const int64_t blk = 16;
-#pragma omp parallel for schedule(static)
-    for (int64_t c0 = 0; c0 < C; c0 += blk) {
-      const int64_t c1 = std::min(C, c0 + blk);
-      float acc[16] = {0};
-      for (int64_t b = 0; b < B; ++b) {
-        const float s = path_scale(first_sample + b, path_p, path_key);
-        if (s == 0.f) continue;
-        for (int64_t t = 0; t < T; ++t) {
-          const int64_t r = (b * T + t) * C;
-          for (int64_t c = c0; c < c1; ++c) acc[c - c0] += s * dout[r + c] * branch[r + c];
-        }
-      }
-      for (int64_t c = c0; c < c1; ++c) dgamma[c] += acc[c - c0];
-    }
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < B; ++b) {
-    const float s = path_scale(first_sample + b, path_p, path_key);
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t r = (b * T + t) * C;
-      if (gamma)
-        for (int64_t c = 0; c < C; ++c) dbranch[r + c] = s * gamma[c] * dout[r + c];
-      else
-        for (int64_t c = 0; c < C; ++c) dbranch[r + c] = s * dout[r + c];
-    }
-  }
-  dropout_backward(dbranch, B * T * C, drop_p, drop_key, first_sample * T * C);
 }
 
 }  // namespace vit::cpu

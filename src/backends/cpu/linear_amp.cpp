@@ -5,7 +5,7 @@
 // otherwise) on the plain row-major bf16 arrays, no packing: the weights change every step.
 // The bias gradient sums dy itself, in fp32 (colsum_add).
 //
-// Primitives are made once per shape and thread count and kept. Lanes run them at the same
+// Primitives are made once per shape and thread count and kept. Shards run them at the same
 // time, one per thread, so each execution brings its own scratchpad (user mode): oneDNN's
 // library-managed one is shared.
 #include <omp.h>
@@ -66,7 +66,7 @@ Prim make(Product p, int64_t M, int64_t K, int64_t N) {
   return {pd, dnnl::matmul(pd)};
 }
 
-// The primitive for a product at this shape on this thread's OpenMP count (one inside a lane,
+// The primitive for a product at this shape on this thread's OpenMP count (one inside a shard,
 // whose threads oneDNN then does not split the work for).
 const Prim& prim(Product p, int64_t M, int64_t K, int64_t N) {
   static std::mutex mu;
@@ -93,7 +93,7 @@ void run(const Prim& p, const void* src, const void* wei, float* dst, const floa
   s.wait();
 }
 
-// dy rounded to bf16, per thread (lanes round their own).
+// dy rounded to bf16, per thread (shards round their own).
 uint16_t* dy_scratch(int64_t n) {
   thread_local Scratch<uint16_t> buf;
   return grown(buf, n);

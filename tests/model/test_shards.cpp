@@ -1,7 +1,7 @@
-// Data-parallel lanes (ViT::set_lanes): a batch cut into row shards, each run by its own
-// lane on one thread, gives the logits and gradients of the whole batch run at once, to
+// Data-parallel shards (ViT::set_shards): a batch cut into row shards, each run by its own
+// shard on one thread, gives the logits and gradients of the whole batch run at once, to
 // float rounding: with every dropout on (the shards draw the whole batch's masks), a patch
-// mask, uneven shards, more lanes than threads, gradient accumulation and a frozen backbone.
+// mask, uneven shards, more shards than threads, gradient accumulation and a frozen backbone.
 #include <atomic>
 #include <cstring>
 
@@ -37,12 +37,12 @@ struct Step {
   double loss = 0;
 };
 
-// One training step at `lanes` (after `before` steps that only accumulate when accumulate).
-Step run_step(int lanes, int64_t B, bool frozen = false, int repeats = 1) {
+// One training step at `shards` (after `before` steps that only accumulate when accumulate).
+Step run_step(int shards, int64_t B, bool frozen = false, int repeats = 1) {
   const ViTConfig c = dropout_everywhere();
   ViT m(c);
   m.init_weights(3);
-  m.set_lanes(lanes);
+  m.set_shards(shards);
   m.set_backbone_frozen(frozen);
   auto x = test::randn(B * 64, 7);
   std::vector<int64_t> labels(static_cast<size_t>(B));
@@ -51,7 +51,7 @@ Step run_step(int lanes, int64_t B, bool frozen = false, int repeats = 1) {
     labels[size_t(b)] = b % 3;
     mask[size_t(b * 4 + b % 4)] = b % 2;  // some rows hide a patch
   }
-  EXPECT_EQ(m.lanes_for(B), std::min<int64_t>(lanes, B));
+  EXPECT_EQ(m.shards_for(B), std::min<int64_t>(shards, B));
   Step s;
   LossStep step;
   m.zero_grad();
@@ -65,13 +65,13 @@ Step run_step(int lanes, int64_t B, bool frozen = false, int repeats = 1) {
 }
 }  // namespace
 
-// Each shard's rows must draw the masks of the same rows of the whole batch: a lane that
+// Each shard's rows must draw the masks of the same rows of the whole batch: a shard that
 // restarted the dropout counters at its first row would change logits by O(1).
-TEST(Lanes, TrainingStepMatchesOneLane) {
+TEST(Shards, TrainingStepMatchesOneShard) {
   const Step one = run_step(1, 7);
-  for (int lanes : {2, 3, 7}) {
-    const Step many = run_step(lanes, 7);
-    const std::string at = " at " + std::to_string(lanes) + " lanes";
+  for (int shards : {2, 3, 7}) {
+    const Step many = run_step(shards, 7);
+    const std::string at = " at " + std::to_string(shards) + " shards";
     EXPECT_NEAR(many.loss, one.loss, 1e-6 * std::abs(one.loss)) << at;
     EXPECT_TRUE(test::close_rel_max("logits" + at, many.logits.data(), one.logits.data(),
                                     int64_t(one.logits.size()), 1e-5));
@@ -80,7 +80,7 @@ TEST(Lanes, TrainingStepMatchesOneLane) {
   }
 }
 
-TEST(Lanes, GradientsAccumulateAndAFrozenBackboneStaysZero) {
+TEST(Shards, GradientsAccumulateAndAFrozenBackboneStaysZero) {
   const Step once = run_step(2, 6), twice = run_step(2, 6, false, 2);
   std::vector<float> doubled(once.grads);
   for (auto& g : doubled) g *= 2;
@@ -102,28 +102,28 @@ TEST(Lanes, GradientsAccumulateAndAFrozenBackboneStaysZero) {
   EXPECT_GT(nonzero_head, 0);
 }
 
-TEST(Lanes, InferenceMatchesOneLane) {
+TEST(Shards, InferenceMatchesOneShard) {
   const ViTConfig c = dropout_everywhere();
   ViT m(c);
   m.init_weights(4);
   const int64_t B = 5;
   auto x = test::randn(B * 64, 9);
   std::vector<float> one(size_t(B * 3)), many(size_t(B * 3));
-  m.set_lanes(1);
+  m.set_shards(1);
   m.infer(x.data(), B, nullptr, one.data());
-  m.set_lanes(3);
+  m.set_shards(3);
   m.infer(x.data(), B, nullptr, many.data());
   EXPECT_TRUE(test::close_rel_max("logits", many.data(), one.data(), B * 3, 1e-5));
-  // A batch smaller than the lanes runs in one lane per image.
-  m.set_lanes(8);
-  EXPECT_EQ(m.lanes_for(B), B);
+  // A batch smaller than the shards runs in one shard per image.
+  m.set_shards(8);
+  EXPECT_EQ(m.shards_for(B), B);
   m.infer(x.data(), B, nullptr, many.data());
-  EXPECT_TRUE(test::close_rel_max("logits, a lane per image", many.data(), one.data(), B * 3, 1e-5));
+  EXPECT_TRUE(test::close_rel_max("logits, a shard per image", many.data(), one.data(), B * 3, 1e-5));
 }
 
-TEST(Lanes, ErrorsInALaneReachTheCaller) {
+TEST(Shards, ErrorsInAShardReachTheCaller) {
   ViT m(dropout_everywhere());
-  m.set_lanes(2);
+  m.set_shards(2);
   const int64_t B = 4;
   auto x = test::randn(B * 64, 1);
   m.forward(x.data(), B, nullptr, ForwardMode{true, 1, 0});

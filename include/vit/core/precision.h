@@ -1,0 +1,10 @@
+// The arithmetic a linear layer's product runs in: fp32, bf16 inference (bf16 weights and
+// inputs, fp32 accumulation) or amp (mixed-precision training: bf16 operands, fp32
+// accumulation and results, torch.autocast's). The ops and every backend share the word.
+#pragma once
+
+namespace vit {
+
+enum class Precision { fp32, bf16, amp };
+
+}  // namespace vit

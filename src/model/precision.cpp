@@ -1,0 +1,68 @@
+// The precision of the blocks' products, decided once per model: fp32, packed fp32 for few
+// rows, bf16 inference, amp training. The model prepares its linear layers' weights for it
+// (ops::prepare_linear); the backend picks the kernels from what it was given.
+#include "vit/core/error.h"
+#include "vit/model/vit.h"
+#include "vit/ops/ops.h"
+
+namespace vit {
+
+void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
+  VIT_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, got '", dtype, "'");
+  VIT_CHECK(dtype == "fp32" || !weights_packed_, "--dtype bf16: the fp32 weights are packed for inference");
+  VIT_CHECK(!fp32_released_, "--dtype ", dtype,
+            ": the fp32 block weights were released for bf16 inference; load the weights again");
+  VIT_CHECK(!release_fp32 || dtype == "bf16", "--dtype fp32 keeps its fp32 weights");
+  VIT_CHECK(dtype == "fp32" || ops::bf16_available(),
+            "--dtype bf16: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
+  const Precision p = dtype == "bf16" ? Precision::bf16 : Precision::fp32;
+  for (BlockLinears& b : infer_lin_)
+    for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {
+      ops::prepare_linear(*lw, p, weights_packed_);
+      // Each matrix released right after its copy: the peak is the fp32 weights plus one bf16 matrix.
+      if (release_fp32) params_.release(size_t(lw->w.data - params_.data()), size_t(lw->w.numel()));
+    }
+  fp32_released_ = release_fp32;
+  infer_dtype_ = dtype;
+}
+
+void ViT::set_amp(bool on) {
+  VIT_CHECK(!on || ops::bf16_available(),
+            "--amp: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
+  amp_ = on;
+  if (!on)
+    for (BlockLinears& b : train_lin_)
+      for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
+        ops::prepare_linear(*lw, Precision::fp32);
+}
+
+void ViT::round_weights_bf16() {
+  int64_t n = 0;
+  for (const BlockWeights& w : W_.blocks)
+    n += w.qkvw.numel() + w.projw.numel() + w.fc1w.numel() + w.fc2w.numel();
+  amp_store_.resize(size_t((n + 1) / 2));  // allocates once
+  uint16_t* p = reinterpret_cast<uint16_t*>(amp_store_.data());
+  for (BlockLinears& b : train_lin_)
+    for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {
+      ops::prepare_linear(*lw, Precision::amp, false, p);
+      p += lw->w.numel();
+    }
+}
+
+void ViT::set_weights_packed(bool packed) {
+  if (packed == weights_packed_) return;
+  VIT_CHECK(!fp32_released_, "pack_weights: the fp32 block weights were released for bf16 inference");
+  VIT_CHECK(infer_dtype_ == "fp32", "pack_weights: packing is for fp32 inference (--dtype ", infer_dtype_,
+            ")");
+  for (BlockLinears& b : infer_lin_)
+    for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
+      ops::prepare_linear(*lw, Precision::fp32, packed);
+  weights_packed_ = packed;
+}
+
+bool ViT::pack_weights_if_faster(int64_t max_batch) {
+  if (infer_dtype_ == "fp32" && ops::packed_linear_preferred(max_batch * cfg_.num_tokens())) pack_weights();
+  return weights_packed_;
+}
+
+}  // namespace vit

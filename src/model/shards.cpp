@@ -1,0 +1,124 @@
+// Data-parallel shards: forward, backward and infer cut a batch into row shards, one per
+// thread, each run by a shard model (a ViT binding this model's parameters, with its own
+// activations and gradients) on one thread; the shards' gradients are summed in order.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "vit/core/error.h"
+#include "vit/core/settings.h"
+#include "vit/core/threads.h"
+#include "vit/model/vit.h"
+#include "vit/ops/ops.h"
+
+namespace vit {
+
+int ViT::shards_for(int64_t B) const {
+  if (in_parallel()) return 1;  // called from a shard or another parallel region
+  static const int from_env = [] {
+    const char* e = setting("VIT_SHARDS");
+    return e ? std::atoi(e) : 0;
+  }();
+  const int64_t n = shards_wanted_ > 0 ? shards_wanted_ : from_env > 0 ? from_env : num_threads();
+  return int(std::clamp<int64_t>(n, 1, B));
+}
+
+template <typename F>
+void ViT::for_shards(int R, int64_t B, F&& f) {
+  while (int(shards_.size()) < R - 1) shards_.push_back(std::unique_ptr<ViT>(new ViT(*this, ShardTag{})));
+  for (int r = 1; r < R; ++r) {  // the shards run as this model would
+    ViT& m = shard(r);
+    m.weights_packed_ = weights_packed_;
+    m.backbone_frozen_ = backbone_frozen_;
+    m.amp_ = amp_;  // the prepared weights are this model's (owner_)
+    m.cls_tail_wanted_ = cls_tail_wanted_;
+  }
+  run_on_threads(R, [&](int r) { f(shard(r), B * r / R, B * (r + 1) / R); });
+}
+
+Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
+  VIT_CHECK(B > 0, "forward: batch size must be positive");
+  VIT_CHECK(!weights_packed_,
+            "forward: the weights are packed for inference (pack_weights); unpack them to train");
+  VIT_CHECK(!fp32_released_,
+            "forward: the fp32 block weights were released for bf16 inference; load the "
+            "weights again to train");
+  if (amp_) round_weights_bf16();
+  split_ = shards_for(B);
+  if (split_ == 1) return forward_local(images, B, mask, mode);
+  const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
+  split_logits_.resize(size_t(B * K));
+  for_shards(split_, B, [&](ViT& m, int64_t lo, int64_t hi) {
+    ForwardMode shard = mode;
+    shard.first_sample += lo;
+    const Tensor y = m.forward_local(images + lo * img, hi - lo, mask ? mask + lo * N : nullptr, shard);
+    ops::copy(Tensor(split_logits_.data() + lo * K, {hi - lo, K}), y);
+  });
+  return Tensor(split_logits_.data(), {B, K});
+}
+
+Tensor ViT::forward_local(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
+  if (train_.B != B || train_.amp != amp_ || train_.tail != use_cls_tail())
+    layout(train_, acts_, B, true, amp_);
+  last_mode_ = mode;
+  run_forward(train_, images, mask, mode);
+  return train_.logits;
+}
+
+void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits) {
+  infer(images, B, mask, logits, nullptr);
+}
+
+void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
+  VIT_CHECK(B > 0, "infer: batch size must be positive");
+  // Shards for fp32 weights (packed ones serve small batches, bf16 the big models) and no maps.
+  const int R = attn || weights_packed_ || infer_dtype_ != "fp32" ? 1 : shards_for(B);
+  if (R == 1) return infer_local(images, B, mask, logits, attn);
+  const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
+  for_shards(R, B, [&](ViT& m, int64_t lo, int64_t hi) {
+    m.infer_local(images + lo * img, hi - lo, mask ? mask + lo * N : nullptr, logits + lo * K, nullptr);
+  });
+}
+
+void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
+  if (infer_.B != B || infer_.tail != use_cls_tail()) layout(infer_, infer_acts_, B, false);
+  run_forward(infer_, images, mask, ForwardMode{}, attn);
+  ops::copy(Tensor(logits, {B, cfg_.num_classes}), infer_.logits);
+}
+
+void ViT::backward(const Tensor& dlogits) {
+  VIT_CHECK(!weights_packed_, "backward: the weights are packed for inference (pack_weights)");
+  VIT_CHECK(!fp32_released_, "backward: the fp32 block weights were released for bf16 inference");
+  if (split_ == 1) return backward_local(dlogits);
+  const int64_t K = cfg_.num_classes;
+  int64_t B = 0;
+  for (int r = 0; r < split_; ++r) B += shard(r).train_.B;
+  check_shape(dlogits, {B, K}, "backward: grad logits");
+  // The gradients this backward touches: all, or the head's alone when the backbone is frozen.
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // [offset, end) in the arena
+  if (backbone_frozen_) {
+    for (const char* name : {"head.weight", "head.bias"})
+      if (const ParamSpec* p = table_.find(name)) ranges.push_back({p->offset, p->offset + p->numel()});
+  } else {
+    ranges.push_back({0, int64_t(table_.total())});
+  }
+  for_shards(split_, B, [&](ViT& m, int64_t lo, int64_t hi) {
+    if (&m != this)  // shard 0 accumulates into this model's gradients, the others start at 0
+      for (auto [a, e] : ranges) ops::fill(Tensor(m.grads_.data() + a, {e - a}), 0.f);
+    m.backward_local(Tensor(dlogits.data + lo * K, {hi - lo, K}));
+  });
+  // Sum the shards' gradients into this model's, shard by shard in order (the same bits every
+  // time), each thread a slice of the arena.
+  const int R = split_;
+  run_on_threads(R, [&](int t) {
+    for (auto [a, e] : ranges) {
+      const int64_t lo = a + (e - a) * t / R, hi = a + (e - a) * (t + 1) / R;
+      for (int r = 1; r < R; ++r)
+        ops::add_into(Tensor(grads_.data() + lo, {hi - lo}), Tensor(shard(r).grads_.data() + lo, {hi - lo}));
+    }
+  });
+}
+
+}  // namespace vit

@@ -1,0 +1,39 @@
+#include "backends/cpu/cpu.h"
+#include "ops/dispatch.h"
+#include "vit/ops/ops.h"
+
+namespace vit::ops {
+
+namespace {
+// The threads a pass over these tensors is worth (the update reads and writes ~8 floats an
+// element, a sum or a scaling ~2).
+template <typename T>
+int threads_over(const T* x, int64_t count, int64_t per_element) {
+  int64_t n = 0;
+  for (int64_t k = 0; k < count; ++k) n += x[k].n;
+  return threads_for(n * per_element);
+}
+}  // namespace
+
+void optimizer_step(const ParamUpdate* updates, int64_t count, const UpdateRule& rule, Device d) {
+  switch (d) {
+    case Device::CPU: return cpu::optimizer_step(updates, count, rule, threads_over(updates, count, 8));
+    default: unsupported("optimizer_step", d);
+  }
+}
+
+void sums_of_squares(double* out, const Span* x, int64_t count, Device d) {
+  switch (d) {
+    case Device::CPU: return cpu::sums_of_squares(out, x, count, threads_over(x, count, 2));
+    default: unsupported("sums_of_squares", d);
+  }
+}
+
+void scale_spans(const Span* x, int64_t count, float scale, Device d) {
+  switch (d) {
+    case Device::CPU: return cpu::scale_spans(x, count, scale, threads_over(x, count, 2));
+    default: unsupported("scale_spans", d);
+  }
+}
+
+}  // namespace vit::ops
