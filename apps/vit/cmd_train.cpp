@@ -44,7 +44,7 @@ struct TrainFlags {
   double val_split = 0;
   int64_t synthetic = 0;
   AugmentConfig aug;
-  std::vector<float> scale, ratio;
+  std::vector<float> scale, ratio, betas;
   int threads = 0;
   double comm_timeout = 600;
   std::string resume, pretrained, progress = "auto", recovery = "auto";
@@ -146,6 +146,9 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--momentum", t.optim.momentum, "SGD momentum")->capture_default_str();
   cmd.add_flag("--nesterov", t.optim.nesterov, "Nesterov momentum for SGD");
   cmd.add_option("--opt-eps", t.optim.eps, "Adam epsilon")->capture_default_str();
+  cmd.add_option("--opt-betas", f->betas, "Adam/AdamW betas: B1 B2 (default 0.9 0.999)")
+      ->expected(2)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--weight-decay", t.optim.weight_decay, "weight decay")->capture_default_str();
   cmd.add_option("--sched", t.sched.name, "lr schedule")
       ->check(CLI::IsMember({"cosine", "step", "none"}))
@@ -170,7 +173,8 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option(
       "--resume", f->resume,
       "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (its flags come from "
-      "DIR/args.json; --threads, --comm-timeout, --progress, --log-every and --recovery-interval may change; "
+      "DIR/args.json; --threads, --comm-timeout, --progress, --log-every (--log-interval) and "
+      "--recovery-interval may change; "
       "a larger --epochs trains a finished run longer)");
   cmd.add_option(
          "--recovery-interval", f->recovery,
@@ -183,7 +187,8 @@ Run add_train(CLI::App& cmd) {
       "MemAvailable or VIT_MEMORY_LIMIT");
   cmd.add_option("--patience", t.patience, "early stopping: epochs without a better eval top-1 (0 = off)")
       ->capture_default_str();
-  cmd.add_option("--log-every", t.log_every, "steps between log lines when output is not a terminal")
+  cmd.add_option("--log-every,--log-interval", t.log_every,
+                 "steps between log lines when output is not a terminal")
       ->capture_default_str();
   cmd.add_option("--progress", f->progress,
                  "auto: a progress bar when stdout is a terminal, else log lines; bar; log (use log under "
@@ -193,6 +198,12 @@ Run add_train(CLI::App& cmd) {
   return [f] {
     TrainFlags& F = *f;
     VIT_CHECK(F.data_dir.empty() != (F.synthetic == 0), "give either --data-dir DIR or --synthetic N");
+    VIT_CHECK(F.betas.empty() || F.betas.size() == 2, "--opt-betas wants two values, B1 B2 (got ",
+              F.betas.size(), ")");
+    if (F.betas.size() == 2) {
+      F.train.optim.beta1 = F.betas[0];
+      F.train.optim.beta2 = F.betas[1];
+    }
     Comm& comm = world();  // several processes under mpirun (docs/distributed.md)
     comm.set_timeout(F.comm_timeout);
     if (F.threads == 0 && comm.local_size() > 1) F.threads = std::max(1, num_threads() / comm.local_size());

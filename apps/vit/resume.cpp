@@ -22,8 +22,8 @@ namespace {
 // resumed run may give them anew (they replace the saved ones). And --epochs, whose larger
 // value extends a run (its schedule then spans the new length).
 bool resume_may_change(const std::string& flag) {
-  for (const char* f :
-       {"--threads", "--comm-timeout", "--progress", "--log-every", "--recovery-interval", "--epochs"})
+  for (const char* f : {"--threads", "--comm-timeout", "--progress", "--log-every", "--log-interval",
+                        "--recovery-interval", "--epochs"})
     if (flag == f) return true;
   return false;
 }

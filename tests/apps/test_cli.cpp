@@ -97,6 +97,9 @@ TEST(Cli, ProgressBarOrLogLinesAsAsked) {
   ASSERT_EQ(log.code, 0) << log.out;
   EXPECT_EQ(log.out.find("\033[2K"), std::string::npos) << log.out;
   EXPECT_NE(log.out.find("epoch 1/1 step 2/4 loss"), std::string::npos) << log.out;
+  Result interval = run(base + "--log-interval 2 --output " + (tmp / "c"));  // timm's name
+  ASSERT_EQ(interval.code, 0) << interval.out;
+  EXPECT_NE(interval.out.find("epoch 1/1 step 2/4 loss"), std::string::npos) << interval.out;
   Result bad = run(base + "--progress sometimes");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("--progress"), std::string::npos) << bad.out;
@@ -121,6 +124,25 @@ TEST(Cli, ResumeTakesDisplayFlagsAnewAndRefusesTheRest) {
                   "(to train longer) may be given (got --lr)"),
       std::string::npos)
       << lr.out;
+}
+
+// --opt-betas B1 B2 (timm's) sets Adam's betas: other betas, other weights; betas outside
+// [0, 1) or a single value are refused.
+TEST(Cli, OptBetasSetAdamsBetas) {
+  vit::test::TempDir tmp("betas");
+  const std::string base =
+      "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 1 -b 16 --threads 1 --log-every 0 ";
+  ASSERT_EQ(run(base + "--output " + (tmp / "a")).code, 0);
+  ASSERT_EQ(run(base + "--opt-betas 0.9 0.999 --output " + (tmp / "b")).code, 0);
+  Result other = run(base + "--opt-betas 0.5 0.9 --output " + (tmp / "c"));
+  ASSERT_EQ(other.code, 0) << other.out;
+  auto bytes = [&](const std::string& run_dir) { return vit::read_text_file(run_dir + "/last.safetensors"); };
+  EXPECT_EQ(bytes(tmp / "a"), bytes(tmp / "b"));  // the defaults are timm's 0.9 0.999
+  EXPECT_NE(bytes(tmp / "a"), bytes(tmp / "c"));
+  Result bad = run(base + "--opt-betas 0.9 1.5");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("betas must be in [0, 1)"), std::string::npos) << bad.out;
+  EXPECT_NE(run(base + "--opt-betas 0.9").code, 0);
 }
 
 // --amp trains in mixed precision, says so, and keeps it in args.json for a resume; only
