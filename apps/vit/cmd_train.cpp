@@ -138,7 +138,12 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--mixup-switch-prob", t.mixup.switch_prob, "chance of cutmix when both are on")
       ->capture_default_str();
   cmd.add_option("--epochs", t.epochs, "epochs")->capture_default_str();
-  cmd.add_option("-b,--batch-size", t.batch_size, "batch size")->capture_default_str();
+  cmd.add_option("-b,--batch-size", t.batch_size, "batch size (of a micro-batch with --grad-accum-steps)")
+      ->capture_default_str();
+  cmd.add_option("--grad-accum-steps", t.grad_accum_steps,
+                 "gradient accumulation: each optimizer step sums the gradients of N micro-batches of -b "
+                 "(the global batch is -b x N; same result as one batch of -b x N up to float rounding)")
+      ->capture_default_str();
   cmd.add_option("--lr", t.sched.lr, "learning rate")->capture_default_str();
   cmd.add_option("--opt", t.optim.name, "optimizer")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))

@@ -29,6 +29,7 @@ namespace fs = std::filesystem;
 void TrainConfig::validate() const {
   VIT_CHECK(epochs > 0, "epochs must be positive, got ", epochs);
   VIT_CHECK(batch_size > 0, "batch size must be positive, got ", batch_size);
+  VIT_CHECK(grad_accum_steps > 0, "grad accum steps must be positive, got ", grad_accum_steps);
   VIT_CHECK(warmup_epochs >= 0.f, "warmup epochs must be non-negative");
   VIT_CHECK(smoothing >= 0.f && smoothing < 1.f, "label smoothing must be in [0, 1), got ", smoothing);
   VIT_CHECK(clip_grad >= 0.f, "clip grad must be non-negative");
@@ -104,21 +105,14 @@ size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const 
   for (auto& e : p.hist) hist.push_back(to_json(e));
   // Nothing else is needed for an exact resume, within an epoch too: the epoch's order,
   // augmentation, mixup and dropout draws all follow from (seed, epoch, step, index).
-  nlohmann::json st = {{"epochs_done", p.epochs_done},
-                       {"global_step", p.global_step},
-                       {"step_in_epoch", p.step_in_epoch},
-                       {"epoch_loss_sum", p.loss_sum},
-                       {"epoch_correct", p.correct_sum},
-                       {"epoch_seen", p.seen},
-                       {"epoch_seconds", p.seconds},
-                       {"optimizer_steps", opt.steps()},
-                       {"best_top1", p.best_top1},
-                       {"since_best", p.since_best},
-                       {"optimizer", cfg.optim.name},
-                       {"seed", cfg.seed},
-                       {"batch_size", cfg.batch_size},
-                       {"steps_per_epoch", steps_per_epoch},
-                       {"history", hist}};
+  nlohmann::json st = {{"epochs_done", p.epochs_done},       {"global_step", p.global_step},
+                       {"step_in_epoch", p.step_in_epoch},   {"epoch_loss_sum", p.loss_sum},
+                       {"epoch_correct", p.correct_sum},     {"epoch_seen", p.seen},
+                       {"epoch_seconds", p.seconds},         {"optimizer_steps", opt.steps()},
+                       {"best_top1", p.best_top1},           {"since_best", p.since_best},
+                       {"optimizer", cfg.optim.name},        {"seed", cfg.seed},
+                       {"batch_size", cfg.batch_size},       {"grad_accum_steps", cfg.grad_accum_steps},
+                       {"steps_per_epoch", steps_per_epoch}, {"history", hist}};
   std::vector<TensorOut> out;
   // The weights too: the state file alone is then one consistent step, whatever moment a
   // kill -9 interrupts the epoch's writes (last.safetensors is for users and timm).
@@ -167,10 +161,12 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
   }
   VIT_CHECK(st.at("optimizer") == cfg.optim.name, sp, ": the run used optimizer ",
             st.at("optimizer").get<std::string>(), ", this one ", cfg.optim.name);
-  VIT_CHECK(st.at("batch_size") == cfg.batch_size && st.at("steps_per_epoch") == steps_per_epoch, sp,
-            ": batch size or dataset size differ from the interrupted run (",
-            st.at("batch_size").get<int64_t>(), " x ", st.at("steps_per_epoch").get<int64_t>(),
-            " steps per epoch); an exact resume needs the same");
+  const int64_t accum = st.contains("grad_accum_steps") ? json_int(st.at("grad_accum_steps"), sp) : 1;
+  VIT_CHECK(st.at("batch_size") == cfg.batch_size && accum == cfg.grad_accum_steps &&
+                st.at("steps_per_epoch") == steps_per_epoch,
+            sp, ": batch size, accumulation steps or dataset size differ from the interrupted run (",
+            st.at("batch_size").get<int64_t>(), " x ", accum, " accumulation step(s), ",
+            st.at("steps_per_epoch").get<int64_t>(), " steps per epoch); an exact resume needs the same");
   VIT_CHECK(st.at("seed") == cfg.seed, sp, ": the run used seed ", st.at("seed").get<uint64_t>());
   VIT_CHECK(p.step_in_epoch >= 0 && p.step_in_epoch < steps_per_epoch, sp, ": step_in_epoch ",
             p.step_in_epoch, " is outside an epoch of ", steps_per_epoch, " steps");
@@ -229,12 +225,13 @@ std::vector<std::pair<std::string, std::string>> run_fingerprint(const ViT& mode
                                                                  const Dataset* eval_set,
                                                                  const TrainConfig& c) {
   std::ostringstream tc;
-  tc << c.epochs << ' ' << c.batch_size << ' ' << c.optim.name << ' ' << c.optim.momentum << ' '
-     << c.optim.nesterov << ' ' << c.optim.beta1 << ' ' << c.optim.beta2 << ' ' << c.optim.eps << ' '
-     << c.optim.weight_decay << ' ' << c.sched.name << ' ' << c.sched.lr << ' ' << c.sched.min_lr << ' '
-     << c.sched.warmup_lr << ' ' << c.sched.decay_rate << ' ' << c.warmup_epochs << ' ' << c.smoothing << ' '
-     << c.clip_grad << ' ' << c.mixup.mixup_alpha << ' ' << c.mixup.cutmix_alpha << ' ' << c.mixup.prob << ' '
-     << c.mixup.switch_prob << ' ' << c.seed << ' ' << c.patience << ' ' << c.resume << ' ' << model.amp();
+  tc << c.epochs << ' ' << c.batch_size << ' ' << c.grad_accum_steps << ' ' << c.optim.name << ' '
+     << c.optim.momentum << ' ' << c.optim.nesterov << ' ' << c.optim.beta1 << ' ' << c.optim.beta2 << ' '
+     << c.optim.eps << ' ' << c.optim.weight_decay << ' ' << c.sched.name << ' ' << c.sched.lr << ' '
+     << c.sched.min_lr << ' ' << c.sched.warmup_lr << ' ' << c.sched.decay_rate << ' ' << c.warmup_epochs
+     << ' ' << c.smoothing << ' ' << c.clip_grad << ' ' << c.mixup.mixup_alpha << ' ' << c.mixup.cutmix_alpha
+     << ' ' << c.mixup.prob << ' ' << c.mixup.switch_prob << ' ' << c.seed << ' ' << c.patience << ' '
+     << c.resume << ' ' << model.amp();
   const std::string model_json = model.config().to_json(-1), train_str = tc.str();
   return {{"build id", build_id()},
           {"model config hash", hash_hex(model_json.data(), model_json.size())},
@@ -373,7 +370,8 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   std::ostream quiet(nullptr);  // ranks other than 0 log nothing
   std::ostream& log = comm.root() ? log_any : quiet;
   const bool write = comm.root() && !cfg.output.empty();
-  const int64_t N = train_set.size(), B = cfg.batch_size;
+  // B: the global batch of an optimizer step; micro-batches of cfg.batch_size make it up.
+  const int64_t N = train_set.size(), A = cfg.grad_accum_steps, B = cfg.batch_size * A;
   const int64_t steps_per_epoch = (N + B - 1) / B;
   ScheduleConfig sched = cfg.sched;
   sched.total_steps = cfg.epochs * steps_per_epoch;
@@ -430,7 +428,9 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   }
   check_agreement(comm, run_fingerprint(model, train_set, eval_set, cfg));
   log << "training " << train_set.describe() << ", " << cfg.epochs << " epochs of " << steps_per_epoch
-      << " steps, batch " << B << ", " << cfg.optim.name << " lr " << cfg.sched.lr;
+      << " steps, batch " << B;
+  if (A > 1) log << " (" << cfg.batch_size << " x " << A << " accumulation steps)";
+  log << ", " << cfg.optim.name << " lr " << cfg.sched.lr;
   if (ranks > 1) log << ", " << comm.describe();
   log << std::endl;
 
@@ -488,10 +488,24 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
               batch.labels = nullptr;
               batch.targets = targets.data();
             }
-            const ForwardMode mode{true, cfg.seed, uint64_t(p.global_step), mine.lo};
-            const double loss =
-                loss_step.run(model, batch, cfg.smoothing, mode, &correct, float(mine.size()) / float(bs));
-            stats[0] = loss * double(mine.size());
+            // The micro-batches: this rank's rows in A contiguous parts, each drawing its
+            // dropout and drop-path masks by its rows' indices in the global batch.
+            for (int64_t k = 0; k < A; ++k) {
+              const Rows part = shard_rows(mine.size(), int(k), int(A));
+              if (part.size() == 0) continue;
+              Batch micro = batch;
+              micro.images = images + part.lo * C * H * W;
+              micro.size = part.size();
+              if (batch.labels) micro.labels = batch.labels + part.lo;
+              if (batch.targets) micro.targets = batch.targets + part.lo * K;
+              const ForwardMode mode{true, cfg.seed, uint64_t(p.global_step), mine.lo + part.lo};
+              int64_t part_correct = 0;
+              const double loss = loss_step.run(model, micro, cfg.smoothing, mode, &part_correct,
+                                                float(part.size()) / float(bs));
+              stats[0] += loss * double(part.size());
+              correct += part_correct;
+              if (!std::isfinite(loss)) break;
+            }
             stats[1] = double(correct);
           },
           stats, 4);
@@ -540,7 +554,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     e.epoch = epoch + 1;
     e.train_loss = loss_sum / double(N);
     e.train_top1 = double(correct_sum) / double(N);
-    if (eval_set) e.eval = evaluate(model, *eval_set, B, &comm);
+    if (eval_set) e.eval = evaluate(model, *eval_set, cfg.batch_size, &comm);
     e.lr = lr;
     e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     p.hist.push_back(e);

@@ -145,6 +145,27 @@ TEST(Cli, OptBetasSetAdamsBetas) {
   EXPECT_NE(run(base + "--opt-betas 0.9").code, 0);
 }
 
+// --grad-accum-steps N: global batches of -b x N, steps counted as optimizer steps; the run
+// resumes with it (args.json) and the log says so.
+TEST(Cli, GradAccumStepsMakeAGlobalBatchOfMicroBatches) {
+  vit::test::TempDir tmp("accum");
+  const std::string dir = tmp / "run";
+  Result r =
+      run("train --model mnist-seed --img-size 16 --synthetic 64 --epochs 1 -b 8 --grad-accum-steps 2 "
+          "--threads 1 --log-every 1 --output " +
+          dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("1 epochs of 4 steps, batch 16 (8 x 2 accumulation steps)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("epoch 1/1 step 4/4 loss"), std::string::npos) << r.out;
+  Result longer = run("train --resume " + dir + " --epochs 2");
+  EXPECT_EQ(longer.code, 0) << longer.out;
+  EXPECT_NE(longer.out.find("batch 16 (8 x 2 accumulation steps)"), std::string::npos) << longer.out;
+  Result bad = run("train --model mnist-seed --synthetic 64 --grad-accum-steps 0");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("grad accum steps must be positive"), std::string::npos) << bad.out;
+}
+
 // --amp trains in mixed precision, says so, and keeps it in args.json for a resume; only
 // bfloat16 is offered as --amp-dtype.
 TEST(Cli, AmpTrainingRunsSaysSoAndResumesWithIt) {

@@ -34,6 +34,13 @@ namespace vit {
 struct TrainConfig {
   int64_t epochs = 5;
   int64_t batch_size = 128;
+  // Gradient accumulation (timm's --grad-accum-steps): an optimizer step takes a global batch
+  // of batch_size x grad_accum_steps samples, run as grad_accum_steps micro-batches whose
+  // gradients are summed (each scaled by its share of the global batch: the sum is the
+  // gradient of the global batch's mean loss). Every random draw uses the sample's index in
+  // the global batch, so the step is one step at the global batch size up to float rounding.
+  // Steps (schedule, logging, recovery states, resume) are optimizer steps.
+  int64_t grad_accum_steps = 1;
   OptimConfig optim;
   ScheduleConfig sched;  // lr, min_lr, name; lengths are filled in from epochs
   float warmup_epochs = 0.f;
