@@ -165,6 +165,14 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--smoothing", t.smoothing, "label smoothing")->capture_default_str();
   cmd.add_option("--clip-grad", t.clip_grad, "clip the global gradient norm (0 = off)")
       ->capture_default_str();
+  cmd.add_flag(
+      "--model-ema", t.model_ema,
+      "keep an EMA of the weights (timm's): updated after every optimizer step, evaluated each epoch "
+      "(summary.csv's ema_* columns), saved as last_ema.safetensors and best_ema.safetensors");
+  cmd.add_option("--model-ema-decay", t.model_ema_decay, "the EMA's decay per optimizer step")
+      ->capture_default_str();
+  cmd.add_flag("--model-ema-warmup", t.model_ema_warmup,
+               "timm's EMA warmup: step t's decay is min(decay, 1 - (1 + t)^(-2/3))");
   cmd.add_option("--seed", t.seed, "random seed (weights, data order, dropout)")->capture_default_str();
   cmd.add_option("--threads", f->threads,
                  "threads per process (default: all cores, shared by the processes of mpirun on a host)");
@@ -327,8 +335,8 @@ Run add_train(CLI::App& cmd) {
       out << "batch split into " << lanes << " lanes, one per thread" << std::endl;
     train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
     if (!F.train.output.empty())
-      out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors}"
-          << std::endl;
+      out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors"
+          << (F.train.model_ema ? ",last_ema.safetensors,best_ema.safetensors" : "") << "}" << std::endl;
     return 0;
   };
 }

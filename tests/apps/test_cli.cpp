@@ -166,6 +166,32 @@ TEST(Cli, GradAccumStepsMakeAGlobalBatchOfMicroBatches) {
   EXPECT_NE(bad.out.find("grad accum steps must be positive"), std::string::npos) << bad.out;
 }
 
+// --model-ema: the EMA is evaluated each epoch (summary.csv's ema_* columns, the log) and
+// saved beside the model as last_ema.safetensors and best_ema.safetensors (checkpoints as
+// any other).
+TEST(Cli, ModelEmaIsEvaluatedAndSavedBesideTheModel) {
+  vit::test::TempDir tmp("ema");
+  const std::string dir = tmp / "run";
+  Result r =
+      run("train --model mnist-seed --img-size 16 --synthetic 64 --epochs 2 -b 16 --threads 1 --log-every 0 "
+          "--model-ema --model-ema-decay 0.5 --output " +
+          dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(", EMA eval loss "), std::string::npos) << r.out;
+  const std::string csv = vit::read_text_file(dir + "/summary.csv");
+  EXPECT_EQ(csv.rfind("epoch,train_loss,train_top1,eval_loss,eval_top1,eval_top5,ema_eval_loss,ema_eval_top1,"
+                      "ema_eval_top5,lr,seconds\n",
+                      0),
+            0u)
+      << csv;
+  for (const char* f : {"last_ema.safetensors", "best_ema.safetensors"})
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + f)) << f;
+  EXPECT_NE(vit::read_text_file(dir + "/last_ema.safetensors"),
+            vit::read_text_file(dir + "/last.safetensors"));
+  Result info = run("info --checkpoint " + dir + "/best_ema.safetensors");
+  EXPECT_EQ(info.code, 0) << info.out;
+}
+
 // --amp trains in mixed precision, says so, and keeps it in args.json for a resume; only
 // bfloat16 is offered as --amp-dtype.
 TEST(Cli, AmpTrainingRunsSaysSoAndResumesWithIt) {
