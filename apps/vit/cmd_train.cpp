@@ -26,17 +26,6 @@
 namespace vit::app {
 
 namespace {
-std::vector<std::string> g_invocation;
-}  // namespace
-
-void set_invocation(std::vector<std::string> args) {
-  g_invocation = std::move(args);
-}
-const std::vector<std::string>& invocation() {
-  return g_invocation;
-}
-
-namespace {
 struct TrainFlags {
   ModelFlags model;
   TrainConfig train;
@@ -82,6 +71,41 @@ std::string first_line(const TrainFlags& F, const Comm& comm) {
   if (comm.size() > 1) line += " per process, " + std::to_string(comm.size()) + " processes";
   if (F.amp) line += "\nmixed precision (--amp): the blocks' matrix products in bfloat16, fp32 accumulation";
   return line;
+}
+
+// A flag's value in args.json: a JSON number when the text is one exactly as written (it
+// reads back to the same text), else the text.
+nlohmann::json setting_value(const std::string& text) {
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    if (j.is_number() && j.dump() == text) return j;
+  } catch (const nlohmann::json::exception&) {
+  }
+  return text;
+}
+
+// args.json: the settings the run was given (a recipe's flags expanded, the last of a
+// repeated flag), as {flag name without "--": value}: true for a switch, a number or text
+// for one value, a list for several. --resume turns it back into flags (resume.cpp).
+nlohmann::json settings_json(const CLI::App& cmd) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const CLI::Option* o : cmd.get_options()) {
+    if (o->count() == 0 || o->get_lnames().empty()) continue;
+    const std::string& name = o->get_lnames().front();
+    if (name == "help" || name == "resume" || name == "recipe") continue;
+    if (o->get_expected_max() == 0) {  // a switch
+      j[name] = true;
+      continue;
+    }
+    const std::vector<std::string> values = o->reduced_results();
+    if (values.size() == 1 && o->get_expected_max() <= 1) {
+      j[name] = setting_value(values.front());
+    } else {
+      j[name] = nlohmann::json::array();
+      for (auto& v : values) j[name].push_back(setting_value(v));
+    }
+  }
+  return j;
 }
 }  // namespace
 
@@ -208,7 +232,7 @@ Run add_train(CLI::App& cmd) {
                  "mpirun with redirected output: Open MPI gives every rank a terminal)")
       ->check(CLI::IsMember({"auto", "bar", "log"}))
       ->capture_default_str();
-  return [f] {
+  return [f, &cmd] {
     TrainFlags& F = *f;
     VIT_CHECK(F.data_dir.empty() != (F.synthetic == 0), "give either --data-dir DIR or --synthetic N");
     VIT_CHECK(F.betas.empty() || F.betas.size() == 2, "--opt-betas wants two values, B1 B2 (got ",
@@ -326,7 +350,7 @@ Run add_train(CLI::App& cmd) {
       F.train.resume = true;
     } else if (!F.train.output.empty()) {
       run_agreed(comm, "creating " + F.train.output, [&] {
-        if (comm.root()) create_run_dir(F.train.output, nlohmann::json(invocation()).dump(1) + "\n");
+        if (comm.root()) create_run_dir(F.train.output, settings_json(cmd).dump(1) + "\n");
       });
     }
     F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && ::isatty(STDOUT_FILENO) != 0);

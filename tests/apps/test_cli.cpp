@@ -338,7 +338,7 @@ TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
   const std::string summary = vit::read_text_file(out / "summary.csv");
   EXPECT_NE(summary.find("\n2,"), std::string::npos) << summary;
   const std::string args = vit::read_text_file(out / "args.json");
-  EXPECT_NE(args.find("\"--crop-pad\""), std::string::npos) << "the recipe's flags are recorded: " << args;
+  EXPECT_NE(args.find("\"crop-pad\": 4,"), std::string::npos) << "the recipe's flags are recorded: " << args;
   const std::string png = out / "confusion.png";
   Result ev = run("eval --json --checkpoint " + (out / "best.safetensors") + " --data-dir " + data.str() +
                   " --confusion-png " + png);

@@ -76,8 +76,11 @@ void expect_same_weights(const fs::path& a, const fs::path& b, double tol) {
 // of a longer run the same as a shorter run, so "2 epochs, then resume to 3" is "3 epochs".
 void extend_epochs(const fs::path& dir, int epochs) {
   auto args = nlohmann::json::parse(vit::read_text_file((dir / "args.json").string()));
-  for (size_t i = 0; i + 1 < args.size(); ++i)
-    if (args[i] == "--epochs") args[i + 1] = std::to_string(epochs);
+  if (args.is_object())  // the run's settings, {flag: value}
+    args["epochs"] = epochs;
+  else  // an older run's command line
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--epochs") args[i + 1] = std::to_string(epochs);
   vit::write_file_atomic((dir / "args.json").string(), args.dump());
 }
 
