@@ -112,6 +112,25 @@ TEST_F(Mpi, TwoProcessesTrainTheSameWeightsAsOne) {
   expect_same_weights(one, np1, 0);
 }
 
+// With --grad-accum-steps each rank runs its rows of the global batch as micro-batches:
+// two processes at -b 32 x 2 train as one process at -b 64 (the tolerance of the test
+// above: only the order of the sums differs), and again with the same bits.
+TEST_F(Mpi, TwoProcessesAccumulatingTrainAsOneProcessWithTheGlobalBatch) {
+  vit::test::TempDir tmp("mpi_accum");
+  const fs::path one = fs::path(tmp.str()) / "one", two = fs::path(tmp.str()) / "two";
+  const fs::path two_again = fs::path(tmp.str()) / "two_again";
+  const std::string accum = "--epochs 2 -b 32 --grad-accum-steps 2 --output ";
+  Result r = shell(kVit + kTrain + "--epochs 2 -b 64 --output " + one.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = shell(mpirun(2) + kVit + kTrain + accum + two.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("batch 64 (32 x 2 accumulation steps)"), std::string::npos) << r.out;
+  expect_same_weights(one, two, 2e-4);
+  r = shell(mpirun(2) + kVit + kTrain + accum + two_again.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  expect_same_weights(two, two_again, 0);
+}
+
 TEST_F(Mpi, ResumeContinuesAcrossAChangeOfProcessCount) {
   vit::test::TempDir tmp("mpi_resume");
   const fs::path straight = fs::path(tmp.str()) / "straight";
