@@ -275,6 +275,10 @@ Run add_train(CLI::App& cmd) {
     const size_t available = F.no_memory_check ? 0 : available_memory_bytes();
     auto check_fits = [&](const ViTConfig& c, bool allocated) {
       MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name, 0, F.amp);
+      // The prefetcher holds whole global batches (-b x --grad-accum-steps); a model EMA is
+      // one more copy of the weights, counted with the optimizer's state.
+      plan.batches *= size_t(F.train.grad_accum_steps);
+      if (F.train.model_ema) plan.optimizer += plan.params;
       if (allocated) {  // already in memory: a loaded model (its lanes' gradients are not)
         plan.grads -= plan.params;
         plan.params = 0;
