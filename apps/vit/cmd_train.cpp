@@ -26,17 +26,6 @@
 namespace vit::app {
 
 namespace {
-std::vector<std::string> g_invocation;
-}  // namespace
-
-void set_invocation(std::vector<std::string> args) {
-  g_invocation = std::move(args);
-}
-const std::vector<std::string>& invocation() {
-  return g_invocation;
-}
-
-namespace {
 struct TrainFlags {
   ModelFlags model;
   TrainConfig train;
@@ -44,7 +33,7 @@ struct TrainFlags {
   double val_split = 0;
   int64_t synthetic = 0;
   AugmentConfig aug;
-  std::vector<float> scale, ratio;
+  std::vector<float> scale, ratio, betas;
   int threads = 0;
   double comm_timeout = 600;
   std::string resume, pretrained, progress = "auto", recovery = "auto";
@@ -82,6 +71,41 @@ std::string first_line(const TrainFlags& F, const Comm& comm) {
   if (comm.size() > 1) line += " per process, " + std::to_string(comm.size()) + " processes";
   if (F.amp) line += "\nmixed precision (--amp): the blocks' matrix products in bfloat16, fp32 accumulation";
   return line;
+}
+
+// A flag's value in args.json: a JSON number when the text is one exactly as written (it
+// reads back to the same text), else the text.
+nlohmann::json setting_value(const std::string& text) {
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    if (j.is_number() && j.dump() == text) return j;
+  } catch (const nlohmann::json::exception&) {
+  }
+  return text;
+}
+
+// args.json: the settings the run was given (a recipe's flags expanded, the last of a
+// repeated flag), as {flag name without "--": value}: true for a switch, a number or text
+// for one value, a list for several. --resume turns it back into flags (resume.cpp).
+nlohmann::json settings_json(const CLI::App& cmd) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const CLI::Option* o : cmd.get_options()) {
+    if (o->count() == 0 || o->get_lnames().empty()) continue;
+    const std::string& name = o->get_lnames().front();
+    if (name == "help" || name == "resume" || name == "recipe") continue;
+    if (o->get_expected_max() == 0) {  // a switch
+      j[name] = true;
+      continue;
+    }
+    const std::vector<std::string> values = o->reduced_results();
+    if (values.size() == 1 && o->get_expected_max() <= 1) {
+      j[name] = setting_value(values.front());
+    } else {
+      j[name] = nlohmann::json::array();
+      for (auto& v : values) j[name].push_back(setting_value(v));
+    }
+  }
+  return j;
 }
 }  // namespace
 
@@ -138,7 +162,12 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--mixup-switch-prob", t.mixup.switch_prob, "chance of cutmix when both are on")
       ->capture_default_str();
   cmd.add_option("--epochs", t.epochs, "epochs")->capture_default_str();
-  cmd.add_option("-b,--batch-size", t.batch_size, "batch size")->capture_default_str();
+  cmd.add_option("-b,--batch-size", t.batch_size, "batch size (of a micro-batch with --grad-accum-steps)")
+      ->capture_default_str();
+  cmd.add_option("--grad-accum-steps", t.grad_accum_steps,
+                 "gradient accumulation: each optimizer step sums the gradients of N micro-batches of -b "
+                 "(the global batch is -b x N; same result as one batch of -b x N up to float rounding)")
+      ->capture_default_str();
   cmd.add_option("--lr", t.sched.lr, "learning rate")->capture_default_str();
   cmd.add_option("--opt", t.optim.name, "optimizer")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
@@ -146,6 +175,9 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--momentum", t.optim.momentum, "SGD momentum")->capture_default_str();
   cmd.add_flag("--nesterov", t.optim.nesterov, "Nesterov momentum for SGD");
   cmd.add_option("--opt-eps", t.optim.eps, "Adam epsilon")->capture_default_str();
+  cmd.add_option("--opt-betas", f->betas, "Adam/AdamW betas: B1 B2 (default 0.9 0.999)")
+      ->expected(2)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--weight-decay", t.optim.weight_decay, "weight decay")->capture_default_str();
   cmd.add_option("--sched", t.sched.name, "lr schedule")
       ->check(CLI::IsMember({"cosine", "step", "none"}))
@@ -157,6 +189,14 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--smoothing", t.smoothing, "label smoothing")->capture_default_str();
   cmd.add_option("--clip-grad", t.clip_grad, "clip the global gradient norm (0 = off)")
       ->capture_default_str();
+  cmd.add_flag(
+      "--model-ema", t.model_ema,
+      "keep an EMA of the weights (timm's): updated after every optimizer step, evaluated each epoch "
+      "(summary.csv's ema_* columns), saved as last_ema.safetensors and best_ema.safetensors");
+  cmd.add_option("--model-ema-decay", t.model_ema_decay, "the EMA's decay per optimizer step")
+      ->capture_default_str();
+  cmd.add_flag("--model-ema-warmup", t.model_ema_warmup,
+               "timm's EMA warmup: step t's decay is min(decay, 1 - (1 + t)^(-2/3))");
   cmd.add_option("--seed", t.seed, "random seed (weights, data order, dropout)")->capture_default_str();
   cmd.add_option("--threads", f->threads,
                  "threads per process (default: all cores, shared by the processes of mpirun on a host)");
@@ -170,7 +210,8 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option(
       "--resume", f->resume,
       "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (its flags come from "
-      "DIR/args.json; --threads, --comm-timeout, --progress, --log-every and --recovery-interval may change; "
+      "DIR/args.json; --threads, --comm-timeout, --progress, --log-every (--log-interval) and "
+      "--recovery-interval may change; "
       "a larger --epochs trains a finished run longer)");
   cmd.add_option(
          "--recovery-interval", f->recovery,
@@ -183,16 +224,23 @@ Run add_train(CLI::App& cmd) {
       "MemAvailable or VIT_MEMORY_LIMIT");
   cmd.add_option("--patience", t.patience, "early stopping: epochs without a better eval top-1 (0 = off)")
       ->capture_default_str();
-  cmd.add_option("--log-every", t.log_every, "steps between log lines when output is not a terminal")
+  cmd.add_option("--log-every,--log-interval", t.log_every,
+                 "steps between log lines when output is not a terminal")
       ->capture_default_str();
   cmd.add_option("--progress", f->progress,
                  "auto: a progress bar when stdout is a terminal, else log lines; bar; log (use log under "
                  "mpirun with redirected output: Open MPI gives every rank a terminal)")
       ->check(CLI::IsMember({"auto", "bar", "log"}))
       ->capture_default_str();
-  return [f] {
+  return [f, &cmd] {
     TrainFlags& F = *f;
     VIT_CHECK(F.data_dir.empty() != (F.synthetic == 0), "give either --data-dir DIR or --synthetic N");
+    VIT_CHECK(F.betas.empty() || F.betas.size() == 2, "--opt-betas wants two values, B1 B2 (got ",
+              F.betas.size(), ")");
+    if (F.betas.size() == 2) {
+      F.train.optim.beta1 = F.betas[0];
+      F.train.optim.beta2 = F.betas[1];
+    }
     Comm& comm = world();  // several processes under mpirun (docs/distributed.md)
     comm.set_timeout(F.comm_timeout);
     if (F.threads == 0 && comm.local_size() > 1) F.threads = std::max(1, num_threads() / comm.local_size());
@@ -227,6 +275,10 @@ Run add_train(CLI::App& cmd) {
     const size_t available = F.no_memory_check ? 0 : available_memory_bytes();
     auto check_fits = [&](const ViTConfig& c, bool allocated) {
       MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name, 0, F.amp);
+      // The prefetcher holds whole global batches (-b x --grad-accum-steps); a model EMA is
+      // one more copy of the weights, counted with the optimizer's state.
+      plan.batches *= size_t(F.train.grad_accum_steps);
+      if (F.train.model_ema) plan.optimizer += plan.params;
       if (allocated) {  // already in memory: a loaded model (its shards' gradients are not)
         plan.grads -= plan.params;
         plan.params = 0;
@@ -302,7 +354,7 @@ Run add_train(CLI::App& cmd) {
       F.train.resume = true;
     } else if (!F.train.output.empty()) {
       run_agreed(comm, "creating " + F.train.output, [&] {
-        if (comm.root()) create_run_dir(F.train.output, nlohmann::json(invocation()).dump(1) + "\n");
+        if (comm.root()) create_run_dir(F.train.output, settings_json(cmd).dump(1) + "\n");
       });
     }
     F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && ::isatty(STDOUT_FILENO) != 0);
@@ -311,8 +363,8 @@ Run add_train(CLI::App& cmd) {
       out << "batch split into " << shards << " shards, one per thread" << std::endl;
     train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
     if (!F.train.output.empty())
-      out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors}"
-          << std::endl;
+      out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors"
+          << (F.train.model_ema ? ",last_ema.safetensors,best_ema.safetensors" : "") << "}" << std::endl;
     return 0;
   };
 }

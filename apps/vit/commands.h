@@ -10,9 +10,6 @@ namespace vit::app {
 
 using Run = std::function<int()>;
 
-// The command line as given (after the program name), for args.json.
-void set_invocation(std::vector<std::string> args);
-const std::vector<std::string>& invocation();
 // `vit train --resume DIR [--threads N]` becomes the run's saved arguments from
 // DIR/args.json plus those; other command lines are returned unchanged.
 std::vector<std::string> expand_resume(std::vector<std::string> args);

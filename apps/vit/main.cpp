@@ -134,7 +134,6 @@ int main(int argc, char** argv) {
     std::cerr << "vit: error: " << e.what() << "\n";
     return 1;
   }
-  vit::app::set_invocation(args);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
   try {
     app.parse(reversed);

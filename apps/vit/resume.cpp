@@ -1,5 +1,5 @@
-// vit train --resume DIR: the saved command line of the run, the few flags that may be
-// given anew, and whether anything is left to do.
+// vit train --resume DIR: the run's saved settings (args.json) as flags, the few flags that
+// may be given anew, and whether anything is left to do.
 #include "resume.h"
 
 #include <algorithm>
@@ -22,26 +22,53 @@ namespace {
 // resumed run may give them anew (they replace the saved ones). And --epochs, whose larger
 // value extends a run (its schedule then spans the new length).
 bool resume_may_change(const std::string& flag) {
-  for (const char* f :
-       {"--threads", "--comm-timeout", "--progress", "--log-every", "--recovery-interval", "--epochs"})
+  for (const char* f : {"--threads", "--comm-timeout", "--progress", "--log-every", "--log-interval",
+                        "--recovery-interval", "--epochs"})
     if (flag == f) return true;
   return false;
 }
 
-std::vector<std::string> saved_args(const std::string& dir) {
+nlohmann::json read_args_json(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "args.json").string();
   VIT_CHECK(std::filesystem::is_directory(dir), "--resume ", dir, ": no such directory");
   VIT_CHECK(std::filesystem::exists(path), "--resume ", dir,
             ": not a run directory (no args.json; vit train --output DIR makes one)");
-  nlohmann::json saved;
   try {
-    saved = nlohmann::json::parse(read_text_file(path));
+    return nlohmann::json::parse(read_text_file(path));
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": not valid JSON: " + e.what());
   }
+}
+
+// The run's flags as a command line: args.json is {flag name: value} (true for a switch, a
+// list for several values), or, from runs before that, the argv list itself.
+std::vector<std::string> saved_args(const std::string& dir) {
+  const nlohmann::json saved = read_args_json(dir);
+  const std::string path = (std::filesystem::path(dir) / "args.json").string();
+  std::vector<std::string> out;
+  if (saved.is_object()) {
+    out.push_back("train");
+    auto text = [&](const nlohmann::json& v) {
+      VIT_CHECK(v.is_string() || v.is_number(), path, ": not the settings of a vit train run");
+      return v.is_string() ? v.get<std::string>() : v.dump();
+    };
+    for (auto& [name, value] : saved.items()) {
+      VIT_CHECK(!name.empty() && name[0] != '-', path, ": not the settings of a vit train run (key '", name,
+                "')");
+      if (value.is_boolean()) {
+        if (value.get<bool>()) out.push_back("--" + name);
+        continue;
+      }
+      out.push_back("--" + name);
+      if (value.is_array())
+        for (auto& v : value) out.push_back(text(v));
+      else
+        out.push_back(text(value));
+    }
+    return out;
+  }
   VIT_CHECK(saved.is_array() && !saved.empty() && saved[0] == "train", path,
             ": not the arguments of a vit train run");
-  std::vector<std::string> out;
   for (auto& a : saved) {
     VIT_CHECK(a.is_string(), path, ": not the arguments of a vit train run");
     out.push_back(a.get<std::string>());
@@ -127,15 +154,21 @@ bool resume_finished(const std::string& dir, const TrainConfig& t, std::ostream&
 }
 
 void record_epochs(const std::string& dir, int64_t epochs) {
-  std::vector<std::string> args = saved_args(dir);
-  if (epochs_of(args) == epochs) return;
-  for (size_t i = 0; i + 1 < args.size();)
-    if (args[i] == "--epochs")
-      args.erase(args.begin() + long(i), args.begin() + long(i) + 2);
-    else
-      ++i;
-  args.insert(args.end(), {"--epochs", std::to_string(epochs)});
-  write_file_atomic((std::filesystem::path(dir) / "args.json").string(), nlohmann::json(args).dump(1) + "\n");
+  if (epochs_of(saved_args(dir)) == epochs) return;
+  nlohmann::json saved = read_args_json(dir);
+  if (saved.is_object()) {
+    saved["epochs"] = epochs;
+  } else {  // the argv list of an older run
+    std::vector<std::string> args = saved;
+    for (size_t i = 0; i + 1 < args.size();)
+      if (args[i] == "--epochs")
+        args.erase(args.begin() + long(i), args.begin() + long(i) + 2);
+      else
+        ++i;
+    args.insert(args.end(), {"--epochs", std::to_string(epochs)});
+    saved = args;
+  }
+  write_file_atomic((std::filesystem::path(dir) / "args.json").string(), saved.dump(1) + "\n");
 }
 
 }  // namespace vit::app

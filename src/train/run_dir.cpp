@@ -19,8 +19,10 @@ namespace fs = std::filesystem;
 
 namespace {
 // What `vit train` writes into a run directory.
-constexpr const char* kRunFiles[] = {"args.json",        "config.json", "summary.csv", "last.safetensors",
-                                     "best.safetensors", kStateFile,    kRecoveryFile};
+constexpr const char* kRunFiles[] = {
+    "args.json",        "config.json",          "summary.csv",          "last.safetensors",
+    "best.safetensors", "last_ema.safetensors", "best_ema.safetensors", kStateFile,
+    kRecoveryFile};
 
 std::string joined(const std::vector<std::string>& names) {
   std::string s;

@@ -1,5 +1,6 @@
 #include "vit/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -29,6 +30,7 @@ namespace fs = std::filesystem;
 void TrainConfig::validate() const {
   VIT_CHECK(epochs > 0, "epochs must be positive, got ", epochs);
   VIT_CHECK(batch_size > 0, "batch size must be positive, got ", batch_size);
+  VIT_CHECK(grad_accum_steps > 0, "grad accum steps must be positive, got ", grad_accum_steps);
   VIT_CHECK(warmup_epochs >= 0.f, "warmup epochs must be non-negative");
   VIT_CHECK(smoothing >= 0.f && smoothing < 1.f, "label smoothing must be in [0, 1), got ", smoothing);
   VIT_CHECK(clip_grad >= 0.f, "clip grad must be non-negative");
@@ -36,6 +38,8 @@ void TrainConfig::validate() const {
   VIT_CHECK(recovery_interval >= -1,
             "recovery interval must be a number of steps, 0 (none) or -1 (by time), got ", recovery_interval);
   VIT_CHECK(recovery_seconds > 0, "recovery seconds must be positive");
+  VIT_CHECK(model_ema_decay >= 0.f && model_ema_decay <= 1.f, "model EMA decay must be in [0, 1], got ",
+            model_ema_decay);
   VIT_CHECK(!resume || !output.empty(), "resuming needs the run directory");
   optim.validate();
 }
@@ -59,14 +63,41 @@ void load_batch(const Dataset& d, const std::vector<int64_t>& order, int64_t fir
   for (int64_t b = 0; b < B; ++b) labels[b] = d.get(order[first + b], images + b * n);
 }
 
-std::string summary_csv(const std::vector<EpochStats>& hist) {
+std::string summary_csv(const std::vector<EpochStats>& hist, bool ema) {
   std::ostringstream os;
-  // Accuracies in percent, as timm's summary.csv has them under the same names.
-  os << "epoch,train_loss,train_top1,eval_loss,eval_top1,eval_top5,lr,seconds\n" << std::setprecision(6);
-  for (auto& e : hist)
+  // Accuracies in percent, as timm's summary.csv has them under the same names; the model
+  // EMA's evaluation in ema_* columns.
+  os << "epoch,train_loss,train_top1,eval_loss,eval_top1,eval_top5,"
+     << (ema ? "ema_eval_loss,ema_eval_top1,ema_eval_top5," : "") << "lr,seconds\n"
+     << std::setprecision(6);
+  for (auto& e : hist) {
     os << e.epoch << ',' << e.train_loss << ',' << 100 * e.train_top1 << ',' << e.eval.loss << ','
-       << 100 * e.eval.top1 << ',' << 100 * e.eval.top5 << ',' << e.lr << ',' << e.seconds << '\n';
+       << 100 * e.eval.top1 << ',' << 100 * e.eval.top5 << ',';
+    if (ema) os << e.ema.loss << ',' << 100 * e.ema.top1 << ',' << 100 * e.ema.top5 << ',';
+    os << e.lr << ',' << e.seconds << '\n';
+  }
   return os.str();
+}
+
+// The model EMA's decay after optimizer step `step` (1-based): timm's ModelEmaV3.get_decay.
+float ema_decay(const TrainConfig& cfg, int64_t step) {
+  if (!cfg.model_ema_warmup) return cfg.model_ema_decay;
+  const double d = 1.0 - std::pow(1.0 + double(step), -2.0 / 3.0);
+  return float(std::clamp(d, 0.0, double(cfg.model_ema_decay)));
+}
+
+// ema += (1 - decay) x (w - ema): torch.lerp as timm's ModelEmaV3 applies it.
+void ema_update(std::vector<float>& ema, const float* w, float decay) {
+  const float a = 1.f - decay;
+  const int64_t n = int64_t(ema.size());
+  float* e = ema.data();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) e[i] += a * (w[i] - e[i]);
+}
+
+// Exchanges the model's weights with the EMA's (bit for bit; twice restores both).
+void swap_weights(ViT& model, std::vector<float>& ema) {
+  std::swap_ranges(ema.begin(), ema.end(), model.params().data());
 }
 
 // The moments' names in the state file: PyTorch's optimizer state keys.
@@ -76,10 +107,11 @@ std::vector<std::pair<std::string, Arena*>> moment_arenas(Optimizer& opt) {
 }
 
 constexpr const char* kParamPrefix = "param.";
+constexpr const char* kEmaPrefix = "ema.";
 
 struct Progress {
   int64_t epochs_done = 0, global_step = 0, since_best = 0;
-  double best_top1 = -1;
+  double best_top1 = -1, best_ema_top1 = -1;
   std::vector<EpochStats> hist;
   // Within epoch epochs_done + 1 (a recovery state): the steps done and their sums so far.
   int64_t step_in_epoch = 0, correct_sum = 0, seen = 0;
@@ -93,13 +125,16 @@ nlohmann::json to_json(const EpochStats& e) {
           {"eval_loss", e.eval.loss},
           {"eval_top1", e.eval.top1},
           {"eval_top5", e.eval.top5},
+          {"ema_eval_loss", e.ema.loss},
+          {"ema_eval_top1", e.ema.top1},
+          {"ema_eval_top5", e.ema.top5},
           {"lr", e.lr},
           {"seconds", e.seconds}};
 }
 
 // Writes the training state to `path` (atomically); returns its size in bytes.
-size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const Progress& p,
-                  const TrainConfig& cfg, int64_t steps_per_epoch) {
+size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const std::vector<float>* ema,
+                  const Progress& p, const TrainConfig& cfg, int64_t steps_per_epoch) {
   nlohmann::json hist = nlohmann::json::array();
   for (auto& e : p.hist) hist.push_back(to_json(e));
   // Nothing else is needed for an exact resume, within an epoch too: the epoch's order,
@@ -113,10 +148,12 @@ size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const 
                        {"epoch_seconds", p.seconds},
                        {"optimizer_steps", opt.steps()},
                        {"best_top1", p.best_top1},
+                       {"best_ema_top1", p.best_ema_top1},
                        {"since_best", p.since_best},
                        {"optimizer", cfg.optim.name},
                        {"seed", cfg.seed},
                        {"batch_size", cfg.batch_size},
+                       {"grad_accum_steps", cfg.grad_accum_steps},
                        {"steps_per_epoch", steps_per_epoch},
                        {"history", hist}};
   std::vector<TensorOut> out;
@@ -127,6 +164,9 @@ size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const 
   for (auto& [prefix, arena] : moment_arenas(opt))
     for (auto& s : model.table().specs())
       if (s.trainable) out.push_back({prefix + s.name, s.shape, DType::F32, arena->data() + s.offset});
+  if (ema)
+    for (auto& s : model.table().specs())
+      out.push_back({kEmaPrefix + s.name, s.shape, DType::F32, ema->data() + s.offset});
   write_safetensors(path.string(), out, {{"vitcpp_state", st.dump()}});
   return fs::file_size(path);
 }
@@ -134,7 +174,7 @@ size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const 
 // Restores the weights, moments and position from the state file `sp` of the run in `dir`;
 // checks that the run is the same run.
 Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Optimizer& opt,
-                    const TrainConfig& cfg, int64_t steps_per_epoch) {
+                    std::vector<float>* ema, const TrainConfig& cfg, int64_t steps_per_epoch) {
   const std::string wp = (dir / "last.safetensors").string();
   SafeTensors state = SafeTensors::open(sp);
   auto it = state.metadata().find("vitcpp_state");
@@ -145,6 +185,7 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
   p.global_step = json_int(st.at("global_step"), sp + ": global_step");
   p.best_top1 = st.at("best_top1");
   p.since_best = json_int(st.at("since_best"), sp + ": since_best");
+  if (st.contains("best_ema_top1")) p.best_ema_top1 = st.at("best_ema_top1");
   if (st.contains("step_in_epoch")) {  // states from before recovery states end their epoch
     p.step_in_epoch = json_int(st.at("step_in_epoch"), sp + ": step_in_epoch");
     p.loss_sum = st.at("epoch_loss_sum");
@@ -167,10 +208,12 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
   }
   VIT_CHECK(st.at("optimizer") == cfg.optim.name, sp, ": the run used optimizer ",
             st.at("optimizer").get<std::string>(), ", this one ", cfg.optim.name);
-  VIT_CHECK(st.at("batch_size") == cfg.batch_size && st.at("steps_per_epoch") == steps_per_epoch, sp,
-            ": batch size or dataset size differ from the interrupted run (",
-            st.at("batch_size").get<int64_t>(), " x ", st.at("steps_per_epoch").get<int64_t>(),
-            " steps per epoch); an exact resume needs the same");
+  const int64_t accum = st.contains("grad_accum_steps") ? json_int(st.at("grad_accum_steps"), sp) : 1;
+  VIT_CHECK(st.at("batch_size") == cfg.batch_size && accum == cfg.grad_accum_steps &&
+                st.at("steps_per_epoch") == steps_per_epoch,
+            sp, ": batch size, accumulation steps or dataset size differ from the interrupted run (",
+            st.at("batch_size").get<int64_t>(), " x ", accum, " accumulation step(s), ",
+            st.at("steps_per_epoch").get<int64_t>(), " steps per epoch); an exact resume needs the same");
   VIT_CHECK(st.at("seed") == cfg.seed, sp, ": the run used seed ", st.at("seed").get<uint64_t>());
   VIT_CHECK(p.step_in_epoch >= 0 && p.step_in_epoch < steps_per_epoch, sp, ": step_in_epoch ",
             p.step_in_epoch, " is outside an epoch of ", steps_per_epoch, " steps");
@@ -187,6 +230,14 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
                   " has the wrong shape");
         state.copy_float(prefix + s.name, arena->data() + s.offset);
       }
+  if (ema)
+    for (auto& s : model.table().specs()) {
+      const std::string name = kEmaPrefix + s.name;
+      VIT_CHECK(state.find(name) != nullptr, sp, ": no model EMA (", name,
+                "); the run was trained without --model-ema");
+      VIT_CHECK(state.at(name).shape == s.shape, sp, ": ", name, " has the wrong shape");
+      state.copy_float(name, ema->data() + s.offset);
+    }
   opt.set_steps(st.at("optimizer_steps"));
   for (auto& h : st.at("history")) {
     EpochStats e;
@@ -198,6 +249,11 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
     e.eval.top5 = h.at("eval_top5");
     e.lr = h.at("lr");
     e.seconds = h.at("seconds");
+    if (h.contains("ema_eval_top1")) {
+      e.ema.loss = h.at("ema_eval_loss");
+      e.ema.top1 = h.at("ema_eval_top1");
+      e.ema.top5 = h.at("ema_eval_top5");
+    }
     p.hist.push_back(e);
   }
   return p;
@@ -229,12 +285,13 @@ std::vector<std::pair<std::string, std::string>> run_fingerprint(const ViT& mode
                                                                  const Dataset* eval_set,
                                                                  const TrainConfig& c) {
   std::ostringstream tc;
-  tc << c.epochs << ' ' << c.batch_size << ' ' << c.optim.name << ' ' << c.optim.momentum << ' '
-     << c.optim.nesterov << ' ' << c.optim.eps << ' ' << c.optim.weight_decay << ' ' << c.sched.name << ' '
-     << c.sched.lr << ' ' << c.sched.min_lr << ' ' << c.sched.warmup_lr << ' ' << c.sched.decay_rate << ' '
-     << c.warmup_epochs << ' ' << c.smoothing << ' ' << c.clip_grad << ' ' << c.mixup.mixup_alpha << ' '
-     << c.mixup.cutmix_alpha << ' ' << c.mixup.prob << ' ' << c.mixup.switch_prob << ' ' << c.seed << ' '
-     << c.patience << ' ' << c.resume << ' ' << model.amp();
+  tc << c.epochs << ' ' << c.batch_size << ' ' << c.grad_accum_steps << ' ' << c.optim.name << ' '
+     << c.optim.momentum << ' ' << c.optim.nesterov << ' ' << c.optim.beta1 << ' ' << c.optim.beta2 << ' '
+     << c.optim.eps << ' ' << c.optim.weight_decay << ' ' << c.sched.name << ' ' << c.sched.lr << ' '
+     << c.sched.min_lr << ' ' << c.sched.warmup_lr << ' ' << c.sched.decay_rate << ' ' << c.warmup_epochs
+     << ' ' << c.smoothing << ' ' << c.clip_grad << ' ' << c.mixup.mixup_alpha << ' ' << c.mixup.cutmix_alpha
+     << ' ' << c.mixup.prob << ' ' << c.mixup.switch_prob << ' ' << c.seed << ' ' << c.patience << ' '
+     << c.resume << ' ' << model.amp();
   const std::string model_json = model.config().to_json(-1), train_str = tc.str();
   return {{"build id", build_id()},
           {"model config hash", hash_hex(model_json.data(), model_json.size())},
@@ -373,7 +430,8 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   std::ostream quiet(nullptr);  // ranks other than 0 log nothing
   std::ostream& log = comm.root() ? log_any : quiet;
   const bool write = comm.root() && !cfg.output.empty();
-  const int64_t N = train_set.size(), B = cfg.batch_size;
+  // B: the global batch of an optimizer step; micro-batches of cfg.batch_size make it up.
+  const int64_t N = train_set.size(), A = cfg.grad_accum_steps, B = cfg.batch_size * A;
   const int64_t steps_per_epoch = (N + B - 1) / B;
   ScheduleConfig sched = cfg.sched;
   sched.total_steps = cfg.epochs * steps_per_epoch;
@@ -385,6 +443,10 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   const int64_t C = train_set.channels(), H = train_set.height(), W = train_set.width();
   std::vector<float> targets(cfg.mixup.active() ? B * K : 0);
   const fs::path dir(cfg.output);
+  // The model EMA, laid out as the parameters: from the state on a resume, else the weights
+  // training starts with.
+  std::vector<float> ema_store(cfg.model_ema ? model.params().size() : 0);
+  std::vector<float>* ema = cfg.model_ema ? &ema_store : nullptr;
   Progress p;
   bool fresh = !cfg.resume;
   if (cfg.resume) {
@@ -395,7 +457,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       newest = newest_state(dir.string());
       if (!newest) return;
       try {
-        p = load_state(dir, newest->path, model, opt, cfg, steps_per_epoch);
+        p = load_state(dir, newest->path, model, opt, ema, cfg, steps_per_epoch);
       } catch (const nlohmann::json::exception& e) {  // a vitcpp_state that is not what save_state writes
         throw Error(detail::concat(newest->path, ": corrupt training state: ", e.what()));
       }
@@ -424,13 +486,16 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
           << ")" << std::endl;
     }
   }
+  if (fresh && ema) std::copy(model.params().data(), model.params().data() + ema->size(), ema->begin());
   if (fresh && write) {
     fs::create_directories(dir);
     model.config().save((dir / "config.json").string());
   }
   check_agreement(comm, run_fingerprint(model, train_set, eval_set, cfg));
   log << "training " << train_set.describe() << ", " << cfg.epochs << " epochs of " << steps_per_epoch
-      << " steps, batch " << B << ", " << cfg.optim.name << " lr " << cfg.sched.lr;
+      << " steps, batch " << B;
+  if (A > 1) log << " (" << cfg.batch_size << " x " << A << " accumulation steps)";
+  log << ", " << cfg.optim.name << " lr " << cfg.sched.lr;
   if (ranks > 1) log << ", " << comm.describe();
   log << std::endl;
 
@@ -488,10 +553,24 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
               batch.labels = nullptr;
               batch.targets = targets.data();
             }
-            const ForwardMode mode{true, cfg.seed, uint64_t(p.global_step), mine.lo};
-            const double loss =
-                loss_step.run(model, batch, cfg.smoothing, mode, &correct, float(mine.size()) / float(bs));
-            stats[0] = loss * double(mine.size());
+            // The micro-batches: this rank's rows in A contiguous parts, each drawing its
+            // dropout and drop-path masks by its rows' indices in the global batch.
+            for (int64_t k = 0; k < A; ++k) {
+              const Rows part = shard_rows(mine.size(), int(k), int(A));
+              if (part.size() == 0) continue;
+              Batch micro = batch;
+              micro.images = images + part.lo * C * H * W;
+              micro.size = part.size();
+              if (batch.labels) micro.labels = batch.labels + part.lo;
+              if (batch.targets) micro.targets = batch.targets + part.lo * K;
+              const ForwardMode mode{true, cfg.seed, uint64_t(p.global_step), mine.lo + part.lo};
+              int64_t part_correct = 0;
+              const double loss = loss_step.run(model, micro, cfg.smoothing, mode, &part_correct,
+                                                float(part.size()) / float(bs));
+              stats[0] += loss * double(part.size());
+              correct += part_correct;
+              if (!std::isfinite(loss)) break;
+            }
             stats[1] = double(correct);
           },
           stats, 4);
@@ -504,6 +583,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       if (cfg.clip_grad > 0) clip_grad_norm(model.table(), model.grads().data(), cfg.clip_grad);
       lr = lr_at(sched, p.global_step);
       opt.step(model.params().data(), model.grads().data(), lr);
+      if (ema) ema_update(*ema, model.params().data(), ema_decay(cfg, p.global_step + 1));
       loss_sum += stats[0];
       correct_sum += int64_t(stats[1]);
       seen += int64_t(stats[2]);
@@ -521,7 +601,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
         run_agreed(comm, "writing a recovery state to " + cfg.output, [&] {
           if (!write) return;
           const auto w0 = std::chrono::steady_clock::now();
-          const size_t bytes = save_state(dir / kRecoveryFile, model, opt, r, cfg, steps_per_epoch);
+          const size_t bytes = save_state(dir / kRecoveryFile, model, opt, ema, r, cfg, steps_per_epoch);
           recovery.wrote(seconds_since(w0));
           if (!cfg.progress_bar)
             log << "recovery state after step " << s + 1 << " of epoch " << epoch + 1 << ": "
@@ -540,7 +620,12 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     e.epoch = epoch + 1;
     e.train_loss = loss_sum / double(N);
     e.train_top1 = double(correct_sum) / double(N);
-    if (eval_set) e.eval = evaluate(model, *eval_set, B, &comm);
+    if (eval_set) e.eval = evaluate(model, *eval_set, cfg.batch_size, &comm);
+    if (eval_set && ema) {
+      swap_weights(model, *ema);
+      e.ema = evaluate(model, *eval_set, cfg.batch_size, &comm);
+      swap_weights(model, *ema);
+    }
     e.lr = lr;
     e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     p.hist.push_back(e);
@@ -550,6 +635,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     log << "epoch " << e.epoch << "/" << cfg.epochs << ": train loss " << std::setprecision(4) << e.train_loss
         << " top1 " << 100 * e.train_top1 << "%";
     if (eval_set) log << ", eval loss " << e.eval.loss << " top1 " << 100 * e.eval.top1 << "%";
+    if (eval_set && ema) log << ", EMA eval loss " << e.ema.loss << " top1 " << 100 * e.ema.top1 << "%";
     log << ", " << std::setprecision(3) << double(N) / e.seconds << " img/s, " << e.seconds << " s"
         << std::endl;
     const double score = eval_set ? e.eval.top1 : e.train_top1;
@@ -560,6 +646,8 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     } else {
       ++p.since_best;
     }
+    const bool ema_better = eval_set && ema && e.ema.top1 > p.best_ema_top1;
+    if (ema_better) p.best_ema_top1 = e.ema.top1;
     // The ranks hold the same weights (identical sums, identical updates); checked once an
     // epoch so that a divergence cannot go unnoticed into a checkpoint.
     if (ranks > 1)
@@ -574,9 +662,15 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       if (!cfg.class_names.empty()) meta["class_names"] = nlohmann::json(cfg.class_names).dump();
       save_checkpoint((dir / "last.safetensors").string(), model, meta, false);
       if (better) save_checkpoint((dir / "best.safetensors").string(), model, meta, false);
-      write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist));
+      if (ema) {
+        swap_weights(model, *ema);
+        save_checkpoint((dir / "last_ema.safetensors").string(), model, meta, false);
+        if (ema_better) save_checkpoint((dir / "best_ema.safetensors").string(), model, meta, false);
+        swap_weights(model, *ema);
+      }
+      write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist, ema != nullptr));
       const auto w0 = std::chrono::steady_clock::now();
-      save_state(dir / kStateFile, model, opt, p, cfg, steps_per_epoch);
+      save_state(dir / kStateFile, model, opt, ema, p, cfg, steps_per_epoch);
       recovery.wrote(seconds_since(w0));
       fs::remove(dir / kRecoveryFile);  // older than the state now: space back (1 GB for ViT-B)
     });

@@ -160,6 +160,19 @@ TEST(BadInput, EachCaseFailsWithAClearMessageAndNoCheckpoint) {
   EXPECT_EQ(r.code, 0) << r.out;
 }
 
+// The memory plan counts a model EMA (one more copy of the weights, with the optimizer's
+// state) and the whole global batches the prefetcher holds with --grad-accum-steps.
+TEST(BadInput, TheMemoryPlanCountsTheModelEmaAndTheGlobalBatch) {
+  const std::string tiny = "train --threads 1 --model mnist-seed --synthetic 8 ";
+  auto plain = run_vit(tiny, "VIT_MEMORY_LIMIT=1M");
+  auto ema = run_vit(tiny + "--model-ema", "VIT_MEMORY_LIMIT=1M");
+  auto accum = run_vit(tiny + "--grad-accum-steps 4", "VIT_MEMORY_LIMIT=1M");
+  EXPECT_NE(plain.out.find("optimizer 19.9 KiB"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("batch buffers 786.0 KiB"), std::string::npos) << plain.out;
+  EXPECT_NE(ema.out.find("optimizer 29.8 KiB"), std::string::npos) << ema.out;
+  EXPECT_NE(accum.out.find("batch buffers 3.1 MiB"), std::string::npos) << accum.out;
+}
+
 // A directory where a file is meant (or a directory that is not what is meant): one line
 // naming it, never std::bad_alloc (a directory opened as a file reads as 2^63 bytes).
 TEST(BadInput, DirectoriesWhereFilesAreMeantGiveAOneLineError) {

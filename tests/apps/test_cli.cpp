@@ -97,6 +97,9 @@ TEST(Cli, ProgressBarOrLogLinesAsAsked) {
   ASSERT_EQ(log.code, 0) << log.out;
   EXPECT_EQ(log.out.find("\033[2K"), std::string::npos) << log.out;
   EXPECT_NE(log.out.find("epoch 1/1 step 2/4 loss"), std::string::npos) << log.out;
+  Result interval = run(base + "--log-interval 2 --output " + (tmp / "c"));  // timm's name
+  ASSERT_EQ(interval.code, 0) << interval.out;
+  EXPECT_NE(interval.out.find("epoch 1/1 step 2/4 loss"), std::string::npos) << interval.out;
   Result bad = run(base + "--progress sometimes");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("--progress"), std::string::npos) << bad.out;
@@ -121,6 +124,72 @@ TEST(Cli, ResumeTakesDisplayFlagsAnewAndRefusesTheRest) {
                   "(to train longer) may be given (got --lr)"),
       std::string::npos)
       << lr.out;
+}
+
+// --opt-betas B1 B2 (timm's) sets Adam's betas: other betas, other weights; betas outside
+// [0, 1) or a single value are refused.
+TEST(Cli, OptBetasSetAdamsBetas) {
+  vit::test::TempDir tmp("betas");
+  const std::string base =
+      "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 1 -b 16 --threads 1 --log-every 0 ";
+  ASSERT_EQ(run(base + "--output " + (tmp / "a")).code, 0);
+  ASSERT_EQ(run(base + "--opt-betas 0.9 0.999 --output " + (tmp / "b")).code, 0);
+  Result other = run(base + "--opt-betas 0.5 0.9 --output " + (tmp / "c"));
+  ASSERT_EQ(other.code, 0) << other.out;
+  auto bytes = [&](const std::string& run_dir) { return vit::read_text_file(run_dir + "/last.safetensors"); };
+  EXPECT_EQ(bytes(tmp / "a"), bytes(tmp / "b"));  // the defaults are timm's 0.9 0.999
+  EXPECT_NE(bytes(tmp / "a"), bytes(tmp / "c"));
+  Result bad = run(base + "--opt-betas 0.9 1.5");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("betas must be in [0, 1)"), std::string::npos) << bad.out;
+  EXPECT_NE(run(base + "--opt-betas 0.9").code, 0);
+}
+
+// --grad-accum-steps N: global batches of -b x N, steps counted as optimizer steps; the run
+// resumes with it (args.json) and the log says so.
+TEST(Cli, GradAccumStepsMakeAGlobalBatchOfMicroBatches) {
+  vit::test::TempDir tmp("accum");
+  const std::string dir = tmp / "run";
+  Result r =
+      run("train --model mnist-seed --img-size 16 --synthetic 64 --epochs 1 -b 8 --grad-accum-steps 2 "
+          "--threads 1 --log-every 1 --output " +
+          dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("1 epochs of 4 steps, batch 16 (8 x 2 accumulation steps)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("epoch 1/1 step 4/4 loss"), std::string::npos) << r.out;
+  Result longer = run("train --resume " + dir + " --epochs 2");
+  EXPECT_EQ(longer.code, 0) << longer.out;
+  EXPECT_NE(longer.out.find("batch 16 (8 x 2 accumulation steps)"), std::string::npos) << longer.out;
+  Result bad = run("train --model mnist-seed --synthetic 64 --grad-accum-steps 0");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("grad accum steps must be positive"), std::string::npos) << bad.out;
+}
+
+// --model-ema: the EMA is evaluated each epoch (summary.csv's ema_* columns, the log) and
+// saved beside the model as last_ema.safetensors and best_ema.safetensors (checkpoints as
+// any other).
+TEST(Cli, ModelEmaIsEvaluatedAndSavedBesideTheModel) {
+  vit::test::TempDir tmp("ema");
+  const std::string dir = tmp / "run";
+  Result r =
+      run("train --model mnist-seed --img-size 16 --synthetic 64 --epochs 2 -b 16 --threads 1 --log-every 0 "
+          "--model-ema --model-ema-decay 0.5 --output " +
+          dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(", EMA eval loss "), std::string::npos) << r.out;
+  const std::string csv = vit::read_text_file(dir + "/summary.csv");
+  EXPECT_EQ(csv.rfind("epoch,train_loss,train_top1,eval_loss,eval_top1,eval_top5,ema_eval_loss,ema_eval_top1,"
+                      "ema_eval_top5,lr,seconds\n",
+                      0),
+            0u)
+      << csv;
+  for (const char* f : {"last_ema.safetensors", "best_ema.safetensors"})
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + f)) << f;
+  EXPECT_NE(vit::read_text_file(dir + "/last_ema.safetensors"),
+            vit::read_text_file(dir + "/last.safetensors"));
+  Result info = run("info --checkpoint " + dir + "/best_ema.safetensors");
+  EXPECT_EQ(info.code, 0) << info.out;
 }
 
 // --amp trains in mixed precision, says so, and keeps it in args.json for a resume; only
@@ -269,7 +338,7 @@ TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
   const std::string summary = vit::read_text_file(out / "summary.csv");
   EXPECT_NE(summary.find("\n2,"), std::string::npos) << summary;
   const std::string args = vit::read_text_file(out / "args.json");
-  EXPECT_NE(args.find("\"--crop-pad\""), std::string::npos) << "the recipe's flags are recorded: " << args;
+  EXPECT_NE(args.find("\"crop-pad\": 4,"), std::string::npos) << "the recipe's flags are recorded: " << args;
   const std::string png = out / "confusion.png";
   Result ev = run("eval --json --checkpoint " + (out / "best.safetensors") + " --data-dir " + data.str() +
                   " --confusion-png " + png);

@@ -140,15 +140,15 @@ void expect_same_run(const std::string& ref, const std::string& dir) {
   EXPECT_TRUE(temp_files(dir).empty()) << temp_files(dir).front();
 }
 
-// Starts the recovery run into `dir` and kills it with SIGKILL as soon as ready() holds
+// Starts the recovery run (plus `flags`) into `dir` and kills it with SIGKILL as soon as ready() holds
 // (polled every 0.1 ms), then asks landed() whether the kill hit the moment wanted. A kill
 // that came too late (the test was not scheduled in time on a busy machine) is tried
 // again, up to 5 times. Returns whether one landed.
 bool kill_when(const std::string& dir, const std::string& log, const std::function<bool()>& ready,
-               const std::function<bool()>& landed) {
+               const std::function<bool()>& landed, const std::string& flags = "") {
   for (int attempt = 0; attempt < 5; ++attempt) {
     fs::remove_all(dir);
-    const pid_t pid = vit::test::spawn(VIT_BINARY, kRecoveryRun + " --output " + dir, {log});
+    const pid_t pid = vit::test::spawn(VIT_BINARY, kRecoveryRun + flags + " --output " + dir, {log});
     const auto start = Clock::now();
     while (!ready() && Clock::now() - start < std::chrono::minutes(1))
       std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -201,17 +201,20 @@ TEST(CrashSafety, KilledAsSoonAsItsDirectoryAppearsResumesFromStepZeroToTheSameB
   expect_same_run(tmp / "ref", dir);
 }
 
+namespace {
 // Killed within epoch 2 or 3, after a recovery state: --resume goes on after that state's
-// step (not from the epoch's start) and ends with the same bits.
-TEST(CrashSafety, KilledMidEpochResumesAfterItsRecoveryStateToTheSameBits) {
-  vit::test::TempDir tmp("kill_mid");
-  Finished ref =
-      vit::test::run_child(VIT_BINARY, kRecoveryRun + " --output " + (tmp / "ref"), {tmp / "ref.log"});
+// step (not from the epoch's start) and ends with the same bits. `flags` are added to
+// kRecoveryRun; `files` are more files that must end byte-identical.
+void killed_mid_epoch(const std::string& name, const std::string& flags,
+                      const std::vector<std::string>& files) {
+  vit::test::TempDir tmp(name);
+  Finished ref = vit::test::run_child(VIT_BINARY, kRecoveryRun + flags + " --output " + (tmp / "ref"),
+                                      {tmp / "ref.log"});
   ASSERT_EQ(ref.code, 0) << ref.out;
   EXPECT_NE(ref.out.find("recovery state after step 16 of epoch 1"), std::string::npos) << ref.out;
   const std::string dir = tmp / "run";
   auto mid_epoch = [&] { return recovery_after_epoch_1(dir).has_value(); };
-  ASSERT_TRUE(kill_when(dir, tmp / "run.log", mid_epoch, mid_epoch));
+  ASSERT_TRUE(kill_when(dir, tmp / "run.log", mid_epoch, mid_epoch, flags));
   const vit::StateInfo at = *recovery_after_epoch_1(dir);
   Finished res = vit::test::run_child(VIT_BINARY, "train --resume " + dir, {tmp / "res.log"});
   ASSERT_EQ(res.code, 0) << res.out;
@@ -221,6 +224,21 @@ TEST(CrashSafety, KilledMidEpochResumesAfterItsRecoveryStateToTheSameBits) {
             std::string::npos)
       << res.out;
   expect_same_run(tmp / "ref", dir);
+  for (const std::string& f : files)
+    EXPECT_TRUE(vit::read_file_bytes(tmp / "ref/" + f) == vit::read_file_bytes(dir + "/" + f))
+        << f << " differs";
+}
+}  // namespace
+
+TEST(CrashSafety, KilledMidEpochResumesAfterItsRecoveryStateToTheSameBits) {
+  killed_mid_epoch("kill_mid", "", {});
+}
+
+// The same with gradient accumulation (global batches of 16 as 2 x 8: the kill can land
+// between a step's micro-batches; states follow optimizer steps) and a model EMA.
+TEST(CrashSafety, KilledMidEpochWithAccumulationAndAModelEmaResumesToTheSameBits) {
+  killed_mid_epoch("kill_mid_accum", " -b 8 --grad-accum-steps 2 --model-ema --model-ema-warmup",
+                   {"last_ema.safetensors", "best_ema.safetensors"});
 }
 
 TEST(CrashSafety, ACheckpointWriteThatFailsPartWayKeepsThePreviousFileAndNamesIt) {

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -75,11 +77,44 @@ TEST(RunDir, ResumeWithMoreEpochsTrainsAFinishedRunLonger) {
   const std::string summary = vit::read_text_file(dir + "/summary.csv");
   EXPECT_TRUE(has(summary, "\n3,")) << summary;
   // The new length is the run's now: resuming again finds it finished at 3.
-  EXPECT_TRUE(has(vit::read_text_file(dir + "/args.json"), "\"--epochs\",\n \"3\"\n]"))
+  EXPECT_TRUE(has(vit::read_text_file(dir + "/args.json"), "\"epochs\": 3,"))
       << vit::read_text_file(dir + "/args.json");
   const Result again = run("train --resume " + dir);
   EXPECT_EQ(again.code, 0) << again.out;
   EXPECT_TRUE(has(again.out, "this run is finished (3 of 3 epochs)")) << again.out;
+}
+
+// args.json is the run's settings, {flag: value} (timm's args.yaml is its settings too),
+// which --resume reads; the argv list that older runs saved still resumes, to the same bits,
+// and a longer --epochs is kept in it in its own form.
+TEST(RunDir, ArgsJsonIsTheSettingsAndAnOlderArgvListStillResumes) {
+  vit::test::TempDir tmp("run_args");
+  const std::string a = tmp / "a", b = tmp / "b";
+  const std::string flags = "--epochs 1 --opt sgd --nesterov --opt-betas 0.8 0.99 --log-every 0 --output ";
+  ASSERT_EQ(run(kTrain + flags + a).code, 0);
+  ASSERT_EQ(run(kTrain + flags + b).code, 0);
+  const auto settings = nlohmann::json::parse(vit::read_text_file(a + "/args.json"));
+  ASSERT_TRUE(settings.is_object()) << settings.dump();
+  EXPECT_EQ(settings.at("model"), "mnist-seed");
+  EXPECT_EQ(settings.at("batch-size"), 64);
+  EXPECT_EQ(settings.at("epochs"), 1);
+  EXPECT_EQ(settings.at("nesterov"), true);
+  EXPECT_EQ(settings.at("opt-betas"), nlohmann::json({0.8, 0.99}));
+  EXPECT_EQ(settings.at("output"), a);
+  // b as an older run saved it: the command line.
+  nlohmann::json argv = nlohmann::json::array();
+  std::istringstream words(kTrain + flags + b);
+  for (std::string w; words >> w;) argv.push_back(w);
+  vit::write_file_atomic(b + "/args.json", argv.dump(1) + "\n");
+  for (const std::string& dir : {a, b}) {
+    const Result longer = run("train --resume " + dir + " --epochs 2");
+    ASSERT_EQ(longer.code, 0) << longer.out;
+    EXPECT_TRUE(has(longer.out, "resuming " + dir + " after epoch 1")) << longer.out;
+  }
+  EXPECT_EQ(vit::read_text_file(a + "/last.safetensors"), vit::read_text_file(b + "/last.safetensors"));
+  EXPECT_EQ(nlohmann::json::parse(vit::read_text_file(a + "/args.json")).at("epochs"), 2);
+  EXPECT_TRUE(has(vit::read_text_file(b + "/args.json"), "\"--epochs\",\n \"2\"\n]"))
+      << vit::read_text_file(b + "/args.json");
 }
 
 TEST(RunDir, AnEmptyOrMissingOutputIsFineAFileIsNot) {

@@ -34,12 +34,28 @@ namespace vit {
 struct TrainConfig {
   int64_t epochs = 5;
   int64_t batch_size = 128;
+  // Gradient accumulation (timm's --grad-accum-steps): an optimizer step takes a global batch
+  // of batch_size x grad_accum_steps samples, run as grad_accum_steps micro-batches whose
+  // gradients are summed (each scaled by its share of the global batch: the sum is the
+  // gradient of the global batch's mean loss). Every random draw uses the sample's index in
+  // the global batch, so the step is one step at the global batch size up to float rounding.
+  // Steps (schedule, logging, recovery states, resume) are optimizer steps.
+  int64_t grad_accum_steps = 1;
   OptimConfig optim;
   ScheduleConfig sched;  // lr, min_lr, name; lengths are filled in from epochs
   float warmup_epochs = 0.f;
   float smoothing = 0.f;
   float clip_grad = 0.f;  // max global grad norm; 0 = off
   MixupConfig mixup;
+  // A model EMA (timm's --model-ema, ModelEmaV3): after every optimizer step
+  // ema += (1 - decay) x (weights - ema), starting from the weights training starts with.
+  // With model_ema_warmup the decay of step t (1-based) is min(decay, 1 - (1 + t)^(-2/3)),
+  // timm's warmup. Evaluated beside the model each epoch (summary.csv's ema_* columns),
+  // saved as last_ema.safetensors and best_ema.safetensors (by the EMA's eval top-1) and
+  // kept in the training states (ema.<name>) so that a resume is exact.
+  bool model_ema = false;
+  float model_ema_decay = 0.9998f;
+  bool model_ema_warmup = false;
   uint64_t seed = 42;
   std::string output;                    // run directory; empty = write nothing
   std::vector<std::string> class_names;  // saved in checkpoints' metadata when known
@@ -72,6 +88,7 @@ struct EpochStats {
   int64_t epoch = 0;
   double train_loss = 0, train_top1 = 0;
   EvalResult eval;
+  EvalResult ema;  // the model EMA's evaluation (TrainConfig::model_ema with an eval set)
   double lr = 0, seconds = 0;
 };
 
