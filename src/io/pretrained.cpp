@@ -116,6 +116,11 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
                       : out.format == "vitcpp" ? vitcpp_mapping(st)
                                                : detail::timm_mapping(st, opt.num_heads);
   ViTConfig c = m.cfg;
+  // The file's own patch grid, for resampling the position embedding (a patch size of 0 from
+  // a config.json would divide by zero here before validate() said so; found by
+  // fuzz_pretrained_config).
+  VIT_CHECK(c.patch_h > 0 && c.patch_w > 0, out.file, ": config: patch_size must be positive, got ",
+            c.patch_h, "x", c.patch_w);
   const int64_t gh0 = c.grid_h(), gw0 = c.grid_w();
   if (opt.img_h > 0) {
     c.img_h = opt.img_h;

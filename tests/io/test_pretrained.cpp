@@ -217,6 +217,11 @@ TEST(Pretrained, OutOfRangeNumbersInConfigJsonAreErrors) {
     j["id2label"] = {{"99999999999999999999999", "x"}};
     cases.push_back({"hf", j, "id2label"});
   }
+  for (double v : {0.0, -16.0}) {  // a patch size of 0 divided by zero (fuzz_pretrained_config)
+    nlohmann::json j = hf;
+    j["patch_size"] = v;
+    cases.push_back({"hf", j, "patch_size must be positive"});
+  }
   for (const char* key : {"num_heads", "embed_dim", "img_size"}) {
     nlohmann::json j = timm;
     j["model_args"][key] = 1e300;
