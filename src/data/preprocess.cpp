@@ -43,7 +43,8 @@ Image resize_and_crop(const Image& img, const InputSpec& in) {
   if (rh == img.h && rw == img.w)  // Pillow's resize to the same size is a copy
     big.px = img.px;
   else
-    resize_u8_pil(img.px.data(), img.h, img.w, img.c, big.px.data(), rh, rw, filter_from_name(in.interpolation));
+    resize_u8_pil(img.px.data(), img.h, img.w, img.c, big.px.data(), rh, rw,
+                  filter_from_name(in.interpolation));
   if (rh == in.height && rw == in.width) return big;
   // torchvision's CenterCrop: int(round((size - crop) / 2.0)), round half to even.
   const int64_t top = int64_t(std::nearbyint((rh - in.height) / 2.0));
