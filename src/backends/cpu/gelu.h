@@ -11,10 +11,15 @@ namespace vit::cpu {
 inline constexpr float kInvSqrt2 = 0.70710678118654752f;
 inline constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
+// The kernels every path has, declared once and expanded in each path's namespace.
+#define VIT_GELU_KERNELS                                                                        \
+  void gelu_forward(float* y, const float* x, int64_t i0, int64_t i1);                          \
+  void gelu_backward(float* dx, const float* dy, const float* x, int64_t i0, int64_t i1);       \
+  void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1, \
+                      bool keep_grad);
+
 namespace avx512 {
-void gelu_forward(float* y, const float* x, int64_t i0, int64_t i1);
-void gelu_backward(float* dx, const float* dy, const float* x, int64_t i0, int64_t i1);
-void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1, bool keep_grad);
+VIT_GELU_KERNELS
 // cpu::bias_gelu_backward whole (its threads too): dx = dy * grad with the column sums of dx
 // added to db in colsum_add's order, in the same pass.
 void bias_gelu_backward(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
@@ -22,15 +27,13 @@ void bias_gelu_backward(float* dx, float* db, const float* dy, float* grad, int6
 }  // namespace avx512
 
 namespace avx2 {
-void gelu_forward(float* y, const float* x, int64_t i0, int64_t i1);
-void gelu_backward(float* dx, const float* dy, const float* x, int64_t i0, int64_t i1);
-void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1, bool keep_grad);
+VIT_GELU_KERNELS
 }  // namespace avx2
 
 namespace neon {
-void gelu_forward(float* y, const float* x, int64_t i0, int64_t i1);
-void gelu_backward(float* dx, const float* dy, const float* x, int64_t i0, int64_t i1);
-void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1, bool keep_grad);
+VIT_GELU_KERNELS
 }  // namespace neon
+
+#undef VIT_GELU_KERNELS
 
 }  // namespace vit::cpu

@@ -9,13 +9,17 @@
 
 namespace vit::cpu {
 
+// The kernels every path has, declared once and expanded in each path's namespace.
+#define VIT_LAYERNORM_KERNELS                                                                              \
+  void layernorm_rows(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,  \
+                      int64_t i0, int64_t i1, int64_t C, float eps);                                       \
+  void layernorm_dx_rows(float* dx, const float* dy, const float* x, const float* mean, const float* rstd, \
+                         const float* w, int64_t i0, int64_t i1, int64_t C, bool accumulate_dx);           \
+  void param_grads_columns(float* dw, float* db, const float* dy, const float* x, const float* mean,       \
+                           const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1);
+
 namespace avx512 {
-void layernorm_rows(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
-                    int64_t i0, int64_t i1, int64_t C, float eps);
-void layernorm_dx_rows(float* dx, const float* dy, const float* x, const float* mean, const float* rstd,
-                       const float* w, int64_t i0, int64_t i1, int64_t C, bool accumulate_dx);
-void param_grads_columns(float* dw, float* db, const float* dy, const float* x, const float* mean,
-                         const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1);
+VIT_LAYERNORM_KERNELS
 // The whole backward on one thread in one walk over the rows (dx, the parameter gradients and
 // dxsum's column sums: the same bits as the passes above and colsum_add), for the shapes
 // one_pass_backward_fits; one read of dy and x instead of three.
@@ -26,21 +30,13 @@ void layernorm_backward_one_pass(float* dx, float* dw, float* db, float* dxsum, 
 }  // namespace avx512
 
 namespace avx2 {
-void layernorm_rows(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
-                    int64_t i0, int64_t i1, int64_t C, float eps);
-void layernorm_dx_rows(float* dx, const float* dy, const float* x, const float* mean, const float* rstd,
-                       const float* w, int64_t i0, int64_t i1, int64_t C, bool accumulate_dx);
-void param_grads_columns(float* dw, float* db, const float* dy, const float* x, const float* mean,
-                         const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1);
+VIT_LAYERNORM_KERNELS
 }  // namespace avx2
 
 namespace neon {
-void layernorm_rows(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
-                    int64_t i0, int64_t i1, int64_t C, float eps);
-void layernorm_dx_rows(float* dx, const float* dy, const float* x, const float* mean, const float* rstd,
-                       const float* w, int64_t i0, int64_t i1, int64_t C, bool accumulate_dx);
-void param_grads_columns(float* dw, float* db, const float* dy, const float* x, const float* mean,
-                         const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1);
+VIT_LAYERNORM_KERNELS
 }  // namespace neon
+
+#undef VIT_LAYERNORM_KERNELS
 
 }  // namespace vit::cpu

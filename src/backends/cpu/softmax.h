@@ -5,25 +5,27 @@
 
 namespace vit::cpu {
 
+// The kernels every path has, declared once and expanded in each path's namespace.
+#define VIT_SOFTMAX_KERNELS                                                       \
+  void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km);        \
+  void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n); \
+  void exp_nonpos(float* y, const float* x, int64_t n);
+
 namespace avx512 {
-void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km);
-void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n);
-void exp_nonpos(float* y, const float* x, int64_t n);
+VIT_SOFTMAX_KERNELS
 // Reads p[0, n) in order, so that a sample's strided heads find its rows in cache
 // (attention.cpp's warm_samples).
 void warm_rows(const float* p, int64_t n);
 }  // namespace avx512
 
 namespace avx2 {
-void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km);
-void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n);
-void exp_nonpos(float* y, const float* x, int64_t n);
+VIT_SOFTMAX_KERNELS
 }  // namespace avx2
 
 namespace neon {
-void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km);
-void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n);
-void exp_nonpos(float* y, const float* x, int64_t n);
+VIT_SOFTMAX_KERNELS
 }  // namespace neon
+
+#undef VIT_SOFTMAX_KERNELS
 
 }  // namespace vit::cpu
