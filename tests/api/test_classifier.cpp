@@ -1,0 +1,127 @@
+// vit::Classifier and vit::top_k (include/vit/classifier.h): the three kinds of image input
+// give the same logits as the library's own preprocessing and forward pass, batches equal
+// single images, top-k is softmax order, and bad input is a vit::Error naming it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "vit/classifier.h"
+#include "vit/core/file.h"
+#include "vit/data/image.h"
+#include "vit/data/open.h"
+#include "vit/data/preprocess.h"
+#include "vit/io/pretrained.h"
+
+namespace {
+
+const std::string kModel = std::string(VIT_FIXTURE_DIR) + "/pretrained/timm_a";  // 5 classes, 32 x 32 RGB
+const std::string kImages = std::string(VIT_FIXTURE_DIR) + "/pretrained/images/";
+
+// Bit equality, reporting the worst element.
+void expect_same(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t worst = 0;
+  double diff = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::abs(double(got[i]) - want[i]) > diff) diff = std::abs(double(got[i]) - want[i]), worst = i;
+  EXPECT_EQ(diff, 0.0) << what << ": worst at " << worst << ": got " << got[worst] << ", want "
+                       << want[worst];
+}
+
+TEST(TopK, SoftmaxOrderWithLabelsAndClamp) {
+  const std::vector<float> z = {0.5f, 2.f, -1.f, 1.f};
+  const auto top = vit::top_k(z.data(), 4, 3, {"a", "b", "c", "d"});
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].index, 1);
+  EXPECT_EQ(top[1].index, 3);
+  EXPECT_EQ(top[2].index, 0);
+  EXPECT_EQ(top[0].label, "b");
+  double sum = 0;
+  for (float v : z) sum += std::exp(double(v) - 2.0);
+  EXPECT_NEAR(top[0].probability, 1.0 / sum, 1e-15);  // double-precision softmax
+  EXPECT_NEAR(top[1].probability, std::exp(-1.0) / sum, 1e-15);
+  EXPECT_EQ(vit::top_k(z.data(), 4, 10).size(), 4u);         // k clamped to K
+  EXPECT_TRUE(vit::top_k(z.data(), 4, 1)[0].label.empty());  // no names: no label
+  EXPECT_THROW(vit::top_k(z.data(), 4, 0), vit::Error);
+}
+
+TEST(Classifier, MatchesTheLibrarysPreprocessingAndForward) {
+  vit::Classifier c(kModel);
+  EXPECT_EQ(c.num_classes(), 5);
+  EXPECT_EQ(c.channels(), 3);
+  EXPECT_EQ(c.format(), "timm");
+  ASSERT_EQ(c.class_names().size(), 5u);
+  EXPECT_EQ(c.classify(vit::ImageInput::file(kImages + "cat.jpg"), 1)[0].label,
+            c.class_names()[size_t(c.classify(vit::ImageInput::file(kImages + "cat.jpg"), 1)[0].index)]);
+  // The reference: what vit predict runs (load_pretrained, the eval transform, infer).
+  vit::Pretrained p = vit::load_pretrained(kModel);
+  p.model->pack_weights_if_faster(32);
+  const vit::ViTConfig& cfg = p.model->config();
+  std::vector<float> x(size_t(cfg.in_chans * cfg.img_h * cfg.img_w)), want(5);
+  vit::load_image_input(kImages + "cat.jpg", vit::input_spec(cfg), x.data());
+  p.model->infer(x.data(), 1, nullptr, want.data());
+  expect_same(c.logits(vit::ImageInput::file(kImages + "cat.jpg")), want, "file");
+
+  const std::vector<char> bytes = vit::read_file_bytes(kImages + "cat.jpg");
+  expect_same(c.logits(vit::ImageInput::encoded(bytes.data(), bytes.size())), want, "encoded bytes");
+  const vit::Image img = vit::read_image(kImages + "cat.jpg");
+  expect_same(c.logits(vit::ImageInput::pixels(img.px.data(), img.w, img.h, img.c)), want, "pixels");
+
+  std::vector<float> pre(x.size());
+  c.preprocess(vit::ImageInput::file(kImages + "cat.jpg"), pre.data());
+  expect_same(pre, x, "preprocess");
+}
+
+TEST(Classifier, BatchEqualsSingleImagesAcrossBatchCuts) {
+  vit::ClassifierOptions o;
+  o.max_batch = 2;  // 5 images: batches of 2, 2, 1
+  vit::Classifier c(kModel, o);
+  std::vector<vit::ImageInput> in;
+  for (const char* f : {"cat.jpg", "coffee.png", "cat_rgba.png", "astronaut_gray.png", "coffee_32.png"})
+    in.push_back(vit::ImageInput::file(kImages + f));
+  const std::vector<float> batch = c.logits(in);
+  const auto tops = c.classify(in, 3);
+  ASSERT_EQ(tops.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::vector<float> one = c.logits(in[i]);
+    // Another batch size may sum in another order: float rounding apart, the same logits.
+    for (int64_t k = 0; k < 5; ++k)
+      EXPECT_NEAR(batch[i * 5 + size_t(k)], one[size_t(k)], 1e-5f) << "image " << i << " class " << k;
+    const auto top = vit::top_k(batch.data() + i * 5, 5, 3);
+    ASSERT_EQ(tops[i].size(), 3u);
+    for (size_t j = 0; j < 3; ++j) EXPECT_EQ(tops[i][j].index, top[j].index) << "image " << i;
+  }
+}
+
+TEST(Classifier, BadInputIsAnErrorThatNamesIt) {
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const vit::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { vit::Classifier("/nonexistent/model"); }).find("/nonexistent/model"),
+            std::string::npos);
+  vit::ClassifierOptions bad;
+  bad.dtype = "fp16";
+  EXPECT_NE(message([&] { vit::Classifier(kModel, bad); }).find("fp16"), std::string::npos);
+  vit::Classifier c(kModel);
+  EXPECT_NE(message([&] { c.classify(vit::ImageInput::file("/nonexistent.png")); }).find("/nonexistent.png"),
+            std::string::npos);
+  const char junk[] = "not an image at all";
+  EXPECT_NE(
+      message([&] { c.classify(vit::ImageInput::encoded(junk, sizeof junk)); }).find("not a PNG or JPEG"),
+      std::string::npos);
+  const uint8_t px[8] = {};
+  EXPECT_NE(message([&] { c.classify(vit::ImageInput::pixels(px, 2, 2, 2)); }).find("channels"),
+            std::string::npos);
+  EXPECT_NE(message([&] { c.classify(vit::ImageInput::pixels(px, 2, 2, 1), 0); }).find("k must be positive"),
+            std::string::npos);
+  EXPECT_NE(message([&] { c.logits(std::vector<vit::ImageInput>{}); }).find("no images"), std::string::npos);
+}
+
+}  // namespace
