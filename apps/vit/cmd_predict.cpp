@@ -1,7 +1,8 @@
 // vit predict: top-k classes of image files or folders of them (preprocessed as the model's
 // config says) or of rows of a preprocessed tensor, as text or one JSON object per line, and
 // with --results-file a CSV as timm's inference.py writes (filename, then the top-k indices,
-// labels and probabilities in columns of their own).
+// labels and probabilities in columns of their own); or, with --features, their embeddings
+// (the pooled pre-logits, or every token's features) to a .safetensors or .npy file.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -17,7 +18,9 @@
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/core/threads.h"
+#include "vit/core/version.h"
 #include "vit/data/open.h"
+#include "vit/io/array_file.h"
 #include "vit/io/tensor_input.h"
 
 namespace vit::app {
@@ -25,7 +28,7 @@ namespace vit::app {
 namespace {
 struct PredictFlags {
   LoadFlags load;
-  std::string tensor, results_file;
+  std::string tensor, results_file, features, out;
   std::vector<std::string> images;
   int64_t topk = 5, batch_size = 32;
   bool json = false, logits = false;
@@ -117,16 +120,88 @@ Run add_predict(CLI::App& cmd) {
                  "also write the predictions to this CSV file, as timm's inference.py: filename, index_0.., "
                  "label_0.., prob_0.. (the top-k, best first)");
   cmd.add_option("images", f->images, "PNG or JPEG files, or folders of them (their images, sorted)");
-  return [f] {
+  CLI::Option* features =
+      cmd.add_option(
+             "--features", f->features,
+             "write embeddings instead of classes, to --out: pooled (the default: the [N, D] vector the "
+             "head reads, timm's pre_logits) or tokens (every token after the final norm, [N, T, D], "
+             "timm's forward_features)")
+          ->expected(0, 1);
+  cmd.add_option("-o,--out", f->out,
+                 "with --features: the .safetensors (tensor \"features\", with the inputs' names in its "
+                 "metadata) or .npy file to write, rows in the order the inputs are listed");
+  return [f, features] {
     set_num_threads(f->threads);
     VIT_CHECK(f->topk > 0 && f->batch_size > 0, "--topk and --batch-size must be positive");
     VIT_CHECK(!f->images.empty() || !f->tensor.empty(), "give image files or --tensor FILE:NAME");
+    const bool want_features = features->count() > 0;
+    if (want_features && f->features.empty()) f->features = "pooled";
+    VIT_CHECK(!want_features || f->features == "pooled" || f->features == "tokens",
+              "--features: pooled or tokens, got '", f->features, "'");
+    VIT_CHECK(want_features == !f->out.empty(), want_features
+                                                    ? "--features needs --out FILE (.safetensors or .npy)"
+                                                    : "--out is for --features");
     const Pretrained loaded = f->load.load();
     ViT& model = *loaded.model;
     f->input.prepare(model, f->batch_size);
     const ViTConfig& cfg = model.config();
+    const int64_t n = cfg.in_chans * cfg.img_h * cfg.img_w;
+
+    // The inputs: rows of a tensor, or image files (preprocessed as the model's config says).
+    std::vector<float> rows;
+    std::vector<std::string> files;
+    int64_t N = 0;
+    if (!f->tensor.empty()) {
+      const TensorSpec spec = parse_tensor_spec(f->tensor);
+      rows =
+          read_tensor_input(SafeTensors::open(spec.file), spec.name, cfg.in_chans, cfg.img_h, cfg.img_w, &N);
+    } else {
+      files = image_files(f->images);
+      N = int64_t(files.size());
+    }
+    const InputSpec in = f->input.spec(cfg);
+    std::vector<float> x(size_t(std::min(f->batch_size, N) * n));
+    // Runs infer(first, B, images) for batches of the inputs, in order.
+    auto for_batches = [&](auto&& infer) {
+      for (int64_t first = 0; first < N; first += f->batch_size) {
+        const int64_t B = std::min(f->batch_size, N - first);
+        if (files.empty()) {
+          infer(first, B, rows.data() + first * n);
+          continue;
+        }
+        for (int64_t b = 0; b < B; ++b) load_image_input(files[size_t(first + b)], in, x.data() + b * n);
+        infer(first, B, x.data());
+      }
+    };
+    auto what = [&](int64_t i) {
+      return files.empty() ? nlohmann::json{{"row", i}} : nlohmann::json{{"image", files[size_t(i)]}};
+    };
+
+    if (want_features) {
+      const bool tokens = f->features == "tokens";
+      const int64_t D = cfg.embed_dim, T = cfg.num_tokens(), per = tokens ? T * D : D;
+      const Shape shape = tokens ? Shape{N, T, D} : Shape{N, D};
+      nlohmann::json inputs = nlohmann::json::array();
+      for (int64_t i = 0; i < N; ++i)
+        inputs.push_back(files.empty() ? nlohmann::json(i) : nlohmann::json(files[i]));
+      ArrayFileWriter out(
+          f->out, "features", shape,
+          {{"features", f->features}, {"inputs", inputs.dump()}, {"vitcpp_version", version()}});
+      std::vector<float> y(size_t(std::min(f->batch_size, N) * per));
+      for_batches([&](int64_t, int64_t B, const float* images) {
+        model.infer_features(images, B, nullptr, tokens ? nullptr : y.data(), tokens ? y.data() : nullptr);
+        out.append(y.data(), B * per);
+      });
+      out.finish();
+      std::cout << "wrote " << f->features << " features " << shape_str(shape) << " of " << N
+                << (files.empty() ? " rows" : " images") << " to " << f->out << "\n";
+      return 0;
+    }
+
     const auto& names = loaded.class_names;
-    const int64_t K = cfg.num_classes, n = cfg.in_chans * cfg.img_h * cfg.img_w;
+    const int64_t K = cfg.num_classes;
+    VIT_CHECK(model.has_head(), loaded.file,
+              ": the model has no classifier head (num_classes 0); ask for its embeddings with --features");
     // --results-file: the header, then a row per prediction; written once, atomically.
     std::string csv;
     std::string* rows_csv = f->results_file.empty() ? nullptr : &csv;
@@ -137,35 +212,13 @@ Run add_predict(CLI::App& cmd) {
           csv += std::string(",") + col + "_" + std::to_string(i);
       csv += "\n";
     }
-    auto finish = [&] {
-      if (rows_csv) write_file_atomic(f->results_file, csv);
-      return 0;
-    };
-    if (!f->tensor.empty()) {
-      const TensorSpec spec = parse_tensor_spec(f->tensor);
-      int64_t rows = 0;
-      const auto x = read_tensor_input(SafeTensors::open(spec.file), spec.name, cfg.in_chans, cfg.img_h,
-                                       cfg.img_w, &rows);
-      std::vector<float> logits(rows * K);
-      for (int64_t first = 0; first < rows; first += f->batch_size) {
-        const int64_t B = std::min(f->batch_size, rows - first);
-        model.infer(x.data() + first * n, B, nullptr, logits.data() + first * K);
-      }
-      for (int64_t i = 0; i < rows; ++i) print(*f, {{"row", i}}, logits.data() + i * K, K, names, rows_csv);
-      return finish();
-    }
-    const InputSpec in = f->input.spec(cfg);
-    std::vector<float> x(f->batch_size * n), logits(f->batch_size * K);
-    const std::vector<std::string> files = image_files(f->images);
-    const int64_t N = int64_t(files.size());
-    for (int64_t first = 0; first < N; first += f->batch_size) {
-      const int64_t B = std::min(f->batch_size, N - first);
-      for (int64_t b = 0; b < B; ++b) load_image_input(files[first + b], in, x.data() + b * n);
-      model.infer(x.data(), B, nullptr, logits.data());
-      for (int64_t b = 0; b < B; ++b)
-        print(*f, {{"image", files[first + b]}}, logits.data() + b * K, K, names, rows_csv);
-    }
-    return finish();
+    std::vector<float> logits(size_t(std::min(f->batch_size, N) * K));
+    for_batches([&](int64_t first, int64_t B, const float* images) {
+      model.infer(images, B, nullptr, logits.data());
+      for (int64_t b = 0; b < B; ++b) print(*f, what(first + b), logits.data() + b * K, K, names, rows_csv);
+    });
+    if (rows_csv) write_file_atomic(f->results_file, csv);
+    return 0;
   };
 }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 #include "vit/core/error.h"
 
@@ -53,39 +54,57 @@ std::string read_text_file(const std::string& path) {
   return std::string(b.begin(), b.end());
 }
 
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  tmp_ = path_ + ".tmp." + std::to_string(::getpid());
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  VIT_CHECK(fd_ >= 0, path_, ": cannot create ", tmp_, " (", std::strerror(errno), ")");
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::fail(const char* what) {
+  const int err = errno;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(tmp_.c_str());
+  throw Error(detail::concat(path_, ": ", what, " failed (", std::strerror(err),
+                             "); the previous file, if any, is untouched"));
+}
+
+void AtomicFile::write(std::string_view data) {
+  VIT_CHECK(fd_ >= 0, path_, ": write after commit");
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    const ssize_t w = ::write(fd_, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) fail("write");
+    p += w;
+    left -= size_t(w);
+  }
+}
+
+void AtomicFile::commit() {
+  VIT_CHECK(fd_ >= 0, path_, ": commit twice");
+  if (::fsync(fd_) != 0) fail("fsync");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail("close");
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    throw Error(detail::concat(path_, ": rename from ", tmp_, " failed (", std::strerror(err), ")"));
+  }
+}
+
 void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  VIT_CHECK(fd >= 0, path, ": cannot create ", tmp, " (", std::strerror(errno), ")");
-  auto fail = [&](const char* what) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw Error(detail::concat(path, ": ", what, " failed (", std::strerror(err),
-                               "); the previous file, if any, is untouched"));
-  };
-  for (auto part : parts) {
-    const char* p = part.data();
-    size_t left = part.size();
-    while (left > 0) {
-      ssize_t w = ::write(fd, p, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) fail("write");
-      p += w;
-      left -= size_t(w);
-    }
-  }
-  if (::fsync(fd) != 0) fail("fsync");
-  if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error(detail::concat(path, ": close failed (", std::strerror(err), ")"));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error(detail::concat(path, ": rename from ", tmp, " failed (", std::strerror(err), ")"));
-  }
+  AtomicFile f(path);
+  for (auto part : parts) f.write(part);
+  f.commit();
 }
 
 }  // namespace vit

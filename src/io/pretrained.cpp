@@ -128,10 +128,8 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   }
   const bool new_head = opt.num_classes > 0 && opt.num_classes != c.num_classes;
   if (opt.num_classes > 0) c.num_classes = opt.num_classes;
-  VIT_CHECK(
-      c.num_classes > 0, out.file,
-      ": the checkpoint has no classifier head (timm's num_classes=0, or a ViTModel); give --num-classes K "
-      "to fine-tune it with a new one");
+  // c.num_classes 0: a checkpoint without a classifier head (timm's num_classes=0, or a
+  // ViTModel) gives a model that only infers features (ViT::infer_features).
   if (opt.adjust) opt.adjust(c);
   try {
     c.validate();

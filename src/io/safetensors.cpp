@@ -267,8 +267,8 @@ std::vector<uint8_t> SafeTensors::to_u8(const std::string& name) const {
   return std::vector<uint8_t>(v.begin(), v.end());
 }
 
-void write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+std::string safetensors_prefix(const std::string& path, const std::vector<TensorOut>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
   json h = json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
   size_t off = 0;
@@ -281,9 +281,15 @@ void write_safetensors(const std::string& path, const std::vector<TensorOut>& te
   }
   std::string header = h.dump();
   header.append((8 - (8 + header.size()) % 8) % 8, ' ');  // align the data section to 8 bytes
-  char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
-  std::vector<std::string_view> parts = {std::string_view(len, 8), header};
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
+  return out + header;
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::string prefix = safetensors_prefix(path, tensors, metadata);
+  std::vector<std::string_view> parts = {prefix};
   for (auto& t : tensors)
     parts.emplace_back(static_cast<const char*>(t.data), size_t(numel(t.shape)) * dtype_size(t.dtype));
   write_file_atomic(path, parts);

@@ -41,8 +41,10 @@ void ViTConfig::validate() const {
   VIT_CHECK(patch_h > 0 && patch_w > 0, "config: patch_size must be positive, got ", patch_h, "x", patch_w);
   VIT_CHECK(img_h % patch_h == 0 && img_w % patch_w == 0, "config: image size ", img_h, "x", img_w,
             " is not divisible by patch size ", patch_h, "x", patch_w);
-  VIT_CHECK(embed_dim > 0 && depth > 0 && mlp_dim > 0 && num_classes > 0,
-            "config: embed_dim, depth, mlp_dim and num_classes must be positive");
+  VIT_CHECK(embed_dim > 0 && depth > 0 && mlp_dim > 0,
+            "config: embed_dim, depth and mlp_dim must be positive");
+  VIT_CHECK(num_classes >= 0, "config: num_classes must be positive, or 0 for a model without a head, got ",
+            num_classes);
   VIT_CHECK(num_heads > 0 && embed_dim % num_heads == 0, "config: num_heads ", num_heads,
             " does not divide embed_dim ", embed_dim);
   VIT_CHECK(global_pool == "token" || global_pool == "avg",

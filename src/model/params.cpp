@@ -48,6 +48,7 @@ ParamTable::ParamTable(const ViTConfig& c) {
   const std::string norm = c.use_fc_norm() ? "fc_norm" : "norm";
   add(norm + ".weight", {D}, Init::Ones);
   add(norm + ".bias", {D}, Init::Zeros);
+  if (c.num_classes == 0) return;  // headless: features only (timm's num_classes=0)
   add("head.weight", {c.num_classes, D}, Init::TruncNormal);
   add("head.bias", {c.num_classes}, Init::Zeros);
 }

@@ -45,6 +45,9 @@ Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const F
   VIT_CHECK(!fp32_released_,
             "forward: the fp32 block weights were released for bf16 inference; load the "
             "weights again to train");
+  VIT_CHECK(has_head(),
+            "forward: the model has no classifier head (num_classes 0); give it one to train "
+            "(--num-classes K)");
   if (amp_) round_weights_bf16();
   split_ = shards_for(B);
   if (split_ == 1) return forward_local(images, B, mask, mode);
@@ -72,20 +75,45 @@ void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logi
 }
 
 void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
+  VIT_CHECK(has_head(),
+            "infer: the model has no classifier head (num_classes 0): it gives features (vit predict "
+            "--features), or fine-tune it with a new head (--num-classes K)");
+  infer_all(images, B, mask, {logits, attn, nullptr, nullptr});
+}
+
+void ViT::infer_features(const float* images, int64_t B, const uint8_t* mask, float* pooled, float* tokens) {
+  infer_all(images, B, mask, {nullptr, nullptr, pooled, tokens});
+}
+
+void ViT::infer_all(const float* images, int64_t B, const uint8_t* mask, const InferOut& out) {
   VIT_CHECK(B > 0, "infer: batch size must be positive");
   // Shards for fp32 weights (packed ones serve small batches, bf16 the big models) and no maps.
-  const int R = attn || weights_packed_ || infer_dtype_ != "fp32" ? 1 : shards_for(B);
-  if (R == 1) return infer_local(images, B, mask, logits, attn);
+  const int R = out.attn || weights_packed_ || infer_dtype_ != "fp32" ? 1 : shards_for(B);
+  if (R == 1) return infer_local(images, B, mask, out);
   const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
+  const int64_t D = cfg_.embed_dim, TD = cfg_.num_tokens() * D;
+  auto at = [](float* p, int64_t off) { return p ? p + off : nullptr; };
   for_shards(R, B, [&](ViT& m, int64_t lo, int64_t hi) {
-    m.infer_local(images + lo * img, hi - lo, mask ? mask + lo * N : nullptr, logits + lo * K, nullptr);
+    m.infer_local(images + lo * img, hi - lo, mask ? mask + lo * N : nullptr,
+                  {at(out.logits, lo * K), nullptr, at(out.pooled, lo * D), at(out.tokens, lo * TD)});
   });
 }
 
-void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
+void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, const InferOut& out) {
   if (infer_.B != B || infer_.tail != use_cls_tail()) layout(infer_, infer_acts_, B, false);
-  run_forward(infer_, images, mask, ForwardMode{}, attn);
-  ops::copy(Tensor(logits, {B, cfg_.num_classes}), infer_.logits);
+  run_forward(infer_, images, mask, ForwardMode{}, out.attn, /*every_row=*/out.tokens != nullptr);
+  const int64_t T = cfg_.num_tokens(), D = cfg_.embed_dim;
+  if (out.logits) ops::copy(Tensor(out.logits, {B, cfg_.num_classes}), infer_.logits);
+  if (out.pooled) ops::copy(Tensor(out.pooled, {B, D}), infer_.pooled_ln);
+  if (!out.tokens) return;
+  // The last block's output, every row; timm's forward_features ends with `norm` (the
+  // identity with fc_norm, whose norm comes after pooling).
+  const Tensor x = reshape(plan(infer_, cfg_.depth - 1, true).t.out, {B * T, D});
+  const Tensor tokens(out.tokens, {B * T, D});
+  if (cfg_.use_fc_norm()) return ops::copy(tokens, x);
+  std::vector<float> stats(size_t(2 * B * T));
+  ops::layernorm_forward(tokens, Tensor(stats.data(), {B * T}), Tensor(stats.data() + B * T, {B * T}), x,
+                         W_.norm_w, W_.norm_b, cfg_.norm_eps);
 }
 
 void ViT::backward(const Tensor& dlogits) {

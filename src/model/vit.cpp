@@ -134,7 +134,7 @@ void ViT::set_masks(int64_t B, const uint8_t* mask) {
 }
 
 void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode,
-                      float* attn) {
+                      float* attn, bool every_row) {
   const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim;
   auto rate = [&](float r) { return mode.train ? r : 0.f; };
   auto key = [&](uint64_t site) { return rng_key(mode.seed, mode.step, site); };
@@ -157,7 +157,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
   Tensor x = A.x0;
   for (int64_t l = 0; l < cfg_.depth; ++l) {
     // Attention maps need every row: the class-token tail runs only without them.
-    const BlockPlan p = plan(A, l, attn != nullptr);
+    const BlockPlan p = plan(A, l, every_row || attn != nullptr);
     BlockActs &a = p.a, &t = p.t;
     const int64_t Tq = p.Tq;
     const BlockWeights& w = W_.blocks[l];
@@ -223,7 +223,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                            cfg_.norm_eps);
   }
   ops::dropout_forward(A.pooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.pooled_ln));
-  ops::linear_forward(A.logits, A.pooled_ln, owner_->head_lin_);
+  if (has_head()) ops::linear_forward(A.logits, A.pooled_ln, owner_->head_lin_);
 }
 
 void ViT::backward_local(const Tensor& dlogits) {

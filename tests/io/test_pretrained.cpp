@@ -133,11 +133,16 @@ TEST(Pretrained, HuggingFacePoolerIsSkippedWithANote) {
   EXPECT_NE(p.notes[0].find("pooler"), std::string::npos);
 }
 
-TEST(Pretrained, HeadlessCheckpointsNeedNumClassesAndGetAZeroHead) {
+// A checkpoint without a head loads as a model that gives features only (its classes are
+// an error that says what to do), or with --num-classes a new zero head.
+TEST(Pretrained, HeadlessCheckpointsGiveFeaturesOrGetAZeroHead) {
   test::TempDir tmp("headless");
   rewrite(fixture("timm_b"), tmp / "m", {"head.weight", "head.bias"}, {});
-  const std::string msg = test::error_of([&] { load_pretrained(tmp / "m"); });
+  const Pretrained h = load_pretrained(tmp / "m");
+  EXPECT_EQ(h.model->config().num_classes, 0);
+  const std::string msg = test::error_of([&] { logits(*h.model, 1); });
   EXPECT_NE(msg.find("--num-classes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--features"), std::string::npos) << msg;
   LoadOptions o;
   o.num_classes = 7;
   Pretrained p = load_pretrained(tmp / "m", o);

@@ -34,6 +34,25 @@ class MappedFile {
 // callers then use read_file_bytes, whose error names the problem.
 std::shared_ptr<const MappedFile> map_file(const std::string& path);
 std::string read_text_file(const std::string& path);
+// A file written piece by piece under a temporary name (PATH.tmp.PID) and renamed to PATH
+// by commit(): for files too large to hold in memory. Destroyed without commit() (an
+// exception, a crash), it removes the temporary file and PATH stays as it was. Errors throw
+// vit::Error naming PATH.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  void write(std::string_view data);
+  void commit();  // fsync, close, rename
+
+ private:
+  [[noreturn]] void fail(const char* what);
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
+
 // Writes the concatenation of parts atomically; throws vit::Error naming the file on any
 // failure (and removes the temporary file).
 void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts);

@@ -72,6 +72,11 @@ struct TensorOut {
 void write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// What precedes the tensors' bytes in such a file (the header's length and the header, the
+// data pointers unused): for writers that stream the data after it (ArrayFileWriter).
+std::string safetensors_prefix(const std::string& path, const std::vector<TensorOut>& tensors,
+                               const std::map<std::string, std::string>& metadata = {});
+
 // Half-precision conversions (round to nearest even when narrowing).
 float f16_to_f32(uint16_t h);
 float bf16_to_f32(uint16_t h);

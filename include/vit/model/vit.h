@@ -61,6 +61,14 @@ class ViT {
   // to attn[depth, B, H, T, T], T = num_tokens(): row t of [b, h] is where token t looks.
   // attn may be null (the plain infer above); otherwise one copy per layer is added.
   void infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn);
+  // Features instead of logits (timm's forward_head(pre_logits=True) and forward_features):
+  // pooled[B, D], the vector the head reads (pooled and normed: the embedding); tokens[B, T, D],
+  // every token after the final norm (unnormed when the model has fc_norm, as in timm, whose
+  // `norm` is then the identity). Either may be null. The only inference a model without a
+  // head (num_classes 0, timm's headless models) has.
+  void infer_features(const float* images, int64_t B, const uint8_t* mask, float* pooled, float* tokens);
+  // Whether the model has a classifier head (num_classes > 0).
+  bool has_head() const { return cfg_.num_classes > 0; }
 
   // Inference precision of the blocks' matrix products (qkv, proj, fc1, fc2): "fp32" (the
   // default) or "bf16" (weights converted and packed once from the current parameters,
@@ -193,7 +201,12 @@ class ViT {
   void for_shards(int R, int64_t B, F&& f);
   Tensor forward_local(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode);
   void backward_local(const Tensor& dlogits);
-  void infer_local(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn);
+  // What one inference writes (null: not wanted), each [B, ...] from row 0.
+  struct InferOut {
+    float *logits = nullptr, *attn = nullptr, *pooled = nullptr, *tokens = nullptr;
+  };
+  void infer_all(const float* images, int64_t B, const uint8_t* mask, const InferOut& out);
+  void infer_local(const float* images, int64_t B, const uint8_t* mask, const InferOut& out);
 
   Weights bind(float* base);
   void bind_linears();  // patch_lin_, head_lin_, infer_lin_, train_lin_ on W_, as fp32
@@ -205,8 +218,9 @@ class ViT {
 
   void round_weights_bf16();  // amp: train_lin_'s bf16 copies (into amp_store_)
   // attn: null, or where each layer's probabilities are copied ([depth, B, H, T, T]).
+  // every_row: the last block on every row (no class-token tail), for its tokens.
   void run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode,
-                   float* attn = nullptr);
+                   float* attn = nullptr, bool every_row = false);
   void set_masks(int64_t B, const uint8_t* mask);
   void set_weights_packed(bool packed);  // pack or unpack the blocks' four weights in place
   bool norm_all_tokens() const;          // avg pooling without fc_norm: `norm` on every token first
