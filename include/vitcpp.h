@@ -89,6 +89,11 @@ VIT_API vitcpp_status vitcpp_classify(vitcpp_model* model, const vitcpp_image* i
 /* Logits: out[count * num_classes]. */
 VIT_API vitcpp_status vitcpp_logits(vitcpp_model* model, const vitcpp_image* images, size_t count,
                                     float* out);
+/* Embeddings of count images (vit::Classifier::features): pooled[count * embed_dim] (the
+ * pre-logits vector) and tokens[count * num_tokens * embed_dim] (every token after the final
+ * norm); either may be NULL, not both. A model without a head (num_classes 0) has only these. */
+VIT_API vitcpp_status vitcpp_embed(vitcpp_model* model, const vitcpp_image* images, size_t count,
+                                   float* pooled, float* tokens);
 /* The model's input for one image: out[channels * height * width] (vitcpp_input_size). */
 VIT_API vitcpp_status vitcpp_preprocess(const vitcpp_model* model, const vitcpp_image* image, float* out);
 

@@ -1,8 +1,9 @@
 // The application API (docs/embedding.md): open a model from a vitcpp, timm or Hugging Face
 // checkpoint with its preprocessing and class names, then classify images given as files,
-// as PNG/JPEG bytes in memory or as raw pixels: top-k classes, logits, or embeddings. Images
+// as PNG/JPEG bytes in memory or as raw pixels: top-k classes, logits or embeddings. Images
 // are preprocessed exactly as `vit predict` does (vit/data/preprocess.h), so the same image
-// and checkpoint give the same probabilities. Errors are vit::Error exceptions with a
+// and checkpoint give the same probabilities; embed() gives the embeddings (pre-logits) as
+// `vit predict --features` does. Errors are vit::Error exceptions with a
 // one-line message that names the file or argument. The C API over it is <vitcpp.h>.
 //
 //   vit::Classifier model("vit_tiny/");          // a checkpoint file or directory
@@ -111,9 +112,24 @@ class VIT_API Classifier {
   // The top k classes (k clamped to num_classes()), best first; for a batch, one list each.
   std::vector<Prediction> classify(const ImageInput& image, int64_t k = 5);
   std::vector<std::vector<Prediction>> classify(const std::vector<ImageInput>& images, int64_t k = 5);
-  // Logits: [num_classes()] for one image, [images, num_classes()] for a batch.
+  // Logits: [num_classes()] for one image, [images, num_classes()] for a batch. A model
+  // without a head (num_classes() 0) has only embeddings.
   std::vector<float> logits(const ImageInput& image);
   std::vector<float> logits(const std::vector<ImageInput>& images);
+  // Embeddings (`vit predict --features`): the pooled pre-logits vector the head reads,
+  // [embed_dim()] or [images, embed_dim()] (timm's forward_head(pre_logits=True)).
+  std::vector<float> embed(const ImageInput& image);
+  std::vector<float> embed(const std::vector<ImageInput>& images);
+  // Every token's features after the final norm, [num_tokens(), embed_dim()] or [images,
+  // num_tokens(), embed_dim()] (timm's forward_features; `vit predict --features tokens`).
+  std::vector<float> token_features(const ImageInput& image);
+  std::vector<float> token_features(const std::vector<ImageInput>& images);
+  // Both at once into the caller's memory: pooled[images, embed_dim()] and tokens[images,
+  // num_tokens(), embed_dim()]; either may be null. With tokens asked for, a class-token
+  // model runs its last block on every token rather than the class token's row alone, so
+  // the pooled vectors then differ from embed()'s by float rounding (at most 2.7e-7 on the
+  // test fixture).
+  void features(const std::vector<ImageInput>& images, float* pooled, float* tokens);
 
  private:
   struct Impl;

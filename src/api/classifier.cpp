@@ -149,7 +149,7 @@ void Classifier::preprocess(const ImageInput& image, float* out) const {
 
 std::vector<float> Classifier::logits(const std::vector<ImageInput>& images) {
   const int64_t K = num_classes();
-  VIT_CHECK(K > 0, "this model has no classification head (num_classes 0)");
+  VIT_CHECK(K > 0, "the model has no classifier head (num_classes 0): it gives embeddings (embed) only");
   std::vector<float> out(images.size() * size_t(K));
   impl_->for_batches(images, [&](int64_t first, int64_t B) {
     impl_->model().infer(impl_->x.data(), B, nullptr, out.data() + first * K);
@@ -159,6 +159,34 @@ std::vector<float> Classifier::logits(const std::vector<ImageInput>& images) {
 
 std::vector<float> Classifier::logits(const ImageInput& image) {
   return logits(std::vector<ImageInput>{image});
+}
+
+void Classifier::features(const std::vector<ImageInput>& images, float* pooled, float* tokens) {
+  const int64_t D = embed_dim(), T = num_tokens();
+  impl_->for_batches(images, [&](int64_t first, int64_t B) {
+    impl_->model().infer_features(impl_->x.data(), B, nullptr, pooled ? pooled + first * D : nullptr,
+                                  tokens ? tokens + first * T * D : nullptr);
+  });
+}
+
+std::vector<float> Classifier::embed(const std::vector<ImageInput>& images) {
+  std::vector<float> out(images.size() * size_t(embed_dim()));
+  features(images, out.data(), nullptr);
+  return out;
+}
+
+std::vector<float> Classifier::embed(const ImageInput& image) {
+  return embed(std::vector<ImageInput>{image});
+}
+
+std::vector<float> Classifier::token_features(const std::vector<ImageInput>& images) {
+  std::vector<float> out(images.size() * size_t(num_tokens() * embed_dim()));
+  features(images, nullptr, out.data());
+  return out;
+}
+
+std::vector<float> Classifier::token_features(const ImageInput& image) {
+  return token_features(std::vector<ImageInput>{image});
 }
 
 std::vector<std::vector<Prediction>> Classifier::classify(const std::vector<ImageInput>& images, int64_t k) {

@@ -163,6 +163,17 @@ vitcpp_status vitcpp_logits(vitcpp_model* m, const vitcpp_image* images, size_t 
   });
 }
 
+vitcpp_status vitcpp_embed(vitcpp_model* m, const vitcpp_image* images, size_t count, float* pooled,
+                           float* tokens) {
+  if (!m || !images || count == 0 || (!pooled && !tokens))
+    return fail(VITCPP_INVALID_ARGUMENT,
+                "vitcpp_embed: needs a model, images, count > 0 and pooled or tokens");
+  std::string bad;
+  const auto in = inputs(images, count, bad);
+  if (!bad.empty()) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_embed: " + bad);
+  return guarded([&] { m->classifier.features(in, pooled, tokens); });
+}
+
 vitcpp_status vitcpp_preprocess(const vitcpp_model* m, const vitcpp_image* image, float* out) {
   if (!m || !image || !out) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_preprocess: NULL argument");
   std::string bad;

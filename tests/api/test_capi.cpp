@@ -49,6 +49,14 @@ TEST(CApi, ClassifyAndLogitsMatchTheCppApi) {
   ASSERT_EQ(vitcpp_logits(m, images, 1, logits), VITCPP_OK) << vitcpp_last_error();
   const std::vector<float> z = ref.logits(vit::ImageInput::file(kImage));
   for (int k = 0; k < 5; ++k) EXPECT_EQ(logits[k], z[size_t(k)]) << "class " << k;
+  const int64_t D = vitcpp_embed_dim(m), T = vitcpp_num_tokens(m);
+  std::vector<float> pooled(static_cast<size_t>(D)), tokens(size_t(T * D));
+  ASSERT_EQ(vitcpp_embed(m, images, 1, pooled.data(), tokens.data()), VITCPP_OK) << vitcpp_last_error();
+  std::vector<float> want_pooled(pooled.size()), want_tokens(tokens.size());
+  ref.features({vit::ImageInput::file(kImage)}, want_pooled.data(), want_tokens.data());
+  EXPECT_EQ(pooled, want_pooled);
+  EXPECT_EQ(tokens, want_tokens);
+  EXPECT_EQ(vitcpp_embed(m, images, 1, nullptr, nullptr), VITCPP_INVALID_ARGUMENT);
   vitcpp_close(m);
   vitcpp_close(nullptr);
 }

@@ -3,10 +3,13 @@
 // single images, top-k is softmax order, and bad input is a vit::Error naming it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "support/models.h"
+#include "support/temp_dir.h"
 #include "vit/classifier.h"
 #include "vit/core/file.h"
 #include "vit/data/image.h"
@@ -92,6 +95,55 @@ TEST(Classifier, BatchEqualsSingleImagesAcrossBatchCuts) {
     const auto top = vit::top_k(batch.data() + i * 5, 5, 3);
     ASSERT_EQ(tops[i].size(), 3u);
     for (size_t j = 0; j < 3; ++j) EXPECT_EQ(tops[i][j].index, top[j].index) << "image " << i;
+  }
+}
+
+TEST(Classifier, EmbeddingsAreTheModelsFeatures) {
+  vit::Classifier c(kModel);
+  vit::Pretrained p = vit::load_pretrained(kModel);
+  p.model->pack_weights_if_faster(32);
+  const vit::ViTConfig& cfg = p.model->config();
+  const int64_t D = c.embed_dim(), T = c.num_tokens();
+  ASSERT_EQ(D, cfg.embed_dim);
+  ASSERT_EQ(T, cfg.num_tokens());
+  std::vector<float> x(size_t(cfg.in_chans * cfg.img_h * cfg.img_w)), pooled(static_cast<size_t>(D)),
+      tokens(size_t(T * D));
+  vit::load_image_input(kImages + "coffee.png", vit::input_spec(cfg), x.data());
+  // Each asked for alone: with tokens wanted, the last block runs on every token instead of
+  // the class token's row (the class-token tail), which rounds the pooled vector differently.
+  p.model->infer_features(x.data(), 1, nullptr, pooled.data(), nullptr);
+  p.model->infer_features(x.data(), 1, nullptr, nullptr, tokens.data());
+  const auto coffee = vit::ImageInput::file(kImages + "coffee.png");
+  expect_same(c.embed(coffee), pooled, "embed");
+  expect_same(c.token_features(coffee), tokens, "token_features");
+  // Both at once for a batch: the tokens as asked for alone, the pooled vectors within float
+  // rounding of embed()'s (the full last block against the tail).
+  const std::vector<vit::ImageInput> two = {coffee, vit::ImageInput::file(kImages + "cat.jpg")};
+  std::vector<float> p2(size_t(2 * D)), t2(size_t(2 * T * D));
+  c.features(two, p2.data(), t2.data());
+  expect_same(t2, c.token_features(two), "features' tokens");
+  const std::vector<float> e2 = c.embed(two);
+  double worst = 0;
+  for (size_t i = 0; i < e2.size(); ++i) worst = std::max(worst, std::abs(double(p2[i]) - e2[i]));
+  EXPECT_LE(worst, 1e-5) << "features' pooled against embed(): worst difference " << worst;
+}
+
+TEST(Classifier, AHeadlessCheckpointGivesEmbeddingsAndSaysWhyNotClasses) {
+  vit::ViTConfig cfg = vit::test::tiny_vit();
+  cfg.in_chans = 3;  // an RGB model, for images
+  cfg.mean = cfg.std = {0.5f, 0.5f, 0.5f};
+  cfg.num_classes = 0;
+  vit::ViT m(cfg);
+  vit::test::TempDir tmp("headless_api");
+  vit::export_timm(m, tmp.str());
+  vit::Classifier c(tmp.str());
+  EXPECT_EQ(c.num_classes(), 0);
+  EXPECT_EQ(c.embed(vit::ImageInput::file(kImages + "cat.jpg")).size(), size_t(cfg.embed_dim));
+  try {
+    c.classify(vit::ImageInput::file(kImages + "cat.jpg"));
+    ADD_FAILURE() << "classify on a model without a head did not throw";
+  } catch (const vit::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no classifier head"), std::string::npos) << e.what();
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include "support/run_vit.h"
 #include "support/temp_dir.h"
+#include "vit/core/file.h"
 
 namespace {
 
@@ -137,3 +138,15 @@ TEST(Install, ExamplesBuiltFromThePrefixPrintVitPredictsTop5) {
 }
 
 }  // namespace
+
+// docs/embedding.md shows both examples whole (after their header comment), as they are.
+TEST(Install, TheGuideShowsTheExamplesAsTheyAre) {
+  const std::string src = VIT_SOURCE_DIR, guide = vit::read_text_file(src + "/docs/embedding.md");
+  for (const char* ex : {"/examples/classify/classify.cpp", "/examples/classify_c/classify.c"}) {
+    std::string text = vit::read_text_file(src + ex);
+    // The header comment: the lines up to the first #include.
+    text = text.substr(text.find("#include"));
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    EXPECT_NE(guide.find(text), std::string::npos) << ex << " differs from its copy in docs/embedding.md";
+  }
+}
