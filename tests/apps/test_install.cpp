@@ -103,6 +103,9 @@ TEST(Install, ExamplesBuiltFromThePrefixPrintVitPredictsTop5) {
          " $(PKG_CONFIG_PATH=" + prefix + "/lib/pkgconfig pkg-config --cflags --libs vitcpp)");
   ASSERT_EQ(r.code, 0) << "cc with pkg-config:\n" << r.out;
   programs.push_back({"classify_c (pkg-config)", tmp / "classify_pc"});
+  // A shared libvitcpp (-DBUILD_SHARED_LIBS=ON) is found at run time from the prefix: CMake's
+  // builds carry its path, the one built by hand does not.
+  const std::string run_env = "LD_LIBRARY_PATH=" + prefix + "/lib ";
 
   // (a) a small model trained on synthetic digits-sized images; (b) ViT-Ti/16 after one step
   // (a trained head: its logits are not all equal), exported in timm's layout.
@@ -124,14 +127,14 @@ TEST(Install, ExamplesBuiltFromThePrefixPrintVitPredictsTop5) {
     const std::vector<Top> want = predict(checkpoint, image, &log);
     ASSERT_EQ(want.size(), 5u) << checkpoint << ": vit predict printed\n" << log;
     for (const auto& [name, program] : programs) {
-      r = sh(program + " " + checkpoint + " " + image + " 5");
+      r = sh(run_env + program + " " + checkpoint + " " + image + " 5");
       ASSERT_EQ(r.code, 0) << name << ":\n" << r.out;
       expect_same_top(parse(r.out), want, name + " on " + checkpoint);
     }
   }
   // A bad image is one line on stderr and a failing exit status, in both languages.
   for (const auto& [name, program] : programs) {
-    r = sh(program + " " + (tmp / "mnist") + " /nonexistent.png");
+    r = sh(run_env + program + " " + (tmp / "mnist") + " /nonexistent.png");
     EXPECT_EQ(r.code, 1) << name;
     EXPECT_NE(r.out.find("/nonexistent.png"), std::string::npos) << name << ": " << r.out;
   }
