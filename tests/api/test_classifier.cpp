@@ -16,6 +16,7 @@
 #include "vit/data/open.h"
 #include "vit/data/preprocess.h"
 #include "vit/io/pretrained.h"
+#include "vit/ops/ops.h"
 
 namespace {
 
@@ -75,6 +76,24 @@ TEST(Classifier, MatchesTheLibrarysPreprocessingAndForward) {
   std::vector<float> pre(x.size());
   c.preprocess(vit::ImageInput::file(kImages + "cat.jpg"), pre.data());
   expect_same(pre, x, "preprocess");
+}
+
+// dtype bf16 is `vit predict --dtype bf16`: the bf16 weights, the fp32 copies released.
+TEST(Classifier, Bf16IsPredictsBf16) {
+  if (!vit::ops::bf16_available()) GTEST_SKIP() << "no bf16 matrix product on this CPU";
+  vit::ClassifierOptions o;
+  o.dtype = "bf16";
+  vit::Classifier c(kModel, o);
+  vit::Pretrained p = vit::load_pretrained(kModel);
+  p.model->set_infer_dtype("bf16", /*release_fp32=*/true);
+  const vit::ViTConfig& cfg = p.model->config();
+  std::vector<float> x(size_t(cfg.in_chans * cfg.img_h * cfg.img_w)), want(5);
+  vit::load_image_input(kImages + "cat.jpg", vit::input_spec(cfg), x.data());
+  p.model->infer(x.data(), 1, nullptr, want.data());
+  expect_same(c.logits(vit::ImageInput::file(kImages + "cat.jpg")), want, "bf16");
+  // bf16 rounds: the logits are not fp32's (a check that bf16 was used at all).
+  const std::vector<float> fp32 = vit::Classifier(kModel).logits(vit::ImageInput::file(kImages + "cat.jpg"));
+  EXPECT_NE(fp32, want);
 }
 
 TEST(Classifier, BatchEqualsSingleImagesAcrossBatchCuts) {
