@@ -166,6 +166,22 @@ TEST(Classifier, AHeadlessCheckpointGivesEmbeddingsAndSaysWhyNotClasses) {
   }
 }
 
+// A Hugging Face directory (ViTForImageClassification) opens with its own preprocessing
+// (preprocessor_config.json) and gives vit predict's logits.
+TEST(Classifier, OpensAHuggingFaceDirectory) {
+  const std::string hf = std::string(VIT_FIXTURE_DIR) + "/pretrained/hf";
+  vit::Classifier c(hf);
+  EXPECT_EQ(c.format(), "hf");
+  vit::Pretrained p = vit::load_pretrained(hf);
+  p.model->pack_weights_if_faster(32);
+  const vit::ViTConfig& cfg = p.model->config();
+  const int64_t K = cfg.num_classes;
+  std::vector<float> x(size_t(cfg.in_chans * cfg.img_h * cfg.img_w)), want(static_cast<size_t>(K));
+  vit::load_image_input(kImages + "astronaut_gray.png", vit::input_spec(cfg), x.data());
+  p.model->infer(x.data(), 1, nullptr, want.data());
+  expect_same(c.logits(vit::ImageInput::file(kImages + "astronaut_gray.png")), want, "hf");
+}
+
 TEST(Classifier, BadInputIsAnErrorThatNamesIt) {
   auto message = [](auto&& f) {
     try {
