@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "model_flags.h"
+#include "vit/classifier.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/core/threads.h"
@@ -71,42 +72,35 @@ std::string csv_field(const std::string& s) {
 // row (name, the top-k indices, labels and probabilities).
 void print(const PredictFlags& f, nlohmann::json what, const float* z, int64_t K,
            const std::vector<std::string>& names, std::string* csv = nullptr) {
-  const double mx = *std::max_element(z, z + K);
-  double sum = 0;
-  for (int64_t k = 0; k < K; ++k) sum += std::exp(z[k] - mx);
-  std::vector<int64_t> order(K);
-  for (int64_t k = 0; k < K; ++k) order[k] = k;
-  const int64_t top = std::min(f.topk, K);
-  std::partial_sort(order.begin(), order.begin() + top, order.end(),
-                    [&](int64_t a, int64_t b) { return z[a] > z[b]; });
-  auto label = [&](int64_t k) { return k < int64_t(names.size()) ? names[k] : std::to_string(k); };
+  const std::vector<Prediction> top = top_k(z, K, f.topk, names);
+  auto label = [&](const Prediction& p) {
+    return p.index < int64_t(names.size()) ? names[size_t(p.index)] : std::to_string(p.index);
+  };
   if (csv) {
     std::string row =
         csv_field(what.contains("image") ? what["image"].get<std::string>() : what["row"].dump());
     std::string idx, lab, prob;
-    for (int64_t i = 0; i < top; ++i) {
+    for (const Prediction& t : top) {
       char p[32];
-      std::snprintf(p, sizeof p, "%.6g", std::exp(z[order[i]] - mx) / sum);
-      idx += "," + std::to_string(order[i]), lab += "," + csv_field(label(order[i])),
-          prob += std::string(",") + p;
+      std::snprintf(p, sizeof p, "%.6g", t.probability);
+      idx += "," + std::to_string(t.index), lab += "," + csv_field(label(t)), prob += std::string(",") + p;
     }
     *csv += row + idx + lab + prob + "\n";
   }
   if (f.json) {
     nlohmann::json j = what;
     j["topk"] = nlohmann::json::array();
-    for (int64_t i = 0; i < top; ++i)
-      j["topk"].push_back(
-          {{"index", order[i]}, {"label", label(order[i])}, {"prob", std::exp(z[order[i]] - mx) / sum}});
+    for (const Prediction& t : top)
+      j["topk"].push_back({{"index", t.index}, {"label", label(t)}, {"prob", t.probability}});
     if (f.logits) j["logits"] = std::vector<float>(z, z + K);
     std::cout << j.dump() << "\n";
     return;
   }
   std::cout << (what.contains("image") ? what["image"].get<std::string>() : "row " + what["row"].dump())
             << ":";
-  for (int64_t i = 0; i < top; ++i)
-    std::cout << (i ? "," : "") << " " << label(order[i]) << " " << std::fixed << std::setprecision(4)
-              << std::exp(z[order[i]] - mx) / sum;
+  for (size_t i = 0; i < top.size(); ++i)
+    std::cout << (i ? "," : "") << " " << label(top[i]) << " " << std::fixed << std::setprecision(4)
+              << top[i].probability;
   std::cout << "\n";
 }
 }  // namespace

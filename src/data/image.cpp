@@ -15,12 +15,11 @@ namespace vit {
 
 namespace {
 
-Image decode_png(const std::vector<char>& bytes, const std::string& path) {
+Image decode_png(const uint8_t* data, size_t size, const std::string& path) {
   png_image im;
   std::memset(&im, 0, sizeof im);
   im.version = PNG_IMAGE_VERSION;
-  VIT_CHECK(png_image_begin_read_from_memory(&im, bytes.data(), bytes.size()), path,
-            ": cannot decode PNG: ", im.message);
+  VIT_CHECK(png_image_begin_read_from_memory(&im, data, size), path, ": cannot decode PNG: ", im.message);
   const bool alpha = im.format & PNG_FORMAT_FLAG_ALPHA, color = im.format & PNG_FORMAT_FLAG_COLOR;
   im.format = color ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB) : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
   Image out;
@@ -55,7 +54,7 @@ void jpeg_fail(j_common_ptr cinfo) {
   longjmp(e->jump, 1);
 }
 
-Image decode_jpeg(const std::vector<char>& bytes, const std::string& path) {
+Image decode_jpeg(const uint8_t* data, size_t size, const std::string& path) {
   jpeg_decompress_struct cinfo;
   JpegError err;
   cinfo.err = jpeg_std_error(&err.mgr);
@@ -68,7 +67,7 @@ Image decode_jpeg(const std::vector<char>& bytes, const std::string& path) {
     throw Error(path + ": corrupt JPEG: " + err.message);
   }
   jpeg_create_decompress(&cinfo);
-  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
   cinfo.out_color_space = cinfo.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&cinfo);
@@ -87,18 +86,22 @@ Image decode_jpeg(const std::vector<char>& bytes, const std::string& path) {
 
 }  // namespace
 
+Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
+  VIT_CHECK(data || size == 0, name, ": no data");
+  Image img;
+  if (size >= 8 && std::memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0)
+    img = decode_png(data, size, name);
+  else if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF)
+    img = decode_jpeg(data, size, name);
+  else
+    throw Error(name + ": not a PNG or JPEG file");
+  VIT_CHECK(img.h > 0 && img.w > 0, name, ": empty image");
+  return img;
+}
+
 Image read_image(const std::string& path) {
   const std::vector<char> bytes = read_file_bytes(path);
-  const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
-  Image img;
-  if (bytes.size() >= 8 && std::memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0)
-    img = decode_png(bytes, path);
-  else if (bytes.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
-    img = decode_jpeg(bytes, path);
-  else
-    throw Error(path + ": not a PNG or JPEG file");
-  VIT_CHECK(img.h > 0 && img.w > 0, path, ": empty image");
-  return img;
+  return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
 }
 
 void write_png(const std::string& path, const Image& img) {

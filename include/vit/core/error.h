@@ -5,9 +5,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "vit/export.h"
+
 namespace vit {
 
-class Error : public std::runtime_error {
+// Exported (VIT_API) so that a program catches it by type across a shared libvitcpp.
+class VIT_API Error : public std::runtime_error {
  public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };

@@ -2,8 +2,10 @@
 // checkpoints' metadata (vitcpp_version) and the installed packages report.
 #pragma once
 
+#include "vit/export.h"
+
 namespace vit {
 
-const char* version();
+VIT_API const char* version();
 
 }  // namespace vit

@@ -1,6 +1,7 @@
 // Decoding PNG and JPEG files (libpng, libjpeg-turbo: the decoders Pillow uses too, so
 // pixels match torchvision's), channel conversion, resizing, and writing PNG.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@ struct Image {
 
 // Throws vit::Error naming the file when it is missing, not PNG/JPEG, or corrupt.
 Image read_image(const std::string& path);
+// The same from PNG or JPEG bytes in memory; `name` stands for the file in errors.
+Image decode_image(const uint8_t* data, size_t size, const std::string& name = "image");
 void write_png(const std::string& path, const Image& img);  // atomic, like every write
 // To `channels` channels: gray -> RGB replicates, RGB -> gray uses ITU-R 601-2 luma
 // (Pillow's convert('L')), alpha is dropped (Pillow's convert('RGB')).

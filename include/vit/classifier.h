@@ -1,0 +1,139 @@
+// The application API (docs/embedding.md): open a model from a vitcpp, timm or Hugging Face
+// checkpoint with its preprocessing and class names, then classify images given as files,
+// as PNG/JPEG bytes in memory or as raw pixels: top-k classes, logits or embeddings. Images
+// are preprocessed exactly as `vit predict` does (vit/data/preprocess.h), so the same image
+// and checkpoint give the same probabilities; embed() gives the embeddings (pre-logits) as
+// `vit predict --features` does. Errors are vit::Error exceptions with a
+// one-line message that names the file or argument. The C API over it is <vitcpp.h>.
+//
+//   vit::Classifier model("vit_tiny/");          // a checkpoint file or directory
+//   for (const vit::Prediction& p : model.classify(vit::ImageInput::file("cat.jpg"), 5))
+//     std::printf("%lld %.4f %s\n", (long long)p.index, p.probability, p.label.c_str());
+//
+// A Classifier runs one call at a time (it owns the model's activation buffers): share one
+// between threads behind a lock, or open one per thread. Each call uses the OpenMP threads
+// that set_threads() sets for the whole process.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vit/core/error.h"
+#include "vit/core/version.h"
+#include "vit/export.h"
+
+namespace vit {
+
+// One class of a top-k list: its index in the model's head, its softmax probability and its
+// name (empty when the checkpoint has no class names).
+struct Prediction {
+  int64_t index = 0;
+  double probability = 0;
+  std::string label;
+};
+
+// The k most probable classes of logits[K], best first (softmax in double precision; the
+// lower index first among equal logits is not promised). k is clamped to K.
+VIT_API std::vector<Prediction> top_k(const float* logits, int64_t K, int64_t k,
+                                      const std::vector<std::string>& class_names = {});
+
+// An image for the model: a PNG/JPEG file, PNG/JPEG bytes in memory, or 8-bit pixels
+// interleaved [height, width, channels] with channels 1 (gray), 3 (RGB) or 4 (RGBA, alpha
+// dropped). Bytes and pixels are not copied: they must stay valid during the call.
+struct ImageInput {
+  enum class Kind { file, encoded, pixels };
+  Kind kind = Kind::file;
+  std::string path;                             // file
+  const void* data = nullptr;                   // encoded: the bytes; pixels: the first pixel
+  size_t size = 0;                              // encoded: how many bytes
+  int64_t width = 0, height = 0, channels = 0;  // pixels
+
+  static ImageInput file(std::string path) {
+    ImageInput in;
+    in.path = std::move(path);
+    return in;
+  }
+  static ImageInput encoded(const void* bytes, size_t size) {
+    ImageInput in;
+    in.kind = Kind::encoded;
+    in.data = bytes;
+    in.size = size;
+    return in;
+  }
+  static ImageInput pixels(const uint8_t* data, int64_t width, int64_t height, int64_t channels) {
+    ImageInput in;
+    in.kind = Kind::pixels;
+    in.data = data;
+    in.width = width;
+    in.height = height;
+    in.channels = channels;
+    return in;
+  }
+};
+
+struct ClassifierOptions {
+  // Precision of the blocks' matrix products: "fp32", or "bf16" (CPUs with AVX-512 bf16;
+  // the fp32 copies of those weights are then released, as `vit predict --dtype bf16`).
+  std::string dtype = "fp32";
+  std::string labels_file;  // class names, one per line (default: the checkpoint's own)
+  int threads = 0;          // > 0: set_threads(threads) when the model opens
+  int64_t max_batch = 32;   // images per forward pass (`vit predict -b`); batches are cut to it
+};
+
+class VIT_API Classifier {
+ public:
+  // A checkpoint as `vit predict --checkpoint` takes it: a vitcpp, timm or Hugging Face
+  // .safetensors file, a directory with model.safetensors (+ config.json), or a vit train run
+  // directory (its best.safetensors).
+  explicit Classifier(const std::string& checkpoint, const ClassifierOptions& options = {});
+  ~Classifier();
+  Classifier(Classifier&&) noexcept;
+  Classifier& operator=(Classifier&&) noexcept;
+
+  int64_t num_classes() const;
+  int64_t embed_dim() const;   // the width of an embedding
+  int64_t num_tokens() const;  // tokens per image (class/register tokens and patches)
+  // The model's input: channels, height and width after preprocessing.
+  int64_t channels() const;
+  int64_t height() const;
+  int64_t width() const;
+  const std::vector<std::string>& class_names() const;  // empty when the checkpoint has none
+  const std::string& format() const;                    // "vitcpp", "timm" or "hf"
+  const std::vector<std::string>& notes() const;        // what the loader adapted, for people
+
+  // OpenMP threads of every later call (of every Classifier: it is the process's setting).
+  // n <= 0 leaves OpenMP's default (all cores, or OMP_NUM_THREADS).
+  static void set_threads(int n);
+
+  // The model's input for one image, out[channels() * height() * width()].
+  void preprocess(const ImageInput& image, float* out) const;
+  // The top k classes (k clamped to num_classes()), best first; for a batch, one list each.
+  std::vector<Prediction> classify(const ImageInput& image, int64_t k = 5);
+  std::vector<std::vector<Prediction>> classify(const std::vector<ImageInput>& images, int64_t k = 5);
+  // Logits: [num_classes()] for one image, [images, num_classes()] for a batch. A model
+  // without a head (num_classes() 0) has only embeddings.
+  std::vector<float> logits(const ImageInput& image);
+  std::vector<float> logits(const std::vector<ImageInput>& images);
+  // Embeddings (`vit predict --features`): the pooled pre-logits vector the head reads,
+  // [embed_dim()] or [images, embed_dim()] (timm's forward_head(pre_logits=True)).
+  std::vector<float> embed(const ImageInput& image);
+  std::vector<float> embed(const std::vector<ImageInput>& images);
+  // Every token's features after the final norm, [num_tokens(), embed_dim()] or [images,
+  // num_tokens(), embed_dim()] (timm's forward_features; `vit predict --features tokens`).
+  std::vector<float> token_features(const ImageInput& image);
+  std::vector<float> token_features(const std::vector<ImageInput>& images);
+  // Both at once into the caller's memory: pooled[images, embed_dim()] and tokens[images,
+  // num_tokens(), embed_dim()]; either may be null. With tokens asked for, a class-token
+  // model runs its last block on every token rather than the class token's row alone, so
+  // the pooled vectors then differ from embed()'s by float rounding (at most 2.7e-7 on the
+  // test fixture).
+  void features(const std::vector<ImageInput>& images, float* pooled, float* tokens);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vit

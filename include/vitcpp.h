@@ -1,0 +1,104 @@
+/* vitcpp's C API: the C++ API of <vit/classifier.h> behind an opaque handle, for C and for
+ * other languages' foreign-function interfaces (Python ctypes, Rust, Go). Every function
+ * returns a status; no exception crosses it. After a failure, vitcpp_last_error() gives a
+ * one-line message naming the file or argument; it is kept per thread, until that thread's
+ * next failing call. docs/embedding.md has a complete example (examples/classify_c).
+ *
+ *   vitcpp_model* m;
+ *   if (vitcpp_open("vit_tiny/", NULL, &m) != VITCPP_OK) { puts(vitcpp_last_error()); ... }
+ *   vitcpp_image img = {VITCPP_IMAGE_FILE, "cat.jpg"};
+ *   vitcpp_prediction top[5];
+ *   vitcpp_classify(m, &img, 1, 5, top);
+ *   vitcpp_close(m);
+ *
+ * A model runs one call at a time: share it between threads behind a lock, or open one per
+ * thread. */
+#ifndef VITCPP_H
+#define VITCPP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vit/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum vitcpp_status {
+  VITCPP_OK = 0,
+  VITCPP_INVALID_ARGUMENT = 1, /* a null pointer, a bad count, k, dtype or image kind */
+  VITCPP_ERROR = 2,            /* what vit::Error reports: a bad file, image or checkpoint */
+  VITCPP_OUT_OF_MEMORY = 3,
+  VITCPP_INTERNAL_ERROR = 4 /* anything else (a bug: please report the message) */
+} vitcpp_status;
+
+typedef struct vitcpp_model vitcpp_model; /* opaque */
+
+typedef enum vitcpp_image_kind {
+  VITCPP_IMAGE_FILE = 0,    /* path: a PNG or JPEG file */
+  VITCPP_IMAGE_ENCODED = 1, /* data, size: PNG or JPEG bytes in memory */
+  VITCPP_IMAGE_PIXELS = 2   /* data, width, height, channels: 8-bit pixels interleaved
+                               [height][width][channels], channels 1 (gray), 3 (RGB) or 4 (RGBA) */
+} vitcpp_image_kind;
+
+/* An image for the model. Nothing is copied: the memory must stay valid during the call. */
+typedef struct vitcpp_image {
+  int kind; /* vitcpp_image_kind */
+  const char* path;
+  const void* data;
+  size_t size;
+  int64_t width, height, channels;
+} vitcpp_image;
+
+/* One class of a top-k list: its index, softmax probability and name (NULL when the
+ * checkpoint has none; owned by the model, valid until vitcpp_close). */
+typedef struct vitcpp_prediction {
+  int64_t index;
+  double probability;
+  const char* label;
+} vitcpp_prediction;
+
+VIT_API const char* vitcpp_version(void);
+/* The message of this thread's last failed call ("" when none failed). */
+VIT_API const char* vitcpp_last_error(void);
+
+/* Opens a checkpoint: a vitcpp, timm or Hugging Face .safetensors file, a directory with
+ * model.safetensors (+ config.json), or a vit train run directory. dtype: NULL or "fp32",
+ * or "bf16" (AVX-512 bf16 CPUs). labels_file: NULL, or class names one per line. */
+VIT_API vitcpp_status vitcpp_open(const char* checkpoint, const char* dtype, vitcpp_model** out);
+VIT_API vitcpp_status vitcpp_open_with_labels(const char* checkpoint, const char* dtype,
+                                              const char* labels_file, vitcpp_model** out);
+VIT_API void vitcpp_close(vitcpp_model* model); /* NULL is allowed */
+
+/* OpenMP threads of later calls, for the whole process; n <= 0: OpenMP's default. */
+VIT_API void vitcpp_set_threads(int n);
+
+VIT_API int64_t vitcpp_num_classes(const vitcpp_model* model);
+VIT_API int64_t vitcpp_embed_dim(const vitcpp_model* model);
+VIT_API int64_t vitcpp_num_tokens(const vitcpp_model* model);
+/* The preprocessed input: channels, height, width (any pointer may be NULL). */
+VIT_API void vitcpp_input_size(const vitcpp_model* model, int64_t* channels, int64_t* height, int64_t* width);
+/* Class index's name, or NULL when the checkpoint has none (or the index is out of range). */
+VIT_API const char* vitcpp_class_name(const vitcpp_model* model, int64_t index);
+
+/* The top k classes of each of count images, best first: out[count * k], image i's at
+ * out + i * k. With k > num_classes, the entries past num_classes get index -1. */
+VIT_API vitcpp_status vitcpp_classify(vitcpp_model* model, const vitcpp_image* images, size_t count,
+                                      int64_t k, vitcpp_prediction* out);
+/* Logits: out[count * num_classes]. */
+VIT_API vitcpp_status vitcpp_logits(vitcpp_model* model, const vitcpp_image* images, size_t count,
+                                    float* out);
+/* Embeddings of count images (vit::Classifier::features): pooled[count * embed_dim] (the
+ * pre-logits vector) and tokens[count * num_tokens * embed_dim] (every token after the final
+ * norm); either may be NULL, not both. A model without a head (num_classes 0) has only these. */
+VIT_API vitcpp_status vitcpp_embed(vitcpp_model* model, const vitcpp_image* images, size_t count,
+                                   float* pooled, float* tokens);
+/* The model's input for one image: out[channels * height * width] (vitcpp_input_size). */
+VIT_API vitcpp_status vitcpp_preprocess(const vitcpp_model* model, const vitcpp_image* image, float* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VITCPP_H */

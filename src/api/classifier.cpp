@@ -1,0 +1,205 @@
+// vit::Classifier: load_pretrained, the model's eval transform and ViT::infer, set up as
+// `vit predict` sets them up (apps/vit/cmd_predict.cpp), so both give the same numbers.
+#include "vit/classifier.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "vit/core/threads.h"
+#include "vit/data/open.h"
+#include "vit/data/preprocess.h"
+#include "vit/io/pretrained.h"
+
+namespace vit {
+
+std::vector<Prediction> top_k(const float* logits, int64_t K, int64_t k,
+                              const std::vector<std::string>& class_names) {
+  VIT_CHECK(K > 0 && k > 0, "top_k: needs K > 0 classes and k > 0, got K = ", K, ", k = ", k);
+  const double mx = *std::max_element(logits, logits + K);
+  double sum = 0;
+  for (int64_t i = 0; i < K; ++i) sum += std::exp(logits[i] - mx);
+  std::vector<int64_t> order(static_cast<size_t>(K));
+  for (int64_t i = 0; i < K; ++i) order[size_t(i)] = i;
+  const int64_t top = std::min(k, K);
+  std::partial_sort(order.begin(), order.begin() + top, order.end(),
+                    [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  std::vector<Prediction> out(static_cast<size_t>(top));
+  for (int64_t i = 0; i < top; ++i) {
+    const int64_t c = order[size_t(i)];
+    out[size_t(i)] = {c, std::exp(logits[c] - mx) / sum,
+                      c < int64_t(class_names.size()) ? class_names[size_t(c)] : std::string()};
+  }
+  return out;
+}
+
+struct Classifier::Impl {
+  Pretrained loaded;
+  InputSpec in;
+  int64_t max_batch = 32;
+  std::vector<float> x;  // one forward pass's inputs, [max_batch, C, H, W]
+
+  ViT& model() { return *loaded.model; }
+  const ViTConfig& cfg() const { return loaded.model->config(); }
+  int64_t image_floats() const { return cfg().in_chans * cfg().img_h * cfg().img_w; }
+
+  // Runs the images in batches of max_batch; per batch, out(first, B) reads x.
+  template <typename F>
+  void for_batches(const std::vector<ImageInput>& images, F&& out) {
+    const int64_t N = int64_t(images.size()), n = image_floats();
+    VIT_CHECK(N > 0, "no images given");
+    for (int64_t first = 0; first < N; first += max_batch) {
+      const int64_t B = std::min(max_batch, N - first);
+      x.resize(size_t(B * n));
+      for (int64_t b = 0; b < B; ++b) preprocess(images[size_t(first + b)], x.data() + b * n);
+      out(first, B);
+    }
+  }
+
+  void preprocess(const ImageInput& image, float* out) const {
+    switch (image.kind) {
+      case ImageInput::Kind::file: load_image_input(image.path, in, out); return;
+      case ImageInput::Kind::encoded: {
+        const Image img = decode_image(static_cast<const uint8_t*>(image.data), image.size, "encoded image");
+        try {
+          preprocess_image(img, in, out);
+        } catch (const Error& e) {
+          throw Error(std::string("encoded image: ") + e.what());
+        }
+        return;
+      }
+      case ImageInput::Kind::pixels: {
+        VIT_CHECK(image.data, "pixels: no data");
+        VIT_CHECK(image.width > 0 && image.height > 0, "pixels: width and height must be positive, got ",
+                  image.width, " x ", image.height);
+        VIT_CHECK(image.channels == 1 || image.channels == 3 || image.channels == 4,
+                  "pixels: channels must be 1 (gray), 3 (RGB) or 4 (RGBA), got ", image.channels);
+        Image img;
+        img.h = image.height;
+        img.w = image.width;
+        img.c = image.channels;
+        const auto* p = static_cast<const uint8_t*>(image.data);
+        img.px.assign(p, p + img.h * img.w * img.c);
+        preprocess_image(img, in, out);
+        return;
+      }
+    }
+    throw Error("unknown image kind");
+  }
+};
+
+Classifier::Classifier(const std::string& checkpoint, const ClassifierOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  VIT_CHECK(options.dtype == "fp32" || options.dtype == "bf16", "dtype must be fp32 or bf16, got '",
+            options.dtype, "'");
+  VIT_CHECK(options.max_batch > 0, "max_batch must be positive, got ", options.max_batch);
+  if (options.threads > 0) set_threads(options.threads);
+  LoadOptions lo;
+  lo.labels_file = options.labels_file;
+  impl_->loaded = load_pretrained(checkpoint, lo);
+  impl_->max_batch = options.max_batch;
+  // As `vit predict --dtype D -b max_batch` (InputFlags::prepare): the precision, then the
+  // packed fp32 weights where they are faster for such batches.
+  ViT& m = impl_->model();
+  m.set_infer_dtype(options.dtype, /*release_fp32=*/options.dtype == "bf16");
+  m.pack_weights_if_faster(options.max_batch);
+  impl_->in = input_spec(m.config());
+  impl_->in.validate();
+}
+
+Classifier::~Classifier() = default;
+Classifier::Classifier(Classifier&&) noexcept = default;
+Classifier& Classifier::operator=(Classifier&&) noexcept = default;
+
+int64_t Classifier::num_classes() const {
+  return impl_->cfg().num_classes;
+}
+int64_t Classifier::embed_dim() const {
+  return impl_->cfg().embed_dim;
+}
+int64_t Classifier::num_tokens() const {
+  return impl_->cfg().num_tokens();
+}
+int64_t Classifier::channels() const {
+  return impl_->cfg().in_chans;
+}
+int64_t Classifier::height() const {
+  return impl_->cfg().img_h;
+}
+int64_t Classifier::width() const {
+  return impl_->cfg().img_w;
+}
+const std::vector<std::string>& Classifier::class_names() const {
+  return impl_->loaded.class_names;
+}
+const std::string& Classifier::format() const {
+  return impl_->loaded.format;
+}
+const std::vector<std::string>& Classifier::notes() const {
+  return impl_->loaded.notes;
+}
+
+void Classifier::set_threads(int n) {
+  set_num_threads(n);
+}
+
+void Classifier::preprocess(const ImageInput& image, float* out) const {
+  impl_->preprocess(image, out);
+}
+
+std::vector<float> Classifier::logits(const std::vector<ImageInput>& images) {
+  const int64_t K = num_classes();
+  VIT_CHECK(K > 0, "the model has no classifier head (num_classes 0): it gives embeddings (embed) only");
+  std::vector<float> out(images.size() * size_t(K));
+  impl_->for_batches(images, [&](int64_t first, int64_t B) {
+    impl_->model().infer(impl_->x.data(), B, nullptr, out.data() + first * K);
+  });
+  return out;
+}
+
+std::vector<float> Classifier::logits(const ImageInput& image) {
+  return logits(std::vector<ImageInput>{image});
+}
+
+void Classifier::features(const std::vector<ImageInput>& images, float* pooled, float* tokens) {
+  const int64_t D = embed_dim(), T = num_tokens();
+  impl_->for_batches(images, [&](int64_t first, int64_t B) {
+    impl_->model().infer_features(impl_->x.data(), B, nullptr, pooled ? pooled + first * D : nullptr,
+                                  tokens ? tokens + first * T * D : nullptr);
+  });
+}
+
+std::vector<float> Classifier::embed(const std::vector<ImageInput>& images) {
+  std::vector<float> out(images.size() * size_t(embed_dim()));
+  features(images, out.data(), nullptr);
+  return out;
+}
+
+std::vector<float> Classifier::embed(const ImageInput& image) {
+  return embed(std::vector<ImageInput>{image});
+}
+
+std::vector<float> Classifier::token_features(const std::vector<ImageInput>& images) {
+  std::vector<float> out(images.size() * size_t(num_tokens() * embed_dim()));
+  features(images, nullptr, out.data());
+  return out;
+}
+
+std::vector<float> Classifier::token_features(const ImageInput& image) {
+  return token_features(std::vector<ImageInput>{image});
+}
+
+std::vector<std::vector<Prediction>> Classifier::classify(const std::vector<ImageInput>& images, int64_t k) {
+  VIT_CHECK(k > 0, "k must be positive, got ", k);
+  const std::vector<float> z = logits(images);
+  const int64_t K = num_classes();
+  std::vector<std::vector<Prediction>> out;
+  for (size_t i = 0; i < images.size(); ++i) out.push_back(top_k(z.data() + i * K, K, k, class_names()));
+  return out;
+}
+
+std::vector<Prediction> Classifier::classify(const ImageInput& image, int64_t k) {
+  return classify(std::vector<ImageInput>{image}, k).front();
+}
+
+}  // namespace vit

@@ -1,0 +1,185 @@
+// The C API (include/vitcpp.h) over vit::Classifier: every entry point catches everything
+// and turns it into a status and this thread's last-error message.
+#include "vitcpp.h"
+
+#include <new>
+#include <string>
+#include <vector>
+
+#include "vit/classifier.h"
+
+struct vitcpp_model {
+  vit::Classifier classifier;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+vitcpp_status fail(vitcpp_status s, const std::string& msg) {
+  last_error = msg;
+  return s;
+}
+
+// Runs f, returning VITCPP_OK, or the status and message of what it threw.
+template <typename F>
+vitcpp_status guarded(F&& f) {
+  try {
+    f();
+    return VITCPP_OK;
+  } catch (const vit::Error& e) {
+    return fail(VITCPP_ERROR, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(VITCPP_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(VITCPP_INTERNAL_ERROR, e.what());
+  } catch (...) {
+    return fail(VITCPP_INTERNAL_ERROR, "unknown exception");
+  }
+}
+
+// The C++ inputs of count C images; sets `bad` to a message when one cannot be described.
+std::vector<vit::ImageInput> inputs(const vitcpp_image* images, size_t count, std::string& bad) {
+  std::vector<vit::ImageInput> out;
+  for (size_t i = 0; i < count && bad.empty(); ++i) {
+    const vitcpp_image& im = images[i];
+    const std::string which = "image " + std::to_string(i);
+    switch (im.kind) {
+      case VITCPP_IMAGE_FILE:
+        if (!im.path)
+          bad = which + ": VITCPP_IMAGE_FILE with a NULL path";
+        else
+          out.push_back(vit::ImageInput::file(im.path));
+        break;
+      case VITCPP_IMAGE_ENCODED:
+        if (!im.data || im.size == 0)
+          bad = which + ": VITCPP_IMAGE_ENCODED without data";
+        else
+          out.push_back(vit::ImageInput::encoded(im.data, im.size));
+        break;
+      case VITCPP_IMAGE_PIXELS:
+        if (!im.data)
+          bad = which + ": VITCPP_IMAGE_PIXELS without data";
+        else
+          out.push_back(vit::ImageInput::pixels(static_cast<const uint8_t*>(im.data), im.width, im.height,
+                                                im.channels));
+        break;
+      default: bad = which + ": unknown kind " + std::to_string(im.kind);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* vitcpp_version(void) {
+  return vit::version();
+}
+
+const char* vitcpp_last_error(void) {
+  return last_error.c_str();
+}
+
+vitcpp_status vitcpp_open_with_labels(const char* checkpoint, const char* dtype, const char* labels_file,
+                                      vitcpp_model** out) {
+  if (!checkpoint || !out)
+    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: checkpoint and out must not be NULL");
+  *out = nullptr;
+  vit::ClassifierOptions o;
+  if (dtype) o.dtype = dtype;
+  if (o.dtype != "fp32" && o.dtype != "bf16")
+    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: dtype must be fp32 or bf16, got '" + o.dtype + "'");
+  if (labels_file) o.labels_file = labels_file;
+  return guarded([&] { *out = new vitcpp_model{vit::Classifier(checkpoint, o)}; });
+}
+
+vitcpp_status vitcpp_open(const char* checkpoint, const char* dtype, vitcpp_model** out) {
+  return vitcpp_open_with_labels(checkpoint, dtype, nullptr, out);
+}
+
+void vitcpp_close(vitcpp_model* model) {
+  delete model;
+}
+
+void vitcpp_set_threads(int n) {
+  vit::Classifier::set_threads(n);
+}
+
+int64_t vitcpp_num_classes(const vitcpp_model* m) {
+  return m ? m->classifier.num_classes() : 0;
+}
+int64_t vitcpp_embed_dim(const vitcpp_model* m) {
+  return m ? m->classifier.embed_dim() : 0;
+}
+int64_t vitcpp_num_tokens(const vitcpp_model* m) {
+  return m ? m->classifier.num_tokens() : 0;
+}
+
+void vitcpp_input_size(const vitcpp_model* m, int64_t* channels, int64_t* height, int64_t* width) {
+  if (channels) *channels = m ? m->classifier.channels() : 0;
+  if (height) *height = m ? m->classifier.height() : 0;
+  if (width) *width = m ? m->classifier.width() : 0;
+}
+
+const char* vitcpp_class_name(const vitcpp_model* m, int64_t index) {
+  if (!m) return nullptr;
+  const auto& names = m->classifier.class_names();
+  return index >= 0 && index < int64_t(names.size()) ? names[size_t(index)].c_str() : nullptr;
+}
+
+vitcpp_status vitcpp_classify(vitcpp_model* m, const vitcpp_image* images, size_t count, int64_t k,
+                              vitcpp_prediction* out) {
+  if (!m || !images || !out || count == 0 || k <= 0)
+    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_classify: needs a model, images, out, count > 0 and k > 0");
+  std::string bad;
+  const auto in = inputs(images, count, bad);
+  if (!bad.empty()) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_classify: " + bad);
+  return guarded([&] {
+    const auto top = m->classifier.classify(in, k);
+    for (size_t i = 0; i < count; ++i)
+      for (int64_t j = 0; j < k; ++j) {
+        vitcpp_prediction& p = out[i * size_t(k) + size_t(j)];
+        if (j < int64_t(top[i].size())) {
+          const vit::Prediction& t = top[i][size_t(j)];
+          p = {t.index, t.probability, vitcpp_class_name(m, t.index)};
+        } else {
+          p = {-1, 0.0, nullptr};
+        }
+      }
+  });
+}
+
+vitcpp_status vitcpp_logits(vitcpp_model* m, const vitcpp_image* images, size_t count, float* out) {
+  if (!m || !images || !out || count == 0)
+    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_logits: needs a model, images, out and count > 0");
+  std::string bad;
+  const auto in = inputs(images, count, bad);
+  if (!bad.empty()) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_logits: " + bad);
+  return guarded([&] {
+    const std::vector<float> z = m->classifier.logits(in);
+    std::copy(z.begin(), z.end(), out);
+  });
+}
+
+vitcpp_status vitcpp_embed(vitcpp_model* m, const vitcpp_image* images, size_t count, float* pooled,
+                           float* tokens) {
+  if (!m || !images || count == 0 || (!pooled && !tokens))
+    return fail(VITCPP_INVALID_ARGUMENT,
+                "vitcpp_embed: needs a model, images, count > 0 and pooled or tokens");
+  std::string bad;
+  const auto in = inputs(images, count, bad);
+  if (!bad.empty()) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_embed: " + bad);
+  return guarded([&] { m->classifier.features(in, pooled, tokens); });
+}
+
+vitcpp_status vitcpp_preprocess(const vitcpp_model* m, const vitcpp_image* image, float* out) {
+  if (!m || !image || !out) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_preprocess: NULL argument");
+  std::string bad;
+  const auto in = inputs(image, 1, bad);
+  if (!bad.empty()) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_preprocess: " + bad);
+  return guarded([&] { m->classifier.preprocess(in.front(), out); });
+}
+
+}  // extern "C"

@@ -1,0 +1,104 @@
+// The C API (include/vitcpp.h): the same numbers as vit::Classifier, status codes and a
+// per-thread message for every failure, and nothing thrown across it.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vit/classifier.h"
+#include "vit/core/file.h"
+#include "vitcpp.h"
+
+namespace {
+
+const std::string kModel = std::string(VIT_FIXTURE_DIR) + "/pretrained/timm_a";
+const std::string kImage = std::string(VIT_FIXTURE_DIR) + "/pretrained/images/coffee.png";
+
+TEST(CApi, ClassifyAndLogitsMatchTheCppApi) {
+  vitcpp_model* m = nullptr;
+  ASSERT_EQ(vitcpp_open(kModel.c_str(), nullptr, &m), VITCPP_OK) << vitcpp_last_error();
+  EXPECT_EQ(vitcpp_num_classes(m), 5);
+  int64_t c = 0, h = 0, w = 0;
+  vitcpp_input_size(m, &c, &h, &w);
+  EXPECT_EQ(c * h * w, 3 * 32 * 32);
+  EXPECT_STREQ(vitcpp_version(), vit::version());
+
+  vit::Classifier ref(kModel);
+  const auto want = ref.classify(vit::ImageInput::file(kImage), 5);
+  const std::vector<char> bytes = vit::read_file_bytes(kImage);
+  vitcpp_image images[2] = {};
+  images[0].kind = VITCPP_IMAGE_FILE;
+  images[0].path = kImage.c_str();
+  images[1].kind = VITCPP_IMAGE_ENCODED;
+  images[1].data = bytes.data();
+  images[1].size = bytes.size();
+  vitcpp_prediction top[2 * 7];
+  ASSERT_EQ(vitcpp_classify(m, images, 2, 7, top), VITCPP_OK) << vitcpp_last_error();
+  for (int i = 0; i < 2; ++i) {
+    for (size_t j = 0; j < 5; ++j) {
+      EXPECT_EQ(top[i * 7 + int(j)].index, want[j].index) << "image " << i << " rank " << j;
+      EXPECT_NEAR(top[i * 7 + int(j)].probability, want[j].probability, 1e-6)
+          << "image " << i << " rank " << j;
+      EXPECT_STREQ(top[i * 7 + int(j)].label, want[j].label.c_str());
+    }
+    EXPECT_EQ(top[i * 7 + 5].index, -1);  // k = 7 > 5 classes: the rest are marked
+    EXPECT_EQ(top[i * 7 + 6].index, -1);
+  }
+  float logits[5];
+  ASSERT_EQ(vitcpp_logits(m, images, 1, logits), VITCPP_OK) << vitcpp_last_error();
+  const std::vector<float> z = ref.logits(vit::ImageInput::file(kImage));
+  for (int k = 0; k < 5; ++k) EXPECT_EQ(logits[k], z[size_t(k)]) << "class " << k;
+  const int64_t D = vitcpp_embed_dim(m), T = vitcpp_num_tokens(m);
+  std::vector<float> pooled(static_cast<size_t>(D)), tokens(size_t(T * D));
+  ASSERT_EQ(vitcpp_embed(m, images, 1, pooled.data(), tokens.data()), VITCPP_OK) << vitcpp_last_error();
+  std::vector<float> want_pooled(pooled.size()), want_tokens(tokens.size());
+  ref.features({vit::ImageInput::file(kImage)}, want_pooled.data(), want_tokens.data());
+  EXPECT_EQ(pooled, want_pooled);
+  EXPECT_EQ(tokens, want_tokens);
+  EXPECT_EQ(vitcpp_embed(m, images, 1, nullptr, nullptr), VITCPP_INVALID_ARGUMENT);
+  vitcpp_close(m);
+  vitcpp_close(nullptr);
+}
+
+TEST(CApi, FailuresReturnAStatusAndAMessagePerThread) {
+  vitcpp_model* m = reinterpret_cast<vitcpp_model*>(1);
+  EXPECT_EQ(vitcpp_open("/nonexistent/model", nullptr, &m), VITCPP_ERROR);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(vitcpp_last_error()).find("/nonexistent/model"), std::string::npos)
+      << vitcpp_last_error();
+  // Another thread's failure leaves this thread's message alone.
+  std::thread([] {
+    EXPECT_STREQ(vitcpp_last_error(), "");
+    EXPECT_EQ(vitcpp_open(nullptr, nullptr, nullptr), VITCPP_INVALID_ARGUMENT);
+  }).join();
+  EXPECT_NE(std::string(vitcpp_last_error()).find("/nonexistent/model"), std::string::npos);
+  EXPECT_EQ(vitcpp_open(kModel.c_str(), "fp16", &m), VITCPP_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vitcpp_last_error()).find("fp16"), std::string::npos);
+
+  ASSERT_EQ(vitcpp_open(kModel.c_str(), "fp32", &m), VITCPP_OK) << vitcpp_last_error();
+  vitcpp_image bad = {};
+  bad.kind = 7;
+  vitcpp_prediction top[1];
+  EXPECT_EQ(vitcpp_classify(m, &bad, 1, 1, top), VITCPP_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vitcpp_last_error()).find("unknown kind 7"), std::string::npos)
+      << vitcpp_last_error();
+  bad.kind = VITCPP_IMAGE_FILE;
+  bad.path = "/nonexistent.jpg";
+  EXPECT_EQ(vitcpp_classify(m, &bad, 1, 1, top), VITCPP_ERROR);
+  EXPECT_NE(std::string(vitcpp_last_error()).find("/nonexistent.jpg"), std::string::npos)
+      << vitcpp_last_error();
+  const uint8_t px[8] = {};
+  bad.kind = VITCPP_IMAGE_PIXELS;
+  bad.data = px;
+  bad.width = bad.height = 2;
+  bad.channels = 2;
+  EXPECT_EQ(vitcpp_classify(m, &bad, 1, 1, top), VITCPP_ERROR);
+  EXPECT_NE(std::string(vitcpp_last_error()).find("channels"), std::string::npos) << vitcpp_last_error();
+  EXPECT_EQ(vitcpp_classify(m, &bad, 1, 0, top), VITCPP_INVALID_ARGUMENT);
+  EXPECT_STREQ(vitcpp_class_name(m, 0), "apple");  // timm_a's config.json names its classes
+  EXPECT_EQ(vitcpp_class_name(m, 5), nullptr);
+  vitcpp_close(m);
+}
+
+}  // namespace

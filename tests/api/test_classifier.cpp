@@ -1,0 +1,214 @@
+// vit::Classifier and vit::top_k (include/vit/classifier.h): the three kinds of image input
+// give the same logits as the library's own preprocessing and forward pass, batches equal
+// single images, top-k is softmax order, and bad input is a vit::Error naming it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "support/models.h"
+#include "support/temp_dir.h"
+#include "vit/classifier.h"
+#include "vit/core/file.h"
+#include "vit/data/image.h"
+#include "vit/data/open.h"
+#include "vit/data/preprocess.h"
+#include "vit/io/pretrained.h"
+#include "vit/ops/ops.h"
+
+namespace {
+
+const std::string kModel = std::string(VIT_FIXTURE_DIR) + "/pretrained/timm_a";  // 5 classes, 32 x 32 RGB
+const std::string kImages = std::string(VIT_FIXTURE_DIR) + "/pretrained/images/";
+
+// Bit equality, reporting the worst element.
+void expect_same(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t worst = 0;
+  double diff = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::abs(double(got[i]) - want[i]) > diff) diff = std::abs(double(got[i]) - want[i]), worst = i;
+  EXPECT_EQ(diff, 0.0) << what << ": worst at " << worst << ": got " << got[worst] << ", want "
+                       << want[worst];
+}
+
+TEST(TopK, SoftmaxOrderWithLabelsAndClamp) {
+  const std::vector<float> z = {0.5f, 2.f, -1.f, 1.f};
+  const auto top = vit::top_k(z.data(), 4, 3, {"a", "b", "c", "d"});
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].index, 1);
+  EXPECT_EQ(top[1].index, 3);
+  EXPECT_EQ(top[2].index, 0);
+  EXPECT_EQ(top[0].label, "b");
+  double sum = 0;
+  for (float v : z) sum += std::exp(double(v) - 2.0);
+  EXPECT_NEAR(top[0].probability, 1.0 / sum, 1e-15);  // double-precision softmax
+  EXPECT_NEAR(top[1].probability, std::exp(-1.0) / sum, 1e-15);
+  EXPECT_EQ(vit::top_k(z.data(), 4, 10).size(), 4u);         // k clamped to K
+  EXPECT_TRUE(vit::top_k(z.data(), 4, 1)[0].label.empty());  // no names: no label
+  EXPECT_THROW(vit::top_k(z.data(), 4, 0), vit::Error);
+}
+
+TEST(Classifier, MatchesTheLibrarysPreprocessingAndForward) {
+  vit::Classifier c(kModel);
+  EXPECT_EQ(c.num_classes(), 5);
+  EXPECT_EQ(c.channels(), 3);
+  EXPECT_EQ(c.format(), "timm");
+  ASSERT_EQ(c.class_names().size(), 5u);
+  EXPECT_EQ(c.classify(vit::ImageInput::file(kImages + "cat.jpg"), 1)[0].label,
+            c.class_names()[size_t(c.classify(vit::ImageInput::file(kImages + "cat.jpg"), 1)[0].index)]);
+  // The reference: what vit predict runs (load_pretrained, the eval transform, infer).
+  vit::Pretrained p = vit::load_pretrained(kModel);
+  p.model->pack_weights_if_faster(32);
+  const vit::ViTConfig& cfg = p.model->config();
+  std::vector<float> x(size_t(cfg.in_chans * cfg.img_h * cfg.img_w)), want(5);
+  vit::load_image_input(kImages + "cat.jpg", vit::input_spec(cfg), x.data());
+  p.model->infer(x.data(), 1, nullptr, want.data());
+  expect_same(c.logits(vit::ImageInput::file(kImages + "cat.jpg")), want, "file");
+
+  const std::vector<char> bytes = vit::read_file_bytes(kImages + "cat.jpg");
+  expect_same(c.logits(vit::ImageInput::encoded(bytes.data(), bytes.size())), want, "encoded bytes");
+  const vit::Image img = vit::read_image(kImages + "cat.jpg");
+  expect_same(c.logits(vit::ImageInput::pixels(img.px.data(), img.w, img.h, img.c)), want, "pixels");
+
+  std::vector<float> pre(x.size());
+  c.preprocess(vit::ImageInput::file(kImages + "cat.jpg"), pre.data());
+  expect_same(pre, x, "preprocess");
+}
+
+// dtype bf16 is `vit predict --dtype bf16`: the bf16 weights, the fp32 copies released.
+TEST(Classifier, Bf16IsPredictsBf16) {
+  if (!vit::ops::bf16_available()) GTEST_SKIP() << "no bf16 matrix product on this CPU";
+  vit::ClassifierOptions o;
+  o.dtype = "bf16";
+  vit::Classifier c(kModel, o);
+  vit::Pretrained p = vit::load_pretrained(kModel);
+  p.model->set_infer_dtype("bf16", /*release_fp32=*/true);
+  const vit::ViTConfig& cfg = p.model->config();
+  std::vector<float> x(size_t(cfg.in_chans * cfg.img_h * cfg.img_w)), want(5);
+  vit::load_image_input(kImages + "cat.jpg", vit::input_spec(cfg), x.data());
+  p.model->infer(x.data(), 1, nullptr, want.data());
+  expect_same(c.logits(vit::ImageInput::file(kImages + "cat.jpg")), want, "bf16");
+  // bf16 rounds: the logits are not fp32's (a check that bf16 was used at all).
+  const std::vector<float> fp32 = vit::Classifier(kModel).logits(vit::ImageInput::file(kImages + "cat.jpg"));
+  EXPECT_NE(fp32, want);
+}
+
+TEST(Classifier, BatchEqualsSingleImagesAcrossBatchCuts) {
+  vit::ClassifierOptions o;
+  o.max_batch = 2;  // 5 images: batches of 2, 2, 1
+  vit::Classifier c(kModel, o);
+  std::vector<vit::ImageInput> in;
+  for (const char* f : {"cat.jpg", "coffee.png", "cat_rgba.png", "astronaut_gray.png", "coffee_32.png"})
+    in.push_back(vit::ImageInput::file(kImages + f));
+  const std::vector<float> batch = c.logits(in);
+  const auto tops = c.classify(in, 3);
+  ASSERT_EQ(tops.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::vector<float> one = c.logits(in[i]);
+    // Another batch size may sum in another order: float rounding apart, the same logits.
+    for (int64_t k = 0; k < 5; ++k)
+      EXPECT_NEAR(batch[i * 5 + size_t(k)], one[size_t(k)], 1e-5f) << "image " << i << " class " << k;
+    const auto top = vit::top_k(batch.data() + i * 5, 5, 3);
+    ASSERT_EQ(tops[i].size(), 3u);
+    for (size_t j = 0; j < 3; ++j) EXPECT_EQ(tops[i][j].index, top[j].index) << "image " << i;
+  }
+}
+
+TEST(Classifier, EmbeddingsAreTheModelsFeatures) {
+  vit::Classifier c(kModel);
+  vit::Pretrained p = vit::load_pretrained(kModel);
+  p.model->pack_weights_if_faster(32);
+  const vit::ViTConfig& cfg = p.model->config();
+  const int64_t D = c.embed_dim(), T = c.num_tokens();
+  ASSERT_EQ(D, cfg.embed_dim);
+  ASSERT_EQ(T, cfg.num_tokens());
+  std::vector<float> x(size_t(cfg.in_chans * cfg.img_h * cfg.img_w)), pooled(static_cast<size_t>(D)),
+      tokens(size_t(T * D));
+  vit::load_image_input(kImages + "coffee.png", vit::input_spec(cfg), x.data());
+  // Each asked for alone: with tokens wanted, the last block runs on every token instead of
+  // the class token's row (the class-token tail), which rounds the pooled vector differently.
+  p.model->infer_features(x.data(), 1, nullptr, pooled.data(), nullptr);
+  p.model->infer_features(x.data(), 1, nullptr, nullptr, tokens.data());
+  const auto coffee = vit::ImageInput::file(kImages + "coffee.png");
+  expect_same(c.embed(coffee), pooled, "embed");
+  expect_same(c.token_features(coffee), tokens, "token_features");
+  // Both at once for a batch: the tokens as asked for alone, the pooled vectors within float
+  // rounding of embed()'s (the full last block against the tail).
+  const std::vector<vit::ImageInput> two = {coffee, vit::ImageInput::file(kImages + "cat.jpg")};
+  std::vector<float> p2(size_t(2 * D)), t2(size_t(2 * T * D));
+  c.features(two, p2.data(), t2.data());
+  expect_same(t2, c.token_features(two), "features' tokens");
+  const std::vector<float> e2 = c.embed(two);
+  double worst = 0;
+  for (size_t i = 0; i < e2.size(); ++i) worst = std::max(worst, std::abs(double(p2[i]) - e2[i]));
+  EXPECT_LE(worst, 1e-5) << "features' pooled against embed(): worst difference " << worst;
+}
+
+TEST(Classifier, AHeadlessCheckpointGivesEmbeddingsAndSaysWhyNotClasses) {
+  vit::ViTConfig cfg = vit::test::tiny_vit();
+  cfg.in_chans = 3;  // an RGB model, for images
+  cfg.mean = cfg.std = {0.5f, 0.5f, 0.5f};
+  cfg.num_classes = 0;
+  vit::ViT m(cfg);
+  vit::test::TempDir tmp("headless_api");
+  vit::export_timm(m, tmp.str());
+  vit::Classifier c(tmp.str());
+  EXPECT_EQ(c.num_classes(), 0);
+  EXPECT_EQ(c.embed(vit::ImageInput::file(kImages + "cat.jpg")).size(), size_t(cfg.embed_dim));
+  try {
+    c.classify(vit::ImageInput::file(kImages + "cat.jpg"));
+    ADD_FAILURE() << "classify on a model without a head did not throw";
+  } catch (const vit::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no classifier head"), std::string::npos) << e.what();
+  }
+}
+
+// A Hugging Face directory (ViTForImageClassification) opens with its own preprocessing
+// (preprocessor_config.json) and gives vit predict's logits.
+TEST(Classifier, OpensAHuggingFaceDirectory) {
+  const std::string hf = std::string(VIT_FIXTURE_DIR) + "/pretrained/hf";
+  vit::Classifier c(hf);
+  EXPECT_EQ(c.format(), "hf");
+  vit::Pretrained p = vit::load_pretrained(hf);
+  p.model->pack_weights_if_faster(32);
+  const vit::ViTConfig& cfg = p.model->config();
+  const int64_t K = cfg.num_classes;
+  std::vector<float> x(size_t(cfg.in_chans * cfg.img_h * cfg.img_w)), want(static_cast<size_t>(K));
+  vit::load_image_input(kImages + "astronaut_gray.png", vit::input_spec(cfg), x.data());
+  p.model->infer(x.data(), 1, nullptr, want.data());
+  expect_same(c.logits(vit::ImageInput::file(kImages + "astronaut_gray.png")), want, "hf");
+}
+
+TEST(Classifier, BadInputIsAnErrorThatNamesIt) {
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const vit::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { vit::Classifier("/nonexistent/model"); }).find("/nonexistent/model"),
+            std::string::npos);
+  vit::ClassifierOptions bad;
+  bad.dtype = "fp16";
+  EXPECT_NE(message([&] { vit::Classifier(kModel, bad); }).find("fp16"), std::string::npos);
+  vit::Classifier c(kModel);
+  EXPECT_NE(message([&] { c.classify(vit::ImageInput::file("/nonexistent.png")); }).find("/nonexistent.png"),
+            std::string::npos);
+  const char junk[] = "not an image at all";
+  EXPECT_NE(
+      message([&] { c.classify(vit::ImageInput::encoded(junk, sizeof junk)); }).find("not a PNG or JPEG"),
+      std::string::npos);
+  const uint8_t px[8] = {};
+  EXPECT_NE(message([&] { c.classify(vit::ImageInput::pixels(px, 2, 2, 2)); }).find("channels"),
+            std::string::npos);
+  EXPECT_NE(message([&] { c.classify(vit::ImageInput::pixels(px, 2, 2, 1), 0); }).find("k must be positive"),
+            std::string::npos);
+  EXPECT_NE(message([&] { c.logits(std::vector<vit::ImageInput>{}); }).find("no images"), std::string::npos);
+}
+
+}  // namespace
