@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of vitcpp from Debian 12 packages.
+# Installs every build and test dependency of vitcpp from Debian 12 packages, and ONNX
+# Runtime (npm onnxruntime-node, pinned by bench/peers/ort/package-lock.json) for the ONNX
+# export's test and bench/peers.
 #   scripts/setup.sh            the build, tests and benchmarks
 #   scripts/setup.sh --torch    also Debian's PyTorch, to regenerate the test fixtures
 #                               (tools/make_fixtures.py) and run bench/peers
@@ -19,7 +21,10 @@ packages=(
   libcairo2-dev fonts-dejavu-core               # figures: attention maps, curves (text via fontconfig)
   libgtest-dev libgmock-dev libbenchmark-dev    # tests and benchmarks
   libopenmpi-dev openmpi-bin                    # data-parallel training (docs/distributed.md)
+  libonnx-dev libprotobuf-dev                   # vit export --format onnx (ONNX's C++ library)
 )
+# Node.js runs ONNX Runtime's npm package; a node already on PATH (e.g. NodeSource's) will do.
+command -v node > /dev/null && command -v npm > /dev/null || packages+=(nodejs npm)
 for arg in "$@"; do
   case "$arg" in
     --torch) packages+=(python3-torch python3-numpy python3-torchvision python3-pil
@@ -36,11 +41,22 @@ for p in "${packages[@]}"; do
 done
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "setup: installing ${missing[*]}"
-sudo=""
-[[ $(id -u) -ne 0 ]] && sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# ONNX Runtime's CPU library from npm (its native binaries ship in the package, so no install
+# scripts run). Without it the test that runs exported ONNX files in ONNX Runtime skips.
+ort_dir="$(cd "$(dirname "$0")/.." && pwd)/bench/peers/ort"
+if [[ -f $ort_dir/node_modules/onnxruntime-node/package.json ]]; then
+  echo "setup: ONNX Runtime (npm onnxruntime-node) present"
+else
+  echo "setup: installing ONNX Runtime (npm onnxruntime-node) in bench/peers/ort"
+  (cd "$ort_dir" && npm ci --ignore-scripts --no-audit --no-fund) ||
+    echo "setup: npm ci failed: the ONNX Runtime comparison (test_onnx_export) will skip" >&2
+fi

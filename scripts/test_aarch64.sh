@@ -14,7 +14,8 @@
 #
 # Left out of this build (the native suite covers them):
 #   - cairo (VIT_CAIRO=OFF: the figures' tests that draw skip; its arm64 -dev package pulls
-#     a few dozen more), MPI (VIT_MPI=OFF), the benchmarks, the fuzz harnesses;
+#     a few dozen more), MPI (VIT_MPI=OFF), ONNX export (VIT_ONNX=OFF: libonnx-dev and
+#     protobuf for arm64), the benchmarks, the fuzz harnesses;
 #   - the cli, slow and mpi labels (they start vit processes, some several at once);
 #   - where qemu-user cannot run a second thread, the tests that start threads of their own.
 #     On some of these machines a program under qemu-user that starts a second thread never
@@ -75,7 +76,7 @@ export QEMU_SET_ENV="LD_LIBRARY_PATH=$sysroot/usr/lib/aarch64-linux-gnu"
 export OMP_NUM_THREADS=1
 
 cmake -S . -B "$out" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DVIT_AARCH64_SYSROOT="$sysroot" \
-  -DCMAKE_BUILD_TYPE=Release -DVIT_WERROR=ON -DVIT_BUILD_BENCH=OFF -DVIT_MPI=OFF -DVIT_CAIRO=OFF
+  -DCMAKE_BUILD_TYPE=Release -DVIT_WERROR=ON -DVIT_BUILD_BENCH=OFF -DVIT_MPI=OFF -DVIT_CAIRO=OFF -DVIT_ONNX=OFF
 targets=(vit test_core test_ops test_model test_io test_train test_data test_viz test_pretrained_fixtures
          test_fixtures)
 cmake --build "$out" -j"$(nproc)" --target "${targets[@]}"

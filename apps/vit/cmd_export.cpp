@@ -1,27 +1,52 @@
-// vit export: any checkpoint vitcpp reads, written as a directory timm loads as it is.
+// vit export: any checkpoint vitcpp reads, written for another program: a directory timm
+// loads as it is (--format timm), a Hugging Face ViTForImageClassification directory (hf),
+// or one ONNX file (onnx).
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "commands.h"
 #include "model_flags.h"
+#include "vit/io/onnx_export.h"
 
 namespace vit::app {
 
 Run add_export(CLI::App& cmd) {
   struct Flags {
     LoadFlags load;
-    std::string out;
+    std::string out, format = "timm";
   };
   auto f = std::make_shared<Flags>();
   f->load.add_to(cmd);
-  cmd.add_option("--out", f->out, "output directory (model.safetensors + config.json, timm's layout)")
-      ->required();
+  cmd.add_option("--format", f->format,
+                 "timm: model.safetensors + config.json, timm's layout; hf: Hugging Face's "
+                 "ViTForImageClassification directory (+ preprocessor_config.json); onnx: one ONNX file "
+                 "(opset 17, input pixel_values [N,C,H,W], output logits [N,K])")
+      ->check(CLI::IsMember({"timm", "hf", "onnx"}))
+      ->capture_default_str();
+  cmd.add_option("--out", f->out, "output directory (timm, hf) or file (onnx)")->required();
   return [f] {
     const Pretrained p = f->load.load();
+    const auto dir = std::filesystem::path(f->out);
+    if (f->format == "onnx") {
+      const OnnxExportInfo info = export_onnx(*p.model, f->out, p.class_names);
+      std::cout << "wrote " << f->out << " (" << info.bytes << " bytes, opset " << info.opset << ", "
+                << info.nodes << " nodes, checked by ONNX's checker; input pixel_values [N,"
+                << p.model->config().in_chans << "," << p.model->config().img_h << ","
+                << p.model->config().img_w << "] normalized as the model's preprocessing, output logits [N,"
+                << p.model->config().num_classes << "])\n";
+      return 0;
+    }
+    if (f->format == "hf") {
+      for (const auto& n : export_hf(*p.model, f->out, p.class_names))
+        std::cerr << "vit: export: " << n << "\n";
+      std::cout << "wrote " << (dir / "model.safetensors").string() << ", " << (dir / "config.json").string()
+                << " and " << (dir / "preprocessor_config.json").string()
+                << " (transformers: ViTForImageClassification.from_pretrained(DIR))\n";
+      return 0;
+    }
     for (const auto& n : export_timm(*p.model, f->out, p.class_names))
       std::cerr << "vit: export: " << n << "\n";
-    const auto dir = std::filesystem::path(f->out);
     std::cout
         << "wrote " << (dir / "model.safetensors").string() << " and " << (dir / "config.json").string()
         << " (timm: push the directory to the hub and timm.create_model(\"hf-hub:USER/REPO\", "

@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   add("eval", "evaluate a checkpoint (vitcpp, timm or Hugging Face) on a dataset", vit::app::add_eval);
   add("predict", "predict classes of images with a checkpoint", vit::app::add_predict);
   add("info", "print a model's config, parameters and FLOPs", vit::app::add_info);
-  add("export", "write a checkpoint (vitcpp, timm or Hugging Face) as a timm model directory",
+  add("export", "write a checkpoint (vitcpp, timm or Hugging Face) for timm, Hugging Face or ONNX",
       vit::app::add_export);
   add("samples", "write dataset images as PNG files", vit::app::add_samples);
   add("attention", "draw where the model looks: attention maps and rollout over images",

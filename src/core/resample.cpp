@@ -117,6 +117,12 @@ Filter filter_from_pil_code(int code) {
   throw Error("unknown Pillow resample code " + std::to_string(code) + " (0 to 5)");
 }
 
+int pil_code(Filter f) {
+  for (int code = 0; code <= 5; ++code)
+    if (filter_from_pil_code(code) == f) return code;
+  throw Error("a resample filter without a Pillow code");
+}
+
 ResampleAxis resample_axis(int64_t in_size, int64_t out_size, Filter f) {
   VIT_CHECK(in_size > 0 && out_size > 0, "resample: sizes must be positive, got ", in_size, " -> ", out_size);
   const Kernel k = kernel(f);

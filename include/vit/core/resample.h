@@ -18,6 +18,7 @@ const char* filter_name(Filter f);
 // Pillow's integer codes (Image.Resampling: NEAREST 0, LANCZOS 1, BILINEAR 2, BICUBIC 3,
 // BOX 4, HAMMING 5), as Hugging Face's preprocessor_config.json stores them.
 Filter filter_from_pil_code(int code);
+int pil_code(Filter f);
 
 // The weights of one axis: output i reads input [first[i], first[i] + count[i]) with
 // weights w[i * taps + j].

@@ -1,0 +1,354 @@
+// The ViT's inference forward (src/model/vit.cpp's run_forward without dropout or masks) as
+// an ONNX graph, opset 17, built with ONNX's own protobuf classes:
+//
+//   pixel_values [N,C,H,W] -Conv(stride = patch)-> [N,D,gh,gw] -> tokens [N,L,D]
+//   (+ pos_embed before the prefix tokens with no_embed_class) ++ [cls, reg] expanded to N
+//   (+ pos_embed over every token otherwise), norm_pre (pre_norm)
+//   per block: x += ls1 * proj(attention(norm1(x))), x += ls2 * fc2(gelu(fc1(norm2(x))))
+//   token pooling: row 0, then norm (or fc_norm); avg pooling: mean of the patch rows,
+//   normed first (norm) or after (fc_norm); head -> logits [N,K]
+//
+// Linear weights are stored transposed ([in, out], for MatMul on [N, T, in]) under their
+// timm name plus ".T"; everything else under its timm name. GELU is the exact one, written
+// as 0.5 x (1 + erf(x / sqrt 2)) (opset 17 has no Gelu op; ONNX Runtime fuses this form).
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "vit/core/error.h"
+#include "vit/core/file.h"
+#include "vit/core/version.h"
+#include "vit/io/onnx_export.h"
+
+namespace vit {
+
+namespace {
+
+constexpr int64_t kOpset = 17;
+
+// Adds nodes and initializers to a graph, naming every intermediate output uniquely.
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(onnx::GraphProto& g) : g_(g) {}
+
+  // A float initializer copied from data (row-major, `shape`).
+  std::string weight(const std::string& name, const std::vector<int64_t>& shape, const float* data) {
+    onnx::TensorProto* t = g_.add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : shape) {
+      t->add_dims(d);
+      n *= d;
+    }
+    t->set_raw_data(reinterpret_cast<const char*>(data), size_t(n) * sizeof(float));
+    return name;
+  }
+  // The transpose of a [rows, cols] matrix, as [cols, rows].
+  std::string weight_t(const std::string& name, int64_t rows, int64_t cols, const float* data) {
+    std::vector<float> t(size_t(rows * cols));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = data[r * cols + c];
+    return weight(name + ".T", {cols, rows}, t.data());
+  }
+  std::string scalar(float v) { return weight(fresh("const"), {}, &v); }
+  std::string ints(const std::vector<int64_t>& v) {
+    onnx::TensorProto* t = g_.add_initializer();
+    const std::string name = fresh("shape");
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(int64_t(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+    return name;
+  }
+  std::string int_scalar(int64_t v) {
+    onnx::TensorProto* t = g_.add_initializer();
+    const std::string name = fresh("index");
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_int64_data(v);
+    return name;
+  }
+
+  // One node; returns its (single) output's name, `out` if given.
+  onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& inputs, std::string out = "") {
+    onnx::NodeProto* n = g_.add_node();
+    n->set_op_type(op);
+    n->set_name(fresh(op));
+    for (const auto& i : inputs) n->add_input(i);
+    n->add_output(out.empty() ? fresh(op + "_out") : out);
+    return n;
+  }
+  std::string op(const std::string& op, const std::vector<std::string>& inputs, std::string out = "") {
+    return node(op, inputs, std::move(out))->output(0);
+  }
+
+  static void attr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void attr(onnx::NodeProto* n, const std::string& name, float v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+  static void attr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+
+ private:
+  std::string fresh(const std::string& stem) { return stem + "_" + std::to_string(counter_++); }
+  onnx::GraphProto& g_;
+  int64_t counter_ = 0;
+};
+
+// The model's forward as nodes of b; `x` names the input, the result names the logits.
+class VitGraph {
+ public:
+  VitGraph(const ViT& m, GraphBuilder& b) : m_(m), c_(m.config()), b_(b) {}
+
+  std::string build(const std::string& pixels, const std::string& logits) {
+    const int64_t D = c_.embed_dim, T = c_.num_tokens();
+    std::string x = patch_embed(pixels);
+    x = tokens(x);
+    if (c_.pre_norm) x = layernorm(x, "norm_pre");
+    for (int64_t l = 0; l < c_.depth; ++l) x = block(x, "blocks." + std::to_string(l) + ".", T, D);
+    const std::string norm = c_.use_fc_norm() ? "fc_norm" : "norm";
+    std::string pooled;
+    if (c_.avg_pool()) {
+      if (!c_.use_fc_norm()) x = layernorm(x, norm);  // timm's norm on every token, then the mean
+      auto* s = b_.node("Slice", {x, b_.ints({c_.num_prefix_tokens()}), b_.ints({T}), b_.ints({1})});
+      auto* mean = b_.node("ReduceMean", {s->output(0)});
+      GraphBuilder::attr(mean, "axes", std::vector<int64_t>{1});
+      GraphBuilder::attr(mean, "keepdims", int64_t(0));
+      pooled = mean->output(0);
+      if (c_.use_fc_norm()) pooled = layernorm(pooled, norm);
+    } else {
+      auto* g = b_.node("Gather", {x, b_.int_scalar(0)});  // row 0: [N, D]
+      GraphBuilder::attr(g, "axis", int64_t(1));
+      pooled = layernorm(g->output(0), norm);
+    }
+    auto* head = b_.node("Gemm", {pooled, w("head.weight"), w("head.bias")}, logits);
+    GraphBuilder::attr(head, "transB", int64_t(1));
+    return logits;
+  }
+
+ private:
+  const float* data(const std::string& name) const {
+    const ParamSpec* s = m_.table().find(name);
+    VIT_CHECK(s, "ONNX export: the model has no parameter '", name, "'");
+    return m_.params().data() + s->offset;
+  }
+  const Shape& shape(const std::string& name) const { return m_.table().find(name)->shape; }
+  bool has(const std::string& name) const { return m_.table().find(name) != nullptr; }
+  // A parameter as it is.
+  std::string w(const std::string& name) { return b_.weight(name, shape(name), data(name)); }
+
+  std::string layernorm(const std::string& x, const std::string& name) {
+    auto* n = b_.node("LayerNormalization", {x, w(name + ".weight"), w(name + ".bias")});
+    GraphBuilder::attr(n, "axis", int64_t(-1));
+    GraphBuilder::attr(n, "epsilon", c_.norm_eps);
+    return n->output(0);
+  }
+  // x [.., in] times the transpose of `name.weight` [out, in], plus `name.bias` if any.
+  std::string linear(const std::string& x, const std::string& name) {
+    const Shape& s = shape(name + ".weight");
+    std::string y = b_.op("MatMul", {x, b_.weight_t(name + ".weight", s[0], s[1], data(name + ".weight"))});
+    if (has(name + ".bias")) y = b_.op("Add", {y, w(name + ".bias")});
+    return y;
+  }
+
+  std::string patch_embed(const std::string& pixels) {
+    std::vector<std::string> in = {pixels, w("patch_embed.proj.weight")};
+    if (has("patch_embed.proj.bias")) in.push_back(w("patch_embed.proj.bias"));
+    auto* conv = b_.node("Conv", in);
+    GraphBuilder::attr(conv, "kernel_shape", std::vector<int64_t>{c_.patch_h, c_.patch_w});
+    GraphBuilder::attr(conv, "strides", std::vector<int64_t>{c_.patch_h, c_.patch_w});
+    // [N, D, gh, gw] -> [N, D, gh*gw] -> [N, gh*gw, D]
+    const std::string flat = b_.op("Reshape", {conv->output(0), b_.ints({0, c_.embed_dim, -1})});
+    auto* tr = b_.node("Transpose", {flat});
+    GraphBuilder::attr(tr, "perm", std::vector<int64_t>{0, 2, 1});
+    return tr->output(0);
+  }
+
+  // [cls, reg..., patches] with the position embedding, as tokens_forward.
+  std::string tokens(std::string x) {
+    const bool pos_all = !c_.no_embed_class;
+    if (!pos_all) x = b_.op("Add", {x, w("pos_embed")});
+    const int64_t P = c_.num_prefix_tokens(), D = c_.embed_dim;
+    if (P > 0) {
+      std::vector<float> prefix;
+      if (c_.class_token) prefix.insert(prefix.end(), data("cls_token"), data("cls_token") + D);
+      if (c_.reg_tokens > 0)
+        prefix.insert(prefix.end(), data("reg_token"), data("reg_token") + c_.reg_tokens * D);
+      const std::string pre = b_.weight("prefix_tokens", {1, P, D}, prefix.data());
+      // [N, 1, 1] from the input's batch: Expand broadcasts the prefix to [N, P, D].
+      auto* batch = b_.node("Shape", {x});
+      GraphBuilder::attr(batch, "end", int64_t(1));
+      auto* target = b_.node("Concat", {batch->output(0), b_.ints({1, 1})});
+      GraphBuilder::attr(target, "axis", int64_t(0));
+      auto* cat = b_.node("Concat", {b_.op("Expand", {pre, target->output(0)}), x});
+      GraphBuilder::attr(cat, "axis", int64_t(1));
+      x = cat->output(0);
+    }
+    if (pos_all) x = b_.op("Add", {x, w("pos_embed")});
+    return x;
+  }
+  std::string block(const std::string& x, const std::string& p, int64_t T, int64_t D) {
+    const int64_t H = c_.num_heads, Dh = c_.head_dim();
+    // Attention: qkv [N, T, 3D] -> [3, N, H, T, Dh] (rows q, k, v as timm's qkv).
+    const std::string qkv = linear(layernorm(x, p + "norm1"), p + "attn.qkv");
+    const std::string r5 = b_.op("Reshape", {qkv, b_.ints({0, T, 3, H, Dh})});
+    auto* tr = b_.node("Transpose", {r5});
+    GraphBuilder::attr(tr, "perm", std::vector<int64_t>{2, 0, 3, 1, 4});
+    auto part = [&](int64_t i) {
+      auto* g = b_.node("Gather", {tr->output(0), b_.int_scalar(i)});
+      GraphBuilder::attr(g, "axis", int64_t(0));
+      return g->output(0);  // [N, H, T, Dh]
+    };
+    const std::string q = part(0), k = part(1), v = part(2);
+    auto* kt = b_.node("Transpose", {k});
+    GraphBuilder::attr(kt, "perm", std::vector<int64_t>{0, 1, 3, 2});
+    const std::string scores =
+        b_.op("Mul", {b_.op("MatMul", {q, kt->output(0)}), b_.scalar(1.f / std::sqrt(float(Dh)))});
+    auto* sm = b_.node("Softmax", {scores});
+    GraphBuilder::attr(sm, "axis", int64_t(-1));
+    auto* ot = b_.node("Transpose", {b_.op("MatMul", {sm->output(0), v})});
+    GraphBuilder::attr(ot, "perm", std::vector<int64_t>{0, 2, 1, 3});
+    const std::string ao = b_.op("Reshape", {ot->output(0), b_.ints({0, T, D})});
+    std::string branch = linear(ao, p + "attn.proj");
+    if (c_.layer_scale()) branch = b_.op("Mul", {branch, w(p + "ls1.gamma")});
+    const std::string r1 = b_.op("Add", {x, branch});
+    // MLP with the exact GELU.
+    const std::string h = linear(layernorm(r1, p + "norm2"), p + "mlp.fc1");
+    const std::string erf = b_.op("Erf", {b_.op("Div", {h, b_.scalar(std::sqrt(2.f))})});
+    const std::string gelu =
+        b_.op("Mul", {b_.op("Mul", {h, b_.op("Add", {erf, b_.scalar(1.f)})}), b_.scalar(0.5f)});
+    branch = linear(gelu, p + "mlp.fc2");
+    if (c_.layer_scale()) branch = b_.op("Mul", {branch, w(p + "ls2.gamma")});
+    return b_.op("Add", {r1, branch});
+  }
+
+  const ViT& m_;
+  const ViTConfig& c_;
+  GraphBuilder& b_;
+};
+
+void set_shape(onnx::ValueInfoProto* v, const std::string& name, const std::vector<int64_t>& dims) {
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  auto* s = t->mutable_shape();
+  s->add_dim()->set_dim_param("batch");
+  for (int64_t d : dims) s->add_dim()->set_dim_value(d);
+}
+
+void add_metadata(onnx::ModelProto& m, const std::string& key, const std::string& value) {
+  auto* p = m.add_metadata_props();
+  p->set_key(key);
+  p->set_value(value);
+}
+
+}  // namespace
+
+bool onnx_export_available() {
+  return true;
+}
+
+OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
+                           const std::vector<std::string>& class_names) {
+  const ViTConfig& c = model.config();
+  VIT_CHECK(!model.weights_packed(), path, ": not exported: the model's weights are packed for inference");
+  VIT_CHECK(!model.fp32_released(), path,
+            ": not exported: the model's fp32 block weights were released for bf16 inference");
+  VIT_CHECK(c.num_classes > 0, path, ": not exported: the model has no head (num_classes 0), so no logits");
+  // protobuf refuses messages of 2 GiB or more; ViT-H/14's weights alone are 2.5 GB.
+  const double bytes = double(model.table().total()) * sizeof(float);
+  VIT_CHECK(bytes < 1.9 * (1 << 30), path, ": not exported: ", int64_t(bytes / (1 << 20)),
+            " MiB of weights is over the 2 GiB a single ONNX file (protobuf) can hold");
+
+  onnx::ModelProto m;
+  m.set_ir_version(onnx::IR_VERSION);
+  m.set_producer_name("vitcpp");
+  m.set_producer_version(version());
+  m.set_model_version(1);
+  m.set_doc_string("Vision Transformer exported by vitcpp: pixel_values (normalized) -> logits");
+  auto* opset = m.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(kOpset);
+  onnx::GraphProto& g = *m.mutable_graph();
+  g.set_name("vit");
+  set_shape(g.add_input(), "pixel_values", {c.in_chans, c.img_h, c.img_w});
+  set_shape(g.add_output(), "logits", {c.num_classes});
+  GraphBuilder b(g);
+  VitGraph(model, b).build("pixel_values", "logits");
+
+  using json = nlohmann::json;
+  add_metadata(m, "vitcpp_config", c.to_json(-1));
+  add_metadata(m, "input_size", json({c.in_chans, c.img_h, c.img_w}).dump());
+  add_metadata(m, "mean", json(c.mean).dump());
+  add_metadata(m, "std", json(c.std).dump());
+  add_metadata(m, "interpolation", c.interpolation);
+  if (!class_names.empty()) add_metadata(m, "class_names", json(class_names).dump());
+
+  try {
+    onnx::checker::check_model(m);
+    // Strict shape inference: every node's output shape must follow from its inputs.
+    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(true, 1, false));
+  } catch (const std::exception& e) {
+    throw Error(path +
+                ": the ONNX graph vitcpp built does not pass ONNX's checks (a vitcpp bug): " + e.what());
+  }
+  std::string bytes_out;
+  VIT_CHECK(m.SerializeToString(&bytes_out), path, ": protobuf could not serialize the ONNX model");
+  write_file_atomic(path, bytes_out);
+  return {g.node_size(), g.initializer_size(), kOpset, bytes_out.size()};
+}
+
+std::string check_onnx_file(const std::string& path) {
+  check_not_directory(path);
+  onnx::ModelProto m;
+  VIT_CHECK(m.ParseFromString(read_text_file(path)), path,
+            ": not an ONNX model (protobuf could not parse it)");
+  try {
+    onnx::checker::check_model(path);  // reads the file itself, as onnx.checker.check_model(path)
+  } catch (const std::exception& e) {
+    throw Error(path + ": ONNX's checker: " + e.what());
+  }
+  // "name float [batch,3,224,224]", appended to out.
+  auto describe = [](const onnx::ValueInfoProto& v, std::string& out) {
+    out.append(v.name());
+    out.append(v.type().tensor_type().elem_type() == onnx::TensorProto::FLOAT ? " float [" : " ? [");
+    const auto& shape = v.type().tensor_type().shape();
+    for (int i = 0; i < shape.dim_size(); ++i) {
+      if (i) out.append(",");
+      out.append(shape.dim(i).has_dim_param() ? shape.dim(i).dim_param()
+                                              : std::to_string(shape.dim(i).dim_value()));
+    }
+    out.append("]");
+  };
+  std::string out;
+  for (int i = 0; i < m.graph().input_size(); ++i) {
+    if (i) out.append(", ");
+    describe(m.graph().input(i), out);
+  }
+  out.append(" ->");
+  for (const auto& v : m.graph().output()) {
+    out.append(" ");
+    describe(v, out);
+  }
+  return out;
+}
+
+}  // namespace vit

@@ -1,0 +1,74 @@
+// vit export's three formats end to end: a Hugging Face model exported to HF again and to
+// timm predicts as the original does; ONNX export reports its checked file; what a format
+// cannot hold is a one-line error with a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "support/run_vit.h"
+#include "support/temp_dir.h"
+#include "vit/io/checkpoint.h"
+#include "vit/model/vit.h"
+
+namespace {
+namespace fs = std::filesystem;
+using vit::test::Result;
+using vit::test::run;
+
+std::string fixture(const std::string& name) {
+  return std::string(VIT_FIXTURE_DIR) + "/pretrained/" + name;
+}
+
+// vit predict's top 3 on the cat, as printed.
+std::string predict(const std::string& checkpoint) {
+  const Result r =
+      run("predict --checkpoint " + checkpoint + " --topk 3 --threads 1 " + fixture("images/cat.jpg"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  return r.out;
+}
+
+TEST(CliExport, HfAndTimmExportsPredictAsTheOriginal) {
+  vit::test::TempDir tmp("cliexp");
+  const std::string want = predict(fixture("hf"));
+  Result r = run("export --format hf --checkpoint " + fixture("hf") + " --out " + (tmp / "hf"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("preprocessor_config.json"), std::string::npos) << r.out;
+  EXPECT_EQ(predict(tmp / "hf"), want);
+  r = run("export --checkpoint " + (tmp / "hf") + " --out " + (tmp / "timm"));  // timm: the default
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(tmp / "timm/config.json"));
+  EXPECT_NE(want.find("tabby"), std::string::npos) << want;  // the class names came along
+}
+
+TEST(CliExport, OnnxWritesACheckedFile) {
+  vit::test::TempDir tmp("cliox");
+  const Result r = run("export --format onnx --checkpoint " + fixture("hf") + " --out " + (tmp / "m.onnx"));
+#ifdef VIT_NO_ONNX
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("-DVIT_ONNX=OFF"), std::string::npos) << r.out;
+#else
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("opset 17"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("checked by ONNX's checker"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("logits [N,3]"), std::string::npos) << r.out;
+  EXPECT_GT(fs::file_size(tmp / "m.onnx"), 4u * 32 * 32 * 8) << "the weights are in the file";
+#endif
+}
+
+TEST(CliExport, WhatAFormatCannotHoldIsAOneLineError) {
+  vit::test::TempDir tmp("clixno");
+  vit::ViTConfig c = vit::preset("mnist-seed");
+  c.global_pool = "avg";
+  vit::ViT m(c);
+  vit::save_checkpoint(tmp / "avg.safetensors", m, {});
+  Result r = run("export --format hf --checkpoint " + (tmp / "avg.safetensors") + " --out " + (tmp / "hf"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("Hugging Face's ViT cannot express average pooling"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "hf/model.safetensors"));
+  r = run("export --format keras --checkpoint " + (tmp / "avg.safetensors") + " --out " + (tmp / "k"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("keras"), std::string::npos) << r.out;
+}
+
+}  // namespace

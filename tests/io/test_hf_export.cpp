@@ -1,0 +1,142 @@
+// Hugging Face export: the directory holds transformers' names, shapes and config keys (as
+// the fixture that transformers itself wrote), vitcpp loads it back to bit-identical logits,
+// and configs HF's ViT cannot express are refused with their names.
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "support/check.h"
+#include "support/models.h"
+#include "support/temp_dir.h"
+#include "vit/core/file.h"
+#include "vit/io/pretrained.h"
+
+namespace vit {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string fixture(const std::string& name) {
+  return std::string(VIT_FIXTURE_DIR) + "/pretrained/" + name;
+}
+
+std::vector<float> logits(ViT& m) {
+  const ViTConfig& c = m.config();
+  const auto x = test::randn(3 * c.in_chans * c.img_h * c.img_w, 5);
+  std::vector<float> z(size_t(3 * c.num_classes));
+  m.infer(x.data(), 3, nullptr, z.data());
+  return z;
+}
+
+// Export, load back, the same logits bit for bit (the same weights, the same forward).
+void expect_round_trip(ViT& m, const std::vector<std::string>& names, const std::string& dir) {
+  export_hf(m, dir, names);
+  const Pretrained p = load_pretrained(dir);
+  EXPECT_EQ(p.format, "hf");
+  std::vector<std::string> want_names = names;  // unnamed classes are written as their indices
+  for (int64_t i = 0; names.empty() && i < m.config().num_classes; ++i)
+    want_names.push_back(std::to_string(i));
+  EXPECT_EQ(p.class_names, want_names);
+  const ViTConfig &a = p.model->config(), &b = m.config();
+  EXPECT_EQ(a.embed_dim, b.embed_dim);
+  EXPECT_EQ(a.depth, b.depth);
+  EXPECT_EQ(a.num_heads, b.num_heads);
+  EXPECT_EQ(a.norm_eps, b.norm_eps);
+  EXPECT_EQ(a.mean, b.mean);
+  EXPECT_EQ(a.std, b.std);
+  EXPECT_EQ(a.interpolation, b.interpolation);
+  const std::vector<float> want = logits(m), got = logits(*p.model);
+  EXPECT_TRUE(test::close_rel_max(dir + " logits after the round trip", got.data(), want.data(),
+                                  int64_t(want.size()), 0.0));
+}
+
+TEST(HfExport, TheFixtureWrittenByTransformersComesBackWithItsNamesAndConfig) {
+  test::TempDir tmp("hfx");
+  const Pretrained p = load_pretrained(fixture("hf"));
+  export_hf(*p.model, tmp / "out", p.class_names);
+  const SafeTensors src = SafeTensors::open(fixture("hf") + "/model.safetensors");
+  const SafeTensors out = SafeTensors::open(tmp / "out/model.safetensors");
+  // Every tensor transformers wrote except the pooler (unused by classification), same shape
+  // and values.
+  size_t compared = 0;
+  for (const auto& t : src.tensors()) {
+    if (t.name.find("pooler") != std::string::npos) continue;
+    const TensorInfo* o = out.find(t.name);
+    ASSERT_NE(o, nullptr) << "missing " << t.name;
+    EXPECT_EQ(o->shape, t.shape) << t.name;
+    EXPECT_EQ(out.to_float(t.name), src.to_float(t.name)) << t.name;
+    ++compared;
+  }
+  EXPECT_EQ(out.tensors().size(), compared);
+  const json want = json::parse(read_text_file(fixture("hf") + "/config.json"));
+  const json got = json::parse(read_text_file(tmp / "out/config.json"));
+  for (const char* key : {"architectures", "model_type", "hidden_size", "num_hidden_layers",
+                          "num_attention_heads", "intermediate_size", "hidden_act", "image_size",
+                          "patch_size", "num_channels", "qkv_bias", "id2label", "label2id"})
+    EXPECT_EQ(got[key], want[key]) << key;
+  EXPECT_FLOAT_EQ(got["layer_norm_eps"].get<float>(), 1e-12f);
+  const json pre = json::parse(read_text_file(tmp / "out/preprocessor_config.json"));
+  const json pre_want = json::parse(read_text_file(fixture("hf") + "/preprocessor_config.json"));
+  for (const char* key :
+       {"image_processor_type", "resample", "size", "image_mean", "image_std", "do_normalize"})
+    EXPECT_EQ(pre[key], pre_want[key]) << key;
+}
+
+TEST(HfExport, RoundTripsToTheSameLogits) {
+  test::TempDir tmp("hfrt");
+  ViTConfig c = test::tiny_vit();
+  c.img_w = c.img_h;
+  c.patch_w = c.patch_h;
+  c.qkv_bias = false;
+  c.norm_eps = 1e-5f;
+  c.interpolation = "bicubic";
+  c.mean = {0.2f, 0.3f};
+  ViT a(c);
+  a.init_weights(1);
+  expect_round_trip(a, {"cat", "dog", "fish"}, tmp / "a");
+  const json cfg = json::parse(read_text_file(tmp / "a/config.json"));
+  EXPECT_EQ(cfg["label2id"]["dog"], 1);
+  // mnist-seed: fixed sin-cos positions, written as HF's learned ones (a note says so).
+  ViT b(preset("mnist-seed"));
+  b.init_weights(2);
+  const auto notes = export_hf(b, tmp / "b");
+  ASSERT_FALSE(notes.empty());
+  EXPECT_NE(notes[0].find("sin-cos"), std::string::npos) << notes[0];
+  expect_round_trip(b, {}, tmp / "b");
+  // A class token without a position (no_embed_class): HF's row for it is zero.
+  c.no_embed_class = true;
+  ViT d(c);
+  d.init_weights(3);
+  expect_round_trip(d, {}, tmp / "d");
+}
+
+TEST(HfExport, WhatHfsViTCannotExpressIsNamed) {
+  test::TempDir tmp("hfno");
+  struct Case {
+    ViTConfig cfg;
+    const char* want;
+  };
+  ViTConfig ls = test::tiny_vit();
+  ls.init_values = 0.1f;
+  ViTConfig reg = test::tiny_vit();
+  reg.reg_tokens = 1;
+  ViTConfig pre = test::tiny_vit();
+  pre.pre_norm = true;
+  pre.patch_bias = false;
+  const Case cases[] = {{test::tiny_vit("avg"), "average pooling (global_pool=avg), fc_norm after pooling"},
+                        {test::tiny_vit("avg", false), "no class token"},
+                        {ls, "LayerScale"},
+                        {reg, "register tokens (reg_tokens=1)"},
+                        {pre, "a LayerNorm before the blocks (pre_norm), no patch-embedding bias"},
+                        {test::tiny_vit(), "a non-square input (8x12), non-square patches (4x6)"}};
+  for (const Case& k : cases) {
+    ViT m(k.cfg);
+    const std::string msg = test::error_of([&] { export_hf(m, tmp / "x"); });
+    EXPECT_NE(msg.find("Hugging Face's ViT cannot express"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(k.want), std::string::npos) << msg;
+    EXPECT_FALSE(fs::exists(tmp / "x/model.safetensors")) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace vit

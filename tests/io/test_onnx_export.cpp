@@ -1,0 +1,166 @@
+// ONNX export: every model variant passes ONNX's checker, and, where ONNX Runtime is
+// installed (npm onnxruntime-node in bench/peers/ort, with node on PATH), runs there with
+// vitcpp's logits: |ort - vitcpp| <= 1e-4 x max |vitcpp logit| per model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include "support/check.h"
+#include "support/models.h"
+#include "support/temp_dir.h"
+#include "vit/core/file.h"
+#include "vit/io/onnx_export.h"
+
+namespace vit {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kTol = 1e-4;  // relative to the largest |logit|: float rounding in another order
+
+struct Variant {
+  std::string name;
+  ViTConfig cfg;
+};
+
+// Every architectural switch of ViTConfig at least once, on tiny_vit (8x12 inputs in 4x6
+// patches, two channels), plus the two named models of issue 27.
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  v.push_back({"token", test::tiny_vit()});
+  v.push_back({"avg_fc_norm", test::tiny_vit("avg")});
+  ViTConfig c = test::tiny_vit("avg");
+  c.fc_norm = false;  // timm's norm on every token before the mean
+  v.push_back({"avg_norm", c});
+  v.push_back({"no_class_token_sincos", test::tiny_vit("avg", false, "sincos")});
+  c = test::tiny_vit();
+  c.reg_tokens = 2;
+  c.no_embed_class = true;
+  c.init_values = 0.1f;  // LayerScale
+  v.push_back({"registers_no_embed_class_layerscale", c});
+  c = test::tiny_vit();
+  c.pre_norm = true;
+  c.patch_bias = false;
+  c.qkv_bias = false;
+  c.fc_norm = true;
+  c.norm_eps = 1e-5f;
+  v.push_back({"pre_norm_no_biases_token_fc_norm", c});
+  v.push_back({"mnist-seed", preset("mnist-seed")});
+  v.push_back({"vit_tiny_patch16_224", preset("vit_tiny_patch16_224")});
+  return v;
+}
+
+// Weights for a test that sees mistakes: timm's init (std 0.02) leaves attention almost
+// uniform and logits near 0, so the small models get N(0, 0.5) in every parameter instead
+// (ViT-Ti keeps timm's init, as a freshly created model has).
+void init_for_test(ViT& m) {
+  m.init_weights(7);
+  if (m.config().embed_dim > 64) return;
+  const std::vector<float> w = test::randn(m.table().total(), 13, 0.5f);
+  std::copy(w.begin(), w.end(), m.params().data());
+}
+
+std::vector<float> vitcpp_logits(ViT& m, const std::vector<float>& x, int64_t B) {
+  std::vector<float> z(size_t(B * m.config().num_classes));
+  m.infer(x.data(), B, nullptr, z.data());
+  return z;
+}
+
+std::vector<float> input_for(const ViTConfig& c, int64_t B) {
+  return test::randn(B * c.in_chans * c.img_h * c.img_w, 11);
+}
+
+// Why ONNX Runtime cannot run here, or "" when it can.
+std::string ort_missing() {
+  if (std::system("command -v node > /dev/null 2>&1") != 0) return "node (Node.js) is not on PATH";
+  if (!fs::exists(std::string(VIT_ORT_DIR) + "/node_modules/onnxruntime-node/package.json"))
+    return std::string("onnxruntime-node is not installed in ") + VIT_ORT_DIR +
+           " (scripts/setup.sh installs it; or: cd bench/peers/ort && npm ci --ignore-scripts)";
+  return "";
+}
+
+std::vector<float> read_floats(const std::string& path) {
+  const std::vector<char> b = read_file_bytes(path);
+  std::vector<float> v(b.size() / sizeof(float));
+  std::memcpy(v.data(), b.data(), v.size() * sizeof(float));
+  return v;
+}
+
+TEST(OnnxExport, EveryVariantPassesOnnxsChecker) {
+  test::TempDir tmp("onnx");
+  for (const Variant& v : variants()) {
+    ViT m(v.cfg);
+    m.init_weights(7);
+    const std::string path = tmp / (v.name + ".onnx");
+    const OnnxExportInfo info = export_onnx(m, path, {});
+    EXPECT_EQ(info.opset, 17);
+    EXPECT_EQ(info.bytes, fs::file_size(path));
+    const std::string io = check_onnx_file(path);
+    const ViTConfig& c = v.cfg;
+    const std::string want = "pixel_values float [batch," + std::to_string(c.in_chans) + "," +
+                             std::to_string(c.img_h) + "," + std::to_string(c.img_w) +
+                             "] -> logits float [batch," + std::to_string(c.num_classes) + "]";
+    EXPECT_EQ(io, want) << v.name;
+    // Weights: the file holds at least every parameter once (4 bytes each).
+    EXPECT_GT(int64_t(info.bytes), m.table().total() * 4 / 2) << v.name;
+  }
+}
+
+TEST(OnnxExport, CheckerRejectsAFileThatIsNotOnnx) {
+  test::TempDir tmp("notonnx");
+  write_file_atomic(tmp / "x.onnx", std::string("\x0a\xff\xff garbage", 12));
+  const std::string msg = test::error_of([&] { check_onnx_file(tmp / "x.onnx"); });
+  EXPECT_NE(msg.find("x.onnx"), std::string::npos) << msg;
+}
+
+TEST(OnnxExport, PackedWeightsAreRefused) {
+  test::TempDir tmp("onnxref");
+  ViT m(test::tiny_vit());
+  m.pack_weights();
+  const std::string msg = test::error_of([&] { export_onnx(m, tmp / "m.onnx"); });
+  EXPECT_NE(msg.find("packed"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(tmp / "m.onnx"));
+}
+
+TEST(OnnxExport, OnnxRuntimeGivesVitcppsLogits) {
+  const std::string missing = ort_missing();
+  if (!missing.empty()) GTEST_SKIP() << "ONNX Runtime not available: " << missing;
+  test::TempDir tmp("ort");
+  for (const Variant& v : variants()) {
+    ViT m(v.cfg);
+    init_for_test(m);
+    const int64_t B = 3;  // the batch dimension is dynamic: not the 1 a fixed export would have
+    const std::vector<float> x = input_for(v.cfg, B);
+    const std::vector<float> want = vitcpp_logits(m, x, B);
+    const std::string model = tmp / (v.name + ".onnx"), in = tmp / "in.f32", out = tmp / "out.f32";
+    export_onnx(m, model);
+    write_file_atomic(in,
+                      std::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
+    const ViTConfig& c = v.cfg;
+    const std::string cmd = "node " + std::string(VIT_SOURCE_DIR) + "/tests/io/ort_logits.mjs " +
+                            VIT_ORT_DIR + " " + model + " " + in + " " + std::to_string(B) + "," +
+                            std::to_string(c.in_chans) + "," + std::to_string(c.img_h) + "," +
+                            std::to_string(c.img_w) + " " + out + " > " + (tmp / "node.log") + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << v.name << ": " << cmd << "\n"
+                                           << read_text_file(tmp / "node.log");
+    const std::vector<float> got = read_floats(out);
+    ASSERT_EQ(got.size(), want.size()) << v.name;
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, double(std::fabs(want[i])));
+      worst = std::max(worst, double(std::fabs(got[i] - want[i])));
+    }
+    std::cout << "[ ORT      ] " << v.name << ": worst |ort - vitcpp| " << worst << " = " << worst / scale
+              << " x max|logit| " << scale << " (" << want.size() << " logits, batch " << B << ")\n";
+    EXPECT_TRUE(test::close_rel_max(v.name + " ONNX Runtime vs vitcpp logits", got.data(), want.data(),
+                                    int64_t(want.size()), kTol));
+  }
+}
+
+}  // namespace
+}  // namespace vit
