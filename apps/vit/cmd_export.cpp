@@ -30,11 +30,14 @@ Run add_export(CLI::App& cmd) {
     const auto dir = std::filesystem::path(f->out);
     if (f->format == "onnx") {
       const OnnxExportInfo info = export_onnx(*p.model, f->out, p.class_names);
+      const ViTConfig& c = p.model->config();
       std::cout << "wrote " << f->out << " (" << info.bytes << " bytes, opset " << info.opset << ", "
-                << info.nodes << " nodes, checked by ONNX's checker; input pixel_values [N,"
-                << p.model->config().in_chans << "," << p.model->config().img_h << ","
-                << p.model->config().img_w << "] normalized as the model's preprocessing, output logits [N,"
-                << p.model->config().num_classes << "])\n";
+                << info.nodes << " nodes, checked by ONNX's checker; input pixel_values [N," << c.in_chans
+                << "," << c.img_h << "," << c.img_w
+                << "] normalized as the model's preprocessing, output logits [N," << c.num_classes << "])\n";
+      if (!info.data_file.empty())
+        std::cout << "wrote " << info.data_file
+                  << " (the weights, ONNX external data: keep it beside the model, under this name)\n";
       return 0;
     }
     if (f->format == "hf") {

@@ -127,6 +127,34 @@ TEST(OnnxExport, PackedWeightsAreRefused) {
   EXPECT_FALSE(fs::exists(tmp / "m.onnx"));
 }
 
+// Exports m (weights of external_from bytes or more in a data file), runs the file in ONNX
+// Runtime at batch 3 and compares its logits with vitcpp's.
+void expect_ort_matches(ViT& m, const std::string& name, const std::string& dir, int64_t external_from = -1) {
+  const int64_t B = 3;  // the batch dimension is dynamic: not the 1 a fixed export would have
+  const ViTConfig& c = m.config();
+  const std::vector<float> x = input_for(c, B);
+  const std::vector<float> want = vitcpp_logits(m, x, B);
+  const std::string model = dir + "/" + name + ".onnx", in = dir + "/in.f32", out = dir + "/out.f32";
+  export_onnx(m, model, {}, external_from);
+  write_file_atomic(in, std::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
+  const std::string cmd = "node " + std::string(VIT_SOURCE_DIR) + "/tests/io/ort_logits.mjs " + VIT_ORT_DIR +
+                          " " + model + " " + in + " " + std::to_string(B) + "," +
+                          std::to_string(c.in_chans) + "," + std::to_string(c.img_h) + "," +
+                          std::to_string(c.img_w) + " " + out + " > " + dir + "/node.log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << name << ": " << cmd << "\n" << read_text_file(dir + "/node.log");
+  const std::vector<float> got = read_floats(out);
+  ASSERT_EQ(got.size(), want.size()) << name;
+  double scale = 0, worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, double(std::fabs(want[i])));
+    worst = std::max(worst, double(std::fabs(got[i] - want[i])));
+  }
+  std::cout << "[ ORT      ] " << name << ": worst |ort - vitcpp| " << worst << " = " << worst / scale
+            << " x max|logit| " << scale << " (" << want.size() << " logits, batch " << B << ")\n";
+  EXPECT_TRUE(test::close_rel_max(name + " ONNX Runtime vs vitcpp logits", got.data(), want.data(),
+                                  int64_t(want.size()), kTol));
+}
+
 TEST(OnnxExport, OnnxRuntimeGivesVitcppsLogits) {
   const std::string missing = ort_missing();
   if (!missing.empty()) GTEST_SKIP() << "ONNX Runtime not available: " << missing;
@@ -134,32 +162,34 @@ TEST(OnnxExport, OnnxRuntimeGivesVitcppsLogits) {
   for (const Variant& v : variants()) {
     ViT m(v.cfg);
     init_for_test(m);
-    const int64_t B = 3;  // the batch dimension is dynamic: not the 1 a fixed export would have
-    const std::vector<float> x = input_for(v.cfg, B);
-    const std::vector<float> want = vitcpp_logits(m, x, B);
-    const std::string model = tmp / (v.name + ".onnx"), in = tmp / "in.f32", out = tmp / "out.f32";
-    export_onnx(m, model);
-    write_file_atomic(in,
-                      std::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
-    const ViTConfig& c = v.cfg;
-    const std::string cmd = "node " + std::string(VIT_SOURCE_DIR) + "/tests/io/ort_logits.mjs " +
-                            VIT_ORT_DIR + " " + model + " " + in + " " + std::to_string(B) + "," +
-                            std::to_string(c.in_chans) + "," + std::to_string(c.img_h) + "," +
-                            std::to_string(c.img_w) + " " + out + " > " + (tmp / "node.log") + " 2>&1";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << v.name << ": " << cmd << "\n"
-                                           << read_text_file(tmp / "node.log");
-    const std::vector<float> got = read_floats(out);
-    ASSERT_EQ(got.size(), want.size()) << v.name;
-    double scale = 0, worst = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      scale = std::max(scale, double(std::fabs(want[i])));
-      worst = std::max(worst, double(std::fabs(got[i] - want[i])));
-    }
-    std::cout << "[ ORT      ] " << v.name << ": worst |ort - vitcpp| " << worst << " = " << worst / scale
-              << " x max|logit| " << scale << " (" << want.size() << " logits, batch " << B << ")\n";
-    EXPECT_TRUE(test::close_rel_max(v.name + " ONNX Runtime vs vitcpp logits", got.data(), want.data(),
-                                    int64_t(want.size()), kTol));
+    expect_ort_matches(m, v.name, tmp.str());
   }
+}
+
+// Weights too large for one protobuf message (over 1.5 GiB by default) go to NAME.onnx.data;
+// forced here on a small model.
+TEST(OnnxExport, ExternalDataIsCheckedAndRuns) {
+  test::TempDir tmp("onnxext");
+  ViT m(preset("mnist-small"));  // 64 dims: matrices over the 1 KiB that goes out
+  init_for_test(m);
+  const OnnxExportInfo info = export_onnx(m, tmp / "m.onnx", {}, 0);
+  EXPECT_EQ(info.data_file, tmp / "m.onnx.data");
+  ASSERT_TRUE(fs::exists(info.data_file));
+  // The data file holds the large tensors (at least the blocks' matrices); the model the graph.
+  const ViTConfig& c = m.config();
+  EXPECT_GT(fs::file_size(info.data_file),
+            size_t(c.depth * (4 * c.embed_dim + 2 * c.mlp_dim) * c.embed_dim * 4));
+  EXPECT_LT(info.bytes * 10, fs::file_size(info.data_file));
+  EXPECT_EQ(check_onnx_file(tmp / "m.onnx"), "pixel_values float [batch,1,28,28] -> logits float [batch,10]");
+  EXPECT_TRUE(export_onnx(m, tmp / "inline.onnx").data_file.empty());
+  fs::rename(info.data_file, tmp / "elsewhere");
+  const std::string msg = test::error_of([&] { check_onnx_file(tmp / "m.onnx"); });
+  EXPECT_NE(msg.find("m.onnx.data"), std::string::npos)
+      << "a missing data file is the checker's error: " << msg;
+  fs::rename(tmp / "elsewhere", info.data_file);
+  const std::string missing = ort_missing();
+  if (!missing.empty()) GTEST_SKIP() << "ONNX Runtime not available: " << missing;
+  expect_ort_matches(m, "mnist-small_external", tmp.str(), 0);
 }
 
 }  // namespace

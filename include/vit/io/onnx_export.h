@@ -18,7 +18,8 @@ namespace vit {
 struct OnnxExportInfo {
   int64_t nodes = 0, initializers = 0;
   int64_t opset = 0;
-  size_t bytes = 0;  // the file's size
+  size_t bytes = 0;       // the model file's size
+  std::string data_file;  // the weights' file (ONNX external data), if they are not inside
 };
 
 // Whether this build can write ONNX (false when configured with -DVIT_ONNX=OFF).
@@ -26,10 +27,13 @@ bool onnx_export_available();
 
 // Writes the model to `path` (a temporary name, then renamed). class_names, when given,
 // go into the file's metadata (metadata_props "class_names", a JSON list) with the
-// preprocessing ("mean", "std", "input_size", ...). Throws vit::Error for a model ONNX
-// cannot hold: weights packed or released for inference, over protobuf's 2 GiB, no head.
+// preprocessing ("mean", "std", "input_size", ...). Weights of external_from bytes or more
+// (-1: over 1.5 GiB, as protobuf cannot hold 2 GiB) go to `path`.data beside the model, as
+// ONNX's external data, which ONNX Runtime reads from the model's directory. Throws
+// vit::Error for a model that cannot be exported: weights packed or released for
+// inference, no head.
 OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
-                           const std::vector<std::string>& class_names = {});
+                           const std::vector<std::string>& class_names = {}, int64_t external_from = -1);
 
 // Runs ONNX's checker (onnx::checker::check_model, with the file's path so it reads it
 // back) and returns the graph's input and output shapes as text, e.g.

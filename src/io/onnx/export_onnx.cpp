@@ -16,6 +16,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,8 @@
 #include "vit/io/onnx_export.h"
 
 namespace vit {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -253,6 +256,30 @@ void set_shape(onnx::ValueInfoProto* v, const std::string& name, const std::vect
   for (int64_t d : dims) s->add_dim()->set_dim_value(d);
 }
 
+// Moves every initializer of at least 1 KiB (ONNX's convert_model_to_external_data
+// threshold) out of the model into one data file, `data_name` beside it, as ONNX's external
+// data: each tensor keeps its name, shape and type and says where its bytes are (location,
+// offset, length; offsets aligned to 64 bytes). Returns the data file's contents.
+std::string externalize(onnx::GraphProto& g, const std::string& data_name) {
+  std::string blob;
+  for (onnx::TensorProto& t : *g.mutable_initializer()) {
+    if (t.raw_data().size() < 1024) continue;
+    blob.resize((blob.size() + 63) / 64 * 64);
+    const size_t offset = blob.size();
+    blob.append(t.raw_data());
+    t.clear_raw_data();
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    for (auto [key, value] : {std::pair<std::string, std::string>{"location", data_name},
+                              {"offset", std::to_string(offset)},
+                              {"length", std::to_string(blob.size() - offset)}}) {
+      auto* e = t.add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    }
+  }
+  return blob;
+}
+
 void add_metadata(onnx::ModelProto& m, const std::string& key, const std::string& value) {
   auto* p = m.add_metadata_props();
   p->set_key(key);
@@ -266,17 +293,12 @@ bool onnx_export_available() {
 }
 
 OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
-                           const std::vector<std::string>& class_names) {
+                           const std::vector<std::string>& class_names, int64_t external_from) {
   const ViTConfig& c = model.config();
   VIT_CHECK(!model.weights_packed(), path, ": not exported: the model's weights are packed for inference");
   VIT_CHECK(!model.fp32_released(), path,
             ": not exported: the model's fp32 block weights were released for bf16 inference");
   VIT_CHECK(c.num_classes > 0, path, ": not exported: the model has no head (num_classes 0), so no logits");
-  // protobuf refuses messages of 2 GiB or more; ViT-H/14's weights alone are 2.5 GB.
-  const double bytes = double(model.table().total()) * sizeof(float);
-  VIT_CHECK(bytes < 1.9 * (1 << 30), path, ": not exported: ", int64_t(bytes / (1 << 20)),
-            " MiB of weights is over the 2 GiB a single ONNX file (protobuf) can hold");
-
   onnx::ModelProto m;
   m.set_ir_version(onnx::IR_VERSION);
   m.set_producer_name("vitcpp");
@@ -310,10 +332,20 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
     throw Error(path +
                 ": the ONNX graph vitcpp built does not pass ONNX's checks (a vitcpp bug): " + e.what());
   }
+  // protobuf refuses messages of 2 GiB or more (ViT-H/14's weights alone are 2.5 GB): the
+  // weights then go to a data file beside the model, as ONNX's external data.
+  OnnxExportInfo info{g.node_size(), g.initializer_size(), kOpset, 0, ""};
+  const int64_t weight_bytes = model.table().total() * int64_t(sizeof(float));
+  if (external_from >= 0 ? weight_bytes >= external_from : weight_bytes > (int64_t(1) << 30) * 3 / 2) {
+    info.data_file = path + ".data";
+    const std::string blob = externalize(g, fs::path(info.data_file).filename().string());
+    write_file_atomic(info.data_file, blob);
+  }
   std::string bytes_out;
   VIT_CHECK(m.SerializeToString(&bytes_out), path, ": protobuf could not serialize the ONNX model");
   write_file_atomic(path, bytes_out);
-  return {g.node_size(), g.initializer_size(), kOpset, bytes_out.size()};
+  info.bytes = bytes_out.size();
+  return info;
 }
 
 std::string check_onnx_file(const std::string& path) {
