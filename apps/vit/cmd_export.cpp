@@ -21,7 +21,9 @@ Run add_export(CLI::App& cmd) {
   cmd.add_option("--format", f->format,
                  "timm: model.safetensors + config.json, timm's layout; hf: Hugging Face's "
                  "ViTForImageClassification directory (+ preprocessor_config.json); onnx: one ONNX file "
-                 "(opset 17, input pixel_values [N,C,H,W], output logits [N,K])")
+                 "(opset 17, input pixel_values [N,C,H,W], output logits [N,K], or features [N,D] for a "
+                 "model without "
+                 "a head)")
       ->check(CLI::IsMember({"timm", "hf", "onnx"}))
       ->capture_default_str();
   cmd.add_option("--out", f->out, "output directory (timm, hf) or file (onnx)")->required();
@@ -33,8 +35,10 @@ Run add_export(CLI::App& cmd) {
       const ViTConfig& c = p.model->config();
       std::cout << "wrote " << f->out << " (" << info.bytes << " bytes, opset " << info.opset << ", "
                 << info.nodes << " nodes, checked by ONNX's checker; input pixel_values [N," << c.in_chans
-                << "," << c.img_h << "," << c.img_w
-                << "] normalized as the model's preprocessing, output logits [N," << c.num_classes << "])\n";
+                << "," << c.img_h << "," << c.img_w << "] normalized as the model's preprocessing, output "
+                << (c.num_classes > 0 ? "logits [N," + std::to_string(c.num_classes)
+                                      : "features [N," + std::to_string(c.embed_dim))
+                << "])\n";
       if (!info.data_file.empty())
         std::cout << "wrote " << info.data_file
                   << " (the weights, ONNX external data: keep it beside the model, under this name)\n";

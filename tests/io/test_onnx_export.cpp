@@ -1,6 +1,7 @@
 // ONNX export: every model variant passes ONNX's checker, and, where ONNX Runtime is
 // installed (npm onnxruntime-node in bench/peers/ort, with node on PATH), runs there with
-// vitcpp's logits: |ort - vitcpp| <= 1e-4 x max |vitcpp logit| per model.
+// vitcpp's logits (a model without a head: its pooled features): |ort - vitcpp| <= 1e-4 x
+// max |vitcpp logit| per model.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -50,6 +51,9 @@ std::vector<Variant> variants() {
   c.fc_norm = true;
   c.norm_eps = 1e-5f;
   v.push_back({"pre_norm_no_biases_token_fc_norm", c});
+  c = test::tiny_vit("avg");
+  c.num_classes = 0;  // no head: the ONNX output is the pooled features
+  v.push_back({"headless_avg", c});
   v.push_back({"mnist-seed", preset("mnist-seed")});
   v.push_back({"vit_tiny_patch16_224", preset("vit_tiny_patch16_224")});
   return v;
@@ -65,9 +69,14 @@ void init_for_test(ViT& m) {
   std::copy(w.begin(), w.end(), m.params().data());
 }
 
+// The logits, or for a model without a head the pooled features ([B, D]).
 std::vector<float> vitcpp_logits(ViT& m, const std::vector<float>& x, int64_t B) {
-  std::vector<float> z(size_t(B * m.config().num_classes));
-  m.infer(x.data(), B, nullptr, z.data());
+  const ViTConfig& c = m.config();
+  std::vector<float> z(size_t(B * (m.has_head() ? c.num_classes : c.embed_dim)));
+  if (m.has_head())
+    m.infer(x.data(), B, nullptr, z.data());
+  else
+    m.infer_features(x.data(), B, nullptr, z.data(), nullptr);
   return z;
 }
 
@@ -103,8 +112,10 @@ TEST(OnnxExport, EveryVariantPassesOnnxsChecker) {
     const std::string io = check_onnx_file(path);
     const ViTConfig& c = v.cfg;
     const std::string want = "pixel_values float [batch," + std::to_string(c.in_chans) + "," +
-                             std::to_string(c.img_h) + "," + std::to_string(c.img_w) +
-                             "] -> logits float [batch," + std::to_string(c.num_classes) + "]";
+                             std::to_string(c.img_h) + "," + std::to_string(c.img_w) + "] -> " +
+                             (c.num_classes > 0 ? "logits float [batch," + std::to_string(c.num_classes)
+                                                : "features float [batch," + std::to_string(c.embed_dim)) +
+                             "]";
     EXPECT_EQ(io, want) << v.name;
     // Weights: the file holds at least every parameter once (4 bytes each).
     EXPECT_GT(int64_t(info.bytes), m.table().total() * 4 / 2) << v.name;

@@ -1,8 +1,10 @@
 // ONNX export: a model as one ONNX file (opset 17, ONNX's own LayerNormalization) that ONNX
 // Runtime and other ONNX consumers run. Input `pixel_values` float32 [N, C, H, W] (N is a
 // dynamic batch; images normalized as the model's preprocessing says), output `logits`
-// float32 [N, K]. Built with ONNX's C++ library (libonnx-dev): the file is checked with
-// onnx::checker and ONNX's shape inference before it is written.
+// float32 [N, K] (for a model without a head, num_classes 0: `features` float32 [N, D],
+// the pooled pre-logits of ViT::infer_features). Built with ONNX's C++ library
+// (libonnx-dev): the file is checked with onnx::checker and ONNX's shape inference before
+// it is written.
 //
 // The library is its own target (vitonnx), so programs that only run models need neither
 // ONNX nor protobuf; a build with VIT_ONNX=OFF has a vitonnx that says so.
@@ -30,8 +32,7 @@ bool onnx_export_available();
 // preprocessing ("mean", "std", "input_size", ...). Weights of external_from bytes or more
 // (-1: over 1.5 GiB, as protobuf cannot hold 2 GiB) go to `path`.data beside the model, as
 // ONNX's external data, which ONNX Runtime reads from the model's directory. Throws
-// vit::Error for a model that cannot be exported: weights packed or released for
-// inference, no head.
+// vit::Error for a model that cannot be exported: weights packed or released for inference.
 OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
                            const std::vector<std::string>& class_names = {}, int64_t external_from = -1);
 

@@ -120,7 +120,8 @@ class VitGraph {
  public:
   VitGraph(const ViT& m, GraphBuilder& b) : m_(m), c_(m.config()), b_(b) {}
 
-  std::string build(const std::string& pixels, const std::string& logits) {
+  // `out` names the logits, or for a model without a head the pooled features.
+  std::string build(const std::string& pixels, const std::string& out) {
     const int64_t D = c_.embed_dim, T = c_.num_tokens();
     std::string x = patch_embed(pixels);
     x = tokens(x);
@@ -141,9 +142,10 @@ class VitGraph {
       GraphBuilder::attr(g, "axis", int64_t(1));
       pooled = layernorm(g->output(0), norm);
     }
-    auto* head = b_.node("Gemm", {pooled, w("head.weight"), w("head.bias")}, logits);
+    if (c_.num_classes == 0) return b_.op("Identity", {pooled}, out);
+    auto* head = b_.node("Gemm", {pooled, w("head.weight"), w("head.bias")}, out);
     GraphBuilder::attr(head, "transB", int64_t(1));
-    return logits;
+    return out;
   }
 
  private:
@@ -298,7 +300,6 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
   VIT_CHECK(!model.weights_packed(), path, ": not exported: the model's weights are packed for inference");
   VIT_CHECK(!model.fp32_released(), path,
             ": not exported: the model's fp32 block weights were released for bf16 inference");
-  VIT_CHECK(c.num_classes > 0, path, ": not exported: the model has no head (num_classes 0), so no logits");
   onnx::ModelProto m;
   m.set_ir_version(onnx::IR_VERSION);
   m.set_producer_name("vitcpp");
@@ -311,9 +312,11 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
   onnx::GraphProto& g = *m.mutable_graph();
   g.set_name("vit");
   set_shape(g.add_input(), "pixel_values", {c.in_chans, c.img_h, c.img_w});
-  set_shape(g.add_output(), "logits", {c.num_classes});
+  // A model without a head (num_classes 0) gives its embedding: timm's pre-logits.
+  const std::string out = c.num_classes > 0 ? "logits" : "features";
+  set_shape(g.add_output(), out, {c.num_classes > 0 ? c.num_classes : c.embed_dim});
   GraphBuilder b(g);
-  VitGraph(model, b).build("pixel_values", "logits");
+  VitGraph(model, b).build("pixel_values", out);
 
   using json = nlohmann::json;
   add_metadata(m, "vitcpp_config", c.to_json(-1));
