@@ -1,4 +1,5 @@
-// Hugging Face transformers' ViTForImageClassification layout, written: the inverse of
+// Hugging Face transformers' ViTForImageClassification layout (ViTModel for a model without
+// a head), written: the inverse of
 // hf_format.cpp's mapping (timm's qkv rows q, k, v become query, key and value), with
 // config.json and preprocessor_config.json as transformers' save_pretrained writes them.
 #include <filesystem>
@@ -41,25 +42,28 @@ json hf_config(const ViTConfig& c, const std::vector<std::string>& names) {
     id2label[std::to_string(i)] = name;
     label2id[name] = i;
   }
-  return {{"architectures", {"ViTForImageClassification"}},
-          {"model_type", "vit"},
-          {"hidden_size", c.embed_dim},
-          {"num_hidden_layers", c.depth},
-          {"num_attention_heads", c.num_heads},
-          {"intermediate_size", c.mlp_dim},
-          {"hidden_act", "gelu"},
-          {"hidden_dropout_prob", c.proj_drop_rate},
-          {"attention_probs_dropout_prob", c.attn_drop_rate},
-          {"initializer_range", 0.02},
-          {"layer_norm_eps", c.norm_eps},
-          {"image_size", c.img_h},
-          {"patch_size", c.patch_h},
-          {"num_channels", c.in_chans},
-          {"qkv_bias", c.qkv_bias},
-          {"encoder_stride", c.patch_h},
-          {"id2label", id2label},
-          {"label2id", label2id},
-          {"torch_dtype", "float32"}};
+  json j = {{"architectures", {c.num_classes > 0 ? "ViTForImageClassification" : "ViTModel"}},
+            {"model_type", "vit"},
+            {"hidden_size", c.embed_dim},
+            {"num_hidden_layers", c.depth},
+            {"num_attention_heads", c.num_heads},
+            {"intermediate_size", c.mlp_dim},
+            {"hidden_act", "gelu"},
+            {"hidden_dropout_prob", c.proj_drop_rate},
+            {"attention_probs_dropout_prob", c.attn_drop_rate},
+            {"initializer_range", 0.02},
+            {"layer_norm_eps", c.norm_eps},
+            {"image_size", c.img_h},
+            {"patch_size", c.patch_h},
+            {"num_channels", c.in_chans},
+            {"qkv_bias", c.qkv_bias},
+            {"encoder_stride", c.patch_h},
+            {"torch_dtype", "float32"}};
+  if (c.num_classes > 0) {
+    j["id2label"] = id2label;
+    j["label2id"] = label2id;
+  }
+  return j;
 }
 
 json hf_preprocessor(const ViTConfig& c) {
@@ -86,8 +90,6 @@ std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
     throw Error(dir + ": not exported: Hugging Face's ViT cannot express " + list +
                 " (use --format timm or --format onnx)");
   }
-  VIT_CHECK(c.num_classes > 0, dir,
-            ": not exported: ViTForImageClassification needs a head (num_classes > 0)");
   VIT_CHECK(class_names.empty() || int64_t(class_names.size()) == c.num_classes, dir, ": ",
             class_names.size(), " class names for ", c.num_classes, " classes");
   VIT_CHECK(!model.weights_packed(), dir, ": not exported: the model's weights are packed for inference");
@@ -115,7 +117,10 @@ std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
     t.push_back(
         {hf, model.table().find(ours) ? model.table().find(ours)->shape : Shape{}, DType::F32, at(ours)});
   };
-  const std::string emb = "vit.embeddings.";
+  // ViTForImageClassification nests the encoder under vit.; a model without a head is a
+  // bare ViTModel (transformers adds its pooler, which classification does not use).
+  const std::string v = c.num_classes > 0 ? "vit." : "";
+  const std::string emb = v + "embeddings.";
   put(emb + "cls_token", "cls_token");
   // HF adds position embeddings to every token: with no_embed_class the class token's row is 0.
   std::vector<float> pos(size_t(c.num_tokens() * D), 0.f);
@@ -125,7 +130,7 @@ std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
   put(emb + "patch_embeddings.projection.bias", "patch_embed.proj.bias");
   for (int64_t i = 0; i < c.depth; ++i) {
     const std::string b = "blocks." + std::to_string(i) + ".",
-                      l = "vit.encoder.layer." + std::to_string(i) + ".";
+                      l = v + "encoder.layer." + std::to_string(i) + ".";
     const std::string a = l + "attention.";
     const char* qkv[] = {"query", "key", "value"};
     for (int64_t j = 0; j < 3; ++j) {  // rows [j*D, (j+1)*D) of timm's qkv
@@ -142,10 +147,12 @@ std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
       put(l + "output.dense." + wb, b + "mlp.fc2." + wb);
     }
   }
-  put("vit.layernorm.weight", "norm.weight");
-  put("vit.layernorm.bias", "norm.bias");
-  put("classifier.weight", "head.weight");
-  put("classifier.bias", "head.bias");
+  put(v + "layernorm.weight", "norm.weight");
+  put(v + "layernorm.bias", "norm.bias");
+  if (c.num_classes > 0) {
+    put("classifier.weight", "head.weight");
+    put("classifier.bias", "head.bias");
+  }
 
   fs::create_directories(dir);
   write_safetensors((fs::path(dir) / "model.safetensors").string(), t, {{"format", "pt"}});

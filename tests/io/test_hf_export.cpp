@@ -110,6 +110,30 @@ TEST(HfExport, RoundTripsToTheSameLogits) {
   expect_round_trip(d, {}, tmp / "d");
 }
 
+// A model without a head is written as HF's ViTModel (no vit. prefix, no classifier) and
+// reads back to the same features.
+TEST(HfExport, AHeadlessModelIsAViTModel) {
+  test::TempDir tmp("hfvm");
+  ViTConfig c = preset("mnist-seed");
+  c.num_classes = 0;
+  ViT m(c);
+  m.init_weights(4);
+  export_hf(m, tmp / "m");
+  const json cfg = json::parse(read_text_file(tmp / "m/config.json"));
+  EXPECT_EQ(cfg["architectures"], json({"ViTModel"}));
+  EXPECT_FALSE(cfg.contains("id2label"));
+  const SafeTensors st = SafeTensors::open(tmp / "m/model.safetensors");
+  EXPECT_NE(st.find("embeddings.patch_embeddings.projection.weight"), nullptr);
+  EXPECT_EQ(st.find("classifier.weight"), nullptr);
+  const Pretrained p = load_pretrained(tmp / "m");
+  ASSERT_FALSE(p.model->has_head());
+  const auto x = test::randn(2 * 28 * 28, 6);
+  std::vector<float> want(2 * 8), got(2 * 8);
+  m.infer_features(x.data(), 2, nullptr, want.data(), nullptr);
+  p.model->infer_features(x.data(), 2, nullptr, got.data(), nullptr);
+  EXPECT_EQ(got, want);
+}
+
 TEST(HfExport, WhatHfsViTCannotExpressIsNamed) {
   test::TempDir tmp("hfno");
   struct Case {

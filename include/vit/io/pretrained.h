@@ -58,9 +58,10 @@ void resample_pos_embed(const float* src, int64_t prefix, int64_t gh, int64_t gw
 // Returns notes on what timm will see differently (LayerNorm eps).
 std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
                                      const std::vector<std::string>& class_names = {});
-// Writes a directory Hugging Face transformers loads as ViTForImageClassification:
-// model.safetensors (HF's names; qkv split into query, key, value), config.json (with
-// id2label / label2id from the class names, else the class indices) and
+// Writes a directory Hugging Face transformers loads as ViTForImageClassification (as
+// ViTModel when the model has no head, num_classes 0): model.safetensors (HF's names; qkv
+// split into query, key, value), config.json (with id2label / label2id from the class
+// names, else the class indices) and
 // preprocessor_config.json (ViTImageProcessor). Throws vit::Error naming what HF's ViT
 // cannot express (avg pooling, fc_norm, LayerScale, no class token, register tokens,
 // pre_norm, no patch bias, non-square input or patches); returns notes on what is
