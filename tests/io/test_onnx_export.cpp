@@ -16,6 +16,7 @@
 #include "support/temp_dir.h"
 #include "vit/core/file.h"
 #include "vit/io/onnx_export.h"
+#include "vit/io/pretrained.h"
 
 namespace vit {
 namespace {
@@ -174,6 +175,18 @@ TEST(OnnxExport, OnnxRuntimeGivesVitcppsLogits) {
     ViT m(v.cfg);
     init_for_test(m);
     expect_ort_matches(m, v.name, tmp.str());
+  }
+}
+
+// The pretrained fixtures (timm's and Hugging Face's layouts, weights from PyTorch), as
+// vit export --format onnx reads them.
+TEST(OnnxExport, OnnxRuntimeGivesThePretrainedFixturesLogits) {
+  const std::string missing = ort_missing();
+  if (!missing.empty()) GTEST_SKIP() << "ONNX Runtime not available: " << missing;
+  test::TempDir tmp("ortfix");
+  for (const char* name : {"timm_a", "timm_b", "hf"}) {
+    Pretrained p = load_pretrained(std::string(VIT_FIXTURE_DIR) + "/pretrained/" + name);
+    expect_ort_matches(*p.model, name, tmp.str());
   }
 }
 
