@@ -6,7 +6,8 @@
 //   (+ pos_embed over every token otherwise), norm_pre (pre_norm)
 //   per block: x += ls1 * proj(attention(norm1(x))), x += ls2 * fc2(gelu(fc1(norm2(x))))
 //   token pooling: row 0, then norm (or fc_norm); avg pooling: mean of the patch rows,
-//   normed first (norm) or after (fc_norm); head -> logits [N,K]
+//   normed first (norm) or after (fc_norm); head -> logits [N,K] (without a head: the
+//   pooled features [N,D] are the output)
 //
 // Linear weights are stored transposed ([in, out], for MatMul on [N, T, in]) under their
 // timm name plus ".T"; everything else under its timm name. GELU is the exact one, written
@@ -17,7 +18,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "vit/core/error.h"
@@ -305,7 +305,9 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
   m.set_producer_name("vitcpp");
   m.set_producer_version(version());
   m.set_model_version(1);
-  m.set_doc_string("Vision Transformer exported by vitcpp: pixel_values (normalized) -> logits");
+  m.set_doc_string(
+      "Vision Transformer exported by vitcpp: pixel_values (normalized) -> logits (features "
+      "for a model without a head)");
   auto* opset = m.add_opset_import();
   opset->set_domain("");
   opset->set_version(kOpset);
