@@ -103,6 +103,13 @@ TEST(HfExport, RoundTripsToTheSameLogits) {
   ASSERT_FALSE(notes.empty());
   EXPECT_NE(notes[0].find("sin-cos"), std::string::npos) << notes[0];
   expect_round_trip(b, {}, tmp / "b");
+  // timm's center crop has no place in ViTImageProcessor's config: a note says so.
+  c.crop_pct = 0.875f;
+  c.crop_mode = "center";
+  ViT e(c);
+  const auto crop = export_hf(e, tmp / "e");
+  ASSERT_EQ(crop.size(), 1u);
+  EXPECT_NE(crop[0].find("center crop (crop_pct 0.875)"), std::string::npos) << crop[0];
   // A class token without a position (no_embed_class): HF's row for it is zero.
   c.no_embed_class = true;
   ViT d(c);
