@@ -1,9 +1,12 @@
 // The oneDNN-backed gemm and its small-size loop against the double-accumulating reference;
 // the bf16 inference linear against fp32.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
@@ -74,12 +77,47 @@ INSTANTIATE_TEST_SUITE_P(
                       // A widening layer's dW = dY^T X (more rows than columns): as dW^T.
                       GemmCase{300, 96, 1200, true, false}));
 
-#if VIT_ISA_X86  // AVX-512 code called directly: x86-64 builds only (avx512/kernels.h)
+// Products with few output columns split their rows over threads in whole blocks: each
+// output is summed by one thread in k order, so the bits do not depend on the thread count.
+// Weight gradients of mnist-seed's fc1 (as dW^T), fc2, qkv (as dW^T) and patch embedding
+// (one block of rows), a row split (qkv forward, AVX-512 and AVX2 skinny_gemm), beta 0 and 1.
+TEST(Gemm, FewColumnsAreTheSameOnAnyThreadCount) {
+  struct Shape {
+    int64_t M, N, K;
+    bool ta, tb;
+  };
+  const int saved = omp_get_max_threads();
+  for (const Shape& c :
+       {Shape{32, 8, 6400, true, false}, Shape{8, 32, 6400, true, false}, Shape{24, 8, 6400, true, false},
+        Shape{8, 16, 6272, true, false}, Shape{6400, 24, 8, false, true}, Shape{20, 13, 5000, true, false}})
+    for (float beta : {0.f, 1.f}) {
+      const int64_t lda = c.ta ? c.M : c.K, ldb = c.tb ? c.K : c.N;
+      const auto A = test::randn(c.M * c.K, 1), B = test::randn(c.K * c.N, 2), C0 = test::randn(c.M * c.N, 3);
+      std::vector<std::vector<float>> got(2, C0);
+      for (int t : {1, 2}) {
+        omp_set_num_threads(t);
+        cpu::gemm(c.ta, c.tb, c.M, c.N, c.K, 0.5f, A.data(), lda, B.data(), ldb, beta, got[t - 1].data(),
+                  c.N);
+      }
+      omp_set_num_threads(saved);
+      EXPECT_TRUE(test::close_rel_max("gemm " + std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
+                                          std::to_string(c.K) + ", 1 vs 2 threads",
+                                      got[1].data(), got[0].data(), c.M * c.N, 0.0));
+    }
+}
+
+#if VIT_ISA_X86  // AVX-512 and AVX2 code called directly: x86-64 builds only (avx512/ and avx2/kernels.h)
+namespace {
+using SkinnyFn = bool (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+                          float, const float*, float*, int64_t);
+using HeadGemmFn = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*,
+                            int64_t, float, const float*, float*, int64_t);
+
 // skinny_gemm (short sums with compile-time K, rows inside the kernel) makes each output
 // with head_gemm's fma chain and epilogue: the same bits, with and without beta and bias,
-// in full row blocks and the row-at-a-time tail, B in registers (K x vectors <= 16) or not.
-TEST(SkinnyGemm, SameBitsAsHeadGemm) {
-  if (cpu::isa() != cpu::Isa::avx512) GTEST_SKIP() << "no AVX-512";
+// in full row blocks and the row-at-a-time tail, every count of column vectors (and, on
+// AVX-512, B in registers (K x vectors <= 16) or not).
+void expect_skinny_same_bits_as_head_gemm(const char* path, SkinnyFn skinny, HeadGemmFn head) {
   int cases = 0;
   for (int64_t K : {8, 16, 24, 32})
     for (int64_t N : {1, 8, 13, 16, 17, 24, 32})
@@ -90,20 +128,30 @@ TEST(SkinnyGemm, SameBitsAsHeadGemm) {
             const auto A = test::randn(M * lda, 1), B = test::randn(K * ldb, 2), b = test::randn(N, 3);
             const auto C0 = test::randn(M * ldc, 4);
             std::vector<float> got = C0, want = C0;
-            ASSERT_TRUE(cpu::avx512::skinny_gemm(M, N, K, 0.3f, A.data(), lda, B.data(), ldb,
-                                                 beta ? 1.f : 0.f, bias ? b.data() : nullptr, got.data(),
-                                                 ldc));
-            cpu::avx512::head_gemm(M, N, K, 0.3f, A.data(), lda, 1, B.data(), ldb, beta ? 1.f : 0.f,
-                                   bias ? b.data() : nullptr, want.data(), ldc);
-            EXPECT_EQ(got, want) << M << "x" << N << "x" << K << " beta " << beta << " bias " << bias;
+            ASSERT_TRUE(skinny(M, N, K, 0.3f, A.data(), lda, B.data(), ldb, beta ? 1.f : 0.f,
+                               bias ? b.data() : nullptr, got.data(), ldc));
+            head(M, N, K, 0.3f, A.data(), lda, 1, B.data(), ldb, beta ? 1.f : 0.f, bias ? b.data() : nullptr,
+                 want.data(), ldc);
+            EXPECT_EQ(got, want) << path << " " << M << "x" << N << "x" << K << " beta " << beta << " bias "
+                                 << bias;
             ++cases;
           }
   EXPECT_EQ(cases, 448);
   std::vector<float> c(8);
-  EXPECT_FALSE(cpu::avx512::skinny_gemm(1, 8, 12, 1.f, c.data(), 12, c.data(), 8, 0.f, nullptr, c.data(), 8))
-      << "K = 12 is not one of the kernel's";
-  EXPECT_FALSE(
-      cpu::avx512::skinny_gemm(1, 33, 8, 1.f, c.data(), 8, c.data(), 33, 0.f, nullptr, c.data(), 33));
+  EXPECT_FALSE(skinny(1, 8, 12, 1.f, c.data(), 12, c.data(), 8, 0.f, nullptr, c.data(), 8))
+      << path << ": K = 12 is not one of the kernel's";
+  EXPECT_FALSE(skinny(1, 33, 8, 1.f, c.data(), 8, c.data(), 33, 0.f, nullptr, c.data(), 33)) << path;
+}
+}  // namespace
+
+TEST(SkinnyGemm, SameBitsAsHeadGemm) {
+  if (cpu::isa() != cpu::Isa::avx512) GTEST_SKIP() << "no AVX-512";
+  expect_skinny_same_bits_as_head_gemm("avx512", cpu::avx512::skinny_gemm, cpu::avx512::head_gemm);
+}
+
+TEST(SkinnyGemm, Avx2SameBitsAsHeadGemm) {
+  if (!cpu::isa_supported(cpu::Isa::avx2)) GTEST_SKIP() << "no AVX2";
+  expect_skinny_same_bits_as_head_gemm("avx2", cpu::avx2::skinny_gemm, cpu::avx2::head_gemm);
 }
 #endif
 

@@ -3,15 +3,16 @@
 // Parallel over (batch, head), the forward also over blocks of query rows when there are
 // few pairs: each item writes disjoint memory, so results do not depend on the thread
 // count. The matrix products run single-threaded inside the parallel loop. Narrow heads
-// (D <= 8) without attention dropout take avx512/attention_lanes.cpp's forward instead.
-// The register-block kernels (avx512/kernels.h) run where isa() is avx512, the gemm()
-// calls otherwise.
+// (D <= 8) without attention dropout take attention_lanes.cpp's forward (avx512/ or avx2/)
+// instead, and attention_narrow.cpp's one-pass backward. The register-block kernels run
+// where the path has them (head_kernels()), the gemm() calls otherwise.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
@@ -211,10 +212,10 @@ void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n) {
 }
 
 namespace {
-// Samples in lanes (avx512/attention_lanes.cpp) come in groups of 16; a last group of fewer than
-// kMinLanes costs more there (a group's work whatever its size) than per head, so those
-// samples go per head. The split depends on the batch size alone.
-constexpr int64_t kMinLanes = 12;
+// Samples in lanes (attention_lanes.cpp) come in groups of 16 (AVX-512) or 8 (AVX2); a last
+// group of fewer than 3/4 of that costs more there (a group's work whatever its size) than
+// per head, so those samples go per head. The split depends on the batch size alone.
+constexpr int64_t kMinLanesOf16 = 12, kMinLanesOf8 = 6;
 
 void attention_forward_heads(float* out, float* probs, float* probs_drop, const float* qkv,
                              const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H,
@@ -228,15 +229,22 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
   int64_t in_lanes = 0;  // samples [0, in_lanes) in groups of 16 along the lanes
 #if VIT_ISA_X86
   const int64_t D = C / H;
-  if (!probs_drop && isa() == Isa::avx512 && avx512::attention_lanes_fit(T, C, H))
-    in_lanes = B % 16 >= kMinLanes ? B : B / 16 * 16;
+  const bool of16 = !probs_drop && isa() == Isa::avx512 && avx512::attention_lanes_fit(T, C, H);
+  const bool of8 = !probs_drop && isa() == Isa::avx2 && avx2::attention_lanes_fit(T, C, H);
+  const int64_t G = of16 ? 16 : 8, min_last = of16 ? kMinLanesOf16 : kMinLanesOf8;
+  if (of16 || of8) in_lanes = B % G >= min_last ? B : B / G * G;
   if (in_lanes > 0) {
-    const int64_t groups = (in_lanes + 15) / 16;
+    const int64_t groups = (in_lanes + G - 1) / G;
     for_items(groups, threads_for(B * H * T * T * D * 2), [&](int64_t g) {
-      const int64_t b0 = g * 16;
-      avx512::attention_forward_lanes(out + b0 * T * C, probs ? probs + b0 * H * T * T : nullptr,
-                                      qkv + b0 * T * ld, key_mask ? key_mask + b0 * T : nullptr,
-                                      std::min<int64_t>(16, B - b0), T, C, H);
+      const int64_t b0 = g * G, n = std::min<int64_t>(G, B - b0);
+      float* o = out + b0 * T * C;
+      float* p = probs ? probs + b0 * H * T * T : nullptr;
+      const float* x = qkv + b0 * T * ld;
+      const uint8_t* km = key_mask ? key_mask + b0 * T : nullptr;
+      if (of16)
+        avx512::attention_forward_lanes(o, p, x, km, n, T, C, H);
+      else
+        avx2::attention_forward_lanes(o, p, x, km, n, T, C, H);
     });
   }
 #endif
@@ -305,7 +313,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const float scale = 1.f / std::sqrt(float(D));
   const bool fast = head_kernels(), warm = warm_samples(B, T, C, D);
 #if VIT_ISA_X86
-  const bool narrow = isa() == Isa::avx512 && !probs_drop && avx512::attention_backward_narrow_fits(T, D);
+  const bool narrow512 = isa() == Isa::avx512 && !probs_drop && avx512::attention_backward_narrow_fits(T, D);
+  const bool narrow256 = isa() == Isa::avx2 && !probs_drop && avx2::attention_backward_narrow_fits(T, D);
 #endif
   for_ranges(B * H, attention_threads(B, H, T, D), [&](int64_t i0, int64_t i1) {
     for (int64_t bh = i0; bh < i1; ++bh) {
@@ -322,8 +331,11 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       const float* Pv = probs_drop ? probs_drop + bh * T * T : P;
       const float* dO = dout + b * T * C + h * D;
 #if VIT_ISA_X86
-      if (narrow) {  // one pass (avx512/attention_narrow.cpp)
-        avx512::attention_backward_narrow(dq, dk, dv, q, k, v, ld, dO, C, P, T, D, scale);
+      if (narrow512 || narrow256) {  // one pass (attention_narrow.cpp)
+        if (narrow512)
+          avx512::attention_backward_narrow(dq, dk, dv, q, k, v, ld, dO, C, P, T, D, scale);
+        else
+          avx2::attention_backward_narrow(dq, dk, dv, q, k, v, ld, dO, C, P, T, D, scale);
         continue;
       }
 #endif

@@ -107,8 +107,8 @@ void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
 
 // dst[cols, rows] (leading dim ldd) = src[rows, cols]^T (leading dim lds).
 void transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
-// (Attention's per-head products and the products with few output columns in AVX-512
-// register blocks: avx512/kernels.h, head_gemm and skinny_gemm.)
+// (Attention's per-head products and the products with few output columns in register
+// blocks: avx512/ and avx2/kernels.h, head_gemm; narrow.h, skinny_gemm.)
 
 // ---- head_gemm.cpp: attention's per-head products, one thread, on the path in use: register
 // blocks (avx512/, avx2/), plain loops on generic (the reference the others are tested against).
@@ -287,7 +287,7 @@ void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, co
                             const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
                             uint64_t drop_key, int64_t first_sample = 0);
 
-// (Narrow heads, D <= 8, in AVX-512: avx512/kernels.h, attention_backward_narrow and
+// (Narrow heads, D <= 8, in AVX-512 and AVX2: narrow.h, attention_backward_narrow and
 // attention_forward_lanes, which attention_forward and attention_backward take.)
 
 // ---- dropout.cpp: counter-based masks (see core/rng.h).

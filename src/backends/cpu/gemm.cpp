@@ -2,7 +2,8 @@
 // OpenBLAS because it reaches ~400 GFLOP/s here whatever OPENBLAS_CORETYPE says (see
 // docs/history/benchmarks-2026-11.md). Products too small to amortize a library call use a plain loop, and
 // products with few output columns (the tiny models' layers) the attention kernels' blocks
-// (head_gemm.cpp's register blocks where the path has them, avx512/skinny_gemm.cpp on avx512).
+// (head_gemm.cpp's register blocks where the path has them, skinny_gemm.cpp in avx512/ and
+// avx2/ for short sums).
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
@@ -83,6 +85,9 @@ void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
 #if VIT_ISA_X86
     if (!ta && isa() == Isa::avx512 &&
         avx512::skinny_gemm(i1 - i0, N, K, alpha, A + i0 * lda, lda, b, ld, beta, bias, C + i0 * ldc, ldc))
+      return;
+    if (!ta && isa() == Isa::avx2 &&
+        avx2::skinny_gemm(i1 - i0, N, K, alpha, A + i0 * lda, lda, b, ld, beta, bias, C + i0 * ldc, ldc))
       return;
 #endif
     head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, bias, C + i0 * ldc, ldc);

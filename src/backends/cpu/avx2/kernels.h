@@ -1,11 +1,12 @@
 // The AVX2 + FMA kernels of the CPU backend that no family header (gelu.h, softmax.h,
-// layernorm.h) declares, called by the dispatchers at the top of backends/cpu/ where isa()
+// layernorm.h, narrow.h) declares, called by the dispatchers at the top of backends/cpu/ where isa()
 // is Isa::avx2 (or avx512 without a kernel of its own), only inside `#if VIT_ISA_X86`: this
 // folder is compiled for x86-64 alone. Same conventions as cpu.h and avx512/kernels.h.
 #pragma once
 #include <cstdint>
 
-#include "backends/cpu/cpu.h"  // HeadScores
+#include "backends/cpu/cpu.h"     // HeadScores
+#include "backends/cpu/narrow.h"  // skinny_gemm, the narrow-head attention kernels
 
 namespace vit::cpu::avx2 {
 

@@ -1,5 +1,6 @@
 // LayerNorm's AVX2 + FMA kernels (layernorm.h): the reference's two-pass formulas (mean,
-// then the centred variance) summed in 8 lanes, one row at a time; the parameter gradients
+// then the centred variance) summed in 8 lanes, one row at a time (rows of 8 floats: 8 rows at
+// a time, transposed); the parameter gradients
 // column by column with every row in order, as the reference adds them.
 #include <algorithm>
 #include <cmath>
@@ -9,8 +10,111 @@
 
 namespace vit::cpu::avx2 {
 
+namespace {
+// Rows of exactly 8 floats (mnist-seed's C), 8 rows at a time transposed in registers
+// (avx512/layernorm.cpp's short rows in 8 lanes): column j of the block is then one vector,
+// so the mean, variance and scaling are vertical operations on 8 rows at once instead of two
+// horizontal sums per row. Sums run over the columns in order (the reference's order).
+constexpr int64_t kShortC = 8;
+
+// r[i] holds row i of an 8 x 8 block -> r[j] holds column j (its own inverse).
+VIT_AVX2 inline void transpose8x8(__m256 (&r)[8]) {
+  __m256 t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+// The columns of the rows <= 8 at p (8 floats each, contiguous; rows past them are zeros).
+VIT_AVX2 inline void load_columns8(__m256 (&r)[8], const float* p, int64_t rows) {
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = i < rows ? _mm256_loadu_ps(p + 8 * i) : _mm256_setzero_ps();
+  transpose8x8(r);
+}
+
+// Rows [i0, i1) of layernorm_rows for C = 8, a last block of fewer than 8 rows padded with
+// zero rows: every row takes the same arithmetic whatever block it falls in, so the bits do
+// not depend on how callers split the rows (threads, the fused residual's samples).
+VIT_AVX2 void layernorm_rows8(float* y, float* mean, float* rstd, const float* x, const float* w,
+                              const float* b, int64_t i0, int64_t i1, float eps) {
+  const __m256 vc = _mm256_set1_ps(float(kShortC)), veps = _mm256_set1_ps(eps), one = _mm256_set1_ps(1.f);
+  for (int64_t i = i0; i < i1; i += 8) {
+    const int64_t rows = std::min<int64_t>(8, i1 - i);
+    __m256 r[8];
+    load_columns8(r, x + i * kShortC, rows);
+    __m256 m = r[0], v = _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int j = 1; j < 8; ++j) m = _mm256_add_ps(m, r[j]);
+    m = _mm256_div_ps(m, vc);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      r[j] = _mm256_sub_ps(r[j], m);
+      v = _mm256_fmadd_ps(r[j], r[j], v);
+    }
+    const __m256 rs = _mm256_div_ps(one, _mm256_sqrt_ps(_mm256_add_ps(_mm256_div_ps(v, vc), veps)));
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j)
+      r[j] = _mm256_fmadd_ps(_mm256_mul_ps(r[j], rs), _mm256_set1_ps(w[j]), _mm256_set1_ps(b[j]));
+    transpose8x8(r);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k)
+      if (k < rows) _mm256_storeu_ps(y + (i + k) * kShortC, r[k]);
+    if (mean) store(mean + i, rows, m);
+    if (rstd) store(rstd + i, rows, rs);
+  }
+}
+
+// Rows [i0, i1) of layernorm_dx_rows for C = 8, blocks as layernorm_rows8's.
+VIT_AVX2 void layernorm_dx_rows8(float* dx, const float* dy, const float* x, const float* mean,
+                                 const float* rstd, const float* w, int64_t i0, int64_t i1,
+                                 bool accumulate_dx) {
+  const __m256 vc = _mm256_set1_ps(float(kShortC));
+  for (int64_t i = i0; i < i1; i += 8) {
+    const int64_t rows = std::min<int64_t>(8, i1 - i);
+    const __m256 m = load(mean + i, rows), s = load(rstd + i, rows);
+    __m256 g[8], xh[8];
+    load_columns8(g, dy + i * kShortC, rows);
+    load_columns8(xh, x + i * kShortC, rows);
+    __m256 sg = _mm256_setzero_ps(), sgx = _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      g[j] = _mm256_mul_ps(g[j], _mm256_set1_ps(w[j]));
+      xh[j] = _mm256_mul_ps(_mm256_sub_ps(xh[j], m), s);
+      sg = _mm256_add_ps(sg, g[j]);
+      sgx = _mm256_fmadd_ps(g[j], xh[j], sgx);
+    }
+    const __m256 mg = _mm256_div_ps(sg, vc), mgx = _mm256_div_ps(sgx, vc);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j)
+      g[j] = _mm256_mul_ps(s, _mm256_fnmadd_ps(xh[j], mgx, _mm256_sub_ps(g[j], mg)));
+    transpose8x8(g);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      if (k >= rows) break;
+      float* out = dx + (i + k) * kShortC;
+      _mm256_storeu_ps(out, accumulate_dx ? _mm256_add_ps(g[k], _mm256_loadu_ps(out)) : g[k]);
+    }
+  }
+}
+}  // namespace
+
 VIT_AVX2 void layernorm_rows(float* y, float* mean, float* rstd, const float* x, const float* w,
                              const float* b, int64_t i0, int64_t i1, int64_t C, float eps) {
+  if (C == kShortC) return layernorm_rows8(y, mean, rstd, x, w, b, i0, i1, eps);
   for (int64_t i = i0; i < i1; ++i) {
     const float* xi = x + i * C;
     float* yi = y + i * C;
@@ -39,6 +143,7 @@ VIT_AVX2 void layernorm_rows(float* y, float* mean, float* rstd, const float* x,
 VIT_AVX2 void layernorm_dx_rows(float* dx, const float* dy, const float* x, const float* mean,
                                 const float* rstd, const float* w, int64_t i0, int64_t i1, int64_t C,
                                 bool accumulate_dx) {
+  if (C == kShortC) return layernorm_dx_rows8(dx, dy, x, mean, rstd, w, i0, i1, accumulate_dx);
   for (int64_t i = i0; i < i1; ++i) {
     const float* xi = x + i * C;
     const float* dyi = dy + i * C;

@@ -19,6 +19,7 @@
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/kernel_table.h"
 
 namespace vit::cpu::avx512 {
 
@@ -192,20 +193,11 @@ VIT_NO_ASAN VIT_AVX512 void backward_head(float* dq, float* dk, float* dv, const
 
 using Kernel = void (*)(float*, float*, float*, const float*, const float*, const float*, int64_t,
                         const float*, int64_t, const float*, int64_t, float);
-
-template <int D, int... NV>
-constexpr void fill_row(Kernel (&row)[kMaxNV], std::integer_sequence<int, NV...>) {
-  ((row[NV] = backward_head<D, NV + 1>), ...);
-}
-template <int... D>
-constexpr auto kernel_table(std::integer_sequence<int, D...>) {
-  struct Table {
-    Kernel k[kMaxD][kMaxNV];
-  } t{};
-  (fill_row<D + 1>(t.k[D], std::make_integer_sequence<int, kMaxNV>{}), ...);
-  return t;
-}
-constexpr auto kKernels = kernel_table(std::make_integer_sequence<int, kMaxD>{});
+template <int D, int NV>
+struct Pick {
+  static constexpr Kernel fn = backward_head<D, NV>;
+};
+constexpr KernelTable<Kernel, kMaxD, kMaxNV, Pick> kKernels{std::make_integer_sequence<int, kMaxD>{}};
 }  // namespace
 
 bool attention_backward_narrow_fits(int64_t T, int64_t D) {

@@ -6,7 +6,8 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/cpu/cpu.h"  // HeadScores
+#include "backends/cpu/cpu.h"     // HeadScores
+#include "backends/cpu/narrow.h"  // skinny_gemm, the narrow-head attention kernels
 
 namespace vit::cpu::avx512 {
 
@@ -29,27 +30,6 @@ void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, 
 // cpu::transpose() in 16 x 16 register blocks: dst[cols, rows] (leading dim ldd) =
 // src[rows, cols]^T (leading dim lds).
 void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
-
-// ---- skinny_gemm.cpp: C[M,N] = alpha A[M,K] B[K,N] + beta C + bias (as head_gemm) for
-// N <= 32 and K in {8, 16, 24, 32}, A row-major with leading dim lda; the same bits as
-// head_gemm. Returns false, doing nothing, for other shapes.
-bool skinny_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
-                 int64_t ldb, float beta, const float* bias, float* C, int64_t ldc);
-
-// ---- attention_narrow.cpp: one head's attention backward for narrow heads (D <= 8, T <= 96)
-// in one pass, no attention dropout (P is the probabilities both for dv and for dS): dq, dk,
-// dv (stride ld, like q, k, v) assigned; dO stride ldo; P [T, T].
-bool attention_backward_narrow_fits(int64_t T, int64_t D);
-void attention_backward_narrow(float* dq, float* dk, float* dv, const float* q, const float* k,
-                               const float* v, int64_t ld, const float* dO, int64_t ldo, const float* P,
-                               int64_t T, int64_t D, float scale);
-
-// ---- attention_lanes.cpp: attention_forward for narrow heads (D <= 8) with 16 samples
-// along the vector lanes; attention_forward takes it without attention dropout when it fits.
-// One group of n <= 16 samples per call (pointers at the group's first sample), one thread.
-bool attention_lanes_fit(int64_t T, int64_t C, int64_t H);
-void attention_forward_lanes(float* out, float* probs, const float* qkv, const uint8_t* key_mask, int64_t n,
-                             int64_t T, int64_t C, int64_t H);
 
 // ---- linear.cpp: db[j] += the sum over rows of dy[M,N] for columns [j0, j1), each column's
 // rows in order (one thread; colsum_add hands each thread a block of columns).

@@ -1,0 +1,103 @@
+// Products with few output columns and a short sum (N <= 32, K = 8, 16, 24 or 32; A
+// row-major): mnist-seed's linear layers and their input gradients, e.g. qkv [M, 8] x [8, 24]
+// and fc2's dx [M, 8] x [8, 32] over thousands of rows. avx512/skinny_gemm.cpp's kernel in
+// AVX2's 16 registers: K is a compile-time constant (the k loop unrolls, A's elements at
+// fixed offsets), the row loop sits inside the kernel (head_gemm pays a call, a runtime k
+// loop and its setup per block of rows), R rows x NV vectors of accumulators (at most 12),
+// B's vectors read from L1. Each output is the same fma chain over k from 0 and the same
+// epilogue as avx2/head_gemm.cpp's, so the bits are the same.
+// Declared in kernels.h; gemm.cpp calls it where isa() is avx2.
+#include "backends/cpu/avx2/kernels.h"
+#include "backends/cpu/avx2/simd.h"
+
+namespace vit::cpu::avx2 {
+
+namespace {
+// RR rows of C from A's rows at a (leading dim lda) into c (leading dim ldc); tail: the
+// mask of the last vector's columns.
+template <int K, int NV, int RR>
+VIT_AVX2 inline void skinny_block(const float* a, int64_t lda, const float* B, int64_t ldb, __m256i tail,
+                                  __m256 va, __m256 vb, const __m256 (&vbias)[NV], bool beta, float* c,
+                                  int64_t ldc) {
+  __m256 acc[RR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < RR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+#pragma GCC unroll 32
+  for (int k = 0; k < K; ++k) {
+    __m256 bk[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      bk[v] =
+          v + 1 < NV ? _mm256_loadu_ps(B + k * ldb + 8 * v) : _mm256_maskload_ps(B + k * ldb + 8 * v, tail);
+#pragma GCC unroll 16
+    for (int r = 0; r < RR; ++r) {
+      const __m256 x = _mm256_broadcast_ss(a + r * lda + k);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(x, bk[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < RR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      float* out = c + r * ldc + 8 * v;
+      __m256 y = _mm256_fmadd_ps(acc[r][v], va, vbias[v]);
+      if (v + 1 < NV) {
+        if (beta) y = _mm256_fmadd_ps(vb, _mm256_loadu_ps(out), y);
+        _mm256_storeu_ps(out, y);
+      } else {
+        if (beta) y = _mm256_fmadd_ps(vb, _mm256_maskload_ps(out, tail), y);
+        _mm256_maskstore_ps(out, tail, y);
+      }
+    }
+}
+
+template <int K, int NV>
+VIT_AVX2 void skinny_rows(int64_t M, int64_t N, float alpha, const float* A, int64_t lda, const float* B,
+                          int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
+  // Rows per block: as many accumulators as fit next to B's vectors and a broadcast.
+  constexpr int R = NV == 1 ? 8 : NV == 2 ? 6 : NV == 3 ? 4 : 3;
+  const __m256i tail = tail_mask(N - 8 * (NV - 1));
+  __m256 vbias[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v)
+    vbias[v] = !bias        ? _mm256_setzero_ps()
+               : v + 1 < NV ? _mm256_loadu_ps(bias + 8 * v)
+                            : _mm256_maskload_ps(bias + 8 * v, tail);
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  const bool has_beta = beta != 0.f;
+  int64_t i = 0;
+  for (; i + R <= M; i += R)
+    skinny_block<K, NV, R>(A + i * lda, lda, B, ldb, tail, va, vb, vbias, has_beta, C + i * ldc, ldc);
+  for (; i < M; ++i)
+    skinny_block<K, NV, 1>(A + i * lda, lda, B, ldb, tail, va, vb, vbias, has_beta, C + i * ldc, ldc);
+}
+
+template <int K>
+bool skinny_k(int64_t M, int64_t N, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
+              float beta, const float* bias, float* C, int64_t ldc) {
+  switch ((N + 7) / 8) {
+    case 1: skinny_rows<K, 1>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
+    case 2: skinny_rows<K, 2>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
+    case 3: skinny_rows<K, 3>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
+    default: skinny_rows<K, 4>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
+  }
+  return true;
+}
+}  // namespace
+
+bool skinny_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+                 int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
+  if (N > 32 || N < 1) return false;
+  switch (K) {
+    case 8: return skinny_k<8>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
+    case 16: return skinny_k<16>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
+    case 24: return skinny_k<24>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
+    case 32: return skinny_k<32>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
+    default: return false;
+  }
+}
+
+}  // namespace vit::cpu::avx2
