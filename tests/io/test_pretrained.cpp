@@ -5,6 +5,7 @@
 
 #include "io/formats.h"
 #include "support/check.h"
+#include "support/models.h"
 #include "support/temp_dir.h"
 #include "vit/core/file.h"
 #include "vit/io/checkpoint.h"
@@ -44,12 +45,7 @@ void rewrite(const std::string& dir, const std::string& out, const std::vector<s
 }
 
 ViTConfig small_config() {
-  ViTConfig c = preset("mnist-seed");
-  c.img_h = c.img_w = 16;
-  c.embed_dim = 16;
-  c.num_heads = 4;
-  c.mlp_dim = 24;
-  c.num_classes = 6;
+  ViTConfig c = test::with_width(test::mnist_seed_at(16, 6), 16, 4, 24);
   c.pos_embed = "learn";
   return c;
 }

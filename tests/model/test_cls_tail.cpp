@@ -31,9 +31,7 @@ void PrintTo(const TailCase& tc, std::ostream* os) {
 namespace {
 
 ViTConfig config(const TailCase& tc) {
-  ViTConfig c = test::tiny_vit();
-  c.embed_dim = tc.wide ? 48 : 8;
-  c.mlp_dim = tc.wide ? 96 : 12;
+  ViTConfig c = tc.wide ? test::with_width(test::tiny_vit(), 48, 2, 96) : test::tiny_vit();
   if (tc.dropout) {
     c.attn_drop_rate = 0.2f;
     c.drop_path_rate = 0.5f;

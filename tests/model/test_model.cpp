@@ -23,15 +23,7 @@ ViTConfig tiny(const std::string& pool, bool cls, const std::string& pos) {
 // Wide enough for the blocks' products to run in oneDNN (48 dims, mlp 96, 17 tokens of
 // 16 x 16 x 3 images): the paths the tiny model's sizes do not take.
 ViTConfig wide_tiny() {
-  ViTConfig c = tiny("token", true, "learn");
-  c.img_h = c.img_w = 16;
-  c.in_chans = 3;
-  c.patch_h = c.patch_w = 4;
-  c.embed_dim = 48;
-  c.num_heads = 3;
-  c.mlp_dim = 96;
-  c.mean = c.std = {0.5f, 0.5f, 0.5f};
-  return c;
+  return test::wide_tiny_vit();
 }
 
 // Random weights of a useful scale (timm's 0.02 init makes every gradient tiny).
@@ -81,8 +73,7 @@ TEST_P(ModelGrad, EveryParameterMatchesFiniteDifferences) {
     // sums the bias gradients of proj and of the block below's fc2 when nothing scales their
     // branch. "wide": drop path only, which is 0 in block 0 and not in block 1, so both
     // kinds of branch meet; "wide_plain": no dropout at all.
-    c.embed_dim = 72;
-    c.mlp_dim = 80;
+    c = test::with_width(c, 72, c.num_heads, 80);
     c.pos_drop_rate = c.attn_drop_rate = c.proj_drop_rate = c.drop_rate = 0.f;
     c.drop_path_rate = mc.variant == "wide" ? 0.3f : 0.f;
   }
@@ -170,10 +161,8 @@ TEST(Model, ForwardAfterBackwardGivesTheSameLogits) {
 // summation order), training and saving refused while packed, and unpacking restores every
 // parameter bit for bit.
 TEST(Model, PackedWeightsInferTheSameAndUnpackExactly) {
-  ViTConfig c = tiny("token", true, "learn");
-  c.embed_dim = 40;  // 40, 60 and 120 columns: partial 64-wide panels, last vectors masked
-  c.num_heads = 4;
-  c.mlp_dim = 60;
+  // 40, 60 and 120 columns: partial 64-wide panels, last vectors masked
+  const ViTConfig c = test::with_width(tiny("token", true, "learn"), 40, 4, 60);
   ViT m(c);
   randomize(m, 4);
   const std::vector<float> before(m.params().data(), m.params().data() + m.params().size());
@@ -200,10 +189,7 @@ TEST(Model, PackedWeightsInferTheSameAndUnpackExactly) {
 // the parameters untouched, and everything that needs the fp32 weights refused.
 TEST(Model, Bf16WithFp32ReleasedInfersTheSameAndRefusesTheRest) {
   if (!ops::bf16_available()) GTEST_SKIP() << "no bf16 matrix product on this CPU";
-  ViTConfig c = tiny("token", true, "learn");
-  c.embed_dim = 64;
-  c.num_heads = 4;
-  c.mlp_dim = 128;
+  const ViTConfig c = test::with_width(tiny("token", true, "learn"), 64, 4, 128);
   ViT kept(c), released(c);
   randomize(kept, 5);
   std::copy(kept.params().data(), kept.params().data() + kept.params().size(), released.params().data());

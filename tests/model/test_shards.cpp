@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "support/check.h"
+#include "support/models.h"
 #include "vit/core/threads.h"
 #include "vit/model/vit.h"
 #include "vit/train/step.h"
@@ -14,16 +15,7 @@ namespace vit {
 
 namespace {
 ViTConfig dropout_everywhere() {
-  ViTConfig c;
-  c.img_h = c.img_w = 8;
-  c.in_chans = 1;
-  c.patch_h = c.patch_w = 4;
-  c.embed_dim = 8;
-  c.depth = 2;
-  c.num_heads = 2;
-  c.mlp_dim = 16;
-  c.num_classes = 3;
-  c.mean = c.std = {0.5f};
+  ViTConfig c = test::gray_vit(8, 2, 16, 2);
   c.pos_drop_rate = 0.1f;
   c.attn_drop_rate = 0.2f;
   c.proj_drop_rate = 0.1f;

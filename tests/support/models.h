@@ -1,5 +1,7 @@
-// Small model configurations shared by the model tests.
+// Small model configurations shared by the tests: each names the sizes a test relies on, so
+// that a test asks for "the tiny model at 40 dims" rather than writing a config field by field.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "vit/model/config.h"
@@ -25,6 +27,48 @@ inline ViTConfig tiny_vit(const std::string& pool = "token", bool cls = true,
   c.class_token = cls;
   c.pos_embed = pos;
   c.mean = c.std = {0.5f, 0.5f};
+  return c;
+}
+
+// The same model at other widths (the sizes that choose the products' kernels and panels):
+// embed_dim dims in num_heads heads, an MLP of mlp_dim hidden units.
+inline ViTConfig with_width(ViTConfig c, int64_t embed_dim, int64_t num_heads, int64_t mlp_dim) {
+  c.embed_dim = embed_dim;
+  c.num_heads = num_heads;
+  c.mlp_dim = mlp_dim;
+  return c;
+}
+
+// tiny_vit wide enough for the blocks' products to run in oneDNN: 16 x 16 three-channel
+// images in 4 x 4 patches (16 patches + the class token), 48 dims in 3 heads, mlp 96.
+inline ViTConfig wide_tiny_vit() {
+  ViTConfig c = with_width(tiny_vit(), 48, 3, 96);
+  c.img_h = c.img_w = 16;
+  c.in_chans = 3;
+  c.patch_h = c.patch_w = 4;
+  c.mean = c.std = {0.5f, 0.5f, 0.5f};
+  return c;
+}
+
+// 8 x 8 gray images in 4 x 4 patches (a 2 x 2 grid + the class token), 3 classes, the
+// defaults' learned position embedding and token pooling, at the given widths and depth.
+inline ViTConfig gray_vit(int64_t embed_dim, int64_t num_heads, int64_t mlp_dim, int64_t depth) {
+  ViTConfig c;
+  c.img_h = c.img_w = 8;
+  c.in_chans = 1;
+  c.patch_h = c.patch_w = 4;
+  c.depth = depth;
+  c.num_classes = 3;
+  c.mean = c.std = {0.5f};
+  return with_width(c, embed_dim, num_heads, mlp_dim);
+}
+
+// The mnist-seed preset (seed 001: 4 x 4 gray patches, 8 dims, 2 blocks) on img x img images
+// with `classes` classes.
+inline ViTConfig mnist_seed_at(int64_t img, int64_t classes) {
+  ViTConfig c = preset("mnist-seed");
+  c.img_h = c.img_w = img;
+  c.num_classes = classes;
   return c;
 }
 

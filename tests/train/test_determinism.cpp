@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "support/check.h"
+#include "support/models.h"
 #include "support/temp_dir.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
@@ -24,9 +25,7 @@ namespace vit {
 
 namespace {
 ViTConfig cfg() {
-  ViTConfig c = preset("mnist-seed");
-  c.img_h = c.img_w = 12;
-  c.num_classes = 4;
+  ViTConfig c = test::mnist_seed_at(12, 4);
   c.pos_drop_rate = c.proj_drop_rate = c.attn_drop_rate = c.drop_rate = 0.1f;
   c.drop_path_rate = 0.2f;
   return c;
@@ -440,9 +439,7 @@ TEST(Training, NonFiniteLossStopsTheRunAndKeepsTheLastGoodCheckpoint) {
 }
 
 TEST(Training, LearnsASyntheticTask) {
-  ViTConfig c = preset("mnist-seed");
-  c.img_h = c.img_w = 16;
-  c.num_classes = 4;
+  const ViTConfig c = test::mnist_seed_at(16, 4);
   ViT m(c);
   m.init_weights(1);
   SyntheticDataset train_set(512, 4, 1, 16, 16, 9, 0.5f), eval_set(128, 4, 1, 16, 16, 9, 0.5f, 512);

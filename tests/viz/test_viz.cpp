@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "support/check.h"
+#include "support/models.h"
 #include "support/temp_dir.h"
 #include "vit/model/vit.h"
 #include "vit/viz/attention.h"
@@ -27,18 +28,7 @@ namespace {
 
 // 8x8 gray images, 4x4 patches (a 2x2 grid), a class token, D = 4, one head, one block.
 ViTConfig tiny_config(int64_t depth = 1) {
-  ViTConfig c;
-  c.img_h = c.img_w = 8;
-  c.in_chans = 1;
-  c.patch_h = c.patch_w = 4;
-  c.embed_dim = 4;
-  c.num_heads = 1;
-  c.mlp_dim = 4;
-  c.depth = depth;
-  c.num_classes = 3;
-  c.mean = {0.5f};
-  c.std = {0.5f};
-  return c;
+  return test::gray_vit(4, 1, 4, depth);
 }
 
 // Every weight zero except LayerNorm scales (1) and attention that makes patch `target`
