@@ -11,12 +11,9 @@ namespace fs = std::filesystem;
 
 void save_checkpoint(const std::string& path, const ViT& model,
                      const std::map<std::string, std::string>& extra_metadata, bool write_config_json) {
-  VIT_CHECK(!model.weights_packed(), path, ": not saved: the model's weights are packed for inference");
-  VIT_CHECK(!model.fp32_released(), path,
-            ": not saved: the model's fp32 block weights were released for bf16 inference");
+  const float* params = model.fp32_params(path + ": not saved");
   std::vector<TensorOut> out;
-  for (const auto& s : model.table().specs())
-    out.push_back({s.name, s.shape, DType::F32, model.params().data() + s.offset});
+  for (const auto& s : model.table().specs()) out.push_back({s.name, s.shape, DType::F32, params + s.offset});
   auto meta = extra_metadata;
   meta["format"] = "pt";  // what timm and transformers expect
   meta["vit_config"] = model.config().to_json(-1);

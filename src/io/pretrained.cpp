@@ -260,13 +260,11 @@ std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
             "timm has a patch-embedding bias exactly when pre_norm is off; this model "
             "has pre_norm=",
             c.pre_norm, " and patch_bias=", c.patch_bias);
-  VIT_CHECK(!model.weights_packed(), dir, ": not exported: the model's weights are packed for inference");
-  VIT_CHECK(!model.fp32_released(), dir,
-            ": not exported: the model's fp32 block weights were released for bf16 inference");
+  const float* params = model.fp32_params(dir + ": not exported");
   fs::create_directories(dir);
   std::vector<TensorOut> tensors;
   for (const auto& s : model.table().specs())
-    tensors.push_back({s.name, s.shape, DType::F32, model.params().data() + s.offset});
+    tensors.push_back({s.name, s.shape, DType::F32, params + s.offset});
   write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
   write_file_atomic((fs::path(dir) / "config.json").string(), timm_config_json(c, class_names));
   return notes;

@@ -1,6 +1,8 @@
 // The precision of the blocks' products, decided once per model: fp32, packed fp32 for few
 // rows, bf16 inference, amp training. The model prepares its linear layers' weights for it
-// (ops::prepare_linear); the backend picks the kernels from what it was given.
+// (ops::prepare_linear); the backend picks the kernels from what it was given. While its
+// weights are in an inference form the model refuses what needs the fp32 values (training:
+// shards.cpp; saving and export: fp32_params), so io only reads and writes tensors.
 #include "vit/core/error.h"
 #include "vit/model/vit.h"
 #include "vit/ops/ops.h"
@@ -58,6 +60,12 @@ void ViT::set_weights_packed(bool packed) {
     for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
       ops::prepare_linear(*lw, Precision::fp32, packed);
   weights_packed_ = packed;
+}
+
+const float* ViT::fp32_params(const std::string& what) const {
+  VIT_CHECK(!weights_packed_, what, ": the model's weights are packed for inference");
+  VIT_CHECK(!fp32_released_, what, ": the model's fp32 block weights were released for bf16 inference");
+  return params_.data();
 }
 
 bool ViT::pack_weights_if_faster(int64_t max_batch) {

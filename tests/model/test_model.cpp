@@ -9,6 +9,7 @@
 #include "support/models.h"
 #include "vit/core/threads.h"
 #include "vit/io/checkpoint.h"
+#include "vit/io/pretrained.h"
 #include "vit/model/vit.h"
 #include "vit/ops/ops.h"
 #include "vit/train/step.h"
@@ -176,7 +177,12 @@ TEST(Model, PackedWeightsInferTheSameAndUnpackExactly) {
   EXPECT_TRUE(test::close_rel_max("packed vs plain logits", packed.data(), plain.data(), B * 3, 1e-5));
   EXPECT_THROW(m.forward(x.data(), B, nullptr, ForwardMode{true, 1, 0}), Error);
   EXPECT_THROW(m.set_infer_dtype("bf16"), Error);
-  EXPECT_THROW(save_checkpoint("/nonexistent/never-written.safetensors", m), Error);
+  const std::string msg =
+      test::error_of([&] { save_checkpoint("/nonexistent/never-written.safetensors", m); });
+  EXPECT_NE(msg.find("never-written.safetensors: not saved: the model's weights are packed for inference"),
+            std::string::npos)
+      << msg;
+  EXPECT_THROW(export_timm(m, "/nonexistent/never-exported"), Error);
   m.unpack_weights();
   EXPECT_FALSE(m.weights_packed());
   EXPECT_EQ(std::memcmp(before.data(), m.params().data(), before.size() * sizeof(float)), 0);
@@ -212,7 +218,15 @@ TEST(Model, Bf16WithFp32ReleasedInfersTheSameAndRefusesTheRest) {
   EXPECT_THROW(released.forward(x.data(), B, nullptr, ForwardMode{true, 1, 0}), Error);
   EXPECT_THROW(released.set_infer_dtype("fp32"), Error);
   EXPECT_THROW(released.pack_weights(), Error);
-  EXPECT_THROW(save_checkpoint("/nonexistent/never-written.safetensors", released), Error);
+  const std::string msg =
+      test::error_of([&] { save_checkpoint("/nonexistent/never-written.safetensors", released); });
+  EXPECT_NE(msg.find("not saved: the model's fp32 block weights were released for bf16 inference"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(test::error_of([&] {
+              export_timm(released, "/nonexistent/never-exported");
+            }).find("never-exported: not exported: the model's fp32 block weights were released"),
+            std::string::npos);
   EXPECT_THROW(kept.set_infer_dtype("fp32", true), Error) << "fp32 has nothing to release";
 }
 

@@ -99,6 +99,11 @@ class ViT {
   // Packing is for fp32 inference: it refuses bf16.
   bool pack_weights_if_faster(int64_t max_batch);
   bool weights_packed() const { return weights_packed_; }
+  // The parameters as the fp32 values a checkpoint or an export writes out (params() laid out
+  // by table()). While the weights are in an inference form (packed, or the fp32 block
+  // weights released) there are no such values: an error that begins with `what`
+  // ("<path>: not saved") and says why.
+  const float* fp32_params(const std::string& what) const;
 
   // Mixed-precision training (torch.autocast with bfloat16 on the blocks' nn.Linear layers):
   // forward() and backward() run the blocks' four matrix products (qkv, proj, fc1, fc2) on
