@@ -1,10 +1,14 @@
 // The packed weights' layout, shared by linear_packed.cpp (packing, the plain product, the
-// dispatch) and the vector kernels (avx512/linear_packed.cpp): panel p holds rows
+// dispatch) and the vector kernels (avx512/ and avx2/linear_packed.cpp): panel p holds rows
 // [kPanel p, kPanel p + w) of w[N,K] (w = kPanel, or the rows left at the end) transposed to
-// [K, w].
+// [K, w]. Also the walk over a product both vector kernels take (for_each_packed_slice).
 #pragma once
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
+
+#include "vit/core/threads.h"
 
 namespace vit::cpu {
 
@@ -36,5 +40,35 @@ struct PanelSplit {
     return {0, panels, blocks * t / T, blocks * (t + 1) / T};
   }
 };
+
+// One thread's piece of a packed product: panel p (columns [n0, n0 + w) of y) over the k
+// chunk [k0, k0 + kc), for the row blocks of the thread's share.
+struct PackedSlice {
+  PanelSplit::Share share;
+  int64_t k0, kc;
+  int64_t p, n0, w;
+};
+
+// The walk of a product y[M,N] = x[M,K] w^T over packed weights, the same for every vector
+// kernel: the threads split it (PanelSplit, row blocks of `rows`), and each takes its k chunks
+// of `chunk` in order, its panels under each, calling slice(PackedSlice) for every one. Chunks
+// in order keep each output one fma chain over k in order, whatever the thread count. A slice
+// that inlines its instruction set's functions carries that set's attribute itself (a lambda
+// does not take it from the function it is written in: avx512/linear_packed.cpp).
+template <class Slice>
+void for_each_packed_slice(int64_t M, int64_t K, int64_t N, int rows, int64_t chunk, const Slice& slice) {
+  const PanelSplit split(M, N, rows, threads_for(M * N * K / 16));
+#pragma omp parallel num_threads(split.threads)
+  {
+    PackedSlice s{split.share(omp_get_thread_num(), omp_get_num_threads()), 0, 0, 0, 0, 0};
+    for (s.k0 = 0; s.k0 < K; s.k0 += chunk) {
+      s.kc = std::min(chunk, K - s.k0);
+      for (s.p = s.share.p0; s.p < s.share.p1; ++s.p) {
+        s.n0 = s.p * kPanel, s.w = panel_width(N, s.n0);
+        slice(s);
+      }
+    }
+  }
+}
 
 }  // namespace vit::cpu

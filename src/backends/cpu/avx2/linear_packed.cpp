@@ -4,14 +4,11 @@
 // the panel (24 KiB) stays in L1 while every row block passes over it. Every output is one
 // fma chain over k in order by one thread, whatever the thread count; GELU, when asked, is a
 // pass over y afterwards (linear_packed.cpp).
-#include <omp.h>
-
 #include <algorithm>
 
 #include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx2/simd.h"
 #include "backends/cpu/linear_packed.h"
-#include "vit/core/threads.h"
 
 namespace vit::cpu::avx2 {
 
@@ -68,27 +65,19 @@ void rows_block(int rows, const float* x, int64_t ldx, const float* B, int64_t l
 }
 }  // namespace
 
-// The threads share the panels or the row blocks (PanelSplit, as the AVX-512 kernel).
+// The threads share the panels or the row blocks (for_each_packed_slice, as the AVX-512
+// kernel); each 16-column slice of a panel passes over the thread's row blocks.
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                            int64_t N) {
-  const PanelSplit split(M, N, kRows, threads_for(M * N * K / 16));
-#pragma omp parallel num_threads(split.threads)
-  {
-    const auto [p0, p1, r0, r1] = split.share(omp_get_thread_num(), omp_get_num_threads());
-    for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
-      const int64_t kc = std::min(kChunk, K - k0);
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t n0 = p * kPanel, w = panel_width(N, n0);
-        const float* P = wp + n0 * K + k0 * w;  // panel p's rows [k0, k0 + kc): [kc][w]
-        for (int64_t j0 = 0; j0 < w; j0 += kCols)
-          for (int64_t rb = r0; rb < r1; ++rb) {
-            const int rows = int(std::min<int64_t>(kRows, M - rb * kRows));
-            rows_block(rows, x + rb * kRows * K + k0, K, P + j0, w, std::min(kCols, w - j0), kc, k0 == 0,
-                       b ? b + n0 + j0 : nullptr, y + rb * kRows * N + n0 + j0, N);
-          }
+  for_each_packed_slice(M, K, N, kRows, kChunk, [&](const PackedSlice& s) {
+    const float* P = wp + s.n0 * K + s.k0 * s.w;  // panel p's rows [k0, k0 + kc): [kc][w]
+    for (int64_t j0 = 0; j0 < s.w; j0 += kCols)
+      for (int64_t rb = s.share.r0; rb < s.share.r1; ++rb) {
+        const int rows = int(std::min<int64_t>(kRows, M - rb * kRows));
+        rows_block(rows, x + rb * kRows * K + s.k0, K, P + j0, s.w, std::min(kCols, s.w - j0), s.kc,
+                   s.k0 == 0, b ? b + s.n0 + j0 : nullptr, y + rb * kRows * N + s.n0 + j0, N);
       }
-    }
-  }
+  });
 }
 
 }  // namespace vit::cpu::avx2

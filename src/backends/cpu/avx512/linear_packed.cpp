@@ -3,14 +3,11 @@
 // k chunks of 768, reading x's rows where they are, while the next panel's weights are
 // pulled into L2 (they come from memory once per call). Every output is one fma chain over
 // k in order by one thread, whatever the thread count. Declared in kernels.h.
-#include <omp.h>
-
 #include <algorithm>
 
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/linear_packed.h"
-#include "vit/core/threads.h"
 
 namespace vit::cpu::avx512 {
 
@@ -100,55 +97,48 @@ VIT_AVX512 void rows_block(int rows, const Tile& t) {
 
 }  // namespace
 
-// The threads share the panels or the row blocks (PanelSplit). Each walks
-// its slices (k chunk, panel) chunk by chunk, every row block under each, and pulls the
-// next slice's weights into L2 in even shares across the current slice's row blocks.
+// The threads share the panels or the row blocks (for_each_packed_slice). Each walks its
+// slices (k chunk, panel) chunk by chunk, every row block under each, and pulls the next
+// slice's weights into L2 in even shares across the current slice's row blocks.
 VIT_AVX512 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M,
                                       int64_t K, int64_t N, bool gelu) {
-  const PanelSplit split(M, N, kRows, threads_for(M * N * K / 16));
-#pragma omp parallel num_threads(split.threads)
-  {
-    const auto [p0, p1, r0, r1] = split.share(omp_get_thread_num(), omp_get_num_threads());
-    for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
-      const int64_t kc = std::min(kChunk, K - k0);
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t n0 = p * kPanel, w = panel_width(N, n0);
-        const float* P = wp + n0 * K;  // panel p: [K][w]
-        Tile tile{};
-        tile.ldx = K, tile.w = w, tile.kc = kc, tile.ldc = N;
-        for (int j = 0; j < 4; ++j) tile.m[j] = simd::lanes(w - 16 * j);
-        tile.first = k0 == 0, tile.last = k0 + kc == K, tile.gelu = gelu;
-        tile.bias = b ? b + n0 : nullptr;
-        tile.B = P + k0 * w;
-        // The next slice: this chunk of the next panel, or the next chunk of the first.
-        const float* next = nullptr;
-        int64_t next_floats = 0;
-        if (p + 1 < p1) {
-          next = P + w * K + k0 * panel_width(N, n0 + kPanel), next_floats = kc * panel_width(N, n0 + kPanel);
-        } else if (k0 + kc < K) {
-          const int64_t wn = panel_width(N, p0 * kPanel);
-          next = wp + p0 * kPanel * K + (k0 + kc) * wn, next_floats = std::min(kChunk, K - k0 - kc) * wn;
-        }
-        const int64_t lines = (next_floats + 15) / 16, blocks = r1 - r0;
-        const int64_t share = (lines + blocks - 1) / std::max<int64_t>(blocks, 1);
-        for (int64_t rb = r0; rb < r1; ++rb) {
-          const int64_t done = share * (rb - r0);
-          tile.pf_lines = done < lines ? std::min(share, lines - done) : 0;  // lines = 0 without next
-          if (tile.pf_lines > 0) {
-            tile.pf = reinterpret_cast<const char*>(next) + 64 * done;
-            tile.pf_every = std::max<int64_t>(kc / tile.pf_lines, 1);
-          }
-          tile.x = x + rb * kRows * K + k0;
-          tile.c = y + rb * kRows * N + n0;
-          const int rows = int(std::min<int64_t>(kRows, M - rb * kRows));
-          if (w == kPanel)
-            rows_block<true>(rows, tile);
-          else
-            rows_block<false>(rows, tile);
-        }
-      }
+  for_each_packed_slice(M, K, N, kRows, kChunk, [&](const PackedSlice& s) VIT_AVX512 {
+    const auto [p0, p1, r0, r1] = s.share;
+    const int64_t k0 = s.k0, kc = s.kc, p = s.p, n0 = s.n0, w = s.w;
+    const float* P = wp + n0 * K;  // panel p: [K][w]
+    Tile tile{};
+    tile.ldx = K, tile.w = w, tile.kc = kc, tile.ldc = N;
+    for (int j = 0; j < 4; ++j) tile.m[j] = simd::lanes(w - 16 * j);
+    tile.first = k0 == 0, tile.last = k0 + kc == K, tile.gelu = gelu;
+    tile.bias = b ? b + n0 : nullptr;
+    tile.B = P + k0 * w;
+    // The next slice: this chunk of the next panel, or the next chunk of the first.
+    const float* next = nullptr;
+    int64_t next_floats = 0;
+    if (p + 1 < p1) {
+      next = P + w * K + k0 * panel_width(N, n0 + kPanel), next_floats = kc * panel_width(N, n0 + kPanel);
+    } else if (k0 + kc < K) {
+      const int64_t wn = panel_width(N, p0 * kPanel);
+      next = wp + p0 * kPanel * K + (k0 + kc) * wn, next_floats = std::min(kChunk, K - k0 - kc) * wn;
     }
-  }
+    const int64_t lines = (next_floats + 15) / 16, blocks = r1 - r0;
+    const int64_t share = (lines + blocks - 1) / std::max<int64_t>(blocks, 1);
+    for (int64_t rb = r0; rb < r1; ++rb) {
+      const int64_t done = share * (rb - r0);
+      tile.pf_lines = done < lines ? std::min(share, lines - done) : 0;  // lines = 0 without next
+      if (tile.pf_lines > 0) {
+        tile.pf = reinterpret_cast<const char*>(next) + 64 * done;
+        tile.pf_every = std::max<int64_t>(kc / tile.pf_lines, 1);
+      }
+      tile.x = x + rb * kRows * K + k0;
+      tile.c = y + rb * kRows * N + n0;
+      const int rows = int(std::min<int64_t>(kRows, M - rb * kRows));
+      if (w == kPanel)
+        rows_block<true>(rows, tile);
+      else
+        rows_block<false>(rows, tile);
+    }
+  });
 }
 
 }  // namespace vit::cpu::avx512
