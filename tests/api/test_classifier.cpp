@@ -148,9 +148,7 @@ TEST(Classifier, EmbeddingsAreTheModelsFeatures) {
 }
 
 TEST(Classifier, AHeadlessCheckpointGivesEmbeddingsAndSaysWhyNotClasses) {
-  vit::ViTConfig cfg = vit::test::tiny_vit();
-  cfg.in_chans = 3;  // an RGB model, for images
-  cfg.mean = cfg.std = {0.5f, 0.5f, 0.5f};
+  vit::ViTConfig cfg = vit::test::with_channels(vit::test::tiny_vit(), 3);  // an RGB model, for images
   cfg.num_classes = 0;
   vit::ViT m(cfg);
   vit::test::TempDir tmp("headless_api");

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "vit/model/config.h"
 
@@ -39,14 +40,19 @@ inline ViTConfig with_width(ViTConfig c, int64_t embed_dim, int64_t num_heads, i
   return c;
 }
 
+// The same model on images of `chans` channels (RGB: 3), each normalized by mean 0.5, std 0.5.
+inline ViTConfig with_channels(ViTConfig c, int64_t chans) {
+  c.in_chans = chans;
+  c.mean = c.std = std::vector<float>(size_t(chans), 0.5f);
+  return c;
+}
+
 // tiny_vit wide enough for the blocks' products to run in oneDNN: 16 x 16 three-channel
 // images in 4 x 4 patches (16 patches + the class token), 48 dims in 3 heads, mlp 96.
 inline ViTConfig wide_tiny_vit() {
-  ViTConfig c = with_width(tiny_vit(), 48, 3, 96);
+  ViTConfig c = with_channels(with_width(tiny_vit(), 48, 3, 96), 3);
   c.img_h = c.img_w = 16;
-  c.in_chans = 3;
   c.patch_h = c.patch_w = 4;
-  c.mean = c.std = {0.5f, 0.5f, 0.5f};
   return c;
 }
 
