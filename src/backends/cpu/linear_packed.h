@@ -1,14 +1,10 @@
 // The packed weights' layout, shared by linear_packed.cpp (packing, the plain product, the
 // dispatch) and the vector kernels (avx512/ and avx2/linear_packed.cpp): panel p holds rows
 // [kPanel p, kPanel p + w) of w[N,K] (w = kPanel, or the rows left at the end) transposed to
-// [K, w]. Also the walk over a product both vector kernels take (for_each_packed_slice).
+// [K, w]. Also the walk over a product both vector kernels take (PackedWalk).
 #pragma once
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdint>
-
-#include "vit/core/threads.h"
 
 namespace vit::cpu {
 
@@ -49,26 +45,29 @@ struct PackedSlice {
   int64_t p, n0, w;
 };
 
-// The walk of a product y[M,N] = x[M,K] w^T over packed weights, the same for every vector
-// kernel: the threads split it (PanelSplit, row blocks of `rows`), and each takes its k chunks
-// of `chunk` in order, its panels under each, calling slice(PackedSlice) for every one. Chunks
-// in order keep each output one fma chain over k in order, whatever the thread count. A slice
-// that inlines its instruction set's functions carries that set's attribute itself (a lambda
-// does not take it from the function it is written in: avx512/linear_packed.cpp).
-template <class Slice>
-void for_each_packed_slice(int64_t M, int64_t K, int64_t N, int rows, int64_t chunk, const Slice& slice) {
-  const PanelSplit split(M, N, rows, threads_for(M * N * K / 16));
-#pragma omp parallel num_threads(split.threads)
-  {
-    PackedSlice s{split.share(omp_get_thread_num(), omp_get_num_threads()), 0, 0, 0, 0, 0};
-    for (s.k0 = 0; s.k0 < K; s.k0 += chunk) {
-      s.kc = std::min(chunk, K - s.k0);
-      for (s.p = s.share.p0; s.p < s.share.p1; ++s.p) {
-        s.n0 = s.p * kPanel, s.w = panel_width(N, s.n0);
-        slice(s);
-      }
-    }
+// The slices of one thread's share in the order every vector kernel takes them: its k chunks
+// of `chunk` in order, its panels under each (chunks in order keep each output one fma chain
+// over k in order, whatever the thread count). A loop, not a function taking the kernel, so
+// that the kernel's body stays in its own function with its instruction set's attribute:
+//   for (PackedWalk it(share, K, N, chunk); it.more(); it.next()) { const PackedSlice& s = it.slice; ... }
+struct PackedWalk {
+  PackedSlice slice;
+  int64_t K, N, chunk;
+  PackedWalk(const PanelSplit::Share& share, int64_t K_, int64_t N_, int64_t chunk_)
+      : slice{share, 0, std::min(chunk_, K_), share.p0, 0, 0}, K(K_), N(N_), chunk(chunk_) {
+    set_panel();
   }
-}
+  bool more() const { return slice.k0 < K && slice.share.p0 < slice.share.p1; }
+  void next() {
+    if (++slice.p == slice.share.p1) {
+      slice.p = slice.share.p0, slice.k0 += chunk;
+      slice.kc = std::min(chunk, K - slice.k0);
+    }
+    set_panel();
+  }
+
+ private:
+  void set_panel() { slice.n0 = slice.p * kPanel, slice.w = panel_width(N, slice.n0); }
+};
 
 }  // namespace vit::cpu

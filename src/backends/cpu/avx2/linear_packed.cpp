@@ -4,11 +4,14 @@
 // the panel (24 KiB) stays in L1 while every row block passes over it. Every output is one
 // fma chain over k in order by one thread, whatever the thread count; GELU, when asked, is a
 // pass over y afterwards (linear_packed.cpp).
+#include <omp.h>
+
 #include <algorithm>
 
 #include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx2/simd.h"
 #include "backends/cpu/linear_packed.h"
+#include "vit/core/threads.h"
 
 namespace vit::cpu::avx2 {
 
@@ -65,11 +68,15 @@ void rows_block(int rows, const float* x, int64_t ldx, const float* B, int64_t l
 }
 }  // namespace
 
-// The threads share the panels or the row blocks (for_each_packed_slice, as the AVX-512
-// kernel); each 16-column slice of a panel passes over the thread's row blocks.
+// The threads share the panels or the row blocks (PanelSplit, as the AVX-512 kernel) and walk
+// their slices (PackedWalk); each 16-column slice of a panel passes over the thread's row blocks.
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                            int64_t N) {
-  for_each_packed_slice(M, K, N, kRows, kChunk, [&](const PackedSlice& s) {
+  const PanelSplit split(M, N, kRows, threads_for(M * N * K / 16));
+#pragma omp parallel num_threads(split.threads)
+  for (PackedWalk it(split.share(omp_get_thread_num(), omp_get_num_threads()), K, N, kChunk); it.more();
+       it.next()) {
+    const PackedSlice& s = it.slice;
     const float* P = wp + s.n0 * K + s.k0 * s.w;  // panel p's rows [k0, k0 + kc): [kc][w]
     for (int64_t j0 = 0; j0 < s.w; j0 += kCols)
       for (int64_t rb = s.share.r0; rb < s.share.r1; ++rb) {
@@ -77,7 +84,7 @@ void linear_forward_packed(float* y, const float* x, const float* wp, const floa
         rows_block(rows, x + rb * kRows * K + s.k0, K, P + j0, s.w, std::min(kCols, s.w - j0), s.kc,
                    s.k0 == 0, b ? b + s.n0 + j0 : nullptr, y + rb * kRows * N + s.n0 + j0, N);
       }
-  });
+  }
 }
 
 }  // namespace vit::cpu::avx2

@@ -3,11 +3,14 @@
 // k chunks of 768, reading x's rows where they are, while the next panel's weights are
 // pulled into L2 (they come from memory once per call). Every output is one fma chain over
 // k in order by one thread, whatever the thread count. Declared in kernels.h.
+#include <omp.h>
+
 #include <algorithm>
 
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/linear_packed.h"
+#include "vit/core/threads.h"
 
 namespace vit::cpu::avx512 {
 
@@ -97,12 +100,16 @@ VIT_AVX512 void rows_block(int rows, const Tile& t) {
 
 }  // namespace
 
-// The threads share the panels or the row blocks (for_each_packed_slice). Each walks its
-// slices (k chunk, panel) chunk by chunk, every row block under each, and pulls the next
+// The threads share the panels or the row blocks (PanelSplit). Each walks its slices (k
+// chunk, panel; PackedWalk) chunk by chunk, every row block under each, and pulls the next
 // slice's weights into L2 in even shares across the current slice's row blocks.
 VIT_AVX512 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M,
                                       int64_t K, int64_t N, bool gelu) {
-  for_each_packed_slice(M, K, N, kRows, kChunk, [&](const PackedSlice& s) VIT_AVX512 {
+  const PanelSplit split(M, N, kRows, threads_for(M * N * K / 16));
+#pragma omp parallel num_threads(split.threads)
+  for (PackedWalk it(split.share(omp_get_thread_num(), omp_get_num_threads()), K, N, kChunk); it.more();
+       it.next()) {
+    const PackedSlice& s = it.slice;
     const auto [p0, p1, r0, r1] = s.share;
     const int64_t k0 = s.k0, kc = s.kc, p = s.p, n0 = s.n0, w = s.w;
     const float* P = wp + n0 * K;  // panel p: [K][w]
@@ -138,7 +145,7 @@ VIT_AVX512 void linear_forward_packed(float* y, const float* x, const float* wp,
       else
         rows_block<false>(rows, tile);
     }
-  });
+  }
 }
 
 }  // namespace vit::cpu::avx512
