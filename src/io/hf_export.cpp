@@ -92,9 +92,7 @@ std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
   }
   VIT_CHECK(class_names.empty() || int64_t(class_names.size()) == c.num_classes, dir, ": ",
             class_names.size(), " class names for ", c.num_classes, " classes");
-  VIT_CHECK(!model.weights_packed(), dir, ": not exported: the model's weights are packed for inference");
-  VIT_CHECK(!model.fp32_released(), dir,
-            ": not exported: the model's fp32 block weights were released for bf16 inference");
+  const float* base = model.fp32_params(dir + ": not exported");
   std::vector<std::string> notes;
   if (c.pos_embed == "sincos")
     notes.push_back(
@@ -106,7 +104,6 @@ std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
                     ") is not in preprocessor_config.json");
 
   const int64_t D = c.embed_dim;
-  const float* base = model.params().data();
   auto at = [&](const std::string& name) {
     const ParamSpec* s = model.table().find(name);
     VIT_CHECK(s, "HF export: the model has no parameter '", name, "'");

@@ -82,6 +82,18 @@ TEST(HfExport, TheFixtureWrittenByTransformersComesBackWithItsNamesAndConfig) {
     EXPECT_EQ(pre[key], pre_want[key]) << key;
 }
 
+// Packed weights are not the parameters: the model refuses to give them out (fp32_params),
+// and nothing is written.
+TEST(HfExport, PackedWeightsAreRefused) {
+  test::TempDir tmp("hfpacked");
+  ViT m(preset("mnist-seed"));
+  m.pack_weights();
+  const std::string msg = test::error_of([&] { export_hf(m, tmp / "hf"); });
+  EXPECT_NE(msg.find("hf: not exported: the model's weights are packed for inference"), std::string::npos)
+      << msg;
+  EXPECT_FALSE(fs::exists(tmp / "hf/model.safetensors"));
+}
+
 TEST(HfExport, RoundTripsToTheSameLogits) {
   test::TempDir tmp("hfrt");
   ViTConfig c = test::tiny_vit();

@@ -116,9 +116,11 @@ class GraphBuilder {
 };
 
 // The model's forward as nodes of b; `x` names the input, the result names the logits.
+// params: the model's fp32 parameters (ViT::fp32_params), laid out by its table.
 class VitGraph {
  public:
-  VitGraph(const ViT& m, GraphBuilder& b) : m_(m), c_(m.config()), b_(b) {}
+  VitGraph(const ViT& m, const float* params, GraphBuilder& b)
+      : m_(m), params_(params), c_(m.config()), b_(b) {}
 
   // `out` names the logits, or for a model without a head the pooled features.
   std::string build(const std::string& pixels, const std::string& out) {
@@ -152,7 +154,7 @@ class VitGraph {
   const float* data(const std::string& name) const {
     const ParamSpec* s = m_.table().find(name);
     VIT_CHECK(s, "ONNX export: the model has no parameter '", name, "'");
-    return m_.params().data() + s->offset;
+    return params_ + s->offset;
   }
   const Shape& shape(const std::string& name) const { return m_.table().find(name)->shape; }
   bool has(const std::string& name) const { return m_.table().find(name) != nullptr; }
@@ -245,6 +247,7 @@ class VitGraph {
   }
 
   const ViT& m_;
+  const float* params_;
   const ViTConfig& c_;
   GraphBuilder& b_;
 };
@@ -297,9 +300,7 @@ bool onnx_export_available() {
 OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
                            const std::vector<std::string>& class_names, int64_t external_from) {
   const ViTConfig& c = model.config();
-  VIT_CHECK(!model.weights_packed(), path, ": not exported: the model's weights are packed for inference");
-  VIT_CHECK(!model.fp32_released(), path,
-            ": not exported: the model's fp32 block weights were released for bf16 inference");
+  const float* params = model.fp32_params(path + ": not exported");
   onnx::ModelProto m;
   m.set_ir_version(onnx::IR_VERSION);
   m.set_producer_name("vitcpp");
@@ -318,7 +319,7 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
   const std::string out = c.num_classes > 0 ? "logits" : "features";
   set_shape(g.add_output(), out, {c.num_classes > 0 ? c.num_classes : c.embed_dim});
   GraphBuilder b(g);
-  VitGraph(model, b).build("pixel_values", out);
+  VitGraph(model, params, b).build("pixel_values", out);
 
   using json = nlohmann::json;
   add_metadata(m, "vitcpp_config", c.to_json(-1));
