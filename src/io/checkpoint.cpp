@@ -41,6 +41,9 @@ ViTConfig checkpoint_config(const SafeTensors& st) {
 }
 
 void load_weights(ViT& model, const SafeTensors& st) {
+  // A model packed or released for inference would go on serving its prepared copies of the
+  // old weights: the model refuses (the same check as saving).
+  model.fp32_params(st.path() + ": load_weights");
   const ParamTable& table = model.table();
   for (const auto& t : st.tensors())
     VIT_CHECK(table.find(t.name), st.path(), ": unexpected tensor '", t.name, "' ", shape_str(t.shape),

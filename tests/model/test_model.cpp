@@ -7,6 +7,7 @@
 
 #include "support/check.h"
 #include "support/models.h"
+#include "support/temp_dir.h"
 #include "vit/core/threads.h"
 #include "vit/io/checkpoint.h"
 #include "vit/io/pretrained.h"
@@ -183,6 +184,15 @@ TEST(Model, PackedWeightsInferTheSameAndUnpackExactly) {
             std::string::npos)
       << msg;
   EXPECT_THROW(export_timm(m, "/nonexistent/never-exported"), Error);
+  {  // loading weights into it would leave the packed copies stale: refused, nothing written
+    test::TempDir tmp("packed");
+    ViT other(m.config());
+    save_checkpoint(tmp / "w.safetensors", other);
+    const std::string lmsg =
+        test::error_of([&] { load_weights(m, SafeTensors::open(tmp / "w.safetensors")); });
+    EXPECT_NE(lmsg.find("load_weights: the model's weights are packed for inference"), std::string::npos)
+        << lmsg;
+  }
   m.unpack_weights();
   EXPECT_FALSE(m.weights_packed());
   EXPECT_EQ(std::memcmp(before.data(), m.params().data(), before.size() * sizeof(float)), 0);

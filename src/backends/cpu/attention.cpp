@@ -321,12 +321,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       const int64_t b = bh / H, h = bh % H;
       if (warm && (bh == i0 || h == 0))
         warm_lines(qkv + b * T * 3 * C, T * 3 * C), warm_lines(dout + b * T * C, T * C);
-      const float* q = qkv + head_offset(b, h, T, C, D);
-      const float* k = q + C;
-      const float* v = q + 2 * C;
-      float* dq = dqkv + head_offset(b, h, T, C, D);
-      float* dk = dq + C;
-      float* dv = dq + 2 * C;
+      const auto [q, k, v, dq, dk, dv] = head_grads(qkv, dqkv, b, h, T, C, D);
       const float* P = probs + bh * T * T;
       const float* Pv = probs_drop ? probs_drop + bh * T * T : P;
       const float* dO = dout + b * T * C + h * D;

@@ -61,12 +61,7 @@ void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, co
     float* dS = grown(buf, T);
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
-      const float* q = qkv + head_offset(b, h, T, C, D);
-      const float* k = q + C;
-      const float* v = q + 2 * C;
-      float* dq = dqkv + head_offset(b, h, T, C, D);
-      float* dk = dq + C;
-      float* dv = dq + 2 * C;
+      const auto [q, k, v, dq, dk, dv] = head_grads(qkv, dqkv, b, h, T, C, D);
       const float* P = probs + bh * T;
       const float* Pv = probs_drop ? probs_drop + bh * T : P;
       const float* dO = dout + b * C + h * D;

@@ -272,6 +272,17 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 inline int64_t head_offset(int64_t b, int64_t h, int64_t T, int64_t C, int64_t D) {
   return b * T * 3 * C + h * D;
 }
+
+// One head's q, k, v in qkv [B,T,3C] and its dq, dk, dv in dqkv: row stride 3C each.
+struct HeadGrads {
+  const float *q, *k, *v;
+  float *dq, *dk, *dv;
+};
+inline HeadGrads head_grads(const float* qkv, float* dqkv, int64_t b, int64_t h, int64_t T, int64_t C,
+                            int64_t D) {
+  const int64_t o = head_offset(b, h, T, C, D);
+  return {qkv + o, qkv + o + C, qkv + o + 2 * C, dqkv + o, dqkv + o + C, dqkv + o + 2 * C};
+}
 // Attention dropout's mask on probabilities: dst = src with element first+i kept (scaled by
 // 1/(1-p)) or zeroed, the same draw in forward and backward. dst may equal src.
 void drop_probs(float* dst, const float* src, int64_t n, float p, uint64_t key, int64_t first);
