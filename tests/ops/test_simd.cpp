@@ -367,9 +367,9 @@ TEST(Simd, AttentionMatchesPlainLoops) {
   };
   // Narrow heads (D <= 8): without dropout the forward runs groups of 16 samples (AVX-512),
   // 8 (AVX2) or 4 (NEON) along the lanes (attention_lanes.cpp), a last group of fewer than
-  // 12 (6, 3) per head (mnist-seed's shape at B = 19: 16 + 3, 8 + 8 + 3, or 4 x 4 + a group
-  // of 3; B = 30: 16 + a group of 14, 3 x 8 + a group of 6, or 7 x 4 + 2; B = 9: 8 + 1 on
-  // AVX2 and NEON; D = 4 at batch 1, D = 8), with dropout per head in transposed products
+  // 12 (6, 4) per head (mnist-seed's shape at B = 19: 16 + 3, 8 + 8 + 3, or 4 x 4 + 3; B =
+  // 30: 16 + a group of 14, 3 x 8 + a group of 6, or 7 x 4 + 2; B = 9: 8 + 1 on AVX2 and
+  // NEON; D = 4 at batch 1, D = 8), with dropout per head in transposed products
   // (D = 4 and D = 1). Their backward without dropout runs in one pass per head
   // (attention_narrow.cpp: D = 4, 8, 3 and 5, up to 96 keys on AVX-512, 64 on AVX2 and NEON;
   // 97 (65) keys take the general path), with dropout in the general path.

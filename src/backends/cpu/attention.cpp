@@ -214,9 +214,12 @@ void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n) {
 
 namespace {
 // Samples in lanes (attention_lanes.cpp) come in groups of 16 (AVX-512), 8 (AVX2) or 4
-// (NEON); a last group of fewer than 3/4 of that costs more there (a group's work whatever
-// its size) than per head, so those samples go per head (measured on x86; NEON keeps the
-// rule, unmeasured). The split depends on the batch size alone.
+// (NEON); on x86 a last group of fewer than 3/4 of that costs more (a group's work whatever
+// its size) than per head, so those samples go per head. NEON (speed unmeasured) takes
+// whole groups only: with a last group of 3, a batch of 3 would leave the per-head path,
+// whose row 0 has the bits of the class-token tail's attention (attention_cls.cpp; test_viz's
+// Attention.InferReturnsTheProbabilitiesAndTheSameLogits holds them equal at B = 3). The
+// split depends on the batch size alone.
 struct LanesKernel {
   void (*run)(float*, float*, const float*, const uint8_t*, int64_t, int64_t, int64_t, int64_t) = nullptr;
   int64_t group = 0, min_last = 0;
@@ -233,7 +236,7 @@ LanesKernel lanes_kernel(int64_t T, int64_t C, int64_t H) {
 #endif
 #if VIT_ISA_NEON
     case Isa::neon:
-      if (neon::attention_lanes_fit(T, C, H)) return {neon::attention_forward_lanes, 4, 3};
+      if (neon::attention_lanes_fit(T, C, H)) return {neon::attention_forward_lanes, 4, 4};
       break;
 #endif
     default: break;
