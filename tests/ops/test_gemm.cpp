@@ -10,6 +10,7 @@
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/neon/kernels.h"
 #include "support/check.h"
 #include "vit/core/threads.h"
 
@@ -106,7 +107,8 @@ TEST(Gemm, FewColumnsAreTheSameOnAnyThreadCount) {
     }
 }
 
-#if VIT_ISA_X86  // AVX-512 and AVX2 code called directly: x86-64 builds only (avx512/ and avx2/kernels.h)
+// AVX-512, AVX2 and NEON code called directly: each in the builds that compile its folder.
+#if VIT_ISA_X86 || VIT_ISA_NEON
 namespace {
 using SkinnyFn = bool (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
                           float, const float*, float*, int64_t);
@@ -120,7 +122,7 @@ using HeadGemmFn = void (*)(int64_t, int64_t, int64_t, float, const float*, int6
 void expect_skinny_same_bits_as_head_gemm(const char* path, SkinnyFn skinny, HeadGemmFn head) {
   int cases = 0;
   for (int64_t K : {8, 16, 24, 32})
-    for (int64_t N : {1, 8, 13, 16, 17, 24, 32})
+    for (int64_t N : {1, 8, 10, 13, 16, 17, 24, 27, 32})
       for (int64_t M : {1, 7, 37, 203})
         for (bool beta : {false, true})
           for (bool bias : {false, true}) {
@@ -136,14 +138,16 @@ void expect_skinny_same_bits_as_head_gemm(const char* path, SkinnyFn skinny, Hea
                                  << bias;
             ++cases;
           }
-  EXPECT_EQ(cases, 448);
+  EXPECT_EQ(cases, 576);
   std::vector<float> c(8);
   EXPECT_FALSE(skinny(1, 8, 12, 1.f, c.data(), 12, c.data(), 8, 0.f, nullptr, c.data(), 8))
       << path << ": K = 12 is not one of the kernel's";
   EXPECT_FALSE(skinny(1, 33, 8, 1.f, c.data(), 8, c.data(), 33, 0.f, nullptr, c.data(), 33)) << path;
 }
 }  // namespace
+#endif
 
+#if VIT_ISA_X86
 TEST(SkinnyGemm, SameBitsAsHeadGemm) {
   if (cpu::isa() != cpu::Isa::avx512) GTEST_SKIP() << "no AVX-512";
   expect_skinny_same_bits_as_head_gemm("avx512", cpu::avx512::skinny_gemm, cpu::avx512::head_gemm);
@@ -152,6 +156,13 @@ TEST(SkinnyGemm, SameBitsAsHeadGemm) {
 TEST(SkinnyGemm, Avx2SameBitsAsHeadGemm) {
   if (!cpu::isa_supported(cpu::Isa::avx2)) GTEST_SKIP() << "no AVX2";
   expect_skinny_same_bits_as_head_gemm("avx2", cpu::avx2::skinny_gemm, cpu::avx2::head_gemm);
+}
+#endif
+
+#if VIT_ISA_NEON
+TEST(SkinnyGemm, NeonSameBitsAsHeadGemm) {
+  if (!cpu::isa_supported(cpu::Isa::neon)) GTEST_SKIP() << "no NEON";
+  expect_skinny_same_bits_as_head_gemm("neon", cpu::neon::skinny_gemm, cpu::neon::head_gemm);
 }
 #endif
 

@@ -365,13 +365,14 @@ TEST(Simd, AttentionMatchesPlainLoops) {
     int64_t B, T, C, H;
     float drop;
   };
-  // Narrow heads (D <= 8): without dropout the forward runs groups of 16 samples (AVX-512)
-  // or 8 (AVX2) along the lanes (attention_lanes.cpp), a last group of fewer than 12 (6) per
-  // head (mnist-seed's shape at B = 19: 16 + 3, or 8 + 8 + 3; B = 30: 16 + a group of 14, or
-  // 3 x 8 + a group of 6; B = 9: 8 + 1 on AVX2; D = 4 at batch 1, D = 8), with dropout per
-  // head in transposed products (D = 4 and D = 1). Their backward without dropout runs in one
-  // pass per head (attention_narrow.cpp: D = 4, 8, 3 and 5, up to 96 keys on AVX-512, 64 on
-  // AVX2; 97 (65) keys take the general path), with dropout in the general path.
+  // Narrow heads (D <= 8): without dropout the forward runs groups of 16 samples (AVX-512),
+  // 8 (AVX2) or 4 (NEON) along the lanes (attention_lanes.cpp), a last group of fewer than
+  // 12 (6, 4) per head (mnist-seed's shape at B = 19: 16 + 3, 8 + 8 + 3, or 4 x 4 + 3; B =
+  // 30: 16 + a group of 14, 3 x 8 + a group of 6, or 7 x 4 + 2; B = 9: 8 + 1 on AVX2 and
+  // NEON; D = 4 at batch 1, D = 8), with dropout per head in transposed products
+  // (D = 4 and D = 1). Their backward without dropout runs in one pass per head
+  // (attention_narrow.cpp: D = 4, 8, 3 and 5, up to 96 keys on AVX-512, 64 on AVX2 and NEON;
+  // 97 (65) keys take the general path), with dropout in the general path.
   // B = 48 at D = 16: the batch's qkv (2.4 MB) is past L2, so each sample's rows are read in
   // order first (warm_rows), once per sample per thread.
   for (S s : {S{2, 65, 32, 2, 0.f}, S{1, 197, 128, 2, 0.f}, S{2, 50, 8, 2, 0.3f}, S{1, 100, 48, 3, 0.2f},

@@ -3,7 +3,7 @@
 // Parallel over (batch, head), the forward also over blocks of query rows when there are
 // few pairs: each item writes disjoint memory, so results do not depend on the thread
 // count. The matrix products run single-threaded inside the parallel loop. Narrow heads
-// (D <= 8) without attention dropout take attention_lanes.cpp's forward (avx512/ or avx2/)
+// (D <= 8) without attention dropout take attention_lanes.cpp's forward (avx512/, avx2/, neon/)
 // instead, and attention_narrow.cpp's one-pass backward. The register-block kernels run
 // where the path has them (head_kernels()), the gemm() calls otherwise.
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/neon/kernels.h"
 #include "backends/cpu/softmax.h"
 #include "vit/core/rng.h"
 #include "vit/core/threads.h"
@@ -212,10 +213,56 @@ void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n) {
 }
 
 namespace {
-// Samples in lanes (attention_lanes.cpp) come in groups of 16 (AVX-512) or 8 (AVX2); a last
-// group of fewer than 3/4 of that costs more there (a group's work whatever its size) than
-// per head, so those samples go per head. The split depends on the batch size alone.
-constexpr int64_t kMinLanesOf16 = 12, kMinLanesOf8 = 6;
+// Samples in lanes (attention_lanes.cpp) come in groups of 16 (AVX-512), 8 (AVX2) or 4
+// (NEON); on x86 a last group of fewer than 3/4 of that costs more (a group's work whatever
+// its size) than per head, so those samples go per head. NEON (speed unmeasured) takes
+// whole groups only: with a last group of 3, a batch of 3 would leave the per-head path,
+// whose row 0 has the bits of the class-token tail's attention (attention_cls.cpp; test_viz's
+// Attention.InferReturnsTheProbabilitiesAndTheSameLogits holds them equal at B = 3). The
+// split depends on the batch size alone.
+struct LanesKernel {
+  void (*run)(float*, float*, const float*, const uint8_t*, int64_t, int64_t, int64_t, int64_t) = nullptr;
+  int64_t group = 0, min_last = 0;
+};
+LanesKernel lanes_kernel(int64_t T, int64_t C, int64_t H) {
+  switch (isa()) {
+#if VIT_ISA_X86
+    case Isa::avx512:
+      if (avx512::attention_lanes_fit(T, C, H)) return {avx512::attention_forward_lanes, 16, 12};
+      break;
+    case Isa::avx2:
+      if (avx2::attention_lanes_fit(T, C, H)) return {avx2::attention_forward_lanes, 8, 6};
+      break;
+#endif
+#if VIT_ISA_NEON
+    case Isa::neon:
+      if (neon::attention_lanes_fit(T, C, H)) return {neon::attention_forward_lanes, 4, 4};
+      break;
+#endif
+    default: break;
+  }
+  (void)T, (void)C, (void)H;
+  return {};
+}
+
+// The path's one-pass backward for narrow heads (attention_narrow.cpp), or null.
+using NarrowBackward = void (*)(float*, float*, float*, const float*, const float*, const float*, int64_t,
+                                const float*, int64_t, const float*, int64_t, int64_t, float);
+NarrowBackward narrow_backward(int64_t T, int64_t D) {
+  switch (isa()) {
+#if VIT_ISA_X86
+    case Isa::avx512:
+      return avx512::attention_backward_narrow_fits(T, D) ? avx512::attention_backward_narrow : nullptr;
+    case Isa::avx2:
+      return avx2::attention_backward_narrow_fits(T, D) ? avx2::attention_backward_narrow : nullptr;
+#endif
+#if VIT_ISA_NEON
+    case Isa::neon:
+      return neon::attention_backward_narrow_fits(T, D) ? neon::attention_backward_narrow : nullptr;
+#endif
+    default: (void)T, (void)D; return nullptr;
+  }
+}
 
 void attention_forward_heads(float* out, float* probs, float* probs_drop, const float* qkv,
                              const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H,
@@ -225,29 +272,19 @@ void attention_forward_heads(float* out, float* probs, float* probs_drop, const 
 void attention_forward(float* out, float* probs, float* probs_drop, const float* qkv, const uint8_t* key_mask,
                        int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key,
                        int64_t first_sample) {
-  const int64_t ld = 3 * C;
-  int64_t in_lanes = 0;  // samples [0, in_lanes) in groups of 16 along the lanes
-#if VIT_ISA_X86
-  const int64_t D = C / H;
-  const bool of16 = !probs_drop && isa() == Isa::avx512 && avx512::attention_lanes_fit(T, C, H);
-  const bool of8 = !probs_drop && isa() == Isa::avx2 && avx2::attention_lanes_fit(T, C, H);
-  const int64_t G = of16 ? 16 : 8, min_last = of16 ? kMinLanesOf16 : kMinLanesOf8;
-  if (of16 || of8) in_lanes = B % G >= min_last ? B : B / G * G;
+  const int64_t ld = 3 * C, D = C / H;
+  const LanesKernel lanes = probs_drop ? LanesKernel{} : lanes_kernel(T, C, H);
+  const int64_t G = lanes.group;
+  // Samples [0, in_lanes) in groups of G along the lanes.
+  const int64_t in_lanes = !lanes.run ? 0 : B % G >= lanes.min_last ? B : B / G * G;
   if (in_lanes > 0) {
     const int64_t groups = (in_lanes + G - 1) / G;
     for_items(groups, threads_for(B * H * T * T * D * 2), [&](int64_t g) {
       const int64_t b0 = g * G, n = std::min<int64_t>(G, B - b0);
-      float* o = out + b0 * T * C;
-      float* p = probs ? probs + b0 * H * T * T : nullptr;
-      const float* x = qkv + b0 * T * ld;
-      const uint8_t* km = key_mask ? key_mask + b0 * T : nullptr;
-      if (of16)
-        avx512::attention_forward_lanes(o, p, x, km, n, T, C, H);
-      else
-        avx2::attention_forward_lanes(o, p, x, km, n, T, C, H);
+      lanes.run(out + b0 * T * C, probs ? probs + b0 * H * T * T : nullptr, qkv + b0 * T * ld,
+                key_mask ? key_mask + b0 * T : nullptr, n, T, C, H);
     });
   }
-#endif
   if (in_lanes < B) {
     const int64_t b0 = in_lanes;
     attention_forward_heads(out + b0 * T * C, probs ? probs + b0 * H * T * T : nullptr,
@@ -312,10 +349,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
   const bool fast = head_kernels(), warm = warm_samples(B, T, C, D);
-#if VIT_ISA_X86
-  const bool narrow512 = isa() == Isa::avx512 && !probs_drop && avx512::attention_backward_narrow_fits(T, D);
-  const bool narrow256 = isa() == Isa::avx2 && !probs_drop && avx2::attention_backward_narrow_fits(T, D);
-#endif
+  const NarrowBackward narrow = probs_drop ? nullptr : narrow_backward(T, D);
   for_ranges(B * H, attention_threads(B, H, T, D), [&](int64_t i0, int64_t i1) {
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
@@ -325,15 +359,10 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       const float* P = probs + bh * T * T;
       const float* Pv = probs_drop ? probs_drop + bh * T * T : P;
       const float* dO = dout + b * T * C + h * D;
-#if VIT_ISA_X86
-      if (narrow512 || narrow256) {  // one pass (attention_narrow.cpp)
-        if (narrow512)
-          avx512::attention_backward_narrow(dq, dk, dv, q, k, v, ld, dO, C, P, T, D, scale);
-        else
-          avx2::attention_backward_narrow(dq, dk, dv, q, k, v, ld, dO, C, P, T, D, scale);
+      if (narrow) {  // one pass (attention_narrow.cpp)
+        narrow(dq, dk, dv, q, k, v, ld, dO, C, P, T, D, scale);
         continue;
       }
-#endif
       float* dP = item_scratch(T * T);  // this head's dP, then dS: per thread, in cache
       if (!fast) {
         gemm(false, true, T, T, D, 1.f, dO, C, v, ld, 0.f, dP, T);   // dP = dO v^T

@@ -2,8 +2,8 @@
 // OpenBLAS because it reaches ~400 GFLOP/s here whatever OPENBLAS_CORETYPE says (see
 // docs/history/benchmarks-2026-11.md). Products too small to amortize a library call use a plain loop, and
 // products with few output columns (the tiny models' layers) the attention kernels' blocks
-// (head_gemm.cpp's register blocks where the path has them, skinny_gemm.cpp in avx512/ and
-// avx2/ for short sums).
+// (head_gemm.cpp's register blocks where the path has them, skinny_gemm.cpp in avx512/,
+// avx2/ and neon/ for short sums).
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -16,6 +16,7 @@
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/neon/kernels.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 
@@ -54,8 +55,8 @@ void add_transposed(float* C, int64_t ldc, const float* ct, int64_t M, int64_t N
 
 // Products of at most kSkinnyN output columns: mnist-seed's layers (N = 8 to 32 over K = 8
 // to 32, thousands of rows) ran in oneDNN's sgemm at a few percent of the machine, its
-// packing and dispatch outweighing the arithmetic. head_gemm's register blocks (AVX-512 or
-// AVX2) read B's rows
+// packing and dispatch outweighing the arithmetic. head_gemm's register blocks (AVX-512,
+// AVX2 or NEON) read B's rows
 // whole from L1 and A through strides; an op(B) = B^T operand (a [N, K] weight) is
 // transposed once into a small buffer first. Threads take whole blocks of rows, so each
 // output is summed in k order by one thread whatever the thread count.
@@ -88,6 +89,11 @@ void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
       return;
     if (!ta && isa() == Isa::avx2 &&
         avx2::skinny_gemm(i1 - i0, N, K, alpha, A + i0 * lda, lda, b, ld, beta, bias, C + i0 * ldc, ldc))
+      return;
+#endif
+#if VIT_ISA_NEON
+    if (!ta && isa() == Isa::neon &&
+        neon::skinny_gemm(i1 - i0, N, K, alpha, A + i0 * lda, lda, b, ld, beta, bias, C + i0 * ldc, ldc))
       return;
 #endif
     head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, bias, C + i0 * ldc, ldc);

@@ -1,5 +1,5 @@
 // Attention's per-head products on the path in use (cpu.h): the register-block kernels of
-// avx512/ and avx2/, or plain loops on generic, which are also what the tests hold the
+// avx512/, avx2/ and neon/, or plain loops on generic, which are also what the tests hold the
 // others to (tests/ops/test_simd.cpp, run on every path).
 #include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx512/kernels.h"
@@ -57,6 +57,9 @@ void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int6
 #if VIT_ISA_X86
     case Isa::avx512: return avx512::head_transpose(dst, ldd, src, lds, rows, cols);
     case Isa::avx2: return avx2::head_transpose(dst, ldd, src, lds, rows, cols);
+#endif
+#if VIT_ISA_NEON
+    case Isa::neon: return neon::head_transpose(dst, ldd, src, lds, rows, cols);
 #endif
     default: return transpose(dst, ldd, src, lds, rows, cols);
   }

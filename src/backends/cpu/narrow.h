@@ -1,5 +1,5 @@
-// The x86 kernels for the tiny models' narrow shapes, per instruction set (gemm.cpp and
-// attention.cpp dispatch to them where isa() is avx512 or avx2): products with few output
+// The SIMD kernels for the tiny models' narrow shapes, per instruction set (gemm.cpp and
+// attention.cpp dispatch to them where isa() is avx512, avx2 or neon): products with few output
 // columns and a short sum, and attention for heads of at most 8 dimensions. One thread each.
 // Same conventions as cpu.h (row-major, PyTorch order).
 #pragma once
@@ -13,10 +13,10 @@ namespace vit::cpu {
 // path's head_gemm. Returns false, doing nothing, for other shapes.
 // ---- attention_narrow.cpp: one head's attention backward for narrow heads (D <= 8, T <= 96
 // on AVX-512, 64 on AVX2: attention_backward_narrow_fits) in one pass, no attention dropout (P is the
-// probabilities both for dv and for dS): dq, dk, dv (stride ld, like q, k, v) assigned; dO
+// probabilities both for dv and for dS; NEON: 64 keys): dq, dk, dv (stride ld, like q, k, v) assigned; dO
 // stride ldo; P [T, T].
 // ---- attention_lanes.cpp: attention_forward for narrow heads (D <= 8) with a vector's
-// width of samples along the lanes (16 on AVX-512, 8 on AVX2); attention_forward takes it
+// width of samples along the lanes (16 on AVX-512, 8 on AVX2, 4 on NEON); attention_forward takes it
 // without attention dropout when it fits. One group of n samples (at most the width) per
 // call, pointers at the group's first sample.
 #define VIT_NARROW_KERNELS                                                                                 \
@@ -37,6 +37,10 @@ VIT_NARROW_KERNELS
 namespace avx2 {
 VIT_NARROW_KERNELS
 }  // namespace avx2
+
+namespace neon {
+VIT_NARROW_KERNELS
+}  // namespace neon
 
 #undef VIT_NARROW_KERNELS
 

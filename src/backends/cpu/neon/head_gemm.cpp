@@ -1,6 +1,7 @@
 // Attention's per-head products in NEON register blocks (neon/kernels.h): avx2/head_gemm.cpp's
 // design in 4 lanes and 32 registers (up to 8 rows x 2 vectors or 6 rows x 4 vectors of
-// accumulators), A read through strides, B's vectors whole from L1.
+// accumulators), A read through strides, B's vectors whole from L1; and head_transpose in
+// 4 x 4 tiles.
 #include <algorithm>
 
 #include "backends/cpu/neon/kernels.h"
@@ -63,6 +64,30 @@ void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int
       default: gemm_columns<4>(M, n, K, alpha, A, ars, aks, B + n0, ldb, beta, bs, C + n0, ldc); break;
     }
   }
+}
+
+// 4 x 4 tiles transposed in registers (pairs of trn1/trn2 on floats, then on their 64-bit
+// halves): a narrow head's k or output (mnist-seed's D = 4) and attention_lanes.cpp's groups
+// of 4 samples are whole tiles but for the rows past a multiple of 4, which the plain loop
+// takes, as it does the columns past one.
+void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols) {
+  const int64_t r4 = rows / 4 * 4, c4 = cols / 4 * 4;
+  for (int64_t i = 0; i < r4; i += 4)
+    for (int64_t j = 0; j < c4; j += 4) {
+      const float32x4_t a = vld1q_f32(src + i * lds + j), b = vld1q_f32(src + (i + 1) * lds + j);
+      const float32x4_t c = vld1q_f32(src + (i + 2) * lds + j), d = vld1q_f32(src + (i + 3) * lds + j);
+      // ab0 = a0 b0 a2 b2, ab1 = a1 b1 a3 b3, likewise cd0, cd1; column j is ab0's and cd0's low halves.
+      const float64x2_t ab0 = vreinterpretq_f64_f32(vtrn1q_f32(a, b)),
+                        ab1 = vreinterpretq_f64_f32(vtrn2q_f32(a, b));
+      const float64x2_t cd0 = vreinterpretq_f64_f32(vtrn1q_f32(c, d)),
+                        cd1 = vreinterpretq_f64_f32(vtrn2q_f32(c, d));
+      vst1q_f32(dst + j * ldd + i, vreinterpretq_f32_f64(vtrn1q_f64(ab0, cd0)));
+      vst1q_f32(dst + (j + 1) * ldd + i, vreinterpretq_f32_f64(vtrn1q_f64(ab1, cd1)));
+      vst1q_f32(dst + (j + 2) * ldd + i, vreinterpretq_f32_f64(vtrn2q_f64(ab0, cd0)));
+      vst1q_f32(dst + (j + 3) * ldd + i, vreinterpretq_f32_f64(vtrn2q_f64(ab1, cd1)));
+    }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = i < r4 ? c4 : 0; j < cols; ++j) dst[j * ldd + i] = src[i * lds + j];
 }
 
 }  // namespace vit::cpu::neon
