@@ -17,29 +17,13 @@
 #include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx2/simd.h"
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/lanes.h"
 
 namespace vit::cpu::avx2 {
 
 namespace {
-constexpr int64_t kMaxD = 8, kLanes = 8;
-
-// X[c][t][8] = src[b0 + l][t][c] for the n <= 8 samples of a group (lanes past n: 0), for
-// src[B][T][W]; and the way back for the n valid lanes. Column-major, so that a head's
-// dimension d of every token is one contiguous stream.
-void to_lanes(float* X, const float* src, int64_t n, int64_t T, int64_t W) {
-  if (n < kLanes)
-    for (int64_t i = 0; i < W * T * kLanes; ++i) X[i] = 0.f;
-  for (int64_t t = 0; t < T; ++t) head_transpose(X + t * kLanes, T * kLanes, src + t * W, T * W, n, W);
-}
-void from_lanes(float* dst, const float* X, int64_t n, int64_t T, int64_t W) {
-  for (int64_t t = 0; t < T; ++t) head_transpose(dst + t * W, T * W, X + t * kLanes, T * kLanes, W, n);
-}
-
-// The 8 samples' mask of key j as lanes of all ones (attends) or zeros, at km8 + 8 j.
-void key_lanes(int32_t* km8, const uint8_t* km, int64_t n, int64_t T) {
-  for (int64_t j = 0; j < T; ++j)
-    for (int64_t l = 0; l < kLanes; ++l) km8[j * kLanes + l] = l < n && (!km || km[l * T + j]) ? -1 : 0;
-}
+using lanes::kMaxD;
+constexpr int64_t kLanes = 8;
 
 // Head h of a group in lanes: X [3C][T][8] (q | k | v), O [C][T][8], S [T][8] scratch for a
 // row of scores, km8 [T][8] the samples' key masks; P (when kept) at the group's first
@@ -97,28 +81,19 @@ VIT_AVX2 void head_lanes(float* O, float* probs, const float* X, float* S, const
 }
 }  // namespace
 
-bool attention_lanes_fit(int64_t T, int64_t C, int64_t H) {
-  return C / H <= kMaxD && T <= 1024;
-}
-
 // One group of n <= 8 samples starting at qkv's sample 0: out and probs at theirs.
 void attention_forward_lanes(float* out, float* probs, const float* qkv, const uint8_t* key_mask, int64_t n,
                              int64_t T, int64_t C, int64_t H) {
-  const int64_t D = C / H, W = 3 * C;
-  thread_local Scratch<float> xs, os, ss;
-  thread_local Scratch<int32_t> ks;
-  float* X = grown(xs, T * W * kLanes);  // per-thread scratch: [rows][8] floats
-  float* O = grown(os, T * C * kLanes);
-  float* S = grown(ss, T * kLanes);
-  int32_t* km8 = grown(ks, T * kLanes);
-  to_lanes(X, qkv, n, T, W);
-  key_lanes(km8, key_mask, n, T);
   using Head = void (*)(float*, float*, const float*, float*, const int32_t*, int64_t, int64_t, int64_t,
                         int64_t, int64_t);
   static constexpr Head kHeads[kMaxD] = {head_lanes<1>, head_lanes<2>, head_lanes<3>, head_lanes<4>,
                                          head_lanes<5>, head_lanes<6>, head_lanes<7>, head_lanes<8>};
-  for (int64_t h = 0; h < H; ++h) kHeads[D - 1](O, probs, X, S, km8, h, n, T, C, H);
-  from_lanes(out, O, n, T, C);
+  lanes::forward_in_lanes<kLanes, int32_t, &avx2::head_transpose>(kHeads, out, probs, qkv, key_mask, n, T, C,
+                                                                  H);
+}
+
+bool attention_lanes_fit(int64_t T, int64_t C, int64_t H) {
+  return lanes::fits(T, C, H);
 }
 
 }  // namespace vit::cpu::avx2

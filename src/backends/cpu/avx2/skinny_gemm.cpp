@@ -9,6 +9,7 @@
 // Declared in kernels.h; gemm.cpp calls it where isa() is avx2.
 #include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx2/simd.h"
+#include "backends/cpu/kernel_table.h"
 
 namespace vit::cpu::avx2 {
 
@@ -75,29 +76,16 @@ VIT_AVX2 void skinny_rows(int64_t M, int64_t N, float alpha, const float* A, int
     skinny_block<K, NV, 1>(A + i * lda, lda, B, ldb, tail, va, vb, vbias, has_beta, C + i * ldc, ldc);
 }
 
-template <int K>
-bool skinny_k(int64_t M, int64_t N, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
-              float beta, const float* bias, float* C, int64_t ldc) {
-  switch ((N + 7) / 8) {
-    case 1: skinny_rows<K, 1>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
-    case 2: skinny_rows<K, 2>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
-    case 3: skinny_rows<K, 3>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
-    default: skinny_rows<K, 4>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
-  }
-  return true;
-}
 }  // namespace
 
 bool skinny_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
                  int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
   if (N > 32 || N < 1) return false;
-  switch (K) {
-    case 8: return skinny_k<8>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
-    case 16: return skinny_k<16>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
-    case 24: return skinny_k<24>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
-    case 32: return skinny_k<32>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
-    default: return false;
-  }
+  // K and the count of 8-float column vectors (1 to 4) as template arguments.
+  return with_constant<8, 16, 24, 32>(K, [&]<int KK>() {
+    with_constant<1, 2, 3, 4>(
+        (N + 7) / 8, [&]<int NV>() { skinny_rows<KK, NV>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); });
+  });
 }
 
 }  // namespace vit::cpu::avx2

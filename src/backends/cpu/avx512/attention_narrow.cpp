@@ -191,23 +191,8 @@ VIT_NO_ASAN VIT_AVX512 void backward_head(float* dq, float* dk, float* dv, const
   head_transpose(dv, ld, dvT, L, D, T);
 }
 
-using Kernel = void (*)(float*, float*, float*, const float*, const float*, const float*, int64_t,
-                        const float*, int64_t, const float*, int64_t, float);
-template <int D, int NV>
-struct Pick {
-  static constexpr Kernel fn = backward_head<D, NV>;
-};
-constexpr KernelTable<Kernel, kMaxD, kMaxNV, Pick> kKernels{std::make_integer_sequence<int, kMaxD>{}};
 }  // namespace
 
-bool attention_backward_narrow_fits(int64_t T, int64_t D) {
-  return D <= kMaxD && T <= 16 * kMaxNV;
-}
-
-void attention_backward_narrow(float* dq, float* dk, float* dv, const float* q, const float* k,
-                               const float* v, int64_t ld, const float* dO, int64_t ldo, const float* P,
-                               int64_t T, int64_t D, float scale) {
-  kKernels.k[D - 1][(T + 15) / 16 - 1](dq, dk, dv, q, k, v, ld, dO, ldo, P, T, scale);
-}
+VIT_NARROW_BACKWARD_ENTRIES(16)
 
 }  // namespace vit::cpu::avx512

@@ -8,6 +8,7 @@
 // Declared in kernels.h; gemm.cpp calls it where isa() is avx512.
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/avx512/simd.h"
+#include "backends/cpu/kernel_table.h"
 
 namespace vit::cpu::avx512 {
 
@@ -105,13 +106,8 @@ bool skinny_k(int64_t M, int64_t N, float alpha, const float* A, int64_t lda, co
 bool skinny_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
                  int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
   if (N > 32) return false;
-  switch (K) {
-    case 8: return skinny_k<8>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
-    case 16: return skinny_k<16>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
-    case 24: return skinny_k<24>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
-    case 32: return skinny_k<32>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
-    default: return false;
-  }
+  return with_constant<8, 16, 24, 32>(
+      K, [&]<int KK>() { skinny_k<KK>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); });
 }
 
 }  // namespace vit::cpu::avx512

@@ -16,31 +16,15 @@
 #include <limits>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/lanes.h"
 #include "backends/cpu/neon/kernels.h"
 #include "backends/cpu/neon/simd.h"
 
 namespace vit::cpu::neon {
 
 namespace {
-constexpr int64_t kMaxD = 8, kLanes = 4;
-
-// X[c][t][4] = src[b0 + l][t][c] for the n <= 4 samples of a group (lanes past n: 0), for
-// src[B][T][W]; and the way back for the n valid lanes. Column-major, so that a head's
-// dimension d of every token is one contiguous stream.
-void to_lanes(float* X, const float* src, int64_t n, int64_t T, int64_t W) {
-  if (n < kLanes)
-    for (int64_t i = 0; i < W * T * kLanes; ++i) X[i] = 0.f;
-  for (int64_t t = 0; t < T; ++t) head_transpose(X + t * kLanes, T * kLanes, src + t * W, T * W, n, W);
-}
-void from_lanes(float* dst, const float* X, int64_t n, int64_t T, int64_t W) {
-  for (int64_t t = 0; t < T; ++t) head_transpose(dst + t * W, T * W, X + t * kLanes, T * kLanes, W, n);
-}
-
-// The 4 samples' mask of key j as lanes of all ones (attends) or zeros, at km4 + 4 j.
-void key_lanes(uint32_t* km4, const uint8_t* km, int64_t n, int64_t T) {
-  for (int64_t j = 0; j < T; ++j)
-    for (int64_t l = 0; l < kLanes; ++l) km4[j * kLanes + l] = l < n && (!km || km[l * T + j]) ? ~0u : 0u;
-}
+using lanes::kMaxD;
+constexpr int64_t kLanes = 4;
 
 // Head h of a group in lanes: X [3C][T][4] (q | k | v), O [C][T][4], S [T][4] scratch for a
 // row of scores, km4 [T][4] the samples' key masks; P (when kept) at the group's first
@@ -93,28 +77,19 @@ void head_lanes(float* O, float* probs, const float* X, float* S, const uint32_t
 }
 }  // namespace
 
-bool attention_lanes_fit(int64_t T, int64_t C, int64_t H) {
-  return C / H <= kMaxD && T <= 1024;
-}
-
 // One group of n <= 4 samples starting at qkv's sample 0: out and probs at theirs.
 void attention_forward_lanes(float* out, float* probs, const float* qkv, const uint8_t* key_mask, int64_t n,
                              int64_t T, int64_t C, int64_t H) {
-  const int64_t D = C / H, W = 3 * C;
-  thread_local Scratch<float> xs, os, ss;
-  thread_local Scratch<uint32_t> ks;
-  float* X = grown(xs, T * W * kLanes);  // per-thread scratch: [rows][4] floats
-  float* O = grown(os, T * C * kLanes);
-  float* S = grown(ss, T * kLanes);
-  uint32_t* km4 = grown(ks, T * kLanes);
-  to_lanes(X, qkv, n, T, W);
-  key_lanes(km4, key_mask, n, T);
   using Head = void (*)(float*, float*, const float*, float*, const uint32_t*, int64_t, int64_t, int64_t,
                         int64_t, int64_t);
   static constexpr Head kHeads[kMaxD] = {head_lanes<1>, head_lanes<2>, head_lanes<3>, head_lanes<4>,
                                          head_lanes<5>, head_lanes<6>, head_lanes<7>, head_lanes<8>};
-  for (int64_t h = 0; h < H; ++h) kHeads[D - 1](O, probs, X, S, km4, h, n, T, C, H);
-  from_lanes(out, O, n, T, C);
+  lanes::forward_in_lanes<kLanes, uint32_t, &neon::head_transpose>(kHeads, out, probs, qkv, key_mask, n, T, C,
+                                                                   H);
+}
+
+bool attention_lanes_fit(int64_t T, int64_t C, int64_t H) {
+  return lanes::fits(T, C, H);
 }
 
 }  // namespace vit::cpu::neon

@@ -8,6 +8,7 @@
 // the same fma chain over k from 0 and the same epilogue as neon/head_gemm.cpp's, so the
 // bits are the same.
 // Declared in narrow.h; gemm.cpp calls it where isa() is neon.
+#include "backends/cpu/kernel_table.h"
 #include "backends/cpu/neon/kernels.h"
 #include "backends/cpu/neon/simd.h"
 
@@ -65,33 +66,16 @@ void skinny_rows(int64_t M, int64_t N, float alpha, const float* A, int64_t lda,
     skinny_block<K, NV, 1>(A + i * lda, lda, B, ldb, tail, alpha, beta, vbias, C + i * ldc, ldc);
 }
 
-template <int K>
-bool skinny_k(int64_t M, int64_t N, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
-              float beta, const float* bias, float* C, int64_t ldc) {
-  switch ((N + 3) / 4) {
-    case 1: skinny_rows<K, 1>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
-    case 2: skinny_rows<K, 2>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
-    case 3: skinny_rows<K, 3>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
-    case 4: skinny_rows<K, 4>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
-    case 5: skinny_rows<K, 5>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
-    case 6: skinny_rows<K, 6>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
-    case 7: skinny_rows<K, 7>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
-    default: skinny_rows<K, 8>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); break;
-  }
-  return true;
-}
 }  // namespace
 
 bool skinny_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
                  int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
   if (N > 32 || N < 1) return false;
-  switch (K) {
-    case 8: return skinny_k<8>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
-    case 16: return skinny_k<16>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
-    case 24: return skinny_k<24>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
-    case 32: return skinny_k<32>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc);
-    default: return false;
-  }
+  // K and the count of 4-float column vectors (1 to 8) as template arguments.
+  return with_constant<8, 16, 24, 32>(K, [&]<int KK>() {
+    with_constant<1, 2, 3, 4, 5, 6, 7, 8>(
+        (N + 3) / 4, [&]<int NV>() { skinny_rows<KK, NV>(M, N, alpha, A, lda, B, ldb, beta, bias, C, ldc); });
+  });
 }
 
 }  // namespace vit::cpu::neon
