@@ -96,9 +96,7 @@ TEST(HfExport, PackedWeightsAreRefused) {
 
 TEST(HfExport, RoundTripsToTheSameLogits) {
   test::TempDir tmp("hfrt");
-  ViTConfig c = test::tiny_vit();
-  c.img_w = c.img_h;
-  c.patch_w = c.patch_h;
+  ViTConfig c = test::square(test::tiny_vit());
   c.qkv_bias = false;
   c.norm_eps = 1e-5f;
   c.interpolation = "bicubic";

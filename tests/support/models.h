@@ -40,6 +40,14 @@ inline ViTConfig with_width(ViTConfig c, int64_t embed_dim, int64_t num_heads, i
   return c;
 }
 
+// The same model on square images in square patches (the height's), as Hugging Face's ViT
+// needs: tiny_vit's 8 x 12 images become 8 x 8, its 4 x 6 patches 4 x 4.
+inline ViTConfig square(ViTConfig c) {
+  c.img_w = c.img_h;
+  c.patch_w = c.patch_h;
+  return c;
+}
+
 // The same model on images of `chans` channels (RGB: 3), each normalized by mean 0.5, std 0.5.
 inline ViTConfig with_channels(ViTConfig c, int64_t chans) {
   c.in_chans = chans;
