@@ -111,9 +111,11 @@ void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, const
   const Tensor x = reshape(plan(infer_, cfg_.depth - 1, true).t.out, {B * T, D});
   const Tensor tokens(out.tokens, {B * T, D});
   if (cfg_.use_fc_norm()) return ops::copy(tokens, x);
-  std::vector<float> stats(size_t(2 * B * T));
-  ops::layernorm_forward(tokens, Tensor(stats.data(), {B * T}), Tensor(stats.data() + B * T, {B * T}), x,
-                         W_.norm_w, W_.norm_b, cfg_.norm_eps);
+  if (norm_all_tokens()) return ops::copy(tokens, infer_.lnf);  // the forward normed every token already
+  token_stats_.resize(size_t(2 * B * T));  // grows to the largest batch once, then reused
+  float* stats = token_stats_.data();
+  ops::layernorm_forward(tokens, Tensor(stats, {B * T}), Tensor(stats + B * T, {B * T}), x, W_.norm_w,
+                         W_.norm_b, cfg_.norm_eps);
 }
 
 void ViT::backward(const Tensor& dlogits) {

@@ -133,8 +133,8 @@ void ViT::set_masks(int64_t B, const uint8_t* mask) {
     for (int64_t n = 0; n < N; ++n) key_mask_[b * T + pre + n] = mask[b * N + n] ? 1 : 0;
 }
 
-void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode,
-                      float* attn, bool every_row) {
+void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode, float* attn,
+                      bool every_row) {
   const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim;
   auto rate = [&](float r) { return mode.train ? r : 0.f; };
   auto key = [&](uint64_t site) { return rng_key(mode.seed, mode.step, site); };

@@ -259,6 +259,7 @@ class ViT {
   int split_ = 1;                               // shards of the last training forward
   std::vector<std::unique_ptr<ViT>> shards_;    // shards 1..; shard 0 is this model
   Arena split_logits_;                          // [B,K] gathered from the shards
+  std::vector<float> token_stats_;              // infer_features' tokens: their norm's mean and rstd
 };
 
 }  // namespace vit
