@@ -14,8 +14,16 @@
 namespace vit::cpu::avx2 {
 
 namespace {
+// B's vector v of the row at b: whole, or the last one masked to the columns that exist.
+template <int NV>
+VIT_AVX2 inline __m256 b_vector(const float* b, int v, __m256i tail) {
+  return v + 1 < NV ? _mm256_loadu_ps(b + 8 * v) : _mm256_maskload_ps(b + 8 * v, tail);
+}
+
 // RR rows of C from A's rows at a (leading dim lda) into c (leading dim ldc); tail: the
-// mask of the last vector's columns.
+// mask of the last vector's columns. Per k, the fewer of B's NV vectors or A's RR broadcasts
+// stay live: RR NV + min(RR, NV) + 1 <= 16 registers (3 x 4 with B's 4 vectors live needs
+// 17 and spills). Either order runs each accumulator's fma chain over k the same way.
 template <int K, int NV, int RR>
 VIT_AVX2 inline void skinny_block(const float* a, int64_t lda, const float* B, int64_t ldb, __m256i tail,
                                   __m256 va, __m256 vb, const __m256 (&vbias)[NV], bool beta, float* c,
@@ -27,16 +35,26 @@ VIT_AVX2 inline void skinny_block(const float* a, int64_t lda, const float* B, i
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
 #pragma GCC unroll 32
   for (int k = 0; k < K; ++k) {
-    __m256 bk[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v)
-      bk[v] =
-          v + 1 < NV ? _mm256_loadu_ps(B + k * ldb + 8 * v) : _mm256_maskload_ps(B + k * ldb + 8 * v, tail);
+    if constexpr (NV > RR) {  // 3 rows x 4 vectors: A's broadcasts live, one B vector at a time
+      __m256 x[RR];
 #pragma GCC unroll 16
-    for (int r = 0; r < RR; ++r) {
-      const __m256 x = _mm256_broadcast_ss(a + r * lda + k);
+      for (int r = 0; r < RR; ++r) x[r] = _mm256_broadcast_ss(a + r * lda + k);
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(x, bk[v], acc[r][v]);
+      for (int v = 0; v < NV; ++v) {
+        const __m256 bk = b_vector<NV>(B + k * ldb, v, tail);
+#pragma GCC unroll 16
+        for (int r = 0; r < RR; ++r) acc[r][v] = _mm256_fmadd_ps(x[r], bk, acc[r][v]);
+      }
+    } else {  // B's vectors live, one broadcast at a time
+      __m256 bk[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) bk[v] = b_vector<NV>(B + k * ldb, v, tail);
+#pragma GCC unroll 16
+      for (int r = 0; r < RR; ++r) {
+        const __m256 x = _mm256_broadcast_ss(a + r * lda + k);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(x, bk[v], acc[r][v]);
+      }
     }
   }
 #pragma GCC unroll 16
