@@ -27,14 +27,17 @@ template <int R>
 VIT_AVX2 void block(const float* x, int64_t ldx, const float* B, int64_t ldb, int64_t n, int64_t kc,
                     bool first, const float* bias, float* c, int64_t ldc) {
   __m256 acc[R][2];
+#pragma GCC unroll 2
   for (int j = 0; j < 2; ++j) {
     const int64_t m = n - 8 * j;
     const __m256 b0 = first && bias ? load(bias + 8 * j, m) : _mm256_setzero_ps();
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[r][j] = first ? b0 : load(c + r * ldc + 8 * j, m);
   }
   if (n == kCols) {
     for (int64_t k = 0; k < kc; ++k) {
       const __m256 v0 = _mm256_loadu_ps(B + k * ldb), v1 = _mm256_loadu_ps(B + k * ldb + 8);
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m256 a = _mm256_broadcast_ss(x + r * ldx + k);
         acc[r][0] = _mm256_fmadd_ps(a, v0, acc[r][0]);
@@ -44,6 +47,7 @@ VIT_AVX2 void block(const float* x, int64_t ldx, const float* B, int64_t ldb, in
   } else {
     for (int64_t k = 0; k < kc; ++k) {
       const __m256 v0 = load(B + k * ldb, n), v1 = load(B + k * ldb + 8, n - 8);
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m256 a = _mm256_broadcast_ss(x + r * ldx + k);
         acc[r][0] = _mm256_fmadd_ps(a, v0, acc[r][0]);
@@ -51,7 +55,9 @@ VIT_AVX2 void block(const float* x, int64_t ldx, const float* B, int64_t ldb, in
       }
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
     for (int j = 0; j < 2; ++j) store(c + r * ldc + 8 * j, n - 8 * j, acc[r][j]);
 }
 
