@@ -14,19 +14,23 @@ template <int R>
 VIT_AVX2 void softmax_rows_t(float* P, int64_t ld, int64_t n, const uint8_t* km) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   if (km)
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
       for (int64_t j = 0; j < n; ++j)
         if (!km[j]) P[r * ld + j] = kNegInf;
   const __m256 ninf = _mm256_set1_ps(kNegInf);
   __m256 mx[R], sum[R], vmax[R];
   bool dead[R];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) mx[r] = ninf, sum[r] = _mm256_setzero_ps();
   for (int64_t j = 0; j < n; j += 8) {
     const __m256i m = tail_mask(n - j);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r)  // lanes past n read as -inf
       mx[r] =
           _mm256_max_ps(mx[r], _mm256_blendv_ps(ninf, load(P + r * ld + j, n - j), _mm256_castsi256_ps(m)));
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     const float rmax = hmax(mx[r]);
     dead[r] = rmax == kNegInf;
@@ -34,6 +38,7 @@ VIT_AVX2 void softmax_rows_t(float* P, int64_t ld, int64_t n, const uint8_t* km)
   }
   for (int64_t j = 0; j < n; j += 8) {
     const __m256 live = _mm256_castsi256_ps(tail_mask(n - j));
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       float* row = P + r * ld + j;
       const __m256 e = _mm256_and_ps(live, exp_nonpos(_mm256_sub_ps(load(row, n - j), vmax[r])));
@@ -41,6 +46,7 @@ VIT_AVX2 void softmax_rows_t(float* P, int64_t ld, int64_t n, const uint8_t* km)
       sum[r] = _mm256_add_ps(sum[r], e);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     const __m256 inv = _mm256_set1_ps(dead[r] ? 0.f : 1.f / hsum(sum[r]));
     float* row = P + r * ld;
@@ -51,10 +57,13 @@ VIT_AVX2 void softmax_rows_t(float* P, int64_t ld, int64_t n, const uint8_t* km)
 template <int R>
 VIT_AVX2 void softmax_backward_rows_t(float* d, const float* p, int64_t ld, int64_t n) {
   __m256 dot[R];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) dot[r] = _mm256_setzero_ps();
   for (int64_t j = 0; j < n; j += 8)
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
       dot[r] = _mm256_fmadd_ps(load(p + r * ld + j, n - j), load(d + r * ld + j, n - j), dot[r]);
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     const __m256 s = _mm256_set1_ps(hsum(dot[r]));
     for (int64_t j = 0; j < n; j += 8) {
