@@ -8,6 +8,8 @@
 #   scripts/setup.sh --fuzz     also clang, libFuzzer and LLVM's OpenMP for scripts/fuzz.sh
 #   scripts/setup.sh --aarch64  also the arm64 cross compiler and qemu-user for
 #                               scripts/test_aarch64.sh (which fetches the arm64 libraries)
+#   scripts/setup.sh --qemu-plugins  also qemu-user (its qemu-aarch64 loads plugins) for
+#                               bench/arm64_gemm/run.sh's instruction counts
 # Packages already installed are not fetched again, so a second run needs no network.
 set -euo pipefail
 
@@ -31,6 +33,7 @@ for arg in "$@"; do
                       libjemalloc2) ;;  # bench/peers: PyTorch's best setup preloads jemalloc
     --fuzz) packages+=(clang libclang-rt-14-dev libomp-14-dev) ;;
     --aarch64) packages+=(crossbuild-essential-arm64 qemu-user-static) ;;
+    --qemu-plugins) packages+=(qemu-user) ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
 done
