@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/kernel_table.h"  // with_constant
 
 namespace vit::cpu {
 
@@ -16,6 +17,64 @@ namespace {
 // where attention dropout's draws for the class token's row start.
 inline int64_t drop_first(int64_t first_sample, int64_t b, int64_t h, int64_t H, int64_t T) {
   return ((first_sample + b) * H + h) * T * T;
+}
+
+// The per-head loops below with the head width D as a compile-time constant for the common
+// widths (mnist-seed's 4, cifar-seed's and ViT's 64, ...), so that the loops over d unroll
+// and vectorize, else at run time: the same operations in the same order either way, so the
+// same bits (without -ffast-math the compiler reorders no sum).
+struct Width {
+  int64_t d;
+  constexpr operator int64_t() const { return d; }
+};
+template <int64_t D>
+struct FixedWidth {
+  constexpr operator int64_t() const { return D; }
+};
+template <typename F>
+void with_head_width(int64_t D, F&& f) {
+  if (!with_constant<4, 8, 16, 32, 64>(D, [&]<int W>() { f(FixedWidth<W>{}); })) f(Width{D});
+}
+
+// P[j] = scale q . k_j over the T keys (k's rows ld apart).
+template <typename W>
+void scores(W D, float* P, const float* q, const float* k, int64_t T, int64_t ld, float scale) {
+  for (int64_t j = 0; j < T; ++j) {
+    float s = 0.f;
+    for (int64_t d = 0; d < D; ++d) s += q[d] * k[j * ld + d];
+    P[j] = s * scale;
+  }
+}
+// o = sum_j P[j] v_j, in j order.
+template <typename W>
+void weighted_values(W D, float* o, const float* P, const float* v, int64_t T, int64_t ld) {
+  std::memset(o, 0, size_t(int64_t(D)) * sizeof(float));
+  for (int64_t j = 0; j < T; ++j)
+    for (int64_t d = 0; d < D; ++d) o[d] += P[j] * v[j * ld + d];
+}
+// dP = dO v^T into dS, and dv = P^T dO.
+template <typename W>
+void value_grads(W D, float* dS, float* dv, const float* dO, const float* v, const float* P, int64_t T,
+                 int64_t ld) {
+  for (int64_t j = 0; j < T; ++j) {
+    float s = 0.f;
+    for (int64_t d = 0; d < D; ++d) {
+      s += dO[d] * v[j * ld + d];
+      dv[j * ld + d] = P[j] * dO[d];
+    }
+    dS[j] = s;
+  }
+}
+// dq = scale dS k and dk = scale dS^T q.
+template <typename W>
+void query_key_grads(W D, float* dq, float* dk, const float* dS, const float* q, const float* k, int64_t T,
+                     int64_t ld, float scale) {
+  std::memset(dq, 0, size_t(int64_t(D)) * sizeof(float));
+  for (int64_t j = 0; j < T; ++j)
+    for (int64_t d = 0; d < D; ++d) {
+      dq[d] += scale * dS[j] * k[j * ld + d];
+      dk[j * ld + d] = scale * dS[j] * q[d];
+    }
 }
 }  // namespace
 
@@ -32,11 +91,7 @@ void attention_cls_forward(float* out, float* probs, float* probs_drop, const fl
       const float* k = q + C;
       const float* v = q + 2 * C;
       float* P = probs ? probs + bh * T : grown(buf, T);
-      for (int64_t j = 0; j < T; ++j) {
-        float s = 0.f;
-        for (int64_t d = 0; d < D; ++d) s += q[d] * k[j * ld + d];
-        P[j] = s * scale;
-      }
+      with_head_width(D, [&](auto width) { scores(width, P, q, k, T, ld, scale); });
       softmax_rows(P, 1, T, key_mask ? key_mask + b * T : nullptr);
       const float* Pv = P;
       if (probs_drop) {
@@ -44,9 +99,7 @@ void attention_cls_forward(float* out, float* probs, float* probs_drop, const fl
         Pv = probs_drop + bh * T;
       }
       float* o = out + b * C + h * D;
-      std::memset(o, 0, size_t(D) * sizeof(float));
-      for (int64_t j = 0; j < T; ++j)
-        for (int64_t d = 0; d < D; ++d) o[d] += Pv[j] * v[j * ld + d];
+      with_head_width(D, [&](auto width) { weighted_values(width, o, Pv, v, T, ld); });
     }
   });
 }
@@ -65,22 +118,10 @@ void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, co
       const float* P = probs + bh * T;
       const float* Pv = probs_drop ? probs_drop + bh * T : P;
       const float* dO = dout + b * C + h * D;
-      for (int64_t j = 0; j < T; ++j) {
-        float s = 0.f;
-        for (int64_t d = 0; d < D; ++d) {
-          s += dO[d] * v[j * ld + d];      // dP = dO v^T
-          dv[j * ld + d] = Pv[j] * dO[d];  // dv = P^T dO
-        }
-        dS[j] = s;
-      }
+      with_head_width(D, [&](auto width) { value_grads(width, dS, dv, dO, v, Pv, T, ld); });
       if (probs_drop) drop_probs(dS, dS, T, drop_p, drop_key, drop_first(first_sample, b, h, H, T));
       softmax_backward_rows(dS, P, 1, T);  // dS = P (dP - sum_j P dP)
-      std::memset(dq, 0, size_t(D) * sizeof(float));
-      for (int64_t j = 0; j < T; ++j)
-        for (int64_t d = 0; d < D; ++d) {
-          dq[d] += scale * dS[j] * k[j * ld + d];  // dq = scale dS k
-          dk[j * ld + d] = scale * dS[j] * q[d];   // dk = scale dS^T q
-        }
+      with_head_width(D, [&](auto width) { query_key_grads(width, dq, dk, dS, q, k, T, ld, scale); });
       for (int64_t t = 1; t < T; ++t)
         std::memset(dq + t * ld, 0, size_t(D) * sizeof(float));  // the other queries
     }
