@@ -17,6 +17,7 @@
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/neon/kernels.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 
@@ -65,6 +66,9 @@ void round_to_bf16(uint16_t* dst, const float* x, int64_t n) {
     switch (path) {
 #if VIT_ISA_X86
       case Isa::avx512: avx512::round_to_bf16(dst + lo, x + lo, hi - lo); break;
+#endif
+#if VIT_ISA_NEON
+      case Isa::neon: neon::round_to_bf16(dst + lo, x + lo, hi - lo); break;
 #endif
       default: round_to_bf16_reference(dst + lo, x + lo, hi - lo);
     }

@@ -21,6 +21,7 @@
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/linear_packed.h"
+#include "backends/cpu/neon/kernels.h"
 #include "vit/core/settings.h"
 #include "vit/core/threads.h"
 
@@ -90,6 +91,9 @@ void linear_forward_packed(float* y, const float* x, const float* wp, const floa
 #if VIT_ISA_X86
     case Isa::avx512: return avx512::linear_forward_packed(y, x, wp, b, M, K, N, gelu);
     case Isa::avx2: avx2::linear_forward_packed(y, x, wp, b, M, K, N); break;
+#endif
+#if VIT_ISA_NEON
+    case Isa::neon: neon::linear_forward_packed(y, x, wp, b, M, K, N); break;
 #endif
     default: forward_plain(y, x, wp, b, M, K, N);
   }

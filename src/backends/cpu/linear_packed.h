@@ -1,10 +1,15 @@
 // The packed weights' layout, shared by linear_packed.cpp (packing, the plain product, the
-// dispatch) and the vector kernels (avx512/ and avx2/linear_packed.cpp): panel p holds rows
-// [kPanel p, kPanel p + w) of w[N,K] (w = kPanel, or the rows left at the end) transposed to
-// [K, w]. Also the walk over a product both vector kernels take (PackedWalk).
+// dispatch) and the vector kernels (avx512/, avx2/ and neon/linear_packed.cpp): panel p holds
+// rows [kPanel p, kPanel p + w) of w[N,K] (w = kPanel, or the rows left at the end) transposed
+// to [K, w]. Also the walk over a product every vector kernel takes (PackedWalk), and the
+// whole threaded product of the kernels that take panels in column slices (slices_forward).
 #pragma once
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
+
+#include "vit/core/threads.h"
 
 namespace vit::cpu {
 
@@ -69,5 +74,38 @@ struct PackedWalk {
  private:
   void set_panel() { slice.n0 = slice.p * kPanel, slice.w = panel_width(N, slice.n0); }
 };
+
+// Calls block.operator()<R>(args...) for R = rows (1 <= rows <= Rows): a row count known at run
+// time to the register block made for it.
+template <int64_t Rows, typename Block, typename... Args>
+void with_rows(Block& block, int64_t rows, Args... args) {
+  if constexpr (Rows > 1)
+    if (rows < Rows) return with_rows<Rows - 1>(block, rows, args...);
+  block.template operator()<int(Rows)>(args...);
+}
+
+// y[M,N] = x[M,K] wp^T + b (b may be null; K > 0) by a kernel of register blocks of Rows rows
+// of x times Cols columns of a panel (avx2/ and neon/linear_packed.cpp): the threads share the
+// panels or the row blocks (PanelSplit) and walk their slices (PackedWalk); each Cols-column
+// slice of a panel passes over the thread's row blocks, k chunks of Chunk. block<R>(x, ldx, B,
+// ldb, n, kc, first, bias, c, ldc) is the path's register block: R rows of x (leading dim ldx)
+// times columns [0, n) (n <= Cols) of panel rows B (leading dim ldb) over kc values of k into c
+// (leading dim ldc), from the bias (or 0) when first, else adding onto what c holds.
+template <int64_t Rows, int64_t Cols, int64_t Chunk, typename Block>
+void slices_forward(Block&& block, float* y, const float* x, const float* wp, const float* b, int64_t M,
+                    int64_t K, int64_t N) {
+  const PanelSplit split(M, N, Rows, threads_for(M * N * K / 16));
+#pragma omp parallel num_threads(split.threads)
+  for (PackedWalk it(split.share(omp_get_thread_num(), omp_get_num_threads()), K, N, Chunk); it.more();
+       it.next()) {
+    const PackedSlice& s = it.slice;
+    const float* P = wp + s.n0 * K + s.k0 * s.w;  // panel p's rows [k0, k0 + kc): [kc][w]
+    for (int64_t j0 = 0; j0 < s.w; j0 += Cols)
+      for (int64_t rb = s.share.r0; rb < s.share.r1; ++rb)
+        with_rows<Rows>(block, std::min(Rows, M - rb * Rows), x + rb * Rows * K + s.k0, K, P + j0, s.w,
+                        std::min(Cols, s.w - j0), s.kc, s.k0 == 0, b ? b + s.n0 + j0 : nullptr,
+                        y + rb * Rows * N + s.n0 + j0, N);
+  }
+}
 
 }  // namespace vit::cpu

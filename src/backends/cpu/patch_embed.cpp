@@ -5,6 +5,7 @@
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/neon/kernels.h"
 
 namespace vit::cpu {
 
@@ -13,6 +14,9 @@ void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t H
   const int64_t Gh = Hi / Ph, Gw = Wi / Pw, K = C * Ph * Pw;
 #if VIT_ISA_X86
   const bool short_rows = Pw <= 16 && isa() == Isa::avx512;
+#endif
+#if VIT_ISA_NEON
+  const bool short_rows = Pw <= 16 && isa() == Isa::neon;
 #endif
   // One item per row of patches, walked along the image's rows: at MNIST's 16-float patches,
   // one item per patch spent most of its time on the three integer divisions giving its
@@ -25,6 +29,12 @@ void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t H
 #if VIT_ISA_X86
     if (short_rows) {
       avx512::copy_patch_row_short(out, x, b, py, C, Hi, Wi, Ph, Pw, Gw);
+      continue;
+    }
+#endif
+#if VIT_ISA_NEON
+    if (short_rows) {
+      neon::copy_patch_row_short(out, x, b, py, C, Hi, Wi, Ph, Pw, Gw);
       continue;
     }
 #endif

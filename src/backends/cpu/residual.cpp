@@ -6,6 +6,7 @@
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/neon/kernels.h"
 #include "vit/core/rng.h"
 
 namespace vit::cpu {
@@ -24,6 +25,9 @@ ResidualRun residual_run() {
   switch (isa()) {
 #if VIT_ISA_X86
     case Isa::avx512: return avx512::residual_run;
+#endif
+#if VIT_ISA_NEON
+    case Isa::neon: return neon::residual_run;
 #endif
     default: return nullptr;
   }

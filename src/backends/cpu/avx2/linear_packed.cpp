@@ -4,19 +4,16 @@
 // the panel (24 KiB) stays in L1 while every row block passes over it. Every output is one
 // fma chain over k in order by one thread, whatever the thread count; GELU, when asked, is a
 // pass over y afterwards (linear_packed.cpp).
-#include <omp.h>
-
 #include <algorithm>
 
 #include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx2/simd.h"
 #include "backends/cpu/linear_packed.h"
-#include "vit/core/threads.h"
 
 namespace vit::cpu::avx2 {
 
 namespace {
-constexpr int kRows = 6;         // rows of x per register block
+constexpr int64_t kRows = 6;     // rows of x per register block
 constexpr int64_t kCols = 16;    // columns per register block: 2 vectors
 constexpr int64_t kChunk = 384;  // k per pass
 
@@ -61,36 +58,11 @@ VIT_AVX2 void block(const float* x, int64_t ldx, const float* B, int64_t ldb, in
     for (int j = 0; j < 2; ++j) store(c + r * ldc + 8 * j, n - 8 * j, acc[r][j]);
 }
 
-void rows_block(int rows, const float* x, int64_t ldx, const float* B, int64_t ldb, int64_t n, int64_t kc,
-                bool first, const float* bias, float* c, int64_t ldc) {
-  switch (rows) {
-    case 6: return block<6>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
-    case 5: return block<5>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
-    case 4: return block<4>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
-    case 3: return block<3>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
-    case 2: return block<2>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
-    default: return block<1>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
-  }
-}
 }  // namespace
 
-// The threads share the panels or the row blocks (PanelSplit, as the AVX-512 kernel) and walk
-// their slices (PackedWalk); each 16-column slice of a panel passes over the thread's row blocks.
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                            int64_t N) {
-  const PanelSplit split(M, N, kRows, threads_for(M * N * K / 16));
-#pragma omp parallel num_threads(split.threads)
-  for (PackedWalk it(split.share(omp_get_thread_num(), omp_get_num_threads()), K, N, kChunk); it.more();
-       it.next()) {
-    const PackedSlice& s = it.slice;
-    const float* P = wp + s.n0 * K + s.k0 * s.w;  // panel p's rows [k0, k0 + kc): [kc][w]
-    for (int64_t j0 = 0; j0 < s.w; j0 += kCols)
-      for (int64_t rb = s.share.r0; rb < s.share.r1; ++rb) {
-        const int rows = int(std::min<int64_t>(kRows, M - rb * kRows));
-        rows_block(rows, x + rb * kRows * K + s.k0, K, P + j0, s.w, std::min(kCols, s.w - j0), s.kc,
-                   s.k0 == 0, b ? b + s.n0 + j0 : nullptr, y + rb * kRows * N + s.n0 + j0, N);
-      }
-  }
+  slices_forward<kRows, kCols, kChunk>([]<int R>(auto... a) { block<R>(a...); }, y, x, wp, b, M, K, N);
 }
 
 }  // namespace vit::cpu::avx2

@@ -2,7 +2,9 @@
 // kernels, 4 lanes: the formulas of avx2/simd.h and avx512/simd.h, so every path agrees to
 // within the same stated bounds. This folder is compiled for aarch64 only (CMakeLists.txt),
 // where NEON needs no target attribute. NEON has no masked loads: a tail of n < 4 floats goes
-// through a small zero-padded buffer (load / store below), which reads and writes only the n.
+// lane by lane (load / store below), reading and writing only the n. (Through a zero-padded
+// buffer and memcpy instead, GCC 12 warned of a copy past the buffer, -Warray-bounds, where
+// the packed linear's unrolled blocks inline many of them.)
 #pragma once
 #include <arm_neon.h>
 
@@ -14,16 +16,18 @@ namespace vit::cpu::neon {
 // The first n floats at p (n >= 4: a full load); lanes past n are 0.
 inline float32x4_t load(const float* p, int64_t n) {
   if (n >= 4) return vld1q_f32(p);
-  float t[4] = {0.f, 0.f, 0.f, 0.f};
-  if (n > 0) std::memcpy(t, p, size_t(n) * sizeof(float));
-  return vld1q_f32(t);
+  float32x4_t v = vdupq_n_f32(0.f);
+  if (n > 0) v = vld1q_lane_f32(p, v, 0);
+  if (n > 1) v = vld1q_lane_f32(p + 1, v, 1);
+  if (n > 2) v = vld1q_lane_f32(p + 2, v, 2);
+  return v;
 }
 // v's first n lanes to p (n >= 4: a full store).
 inline void store(float* p, int64_t n, float32x4_t v) {
   if (n >= 4) return vst1q_f32(p, v);
-  float t[4];
-  vst1q_f32(t, v);
-  if (n > 0) std::memcpy(p, t, size_t(n) * sizeof(float));
+  if (n > 0) vst1q_lane_f32(p, v, 0);
+  if (n > 1) vst1q_lane_f32(p + 1, v, 1);
+  if (n > 2) vst1q_lane_f32(p + 2, v, 2);
 }
 // Lane i all ones for i < n (n clamped to [0, 4]).
 inline uint32x4_t tail_mask(int64_t n) {
