@@ -545,6 +545,32 @@ TEST(Simd, ColumnSumsMatchDouble) {
 
 namespace vit {
 
+// The residual sum's vector run (a sample without LayerScale, on the paths that have one)
+// gives the bits of the plain loop, which LayerScale with gamma = 1 takes (s (1 b) = s b):
+// with drop path (kept samples scaled by 1 / (1 - p)) and dropout, over lengths with tails
+// shorter than any vector.
+TEST(Simd, ResidualRunIsThePlainLoop) {
+  const int64_t B = 5, T = 7;
+  for (int64_t C : {1, 8, 13, 192})
+    for (const float path_p : {0.f, 0.3f}) {
+      const int64_t n = B * T * C;
+      const auto x = test::randn(n, 41), br = test::randn(n, 42);
+      const std::vector<float> ones(size_t(C), 1.f);
+      std::vector<float> run(n), plain(n), br1 = br, br2 = br;
+      Tensor G(const_cast<float*>(ones.data()), {C});
+      auto t3 = [&](std::vector<float>& v) { return Tensor(v.data(), {B, T, C}); };
+      const Tensor X(const_cast<float*>(x.data()), {B, T, C});
+      ops::residual_forward(t3(run), X, t3(br1), nullptr, 0.2f, 7, path_p, 8, 3);
+      ops::residual_forward(t3(plain), X, t3(br2), &G, 0.2f, 7, path_p, 8, 3);
+      int64_t diff = 0, first = -1;
+      for (int64_t i = 0; i < n; ++i)
+        if (std::memcmp(&run[i], &plain[i], sizeof(float)) != 0 && diff++ == 0) first = i;
+      EXPECT_EQ(diff, 0) << "C=" << C << " path_p=" << path_p << ": " << diff << " of " << n
+                         << " differ, first at " << first << ": got " << (first < 0 ? 0.f : run[first])
+                         << ", want " << (first < 0 ? 0.f : plain[first]);
+    }
+}
+
 // The residual sum with its LayerNorm in one walk over the samples gives the bits of the two
 // calls: with and without drop path, dropout and LayerScale, rows of 8 (the short-row
 // kernel), 72 (a masked tail) and 192 floats, on one thread and on two.
