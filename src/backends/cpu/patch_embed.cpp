@@ -2,6 +2,7 @@
 // im2col (one row per patch, in the conv weight's (c, i, j) order) times weight^T.
 #include <cstring>
 
+#include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
@@ -12,7 +13,7 @@ void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t H
                     int64_t Pw) {
   const int64_t Gh = Hi / Ph, Gw = Wi / Pw, K = C * Ph * Pw;
 #if VIT_ISA_X86
-  const bool short_rows = Pw <= 16 && isa() == Isa::avx512;
+  const bool short_rows = Pw <= 16 && (isa() == Isa::avx512 || isa() == Isa::avx2);
 #endif
   // One item per row of patches, walked along the image's rows: at MNIST's 16-float patches,
   // one item per patch spent most of its time on the three integer divisions giving its
@@ -24,7 +25,10 @@ void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t H
     float* out = cols + by * Gw * K;
 #if VIT_ISA_X86
     if (short_rows) {
-      avx512::copy_patch_row_short(out, x, b, py, C, Hi, Wi, Ph, Pw, Gw);
+      if (isa() == Isa::avx512)
+        avx512::copy_patch_row_short(out, x, b, py, C, Hi, Wi, Ph, Pw, Gw);
+      else
+        avx2::copy_patch_row_short(out, x, b, py, C, Hi, Wi, Ph, Pw, Gw);
       continue;
     }
 #endif
