@@ -493,7 +493,7 @@ namespace vit {
 // LayerNorm's weight and bias gradients.
 TEST(Simd, ColumnSumsAreTheSameOnAnyThreadCount) {
   const int saved = omp_get_max_threads();
-  for (int64_t N : {8, 24, 40, 64, 72, 96, 200, 768}) {
+  for (int64_t N : {8, 24, 40, 64, 72, 96, 100, 200, 768}) {
     const int64_t M = 3001;  // enough work for 2 threads
     const auto dy = test::randn(M * N, 21), x = test::randn(M * N, 22), w = test::randn(N, 23);
     std::vector<float> mean(M), rstd(M), y(M * N);
@@ -573,7 +573,8 @@ TEST(Simd, ResidualRunIsThePlainLoop) {
 
 // The residual sum with its LayerNorm in one walk over the samples gives the bits of the two
 // calls: with and without drop path, dropout and LayerScale, rows of 8 (the short-row
-// kernel), 72 (a masked tail) and 192 floats, on one thread and on two.
+// kernel), 72 (a masked tail) and 192 floats, on one thread and on two; and the path's vector
+// run of the sum gives the plain loop's bits.
 TEST(Simd, ResidualLayerNormIsTheTwoCalls) {
   const int saved = omp_get_max_threads();
   const int64_t B = 7, T = 13;
@@ -610,6 +611,26 @@ TEST(Simd, ResidualLayerNormIsTheTwoCalls) {
         EXPECT_EQ(r1, r2) << "reciprocal deviations" << at;
       }
   omp_set_num_threads(saved);
+  // Without LayerScale a sample's sum is one vector run where the path has one; a LayerScale
+  // of ones takes the plain loop, x + s (1 branch), the same product and sum: the same bits.
+  for (int64_t C : {8, 72, 190})
+    for (float path_p : {0.f, 0.3f}) {
+      const int64_t n = B * T * C;
+      const auto x = test::randn(n, 41), br = test::randn(n, 42);
+      const std::vector<float> ones(C, 1.f);
+      std::vector<float> vec(n), plain(n), br1 = br, br2 = br;
+      const Tensor X(const_cast<float*>(x.data()), {B, T, C}), G(const_cast<float*>(ones.data()), {C});
+      ops::residual_forward(Tensor(vec.data(), {B, T, C}), X, Tensor(br1.data(), {B, T, C}), nullptr, 0.f, 7,
+                            path_p, 8, 3);
+      ops::residual_forward(Tensor(plain.data(), {B, T, C}), X, Tensor(br2.data(), {B, T, C}), &G, 0.f, 7,
+                            path_p, 8, 3);
+      size_t bad = 0;
+      while (bad < vec.size() && vec[bad] == plain[bad]) ++bad;
+      EXPECT_EQ(bad, vec.size()) << "residual run (" << cpu::isa_name(cpu::isa()) << ") C=" << C
+                                 << " path_p=" << path_p << ": first mismatch at " << bad << ": got "
+                                 << (bad < vec.size() ? vec[bad] : 0.f) << ", plain loop "
+                                 << (bad < vec.size() ? plain[bad] : 0.f);
+    }
   // The norm's output must hold B*T*C elements and its statistics B*T.
   std::vector<float> v(2 * 3 * 4), s(5);
   const Tensor t(v.data(), {2, 3, 4}), c(v.data(), {4});
@@ -627,8 +648,8 @@ TEST(Simd, ResidualLayerNormIsTheTwoCalls) {
 
 namespace vit {
 
-// Rounding to bf16 (mixed-precision training's inputs, bf16 inference): the AVX-512 lanes
-// give the reference's bits on every kind of value: ties (to even), values that round up
+// Rounding to bf16 (mixed-precision training's inputs, bf16 inference): the AVX-512 and AVX2
+// lanes give the reference's bits on every kind of value: ties (to even), values that round up
 // to infinity, subnormals (kept, not flushed), signed zeros, infinities and NaNs (quiet,
 // payload kept), over lengths with every tail and on two threads.
 TEST(Simd, RoundToBf16GivesTheReferenceBits) {
@@ -647,8 +668,8 @@ TEST(Simd, RoundToBf16GivesTheReferenceBits) {
     }
     std::memcpy(&x[i], &u, 4);
   }
-  for (const int64_t n :
-       {int64_t(0), int64_t(1), int64_t(15), int64_t(16), int64_t(17), int64_t(40), int64_t(x.size())}) {
+  for (const int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t(9), int64_t(15), int64_t(16),
+                          int64_t(17), int64_t(23), int64_t(40), int64_t(x.size())}) {
     std::vector<uint16_t> got(size_t(n) + 1, 0xabcd), want(size_t(n) + 1, 0xabcd);
     cpu::round_to_bf16(got.data(), x.data(), n);
     cpu::round_to_bf16_reference(want.data(), x.data(), n);

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/dnnl_matmul.h"
@@ -66,6 +67,7 @@ void round_to_bf16(uint16_t* dst, const float* x, int64_t n) {
     switch (path) {
 #if VIT_ISA_X86
       case Isa::avx512: avx512::round_to_bf16(dst + lo, x + lo, hi - lo); break;
+      case Isa::avx2: avx2::round_to_bf16(dst + lo, x + lo, hi - lo); break;
 #endif
 #if VIT_ISA_NEON
       case Isa::neon: neon::round_to_bf16(dst + lo, x + lo, hi - lo); break;

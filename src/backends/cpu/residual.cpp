@@ -3,6 +3,7 @@
 // LayerScale gamma; with the LayerNorm that reads the sum, and the backward.
 #include <algorithm>
 
+#include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
@@ -25,6 +26,7 @@ ResidualRun residual_run() {
   switch (isa()) {
 #if VIT_ISA_X86
     case Isa::avx512: return avx512::residual_run;
+    case Isa::avx2: return avx2::residual_run;
 #endif
 #if VIT_ISA_NEON
     case Isa::neon: return neon::residual_run;

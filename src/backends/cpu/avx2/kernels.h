@@ -26,4 +26,17 @@ void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int6
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                            int64_t N);
 
+// ---- linear_bf16.cpp: dst[0, n) = x rounded to bf16 (nearest even; NaN stays NaN), the
+// bits of round_to_bf16_reference. One thread.
+void round_to_bf16(uint16_t* dst, const float* x, int64_t n);
+
+// ---- residual.cpp: out[0, n) = x + s branch (a product, then a sum; no fma): the residual of a
+// sample without LayerScale, one contiguous run.
+void residual_run(float* out, const float* x, const float* branch, float s, int64_t n);
+
+// ---- patch_embed.cpp: im2col_patches' row of patches py of sample b for short patch rows
+// (Pw <= 16) into out (Gw patches, C Ph Pw floats each), in vector moves.
+void copy_patch_row_short(float* out, const float* x, int64_t b, int64_t py, int64_t C, int64_t Hi,
+                          int64_t Wi, int64_t Ph, int64_t Pw, int64_t Gw);
+
 }  // namespace vit::cpu::avx2

@@ -6,7 +6,7 @@ namespace vit::cpu::avx512 {
 
 // out[0, n) = x + s branch in vectors: a sample without LayerScale is one contiguous run.
 // The same two roundings as residual.cpp's loop (a product, then a sum; no fma: this file is
-// compiled with -ffp-contract=off, CMakeLists.txt).
+// compiled with -ffp-contract=off, CMakeLists.txt), so the same bits.
 VIT_AVX512 void residual_run(float* out, const float* x, const float* branch, float s, int64_t n) {
   const __m512 vs = _mm512_set1_ps(s);
   for (int64_t i = 0; i < n; i += 16) {
