@@ -16,7 +16,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
   libdnnl-dev            # oneDNN: the matrix products (see docs/design.md for why)
-  libopenblas-dev        # only for bench_gemm's comparison with OpenBLAS
+  libopenblas-dev        # x86-64: only for bench_gemm's comparison with OpenBLAS
   nlohmann-json3-dev     # JSON configs and safetensors headers
   libcli11-dev           # command-line parsing
   zlib1g-dev libpng-dev libjpeg-dev             # datasets and images
@@ -25,6 +25,12 @@ packages=(
   libopenmpi-dev openmpi-bin                    # data-parallel training (docs/distributed.md)
   libonnx-dev libprotobuf-dev                   # vit export --format onnx (ONNX's C++ library)
 )
+# aarch64: the matrix products go through OpenBLAS's OpenMP build (CMake's VIT_SGEMM,
+# docs/design.md), installed alone so that Debian's alternatives for libopenblas.so.0 (what
+# the programs load) point to it and not to the pthreads build.
+if [[ $(uname -m) == aarch64 ]]; then
+  packages=("${packages[@]/libopenblas-dev/libopenblas-openmp-dev}")
+fi
 # Node.js runs ONNX Runtime's npm package; a node already on PATH (e.g. NodeSource's) will do.
 command -v node > /dev/null && command -v npm > /dev/null || packages+=(nodejs npm)
 for arg in "$@"; do

@@ -38,9 +38,11 @@ sudo=""
 out=build-aarch64
 sysroot="$PWD/$out/sysroot"
 # The arm64 packages unpacked into the sysroot. libdnnl2's own dependencies (libc6, libgcc-s1,
-# libgomp1, libstdc++6) are the cross compiler's.
+# libgomp1, libstdc++6) are the cross compiler's. OpenBLAS's OpenMP build does the matrix
+# products on aarch64 (CMake's VIT_SGEMM); its LAPACK part needs libgfortran5.
 arm64=(libdnnl-dev:arm64 libdnnl2:arm64 libgtest-dev:arm64 zlib1g-dev:arm64 zlib1g:arm64
        libpng-dev:arm64 libpng16-16:arm64 libjpeg62-turbo-dev:arm64 libjpeg62-turbo:arm64
+       libopenblas-openmp-dev:arm64 libopenblas0-openmp:arm64 libgfortran5:arm64
        nlohmann-json3-dev libcli11-dev)
 if [[ "$(cat "$sysroot/.packages" 2>/dev/null)" != "${arm64[*]}" ]]; then
   if ! dpkg --print-foreign-architectures | grep -qx arm64; then
@@ -66,6 +68,11 @@ if [[ "$(cat "$sysroot/.packages" 2>/dev/null)" != "${arm64[*]}" ]]; then
     target=$(readlink "$link")
     ln -sfr "$sysroot/usr${target#/usr}" "$link"
   done
+  # Debian's alternatives (libopenblas.so.0 in the library folder, pointing into the
+  # OpenMP build's folder) are made by the packages' scripts, which dpkg -x does not run:
+  # link the library the programs load by its soname to the real one.
+  ln -sfr "$sysroot/usr/lib/aarch64-linux-gnu/openblas-openmp/libopenblas.so.0" \
+    "$sysroot/usr/lib/aarch64-linux-gnu/libopenblas.so.0"
   echo "${arm64[*]}" >"$sysroot/.packages"
 fi
 

@@ -63,6 +63,7 @@ Run add_bench(CLI::App& cmd) {
                           {"threads", num_threads()},
                           {"cpus", cpus},
                           {"isa", ops::cpu_isa()},
+                          {"gemm_library", ops::cpu_gemm_library()},
                           {"dtype", f->opt.dtype},
                           {"weights_packed", r.weights_packed},
                           {"shards", r.shards},

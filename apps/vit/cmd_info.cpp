@@ -47,7 +47,8 @@ Run add_info(CLI::App& cmd) {
     std::cout << "\n";
     // The instruction-set path the CPU kernels take (backends/cpu/isa.h).
     std::cout << "isa: " << ops::cpu_isa() << " (best on this CPU: " << ops::cpu_isa_detected()
-              << "; VIT_ISA=generic|avx2|avx512|neon forces one)\n";
+              << "; VIT_ISA=generic|avx2|avx512|neon forces one)\n"
+              << "matrix products: " << ops::cpu_gemm_library() << "\n";
     return 0;
   };
 }

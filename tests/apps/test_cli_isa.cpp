@@ -1,5 +1,6 @@
 // The instruction-set path as a user sees it: `vit info` names it on a line starting
-// `isa:`, `vit bench --json` records it, VIT_ISA forces any path this CPU runs, and a path it
+// `isa:` (and the matrix products' library on one starting `matrix products:`), `vit bench
+// --json` records both, VIT_ISA forces any path this CPU runs, and a path it
 // cannot run (or a misspelt one) is a one-line error before any work.
 #include <gtest/gtest.h>
 
@@ -24,6 +25,8 @@ TEST(CliIsa, InfoAndBenchNameThePathAndVitIsaForcesIt) {
   Result r = run_vit("info --model mnist-seed", "env -u VIT_ISA");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(isa_line(r.out).rfind("isa: " + best + " (best on this CPU: " + best, 0), 0u) << r.out;
+  const std::string gemm = vit::ops::cpu_gemm_library();
+  EXPECT_NE(r.out.find("\nmatrix products: " + gemm + "\n"), std::string::npos) << r.out;
   for (std::string forced : {"generic", "avx2", "avx512", "neon"}) {
     const bool runs = forced == "generic" || forced == best || (forced == "avx2" && best == "avx512");
     Result f = run_vit("info --model mnist-seed", "VIT_ISA=" + forced);
@@ -34,7 +37,9 @@ TEST(CliIsa, InfoAndBenchNameThePathAndVitIsaForcesIt) {
           run_vit("bench --model mnist-seed -b 2 --runs 1 --warmup 0 --min-time 0 --ceiling 100 --json",
                   "VIT_ISA=" + forced);
       ASSERT_EQ(b.code, 0) << b.out;
-      EXPECT_EQ(nlohmann::json::parse(b.out.substr(b.out.find('{')))["isa"], forced) << b.out;
+      const auto j = nlohmann::json::parse(b.out.substr(b.out.find('{')));
+      EXPECT_EQ(j["isa"], forced) << b.out;
+      EXPECT_EQ(j["gemm_library"], gemm) << b.out;
     } else {
       EXPECT_EQ(f.code, 1) << forced << ": " << f.out;
       EXPECT_EQ(

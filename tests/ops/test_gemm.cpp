@@ -1,16 +1,19 @@
-// The oneDNN-backed gemm and its small-size loop against the double-accumulating reference;
-// the bf16 inference linear against fp32.
+// The library-backed gemm (oneDNN or OpenBLAS: sgemm_library.h) and its small-size loop
+// against the double-accumulating reference; the bf16 inference linear against fp32.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iostream>
+#include <string>
 
 #include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/neon/kernels.h"
+#include "backends/cpu/sgemm_library.h"
 #include "support/check.h"
 #include "vit/core/threads.h"
 
@@ -77,6 +80,18 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{130, 33, 90, false, true},  // one column past them
                       // A widening layer's dW = dY^T X (more rows than columns): as dW^T.
                       GemmCase{300, 96, 1200, true, false}));
+
+// The library of the large products (VIT_SGEMM) names itself; OpenBLAS must be its OpenMP
+// build at run time, so that its threads are the program's (sgemm_openblas.cpp).
+TEST(Gemm, LibraryNamesItselfAndOpenBLASIsItsOpenMPBuild) {
+  const std::string name = cpu::sgemm_library_name();
+  std::cout << "sgemm library: " << name << "\n";
+  const bool openblas = name.rfind("OpenBLAS ", 0) == 0;
+  EXPECT_TRUE(openblas || name.rfind("oneDNN ", 0) == 0) << name;
+  if (openblas) {
+    EXPECT_NE(name.find(", OpenMP)"), std::string::npos) << name;
+  }
+}
 
 // Products with few output columns split their rows over threads in whole blocks: each
 // output is summed by one thread in k order, so the bits do not depend on the thread count.

@@ -19,6 +19,9 @@ namespace vit::ops {
 // CPU cannot run.
 const char* cpu_isa();
 const char* cpu_isa_detected();
+// The library of the CPU backend's large fp32 matrix products, as it reports itself (e.g.
+// "oneDNN 2.6.3", "OpenBLAS 0.3.21 (armv8, OpenMP)"; CMake's VIT_SGEMM chooses it).
+const char* cpu_gemm_library();
 
 // linear: y[M,N] = x[M,K] w[N,K]^T + b[N], on the weights as prepare_linear left them. The
 // model says once how a layer's weights are kept (the precision, packed or not); the backend

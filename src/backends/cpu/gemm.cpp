@@ -1,11 +1,10 @@
-// Matrix products through oneDNN's dnnl_sgemm (row-major, OpenMP-threaded). Chosen over
-// OpenBLAS because it reaches ~400 GFLOP/s here whatever OPENBLAS_CORETYPE says (see
-// docs/history/benchmarks-2026-11.md). Products too small to amortize a library call use a plain loop, and
+// Matrix products through a library's sgemm (sgemm_library.h: oneDNN's dnnl_sgemm on x86-64,
+// ~400 GFLOP/s here whatever OPENBLAS_CORETYPE says, docs/history/benchmarks-2026-11.md;
+// OpenBLAS's cblas_sgemm on aarch64). Products too small to amortize a library call use a plain loop, and
 // products with few output columns (the tiny models' layers) the attention kernels' blocks
 // (head_gemm.cpp's register blocks where the path has them, skinny_gemm.cpp in avx512/,
 // avx2/ and neon/ for short sums).
 #include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,7 +16,7 @@
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/neon/kernels.h"
-#include "vit/core/error.h"
+#include "backends/cpu/sgemm_library.h"
 #include "vit/core/threads.h"
 
 namespace vit::cpu {
@@ -125,13 +124,19 @@ void gemm_skinny_transposed(int64_t M, int64_t N, int64_t K, float alpha, const 
 
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  // Products too small to feed every thread run on fewer (oneDNN threads over OpenMP's
-  // current count); inside a parallel region oneDNN runs single-threaded anyway.
-  const int all = omp_get_max_threads(), nt = threads_for(M * N * K / 16);
-  if (nt < all && !omp_in_parallel()) omp_set_num_threads(nt);
-  dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  if (nt < all && !omp_in_parallel()) omp_set_num_threads(all);
-  VIT_CHECK(st == dnnl_success, "dnnl_sgemm failed with status ", int(st));
+  // Products too small to feed every thread run on fewer (both libraries thread over
+  // OpenMP's current count); inside a parallel region they run single-threaded anyway.
+  struct ThreadCount {  // set for the call, restored on the way out (an error included)
+    int all = omp_get_max_threads();
+    bool set;
+    explicit ThreadCount(int nt) : set(nt < all && !omp_in_parallel()) {
+      if (set) omp_set_num_threads(nt);
+    }
+    ~ThreadCount() {
+      if (set) omp_set_num_threads(all);
+    }
+  } threads(threads_for(M * N * K / 16));
+  sgemm_library(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 // C = A^T B over a long k with more rows than columns (a weight gradient dW = dY^T X whose
