@@ -106,6 +106,7 @@ kThreadTests=(
   'Training.LearnsASyntheticTask'
   'Memory.PlannedActivationsAreWhatTheModelAllocates'
   'Prefetcher\..*'
+  'Gemm\..*AnyThreadCount'
 )
 exclude=()
 probe=Prefetcher.ServesBatchesInOrderAndPassesErrorsOn
