@@ -64,6 +64,8 @@ WORKLOADS = [
     ("infer", "vit-tiny-16", 1, True),
     ("infer", "vit-small-16", 1, False),
     ("infer", "vit-base-16", 1, False),
+    ("infer", "vit-tiny-16", 16, False),
+    ("infer", "vit-small-16", 16, False),
     ("infer", "vit-base-16", 16, False),
     ("train", "vit-base-16", 16, False),
     ("infer", "vit-tiny-16", 1, False, 1),

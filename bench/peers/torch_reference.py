@@ -36,7 +36,8 @@ PRESETS = {
 }
 CASES = [("mnist-seed", 128, False), ("mnist-seed", 128, True), ("mnist-small", 128, True), ("cifar-seed", 256, False),
          ("cifar-seed", 256, True), ("vit-tiny-16", 1, False), ("vit-small-16", 1, False),
-         ("vit-base-16", 1, False), ("vit-base-16", 16, False), ("vit-base-16", 16, True)]
+         ("vit-base-16", 1, False), ("vit-tiny-16", 16, False), ("vit-small-16", 16, False),
+         ("vit-base-16", 16, False), ("vit-base-16", 16, True)]
 
 
 class Block(nn.Module):
