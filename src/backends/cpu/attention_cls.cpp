@@ -114,16 +114,17 @@ void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, co
     float* dS = grown(buf, T);
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
-      const auto [q, k, v, dq, dk, dv] = head_grads(qkv, dqkv, b, h, T, C, D);
+      // A struct, not a structured binding: clang 14's lambdas cannot capture one.
+      const HeadGrads g = head_grads(qkv, dqkv, b, h, T, C, D);
       const float* P = probs + bh * T;
       const float* Pv = probs_drop ? probs_drop + bh * T : P;
       const float* dO = dout + b * C + h * D;
-      with_head_width(D, [&](auto width) { value_grads(width, dS, dv, dO, v, Pv, T, ld); });
+      with_head_width(D, [&](auto width) { value_grads(width, dS, g.dv, dO, g.v, Pv, T, ld); });
       if (probs_drop) drop_probs(dS, dS, T, drop_p, drop_key, drop_first(first_sample, b, h, H, T));
       softmax_backward_rows(dS, P, 1, T);  // dS = P (dP - sum_j P dP)
-      with_head_width(D, [&](auto width) { query_key_grads(width, dq, dk, dS, q, k, T, ld, scale); });
+      with_head_width(D, [&](auto width) { query_key_grads(width, g.dq, g.dk, dS, g.q, g.k, T, ld, scale); });
       for (int64_t t = 1; t < T; ++t)
-        std::memset(dq + t * ld, 0, size_t(D) * sizeof(float));  // the other queries
+        std::memset(g.dq + t * ld, 0, size_t(D) * sizeof(float));  // the other queries
     }
   });
 }
