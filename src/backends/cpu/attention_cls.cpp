@@ -6,6 +6,7 @@
 // forward and 4 T D backward, a 1/T share of the full attention.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/kernel_table.h"  // with_constant
@@ -23,17 +24,9 @@ inline int64_t drop_first(int64_t first_sample, int64_t b, int64_t h, int64_t H,
 // widths (mnist-seed's 4, cifar-seed's and ViT's 64, ...), so that the loops over d unroll
 // and vectorize, else at run time: the same operations in the same order either way, so the
 // same bits (without -ffast-math the compiler reorders no sum).
-struct Width {
-  int64_t d;
-  constexpr operator int64_t() const { return d; }
-};
-template <int64_t D>
-struct FixedWidth {
-  constexpr operator int64_t() const { return D; }
-};
 template <typename F>
 void with_head_width(int64_t D, F&& f) {
-  if (!with_constant<4, 8, 16, 32, 64>(D, [&]<int W>() { f(FixedWidth<W>{}); })) f(Width{D});
+  if (!with_constant<4, 8, 16, 32, 64>(D, [&]<int W>() { f(std::integral_constant<int64_t, W>{}); })) f(D);
 }
 
 // P[j] = scale q . k_j over the T keys (k's rows ld apart).
