@@ -34,7 +34,7 @@ struct TrainFlags {
   int64_t synthetic = 0;
   AugmentConfig aug;
   std::vector<float> scale, ratio, betas;
-  int threads = 0;
+  int threads = 0, shards = 0;
   double comm_timeout = 600;
   std::string resume, pretrained, progress = "auto", recovery = "auto";
   bool skip_bad_images = false, no_memory_check = false;
@@ -200,6 +200,12 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--seed", t.seed, "random seed (weights, data order, dropout)")->capture_default_str();
   cmd.add_option("--threads", f->threads,
                  "threads per process (default: all cores, shared by the processes of mpirun on a host)");
+  cmd.add_option("--shards", f->shards,
+                 "data-parallel shards per process: each batch split into this many, one thread each, their "
+                 "gradients summed in order (default 0: one per thread, or VIT_SHARDS). A fixed count gives "
+                 "the same bits on any --threads, a resumed run's included; 1 splits every operation across "
+                 "the threads instead")
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--comm-timeout", f->comm_timeout,
                  "under mpirun: seconds a rank waits for the others in one collective before ending the job")
       ->capture_default_str();
@@ -274,7 +280,7 @@ Run add_train(CLI::App& cmd) {
     }
     const size_t available = F.no_memory_check ? 0 : available_memory_bytes();
     auto check_fits = [&](const ViTConfig& c, bool allocated) {
-      MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name, 0, F.amp);
+      MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name, F.shards, F.amp);
       // The prefetcher holds whole global batches (-b x --grad-accum-steps); a model EMA is
       // one more copy of the weights, counted with the optimizer's state.
       plan.batches *= size_t(F.train.grad_accum_steps);
@@ -314,6 +320,7 @@ Run add_train(CLI::App& cmd) {
     const ViTConfig& cfg = model.config();
     model.set_backbone_frozen(F.train.optim.freeze_backbone);
     model.set_amp(F.amp);
+    model.set_shards(F.shards);
     std::unique_ptr<Dataset> train_set, eval_set;
     run_agreed(comm, "loading the data", [&] {
       if (F.synthetic > 0) {
@@ -360,7 +367,9 @@ Run add_train(CLI::App& cmd) {
     F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && ::isatty(STDOUT_FILENO) != 0);
     out << "model: " << cfg.to_json(-1) << std::endl;
     if (const int shards = model.shards_for(F.train.batch_size); shards > 1)
-      out << "batch split into " << shards << " shards, one per thread" << std::endl;
+      out << "batch split into " << shards << " shards, "
+          << (F.shards > 0 ? "one thread each (--shards: the same bits on any --threads)" : "one per thread")
+          << std::endl;
     train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
     if (!F.train.output.empty())
       out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors"

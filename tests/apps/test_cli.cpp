@@ -126,6 +126,27 @@ TEST(Cli, ResumeTakesDisplayFlagsAnewAndRefusesTheRest) {
       << lr.out;
 }
 
+// --shards N fixes the data-parallel split, so the thread count no longer changes the bits
+// (tests/train/test_determinism.cpp checks the library); without it the split follows the
+// threads. Dropout is on so that the masks' indices are exercised across shards too.
+TEST(Cli, ShardsMakeTheRunTheSameOnAnyThreadCount) {
+  vit::test::TempDir tmp("shards");
+  const std::string base =
+      "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 1 -b 16 --drop 0.1 --log-every 0 ";
+  Result one = run(base + "--shards 2 --threads 1 --output " + (tmp / "one"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_NE(one.out.find("batch split into 2 shards, one thread each (--shards"), std::string::npos)
+      << one.out;
+  ASSERT_EQ(run(base + "--shards 2 --threads 2 --output " + (tmp / "two")).code, 0);
+  ASSERT_EQ(run(base + "--threads 1 --output " + (tmp / "default")).code, 0);  // one shard on 1 thread
+  auto bytes = [&](const std::string& run_dir) { return vit::read_text_file(run_dir + "/last.safetensors"); };
+  EXPECT_TRUE(bytes(tmp / "one") == bytes(tmp / "two")) << "--shards 2: 1 and 2 threads differ";
+  EXPECT_TRUE(bytes(tmp / "one") != bytes(tmp / "default")) << "--shards 2 on 1 thread was not applied";
+  Result bad = run(base + "--shards -1");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--shards"), std::string::npos) << bad.out;
+}
+
 // --opt-betas B1 B2 (timm's) sets Adam's betas: other betas, other weights; betas outside
 // [0, 1) or a single value are refused.
 TEST(Cli, OptBetasSetAdamsBetas) {

@@ -1,6 +1,7 @@
 // Determinism: the same seed and thread count give bit-identical weights after N training
 // steps with every kind of randomness on (init, data order, dropout, drop path); another
-// seed gives other weights. Also trains a tiny model to check that learning happens.
+// seed gives other weights; a fixed shard count gives the same bits on any thread count.
+// Also trains a tiny model to check that learning happens.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,10 +32,12 @@ ViTConfig cfg() {
   return c;
 }
 
-std::vector<float> run(uint64_t seed, int threads) {
+// shards 0: the default, one per thread.
+std::vector<float> run(uint64_t seed, int threads, int shards = 0) {
   set_num_threads(threads);
   ViT m(cfg());
   m.init_weights(seed);
+  m.set_shards(shards);
   SyntheticDataset data(96, 4, 1, 12, 12, 5);
   TrainConfig t;
   t.epochs = 2;
@@ -55,6 +58,30 @@ TEST(Determinism, SameSeedAndThreadsGiveTheSameBits) {
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
   EXPECT_NE(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(float)));
+}
+
+// With the shard count fixed (vit train --shards), the thread count changes only who runs
+// what: every shard's operations give the same bits on one thread as on several (the
+// kernels' reductions have fixed orders, the library products fixed tiles), and the shards'
+// gradients are summed in shard order. 1 shard: every operation split across the threads;
+// 3 shards of a batch of 32: uneven shards, more shards than threads. The default (one shard
+// per thread) is what differs, so it is checked to differ: the test would pass vacuously if
+// the thread count were not applied.
+TEST(Determinism, AFixedShardCountGivesTheSameBitsOnAnyThreadCount) {
+  const int saved = num_threads();
+  for (int shards : {1, 2, 3}) {
+    const auto one = run(11, 1, shards), two = run(11, 2, shards);
+    ASSERT_EQ(one.size(), two.size());
+    size_t bad = 0;
+    while (bad < one.size() && one[bad] == two[bad]) ++bad;
+    EXPECT_EQ(bad, one.size()) << shards << " shard(s): first difference at parameter " << bad << ": "
+                               << (bad < one.size() ? one[bad] : 0.f) << " on 1 thread, "
+                               << (bad < one.size() ? two[bad] : 0.f) << " on 2";
+  }
+  const auto one = run(11, 1), two = run(11, 2);  // 1 shard, then 2
+  EXPECT_NE(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)))
+      << "one shard per thread: 1 and 2 threads sum the gradients in other orders";
+  set_num_threads(saved);
 }
 
 namespace {
