@@ -103,10 +103,9 @@ VIT_AVX2 void layernorm_dx_rows8(float* dx, const float* dy, const float* x, con
       g[j] = _mm256_mul_ps(s, _mm256_fnmadd_ps(xh[j], mgx, _mm256_sub_ps(g[j], mg)));
     transpose8x8(g);
 #pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) {
-      if (k >= rows) break;
+    for (int k = 0; k < 8; ++k) {  // no early break: the loop must unroll to keep g in registers
       float* out = dx + (i + k) * kShortC;
-      _mm256_storeu_ps(out, accumulate_dx ? _mm256_add_ps(g[k], _mm256_loadu_ps(out)) : g[k]);
+      if (k < rows) _mm256_storeu_ps(out, accumulate_dx ? _mm256_add_ps(g[k], _mm256_loadu_ps(out)) : g[k]);
     }
   }
 }
@@ -167,30 +166,45 @@ VIT_AVX2 void layernorm_dx_rows(float* dx, const float* dy, const float* x, cons
   }
 }
 
-// Columns [j0, j1) in stripes of up to 4 vectors: the stripe's sums stay in registers while
-// every row passes in order.
-VIT_AVX2 void param_grads_columns(float* dw, float* db, const float* dy, const float* x, const float* mean,
-                                  const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1) {
-  constexpr int kV = 4;
-  for (int64_t c0 = j0; c0 < j1; c0 += 8 * kV) {
-    __m256 aw[kV], ab[kV];
-    for (int v = 0; v < kV; ++v) aw[v] = ab[v] = _mm256_setzero_ps();
-    const int nv = int(std::min<int64_t>(kV, (j1 - c0 + 7) / 8));
-    for (int64_t i = 0; i < M; ++i) {
-      const __m256 vm = _mm256_set1_ps(mean[i]), vs = _mm256_set1_ps(rstd[i]);
-      for (int v = 0; v < nv; ++v) {
-        const int64_t c = c0 + 8 * v, n = j1 - c;
-        const __m256 g = load(dy + i * C + c, n);
-        aw[v] = _mm256_fmadd_ps(_mm256_mul_ps(g, _mm256_sub_ps(load(x + i * C + c, n), vm)), vs, aw[v]);
-        ab[v] = _mm256_add_ps(ab[v], g);
-      }
-    }
-    for (int v = 0; v < nv; ++v) {
+namespace {
+// Columns [c0, j1) of param_grads_columns, NV <= 4 vectors (the last one masked): the
+// stripe's sums stay in registers while every row passes in order. NV is a template
+// parameter so that every loop over the vectors unrolls: with a run-time count GCC kept aw
+// and ab in stack arrays, stored and reloaded on every row (docs/design.md, "Instruction sets").
+template <int NV>
+VIT_AVX2 void param_grads_stripe(float* dw, float* db, const float* dy, const float* x, const float* mean,
+                                 const float* rstd, int64_t M, int64_t C, int64_t c0, int64_t j1) {
+  __m256 aw[NV], ab[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) aw[v] = ab[v] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < M; ++i) {
+    const __m256 vm = _mm256_set1_ps(mean[i]), vs = _mm256_set1_ps(rstd[i]);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
       const int64_t c = c0 + 8 * v, n = j1 - c;
-      store(dw + c, n, _mm256_add_ps(load(dw + c, n), aw[v]));
-      store(db + c, n, _mm256_add_ps(load(db + c, n), ab[v]));
+      const __m256 g = load(dy + i * C + c, n);
+      aw[v] = _mm256_fmadd_ps(_mm256_mul_ps(g, _mm256_sub_ps(load(x + i * C + c, n), vm)), vs, aw[v]);
+      ab[v] = _mm256_add_ps(ab[v], g);
     }
   }
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    const int64_t c = c0 + 8 * v, n = j1 - c;
+    store(dw + c, n, _mm256_add_ps(load(dw + c, n), aw[v]));
+    store(db + c, n, _mm256_add_ps(load(db + c, n), ab[v]));
+  }
+}
+}  // namespace
+
+// Columns [j0, j1) in stripes of up to 4 vectors, every row in order per column.
+VIT_AVX2 void param_grads_columns(float* dw, float* db, const float* dy, const float* x, const float* mean,
+                                  const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1) {
+  for (int64_t c0 = j0; c0 < j1; c0 += 32) switch ((std::min<int64_t>(j1 - c0, 32) + 7) / 8) {
+      case 1: param_grads_stripe<1>(dw, db, dy, x, mean, rstd, M, C, c0, j1); break;
+      case 2: param_grads_stripe<2>(dw, db, dy, x, mean, rstd, M, C, c0, j1); break;
+      case 3: param_grads_stripe<3>(dw, db, dy, x, mean, rstd, M, C, c0, j1); break;
+      default: param_grads_stripe<4>(dw, db, dy, x, mean, rstd, M, C, c0, j1); break;
+    }
 }
 
 }  // namespace vit::cpu::avx2
