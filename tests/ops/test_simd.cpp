@@ -286,22 +286,40 @@ TEST(Simd, HeadTransposeMatchesPlain) {
   }
 }
 
+namespace {
+// head_scores' operands for an M x T x D head: q [M, D] (stride 3D + 1, as in qkv), k [T, D]
+// (same stride) and k^T [D, ldk] (ldk: T rounded up to 16, NaN past T, which must not
+// matter), P [M, T]; random from seed, seed + 1 and seed + 2. Key masks: km masks a whole
+// vector (keys 16 to 31) and every fifth key from 2, none masks every key.
+struct HeadShape {
+  int64_t M, T, D;
+};
+struct ScoresInputs {
+  int64_t ldq, ldk;
+  std::vector<float> q, k, kT, P;
+  std::vector<uint8_t> km, none;
+};
+ScoresInputs scores_inputs(HeadShape s, uint64_t seed) {
+  const auto [M, T, D] = s;
+  ScoresInputs in{
+      3 * D + 1, (T + 15) / 16 * 16, {}, {}, {}, {}, std::vector<uint8_t>(T), std::vector<uint8_t>(T, 0)};
+  in.q = test::randn(M * in.ldq, seed), in.k = test::randn(T * in.ldq, seed + 1);
+  in.P = test::randn(M * T, seed + 2);
+  in.kT.assign(D * in.ldk, std::nanf(""));
+  cpu::transpose(in.kT.data(), in.ldk, in.k.data(), in.ldq, T, D);
+  for (int64_t j = 0; j < T; ++j) in.km[j] = (j % 5 != 2) && !(j >= 16 && j < 32);
+  return in;
+}
+}  // namespace
+
 // head_scores, each mode, against gemm_reference plus the reference softmax (and its
 // backward): T from 1 to past the 208 keys held in registers, key masks with whole
 // vectors masked and every key masked, D from 4 to 80.
 TEST(Simd, HeadScoresMatchReference) {
-  struct S {
-    int64_t M, T, D;
-  };
-  for (S s :
-       {S{65, 65, 16}, S{50, 50, 4}, S{197, 197, 64}, S{7, 3, 80}, S{1, 1, 1}, S{20, 230, 32}, S{9, 33, 8}}) {
-    const int64_t ldq = 3 * s.D + 1, ldk = (s.T + 15) / 16 * 16, T = s.T;
-    auto q = test::randn(s.M * ldq, 4), k = test::randn(T * ldq, 5), P = test::randn(s.M * T, 6);
-    std::vector<float> kT(s.D * ldk, std::nanf(""));  // padding past T must not matter
-    cpu::transpose(kT.data(), ldk, k.data(), ldq, T, s.D);
-    std::vector<uint8_t> km(T, 1);
-    for (int64_t j = 0; j < T; ++j) km[j] = (j % 5 != 2) && !(j >= 16 && j < 32);
-    std::vector<uint8_t> none(T, 0);
+  for (HeadShape s : {HeadShape{65, 65, 16}, HeadShape{50, 50, 4}, HeadShape{197, 197, 64},
+                      HeadShape{7, 3, 80}, HeadShape{1, 1, 1}, HeadShape{20, 230, 32}, HeadShape{9, 33, 8}}) {
+    const int64_t T = s.T;
+    const auto [ldq, ldk, q, k, kT, P, km, none] = scores_inputs(s, 4);
     for (const uint8_t* mask : std::vector<const uint8_t*>{nullptr, km.data(), none.data()}) {
       std::vector<float> S(s.M * T), got(s.M * T, 9.f), want(s.M * T);
       cpu::gemm_reference(false, true, s.M, T, s.D, 0.3f, q.data(), ldq, k.data(), ldq, 0.f, S.data(), T);
@@ -327,6 +345,37 @@ TEST(Simd, HeadScoresMatchReference) {
                        nullptr, got.data(), T);
       EXPECT_TRUE(test::close_rel_max("head_scores softmax " + at, got.data(), want.data(), s.M * T, 1e-5));
     }
+  }
+}
+
+// head_scores gives the bits of the product and then the row kernels of the same path (the S
+// of head_gemm, then softmax_rows or softmax_backward_rows): AVX-512, which applies the
+// softmax (or its backward) while S is in registers up to 96 keys, gives what its unfused
+// path would, and a fused kernel for another path (docs/design.md, Instruction sets) is held
+// to the same. Row counts that leave partial row blocks, T across 96 keys, keys masked and
+// all masked.
+TEST(Simd, HeadScoresAreTheProductThenTheRowKernels) {
+  for (HeadShape s : {HeadShape{65, 65, 16}, HeadShape{50, 50, 4}, HeadShape{13, 33, 8}, HeadShape{7, 3, 80},
+                      HeadShape{5, 96, 24}, HeadShape{11, 97, 16}, HeadShape{3, 17, 1}}) {
+    const int64_t T = s.T;
+    const auto [ldq, ldk, q, k, kT, P, km, none] = scores_inputs(s, 7);
+    const std::string at = std::to_string(s.M) + "x" + std::to_string(T) + "x" + std::to_string(s.D);
+    for (const uint8_t* mask : std::vector<const uint8_t*>{nullptr, km.data(), none.data()}) {
+      std::vector<float> got(s.M * T, 9.f), want(s.M * T);
+      cpu::head_gemm(s.M, T, s.D, 0.3f, q.data(), ldq, 1, kT.data(), ldk, 0.f, nullptr, want.data(), T);
+      cpu::softmax_rows(want.data(), s.M, T, mask);
+      cpu::head_scores(cpu::HeadScores::Softmax, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(), ldk, mask,
+                       nullptr, got.data(), T);
+      EXPECT_TRUE(
+          test::close_rel_max("head_scores softmax, bits " + at, got.data(), want.data(), s.M * T, 0.0));
+    }
+    std::vector<float> got(s.M * T, 9.f), want(s.M * T);
+    cpu::head_gemm(s.M, T, s.D, 0.3f, q.data(), ldq, 1, kT.data(), ldk, 0.f, nullptr, want.data(), T);
+    cpu::softmax_backward_rows(want.data(), P.data(), s.M, T);
+    cpu::head_scores(cpu::HeadScores::SoftmaxBackward, s.M, T, s.D, 0.3f, q.data(), ldq, kT.data(), ldk,
+                     nullptr, P.data(), got.data(), T);
+    EXPECT_TRUE(test::close_rel_max("head_scores softmax backward, bits " + at, got.data(), want.data(),
+                                    s.M * T, 0.0));
   }
 }
 

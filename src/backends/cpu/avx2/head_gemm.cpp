@@ -3,7 +3,8 @@
 // models' shapes. The AVX-512 kernels' design (avx512/head_gemm.cpp) in 8 lanes and 16
 // registers: R rows x NV vectors of accumulators (at most 12), A read through strides (so
 // P^T dO and dS^T q need no transposed copy), B's vectors whole from L1. (head_scores on this
-// path is this product and then the row softmax, row by row: head_gemm.cpp.)
+// path is this product and then the row softmax, row by row: head_gemm.cpp; with the softmax
+// applied in registers it measured slower, docs/design.md, Instruction sets.)
 #include <algorithm>
 
 #include "backends/cpu/avx2/kernels.h"
