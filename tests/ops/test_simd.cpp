@@ -559,6 +559,26 @@ TEST(Simd, ColumnSumsAreTheSameOnAnyThreadCount) {
   }
 }
 
+// Off AVX-512 (whose narrow sums go in row phases), colsum_add's sums are the plain loop's
+// bits: each column's rows added in order from zero, then added to db. Stripes of 1 to 4
+// vectors (AVX2) and every tail width, one row to many.
+TEST(Simd, ColumnSumsAreThePlainLoopOffAvx512) {
+  if (cpu::isa() == cpu::Isa::avx512) GTEST_SKIP() << "AVX-512 sums narrow matrices in row phases";
+  for (int64_t M : {1, 2, 7, 301})
+    for (int64_t N : {1, 3, 8, 13, 24, 31, 33, 57, 64, 100, 129, 389}) {
+      const std::vector<float> dy = test::randn(M * N, uint64_t(3 * N + M)), db0 = test::randn(N, 4);
+      std::vector<float> want = db0, got = db0;
+      for (int64_t j = 0; j < N; ++j) {
+        float acc = 0.f;
+        for (int64_t i = 0; i < M; ++i) acc += dy[i * N + j];
+        want[j] += acc;
+      }
+      cpu::colsum_add(got.data(), dy.data(), M, N);
+      EXPECT_TRUE(test::close_rel_max("colsum_add, M = " + std::to_string(M) + ", N = " + std::to_string(N),
+                                      got.data(), want.data(), N, 0.0));
+    }
+}
+
 TEST(Simd, ColumnSumsMatchDouble) {
   // N <= 64 (1 to 4 vectors) sums rows in 4 phases; 301 rows leave a tail of 1.
   for (int64_t N : {5, 16, 40, 64, 130, 768}) {
