@@ -34,8 +34,8 @@ namespace {
 // (zeros) made it slower (8.2 us): not done. Software prefetches of the next head were
 // slower too (L1 pollution; GCC 12 had deleted a first, nested loop of
 // __builtin_prefetch calls outright). On the AVX2 path (Zen 5, VIT_ISA=avx2) it gave
-// cifar-seed training 1.035x (two sittings of 3 and 5 rounds); NEON has warm_rows too but
-// is not measured (qemu only), so it does not warm.
+// cifar-seed training 1.027-1.035x (three sittings, 3 to 5 rounds each); NEON has
+// warm_rows too but is not measured (qemu only), so it does not warm.
 constexpr int64_t kWarmMaxD = 32, kWarmMinBatchBytes = 2 << 20;
 bool warm_samples(int64_t B, int64_t T, int64_t C, int64_t D) {
   return (isa() == Isa::avx512 || isa() == Isa::avx2) && D <= kWarmMaxD &&
