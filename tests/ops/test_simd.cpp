@@ -133,6 +133,40 @@ TEST(Simd, BiasGeluKeepsTheDerivativeTheBackwardNeeds) {
   omp_set_num_threads(saved);
 }
 
+// The fused backward (one pass: dx = dy * grad and db += dx's column sums) against the
+// multiply followed by colsum_add, bit for bit, on the shapes its kernels branch on: blocks
+// of 1 to 8 vectors in registers (N = 1 to 64, tails of every width), wider ones through a
+// buffer, one row, a few rows, dx apart from dy and in place, clearing grad or not. On the
+// thread count in use (one under qemu; scripts/test_aarch64.sh).
+TEST(Simd, BiasGeluBackwardIsTheMultiplyThenColumnSums) {
+  for (int64_t M : {1, 2, 7, 301})
+    for (int64_t N : {1, 3, 7, 8, 13, 17, 24, 31, 33, 40, 57, 64, 65, 100, 129, 389}) {
+      const std::vector<float> dy = test::randn(M * N, uint64_t(7 * N + M)),
+                               grad = test::randn(M * N, uint64_t(N + 3)), db0 = test::randn(N, 5);
+      std::vector<float> dx_want(M * N), db_want = db0;
+      for (int64_t i = 0; i < M * N; ++i) dx_want[i] = dy[i] * grad[i];
+      cpu::colsum_add(db_want.data(), dx_want.data(), M, N);
+      for (bool in_place : {false, true})
+        for (bool clear : {false, true}) {
+          const std::string where = "M = " + std::to_string(M) + ", N = " + std::to_string(N) +
+                                    (in_place ? ", in place" : "") + (clear ? ", clearing" : "");
+          std::vector<float> dx(M * N, 7.f), db = db0, g = grad, dyc = dy;
+          float* out = in_place ? dyc.data() : dx.data();
+          cpu::bias_gelu_backward(out, db.data(), dyc.data(), g.data(), M, N, clear);
+          EXPECT_TRUE(test::close_rel_max("fused dx, " + where, out, dx_want.data(), M * N, 0.0));
+          EXPECT_TRUE(test::close_rel_max("fused db, " + where, db.data(), db_want.data(), N, 0.0));
+          if (!in_place) {
+            EXPECT_EQ(dyc, dy) << "dy written, " << where;
+          }
+          if (clear) {
+            EXPECT_EQ(std::count(g.begin(), g.end(), 0.f), M * N) << "grad not cleared, " << where;
+          } else {
+            EXPECT_EQ(g, grad) << "grad written, " << where;
+          }
+        }
+    }
+}
+
 TEST(Simd, SoftmaxRowsMatchReference) {
   for (int64_t n : {5, 16, 50, 65, 197}) {
     const int64_t rows = 13;  // rows go in groups of 8, then 4, then 1
@@ -572,6 +606,26 @@ TEST(Simd, ColumnSumsAreTheSameOnAnyThreadCount) {
     cpu::colsum_add(want.data(), dx_acc[0].data(), M, N);
     EXPECT_EQ(dxsum[0], want) << "dx column sums against colsum_add, C=" << N;
   }
+}
+
+// Off AVX-512 (whose narrow sums go in row phases), colsum_add's sums are the plain loop's
+// bits: each column's rows added in order from zero, then added to db. Stripes of 1 to 4
+// vectors (AVX2) and every tail width, one row to many.
+TEST(Simd, ColumnSumsAreThePlainLoopOffAvx512) {
+  if (cpu::isa() == cpu::Isa::avx512) GTEST_SKIP() << "AVX-512 sums narrow matrices in row phases";
+  for (int64_t M : {1, 2, 7, 301})
+    for (int64_t N : {1, 3, 8, 13, 24, 31, 33, 57, 64, 100, 129, 389}) {
+      const std::vector<float> dy = test::randn(M * N, uint64_t(3 * N + M)), db0 = test::randn(N, 4);
+      std::vector<float> want = db0, got = db0;
+      for (int64_t j = 0; j < N; ++j) {
+        float acc = 0.f;
+        for (int64_t i = 0; i < M; ++i) acc += dy[i * N + j];
+        want[j] += acc;
+      }
+      cpu::colsum_add(got.data(), dy.data(), M, N);
+      EXPECT_TRUE(test::close_rel_max("colsum_add, M = " + std::to_string(M) + ", N = " + std::to_string(N),
+                                      got.data(), want.data(), N, 0.0));
+    }
 }
 
 TEST(Simd, ColumnSumsMatchDouble) {

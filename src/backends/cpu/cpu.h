@@ -227,7 +227,7 @@ void layernorm_backward_reference(float* dx, float* dw, float* db, const float* 
                                   bool accumulate_dx);
 
 // ---- gelu.cpp: exact GELU, x * 0.5 * (1 + erf(x / sqrt(2))).
-// AVX-512 when the CPU has it (simd.h), else the reference loops (std::erf) below.
+// The path's vector kernels (gelu.h), else the reference loops (std::erf) below.
 void gelu_forward(float* y, const float* x, int64_t n);
 void gelu_backward(float* dx, const float* dy, const float* x, int64_t n);
 // fc1's bias and activation in one pass: y = GELU(h + bias) (bias added to each row of

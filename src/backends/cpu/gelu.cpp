@@ -103,10 +103,23 @@ void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t
 
 void bias_gelu_backward(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
                         bool clear_grad) {
+  // The vector paths multiply and sum in one pass, in colsum_add's blocks of columns.
+  switch (isa()) {
 #if VIT_ISA_X86
-  if (isa() == Isa::avx512) return avx512::bias_gelu_backward(dx, db, dy, grad, M, N, clear_grad);
+    case Isa::avx512: return avx512::bias_gelu_backward(dx, db, dy, grad, M, N, clear_grad);
+    case Isa::avx2:
+      return by_column_blocks(N, M * N, [&](int64_t j0, int64_t j1) {
+        avx2::bias_gelu_backward_columns(dx, db, dy, grad, M, N, j0, j1, clear_grad);
+      });
 #endif
-    // Elsewhere the multiply (which the compiler vectorizes) and then colsum_add's own kernel.
+#if VIT_ISA_NEON
+    case Isa::neon:
+      return by_column_blocks(N, M * N, [&](int64_t j0, int64_t j1) {
+        neon::bias_gelu_backward_columns(dx, db, dy, grad, M, N, j0, j1, clear_grad);
+      });
+#endif
+    default: break;  // the plain path below: the multiply (vectorized), then colsum_add's loop
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M * N; ++i) {
     dx[i] = dy[i] * grad[i];

@@ -3,6 +3,9 @@
 //   gelu_forward:   y[i] = GELU(x[i]) for i in [i0, i1)
 //   gelu_backward:  dx[i] = dy[i] GELU'(x[i]) for i in [i0, i1)
 //   bias_gelu_rows: rows [r0, r1) of h[., N]: v = h + bias, y = GELU(v), h = GELU'(v) when keep_grad
+//   bias_gelu_backward_columns (AVX2, NEON): columns [j0, j1) of dx[M, N] = dy * grad over
+//     all rows, db[j0, j1) += their column sums in colsum_columns' order (the same bits as the
+//     multiply followed by colsum_add), grad cleared behind when clear_grad
 #pragma once
 #include <cstdint>
 
@@ -26,13 +29,21 @@ void bias_gelu_backward(float* dx, float* db, const float* dy, float* grad, int6
                         bool clear_grad);
 }  // namespace avx512
 
+#define VIT_GELU_BACKWARD_COLUMNS                                                                           \
+  void bias_gelu_backward_columns(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N, \
+                                  int64_t j0, int64_t j1, bool clear_grad);
+
 namespace avx2 {
 VIT_GELU_KERNELS
+VIT_GELU_BACKWARD_COLUMNS
 }  // namespace avx2
 
 namespace neon {
 VIT_GELU_KERNELS
+VIT_GELU_BACKWARD_COLUMNS
 }  // namespace neon
+
+#undef VIT_GELU_BACKWARD_COLUMNS
 
 #undef VIT_GELU_KERNELS
 

@@ -1,4 +1,4 @@
-// Attention's row softmax and its backward in AVX2 + FMA (softmax.h): the AVX-512 kernels'
+// Attention's row softmax and its backward in AVX2 + FMA (softmax.h), and warm_rows: the AVX-512 kernels'
 // passes (max; exp and sum; scale) in 8 lanes, 4 rows interleaved so that one row's max and
 // sum chains do not stall the others; each row's arithmetic is the same whichever rows it
 // is grouped with.
@@ -88,6 +88,15 @@ void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n) {
 
 VIT_AVX2 void exp_nonpos(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; i += 8) store(y + i, n - i, avx2::exp_nonpos(load(x + i, n - i)));
+}
+
+// One load per 64 bytes: each cache line of p[0, n) is read once (a tail under 16 floats is
+// left, as on AVX-512).
+VIT_AVX2 void warm_rows(const float* p, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i + 16 <= n; i += 16) acc = _mm256_max_ps(acc, _mm256_loadu_ps(p + i));
+  volatile float sink = hmax(acc);  // keeps the loads
+  (void)sink;
 }
 
 }  // namespace vit::cpu::avx2

@@ -1,6 +1,8 @@
 // Exact GELU's NEON kernels (gelu.h): neon/simd.h's erf (the x86 paths' formula, absolute
 // error <= 1.5e-7), 4 lanes, tails through a padded buffer.
 #include "backends/cpu/gelu.h"
+#include "backends/cpu/cpu.h"
+#include "backends/cpu/kernel_table.h"  // with_constant
 #include "backends/cpu/neon/simd.h"
 
 namespace vit::cpu::neon {
@@ -18,6 +20,55 @@ inline float32x4_t gelu_grad_from(float32x4_t v, float32x4_t erf, float32x4_t e)
 inline float32x4_t erf_of(float32x4_t v, float32x4_t* e) {
   return erf(vmulq_n_f32(v, kInvSqrt2), e);
 }
+
+// dx = dy * grad at element i, the first n of 4 lanes (grad cleared behind, with Clear);
+// returns the product for the column sums.
+template <bool Clear>
+inline float32x4_t mul_at(float* dx, const float* dy, float* grad, int64_t i, int64_t n) {
+  const float32x4_t d = vmulq_f32(load(dy + i, n), load(grad + i, n));
+  store(dx + i, n, d);
+  if constexpr (Clear) store(grad + i, n, vdupq_n_f32(0.f));
+  return d;
+}
+
+// Column blocks of at most NV vectors: the sums in registers, every row in order. Only the
+// last vector may be partial (one tail mask, no spills: 8 accumulators and 8 masks did not fit).
+template <int NV, bool Clear>
+void mul_colsum_narrow(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N, int64_t j0,
+                       int64_t j1) {
+  float32x4_t acc[NV];
+  const int64_t tail = j1 - j0 - 4 * (NV - 1);
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) acc[v] = vdupq_n_f32(0.f);
+  for (int64_t r = 0; r < M; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      acc[v] = vaddq_f32(acc[v], mul_at<Clear>(dx, dy, grad, r * N + j0 + 4 * v, v + 1 < NV ? 4 : tail));
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    float* d = db + j0 + 4 * v;
+    const int64_t n = v + 1 < NV ? 4 : tail;
+    store(d, n, vaddq_f32(load(d, n), acc[v]));
+  }
+}
+
+// Wider blocks: the sums in a per-thread buffer, so that the three matrices stream row by
+// row instead of in strided pieces.
+template <bool Clear>
+void mul_colsum_wide(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N, int64_t j0,
+                     int64_t j1) {
+  thread_local Scratch<float> buf;
+  const int64_t n = j1 - j0;
+  float* acc = grown(buf, n);
+  for (int64_t j = 0; j < n; j += 4) store(acc + j, n - j, vdupq_n_f32(0.f));
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t j = 0; j < n; j += 4)
+      store(acc + j, n - j,
+            vaddq_f32(load(acc + j, n - j), mul_at<Clear>(dx, dy, grad, r * N + j0 + j, n - j)));
+  for (int64_t j = 0; j < n; j += 4)
+    store(db + j0 + j, n - j, vaddq_f32(load(db + j0 + j, n - j), load(acc + j, n - j)));
+}
+
 }  // namespace
 
 void gelu_forward(float* y, const float* x, int64_t i0, int64_t i1) {
@@ -49,6 +100,21 @@ void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0
       store(y + i, n, gelu_from(v, erf));
       if (keep_grad) store(h + i, n, gelu_grad_from(v, erf, e));
     }
+}
+
+// Each column's sum starts from zero and adds the rows in order before going into db, as
+// colsum_columns does: the same bits whatever the width of the block.
+void bias_gelu_backward_columns(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
+                                int64_t j0, int64_t j1, bool clear_grad) {
+  auto run = [&]<bool Clear>() {
+    const bool narrow = with_constant<1, 2, 3, 4, 5, 6, 7, 8>(
+        (j1 - j0 + 3) / 4, [&]<int NV>() { mul_colsum_narrow<NV, Clear>(dx, db, dy, grad, M, N, j0, j1); });
+    if (!narrow && j1 > j0) mul_colsum_wide<Clear>(dx, db, dy, grad, M, N, j0, j1);
+  };
+  if (clear_grad)
+    run.template operator()<true>();
+  else
+    run.template operator()<false>();
 }
 
 }  // namespace vit::cpu::neon

@@ -1,4 +1,4 @@
-// Attention's row softmax and its backward in NEON (softmax.h): the x86 kernels' passes
+// Attention's row softmax and its backward in NEON (softmax.h), and warm_rows: the x86 kernels' passes
 // (max; exp and sum; scale) in 4 lanes, one row at a time (each row's arithmetic is its own).
 #include <limits>
 
@@ -46,6 +46,15 @@ void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n) {
 
 void exp_nonpos(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; i += 4) store(y + i, n - i, neon::exp_nonpos(load(x + i, n - i)));
+}
+
+// One load per 64 bytes: each cache line of p[0, n) is read once (a tail under 16 floats is
+// left, as on AVX-512).
+void warm_rows(const float* p, int64_t n) {
+  float32x4_t acc = vdupq_n_f32(0.f);
+  for (int64_t i = 0; i + 16 <= n; i += 16) acc = vmaxq_f32(acc, vld1q_f32(p + i));
+  volatile float sink = hmax(acc);  // keeps the loads
+  (void)sink;
 }
 
 }  // namespace vit::cpu::neon
