@@ -55,15 +55,28 @@ VIT_AVX512 void mul_colsum_columns(float* dx, float* db, const float* dy, float*
 
 // The same for matrices of at most kColsumNarrowN columns, in colsum_add's row phases (the
 // same bits as the multiply followed by colsum_add); [j0, j1) is at most NV vectors.
-template <int NV>
-VIT_AVX512 void mul_colsum_narrow(float* dx, float* db, const float* dy, const float* grad, int64_t M,
-                                  int64_t N, int64_t j0, int64_t j1) {
+template <int NV, bool Clear>
+VIT_AVX512 void mul_colsum_narrow(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
+                                  int64_t j0, int64_t j1) {
   colsum_narrow_by_rows<NV>(db, M, j0, j1, [&](int64_t r, int64_t c, __mmask16 m) VIT_AVX512 {
     const int64_t i = r * N + c;
     const __m512 d = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i), _mm512_maskz_loadu_ps(m, grad + i));
     _mm512_mask_storeu_ps(dx + i, m, d);
+    if constexpr (Clear) _mm512_mask_storeu_ps(grad + i, m, _mm512_setzero_ps());
     return d;
   });
+}
+
+template <bool Clear>
+VIT_AVX512 void mul_colsum_narrow_block(float* dx, float* db, const float* dy, float* grad, int64_t M,
+                                        int64_t N, int64_t j0, int64_t j1) {
+  switch ((j1 - j0 + 15) / 16) {
+    case 0: return;
+    case 1: return mul_colsum_narrow<1, Clear>(dx, db, dy, grad, M, N, j0, j1);
+    case 2: return mul_colsum_narrow<2, Clear>(dx, db, dy, grad, M, N, j0, j1);
+    case 3: return mul_colsum_narrow<3, Clear>(dx, db, dy, grad, M, N, j0, j1);
+    default: return mul_colsum_narrow<4, Clear>(dx, db, dy, grad, M, N, j0, j1);
+  }
 }
 }  // namespace
 
@@ -92,21 +105,15 @@ void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0
 
 void bias_gelu_backward(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
                         bool clear_grad) {
-  if (clear_grad && N > kColsumNarrowN)
-    return by_column_blocks(
-        N, M * N, [&](int64_t j0, int64_t j1) { mul_colsum_columns<true>(dx, db, dy, grad, M, N, j0, j1); });
-  // colsum_add's blocks of columns and order of rows (narrow matrices in row phases).
+  // colsum_add's blocks of columns and order of rows (narrow matrices in row phases); grad is
+  // cleared behind the multiply, in the same pass.
   by_column_blocks(N, M * N, [&](int64_t j0, int64_t j1) {
-    if (N > kColsumNarrowN) return mul_colsum_columns<false>(dx, db, dy, grad, M, N, j0, j1);
-    switch ((j1 - j0 + 15) / 16) {
-      case 0: return;
-      case 1: return mul_colsum_narrow<1>(dx, db, dy, grad, M, N, j0, j1);
-      case 2: return mul_colsum_narrow<2>(dx, db, dy, grad, M, N, j0, j1);
-      case 3: return mul_colsum_narrow<3>(dx, db, dy, grad, M, N, j0, j1);
-      default: return mul_colsum_narrow<4>(dx, db, dy, grad, M, N, j0, j1);
-    }
+    if (N > kColsumNarrowN)
+      return clear_grad ? mul_colsum_columns<true>(dx, db, dy, grad, M, N, j0, j1)
+                        : mul_colsum_columns<false>(dx, db, dy, grad, M, N, j0, j1);
+    return clear_grad ? mul_colsum_narrow_block<true>(dx, db, dy, grad, M, N, j0, j1)
+                      : mul_colsum_narrow_block<false>(dx, db, dy, grad, M, N, j0, j1);
   });
-  if (clear_grad) std::fill(grad, grad + M * N, 0.f);  // narrow rows: a second pass
 }
 
 }  // namespace vit::cpu::avx512
