@@ -8,6 +8,15 @@
 #include "vit/data/image.h"
 #include "vit/data/preprocess.h"
 
+// Headers claiming more than 4M pixels are refused (vit::set_max_image_pixels), so that a
+// legal size stays inside libFuzzer's 2 GB: at the default limit (179M pixels) the float
+// planes preprocessing makes would need 2 GB alone. What the limit itself does is tested in
+// tests/data/test_image.cpp.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  vit::set_max_image_pixels(int64_t(1) << 22);
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = vit::fuzz::write_scratch("image", data, size);
   try {

@@ -27,7 +27,7 @@ for n in "${names[@]}"; do
   case $n in
     safetensors) cp -n tests/fixtures/*.safetensors tests/fixtures/pretrained/*.safetensors "$corpus"/ ;;
     config) for f in tests/fixtures/pretrained/*/config.json; do cp -n "$f" "$corpus/$(basename "$(dirname "$f")").json"; done ;;
-    image) cp -n tests/fixtures/digit_7.png tests/fixtures/pretrained/images/*.{png,jpg} "$corpus"/ ;;
+    image) cp -n tests/fixtures/digit_7.png tests/fixtures/jpeg_claiming_4g_pixels.jpg tests/fixtures/pretrained/images/*.{png,jpg} "$corpus"/ ;;
     pretrained_config) for k in timm_a hf; do
         { [[ $k == hf ]] && printf '\1' || printf '\0'; cat tests/fixtures/pretrained/$k/config.json; } >"$corpus/$k"
       done ;;

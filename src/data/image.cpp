@@ -4,6 +4,7 @@
 #include <png.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <csetjmp>
 #include <cstring>
@@ -15,11 +16,27 @@ namespace vit {
 
 namespace {
 
+std::atomic<int64_t> max_pixels{2 * 89478485};
+
+// Whether a header's size passes max_image_pixels(), and the error when it does not.
+bool too_large(int64_t w, int64_t h) {
+  const int64_t limit = max_pixels.load(std::memory_order_relaxed);
+  return limit > 0 && w * h > limit;
+}
+Error too_large_error(const std::string& path, int64_t w, int64_t h) {
+  return Error(detail::concat(path, ": ", w, " x ", h, " pixels, more than the ", max_image_pixels(),
+                              " an image may have (vit::set_max_image_pixels raises the limit)"));
+}
+
 Image decode_png(const uint8_t* data, size_t size, const std::string& path) {
   png_image im;
   std::memset(&im, 0, sizeof im);
   im.version = PNG_IMAGE_VERSION;
   VIT_CHECK(png_image_begin_read_from_memory(&im, data, size), path, ": cannot decode PNG: ", im.message);
+  if (too_large(im.width, im.height)) {
+    png_image_free(&im);
+    throw too_large_error(path, im.width, im.height);
+  }
   const bool alpha = im.format & PNG_FORMAT_FLAG_ALPHA, color = im.format & PNG_FORMAT_FLAG_COLOR;
   im.format = color ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB) : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
   Image out;
@@ -69,6 +86,11 @@ Image decode_jpeg(const uint8_t* data, size_t size, const std::string& path) {
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
+  if (too_large(cinfo.image_width, cinfo.image_height)) {  // before a buffer of that size
+    const int64_t w = cinfo.image_width, h = cinfo.image_height;
+    jpeg_destroy_decompress(&cinfo);
+    throw too_large_error(path, w, h);
+  }
   cinfo.out_color_space = cinfo.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&cinfo);
   out.h = cinfo.output_height;
@@ -97,6 +119,14 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
     throw Error(name + ": not a PNG or JPEG file");
   VIT_CHECK(img.h > 0 && img.w > 0, name, ": empty image");
   return img;
+}
+
+int64_t max_image_pixels() {
+  return max_pixels.load(std::memory_order_relaxed);
+}
+
+void set_max_image_pixels(int64_t pixels) {
+  max_pixels.store(pixels, std::memory_order_relaxed);
 }
 
 Image read_image(const std::string& path) {

@@ -93,6 +93,34 @@ TEST(Image, CorruptFilesNameTheFile) {
             std::string::npos);
 }
 
+// A header may claim any size in a few bytes: the fuzzer's JPEG (3 KB) claims 65362 x 63356
+// pixels, a 12 GB buffer. Such files are refused from the header with a clear error, at
+// Pillow's limit by default; the limit is a setting (0 lifts it), checked at its edge for
+// PNG and JPEG.
+TEST(Image, HeadersClaimingTooManyPixelsAreRefusedBeforeDecoding) {
+  const int64_t saved = max_image_pixels();
+  EXPECT_EQ(saved, 2 * 89478485);
+  const std::string bomb = std::string(VIT_FIXTURE_DIR) + "/jpeg_claiming_4g_pixels.jpg";
+  const std::string msg = test::error_of([&] { read_image(bomb); });
+  EXPECT_NE(msg.find("jpeg_claiming_4g_pixels.jpg: 65362 x 63356 pixels, more than the 178956970"),
+            std::string::npos)
+      << msg;
+  test::TempDir dir("limit");
+  write_png(dir / "a.png", gradient(50, 100, 3));
+  write_jpeg(dir / "a.jpg", gradient(50, 100, 3));
+  for (const char* name : {"a.png", "a.jpg"}) {
+    set_max_image_pixels(4999);
+    const std::string over = test::error_of([&] { read_image(dir / name); });
+    EXPECT_NE(over.find(std::string(name) + ": 100 x 50 pixels, more than the 4999"), std::string::npos)
+        << over;
+    set_max_image_pixels(5000);
+    EXPECT_EQ(read_image(dir / name).w, 100) << name;
+    set_max_image_pixels(0);
+    EXPECT_EQ(read_image(dir / name).h, 50) << name;
+  }
+  set_max_image_pixels(saved);
+}
+
 TEST(Image, ChannelConversionAndBilinearResize) {
   const Image rgb{1, 2, 3, {255, 0, 0, 10, 20, 30}};
   const Image gray = convert_channels(rgb, 1);
