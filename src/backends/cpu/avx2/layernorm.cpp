@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backends/cpu/avx2/simd.h"
+#include "backends/cpu/kernel_table.h"  // with_constant
 #include "backends/cpu/layernorm.h"
 
 namespace vit::cpu::avx2 {
@@ -199,12 +200,10 @@ VIT_AVX2 void param_grads_stripe(float* dw, float* db, const float* dy, const fl
 // Columns [j0, j1) in stripes of up to 4 vectors, every row in order per column.
 VIT_AVX2 void param_grads_columns(float* dw, float* db, const float* dy, const float* x, const float* mean,
                                   const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1) {
-  for (int64_t c0 = j0; c0 < j1; c0 += 32) switch ((std::min<int64_t>(j1 - c0, 32) + 7) / 8) {
-      case 1: param_grads_stripe<1>(dw, db, dy, x, mean, rstd, M, C, c0, j1); break;
-      case 2: param_grads_stripe<2>(dw, db, dy, x, mean, rstd, M, C, c0, j1); break;
-      case 3: param_grads_stripe<3>(dw, db, dy, x, mean, rstd, M, C, c0, j1); break;
-      default: param_grads_stripe<4>(dw, db, dy, x, mean, rstd, M, C, c0, j1); break;
-    }
+  for (int64_t c0 = j0; c0 < j1; c0 += 32)
+    with_constant<1, 2, 3, 4>((std::min<int64_t>(j1 - c0, 32) + 7) / 8, [&]<int NV>() {
+      param_grads_stripe<NV>(dw, db, dy, x, mean, rstd, M, C, c0, j1);
+    });
 }
 
 }  // namespace vit::cpu::avx2
