@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
     vit::ops::cpu_isa();  // a VIT_ISA this CPU cannot run stops here, before any work
     args = vit::app::expand_recipe(vit::app::expand_resume(args));
   } catch (const std::exception& e) {
-    std::cerr << "vit: error: " << e.what() << "\n";
+    vit::print_error_line(std::string("vit: error: ") + e.what());
     return 1;
   }
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
@@ -154,16 +154,17 @@ int main(int argc, char** argv) {
   } catch (const vit::RankFailure& e) {
     // Every rank of a data-parallel run stopped at the same point: rank 0 says why.
     if (vit::Comm* w = vit::world_if_started(); !w || w->root())
-      std::cerr << "vit: error: " << e.what() << "\n";
+      vit::print_error_line(std::string("vit: error: ") + e.what());
     code = 1;
   } catch (const std::exception& e) {
     vit::Comm* w = vit::world_if_started();
     if (w && w->size() > 1) {
       // Only this rank knows: end the job rather than leave the others waiting.
-      std::cerr << "vit: error: rank " << w->rank() << ": " << e.what() << " (ending the job)" << std::endl;
+      vit::print_error_line(
+          vit::detail::concat("vit: error: rank ", w->rank(), ": ", e.what(), " (ending the job)"));
       w->abort(1);
     }
-    std::cerr << "vit: error: " << e.what() << "\n";
+    vit::print_error_line(std::string("vit: error: ") + e.what());
     code = 1;
   }
   vit::finalize_world();

@@ -8,10 +8,10 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
-#include <iostream>
 #include <thread>
 
 #include "train/comm_mpi.h"
+#include "vit/core/error.h"
 #include "vit/core/settings.h"
 
 namespace vit::detail {
@@ -99,11 +99,10 @@ class MpiComm final : public Comm {
       if (done) return;
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (timeout_ > 0 && s > timeout_) {
-        std::cerr << "vit: error: rank " << rank_ << ": no answer from the other ranks for " << timeout_
-                  << " s while " << what
-                  << ": a rank died, hangs or is far slower (VIT_COMM_TIMEOUT / --comm-timeout set the "
-                     "limit); ending the job"
-                  << std::endl;
+        print_error_line(detail::concat("vit: error: rank ", rank_, ": no answer from the other ranks for ",
+                                        timeout_, " s while ", what,
+                                        ": a rank died, hangs or is far slower (VIT_COMM_TIMEOUT / "
+                                        "--comm-timeout set the limit); ending the job"));
         abort(2);
       }
       if (s > 0.002) std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -115,8 +114,8 @@ class MpiComm final : public Comm {
     char msg[MPI_MAX_ERROR_STRING];
     int n = 0;
     MPI_Error_string(rc, msg, &n);
-    std::cerr << "vit: error: rank " << rank_ << ": MPI failed while " << what << ": " << std::string(msg, n)
-              << " (another rank probably died); ending the job" << std::endl;
+    print_error_line(detail::concat("vit: error: rank ", rank_, ": MPI failed while ", what, ": ",
+                                    std::string(msg, n), " (another rank probably died); ending the job"));
     abort(2);
   }
 

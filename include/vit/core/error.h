@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "vit/export.h"
 
@@ -23,6 +24,12 @@ std::string concat(const Args&... args) {
   return os.str();
 }
 }  // namespace detail
+
+// Writes line (a newline is added when it lacks one) to stderr in one write(2), after
+// flushing stdout. Under mpirun each rank's stdout and stderr are relayed separately, a
+// chunk at a time: a message streamed in pieces ("vit: error: " << what) can have another
+// line land inside it. One write keeps it whole.
+VIT_API void print_error_line(std::string_view line);
 
 // Throws vit::Error with the streamed arguments when cond is false.
 #define VIT_CHECK(cond, ...)                                             \
