@@ -1,4 +1,4 @@
-// The residual sum of residual.cpp in AVX2 vectors (avx512/dropout.cpp's residual_run in 8
+// The residual sum of residual.cpp in AVX2 vectors (avx512/residual.cpp's residual_run in 8
 // lanes). Declared in kernels.h.
 #include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx2/simd.h"

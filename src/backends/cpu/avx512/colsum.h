@@ -1,4 +1,4 @@
-// Column sums in colsum_add's order (avx512/linear.cpp) for the passes that produce the
+// Column sums in colsum_add's order (avx512/colsum.cpp) for the passes that produce the
 // bias gradient's input anyway (GELU's backward), so a fused pass gives the same bits as the
 // pass followed by colsum_add. AVX-512 only (x86-64 builds); callers check isa().
 #pragma once

@@ -1,4 +1,4 @@
-// The residual sum of dropout.cpp in AVX-512 vectors. Declared in kernels.h.
+// The residual sum of residual.cpp in AVX-512 vectors. Declared in kernels.h.
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/avx512/simd.h"
 
