@@ -2,13 +2,18 @@
 // the build found it, OpenBLAS's cblas_sgemm: the measurement behind choosing oneDNN.
 // OpenBLAS picks its kernels from OPENBLAS_CORETYPE at load time (this machine presets
 // Haswell, i.e. AVX2); run it with OPENBLAS_CORETYPE=SkylakeX to see its AVX-512 kernels.
+// peak/<isa>: the rate of fused multiply-adds alone, on every thread, for each vector width
+// this CPU runs: the ceiling no product can pass, to say how close the library's is to it.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/isa.h"
 #include "vit/core/arena.h"
+#include "vit/core/threads.h"
 #ifdef VIT_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -51,9 +56,68 @@ void run(benchmark::State& st, const Shape& s, bool openblas) {
       benchmark::Counter(2.0 * s.M * s.N * s.K / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Acc independent chains a = a * b + c on vectors V (GCC's vector extensions; this
+// file is compiled with -ffp-contract=fast, so each is one FMA instruction): enough chains to
+// cover the FMA latency (4 cycles) times the FMA pipes (2 on x86, up to 4 on aarch64), few
+// enough to stay in registers. b < 1 and c > 0 hold every lane near c / (1 - b) = 1.
+typedef float F32x4 __attribute__((vector_size(16)));
+typedef float F32x8 __attribute__((vector_size(32)));
+typedef float F32x16 __attribute__((vector_size(64)));
+
+template <typename V, int Acc>
+[[gnu::always_inline]] inline float fma_chains(int64_t iters) {
+  constexpr int kLanes = int(sizeof(V) / sizeof(float));
+  // Read through volatile, so that the compiler cannot fold a chain whose start is its fixed point.
+  volatile float b0 = 0.999999f, c0 = 1e-6f, a0 = 1.f;
+  V a[Acc], b, c;
+  for (int l = 0; l < kLanes; ++l) b[l] = b0, c[l] = c0;
+#pragma GCC unroll 32
+  for (int i = 0; i < Acc; ++i)
+    for (int l = 0; l < kLanes; ++l) a[i][l] = a0 + 0.001f * float(i);
+  for (int64_t k = 0; k < iters; ++k) {
+#pragma GCC unroll 32
+    for (int i = 0; i < Acc; ++i) a[i] = a[i] * b + c;
+  }
+  float s = 0;
+  for (int i = 0; i < Acc; ++i) s += a[i][0];
+  return s;
+}
+
+struct Peak {
+  const char* name;
+  float (*chains)(int64_t);
+  int flops_per_iter;  // 2 x lanes x chains
+};
+#if VIT_ISA_X86
+[[gnu::target("avx2,fma")]] float peak_avx2(int64_t n) { return fma_chains<F32x8, 12>(n); }
+[[gnu::target("avx512f")]] float peak_avx512(int64_t n) { return fma_chains<F32x16, 16>(n); }
+#elif VIT_ISA_NEON
+float peak_neon(int64_t n) { return fma_chains<F32x4, 24>(n); }
+#endif
+
+void run_peak(benchmark::State& st, const Peak& p) {
+  constexpr int64_t kIters = 1 << 22;
+  const int n = vit::num_threads();
+  std::vector<float> sink(size_t(n), 0.f);
+  for (auto _ : st) vit::run_on_threads(n, [&](int t) { sink[size_t(t)] += p.chains(kIters); });
+  benchmark::DoNotOptimize(sink.data());
+  st.counters["GFLOP/s"] = benchmark::Counter(double(n) * kIters * p.flops_per_iter / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["threads"] = n;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  using vit::cpu::Isa;
+  std::vector<Peak> peaks;
+#if VIT_ISA_X86
+  if (vit::cpu::isa_supported(Isa::avx2)) peaks.push_back({"peak/avx2", peak_avx2, 2 * 8 * 12});
+  if (vit::cpu::isa_supported(Isa::avx512)) peaks.push_back({"peak/avx512", peak_avx512, 2 * 16 * 16});
+#elif VIT_ISA_NEON
+  peaks.push_back({"peak/neon", peak_neon, 2 * 4 * 24});
+#endif
+  for (const Peak& p : peaks) benchmark::RegisterBenchmark(p.name, run_peak, p)->UseRealTime()->MinTime(0.3);
   for (const Shape& s : kShapes) {
     const std::string dims = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K) +
                              (s.ta ? "T" : "N") + (s.tb ? "T" : "N");
