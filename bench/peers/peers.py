@@ -210,9 +210,13 @@ def main():
             o_n = min(peer_threads, key=lambda n: statistics.median(o[n]))
             o_ms = statistics.median(o[o_n])
         rows.append((name, batch, v_ms, t_ms, best_n, o_ms, o_n, gflop, threads))
-        ort_text = f", ONNX Runtime {o_ms:.2f} ms ({o_n} thr)" if o_ms else ""
-        print(f"{rows[-1][0]}: vitcpp {v_ms:.2f} ms, PyTorch {t_ms:.2f} ms ({best_n} thr){ort_text}", file=sys.stderr,
-              flush=True)
+        # Each round's time beside the median: a machine in a slow period shows as a round apart
+        # (ONNX Runtime slows more than vitcpp there; docs/benchmarks.md).
+        def rounds(xs):
+            return "[" + ", ".join(f"{x:.2f}" for x in xs) + "]"
+        ort_text = f", ONNX Runtime {o_ms:.2f} ms {rounds(o[o_n])} ({o_n} thr)" if o_ms else ""
+        print(f"{rows[-1][0]}: vitcpp {v_ms:.2f} ms {rounds(v)}, PyTorch {t_ms:.2f} ms {rounds(t[best_n])} "
+              f"({best_n} thr){ort_text}", file=sys.stderr, flush=True)
     ceilings.append(measured_ceiling(args.threads)[0])
     print(f"\n{cpu_name()}; vitcpp's isa: {isa}{' (' + args.vit_env + ')' if args.vit_env else ''}; PyTorch's "
           f"OpenBLAS: {OPENBLAS_CORETYPE or 'its own choice'}, jemalloc: {JEMALLOC or 'not found'}")
