@@ -1,3 +1,4 @@
+// Error lines on stderr (vit/core/error.h).
 #include "vit/core/error.h"
 
 #include <unistd.h>

@@ -1,4 +1,5 @@
-// Core: arena alignment and zeroing, tensor views, and the counter-based random draws.
+// Core: arena alignment and zeroing, tensor views, the counter-based random draws, and
+// error lines on stderr.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -6,6 +7,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <string>
 
 #include "vit/core/arena.h"
 #include "vit/core/error.h"
@@ -46,6 +50,37 @@ TEST(Arena, ReleaseZeroesARangeAndGivesItsPagesBack) {
     for (size_t i = 0; i < n; ++i)
       ASSERT_EQ(a.data()[i], i >= lo && i < lo + len ? 0.f : 1.f) << "n=" << n << " i=" << i;
   }
+}
+
+// stdout and stderr both into one pipe, as mpirun or a shell's 2>&1 collects them: text
+// left in stdout's buffer comes before the error line, and the line arrives whole, with
+// its newline.
+TEST(ErrorLine, FlushesStdoutFirstAndWritesTheLineWhole) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::fflush(stdout);
+  std::cout.flush();
+  const int saved_out = dup(STDOUT_FILENO), saved_err = dup(STDERR_FILENO);
+  ASSERT_GE(saved_out, 0);
+  ASSERT_GE(saved_err, 0);
+  dup2(fds[1], STDOUT_FILENO);
+  dup2(fds[1], STDERR_FILENO);
+  std::cout << "header line\n";  // stdout is a pipe now: fully buffered, not yet written
+  std::printf("printf part ");
+  print_error_line("vit: error: rank 1: loading the data: no such directory");
+  print_error_line("second\n");
+  std::fflush(stdout);
+  dup2(saved_out, STDOUT_FILENO);
+  dup2(saved_err, STDERR_FILENO);
+  close(saved_out);
+  close(saved_err);
+  close(fds[1]);
+  std::string got;
+  char buf[256];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, size_t(n));
+  close(fds[0]);
+  EXPECT_EQ(got,
+            "header line\nprintf part vit: error: rank 1: loading the data: no such directory\nsecond\n");
 }
 
 TEST(Tensor, ReshapeAndShapeErrors) {
