@@ -89,10 +89,16 @@ struct Peak {
   int flops_per_iter;  // 2 x lanes x chains
 };
 #if VIT_ISA_X86
-[[gnu::target("avx2,fma")]] float peak_avx2(int64_t n) { return fma_chains<F32x8, 12>(n); }
-[[gnu::target("avx512f")]] float peak_avx512(int64_t n) { return fma_chains<F32x16, 16>(n); }
+[[gnu::target("avx2,fma")]] float peak_avx2(int64_t n) {
+  return fma_chains<F32x8, 12>(n);
+}
+[[gnu::target("avx512f")]] float peak_avx512(int64_t n) {
+  return fma_chains<F32x16, 16>(n);
+}
 #elif VIT_ISA_NEON
-float peak_neon(int64_t n) { return fma_chains<F32x4, 24>(n); }
+float peak_neon(int64_t n) {
+  return fma_chains<F32x4, 24>(n);
+}
 #endif
 
 void run_peak(benchmark::State& st, const Peak& p) {
