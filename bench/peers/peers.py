@@ -23,7 +23,9 @@ ONNX Runtime (inference workloads only) runs when its npm package is installed:
 `(cd bench/peers/ort && npm install --ignore-scripts)`; the models are exported from the
 same PyTorch modules to build/peers/onnx (torch_reference.py --export-onnx) on first use and
 timed by bench/peers/ort/ort_bench.mjs with Node.js, at --threads and, on the small models,
-also on 1 thread (the better is kept). --no-ort leaves it out.
+also on 1 thread (the better is kept). --no-ort leaves it out. --ort-avx2 adds a column for
+ONNX Runtime held to its AVX2 kernels on an AVX-512 CPU (a patched copy of its library,
+bench/peers/ort/hold_to_avx2.py), the nearest this machine gets to an AVX2-only CPU's peer.
 """
 import argparse
 import json
@@ -146,13 +148,13 @@ def ort_available():
     return os.path.isdir(os.path.join(ORT_DIR, "node_modules/onnxruntime-node"))
 
 
-def ort(model, batch, threads, min_time):
+def ort(script, model, batch, threads, min_time):
     path = os.path.join(ONNX_DIR, f"{model}_b{batch}.onnx")
     if not os.path.exists(path):
         subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_reference.py"), "--export-onnx",
                         ONNX_DIR, "--only", model], check=True, capture_output=True, cwd=ROOT)
     cfg = {"mnist-seed": (1, 28), "cifar-seed": (3, 32)}.get(model, (3, 224))
-    j = run_json(["node", os.path.join(ORT_DIR, "ort_bench.mjs"), path, "--shape", f"{batch},{cfg[0]},{cfg[1]},{cfg[1]}",
+    j = run_json(["node", script, path, "--shape", f"{batch},{cfg[0]},{cfg[1]},{cfg[1]}",
                   "--threads", str(threads), "--min-time", str(min_time)])
     return j["median_ms"], j
 
@@ -167,6 +169,8 @@ def main():
     ap.add_argument("--skip", default="", help="skip workloads whose 'model mode bB' contains any of these comma-separated strings")
     ap.add_argument("--ceiling", type=float, default=0, help="GFLOP/s for the %% of ceiling (default: measured now)")
     ap.add_argument("--openblas-coretype", default="", help="OPENBLAS_CORETYPE for PyTorch (default: OpenBLAS detects)")
+    ap.add_argument("--ort-avx2", action="store_true",
+                    help="also time ONNX Runtime held to its AVX2 kernels (bench/peers/ort/hold_to_avx2.py)")
     ap.add_argument("--vit-env", default="", help='environment for vitcpp, e.g. "VIT_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2"')
     args = ap.parse_args()
     global CEILING, OPENBLAS_CORETYPE
@@ -175,7 +179,12 @@ def main():
     os.makedirs(os.path.join(ROOT, "build/peers"), exist_ok=True)
     log = open(os.path.join(ROOT, "build/peers/results.jsonl"), "w")
     rows = []
-    use_ort = not args.no_ort and ort_available()
+    # ONNX Runtime's columns: (label, its ort_bench.mjs)
+    orts = [("ONNX Runtime", os.path.join(ORT_DIR, "ort_bench.mjs"))] if not args.no_ort and ort_available() else []
+    if orts and args.ort_avx2:
+        sys.path.insert(0, ORT_DIR)
+        import hold_to_avx2
+        orts.append(("ONNX Runtime held to AVX2", hold_to_avx2.make()))
     first, isa = measured_ceiling(args.threads)
     ceilings = [first]
     CEILING = args.ceiling or first
@@ -186,7 +195,8 @@ def main():
         if args.only not in model or any(x in f"{model} {mode} b{batch}" + (f" t{threads}" if fixed else "") for x in skip):
             continue
         peer_threads = sorted({1, threads}) if small else [threads]
-        v, t, o = [], {n: [] for n in peer_threads}, {n: [] for n in peer_threads}
+        v, t = [], {n: [] for n in peer_threads}
+        o = {label: {n: [] for n in peer_threads} for label, _ in orts}
         gflop = 0.0  # per batch, as vit bench counts it (per image; a training step's is 3x the forward's)
         for _ in range(args.rounds):
             ms, j = vitcpp(mode, model, batch, threads, args.min_time)
@@ -197,24 +207,28 @@ def main():
                 ms, j = torch(mode, model, batch, n)
                 t[n].append(ms)
                 log.write(json.dumps({"peer": "torch", **j}) + "\n")
-                if use_ort and mode.startswith("infer"):
-                    ms, j = ort(model, batch, n, args.min_time)
-                    o[n].append(ms)
-                    log.write(json.dumps({"peer": "onnxruntime", **j}) + "\n")
+                for label, script in orts if mode.startswith("infer") else []:
+                    ms, j = ort(script, model, batch, n, args.min_time)
+                    o[label][n].append(ms)
+                    log.write(json.dumps({"peer": "onnxruntime" + label[12:].replace(" ", "-").lower(), **j}) + "\n")
             log.flush()
         v_ms = statistics.median(v)
         best_n = min(peer_threads, key=lambda n: statistics.median(t[n]))
         t_ms = statistics.median(t[best_n])
-        o_ms, o_n = None, None
-        if all(o.values()):
-            o_n = min(peer_threads, key=lambda n: statistics.median(o[n]))
-            o_ms = statistics.median(o[o_n])
-        rows.append((name, batch, v_ms, t_ms, best_n, o_ms, o_n, gflop, threads))
+        ort_best = []  # per ONNX Runtime column: (median ms, its threads, its rounds), or None
+        for label, _ in orts:
+            if all(o[label].values()):
+                n = min(peer_threads, key=lambda n: statistics.median(o[label][n]))
+                ort_best.append((statistics.median(o[label][n]), n, o[label][n]))
+            else:
+                ort_best.append(None)
+        rows.append((name, batch, v_ms, t_ms, best_n, ort_best, gflop, threads))
         # Each round's time beside the median: a machine in a slow period shows as a round apart
         # (ONNX Runtime slows more than vitcpp there; docs/benchmarks.md).
         def rounds(xs):
             return "[" + ", ".join(f"{x:.2f}" for x in xs) + "]"
-        ort_text = f", ONNX Runtime {o_ms:.2f} ms {rounds(o[o_n])} ({o_n} thr)" if o_ms else ""
+        ort_text = "".join(f", {label} {b[0]:.2f} ms {rounds(b[2])} ({b[1]} thr)"
+                           for (label, _), b in zip(orts, ort_best) if b)
         print(f"{rows[-1][0]}: vitcpp {v_ms:.2f} ms {rounds(v)}, PyTorch {t_ms:.2f} ms {rounds(t[best_n])} "
               f"({best_n} thr){ort_text}", file=sys.stderr, flush=True)
     ceilings.append(measured_ceiling(args.threads)[0])
@@ -225,10 +239,12 @@ def main():
           f"thread) at vitcpp's median, for the model's FLOPs; the sgemm rate measured by vit bench at the "
           f"start and end of this sitting: {ceilings[0]:.0f} and {ceilings[1]:.0f} GFLOP/s\n")
     print("| workload | vitcpp ms/batch | vitcpp img/s | vitcpp % of ceiling | PyTorch best ms/batch (threads) "
-          "| vitcpp / PyTorch | ONNX Runtime ms/batch (threads) | vitcpp / ONNX Runtime |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for name, b, v_ms, t_ms, n, o_ms, o_n, gflop, threads in rows:
-        ort_cells = f"{o_ms:.2f} ({o_n}) | **{o_ms / v_ms:.2f}x**" if o_ms else "- | -"
+          "| vitcpp / PyTorch |" + "".join(f" {label} ms/batch (threads) | vitcpp / {label} |"
+                                           for label, _ in orts or [("ONNX Runtime", "")]))
+    print("| --- | ---: | ---: | ---: | ---: | ---: |" + " ---: | ---: |" * max(len(orts), 1))
+    for name, b, v_ms, t_ms, n, ort_best, gflop, threads in rows:
+        ort_cells = " | ".join(f"{ob[0]:.2f} ({ob[1]}) | **{ob[0] / v_ms:.2f}x**" if ob else "- | -"
+                               for ob in ort_best or [None])
         pct = gflop / (v_ms * 1e-3) / (CEILING * threads / args.threads) * 100
         print(f"| {name} | {v_ms:.2f} | {b / v_ms * 1e3:,.1f} | {pct:.1f}% | {t_ms:.2f} ({n}) | **{t_ms / v_ms:.2f}x** "
               f"| {ort_cells} |")
