@@ -2,6 +2,7 @@
 // thread, each run by a shard model (a ViT binding this model's parameters, with its own
 // activations and gradients) on one thread; the shards' gradients are summed in order.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -15,14 +16,38 @@
 
 namespace vit {
 
-int ViT::shards_for(int64_t B) const {
-  if (in_parallel()) return 1;  // called from a shard or another parallel region
-  static const int from_env = [] {
+namespace {
+int shards_from_env() {
+  static const int n = [] {
     const char* e = setting("VIT_SHARDS");
     return e ? std::atoi(e) : 0;
   }();
+  return n;
+}
+
+// The least forward work (FLOPs, as run: forward_flops with the class-token tail) an
+// inference shard is given when the count is automatic. An inference's shards are its one
+// parallel region, and waking the other threads for it can cost more than the work:
+// mnist-seed (0.19 MFLOP an image as run; 2 threads, AVX2 path, weights not packed) at batch
+// 2 took 153 us on 2 shards against 36 on one, at 4 183 against 40, at 8 52-161 against 62;
+// from 16 images (1.5 MFLOP a shard) 2 shards won, 67 against 82 us, as they do for
+// cifar-seed from 2 images (0.73 GFLOP each). Training keeps its shards at any batch: its
+// many parallel regions keep the threads awake (mnist-seed b2 60 against 76 us).
+constexpr double kMinInferShardFlop = 1.5e6;
+}  // namespace
+
+int ViT::shards_for(int64_t B) const {
+  if (in_parallel()) return 1;  // called from a shard or another parallel region
+  const int from_env = shards_from_env();
   const int64_t n = shards_wanted_ > 0 ? shards_wanted_ : from_env > 0 ? from_env : num_threads();
   return int(std::clamp<int64_t>(n, 1, B));
+}
+
+int ViT::infer_shards(int64_t B) const {
+  const int R = shards_for(B);
+  if (R <= 1 || shards_wanted_ > 0 || shards_from_env() > 0) return R;  // a count asked for is kept
+  const double work = double(forward_flops(cfg_, use_cls_tail())) * double(B);
+  return int(std::clamp(std::floor(work / kMinInferShardFlop), 1.0, double(R)));
 }
 
 template <typename F>
@@ -88,7 +113,7 @@ void ViT::infer_features(const float* images, int64_t B, const uint8_t* mask, fl
 void ViT::infer_all(const float* images, int64_t B, const uint8_t* mask, const InferOut& out) {
   VIT_CHECK(B > 0, "infer: batch size must be positive");
   // Shards for fp32 weights (packed ones serve small batches, bf16 the big models) and no maps.
-  const int R = out.attn || weights_packed_ || infer_dtype_ != "fp32" ? 1 : shards_for(B);
+  const int R = out.attn || weights_packed_ || infer_dtype_ != "fp32" ? 1 : infer_shards(B);
   if (R == 1) return infer_local(images, B, mask, out);
   const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
   const int64_t D = cfg_.embed_dim, TD = cfg_.num_tokens() * D;

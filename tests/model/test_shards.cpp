@@ -7,6 +7,7 @@
 
 #include "support/check.h"
 #include "support/models.h"
+#include "vit/core/settings.h"
 #include "vit/core/threads.h"
 #include "vit/model/vit.h"
 #include "vit/train/step.h"
@@ -111,6 +112,27 @@ TEST(Shards, InferenceMatchesOneShard) {
   EXPECT_EQ(m.shards_for(B), B);
   m.infer(x.data(), B, nullptr, many.data());
   EXPECT_TRUE(test::close_rel_max("logits, a shard per image", many.data(), one.data(), B * 3, 1e-5));
+}
+
+// An automatic shard count for inference leaves each shard at least 1.5 MFLOP (vit.h:
+// infer_shards): below that, waking the other thread cost more than the work. A count
+// asked for is kept.
+TEST(Shards, AutomaticInferenceShardsEachGetEnoughWork) {
+  if (setting("VIT_SHARDS")) GTEST_SKIP() << "VIT_SHARDS is set: the count is not automatic";
+  const int before = num_threads();
+  set_num_threads(2);
+  ViT m(dropout_everywhere());
+  const double per_image = double(forward_flops(m.config(), m.use_cls_tail()));
+  const auto below = int64_t(1.5e6 / per_image) - 1, enough = int64_t(2 * 1.5e6 / per_image) + 1;
+  ASSERT_GE(below, 2) << "the test model must be small enough that 2 images are under the floor";
+  EXPECT_EQ(m.shards_for(below), 2);  // what training would take
+  EXPECT_EQ(m.infer_shards(below), 1) << below << " images of " << per_image << " FLOPs";
+  EXPECT_EQ(m.infer_shards(enough), 2) << enough << " images of " << per_image << " FLOPs";
+  m.set_shards(2);
+  EXPECT_EQ(m.infer_shards(below), 2);
+  m.set_shards(1);
+  EXPECT_EQ(m.infer_shards(enough), 1);
+  set_num_threads(before);
 }
 
 TEST(Shards, ErrorsInAShardReachTheCaller) {
