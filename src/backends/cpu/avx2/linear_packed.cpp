@@ -2,11 +2,11 @@
 // 64-wide panels, linear_packed.h, and dispatches here): 6 rows of x times 16 columns of a
 // panel (12 accumulators of 16 registers) over k chunks of 768: a row block's 6 rows of x
 // (18 KiB) stay in L1 while the panel's 16-column slice comes from L2, and at ViT's K = 768
-// each output is written once. Chunks of 768 against 384 (where the slice, 24 KiB, fitted L1),
-// ViT-B/16's four products at batch 1, medians of 5-7 alternating rounds: 1.023x and 1.076x
-// on one thread (two sittings), 1.014x on two; 192 level with 384. Every output is one fma chain over k in
-// order by one thread, whatever the thread count; GELU, when asked, is a pass over y afterwards
-// (linear_packed.cpp).
+// each output is written once. Chunks of 768 against 384 (where the slice, 24 KiB, fitted
+// L1), ViT-B/16's four products at batch 1, medians of 5-7 alternating rounds: 1.023x and
+// 1.076x on one thread (two sittings), 1.014x on two; 192 level with 384. Every output is one
+// fma chain over k in order by one thread, whatever the thread count; GELU, when asked, is a
+// pass over y afterwards (linear_packed.cpp).
 #include <algorithm>
 
 #include "backends/cpu/avx2/kernels.h"
@@ -31,19 +31,22 @@ VIT_AVX2 void block_width(const float* x, int64_t ldx, const float* B, int64_t l
   __m256i m[2];
 #pragma GCC unroll 2
   for (int j = 0; j < 2; ++j) m[j] = Full ? _mm256_set1_epi32(-1) : tail_mask(n - 8 * j);
+  // Full widths move whole vectors: GCC keeps vmaskmov even under an all-ones mask, and AMD
+  // cores run its store form slowly.
+  auto load = [&](const float* p, int j)
+                  VIT_AVX2 { return Full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m[j]); };
   __m256 acc[R][2];
 #pragma GCC unroll 2
   for (int j = 0; j < 2; ++j) {
-    const __m256 b0 = first && bias ? _mm256_maskload_ps(bias + 8 * j, m[j]) : _mm256_setzero_ps();
+    const __m256 b0 = first && bias ? load(bias + 8 * j, j) : _mm256_setzero_ps();
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[r][j] = first ? b0 : _mm256_maskload_ps(c + r * ldc + 8 * j, m[j]);
+    for (int r = 0; r < R; ++r) acc[r][j] = first ? b0 : load(c + r * ldc + 8 * j, j);
   }
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; ++k) {
     __m256 v[2];
 #pragma GCC unroll 2
-    for (int j = 0; j < 2; ++j)
-      v[j] = Full ? _mm256_loadu_ps(B + k * ldb + 8 * j) : _mm256_maskload_ps(B + k * ldb + 8 * j, m[j]);
+    for (int j = 0; j < 2; ++j) v[j] = load(B + k * ldb + 8 * j, j);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 a = _mm256_broadcast_ss(x + r * ldx + k);
@@ -54,7 +57,11 @@ VIT_AVX2 void block_width(const float* x, int64_t ldx, const float* B, int64_t l
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
-    for (int j = 0; j < 2; ++j) _mm256_maskstore_ps(c + r * ldc + 8 * j, m[j], acc[r][j]);
+    for (int j = 0; j < 2; ++j)
+      if (Full)
+        _mm256_storeu_ps(c + r * ldc + 8 * j, acc[r][j]);
+      else
+        _mm256_maskstore_ps(c + r * ldc + 8 * j, m[j], acc[r][j]);
 }
 
 template <int R>
