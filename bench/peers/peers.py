@@ -179,12 +179,13 @@ def main():
     os.makedirs(os.path.join(ROOT, "build/peers"), exist_ok=True)
     log = open(os.path.join(ROOT, "build/peers/results.jsonl"), "w")
     rows = []
-    # ONNX Runtime's columns: (label, its ort_bench.mjs)
-    orts = [("ONNX Runtime", os.path.join(ORT_DIR, "ort_bench.mjs"))] if not args.no_ort and ort_available() else []
+    # ONNX Runtime's columns: (label, its ort_bench.mjs, its name in results.jsonl)
+    orts = [("ONNX Runtime", os.path.join(ORT_DIR, "ort_bench.mjs"), "onnxruntime")] \
+        if not args.no_ort and ort_available() else []
     if orts and args.ort_avx2:
         sys.path.insert(0, ORT_DIR)
         import hold_to_avx2
-        orts.append(("ONNX Runtime held to AVX2", hold_to_avx2.make()))
+        orts.append(("ONNX Runtime held to AVX2", hold_to_avx2.make(), "onnxruntime-avx2"))
     first, isa = measured_ceiling(args.threads)
     ceilings = [first]
     CEILING = args.ceiling or first
@@ -196,7 +197,7 @@ def main():
             continue
         peer_threads = sorted({1, threads}) if small else [threads]
         v, t = [], {n: [] for n in peer_threads}
-        o = {label: {n: [] for n in peer_threads} for label, _ in orts}
+        o = {label: {n: [] for n in peer_threads} for label, *_ in orts}
         gflop = 0.0  # per batch, as vit bench counts it (per image; a training step's is 3x the forward's)
         for _ in range(args.rounds):
             ms, j = vitcpp(mode, model, batch, threads, args.min_time)
@@ -207,16 +208,16 @@ def main():
                 ms, j = torch(mode, model, batch, n)
                 t[n].append(ms)
                 log.write(json.dumps({"peer": "torch", **j}) + "\n")
-                for label, script in orts if mode.startswith("infer") else []:
+                for label, script, peer in orts if mode.startswith("infer") else []:
                     ms, j = ort(script, model, batch, n, args.min_time)
                     o[label][n].append(ms)
-                    log.write(json.dumps({"peer": "onnxruntime" + label[12:].replace(" ", "-").lower(), **j}) + "\n")
+                    log.write(json.dumps({"peer": peer, **j}) + "\n")
             log.flush()
         v_ms = statistics.median(v)
         best_n = min(peer_threads, key=lambda n: statistics.median(t[n]))
         t_ms = statistics.median(t[best_n])
         ort_best = []  # per ONNX Runtime column: (median ms, its threads, its rounds), or None
-        for label, _ in orts:
+        for label, *_ in orts:
             if all(o[label].values()):
                 n = min(peer_threads, key=lambda n: statistics.median(o[label][n]))
                 ort_best.append((statistics.median(o[label][n]), n, o[label][n]))
@@ -228,7 +229,7 @@ def main():
         def rounds(xs):
             return "[" + ", ".join(f"{x:.2f}" for x in xs) + "]"
         ort_text = "".join(f", {label} {b[0]:.2f} ms {rounds(b[2])} ({b[1]} thr)"
-                           for (label, _), b in zip(orts, ort_best) if b)
+                           for (label, *_), b in zip(orts, ort_best) if b)
         print(f"{rows[-1][0]}: vitcpp {v_ms:.2f} ms {rounds(v)}, PyTorch {t_ms:.2f} ms {rounds(t[best_n])} "
               f"({best_n} thr){ort_text}", file=sys.stderr, flush=True)
     ceilings.append(measured_ceiling(args.threads)[0])
@@ -240,7 +241,7 @@ def main():
           f"start and end of this sitting: {ceilings[0]:.0f} and {ceilings[1]:.0f} GFLOP/s\n")
     print("| workload | vitcpp ms/batch | vitcpp img/s | vitcpp % of ceiling | PyTorch best ms/batch (threads) "
           "| vitcpp / PyTorch |" + "".join(f" {label} ms/batch (threads) | vitcpp / {label} |"
-                                           for label, _ in orts or [("ONNX Runtime", "")]))
+                                           for label, *_ in orts or [("ONNX Runtime",)]))
     print("| --- | ---: | ---: | ---: | ---: | ---: |" + " ---: | ---: |" * max(len(orts), 1))
     for name, b, v_ms, t_ms, n, ort_best, gflop, threads in rows:
         ort_cells = " | ".join(f"{ob[0]:.2f} ({ob[1]}) | **{ob[0] / v_ms:.2f}x**" if ob else "- | -"

@@ -44,6 +44,8 @@ int ViT::shards_for(int64_t B) const {
 }
 
 int ViT::infer_shards(int64_t B) const {
+  // Packed weights serve small batches and bf16 the big models: those run as one shard.
+  if (weights_packed_ || infer_dtype_ != "fp32") return 1;
   const int R = shards_for(B);
   if (R <= 1 || shards_wanted_ > 0 || shards_from_env() > 0) return R;  // a count asked for is kept
   const double work = double(forward_flops(cfg_, use_cls_tail())) * double(B);
@@ -112,8 +114,8 @@ void ViT::infer_features(const float* images, int64_t B, const uint8_t* mask, fl
 
 void ViT::infer_all(const float* images, int64_t B, const uint8_t* mask, const InferOut& out) {
   VIT_CHECK(B > 0, "infer: batch size must be positive");
-  // Shards for fp32 weights (packed ones serve small batches, bf16 the big models) and no maps.
-  const int R = out.attn || weights_packed_ || infer_dtype_ != "fp32" ? 1 : infer_shards(B);
+  // Attention maps are written per layer by one model: one shard.
+  const int R = out.attn ? 1 : infer_shards(B);
   if (R == 1) return infer_local(images, B, mask, out);
   const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
   const int64_t D = cfg_.embed_dim, TD = cfg_.num_tokens() * D;

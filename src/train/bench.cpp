@@ -98,9 +98,7 @@ BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
   for (auto& v : images) v = float(rng.normal());
   BenchResult r;
   if (!opt.train) r.weights_packed = model.pack_weights_if_faster(opt.batch);
-  r.shards = opt.train                                  ? model.shards_for(B)
-             : !r.weights_packed && opt.dtype == "fp32" ? model.infer_shards(B)
-                                                        : 1;
+  r.shards = opt.train ? model.shards_for(B) : model.infer_shards(B);
   if (opt.train) {
     std::vector<int64_t> labels(B);
     for (int64_t b = 0; b < B; ++b) labels[b] = b % K;

@@ -144,9 +144,10 @@ class ViT {
   void set_cls_tail(bool on) { cls_tail_wanted_ = on; }
   // Shards a batch of B runs in: min(B, shards or threads) when shards are on, else 1.
   int shards_for(int64_t B) const;
-  // Shards an fp32 inference of B on unpacked weights runs in: shards_for(B), but when the
-  // count is not one asked for (set_shards, VIT_SHARDS), only as many as leave each shard
-  // enough work to pay for waking a thread (1.5 MFLOP: mnist-seed from 16 images; shards.cpp).
+  // Shards an inference of B (without attention maps) runs in: 1 on packed or bf16 weights,
+  // else shards_for(B), but when the count is not one asked for (set_shards, VIT_SHARDS),
+  // only as many as leave each shard enough work to pay for waking a thread (1.5 MFLOP:
+  // mnist-seed from 16 images; shards.cpp).
   int infer_shards(int64_t B) const;
 
   // Bytes held by the training and inference activation arenas (for reports), shards included.
