@@ -8,7 +8,11 @@
 #   2. on a CPU with AVX-512, the unit and fixture test programs under qemu-x86_64 emulating
 #      a Haswell (AVX2 + FMA, no AVX-512), where any AVX-512 instruction that escaped the
 #      dispatch stops the program with SIGILL (forcing VIT_ISA cannot show that: the CPU
-#      runs whatever it is given). VIT_TEST_QEMU_X86=0 skips this part.
+#      runs whatever it is given); then the main job end to end there, the vit program as a
+#      user on an AVX2-only CPU runs it (train, eval, samples, predict, attention on a small
+#      CIFAR-10-shaped set of random pixels, and a packed batch-1 ViT-Ti/16 inference), with
+#      the path vit picks from the CPUID qemu reports, not a forced one. VIT_TEST_QEMU_X86=0
+#      skips this part.
 # Needs a configured build/ (scripts/test.sh builds it first).
 #   scripts/test_isa.sh            both parts
 set -euo pipefail
@@ -46,5 +50,9 @@ if [[ $best == avx512 && "${VIT_TEST_QEMU_X86:-1}" != 0 ]]; then
       status=1
     fi
   done
+  if ! scripts/test_isa_cli_haswell.sh; then
+    echo "test_isa: the vit program FAILED under qemu -cpu Haswell"
+    status=1
+  fi
 fi
 exit $status

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The main job end to end under qemu-x86_64 -cpu Haswell (AVX2 + FMA, no AVX-512), as a user
+# on an AVX2-only CPU runs it (scripts/test_isa.sh runs this on an AVX-512 CPU): vit must pick
+# the avx2 path from the CPUID qemu reports, and no command may stop on an AVX-512
+# instruction (SIGILL) or fail. The data are random pixels in CIFAR-10's binary format
+# (64 training and 32 test images); the model is cifar-seed made small (32 dims, 2 blocks,
+# 2 heads of 16: the narrow-head attention), and ViT-Ti/16 at batch 1 runs the packed
+# small-batch linear. About 10 s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[[ -x build/vit ]] || { echo "test_isa_cli_haswell: build/vit missing: run scripts/test.sh first" >&2; exit 2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+data=$work/data run=$work/run
+mkdir -p "$data"
+batch() {  # CIFAR-10 records: a label byte (0-9 in turn), then 3072 pixel bytes
+  for ((i = 0; i < $2; i++)); do
+    printf '%b' "\\x0$((i % 10))"
+    head -c 3072 /dev/urandom
+  done >"$1"
+}
+batch "$data/data_batch_1.bin" 64
+batch "$data/test_batch.bin" 32
+# One thread: qemu-user does not get past a second thread here (scripts/test_aarch64.sh).
+# A wait policy set: otherwise vit runs itself again through /proc/self/exe to set its
+# own (apps/vit/main.cpp), and that second start would leave qemu and run natively.
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+unset VIT_ISA
+vit() {
+  echo "+ vit $*"
+  qemu-x86_64-static -cpu Haswell build/vit "$@" 2> >(grep -v "TCG doesn't support requested feature" >&2)
+}
+isa=$(vit info --model cifar-seed | sed -n 's/^isa: //p')
+[[ $isa == "avx2 (best on this CPU: avx2;"* ]] || { echo "expected the avx2 path, vit info says: isa: $isa" >&2; exit 1; }
+small=(--model cifar-seed --embed-dim 32 --depth 2 --num-heads 2 --mlp-dim 64)
+vit train "${small[@]}" --data-dir "$data" --epochs 1 -b 16 --output "$run"
+vit eval --checkpoint "$run/best.safetensors" --data-dir "$data"
+vit samples --data-dir "$data" -n 2 --out "$run/images"
+vit predict --checkpoint "$run/best.safetensors" --topk 2 "$run"/images/*.png
+vit attention --checkpoint "$run/best.safetensors" --out "$run/attention" "$run"/images/*.png
+ls "$run"/attention/*_cls.png >/dev/null
+out=$(vit bench --model vit-tiny-16 -b 1 --runs 1 --warmup 0 --min-time 0 --ceiling 100 --json)
+echo "$out"
+if ! grep -q '"isa":"avx2"' <<<"$out" || ! grep -q '"weights_packed":true' <<<"$out"; then
+  echo "vit bench --json: expected isa avx2 and packed weights" >&2
+  exit 1
+fi
+echo "test_isa_cli_haswell: the main job ran under qemu -cpu Haswell on the avx2 path"
