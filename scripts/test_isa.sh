@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every instruction-set path this machine can run, tested here (scripts/test.sh runs this
 # after the normal suite, which tests the path the CPU picks by itself):
-#   1. the unit, fixture and MPI tests with each other path forced (VIT_ISA=generic, avx2, and
-#      avx512 where the CPU has it), oneDNN held to the same instruction set
+#   1. the whole ctest suite (every label: unit, fixture, mpi, cli, install, slow) with each
+#      other path forced (VIT_ISA=generic, avx2, and avx512 where the CPU has it; the vit
+#      program the cli tests start inherits it), oneDNN held to the same instruction set
 #      (ONEDNN_MAX_CPU_ISA), so an AVX-512 machine checks the AVX2 and generic kernels as an
 #      AVX2 or older machine would run them;
 #   2. on a CPU with AVX-512, the unit and fixture test programs under qemu-x86_64 emulating
@@ -29,8 +30,8 @@ for isa in generic avx2 avx512 neon; do
     avx2) onednn=AVX2 ;;
     *) onednn=ALL ;;
   esac
-  echo "test_isa: VIT_ISA=$isa ONEDNN_MAX_CPU_ISA=$onednn, labels unit, fixture and mpi"
-  (cd build && VIT_ISA=$isa ONEDNN_MAX_CPU_ISA=$onednn ctest --output-on-failure -j"$(nproc)" -L 'unit|fixture|mpi') ||
+  echo "test_isa: VIT_ISA=$isa ONEDNN_MAX_CPU_ISA=$onednn, every label"
+  (cd build && VIT_ISA=$isa ONEDNN_MAX_CPU_ISA=$onednn ctest --output-on-failure -j"$(nproc)") ||
     status=1
 done
 
