@@ -14,7 +14,7 @@ const std::vector<Setting>& settings() {
        "the instruction-set path of the CPU kernels (vit info's isa: line); a path the CPU cannot run is an "
        "error"},
       {"VIT_PACK", "on, off",
-       "on for fp32 inference up to 800 rows (4 images of 197 tokens) on AVX-512, 256 rows (1 image) on AVX2",
+       "on for fp32 inference up to 800 rows (4 images of 197 tokens) on AVX-512 and AVX2",
        "whether fp32 inference packs the blocks' weights in place for vitcpp's own small-batch kernel"},
       {"VIT_SHARDS", "a count; 1 turns shards off", "one shard per thread where the batch and model suit it",
        "data-parallel shards: the batch split into shards, each running the whole step on its own thread"},

@@ -28,8 +28,7 @@
 namespace vit::cpu {
 
 namespace {
-constexpr int64_t kPreferredRows = 800;      // AVX-512; see packed_linear_preferred
-constexpr int64_t kPreferredRowsAvx2 = 256;  // AVX2: batch 1 at 197 tokens, 3 images at 65
+constexpr int64_t kPreferredRows = 800;  // AVX-512 and AVX2, each measured; see packed_linear_preferred
 
 // The same products in plain loops (k in order, as the AVX-512 kernel): where AVX-512 is missing.
 void forward_plain(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
@@ -58,13 +57,15 @@ bool packed_linear_preferred(int64_t M) {
   // ViT-B/16 at batch 1 1.29x on 2 threads) and on an Intel Xeon (oneDNN's blocked layout
   // until 2026-11-25: 1.11x at batch 1, 1.06x at 4); level at batch 16 (3152 rows, 1.006x
   // with the 64-wide panels), where the batch is split into lanes on sgemm instead. On the
-  // AVX2 path (Zen 5 held to AVX2, oneDNN too; 2026-11-26): ahead at batch 1 (ViT-B/16 1.028x,
-  // 1.037x on one thread; ViT-S 1.011x; ViT-Ti 1.075x; cifar-seed at 3 images, 195 rows,
-  // 1.29x), level from about 400 rows (ViT-Ti at 2 and 4 images 0.985x and 0.988x, ViT-B/16 at
-  // 4 1.003x, cifar-seed at 8 and 12 1.013x and 1.003x). NEON: not measured (no arm64 machine).
+  // AVX2 path (Zen 5 held to AVX2, oneDNN too; 2026-11-26, with the next slice's weights
+  // prefetched): ahead up to about 800 rows too (on two threads ViT-B/16 at 2 and 4 images
+  // 1.029x and 1.071x, ViT-S at 4 1.027x, ViT-Ti at 2 and 4 1.017x and 1.007x, cifar-seed at 8
+  // 1.025x; on one, ViT-Ti at 4 1.053x, ViT-S at 2 1.057x), level to slightly behind above
+  // (ViT-Ti at 8, 1576 rows, 0.988x; cifar-seed at 12 and 16, 780 and 1040 rows, 0.993x and
+  // 0.984x). NEON: not measured (no arm64 machine).
   switch (isa()) {
-    case Isa::avx512: return M <= kPreferredRows;
-    case Isa::avx2: return M <= kPreferredRowsAvx2;
+    case Isa::avx512:
+    case Isa::avx2: return M <= kPreferredRows;
     default: return false;
   }
 }

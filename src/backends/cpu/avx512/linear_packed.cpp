@@ -110,8 +110,8 @@ VIT_AVX512 void linear_forward_packed(float* y, const float* x, const float* wp,
   for (PackedWalk it(split.share(omp_get_thread_num(), omp_get_num_threads()), K, N, kChunk); it.more();
        it.next()) {
     const PackedSlice& s = it.slice;
-    const auto [p0, p1, r0, r1] = s.share;
-    const int64_t k0 = s.k0, kc = s.kc, p = s.p, n0 = s.n0, w = s.w;
+    const int64_t r0 = s.share.r0, r1 = s.share.r1;
+    const int64_t k0 = s.k0, kc = s.kc, n0 = s.n0, w = s.w;
     const float* P = wp + n0 * K;  // panel p: [K][w]
     Tile tile{};
     tile.ldx = K, tile.w = w, tile.kc = kc, tile.ldc = N;
@@ -119,15 +119,7 @@ VIT_AVX512 void linear_forward_packed(float* y, const float* x, const float* wp,
     tile.first = k0 == 0, tile.last = k0 + kc == K, tile.gelu = gelu;
     tile.bias = b ? b + n0 : nullptr;
     tile.B = P + k0 * w;
-    // The next slice: this chunk of the next panel, or the next chunk of the first.
-    const float* next = nullptr;
-    int64_t next_floats = 0;
-    if (p + 1 < p1) {
-      next = P + w * K + k0 * panel_width(N, n0 + kPanel), next_floats = kc * panel_width(N, n0 + kPanel);
-    } else if (k0 + kc < K) {
-      const int64_t wn = panel_width(N, p0 * kPanel);
-      next = wp + p0 * kPanel * K + (k0 + kc) * wn, next_floats = std::min(kChunk, K - k0 - kc) * wn;
-    }
+    const auto [next, next_floats] = it.next_weights(wp);
     const int64_t lines = (next_floats + 15) / 16, blocks = r1 - r0;
     const int64_t share = (lines + blocks - 1) / std::max<int64_t>(blocks, 1);
     for (int64_t rb = r0; rb < r1; ++rb) {
