@@ -4,9 +4,10 @@
 // (18 KiB) stay in L1 while the panel's 16-column slice comes from L2, and at ViT's K = 768
 // each output is written once. Chunks of 768 against 384 (where the slice, 24 KiB, fitted
 // L1), ViT-B/16's four products at batch 1, medians of 5-7 alternating rounds: 1.023x and
-// 1.076x on one thread (two sittings), 1.014x on two; 192 level with 384. Every output is one
-// fma chain over k in order by one thread, whatever the thread count; GELU, when asked, is a
-// pass over y afterwards (linear_packed.cpp).
+// 1.076x on one thread (two sittings), 1.014x on two; 192 level with 384. The walk
+// (slices_forward) pulls the next slice's weights towards L2 while this one runs (ViT at
+// batch 1 1.04-1.06x). Every output is one fma chain over k in order by one thread, whatever
+// the thread count; GELU, when asked, is a pass over y afterwards (linear_packed.cpp).
 #include <algorithm>
 
 #include "backends/cpu/avx2/kernels.h"

@@ -5,7 +5,8 @@
 // 16-column slice is 4 vectors of every panel row, and a last panel narrower than 16 columns
 // goes through simd.h's zero-padded tail loads. The loops over the block's rows and vectors
 // are unrolled by pragma, so that GCC keeps the 24 accumulators in registers (without, it
-// kept them in a stack array and stored them every k, as it did on AVX2). Every output is one
+// kept them in a stack array and stored them every k, as it did on AVX2); the walk
+// (slices_forward) prefetches the next slice's weights as on AVX2. Every output is one
 // fma chain over k in order by one thread, whatever the thread count; GELU, when asked, is a
 // pass over y afterwards (linear_packed.cpp). Speed not measured (developed under qemu-user,
 // which cannot time it).
