@@ -12,6 +12,7 @@
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/linear_packed.h"
 #include "backends/cpu/neon/kernels.h"
 #include "backends/cpu/sgemm_library.h"
 #include "support/check.h"
@@ -328,6 +329,41 @@ TEST(LinearPacked, SameBitsOnOneThreadAndTwo) {
     cpu::linear_forward_packed(two.data(), x.data(), wp.data(), b.data(), c.M, c.K, c.N, true);
     set_num_threads(before);
     EXPECT_EQ(one, two) << where;
+  }
+}
+
+// The weights each kernel prefetches while a slice runs (PackedWalk::next_weights) are the
+// next slice's of the same thread: where the walk's next step reads, as many floats as it
+// reads ([kc][w] of its panel), and none after a thread's last slice. Shapes with a narrow
+// last panel, several k chunks, and splits by panels and by row blocks.
+TEST(LinearPacked, PrefetchedWeightsAreTheNextSlices) {
+  struct Case {
+    int64_t M, N, K, chunk;
+    int threads;
+  };
+  for (const Case c : {Case{197, 768, 768, 768, 2}, Case{197, 200, 1000, 384, 2}, Case{61, 130, 1000, 768, 3},
+                       Case{6, 3072, 1536, 768, 1}, Case{13, 50, 400, 384, 2}}) {
+    const cpu::PanelSplit split(c.M, c.N, 6, c.threads);
+    const std::vector<float> weights(c.N * c.K);  // addresses only: nothing is read
+    const float* wp = weights.data();
+    for (int t = 0; t < split.threads; ++t) {
+      const std::string where = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) +
+                                " chunk " + std::to_string(c.chunk) + " thread " + std::to_string(t);
+      int slices = 0;
+      for (cpu::PackedWalk it(split.share(t, split.threads), c.K, c.N, c.chunk); it.more(); ++slices) {
+        const auto [next, floats] = it.next_weights(wp);
+        it.next();
+        if (!it.more()) {
+          EXPECT_EQ(next, nullptr) << where << ": after the last slice";
+          EXPECT_EQ(floats, 0) << where;
+          break;
+        }
+        const cpu::PackedSlice& s = it.slice;
+        EXPECT_EQ(next - wp, s.n0 * c.K + s.k0 * s.w) << where << ", slice " << slices + 1;
+        EXPECT_EQ(floats, s.kc * s.w) << where << ", slice " << slices + 1;
+      }
+      EXPECT_GT(slices, 0) << where;
+    }
   }
 }
 

@@ -64,10 +64,10 @@ struct PackedWalk {
     set_panel();
   }
   bool more() const { return slice.k0 < K && slice.share.p0 < slice.share.p1; }
-  // Where the weights of the slice after this one start (this chunk of the next panel, or the
-  // next chunk of the share's first panel) and how many floats they are, in packed weights wp;
-  // {nullptr, 0} after the last. The kernels pull them towards L2 while this slice runs: they
-  // come from memory once per call.
+  // The weights of the slice after this one in packed weights wp (this chunk of the next
+  // panel, or the next chunk of the share's first panel: contiguous floats, [kc][w]), as where
+  // they start and how many floats they are; {nullptr, 0} after the last. The kernels pull
+  // them towards L2 while this slice runs: they come from memory once per call.
   std::pair<const float*, int64_t> next_weights(const float* wp) const {
     const PackedSlice& s = slice;
     if (s.p + 1 < s.share.p1) {
@@ -79,6 +79,11 @@ struct PackedWalk {
       return {wp + s.share.p0 * kPanel * K + (s.k0 + s.kc) * wn, std::min(chunk, K - s.k0 - s.kc) * wn};
     }
     return {nullptr, 0};
+  }
+  // The same as 64-byte cache lines to prefetch: where they start and how many.
+  std::pair<const char*, int64_t> next_weight_lines(const float* wp) const {
+    const auto [next, floats] = next_weights(wp);
+    return {reinterpret_cast<const char*>(next), (floats + 15) / 16};
   }
   void next() {
     if (++slice.p == slice.share.p1) {
@@ -118,15 +123,14 @@ void slices_forward(Block&& block, float* y, const float* x, const float* wp, co
     const PackedSlice& s = it.slice;
     const float* P = wp + s.n0 * K + s.k0 * s.w;  // panel p's rows [k0, k0 + kc): [kc][w]
     // The next slice's weights towards L2, in even shares before each register block.
-    const auto [next, next_floats] = it.next_weights(wp);
-    const int64_t lines = (next_floats + 15) / 16;
+    const auto [next, lines] = it.next_weight_lines(wp);
     const int64_t calls = (s.w + Cols - 1) / Cols * (s.share.r1 - s.share.r0);
     const int64_t per_call = (lines + calls - 1) / std::max<int64_t>(calls, 1);
     int64_t done = 0;
     for (int64_t j0 = 0; j0 < s.w; j0 += Cols)
       for (int64_t rb = s.share.r0; rb < s.share.r1; ++rb) {
         for (const int64_t end = std::min(lines, done + per_call); done < end; ++done)
-          __builtin_prefetch(reinterpret_cast<const char*>(next) + 64 * done, 0, 2);
+          __builtin_prefetch(next + 64 * done, 0, 2);
         with_rows<Rows>(block, std::min(Rows, M - rb * Rows), x + rb * Rows * K + s.k0, K, P + j0, s.w,
                         std::min(Cols, s.w - j0), s.kc, s.k0 == 0, b ? b + s.n0 + j0 : nullptr,
                         y + rb * Rows * N + s.n0 + j0, N);

@@ -119,14 +119,14 @@ VIT_AVX512 void linear_forward_packed(float* y, const float* x, const float* wp,
     tile.first = k0 == 0, tile.last = k0 + kc == K, tile.gelu = gelu;
     tile.bias = b ? b + n0 : nullptr;
     tile.B = P + k0 * w;
-    const auto [next, next_floats] = it.next_weights(wp);
-    const int64_t lines = (next_floats + 15) / 16, blocks = r1 - r0;
+    const auto [next, lines] = it.next_weight_lines(wp);
+    const int64_t blocks = r1 - r0;
     const int64_t share = (lines + blocks - 1) / std::max<int64_t>(blocks, 1);
     for (int64_t rb = r0; rb < r1; ++rb) {
       const int64_t done = share * (rb - r0);
       tile.pf_lines = done < lines ? std::min(share, lines - done) : 0;  // lines = 0 without next
       if (tile.pf_lines > 0) {
-        tile.pf = reinterpret_cast<const char*>(next) + 64 * done;
+        tile.pf = next + 64 * done;
         tile.pf_every = std::max<int64_t>(kc / tile.pf_lines, 1);
       }
       tile.x = x + rb * kRows * K + k0;
