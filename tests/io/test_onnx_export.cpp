@@ -1,8 +1,9 @@
 // ONNX export: every model variant passes ONNX's checker, and, where ONNX Runtime is
-// installed (npm onnxruntime-node in bench/peers/ort, with node on PATH), runs there with
+// installed and loads (npm onnxruntime-node in bench/peers/ort, with node on PATH), runs there with
 // vitcpp's logits (a model without a head: its pooled features): |ort - vitcpp| <= 1e-4 x
 // max |vitcpp logit| per model.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -85,13 +86,24 @@ std::vector<float> input_for(const ViTConfig& c, int64_t B) {
   return test::randn(B * c.in_chans * c.img_h * c.img_w, 11);
 }
 
-// Why ONNX Runtime cannot run here, or "" when it can.
+// Why ONNX Runtime cannot run here, or "" when it can. Installed is not enough: under
+// qemu-user (scripts/arm64_chroot.sh) onnxruntime-node's arm64 library dies with SIGSEGV
+// as node loads it, before any model is read, so loading it is tried once first.
 std::string ort_missing() {
-  if (std::system("command -v node > /dev/null 2>&1") != 0) return "node (Node.js) is not on PATH";
-  if (!fs::exists(std::string(VIT_ORT_DIR) + "/node_modules/onnxruntime-node/package.json"))
-    return std::string("onnxruntime-node is not installed in ") + VIT_ORT_DIR +
-           " (scripts/setup.sh installs it; or: cd bench/peers/ort && npm ci --ignore-scripts)";
-  return "";
+  static const std::string why = [] {
+    if (std::system("command -v node > /dev/null 2>&1") != 0)
+      return std::string("node (Node.js) is not on PATH");
+    const std::string dir = VIT_ORT_DIR;
+    if (!fs::exists(dir + "/node_modules/onnxruntime-node/package.json"))
+      return "onnxruntime-node is not installed in " + dir +
+             " (scripts/setup.sh installs it; or: cd bench/peers/ort && npm ci --ignore-scripts)";
+    const std::string load = "cd '" + dir + "' && node -e 'require(\"onnxruntime-node\")' > /dev/null 2>&1";
+    if (const int rc = std::system(load.c_str()); rc != 0)
+      return "onnxruntime-node is installed in " + dir + " but node cannot load it here (`" + load +
+             "` exited with status " + std::to_string(WIFEXITED(rc) ? WEXITSTATUS(rc) : rc) + ")";
+    return std::string();
+  }();
+  return why;
 }
 
 std::vector<float> read_floats(const std::string& path) {
