@@ -6,7 +6,7 @@
 # scripts/test_aarch64.sh (which CI runs) cross-builds instead and runs only the unit and
 # fixture tests; this checks the native build, the setup script's arm64 branch, the cli,
 # install and mpi tests and the quick start. It is slow (every compiler and test runs
-# emulated: hours on 2 cores), so it is run by hand, not by CI.
+# emulated: about an hour on 2 cores), so it is run by hand, not by CI.
 #
 # Needs root, debootstrap and qemu-user-static (apt-get install debootstrap qemu-user-static),
 # and a kernel that lets binfmt_misc be mounted. The host's local CA certificates
@@ -56,17 +56,17 @@ deb http://deb.debian.org/debian bookworm-updates main
 deb http://deb.debian.org/debian-security bookworm-security main
 EOF
 cp /etc/resolv.conf "$root/etc/resolv.conf"
-if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
-  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
-  [[ -x $root/usr/sbin/update-ca-certificates ]] || chroot "$root" apt-get install -y -qq ca-certificates
-  chroot "$root" update-ca-certificates >/dev/null
-  echo "cafile=/etc/ssl/certs/ca-certificates.crt" >"$root/root/.npmrc"
-fi
-
 for fs in proc sys dev; do
   mountpoint -q "$root/$fs" || mount --rbind "/$fs" "$root/$fs"
 done
 trap 'for fs in dev sys proc; do umount -R "$root/$fs" 2>/dev/null || true; done' EXIT
+if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+  [[ -x $root/usr/sbin/update-ca-certificates ]] ||
+    chroot "$root" /bin/sh -c 'apt-get update -qq && apt-get install -y -qq --no-install-recommends ca-certificates'
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >/dev/null
+  echo "cafile=/etc/ssl/certs/ca-certificates.crt" >"$root/root/.npmrc"
+fi
 
 rm -rf "$root/root/vitcpp"
 git clone -q . "$root/root/vitcpp"
