@@ -5,7 +5,7 @@
 #include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/cpu.h"
 
-namespace vit::cpu {
+namespace vit::cpu::avx512 {
 
 // db[j] += sum over rows i of row(i, j) for columns [j0, j1): each column adds its rows in
 // order from 0, then into db, as colsum_add's column blocks do (the same bits), but walking
@@ -68,4 +68,4 @@ VIT_AVX512 inline void colsum_narrow_by_rows(float* db, int64_t M, int64_t j0, i
   }
 }
 
-}  // namespace vit::cpu
+}  // namespace vit::cpu::avx512

@@ -35,7 +35,7 @@
 #define VIT_NO_ASAN __attribute__((no_sanitize("address")))
 #endif
 
-namespace vit::cpu::simd {
+namespace vit::cpu::avx512::simd {
 
 // Mask of the first n (< 16) lanes.
 VIT_AVX512 inline __mmask16 tail_mask(int64_t n) {
@@ -192,4 +192,4 @@ VIT_AVX512 inline void store_bf16(uint16_t* dst, __mmask16 m, __m512 v) {
   _mm256_mask_storeu_epi16(dst, m, _mm512_cvtepi32_epi16(r));
 }
 
-}  // namespace vit::cpu::simd
+}  // namespace vit::cpu::avx512::simd
