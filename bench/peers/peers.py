@@ -11,7 +11,8 @@ PyTorch (Debian's python3-torch via /usr/bin/python3) runs in its best setup on 
 finds: jemalloc that never returns memory (libjemalloc2, found by ldconfig or in this
 machine's multiarch directory), OpenBLAS choosing its own kernels for this CPU (a preset
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE is removed; --openblas-coretype sets one, e.g. Haswell
-to hold it to AVX2 on an AVX-512 machine), OMP_WAIT_POLICY=PASSIVE, torch.set_num_threads. On
+to hold it to AVX2 on an AVX-512 machine; where OpenBLAS names the CPU by an older core than
+its instructions allow, as 0.3.21 does newer Xeons, SkylakeX or Haswell by the CPU's flags), OMP_WAIT_POLICY=PASSIVE, torch.set_num_threads. On
 the small models it is run on 1 thread too and its better thread count is kept (it is faster
 on one thread there). vitcpp is `build/vit bench --json` with --threads; --vit-env runs it
 with more environment, e.g. "VIT_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2" for its AVX2 path on an
@@ -79,6 +80,33 @@ WORKLOADS = [
     ("train-bf16", "cifar-seed", 256, False),
     ("train-bf16", "vit-base-16", 16, False),
 ]
+
+
+def openblas_best_coretype():
+    """None when OpenBLAS's own detection finds this CPU's kernels; else the core type of the
+    newest vector instructions the CPU has. OpenBLAS 0.3.21 (Debian 12) names a CPU it does not
+    know by an old core: on the Intel Xeon of 2026-11-26 (family 6, model 207) it said
+    "Prescott" (SSE3 kernels) and ran PyTorch's products 6-7x slower than vitcpp's; vitcpp's
+    sgemm comes from oneDNN, which knows the CPU by its features."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        core = lib.openblas_get_corename().decode().lower()
+    except (OSError, AttributeError):
+        return None
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return None
+    if "avx512f" in flags and "avx512vl" in flags and "avx512bw" in flags and "avx512dq" in flags:
+        want, known = "SkylakeX", ("skylakex", "cooperlake", "sapphirerapids")
+    elif "avx2" in flags and "fma" in flags:
+        want, known = "Haswell", ("haswell", "zen", "skylakex", "cooperlake", "sapphirerapids")
+    else:
+        return None
+    return None if core in known else (want, core)
 
 
 def torch_env(threads):
@@ -175,6 +203,11 @@ def main():
     args = ap.parse_args()
     global CEILING, OPENBLAS_CORETYPE
     OPENBLAS_CORETYPE = args.openblas_coretype or None
+    fallback = None if OPENBLAS_CORETYPE else openblas_best_coretype()
+    if fallback:  # OpenBLAS did not recognise this CPU: give it the kernels the CPU runs
+        OPENBLAS_CORETYPE = fallback[0]
+        print(f"OpenBLAS names this CPU {fallback[1]!r}; PyTorch runs with OPENBLAS_CORETYPE={fallback[0]}",
+              file=sys.stderr)
     VIT_ENV.update(kv.split("=", 1) for kv in args.vit_env.split())
     os.makedirs(os.path.join(ROOT, "build/peers"), exist_ok=True)
     log = open(os.path.join(ROOT, "build/peers/results.jsonl"), "w")
@@ -233,8 +266,11 @@ def main():
         print(f"{rows[-1][0]}: vitcpp {v_ms:.2f} ms {rounds(v)}, PyTorch {t_ms:.2f} ms {rounds(t[best_n])} "
               f"({best_n} thr){ort_text}", file=sys.stderr, flush=True)
     ceilings.append(measured_ceiling(args.threads)[0])
+    blas = OPENBLAS_CORETYPE or "its own choice"
+    if fallback:
+        blas += f" (its own choice, {fallback[1]}, predates this CPU)"
     print(f"\n{cpu_name()}; vitcpp's isa: {isa}{' (' + args.vit_env + ')' if args.vit_env else ''}; PyTorch's "
-          f"OpenBLAS: {OPENBLAS_CORETYPE or 'its own choice'}, jemalloc: {JEMALLOC or 'not found'}")
+          f"OpenBLAS: {blas}, jemalloc: {JEMALLOC or 'not found'}")
     print(f"\n{args.threads} threads for vitcpp unless the workload says; medians of {args.rounds} alternating "
           f"rounds; ratio = peer time / vitcpp time; % of the {CEILING:.0f} GFLOP/s ceiling (half of it on one "
           f"thread) at vitcpp's median, for the model's FLOPs; the sgemm rate measured by vit bench at the "
