@@ -50,6 +50,7 @@ def encoding(hex_bytes):
 
 
 def check_machine_code(path):
+    """(violations as (function, encoding, instruction), count of VEX/EVEX instructions)."""
     out = subprocess.run(["objdump", "-d", "-C", "-w", path], check=True, capture_output=True, text=True).stdout
     bad, fn, counted = [], None, 0
     header = re.compile(r"^[0-9a-f]+ <(.*)>:$")
@@ -66,11 +67,12 @@ def check_machine_code(path):
             continue
         counted += 1
         if not qualified_name(fn).startswith(ALLOWED[enc]):
-            bad.append(f"{path}: {enc.upper()} instruction outside {' or '.join(ALLOWED[enc])}: {fn}: {parts[2].strip()}")
+            bad.append((fn, enc, parts[2].strip()))
     return bad, counted
 
 
 def check_dispatch(files):
+    """(violations as (path, line number, path named, nearest Isa:: or None, line), count of mentions)."""
     bad, mentions = [], 0
     mention = re.compile(r"\b(avx512|avx2|neon)::")
     guard = re.compile(r"\bIsa::(\w+)")
@@ -88,8 +90,7 @@ def check_dispatch(files):
                     j -= 1
                     before = [g.group(1) for g in guard.finditer(lines[j].split("//", 1)[0])]
                 if not before or before[-1] != m.group(1):
-                    seen = f"Isa::{before[-1]}" if before else "no Isa:: test"
-                    bad.append(f"{path}:{i + 1}: {m.group(1)}:: after {seen}: {line.strip()}")
+                    bad.append((path, i + 1, m.group(1), before[-1] if before else None, line.strip()))
     return bad, mentions
 
 
@@ -107,36 +108,39 @@ def self_test():
     """Each check must catch a planted fault, and pass the same code without it."""
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "planted.cpp")
-        with open(src, "w") as f:
-            f.write('#include <immintrin.h>\n'
-                    'namespace vit::cpu::avx512 { __attribute__((target("avx512f"))) void good(float* p)'
-                    ' { _mm512_storeu_ps(p, _mm512_setzero_ps()); } }\n'
-                    'namespace vit::cpu { __attribute__((target("avx512f"))) void escaped(float* p)'
-                    ' { _mm512_storeu_ps(p, _mm512_setzero_ps()); } }\n'
-                    'namespace vit::cpu::avx2 { __attribute__((target("avx2"))) void vex(float* p)'
-                    ' { _mm256_storeu_ps(p, _mm256_setzero_ps()); } }\n'
-                    'namespace vit::cpu::avx2 { __attribute__((target("avx512f"))) void evex(float* p)'
-                    ' { _mm512_storeu_ps(p, _mm512_setzero_ps()); } }\n')
+        def planted(name, text):
+            path = os.path.join(tmp, name)
+            with open(path, "w") as f:
+                f.write(text)
+            return path
+
+        src = planted("planted.cpp",
+                      '#include <immintrin.h>\n'
+                      'namespace vit::cpu::avx512 { __attribute__((target("avx512f"))) void good(float* p)'
+                      ' { _mm512_storeu_ps(p, _mm512_setzero_ps()); } }\n'
+                      'namespace vit::cpu { __attribute__((target("avx512f"))) void escaped(float* p)'
+                      ' { _mm512_storeu_ps(p, _mm512_setzero_ps()); } }\n'
+                      'namespace vit::cpu::avx2 { __attribute__((target("avx2"))) void vex(float* p)'
+                      ' { _mm256_storeu_ps(p, _mm256_setzero_ps()); } }\n'
+                      'namespace vit::cpu::avx2 { __attribute__((target("avx512f"))) void evex(float* p)'
+                      ' { _mm512_storeu_ps(p, _mm512_setzero_ps()); } }\n')
         obj = os.path.join(tmp, "planted.o")
         subprocess.run(["g++", "-O2", "-c", src, "-o", obj], check=True)
         bad, counted = check_machine_code(obj)
-        flagged = sorted({qualified_name(b.split(": ", 2)[2].rsplit(": ", 1)[0]) for b in bad})
-        want = ["vit::cpu::avx2::evex", "vit::cpu::escaped"]
+        flagged = sorted({qualified_name(fn) for fn, _, _ in bad})
         print(f"self-test, machine code: {counted} vector instructions, flagged {flagged}")
-        ok &= flagged == want
-        disp = os.path.join(tmp, "dispatch.cpp")
-        with open(disp, "w") as f:
-            f.write("switch (isa()) {\n"
-                    "  case Isa::avx512: return avx512::f();\n"
-                    "  case Isa::avx2:\n"
-                    "    if (avx2::fits(n))\n"
-                    "      return avx2::f();\n"
-                    "    return avx512::f();  // planted: the avx2 arm calls the avx512 kernel\n"
-                    "  default: return neon::f();  // planted: no Isa::neon\n"
-                    "}\n")
+        ok &= flagged == ["vit::cpu::avx2::evex", "vit::cpu::escaped"]
+        disp = planted("dispatch.cpp",
+                       "switch (isa()) {\n"
+                       "  case Isa::avx512: return avx512::f();\n"
+                       "  case Isa::avx2:\n"
+                       "    if (avx2::fits(n))\n"
+                       "      return avx2::f();\n"
+                       "    return avx512::f();  // planted: the avx2 arm calls the avx512 kernel\n"
+                       "  default: return neon::f();  // planted: no Isa::neon\n"
+                       "}\n")
         bad, mentions = check_dispatch([disp])
-        lines = [int(b.split(":")[1]) for b in bad]
+        lines = [line for _, line, *_ in bad]
         print(f"self-test, dispatch: {mentions} mentions, flagged lines {lines}")
         ok &= lines == [6, 7]
     print("self-test:", "passed" if ok else "FAILED")
@@ -153,12 +157,14 @@ def main(argv):
     for path in argv:
         b, counted = check_machine_code(path)
         print(f"check_isa_code: {os.path.relpath(path)}: {counted} VEX/EVEX instructions, {len(b)} outside their path")
-        bad += b
+        bad += [f"{path}: {enc.upper()} instruction outside {' or '.join(ALLOWED[enc])}: {fn}: {insn}"
+                for fn, enc, insn in b]
     b, mentions = check_dispatch(sorted(source_files()))
     print(f"check_isa_code: {mentions} mentions of a path's namespace outside its folder, {len(b)} not under its Isa:: test")
-    bad += b
-    for b in bad:
-        print(b)
+    bad += [f"{path}:{n}: {name}:: after {'Isa::' + seen if seen else 'no Isa:: test'}: {line}"
+            for path, n, name, seen, line in b]
+    for line in bad:
+        print(line)
     return 1 if bad else 0
 
 
