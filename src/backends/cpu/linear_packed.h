@@ -113,7 +113,11 @@ void with_rows(Block& block, int64_t rows, Args... args) {
 // ldb, n, kc, first, bias, c, ldc) is the path's register block: R rows of x (leading dim ldx)
 // times columns [0, n) (n <= Cols) of panel rows B (leading dim ldb) over kc values of k into c
 // (leading dim ldc), from the bias (or 0) when first, else adding onto what c holds.
-template <int64_t Rows, int64_t Cols, int64_t Chunk, typename Block>
+// RowsOuter: each row block passes over the panel's Cols-column slices, so that its Rows rows
+// of x stay in L1 while the slices come from L2 (where a slice over a chunk does not fit L1
+// beside them); else each slice passes over the row blocks, staying in L1 itself while x's
+// rows come from L2.
+template <int64_t Rows, int64_t Cols, int64_t Chunk, bool RowsOuter, typename Block>
 void slices_forward(Block&& block, float* y, const float* x, const float* wp, const float* b, int64_t M,
                     int64_t K, int64_t N) {
   const PanelSplit split(M, N, Rows, threads_for(M * N * K / 16));
@@ -127,14 +131,20 @@ void slices_forward(Block&& block, float* y, const float* x, const float* wp, co
     const int64_t calls = (s.w + Cols - 1) / Cols * (s.share.r1 - s.share.r0);
     const int64_t per_call = (lines + calls - 1) / std::max<int64_t>(calls, 1);
     int64_t done = 0;
-    for (int64_t j0 = 0; j0 < s.w; j0 += Cols)
-      for (int64_t rb = s.share.r0; rb < s.share.r1; ++rb) {
-        for (const int64_t end = std::min(lines, done + per_call); done < end; ++done)
-          __builtin_prefetch(next + 64 * done, 0, 2);
-        with_rows<Rows>(block, std::min(Rows, M - rb * Rows), x + rb * Rows * K + s.k0, K, P + j0, s.w,
-                        std::min(Cols, s.w - j0), s.kc, s.k0 == 0, b ? b + s.n0 + j0 : nullptr,
-                        y + rb * Rows * N + s.n0 + j0, N);
-      }
+    auto one = [&](int64_t j0, int64_t rb) {
+      for (const int64_t end = std::min(lines, done + per_call); done < end; ++done)
+        __builtin_prefetch(next + 64 * done, 0, 2);
+      with_rows<Rows>(block, std::min(Rows, M - rb * Rows), x + rb * Rows * K + s.k0, K, P + j0, s.w,
+                      std::min(Cols, s.w - j0), s.kc, s.k0 == 0, b ? b + s.n0 + j0 : nullptr,
+                      y + rb * Rows * N + s.n0 + j0, N);
+    };
+    if constexpr (RowsOuter) {
+      for (int64_t rb = s.share.r0; rb < s.share.r1; ++rb)
+        for (int64_t j0 = 0; j0 < s.w; j0 += Cols) one(j0, rb);
+    } else {
+      for (int64_t j0 = 0; j0 < s.w; j0 += Cols)
+        for (int64_t rb = s.share.r0; rb < s.share.r1; ++rb) one(j0, rb);
+    }
   }
 }
 

@@ -1,13 +1,18 @@
 // The packed small-batch linear's AVX2 + FMA kernel (linear_packed.cpp packs the weights in
 // 64-wide panels, linear_packed.h, and dispatches here): 6 rows of x times 16 columns of a
 // panel (12 accumulators of 16 registers) over k chunks of 768: a row block's 6 rows of x
-// (18 KiB) stay in L1 while the panel's 16-column slice comes from L2, and at ViT's K = 768
-// each output is written once. Chunks of 768 against 384 (where the slice, 24 KiB, fitted
-// L1), ViT-B/16's four products at batch 1, medians of 5-7 alternating rounds: 1.023x and
-// 1.076x on one thread (two sittings), 1.014x on two; 192 level with 384. The walk
-// (slices_forward) pulls the next slice's weights towards L2 while this one runs (ViT at
-// batch 1 1.04-1.06x). Every output is one fma chain over k in order by one thread, whatever
-// the thread count; GELU, when asked, is a pass over y afterwards (linear_packed.cpp).
+// (18 KiB) stay in L1 while the panel's 16-column slices come from L2 (slices_forward's
+// RowsOuter: each row block passes over the panel's four slices), and at ViT's K = 768 each
+// output is written once. Each slice over all row blocks instead, x's rows then coming from
+// L2 too: 0.3-1.4% slower on ViT-Ti/S/B's products at batch 1, 6% and 10% on ViT-B/16's fc1
+// and fc2 at batch 4 (Intel Xeon held to AVX2, 2 threads, medians of 40 interleaved rounds;
+// whole models within that sitting's noise). Chunks of 768 against 384, slices outer, on an
+// AMD Zen 5, ViT-B/16's four products at batch 1, medians of 5-7 alternating rounds: 1.023x
+// and 1.076x on one thread (two sittings), 1.014x on two; 192 level with 384. Rows outer, on
+// the Xeon: 384 level to 4% slower than 768. The walk (slices_forward) pulls the next slice's
+// weights towards L2 while this one runs (ViT at batch 1 1.04-1.06x). Every output is one fma
+// chain over k in order by one thread, whatever the thread count; GELU, when asked, is a pass
+// over y afterwards (linear_packed.cpp).
 #include <algorithm>
 
 #include "backends/cpu/avx2/kernels.h"
@@ -78,7 +83,7 @@ VIT_AVX2 void block(const float* x, int64_t ldx, const float* B, int64_t ldb, in
 
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                            int64_t N) {
-  slices_forward<kRows, kCols, kChunk>([]<int R>(auto... a) { block<R>(a...); }, y, x, wp, b, M, K, N);
+  slices_forward<kRows, kCols, kChunk, true>([]<int R>(auto... a) { block<R>(a...); }, y, x, wp, b, M, K, N);
 }
 
 }  // namespace vit::cpu::avx2
