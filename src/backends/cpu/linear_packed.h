@@ -127,7 +127,10 @@ void slices_forward(Block&& block, float* y, const float* x, const float* wp, co
     const PackedSlice& s = it.slice;
     const float* P = wp + s.n0 * K + s.k0 * s.w;  // panel p's rows [k0, k0 + kc): [kc][w]
     // The next slice's weights towards L2, in even shares before each register block.
-    const auto [next, lines] = it.next_weight_lines(wp);
+    // (Plain names, not a structured binding: clang 14, the fuzz build's, cannot capture one.)
+    const std::pair<const char*, int64_t> next_lines = it.next_weight_lines(wp);
+    const char* next = next_lines.first;
+    const int64_t lines = next_lines.second;
     const int64_t calls = (s.w + Cols - 1) / Cols * (s.share.r1 - s.share.r0);
     const int64_t per_call = (lines + calls - 1) / std::max<int64_t>(calls, 1);
     int64_t done = 0;
