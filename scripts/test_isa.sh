@@ -18,9 +18,9 @@
 #      test_data, test_viz), then the main job end to end, the vit program as a user on an
 #      AVX2-only CPU runs it (train, eval, samples, predict, attention on a small
 #      CIFAR-10-shaped set of random pixels, and a packed batch-1 inference of ViT-Ti/16 cut
-#      to 2 blocks), with the path vit picks from the CPUID qemu reports, not a forced one. The programs of
-#      long numerical tests (test_ops, test_model, test_train) run there only with
-#      VIT_TEST_QEMU_X86=all: on an Intel Xeon they took 38 of this part's 39 minutes
+#      to 2 blocks), with the path vit picks from the CPUID qemu reports, not a forced one.
+#      The programs of long numerical tests (test_ops, test_model, test_train) run there only
+#      with VIT_TEST_QEMU_X86=all: on an Intel Xeon they took 38 of this part's 39 minutes
 #      (2026-11-26; all of test_isa took 2.5 minutes on an AMD Zen 5, 8176d0a: docs/design.md,
 #      "Testing every path", says why), and step 2 covers their code. VIT_TEST_QEMU_X86=0
 #      skips this part.

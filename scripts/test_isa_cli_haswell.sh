@@ -24,8 +24,8 @@ batch() {  # CIFAR-10 records: a label byte (0-9 in turn), then 3072 pixel bytes
 }
 batch "$data/data_batch_1.bin" 64
 batch "$data/test_batch.bin" 32
-# One thread: on some machines qemu-user does not get past a second thread (scripts/test_aarch64.sh
-# probes for that); on one thread this part runs the same everywhere, and short.
+# One thread: on some machines qemu-user does not get past a second thread
+# (scripts/test_aarch64.sh probes for that); on one thread this part runs alike everywhere.
 # A wait policy set: otherwise vit runs itself again through /proc/self/exe to set its
 # own (apps/vit/main.cpp), and that second start would leave qemu and run natively.
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
