@@ -368,8 +368,10 @@ TEST(LinearPacked, PrefetchedWeightsAreTheNextSlices) {
 }
 
 // fc1 and GELU in one pass on packed weights (applied as the outputs leave the registers,
-// after the last k chunk) against the plain linear followed by the reference GELU; values
-// spread over [-6, 6] reach both tails of erf; K = 1000 takes two chunks.
+// after the last k chunk) against the plain linear followed by the reference GELU, and bit
+// for bit against the packed product followed by the GELU pass (the fused epilogue is the
+// pass's formula); values spread over [-6, 6] reach both tails of erf; K = 1000 takes two
+// chunks.
 TEST(LinearPacked, GeluFusedMatchesLinearThenGelu) {
   struct Case {
     int64_t M, N, K;
@@ -385,6 +387,10 @@ TEST(LinearPacked, GeluFusedMatchesLinearThenGelu) {
     cpu::linear_forward_packed(got.data(), x.data(), wp.data(), b.data(), c.M, c.K, c.N, true);
     EXPECT_TRUE(
         test::close_rel_max("packed linear + gelu " + where, got.data(), want.data(), c.M * c.N, 1e-5));
+    std::vector<float> pass(c.M * c.N);
+    cpu::linear_forward_packed(pass.data(), x.data(), wp.data(), b.data(), c.M, c.K, c.N);
+    cpu::gelu_forward(pass.data(), pass.data(), c.M * c.N);
+    EXPECT_EQ(got, pass) << where << ": fused GELU against the GELU pass";
   }
 }
 

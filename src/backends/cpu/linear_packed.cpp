@@ -100,14 +100,14 @@ void linear_forward_packed(float* y, const float* x, const float* wp, const floa
   switch (K > 0 ? isa() : Isa::generic) {  // (K = 0: y is the bias)
 #if VIT_ISA_X86
     case Isa::avx512: return avx512::linear_forward_packed(y, x, wp, b, M, K, N, gelu);
-    case Isa::avx2: avx2::linear_forward_packed(y, x, wp, b, M, K, N); break;
+    case Isa::avx2: return avx2::linear_forward_packed(y, x, wp, b, M, K, N, gelu);
 #endif
 #if VIT_ISA_NEON
-    case Isa::neon: neon::linear_forward_packed(y, x, wp, b, M, K, N); break;
+    case Isa::neon: return neon::linear_forward_packed(y, x, wp, b, M, K, N, gelu);
 #endif
     default: forward_plain(y, x, wp, b, M, K, N);
   }
-  if (gelu) gelu_forward(y, y, M * N);
+  if (gelu) gelu_forward(y, y, M * N);  // the plain loops' GELU: a pass over y
 }
 
 }  // namespace vit::cpu

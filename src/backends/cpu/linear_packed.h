@@ -106,20 +106,21 @@ void with_rows(Block& block, int64_t rows, Args... args) {
   block.template operator()<int(Rows)>(args...);
 }
 
-// y[M,N] = x[M,K] wp^T + b (b may be null; K > 0) by a kernel of register blocks of Rows rows
-// of x times Cols columns of a panel (avx2/ and neon/linear_packed.cpp): the threads share the
-// panels or the row blocks (PanelSplit) and walk their slices (PackedWalk); each Cols-column
-// slice of a panel passes over the thread's row blocks, k chunks of Chunk. block<R>(x, ldx, B,
-// ldb, n, kc, first, bias, c, ldc) is the path's register block: R rows of x (leading dim ldx)
-// times columns [0, n) (n <= Cols) of panel rows B (leading dim ldb) over kc values of k into c
-// (leading dim ldc), from the bias (or 0) when first, else adding onto what c holds.
+// y[M,N] = x[M,K] wp^T + b (b may be null; K > 0), GELU applied when gelu, by a kernel of
+// register blocks of Rows rows of x times Cols columns of a panel (avx2/ and
+// neon/linear_packed.cpp): the threads share the panels or the row blocks (PanelSplit) and walk
+// their slices (PackedWalk), k chunks of Chunk. block<R>(x, ldx, B, ldb, n, kc, first, last_gelu,
+// bias, c, ldc) is the path's register block: R rows of x (leading dim ldx) times columns [0, n)
+// (n <= Cols) of panel rows B (leading dim ldb) over kc values of k into c (leading dim ldc),
+// from the bias (or 0) when first, else adding onto what c holds; GELU applied to the sums
+// before they are stored when last_gelu (given on the last k chunk when gelu).
 // RowsOuter: each row block passes over the panel's Cols-column slices, so that its Rows rows
 // of x stay in L1 while the slices come from L2 (where a slice over a chunk does not fit L1
 // beside them); else each slice passes over the row blocks, staying in L1 itself while x's
 // rows come from L2.
 template <int64_t Rows, int64_t Cols, int64_t Chunk, bool RowsOuter, typename Block>
 void slices_forward(Block&& block, float* y, const float* x, const float* wp, const float* b, int64_t M,
-                    int64_t K, int64_t N) {
+                    int64_t K, int64_t N, bool gelu) {
   const PanelSplit split(M, N, Rows, threads_for(M * N * K / 16));
 #pragma omp parallel num_threads(split.threads)
   for (PackedWalk it(split.share(omp_get_thread_num(), omp_get_num_threads()), K, N, Chunk); it.more();
@@ -133,12 +134,13 @@ void slices_forward(Block&& block, float* y, const float* x, const float* wp, co
     const int64_t lines = next_lines.second;
     const int64_t calls = (s.w + Cols - 1) / Cols * (s.share.r1 - s.share.r0);
     const int64_t per_call = (lines + calls - 1) / std::max<int64_t>(calls, 1);
+    const bool last_gelu = gelu && s.k0 + s.kc == K;
     int64_t done = 0;
     auto one = [&](int64_t j0, int64_t rb) {
       for (const int64_t end = std::min(lines, done + per_call); done < end; ++done)
         __builtin_prefetch(next + 64 * done, 0, 2);
       with_rows<Rows>(block, std::min(Rows, M - rb * Rows), x + rb * Rows * K + s.k0, K, P + j0, s.w,
-                      std::min(Cols, s.w - j0), s.kc, s.k0 == 0, b ? b + s.n0 + j0 : nullptr,
+                      std::min(Cols, s.w - j0), s.kc, s.k0 == 0, last_gelu, b ? b + s.n0 + j0 : nullptr,
                       y + rb * Rows * N + s.n0 + j0, N);
     };
     if constexpr (RowsOuter) {

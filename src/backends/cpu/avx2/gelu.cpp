@@ -8,11 +8,7 @@
 namespace vit::cpu::avx2 {
 
 namespace {
-// GELU(v) = 0.5 v (1 + erf(v / sqrt 2)) and, from the same erf and exp(-v^2 / 2),
-// GELU'(v) = Phi(v) + v phi(v).
-VIT_AVX2 inline __m256 gelu_from(__m256 v, __m256 erf) {
-  return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v), _mm256_add_ps(_mm256_set1_ps(1.f), erf));
-}
+// GELU (simd.h's gelu_from) and, from the same erf and exp(-v^2 / 2), GELU'(v) = Phi(v) + v phi(v).
 VIT_AVX2 inline __m256 gelu_grad_from(__m256 v, __m256 erf, __m256 e) {
   const __m256 cdf = _mm256_mul_ps(_mm256_set1_ps(0.5f), _mm256_add_ps(_mm256_set1_ps(1.f), erf));
   return _mm256_fmadd_ps(_mm256_mul_ps(v, _mm256_set1_ps(kInvSqrt2Pi)), e, cdf);
@@ -73,9 +69,7 @@ VIT_AVX2 void mul_colsum_wide(float* dx, float* db, const float* dy, float* grad
 
 VIT_AVX2 void gelu_forward(float* y, const float* x, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; i += 8) {
-    const __m256 v = load(x + i, i1 - i);
-    __m256 e;
-    store(y + i, i1 - i, gelu_from(v, erf_of(v, &e)));
+    store(y + i, i1 - i, gelu(load(x + i, i1 - i)));
   }
 }
 

@@ -15,8 +15,8 @@ namespace vit::cpu::avx2 {
 VIT_PATH_KERNELS
 
 // ---- linear_packed.cpp: y[M,N] = x[M,K] wp^T + b[N] (b may be null; K > 0) from weights
-// packed by pack_linear_weights (linear_packed.h); OpenMP-threaded.
+// packed by pack_linear_weights (linear_packed.h), GELU applied when gelu; OpenMP-threaded.
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
-                           int64_t N);
+                           int64_t N, bool gelu);
 
 }  // namespace vit::cpu::avx2

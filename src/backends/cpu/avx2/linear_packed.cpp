@@ -11,8 +11,10 @@
 // and 1.076x on one thread (two sittings), 1.014x on two; 192 level with 384. Rows outer, on
 // the Xeon: 384 level to 4% slower than 768. The walk (slices_forward) pulls the next slice's
 // weights towards L2 while this one runs (ViT at batch 1 1.04-1.06x). Every output is one fma
-// chain over k in order by one thread, whatever the thread count; GELU, when asked, is a pass
-// over y afterwards (linear_packed.cpp).
+// chain over k in order by one thread, whatever the thread count. GELU, when asked (fc1), is
+// applied as the sums leave the registers: against the product followed by the GELU pass, fc1
+// of ViT-Ti/S/B at batch 1 1.038x/1.014x/1.009x on 2 threads, cifar-seed at 8 images 1.023x,
+// level on one thread (Intel Xeon held to AVX2, medians of 40 interleaved rounds).
 #include <algorithm>
 
 #include "backends/cpu/avx2/kernels.h"
@@ -28,10 +30,11 @@ constexpr int64_t kChunk = 768;  // k per pass
 
 // R rows of x (leading dim ldx) times columns [0, n) (n <= 16; n = 16 when Full) of panel rows
 // B (leading dim ldb) over kc values of k into c (leading dim ldc): from the bias (or 0) when
-// first, else adding onto what c holds. One k loop for both widths, the masks made before it:
-// with a loop per width sharing one accumulator array, GCC kept the array on the stack and
-// stored all 12 accumulators every k (12 stores per 12 fmas).
-template <int R, bool Full>
+// first, else adding onto what c holds; GELU'd as stored with Gelu (a template argument: with a
+// run-time flag the fused product was 0.985-1.001x the pass, the gain gone). One k loop for both widths, the
+// masks made before it: with a loop per width sharing one accumulator array, GCC kept the array on the stack
+// and stored all 12 accumulators every k (12 stores per 12 fmas).
+template <int R, bool Full, bool Gelu>
 VIT_AVX2 void block_width(const float* x, int64_t ldx, const float* B, int64_t ldb, int64_t n, int64_t kc,
                           bool first, const float* bias, float* c, int64_t ldc) {
   __m256i m[2];
@@ -63,27 +66,35 @@ VIT_AVX2 void block_width(const float* x, int64_t ldx, const float* B, int64_t l
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < 2; ++j) {
+      const __m256 out = Gelu ? gelu(acc[r][j]) : acc[r][j];
       if (Full)
-        _mm256_storeu_ps(c + r * ldc + 8 * j, acc[r][j]);
+        _mm256_storeu_ps(c + r * ldc + 8 * j, out);
       else
-        _mm256_maskstore_ps(c + r * ldc + 8 * j, m[j], acc[r][j]);
+        _mm256_maskstore_ps(c + r * ldc + 8 * j, m[j], out);
+    }
 }
 
 template <int R>
 VIT_AVX2 void block(const float* x, int64_t ldx, const float* B, int64_t ldb, int64_t n, int64_t kc,
-                    bool first, const float* bias, float* c, int64_t ldc) {
-  if (n == kCols)
-    block_width<R, true>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
+                    bool first, bool last_gelu, const float* bias, float* c, int64_t ldc) {
+  if (last_gelu) {
+    if (n == kCols)
+      block_width<R, true, true>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
+    else
+      block_width<R, false, true>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
+  } else if (n == kCols)
+    block_width<R, true, false>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
   else
-    block_width<R, false>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
+    block_width<R, false, false>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
 }
 
 }  // namespace
 
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
-                           int64_t N) {
-  slices_forward<kRows, kCols, kChunk, true>([]<int R>(auto... a) { block<R>(a...); }, y, x, wp, b, M, K, N);
+                           int64_t N, bool gelu) {
+  slices_forward<kRows, kCols, kChunk, true>([]<int R>(auto... a) { block<R>(a...); }, y, x, wp, b, M, K, N,
+                                             gelu);
 }
 
 }  // namespace vit::cpu::avx2

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "backends/cpu/gelu.h"  // kInvSqrt2
+
 #define VIT_AVX2 __attribute__((target("avx2,fma")))
 
 namespace vit::cpu::avx2 {
@@ -93,6 +95,16 @@ VIT_AVX2 inline __m256 erf(__m256 x, __m256* exp_neg_x2) {
   *exp_neg_x2 = e;
   const __m256 y = _mm256_fnmadd_ps(p, e, _mm256_set1_ps(1.f));
   return _mm256_or_ps(y, _mm256_and_ps(x, sign_bit));
+}
+
+// Exact GELU, v Phi(v) = 0.5 v (1 + erf(v / sqrt 2)), lane-wise from erf(v / sqrt 2); gelu(v)
+// from v alone (the packed linear's fused epilogue: the same bits as gelu.cpp's pass).
+VIT_AVX2 inline __m256 gelu_from(__m256 v, __m256 erf) {
+  return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v), _mm256_add_ps(_mm256_set1_ps(1.f), erf));
+}
+VIT_AVX2 inline __m256 gelu(__m256 v) {
+  __m256 e;
+  return gelu_from(v, erf(_mm256_mul_ps(v, _mm256_set1_ps(kInvSqrt2)), &e));
 }
 
 }  // namespace vit::cpu::avx2

@@ -8,11 +8,7 @@
 namespace vit::cpu::neon {
 
 namespace {
-// GELU(v) = 0.5 v (1 + erf(v / sqrt 2)); GELU'(v) = Phi(v) + v phi(v), from the same erf and
-// exp(-v^2 / 2).
-inline float32x4_t gelu_from(float32x4_t v, float32x4_t erf) {
-  return vmulq_f32(vmulq_n_f32(v, 0.5f), vaddq_f32(vdupq_n_f32(1.f), erf));
-}
+// GELU (simd.h's gelu_from) and, from the same erf and exp(-v^2 / 2), GELU'(v) = Phi(v) + v phi(v).
 inline float32x4_t gelu_grad_from(float32x4_t v, float32x4_t erf, float32x4_t e) {
   const float32x4_t cdf = vmulq_n_f32(vaddq_f32(vdupq_n_f32(1.f), erf), 0.5f);
   return vfmaq_f32(cdf, vmulq_n_f32(v, kInvSqrt2Pi), e);
@@ -73,10 +69,7 @@ void mul_colsum_wide(float* dx, float* db, const float* dy, float* grad, int64_t
 
 void gelu_forward(float* y, const float* x, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; i += 4) {
-    const float32x4_t v = load(x + i, i1 - i);
-    float32x4_t e;
-    const float32x4_t erf = erf_of(v, &e);
-    store(y + i, i1 - i, gelu_from(v, erf));
+    store(y + i, i1 - i, gelu(load(x + i, i1 - i)));
   }
 }
 

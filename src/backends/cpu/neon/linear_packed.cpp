@@ -7,9 +7,9 @@
 // are unrolled by pragma, so that GCC keeps the 24 accumulators in registers (without, it
 // kept them in a stack array and stored them every k, as it did on AVX2); the walk
 // (slices_forward) prefetches the next slice's weights as on AVX2. Every output is one
-// fma chain over k in order by one thread, whatever the thread count; GELU, when asked, is a
-// pass over y afterwards (linear_packed.cpp). Speed not measured (developed under qemu-user,
-// which cannot time it).
+// fma chain over k in order by one thread, whatever the thread count; GELU, when asked, is
+// applied as the sums leave the registers (as on AVX2 and AVX-512). Speed not measured
+// (developed under qemu-user, which cannot time it).
 #include <algorithm>
 
 #include "backends/cpu/linear_packed.h"
@@ -26,10 +26,11 @@ constexpr int64_t kChunk = 384;  // k per pass: the 16-column slice (24 KiB) sta
 
 // R rows of x (leading dim ldx) times columns [0, n) (n <= 16) of panel rows B (leading dim
 // ldb) over kc values of k into c (leading dim ldc): from the bias (or 0) when first, else
-// adding onto what c holds.
-template <int R>
-void block(const float* x, int64_t ldx, const float* B, int64_t ldb, int64_t n, int64_t kc, bool first,
-           const float* bias, float* c, int64_t ldc) {
+// adding onto what c holds; GELU'd as stored with Gelu (a template argument, as on AVX2,
+// where a run-time flag lost the fusion's gain).
+template <int R, bool Gelu>
+void block_gelu(const float* x, int64_t ldx, const float* B, int64_t ldb, int64_t n, int64_t kc, bool first,
+                const float* bias, float* c, int64_t ldc) {
   float32x4_t acc[R][kVecs];
 #pragma GCC unroll 4
   for (int j = 0; j < kVecs; ++j) {
@@ -66,14 +67,24 @@ void block(const float* x, int64_t ldx, const float* B, int64_t ldb, int64_t n, 
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int j = 0; j < kVecs; ++j) store(c + r * ldc + 4 * j, n - 4 * j, acc[r][j]);
+    for (int j = 0; j < kVecs; ++j) store(c + r * ldc + 4 * j, n - 4 * j, Gelu ? gelu(acc[r][j]) : acc[r][j]);
+}
+
+template <int R>
+void block(const float* x, int64_t ldx, const float* B, int64_t ldb, int64_t n, int64_t kc, bool first,
+           bool last_gelu, const float* bias, float* c, int64_t ldc) {
+  if (last_gelu)
+    block_gelu<R, true>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
+  else
+    block_gelu<R, false>(x, ldx, B, ldb, n, kc, first, bias, c, ldc);
 }
 
 }  // namespace
 
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
-                           int64_t N) {
-  slices_forward<kRows, kCols, kChunk, false>([]<int R>(auto... a) { block<R>(a...); }, y, x, wp, b, M, K, N);
+                           int64_t N, bool gelu) {
+  slices_forward<kRows, kCols, kChunk, false>([]<int R>(auto... a) { block<R>(a...); }, y, x, wp, b, M, K, N,
+                                              gelu);
 }
 
 }  // namespace vit::cpu::neon

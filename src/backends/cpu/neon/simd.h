@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/gelu.h"  // kInvSqrt2
+
 namespace vit::cpu::neon {
 
 // The first n floats at p (n >= 4: a full load); lanes past n are 0.
@@ -83,6 +85,16 @@ inline float32x4_t erf(float32x4_t x, float32x4_t* exp_neg_x2) {
   const float32x4_t y = vfmsq_f32(vdupq_n_f32(1.f), p, e);  // 1 - p e = erf(|x|)
   const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x80000000u));
   return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(y), sign));
+}
+
+// Exact GELU, v Phi(v) = 0.5 v (1 + erf(v / sqrt 2)), lane-wise from erf(v / sqrt 2); gelu(v)
+// from v alone (the packed linear's fused epilogue: the same bits as gelu.cpp's pass).
+inline float32x4_t gelu_from(float32x4_t v, float32x4_t erf) {
+  return vmulq_f32(vmulq_n_f32(v, 0.5f), vaddq_f32(vdupq_n_f32(1.f), erf));
+}
+inline float32x4_t gelu(float32x4_t v) {
+  float32x4_t e;
+  return gelu_from(v, erf(vmulq_n_f32(v, kInvSqrt2), &e));
 }
 
 }  // namespace vit::cpu::neon
