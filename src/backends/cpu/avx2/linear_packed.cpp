@@ -30,10 +30,11 @@ constexpr int64_t kChunk = 768;  // k per pass
 
 // R rows of x (leading dim ldx) times columns [0, n) (n <= 16; n = 16 when Full) of panel rows
 // B (leading dim ldb) over kc values of k into c (leading dim ldc): from the bias (or 0) when
-// first, else adding onto what c holds; GELU'd as stored with Gelu (a template argument: with a
-// run-time flag the fused product was 0.985-1.001x the pass, the gain gone). One k loop for both widths, the
-// masks made before it: with a loop per width sharing one accumulator array, GCC kept the array on the stack
-// and stored all 12 accumulators every k (12 stores per 12 fmas).
+// first, else adding onto what c holds; GELU'd as stored with Gelu (a template argument: with
+// a run-time flag the fused product was 0.985-1.001x the pass, the gain gone). One k loop for
+// both widths, the masks made before it: with a loop per width sharing one accumulator array,
+// GCC kept the array on the stack and stored all 12 accumulators every k (12 stores per 12
+// fmas).
 template <int R, bool Full, bool Gelu>
 VIT_AVX2 void block_width(const float* x, int64_t ldx, const float* B, int64_t ldb, int64_t n, int64_t kc,
                           bool first, const float* bias, float* c, int64_t ldc) {
