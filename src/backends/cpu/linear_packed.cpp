@@ -78,6 +78,7 @@ namespace {
 // one-off cost before the first image, which had made `vit predict -b 1` on one image 0.52 s
 // against 0.37 unpacked, and is now within that command's noise.
 void transpose_panels(float* w, int64_t N, int64_t K, bool to_panels) {
+  if (K == 0) return;  // nothing to move (and the copy's scratch would be null)
   const int64_t panels = (N + kPanel - 1) / kPanel;
   for_items(panels, threads_for(N * K), [&](int64_t p) {
     thread_local Scratch<float> buf;
