@@ -204,10 +204,12 @@ void SafeTensors::copy_float(const std::string& name, float* out) const {
   const TensorInfo& t = at(name);
   const char* p = bytes_.data() + data_start_ + t.begin;
   const size_t n = (t.end - t.begin) / dtype_size(t.dtype);
-  if (t.dtype == DType::F32) return (void)std::memcpy(out, p, 4 * n);  // the common case, at memcpy's speed
+  if (t.dtype == DType::F32) {  // the common case, at memcpy's speed (n = 0: out may be null)
+    if (n > 0) std::memcpy(out, p, 4 * n);
+    return;
+  }
   for (size_t i = 0; i < n; ++i) {
     switch (t.dtype) {
-      case DType::F32: std::memcpy(&out[i], p + 4 * i, 4); break;
       case DType::F64: {
         double d;
         std::memcpy(&d, p + 8 * i, 8);

@@ -91,6 +91,24 @@ TEST(SafeTensors, ReadsF16AndBF16) {
   EXPECT_EQ(b[4], std::ldexp(1.f, -126));
 }
 
+// F32 tensors are copied out whole (one memcpy): one that starts at an odd byte (after a
+// 1-byte U8 tensor) reads the same values, and an empty one (shape [0], whose vector may
+// have no storage) reads as empty, which UBSan checks in the sanitizer run (a null
+// destination must not reach memcpy, even for 0 bytes).
+TEST(SafeTensors, ReadsF32AtAnyOffsetAndEmptyTensors) {
+  const float v[] = {1.5f, -2.f, 3.25f};
+  std::string header = R"({"u":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
+                       R"("f":{"dtype":"F32","shape":[3],"data_offsets":[1,13]},)"
+                       R"("e":{"dtype":"F32","shape":[0],"data_offsets":[13,13]},)"
+                       R"("h":{"dtype":"F16","shape":[2,0],"data_offsets":[13,13]}})";
+  auto bytes = make_file(header, 13);
+  std::memcpy(bytes.data() + 8 + header.size() + 1, v, 12);
+  SafeTensors st = SafeTensors::parse(bytes, "offsets.safetensors");
+  EXPECT_EQ(st.to_float("f"), std::vector<float>(v, v + 3));
+  EXPECT_TRUE(st.to_float("e").empty());
+  EXPECT_TRUE(st.to_float("h").empty());
+}
+
 struct Bad {
   const char* what;
   std::function<std::vector<char>()> make;
