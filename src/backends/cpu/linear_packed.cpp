@@ -11,10 +11,8 @@
 // primitive on its own blocked layout (docs/history/benchmarks-2026-11.md). This file packs, dispatches on
 // isa(), and holds the plain loops for the other paths.
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
 #include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx512/kernels.h"
