@@ -4,7 +4,8 @@
 #   - the whole ctest suite again on every other instruction-set path this CPU runs, and on an
 #     AVX-512 CPU the unit and fixture tests and the vit program's main job under qemu
 #     emulating one without it (scripts/test_isa.sh; VIT_TEST_ISA=0 skips it),
-#   - the same tests minus the `slow` label under ASan + UBSan (scripts/test_sanitize.sh;
+#   - the same tests minus the `slow` label under ASan + UBSan, and on an AVX-512 CPU the unit
+#     and fixture tests there on the AVX2 path too (scripts/test_sanitize.sh;
 #     VIT_TEST_SANITIZE=0 skips it),
 #   - a 10-second run of every libFuzzer harness (scripts/fuzz.sh; VIT_TEST_FUZZ=0 skips it),
 #   - on x86-64, the unit and fixture tests cross-built for aarch64 and run under qemu-user
