@@ -310,7 +310,11 @@ TEST(Simd, HeadTransposeMatchesPlain) {
                             {16, 4},
                             {4, 16},
                             {3, 5},
-                            {5, 5}}) {
+                            {5, 5},
+                            {50, 8},  // the narrow heads' probabilities (4 x 4 tiles on AVX2)
+                            {8, 24},
+                            {21, 29},  // AVX2: 8 x 8 tiles, 4 x 4 right of and below them, the plain loop
+                            {20, 27}}) {
     const int64_t lds = cols + 3, ldd = rows + 5;
     auto src = test::randn(rows * lds, 3);
     std::vector<float> got(cols * ldd, 9.f), want(cols * ldd, 9.f);

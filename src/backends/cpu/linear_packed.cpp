@@ -72,7 +72,7 @@ namespace {
 // Each 64-row block of w[N,K] transposed to [K, width] (to_panels) or back, in place: the
 // panels shared over the threads, each through a per-thread copy and the path's blocked
 // transpose (head_transpose). Packing ViT-B/16's 48 block weights on the Intel Xeon took 191
-// ms in one thread's plain loop, 21 ms so (38 on the AVX2 path; one thread 40-50 ms): the
+// ms in one thread's plain loop, 21 ms so (27-34 on the AVX2 path; one thread 40-50 ms): the
 // one-off cost before the first image, which had made `vit predict -b 1` on one image 0.52 s
 // against 0.37 unpacked, and is now within that command's noise.
 void transpose_panels(float* w, int64_t N, int64_t K, bool to_panels) {

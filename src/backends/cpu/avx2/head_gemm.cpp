@@ -125,20 +125,45 @@ void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int
   }
 }
 
-// 4 x 4 tiles in SSE registers (_MM_TRANSPOSE4_PS): a narrow head's k or output (4 columns
-// or 4 rows, mnist-seed's D = 4) is all whole tiles but for the rows past a multiple of 4,
-// which the plain loop takes, as it does the columns past one.
+namespace {
+// dst[j][i] = src[i][j] for an 8 x 8 tile in registers (simd.h: 24 shuffles and 16 moves where
+// four 4 x 4 tiles take 32 and 32).
+VIT_AVX2 inline void transpose_tile8(float* dst, int64_t ldd, const float* src, int64_t lds) {
+  __m256 r[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+  transpose8x8(r);
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + j * ldd, r[j]);
+}
+
+VIT_AVX2 inline void transpose_tile4(float* dst, int64_t ldd, const float* src, int64_t lds) {
+  __m128 a = _mm_loadu_ps(src), b = _mm_loadu_ps(src + lds);
+  __m128 c = _mm_loadu_ps(src + 2 * lds), d = _mm_loadu_ps(src + 3 * lds);
+  _MM_TRANSPOSE4_PS(a, b, c, d);
+  _mm_storeu_ps(dst, a), _mm_storeu_ps(dst + ldd, b);
+  _mm_storeu_ps(dst + 2 * ldd, c), _mm_storeu_ps(dst + 3 * ldd, d);
+}
+}  // namespace
+
+// 8 x 8 tiles in AVX registers where both sides are at least 16, then 4 x 4 tiles in SSE
+// registers (_MM_TRANSPOSE4_PS) along the edges: a narrow head's k or output (4 columns or 4
+// rows, mnist-seed's D = 4) is all 4 x 4 tiles but for the rows past a multiple of 4, which the
+// plain loop takes, as it does the columns past one. Against 4 x 4 tiles alone (Intel Xeon,
+// medians of 21 interleaved rounds, two sittings): [768, 64] 1.42-1.72x and [64, 768]
+// 1.30-1.37x (packing ViT-B/16's block weights on two threads: 36-42 ms to 27-34), [65, 16]
+// (cifar-seed's keys) 1.07-1.45x; but a lone 8 x 8 tile 0.77x (its lane-crossing permutes'
+// latency is not hidden) and [50, 8], [8, 24] (mnist-seed's lanes) 0.96-0.97x, hence the 16.
 VIT_AVX2 void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows,
                              int64_t cols) {
+  const bool wide = rows >= 16 && cols >= 16;
+  const int64_t r8 = wide ? rows / 8 * 8 : 0, c8 = wide ? cols / 8 * 8 : 0;
   const int64_t r4 = rows / 4 * 4, c4 = cols / 4 * 4;
-  for (int64_t i = 0; i < r4; i += 4)
-    for (int64_t j = 0; j < c4; j += 4) {
-      __m128 a = _mm_loadu_ps(src + i * lds + j), b = _mm_loadu_ps(src + (i + 1) * lds + j);
-      __m128 c = _mm_loadu_ps(src + (i + 2) * lds + j), d = _mm_loadu_ps(src + (i + 3) * lds + j);
-      _MM_TRANSPOSE4_PS(a, b, c, d);
-      _mm_storeu_ps(dst + j * ldd + i, a), _mm_storeu_ps(dst + (j + 1) * ldd + i, b);
-      _mm_storeu_ps(dst + (j + 2) * ldd + i, c), _mm_storeu_ps(dst + (j + 3) * ldd + i, d);
-    }
+  for (int64_t i = 0; i < r8; i += 8)
+    for (int64_t j = 0; j < c8; j += 8) transpose_tile8(dst + j * ldd + i, ldd, src + i * lds + j, lds);
+  for (int64_t i = 0; i < r4; i += 4)  // the 4 x 4 tiles right of the 8 x 8 ones and below them
+    for (int64_t j = i < r8 ? c8 : 0; j < c4; j += 4)
+      transpose_tile4(dst + j * ldd + i, ldd, src + i * lds + j, lds);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = i < r4 ? c4 : 0; j < cols; ++j) dst[j * ldd + i] = src[i * lds + j];
 }

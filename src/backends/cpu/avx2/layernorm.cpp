@@ -18,28 +18,6 @@ namespace {
 // horizontal sums per row. Sums run over the columns in order (the reference's order).
 constexpr int64_t kShortC = 8;
 
-// r[i] holds row i of an 8 x 8 block -> r[j] holds column j (its own inverse).
-VIT_AVX2 inline void transpose8x8(__m256 (&r)[8]) {
-  __m256 t[8], u[8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-  }
-}
-
 // The columns of the rows <= 8 at p (8 floats each, contiguous; rows past them are zeros).
 VIT_AVX2 inline void load_columns8(__m256 (&r)[8], const float* p, int64_t rows) {
 #pragma GCC unroll 8

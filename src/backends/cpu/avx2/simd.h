@@ -37,6 +37,29 @@ VIT_AVX2 inline void copy_short(float* dst, const float* src, int64_t n) {
   for (int64_t j = 0; j < n; j += 8) store(dst + j, n - j, load(src + j, n - j));
 }
 
+// r[i] holds row i of an 8 x 8 block -> r[j] holds column j (its own inverse): unpacks within
+// 128-bit lanes, 64-bit shuffles, then the lanes swapped across (24 shuffles).
+VIT_AVX2 inline void transpose8x8(__m256 (&r)[8]) {
+  __m256 t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
 // Sum and max over the 8 lanes in a fixed order (halves, then pairs), so results do not
 // vary between calls.
 VIT_AVX2 inline float hsum(__m256 v) {
