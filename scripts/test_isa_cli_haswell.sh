@@ -6,7 +6,8 @@
 # (64 training and 32 test images); the model is cifar-seed made small (32 dims, 2 blocks,
 # 2 heads of 16: the narrow-head attention), and ViT-Ti/16 cut to 2 blocks at batch 1 runs the
 # packed small-batch linear (the first block's four products on all 197 token rows, the
-# second's on the class token). 95 s on an Intel Xeon (2026-11-27); with all 12 blocks it was
+# second's on the class token), and --dtype bf16 is refused with the CPU named. 95-117 s on an
+# Intel Xeon (2026-11-27); with all 12 blocks it was
 # 327 s, the inference alone 209 s: qemu's emulated float operations are slow there
 # (docs/design.md, "Testing every path").
 set -euo pipefail
@@ -49,4 +50,12 @@ if ! grep -q '"isa":"avx2"' <<<"$out" || ! grep -q '"weights_packed":true' <<<"$
   echo "vit bench --json: expected isa avx2 and packed weights" >&2
   exit 1
 fi
+# bf16 needs AVX-512 in oneDNN: on this CPU a clear error naming the CPU (tests/apps/test_cli_isa.cpp
+# checks the wording where oneDNN is held below an AVX-512 CPU instead).
+if bf16=$(vit bench --model mnist-seed -b 2 --runs 1 --warmup 0 --min-time 0 --ceiling 100 --dtype bf16 2>&1); then
+  echo "vit bench --dtype bf16 ran on a CPU without AVX-512: $bf16" >&2
+  exit 1
+fi
+want="vit: error: --dtype bf16: this CPU has no bf16 matrix product (oneDNN needs AVX-512)"
+[[ $bf16 == *"$want" ]] || { echo "vit bench --dtype bf16: expected '$want', got: $bf16" >&2; exit 1; }
 echo "test_isa_cli_haswell: the main job ran under qemu -cpu Haswell on the avx2 path"

@@ -15,8 +15,7 @@ void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
   VIT_CHECK(!fp32_released_, "--dtype ", dtype,
             ": the fp32 block weights were released for bf16 inference; load the weights again");
   VIT_CHECK(!release_fp32 || dtype == "bf16", "--dtype fp32 keeps its fp32 weights");
-  VIT_CHECK(dtype == "fp32" || ops::bf16_available(),
-            "--dtype bf16: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
+  VIT_CHECK(dtype == "fp32" || ops::bf16_available(), "--dtype bf16: ", ops::bf16_missing());
   const Precision p = dtype == "bf16" ? Precision::bf16 : Precision::fp32;
   for (BlockLinears& b : infer_lin_)
     for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {
@@ -29,8 +28,7 @@ void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
 }
 
 void ViT::set_amp(bool on) {
-  VIT_CHECK(!on || ops::bf16_available(),
-            "--amp: this CPU has no bf16 matrix product (oneDNN needs AVX-512)");
+  VIT_CHECK(!on || ops::bf16_available(), "--amp: ", ops::bf16_missing());
   amp_ = on;
   if (!on)
     for (BlockLinears& b : train_lin_)

@@ -59,6 +59,13 @@ bool bf16_available(Device d) {
   }
 }
 
+std::string bf16_missing(Device d) {
+  switch (d) {
+    case Device::CPU: return cpu::bf16_matmul_missing();
+    default: return "this device has no bf16 matrix product";
+  }
+}
+
 bool packed_linear_preferred(int64_t M, Device d) {
   switch (d) {
     case Device::CPU: return cpu::packed_linear_preferred(M);

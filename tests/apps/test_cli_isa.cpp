@@ -52,3 +52,23 @@ TEST(CliIsa, InfoAndBenchNameThePathAndVitIsaForcesIt) {
   EXPECT_EQ(bad.code, 1);
   EXPECT_EQ(bad.out, "vit: error: VIT_ISA=avx3: unknown; one of generic, avx2, avx512, neon\n");
 }
+
+// --dtype bf16 and --amp need oneDNN's bf16 matrix product (AVX-512). Where oneDNN is held
+// below AVX-512 on a CPU that has it (ONEDNN_MAX_CPU_ISA, as scripts/test_isa.sh sets it) the
+// error names the variable, not the CPU; on an x86-64 CPU without AVX-512 it names the CPU.
+TEST(CliIsa, Bf16ErrorSaysWhatHoldsItBack) {
+  const std::string best = vit::ops::cpu_isa_detected();
+  if (best != "avx512" && best != "avx2")
+    GTEST_SKIP() << "oneDNN's x86 instruction sets only (path " << best << ")";
+  const std::string flags = "bench --model mnist-seed -b 2 --runs 1 --warmup 0 --min-time 0 --ceiling 100 ";
+  const std::string why =
+      best == "avx512" ? "ONEDNN_MAX_CPU_ISA=AVX2 holds oneDNN below the AVX-512 its bf16 matrix product "
+                         "needs (this CPU has AVX-512: unset it)"
+                       : "this CPU has no bf16 matrix product (oneDNN needs AVX-512)";
+  Result infer = run_vit(flags + "--dtype bf16", "ONEDNN_MAX_CPU_ISA=AVX2");
+  EXPECT_EQ(infer.code, 1) << infer.out;
+  EXPECT_EQ(infer.out, "vit: error: --dtype bf16: " + why + "\n");
+  Result amp = run_vit(flags + "--mode train --dtype bf16", "ONEDNN_MAX_CPU_ISA=AVX2");
+  EXPECT_EQ(amp.code, 1) << amp.out;
+  EXPECT_EQ(amp.out, "vit: error: --amp: " + why + "\n");
+}

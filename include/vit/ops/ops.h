@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "vit/core/optim_rule.h"
@@ -45,6 +46,8 @@ void prepare_linear(LinearWeights& lw, Precision precision, bool packed = false,
                     uint16_t* amp_store = nullptr);
 // Whether a backend runs bf16 and amp products (the CPU: oneDNN's bf16 matmul, AVX-512).
 bool bf16_available(Device d = Device::CPU);
+// Why it does not, in words for an error message ("" when it does).
+std::string bf16_missing(Device d = Device::CPU);
 // Whether packed weights are the faster fp32 inference for M rows here (the CPU backend's
 // VIT_PACK=on|off decides instead when set).
 bool packed_linear_preferred(int64_t M, Device d = Device::CPU);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/isa.h"
@@ -134,6 +135,8 @@ void linear_forward(float* y, const float* x, const float* w, const float* b, in
 // ---- linear_bf16.cpp: inference with bf16 weights and inputs, fp32 accumulation and output.
 struct PackedBf16;  // w converted to bf16 in oneDNN's blocked layout, plus per-M primitives
 bool bf16_matmul_available();
+// Why it is not available, for an error message; "" when it is.
+std::string bf16_matmul_missing();
 std::shared_ptr<PackedBf16> pack_bf16(const float* w, int64_t N, int64_t K);
 // y[M,N] = bf16(x[M,K]) w^T + b[N] (b may be null). Not for concurrent calls on one w.
 void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b, int64_t M);

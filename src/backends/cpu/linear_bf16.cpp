@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/neon/kernels.h"
 #include "vit/core/error.h"
+#include "vit/core/settings.h"
 #include "vit/core/threads.h"
 
 namespace vit::cpu {
@@ -131,8 +133,21 @@ bool bf16_matmul_available() {
   return ok;
 }
 
+std::string bf16_matmul_missing() {
+  if (bf16_matmul_available()) return "";
+#if VIT_ISA_X86
+  // An AVX-512 CPU has one unless oneDNN is held below it (scripts/test_isa.sh does so).
+  if (const char* cap = setting("ONEDNN_MAX_CPU_ISA"); cap && isa_detected() == Isa::avx512)
+    return std::string("ONEDNN_MAX_CPU_ISA=") + cap +
+           " holds oneDNN below the AVX-512 its bf16 matrix product needs (this CPU has AVX-512: unset it)";
+  return "this CPU has no bf16 matrix product (oneDNN needs AVX-512)";
+#else
+  return "this CPU has no bf16 matrix product in oneDNN";
+#endif
+}
+
 std::shared_ptr<PackedBf16> pack_bf16(const float* w, int64_t N, int64_t K) {
-  VIT_CHECK(bf16_matmul_available(), "bf16: oneDNN has no bf16 matmul on this CPU (needs AVX-512)");
+  VIT_CHECK(bf16_matmul_available(), "bf16: ", bf16_matmul_missing());
   auto p = std::make_shared<PackedBf16>();
   p->N = N, p->K = K;
   // w is [N, K] row-major: as the [K, N] operand of x w^T that is the transposed layout `ba`.
