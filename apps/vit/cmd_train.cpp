@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "commands.h"
 #include "model_flags.h"
 #include "resume.h"
+#include "stop_signals.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/core/threads.h"
@@ -215,7 +217,8 @@ Run add_train(CLI::App& cmd) {
       "directory that holds a run is refused, see --resume)");
   cmd.add_option(
       "--resume", f->resume,
-      "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (its flags come from "
+      "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (Ctrl-C or SIGTERM stops "
+      "a run after its step with a state to go on from; its flags come from "
       "DIR/args.json; --threads, --comm-timeout, --progress, --log-every (--log-interval) and "
       "--recovery-interval may change; "
       "a larger --epochs trains a finished run longer)");
@@ -370,7 +373,20 @@ Run add_train(CLI::App& cmd) {
       out << "batch split into " << shards << " shards, "
           << (F.shards > 0 ? "one thread each (--shards: the same bits on any --threads)" : "one per thread")
           << std::endl;
-    train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
+    catch_stop_signals(!comm.root());
+    F.train.stop_requested = stop_signal;
+    try {
+      train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
+    } catch (const Stopped& e) {
+      // Every rank stopped at the same step; rank 0 says where and how to go on. The exit
+      // status is the shell's for the signal (128 + its number: 130 for SIGINT, 143 for SIGTERM).
+      const int sig = stop_signal() ? stop_signal() : SIGTERM;
+      if (comm.root())
+        out << "vit train: " << stop_signal_name(stop_signal()) << ": " << e.what()
+            << (e.state_file.empty() ? "" : "; continue with: vit train --resume " + F.train.output)
+            << std::endl;
+      return 128 + sig;
+    }
     if (!F.train.output.empty())
       out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors"
           << (F.train.model_ema ? ",last_ema.safetensors,best_ema.safetensors" : "") << "}" << std::endl;

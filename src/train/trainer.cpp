@@ -420,6 +420,16 @@ EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* c
   return r;
 }
 
+namespace {
+// The Stopped a run asked to stop throws, `where` ("after step 3 of 6 in epoch 2") it stopped.
+Stopped stopped(const TrainConfig& cfg, const std::string& where, const fs::path& state, int reason) {
+  const bool wrote = !cfg.output.empty();
+  return Stopped(wrote ? detail::concat("stopped ", where, ": the run's state is in ", state.string())
+                       : detail::concat("stopped ", where, ": nothing written (no output directory)"),
+                 wrote ? state.string() : "", reason);
+}
+}  // namespace
+
 std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Dataset* eval_set,
                               const TrainConfig& cfg, std::ostream& log_any) {
   cfg.validate();
@@ -500,6 +510,9 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   log << std::endl;
 
   RecoveryClock recovery(cfg);
+  int stop_reason = 0;        // this rank's answer to stop_requested
+  bool stop_pending = false;  // the ranks asked at an epoch's last step
+  auto stop_asked = [&] { return cfg.stop_requested ? cfg.stop_requested() : 0; };
   for (int64_t epoch = p.epochs_done; epoch < cfg.epochs; ++epoch) {
     if (cfg.patience > 0 && p.since_best >= cfg.patience) {
       log << "early stopping: no better eval top-1 for " << cfg.patience << " epochs" << std::endl;
@@ -530,50 +543,56 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       // This rank's loss sum, correct count and rows, and whether a recovery state is due
       // after the step (rank 0's clock decides); summed over ranks with the status.
       const bool recover = write && s + 1 < steps_per_epoch && recovery.due(p.global_step);
-      double stats[4] = {0, 0, double(mine.size()), recover ? 1.0 : 0.0};
+      // stats[4]: the ranks asked to stop (TrainConfig::stop_requested) during the step.
+      double stats[5] = {0, 0, double(mine.size()), recover ? 1.0 : 0.0, 0};
+      auto step = [&] {
+        float* images = nullptr;
+        const int64_t* labels = nullptr;
+        batches->next(s, &images, &labels);
+        model.zero_grad();
+        if (mine.size() == 0) return;
+        int64_t correct = 0;
+        Batch batch{images, mine.size(), labels, nullptr, nullptr};
+        if (cfg.mixup.active()) {  // soft targets replace the labels (smoothing folded in)
+          if (partners)
+            mix_shard(cfg.mixup, images, images + mine.size() * C * H * W, labels, labels + mine.size(),
+                      targets.data(), mine.lo, mine.size(), bs, C, H, W, K, cfg.smoothing, cfg.seed,
+                      uint64_t(p.global_step));
+          else
+            mix_batch(cfg.mixup, images, labels, targets.data(), bs, C, H, W, K, cfg.smoothing, cfg.seed,
+                      uint64_t(p.global_step));
+          batch.labels = nullptr;
+          batch.targets = targets.data();
+        }
+        // The micro-batches: this rank's rows in A contiguous parts, each drawing its
+        // dropout and drop-path masks by its rows' indices in the global batch.
+        for (int64_t k = 0; k < A; ++k) {
+          const Rows part = shard_rows(mine.size(), int(k), int(A));
+          if (part.size() == 0) continue;
+          Batch micro = batch;
+          micro.images = images + part.lo * C * H * W;
+          micro.size = part.size();
+          if (batch.labels) micro.labels = batch.labels + part.lo;
+          if (batch.targets) micro.targets = batch.targets + part.lo * K;
+          const ForwardMode mode{true, cfg.seed, uint64_t(p.global_step), mine.lo + part.lo};
+          int64_t part_correct = 0;
+          const double loss =
+              loss_step.run(model, micro, cfg.smoothing, mode, &part_correct, float(part.size()) / float(bs));
+          stats[0] += loss * double(part.size());
+          correct += part_correct;
+          if (!std::isfinite(loss)) break;
+        }
+        stats[1] = double(correct);
+      };
       // Every rank learns whether all are fine here, before the large all-reduce.
       run_agreed(
           comm, "epoch " + std::to_string(epoch + 1) + " step " + std::to_string(s),
           [&] {
-            float* images = nullptr;
-            const int64_t* labels = nullptr;
-            batches->next(s, &images, &labels);
-            model.zero_grad();
-            if (mine.size() == 0) return;
-            int64_t correct = 0;
-            Batch batch{images, mine.size(), labels, nullptr, nullptr};
-            if (cfg.mixup.active()) {  // soft targets replace the labels (smoothing folded in)
-              if (partners)
-                mix_shard(cfg.mixup, images, images + mine.size() * C * H * W, labels, labels + mine.size(),
-                          targets.data(), mine.lo, mine.size(), bs, C, H, W, K, cfg.smoothing, cfg.seed,
-                          uint64_t(p.global_step));
-              else
-                mix_batch(cfg.mixup, images, labels, targets.data(), bs, C, H, W, K, cfg.smoothing, cfg.seed,
-                          uint64_t(p.global_step));
-              batch.labels = nullptr;
-              batch.targets = targets.data();
-            }
-            // The micro-batches: this rank's rows in A contiguous parts, each drawing its
-            // dropout and drop-path masks by its rows' indices in the global batch.
-            for (int64_t k = 0; k < A; ++k) {
-              const Rows part = shard_rows(mine.size(), int(k), int(A));
-              if (part.size() == 0) continue;
-              Batch micro = batch;
-              micro.images = images + part.lo * C * H * W;
-              micro.size = part.size();
-              if (batch.labels) micro.labels = batch.labels + part.lo;
-              if (batch.targets) micro.targets = batch.targets + part.lo * K;
-              const ForwardMode mode{true, cfg.seed, uint64_t(p.global_step), mine.lo + part.lo};
-              int64_t part_correct = 0;
-              const double loss = loss_step.run(model, micro, cfg.smoothing, mode, &part_correct,
-                                                float(part.size()) / float(bs));
-              stats[0] += loss * double(part.size());
-              correct += part_correct;
-              if (!std::isfinite(loss)) break;
-            }
-            stats[1] = double(correct);
+            step();
+            stop_reason = stop_asked();
+            stats[4] = stop_reason != 0;
           },
-          stats, 4);
+          stats, 5);
       if (ranks > 1) comm.sum(model.grads().data(), int64_t(model.grads().size()));
       // The summed loss is the same on every rank, so all stop together.
       if (!std::isfinite(stats[0]))
@@ -588,7 +607,11 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       correct_sum += int64_t(stats[1]);
       seen += int64_t(stats[2]);
       bar.update(s, loss_sum / double(seen), double(correct_sum) / double(seen), seen, lr);
-      if (stats[3] > 0) {  // a recovery state: everything to go on after this step
+      // Asked to stop: within the epoch after a recovery state; at its last step once the
+      // epoch has ended as usual.
+      const bool stop = stats[4] > 0 && s + 1 < steps_per_epoch;
+      stop_pending = stats[4] > 0;
+      if (stats[3] > 0 || stop) {  // a recovery state: everything to go on after this step
         if (!all_finite(model.params().data(), int64_t(model.params().size())))
           throw Error(diverged(cfg, "a weight is not finite", p, epoch, s));
         Progress r = p;
@@ -608,6 +631,13 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
                 << (dir / kRecoveryFile).string() << " (" << format_bytes(bytes) << " in "
                 << std::setprecision(3) << seconds_since(w0) << " s)" << std::endl;
         });
+      }
+      if (stop) {
+        bar.finish();
+        throw stopped(cfg,
+                      "after step " + std::to_string(s + 1) + " of " + std::to_string(steps_per_epoch) +
+                          " in epoch " + std::to_string(epoch + 1),
+                      dir / kRecoveryFile, stop_reason);
       }
     }
     batches.reset();
@@ -674,6 +704,15 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       recovery.wrote(seconds_since(w0));
       fs::remove(dir / kRecoveryFile);  // older than the state now: space back (1 GB for ViT-B)
     });
+    // Asked to stop at the epoch's last step or since (during its eval): the epoch is
+    // committed; the ranks agree before any starts the next.
+    if (epoch + 1 < cfg.epochs && cfg.stop_requested) {
+      if (!stop_pending) stop_reason = stop_asked();
+      double asked = stop_pending || stop_reason != 0;
+      if (ranks > 1) comm.sum(&asked, 1);
+      if (asked > 0)
+        throw stopped(cfg, "after epoch " + std::to_string(epoch + 1), dir / kStateFile, stop_reason);
+    }
   }
   return p.hist;
 }

@@ -2,7 +2,8 @@
 // resumed ends with the same weights as an uninterrupted run, bit for bit; a checkpoint write
 // that fails part-way (RLIMIT_FSIZE) or a read-only run directory leaves the previous files
 // readable and names the file; a run whose loss turns NaN/Inf stops with a message and keeps
-// its last good checkpoint.
+// its last good checkpoint; SIGTERM or SIGINT stops a run after its step with a state that
+// resumes to the same bits, a second SIGINT ends it at once, and an ignored one stays ignored.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -327,4 +328,118 @@ TEST(CrashSafety, ALossThatTurnsNonFiniteStopsTheRunAndKeepsTheLastGoodCheckpoin
   for (const auto& t : last.tensors())
     for (float v : last.to_float(t.name))
       ASSERT_TRUE(std::isfinite(v)) << t.name << " in the kept checkpoint";
+}
+
+namespace {
+// 3 epochs of 256 steps, no recovery states but the one a stop writes.
+const std::string kStopRun =
+    "train --model mnist-seed --img-size 16 --synthetic 4096 --epochs 3 -b 16 --threads 1 --log-every 0 "
+    "--recovery-interval 0";
+
+// Starts `args` with `o`, waits (up to a minute) until ready() holds, then sends `sig` if the
+// child still runs. Returns the pid, or -1 (reaped) when the child had already ended.
+pid_t signal_when(const std::string& args, const ChildOptions& o, const std::function<bool()>& ready,
+                  int sig) {
+  const pid_t pid = vit::test::spawn(VIT_BINARY, args, o);
+  const auto start = Clock::now();
+  while (!ready() && Clock::now() - start < std::chrono::minutes(1))
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  int status = 0;
+  if (::waitpid(pid, &status, WNOHANG) != 0) return -1;
+  ::kill(pid, sig);
+  return pid;
+}
+
+bool log_has(const std::string& log, const std::string& text) {
+  try {
+    return vit::read_text_file(log).find(text) != std::string::npos;
+  } catch (const vit::Error&) {
+    return false;
+  }
+}
+}  // namespace
+
+// SIGTERM (a scheduler's notice) within epoch 2 or 3: the run stops after its step with a
+// recovery state, exits 143 and says how to go on; --resume ends with the uninterrupted bits.
+TEST(CrashSafety, ASigtermStopsAfterTheStepWithAStateAndTheResumeEndsWithTheSameBits) {
+  vit::test::TempDir tmp("sigterm");
+  Finished ref = vit::test::run_child(VIT_BINARY, kStopRun + " --output " + (tmp / "ref"), {tmp / "ref.log"});
+  ASSERT_EQ(ref.code, 0) << ref.out;
+  const std::string dir = tmp / "run";
+  Finished run;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    fs::remove_all(dir);  // ready() asks for its state: nothing stale is seen
+    const pid_t pid = signal_when(
+        kStopRun + " --output " + dir, {tmp / "run.log"},
+        [&] { return fs::exists(dir + "/last.state.safetensors"); }, SIGTERM);
+    if (pid < 0) continue;  // ended before the signal: a busy machine; try again
+    run = vit::test::wait_for(pid, tmp / "run.log");
+    if (run.code != 0) break;
+  }
+  ASSERT_EQ(run.code, 143) << run.out;
+  EXPECT_NE(run.out.find("vit train: SIGTERM: stopping after this step (again stops at once)"),
+            std::string::npos)
+      << run.out;
+  // Mid-epoch (almost always) the recovery state; at an epoch's last step the epoch's own.
+  const bool mid = fs::exists(dir + "/recovery.state.safetensors");
+  const std::string state = dir + (mid ? "/recovery.state.safetensors" : "/last.state.safetensors");
+  EXPECT_NE(run.out.find("vit train: SIGTERM: stopped after " + std::string(mid ? "step " : "epoch ")),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find(": the run's state is in " + state + "; continue with: vit train --resume " + dir),
+            std::string::npos)
+      << run.out;
+  EXPECT_TRUE(temp_files(dir).empty());
+  Finished res = vit::test::run_child(VIT_BINARY, "train --resume " + dir, {tmp / "res.log"});
+  ASSERT_EQ(res.code, 0) << res.out;
+  expect_same_run(tmp / "ref", dir);
+}
+
+// A second SIGINT while the step still runs ends the program at once (the default action);
+// ViT-Ti/16 steps of 32 images take seconds, time for the second.
+TEST(CrashSafety, ASecondSigintEndsTheRunAtOnce) {
+  vit::test::TempDir tmp("sigint2");
+  Finished run;
+  std::string dir;
+  for (int attempt = 0; attempt < 3; ++attempt) {  // each in a directory and log of its own
+    dir = tmp / ("run" + std::to_string(attempt));
+    const std::string log = dir + ".log";
+    const pid_t pid = signal_when(
+        "train --model vit-tiny-16 --synthetic 128 -b 32 --epochs 1 --threads 1 --log-every 1 --output " +
+            dir,
+        {log}, [&] { return log_has(log, "\ntraining "); }, SIGINT);
+    ASSERT_GT(pid, 0) << vit::read_text_file(log);
+    const auto start = Clock::now();
+    while (!log_has(log, "vit train: SIGINT: stopping after this step") &&
+           Clock::now() - start < std::chrono::minutes(1))
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    ::kill(pid, SIGINT);
+    run = vit::test::wait_for(pid, log);
+    if (run.code != 130) break;
+    std::cout << "the step ended before the second SIGINT (attempt " << attempt + 1 << ")\n";
+  }
+  EXPECT_EQ(run.signal, SIGINT) << run.out;
+  EXPECT_NE(run.out.find("(Ctrl-C again stops at once)"), std::string::npos) << run.out;
+  EXPECT_FALSE(fs::exists(dir + "/recovery.state.safetensors")) << "stopped at once, not after the step";
+}
+
+// A SIGINT the shell set to be ignored (a script's background job) stays ignored: the run ends
+// as usual.
+TEST(CrashSafety, AnIgnoredSigintStaysIgnored) {
+  vit::test::TempDir tmp("sigign");
+  const std::string dir = tmp / "run", log = tmp / "run.log";
+  ChildOptions o{log};
+  o.ignored_signals = {SIGINT};
+  pid_t pid = -1;
+  for (int attempt = 0; attempt < 5 && pid < 0; ++attempt) {
+    fs::remove_all(dir);
+    fs::remove(log);  // a stale log would say "training" before the new run starts
+    pid = signal_when(
+        kStopRun + " --output " + dir, o, [&] { return log_has(log, "\ntraining "); }, SIGINT);
+  }
+  ASSERT_GT(pid, 0) << "the run ended before the signal each time";
+  Finished run = vit::test::wait_for(pid, log);
+  EXPECT_EQ(run.code, 0) << run.out;
+  EXPECT_EQ(run.out.find("SIGINT"), std::string::npos) << run.out;
+  EXPECT_FALSE(fs::exists(dir + "/recovery.state.safetensors"));
 }

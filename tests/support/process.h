@@ -20,6 +20,9 @@ struct ChildOptions {
   std::string log;               // stdout and stderr go here (required)
   long long max_file_size = -1;  // RLIMIT_FSIZE in bytes; -1 = unlimited
   int uid = -1;                  // run as this user and group (needs root); -1 = as we are
+  // SIGINT and SIGTERM start at their default action (as from a terminal, whatever ctest's
+  // parent ignored), except these, which start ignored (as in a script's background job).
+  std::vector<int> ignored_signals = {};
 };
 
 // The exit status of a child that could not become ChildOptions::uid.
@@ -36,6 +39,8 @@ inline pid_t spawn(const std::string& program, const std::string& args, const Ch
   if (fd < 0) ::_exit(126);
   ::dup2(fd, 1);
   ::dup2(fd, 2);
+  for (int sig : {SIGINT, SIGTERM}) ::signal(sig, SIG_DFL);
+  for (int sig : o.ignored_signals) ::signal(sig, SIG_IGN);
   if (o.max_file_size >= 0) {
     // Ignored, SIGXFSZ no longer kills the writer: write() fails with EFBIG instead, as a
     // full disk would fail it with ENOSPC.

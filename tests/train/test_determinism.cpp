@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -85,6 +86,14 @@ TEST(Determinism, AFixedShardCountGivesTheSameBitsOnAnyThreadCount) {
 }
 
 namespace {
+// A run's summary.csv without its last column (seconds: no two runs share it).
+std::string without_seconds(const std::string& path) {
+  std::istringstream csv(read_text_file(path));
+  std::string out;
+  for (std::string line; std::getline(csv, line);) out += line.substr(0, line.rfind(',')) + "\n";
+  return out;
+}
+
 // A run killed after epoch 2's checkpoint and resumed gives the uninterrupted run's bits.
 void resume_gives_the_same_bits(bool amp) {
   set_num_threads(num_threads() > 1 ? 2 : 1);
@@ -224,12 +233,6 @@ void killed_within_an_epoch(int64_t micro, int64_t accum, bool ema) {
   EXPECT_EQ(0, std::memcmp(straight.params().data(), resumed.params().data(),
                            straight.table().total() * sizeof(float)));
   // The epoch's loss and accuracy count the steps before the kill too.
-  auto without_seconds = [](const std::string& path) {  // the last column: no two runs share it
-    std::istringstream csv(read_text_file(path));
-    std::string out;
-    for (std::string line; std::getline(csv, line);) out += line.substr(0, line.rfind(',')) + "\n";
-    return out;
-  };
   EXPECT_EQ(without_seconds(a / "summary.csv"), without_seconds(b / "summary.csv"));
   EXPECT_FALSE(std::filesystem::exists(b / "recovery.state.safetensors")) << "removed at the epoch's end";
   if (ema) {
@@ -430,6 +433,98 @@ TEST(Resume, RefusesADifferentRun) {
   t.batch_size = 32;
   t.optim.name = "sgd";
   EXPECT_THROW(train(m, data, nullptr, t, log), Error);
+}
+
+namespace {
+// A run asked to stop (TrainConfig::stop_requested answers 15 from its `ask`-th question on:
+// one question per step, one after each epoch's files but the last) throws Stopped saying
+// `where` with the state `state` it wrote, and --resume ends with the uninterrupted run's
+// bits and summary. 3 epochs of 6 steps: question 8 is epoch 2's first step, 6 epoch 1's
+// last step, 7 the one after epoch 1's files (a signal during its eval).
+void stopped_then_resumed(int ask, const std::string& where, const std::string& state) {
+  set_num_threads(num_threads() > 1 ? 2 : 1);
+  SyntheticDataset data(96, 4, 1, 12, 12, 5);
+  auto make_cfg = [](const std::string& out) {
+    TrainConfig t;
+    t.epochs = 3;
+    t.batch_size = 16;
+    t.seed = 5;
+    t.sched.lr = 5e-3f;
+    t.recovery_interval = 0;  // no recovery states but the one the stop writes
+    t.output = out;
+    return t;
+  };
+  std::ostringstream log;
+  test::TempDir a("stop_a"), b("stop_b");
+  ViT straight(cfg());
+  straight.init_weights(5);
+  train(straight, data, &data, make_cfg(a.str()), log);
+  ViT first(cfg());
+  first.init_weights(5);
+  TrainConfig t = make_cfg(b.str());
+  int asked = 0;
+  t.stop_requested = [&] { return ++asked >= ask ? 15 : 0; };
+  try {
+    train(first, data, &data, t, log);
+    FAIL() << "expected Stopped";
+  } catch (const Stopped& e) {
+    EXPECT_EQ(std::string(e.what()), "stopped " + where + ": the run's state is in " + (b / state));
+    EXPECT_EQ(e.state_file, b / state);
+    EXPECT_EQ(e.reason, 15);
+  }
+  EXPECT_EQ(asked, ask) << "asked again after it said stop";
+  ASSERT_TRUE(std::filesystem::exists(b / state));
+  EXPECT_EQ(std::filesystem::exists(b / "recovery.state.safetensors"), state == "recovery.state.safetensors");
+  ViT resumed(cfg());
+  resumed.init_weights(999);
+  TrainConfig r = make_cfg(b.str());
+  r.resume = true;
+  std::ostringstream rlog;
+  ASSERT_EQ(train(resumed, data, &data, r, rlog).size(), 3u) << rlog.str();
+  EXPECT_EQ(0, std::memcmp(straight.params().data(), resumed.params().data(),
+                           straight.table().total() * sizeof(float)))
+      << rlog.str();
+  EXPECT_EQ(without_seconds(a / "summary.csv"), without_seconds(b / "summary.csv"));
+}
+}  // namespace
+
+TEST(Resume, AStopRequestWithinAnEpochWritesARecoveryStateThatResumesToTheSameBits) {
+  stopped_then_resumed(8, "after step 1 of 6 in epoch 2", "recovery.state.safetensors");
+}
+
+TEST(Resume, AStopRequestAtAnEpochsLastStepEndsTheEpochFirst) {
+  stopped_then_resumed(6, "after epoch 1", "last.state.safetensors");
+}
+
+TEST(Resume, AStopRequestDuringTheEvalStopsBeforeTheNextEpoch) {
+  stopped_then_resumed(7, "after epoch 1", "last.state.safetensors");
+}
+
+// Asked at the last step of the last epoch, the run is complete: it ends as usual. Without an
+// output directory a stop writes nothing and says so.
+TEST(Resume, AStopRequestAtTheRunsEndOrWithoutAnOutputDirectory) {
+  SyntheticDataset data(64, 4, 1, 12, 12, 5);
+  test::TempDir dir("stop_end");
+  TrainConfig t = short_run(dir.str(), 2);  // 2 epochs of 2 steps
+  int asked = 0;
+  t.stop_requested = [&] { return ++asked >= 5 ? SIGTERM : 0; };  // steps 1, 2, epoch 1, steps 3, 4
+  std::ostringstream log;
+  ViT m(cfg());
+  EXPECT_EQ(train(m, data, nullptr, t, log).size(), 2u);
+  EXPECT_EQ(asked, 5);
+  t.output.clear();
+  asked = 0;
+  t.stop_requested = [&] { return ++asked >= 1 ? SIGINT : 0; };
+  ViT n(cfg());
+  try {
+    train(n, data, nullptr, t, log);
+    FAIL() << "expected Stopped";
+  } catch (const Stopped& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "stopped after step 1 of 2 in epoch 1: nothing written (no output directory)");
+    EXPECT_EQ(e.state_file, "");
+    EXPECT_EQ(e.reason, SIGINT);
+  }
 }
 
 namespace {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <iosfwd>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vit/data/dataset.h"
@@ -70,8 +71,24 @@ struct TrainConfig {
   int64_t recovery_interval = -1;
   double recovery_seconds = 300;
   std::function<void(int64_t)> on_epoch_start;  // e.g. tells augmentation the epoch
-  Comm* comm = nullptr;                         // the processes of a data-parallel run; null: one
+  // Asked on every rank after each optimizer step's work and after each epoch's files: a
+  // nonzero answer (the vit program's: the signal that asked, SIGINT or SIGTERM) stops the
+  // run there, on every rank at the same step. Within an epoch a recovery state is written
+  // after the step; at an epoch's last step the epoch ends as usual (eval, files, state).
+  // Then train() throws Stopped. A run that has just finished its last epoch ends normally.
+  std::function<int()> stop_requested;
+  Comm* comm = nullptr;  // the processes of a data-parallel run; null: one
   void validate() const;
+};
+
+// Thrown by train() when TrainConfig::stop_requested asked it to stop: the run's state is
+// written (unless there is no output directory) and --resume continues it exactly.
+class Stopped : public Error {
+ public:
+  Stopped(const std::string& what, std::string state_file, int reason)
+      : Error(what), state_file(std::move(state_file)), reason(reason) {}
+  std::string state_file;  // the state a resume continues from; "" when nothing was written
+  int reason;              // this rank's stop_requested() answer (0: another rank asked)
 };
 
 struct EvalResult {

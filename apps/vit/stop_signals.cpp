@@ -1,0 +1,52 @@
+#include "stop_signals.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+
+namespace vit::app {
+
+namespace {
+std::atomic<int> asked{0};  // lock-free, so a handler may store into it
+static_assert(std::atomic<int>::is_always_lock_free);
+bool silent = false;
+
+void on_signal(int sig) {
+  asked.store(sig);
+  if (silent) return;
+  // write(2) is async-signal-safe; the progress bar may be mid-line, hence the newline first.
+  const char* msg = sig == SIGINT
+                        ? "\nvit train: SIGINT: stopping after this step (Ctrl-C again stops at once)\n"
+                        : "\nvit train: SIGTERM: stopping after this step (again stops at once)\n";
+  (void)!::write(STDERR_FILENO, msg, std::strlen(msg));
+}
+}  // namespace
+
+void catch_stop_signals(bool quiet) {
+  silent = quiet;
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;  // the second signal takes the default action
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+int stop_signal() {
+  return asked.load();
+}
+
+const char* stop_signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    default: return "a stop request";
+  }
+}
+
+}  // namespace vit::app

@@ -1,0 +1,18 @@
+// SIGINT (Ctrl-C) and SIGTERM (what a batch scheduler sends before it kills a job) during
+// vit train: the first asks the run to stop after the step it is in, with a recovery state
+// that --resume continues from exactly; a second one ends the program at once (the files
+// are written atomically, so that loses at most the step). Signals the shell had set to be
+// ignored (a background job of a script, nohup) stay ignored.
+#pragma once
+
+namespace vit::app {
+
+// Installs the handlers (once; `quiet`: print nothing when a signal arrives, as on MPI ranks
+// other than 0).
+void catch_stop_signals(bool quiet);
+// The signal that asked to stop, or 0.
+int stop_signal();
+// "SIGINT", "SIGTERM", or "a stop request" (0: another MPI rank was asked).
+const char* stop_signal_name(int sig);
+
+}  // namespace vit::app
