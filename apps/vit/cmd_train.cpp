@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "model_flags.h"
@@ -273,9 +274,12 @@ Run add_train(CLI::App& cmd) {
       run_agreed(comm, "checking --output", [&] {
         if (comm.root()) check_new_run_dir(F.train.output);
       });
+    // Rank 0 writes the run directory, and holds it from here to the end (RunDirLock).
+    std::optional<RunDirLock> lock;
     if (!F.resume.empty()) {  // a finished run is left as it is, before anything is loaded
       bool finished = false;
       run_agreed(comm, "resuming " + F.resume, [&] {
+        if (comm.root()) lock.emplace(F.resume);
         finished = resume_finished(F.resume, F.train, out);
         if (!finished && comm.root()) record_epochs(F.resume, F.train.epochs);  // --epochs N extends it
       });
@@ -364,7 +368,10 @@ Run add_train(CLI::App& cmd) {
       F.train.resume = true;
     } else if (!F.train.output.empty()) {
       run_agreed(comm, "creating " + F.train.output, [&] {
-        if (comm.root()) create_run_dir(F.train.output, settings_json(cmd).dump(1) + "\n");
+        if (comm.root()) {
+          create_run_dir(F.train.output, settings_json(cmd).dump(1) + "\n");
+          lock.emplace(F.train.output);
+        }
       });
     }
     F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && ::isatty(STDOUT_FILENO) != 0);

@@ -1,5 +1,7 @@
 #include "vit/train/run_dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,6 +38,24 @@ void refuse_if_run(const std::string& dir) {
             "); continue it with --resume ", dir, " or choose another --output");
 }
 }  // namespace
+
+RunDirLock::RunDirLock(const std::string& dir) {
+  fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  VIT_CHECK(fd_ >= 0, dir, ": cannot open the run directory: ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  const int err = errno;
+  if (err == EWOULDBLOCK) {
+    ::close(fd_);
+    fd_ = -1;
+    throw Error(detail::concat(dir, " is in use: another vit train is writing it; let it end, or stop it ",
+                               "(Ctrl-C or SIGTERM: it stops after its step with a state), then --resume ", dir));
+  }
+  // No locks on this file system (ENOLCK, EINVAL, ...): go on unlocked, as before locks.
+}
+
+RunDirLock::~RunDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
 
 std::vector<std::string> run_files(const std::string& dir) {
   std::vector<std::string> out;

@@ -1,18 +1,23 @@
 // Run directories end to end: `vit train` never writes over a run (another --output into
 // it is refused, --resume of a finished run changes nothing), --resume --epochs N trains a
-// finished run longer.
+// finished run longer, and one process at a time writes a run.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "support/process.h"
 #include "support/run_vit.h"
 #include "support/temp_dir.h"
+#include "vit/core/error.h"
 #include "vit/core/file.h"
+#include "vit/train/run_dir.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -174,5 +179,56 @@ TEST(RunDir, ResumeOfARunStoppedEarlySaysSoAndChangesNothing) {
                                  "--patience 1); nothing to do, no file was changed"))
         << r.out;
     EXPECT_TRUE(snapshot(dir) == before) << "--resume" << more << " changed " << dir;
+  }
+}
+
+// One writer per run directory: a --resume started while the run still goes stops with a
+// message before it touches anything; once the run is gone (even killed with SIGKILL) the
+// directory is free again.
+TEST(RunDir, AResumeWhileTheRunStillGoesIsRefusedUntilItEnds) {
+  vit::test::TempDir tmp("run_dir_lock");
+  const std::string dir = tmp / "run";
+  const pid_t pid =
+      vit::test::spawn(VIT_BINARY, kTrain + "--synthetic 4096 -b 16 --epochs 12 --log-every 0 --output " + dir,
+                       {tmp / "run.log"});
+  const auto start = std::chrono::steady_clock::now();
+  while (!fs::exists(dir + "/last.state.safetensors") &&
+         std::chrono::steady_clock::now() - start < std::chrono::minutes(1))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0)
+      << "the run ended before the test: " << vit::read_text_file(tmp / "run.log");
+  Result second = run("train --resume " + dir);
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(vit::test::wait_for(pid, tmp / "run.log").signal, SIGKILL) << "the run was still going";
+  EXPECT_EQ(second.code, 1) << second.out;
+  EXPECT_NE(
+      second.out.find("vit: error: " + dir +
+                      " is in use: another vit train is writing it; let it end, or "
+                      "stop it (Ctrl-C or SIGTERM: it stops after its step with a state), then --resume " +
+                      dir + "\n"),
+      std::string::npos)
+      << second.out;
+  EXPECT_EQ(second.out.find("resuming"), std::string::npos) << second.out;
+  Result after = run("train --resume " + dir);
+  EXPECT_EQ(after.code, 0) << after.out;
+  EXPECT_NE(after.out.find("resuming " + dir + " after epoch "), std::string::npos) << after.out;
+}
+
+// The lock itself: a second holder in the same process is refused as another process would
+// be, and the directory is free once the first is gone.
+TEST(RunDir, TheLockAdmitsOneHolderAtATime) {
+  vit::test::TempDir tmp("run_dir_lock_unit");
+  {
+    vit::RunDirLock first(tmp.str());
+    EXPECT_THROW(vit::RunDirLock second(tmp.str()), vit::Error);
+  }
+  EXPECT_NO_THROW(vit::RunDirLock again(tmp.str()));
+  try {
+    vit::RunDirLock missing(tmp / "missing");
+    FAIL() << "expected an error";
+  } catch (const vit::Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              tmp / "missing" + ": cannot open the run directory: No such file or directory");
   }
 }

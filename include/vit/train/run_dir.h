@@ -29,6 +29,23 @@ void check_new_run_dir(const std::string& dir);
 // that no run has appeared in the meantime.
 void create_run_dir(const std::string& dir, const std::string& args_json);
 
+// One writer per run directory: an exclusive flock(2) on the directory itself (its inode
+// stays while the files in it are replaced), held until this is destroyed or the process
+// ends, a crash or SIGKILL included. Throws when another process holds it, so that a
+// --resume started while the run still goes (a second terminal, a requeued job whose
+// first copy still runs) stops before it touches anything. Where the file system has no
+// such locks (some network mounts) the directory is not locked.
+class RunDirLock {
+ public:
+  explicit RunDirLock(const std::string& dir);
+  ~RunDirLock();
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // Where a run stands, from its newest training state's header.
 struct StateInfo {
   std::string path;  // the state file
