@@ -1,5 +1,7 @@
 // vit eval: top-1, top-5, loss, per-class accuracy and the confusion matrix of a checkpoint
 // on a dataset split.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
@@ -21,7 +23,9 @@ namespace vit::app {
 namespace {
 struct EvalFlags {
   LoadFlags load;
-  std::string data_dir, dataset = "auto", split = "test", confusion_png, predictions, results_file;
+  std::string data_dir, dataset = "auto", split = "test", confusion_png, predictions, results_file,
+                        progress = "auto";
+  double log_seconds = 10;
   int64_t batch_size = 256;
   int threads = 0;
   InputFlags input;
@@ -42,6 +46,15 @@ Run add_eval(CLI::App& cmd) {
   cmd.add_option("--threads", f->threads, "threads (default: all cores)");
   f->input.add_to(cmd);
   cmd.add_flag("--json", f->json, "print one JSON object");
+  cmd.add_option(
+         "--progress", f->progress,
+         "on stderr: auto: a progress bar when stderr is a terminal, else nothing; bar; log: a line every "
+         "--log-seconds; none")
+      ->check(CLI::IsMember({"auto", "bar", "log", "none"}))
+      ->capture_default_str();
+  cmd.add_option("--log-seconds", f->log_seconds, "seconds between progress lines with --progress log")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd.add_option("--confusion-png", f->confusion_png, "also draw the confusion matrix as a PNG heatmap");
   cmd.add_option("--predictions", f->predictions,
                  "also write index,label,prediction per image (dataset order) to this CSV file");
@@ -64,7 +77,11 @@ Run add_eval(CLI::App& cmd) {
     // Read before the evaluation, so a bad labels file fails at once.
     // Class names for --confusion-png: --labels, else the dataset's, else the checkpoint's.
     const auto& names = !f->load.labels.empty() || d.class_names.empty() ? loaded.class_names : d.class_names;
-    const EvalResult r = evaluate(*model, data, f->batch_size);
+    // Progress on stderr (--json keeps stdout one object): a bar where stderr is a terminal.
+    const bool bar = f->progress == "bar" || (f->progress == "auto" && ::isatty(STDERR_FILENO) != 0);
+    EvalProgress progress(std::cerr, bar, f->progress == "log" ? f->log_seconds : 0, "eval");
+    const EvalResult r =
+        evaluate(*model, data, f->batch_size, nullptr, f->progress == "none" ? nullptr : &progress);
     const auto per_class = r.per_class();
     if (!f->predictions.empty()) {
       std::string csv = "index,label,prediction\n";

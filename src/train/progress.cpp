@@ -18,6 +18,17 @@ std::string clock_str(double seconds) {
     std::snprintf(buf, sizeof buf, "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
   return buf;
 }
+
+// "[=====>      ]": done of total in `width` cells.
+std::string bar_str(int64_t done, int64_t total) {
+  constexpr int64_t width = 24;
+  const int64_t filled = std::min(width, width * done / std::max<int64_t>(1, total));
+  std::string bar(width + 2, ' ');
+  bar.front() = '[';
+  bar.back() = ']';
+  for (int64_t i = 0; i < width; ++i) bar[size_t(1 + i)] = i < filled ? '=' : (i == filled ? '>' : ' ');
+  return bar;
+}
 }  // namespace
 
 void ProgressLine::start(int64_t epoch, int64_t epochs, int64_t steps, int64_t first_step,
@@ -51,20 +62,42 @@ void ProgressLine::update(int64_t step, double loss, double top1, int64_t images
                           : "%lld/%lld loss %.4f top1 %.2f%% %.0f img/s lr %.3g ETA %s",
                 (long long)done, (long long)steps_, loss, 100 * top1, rate, lr, clock_str(eta).c_str());
   if (terminal_) {
-    constexpr int64_t width = 24;
-    const int64_t filled = std::min(width, width * done / std::max<int64_t>(1, steps_));
-    char bar[width + 3];
-    bar[0] = '[';
-    for (int64_t i = 0; i < width; ++i) bar[1 + i] = i < filled ? '=' : (i == filled ? '>' : ' ');
-    bar[width + 1] = ']';
-    bar[width + 2] = '\0';
-    out_ << "\r\033[2Kepoch " << epoch_ + 1 << "/" << epochs_ << " " << bar << " " << stats << std::flush;
+    out_ << "\r\033[2Kepoch " << epoch_ + 1 << "/" << epochs_ << " " << bar_str(done, steps_) << " " << stats
+         << std::flush;
   } else {
     out_ << "epoch " << epoch_ + 1 << "/" << epochs_ << " step " << stats << std::endl;  // a log read live
   }
 }
 
 void ProgressLine::finish() {
+  if (terminal_) out_ << "\r\033[2K" << std::flush;
+}
+
+void EvalProgress::start(int64_t total) {
+  total_ = total;
+  t0_ = last_draw_ = std::chrono::steady_clock::now();
+}
+
+void EvalProgress::update(int64_t done, double top1) {
+  const auto now = std::chrono::steady_clock::now();
+  const double since = std::chrono::duration<double>(now - last_draw_).count();
+  if (terminal_ ? since < 0.1 && done < total_ : log_seconds_ <= 0 || since < log_seconds_) return;
+  last_draw_ = now;
+  const double elapsed = std::chrono::duration<double>(now - t0_).count();
+  const double rate = elapsed > 0 ? double(done) / elapsed : 0.0;
+  const double eta = done > 0 ? elapsed * double(total_ - done) / double(done) : 0.0;
+  char stats[128];
+  std::snprintf(stats, sizeof stats,
+                rate < 10 ? "%lld/%lld images top1 %.2f%% %.2g img/s ETA %s"
+                          : "%lld/%lld images top1 %.2f%% %.0f img/s ETA %s",
+                (long long)done, (long long)total_, 100 * top1, rate, clock_str(eta).c_str());
+  if (terminal_)
+    out_ << "\r\033[2K" << label_ << " " << bar_str(done, total_) << " " << stats << std::flush;
+  else
+    out_ << label_ << " " << stats << std::endl;
+}
+
+void EvalProgress::finish() {
   if (terminal_) out_ << "\r\033[2K" << std::flush;
 }
 

@@ -362,7 +362,7 @@ std::vector<double> EvalResult::per_class() const {
   return acc;
 }
 
-EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* comm) {
+EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* comm, EvalProgress* progress) {
   check_shapes(model, data);
   const int64_t K = model.config().num_classes, n = data.channels() * data.height() * data.width();
   const Rows mine = comm ? shard_rows(data.size(), comm->rank(), comm->size()) : Rows{0, data.size()};
@@ -376,6 +376,7 @@ EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* c
   int64_t top1 = 0, top5 = 0;
   std::vector<int32_t> predictions(comm ? 0 : size_t(data.size())), truth(predictions.size());
   auto run = [&] {
+    if (progress) progress->start(mine.size());
     for (int64_t first = mine.lo; first < mine.hi; first += batch_size) {
       const int64_t B = std::min(batch_size, mine.hi - first);
       load_batch(data, order, first, B, images.data(), labels.data());
@@ -397,7 +398,9 @@ EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* c
         top1 += rank < 1;
         top5 += rank < 5;
       }
+      if (progress) progress->update(first + B - mine.lo, double(top1) / double(first + B - mine.lo));
     }
+    if (progress) progress->finish();
     sums[1] = double(top1);
     sums[2] = double(top5);
   };
@@ -650,10 +653,14 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     e.epoch = epoch + 1;
     e.train_loss = loss_sum / double(N);
     e.train_top1 = double(correct_sum) / double(N);
-    if (eval_set) e.eval = evaluate(model, *eval_set, cfg.batch_size, &comm);
+    // A long evaluation shows it is alive: a bar, or a line every 30 s in a log.
+    const std::string at = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.epochs);
+    EvalProgress eval_bar(log, cfg.progress_bar, 30, at + " eval"),
+        ema_bar(log, cfg.progress_bar, 30, at + " EMA eval");
+    if (eval_set) e.eval = evaluate(model, *eval_set, cfg.batch_size, &comm, &eval_bar);
     if (eval_set && ema) {
       swap_weights(model, *ema);
-      e.ema = evaluate(model, *eval_set, cfg.batch_size, &comm);
+      e.ema = evaluate(model, *eval_set, cfg.batch_size, &comm, &ema_bar);
       swap_weights(model, *ema);
     }
     e.lr = lr;

@@ -93,6 +93,8 @@ TEST(Cli, ProgressBarOrLogLinesAsAsked) {
   Result bar = run(base + "--progress bar --output " + (tmp / "a"));
   ASSERT_EQ(bar.code, 0) << bar.out;
   EXPECT_NE(bar.out.find("\r\033[2Kepoch 1/1 ["), std::string::npos) << bar.out;
+  EXPECT_NE(bar.out.find("\r\033[2Kepoch 1/1 eval ["), std::string::npos)
+      << "the eval's bar too: " << bar.out;
   Result log = run(base + "--log-every 2 --output " + (tmp / "b"));
   ASSERT_EQ(log.code, 0) << log.out;
   EXPECT_EQ(log.out.find("\033[2K"), std::string::npos) << log.out;
@@ -372,6 +374,25 @@ TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
   EXPECT_NE(ev.out.find("\"count\":16"), std::string::npos) << ev.out;
   EXPECT_NE(ev.out.find("\"confusion\":[["), std::string::npos) << ev.out;
   EXPECT_EQ(nlohmann::json::parse(ev.out)["confusion_png"], png) << "--json names the picture it wrote";
+  // Progress on stderr: nothing by default where stderr is not a terminal (as here: the JSON
+  // above parsed whole); --progress bar draws the bar, ending at the total, before the JSON;
+  // --progress log with a tiny interval writes lines; --progress none nothing.
+  const std::string ck =
+      " --checkpoint " + (out / "best.safetensors") + " --data-dir " + data.str() + " -b 4";
+  Result bar = run("eval --json --progress bar" + ck);
+  ASSERT_EQ(bar.code, 0) << bar.out;
+  EXPECT_NE(bar.out.find("\r\033[2Keval [========================] 16/16 images top1 "), std::string::npos)
+      << bar.out;
+  EXPECT_EQ(nlohmann::json::parse(bar.out.substr(bar.out.find('{')))["count"], 16) << bar.out;
+  Result lines = run("eval --progress log --log-seconds 0.000001" + ck);
+  ASSERT_EQ(lines.code, 0) << lines.out;
+  EXPECT_EQ(lines.out.find("\033[2K"), std::string::npos) << lines.out;
+  EXPECT_NE(lines.out.find("\neval 16/16 images top1 "), std::string::npos) << lines.out;
+  Result plain = run("eval" + ck), none = run("eval --progress none" + ck);
+  ASSERT_EQ(none.code, 0) << none.out;
+  EXPECT_EQ(none.out, plain.out);
+  EXPECT_EQ(plain.out.find(" images top1 "), std::string::npos) << plain.out;
+  EXPECT_NE(run("eval --progress sometimes" + ck).code, 0);
   // timm's validate.py results (accuracies in percent) and, without --json, where files went.
   const std::string res = out / "results.json";
   Result txt = run("eval --checkpoint " + (out / "best.safetensors") + " --data-dir " + data.str() +

@@ -1,6 +1,8 @@
 // Progress log lines: the rate and ETA count the steps this process ran (an epoch resumed
 // after step 2 does not count the images before it), and a slow rate (a large model on a
-// few cores) reads as two digits, not "0 img/s".
+// few cores) reads as two digits, not "0 img/s". An evaluation's progress: a bar redrawn in
+// place on a terminal, ending at the total; in a log nothing for a short one, else a line
+// every few seconds.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -24,6 +26,39 @@ TEST(ProgressLine, ARateBelowOneImageASecondCountsFromTheResumedStep) {
   EXPECT_GT(rate, 0.0) << s;
   EXPECT_LT(rate, 0.95) << s;
   EXPECT_NE(s.find(" img/s lr 0.001 ETA "), std::string::npos) << s;
+}
+
+TEST(EvalProgress, ABarEndsAtTheTotalAndALogWritesOnlyWhenItIsTimeTo) {
+  std::ostringstream bar;
+  EvalProgress p(bar, /*terminal=*/true, 0, "eval");
+  p.start(300);
+  p.update(100, 0.5);  // drawn: not drawn yet
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  p.update(200, 0.5);
+  p.update(300, 0.75);  // the last: drawn whatever the time
+  p.finish();
+  const std::string b = bar.str();
+  EXPECT_EQ(b.find("100/300"), std::string::npos) << "redrawn at most every 0.1 s: " << b;
+  EXPECT_NE(b.find("\r\033[2Keval [================>       ] 200/300 images top1 50.00% "), std::string::npos)
+      << b;
+  EXPECT_NE(b.find("\r\033[2Keval [========================] 300/300 images top1 75.00% "), std::string::npos)
+      << b;
+  EXPECT_EQ(b.substr(b.size() - 5), "\r\033[2K") << "cleared for the next line";
+
+  std::ostringstream quiet, log;
+  EvalProgress none(quiet, false, 0, "eval"), lines(log, false, 0.05, "epoch 2/5 eval");
+  none.start(10);
+  lines.start(10);
+  for (int64_t i = 1; i <= 10; ++i) {
+    if (i == 5) std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    none.update(i, 1.0);
+    lines.update(i, 1.0);
+  }
+  EXPECT_EQ(quiet.str(), "");
+  const std::string l = log.str();
+  ASSERT_EQ(l.rfind("epoch 2/5 eval 5/10 images top1 100.00% ", 0), 0u) << l;
+  EXPECT_EQ(l.find('\n'), l.size() - 1) << "one line: the next comes 0.05 s later" << l;
+  EXPECT_NE(l.find(" ETA 0:00\n"), std::string::npos) << l;
 }
 
 }  // namespace vit

@@ -28,6 +28,7 @@
 #include "vit/train/comm.h"
 #include "vit/train/mixup.h"
 #include "vit/train/optimizer.h"
+#include "vit/train/progress.h"
 #include "vit/train/schedule.h"
 
 namespace vit {
@@ -110,8 +111,9 @@ struct EpochStats {
 };
 
 // With comm (several ranks), each rank evaluates a contiguous share of data and every
-// rank receives the summed result.
-EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* comm = nullptr);
+// rank receives the summed result. progress (optional) follows this rank's share.
+EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* comm = nullptr,
+                    EvalProgress* progress = nullptr);
 
 std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Dataset* eval_set,
                               const TrainConfig& cfg, std::ostream& log);
