@@ -45,6 +45,7 @@ const char* stop_signal_name(int sig) {
   switch (sig) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
+    case 0: return "a signal to another rank";  // this rank was not asked: another was
     default: return "a stop request";
   }
 }

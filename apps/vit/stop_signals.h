@@ -12,7 +12,8 @@ namespace vit::app {
 void catch_stop_signals(bool quiet);
 // The signal that asked to stop, or 0.
 int stop_signal();
-// "SIGINT", "SIGTERM", or "a stop request" (0: another MPI rank was asked).
+// "SIGINT", "SIGTERM", "a signal to another rank" (0: another MPI rank was asked), or "a stop
+// request".
 const char* stop_signal_name(int sig);
 
 }  // namespace vit::app

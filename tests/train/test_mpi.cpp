@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -148,6 +149,45 @@ TEST_F(Mpi, ResumeContinuesAcrossAChangeOfProcessCount) {
     EXPECT_NE(r.out.find("epoch 3/3"), std::string::npos) << r.out;
     expect_same_weights(straight, dir, 2e-4);
   }
+}
+
+// SIGTERM to rank 1 alone, within epoch 2 (MPMD: rank 1's vit under a shell that waits for
+// epoch 1's state, then 20 ms, then signals it): its request to stop travels in the step's
+// status exchange, so both ranks stop after the same step with one recovery state written by
+// rank 0, which says why; --resume ends with the bits of a run never stopped. (Signalled at
+// an epoch's end instead, the ranks agree in a collective of their own: "after epoch N".)
+TEST_F(Mpi, ASigtermToOneRankStopsEveryRankAfterTheSameStepAndTheResumeEndsWithTheSameBits) {
+  vit::test::TempDir tmp("mpi_stop");
+  const fs::path ref = fs::path(tmp.str()) / "ref";
+  // 64 steps an epoch (about 0.2 s here); a rank that stopped alone would leave the other
+  // waiting: --comm-timeout ends that in 30 s.
+  const std::string run =
+      " train --model mnist-seed --synthetic 4096 -b 64 --threads 1 --seed 5 --epochs 4 "
+      "--recovery-interval 0 --log-every 0 --comm-timeout 30 --output ";
+  Result r = shell(mpirun(2) + kVit + run + ref.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  fs::path dir;
+  for (int attempt = 0; attempt < 3; ++attempt) {  // until one lands within an epoch
+    dir = fs::path(tmp.str()) / ("run" + std::to_string(attempt));
+    const std::string state = (dir / "last.state.safetensors").string();
+    r = shell(mpirun(1) + kVit + run + dir.string() + " : -np 1 sh -c '" + kVit + run + dir.string() +
+              " & pid=$!; while [ ! -e " + state +
+              " ]; do sleep 0.001; done; sleep 0.02; kill -TERM $pid; wait $pid'");
+    EXPECT_NE(r.code, 0) << r.out;
+    if (fs::exists(dir / "recovery.state.safetensors")) break;
+    std::cout << "no recovery state (attempt " << attempt + 1
+              << "; a signal at an epoch's end leaves none): " << r.out << "\n";
+  }
+  ASSERT_NE(r.out.find("vit train: a signal to another rank: stopped after step "), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(": the run's state is in " + (dir / "recovery.state.safetensors").string() +
+                       "; continue with: vit train --resume " + dir.string()),
+            std::string::npos)
+      << r.out;
+  r = shell(mpirun(2) + kVit + " train --resume " + dir.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("resuming " + dir.string() + " in epoch "), std::string::npos) << r.out;
+  expect_same_weights(ref, dir, 0);
 }
 
 TEST_F(Mpi, ARankThatCannotReadItsDataStopsTheJobWithAMessageFromRank0) {
