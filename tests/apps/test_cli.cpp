@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,24 @@ TEST(Cli, ShortSyntheticTrainingRunWritesItsRunDirectory) {
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* f : {"config.json", "summary.csv", "last.safetensors", "best.safetensors"})
     EXPECT_TRUE(fs::exists(dir / f)) << f << "\n" << r.out;
+  // The run ends by naming its best epoch, as timm does: the first with the highest eval top-1.
+  std::istringstream csv(vit::read_text_file((dir / "summary.csv").string()));
+  std::string line;
+  std::getline(csv, line);  // epoch,train_loss,train_top1,eval_loss,eval_top1,...
+  double best = -1;
+  int best_epoch = 0;
+  for (int epoch; std::getline(csv, line);) {
+    double train_loss, train_top1, eval_loss, eval_top1;
+    ASSERT_EQ(std::sscanf(line.c_str(), "%d,%lf,%lf,%lf,%lf", &epoch, &train_loss, &train_top1, &eval_loss,
+                          &eval_top1),
+              5)
+        << line;
+    if (eval_top1 > best) best = eval_top1, best_epoch = epoch;
+  }
+  char want[96];
+  std::snprintf(want, sizeof want, "\nbest: eval top-1 %.2f%% at epoch %d of 2 (best.safetensors)\n", best,
+                best_epoch);
+  EXPECT_NE(r.out.find(want), std::string::npos) << want << r.out;
   // Predict on an image written by `vit samples`-style PNG output: JSON lines with top-k.
   Result pred = run("predict --json --topk 3 --checkpoint " + (dir / "last.safetensors").string() + " " +
                     std::string(VIT_FIXTURE_DIR) + "/digit_7.png");
