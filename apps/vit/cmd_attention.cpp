@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "model_flags.h"
+#include "validators.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 #include "vit/data/preprocess.h"
@@ -75,7 +76,7 @@ Run add_attention(CLI::App& cmd) {
          "--head", f->head,
          "head index (0-based) or 'mean' (of all heads); with --layer all every head and the mean are drawn")
       ->capture_default_str();
-  cmd.add_option("--threads", f->threads, "threads (default: all cores)");
+  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(non_negative());
   f->input.add_to(cmd);
   cmd.add_option("images", f->images, "PNG or JPEG files")->required();
   return [f] {

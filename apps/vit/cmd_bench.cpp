@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "model_flags.h"
+#include "validators.h"
 #include "vit/core/error.h"
 #include "vit/core/threads.h"
 #include "vit/ops/ops.h"
@@ -32,7 +33,7 @@ Run add_bench(CLI::App& cmd) {
       ->check(CLI::IsMember({"infer", "train"}))
       ->capture_default_str();
   cmd.add_option("-b,--batch-size", f->opt.batch, "images per batch")->capture_default_str();
-  cmd.add_option("--threads", f->threads, "threads (default: all cores)");
+  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(non_negative());
   cmd.add_option(
          "--dtype", f->opt.dtype,
          "precision of the blocks' matrix products: fp32, or bf16 (AVX-512; fp32 accumulation); with --mode "

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "model_flags.h"
+#include "validators.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/core/threads.h"
@@ -43,7 +44,7 @@ Run add_eval(CLI::App& cmd) {
       ->check(CLI::IsMember({"test", "val", "train"}))
       ->capture_default_str();
   cmd.add_option("-b,--batch-size", f->batch_size, "batch size")->capture_default_str();
-  cmd.add_option("--threads", f->threads, "threads (default: all cores)");
+  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(non_negative());
   f->input.add_to(cmd);
   cmd.add_flag("--json", f->json, "print one JSON object");
   cmd.add_option(
@@ -53,7 +54,7 @@ Run add_eval(CLI::App& cmd) {
       ->check(CLI::IsMember({"auto", "bar", "log", "none"}))
       ->capture_default_str();
   cmd.add_option("--log-seconds", f->log_seconds, "seconds between progress lines with --progress log")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   cmd.add_option("--confusion-png", f->confusion_png, "also draw the confusion matrix as a PNG heatmap");
   cmd.add_option("--predictions", f->predictions,

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "model_flags.h"
+#include "validators.h"
 #include "vit/classifier.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
@@ -114,7 +115,7 @@ Run add_predict(CLI::App& cmd) {
   cmd.add_option("--tensor", f->tensor,
                  "FILE.safetensors:NAME: predict on a preprocessed float tensor [B,C,H,W]");
   cmd.add_option("-b,--batch-size", f->batch_size, "images per forward pass")->capture_default_str();
-  cmd.add_option("--threads", f->threads, "threads (default: all cores)");
+  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(non_negative());
   f->input.add_to(cmd);
   cmd.add_option("--results-file", f->results_file,
                  "also write the predictions to this CSV file, as timm's inference.py: filename, index_0.., "

@@ -19,6 +19,7 @@
 #include "model_flags.h"
 #include "resume.h"
 #include "stop_signals.h"
+#include "validators.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/core/threads.h"
@@ -230,13 +231,14 @@ Run add_train(CLI::App& cmd) {
                "timm's EMA warmup: step t's decay is min(decay, 1 - (1 + t)^(-2/3))");
   cmd.add_option("--seed", t.seed, "random seed (weights, data order, dropout)")->capture_default_str();
   cmd.add_option("--threads", f->threads,
-                 "threads per process (default: all cores, shared by the processes of mpirun on a host)");
+                 "threads per process (default: all cores, shared by the processes of mpirun on a host)")
+      ->check(non_negative());
   cmd.add_option("--shards", f->shards,
                  "data-parallel shards per process: each batch split into this many, one thread each, their "
                  "gradients summed in order (default 0: one per thread, or VIT_SHARDS). A fixed count gives "
                  "the same bits on any --threads, a resumed run's included; 1 splits every operation across "
                  "the threads instead")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd.add_option("--comm-timeout", f->comm_timeout,
                  "under mpirun: seconds a rank waits for the others in one collective before ending the job")
       ->capture_default_str();
@@ -295,6 +297,15 @@ Run add_train(CLI::App& cmd) {
     // Impossible flags fail here, before anything is loaded or written; so does an --output
     // that holds another run (never overwritten).
     F.train.validate();
+    if (F.scale.size() == 2) {
+      F.aug.scale_min = F.scale[0];
+      F.aug.scale_max = F.scale[1];
+    }
+    if (F.ratio.size() == 2) {
+      F.aug.ratio_min = F.ratio[0];
+      F.aug.ratio_max = F.ratio[1];
+    }
+    F.aug.validate();  // also the flags of augmentations that are off (--crop-pad -3, --ratio 2 1)
     F.train.sched.validate();
     // Then a first line at once (a redirected log shows it too: every line is flushed).
     out << first_line(F, comm) << std::endl;
@@ -377,14 +388,6 @@ Run add_train(CLI::App& cmd) {
       }
     });
     std::unique_ptr<AugmentedDataset> augmented;
-    if (F.scale.size() == 2) {
-      F.aug.scale_min = F.scale[0];
-      F.aug.scale_max = F.scale[1];
-    }
-    if (F.ratio.size() == 2) {
-      F.aug.ratio_min = F.ratio[0];
-      F.aug.ratio_max = F.ratio[1];
-    }
     F.aug.mean = cfg.mean;
     F.aug.std = cfg.std;
     if (F.aug.active()) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "validators.h"
 #include "vit/core/error.h"
 
 namespace vit::app {
@@ -26,18 +27,18 @@ void ModelFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--patch-size", patch_size, "patch size: P or PH PW")
       ->expected(1, 2)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd.add_option("--in-chans", in_chans, "input channels");
-  cmd.add_option("--embed-dim", embed_dim, "embedding dimension");
-  cmd.add_option("--depth", depth, "number of encoder blocks");
-  cmd.add_option("--num-heads", num_heads, "attention heads");
-  cmd.add_option("--mlp-dim", mlp_dim, "MLP hidden size");
-  cmd.add_option("--num-classes", num_classes, "classes of the head");
+  cmd.add_option("--in-chans", in_chans, "input channels")->check(positive());
+  cmd.add_option("--embed-dim", embed_dim, "embedding dimension")->check(positive());
+  cmd.add_option("--depth", depth, "number of encoder blocks")->check(positive());
+  cmd.add_option("--num-heads", num_heads, "attention heads")->check(positive());
+  cmd.add_option("--mlp-dim", mlp_dim, "MLP hidden size")->check(positive());
+  cmd.add_option("--num-classes", num_classes, "classes of the head")->check(positive());
   cmd.add_option("--pool", pool, "global pool: token or avg")->check(CLI::IsMember({"token", "avg"}));
   cmd.add_option("--pos-embed", pos_embed, "position embedding: learn or sincos")
       ->check(CLI::IsMember({"learn", "sincos"}));
-  cmd.add_option("--drop", drop, "dropout rate (projections, MLP and head)");
-  cmd.add_option("--drop-path", drop_path, "stochastic depth rate");
-  cmd.add_option("--attn-drop", attn_drop, "attention dropout rate");
+  cmd.add_option("--drop", drop, "dropout rate (projections, MLP and head)")->check(rate());
+  cmd.add_option("--drop-path", drop_path, "stochastic depth rate")->check(rate());
+  cmd.add_option("--attn-drop", attn_drop, "attention dropout rate")->check(rate());
   cmd.add_option("--mean", mean,
                  "input normalization mean: one value or one per channel (default: the model's)")
       ->expected(1, 4)

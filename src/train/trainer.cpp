@@ -35,6 +35,13 @@ void TrainConfig::validate() const {
   VIT_CHECK(smoothing >= 0.f && smoothing < 1.f, "label smoothing must be in [0, 1), got ", smoothing);
   VIT_CHECK(clip_grad >= 0.f, "clip grad must be non-negative");
   VIT_CHECK(patience >= 0, "patience must be non-negative");
+  VIT_CHECK(log_every >= 0, "log every must be a number of steps (0: none), got ", log_every);
+  VIT_CHECK(mixup.mixup_alpha >= 0.f, "mixup alpha must be non-negative (0 = off), got ", mixup.mixup_alpha);
+  VIT_CHECK(mixup.cutmix_alpha >= 0.f, "cutmix alpha must be non-negative (0 = off), got ",
+            mixup.cutmix_alpha);
+  VIT_CHECK(mixup.prob >= 0.f && mixup.prob <= 1.f, "mixup prob must be a probability, got ", mixup.prob);
+  VIT_CHECK(mixup.switch_prob >= 0.f && mixup.switch_prob <= 1.f,
+            "mixup switch prob must be a probability, got ", mixup.switch_prob);
   VIT_CHECK(recovery_interval >= -1,
             "recovery interval must be a number of steps, 0 (none) or -1 (by time), got ", recovery_interval);
   VIT_CHECK(recovery_seconds > 0, "recovery seconds must be positive");

@@ -1,0 +1,43 @@
+#include "validators.h"
+
+#include <functional>
+#include <string>
+
+namespace vit::app {
+
+namespace {
+// A validator of numbers for which ok(value) holds; `want` names them in the message, `shown`
+// in --help after the type (INT:POSITIVE, as CLI11's own).
+CLI::Validator numbers(const std::function<bool(double)>& ok, const std::string& want,
+                       const std::string& shown) {
+  return CLI::Validator(
+      [ok, want](std::string& text) -> std::string {
+        try {
+          size_t used = 0;
+          const double v = std::stod(text, &used);
+          if (used == text.size() && ok(v)) return "";
+        } catch (const std::exception&) {
+        }
+        return want + ", got " + text;
+      },
+      shown);
+}
+}  // namespace
+
+const CLI::Validator& positive() {
+  static const CLI::Validator v = numbers([](double x) { return x > 0; }, "a positive number", "POSITIVE");
+  return v;
+}
+
+const CLI::Validator& non_negative() {
+  static const CLI::Validator v = numbers([](double x) { return x >= 0; }, "0 or more", "NONNEGATIVE");
+  return v;
+}
+
+const CLI::Validator& rate() {
+  static const CLI::Validator v =
+      numbers([](double x) { return x >= 0 && x < 1; }, "a rate in [0, 1)", "[0, 1)");
+  return v;
+}
+
+}  // namespace vit::app
