@@ -43,12 +43,16 @@ Run add_bench(CLI::App& cmd) {
   cmd.add_option("--shards", f->opt.shards,
                  "data-parallel shards: the batch split into this many shards, one thread each (default: "
                  "one per thread, or VIT_SHARDS; 1 = every operation split across the threads instead)");
-  cmd.add_option("--warmup", f->opt.warmup, "untimed runs first")->capture_default_str();
+  cmd.add_option("--warmup", f->opt.warmup, "untimed runs first")
+      ->check(non_negative())
+      ->capture_default_str();
   cmd.add_option("--runs", f->opt.min_runs, "at least this many timed runs")->capture_default_str();
   cmd.add_option("--min-time", f->opt.min_seconds, "and at least this many seconds of timed runs")
+      ->check(non_negative())
       ->capture_default_str();
   cmd.add_option("--ceiling", f->opt.ceiling_gflops,
-                 "matrix-product GFLOP/s to compare with (default: measure it here after the runs)");
+                 "matrix-product GFLOP/s to compare with (default: measure it here after the runs)")
+      ->check(positive());
   cmd.add_flag("--json", f->json, "print one JSON object");
   return [f] {
     set_num_threads(f->threads);

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "validators.h"
 #include "vit/core/error.h"
 #include "vit/data/image.h"
 #include "vit/data/open.h"
@@ -22,7 +23,7 @@ Run add_samples(CLI::App& cmd) {
   cmd.add_option("--split", f->split, "test or train")
       ->check(CLI::IsMember({"test", "train"}))
       ->capture_default_str();
-  cmd.add_option("-n,--count", f->count, "how many images")->capture_default_str();
+  cmd.add_option("-n,--count", f->count, "how many images")->check(positive())->capture_default_str();
   cmd.add_option("--out", f->out, "output directory")->required();
   return [f] {
     DatasetSplits d = open_dataset(f->data_dir, f->dataset);

@@ -174,8 +174,10 @@ Run add_train(CLI::App& cmd) {
                "(default: stop at the first)");
   cmd.add_option("--val-split", f->val_split,
                  "hold out this fraction of train for evaluation (default: "
-                 "evaluate on the test split)");
-  cmd.add_option("--synthetic", f->synthetic, "train on N synthetic samples (plus N/5 for evaluation)");
+                 "evaluate on the test split)")
+      ->check(fraction());
+  cmd.add_option("--synthetic", f->synthetic, "train on N synthetic samples (plus N/5 for evaluation)")
+      ->check(positive());
   cmd.add_option("--crop-pad", f->aug.crop_pad, "random crop after padding by this many pixels (seed 002: 4)")
       ->capture_default_str();
   cmd.add_option("--hflip", f->aug.hflip, "horizontal flip probability")->capture_default_str();
@@ -241,6 +243,7 @@ Run add_train(CLI::App& cmd) {
       ->check(non_negative());
   cmd.add_option("--comm-timeout", f->comm_timeout,
                  "under mpirun: seconds a rank waits for the others in one collective before ending the job")
+      ->check(positive())
       ->capture_default_str();
   cmd.add_option(
       "--output", t.output,

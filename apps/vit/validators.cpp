@@ -34,6 +34,12 @@ const CLI::Validator& non_negative() {
   return v;
 }
 
+const CLI::Validator& fraction() {
+  static const CLI::Validator v =
+      numbers([](double x) { return x >= 0 && x < 1; }, "a fraction in [0, 1)", "[0, 1)");
+  return v;
+}
+
 const CLI::Validator& rate() {
   static const CLI::Validator v =
       numbers([](double x) { return x >= 0 && x < 1; }, "a rate in [0, 1)", "[0, 1)");
