@@ -169,7 +169,8 @@ void LoadFlags::add_to(CLI::App& cmd) {
                  "run at another input size, S or H W (position embeddings resampled)")
       ->expected(1, 2)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd.add_option("--num-heads", num_heads, "attention heads, for a timm file whose config does not say");
+  cmd.add_option("--num-heads", num_heads, "attention heads, for a timm file whose config does not say")
+      ->check(positive());
 }
 
 Pretrained LoadFlags::load() const {
