@@ -14,12 +14,12 @@ static_assert(std::atomic<int>::is_always_lock_free);
 bool silent = false;
 
 void on_signal(int sig) {
-  asked.store(sig);
-  if (silent) return;
+  int none = 0;
+  if (!asked.compare_exchange_strong(none, sig) || silent) return;  // the first request speaks
   // write(2) is async-signal-safe; the progress bar may be mid-line, hence the newline first.
   const char* msg = sig == SIGINT
                         ? "\nvit train: SIGINT: stopping after this step (Ctrl-C again stops at once)\n"
-                        : "\nvit train: SIGTERM: stopping after this step (again stops at once)\n";
+                        : "\nvit train: SIGTERM: stopping after this step\n";
   (void)!::write(STDERR_FILENO, msg, std::strlen(msg));
 }
 }  // namespace
@@ -32,7 +32,10 @@ void catch_stop_signals(bool quiet) {
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND | SA_RESTART;  // the second signal takes the default action
+    // A second Ctrl-C is a person who wants out now: SIGINT takes its default action after
+    // the first. SIGTERM stays a request however often it comes: a scheduler may deliver it
+    // twice (to mpirun, which passes it on, and to the ranks themselves); SIGKILL is "now".
+    sa.sa_flags = SA_RESTART | (sig == SIGINT ? SA_RESETHAND : 0);
     ::sigaction(sig, &sa, nullptr);
   }
 }

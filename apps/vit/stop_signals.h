@@ -1,8 +1,9 @@
-// SIGINT (Ctrl-C) and SIGTERM (what a batch scheduler sends before it kills a job) during
-// vit train: the first asks the run to stop after the step it is in, with a recovery state
-// that --resume continues from exactly; a second one ends the program at once (the files
-// are written atomically, so that loses at most the step). Signals the shell had set to be
-// ignored (a background job of a script, nohup) stay ignored.
+// SIGINT (Ctrl-C) and SIGTERM (what a batch scheduler or `docker stop` sends before it kills
+// a job) during vit train: the first asks the run to stop after the step it is in, with a
+// recovery state that --resume continues from exactly. A second SIGINT ends the program at
+// once (the files are written atomically, so that loses at most the step); a second SIGTERM
+// changes nothing (schedulers may send it twice; SIGKILL is the way to stop at once).
+// Signals the shell had set to be ignored (a background job of a script, nohup) stay ignored.
 #pragma once
 
 namespace vit::app {

@@ -377,9 +377,7 @@ TEST(CrashSafety, ASigtermStopsAfterTheStepWithAStateAndTheResumeEndsWithTheSame
     if (run.code != 0) break;
   }
   ASSERT_EQ(run.code, 143) << run.out;
-  EXPECT_NE(run.out.find("vit train: SIGTERM: stopping after this step (again stops at once)"),
-            std::string::npos)
-      << run.out;
+  EXPECT_NE(run.out.find("vit train: SIGTERM: stopping after this step\n"), std::string::npos) << run.out;
   // Mid-epoch (almost always) the recovery state; at an epoch's last step the epoch's own.
   const bool mid = fs::exists(dir + "/recovery.state.safetensors");
   const std::string state = dir + (mid ? "/recovery.state.safetensors" : "/last.state.safetensors");
@@ -395,32 +393,58 @@ TEST(CrashSafety, ASigtermStopsAfterTheStepWithAStateAndTheResumeEndsWithTheSame
   expect_same_run(tmp / "ref", dir);
 }
 
-// A second SIGINT while the step still runs ends the program at once (the default action);
-// ViT-Ti/16 steps of 32 images take seconds, time for the second.
-TEST(CrashSafety, ASecondSigintEndsTheRunAtOnce) {
-  vit::test::TempDir tmp("sigint2");
-  Finished run;
-  std::string dir;
-  for (int attempt = 0; attempt < 3; ++attempt) {  // each in a directory and log of its own
+namespace {
+// Starts ViT-Ti/16 for 2 epochs of 4 steps (steps of 32 images take seconds), sends `sig` once
+// training has started and again as soon as the first's message is out, while the process
+// still runs (tried again, in a directory of its own, when the step ended first). `dir` is
+// the run directory of the attempt returned.
+Finished signal_twice(const vit::test::TempDir& tmp, int sig, const std::string& message, std::string& dir) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
     dir = tmp / ("run" + std::to_string(attempt));
     const std::string log = dir + ".log";
     const pid_t pid = signal_when(
-        "train --model vit-tiny-16 --synthetic 128 -b 32 --epochs 1 --threads 1 --log-every 1 --output " +
+        "train --model vit-tiny-16 --synthetic 128 -b 32 --epochs 2 --threads 1 --log-every 1 --output " +
             dir,
-        {log}, [&] { return log_has(log, "\ntraining "); }, SIGINT);
-    ASSERT_GT(pid, 0) << vit::read_text_file(log);
+        {log}, [&] { return log_has(log, "\ntraining "); }, sig);
+    if (pid < 0) continue;
     const auto start = Clock::now();
-    while (!log_has(log, "vit train: SIGINT: stopping after this step") &&
-           Clock::now() - start < std::chrono::minutes(1))
+    while (!log_has(log, message) && Clock::now() - start < std::chrono::minutes(1))
       std::this_thread::sleep_for(std::chrono::microseconds(100));
-    ::kill(pid, SIGINT);
-    run = vit::test::wait_for(pid, log);
-    if (run.code != 130) break;
-    std::cout << "the step ended before the second SIGINT (attempt " << attempt + 1 << ")\n";
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) != 0) {  // already ended: the second came too late
+      std::cout << "the step ended before the second signal (attempt " << attempt + 1 << ")\n";
+      continue;
+    }
+    ::kill(pid, sig);
+    return vit::test::wait_for(pid, log);
   }
+  ADD_FAILURE() << "each attempt ended before the second signal";
+  return {};
+}
+}  // namespace
+
+// A second Ctrl-C while the step still runs ends the program at once (SIGINT's default
+// action), with no recovery state.
+TEST(CrashSafety, ASecondSigintEndsTheRunAtOnce) {
+  vit::test::TempDir tmp("sigint2");
+  std::string dir;
+  const Finished run = signal_twice(
+      tmp, SIGINT, "vit train: SIGINT: stopping after this step (Ctrl-C again stops at once)", dir);
   EXPECT_EQ(run.signal, SIGINT) << run.out;
-  EXPECT_NE(run.out.find("(Ctrl-C again stops at once)"), std::string::npos) << run.out;
   EXPECT_FALSE(fs::exists(dir + "/recovery.state.safetensors")) << "stopped at once, not after the step";
+}
+
+// A second SIGTERM changes nothing (a scheduler may send it twice, to mpirun and to the ranks):
+// the run still stops after its step with its state and exits 143.
+TEST(CrashSafety, ASecondSigtermIsStillARequestToStopAfterTheStep) {
+  vit::test::TempDir tmp("sigterm2");
+  std::string dir;
+  const Finished run = signal_twice(tmp, SIGTERM, "vit train: SIGTERM: stopping after this step\n", dir);
+  EXPECT_EQ(run.signal, 0) << run.out;
+  EXPECT_EQ(run.code, 143) << run.out;
+  EXPECT_NE(run.out.find("vit train: SIGTERM: stopped after "), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("stopping after this step"), run.out.rfind("stopping after this step"))
+      << "said once: " << run.out;
 }
 
 // A SIGINT the shell set to be ignored (a script's background job) stays ignored: the run ends
