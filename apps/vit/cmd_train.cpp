@@ -220,6 +220,10 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--warmup-lr", t.sched.warmup_lr, "lr at the start of warmup")->capture_default_str();
   cmd.add_option("--min-lr", t.sched.min_lr, "cosine floor")->capture_default_str();
   cmd.add_option("--decay-rate", t.sched.decay_rate, "step schedule factor")->capture_default_str();
+  cmd.add_option("--decay-epochs", t.decay_epochs,
+                 "step schedule: epochs between decays, counted from the start (timm's; fractions allowed)")
+      ->check(positive())
+      ->capture_default_str();
   cmd.add_option("--smoothing", t.smoothing, "label smoothing")->capture_default_str();
   cmd.add_option("--clip-grad", t.clip_grad, "clip the global gradient norm (0 = off)")
       ->capture_default_str();

@@ -17,8 +17,10 @@ void ScheduleConfig::validate() const {
 
 float lr_at(const ScheduleConfig& s, int64_t step) {
   if (step < s.warmup_steps) return s.warmup_lr + (s.lr - s.warmup_lr) * float(step) / float(s.warmup_steps);
+  // Step decay counts from the run's start, as timm's StepLRScheduler (the warmup only
+  // overrides the first steps); cosine runs over the steps after the warmup.
+  if (s.name == "step") return s.lr * std::pow(s.decay_rate, float(step / s.decay_steps));
   const int64_t t = step - s.warmup_steps;
-  if (s.name == "step") return s.lr * std::pow(s.decay_rate, float(t / s.decay_steps));
   if (s.name == "cosine") {
     const int64_t span = std::max<int64_t>(1, s.total_steps - s.warmup_steps);
     const double frac = std::min(1.0, double(t) / double(span));

@@ -32,6 +32,7 @@ void TrainConfig::validate() const {
   VIT_CHECK(batch_size > 0, "batch size must be positive, got ", batch_size);
   VIT_CHECK(grad_accum_steps > 0, "grad accum steps must be positive, got ", grad_accum_steps);
   VIT_CHECK(warmup_epochs >= 0.f, "warmup epochs must be non-negative");
+  VIT_CHECK(decay_epochs > 0.f, "decay epochs must be positive, got ", decay_epochs);
   VIT_CHECK(smoothing >= 0.f && smoothing < 1.f, "label smoothing must be in [0, 1), got ", smoothing);
   VIT_CHECK(clip_grad >= 0.f, "clip grad must be non-negative");
   VIT_CHECK(patience >= 0, "patience must be non-negative");
@@ -295,10 +296,10 @@ std::vector<std::pair<std::string, std::string>> run_fingerprint(const ViT& mode
   tc << c.epochs << ' ' << c.batch_size << ' ' << c.grad_accum_steps << ' ' << c.optim.name << ' '
      << c.optim.momentum << ' ' << c.optim.nesterov << ' ' << c.optim.beta1 << ' ' << c.optim.beta2 << ' '
      << c.optim.eps << ' ' << c.optim.weight_decay << ' ' << c.sched.name << ' ' << c.sched.lr << ' '
-     << c.sched.min_lr << ' ' << c.sched.warmup_lr << ' ' << c.sched.decay_rate << ' ' << c.warmup_epochs
-     << ' ' << c.smoothing << ' ' << c.clip_grad << ' ' << c.mixup.mixup_alpha << ' ' << c.mixup.cutmix_alpha
-     << ' ' << c.mixup.prob << ' ' << c.mixup.switch_prob << ' ' << c.seed << ' ' << c.patience << ' '
-     << c.resume << ' ' << model.amp();
+     << c.sched.min_lr << ' ' << c.sched.warmup_lr << ' ' << c.sched.decay_rate << ' ' << c.decay_epochs
+     << ' ' << c.warmup_epochs << ' ' << c.smoothing << ' ' << c.clip_grad << ' ' << c.mixup.mixup_alpha
+     << ' ' << c.mixup.cutmix_alpha << ' ' << c.mixup.prob << ' ' << c.mixup.switch_prob << ' ' << c.seed
+     << ' ' << c.patience << ' ' << c.resume << ' ' << model.amp();
   const std::string model_json = model.config().to_json(-1), train_str = tc.str();
   return {{"build id", build_id()},
           {"model config hash", hash_hex(model_json.data(), model_json.size())},
@@ -456,6 +457,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   ScheduleConfig sched = cfg.sched;
   sched.total_steps = cfg.epochs * steps_per_epoch;
   sched.warmup_steps = int64_t(std::llround(cfg.warmup_epochs * steps_per_epoch));
+  sched.decay_steps = std::max<int64_t>(1, std::llround(cfg.decay_epochs * steps_per_epoch));
   sched.validate();
   Optimizer opt(model.table(), cfg.optim);
   LossStep loss_step;

@@ -310,12 +310,12 @@ TEST(CrashSafety, AReadOnlyRunDirectoryKeepsItsCheckpointsAndNamesTheFile) {
 
 TEST(CrashSafety, ALossThatTurnsNonFiniteStopsTheRunAndKeepsTheLastGoodCheckpoint) {
   vit::test::TempDir tmp("nan");
-  // Step decay by x10 after every optimizer step from lr 1e-4: the first epochs are sane,
-  // then the lr passes FLT_MAX at step 44 of 80, so the weights must become Inf/NaN.
+  // Step decay by x10 after every optimizer step (half an epoch of 2 steps) from lr 1e-4: the first epochs
+  // are sane, then the lr passes FLT_MAX at step 44 of 80, so the weights must become Inf/NaN.
   Finished r = vit::test::run_child(
       VIT_BINARY,
       "train --model mnist-seed --img-size 16 --synthetic 64 -b 32 --epochs 40 --threads 1 --opt sgd "
-      "--sched step --lr 1e-4 --decay-rate 10 --output " +
+      "--sched step --lr 1e-4 --decay-rate 10 --decay-epochs 0.5 --output " +
           (tmp / "run"),
       {tmp / "log"});
   EXPECT_NE(r.code, 0) << r.out;

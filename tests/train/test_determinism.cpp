@@ -383,6 +383,34 @@ TrainConfig short_run(const std::string& out, int64_t epochs) {
 }
 }  // namespace
 
+// --sched step --decay-epochs: the lr is multiplied by decay_rate every decay_epochs epochs,
+// counted from the run's start as timm's StepLRScheduler counts them (a warmup only overrides
+// the first steps), not every optimizer step as before the flag existed. 3 steps an epoch;
+// EpochStats::lr is the epoch's last step's.
+TEST(Schedule, StepDecaysEveryDecayEpochsCountedFromTheStartAsTimm) {
+  SyntheticDataset data(96, 4, 1, 12, 12, 5);
+  TrainConfig t = short_run("", 3);
+  t.sched.name = "step";
+  t.sched.lr = 1e-3f;
+  t.sched.decay_rate = 0.5f;
+  t.decay_epochs = 1;
+  t.warmup_epochs = 1;
+  std::ostringstream log;
+  ViT m(cfg());
+  auto h = train(m, data, nullptr, t, log);
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_FLOAT_EQ(float(h[0].lr), 1e-3f * 2 / 3) << "step 2 of a 3-step warmup from 0";
+  EXPECT_FLOAT_EQ(float(h[1].lr), 0.5e-3f) << "step 5: one decay (after the warmup: none)";
+  EXPECT_FLOAT_EQ(float(h[2].lr), 0.25e-3f) << "step 8: two";
+  t.warmup_epochs = 0;
+  t.decay_epochs = 0.5f;  // 1.5 steps: every 2
+  ViT n(cfg());
+  h = train(n, data, nullptr, t, log);
+  EXPECT_FLOAT_EQ(float(h[2].lr), 1e-3f / 16) << "step 8: 4 decays";
+  t.decay_epochs = 0;
+  EXPECT_THROW(t.validate(), Error);
+}
+
 // The state is written last at an epoch's end: a run stopped by a failed write before it
 // (summary.csv cannot be replaced: a directory stands in its way) still has the previous
 // epoch's state, and resuming writes the epoch's files again. Had the state gone first, the

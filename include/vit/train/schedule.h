@@ -14,7 +14,7 @@ struct ScheduleConfig {
   float warmup_lr = 0.f;  // lr at step 0 of the warmup
   int64_t warmup_steps = 0;
   int64_t total_steps = 1;  // cosine length, warmup included
-  int64_t decay_steps = 1;  // step: multiply by decay_rate every decay_steps
+  int64_t decay_steps = 1;  // step: multiply by decay_rate every decay_steps, counted from step 0
   float decay_rate = 0.1f;
   void validate() const;
 };

@@ -46,6 +46,11 @@ struct TrainConfig {
   OptimConfig optim;
   ScheduleConfig sched;  // lr, min_lr, name; lengths are filled in from epochs
   float warmup_epochs = 0.f;
+  // The step schedule multiplies the lr by sched.decay_rate every decay_epochs epochs
+  // (timm's --decay-epochs, 90 by default there and here), counted from the run's start as
+  // timm counts them (the warmup overrides the first epochs). Fractions of an epoch are
+  // rounded to optimizer steps, at least one.
+  float decay_epochs = 90.f;
   float smoothing = 0.f;
   float clip_grad = 0.f;  // max global grad norm; 0 = off
   MixupConfig mixup;
