@@ -116,6 +116,7 @@ kThreadTests=(
   'GradAccum.TwoMicroBatchesOf64AreOneStepOf128'
   'Training.NonFiniteLossStopsTheRunAndKeepsTheLastGoodCheckpoint'
   'Training.LearnsASyntheticTask'
+  'Schedule.StepDecaysEveryDecayEpochsCountedFromTheStartAsTimm'
   'Memory.PlannedActivationsAreWhatTheModelAllocates'
   'Prefetcher\..*'
 )
