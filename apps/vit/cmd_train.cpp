@@ -80,7 +80,8 @@ std::string best_line(const std::vector<EpochStats>& hist, bool eval, bool ema, 
   const auto [top1, epoch] = best([&](const EpochStats& e) { return eval ? e.eval.top1 : e.train_top1; });
   std::ostringstream os;
   os << std::fixed << std::setprecision(2) << "best: " << (eval ? "eval" : "training") << " top-1 "
-     << 100 * top1 << "% at epoch " << epoch << " of " << hist.back().epoch << " (best.safetensors)";
+     << 100 * top1 << "% at epoch " << epoch << " of " << hist.back().epoch
+     << (wrote ? " (best.safetensors)" : "");
   if (ema && eval) {
     const auto [ema_top1, ema_epoch] = best([](const EpochStats& e) { return e.ema.top1; });
     os << "; EMA eval top-1 " << 100 * ema_top1 << "% at epoch " << ema_epoch

@@ -63,6 +63,11 @@ TEST(Cli, ShortSyntheticTrainingRunWritesItsRunDirectory) {
   std::snprintf(want, sizeof want, "\nbest: eval top-1 %.2f%% at epoch %d of 2 (best.safetensors)\n", best,
                 best_epoch);
   EXPECT_NE(r.out.find(want), std::string::npos) << want << r.out;
+  // Without --output no file is named.
+  Result bare = run("train --model mnist-seed --img-size 16 --synthetic 64 --epochs 1 -b 64 --threads 1");
+  ASSERT_EQ(bare.code, 0) << bare.out;
+  EXPECT_NE(bare.out.find("\nbest: eval top-1 "), std::string::npos) << bare.out;
+  EXPECT_EQ(bare.out.find("(best.safetensors)"), std::string::npos) << bare.out;
   // Predict on an image written by `vit samples`-style PNG output: JSON lines with top-k.
   Result pred = run("predict --json --topk 3 --checkpoint " + (dir / "last.safetensors").string() + " " +
                     std::string(VIT_FIXTURE_DIR) + "/digit_7.png");
