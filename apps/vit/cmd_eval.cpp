@@ -78,11 +78,12 @@ Run add_eval(CLI::App& cmd) {
     // Read before the evaluation, so a bad labels file fails at once.
     // Class names for --confusion-png: --labels, else the dataset's, else the checkpoint's.
     const auto& names = !f->load.labels.empty() || d.class_names.empty() ? loaded.class_names : d.class_names;
-    // Progress on stderr (--json keeps stdout one object): a bar where stderr is a terminal.
+    // Progress on stderr (--json keeps stdout one object): a bar where stderr is a terminal,
+    // lines with --progress log, else none.
     const bool bar = f->progress == "bar" || (f->progress == "auto" && ::isatty(STDERR_FILENO) != 0);
-    EvalProgress progress(std::cerr, bar, f->progress == "log" ? f->log_seconds : 0, "eval");
+    EvalProgress progress(std::cerr, bar, f->log_seconds, "eval");
     const EvalResult r =
-        evaluate(*model, data, f->batch_size, nullptr, f->progress == "none" ? nullptr : &progress);
+        evaluate(*model, data, f->batch_size, nullptr, bar || f->progress == "log" ? &progress : nullptr);
     const auto per_class = r.per_class();
     if (!f->predictions.empty()) {
       std::string csv = "index,label,prediction\n";

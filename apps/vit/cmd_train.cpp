@@ -427,9 +427,9 @@ Run add_train(CLI::App& cmd) {
     } catch (const Stopped& e) {
       // Every rank stopped at the same step; rank 0 says where and how to go on. The exit
       // status is the shell's for the signal (128 + its number: 130 for SIGINT, 143 for SIGTERM).
-      const int sig = stop_signal() ? stop_signal() : SIGTERM;
+      const int sig = e.reason ? e.reason : SIGTERM;  // 0: another rank was signalled
       if (comm.root())
-        out << "vit train: " << stop_signal_name(stop_signal()) << ": " << e.what()
+        out << "vit train: " << stop_signal_name(e.reason) << ": " << e.what()
             << (e.state_file.empty() ? "" : "; continue with: vit train --resume " + F.train.output)
             << std::endl;
       return 128 + sig;

@@ -19,6 +19,13 @@ std::string clock_str(double seconds) {
   return buf;
 }
 
+// Images a second: two digits below 10 (a large model on a few cores shows 0.43, not 0).
+std::string rate_str(double rate) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, rate < 10 ? "%.2g" : "%.0f", rate);
+  return buf;
+}
+
 // "[=====>      ]": done of total in `width` cells.
 std::string bar_str(int64_t done, int64_t total) {
   constexpr int64_t width = 24;
@@ -56,11 +63,9 @@ void ProgressLine::update(int64_t step, double loss, double top1, int64_t images
   const double rate = elapsed > 0 ? double(images_done - images_before_) / elapsed : 0.0;
   const double eta = done > first_ ? elapsed * double(steps_ - done) / double(done - first_) : 0.0;
   char stats[160];
-  // Two digits below 10 img/s: a large model on a few cores shows 0.43, not 0.
-  std::snprintf(stats, sizeof stats,
-                rate < 10 ? "%lld/%lld loss %.4f top1 %.2f%% %.2g img/s lr %.3g ETA %s"
-                          : "%lld/%lld loss %.4f top1 %.2f%% %.0f img/s lr %.3g ETA %s",
-                (long long)done, (long long)steps_, loss, 100 * top1, rate, lr, clock_str(eta).c_str());
+  std::snprintf(stats, sizeof stats, "%lld/%lld loss %.4f top1 %.2f%% %s img/s lr %.3g ETA %s",
+                (long long)done, (long long)steps_, loss, 100 * top1, rate_str(rate).c_str(), lr,
+                clock_str(eta).c_str());
   if (terminal_) {
     out_ << "\r\033[2Kepoch " << epoch_ + 1 << "/" << epochs_ << " " << bar_str(done, steps_) << " " << stats
          << std::flush;
@@ -87,10 +92,8 @@ void EvalProgress::update(int64_t done, double top1) {
   const double rate = elapsed > 0 ? double(done) / elapsed : 0.0;
   const double eta = done > 0 ? elapsed * double(total_ - done) / double(done) : 0.0;
   char stats[128];
-  std::snprintf(stats, sizeof stats,
-                rate < 10 ? "%lld/%lld images top1 %.2f%% %.2g img/s ETA %s"
-                          : "%lld/%lld images top1 %.2f%% %.0f img/s ETA %s",
-                (long long)done, (long long)total_, 100 * top1, rate, clock_str(eta).c_str());
+  std::snprintf(stats, sizeof stats, "%lld/%lld images top1 %.2f%% %s img/s ETA %s", (long long)done,
+                (long long)total_, 100 * top1, rate_str(rate).c_str(), clock_str(eta).c_str());
   if (terminal_)
     out_ << "\r\033[2K" << label_ << " " << bar_str(done, total_) << " " << stats << std::flush;
   else

@@ -188,9 +188,9 @@ TEST(RunDir, ResumeOfARunStoppedEarlySaysSoAndChangesNothing) {
 TEST(RunDir, AResumeWhileTheRunStillGoesIsRefusedUntilItEnds) {
   vit::test::TempDir tmp("run_dir_lock");
   const std::string dir = tmp / "run";
-  const pid_t pid =
-      vit::test::spawn(VIT_BINARY, kTrain + "--synthetic 4096 -b 16 --epochs 12 --log-every 0 --output " + dir,
-                       {tmp / "run.log"});
+  const pid_t pid = vit::test::spawn(
+      VIT_BINARY, kTrain + "--synthetic 4096 -b 16 --epochs 12 --log-every 0 --output " + dir,
+      {tmp / "run.log"});
   const auto start = std::chrono::steady_clock::now();
   while (!fs::exists(dir + "/last.state.safetensors") &&
          std::chrono::steady_clock::now() - start < std::chrono::minutes(1))
