@@ -90,6 +90,23 @@ std::string best_line(const std::vector<EpochStats>& hist, bool eval, bool ema, 
   return os.str();
 }
 
+// The checkpoint history kept (--checkpoint-hist), best first, as timm lists "Current
+// checkpoints", and how to average it.
+std::string history_line(const std::vector<EpochStats>& hist, bool eval, const TrainConfig& t) {
+  const std::vector<double> scores = epoch_scores(hist, eval);
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2) << "kept the " << (eval ? "eval" : "training")
+     << " top-1's best epochs:";
+  const char* sep = " ";
+  for (int64_t e : kept_checkpoints(scores, t.checkpoint_hist)) {
+    os << sep << checkpoint_name(e) << " (" << 100 * scores[size_t(e - 1)] << "%)";
+    sep = ", ";
+  }
+  os << "; average them with: vit average " << t.output << " -o "
+     << (std::filesystem::path(t.output) / "averaged.safetensors").string();
+  return os.str();
+}
+
 std::string first_line(const TrainFlags& F, const Comm& comm) {
   std::string model;
   if (!F.pretrained.empty())
@@ -272,6 +289,11 @@ Run add_train(CLI::App& cmd) {
       "MemAvailable or VIT_MEMORY_LIMIT");
   cmd.add_option("--patience", t.patience, "early stopping: epochs without a better eval top-1 (0 = off)")
       ->capture_default_str();
+  cmd.add_option("--checkpoint-hist", t.checkpoint_hist,
+                 "keep the weights of the N best epochs (by eval top-1, as best.safetensors) as "
+                 "DIR/checkpoint-EPOCH.safetensors, for vit average (timm's; 0 = off)")
+      ->check(non_negative())
+      ->capture_default_str();
   cmd.add_option("--log-every,--log-interval", t.log_every,
                  "steps between log lines when output is not a terminal")
       ->capture_default_str();
@@ -435,9 +457,11 @@ Run add_train(CLI::App& cmd) {
       return 128 + sig;
     }
     out << best_line(hist, eval_set != nullptr, F.train.model_ema, !F.train.output.empty()) << std::endl;
-    if (!F.train.output.empty())
+    if (!F.train.output.empty()) {
       out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors"
           << (F.train.model_ema ? ",last_ema.safetensors,best_ema.safetensors" : "") << "}" << std::endl;
+      if (F.train.checkpoint_hist > 0) out << history_line(hist, eval_set != nullptr, F.train) << std::endl;
+    }
     return 0;
   };
 }

@@ -107,4 +107,27 @@ void write_file_atomic(const std::string& path, const std::vector<std::string_vi
   f.commit();
 }
 
+void copy_file_atomic(const std::string& src, const std::string& dst) {
+  const std::string tmp = dst + ".tmp." + std::to_string(::getpid());
+  ::unlink(tmp.c_str());
+  if (::link(src.c_str(), tmp.c_str()) == 0) {
+    if (std::rename(tmp.c_str(), dst.c_str()) == 0) return;
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error(detail::concat(dst, ": rename from ", tmp, " failed (", std::strerror(err), ")"));
+  }
+  // No hard links here (another file system for dst, FAT, some network mounts): a copy.
+  check_not_directory(src);
+  std::ifstream in(src, std::ios::binary);
+  VIT_CHECK(in, src, ": cannot open for reading (", std::strerror(errno), ")");
+  AtomicFile out(dst);
+  std::vector<char> buf(size_t(1) << 22);
+  while (in) {
+    in.read(buf.data(), std::streamsize(buf.size()));
+    out.write(std::string_view(buf.data(), size_t(in.gcount())));
+  }
+  VIT_CHECK(in.eof(), src, ": read failed");
+  out.commit();
+}
+
 }  // namespace vit

@@ -4,11 +4,13 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "core/json_number.h"
 #include "vit/core/error.h"
@@ -63,7 +65,48 @@ std::vector<std::string> run_files(const std::string& dir) {
   std::error_code ec;
   for (const char* f : kRunFiles)
     if (fs::exists(fs::path(dir) / f, ec)) out.push_back(f);
+  for (int64_t e : checkpoint_epochs(dir)) out.push_back(checkpoint_name(e));
   return out;
+}
+
+std::string checkpoint_name(int64_t epoch) {
+  return "checkpoint-" + std::to_string(epoch) + ".safetensors";
+}
+
+std::vector<int64_t> kept_checkpoints(const std::vector<double>& scores, int64_t n) {
+  std::vector<std::pair<double, int64_t>> kept;  // (score, epoch), best first
+  for (size_t i = 0; i < scores.size() && n > 0; ++i) {
+    if (int64_t(kept.size()) >= n && !(scores[i] > kept.back().first)) continue;
+    if (int64_t(kept.size()) >= n) kept.pop_back();
+    kept.emplace_back(scores[i], int64_t(i) + 1);
+    std::stable_sort(kept.begin(), kept.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  }
+  std::vector<int64_t> epochs;
+  for (auto& k : kept) epochs.push_back(k.second);
+  return epochs;
+}
+
+std::vector<int64_t> checkpoint_epochs(const std::string& dir) {
+  std::vector<int64_t> epochs;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    constexpr std::string_view pre = "checkpoint-", post = ".safetensors";
+    if (name.size() <= pre.size() + post.size() || !name.starts_with(pre) || !name.ends_with(post)) continue;
+    const std::string digits = name.substr(pre.size(), name.size() - pre.size() - post.size());
+    if (digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    if (checkpoint_name(std::stoll(digits)) == name)
+      epochs.push_back(std::stoll(digits));  // no "checkpoint-07"
+  }
+  std::sort(epochs.begin(), epochs.end());
+  return epochs;
+}
+
+void prune_checkpoints(const std::string& dir, const std::vector<int64_t>& keep) {
+  for (int64_t e : checkpoint_epochs(dir))
+    if (std::find(keep.begin(), keep.end(), e) == keep.end()) fs::remove(fs::path(dir) / checkpoint_name(e));
 }
 
 void check_new_run_dir(const std::string& dir) {

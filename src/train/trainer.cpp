@@ -36,6 +36,8 @@ void TrainConfig::validate() const {
   VIT_CHECK(smoothing >= 0.f && smoothing < 1.f, "label smoothing must be in [0, 1), got ", smoothing);
   VIT_CHECK(clip_grad >= 0.f, "clip grad must be non-negative");
   VIT_CHECK(patience >= 0, "patience must be non-negative");
+  VIT_CHECK(checkpoint_hist >= 0, "checkpoint history must be a number of checkpoints (0: none), got ",
+            checkpoint_hist);
   VIT_CHECK(log_every >= 0, "log every must be a number of steps (0: none), got ", log_every);
   VIT_CHECK(mixup.mixup_alpha >= 0.f, "mixup alpha must be non-negative (0 = off), got ", mixup.mixup_alpha);
   VIT_CHECK(mixup.cutmix_alpha >= 0.f, "cutmix alpha must be non-negative (0 = off), got ",
@@ -84,6 +86,13 @@ std::string summary_csv(const std::vector<EpochStats>& hist, bool ema) {
     if (ema) os << e.ema.loss << ',' << 100 * e.ema.top1 << ',' << 100 * e.ema.top5 << ',';
     os << e.lr << ',' << e.seconds << '\n';
   }
+  return os.str();
+}
+
+// An accuracy (a fraction) in percent, as summary.csv and timm's checkpoints give it, in full.
+std::string percent(double fraction) {
+  std::ostringstream os;
+  os << std::setprecision(17) << 100 * fraction;
   return os.str();
 }
 
@@ -441,6 +450,12 @@ Stopped stopped(const TrainConfig& cfg, const std::string& where, const fs::path
 }
 }  // namespace
 
+std::vector<double> epoch_scores(const std::vector<EpochStats>& hist, bool eval) {
+  std::vector<double> s;
+  for (auto& e : hist) s.push_back(eval ? e.eval.top1 : e.train_top1);
+  return s;
+}
+
 std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Dataset* eval_set,
                               const TrainConfig& cfg, std::ostream& log_any) {
   cfg.validate();
@@ -704,14 +719,22 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       // state and writes this epoch's files again, with the same bits; a crash after it
       // finds every file of the epoch written (a finished run is then complete).
       std::map<std::string, std::string> meta = {{"global_step", std::to_string(p.global_step)},
-                                                 {"epoch", std::to_string(p.epochs_done)}};
+                                                 {"epoch", std::to_string(p.epochs_done)},
+                                                 {"train_top1", percent(e.train_top1)}};
+      if (eval_set) meta["eval_top1"] = percent(e.eval.top1);
       if (!cfg.class_names.empty()) meta["class_names"] = nlohmann::json(cfg.class_names).dump();
       save_checkpoint((dir / "last.safetensors").string(), model, meta, false);
       if (better) save_checkpoint((dir / "best.safetensors").string(), model, meta, false);
+      const auto kept = kept_checkpoints(epoch_scores(p.hist, eval_set != nullptr), cfg.checkpoint_hist);
+      if (std::find(kept.begin(), kept.end(), e.epoch) != kept.end())
+        copy_file_atomic((dir / "last.safetensors").string(), (dir / checkpoint_name(e.epoch)).string());
       if (ema) {
+        auto ema_meta = meta;
+        ema_meta.erase("train_top1");  // the EMA is not what trained
+        if (eval_set) ema_meta["eval_top1"] = percent(e.ema.top1);
         swap_weights(model, *ema);
-        save_checkpoint((dir / "last_ema.safetensors").string(), model, meta, false);
-        if (ema_better) save_checkpoint((dir / "best_ema.safetensors").string(), model, meta, false);
+        save_checkpoint((dir / "last_ema.safetensors").string(), model, ema_meta, false);
+        if (ema_better) save_checkpoint((dir / "best_ema.safetensors").string(), model, ema_meta, false);
         swap_weights(model, *ema);
       }
       write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist, ema != nullptr));
@@ -719,6 +742,10 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       save_state(dir / kStateFile, model, opt, ema, p, cfg, steps_per_epoch);
       recovery.wrote(seconds_since(w0));
       fs::remove(dir / kRecoveryFile);  // older than the state now: space back (1 GB for ViT-B)
+      // Committed: the epochs that left the history go, and any file a killed run wrote for
+      // an epoch its state did not have yet. (A crash just before this leaves them to the
+      // next epoch's pass; after a run's last epoch, one checkpoint too many.)
+      if (cfg.checkpoint_hist > 0) prune_checkpoints(dir.string(), kept);
     });
     // Asked to stop at the epoch's last step or since (during its eval): the epoch is
     // committed; the ranks agree before any starts the next.

@@ -20,6 +20,7 @@
 #include "vit/data/image.h"
 #include "vit/io/safetensors.h"
 #include "vit/ops/ops.h"
+#include "vit/train/run_dir.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -28,7 +29,8 @@ using vit::test::run;
 }  // namespace
 
 TEST(Cli, HelpForEverySubcommand) {
-  for (const char* sub : {"", "train", "eval", "predict", "info", "export", "attention", "plot", "bench"}) {
+  for (const char* sub :
+       {"", "train", "eval", "predict", "info", "export", "average", "attention", "plot", "bench"}) {
     Result r = run(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub << ": " << r.out;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << sub;
@@ -106,6 +108,39 @@ TEST(Cli, ShortSyntheticTrainingRunWritesItsRunDirectory) {
   Result info = run("info --checkpoint " + (dir / "last.safetensors").string());
   EXPECT_EQ(info.code, 0) << info.out;
   EXPECT_NE(info.out.find("\"img_size\""), std::string::npos) << info.out;
+}
+
+// --checkpoint-hist keeps the best epochs' weights, says which, and vit average makes one
+// checkpoint of them that the other commands read.
+TEST(Cli, CheckpointHistoryAndItsAverage) {
+  vit::test::TempDir tmp("cli_hist");
+  const fs::path dir = fs::path(tmp.str()) / "run";
+  Result r =
+      run("train --model mnist-seed --img-size 16 --synthetic 256 --epochs 4 -b 64 --threads 1 "
+          "--checkpoint-hist 2 --output " +
+          dir.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto epochs = vit::checkpoint_epochs(dir.string());
+  ASSERT_EQ(epochs.size(), 2u) << r.out;
+  for (int64_t e : epochs) {
+    const auto meta = vit::read_safetensors_metadata((dir / vit::checkpoint_name(e)).string());
+    EXPECT_EQ(meta.at("epoch"), std::to_string(e));
+    EXPECT_NE(r.out.find(vit::checkpoint_name(e) + " ("), std::string::npos) << r.out;
+    EXPECT_TRUE(meta.count("eval_top1") && meta.count("train_top1"));
+  }
+  EXPECT_NE(r.out.find("average them with: vit average " + dir.string()), std::string::npos) << r.out;
+  const std::string avg = (fs::path(tmp.str()) / "avg.safetensors").string();
+  Result a = run("average " + dir.string() + " -o " + avg);
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("averaging 2 checkpoint(s):"), std::string::npos) << a.out;
+  const auto meta = vit::read_safetensors_metadata(avg);
+  EXPECT_EQ(meta.at("averaged_from"),
+            "[\"" + vit::checkpoint_name(epochs[0]) + "\",\"" + vit::checkpoint_name(epochs[1]) + "\"]");
+  Result one = run("average " + dir.string() + " -n 1 -o " + avg);
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_NE(one.out.find("the best by eval_top1 of 2"), std::string::npos) << one.out;
+  Result pred = run("predict --checkpoint " + avg + " " + std::string(VIT_FIXTURE_DIR) + "/digit_7.png");
+  EXPECT_EQ(pred.code, 0) << pred.out;
 }
 
 TEST(Cli, ProgressBarOrLogLinesAsAsked) {

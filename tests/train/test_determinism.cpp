@@ -21,6 +21,7 @@
 #include "vit/data/augment.h"
 #include "vit/data/synthetic.h"
 #include "vit/io/checkpoint.h"
+#include "vit/train/run_dir.h"
 #include "vit/train/trainer.h"
 
 namespace vit {
@@ -107,6 +108,7 @@ void resume_gives_the_same_bits(bool amp) {
     t.warmup_epochs = 1;
     t.optim.weight_decay = 0.05f;
     t.output = out;
+    t.checkpoint_hist = 2;
     return t;
   };
   std::ostringstream log;
@@ -125,6 +127,10 @@ void resume_gives_the_same_bits(bool amp) {
     if (e == 2) throw std::runtime_error("simulated kill");
   };
   EXPECT_THROW(train(first, data, &data, t, log), std::runtime_error);
+  // As if the kill had come after epoch 3 wrote its checkpoint but before its state: kept,
+  // the file must be written again; not kept, it must go. And a file that was not pruned.
+  write_file_atomic(b / "checkpoint-3.safetensors", "from an epoch the state does not have");
+  write_file_atomic(b / "checkpoint-9.safetensors", "left by a crash before the prune");
   // ...then resumed by a fresh process (a new model with other initial weights).
   ViT resumed(cfg());
   resumed.init_weights(999);
@@ -137,6 +143,20 @@ void resume_gives_the_same_bits(bool amp) {
                            straight.table().total() * sizeof(float)))
       << log.str();
   EXPECT_EQ(read_text_file(a / "summary.csv").substr(0, 60), read_text_file(b / "summary.csv").substr(0, 60));
+  // The checkpoint history is the uninterrupted run's, file for file and byte for byte.
+  const auto kept = kept_checkpoints(epoch_scores(hist, true), 2);
+  std::vector<int64_t> sorted_kept(kept.begin(), kept.end());
+  std::sort(sorted_kept.begin(), sorted_kept.end());
+  EXPECT_EQ(checkpoint_epochs(a.str()), sorted_kept);
+  EXPECT_EQ(checkpoint_epochs(b.str()), sorted_kept);
+  for (int64_t e : kept)
+    EXPECT_EQ(read_text_file(a / checkpoint_name(e)), read_text_file(b / checkpoint_name(e)))
+        << "epoch " << e;
+  // The best kept is best.safetensors; the last epoch's, if kept, is last.safetensors.
+  EXPECT_EQ(read_text_file(b / checkpoint_name(kept.front())), read_text_file(b / "best.safetensors"));
+  if (std::find(kept.begin(), kept.end(), 4) != kept.end()) {
+    EXPECT_EQ(read_text_file(b / checkpoint_name(4)), read_text_file(b / "last.safetensors"));
+  }
 }
 }  // namespace
 

@@ -60,4 +60,9 @@ inline void write_file_atomic(const std::string& path, std::string_view data) {
   write_file_atomic(path, std::vector<std::string_view>{data});
 }
 
+// dst becomes a copy of src, atomically: a hard link to src's file where the file system has
+// them (writers here replace files by rename, so the two stay equal until src is replaced and
+// dst then keeps the old contents), else a copy; under a temporary name renamed to dst.
+void copy_file_atomic(const std::string& src, const std::string& dst);
+
 }  // namespace vit

@@ -46,6 +46,21 @@ class RunDirLock {
   int fd_ = -1;
 };
 
+// The checkpoint history (vit train --checkpoint-hist N, timm's CheckpointSaver): after each
+// epoch the N best epochs' weights stay in the run directory as checkpoint-E.safetensors
+// (E from 1, as summary.csv counts), for vit average or to pick an epoch by hand.
+std::string checkpoint_name(int64_t epoch);
+// The epochs a history of n keeps after epochs with these scores (scores[i] is epoch i + 1's,
+// higher is better), best first. timm's rule, replayed epoch by epoch: an epoch enters while
+// fewer than n are kept, or when it beats the worst kept one strictly (which then leaves);
+// among equal scores the earlier epoch ranks first. So a resumed run keeps what it would
+// have kept without the interruption, from its history alone.
+std::vector<int64_t> kept_checkpoints(const std::vector<double>& scores, int64_t n);
+// The epochs of the checkpoint-E.safetensors files in dir, ascending.
+std::vector<int64_t> checkpoint_epochs(const std::string& dir);
+// Removes dir's checkpoint-E.safetensors files whose epoch is not in keep.
+void prune_checkpoints(const std::string& dir, const std::vector<int64_t>& keep);
+
 // Where a run stands, from its newest training state's header.
 struct StateInfo {
   std::string path;  // the state file

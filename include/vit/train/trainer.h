@@ -1,7 +1,9 @@
 // The training loop: shuffled mini-batches per epoch from the seed, the schedule and
 // optimizer per step, optional gradient clipping, evaluation after every epoch, and the
 // run directory, each file written atomically:
-//   config.json, summary.csv, last.safetensors, best.safetensors (weights, timm names)
+//   config.json, summary.csv, last.safetensors, best.safetensors (weights, timm names; their
+//   metadata has the epoch, its step and its train_top1 and eval_top1 in percent), and with
+//   checkpoint_hist the best epochs' checkpoint-E.safetensors
 //   last.state.safetensors: the weights again (param.<name>: the file alone is one
 //   consistent step, whatever moment a crash hits), optimizer moments (exp_avg.<name>,
 //   exp_avg_sq.<name> or momentum_buffer.<name>) and, in its metadata, the position (epochs done, global
@@ -69,7 +71,10 @@ struct TrainConfig {
   bool progress_bar = false;             // redraw one line in place (a terminal) instead of log lines
   bool resume = false;                   // continue from output/last.state.safetensors
   int64_t patience = 0;                  // stop after this many epochs without a better eval top-1; 0 = off
-  int64_t log_every = 50;                // steps between log lines
+  // Keep the weights of the checkpoint_hist best epochs (by the score that picks
+  // best.safetensors) as checkpoint-E.safetensors (run_dir.h; timm's --checkpoint-hist); 0 = off.
+  int64_t checkpoint_hist = 0;
+  int64_t log_every = 50;  // steps between log lines
   // Recovery states (run_dir.h's kRecoveryFile) within an epoch, so that a run killed
   // mid-epoch resumes after its last one: every this many optimizer steps; 0 = none; -1 =
   // by time, once recovery_seconds have passed since the last state (or 20 times that
@@ -114,6 +119,10 @@ struct EpochStats {
   EvalResult ema;  // the model EMA's evaluation (TrainConfig::model_ema with an eval set)
   double lr = 0, seconds = 0;
 };
+
+// Each epoch's score, higher is better, that picks best.safetensors and the checkpoint
+// history: the eval top-1, or the training top-1 without an eval set.
+std::vector<double> epoch_scores(const std::vector<EpochStats>& hist, bool eval);
 
 // With comm (several ranks), each rank evaluates a contiguous share of data and every
 // rank receives the summed result. progress (optional) follows this rank's share.
