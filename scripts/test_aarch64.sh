@@ -117,6 +117,7 @@ kThreadTests=(
   'Training.NonFiniteLossStopsTheRunAndKeepsTheLastGoodCheckpoint'
   'Training.LearnsASyntheticTask'
   'Schedule.StepDecaysEveryDecayEpochsCountedFromTheStartAsTimm'
+  'Schedule.CooldownEpochsFollowTheCosineAtItsFloor'
   'Memory.PlannedActivationsAreWhatTheModelAllocates'
   'Prefetcher\..*'
 )

@@ -235,6 +235,11 @@ Run add_train(CLI::App& cmd) {
       ->check(CLI::IsMember({"cosine", "step", "none"}))
       ->capture_default_str();
   cmd.add_option("--warmup-epochs", t.warmup_epochs, "linear warmup epochs")->capture_default_str();
+  cmd.add_option(
+         "--cooldown-epochs", t.cooldown_epochs,
+         "epochs at --min-lr after the cosine ends: the run trains --epochs + these (timm's, DeiT's 10)")
+      ->check(non_negative())
+      ->capture_default_str();
   cmd.add_option("--warmup-lr", t.sched.warmup_lr, "lr at the start of warmup")->capture_default_str();
   cmd.add_option("--min-lr", t.sched.min_lr, "cosine floor")->capture_default_str();
   cmd.add_option("--decay-rate", t.sched.decay_rate, "step schedule factor")->capture_default_str();

@@ -138,16 +138,18 @@ bool resume_finished(const std::string& dir, const TrainConfig& t, std::ostream&
   const std::optional<StateInfo> s = newest_state(dir);
   if (!s) return false;  // killed before its first state: it starts again from step 0
   const int64_t begun = s->epochs_done + (s->step_in_epoch > 0 ? 1 : 0);
-  VIT_CHECK(t.epochs >= begun, "--epochs ", t.epochs, " is fewer than the ", begun, " epoch(s) the run in ",
-            dir, " has begun; it can only be extended");
+  VIT_CHECK(t.total_epochs() >= begun, "--epochs ", t.epochs,
+            t.cooldown_epochs > 0 ? " (+ " + std::to_string(t.cooldown_epochs) + " cooldown)" : "",
+            " is fewer than the ", begun, " epoch(s) the run in ", dir,
+            " has begun; it can only be extended");
   if (t.patience > 0 && s->since_best >= t.patience && s->step_in_epoch == 0) {
     out << dir << ": this run stopped early after epoch " << s->epochs_done << " (no better eval top-1 for "
         << s->since_best << " epochs, --patience " << t.patience << "); nothing to do, no file was changed"
         << std::endl;
     return true;
   }
-  if (s->epochs_done < t.epochs) return false;
-  out << dir << ": this run is finished (" << s->epochs_done << " of " << t.epochs
+  if (s->epochs_done < t.total_epochs()) return false;
+  out << dir << ": this run is finished (" << s->epochs_done << " of " << t.total_epochs()
       << " epochs); nothing to do, no file was changed. To train it longer: vit train --resume " << dir
       << " --epochs N (N > " << t.epochs << ")" << std::endl;
   return true;

@@ -29,6 +29,9 @@ namespace fs = std::filesystem;
 
 void TrainConfig::validate() const {
   VIT_CHECK(epochs > 0, "epochs must be positive, got ", epochs);
+  VIT_CHECK(cooldown_epochs >= 0, "cooldown epochs must be non-negative, got ", cooldown_epochs);
+  VIT_CHECK(cooldown_epochs == 0 || sched.name == "cosine",
+            "cooldown epochs follow the cosine schedule (timm's), not --sched ", sched.name);
   VIT_CHECK(batch_size > 0, "batch size must be positive, got ", batch_size);
   VIT_CHECK(grad_accum_steps > 0, "grad accum steps must be positive, got ", grad_accum_steps);
   VIT_CHECK(warmup_epochs >= 0.f, "warmup epochs must be non-negative");
@@ -302,13 +305,13 @@ std::vector<std::pair<std::string, std::string>> run_fingerprint(const ViT& mode
                                                                  const Dataset* eval_set,
                                                                  const TrainConfig& c) {
   std::ostringstream tc;
-  tc << c.epochs << ' ' << c.batch_size << ' ' << c.grad_accum_steps << ' ' << c.optim.name << ' '
-     << c.optim.momentum << ' ' << c.optim.nesterov << ' ' << c.optim.beta1 << ' ' << c.optim.beta2 << ' '
-     << c.optim.eps << ' ' << c.optim.weight_decay << ' ' << c.sched.name << ' ' << c.sched.lr << ' '
-     << c.sched.min_lr << ' ' << c.sched.warmup_lr << ' ' << c.sched.decay_rate << ' ' << c.decay_epochs
-     << ' ' << c.warmup_epochs << ' ' << c.smoothing << ' ' << c.clip_grad << ' ' << c.mixup.mixup_alpha
-     << ' ' << c.mixup.cutmix_alpha << ' ' << c.mixup.prob << ' ' << c.mixup.switch_prob << ' ' << c.seed
-     << ' ' << c.patience << ' ' << c.resume << ' ' << model.amp();
+  tc << c.epochs << ' ' << c.cooldown_epochs << ' ' << c.batch_size << ' ' << c.grad_accum_steps << ' '
+     << c.optim.name << ' ' << c.optim.momentum << ' ' << c.optim.nesterov << ' ' << c.optim.beta1 << ' '
+     << c.optim.beta2 << ' ' << c.optim.eps << ' ' << c.optim.weight_decay << ' ' << c.sched.name << ' '
+     << c.sched.lr << ' ' << c.sched.min_lr << ' ' << c.sched.warmup_lr << ' ' << c.sched.decay_rate << ' '
+     << c.decay_epochs << ' ' << c.warmup_epochs << ' ' << c.smoothing << ' ' << c.clip_grad << ' '
+     << c.mixup.mixup_alpha << ' ' << c.mixup.cutmix_alpha << ' ' << c.mixup.prob << ' '
+     << c.mixup.switch_prob << ' ' << c.seed << ' ' << c.patience << ' ' << c.resume << ' ' << model.amp();
   const std::string model_json = model.config().to_json(-1), train_str = tc.str();
   return {{"build id", build_id()},
           {"model config hash", hash_hex(model_json.data(), model_json.size())},
@@ -529,10 +532,13 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     model.config().save((dir / "config.json").string());
   }
   check_agreement(comm, run_fingerprint(model, train_set, eval_set, cfg));
-  log << "training " << train_set.describe() << ", " << cfg.epochs << " epochs of " << steps_per_epoch
+  log << "training " << train_set.describe() << ", " << cfg.total_epochs() << " epochs of " << steps_per_epoch
       << " steps, batch " << B;
   if (A > 1) log << " (" << cfg.batch_size << " x " << A << " accumulation steps)";
   log << ", " << cfg.optim.name << " lr " << cfg.sched.lr;
+  if (cfg.cooldown_epochs > 0)
+    log << " (cosine over " << cfg.epochs << " epochs, then " << cfg.cooldown_epochs << " at "
+        << cfg.sched.min_lr << ")";
   if (ranks > 1) log << ", " << comm.describe();
   log << std::endl;
 
@@ -540,7 +546,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   int stop_reason = 0;        // this rank's answer to stop_requested
   bool stop_pending = false;  // the ranks asked at an epoch's last step
   auto stop_asked = [&] { return cfg.stop_requested ? cfg.stop_requested() : 0; };
-  for (int64_t epoch = p.epochs_done; epoch < cfg.epochs; ++epoch) {
+  for (int64_t epoch = p.epochs_done; epoch < cfg.total_epochs(); ++epoch) {
     if (cfg.patience > 0 && p.since_best >= cfg.patience) {
       log << "early stopping: no better eval top-1 for " << cfg.patience << " epochs" << std::endl;
       break;
@@ -556,7 +562,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     int64_t correct_sum = first > 0 ? p.correct_sum : 0, seen = first > 0 ? p.seen : 0;
     float lr = 0;
     ProgressLine bar(log, cfg.progress_bar, cfg.log_every);
-    bar.start(epoch, cfg.epochs, steps_per_epoch, first, seen);
+    bar.start(epoch, cfg.total_epochs(), steps_per_epoch, first, seen);
     // Mixing pairs row b with row bs-1-b: a shard also loads the rows its rows mix with.
     const bool partners = cfg.mixup.active() && ranks > 1;
     ShardPlan plan = ranks > 1 ? shard_epoch(order, B, rank, ranks, partners) : ShardPlan{order, {}};
@@ -678,7 +684,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     e.train_loss = loss_sum / double(N);
     e.train_top1 = double(correct_sum) / double(N);
     // A long evaluation shows it is alive: a bar, or a line every 30 s in a log.
-    const std::string at = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.epochs);
+    const std::string at = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.total_epochs());
     EvalProgress eval_bar(log, cfg.progress_bar, 30, at + " eval"),
         ema_bar(log, cfg.progress_bar, 30, at + " EMA eval");
     if (eval_set) e.eval = evaluate(model, *eval_set, cfg.batch_size, &comm, &eval_bar);
@@ -693,8 +699,8 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     p.epochs_done = epoch + 1;
     p.step_in_epoch = p.correct_sum = p.seen = 0;
     p.loss_sum = p.seconds = 0;
-    log << "epoch " << e.epoch << "/" << cfg.epochs << ": train loss " << std::setprecision(4) << e.train_loss
-        << " top1 " << 100 * e.train_top1 << "%";
+    log << "epoch " << e.epoch << "/" << cfg.total_epochs() << ": train loss " << std::setprecision(4)
+        << e.train_loss << " top1 " << 100 * e.train_top1 << "%";
     if (eval_set) log << ", eval loss " << e.eval.loss << " top1 " << 100 * e.eval.top1 << "%";
     if (eval_set && ema) log << ", EMA eval loss " << e.ema.loss << " top1 " << 100 * e.ema.top1 << "%";
     log << ", " << std::setprecision(3) << double(N) / e.seconds << " img/s, " << e.seconds << " s"
@@ -749,7 +755,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     });
     // Asked to stop at the epoch's last step or since (during its eval): the epoch is
     // committed; the ranks agree before any starts the next.
-    if (epoch + 1 < cfg.epochs && cfg.stop_requested) {
+    if (epoch + 1 < cfg.total_epochs() && cfg.stop_requested) {
       if (!stop_pending) stop_reason = stop_asked();
       double asked = stop_pending || stop_reason != 0;
       if (ranks > 1) comm.sum(&asked, 1);

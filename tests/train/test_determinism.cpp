@@ -431,6 +431,35 @@ TEST(Schedule, StepDecaysEveryDecayEpochsCountedFromTheStartAsTimm) {
   EXPECT_THROW(t.validate(), Error);
 }
 
+// --cooldown-epochs (timm's, DeiT's recipe): the cosine spans --epochs, then the run goes on
+// at min_lr; the first epochs are the run without a cooldown, bit for bit.
+TEST(Schedule, CooldownEpochsFollowTheCosineAtItsFloor) {
+  SyntheticDataset data(96, 4, 1, 12, 12, 5);
+  TrainConfig t = short_run("", 2);
+  t.sched.lr = 1e-3f;
+  t.sched.min_lr = 1e-5f;
+  std::ostringstream log;
+  ViT plain_model(cfg());
+  const auto plain = train(plain_model, data, nullptr, t, log);
+  t.cooldown_epochs = 2;
+  ViT m(cfg());
+  const auto h = train(m, data, nullptr, t, log);
+  ASSERT_EQ(h.size(), 4u);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(h[e].lr, plain[e].lr) << "epoch " << e + 1;
+    EXPECT_EQ(h[e].train_loss, plain[e].train_loss) << "epoch " << e + 1;
+  }
+  EXPECT_GT(h[0].lr, 1e-5);
+  EXPECT_FLOAT_EQ(float(h[2].lr), 1e-5f);
+  EXPECT_FLOAT_EQ(float(h[3].lr), 1e-5f);
+  EXPECT_EQ(t.total_epochs(), 4);
+  t.sched.name = "step";
+  EXPECT_THROW(t.validate(), Error);
+  t.sched.name = "cosine";
+  t.cooldown_epochs = -1;
+  EXPECT_THROW(t.validate(), Error);
+}
+
 // The state is written last at an epoch's end: a run stopped by a failed write before it
 // (summary.csv cannot be replaced: a directory stands in its way) still has the previous
 // epoch's state, and resuming writes the epoch's files again. Had the state gone first, the

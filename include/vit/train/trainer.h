@@ -37,6 +37,10 @@ namespace vit {
 
 struct TrainConfig {
   int64_t epochs = 5;
+  // Epochs at the cosine's floor after it ends (timm's --cooldown-epochs, as in DeiT's
+  // recipe): the cosine spans `epochs`, and the run trains epochs + cooldown_epochs.
+  int64_t cooldown_epochs = 0;
+  int64_t total_epochs() const { return epochs + cooldown_epochs; }
   int64_t batch_size = 128;
   // Gradient accumulation (timm's --grad-accum-steps): an optimizer step takes a global batch
   // of batch_size x grad_accum_steps samples, run as grad_accum_steps micro-batches whose
