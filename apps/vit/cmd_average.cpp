@@ -41,8 +41,15 @@ Run add_average(CLI::App& cmd) {
   cmd.add_option("--num-heads", f->num_heads, "attention heads, for a timm file whose config does not say")
       ->check(positive());
   return [f] {
-    const CheckpointSelection sel = select_checkpoints(f->inputs, f->n, !f->no_sort);
+    // The output first: nothing is read when it cannot be written.
     std::error_code ec;
+    VIT_CHECK(fs::path(f->output).extension() == ".safetensors", "--output ", f->output,
+              ": the average is written as safetensors; name the file NAME.safetensors");
+    VIT_CHECK(!fs::is_directory(f->output, ec), "--output ", f->output,
+              " is a directory; name a .safetensors file");
+    if (const fs::path parent = fs::path(f->output).parent_path(); !parent.empty())
+      fs::create_directories(parent);
+    const CheckpointSelection sel = select_checkpoints(f->inputs, f->n, !f->no_sort);
     for (auto& s : sel.files)
       VIT_CHECK(!fs::equivalent(s.file, f->output, ec), "--output ", f->output, " is one of the inputs (",
                 s.file, "); write the average to another file");
