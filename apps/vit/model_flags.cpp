@@ -107,7 +107,8 @@ void InputFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--interpolation", interpolation, "resize filter (default: the model's; Pillow's filters)")
       ->check(CLI::IsMember({"bilinear", "bicubic", "lanczos", "box", "hamming", "nearest"}));
   cmd.add_option("--crop-pct", crop_pct,
-                 "resize to size/crop_pct, then center-crop (timm's eval transform; default: the model's)");
+                 "resize to size/crop_pct, then center-crop (timm's eval transform; default: the model's)")
+      ->check(positive());
   cmd.add_option(
          "--crop-mode", crop_mode,
          "center: resize the shorter side keeping the aspect; squash: resize both sides (default: the "
