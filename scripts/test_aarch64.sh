@@ -118,6 +118,7 @@ kThreadTests=(
   'Training.LearnsASyntheticTask'
   'Schedule.StepDecaysEveryDecayEpochsCountedFromTheStartAsTimm'
   'Schedule.CooldownEpochsFollowTheCosineAtItsFloor'
+  'EvalMetric.LossPicksTheLowestEvalLossForTheBestAndTheHistory'
   'Memory.PlannedActivationsAreWhatTheModelAllocates'
   'Prefetcher\..*'
 )

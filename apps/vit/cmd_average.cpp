@@ -33,8 +33,8 @@ Run add_average(CLI::App& cmd) {
       ->required();
   cmd.add_option("-o,--output", f->output, "the averaged checkpoint to write (.safetensors)")->required();
   cmd.add_option("-n", f->n,
-                 "average the N best by the eval top-1 in their metadata (train top-1 where they have no "
-                 "eval), or the first N with --no-sort (timm's; 0 = all)")
+                 "average the N best by the metric their run ranked by (--eval-metric; else eval top-1, "
+                 "else train top-1, from their metadata), or the first N with --no-sort (timm's; 0 = all)")
       ->check(non_negative())
       ->capture_default_str();
   cmd.add_flag("--no-sort", f->no_sort, "take the files in the order given instead of the best");
@@ -61,8 +61,10 @@ Run add_average(CLI::App& cmd) {
     std::cout << ":\n";
     for (auto& s : sel.files) {
       std::cout << "  " << s.file;
-      if (!sel.metric.empty())
-        std::cout << "  " << sel.metric << " " << std::fixed << std::setprecision(2) << s.top1 << "%";
+      if (sel.lower_is_better())
+        std::cout << "  " << sel.metric << " " << std::setprecision(4) << s.value;
+      else if (!sel.metric.empty())
+        std::cout << "  " << sel.metric << " " << std::fixed << std::setprecision(2) << s.value << "%";
       std::cout << "\n";
     }
     std::vector<std::string> files;

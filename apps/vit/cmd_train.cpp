@@ -66,25 +66,25 @@ std::string count_str(int64_t n) {
 
 // The run's first line, before anything slow: what is trained, on what, with how many threads.
 // The run's best epoch, as timm ends a run ("*** Best metric: ..."): "best: eval top-1
-// 98.12% at epoch 4 of 5 (best.safetensors)", by the score that picks best.safetensors (the
-// eval top-1, or the training top-1 without an eval set; the first epoch that reached it), and
-// the model EMA's likewise.
-std::string best_line(const std::vector<EpochStats>& hist, bool eval, bool ema, bool wrote) {
+// 98.12% at epoch 4 of 5 (best.safetensors)", by the score that picks best.safetensors
+// (--eval-metric on the eval set, or the training set without one; the first epoch that
+// reached it), and the model EMA's likewise.
+std::string best_line(const std::vector<EpochStats>& hist, bool eval, const TrainConfig& t, bool wrote) {
   if (hist.empty()) return "best: no epoch trained";
-  auto best = [&](auto score) {
+  const std::string name = std::string(eval ? "eval " : "training ") + metric_words(t.eval_metric);
+  auto best = [&](const std::vector<double>& scores) {
     size_t at = 0;
-    for (size_t i = 1; i < hist.size(); ++i)
-      if (score(hist[i]) > score(hist[at])) at = i;
-    return std::make_pair(score(hist[at]), hist[at].epoch);
+    for (size_t i = 1; i < scores.size(); ++i)
+      if (scores[i] > scores[at]) at = i;
+    return std::make_pair(scores[at], hist[at].epoch);
   };
-  const auto [top1, epoch] = best([&](const EpochStats& e) { return eval ? e.eval.top1 : e.train_top1; });
+  const auto [score, epoch] = best(epoch_scores(hist, eval, t.eval_metric));
   std::ostringstream os;
-  os << std::fixed << std::setprecision(2) << "best: " << (eval ? "eval" : "training") << " top-1 "
-     << 100 * top1 << "% at epoch " << epoch << " of " << hist.back().epoch
-     << (wrote ? " (best.safetensors)" : "");
-  if (ema && eval) {
-    const auto [ema_top1, ema_epoch] = best([](const EpochStats& e) { return e.ema.top1; });
-    os << "; EMA eval top-1 " << 100 * ema_top1 << "% at epoch " << ema_epoch
+  os << "best: " << name << " " << score_str(score, t.eval_metric) << " at epoch " << epoch << " of "
+     << hist.back().epoch << (wrote ? " (best.safetensors)" : "");
+  if (t.model_ema && eval) {
+    const auto [ema_score, ema_epoch] = best(epoch_scores(hist, true, t.eval_metric, true));
+    os << "; EMA " << name << " " << score_str(ema_score, t.eval_metric) << " at epoch " << ema_epoch
        << (wrote ? " (best_ema.safetensors)" : "");
   }
   return os.str();
@@ -93,13 +93,12 @@ std::string best_line(const std::vector<EpochStats>& hist, bool eval, bool ema, 
 // The checkpoint history kept (--checkpoint-hist), best first, as timm lists "Current
 // checkpoints", and how to average it.
 std::string history_line(const std::vector<EpochStats>& hist, bool eval, const TrainConfig& t) {
-  const std::vector<double> scores = epoch_scores(hist, eval);
+  const std::vector<double> scores = epoch_scores(hist, eval, t.eval_metric);
   std::ostringstream os;
-  os << std::fixed << std::setprecision(2) << "kept the " << (eval ? "eval" : "training")
-     << " top-1's best epochs:";
+  os << "kept the best epochs by " << metric_key(t.eval_metric, eval) << ":";
   const char* sep = " ";
   for (int64_t e : kept_checkpoints(scores, t.checkpoint_hist)) {
-    os << sep << checkpoint_name(e) << " (" << 100 * scores[size_t(e - 1)] << "%)";
+    os << sep << checkpoint_name(e) << " (" << score_str(scores[size_t(e - 1)], t.eval_metric) << ")";
     sep = ", ";
   }
   os << "; average them with: vit average " << t.output << " -o "
@@ -292,10 +291,15 @@ Run add_train(CLI::App& cmd) {
       "--no-memory-check", f->no_memory_check,
       "start even when the planned memory (weights, gradients, optimizer state, activations) exceeds "
       "MemAvailable or VIT_MEMORY_LIMIT");
-  cmd.add_option("--patience", t.patience, "early stopping: epochs without a better eval top-1 (0 = off)")
+  cmd.add_option("--patience", t.patience, "early stopping: epochs without a better --eval-metric (0 = off)")
+      ->capture_default_str();
+  cmd.add_option("--eval-metric", t.eval_metric,
+                 "what picks best.safetensors, --checkpoint-hist and --patience: top1, top5 or loss (lowest "
+                 "best), on the eval set (timm's)")
+      ->check(CLI::IsMember({"top1", "top5", "loss"}))
       ->capture_default_str();
   cmd.add_option("--checkpoint-hist", t.checkpoint_hist,
-                 "keep the weights of the N best epochs (by eval top-1, as best.safetensors) as "
+                 "keep the weights of the N best epochs (by --eval-metric, as best.safetensors) as "
                  "DIR/checkpoint-EPOCH.safetensors, for vit average (timm's; 0 = off)")
       ->check(non_negative())
       ->capture_default_str();
@@ -461,7 +465,7 @@ Run add_train(CLI::App& cmd) {
             << std::endl;
       return 128 + sig;
     }
-    out << best_line(hist, eval_set != nullptr, F.train.model_ema, !F.train.output.empty()) << std::endl;
+    out << best_line(hist, eval_set != nullptr, F.train, !F.train.output.empty()) << std::endl;
     if (!F.train.output.empty()) {
       out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors"
           << (F.train.model_ema ? ",last_ema.safetensors,best_ema.safetensors" : "") << "}" << std::endl;

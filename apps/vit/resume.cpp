@@ -143,9 +143,9 @@ bool resume_finished(const std::string& dir, const TrainConfig& t, std::ostream&
             " is fewer than the ", begun, " epoch(s) the run in ", dir,
             " has begun; it can only be extended");
   if (t.patience > 0 && s->since_best >= t.patience && s->step_in_epoch == 0) {
-    out << dir << ": this run stopped early after epoch " << s->epochs_done << " (no better eval top-1 for "
-        << s->since_best << " epochs, --patience " << t.patience << "); nothing to do, no file was changed"
-        << std::endl;
+    out << dir << ": this run stopped early after epoch " << s->epochs_done << " (no better eval "
+        << metric_words(t.eval_metric) << " for " << s->since_best << " epochs, --patience " << t.patience
+        << "); nothing to do, no file was changed" << std::endl;
     return true;
   }
   if (s->epochs_done < t.total_epochs()) return false;

@@ -48,13 +48,21 @@ CheckpointSelection select_checkpoints(const std::vector<std::string>& paths, in
   VIT_CHECK(!paths.empty(), "no checkpoints to average");
   CheckpointSelection sel;
   for (auto& p : paths)
-    for (auto& f : expand(p)) sel.files.push_back({f, -1});
+    for (auto& f : expand(p)) sel.files.push_back({f, 0});
   sel.candidates = int64_t(sel.files.size());
-  // The metric every file has (headers only): eval_top1, else train_top1, else none.
+  // The metric every file has (headers only): the one their run ranked by (their "metric"),
+  // else eval_top1, else train_top1, else none. Losses rank lowest first.
   std::vector<std::map<std::string, std::string>> metas;
   for (auto& s : sel.files) metas.push_back(read_safetensors_metadata(s.file));
+  std::vector<std::string> keys;
+  if (const auto m = metas[0].find("metric");
+      m != metas[0].end() && std::all_of(metas.begin(), metas.end(), [&](auto& x) {
+        return x.count("metric") && x.at("metric") == m->second;
+      }))
+    keys.push_back(m->second);
+  keys.insert(keys.end(), {"eval_top1", "train_top1"});
   const char* missing = nullptr;
-  for (const char* key : {"eval_top1", "train_top1"}) {
+  for (const auto& key : keys) {
     double v = 0;
     const auto lacks =
         std::find_if(metas.begin(), metas.end(), [&](auto& m) { return !read_metric(m, key, v); });
@@ -65,14 +73,16 @@ CheckpointSelection select_checkpoints(const std::vector<std::string>& paths, in
     if (!missing) missing = sel.files[size_t(lacks - metas.begin())].file.c_str();
   }
   for (size_t i = 0; i < sel.files.size() && !sel.metric.empty(); ++i)
-    read_metric(metas[i], sel.metric, sel.files[i].top1);
+    read_metric(metas[i], sel.metric, sel.files[i].value);
   if (n <= 0 || n >= sel.candidates) return sel;
   if (sort) {
     VIT_CHECK(!sel.metric.empty(), missing,
               ": no eval_top1 or train_top1 in its metadata to rank it by (vit train writes them); --no-sort "
               "averages the first ",
               n, " files as given");
-    std::stable_sort(sel.files.begin(), sel.files.end(), [](auto& a, auto& b) { return a.top1 > b.top1; });
+    const bool lower = sel.lower_is_better();
+    std::stable_sort(sel.files.begin(), sel.files.end(),
+                     [&](auto& a, auto& b) { return lower ? a.value < b.value : a.value > b.value; });
     sel.ranked = true;
   }
   sel.files.resize(size_t(n));

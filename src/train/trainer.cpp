@@ -39,6 +39,8 @@ void TrainConfig::validate() const {
   VIT_CHECK(smoothing >= 0.f && smoothing < 1.f, "label smoothing must be in [0, 1), got ", smoothing);
   VIT_CHECK(clip_grad >= 0.f, "clip grad must be non-negative");
   VIT_CHECK(patience >= 0, "patience must be non-negative");
+  VIT_CHECK(eval_metric == "top1" || eval_metric == "top5" || eval_metric == "loss",
+            "eval metric must be top1, top5 or loss, got '", eval_metric, "'");
   VIT_CHECK(checkpoint_hist >= 0, "checkpoint history must be a number of checkpoints (0: none), got ",
             checkpoint_hist);
   VIT_CHECK(log_every >= 0, "log every must be a number of steps (0: none), got ", log_every);
@@ -92,10 +94,11 @@ std::string summary_csv(const std::vector<EpochStats>& hist, bool ema) {
   return os.str();
 }
 
-// An accuracy (a fraction) in percent, as summary.csv and timm's checkpoints give it, in full.
-std::string percent(double fraction) {
+// A number for metadata, in full (accuracies in percent, as summary.csv and timm's
+// checkpoints give them).
+std::string full(double v) {
   std::ostringstream os;
-  os << std::setprecision(17) << 100 * fraction;
+  os << std::setprecision(17) << v;
   return os.str();
 }
 
@@ -453,15 +456,42 @@ Stopped stopped(const TrainConfig& cfg, const std::string& where, const fs::path
 }
 }  // namespace
 
-std::vector<double> epoch_scores(const std::vector<EpochStats>& hist, bool eval) {
+std::vector<double> epoch_scores(const std::vector<EpochStats>& hist, bool eval, const std::string& metric,
+                                 bool ema) {
   std::vector<double> s;
-  for (auto& e : hist) s.push_back(eval ? e.eval.top1 : e.train_top1);
+  for (auto& e : hist) {
+    const EvalResult& r = ema ? e.ema : e.eval;
+    if (metric == "loss")
+      s.push_back(-(eval ? r.loss : e.train_loss));
+    else
+      s.push_back(eval ? (metric == "top5" ? r.top5 : r.top1) : e.train_top1);
+  }
   return s;
+}
+
+std::string metric_key(const std::string& metric, bool eval) {
+  return std::string(eval ? "eval_" : "train_") + metric;
+}
+
+std::string metric_words(const std::string& metric) {
+  return metric == "loss" ? "loss" : metric == "top5" ? "top-5" : "top-1";
+}
+
+std::string score_str(double score, const std::string& metric) {
+  std::ostringstream os;
+  if (metric == "loss")
+    os << std::setprecision(4) << -score;
+  else
+    os << std::fixed << std::setprecision(2) << 100 * score << "%";
+  return os.str();
 }
 
 std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Dataset* eval_set,
                               const TrainConfig& cfg, std::ostream& log_any) {
   cfg.validate();
+  VIT_CHECK(eval_set || cfg.eval_metric != "top5",
+            "eval metric top5 needs an eval set: without one the score is the training set's, which counts "
+            "no top-5");
   check_shapes(model, train_set);
   if (eval_set) check_shapes(model, *eval_set);
   Comm& comm = cfg.comm ? *cfg.comm : world();
@@ -548,7 +578,8 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   auto stop_asked = [&] { return cfg.stop_requested ? cfg.stop_requested() : 0; };
   for (int64_t epoch = p.epochs_done; epoch < cfg.total_epochs(); ++epoch) {
     if (cfg.patience > 0 && p.since_best >= cfg.patience) {
-      log << "early stopping: no better eval top-1 for " << cfg.patience << " epochs" << std::endl;
+      log << "early stopping: no better " << (eval_set ? "eval " : "training ")
+          << metric_words(cfg.eval_metric) << " for " << cfg.patience << " epochs" << std::endl;
       break;
     }
     // Resumed from a recovery state: the epoch goes on after its step, with its sums so far.
@@ -705,16 +736,19 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     if (eval_set && ema) log << ", EMA eval loss " << e.ema.loss << " top1 " << 100 * e.ema.top1 << "%";
     log << ", " << std::setprecision(3) << double(N) / e.seconds << " img/s, " << e.seconds << " s"
         << std::endl;
-    const double score = eval_set ? e.eval.top1 : e.train_top1;
-    const bool better = score > p.best_top1;
+    // The score (p.best_top1 holds the best of it, whatever the metric); the first epoch
+    // is the best so far whatever its score.
+    const double score = epoch_scores({e}, eval_set != nullptr, cfg.eval_metric).front();
+    const bool better = p.hist.size() == 1 || score > p.best_top1;
     if (better) {
       p.best_top1 = score;
       p.since_best = 0;
     } else {
       ++p.since_best;
     }
-    const bool ema_better = eval_set && ema && e.ema.top1 > p.best_ema_top1;
-    if (ema_better) p.best_ema_top1 = e.ema.top1;
+    const double ema_score = epoch_scores({e}, true, cfg.eval_metric, true).front();
+    const bool ema_better = eval_set && ema && (p.hist.size() == 1 || ema_score > p.best_ema_top1);
+    if (ema_better) p.best_ema_top1 = ema_score;
     // The ranks hold the same weights (identical sums, identical updates); checked once an
     // epoch so that a divergence cannot go unnoticed into a checkpoint.
     if (ranks > 1)
@@ -724,20 +758,32 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       // The state last: it commits the epoch. A crash before it resumes from the previous
       // state and writes this epoch's files again, with the same bits; a crash after it
       // finds every file of the epoch written (a finished run is then complete).
-      std::map<std::string, std::string> meta = {{"global_step", std::to_string(p.global_step)},
-                                                 {"epoch", std::to_string(p.epochs_done)},
-                                                 {"train_top1", percent(e.train_top1)}};
-      if (eval_set) meta["eval_top1"] = percent(e.eval.top1);
+      // The epoch's numbers, as summary.csv has them, and the name of the one the run
+      // ranks by (vit average ranks by it too).
+      std::map<std::string, std::string> meta = {
+          {"global_step", std::to_string(p.global_step)},
+          {"epoch", std::to_string(p.epochs_done)},
+          {"metric", metric_key(cfg.eval_metric, eval_set != nullptr)}};
+      auto add_eval = [](std::map<std::string, std::string>& m, const EvalResult& r) {
+        m["eval_top1"] = full(100 * r.top1);
+        m["eval_top5"] = full(100 * r.top5);
+        m["eval_loss"] = full(r.loss);
+      };
+      meta["train_top1"] = full(100 * e.train_top1);
+      meta["train_loss"] = full(e.train_loss);
+      if (eval_set) add_eval(meta, e.eval);
       if (!cfg.class_names.empty()) meta["class_names"] = nlohmann::json(cfg.class_names).dump();
       save_checkpoint((dir / "last.safetensors").string(), model, meta, false);
       if (better) save_checkpoint((dir / "best.safetensors").string(), model, meta, false);
-      const auto kept = kept_checkpoints(epoch_scores(p.hist, eval_set != nullptr), cfg.checkpoint_hist);
+      const auto kept =
+          kept_checkpoints(epoch_scores(p.hist, eval_set != nullptr, cfg.eval_metric), cfg.checkpoint_hist);
       if (std::find(kept.begin(), kept.end(), e.epoch) != kept.end())
         copy_file_atomic((dir / "last.safetensors").string(), (dir / checkpoint_name(e.epoch)).string());
       if (ema) {
         auto ema_meta = meta;
         ema_meta.erase("train_top1");  // the EMA is not what trained
-        if (eval_set) ema_meta["eval_top1"] = percent(e.ema.top1);
+        ema_meta.erase("train_loss");
+        if (eval_set) add_eval(ema_meta, e.ema);
         swap_weights(model, *ema);
         save_checkpoint((dir / "last_ema.safetensors").string(), model, ema_meta, false);
         if (ema_better) save_checkpoint((dir / "best_ema.safetensors").string(), model, ema_meta, false);

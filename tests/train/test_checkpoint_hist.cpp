@@ -120,7 +120,7 @@ TEST(Average, SelectsTheBestByTheirMetadata) {
   EXPECT_EQ(sel.metric, "eval_top1");
   EXPECT_TRUE(sel.ranked);
   EXPECT_EQ(sel.candidates, 4);
-  EXPECT_DOUBLE_EQ(sel.files[2].top1, 60);
+  EXPECT_DOUBLE_EQ(sel.files[2].value, 60);
   EXPECT_EQ(
       names(select_checkpoints({dir.str()}, 10, true)),
       "checkpoint-1.safetensors checkpoint-2.safetensors checkpoint-3.safetensors checkpoint-4.safetensors");
@@ -138,6 +138,23 @@ TEST(Average, SelectsTheBestByTheirMetadata) {
   }
   EXPECT_EQ(select_checkpoints({dir / "plain.safetensors", dir.str()}, 0, true).files.size(), 5u);
   EXPECT_THROW(select_checkpoints({dir / "nothing.safetensors"}, 0, true), Error);
+}
+
+// A run that ranked by its eval loss (--eval-metric loss) says so in each file's "metric":
+// the lowest losses are the best.
+TEST(Average, RanksByTheMetricTheRunRankedBy) {
+  test::TempDir dir("avg_loss");
+  const char* losses[] = {"0.5", "0.3", "0.4"};
+  for (int i = 0; i < 3; ++i) {
+    ViT m(test::tiny_vit());
+    save_checkpoint(
+        dir / ("checkpoint-" + std::to_string(i + 1) + ".safetensors"), m,
+        {{"metric", "eval_loss"}, {"eval_loss", losses[i]}, {"eval_top1", std::to_string(90 + i)}}, false);
+  }
+  const auto sel = select_checkpoints({dir.str()}, 2, true);
+  EXPECT_EQ(sel.metric, "eval_loss");
+  EXPECT_TRUE(sel.lower_is_better());
+  EXPECT_EQ(names(sel), "checkpoint-2.safetensors checkpoint-3.safetensors");
 }
 
 // The mean is summed in double and rounded once: exactly (a + b + c) / 3 in double, to float.

@@ -460,6 +460,41 @@ TEST(Schedule, CooldownEpochsFollowTheCosineAtItsFloor) {
   EXPECT_THROW(t.validate(), Error);
 }
 
+// --eval-metric loss (timm's): best.safetensors and the checkpoint history are the epochs with
+// the lowest eval loss, and their files say what ranked them; top5 needs an eval set.
+TEST(EvalMetric, LossPicksTheLowestEvalLossForTheBestAndTheHistory) {
+  SyntheticDataset data(96, 4, 1, 12, 12, 5);
+  test::TempDir dir("eval_metric");
+  TrainConfig t = short_run(dir.str(), 4);
+  // 4 epochs in which the eval top-1 stays where it is (31.25% on every path here) while the
+  // loss falls: top-1 keeps the first epochs (ties), the loss the last.
+  t.sched.lr = 2e-2f;
+  t.eval_metric = "loss";
+  t.checkpoint_hist = 2;
+  std::ostringstream log;
+  ViT m(cfg());
+  m.init_weights(5);
+  const auto h = train(m, data, &data, t, log);
+  ASSERT_EQ(h.size(), 4u);
+  std::vector<size_t> order = {0, 1, 2, 3};  // epochs by eval loss, lowest first, ties earliest first
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return h[a].eval.loss < h[b].eval.loss; });
+  const auto best = read_safetensors_metadata(dir / "best.safetensors");
+  EXPECT_EQ(best.at("epoch"), std::to_string(order[0] + 1)) << log.str();
+  EXPECT_EQ(best.at("metric"), "eval_loss");
+  std::vector<int64_t> kept = {int64_t(order[0]) + 1, int64_t(order[1]) + 1};
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(checkpoint_epochs(dir.str()), kept);
+  // Not what top-1 would pick: the test must tell the metrics apart.
+  EXPECT_NE(kept_checkpoints(epoch_scores(h, true, "top1"), 2), kept_checkpoints(epoch_scores(h, true, "loss"), 2))
+      << "choose a run whose top-1 and loss rank its epochs differently";
+  t.eval_metric = "top5";
+  t.output.clear();
+  ViT n(cfg());
+  EXPECT_THROW(train(n, data, nullptr, t, log), Error);
+  t.eval_metric = "top3";
+  EXPECT_THROW(t.validate(), Error);
+}
+
 // The state is written last at an epoch's end: a run stopped by a failed write before it
 // (summary.csv cannot be replaced: a directory stands in its way) still has the previous
 // epoch's state, and resuming writes the epoch's files again. Had the state gone first, the

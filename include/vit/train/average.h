@@ -13,21 +13,23 @@ namespace vit {
 
 struct SelectedCheckpoint {
   std::string file;
-  double top1 = -1;  // `metric` from the file's metadata, in percent; -1 without one
+  double value = 0;  // `metric` from the file's metadata (accuracies in percent)
 };
 struct CheckpointSelection {
   std::vector<SelectedCheckpoint> files;  // best first when ranked, else in the order given
-  std::string metric;                     // "eval_top1", "train_top1", or "" when some file has neither
-  int64_t candidates = 0;                 // how many files there were to choose from
-  bool ranked = false;                    // the files are the best `files.size()` of the candidates
+  std::string metric;      // the metadata key read ("eval_top1", ...); "" when some file lacks it
+  int64_t candidates = 0;  // how many files there were to choose from
+  bool ranked = false;     // the files are the best `files.size()` of the candidates
+  bool lower_is_better() const { return metric.ends_with("_loss"); }
 };
 
 // The files to average. Each path is a safetensors file, or a directory: a run directory's
 // checkpoint history (checkpoint-E.safetensors) when it has one, else its weights as every
 // vit command reads a directory (model.safetensors; a run directory's best.safetensors).
-// With n > 0 and fewer than the files found, the n kept are the n best by the top-1 in their
-// metadata when `sort` (eval_top1 where every file has it, else train_top1; a file with
-// neither is an error that suggests sort = false; ties keep the order given), else the first n.
+// With n > 0 and fewer than the files found, the n kept are the n best by their metadata when
+// `sort` (by the metric their run ranked by, its "metric" key, where they agree: eval_top1,
+// eval_loss, ...; else eval_top1, else train_top1; a file without is an error that suggests
+// sort = false; ties keep the order given), else the first n.
 CheckpointSelection select_checkpoints(const std::vector<std::string>& paths, int64_t n, bool sort);
 
 // Loads every file (vitcpp, timm or Hugging Face, as load_pretrained with opt) and returns the

@@ -74,7 +74,11 @@ struct TrainConfig {
   std::vector<std::string> class_names;  // saved in checkpoints' metadata when known
   bool progress_bar = false;             // redraw one line in place (a terminal) instead of log lines
   bool resume = false;                   // continue from output/last.state.safetensors
-  int64_t patience = 0;                  // stop after this many epochs without a better eval top-1; 0 = off
+  int64_t patience = 0;                  // stop after this many epochs without a better score; 0 = off
+  // The score that picks best.safetensors (best_ema too), the checkpoint history and early
+  // stopping (timm's --eval-metric): "top1", "top5" or "loss" (lower is better), on the eval
+  // set, or without one on the training set (top1 or loss: training counts no top-5).
+  std::string eval_metric = "top1";
   // Keep the weights of the checkpoint_hist best epochs (by the score that picks
   // best.safetensors) as checkpoint-E.safetensors (run_dir.h; timm's --checkpoint-hist); 0 = off.
   int64_t checkpoint_hist = 0;
@@ -124,9 +128,16 @@ struct EpochStats {
   double lr = 0, seconds = 0;
 };
 
-// Each epoch's score, higher is better, that picks best.safetensors and the checkpoint
-// history: the eval top-1, or the training top-1 without an eval set.
-std::vector<double> epoch_scores(const std::vector<EpochStats>& hist, bool eval);
+// Each epoch's score by TrainConfig::eval_metric, higher is better (the loss negated): the
+// eval set's, or the training set's without one; of the model EMA's evaluation with `ema`.
+std::vector<double> epoch_scores(const std::vector<EpochStats>& hist, bool eval,
+                                 const std::string& metric = "top1", bool ema = false);
+// The metric's name in summary.csv and checkpoints' metadata: "eval_top1", "train_loss", ...
+std::string metric_key(const std::string& metric, bool eval);
+// The metric in words: "top-1", "top-5" or "loss".
+std::string metric_words(const std::string& metric);
+// A score as a person reads it: "98.12%" for an accuracy, "0.0312" for a loss.
+std::string score_str(double score, const std::string& metric);
 
 // With comm (several ranks), each rank evaluates a contiguous share of data and every
 // rank receives the summed result. progress (optional) follows this rank's share.
