@@ -314,7 +314,8 @@ std::vector<std::pair<std::string, std::string>> run_fingerprint(const ViT& mode
      << c.sched.lr << ' ' << c.sched.min_lr << ' ' << c.sched.warmup_lr << ' ' << c.sched.decay_rate << ' '
      << c.decay_epochs << ' ' << c.warmup_epochs << ' ' << c.smoothing << ' ' << c.clip_grad << ' '
      << c.mixup.mixup_alpha << ' ' << c.mixup.cutmix_alpha << ' ' << c.mixup.prob << ' '
-     << c.mixup.switch_prob << ' ' << c.seed << ' ' << c.patience << ' ' << c.resume << ' ' << model.amp();
+     << c.mixup.switch_prob << ' ' << c.seed << ' ' << c.patience << ' ' << c.eval_metric << ' ' << c.resume
+     << ' ' << model.amp();
   const std::string model_json = model.config().to_json(-1), train_str = tc.str();
   return {{"build id", build_id()},
           {"model config hash", hash_hex(model_json.data(), model_json.size())},
