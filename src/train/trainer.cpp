@@ -399,8 +399,11 @@ EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* c
   double* confusion = sums.data() + 3;
   int64_t top1 = 0, top5 = 0;
   std::vector<int32_t> predictions(comm ? 0 : size_t(data.size())), truth(predictions.size());
+  // This rank's progress stands for every rank's, which go at one pace: its share's images
+  // scaled to the whole set (a bar drawn by rank 0 then ends at the set's size).
+  auto shown = [&](int64_t done) { return mine.size() > 0 ? done * data.size() / mine.size() : 0; };
   auto run = [&] {
-    if (progress) progress->start(mine.size());
+    if (progress) progress->start(data.size());
     for (int64_t first = mine.lo; first < mine.hi; first += batch_size) {
       const int64_t B = std::min(batch_size, mine.hi - first);
       load_batch(data, order, first, B, images.data(), labels.data());
@@ -422,7 +425,7 @@ EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* c
         top1 += rank < 1;
         top5 += rank < 5;
       }
-      if (progress) progress->update(first + B - mine.lo, double(top1) / double(first + B - mine.lo));
+      if (progress) progress->update(shown(first + B - mine.lo), double(top1) / double(first + B - mine.lo));
     }
     if (progress) progress->finish();
     sums[1] = double(top1);

@@ -132,6 +132,16 @@ TEST_F(Mpi, TwoProcessesAccumulatingTrainAsOneProcessWithTheGlobalBatch) {
   expect_same_weights(two, two_again, 0);
 }
 
+// Rank 0 draws the eval's progress for all: its share's images scaled to the whole set, so
+// the bar ends at the set's 50 images (synthetic 250: 50 to evaluate), not at its own 25.
+TEST_F(Mpi, TheEvalProgressCountsTheWholeSet) {
+  Result r = shell(mpirun(2) + kVit + kTrain + "--epochs 1 --progress bar");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("epoch 1/1 eval"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 50/50 images"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("25/25 images"), std::string::npos) << r.out;
+}
+
 TEST_F(Mpi, ResumeContinuesAcrossAChangeOfProcessCount) {
   vit::test::TempDir tmp("mpi_resume");
   const fs::path straight = fs::path(tmp.str()) / "straight";

@@ -140,7 +140,8 @@ std::string metric_words(const std::string& metric);
 std::string score_str(double score, const std::string& metric);
 
 // With comm (several ranks), each rank evaluates a contiguous share of data and every
-// rank receives the summed result. progress (optional) follows this rank's share.
+// rank receives the summed result. progress (optional) follows this rank's share, scaled to
+// the whole set (its top-1 is the share's).
 EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* comm = nullptr,
                     EvalProgress* progress = nullptr);
 
