@@ -198,6 +198,7 @@ Run add_train(CLI::App& cmd) {
   cmd.add_option("--crop-pad", f->aug.crop_pad, "random crop after padding by this many pixels (seed 002: 4)")
       ->capture_default_str();
   cmd.add_option("--hflip", f->aug.hflip, "horizontal flip probability")->capture_default_str();
+  cmd.add_option("--vflip", f->aug.vflip, "vertical flip probability (timm's)")->capture_default_str();
   cmd.add_option("--scale", f->scale,
                  "random resized crop: MIN MAX area share (timm --scale; off by default)")
       ->expected(2)

@@ -18,6 +18,7 @@ void AugmentConfig::validate() const {
   VIT_CHECK(ratio_min > 0.f && ratio_min <= ratio_max, "--ratio must satisfy 0 < min <= max");
   VIT_CHECK(crop_pad >= 0, "--crop-pad must be non-negative");
   VIT_CHECK(hflip >= 0.f && hflip <= 1.f, "--hflip must be a probability");
+  VIT_CHECK(vflip >= 0.f && vflip <= 1.f, "--vflip must be a probability");
   VIT_CHECK(reprob >= 0.f && reprob <= 1.f, "--reprob must be a probability");
 }
 
@@ -186,6 +187,12 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
   if (cfg_.hflip > 0.f && rng.uniform() < cfg_.hflip)
     for (int64_t r = 0; r < C * H; ++r)
       for (int64_t x = 0; x < W / 2; ++x) std::swap(image[r * W + x], image[r * W + W - 1 - x]);
+  // Drawn only when asked for, so that runs without it keep their draws.
+  if (cfg_.vflip > 0.f && rng.uniform() < cfg_.vflip)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t y = 0; y < H / 2; ++y)
+        std::swap_ranges(image + (c * H + y) * W, image + (c * H + y + 1) * W,
+                         image + (c * H + H - 1 - y) * W);
   if (ra_n_ > 0) {
     for (int64_t c = 0; c < C; ++c)  // to [0, 1]
       for (int64_t k = 0; k < H * W; ++k)

@@ -195,6 +195,19 @@ TEST(Augment, CropShiftsWithZeroPaddingAndFlipMirrors) {
   flip.get(0, img.data());
   EXPECT_EQ(img[0], 6.f);
   EXPECT_EQ(img[5], 1.f);
+  // Vertically (rows 0-3 of the 4 x 6 ramp reversed), then both ways.
+  flip_cfg.hflip = 0.f;
+  flip_cfg.vflip = 1.f;
+  AugmentedDataset vflip(base, flip_cfg, 1);
+  vflip.get(0, img.data());
+  EXPECT_EQ(img[0], 19.f);
+  EXPECT_EQ(img[18], 1.f);
+  EXPECT_EQ(img[23], 6.f);
+  flip_cfg.hflip = 1.f;
+  AugmentedDataset both(base, flip_cfg, 1);
+  both.get(0, img.data());
+  EXPECT_EQ(img[0], 24.f);
+  EXPECT_EQ(img[23], 1.f);
   // Same (seed, epoch, index): same draws; another epoch: other draws.
   std::vector<float> a(24), b(24);
   crop.get(3, a.data());

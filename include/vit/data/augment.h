@@ -7,6 +7,7 @@
 //   crop_pad > 0:  pad by crop_pad pixels (zeros in normalized space, i.e. the mean) and
 //                  take a random crop of the original size (seed 002's RandomCrop(32, 4))
 //   hflip > 0:     flip horizontally with this probability
+//   vflip > 0:     flip vertically with this probability (timm's --vflip)
 //   auto_augment:  RandAugment "rand-mM-nN": N ops drawn from identity, auto-contrast,
 //                  rotate, shear x/y, translate x/y, brightness, contrast, color,
 //                  solarize, posterize, sharpness; each applied with probability 0.5 at
@@ -28,11 +29,13 @@ struct AugmentConfig {
   float ratio_min = 0.75f, ratio_max = 4.f / 3.f;
   int64_t crop_pad = 0;
   float hflip = 0.f;
+  float vflip = 0.f;
   std::string auto_augment;      // "rand-m9-n2": RandAugment, n ops of magnitude m/10 (timm --aa)
   float reprob = 0.f;            // random erasing probability (timm --reprob), per-pixel noise
   std::vector<float> mean, std;  // the normalization, to apply photometric ops on [0, 1]
   bool active() const {
-    return scale_min > 0.f || crop_pad > 0 || hflip > 0.f || !auto_augment.empty() || reprob > 0.f;
+    return scale_min > 0.f || crop_pad > 0 || hflip > 0.f || vflip > 0.f || !auto_augment.empty() ||
+           reprob > 0.f;
   }
   void validate() const;
 };
