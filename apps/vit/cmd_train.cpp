@@ -41,7 +41,7 @@ struct TrainFlags {
   double val_split = 0;
   int64_t synthetic = 0;
   AugmentConfig aug;
-  std::vector<float> scale, ratio, betas;
+  std::vector<float> scale, ratio, betas, color_jitter;
   int threads = 0, shards = 0;
   double comm_timeout = 600;
   std::string resume, pretrained, progress = "auto", recovery = "auto";
@@ -207,6 +207,12 @@ Run add_train(CLI::App& cmd) {
       ->expected(2)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--aa", f->aug.auto_augment, "RandAugment, e.g. rand-m9-n2");
+  cmd.add_option(
+         "--color-jitter", f->color_jitter,
+         "color jitter strength S (brightness, contrast and saturation by factors in [1-S, 1+S], in a "
+         "random order; timm's, off by default), or B C S each")
+      ->expected(1, 4)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--reprob", f->aug.reprob, "random erasing probability")->capture_default_str();
   cmd.add_option("--mixup", t.mixup.mixup_alpha, "mixup alpha (0 = off)")->capture_default_str();
   cmd.add_option("--cutmix", t.mixup.cutmix_alpha, "cutmix alpha (0 = off)")->capture_default_str();
@@ -344,6 +350,13 @@ Run add_train(CLI::App& cmd) {
     if (F.ratio.size() == 2) {
       F.aug.ratio_min = F.ratio[0];
       F.aug.ratio_max = F.ratio[1];
+    }
+    if (!F.color_jitter.empty()) {
+      VIT_CHECK(F.color_jitter.size() != 4,
+                "--color-jitter: hue (a 4th value) is not supported; give S or B C S");
+      VIT_CHECK(F.color_jitter.size() != 2, "--color-jitter: give S, or B C S (got 2 values)");
+      for (int k = 0; k < 3; ++k)
+        F.aug.jitter[k] = F.color_jitter[F.color_jitter.size() == 1 ? 0 : size_t(k)];
     }
     F.aug.validate();  // also the flags of augmentations that are off (--crop-pad -3, --ratio 2 1)
     F.train.sched.validate();

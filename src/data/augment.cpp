@@ -20,6 +20,8 @@ void AugmentConfig::validate() const {
   VIT_CHECK(hflip >= 0.f && hflip <= 1.f, "--hflip must be a probability");
   VIT_CHECK(vflip >= 0.f && vflip <= 1.f, "--vflip must be a probability");
   VIT_CHECK(reprob >= 0.f && reprob <= 1.f, "--reprob must be a probability");
+  for (float j : jitter)
+    VIT_CHECK(j >= 0.f && std::isfinite(j), "--color-jitter must be non-negative, got ", j);
 }
 
 AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint64_t seed)
@@ -32,9 +34,12 @@ AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint6
         "--aa: expected rand-mM-nN (for example rand-m9-n2), got '", cfg_.auto_augment, "'");
     ra_m_ = float(m) / 10.f;
     ra_n_ = n;
-    VIT_CHECK(int64_t(cfg_.mean.size()) == base_.channels() && int64_t(cfg_.std.size()) == base_.channels(),
-              "--aa needs the normalization's mean and std");
   }
+  if (ra_n_ > 0 || cfg_.color_jitter())  // photometric ops work on [0, 1] values
+    VIT_CHECK(int64_t(cfg_.mean.size()) == base_.channels() && int64_t(cfg_.std.size()) == base_.channels(),
+              ra_n_ > 0 ? "--aa" : "--color-jitter", " needs the normalization's mean and std");
+  VIT_CHECK(!cfg_.color_jitter() || base_.channels() == 1 || base_.channels() == 3,
+            "--color-jitter takes images of 1 or 3 channels, not ", base_.channels());
 }
 
 namespace {
@@ -143,7 +148,40 @@ void rand_op(int op, float m, float* img, int64_t C, int64_t H, int64_t W) {
   }
 }
 
+// torchvision's _blend: r a + (1 - r) b, clamped to [0, 1].
+float blend(float a, float b, float r) {
+  return std::clamp(r * a + (1.f - r) * b, 0.f, 1.f);
+}
+
 }  // namespace
+
+void color_jitter(float* img, int64_t C, int64_t H, int64_t W, const int* order, int n,
+                  const float factors[3]) {
+  const int64_t hw = H * W;
+  auto gray = [&](int64_t i) { return 0.2989f * img[i] + 0.587f * img[hw + i] + 0.114f * img[2 * hw + i]; };
+  for (int k = 0; k < n; ++k) {
+    const float f = factors[order[k]];
+    switch (order[k]) {
+      case 0:
+        for (int64_t i = 0; i < C * hw; ++i) img[i] = blend(img[i], 0.f, f);
+        break;
+      case 1: {
+        double sum = 0;
+        for (int64_t i = 0; i < hw; ++i) sum += C == 3 ? gray(i) : img[i];
+        const float mean = float(sum / double(hw));
+        for (int64_t i = 0; i < C * hw; ++i) img[i] = blend(img[i], mean, f);
+        break;
+      }
+      case 2:
+        if (C == 3)
+          for (int64_t i = 0; i < hw; ++i) {
+            const float g = gray(i);
+            for (int64_t c = 0; c < 3; ++c) img[c * hw + i] = blend(img[c * hw + i], g, f);
+          }
+        break;
+    }
+  }
+}
 
 int64_t AugmentedDataset::get(int64_t i, float* image) const {
   const int64_t label = base_.get(i, image);
@@ -193,7 +231,7 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
       for (int64_t y = 0; y < H / 2; ++y)
         std::swap_ranges(image + (c * H + y) * W, image + (c * H + y + 1) * W,
                          image + (c * H + H - 1 - y) * W);
-  if (ra_n_ > 0) {
+  if (ra_n_ > 0 || cfg_.color_jitter()) {
     for (int64_t c = 0; c < C; ++c)  // to [0, 1]
       for (int64_t k = 0; k < H * W; ++k)
         image[c * H * W + k] = image[c * H * W + k] * cfg_.std[c] + cfg_.mean[c];
@@ -202,6 +240,20 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
       const bool apply = rng.uniform() < 0.5;
       const float sign = rng.uniform() < 0.5 ? -1.f : 1.f;
       if (apply) rand_op(op, sign * ra_m_, image, C, H, W);
+    }
+    if (cfg_.color_jitter()) {  // after RandAugment, as timm orders them when both are on
+      // The adjustments asked for (strength > 0), in a random order, each with its factor.
+      int order[3], n_ops = 0;
+      for (int k = 0; k < 3; ++k)
+        if (cfg_.jitter[k] > 0.f) order[n_ops++] = k;
+      for (int k = n_ops - 1; k > 0; --k) std::swap(order[k], order[rng.below(uint64_t(k) + 1)]);
+      float factors[3] = {1.f, 1.f, 1.f};
+      for (int k = 0; k < 3; ++k)
+        if (const float s = cfg_.jitter[k]; s > 0.f) {
+          const float lo = std::max(0.f, 1.f - s);
+          factors[k] = lo + (1.f + s - lo) * float(rng.uniform());
+        }
+      color_jitter(image, C, H, W, order, n_ops, factors);
     }
     for (int64_t c = 0; c < C; ++c)  // back to normalized, clamped to the valid range
       for (int64_t k = 0; k < H * W; ++k)

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
 
@@ -16,6 +17,7 @@
 #include "vit/data/idx.h"
 #include "vit/data/open.h"
 #include "vit/data/prefetch.h"
+#include "vit/io/safetensors.h"
 
 namespace vit {
 
@@ -222,6 +224,59 @@ TEST(Augment, CropShiftsWithZeroPaddingAndFlipMirrors) {
     differ += a != b;
   }
   EXPECT_GT(differ, 0);
+}
+
+// Color jitter against torchvision (tools/make_augment_fixtures.py): adjust_brightness,
+// adjust_contrast and adjust_saturation in the given orders with the given factors, on a
+// 3-channel and a 1-channel image. float32 both sides; the sums of the means differ in order.
+TEST(Augment, ColorJitterIsTorchvisionsAdjustments) {
+  const SafeTensors fx = SafeTensors::open(std::string(VIT_FIXTURE_DIR) + "/color_jitter.safetensors");
+  const auto cases = nlohmann::json::parse(fx.metadata().at("cases"));
+  ASSERT_EQ(cases.size(), 4u);
+  for (size_t k = 0; k < cases.size(); ++k)
+    for (const char* c : {"3", "1"}) {
+      std::vector<float> img = fx.to_float(std::string("image") + c);
+      const std::vector<float> want = fx.to_float("out" + std::string(c) + "." + std::to_string(k));
+      int order[3];
+      float factors[3];
+      for (int i = 0; i < 3; ++i) {
+        order[i] = cases[k]["order"][i].get<int>();
+        factors[i] = cases[k]["factors"][i].get<float>();
+      }
+      color_jitter(img.data(), c[0] == '3' ? 3 : 1, 5, 7, order, 3, factors);
+      EXPECT_TRUE(test::close_rel_max("case " + std::to_string(k) + ", " + c + " channel(s)", img.data(),
+                                      want.data(), int64_t(want.size()), 2e-6, 1.0));
+    }
+}
+
+// In the dataset: the factors are drawn from [1 - S, 1 + S] per sample and epoch, the same
+// on a second read; S = 0 for an adjustment leaves it out.
+TEST(Augment, ColorJitterDrawsPerSampleAndKeepsItsDraws) {
+  Ramp base;
+  AugmentConfig cfg;
+  cfg.mean = {0.f};
+  cfg.std = {1.f / 30.f};  // the ramp's 1..24 are the [0, 1] values 1/30..24/30
+  cfg.jitter[0] = 0.4f;
+  AugmentedDataset aug(base, cfg, 3);
+  std::vector<float> a(24), b(24);
+  std::set<float> ratios;
+  for (int64_t i = 0; i < 8; ++i) {
+    aug.get(i, a.data());
+    aug.get(i, b.data());
+    EXPECT_EQ(a, b) << i;
+    const float r = a[0];  // brightness alone: every value times one factor (1 -> r)
+    EXPECT_GE(r, 0.6f - 1e-5f);
+    EXPECT_LE(r, 1.4f + 1e-5f);
+    for (int k = 1; k < 20; ++k)  // below 21 the scaled values stay under 1: no clamp
+      EXPECT_NEAR(a[size_t(k)], r * float(k + 1), 1e-4f) << i << " " << k;
+    ratios.insert(r);
+  }
+  EXPECT_GT(ratios.size(), 6u);
+  cfg.jitter[0] = 0.f;
+  cfg.jitter[2] = 0.5f;  // saturation only: one channel is left as it is
+  AugmentedDataset sat(base, cfg, 3);
+  sat.get(0, a.data());
+  for (int k = 0; k < 24; ++k) EXPECT_NEAR(a[size_t(k)], float(k + 1), 1e-4f) << k;
 }
 
 TEST(Augment, ResizedCropErasingAndRandAugment) {

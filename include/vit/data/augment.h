@@ -12,6 +12,9 @@
 //                  rotate, shear x/y, translate x/y, brightness, contrast, color,
 //                  solarize, posterize, sharpness; each applied with probability 0.5 at
 //                  magnitude M/10 with a random sign (timm's rand_augment_transform)
+//   color_jitter:  brightness, contrast and saturation in a random order, each by a factor
+//                  drawn uniformly from [max(0, 1 - s), 1 + s] for its strength s
+//                  (torchvision's ColorJitter without hue, as timm's --color-jitter builds it)
 //   reprob > 0:    random erasing of one box (area 2%-33%, aspect 0.3-3.3) with N(0, 1)
 //                  noise in normalized space (timm's RandomErasing, mode 'pixel')
 #pragma once
@@ -30,15 +33,26 @@ struct AugmentConfig {
   int64_t crop_pad = 0;
   float hflip = 0.f;
   float vflip = 0.f;
-  std::string auto_augment;      // "rand-m9-n2": RandAugment, n ops of magnitude m/10 (timm --aa)
-  float reprob = 0.f;            // random erasing probability (timm --reprob), per-pixel noise
+  std::string auto_augment;  // "rand-m9-n2": RandAugment, n ops of magnitude m/10 (timm --aa)
+  float jitter[3] = {0, 0,
+                     0};  // color jitter strengths: brightness, contrast, saturation (timm --color-jitter)
+  float reprob = 0.f;     // random erasing probability (timm --reprob), per-pixel noise
   std::vector<float> mean, std;  // the normalization, to apply photometric ops on [0, 1]
   bool active() const {
     return scale_min > 0.f || crop_pad > 0 || hflip > 0.f || vflip > 0.f || !auto_augment.empty() ||
-           reprob > 0.f;
+           reprob > 0.f || color_jitter();
   }
+  bool color_jitter() const { return jitter[0] > 0.f || jitter[1] > 0.f || jitter[2] > 0.f; }
   void validate() const;
 };
+
+// torchvision's adjust_brightness, adjust_contrast and adjust_saturation on a [C, H, W] image
+// in [0, 1] (C = 1 or 3): the n adjustments order[0..n) (0 brightness, 1 contrast, 2
+// saturation), each by its factor in factors[0..2]: a blend with black, with the mean of the
+// grayscale image, or with the grayscale image (0.2989 R + 0.587 G + 0.114 B; saturation
+// leaves one channel as it is), clamped to [0, 1].
+void color_jitter(float* img, int64_t C, int64_t H, int64_t W, const int* order, int n,
+                  const float factors[3]);
 
 class AugmentedDataset : public Dataset {
  public:
