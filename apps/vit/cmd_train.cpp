@@ -435,6 +435,15 @@ Run add_train(CLI::App& cmd) {
         print_skipped(d.skipped, out);
         VIT_CHECK(d.train->num_classes() <= cfg.num_classes, F.data_dir, " has ", d.train->num_classes(),
                   " classes; the model's head has ", cfg.num_classes, " (set --num-classes)");
+        // What a preset meant for another dataset would do quietly (mnist-seed, the default,
+        // is gray with 10 classes): said once, with the flag that changes it.
+        if (d.train->num_classes() < cfg.num_classes)
+          out << "note: " << F.data_dir << " has " << d.train->num_classes() << " classes, the model's head "
+              << cfg.num_classes << " (--num-classes " << d.train->num_classes() << " fits it to the data)"
+              << std::endl;
+        if (d.kind == "folder" && cfg.in_chans == 1)
+          out << "note: the model takes 1 channel: color images are read as gray (--in-chans 3 keeps color)"
+              << std::endl;
         train_set = std::move(d.train);
         eval_set = std::move(d.eval);
         F.train.class_names = d.class_names;

@@ -304,6 +304,21 @@ TEST(BadInput, CorruptImagesInAFolderStopTheRunOrAreSkippedWithACount) {
   EXPECT_NE(r.out.find(d + "/train/b/cut.png: corrupt PNG"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2 images in 2 classes"), std::string::npos) << r.out;
   EXPECT_TRUE(has_checkpoint(d + "/skip"));
+  // A gray model on a folder says how color is read; a head wider than the data says so.
+  EXPECT_NE(r.out.find("note: the model takes 1 channel: color images are read as gray (--in-chans 3 keeps "
+                       "color)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("fits it to the data"), std::string::npos) << r.out;
+  const std::string wide =
+      "train --threads 1 --model mnist-seed --img-size 16 --epochs 1 -b 2 --data-dir " + d;
+  r = run_vit(wide + " --skip-bad-images --in-chans 3");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(
+      r.out.find("note: " + d + " has 2 classes, the model's head 10 (--num-classes 2 fits it to the data)"),
+      std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("read as gray"), std::string::npos) << r.out;
   // vit eval: the same choice, the list on stderr so that --json stays one object.
   const std::string eval = "eval --threads 1 --checkpoint " + d + "/skip/last.safetensors --data-dir " + d;
   r = run_vit(eval + " --json");
