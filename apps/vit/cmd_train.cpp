@@ -310,6 +310,11 @@ Run add_train(CLI::App& cmd) {
                  "DIR/checkpoint-EPOCH.safetensors, for vit average (timm's; 0 = off)")
       ->check(non_negative())
       ->capture_default_str();
+  cmd.add_option("-j,--workers", t.workers,
+                 "threads that load and augment batches beside the compute threads (timm's; more for image "
+                 "folders on many cores; the same results on any count)")
+      ->check(positive())
+      ->capture_default_str();
   cmd.add_option("--log-every,--log-interval", t.log_every,
                  "steps between log lines when output is not a terminal")
       ->capture_default_str();

@@ -22,10 +22,17 @@ namespace {
 // resumed run may give them anew (they replace the saved ones). And --epochs, whose larger
 // value extends a run (its schedule then spans the new length).
 bool resume_may_change(const std::string& flag) {
-  for (const char* f : {"--threads", "--comm-timeout", "--progress", "--log-every", "--log-interval",
+  for (const char* f : {"--threads", "--workers", "--comm-timeout", "--progress", "--log-every",
                         "--recovery-interval", "--epochs"})
     if (flag == f) return true;
   return false;
+}
+
+// A flag by the name args.json keeps it under (its first long name).
+std::string canonical(const std::string& flag) {
+  if (flag == "-j") return "--workers";
+  if (flag == "--log-interval") return "--log-every";
+  return flag;
 }
 
 nlohmann::json read_args_json(const std::string& dir) {
@@ -100,8 +107,8 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
       dir = args[++i];
     } else if (args[i].rfind("--resume=", 0) == 0) {
       dir = args[i].substr(9);
-    } else if (resume_may_change(args[i]) && i + 1 < args.size()) {
-      extra.insert(extra.end(), {args[i], args[i + 1]});
+    } else if (resume_may_change(canonical(args[i])) && i + 1 < args.size()) {
+      extra.insert(extra.end(), {canonical(args[i]), args[i + 1]});
       ++i;
     } else {
       bad.push_back(args[i]);
@@ -111,11 +118,11 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   // The state file itself names its run directory.
   if (std::filesystem::is_regular_file(dir)) dir = std::filesystem::path(dir).parent_path().string();
   if (dir.empty()) dir = ".";
-  VIT_CHECK(
-      bad.empty(), "--resume ", dir, ": the run's flags come from ", dir,
-      "/args.json; only --threads, --comm-timeout, --progress, --log-every, --recovery-interval and --epochs "
-      "(to train longer) may be given (got ",
-      bad.empty() ? "" : bad[0], ")");
+  VIT_CHECK(bad.empty(), "--resume ", dir, ": the run's flags come from ", dir,
+            "/args.json; only --threads, --workers, --comm-timeout, --progress, --log-every, "
+            "--recovery-interval and "
+            "--epochs (to train longer) may be given (got ",
+            bad.empty() ? "" : bad[0], ")");
   const std::vector<std::string> saved = saved_args(dir);
   auto given = [&](const std::string& flag) {
     return std::find(extra.begin(), extra.end(), flag) != extra.end();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <thread>
+#include <vector>
 
 namespace vit {
 
@@ -13,15 +15,17 @@ std::vector<int64_t> even_ends(int64_t n, int64_t batch) {
 }
 }  // namespace
 
-Prefetcher::Prefetcher(const Dataset& data, std::vector<int64_t> order, int64_t batch, int64_t first_step)
-    : Prefetcher(data, order, even_ends(int64_t(order.size()), batch), first_step) {}
+Prefetcher::Prefetcher(const Dataset& data, std::vector<int64_t> order, int64_t batch, int64_t first_step,
+                       int workers)
+    : Prefetcher(data, order, even_ends(int64_t(order.size()), batch), first_step, workers) {}
 
 Prefetcher::Prefetcher(const Dataset& data, std::vector<int64_t> order, std::vector<int64_t> ends,
-                       int64_t first_step)
+                       int64_t first_step, int workers)
     : data_(data),
       order_(std::move(order)),
       ends_(std::move(ends)),
       first_step_(first_step),
+      workers_(std::max(1, workers)),
       ready_(first_step - 1),
       consumed_(first_step - 1) {
   steps_ = int64_t(ends_.size());
@@ -56,8 +60,29 @@ void Prefetcher::work() {
     float* images = images_[s % 2].data();
     int64_t* labels = labels_[s % 2].data();
     try {
-      // One thread: the compute threads keep the cores; decoding overlaps with them.
-      for (int64_t b = 0; b < n; ++b) labels[b] = data_.get(order_[begin + b], images + b * sample_);
+      // One thread by default: the compute threads keep the cores; decoding overlaps with
+      // them. With more, contiguous parts at once; the first part's error is the first
+      // failing sample's, as on one thread.
+      const int64_t parts = std::min<int64_t>(workers_, n);
+      if (parts <= 1) {
+        load(begin, n, images, labels);
+      } else {
+        std::vector<std::exception_ptr> errors(static_cast<size_t>(parts));
+        auto part = [&](int64_t w) {
+          const int64_t lo = n * w / parts, hi = n * (w + 1) / parts;
+          try {
+            load(begin + lo, hi - lo, images + lo * sample_, labels + lo);
+          } catch (...) {
+            errors[size_t(w)] = std::current_exception();
+          }
+        };
+        std::vector<std::thread> helpers;
+        for (int64_t w = 1; w < parts; ++w) helpers.emplace_back(part, w);
+        part(0);
+        for (auto& h : helpers) h.join();
+        for (auto& e : errors)
+          if (e) std::rethrow_exception(e);
+      }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
       error_ = std::current_exception();
@@ -69,6 +94,10 @@ void Prefetcher::work() {
     ready_ = s;
     cv_.notify_all();
   }
+}
+
+void Prefetcher::load(int64_t begin, int64_t n, float* images, int64_t* labels) const {
+  for (int64_t b = 0; b < n; ++b) labels[b] = data_.get(order_[begin + b], images + b * sample_);
 }
 
 int64_t Prefetcher::next(int64_t s, float** images, const int64_t** labels) {

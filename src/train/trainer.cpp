@@ -43,6 +43,7 @@ void TrainConfig::validate() const {
             "eval metric must be top1, top5 or loss, got '", eval_metric, "'");
   VIT_CHECK(checkpoint_hist >= 0, "checkpoint history must be a number of checkpoints (0: none), got ",
             checkpoint_hist);
+  VIT_CHECK(workers >= 1, "workers must be at least 1, got ", workers);
   VIT_CHECK(log_every >= 0, "log every must be a number of steps (0: none), got ", log_every);
   VIT_CHECK(mixup.mixup_alpha >= 0.f, "mixup alpha must be non-negative (0 = off), got ", mixup.mixup_alpha);
   VIT_CHECK(mixup.cutmix_alpha >= 0.f, "cutmix alpha must be non-negative (0 = off), got ",
@@ -602,9 +603,9 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     const bool partners = cfg.mixup.active() && ranks > 1;
     ShardPlan plan = ranks > 1 ? shard_epoch(order, B, rank, ranks, partners) : ShardPlan{order, {}};
     std::unique_ptr<Prefetcher> batches =
-        ranks > 1
-            ? std::make_unique<Prefetcher>(train_set, std::move(plan.order), std::move(plan.ends), first)
-            : std::make_unique<Prefetcher>(train_set, std::move(plan.order), B, first);
+        ranks > 1 ? std::make_unique<Prefetcher>(train_set, std::move(plan.order), std::move(plan.ends),
+                                                 first, cfg.workers)
+                  : std::make_unique<Prefetcher>(train_set, std::move(plan.order), B, first, cfg.workers);
     for (int64_t s = first; s < steps_per_epoch; ++s, ++p.global_step) {
       const int64_t bs = std::min(B, N - s * B);
       const Rows mine = shard_rows(bs, rank, ranks);

@@ -178,11 +178,14 @@ TEST(Cli, ResumeTakesDisplayFlagsAnewAndRefusesTheRest) {
   Result again = run("train --resume " + dir + " --threads 2 --progress bar --log-every 1");
   EXPECT_EQ(again.code, 0) << again.out;
   EXPECT_NE(again.out.find("threads: 2"), std::string::npos) << again.out;
+  // Short and alias names replace the saved flag too (args.json keeps --workers, --log-every).
+  Result alias = run("train --resume " + dir + " -j 2 --log-interval 3");
+  EXPECT_EQ(alias.code, 0) << alias.out;
   Result lr = run("train --resume " + dir + " --lr 0.1");
   EXPECT_NE(lr.code, 0) << lr.out;
   EXPECT_NE(
-      lr.out.find("only --threads, --comm-timeout, --progress, --log-every, --recovery-interval and --epochs "
-                  "(to train longer) may be given (got --lr)"),
+      lr.out.find("only --threads, --workers, --comm-timeout, --progress, --log-every, --recovery-interval "
+                  "and --epochs (to train longer) may be given (got --lr)"),
       std::string::npos)
       << lr.out;
 }

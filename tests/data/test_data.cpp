@@ -334,21 +334,21 @@ namespace {
 // Sample i is the constant i; sample `bad` throws.
 class Numbers : public Dataset {
  public:
-  explicit Numbers(int64_t n, int64_t bad = -1) : n_(n), bad_(bad) {}
+  explicit Numbers(int64_t n, int64_t bad = -1, int64_t bad2 = -1) : n_(n), bad_(bad), bad2_(bad2) {}
   int64_t size() const override { return n_; }
   int64_t num_classes() const override { return 1000; }
   int64_t channels() const override { return 1; }
   int64_t height() const override { return 1; }
   int64_t width() const override { return 2; }
   int64_t get(int64_t i, float* image) const override {
-    VIT_CHECK(i != bad_, "sample ", i, " is broken");
+    VIT_CHECK(i != bad_ && i != bad2_, "sample ", i, " is broken");
     image[0] = image[1] = float(i);
     return i;
   }
   std::string describe() const override { return "numbers"; }
 
  private:
-  int64_t n_, bad_;
+  int64_t n_, bad_, bad2_;
 };
 }  // namespace
 
@@ -376,6 +376,34 @@ TEST(Prefetcher, ServesBatchesInOrderAndPassesErrorsOn) {
   // Destroyed mid-epoch (an early stop, an exception): no hang.
   Prefetcher early(data, order, 2);
   early.next(0, &x, &y);
+}
+
+// With several workers (vit train -j) each batch is loaded in parts at once: the same
+// batches as one worker, and of two broken samples in one batch the first is reported,
+// whichever part finishes first.
+TEST(Prefetcher, WorkersServeTheSameBatchesAndTheFirstError) {
+  Numbers data(103);
+  std::vector<int64_t> order(103);
+  for (int64_t i = 0; i < 103; ++i) order[size_t(i)] = 102 - i;
+  Prefetcher one(data, order, 16), three(data, order, 16, 0, 3);
+  for (int64_t s = 0; s < one.steps(); ++s) {
+    float *x1, *x3;
+    const int64_t *y1, *y3;
+    const int64_t n = one.next(s, &x1, &y1);
+    ASSERT_EQ(three.next(s, &x3, &y3), n);
+    EXPECT_EQ(std::vector<float>(x1, x1 + 2 * n), std::vector<float>(x3, x3 + 2 * n)) << s;
+    EXPECT_EQ(std::vector<int64_t>(y1, y1 + n), std::vector<int64_t>(y3, y3 + n)) << s;
+  }
+  // Batch 3 holds samples 54..39: 50 (in the first of 3 parts) and 40 (in the last).
+  for (int workers : {1, 3, 16, 40}) {
+    Numbers broken(103, 40, 50);
+    Prefetcher pb(broken, order, 16, 0, workers);
+    float* x;
+    const int64_t* y;
+    for (int64_t s = 0; s < 3; ++s) pb.next(s, &x, &y);
+    EXPECT_NE(test::error_of([&] { pb.next(3, &x, &y); }).find("sample 50 is broken"), std::string::npos)
+        << workers << " workers";
+  }
 }
 
 // A run resumed within an epoch starts at its step: the batches from there on are the

@@ -34,8 +34,8 @@ ViTConfig cfg() {
   return c;
 }
 
-// shards 0: the default, one per thread.
-std::vector<float> run(uint64_t seed, int threads, int shards = 0) {
+// shards 0: the default, one per thread. workers: the threads that load batches.
+std::vector<float> run(uint64_t seed, int threads, int shards = 0, int workers = 1) {
   set_num_threads(threads);
   ViT m(cfg());
   m.init_weights(seed);
@@ -48,6 +48,7 @@ std::vector<float> run(uint64_t seed, int threads, int shards = 0) {
   t.sched.lr = 5e-3f;
   t.optim.weight_decay = 0.05f;
   t.clip_grad = 1.f;
+  t.workers = workers;
   std::ostringstream log;
   train(m, data, nullptr, t, log);
   return std::vector<float>(m.params().data(), m.params().data() + m.table().total());
@@ -60,6 +61,8 @@ TEST(Determinism, SameSeedAndThreadsGiveTheSameBits) {
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
   EXPECT_NE(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(float)));
+  const auto loaded_by_three = run(11, threads, 0, 3);  // vit train -j 3: the same batches
+  EXPECT_EQ(0, std::memcmp(a.data(), loaded_by_three.data(), a.size() * sizeof(float)));
 }
 
 // With the shard count fixed (vit train --shards), the thread count changes only who runs

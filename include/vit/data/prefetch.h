@@ -1,6 +1,9 @@
 // Batches prepared by a worker thread while the model computes: while step s runs on
 // batch s, the worker fills the other buffer with batch s+1. Contents depend only on the
-// order and the dataset, so prefetching changes no result.
+// order and the dataset, so prefetching changes no result. With workers > 1 (vit train -j,
+// timm's --workers) the worker loads each batch in that many contiguous parts at once, for
+// datasets whose decoding and augmentation outrun one thread: the same batches, the same
+// error (the first failing sample's).
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -17,11 +20,12 @@ class Prefetcher {
  public:
   // Serves batches of `batch` samples in `order` (the last one may be smaller), from batch
   // first_step on (a run resumed within an epoch).
-  Prefetcher(const Dataset& data, std::vector<int64_t> order, int64_t batch, int64_t first_step = 0);
+  Prefetcher(const Dataset& data, std::vector<int64_t> order, int64_t batch, int64_t first_step = 0,
+             int workers = 1);
   // Serves batch s = order[ends[s-1] .. ends[s]) (ends[-1] = 0): batches of any size, empty
   // ones included (a data-parallel process's shards of each global batch).
   Prefetcher(const Dataset& data, std::vector<int64_t> order, std::vector<int64_t> ends,
-             int64_t first_step = 0);
+             int64_t first_step = 0, int workers = 1);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -33,11 +37,13 @@ class Prefetcher {
 
  private:
   void work();
+  void load(int64_t begin, int64_t n, float* images, int64_t* labels) const;  // samples order[begin..+n)
   const Dataset& data_;
   std::vector<int64_t> order_;
   int64_t first(int64_t s) const { return s == 0 ? 0 : ends_[s - 1]; }
   std::vector<int64_t> ends_;
   int64_t steps_, sample_, first_step_;
+  int workers_;
   std::vector<float> images_[2];
   std::vector<int64_t> labels_[2];
   std::mutex mu_;

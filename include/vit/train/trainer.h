@@ -83,6 +83,10 @@ struct TrainConfig {
   // best.safetensors) as checkpoint-E.safetensors (run_dir.h; timm's --checkpoint-hist); 0 = off.
   int64_t checkpoint_hist = 0;
   int64_t log_every = 50;  // steps between log lines
+  // Threads that load and augment each batch while the model computes (timm's -j): one by
+  // default, beside the compute threads; more where decoding and augmentation outrun it
+  // (image folders on many cores). Batches and results are the same on any count.
+  int workers = 1;
   // Recovery states (run_dir.h's kRecoveryFile) within an epoch, so that a run killed
   // mid-epoch resumes after its last one: every this many optimizer steps; 0 = none; -1 =
   // by time, once recovery_seconds have passed since the last state (or 20 times that
