@@ -238,7 +238,7 @@ Run add_train(CLI::App& cmd) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--weight-decay", t.optim.weight_decay, "weight decay")->capture_default_str();
   cmd.add_option("--sched", t.sched.name, "lr schedule")
-      ->check(CLI::IsMember({"cosine", "step", "none"}))
+      ->check(CLI::IsMember({"cosine", "step", "multistep", "none"}))
       ->capture_default_str();
   cmd.add_option("--warmup-epochs", t.warmup_epochs, "linear warmup epochs")->capture_default_str();
   cmd.add_option(
@@ -248,10 +248,17 @@ Run add_train(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--warmup-lr", t.sched.warmup_lr, "lr at the start of warmup")->capture_default_str();
   cmd.add_option("--min-lr", t.sched.min_lr, "cosine floor")->capture_default_str();
-  cmd.add_option("--decay-rate", t.sched.decay_rate, "step schedule factor")->capture_default_str();
+  cmd.add_option("--decay-rate", t.sched.decay_rate, "step and multistep schedules: the factor")
+      ->capture_default_str();
   cmd.add_option("--decay-epochs", t.decay_epochs,
                  "step schedule: epochs between decays, counted from the start (timm's; fractions allowed)")
       ->check(positive())
+      ->capture_default_str();
+  cmd.add_option("--decay-milestones", t.decay_milestones,
+                 "multistep schedule: the epochs at which the lr is multiplied by --decay-rate (timm's; its "
+                 "convention: milestone M applies from the step before it)")
+      ->expected(1, -1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->capture_default_str();
   cmd.add_option("--smoothing", t.smoothing, "label smoothing")->capture_default_str();
   cmd.add_option("--clip-grad", t.clip_grad, "clip the global gradient norm (0 = off)")

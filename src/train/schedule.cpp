@@ -1,5 +1,6 @@
 #include "vit/train/schedule.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "vit/core/error.h"
@@ -7,8 +8,11 @@
 namespace vit {
 
 void ScheduleConfig::validate() const {
-  VIT_CHECK(name == "none" || name == "step" || name == "cosine",
-            "schedule must be none, step or cosine, got '", name, "'");
+  VIT_CHECK(name == "none" || name == "step" || name == "multistep" || name == "cosine",
+            "schedule must be none, step, multistep or cosine, got '", name, "'");
+  VIT_CHECK(
+      std::is_sorted(milestones.begin(), milestones.end()) && (milestones.empty() || milestones.front() > 0),
+      "schedule milestones must be positive and ascending");
   VIT_CHECK(lr > 0.f && std::isfinite(lr), "learning rate must be positive, got ", lr);
   VIT_CHECK(min_lr >= 0.f && min_lr <= lr, "min lr must be in [0, lr], got ", min_lr);
   VIT_CHECK(warmup_steps >= 0 && total_steps > 0 && decay_steps > 0, "schedule lengths must be positive");
@@ -20,6 +24,11 @@ float lr_at(const ScheduleConfig& s, int64_t step) {
   // Step decay counts from the run's start, as timm's StepLRScheduler (the warmup only
   // overrides the first steps); cosine runs over the steps after the warmup.
   if (s.name == "step") return s.lr * std::pow(s.decay_rate, float(step / s.decay_steps));
+  if (s.name == "multistep") {
+    const auto passed =
+        std::upper_bound(s.milestones.begin(), s.milestones.end(), step + 1) - s.milestones.begin();
+    return s.lr * std::pow(s.decay_rate, float(passed));
+  }
   const int64_t t = step - s.warmup_steps;
   if (s.name == "cosine") {
     const int64_t span = std::max<int64_t>(1, s.total_steps - s.warmup_steps);

@@ -36,6 +36,9 @@ void TrainConfig::validate() const {
   VIT_CHECK(grad_accum_steps > 0, "grad accum steps must be positive, got ", grad_accum_steps);
   VIT_CHECK(warmup_epochs >= 0.f, "warmup epochs must be non-negative");
   VIT_CHECK(decay_epochs > 0.f, "decay epochs must be positive, got ", decay_epochs);
+  VIT_CHECK(std::is_sorted(decay_milestones.begin(), decay_milestones.end()) &&
+                (decay_milestones.empty() || decay_milestones.front() > 0.f),
+            "decay milestones must be positive epochs in ascending order");
   VIT_CHECK(smoothing >= 0.f && smoothing < 1.f, "label smoothing must be in [0, 1), got ", smoothing);
   VIT_CHECK(clip_grad >= 0.f, "clip grad must be non-negative");
   VIT_CHECK(patience >= 0, "patience must be non-negative");
@@ -313,10 +316,10 @@ std::vector<std::pair<std::string, std::string>> run_fingerprint(const ViT& mode
      << c.optim.name << ' ' << c.optim.momentum << ' ' << c.optim.nesterov << ' ' << c.optim.beta1 << ' '
      << c.optim.beta2 << ' ' << c.optim.eps << ' ' << c.optim.weight_decay << ' ' << c.sched.name << ' '
      << c.sched.lr << ' ' << c.sched.min_lr << ' ' << c.sched.warmup_lr << ' ' << c.sched.decay_rate << ' '
-     << c.decay_epochs << ' ' << c.warmup_epochs << ' ' << c.smoothing << ' ' << c.clip_grad << ' '
-     << c.mixup.mixup_alpha << ' ' << c.mixup.cutmix_alpha << ' ' << c.mixup.prob << ' '
-     << c.mixup.switch_prob << ' ' << c.seed << ' ' << c.patience << ' ' << c.eval_metric << ' ' << c.resume
-     << ' ' << model.amp();
+     << c.decay_epochs << ' ' << nlohmann::json(c.decay_milestones).dump() << ' ' << c.warmup_epochs << ' '
+     << c.smoothing << ' ' << c.clip_grad << ' ' << c.mixup.mixup_alpha << ' ' << c.mixup.cutmix_alpha << ' '
+     << c.mixup.prob << ' ' << c.mixup.switch_prob << ' ' << c.seed << ' ' << c.patience << ' '
+     << c.eval_metric << ' ' << c.resume << ' ' << model.amp();
   const std::string model_json = model.config().to_json(-1), train_str = tc.str();
   return {{"build id", build_id()},
           {"model config hash", hash_hex(model_json.data(), model_json.size())},
@@ -511,6 +514,8 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   sched.total_steps = cfg.epochs * steps_per_epoch;
   sched.warmup_steps = int64_t(std::llround(cfg.warmup_epochs * steps_per_epoch));
   sched.decay_steps = std::max<int64_t>(1, std::llround(cfg.decay_epochs * steps_per_epoch));
+  for (float m : cfg.decay_milestones)
+    sched.milestones.push_back(std::max<int64_t>(1, std::llround(m * steps_per_epoch)));
   sched.validate();
   Optimizer opt(model.table(), cfg.optim);
   LossStep loss_step;

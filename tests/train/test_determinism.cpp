@@ -432,6 +432,17 @@ TEST(Schedule, StepDecaysEveryDecayEpochsCountedFromTheStartAsTimm) {
   EXPECT_FLOAT_EQ(float(h[2].lr), 1e-3f / 16) << "step 8: 4 decays";
   t.decay_epochs = 0;
   EXPECT_THROW(t.validate(), Error);
+  // --sched multistep --decay-milestones 1 2: steps 3 and 6, each applying a step early.
+  t.decay_epochs = 1;
+  t.sched.name = "multistep";
+  t.decay_milestones = {1, 2};
+  ViT ms(cfg());
+  h = train(ms, data, nullptr, t, log);
+  EXPECT_FLOAT_EQ(float(h[0].lr), 0.5e-3f) << "step 2: milestone 3 applies from step 2";
+  EXPECT_FLOAT_EQ(float(h[1].lr), 0.25e-3f) << "step 5: milestone 6 too";
+  EXPECT_FLOAT_EQ(float(h[2].lr), 0.25e-3f) << "step 8";
+  t.decay_milestones = {2, 1};
+  EXPECT_THROW(t.validate(), Error);
 }
 
 // --cooldown-epochs (timm's, DeiT's recipe): the cosine spans --epochs, then the run goes on

@@ -179,6 +179,22 @@ TEST(Schedule, WarmupCosineAndStep) {
   EXPECT_FLOAT_EQ(lr_at(s, 29), 1.f);
   EXPECT_FLOAT_EQ(lr_at(s, 30), 0.5f);
   EXPECT_FLOAT_EQ(lr_at(s, 95), 0.125f);
+  // multistep as timm's MultiStepLRScheduler: milestone m applies from step m - 1.
+  s.name = "multistep";
+  s.milestones = {30, 80};
+  EXPECT_FLOAT_EQ(lr_at(s, 27), 1.f);
+  EXPECT_FLOAT_EQ(lr_at(s, 28), 1.f);
+  EXPECT_FLOAT_EQ(lr_at(s, 29), 0.5f);
+  EXPECT_FLOAT_EQ(lr_at(s, 78), 0.5f);
+  EXPECT_FLOAT_EQ(lr_at(s, 79), 0.25f);
+  EXPECT_FLOAT_EQ(lr_at(s, 5000), 0.25f);
+  s.warmup_steps = 10;  // the warmup overrides the first steps only
+  EXPECT_FLOAT_EQ(lr_at(s, 4), 0.4f);
+  EXPECT_FLOAT_EQ(lr_at(s, 29), 0.5f);
+  s.warmup_steps = 0;
+  s.milestones = {80, 30};
+  EXPECT_THROW(s.validate(), Error);
+  s.milestones = {};
   s.name = "none";
   EXPECT_FLOAT_EQ(lr_at(s, 1000), 1.f);
   s.lr = -1.f;

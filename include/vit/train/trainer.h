@@ -57,6 +57,9 @@ struct TrainConfig {
   // timm counts them (the warmup overrides the first epochs). Fractions of an epoch are
   // rounded to optimizer steps, at least one.
   float decay_epochs = 90.f;
+  // The multistep schedule's milestones in epochs (timm's --decay-milestones, 90 180 270 by
+  // default there and here), rounded to optimizer steps, at least one.
+  std::vector<float> decay_milestones = {90.f, 180.f, 270.f};
   float smoothing = 0.f;
   float clip_grad = 0.f;  // max global grad norm; 0 = off
   MixupConfig mixup;
