@@ -73,9 +73,8 @@ Run add_average(CLI::App& cmd) {
     opt.num_heads = f->num_heads;
     const Pretrained avg = average_checkpoints(files, opt);
     print_notes(avg);
-    nlohmann::json from = nlohmann::json::array();
-    for (auto& s : files) from.push_back(fs::path(s).filename().string());
-    std::map<std::string, std::string> meta = {{"averaged_from", from.dump()}};
+    // The files as named here (two model.safetensors of two directories stay apart).
+    std::map<std::string, std::string> meta = {{"averaged_from", nlohmann::json(files).dump()}};
     if (!avg.class_names.empty()) meta["class_names"] = nlohmann::json(avg.class_names).dump();
     save_checkpoint(f->output, *avg.model, meta, false);
     std::cout << "wrote " << f->output << " (evaluate it: vit eval --checkpoint " << f->output

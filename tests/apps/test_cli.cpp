@@ -134,8 +134,9 @@ TEST(Cli, CheckpointHistoryAndItsAverage) {
   ASSERT_EQ(a.code, 0) << a.out;
   EXPECT_NE(a.out.find("averaging 2 checkpoint(s):"), std::string::npos) << a.out;
   const auto meta = vit::read_safetensors_metadata(avg);
-  EXPECT_EQ(meta.at("averaged_from"),
-            "[\"" + vit::checkpoint_name(epochs[0]) + "\",\"" + vit::checkpoint_name(epochs[1]) + "\"]");
+  EXPECT_EQ(meta.at("averaged_from"), nlohmann::json({(dir / vit::checkpoint_name(epochs[0])).string(),
+                                                      (dir / vit::checkpoint_name(epochs[1])).string()})
+                                          .dump());
   Result one = run("average " + dir.string() + " -n 1 -o " + avg);
   ASSERT_EQ(one.code, 0) << one.out;
   EXPECT_NE(one.out.find("the best by eval_top1 of 2"), std::string::npos) << one.out;
