@@ -40,8 +40,8 @@ struct TrainFlags {
   std::string data_dir, dataset = "auto";
   double val_split = 0;
   int64_t synthetic = 0;
-  AugmentConfig aug;
-  std::vector<float> scale, ratio, betas, color_jitter;
+  AugFlags aug;
+  std::vector<float> betas;
   int threads = 0, shards = 0;
   double comm_timeout = 600;
   std::string resume, pretrained, progress = "auto", recovery = "auto";
@@ -195,25 +195,7 @@ Run add_train(CLI::App& cmd) {
       ->check(fraction());
   cmd.add_option("--synthetic", f->synthetic, "train on N synthetic samples (plus N/5 for evaluation)")
       ->check(positive());
-  cmd.add_option("--crop-pad", f->aug.crop_pad, "random crop after padding by this many pixels (seed 002: 4)")
-      ->capture_default_str();
-  cmd.add_option("--hflip", f->aug.hflip, "horizontal flip probability")->capture_default_str();
-  cmd.add_option("--vflip", f->aug.vflip, "vertical flip probability (timm's)")->capture_default_str();
-  cmd.add_option("--scale", f->scale,
-                 "random resized crop: MIN MAX area share (timm --scale; off by default)")
-      ->expected(2)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd.add_option("--ratio", f->ratio, "random resized crop: MIN MAX aspect ratio")
-      ->expected(2)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd.add_option("--aa", f->aug.auto_augment, "RandAugment, e.g. rand-m9-n2");
-  cmd.add_option(
-         "--color-jitter", f->color_jitter,
-         "color jitter strength S (brightness, contrast and saturation by factors in [1-S, 1+S], in a "
-         "random order; timm's, off by default), or B C S each")
-      ->expected(1, 4)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd.add_option("--reprob", f->aug.reprob, "random erasing probability")->capture_default_str();
+  f->aug.add_to(cmd);
   cmd.add_option("--mixup", t.mixup.mixup_alpha, "mixup alpha (0 = off)")->capture_default_str();
   cmd.add_option("--cutmix", t.mixup.cutmix_alpha, "cutmix alpha (0 = off)")->capture_default_str();
   cmd.add_option("--mixup-prob", t.mixup.prob, "chance a batch is mixed")->capture_default_str();
@@ -355,22 +337,7 @@ Run add_train(CLI::App& cmd) {
     // Impossible flags fail here, before anything is loaded or written; so does an --output
     // that holds another run (never overwritten).
     F.train.validate();
-    if (F.scale.size() == 2) {
-      F.aug.scale_min = F.scale[0];
-      F.aug.scale_max = F.scale[1];
-    }
-    if (F.ratio.size() == 2) {
-      F.aug.ratio_min = F.ratio[0];
-      F.aug.ratio_max = F.ratio[1];
-    }
-    if (!F.color_jitter.empty()) {
-      VIT_CHECK(F.color_jitter.size() != 4,
-                "--color-jitter: hue (a 4th value) is not supported; give S or B C S");
-      VIT_CHECK(F.color_jitter.size() != 2, "--color-jitter: give S, or B C S (got 2 values)");
-      for (int k = 0; k < 3; ++k)
-        F.aug.jitter[k] = F.color_jitter[F.color_jitter.size() == 1 ? 0 : size_t(k)];
-    }
-    F.aug.validate();  // also the flags of augmentations that are off (--crop-pad -3, --ratio 2 1)
+    const AugmentConfig aug_flags = F.aug.config();  // also the flags of augmentations that are off
     F.train.sched.validate();
     // Then a first line at once (a redirected log shows it too: every line is flushed).
     out << first_line(F, comm) << std::endl;
@@ -462,10 +429,11 @@ Run add_train(CLI::App& cmd) {
       }
     });
     std::unique_ptr<AugmentedDataset> augmented;
-    F.aug.mean = cfg.mean;
-    F.aug.std = cfg.std;
-    if (F.aug.active()) {
-      augmented = std::make_unique<AugmentedDataset>(*train_set, F.aug, F.train.seed);
+    AugmentConfig aug = aug_flags;
+    aug.mean = cfg.mean;
+    aug.std = cfg.std;
+    if (aug.active()) {
+      augmented = std::make_unique<AugmentedDataset>(*train_set, aug, F.train.seed);
       F.train.on_epoch_start = [a = augmented.get()](int64_t e) { a->set_epoch(e); };
     }
     if (!F.resume.empty()) {

@@ -103,6 +103,47 @@ std::string ModelFlags::architecture_flag() const {
   return "";
 }
 
+void AugFlags::add_to(CLI::App& cmd) {
+  cmd.add_option("--crop-pad", aug.crop_pad, "random crop after padding by this many pixels (seed 002: 4)")
+      ->capture_default_str();
+  cmd.add_option("--hflip", aug.hflip, "horizontal flip probability")->capture_default_str();
+  cmd.add_option("--vflip", aug.vflip, "vertical flip probability (timm's)")->capture_default_str();
+  cmd.add_option("--scale", scale, "random resized crop: MIN MAX area share (timm --scale; off by default)")
+      ->expected(2)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--ratio", ratio, "random resized crop: MIN MAX aspect ratio")
+      ->expected(2)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--aa", aug.auto_augment, "RandAugment, e.g. rand-m9-n2");
+  cmd.add_option(
+         "--color-jitter", color_jitter,
+         "color jitter strength S (brightness, contrast and saturation by factors in [1-S, 1+S], in a "
+         "random order; timm's, off by default), or B C S each")
+      ->expected(1, 4)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--reprob", aug.reprob, "random erasing probability")->capture_default_str();
+}
+
+AugmentConfig AugFlags::config() const {
+  AugmentConfig a = aug;
+  if (scale.size() == 2) {
+    a.scale_min = scale[0];
+    a.scale_max = scale[1];
+  }
+  if (ratio.size() == 2) {
+    a.ratio_min = ratio[0];
+    a.ratio_max = ratio[1];
+  }
+  if (!color_jitter.empty()) {
+    VIT_CHECK(color_jitter.size() != 4,
+              "--color-jitter: hue (a 4th value) is not supported; give S or B C S");
+    VIT_CHECK(color_jitter.size() != 2, "--color-jitter: give S, or B C S (got 2 values)");
+    for (int k = 0; k < 3; ++k) a.jitter[k] = color_jitter[color_jitter.size() == 1 ? 0 : size_t(k)];
+  }
+  a.validate();
+  return a;
+}
+
 void InputFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--interpolation", interpolation, "resize filter (default: the model's; Pillow's filters)")
       ->check(CLI::IsMember({"bilinear", "bicubic", "lanczos", "box", "hamming", "nearest"}));

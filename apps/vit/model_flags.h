@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "vit/data/augment.h"
 #include "vit/data/open.h"
 #include "vit/io/pretrained.h"
 #include "vit/model/config.h"
@@ -27,6 +28,16 @@ struct ModelFlags {
   void apply_training_overrides(ViTConfig& c) const;
   // The flags that change the architecture (which a pretrained checkpoint fixes), if any.
   std::string architecture_flag() const;
+};
+
+// Training augmentation, timm's flag names (vit train; vit samples draws it to look at).
+struct AugFlags {
+  AugmentConfig aug;
+  std::vector<float> scale, ratio, color_jitter;
+  void add_to(CLI::App& cmd);
+  // The flags' augmentation, validated, also for augmentations that are off (--crop-pad -3,
+  // --ratio 2 1); the normalization (mean, std) is the caller's to set.
+  AugmentConfig config() const;
 };
 
 // How images become the model's input (eval, predict): the model config's eval transform,

@@ -402,10 +402,9 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
   EXPECT_NE(r.out.find("/nonexistent.safetensors"), std::string::npos) << r.out;
 }
 
-TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
-  // Seed 002's recipe (cifar-seed model, Adam, crop + flip, early stopping) on a small
-  // CIFAR-10 binary dataset written here: 64 training and 16 test images.
-  vit::test::TempDir data("cifar_data"), out("cifar_run");
+namespace {
+// A small CIFAR-10 binary dataset: 5 x 13 training and 16 test images of patterned pixels.
+void write_cifar(const vit::test::TempDir& data) {
   auto batch = [](int n, int seed) {
     std::string b;
     for (int i = 0; i < n; ++i) {
@@ -417,6 +416,45 @@ TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
   for (int k = 1; k <= 5; ++k)
     std::ofstream(data / ("data_batch_" + std::to_string(k) + ".bin"), std::ios::binary) << batch(13, k);
   std::ofstream(data / "test_batch.bin", std::ios::binary) << batch(16, 0);
+}
+}  // namespace
+
+// vit samples with vit train's augmentation flags draws what a training epoch sees: a flip
+// of 1 mirrors every image exactly (the normalization's round trip loses nothing), and a
+// random crop is the same for one epoch and seed and changes with the epoch.
+TEST(Cli, SamplesShowTheAugmentationAnEpochSees) {
+  vit::test::TempDir data("samples_data"), out("samples_out");
+  write_cifar(data);
+  const std::string base = "samples --data-dir " + data.str() + " -n 3 --out " + out.str();
+  ASSERT_EQ(run(base + "/plain").code, 0);
+  Result flip = run(base + "/flip --hflip 1");
+  ASSERT_EQ(flip.code, 0) << flip.out;
+  for (int i = 0; i < 3; ++i) {
+    const std::string name =
+        std::vector<std::string>{"/0_airplane.png", "/1_automobile.png", "/2_bird.png"}[size_t(i)];
+    const vit::Image a = vit::read_image(out / ("plain" + name)), b = vit::read_image(out / ("flip" + name));
+    ASSERT_EQ(a.h, 32);
+    int64_t bad = 0;
+    for (int64_t y = 0; y < 32; ++y)
+      for (int64_t x = 0; x < 32; ++x)
+        for (int64_t c = 0; c < 3; ++c) bad += a.px[(y * 32 + x) * 3 + c] != b.px[(y * 32 + 31 - x) * 3 + c];
+    EXPECT_EQ(bad, 0) << name;
+  }
+  const std::string crop = " --scale 0.2 1 --color-jitter 0.4";
+  ASSERT_EQ(run(base + "/e1" + crop).code, 0);
+  ASSERT_EQ(run(base + "/e1again" + crop).code, 0);
+  ASSERT_EQ(run(base + "/e2" + crop + " --epoch 2").code, 0);
+  const std::string first = "/0_airplane.png";
+  EXPECT_EQ(vit::read_image(out / ("e1" + first)).px, vit::read_image(out / ("e1again" + first)).px);
+  EXPECT_NE(vit::read_image(out / ("e1" + first)).px, vit::read_image(out / ("e2" + first)).px);
+  EXPECT_NE(vit::read_image(out / ("e1" + first)).px, vit::read_image(out / ("plain" + first)).px);
+}
+
+TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
+  // Seed 002's recipe (cifar-seed model, Adam, crop + flip, early stopping) on a small
+  // CIFAR-10 binary dataset written here: 65 training and 16 test images.
+  vit::test::TempDir data("cifar_data"), out("cifar_run");
+  write_cifar(data);
   Result r =
       run("train --recipe cifar-seed --data-dir " + data.str() + " --epochs 2 -b 32 --output " + out.str());
   ASSERT_EQ(r.code, 0) << r.out;
