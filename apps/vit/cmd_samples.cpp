@@ -18,16 +18,6 @@
 
 namespace vit::app {
 
-namespace {
-// One value per channel from a flag's one or C values (default: `fallback`).
-std::vector<float> per_channel(const std::vector<float>& v, int64_t C, float fallback, const char* flag) {
-  if (v.empty()) return std::vector<float>(size_t(C), fallback);
-  VIT_CHECK(int64_t(v.size()) == 1 || int64_t(v.size()) == C, flag, ": one value or one per channel (", C,
-            "), got ", v.size());
-  return v.size() == 1 ? std::vector<float>(size_t(C), v[0]) : v;
-}
-}  // namespace
-
 Run add_samples(CLI::App& cmd) {
   struct Flags {
     std::string data_dir, dataset = "auto", split = "test", out;
@@ -53,7 +43,8 @@ Run add_samples(CLI::App& cmd) {
                  "with augmentation: the model's input mean, one value or one per channel (padding takes "
                  "it; default 0.5)");
   cmd.add_option("--std", f->std,
-                 "with augmentation: the model's input std (random erasing's noise has it; default 0.5)");
+                 "with augmentation: the model's input std (random erasing's noise has it; default 0.5)")
+      ->check(positive());
   return [f] {
     const AugmentConfig flags = f->aug.config();
     DatasetSplits d = open_dataset(f->data_dir, f->dataset);
@@ -66,8 +57,8 @@ Run add_samples(CLI::App& cmd) {
     std::unique_ptr<AugmentedDataset> augmented;
     AugmentConfig a = flags;
     if (a.active()) {
-      a.mean = per_channel(f->mean, s->c, 0.5f, "--mean");
-      a.std = per_channel(f->std, s->c, 0.5f, "--std");
+      a.mean = per_channel(f->mean.empty() ? std::vector<float>{0.5f} : f->mean, s->c, "--mean");
+      a.std = per_channel(f->std.empty() ? std::vector<float>{0.5f} : f->std, s->c, "--std");
       InputSpec in;
       in.channels = s->c;
       in.height = s->h;

@@ -76,18 +76,18 @@ ViTConfig ModelFlags::resolve() const {
   return c;
 }
 
+std::vector<float> per_channel(const std::vector<float>& v, int64_t channels, const char* flag) {
+  VIT_CHECK(v.size() == 1 || int64_t(v.size()) == channels, flag, " takes 1 or ", channels,
+            " values (one per input channel), got ", v.size());
+  return v.size() == 1 ? std::vector<float>(size_t(channels), v[0]) : v;
+}
+
 void ModelFlags::apply_training_overrides(ViTConfig& c) const {
   if (drop >= 0) c.drop_rate = c.proj_drop_rate = drop;
   if (drop_path >= 0) c.drop_path_rate = drop_path;
   if (attn_drop >= 0) c.attn_drop_rate = attn_drop;
-  auto per_channel = [&](const std::vector<float>& v, const char* flag, std::vector<float>& out) {
-    if (v.empty()) return;
-    VIT_CHECK(v.size() == 1 || int64_t(v.size()) == c.in_chans, flag, " takes 1 or ", c.in_chans,
-              " values (one per input channel), got ", v.size());
-    out = v.size() == 1 ? std::vector<float>(size_t(c.in_chans), v[0]) : v;
-  };
-  per_channel(mean, "--mean", c.mean);
-  per_channel(std, "--std", c.std);
+  if (!mean.empty()) c.mean = per_channel(mean, c.in_chans, "--mean");
+  if (!std.empty()) c.std = per_channel(std, c.in_chans, "--std");
   for (float s : c.std) VIT_CHECK(s > 0 && std::isfinite(s), "--std must be positive, got ", s);
 }
 

@@ -30,6 +30,9 @@ struct ModelFlags {
   std::string architecture_flag() const;
 };
 
+// --mean or --std given as one value or one per channel, as `channels` values.
+std::vector<float> per_channel(const std::vector<float>& v, int64_t channels, const char* flag);
+
 // Training augmentation, timm's flag names (vit train; vit samples draws it to look at).
 struct AugFlags {
   AugmentConfig aug;

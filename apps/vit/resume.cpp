@@ -120,8 +120,7 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   if (dir.empty()) dir = ".";
   VIT_CHECK(bad.empty(), "--resume ", dir, ": the run's flags come from ", dir,
             "/args.json; only --threads, --workers, --comm-timeout, --progress, --log-every, "
-            "--recovery-interval and "
-            "--epochs (to train longer) may be given (got ",
+            "--recovery-interval and --epochs (to train longer) may be given (got ",
             bad.empty() ? "" : bad[0], ")");
   const std::vector<std::string> saved = saved_args(dir);
   auto given = [&](const std::string& flag) {

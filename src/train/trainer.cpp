@@ -464,16 +464,16 @@ Stopped stopped(const TrainConfig& cfg, const std::string& where, const fs::path
 }
 }  // namespace
 
+double epoch_score(const EpochStats& e, bool eval, const std::string& metric, bool ema) {
+  const EvalResult& r = ema ? e.ema : e.eval;
+  if (metric == "loss") return -(eval ? r.loss : e.train_loss);
+  return eval ? (metric == "top5" ? r.top5 : r.top1) : e.train_top1;
+}
+
 std::vector<double> epoch_scores(const std::vector<EpochStats>& hist, bool eval, const std::string& metric,
                                  bool ema) {
   std::vector<double> s;
-  for (auto& e : hist) {
-    const EvalResult& r = ema ? e.ema : e.eval;
-    if (metric == "loss")
-      s.push_back(-(eval ? r.loss : e.train_loss));
-    else
-      s.push_back(eval ? (metric == "top5" ? r.top5 : r.top1) : e.train_top1);
-  }
+  for (auto& e : hist) s.push_back(epoch_score(e, eval, metric, ema));
   return s;
 }
 
@@ -748,7 +748,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
         << std::endl;
     // The score (p.best_top1 holds the best of it, whatever the metric); the first epoch
     // is the best so far whatever its score.
-    const double score = epoch_scores({e}, eval_set != nullptr, cfg.eval_metric).front();
+    const double score = epoch_score(e, eval_set != nullptr, cfg.eval_metric);
     const bool better = p.hist.size() == 1 || score > p.best_top1;
     if (better) {
       p.best_top1 = score;
@@ -756,7 +756,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     } else {
       ++p.since_best;
     }
-    const double ema_score = epoch_scores({e}, true, cfg.eval_metric, true).front();
+    const double ema_score = epoch_score(e, true, cfg.eval_metric, true);
     const bool ema_better = eval_set && ema && (p.hist.size() == 1 || ema_score > p.best_ema_top1);
     if (ema_better) p.best_ema_top1 = ema_score;
     // The ranks hold the same weights (identical sums, identical updates); checked once an

@@ -491,7 +491,8 @@ TEST(EvalMetric, LossPicksTheLowestEvalLossForTheBestAndTheHistory) {
   const auto h = train(m, data, &data, t, log);
   ASSERT_EQ(h.size(), 4u);
   std::vector<size_t> order = {0, 1, 2, 3};  // epochs by eval loss, lowest first, ties earliest first
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return h[a].eval.loss < h[b].eval.loss; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return h[a].eval.loss < h[b].eval.loss; });
   const auto best = read_safetensors_metadata(dir / "best.safetensors");
   EXPECT_EQ(best.at("epoch"), std::to_string(order[0] + 1)) << log.str();
   EXPECT_EQ(best.at("metric"), "eval_loss");
@@ -499,7 +500,8 @@ TEST(EvalMetric, LossPicksTheLowestEvalLossForTheBestAndTheHistory) {
   std::sort(kept.begin(), kept.end());
   EXPECT_EQ(checkpoint_epochs(dir.str()), kept);
   // Not what top-1 would pick: the test must tell the metrics apart.
-  EXPECT_NE(kept_checkpoints(epoch_scores(h, true, "top1"), 2), kept_checkpoints(epoch_scores(h, true, "loss"), 2))
+  EXPECT_NE(kept_checkpoints(epoch_scores(h, true, "top1"), 2),
+            kept_checkpoints(epoch_scores(h, true, "loss"), 2))
       << "choose a run whose top-1 and loss rank its epochs differently";
   t.eval_metric = "top5";
   t.output.clear();

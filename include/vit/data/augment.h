@@ -34,9 +34,9 @@ struct AugmentConfig {
   float hflip = 0.f;
   float vflip = 0.f;
   std::string auto_augment;  // "rand-m9-n2": RandAugment, n ops of magnitude m/10 (timm --aa)
-  float jitter[3] = {0, 0,
-                     0};  // color jitter strengths: brightness, contrast, saturation (timm --color-jitter)
-  float reprob = 0.f;     // random erasing probability (timm --reprob), per-pixel noise
+  // Color jitter strengths: brightness, contrast, saturation (timm --color-jitter).
+  float jitter[3] = {0, 0, 0};
+  float reprob = 0.f;            // random erasing probability (timm --reprob), per-pixel noise
   std::vector<float> mean, std;  // the normalization, to apply photometric ops on [0, 1]
   bool active() const {
     return scale_min > 0.f || crop_pad > 0 || hflip > 0.f || vflip > 0.f || !auto_augment.empty() ||

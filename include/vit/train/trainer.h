@@ -2,8 +2,8 @@
 // optimizer per step, optional gradient clipping, evaluation after every epoch, and the
 // run directory, each file written atomically:
 //   config.json, summary.csv, last.safetensors, best.safetensors (weights, timm names; their
-//   metadata has the epoch, its step and its train_top1 and eval_top1 in percent), and with
-//   checkpoint_hist the best epochs' checkpoint-E.safetensors
+//   metadata has the epoch, its step, summary.csv's numbers of it and the `metric` that ranks
+//   epochs), and with checkpoint_hist the best epochs' checkpoint-E.safetensors
 //   last.state.safetensors: the weights again (param.<name>: the file alone is one
 //   consistent step, whatever moment a crash hits), optimizer moments (exp_avg.<name>,
 //   exp_avg_sq.<name> or momentum_buffer.<name>) and, in its metadata, the position (epochs done, global
@@ -135,8 +135,10 @@ struct EpochStats {
   double lr = 0, seconds = 0;
 };
 
-// Each epoch's score by TrainConfig::eval_metric, higher is better (the loss negated): the
+// An epoch's score by TrainConfig::eval_metric, higher is better (the loss negated): the
 // eval set's, or the training set's without one; of the model EMA's evaluation with `ema`.
+double epoch_score(const EpochStats& e, bool eval, const std::string& metric = "top1", bool ema = false);
+// Every epoch's.
 std::vector<double> epoch_scores(const std::vector<EpochStats>& hist, bool eval,
                                  const std::string& metric = "top1", bool ema = false);
 // The metric's name in summary.csv and checkpoints' metadata: "eval_top1", "train_loss", ...
