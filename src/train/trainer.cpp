@@ -736,7 +736,12 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     }
     e.lr = lr;
     e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The history keeps the epoch's numbers, as the training state does, not its confusion
+    // matrices (8 MB each at 1000 classes, every epoch of a run): a resumed run's history is
+    // then the same as an uninterrupted one's.
     p.hist.push_back(e);
+    p.hist.back().eval.confusion = std::vector<int64_t>();
+    p.hist.back().ema.confusion = std::vector<int64_t>();
     p.epochs_done = epoch + 1;
     p.step_in_epoch = p.correct_sum = p.seen = 0;
     p.loss_sum = p.seconds = 0;

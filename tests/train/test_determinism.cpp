@@ -142,6 +142,8 @@ void resume_gives_the_same_bits(bool amp) {
   r.resume = true;
   auto hist = train(resumed, data, &data, r, log);
   ASSERT_EQ(hist.size(), 4u) << "the history must include the epochs before the interruption";
+  for (auto& e : hist)  // as the state keeps them: the epochs resumed and trained alike
+    EXPECT_TRUE(e.eval.confusion.empty()) << "epoch " << e.epoch;
   EXPECT_EQ(0, std::memcmp(straight.params().data(), resumed.params().data(),
                            straight.table().total() * sizeof(float)))
       << log.str();

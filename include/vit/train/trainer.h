@@ -127,6 +127,8 @@ struct EvalResult {
   std::vector<double> per_class() const;  // accuracy per true class (0 where it has no samples)
 };
 
+// One epoch of train()'s history: its numbers, as summary.csv and the training state keep
+// them (the evaluations without their confusion matrices).
 struct EpochStats {
   int64_t epoch = 0;
   double train_loss = 0, train_top1 = 0;
