@@ -28,8 +28,9 @@ for n in "${names[@]}"; do
     safetensors) cp -n tests/fixtures/*.safetensors tests/fixtures/pretrained/*.safetensors "$corpus"/ ;;
     config) for f in tests/fixtures/pretrained/*/config.json; do cp -n "$f" "$corpus/$(basename "$(dirname "$f")").json"; done ;;
     image) cp -n tests/fixtures/digit_7.png tests/fixtures/jpeg_claiming_4g_pixels.jpg tests/fixtures/pretrained/images/*.{png,jpg} "$corpus"/ ;;
-    pretrained_config) for k in timm_a hf; do
-        { [[ $k == hf ]] && printf '\1' || printf '\0'; cat tests/fixtures/pretrained/$k/config.json; } >"$corpus/$k"
+    pretrained_config) for k in timm_a hf vit_pytorch; do  # the first byte picks the weights
+        { case $k in hf) printf '\1' ;; vit_pytorch) printf '\2' ;; *) printf '\0' ;; esac
+          cat tests/fixtures/pretrained/$k/config.json; } >"$corpus/$k"
       done ;;
     tensor_spec) hdr='{"x":{"dtype":"F32","shape":[2,1,4,4],"data_offsets":[0,128]}}'
       { echo "x.safetensors:x"; printf "$(printf '\\x%02x' "${#hdr}")\0\0\0\0\0\0\0%s" "$hdr"

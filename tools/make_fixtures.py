@@ -87,27 +87,36 @@ def sincos_table(T, D):
 def param_shapes(c):
     """timm's names and shapes, in vitcpp's table order."""
     D, M, C = c["embed_dim"], c["mlp_dim"], c["in_chans"]
+    I = c["num_heads"] * c.get("dim_head", D // c["num_heads"])  # the attention's width
     Ph, Pw = c["patch_size"]
     H, W = c["img_size"]
     N = (H // Ph) * (W // Pw)
     T = N + (1 if c["class_token"] else 0)
     shapes = {"patch_embed.proj.weight": (D, C, Ph, Pw), "patch_embed.proj.bias": (D,)}
+    if c.get("patch_norm"):  # vit-pytorch's LayerNorms before and after the projection
+        shapes.update({"patch_embed.norm_in.weight": (C * Ph * Pw,), "patch_embed.norm_in.bias": (C * Ph * Pw,),
+                       "patch_embed.norm.weight": (D,), "patch_embed.norm.bias": (D,)})
     if c["class_token"]:
         shapes["cls_token"] = (1, 1, D)
     shapes["pos_embed"] = (1, T, D)
     for i in range(c["depth"]):
         p = f"blocks.{i}."
-        shapes.update({p + "norm1.weight": (D,), p + "norm1.bias": (D,), p + "attn.qkv.weight": (3 * D, D)})
+        shapes.update({p + "norm1.weight": (D,), p + "norm1.bias": (D,), p + "attn.qkv.weight": (3 * I, D)})
         if c["qkv_bias"]:
-            shapes[p + "attn.qkv.bias"] = (3 * D,)
-        shapes.update({p + "attn.proj.weight": (D, D), p + "attn.proj.bias": (D,),
+            shapes[p + "attn.qkv.bias"] = (3 * I,)
+        shapes.update({p + "attn.proj.weight": (D, I), p + "attn.proj.bias": (D,),
                        p + "norm2.weight": (D,), p + "norm2.bias": (D,),
                        p + "mlp.fc1.weight": (M, D), p + "mlp.fc1.bias": (M,),
                        p + "mlp.fc2.weight": (D, M), p + "mlp.fc2.bias": (D,)})
-    norm = "fc_norm" if c["global_pool"] == "avg" else "norm"
+    norm = "fc_norm" if fc_norm(c) else "norm"
     shapes.update({norm + ".weight": (D,), norm + ".bias": (D,),
                    "head.weight": (c["num_classes"], D), "head.bias": (c["num_classes"],)})
     return shapes
+
+
+def fc_norm(c):
+    """timm's default: the final norm after pooling exactly for avg pooling."""
+    return c.get("fc_norm", c["global_pool"] == "avg")
 
 
 def init_params(c, gen):
@@ -141,9 +150,16 @@ def forward(c, p, x, mask=None):
     masked keys get no attention; avg pooling averages the visible patches."""
     B = x.shape[0]
     D, nh, eps = c["embed_dim"], c["num_heads"], c["norm_eps"]
-    hd = D // nh
-    t = F.conv2d(x, p["patch_embed.proj.weight"], p["patch_embed.proj.bias"], stride=tuple(c["patch_size"]))
-    t = t.flatten(2).transpose(1, 2)  # [B, N, D], patches in row-major grid order
+    hd = c.get("dim_head", D // nh)
+    if c.get("patch_norm"):
+        # Each patch as a row in (channel, row, column) order, normed, projected, normed.
+        cols = F.unfold(x, kernel_size=tuple(c["patch_size"]), stride=tuple(c["patch_size"])).transpose(1, 2)
+        cols = layer_norm(cols, p["patch_embed.norm_in.weight"], p["patch_embed.norm_in.bias"], eps)
+        t = F.linear(cols, p["patch_embed.proj.weight"].flatten(1), p["patch_embed.proj.bias"])
+        t = layer_norm(t, p["patch_embed.norm.weight"], p["patch_embed.norm.bias"], eps)
+    else:
+        t = F.conv2d(x, p["patch_embed.proj.weight"], p["patch_embed.proj.bias"], stride=tuple(c["patch_size"]))
+        t = t.flatten(2).transpose(1, 2)  # [B, N, D], patches in row-major grid order
     if c["class_token"]:
         t = torch.cat([p["cls_token"].expand(B, -1, -1), t], dim=1)
     t = t + p["pos_embed"]
@@ -162,19 +178,24 @@ def forward(c, p, x, mask=None):
         if key_mask is not None:
             scores = scores.masked_fill(~key_mask[:, None, None, :], float("-inf"))
         a = scores.softmax(dim=-1) @ vv
-        a = a.transpose(1, 2).reshape(B, T, D)
+        a = a.transpose(1, 2).reshape(B, T, nh * hd)
         t = t + F.linear(a, p[q + "attn.proj.weight"], p[q + "attn.proj.bias"])
         h = layer_norm(t, p[q + "norm2.weight"], p[q + "norm2.bias"], eps)
         h = F.gelu(F.linear(h, p[q + "mlp.fc1.weight"], p[q + "mlp.fc1.bias"]))
         t = t + F.linear(h, p[q + "mlp.fc2.weight"], p[q + "mlp.fc2.bias"])
     if c["global_pool"] == "avg":
-        patches = t[:, pre:]
+        if not fc_norm(c):  # timm's norm on every token, then the mean
+            t = layer_norm(t, p["norm.weight"], p["norm.bias"], eps)
+        # The patches, or every token with pool_include_prefix (vit-pytorch's pool='mean').
+        first = 0 if c.get("pool_include_prefix") else pre
+        pooled_rows = t[:, first:]
         if mask is not None:
-            m = mask[:, :, None].double()
-            pooled = (patches * m).sum(1) / m.sum(1).clamp(min=1)
+            m = (key_mask if first == 0 else mask)[:, :, None].double()
+            pooled = (pooled_rows * m).sum(1) / m.sum(1).clamp(min=1)
         else:
-            pooled = patches.mean(1)
-        pooled = layer_norm(pooled, p["fc_norm.weight"], p["fc_norm.bias"], eps)
+            pooled = pooled_rows.mean(1)
+        if fc_norm(c):
+            pooled = layer_norm(pooled, p["fc_norm.weight"], p["fc_norm.bias"], eps)
     else:
         pooled = layer_norm(t, p["norm.weight"], p["norm.bias"], eps)[:, 0]
     return F.linear(pooled, p["head.weight"], p["head.bias"])
@@ -191,7 +212,7 @@ def loss_fn(logits, labels, targets, smoothing):
 def make_fixture(path, c, B, labels=None, soft=False, mask=None, smoothing=0.0):
     gen = torch.Generator().manual_seed(0)
     cfg = dict(c, pos_drop_rate=0.0, attn_drop_rate=0.0, proj_drop_rate=0.0, drop_rate=0.0,
-               drop_path_rate=0.0, norm_eps=1e-6)
+               drop_path_rate=0.0, norm_eps=c.get("norm_eps", 1e-6))
     params = init_params(cfg, gen)
     x = torch.randn(B, c["in_chans"], *c["img_size"], generator=gen).float().double()
     targets = torch.randn(B, c["num_classes"], generator=gen).softmax(-1).float().double() if soft else None
@@ -274,6 +295,26 @@ def main():
     losses = make_fixture(os.path.join(args.out, "vit_avg_sincos_mask.safetensors"), avg_sincos, B=3,
                           soft=True, mask=mask)
     print(f"vit_avg_sincos_mask: AdamW loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+
+    # Heads wider than embed_dim / num_heads (vit-pytorch's dim_head): 3 heads of 8 on a
+    # 12-wide model; class-token pooling, so vitcpp's class-token tail runs on it too.
+    dim_head = dict(cls_learn, embed_dim=12, num_heads=3, dim_head=8, mlp_dim=20, num_classes=3)
+    losses = make_fixture(os.path.join(args.out, "vit_dim_head.safetensors"), dim_head, B=3,
+                          labels=torch.tensor([2, 0, 1]))
+    print(f"vit_dim_head: AdamW loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+
+    # vit-pytorch's ViT (seed vit-pytorch-code-review.md): LayerNorms around the patch
+    # projection, 2 heads of 8 on a 12-wide model, no qkv bias, the final norm on every token
+    # and the mean over all of them (class token included), nn.LayerNorm's eps; with a mask.
+    lucid = {"img_size": [8, 12], "in_chans": 3, "patch_size": [4, 4], "embed_dim": 12, "depth": 2,
+             "num_heads": 2, "dim_head": 8, "mlp_dim": 24, "qkv_bias": False, "global_pool": "avg",
+             "fc_norm": False, "pool_include_prefix": True, "patch_norm": True, "class_token": True,
+             "pos_embed": "learn", "num_classes": 4, "norm_eps": 1e-5, "mean": [0.5] * 3, "std": [0.5] * 3}
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    mask[1, [0, 4]] = False
+    losses = make_fixture(os.path.join(args.out, "vit_pytorch_style.safetensors"), lucid, B=3,
+                          labels=torch.tensor([3, 0, 2]), mask=mask)
+    print(f"vit_pytorch_style: AdamW loss {losses[0]:.6f} -> {losses[-1]:.6f}")
 
 
 if __name__ == "__main__":

@@ -31,9 +31,16 @@ void ModelFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--embed-dim", embed_dim, "embedding dimension")->check(positive());
   cmd.add_option("--depth", depth, "number of encoder blocks")->check(positive());
   cmd.add_option("--num-heads", num_heads, "attention heads")->check(positive());
+  cmd.add_option("--dim-head", dim_head,
+                 "width of each attention head (vit-pytorch's dim_head; default: embed dim / heads)")
+      ->check(positive());
   cmd.add_option("--mlp-dim", mlp_dim, "MLP hidden size")->check(positive());
   cmd.add_option("--num-classes", num_classes, "classes of the head")->check(positive());
   cmd.add_option("--pool", pool, "global pool: token or avg")->check(CLI::IsMember({"token", "avg"}));
+  cmd.add_flag("--pool-include-prefix", pool_include_prefix,
+               "average pooling takes the class token too (vit-pytorch's pool='mean'; timm's leaves it out)");
+  cmd.add_flag("--patch-norm", patch_norm,
+               "LayerNorms before and after the patch projection, as vit-pytorch's patch embedding");
   cmd.add_option("--pos-embed", pos_embed, "position embedding: learn or sincos")
       ->check(CLI::IsMember({"learn", "sincos"}));
   cmd.add_option("--drop", drop, "dropout rate (projections, MLP and head)")->check(rate());
@@ -65,12 +72,15 @@ ViTConfig ModelFlags::resolve() const {
   if (embed_dim > 0) c.embed_dim = embed_dim;
   if (depth > 0) c.depth = depth;
   if (num_heads > 0) c.num_heads = num_heads;
+  if (dim_head > 0) c.dim_head = dim_head;
   if (mlp_dim > 0) c.mlp_dim = mlp_dim;
   if (num_classes > 0) c.num_classes = num_classes;
   if (!pool.empty()) {
     c.global_pool = pool;
   }
   if (!pos_embed.empty()) c.pos_embed = pos_embed;
+  if (pool_include_prefix) c.pool_include_prefix = true;
+  if (patch_norm) c.patch_norm = true;
   apply_training_overrides(c);
   c.validate();
   return c;
@@ -97,9 +107,12 @@ std::string ModelFlags::architecture_flag() const {
   if (in_chans > 0) return "--in-chans";
   if (embed_dim > 0) return "--embed-dim";
   if (depth > 0) return "--depth";
+  if (dim_head > 0) return "--dim-head";
   if (mlp_dim > 0) return "--mlp-dim";
   if (!pool.empty()) return "--pool";
   if (!pos_embed.empty()) return "--pos-embed";
+  if (pool_include_prefix) return "--pool-include-prefix";
+  if (patch_norm) return "--patch-norm";
   return "";
 }
 

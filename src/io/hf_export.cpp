@@ -28,6 +28,9 @@ std::vector<std::string> hf_unsupported(const ViTConfig& c) {
   if (c.layer_scale()) why.push_back("LayerScale (init_values)");
   if (c.pre_norm) why.push_back("a LayerNorm before the blocks (pre_norm)");
   if (!c.patch_bias) why.push_back("no patch-embedding bias");
+  if (c.patch_norm) why.push_back("LayerNorms around the patch projection (patch_norm)");
+  if (c.attn_dim() != c.embed_dim)
+    why.push_back("attention heads of their own width (dim_head=" + std::to_string(c.head_dim()) + ")");
   if (c.img_h != c.img_w)
     why.push_back("a non-square input (" + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) + ")");
   if (c.patch_h != c.patch_w)
@@ -87,8 +90,9 @@ std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
   if (!why.empty()) {
     std::string list;
     for (const auto& w : why) list += (list.empty() ? "" : ", ") + w;
+    const bool timm_too = c.patch_norm || c.pool_include_prefix || c.attn_dim() != c.embed_dim;  // export_timm
     throw Error(dir + ": not exported: Hugging Face's ViT cannot express " + list +
-                " (use --format timm or --format onnx)");
+                (timm_too ? " (use --format onnx)" : " (use --format timm or --format onnx)"));
   }
   VIT_CHECK(class_names.empty() || int64_t(class_names.size()) == c.num_classes, dir, ": ",
             class_names.size(), " class names for ", c.num_classes, " classes");

@@ -34,6 +34,7 @@ std::string detect_format(const SafeTensors& st) {
     if (t.name.rfind("vit.embeddings.", 0) == 0 || t.name.rfind("embeddings.patch_embeddings.", 0) == 0)
       return "hf";
   if (st.metadata().count("vit_config")) return "vitcpp";
+  if (detail::is_vit_pytorch(st)) return "vit-pytorch";
   // A vitcpp config.json (mlp_dim) rather than timm's (architecture, model_args).
   if (auto j = detail::json_beside(st, "config.json"); j && j->contains("mlp_dim")) return "vitcpp";
   return "timm";
@@ -112,9 +113,10 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   out.file = weights_file(path, opt.last);
   const SafeTensors st = SafeTensors::open(out.file);
   out.format = detect_format(st);
-  detail::Mapping m = out.format == "hf"       ? detail::hf_mapping(st)
-                      : out.format == "vitcpp" ? vitcpp_mapping(st)
-                                               : detail::timm_mapping(st, opt.num_heads);
+  detail::Mapping m = out.format == "hf"            ? detail::hf_mapping(st)
+                      : out.format == "vitcpp"      ? vitcpp_mapping(st)
+                      : out.format == "vit-pytorch" ? detail::vit_pytorch_mapping(st, opt.num_heads)
+                                                    : detail::timm_mapping(st, opt.num_heads);
   ViTConfig c = m.cfg;
   // The file's own patch grid, for resampling the position embedding (a patch size of 0 from
   // a config.json would divide by zero here before validate() said so; found by
@@ -161,6 +163,10 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
     float* dst = model->params().data() + s.offset;
     if (new_head && (s.name == "head.weight" || s.name == "head.bias")) {
       std::fill(dst, dst + s.numel(), 0.f);  // the paper's zero-initialized head
+      continue;
+    }
+    if (auto f = m.fills.find(s.name); f != m.fills.end()) {
+      f->second(dst);
       continue;
     }
     auto it = m.sources.find(s.name);
@@ -260,6 +266,15 @@ std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
             "timm has a patch-embedding bias exactly when pre_norm is off; this model "
             "has pre_norm=",
             c.pre_norm, " and patch_bias=", c.patch_bias);
+  VIT_CHECK(c.attn_dim() == c.embed_dim, dir, ": not exported: timm's ViT splits embed_dim over the heads; this "
+            "model's heads are ", c.head_dim(), " wide (dim_head), ", c.attn_dim(), " channels for embed_dim ",
+            c.embed_dim, " (use --format onnx)");
+  VIT_CHECK(!c.patch_norm, dir,
+            ": not exported: timm's ViT has no LayerNorm before the patch projection (patch_norm; use "
+            "--format onnx)");
+  VIT_CHECK(!c.pool_include_prefix, dir,
+            ": not exported: timm's average pooling leaves the class token out; this model's takes it in "
+            "(pool_include_prefix; use --format onnx)");
   const float* params = model.fp32_params(dir + ": not exported");
   fs::create_directories(dir);
   std::vector<TensorOut> tensors;

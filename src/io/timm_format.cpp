@@ -44,26 +44,24 @@ int64_t heads_from_architecture(const std::string& arch, int64_t embed_dim) {
   return 0;
 }
 
-namespace {
-
-// j[key] if present and not null.
 const json* field(const json& j, const char* key) {
   auto it = j.find(key);
   return it == j.end() || it->is_null() ? nullptr : &*it;
 }
 
-// An int or [h, w] (timm's img_size / patch_size).
 bool read_size(const json* v, int64_t& h, int64_t& w, const char* what) {
   if (!v) return false;
   if (v->is_number()) {
     h = w = json_int(*v, what);
   } else {
-    VIT_CHECK(v->is_array() && v->size() == 2, "expected an int or [h, w], got ", v->dump());
+    VIT_CHECK(v->is_array() && v->size() == 2, what, ": expected an int or [h, w], got ", v->dump());
     h = json_int((*v)[0], what);
     w = json_int((*v)[1], what);
   }
   return true;
 }
+
+namespace {
 
 void read_pretrained_cfg(const json& p, ViTConfig& c, Mapping& m) {
   if (auto* v = field(p, "mean")) c.mean = v->get<std::vector<float>>();

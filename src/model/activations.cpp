@@ -30,7 +30,8 @@ class Carver {
 int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp,
                    bool tail) {
   const int64_t T = cfg.num_tokens(), C = cfg.embed_dim, N = cfg.num_patches(), M = cfg.mlp_dim,
-                H = cfg.num_heads, K = cfg.num_classes, P = cfg.in_chans * cfg.patch_h * cfg.patch_w;
+                H = cfg.num_heads, K = cfg.num_classes, P = cfg.in_chans * cfg.patch_h * cfg.patch_w,
+                I = cfg.attn_dim();
   const int64_t nblocks = training ? cfg.depth : 1;  // inference reuses one block's buffers
   const bool attn_drop = training && cfg.attn_drop_rate > 0.f;
   Carver c(base);
@@ -40,6 +41,14 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
   A.tail = tail;
   A.cols = c.take({B * N, P});
   A.pe = c.take({B * N, C});
+  if (cfg.patch_norm) {  // the patches normed (the projection's input), and its output normed
+    A.cols_ln = c.take({B * N, P});
+    A.cols_mean = c.take({B * N});
+    A.cols_rstd = c.take({B * N});
+    A.pe_ln = c.take({B * N, C});
+    A.pe_mean = c.take({B * N});
+    A.pe_rstd = c.take({B * N});
+  }
   A.x0 = c.take({B, T, C});
   if (cfg.pre_norm) {
     A.x_pre = c.take({B, T, C});
@@ -53,7 +62,7 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
     a.ln1 = c.take({B * T, C});
     a.ln1_mean = c.take({B * T});
     a.ln1_rstd = c.take({B * T});
-    a.qkv = c.take({B, T, 3 * C});
+    a.qkv = c.take({B, T, 3 * I});
     if (training && amp) a.ln1_b = bf16(B * T * C);
   };
   auto rest_part = [&](BlockActs& a, int64_t Tq) {
@@ -63,7 +72,7 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
     // or into the caller's buffer when attention maps are asked for (run_forward's attn).
     a.probs = training ? c.take({B, H, Tq, T}) : Tensor(nullptr, {B, H, Tq, T});
     if (attn_drop) a.probs_drop = c.take({B, H, Tq, T});
-    a.ao = c.take({B, Tq, C});
+    a.ao = c.take({B, Tq, I});
     a.r1 = c.take({B, Tq, C});
     a.ln2 = c.take({R, C});
     a.ln2_mean = c.take({R});
@@ -75,7 +84,7 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
       a.br1 = c.take({R, C});
       a.br2 = c.take({R, C});
     }
-    if (training && amp) a.ao_b = bf16(R * C), a.mlp.x_bf16 = bf16(R * C), a.mlp.act_bf16 = bf16(R * M);
+    if (training && amp) a.ao_b = bf16(R * I), a.mlp.x_bf16 = bf16(R * C), a.mlp.act_bf16 = bf16(R * M);
   };
   A.blocks.assign(nblocks, {});
   for (int64_t l = 0; l < nblocks; ++l) {
@@ -105,9 +114,14 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
     A.dbranch = c.take({B * T, C});
     A.dact = c.take({B * T, M});
     A.dln = c.take({B * T, C});
-    A.dao = c.take({B, T, C});
-    A.dqkv = c.take({B, T, 3 * C});
+    A.dao = c.take({B, T, I});
+    A.dqkv = c.take({B, T, 3 * I});
     A.dpe = c.take({B * N, C});
+    if (cfg.patch_norm) {
+      A.dpe_raw = c.take({B * N, C});
+      A.dcols_ln = c.take({B * N, P});
+      A.dcols = c.take({B * N, P});
+    }
     if (tail) A.dxcls = c.take({B, 1, C});
   }
   return c.used();

@@ -33,6 +33,7 @@ void ViTConfig::validate() const {
                                {"embed_dim", embed_dim, int64_t(1) << 16},
                                {"depth", depth, int64_t(1) << 10},
                                {"mlp_dim", mlp_dim, int64_t(1) << 18},
+                               {"dim_head", dim_head, int64_t(1) << 16},
                                {"num_classes", num_classes, int64_t(1) << 24},
                                {"reg_tokens", reg_tokens, int64_t(1) << 10}})
     VIT_CHECK(v <= most, "config: ", name, " ", v, " is implausibly large (at most ", most, ")");
@@ -45,11 +46,16 @@ void ViTConfig::validate() const {
             "config: embed_dim, depth and mlp_dim must be positive");
   VIT_CHECK(num_classes >= 0, "config: num_classes must be positive, or 0 for a model without a head, got ",
             num_classes);
-  VIT_CHECK(num_heads > 0 && embed_dim % num_heads == 0, "config: num_heads ", num_heads,
-            " does not divide embed_dim ", embed_dim);
+  VIT_CHECK(num_heads > 0 && num_heads <= (int64_t(1) << 12), "config: num_heads must be in [1, 4096], got ",
+            num_heads);
+  VIT_CHECK(dim_head >= 0, "config: dim_head must be positive (or 0: embed_dim / num_heads), got ", dim_head);
+  VIT_CHECK(dim_head > 0 || embed_dim % num_heads == 0, "config: num_heads ", num_heads,
+            " does not divide embed_dim ", embed_dim, " (dim_head sets the heads' width apart from it)");
   VIT_CHECK(global_pool == "token" || global_pool == "avg",
             "config: global_pool must be 'token' or 'avg', got '", global_pool, "'");
   VIT_CHECK(global_pool != "token" || class_token, "config: global_pool 'token' needs class_token");
+  VIT_CHECK(!pool_include_prefix || global_pool == "avg",
+            "config: pool_include_prefix is for global_pool 'avg' (token pooling takes the class token alone)");
   VIT_CHECK(reg_tokens >= 0, "config: reg_tokens must be non-negative, got ", reg_tokens);
   VIT_CHECK(init_values >= 0.f, "config: init_values (LayerScale) must be non-negative, got ", init_values);
   VIT_CHECK(known_interpolation(interpolation), "config: unknown interpolation '", interpolation,
@@ -119,6 +125,10 @@ std::string ViTConfig::to_json(int indent) const {
             {"interpolation", interpolation},
             {"crop_pct", tidy(crop_pct)},
             {"crop_mode", crop_mode}};
+  // Written only where it changes the model, so that every other config reads as before.
+  if (attn_dim() != embed_dim) j["dim_head"] = head_dim();
+  if (patch_norm) j["patch_norm"] = true;
+  if (pool_include_prefix) j["pool_include_prefix"] = true;
   return j.dump(indent);
 }
 
@@ -164,6 +174,8 @@ ViTConfig ViTConfig::from_json(const std::string& text) {
         c.depth = as_int(v, key);
       else if (key == "num_heads")
         c.num_heads = as_int(v, key);
+      else if (key == "dim_head")
+        c.dim_head = as_int(v, key);
       else if (key == "mlp_dim")
         c.mlp_dim = as_int(v, key);
       else if (key == "qkv_bias")
@@ -182,6 +194,10 @@ ViTConfig ViTConfig::from_json(const std::string& text) {
         c.pre_norm = v.get<bool>();
       else if (key == "patch_bias")
         c.patch_bias = v.get<bool>();
+      else if (key == "patch_norm")
+        c.patch_norm = v.get<bool>();
+      else if (key == "pool_include_prefix")
+        c.pool_include_prefix = v.get<bool>();
       else if (key == "fc_norm")
         c.fc_norm = v.is_null() ? std::nullopt : std::optional<bool>(v.get<bool>());
       else if (key == "init_values")
@@ -335,13 +351,13 @@ std::vector<std::string> preset_names() {
 }
 
 int64_t forward_flops(const ViTConfig& c, bool cls_tail) {
-  const int64_t T = c.num_tokens(), D = c.embed_dim, N = c.num_patches();
+  const int64_t T = c.num_tokens(), D = c.embed_dim, N = c.num_patches(), I = c.attn_dim();
   const int64_t patch = 2 * N * D * c.in_chans * c.patch_h * c.patch_w;
   // A block whose rows after qkv are Tq of the T tokens.
   auto block = [&](int64_t Tq) {
-    return 2 * T * D * 3 * D              // qkv
-           + 2 * 2 * Tq * T * D           // q k^T and P v
-           + 2 * Tq * D * D               // proj
+    return 2 * T * D * 3 * I              // qkv
+           + 2 * 2 * Tq * T * I           // q k^T and P v
+           + 2 * Tq * I * D               // proj
            + 2 * 2 * Tq * D * c.mlp_dim;  // fc1, fc2
   };
   const int64_t blocks = cls_tail && c.depth > 0 ? (c.depth - 1) * block(T) + block(1) : c.depth * block(T);

@@ -18,9 +18,17 @@ void ParamTable::add(std::string name, Shape shape, Init init) {
 
 ParamTable::ParamTable(const ViTConfig& c) {
   c.validate();
-  const int64_t D = c.embed_dim, M = c.mlp_dim;
+  const int64_t D = c.embed_dim, M = c.mlp_dim, I = c.attn_dim();
+  if (c.patch_norm) {  // over the patch's values in im2col's (channel, row, column) order
+    add("patch_embed.norm_in.weight", {c.patch_dim()}, Init::Ones);
+    add("patch_embed.norm_in.bias", {c.patch_dim()}, Init::Zeros);
+  }
   add("patch_embed.proj.weight", {D, c.in_chans, c.patch_h, c.patch_w}, Init::ConvDefault);
   if (c.patch_bias) add("patch_embed.proj.bias", {D}, Init::ConvDefault);
+  if (c.patch_norm) {
+    add("patch_embed.norm.weight", {D}, Init::Ones);
+    add("patch_embed.norm.bias", {D}, Init::Zeros);
+  }
   if (c.class_token) add("cls_token", {1, 1, D}, Init::ClsToken);
   if (c.reg_tokens > 0) add("reg_token", {1, c.reg_tokens, D}, Init::ClsToken);
   add("pos_embed", {1, c.pos_embed_len(), D}, c.pos_embed == "sincos" ? Init::SinCos : Init::TruncNormal);
@@ -32,9 +40,9 @@ ParamTable::ParamTable(const ViTConfig& c) {
     const std::string p = "blocks." + std::to_string(i) + ".";
     add(p + "norm1.weight", {D}, Init::Ones);
     add(p + "norm1.bias", {D}, Init::Zeros);
-    add(p + "attn.qkv.weight", {3 * D, D}, Init::TruncNormal);
-    if (c.qkv_bias) add(p + "attn.qkv.bias", {3 * D}, Init::Zeros);
-    add(p + "attn.proj.weight", {D, D}, Init::TruncNormal);
+    add(p + "attn.qkv.weight", {3 * I, D}, Init::TruncNormal);
+    if (c.qkv_bias) add(p + "attn.qkv.bias", {3 * I}, Init::Zeros);
+    add(p + "attn.proj.weight", {D, I}, Init::TruncNormal);
     add(p + "attn.proj.bias", {D}, Init::Zeros);
     if (c.layer_scale()) add(p + "ls1.gamma", {D}, Init::LayerScale);
     add(p + "norm2.weight", {D}, Init::Ones);

@@ -67,6 +67,10 @@ ViT::Weights ViT::bind(float* base) {
   const int64_t D = cfg_.embed_dim;
   w.patch_w = reshape(t("patch_embed.proj.weight"), {D, cfg_.in_chans * cfg_.patch_h * cfg_.patch_w});
   w.patch_b = t("patch_embed.proj.bias");
+  w.pin_w = t("patch_embed.norm_in.weight");
+  w.pin_b = t("patch_embed.norm_in.bias");
+  w.pout_w = t("patch_embed.norm.weight");
+  w.pout_b = t("patch_embed.norm.bias");
   w.cls = t("cls_token");
   w.reg = t("reg_token");
   w.pos = t("pos_embed");
@@ -107,6 +111,12 @@ Tensor* opt(Tensor& t) {
 }
 }  // namespace
 
+const uint8_t* ViT::pool_mask() const {
+  if (!have_mask_) return nullptr;
+  // [B, N] for the patches; [B, T] (prefix tokens visible) when the mean takes them too.
+  return cfg_.pool_include_prefix ? key_mask_.data() : patch_mask_.data();
+}
+
 bool ViT::norm_all_tokens() const {
   return !cfg_.use_fc_norm() && cfg_.avg_pool();
 }
@@ -135,7 +145,7 @@ void ViT::set_masks(int64_t B, const uint8_t* mask) {
 
 void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode, float* attn,
                       bool every_row) {
-  const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim;
+  const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim, I = cfg_.attn_dim();
   auto rate = [&](float r) { return mode.train ? r : 0.f; };
   auto key = [&](uint64_t site) { return rng_key(mode.seed, mode.step, site); };
   // Index of t's first element in the global batch (t's leading dims hold B samples).
@@ -146,9 +156,15 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
 
   Tensor img(const_cast<float*>(images), {B, cfg_.in_chans, cfg_.img_h, cfg_.img_w});
   ops::im2col_patches(A.cols, img, cfg_.patch_h, cfg_.patch_w);
-  ops::linear_forward(A.pe, A.cols, owner_->patch_lin_);
+  if (cfg_.patch_norm) {  // vit-pytorch: LayerNorm, projection, LayerNorm
+    ops::layernorm_forward(A.cols_ln, A.cols_mean, A.cols_rstd, A.cols, W_.pin_w, W_.pin_b, cfg_.norm_eps);
+    ops::linear_forward(A.pe, A.cols_ln, owner_->patch_lin_);
+    ops::layernorm_forward(A.pe_ln, A.pe_mean, A.pe_rstd, A.pe, W_.pout_w, W_.pout_b, cfg_.norm_eps);
+  } else {
+    ops::linear_forward(A.pe, A.cols, owner_->patch_lin_);
+  }
   const Tensor tokens = cfg_.pre_norm ? A.x_pre : A.x0;
-  ops::tokens_forward(tokens, A.pe, opt(W_.cls), opt(W_.reg), W_.pos);
+  ops::tokens_forward(tokens, cfg_.patch_norm ? A.pe_ln : A.pe, opt(W_.cls), opt(W_.reg), W_.pos);
   ops::dropout_forward(tokens, rate(cfg_.pos_drop_rate), key(kSitePos), first(tokens));
   if (cfg_.pre_norm)
     ops::layernorm_forward(reshape(A.x0, {B * T, C}), A.pre_mean, A.pre_rstd, reshape(A.x_pre, {B * T, C}),
@@ -172,7 +188,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     // The block's products on its weights as prepared for training (fp32 or amp) or
     // inference (fp32, packed or bf16); amp keeps each product's input in bf16 (a.ln1_b, ...).
     const BlockLinears& lw = (&A == &train_ ? owner_->train_lin_ : owner_->infer_lin_)[size_t(l)];
-    ops::linear_forward(reshape(a.qkv, {B * T, 3 * C}), a.ln1, lw.qkv, ops::Epilogue::none, a.ln1_b);
+    ops::linear_forward(reshape(a.qkv, {B * T, 3 * I}), a.ln1, lw.qkv, ops::Epilogue::none, a.ln1_b);
     if (p.cls_only) {
       ops::attention_cls_forward(t.ao, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, a.qkv, keys_mask,
                                  attn_p, key(block_site(l, kAttnDrop)), s0);
@@ -185,7 +201,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                              key(block_site(l, kAttnDrop)), s0);
       if (maps && probs.data != maps) ops::copy(Tensor(maps, probs.shape), probs);
     }
-    ops::linear_forward(br1, reshape(t.ao, {B * Tq, C}), lw.proj, ops::Epilogue::none, t.ao_b);
+    ops::linear_forward(br1, reshape(t.ao, {B * Tq, I}), lw.proj, ops::Epilogue::none, t.ao_b);
     // r1 = x + branch and its LayerNorm in one walk over the samples.
     ops::residual_layernorm_forward(t.r1, x, reshape(br1, {B, Tq, C}), opt(w.ls1), proj_p,
                                     key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0,
@@ -206,19 +222,17 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     }
     x = t.out;  // [B, Tq, C]
   }
-  const uint8_t* pmask = have_mask_ ? patch_mask_.data() : nullptr;
   if (norm_all_tokens()) {
     // timm's `norm` before avg pooling (fc_norm off): every token is normed, then averaged.
     ops::layernorm_forward(A.lnf, A.lnf_mean, A.lnf_rstd, reshape(x, {B * T, C}), W_.norm_w, W_.norm_b,
                            cfg_.norm_eps);
-    ops::pool_forward(A.pooled_ln, reshape(A.lnf, {B, T, C}), pmask, true, cfg_.num_prefix_tokens());
+    ops::pool_forward(A.pooled_ln, reshape(A.lnf, {B, T, C}), pool_mask(), true, cfg_.first_pooled());
   } else {
     // timm norms every token before token pooling; LayerNorm is per row, so norming the
     // pooled row alone gives the same numbers for a fraction of the work. With fc_norm
     // the norm comes after pooling anyway.
     // Token pooling takes row 0 (x is the class-token tail's [B,1,C] when that ran).
-    const int64_t first_pooled = cfg_.avg_pool() ? cfg_.num_prefix_tokens() : 0;
-    ops::pool_forward(A.pooled, x, pmask, cfg_.avg_pool(), first_pooled);
+    ops::pool_forward(A.pooled, x, pool_mask(), cfg_.avg_pool(), cfg_.avg_pool() ? cfg_.first_pooled() : 0);
     ops::layernorm_forward(A.pooled_ln, A.pooled_mean, A.pooled_rstd, A.pooled, W_.norm_w, W_.norm_b,
                            cfg_.norm_eps);
   }
@@ -228,7 +242,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
 
 void ViT::backward_local(const Tensor& dlogits) {
   Acts& A = train_;
-  const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim;
+  const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim, I = cfg_.attn_dim();
   check_shape(dlogits, {B, cfg_.num_classes}, "backward: grad logits");
   const ForwardMode& mode = last_mode_;
   auto rate = [&](float r) { return mode.train ? r : 0.f; };
@@ -236,13 +250,12 @@ void ViT::backward_local(const Tensor& dlogits) {
   // Index of t's first element in the global batch (t's leading dims hold B samples).
   auto first = [&](const Tensor& t) { return mode.first_sample * (t.numel() / B); };
   const int64_t s0 = mode.first_sample;
-  const uint8_t* pmask = have_mask_ ? patch_mask_.data() : nullptr;
 
   ops::linear_backward(&A.dpooled_ln, &G_.head_w, &G_.head_b, dlogits, A.pooled_ln, owner_->head_lin_);
   if (backbone_frozen_) return;  // only the head trains: nothing below needs gradients
   ops::dropout_backward(A.dpooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.dpooled_ln));
   if (norm_all_tokens()) {
-    ops::pool_backward(reshape(A.dln, {B, T, C}), A.dpooled_ln, pmask, true, cfg_.num_prefix_tokens());
+    ops::pool_backward(reshape(A.dln, {B, T, C}), A.dpooled_ln, pool_mask(), true, cfg_.first_pooled());
     ops::layernorm_backward(reshape(A.dx, {B * T, C}), G_.norm_w, G_.norm_b, A.dln,
                             reshape(A.blocks.back().out, {B * T, C}), A.lnf_mean, A.lnf_rstd, W_.norm_w,
                             false);
@@ -250,8 +263,8 @@ void ViT::backward_local(const Tensor& dlogits) {
     ops::layernorm_backward(A.dpooled, G_.norm_w, G_.norm_b, A.dpooled_ln, A.pooled, A.pooled_mean,
                             A.pooled_rstd, W_.norm_w, false);
     // The class-token tail (A.tail) holds the last block's class-token rows alone: A.dxcls.
-    ops::pool_backward(A.tail ? A.dxcls : A.dx, A.dpooled, pmask, cfg_.avg_pool(),
-                       cfg_.avg_pool() ? cfg_.num_prefix_tokens() : 0);
+    ops::pool_backward(A.tail ? A.dxcls : A.dx, A.dpooled, pool_mask(), cfg_.avg_pool(),
+                       cfg_.avg_pool() ? cfg_.first_pooled() : 0);
   }
 
   // A.dx carries the gradient of the residual stream down through the blocks (A.dxcls
@@ -279,7 +292,7 @@ void ViT::backward_local(const Tensor& dlogits) {
     const Tensor dxq = p.cls_only ? A.dxcls : A.dx;  // [B, Tq, C]
     const Tensor dx2d = reshape(dxq, {B * Tq, C});
     const Tensor dbranch(A.dbranch.data, {B * Tq, C}), dbranch3d(A.dbranch.data, {B, Tq, C});
-    Tensor dact(A.dact.data, {B * Tq, M}), dlnq(A.dln.data, {B * Tq, C}), dao(A.dao.data, {B, Tq, C});
+    Tensor dact(A.dact.data, {B * Tq, M}), dlnq(A.dln.data, {B * Tq, C}), dao(A.dao.data, {B, Tq, I});
     const BlockWeights& w = W_.blocks[l];
     BlockWeights& g = G_.blocks[l];
     const Tensor x_in = reshape(l > 0 ? A.blocks[l - 1].out : A.x0, {B * T, C});
@@ -304,9 +317,9 @@ void ViT::backward_local(const Tensor& dlogits) {
     if (!plain1)
       ops::residual_backward(dbranch3d, opt(g.ls1), dxq, opt(br1), opt(w.ls1), proj_p,
                              key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0);
-    Tensor dao2d = reshape(dao, {B * Tq, C});
+    Tensor dao2d = reshape(dao, {B * Tq, I});
     ops::linear_backward(&dao2d, &g.projw, plain1 ? nullptr : &g.projb, plain1 ? dx2d : dbranch,
-                         reshape(t.ao, {B * Tq, C}), lw.proj, t.ao_b);
+                         reshape(t.ao, {B * Tq, I}), lw.proj, t.ao_b);
     if (p.cls_only) {
       ops::attention_cls_backward(A.dqkv, dao, a.qkv, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, attn_p,
                                   key(block_site(l, kAttnDrop)), s0);
@@ -316,7 +329,7 @@ void ViT::backward_local(const Tensor& dlogits) {
       ops::attention_backward(A.dqkv, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, attn_p,
                               key(block_site(l, kAttnDrop)), s0);
     }
-    ops::linear_backward(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * C}), a.ln1, lw.qkv,
+    ops::linear_backward(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * I}), a.ln1, lw.qkv,
                          a.ln1_b);
     ops::layernorm_backward(reshape(A.dx, {B * T, C}), g.n1w, g.n1b, A.dln, x_in, a.ln1_mean, a.ln1_rstd,
                             w.n1w, true, fc2b_by_norm1[size_t(l)]);
@@ -332,7 +345,15 @@ void ViT::backward_local(const Tensor& dlogits) {
   const bool learn_pos = cfg_.pos_embed == "learn";
   ops::tokens_backward(A.dpe, opt(G_.cls), opt(G_.reg), learn_pos ? &G_.pos : nullptr, dtokens,
                        cfg_.class_token, cfg_.reg_tokens, !cfg_.no_embed_class);
-  ops::linear_backward(nullptr, &G_.patch_w, opt(G_.patch_b), A.dpe, A.cols, owner_->patch_lin_);
+  if (!cfg_.patch_norm) {
+    ops::linear_backward(nullptr, &G_.patch_w, opt(G_.patch_b), A.dpe, A.cols, owner_->patch_lin_);
+    return;
+  }
+  // dpe is the gradient of the normed projection; the patch norm's input gradient goes nowhere.
+  ops::layernorm_backward(A.dpe_raw, G_.pout_w, G_.pout_b, A.dpe, A.pe, A.pe_mean, A.pe_rstd, W_.pout_w, false);
+  ops::linear_backward(&A.dcols_ln, &G_.patch_w, opt(G_.patch_b), A.dpe_raw, A.cols_ln, owner_->patch_lin_);
+  ops::layernorm_backward(A.dcols, G_.pin_w, G_.pin_b, A.dcols_ln, A.cols, A.cols_mean, A.cols_rstd, W_.pin_w,
+                          false);
 }
 
 }  // namespace vit

@@ -164,7 +164,12 @@ TEST(HfExport, WhatHfsViTCannotExpressIsNamed) {
   ViTConfig pre = test::tiny_vit();
   pre.pre_norm = true;
   pre.patch_bias = false;
-  const Case cases[] = {{test::tiny_vit("avg"), "average pooling (global_pool=avg), fc_norm after pooling"},
+  ViTConfig wide = test::square(test::tiny_vit());
+  wide.dim_head = 8;
+  ViTConfig pn = test::square(test::tiny_vit());
+  pn.patch_norm = true;
+  const Case cases[] = {{wide, "attention heads of their own width (dim_head=8)"},
+                        {pn, "LayerNorms around the patch projection (patch_norm)"},{test::tiny_vit("avg"), "average pooling (global_pool=avg), fc_norm after pooling"},
                         {test::tiny_vit("avg", false), "no class token"},
                         {ls, "LayerScale"},
                         {reg, "register tokens (reg_tokens=1)"},

@@ -56,6 +56,17 @@ std::vector<Variant> variants() {
   c = test::tiny_vit("avg");
   c.num_classes = 0;  // no head: the ONNX output is the pooled features
   v.push_back({"headless_avg", c});
+  c = test::tiny_vit();
+  c.num_heads = 3;
+  c.dim_head = 5;  // vit-pytorch's dim_head: 15 attention channels on an 8-wide model
+  v.push_back({"dim_head", c});
+  c = test::tiny_vit("avg");
+  c.patch_norm = true;  // vit-pytorch's: LayerNorms around the patch projection,
+  c.fc_norm = false;    // the final norm on every token,
+  c.pool_include_prefix = true;  // the mean over all of them
+  c.qkv_bias = false;
+  c.dim_head = 6;
+  v.push_back({"vit_pytorch_style", c});
   v.push_back({"mnist-seed", preset("mnist-seed")});
   v.push_back({"vit_tiny_patch16_224", preset("vit_tiny_patch16_224")});
   return v;

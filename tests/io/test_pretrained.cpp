@@ -91,6 +91,35 @@ TEST(Pretrained, ExportReadsBackAsTimmWithTheSameLogits) {
   EXPECT_EQ(got, want);  // the same weights, bit for bit
 }
 
+// timm's ViT splits embed_dim over the heads, has no LayerNorm before the patch projection and
+// leaves the class token out of its mean: vit-pytorch's variants have no timm form, and
+// nothing is written. vitcpp's own checkpoint keeps them.
+TEST(Pretrained, WhatTimmCannotExpressIsRefusedAndKeptByCheckpoints) {
+  test::TempDir tmp("dimhead");
+  ViTConfig c = small_config();
+  c.dim_head = 8;
+  ViT m(c);
+  m.init_weights(2);
+  const std::string msg = test::error_of([&] { export_timm(m, tmp / "timm"); });
+  EXPECT_NE(msg.find("heads are 8 wide (dim_head)"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(tmp / "timm"));
+  save_checkpoint(tmp / "m.safetensors", m);
+  Pretrained p = load_pretrained(tmp / "m.safetensors");
+  EXPECT_EQ(p.model->config().dim_head, 8);
+  EXPECT_EQ(logits(*p.model, 2), logits(m, 2));
+  c.dim_head = 0;
+  c.patch_norm = true;
+  ViT pn(c);
+  EXPECT_NE(test::error_of([&] { export_timm(pn, tmp / "timm"); }).find("patch_norm"), std::string::npos);
+  c.patch_norm = false;
+  c.global_pool = "avg";
+  c.pool_include_prefix = true;
+  ViT inc(c);
+  EXPECT_NE(test::error_of([&] { export_timm(inc, tmp / "timm"); }).find("pool_include_prefix"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(tmp / "timm"));
+}
+
 TEST(Pretrained, VitcppCheckpointsAreDetected) {
   test::TempDir tmp("vc");
   ViT m(small_config());

@@ -7,9 +7,12 @@
 // resize bit-exact, logits of photos 1e-4 (the issue allows 1e-2); logits with bf16 matrix
 // products 1e-2.
 #include <algorithm>
+#include <filesystem>
 #include <numeric>
 
 #include "support/check.h"
+#include "support/temp_dir.h"
+#include "vit/core/file.h"
 #include "vit/core/resample.h"
 #include "vit/data/image.h"
 #include "vit/data/open.h"
@@ -105,6 +108,100 @@ TEST(PretrainedFixtures, HuggingFaceViTForImageClassification) {
   EXPECT_EQ(p.class_names, (std::vector<std::string>{"tabby", "teapot", "rocket"}));
   expect_logits(*p.model, "hf/expect.safetensors", "hf");
   expect_logits_bf16(*p.model, "hf/expect.safetensors", "hf");
+}
+
+// lucidrains/vit-pytorch's ViT (tools/make_vit_pytorch_fixtures.py): its state_dict names,
+// patches flattened as (row, column, channel), LayerNorms around the patch projection, heads
+// of their own width, the mean over every token; the constructor's arguments in config.json.
+TEST(PretrainedFixtures, VitPytorchWithConfig) {
+  Pretrained p = load_pretrained(fixture("vit_pytorch"));
+  EXPECT_EQ(p.format, "vit-pytorch");
+  const ViTConfig& c = p.model->config();
+  EXPECT_EQ(c.img_h, 16);
+  EXPECT_EQ(c.img_w, 24);
+  EXPECT_EQ(c.patch_w, 8);
+  EXPECT_EQ(c.num_heads, 4);
+  EXPECT_EQ(c.head_dim(), 16);  // 64 channels of attention on a 32-wide model
+  EXPECT_TRUE(c.patch_norm && c.pool_include_prefix && !c.use_fc_norm() && !c.qkv_bias);
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-5f);
+  EXPECT_EQ(c.mean, std::vector<float>(3, 0.f));  // ToTensor()'s [0, 1], not normalized
+  EXPECT_EQ(c.std, std::vector<float>(3, 1.f));
+  expect_logits(*p.model, "vit_pytorch/expect.safetensors", "vit_pytorch");
+  p.model->pack_weights();
+  expect_logits(*p.model, "vit_pytorch/expect.safetensors", "vit_pytorch (packed)");
+}
+
+// Without config.json: the shapes and vit-pytorch's defaults (pool 'cls', dim_head 64: one
+// head here, as wide as the model, so to_out is the identity and absent), each said in a
+// note; the older head (mlp_head = LayerNorm + Linear).
+TEST(PretrainedFixtures, VitPytorchWithoutConfigOneHeadOldHead) {
+  Pretrained p = load_pretrained(fixture("vit_pytorch_noconfig.safetensors"));
+  EXPECT_EQ(p.format, "vit-pytorch");
+  const ViTConfig& c = p.model->config();
+  EXPECT_EQ(c.img_h, 16);
+  EXPECT_EQ(c.patch_h, 4);
+  EXPECT_EQ(c.in_chans, 3);
+  EXPECT_EQ(c.num_heads, 1);
+  EXPECT_EQ(c.global_pool, "token");
+  std::string notes;
+  for (const auto& n : p.notes) notes += n + "\n";
+  for (const char* want :
+       {"1 head of 64", "16x16 images of 3 channel(s) in 4x4 patches", "pool='cls'", "not normalized"})
+    EXPECT_NE(notes.find(want), std::string::npos) << want << " in:\n" << notes;
+  expect_logits(*p.model, "vit_pytorch_noconfig.expect.safetensors", "vit_pytorch_noconfig");
+  // Two heads of 32 instead: other logits (the heads are not in the file's shapes).
+  LoadOptions o;
+  o.num_heads = 2;
+  Pretrained two = load_pretrained(fixture("vit_pytorch_noconfig.safetensors"), o);
+  EXPECT_EQ(two.model->config().head_dim(), 32);
+}
+
+// A config.json that disagrees with the tensors, or names what vit-pytorch's ViT does not
+// take, is an error naming the key; --img-size resamples pos_embedding as for timm.
+TEST(PretrainedFixtures, VitPytorchConfigErrorsAndANewSize) {
+  test::TempDir tmp("vitpt");
+  std::filesystem::copy_file(fixture("vit_pytorch/model.safetensors"), tmp / "model.safetensors");
+  struct Case {
+    const char* config;
+    const char* want;
+  };
+  const Case cases[] = {
+      {R"({"image_size": [16, 24], "patch_size": [4, 8], "heads": 4, "dim": 48})",
+       "config.json dim = 48 disagrees"},
+      {R"({"image_size": [16, 24], "patch_size": [4, 8], "heads": 3})",
+       "3 heads do not divide the attention's width 64"},
+      {R"({"image_size": [16, 24], "patch_size": [4, 8], "heads": 4, "dim_head": 8})",
+       "config.json dim_head = 8"},
+      {R"({"image_size": [16, 24], "patch_size": [4, 8], "heads": 4, "pool": "max"})",
+       "pool must be 'cls' or 'mean'"},
+      {R"({"image_size": [16, 24], "patch_size": [4, 8], "heads": 4, "patch_drop": 0.1})",
+       "unknown key 'patch_drop'"},
+      {R"({"image_size": [16, 16], "patch_size": [4, 8], "heads": 4})", "pos_embedding has 13 rows"},
+      {R"({"patch_size": [4, 8], "heads": 4})", "patch_size but no image_size"},
+      {R"({"heads": 0})", "config.json heads must be positive, got 0"},
+      {R"({"channels": -3})", "config.json channels must be positive, got -3"},
+      {R"({"image_size": [16, 24], "patch_size": [4, 4], "heads": 4})", "patch_dim is 96"},
+  };
+  for (const Case& k : cases) {
+    write_file_atomic(tmp / "config.json", k.config);
+    const std::string msg = test::error_of([&] { load_pretrained(tmp.str()); });
+    EXPECT_NE(msg.find(k.want), std::string::npos) << k.config << "\n" << msg;
+    EXPECT_NE(msg.find("model.safetensors"), std::string::npos) << msg;
+  }
+  write_file_atomic(
+      tmp / "config.json",
+      R"({"image_size": [16, 24], "patch_size": [4, 8], "heads": 4, "pool": "mean", "mean": [0.5, 0.5, 0.5],
+                        "std": [0.25, 0.25, 0.25], "label_names": ["a", "b", "c", "d", "e"]})");
+  LoadOptions o;
+  o.img_h = 32;
+  o.img_w = 48;
+  Pretrained p = load_pretrained(tmp.str(), o);
+  EXPECT_EQ(p.model->config().num_patches(), 8 * 6);
+  EXPECT_EQ(p.model->config().std, std::vector<float>(3, 0.25f));
+  EXPECT_EQ(p.class_names.size(), 5u);
+  std::string notes;
+  for (const auto& n : p.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("pos_embed resampled from a 4x3 grid to 8x6"), std::string::npos) << notes;
 }
 
 TEST(PretrainedFixtures, PosEmbedResampleMatchesInterpolateBicubicAntialias) {

@@ -23,6 +23,7 @@ struct TailCase {
   bool wide = false;     // 48 dims, mlp 96: the products run in oneDNN's sgemm
   int shards = 1;
   bool amp = false;
+  int64_t dim_head = 0;  // heads of their own width (vit-pytorch's): 2 heads of 32 on 48 dims
 };
 void PrintTo(const TailCase& tc, std::ostream* os) {
   *os << tc.name;
@@ -45,6 +46,7 @@ ViTConfig config(const TailCase& tc) {
     c.pre_norm = true;
     c.qkv_bias = false;
   }
+  c.dim_head = tc.dim_head;
   return c;
 }
 
@@ -114,7 +116,9 @@ INSTANTIATE_TEST_SUITE_P(Variants, ClsTail,
                                            TailCase{"extras", true, false, true},
                                            TailCase{"wide", false, false, false, true},
                                            TailCase{"shards", true, true, false, false, 2},
-                                           TailCase{"amp", false, false, false, true, 1, true}),
+                                           TailCase{"amp", false, false, false, true, 1, true},
+                                           TailCase{"dim_head", true, true, false, true, 2, false, 32},
+                                           TailCase{"amp_dim_head", false, false, false, true, 1, true, 32}),
                          [](const auto& info) { return info.param.name; });
 
 // Inference: plain fp32, weights packed, bf16 products, and with attention maps (which run

@@ -113,6 +113,62 @@ TEST(Config, ErrorsSayWhatIsWrong) {
       std::string::npos);
 }
 
+// vit-pytorch's dim_head: heads of their own width, the attention in num_heads * dim_head
+// channels. The key appears in the JSON only where it changes the model.
+TEST(Config, DimHeadWidensTheAttention) {
+  ViTConfig c = preset("cifar-seed");
+  EXPECT_EQ(c.to_json().find("dim_head"), std::string::npos);
+  c.dim_head = 64;  // 12 heads of 64: 768 channels for a 192-wide model
+  EXPECT_EQ(c.head_dim(), 64);
+  EXPECT_EQ(c.attn_dim(), 768);
+  const ViTConfig r = ViTConfig::from_json(c.to_json());
+  EXPECT_EQ(r.dim_head, 64);
+  EXPECT_EQ(r.to_json(), c.to_json());
+  const ParamTable t(c);
+  EXPECT_EQ(t.at("blocks.0.attn.qkv.weight").shape, (Shape{3 * 768, 192}));
+  EXPECT_EQ(t.at("blocks.0.attn.qkv.bias").shape, (Shape{3 * 768}));
+  EXPECT_EQ(t.at("blocks.0.attn.proj.weight").shape, (Shape{192, 768}));
+  // The FLOPs count the wider products: qkv, q k^T and P v, proj.
+  const int64_t T = 65, extra = c.depth * (2 * T * 192 * 3 * (768 - 192) + 2 * 2 * T * T * (768 - 192) +
+                                           2 * T * (768 - 192) * 192);
+  EXPECT_EQ(forward_flops(c), forward_flops(preset("cifar-seed")) + extra);
+  // Heads that do not divide the width are fine once dim_head gives their width.
+  EXPECT_EQ(ViTConfig::from_json(R"({"embed_dim": 10, "num_heads": 3, "dim_head": 4})").attn_dim(), 12);
+  EXPECT_NE(test::error_of([] {
+              ViTConfig::from_json(R"({"embed_dim": 10, "num_heads": 3})");
+            }).find("dim_head sets the heads' width"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([] { ViTConfig::from_json(R"({"dim_head": -1})"); }).find("dim_head must be positive"),
+            std::string::npos);
+}
+
+// vit-pytorch's patch embedding and mean: two LayerNorms in the table, keys in the JSON only
+// when set, the mean over every token only for avg pooling.
+TEST(Config, PatchNormAndPoolIncludePrefix) {
+  ViTConfig c = preset("mnist-seed");
+  c.patch_norm = true;
+  c.global_pool = "avg";
+  c.pool_include_prefix = true;
+  EXPECT_EQ(c.first_pooled(), 0);
+  const ViTConfig r = ViTConfig::from_json(c.to_json());
+  EXPECT_TRUE(r.patch_norm && r.pool_include_prefix);
+  EXPECT_EQ(r.to_json(), c.to_json());
+  const ParamTable t(c);
+  EXPECT_EQ(t.at("patch_embed.norm_in.weight").shape, (Shape{16}));  // 1 channel x 4 x 4
+  EXPECT_EQ(t.at("patch_embed.norm.bias").shape, (Shape{8}));
+  EXPECT_FALSE(t.at("patch_embed.norm_in.weight").decay);
+  EXPECT_EQ(t.specs()[0].name, "patch_embed.norm_in.weight");  // in the order data flows
+  c.pool_include_prefix = false;
+  EXPECT_EQ(c.first_pooled(), 1);
+  const std::string plain = preset("mnist-seed").to_json();
+  EXPECT_EQ(plain.find("patch_norm"), std::string::npos);
+  EXPECT_EQ(plain.find("pool_include_prefix"), std::string::npos);
+  EXPECT_NE(test::error_of([] {
+              ViTConfig::from_json(R"({"pool_include_prefix": true})");
+            }).find("pool_include_prefix is for global_pool 'avg'"),
+            std::string::npos);
+}
+
 TEST(Config, NonSquareImageAndPatch) {
   ViTConfig c = ViTConfig::from_json(R"({"img_size": [8, 12], "patch_size": [4, 2], "in_chans": 1})");
   EXPECT_EQ(c.grid_h(), 2);

@@ -44,7 +44,8 @@ struct ModelCase {
   bool mask;
   // timm's rarer options: "extras" = LayerScale, 2 register tokens, pos_embed on the patches
   // only, norm_pre without a patch bias, no qkv bias; "norm" = avg pooling with `norm` on
-  // every token instead of fc_norm.
+  // every token instead of fc_norm; "vit_pytorch" = vit-pytorch's LayerNorms around the patch
+  // projection, 3 heads of 4 (dim_head) on the 8-wide model, the mean over every token.
   std::string variant = "";
 };
 
@@ -70,6 +71,12 @@ TEST_P(ModelGrad, EveryParameterMatchesFiniteDifferences) {
   } else if (mc.variant == "norm") {
     c.fc_norm = false;
     c.reg_tokens = 1;
+  } else if (mc.variant == "vit_pytorch") {
+    c.patch_norm = true;
+    c.num_heads = 3;
+    c.dim_head = 4;
+    c.fc_norm = false;
+    c.pool_include_prefix = true;
   } else if (mc.variant == "wide" || mc.variant == "wide_plain") {
     // Rows wider than 64 floats on one thread: the LayerNorm backward's one pass, which also
     // sums the bias gradients of proj and of the block below's fc2 when nothing scales their
@@ -110,6 +117,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, ModelGrad,
                                            ModelCase{"avg", false, "learn", true},
                                            ModelCase{"token", true, "learn", true, "extras"},
                                            ModelCase{"avg", true, "learn", true, "norm"},
+                                           ModelCase{"avg", true, "learn", true, "vit_pytorch"},
                                            ModelCase{"token", true, "learn", false, "wide"},
                                            ModelCase{"avg", true, "learn", false, "wide_plain"}),
                          [](const auto& info) {
@@ -212,6 +220,28 @@ TEST(Model, PackedWeightsInferTheSameAndUnpackExactly) {
   EXPECT_EQ(std::memcmp(before.data(), m.params().data(), before.size() * sizeof(float)), 0);
   m.infer(x.data(), B, nullptr, packed.data());
   EXPECT_EQ(packed, plain) << "unpacked, the model computes exactly what it did before";
+}
+
+// Heads of their own width (dim_head: 4 heads of 24, 96 channels on a 40-wide model): the
+// packed kernels and bf16 products run qkv [288, 40] and proj [40, 96] as they run the rest.
+// (tests/fixtures/vit_dim_head.safetensors checks the numbers against PyTorch.)
+TEST(Model, DimHeadRunsOnEveryInferencePath) {
+  ViTConfig c = test::with_width(tiny("token", true, "learn"), 40, 4, 60);
+  c.dim_head = 24;
+  ViT m(c);
+  randomize(m, 6);
+  const int64_t B = 3;
+  auto x = test::randn(B * 2 * 8 * 12, 4);
+  std::vector<float> plain(B * 3), other(B * 3);
+  m.infer(x.data(), B, nullptr, plain.data());
+  m.pack_weights();
+  m.infer(x.data(), B, nullptr, other.data());
+  EXPECT_TRUE(test::close_rel_max("packed vs plain logits", other.data(), plain.data(), B * 3, 1e-5));
+  m.unpack_weights();
+  if (!ops::bf16_available()) GTEST_SKIP() << "no bf16 matrix product on this CPU";
+  m.set_infer_dtype("bf16");
+  m.infer(x.data(), B, nullptr, other.data());
+  EXPECT_TRUE(test::close_rel_max("bf16 vs fp32 logits", other.data(), plain.data(), B * 3, 3e-2));
 }
 
 // bf16 inference with the fp32 block weights released: the same logits as bf16 with them

@@ -31,7 +31,7 @@ struct LoadOptions {
 
 struct Pretrained {
   std::unique_ptr<ViT> model;
-  std::string format;  // "vitcpp", "timm" or "hf"
+  std::string format;  // "vitcpp", "timm", "hf" or "vit-pytorch"
   std::string file;    // the safetensors file read
   std::vector<std::string> class_names;
   std::vector<std::string> notes;  // what was adapted or skipped, for the user to read
@@ -41,7 +41,7 @@ struct Pretrained {
 // Hugging Face) or else, a vit train run directory, its best.safetensors (last.safetensors
 // with `last`).
 std::string weights_file(const std::string& path, bool last = false);
-// "vitcpp", "timm" or "hf", from the tensor names and metadata.
+// "vitcpp", "timm", "hf" or "vit-pytorch", from the tensor names and metadata.
 std::string detect_format(const SafeTensors& st);
 Pretrained load_pretrained(const std::string& path, const LoadOptions& opt = {});
 // Class names from a file with one per line (blank lines skipped).

@@ -12,6 +12,10 @@ struct ViTConfig {
   int64_t img_h = 224, img_w = 224, in_chans = 3;
   int64_t patch_h = 16, patch_w = 16;
   int64_t embed_dim = 768, depth = 12, num_heads = 12, mlp_dim = 3072;
+  // Width of each attention head; 0 means embed_dim / num_heads (timm, Hugging Face). Set, the
+  // attention works in num_heads * dim_head channels (qkv [3 * that, D], proj [D, that]), as
+  // vit-pytorch's dim_head (its default 64 whatever the width).
+  int64_t dim_head = 0;
   bool qkv_bias = true;
   std::string global_pool = "token";  // "token" (class token) or "avg" (mean of patch tokens)
   bool class_token = true;
@@ -20,6 +24,13 @@ struct ViTConfig {
   bool no_embed_class = false;      // pos_embed covers the patch tokens only (timm's no_embed_class)
   bool pre_norm = false;            // LayerNorm `norm_pre` after the position embedding (timm's pre_norm)
   bool patch_bias = true;           // patch_embed.proj.bias (timm leaves it out when pre_norm)
+  // vit-pytorch's patch embedding: a LayerNorm over each flattened patch before the projection
+  // (patch_embed.norm_in, in_chans * patch_h * patch_w wide) and one over its output
+  // (patch_embed.norm, as timm names PatchEmbed's norm).
+  bool patch_norm = false;
+  // Average pooling over every token, the class and register tokens too (vit-pytorch's
+  // pool='mean'); timm's avg pooling leaves them out.
+  bool pool_include_prefix = false;
   // Final LayerNorm after pooling (`fc_norm`) instead of before it (`norm`); unset means
   // timm's default: fc_norm exactly for avg pooling. use_fc_norm() resolves it.
   std::optional<bool> fc_norm;
@@ -43,10 +54,15 @@ struct ViTConfig {
   int64_t num_patches() const { return grid_h() * grid_w(); }
   int64_t num_prefix_tokens() const { return (class_token ? 1 : 0) + reg_tokens; }
   int64_t num_tokens() const { return num_patches() + num_prefix_tokens(); }
+  // The first token average pooling averages.
+  int64_t first_pooled() const { return pool_include_prefix ? 0 : num_prefix_tokens(); }
+  int64_t patch_dim() const { return in_chans * patch_h * patch_w; }
   // Rows of pos_embed: every token, or only the patches with no_embed_class.
   int64_t pos_embed_len() const { return no_embed_class ? num_patches() : num_tokens(); }
   bool layer_scale() const { return init_values > 0.f; }
-  int64_t head_dim() const { return embed_dim / num_heads; }
+  int64_t head_dim() const { return dim_head > 0 ? dim_head : embed_dim / num_heads; }
+  // The attention's width: q, k, v and the heads' output (embed_dim unless dim_head says otherwise).
+  int64_t attn_dim() const { return num_heads * head_dim(); }
   bool avg_pool() const { return global_pool == "avg"; }
   bool use_fc_norm() const { return fc_norm.value_or(avg_pool()); }
   // Drop-path rate of block i (timm: linspace(0, drop_path_rate, depth)).

@@ -165,6 +165,7 @@ class ViT {
   };
   struct Weights {
     Tensor patch_w, patch_b, cls, reg, pos, pre_w, pre_b, norm_w, norm_b, head_w, head_b;
+    Tensor pin_w, pin_b, pout_w, pout_b;  // patch_norm's two LayerNorms
     std::vector<BlockWeights> blocks;
   };
   struct BlockActs {
@@ -180,6 +181,9 @@ class ViT {
     bool tail = false;  // laid out for the class-token tail (use_cls_tail)
     Tensor cols, pe, x0, branch, pooled, pooled_mean, pooled_rstd, pooled_ln, logits;
     Tensor x_pre, pre_mean, pre_rstd;  // tokens before norm_pre (pre_norm only)
+    // patch_norm: the patches normed and the projection's output normed (the tokens read pe_ln).
+    Tensor cols_ln, cols_mean, cols_rstd, pe_ln, pe_mean, pe_rstd;
+    Tensor dpe_raw, dcols_ln, dcols;  // their gradients (dcols: norm_in's input, never read)
     Tensor lnf, lnf_mean, lnf_rstd;    // `norm` over every token before avg pooling (no fc_norm)
     std::vector<BlockActs> blocks;
     // The class-token tail: the last block after its attention, for the class token's row of
@@ -234,6 +238,8 @@ class ViT {
   void set_masks(int64_t B, const uint8_t* mask);
   void set_weights_packed(bool packed);  // pack or unpack the blocks' four weights in place
   bool norm_all_tokens() const;          // avg pooling without fc_norm: `norm` on every token first
+  // The mask pooling reads: the patches' (the tokens' with pool_include_prefix), or null.
+  const uint8_t* pool_mask() const;
 
   ViTConfig cfg_;
   ParamTable table_;

@@ -124,16 +124,16 @@ class VitGraph {
 
   // `out` names the logits, or for a model without a head the pooled features.
   std::string build(const std::string& pixels, const std::string& out) {
-    const int64_t D = c_.embed_dim, T = c_.num_tokens();
+    const int64_t T = c_.num_tokens();
     std::string x = patch_embed(pixels);
     x = tokens(x);
     if (c_.pre_norm) x = layernorm(x, "norm_pre");
-    for (int64_t l = 0; l < c_.depth; ++l) x = block(x, "blocks." + std::to_string(l) + ".", T, D);
+    for (int64_t l = 0; l < c_.depth; ++l) x = block(x, "blocks." + std::to_string(l) + ".", T);
     const std::string norm = c_.use_fc_norm() ? "fc_norm" : "norm";
     std::string pooled;
     if (c_.avg_pool()) {
       if (!c_.use_fc_norm()) x = layernorm(x, norm);  // timm's norm on every token, then the mean
-      auto* s = b_.node("Slice", {x, b_.ints({c_.num_prefix_tokens()}), b_.ints({T}), b_.ints({1})});
+      auto* s = b_.node("Slice", {x, b_.ints({c_.first_pooled()}), b_.ints({T}), b_.ints({1})});
       auto* mean = b_.node("ReduceMean", {s->output(0)});
       GraphBuilder::attr(mean, "axes", std::vector<int64_t>{1});
       GraphBuilder::attr(mean, "keepdims", int64_t(0));
@@ -176,6 +176,7 @@ class VitGraph {
   }
 
   std::string patch_embed(const std::string& pixels) {
+    if (c_.patch_norm) return normed_patch_embed(pixels);
     std::vector<std::string> in = {pixels, w("patch_embed.proj.weight")};
     if (has("patch_embed.proj.bias")) in.push_back(w("patch_embed.proj.bias"));
     auto* conv = b_.node("Conv", in);
@@ -186,6 +187,23 @@ class VitGraph {
     auto* tr = b_.node("Transpose", {flat});
     GraphBuilder::attr(tr, "perm", std::vector<int64_t>{0, 2, 1});
     return tr->output(0);
+  }
+
+  // vit-pytorch's: each patch flattened in (channel, row, column) order as vitcpp's im2col,
+  // LayerNorm, the projection as a product, LayerNorm.
+  std::string normed_patch_embed(const std::string& pixels) {
+    const int64_t gh = c_.grid_h(), gw = c_.grid_w(), P = c_.patch_dim(), D = c_.embed_dim;
+    // [N, C, H, W] -> [N, C, gh, ph, gw, pw] -> [N, gh, gw, C, ph, pw] -> [N, gh*gw, P]
+    const std::string r6 =
+        b_.op("Reshape", {pixels, b_.ints({0, c_.in_chans, gh, c_.patch_h, gw, c_.patch_w})});
+    auto* tr = b_.node("Transpose", {r6});
+    GraphBuilder::attr(tr, "perm", std::vector<int64_t>{0, 2, 4, 1, 3, 5});
+    const std::string cols = b_.op("Reshape", {tr->output(0), b_.ints({0, gh * gw, P})});
+    std::string y = b_.op(
+        "MatMul", {layernorm(cols, "patch_embed.norm_in"),
+                   b_.weight_t("patch_embed.proj.weight", D, P, data("patch_embed.proj.weight"))});
+    if (has("patch_embed.proj.bias")) y = b_.op("Add", {y, w("patch_embed.proj.bias")});
+    return layernorm(y, "patch_embed.norm");
   }
 
   // [cls, reg..., patches] with the position embedding, as tokens_forward.
@@ -211,9 +229,9 @@ class VitGraph {
     if (pos_all) x = b_.op("Add", {x, w("pos_embed")});
     return x;
   }
-  std::string block(const std::string& x, const std::string& p, int64_t T, int64_t D) {
+  std::string block(const std::string& x, const std::string& p, int64_t T) {
     const int64_t H = c_.num_heads, Dh = c_.head_dim();
-    // Attention: qkv [N, T, 3D] -> [3, N, H, T, Dh] (rows q, k, v as timm's qkv).
+    // Attention: qkv [N, T, 3 H Dh] -> [3, N, H, T, Dh] (rows q, k, v as timm's qkv).
     const std::string qkv = linear(layernorm(x, p + "norm1"), p + "attn.qkv");
     const std::string r5 = b_.op("Reshape", {qkv, b_.ints({0, T, 3, H, Dh})});
     auto* tr = b_.node("Transpose", {r5});
@@ -232,7 +250,7 @@ class VitGraph {
     GraphBuilder::attr(sm, "axis", int64_t(-1));
     auto* ot = b_.node("Transpose", {b_.op("MatMul", {sm->output(0), v})});
     GraphBuilder::attr(ot, "perm", std::vector<int64_t>{0, 2, 1, 3});
-    const std::string ao = b_.op("Reshape", {ot->output(0), b_.ints({0, T, D})});
+    const std::string ao = b_.op("Reshape", {ot->output(0), b_.ints({0, T, H * Dh})});
     std::string branch = linear(ao, p + "attn.proj");
     if (c_.layer_scale()) branch = b_.op("Mul", {branch, w(p + "ls1.gamma")});
     const std::string r1 = b_.op("Add", {x, branch});
