@@ -8,7 +8,9 @@ constructor's arguments in config.json, and float64 reference logits for a rando
 
   vit_pytorch/                   model.safetensors, config.json, expect.safetensors: 16x24
                                  images in 4x8 patches, 4 heads of 16 on a 32-wide model
-                                 (dim_head), pool='mean'
+                                 (dim_head), pool='mean' (today's vit-pytorch: no class token)
+  vit_pytorch_seed/              the same as the seed's vit-pytorch has it: a class token, in
+                                 the mean too
   vit_pytorch_noconfig.*         no config.json: vit-pytorch's defaults (pool='cls', dim_head
                                  64), one head as wide as the model (to_out is the identity),
                                  and the older head (mlp_head = LayerNorm + Linear, no
@@ -79,19 +81,24 @@ class Transformer(nn.Module):
 
 
 class ViT(nn.Module):
-    """vit_pytorch.ViT; old_head: its older versions' LayerNorm in mlp_head, no transformer.norm."""
+    """vit_pytorch.ViT in three generations: "current" (a class token only with pool='cls':
+    cls_token is [1, 0, dim] with pool='mean'), "seed" (seed vit-pytorch-code-review.md's: a class
+    token always, in the mean too) and "old" (a class token, no transformer.norm, mlp_head =
+    LayerNorm + Linear)."""
 
     def __init__(self, *, image_size, patch_size, num_classes, dim, depth, heads, mlp_dim, pool="cls",
-                 channels=3, dim_head=64, old_head=False):
+                 channels=3, dim_head=64, version="current"):
         super().__init__()
+        old_head = version == "old"
         ih, iw = pair(image_size)
         self.ph, self.pw = pair(patch_size)
         num_patches = (ih // self.ph) * (iw // self.pw)
         patch_dim = channels * self.ph * self.pw
+        num_cls_tokens = 1 if pool == "cls" or version != "current" else 0
         self.to_patch_embedding = nn.Sequential(nn.Identity(), nn.LayerNorm(patch_dim), nn.Linear(patch_dim, dim),
                                                 nn.LayerNorm(dim))
-        self.pos_embedding = nn.Parameter(torch.randn(1, num_patches + 1, dim))
-        self.cls_token = nn.Parameter(torch.randn(1, 1, dim))
+        self.pos_embedding = nn.Parameter(torch.randn(1, num_patches + num_cls_tokens, dim))
+        self.cls_token = nn.Parameter(torch.randn(1, num_cls_tokens, dim))
         self.transformer = Transformer(dim, depth, heads, dim_head, mlp_dim, final_norm=not old_head)
         self.pool = pool
         self.mlp_head = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, num_classes)) if old_head \
@@ -127,9 +134,9 @@ def randomize(model, seed):
             p.copy_(v.float())
 
 
-def write(out_dir, stem, kwargs, seed, with_config, old_head=False):
+def write(out_dir, stem, kwargs, seed, with_config, version="current"):
     torch.manual_seed(seed)
-    model = ViT(**kwargs, old_head=old_head).float()  # make_fixtures sets float64 as the default
+    model = ViT(**kwargs, version=version).float()  # make_fixtures sets float64 as the default
     randomize(model, seed)
     state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
     ih, iw = pair(kwargs["image_size"])
@@ -157,10 +164,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "pretrained"))
     out = os.path.normpath(ap.parse_args().out)
-    write(out, "vit_pytorch", dict(image_size=(16, 24), patch_size=(4, 8), num_classes=5, dim=32, depth=2, heads=4,
-                                   dim_head=16, mlp_dim=48, pool="mean", channels=3), 50, with_config=True)
+    wide_heads = dict(image_size=(16, 24), patch_size=(4, 8), num_classes=5, dim=32, depth=2, heads=4, dim_head=16,
+                      mlp_dim=48, pool="mean", channels=3)
+    write(out, "vit_pytorch", wide_heads, 50, with_config=True)
+    write(out, "vit_pytorch_seed", wide_heads, 70, with_config=True, version="seed")
     write(out, "vit_pytorch_noconfig", dict(image_size=16, patch_size=4, num_classes=3, dim=64, depth=2, heads=1,
-                                            dim_head=64, mlp_dim=40), 60, with_config=False, old_head=True)
+                                            dim_head=64, mlp_dim=40), 60, with_config=False, version="old")
 
 
 if __name__ == "__main__":

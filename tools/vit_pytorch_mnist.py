@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Trains vit-pytorch's ViT on MNIST in PyTorch and writes it as vit-pytorch users would.
 
-The model is tools/make_vit_pytorch_fixtures.py's copy of vit_pytorch.ViT (pool='mean',
-dim_head 32 on a 64-wide model: every way it differs from timm's ViT). It trains for one
+The model is tools/make_vit_pytorch_fixtures.py's copy of vit_pytorch.ViT as the seed has it
+(pool='mean' with the class token in the mean, dim_head 32 on a 64-wide model: every way it
+differs from timm's ViT). It trains for one
 epoch on pixels in [0, 1] (ToTensor(), no normalization), prints its test-set top-1 and its
 predictions' checksum, and writes OUT/model.safetensors (the state_dict) and OUT/config.json
 (the constructor's arguments). Then `vit eval --checkpoint OUT --data-dir MNIST` reads it:
@@ -51,7 +52,7 @@ def main():
     yte = torch.from_numpy(idx(f"{d}/t10k-labels-idx1-ubyte").copy()).long()
     kwargs = dict(image_size=28, patch_size=4, num_classes=10, dim=64, depth=4, heads=4, dim_head=32, mlp_dim=128,
                   pool="mean", channels=1)
-    model = ViT(**kwargs).float()
+    model = ViT(**kwargs, version="seed").float()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     start = time.time()
     for epoch in range(args.epochs):

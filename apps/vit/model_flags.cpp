@@ -37,6 +37,7 @@ void ModelFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--mlp-dim", mlp_dim, "MLP hidden size")->check(positive());
   cmd.add_option("--num-classes", num_classes, "classes of the head")->check(positive());
   cmd.add_option("--pool", pool, "global pool: token or avg")->check(CLI::IsMember({"token", "avg"}));
+  cmd.add_flag("--no-class-token", no_class_token, "no class token (timm's class_token=False; needs --pool avg)");
   cmd.add_flag("--pool-include-prefix", pool_include_prefix,
                "average pooling takes the class token too (vit-pytorch's pool='mean'; timm's leaves it out)");
   cmd.add_flag("--patch-norm", patch_norm,
@@ -79,6 +80,7 @@ ViTConfig ModelFlags::resolve() const {
     c.global_pool = pool;
   }
   if (!pos_embed.empty()) c.pos_embed = pos_embed;
+  if (no_class_token) c.class_token = false;
   if (pool_include_prefix) c.pool_include_prefix = true;
   if (patch_norm) c.patch_norm = true;
   apply_training_overrides(c);
@@ -111,6 +113,7 @@ std::string ModelFlags::architecture_flag() const {
   if (mlp_dim > 0) return "--mlp-dim";
   if (!pool.empty()) return "--pool";
   if (!pos_embed.empty()) return "--pos-embed";
+  if (no_class_token) return "--no-class-token";
   if (pool_include_prefix) return "--pool-include-prefix";
   if (patch_norm) return "--patch-norm";
   return "";

@@ -176,13 +176,16 @@ SafeTensors SafeTensors::parse_view(std::shared_ptr<const void> owner, const cha
               " bytes)");
     st.tensors_.push_back(std::move(t));
   }
-  // Sorted by offset, the tensors must not overlap.
+  // Sorted by offset, the tensors must not overlap. Empty ones hold no bytes: safetensors'
+  // own writer gives them the offset where the next tensor begins (vit-pytorch's cls_token
+  // [1, 0, dim]), which may sort after that tensor.
   std::vector<const TensorInfo*> order;
-  for (auto& t : st.tensors_) order.push_back(&t);
+  for (auto& t : st.tensors_)
+    if (t.begin != t.end) order.push_back(&t);
   std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
   for (size_t i = 1; i < order.size(); ++i)
-    VIT_CHECK(order[i]->begin >= order[i - 1]->end || order[i - 1]->begin == order[i - 1]->end, path,
-              ": tensors '", order[i - 1]->name, "' and '", order[i]->name, "' overlap");
+    VIT_CHECK(order[i]->begin >= order[i - 1]->end, path, ": tensors '", order[i - 1]->name, "' and '",
+              order[i]->name, "' overlap");
   st.owner_ = std::move(owner);
   st.bytes_ = bytes;
   return st;

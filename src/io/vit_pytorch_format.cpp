@@ -4,7 +4,8 @@
 //
 //   to_patch_embedding.{1,2,3}    LayerNorm(patch_dim), Linear(patch_dim, dim), LayerNorm(dim):
 //                                 a patch flattened as (row, column, channel)
-//   pos_embedding [1, n+1, dim], cls_token [1, 1, dim]
+//   pos_embedding [1, n+1, dim], cls_token [1, 1, dim] (today's version with pool='mean':
+//                                 [1, n, dim] and [1, 0, dim], no class token)
 //   transformer.layers.i.0        Attention: norm, to_qkv (no bias), to_out.0 (absent when
 //                                 heads == 1 and dim_head == dim)
 //   transformer.layers.i.1.net    FeedForward: 0 LayerNorm, 1 Linear, 4 Linear
@@ -106,9 +107,14 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
     // 1 channels that pos_embedding's rows and patch_dim allow.
     const Shape pos = shape("pos_embedding");
     VIT_CHECK(pos.size() == 3 && pos[2] == c.embed_dim, "no pos_embedding [1, n + 1, ", c.embed_dim, "]");
-    c.class_token = st.find("cls_token") != nullptr;
-    VIT_CHECK(c.class_token, "no cls_token");
-    const int64_t patches = pos[1] - 1;
+    // Today's vit-pytorch has a class token only with pool='cls' (cls_token [1, 0, dim] with
+    // 'mean'); the seed's version always has one, and averages it in with the patches.
+    const Shape cls = shape("cls_token");
+    VIT_CHECK(cls.size() == 3 && (cls[1] == 0 || cls[1] == 1) && cls[2] == c.embed_dim,
+              "no cls_token [1, 1, ", c.embed_dim, "] (or [1, 0, ", c.embed_dim, "] with pool='mean')");
+    c.class_token = cls[1] == 1;
+    if (!c.class_token) m.skipped.insert("cls_token");
+    const int64_t patches = pos[1] - (c.class_token ? 1 : 0);
     c.in_chans = integer("channels", 3);
     bool sized = false;
     if (const json* v = field(args, "patch_size")) {
@@ -143,18 +149,22 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
               "pos_embedding has ", pos[1], " rows; a ", c.img_h, "x", c.img_w, " image in ", c.patch_h, "x",
               c.patch_w, " patches has ",
               c.img_h / std::max<int64_t>(1, c.patch_h) * (c.img_w / std::max<int64_t>(1, c.patch_w)),
-              " patches and a class token");
+              c.class_token ? " patches and a class token" : " patches");
 
     // Pooling and the final norm: vit-pytorch norms every token (transformer.norm) and pools;
     // its older versions norm after pooling (mlp_head.0), as timm's fc_norm.
-    const std::string pool = field(args, "pool") ? args["pool"].get<std::string>() : "cls";
+    const std::string pool = field(args, "pool") ? args["pool"].get<std::string>()
+                             : c.class_token     ? "cls"
+                                                 : "mean";
     VIT_CHECK(pool == "cls" || pool == "mean", "config.json pool must be 'cls' or 'mean', got '", pool, "'");
+    VIT_CHECK(pool == "mean" || c.class_token, "config.json pool is 'cls', but cls_token is ", shape_str(cls),
+              ": the model was built with pool='mean'");
     c.global_pool = pool == "mean" ? "avg" : "token";
-    c.pool_include_prefix = pool == "mean";
+    c.pool_include_prefix = pool == "mean" && c.class_token;
     const bool old_head = st.find("mlp_head.1.weight") != nullptr;
     c.fc_norm = old_head && pool == "mean";
-    if (!field(args, "pool") && !config)
-      m.notes.push_back("no config.json: class-token pooling (vit-pytorch's default pool='cls')");
+    if (!field(args, "pool") && c.class_token)
+      m.notes.push_back("no pool in config.json: class-token pooling (vit-pytorch's default pool='cls')");
     const std::string head = old_head ? "mlp_head.1" : "mlp_head";
     const Shape hw = shape(head + ".weight");
     VIT_CHECK(hw.size() == 2 && hw[1] == c.embed_dim, "no ", head, ".weight [num_classes, ", c.embed_dim,
@@ -217,7 +227,7 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
   same("patch_embed.proj.bias", "to_patch_embedding.2.bias");
   same("patch_embed.norm.weight", "to_patch_embedding.3.weight");
   same("patch_embed.norm.bias", "to_patch_embedding.3.bias");
-  same("cls_token", "cls_token");
+  if (c.class_token) same("cls_token", "cls_token");
   same("pos_embed", "pos_embedding");
   const int64_t I = c.attn_dim();
   for (int64_t l = 0; l < c.depth; ++l) {

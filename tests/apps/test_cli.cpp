@@ -298,6 +298,31 @@ TEST(Cli, AmpTrainingRunsSaysSoAndResumesWithIt) {
   EXPECT_NE(fp16.out.find("--amp-dtype"), std::string::npos) << fp16.out;
 }
 
+// vit-pytorch's variants from flags: a run writes them into config.json and args.json, resumes
+// with them, and its checkpoint loads with them.
+TEST(Cli, VitPytorchVariantFlagsTrainAndResume) {
+  vit::test::TempDir tmp("vitpt");
+  const std::string dir = tmp / "run";
+  Result r = run(
+      "train --model mnist-seed --img-size 16 --synthetic 32 --epochs 1 -b 16 --threads 1 --log-every 0 "
+      "--dim-head 6 --patch-norm --pool avg --no-class-token --output " +
+      dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto cfg = nlohmann::json::parse(vit::read_text_file(tmp / "run/config.json"));
+  EXPECT_EQ(cfg["dim_head"], 6) << cfg.dump();
+  EXPECT_EQ(cfg["patch_norm"], true) << cfg.dump();
+  EXPECT_EQ(cfg["class_token"], false) << cfg.dump();
+  Result again = run("train --resume " + dir + " --epochs 2 --log-every 0");
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_EQ(nlohmann::json::parse(vit::read_text_file(tmp / "run/config.json")), cfg);
+  Result info = run("info --checkpoint " + dir);
+  ASSERT_EQ(info.code, 0) << info.out;
+  EXPECT_NE(info.out.find("\"patch_norm\": true"), std::string::npos) << info.out;
+  Result incl = run("train --model mnist-seed --synthetic 8 --epochs 1 --pool-include-prefix");
+  EXPECT_NE(incl.code, 0);
+  EXPECT_NE(incl.out.find("pool_include_prefix is for global_pool 'avg'"), std::string::npos) << incl.out;
+}
+
 TEST(Cli, MeanAndStdOverrideTheModelsNormalization) {
   vit::test::TempDir tmp("norm");
   const std::string base =

@@ -122,13 +122,22 @@ TEST(PretrainedFixtures, VitPytorchWithConfig) {
   EXPECT_EQ(c.patch_w, 8);
   EXPECT_EQ(c.num_heads, 4);
   EXPECT_EQ(c.head_dim(), 16);  // 64 channels of attention on a 32-wide model
-  EXPECT_TRUE(c.patch_norm && c.pool_include_prefix && !c.use_fc_norm() && !c.qkv_bias);
+  // Today's vit-pytorch: no class token with pool='mean' (cls_token is [1, 0, 32]).
+  EXPECT_TRUE(c.patch_norm && c.avg_pool() && !c.class_token && !c.use_fc_norm() && !c.qkv_bias);
   EXPECT_FLOAT_EQ(c.norm_eps, 1e-5f);
   EXPECT_EQ(c.mean, std::vector<float>(3, 0.f));  // ToTensor()'s [0, 1], not normalized
   EXPECT_EQ(c.std, std::vector<float>(3, 1.f));
   expect_logits(*p.model, "vit_pytorch/expect.safetensors", "vit_pytorch");
   p.model->pack_weights();
   expect_logits(*p.model, "vit_pytorch/expect.safetensors", "vit_pytorch (packed)");
+}
+
+// The seed's vit-pytorch: a class token always, averaged in with the patches by pool='mean'.
+TEST(PretrainedFixtures, VitPytorchAsTheSeedHasItMeanOverTheClassTokenToo) {
+  Pretrained p = load_pretrained(fixture("vit_pytorch_seed"));
+  const ViTConfig& c = p.model->config();
+  EXPECT_TRUE(c.class_token && c.avg_pool() && c.pool_include_prefix && !c.use_fc_norm());
+  expect_logits(*p.model, "vit_pytorch_seed/expect.safetensors", "vit_pytorch_seed");
 }
 
 // Without config.json: the shapes and vit-pytorch's defaults (pool 'cls', dim_head 64: one
@@ -145,8 +154,8 @@ TEST(PretrainedFixtures, VitPytorchWithoutConfigOneHeadOldHead) {
   EXPECT_EQ(c.global_pool, "token");
   std::string notes;
   for (const auto& n : p.notes) notes += n + "\n";
-  for (const char* want :
-       {"1 head of 64", "16x16 images of 3 channel(s) in 4x4 patches", "pool='cls'", "not normalized"})
+  for (const char* want : {"1 head of 64", "16x16 images of 3 channel(s) in 4x4 patches",
+                           "default pool='cls'", "not normalized"})
     EXPECT_NE(notes.find(want), std::string::npos) << want << " in:\n" << notes;
   expect_logits(*p.model, "vit_pytorch_noconfig.expect.safetensors", "vit_pytorch_noconfig");
   // Two heads of 32 instead: other logits (the heads are not in the file's shapes).
@@ -176,9 +185,11 @@ TEST(PretrainedFixtures, VitPytorchConfigErrorsAndANewSize) {
        "pool must be 'cls' or 'mean'"},
       {R"({"image_size": [16, 24], "patch_size": [4, 8], "heads": 4, "patch_drop": 0.1})",
        "unknown key 'patch_drop'"},
-      {R"({"image_size": [16, 16], "patch_size": [4, 8], "heads": 4})", "pos_embedding has 13 rows"},
+      {R"({"image_size": [16, 16], "patch_size": [4, 8], "heads": 4})", "pos_embedding has 12 rows"},
       {R"({"patch_size": [4, 8], "heads": 4})", "patch_size but no image_size"},
       {R"({"heads": 0})", "config.json heads must be positive, got 0"},
+      {R"({"image_size": [16, 24], "patch_size": [4, 8], "heads": 4, "pool": "cls"})",
+       "pool is 'cls', but cls_token is [1, 0, 32]"},
       {R"({"channels": -3})", "config.json channels must be positive, got -3"},
       {R"({"image_size": [16, 24], "patch_size": [4, 4], "heads": 4})", "patch_dim is 96"},
   };
