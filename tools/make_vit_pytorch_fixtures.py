@@ -11,6 +11,9 @@ constructor's arguments in config.json, and float64 reference logits for a rando
                                  (dim_head), pool='mean' (today's vit-pytorch: no class token)
   vit_pytorch_seed/              the same as the seed's vit-pytorch has it: a class token, in
                                  the mean too
+  vit_pytorch_simple/            its SimpleViT (12x16 images, 3 heads of 12 on 24 dims): the fixed
+                                 2-D sin-cos table, no class token, linear_head = LayerNorm + Linear
+  vit_pytorch_simple_norm/       the same with transformer.norm and linear_head = Linear
   vit_pytorch_noconfig.*         no config.json: vit-pytorch's defaults (pool='cls', dim_head
                                  64), one head as wide as the model (to_out is the identity),
                                  and the older head (mlp_head = LayerNorm + Linear, no
@@ -117,6 +120,62 @@ class ViT(nn.Module):
         return self.mlp_head(x)
 
 
+def posemb_sincos_2d(h, w, dim, temperature=10000):
+    """big_vision's 2-D sin-cos table, as vit-pytorch's simple_vit.py computes it (float32)."""
+    y, x = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    omega = torch.arange(dim // 4, dtype=torch.float32) / (dim // 4 - 1)
+    omega = 1.0 / (temperature ** omega)
+    y = y.flatten()[:, None].float() * omega[None, :]
+    x = x.flatten()[:, None].float() * omega[None, :]
+    return torch.cat((x.sin(), x.cos(), y.sin(), y.cos()), dim=1)
+
+
+class SimpleAttention(Attention):
+    """SimpleViT's attention: to_out is one Linear without a bias."""
+
+    def __init__(self, dim, heads, dim_head):
+        super().__init__(dim, heads, dim_head)
+        self.to_out = nn.Linear(dim_head * heads, dim, bias=False)
+
+
+class SimpleFeedForward(nn.Module):
+    def __init__(self, dim, hidden_dim):
+        super().__init__()
+        self.net = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class SimpleViT(nn.Module):
+    """vit_pytorch.SimpleViT: no class token, the fixed 2-D table (not in the state dict), the mean
+    over the patches; head_norm: linear_head = LayerNorm + Linear and no transformer.norm (as one
+    version has it), else transformer.norm and linear_head = Linear."""
+
+    def __init__(self, *, image_size, patch_size, num_classes, dim, depth, heads, mlp_dim, channels=3, dim_head=64,
+                 head_norm=True):
+        super().__init__()
+        ih, iw = pair(image_size)
+        self.ph, self.pw = pair(patch_size)
+        patch_dim = channels * self.ph * self.pw
+        self.to_patch_embedding = nn.Sequential(nn.Identity(), nn.LayerNorm(patch_dim), nn.Linear(patch_dim, dim),
+                                                nn.LayerNorm(dim))
+        self.pos_embedding = posemb_sincos_2d(ih // self.ph, iw // self.pw, dim)  # a plain tensor
+        self.transformer = Transformer(dim, depth, heads, dim_head, mlp_dim, final_norm=not head_norm)
+        for layer in self.transformer.layers:
+            layer[0] = SimpleAttention(dim, heads, dim_head)
+            layer[1] = SimpleFeedForward(dim, mlp_dim)
+        self.linear_head = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, num_classes)) if head_norm \
+            else nn.Linear(dim, num_classes)
+
+    def forward(self, img):
+        b, c, h, w = img.shape
+        x = img.reshape(b, c, h // self.ph, self.ph, w // self.pw, self.pw).permute(0, 2, 4, 3, 5, 1)
+        x = self.to_patch_embedding(x.reshape(b, (h // self.ph) * (w // self.pw), -1))
+        x = x + self.pos_embedding.to(x.dtype)
+        return self.linear_head(self.transformer(x).mean(dim=1))
+
+
 def randomize(model, seed):
     """Every parameter away from its init, so that a misplaced one shows in the logits."""
     gen = torch.Generator().manual_seed(seed)
@@ -136,7 +195,11 @@ def randomize(model, seed):
 
 def write(out_dir, stem, kwargs, seed, with_config, version="current"):
     torch.manual_seed(seed)
-    model = ViT(**kwargs, version=version).float()  # make_fixtures sets float64 as the default
+    # make_fixtures sets float64 as the default dtype
+    if version.startswith("simple"):
+        model = SimpleViT(**kwargs, head_norm=version == "simple_head_norm").float()
+    else:
+        model = ViT(**kwargs, version=version).float()
     randomize(model, seed)
     state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
     ih, iw = pair(kwargs["image_size"])
@@ -168,6 +231,10 @@ def main():
                       mlp_dim=48, pool="mean", channels=3)
     write(out, "vit_pytorch", wide_heads, 50, with_config=True)
     write(out, "vit_pytorch_seed", wide_heads, 70, with_config=True, version="seed")
+    simple = dict(image_size=(12, 16), patch_size=4, num_classes=4, dim=24, depth=2, heads=3, dim_head=12,
+                  mlp_dim=40)
+    write(out, "vit_pytorch_simple", simple, 80, with_config=True, version="simple_head_norm")
+    write(out, "vit_pytorch_simple_norm", simple, 90, with_config=True, version="simple")
     write(out, "vit_pytorch_noconfig", dict(image_size=16, patch_size=4, num_classes=3, dim=64, depth=2, heads=1,
                                             dim_head=64, mlp_dim=40), 60, with_config=False, version="old")
 

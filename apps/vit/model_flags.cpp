@@ -42,8 +42,10 @@ void ModelFlags::add_to(CLI::App& cmd) {
                "average pooling takes the class token too (vit-pytorch's pool='mean'; timm's leaves it out)");
   cmd.add_flag("--patch-norm", patch_norm,
                "LayerNorms before and after the patch projection, as vit-pytorch's patch embedding");
-  cmd.add_option("--pos-embed", pos_embed, "position embedding: learn or sincos")
-      ->check(CLI::IsMember({"learn", "sincos"}));
+  cmd.add_option("--pos-embed", pos_embed,
+                 "position embedding: learn, sincos (the seeds' fixed 1-D table) or sincos2d (big_vision's and "
+                 "SimpleViT's fixed 2-D table)")
+      ->check(CLI::IsMember({"learn", "sincos", "sincos2d"}));
   cmd.add_option("--drop", drop, "dropout rate (projections, MLP and head)")->check(rate());
   cmd.add_option("--drop-path", drop_path, "stochastic depth rate")->check(rate());
   cmd.add_option("--attn-drop", attn_drop, "attention dropout rate")->check(rate());

@@ -98,7 +98,7 @@ std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
             class_names.size(), " class names for ", c.num_classes, " classes");
   const float* base = model.fp32_params(dir + ": not exported");
   std::vector<std::string> notes;
-  if (c.pos_embed == "sincos")
+  if (c.pos_embed != "learn")
     notes.push_back(
         "the fixed sin-cos position embedding is written as HF's learned one (same values): "
         "fine-tuning the export would train it");

@@ -106,6 +106,14 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
+// A fixed (sin-cos) position table for the model's own grid.
+void init_fixed_pos_embed(const ViTConfig& c, const ParamSpec& s, float* dst) {
+  if (c.pos_embed == "sincos2d")
+    sincos2d_pos_embed(dst, s.shape[1] - c.num_patches(), c.grid_h(), c.grid_w(), s.shape[2]);
+  else
+    sincos_pos_embed(dst, s.shape[1], s.shape[2]);
+}
+
 }  // namespace
 
 Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
@@ -169,6 +177,10 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
       f->second(dst);
       continue;
     }
+    if (s.name == "pos_embed" && c.pos_embed != "learn" && !m.sources.count(s.name)) {
+      init_fixed_pos_embed(c, s, dst);  // a fixed table the file does not store (SimpleViT's)
+      continue;
+    }
     auto it = m.sources.find(s.name);
     const std::vector<std::string> srcs = it == m.sources.end() ? std::vector<std::string>{} : it->second;
     const Shape shape = stacked_shape(st, srcs);
@@ -180,8 +192,8 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
       const Shape want = {1, prefix + gh0 * gw0, c.embed_dim};
       VIT_CHECK(shape == want, out.file, ": tensor 'pos_embed' has shape ", shape_str(shape), ", expected ",
                 shape_str(want));
-      if (c.pos_embed == "sincos") {
-        sincos_pos_embed(dst, s.shape[1], s.shape[2]);
+      if (c.pos_embed != "learn") {
+        init_fixed_pos_embed(c, s, dst);
       } else {
         const std::vector<float> pos = st.to_float(srcs[0]);
         resample_pos_embed(pos.data(), prefix, gh0, gw0, c.embed_dim, dst, c.grid_h(), c.grid_w());

@@ -12,9 +12,15 @@
 //   transformer.norm, mlp_head    the final LayerNorm (older versions: mlp_head.0, after
 //                                 pooling) and the classifier
 //
+// Its SimpleViT (big_vision's plain ViT baseline) differs: no class token, no pos_embedding in
+// the state dict (a fixed 2-D sin-cos table: sincos2d), to_out without a bias (a zero bias
+// here), FeedForward's second Linear at net.3, and linear_head (older: LayerNorm + Linear,
+// no transformer.norm).
+//
 // The constructor's arguments (image_size, patch_size, channels, heads, dim_head, pool, ...)
 // come from a config.json beside the weights; without one, what the shapes leave open is
-// vit-pytorch's defaults (dim_head 64, pool 'cls') and square images, each said in a note.
+// vit-pytorch's defaults (dim_head 64, pool 'cls') and square images, each said in a note
+// (SimpleViT's state dict does not tell the image size: it needs config.json).
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -30,6 +36,13 @@ using json = nlohmann::json;
 bool is_vit_pytorch(const SafeTensors& st) {
   return st.find("to_patch_embedding.2.weight") || st.find("transformer.layers.0.0.to_qkv.weight");
 }
+
+namespace {
+// SimpleViT: its classifier is linear_head (ViT's is mlp_head).
+bool is_simple_vit(const SafeTensors& st) {
+  return st.find("linear_head.weight") || st.find("linear_head.1.weight");
+}
+}  // namespace
 
 namespace {
 
@@ -105,15 +118,19 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
 
     // Image, patches and channels: config.json, else a square grid of square patches of 3 or
     // 1 channels that pos_embedding's rows and patch_dim allow.
-    const Shape pos = shape("pos_embedding");
+    const bool simple = is_simple_vit(st);
+    VIT_CHECK(!simple || (field(args, "image_size") && field(args, "patch_size")),
+              "a SimpleViT's state dict does not say the image and patch size (its position table is "
+              "not stored): put image_size and patch_size in config.json");
+    const Shape pos = simple ? Shape{1, 0, c.embed_dim} : shape("pos_embedding");
     VIT_CHECK(pos.size() == 3 && pos[2] == c.embed_dim, "no pos_embedding [1, n + 1, ", c.embed_dim, "]");
     // Today's vit-pytorch has a class token only with pool='cls' (cls_token [1, 0, dim] with
     // 'mean'); the seed's version always has one, and averages it in with the patches.
-    const Shape cls = shape("cls_token");
+    const Shape cls = simple ? Shape{1, 0, c.embed_dim} : shape("cls_token");
     VIT_CHECK(cls.size() == 3 && (cls[1] == 0 || cls[1] == 1) && cls[2] == c.embed_dim,
               "no cls_token [1, 1, ", c.embed_dim, "] (or [1, 0, ", c.embed_dim, "] with pool='mean')");
     c.class_token = cls[1] == 1;
-    if (!c.class_token) m.skipped.insert("cls_token");
+    if (!c.class_token && !simple) m.skipped.insert("cls_token");
     const int64_t patches = pos[1] - (c.class_token ? 1 : 0);
     c.in_chans = integer("channels", 3);
     bool sized = false;
@@ -145,7 +162,7 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
     VIT_CHECK(c.patch_h > 0 && c.patch_w > 0 && c.in_chans > 0 && c.in_chans * c.patch_h * c.patch_w == P,
               "patch_dim is ", P, ", not channels x patch_size (", c.in_chans, " x ", c.patch_h, " x ",
               c.patch_w, ")");
-    VIT_CHECK(c.img_h % c.patch_h == 0 && c.img_w % c.patch_w == 0 && c.num_patches() == patches,
+    VIT_CHECK(c.img_h % c.patch_h == 0 && c.img_w % c.patch_w == 0 && (simple || c.num_patches() == patches),
               "pos_embedding has ", pos[1], " rows; a ", c.img_h, "x", c.img_w, " image in ", c.patch_h, "x",
               c.patch_w, " patches has ",
               c.img_h / std::max<int64_t>(1, c.patch_h) * (c.img_w / std::max<int64_t>(1, c.patch_w)),
@@ -161,11 +178,11 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
               ": the model was built with pool='mean'");
     c.global_pool = pool == "mean" ? "avg" : "token";
     c.pool_include_prefix = pool == "mean" && c.class_token;
-    const bool old_head = st.find("mlp_head.1.weight") != nullptr;
+    const bool old_head = st.find("mlp_head.1.weight") || st.find("linear_head.1.weight");
     c.fc_norm = old_head && pool == "mean";
     if (!field(args, "pool") && c.class_token)
       m.notes.push_back("no pool in config.json: class-token pooling (vit-pytorch's default pool='cls')");
-    const std::string head = old_head ? "mlp_head.1" : "mlp_head";
+    const std::string head = std::string(simple ? "linear_head" : "mlp_head") + (old_head ? ".1" : "");
     const Shape hw = shape(head + ".weight");
     VIT_CHECK(hw.size() == 2 && hw[1] == c.embed_dim, "no ", head, ".weight [num_classes, ", c.embed_dim,
               "]");
@@ -176,8 +193,9 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
     c.patch_norm = true;
     c.patch_bias = st.find("to_patch_embedding.2.bias") != nullptr;
     c.qkv_bias = false;
-    c.pos_embed = "learn";
+    c.pos_embed = simple ? "sincos2d" : "learn";
     c.norm_eps = 1e-5f;  // nn.LayerNorm's default
+    if (simple) m.notes.push_back("SimpleViT's attention projection has no bias: a zero one here");
     if (const json* v = field(args, "dropout")) c.attn_drop_rate = c.proj_drop_rate = v->get<float>();
     if (const json* v = field(args, "emb_dropout")) c.pos_drop_rate = v->get<float>();
     // vit-pytorch takes tensors as they come: ToTensor()'s [0, 1] unless the user normalized.
@@ -227,8 +245,9 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
   same("patch_embed.proj.bias", "to_patch_embedding.2.bias");
   same("patch_embed.norm.weight", "to_patch_embedding.3.weight");
   same("patch_embed.norm.bias", "to_patch_embedding.3.bias");
+  const bool simple = is_simple_vit(st);
   if (c.class_token) same("cls_token", "cls_token");
-  same("pos_embed", "pos_embedding");
+  if (!simple) same("pos_embed", "pos_embedding");  // SimpleViT's fixed table is made on load
   const int64_t I = c.attn_dim();
   for (int64_t l = 0; l < c.depth; ++l) {
     const std::string ours = "blocks." + std::to_string(l) + ".",
@@ -236,7 +255,10 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
     same(ours + "norm1.weight", theirs + ".0.norm.weight");
     same(ours + "norm1.bias", theirs + ".0.norm.bias");
     same(ours + "attn.qkv.weight", theirs + ".0.to_qkv.weight");
-    if (st.find(theirs + ".0.to_out.0.weight")) {
+    if (simple) {  // nn.Linear(inner_dim, dim, bias=False)
+      same(ours + "attn.proj.weight", theirs + ".0.to_out.weight");
+      m.fills[ours + "attn.proj.bias"] = [D](float* dst) { std::fill(dst, dst + D, 0.f); };
+    } else if (st.find(theirs + ".0.to_out.0.weight")) {
       same(ours + "attn.proj.weight", theirs + ".0.to_out.0.weight");
       same(ours + "attn.proj.bias", theirs + ".0.to_out.0.bias");
     } else {  // one head as wide as the model: vit-pytorch's to_out is the identity
@@ -252,16 +274,19 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
     same(ours + "norm2.bias", theirs + ".1.net.0.bias");
     same(ours + "mlp.fc1.weight", theirs + ".1.net.1.weight");
     same(ours + "mlp.fc1.bias", theirs + ".1.net.1.bias");
-    same(ours + "mlp.fc2.weight", theirs + ".1.net.4.weight");
-    same(ours + "mlp.fc2.bias", theirs + ".1.net.4.bias");
+    const std::string fc2 = theirs + (simple ? ".1.net.3" : ".1.net.4");  // SimpleViT has no dropout
+    same(ours + "mlp.fc2.weight", fc2 + ".weight");
+    same(ours + "mlp.fc2.bias", fc2 + ".bias");
   }
-  const bool old_head = st.find("mlp_head.1.weight") != nullptr;
+  // The final norm: transformer.norm, or in older versions the head's LayerNorm.
+  const std::string head = simple ? "linear_head" : "mlp_head";
+  const bool old_head = st.find(head + ".1.weight") != nullptr;
   const std::string norm = c.use_fc_norm() ? "fc_norm" : "norm",
-                    theirs_norm = old_head ? "mlp_head.0" : "transformer.norm";
+                    theirs_norm = old_head ? head + ".0" : "transformer.norm";
   same(norm + ".weight", theirs_norm + ".weight");
   same(norm + ".bias", theirs_norm + ".bias");
-  same("head.weight", old_head ? "mlp_head.1.weight" : "mlp_head.weight");
-  same("head.bias", old_head ? "mlp_head.1.bias" : "mlp_head.bias");
+  same("head.weight", head + (old_head ? ".1.weight" : ".weight"));
+  same("head.bias", head + (old_head ? ".1.bias" : ".bias"));
   return m;
 }
 

@@ -63,8 +63,11 @@ void ViTConfig::validate() const {
   VIT_CHECK(crop_pct > 0.f && crop_pct <= 1.f, "config: crop_pct must be in (0, 1], got ", crop_pct);
   VIT_CHECK(crop_mode == "center" || crop_mode == "squash",
             "config: crop_mode must be 'center' or 'squash', got '", crop_mode, "'");
-  VIT_CHECK(pos_embed == "learn" || pos_embed == "sincos",
-            "config: pos_embed must be 'learn' or 'sincos', got '", pos_embed, "'");
+  VIT_CHECK(pos_embed == "learn" || pos_embed == "sincos" || pos_embed == "sincos2d",
+            "config: pos_embed must be 'learn', 'sincos' or 'sincos2d', got '", pos_embed, "'");
+  VIT_CHECK(pos_embed != "sincos2d" || (embed_dim % 4 == 0 && embed_dim >= 8),
+            "config: pos_embed 'sincos2d' needs embed_dim a multiple of 4, at least 8 (a quarter each for sin "
+            "and cos of x and y), got ", embed_dim);
   for (auto [name, v] : {std::pair{"pos_drop_rate", pos_drop_rate},
                          {"attn_drop_rate", attn_drop_rate},
                          {"proj_drop_rate", proj_drop_rate},

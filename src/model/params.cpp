@@ -1,5 +1,6 @@
 #include "vit/model/params.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "vit/core/error.h"
@@ -8,7 +9,7 @@
 namespace vit {
 
 void ParamTable::add(std::string name, Shape shape, Init init) {
-  const bool fixed = init == Init::SinCos;
+  const bool fixed = init == Init::SinCos || init == Init::SinCos2d;
   const bool no_decay =
       shape.size() <= 1 || name == "pos_embed" || name == "cls_token" || name == "reg_token";
   // 16-float alignment keeps every tensor on its own 64-byte boundary.
@@ -31,7 +32,10 @@ ParamTable::ParamTable(const ViTConfig& c) {
   }
   if (c.class_token) add("cls_token", {1, 1, D}, Init::ClsToken);
   if (c.reg_tokens > 0) add("reg_token", {1, c.reg_tokens, D}, Init::ClsToken);
-  add("pos_embed", {1, c.pos_embed_len(), D}, c.pos_embed == "sincos" ? Init::SinCos : Init::TruncNormal);
+  add("pos_embed", {1, c.pos_embed_len(), D},
+      c.pos_embed == "sincos"     ? Init::SinCos
+      : c.pos_embed == "sincos2d" ? Init::SinCos2d
+                                  : Init::TruncNormal);
   if (c.pre_norm) {
     add("norm_pre.weight", {D}, Init::Ones);
     add("norm_pre.bias", {D}, Init::Zeros);
@@ -81,6 +85,24 @@ void sincos_pos_embed(float* out, int64_t T, int64_t C) {
     }
 }
 
+void sincos2d_pos_embed(float* out, int64_t prefix, int64_t gh, int64_t gw, int64_t C) {
+  std::fill(out, out + prefix * C, 0.f);
+  const int64_t Q = C / 4;
+  for (int64_t y = 0; y < gh; ++y)
+    for (int64_t x = 0; x < gw; ++x) {
+      float* row = out + (prefix + y * gw + x) * C;
+      for (int64_t k = 0; k < Q; ++k) {
+        // As PyTorch computes it in float32: omega = 1 / 10000^(k / (Q - 1)), then x * omega.
+        const float omega = 1.f / std::pow(10000.f, float(k) / float(Q - 1));
+        const float ax = float(x) * omega, ay = float(y) * omega;
+        row[k] = std::sin(ax);
+        row[Q + k] = std::cos(ax);
+        row[2 * Q + k] = std::sin(ay);
+        row[3 * Q + k] = std::cos(ay);
+      }
+    }
+}
+
 void init_params(const ParamTable& table, const ViTConfig& cfg, float* params, uint64_t seed) {
   Rng rng(seed);
   const double conv_bound =
@@ -108,6 +130,9 @@ void init_params(const ParamTable& table, const ViTConfig& cfg, float* params, u
         for (int64_t i = 0; i < n; ++i) p[i] = cfg.init_values;
         break;
       case Init::SinCos: sincos_pos_embed(p, s.shape[1], s.shape[2]); break;
+      case Init::SinCos2d:
+        sincos2d_pos_embed(p, s.shape[1] - cfg.num_patches(), cfg.grid_h(), cfg.grid_w(), s.shape[2]);
+        break;
     }
   }
 }

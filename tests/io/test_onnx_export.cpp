@@ -61,8 +61,8 @@ std::vector<Variant> variants() {
   c.dim_head = 5;  // vit-pytorch's dim_head: 15 attention channels on an 8-wide model
   v.push_back({"dim_head", c});
   c = test::tiny_vit("avg");
-  c.patch_norm = true;  // vit-pytorch's: LayerNorms around the patch projection,
-  c.fc_norm = false;    // the final norm on every token,
+  c.patch_norm = true;           // vit-pytorch's: LayerNorms around the patch projection,
+  c.fc_norm = false;             // the final norm on every token,
   c.pool_include_prefix = true;  // the mean over all of them
   c.qkv_bias = false;
   c.dim_head = 6;
@@ -201,13 +201,15 @@ TEST(OnnxExport, OnnxRuntimeGivesVitcppsLogits) {
   }
 }
 
-// The pretrained fixtures (timm's and Hugging Face's layouts, weights from PyTorch), as
-// vit export --format onnx reads them.
+// The pretrained fixtures (timm's, Hugging Face's and vit-pytorch's layouts, weights from
+// PyTorch), as vit export --format onnx reads them: vit-pytorch's bring the patch LayerNorms,
+// dim_head, the mean with and without the class token, and the fixed 2-D table.
 TEST(OnnxExport, OnnxRuntimeGivesThePretrainedFixturesLogits) {
   const std::string missing = ort_missing();
   if (!missing.empty()) GTEST_SKIP() << "ONNX Runtime not available: " << missing;
   test::TempDir tmp("ortfix");
-  for (const char* name : {"timm_a", "timm_b", "hf"}) {
+  for (const char* name :
+       {"timm_a", "timm_b", "hf", "vit_pytorch", "vit_pytorch_seed", "vit_pytorch_simple"}) {
     Pretrained p = load_pretrained(std::string(VIT_FIXTURE_DIR) + "/pretrained/" + name);
     expect_ort_matches(*p.model, name, tmp.str());
   }

@@ -140,6 +140,27 @@ TEST(PretrainedFixtures, VitPytorchAsTheSeedHasItMeanOverTheClassTokenToo) {
   expect_logits(*p.model, "vit_pytorch_seed/expect.safetensors", "vit_pytorch_seed");
 }
 
+// vit-pytorch's SimpleViT (big_vision's plain ViT): no class token, the fixed 2-D sin-cos
+// table made on load (the state dict has none), to_out without a bias, the mean over the
+// patches; its head with a LayerNorm (fc_norm) or after transformer.norm.
+TEST(PretrainedFixtures, VitPytorchSimpleVit) {
+  for (const char* dir : {"vit_pytorch_simple", "vit_pytorch_simple_norm"}) {
+    Pretrained p = load_pretrained(fixture(dir));
+    const ViTConfig& c = p.model->config();
+    EXPECT_EQ(c.pos_embed, "sincos2d") << dir;
+    EXPECT_TRUE(!c.class_token && c.avg_pool() && c.patch_norm && c.head_dim() == 12) << dir;
+    EXPECT_EQ(c.use_fc_norm(), std::string(dir) == "vit_pytorch_simple") << dir;
+    expect_logits(*p.model, std::string(dir) + "/expect.safetensors", dir);
+  }
+  // Without config.json there is no telling the image size.
+  test::TempDir tmp("simplevit");
+  std::filesystem::copy_file(fixture("vit_pytorch_simple/model.safetensors"), tmp / "model.safetensors");
+  LoadOptions o;
+  o.num_heads = 3;
+  const std::string msg = test::error_of([&] { load_pretrained(tmp.str(), o); });
+  EXPECT_NE(msg.find("put image_size and patch_size in config.json"), std::string::npos) << msg;
+}
+
 // Without config.json: the shapes and vit-pytorch's defaults (pool 'cls', dim_head 64: one
 // head here, as wide as the model, so to_out is the identity and absent), each said in a
 // note; the older head (mlp_head = LayerNorm + Linear).

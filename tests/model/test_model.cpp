@@ -377,6 +377,37 @@ TEST(Model, SinCosTableMatchesSeedFormula) {
     }
 }
 
+// big_vision's posemb_sincos_2d (vit-pytorch's SimpleViT): for a 2x3 grid at 8 dims (w_k =
+// 10000^(-k), k = 0, 1), [sin(x w), cos(x w), sin(y w), cos(y w)] row-major over the grid,
+// after prefix rows of zeros; the model's fixed table and not trained; --img-size remakes it.
+TEST(Model, SinCos2dTableIsBigVisions) {
+  std::vector<float> pe(7 * 8, -1.f);
+  sincos2d_pos_embed(pe.data(), 1, 2, 3, 8);
+  for (int j = 0; j < 8; ++j) EXPECT_EQ(pe[j], 0.f) << "prefix row, " << j;
+  for (int y = 0; y < 2; ++y)
+    for (int x = 0; x < 3; ++x)
+      for (int k = 0; k < 2; ++k) {
+        const double w = 1.0 / std::pow(10000.0, k);
+        const float* r = pe.data() + (1 + y * 3 + x) * 8;
+        EXPECT_NEAR(r[k], std::sin(x * w), 1e-6) << y << "," << x << "," << k;
+        EXPECT_NEAR(r[2 + k], std::cos(x * w), 1e-6);
+        EXPECT_NEAR(r[4 + k], std::sin(y * w), 1e-6);
+        EXPECT_NEAR(r[6 + k], std::cos(y * w), 1e-6);
+      }
+  ViTConfig c = tiny("token", true, "learn");
+  c.pos_embed = "sincos2d";  // 8 dims, a 2x2 grid of 4x6 patches after the class token
+  ViT m(c);
+  EXPECT_FALSE(m.table().at("pos_embed").trainable);
+  std::vector<float> want(5 * 8);
+  sincos2d_pos_embed(want.data(), 1, 2, 2, 8);
+  const Tensor pos = m.param("pos_embed");
+  EXPECT_EQ(std::vector<float>(pos.data, pos.data + pos.numel()), want);
+  c.embed_dim = 6;
+  c.num_heads = 2;
+  EXPECT_NE(test::error_of([&] { c.validate(); }).find("'sincos2d' needs embed_dim a multiple of 4"),
+            std::string::npos);
+}
+
 }  // namespace vit
 
 namespace vit {

@@ -20,6 +20,7 @@ enum class Init {
   ConvDefault,  // PyTorch Conv2d default: uniform(+-1/sqrt(fan_in)), weight and bias
   LayerScale,   // init_values (timm's LayerScale gamma)
   SinCos,       // fixed sin/cos position table (not trained)
+  SinCos2d,     // fixed 2-D sin/cos table over the patch grid (not trained)
 };
 
 struct ParamSpec {
@@ -52,5 +53,9 @@ class ParamTable {
 void init_params(const ParamTable& table, const ViTConfig& cfg, float* params, uint64_t seed);
 // The fixed position table [T, C]: pe[t, 2i] = sin(t / 10000^(2i/C)), pe[t, 2i+1] = cos(...).
 void sincos_pos_embed(float* out, int64_t T, int64_t C);
+// big_vision's posemb_sincos_2d (vit-pytorch's SimpleViT) over a gh x gw grid after `prefix`
+// zero rows, [prefix + gh*gw, C]: with w_k = 10000^(-k/(C/4-1)), k < C/4, the patch at row y,
+// column x gets [sin(x w), cos(x w), sin(y w), cos(y w)].
+void sincos2d_pos_embed(float* out, int64_t prefix, int64_t gh, int64_t gw, int64_t C);
 
 }  // namespace vit
