@@ -63,7 +63,7 @@ VIT_API const char* vitcpp_version(void);
 /* The message of this thread's last failed call ("" when none failed). */
 VIT_API const char* vitcpp_last_error(void);
 
-/* Opens a checkpoint: a vitcpp, timm or Hugging Face .safetensors file, a directory with
+/* Opens a checkpoint: a vitcpp, timm, Hugging Face or vit-pytorch .safetensors file, a directory with
  * model.safetensors (+ config.json), or a vit train run directory. dtype: NULL or "fp32",
  * or "bf16" (AVX-512 bf16 CPUs). labels_file: NULL, or class names one per line. */
 VIT_API vitcpp_status vitcpp_open(const char* checkpoint, const char* dtype, vitcpp_model** out);

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   }
   const long k = argc == 4 ? std::strtol(argv[3], nullptr, 10) : 5;
   try {
-    vit::Classifier model(argv[1]);  // vitcpp, timm or Hugging Face checkpoint
+    vit::Classifier model(argv[1]);  // vitcpp, timm, Hugging Face or vit-pytorch checkpoint
     for (const vit::Prediction& p : model.classify(vit::ImageInput::file(argv[2]), k))
       std::printf("%lld %.4f%s%s\n", static_cast<long long>(p.index), p.probability,
                   p.label.empty() ? "" : " ", p.label.c_str());

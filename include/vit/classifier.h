@@ -1,6 +1,6 @@
-// The application API (docs/embedding.md): open a model from a vitcpp, timm or Hugging Face
-// checkpoint with its preprocessing and class names, then classify images given as files,
-// as PNG/JPEG bytes in memory or as raw pixels: top-k classes, logits or embeddings. Images
+// The application API (docs/embedding.md): open a model from a vitcpp, timm, Hugging Face or
+// vit-pytorch checkpoint with its preprocessing and class names, then classify images given as
+// files, as PNG/JPEG bytes in memory or as raw pixels: top-k classes, logits or embeddings. Images
 // are preprocessed exactly as `vit predict` does (vit/data/preprocess.h), so the same image
 // and checkpoint give the same probabilities; embed() gives the embeddings (pre-logits) as
 // `vit predict --features` does. Errors are vit::Error exceptions with a
@@ -84,8 +84,8 @@ struct ClassifierOptions {
 
 class VIT_API Classifier {
  public:
-  // A checkpoint as `vit predict --checkpoint` takes it: a vitcpp, timm or Hugging Face
-  // .safetensors file, a directory with model.safetensors (+ config.json), or a vit train run
+  // A checkpoint as `vit predict --checkpoint` takes it: a vitcpp, timm, Hugging Face or
+  // vit-pytorch .safetensors file, a directory with model.safetensors (+ config.json), or a vit train run
   // directory (its best.safetensors).
   explicit Classifier(const std::string& checkpoint, const ClassifierOptions& options = {});
   ~Classifier();
@@ -100,7 +100,7 @@ class VIT_API Classifier {
   int64_t height() const;
   int64_t width() const;
   const std::vector<std::string>& class_names() const;  // empty when the checkpoint has none
-  const std::string& format() const;                    // "vitcpp", "timm" or "hf"
+  const std::string& format() const;                    // "vitcpp", "timm", "hf" or "vit-pytorch"
   const std::vector<std::string>& notes() const;        // what the loader adapted, for people
 
   // OpenMP threads of every later call (of every Classifier: it is the process's setting).
