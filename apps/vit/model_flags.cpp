@@ -37,14 +37,16 @@ void ModelFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--mlp-dim", mlp_dim, "MLP hidden size")->check(positive());
   cmd.add_option("--num-classes", num_classes, "classes of the head")->check(positive());
   cmd.add_option("--pool", pool, "global pool: token or avg")->check(CLI::IsMember({"token", "avg"}));
-  cmd.add_flag("--no-class-token", no_class_token, "no class token (timm's class_token=False; needs --pool avg)");
+  cmd.add_flag("--no-class-token", no_class_token,
+               "no class token (timm's class_token=False; needs --pool avg)");
   cmd.add_flag("--pool-include-prefix", pool_include_prefix,
                "average pooling takes the class token too (vit-pytorch's pool='mean'; timm's leaves it out)");
   cmd.add_flag("--patch-norm", patch_norm,
                "LayerNorms before and after the patch projection, as vit-pytorch's patch embedding");
-  cmd.add_option("--pos-embed", pos_embed,
-                 "position embedding: learn, sincos (the seeds' fixed 1-D table) or sincos2d (big_vision's and "
-                 "SimpleViT's fixed 2-D table)")
+  cmd.add_option(
+         "--pos-embed", pos_embed,
+         "position embedding: learn, sincos (the seeds' fixed 1-D table) or sincos2d (big_vision's and "
+         "SimpleViT's fixed 2-D table)")
       ->check(CLI::IsMember({"learn", "sincos", "sincos2d"}));
   cmd.add_option("--drop", drop, "dropout rate (projections, MLP and head)")->check(rate());
   cmd.add_option("--drop-path", drop_path, "stochastic depth rate")->check(rate());

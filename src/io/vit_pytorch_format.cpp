@@ -38,13 +38,6 @@ bool is_vit_pytorch(const SafeTensors& st) {
 }
 
 namespace {
-// SimpleViT: its classifier is linear_head (ViT's is mlp_head).
-bool is_simple_vit(const SafeTensors& st) {
-  return st.find("linear_head.weight") || st.find("linear_head.1.weight");
-}
-}  // namespace
-
-namespace {
 
 // The constructor's arguments vit-pytorch's ViT takes, and vitcpp's preprocessing.
 const std::set<std::string> kKeys = {"image_size", "patch_size",  "num_classes", "dim",      "depth",
@@ -62,6 +55,11 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
     const TensorInfo* t = st.find(name);
     return t ? t->shape : Shape{};
   };
+  // SimpleViT's classifier is linear_head (ViT's mlp_head); older versions of both put a
+  // LayerNorm in it (head.0) instead of transformer.norm.
+  const bool simple = st.find("linear_head.weight") || st.find("linear_head.1.weight");
+  const std::string head = simple ? "linear_head" : "mlp_head";
+  const bool old_head = st.find(head + ".1.weight") != nullptr;
   try {
     const json args = config ? *config : json::object();
     for (const auto& [key, v] : args.items())
@@ -77,8 +75,8 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
 
     const Shape proj = shape("to_patch_embedding.2.weight");
     VIT_CHECK(proj.size() == 2,
-              "no to_patch_embedding.2.weight [dim, patch_dim]: not vit-pytorch's ViT (its "
-              "SimpleViT and other variants are not supported)");
+              "no to_patch_embedding.2.weight [dim, patch_dim]: not vit-pytorch's ViT or SimpleViT (its "
+              "other models are not supported)");
     c.embed_dim = proj[0];
     const int64_t P = proj[1];
     c.depth = 0;
@@ -118,7 +116,6 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
 
     // Image, patches and channels: config.json, else a square grid of square patches of 3 or
     // 1 channels that pos_embedding's rows and patch_dim allow.
-    const bool simple = is_simple_vit(st);
     VIT_CHECK(!simple || (field(args, "image_size") && field(args, "patch_size")),
               "a SimpleViT's state dict does not say the image and patch size (its position table is "
               "not stored): put image_size and patch_size in config.json");
@@ -159,9 +156,8 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
                         " channel(s) in " + std::to_string(c.patch_h) + "x" + std::to_string(c.patch_w) +
                         " patches, from the tensors' shapes");
     }
-    VIT_CHECK(c.patch_h > 0 && c.patch_w > 0 && c.in_chans > 0 && c.in_chans * c.patch_h * c.patch_w == P,
-              "patch_dim is ", P, ", not channels x patch_size (", c.in_chans, " x ", c.patch_h, " x ",
-              c.patch_w, ")");
+    VIT_CHECK(c.patch_h > 0 && c.patch_w > 0 && c.in_chans > 0 && c.patch_dim() == P, "patch_dim is ", P,
+              ", not channels x patch_size (", c.in_chans, " x ", c.patch_h, " x ", c.patch_w, ")");
     VIT_CHECK(c.img_h % c.patch_h == 0 && c.img_w % c.patch_w == 0 && (simple || c.num_patches() == patches),
               "pos_embedding has ", pos[1], " rows; a ", c.img_h, "x", c.img_w, " image in ", c.patch_h, "x",
               c.patch_w, " patches has ",
@@ -178,17 +174,16 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
               ": the model was built with pool='mean'");
     c.global_pool = pool == "mean" ? "avg" : "token";
     c.pool_include_prefix = pool == "mean" && c.class_token;
-    const bool old_head = st.find("mlp_head.1.weight") || st.find("linear_head.1.weight");
     c.fc_norm = old_head && pool == "mean";
     if (!field(args, "pool") && c.class_token)
       m.notes.push_back("no pool in config.json: class-token pooling (vit-pytorch's default pool='cls')");
-    const std::string head = std::string(simple ? "linear_head" : "mlp_head") + (old_head ? ".1" : "");
-    const Shape hw = shape(head + ".weight");
-    VIT_CHECK(hw.size() == 2 && hw[1] == c.embed_dim, "no ", head, ".weight [num_classes, ", c.embed_dim,
-              "]");
+    const std::string classifier = head + (old_head ? ".1" : "");
+    const Shape hw = shape(classifier + ".weight");
+    VIT_CHECK(hw.size() == 2 && hw[1] == c.embed_dim, "no ", classifier, ".weight [num_classes, ",
+              c.embed_dim, "]");
     c.num_classes = hw[0];
     VIT_CHECK(integer("num_classes", c.num_classes) == c.num_classes,
-              "config.json num_classes disagrees with ", head, ".weight (", c.num_classes, ")");
+              "config.json num_classes disagrees with ", classifier, ".weight (", c.num_classes, ")");
 
     c.patch_norm = true;
     c.patch_bias = st.find("to_patch_embedding.2.bias") != nullptr;
@@ -245,10 +240,12 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
   same("patch_embed.proj.bias", "to_patch_embedding.2.bias");
   same("patch_embed.norm.weight", "to_patch_embedding.3.weight");
   same("patch_embed.norm.bias", "to_patch_embedding.3.bias");
-  const bool simple = is_simple_vit(st);
   if (c.class_token) same("cls_token", "cls_token");
   if (!simple) same("pos_embed", "pos_embedding");  // SimpleViT's fixed table is made on load
   const int64_t I = c.attn_dim();
+  auto zero_bias = [&](const std::string& ours) {
+    m.fills[ours] = [D](float* dst) { std::fill(dst, dst + D, 0.f); };
+  };
   for (int64_t l = 0; l < c.depth; ++l) {
     const std::string ours = "blocks." + std::to_string(l) + ".",
                       theirs = "transformer.layers." + std::to_string(l);
@@ -257,7 +254,7 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
     same(ours + "attn.qkv.weight", theirs + ".0.to_qkv.weight");
     if (simple) {  // nn.Linear(inner_dim, dim, bias=False)
       same(ours + "attn.proj.weight", theirs + ".0.to_out.weight");
-      m.fills[ours + "attn.proj.bias"] = [D](float* dst) { std::fill(dst, dst + D, 0.f); };
+      zero_bias(ours + "attn.proj.bias");
     } else if (st.find(theirs + ".0.to_out.0.weight")) {
       same(ours + "attn.proj.weight", theirs + ".0.to_out.0.weight");
       same(ours + "attn.proj.bias", theirs + ".0.to_out.0.bias");
@@ -268,7 +265,7 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
       m.fills[ours + "attn.proj.weight"] = [D](float* dst) {
         for (int64_t i = 0; i < D * D; ++i) dst[i] = i % (D + 1) == 0 ? 1.f : 0.f;
       };
-      m.fills[ours + "attn.proj.bias"] = [D](float* dst) { std::fill(dst, dst + D, 0.f); };
+      zero_bias(ours + "attn.proj.bias");
     }
     same(ours + "norm2.weight", theirs + ".1.net.0.weight");
     same(ours + "norm2.bias", theirs + ".1.net.0.bias");
@@ -279,8 +276,6 @@ Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
     same(ours + "mlp.fc2.bias", fc2 + ".bias");
   }
   // The final norm: transformer.norm, or in older versions the head's LayerNorm.
-  const std::string head = simple ? "linear_head" : "mlp_head";
-  const bool old_head = st.find(head + ".1.weight") != nullptr;
   const std::string norm = c.use_fc_norm() ? "fc_norm" : "norm",
                     theirs_norm = old_head ? head + ".0" : "transformer.norm";
   same(norm + ".weight", theirs_norm + ".weight");

@@ -30,7 +30,7 @@ class Carver {
 int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp,
                    bool tail) {
   const int64_t T = cfg.num_tokens(), C = cfg.embed_dim, N = cfg.num_patches(), M = cfg.mlp_dim,
-                H = cfg.num_heads, K = cfg.num_classes, P = cfg.in_chans * cfg.patch_h * cfg.patch_w,
+                H = cfg.num_heads, K = cfg.num_classes, P = cfg.patch_dim(),
                 I = cfg.attn_dim();
   const int64_t nblocks = training ? cfg.depth : 1;  // inference reuses one block's buffers
   const bool attn_drop = training && cfg.attn_drop_rate > 0.f;
@@ -120,7 +120,6 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
     if (cfg.patch_norm) {
       A.dpe_raw = c.take({B * N, C});
       A.dcols_ln = c.take({B * N, P});
-      A.dcols = c.take({B * N, P});
     }
     if (tail) A.dxcls = c.take({B, 1, C});
   }

@@ -54,8 +54,9 @@ void ViTConfig::validate() const {
   VIT_CHECK(global_pool == "token" || global_pool == "avg",
             "config: global_pool must be 'token' or 'avg', got '", global_pool, "'");
   VIT_CHECK(global_pool != "token" || class_token, "config: global_pool 'token' needs class_token");
-  VIT_CHECK(!pool_include_prefix || global_pool == "avg",
-            "config: pool_include_prefix is for global_pool 'avg' (token pooling takes the class token alone)");
+  VIT_CHECK(
+      !pool_include_prefix || global_pool == "avg",
+      "config: pool_include_prefix is for global_pool 'avg' (token pooling takes the class token alone)");
   VIT_CHECK(reg_tokens >= 0, "config: reg_tokens must be non-negative, got ", reg_tokens);
   VIT_CHECK(init_values >= 0.f, "config: init_values (LayerScale) must be non-negative, got ", init_values);
   VIT_CHECK(known_interpolation(interpolation), "config: unknown interpolation '", interpolation,
@@ -65,9 +66,11 @@ void ViTConfig::validate() const {
             "config: crop_mode must be 'center' or 'squash', got '", crop_mode, "'");
   VIT_CHECK(pos_embed == "learn" || pos_embed == "sincos" || pos_embed == "sincos2d",
             "config: pos_embed must be 'learn', 'sincos' or 'sincos2d', got '", pos_embed, "'");
-  VIT_CHECK(pos_embed != "sincos2d" || (embed_dim % 4 == 0 && embed_dim >= 8),
-            "config: pos_embed 'sincos2d' needs embed_dim a multiple of 4, at least 8 (a quarter each for sin "
-            "and cos of x and y), got ", embed_dim);
+  VIT_CHECK(
+      pos_embed != "sincos2d" || (embed_dim % 4 == 0 && embed_dim >= 8),
+      "config: pos_embed 'sincos2d' needs embed_dim a multiple of 4, at least 8 (a quarter each for sin "
+      "and cos of x and y), got ",
+      embed_dim);
   for (auto [name, v] : {std::pair{"pos_drop_rate", pos_drop_rate},
                          {"attn_drop_rate", attn_drop_rate},
                          {"proj_drop_rate", proj_drop_rate},
@@ -355,7 +358,7 @@ std::vector<std::string> preset_names() {
 
 int64_t forward_flops(const ViTConfig& c, bool cls_tail) {
   const int64_t T = c.num_tokens(), D = c.embed_dim, N = c.num_patches(), I = c.attn_dim();
-  const int64_t patch = 2 * N * D * c.in_chans * c.patch_h * c.patch_w;
+  const int64_t patch = 2 * N * D * c.patch_dim();
   // A block whose rows after qkv are Tq of the T tokens.
   auto block = [&](int64_t Tq) {
     return 2 * T * D * 3 * I              // qkv

@@ -105,8 +105,7 @@ void sincos2d_pos_embed(float* out, int64_t prefix, int64_t gh, int64_t gw, int6
 
 void init_params(const ParamTable& table, const ViTConfig& cfg, float* params, uint64_t seed) {
   Rng rng(seed);
-  const double conv_bound =
-      1.0 / std::sqrt(double(cfg.in_chans * cfg.patch_h * cfg.patch_w));  // 1/sqrt(fan_in)
+  const double conv_bound = 1.0 / std::sqrt(double(cfg.patch_dim()));  // 1/sqrt(fan_in)
   for (const auto& s : table.specs()) {
     float* p = params + s.offset;
     const int64_t n = s.numel();

@@ -65,7 +65,7 @@ ViT::Weights ViT::bind(float* base) {
   };
   Weights w;
   const int64_t D = cfg_.embed_dim;
-  w.patch_w = reshape(t("patch_embed.proj.weight"), {D, cfg_.in_chans * cfg_.patch_h * cfg_.patch_w});
+  w.patch_w = reshape(t("patch_embed.proj.weight"), {D, cfg_.patch_dim()});
   w.patch_b = t("patch_embed.proj.bias");
   w.pin_w = t("patch_embed.norm_in.weight");
   w.pin_b = t("patch_embed.norm_in.bias");
@@ -349,11 +349,13 @@ void ViT::backward_local(const Tensor& dlogits) {
     ops::linear_backward(nullptr, &G_.patch_w, opt(G_.patch_b), A.dpe, A.cols, owner_->patch_lin_);
     return;
   }
-  // dpe is the gradient of the normed projection; the patch norm's input gradient goes nowhere.
-  ops::layernorm_backward(A.dpe_raw, G_.pout_w, G_.pout_b, A.dpe, A.pe, A.pe_mean, A.pe_rstd, W_.pout_w, false);
-  ops::linear_backward(&A.dcols_ln, &G_.patch_w, opt(G_.patch_b), A.dpe_raw, A.cols_ln, owner_->patch_lin_);
-  ops::layernorm_backward(A.dcols, G_.pin_w, G_.pin_b, A.dcols_ln, A.cols, A.cols_mean, A.cols_rstd, W_.pin_w,
+  // dpe is the gradient of the normed projection; the patches take none, so norm_in's backward
+  // accumulates its weight and bias gradients alone.
+  ops::layernorm_backward(A.dpe_raw, G_.pout_w, G_.pout_b, A.dpe, A.pe, A.pe_mean, A.pe_rstd, W_.pout_w,
                           false);
+  ops::linear_backward(&A.dcols_ln, &G_.patch_w, opt(G_.patch_b), A.dpe_raw, A.cols_ln, owner_->patch_lin_);
+  ops::layernorm_backward(Tensor(), G_.pin_w, G_.pin_b, A.dcols_ln, A.cols, A.cols_mean, A.cols_rstd,
+                          W_.pin_w, false);
 }
 
 }  // namespace vit

@@ -24,12 +24,13 @@ void layernorm_backward(Tensor dx, Tensor dw, Tensor db, const Tensor& dy, const
                         const Tensor& mean, const Tensor& rstd, const Tensor& w, bool accumulate_dx,
                         Tensor* dx_colsum) {
   const int64_t M = x.dim(0), C = x.dim(1);
+  VIT_CHECK(dx.data || !dx_colsum, "layernorm_backward: column sums of dx need dx");
   if (dx_colsum) check_shape(*dx_colsum, {C}, "layernorm grad input column sums");
   check_shape(dy, x.shape, "layernorm grad output");
-  check_shape(dx, x.shape, "layernorm grad input");
+  if (dx.data) check_shape(dx, x.shape, "layernorm grad input");
   check_shape(dw, {C}, "layernorm grad weight");
   check_shape(db, {C}, "layernorm grad bias");
-  switch (common_device({&dx, &dy, &x, &w}, "layernorm_backward")) {
+  switch (common_device({&dy, &x, &w}, "layernorm_backward")) {
     case Device::CPU:
       return cpu::layernorm_backward(dx.data, dw.data, db.data, dy.data, x.data, mean.data, rstd.data, w.data,
                                      M, C, accumulate_dx, dx_colsum ? dx_colsum->data : nullptr);

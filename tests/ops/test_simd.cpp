@@ -252,6 +252,15 @@ TEST(Simd, LayerNormMatchesReference) {
       EXPECT_TRUE(test::close_rel_max("layernorm dw" + at, dw.data(), dwr.data(), C, 1e-6));
       EXPECT_TRUE(test::close_rel_max("layernorm db" + at, db.data(), dbr.data(), C, 1e-6));
     }
+    // Without dx (an input that takes no gradient: vit-pytorch's patch LayerNorm): dw and db
+    // accumulate as with it.
+    std::vector<float> dw(C, 0.25f), dwr(C, 0.25f), db(C, -0.5f), dbr(C, -0.5f), dxr(M * C);
+    cpu::layernorm_backward(nullptr, dw.data(), db.data(), dy.data(), x.data(), mr.data(), rr.data(),
+                            w.data(), M, C, false);
+    cpu::layernorm_backward_reference(dxr.data(), dwr.data(), dbr.data(), dy.data(), x.data(), mr.data(),
+                                      rr.data(), w.data(), M, C, false);
+    EXPECT_TRUE(test::close_rel_max("layernorm dw without dx" + at, dw.data(), dwr.data(), C, 1e-6));
+    EXPECT_TRUE(test::close_rel_max("layernorm db without dx" + at, db.data(), dbr.data(), C, 1e-6));
   }
 }
 

@@ -19,15 +19,15 @@ struct ViTConfig {
   bool qkv_bias = true;
   std::string global_pool = "token";  // "token" (class token) or "avg" (mean of patch tokens)
   bool class_token = true;
-  int64_t reg_tokens = 0;           // register tokens after the class token (timm's reg_tokens)
+  int64_t reg_tokens = 0;  // register tokens after the class token (timm's reg_tokens)
   // "learn", or fixed: "sincos" (the seeds' 1-D table over every token) or "sincos2d"
   // (big_vision's and vit-pytorch SimpleViT's 2-D table over the patch grid; prefix rows 0)
   std::string pos_embed = "learn";
-  bool no_embed_class = false;      // pos_embed covers the patch tokens only (timm's no_embed_class)
-  bool pre_norm = false;            // LayerNorm `norm_pre` after the position embedding (timm's pre_norm)
-  bool patch_bias = true;           // patch_embed.proj.bias (timm leaves it out when pre_norm)
+  bool no_embed_class = false;  // pos_embed covers the patch tokens only (timm's no_embed_class)
+  bool pre_norm = false;        // LayerNorm `norm_pre` after the position embedding (timm's pre_norm)
+  bool patch_bias = true;       // patch_embed.proj.bias (timm leaves it out when pre_norm)
   // vit-pytorch's patch embedding: a LayerNorm over each flattened patch before the projection
-  // (patch_embed.norm_in, in_chans * patch_h * patch_w wide) and one over its output
+  // (patch_embed.norm_in, patch_dim() wide) and one over its output
   // (patch_embed.norm, as timm names PatchEmbed's norm).
   bool patch_norm = false;
   // Average pooling over every token, the class and register tokens too (vit-pytorch's

@@ -183,8 +183,8 @@ class ViT {
     Tensor x_pre, pre_mean, pre_rstd;  // tokens before norm_pre (pre_norm only)
     // patch_norm: the patches normed and the projection's output normed (the tokens read pe_ln).
     Tensor cols_ln, cols_mean, cols_rstd, pe_ln, pe_mean, pe_rstd;
-    Tensor dpe_raw, dcols_ln, dcols;  // their gradients (dcols: norm_in's input, never read)
-    Tensor lnf, lnf_mean, lnf_rstd;    // `norm` over every token before avg pooling (no fc_norm)
+    Tensor dpe_raw, dcols_ln;        // their gradients (the patches themselves take none)
+    Tensor lnf, lnf_mean, lnf_rstd;  // `norm` over every token before avg pooling (no fc_norm)
     std::vector<BlockActs> blocks;
     // The class-token tail: the last block after its attention, for the class token's row of
     // each sample (probs [B,H,1,T], ao, r1, out [B,1,C], ...); its norm1 and qkv stay in

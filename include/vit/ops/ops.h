@@ -91,6 +91,7 @@ void layernorm_forward(Tensor y, Tensor mean, Tensor rstd, const Tensor& x, cons
                        float eps);
 // dx_colsum (optional, [C]): the column sums of the dx written are added to it, for the bias
 // gradient of a linear layer whose output gradient is dx (the same bits as summing after).
+// dx may be an empty Tensor: only dw and db are accumulated (an input that takes no gradient).
 void layernorm_backward(Tensor dx, Tensor dw, Tensor db, const Tensor& dy, const Tensor& x,
                         const Tensor& mean, const Tensor& rstd, const Tensor& w, bool accumulate_dx,
                         Tensor* dx_colsum = nullptr);

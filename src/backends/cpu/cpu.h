@@ -216,6 +216,7 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
                        int64_t M, int64_t C, float eps);
 // dxsum (optional): the column sums of the dx written are added to it (the bias gradient
 // of a linear layer whose output gradient is dx), the same bits as colsum_add afterwards.
+// dx null: dw and db only (dxsum must be null too).
 void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
                         const float* rstd, const float* w, int64_t M, int64_t C, bool accumulate_dx,
                         float* dxsum = nullptr);

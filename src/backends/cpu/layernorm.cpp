@@ -90,6 +90,7 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
 void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
                         const float* rstd, const float* w, int64_t M, int64_t C, bool accumulate_dx,
                         float* dxsum) {
+  if (!dx) return layernorm_param_grads(dw, db, dy, x, mean, rstd, M, C);
   auto dx_rows = [&](auto kernel) {
     by_rows(M, C,
             [&](int64_t i0, int64_t i1) { kernel(dx, dy, x, mean, rstd, w, i0, i1, C, accumulate_dx); });

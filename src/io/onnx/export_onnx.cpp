@@ -199,9 +199,9 @@ class VitGraph {
     auto* tr = b_.node("Transpose", {r6});
     GraphBuilder::attr(tr, "perm", std::vector<int64_t>{0, 2, 4, 1, 3, 5});
     const std::string cols = b_.op("Reshape", {tr->output(0), b_.ints({0, gh * gw, P})});
-    std::string y = b_.op(
-        "MatMul", {layernorm(cols, "patch_embed.norm_in"),
-                   b_.weight_t("patch_embed.proj.weight", D, P, data("patch_embed.proj.weight"))});
+    std::string y =
+        b_.op("MatMul", {layernorm(cols, "patch_embed.norm_in"),
+                         b_.weight_t("patch_embed.proj.weight", D, P, data("patch_embed.proj.weight"))});
     if (has("patch_embed.proj.bias")) y = b_.op("Add", {y, w("patch_embed.proj.bias")});
     return layernorm(y, "patch_embed.norm");
   }
