@@ -108,7 +108,7 @@ Run add_eval(CLI::App& cmd) {
                                   {"param_count", round_to(double(params) / 1e6, 0.01)},
                                   {"img_size", in.height},
                                   {"crop_pct", in.crop_pct},
-                                  {"interpolation", in.interpolation}};
+                                  {"interpolation", resize_filter(in)}};
       write_file_atomic(f->results_file, res.dump(4) + "\n");
     }
     if (!f->confusion_png.empty()) {

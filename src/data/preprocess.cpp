@@ -35,6 +35,16 @@ std::pair<int64_t, int64_t> resized_size(int64_t h, int64_t w, const InputSpec& 
   return {int64_t(std::nearbyint(h / ratio)), int64_t(std::nearbyint(w / ratio))};
 }
 
+const std::string& resize_filter(const InputSpec& in) {
+  // timm's eval transform gives ResizeKeepRatio (center crop to a non-square size) no
+  // interpolation, so that path is bilinear whatever the config says (timm 1.0.29's
+  // transforms_factory.py, checked against timm itself by tools/check_with_libraries.py).
+  static const std::string bilinear = "bilinear";
+  const bool keep_ratio = in.crop_mode == "center" && std::floor(double(in.height) / in.crop_pct) !=
+                                                          std::floor(double(in.width) / in.crop_pct);
+  return keep_ratio ? bilinear : in.interpolation;
+}
+
 Image resize_and_crop(const Image& img, const InputSpec& in) {
   const auto [rh, rw] = resized_size(img.h, img.w, in);
   VIT_CHECK(rh >= in.height && rw >= in.width, "resize: ", img.w, "x", img.h, " -> ", rw, "x", rh,
@@ -44,7 +54,7 @@ Image resize_and_crop(const Image& img, const InputSpec& in) {
     big.px = img.px;
   else
     resize_u8_pil(img.px.data(), img.h, img.w, img.c, big.px.data(), rh, rw,
-                  filter_from_name(in.interpolation));
+                  filter_from_name(resize_filter(in)));
   if (rh == in.height && rw == in.width) return big;
   // torchvision's CenterCrop: int(round((size - crop) / 2.0)), round half to even.
   const int64_t top = int64_t(std::nearbyint((rh - in.height) / 2.0));

@@ -71,6 +71,13 @@ Mapping hf_mapping(const SafeTensors& st) {
     const std::optional<json> config = json_beside(st, "config.json");
     VIT_CHECK(config, "a Hugging Face ViT needs its config.json beside the weights");
     const json& j = *config;
+    const std::string type = j.value("model_type", "vit");
+    VIT_CHECK(type == "vit", "model_type '", type,
+              "' is not read (vitcpp reads Hugging Face's ViT, model_type 'vit')",
+              type == "deit"
+                  ? ": Hugging Face's DeiT adds a distillation token, and ...WithTeacher a second head "
+                    "averaged with the first (facebook/deit-*-patch16-224, model_type 'vit', load)"
+                  : "");
     const std::string act = j.value("hidden_act", "gelu");
     VIT_CHECK(act == "gelu", "hidden_act '", act, "' is not supported (vitcpp's MLP uses the exact GELU)");
     auto integer = [&](const char* key, int64_t fallback) {

@@ -31,7 +31,8 @@ std::string weights_file(const std::string& path, bool last) {
 
 std::string detect_format(const SafeTensors& st) {
   for (const auto& t : st.tensors())
-    if (t.name.rfind("vit.embeddings.", 0) == 0 || t.name.rfind("embeddings.patch_embeddings.", 0) == 0)
+    if (t.name.rfind("vit.embeddings.", 0) == 0 || t.name.rfind("embeddings.patch_embeddings.", 0) == 0 ||
+        t.name.rfind("deit.embeddings.", 0) == 0)
       return "hf";
   if (st.metadata().count("vit_config")) return "vitcpp";
   if (detail::is_vit_pytorch(st)) return "vit-pytorch";
@@ -224,17 +225,9 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
 
 std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>& class_names) {
   auto size = [](int64_t h, int64_t w) { return h == w ? json(h) : json({h, w}); };
-  // A registered timm architecture; model_args give every dimension, so any name of the
-  // family works, and the nearest one reads best.
-  std::string arch = "vit_base";
-  for (auto [dim, name] : {std::pair{192, "vit_tiny"},
-                           {384, "vit_small"},
-                           {512, "vit_medium"},
-                           {768, "vit_base"},
-                           {1024, "vit_large"},
-                           {1280, "vit_huge"}})
-    if (c.embed_dim == dim) arch = name;
-  arch += "_patch16_224";
+  // A registered timm architecture with the model's LayerNorm eps, which model_args cannot
+  // set; they give every dimension, so any such name builds the model.
+  const std::string arch = detail::timm_architecture_for(c.embed_dim, c.norm_eps);
   json args = {{"img_size", size(c.img_h, c.img_w)},
                {"patch_size", size(c.patch_h, c.patch_w)},
                {"in_chans", c.in_chans},
@@ -270,17 +263,19 @@ std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
                                      const std::vector<std::string>& class_names) {
   const ViTConfig& c = model.config();
   std::vector<std::string> notes;
-  if (c.norm_eps != 1e-6f)
-    notes.push_back("timm's ViT uses LayerNorm eps 1e-6; this model was trained with " +
+  if (c.norm_eps != 1e-6f && c.norm_eps != 1e-5f)
+    notes.push_back("timm's ViT uses LayerNorm eps 1e-6 (CLIP's 1e-5); this model was trained with " +
                     json(double(c.norm_eps)).dump() +
                     " (a Hugging Face model), so timm's logits will differ slightly");
   VIT_CHECK(c.patch_bias != c.pre_norm,
             "timm has a patch-embedding bias exactly when pre_norm is off; this model "
             "has pre_norm=",
             c.pre_norm, " and patch_bias=", c.patch_bias);
-  VIT_CHECK(c.attn_dim() == c.embed_dim, dir, ": not exported: timm's ViT splits embed_dim over the heads; this "
-            "model's heads are ", c.head_dim(), " wide (dim_head), ", c.attn_dim(), " channels for embed_dim ",
-            c.embed_dim, " (use --format onnx)");
+  VIT_CHECK(c.attn_dim() == c.embed_dim, dir,
+            ": not exported: timm's ViT splits embed_dim over the heads; this "
+            "model's heads are ",
+            c.head_dim(), " wide (dim_head), ", c.attn_dim(), " channels for embed_dim ", c.embed_dim,
+            " (use --format onnx)");
   VIT_CHECK(!c.patch_norm, dir,
             ": not exported: timm's ViT has no LayerNorm before the patch projection (patch_norm; use "
             "--format onnx)");

@@ -90,6 +90,20 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
     const json& pcfg = config && field(*config, "pretrained_cfg") ? (*config)["pretrained_cfg"] : none;
     const std::string arch =
         config && field(*config, "architecture") ? (*config)["architecture"].get<std::string>() : "";
+    // What the name says that the tensors may not (the activation, the eps, the heads).
+    const TimmArchitecture* known = find_timm_architecture(arch);
+    VIT_CHECK(!known || !*known->unsupported, "timm's ", arch, " ", known ? known->unsupported : "",
+              ": vitcpp runs timm's VisionTransformer with LayerNorm, exact-GELU MLPs and token or average "
+              "pooling");
+    if (const json* v = field(args, "act_layer"))
+      VIT_CHECK(*v == "gelu", "config.json model_args act_layer ", v->dump(),
+                " is not supported (vitcpp's MLP uses the exact GELU)");
+    if (const json* v = field(args, "norm_layer"))
+      VIT_CHECK(*v == "layernorm", "config.json model_args norm_layer ", v->dump(),
+                " is not supported (vitcpp's blocks use LayerNorm)");
+    VIT_CHECK(!st.find("dist_token"),
+              "a distilled DeiT (dist_token, head_dist): its two heads are averaged at inference, which "
+              "vitcpp's ViT does not do (the plain deit_*_patch16_224 checkpoints load)");
     auto shape = [&](const std::string& name) -> const Shape* {
       const TensorInfo* t = st.find(name);
       return t ? &t->shape : nullptr;
@@ -121,7 +135,7 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
     }
     const Shape* head = shape("head.weight");
     c.num_classes = head ? (*head)[0] : 0;
-    c.norm_eps = 1e-6f;  // timm's ViT LayerNorm
+    c.norm_eps = known ? known->norm_eps : 1e-6f;  // timm's ViT LayerNorm; CLIP's 1e-5
     c.pos_embed = "learn";
 
     for (const char* key : {"embed_dim", "depth"})
@@ -131,10 +145,12 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
                   "config.json model_args ", key, " = ", v->dump(), " disagrees with the tensors (",
                   key[0] == 'e' ? c.embed_dim : c.depth, ")");
 
-    // Heads: model_args, then the architecture's name, then the caller's.
+    // Heads: model_args, then the architecture's name (timm's table, then the family's
+    // pattern), then the caller's.
     c.num_heads = 0;
     if (const json* v = field(args, "num_heads"))
       c.num_heads = json_int(*v, "config.json model_args num_heads");
+    if (!c.num_heads && known && known->embed_dim == c.embed_dim) c.num_heads = known->num_heads;
     if (!c.num_heads) c.num_heads = heads_from_architecture(arch, c.embed_dim);
     if (!c.num_heads) c.num_heads = num_heads;
     VIT_CHECK(c.num_heads > 0,

@@ -69,6 +69,45 @@ TEST(Pretrained, ArchitectureNamesGiveTheHeads) {
   EXPECT_EQ(detail::heads_from_architecture("resnet50", 768), 0);
 }
 
+// The table made from timm's own registry (tools/timm_table.py): a name with or without its
+// pretrained tag, what the tensors do not show (CLIP's eps 1e-5, QuickGELU), and the names the
+// export writes, which timm must know (it has no vit_medium_patch16_224 nor vit_huge_patch16_224).
+TEST(Pretrained, TimmArchitectureTable) {
+  const auto* b = detail::find_timm_architecture("vit_base_patch16_224.augreg2_in21k_ft_in1k");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->embed_dim, 768);
+  EXPECT_EQ(b->num_heads, 12);
+  EXPECT_FLOAT_EQ(b->norm_eps, 1e-6f);
+  EXPECT_STREQ(b->unsupported, "");
+  const auto* clip = detail::find_timm_architecture("vit_large_patch14_clip_224.openai_ft_in12k_in1k");
+  ASSERT_NE(clip, nullptr);
+  EXPECT_FLOAT_EQ(clip->norm_eps, 1e-5f);
+  EXPECT_STREQ(clip->unsupported, "");
+  const auto* quick = detail::find_timm_architecture("vit_base_patch16_clip_quickgelu_224.openai");
+  ASSERT_NE(quick, nullptr);
+  EXPECT_NE(std::string(quick->unsupported).find("QuickGELU"), std::string::npos);
+  const auto* so400m = detail::find_timm_architecture("vit_so400m_patch14_siglip_384");
+  ASSERT_NE(so400m, nullptr);
+  EXPECT_EQ(so400m->num_heads, 16);  // no family pattern gives this one
+  EXPECT_NE(std::string(so400m->unsupported).find("global_pool='map'"), std::string::npos);
+  EXPECT_EQ(detail::find_timm_architecture("vit_base_patch16"), nullptr);
+  EXPECT_EQ(detail::find_timm_architecture("resnet50"), nullptr);
+
+  EXPECT_STREQ(detail::timm_architecture_for(768, 1e-6f), "vit_base_patch16_224");
+  EXPECT_STREQ(detail::timm_architecture_for(768, 1e-5f), "vit_base_patch16_clip_224");
+  EXPECT_STREQ(detail::timm_architecture_for(8, 1e-6f), "vit_base_patch16_224");
+  for (int64_t dim : {8, 192, 256, 384, 512, 640, 768, 1024, 1280, 1408, 1664})
+    for (float eps : {1e-6f, 1e-5f}) {
+      const char* name = detail::timm_architecture_for(dim, eps);
+      const auto* a = detail::find_timm_architecture(name);
+      ASSERT_NE(a, nullptr) << name << " is not in timm's registry";
+      EXPECT_STREQ(a->unsupported, "") << name;
+      EXPECT_EQ(a->norm_eps, eps) << name;
+    }
+  EXPECT_STREQ(detail::timm_architecture_for(1280, 1e-6f), "vit_huge_patch14_224");
+  EXPECT_STREQ(detail::timm_architecture_for(512, 1e-5f), "vit_medium_patch16_clip_224");
+}
+
 TEST(Pretrained, ExportReadsBackAsTimmWithTheSameLogits) {
   test::TempDir tmp("export");
   ViTConfig c = small_config();

@@ -110,6 +110,96 @@ TEST(PretrainedFixtures, HuggingFaceViTForImageClassification) {
   expect_logits_bf16(*p.model, "hf/expect.safetensors", "hf");
 }
 
+// Written by timm 1.0.29 and transformers 5.17.0 themselves (timm's save_for_hf,
+// transformers' save_pretrained; tools/check_with_libraries.py where they are installed), with
+// their own float64 logits: real architecture names whose config.json lists only the
+// arguments that differ from the name's (the activation, the eps and the blocks follow from
+// the name). libraries/README.md says how they were made.
+TEST(PretrainedFixtures, WrittenByTimmItself) {
+  struct Case {
+    const char* dir;
+    float eps;
+    int64_t reg_tokens;
+    bool class_token, no_embed_class, pre_norm, layer_scale, fc_norm;
+    const char* pool;
+  };
+  for (const Case& k : {Case{"timm_vit_tiny", 1e-6f, 0, true, false, false, false, false, "token"},
+                        Case{"timm_deit3", 1e-6f, 0, true, true, false, true, false, "token"},
+                        Case{"timm_clip", 1e-5f, 0, true, false, true, false, false, "token"},
+                        Case{"timm_dinov2_reg", 1e-6f, 4, true, true, false, true, false, "token"},
+                        Case{"timm_gap", 1e-6f, 0, false, false, false, true, false, "avg"},
+                        Case{"timm_reg_gap", 1e-6f, 4, false, true, false, false, true, "avg"},
+                        Case{"timm_siglip_gap", 1e-6f, 0, false, false, false, false, false, "avg"}}) {
+    SCOPED_TRACE(k.dir);
+    Pretrained p = load_pretrained(fixture(std::string("libraries/") + k.dir));
+    EXPECT_EQ(p.format, "timm");
+    const ViTConfig& c = p.model->config();
+    EXPECT_FLOAT_EQ(c.norm_eps, k.eps);
+    EXPECT_EQ(c.reg_tokens, k.reg_tokens);
+    EXPECT_EQ(c.class_token, k.class_token);
+    EXPECT_EQ(c.no_embed_class, k.no_embed_class);
+    EXPECT_EQ(c.pre_norm, k.pre_norm);
+    EXPECT_EQ(c.layer_scale(), k.layer_scale);
+    EXPECT_EQ(c.use_fc_norm(), k.fc_norm);
+    EXPECT_EQ(c.global_pool, k.pool);
+    expect_logits(*p.model, std::string("libraries/") + k.dir + "/expect.safetensors", k.dir);
+  }
+}
+
+TEST(PretrainedFixtures, WrittenByTransformersItself) {
+  Pretrained p = load_pretrained(fixture("libraries/hf_vit"));
+  EXPECT_EQ(p.format, "hf");
+  EXPECT_EQ(p.class_names, (std::vector<std::string>{"tabby", "teapot", "rocket"}));
+  EXPECT_EQ(p.model->config().mean, (std::vector<float>{0.5f, 0.4f, 0.3f}));
+  expect_logits(*p.model, "libraries/hf_vit/expect.safetensors", "hf_vit");
+
+  // ViTModel: no head; its features (timm's pre_logits: the class token after the final
+  // norm) are transformers' last_hidden_state[:, 0]. The pooler is left out with a note.
+  Pretrained f = load_pretrained(fixture("libraries/hf_vit_model"));
+  EXPECT_EQ(f.model->config().num_classes, 0);
+  const SafeTensors e = SafeTensors::open(fixture("libraries/hf_vit_model/expect.safetensors"));
+  const auto x = e.to_float("input.x"), want = e.to_float("out.features");
+  std::vector<float> got(want.size());
+  f.model->infer_features(x.data(), e.at("input.x").shape[0], nullptr, got.data(), nullptr);
+  EXPECT_TRUE(
+      test::close_rel_max("hf_vit_model features", got.data(), want.data(), int64_t(want.size()), 1e-4));
+}
+
+// What timm and transformers build from these files and vitcpp cannot run is refused, with the
+// reason; before the table from timm's registry, the QuickGELU one loaded and gave other logits.
+TEST(PretrainedFixtures, WhatTheLibrariesHaveAndVitcppCannotRunIsRefused) {
+  for (auto [dir, why] : {std::pair{"timm_clip_quickgelu", "uses QuickGELU"},
+                          {"timm_siglip_map", "pools with attention (global_pool='map')"},
+                          {"timm_deit_distilled", "distillation token"},
+                          {"hf_deit", "model_type 'deit' is not read"}}) {
+    const std::string msg =
+        test::error_of([&] { load_pretrained(fixture(std::string("libraries/") + dir)); });
+    EXPECT_NE(msg.find(why), std::string::npos) << dir << ": " << msg;
+  }
+}
+
+// timm's eval transform to a non-square size (ResizeKeepRatio) is bilinear whatever the config
+// says: timm_b's config with bicubic and crop_pct 0.875, run through timm itself.
+TEST(PretrainedFixtures, TimmNonSquareCenterCropIsBilinearAsTimmDoesIt) {
+  const SafeTensors st = SafeTensors::open(fixture("libraries/timm_transforms.safetensors"));
+  Pretrained p = load_pretrained(fixture("timm_b"));
+  InputSpec in = input_spec(p.model->config());
+  in.interpolation = "bicubic";
+  in.crop_pct = 0.875f;
+  EXPECT_EQ(resize_filter(in), "bilinear");
+  const int64_t n = 3 * in.height * in.width;
+  for (size_t i = 0; i < std::size(kStems); ++i) {
+    const std::string name = std::string("timm_b_bicubic_0.875.") + kStems[i];
+    const auto want = st.to_float(name);
+    ASSERT_EQ(int64_t(want.size()), n) << name;
+    std::vector<float> x(n);
+    load_image_input(fixture(std::string("images/") + kImages[i]), in, x.data());
+    EXPECT_TRUE(test::close_rel_max(name, x.data(), want.data(), n, 1e-5, 1.0));
+  }
+  in.height = in.width = 24;  // a square crop: the configured filter
+  EXPECT_EQ(resize_filter(in), "bicubic");
+}
+
 // lucidrains/vit-pytorch's ViT (tools/make_vit_pytorch_fixtures.py): its state_dict names,
 // patches flattened as (row, column, channel), LayerNorms around the patch projection, heads
 // of their own width, the mean over every token; the constructor's arguments in config.json.

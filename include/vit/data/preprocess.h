@@ -28,6 +28,9 @@ struct InputSpec {
 
 // The size the image is resized to before the center crop, {height, width}.
 std::pair<int64_t, int64_t> resized_size(int64_t h, int64_t w, const InputSpec& in);
+// The filter the resize uses: in.interpolation, except where timm's eval transform uses
+// bilinear whatever its config says (a center crop to a non-square size).
+const std::string& resize_filter(const InputSpec& in);
 // Steps 2-3 on 8-bit pixels: [in.height, in.width, img.c].
 Image resize_and_crop(const Image& img, const InputSpec& in);
 // All four steps: out[C, H, W].

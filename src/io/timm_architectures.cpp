@@ -1,0 +1,42 @@
+// timm's registered ViT architectures, from a survey of timm itself (tools/timm_table.py):
+// what an architecture's name alone says about a hub checkpoint, whose config.json rarely
+// lists the arguments. Some of it leaves no trace in the tensors: QuickGELU and the tanh GELU
+// (CLIP, SigLIP), LayerNorm eps 1e-5 (CLIP).
+#include <regex>
+
+#include "formats.h"
+
+namespace vit::detail {
+
+namespace {
+
+constexpr TimmArchitecture kArchitectures[] = {
+#include "timm_architectures.inc"
+};
+
+}  // namespace
+
+const TimmArchitecture* find_timm_architecture(std::string_view name) {
+  name = name.substr(0, name.find('.'));  // the pretrained tag: vit_base_patch16_224.augreg_in21k
+  for (const auto& a : kArchitectures)
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+const char* timm_architecture_for(int64_t embed_dim, float norm_eps) {
+  // Plain names (vit_base_patch16_224, vit_base_patch16_clip_224): the nearest reads best, and
+  // model_args give every dimension, so any runnable name with the same eps builds the model.
+  static const std::regex plain(R"(^vit_[a-z]+_patch\d+_(clip_)?\d+$)");
+  const char* fallback = nullptr;
+  for (const auto& a : kArchitectures) {
+    if (*a.unsupported || a.norm_eps != norm_eps || !std::regex_match(a.name, plain)) continue;
+    const std::string_view name(a.name);
+    const bool p16_224 = name.ends_with("_patch16_224") || name.ends_with("_patch16_clip_224");
+    if (a.embed_dim == embed_dim && p16_224) return a.name;
+    if (a.embed_dim == embed_dim && !fallback) fallback = a.name;
+  }
+  if (fallback) return fallback;
+  return norm_eps == 1e-5f ? "vit_base_patch16_clip_224" : "vit_base_patch16_224";
+}
+
+}  // namespace vit::detail
