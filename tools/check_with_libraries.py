@@ -217,6 +217,7 @@ TIMM_SPECS = [  # (folder, architecture, overrides of the architecture's argumen
     ("timm_siglip_map", "vit_base_patch16_siglip_224", dict(TIMM_SMALL, num_classes=3)),
     ("timm_siglip_gap", "vit_base_patch16_siglip_gap_224", dict(TIMM_SMALL, num_classes=3)),
     ("timm_deit_distilled", "deit_tiny_distilled_patch16_224", dict(TIMM_SMALL, num_classes=3)),
+    ("timm_siglip_gap_tanh", "vit_base_patch32_siglip_gap_256", dict(TIMM_SMALL, num_classes=3)),
 ]
 
 
@@ -248,10 +249,15 @@ def make_hf_fixtures(out, seed):
     common = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, image_size=32,
                   patch_size=8, id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)})
     done = {}
+    # New folders go last: each takes the next seed, so the committed ones stay byte for byte.
     for folder, make in (("hf_vit", lambda: ViTForImageClassification(ViTConfig(**common))),
                          ("hf_vit_model", lambda: ViTModel(ViTConfig(**common))),
                          ("hf_deit", lambda: DeiTForImageClassification(DeiTConfig(**common))),
-                         ("hf_deit_teacher", lambda: DeiTForImageClassificationWithTeacher(DeiTConfig(**common)))):
+                         ("hf_deit_teacher", lambda: DeiTForImageClassificationWithTeacher(DeiTConfig(**common))),
+                         ("hf_vit_quickgelu",
+                          lambda: ViTForImageClassification(ViTConfig(**common, hidden_act="quick_gelu"))),
+                         ("hf_vit_tanh",
+                          lambda: ViTForImageClassification(ViTConfig(**common, hidden_act="gelu_pytorch_tanh")))):
         with guarded("B", f"{folder} written by transformers"):
             torch.manual_seed(seed)
             m = make()
@@ -279,13 +285,11 @@ def make_hf_fixtures(out, seed):
 
 def make_library_fixtures(out):
     os.makedirs(out, exist_ok=True)
-    seed = 100
-    for folder, arch, overrides in TIMM_SPECS:
+    for i, (folder, arch, overrides) in enumerate(TIMM_SPECS):  # new specs go last (seeds by position)
         with guarded("B", f"{folder} written by timm"):
-            info = make_timm_fixture(out, folder, arch, overrides, seed)
+            info = make_timm_fixture(out, folder, arch, overrides, 100 + 10 * i)
             record("B", f"{folder} written by timm", None, **info)
-        seed += 10
-    make_hf_fixtures(out, seed)
+    make_hf_fixtures(out, 200)
     if EXTRA:
         from safetensors.torch import save_file
         flat = {}

@@ -48,6 +48,10 @@ void ModelFlags::add_to(CLI::App& cmd) {
          "position embedding: learn, sincos (the seeds' fixed 1-D table) or sincos2d (big_vision's and "
          "SimpleViT's fixed 2-D table)")
       ->check(CLI::IsMember({"learn", "sincos", "sincos2d"}));
+  cmd.add_option("--act-layer", act_layer,
+                 "the MLP's activation (timm's act_layer): gelu (exact), gelu_tanh (tanh approximation: "
+                 "SigLIP's) or quick_gelu (x sigmoid(1.702 x): OpenAI CLIP's)")
+      ->check(CLI::IsMember({"gelu", "gelu_tanh", "quick_gelu"}));
   cmd.add_option("--drop", drop, "dropout rate (projections, MLP and head)")->check(rate());
   cmd.add_option("--drop-path", drop_path, "stochastic depth rate")->check(rate());
   cmd.add_option("--attn-drop", attn_drop, "attention dropout rate")->check(rate());
@@ -84,6 +88,7 @@ ViTConfig ModelFlags::resolve() const {
     c.global_pool = pool;
   }
   if (!pos_embed.empty()) c.pos_embed = pos_embed;
+  if (!act_layer.empty()) c.act_layer = act_layer;
   if (no_class_token) c.class_token = false;
   if (pool_include_prefix) c.pool_include_prefix = true;
   if (patch_norm) c.patch_norm = true;
@@ -117,6 +122,7 @@ std::string ModelFlags::architecture_flag() const {
   if (mlp_dim > 0) return "--mlp-dim";
   if (!pool.empty()) return "--pool";
   if (!pos_embed.empty()) return "--pos-embed";
+  if (!act_layer.empty()) return "--act-layer";
   if (no_class_token) return "--no-class-token";
   if (pool_include_prefix) return "--pool-include-prefix";
   if (patch_norm) return "--patch-norm";

@@ -52,6 +52,7 @@ struct TimmArchitecture {
   const char* name;
   int64_t embed_dim, num_heads;
   float norm_eps;           // its LayerNorms' eps: 1e-6, or 1e-5 for CLIP's
+  const char* act;          // the MLP's activation: gelu, gelu_tanh (SigLIP), quick_gelu (CLIP)
   const char* unsupported;  // what vitcpp cannot run, after "timm's NAME"; "" when it runs
 };
 // The architecture of a name with or without its pretrained tag (".augreg_in21k"); nullptr

@@ -51,7 +51,7 @@ json hf_config(const ViTConfig& c, const std::vector<std::string>& names) {
             {"num_hidden_layers", c.depth},
             {"num_attention_heads", c.num_heads},
             {"intermediate_size", c.mlp_dim},
-            {"hidden_act", "gelu"},
+            {"hidden_act", c.act_layer == "gelu_tanh" ? "gelu_pytorch_tanh" : c.act_layer},
             {"hidden_dropout_prob", c.proj_drop_rate},
             {"attention_probs_dropout_prob", c.attn_drop_rate},
             {"initializer_range", 0.02},

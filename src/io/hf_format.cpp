@@ -78,8 +78,18 @@ Mapping hf_mapping(const SafeTensors& st) {
                   ? ": Hugging Face's DeiT adds a distillation token, and ...WithTeacher a second head "
                     "averaged with the first (facebook/deit-*-patch16-224, model_type 'vit', load)"
                   : "");
+    // transformers' ACT2FN: gelu (erf); gelu_pytorch_tanh, gelu_new and gelu_fast are GELU's
+    // tanh form (written three ways); quick_gelu is x sigmoid(1.702 x).
     const std::string act = j.value("hidden_act", "gelu");
-    VIT_CHECK(act == "gelu", "hidden_act '", act, "' is not supported (vitcpp's MLP uses the exact GELU)");
+    if (act == "gelu")
+      c.act_layer = "gelu";
+    else if (act == "gelu_pytorch_tanh" || act == "gelu_new" || act == "gelu_fast")
+      c.act_layer = "gelu_tanh";
+    else if (act == "quick_gelu")
+      c.act_layer = "quick_gelu";
+    else
+      throw Error("hidden_act '" + act +
+                  "' is not supported (gelu, gelu_pytorch_tanh, gelu_new, gelu_fast or quick_gelu)");
     auto integer = [&](const char* key, int64_t fallback) {
       return j.contains(key) ? json_int(j[key], std::string("config.json ") + key) : fallback;
     };

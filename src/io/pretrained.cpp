@@ -244,6 +244,7 @@ std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>&
                {"pre_norm", c.pre_norm},
                {"fc_norm", c.use_fc_norm()},
                {"init_values", c.layer_scale() ? json(c.init_values) : json(nullptr)}};
+  if (c.act_layer != "gelu") args["act_layer"] = c.act_layer;  // the name's own is GELU
   json pcfg = {{"input_size", {c.in_chans, c.img_h, c.img_w}},
                {"interpolation", c.interpolation},
                {"crop_pct", c.crop_pct},

@@ -93,11 +93,14 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
     // What the name says that the tensors may not (the activation, the eps, the heads).
     const TimmArchitecture* known = find_timm_architecture(arch);
     VIT_CHECK(!known || !*known->unsupported, "timm's ", arch, " ", known ? known->unsupported : "",
-              ": vitcpp runs timm's VisionTransformer with LayerNorm, exact-GELU MLPs and token or average "
-              "pooling");
-    if (const json* v = field(args, "act_layer"))
-      VIT_CHECK(*v == "gelu", "config.json model_args act_layer ", v->dump(),
-                " is not supported (vitcpp's MLP uses the exact GELU)");
+              ": vitcpp runs timm's VisionTransformer with LayerNorm, GELU or QuickGELU MLPs and token or "
+              "average pooling");
+    c.act_layer = known ? known->act : "gelu";
+    if (const json* v = field(args, "act_layer")) {
+      VIT_CHECK(*v == "gelu" || *v == "gelu_tanh" || *v == "quick_gelu", "config.json model_args act_layer ",
+                v->dump(), " is not supported (gelu, gelu_tanh or quick_gelu)");
+      c.act_layer = v->get<std::string>();
+    }
     if (const json* v = field(args, "norm_layer"))
       VIT_CHECK(*v == "layernorm", "config.json model_args norm_layer ", v->dump(),
                 " is not supported (vitcpp's blocks use LayerNorm)");

@@ -59,6 +59,8 @@ void ViTConfig::validate() const {
       "config: pool_include_prefix is for global_pool 'avg' (token pooling takes the class token alone)");
   VIT_CHECK(reg_tokens >= 0, "config: reg_tokens must be non-negative, got ", reg_tokens);
   VIT_CHECK(init_values >= 0.f, "config: init_values (LayerScale) must be non-negative, got ", init_values);
+  VIT_CHECK(act_layer == "gelu" || act_layer == "gelu_tanh" || act_layer == "quick_gelu",
+            "config: act_layer must be 'gelu', 'gelu_tanh' or 'quick_gelu', got '", act_layer, "'");
   VIT_CHECK(known_interpolation(interpolation), "config: unknown interpolation '", interpolation,
             "' (bilinear, bicubic, lanczos, box, hamming, nearest)");
   VIT_CHECK(crop_pct > 0.f && crop_pct <= 1.f, "config: crop_pct must be in (0, 1], got ", crop_pct);
@@ -135,6 +137,7 @@ std::string ViTConfig::to_json(int indent) const {
   if (attn_dim() != embed_dim) j["dim_head"] = head_dim();
   if (patch_norm) j["patch_norm"] = true;
   if (pool_include_prefix) j["pool_include_prefix"] = true;
+  if (act_layer != "gelu") j["act_layer"] = act_layer;
   return j.dump(indent);
 }
 
@@ -226,6 +229,8 @@ ViTConfig ViTConfig::from_json(const std::string& text) {
         c.drop_path_rate = v.get<float>();
       else if (key == "norm_eps")
         c.norm_eps = v.get<float>();
+      else if (key == "act_layer")
+        c.act_layer = v.get<std::string>();
       else if (key == "num_classes")
         c.num_classes = as_int(v, key);
       else if (key == "mean")

@@ -206,10 +206,10 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     ops::residual_layernorm_forward(t.r1, x, reshape(br1, {B, Tq, C}), opt(w.ls1), proj_p,
                                     key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0,
                                     {t.ln2, t.ln2_mean, t.ln2_rstd, w.n2w, w.n2b, cfg_.norm_eps});
-    // forward() (whose activations backward() reads, whatever the mode) keeps GELU's
-    // derivative, infer() nothing.
+    // forward() (whose activations backward() reads, whatever the mode) keeps the
+    // activation's derivative, infer() nothing.
     ops::mlp_forward(br2, t.ln2, lw.fc1, lw.fc2, t.mlp, &A == &train_,
-                     {proj_p, key(block_site(l, kMlpDrop1)), first(t.mlp.act)});
+                     {proj_p, key(block_site(l, kMlpDrop1)), first(t.mlp.act)}, cfg_.activation());
     if (l + 1 < cfg_.depth) {  // out = r1 + branch, and the next block's ln1 with it
       BlockActs& n = plan(A, l + 1, true).a;
       const BlockWeights& wn = W_.blocks[l + 1];

@@ -139,7 +139,7 @@ void check_mlp(const Tensor& y, const Tensor& x, const LinearWeights& fc1, const
 }  // namespace
 
 void mlp_forward(Tensor y, const Tensor& x, const LinearWeights& fc1, const LinearWeights& fc2, MlpActs& a,
-                 bool keep_grad, const DropoutSite& drop) {
+                 bool keep_grad, const DropoutSite& drop, Activation act) {
   check_mlp(y, x, fc1, fc2, a);
   VIT_CHECK(drop.p >= 0.f && drop.p < 1.f, "dropout: rate must be in [0, 1), got ", drop.p);
   VIT_CHECK(!(fc1.packed || fc1.precision == Precision::bf16) || (drop.p == 0.f && !keep_grad),
@@ -147,7 +147,7 @@ void mlp_forward(Tensor y, const Tensor& x, const LinearWeights& fc1, const Line
   switch (common_device({&y, &x, &fc1.w, &fc2.w, &a.h}, "mlp")) {
     case Device::CPU:
       return cpu::mlp_forward(y.data, x.data, cpu_operand(fc1), cpu_operand(fc2), cpu_buffers(a), x.dim(0),
-                              keep_grad, drop.p, drop.key, drop.first);
+                              keep_grad, drop.p, drop.key, drop.first, act);
     default: unsupported("mlp", y.device);
   }
 }

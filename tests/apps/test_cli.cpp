@@ -303,10 +303,10 @@ TEST(Cli, AmpTrainingRunsSaysSoAndResumesWithIt) {
 TEST(Cli, VitPytorchVariantFlagsTrainAndResume) {
   vit::test::TempDir tmp("vitpt");
   const std::string dir = tmp / "run";
-  Result r = run(
-      "train --model mnist-seed --img-size 16 --synthetic 32 --epochs 1 -b 16 --threads 1 --log-every 0 "
-      "--dim-head 6 --patch-norm --pool avg --no-class-token --output " +
-      dir);
+  Result r =
+      run("train --model mnist-seed --img-size 16 --synthetic 32 --epochs 1 -b 16 --threads 1 --log-every 0 "
+          "--dim-head 6 --patch-norm --pool avg --no-class-token --output " +
+          dir);
   ASSERT_EQ(r.code, 0) << r.out;
   const auto cfg = nlohmann::json::parse(vit::read_text_file(tmp / "run/config.json"));
   EXPECT_EQ(cfg["dim_head"], 6) << cfg.dump();
@@ -321,6 +321,29 @@ TEST(Cli, VitPytorchVariantFlagsTrainAndResume) {
   Result incl = run("train --model mnist-seed --synthetic 8 --epochs 1 --pool-include-prefix");
   EXPECT_NE(incl.code, 0);
   EXPECT_NE(incl.out.find("pool_include_prefix is for global_pool 'avg'"), std::string::npos) << incl.out;
+}
+
+// --act-layer (timm's act_layer): the config keeps it, a resume reads it back, and a
+// pretrained model's own cannot be changed by it.
+TEST(Cli, ActLayerTrainsAndResumes) {
+  vit::test::TempDir tmp("act");
+  const std::string dir = tmp / "run";
+  Result r =
+      run("train --model mnist-seed --img-size 16 --synthetic 32 --epochs 1 -b 16 --threads 1 --log-every 0 "
+          "--act-layer quick_gelu --output " +
+          dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto cfg = nlohmann::json::parse(vit::read_text_file(tmp / "run/config.json"));
+  EXPECT_EQ(cfg["act_layer"], "quick_gelu") << cfg.dump();
+  Result again = run("train --resume " + dir + " --epochs 2 --log-every 0");
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_EQ(nlohmann::json::parse(vit::read_text_file(tmp / "run/config.json")), cfg);
+  Result bad = run("train --model mnist-seed --synthetic 8 --epochs 1 --act-layer relu");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--act-layer"), std::string::npos) << bad.out;
+  Result ft = run("train --pretrained " + dir + " --synthetic 8 --epochs 1 --act-layer gelu");
+  EXPECT_NE(ft.code, 0);
+  EXPECT_NE(ft.out.find("--act-layer"), std::string::npos) << ft.out;
 }
 
 TEST(Cli, MeanAndStdOverrideTheModelsNormalization) {

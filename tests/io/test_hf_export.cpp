@@ -125,6 +125,14 @@ TEST(HfExport, RoundTripsToTheSameLogits) {
   ViT d(c);
   d.init_weights(3);
   expect_round_trip(d, {}, tmp / "d");
+  // The MLP's other activations: transformers' hidden_act names.
+  for (auto [act, hf] : {std::pair{"quick_gelu", "quick_gelu"}, {"gelu_tanh", "gelu_pytorch_tanh"}}) {
+    c.act_layer = act;
+    ViT q(c);
+    q.init_weights(4);
+    expect_round_trip(q, {}, tmp / act);
+    EXPECT_EQ(json::parse(read_text_file(tmp / (std::string(act) + "/config.json")))["hidden_act"], hf);
+  }
 }
 
 // A model without a head is written as HF's ViTModel (no vit. prefix, no classifier) and
@@ -169,7 +177,8 @@ TEST(HfExport, WhatHfsViTCannotExpressIsNamed) {
   ViTConfig pn = test::square(test::tiny_vit());
   pn.patch_norm = true;
   const Case cases[] = {{wide, "attention heads of their own width (dim_head=8)"},
-                        {pn, "LayerNorms around the patch projection (patch_norm)"},{test::tiny_vit("avg"), "average pooling (global_pool=avg), fc_norm after pooling"},
+                        {pn, "LayerNorms around the patch projection (patch_norm)"},
+                        {test::tiny_vit("avg"), "average pooling (global_pool=avg), fc_norm after pooling"},
                         {test::tiny_vit("avg", false), "no class token"},
                         {ls, "LayerScale"},
                         {reg, "register tokens (reg_tokens=1)"},

@@ -67,6 +67,12 @@ std::vector<Variant> variants() {
   c.qkv_bias = false;
   c.dim_head = 6;
   v.push_back({"vit_pytorch_style", c});
+  c = test::tiny_vit("avg");
+  c.act_layer = "quick_gelu";  // x sigmoid(1.702 x)
+  v.push_back({"quick_gelu", c});
+  c = test::tiny_vit();
+  c.act_layer = "gelu_tanh";  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  v.push_back({"gelu_tanh", c});
   v.push_back({"mnist-seed", preset("mnist-seed")});
   v.push_back({"vit_tiny_patch16_224", preset("vit_tiny_patch16_224")});
   return v;

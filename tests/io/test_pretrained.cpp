@@ -78,6 +78,7 @@ TEST(Pretrained, TimmArchitectureTable) {
   EXPECT_EQ(b->embed_dim, 768);
   EXPECT_EQ(b->num_heads, 12);
   EXPECT_FLOAT_EQ(b->norm_eps, 1e-6f);
+  EXPECT_STREQ(b->act, "gelu");
   EXPECT_STREQ(b->unsupported, "");
   const auto* clip = detail::find_timm_architecture("vit_large_patch14_clip_224.openai_ft_in12k_in1k");
   ASSERT_NE(clip, nullptr);
@@ -85,7 +86,12 @@ TEST(Pretrained, TimmArchitectureTable) {
   EXPECT_STREQ(clip->unsupported, "");
   const auto* quick = detail::find_timm_architecture("vit_base_patch16_clip_quickgelu_224.openai");
   ASSERT_NE(quick, nullptr);
-  EXPECT_NE(std::string(quick->unsupported).find("QuickGELU"), std::string::npos);
+  EXPECT_STREQ(quick->act, "quick_gelu");
+  EXPECT_FLOAT_EQ(quick->norm_eps, 1e-5f);
+  const auto* tanh = detail::find_timm_architecture("vit_so400m_patch16_siglip_gap_384.v2_webli");
+  ASSERT_NE(tanh, nullptr);
+  EXPECT_STREQ(tanh->act, "gelu_tanh");
+  EXPECT_STREQ(tanh->unsupported, "");
   const auto* so400m = detail::find_timm_architecture("vit_so400m_patch14_siglip_384");
   ASSERT_NE(so400m, nullptr);
   EXPECT_EQ(so400m->num_heads, 16);  // no family pattern gives this one
@@ -115,11 +121,13 @@ TEST(Pretrained, ExportReadsBackAsTimmWithTheSameLogits) {
   c.img_w = 24;  // non-square
   c.reg_tokens = 1;
   c.init_values = 0.1f;
+  c.act_layer = "quick_gelu";  // written as model_args act_layer (the name's is GELU)
   ViT m(c);
   m.init_weights(3);
   export_timm(m, tmp / "timm", {"a", "b", "c", "d", "e", "f"});
   const auto cfg = nlohmann::json::parse(read_text_file(tmp / "timm/config.json"));
   EXPECT_EQ(cfg["model_args"]["num_heads"], 4);
+  EXPECT_EQ(cfg["model_args"]["act_layer"], "quick_gelu");
   EXPECT_EQ(cfg["model_args"]["img_size"], nlohmann::json({16, 24}));
   EXPECT_EQ(cfg["pretrained_cfg"]["input_size"], nlohmann::json({1, 16, 24}));
   Pretrained p = load_pretrained(tmp / "timm");

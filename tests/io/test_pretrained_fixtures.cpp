@@ -119,22 +119,27 @@ TEST(PretrainedFixtures, WrittenByTimmItself) {
   struct Case {
     const char* dir;
     float eps;
+    const char* act;
     int64_t reg_tokens;
     bool class_token, no_embed_class, pre_norm, layer_scale, fc_norm;
     const char* pool;
   };
-  for (const Case& k : {Case{"timm_vit_tiny", 1e-6f, 0, true, false, false, false, false, "token"},
-                        Case{"timm_deit3", 1e-6f, 0, true, true, false, true, false, "token"},
-                        Case{"timm_clip", 1e-5f, 0, true, false, true, false, false, "token"},
-                        Case{"timm_dinov2_reg", 1e-6f, 4, true, true, false, true, false, "token"},
-                        Case{"timm_gap", 1e-6f, 0, false, false, false, true, false, "avg"},
-                        Case{"timm_reg_gap", 1e-6f, 4, false, true, false, false, true, "avg"},
-                        Case{"timm_siglip_gap", 1e-6f, 0, false, false, false, false, false, "avg"}}) {
+  for (const Case& k :
+       {Case{"timm_vit_tiny", 1e-6f, "gelu", 0, true, false, false, false, false, "token"},
+        Case{"timm_deit3", 1e-6f, "gelu", 0, true, true, false, true, false, "token"},
+        Case{"timm_clip", 1e-5f, "gelu", 0, true, false, true, false, false, "token"},
+        Case{"timm_clip_quickgelu", 1e-5f, "quick_gelu", 0, true, false, true, false, false, "token"},
+        Case{"timm_dinov2_reg", 1e-6f, "gelu", 4, true, true, false, true, false, "token"},
+        Case{"timm_gap", 1e-6f, "gelu", 0, false, false, false, true, false, "avg"},
+        Case{"timm_reg_gap", 1e-6f, "gelu", 4, false, true, false, false, true, "avg"},
+        Case{"timm_siglip_gap", 1e-6f, "gelu", 0, false, false, false, false, false, "avg"},
+        Case{"timm_siglip_gap_tanh", 1e-6f, "gelu_tanh", 0, false, false, false, false, false, "avg"}}) {
     SCOPED_TRACE(k.dir);
     Pretrained p = load_pretrained(fixture(std::string("libraries/") + k.dir));
     EXPECT_EQ(p.format, "timm");
     const ViTConfig& c = p.model->config();
     EXPECT_FLOAT_EQ(c.norm_eps, k.eps);
+    EXPECT_EQ(c.act_layer, k.act);
     EXPECT_EQ(c.reg_tokens, k.reg_tokens);
     EXPECT_EQ(c.class_token, k.class_token);
     EXPECT_EQ(c.no_embed_class, k.no_embed_class);
@@ -152,6 +157,12 @@ TEST(PretrainedFixtures, WrittenByTransformersItself) {
   EXPECT_EQ(p.class_names, (std::vector<std::string>{"tabby", "teapot", "rocket"}));
   EXPECT_EQ(p.model->config().mean, (std::vector<float>{0.5f, 0.4f, 0.3f}));
   expect_logits(*p.model, "libraries/hf_vit/expect.safetensors", "hf_vit");
+  // hidden_act quick_gelu and gelu_pytorch_tanh: the MLP's other activations.
+  for (auto [dir, act] : {std::pair{"hf_vit_quickgelu", "quick_gelu"}, {"hf_vit_tanh", "gelu_tanh"}}) {
+    Pretrained q = load_pretrained(fixture(std::string("libraries/") + dir));
+    EXPECT_EQ(q.model->config().act_layer, act);
+    expect_logits(*q.model, std::string("libraries/") + dir + "/expect.safetensors", dir);
+  }
 
   // ViTModel: no head; its features (timm's pre_logits: the class token after the final
   // norm) are transformers' last_hidden_state[:, 0]. The pooler is left out with a note.
@@ -166,10 +177,9 @@ TEST(PretrainedFixtures, WrittenByTransformersItself) {
 }
 
 // What timm and transformers build from these files and vitcpp cannot run is refused, with the
-// reason; before the table from timm's registry, the QuickGELU one loaded and gave other logits.
+// reason.
 TEST(PretrainedFixtures, WhatTheLibrariesHaveAndVitcppCannotRunIsRefused) {
-  for (auto [dir, why] : {std::pair{"timm_clip_quickgelu", "uses QuickGELU"},
-                          {"timm_siglip_map", "pools with attention (global_pool='map')"},
+  for (auto [dir, why] : {std::pair{"timm_siglip_map", "pools with attention (global_pool='map')"},
                           {"timm_deit_distilled", "distillation token"},
                           {"hf_deit", "model_type 'deit' is not read"}}) {
     const std::string msg =

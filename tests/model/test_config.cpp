@@ -138,8 +138,9 @@ TEST(Config, DimHeadWidensTheAttention) {
               ViTConfig::from_json(R"({"embed_dim": 10, "num_heads": 3})");
             }).find("dim_head sets the heads' width"),
             std::string::npos);
-  EXPECT_NE(test::error_of([] { ViTConfig::from_json(R"({"dim_head": -1})"); }).find("dim_head must be positive"),
-            std::string::npos);
+  EXPECT_NE(
+      test::error_of([] { ViTConfig::from_json(R"({"dim_head": -1})"); }).find("dim_head must be positive"),
+      std::string::npos);
 }
 
 // vit-pytorch's patch embedding and mean: two LayerNorms in the table, keys in the JSON only
@@ -167,6 +168,23 @@ TEST(Config, PatchNormAndPoolIncludePrefix) {
               ViTConfig::from_json(R"({"pool_include_prefix": true})");
             }).find("pool_include_prefix is for global_pool 'avg'"),
             std::string::npos);
+}
+
+// The MLP's activation (timm's act_layer): written only when it is not GELU, so every other
+// config reads and writes as before; an unknown name is an error naming the three.
+TEST(Config, ActLayer) {
+  ViTConfig c = preset("mnist-seed");
+  EXPECT_EQ(c.activation(), Activation::gelu);
+  EXPECT_EQ(c.to_json().find("act_layer"), std::string::npos);
+  for (const char* act : {"gelu_tanh", "quick_gelu"}) {
+    c.act_layer = act;
+    const ViTConfig r = ViTConfig::from_json(c.to_json());
+    EXPECT_EQ(r.act_layer, act);
+    EXPECT_EQ(activation_name(r.activation()), std::string(act));
+  }
+  const std::string msg = test::error_of([] { ViTConfig::from_json(R"({"act_layer": "relu"})"); });
+  EXPECT_NE(msg.find("act_layer must be 'gelu', 'gelu_tanh' or 'quick_gelu', got 'relu'"), std::string::npos)
+      << msg;
 }
 
 TEST(Config, NonSquareImageAndPatch) {

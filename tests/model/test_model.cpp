@@ -45,7 +45,8 @@ struct ModelCase {
   // timm's rarer options: "extras" = LayerScale, 2 register tokens, pos_embed on the patches
   // only, norm_pre without a patch bias, no qkv bias; "norm" = avg pooling with `norm` on
   // every token instead of fc_norm; "vit_pytorch" = vit-pytorch's LayerNorms around the patch
-  // projection, 3 heads of 4 (dim_head) on the 8-wide model, the mean over every token.
+  // projection, 3 heads of 4 (dim_head) on the 8-wide model, the mean over every token;
+  // "quick_gelu", "gelu_tanh": the MLP's activation (act_layer).
   std::string variant = "";
 };
 
@@ -77,6 +78,8 @@ TEST_P(ModelGrad, EveryParameterMatchesFiniteDifferences) {
     c.dim_head = 4;
     c.fc_norm = false;
     c.pool_include_prefix = true;
+  } else if (mc.variant == "quick_gelu" || mc.variant == "gelu_tanh") {
+    c.act_layer = mc.variant;  // the MLP's activation: its kept derivative in the backward
   } else if (mc.variant == "wide" || mc.variant == "wide_plain") {
     // Rows wider than 64 floats on one thread: the LayerNorm backward's one pass, which also
     // sums the bias gradients of proj and of the block below's fc2 when nothing scales their
@@ -118,6 +121,8 @@ INSTANTIATE_TEST_SUITE_P(Variants, ModelGrad,
                                            ModelCase{"token", true, "learn", true, "extras"},
                                            ModelCase{"avg", true, "learn", true, "norm"},
                                            ModelCase{"avg", true, "learn", true, "vit_pytorch"},
+                                           ModelCase{"token", true, "learn", false, "quick_gelu"},
+                                           ModelCase{"avg", false, "learn", true, "gelu_tanh"},
                                            ModelCase{"token", true, "learn", false, "wide"},
                                            ModelCase{"avg", true, "learn", false, "wide_plain"}),
                          [](const auto& info) {
@@ -242,6 +247,45 @@ TEST(Model, DimHeadRunsOnEveryInferencePath) {
   m.set_infer_dtype("bf16");
   m.infer(x.data(), B, nullptr, other.data());
   EXPECT_TRUE(test::close_rel_max("bf16 vs fp32 logits", other.data(), plain.data(), B * 3, 3e-2));
+}
+
+// The MLP's activations on every inference path: plain, packed (the product, then the
+// activation in a pass) and bf16 (a oneDNN post-op: gelu_tanh, swish with alpha 1.702), the
+// training forward's logits the same bits as the plain inference's; and each activation
+// gives other logits than exact GELU, so none of the paths quietly runs GELU.
+TEST(Model, EveryActivationRunsOnEveryInferencePath) {
+  const ViTConfig base = test::with_width(tiny("token", true, "learn"), 40, 4, 60);
+  const int64_t B = 3;
+  auto x = test::randn(B * 2 * 8 * 12, 4);
+  std::vector<float> gelu(B * 3);
+  for (const char* act : {"gelu", "gelu_tanh", "quick_gelu"}) {
+    SCOPED_TRACE(act);
+    ViTConfig c = base;
+    c.act_layer = act;
+    ViT m(c);
+    randomize(m, 6, 0.5);
+    std::vector<float> plain(B * 3), other(B * 3);
+    m.set_shards(1);  // the same shards for both: the same bits
+    m.infer(x.data(), B, nullptr, plain.data());
+    const Tensor logits = m.forward(x.data(), B, nullptr, ForwardMode{false, 0, 0});
+    EXPECT_TRUE(test::close_rel_max("training forward vs inference", logits.data, plain.data(), B * 3, 0.0));
+    m.set_shards(0);
+    if (std::string(act) == "gelu") {
+      gelu = plain;
+    } else {
+      float diff = 0.f;
+      for (int64_t i = 0; i < B * 3; ++i) diff = std::max(diff, std::abs(plain[i] - gelu[i]));
+      EXPECT_GT(diff, 2e-5f) << "the same logits as exact GELU";  // tanh GELU: 2e-4 here
+    }
+    m.pack_weights();
+    m.infer(x.data(), B, nullptr, other.data());
+    EXPECT_TRUE(test::close_rel_max("packed vs plain logits", other.data(), plain.data(), B * 3, 1e-5));
+    m.unpack_weights();
+    if (!ops::bf16_available()) continue;
+    m.set_infer_dtype("bf16");
+    m.infer(x.data(), B, nullptr, other.data());
+    EXPECT_TRUE(test::close_rel_max("bf16 vs fp32 logits", other.data(), plain.data(), B * 3, 3e-2));
+  }
 }
 
 // bf16 inference with the fp32 block weights released: the same logits as bf16 with them

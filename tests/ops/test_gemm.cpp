@@ -243,9 +243,9 @@ TEST(LinearBf16, ExactOnSmallIntegersAndCloseOnRandomValues) {
 
 namespace vit {
 
-// The bf16 MLP (GELU fused into fc1's matmul, bf16 hidden activations) against the fp32
-// composition linear, GELU, linear: bf16 rounds x, both weights and the hidden activations
-// (2^-9 relative each), so 2e-2 of the largest output is allowed, as for one bf16 linear.
+// The bf16 MLP (the activation fused into fc1's matmul, bf16 hidden activations) against the
+// fp32 composition linear, activation, linear, for each activation: bf16 rounds x, both weights and the
+// hidden activations (2^-9 relative each), so 2e-2 of the largest output is allowed, as for one bf16 linear.
 // A composition that dropped the GELU or swapped the weights would be off by O(1).
 TEST(MlpBf16, MatchesTheFp32Composition) {
   if (!cpu::bf16_matmul_available()) GTEST_SKIP() << "no bf16 matmul in oneDNN on this CPU";
@@ -253,15 +253,20 @@ TEST(MlpBf16, MatchesTheFp32Composition) {
   const auto w1 = test::randn(Hd * K, 11, 0.1f), w2 = test::randn(N * Hd, 12, 0.1f), b1 = test::randn(Hd, 13),
              b2 = test::randn(N, 14), x = test::randn(197 * K, 15);
   const auto fc1 = cpu::pack_bf16(w1.data(), Hd, K), fc2 = cpu::pack_bf16(w2.data(), N, Hd);
-  for (const int64_t M : {int64_t(1), int64_t(197), int64_t(30)}) {
-    std::vector<float> got(M * N), want(M * N), h(M * Hd);
-    cpu::mlp_forward_bf16(got.data(), x.data(), *fc1, b1.data(), *fc2, b2.data(), M);
-    cpu::linear_forward(h.data(), x.data(), w1.data(), b1.data(), M, K, Hd);
-    cpu::gelu_forward_reference(h.data(), h.data(), M * Hd);
-    cpu::linear_forward(want.data(), h.data(), w2.data(), b2.data(), M, Hd, N);
-    EXPECT_TRUE(
-        test::close_rel_max("mlp bf16, M=" + std::to_string(M), got.data(), want.data(), M * N, 2e-2));
-  }
+  for (const Activation act : {Activation::gelu, Activation::gelu_tanh, Activation::quick_gelu})
+    for (const int64_t M : {int64_t(1), int64_t(197), int64_t(30)}) {
+      std::vector<float> got(M * N), want(M * N), h(M * Hd);
+      cpu::mlp_forward_bf16(got.data(), x.data(), *fc1, b1.data(), *fc2, b2.data(), M, act);
+      cpu::linear_forward(h.data(), x.data(), w1.data(), b1.data(), M, K, Hd);
+      if (act == Activation::gelu)
+        cpu::gelu_forward_reference(h.data(), h.data(), M * Hd);
+      else
+        cpu::act_forward(h.data(), h.data(), M * Hd, act);  // checked on its own in test_gelu.cpp
+      cpu::linear_forward(want.data(), h.data(), w2.data(), b2.data(), M, Hd, N);
+      EXPECT_TRUE(
+          test::close_rel_max(std::string("mlp bf16 ") + activation_name(act) + ", M=" + std::to_string(M),
+                              got.data(), want.data(), M * N, 2e-2));
+    }
 }
 
 // The fp32 linear on weights packed in place (64-row panels, transposed): packing and

@@ -133,6 +133,53 @@ TEST(Simd, BiasGeluKeepsTheDerivativeTheBackwardNeeds) {
   omp_set_num_threads(saved);
 }
 
+// The MLP's other activations (cpu::act_forward, cpu::bias_act_forward): GELU's tanh form
+// (PyTorch's F.gelu(approximate='tanh')) and QuickGELU (x sigmoid(1.702 x)) against their
+// formulas in double, over [-10, 10] where tanh and exp saturate; the kept derivative against
+// the formula's derivative in double and its central difference; y the same bits with and
+// without keep_grad, and the bias added per column. Tolerances: float evaluation of tanh/exp,
+// 2e-6 of max(1, |y|) and of max(1, |y'|).
+TEST(Activation, TanhGeluAndQuickGeluMatchTheirFormulasAndDerivatives) {
+  auto formula = [](Activation a, double v) {
+    if (a == Activation::quick_gelu) return v / (1 + std::exp(-1.702 * v));
+    return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+  };
+  for (Activation a : {Activation::gelu_tanh, Activation::quick_gelu}) {
+    const int64_t M = 41, N = 49;
+    std::vector<float> h(M * N), bias = test::randn(N, 5, 0.5f);
+    for (int64_t i = 0; i < M * N; ++i) h[i] = -10.f + 20.f * float(i) / float(M * N - 1) - bias[i % N];
+    std::vector<float> y(M * N), y2(M * N), v(M * N), ya(M * N), kept = h;
+    for (int64_t i = 0; i < M * N; ++i) v[i] = h[i] + bias[i % N];
+    cpu::bias_act_forward(y.data(), kept.data(), bias.data(), M, N, true, a);
+    std::vector<float> same = h;
+    cpu::bias_act_forward(y2.data(), same.data(), bias.data(), M, N, false, a);
+    cpu::act_forward(ya.data(), v.data(), M * N, a);
+    EXPECT_EQ(y, y2) << activation_name(a);
+    EXPECT_EQ(y, ya) << activation_name(a);
+    EXPECT_EQ(same, h) << "h changed at inference";
+    double worst_y = 0, worst_d = 0, worst_fd = 0;
+    for (int64_t i = 0; i < M * N; ++i) {
+      const double x = v[i], fy = formula(a, x), eps = 1e-4;
+      const double fd = (formula(a, x + eps) - formula(a, x - eps)) / (2 * eps);
+      double d;
+      if (a == Activation::quick_gelu) {
+        const double s = 1 / (1 + std::exp(-1.702 * x));
+        d = s + 1.702 * x * s * (1 - s);
+      } else {
+        const double c = std::sqrt(2 / M_PI), t = std::tanh(c * (x + 0.044715 * x * x * x));
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x);
+      }
+      worst_y = std::max(worst_y, std::abs(y[i] - fy) / std::max(1.0, std::abs(fy)));
+      worst_d = std::max(worst_d, std::abs(kept[i] - d) / std::max(1.0, std::abs(d)));
+      worst_fd = std::max(worst_fd, std::abs(d - fd));
+    }
+    EXPECT_LT(worst_y, 2e-6) << activation_name(a) << ": worst relative error of y";
+    EXPECT_LT(worst_d, 2e-6) << activation_name(a) << ": worst relative error of the kept derivative";
+    EXPECT_LT(worst_fd, 1e-6) << activation_name(a)
+                              << ": the derivative's formula against its central difference";
+  }
+}
+
 // The fused backward (one pass: dx = dy * grad and db += dx's column sums) against the
 // multiply followed by colsum_add, bit for bit, on the shapes its kernels branch on: blocks
 // of 1 to 8 vectors in registers (N = 1 to 64, tails of every width), wider ones through a

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "vit/core/activation.h"
+
 namespace vit {
 
 struct ViTConfig {
@@ -41,6 +43,8 @@ struct ViTConfig {
   float drop_rate = 0.f;       // dropout before the head (timm's head_drop)
   float drop_path_rate = 0.f;  // stochastic depth, linear over depth from 0 to this
   float norm_eps = 1e-6f;
+  // The MLP's activation (timm's act_layer): "gelu" (exact), "gelu_tanh" or "quick_gelu".
+  std::string act_layer = "gelu";
   int64_t num_classes = 1000;
   // Input preprocessing the model was trained with (timm's pretrained_cfg): per-channel
   // mean and std, the resize filter, and how images reach the input size: "squash"
@@ -67,6 +71,7 @@ struct ViTConfig {
   int64_t attn_dim() const { return num_heads * head_dim(); }
   bool avg_pool() const { return global_pool == "avg"; }
   bool use_fc_norm() const { return fc_norm.value_or(avg_pool()); }
+  Activation activation() const { return activation_from_name(act_layer); }
   // Drop-path rate of block i (timm: linspace(0, drop_path_rate, depth)).
   float drop_path_at(int64_t i) const;
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "vit/core/activation.h"
 #include "vit/core/optim_rule.h"
 #include "vit/core/precision.h"
 #include "vit/core/tensor.h"
@@ -77,9 +78,9 @@ struct DropoutSite {
   uint64_t key = 0;
   int64_t first = 0;  // the element index of the tensor's element 0 in the whole batch
 };
-// keep_grad: training (h keeps GELU' for mlp_backward). drop: the dropout after the GELU.
+// keep_grad: training (h keeps act' for mlp_backward). drop: the dropout after the activation.
 void mlp_forward(Tensor y, const Tensor& x, const LinearWeights& fc1, const LinearWeights& fc2, MlpActs& a,
-                 bool keep_grad, const DropoutSite& drop);
+                 bool keep_grad, const DropoutSite& drop, Activation act = Activation::gelu);
 // dx[M,C] assigned; dact [M,Hd] scratch; dw1, db1, dw2 and db2 (+=; db2 may be null when the
 // caller sums fc2's bias gradient elsewhere).
 void mlp_backward(Tensor dx, Tensor dact, Tensor& dw1, Tensor& db1, Tensor& dw2, Tensor* db2,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/isa.h"
+#include "vit/core/activation.h"
 #include "vit/core/optim_rule.h"
 #include "vit/core/precision.h"
 #include "vit/core/threads.h"
@@ -140,10 +141,10 @@ std::string bf16_matmul_missing();
 std::shared_ptr<PackedBf16> pack_bf16(const float* w, int64_t N, int64_t K);
 // y[M,N] = bf16(x[M,K]) w^T + b[N] (b may be null). Not for concurrent calls on one w.
 void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b, int64_t M);
-// A transformer block's MLP in bf16: y[M,N2] = fc2(gelu(fc1(x))) with biases, the hidden
-// activations bf16 (GELU fused into fc1's matmul, its bf16 output fc2's input).
+// A transformer block's MLP in bf16: y[M,N2] = fc2(act(fc1(x))) with biases, the hidden
+// activations bf16 (the activation fused into fc1's matmul, its bf16 output fc2's input).
 void mlp_forward_bf16(float* y, const float* x, PackedBf16& fc1, const float* b1, PackedBf16& fc2,
-                      const float* b2, int64_t M);
+                      const float* b2, int64_t M, Activation act);
 // x rounded to bf16 (nearest even; NaN stays NaN) into dst, on the threads its size is worth.
 // AVX-512 where isa() is avx512, else the reference loop (the same bits).
 void round_to_bf16(uint16_t* dst, const float* x, int64_t n);
@@ -204,7 +205,7 @@ struct MlpBuffers {
 };
 void mlp_forward(float* y, const float* x, const LinearOperand& fc1, const LinearOperand& fc2,
                  const MlpBuffers& a, int64_t M, bool keep_grad, float drop_p, uint64_t drop_key,
-                 int64_t drop_first);
+                 int64_t drop_first, Activation act = Activation::gelu);
 // From what mlp_forward kept: dx [M,C] (assigned), dact [M,Hd] scratch, dw1, db1, dw2 (+=),
 // db2 (+=, or null when the caller sums it elsewhere).
 void mlp_backward(float* dx, float* dact, float* dw1, float* db1, float* dw2, float* db2, const float* dy,
@@ -247,6 +248,14 @@ void bias_gelu_backward(float* dx, float* db, const float* dy, float* grad, int6
                         bool clear_grad = false);
 void gelu_forward_reference(float* y, const float* x, int64_t n);
 void gelu_backward_reference(float* dx, const float* dy, const float* x, int64_t n);
+
+// ---- activation.cpp: the MLP's other activations (GELU's tanh form, QuickGELU) as plain
+// loops over the threads; gelu goes to the kernels above. Element-wise, so the same bits on
+// any thread count. act_forward: y = act(x) (y may be x). bias_act_forward: as
+// bias_gelu_forward, h becoming act'(h + bias) with keep_grad, which bias_gelu_backward reads.
+void act_forward(float* y, const float* x, int64_t n, Activation act);
+void bias_act_forward(float* y, float* h, const float* bias, int64_t M, int64_t N, bool keep_grad,
+                      Activation act);
 
 // ---- attention.cpp: multi-head self-attention core on qkv[B,T,3C] (q|k|v, heads split).
 // probs[B,H,T,T] = softmax(scale q k^T) with masked keys (key_mask[B,T] == 0) excluded;

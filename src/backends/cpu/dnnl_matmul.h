@@ -2,6 +2,9 @@
 // share: one CPU engine per process, made on first use, and their primitive descriptors.
 #pragma once
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+
+#include "vit/core/activation.h"
 
 namespace vit::cpu {
 
@@ -19,13 +22,21 @@ inline dnnl::matmul::primitive_desc matmul_pd(const dnnl::memory::desc& src, con
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, b, dst), attr, dnnl_engine());
 }
 
-// The same, then GELU (erf) as a post-op when gelu: fc1 and its activation in one pass.
+// The same, then the MLP's activation as a post-op when act is given: fc1 and its activation
+// in one pass (GELU's erf or tanh form, or QuickGELU as swish with alpha 1.702).
 inline dnnl::matmul::primitive_desc matmul_pd(const dnnl::memory::desc& src, const dnnl::memory::desc& wei,
-                                              const dnnl::memory::desc& dst, bool bias, bool gelu) {
+                                              const dnnl::memory::desc& dst, bool bias,
+                                              std::optional<Activation> act) {
   dnnl::primitive_attr attr;
-  if (gelu) {
+  if (act) {
     dnnl::post_ops po;
-    po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    if (*act == Activation::quick_gelu)
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_swish, 1.702f, 0.f);
+    else
+      po.append_eltwise(1.f,
+                        *act == Activation::gelu_tanh ? dnnl::algorithm::eltwise_gelu_tanh
+                                                      : dnnl::algorithm::eltwise_gelu_erf,
+                        0.f, 0.f);
     attr.set_post_ops(po);
   }
   return matmul_pd(src, wei, dst, bias, attr);

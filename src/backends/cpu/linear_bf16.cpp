@@ -39,12 +39,13 @@ inline uint16_t to_bf16(float f) {
   return uint16_t(u >> 16);
 }
 
-// A matmul on bf16 x: fp32 y, or (gelu_bf16) bf16 gelu(y) through a GELU (erf) post-op, which
-// is the next layer's input as it is: the MLP's hidden activations are never written in fp32.
-dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, bool bias, bool gelu_bf16 = false) {
+// A matmul on bf16 x: fp32 y, or (act given) bf16 act(y) through a post-op, which is the next
+// layer's input as it is: the MLP's hidden activations are never written in fp32.
+dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, bool bias,
+                                     std::optional<Activation> act = std::nullopt) {
   const memory::desc src({M, K}, dt::bf16, tag::ab), wei({K, N}, dt::bf16, tag::any),
-      dst({M, N}, gelu_bf16 ? dt::bf16 : dt::f32, tag::ab);
-  return matmul_pd(src, wei, dst, bias, gelu_bf16);
+      dst({M, N}, act ? dt::bf16 : dt::f32, tag::ab);
+  return matmul_pd(src, wei, dst, bias, act);
 }
 
 // A per-thread bf16 buffer of at least n values (grown, never shrunk); slot 0 holds a layer's
@@ -86,15 +87,16 @@ struct PackedBf16 {
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul matmul;
   };
-  std::map<std::pair<int64_t, bool>, Prim> by_rows;  // (M, gelu_bf16) -> primitive
+  std::map<std::pair<int64_t, int>, Prim> by_rows;  // (M, activation or -1) -> primitive
   std::mutex mu;
 
   // The primitive for M rows (made once per M and variant).
-  const Prim& prim(int64_t M, bool bias, bool gelu_bf16) {
+  const Prim& prim(int64_t M, bool bias, std::optional<Activation> act) {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = by_rows.find({M, gelu_bf16});
+    const std::pair<int64_t, int> key{M, act ? int(*act) : -1};
+    auto it = by_rows.find(key);
     if (it != by_rows.end()) return it->second;
-    auto pd = make_pd(M, K, N, bias, gelu_bf16);
+    auto pd = make_pd(M, K, N, bias, act);
     // The blocked weight layout does not depend on M for these shapes; repack if it does.
     if (pd.weights_desc() != weights.get_desc()) {
       memory repacked(pd.weights_desc(), dnnl_engine());
@@ -104,12 +106,12 @@ struct PackedBf16 {
       weights = repacked;
       by_rows.clear();
     }
-    return by_rows.emplace(std::make_pair(M, gelu_bf16), Prim{pd, dnnl::matmul(pd)}).first->second;
+    return by_rows.emplace(key, Prim{pd, dnnl::matmul(pd)}).first->second;
   }
 
-  // y (fp32, or bf16 for gelu_bf16) = xb w^T + b, then GELU for gelu_bf16.
-  void run(void* y, const uint16_t* xb, const float* b, int64_t M, bool gelu_bf16) {
-    const Prim& p = prim(M, b != nullptr, gelu_bf16);
+  // y (fp32, or bf16 when act is given) = xb w^T + b, then act.
+  void run(void* y, const uint16_t* xb, const float* b, int64_t M, std::optional<Activation> act) {
+    const Prim& p = prim(M, b != nullptr, act);
     memory src(p.pd.src_desc(), dnnl_engine(), const_cast<uint16_t*>(xb)),
         dst(p.pd.dst_desc(), dnnl_engine(), y);
     std::unordered_map<int, memory> args{
@@ -163,16 +165,16 @@ std::shared_ptr<PackedBf16> pack_bf16(const float* w, int64_t N, int64_t K) {
 void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b, int64_t M) {
   uint16_t* xb = bf16_scratch(0, M * w.K);
   round_to_bf16(xb, x, M * w.K);
-  w.run(y, xb, b, M, false);
+  w.run(y, xb, b, M, std::nullopt);
 }
 
 void mlp_forward_bf16(float* y, const float* x, PackedBf16& fc1, const float* b1, PackedBf16& fc2,
-                      const float* b2, int64_t M) {
+                      const float* b2, int64_t M, Activation act) {
   uint16_t* xb = bf16_scratch(0, M * fc1.K);
   uint16_t* hb = bf16_scratch(1, M * fc1.N);
   round_to_bf16(xb, x, M * fc1.K);
-  fc1.run(hb, xb, b1, M, true);  // bf16 gelu(x fc1^T + b1): fc2's input as it is
-  fc2.run(y, hb, b2, M, false);
+  fc1.run(hb, xb, b1, M, act);  // bf16 act(x fc1^T + b1): fc2's input as it is
+  fc2.run(y, hb, b2, M, std::nullopt);
 }
 
 }  // namespace vit::cpu

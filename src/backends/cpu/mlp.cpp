@@ -1,18 +1,23 @@
-// A transformer block's MLP, y = fc2(dropout(GELU(fc1(x)))), on the products its weights were
-// prepared for. bf16 inference fuses GELU into fc1's matmul and keeps the hidden activations
-// in bf16; packed fp32 applies GELU in fc1's kernel; otherwise fc1's bias goes in with the
-// activation pass (bias_gelu_forward), which keeps GELU's derivative for the backward.
+// A transformer block's MLP, y = fc2(dropout(act(fc1(x)))), on the products its weights were
+// prepared for. bf16 inference fuses the activation into fc1's matmul and keeps the hidden
+// activations in bf16; packed fp32 applies GELU in fc1's kernel (the other activations in a
+// pass after it); otherwise fc1's bias goes in with the activation pass (bias_gelu_forward,
+// bias_act_forward), which keeps the activation's derivative for the backward, so the
+// backward is the same for every activation.
 #include "backends/cpu/cpu.h"
 
 namespace vit::cpu {
 
 void mlp_forward(float* y, const float* x, const LinearOperand& fc1, const LinearOperand& fc2,
                  const MlpBuffers& a, int64_t M, bool keep_grad, float drop_p, uint64_t drop_key,
-                 int64_t drop_first) {
+                 int64_t drop_first, Activation act) {
   const int64_t C = fc1.K, Hd = fc1.N;
-  if (fc1.precision == Precision::bf16) return mlp_forward_bf16(y, x, *fc1.bf16, fc1.b, *fc2.bf16, fc2.b, M);
+  const bool gelu = act == Activation::gelu;
+  if (fc1.precision == Precision::bf16)
+    return mlp_forward_bf16(y, x, *fc1.bf16, fc1.b, *fc2.bf16, fc2.b, M, act);
   if (fc1.packed) {  // inference only: no dropout
-    linear_forward_packed(a.act, x, fc1.w, fc1.b, M, C, Hd, true);
+    linear_forward_packed(a.act, x, fc1.w, fc1.b, M, C, Hd, gelu);
+    if (!gelu) act_forward(a.act, a.act, M * Hd, act);
     return linear_forward_packed(y, a.act, fc2.w, fc2.b, M, Hd, fc2.N);
   }
   if (fc1.precision == Precision::amp) {
@@ -21,7 +26,10 @@ void mlp_forward(float* y, const float* x, const LinearOperand& fc1, const Linea
   } else {
     linear_forward(a.h, x, fc1.w, nullptr, M, C, Hd, *a.h_zero);
   }
-  bias_gelu_forward(a.act, a.h, fc1.b, M, Hd, keep_grad);
+  if (gelu)
+    bias_gelu_forward(a.act, a.h, fc1.b, M, Hd, keep_grad);
+  else
+    bias_act_forward(a.act, a.h, fc1.b, M, Hd, keep_grad, act);
   *a.h_zero = false;
   dropout_forward(a.act, M * Hd, drop_p, drop_key, drop_first);
   linear_forward(y, a.act, a.act_bf16, fc2, M, false);

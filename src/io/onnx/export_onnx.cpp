@@ -10,8 +10,9 @@
 //   pooled features [N,D] are the output)
 //
 // Linear weights are stored transposed ([in, out], for MatMul on [N, T, in]) under their
-// timm name plus ".T"; everything else under its timm name. GELU is the exact one, written
-// as 0.5 x (1 + erf(x / sqrt 2)) (opset 17 has no Gelu op; ONNX Runtime fuses this form).
+// timm name plus ".T"; everything else under its timm name. opset 17 has no Gelu op: the exact
+// GELU is written 0.5 x (1 + erf(x / sqrt 2)) (ONNX Runtime fuses this form), its tanh form
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), QuickGELU x sigmoid(1.702 x).
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
@@ -175,6 +176,21 @@ class VitGraph {
     return y;
   }
 
+  // The MLP's activation of h (the model's act_layer).
+  std::string activation(const std::string& h) {
+    if (c_.act_layer == "quick_gelu")
+      return b_.op("Mul", {h, b_.op("Sigmoid", {b_.op("Mul", {h, b_.scalar(1.702f)})})});
+    std::string inner;
+    if (c_.act_layer == "gelu_tanh") {
+      const std::string cube = b_.op("Mul", {b_.op("Mul", {h, h}), h});
+      const std::string u = b_.op("Add", {h, b_.op("Mul", {cube, b_.scalar(0.044715f)})});
+      inner = b_.op("Tanh", {b_.op("Mul", {u, b_.scalar(0.7978845608028654f)})});
+    } else {
+      inner = b_.op("Erf", {b_.op("Div", {h, b_.scalar(std::sqrt(2.f))})});
+    }
+    return b_.op("Mul", {b_.op("Mul", {h, b_.op("Add", {inner, b_.scalar(1.f)})}), b_.scalar(0.5f)});
+  }
+
   std::string patch_embed(const std::string& pixels) {
     if (c_.patch_norm) return normed_patch_embed(pixels);
     std::vector<std::string> in = {pixels, w("patch_embed.proj.weight")};
@@ -254,12 +270,8 @@ class VitGraph {
     std::string branch = linear(ao, p + "attn.proj");
     if (c_.layer_scale()) branch = b_.op("Mul", {branch, w(p + "ls1.gamma")});
     const std::string r1 = b_.op("Add", {x, branch});
-    // MLP with the exact GELU.
     const std::string h = linear(layernorm(r1, p + "norm2"), p + "mlp.fc1");
-    const std::string erf = b_.op("Erf", {b_.op("Div", {h, b_.scalar(std::sqrt(2.f))})});
-    const std::string gelu =
-        b_.op("Mul", {b_.op("Mul", {h, b_.op("Add", {erf, b_.scalar(1.f)})}), b_.scalar(0.5f)});
-    branch = linear(gelu, p + "mlp.fc2");
+    branch = linear(activation(h), p + "mlp.fc2");
     if (c_.layer_scale()) branch = b_.op("Mul", {branch, w(p + "ls2.gamma")});
     return b_.op("Add", {r1, branch});
   }

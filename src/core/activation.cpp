@@ -1,0 +1,22 @@
+#include "vit/core/activation.h"
+
+#include "vit/core/error.h"
+
+namespace vit {
+
+Activation activation_from_name(const std::string& name) {
+  if (name == "gelu") return Activation::gelu;
+  if (name == "gelu_tanh") return Activation::gelu_tanh;
+  if (name == "quick_gelu") return Activation::quick_gelu;
+  throw Error("unknown activation '" + name + "' (gelu, gelu_tanh or quick_gelu)");
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::gelu_tanh: return "gelu_tanh";
+    case Activation::quick_gelu: return "quick_gelu";
+    default: return "gelu";
+  }
+}
+
+}  // namespace vit
