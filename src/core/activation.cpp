@@ -4,6 +4,10 @@
 
 namespace vit {
 
+bool is_activation_name(const std::string& name) {
+  return name == "gelu" || name == "gelu_tanh" || name == "quick_gelu";
+}
+
 Activation activation_from_name(const std::string& name) {
   if (name == "gelu") return Activation::gelu;
   if (name == "gelu_tanh") return Activation::gelu_tanh;

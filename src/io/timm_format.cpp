@@ -97,8 +97,9 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
               "average pooling");
     c.act_layer = known ? known->act : "gelu";
     if (const json* v = field(args, "act_layer")) {
-      VIT_CHECK(*v == "gelu" || *v == "gelu_tanh" || *v == "quick_gelu", "config.json model_args act_layer ",
-                v->dump(), " is not supported (gelu, gelu_tanh or quick_gelu)");
+      VIT_CHECK(v->is_string() && is_activation_name(v->get<std::string>()),
+                "config.json model_args act_layer ", v->dump(),
+                " is not supported (gelu, gelu_tanh or quick_gelu)");
       c.act_layer = v->get<std::string>();
     }
     if (const json* v = field(args, "norm_layer"))

@@ -30,8 +30,7 @@ class Carver {
 int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp,
                    bool tail) {
   const int64_t T = cfg.num_tokens(), C = cfg.embed_dim, N = cfg.num_patches(), M = cfg.mlp_dim,
-                H = cfg.num_heads, K = cfg.num_classes, P = cfg.patch_dim(),
-                I = cfg.attn_dim();
+                H = cfg.num_heads, K = cfg.num_classes, P = cfg.patch_dim(), I = cfg.attn_dim();
   const int64_t nblocks = training ? cfg.depth : 1;  // inference reuses one block's buffers
   const bool attn_drop = training && cfg.attn_drop_rate > 0.f;
   Carver c(base);

@@ -59,7 +59,7 @@ void ViTConfig::validate() const {
       "config: pool_include_prefix is for global_pool 'avg' (token pooling takes the class token alone)");
   VIT_CHECK(reg_tokens >= 0, "config: reg_tokens must be non-negative, got ", reg_tokens);
   VIT_CHECK(init_values >= 0.f, "config: init_values (LayerScale) must be non-negative, got ", init_values);
-  VIT_CHECK(act_layer == "gelu" || act_layer == "gelu_tanh" || act_layer == "quick_gelu",
+  VIT_CHECK(is_activation_name(act_layer),
             "config: act_layer must be 'gelu', 'gelu_tanh' or 'quick_gelu', got '", act_layer, "'");
   VIT_CHECK(known_interpolation(interpolation), "config: unknown interpolation '", interpolation,
             "' (bilinear, bicubic, lanczos, box, hamming, nearest)");

@@ -8,6 +8,7 @@ namespace vit {
 
 enum class Activation { gelu, gelu_tanh, quick_gelu };
 
+bool is_activation_name(const std::string& name);  // "gelu", "gelu_tanh" or "quick_gelu"
 // "gelu", "gelu_tanh", "quick_gelu"; anything else throws vit::Error naming the three.
 Activation activation_from_name(const std::string& name);
 const char* activation_name(Activation a);

@@ -26,10 +26,7 @@ void mlp_forward(float* y, const float* x, const LinearOperand& fc1, const Linea
   } else {
     linear_forward(a.h, x, fc1.w, nullptr, M, C, Hd, *a.h_zero);
   }
-  if (gelu)
-    bias_gelu_forward(a.act, a.h, fc1.b, M, Hd, keep_grad);
-  else
-    bias_act_forward(a.act, a.h, fc1.b, M, Hd, keep_grad, act);
+  bias_act_forward(a.act, a.h, fc1.b, M, Hd, keep_grad, act);  // GELU: its vector kernels
   *a.h_zero = false;
   dropout_forward(a.act, M * Hd, drop_p, drop_key, drop_first);
   linear_forward(y, a.act, a.act_bf16, fc2, M, false);
