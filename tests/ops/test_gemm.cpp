@@ -269,14 +269,14 @@ TEST(MlpBf16, MatchesTheFp32Composition) {
     }
 }
 
-// The fp32 linear on weights packed in place (64-row panels, transposed): packing and
-// unpacking are exact inverses; on small integers every product and sum is exact, so the
-// kernel must equal oneDNN's sgemm bit for bit (a wrong panel, tail mask, row block, k chunk
-// or prefetch that writes shows as a wrong value); on random values it is within float
-// rounding of the double reference. Shapes cover tails: N not a multiple of 16 or 64 (a
-// narrow last panel), M not a multiple of the 6-row block (tails of 1 to 5 rows), K past one
-// 768-wide chunk and not a multiple of it, K = 1, K = 0 (y = b); panels shared out by
-// threads (4 panels) and by row blocks (3 panels on 2 threads); and ViT widths.
+// The fp32 linear on weights packed in place (64-row panels, transposed, in the path's
+// column slices: packed_slice()): packing and unpacking are exact inverses; on small integers every product
+// and sum is exact, so the kernel must equal oneDNN's sgemm bit for bit (a wrong panel, tail mask, row block,
+// k chunk or prefetch that writes shows as a wrong value); on random values it is within float rounding of
+// the double reference. Shapes cover tails: N not a multiple of 16 or 64 (a narrow last panel), M not a
+// multiple of the 6-row block (tails of 1 to 5 rows), K past one 768-wide chunk and not a multiple of it, K =
+// 1, K = 0 (y = b); panels shared out by threads (4 panels) and by row blocks (3 panels on 2 threads); and
+// ViT widths.
 TEST(LinearPacked, ExactOnSmallIntegersCloseOnRandomValuesAndUnpacksExactly) {
   struct Case {
     int64_t M, N, K;
@@ -339,8 +339,11 @@ TEST(LinearPacked, SameBitsOnOneThreadAndTwo) {
 
 // The weights each kernel prefetches while a slice runs (PackedWalk::next_weights) are the
 // next slice's of the same thread: where the walk's next step reads, as many floats as it
-// reads ([kc][w] of its panel), and none after a thread's last slice. Shapes with a narrow
-// last panel, several k chunks, and splits by panels and by row blocks.
+// reads, and none after a thread's last slice. With whole panels stored as one [K][w] block
+// (S = kPanel: AVX-512, NEON) that is one piece, [kc][w] of the panel; with panels stored in
+// column slices of S = 16 (AVX2), one [kc][s] piece per slice, slice j starting S j K floats
+// into its panel. Shapes with a narrow last panel (and so a narrow last slice), several k
+// chunks, and splits by panels and by row blocks.
 TEST(LinearPacked, PrefetchedWeightsAreTheNextSlices) {
   struct Case {
     int64_t M, N, K, chunk;
@@ -357,15 +360,35 @@ TEST(LinearPacked, PrefetchedWeightsAreTheNextSlices) {
       int slices = 0;
       for (cpu::PackedWalk it(split.share(t, split.threads), c.K, c.N, c.chunk); it.more(); ++slices) {
         const auto [next, floats] = it.next_weights(wp);
+        const cpu::PackedWalk::Lines lines16 = it.next_slice_lines(wp, 16);
         it.next();
         if (!it.more()) {
           EXPECT_EQ(next, nullptr) << where << ": after the last slice";
           EXPECT_EQ(floats, 0) << where;
+          EXPECT_EQ(lines16.pieces.n, 0) << where;
+          EXPECT_EQ(lines16.lines, 0) << where;
           break;
         }
         const cpu::PackedSlice& s = it.slice;
-        EXPECT_EQ(next - wp, s.n0 * c.K + s.k0 * s.w) << where << ", slice " << slices + 1;
-        EXPECT_EQ(floats, s.kc * s.w) << where << ", slice " << slices + 1;
+        const std::string at = where + ", slice " + std::to_string(slices + 1);
+        EXPECT_EQ(next - wp, s.n0 * c.K + s.k0 * s.w) << at;
+        EXPECT_EQ(floats, s.kc * s.w) << at;
+        ASSERT_EQ(lines16.pieces.n, (s.w + 15) / 16) << at;
+        int64_t total = 0;
+        for (int j = 0; j < lines16.pieces.n; ++j) {
+          const int64_t sw = std::min<int64_t>(16, s.w - 16 * j);
+          EXPECT_EQ(lines16.pieces.start[j] - wp, s.n0 * c.K + 16 * j * c.K + s.k0 * sw)
+              << at << ", piece " << j;
+          EXPECT_EQ(lines16.pieces.floats[j], s.kc * sw) << at << ", piece " << j;
+          // line() walks the pieces in order, a piece's lines from its start
+          EXPECT_EQ(lines16.line(total), reinterpret_cast<const char*>(lines16.pieces.start[j])) << at;
+          total += (s.kc * sw + 15) / 16;
+        }
+        EXPECT_EQ(lines16.lines, total) << at;
+        EXPECT_EQ(lines16.line(total - 1),
+                  reinterpret_cast<const char*>(lines16.pieces.start[lines16.pieces.n - 1]) +
+                      64 * ((lines16.pieces.floats[lines16.pieces.n - 1] + 15) / 16 - 1))
+            << at;
       }
       EXPECT_GT(slices, 0) << where;
     }

@@ -2,7 +2,8 @@
 // 197 token rows). oneDNN's sgemm repacks w at every call and splits small products poorly
 // over two threads; here w is packed once, in the memory it occupies (no second copy), into
 // panels: panel p holds rows [64p, 64p + w) of w[N,K] (w = 64, or the rows left at the end)
-// transposed to [K, w] (linear_packed.h). An AVX-512 kernel of our own
+// transposed to [K, w], or on AVX2 to four 16-column slices [K, 16] (linear_packed.h,
+// packed_slice()). An AVX-512 kernel of our own
 // (avx512/linear_packed.cpp) multiplies 6 rows of x by one panel (6 x 64 outputs in 24
 // registers) over k chunks of 768, reading x's rows where they are, and pulls the next
 // panel's weights into L2 while it computes (they come from memory once per call). Every
@@ -11,6 +12,7 @@
 // primitive on its own blocked layout (docs/history/benchmarks-2026-11.md). This file packs, dispatches on
 // isa(), and holds the plain loops for the other paths.
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -28,22 +30,28 @@ namespace vit::cpu {
 namespace {
 constexpr int64_t kPreferredRows = 800;  // AVX-512 and AVX2, each measured; see packed_linear_preferred
 
-// The same products in plain loops (k in order, as the AVX-512 kernel): where AVX-512 is missing.
+// The same products in plain loops (k in order, as the vector kernels), on the layout of the
+// path in use: where no vector kernel runs (VIT_ISA=generic with VIT_PACK=on).
 void forward_plain(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                    int64_t N) {
+  const int64_t S = packed_slice();
 #pragma omp parallel for num_threads(threads_for(M* N* K / 16)) schedule(static)
   for (int64_t i = 0; i < M; ++i)
     for (int64_t n0 = 0; n0 < N; n0 += kPanel) {
       const int64_t w = panel_width(N, n0);
-      const float* P = wp + n0 * K;
       for (int64_t j = 0; j < w; ++j) {
+        const SliceColumns col = slice_columns(wp + n0 * K, K, w, S, j, 0);
         float s = b ? b[n0 + j] : 0.f;
-        for (int64_t k = 0; k < K; ++k) s += x[i * K + k] * P[k * w + j];
+        for (int64_t k = 0; k < K; ++k) s += x[i * K + k] * col.B[k * col.ld];
         y[i * N + n0 + j] = s;
       }
     }
 }
 }  // namespace
+
+int64_t packed_slice() {
+  return isa() == Isa::avx2 ? avx2::kPackedSlice : kPanel;
+}
 
 bool packed_linear_preferred(int64_t M) {
   if (const char* env = setting("VIT_PACK")) {
@@ -69,9 +77,9 @@ bool packed_linear_preferred(int64_t M) {
 }
 
 namespace {
-// Each 64-row block of w[N,K] transposed to [K, width] (to_panels) or back, in place: the
-// panels shared over the threads, each through a per-thread copy and the path's blocked
-// transpose (head_transpose). Packing ViT-B/16's 48 block weights on the Intel Xeon took 191
+// Each 64-row block of w[N,K] transposed to column slices [K, s] (to_panels) or back, in
+// place: the panels shared over the threads, each through a per-thread copy and the path's
+// blocked transpose (head_transpose). Packing ViT-B/16's 48 block weights on the Intel Xeon took 191
 // ms in one thread's plain loop, 21 ms so (27-34 on the AVX2 path; one thread 40-50 ms): the
 // one-off cost before the first image, which had made `vit predict -b 1` on one image 0.52 s
 // against 0.37 unpacked, and is now within that command's noise.
@@ -81,12 +89,15 @@ void transpose_panels(float* w, int64_t N, int64_t K, bool to_panels) {
   for_items(panels, threads_for(N * K), [&](int64_t p) {
     thread_local Scratch<float> buf;
     float* tmp = grown(buf, kPanel * K);
-    const int64_t n0 = p * kPanel, pw = panel_width(N, n0);
+    const int64_t n0 = p * kPanel, pw = panel_width(N, n0), S = packed_slice();
     float* blk = w + n0 * K;
-    if (to_panels)
-      head_transpose(tmp, pw, blk, K, pw, K);  // [pw, K] -> [K, pw]
-    else
-      head_transpose(tmp, K, blk, pw, K, pw);  // [K, pw] -> [pw, K]
+    for (int64_t c0 = 0; c0 < pw; c0 += S) {  // rows [c0, c0 + s) of the panel: one slice
+      const int64_t s = std::min(S, pw - c0);
+      if (to_panels)
+        head_transpose(tmp + c0 * K, s, blk + c0 * K, K, s, K);  // [s, K] -> [K, s]
+      else
+        head_transpose(tmp + c0 * K, K, blk + c0 * K, s, K, s);  // [K, s] -> [s, K]
+    }
     std::memcpy(blk, tmp, size_t(pw * K) * sizeof(float));
   });
 }

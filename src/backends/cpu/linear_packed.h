@@ -1,8 +1,13 @@
 // The packed weights' layout, shared by linear_packed.cpp (packing, the plain product, the
 // dispatch) and the vector kernels (avx512/, avx2/ and neon/linear_packed.cpp): panel p holds
-// rows [kPanel p, kPanel p + w) of w[N,K] (w = kPanel, or the rows left at the end) transposed
-// to [K, w]. Also the walk over a product every vector kernel takes (PackedWalk), and the
-// whole threaded product of the kernels that take panels in column slices (slices_forward).
+// rows [kPanel p, kPanel p + w) of w[N,K] (w = kPanel, or the rows left at the end), in
+// column slices of S = packed_slice() columns, each transposed to [K, s] (s = S, or the
+// columns left at the panel's end) and stored one after the other. S is the path's: a whole
+// panel (one [K, w] block) on AVX-512, NEON and the plain loops; 16 columns on AVX2, its
+// register block's width, so that the kernel's weights come as one contiguous stream (see
+// avx2/linear_packed.cpp for the measurements). Also the walk over a product every vector
+// kernel takes (PackedWalk), and the whole threaded product of the kernels that take panels
+// in column slices (slices_forward).
 #pragma once
 #include <omp.h>
 
@@ -18,6 +23,26 @@ constexpr int64_t kPanel = 64;  // output columns per panel: 4 AVX-512 vectors
 
 inline int64_t panel_width(int64_t N, int64_t n0) {
   return N - n0 < kPanel ? N - n0 : kPanel;
+}
+
+// The columns per stored slice of a panel on the path in use (isa(), decided once per
+// process, so the weights are packed and read with the same S): kPanel, or kPackedSlice on
+// AVX2.
+namespace avx2 {
+constexpr int64_t kPackedSlice = 16;
+}
+int64_t packed_slice();
+
+// Where columns [c, ...) of a panel of width w at packed weights P (its first float, n0 K
+// into wp) start at row k, and the leading dimension there: inside the slice of S columns
+// holding column c (the register blocks never cross a slice: S is a multiple of their width).
+struct SliceColumns {
+  const float* B;
+  int64_t ld;
+};
+inline SliceColumns slice_columns(const float* P, int64_t K, int64_t w, int64_t S, int64_t c, int64_t k) {
+  const int64_t c0 = c / S * S, s = w - c0 < S ? w - c0 : S;
+  return {P + c0 * K + k * s + (c - c0), s};
 }
 
 // How the vector kernels share a product of M rows (in blocks of `rows`) and N columns (in
@@ -65,22 +90,54 @@ struct PackedWalk {
   }
   bool more() const { return slice.k0 < K && slice.share.p0 < slice.share.p1; }
   // The weights of the slice after this one in packed weights wp (this chunk of the next
-  // panel, or the next chunk of the share's first panel: contiguous floats, [kc][w]), as where
-  // they start and how many floats they are; {nullptr, 0} after the last. The kernels pull
-  // them towards L2 while this slice runs: they come from memory once per call.
-  std::pair<const float*, int64_t> next_weights(const float* wp) const {
+  // panel, or the next chunk of the share's first panel), stored in column slices of S
+  // (packed_slice()): one contiguous piece [kc][w] when S = kPanel, else one [kc][s] per
+  // slice. The kernels pull them towards L2 while this slice runs: they come from memory
+  // once per call. No pieces after the last slice.
+  static constexpr int kMaxPieces = 4;  // S >= 16
+  struct Pieces {
+    const float* start[kMaxPieces] = {};
+    int64_t floats[kMaxPieces] = {};
+    int n = 0;
+  };
+  Pieces next_weights(const float* wp, int64_t S) const {
+    Pieces out;
     const PackedSlice& s = slice;
-    if (s.p + 1 < s.share.p1) {
-      const int64_t wn = panel_width(N, s.n0 + kPanel);
-      return {wp + (s.n0 + s.w) * K + s.k0 * wn, s.kc * wn};
+    int64_t n0 = 0, k0 = 0, kc = 0;
+    if (s.p + 1 < s.share.p1)
+      n0 = s.n0 + kPanel, k0 = s.k0, kc = s.kc;
+    else if (s.k0 + s.kc < K)
+      n0 = s.share.p0 * kPanel, k0 = s.k0 + s.kc, kc = std::min(chunk, K - k0);
+    else
+      return out;
+    const int64_t w = panel_width(N, n0);
+    for (int64_t c0 = 0; c0 < w; c0 += S, ++out.n) {
+      const SliceColumns at = slice_columns(wp + n0 * K, K, w, S, c0, k0);
+      out.start[out.n] = at.B, out.floats[out.n] = kc * at.ld;
     }
-    if (s.k0 + s.kc < K) {
-      const int64_t wn = panel_width(N, s.share.p0 * kPanel);
-      return {wp + s.share.p0 * kPanel * K + (s.k0 + s.kc) * wn, std::min(chunk, K - s.k0 - s.kc) * wn};
-    }
-    return {nullptr, 0};
+    return out;
   }
-  // The same as 64-byte cache lines to prefetch: where they start and how many.
+  // The same as 64-byte cache lines to prefetch: line(i) for i in [0, lines).
+  struct Lines {
+    Pieces pieces;
+    int64_t lines = 0;
+    const char* line(int64_t i) const {
+      int j = 0;
+      for (int64_t in_piece; i >= (in_piece = (pieces.floats[j] + 15) / 16); ++j) i -= in_piece;
+      return reinterpret_cast<const char*>(pieces.start[j]) + 64 * i;
+    }
+  };
+  Lines next_slice_lines(const float* wp, int64_t S) const {
+    Lines out{next_weights(wp, S)};
+    for (int j = 0; j < out.pieces.n; ++j) out.lines += (out.pieces.floats[j] + 15) / 16;
+    return out;
+  }
+  // With whole panels (S = kPanel): the one piece, as where it starts and how many floats
+  // ({nullptr, 0} after the last slice), and as cache lines.
+  std::pair<const float*, int64_t> next_weights(const float* wp) const {
+    const Pieces p = next_weights(wp, kPanel);
+    return {p.start[0], p.floats[0]};
+  }
   std::pair<const char*, int64_t> next_weight_lines(const float* wp) const {
     const auto [next, floats] = next_weights(wp);
     return {reinterpret_cast<const char*>(next), (floats + 15) / 16};
@@ -118,28 +175,27 @@ void with_rows(Block& block, int64_t rows, Args... args) {
 // of x stay in L1 while the slices come from L2 (where a slice over a chunk does not fit L1
 // beside them); else each slice passes over the row blocks, staying in L1 itself while x's
 // rows come from L2.
-template <int64_t Rows, int64_t Cols, int64_t Chunk, bool RowsOuter, typename Block>
+template <int64_t Rows, int64_t Cols, int64_t Chunk, bool RowsOuter, int64_t Slice, typename Block>
 void slices_forward(Block&& block, float* y, const float* x, const float* wp, const float* b, int64_t M,
                     int64_t K, int64_t N, bool gelu) {
+  static_assert(Slice % Cols == 0 && kPanel % Slice == 0, "a register block within one stored slice");
   const PanelSplit split(M, N, Rows, threads_for(M * N * K / 16));
 #pragma omp parallel num_threads(split.threads)
   for (PackedWalk it(split.share(omp_get_thread_num(), omp_get_num_threads()), K, N, Chunk); it.more();
        it.next()) {
     const PackedSlice& s = it.slice;
-    const float* P = wp + s.n0 * K + s.k0 * s.w;  // panel p's rows [k0, k0 + kc): [kc][w]
+    const float* P = wp + s.n0 * K;  // panel p
     // The next slice's weights towards L2, in even shares before each register block.
-    // (Plain names, not a structured binding: clang 14, the fuzz build's, cannot capture one.)
-    const std::pair<const char*, int64_t> next_lines = it.next_weight_lines(wp);
-    const char* next = next_lines.first;
-    const int64_t lines = next_lines.second;
+    const PackedWalk::Lines next = it.next_slice_lines(wp, Slice);
     const int64_t calls = (s.w + Cols - 1) / Cols * (s.share.r1 - s.share.r0);
-    const int64_t per_call = (lines + calls - 1) / std::max<int64_t>(calls, 1);
+    const int64_t per_call = (next.lines + calls - 1) / std::max<int64_t>(calls, 1);
     const bool last_gelu = gelu && s.k0 + s.kc == K;
     int64_t done = 0;
     auto one = [&](int64_t j0, int64_t rb) {
-      for (const int64_t end = std::min(lines, done + per_call); done < end; ++done)
-        __builtin_prefetch(next + 64 * done, 0, 2);
-      with_rows<Rows>(block, std::min(Rows, M - rb * Rows), x + rb * Rows * K + s.k0, K, P + j0, s.w,
+      for (const int64_t end = std::min(next.lines, done + per_call); done < end; ++done)
+        __builtin_prefetch(next.line(done), 0, 2);
+      const SliceColumns B = slice_columns(P, K, s.w, Slice, j0, s.k0);
+      with_rows<Rows>(block, std::min(Rows, M - rb * Rows), x + rb * Rows * K + s.k0, K, B.B, B.ld,
                       std::min(Cols, s.w - j0), s.kc, s.k0 == 0, last_gelu, b ? b + s.n0 + j0 : nullptr,
                       y + rb * Rows * N + s.n0 + j0, N);
     };

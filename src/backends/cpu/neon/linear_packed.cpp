@@ -83,8 +83,8 @@ void block(const float* x, int64_t ldx, const float* B, int64_t ldb, int64_t n, 
 
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                            int64_t N, bool gelu) {
-  slices_forward<kRows, kCols, kChunk, false>([]<int R>(auto... a) { block<R>(a...); }, y, x, wp, b, M, K, N,
-                                              gelu);
+  slices_forward<kRows, kCols, kChunk, false, kPanel>([]<int R>(auto... a) { block<R>(a...); }, y, x, wp, b,
+                                                      M, K, N, gelu);
 }
 
 }  // namespace vit::cpu::neon
