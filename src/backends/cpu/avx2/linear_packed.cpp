@@ -1,27 +1,27 @@
 // The packed small-batch linear's AVX2 + FMA kernel (linear_packed.cpp packs the weights in
 // 64-wide panels, each stored as four 16-column slices [K][16] on this path: linear_packed.h,
-// packed_slice(); and dispatches here): 6 rows of x times one 16-column slice (12
-// accumulators of 16 registers) over k chunks of 384: a row block's 6 rows of x (9 KiB) stay
-// in L1 while the panel's slices come from L2 (slices_forward's RowsOuter: each row block
-// passes over the panel's four slices), each a contiguous stream of 64-byte lines, one per k.
-// With the slices inside [K][64] panels (the AVX-512 layout), a slice's rows were 256 bytes
-// apart, so they fell on a quarter of L1's sets, and chunks of 768: on an AMD Zen 3 (AVX2
-// only, 2 threads), ViT-B/16's four products at batch 1 alone (weights in L3; bench_block,
-// medians of 5 alternating rounds) 1.09x over the four in FLOP-weighted time (fc2, K = 3072,
-// 144 -> 174 GFLOP/s), and whole models (bench/ab.py, vit bench, 2 threads unless said)
-// ViT-B/16 batch 1 1.045x (10 rounds; 0.98x in a noisier 5), on one thread 1.048x, ViT-S/16
-// batch 1 1.063x, ViT-Ti/16 batch 1 0.998x, ViT-B/16 batch 4 level within that machine's
-// noise (0.935x and, sides swapped, 1.19x). Among the orders, slices outer over the row
-// blocks (x's rows from L2 instead) at chunks of 768 or 384 gave the products the same
-// within 2% there. Before, on an Intel Xeon held to AVX2 and an AMD Zen 5: rows outer 0.3-10%
-// ahead of slices outer at 768 (medians of 40 interleaved rounds), and on the Zen 5, slices
-// outer, chunks of 768 1.01-1.08x those of 384. The walk (slices_forward) pulls the next
-// slice's weights towards L2 while this one runs (ViT at batch 1 1.04-1.06x). Every output is
-// one fma chain over k in order by one thread, whatever the thread count. GELU, when asked
-// (fc1), is applied as the sums leave the registers: against the product followed by the GELU
-// pass, fc1 of ViT-Ti/S/B at batch 1 1.038x/1.014x/1.009x on 2 threads, cifar-seed at 8
-// images 1.023x, level on one thread (Intel Xeon held to AVX2, medians of 40 interleaved
-// rounds).
+// packed_slice(); and dispatches here): 6 rows of x times one 16-column slice (12 accumulators
+// of 16 registers) over k chunks of 384: a row block's 6 rows of x (9 KiB) stay in L1 while the
+// panel's slices come from L2 (slices_forward's RowsOuter: each row block passes over the
+// panel's four slices), each a contiguous stream of 64-byte lines, one per k. With the slices
+// inside [K][64] panels (the AVX-512 layout), a slice's rows were 256 bytes apart, so they fell
+// on a quarter of L1's sets, and chunks of 768: on an AMD Zen 3 (AVX2 only, 2 threads),
+// ViT-B/16's four products at batch 1 alone (weights in L3; bench_block, medians of 5
+// alternating rounds) 1.09x over the four in FLOP-weighted time (fc2, K = 3072, 144 -> 174
+// GFLOP/s), and whole models (bench/ab.py, vit bench, 2 threads unless said) ViT-B/16 batch 1
+// 1.045x (10 rounds; 0.98x in a noisier 5), on one thread 1.048x, ViT-S/16 batch 1 1.063x,
+// ViT-Ti/16 batch 1 0.998x, ViT-B/16 batch 4 level within that machine's noise (0.935x and,
+// sides swapped, 1.19x). The other orders and chunks on the slices (slices outer over the row
+// blocks, x's rows then from L2, at 768 or 384; rows outer at 768) gave the four products
+// within 3.5% of this there, none ahead beyond the noise. Before, on an Intel Xeon held to AVX2
+// and an AMD Zen 5: rows outer 0.3-10% ahead of slices outer at 768 (medians of 40 interleaved
+// rounds), and on the Zen 5, slices outer, chunks of 768 1.01-1.08x those of 384. The walk
+// (slices_forward) pulls the next slice's weights towards L2 while this one runs (ViT at batch
+// 1 1.04-1.06x). Every output is one fma chain over k in order by one thread, whatever the
+// thread count. GELU, when asked (fc1), is applied as the sums leave the registers: against the
+// product followed by the GELU pass, fc1 of ViT-Ti/S/B at batch 1 1.038x/1.014x/1.009x on 2
+// threads, cifar-seed at 8 images 1.023x, level on one thread (Intel Xeon held to AVX2, medians
+// of 40 interleaved rounds).
 #include <algorithm>
 
 #include "backends/cpu/avx2/kernels.h"
