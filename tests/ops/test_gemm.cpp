@@ -269,14 +269,14 @@ TEST(MlpBf16, MatchesTheFp32Composition) {
     }
 }
 
-// The fp32 linear on weights packed in place (64-row panels, transposed, in the path's
-// column slices: packed_slice()): packing and unpacking are exact inverses; on small integers every product
-// and sum is exact, so the kernel must equal oneDNN's sgemm bit for bit (a wrong panel, tail mask, row block,
-// k chunk or prefetch that writes shows as a wrong value); on random values it is within float rounding of
-// the double reference. Shapes cover tails: N not a multiple of 16 or 64 (a narrow last panel), M not a
-// multiple of the 6-row block (tails of 1 to 5 rows), K past one 768-wide chunk and not a multiple of it, K =
-// 1, K = 0 (y = b); panels shared out by threads (4 panels) and by row blocks (3 panels on 2 threads); and
-// ViT widths.
+// The fp32 linear on weights packed in place (64-row panels, transposed, in the path's column
+// slices: packed_slice()): packing and unpacking are exact inverses; on small integers every
+// product and sum is exact, so the kernel must equal oneDNN's sgemm bit for bit (a wrong panel,
+// tail mask, row block, k chunk or prefetch that writes shows as a wrong value); on random
+// values it is within float rounding of the double reference. Shapes cover tails: N not a
+// multiple of 16 or 64 (a narrow last panel), M not a multiple of the 6-row block (tails of 1
+// to 5 rows), K past one 768-wide chunk and not a multiple of it, K = 1, K = 0 (y = b); panels
+// shared out by threads (4 panels) and by row blocks (3 panels on 2 threads); and ViT widths.
 TEST(LinearPacked, ExactOnSmallIntegersCloseOnRandomValuesAndUnpacksExactly) {
   struct Case {
     int64_t M, N, K;

@@ -94,7 +94,7 @@ struct PackedWalk {
   // (packed_slice()): one contiguous piece [kc][w] when S = kPanel, else one [kc][s] per
   // slice. The kernels pull them towards L2 while this slice runs: they come from memory
   // once per call. No pieces after the last slice.
-  static constexpr int kMaxPieces = 4;  // S >= 16
+  static constexpr int kMaxPieces = 4;  // slices per panel: S >= 16 (slices_forward checks)
   struct Pieces {
     const float* start[kMaxPieces] = {};
     int64_t floats[kMaxPieces] = {};
@@ -179,6 +179,7 @@ template <int64_t Rows, int64_t Cols, int64_t Chunk, bool RowsOuter, int64_t Sli
 void slices_forward(Block&& block, float* y, const float* x, const float* wp, const float* b, int64_t M,
                     int64_t K, int64_t N, bool gelu) {
   static_assert(Slice % Cols == 0 && kPanel % Slice == 0, "a register block within one stored slice");
+  static_assert(kPanel / Slice <= PackedWalk::kMaxPieces, "a panel's slices fit PackedWalk::Pieces");
   const PanelSplit split(M, N, Rows, threads_for(M * N * K / 16));
 #pragma omp parallel num_threads(split.threads)
   for (PackedWalk it(split.share(omp_get_thread_num(), omp_get_num_threads()), K, N, Chunk); it.more();
