@@ -101,6 +101,7 @@ echo "test_aarch64: built in $((SECONDS - start)) s"
 kThreadTests=(
   'Gemm\..*AnyThreadCount'
   'LinearPacked.SameBitsOnOneThreadAndTwo'
+  'LinearPacked.QueueRunsEachSliceOnceAfterItsPreviousChunk'
   'Simd.BiasGeluKeepsTheDerivativeTheBackwardNeeds'
   'Simd.AttentionForwardIsTheSameOnAnyThreadCount'
   'Simd.ColumnSumsAreTheSameOnAnyThreadCount'

@@ -3,10 +3,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "backends/cpu/avx2/kernels.h"
 #include "backends/cpu/avx512/kernels.h"
@@ -392,6 +395,62 @@ TEST(LinearPacked, PrefetchedWeightsAreTheNextSlices) {
       }
       EXPECT_GT(slices, 0) << where;
     }
+  }
+}
+
+// The slices of a product handed out as the threads ask (SliceQueue): each slice runs once,
+// over its panel and its part of the row blocks; the k chunks of a panel and row part run in
+// order, each after the one before is done (what keeps every output one fma chain over k in
+// order); the weights a thread prefetches are those of the next slice it runs; and a slow
+// thread runs fewer slices than a fixed share would give it (thread 0 sleeps 2 ms in each of
+// its slices, the other two do not). Row parts 1 and 3, with a narrow last panel.
+TEST(LinearPacked, QueueRunsEachSliceOnceAfterItsPreviousChunk) {
+  struct Case {
+    int64_t N, K, chunk, parts;
+  };
+  for (const Case c : {Case{768, 3072, 384, 1}, Case{200, 1000, 384, 3}, Case{130, 768, 768, 1}}) {
+    const std::string where = std::to_string(c.N) + "x" + std::to_string(c.K) + " chunk " +
+                              std::to_string(c.chunk) + " parts " + std::to_string(c.parts);
+    const int64_t blocks = 11;
+    cpu::SliceQueue queue(c.K, c.N, c.chunk, blocks, c.parts);
+    const int64_t panels = (c.N + cpu::kPanel - 1) / cpu::kPanel, columns = panels * c.parts;
+    const std::vector<float> weights(c.N * c.K);  // addresses only: nothing is read
+    const float* wp = weights.data();
+    std::vector<std::atomic<int64_t>> runs(static_cast<size_t>(queue.slices()));
+    std::vector<std::atomic<int64_t>> chunks_seen(static_cast<size_t>(columns));  // per panel and row part
+    struct Ran {
+      int64_t slice;
+      const float* prefetch;
+    };
+    std::vector<Ran> ran[3];
+    std::atomic<int> out_of_order{0};
+#pragma omp parallel num_threads(3)
+    {
+      const int t = omp_get_thread_num();
+      for (cpu::QueueWalk it(queue); it.more(); it.next()) {
+        const cpu::PackedSlice& s = it.slice;
+        const int64_t column = it.at % columns, part = column % c.parts;
+        EXPECT_EQ(s.p, column / c.parts);
+        EXPECT_EQ(s.share.r0, blocks * part / c.parts);
+        EXPECT_EQ(s.share.r1, blocks * (part + 1) / c.parts);
+        if (chunks_seen[size_t(column)].load() != s.k0 / c.chunk) ++out_of_order;
+        ++runs[size_t(it.at)];
+        ran[t].push_back({it.at, it.next_slice_lines(wp, 16).pieces.start[0]});
+        if (t == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        chunks_seen[size_t(column)].store(s.k0 / c.chunk + 1);
+      }
+    }
+    EXPECT_EQ(out_of_order.load(), 0) << where << ": slices that ran before their previous chunk was done";
+    for (int64_t i = 0; i < queue.slices(); ++i)
+      EXPECT_EQ(runs[size_t(i)].load(), 1) << where << ", slice " << i;
+    for (int t = 0; t < 3; ++t)
+      for (size_t j = 0; j < ran[t].size(); ++j) {
+        const float* want =
+            j + 1 < ran[t].size() ? queue.weights(wp, 16, ran[t][j + 1].slice).start[0] : nullptr;
+        EXPECT_EQ(ran[t][j].prefetch, want) << where << ", thread " << t << "'s slice " << ran[t][j].slice;
+      }
+    EXPECT_LT(int64_t(ran[0].size()), queue.slices() / 3) << where << ": the slow thread's share";
+    EXPECT_EQ(queue.slices(), columns * ((c.K + c.chunk - 1) / c.chunk)) << where;
   }
 }
 

@@ -6,14 +6,17 @@
 // panel (one [K, w] block) on AVX-512, NEON and the plain loops; 16 columns on AVX2, its
 // register block's width, so that the kernel's weights come as one contiguous stream (see
 // avx2/linear_packed.cpp for the measurements). Also the walk over a product every vector
-// kernel takes (PackedWalk), and the whole threaded product of the kernels that take panels
-// in column slices (slices_forward).
+// kernel takes (PackedWalk), the slices handed out as threads ask (SliceQueue), and the whole
+// threaded product of the kernels that take panels in column slices (slices_forward).
 #pragma once
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "vit/core/threads.h"
 
@@ -45,7 +48,7 @@ inline SliceColumns slice_columns(const float* P, int64_t K, int64_t w, int64_t 
   return {P + c0 * K + k * s + (c - c0), s};
 }
 
-// How the vector kernels share a product of M rows (in blocks of `rows`) and N columns (in
+// How the AVX-512 kernel shares a product of M rows (in blocks of `rows`) and N columns (in
 // panels) over the threads: each thread takes a range of panels, or, where the panels do not
 // share out evenly (a narrow layer: 3 panels on 2 threads; more than 1/8 over the average),
 // every panel over a range of row blocks. Thread t of `threads` gets panels [p0, p1) and row
@@ -101,15 +104,16 @@ struct PackedWalk {
     int n = 0;
   };
   Pieces next_weights(const float* wp, int64_t S) const {
-    Pieces out;
     const PackedSlice& s = slice;
-    int64_t n0 = 0, k0 = 0, kc = 0;
-    if (s.p + 1 < s.share.p1)
-      n0 = s.n0 + kPanel, k0 = s.k0, kc = s.kc;
-    else if (s.k0 + s.kc < K)
-      n0 = s.share.p0 * kPanel, k0 = s.k0 + s.kc, kc = std::min(chunk, K - k0);
-    else
-      return out;
+    if (s.p + 1 < s.share.p1) return weights(wp, K, N, S, s.n0 + kPanel, s.k0, s.kc);
+    if (s.k0 + s.kc < K)
+      return weights(wp, K, N, S, s.share.p0 * kPanel, s.k0 + s.kc, std::min(chunk, K - s.k0 - s.kc));
+    return {};
+  }
+  // The weights of the slice of panel columns [n0, ...) over k chunk [k0, k0 + kc).
+  static Pieces weights(const float* wp, int64_t K, int64_t N, int64_t S, int64_t n0, int64_t k0,
+                        int64_t kc) {
+    Pieces out;
     const int64_t w = panel_width(N, n0);
     for (int64_t c0 = 0; c0 < w; c0 += S, ++out.n) {
       const SliceColumns at = slice_columns(wp + n0 * K, K, w, S, c0, k0);
@@ -127,8 +131,9 @@ struct PackedWalk {
       return reinterpret_cast<const char*>(pieces.start[j]) + 64 * i;
     }
   };
-  Lines next_slice_lines(const float* wp, int64_t S) const {
-    Lines out{next_weights(wp, S)};
+  Lines next_slice_lines(const float* wp, int64_t S) const { return lines(next_weights(wp, S)); }
+  static Lines lines(const Pieces& pieces) {
+    Lines out{pieces};
     for (int j = 0; j < out.pieces.n; ++j) out.lines += (out.pieces.floats[j] + 15) / 16;
     return out;
   }
@@ -154,6 +159,86 @@ struct PackedWalk {
   void set_panel() { slice.n0 = slice.p * kPanel, slice.w = panel_width(N, slice.n0); }
 };
 
+// A product's slices handed out as the threads ask, where PackedWalk gives each thread a
+// fixed share: two threads finish together even when one of them runs slower (another tenant
+// on its core). A slice here is a k chunk of one panel over one of `parts` ranges of the row
+// blocks (parts > 1 where the panels are few: 3 on 2 threads). The slices go out from one
+// shared counter in PackedWalk's order (k chunks in order; every panel under each, and each
+// panel's row parts under it); a thread takes the slice after the one it runs as it starts it
+// (so that it can pull that slice's weights towards its L2, as the static walk does), and
+// waits, if it has to, until the same panel and rows' previous chunk is done: every output
+// stays one fma chain over k in order, so the bits do not depend on who ran what. It never
+// waits on a slice no thread runs: the lowest slice not done is always one a thread runs, and
+// its previous chunk is done.
+class SliceQueue {
+ public:
+  SliceQueue(int64_t K, int64_t N, int64_t chunk, int64_t blocks, int64_t parts)
+      : K_(K),
+        N_(N),
+        chunk_(chunk),
+        blocks_(blocks),
+        parts_(parts),
+        columns_((N + kPanel - 1) / kPanel * parts),
+        slices_(columns_ * ((K + chunk - 1) / chunk)),
+        chunks_done_(size_t(columns_)) {}
+  int64_t slices() const { return slices_; }
+  int64_t take() { return taken_.fetch_add(1, std::memory_order_relaxed); }
+  // Slice i (i < slices()): chunk i / columns over column i % columns, which is panel
+  // column / parts, row part column % parts.
+  PackedSlice slice(int64_t i) const {
+    const int64_t column = i % columns_, p = column / parts_, part = column % parts_,
+                  k0 = i / columns_ * chunk_;
+    return {{p, p + 1, blocks_ * part / parts_, blocks_ * (part + 1) / parts_},
+            k0,
+            std::min(chunk_, K_ - k0),
+            p,
+            p * kPanel,
+            panel_width(N_, p * kPanel)};
+  }
+  PackedWalk::Pieces weights(const float* wp, int64_t S, int64_t i) const {
+    if (i >= slices_) return {};
+    const PackedSlice s = slice(i);
+    return PackedWalk::weights(wp, K_, N_, S, s.n0, s.k0, s.kc);
+  }
+  void wait_for_previous_chunk(int64_t i) const {
+    while (chunks_done_[size_t(i % columns_)].load(std::memory_order_acquire) < i / columns_)
+      std::this_thread::yield();
+  }
+  void done(int64_t i) {
+    chunks_done_[size_t(i % columns_)].store(i / columns_ + 1, std::memory_order_release);
+  }
+
+ private:
+  int64_t K_, N_, chunk_, blocks_, parts_, columns_, slices_;
+  std::atomic<int64_t> taken_{0};
+  std::vector<std::atomic<int64_t>> chunks_done_;  // per panel and row part: its k chunks done
+};
+
+// One thread's walk over a SliceQueue, in PackedWalk's form:
+//   for (QueueWalk it(queue); it.more(); it.next()) { const PackedSlice& s = it.slice; ... }
+struct QueueWalk {
+  SliceQueue& queue;
+  int64_t at, after;  // the slice this thread runs, and the one it took after it
+  PackedSlice slice{};
+  explicit QueueWalk(SliceQueue& q) : queue(q), at(q.take()), after(q.take()) { start(); }
+  bool more() const { return at < queue.slices(); }
+  PackedWalk::Lines next_slice_lines(const float* wp, int64_t S) const {
+    return PackedWalk::lines(queue.weights(wp, S, after));
+  }
+  void next() {
+    queue.done(at);
+    at = after, after = queue.take();
+    start();
+  }
+
+ private:
+  void start() {
+    if (!more()) return;
+    slice = queue.slice(at);
+    queue.wait_for_previous_chunk(at);
+  }
+};
+
 // Calls block.operator()<R>(args...) for R = rows (1 <= rows <= Rows): a row count known at run
 // time to the register block made for it.
 template <int64_t Rows, typename Block, typename... Args>
@@ -165,9 +250,10 @@ void with_rows(Block& block, int64_t rows, Args... args) {
 
 // y[M,N] = x[M,K] wp^T + b (b may be null; K > 0), GELU applied when gelu, by a kernel of
 // register blocks of Rows rows of x times Cols columns of a panel (avx2/ and
-// neon/linear_packed.cpp): the threads share the panels or the row blocks (PanelSplit) and walk
-// their slices (PackedWalk), k chunks of Chunk. block<R>(x, ldx, B, ldb, n, kc, first, last_gelu,
-// bias, c, ldc) is the path's register block: R rows of x (leading dim ldx) times columns [0, n)
+// neon/linear_packed.cpp): the threads take slices (k chunks of Chunk of a panel) as they ask
+// (SliceQueue; one thread walks them all in order, PackedWalk). block<R>(x, ldx, B, ldb, n,
+// kc, first, last_gelu, bias, c, ldc) is the path's register block: R rows of x (leading dim
+// ldx) times columns [0, n)
 // (n <= Cols) of panel rows B (leading dim ldb) over kc values of k into c (leading dim ldc),
 // from the bias (or 0) when first, else adding onto what c holds; GELU applied to the sums
 // before they are stored when last_gelu (given on the last k chunk when gelu).
@@ -181,13 +267,9 @@ void slices_forward(Block&& block, float* y, const float* x, const float* wp, co
   static_assert(Slice % Cols == 0 && kPanel % Slice == 0, "a register block within one stored slice");
   static_assert(kPanel / Slice <= PackedWalk::kMaxPieces, "a panel's slices fit PackedWalk::Pieces");
   const PanelSplit split(M, N, Rows, threads_for(M * N * K / 16));
-#pragma omp parallel num_threads(split.threads)
-  for (PackedWalk it(split.share(omp_get_thread_num(), omp_get_num_threads()), K, N, Chunk); it.more();
-       it.next()) {
-    const PackedSlice& s = it.slice;
+  auto run = [&](const PackedSlice& s, const PackedWalk::Lines& next) {
     const float* P = wp + s.n0 * K;  // panel p
     // The next slice's weights towards L2, in even shares before each register block.
-    const PackedWalk::Lines next = it.next_slice_lines(wp, Slice);
     const int64_t calls = (s.w + Cols - 1) / Cols * (s.share.r1 - s.share.r0);
     const int64_t per_call = (next.lines + calls - 1) / std::max<int64_t>(calls, 1);
     const bool last_gelu = gelu && s.k0 + s.kc == K;
@@ -207,6 +289,16 @@ void slices_forward(Block&& block, float* y, const float* x, const float* wp, co
       for (int64_t j0 = 0; j0 < s.w; j0 += Cols)
         for (int64_t rb = s.share.r0; rb < s.share.r1; ++rb) one(j0, rb);
     }
+  };
+  if (split.threads > 1) {  // the slices as the threads ask; at least 2 per thread in each k chunk
+    const int64_t parts =
+        std::clamp<int64_t>((2 * split.threads + split.panels - 1) / split.panels, 1, split.blocks);
+    SliceQueue queue(K, N, Chunk, split.blocks, parts);
+#pragma omp parallel num_threads(split.threads)
+    for (QueueWalk it(queue); it.more(); it.next()) run(it.slice, it.next_slice_lines(wp, Slice));
+  } else {
+    for (PackedWalk it(split.share(0, 1), K, N, Chunk); it.more(); it.next())
+      run(it.slice, it.next_slice_lines(wp, Slice));
   }
 }
 

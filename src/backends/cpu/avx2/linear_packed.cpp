@@ -17,11 +17,12 @@
 // and an AMD Zen 5: rows outer 0.3-10% ahead of slices outer at 768 (medians of 40 interleaved
 // rounds), and on the Zen 5, slices outer, chunks of 768 1.01-1.08x those of 384. The walk
 // (slices_forward) pulls the next slice's weights towards L2 while this one runs (ViT at batch
-// 1 1.04-1.06x). Every output is one fma chain over k in order by one thread, whatever the
-// thread count. GELU, when asked (fc1), is applied as the sums leave the registers: against the
-// product followed by the GELU pass, fc1 of ViT-Ti/S/B at batch 1 1.038x/1.014x/1.009x on 2
-// threads, cifar-seed at 8 images 1.023x, level on one thread (Intel Xeon held to AVX2, medians
-// of 40 interleaved rounds).
+// 1 1.04-1.06x), and hands the slices to the threads as they ask (SliceQueue: ViT-B/16 batch 1
+// 1.06-1.16x, ViT-S/16 1.075-1.14x against a fixed share; design.md). Every output is one fma
+// chain over k in order, whoever runs it and whatever the thread count. GELU, when asked
+// (fc1), is applied as the sums leave the registers: against the product followed by the GELU
+// pass, fc1 of ViT-Ti/S/B at batch 1 1.038x/1.014x/1.009x on 2 threads, cifar-seed at 8 images
+// 1.023x, level on one thread (Intel Xeon held to AVX2, medians of 40 interleaved rounds).
 #include <algorithm>
 
 #include "backends/cpu/avx2/kernels.h"
