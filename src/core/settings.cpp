@@ -16,6 +16,9 @@ const std::vector<Setting>& settings() {
       {"VIT_PACK", "on, off",
        "on for fp32 inference up to 800 rows (4 images of 197 tokens) on AVX-512 and AVX2",
        "whether fp32 inference packs the blocks' weights in place for vitcpp's own small-batch kernel"},
+      {"VIT_TILED", "on, off", "on for large products over layers up to 256 wide on AVX2",
+       "whether the AVX2 path's large matrix products over narrow layers run in vitcpp's own tiled kernel "
+       "instead of oneDNN's sgemm"},
       {"VIT_SHARDS", "a count; 1 turns shards off", "one shard per thread where the batch and model suit it",
        "data-parallel shards: the batch split into shards, each running the whole step on its own thread"},
       {"VIT_CLS_TAIL", "on, off", "on",

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -201,6 +202,62 @@ TEST(SkinnyGemm, SameBitsAsHeadGemm) {
 TEST(SkinnyGemm, Avx2SameBitsAsHeadGemm) {
   if (!cpu::isa_supported(cpu::Isa::avx2)) GTEST_SKIP() << "no AVX2";
   expect_skinny_same_bits_as_head_gemm("avx2", cpu::avx2::skinny_gemm, cpu::avx2::head_gemm);
+}
+
+// The AVX2 path's tiled products make each output one fma chain over k in order, from 0, C or
+// beta C: gemm_chain_reference's bits, exactly, for A row-major with B either way and for
+// A^T B; rows past whole register blocks (M % 6, M < 6), columns past whole slices (N % 16,
+// N < 16), k over several chunks of 384 and past them, k = 0, leading dimensions wider than
+// the matrices, on one thread and on two. beta 0 must not read C (NaN there).
+TEST(TiledGemm, Avx2SameBitsAsTheFmaChainOnAnyThreadCount) {
+  if (!cpu::isa_supported(cpu::Isa::avx2)) GTEST_SKIP() << "no AVX2";
+  struct Case {
+    int64_t M, N, K;
+    bool ta, tb;
+  };
+  const Case cases[] = {{97, 40, 800, false, true}, {97, 40, 800, false, false}, {40, 97, 800, true, false},
+                        {5, 7, 9, false, true},     {5, 7, 9, true, false},      {6, 16, 384, false, false},
+                        {13, 33, 0, false, true},   {13, 33, 0, true, false},    {130, 192, 385, false, true},
+                        {49, 17, 1200, true, false}};
+  int checked = 0;
+  for (const Case& c : cases)
+    for (float beta : {0.f, 1.f, 0.5f})
+      for (int nt : {1, 2}) {
+        const int64_t lda = (c.ta ? c.M : c.K) + 3, ldb = (c.tb ? c.K : c.N) + 5, ldc = c.N + 2;
+        const auto A = test::randn((c.ta ? c.K : c.M) * lda, 1), B = test::randn((c.tb ? c.N : c.K) * ldb, 2);
+        auto C0 = test::randn(c.M * ldc, 3);
+        std::vector<float> got = C0, want = C0;
+        if (beta == 0.f)  // C's own elements; the columns between N and ldc must stay as they are
+          for (int64_t i = 0; i < c.M; ++i) std::fill_n(got.begin() + i * ldc, c.N, std::nanf(""));
+        cpu::avx2::tiled_gemm(c.ta, c.tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, beta, got.data(), ldc,
+                              nt);
+        cpu::gemm_chain_reference(c.ta, c.tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, beta, want.data(),
+                                  ldc);
+        EXPECT_TRUE(test::close_rel_max("tiled " + std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
+                                            std::to_string(c.K) + (c.ta ? " A^T" : "") +
+                                            (c.tb ? " B^T" : "") + " beta " + std::to_string(beta) + " on " +
+                                            std::to_string(nt),
+                                        got.data(), want.data(), c.M * ldc, 0.0));
+        ++checked;
+      }
+  EXPECT_EQ(checked, 60);
+}
+
+// gemm() takes the tiled kernel for the large products over narrow layers on the AVX2 path
+// (cifar-seed's training shapes at 8320 rows), not for wide outputs over a short k, nor with
+// alpha != 1, nor on another path.
+TEST(TiledGemm, ChosenForLargeProductsOverNarrowLayersOnAvx2) {
+  const bool avx2 = cpu::isa() == cpu::Isa::avx2 && !std::getenv("VIT_TILED");
+  EXPECT_EQ(cpu::tiled_preferred(false, true, 8320, 192, 768, 1.f), avx2);   // fc2 forward
+  EXPECT_EQ(cpu::tiled_preferred(false, false, 8320, 192, 576, 1.f), avx2);  // qkv's input gradient
+  EXPECT_EQ(cpu::tiled_preferred(true, false, 192, 768, 8320, 1.f), avx2);   // fc2's weight gradient
+  EXPECT_EQ(cpu::tiled_preferred(true, false, 768, 192, 8320, 1.f), avx2);   // fc1's
+  EXPECT_FALSE(cpu::tiled_preferred(false, true, 8320, 576, 192, 1.f));      // qkv forward: oneDNN's
+  EXPECT_FALSE(cpu::tiled_preferred(true, false, 192, 192, 8320, 1.f));      // proj's weight gradient
+  EXPECT_FALSE(cpu::tiled_preferred(false, true, 8320, 192, 768, 0.5f));
+  EXPECT_FALSE(cpu::tiled_preferred(false, true, 197, 192, 768, 1.f));    // batch 1
+  EXPECT_FALSE(cpu::tiled_preferred(true, false, 768, 3072, 8320, 1.f));  // ViT-B/16's fc1
+  EXPECT_FALSE(cpu::tiled_preferred(true, true, 192, 192, 8320, 1.f));
 }
 #endif
 

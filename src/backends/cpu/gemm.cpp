@@ -17,6 +17,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/neon/kernels.h"
 #include "backends/cpu/sgemm_library.h"
+#include "vit/core/settings.h"
 #include "vit/core/threads.h"
 
 namespace vit::cpu {
@@ -151,6 +152,30 @@ bool wide_tn(bool ta, bool tb, int64_t M, int64_t N) {
   return ta && !tb && M > N && N > kSkinnyN && M * N <= kWideTnMaxC;
 }
 
+// The AVX2 path's own products (avx2/tiled_gemm.cpp, where the measurements are), from a
+// thousand rows up: A row-major over at most 256 output columns (cifar-seed's and ViT-Ti's
+// 192-wide layers: the forward of proj and fc2, the input gradients of proj, fc1 and qkv),
+// and A^T B over a long k into outputs of at most 192 x 768 with a side of 512 or more (the
+// weight gradients of qkv, fc1 and fc2). Timed call against call inside cifar-seed's training
+// step, those ran 1.0-1.18x oneDNN's sgemm; wider outputs over K = 192 (the forward of qkv and
+// fc1, fc2's input gradient) and proj's [192, 192] weight gradient ran 0.91-1.05x: they stay
+// with oneDNN.
+constexpr int64_t kTiledMinRows = 1024, kTiledMaxN = 256, kTiledMaxC = 192 * 768, kTiledMaxSide = 768,
+                  kTiledMinSide = 512;
+}  // namespace
+
+bool tiled_preferred(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha) {
+  if (alpha != 1.f || (ta && tb) || isa() != Isa::avx2) return false;
+  if (const char* env = setting("VIT_TILED")) {
+    if (std::strcmp(env, "off") == 0) return false;
+    if (std::strcmp(env, "on") == 0) return true;
+  }
+  if (!ta) return M >= kTiledMinRows && N <= kTiledMaxN;
+  return K >= kTiledMinRows && M <= kTiledMaxSide && N <= kTiledMaxSide && M * N <= kTiledMaxC &&
+         std::max(M, N) >= kTiledMinSide;
+}
+
+namespace {
 void gemm_wide_tn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
                   int64_t ldb, float beta, float* C, int64_t ldc) {
   thread_local Scratch<float> buf;
@@ -176,6 +201,17 @@ void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
     }
 }
 
+void gemm_chain_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float& c = C[i * ldc + j];
+      float s = beta == 0.f ? 0.f : beta == 1.f ? c : beta * c;
+      for (int64_t k = 0; k < K; ++k) s = std::fma(at(A, ta, lda, i, k), at(B, tb, ldb, k, j), s);
+      c = s;
+    }
+}
+
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
@@ -185,6 +221,10 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
       return gemm_skinny_transposed(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return gemm_skinny(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, nullptr, C, ldc);
   }
+#if VIT_ISA_X86
+  if (tiled_preferred(ta, tb, M, N, K, alpha))
+    return avx2::tiled_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, threads_for(M * N * K / 16));
+#endif
   if (wide_tn(ta, tb, M, N)) return gemm_wide_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -194,7 +234,8 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 // at ViT-B/16's K = 768 (its training step 0.983x over 5 rounds, 1.016x over 3: no gain).
 constexpr int64_t kZeroOutputMaxK = 512;
 bool adds_onto_zeros(int64_t M, int64_t N, int64_t K) {
-  return M * N * K > kSmallProduct && !skinny(true, N, K) && K < kZeroOutputMaxK;
+  return M * N * K > kSmallProduct && !skinny(true, N, K) && K < kZeroOutputMaxK &&
+         !tiled_preferred(false, true, M, N, K, 1.f);  // (its stores do not stall: tiled_gemm.cpp)
 }
 
 void gemm_nt_bias(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,

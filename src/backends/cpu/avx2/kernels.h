@@ -19,4 +19,11 @@ VIT_PATH_KERNELS
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                            int64_t N, bool gelu);
 
+// ---- tiled_gemm.cpp: C[M,N] = op(A) op(B) + beta C (alpha 1; not A^T with B^T), each output
+// one fma chain over k in order from 0, C or beta C (gemm_chain_reference's bits on any
+// blocking and thread count); on nt threads (1 inside a shard). For gemm()'s large products
+// over narrow layers (tiled_preferred).
+void tiled_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int nt);
+
 }  // namespace vit::cpu::avx2

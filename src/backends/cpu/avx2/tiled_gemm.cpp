@@ -1,0 +1,225 @@
+// Large products over narrow layers in AVX2 + FMA register blocks of our own, in place of
+// oneDNN's sgemm (gemm.cpp's tiled_preferred says which shapes come here): the training
+// products of the 192-wide models (cifar-seed, ViT-Ti), whose rows run to thousands.
+//
+// The register block is the packed linear's (avx2/linear_packed.cpp): 6 rows of A, each value
+// broadcast, times one 16-column slice of B ([k][16], two vectors a k), 12 accumulators; over
+// k chunks of 384. Alone, in L1, it runs at 98-99% of the FMA peak (AMD Zen 3). What the loops
+// around it add is the order in which the operands pass through the caches:
+// - A row-major (C = A B^T, the forward; C = A B, the input gradient): B is packed once per
+//   call into slices of each k chunk (K x N floats, copied from the weights); the rows of A go
+//   in groups of 48 (a group's chunk, 72 KiB, stays in L2), and within a group and chunk each
+//   slice (24 KiB, in L1) meets the group's 8 register blocks in turn. A is read in place.
+// - A^T (C = A^T B, the weight gradient over a long k): per k chunk, A's chunk is packed into
+//   6-column panels and B's into slices, both read row by row at stream speed in vector moves
+//   (with a memcpy call per 24 or 64 bytes the packing cost up to a fifth of the arithmetic);
+//   then every slice meets every panel, C's tiles (at most 768 x 192) coming back each chunk.
+// - Each block asks for the lines of C it will write next (prefetch for writing): oneDNN's sgemm
+//   stalls on its stores to C lines out of cache (gemm_nt_bias, gemm.cpp).
+// On an AMD Zen 3 (2026-11-28), timed call against call inside cifar-seed's training step
+// (batch 256, 2 shards of 8320 rows, each product on one thread; calls alternating between
+// this and dnnl_sgemm; four runs, two for A^T B after its packing went to vector moves):
+// C = A B^T at N = 192: K = 768 1.03-1.11x, K = 192 1.03-1.08x; C = A B at N = 192: K = 768
+// 1.04-1.09x, K = 576 1.05-1.12x, K = 192 1.00-1.04x; C = A^T B [192, 768] and [768, 192]
+// over 8320 1.08-1.18x, [576, 192] 1.005-1.03x. Not taken: A^T B [192, 192] (0.94-0.97x), and
+// N = 576 and 768 over K = 192, where oneDNN runs at 85-90% of the peak (0.91-1.05x).
+//
+// Every output is one fma chain over k in order, from zero (beta = 0), C (beta = 1) or beta C:
+// whatever the blocking and the thread count, the bits of gemm_chain_reference (gemm.cpp).
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/avx2/kernels.h"
+#include "backends/cpu/avx2/simd.h"
+
+namespace vit::cpu::avx2 {
+
+namespace {
+constexpr int64_t kRows = 6;        // rows of A per register block
+constexpr int64_t kCols = 16;       // columns per register block and packed slice
+constexpr int64_t kChunk = 384;     // k per pass
+constexpr int64_t kGroupRows = 48;  // rows of A per group (row-major A)
+
+// C[R rows, 16 columns from c; n valid] = start + the sum over k < kc of A(r, k) b[k][:], with
+// A(r, k) = a[r ars + k aks] and start 0, C or beta C on the first chunk, C (the chain so far)
+// on later ones.
+// b is a packed slice: [kc][16], 64-byte aligned, zeros past n. Then the lines of the block at
+// `next` (R rows, stride ldc) are asked for, to be written.
+template <int R, bool Full>
+VIT_AVX2 void block(const float* a, int64_t ars, int64_t aks, const float* b, int64_t kc, float* c,
+                    int64_t ldc, int64_t n, bool first, float beta, const float* next) {
+  __m256i m[2];
+#pragma GCC unroll 2
+  for (int j = 0; j < 2; ++j) m[j] = Full ? _mm256_set1_epi32(-1) : tail_mask(n - 8 * j);
+  auto load_c = [&](const float* p, int j)
+                    VIT_AVX2 { return Full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m[j]); };
+  const __m256 vb = _mm256_set1_ps(beta);
+  __m256 acc[R][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; ++j) {
+      if (first && beta == 0.f)
+        acc[r][j] = _mm256_setzero_ps();
+      else {
+        const __m256 old = load_c(c + r * ldc + 8 * j, j);
+        acc[r][j] = first && beta != 1.f ? _mm256_mul_ps(vb, old) : old;
+      }
+    }
+  if (next)
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) __builtin_prefetch(next + r * ldc, 1, 3);
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(b + kCols * k), b1 = _mm256_load_ps(b + kCols * k + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 x = _mm256_broadcast_ss(a + k * aks + r * ars);
+      acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; ++j) {
+      float* out = c + r * ldc + 8 * j;
+      if (Full)
+        _mm256_storeu_ps(out, acc[r][j]);
+      else
+        _mm256_maskstore_ps(out, m[j], acc[r][j]);
+    }
+}
+
+template <int R>
+void block_rows(const float* a, int64_t ars, int64_t aks, const float* b, int64_t kc, float* c, int64_t ldc,
+                int64_t n, bool first, float beta, const float* next) {
+  if (n == kCols)
+    block<R, true>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
+  else
+    block<R, false>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
+}
+
+// One register block of `rows` (1 to 6) rows.
+void run_block(int64_t rows, const float* a, int64_t ars, int64_t aks, const float* b, int64_t kc, float* c,
+               int64_t ldc, int64_t n, bool first, float beta, const float* next) {
+  switch (rows) {
+    case 6: return block_rows<6>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
+    case 5: return block_rows<5>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
+    case 4: return block_rows<4>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
+    case 3: return block_rows<3>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
+    case 2: return block_rows<2>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
+    default: return block_rows<1>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
+  }
+}
+
+// Columns [j0, j0 + n) (n <= 16) of op(B) over k in [k0, k0 + kc) into a slice [kc][16], zeros
+// past n. op(B)(k, j) = B[j ldb + k] when tb (a weight [N, K]), else B[k ldb + j].
+void pack_slice(float* dst, const float* B, int64_t ldb, bool tb, int64_t k0, int64_t kc, int64_t j0,
+                int64_t n) {
+  if (n < kCols) std::memset(dst, 0, size_t(kc * kCols) * sizeof(float));
+  if (tb)
+    head_transpose(dst, kCols, B + j0 * ldb + k0, ldb, n, kc);  // [n, kc] -> [kc][16]
+  else
+    for (int64_t k = 0; k < kc; ++k)
+      std::memcpy(dst + k * kCols, B + (k0 + k) * ldb + j0, size_t(n) * sizeof(float));
+}
+
+// C = A op(B) + beta C, A row-major [M, K].
+void rows_product(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                  int64_t ldb, float beta, float* C, int64_t ldc, int nt) {
+  const int64_t slices = (N + kCols - 1) / kCols, chunks = (K + kChunk - 1) / kChunk;
+  thread_local Scratch<float> buf;
+  float* packed =
+      grown(buf, chunks * slices * kChunk * kCols);  // chunk c, slice s at (c slices + s) kChunk 16
+  for_items(chunks * slices, nt, [&](int64_t i) {
+    const int64_t c = i / slices, s = i % slices, k0 = c * kChunk;
+    pack_slice(packed + i * kChunk * kCols, B, ldb, tb, k0, std::min(kChunk, K - k0), s * kCols,
+               std::min(kCols, N - s * kCols));
+  });
+  const int64_t groups = (M + kGroupRows - 1) / kGroupRows;
+  for_items(groups, nt, [&](int64_t g) {
+    const int64_t i0 = g * kGroupRows, i1 = std::min(M, i0 + kGroupRows);
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t k0 = c * kChunk, kc = std::min(kChunk, K - k0);
+      for (int64_t s = 0; s < slices; ++s) {
+        const int64_t j0 = s * kCols, n = std::min(kCols, N - j0);
+        const float* b = packed + (c * slices + s) * kChunk * kCols;
+        for (int64_t i = i0; i < i1; i += kRows) {
+          float* out = C + i * ldc + j0;
+          // The next slice's tile of these rows: written a group's blocks later.
+          const float* next = s + 1 < slices ? out + kCols : nullptr;
+          run_block(std::min(kRows, i1 - i), A + i * lda + k0, lda, 1, b, kc, out, ldc, n, c == 0, beta,
+                    next);
+        }
+      }
+    }
+  });
+}
+
+// One k of the A^T B product's operands, in vector moves (a memcpy call per 24 or 64 bytes
+// cost as much as a fifth of the arithmetic at 192 x 192): A's row a (m floats) into 6-float
+// places pstride apart from pa, zeros past m; B's row b (n floats) into 16-float places
+// sstride apart from pb, zeros past n.
+VIT_AVX2 void pack_row(float* pa, int64_t pstride, const float* a, int64_t m, float* pb, int64_t sstride,
+                       const float* b, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= m; i += kRows, pa += pstride) _mm256_storeu_ps(pa, _mm256_loadu_ps(a + i));
+  for (; i < m; i += kRows, pa += pstride) _mm256_storeu_ps(pa, load(a + i, std::min(kRows, m - i)));
+  int64_t j = 0;
+  for (; j + kCols <= n; j += kCols, pb += sstride) {
+    _mm256_store_ps(pb, _mm256_loadu_ps(b + j));
+    _mm256_store_ps(pb + 8, _mm256_loadu_ps(b + j + 8));
+  }
+  if (j < n) {
+    _mm256_store_ps(pb, load(b + j, n - j));
+    _mm256_store_ps(pb + 8, load(b + j + 8, n - j - 8));
+  }
+}
+
+// C = A^T B + beta C, A [K, M] (lda), B [K, N] (ldb), k long: each thread takes a range of
+// the column slices and packs A's chunk (into 6-column panels [kc][6]) and its slices of B's.
+void transposed_product(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                        int64_t ldb, float beta, float* C, int64_t ldc, int nt) {
+  const int64_t slices = (N + kCols - 1) / kCols, panels = (M + kRows - 1) / kRows;
+  for_ranges(slices, nt, [&](int64_t s0, int64_t s1) {
+    thread_local Scratch<float> abuf, bbuf;
+    // Panel p at p (kChunk 6 + 2): a row's 6 floats go as one 8-float store, whose last two
+    // land in the next row's place (written after it) or, at the chunk's last row, in the gap.
+    const int64_t pstride = kChunk * kRows + 2;
+    float* ap = grown(abuf, panels * pstride);
+    float* bp = grown(bbuf, (s1 - s0) * kChunk * kCols);
+    for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+      const int64_t kc = std::min(kChunk, K - k0);
+      for (int64_t k = 0; k < kc; ++k)  // A's and B's rows k0 + k, in order
+        pack_row(ap + k * kRows, pstride, A + (k0 + k) * lda, M, bp + k * kCols, kc * kCols,
+                 B + (k0 + k) * ldb + s0 * kCols, std::min(N - s0 * kCols, (s1 - s0) * kCols));
+      for (int64_t s = s0; s < s1; ++s) {
+        const int64_t j0 = s * kCols, n = std::min(kCols, N - j0);
+        for (int64_t p = 0; p < panels; ++p) {
+          float* out = C + p * kRows * ldc + j0;
+          const float* next = p + 1 < panels ? out + kRows * ldc : nullptr;
+          run_block(std::min(kRows, M - p * kRows), ap + p * pstride, 1, kRows, bp + (s - s0) * kc * kCols,
+                    kc, out, ldc, n, k0 == 0, beta, next);
+        }
+      }
+    }
+  });
+}
+}  // namespace
+
+void tiled_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int nt) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // no chunk to start the chains: C = beta C
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
+    return;
+  }
+  if (!ta)
+    rows_product(tb, M, N, K, A, lda, B, ldb, beta, C, ldc, nt);
+  else
+    transposed_product(M, N, K, A, lda, B, ldb, beta, C, ldc, nt);
+}
+
+}  // namespace vit::cpu::avx2
