@@ -222,7 +222,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
     return gemm_skinny(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, nullptr, C, ldc);
   }
 #if VIT_ISA_X86
-  if (tiled_preferred(ta, tb, M, N, K, alpha))
+  if (isa() == Isa::avx2 && tiled_preferred(ta, tb, M, N, K, alpha))
     return avx2::tiled_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, threads_for(M * N * K / 16));
 #endif
   if (wide_tn(ta, tb, M, N)) return gemm_wide_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
