@@ -107,7 +107,6 @@ bool adds_onto_zeros(int64_t M, int64_t N, int64_t K);
 void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// dst[cols, rows] (leading dim ldd) = src[rows, cols]^T (leading dim lds).
 // C = op(A) op(B) + beta C with each output one fma chain over k in order, starting from 0
 // (beta = 0), C (beta = 1) or beta C: the bits of the AVX2 path's tiled products.
 void gemm_chain_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
@@ -116,6 +115,7 @@ void gemm_chain_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, con
 // instead of the library's sgemm: large products over narrow layers, alpha 1, on AVX2;
 // VIT_TILED=on|off overrides for A/B measurements (on still asks for the AVX2 path).
 bool tiled_preferred(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha);
+// dst[cols, rows] (leading dim ldd) = src[rows, cols]^T (leading dim lds).
 void transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
 // (Attention's per-head products and the products with few output columns in register
 // blocks: avx512/ and avx2/kernels.h, head_gemm; narrow.h, skinny_gemm.)
