@@ -398,33 +398,39 @@ TEST(LinearPacked, SameBitsOnOneThreadAndTwo) {
 }
 
 // The weights each kernel prefetches while a slice runs (PackedWalk::next_weights) are the
-// next slice's of the same thread: where the walk's next step reads, as many floats as it
-// reads, and none after a thread's last slice. With whole panels stored as one [K][w] block
+// next slice's of the same walk: where the walk's next step reads, as many floats as it
+// reads, and none after its last slice. With whole panels stored as one [K][w] block
 // (S = kPanel: AVX-512, NEON) that is one piece, [kc][w] of the panel; with panels stored in
 // column slices of S = 16 (AVX2), one [kc][s] piece per slice, slice j starting S j K floats
-// into its panel. Shapes with a narrow last panel (and so a narrow last slice), several k
-// chunks, and splits by panels and by row blocks.
+// into its panel. Shapes with a narrow last panel (and so a narrow last slice) and several k
+// chunks; the whole product (one thread's walk) and a share of the panels from the second on
+// over part of the row blocks.
 TEST(LinearPacked, PrefetchedWeightsAreTheNextSlices) {
   struct Case {
     int64_t M, N, K, chunk;
-    int threads;
   };
-  for (const Case c : {Case{197, 768, 768, 768, 2}, Case{197, 200, 1000, 384, 2}, Case{61, 130, 1000, 768, 3},
-                       Case{6, 3072, 1536, 768, 1}, Case{13, 50, 400, 384, 2}}) {
-    const cpu::PanelSplit split(c.M, c.N, 6, c.threads);
+  for (const Case c : {Case{197, 768, 768, 768}, Case{197, 200, 1000, 384}, Case{61, 130, 1000, 768},
+                       Case{6, 3072, 1536, 768}, Case{13, 50, 400, 384}}) {
+    const cpu::PanelSplit split(c.M, c.N, 6, 1);
     const std::vector<float> weights(c.N * c.K);  // addresses only: nothing is read
     const float* wp = weights.data();
-    for (int t = 0; t < split.threads; ++t) {
+    const cpu::PanelSplit::Share shares[] = {split.whole(), {1, split.panels, 1, split.blocks}};
+    for (const cpu::PanelSplit::Share& share : shares) {
+      if (share.p0 >= share.p1) continue;  // one panel only: no second share
       const std::string where = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) +
-                                " chunk " + std::to_string(c.chunk) + " thread " + std::to_string(t);
+                                " chunk " + std::to_string(c.chunk) + " panels from " +
+                                std::to_string(share.p0);
       int slices = 0;
-      for (cpu::PackedWalk it(split.share(t, split.threads), c.K, c.N, c.chunk); it.more(); ++slices) {
-        const auto [next, floats] = it.next_weights(wp);
+      for (cpu::PackedWalk it(share, c.K, c.N, c.chunk); it.more(); ++slices) {
+        const cpu::PackedWalk::Pieces panel = it.next_weights(wp, cpu::kPanel);  // S = kPanel: one piece
+        const float* next = panel.start[0];
+        const int64_t floats = panel.floats[0];
         const cpu::PackedWalk::Lines lines16 = it.next_slice_lines(wp, 16);
         it.next();
         if (!it.more()) {
           EXPECT_EQ(next, nullptr) << where << ": after the last slice";
           EXPECT_EQ(floats, 0) << where;
+          EXPECT_EQ(panel.n, 0) << where;
           EXPECT_EQ(lines16.pieces.n, 0) << where;
           EXPECT_EQ(lines16.lines, 0) << where;
           break;
@@ -433,6 +439,7 @@ TEST(LinearPacked, PrefetchedWeightsAreTheNextSlices) {
         const std::string at = where + ", slice " + std::to_string(slices + 1);
         EXPECT_EQ(next - wp, s.n0 * c.K + s.k0 * s.w) << at;
         EXPECT_EQ(floats, s.kc * s.w) << at;
+        EXPECT_EQ(panel.n, 1) << at;
         ASSERT_EQ(lines16.pieces.n, (s.w + 15) / 16) << at;
         int64_t total = 0;
         for (int j = 0; j < lines16.pieces.n; ++j) {

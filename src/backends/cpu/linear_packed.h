@@ -5,9 +5,10 @@
 // columns left at the panel's end) and stored one after the other. S is the path's: a whole
 // panel (one [K, w] block) on AVX-512, NEON and the plain loops; 16 columns on AVX2, its
 // register block's width, so that the kernel's weights come as one contiguous stream (see
-// avx2/linear_packed.cpp for the measurements). Also the walk over a product every vector
-// kernel takes (PackedWalk), the slices handed out as threads ask (SliceQueue), and the whole
-// threaded product of the kernels that take panels in column slices (slices_forward).
+// avx2/linear_packed.cpp for the measurements). Also the walk over a product's slices in order
+// (PackedWalk), the slices handed out as threads ask (SliceQueue), the threaded loop over them
+// every vector kernel runs (for_each_slice), and the whole product of the kernels that take
+// panels in column slices (slices_forward).
 #pragma once
 #include <omp.h>
 
@@ -15,7 +16,6 @@
 #include <atomic>
 #include <cstdint>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "vit/core/threads.h"
@@ -48,41 +48,34 @@ inline SliceColumns slice_columns(const float* P, int64_t K, int64_t w, int64_t 
   return {P + c0 * K + k * s + (c - c0), s};
 }
 
-// How the AVX-512 kernel shares a product of M rows (in blocks of `rows`) and N columns (in
-// panels) over the threads: each thread takes a range of panels, or, where the panels do not
-// share out evenly (a narrow layer: 3 panels on 2 threads; more than 1/8 over the average),
-// every panel over a range of row blocks. Thread t of `threads` gets panels [p0, p1) and row
-// blocks [r0, r1).
+// A product of M rows (in blocks of `rows`) and N columns (in panels) for at most nt threads:
+// no more threads than panels or row blocks (for_each_slice hands the slices out). A share is
+// panels [p0, p1) over row blocks [r0, r1): whole() on one thread, one panel over a part of
+// the row blocks for each slice of a SliceQueue.
 struct PanelSplit {
   int threads;
   int64_t panels, blocks;
-  bool by_panels;
   PanelSplit(int64_t M, int64_t N, int64_t rows, int nt) {
     panels = (N + kPanel - 1) / kPanel, blocks = (M + rows - 1) / rows;
     threads = int(std::min<int64_t>(nt, std::max(panels, blocks)));
-    by_panels = panels >= threads && (panels + threads - 1) / threads * threads * 8 <= panels * 9;
   }
   struct Share {
     int64_t p0, p1, r0, r1;
   };
-  Share share(int t, int T) const {
-    if (by_panels) return {panels * t / T, panels * (t + 1) / T, 0, blocks};
-    return {0, panels, blocks * t / T, blocks * (t + 1) / T};
-  }
+  Share whole() const { return {0, panels, 0, blocks}; }
 };
 
-// One thread's piece of a packed product: panel p (columns [n0, n0 + w) of y) over the k
-// chunk [k0, k0 + kc), for the row blocks of the thread's share.
+// A piece of a packed product run by one thread: panel p (columns [n0, n0 + w) of y) over the
+// k chunk [k0, k0 + kc), for the row blocks of the share.
 struct PackedSlice {
   PanelSplit::Share share;
   int64_t k0, kc;
   int64_t p, n0, w;
 };
 
-// The slices of one thread's share in the order every vector kernel takes them: its k chunks
-// of `chunk` in order, its panels under each (chunks in order keep each output one fma chain
-// over k in order, whatever the thread count). A loop, not a function taking the kernel, so
-// that the kernel's body stays in its own function with its instruction set's attribute:
+// The slices of a share in the order one thread takes them (and SliceQueue hands them out): its
+// k chunks of `chunk` in order, its panels under each (chunks in order keep each output one fma
+// chain over k in order, whatever the thread count):
 //   for (PackedWalk it(share, K, N, chunk); it.more(); it.next()) { const PackedSlice& s = it.slice; ... }
 struct PackedWalk {
   PackedSlice slice;
@@ -137,16 +130,6 @@ struct PackedWalk {
     for (int j = 0; j < out.pieces.n; ++j) out.lines += (out.pieces.floats[j] + 15) / 16;
     return out;
   }
-  // With whole panels (S = kPanel): the one piece, as where it starts and how many floats
-  // ({nullptr, 0} after the last slice), and as cache lines.
-  std::pair<const float*, int64_t> next_weights(const float* wp) const {
-    const Pieces p = next_weights(wp, kPanel);
-    return {p.start[0], p.floats[0]};
-  }
-  std::pair<const char*, int64_t> next_weight_lines(const float* wp) const {
-    const auto [next, floats] = next_weights(wp);
-    return {reinterpret_cast<const char*>(next), (floats + 15) / 16};
-  }
   void next() {
     if (++slice.p == slice.share.p1) {
       slice.p = slice.share.p0, slice.k0 += chunk;
@@ -159,17 +142,15 @@ struct PackedWalk {
   void set_panel() { slice.n0 = slice.p * kPanel, slice.w = panel_width(N, slice.n0); }
 };
 
-// A product's slices handed out as the threads ask, where PackedWalk gives each thread a
-// fixed share: two threads finish together even when one of them runs slower (another tenant
-// on its core). A slice here is a k chunk of one panel over one of `parts` ranges of the row
-// blocks (parts > 1 where the panels are few: 3 on 2 threads). The slices go out from one
-// shared counter in PackedWalk's order (k chunks in order; every panel under each, and each
-// panel's row parts under it); a thread takes the slice after the one it runs as it starts it
-// (so that it can pull that slice's weights towards its L2, as the static walk does), and
-// waits, if it has to, until the same panel and rows' previous chunk is done: every output
-// stays one fma chain over k in order, so the bits do not depend on who ran what. It never
-// waits on a slice no thread runs: the lowest slice not done is always one a thread runs, and
-// its previous chunk is done.
+// A product's slices handed out as the threads ask, not as fixed shares: two threads finish
+// together even when one of them runs slower (another tenant on its core). A slice here is a k chunk of one
+// panel over one of `parts` ranges of the row blocks (parts > 1 where the panels are few: 3 on 2 threads).
+// The slices go out from one shared counter in PackedWalk's order (k chunks in order; every panel under each,
+// and each panel's row parts under it); a thread takes the slice after the one it runs as it starts it (so
+// that it can pull that slice's weights towards its L2, as PackedWalk does), and waits, if it has to, until
+// the same panel and rows' previous chunk is done: every output stays one fma chain over k in order, so the
+// bits do not depend on who ran what. It never waits on a slice no thread runs: the lowest slice not done is
+// always one a thread runs, and its previous chunk is done.
 class SliceQueue {
  public:
   SliceQueue(int64_t K, int64_t N, int64_t chunk, int64_t blocks, int64_t parts)
@@ -239,6 +220,29 @@ struct QueueWalk {
   }
 };
 
+// Calls run(slice, next) for every slice (k chunk of `chunk`, panel, row blocks of `rows`) of a
+// product of M rows, N columns and K > 0, next being the cache lines of the weights (packed
+// weights wp, stored in slices of S columns) of the slice the same thread runs after it. On
+// more than one thread the slices go out as the threads ask (SliceQueue), split over the row
+// blocks too where the panels are fewer than two per thread; on one thread in PackedWalk's
+// order. run is called on every thread of the parallel region: a kernel's own body belongs in
+// functions with its instruction set's attribute (or a lambda given it).
+template <typename Run>
+void for_each_slice(int64_t M, int64_t K, int64_t N, int64_t rows, int64_t chunk, const float* wp, int64_t S,
+                    Run&& run) {
+  const PanelSplit split(M, N, rows, threads_for(M * N * K / 16));
+  if (split.threads > 1) {
+    const int64_t parts =
+        std::clamp<int64_t>((2 * split.threads + split.panels - 1) / split.panels, 1, split.blocks);
+    SliceQueue queue(K, N, chunk, split.blocks, parts);
+#pragma omp parallel num_threads(split.threads)
+    for (QueueWalk it(queue); it.more(); it.next()) run(it.slice, it.next_slice_lines(wp, S));
+  } else {
+    for (PackedWalk it(split.whole(), K, N, chunk); it.more(); it.next())
+      run(it.slice, it.next_slice_lines(wp, S));
+  }
+}
+
 // Calls block.operator()<R>(args...) for R = rows (1 <= rows <= Rows): a row count known at run
 // time to the register block made for it.
 template <int64_t Rows, typename Block, typename... Args>
@@ -266,7 +270,6 @@ void slices_forward(Block&& block, float* y, const float* x, const float* wp, co
                     int64_t K, int64_t N, bool gelu) {
   static_assert(Slice % Cols == 0 && kPanel % Slice == 0, "a register block within one stored slice");
   static_assert(kPanel / Slice <= PackedWalk::kMaxPieces, "a panel's slices fit PackedWalk::Pieces");
-  const PanelSplit split(M, N, Rows, threads_for(M * N * K / 16));
   auto run = [&](const PackedSlice& s, const PackedWalk::Lines& next) {
     const float* P = wp + s.n0 * K;  // panel p
     // The next slice's weights towards L2, in even shares before each register block.
@@ -290,16 +293,7 @@ void slices_forward(Block&& block, float* y, const float* x, const float* wp, co
         for (int64_t rb = s.share.r0; rb < s.share.r1; ++rb) one(j0, rb);
     }
   };
-  if (split.threads > 1) {  // the slices as the threads ask; at least 2 per thread in each k chunk
-    const int64_t parts =
-        std::clamp<int64_t>((2 * split.threads + split.panels - 1) / split.panels, 1, split.blocks);
-    SliceQueue queue(K, N, Chunk, split.blocks, parts);
-#pragma omp parallel num_threads(split.threads)
-    for (QueueWalk it(queue); it.more(); it.next()) run(it.slice, it.next_slice_lines(wp, Slice));
-  } else {
-    for (PackedWalk it(split.share(0, 1), K, N, Chunk); it.more(); it.next())
-      run(it.slice, it.next_slice_lines(wp, Slice));
-  }
+  for_each_slice(M, K, N, Rows, Chunk, wp, Slice, run);
 }
 
 }  // namespace vit::cpu

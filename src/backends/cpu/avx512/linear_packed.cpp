@@ -2,15 +2,13 @@
 // dispatches here): 6 rows of x times one 64-wide panel (6 x 64 outputs in 24 registers) over
 // k chunks of 768, reading x's rows where they are, while the next panel's weights are
 // pulled into L2 (they come from memory once per call). Every output is one fma chain over
-// k in order by one thread, whatever the thread count. Declared in kernels.h.
-#include <omp.h>
-
+// k in order, whatever the thread count and whichever thread runs each chunk (SliceQueue).
+// Declared in kernels.h.
 #include <algorithm>
 
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/avx512/simd.h"
 #include "backends/cpu/linear_packed.h"
-#include "vit/core/threads.h"
 
 namespace vit::cpu::avx512 {
 
@@ -100,16 +98,12 @@ VIT_AVX512 void rows_block(int rows, const Tile& t) {
 
 }  // namespace
 
-// The threads share the panels or the row blocks (PanelSplit). Each walks its slices (k
-// chunk, panel; PackedWalk) chunk by chunk, every row block under each, and pulls the next
-// slice's weights into L2 in even shares across the current slice's row blocks.
+// The threads take slices (k chunk, panel, row blocks) as they ask (for_each_slice:
+// SliceQueue), and pull the next slice's weights into L2 in even shares across the current
+// slice's row blocks, a line every so many values of k.
 VIT_AVX512 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M,
                                       int64_t K, int64_t N, bool gelu) {
-  const PanelSplit split(M, N, kRows, threads_for(M * N * K / 16));
-#pragma omp parallel num_threads(split.threads)
-  for (PackedWalk it(split.share(omp_get_thread_num(), omp_get_num_threads()), K, N, kChunk); it.more();
-       it.next()) {
-    const PackedSlice& s = it.slice;
+  auto run = [&](const PackedSlice& s, const PackedWalk::Lines& next) VIT_AVX512 {
     const int64_t r0 = s.share.r0, r1 = s.share.r1;
     const int64_t k0 = s.k0, kc = s.kc, n0 = s.n0, w = s.w;
     const float* P = wp + n0 * K;  // panel p: [K][w]
@@ -119,14 +113,13 @@ VIT_AVX512 void linear_forward_packed(float* y, const float* x, const float* wp,
     tile.first = k0 == 0, tile.last = k0 + kc == K, tile.gelu = gelu;
     tile.bias = b ? b + n0 : nullptr;
     tile.B = P + k0 * w;
-    const auto [next, lines] = it.next_weight_lines(wp);
-    const int64_t blocks = r1 - r0;
+    const int64_t lines = next.lines, blocks = r1 - r0;  // whole panels: one contiguous piece
     const int64_t share = (lines + blocks - 1) / std::max<int64_t>(blocks, 1);
     for (int64_t rb = r0; rb < r1; ++rb) {
       const int64_t done = share * (rb - r0);
       tile.pf_lines = done < lines ? std::min(share, lines - done) : 0;  // lines = 0 without next
       if (tile.pf_lines > 0) {
-        tile.pf = next + 64 * done;
+        tile.pf = next.line(done);
         tile.pf_every = std::max<int64_t>(kc / tile.pf_lines, 1);
       }
       tile.x = x + rb * kRows * K + k0;
@@ -137,7 +130,8 @@ VIT_AVX512 void linear_forward_packed(float* y, const float* x, const float* wp,
       else
         rows_block<false>(rows, tile);
     }
-  }
+  };
+  for_each_slice(M, K, N, kRows, kChunk, wp, kPanel, run);
 }
 
 }  // namespace vit::cpu::avx512
