@@ -143,14 +143,15 @@ struct PackedWalk {
 };
 
 // A product's slices handed out as the threads ask, not as fixed shares: two threads finish
-// together even when one of them runs slower (another tenant on its core). A slice here is a k chunk of one
-// panel over one of `parts` ranges of the row blocks (parts > 1 where the panels are few: 3 on 2 threads).
-// The slices go out from one shared counter in PackedWalk's order (k chunks in order; every panel under each,
-// and each panel's row parts under it); a thread takes the slice after the one it runs as it starts it (so
-// that it can pull that slice's weights towards its L2, as PackedWalk does), and waits, if it has to, until
-// the same panel and rows' previous chunk is done: every output stays one fma chain over k in order, so the
-// bits do not depend on who ran what. It never waits on a slice no thread runs: the lowest slice not done is
-// always one a thread runs, and its previous chunk is done.
+// together even when one of them runs slower (another tenant on its core). A slice here is a
+// k chunk of one panel over one of `parts` ranges of the row blocks (parts > 1 where the
+// panels are few: 3 on 2 threads). The slices go out from one shared counter in PackedWalk's
+// order (k chunks in order; every panel under each, and each panel's row parts under it); a
+// thread takes the slice after the one it runs as it starts it (so that it can pull that
+// slice's weights towards its L2, as PackedWalk does), and waits, if it has to, until the same
+// panel and rows' previous chunk is done: every output stays one fma chain over k in order, so
+// the bits do not depend on who ran what. It never waits on a slice no thread runs: the lowest
+// slice not done is always one a thread runs, and its previous chunk is done.
 class SliceQueue {
  public:
   SliceQueue(int64_t K, int64_t N, int64_t chunk, int64_t blocks, int64_t parts)
