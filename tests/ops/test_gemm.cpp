@@ -209,6 +209,9 @@ TEST(SkinnyGemm, Avx2SameBitsAsHeadGemm) {
 // A^T B; rows past whole register blocks (M % 6, M < 6), columns past whole slices (N % 16,
 // N < 16), k over several chunks of 384 and past them, k = 0, leading dimensions wider than
 // the matrices, on one thread and on two. beta 0 must not read C (NaN there).
+// Its extras too: chains started from a bias (A row-major, beta 0) give the bits of C seeded
+// with it and beta 1; A's column sums (A^T) those of the plain sum over k in order from 0,
+// added onto what was there.
 TEST(TiledGemm, Avx2SameBitsAsTheFmaChainOnAnyThreadCount) {
   if (!cpu::isa_supported(cpu::Isa::avx2)) GTEST_SKIP() << "no AVX2";
   struct Case {
@@ -229,18 +232,41 @@ TEST(TiledGemm, Avx2SameBitsAsTheFmaChainOnAnyThreadCount) {
         std::vector<float> got = C0, want = C0;
         if (beta == 0.f)  // C's own elements; the columns between N and ldc must stay as they are
           for (int64_t i = 0; i < c.M; ++i) std::fill_n(got.begin() + i * ldc, c.N, std::nanf(""));
+        const std::string what = "tiled " + std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
+                                 std::to_string(c.K) + (c.ta ? " A^T" : "") + (c.tb ? " B^T" : "") +
+                                 " beta " + std::to_string(beta) + " on " + std::to_string(nt);
+        const auto sums0 = test::randn(c.M, 4);
+        std::vector<float> sums = sums0, want_sums = sums0;
         cpu::avx2::tiled_gemm(c.ta, c.tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, beta, got.data(), ldc,
-                              nt);
+                              nt, nullptr, c.ta ? sums.data() : nullptr);
         cpu::gemm_chain_reference(c.ta, c.tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, beta, want.data(),
                                   ldc);
-        EXPECT_TRUE(test::close_rel_max("tiled " + std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
-                                            std::to_string(c.K) + (c.ta ? " A^T" : "") +
-                                            (c.tb ? " B^T" : "") + " beta " + std::to_string(beta) + " on " +
-                                            std::to_string(nt),
-                                        got.data(), want.data(), c.M * ldc, 0.0));
+        EXPECT_TRUE(test::close_rel_max(what, got.data(), want.data(), c.M * ldc, 0.0));
         ++checked;
+        if (c.ta) {
+          for (int64_t i = 0; i < c.M; ++i) {
+            float s = 0.f;
+            for (int64_t k = 0; k < c.K; ++k) s += A[k * lda + i];
+            want_sums[i] += s;
+          }
+          EXPECT_TRUE(
+              test::close_rel_max(what + ", A's column sums", sums.data(), want_sums.data(), c.M, 0.0));
+          ++checked;
+        } else if (beta == 0.f) {
+          const auto bias = test::randn(c.N, 5);
+          for (int64_t i = 0; i < c.M; ++i) {
+            std::fill_n(got.begin() + i * ldc, c.N, std::nanf(""));
+            std::copy_n(bias.begin(), c.N, want.begin() + i * ldc);
+          }
+          cpu::avx2::tiled_gemm(false, c.tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, 0.f, got.data(),
+                                ldc, nt, bias.data());
+          cpu::gemm_chain_reference(false, c.tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, 1.f,
+                                    want.data(), ldc);
+          EXPECT_TRUE(test::close_rel_max(what + " from a bias", got.data(), want.data(), c.M * ldc, 0.0));
+          ++checked;
+        }
       }
-  EXPECT_EQ(checked, 60);
+  EXPECT_EQ(checked, 60 + 4 * 3 * 2 + 6 * 2);
 }
 
 // gemm() takes the tiled kernel for the large products over narrow layers on the AVX2 path

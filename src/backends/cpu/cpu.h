@@ -95,9 +95,10 @@ void by_column_blocks(int64_t N, int64_t work, F&& f) {
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 // C[M,N] = A[M,K] B[N,K]^T + bias (bias: N floats added to every row, may be null): the
-// linear layer's product. Few output columns add the bias in the kernel's epilogue; wider
-// products seed C with it and let sgemm add onto it (beta = 1). c_zero: C holds zeros on
-// entry, so a product without bias may add onto it too (the result is the same).
+// linear layer's product. Few output columns add the bias in the kernel's epilogue, the AVX2
+// path's tiled products start their sums from it; wider products seed C with it and let sgemm
+// add onto it (beta = 1). c_zero: C holds zeros on entry, so a product without bias may add
+// onto it too (the result is the same).
 void gemm_nt_bias(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
                   const float* bias, float* C, int64_t ldc, bool c_zero = false);
 // Whether gemm_nt_bias without a bias makes use of c_zero at this shape (sgemm's products;
@@ -115,6 +116,12 @@ void gemm_chain_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, con
 // instead of the library's sgemm: large products over narrow layers, alpha 1, on AVX2;
 // VIT_TILED=on|off overrides for A/B measurements (on still asks for the AVX2 path).
 bool tiled_preferred(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha);
+// C = op(A) op(B) + beta C (alpha 1) in the tiled kernel, with its extras (a bias to start
+// from, A's column sums: avx2/kernels.h), when gemm() would give it this product; false
+// (nothing done) otherwise.
+bool gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias,
+                float* a_colsums);
 // dst[cols, rows] (leading dim ldd) = src[rows, cols]^T (leading dim lds).
 void transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
 // (Attention's per-head products and the products with few output columns in register

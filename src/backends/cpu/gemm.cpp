@@ -221,13 +221,28 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
       return gemm_skinny_transposed(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return gemm_skinny(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, nullptr, C, ldc);
   }
-#if VIT_ISA_X86
-  if (isa() == Isa::avx2 && tiled_preferred(ta, tb, M, N, K, alpha))
-    return avx2::tiled_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, threads_for(M * N * K / 16));
-#endif
+  if (alpha == 1.f && gemm_tiled(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, nullptr, nullptr)) return;
   if (wide_tn(ta, tb, M, N)) return gemm_wide_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
+
+#if VIT_ISA_X86
+bool gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias,
+                float* a_colsums) {
+  if (isa() != Isa::avx2 || M * N * K <= kSmallProduct || skinny(tb, N, K) ||
+      !tiled_preferred(ta, tb, M, N, K, 1.f))
+    return false;
+  avx2::tiled_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, threads_for(M * N * K / 16), bias,
+                   a_colsums);
+  return true;
+}
+#else
+bool gemm_tiled(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float,
+                float*, int64_t, const float*, float*) {
+  return false;  // the tiled kernel is the AVX2 path's
+}
+#endif
 
 // The stall is paid once per line of C, the product's work per line grows with K, and the
 // zeros cost a write in the backward and a read here: worth it at cifar-seed's K = 192, not
@@ -251,6 +266,7 @@ void gemm_nt_bias(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, 
                 ldc);
   if (M * N * K > kSmallProduct && skinny(true, N, K))
     return gemm_skinny(false, true, M, N, K, 1.f, A, lda, B, ldb, 0.f, bias, C, ldc);
+  if (gemm_tiled(false, true, M, N, K, A, lda, B, ldb, 0.f, C, ldc, bias, nullptr)) return;  // seeds itself
 #pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)
   for (int64_t i = 0; i < M; ++i) std::memcpy(C + i * ldc, bias, N * sizeof(float));
   gemm(false, true, M, N, K, 1.f, A, lda, B, ldb, 1.f, C, ldc);

@@ -16,6 +16,11 @@
 //   then every slice meets every panel, C's tiles (at most 768 x 192) coming back each chunk.
 // - Each block asks for the lines of C it will write next (prefetch for writing): oneDNN's sgemm
 //   stalls on its stores to C lines out of cache (gemm_nt_bias, gemm.cpp).
+// - The linear layer's passes ride along: the forward starts its chains from the bias instead
+//   of a pass seeding C with it, and the weight gradient sums dY's columns (the bias gradient)
+//   while packing them instead of colsum_add's pass over dY. cifar-seed's training step on the
+//   AVX2 path 1.014x with both (AMD Zen 4 held to AVX2, 6 alternating rounds). With proj's
+//   [192, 192] weight gradient brought here too for its column sums: 0.993x (8 rounds), not kept.
 // On an AMD Zen 3 (2026-11-28), timed call against call inside cifar-seed's training step
 // (batch 256, 2 shards of 8320 rows, each product on one thread; calls alternating between
 // this and dnnl_sgemm; four runs, two for A^T B after its packing went to vector moves):
@@ -40,30 +45,42 @@ constexpr int64_t kCols = 16;       // columns per register block and packed sli
 constexpr int64_t kChunk = 384;     // k per pass
 constexpr int64_t kGroupRows = 48;  // rows of A per group (row-major A)
 
+// Where a block's chains start: on a later chunk from C (the chain so far); on the first from
+// the bias (its 16 columns from the block's first, when not null; beta is 0 then), else from
+// 0, C or beta C.
+struct Start {
+  bool first;
+  float beta;
+  const float* bias;
+};
+
 // C[R rows, 16 columns from c; n valid] = start + the sum over k < kc of A(r, k) b[k][:], with
-// A(r, k) = a[r ars + k aks] and start 0, C or beta C on the first chunk, C (the chain so far)
-// on later ones.
+// A(r, k) = a[r ars + k aks].
 // b is a packed slice: [kc][16], 64-byte aligned, zeros past n. Then the lines of the block at
 // `next` (R rows, stride ldc) are asked for, to be written.
 template <int R, bool Full>
 VIT_AVX2 void block(const float* a, int64_t ars, int64_t aks, const float* b, int64_t kc, float* c,
-                    int64_t ldc, int64_t n, bool first, float beta, const float* next) {
+                    int64_t ldc, int64_t n, Start st, const float* next) {
   __m256i m[2];
 #pragma GCC unroll 2
   for (int j = 0; j < 2; ++j) m[j] = Full ? _mm256_set1_epi32(-1) : tail_mask(n - 8 * j);
   auto load_c = [&](const float* p, int j)
                     VIT_AVX2 { return Full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m[j]); };
-  const __m256 vb = _mm256_set1_ps(beta);
+  const bool from_bias = st.first && st.bias, from_zero = st.first && !st.bias && st.beta == 0.f;
+  const __m256 vb = _mm256_set1_ps(st.beta);
+  __m256 bias[2];
+#pragma GCC unroll 2
+  for (int j = 0; j < 2; ++j) bias[j] = from_bias ? load_c(st.bias + 8 * j, j) : _mm256_setzero_ps();
   __m256 acc[R][2];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int j = 0; j < 2; ++j) {
-      if (first && beta == 0.f)
-        acc[r][j] = _mm256_setzero_ps();
+      if (from_bias || from_zero)
+        acc[r][j] = bias[j];
       else {
         const __m256 old = load_c(c + r * ldc + 8 * j, j);
-        acc[r][j] = first && beta != 1.f ? _mm256_mul_ps(vb, old) : old;
+        acc[r][j] = st.first && st.beta != 1.f ? _mm256_mul_ps(vb, old) : old;
       }
     }
   if (next)
@@ -93,23 +110,23 @@ VIT_AVX2 void block(const float* a, int64_t ars, int64_t aks, const float* b, in
 
 template <int R>
 void block_rows(const float* a, int64_t ars, int64_t aks, const float* b, int64_t kc, float* c, int64_t ldc,
-                int64_t n, bool first, float beta, const float* next) {
+                int64_t n, Start st, const float* next) {
   if (n == kCols)
-    block<R, true>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
+    block<R, true>(a, ars, aks, b, kc, c, ldc, n, st, next);
   else
-    block<R, false>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
+    block<R, false>(a, ars, aks, b, kc, c, ldc, n, st, next);
 }
 
 // One register block of `rows` (1 to 6) rows.
 void run_block(int64_t rows, const float* a, int64_t ars, int64_t aks, const float* b, int64_t kc, float* c,
-               int64_t ldc, int64_t n, bool first, float beta, const float* next) {
+               int64_t ldc, int64_t n, Start st, const float* next) {
   switch (rows) {
-    case 6: return block_rows<6>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
-    case 5: return block_rows<5>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
-    case 4: return block_rows<4>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
-    case 3: return block_rows<3>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
-    case 2: return block_rows<2>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
-    default: return block_rows<1>(a, ars, aks, b, kc, c, ldc, n, first, beta, next);
+    case 6: return block_rows<6>(a, ars, aks, b, kc, c, ldc, n, st, next);
+    case 5: return block_rows<5>(a, ars, aks, b, kc, c, ldc, n, st, next);
+    case 4: return block_rows<4>(a, ars, aks, b, kc, c, ldc, n, st, next);
+    case 3: return block_rows<3>(a, ars, aks, b, kc, c, ldc, n, st, next);
+    case 2: return block_rows<2>(a, ars, aks, b, kc, c, ldc, n, st, next);
+    default: return block_rows<1>(a, ars, aks, b, kc, c, ldc, n, st, next);
   }
 }
 
@@ -125,9 +142,9 @@ void pack_slice(float* dst, const float* B, int64_t ldb, bool tb, int64_t k0, in
       std::memcpy(dst + k * kCols, B + (k0 + k) * ldb + j0, size_t(n) * sizeof(float));
 }
 
-// C = A op(B) + beta C, A row-major [M, K].
+// C = A op(B) + beta C, or + bias (beta 0), A row-major [M, K].
 void rows_product(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-                  int64_t ldb, float beta, float* C, int64_t ldc, int nt) {
+                  int64_t ldb, float beta, const float* bias, float* C, int64_t ldc, int nt) {
   const int64_t slices = (N + kCols - 1) / kCols, chunks = (K + kChunk - 1) / kChunk;
   thread_local Scratch<float> buf;
   float* packed =
@@ -149,8 +166,8 @@ void rows_product(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int6
           float* out = C + i * ldc + j0;
           // The next slice's tile of these rows: written a group's blocks later.
           const float* next = s + 1 < slices ? out + kCols : nullptr;
-          run_block(std::min(kRows, i1 - i), A + i * lda + k0, lda, 1, b, kc, out, ldc, n, c == 0, beta,
-                    next);
+          run_block(std::min(kRows, i1 - i), A + i * lda + k0, lda, 1, b, kc, out, ldc, n,
+                    Start{c == 0, beta, bias ? bias + j0 : nullptr}, next);
         }
       }
     }
@@ -160,12 +177,18 @@ void rows_product(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int6
 // One k of the A^T B product's operands, in vector moves (a memcpy call per 24 or 64 bytes
 // cost as much as a fifth of the arithmetic at 192 x 192): A's row a (m floats) into 6-float
 // places pstride apart from pa, zeros past m; B's row b (n floats) into 16-float places
-// sstride apart from pb, zeros past n.
+// sstride apart from pb, zeros past n. When sums is not null, a is added onto sums[0, m) too
+// (the row is in L1 by then).
 VIT_AVX2 void pack_row(float* pa, int64_t pstride, const float* a, int64_t m, float* pb, int64_t sstride,
-                       const float* b, int64_t n) {
+                       const float* b, int64_t n, float* sums) {
   int64_t i = 0;
   for (; i + 8 <= m; i += kRows, pa += pstride) _mm256_storeu_ps(pa, _mm256_loadu_ps(a + i));
   for (; i < m; i += kRows, pa += pstride) _mm256_storeu_ps(pa, load(a + i, std::min(kRows, m - i)));
+  if (sums) {
+    for (i = 0; i + 8 <= m; i += 8)
+      _mm256_storeu_ps(sums + i, _mm256_add_ps(_mm256_loadu_ps(sums + i), _mm256_loadu_ps(a + i)));
+    if (i < m) store(sums + i, m - i, _mm256_add_ps(load(sums + i, m - i), load(a + i, m - i)));
+  }
   int64_t j = 0;
   for (; j + kCols <= n; j += kCols, pb += sstride) {
     _mm256_store_ps(pb, _mm256_loadu_ps(b + j));
@@ -179,11 +202,15 @@ VIT_AVX2 void pack_row(float* pa, int64_t pstride, const float* a, int64_t m, fl
 
 // C = A^T B + beta C, A [K, M] (lda), B [K, N] (ldb), k long: each thread takes a range of
 // the column slices and packs A's chunk (into 6-column panels [kc][6]) and its slices of B's.
+// a_colsums (M floats, or null) gets A's column sums added, each summed over k in order from
+// 0 (colsum_add's bits) by the thread with the first slices.
 void transposed_product(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-                        int64_t ldb, float beta, float* C, int64_t ldc, int nt) {
+                        int64_t ldb, float beta, float* C, int64_t ldc, float* a_colsums, int nt) {
   const int64_t slices = (N + kCols - 1) / kCols, panels = (M + kRows - 1) / kRows;
   for_ranges(slices, nt, [&](int64_t s0, int64_t s1) {
-    thread_local Scratch<float> abuf, bbuf;
+    thread_local Scratch<float> abuf, bbuf, sbuf;
+    float* sums = a_colsums && s0 == 0 ? grown(sbuf, M) : nullptr;
+    if (sums) std::fill_n(sums, M, 0.f);
     // Panel p at p (kChunk 6 + 2): a row's 6 floats go as one 8-float store, whose last two
     // land in the next row's place (written after it) or, at the chunk's last row, in the gap.
     const int64_t pstride = kChunk * kRows + 2;
@@ -193,33 +220,37 @@ void transposed_product(int64_t M, int64_t N, int64_t K, const float* A, int64_t
       const int64_t kc = std::min(kChunk, K - k0);
       for (int64_t k = 0; k < kc; ++k)  // A's and B's rows k0 + k, in order
         pack_row(ap + k * kRows, pstride, A + (k0 + k) * lda, M, bp + k * kCols, kc * kCols,
-                 B + (k0 + k) * ldb + s0 * kCols, std::min(N - s0 * kCols, (s1 - s0) * kCols));
+                 B + (k0 + k) * ldb + s0 * kCols, std::min(N - s0 * kCols, (s1 - s0) * kCols), sums);
       for (int64_t s = s0; s < s1; ++s) {
         const int64_t j0 = s * kCols, n = std::min(kCols, N - j0);
         for (int64_t p = 0; p < panels; ++p) {
           float* out = C + p * kRows * ldc + j0;
           const float* next = p + 1 < panels ? out + kRows * ldc : nullptr;
           run_block(std::min(kRows, M - p * kRows), ap + p * pstride, 1, kRows, bp + (s - s0) * kc * kCols,
-                    kc, out, ldc, n, k0 == 0, beta, next);
+                    kc, out, ldc, n, Start{k0 == 0, beta, nullptr}, next);
         }
       }
     }
+    if (sums)
+      for (int64_t i = 0; i < M; ++i) a_colsums[i] += sums[i];
   });
 }
 }  // namespace
 
 void tiled_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int nt) {
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int nt, const float* bias,
+                float* a_colsums) {
   if (M == 0 || N == 0) return;
-  if (K == 0) {  // no chunk to start the chains: C = beta C
+  if (K == 0) {  // no chunk to start the chains: C = beta C or the bias; A's sums are zero
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
+      for (int64_t j = 0; j < N; ++j)
+        C[i * ldc + j] = bias ? bias[j] : beta == 0.f ? 0.f : beta * C[i * ldc + j];
     return;
   }
   if (!ta)
-    rows_product(tb, M, N, K, A, lda, B, ldb, beta, C, ldc, nt);
+    rows_product(tb, M, N, K, A, lda, B, ldb, beta, bias, C, ldc, nt);
   else
-    transposed_product(M, N, K, A, lda, B, ldb, beta, C, ldc, nt);
+    transposed_product(M, N, K, A, lda, B, ldb, beta, C, ldc, a_colsums, nt);
 }
 
 }  // namespace vit::cpu::avx2
