@@ -68,6 +68,18 @@ TEST(Simd, ExpNonPositiveWithinItsBound) {
               worst_x);
 }
 
+// A vector kernel's tail (the lanes past the last whole vector) writes its n floats and not
+// one past them, for every tail length: on AVX2 the tail goes in SSE pieces (avx2/simd.h).
+TEST(Simd, TailsWriteTheirFloatsAndNoMore) {
+  for (int64_t n = 0; n <= 40; ++n) {
+    std::vector<float> x(size_t(n) + 1, 0.f), y(size_t(n) + 24, 42.f);
+    x[size_t(n)] = -1.f;  // past n: must not be read into y
+    cpu::exp_nonpos(y.data(), x.data(), n);
+    for (int64_t i = 0; i < n + 24; ++i)
+      ASSERT_EQ(y[size_t(i)], i < n ? 1.f : 42.f) << "n = " << n << ", float " << i;
+  }
+}
+
 TEST(Simd, GeluMatchesReference) {
   std::vector<float> x = test::randn(4103, 11, 3.f);  // 4103: a 7-lane tail
   for (float v : {0.f, 1e-4f, -1e-4f, 5.f, -5.f, 10.f, -10.f, 30.f, -30.f}) x.push_back(v);

@@ -21,13 +21,14 @@ VIT_AVX2 inline __m256 b_vector(const float* b, int v, __m256i tail) {
 }
 
 // RR rows of C from A's rows at a (leading dim lda) into c (leading dim ldc); tail: the
-// mask of the last vector's columns. Per k, the fewer of B's NV vectors or A's RR broadcasts
-// stay live: RR NV + min(RR, NV) + 1 <= 16 registers (3 x 4 with B's 4 vectors live needs
-// 17 and spills). Either order runs each accumulator's fma chain over k the same way.
+// mask of the last vector's columns, `last` of them (stored by store(), not vmaskmov: simd.h). Per k, the
+// fewer of B's NV vectors or A's RR broadcasts stay live: RR NV + min(RR, NV) + 1 <= 16 registers (3 x 4 with
+// B's 4 vectors live needs 17 and spills). Either order runs each accumulator's fma chain over k the same
+// way.
 template <int K, int NV, int RR>
 VIT_AVX2 inline void skinny_block(const float* a, int64_t lda, const float* B, int64_t ldb, __m256i tail,
-                                  __m256 va, __m256 vb, const __m256 (&vbias)[NV], bool beta, float* c,
-                                  int64_t ldc) {
+                                  int64_t last, __m256 va, __m256 vb, const __m256 (&vbias)[NV], bool beta,
+                                  float* c, int64_t ldc) {
   __m256 acc[RR][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < RR; ++r)
@@ -68,7 +69,7 @@ VIT_AVX2 inline void skinny_block(const float* a, int64_t lda, const float* B, i
         _mm256_storeu_ps(out, y);
       } else {
         if (beta) y = _mm256_fmadd_ps(vb, _mm256_maskload_ps(out, tail), y);
-        _mm256_maskstore_ps(out, tail, y);
+        store(out, last, y);
       }
     }
 }
@@ -78,7 +79,8 @@ VIT_AVX2 void skinny_rows(int64_t M, int64_t N, float alpha, const float* A, int
                           int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
   // Rows per block: as many accumulators as fit next to B's vectors and a broadcast.
   constexpr int R = NV == 1 ? 8 : NV == 2 ? 6 : NV == 3 ? 4 : 3;
-  const __m256i tail = tail_mask(N - 8 * (NV - 1));
+  const int64_t last = N - 8 * (NV - 1);
+  const __m256i tail = tail_mask(last);
   __m256 vbias[NV];
 #pragma GCC unroll 4
   for (int v = 0; v < NV; ++v)
@@ -89,9 +91,9 @@ VIT_AVX2 void skinny_rows(int64_t M, int64_t N, float alpha, const float* A, int
   const bool has_beta = beta != 0.f;
   int64_t i = 0;
   for (; i + R <= M; i += R)
-    skinny_block<K, NV, R>(A + i * lda, lda, B, ldb, tail, va, vb, vbias, has_beta, C + i * ldc, ldc);
+    skinny_block<K, NV, R>(A + i * lda, lda, B, ldb, tail, last, va, vb, vbias, has_beta, C + i * ldc, ldc);
   for (; i < M; ++i)
-    skinny_block<K, NV, 1>(A + i * lda, lda, B, ldb, tail, va, vb, vbias, has_beta, C + i * ldc, ldc);
+    skinny_block<K, NV, 1>(A + i * lda, lda, B, ldb, tail, last, va, vb, vbias, has_beta, C + i * ldc, ldc);
 }
 
 }  // namespace

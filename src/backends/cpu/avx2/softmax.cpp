@@ -63,7 +63,7 @@ VIT_AVX2 void softmax_rows_t(float* P, int64_t ld, int64_t n, const uint8_t* km)
     float* row = P + r * ld;
     for (int64_t j = 0; j < nf; j += 8)
       _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
-    if (nf < n) _mm256_maskstore_ps(row + nf, tm, _mm256_mul_ps(et[r], inv));
+    if (nf < n) store(row + nf, n - nf, _mm256_mul_ps(et[r], inv));
   }
 }
 
@@ -92,8 +92,8 @@ VIT_AVX2 void softmax_backward_rows_t(float* d, const float* p, int64_t ld, int6
       _mm256_storeu_ps(dr + j,
                        _mm256_mul_ps(_mm256_loadu_ps(pr + j), _mm256_sub_ps(_mm256_loadu_ps(dr + j), s)));
     if (nf < n)
-      _mm256_maskstore_ps(
-          dr + nf, tm,
+      store(
+          dr + nf, n - nf,
           _mm256_mul_ps(_mm256_maskload_ps(pr + nf, tm), _mm256_sub_ps(_mm256_maskload_ps(dr + nf, tm), s)));
   }
 }
