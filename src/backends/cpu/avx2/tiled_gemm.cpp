@@ -15,7 +15,13 @@
 //   (with a memcpy call per 24 or 64 bytes the packing cost up to a fifth of the arithmetic);
 //   then every slice meets every panel, C's tiles (at most 768 x 192) coming back each chunk.
 // - Each block asks for the lines of C it will write next (prefetch for writing): oneDNN's sgemm
-//   stalls on its stores to C lines out of cache (gemm_nt_bias, gemm.cpp).
+//   stalls on its stores to C lines out of cache (gemm_nt_bias, gemm.cpp). With A row-major,
+//   each block also pulls a share of the next pass's rows of A towards L2, and the last
+//   slice's blocks ask for the next pass's first tiles of C: one thread alone (AMD Zen 4 held
+//   to AVX2, 8320 rows), proj's forward went from 101 to 109 GFLOP/s, fc1's 107 to 110 and
+//   fc2's 107 to 109 (a single-core FMA peak of 117); the cifar-seed step 1.008x (6 rounds,
+//   faster in each pair), and oneDNN's wide products over K = 192 are now no faster than
+//   these (VIT_TILED=on 0.997x, where it was 0.978x).
 // - The linear layer's passes ride along: the forward starts its chains from the bias instead
 //   of a pass seeding C with it, and the weight gradient sums dY's columns (the bias gradient)
 //   while packing them instead of colsum_add's pass over dY. cifar-seed's training step on the
@@ -159,13 +165,27 @@ void rows_product(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int6
     const int64_t i0 = g * kGroupRows, i1 = std::min(M, i0 + kGroupRows);
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t k0 = c * kChunk, kc = std::min(kChunk, K - k0);
+      // The next pass (this group's next chunk, else the next group's first): its rows of A
+      // are pulled towards L2 a few lines a block (its first slice would wait on them from
+      // memory), and its first tile of C is asked for by this pass's last slice.
+      const bool more = c + 1 < chunks;
+      const int64_t pr0 = more ? i0 : i1, pr1 = more ? i1 : std::min(M, i1 + kGroupRows),
+                    pk0 = more ? k0 + kChunk : 0, row_lines = (std::min(kChunk, K - pk0) + 15) / 16,
+                    lines = (pr1 - pr0) * row_lines, blocks = slices * (kGroupRows / kRows),
+                    per = (lines + blocks - 1) / blocks;
+      int64_t line = 0;
       for (int64_t s = 0; s < slices; ++s) {
         const int64_t j0 = s * kCols, n = std::min(kCols, N - j0);
         const float* b = packed + (c * slices + s) * kChunk * kCols;
         for (int64_t i = i0; i < i1; i += kRows) {
+          for (const int64_t end = std::min(lines, line + per); line < end; ++line)
+            __builtin_prefetch(A + (pr0 + line / row_lines) * lda + pk0 + 16 * (line % row_lines), 0, 2);
           float* out = C + i * ldc + j0;
           // The next slice's tile of these rows: written a group's blocks later.
-          const float* next = s + 1 < slices ? out + kCols : nullptr;
+          const float* next = s + 1 < slices                ? out + kCols
+                              : more                        ? C + i * ldc
+                              : i + kGroupRows + kRows <= M ? C + (i + kGroupRows) * ldc
+                                                            : nullptr;
           run_block(std::min(kRows, i1 - i), A + i * lda + k0, lda, 1, b, kc, out, ldc, n,
                     Start{c == 0, beta, bias ? bias + j0 : nullptr}, next);
         }
