@@ -21,10 +21,10 @@ VIT_AVX2 inline __m256 b_vector(const float* b, int v, __m256i tail) {
 }
 
 // RR rows of C from A's rows at a (leading dim lda) into c (leading dim ldc); tail: the
-// mask of the last vector's columns, `last` of them (stored by store(), not vmaskmov: simd.h). Per k, the
-// fewer of B's NV vectors or A's RR broadcasts stay live: RR NV + min(RR, NV) + 1 <= 16 registers (3 x 4 with
-// B's 4 vectors live needs 17 and spills). Either order runs each accumulator's fma chain over k the same
-// way.
+// mask of the last vector's columns, `last` of them (stored by store(), not vmaskmov:
+// simd.h). Per k, the fewer of B's NV vectors or A's RR broadcasts stay live: RR NV +
+// min(RR, NV) + 1 <= 16 registers (3 x 4 with B's 4 vectors live needs 17 and spills).
+// Either order runs each accumulator's fma chain over k the same way.
 template <int K, int NV, int RR>
 VIT_AVX2 inline void skinny_block(const float* a, int64_t lda, const float* B, int64_t ldb, __m256i tail,
                                   int64_t last, __m256 va, __m256 vb, const __m256 (&vbias)[NV], bool beta,

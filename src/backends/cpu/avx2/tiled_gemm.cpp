@@ -72,18 +72,19 @@ VIT_AVX2 void block(const float* a, int64_t ars, int64_t aks, const float* b, in
   for (int j = 0; j < 2; ++j) m[j] = Full ? _mm256_set1_epi32(-1) : tail_mask(n - 8 * j);
   auto load_c = [&](const float* p, int j)
                     VIT_AVX2 { return Full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m[j]); };
-  const bool from_bias = st.first && st.bias, from_zero = st.first && !st.bias && st.beta == 0.f;
+  // Chains that do not read C start from the bias row, or from zero without one.
+  const bool fresh = st.first && (st.bias || st.beta == 0.f);
   const __m256 vb = _mm256_set1_ps(st.beta);
-  __m256 bias[2];
+  __m256 start[2];
 #pragma GCC unroll 2
-  for (int j = 0; j < 2; ++j) bias[j] = from_bias ? load_c(st.bias + 8 * j, j) : _mm256_setzero_ps();
+  for (int j = 0; j < 2; ++j) start[j] = fresh && st.bias ? load_c(st.bias + 8 * j, j) : _mm256_setzero_ps();
   __m256 acc[R][2];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int j = 0; j < 2; ++j) {
-      if (from_bias || from_zero)
-        acc[r][j] = bias[j];
+      if (fresh)
+        acc[r][j] = start[j];
       else {
         const __m256 old = load_c(c + r * ldc + 8 * j, j);
         acc[r][j] = st.first && st.beta != 1.f ? _mm256_mul_ps(vb, old) : old;
