@@ -218,10 +218,11 @@ TEST(TiledGemm, Avx2SameBitsAsTheFmaChainOnAnyThreadCount) {
     int64_t M, N, K;
     bool ta, tb;
   };
-  const Case cases[] = {{97, 40, 800, false, true}, {97, 40, 800, false, false}, {40, 97, 800, true, false},
-                        {5, 7, 9, false, true},     {5, 7, 9, true, false},      {6, 16, 384, false, false},
-                        {13, 33, 0, false, true},   {13, 33, 0, true, false},    {130, 192, 385, false, true},
-                        {49, 17, 1200, true, false}};
+  const Case cases[] = {
+      {97, 40, 800, false, true},  {97, 40, 800, false, false}, {40, 97, 800, true, false},
+      {5, 7, 9, false, true},      {5, 7, 9, true, false},      {6, 16, 384, false, false},
+      {13, 33, 0, false, true},    {13, 33, 0, true, false},    {130, 192, 385, false, true},
+      {49, 17, 1200, true, false}, {30, 45, 500, true, false}};
   int checked = 0;
   for (const Case& c : cases)
     for (float beta : {0.f, 1.f, 0.5f})
@@ -266,7 +267,7 @@ TEST(TiledGemm, Avx2SameBitsAsTheFmaChainOnAnyThreadCount) {
           ++checked;
         }
       }
-  EXPECT_EQ(checked, 60 + 4 * 3 * 2 + 6 * 2);
+  EXPECT_EQ(checked, 66 + 5 * 3 * 2 + 6 * 2);  // products, A^T column sums, bias starts
 }
 
 // gemm() takes the tiled kernel for the large products over narrow layers on the AVX2 path

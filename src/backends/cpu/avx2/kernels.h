@@ -26,7 +26,8 @@ void linear_forward_packed(float* y, const float* x, const float* wp, const floa
 // - bias (N floats, A row-major only, beta 0): each chain starts from bias[j] instead, the
 //   bits of C seeded with the bias and beta = 1 (no pass to seed C);
 // - a_colsums (M floats, A^T only): A's column sums added on, each summed over k in order
-//   from 0 (colsum_add's bits) as A is packed (no pass of its own over A).
+//   from 0 (colsum_add's bits) a chunk at a time, while the chunk is in cache (no pass of its
+//   own over the whole of A).
 void tiled_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int nt,
                 const float* bias = nullptr, float* a_colsums = nullptr);

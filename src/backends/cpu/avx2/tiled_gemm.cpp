@@ -10,10 +10,14 @@
 //   call into slices of each k chunk (K x N floats, copied from the weights); the rows of A go
 //   in groups of 48 (a group's chunk, 72 KiB, stays in L2), and within a group and chunk each
 //   slice (24 KiB, in L1) meets the group's 8 register blocks in turn. A is read in place.
-// - A^T (C = A^T B, the weight gradient over a long k): per k chunk, A's chunk is packed into
-//   6-column panels and B's into slices, both read row by row at stream speed in vector moves
-//   (with a memcpy call per 24 or 64 bytes the packing cost up to a fifth of the arithmetic);
-//   then every slice meets every panel, C's tiles (at most 768 x 192) coming back each chunk.
+// - A^T (C = A^T B, the weight gradient over a long k): per k chunk of 192, B's chunk is packed
+//   into slices, row by row in vector moves; then every slice meets every 6-column panel of A,
+//   read in place (a block's 6 values at k are consecutive floats of A's row k; the chunk, at
+//   most 576 KiB, in L2), C's tiles (at most 768 x 192) coming back each chunk. Packing A into
+//   panels as well scattered each row's 24-byte pieces over 96-128 panels a row, stores that
+//   stalled the packing on their lines: one thread, 8320 rows, from memory (AMD Zen 4 held to
+//   AVX2), the weight gradients of qkv [576, 192] went from 94 to 100 GFLOP/s, fc1's [768, 192]
+//   94 to 100, fc2's [192, 768] 100 to 101 (oneDNN 100-106), the cifar-seed step 1.007x.
 // - Each block asks for the lines of C it will write next (prefetch for writing): oneDNN's sgemm
 //   stalls on its stores to C lines out of cache (gemm_nt_bias, gemm.cpp). With A row-major,
 //   each block also pulls a share of the next pass's rows of A towards L2, and the last
@@ -24,9 +28,10 @@
 //   these (VIT_TILED=on 0.997x, where it was 0.978x).
 // - The linear layer's passes ride along: the forward starts its chains from the bias instead
 //   of a pass seeding C with it, and the weight gradient sums dY's columns (the bias gradient)
-//   while packing them instead of colsum_add's pass over dY. cifar-seed's training step on the
-//   AVX2 path 1.014x with both (AMD Zen 4 held to AVX2, 6 alternating rounds). With proj's
-//   [192, 192] weight gradient brought here too for its column sums: 0.993x (8 rounds), not kept.
+//   a chunk at a time, while the chunk is in cache, instead of colsum_add's pass over dY.
+//   cifar-seed's training step on the AVX2 path 1.014x with both (AMD Zen 4 held to AVX2, 6
+//   alternating rounds). With proj's [192, 192] weight gradient brought here too for its
+//   column sums: 0.993x (8 rounds), not kept.
 // On an AMD Zen 3 (2026-11-28), timed call against call inside cifar-seed's training step
 // (batch 256, 2 shards of 8320 rows, each product on one thread; calls alternating between
 // this and dnnl_sgemm; four runs, two for A^T B after its packing went to vector moves):
@@ -50,6 +55,7 @@ constexpr int64_t kRows = 6;        // rows of A per register block
 constexpr int64_t kCols = 16;       // columns per register block and packed slice
 constexpr int64_t kChunk = 384;     // k per pass
 constexpr int64_t kGroupRows = 48;  // rows of A per group (row-major A)
+constexpr int64_t kTChunk = 192;    // k per pass with A^T (its chunk, read in place, in L2)
 
 // Where a block's chains start: on a later chunk from C (the chain so far); on the first from
 // the bias (its 16 columns from the block's first, when not null; beta is 0 then), else from
@@ -195,60 +201,60 @@ void rows_product(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int6
   });
 }
 
-// One k of the A^T B product's operands, in vector moves (a memcpy call per 24 or 64 bytes
-// cost as much as a fifth of the arithmetic at 192 x 192): A's row a (m floats) into 6-float
-// places pstride apart from pa, zeros past m; B's row b (n floats) into 16-float places
-// sstride apart from pb, zeros past n. When sums is not null, a is added onto sums[0, m) too
-// (the row is in L1 by then).
-VIT_AVX2 void pack_row(float* pa, int64_t pstride, const float* a, int64_t m, float* pb, int64_t sstride,
-                       const float* b, int64_t n, float* sums) {
-  int64_t i = 0;
-  for (; i + 8 <= m; i += kRows, pa += pstride) _mm256_storeu_ps(pa, _mm256_loadu_ps(a + i));
-  for (; i < m; i += kRows, pa += pstride) _mm256_storeu_ps(pa, load(a + i, std::min(kRows, m - i)));
-  if (sums) {
-    for (i = 0; i + 8 <= m; i += 8)
+// B's rows [k0, k0 + kc) (columns [j0, j0 + n)) into slices [kc][16] kc 16 floats apart, zeros
+// past n: each row's 16-float pieces in vector moves, in the order B lies in memory.
+VIT_AVX2 void pack_rows(float* pb, const float* B, int64_t ldb, int64_t kc, int64_t n) {
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* b = B + k * ldb;
+    float* dst = pb + k * kCols;
+    int64_t j = 0;
+    for (; j + kCols <= n; j += kCols, dst += kc * kCols) {
+      _mm256_store_ps(dst, _mm256_loadu_ps(b + j));
+      _mm256_store_ps(dst + 8, _mm256_loadu_ps(b + j + 8));
+    }
+    if (j < n) {
+      _mm256_store_ps(dst, load(b + j, std::min<int64_t>(8, n - j)));
+      _mm256_store_ps(dst + 8, n - j > 8 ? load(b + j + 8, n - j - 8) : _mm256_setzero_ps());
+    }
+  }
+}
+
+// sums[0, m) += rows [0, kc) of A (lda apart), each column in row order.
+VIT_AVX2 void add_rows(float* sums, const float* A, int64_t lda, int64_t m, int64_t kc) {
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* a = A + k * lda;
+    int64_t i = 0;
+    for (; i + 8 <= m; i += 8)
       _mm256_storeu_ps(sums + i, _mm256_add_ps(_mm256_loadu_ps(sums + i), _mm256_loadu_ps(a + i)));
     if (i < m) store(sums + i, m - i, _mm256_add_ps(load(sums + i, m - i), load(a + i, m - i)));
-  }
-  int64_t j = 0;
-  for (; j + kCols <= n; j += kCols, pb += sstride) {
-    _mm256_store_ps(pb, _mm256_loadu_ps(b + j));
-    _mm256_store_ps(pb + 8, _mm256_loadu_ps(b + j + 8));
-  }
-  if (j < n) {
-    _mm256_store_ps(pb, load(b + j, n - j));
-    _mm256_store_ps(pb + 8, load(b + j + 8, n - j - 8));
   }
 }
 
 // C = A^T B + beta C, A [K, M] (lda), B [K, N] (ldb), k long: each thread takes a range of
-// the column slices and packs A's chunk (into 6-column panels [kc][6]) and its slices of B's.
+// the column slices. Per k chunk, the thread packs its slices of B's chunk, then every slice
+// meets every 6-column panel of A, read in place (a block's 6 values of row k are consecutive
+// floats of A's row k, broadcast where they lie), C's tiles coming back each chunk.
 // a_colsums (M floats, or null) gets A's column sums added, each summed over k in order from
-// 0 (colsum_add's bits) by the thread with the first slices.
+// 0 (colsum_add's bits) by the thread with the first slices, a chunk at a time.
 void transposed_product(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                         int64_t ldb, float beta, float* C, int64_t ldc, float* a_colsums, int nt) {
   const int64_t slices = (N + kCols - 1) / kCols, panels = (M + kRows - 1) / kRows;
   for_ranges(slices, nt, [&](int64_t s0, int64_t s1) {
-    thread_local Scratch<float> abuf, bbuf, sbuf;
+    thread_local Scratch<float> bbuf, sbuf;
     float* sums = a_colsums && s0 == 0 ? grown(sbuf, M) : nullptr;
     if (sums) std::fill_n(sums, M, 0.f);
-    // Panel p at p (kChunk 6 + 2): a row's 6 floats go as one 8-float store, whose last two
-    // land in the next row's place (written after it) or, at the chunk's last row, in the gap.
-    const int64_t pstride = kChunk * kRows + 2;
-    float* ap = grown(abuf, panels * pstride);
-    float* bp = grown(bbuf, (s1 - s0) * kChunk * kCols);
-    for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
-      const int64_t kc = std::min(kChunk, K - k0);
-      for (int64_t k = 0; k < kc; ++k)  // A's and B's rows k0 + k, in order
-        pack_row(ap + k * kRows, pstride, A + (k0 + k) * lda, M, bp + k * kCols, kc * kCols,
-                 B + (k0 + k) * ldb + s0 * kCols, std::min(N - s0 * kCols, (s1 - s0) * kCols), sums);
+    float* bp = grown(bbuf, (s1 - s0) * kTChunk * kCols);
+    for (int64_t k0 = 0; k0 < K; k0 += kTChunk) {
+      const int64_t kc = std::min(kTChunk, K - k0);
+      if (sums) add_rows(sums, A + k0 * lda, lda, M, kc);
+      pack_rows(bp, B + k0 * ldb + s0 * kCols, ldb, kc, std::min(N, s1 * kCols) - s0 * kCols);
       for (int64_t s = s0; s < s1; ++s) {
         const int64_t j0 = s * kCols, n = std::min(kCols, N - j0);
         for (int64_t p = 0; p < panels; ++p) {
           float* out = C + p * kRows * ldc + j0;
           const float* next = p + 1 < panels ? out + kRows * ldc : nullptr;
-          run_block(std::min(kRows, M - p * kRows), ap + p * pstride, 1, kRows, bp + (s - s0) * kc * kCols,
-                    kc, out, ldc, n, Start{k0 == 0, beta, nullptr}, next);
+          run_block(std::min(kRows, M - p * kRows), A + k0 * lda + p * kRows, 1, lda,
+                    bp + (s - s0) * kc * kCols, kc, out, ldc, n, Start{k0 == 0, beta, nullptr}, next);
         }
       }
     }
