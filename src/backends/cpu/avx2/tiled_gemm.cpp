@@ -13,11 +13,12 @@
 // - A^T (C = A^T B, the weight gradient over a long k): per k chunk of 192, B's chunk is packed
 //   into slices, row by row in vector moves; then every slice meets every 6-column panel of A,
 //   read in place (a block's 6 values at k are consecutive floats of A's row k; the chunk, at
-//   most 576 KiB, in L2), C's tiles (at most 768 x 192) coming back each chunk. Packing A into
-//   panels as well scattered each row's 24-byte pieces over 96-128 panels a row, stores that
-//   stalled the packing on their lines: one thread, 8320 rows, from memory (AMD Zen 4 held to
-//   AVX2), the weight gradients of qkv [576, 192] went from 94 to 100 GFLOP/s, fc1's [768, 192]
-//   94 to 100, fc2's [192, 768] 100 to 101 (oneDNN 100-106), the cifar-seed step 1.007x.
+//   most 576 KiB, is read again from L2 or L3 by each slice), C's tiles (at most 768 x 192)
+//   coming back each chunk. Packing A into panels as well scattered each row's 24-byte pieces
+//   over 96-128 panels a row, stores that stalled the packing on their lines: one thread, 8320
+//   rows, from memory (AMD Zen 4 held to AVX2), the weight gradients of qkv [576, 192] went
+//   from 94 to 100 GFLOP/s, fc1's [768, 192] 94 to 100, fc2's [192, 768] 100 to 101 (oneDNN
+//   100-106), the cifar-seed step 1.007x.
 // - Each block asks for the lines of C it will write next (prefetch for writing): oneDNN's sgemm
 //   stalls on its stores to C lines out of cache (gemm_nt_bias, gemm.cpp). With A row-major,
 //   each block also pulls a share of the next pass's rows of A towards L2, and the last
@@ -201,8 +202,8 @@ void rows_product(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int6
   });
 }
 
-// B's rows [k0, k0 + kc) (columns [j0, j0 + n)) into slices [kc][16] kc 16 floats apart, zeros
-// past n: each row's 16-float pieces in vector moves, in the order B lies in memory.
+// kc rows of B (ldb apart), their first n columns, into slices [kc][16] kc 16 floats apart,
+// zeros past n: each row's 16-float pieces in vector moves, in the order B lies in memory.
 VIT_AVX2 void pack_rows(float* pb, const float* B, int64_t ldb, int64_t kc, int64_t n) {
   for (int64_t k = 0; k < kc; ++k) {
     const float* b = B + k * ldb;
