@@ -59,15 +59,6 @@ VIT_AVX2 void gemm_block(int rows, int64_t n, int64_t K, float alpha, const floa
     }
   }
   const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-  if (rows == R && n >= 8 * NV && beta == 0.f) {  // most blocks: whole vectors, C not read
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      const __m256 vbias = bias ? _mm256_loadu_ps(bias + 8 * v) : _mm256_setzero_ps();
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) _mm256_storeu_ps(C + r * ldc + 8 * v, _mm256_fmadd_ps(c[r][v], va, vbias));
-    }
-    return;
-  }
 #pragma GCC unroll 4
   for (int v = 0; v < NV; ++v) {
     const int64_t m = n - 8 * v;
