@@ -56,7 +56,7 @@ constexpr int64_t kRows = 6;        // rows of A per register block
 constexpr int64_t kCols = 16;       // columns per register block and packed slice
 constexpr int64_t kChunk = 384;     // k per pass
 constexpr int64_t kGroupRows = 48;  // rows of A per group (row-major A)
-constexpr int64_t kTChunk = 192;    // k per pass with A^T (its chunk, read in place, in L2)
+constexpr int64_t kTChunk = 192;    // k per pass with A^T (A's chunk read in place by each slice)
 
 // Where a block's chains start: on a later chunk from C (the chain so far); on the first from
 // the bias (its 16 columns from the block's first, when not null; beta is 0 then), else from
@@ -213,14 +213,15 @@ VIT_AVX2 void pack_rows(float* pb, const float* B, int64_t ldb, int64_t kc, int6
       _mm256_store_ps(dst, _mm256_loadu_ps(b + j));
       _mm256_store_ps(dst + 8, _mm256_loadu_ps(b + j + 8));
     }
-    if (j < n) {
-      _mm256_store_ps(dst, load(b + j, std::min<int64_t>(8, n - j)));
-      _mm256_store_ps(dst + 8, n - j > 8 ? load(b + j + 8, n - j - 8) : _mm256_setzero_ps());
+    if (j < n) {  // load() reads nothing past n: zeros there
+      _mm256_store_ps(dst, load(b + j, n - j));
+      _mm256_store_ps(dst + 8, load(b + j + 8, n - j - 8));
     }
   }
 }
 
-// sums[0, m) += rows [0, kc) of A (lda apart), each column in row order.
+// sums[0, m) += rows [0, kc) of A (lda apart), each column in row order: one chain over the
+// chunks (colsum_columns would start each chunk's sums from 0, other bits than colsum_add's).
 VIT_AVX2 void add_rows(float* sums, const float* A, int64_t lda, int64_t m, int64_t kc) {
   for (int64_t k = 0; k < kc; ++k) {
     const float* a = A + k * lda;
