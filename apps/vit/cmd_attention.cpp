@@ -80,7 +80,7 @@ Run add_attention(CLI::App& cmd) {
   f->input.add_to(cmd);
   cmd.add_option("images", f->images, "PNG or JPEG files")->required();
   return [f] {
-    set_num_threads(f->threads);
+    use_threads(f->threads);
     const Pretrained loaded = f->load.load();
     ViT& model = *loaded.model;
     f->input.prepare(model, 1);  // one image at a time

@@ -55,18 +55,19 @@ Run add_bench(CLI::App& cmd) {
       ->check(positive());
   cmd.add_flag("--json", f->json, "print one JSON object");
   return [f] {
-    set_num_threads(f->threads);
+    const int cpus = omp_get_num_procs();  // the CPUs OpenMP may use (before binding narrows this thread's)
+    use_threads(f->threads);
     const ViTConfig cfg = f->model.resolve();
     f->opt.train = f->mode == "train";
     f->opt.max_runs = std::max(f->opt.max_runs, f->opt.min_runs);
     const BenchResult r = run_bench(cfg, f->opt);
-    const int cpus = omp_get_num_procs();  // the CPUs OpenMP may use
     if (f->json) {
       nlohmann::json j = {{"model", f->model.config_file.empty() ? f->model.model : f->model.config_file},
                           {"mode", f->mode},
                           {"batch_size", f->opt.batch},
                           {"threads", num_threads()},
                           {"cpus", cpus},
+                          {"threads_bound", threads_bound()},
                           {"isa", ops::cpu_isa()},
                           {"gemm_library", ops::cpu_gemm_library()},
                           {"dtype", f->opt.dtype},
@@ -90,10 +91,12 @@ Run add_bench(CLI::App& cmd) {
       return 0;
     }
     std::printf(
-        "%s %s, batch %lld, %d threads (%d CPU%s, isa %s), %d shard%s, %s%s: %zu runs after %d warm-up\n",
-        f->model.model.c_str(), f->mode.c_str(), (long long)f->opt.batch, num_threads(), cpus,
-        cpus == 1 ? "" : "s", ops::cpu_isa(), r.shards, r.shards == 1 ? "" : "s", f->opt.dtype.c_str(),
-        r.weights_packed ? " (packed weights)" : "", r.ms.size(), f->opt.warmup);
+        "%s %s, batch %lld, %d thread%s (%d CPU%s%s, isa %s), %d shard%s, %s%s: %zu runs after %d warm-up\n",
+        f->model.model.c_str(), f->mode.c_str(), (long long)f->opt.batch, num_threads(),
+        num_threads() == 1 ? "" : "s", cpus, cpus == 1 ? "" : "s",
+        threads_bound() ? ", one thread bound to each" : "", ops::cpu_isa(), r.shards,
+        r.shards == 1 ? "" : "s", f->opt.dtype.c_str(), r.weights_packed ? " (packed weights)" : "",
+        r.ms.size(), f->opt.warmup);
     std::printf("  per batch: median %.3f ms (min %.3f, max %.3f)\n", r.median_ms, r.min_ms, r.max_ms);
     std::printf("  %.2f images/s, %.1f GFLOP/s (%.1f%% of %.0f GFLOP/s, %s)\n", r.images_per_s,
                 r.gflops_per_s, r.pct_of_ceiling, r.ceiling_gflops, r.ceiling_source.c_str());

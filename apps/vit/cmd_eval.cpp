@@ -65,7 +65,7 @@ Run add_eval(CLI::App& cmd) {
   cmd.add_flag("--skip-bad-images", f->skip_bad_images,
                "image folders: leave out files that do not decode (listed on stderr) instead of stopping");
   return [f] {
-    set_num_threads(f->threads);
+    use_threads(f->threads);
     VIT_CHECK(f->batch_size > 0, "batch size must be positive, got ", f->batch_size);
     const Pretrained loaded = f->load.load();
     const auto& model = loaded.model;

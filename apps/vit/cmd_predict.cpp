@@ -132,7 +132,7 @@ Run add_predict(CLI::App& cmd) {
                  "with --features: the .safetensors (tensor \"features\", with the inputs' names in its "
                  "metadata) or .npy file to write, rows in the order the inputs are listed");
   return [f, features] {
-    set_num_threads(f->threads);
+    use_threads(f->threads);
     VIT_CHECK(f->topk > 0 && f->batch_size > 0, "--topk and --batch-size must be positive");
     VIT_CHECK(!f->images.empty() || !f->tensor.empty(), "give image files or --tensor FILE:NAME");
     const bool want_features = features->count() > 0;

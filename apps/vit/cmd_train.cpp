@@ -324,7 +324,7 @@ Run add_train(CLI::App& cmd) {
     Comm& comm = world();  // several processes under mpirun (docs/distributed.md)
     comm.set_timeout(F.comm_timeout);
     if (F.threads == 0 && comm.local_size() > 1) F.threads = std::max(1, num_threads() / comm.local_size());
-    set_num_threads(F.threads);
+    use_threads(F.threads);
     std::ostream quiet(nullptr);  // only rank 0 prints
     std::ostream& out = comm.root() ? std::cout : quiet;
     F.train.comm = &comm;

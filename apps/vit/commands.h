@@ -6,9 +6,18 @@
 #include <string>
 #include <vector>
 
+#include "vit/core/threads.h"
+
 namespace vit::app {
 
 using Run = std::function<int()>;
+
+// The commands that compute: --threads (0 keeps OpenMP's count), then each thread bound to a
+// CPU of its own where they are as many as the CPUs (vit::bind_threads says when and why).
+inline void use_threads(int n) {
+  set_num_threads(n);
+  bind_threads();
+}
 
 // `vit train --resume DIR [--threads N]` becomes the run's saved arguments from
 // DIR/args.json plus those; other command lines are returned unchanged.

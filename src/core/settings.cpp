@@ -29,10 +29,17 @@ const std::vector<Setting>& settings() {
        "(--force starts it anyway)"},
       {"VIT_COMM_TIMEOUT", "seconds", "600",
        "how long a rank of an MPI run waits for the others before it ends the job"},
+      {"VIT_BIND", "auto, off", "auto: vit binds its threads when they are as many as its CPUs",
+       "whether the vit program binds each of its threads to a CPU of its own when it runs one on every CPU "
+       "it may use (not with OMP_PROC_BIND or OMP_PLACES set: OpenMP binds as they say)"},
       {"OMP_NUM_THREADS", "a count", "every core", "threads (read by OpenMP)"},
       {"OMP_WAIT_POLICY", "ACTIVE, PASSIVE", "vit sets ACTIVE with GOMP_SPINCOUNT=2000",
        "how OpenMP's idle threads wait (read by OpenMP): a short spin, since passive waiting costs 65 us per "
        "parallel region"},
+      {"OMP_PROC_BIND", "true, close, spread, ...", "-",
+       "how OpenMP binds threads to places (read by OpenMP); when set, vit does not bind them itself"},
+      {"OMP_PLACES", "threads, cores, {0},{1}, ...", "-",
+       "the places OpenMP binds threads to (read by OpenMP); when set, vit does not bind them itself"},
       {"GOMP_SPINCOUNT", "a count", "2000 when vit sets OMP_WAIT_POLICY",
        "how long idle threads spin (read by "
        "libgomp)"},

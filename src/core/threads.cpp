@@ -1,11 +1,69 @@
 #include "vit/core/threads.h"
 
 #include <omp.h>
+#ifdef __linux__
+#include <sched.h>
+#endif
 
+#include <atomic>
+#include <cstring>
 #include <exception>
 #include <vector>
 
+#include "vit/core/settings.h"
+
 namespace vit {
+
+namespace {
+#ifdef __linux__
+cpu_set_t process_cpus;  // the mask before bind_threads, written once before bound is set
+#endif
+std::atomic<int> bound{0};  // threads bound, 0 before bind_threads or when it left them free
+}  // namespace
+
+int bind_threads() {
+#ifdef __linux__
+  if (const int b = bound.load()) return b;
+  if (const char* v = setting("VIT_BIND"); v && std::strcmp(v, "off") == 0) return 0;
+  if (setting("OMP_PROC_BIND") || setting("OMP_PLACES")) return 0;
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return 0;
+  const int n = num_threads();
+  if (n < 2 || CPU_COUNT(&mask) != n) return 0;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && int(cpus.size()) < n; ++c)
+    if (CPU_ISSET(c, &mask)) cpus.push_back(c);
+  process_cpus = mask;
+  std::atomic<int> done{0};
+  // libgomp reuses these threads in every later region: each keeps its CPU.
+#pragma omp parallel num_threads(n)
+  {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[size_t(omp_get_thread_num())], &one);
+    if (omp_get_num_threads() == n && sched_setaffinity(0, sizeof one, &one) == 0) done.fetch_add(1);
+  }
+  if (done.load() != n) {  // not every thread could be placed: leave them all free
+#pragma omp parallel num_threads(n)
+    sched_setaffinity(0, sizeof process_cpus, &process_cpus);
+    return 0;
+  }
+  bound.store(n);
+  return n;
+#else
+  return 0;
+#endif
+}
+
+void unbind_this_thread() {
+#ifdef __linux__
+  if (bound.load() > 0) sched_setaffinity(0, sizeof process_cpus, &process_cpus);
+#endif
+}
+
+bool threads_bound() {
+  return bound.load() > 0;
+}
 
 void set_num_threads(int n) {
   if (n > 0) omp_set_num_threads(n);

@@ -5,6 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include "vit/core/threads.h"
+
 namespace vit {
 
 namespace {
@@ -49,6 +51,7 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::work() {
+  unbind_this_thread();  // every CPU, not the one of the compute thread that started it
   for (int64_t s = first_step_; s < steps_; ++s) {
     {
       // Buffer s % 2 is free once the caller has moved past batch s - 2.

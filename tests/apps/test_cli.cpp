@@ -367,7 +367,9 @@ TEST(Cli, MeanAndStdOverrideTheModelsNormalization) {
 // vit runs itself again to set OpenMP's wait policy. Under OMP_PROC_BIND libgomp has bound
 // the first run's thread to one CPU by then, and the second run used to inherit that mask
 // and see one CPU: every thread on it, half the speed on two cores. It must see what this
-// process sees (`cpus` in bench's JSON is omp_get_num_procs()).
+// process sees (`cpus` in bench's JSON is omp_get_num_procs(), taken before vit binds).
+// vit binds its threads itself (threads_bound) only when they are one per CPU and neither
+// OMP_PROC_BIND, OMP_PLACES nor VIT_BIND=off says otherwise.
 TEST(Cli, ThreadBindingKeepsEveryCpu) {
   cpu_set_t mine;
   ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
@@ -375,11 +377,17 @@ TEST(Cli, ThreadBindingKeepsEveryCpu) {
   if (cpus < 2) GTEST_SKIP() << "one CPU here: nothing to lose";
   const std::string bench =
       "bench --model mnist-seed -b 2 --threads 2 --warmup 0 --runs 1 --min-time 0 --ceiling 100 --json";
-  for (const char* env : {"", "OMP_PROC_BIND=true", "OMP_PROC_BIND=close OMP_PLACES=cores"}) {
+  for (const char* env : {"", "OMP_PROC_BIND=true", "OMP_PROC_BIND=close OMP_PLACES=cores", "VIT_BIND=off"}) {
     Result r = vit::test::run_vit(bench, env);
     ASSERT_EQ(r.code, 0) << env << ": " << r.out;
-    EXPECT_EQ(nlohmann::json::parse(r.out)["cpus"], cpus) << "with " << (*env ? env : "no binding");
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["cpus"], cpus) << "with " << (*env ? env : "no binding");
+    EXPECT_EQ(j["threads_bound"], !*env && cpus == 2) << "with " << (*env ? env : "nothing set");
   }
+  Result r = vit::test::run_vit(
+      "bench --model mnist-seed -b 2 --threads 1 --warmup 0 --runs 1 --min-time 0 --ceiling 100 --json", "");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["threads_bound"], false) << "one thread of " << cpus << " CPUs";
 }
 
 TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {

@@ -1,8 +1,10 @@
 // Data: IDX and CIFAR readers on files the test writes, their error messages, normalization,
 // validation splits and augmentation.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <zlib.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include "support/check.h"
 #include "support/temp_dir.h"
 #include "vit/core/error.h"
+#include "vit/core/threads.h"
 #include "vit/data/augment.h"
 #include "vit/data/cifar.h"
 #include "vit/data/idx.h"
@@ -403,6 +406,46 @@ TEST(Prefetcher, WorkersServeTheSameBatchesAndTheFirstError) {
     for (int64_t s = 0; s < 3; ++s) pb.next(s, &x, &y);
     EXPECT_NE(test::error_of([&] { pb.next(3, &x, &y); }).find("sample 50 is broken"), std::string::npos)
         << workers << " workers";
+  }
+}
+
+// vit binds its compute threads one to a CPU (core/threads.h); the loader's threads, started
+// by the first of them, must not stay on its one CPU: they load on every CPU the process has.
+TEST(Prefetcher, LoadsOnEveryCpuAfterTheComputeThreadsAreBound) {
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  const int cpus = CPU_COUNT(&mask);
+  if (cpus < 2) GTEST_SKIP() << "one CPU here: nothing to bind";
+  for (const char* v : {"OMP_PROC_BIND", "OMP_PLACES", "VIT_BIND"})
+    if (std::getenv(v)) GTEST_SKIP() << v << " is set: binding is not vit's here";
+  set_num_threads(cpus);
+  ASSERT_EQ(bind_threads(), cpus);
+  // Sample i's value is the number of CPUs the thread that loaded it may run on.
+  class Cpus : public Dataset {
+   public:
+    int64_t size() const override { return 64; }
+    int64_t num_classes() const override { return 1000; }
+    int64_t channels() const override { return 1; }
+    int64_t height() const override { return 1; }
+    int64_t width() const override { return 1; }
+    int64_t get(int64_t, float* image) const override {
+      cpu_set_t m;
+      image[0] = sched_getaffinity(0, sizeof m, &m) == 0 ? float(CPU_COUNT(&m)) : 0.f;
+      return 0;
+    }
+    std::string describe() const override { return "cpus"; }
+  } data;
+  std::vector<int64_t> order(64);
+  for (int64_t i = 0; i < 64; ++i) order[size_t(i)] = i;
+  for (int workers : {1, 4}) {
+    Prefetcher pf(data, order, 16, 0, workers);
+    for (int64_t s = 0; s < pf.steps(); ++s) {
+      float* x;
+      const int64_t* y;
+      const int64_t n = pf.next(s, &x, &y);
+      for (int64_t b = 0; b < n; ++b)
+        ASSERT_EQ(x[b], float(cpus)) << workers << " workers, batch " << s << ", sample " << b;
+    }
   }
 }
 

@@ -1,0 +1,70 @@
+// Binding the vit program's threads to CPUs (core/threads.h): each OpenMP thread on a CPU of
+// its own, and a thread started afterwards given every CPU back.
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <sched.h>
+
+#include <cstdlib>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "vit/core/threads.h"
+
+namespace vit {
+namespace {
+std::vector<int> my_cpus() {
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return {};
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask)) cpus.push_back(c);
+  return cpus;
+}
+}  // namespace
+
+TEST(Threads, BindThreadsGivesEachThreadACpuAndUnbindGivesThemBack) {
+  const std::vector<int> all = my_cpus();
+  const int n = int(all.size());
+  if (n < 2) GTEST_SKIP() << "one CPU here: nothing to bind";
+  for (const char* v : {"OMP_PROC_BIND", "OMP_PLACES", "VIT_BIND"})
+    if (std::getenv(v)) GTEST_SKIP() << v << " is set: binding is not vit's here";
+  set_num_threads(n);
+  ASSERT_EQ(bind_threads(), n);
+  EXPECT_TRUE(threads_bound());
+  EXPECT_EQ(bind_threads(), n);  // once per process; a second call changes nothing
+  std::vector<std::vector<int>> seen(static_cast<size_t>(n));
+#pragma omp parallel num_threads(n)
+  seen[size_t(omp_get_thread_num())] = my_cpus();
+  std::set<int> used;
+  for (int t = 0; t < n; ++t) {
+    ASSERT_EQ(seen[size_t(t)].size(), 1u)
+        << "thread " << t << " may run on " << seen[size_t(t)].size() << " CPUs";
+    used.insert(seen[size_t(t)][0]);
+  }
+  EXPECT_EQ(used, std::set<int>(all.begin(), all.end())) << "the threads do not cover the CPUs one each";
+  // A thread started now inherits this thread's one CPU (what the data loader's worker would
+  // be stuck on) until it unbinds itself.
+  size_t inherited = 0, unbound = 0;
+  std::thread([&] { inherited = my_cpus().size(); }).join();
+  std::thread([&] {
+    unbind_this_thread();
+    unbound = my_cpus().size();
+  }).join();
+  EXPECT_EQ(inherited, 1u);
+  EXPECT_EQ(unbound, all.size());
+}
+
+TEST(Threads, BindThreadsLeavesFewerThreadsThanCpusFree) {
+  const int n = int(my_cpus().size());
+  if (n < 2) GTEST_SKIP() << "one CPU here: nothing to bind";
+  set_num_threads(n - 1);
+  EXPECT_EQ(bind_threads(), 0);
+  EXPECT_FALSE(threads_bound());
+  std::vector<size_t> seen(static_cast<size_t>(n - 1));
+#pragma omp parallel num_threads(n - 1)
+  seen[size_t(omp_get_thread_num())] = my_cpus().size();
+  for (size_t s : seen) EXPECT_EQ(s, size_t(n));
+}
+
+}  // namespace vit
