@@ -56,9 +56,12 @@ Run add_bench(CLI::App& cmd) {
   cmd.add_flag("--json", f->json, "print one JSON object");
   return [f] {
     const int cpus = omp_get_num_procs();  // the CPUs OpenMP may use (before binding narrows this thread's)
-    use_threads(f->threads);
     const ViTConfig cfg = f->model.resolve();
     f->opt.train = f->mode == "train";
+    if (f->opt.train)  // threads as vit train has them (free), inference as vit eval and predict (bound)
+      set_num_threads(f->threads);
+    else
+      use_threads(f->threads);
     f->opt.max_runs = std::max(f->opt.max_runs, f->opt.min_runs);
     const BenchResult r = run_bench(cfg, f->opt);
     if (f->json) {

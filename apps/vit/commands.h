@@ -12,9 +12,9 @@ namespace vit::app {
 
 using Run = std::function<int()>;
 
-// eval, predict, attention and bench: --threads (0 keeps OpenMP's count), then each thread
-// bound to a CPU of its own where they are as many as the CPUs (vit::bind_threads says when
-// and why). Not train: its data loader's thread would share a CPU with one of them.
+// eval, predict, attention and bench's inference: --threads (0 keeps OpenMP's count), then
+// each thread bound to a CPU of its own where they are as many as the CPUs (vit::bind_threads
+// says when and why). Not train: its data loader's thread would share a CPU with one of them.
 inline void use_threads(int n) {
   set_num_threads(n);
   bind_threads();

@@ -369,7 +369,7 @@ TEST(Cli, MeanAndStdOverrideTheModelsNormalization) {
 // and see one CPU: every thread on it, half the speed on two cores. It must see what this
 // process sees (`cpus` in bench's JSON is omp_get_num_procs(), taken before vit binds).
 // vit binds its threads itself (threads_bound) only when they are one per CPU and neither
-// OMP_PROC_BIND, OMP_PLACES nor VIT_BIND=off says otherwise.
+// OMP_PROC_BIND, OMP_PLACES nor VIT_BIND=off says otherwise, and not for training.
 TEST(Cli, ThreadBindingKeepsEveryCpu) {
   cpu_set_t mine;
   ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
@@ -388,6 +388,9 @@ TEST(Cli, ThreadBindingKeepsEveryCpu) {
       "bench --model mnist-seed -b 2 --threads 1 --warmup 0 --runs 1 --min-time 0 --ceiling 100 --json", "");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(nlohmann::json::parse(r.out)["threads_bound"], false) << "one thread of " << cpus << " CPUs";
+  r = vit::test::run_vit(bench + " --mode train", "");  // as vit train: free, for its data loader
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["threads_bound"], false) << "training step";
 }
 
 TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {
