@@ -58,10 +58,7 @@ Run add_bench(CLI::App& cmd) {
     const int cpus = omp_get_num_procs();  // the CPUs OpenMP may use (before binding narrows this thread's)
     const ViTConfig cfg = f->model.resolve();
     f->opt.train = f->mode == "train";
-    if (f->opt.train)  // threads as vit train has them (free), inference as vit eval and predict (bound)
-      set_num_threads(f->threads);
-    else
-      use_threads(f->threads);
+    use_threads(f->threads, f->opt.train);  // as vit train has them, or vit eval and predict
     f->opt.max_runs = std::max(f->opt.max_runs, f->opt.min_runs);
     const BenchResult r = run_bench(cfg, f->opt);
     if (f->json) {

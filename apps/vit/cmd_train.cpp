@@ -324,11 +324,8 @@ Run add_train(CLI::App& cmd) {
     Comm& comm = world();  // several processes under mpirun (docs/distributed.md)
     comm.set_timeout(F.comm_timeout);
     if (F.threads == 0 && comm.local_size() > 1) F.threads = std::max(1, num_threads() / comm.local_size());
-    // Not bound (vit::bind_threads): the data loader's thread would share a CPU with one of
-    // them, and the other would wait on it (mnist-seed, --synthetic, whose loader is busy: an
-    // epoch took 2.23 s bound against 1.66 free).
-    set_num_threads(F.threads);
-    std::ostream quiet(nullptr);  // only rank 0 prints
+    use_threads(F.threads, true);  // free unless VIT_BIND=on (commands.h)
+    std::ostream quiet(nullptr);   // only rank 0 prints
     std::ostream& out = comm.root() ? std::cout : quiet;
     F.train.comm = &comm;
     if (F.recovery != "auto") {

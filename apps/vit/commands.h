@@ -2,22 +2,26 @@
 // function that runs it; apps only parse flags and print, the library does the work.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "vit/core/settings.h"
 #include "vit/core/threads.h"
 
 namespace vit::app {
 
 using Run = std::function<int()>;
 
-// eval, predict, attention and bench's inference: --threads (0 keeps OpenMP's count), then
-// each thread bound to a CPU of its own where they are as many as the CPUs (vit::bind_threads
-// says when and why). Not train: its data loader's thread would share a CPU with one of them.
-inline void use_threads(int n) {
+// --threads (0 keeps OpenMP's count), then each thread bound to a CPU of its own where they
+// are as many as the CPUs (vit::bind_threads says when and why). Training (vit train, bench
+// --mode train) binds only with VIT_BIND=on: its data loader's thread would share a CPU with
+// one of the bound threads, and the other would wait on it.
+inline void use_threads(int n, bool training = false) {
   set_num_threads(n);
-  bind_threads();
+  const char* bind = setting("VIT_BIND");
+  if (!training || (bind && std::strcmp(bind, "on") == 0)) bind_threads();
 }
 
 // `vit train --resume DIR [--threads N]` becomes the run's saved arguments from

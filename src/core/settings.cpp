@@ -29,11 +29,11 @@ const std::vector<Setting>& settings() {
        "(--force starts it anyway)"},
       {"VIT_COMM_TIMEOUT", "seconds", "600",
        "how long a rank of an MPI run waits for the others before it ends the job"},
-      {"VIT_BIND", "auto, off", "auto: bound when the threads are as many as the CPUs",
-       "whether vit eval, predict, attention and bench's inference bind each of their threads to a CPU of "
-       "its "
-       "own when they run one on every CPU they may use (not with OMP_PROC_BIND or OMP_PLACES set: OpenMP "
-       "binds as they say; not vit train, whose data loader would share a CPU with one of them)"},
+      {"VIT_BIND", "auto, on, off",
+       "auto: inference binds when the threads are as many as the CPUs, training does not",
+       "whether vit binds each of its threads to a CPU of its own when it runs one on every CPU it may use "
+       "(not with OMP_PROC_BIND or OMP_PLACES set: OpenMP binds as they say); on binds vit train's too, "
+       "whose data loader's thread then shares a CPU with one of them"},
       {"OMP_NUM_THREADS", "a count", "every core", "threads (read by OpenMP)"},
       {"OMP_WAIT_POLICY", "ACTIVE, PASSIVE", "vit sets ACTIVE with GOMP_SPINCOUNT=2000",
        "how OpenMP's idle threads wait (read by OpenMP): a short spin, since passive waiting costs 65 us per "

@@ -388,9 +388,11 @@ TEST(Cli, ThreadBindingKeepsEveryCpu) {
       "bench --model mnist-seed -b 2 --threads 1 --warmup 0 --runs 1 --min-time 0 --ceiling 100 --json", "");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(nlohmann::json::parse(r.out)["threads_bound"], false) << "one thread of " << cpus << " CPUs";
-  r = vit::test::run_vit(bench + " --mode train", "");  // as vit train: free, for its data loader
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(nlohmann::json::parse(r.out)["threads_bound"], false) << "training step";
+  for (const char* env : {"", "VIT_BIND=on"}) {  // as vit train: free for its data loader, unless asked
+    r = vit::test::run_vit(bench + " --mode train", env);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["threads_bound"], *env && cpus == 2) << "training step, " << env;
+  }
 }
 
 TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {

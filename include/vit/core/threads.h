@@ -22,8 +22,9 @@ int threads_for(int64_t work);
 // kernel's scheduler, with another process busy, sometimes put both threads on one CPU while
 // the other ran that process: ViT-Ti/16 at batch 1 on 2 threads (AVX2 path, about 14 ms
 // alone) took 24.1 ms beside a busy process at nice 5, 19.5 bound (docs/design.md, "Fast
-// kernels and threads"). The vit program calls it; a program embedding the library keeps its
-// own threads' placement.
+// kernels and threads"). The vit program calls it for inference, and for training only with
+// VIT_BIND=on (apps/vit/commands.h); a program embedding the library keeps its own threads'
+// placement.
 int bind_threads();
 // Gives the calling thread every CPU the process had before bind_threads: for threads started
 // after it (the data loader's), which would otherwise inherit the first thread's one CPU.
