@@ -2,7 +2,6 @@
 // function that runs it; apps only parse flags and print, the library does the work.
 #pragma once
 #include <CLI/CLI.hpp>
-#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -15,13 +14,15 @@ namespace vit::app {
 using Run = std::function<int()>;
 
 // --threads (0 keeps OpenMP's count), then each thread bound to a CPU of its own where they
-// are as many as the CPUs (vit::bind_threads says when and why). Training (vit train, bench
-// --mode train) binds only with VIT_BIND=on: its data loader's thread would share a CPU with
-// one of the bound threads, and the other would wait on it.
+// are as many as the CPUs (vit::bind_threads says when and why), as VIT_BIND says: auto binds
+// inference only, on training too, off nothing. Training (vit train, bench --mode train) is
+// left free by default: its data loader's thread would share a CPU with one of the bound
+// threads, and the other would wait on it.
 inline void use_threads(int n, bool training = false) {
   set_num_threads(n);
-  const char* bind = setting("VIT_BIND");
-  if (!training || (bind && std::strcmp(bind, "on") == 0)) bind_threads();
+  const char* v = setting("VIT_BIND");
+  const std::string bind = v ? v : "auto";
+  if (bind != "off" && (!training || bind == "on")) bind_threads();
 }
 
 // `vit train --resume DIR [--threads N]` becomes the run's saved arguments from

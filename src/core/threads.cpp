@@ -6,7 +6,6 @@
 #endif
 
 #include <atomic>
-#include <cstring>
 #include <exception>
 #include <vector>
 
@@ -24,7 +23,6 @@ std::atomic<int> bound{0};  // threads bound, 0 before bind_threads or when it l
 int bind_threads() {
 #ifdef __linux__
   if (const int b = bound.load()) return b;
-  if (const char* v = setting("VIT_BIND"); v && std::strcmp(v, "off") == 0) return 0;
   if (setting("OMP_PROC_BIND") || setting("OMP_PLACES")) return 0;
   cpu_set_t mask;
   if (sched_getaffinity(0, sizeof mask, &mask) != 0) return 0;

@@ -1,5 +1,6 @@
 // Binding the vit program's threads to CPUs (core/threads.h): each OpenMP thread on a CPU of
-// its own, and a thread started afterwards given every CPU back.
+// its own, and a thread started afterwards given every CPU back. Binding lasts for the process:
+// ctest runs each test in a process of its own (run together, the second sees one CPU and skips).
 #include <gtest/gtest.h>
 #include <omp.h>
 #include <sched.h>
@@ -27,7 +28,7 @@ TEST(Threads, BindThreadsGivesEachThreadACpuAndUnbindGivesThemBack) {
   const std::vector<int> all = my_cpus();
   const int n = int(all.size());
   if (n < 2) GTEST_SKIP() << "one CPU here: nothing to bind";
-  for (const char* v : {"OMP_PROC_BIND", "OMP_PLACES", "VIT_BIND"})
+  for (const char* v : {"OMP_PROC_BIND", "OMP_PLACES"})
     if (std::getenv(v)) GTEST_SKIP() << v << " is set: binding is not vit's here";
   set_num_threads(n);
   ASSERT_EQ(bind_threads(), n);
