@@ -20,8 +20,7 @@ using Run = std::function<int()>;
 // threads, and the other would wait on it.
 inline void use_threads(int n, bool training = false) {
   set_num_threads(n);
-  const char* v = setting("VIT_BIND");
-  const std::string bind = v ? v : "auto";
+  const std::string_view bind = setting_choice("VIT_BIND");  // "" is auto
   if (bind != "off" && (!training || bind == "on")) bind_threads();
 }
 

@@ -130,7 +130,11 @@ int main(int argc, char** argv) {
       vit::app::add_bench);
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    vit::ops::cpu_isa();  // a VIT_ISA this CPU cannot run stops here, before any work
+    vit::check_settings();  // a VIT_* value vitcpp cannot use stops here, before any work
+    vit::ops::cpu_isa();    // as does a VIT_ISA this CPU cannot run
+    if (first_rank())
+      for (const auto& [name, hint] : vit::misspelt_settings())
+        std::cerr << "vit: note: " << name << " is set, but vitcpp reads no such variable (" << hint << ")\n";
     args = vit::app::expand_recipe(vit::app::expand_resume(args));
   } catch (const std::exception& e) {
     vit::print_error_line(std::string("vit: error: ") + e.what());

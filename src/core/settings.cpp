@@ -1,10 +1,16 @@
 // The environment variables vitcpp reads (core/settings.h): the table and its one reader.
 #include "vit/core/settings.h"
 
+#include <unistd.h>  // environ
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
 #include "vit/core/error.h"
+#include "vit/core/suggest.h"
 
 namespace vit {
 
@@ -12,28 +18,35 @@ const std::vector<Setting>& settings() {
   static const std::vector<Setting> table = {
       {"VIT_ISA", "generic, avx2, avx512, neon", "the best path the CPU runs",
        "the instruction-set path of the CPU kernels (vit info's isa: line); a path the CPU cannot run is an "
-       "error"},
+       "error",
+       SettingKind::choice},
       {"VIT_PACK", "on, off",
        "on for fp32 inference up to 800 rows (4 images of 197 tokens) on AVX-512 and AVX2",
-       "whether fp32 inference packs the blocks' weights in place for vitcpp's own small-batch kernel"},
+       "whether fp32 inference packs the blocks' weights in place for vitcpp's own small-batch kernel",
+       SettingKind::choice},
       {"VIT_TILED", "on, off", "on for large products over layers up to 256 wide on AVX2",
        "whether the AVX2 path's large matrix products over narrow layers run in vitcpp's own tiled kernel "
-       "instead of oneDNN's sgemm"},
+       "instead of oneDNN's sgemm",
+       SettingKind::choice},
       {"VIT_SHARDS", "a count; 1 turns shards off", "one shard per thread where the batch and model suit it",
-       "data-parallel shards: the batch split into shards, each running the whole step on its own thread"},
+       "data-parallel shards: the batch split into shards, each running the whole step on its own thread",
+       SettingKind::count},
       {"VIT_CLS_TAIL", "on, off", "on",
        "the class-token tail: with token pooling the last block runs on the "
-       "class token's row alone after its qkv product (the same results, less work)"},
+       "class token's row alone after its qkv product (the same results, less work)",
+       SettingKind::choice},
       {"VIT_MEMORY_LIMIT", "a size: 512M, 16G, ...", "MemAvailable in /proc/meminfo",
        "the memory vit train plans against: a run whose planned memory exceeds it stops before it starts "
-       "(--force starts it anyway)"},
-      {"VIT_COMM_TIMEOUT", "seconds", "600",
-       "how long a rank of an MPI run waits for the others before it ends the job"},
+       "(vit train --no-memory-check starts it anyway)",
+       SettingKind::size},
+      {"VIT_COMM_TIMEOUT", "seconds; 0 waits without end", "600",
+       "how long a rank of an MPI run waits for the others before it ends the job", SettingKind::seconds},
       {"VIT_BIND", "auto, on, off",
        "auto: inference binds when the threads are as many as the CPUs, training does not",
        "whether vit binds each of its threads to a CPU of its own when it runs one on every CPU it may use "
        "(not with OMP_PROC_BIND or OMP_PLACES set: OpenMP binds as they say); on binds vit train's too, "
-       "whose data loader's thread then shares a CPU with one of them"},
+       "whose data loader's thread then shares a CPU with one of them",
+       SettingKind::choice},
       {"OMP_NUM_THREADS", "a count", "every core", "threads (read by OpenMP)"},
       {"OMP_WAIT_POLICY", "ACTIVE, PASSIVE", "vit sets ACTIVE with GOMP_SPINCOUNT=2000",
        "how OpenMP's idle threads wait (read by OpenMP): a short spin, since passive waiting costs 65 us per "
@@ -65,13 +78,136 @@ const std::vector<Setting>& settings() {
   return table;
 }
 
-const char* setting(std::string_view name) {
+namespace {
+const Setting& find(std::string_view name) {
   for (const Setting& s : settings())
-    if (name == s.name) {
-      const char* v = std::getenv(s.name);
-      return v && *v ? v : nullptr;
-    }
+    if (name == s.name) return s;
   throw Error(detail::concat("setting ", std::string(name), ": not in the table of core/settings.cpp"));
+}
+
+const char* value_of(const Setting& s) {
+  const char* v = std::getenv(s.name);
+  return v && *v ? v : nullptr;
+}
+
+const Setting& of_kind(std::string_view name, SettingKind kind) {
+  const Setting& s = find(name);
+  VIT_CHECK(s.kind == kind, "setting ", s.name, ": read as another kind than core/settings.cpp gives it");
+  return s;
+}
+
+// The words of a choice's `values` ("auto, on, off"), as views of the table's text: reading a
+// choice allocates nothing (the matrix products read VIT_TILED on every call).
+template <typename F>
+void for_each_word(const Setting& s, F&& f) {
+  std::string_view v = s.values;
+  while (!v.empty()) {
+    const size_t comma = v.find(", ");
+    f(v.substr(0, comma));
+    v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 2);
+  }
+}
+
+// A whole string as a finite number (strtod's leading part alone is not enough: "3x").
+std::optional<double> number(const char* v) {
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !std::isfinite(d)) return std::nullopt;
+  return d;
+}
+
+[[noreturn]] void refuse(const Setting& s, const char* v, const std::string& why) {
+  throw Error(detail::concat(s.name, "=", v, ": ", why));
+}
+}  // namespace
+
+const char* setting(std::string_view name) {
+  return value_of(find(name));
+}
+
+std::string_view setting_choice(std::string_view name) {
+  const Setting& s = of_kind(name, SettingKind::choice);
+  const char* v = value_of(s);
+  if (!v) return {};
+  std::string_view match;
+  for_each_word(s, [&](std::string_view w) {
+    if (w == v) match = w;
+  });
+  if (!match.empty()) return match;
+  std::vector<std::string> words;
+  for_each_word(s, [&](std::string_view w) { words.emplace_back(w); });
+  const std::string near = nearest_name(v, words, 2);
+  refuse(s, v,
+         detail::concat("unknown; one of ", s.values, near.empty() ? "" : " (did you mean " + near + "?)"));
+}
+
+std::optional<int64_t> setting_count(std::string_view name) {
+  const Setting& s = of_kind(name, SettingKind::count);
+  const char* v = value_of(s);
+  if (!v) return std::nullopt;
+  const std::optional<double> d = number(v);
+  if (!d || *d < 1 || *d != std::floor(*d) || *d > 1e9)
+    refuse(s, v, "not a count (a whole number, 1 or more)");
+  return int64_t(*d);
+}
+
+std::optional<double> setting_seconds(std::string_view name) {
+  const Setting& s = of_kind(name, SettingKind::seconds);
+  const char* v = value_of(s);
+  if (!v) return std::nullopt;
+  const std::optional<double> d = number(v);
+  if (!d || *d < 0) refuse(s, v, "not a number of seconds (0 or more)");
+  return d;
+}
+
+std::optional<size_t> setting_bytes(std::string_view name) {
+  const Setting& s = of_kind(name, SettingKind::size);
+  const char* v = value_of(s);
+  if (!v) return std::nullopt;
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  if (end == v || !std::isfinite(d) || d < 0) refuse(s, v, "not a size (e.g. 512M, 8G)");
+  const std::string unit(end);
+  const std::string units = "KMGT";
+  const size_t at = unit.size() == 1 ? units.find(char(std::toupper(static_cast<unsigned char>(unit[0]))))
+                                     : std::string::npos;
+  if (!unit.empty() && at == std::string::npos)
+    refuse(s, v, "unknown unit '" + unit + "' (use K, M, G or T)");
+  const double bytes = unit.empty() ? d : std::ldexp(d, 10 * int(at + 1));
+  if (bytes >= 0x1p63) refuse(s, v, "too large");
+  return size_t(bytes);
+}
+
+void check_settings() {
+  for (const Setting& s : settings()) switch (s.kind) {
+      case SettingKind::choice: setting_choice(s.name); break;
+      case SettingKind::count: setting_count(s.name); break;
+      case SettingKind::seconds: setting_seconds(s.name); break;
+      case SettingKind::size: setting_bytes(s.name); break;
+      case SettingKind::other: break;
+    }
+}
+
+std::vector<std::pair<std::string, std::string>> misspelt_settings() {
+  // Names vitcpp once read, and what took their place.
+  static const std::pair<const char*, const char*> retired[] = {
+      {"VIT_SIMD", "VIT_ISA replaced it: VIT_ISA=generic for VIT_SIMD=off"},
+  };
+  std::vector<std::string> names;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Setting& s : settings()) names.emplace_back(s.name);
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view kv = *e;
+    const std::string name(kv.substr(0, kv.find('=')));
+    if (name.rfind("VIT_", 0) != 0 || std::find(names.begin(), names.end(), name) != names.end()) continue;
+    const auto old =
+        std::find_if(std::begin(retired), std::end(retired), [&](auto& r) { return name == r.first; });
+    if (old != std::end(retired))
+      out.emplace_back(name, old->second);
+    else if (std::string near = nearest_name(name, names, 2); !near.empty())
+      out.emplace_back(name, "did you mean " + near + "?");
+  }
+  return out;
 }
 
 }  // namespace vit

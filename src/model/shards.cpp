@@ -18,10 +18,7 @@ namespace vit {
 
 namespace {
 int shards_from_env() {
-  static const int n = [] {
-    const char* e = setting("VIT_SHARDS");
-    return e ? std::atoi(e) : 0;
-  }();
+  static const int n = int(setting_count("VIT_SHARDS").value_or(0));
   return n;
 }
 

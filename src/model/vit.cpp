@@ -24,6 +24,7 @@ uint64_t block_site(int64_t layer, BlockSite s) {
 }  // namespace
 
 ViT::ViT(const ViTConfig& cfg, bool randomize) : cfg_(cfg), table_(cfg) {
+  check_settings();  // a bad VIT_* value stops here, not in a kernel's parallel region
   params_.resize(table_.total());
   grads_.resize(table_.total());
   W_ = bind(params_.data());
@@ -122,10 +123,7 @@ bool ViT::norm_all_tokens() const {
 }
 
 bool ViT::cls_tail_applies(const ViTConfig& cfg) {
-  static const bool off = [] {
-    const char* e = setting("VIT_CLS_TAIL");
-    return e && std::string(e) == "off";
-  }();
+  static const bool off = setting_choice("VIT_CLS_TAIL") == "off";
   return !off && cfg.class_token && !cfg.avg_pool() && cfg.depth > 0;
 }
 

@@ -32,7 +32,7 @@ class MpiComm final : public Comm {
       MPI_Comm_size(local, &local_size_);
       MPI_Comm_free(&local);
     }
-    if (const char* t = setting("VIT_COMM_TIMEOUT")) timeout_ = std::atof(t);
+    timeout_ = setting_seconds("VIT_COMM_TIMEOUT").value_or(timeout_);
   }
   ~MpiComm() override { MPI_Finalize(); }
 

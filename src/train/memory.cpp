@@ -53,29 +53,8 @@ MemoryPlan plan_training_memory(const ViTConfig& cfg, int64_t batch, const std::
   return p;
 }
 
-namespace {
-size_t parse_size(const std::string& s) {
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  VIT_CHECK(end != s.c_str() && v >= 0, "VIT_MEMORY_LIMIT=", s, ": not a size (e.g. 512M, 8G)");
-  std::string suffix(end);
-  double mult = 1;
-  if (suffix == "K" || suffix == "k")
-    mult = 1024.0;
-  else if (suffix == "M" || suffix == "m")
-    mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g")
-    mult = 1024.0 * 1024 * 1024;
-  else if (suffix == "T" || suffix == "t")
-    mult = 1024.0 * 1024 * 1024 * 1024;
-  else
-    VIT_CHECK(suffix.empty(), "VIT_MEMORY_LIMIT=", s, ": unknown unit '", suffix, "' (use K, M, G or T)");
-  return size_t(v * mult);
-}
-}  // namespace
-
 size_t available_memory_bytes() {
-  if (const char* env = setting("VIT_MEMORY_LIMIT")) return parse_size(env);
+  if (const std::optional<size_t> limit = setting_bytes("VIT_MEMORY_LIMIT")) return *limit;
   std::ifstream f("/proc/meminfo");
   std::string key;
   size_t kib = 0;

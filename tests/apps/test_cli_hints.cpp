@@ -34,6 +34,26 @@ TEST(CliHints, MisspeltSubcommandsAndFlagsGetTheNearestName) {
   EXPECT_EQ(r.out.find("did you mean"), std::string::npos) << r.out;
 }
 
+// Environment variables as flags are: a value vitcpp cannot use stops the program before any
+// work with one line naming it, and a VIT_ name it does not read gets a note with the nearest.
+TEST(CliHints, BadSettingsStopAndMisspeltNamesGetANote) {
+  Result r = run_vit("info --model mnist-seed", "VIT_TILED=onn");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "vit: error: VIT_TILED=onn: unknown; one of on, off (did you mean on?)\n");
+  r = run_vit("train --synthetic 8 --epochs 1", "VIT_SHARDS=two");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "vit: error: VIT_SHARDS=two: not a count (a whole number, 1 or more)\n");
+  r = run_vit("info --model mnist-seed", "VIT_TILE=on");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("vit: note: VIT_TILE is set, but vitcpp reads no such variable (did you mean "
+                        "VIT_TILED?)\n",
+                        0),
+            0u)
+      << r.out;
+  r = run_vit("info --model mnist-seed", "VIT_TILE=on PMI_RANK=1");  // rank 0 alone says so
+  EXPECT_EQ(r.out.find("VIT_TILE"), std::string::npos) << r.out;
+}
+
 TEST(CliHints, UnderMpiOnlyRankZeroReportsAFlagError) {
   for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
     Result other = run_vit("train --epoch 1", std::string("env ") + var + "=1");

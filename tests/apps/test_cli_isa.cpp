@@ -50,7 +50,7 @@ TEST(CliIsa, InfoAndBenchNameThePathAndVitIsaForcesIt) {
   }
   Result bad = run_vit("info --model mnist-seed", "VIT_ISA=avx3");
   EXPECT_EQ(bad.code, 1);
-  EXPECT_EQ(bad.out, "vit: error: VIT_ISA=avx3: unknown; one of generic, avx2, avx512, neon\n");
+  EXPECT_EQ(bad.out, "vit: error: VIT_ISA=avx3: unknown; one of generic, avx2, avx512, neon (did you mean avx2?)\n");
 }
 
 // --dtype bf16 and --amp need oneDNN's bf16 matrix product (AVX-512). Where oneDNN is held

@@ -4,6 +4,8 @@
 // mask, uneven shards, more shards than threads, gradient accumulation and a frozen backbone.
 #include <atomic>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "support/check.h"
 #include "support/models.h"
@@ -173,4 +175,16 @@ TEST(Threads, RunOnThreadsRunsEachIndexOnceWithNestedLoopsOnOneThread) {
   EXPECT_EQ(ran, 4);
 }
 
+// A value of a VIT_* variable the library cannot use stops a model's construction with an error
+// naming it, before any kernel (inside a shard's parallel region, a throw would end the program).
+TEST(Shards, ABadSettingStopsTheModelsConstruction) {
+  for (const auto& [name, bad] : {std::pair{"VIT_SHARDS", "0"}, std::pair{"VIT_TILED", "onn"}}) {
+    const char* was = setting(name);
+    const std::string before = was ? was : "";
+    ::setenv(name, bad, 1);
+    const std::string err = test::error_of([] { ViT m(dropout_everywhere()); });
+    before.empty() ? ::unsetenv(name) : ::setenv(name, before.c_str(), 1);
+    EXPECT_EQ(err.rfind(std::string(name) + "=" + bad + ": ", 0), 0u) << err;
+  }
+}
 }  // namespace vit

@@ -166,10 +166,7 @@ constexpr int64_t kTiledMinRows = 1024, kTiledMaxN = 256, kTiledMaxC = 192 * 768
 
 bool tiled_preferred(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha) {
   if (alpha != 1.f || (ta && tb) || isa() != Isa::avx2) return false;
-  if (const char* env = setting("VIT_TILED")) {
-    if (std::strcmp(env, "off") == 0) return false;
-    if (std::strcmp(env, "on") == 0) return true;
-  }
+  if (const std::string_view env = setting_choice("VIT_TILED"); !env.empty()) return env == "on";
   if (!ta) return M >= kTiledMinRows && N <= kTiledMaxN;
   return K >= kTiledMinRows && M <= kTiledMaxSide && N <= kTiledMaxSide && M * N <= kTiledMaxC &&
          std::max(M, N) >= kTiledMinSide;

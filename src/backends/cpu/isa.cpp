@@ -28,16 +28,15 @@ Isa detect() {
 }
 
 Isa chosen() {
-  const char* env = setting("VIT_ISA");
-  if (!env) return isa_detected();
-  const std::string want = env;
+  const std::string want(setting_choice("VIT_ISA"));  // one of the table's names, or ""
+  if (want.empty()) return isa_detected();
   for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512, Isa::neon})
     if (want == isa_name(i)) {
       VIT_CHECK(isa_supported(i), "VIT_ISA=", want, ": this CPU (or this build) cannot run it; it runs ",
                 isa_name(isa_detected()), (VIT_ISA_X86 ? " (and generic, avx2 below it)" : " and generic"));
       return i;
     }
-  throw Error(detail::concat("VIT_ISA=", want, ": unknown; one of generic, avx2, avx512, neon"));
+  throw Error("VIT_ISA=" + want + ": in core/settings.cpp's table but no path of isa.cpp");
 }
 }  // namespace
 

@@ -54,10 +54,7 @@ int64_t packed_slice() {
 }
 
 bool packed_linear_preferred(int64_t M) {
-  if (const char* env = setting("VIT_PACK")) {
-    if (std::strcmp(env, "off") == 0) return false;
-    if (std::strcmp(env, "on") == 0) return true;
-  }
+  if (const std::string_view env = setting_choice("VIT_PACK"); !env.empty()) return env == "on";
   // Measured on whole models (docs/history/benchmarks-2026-11.md): ahead of oneDNN's sgemm up to about 800
   // rows (batch 4 at 197 tokens) on two threads and on one, on an AMD Zen 5 (16-wide panels:
   // ViT-B/16 at batch 1 1.29x on 2 threads) and on an Intel Xeon (oneDNN's blocked layout
