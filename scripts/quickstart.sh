@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j"$(nproc)"
+cmake --build build -j"$(nproc)" --target vit  # the program alone: scripts/test.sh builds the tests
 scripts/fetch_data.sh mnist
 # vit train never writes over a run: a second quickstart finds this one finished (or
 # continues it where an interruption left it)
