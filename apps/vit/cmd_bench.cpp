@@ -62,6 +62,8 @@ Run add_bench(CLI::App& cmd) {
     f->opt.max_runs = std::max(f->opt.max_runs, f->opt.min_runs);
     const BenchResult r = run_bench(cfg, f->opt);
     if (f->json) {
+      nlohmann::json env = nlohmann::json::object();  // the README table's variables that are set
+      for (const auto& [name, value] : settings_set()) env[name] = value;
       nlohmann::json j = {{"model", f->model.config_file.empty() ? f->model.model : f->model.config_file},
                           {"mode", f->mode},
                           {"batch_size", f->opt.batch},
@@ -86,7 +88,8 @@ Run add_bench(CLI::App& cmd) {
                           {"executed_gflop_per_image", r.executed_gflop_per_image},
                           {"executed_pct_of_ceiling", r.executed_pct_of_ceiling},
                           {"peak_rss_mb", r.peak_rss_mb},
-                          {"rss_mb", r.rss_mb}};
+                          {"rss_mb", r.rss_mb},
+                          {"environment", env}};
       std::cout << j.dump() << "\n";
       return 0;
     }
@@ -97,6 +100,7 @@ Run add_bench(CLI::App& cmd) {
         threads_bound() ? ", one thread bound to each" : "", ops::cpu_isa(), r.shards,
         r.shards == 1 ? "" : "s", f->opt.dtype.c_str(), r.weights_packed ? " (packed weights)" : "",
         r.ms.size(), f->opt.warmup);
+    std::printf("  environment: %s\n", environment_line().c_str());
     std::printf("  per batch: median %.3f ms (min %.3f, max %.3f)\n", r.median_ms, r.min_ms, r.max_ms);
     std::printf("  %.2f images/s, %.1f GFLOP/s (%.1f%% of %.0f GFLOP/s, %s)\n", r.images_per_s,
                 r.gflops_per_s, r.pct_of_ceiling, r.ceiling_gflops, r.ceiling_source.c_str());

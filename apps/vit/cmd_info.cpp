@@ -48,7 +48,8 @@ Run add_info(CLI::App& cmd) {
     // The instruction-set path the CPU kernels take (backends/cpu/isa.h).
     std::cout << "isa: " << ops::cpu_isa() << " (best on this CPU: " << ops::cpu_isa_detected()
               << "; VIT_ISA=generic|avx2|avx512|neon forces one)\n"
-              << "matrix products: " << ops::cpu_gemm_library() << "\n";
+              << "matrix products: " << ops::cpu_gemm_library() << "\n"
+              << "environment: " << environment_line() << "\n";
     return 0;
   };
 }

@@ -24,6 +24,14 @@ inline void use_threads(int n, bool training = false) {
   if (bind != "off" && (!training || bind == "on")) bind_threads();
 }
 
+// The README table's variables that are set, as NAME=value words ("none set" when none is):
+// what vit info and vit bench ran under.
+inline std::string environment_line() {
+  std::string line;
+  for (const auto& [name, value] : settings_set()) line += (line.empty() ? "" : " ") + name + "=" + value;
+  return line.empty() ? "none of the README's variables set" : line;
+}
+
 // `vit train --resume DIR [--threads N]` becomes the run's saved arguments from
 // DIR/args.json plus those; other command lines are returned unchanged.
 std::vector<std::string> expand_resume(std::vector<std::string> args);

@@ -188,6 +188,13 @@ void check_settings() {
     }
 }
 
+std::vector<std::pair<std::string, std::string>> settings_set() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Setting& s : settings())
+    if (const char* v = value_of(s)) out.emplace_back(s.name, v);
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> misspelt_settings() {
   // Names vitcpp once read, and what took their place.
   static const std::pair<const char*, const char*> retired[] = {

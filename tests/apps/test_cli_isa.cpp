@@ -8,6 +8,7 @@
 #include <string>
 
 #include "support/run_vit.h"
+#include "vit/core/settings.h"
 #include "vit/ops/ops.h"
 
 namespace {
@@ -50,7 +51,35 @@ TEST(CliIsa, InfoAndBenchNameThePathAndVitIsaForcesIt) {
   }
   Result bad = run_vit("info --model mnist-seed", "VIT_ISA=avx3");
   EXPECT_EQ(bad.code, 1);
-  EXPECT_EQ(bad.out, "vit: error: VIT_ISA=avx3: unknown; one of generic, avx2, avx512, neon (did you mean avx2?)\n");
+  EXPECT_EQ(bad.out,
+            "vit: error: VIT_ISA=avx3: unknown; one of generic, avx2, avx512, neon (did you mean avx2?)\n");
+}
+
+// What a measurement ran under: vit info's `environment:` line and vit bench's (text and
+// --json "environment") name the README table's variables that are set, vit's own
+// OMP_WAIT_POLICY among them, and nothing else.
+TEST(CliIsa, InfoAndBenchRecordTheEnvironment) {
+  std::string none = "env";  // none of the table's set (scripts/test_isa.sh sets VIT_ISA, ...)
+  for (const vit::Setting& s : vit::settings()) none += std::string(" -u ") + s.name;
+  const std::string env = none + " VIT_TILED=off OMP_WAIT_POLICY=PASSIVE VIT_NOT_OURS=1";
+  Result info = run_vit("info --model mnist-seed", env);
+  ASSERT_EQ(info.code, 0) << info.out;
+  EXPECT_NE(info.out.find("\nenvironment: VIT_TILED=off OMP_WAIT_POLICY=PASSIVE\n"), std::string::npos)
+      << info.out;
+  const std::string bench = "bench --model mnist-seed -b 2 --runs 1 --warmup 0 --min-time 0 --ceiling 100";
+  Result text = run_vit(bench, env);
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("\n  environment: VIT_TILED=off OMP_WAIT_POLICY=PASSIVE\n"), std::string::npos)
+      << text.out;
+  Result json = run_vit(bench + " --json", env);
+  ASSERT_EQ(json.code, 0) << json.out;
+  const auto j = nlohmann::json::parse(json.out.substr(json.out.find('{')));
+  EXPECT_EQ(j["environment"], (nlohmann::json{{"VIT_TILED", "off"}, {"OMP_WAIT_POLICY", "PASSIVE"}}))
+      << json.out;
+  // Unset, vit sets its short spin (main.cpp), and says so.
+  Result own = run_vit("info --model mnist-seed", none);
+  EXPECT_NE(own.out.find("\nenvironment: OMP_WAIT_POLICY=ACTIVE GOMP_SPINCOUNT=2000\n"), std::string::npos)
+      << own.out;
 }
 
 // --dtype bf16 and --amp need oneDNN's bf16 matrix product (AVX-512). Where oneDNN is held

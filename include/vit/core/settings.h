@@ -53,6 +53,11 @@ std::optional<size_t> setting_bytes(std::string_view name);
 // the readers run inside kernels and parallel regions, where an error would end the program.
 void check_settings();
 
+// The table's variables that are set, with their values, in the table's order: what a
+// measurement or a bug report ran under (vit info's environment: line, vit bench --json's
+// "environment"). vit sets OMP_WAIT_POLICY and GOMP_SPINCOUNT itself when unset (main.cpp).
+std::vector<std::pair<std::string, std::string>> settings_set();
+
 // Set variables that look meant for vitcpp but do nothing: a name it no longer reads, with what
 // replaced it (VIT_SIMD: "VIT_ISA replaced it"), and a VIT_* name within two edits of one of
 // the table's, with that one (VIT_TILE: "did you mean VIT_TILED?"). Other VIT_* names
