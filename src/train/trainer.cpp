@@ -143,6 +143,10 @@ struct Progress {
   // Within epoch epochs_done + 1 (a recovery state): the steps done and their sums so far.
   int64_t step_in_epoch = 0, correct_sum = 0, seen = 0;
   double loss_sum = 0, seconds = 0;
+  // How the run splits a micro-batch: over processes, then into shards in each. Another split
+  // gives other bits (within float rounding), so a resume says when it differs. 0: a state
+  // from before these were kept.
+  int64_t processes = 0, shards = 0;
 };
 
 nlohmann::json to_json(const EpochStats& e) {
@@ -182,6 +186,8 @@ size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const 
                        {"batch_size", cfg.batch_size},
                        {"grad_accum_steps", cfg.grad_accum_steps},
                        {"steps_per_epoch", steps_per_epoch},
+                       {"processes", p.processes},
+                       {"shards", p.shards},
                        {"history", hist}};
   std::vector<TensorOut> out;
   // The weights too: the state file alone is then one consistent step, whatever moment a
@@ -213,6 +219,10 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
   p.best_top1 = st.at("best_top1");
   p.since_best = json_int(st.at("since_best"), sp + ": since_best");
   if (st.contains("best_ema_top1")) p.best_ema_top1 = st.at("best_ema_top1");
+  if (st.contains("shards")) {
+    p.processes = json_int(st.at("processes"), sp + ": processes");
+    p.shards = json_int(st.at("shards"), sp + ": shards");
+  }
   if (st.contains("step_in_epoch")) {  // states from before recovery states end their epoch
     p.step_in_epoch = json_int(st.at("step_in_epoch"), sp + ": step_in_epoch");
     p.loss_sum = st.at("epoch_loss_sum");
@@ -510,6 +520,9 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   // B: the global batch of an optimizer step; micro-batches of cfg.batch_size make it up.
   const int64_t N = train_set.size(), A = cfg.grad_accum_steps, B = cfg.batch_size * A;
   const int64_t steps_per_epoch = (N + B - 1) / B;
+  // The shards of this process's first micro-batch (ViT::shards_for: one per thread unless a
+  // count is asked for).
+  const int64_t shards = model.shards_for(shard_rows(shard_rows(B, 0, ranks).size(), 0, int(A)).size());
   ScheduleConfig sched = cfg.sched;
   sched.total_steps = cfg.epochs * steps_per_epoch;
   sched.warmup_steps = int64_t(std::llround(cfg.warmup_epochs * steps_per_epoch));
@@ -565,7 +578,20 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       log << "resuming " << cfg.output << " after epoch " << p.epochs_done << " (step " << p.global_step
           << ")" << std::endl;
     }
+    if (newest && p.shards > 0 && (p.processes != ranks || p.shards != shards)) {
+      auto split = [](int64_t procs, int64_t n) {
+        return (procs > 1 ? std::to_string(procs) + " processes x " : "") + std::to_string(n) +
+               (n == 1 ? " shard" : " shards");
+      };
+      log << "note: the interrupted run split each batch into " << split(p.processes, p.shards)
+          << ", this one into " << split(ranks, shards)
+          << ": training goes on within float rounding of the uninterrupted run, not bit for bit ("
+          << (p.processes != ranks ? "mpirun -np " + std::to_string(p.processes)
+                                   : "VIT_SHARDS=" + std::to_string(p.shards))
+          << " keeps the bits)" << std::endl;
+    }
   }
+  p.processes = ranks, p.shards = shards;
   if (fresh && ema) std::copy(model.params().data(), model.params().data() + ema->size(), ema->begin());
   if (fresh && write) {
     fs::create_directories(dir);

@@ -89,6 +89,37 @@ TEST(RunDir, ResumeWithMoreEpochsTrainsAFinishedRunLonger) {
   EXPECT_TRUE(has(again.out, "this run is finished (3 of 3 epochs)")) << again.out;
 }
 
+// A run resumed on another thread count splits its batches into other shards (one per thread
+// by default), which gives other bits: the resume says so and names what keeps them, and
+// that does keep them (byte-identical weights to the uninterrupted run; --sched none, so that
+// the longer --epochs changes nothing else).
+TEST(RunDir, ResumeOnOtherShardsSaysSoAndVitShardsKeepsTheBits) {
+  vit::test::TempDir tmp("run_shards");
+  const std::string train = "train --model mnist-seed --img-size 16 --synthetic 128 -b 64 --sched none ";
+  auto run = [](const std::string& args) { return vit::test::run_vit(args, "env -u VIT_SHARDS"); };
+  const std::string whole = tmp / "whole", kept = tmp / "kept", other = tmp / "other";
+  ASSERT_EQ(run(train + "--epochs 2 --threads 2 --output " + whole).code, 0);
+  ASSERT_EQ(run(train + "--epochs 1 --threads 2 --output " + kept).code, 0);
+  fs::copy(kept, other);
+  const Result moved = run("train --resume " + other + " --epochs 2 --threads 1");
+  ASSERT_EQ(moved.code, 0) << moved.out;
+  EXPECT_TRUE(has(moved.out,
+                  "note: the interrupted run split each batch into 2 shards, this one into 1 "
+                  "shard: training goes on within float rounding of the uninterrupted run, not "
+                  "bit for bit (VIT_SHARDS=2 keeps the bits)\n"))
+      << moved.out;
+  const Result same =
+      vit::test::run_vit("train --resume " + kept + " --epochs 2 --threads 1", "VIT_SHARDS=2");
+  ASSERT_EQ(same.code, 0) << same.out;
+  EXPECT_FALSE(has(same.out, "note: the interrupted run")) << same.out;
+  EXPECT_TRUE(vit::read_file_bytes(kept + "/last.safetensors") ==
+              vit::read_file_bytes(whole + "/last.safetensors"))
+      << "VIT_SHARDS=2 on one thread: not the uninterrupted run's weights";
+  EXPECT_FALSE(vit::read_file_bytes(other + "/last.safetensors") ==
+               vit::read_file_bytes(whole + "/last.safetensors"))
+      << "one shard gave the two shards' bits: the note would be wrong";
+}
+
 // args.json is the run's settings, {flag: value} (timm's args.yaml is its settings too),
 // which --resume reads; the argv list that older runs saved still resumes, to the same bits,
 // and a longer --epochs is kept in it in its own form.
