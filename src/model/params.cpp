@@ -110,9 +110,7 @@ void init_params(const ParamTable& table, const ViTConfig& cfg, float* params, u
     float* p = params + s.offset;
     const int64_t n = s.numel();
     switch (s.init) {
-      case Init::TruncNormal:
-        for (int64_t i = 0; i < n; ++i) p[i] = float(rng.trunc_normal(0.02, -2.0, 2.0));
-        break;
+      case Init::TruncNormal: rng.fill_trunc_normal(p, n, 0.02, -2.0, 2.0); break;
       case Init::Zeros:
         for (int64_t i = 0; i < n; ++i) p[i] = 0.f;
         break;

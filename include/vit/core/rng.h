@@ -34,6 +34,11 @@ class Rng {
   double normal();  // Box-Muller, one value per call
   // Normal(0, std) truncated to [lo, hi] by rejection, as torch.nn.init.trunc_normal_.
   double trunc_normal(double std, double lo, double hi);
+  // out[i] = float(trunc_normal(std, lo, hi)) for i < n in order, the same bits and the same
+  // state after, on the threads: value i takes draws 2i and 2i + 1 from here (the draws are a
+  // counter, so each value can be found without the others) up to the first value rejected, and
+  // the rest one at a time after it (ViT-L's 300M weights took 11 s on one thread).
+  void fill_trunc_normal(float* out, int64_t n, double std, double lo, double hi);
   uint64_t below(uint64_t n) { return next_u64() % n; }  // for shuffles; bias negligible
   uint64_t state() const { return state_; }
   void set_state(uint64_t s) { state_ = s; }
