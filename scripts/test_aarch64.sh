@@ -112,6 +112,7 @@ kThreadTests=(
   'Variants/ClsTail.TrainingStepMatchesTheFullLastBlock/(shards|dim_head)'
   'Threads.RunOnThreadsRunsEachIndexOnceWithNestedLoopsOnOneThread'
   'Threads.BindThreads.*'
+  'Rng.FillTruncNormalIsTheSequentialLoopOnAnyThreadCount'
   'Determinism\..*'
   'Resume\..*'
   'ModelEma.FollowsTheWeightsByItsDecay'
