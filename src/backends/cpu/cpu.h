@@ -81,6 +81,24 @@ void for_items(int64_t n, F&& f) {
   for_items(n, num_threads(), f);
 }
 
+// The element-wise activations' splits (gelu.cpp, activation.cpp), on the threads ~16
+// flop-equivalents an element are worth: f(i0, i1) over [0, n) in per-thread chunks of whole
+// 16-float vectors (either vector width), or f(r0, r1) over rows [0, M) of N columns.
+template <typename F>
+void by_vector_chunks(int64_t n, F&& f) {
+  const int nt = threads_for(n * 16);
+  const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
+  on_threads(nt, [&](int t) {
+    const int64_t i0 = t * per, i1 = i0 + per < n ? i0 + per : n;
+    if (i0 < i1) f(i0, i1);
+  });
+}
+template <typename F>
+void by_row_ranges(int64_t M, int64_t N, F&& f) {
+  const int nt = threads_for(M * N * 16);
+  on_threads(nt, [&](int t) { f(M * t / nt, M * (t + 1) / nt); });
+}
+
 // Runs f(j0, j1) over [0, N) cut into one range of whole 16-column blocks per thread, on the
 // threads `work` is worth: the backward's column sums, each column summed over its rows in
 // order by one thread whatever the thread count.

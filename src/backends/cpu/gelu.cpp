@@ -10,26 +10,6 @@
 
 namespace vit::cpu {
 
-namespace {
-// Splits [0, n) into per-thread chunks of whole 16-float vectors (both vector widths).
-template <typename F>
-void chunked(int64_t n, F&& f) {
-  const int nt = threads_for(n * 16);  // ~16 flop-equivalents per element
-  const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
-  on_threads(nt, [&](int t) {
-    const int64_t i0 = t * per, i1 = i0 + per < n ? i0 + per : n;
-    if (i0 < i1) f(i0, i1);
-  });
-}
-
-// Rows [0, M) of N columns in one contiguous range per thread.
-template <typename F>
-void row_ranges(int64_t M, int64_t N, F&& f) {
-  const int nt = threads_for(M * N * 16);
-  on_threads(nt, [&](int t) { f(M * t / nt, M * (t + 1) / nt); });
-}
-}  // namespace
-
 void gelu_forward_reference(float* y, const float* x, int64_t n) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * kInvSqrt2));
@@ -48,11 +28,14 @@ void gelu_backward_reference(float* dx, const float* dy, const float* x, int64_t
 void gelu_forward(float* y, const float* x, int64_t n) {
   switch (isa()) {
 #if VIT_ISA_X86
-    case Isa::avx512: return chunked(n, [&](int64_t i0, int64_t i1) { avx512::gelu_forward(y, x, i0, i1); });
-    case Isa::avx2: return chunked(n, [&](int64_t i0, int64_t i1) { avx2::gelu_forward(y, x, i0, i1); });
+    case Isa::avx512:
+      return by_vector_chunks(n, [&](int64_t i0, int64_t i1) { avx512::gelu_forward(y, x, i0, i1); });
+    case Isa::avx2:
+      return by_vector_chunks(n, [&](int64_t i0, int64_t i1) { avx2::gelu_forward(y, x, i0, i1); });
 #endif
 #if VIT_ISA_NEON
-    case Isa::neon: return chunked(n, [&](int64_t i0, int64_t i1) { neon::gelu_forward(y, x, i0, i1); });
+    case Isa::neon:
+      return by_vector_chunks(n, [&](int64_t i0, int64_t i1) { neon::gelu_forward(y, x, i0, i1); });
 #endif
     default: return gelu_forward_reference(y, x, n);
   }
@@ -62,13 +45,13 @@ void gelu_backward(float* dx, const float* dy, const float* x, int64_t n) {
   switch (isa()) {
 #if VIT_ISA_X86
     case Isa::avx512:
-      return chunked(n, [&](int64_t i0, int64_t i1) { avx512::gelu_backward(dx, dy, x, i0, i1); });
+      return by_vector_chunks(n, [&](int64_t i0, int64_t i1) { avx512::gelu_backward(dx, dy, x, i0, i1); });
     case Isa::avx2:
-      return chunked(n, [&](int64_t i0, int64_t i1) { avx2::gelu_backward(dx, dy, x, i0, i1); });
+      return by_vector_chunks(n, [&](int64_t i0, int64_t i1) { avx2::gelu_backward(dx, dy, x, i0, i1); });
 #endif
 #if VIT_ISA_NEON
     case Isa::neon:
-      return chunked(n, [&](int64_t i0, int64_t i1) { neon::gelu_backward(dx, dy, x, i0, i1); });
+      return by_vector_chunks(n, [&](int64_t i0, int64_t i1) { neon::gelu_backward(dx, dy, x, i0, i1); });
 #endif
     default: return gelu_backward_reference(dx, dy, x, n);
   }
@@ -78,15 +61,15 @@ void bias_gelu_forward(float* y, float* h, const float* bias, int64_t M, int64_t
   switch (isa()) {
 #if VIT_ISA_X86
     case Isa::avx512:
-      return row_ranges(
+      return by_row_ranges(
           M, N, [&](int64_t r0, int64_t r1) { avx512::bias_gelu_rows(y, h, bias, N, r0, r1, keep_grad); });
     case Isa::avx2:
-      return row_ranges(
+      return by_row_ranges(
           M, N, [&](int64_t r0, int64_t r1) { avx2::bias_gelu_rows(y, h, bias, N, r0, r1, keep_grad); });
 #endif
 #if VIT_ISA_NEON
     case Isa::neon:
-      return row_ranges(
+      return by_row_ranges(
           M, N, [&](int64_t r0, int64_t r1) { neon::bias_gelu_rows(y, h, bias, N, r0, r1, keep_grad); });
 #endif
     default: break;

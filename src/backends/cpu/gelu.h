@@ -6,20 +6,39 @@
 //   bias_gelu_backward_columns (AVX2, NEON): columns [j0, j1) of dx[M, N] = dy * grad over
 //     all rows, db[j0, j1) += their column sums in colsum_columns' order (the same bits as the
 //     multiply followed by colsum_add), grad cleared behind when clear_grad
+//   act_rows: as bias_gelu_rows for GELU's tanh form and QuickGELU (activation.cpp), bias
+//     optional (null: v = h, and h is only read unless keep_grad)
 #pragma once
 #include <cstdint>
+
+#include "vit/core/activation.h"
 
 namespace vit::cpu {
 
 inline constexpr float kInvSqrt2 = 0.70710678118654752f;
 inline constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+// GELU's tanh form 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))) and QuickGELU v sigmoid(1.702 v).
+inline constexpr float kSqrt2OverPi = 0.7978845608028654f, kTanhCubic = 0.044715f, kQuick = 1.702f;
+
+// f.template operator()<A, G>() for the activation act (GELU's tanh form or QuickGELU) and
+// G = keep_grad: each path's act_rows picks its kernel's instantiation with it.
+template <typename F>
+void with_activation(Activation act, bool keep_grad, F&& f) {
+  if (act == Activation::quick_gelu)
+    return keep_grad ? f.template operator()<Activation::quick_gelu, true>()
+                     : f.template operator()<Activation::quick_gelu, false>();
+  return keep_grad ? f.template operator()<Activation::gelu_tanh, true>()
+                   : f.template operator()<Activation::gelu_tanh, false>();
+}
 
 // The kernels every path has, declared once and expanded in each path's namespace.
-#define VIT_GELU_KERNELS                                                                        \
-  void gelu_forward(float* y, const float* x, int64_t i0, int64_t i1);                          \
-  void gelu_backward(float* dx, const float* dy, const float* x, int64_t i0, int64_t i1);       \
-  void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1, \
-                      bool keep_grad);
+#define VIT_GELU_KERNELS                                                                                  \
+  void gelu_forward(float* y, const float* x, int64_t i0, int64_t i1);                                    \
+  void gelu_backward(float* dx, const float* dy, const float* x, int64_t i0, int64_t i1);                 \
+  void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1,           \
+                      bool keep_grad);                                                                    \
+  void act_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1, bool keep_grad, \
+                Activation act);
 
 namespace avx512 {
 VIT_GELU_KERNELS

@@ -96,6 +96,58 @@ VIT_AVX2 void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, i
     }
 }
 
+namespace {
+// GELU's tanh form or QuickGELU of v, and its derivative in *g (when G), from exp of a
+// non-positive argument alone: sigmoid(z) = 1 / (1 + e) for z >= 0, e / (1 + e) below, with
+// e = exp(-|z|); tanh(u) = sign(u) (1 - e) / (1 + e) with e = exp(-2|u|).
+template <Activation A, bool G>
+VIT_AVX2 inline __m256 act_of(__m256 v, __m256* g) {
+  const __m256 one = _mm256_set1_ps(1.f), sign_bit = _mm256_set1_ps(-0.f);
+  if constexpr (A == Activation::quick_gelu) {
+    const __m256 z = _mm256_mul_ps(v, _mm256_set1_ps(kQuick));
+    const __m256 e = exp_nonpos(_mm256_or_ps(z, sign_bit));  // exp(-|z|)
+    const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
+    const __m256 s =
+        _mm256_blendv_ps(_mm256_mul_ps(e, r), r, _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_GE_OQ));
+    if constexpr (G) *g = _mm256_fmadd_ps(_mm256_mul_ps(z, s), _mm256_sub_ps(one, s), s);
+    return _mm256_mul_ps(v, s);
+  } else {
+    const __m256 v2 = _mm256_mul_ps(v, v);
+    const __m256 u = _mm256_mul_ps(_mm256_set1_ps(kSqrt2OverPi),
+                                   _mm256_fmadd_ps(_mm256_mul_ps(v2, v), _mm256_set1_ps(kTanhCubic), v));
+    const __m256 e = exp_nonpos(_mm256_or_ps(_mm256_add_ps(u, u), sign_bit));  // exp(-2|u|)
+    const __m256 a = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+    const __m256 t = _mm256_or_ps(a, _mm256_and_ps(u, sign_bit));
+    const __m256 half_v = _mm256_mul_ps(_mm256_set1_ps(0.5f), v);
+    if constexpr (G) {
+      // 0.5 (1 + t) + 0.5 v (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 v^2)
+      const __m256 du = _mm256_mul_ps(_mm256_set1_ps(kSqrt2OverPi),
+                                      _mm256_fmadd_ps(v2, _mm256_set1_ps(3.f * kTanhCubic), one));
+      *g = _mm256_fmadd_ps(_mm256_mul_ps(half_v, _mm256_fnmadd_ps(t, t, one)), du,
+                           _mm256_mul_ps(_mm256_set1_ps(0.5f), _mm256_add_ps(one, t)));
+    }
+    return _mm256_mul_ps(half_v, _mm256_add_ps(one, t));
+  }
+}
+
+template <Activation A, bool G>
+VIT_AVX2 void act_rows_t(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t j = 0; j < N; j += 8) {
+      const int64_t i = r * N + j, n = N - j;
+      const __m256 v = bias ? _mm256_add_ps(load(h + i, n), load(bias + j, n)) : load(h + i, n);
+      __m256 g;
+      store(y + i, n, act_of<A, G>(v, &g));
+      if constexpr (G) store(h + i, n, g);
+    }
+}
+}  // namespace
+
+void act_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1, bool keep_grad,
+              Activation act) {
+  with_activation(act, keep_grad, [&]<Activation A, bool G>() { act_rows_t<A, G>(y, h, bias, N, r0, r1); });
+}
+
 // Each column's sum starts from zero and adds the rows in order before going into db, as
 // colsum_columns does: the same bits whatever the width of the block.
 void bias_gelu_backward_columns(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,

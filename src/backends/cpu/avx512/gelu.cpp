@@ -103,6 +103,57 @@ void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0
     bias_gelu_rows_t<false>(y, h, bias, N, r0, r1);
 }
 
+namespace {
+// GELU's tanh form or QuickGELU, as avx2/gelu.cpp's act_of: exp of -|z| (or -2|u|) alone.
+template <Activation A, bool G>
+VIT_AVX512 inline __m512 act_of(__m512 v, __m512* g) {
+  const __m512 one = _mm512_set1_ps(1.f), sign_bit = _mm512_set1_ps(-0.f);
+  if constexpr (A == Activation::quick_gelu) {
+    const __m512 z = _mm512_mul_ps(v, _mm512_set1_ps(kQuick));
+    const __m512 e = simd::exp512_nonpos(_mm512_or_ps(z, sign_bit));  // exp(-|z|)
+    const __m512 r = _mm512_div_ps(one, _mm512_add_ps(one, e));
+    const __m512 s =
+        _mm512_mask_blend_ps(_mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GE_OQ), _mm512_mul_ps(e, r), r);
+    if constexpr (G) *g = _mm512_fmadd_ps(_mm512_mul_ps(z, s), _mm512_sub_ps(one, s), s);
+    return _mm512_mul_ps(v, s);
+  } else {
+    const __m512 v2 = _mm512_mul_ps(v, v);
+    const __m512 u = _mm512_mul_ps(_mm512_set1_ps(kSqrt2OverPi),
+                                   _mm512_fmadd_ps(_mm512_mul_ps(v2, v), _mm512_set1_ps(kTanhCubic), v));
+    const __m512 e = simd::exp512_nonpos(_mm512_or_ps(_mm512_add_ps(u, u), sign_bit));  // exp(-2|u|)
+    const __m512 a = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+    const __m512 t = _mm512_or_ps(a, _mm512_and_ps(u, sign_bit));
+    const __m512 half_v = _mm512_mul_ps(_mm512_set1_ps(0.5f), v);
+    if constexpr (G) {
+      const __m512 du = _mm512_mul_ps(_mm512_set1_ps(kSqrt2OverPi),
+                                      _mm512_fmadd_ps(v2, _mm512_set1_ps(3.f * kTanhCubic), one));
+      *g = _mm512_fmadd_ps(_mm512_mul_ps(half_v, _mm512_fnmadd_ps(t, t, one)), du,
+                           _mm512_mul_ps(_mm512_set1_ps(0.5f), _mm512_add_ps(one, t)));
+    }
+    return _mm512_mul_ps(half_v, _mm512_add_ps(one, t));
+  }
+}
+
+template <Activation A, bool G>
+VIT_AVX512 void act_rows_t(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t j = 0; j < N; j += 16) {
+      const __mmask16 m = simd::lanes(N - j);
+      const int64_t i = r * N + j;
+      const __m512 x = _mm512_maskz_loadu_ps(m, h + i);
+      const __m512 v = bias ? _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, bias + j)) : x;
+      __m512 g;
+      _mm512_mask_storeu_ps(y + i, m, act_of<A, G>(v, &g));
+      if constexpr (G) _mm512_mask_storeu_ps(h + i, m, g);
+    }
+}
+}  // namespace
+
+void act_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1, bool keep_grad,
+              Activation act) {
+  with_activation(act, keep_grad, [&]<Activation A, bool G>() { act_rows_t<A, G>(y, h, bias, N, r0, r1); });
+}
+
 void bias_gelu_backward(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
                         bool clear_grad) {
   // colsum_add's blocks of columns and order of rows (narrow matrices in row phases); grad is

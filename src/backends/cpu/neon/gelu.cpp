@@ -97,6 +97,51 @@ void bias_gelu_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0
 
 // Each column's sum starts from zero and adds the rows in order before going into db, as
 // colsum_columns does: the same bits whatever the width of the block.
+namespace {
+// GELU's tanh form or QuickGELU, as avx2/gelu.cpp's act_of: exp of -|z| (or -2|u|) alone.
+template <Activation A, bool G>
+inline float32x4_t act_of(float32x4_t v, float32x4_t* g) {
+  const float32x4_t one = vdupq_n_f32(1.f);
+  if constexpr (A == Activation::quick_gelu) {
+    const float32x4_t z = vmulq_n_f32(v, kQuick);
+    const float32x4_t e = exp_nonpos(vnegq_f32(vabsq_f32(z)));  // exp(-|z|)
+    const float32x4_t r = vdivq_f32(one, vaddq_f32(one, e));
+    const float32x4_t s = vbslq_f32(vcgeq_f32(z, vdupq_n_f32(0.f)), r, vmulq_f32(e, r));
+    if constexpr (G) *g = vfmaq_f32(s, vmulq_f32(z, s), vsubq_f32(one, s));
+    return vmulq_f32(v, s);
+  } else {
+    const float32x4_t v2 = vmulq_f32(v, v);
+    const float32x4_t u = vmulq_n_f32(vfmaq_f32(v, vmulq_f32(v2, v), vdupq_n_f32(kTanhCubic)), kSqrt2OverPi);
+    const float32x4_t e = exp_nonpos(vnegq_f32(vabsq_f32(vaddq_f32(u, u))));  // exp(-2|u|)
+    const float32x4_t a = vdivq_f32(vsubq_f32(one, e), vaddq_f32(one, e));
+    const float32x4_t t = vbslq_f32(vdupq_n_u32(0x80000000u), u, a);  // a with u's sign
+    const float32x4_t half_v = vmulq_n_f32(v, 0.5f);
+    if constexpr (G) {
+      const float32x4_t du = vmulq_n_f32(vfmaq_f32(one, v2, vdupq_n_f32(3.f * kTanhCubic)), kSqrt2OverPi);
+      *g = vfmaq_f32(vmulq_n_f32(vaddq_f32(one, t), 0.5f), vmulq_f32(half_v, vfmsq_f32(one, t, t)), du);
+    }
+    return vmulq_f32(half_v, vaddq_f32(one, t));
+  }
+}
+
+template <Activation A, bool G>
+void act_rows_t(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t j = 0; j < N; j += 4) {
+      const int64_t i = r * N + j, n = N - j;
+      const float32x4_t v = bias ? vaddq_f32(load(h + i, n), load(bias + j, n)) : load(h + i, n);
+      float32x4_t g;
+      store(y + i, n, act_of<A, G>(v, &g));
+      if constexpr (G) store(h + i, n, g);
+    }
+}
+}  // namespace
+
+void act_rows(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1, bool keep_grad,
+              Activation act) {
+  with_activation(act, keep_grad, [&]<Activation A, bool G>() { act_rows_t<A, G>(y, h, bias, N, r0, r1); });
+}
+
 void bias_gelu_backward_columns(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
                                 int64_t j0, int64_t j1, bool clear_grad) {
   auto run = [&]<bool Clear>() {
