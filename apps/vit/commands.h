@@ -24,7 +24,7 @@ inline void use_threads(int n, bool training = false) {
   if (bind != "off" && (!training || bind == "on")) bind_threads();
 }
 
-// The README table's variables that are set, as NAME=value words ("none set" when none is):
+// The README table's variables that are set, as NAME=value words (a sentence saying so when none is):
 // what vit info and vit bench ran under.
 inline std::string environment_line() {
   std::string line;
