@@ -588,7 +588,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
           << ": training goes on within float rounding of the uninterrupted run, not bit for bit ("
           << (p.processes != ranks ? "mpirun -np " + std::to_string(p.processes)
                                    : "VIT_SHARDS=" + std::to_string(p.shards))
-          << " keeps the bits)" << std::endl;
+          << " keeps the weights' bits)" << std::endl;
     }
   }
   p.processes = ranks, p.shards = shards;
