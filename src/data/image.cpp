@@ -1,5 +1,6 @@
 #include "vit/data/image.h"
 
+#include <jerror.h>  // JWRN_JPEG_EOF
 #include <jpeglib.h>
 #include <png.h>
 
@@ -76,7 +77,12 @@ Image decode_jpeg(const uint8_t* data, size_t size, const std::string& path) {
   JpegError err;
   cinfo.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = jpeg_fail;
-  err.mgr.emit_message = [](j_common_ptr, int) {};  // warnings (e.g. extraneous bytes) are not errors
+  // Warnings (extraneous bytes, a corrupt segment that resyncs) are not errors, as in Pillow,
+  // but the data ending before the image does is: libjpeg would fill the missing rows with
+  // gray and say nothing, and Pillow refuses such a file ("image file is truncated").
+  err.mgr.emit_message = [](j_common_ptr cinfo, int level) {
+    if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) jpeg_fail(cinfo);
+  };
   Image out;
   // Nothing with a destructor may be created between setjmp and the decode's end.
   if (setjmp(err.jump)) {

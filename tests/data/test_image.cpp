@@ -93,6 +93,26 @@ TEST(Image, CorruptFilesNameTheFile) {
             std::string::npos);
 }
 
+// A JPEG cut anywhere after its header decodes to gray rows in libjpeg, with only a warning:
+// it is an error here, as in Pillow ("image file is truncated"), at every cut from the first
+// scan's data to the last byte before the end marker. The whole file still decodes.
+TEST(Image, TruncatedJpegIsAnError) {
+  test::TempDir dir("cutjpg");
+  write_jpeg(dir / "ok.jpg", gradient(48, 40, 3));
+  const std::string bytes = read_text_file(dir / "ok.jpg");
+  EXPECT_NO_THROW(read_image(dir / "ok.jpg"));
+  const size_t sos = bytes.find("\xFF\xDA");
+  ASSERT_NE(sos, std::string::npos);
+  int cuts = 0;
+  for (size_t n = sos + 20; n + 2 < bytes.size(); n += (bytes.size() - sos) / 13, ++cuts) {
+    std::ofstream(dir / "cut.jpg", std::ios::binary | std::ios::trunc) << bytes.substr(0, n);
+    const std::string msg = test::error_of([&] { read_image(dir / "cut.jpg"); });
+    EXPECT_NE(msg.find("cut.jpg: corrupt JPEG: Premature end of JPEG file"), std::string::npos)
+        << "cut at " << n << " of " << bytes.size() << " bytes: " << msg;
+  }
+  EXPECT_GE(cuts, 10);
+}
+
 // A header may claim any size in a few bytes: the fuzzer's JPEG (3 KB) claims 65362 x 63356
 // pixels, a 12 GB buffer. Such files are refused from the header with a clear error, at
 // Pillow's limit by default; the limit is a setting (0 lifts it), checked at its edge for
