@@ -38,7 +38,8 @@ struct EvalFlags {
 Run add_eval(CLI::App& cmd) {
   auto f = std::make_shared<EvalFlags>();
   f->load.add_to(cmd);
-  cmd.add_option("--data-dir", f->data_dir, "dataset directory")->required();
+  cmd.add_option("--data-dir", f->data_dir, "dataset directory (only the --split evaluated is read)")
+      ->required();
   cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10, cifar100 or folder")->capture_default_str();
   cmd.add_option("--split", f->split, "test, val (the same: the held-out split) or train")
       ->check(CLI::IsMember({"test", "val", "train"}))
@@ -72,7 +73,8 @@ Run add_eval(CLI::App& cmd) {
     f->input.prepare(*model, f->batch_size);
     const ViTConfig& cfg = model->config();
     const InputSpec in = f->input.spec(cfg);
-    DataSources d = make_datasets(f->data_dir, f->dataset, in, 0.0, 0, f->skip_bad_images);
+    DataSources d = make_datasets(f->data_dir, f->dataset, in, 0.0, 0, f->skip_bad_images,
+                                  f->split == "train" ? Splits::train : Splits::eval);
     print_skipped(d.skipped, std::cerr);  // stderr: --json keeps stdout one object
     const Dataset& data = f->split == "train" ? *d.train : *d.eval;
     // Read before the evaluation, so a bad labels file fails at once.

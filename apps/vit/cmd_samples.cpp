@@ -27,7 +27,9 @@ Run add_samples(CLI::App& cmd) {
     std::vector<float> mean, std;
   };
   auto f = std::make_shared<Flags>();
-  cmd.add_option("--data-dir", f->data_dir, "dataset directory (IDX or CIFAR)")->required();
+  cmd.add_option("--data-dir", f->data_dir,
+                 "dataset directory (IDX or CIFAR; only the --split drawn from is read)")
+      ->required();
   cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10 or cifar100")->capture_default_str();
   cmd.add_option("--split", f->split, "test or train")
       ->check(CLI::IsMember({"test", "train"}))
@@ -47,7 +49,8 @@ Run add_samples(CLI::App& cmd) {
       ->check(positive());
   return [f] {
     const AugmentConfig flags = f->aug.config();
-    DatasetSplits d = open_dataset(f->data_dir, f->dataset);
+    DatasetSplits d =
+        open_dataset(f->data_dir, f->dataset, f->split == "train" ? Splits::train : Splits::eval);
     const std::shared_ptr<const ImageSet> s = f->split == "train" ? d.train : d.test;
     std::filesystem::create_directories(f->out);
     const int64_t n = std::min(f->count, s->n), plane = s->h * s->w;

@@ -21,17 +21,23 @@ bool is_image(const fs::path& p) {
 }
 }  // namespace
 
+std::vector<std::string> class_folders(const std::string& root) {
+  VIT_CHECK(fs::is_directory(root), root, ": not a directory");
+  std::vector<std::string> found;
+  for (auto& e : fs::directory_iterator(root))
+    if (e.is_directory()) found.push_back(e.path().filename().string());
+  std::sort(found.begin(), found.end());
+  VIT_CHECK(!found.empty(), root, ": no class folders (expected ", root, "/<class>/*.png|jpg)");
+  return found;
+}
+
 FolderDataset::FolderDataset(const std::string& root, InputSpec in, std::vector<std::string> class_names,
                              bool skip_bad)
     : root_(root), in_(std::move(in)), classes_(std::move(class_names)) {
   VIT_CHECK(fs::is_directory(root), root, ": not a directory");
   VIT_CHECK(int64_t(in_.mean.size()) == in_.channels && int64_t(in_.std.size()) == in_.channels, root,
             ": mean and std need one value per channel");
-  std::vector<std::string> found;
-  for (auto& e : fs::directory_iterator(root))
-    if (e.is_directory()) found.push_back(e.path().filename().string());
-  std::sort(found.begin(), found.end());
-  VIT_CHECK(!found.empty(), root, ": no class folders (expected ", root, "/<class>/*.png|jpg)");
+  const std::vector<std::string> found = class_folders(root);
   if (classes_.empty()) classes_ = found;
   for (auto& name : found) {
     auto it = std::find(classes_.begin(), classes_.end(), name);

@@ -10,53 +10,58 @@ namespace vit {
 
 namespace fs = std::filesystem;
 
-DatasetSplits open_dataset(const std::string& dir, const std::string& kind) {
+DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Splits need) {
   VIT_CHECK(fs::is_directory(dir), "--data-dir ", dir, ": not a directory");
   VIT_CHECK(kind == "auto" || kind == "idx" || kind == "cifar10" || kind == "cifar100",
             "--dataset must be auto, idx, cifar10, cifar100 or folder, got '", kind, "'");
+  const bool want_train = need != Splits::eval, want_test = need != Splits::train;
   DatasetSplits out;
+  // A format is the directory's when either split's files are there (or it is asked for by
+  // name); then each split wanted must be there, and only those are read.
+  auto take = [&](const char* name, bool has_train, bool has_test, const std::string& train_what,
+                  const std::string& test_what, auto read_train, auto read_test) {
+    VIT_CHECK(!want_train || has_train, dir, ": no ", train_what);
+    VIT_CHECK(!want_test || has_test, dir, ": no ", test_what);
+    out.kind = name;
+    if (want_train) out.train = std::make_shared<ImageSet>(read_train());
+    if (want_test) out.test = std::make_shared<ImageSet>(read_test());
+  };
   if (kind == "auto" || kind == "idx") {
     auto [ti, tl] = find_idx_files(dir, true);
     auto [vi, vl] = find_idx_files(dir, false);
-    if (!ti.empty() || kind == "idx") {
-      VIT_CHECK(!ti.empty() && !tl.empty(), dir,
-                ": no IDX training files (train-images-idx3-ubyte[.gz] and "
-                "train-labels-idx1-ubyte[.gz])");
-      VIT_CHECK(!vi.empty() && !vl.empty(), dir,
-                ": no IDX test files (t10k-images-idx3-ubyte[.gz] and "
-                "t10k-labels-idx1-ubyte[.gz])");
-      out.kind = "idx";
-      out.train = std::make_shared<ImageSet>(read_idx(ti, tl));
-      out.test = std::make_shared<ImageSet>(read_idx(vi, vl));
+    if (!ti.empty() || !vi.empty() || kind == "idx") {
+      take(
+          "idx", !ti.empty() && !tl.empty(), !vi.empty() && !vl.empty(),
+          "IDX training files (train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz])",
+          "IDX test files (t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz])",
+          [&] { return read_idx(ti, tl); }, [&] { return read_idx(vi, vl); });
       return out;
     }
   }
   if (kind == "auto" || kind == "cifar10") {
     auto train = find_cifar10_files(dir, true), test = find_cifar10_files(dir, false);
-    if (!train.empty() || kind == "cifar10") {
-      VIT_CHECK(!train.empty(), dir,
-                ": no CIFAR-10 training batches (data_batch_1.bin ... data_batch_5.bin)");
-      VIT_CHECK(!test.empty(), dir, ": no CIFAR-10 test batch (test_batch.bin)");
-      out.kind = "cifar10";
-      out.train = std::make_shared<ImageSet>(read_cifar10(train));
-      out.test = std::make_shared<ImageSet>(read_cifar10(test));
+    if (!train.empty() || !test.empty() || kind == "cifar10") {
+      take(
+          "cifar10", !train.empty(), !test.empty(),
+          "CIFAR-10 training batches (data_batch_1.bin ... data_batch_5.bin)",
+          "CIFAR-10 test batch (test_batch.bin)", [&] { return read_cifar10(train); },
+          [&] { return read_cifar10(test); });
       return out;
     }
   }
   const std::string train = find_cifar100_file(dir, true), test = find_cifar100_file(dir, false);
-  VIT_CHECK(!train.empty() || kind == "cifar100", dir,
+  VIT_CHECK(!train.empty() || !test.empty() || kind == "cifar100", dir,
             ": no dataset found (looked for IDX files such as "
             "train-images-idx3-ubyte, CIFAR-10 data_batch_*.bin, CIFAR-100 train.bin, train/ and val/ image "
             "folders)");
-  VIT_CHECK(!train.empty() && !test.empty(), dir, ": no CIFAR-100 train.bin and test.bin");
-  out.kind = "cifar100";
-  out.train = std::make_shared<ImageSet>(read_cifar100(train));
-  out.test = std::make_shared<ImageSet>(read_cifar100(test));
+  take(
+      "cifar100", !train.empty(), !test.empty(), "CIFAR-100 train.bin", "CIFAR-100 test.bin",
+      [&] { return read_cifar100(train); }, [&] { return read_cifar100(test); });
   return out;
 }
 
 DataSources make_datasets(const std::string& dir, const std::string& kind, const InputSpec& in,
-                          double val_split, uint64_t seed, bool skip_bad_images) {
+                          double val_split, uint64_t seed, bool skip_bad_images, Splits need) {
   DataSources out;
   in.validate();
   // Training images go straight to the input size (augmentation crops them); evaluation
@@ -64,37 +69,52 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
   InputSpec train_in = in;
   train_in.crop_pct = 1.f;
   train_in.crop_mode = "squash";
-  const bool folders = fs::is_directory(fs::path(dir) / "train") &&
-                       (fs::is_directory(fs::path(dir) / "val") || fs::is_directory(fs::path(dir) / "test"));
-  if (kind == "folder" || (kind == "auto" && folders && find_idx_files(dir, true).first.empty())) {
-    VIT_CHECK(folders, dir, ": image folders need ", dir, "/train/<class>/ and ", dir,
-              "/val/<class>/ (or test/)");
+  // An evaluation split held out of train reads train.
+  const bool want_train = need != Splits::eval || val_split > 0, want_eval = need != Splits::train;
+  const fs::path train_dir = fs::path(dir) / "train", eval_dir = fs::is_directory(fs::path(dir) / "val")
+                                                                     ? fs::path(dir) / "val"
+                                                                     : fs::path(dir) / "test";
+  const bool has_train = fs::is_directory(train_dir), has_eval = fs::is_directory(eval_dir);
+  const bool folders = (has_train || !want_train) && (has_eval || !want_eval) && (has_train || has_eval);
+  if (kind == "folder" || (kind == "auto" && folders && find_idx_files(dir, true).first.empty() &&
+                           find_idx_files(dir, false).first.empty())) {
+    VIT_CHECK(folders, dir, ": image folders need ",
+              want_train && want_eval ? dir + "/train/<class>/ and " + dir + "/val/<class>/ (or test/)"
+              : want_train            ? dir + "/train/<class>/"
+                                      : dir + "/val/<class>/ (or test/)");
+    VIT_CHECK(val_split == 0, "--val-split is for datasets without a validation split; ", dir, " has one");
     out.kind = "folder";
-    auto train = std::make_unique<FolderDataset>((fs::path(dir) / "train").string(), train_in,
-                                                 std::vector<std::string>{}, skip_bad_images);
-    out.class_names = train->class_names();
-    if (val_split > 0) {
-      throw Error("--val-split is for datasets without a validation split; " + dir + " has one");
-    }
-    const fs::path val =
-        fs::is_directory(fs::path(dir) / "val") ? fs::path(dir) / "val" : fs::path(dir) / "test";
-    auto eval = std::make_unique<FolderDataset>(val.string(), in, out.class_names, skip_bad_images);
-    for (const FolderDataset* f : {train.get(), eval.get()})
+    // train/'s classes wherever it exists, listed without its files when train is not read.
+    auto keep = [&](std::unique_ptr<FolderDataset> f, std::unique_ptr<Dataset>& into) {
+      out.class_names = f->class_names();
       out.skipped.insert(out.skipped.end(), f->skipped().begin(), f->skipped().end());
-    out.eval = std::move(eval);
-    out.train = std::move(train);
+      into = std::move(f);
+    };
+    if (want_train)
+      keep(std::make_unique<FolderDataset>(train_dir.string(), train_in, std::vector<std::string>{},
+                                           skip_bad_images),
+           out.train);
+    else if (has_train)
+      out.class_names = class_folders(train_dir.string());
+    if (want_eval)
+      keep(std::make_unique<FolderDataset>(eval_dir.string(), in, out.class_names, skip_bad_images),
+           out.eval);
     return out;
   }
-  DatasetSplits d = open_dataset(dir, kind);
+  const bool want_test = want_eval && val_split == 0;  // held out of train: the test files go unread
+  DatasetSplits d = open_dataset(dir, kind,
+                                 want_train && want_test ? Splits::both
+                                 : want_train            ? Splits::train
+                                                         : Splits::eval);
   out.kind = d.kind;
-  out.class_names = d.train->class_names;
+  out.class_names = (d.train ? d.train : d.test)->class_names;
   if (val_split > 0) {
     auto [tr, va] = split_indices(d.train->n, val_split, seed);
-    out.train = std::make_unique<NormalizedDataset>(d.train, train_in, tr);
-    out.eval = std::make_unique<NormalizedDataset>(d.train, in, va);
+    if (need != Splits::eval) out.train = std::make_unique<NormalizedDataset>(d.train, train_in, tr);
+    if (want_eval) out.eval = std::make_unique<NormalizedDataset>(d.train, in, va);
   } else {
-    out.train = std::make_unique<NormalizedDataset>(d.train, train_in);
-    out.eval = std::make_unique<NormalizedDataset>(d.test, in);
+    if (want_train) out.train = std::make_unique<NormalizedDataset>(d.train, train_in);
+    if (want_eval) out.eval = std::make_unique<NormalizedDataset>(d.test, in);
   }
   return out;
 }

@@ -590,6 +590,16 @@ TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
     EXPECT_EQ(rows, 16);
     EXPECT_DOUBLE_EQ(double(nlohmann::json::parse(p.out)["top1"]), 100.0 * right / 16.0) << dtype;  // percent
   }
+  // The test split alone evaluates to the same result: eval reads only the split it uses.
+  for (int k = 1; k <= 5; ++k) std::filesystem::remove(data / ("data_batch_" + std::to_string(k) + ".bin"));
+  Result alone = run("eval --json --checkpoint " + (out / "best.safetensors") + " --data-dir " + data.str() +
+                     " --confusion-png " + png);
+  ASSERT_EQ(alone.code, 0) << alone.out;
+  EXPECT_EQ(alone.out, ev.out);
+  Result train_split = run("eval --split train" + ck);
+  EXPECT_NE(train_split.code, 0);
+  EXPECT_NE(train_split.out.find(data.str() + ": no CIFAR-10 training batches"), std::string::npos)
+      << train_split.out;
 }
 
 TEST(Cli, FineTuneAHuggingFaceModelExportedToTimmWithAFrozenBackbone) {

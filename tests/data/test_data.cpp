@@ -100,6 +100,53 @@ TEST(Idx, ErrorsNameTheFileAndTheProblem) {
   EXPECT_NE(test::error_of([&] { open_dataset(empty.str()); }).find("no dataset found"), std::string::npos);
 }
 
+// vit eval and vit samples read only the split they use: a directory with the test files
+// alone serves them, in each format; asking for a missing split names it; the split not
+// asked for is not read (a corrupt training file goes unnoticed by an evaluation).
+TEST(Datasets, OneSplitIsReadAloneWhereOnlyItIsAskedFor) {
+  test::TempDir idx("idxtest");
+  write_idx(idx.str(), "t10k", 3, 4, 5, false);
+  DatasetSplits d = open_dataset(idx.str(), "auto", Splits::eval);
+  EXPECT_EQ(d.kind, "idx");
+  ASSERT_TRUE(d.test);
+  EXPECT_EQ(d.test->n, 3);
+  EXPECT_FALSE(d.train);
+  EXPECT_NE(test::error_of([&] { open_dataset(idx.str()); }).find(idx.str() + ": no IDX training files"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([&] { open_dataset(idx.str(), "auto", Splits::train); }).find("no IDX training"),
+            std::string::npos);
+  write(idx / "train-images-idx3-ubyte", "not an IDX file");
+  write(idx / "train-labels-idx1-ubyte", "nor this");
+  EXPECT_EQ(open_dataset(idx.str(), "auto", Splits::eval).test->n, 3);
+  EXPECT_NE(test::error_of([&] { open_dataset(idx.str()); }), "(no error)");
+  const InputSpec in{1, 4, 5, {0.5f}, {0.25f}};
+  DataSources s = make_datasets(idx.str(), "auto", in, 0.0, 0, false, Splits::eval);
+  ASSERT_TRUE(s.eval);
+  EXPECT_EQ(s.eval->size(), 3);
+  EXPECT_FALSE(s.train);
+
+  test::TempDir cifar("cifartest");
+  std::string rec(1, char(7));
+  rec.append(3072, '\x10');
+  write(cifar / "test_batch.bin", rec + rec);
+  d = open_dataset(cifar.str(), "auto", Splits::eval);
+  EXPECT_EQ(d.kind, "cifar10");
+  EXPECT_EQ(d.test->n, 2);
+  EXPECT_NE(test::error_of([&] { open_dataset(cifar.str()); }).find("no CIFAR-10 training batches"),
+            std::string::npos);
+
+  test::TempDir c100("c100test");
+  std::string r100{char(3), char(77)};
+  r100.append(3072, '\x05');
+  write(c100 / "test.bin", r100);
+  d = open_dataset(c100.str(), "auto", Splits::eval);
+  EXPECT_EQ(d.kind, "cifar100");
+  EXPECT_EQ(d.test->labels[0], 77);
+  EXPECT_NE(
+      test::error_of([&] { open_dataset(c100.str(), "auto", Splits::train); }).find("no CIFAR-100 train.bin"),
+      std::string::npos);
+}
+
 TEST(Cifar, Cifar10And100Batches) {
   test::TempDir dir("cifar");
   auto record = [](int label, int fill) {

@@ -248,4 +248,39 @@ TEST(Folder, ClassesFromSortedSubfoldersAndClearErrors) {
   EXPECT_NE(msg.find("broken.jpg"), std::string::npos) << msg;
 }
 
+// An evaluation alone lists train/'s class names but not its files: val/ without "cat" keeps
+// "dog" at train's index 1, a file in train/ that does not decode is neither decoded nor
+// reported with skip_bad_images, and a directory holding val/ alone serves (its own classes).
+TEST(Folder, AnEvaluationAloneKeepsTrainsClassesWithoutReadingTrain) {
+  test::TempDir dir("evalonly");
+  namespace fs = std::filesystem;
+  const fs::path root(dir.str());
+  for (const char* cls : {"cat", "dog"}) {
+    fs::create_directories(root / "train" / cls);
+    write_png((root / "train" / cls / "a.png").string(), gradient(6, 10, 3));
+  }
+  std::ofstream(root / "train" / "cat" / "broken.png") << "nope";
+  fs::create_directories(root / "val" / "dog");
+  write_png((root / "val" / "dog" / "a.png").string(), gradient(6, 10, 3));
+  const InputSpec in{3, 4, 4, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+  DataSources d = make_datasets(dir.str(), "auto", in, 0.0, 0, true, Splits::eval);
+  EXPECT_EQ(d.kind, "folder");
+  EXPECT_FALSE(d.train);
+  ASSERT_TRUE(d.eval);
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"cat", "dog"}));
+  std::vector<float> x(3 * 4 * 4);
+  EXPECT_EQ(d.eval->get(0, x.data()), 1);
+  EXPECT_TRUE(d.skipped.empty()) << d.skipped.front();
+  DataSources both = make_datasets(dir.str(), "auto", in, 0.0, 0, true);  // training reads train/
+  ASSERT_EQ(both.skipped.size(), 1u);
+  EXPECT_NE(both.skipped[0].find("broken.png"), std::string::npos);
+
+  fs::remove_all(root / "train");
+  d = make_datasets(dir.str(), "auto", in, 0.0, 0, false, Splits::eval);
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"dog"}));
+  EXPECT_EQ(d.eval->get(0, x.data()), 0);
+  EXPECT_NE(test::error_of([&] { make_datasets(dir.str(), "folder", in, 0.0, 0); }).find("/train/<class>/"),
+            std::string::npos);
+}
+
 }  // namespace vit

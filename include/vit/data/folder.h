@@ -13,6 +13,9 @@
 
 namespace vit {
 
+// The sorted names of root's subfolders (the classes), without listing their files.
+std::vector<std::string> class_folders(const std::string& root);
+
 class FolderDataset : public Dataset {
  public:
   // class_names: use these (e.g. the training split's) instead of the subfolders' own,

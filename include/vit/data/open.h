@@ -12,12 +12,19 @@
 namespace vit {
 
 struct DatasetSplits {
-  std::string kind;  // what was opened: idx, cifar10, cifar100
-  std::shared_ptr<const ImageSet> train, test;
+  std::string kind;                             // what was opened: idx, cifar10, cifar100
+  std::shared_ptr<const ImageSet> train, test;  // null where not asked for
 };
 
-// Throws vit::Error naming the directory and what was looked for when nothing matches.
-DatasetSplits open_dataset(const std::string& dir, const std::string& kind = "auto");
+// Which splits a command reads: vit eval and vit samples read the one they work on, so a
+// directory holding only the test split (t10k-*, test_batch.bin, val/) serves them, and an
+// ImageNet-sized train/ is neither listed nor, with skip_bad_images, decoded to evaluate.
+enum class Splits { both, train, eval };
+
+// Throws vit::Error naming the directory and what was looked for when nothing matches, or
+// naming the split asked for that is missing. A format is recognized by either split's files.
+DatasetSplits open_dataset(const std::string& dir, const std::string& kind = "auto",
+                           Splits need = Splits::both);
 
 // What a model takes as input: its channels, size, mean and std, and its eval transform
 // (interpolation, crop_pct, crop_mode).
@@ -37,8 +44,12 @@ struct DataSources {
 // images are preprocessed as `in` says; training images are resized straight to the
 // input size (crop_pct 1), since augmentation does the cropping. skip_bad_images: image
 // folders leave out files that do not decode (checked up front) instead of stopping.
+// need: the splits to produce (the other stays null). Image folders' classes are train/'s
+// subfolders wherever it exists, so that an evaluation alone keeps the training indices;
+// without train/, the evaluation folder's own.
 DataSources make_datasets(const std::string& dir, const std::string& kind, const InputSpec& in,
-                          double val_split, uint64_t seed, bool skip_bad_images = false);
+                          double val_split, uint64_t seed, bool skip_bad_images = false,
+                          Splits need = Splits::both);
 
 // Holds out the last `fraction` of a seeded permutation of [0, n) for validation:
 // returns {train indices, validation indices}.
