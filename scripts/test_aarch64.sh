@@ -111,6 +111,7 @@ kThreadTests=(
   'Features.ShardsGiveTheRowsOneModelGives'
   'Variants/ClsTail.TrainingStepMatchesTheFullLastBlock/(shards|dim_head)'
   'Threads.RunOnThreadsRunsEachIndexOnceWithNestedLoopsOnOneThread'
+  'Threads.ForItemsOnThreadsRunsEachItemOnceAndRethrowsTheFirstFailure'
   'Threads.BindThreads.*'
   'Rng.FillTruncNormalIsTheSequentialLoopOnAnyThreadCount'
   'Determinism\..*'

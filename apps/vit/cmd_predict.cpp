@@ -170,7 +170,9 @@ Run add_predict(CLI::App& cmd) {
           infer(first, B, rows.data() + first * n);
           continue;
         }
-        for (int64_t b = 0; b < B; ++b) load_image_input(files[size_t(first + b)], in, x.data() + b * n);
+        // Decoded on the threads (the first bad file's error, as in order).
+        for_items_on_threads(
+            B, [&](int64_t b) { load_image_input(files[size_t(first + b)], in, x.data() + b * n); });
         infer(first, B, x.data());
       }
     };

@@ -51,7 +51,7 @@ struct Classifier::Impl {
     for (int64_t first = 0; first < N; first += max_batch) {
       const int64_t B = std::min(max_batch, N - first);
       x.resize(size_t(B * n));
-      for (int64_t b = 0; b < B; ++b) preprocess(images[size_t(first + b)], x.data() + b * n);
+      for_items_on_threads(B, [&](int64_t b) { preprocess(images[size_t(first + b)], x.data() + b * n); });
       out(first, B);
     }
   }

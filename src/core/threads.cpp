@@ -5,6 +5,7 @@
 #include <sched.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <vector>
@@ -94,6 +95,13 @@ void run_on_threads(int n, const std::function<void(int)>& f) {
   }
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+void for_items_on_threads(int64_t n, const std::function<void(int64_t)>& f) {
+  const int T = int(std::min<int64_t>(n, num_threads()));
+  run_on_threads(T, [&](int t) {
+    for (int64_t i = n * t / T; i < n * (t + 1) / T; ++i) f(i);
+  });
 }
 
 bool in_parallel() {

@@ -15,6 +15,7 @@
 #include "core/json_number.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
+#include "vit/core/threads.h"
 #include "vit/data/prefetch.h"
 #include "vit/io/checkpoint.h"
 #include "vit/train/memory.h"
@@ -74,12 +75,14 @@ void check_shapes(const ViT& model, const Dataset& d) {
             " classes, the model's head has ", c.num_classes);
 }
 
-// Fills images[B,C,H,W] and labels[B] with samples order[first..first+B).
+// Fills images[B,C,H,W] and labels[B] with samples order[first..first+B), on the threads. A
+// sample that fails (an image folder's file that does not decode) is rethrown here, the
+// first in the batch's order: an exception leaving an OpenMP loop would end the program
+// ("terminate called", SIGABRT) instead of giving vit's one-line error.
 void load_batch(const Dataset& d, const std::vector<int64_t>& order, int64_t first, int64_t B, float* images,
                 int64_t* labels) {
   const int64_t n = d.channels() * d.height() * d.width();
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < B; ++b) labels[b] = d.get(order[first + b], images + b * n);
+  for_items_on_threads(B, [&](int64_t b) { labels[b] = d.get(order[size_t(first + b)], images + b * n); });
 }
 
 std::string summary_csv(const std::vector<EpochStats>& hist, bool ema) {
@@ -252,7 +255,8 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
             st.at("batch_size").get<int64_t>(), " x ", accum, " accumulation step(s), ",
             st.at("steps_per_epoch").get<int64_t>(), " steps per epoch); an exact resume needs the same");
   VIT_CHECK(st.at("seed") == cfg.seed, sp, ": the run used seed ", st.at("seed").get<uint64_t>());
-  VIT_CHECK(p.step_in_epoch >= 0 && p.step_in_epoch < steps_per_epoch, sp, ": step_in_epoch ",
+  // step_in_epoch = steps_per_epoch: the epoch's steps are done, its evaluation failed.
+  VIT_CHECK(p.step_in_epoch >= 0 && p.step_in_epoch <= steps_per_epoch, sp, ": step_in_epoch ",
             p.step_in_epoch, " is outside an epoch of ", steps_per_epoch, " steps");
   if (self_contained)
     for (auto& s : model.table().specs()) {
@@ -627,7 +631,8 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     if (cfg.on_epoch_start) cfg.on_epoch_start(epoch);
     double loss_sum = first > 0 ? p.loss_sum : 0;
     int64_t correct_sum = first > 0 ? p.correct_sum : 0, seen = first > 0 ? p.seen : 0;
-    float lr = 0;
+    // (A state at the epoch's last step, whose evaluation failed, runs no step: its lr.)
+    float lr = first > 0 ? lr_at(sched, p.global_step - 1) : 0;
     ProgressLine bar(log, cfg.progress_bar, cfg.log_every);
     bar.start(epoch, cfg.total_epochs(), steps_per_epoch, first, seen);
     // Mixing pairs row b with row bs-1-b: a shard also loads the rows its rows mix with.
@@ -754,11 +759,35 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     const std::string at = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.total_epochs());
     EvalProgress eval_bar(log, cfg.progress_bar, 30, at + " eval"),
         ema_bar(log, cfg.progress_bar, 30, at + " EMA eval");
-    if (eval_set) e.eval = evaluate(model, *eval_set, cfg.batch_size, &comm, &eval_bar);
-    if (eval_set && ema) {
-      swap_weights(model, *ema);
-      e.ema = evaluate(model, *eval_set, cfg.batch_size, &comm, &ema_bar);
-      swap_weights(model, *ema);
+    try {
+      if (eval_set) e.eval = evaluate(model, *eval_set, cfg.batch_size, &comm, &eval_bar);
+      if (eval_set && ema) {
+        swap_weights(model, *ema);
+        try {
+          e.ema = evaluate(model, *eval_set, cfg.batch_size, &comm, &ema_bar);
+        } catch (...) {
+          swap_weights(model, *ema);
+          throw;
+        }
+        swap_weights(model, *ema);
+      }
+    } catch (const Error& err) {
+      // An evaluation that fails (an image that does not decode; every rank fails together)
+      // loses no training: a recovery state at the epoch's last step, from which --resume
+      // evaluates the epoch and goes on once the file is mended or removed.
+      Progress r = p;
+      r.step_in_epoch = steps_per_epoch;
+      r.loss_sum = loss_sum;
+      r.correct_sum = correct_sum;
+      r.seen = seen;
+      r.seconds = seconds_since(t0);
+      run_agreed(comm, "writing a recovery state to " + cfg.output, [&] {
+        if (write) save_state(dir / kRecoveryFile, model, opt, ema, r, cfg, steps_per_epoch);
+      });
+      if (!write) throw;
+      throw Error(detail::concat(err.what(), "\nthe training of epoch ", epoch + 1, " is kept in ",
+                                 (dir / kRecoveryFile).string(), ": mend or remove the file, then --resume ",
+                                 cfg.output, " evaluates the epoch and goes on"));
     }
     e.lr = lr;
     e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -18,6 +19,8 @@
 #include "support/temp_dir.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
+#include "vit/data/image.h"
+#include "vit/io/safetensors.h"
 #include "vit/train/run_dir.h"
 
 namespace {
@@ -126,6 +129,73 @@ TEST(RunDir, ResumeOnOtherShardsSaysSoAndVitShardsKeepsTheBits) {
       << "VIT_SHARDS=2 on one thread: not the uninterrupted run's weights";
   EXPECT_FALSE(weights(other) == weights(whole))
       << "one shard gave the two shards' bits: the note would be wrong";
+}
+
+// An evaluation that fails (a validation image cut short) loses no training: the run stops
+// with vit's error and a recovery state at the epoch's last step; once the file is mended,
+// --resume evaluates that epoch and goes on, to the uninterrupted run's weights and
+// summary.csv (but its seconds), bit for bit, with a model EMA in the state too.
+TEST(RunDir, AFailedEvaluationKeepsTheEpochAndTheResumeEvaluatesIt) {
+  vit::test::TempDir tmp("run_evalfail");
+  const std::string data = tmp / "data";
+  auto image = [](int seed) {
+    vit::Image img{16, 16, 1, std::vector<uint8_t>(256)};
+    for (size_t i = 0; i < img.px.size(); ++i) img.px[i] = uint8_t(i * 7 + seed * 31);
+    return img;
+  };
+  for (const char* split : {"train", "val"})
+    for (int c = 0; c < 2; ++c)
+      for (int i = 0; i < 4; ++i) {
+        const std::string cls = data + "/" + split + "/c" + std::to_string(c);
+        fs::create_directories(cls);
+        vit::write_png(cls + "/" + std::to_string(i) + ".png", image(c * 4 + i));
+      }
+  const std::string bad = data + "/val/c1/3.png";
+  const std::vector<char> good = vit::read_file_bytes(bad);
+  const std::string train =
+      "train --model mnist-seed --img-size 16 --num-classes 2 --epochs 2 -b 4 --threads 1 "
+      "--model-ema --recovery-interval 0 --data-dir " +
+      data + " --output ";
+  ASSERT_EQ(run(train + (tmp / "whole")).code, 0);
+  {
+    std::ofstream f(bad, std::ios::binary | std::ios::trunc);
+    f.write(good.data(), std::streamsize(good.size() / 2));
+  }
+  const std::string dir = tmp / "run";
+  const Result failed = run(train + dir);
+  EXPECT_EQ(failed.code, 1) << failed.out;
+  EXPECT_TRUE(has(failed.out, "vit: error: " + bad + ": corrupt PNG")) << failed.out;
+  EXPECT_TRUE(has(failed.out, "the training of epoch 1 is kept in " + dir +
+                                  "/recovery.state.safetensors: mend or remove the file, then --resume " +
+                                  dir + " evaluates the epoch and goes on"))
+      << failed.out;
+  EXPECT_FALSE(fs::exists(dir + "/last.safetensors"));
+  const Result again = run("train --resume " + dir);  // not mended yet: the same error, the state kept
+  EXPECT_EQ(again.code, 1) << again.out;
+  EXPECT_TRUE(fs::exists(dir + "/recovery.state.safetensors"));
+  {
+    std::ofstream f(bad, std::ios::binary | std::ios::trunc);
+    f.write(good.data(), std::streamsize(good.size()));
+  }
+  const Result resumed = run("train --resume " + dir);
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  for (const char* file : {"last.safetensors", "best.safetensors"}) {
+    const vit::SafeTensors a = vit::SafeTensors::open(tmp / "whole/" + file),
+                           b = vit::SafeTensors::open(dir + "/" + file);
+    ASSERT_EQ(a.tensors().size(), b.tensors().size());
+    for (const auto& t : a.tensors()) {
+      const auto u = a.to_float(t.name), v = b.to_float(t.name);
+      EXPECT_EQ(std::memcmp(u.data(), v.data(), u.size() * sizeof(float)), 0) << file << ": " << t.name;
+    }
+  }
+  auto without_seconds = [](const std::string& csv) {  // the last column
+    std::istringstream in(csv);
+    std::string out;
+    for (std::string line; std::getline(in, line);) out += line.substr(0, line.rfind(',')) + "\n";
+    return out;
+  };
+  EXPECT_EQ(without_seconds(vit::read_text_file(dir + "/summary.csv")),
+            without_seconds(vit::read_text_file(tmp / "whole/summary.csv")));
 }
 
 // args.json is the run's settings, {flag: value} (timm's args.yaml is its settings too),

@@ -175,6 +175,20 @@ TEST(Threads, RunOnThreadsRunsEachIndexOnceWithNestedLoopsOnOneThread) {
   EXPECT_EQ(ran, 4);
 }
 
+// Items in contiguous shares, each once, more items than threads and fewer; the first failing
+// item's error in item order, whichever thread met it (items 5 and 9 fail: 5 is reported).
+TEST(Threads, ForItemsOnThreadsRunsEachItemOnceAndRethrowsTheFirstFailure) {
+  for (int64_t n : {0, 1, 3, 100}) {
+    std::vector<int> seen(size_t(n), 0);
+    for_items_on_threads(n, [&](int64_t i) { ++seen[size_t(i)]; });
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(seen[size_t(i)], 1) << i << " of " << n;
+  }
+  const std::string e = test::error_of(
+      [&] { for_items_on_threads(12, [&](int64_t i) { VIT_CHECK(i != 5 && i != 9, "item ", i); }); });
+  EXPECT_NE(e.find("item 5"), std::string::npos) << e;
+  EXPECT_FALSE(in_parallel());
+}
+
 // A value of a VIT_* variable the library cannot use stops a model's construction with an error
 // naming it, before any kernel (inside a shard's parallel region, a throw would end the program).
 TEST(Shards, ABadSettingStopsTheModelsConstruction) {

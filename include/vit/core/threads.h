@@ -36,6 +36,11 @@ bool threads_bound();
 // exception thrown by any f is rethrown here, the one of the lowest index first, after all
 // have finished.
 void run_on_threads(int n, const std::function<void(int)>& f);
+// Runs f(0) .. f(n-1) for independent items (a batch's images to decode), each of up to
+// num_threads() threads taking a contiguous share in order. An item that throws ends its
+// thread's share; the exception of the first failing item is rethrown here, after all have
+// finished (one leaving an OpenMP loop would end the program instead).
+void for_items_on_threads(int64_t n, const std::function<void(int64_t)>& f);
 // Whether the caller runs inside a parallel region (where loops run on one thread).
 bool in_parallel();
 
