@@ -66,9 +66,13 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
   in.validate();
   // Training images go straight to the input size (augmentation crops them); evaluation
   // images take the model's eval transform (crop_pct, crop_mode).
+  // The training split read alone is read to be evaluated (vit eval --split train): the eval
+  // transform, as timm's validate.py gives any split.
   InputSpec train_in = in;
-  train_in.crop_pct = 1.f;
-  train_in.crop_mode = "squash";
+  if (need != Splits::train) {
+    train_in.crop_pct = 1.f;
+    train_in.crop_mode = "squash";
+  }
   // An evaluation split held out of train reads train.
   const bool want_train = need != Splits::eval || val_split > 0, want_eval = need != Splits::train;
   const fs::path train_dir = fs::path(dir) / "train", eval_dir = fs::is_directory(fs::path(dir) / "val")

@@ -274,6 +274,20 @@ TEST(Folder, AnEvaluationAloneKeepsTrainsClassesWithoutReadingTrain) {
   DataSources both = make_datasets(dir.str(), "auto", in, 0.0, 0, true);  // training reads train/
   ASSERT_EQ(both.skipped.size(), 1u);
   EXPECT_NE(both.skipped[0].find("broken.png"), std::string::npos);
+  // The training split evaluated alone (vit eval --split train) takes the eval transform, as
+  // timm's validate.py: here a center crop of the 6 x 10 image, where training squashes it.
+  InputSpec crop = in;
+  crop.crop_mode = "center";
+  crop.crop_pct = 0.875f;
+  DataSources tr = make_datasets(dir.str(), "auto", crop, 0.0, 0, true, Splits::train);
+  DataSources tr_both = make_datasets(dir.str(), "auto", crop, 0.0, 0, true);
+  ASSERT_TRUE(tr.train && !tr.eval);
+  std::vector<float> evaluated(x.size()), trained(x.size()), want(x.size());
+  tr.train->get(0, evaluated.data());
+  tr_both.train->get(0, trained.data());
+  FolderDataset((root / "train").string(), crop).get(0, want.data());
+  EXPECT_EQ(evaluated, want);
+  EXPECT_NE(evaluated, trained);
 
   fs::remove_all(root / "train");
   d = make_datasets(dir.str(), "auto", in, 0.0, 0, false, Splits::eval);

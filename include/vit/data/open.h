@@ -44,7 +44,8 @@ struct DataSources {
 // images are preprocessed as `in` says; training images are resized straight to the
 // input size (crop_pct 1), since augmentation does the cropping. skip_bad_images: image
 // folders leave out files that do not decode (checked up front) instead of stopping.
-// need: the splits to produce (the other stays null). Image folders' classes are train/'s
+// need: the splits to produce (the other stays null); train alone is for evaluating it, with
+// the evaluation images' preprocessing. Image folders' classes are train/'s
 // subfolders wherever it exists, so that an evaluation alone keeps the training indices;
 // without train/, the evaluation folder's own.
 DataSources make_datasets(const std::string& dir, const std::string& kind, const InputSpec& in,
