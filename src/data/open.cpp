@@ -1,5 +1,6 @@
 #include "vit/data/open.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "vit/core/error.h"
@@ -61,7 +62,8 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
 }
 
 DataSources make_datasets(const std::string& dir, const std::string& kind, const InputSpec& in,
-                          double val_split, uint64_t seed, bool skip_bad_images, Splits need) {
+                          double val_split, uint64_t seed, bool skip_bad_images, Splits need,
+                          const std::vector<std::string>& model_classes) {
   DataSources out;
   in.validate();
   // Training images go straight to the input size (augmentation crops them); evaluation
@@ -94,11 +96,17 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
       out.skipped.insert(out.skipped.end(), f->skipped().begin(), f->skipped().end());
       into = std::move(f);
     };
+    const fs::path& read = want_eval ? eval_dir : train_dir;  // with one split alone
+    const bool by_model = need != Splits::both && !model_classes.empty() && [&] {
+      for (const std::string& c : class_folders(read.string()))
+        if (std::find(model_classes.begin(), model_classes.end(), c) == model_classes.end()) return false;
+      return true;
+    }();
+    if (by_model) out.class_names = model_classes;
     if (want_train)
-      keep(std::make_unique<FolderDataset>(train_dir.string(), train_in, std::vector<std::string>{},
-                                           skip_bad_images),
+      keep(std::make_unique<FolderDataset>(train_dir.string(), train_in, out.class_names, skip_bad_images),
            out.train);
-    else if (has_train)
+    else if (has_train && !by_model)
       out.class_names = class_folders(train_dir.string());
     if (want_eval)
       keep(std::make_unique<FolderDataset>(eval_dir.string(), in, out.class_names, skip_bad_images),

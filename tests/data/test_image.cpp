@@ -250,7 +250,8 @@ TEST(Folder, ClassesFromSortedSubfoldersAndClearErrors) {
 
 // An evaluation alone lists train/'s class names but not its files: val/ without "cat" keeps
 // "dog" at train's index 1, a file in train/ that does not decode is neither decoded nor
-// reported with skip_bad_images, and a directory holding val/ alone serves (its own classes).
+// reported with skip_bad_images, and a directory holding val/ alone serves (its own classes,
+// or the model's where they hold the folder's).
 TEST(Folder, AnEvaluationAloneKeepsTrainsClassesWithoutReadingTrain) {
   test::TempDir dir("evalonly");
   namespace fs = std::filesystem;
@@ -274,6 +275,15 @@ TEST(Folder, AnEvaluationAloneKeepsTrainsClassesWithoutReadingTrain) {
   DataSources both = make_datasets(dir.str(), "auto", in, 0.0, 0, true);  // training reads train/
   ASSERT_EQ(both.skipped.size(), 1u);
   EXPECT_NE(both.skipped[0].find("broken.png"), std::string::npos);
+  // A model's class names that hold every class of the folder label it (vit eval passes the
+  // checkpoint's): "dog" at the model's index 2; names that miss one are not used.
+  DataSources named =
+      make_datasets(dir.str(), "auto", in, 0.0, 0, true, Splits::eval, {"bird", "cat", "dog"});
+  EXPECT_EQ(named.eval->get(0, x.data()), 2);
+  EXPECT_EQ(named.class_names, (std::vector<std::string>{"bird", "cat", "dog"}));
+  DataSources unnamed = make_datasets(dir.str(), "auto", in, 0.0, 0, true, Splits::eval, {"bird", "cat"});
+  EXPECT_EQ(unnamed.eval->get(0, x.data()), 1);
+  EXPECT_EQ(unnamed.class_names, (std::vector<std::string>{"cat", "dog"}));
   // The training split evaluated alone (vit eval --split train) takes the eval transform, as
   // timm's validate.py: here a center crop of the 6 x 10 image, where training squashes it.
   InputSpec crop = in;

@@ -48,9 +48,12 @@ struct DataSources {
 // the evaluation images' preprocessing. Image folders' classes are train/'s
 // subfolders wherever it exists, so that an evaluation alone keeps the training indices;
 // without train/, the evaluation folder's own.
+// model_classes (a checkpoint's class names, for one split read alone): an image folder
+// whose classes are all among them is labelled by them, so that a folder of some of the
+// model's classes keeps the model's indices; otherwise as above.
 DataSources make_datasets(const std::string& dir, const std::string& kind, const InputSpec& in,
                           double val_split, uint64_t seed, bool skip_bad_images = false,
-                          Splits need = Splits::both);
+                          Splits need = Splits::both, const std::vector<std::string>& model_classes = {});
 
 // Holds out the last `fraction` of a seeded permutation of [0, n) for validation:
 // returns {train indices, validation indices}.
