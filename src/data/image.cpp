@@ -72,6 +72,27 @@ void jpeg_fail(j_common_ptr cinfo) {
   longjmp(e->jump, 1);
 }
 
+// A CMYK JPEG's pixels as Pillow gives them by convert("RGB"), to the bit: Pillow reads the
+// stored values as inverted (Adobe's convention, "CMYK;I", which it assumes for every CMYK
+// JPEG), then R = (255 - K) - C (255 - K) / 255 in its integer rounding (Convert.c's
+// cmyk2rgb, MULDIV255). ImageNet's training set holds 22 such files.
+void cmyk_to_rgb(Image& img) {
+  auto muldiv255 = [](int a, int b) {
+    const int t = a * b + 128;
+    return ((t >> 8) + t) >> 8;
+  };
+  const int64_t n = img.h * img.w;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* in = img.px.data() + 4 * i;
+    const int nk = in[3];  // 255 - K, K = 255 - stored
+    uint8_t rgb[3];
+    for (int k = 0; k < 3; ++k) rgb[k] = uint8_t(std::clamp(nk - muldiv255(255 - in[k], nk), 0, 255));
+    std::memcpy(img.px.data() + 3 * i, rgb, 3);  // behind the read: 3 i + 3 <= 4 i + 3
+  }
+  img.c = 3;
+  img.px.resize(size_t(3 * n));
+}
+
 Image decode_jpeg(const uint8_t* data, size_t size, const std::string& path) {
   jpeg_decompress_struct cinfo;
   JpegError err;
@@ -97,7 +118,10 @@ Image decode_jpeg(const uint8_t* data, size_t size, const std::string& path) {
     jpeg_destroy_decompress(&cinfo);
     throw too_large_error(path, w, h);
   }
-  cinfo.out_color_space = cinfo.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  // CMYK (and YCCK, which libjpeg turns into CMYK) as 4 channels, converted below; libjpeg
+  // has no CMYK to RGB conversion ("Unsupported color conversion request").
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : cinfo.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&cinfo);
   out.h = cinfo.output_height;
   out.w = cinfo.output_width;
@@ -109,6 +133,7 @@ Image decode_jpeg(const uint8_t* data, size_t size, const std::string& path) {
   }
   jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
+  if (cmyk) cmyk_to_rgb(out);
   return out;
 }
 

@@ -93,6 +93,22 @@ TEST(Image, CorruptFilesNameTheFile) {
             std::string::npos);
 }
 
+// A CMYK JPEG (ImageNet's training set holds 22) decodes to the RGB pixels Pillow's
+// convert("RGB") gives, to the bit (tools/make_image_fixtures.py wrote both files); libjpeg
+// alone refuses the conversion. Printed: the worst channel difference.
+TEST(Image, CmykJpegIsPillowsRgb) {
+  const std::string dir = VIT_FIXTURE_DIR;
+  const Image got = read_image(dir + "/cmyk.jpg"), want = read_image(dir + "/cmyk_as_rgb.png");
+  ASSERT_EQ(got.c, 3);
+  ASSERT_EQ(want.c, 3);
+  ASSERT_EQ(got.h, want.h);
+  ASSERT_EQ(got.w, want.w);
+  int worst = 0;
+  for (size_t i = 0; i < got.px.size(); ++i)
+    worst = std::max(worst, std::abs(int(got.px[i]) - int(want.px[i])));
+  EXPECT_EQ(worst, 0) << "largest difference from Pillow, in levels";
+}
+
 // A JPEG cut anywhere after its header decodes to gray rows in libjpeg, with only a warning:
 // it is an error here, as in Pillow ("image file is truncated"), at every cut from the first
 // scan's data to the last byte before the end marker. The whole file still decodes.
