@@ -75,7 +75,7 @@ Run add_eval(CLI::App& cmd) {
     const InputSpec in = f->input.spec(cfg);
     DataSources d = make_datasets(f->data_dir, f->dataset, in, 0.0, 0, f->skip_bad_images,
                                   f->split == "train" ? Splits::train : Splits::eval, loaded.class_names);
-    print_skipped(d.skipped, std::cerr);  // stderr: --json keeps stdout one object
+    print_data_notes(d, std::cerr);  // stderr: --json keeps stdout one object
     const Dataset& data = f->split == "train" ? *d.train : *d.eval;
     // Read before the evaluation, so a bad labels file fails at once.
     // Class names for --confusion-png: --labels, else the dataset's, else the checkpoint's.

@@ -411,7 +411,7 @@ Run add_train(CLI::App& cmd) {
         out << "loading " << F.data_dir << std::endl;
         DataSources d = make_datasets(F.data_dir, F.dataset, input_spec(cfg), F.val_split, F.train.seed,
                                       F.skip_bad_images);
-        print_skipped(d.skipped, out);
+        print_data_notes(d, out);
         VIT_CHECK(d.train->num_classes() <= cfg.num_classes, F.data_dir, " has ", d.train->num_classes(),
                   " classes; the model's head has ", cfg.num_classes, " (set --num-classes)");
         // What a preset meant for another dataset would do quietly (mnist-seed, the default,

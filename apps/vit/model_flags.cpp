@@ -218,7 +218,9 @@ void print_notes(const Pretrained& p) {
   for (const auto& n : p.notes) std::cerr << "vit: " << p.file << " (" << p.format << "): " << n << "\n";
 }
 
-void print_skipped(const std::vector<std::string>& skipped, std::ostream& os) {
+void print_data_notes(const DataSources& d, std::ostream& os) {
+  for (const std::string& n : d.notes) os << "note: " << n << "\n";
+  const std::vector<std::string>& skipped = d.skipped;
   if (skipped.empty()) return;
   os << "skipped " << skipped.size() << " image(s) that do not decode:\n";
   for (size_t i = 0; i < std::min<size_t>(skipped.size(), 10); ++i) os << "  " << skipped[i] << "\n";

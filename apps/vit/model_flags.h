@@ -72,6 +72,7 @@ struct LoadFlags {
 LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads);
 void print_notes(const Pretrained& p);
 // --skip-bad-images: the count and the first 10 files left out, with their reasons.
-void print_skipped(const std::vector<std::string>& skipped, std::ostream& os);
+// A dataset's notes ("note: ...") and the images --skip-bad-images left out.
+void print_data_notes(const DataSources& d, std::ostream& os);
 
 }  // namespace vit::app

@@ -14,10 +14,40 @@ namespace vit {
 namespace fs = std::filesystem;
 
 namespace {
-bool is_image(const fs::path& p) {
+std::string lower_extension(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return ext;
+}
+
+bool is_image(const std::string& ext) {
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+}
+
+// The other extensions torchvision's ImageFolder takes (IMG_EXTENSIONS): formats vitcpp does
+// not decode, counted so that the user hears of them.
+bool is_other_image(const std::string& ext) {
+  return ext == ".bmp" || ext == ".ppm" || ext == ".pgm" || ext == ".tif" || ext == ".tiff" || ext == ".webp";
+}
+
+// A class folder's images in torchvision's ImageFolder order: subfolders too (os.walk,
+// following links), sorted by folder path, then by name within a folder. Files of the other
+// formats ImageFolder takes are counted in *others.
+std::vector<std::string> class_images(const fs::path& dir, int64_t* others) {
+  std::vector<std::pair<std::string, std::string>> found;  // folder, name
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink);
+       it != fs::recursive_directory_iterator(); ++it) {
+    if (!it->is_regular_file()) continue;
+    const std::string ext = lower_extension(it->path());
+    if (is_image(ext))
+      found.emplace_back(it->path().parent_path().string(), it->path().filename().string());
+    else if (is_other_image(ext))
+      ++*others;
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> files;
+  for (auto& [folder, name] : found) files.push_back((fs::path(folder) / name).string());
+  return files;
 }
 }  // namespace
 
@@ -42,11 +72,8 @@ FolderDataset::FolderDataset(const std::string& root, InputSpec in, std::vector<
   for (auto& name : found) {
     auto it = std::find(classes_.begin(), classes_.end(), name);
     VIT_CHECK(it != classes_.end(), root, "/", name, ": a class the training split does not have");
-    std::vector<std::string> files;
-    for (auto& e : fs::directory_iterator(fs::path(root) / name))
-      if (e.is_regular_file() && is_image(e.path())) files.push_back(e.path().string());
+    const std::vector<std::string> files = class_images(fs::path(root) / name, &other_formats_);
     VIT_CHECK(!files.empty(), root, "/", name, ": empty class folder (no .png, .jpg or .jpeg files)");
-    std::sort(files.begin(), files.end());
     for (auto& f : files) files_.push_back({f, int64_t(it - classes_.begin())});
   }
   if (skip_bad) drop_undecodable();

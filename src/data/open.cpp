@@ -94,6 +94,11 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
     auto keep = [&](std::unique_ptr<FolderDataset> f, std::unique_ptr<Dataset>& into) {
       out.class_names = f->class_names();
       out.skipped.insert(out.skipped.end(), f->skipped().begin(), f->skipped().end());
+      if (f->other_formats() > 0)
+        out.notes.push_back(
+            detail::concat(f->root(), ": ", f->other_formats(),
+                           " file(s) in formats vitcpp does not read (.bmp, .ppm, .pgm, .tif, "
+                           ".tiff, .webp) left out; torchvision's ImageFolder would take them"));
       into = std::move(f);
     };
     const fs::path& read = want_eval ? eval_dir : train_dir;  // with one split alone

@@ -264,6 +264,44 @@ TEST(Folder, ClassesFromSortedSubfoldersAndClearErrors) {
   EXPECT_NE(msg.find("broken.jpg"), std::string::npos) << msg;
 }
 
+// A class folder's subfolders count, in torchvision's ImageFolder order (os.walk sorted by
+// folder path, then names; checked against torchvision 0.14 by hand: "sub" < "sub-1" <
+// "sub/deeper" < "sub2", since '-' < '/'), and files of the formats ImageFolder takes but
+// vitcpp does not read are left out with a note.
+TEST(Folder, SubfoldersInImageFoldersOrderAndOtherFormatsNoted) {
+  test::TempDir dir("folder_walk");
+  namespace fs = std::filesystem;
+  const fs::path root(dir.str());
+  const std::vector<std::string> cat = {"b.png",     "z.png", "sub/a.png", "sub-1/e.png", "sub/deeper/d.png",
+                                        "sub2/c.png"};
+  for (const std::string& f : cat) {
+    fs::create_directories((root / "train/cat" / f).parent_path());
+    write_png((root / "train/cat" / f).string(), gradient(6, 10, 3));
+  }
+  std::ofstream(root / "train/cat/x.bmp") << "BM";
+  std::ofstream(root / "train/cat/notes.txt") << "not an image";
+  for (const char* split : {"train", "val"}) {
+    fs::create_directories(root / split / "dog");
+    write_png((root / split / "dog/a.png").string(), gradient(6, 10, 3));
+  }
+  const InputSpec in{3, 4, 4, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+  FolderDataset train((root / "train").string(), in);
+  ASSERT_EQ(train.size(), 7);
+  EXPECT_EQ(train.other_formats(), 1);
+  // The order shows in the images' labels and in which file a failing index names.
+  for (size_t i = 0; i < cat.size(); ++i) {
+    fs::rename(root / "train/cat" / cat[i], root / "moved.png");
+    std::vector<float> x(3 * 4 * 4);
+    const std::string msg = test::error_of([&] { train.get(int64_t(i), x.data()); });
+    EXPECT_NE(msg.find(cat[i]), std::string::npos) << "index " << i << ": " << msg;
+    fs::rename(root / "moved.png", root / "train/cat" / cat[i]);
+  }
+  DataSources d = make_datasets(dir.str(), "auto", in, 0.0, 0);
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("train: 1 file(s) in formats vitcpp does not read (.bmp"), std::string::npos)
+      << d.notes[0];
+}
+
 // An evaluation alone lists train/'s class names but not its files: val/ without "cat" keeps
 // "dog" at train's index 1, a file in train/ that does not decode is neither decoded nor
 // reported with skip_bad_images, and a directory holding val/ alone serves (its own classes,

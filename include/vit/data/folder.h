@@ -1,5 +1,7 @@
-// Image folders, ImageNet style: ROOT/<class>/*.{png,jpg,jpeg} (any case). Classes are the
-// sorted subfolder names; files are sorted too, so indices are stable. Images are decoded
+// Image folders, ImageNet style: ROOT/<class>/*.{png,jpg,jpeg} (any case), and in subfolders of
+// a class folder, as torchvision's ImageFolder takes them. Classes are the sorted subfolder
+// names; files are in ImageFolder's order (by folder, then name), so indices are stable and
+// the same as torchvision's. Images are decoded
 // when asked for (by the batch-loading threads) and preprocessed as data/preprocess.h says
 // (Pillow's resampling, timm's center crop, the model's mean and std). A file that does not
 // decode stops the run with its name, unless skip_bad is set: then every file is decoded
@@ -31,6 +33,10 @@ class FolderDataset : public Dataset {
   std::string describe() const override;
   const std::vector<std::string>& class_names() const { return classes_; }
   const std::vector<std::string>& skipped() const { return skipped_; }  // "path: reason"
+  const std::string& root() const { return root_; }
+  // Files of the other formats torchvision's ImageFolder takes (.bmp, .ppm, .pgm, .tif,
+  // .tiff, .webp), left out: vitcpp decodes PNG and JPEG.
+  int64_t other_formats() const { return other_formats_; }
 
  private:
   std::string root_;
@@ -38,6 +44,7 @@ class FolderDataset : public Dataset {
   std::vector<std::string> classes_;
   std::vector<std::pair<std::string, int64_t>> files_;  // path, label
   std::vector<std::string> skipped_;
+  int64_t other_formats_ = 0;
   void drop_undecodable();
 };
 

@@ -38,6 +38,7 @@ struct DataSources {
   std::unique_ptr<Dataset> train, eval;  // eval: the test (or val) split, or val_split of train
   std::vector<std::string> class_names;  // empty when the dataset has none
   std::vector<std::string> skipped;      // image files left out ("path: reason"), skip_bad_images only
+  std::vector<std::string> notes;        // for the user: what was left out, and why
 };
 // kind: auto | idx | cifar10 | cifar100 | folder. Folders: dir/train and dir/val (or
 // dir/test). val_split > 0 holds that fraction of train out as eval instead. Evaluation
