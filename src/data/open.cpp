@@ -28,14 +28,14 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
     if (want_test) out.test = std::make_shared<ImageSet>(read_test());
   };
   if (kind == "auto" || kind == "idx") {
-    auto [ti, tl] = find_idx_files(dir, true);
-    auto [vi, vl] = find_idx_files(dir, false);
-    if (!ti.empty() || !vi.empty() || kind == "idx") {
+    // {images, labels} of each split (pairs, not structured bindings: lambdas capture them)
+    const auto tr = find_idx_files(dir, true), te = find_idx_files(dir, false);
+    if (!tr.first.empty() || !te.first.empty() || kind == "idx") {
       take(
-          "idx", !ti.empty() && !tl.empty(), !vi.empty() && !vl.empty(),
+          "idx", !tr.first.empty() && !tr.second.empty(), !te.first.empty() && !te.second.empty(),
           "IDX training files (train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz])",
           "IDX test files (t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz])",
-          [&] { return read_idx(ti, tl); }, [&] { return read_idx(vi, vl); });
+          [&] { return read_idx(tr.first, tr.second); }, [&] { return read_idx(te.first, te.second); });
       return out;
     }
   }
