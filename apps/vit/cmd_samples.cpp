@@ -1,6 +1,7 @@
 // vit samples: writes the first N images of a dataset split as PNG files named
 // <index>_<label>.png, to look at the data or to feed vit predict; with vit train's
-// augmentation flags, as a training epoch sees them.
+// augmentation flags, as a training epoch sees them. IDX and CIFAR images at their own size;
+// image folders' at the input size training resizes them to (--img-size).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -25,17 +26,23 @@ Run add_samples(CLI::App& cmd) {
     uint64_t seed = 42;
     AugFlags aug;
     std::vector<float> mean, std;
+    std::vector<int64_t> img_size;
   };
   auto f = std::make_shared<Flags>();
   cmd.add_option("--data-dir", f->data_dir,
-                 "dataset directory (IDX or CIFAR; only the --split drawn from is read)")
+                 "dataset directory (IDX, CIFAR or image folders; only the --split drawn from is read)")
       ->required();
-  cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10 or cifar100")->capture_default_str();
-  cmd.add_option("--split", f->split, "test or train")
+  cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10, cifar100 or folder")->capture_default_str();
+  cmd.add_option("--split", f->split, "test (image folders: val/ or test/) or train")
       ->check(CLI::IsMember({"test", "train"}))
       ->capture_default_str();
   cmd.add_option("-n,--count", f->count, "how many images")->check(positive())->capture_default_str();
   cmd.add_option("--out", f->out, "output directory")->required();
+  cmd.add_option("--img-size", f->img_size,
+                 "image folders: the model's input size, S or H W, that training resizes each image to "
+                 "before augmenting (default 224)")
+      ->expected(1, 2)
+      ->check(positive());
   f->aug.add_to(cmd);
   cmd.add_option("--epoch", f->epoch, "with augmentation: the training epoch whose draws to show (from 1)")
       ->check(positive())
@@ -48,49 +55,69 @@ Run add_samples(CLI::App& cmd) {
                  "with augmentation: the model's input std (random erasing's noise has it; default 0.5)")
       ->check(positive());
   return [f] {
-    const AugmentConfig flags = f->aug.config();
-    DatasetSplits d =
-        open_dataset(f->data_dir, f->dataset, f->split == "train" ? Splits::train : Splits::eval);
-    const std::shared_ptr<const ImageSet> s = f->split == "train" ? d.train : d.test;
-    std::filesystem::create_directories(f->out);
-    const int64_t n = std::min(f->count, s->n), plane = s->h * s->w;
-    // Through the augmentation when one is asked for: at the images' own size, in the
-    // normalization given, then back to 8 bits.
-    std::unique_ptr<NormalizedDataset> normalized;
-    std::unique_ptr<AugmentedDataset> augmented;
-    AugmentConfig a = flags;
-    if (a.active()) {
-      a.mean = per_channel(f->mean.empty() ? std::vector<float>{0.5f} : f->mean, s->c, "--mean");
-      a.std = per_channel(f->std.empty() ? std::vector<float>{0.5f} : f->std, s->c, "--std");
-      InputSpec in;
+    AugmentConfig a = f->aug.config();
+    const Splits need = f->split == "train" ? Splits::train : Splits::eval;
+    const bool folders = image_folders(f->data_dir, f->dataset, need);
+    VIT_CHECK(folders || f->img_size.empty(), "--img-size is for image folders; ", f->data_dir,
+              " holds IDX or CIFAR images, written at their own size");
+    // The split's raw pixels (IDX, CIFAR) or, for image folders, its images as training reads
+    // them: resized to the input size (3 channels), normalized.
+    std::shared_ptr<const ImageSet> s;
+    std::unique_ptr<Dataset> folder;
+    std::vector<std::string> names;
+    InputSpec in;
+    if (folders) {
+      in.channels = 3;
+      in.height = f->img_size.empty() ? 224 : f->img_size[0];
+      in.width = f->img_size.empty() ? 224 : f->img_size.back();
+    } else {
+      DatasetSplits d = open_dataset(f->data_dir, f->dataset, need);
+      s = need == Splits::train ? d.train : d.test;
       in.channels = s->c;
       in.height = s->h;
       in.width = s->w;
-      in.mean = a.mean;
-      in.std = a.std;
-      normalized = std::make_unique<NormalizedDataset>(s, in);
-      augmented = std::make_unique<AugmentedDataset>(*normalized, a, f->seed);
-      augmented->set_epoch(f->epoch - 1);
+      names = s->class_names;
     }
-    std::vector<float> x(size_t(s->c * plane));
+    in.mean = a.mean =
+        per_channel(f->mean.empty() ? std::vector<float>{0.5f} : f->mean, in.channels, "--mean");
+    in.std = a.std = per_channel(f->std.empty() ? std::vector<float>{0.5f} : f->std, in.channels, "--std");
+    if (folders) {
+      DataSources d = make_datasets(f->data_dir, "folder", in, 0.0, 0, false, need);
+      folder = std::move(need == Splits::train ? d.train : d.eval);
+      names = d.class_names;
+    }
+    // Through the augmentation when one is asked for, in the normalization given, then back
+    // to 8 bits; IDX and CIFAR images without it are written as they are stored.
+    std::unique_ptr<NormalizedDataset> normalized;
+    const Dataset* source = folder.get();
+    if (s && a.active()) source = (normalized = std::make_unique<NormalizedDataset>(s, in)).get();
+    std::unique_ptr<AugmentedDataset> augmented;
+    if (source && a.active()) {
+      augmented = std::make_unique<AugmentedDataset>(*source, a, f->seed);
+      augmented->set_epoch(f->epoch - 1);
+      source = augmented.get();
+    }
+    const int64_t n = std::min(f->count, s ? s->n : source->size()), C = in.channels,
+                  plane = in.height * in.width;
+    std::filesystem::create_directories(f->out);
+    std::vector<float> x(size_t(C * plane));
     for (int64_t i = 0; i < n; ++i) {
       Image img;
-      img.h = s->h;
-      img.w = s->w;
-      img.c = s->c;
-      img.px.resize(s->c * plane);
-      if (augmented) augmented->get(i, x.data());
-      for (int64_t c = 0; c < s->c; ++c)  // planar [C,H,W] -> interleaved [H,W,C]
+      img.h = in.height;
+      img.w = in.width;
+      img.c = C;
+      img.px.resize(size_t(C * plane));
+      const int64_t label = source ? source->get(i, x.data()) : s->labels[i];
+      for (int64_t c = 0; c < C; ++c)  // planar [C,H,W] -> interleaved [H,W,C]
         for (int64_t k = 0; k < plane; ++k)
-          img.px[k * s->c + c] =
-              augmented ? uint8_t(std::lround(
-                              std::clamp(x[size_t(c * plane + k)] * a.std[size_t(c)] + a.mean[size_t(c)], 0.f,
-                                         1.f) *
-                              255.f))
-                        : s->pixels[(i * s->c + c) * plane + k];
-      const std::string label = s->labels[i] < int64_t(s->class_names.size()) ? s->class_names[s->labels[i]]
-                                                                              : std::to_string(s->labels[i]);
-      const auto path = std::filesystem::path(f->out) / (std::to_string(i) + "_" + label + ".png");
+          img.px[k * C + c] =
+              source ? uint8_t(std::lround(
+                           std::clamp(x[size_t(c * plane + k)] * a.std[size_t(c)] + a.mean[size_t(c)], 0.f,
+                                      1.f) *
+                           255.f))
+                     : s->pixels[(i * C + c) * plane + k];
+      const std::string name = label < int64_t(names.size()) ? names[size_t(label)] : std::to_string(label);
+      const auto path = std::filesystem::path(f->out) / (std::to_string(i) + "_" + name + ".png");
       write_png(path.string(), img);
       std::cout << path.string() << "\n";
     }

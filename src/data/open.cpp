@@ -61,6 +61,29 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
   return out;
 }
 
+namespace {
+// DIR/train and DIR/val (or DIR/test): which are there, and whether they serve the splits asked for.
+struct FolderLayout {
+  explicit FolderLayout(const std::string& dir)
+      : train(fs::path(dir) / "train"),
+        eval(fs::is_directory(fs::path(dir) / "val") ? fs::path(dir) / "val" : fs::path(dir) / "test"),
+        has_train(fs::is_directory(train)),
+        has_eval(fs::is_directory(eval)) {}
+  bool serves(Splits need) const {
+    return (has_train || need == Splits::eval) && (has_eval || need == Splits::train) &&
+           (has_train || has_eval);
+  }
+  fs::path train, eval;
+  bool has_train, has_eval;
+};
+}  // namespace
+
+bool image_folders(const std::string& dir, const std::string& kind, Splits need) {
+  return kind == "folder" ||
+         (kind == "auto" && FolderLayout(dir).serves(need) && find_idx_files(dir, true).first.empty() &&
+          find_idx_files(dir, false).first.empty());
+}
+
 DataSources make_datasets(const std::string& dir, const std::string& kind, const InputSpec& in,
                           double val_split, uint64_t seed, bool skip_bad_images, Splits need,
                           const std::vector<std::string>& model_classes) {
@@ -77,13 +100,11 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
   }
   // An evaluation split held out of train reads train.
   const bool want_train = need != Splits::eval || val_split > 0, want_eval = need != Splits::train;
-  const fs::path train_dir = fs::path(dir) / "train", eval_dir = fs::is_directory(fs::path(dir) / "val")
-                                                                     ? fs::path(dir) / "val"
-                                                                     : fs::path(dir) / "test";
-  const bool has_train = fs::is_directory(train_dir), has_eval = fs::is_directory(eval_dir);
-  const bool folders = (has_train || !want_train) && (has_eval || !want_eval) && (has_train || has_eval);
-  if (kind == "folder" || (kind == "auto" && folders && find_idx_files(dir, true).first.empty() &&
-                           find_idx_files(dir, false).first.empty())) {
+  const Splits read = want_train && want_eval ? Splits::both : want_train ? Splits::train : Splits::eval;
+  const FolderLayout layout(dir);
+  const fs::path &train_dir = layout.train, &eval_dir = layout.eval;
+  const bool has_train = layout.has_train, folders = layout.serves(read);
+  if (image_folders(dir, kind, read)) {
     VIT_CHECK(folders, dir, ": image folders need ",
               want_train && want_eval ? dir + "/train/<class>/ and " + dir + "/val/<class>/ (or test/)"
               : want_train            ? dir + "/train/<class>/"
@@ -101,9 +122,9 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
                            ".tiff, .webp) left out; torchvision's ImageFolder would take them"));
       into = std::move(f);
     };
-    const fs::path& read = want_eval ? eval_dir : train_dir;  // with one split alone
+    const fs::path& listed = want_eval ? eval_dir : train_dir;  // with one split alone
     const bool by_model = need != Splits::both && !model_classes.empty() && [&] {
-      for (const std::string& c : class_folders(read.string()))
+      for (const std::string& c : class_folders(listed.string()))
         if (std::find(model_classes.begin(), model_classes.end(), c) == model_classes.end()) return false;
       return true;
     }();

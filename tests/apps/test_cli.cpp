@@ -511,6 +511,40 @@ TEST(Cli, SamplesShowTheAugmentationAnEpochSees) {
   EXPECT_NE(vit::read_image(out / ("e1" + first)).px, vit::read_image(out / ("plain" + first)).px);
 }
 
+// vit samples on image folders: the images at the input size training resizes them to
+// (--img-size H W, default 224), named by their class folders, in the split asked for; a
+// flip of 1 mirrors them exactly; --img-size on CIFAR files is an error.
+TEST(Cli, SamplesOfImageFoldersAtTheInputSize) {
+  vit::test::TempDir data("samples_folder"), out("samples_folder_out");
+  for (const char* split : {"train", "val"})
+    for (const char* cls : {"cat", "dog"}) {
+      std::filesystem::create_directories(data / (std::string(split) + "/" + cls));
+      vit::Image img{30, 50, 3, std::vector<uint8_t>(30 * 50 * 3)};
+      for (size_t i = 0; i < img.px.size(); ++i) img.px[i] = uint8_t(i * 7 + (cls[0] == 'd') * 90);
+      vit::write_png(data / (std::string(split) + "/" + cls + "/a.png"), img);
+    }
+  const std::string base = "samples --data-dir " + data.str() + " -n 2 --out " + out.str();
+  Result plain = run(base + "/plain --img-size 24 40");
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  const vit::Image a = vit::read_image(out / "plain/1_dog.png");
+  EXPECT_EQ(a.h, 24);
+  EXPECT_EQ(a.w, 40);
+  ASSERT_EQ(run(base + "/default --split train").code, 0);
+  EXPECT_EQ(vit::read_image(out / "default/0_cat.png").w, 224);
+  ASSERT_EQ(run(base + "/flip --img-size 24 40 --hflip 1").code, 0);
+  const vit::Image b = vit::read_image(out / "flip/1_dog.png");
+  int64_t bad = 0;
+  for (int64_t y = 0; y < 24; ++y)
+    for (int64_t x = 0; x < 40; ++x)
+      for (int64_t c = 0; c < 3; ++c) bad += a.px[(y * 40 + x) * 3 + c] != b.px[(y * 40 + 39 - x) * 3 + c];
+  EXPECT_EQ(bad, 0);
+  vit::test::TempDir cifar("samples_cifar");
+  write_cifar(cifar);
+  Result r = run("samples --data-dir " + cifar.str() + " --img-size 64 --out " + out.str() + "/c");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--img-size is for image folders"), std::string::npos) << r.out;
+}
+
 TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
   // Seed 002's recipe (cifar-seed model, Adam, crop + flip, early stopping) on a small
   // CIFAR-10 binary dataset written here: 65 training and 16 test images.

@@ -49,6 +49,11 @@ struct DataSources {
 // the evaluation images' preprocessing. Image folders' classes are train/'s
 // subfolders wherever it exists, so that an evaluation alone keeps the training indices;
 // without train/, the evaluation folder's own.
+// Whether make_datasets reads dir as image folders (DIR/train/<class>/, DIR/val/<class>/ or
+// test/) for the splits `need`: --dataset folder, or auto where those folders are there and
+// no IDX files are.
+bool image_folders(const std::string& dir, const std::string& kind, Splits need);
+
 // model_classes (a checkpoint's class names, for one split read alone): an image folder
 // whose classes are all among them is labelled by them, so that a folder of some of the
 // model's classes keeps the model's indices; otherwise as above.
