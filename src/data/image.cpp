@@ -8,7 +8,9 @@
 #include <atomic>
 #include <cmath>
 #include <csetjmp>
+#include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "vit/core/error.h"
 #include "vit/core/file.h"
@@ -29,31 +31,76 @@ Error too_large_error(const std::string& path, int64_t w, int64_t h) {
                               " an image may have (vit::set_max_image_pixels raises the limit)"));
 }
 
+// PNG through libpng's own API with no gamma or color transform, so the pixels are Pillow's
+// (Image.open().convert("RGB") or "L", what timm and torchvision read): palettes expanded to
+// their colors (transparency dropped), gray of 1, 2 or 4 bits scaled to 8, gray's alpha
+// dropped (RGBA's kept, as the 4th channel), 16-bit color and gray + alpha by their high byte, and 16-bit
+// gray clipped at 255 (Pillow reads it as mode "I" and clips: a 16-bit file holding 8-bit values keeps them).
+// libpng's simplified API, used before 2026-11-29, took 16-bit files as linear light and gamma-encoded them
+// (20000 of 65535 read as 149, Pillow 78) and applied gAMA chunks, which Pillow ignores.
+struct PngRead {
+  const uint8_t* data;
+  size_t size, pos = 0;
+  const char* stage = "cannot decode PNG";  // "corrupt PNG" once the header is read
+  char message[256] = "";
+};
+
 Image decode_png(const uint8_t* data, size_t size, const std::string& path) {
-  png_image im;
-  std::memset(&im, 0, sizeof im);
-  im.version = PNG_IMAGE_VERSION;
-  VIT_CHECK(png_image_begin_read_from_memory(&im, data, size), path, ": cannot decode PNG: ", im.message);
-  if (too_large(im.width, im.height)) {
-    png_image_free(&im);
-    throw too_large_error(path, im.width, im.height);
-  }
-  const bool alpha = im.format & PNG_FORMAT_FLAG_ALPHA, color = im.format & PNG_FORMAT_FLAG_COLOR;
-  im.format = color ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB) : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
+  PngRead src{data, size};
+  png_structp png = png_create_read_struct(
+      PNG_LIBPNG_VER_STRING, &src,
+      [](png_structp p, png_const_charp msg) {
+        auto* s = static_cast<PngRead*>(png_get_error_ptr(p));
+        std::snprintf(s->message, sizeof s->message, "%s", msg);
+        png_longjmp(p, 1);
+      },
+      [](png_structp, png_const_charp) {});  // warnings (a bad ancillary chunk's CRC) are not errors
+  VIT_CHECK(png, path, ": cannot decode PNG: out of memory");
+  png_infop info = png_create_info_struct(png);
   Image out;
-  out.h = im.height;
-  out.w = im.width;
-  out.c = PNG_IMAGE_PIXEL_CHANNELS(im.format);
-  std::vector<uint8_t> buf(PNG_IMAGE_SIZE(im));
-  if (!png_image_finish_read(&im, nullptr, buf.data(), 0, nullptr)) {
-    std::string msg = im.message;
-    png_image_free(&im);
-    throw Error(path + ": corrupt PNG: " + msg);
+  std::vector<uint8_t> buf;
+  std::vector<png_bytep> rows;
+  // Nothing with a destructor may be created between setjmp and the decode's end.
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    throw Error(detail::concat(path, ": ", src.stage, ": ", src.message));
   }
-  if (out.c == 2) {  // gray + alpha: keep the gray
-    out.c = 1;
-    out.px.resize(out.h * out.w);
-    for (int64_t i = 0; i < out.h * out.w; ++i) out.px[i] = buf[2 * i];
+  if (!info) png_error(png, "out of memory");
+  png_set_read_fn(png, &src, [](png_structp p, png_bytep to, png_size_t n) {
+    auto* s = static_cast<PngRead*>(png_get_io_ptr(p));
+    if (n > s->size - s->pos) png_error(p, "read beyond end of data");
+    std::memcpy(to, s->data + s->pos, n);
+    s->pos += n;
+  });
+  png_read_info(png, info);
+  src.stage = "corrupt PNG";
+  const png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+  if (too_large(w, h)) {  // before a buffer of that size
+    png_destroy_read_struct(&png, &info, nullptr);
+    throw too_large_error(path, w, h);
+  }
+  const int depth = png_get_bit_depth(png, info), type = png_get_color_type(png, info);
+  const bool gray16 = type == PNG_COLOR_TYPE_GRAY && depth == 16;
+  if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (depth == 16 && !gray16) png_set_strip_16(png);                // the high byte
+  if (type == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_strip_alpha(png);  // RGBA keeps it (Image's 4 channels)
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  const size_t row_bytes = png_get_rowbytes(png, info);
+  out.h = h;
+  out.w = w;
+  out.c = png_get_channels(png, info);
+  buf.resize(row_bytes * h);
+  rows.resize(h);
+  for (png_uint_32 y = 0; y < h; ++y) rows[y] = buf.data() + y * row_bytes;
+  png_read_image(png, rows.data());
+  png_read_end(png, nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
+  if (gray16) {  // big-endian 16-bit values, clipped at 255 as Pillow's "I" to "L" or "RGB"
+    out.px.resize(size_t(out.h * out.w));
+    for (size_t i = 0; i < out.px.size(); ++i)
+      out.px[i] = uint8_t(std::min(255, buf[2 * i] << 8 | buf[2 * i + 1]));
   } else {
     out.px = std::move(buf);
   }
