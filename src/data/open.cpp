@@ -76,12 +76,17 @@ struct FolderLayout {
   fs::path train, eval;
   bool has_train, has_eval;
 };
+
+bool folders_chosen(const FolderLayout& layout, const std::string& dir, const std::string& kind,
+                    Splits need) {
+  return kind == "folder" ||
+         (kind == "auto" && layout.serves(need) && find_idx_files(dir, true).first.empty() &&
+          find_idx_files(dir, false).first.empty());
+}
 }  // namespace
 
 bool image_folders(const std::string& dir, const std::string& kind, Splits need) {
-  return kind == "folder" ||
-         (kind == "auto" && FolderLayout(dir).serves(need) && find_idx_files(dir, true).first.empty() &&
-          find_idx_files(dir, false).first.empty());
+  return folders_chosen(FolderLayout(dir), dir, kind, need);
 }
 
 DataSources make_datasets(const std::string& dir, const std::string& kind, const InputSpec& in,
@@ -90,9 +95,9 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
   DataSources out;
   in.validate();
   // Training images go straight to the input size (augmentation crops them); evaluation
-  // images take the model's eval transform (crop_pct, crop_mode).
-  // The training split read alone is read to be evaluated (vit eval --split train): the eval
-  // transform, as timm's validate.py gives any split.
+  // images take the model's eval transform (crop_pct, crop_mode), and so does the training
+  // split read alone, which is read to be evaluated (vit eval --split train, as timm's
+  // validate.py treats any split).
   InputSpec train_in = in;
   if (need != Splits::train) {
     train_in.crop_pct = 1.f;
@@ -102,10 +107,8 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
   const bool want_train = need != Splits::eval || val_split > 0, want_eval = need != Splits::train;
   const Splits read = want_train && want_eval ? Splits::both : want_train ? Splits::train : Splits::eval;
   const FolderLayout layout(dir);
-  const fs::path &train_dir = layout.train, &eval_dir = layout.eval;
-  const bool has_train = layout.has_train, folders = layout.serves(read);
-  if (image_folders(dir, kind, read)) {
-    VIT_CHECK(folders, dir, ": image folders need ",
+  if (folders_chosen(layout, dir, kind, read)) {
+    VIT_CHECK(layout.serves(read), dir, ": image folders need ",
               want_train && want_eval ? dir + "/train/<class>/ and " + dir + "/val/<class>/ (or test/)"
               : want_train            ? dir + "/train/<class>/"
                                       : dir + "/val/<class>/ (or test/)");
@@ -122,7 +125,7 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
                            ".tiff, .webp) left out; torchvision's ImageFolder would take them"));
       into = std::move(f);
     };
-    const fs::path& listed = want_eval ? eval_dir : train_dir;  // with one split alone
+    const fs::path& listed = want_eval ? layout.eval : layout.train;  // with one split alone
     const bool by_model = need != Splits::both && !model_classes.empty() && [&] {
       for (const std::string& c : class_folders(listed.string()))
         if (std::find(model_classes.begin(), model_classes.end(), c) == model_classes.end()) return false;
@@ -130,12 +133,12 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
     }();
     if (by_model) out.class_names = model_classes;
     if (want_train)
-      keep(std::make_unique<FolderDataset>(train_dir.string(), train_in, out.class_names, skip_bad_images),
+      keep(std::make_unique<FolderDataset>(layout.train.string(), train_in, out.class_names, skip_bad_images),
            out.train);
-    else if (has_train && !by_model)
-      out.class_names = class_folders(train_dir.string());
+    else if (layout.has_train && !by_model)
+      out.class_names = class_folders(layout.train.string());
     if (want_eval)
-      keep(std::make_unique<FolderDataset>(eval_dir.string(), in, out.class_names, skip_bad_images),
+      keep(std::make_unique<FolderDataset>(layout.eval.string(), in, out.class_names, skip_bad_images),
            out.eval);
     return out;
   }

@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "support/process.h"
+#include "support/same_tensors.h"
 #include "support/temp_dir.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
@@ -28,25 +28,13 @@
 namespace {
 namespace fs = std::filesystem;
 using vit::test::ChildOptions;
+using vit::test::expect_same_tensors;
 using vit::test::Finished;
 using Clock = std::chrono::steady_clock;
 
 // 6 epochs of 64 steps (about 0.5 s each here): long enough to kill mid-run.
 const std::string kRun =
     "train --model mnist-seed --img-size 16 --synthetic 4096 --epochs 6 -b 64 --threads 1";
-
-// Every tensor of a and b bit-identical; names the first that differs.
-void expect_same_tensors(const std::string& a, const std::string& b) {
-  const vit::SafeTensors x = vit::SafeTensors::open(a), y = vit::SafeTensors::open(b);
-  ASSERT_EQ(x.tensors().size(), y.tensors().size()) << a << " vs " << b;
-  for (const auto& t : x.tensors()) {
-    const auto u = x.to_float(t.name), v = y.to_float(t.name);
-    ASSERT_EQ(u.size(), v.size()) << t.name;
-    size_t diff = 0;
-    for (size_t i = 0; i < u.size(); ++i) diff += std::memcmp(&u[i], &v[i], sizeof(float)) != 0;
-    EXPECT_EQ(diff, 0u) << t.name << ": " << diff << " of " << u.size() << " values differ in " << b;
-  }
-}
 
 std::vector<std::string> temp_files(const fs::path& dir) {
   std::vector<std::string> out;

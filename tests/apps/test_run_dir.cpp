@@ -16,11 +16,11 @@
 
 #include "support/process.h"
 #include "support/run_vit.h"
+#include "support/same_tensors.h"
 #include "support/temp_dir.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/data/image.h"
-#include "vit/io/safetensors.h"
 #include "vit/train/run_dir.h"
 
 namespace {
@@ -179,15 +179,8 @@ TEST(RunDir, AFailedEvaluationKeepsTheEpochAndTheResumeEvaluatesIt) {
   }
   const Result resumed = run("train --resume " + dir);
   ASSERT_EQ(resumed.code, 0) << resumed.out;
-  for (const char* file : {"last.safetensors", "best.safetensors"}) {
-    const vit::SafeTensors a = vit::SafeTensors::open(tmp / "whole/" + file),
-                           b = vit::SafeTensors::open(dir + "/" + file);
-    ASSERT_EQ(a.tensors().size(), b.tensors().size());
-    for (const auto& t : a.tensors()) {
-      const auto u = a.to_float(t.name), v = b.to_float(t.name);
-      EXPECT_EQ(std::memcmp(u.data(), v.data(), u.size() * sizeof(float)), 0) << file << ": " << t.name;
-    }
-  }
+  for (const char* file : {"last.safetensors", "best.safetensors"})
+    vit::test::expect_same_tensors(tmp / "whole/" + file, dir + "/" + file);
   auto without_seconds = [](const std::string& csv) {  // the last column
     std::istringstream in(csv);
     std::string out;
