@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <numbers>
 
 #include "vit/core/error.h"
@@ -115,6 +117,15 @@ Filter filter_from_pil_code(int code) {
     case 5: return Filter::Hamming;
   }
   throw Error("unknown Pillow resample code " + std::to_string(code) + " (0 to 5)");
+}
+
+int64_t scale_size(int64_t size, float crop_pct) {
+  char buf[32];
+  for (int prec = 6; prec <= 9; ++prec) {  // 9 digits always read back to the same float
+    std::snprintf(buf, sizeof buf, "%.*g", prec, double(crop_pct));
+    if (std::strtof(buf, nullptr) == crop_pct) break;
+  }
+  return int64_t(std::floor(double(size) / std::strtod(buf, nullptr)));
 }
 
 int pil_code(Filter f) {

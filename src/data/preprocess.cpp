@@ -21,9 +21,8 @@ void InputSpec::validate() const {
 }
 
 std::pair<int64_t, int64_t> resized_size(int64_t h, int64_t w, const InputSpec& in) {
-  // timm: scale_size = floor(size / crop_pct) per side, computed in double.
-  const int64_t sh = int64_t(std::floor(double(in.height) / in.crop_pct));
-  const int64_t sw = int64_t(std::floor(double(in.width) / in.crop_pct));
+  // timm: scale_size = floor(size / crop_pct) per side.
+  const int64_t sh = scale_size(in.height, in.crop_pct), sw = scale_size(in.width, in.crop_pct);
   if (in.crop_mode == "squash") return {sh, sw};
   if (sh == sw) {
     // torchvision's Resize(int): the shorter side to s, the longer to int(s * long / short).
@@ -40,8 +39,8 @@ const std::string& resize_filter(const InputSpec& in) {
   // interpolation, so that path is bilinear whatever the config says (timm 1.0.29's
   // transforms_factory.py, checked against timm itself by tools/check_with_libraries.py).
   static const std::string bilinear = "bilinear";
-  const bool keep_ratio = in.crop_mode == "center" && std::floor(double(in.height) / in.crop_pct) !=
-                                                          std::floor(double(in.width) / in.crop_pct);
+  const bool keep_ratio =
+      in.crop_mode == "center" && scale_size(in.height, in.crop_pct) != scale_size(in.width, in.crop_pct);
   return keep_ratio ? bilinear : in.interpolation;
 }
 

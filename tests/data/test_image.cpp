@@ -11,6 +11,7 @@
 #include "support/check.h"
 #include "support/temp_dir.h"
 #include "vit/core/file.h"
+#include "vit/core/resample.h"
 #include "vit/data/folder.h"
 #include "vit/data/image.h"
 #include "vit/data/open.h"
@@ -246,6 +247,21 @@ TEST(Image, CenterCropAfterShorterSideResize) {
   load_image_input(dir / "a.png", in, x.data());
   for (int y = 0; y < 4; ++y)
     for (int k = 0; k < 4; ++k) EXPECT_FLOAT_EQ(x[y * 4 + k], img.px[(y + 2) * 12 + k + 4] / 255.f) << y << k;
+}
+
+// timm's scale size, floor(size / crop_pct), with crop_pct the double a Python config holds:
+// 0.8f is 0.800000012, which would make 224 / 0.8 = 280 into 279 (and 8 / 0.8 = 10 into 9).
+TEST(Image, ScaleSizeDividesByTheConfigsDecimal) {
+  EXPECT_EQ(scale_size(224, 0.8f), 280);
+  EXPECT_EQ(scale_size(8, 0.8f), 10);
+  EXPECT_EQ(scale_size(224, 0.875f), 256);
+  EXPECT_EQ(scale_size(224, 0.9f), 248);  // 248.9
+  EXPECT_EQ(scale_size(384, 0.96f), 400);
+  EXPECT_EQ(scale_size(224, 1.f), 224);
+  InputSpec in{3, 224, 224, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+  in.crop_pct = 0.8f;
+  in.crop_mode = "squash";
+  EXPECT_EQ(resized_size(500, 375, in), std::make_pair(int64_t(280), int64_t(280)));
 }
 
 TEST(Folder, ClassesFromSortedSubfoldersAndClearErrors) {

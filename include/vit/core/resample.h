@@ -20,6 +20,11 @@ const char* filter_name(Filter f);
 Filter filter_from_pil_code(int code);
 int pil_code(Filter f);
 
+// timm's scale_size before a center crop: floor(size / crop_pct), with crop_pct as the
+// Python float its config held: the shortest decimal that reads back to this float, as a
+// double (0.8f is 0.800000012; 224 / 0.8 is 280, 224 / 0.8f 279.99999).
+int64_t scale_size(int64_t size, float crop_pct);
+
 // The weights of one axis: output i reads input [first[i], first[i] + count[i]) with
 // weights w[i * taps + j].
 struct ResampleAxis {
