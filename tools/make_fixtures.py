@@ -20,7 +20,10 @@ Run with Debian's PyTorch (the python3 first on PATH may not see it):
 
     /usr/bin/python3 tools/make_fixtures.py [--out tests/fixtures]
 
-The output is deterministic: the same PyTorch gives the same bytes.
+The output is deterministic: the same PyTorch on the same kind of CPU gives the same bytes.
+(Another CPU's kernels may round differently where a true gradient is exactly zero: the key
+third of qkv.bias, whose values then differ by about 1e-18; vit_cls_learn and vit_dim_head
+were written on another CPU than this script's later runs and differ from them only there.)
 """
 import argparse
 import json
@@ -91,13 +94,15 @@ def param_shapes(c):
     Ph, Pw = c["patch_size"]
     H, W = c["img_size"]
     N = (H // Ph) * (W // Pw)
-    T = N + (1 if c["class_token"] else 0)
+    T = N + (1 if c["class_token"] else 0) + (1 if c.get("dist_token") else 0)
     shapes = {"patch_embed.proj.weight": (D, C, Ph, Pw), "patch_embed.proj.bias": (D,)}
     if c.get("patch_norm"):  # vit-pytorch's LayerNorms before and after the projection
         shapes.update({"patch_embed.norm_in.weight": (C * Ph * Pw,), "patch_embed.norm_in.bias": (C * Ph * Pw,),
                        "patch_embed.norm.weight": (D,), "patch_embed.norm.bias": (D,)})
     if c["class_token"]:
         shapes["cls_token"] = (1, 1, D)
+    if c.get("dist_token"):  # DeiT's distillation token
+        shapes["dist_token"] = (1, 1, D)
     shapes["pos_embed"] = (1, T, D)
     for i in range(c["depth"]):
         p = f"blocks.{i}."
@@ -111,6 +116,8 @@ def param_shapes(c):
     norm = "fc_norm" if fc_norm(c) else "norm"
     shapes.update({norm + ".weight": (D,), norm + ".bias": (D,),
                    "head.weight": (c["num_classes"], D), "head.bias": (c["num_classes"],)})
+    if c.get("head_dist"):
+        shapes.update({"head_dist.weight": (c["num_classes"], D), "head_dist.bias": (c["num_classes"],)})
     return shapes
 
 
@@ -126,9 +133,9 @@ def init_params(c, gen):
         r = torch.randn(shape, generator=gen)
         if name == "pos_embed":
             v = sincos_table(shape[1], shape[2]) if c["pos_embed"] == "sincos" else r * 0.2
-        elif name == "cls_token":
+        elif name in ("cls_token", "dist_token"):
             v = r * 0.5
-        elif name.startswith("head.weight"):
+        elif name.startswith("head.weight") or name.startswith("head_dist.weight"):
             v = r * 0.3
         elif "norm" in name and name.endswith("weight"):
             v = 1 + r * 0.1
@@ -160,11 +167,13 @@ def forward(c, p, x, mask=None):
     else:
         t = F.conv2d(x, p["patch_embed.proj.weight"], p["patch_embed.proj.bias"], stride=tuple(c["patch_size"]))
         t = t.flatten(2).transpose(1, 2)  # [B, N, D], patches in row-major grid order
-    if c["class_token"]:
+    if c.get("dist_token"):  # timm's VisionTransformerDistilled: class, distillation, patches
+        t = torch.cat([p["cls_token"].expand(B, -1, -1), p["dist_token"].expand(B, -1, -1), t], dim=1)
+    elif c["class_token"]:
         t = torch.cat([p["cls_token"].expand(B, -1, -1), t], dim=1)
     t = t + p["pos_embed"]
     T = t.shape[1]
-    pre = 1 if c["class_token"] else 0
+    pre = (1 if c["class_token"] else 0) + (1 if c.get("dist_token") else 0)
     key_mask = None
     if mask is not None:
         key_mask = torch.cat([torch.ones(B, pre, dtype=torch.bool), mask], dim=1)  # [B, T]
@@ -196,6 +205,11 @@ def forward(c, p, x, mask=None):
             pooled = pooled_rows.mean(1)
         if fc_norm(c):
             pooled = layer_norm(pooled, p["fc_norm.weight"], p["fc_norm.bias"], eps)
+    elif c.get("head_dist"):  # timm's distilled head, outside distillation training
+        t = layer_norm(t, p["norm.weight"], p["norm.bias"], eps)
+        x, x_dist = t[:, 0], t[:, 1]
+        return (F.linear(x, p["head.weight"], p["head.bias"]) +
+                F.linear(x_dist, p["head_dist.weight"], p["head_dist.bias"])) / 2
     else:
         pooled = layer_norm(t, p["norm.weight"], p["norm.bias"], eps)[:, 0]
     return F.linear(pooled, p["head.weight"], p["head.bias"])
@@ -228,8 +242,9 @@ def make_fixture(path, c, B, labels=None, soft=False, mask=None, smoothing=0.0):
     train = {"label_smoothing": smoothing, "lr": 1e-2, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8,
              "weight_decay": 0.05, "steps": 10}
     live = {n: params[n].detach().clone().requires_grad_(n in trainable) for n in params}
-    decay = [live[n] for n in trainable if live[n].ndim > 1 and n not in ("pos_embed", "cls_token")]
-    no_decay = [live[n] for n in trainable if not (live[n].ndim > 1 and n not in ("pos_embed", "cls_token"))]
+    no_wd = ("pos_embed", "cls_token", "dist_token")  # timm's no_weight_decay()
+    decay = [live[n] for n in trainable if live[n].ndim > 1 and n not in no_wd]
+    no_decay = [live[n] for n in trainable if not (live[n].ndim > 1 and n not in no_wd)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": train["weight_decay"]},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=train["lr"], betas=(train["beta1"], train["beta2"]), eps=train["eps"])
@@ -315,6 +330,13 @@ def main():
     losses = make_fixture(os.path.join(args.out, "vit_pytorch_style.safetensors"), lucid, B=3,
                           labels=torch.tensor([3, 0, 2]), mask=mask)
     print(f"vit_pytorch_style: AdamW loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+
+    # DeiT's distilled ViT (timm's VisionTransformerDistilled): a distillation token after
+    # the class token, a second head on it, the logits the mean of the two heads.
+    deit = dict(cls_learn, dist_token=True, head_dist=True, num_classes=4)
+    losses = make_fixture(os.path.join(args.out, "vit_deit_distilled.safetensors"), deit, B=3,
+                          labels=torch.tensor([1, 3, 0]), smoothing=0.1)
+    print(f"vit_deit_distilled: AdamW loss {losses[0]:.6f} -> {losses[-1]:.6f}")
 
 
 if __name__ == "__main__":

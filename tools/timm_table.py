@@ -22,9 +22,9 @@ ACTS = {None: "gelu", "GELU": "gelu", "GELUTanh": "gelu_tanh", "QuickGELU": "qui
 def unsupported(r):
     """What of architecture r vitcpp's ViT does not have, as a phrase after "timm's NAME"."""
     why = []
-    if r.get("class") != "VisionTransformer":
-        if r.get("class") == "VisionTransformerDistilled":
-            return "has a distillation token and a second head (head_dist) averaged with the first"
+    # VisionTransformerDistilled (DeiT's): a distillation token and a second head, which
+    # vitcpp's config holds (dist_token, head_dist).
+    if r.get("class") not in ("VisionTransformer", "VisionTransformerDistilled"):
         return f"is a {r.get('class')}, not timm's VisionTransformer"
     if r.get("describe_error") or r.get("block") != "Block":
         why.append(f"uses {r.get('block') or 'other'} blocks")

@@ -49,7 +49,7 @@ Run add_export(CLI::App& cmd) {
         std::cerr << "vit: export: " << n << "\n";
       std::cout << "wrote " << (dir / "model.safetensors").string() << ", " << (dir / "config.json").string()
                 << " and " << (dir / "preprocessor_config.json").string()
-                << " (transformers: ViTForImageClassification.from_pretrained(DIR))\n";
+                << " (transformers: " << hf_class(p.model->config()) << ".from_pretrained(DIR))\n";
       return 0;
     }
     for (const auto& n : export_timm(*p.model, f->out, p.class_names))

@@ -41,6 +41,9 @@ void ModelFlags::add_to(CLI::App& cmd) {
                "no class token (timm's class_token=False; needs --pool avg)");
   cmd.add_flag("--pool-include-prefix", pool_include_prefix,
                "average pooling takes the class token too (vit-pytorch's pool='mean'; timm's leaves it out)");
+  cmd.add_flag("--distilled", distilled,
+               "DeiT's distillation token and a second head on it, the logits the mean of the two (timm's "
+               "deit_*_distilled; trained without a teacher, as timm outside distillation training)");
   cmd.add_flag("--patch-norm", patch_norm,
                "LayerNorms before and after the patch projection, as vit-pytorch's patch embedding");
   cmd.add_option(
@@ -52,7 +55,8 @@ void ModelFlags::add_to(CLI::App& cmd) {
                  "the MLP's activation (timm's act_layer): gelu (exact), gelu_tanh (tanh approximation: "
                  "SigLIP's) or quick_gelu (x sigmoid(1.702 x): OpenAI CLIP's)")
       ->check(CLI::IsMember({"gelu", "gelu_tanh", "quick_gelu"}));
-  cmd.add_option("--drop", drop, "dropout rate (projections, MLP and head)")->check(rate());
+  cmd.add_option("--drop", drop, "dropout rate (projections, MLP and head; a distilled head has none)")
+      ->check(rate());
   cmd.add_option("--drop-path", drop_path, "stochastic depth rate")->check(rate());
   cmd.add_option("--attn-drop", attn_drop, "attention dropout rate")->check(rate());
   cmd.add_option("--mean", mean,
@@ -92,6 +96,7 @@ ViTConfig ModelFlags::resolve() const {
   if (no_class_token) c.class_token = false;
   if (pool_include_prefix) c.pool_include_prefix = true;
   if (patch_norm) c.patch_norm = true;
+  if (distilled) c.dist_token = c.head_dist = true;
   apply_training_overrides(c);
   c.validate();
   return c;
@@ -104,7 +109,9 @@ std::vector<float> per_channel(const std::vector<float>& v, int64_t channels, co
 }
 
 void ModelFlags::apply_training_overrides(ViTConfig& c) const {
+  // timm's distilled head has no dropout: --drop is the projections' there.
   if (drop >= 0) c.drop_rate = c.proj_drop_rate = drop;
+  if (c.head_dist) c.drop_rate = 0.f;
   if (drop_path >= 0) c.drop_path_rate = drop_path;
   if (attn_drop >= 0) c.attn_drop_rate = attn_drop;
   if (!mean.empty()) c.mean = per_channel(mean, c.in_chans, "--mean");
@@ -126,6 +133,7 @@ std::string ModelFlags::architecture_flag() const {
   if (no_class_token) return "--no-class-token";
   if (pool_include_prefix) return "--pool-include-prefix";
   if (patch_norm) return "--patch-norm";
+  if (distilled) return "--distilled";
   return "";
 }
 

@@ -18,7 +18,7 @@ struct ModelFlags {
   std::vector<int64_t> img_size, patch_size;
   int64_t in_chans = 0, embed_dim = 0, depth = 0, num_heads = 0, dim_head = 0, mlp_dim = 0, num_classes = 0;
   std::string pool, pos_embed, act_layer;
-  bool no_class_token = false, pool_include_prefix = false, patch_norm = false;
+  bool no_class_token = false, pool_include_prefix = false, patch_norm = false, distilled = false;
   float drop = -1, drop_path = -1, attn_drop = -1;
   std::vector<float> mean, std;  // input normalization, one value or one per channel
 

@@ -59,7 +59,8 @@ struct TimmArchitecture {
 // for names the table does not have.
 const TimmArchitecture* find_timm_architecture(std::string_view name);
 // A registered name that builds a model with this width and LayerNorm eps from model_args
-// (vit_base_patch16_224 when no width matches).
-const char* timm_architecture_for(int64_t embed_dim, float norm_eps);
+// (vit_base_patch16_224 when no width matches); distilled: one of DeiT's distilled names
+// (VisionTransformerDistilled; deit_base_distilled_patch16_224 when no width matches).
+const char* timm_architecture_for(int64_t embed_dim, float norm_eps, bool distilled = false);
 
 }  // namespace vit::detail

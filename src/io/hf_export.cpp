@@ -1,5 +1,5 @@
 // Hugging Face transformers' ViTForImageClassification layout (ViTModel for a model without
-// a head), written: the inverse of
+// a head; DeiT's classes for a model with a distillation token), written: the inverse of
 // hf_format.cpp's mapping (timm's qkv rows q, k, v become query, key and value), with
 // config.json and preprocessor_config.json as transformers' save_pretrained writes them.
 #include <filesystem>
@@ -45,8 +45,8 @@ json hf_config(const ViTConfig& c, const std::vector<std::string>& names) {
     id2label[std::to_string(i)] = name;
     label2id[name] = i;
   }
-  json j = {{"architectures", {c.num_classes > 0 ? "ViTForImageClassification" : "ViTModel"}},
-            {"model_type", "vit"},
+  json j = {{"architectures", {hf_class(c)}},
+            {"model_type", c.dist_token ? "deit" : "vit"},
             {"hidden_size", c.embed_dim},
             {"num_hidden_layers", c.depth},
             {"num_attention_heads", c.num_heads},
@@ -69,19 +69,35 @@ json hf_config(const ViTConfig& c, const std::vector<std::string>& names) {
   return j;
 }
 
+// ViTImageProcessor resizes to the input size; DeiTImageProcessor resizes both sides to
+// input / crop_pct and center-crops the input size (vitcpp's squash crop).
 json hf_preprocessor(const ViTConfig& c) {
-  return {{"image_processor_type", "ViTImageProcessor"},
-          {"do_resize", true},
-          {"size", {{"height", c.img_h}, {"width", c.img_w}}},
-          {"resample", pil_code(filter_from_name(c.interpolation))},
-          {"do_rescale", true},
-          {"rescale_factor", 1.0 / 255.0},
-          {"do_normalize", true},
-          {"image_mean", c.mean},
-          {"image_std", c.std}};
+  json j = {{"image_processor_type", c.dist_token ? "DeiTImageProcessor" : "ViTImageProcessor"},
+            {"do_resize", true},
+            {"size", {{"height", c.img_h}, {"width", c.img_w}}},
+            {"resample", pil_code(filter_from_name(c.interpolation))},
+            {"do_rescale", true},
+            {"rescale_factor", 1.0 / 255.0},
+            {"do_normalize", true},
+            {"image_mean", c.mean},
+            {"image_std", c.std}};
+  if (c.dist_token) {
+    j["size"] = {{"height", scale_size(c.img_h, c.crop_pct)}, {"width", scale_size(c.img_w, c.crop_pct)}};
+    j["do_center_crop"] = true;
+    j["crop_size"] = {{"height", c.img_h}, {"width", c.img_w}};
+  }
+  return j;
 }
 
 }  // namespace
+
+// ViT's class, or DeiT's with a distillation token (two heads averaged: ...WithTeacher; one
+// on the class token: DeiTForImageClassification).
+const char* hf_class(const ViTConfig& c) {
+  if (c.num_classes == 0) return c.dist_token ? "DeiTModel" : "ViTModel";
+  if (!c.dist_token) return "ViTForImageClassification";
+  return c.head_dist ? "DeiTForImageClassificationWithTeacher" : "DeiTForImageClassification";
+}
 
 std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
                                    const std::vector<std::string>& class_names) {
@@ -103,10 +119,13 @@ std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
     notes.push_back(
         "the fixed sin-cos position embedding is written as HF's learned one (same values): "
         "fine-tuning the export would train it");
-  if (c.crop_mode != "squash" || c.crop_pct != 1.f)
+  if (!c.dist_token && (c.crop_mode != "squash" || c.crop_pct != 1.f))
     notes.push_back("ViTImageProcessor resizes to the input size without cropping; this model's " +
                     c.crop_mode + " crop (crop_pct " + json(c.crop_pct).dump() +
                     ") is not in preprocessor_config.json");
+  if (c.dist_token && c.crop_mode != "squash")
+    notes.push_back("DeiTImageProcessor resizes both sides before its center crop; this model's " +
+                    c.crop_mode + " crop resizes the shorter side (the same on square images)");
 
   const int64_t D = c.embed_dim;
   auto at = [&](const std::string& name) {
@@ -119,11 +138,13 @@ std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
     t.push_back(
         {hf, model.table().find(ours) ? model.table().find(ours)->shape : Shape{}, DType::F32, at(ours)});
   };
-  // ViTForImageClassification nests the encoder under vit.; a model without a head is a
-  // bare ViTModel (transformers adds its pooler, which classification does not use).
-  const std::string v = c.num_classes > 0 ? "vit." : "";
+  // ViTForImageClassification nests the encoder under vit. (DeiT's classes under deit.); a
+  // model without a head is a bare ViTModel or DeiTModel (transformers adds its pooler, which
+  // classification does not use).
+  const std::string v = c.num_classes == 0 ? "" : c.dist_token ? "deit." : "vit.";
   const std::string emb = v + "embeddings.";
   put(emb + "cls_token", "cls_token");
+  if (c.dist_token) put(emb + "distillation_token", "dist_token");
   // HF adds position embeddings to every token: with no_embed_class the class token's row is 0.
   std::vector<float> pos(size_t(c.num_tokens() * D), 0.f);
   std::copy(at("pos_embed"), at("pos_embed") + c.pos_embed_len() * D, pos.end() - c.pos_embed_len() * D);
@@ -152,8 +173,13 @@ std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
   put(v + "layernorm.weight", "norm.weight");
   put(v + "layernorm.bias", "norm.bias");
   if (c.num_classes > 0) {
-    put("classifier.weight", "head.weight");
-    put("classifier.bias", "head.bias");
+    const std::string head = c.head_dist ? "cls_classifier." : "classifier.";
+    put(head + "weight", "head.weight");
+    put(head + "bias", "head.bias");
+  }
+  if (c.num_classes > 0 && c.head_dist) {
+    put("distillation_classifier.weight", "head_dist.weight");
+    put("distillation_classifier.bias", "head_dist.bias");
   }
 
   fs::create_directories(dir);

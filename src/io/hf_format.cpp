@@ -1,6 +1,8 @@
-// Hugging Face transformers' ViT (ViTForImageClassification, ViTModel): config.json gives
-// the architecture, preprocessor_config.json the preprocessing, and the names map onto
+// Hugging Face transformers' ViT (ViTForImageClassification, ViTModel) and DeiT
+// (DeiTForImageClassificationWithTeacher, DeiTForImageClassification, DeiTModel): config.json
+// gives the architecture, preprocessor_config.json the preprocessing, and the names map onto
 // timm's; query, key and value stack into one qkv, rows q, k, v as timm's.
+#include <cmath>
 #include <filesystem>
 
 #include "core/json_number.h"
@@ -44,15 +46,41 @@ void read_preprocessor(const json& p, ViTConfig& c, Mapping& m) {
   if (p.contains("resample"))
     c.interpolation =
         filter_name(filter_from_pil_code(json_int32(p["resample"], "preprocessor_config.json resample")));
-  if (p.contains("size") && p.value("do_resize", true)) {
-    const json& s = p["size"];
-    int64_t h = 0, w = 0;
+  // {"height": H, "width": W} or one number (older files).
+  auto hw = [&](const char* key, int64_t& h, int64_t& w) {
+    const json& s = p[key];
+    const std::string what = std::string("preprocessor_config.json ") + key;
     if (s.is_object() && s.contains("height")) {
-      h = json_int(s["height"], "preprocessor_config.json size.height");
-      w = json_int(s["width"], "preprocessor_config.json size.width");
+      h = json_int(s["height"], what + ".height");
+      w = json_int(s["width"], what + ".width");
     } else if (s.is_number()) {
-      h = w = json_int(s, "preprocessor_config.json size");
+      h = w = json_int(s, what);
     }
+  };
+  // DeiTImageProcessor: resize both sides to `size`, then a center crop of `crop_size`, which
+  // is vitcpp's squash at crop_pct crop_size / size.
+  if (p.value("do_center_crop", false) && p.contains("crop_size") && p.contains("size") &&
+      p.value("do_resize", true)) {
+    int64_t ch = 0, cw = 0, h = 0, w = 0;
+    hw("crop_size", ch, cw);
+    hw("size", h, w);
+    VIT_CHECK(ch > 0 && h >= ch && w >= cw && double(ch) / double(h) == double(cw) / double(w),
+              "preprocessor_config.json crop_size ", ch, "x", cw, " of size ", h, "x", w,
+              " is not one center crop of both sides alike");
+    c.crop_mode = "squash";
+    // crop / size in float, nudged down where rounding would make the size preprocessing
+    // resizes to (scale_size) one short of `size` (224 / 248, say).
+    c.crop_pct = float(double(ch) / double(h));
+    while (scale_size(ch, c.crop_pct) < h) c.crop_pct = std::nextafter(c.crop_pct, 0.f);
+    if (ch != c.img_h || cw != c.img_w)
+      m.notes.push_back("preprocessor_config.json crops to " + std::to_string(ch) + "x" + std::to_string(cw) +
+                        ", the model takes " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
+                        "; images are resized to the model's size");
+    return;
+  }
+  if (p.contains("size") && p.value("do_resize", true)) {
+    int64_t h = 0, w = 0;
+    hw("size", h, w);
     if (h && (h != c.img_h || w != c.img_w))
       m.notes.push_back("preprocessor_config.json resizes to " + std::to_string(h) + "x" + std::to_string(w) +
                         ", the model takes " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
@@ -66,18 +94,23 @@ Mapping hf_mapping(const SafeTensors& st) {
   Mapping m;
   ViTConfig& c = m.cfg;
   const std::string& where = st.path();
-  const std::string p = st.find("vit.embeddings.patch_embeddings.projection.weight") ? "vit." : "";
+  const std::string p = st.find("vit.embeddings.patch_embeddings.projection.weight")    ? "vit."
+                        : st.find("deit.embeddings.patch_embeddings.projection.weight") ? "deit."
+                                                                                        : "";
   try {
     const std::optional<json> config = json_beside(st, "config.json");
     VIT_CHECK(config, "a Hugging Face ViT needs its config.json beside the weights");
     const json& j = *config;
     const std::string type = j.value("model_type", "vit");
-    VIT_CHECK(type == "vit", "model_type '", type,
-              "' is not read (vitcpp reads Hugging Face's ViT, model_type 'vit')",
-              type == "deit"
-                  ? ": Hugging Face's DeiT adds a distillation token, and ...WithTeacher a second head "
-                    "averaged with the first (facebook/deit-*-patch16-224, model_type 'vit', load)"
-                  : "");
+    VIT_CHECK(type == "vit" || type == "deit", "model_type '", type,
+              "' is not read (vitcpp reads Hugging Face's ViT and DeiT, model_type 'vit' or 'deit')");
+    // DeiT: a distillation token after the class token; ...WithTeacher's two heads
+    // (cls_classifier, distillation_classifier) are averaged, DeiTForImageClassification's
+    // one (classifier) reads the class token.
+    c.dist_token = st.find(p + "embeddings.distillation_token") != nullptr;
+    VIT_CHECK(c.dist_token == (type == "deit"), "model_type '", type, "' ", c.dist_token ? "has" : "needs",
+              " a distillation token (", p, "embeddings.distillation_token)");
+    c.head_dist = st.find("distillation_classifier.weight") != nullptr;
     // transformers' ACT2FN: gelu (erf); gelu_pytorch_tanh, gelu_new and gelu_fast are GELU's
     // tanh form (written three ways); quick_gelu is x sigmoid(1.702 x).
     const std::string act = j.value("hidden_act", "gelu");
@@ -106,7 +139,7 @@ Mapping hf_mapping(const SafeTensors& st) {
     c.global_pool = "token";
     c.fc_norm = false;
     c.pos_embed = "learn";
-    const TensorInfo* head = st.find("classifier.weight");
+    const TensorInfo* head = st.find(c.head_dist ? "cls_classifier.weight" : "classifier.weight");
     c.num_classes = head && head->shape.size() == 2 ? head->shape[0] : 0;
     // ViTImageProcessor's defaults, then its config.
     c.mean.assign(c.in_chans, 0.5f);
@@ -140,6 +173,7 @@ Mapping hf_mapping(const SafeTensors& st) {
   m.sources["patch_embed.proj.weight"] = {emb + "patch_embeddings.projection.weight"};
   m.sources["patch_embed.proj.bias"] = {emb + "patch_embeddings.projection.bias"};
   m.sources["cls_token"] = {emb + "cls_token"};
+  m.sources["dist_token"] = {emb + "distillation_token"};
   m.sources["pos_embed"] = {emb + "position_embeddings"};
   for (int64_t i = 0; i < c.depth; ++i) {
     const std::string b = "blocks." + std::to_string(i) + ".",
@@ -158,14 +192,21 @@ Mapping hf_mapping(const SafeTensors& st) {
   }
   m.sources["norm.weight"] = {p + "layernorm.weight"};
   m.sources["norm.bias"] = {p + "layernorm.bias"};
-  m.sources["head.weight"] = {"classifier.weight"};
-  m.sources["head.bias"] = {"classifier.bias"};
+  const std::string head = c.head_dist ? "cls_classifier." : "classifier.";
+  m.sources["head.weight"] = {head + "weight"};
+  m.sources["head.bias"] = {head + "bias"};
+  m.sources["head_dist.weight"] = {"distillation_classifier.weight"};
+  m.sources["head_dist.bias"] = {"distillation_classifier.bias"};
   for (const char* wb : {"weight", "bias"}) {
     const std::string pooler = p + "pooler.dense." + wb;
     if (st.find(pooler)) m.skipped.insert(pooler);
   }
   if (!m.skipped.empty())
-    m.notes.push_back("the pooler (vit.pooler.dense) is not used for classification: skipped");
+    m.notes.push_back("the pooler (" + p + "pooler.dense) is not used for classification: skipped");
+  if (const std::string mask = emb + "mask_token"; st.find(mask)) {  // masked image modeling's
+    m.skipped.insert(mask);
+    m.notes.push_back("the mask token (" + mask + ") is not used for classification: skipped");
+  }
   return m;
 }
 

@@ -170,7 +170,7 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
 
   for (const auto& s : table.specs()) {
     float* dst = model->params().data() + s.offset;
-    if (new_head && (s.name == "head.weight" || s.name == "head.bias")) {
+    if (new_head && is_head_param(s.name)) {
       std::fill(dst, dst + s.numel(), 0.f);  // the paper's zero-initialized head
       continue;
     }
@@ -227,7 +227,7 @@ std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>&
   auto size = [](int64_t h, int64_t w) { return h == w ? json(h) : json({h, w}); };
   // A registered timm architecture with the model's LayerNorm eps, which model_args cannot
   // set; they give every dimension, so any such name builds the model.
-  const std::string arch = detail::timm_architecture_for(c.embed_dim, c.norm_eps);
+  const std::string arch = detail::timm_architecture_for(c.embed_dim, c.norm_eps, c.head_dist);
   json args = {{"img_size", size(c.img_h, c.img_w)},
                {"patch_size", size(c.patch_h, c.patch_w)},
                {"in_chans", c.in_chans},
@@ -253,7 +253,7 @@ std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>&
                {"std", c.std},
                {"num_classes", c.num_classes},
                {"first_conv", "patch_embed.proj"},
-               {"classifier", "head"}};
+               {"classifier", c.head_dist ? json({"head", "head_dist"}) : json("head")}};
   json j = {{"architecture", arch},         {"num_classes", c.num_classes}, {"num_features", c.embed_dim},
             {"global_pool", c.global_pool}, {"model_args", args},           {"pretrained_cfg", pcfg}};
   if (!class_names.empty()) j["label_names"] = class_names;
@@ -280,6 +280,10 @@ std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
   VIT_CHECK(!c.patch_norm, dir,
             ": not exported: timm's ViT has no LayerNorm before the patch projection (patch_norm; use "
             "--format onnx)");
+  VIT_CHECK(c.head_dist || !c.dist_token, dir,
+            ": not exported: timm's distilled DeiT has a second head on its distillation token; this "
+            "model's head reads the class token alone (transformers' DeiTForImageClassification; use "
+            "--format hf or onnx)");
   VIT_CHECK(!c.pool_include_prefix, dir,
             ": not exported: timm's average pooling leaves the class token out; this model's takes it in "
             "(pool_include_prefix; use --format onnx)");

@@ -23,19 +23,23 @@ const TimmArchitecture* find_timm_architecture(std::string_view name) {
   return nullptr;
 }
 
-const char* timm_architecture_for(int64_t embed_dim, float norm_eps) {
-  // Plain names (vit_base_patch16_224, vit_base_patch16_clip_224): the nearest reads best, and
-  // model_args give every dimension, so any runnable name with the same eps builds the model.
+const char* timm_architecture_for(int64_t embed_dim, float norm_eps, bool distilled) {
+  // Plain names (vit_base_patch16_224, vit_base_patch16_clip_224; deit_base_distilled_patch16_224):
+  // the nearest reads best, and model_args give every dimension, so any runnable name of the
+  // same class with the same eps builds the model.
   static const std::regex plain(R"(^vit_[a-z]+_patch\d+_(clip_)?\d+$)");
+  static const std::regex deit(R"(^deit_[a-z]+_distilled_patch\d+_\d+$)");
   const char* fallback = nullptr;
   for (const auto& a : kArchitectures) {
-    if (*a.unsupported || a.norm_eps != norm_eps || !std::regex_match(a.name, plain)) continue;
+    if (*a.unsupported || a.norm_eps != norm_eps || !std::regex_match(a.name, distilled ? deit : plain))
+      continue;
     const std::string_view name(a.name);
     const bool p16_224 = name.ends_with("_patch16_224") || name.ends_with("_patch16_clip_224");
     if (a.embed_dim == embed_dim && p16_224) return a.name;
     if (a.embed_dim == embed_dim && !fallback) fallback = a.name;
   }
   if (fallback) return fallback;
+  if (distilled) return "deit_base_distilled_patch16_224";
   return norm_eps == 1e-5f ? "vit_base_patch16_clip_224" : "vit_base_patch16_224";
 }
 

@@ -105,9 +105,6 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
     if (const json* v = field(args, "norm_layer"))
       VIT_CHECK(*v == "layernorm", "config.json model_args norm_layer ", v->dump(),
                 " is not supported (vitcpp's blocks use LayerNorm)");
-    VIT_CHECK(!st.find("dist_token"),
-              "a distilled DeiT (dist_token, head_dist): its two heads are averaged at inference, which "
-              "vitcpp's ViT does not do (the plain deit_*_patch16_224 checkpoints load)");
     auto shape = [&](const std::string& name) -> const Shape* {
       const TensorInfo* t = st.find(name);
       return t ? &t->shape : nullptr;
@@ -129,6 +126,9 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
     c.class_token = st.find("cls_token") != nullptr;
     const Shape* reg = shape("reg_token");
     c.reg_tokens = reg && reg->size() == 3 ? (*reg)[1] : 0;
+    // DeiT's VisionTransformerDistilled: the distillation token and its head (the mean of the
+    // two at inference; without heads, the features are the mean of the two tokens).
+    c.dist_token = c.head_dist = st.find("dist_token") != nullptr;
     c.pre_norm = st.find("norm_pre.weight") != nullptr;
     c.patch_bias = st.find("patch_embed.proj.bias") != nullptr;
     c.fc_norm = st.find("fc_norm.weight") != nullptr;

@@ -101,14 +101,17 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
     A.lnf_mean = c.take({B * T});
     A.lnf_rstd = c.take({B * T});
   }
-  A.pooled = c.take({B, C});
-  A.pooled_mean = c.take({B});
-  A.pooled_rstd = c.take({B});
-  A.pooled_ln = c.take({B, C});
+  const int64_t HB = cfg.head_tokens() * B;  // the rows the head reads
+  A.pooled = c.take({HB, C});
+  A.pooled_mean = c.take({HB});
+  A.pooled_rstd = c.take({HB});
+  A.pooled_ln = c.take({HB, C});
   A.logits = c.take({B, K});
+  if (cfg.head_dist) A.logits_dist = c.take({B, K});
   if (training) {
-    A.dpooled_ln = c.take({B, C});
-    A.dpooled = c.take({B, C});
+    A.dpooled_ln = c.take({HB, C});
+    A.dpooled = c.take({HB, C});
+    if (cfg.head_dist) A.dlogits_half = c.take({B, K});
     A.dx = c.take({B, T, C});
     A.dbranch = c.take({B * T, C});
     A.dact = c.take({B * T, M});

@@ -58,6 +58,15 @@ void ViTConfig::validate() const {
       !pool_include_prefix || global_pool == "avg",
       "config: pool_include_prefix is for global_pool 'avg' (token pooling takes the class token alone)");
   VIT_CHECK(reg_tokens >= 0, "config: reg_tokens must be non-negative, got ", reg_tokens);
+  // As timm's VisionTransformerDistilled: class token, distillation token, patches, every
+  // one with a position embedding; token pooling.
+  VIT_CHECK(!dist_token || (class_token && global_pool == "token" && reg_tokens == 0 && !no_embed_class),
+            "config: dist_token (DeiT) needs class_token, global_pool 'token', no register tokens and a "
+            "position embedding on every token (no_embed_class false)");
+  VIT_CHECK(!head_dist || dist_token, "config: head_dist needs dist_token");
+  VIT_CHECK(!head_dist || drop_rate == 0.f,
+            "config: drop_rate must be 0 with head_dist (timm's distilled head has no dropout), got ",
+            drop_rate);
   VIT_CHECK(init_values >= 0.f, "config: init_values (LayerScale) must be non-negative, got ", init_values);
   VIT_CHECK(is_activation_name(act_layer),
             "config: act_layer must be 'gelu', 'gelu_tanh' or 'quick_gelu', got '", act_layer, "'");
@@ -138,6 +147,8 @@ std::string ViTConfig::to_json(int indent) const {
   if (patch_norm) j["patch_norm"] = true;
   if (pool_include_prefix) j["pool_include_prefix"] = true;
   if (act_layer != "gelu") j["act_layer"] = act_layer;
+  if (dist_token) j["dist_token"] = true;
+  if (head_dist) j["head_dist"] = true;
   return j.dump(indent);
 }
 
@@ -195,6 +206,10 @@ ViTConfig ViTConfig::from_json(const std::string& text) {
         c.class_token = v.get<bool>();
       else if (key == "reg_tokens")
         c.reg_tokens = as_int(v, key);
+      else if (key == "dist_token")
+        c.dist_token = v.get<bool>();
+      else if (key == "head_dist")
+        c.head_dist = v.get<bool>();
       else if (key == "pos_embed")
         c.pos_embed = v.get<std::string>();
       else if (key == "no_embed_class")
@@ -282,13 +297,16 @@ ViTConfig timm_vit(int64_t patch, int64_t dim, int64_t depth, int64_t heads) {
 
 // timm's names: vit_{tiny,small,base,large,huge}_patch{P}_{R} (vit_base_patch16_224,
 // vit_small_patch32_384, ...): the size's width, depth and heads with patch P and R x R
-// images. Empty when name is not one of them.
+// images; DeiT's deit_{tiny,small,base}_patch{P}_{R} the same, and
+// deit_{tiny,small,base}_distilled_patch{P}_{R} with the distillation token and second head.
+// Empty when name is not one of them.
 std::optional<ViTConfig> timm_named(const std::string& name) {
-  static const std::regex re("vit_(tiny|small|base|large|huge)_patch([0-9]+)_([0-9]+)");
+  static const std::regex re(
+      "(?:vit_(tiny|small|base|large|huge)|deit_(tiny|small|base)(_distilled)?)_patch([0-9]+)_([0-9]+)");
   std::smatch m;
-  if (!std::regex_match(name, m, re)) return std::nullopt;
-  const std::string size = m[1];
-  const int64_t patch = std::stoll(m[2]), res = std::stoll(m[3]);
+  if (!std::regex_match(name, m, re) || m[4].length() > 6 || m[5].length() > 6) return std::nullopt;
+  const std::string size = m[1].matched ? m[1] : m[2];
+  const int64_t patch = std::stoll(m[4]), res = std::stoll(m[5]);
   if (patch <= 0 || res <= 0 || res % patch != 0) return std::nullopt;
   ViTConfig c = size == "tiny"    ? timm_vit(patch, 192, 12, 3)
                 : size == "small" ? timm_vit(patch, 384, 12, 6)
@@ -296,6 +314,7 @@ std::optional<ViTConfig> timm_named(const std::string& name) {
                 : size == "large" ? timm_vit(patch, 1024, 24, 16)
                                   : timm_vit(patch, 1280, 32, 16);
   c.img_h = c.img_w = res;
+  c.dist_token = c.head_dist = m[3].matched;
   return c;
 }
 
@@ -353,7 +372,7 @@ ViTConfig preset(const std::string& name) {
   const std::string near = nearest_name(name, preset_names());
   throw Error("unknown model preset '" + name + "'" +
               (near.empty() ? "" : " (did you mean '" + near + "'?)") + " (known: " + known +
-              ", and timm's names such as vit_base_patch16_224)");
+              ", and timm's names such as vit_base_patch16_224 or deit_small_distilled_patch16_224)");
 }
 
 std::vector<std::string> preset_names() {
@@ -372,7 +391,7 @@ int64_t forward_flops(const ViTConfig& c, bool cls_tail) {
            + 2 * 2 * Tq * D * c.mlp_dim;  // fc1, fc2
   };
   const int64_t blocks = cls_tail && c.depth > 0 ? (c.depth - 1) * block(T) + block(1) : c.depth * block(T);
-  return patch + blocks + 2 * D * c.num_classes;
+  return patch + blocks + 2 * D * c.num_classes * c.head_tokens();
 }
 
 }  // namespace vit

@@ -10,8 +10,8 @@ namespace vit {
 
 void ParamTable::add(std::string name, Shape shape, Init init) {
   const bool fixed = init == Init::SinCos || init == Init::SinCos2d;
-  const bool no_decay =
-      shape.size() <= 1 || name == "pos_embed" || name == "cls_token" || name == "reg_token";
+  const bool no_decay = shape.size() <= 1 || name == "pos_embed" || name == "cls_token" ||
+                        name == "dist_token" || name == "reg_token";
   // 16-float alignment keeps every tensor on its own 64-byte boundary.
   specs_.push_back({std::move(name), std::move(shape), init, !no_decay && !fixed, !fixed, total_});
   total_ += (specs_.back().numel() + 15) / 16 * 16;
@@ -31,6 +31,7 @@ ParamTable::ParamTable(const ViTConfig& c) {
     add("patch_embed.norm.bias", {D}, Init::Zeros);
   }
   if (c.class_token) add("cls_token", {1, 1, D}, Init::ClsToken);
+  if (c.dist_token) add("dist_token", {1, 1, D}, Init::ClsToken);
   if (c.reg_tokens > 0) add("reg_token", {1, c.reg_tokens, D}, Init::ClsToken);
   add("pos_embed", {1, c.pos_embed_len(), D},
       c.pos_embed == "sincos"     ? Init::SinCos
@@ -63,6 +64,14 @@ ParamTable::ParamTable(const ViTConfig& c) {
   if (c.num_classes == 0) return;  // headless: features only (timm's num_classes=0)
   add("head.weight", {c.num_classes, D}, Init::TruncNormal);
   add("head.bias", {c.num_classes}, Init::Zeros);
+  if (c.head_dist) {
+    add("head_dist.weight", {c.num_classes, D}, Init::TruncNormal);
+    add("head_dist.bias", {c.num_classes}, Init::Zeros);
+  }
+}
+
+bool is_head_param(const std::string& name) {
+  return name.rfind("head.", 0) == 0 || name.rfind("head_dist.", 0) == 0;
 }
 
 const ParamSpec* ParamTable::find(const std::string& name) const {

@@ -128,7 +128,14 @@ void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, const
   run_forward(infer_, images, mask, ForwardMode{}, out.attn, /*every_row=*/out.tokens != nullptr);
   const int64_t T = cfg_.num_tokens(), D = cfg_.embed_dim;
   if (out.logits) ops::copy(Tensor(out.logits, {B, cfg_.num_classes}), infer_.logits);
-  if (out.pooled) ops::copy(Tensor(out.pooled, {B, D}), infer_.pooled_ln);
+  if (out.pooled) {  // timm's pre_logits: with head_dist the mean of the two normed tokens
+    const Tensor pooled(out.pooled, {B, D});
+    ops::copy(pooled, head_rows(infer_.pooled_ln, 0));
+    if (cfg_.head_dist) {
+      ops::add_into(pooled, head_rows(infer_.pooled_ln, 1));
+      ops::scale(pooled, 0.5f);
+    }
+  }
   if (!out.tokens) return;
   // The last block's output, every row; timm's forward_features ends with `norm` (the
   // identity with fc_norm, whose norm comes after pooling).
@@ -153,8 +160,8 @@ void ViT::backward(const Tensor& dlogits) {
   // The gradients this backward touches: all, or the head's alone when the backbone is frozen.
   std::vector<std::pair<int64_t, int64_t>> ranges;  // [offset, end) in the arena
   if (backbone_frozen_) {
-    for (const char* name : {"head.weight", "head.bias"})
-      if (const ParamSpec* p = table_.find(name)) ranges.push_back({p->offset, p->offset + p->numel()});
+    for (const ParamSpec& p : table_.specs())
+      if (is_head_param(p.name)) ranges.push_back({p.offset, p.offset + p.numel()});
   } else {
     ranges.push_back({0, int64_t(table_.total())});
   }

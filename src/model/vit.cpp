@@ -73,7 +73,7 @@ ViT::Weights ViT::bind(float* base) {
   w.pout_w = t("patch_embed.norm.weight");
   w.pout_b = t("patch_embed.norm.bias");
   w.cls = t("cls_token");
-  w.reg = t("reg_token");
+  w.reg = t(cfg_.dist_token ? "dist_token" : "reg_token");
   w.pos = t("pos_embed");
   w.pre_w = t("norm_pre.weight");
   w.pre_b = t("norm_pre.bias");
@@ -82,6 +82,8 @@ ViT::Weights ViT::bind(float* base) {
   w.norm_b = t(norm + ".bias");
   w.head_w = t("head.weight");
   w.head_b = t("head.bias");
+  w.head_dist_w = t("head_dist.weight");
+  w.head_dist_b = t("head_dist.bias");
   for (int64_t i = 0; i < cfg_.depth; ++i) {
     const std::string p = "blocks." + std::to_string(i) + ".";
     w.blocks.push_back({t(p + "norm1.weight"), t(p + "norm1.bias"), t(p + "attn.qkv.weight"),
@@ -96,6 +98,7 @@ ViT::Weights ViT::bind(float* base) {
 void ViT::bind_linears() {
   patch_lin_ = {W_.patch_w, W_.patch_b};
   head_lin_ = {W_.head_w, W_.head_b};
+  head_dist_lin_ = {W_.head_dist_w, W_.head_dist_b};
   infer_lin_.clear();
   for (const BlockWeights& w : W_.blocks)
     infer_lin_.push_back({{w.qkvw, w.qkvb}, {w.projw, w.projb}, {w.fc1w, w.fc1b}, {w.fc2w, w.fc2b}});
@@ -124,7 +127,7 @@ bool ViT::norm_all_tokens() const {
 
 bool ViT::cls_tail_applies(const ViTConfig& cfg) {
   static const bool off = setting_choice("VIT_CLS_TAIL") == "off";
-  return !off && cfg.class_token && !cfg.avg_pool() && cfg.depth > 0;
+  return !off && cfg.class_token && !cfg.avg_pool() && cfg.head_tokens() == 1 && cfg.depth > 0;
 }
 
 bool ViT::use_cls_tail() const {
@@ -229,13 +232,27 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     // timm norms every token before token pooling; LayerNorm is per row, so norming the
     // pooled row alone gives the same numbers for a fraction of the work. With fc_norm
     // the norm comes after pooling anyway.
-    // Token pooling takes row 0 (x is the class-token tail's [B,1,C] when that ran).
+    // Token pooling takes row 0 (x is the class-token tail's [B,1,C] when that ran), and
+    // with head_dist row 1 as well, into A.pooled's second half.
     ops::pool_forward(A.pooled, x, pool_mask(), cfg_.avg_pool(), cfg_.avg_pool() ? cfg_.first_pooled() : 0);
     ops::layernorm_forward(A.pooled_ln, A.pooled_mean, A.pooled_rstd, A.pooled, W_.norm_w, W_.norm_b,
                            cfg_.norm_eps);
   }
   ops::dropout_forward(A.pooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.pooled_ln));
-  if (has_head()) ops::linear_forward(A.logits, A.pooled_ln, owner_->head_lin_);
+  if (!has_head()) return;
+  if (!cfg_.head_dist) return ops::linear_forward(A.logits, A.pooled_ln, owner_->head_lin_);
+  // timm's VisionTransformerDistilled (outside distillation training): (head(x_cls) +
+  // head_dist(x_dist)) / 2.
+  const Tensor cls_ln = head_rows(A.pooled_ln, 0), dist_ln = head_rows(A.pooled_ln, 1);
+  ops::linear_forward(A.logits, cls_ln, owner_->head_lin_);
+  ops::linear_forward(A.logits_dist, dist_ln, owner_->head_dist_lin_);
+  ops::add_into(A.logits, A.logits_dist);
+  ops::scale(A.logits, 0.5f);
+}
+
+Tensor ViT::head_rows(const Tensor& t, int64_t k) const {
+  const int64_t B = t.dim(0) / cfg_.head_tokens(), C = t.dim(1);
+  return Tensor(t.data + k * B * C, {B, C});
 }
 
 void ViT::backward_local(const Tensor& dlogits) {
@@ -249,7 +266,17 @@ void ViT::backward_local(const Tensor& dlogits) {
   auto first = [&](const Tensor& t) { return mode.first_sample * (t.numel() / B); };
   const int64_t s0 = mode.first_sample;
 
-  ops::linear_backward(&A.dpooled_ln, &G_.head_w, &G_.head_b, dlogits, A.pooled_ln, owner_->head_lin_);
+  if (cfg_.head_dist) {  // each head's logits count half
+    ops::copy(A.dlogits_half, dlogits);
+    ops::scale(A.dlogits_half, 0.5f);
+    Tensor dcls = head_rows(A.dpooled_ln, 0), ddist = head_rows(A.dpooled_ln, 1);
+    ops::linear_backward(&dcls, &G_.head_w, &G_.head_b, A.dlogits_half, head_rows(A.pooled_ln, 0),
+                         owner_->head_lin_);
+    ops::linear_backward(&ddist, &G_.head_dist_w, &G_.head_dist_b, A.dlogits_half, head_rows(A.pooled_ln, 1),
+                         owner_->head_dist_lin_);
+  } else {
+    ops::linear_backward(&A.dpooled_ln, &G_.head_w, &G_.head_b, dlogits, A.pooled_ln, owner_->head_lin_);
+  }
   if (backbone_frozen_) return;  // only the head trains: nothing below needs gradients
   ops::dropout_backward(A.dpooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.dpooled_ln));
   if (norm_all_tokens()) {
@@ -342,7 +369,7 @@ void ViT::backward_local(const Tensor& dlogits) {
   ops::dropout_backward(dtokens, rate(cfg_.pos_drop_rate), key(kSitePos), first(dtokens));
   const bool learn_pos = cfg_.pos_embed == "learn";
   ops::tokens_backward(A.dpe, opt(G_.cls), opt(G_.reg), learn_pos ? &G_.pos : nullptr, dtokens,
-                       cfg_.class_token, cfg_.reg_tokens, !cfg_.no_embed_class);
+                       cfg_.class_token, cfg_.reg_tokens + (cfg_.dist_token ? 1 : 0), !cfg_.no_embed_class);
   if (!cfg_.patch_norm) {
     ops::linear_backward(nullptr, &G_.patch_w, opt(G_.patch_b), A.dpe, A.cols, owner_->patch_lin_);
     return;

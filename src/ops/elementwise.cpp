@@ -27,6 +27,13 @@ void add_into(Tensor dst, const Tensor& src) {
   }
 }
 
+void scale(Tensor x, float s) {
+  switch (x.device) {
+    case Device::CPU: return cpu::scale_values(x.data, x.numel(), s);
+    default: unsupported("scale", x.device);
+  }
+}
+
 void argmax_rows(int64_t* out, const Tensor& x) {
   VIT_CHECK(x.ndim() == 2, "argmax_rows: x must be 2-D, got ", shape_str(x.shape));
   switch (x.device) {

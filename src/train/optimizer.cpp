@@ -28,7 +28,7 @@ std::vector<float> lr_scales(const ParamTable& table, float layer_decay, bool fr
     if (s.name.rfind("blocks.", 0) == 0) depth = std::max<int64_t>(depth, std::stoll(s.name.substr(7)) + 1);
   std::vector<float> out;
   for (const auto& s : table.specs()) {
-    const bool head = s.name.rfind("head.", 0) == 0;
+    const bool head = is_head_param(s.name);
     if (freeze_backbone && !head) {
       out.push_back(0.f);
       continue;
@@ -38,7 +38,7 @@ std::vector<float> lr_scales(const ParamTable& table, float layer_decay, bool fr
       continue;
     }
     int64_t id = depth + 1;
-    for (const char* stem : {"patch_embed.", "cls_token", "reg_token", "pos_embed"})
+    for (const char* stem : {"patch_embed.", "cls_token", "dist_token", "reg_token", "pos_embed"})
       if (s.name.rfind(stem, 0) == 0) id = 0;
     if (s.name.rfind("blocks.", 0) == 0) id = std::stoll(s.name.substr(7)) + 1;
     out.push_back(float(std::pow(double(layer_decay), double(depth + 1 - id))));

@@ -1,6 +1,7 @@
 // Hugging Face export: the directory holds transformers' names, shapes and config keys (as
 // the fixture that transformers itself wrote), vitcpp loads it back to bit-identical logits,
 // and configs HF's ViT cannot express are refused with their names.
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -133,6 +134,52 @@ TEST(HfExport, RoundTripsToTheSameLogits) {
     expect_round_trip(q, {}, tmp / act);
     EXPECT_EQ(json::parse(read_text_file(tmp / (std::string(act) + "/config.json")))["hidden_act"], hf);
   }
+}
+
+// DeiT's distilled ViT is written as transformers' DeiT (model_type deit, deit. prefix,
+// embeddings.distillation_token): with both heads as DeiTForImageClassificationWithTeacher
+// (cls_classifier, distillation_classifier), with the class token's alone as
+// DeiTForImageClassification; DeiTImageProcessor's resize and center crop hold the squash crop.
+TEST(HfExport, DistilledDeitRoundTripsAsTransformersDeit) {
+  test::TempDir tmp("hfdeit");
+  ViTConfig c = test::square(test::tiny_vit());
+  c.dist_token = c.head_dist = true;
+  c.crop_pct = 0.8f;  // resize to 10, crop 8
+  c.interpolation = "bicubic";
+  ViT t(c);
+  t.init_weights(5);
+  expect_round_trip(t, {"a", "b", "c"}, tmp / "teacher");
+  const json cfg = json::parse(read_text_file(tmp / "teacher/config.json"));
+  EXPECT_EQ(cfg["architectures"], json({"DeiTForImageClassificationWithTeacher"}));
+  EXPECT_EQ(cfg["model_type"], "deit");
+  const SafeTensors st = SafeTensors::open(tmp / "teacher/model.safetensors");
+  for (const char* name : {"deit.embeddings.cls_token", "deit.embeddings.distillation_token",
+                           "deit.encoder.layer.0.attention.attention.query.weight", "deit.layernorm.weight",
+                           "cls_classifier.weight", "distillation_classifier.bias"})
+    EXPECT_NE(st.find(name), nullptr) << name;
+  EXPECT_EQ(st.find("deit.embeddings.position_embeddings")->shape, Shape({1, c.num_patches() + 2, 8}));
+  const json pre = json::parse(read_text_file(tmp / "teacher/preprocessor_config.json"));
+  EXPECT_EQ(pre["image_processor_type"], "DeiTImageProcessor");
+  EXPECT_EQ(pre["size"], json({{"height", 10}, {"width", 10}}));
+  EXPECT_EQ(pre["crop_size"], json({{"height", 8}, {"width", 8}}));
+  const Pretrained p = load_pretrained(tmp / "teacher");
+  EXPECT_EQ(p.model->config().to_json(), t.config().to_json());
+
+  c.head_dist = false;  // the class token's head alone
+  ViT s(c);
+  s.init_weights(6);
+  expect_round_trip(s, {}, tmp / "single");
+  EXPECT_EQ(json::parse(read_text_file(tmp / "single/config.json"))["architectures"],
+            json({"DeiTForImageClassification"}));
+  EXPECT_NE(SafeTensors::open(tmp / "single/model.safetensors").find("classifier.weight"), nullptr);
+
+  // A crop of 224 from 248: crop_pct read so that the resize is to 248 again, not 247.
+  json pj = json::parse(read_text_file(tmp / "single/preprocessor_config.json"));
+  pj["size"] = {{"height", 248}, {"width", 248}};
+  pj["crop_size"] = {{"height", 224}, {"width", 224}};
+  write_file_atomic(tmp / "single/preprocessor_config.json", pj.dump());
+  const float pct = load_pretrained(tmp / "single").model->config().crop_pct;
+  EXPECT_EQ(int64_t(std::floor(224.0 / double(pct))), 248) << pct;
 }
 
 // A model without a head is written as HF's ViTModel (no vit. prefix, no classifier) and

@@ -73,6 +73,14 @@ std::vector<Variant> variants() {
   c = test::tiny_vit();
   c.act_layer = "gelu_tanh";  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   v.push_back({"gelu_tanh", c});
+  c = test::tiny_vit();
+  c.dist_token = c.head_dist = true;  // DeiT's distilled head: the mean of two heads
+  v.push_back({"deit_distilled", c});
+  c.head_dist = false;  // transformers' DeiTForImageClassification: the class token's head
+  v.push_back({"deit_dist_token", c});
+  c.head_dist = true;
+  c.num_classes = 0;  // no heads: the mean of the two normed tokens
+  v.push_back({"deit_headless", c});
   v.push_back({"mnist-seed", preset("mnist-seed")});
   v.push_back({"vit_tiny_patch16_224", preset("vit_tiny_patch16_224")});
   return v;
@@ -209,15 +217,16 @@ TEST(OnnxExport, OnnxRuntimeGivesVitcppsLogits) {
 
 // The pretrained fixtures (timm's, Hugging Face's and vit-pytorch's layouts, weights from
 // PyTorch), as vit export --format onnx reads them: vit-pytorch's bring the patch LayerNorms,
-// dim_head, the mean with and without the class token, and the fixed 2-D table.
+// dim_head, the mean with and without the class token, and the fixed 2-D table; timm's and
+// transformers' own DeiT files the distillation token with two heads and with one.
 TEST(OnnxExport, OnnxRuntimeGivesThePretrainedFixturesLogits) {
   const std::string missing = ort_missing();
   if (!missing.empty()) GTEST_SKIP() << "ONNX Runtime not available: " << missing;
   test::TempDir tmp("ortfix");
-  for (const char* name :
-       {"timm_a", "timm_b", "hf", "vit_pytorch", "vit_pytorch_seed", "vit_pytorch_simple"}) {
+  for (const char* name : {"timm_a", "timm_b", "hf", "vit_pytorch", "vit_pytorch_seed", "vit_pytorch_simple",
+                           "libraries/timm_deit_distilled", "libraries/hf_deit"}) {
     Pretrained p = load_pretrained(std::string(VIT_FIXTURE_DIR) + "/pretrained/" + name);
-    expect_ort_matches(*p.model, name, tmp.str());
+    expect_ort_matches(*p.model, fs::path(name).filename().string(), tmp.str());
   }
 }
 

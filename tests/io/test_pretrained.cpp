@@ -112,6 +112,57 @@ TEST(Pretrained, TimmArchitectureTable) {
     }
   EXPECT_STREQ(detail::timm_architecture_for(1280, 1e-6f), "vit_huge_patch14_224");
   EXPECT_STREQ(detail::timm_architecture_for(512, 1e-5f), "vit_medium_patch16_clip_224");
+  // DeiT's distilled models (VisionTransformerDistilled) run, and export under their names.
+  const auto* deit = detail::find_timm_architecture("deit_small_distilled_patch16_224.fb_in1k");
+  ASSERT_NE(deit, nullptr);
+  EXPECT_STREQ(deit->unsupported, "");
+  EXPECT_EQ(deit->num_heads, 6);
+  EXPECT_STREQ(detail::timm_architecture_for(192, 1e-6f, true), "deit_tiny_distilled_patch16_224");
+  EXPECT_STREQ(detail::timm_architecture_for(768, 1e-6f, true), "deit_base_distilled_patch16_224");
+  EXPECT_STREQ(detail::timm_architecture_for(16, 1e-6f, true), "deit_base_distilled_patch16_224");
+}
+
+// DeiT's distilled ViT: exported as timm's VisionTransformerDistilled (a deit_*_distilled
+// name, both heads in pretrained_cfg's classifier), read back with the same logits; read from
+// the tensors alone; a new head replaces both heads.
+TEST(Pretrained, DistilledDeitExportsAndReadsBackAsTimm) {
+  test::TempDir tmp("deit");
+  ViTConfig c = small_config();
+  c.dist_token = c.head_dist = true;
+  ViT m(c);
+  m.init_weights(4);
+  export_timm(m, tmp / "timm");
+  const auto cfg = nlohmann::json::parse(read_text_file(tmp / "timm/config.json"));
+  EXPECT_EQ(cfg["architecture"], "deit_base_distilled_patch16_224");
+  EXPECT_EQ(cfg["pretrained_cfg"]["classifier"], nlohmann::json({"head", "head_dist"}));
+  Pretrained p = load_pretrained(tmp / "timm");
+  EXPECT_EQ(p.format, "timm");
+  EXPECT_EQ(p.model->config().to_json(), m.config().to_json());
+  EXPECT_EQ(logits(*p.model, 6), logits(m, 6));  // the same weights, bit for bit
+
+  fs::remove(tmp / "timm/config.json");  // the shapes alone (and --num-heads)
+  LoadOptions o;
+  o.num_heads = 4;
+  Pretrained bare = load_pretrained(tmp / "timm", o);
+  EXPECT_TRUE(bare.model->config().dist_token && bare.model->config().head_dist);
+  EXPECT_EQ(bare.model->config().num_tokens(), c.num_patches() + 2);
+
+  o.num_classes = 3;  // fine-tuning: both heads new and zero
+  Pretrained ft = load_pretrained(tmp / "timm", o);
+  for (const char* name : {"head.weight", "head.bias", "head_dist.weight", "head_dist.bias"}) {
+    const Tensor t = ft.model->param(name);
+    EXPECT_EQ(t.shape[0], 3) << name;
+    for (int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(t.data[i], 0.f) << name;
+  }
+  EXPECT_EQ(ft.model->param("dist_token").data[0], m.param("dist_token").data[0]);
+
+  // A distillation token whose head reads the class token alone (transformers'
+  // DeiTForImageClassification) has no timm form.
+  c.head_dist = false;
+  ViT single(c);
+  const std::string msg = test::error_of([&] { export_timm(single, tmp / "single"); });
+  EXPECT_NE(msg.find("--format hf or onnx"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(tmp / "single"));
 }
 
 TEST(Pretrained, ExportReadsBackAsTimmWithTheSameLogits) {

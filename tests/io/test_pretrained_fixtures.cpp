@@ -149,6 +149,11 @@ TEST(PretrainedFixtures, WrittenByTimmItself) {
     EXPECT_EQ(c.global_pool, k.pool);
     expect_logits(*p.model, std::string("libraries/") + k.dir + "/expect.safetensors", k.dir);
   }
+  // DeiT's VisionTransformerDistilled: the distillation token and the mean of the two heads.
+  Pretrained d = load_pretrained(fixture("libraries/timm_deit_distilled"));
+  EXPECT_TRUE(d.model->config().dist_token && d.model->config().head_dist);
+  EXPECT_EQ(d.model->config().num_heads, 4);
+  expect_logits(*d.model, "libraries/timm_deit_distilled/expect.safetensors", "timm_deit_distilled");
 }
 
 TEST(PretrainedFixtures, WrittenByTransformersItself) {
@@ -163,6 +168,13 @@ TEST(PretrainedFixtures, WrittenByTransformersItself) {
     EXPECT_EQ(q.model->config().act_layer, act);
     expect_logits(*q.model, std::string("libraries/") + dir + "/expect.safetensors", dir);
   }
+
+  // DeiTForImageClassification: a distillation token, the head on the class token alone.
+  Pretrained d = load_pretrained(fixture("libraries/hf_deit"));
+  EXPECT_TRUE(d.model->config().dist_token);
+  EXPECT_FALSE(d.model->config().head_dist);
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"tabby", "teapot", "rocket"}));
+  expect_logits(*d.model, "libraries/hf_deit/expect.safetensors", "hf_deit");
 
   // ViTModel: no head; its features (timm's pre_logits: the class token after the final
   // norm) are transformers' last_hidden_state[:, 0]. The pooler is left out with a note.
@@ -179,9 +191,7 @@ TEST(PretrainedFixtures, WrittenByTransformersItself) {
 // What timm and transformers build from these files and vitcpp cannot run is refused, with the
 // reason.
 TEST(PretrainedFixtures, WhatTheLibrariesHaveAndVitcppCannotRunIsRefused) {
-  for (auto [dir, why] : {std::pair{"timm_siglip_map", "pools with attention (global_pool='map')"},
-                          {"timm_deit_distilled", "distillation token"},
-                          {"hf_deit", "model_type 'deit' is not read"}}) {
+  for (auto [dir, why] : {std::pair{"timm_siglip_map", "pools with attention (global_pool='map')"}}) {
     const std::string msg =
         test::error_of([&] { load_pretrained(fixture(std::string("libraries/") + dir)); });
     EXPECT_NE(msg.find(why), std::string::npos) << dir << ": " << msg;

@@ -36,13 +36,15 @@ Features run_all(ViT& m, const std::vector<float>& x, int64_t B) {
 }
 
 // The variants of the final norm and pooling: token pooling with `norm`, avg with fc_norm
-// (timm's default for avg), avg with `norm` over every token (and a register token).
+// (timm's default for avg), avg with `norm` over every token (and a register token), DeiT's
+// distilled head (the mean of the class and distillation tokens).
 ViTConfig variant(const std::string& v) {
-  ViTConfig c = test::tiny_vit(v == "token" ? "token" : "avg");
+  ViTConfig c = test::tiny_vit(v == "token" || v == "distilled" ? "token" : "avg");
   if (v == "avg_norm") {
     c.fc_norm = false;
     c.reg_tokens = 1;
   }
+  c.dist_token = c.head_dist = v == "distilled";
   return c;
 }
 }  // namespace
@@ -56,6 +58,12 @@ TEST_P(FeaturesOf, HeadOfPooledIsTheLogitsAndPoolingTheTokensIsPooled) {
   const ViTConfig c = variant(GetParam());
   ViT m(c);
   randomize(m, 3);
+  // A distilled head whose two linears are one: its logits (the mean of the heads') are then
+  // that linear on the features (the mean of the two tokens).
+  if (c.head_dist) {
+    ops::copy(m.param("head_dist.weight"), m.param("head.weight"));
+    ops::copy(m.param("head_dist.bias"), m.param("head.bias"));
+  }
   const int64_t B = 3, D = c.embed_dim, T = c.num_tokens(), K = c.num_classes, pre = c.num_prefix_tokens();
   const auto x = test::randn(B * c.in_chans * c.img_h * c.img_w, 11);
   const Features f = run_all(m, x, B);
@@ -74,7 +82,9 @@ TEST_P(FeaturesOf, HeadOfPooledIsTheLogitsAndPoolingTheTokensIsPooled) {
   for (int64_t b = 0; b < B; ++b) {
     const float* t = f.tokens.data() + b * T * D;
     std::vector<double> v(D, 0.0);
-    if (!c.avg_pool()) {
+    if (c.head_dist) {
+      for (int64_t d = 0; d < D; ++d) v[d] = (double(t[d]) + t[D + d]) / 2;  // class, distillation
+    } else if (!c.avg_pool()) {
       for (int64_t d = 0; d < D; ++d) v[d] = t[d];  // the class token
     } else {
       for (int64_t i = pre; i < T; ++i)
@@ -94,7 +104,8 @@ TEST_P(FeaturesOf, HeadOfPooledIsTheLogitsAndPoolingTheTokensIsPooled) {
                                   ViT::cls_tail_applies(c) ? 1e-4 : 1e-5));
 }
 
-INSTANTIATE_TEST_SUITE_P(Pooling, FeaturesOf, ::testing::Values("token", "avg_fc_norm", "avg_norm"));
+INSTANTIATE_TEST_SUITE_P(Pooling, FeaturesOf,
+                         ::testing::Values("token", "avg_fc_norm", "avg_norm", "distilled"));
 
 // Two shards give each row what one model gives it, to float rounding (the products' bits
 // may depend on their row count).

@@ -46,7 +46,8 @@ struct ModelCase {
   // only, norm_pre without a patch bias, no qkv bias; "norm" = avg pooling with `norm` on
   // every token instead of fc_norm; "vit_pytorch" = vit-pytorch's LayerNorms around the patch
   // projection, 3 heads of 4 (dim_head) on the 8-wide model, the mean over every token;
-  // "quick_gelu", "gelu_tanh": the MLP's activation (act_layer).
+  // "quick_gelu", "gelu_tanh": the MLP's activation (act_layer); "distilled": DeiT's
+  // distillation token and second head (no head dropout there, as in timm).
   std::string variant = "";
 };
 
@@ -78,6 +79,9 @@ TEST_P(ModelGrad, EveryParameterMatchesFiniteDifferences) {
     c.dim_head = 4;
     c.fc_norm = false;
     c.pool_include_prefix = true;
+  } else if (mc.variant == "distilled") {
+    c.dist_token = c.head_dist = true;
+    c.drop_rate = 0.f;
   } else if (mc.variant == "quick_gelu" || mc.variant == "gelu_tanh") {
     c.act_layer = mc.variant;  // the MLP's activation: its kept derivative in the backward
   } else if (mc.variant == "wide" || mc.variant == "wide_plain") {
@@ -122,6 +126,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, ModelGrad,
                                            ModelCase{"avg", true, "learn", true, "norm"},
                                            ModelCase{"avg", true, "learn", true, "vit_pytorch"},
                                            ModelCase{"token", true, "learn", false, "quick_gelu"},
+                                           ModelCase{"token", true, "learn", true, "distilled"},
                                            ModelCase{"avg", false, "learn", true, "gelu_tanh"},
                                            ModelCase{"token", true, "learn", false, "wide"},
                                            ModelCase{"avg", true, "learn", false, "wide_plain"}),

@@ -106,7 +106,8 @@ TEST_P(TorchFixture, TenAdamWStepsFollowTheSameLosses) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TorchFixture,
                          ::testing::Values("vit_cls_learn.safetensors", "vit_avg_sincos_mask.safetensors",
-                                           "vit_dim_head.safetensors", "vit_pytorch_style.safetensors"),
+                                           "vit_dim_head.safetensors", "vit_pytorch_style.safetensors",
+                                           "vit_deit_distilled.safetensors"),
                          [](const auto& info) { return info.param.substr(4, info.param.find('.') - 4); });
 
 }  // namespace vit

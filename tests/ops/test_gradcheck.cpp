@@ -300,6 +300,23 @@ TEST_P(PoolGrad, MatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, PoolGrad, ::testing::Values(false, true));
 
+// Token pooling of the first two tokens (DeiT's class and distillation tokens), token-major.
+TEST(GradCheck, TokenPoolOfTwoTokens) {
+  const int64_t B = 3, T = 4, C = 2, K = 2;
+  auto x = test::randn(B * T * C, 3), R = test::randn(K * B * C, 4);
+  std::vector<float> pooled(K * B * C), dx(B * T * C);
+  ops::pool_forward(Tensor(pooled.data(), {K * B, C}), Tensor(x.data(), {B, T, C}), nullptr, false, 0);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t c = 0; c < C; ++c) ASSERT_EQ(pooled[(k * B + b) * C + c], x[(b * T + k) * C + c]);
+  auto loss = [&] {
+    ops::pool_forward(Tensor(pooled.data(), {K * B, C}), Tensor(x.data(), {B, T, C}), nullptr, false, 0);
+    return dot(pooled.data(), R.data(), K * B * C);
+  };
+  ops::pool_backward(Tensor(dx.data(), {B, T, C}), Tensor(R.data(), {K * B, C}), nullptr, false, 0);
+  EXPECT_TRUE(test::gradcheck("two-token pool dx", x.data(), dx.data(), B * T * C, loss, kH, kTol));
+}
+
 TEST(GradCheck, CrossEntropyWithSmoothingAndSoftTargets) {
   const int64_t B = 3, K = 5;
   auto z = test::randn(B * K, 1, 2.f);

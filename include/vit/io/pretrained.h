@@ -58,17 +58,21 @@ void resample_pos_embed(const float* src, int64_t prefix, int64_t gh, int64_t gw
 // Returns notes on what timm will see differently (LayerNorm eps).
 std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
                                      const std::vector<std::string>& class_names = {});
-// Writes a directory Hugging Face transformers loads as ViTForImageClassification (as
-// ViTModel when the model has no head, num_classes 0): model.safetensors (HF's names; qkv
+// Writes a directory Hugging Face transformers loads as hf_class(config):
+// ViTForImageClassification (ViTModel when the model has no head, num_classes 0), or for a
+// model with DeiT's distillation token DeiTForImageClassificationWithTeacher (two heads),
+// DeiTForImageClassification (one) or DeiTModel: model.safetensors (HF's names; qkv
 // split into query, key, value), config.json (with id2label / label2id from the class
-// names, else the class indices) and
-// preprocessor_config.json (ViTImageProcessor). Throws vit::Error naming what HF's ViT
-// cannot express (avg pooling, fc_norm, LayerScale, no class token, register tokens,
+// names, else the class indices) and preprocessor_config.json (ViTImageProcessor;
+// DeiTImageProcessor with its resize and center crop). Throws vit::Error naming what HF's
+// ViT cannot express (avg pooling, fc_norm, LayerScale, no class token, register tokens,
 // pre_norm, no patch bias, non-square input or patches); returns notes on what is
 // approximated (preprocessing HF's processor has no words for, fixed sin-cos positions
 // written as learned ones).
 std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
                                    const std::vector<std::string>& class_names = {});
+// The transformers class export_hf writes for a config (config.json's "architectures").
+const char* hf_class(const ViTConfig& c);
 // timm's config.json for a config.
 std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>& class_names);
 

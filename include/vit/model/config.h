@@ -22,6 +22,14 @@ struct ViTConfig {
   std::string global_pool = "token";  // "token" (class token) or "avg" (mean of patch tokens)
   bool class_token = true;
   int64_t reg_tokens = 0;  // register tokens after the class token (timm's reg_tokens)
+  // DeiT's distillation token (`dist_token`, timm's VisionTransformerDistilled, transformers'
+  // DeiT): a learned token right after the class token, with its own pos_embed row.
+  bool dist_token = false;
+  // The distilled head: `head` on the class token and `head_dist` on the distillation token,
+  // the logits their mean (timm outside distillation training; transformers'
+  // DeiTForImageClassificationWithTeacher), the features the mean of the two normed tokens.
+  // Without it the head reads the class token alone (transformers' DeiTForImageClassification).
+  bool head_dist = false;
   // "learn", or fixed: "sincos" (the seeds' 1-D table over every token) or "sincos2d"
   // (big_vision's and vit-pytorch SimpleViT's 2-D table over the patch grid; prefix rows 0)
   std::string pos_embed = "learn";
@@ -58,7 +66,9 @@ struct ViTConfig {
   int64_t grid_h() const { return img_h / patch_h; }
   int64_t grid_w() const { return img_w / patch_w; }
   int64_t num_patches() const { return grid_h() * grid_w(); }
-  int64_t num_prefix_tokens() const { return (class_token ? 1 : 0) + reg_tokens; }
+  int64_t num_prefix_tokens() const { return (class_token ? 1 : 0) + (dist_token ? 1 : 0) + reg_tokens; }
+  // Tokens the head reads: the class token, and with head_dist the distillation token.
+  int64_t head_tokens() const { return head_dist ? 2 : 1; }
   int64_t num_tokens() const { return num_patches() + num_prefix_tokens(); }
   // The first token average pooling averages.
   int64_t first_pooled() const { return pool_include_prefix ? 0 : num_prefix_tokens(); }
@@ -89,8 +99,9 @@ bool known_interpolation(const std::string& name);
 
 // Named presets: vit-tiny-16, vit-small-16, vit-small-32, vit-base-16, vit-base-32,
 // vit-large-16, vit-huge-14, mnist-seed, mnist-small, cifar-seed; and timm's names
-// vit_{tiny,small,base,large,huge}_patch{P}_{R} (vit_base_patch16_224: vit-base-16). An
-// unknown name throws, suggesting the nearest preset.
+// vit_{tiny,small,base,large,huge}_patch{P}_{R} (vit_base_patch16_224: vit-base-16),
+// deit_{tiny,small,base}_patch{P}_{R} and deit_{tiny,small,base}_distilled_patch{P}_{R}
+// (dist_token, head_dist). An unknown name throws, suggesting the nearest preset.
 ViTConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
 

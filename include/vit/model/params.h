@@ -50,6 +50,10 @@ class ParamTable {
 };
 
 // Fills the parameter arena as timm's default init does, from a seeded generator.
+// The classifier's parameters: head.* and a distilled model's head_dist.* (what a new head
+// replaces, what training with a frozen backbone updates).
+bool is_head_param(const std::string& name);
+
 void init_params(const ParamTable& table, const ViTConfig& cfg, float* params, uint64_t seed);
 // The fixed position table [T, C]: pe[t, 2i] = sin(t / 10000^(2i/C)), pe[t, 2i+1] = cos(...).
 void sincos_pos_embed(float* out, int64_t T, int64_t C);

@@ -164,7 +164,10 @@ class ViT {
     Tensor n1w, n1b, qkvw, qkvb, projw, projb, ls1, n2w, n2b, fc1w, fc1b, fc2w, fc2b, ls2;
   };
   struct Weights {
+    // reg: the register tokens, or DeiT's distillation token, which sits where the first
+    // register token would (after the class token, its own pos_embed row).
     Tensor patch_w, patch_b, cls, reg, pos, pre_w, pre_b, norm_w, norm_b, head_w, head_b;
+    Tensor head_dist_w, head_dist_b;      // the distilled head (head_dist)
     Tensor pin_w, pin_b, pout_w, pout_b;  // patch_norm's two LayerNorms
     std::vector<BlockWeights> blocks;
   };
@@ -179,7 +182,9 @@ class ViT {
     int64_t B = 0;
     bool amp = false;   // laid out with the bf16 copies of BlockActs
     bool tail = false;  // laid out for the class-token tail (use_cls_tail)
+    // pooled, pooled_ln: [B,C], or [2B,C] with head_dist (class tokens, then distillation tokens).
     Tensor cols, pe, x0, branch, pooled, pooled_mean, pooled_rstd, pooled_ln, logits;
+    Tensor logits_dist;                // head_dist's logits before the mean (head_dist only)
     Tensor x_pre, pre_mean, pre_rstd;  // tokens before norm_pre (pre_norm only)
     // patch_norm: the patches normed and the projection's output normed (the tokens read pe_ln).
     Tensor cols_ln, cols_mean, cols_rstd, pe_ln, pe_mean, pe_rstd;
@@ -192,7 +197,8 @@ class ViT {
     BlockActs last;
     Tensor xcls;
     // Gradient buffers (training only); dxcls: the residual stream's gradient in the tail.
-    Tensor dlogits_in, dpooled_ln, dpooled, dx, dbranch, dact, dln, dao, dqkv, dpe, dxcls;
+    // dlogits_half: each head's share of the logits' gradient (head_dist only).
+    Tensor dlogits_half, dpooled_ln, dpooled, dx, dbranch, dact, dln, dao, dqkv, dpe, dxcls;
   };
 
   // How block l runs: norm1 and qkv on every row (a), then what follows the attention on Tq
@@ -223,7 +229,9 @@ class ViT {
   void infer_local(const float* images, int64_t B, const uint8_t* mask, const InferOut& out);
 
   Weights bind(float* base);
-  void bind_linears();  // patch_lin_, head_lin_, infer_lin_, train_lin_ on W_, as fp32
+  // Rows of head input k (0: class token, 1: distillation token) in a [head_tokens * B, C] tensor.
+  Tensor head_rows(const Tensor& t, int64_t k) const;
+  void bind_linears();  // patch_lin_, head_lin_, head_dist_lin_, infer_lin_, train_lin_ on W_, as fp32
   // Lays out activations for batch B in arena (one block when !training).
   void layout(Acts& A, Arena& arena, int64_t B, bool training, bool amp = false);
   // Points A's tensors into base (sizes only when base is null); returns the floats used.
@@ -256,7 +264,7 @@ class ViT {
     ops::LinearWeights qkv, proj, fc1, fc2;
   };
   std::vector<BlockLinears> infer_lin_, train_lin_;
-  ops::LinearWeights patch_lin_, head_lin_;
+  ops::LinearWeights patch_lin_, head_lin_, head_dist_lin_;
   const ViT* owner_ = this;  // the model whose parameters this one binds (itself, or a shard's owner)
   bool amp_ = false;
   Arena amp_store_;  // amp: train_lin_'s bf16 weights, two per float

@@ -156,8 +156,10 @@ void tokens_forward(Tensor tokens, const Tensor& pe, const Tensor* cls, const Te
 void tokens_backward(Tensor dpe, Tensor* dcls, Tensor* dreg, Tensor* dpos, const Tensor& dtokens,
                      bool has_cls, int64_t reg_tokens, bool pos_all);
 
-// pooling: x[B,T,C] -> pooled[B,C]; token pooling takes row 0, avg the mean of rows
-// [first, T) that the mask[B, T-first] marks visible (all when null).
+// pooling: x[B,T,C] -> pooled[B,C]; avg the mean of rows [first, T) that the mask[B, T-first]
+// marks visible (all when null); token pooling takes row 0, or with pooled[K*B,C] the first K
+// rows, token-major (pooled rows [k*B, (k+1)*B) hold token k: the class token, then DeiT's
+// distillation token). The backward assigns dx, zero where nothing was pooled.
 void pool_forward(Tensor pooled, const Tensor& x, const uint8_t* mask, bool avg, int64_t first);
 void pool_backward(Tensor dx, const Tensor& dpooled, const uint8_t* mask, bool avg, int64_t first);
 
@@ -169,10 +171,11 @@ double cross_entropy_forward(Tensor probs, const Tensor& logits, const int64_t* 
 void cross_entropy_backward(Tensor dlogits, const Tensor& probs, const int64_t* labels, const Tensor* targets,
                             float smoothing, float scale = 1.f);
 
-// Copies and fills: dst = src (the same number of elements), x = value, dst += src.
+// Copies and fills: dst = src (the same number of elements), x = value, dst += src, x *= s.
 void copy(Tensor dst, const Tensor& src);
 void fill(Tensor x, float value);
 void add_into(Tensor dst, const Tensor& src);
+void scale(Tensor x, float s);  // x *= s
 // out[i] = the column of row i's largest value in x[M,N] (the first of equals).
 void argmax_rows(int64_t* out, const Tensor& x);
 

@@ -20,16 +20,17 @@ struct OptimConfig {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
   float weight_decay = 0.f;
   // Fine-tuning: per-tensor learning-rate scales (timm's param_groups_layer_decay) and a
-  // frozen backbone (only head.* is updated: no step, no weight decay elsewhere).
+  // frozen backbone (only the head, is_head_param, is updated: no step, no weight decay elsewhere).
   float layer_decay = 0.f;  // 0 = off; else block i gets decay^(depth - i), see lr_scales
   bool freeze_backbone = false;
   void validate() const;
 };
 
 // The learning-rate scale of every tensor of the table, as timm's param_groups_layer_decay
-// for its VisionTransformer: layer ids patch_embed/cls_token/reg_token/pos_embed -> 0,
+// for its VisionTransformer: layer ids patch_embed/cls_token/dist_token/reg_token/pos_embed -> 0,
 // blocks.i -> i + 1, everything else (norm, fc_norm, norm_pre, head) -> depth + 1, and
-// scale = layer_decay^(depth + 1 - id). With freeze_backbone every tensor but head.* gets 0.
+// scale = layer_decay^(depth + 1 - id). With freeze_backbone every tensor but the head's
+// (is_head_param: head.*, head_dist.*) gets 0.
 std::vector<float> lr_scales(const ParamTable& table, float layer_decay, bool freeze_backbone);
 
 class Optimizer {

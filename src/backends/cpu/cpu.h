@@ -392,6 +392,7 @@ void scale_spans(const Span* x, int64_t count, float scale, int nt);
 void copy_values(float* dst, const float* src, int64_t n);
 void fill_values(float* x, int64_t n, float value);
 void add_into(float* dst, const float* src, int64_t n);
+void scale_values(float* x, int64_t n, float s);
 void argmax_rows(int64_t* out, const float* x, int64_t M, int64_t N);
 
 // ---- patch_embed.cpp: x[B,C,Hi,Wi] -> cols[B*N, C*Ph*Pw] (patch-major, conv weight order).
@@ -407,13 +408,14 @@ void tokens_forward(float* tokens, const float* pe, const float* cls, const floa
 void tokens_backward(float* dpe, float* dcls, float* dreg, float* dpos, const float* dtokens, int64_t B,
                      int64_t N, int64_t C, int64_t R, bool has_cls, bool pos_all);
 
-// ---- pooling.cpp: token pooling copies row 0; avg pooling means rows [first, T) that are
-// visible (mask[B, T-first] != 0, or all when mask is null).
+// ---- pooling.cpp: token pooling copies rows 0..K-1 into pooled[K*B, C], token-major; avg
+// pooling (K 1) means rows [first, T) that are visible (mask[B, T-first] != 0, or all when
+// mask is null).
 void pool_forward(float* pooled, const float* x, const uint8_t* mask, int64_t B, int64_t T, int64_t C,
-                  bool avg, int64_t first);
+                  bool avg, int64_t first, int64_t K);
 // dx (assigned, all rows written) from dpooled.
 void pool_backward(float* dx, const float* dpooled, const uint8_t* mask, int64_t B, int64_t T, int64_t C,
-                   bool avg, int64_t first);
+                   bool avg, int64_t first, int64_t K);
 
 // ---- cross_entropy.cpp: mean over B of -sum(target * log_softmax(logits)).
 // target is one-hot from labels (with smoothing eps) or soft targets[B,K] (labels null).

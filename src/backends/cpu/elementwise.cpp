@@ -18,6 +18,10 @@ void add_into(float* dst, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
+void scale_values(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
 void argmax_rows(int64_t* out, const float* x, int64_t M, int64_t N) {
   for (int64_t i = 0; i < M; ++i) {
     int64_t best = 0;

@@ -1,5 +1,6 @@
-// Pooling of the token sequence for the head: timm's global_pool 'token' (row 0) or 'avg'
-// (mean of the patch tokens, here only the visible ones when a patch mask is given).
+// Pooling of the token sequence for the head: timm's global_pool 'token' (row 0, and row 1
+// for DeiT's distilled head) or 'avg' (mean of the patch tokens, here only the visible ones
+// when a patch mask is given).
 #include <cstring>
 
 #include "backends/cpu/cpu.h"
@@ -16,13 +17,13 @@ inline float visible_count(const uint8_t* m, int64_t n) {
 }  // namespace
 
 void pool_forward(float* pooled, const float* x, const uint8_t* mask, int64_t B, int64_t T, int64_t C,
-                  bool avg, int64_t first) {
+                  bool avg, int64_t first, int64_t K) {
   const int64_t n = T - first;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b) {
     float* out = pooled + b * C;
     if (!avg) {
-      std::memcpy(out, x + b * T * C, C * sizeof(float));
+      for (int64_t k = 0; k < K; ++k) std::memcpy(out + k * B * C, x + (b * T + k) * C, C * sizeof(float));
       continue;
     }
     const uint8_t* m = mask ? mask + b * n : nullptr;
@@ -36,7 +37,7 @@ void pool_forward(float* pooled, const float* x, const uint8_t* mask, int64_t B,
 }
 
 void pool_backward(float* dx, const float* dpooled, const uint8_t* mask, int64_t B, int64_t T, int64_t C,
-                   bool avg, int64_t first) {
+                   bool avg, int64_t first, int64_t K) {
   const int64_t n = T - first;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b) {
@@ -44,7 +45,7 @@ void pool_backward(float* dx, const float* dpooled, const uint8_t* mask, int64_t
     std::memset(d, 0, T * C * sizeof(float));
     const float* g = dpooled + b * C;
     if (!avg) {
-      std::memcpy(d, g, C * sizeof(float));
+      for (int64_t k = 0; k < K; ++k) std::memcpy(d + k * C, g + k * B * C, C * sizeof(float));
       continue;
     }
     const uint8_t* m = mask ? mask + b * n : nullptr;

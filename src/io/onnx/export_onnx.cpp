@@ -140,15 +140,25 @@ class VitGraph {
       GraphBuilder::attr(mean, "keepdims", int64_t(0));
       pooled = mean->output(0);
       if (c_.use_fc_norm()) pooled = layernorm(pooled, norm);
-    } else {
-      auto* g = b_.node("Gather", {x, b_.int_scalar(0)});  // row 0: [N, D]
-      GraphBuilder::attr(g, "axis", int64_t(1));
-      pooled = layernorm(g->output(0), norm);
+    } else if (!c_.head_dist) {
+      pooled = layernorm(token_row(x, 0), norm);  // the class token: [N, D]
     }
-    if (c_.num_classes == 0) return b_.op("Identity", {pooled}, out);
-    auto* head = b_.node("Gemm", {pooled, w("head.weight"), w("head.bias")}, out);
-    GraphBuilder::attr(head, "transB", int64_t(1));
-    return out;
+    if (!c_.head_dist) {
+      if (c_.num_classes == 0) return b_.op("Identity", {pooled}, out);
+      auto* head = b_.node("Gemm", {pooled, w("head.weight"), w("head.bias")}, out);
+      GraphBuilder::attr(head, "transB", int64_t(1));
+      return out;
+    }
+    // DeiT's distilled head: the class and distillation tokens, each through its own head
+    // (or, without heads, the features), averaged as timm does: (a + b) / 2.
+    auto* two = b_.node("Slice", {x, b_.ints({0}), b_.ints({2}), b_.ints({1})});  // [N, 2, D]
+    const std::string normed = layernorm(two->output(0), norm);
+    pooled = token_row(normed, 0);
+    const std::string dist = token_row(normed, 1);
+    const std::string sum = c_.num_classes == 0
+                                ? b_.op("Add", {pooled, dist})
+                                : b_.op("Add", {linear(pooled, "head"), linear(dist, "head_dist")});
+    return b_.op("Div", {sum, b_.scalar(2.f)}, out);
   }
 
  private:
@@ -158,6 +168,12 @@ class VitGraph {
     return params_ + s->offset;
   }
   const Shape& shape(const std::string& name) const { return m_.table().find(name)->shape; }
+  // Token t of x [N, T, D]: [N, D].
+  std::string token_row(const std::string& x, int64_t t) {
+    auto* g = b_.node("Gather", {x, b_.int_scalar(t)});
+    GraphBuilder::attr(g, "axis", int64_t(1));
+    return g->output(0);
+  }
   bool has(const std::string& name) const { return m_.table().find(name) != nullptr; }
   // A parameter as it is.
   std::string w(const std::string& name) { return b_.weight(name, shape(name), data(name)); }
@@ -222,7 +238,7 @@ class VitGraph {
     return layernorm(y, "patch_embed.norm");
   }
 
-  // [cls, reg..., patches] with the position embedding, as tokens_forward.
+  // [cls, reg... (or DeiT's dist), patches] with the position embedding, as tokens_forward.
   std::string tokens(std::string x) {
     const bool pos_all = !c_.no_embed_class;
     if (!pos_all) x = b_.op("Add", {x, w("pos_embed")});
@@ -230,6 +246,7 @@ class VitGraph {
     if (P > 0) {
       std::vector<float> prefix;
       if (c_.class_token) prefix.insert(prefix.end(), data("cls_token"), data("cls_token") + D);
+      if (c_.dist_token) prefix.insert(prefix.end(), data("dist_token"), data("dist_token") + D);
       if (c_.reg_tokens > 0)
         prefix.insert(prefix.end(), data("reg_token"), data("reg_token") + c_.reg_tokens * D);
       const std::string pre = b_.weight("prefix_tokens", {1, P, D}, prefix.data());
