@@ -64,9 +64,9 @@ Run add_attention(CLI::App& cmd) {
   cmd.add_option("--out", f->out, "directory for the PNG files (created if missing)")->required();
   cmd.add_option("--method", f->method,
                  "cls: the class token's attention in one block (heads averaged; avg-pooled models: "
-                 "the mean of the patch rows); rollout: attention rollout (Abnar & Zuidema 2020) "
-                 "through blocks 0..--layer")
-      ->check(CLI::IsMember({"cls", "rollout"}))
+                 "the mean of the patch rows); dist: the same for DeiT's distillation token; rollout: "
+                 "attention rollout (Abnar & Zuidema 2020) through blocks 0..--layer")
+      ->check(CLI::IsMember({"cls", "dist", "rollout"}))
       ->capture_default_str();
   cmd.add_option("--layer", f->layer,
                  "block index (0-based as timm's blocks.N; negative counts from the end), or 'all' "
@@ -83,6 +83,8 @@ Run add_attention(CLI::App& cmd) {
     use_threads(f->threads);
     const Pretrained loaded = f->load.load();
     ViT& model = *loaded.model;
+    VIT_CHECK(f->method != "dist" || model.config().dist_token,
+              "--method dist: the model has no distillation token (DeiT's distilled models do)");
     f->input.prepare(model, 1);  // one image at a time
     const ViTConfig& cfg = model.config();
     const auto& names = loaded.class_names;
@@ -107,13 +109,16 @@ Run add_attention(CLI::App& cmd) {
       const std::string label = k < int64_t(names.size()) ? names[k] : "class " + std::to_string(k);
       char prob[32];
       std::snprintf(prob, sizeof prob, "%.1f%%", 100.0 / sum);
-      const std::string what = f->method == "cls" ? "class-token attention" : "attention rollout";
+      const bool one_block = f->method != "rollout";
+      const std::string what = f->method == "cls"    ? "class-token attention"
+                               : f->method == "dist" ? "distillation-token attention"
+                                                     : "attention rollout";
       const std::string heads = head < 0 ? "heads averaged" : "head " + std::to_string(head);
       const std::string file = out_name(f->out, path, f->method + (layer >= 0 ? "" : "_grid"), used);
       const std::string pred = fs::path(path).filename().string() + ": " + label + " " + prob;
       if (layer >= 0) {
         const std::string where =
-            f->method == "cls" ? "block " + std::to_string(layer) : "blocks 0-" + std::to_string(layer);
+            one_block ? "block " + std::to_string(layer) : "blocks 0-" + std::to_string(layer);
         viz::attention_figure(view, viz::attention_map(attn.data(), cfg, 1, 0, f->method, layer, head),
                               cfg.grid_h(), cfg.grid_w(),
                               pred + "   (" + what + ", " + where + ", " + heads + ")", file);
@@ -123,11 +128,11 @@ Run add_attention(CLI::App& cmd) {
         for (int64_t h = 0; h < H; ++h) cols.push_back("head " + std::to_string(h));
         cols.push_back("mean");
         for (int64_t l = 0; l < cfg.depth; ++l) {
-          rows.push_back((f->method == "cls" ? "block " : "0-") + std::to_string(l));
+          rows.push_back((one_block ? "block " : "0-") + std::to_string(l));
           for (int64_t h = 0; h <= H; ++h)
             maps.push_back(viz::attention_map(attn.data(), cfg, 1, 0, f->method, l, h < H ? h : -1));
         }
-        const std::string rows_are = f->method == "cls" ? "rows: blocks" : "rows: rollout through blocks";
+        const std::string rows_are = one_block ? "rows: blocks" : "rows: rollout through blocks";
         viz::attention_grid_figure(view, maps, cfg.grid_h(), cfg.grid_w(), rows, cols,
                                    pred + "\n" + what + "\n" + rows_are + ", columns: heads", file);
       }

@@ -43,12 +43,12 @@ std::vector<float> attention_rollout(const float* probs, int64_t layers, int64_t
   return std::vector<float>(R.begin(), R.end());
 }
 
-std::vector<float> patch_map(const std::vector<float>& tokens, const ViTConfig& cfg) {
+std::vector<float> patch_map(const std::vector<float>& tokens, const ViTConfig& cfg, int64_t row_of_token) {
   const int64_t T = cfg.num_tokens(), N = cfg.num_patches(), pre = cfg.num_prefix_tokens();
   VIT_CHECK(int64_t(tokens.size()) == T * T, "patch_map: want a [", T, ", ", T, "] token matrix");
   std::vector<float> map(N, 0.f);
-  if (cfg.class_token && !cfg.avg_pool()) {
-    for (int64_t n = 0; n < N; ++n) map[n] = tokens[pre + n];  // row 0: the class token
+  if (cfg.class_token && !cfg.avg_pool()) {  // row 0: the class token (1: the distillation token)
+    for (int64_t n = 0; n < N; ++n) map[n] = tokens[row_of_token * T + pre + n];
     return map;
   }
   // Avg pooling: the pooled vector is the mean of the patch tokens, so their rows' mean.
@@ -76,7 +76,12 @@ std::vector<float> attention_map(const float* attn, const ViTConfig& cfg, int64_
   VIT_CHECK(b >= 0 && b < B, "attention_map: image ", b, " of a batch of ", B);
   const float* first = attn + b * per_image;  // image b of block 0
   if (method == "cls") return patch_map(head_attention(first + layer * B * per_image, H, T, head), cfg);
-  VIT_CHECK(method == "rollout", "unknown attention method '", method, "' (cls or rollout)");
+  if (method == "dist") {
+    VIT_CHECK(cfg.dist_token,
+              "--method dist: the model has no distillation token (DeiT's distilled models do)");
+    return patch_map(head_attention(first + layer * B * per_image, H, T, head), cfg, 1);
+  }
+  VIT_CHECK(method == "rollout", "unknown attention method '", method, "' (cls, dist or rollout)");
   return patch_map(attention_rollout(first, layer + 1, B * per_image, H, T, head), cfg);
 }
 

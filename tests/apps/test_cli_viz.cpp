@@ -68,6 +68,10 @@ TEST_F(VizCli, AttentionFailsClearlyOnBadInput) {
   r = run("attention --method grad --checkpoint " + ckpt() + " --out " + out + " " + digit());
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("grad"), std::string::npos) << r.out;
+  r = run("attention --method dist --checkpoint " + ckpt() + " --out " + out + "_dist " + digit());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--method dist: the model has no distillation token"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out + "_dist")) << "nothing written before the error";
   r = run("attention --checkpoint " + ckpt() + " --out " + digit() + " " + digit());  // --out is a file
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("cannot create the output directory"), std::string::npos) << r.out;

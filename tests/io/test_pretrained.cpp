@@ -218,6 +218,22 @@ TEST(Pretrained, WhatTimmCannotExpressIsRefusedAndKeptByCheckpoints) {
   EXPECT_FALSE(fs::exists(tmp / "timm"));
 }
 
+// transformers' DeiT without its distillation token, or a ViT config over DeiT's tensors: an
+// error that says which.
+TEST(Pretrained, HfDeitAndItsDistillationTokenMustAgree) {
+  test::TempDir tmp("hfdeit");
+  const std::string src = fixture("libraries/hf_deit");
+  rewrite(src, tmp / "no_token", {"deit.embeddings.distillation_token"}, {});
+  std::string msg = test::error_of([&] { load_pretrained(tmp / "no_token"); });
+  EXPECT_NE(msg.find("model_type 'deit' needs a distillation token"), std::string::npos) << msg;
+  rewrite(src, tmp / "as_vit", {}, {});
+  auto cfg = nlohmann::json::parse(read_text_file(tmp / "as_vit/config.json"));
+  cfg["model_type"] = "vit";
+  write_file_atomic(tmp / "as_vit/config.json", cfg.dump());
+  msg = test::error_of([&] { load_pretrained(tmp / "as_vit"); });
+  EXPECT_NE(msg.find("model_type 'vit' has a distillation token"), std::string::npos) << msg;
+}
+
 TEST(Pretrained, VitcppCheckpointsAreDetected) {
   test::TempDir tmp("vc");
   ViT m(small_config());

@@ -113,6 +113,30 @@ TEST(Config, ErrorsSayWhatIsWrong) {
       std::string::npos);
 }
 
+// DeiT: timm's parameter counts of deit_*_patch16_224 and deit_*_distilled_patch16_224 (the
+// distillation token, its pos_embed row and head_dist), the keys in the JSON only when set,
+// and what a distillation token cannot go with.
+TEST(Config, DeitPresetsAndDistillationToken) {
+  EXPECT_EQ(count_params(preset("deit_tiny_patch16_224")), 5717416);
+  EXPECT_EQ(count_params(preset("deit_tiny_distilled_patch16_224")), 5910800);
+  EXPECT_EQ(count_params(preset("deit_small_distilled_patch16_224")), 22436432);
+  EXPECT_EQ(count_params(preset("deit_base_distilled_patch16_224")), 87338192);
+  const ViTConfig d = preset("deit_base_distilled_patch16_384");
+  EXPECT_TRUE(d.dist_token && d.head_dist);
+  EXPECT_EQ(d.num_tokens(), 24 * 24 + 2);
+  EXPECT_EQ(ViTConfig::from_json(d.to_json()).to_json(), d.to_json());
+  EXPECT_EQ(preset("vit-base-16").to_json().find("dist"), std::string::npos);
+  for (auto [json, want] : {std::pair{R"({"head_dist": true})", "head_dist needs dist_token"},
+                            {R"({"dist_token": true, "global_pool": "avg"})", "dist_token (DeiT) needs"},
+                            {R"({"dist_token": true, "reg_tokens": 4})", "no register tokens"},
+                            {R"({"dist_token": true, "no_embed_class": true})", "no_embed_class false"},
+                            {R"({"dist_token": true, "head_dist": true, "drop_rate": 0.1})",
+                             "drop_rate must be 0 with head_dist"}}) {
+    const std::string msg = test::error_of([&] { ViTConfig::from_json(json); });
+    EXPECT_NE(msg.find(want), std::string::npos) << json << ": " << msg;
+  }
+}
+
 // vit-pytorch's dim_head: heads of their own width, the attention in num_heads * dim_head
 // channels. The key appears in the JSON only where it changes the model.
 TEST(Config, DimHeadWidensTheAttention) {

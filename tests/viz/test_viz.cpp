@@ -153,6 +153,26 @@ TEST(Attention, AvgPooledModelsUseTheMeanOfThePatchRows) {
   EXPECT_TRUE(test::close_rel_max("avg-pool map", map.data(), want.data(), 4, 1e-7));
 }
 
+// DeiT: "cls" reads the class token's row, "dist" the distillation token's (row 1); the
+// patches start after both.
+TEST(Attention, DistReadsTheDistillationTokensRow) {
+  ViTConfig c = tiny_config();
+  c.dist_token = c.head_dist = true;
+  const int64_t T = c.num_tokens(), H = c.num_heads;  // 6: cls, dist + 4 patches
+  std::vector<float> attn(c.depth * H * T * T, 0.f);
+  for (int64_t h = 0; h < H; ++h) {
+    attn[(h * T + 0) * T + 2 + 3] = 1;  // the class token looks at patch 3
+    attn[(h * T + 1) * T + 2 + 1] = 1;  // the distillation token at patch 1
+  }
+  const auto cls = viz::attention_map(attn.data(), c, 1, 0, "cls", 0, -1);
+  const auto dist = viz::attention_map(attn.data(), c, 1, 0, "dist", 0, -1);
+  EXPECT_EQ(cls, (std::vector<float>{0, 0, 0, 1}));
+  EXPECT_EQ(dist, (std::vector<float>{0, 1, 0, 0}));
+  const std::string msg =
+      test::error_of([&] { viz::attention_map(attn.data(), tiny_config(), 1, 0, "dist", 0, -1); });
+  EXPECT_NE(msg.find("no distillation token"), std::string::npos) << msg;
+}
+
 TEST(Attention, UpsampledMapIsNormalizedToZeroOne) {
   const auto m = viz::upsample_normalized({0.f, 1.f, 2.f, 3.f}, 2, 2, 8, 8);
   EXPECT_FLOAT_EQ(*std::min_element(m.begin(), m.end()), 0.f);

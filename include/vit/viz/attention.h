@@ -2,6 +2,7 @@
 //   cls:     one layer's heads averaged (or one head), the class token's row over the patch
 //            columns (for avg-pooled models or no class token, the mean of the patch rows),
 //            as seed 002 draws it;
+//   dist:    the same for DeiT's distillation token (row 1);
 //   rollout: Abnar & Zuidema 2020, "Quantifying Attention Flow in Transformers": per layer
 //            the heads averaged, plus the identity (the residual path), rows renormalized,
 //            multiplied through the layers (R = A_l ... A_1), then the same row as cls.
@@ -22,16 +23,19 @@ std::vector<float> head_attention(const float* probs, int64_t H, int64_t T, int6
 // laid out with `layer_stride` floats between layers. head < 0 averages the heads. [T, T].
 std::vector<float> attention_rollout(const float* probs, int64_t layers, int64_t layer_stride, int64_t H,
                                      int64_t T, int64_t head);
-// The row the model pools, over the patch columns: [grid_h * grid_w].
-std::vector<float> patch_map(const std::vector<float>& tokens, const ViTConfig& cfg);
+// The row the model pools, over the patch columns: [grid_h * grid_w]; row_of_token 1 takes
+// the distillation token's row instead of the class token's.
+std::vector<float> patch_map(const std::vector<float>& tokens, const ViTConfig& cfg,
+                             int64_t row_of_token = 0);
 // A patch map resized bilinearly to [h, w] (half-pixel centers, as F.interpolate) and
 // min-max normalized to [0, 1] (all zeros when the map is constant).
 std::vector<float> upsample_normalized(const std::vector<float>& map, int64_t gh, int64_t gw, int64_t h,
                                        int64_t w);
 
 // The map of one method for image b of a batch: attn is [depth, B, H, T, T] as ViT::infer
-// writes it. method "cls": block `layer`'s attention; "rollout": blocks 0..layer rolled
-// out. head < 0 averages the heads. Returns [grid_h * grid_w].
+// writes it. method "cls": block `layer`'s attention; "dist": the same, the distillation
+// token's row (a model with dist_token); "rollout": blocks 0..layer rolled out. head < 0 averages the heads.
+// Returns [grid_h * grid_w].
 std::vector<float> attention_map(const float* attn, const ViTConfig& cfg, int64_t B, int64_t b,
                                  const std::string& method, int64_t layer, int64_t head);
 
