@@ -152,9 +152,10 @@ def layer_norm(x, w, b, eps):
     return F.layer_norm(x, (x.shape[-1],), w, b, eps)
 
 
-def forward(c, p, x, mask=None):
+def forward(c, p, x, mask=None, distilled_training=False):
     """timm's VisionTransformer.forward with an optional patch mask [B, N] (True = visible):
-    masked keys get no attention; avg pooling averages the visible patches."""
+    masked keys get no attention; avg pooling averages the visible patches. A distilled
+    model in distilled training returns the two heads' logits apart, as timm's."""
     B = x.shape[0]
     D, nh, eps = c["embed_dim"], c["num_heads"], c["norm_eps"]
     hd = c.get("dim_head", D // nh)
@@ -208,8 +209,8 @@ def forward(c, p, x, mask=None):
     elif c.get("head_dist"):  # timm's distilled head, outside distillation training
         t = layer_norm(t, p["norm.weight"], p["norm.bias"], eps)
         x, x_dist = t[:, 0], t[:, 1]
-        return (F.linear(x, p["head.weight"], p["head.bias"]) +
-                F.linear(x_dist, p["head_dist.weight"], p["head_dist.bias"])) / 2
+        x, x_dist = F.linear(x, p["head.weight"], p["head.bias"]), F.linear(x_dist, p["head_dist.weight"], p["head_dist.bias"])
+        return (x, x_dist) if distilled_training else (x + x_dist) / 2
     else:
         pooled = layer_norm(t, p["norm.weight"], p["norm.bias"], eps)[:, 0]
     return F.linear(pooled, p["head.weight"], p["head.bias"])
@@ -278,6 +279,42 @@ def make_fixture(path, c, B, labels=None, soft=False, mask=None, smoothing=0.0):
     return losses
 
 
+def distillation_loss(outputs, labels, teacher, kd, smoothing):
+    """facebookresearch/deit's DistillationLoss, with the base criterion timm's label-smoothed
+    cross entropy (F.cross_entropy's is the same loss)."""
+    outputs, outputs_kd = outputs if isinstance(outputs, tuple) else (outputs, outputs)
+    base = F.cross_entropy(outputs, labels, label_smoothing=smoothing)
+    if kd["type"] == "soft":
+        T = kd["tau"]
+        dist = F.kl_div(F.log_softmax(outputs_kd / T, dim=1), F.log_softmax(teacher / T, dim=1),
+                        reduction="sum", log_target=True) * (T * T) / outputs_kd.numel()
+    else:
+        dist = F.cross_entropy(outputs_kd, teacher.argmax(dim=1))
+    return base * (1 - kd["alpha"]) + dist * kd["alpha"]
+
+
+def make_distill_fixture(path, c, B, labels, kd, smoothing=0.0):
+    """One step of DeiT's distillation: the loss and every gradient for given teacher logits."""
+    gen = torch.Generator().manual_seed(1)
+    cfg = dict(c, pos_drop_rate=0.0, attn_drop_rate=0.0, proj_drop_rate=0.0, drop_rate=0.0,
+               drop_path_rate=0.0, norm_eps=c.get("norm_eps", 1e-6))
+    params = init_params(cfg, gen)
+    x = torch.randn(B, c["in_chans"], *c["img_size"], generator=gen).float().double()
+    teacher = (torch.randn(B, c["num_classes"], generator=gen) * 2).float().double()
+    for n in params:
+        params[n].requires_grad_(True)
+    loss = distillation_loss(forward(cfg, params, x, distilled_training=bool(c.get("head_dist"))), labels,
+                             teacher, kd, smoothing)
+    grads = torch.autograd.grad(loss, list(params.values()))
+    tensors = {"param." + n: v.detach().float() for n, v in params.items()}
+    tensors.update({"grad." + n: g.float() for n, g in zip(params, grads)})
+    tensors.update({"input.x": x.float(), "input.labels": labels, "input.teacher_logits": teacher.float(),
+                    "out.loss": loss.detach().float().reshape(1)})
+    write_safetensors(path, tensors, {"vit_config": json.dumps(cfg),
+                                      "train": json.dumps(dict(kd, label_smoothing=smoothing))})
+    return loss.item()
+
+
 def check_patch_embedding():
     """The conv patch embedding equals unfold + matmul (the im2col vitcpp does)."""
     gen = torch.Generator().manual_seed(1)
@@ -337,6 +374,15 @@ def main():
     losses = make_fixture(os.path.join(args.out, "vit_deit_distilled.safetensors"), deit, B=3,
                           labels=torch.tensor([1, 3, 0]), smoothing=0.1)
     print(f"vit_deit_distilled: AdamW loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+
+    # DeiT's distillation loss, hard and soft, on the distilled model and (plain knowledge
+    # distillation on the class head) on a model without a distillation token.
+    for name, model, kd in [("hard", deit, {"type": "hard", "alpha": 0.5, "tau": 1.0}),
+                            ("soft", deit, {"type": "soft", "alpha": 0.3, "tau": 3.0}),
+                            ("plain_soft", dict(cls_learn, num_classes=4), {"type": "soft", "alpha": 0.7, "tau": 2.0})]:
+        loss = make_distill_fixture(os.path.join(args.out, f"vit_distill_{name}.safetensors"), model, B=3,
+                                    labels=torch.tensor([2, 0, 3]), kd=kd, smoothing=0.1)
+        print(f"vit_distill_{name}: loss {loss:.6f}")
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ struct TrainFlags {
   std::vector<float> betas;
   int threads = 0, shards = 0;
   double comm_timeout = 600;
-  std::string resume, pretrained, progress = "auto", recovery = "auto";
+  std::string resume, pretrained, teacher, progress = "auto", recovery = "auto";
   bool skip_bad_images = false, no_memory_check = false;
   bool amp = false;
   std::string amp_dtype = "bfloat16";
@@ -174,6 +174,21 @@ Run add_train(CLI::App& cmd) {
       "fine-tune these weights (vitcpp, timm or Hugging Face; file or directory); with --num-classes K "
       "a new zero-initialized head, with --img-size S the position embeddings are resampled");
   cmd.add_flag("--freeze-backbone", t.optim.freeze_backbone, "train the head alone (linear probe)");
+  cmd.add_option(
+      "--teacher", f->teacher,
+      "distill this model's predictions, as DeiT (vitcpp, timm or Hugging Face; file or directory): "
+      "into the distillation token's head of a distilled model (--distilled, deit_*_distilled), "
+      "else into the class head; it must take the same images and classes");
+  cmd.add_option("--distillation-type", t.distill.type,
+                 "hard: cross entropy against the teacher's class; soft: KL divergence at --distillation-tau "
+                 "(DeiT's)")
+      ->check(CLI::IsMember({"hard", "soft"}))
+      ->capture_default_str();
+  cmd.add_option("--distillation-alpha", t.distill.alpha,
+                 "the distillation term's weight: loss = (1 - alpha) x base + alpha x distillation")
+      ->capture_default_str();
+  cmd.add_option("--distillation-tau", t.distill.tau, "soft distillation's temperature")
+      ->capture_default_str();
   cmd.add_flag("--amp", f->amp,
                "mixed precision: the blocks' matrix products on bf16 operands with fp32 accumulation "
                "(weights, gradients and optimizer stay fp32; needs AVX-512, fastest with AMX)");
@@ -337,6 +352,9 @@ Run add_train(CLI::App& cmd) {
     // Impossible flags fail here, before anything is loaded or written; so does an --output
     // that holds another run (never overwritten).
     F.train.validate();
+    if (!F.teacher.empty()) F.train.distill.validate();
+    for (const char* flag : {"--distillation-type", "--distillation-alpha", "--distillation-tau"})
+      VIT_CHECK(!F.teacher.empty() || cmd.count(flag) == 0, flag, " needs --teacher (the model to distill)");
     const AugmentConfig aug_flags = F.aug.config();  // also the flags of augmentations that are off
     F.train.sched.validate();
     // Then a first line at once (a redirected log shows it too: every line is flushed).
@@ -396,6 +414,27 @@ Run add_train(CLI::App& cmd) {
     }
     ViT& model = *owned;
     const ViTConfig& cfg = model.config();
+    std::unique_ptr<ViT> teacher;
+    if (!F.teacher.empty()) {
+      // At the model's input size (a ViT teacher's position grid resampled, as timm would).
+      LoadOptions o;
+      o.img_h = cfg.img_h;
+      o.img_w = cfg.img_w;
+      out << "loading the teacher from " << F.teacher << std::endl;
+      run_agreed(comm, "loading the teacher", [&] {
+        Pretrained p = load_pretrained(F.teacher, o);
+        if (comm.root()) print_notes(p);
+        out << "teacher: " << p.file << " (" << p.format << ", " << count_str(p.model->table().total())
+            << " parameters), " << F.train.distill.type << " distillation, alpha " << F.train.distill.alpha;
+        if (F.train.distill.type == "soft") out << ", tau " << F.train.distill.tau;
+        out << (cfg.head_dist ? ", into the distillation token's head" : ", into the class head")
+            << std::endl;
+        check_teacher(p.model->config(), cfg);  // before any data is read or file written
+        teacher = std::move(p.model);
+        teacher->set_shards(F.shards);
+      });
+      F.train.teacher = teacher.get();
+    }
     model.set_backbone_frozen(F.train.optim.freeze_backbone);
     model.set_amp(F.amp);
     model.set_shards(F.shards);

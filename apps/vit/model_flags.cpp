@@ -43,7 +43,7 @@ void ModelFlags::add_to(CLI::App& cmd) {
                "average pooling takes the class token too (vit-pytorch's pool='mean'; timm's leaves it out)");
   cmd.add_flag("--distilled", distilled,
                "DeiT's distillation token and a second head on it, the logits the mean of the two (timm's "
-               "deit_*_distilled; trained without a teacher, as timm outside distillation training)");
+               "deit_*_distilled); --teacher trains that head on a teacher's predictions, as DeiT");
   cmd.add_flag("--patch-norm", patch_norm,
                "LayerNorms before and after the patch projection, as vit-pytorch's patch embedding");
   cmd.add_option(

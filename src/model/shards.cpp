@@ -74,16 +74,28 @@ Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const F
             "(--num-classes K)");
   if (amp_) round_weights_bf16();
   split_ = shards_for(B);
+  split_B_ = B;
   if (split_ == 1) return forward_local(images, B, mask, mode);
   const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
-  split_logits_.resize(size_t(B * K));
+  const bool distill = mode.distill && cfg_.head_dist;
+  split_logits_.resize(size_t((distill ? 2 : 1) * B * K));
   for_shards(split_, B, [&](ViT& m, int64_t lo, int64_t hi) {
     ForwardMode shard = mode;
     shard.first_sample += lo;
     const Tensor y = m.forward_local(images + lo * img, hi - lo, mask ? mask + lo * N : nullptr, shard);
     ops::copy(Tensor(split_logits_.data() + lo * K, {hi - lo, K}), y);
+    if (distill) ops::copy(Tensor(split_logits_.data() + (B + lo) * K, {hi - lo, K}), m.train_.logits_dist);
   });
   return Tensor(split_logits_.data(), {B, K});
+}
+
+Tensor ViT::dist_logits() {
+  VIT_CHECK(distilling(),
+            "dist_logits: the last forward was not a distilling one (ForwardMode::distill on a "
+            "model with head_dist)");
+  if (split_ == 1) return train_.logits_dist;
+  const int64_t B = split_B_, K = cfg_.num_classes;
+  return Tensor(split_logits_.data() + B * K, {B, K});
 }
 
 Tensor ViT::forward_local(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
@@ -150,13 +162,22 @@ void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, const
 }
 
 void ViT::backward(const Tensor& dlogits) {
+  backward_split(dlogits, nullptr);
+}
+
+void ViT::backward(const Tensor& dlogits, const Tensor& ddist) {
+  backward_split(dlogits, &ddist);
+}
+
+void ViT::backward_split(const Tensor& dlogits, const Tensor* ddist) {
   VIT_CHECK(!weights_packed_, "backward: the weights are packed for inference (pack_weights)");
   VIT_CHECK(!fp32_released_, "backward: the fp32 block weights were released for bf16 inference");
-  if (split_ == 1) return backward_local(dlogits);
+  if (split_ == 1) return backward_local(dlogits, ddist);
   const int64_t K = cfg_.num_classes;
   int64_t B = 0;
   for (int r = 0; r < split_; ++r) B += shard(r).train_.B;
   check_shape(dlogits, {B, K}, "backward: grad logits");
+  if (ddist) check_shape(*ddist, {B, K}, "backward: grad distillation logits");
   // The gradients this backward touches: all, or the head's alone when the backbone is frozen.
   std::vector<std::pair<int64_t, int64_t>> ranges;  // [offset, end) in the arena
   if (backbone_frozen_) {
@@ -168,7 +189,8 @@ void ViT::backward(const Tensor& dlogits) {
   for_shards(split_, B, [&](ViT& m, int64_t lo, int64_t hi) {
     if (&m != this)  // shard 0 accumulates into this model's gradients, the others start at 0
       for (auto [a, e] : ranges) ops::fill(Tensor(m.grads_.data() + a, {e - a}), 0.f);
-    m.backward_local(Tensor(dlogits.data + lo * K, {hi - lo, K}));
+    const Tensor dd = ddist ? Tensor(ddist->data + lo * K, {hi - lo, K}) : Tensor();
+    m.backward_local(Tensor(dlogits.data + lo * K, {hi - lo, K}), ddist ? &dd : nullptr);
   });
   // Sum the shards' gradients into this model's, shard by shard in order (the same bits every
   // time), each thread a slice of the arena.

@@ -241,11 +241,12 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
   ops::dropout_forward(A.pooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.pooled_ln));
   if (!has_head()) return;
   if (!cfg_.head_dist) return ops::linear_forward(A.logits, A.pooled_ln, owner_->head_lin_);
-  // timm's VisionTransformerDistilled (outside distillation training): (head(x_cls) +
-  // head_dist(x_dist)) / 2.
+  // timm's VisionTransformerDistilled: (head(x_cls) + head_dist(x_dist)) / 2, or in
+  // distillation training the two apart.
   const Tensor cls_ln = head_rows(A.pooled_ln, 0), dist_ln = head_rows(A.pooled_ln, 1);
   ops::linear_forward(A.logits, cls_ln, owner_->head_lin_);
   ops::linear_forward(A.logits_dist, dist_ln, owner_->head_dist_lin_);
+  if (mode.distill) return;
   ops::add_into(A.logits, A.logits_dist);
   ops::scale(A.logits, 0.5f);
 }
@@ -255,7 +256,7 @@ Tensor ViT::head_rows(const Tensor& t, int64_t k) const {
   return Tensor(t.data + k * B * C, {B, C});
 }
 
-void ViT::backward_local(const Tensor& dlogits) {
+void ViT::backward_local(const Tensor& dlogits, const Tensor* ddist) {
   Acts& A = train_;
   const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim, I = cfg_.attn_dim();
   check_shape(dlogits, {B, cfg_.num_classes}, "backward: grad logits");
@@ -266,13 +267,21 @@ void ViT::backward_local(const Tensor& dlogits) {
   auto first = [&](const Tensor& t) { return mode.first_sample * (t.numel() / B); };
   const int64_t s0 = mode.first_sample;
 
-  if (cfg_.head_dist) {  // each head's logits count half
-    ops::copy(A.dlogits_half, dlogits);
-    ops::scale(A.dlogits_half, 0.5f);
-    Tensor dcls = head_rows(A.dpooled_ln, 0), ddist = head_rows(A.dpooled_ln, 1);
-    ops::linear_backward(&dcls, &G_.head_w, &G_.head_b, A.dlogits_half, head_rows(A.pooled_ln, 0),
-                         owner_->head_lin_);
-    ops::linear_backward(&ddist, &G_.head_dist_w, &G_.head_dist_b, A.dlogits_half, head_rows(A.pooled_ln, 1),
+  VIT_CHECK(!ddist || cfg_.head_dist, "backward: a gradient for a distillation head the model does not have");
+  if (cfg_.head_dist) {
+    // Distilling, each head has its own gradient; else each head's logits count half.
+    VIT_CHECK(distilling() == (ddist != nullptr),
+              "backward: a distilling forward takes a gradient for each head, any other one");
+    if (ddist) check_shape(*ddist, {B, cfg_.num_classes}, "backward: grad distillation logits");
+    if (!ddist) {
+      ops::copy(A.dlogits_half, dlogits);
+      ops::scale(A.dlogits_half, 0.5f);
+    }
+    const Tensor& dy_cls = ddist ? dlogits : A.dlogits_half;
+    const Tensor& dy_dist = ddist ? *ddist : A.dlogits_half;
+    Tensor dcls = head_rows(A.dpooled_ln, 0), dd = head_rows(A.dpooled_ln, 1);
+    ops::linear_backward(&dcls, &G_.head_w, &G_.head_b, dy_cls, head_rows(A.pooled_ln, 0), owner_->head_lin_);
+    ops::linear_backward(&dd, &G_.head_dist_w, &G_.head_dist_b, dy_dist, head_rows(A.pooled_ln, 1),
                          owner_->head_dist_lin_);
   } else {
     ops::linear_backward(&A.dpooled_ln, &G_.head_w, &G_.head_b, dlogits, A.pooled_ln, owner_->head_lin_);

@@ -8,25 +8,54 @@
 namespace vit {
 
 double LossStep::run(ViT& model, const Batch& batch, float smoothing, const ForwardMode& mode,
-                     int64_t* correct, float grad_scale) {
+                     int64_t* correct, float grad_scale, const Distillation* kd) {
   const int64_t B = batch.size, K = model.config().num_classes;
-  buf_.resize(2 * B * K);
+  const bool two_heads = kd && model.config().head_dist;
+  buf_.resize((kd ? 5 : 2) * B * K);
   Tensor probs(buf_.data(), {B, K}), dlogits(buf_.data() + B * K, {B, K});
   Tensor targets(const_cast<float*>(batch.targets), {B, K});
   const Tensor* tp = batch.targets ? &targets : nullptr;
-  Tensor logits = model.forward(batch.images, B, batch.mask, mode);
-  const double loss = ops::cross_entropy_forward(probs, logits, batch.labels, tp, smoothing);
+  ForwardMode m = mode;
+  m.distill = two_heads;
+  Tensor logits = model.forward(batch.images, B, batch.mask, m);
+  double loss = ops::cross_entropy_forward(probs, logits, batch.labels, tp, smoothing);
   if (!std::isfinite(loss)) {  // no backward: the caller stops (and says what it kept)
     if (correct) *correct = 0;
     return loss;
   }
-  ops::cross_entropy_backward(dlogits, probs, batch.labels, tp, smoothing, grad_scale);
-  model.backward(dlogits);
+  const float base_scale = kd ? grad_scale * (1.f - kd->cfg.alpha) : grad_scale;
+  ops::cross_entropy_backward(dlogits, probs, batch.labels, tp, smoothing, base_scale);
+  Tensor scored = logits;  // what the top-1 counts: the logits as evaluation gives them
+  if (!kd) {
+    model.backward(dlogits);
+  } else {
+    // DeiT: (1 - alpha) base on the class head + alpha distillation on the distillation
+    // head (or, without one, on the class head too).
+    const Tensor teacher(const_cast<float*>(kd->teacher_logits), {B, K});
+    const Tensor student = two_heads ? model.dist_logits() : logits;
+    Tensor ddist(buf_.data() + 2 * B * K, {B, K});
+    const double kd_loss = distillation_loss(ddist, student, teacher, kd->cfg, grad_scale * kd->cfg.alpha);
+    loss = (1.0 - kd->cfg.alpha) * loss + kd->cfg.alpha * kd_loss;
+    if (!std::isfinite(loss)) {
+      if (correct) *correct = 0;
+      return loss;
+    }
+    if (two_heads) {
+      model.backward(dlogits, ddist);
+      scored = Tensor(buf_.data() + 3 * B * K, {B, K});  // (cls + dist) / 2
+      ops::copy(scored, logits);
+      ops::add_into(scored, student);
+      ops::scale(scored, 0.5f);
+    } else {
+      ops::add_into(dlogits, ddist);
+      model.backward(dlogits);
+    }
+  }
   if (correct) {
     // Against the labels, or with soft targets against each row's largest target.
     argmax_.resize(size_t(2 * B));
     int64_t *got = argmax_.data(), *want = got + B;
-    ops::argmax_rows(got, logits);
+    ops::argmax_rows(got, scored);
     if (batch.labels)
       std::copy(batch.labels, batch.labels + B, want);
     else

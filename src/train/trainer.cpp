@@ -28,6 +28,56 @@ namespace vit {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The teacher of DeiT's distillation: its logits on a micro-batch, its input converted from
+// the student's normalization to its own where they differ.
+class Teacher {
+ public:
+  Teacher(ViT* model, const ViTConfig& student, const DistillConfig& cfg) : model_(model), cfg_(cfg) {
+    if (!model) return;
+    const ViTConfig& t = model->config();
+    check_teacher(t, student);
+    for (int64_t c = 0; c < t.in_chans; ++c) {
+      // x_teacher = (x * std_s + mean_s - mean_t) / std_t = x * a + b, per channel.
+      scale_.push_back(student.std[size_t(c)] / t.std[size_t(c)]);
+      shift_.push_back((student.mean[size_t(c)] - t.mean[size_t(c)]) / t.std[size_t(c)]);
+      convert_ = convert_ || t.mean[size_t(c)] != student.mean[size_t(c)] ||
+                 t.std[size_t(c)] != student.std[size_t(c)];
+    }
+    plane_ = t.img_h * t.img_w;
+  }
+  // The distillation of this micro-batch (null without a teacher), valid until the next call.
+  const Distillation* logits(const Batch& b) {
+    if (!model_) return nullptr;
+    const int64_t C = int64_t(scale_.size()), K = model_->config().num_classes;
+    logits_.resize(size_t(b.size * K));
+    const float* x = b.images;
+    if (convert_) {
+      images_.resize(size_t(b.size * C * plane_));
+      for (int64_t i = 0; i < b.size * C; ++i) {
+        const float a = scale_[size_t(i % C)], s = shift_[size_t(i % C)];
+        for (int64_t j = 0; j < plane_; ++j)
+          images_[size_t(i * plane_ + j)] = b.images[i * plane_ + j] * a + s;
+      }
+      x = images_.data();
+    }
+    model_->infer(x, b.size, nullptr, logits_.data());
+    kd_ = {logits_.data(), cfg_};
+    return &kd_;
+  }
+
+ private:
+  ViT* model_;
+  DistillConfig cfg_;
+  std::vector<float> scale_, shift_, images_, logits_;
+  int64_t plane_ = 0;
+  bool convert_ = false;
+  Distillation kd_;
+};
+
+}  // namespace
+
 void TrainConfig::validate() const {
   VIT_CHECK(epochs > 0, "epochs must be positive, got ", epochs);
   VIT_CHECK(cooldown_epochs >= 0, "cooldown epochs must be non-negative, got ", cooldown_epochs);
@@ -58,6 +108,7 @@ void TrainConfig::validate() const {
   VIT_CHECK(recovery_interval >= -1,
             "recovery interval must be a number of steps, 0 (none) or -1 (by time), got ", recovery_interval);
   VIT_CHECK(recovery_seconds > 0, "recovery seconds must be positive");
+  if (teacher) distill.validate();
   VIT_CHECK(model_ema_decay >= 0.f && model_ema_decay <= 1.f, "model EMA decay must be in [0, 1], got ",
             model_ema_decay);
   VIT_CHECK(!resume || !output.empty(), "resuming needs the run directory");
@@ -537,6 +588,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   Optimizer opt(model.table(), cfg.optim);
   LossStep loss_step;
   const int64_t K = model.config().num_classes;
+  Teacher teacher(cfg.teacher, model.config(), cfg.distill);
   const int64_t C = train_set.channels(), H = train_set.height(), W = train_set.width();
   std::vector<float> targets(cfg.mixup.active() ? B * K : 0);
   const fs::path dir(cfg.output);
@@ -609,6 +661,8 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
   if (cfg.cooldown_epochs > 0)
     log << " (cosine over " << cfg.epochs << " epochs, then " << cfg.cooldown_epochs << " at "
         << cfg.sched.min_lr << ")";
+  if (cfg.teacher)
+    log << ", " << cfg.distill.type << " distillation from a teacher (alpha " << cfg.distill.alpha << ")";
   if (ranks > 1) log << ", " << comm.describe();
   log << std::endl;
 
@@ -681,8 +735,8 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
           if (batch.targets) micro.targets = batch.targets + part.lo * K;
           const ForwardMode mode{true, cfg.seed, uint64_t(p.global_step), mine.lo + part.lo};
           int64_t part_correct = 0;
-          const double loss =
-              loss_step.run(model, micro, cfg.smoothing, mode, &part_correct, float(part.size()) / float(bs));
+          const double loss = loss_step.run(model, micro, cfg.smoothing, mode, &part_correct,
+                                            float(part.size()) / float(bs), teacher.logits(micro));
           stats[0] += loss * double(part.size());
           correct += part_correct;
           if (!std::isfinite(loss)) break;

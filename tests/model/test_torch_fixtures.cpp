@@ -110,4 +110,47 @@ INSTANTIATE_TEST_SUITE_P(Models, TorchFixture,
                                            "vit_deit_distilled.safetensors"),
                          [](const auto& info) { return info.param.substr(4, info.param.find('.') - 4); });
 
+// DeiT's distillation (facebookresearch/deit's DistillationLoss in PyTorch, float64): the loss
+// and every gradient of one step for given teacher logits, hard and soft, through the two
+// heads apart (a distilling forward) and, for a model without a distillation token, through
+// the class head alone. Its teacher logits are an input: the teacher is any model.
+class DistillFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DistillFixture, LossAndGradients) {
+  Fixture f(GetParam());
+  ViT m(f.cfg);
+  f.load_params(m);
+  const auto teacher = f.st.to_float("input.teacher_logits");
+  Distillation kd{teacher.data(), {}};
+  kd.cfg.type = f.train["type"];
+  kd.cfg.alpha = f.train["alpha"];
+  kd.cfg.tau = f.train["tau"];
+  LossStep step;
+  m.zero_grad();
+  int64_t correct = -1;
+  const float loss = float(step.run(m, f.batch(), f.smoothing(), ForwardMode{}, &correct, 1.f, &kd));
+  const auto want_loss = f.st.to_float("out.loss");
+  EXPECT_TRUE(test::close_rel_max("loss", &loss, want_loss.data(), 1, 1e-5));
+  EXPECT_GE(correct, 0);
+  for (auto& s : m.table().specs()) {
+    const auto want = f.st.to_float("grad." + s.name);
+    EXPECT_TRUE(
+        test::close_rel_max("grad " + s.name, m.grads().data() + s.offset, want.data(), s.numel(), 1e-4));
+  }
+  // The same step on two shards: the same gradients (each head's gradient split by rows).
+  ViT two(f.cfg);
+  f.load_params(two);
+  two.set_shards(2);
+  two.zero_grad();
+  const float loss2 = float(step.run(two, f.batch(), f.smoothing(), ForwardMode{}, nullptr, 1.f, &kd));
+  EXPECT_TRUE(test::close_rel_max("loss on 2 shards", &loss2, &loss, 1, 1e-6));
+  EXPECT_TRUE(test::close_rel_max("grads on 2 shards", two.grads().data(), m.grads().data(),
+                                  int64_t(m.table().total()), 1e-5));
+}
+
+INSTANTIATE_TEST_SUITE_P(Deit, DistillFixture,
+                         ::testing::Values("vit_distill_hard.safetensors", "vit_distill_soft.safetensors",
+                                           "vit_distill_plain_soft.safetensors"),
+                         [](const auto& info) { return info.param.substr(12, info.param.find('.') - 12); });
+
 }  // namespace vit

@@ -28,6 +28,10 @@ struct ForwardMode {
   uint64_t seed = 0;
   uint64_t step = 0;
   int64_t first_sample = 0;
+  // DeiT's distillation training (timm's set_distilled_training) on a model with head_dist:
+  // forward returns the class token's head alone and dist_logits() the distillation head's,
+  // not their mean; backward takes a gradient for each.
+  bool distill = false;
 };
 
 class ViT {
@@ -55,6 +59,10 @@ class ViT {
   Tensor forward(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode);
   // Accumulates parameter gradients from dlogits[B,K] of the last forward.
   void backward(const Tensor& dlogits);
+  // After a forward with mode.distill: the distillation head's logits [B,K] (valid until the
+  // next forward), and the backward from a gradient for each head's logits.
+  Tensor dist_logits();
+  void backward(const Tensor& dlogits, const Tensor& ddist);
   // Inference: logits[B,K] written to out; stores one block's activations only.
   void infer(const float* images, int64_t B, const uint8_t* mask, float* logits);
   // Inference that also copies every layer's attention probabilities (the softmax output)
@@ -220,7 +228,10 @@ class ViT {
   template <typename F>
   void for_shards(int R, int64_t B, F&& f);
   Tensor forward_local(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode);
-  void backward_local(const Tensor& dlogits);
+  void backward_split(const Tensor& dlogits, const Tensor* ddist);  // backward's two forms
+  // ddist: the distillation head's gradient after a distilling forward, else null.
+  void backward_local(const Tensor& dlogits, const Tensor* ddist = nullptr);
+  bool distilling() const { return last_mode_.distill && cfg_.head_dist; }
   // What one inference writes (null: not wanted), each [B, ...] from row 0.
   struct InferOut {
     float *logits = nullptr, *attn = nullptr, *pooled = nullptr, *tokens = nullptr;
@@ -277,8 +288,9 @@ class ViT {
   bool cls_tail_wanted_ = true;                 // set_cls_tail
   int split_ = 1;                               // shards of the last training forward
   std::vector<std::unique_ptr<ViT>> shards_;    // shards 1..; shard 0 is this model
-  Arena split_logits_;                          // [B,K] gathered from the shards
-  std::vector<float> token_stats_;              // infer_features' tokens: their norm's mean and rstd
+  Arena split_logits_;   // [B,K] gathered from the shards; distilling, the distillation head's after
+  int64_t split_B_ = 0;  // the last forward's batch
+  std::vector<float> token_stats_;  // infer_features' tokens: their norm's mean and rstd
 };
 
 }  // namespace vit

@@ -6,6 +6,7 @@
 
 #include "vit/core/arena.h"
 #include "vit/model/vit.h"
+#include "vit/train/distill.h"
 
 namespace vit {
 
@@ -17,6 +18,12 @@ struct Batch {
   const uint8_t* mask = nullptr;    // [B,N] visible patches, optional
 };
 
+// A teacher's logits [B,K] on the batch's images, and how to distill them (distill.h).
+struct Distillation {
+  const float* teacher_logits = nullptr;
+  DistillConfig cfg;
+};
+
 class LossStep {
  public:
   // Runs forward and backward, accumulating into model.grads(); returns the mean loss. A
@@ -25,8 +32,10 @@ class LossStep {
   // Counts correct top-1 predictions (against labels, or the targets' argmax) in *correct.
   // The gradients are of grad_scale x the mean loss: a shard of b rows of a global batch
   // of B passes b / B, so that the shards' gradients sum to the global batch's.
+  // With kd, the loss is DeiT's (distill.h): a model with head_dist runs a distilling forward
+  // (ForwardMode::distill), and correct counts the two heads' mean, as it is evaluated.
   double run(ViT& model, const Batch& batch, float smoothing, const ForwardMode& mode,
-             int64_t* correct = nullptr, float grad_scale = 1.f);
+             int64_t* correct = nullptr, float grad_scale = 1.f, const Distillation* kd = nullptr);
 
  private:
   Arena buf_;

@@ -28,6 +28,7 @@
 #include "vit/data/dataset.h"
 #include "vit/model/vit.h"
 #include "vit/train/comm.h"
+#include "vit/train/distill.h"
 #include "vit/train/mixup.h"
 #include "vit/train/optimizer.h"
 #include "vit/train/progress.h"
@@ -104,6 +105,11 @@ struct TrainConfig {
   // Then train() throws Stopped. A run that has just finished its last epoch ends normally.
   std::function<int()> stop_requested;
   Comm* comm = nullptr;  // the processes of a data-parallel run; null: one
+  // DeiT's distillation (distill.h): a teacher's logits on each micro-batch's images (as
+  // augmented and mixed) join the loss; null: none. The teacher takes the model's input
+  // (channels, size, classes); another mean and std are converted to. It only infers.
+  ViT* teacher = nullptr;
+  DistillConfig distill;
   void validate() const;
 };
 
