@@ -93,8 +93,8 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
   }
   A.last = {};
   if (tail) {
-    rest_part(A.last, 1);
-    A.xcls = c.take({B, 1, C});
+    rest_part(A.last, cfg.head_tokens());
+    A.xcls = c.take({B, cfg.head_tokens(), C});
   }
   if (!cfg.use_fc_norm() && cfg.avg_pool()) {  // as norm_all_tokens()
     A.lnf = c.take({B * T, C});
@@ -123,7 +123,7 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
       A.dpe_raw = c.take({B * N, C});
       A.dcols_ln = c.take({B * N, P});
     }
-    if (tail) A.dxcls = c.take({B, 1, C});
+    if (tail) A.dxcls = c.take({B, cfg.head_tokens(), C});
   }
   return c.used();
 }

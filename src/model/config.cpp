@@ -390,7 +390,8 @@ int64_t forward_flops(const ViTConfig& c, bool cls_tail) {
            + 2 * Tq * I * D               // proj
            + 2 * 2 * Tq * D * c.mlp_dim;  // fc1, fc2
   };
-  const int64_t blocks = cls_tail && c.depth > 0 ? (c.depth - 1) * block(T) + block(1) : c.depth * block(T);
+  const int64_t blocks =
+      cls_tail && c.depth > 0 ? (c.depth - 1) * block(T) + block(c.head_tokens()) : c.depth * block(T);
   return patch + blocks + 2 * D * c.num_classes * c.head_tokens();
 }
 

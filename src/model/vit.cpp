@@ -36,7 +36,7 @@ ViT::ViT(const ViTConfig& cfg, bool randomize) : cfg_(cfg), table_(cfg) {
 ViT::BlockPlan ViT::plan(Acts& A, int64_t l, bool every_row) const {
   BlockActs& a = A.blocks[size_t(l) < A.blocks.size() ? l : 0];  // inference reuses one block's
   const bool cls_only = A.tail && !every_row && l + 1 == cfg_.depth;
-  return {a, cls_only ? A.last : a, cls_only ? 1 : cfg_.num_tokens(), cls_only};
+  return {a, cls_only ? A.last : a, cls_only ? cfg_.head_tokens() : cfg_.num_tokens(), cls_only};
 }
 
 ViT::ViT(const ViT& owner, ShardTag) : cfg_(owner.cfg_), table_(owner.table_), owner_(&owner) {
@@ -127,7 +127,7 @@ bool ViT::norm_all_tokens() const {
 
 bool ViT::cls_tail_applies(const ViTConfig& cfg) {
   static const bool off = setting_choice("VIT_CLS_TAIL") == "off";
-  return !off && cfg.class_token && !cfg.avg_pool() && cfg.head_tokens() == 1 && cfg.depth > 0;
+  return !off && cfg.class_token && !cfg.avg_pool() && cfg.depth > 0;
 }
 
 bool ViT::use_cls_tail() const {
@@ -193,7 +193,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     if (p.cls_only) {
       ops::attention_cls_forward(t.ao, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, a.qkv, keys_mask,
                                  attn_p, key(block_site(l, kAttnDrop)), s0);
-      ops::pool_forward(reshape(A.xcls, {B, C}), x, nullptr, false, 0);  // the class token's row of x
+      ops::first_tokens(A.xcls, x);  // the rows of x the head reads (class, distillation token)
       x = A.xcls;
     } else {
       float* maps = attn ? attn + l * a.probs.numel() : nullptr;  // this layer's attention maps
@@ -357,8 +357,8 @@ void ViT::backward_local(const Tensor& dlogits, const Tensor* ddist) {
     if (p.cls_only) {
       ops::attention_cls_backward(A.dqkv, dao, a.qkv, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, attn_p,
                                   key(block_site(l, kAttnDrop)), s0);
-      // The residual stream's gradient below the tail: the class token's rows, zeros elsewhere.
-      ops::pool_backward(A.dx, reshape(A.dxcls, {B, C}), nullptr, false, 0);
+      // The residual stream's gradient below the tail: the tail's rows, zeros elsewhere.
+      ops::first_tokens_backward(A.dx, A.dxcls);
     } else {
       ops::attention_backward(A.dqkv, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, attn_p,
                               key(block_site(l, kAttnDrop)), s0);

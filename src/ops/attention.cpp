@@ -6,17 +6,18 @@ namespace vit::ops {
 
 namespace {
 struct Dims {
-  int64_t B, T, C, H;
+  int64_t B, T, C, H, Q;  // Q: the query rows (T, or the first Q alone)
 };
-// cls_only: probs holds the class token's row alone ([B,H,1,T], attention_cls_*).
+// cls_only: probs holds the first Q rows alone ([B,H,Q,T], attention_cls_*).
 Dims attention_dims(const Tensor& qkv, const Tensor& probs, bool cls_only = false) {
   VIT_CHECK(qkv.ndim() == 3 && qkv.dim(2) % 3 == 0, "attention: qkv must be [B,T,3C], got ",
             shape_str(qkv.shape));
-  VIT_CHECK(probs.ndim() == 4, "attention: probs must be [B,H,", cls_only ? "1" : "T", ",T], got ",
+  VIT_CHECK(probs.ndim() == 4, "attention: probs must be [B,H,", cls_only ? "Q" : "T", ",T], got ",
             shape_str(probs.shape));
-  Dims d{qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3, probs.dim(1)};
+  Dims d{qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3, probs.dim(1), cls_only ? probs.dim(2) : qkv.dim(1)};
   VIT_CHECK(d.H > 0 && d.C % d.H == 0, "attention: ", d.H, " heads do not divide ", d.C, " channels");
-  check_shape(probs, {d.B, d.H, cls_only ? 1 : d.T, d.T}, "attention probs");
+  VIT_CHECK(d.Q >= 1 && d.Q <= d.T, "attention: ", d.Q, " query rows of ", d.T);
+  check_shape(probs, {d.B, d.H, d.Q, d.T}, "attention probs");
   return d;
 }
 
@@ -25,15 +26,18 @@ Dims attention_dims(const Tensor& qkv, const Tensor& probs, bool cls_only = fals
 void forward(bool cls, Tensor out, Tensor probs, Tensor* probs_drop, const Tensor& qkv,
              const uint8_t* key_mask, float drop_p, uint64_t drop_key, int64_t first_sample) {
   const Dims d = attention_dims(qkv, probs, cls);
-  check_shape(out, {d.B, cls ? 1 : d.T, d.C}, cls ? "attention (class token) output" : "attention output");
+  check_shape(out, {d.B, d.Q, d.C}, cls ? "attention (class token) output" : "attention output");
   VIT_CHECK(drop_p <= 0.f || (probs_drop && probs.data),
             "attention: dropout needs probs and a probs_drop buffer");
   if (probs_drop) check_shape(*probs_drop, probs.shape, "attention dropped probs");
   switch (common_device({&out, &probs, &qkv}, "attention")) {
     case Device::CPU:
-      return (cls ? cpu::attention_cls_forward : cpu::attention_forward)(
-          out.data, probs.data, drop_p > 0.f ? probs_drop->data : nullptr, qkv.data, key_mask, d.B, d.T, d.C,
-          d.H, drop_p, drop_key, first_sample);
+      if (cls)
+        return cpu::attention_cls_forward(out.data, probs.data, drop_p > 0.f ? probs_drop->data : nullptr,
+                                          qkv.data, key_mask, d.B, d.T, d.C, d.H, drop_p, drop_key,
+                                          first_sample, d.Q);
+      return cpu::attention_forward(out.data, probs.data, drop_p > 0.f ? probs_drop->data : nullptr, qkv.data,
+                                    key_mask, d.B, d.T, d.C, d.H, drop_p, drop_key, first_sample);
     default: unsupported("attention", out.device);
   }
 }
@@ -42,13 +46,16 @@ void backward(bool cls, Tensor dqkv, const Tensor& dout, const Tensor& qkv, cons
               const Tensor* probs_drop, float drop_p, uint64_t drop_key, int64_t first_sample) {
   const Dims d = attention_dims(qkv, probs, cls);
   check_shape(dqkv, qkv.shape, "attention grad qkv");
-  check_shape(dout, {d.B, cls ? 1 : d.T, d.C},
-              cls ? "attention (class token) grad output" : "attention grad output");
+  check_shape(dout, {d.B, d.Q, d.C}, cls ? "attention (class token) grad output" : "attention grad output");
   switch (common_device({&dqkv, &dout, &qkv, &probs}, "attention_backward")) {
     case Device::CPU:
-      return (cls ? cpu::attention_cls_backward : cpu::attention_backward)(
-          dqkv.data, dout.data, qkv.data, probs.data, drop_p > 0.f ? probs_drop->data : nullptr, d.B, d.T,
-          d.C, d.H, drop_p, drop_key, first_sample);
+      if (cls)
+        return cpu::attention_cls_backward(dqkv.data, dout.data, qkv.data, probs.data,
+                                           drop_p > 0.f ? probs_drop->data : nullptr, d.B, d.T, d.C, d.H,
+                                           drop_p, drop_key, first_sample, d.Q);
+      return cpu::attention_backward(dqkv.data, dout.data, qkv.data, probs.data,
+                                     drop_p > 0.f ? probs_drop->data : nullptr, d.B, d.T, d.C, d.H, drop_p,
+                                     drop_key, first_sample);
     default: unsupported("attention_backward", dqkv.device);
   }
 }

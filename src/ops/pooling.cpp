@@ -37,4 +37,28 @@ void pool_backward(Tensor dx, const Tensor& dpooled, const uint8_t* mask, bool a
   }
 }
 
+void first_tokens(Tensor out, const Tensor& x) {
+  VIT_CHECK(x.ndim() == 3 && out.ndim() == 3, "first_tokens: x and out must be [B,T,C] and [B,Q,C], got ",
+            shape_str(x.shape), " and ", shape_str(out.shape));
+  const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2), Q = out.dim(1);
+  VIT_CHECK(Q >= 1 && Q <= T, "first_tokens: ", Q, " tokens of ", T);
+  check_shape(out, {B, Q, C}, "first tokens");
+  switch (common_device({&out, &x}, "first_tokens")) {
+    case Device::CPU: return cpu::first_tokens(out.data, x.data, B, T, C, Q);
+    default: unsupported("first_tokens", x.device);
+  }
+}
+
+void first_tokens_backward(Tensor dx, const Tensor& dout) {
+  VIT_CHECK(dx.ndim() == 3 && dout.ndim() == 3,
+            "first_tokens_backward: dx and dout must be [B,T,C] and [B,Q,C]");
+  const int64_t B = dx.dim(0), T = dx.dim(1), C = dx.dim(2), Q = dout.dim(1);
+  VIT_CHECK(Q >= 1 && Q <= T, "first_tokens_backward: ", Q, " tokens of ", T);
+  check_shape(dout, {B, Q, C}, "grad first tokens");
+  switch (common_device({&dx, &dout}, "first_tokens_backward")) {
+    case Device::CPU: return cpu::first_tokens_backward(dx.data, dout.data, B, T, C, Q);
+    default: unsupported("first_tokens_backward", dx.device);
+  }
+}
+
 }  // namespace vit::ops

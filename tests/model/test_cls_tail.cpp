@@ -23,7 +23,9 @@ struct TailCase {
   bool wide = false;     // 48 dims, mlp 96: the products run in oneDNN's sgemm
   int shards = 1;
   bool amp = false;
-  int64_t dim_head = 0;  // heads of their own width (vit-pytorch's): 2 heads of 32 on 48 dims
+  int64_t dim_head = 0;    // heads of their own width (vit-pytorch's): 2 heads of 32 on 48 dims
+  bool distilled = false;  // DeiT's distillation token and head: the tail keeps two rows a sample
+  bool kd = false;         // a distilling step (a teacher's logits): the two heads apart
 };
 void PrintTo(const TailCase& tc, std::ostream* os) {
   *os << tc.name;
@@ -47,6 +49,10 @@ ViTConfig config(const TailCase& tc) {
     c.qkv_bias = false;
   }
   c.dim_head = tc.dim_head;
+  if (tc.distilled) {
+    c.dist_token = c.head_dist = true;
+    c.drop_rate = 0.f;  // a distilled head has no dropout
+  }
   return c;
 }
 
@@ -77,8 +83,10 @@ Result train_step(const TailCase& tc, bool tail) {
   LossStep step;
   m.zero_grad();
   Result r;
+  const std::vector<float> teacher = test::randn(B * c.num_classes, 9);
+  const Distillation kd{teacher.data(), {}};
   r.loss = step.run(m, Batch{x.data(), B, labels.data(), nullptr, tc.mask ? mask.data() : nullptr}, 0.1f,
-                    ForwardMode{true, 17, 3});
+                    ForwardMode{true, 17, 3}, nullptr, 1.f, tc.kd ? &kd : nullptr);
   const Tensor logits = m.forward(x.data(), B, tc.mask ? mask.data() : nullptr, ForwardMode{true, 17, 3});
   r.logits.assign(logits.data, logits.data + logits.numel());
   r.grads.assign(m.grads().data(), m.grads().data() + m.table().total());
@@ -110,16 +118,17 @@ TEST_P(ClsTail, TrainingStepMatchesTheFullLastBlock) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, ClsTail,
-                         ::testing::Values(TailCase{"plain"}, TailCase{"mask", true},
-                                           TailCase{"dropout", true, true},
-                                           TailCase{"extras", true, false, true},
-                                           TailCase{"wide", false, false, false, true},
-                                           TailCase{"shards", true, true, false, false, 2},
-                                           TailCase{"amp", false, false, false, true, 1, true},
-                                           TailCase{"dim_head", true, true, false, true, 2, false, 32},
-                                           TailCase{"amp_dim_head", false, false, false, true, 1, true, 32}),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(
+    Variants, ClsTail,
+    ::testing::Values(TailCase{"plain"}, TailCase{"mask", true}, TailCase{"dropout", true, true},
+                      TailCase{"extras", true, false, true}, TailCase{"wide", false, false, false, true},
+                      TailCase{"shards", true, true, false, false, 2},
+                      TailCase{"amp", false, false, false, true, 1, true},
+                      TailCase{"dim_head", true, true, false, true, 2, false, 32},
+                      TailCase{"amp_dim_head", false, false, false, true, 1, true, 32},
+                      TailCase{"distilled", true, true, false, false, 1, false, 0, true},
+                      TailCase{"distilled_wide_shards_kd", true, true, false, true, 2, false, 0, true, true}),
+    [](const auto& info) { return info.param.name; });
 
 // Inference: plain fp32, weights packed, bf16 products, and with attention maps (which run
 // the full last block, whose class-token row the maps show): the tail's logits.

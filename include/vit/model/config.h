@@ -108,7 +108,7 @@ std::vector<std::string> preset_names();
 // Parameter count and forward FLOPs per image (multiply-add = 2 FLOPs; matrix products,
 // attention and the head; element-wise ops left out): the model's count, as PyTorch's
 // profilers give it. cls_tail: what vitcpp runs with its class-token tail (the last block
-// after qkv on the class token's row alone; ViT::use_cls_tail).
+// after qkv on the rows the head reads alone, head_tokens(); ViT::use_cls_tail).
 int64_t forward_flops(const ViTConfig& c, bool cls_tail = false);
 
 }  // namespace vit

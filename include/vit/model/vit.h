@@ -139,8 +139,9 @@ class ViT {
   // count in the environment variable VIT_SHARDS when set.
   void set_shards(int shards) { shards_wanted_ = shards; }
   // The class-token tail: with class-token pooling nothing reads the last block's other rows,
-  // so after its qkv product that block runs for the class token's row alone (attention over
-  // all keys for that one query, proj, norm2, MLP and residuals on B rows instead of B*T),
+  // so after its qkv product that block runs for the class token's row alone (and DeiT's
+  // distillation token's with head_dist: head_tokens() rows; attention over all keys for those
+  // queries, proj, norm2, MLP and residuals on B rows each instead of B*T),
   // forward and backward: the same logits and gradients up to float rounding, for 1/depth
   // less of the work. Dropout after proj and in the MLP draws other (equally random) masks
   // on those rows than the full block would; attention dropout and drop path draw the same.
@@ -199,9 +200,10 @@ class ViT {
     Tensor dpe_raw, dcols_ln;        // their gradients (the patches themselves take none)
     Tensor lnf, lnf_mean, lnf_rstd;  // `norm` over every token before avg pooling (no fc_norm)
     std::vector<BlockActs> blocks;
-    // The class-token tail: the last block after its attention, for the class token's row of
-    // each sample (probs [B,H,1,T], ao, r1, out [B,1,C], ...); its norm1 and qkv stay in
-    // blocks.back() (training) or blocks[0] (inference). xcls: the block's input, that row.
+    // The class-token tail: the last block after its attention, for the Q = head_tokens() rows
+    // the head reads of each sample (probs [B,H,Q,T], ao, r1, out [B,Q,C], ...); its norm1 and
+    // qkv stay in blocks.back() (training) or blocks[0] (inference). xcls: the block's input,
+    // those rows.
     BlockActs last;
     Tensor xcls;
     // Gradient buffers (training only); dxcls: the residual stream's gradient in the tail.

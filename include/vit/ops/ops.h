@@ -113,10 +113,11 @@ void attention_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tenso
 void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
                         const Tensor* probs_drop, float drop_p, uint64_t drop_key, int64_t first_sample = 0);
 
-// The class token's row alone of the two above (row 0 of each sample, over all T keys): a
-// last block whose other rows nothing reads (class-token pooling). out and dout [B,1,C],
-// probs and probs_drop [B,H,1,T] (the same draws as row 0 of the full op's); dqkv[B,T,3C]
-// assigned whole, q's rows past 0 zeros.
+// The first Q rows alone of the two above (rows 0..Q-1 of each sample, over all T keys; Q
+// from probs: the class token, and DeiT's distillation token): a last block whose other rows
+// nothing reads (token pooling). out and dout [B,Q,C], probs and probs_drop [B,H,Q,T] (the
+// same draws as those rows of the full op's); dqkv[B,T,3C] assigned whole, q's rows past
+// Q-1 zeros.
 void attention_cls_forward(Tensor out, Tensor probs, Tensor* probs_drop, const Tensor& qkv,
                            const uint8_t* key_mask, float drop_p, uint64_t drop_key,
                            int64_t first_sample = 0);
@@ -162,6 +163,11 @@ void tokens_backward(Tensor dpe, Tensor* dcls, Tensor* dreg, Tensor* dpos, const
 // distillation token). The backward assigns dx, zero where nothing was pooled.
 void pool_forward(Tensor pooled, const Tensor& x, const uint8_t* mask, bool avg, int64_t first);
 void pool_backward(Tensor dx, const Tensor& dpooled, const uint8_t* mask, bool avg, int64_t first);
+
+// The first Q tokens of each sample, sample-major: x[B,T,C] -> out[B,Q,C] (the class-token
+// tail's rows); the backward assigns dx[B,T,C] from dout[B,Q,C], zeros elsewhere.
+void first_tokens(Tensor out, const Tensor& x);
+void first_tokens_backward(Tensor dx, const Tensor& dout);
 
 // cross entropy: logits[B,K]; labels[B] (each < K) with smoothing, or soft targets[B,K]
 // (labels null). probs[B,K] written. Returns the mean loss.

@@ -1,9 +1,10 @@
-// Attention for the class token's query alone: row 0 of every sample attends over all T keys.
-// A model that pools the class token reads nothing else of its last block (ViT::run_forward's
-// class-token tail), so that block needs q only at row 0, and k and v everywhere. The same
-// arithmetic as attention.cpp's row 0 (scale q k^T, masked keys out, softmax, dropout with
-// the same element indices, P v), in plain loops: per (sample, head) 2 T D multiply-adds
-// forward and 4 T D backward, a 1/T share of the full attention.
+// Attention for the first Q queries alone (the class token's, and DeiT's distillation token's):
+// rows 0..Q-1 of every sample attend over all T keys. A model that pools those tokens reads
+// nothing else of its last block (ViT::run_forward's class-token tail), so that block needs q
+// only at those rows, and k and v everywhere. The same arithmetic as attention.cpp's rows
+// (scale q k^T, masked keys out, softmax, dropout with the same element indices, P v), in
+// plain loops: per (sample, head, row) 2 T D multiply-adds forward and 4 T D backward, a Q/T
+// share of the full attention.
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -14,10 +15,10 @@
 namespace vit::cpu {
 
 namespace {
-// Index of element (b, h, 0, 0) of a [B, H, T, T] probability tensor in the whole batch:
-// where attention dropout's draws for the class token's row start.
-inline int64_t drop_first(int64_t first_sample, int64_t b, int64_t h, int64_t H, int64_t T) {
-  return ((first_sample + b) * H + h) * T * T;
+// Index of element (b, h, r, 0) of a [B, H, T, T] probability tensor in the whole batch:
+// where attention dropout's draws for query row r start.
+inline int64_t drop_first(int64_t first_sample, int64_t b, int64_t h, int64_t r, int64_t H, int64_t T) {
+  return (((first_sample + b) * H + h) * T + r) * T;
 }
 
 // The per-head loops below with the head width D as a compile-time constant for the common
@@ -45,78 +46,86 @@ void weighted_values(W D, float* o, const float* P, const float* v, int64_t T, i
   for (int64_t j = 0; j < T; ++j)
     for (int64_t d = 0; d < D; ++d) o[d] += P[j] * v[j * ld + d];
 }
-// dP = dO v^T into dS, and dv = P^T dO.
+// dP = dO v^T into dS, and dv = P^T dO (assigned for the first row, added for the others).
 template <typename W>
 void value_grads(W D, float* dS, float* dv, const float* dO, const float* v, const float* P, int64_t T,
-                 int64_t ld) {
+                 int64_t ld, bool add) {
   for (int64_t j = 0; j < T; ++j) {
     float s = 0.f;
     for (int64_t d = 0; d < D; ++d) {
       s += dO[d] * v[j * ld + d];
-      dv[j * ld + d] = P[j] * dO[d];
+      dv[j * ld + d] = (add ? dv[j * ld + d] : 0.f) + P[j] * dO[d];
     }
     dS[j] = s;
   }
 }
-// dq = scale dS k and dk = scale dS^T q.
+// dq = scale dS k and dk = scale dS^T q (assigned for the first row, added for the others).
 template <typename W>
 void query_key_grads(W D, float* dq, float* dk, const float* dS, const float* q, const float* k, int64_t T,
-                     int64_t ld, float scale) {
+                     int64_t ld, float scale, bool add) {
   std::memset(dq, 0, size_t(int64_t(D)) * sizeof(float));
   for (int64_t j = 0; j < T; ++j)
     for (int64_t d = 0; d < D; ++d) {
       dq[d] += scale * dS[j] * k[j * ld + d];
-      dk[j * ld + d] = scale * dS[j] * q[d];
+      dk[j * ld + d] = (add ? dk[j * ld + d] : 0.f) + scale * dS[j] * q[d];
     }
 }
 }  // namespace
 
 void attention_cls_forward(float* out, float* probs, float* probs_drop, const float* qkv,
                            const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
-                           uint64_t drop_key, int64_t first_sample) {
+                           uint64_t drop_key, int64_t first_sample, int64_t Q) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
-  for_ranges(B * H, threads_for(B * H * T * D * 2), [&](int64_t i0, int64_t i1) {
+  for_ranges(B * H, threads_for(B * H * Q * T * D * 2), [&](int64_t i0, int64_t i1) {
     thread_local Scratch<float> buf;
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
-      const float* q = qkv + head_offset(b, h, T, C, D);  // row 0's q; k and v at +C, +2C on every row
-      const float* k = q + C;
-      const float* v = q + 2 * C;
-      float* P = probs ? probs + bh * T : grown(buf, T);
-      with_head_width(D, [&](auto width) { scores(width, P, q, k, T, ld, scale); });
-      softmax_rows(P, 1, T, key_mask ? key_mask + b * T : nullptr);
-      const float* Pv = P;
-      if (probs_drop) {
-        drop_probs(probs_drop + bh * T, P, T, drop_p, drop_key, drop_first(first_sample, b, h, H, T));
-        Pv = probs_drop + bh * T;
+      const float* q0 = qkv + head_offset(b, h, T, C, D);  // row 0's q; k and v at +C, +2C on every row
+      const float* k = q0 + C;
+      const float* v = q0 + 2 * C;
+      for (int64_t r = 0; r < Q; ++r) {
+        const int64_t row = bh * Q + r;  // [B, H, Q, T]
+        float* P = probs ? probs + row * T : grown(buf, T);
+        with_head_width(D, [&](auto width) { scores(width, P, q0 + r * ld, k, T, ld, scale); });
+        softmax_rows(P, 1, T, key_mask ? key_mask + b * T : nullptr);
+        const float* Pv = P;
+        if (probs_drop) {
+          drop_probs(probs_drop + row * T, P, T, drop_p, drop_key, drop_first(first_sample, b, h, r, H, T));
+          Pv = probs_drop + row * T;
+        }
+        float* o = out + (b * Q + r) * C + h * D;
+        with_head_width(D, [&](auto width) { weighted_values(width, o, Pv, v, T, ld); });
       }
-      float* o = out + b * C + h * D;
-      with_head_width(D, [&](auto width) { weighted_values(width, o, Pv, v, T, ld); });
     }
   });
 }
 
 void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                             const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
-                            uint64_t drop_key, int64_t first_sample) {
+                            uint64_t drop_key, int64_t first_sample, int64_t Q) {
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
-  for_ranges(B * H, threads_for(B * H * T * D * 4), [&](int64_t i0, int64_t i1) {
+  for_ranges(B * H, threads_for(B * H * Q * T * D * 4), [&](int64_t i0, int64_t i1) {
     thread_local Scratch<float> buf;
     float* dS = grown(buf, T);
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
       // A struct, not a structured binding: clang 14's lambdas cannot capture one.
       const HeadGrads g = head_grads(qkv, dqkv, b, h, T, C, D);
-      const float* P = probs + bh * T;
-      const float* Pv = probs_drop ? probs_drop + bh * T : P;
-      const float* dO = dout + b * C + h * D;
-      with_head_width(D, [&](auto width) { value_grads(width, dS, g.dv, dO, g.v, Pv, T, ld); });
-      if (probs_drop) drop_probs(dS, dS, T, drop_p, drop_key, drop_first(first_sample, b, h, H, T));
-      softmax_backward_rows(dS, P, 1, T);  // dS = P (dP - sum_j P dP)
-      with_head_width(D, [&](auto width) { query_key_grads(width, g.dq, g.dk, dS, g.q, g.k, T, ld, scale); });
-      for (int64_t t = 1; t < T; ++t)
+      for (int64_t r = 0; r < Q; ++r) {  // dk and dv sum over the rows, in row order
+        const int64_t row = bh * Q + r;
+        const float* P = probs + row * T;
+        const float* Pv = probs_drop ? probs_drop + row * T : P;
+        const float* dO = dout + (b * Q + r) * C + h * D;
+        with_head_width(D, [&](auto width) { value_grads(width, dS, g.dv, dO, g.v, Pv, T, ld, r > 0); });
+        if (probs_drop) drop_probs(dS, dS, T, drop_p, drop_key, drop_first(first_sample, b, h, r, H, T));
+        softmax_backward_rows(dS, P, 1, T);  // dS = P (dP - sum_j P dP)
+        with_head_width(D, [&](auto width) {
+          query_key_grads(width, g.dq + r * ld, g.dk, dS, g.q + r * ld, g.k, T, ld, scale, r > 0);
+        });
+      }
+      for (int64_t t = Q; t < T; ++t)
         std::memset(g.dq + t * ld, 0, size_t(D) * sizeof(float));  // the other queries
     }
   });

@@ -333,16 +333,17 @@ inline HeadGrads head_grads(const float* qkv, float* dqkv, int64_t b, int64_t h,
 // 1/(1-p)) or zeroed, the same draw in forward and backward. dst may equal src.
 void drop_probs(float* dst, const float* src, int64_t n, float p, uint64_t key, int64_t first);
 
-// ---- attention_cls.cpp: the class token's row alone (row 0 of each sample) of
-// attention_forward and attention_backward, for a last block whose other rows nothing reads:
-// out[B,1,C], probs[B,H,1,T] (may be null when no backward follows), probs_drop like probs or
-// null; the backward assigns all of dqkv[B,T,3C] (q's rows past 0 are zeros) from dout[B,1,C].
+// ---- attention_cls.cpp: the first Q rows alone of each sample (the class token's, and DeiT's
+// distillation token's) of attention_forward and attention_backward, for a last block whose
+// other rows nothing reads: out[B,Q,C], probs[B,H,Q,T] (may be null when no backward
+// follows), probs_drop like probs or null; the backward assigns all of dqkv[B,T,3C] (q's rows
+// past Q-1 are zeros) from dout[B,Q,C].
 void attention_cls_forward(float* out, float* probs, float* probs_drop, const float* qkv,
                            const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
-                           uint64_t drop_key, int64_t first_sample = 0);
+                           uint64_t drop_key, int64_t first_sample = 0, int64_t Q = 1);
 void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                             const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
-                            uint64_t drop_key, int64_t first_sample = 0);
+                            uint64_t drop_key, int64_t first_sample = 0, int64_t Q = 1);
 
 // (Narrow heads, D <= 8, in AVX-512 and AVX2: narrow.h, attention_backward_narrow and
 // attention_forward_lanes, which attention_forward and attention_backward take.)
@@ -413,6 +414,9 @@ void tokens_backward(float* dpe, float* dcls, float* dreg, float* dpos, const fl
 // mask is null).
 void pool_forward(float* pooled, const float* x, const uint8_t* mask, int64_t B, int64_t T, int64_t C,
                   bool avg, int64_t first, int64_t K);
+// out[B,Q,C] = x[:, :Q]; dx[B,T,C] (assigned) = dout in the first Q rows, zeros elsewhere.
+void first_tokens(float* out, const float* x, int64_t B, int64_t T, int64_t C, int64_t Q);
+void first_tokens_backward(float* dx, const float* dout, int64_t B, int64_t T, int64_t C, int64_t Q);
 // dx (assigned, all rows written) from dpooled.
 void pool_backward(float* dx, const float* dpooled, const uint8_t* mask, int64_t B, int64_t T, int64_t C,
                    bool avg, int64_t first, int64_t K);

@@ -56,4 +56,17 @@ void pool_backward(float* dx, const float* dpooled, const uint8_t* mask, int64_t
   }
 }
 
+void first_tokens(float* out, const float* x, int64_t B, int64_t T, int64_t C, int64_t Q) {
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < B; ++b) std::memcpy(out + b * Q * C, x + b * T * C, size_t(Q * C) * sizeof(float));
+}
+
+void first_tokens_backward(float* dx, const float* dout, int64_t B, int64_t T, int64_t C, int64_t Q) {
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    std::memcpy(dx + b * T * C, dout + b * Q * C, size_t(Q * C) * sizeof(float));
+    std::memset(dx + (b * T + Q) * C, 0, size_t((T - Q) * C) * sizeof(float));
+  }
+}
+
 }  // namespace vit::cpu
