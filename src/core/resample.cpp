@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <numbers>
 
+#include "vit/core/decimal.h"
 #include "vit/core/error.h"
 
 namespace vit {
@@ -120,12 +119,7 @@ Filter filter_from_pil_code(int code) {
 }
 
 int64_t scale_size(int64_t size, float crop_pct) {
-  char buf[32];
-  for (int prec = 6; prec <= 9; ++prec) {  // 9 digits always read back to the same float
-    std::snprintf(buf, sizeof buf, "%.*g", prec, double(crop_pct));
-    if (std::strtof(buf, nullptr) == crop_pct) break;
-  }
-  return int64_t(std::floor(double(size) / std::strtod(buf, nullptr)));
+  return int64_t(std::floor(double(size) / shortest_decimal(crop_pct)));
 }
 
 int pil_code(Filter f) {

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -13,6 +11,7 @@
 #include <tuple>
 
 #include "core/json_number.h"
+#include "vit/core/decimal.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
 #include "vit/core/suggest.h"
@@ -98,12 +97,7 @@ namespace {
 // Floats as the shortest decimal that reads back to the same float (0.1307, not
 // 0.1307000070810318).
 double tidy(float f) {
-  char buf[32];
-  for (int prec = 6; prec <= 9; ++prec) {  // 9 digits always round-trip a float
-    std::snprintf(buf, sizeof buf, "%.*g", prec, double(f));
-    if (std::strtof(buf, nullptr) == f) break;
-  }
-  return std::strtod(buf, nullptr);
+  return shortest_decimal(f);
 }
 std::vector<double> tidy(const std::vector<float>& v) {
   std::vector<double> out;

@@ -142,11 +142,10 @@ void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, const
   if (out.logits) ops::copy(Tensor(out.logits, {B, cfg_.num_classes}), infer_.logits);
   if (out.pooled) {  // timm's pre_logits: with head_dist the mean of the two normed tokens
     const Tensor pooled(out.pooled, {B, D});
-    ops::copy(pooled, head_rows(infer_.pooled_ln, 0));
-    if (cfg_.head_dist) {
-      ops::add_into(pooled, head_rows(infer_.pooled_ln, 1));
-      ops::scale(pooled, 0.5f);
-    }
+    if (cfg_.head_dist)
+      ops::mean_of_two(pooled, head_rows(infer_.pooled_ln, 0), head_rows(infer_.pooled_ln, 1));
+    else
+      ops::copy(pooled, infer_.pooled_ln);
   }
   if (!out.tokens) return;
   // The last block's output, every row; timm's forward_features ends with `norm` (the

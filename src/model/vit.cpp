@@ -246,9 +246,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
   const Tensor cls_ln = head_rows(A.pooled_ln, 0), dist_ln = head_rows(A.pooled_ln, 1);
   ops::linear_forward(A.logits, cls_ln, owner_->head_lin_);
   ops::linear_forward(A.logits_dist, dist_ln, owner_->head_dist_lin_);
-  if (mode.distill) return;
-  ops::add_into(A.logits, A.logits_dist);
-  ops::scale(A.logits, 0.5f);
+  if (!mode.distill) ops::mean_of_two(A.logits, A.logits, A.logits_dist);
 }
 
 Tensor ViT::head_rows(const Tensor& t, int64_t k) const {
@@ -272,8 +270,9 @@ void ViT::backward_local(const Tensor& dlogits, const Tensor* ddist) {
     // Distilling, each head has its own gradient; else each head's logits count half.
     VIT_CHECK(distilling() == (ddist != nullptr),
               "backward: a distilling forward takes a gradient for each head, any other one");
-    if (ddist) check_shape(*ddist, {B, cfg_.num_classes}, "backward: grad distillation logits");
-    if (!ddist) {
+    if (ddist) {
+      check_shape(*ddist, {B, cfg_.num_classes}, "backward: grad distillation logits");
+    } else {
       ops::copy(A.dlogits_half, dlogits);
       ops::scale(A.dlogits_half, 0.5f);
     }

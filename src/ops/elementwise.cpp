@@ -34,6 +34,15 @@ void scale(Tensor x, float s) {
   }
 }
 
+void mean_of_two(Tensor dst, const Tensor& a, const Tensor& b) {
+  VIT_CHECK(dst.numel() == a.numel() && dst.numel() == b.numel(), "mean_of_two: ", shape_str(a.shape),
+            " and ", shape_str(b.shape), " into ", shape_str(dst.shape));
+  switch (common_device({&dst, &a, &b}, "mean_of_two")) {
+    case Device::CPU: return cpu::mean_of_two(dst.data, a.data, b.data, dst.numel());
+    default: unsupported("mean_of_two", dst.device);
+  }
+}
+
 void argmax_rows(int64_t* out, const Tensor& x) {
   VIT_CHECK(x.ndim() == 2, "argmax_rows: x must be 2-D, got ", shape_str(x.shape));
   switch (x.device) {

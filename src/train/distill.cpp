@@ -18,7 +18,8 @@ void check_teacher(const ViTConfig& t, const ViTConfig& s) {
   VIT_CHECK(t.num_classes == s.num_classes, "the teacher has ", t.num_classes, " classes, the model ",
             s.num_classes);
   VIT_CHECK(t.in_chans == s.in_chans && t.img_h == s.img_h && t.img_w == s.img_w, "the teacher takes ",
-            t.in_chans, "x", t.img_h, "x", t.img_w, " images, the model ", s.in_chans, "x", s.img_h, "x", s.img_w);
+            t.in_chans, "x", t.img_h, "x", t.img_w, " images, the model ", s.in_chans, "x", s.img_h, "x",
+            s.img_w);
 }
 
 namespace {
@@ -33,9 +34,10 @@ void log_softmax(double* out, const float* z, int64_t K, double t) {
 }
 }  // namespace
 
-double distillation_loss(Tensor dstudent, const Tensor& student, const Tensor& teacher, const DistillConfig& c,
-                         float scale) {
-  VIT_CHECK(student.ndim() == 2, "distillation: student logits must be [B,K], got ", shape_str(student.shape));
+double distillation_loss(Tensor dstudent, const Tensor& student, const Tensor& teacher,
+                         const DistillConfig& c, float scale) {
+  VIT_CHECK(student.ndim() == 2, "distillation: student logits must be [B,K], got ",
+            shape_str(student.shape));
   check_shape(teacher, student.shape, "distillation: teacher logits");
   check_shape(dstudent, student.shape, "distillation: grad student logits");
   const int64_t B = student.dim(0), K = student.dim(1);

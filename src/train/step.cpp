@@ -11,7 +11,7 @@ double LossStep::run(ViT& model, const Batch& batch, float smoothing, const Forw
                      int64_t* correct, float grad_scale, const Distillation* kd) {
   const int64_t B = batch.size, K = model.config().num_classes;
   const bool two_heads = kd && model.config().head_dist;
-  buf_.resize((kd ? 5 : 2) * B * K);
+  buf_.resize((kd ? 4 : 2) * B * K);  // probs, dlogits; distilling, ddist and the heads' mean
   Tensor probs(buf_.data(), {B, K}), dlogits(buf_.data() + B * K, {B, K});
   Tensor targets(const_cast<float*>(batch.targets), {B, K});
   const Tensor* tp = batch.targets ? &targets : nullptr;
@@ -43,9 +43,7 @@ double LossStep::run(ViT& model, const Batch& batch, float smoothing, const Forw
     if (two_heads) {
       model.backward(dlogits, ddist);
       scored = Tensor(buf_.data() + 3 * B * K, {B, K});  // (cls + dist) / 2
-      ops::copy(scored, logits);
-      ops::add_into(scored, student);
-      ops::scale(scored, 0.5f);
+      ops::mean_of_two(scored, logits, student);
     } else {
       ops::add_into(dlogits, ddist);
       model.backward(dlogits);

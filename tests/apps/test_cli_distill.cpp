@@ -16,7 +16,8 @@ namespace {
 using vit::test::Result;
 using vit::test::run;
 
-const std::string kTrain = "train --model mnist-seed --img-size 16 --synthetic 128 -b 64 --threads 1 --sched none ";
+const std::string kTrain =
+    "train --model mnist-seed --img-size 16 --synthetic 128 -b 64 --threads 1 --sched none ";
 
 bool has(const std::string& out, const std::string& what) {
   return out.find(what) != std::string::npos;

@@ -182,6 +182,8 @@ void copy(Tensor dst, const Tensor& src);
 void fill(Tensor x, float value);
 void add_into(Tensor dst, const Tensor& src);
 void scale(Tensor x, float s);  // x *= s
+// dst = (a + b) / 2 (dst may be a): DeiT's mean of its two heads, as timm computes it.
+void mean_of_two(Tensor dst, const Tensor& a, const Tensor& b);
 // out[i] = the column of row i's largest value in x[M,N] (the first of equals).
 void argmax_rows(int64_t* out, const Tensor& x);
 

@@ -28,7 +28,7 @@ void check_teacher(const ViTConfig& teacher, const ViTConfig& student);
 
 // The distillation term of student logits [B,K] against the teacher's [B,K], and into
 // dstudent (assigned) scale x its gradient. Hard takes the teacher's first largest logit.
-double distillation_loss(Tensor dstudent, const Tensor& student, const Tensor& teacher, const DistillConfig& c,
-                         float scale);
+double distillation_loss(Tensor dstudent, const Tensor& student, const Tensor& teacher,
+                         const DistillConfig& c, float scale);
 
 }  // namespace vit

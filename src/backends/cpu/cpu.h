@@ -394,6 +394,7 @@ void copy_values(float* dst, const float* src, int64_t n);
 void fill_values(float* x, int64_t n, float value);
 void add_into(float* dst, const float* src, int64_t n);
 void scale_values(float* x, int64_t n, float s);
+void mean_of_two(float* dst, const float* a, const float* b, int64_t n);  // (a + b) / 2; dst may be a
 void argmax_rows(int64_t* out, const float* x, int64_t M, int64_t N);
 
 // ---- patch_embed.cpp: x[B,C,Hi,Wi] -> cols[B*N, C*Ph*Pw] (patch-major, conv weight order).

@@ -22,6 +22,10 @@ void scale_values(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
+void mean_of_two(float* dst, const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = (a[i] + b[i]) * 0.5f;
+}
+
 void argmax_rows(int64_t* out, const float* x, int64_t M, int64_t N) {
   for (int64_t i = 0; i < M; ++i) {
     int64_t best = 0;
