@@ -114,8 +114,15 @@ def param_shapes(c):
                        p + "mlp.fc1.weight": (M, D), p + "mlp.fc1.bias": (M,),
                        p + "mlp.fc2.weight": (D, M), p + "mlp.fc2.bias": (D,)})
     norm = "fc_norm" if fc_norm(c) else "norm"
-    shapes.update({norm + ".weight": (D,), norm + ".bias": (D,),
-                   "head.weight": (c["num_classes"], D), "head.bias": (c["num_classes"],)})
+    shapes.update({norm + ".weight": (D,), norm + ".bias": (D,)})
+    if c["global_pool"] == "map":  # timm's AttentionPoolLatent
+        shapes.update({"attn_pool.latent": (1, 1, D), "attn_pool.q.weight": (D, D), "attn_pool.q.bias": (D,),
+                       "attn_pool.kv.weight": (2 * D, D), "attn_pool.kv.bias": (2 * D,),
+                       "attn_pool.proj.weight": (D, D), "attn_pool.proj.bias": (D,),
+                       "attn_pool.norm.weight": (D,), "attn_pool.norm.bias": (D,),
+                       "attn_pool.mlp.fc1.weight": (M, D), "attn_pool.mlp.fc1.bias": (M,),
+                       "attn_pool.mlp.fc2.weight": (D, M), "attn_pool.mlp.fc2.bias": (D,)})
+    shapes.update({"head.weight": (c["num_classes"], D), "head.bias": (c["num_classes"],)})
     if c.get("head_dist"):
         shapes.update({"head_dist.weight": (c["num_classes"], D), "head_dist.bias": (c["num_classes"],)})
     return shapes
@@ -133,7 +140,7 @@ def init_params(c, gen):
         r = torch.randn(shape, generator=gen)
         if name == "pos_embed":
             v = sincos_table(shape[1], shape[2]) if c["pos_embed"] == "sincos" else r * 0.2
-        elif name in ("cls_token", "dist_token"):
+        elif name in ("cls_token", "dist_token", "attn_pool.latent"):
             v = r * 0.5
         elif name.startswith("head.weight") or name.startswith("head_dist.weight"):
             v = r * 0.3
@@ -206,6 +213,23 @@ def forward(c, p, x, mask=None, distilled_training=False):
             pooled = pooled_rows.mean(1)
         if fc_norm(c):
             pooled = layer_norm(pooled, p["fc_norm.weight"], p["fc_norm.bias"], eps)
+    elif c["global_pool"] == "map":
+        # timm's AttentionPoolLatent after `norm` on every token: the latent's query attends
+        # over the (visible) tokens; proj; y + mlp(norm(y)); its one row is the pooled vector.
+        t = layer_norm(t, p["norm.weight"], p["norm.bias"], eps)
+        hp = D // nh
+        q = F.linear(p["attn_pool.latent"], p["attn_pool.q.weight"], p["attn_pool.q.bias"])
+        q = q.expand(B, -1, -1).reshape(B, 1, nh, hp).transpose(1, 2)
+        kv = F.linear(t, p["attn_pool.kv.weight"], p["attn_pool.kv.bias"]).reshape(B, T, 2, nh, hp)
+        kk, vv = kv.permute(2, 0, 3, 1, 4).unbind(0)
+        scores = (q * hp ** -0.5) @ kk.transpose(-2, -1)
+        if key_mask is not None:
+            scores = scores.masked_fill(~key_mask[:, None, None, :], float("-inf"))
+        y = (scores.softmax(dim=-1) @ vv).transpose(1, 2).reshape(B, 1, D)
+        y = F.linear(y, p["attn_pool.proj.weight"], p["attn_pool.proj.bias"])
+        h = layer_norm(y, p["attn_pool.norm.weight"], p["attn_pool.norm.bias"], eps)
+        h = F.gelu(F.linear(h, p["attn_pool.mlp.fc1.weight"], p["attn_pool.mlp.fc1.bias"]))
+        pooled = (y + F.linear(h, p["attn_pool.mlp.fc2.weight"], p["attn_pool.mlp.fc2.bias"]))[:, 0]
     elif c.get("head_dist"):  # timm's distilled head, outside distillation training
         t = layer_norm(t, p["norm.weight"], p["norm.bias"], eps)
         x, x_dist = t[:, 0], t[:, 1]
@@ -374,6 +398,16 @@ def main():
     losses = make_fixture(os.path.join(args.out, "vit_deit_distilled.safetensors"), deit, B=3,
                           labels=torch.tensor([1, 3, 0]), smoothing=0.1)
     print(f"vit_deit_distilled: AdamW loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+
+    # SigLIP's attention pooling (timm's global_pool='map', AttentionPoolLatent), over the
+    # class token and the visible patches, with a mask.
+    map_pool = dict(cls_learn, global_pool="map", num_heads=4, num_classes=3)
+    mask = torch.ones(3, 9, dtype=torch.bool)
+    mask[0, [2, 6]] = False
+    mask[2, [0, 1, 2, 3, 4, 5, 7]] = False
+    losses = make_fixture(os.path.join(args.out, "vit_map_pool.safetensors"), map_pool, B=3,
+                          labels=torch.tensor([2, 0, 1]), mask=mask, smoothing=0.1)
+    print(f"vit_map_pool: AdamW loss {losses[0]:.6f} -> {losses[-1]:.6f}")
 
     # DeiT's distillation loss, hard and soft, on the distilled model and (plain knowledge
     # distillation on the class head) on a model without a distillation token.

@@ -39,8 +39,9 @@ def unsupported(r):
         why.append(f"uses {r.get('norm')} without a bias" if r.get("norm") == "LayerNorm" else f"uses {r.get('norm')}")
     if r.get("q_norm") not in (None, "Identity") or r.get("attn_norm") not in (None, "Identity"):
         why.append("normalizes inside the attention (qk_norm or scale_attn_norm)")
-    if r.get("attn_pool"):
-        why.append("pools with attention (global_pool='map')")
+    # AttentionPoolLatent (global_pool='map', SigLIP's) is vitcpp's global_pool 'map'.
+    if r.get("attn_pool") not in (None, "AttentionPoolLatent"):
+        why.append(f"pools with {r['attn_pool']}")
     if r.get("patch_embed") not in (None, "PatchEmbed") or r.get("patch_norm") not in (None, "Identity"):
         why.append("has another patch embedding")
     if r.get("proj_bias") is False and mlp in (None, "Mlp"):

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 struct AttentionFlags {
   LoadFlags load;
-  std::string out, method = "cls", layer = "-1", head = "mean";
+  std::string out, method, layer = "-1", head = "mean";  // method "": pool or cls, by the model
   std::vector<std::string> images;
   int threads = 0;
   InputFlags input;
@@ -65,9 +65,11 @@ Run add_attention(CLI::App& cmd) {
   cmd.add_option("--method", f->method,
                  "cls: the class token's attention in one block (heads averaged; avg-pooled models: "
                  "the mean of the patch rows); dist: the same for DeiT's distillation token; rollout: "
-                 "attention rollout (Abnar & Zuidema 2020) through blocks 0..--layer")
-      ->check(CLI::IsMember({"cls", "dist", "rollout"}))
-      ->capture_default_str();
+                 "attention rollout (Abnar & Zuidema 2020) through blocks 0..--layer (with the attention "
+                 "pool: the pool's query through them); pool: the attention pool's query over the patches "
+                 "(global_pool map, SigLIP's; --layer unused). Default: pool for models with the "
+                 "attention pool, else cls")
+      ->check(CLI::IsMember({"cls", "dist", "rollout", "pool"}));
   cmd.add_option("--layer", f->layer,
                  "block index (0-based as timm's blocks.N; negative counts from the end), or 'all' "
                  "for a grid of blocks x heads")
@@ -83,8 +85,11 @@ Run add_attention(CLI::App& cmd) {
     use_threads(f->threads);
     const Pretrained loaded = f->load.load();
     ViT& model = *loaded.model;
+    if (f->method.empty()) f->method = model.config().map_pool() ? "pool" : "cls";
     VIT_CHECK(f->method != "dist" || model.config().dist_token,
               "--method dist: the model has no distillation token (DeiT's distilled models do)");
+    VIT_CHECK(f->method != "pool" || model.config().map_pool(),
+              "--method pool: the model has no attention pool (global_pool 'map', as SigLIP's)");
     f->input.prepare(model, 1);  // one image at a time
     const ViTConfig& cfg = model.config();
     const auto& names = loaded.class_names;
@@ -93,6 +98,8 @@ Run add_attention(CLI::App& cmd) {
     const InputSpec in = f->input.spec(cfg);
     const int64_t K = cfg.num_classes, T = cfg.num_tokens(), H = cfg.num_heads;
     std::vector<float> x(cfg.in_chans * cfg.img_h * cfg.img_w), logits(K), attn(cfg.depth * H * T * T);
+    std::vector<float> pool_attn(cfg.map_pool() ? H * T : 0);  // the attention pool's query [H, T]
+    float* pool = cfg.map_pool() ? pool_attn.data() : nullptr;
     std::error_code ec;
     fs::create_directories(f->out, ec);
     VIT_CHECK(!ec && fs::is_directory(f->out), f->out,
@@ -100,7 +107,7 @@ Run add_attention(CLI::App& cmd) {
     std::set<std::string> used;
     for (const std::string& path : f->images) {
       load_image_input(path, in, x.data());
-      model.infer(x.data(), 1, nullptr, logits.data(), attn.data());
+      model.infer(x.data(), 1, nullptr, logits.data(), attn.data(), pool);
       // The picture shows the pixels the model took: converted, resized and cropped alike.
       const Image view = resize_and_crop(convert_channels(read_image(path), cfg.in_chans), in);
       const int64_t k = std::max_element(logits.begin(), logits.end()) - logits.begin();
@@ -112,14 +119,17 @@ Run add_attention(CLI::App& cmd) {
       const bool one_block = f->method != "rollout";
       const std::string what = f->method == "cls"    ? "class-token attention"
                                : f->method == "dist" ? "distillation-token attention"
+                               : f->method == "pool" ? "attention-pool query"
+                               : pool                ? "attention rollout to the pool"
                                                      : "attention rollout";
       const std::string heads = head < 0 ? "heads averaged" : "head " + std::to_string(head);
       const std::string file = out_name(f->out, path, f->method + (layer >= 0 ? "" : "_grid"), used);
       const std::string pred = fs::path(path).filename().string() + ": " + label + " " + prob;
       if (layer >= 0) {
-        const std::string where =
-            one_block ? "block " + std::to_string(layer) : "blocks 0-" + std::to_string(layer);
-        viz::attention_figure(view, viz::attention_map(attn.data(), cfg, 1, 0, f->method, layer, head),
+        const std::string where = f->method == "pool" ? "after block " + std::to_string(cfg.depth - 1)
+                                  : one_block         ? "block " + std::to_string(layer)
+                                                      : "blocks 0-" + std::to_string(layer);
+        viz::attention_figure(view, viz::attention_map(attn.data(), cfg, 1, 0, f->method, layer, head, pool),
                               cfg.grid_h(), cfg.grid_w(),
                               pred + "   (" + what + ", " + where + ", " + heads + ")", file);
       } else {
@@ -127,10 +137,11 @@ Run add_attention(CLI::App& cmd) {
         std::vector<std::string> rows, cols;
         for (int64_t h = 0; h < H; ++h) cols.push_back("head " + std::to_string(h));
         cols.push_back("mean");
-        for (int64_t l = 0; l < cfg.depth; ++l) {
-          rows.push_back((one_block ? "block " : "0-") + std::to_string(l));
+        const bool pooled = f->method == "pool";  // one row: the pool's query after the last block
+        for (int64_t l = pooled ? cfg.depth - 1 : 0; l < cfg.depth; ++l) {
+          rows.push_back(pooled ? "pool" : (one_block ? "block " : "0-") + std::to_string(l));
           for (int64_t h = 0; h <= H; ++h)
-            maps.push_back(viz::attention_map(attn.data(), cfg, 1, 0, f->method, l, h < H ? h : -1));
+            maps.push_back(viz::attention_map(attn.data(), cfg, 1, 0, f->method, l, h < H ? h : -1, pool));
         }
         const std::string rows_are = one_block ? "rows: blocks" : "rows: rollout through blocks";
         viz::attention_grid_figure(view, maps, cfg.grid_h(), cfg.grid_w(), rows, cols,

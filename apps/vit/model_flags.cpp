@@ -36,9 +36,11 @@ void ModelFlags::add_to(CLI::App& cmd) {
       ->check(positive());
   cmd.add_option("--mlp-dim", mlp_dim, "MLP hidden size")->check(positive());
   cmd.add_option("--num-classes", num_classes, "classes of the head")->check(positive());
-  cmd.add_option("--pool", pool, "global pool: token or avg")->check(CLI::IsMember({"token", "avg"}));
+  cmd.add_option("--pool", pool,
+                 "global pool: token, avg or map (timm's attention pool with a learned query, SigLIP's)")
+      ->check(CLI::IsMember({"token", "avg", "map"}));
   cmd.add_flag("--no-class-token", no_class_token,
-               "no class token (timm's class_token=False; needs --pool avg)");
+               "no class token (timm's class_token=False; needs --pool avg or map)");
   cmd.add_flag("--pool-include-prefix", pool_include_prefix,
                "average pooling takes the class token too (vit-pytorch's pool='mean'; timm's leaves it out)");
   cmd.add_flag("--distilled", distilled,

@@ -23,6 +23,8 @@ std::vector<std::string> hf_unsupported(const ViTConfig& c) {
   std::vector<std::string> why;
   if (!c.class_token) why.push_back("no class token (class_token=false)");
   if (c.avg_pool()) why.push_back("average pooling (global_pool=avg)");
+  if (c.map_pool())
+    why.push_back("attention pooling (global_pool=map; transformers has it as SiglipVisionModel)");
   if (c.use_fc_norm()) why.push_back("fc_norm after pooling");
   if (c.reg_tokens > 0) why.push_back("register tokens (reg_tokens=" + std::to_string(c.reg_tokens) + ")");
   if (c.layer_scale()) why.push_back("LayerScale (init_values)");

@@ -94,7 +94,7 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
     const TimmArchitecture* known = find_timm_architecture(arch);
     VIT_CHECK(!known || !*known->unsupported, "timm's ", arch, " ", known ? known->unsupported : "",
               ": vitcpp runs timm's VisionTransformer with LayerNorm, GELU or QuickGELU MLPs and token or "
-              "average pooling");
+              "average or attention (map) pooling");
     c.act_layer = known ? known->act : "gelu";
     if (const json* v = field(args, "act_layer")) {
       VIT_CHECK(v->is_string() && is_activation_name(v->get<std::string>()),
@@ -167,9 +167,21 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
     std::string pool;
     if (config && field(*config, "global_pool")) pool = (*config)["global_pool"].get<std::string>();
     if (const json* v = field(args, "global_pool")) pool = v->get<std::string>();
-    if (pool.empty()) pool = *c.fc_norm || !c.class_token ? "avg" : "token";
-    VIT_CHECK(pool == "token" || pool == "avg", "global_pool '", pool, "' is not supported (token or avg)");
+    const Shape* latent = shape("attn_pool.latent");
+    if (pool.empty()) pool = latent ? "map" : *c.fc_norm || !c.class_token ? "avg" : "token";
+    VIT_CHECK(pool == "token" || pool == "avg" || pool == "map", "global_pool '", pool,
+              "' is not supported (token, avg or map)");
     c.global_pool = pool;
+    if (pool == "map") {  // timm's AttentionPoolLatent as VisionTransformer builds it
+      VIT_CHECK(latent, "global_pool 'map' without attn_pool.latent");
+      VIT_CHECK(*latent == Shape({1, 1, c.embed_dim}), "attn_pool.latent has shape ", shape_str(*latent),
+                "; vitcpp's attention pool has one latent query [1, 1, ", c.embed_dim, "]");
+      const Shape* pool_fc1 = shape("attn_pool.mlp.fc1.weight");
+      VIT_CHECK(pool_fc1 && *pool_fc1 == Shape({c.mlp_dim, c.embed_dim}),
+                "attn_pool.mlp.fc1.weight has shape ",
+                pool_fc1 ? shape_str(*pool_fc1) : std::string("(none)"),
+                "; vitcpp's attention pool has the blocks' MLP width [", c.mlp_dim, ", ", c.embed_dim, "]");
+    }
 
     // Input size: pretrained_cfg.input_size, model_args.img_size, the name's _224 suffix, or
     // a square grid of pos_embed.

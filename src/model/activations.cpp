@@ -96,10 +96,35 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
     rest_part(A.last, cfg.head_tokens());
     A.xcls = c.take({B, cfg.head_tokens(), C});
   }
-  if (!cfg.use_fc_norm() && cfg.avg_pool()) {  // as norm_all_tokens()
+  if (cfg.norm_all_tokens()) {
     A.lnf = c.take({B * T, C});
     A.lnf_mean = c.take({B * T});
     A.lnf_rstd = c.take({B * T});
+  }
+  A.pool = {};
+  if (cfg.map_pool()) {  // the attention pool, one latent query
+    PoolActs& p = A.pool;
+    p.q = c.take({1, C});
+    p.kv = c.take({B * T, 2 * C});
+    p.probs = training ? c.take({B, H, 1, T}) : Tensor(nullptr, {B, H, 1, T});
+    p.ao = c.take({B, 1, C});
+    p.y = c.take({B, C});
+    p.ln = c.take({B, C});
+    p.ln_mean = c.take({B});
+    p.ln_rstd = c.take({B});
+    p.branch = c.take({B, C});
+    p.mlp.h = c.take({B, M});
+    p.mlp.act = c.take({B, M});
+    if (training) {
+      p.dq = c.take({B, 1, C});
+      p.dqsum = c.take({1, C});
+      p.dlatent = c.take({1, C});
+      p.dkv = c.take({B * T, 2 * C});
+      p.dy = c.take({B, C});
+      p.dao = c.take({B, 1, C});
+      p.dln = c.take({B, C});
+      p.dact = c.take({B, M});
+    }
   }
   const int64_t HB = cfg.head_tokens() * B;  // the rows the head reads
   A.pooled = c.take({HB, C});

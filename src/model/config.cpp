@@ -50,12 +50,17 @@ void ViTConfig::validate() const {
   VIT_CHECK(dim_head >= 0, "config: dim_head must be positive (or 0: embed_dim / num_heads), got ", dim_head);
   VIT_CHECK(dim_head > 0 || embed_dim % num_heads == 0, "config: num_heads ", num_heads,
             " does not divide embed_dim ", embed_dim, " (dim_head sets the heads' width apart from it)");
-  VIT_CHECK(global_pool == "token" || global_pool == "avg",
-            "config: global_pool must be 'token' or 'avg', got '", global_pool, "'");
+  VIT_CHECK(global_pool == "token" || global_pool == "avg" || global_pool == "map",
+            "config: global_pool must be 'token', 'avg' or 'map', got '", global_pool, "'");
   VIT_CHECK(global_pool != "token" || class_token, "config: global_pool 'token' needs class_token");
   VIT_CHECK(
       !pool_include_prefix || global_pool == "avg",
       "config: pool_include_prefix is for global_pool 'avg' (token pooling takes the class token alone)");
+  // timm's AttentionPoolLatent: its heads split embed_dim, and `norm` comes before it.
+  VIT_CHECK(!map_pool() || embed_dim % num_heads == 0, "config: global_pool 'map' needs num_heads ",
+            num_heads, " to divide embed_dim ", embed_dim, " (the attention pool's heads split it)");
+  VIT_CHECK(!map_pool() || !fc_norm.value_or(false),
+            "config: global_pool 'map' takes no fc_norm (timm norms the tokens before the attention pool)");
   VIT_CHECK(reg_tokens >= 0, "config: reg_tokens must be non-negative, got ", reg_tokens);
   // As timm's VisionTransformerDistilled: class token, distillation token, patches, every
   // one with a position embedding; token pooling.
@@ -386,7 +391,11 @@ int64_t forward_flops(const ViTConfig& c, bool cls_tail) {
   };
   const int64_t blocks =
       cls_tail && c.depth > 0 ? (c.depth - 1) * block(T) + block(c.head_tokens()) : c.depth * block(T);
-  return patch + blocks + 2 * D * c.num_classes * c.head_tokens();
+  // The attention pool: kv on every token; q (per image, as timm expands the latent), its
+  // scores and P v; proj; the MLP.
+  const int64_t pool =
+      c.map_pool() ? 2 * T * D * 2 * D + 2 * 2 * T * D + 2 * 2 * D * D + 2 * 2 * D * c.mlp_dim : 0;
+  return patch + blocks + pool + 2 * D * c.num_classes * c.head_tokens();
 }
 
 }  // namespace vit

@@ -61,6 +61,21 @@ ParamTable::ParamTable(const ViTConfig& c) {
   const std::string norm = c.use_fc_norm() ? "fc_norm" : "norm";
   add(norm + ".weight", {D}, Init::Ones);
   add(norm + ".bias", {D}, Init::Zeros);
+  if (c.map_pool()) {  // timm's AttentionPoolLatent, one latent query, the model's MLP width
+    add("attn_pool.latent", {1, 1, D}, Init::Latent);
+    add("attn_pool.q.weight", {D, D}, Init::TruncNormal);
+    add("attn_pool.q.bias", {D}, Init::Zeros);
+    add("attn_pool.kv.weight", {2 * D, D}, Init::TruncNormal);
+    add("attn_pool.kv.bias", {2 * D}, Init::Zeros);
+    add("attn_pool.proj.weight", {D, D}, Init::TruncNormal);
+    add("attn_pool.proj.bias", {D}, Init::Zeros);
+    add("attn_pool.norm.weight", {D}, Init::Ones);
+    add("attn_pool.norm.bias", {D}, Init::Zeros);
+    add("attn_pool.mlp.fc1.weight", {M, D}, Init::TruncNormal);
+    add("attn_pool.mlp.fc1.bias", {M}, Init::Zeros);
+    add("attn_pool.mlp.fc2.weight", {D, M}, Init::TruncNormal);
+    add("attn_pool.mlp.fc2.bias", {D}, Init::Zeros);
+  }
   if (c.num_classes == 0) return;  // headless: features only (timm's num_classes=0)
   add("head.weight", {c.num_classes, D}, Init::TruncNormal);
   add("head.bias", {c.num_classes}, Init::Zeros);
@@ -132,6 +147,11 @@ void init_params(const ParamTable& table, const ViTConfig& cfg, float* params, u
       case Init::ConvDefault:
         for (int64_t i = 0; i < n; ++i) p[i] = float((2.0 * rng.uniform() - 1.0) * conv_bound);
         break;
+      case Init::Latent: {
+        const double std = 1.0 / std::sqrt(double(cfg.embed_dim));
+        rng.fill_trunc_normal(p, n, std, -2.0 * std, 2.0 * std);
+        break;
+      }
       case Init::LayerScale:
         for (int64_t i = 0; i < n; ++i) p[i] = cfg.init_values;
         break;

@@ -111,10 +111,16 @@ void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logi
 }
 
 void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn) {
+  infer(images, B, mask, logits, attn, nullptr);
+}
+
+void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn,
+                float* pool_attn) {
   VIT_CHECK(has_head(),
             "infer: the model has no classifier head (num_classes 0): it gives features (vit predict "
             "--features), or fine-tune it with a new head (--num-classes K)");
-  infer_all(images, B, mask, {logits, attn, nullptr, nullptr});
+  VIT_CHECK(!pool_attn || cfg_.map_pool(), "infer: the model has no attention pool (global_pool 'map')");
+  infer_all(images, B, mask, {logits, attn, nullptr, nullptr, pool_attn});
 }
 
 void ViT::infer_features(const float* images, int64_t B, const uint8_t* mask, float* pooled, float* tokens) {
@@ -124,7 +130,7 @@ void ViT::infer_features(const float* images, int64_t B, const uint8_t* mask, fl
 void ViT::infer_all(const float* images, int64_t B, const uint8_t* mask, const InferOut& out) {
   VIT_CHECK(B > 0, "infer: batch size must be positive");
   // Attention maps are written per layer by one model: one shard.
-  const int R = out.attn ? 1 : infer_shards(B);
+  const int R = out.attn || out.pool_attn ? 1 : infer_shards(B);
   if (R == 1) return infer_local(images, B, mask, out);
   const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
   const int64_t D = cfg_.embed_dim, TD = cfg_.num_tokens() * D;
@@ -137,7 +143,8 @@ void ViT::infer_all(const float* images, int64_t B, const uint8_t* mask, const I
 
 void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, const InferOut& out) {
   if (infer_.B != B || infer_.tail != use_cls_tail()) layout(infer_, infer_acts_, B, false);
-  run_forward(infer_, images, mask, ForwardMode{}, out.attn, /*every_row=*/out.tokens != nullptr);
+  run_forward(infer_, images, mask, ForwardMode{}, out.attn, /*every_row=*/out.tokens != nullptr,
+              out.pool_attn);
   const int64_t T = cfg_.num_tokens(), D = cfg_.embed_dim;
   if (out.logits) ops::copy(Tensor(out.logits, {B, cfg_.num_classes}), infer_.logits);
   if (out.pooled) {  // timm's pre_logits: with head_dist the mean of the two normed tokens

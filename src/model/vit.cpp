@@ -84,6 +84,11 @@ ViT::Weights ViT::bind(float* base) {
   w.head_b = t("head.bias");
   w.head_dist_w = t("head_dist.weight");
   w.head_dist_b = t("head_dist.bias");
+  w.pool = {t("attn_pool.latent"),         t("attn_pool.q.weight"),     t("attn_pool.q.bias"),
+            t("attn_pool.kv.weight"),      t("attn_pool.kv.bias"),      t("attn_pool.proj.weight"),
+            t("attn_pool.proj.bias"),      t("attn_pool.norm.weight"),  t("attn_pool.norm.bias"),
+            t("attn_pool.mlp.fc1.weight"), t("attn_pool.mlp.fc1.bias"), t("attn_pool.mlp.fc2.weight"),
+            t("attn_pool.mlp.fc2.bias")};
   for (int64_t i = 0; i < cfg_.depth; ++i) {
     const std::string p = "blocks." + std::to_string(i) + ".";
     w.blocks.push_back({t(p + "norm1.weight"), t(p + "norm1.bias"), t(p + "attn.qkv.weight"),
@@ -99,6 +104,8 @@ void ViT::bind_linears() {
   patch_lin_ = {W_.patch_w, W_.patch_b};
   head_lin_ = {W_.head_w, W_.head_b};
   head_dist_lin_ = {W_.head_dist_w, W_.head_dist_b};
+  const PoolWeights& p = W_.pool;
+  pool_lin_ = {{p.qw, p.qb}, {p.kvw, p.kvb}, {p.projw, p.projb}, {p.fc1w, p.fc1b}, {p.fc2w, p.fc2b}};
   infer_lin_.clear();
   for (const BlockWeights& w : W_.blocks)
     infer_lin_.push_back({{w.qkvw, w.qkvb}, {w.projw, w.projb}, {w.fc1w, w.fc1b}, {w.fc2w, w.fc2b}});
@@ -121,13 +128,9 @@ const uint8_t* ViT::pool_mask() const {
   return cfg_.pool_include_prefix ? key_mask_.data() : patch_mask_.data();
 }
 
-bool ViT::norm_all_tokens() const {
-  return !cfg_.use_fc_norm() && cfg_.avg_pool();
-}
-
 bool ViT::cls_tail_applies(const ViTConfig& cfg) {
   static const bool off = setting_choice("VIT_CLS_TAIL") == "off";
-  return !off && cfg.class_token && !cfg.avg_pool() && cfg.depth > 0;
+  return !off && cfg.class_token && cfg.global_pool == "token" && cfg.depth > 0;
 }
 
 bool ViT::use_cls_tail() const {
@@ -145,7 +148,7 @@ void ViT::set_masks(int64_t B, const uint8_t* mask) {
 }
 
 void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode, float* attn,
-                      bool every_row) {
+                      bool every_row, float* pool_attn) {
   const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim, I = cfg_.attn_dim();
   auto rate = [&](float r) { return mode.train ? r : 0.f; };
   auto key = [&](uint64_t site) { return rng_key(mode.seed, mode.step, site); };
@@ -224,10 +227,14 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     x = t.out;  // [B, Tq, C]
   }
   if (norm_all_tokens()) {
-    // timm's `norm` before avg pooling (fc_norm off): every token is normed, then averaged.
+    // timm's `norm` before avg pooling (fc_norm off) or the attention pool: every token is
+    // normed, then averaged or pooled by attention (over the visible tokens).
     ops::layernorm_forward(A.lnf, A.lnf_mean, A.lnf_rstd, reshape(x, {B * T, C}), W_.norm_w, W_.norm_b,
                            cfg_.norm_eps);
-    ops::pool_forward(A.pooled_ln, reshape(A.lnf, {B, T, C}), pool_mask(), true, cfg_.first_pooled());
+    if (cfg_.map_pool())
+      attn_pool_forward(A, keys_mask, &A == &train_, pool_attn);
+    else
+      ops::pool_forward(A.pooled_ln, reshape(A.lnf, {B, T, C}), pool_mask(), true, cfg_.first_pooled());
   } else {
     // timm norms every token before token pooling; LayerNorm is per row, so norming the
     // pooled row alone gives the same numbers for a fraction of the work. With fc_norm
@@ -247,6 +254,47 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
   ops::linear_forward(A.logits, cls_ln, owner_->head_lin_);
   ops::linear_forward(A.logits_dist, dist_ln, owner_->head_dist_lin_);
   if (!mode.distill) ops::mean_of_two(A.logits, A.logits, A.logits_dist);
+}
+
+void ViT::attn_pool_forward(Acts& A, const uint8_t* keys_mask, bool training, float* pool_attn) {
+  const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim;
+  PoolActs& p = A.pool;
+  const PoolLinears& lw = owner_->pool_lin_;
+  // timm's AttentionPoolLatent: q = q(latent); k, v = kv(x); attention; proj; x + mlp(norm(x)).
+  ops::linear_forward(p.q, reshape(W_.pool.latent, {1, C}), lw.q);
+  ops::linear_forward(p.kv, A.lnf, lw.kv);
+  // Inference keeps no probabilities unless they are asked for (vit attention --method pool).
+  const Tensor probs = pool_attn && !p.probs.data ? Tensor(pool_attn, p.probs.shape) : p.probs;
+  ops::attention_pool_forward(p.ao, probs, p.q, reshape(p.kv, {B, T, 2 * C}), keys_mask);
+  if (pool_attn && probs.data != pool_attn) ops::copy(Tensor(pool_attn, probs.shape), probs);
+  ops::linear_forward(p.y, reshape(p.ao, {B, C}), lw.proj);
+  ops::layernorm_forward(p.ln, p.ln_mean, p.ln_rstd, p.y, W_.pool.nw, W_.pool.nb, cfg_.norm_eps);
+  ops::mlp_forward(p.branch, p.ln, lw.fc1, lw.fc2, p.mlp, training, {}, cfg_.activation());
+  ops::copy(A.pooled_ln, p.y);
+  ops::add_into(A.pooled_ln, p.branch);
+}
+
+void ViT::attn_pool_backward(Acts& A) {
+  const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim;
+  PoolActs& p = A.pool;
+  const PoolLinears& lw = owner_->pool_lin_;
+  PoolWeights& g = G_.pool;
+  // pooled = y + mlp(norm(y)): y's gradient is the pooled one plus the branch's.
+  ops::copy(p.dy, A.dpooled_ln);
+  ops::mlp_backward(p.dln, p.dact, g.fc1w, g.fc1b, g.fc2w, &g.fc2b, A.dpooled_ln, p.ln, lw.fc1, lw.fc2, p.mlp,
+                    {});
+  ops::layernorm_backward(p.dy, g.nw, g.nb, p.dln, p.y, p.ln_mean, p.ln_rstd, W_.pool.nw, true);
+  Tensor dao = reshape(p.dao, {B, C});
+  ops::linear_backward(&dao, &g.projw, &g.projb, p.dy, reshape(p.ao, {B, C}), lw.proj);
+  ops::attention_pool_backward(p.dq, reshape(p.dkv, {B, T, 2 * C}), p.dao, p.q, reshape(p.kv, {B, T, 2 * C}),
+                               p.probs);
+  Tensor dln = reshape(A.dln, {B * T, C});
+  ops::linear_backward(&dln, &g.kvw, &g.kvb, p.dkv, A.lnf, lw.kv);
+  // Every sample's query is the latent's: its gradient is the sum over the batch, in order.
+  ops::copy(p.dqsum, Tensor(p.dq.data, {1, C}));
+  for (int64_t b = 1; b < B; ++b) ops::add_into(p.dqsum, Tensor(p.dq.data + b * C, {1, C}));
+  ops::linear_backward(&p.dlatent, &g.qw, &g.qb, p.dqsum, reshape(W_.pool.latent, {1, C}), lw.q);
+  ops::add_into(g.latent, p.dlatent);
 }
 
 Tensor ViT::head_rows(const Tensor& t, int64_t k) const {
@@ -288,7 +336,10 @@ void ViT::backward_local(const Tensor& dlogits, const Tensor* ddist) {
   if (backbone_frozen_) return;  // only the head trains: nothing below needs gradients
   ops::dropout_backward(A.dpooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.dpooled_ln));
   if (norm_all_tokens()) {
-    ops::pool_backward(reshape(A.dln, {B, T, C}), A.dpooled_ln, pool_mask(), true, cfg_.first_pooled());
+    if (cfg_.map_pool())
+      attn_pool_backward(A);
+    else
+      ops::pool_backward(reshape(A.dln, {B, T, C}), A.dpooled_ln, pool_mask(), true, cfg_.first_pooled());
     ops::layernorm_backward(reshape(A.dx, {B * T, C}), G_.norm_w, G_.norm_b, A.dln,
                             reshape(A.blocks.back().out, {B * T, C}), A.lnf_mean, A.lnf_rstd, W_.norm_w,
                             false);

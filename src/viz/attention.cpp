@@ -68,9 +68,38 @@ std::vector<float> upsample_normalized(const std::vector<float>& map, int64_t gh
   return out;
 }
 
+namespace {
+// The attention pool's row of image b over the tokens [T]: head `head`, or the heads' mean.
+std::vector<float> pool_row(const float* pool_attn, const ViTConfig& cfg, int64_t b, int64_t head) {
+  const int64_t H = cfg.num_heads, T = cfg.num_tokens();
+  VIT_CHECK(head < H, "attention head ", head, " out of range: the model has ", H, " heads");
+  std::vector<float> row(T, 0.f);
+  for (int64_t h = head < 0 ? 0 : head; h < (head < 0 ? H : head + 1); ++h)
+    for (int64_t t = 0; t < T; ++t) row[t] += pool_attn[(b * H + h) * T + t] / float(head < 0 ? H : 1);
+  return row;
+}
+// The pool's row through a token matrix [T, T] (row . M), over the patch columns.
+std::vector<float> pooled_patches(const std::vector<float>& row, const std::vector<float>& M,
+                                  const ViTConfig& cfg) {
+  const int64_t T = cfg.num_tokens(), N = cfg.num_patches(), pre = cfg.num_prefix_tokens();
+  std::vector<float> map(N, 0.f);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < N; ++n) map[n] += row[t] * M[t * T + pre + n];
+  return map;
+}
+}  // namespace
+
 std::vector<float> attention_map(const float* attn, const ViTConfig& cfg, int64_t B, int64_t b,
-                                 const std::string& method, int64_t layer, int64_t head) {
+                                 const std::string& method, int64_t layer, int64_t head,
+                                 const float* pool_attn) {
   const int64_t H = cfg.num_heads, T = cfg.num_tokens(), per_image = H * T * T;
+  VIT_CHECK(method != "pool" || (cfg.map_pool() && pool_attn),
+            "--method pool: the model has no attention pool (global_pool 'map', as SigLIP's)");
+  if (method == "pool") {
+    VIT_CHECK(b >= 0 && b < B, "attention_map: image ", b, " of a batch of ", B);
+    const std::vector<float> row = pool_row(pool_attn, cfg, b, head);
+    return std::vector<float>(row.begin() + cfg.num_prefix_tokens(), row.end());
+  }
   VIT_CHECK(layer >= 0 && layer < cfg.depth, "block ", layer, " out of range: the model has ", cfg.depth,
             " blocks (0..", cfg.depth - 1, ")");
   VIT_CHECK(b >= 0 && b < B, "attention_map: image ", b, " of a batch of ", B);
@@ -81,8 +110,10 @@ std::vector<float> attention_map(const float* attn, const ViTConfig& cfg, int64_
               "--method dist: the model has no distillation token (DeiT's distilled models do)");
     return patch_map(head_attention(first + layer * B * per_image, H, T, head), cfg, 1);
   }
-  VIT_CHECK(method == "rollout", "unknown attention method '", method, "' (cls, dist or rollout)");
-  return patch_map(attention_rollout(first, layer + 1, B * per_image, H, T, head), cfg);
+  VIT_CHECK(method == "rollout", "unknown attention method '", method, "' (cls, dist, rollout or pool)");
+  const std::vector<float> R = attention_rollout(first, layer + 1, B * per_image, H, T, head);
+  if (cfg.map_pool() && pool_attn) return pooled_patches(pool_row(pool_attn, cfg, b, head), R, cfg);
+  return patch_map(R, cfg);
 }
 
 }  // namespace vit::viz

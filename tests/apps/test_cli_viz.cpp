@@ -54,6 +54,28 @@ TEST_F(VizCli, AttentionWritesOnePngPerImageForEachMethod) {
   EXPECT_TRUE(fs::exists(out + "/digit_7_cls_grid-2.png")) << r.out;
 }
 
+// A model with the attention pool (--pool map, SigLIP's) trains, and vit attention draws its
+// query's attention by default; a model without the pool refuses --method pool.
+TEST_F(VizCli, AttentionPoolModelTrainsAndDrawsThePoolsQuery) {
+  const std::string run_map = *dir_ / "map_run", out = *dir_ / "att_map";
+  Result r =
+      run("train --model mnist-seed --img-size 16 --patch-size 4 --depth 2 --num-heads 2 --pool map "
+          "--no-class-token --synthetic 64 --epochs 1 -b 32 --threads 1 --output " +
+          run_map);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run("attention --checkpoint " + run_map + "/last.safetensors --out " + out + " " + digit());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(vit::read_image(out + "/digit_7_pool.png").w, 3 * 192 + 4 * 12);
+  r = run("attention --method rollout --layer all --checkpoint " + run_map + "/last.safetensors --out " +
+          out + " " + digit());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(out + "/digit_7_rollout_grid.png")) << r.out;
+  r = run("attention --method pool --checkpoint " + ckpt() + " --out " + out + "_cls " + digit());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--method pool: the model has no attention pool"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out + "_cls")) << "nothing written before the error";
+}
+
 TEST_F(VizCli, AttentionFailsClearlyOnBadInput) {
   const std::string out = *dir_ / "bad";
   Result r = run("attention --checkpoint " + ckpt() + " --out " + out + " /nonexistent.png");

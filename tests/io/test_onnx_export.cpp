@@ -81,6 +81,12 @@ std::vector<Variant> variants() {
   c.head_dist = true;
   c.num_classes = 0;  // no heads: the mean of the two normed tokens
   v.push_back({"deit_headless", c});
+  c = test::tiny_vit("map", false);  // SigLIP's attention pool (timm's AttentionPoolLatent)
+  c.reg_tokens = 1;
+  c.act_layer = "gelu_tanh";
+  v.push_back({"map_pool", c});
+  c.num_classes = 0;
+  v.push_back({"map_pool_headless", c});
   v.push_back({"mnist-seed", preset("mnist-seed")});
   v.push_back({"vit_tiny_patch16_224", preset("vit_tiny_patch16_224")});
   return v;
@@ -218,13 +224,15 @@ TEST(OnnxExport, OnnxRuntimeGivesVitcppsLogits) {
 // The pretrained fixtures (timm's, Hugging Face's and vit-pytorch's layouts, weights from
 // PyTorch), as vit export --format onnx reads them: vit-pytorch's bring the patch LayerNorms,
 // dim_head, the mean with and without the class token, and the fixed 2-D table; timm's and
-// transformers' own DeiT files the distillation token with two heads and with one.
+// transformers' own DeiT files the distillation token with two heads and with one; timm's
+// SigLIP file its attention pool.
 TEST(OnnxExport, OnnxRuntimeGivesThePretrainedFixturesLogits) {
   const std::string missing = ort_missing();
   if (!missing.empty()) GTEST_SKIP() << "ONNX Runtime not available: " << missing;
   test::TempDir tmp("ortfix");
-  for (const char* name : {"timm_a", "timm_b", "hf", "vit_pytorch", "vit_pytorch_seed", "vit_pytorch_simple",
-                           "libraries/timm_deit_distilled", "libraries/hf_deit"}) {
+  for (const char* name :
+       {"timm_a", "timm_b", "hf", "vit_pytorch", "vit_pytorch_seed", "vit_pytorch_simple",
+        "libraries/timm_deit_distilled", "libraries/hf_deit", "libraries/timm_siglip_map"}) {
     Pretrained p = load_pretrained(std::string(VIT_FIXTURE_DIR) + "/pretrained/" + name);
     expect_ort_matches(*p.model, fs::path(name).filename().string(), tmp.str());
   }

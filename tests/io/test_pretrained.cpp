@@ -94,8 +94,11 @@ TEST(Pretrained, TimmArchitectureTable) {
   EXPECT_STREQ(tanh->unsupported, "");
   const auto* so400m = detail::find_timm_architecture("vit_so400m_patch14_siglip_384");
   ASSERT_NE(so400m, nullptr);
-  EXPECT_EQ(so400m->num_heads, 16);  // no family pattern gives this one
-  EXPECT_NE(std::string(so400m->unsupported).find("global_pool='map'"), std::string::npos);
+  EXPECT_EQ(so400m->num_heads, 16);       // no family pattern gives this one
+  EXPECT_STREQ(so400m->unsupported, "");  // SigLIP's attention pool (global_pool='map') runs
+  const auto* aimv2 = detail::find_timm_architecture("aimv2_large_patch14_224.apple_pt");
+  ASSERT_NE(aimv2, nullptr);
+  EXPECT_NE(std::string(aimv2->unsupported).find("gated MLP"), std::string::npos);
   EXPECT_EQ(detail::find_timm_architecture("vit_base_patch16"), nullptr);
   EXPECT_EQ(detail::find_timm_architecture("resnet50"), nullptr);
 
@@ -187,6 +190,35 @@ TEST(Pretrained, ExportReadsBackAsTimmWithTheSameLogits) {
   EXPECT_EQ(p.model->config().to_json(), m.config().to_json());
   const auto want = logits(m, 5), got = logits(*p.model, 5);
   EXPECT_EQ(got, want);  // the same weights, bit for bit
+}
+
+// SigLIP's attention pool (global_pool 'map'): exported with model_args global_pool 'map'
+// (timm builds its AttentionPoolLatent from that), read back to the same bits, and read from
+// the tensors alone (attn_pool.latent says map); Hugging Face's ViT cannot hold it.
+TEST(Pretrained, AttentionPoolExportsAndReadsBackAsTimm) {
+  test::TempDir tmp("map");
+  ViTConfig c = small_config();
+  c.global_pool = "map";
+  c.class_token = false;
+  c.reg_tokens = 2;
+  ViT m(c);
+  m.init_weights(6);
+  export_timm(m, tmp / "timm");
+  const auto cfg = nlohmann::json::parse(read_text_file(tmp / "timm/config.json"));
+  EXPECT_EQ(cfg["model_args"]["global_pool"], "map");
+  EXPECT_EQ(cfg["model_args"]["fc_norm"], false);
+  Pretrained p = load_pretrained(tmp / "timm");
+  EXPECT_EQ(p.model->config().to_json(), m.config().to_json());
+  EXPECT_EQ(logits(*p.model, 6), logits(m, 6));  // the same weights, bit for bit
+  fs::remove(tmp / "timm/config.json");
+  LoadOptions o;
+  o.num_heads = 4;
+  Pretrained bare = load_pretrained(tmp / "timm", o);
+  EXPECT_EQ(bare.model->config().global_pool, "map");
+  EXPECT_EQ(logits(*bare.model, 6), logits(m, 6));
+  const std::string msg = test::error_of([&] { export_hf(m, tmp / "hf"); });
+  EXPECT_NE(msg.find("attention pooling (global_pool=map"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(tmp / "hf"));
 }
 
 // timm's ViT splits embed_dim over the heads, has no LayerNorm before the patch projection and

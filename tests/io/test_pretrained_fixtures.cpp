@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <numeric>
 
+#include <nlohmann/json.hpp>
+
 #include "support/check.h"
 #include "support/temp_dir.h"
 #include "vit/core/file.h"
@@ -133,7 +135,8 @@ TEST(PretrainedFixtures, WrittenByTimmItself) {
         Case{"timm_gap", 1e-6f, "gelu", 0, false, false, false, true, false, "avg"},
         Case{"timm_reg_gap", 1e-6f, "gelu", 4, false, true, false, false, true, "avg"},
         Case{"timm_siglip_gap", 1e-6f, "gelu", 0, false, false, false, false, false, "avg"},
-        Case{"timm_siglip_gap_tanh", 1e-6f, "gelu_tanh", 0, false, false, false, false, false, "avg"}}) {
+        Case{"timm_siglip_gap_tanh", 1e-6f, "gelu_tanh", 0, false, false, false, false, false, "avg"},
+        Case{"timm_siglip_map", 1e-6f, "gelu", 0, false, false, false, false, false, "map"}}) {
     SCOPED_TRACE(k.dir);
     Pretrained p = load_pretrained(fixture(std::string("libraries/") + k.dir));
     EXPECT_EQ(p.format, "timm");
@@ -188,14 +191,17 @@ TEST(PretrainedFixtures, WrittenByTransformersItself) {
       test::close_rel_max("hf_vit_model features", got.data(), want.data(), int64_t(want.size()), 1e-4));
 }
 
-// What timm and transformers build from these files and vitcpp cannot run is refused, with the
-// reason.
-TEST(PretrainedFixtures, WhatTheLibrariesHaveAndVitcppCannotRunIsRefused) {
-  for (auto [dir, why] : {std::pair{"timm_siglip_map", "pools with attention (global_pool='map')"}}) {
-    const std::string msg =
-        test::error_of([&] { load_pretrained(fixture(std::string("libraries/") + dir)); });
-    EXPECT_NE(msg.find(why), std::string::npos) << dir << ": " << msg;
-  }
+// What timm builds and vitcpp cannot run is refused by its architecture's name, with the
+// reason: timm's own siglip_map files under the name of AIMv2 (SwiGLU, RmsNorm).
+TEST(PretrainedFixtures, ATimmArchitectureVitcppCannotRunIsRefusedWithTheReason) {
+  test::TempDir tmp("refused");
+  std::filesystem::copy(fixture("libraries/timm_siglip_map"), tmp / "aimv2");
+  auto cfg = nlohmann::json::parse(read_text_file(tmp / "aimv2/config.json"));
+  cfg["architecture"] = "aimv2_large_patch14_224";
+  write_file_atomic(tmp / "aimv2/config.json", cfg.dump());
+  const std::string msg = test::error_of([&] { load_pretrained(tmp / "aimv2"); });
+  EXPECT_NE(msg.find("timm's aimv2_large_patch14_224 has a gated MLP (SwiGLU, SiLU)"), std::string::npos)
+      << msg;
 }
 
 // timm's eval transform to a non-square size (ResizeKeepRatio) is bilinear whatever the config

@@ -37,9 +37,9 @@ Features run_all(ViT& m, const std::vector<float>& x, int64_t B) {
 
 // The variants of the final norm and pooling: token pooling with `norm`, avg with fc_norm
 // (timm's default for avg), avg with `norm` over every token (and a register token), DeiT's
-// distilled head (the mean of the class and distillation tokens).
+// distilled head (the mean of the class and distillation tokens), the attention pool (map).
 ViTConfig variant(const std::string& v) {
-  ViTConfig c = test::tiny_vit(v == "token" || v == "distilled" ? "token" : "avg");
+  ViTConfig c = test::tiny_vit(v == "token" || v == "distilled" ? "token" : v == "map" ? "map" : "avg");
   if (v == "avg_norm") {
     c.fc_norm = false;
     c.reg_tokens = 1;
@@ -77,6 +77,8 @@ TEST_P(FeaturesOf, HeadOfPooledIsTheLogitsAndPoolingTheTokensIsPooled) {
       head[b * K + k] = float(z);
     }
   EXPECT_TRUE(test::close_rel_max("head(pooled) vs logits", head.data(), f.logits.data(), B * K, 1e-5));
+  // The attention pool of the tokens is checked against PyTorch (TorchFixture's map_pool).
+  if (c.map_pool()) return;
 
   std::vector<float> pooled(B * D);
   for (int64_t b = 0; b < B; ++b) {
@@ -105,7 +107,7 @@ TEST_P(FeaturesOf, HeadOfPooledIsTheLogitsAndPoolingTheTokensIsPooled) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pooling, FeaturesOf,
-                         ::testing::Values("token", "avg_fc_norm", "avg_norm", "distilled"));
+                         ::testing::Values("token", "avg_fc_norm", "avg_norm", "distilled", "map"));
 
 // Two shards give each row what one model gives it, to float rounding (the products' bits
 // may depend on their row count).

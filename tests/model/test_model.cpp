@@ -47,7 +47,8 @@ struct ModelCase {
   // every token instead of fc_norm; "vit_pytorch" = vit-pytorch's LayerNorms around the patch
   // projection, 3 heads of 4 (dim_head) on the 8-wide model, the mean over every token;
   // "quick_gelu", "gelu_tanh": the MLP's activation (act_layer); "distilled": DeiT's
-  // distillation token and second head (no head dropout there, as in timm).
+  // distillation token and second head (no head dropout there, as in timm). Pool "map":
+  // timm's attention pool (SigLIP's), over every token, the masked ones left out.
   std::string variant = "";
 };
 
@@ -118,23 +119,22 @@ TEST_P(ModelGrad, EveryParameterMatchesFiniteDifferences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, ModelGrad,
-                         ::testing::Values(ModelCase{"token", true, "learn", false},
-                                           ModelCase{"avg", true, "sincos", true},
-                                           ModelCase{"avg", false, "learn", true},
-                                           ModelCase{"token", true, "learn", true, "extras"},
-                                           ModelCase{"avg", true, "learn", true, "norm"},
-                                           ModelCase{"avg", true, "learn", true, "vit_pytorch"},
-                                           ModelCase{"token", true, "learn", false, "quick_gelu"},
-                                           ModelCase{"token", true, "learn", true, "distilled"},
-                                           ModelCase{"avg", false, "learn", true, "gelu_tanh"},
-                                           ModelCase{"token", true, "learn", false, "wide"},
-                                           ModelCase{"avg", true, "learn", false, "wide_plain"}),
-                         [](const auto& info) {
-                           return info.param.pool + (info.param.cls ? "_cls_" : "_nocls_") + info.param.pos +
-                                  (info.param.mask ? "_mask" : "") +
-                                  (info.param.variant.empty() ? "" : "_" + info.param.variant);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Variants, ModelGrad,
+    ::testing::Values(
+        ModelCase{"token", true, "learn", false}, ModelCase{"avg", true, "sincos", true},
+        ModelCase{"avg", false, "learn", true}, ModelCase{"token", true, "learn", true, "extras"},
+        ModelCase{"avg", true, "learn", true, "norm"}, ModelCase{"avg", true, "learn", true, "vit_pytorch"},
+        ModelCase{"token", true, "learn", false, "quick_gelu"},
+        ModelCase{"token", true, "learn", true, "distilled"},
+        ModelCase{"avg", false, "learn", true, "gelu_tanh"}, ModelCase{"token", true, "learn", false, "wide"},
+        ModelCase{"avg", true, "learn", false, "wide_plain"}, ModelCase{"map", false, "learn", true},
+        ModelCase{"map", true, "learn", true, "extras"},
+        ModelCase{"map", false, "sincos", false, "gelu_tanh"}),
+    [](const auto& info) {
+      return info.param.pool + (info.param.cls ? "_cls_" : "_nocls_") + info.param.pos +
+             (info.param.mask ? "_mask" : "") + (info.param.variant.empty() ? "" : "_" + info.param.variant);
+    });
 
 // On the same shards (set_shards), the same bits. By default they may differ in the last
 // bits: inference picks fewer shards for little work (ViT::infer_shards; this model's 4

@@ -173,6 +173,52 @@ TEST(Attention, DistReadsTheDistillationTokensRow) {
   EXPECT_NE(msg.find("no distillation token"), std::string::npos) << msg;
 }
 
+// The attention pool (global_pool 'map'): infer gives its query's probabilities beside the
+// blocks' with the same logits; "pool" reads them over the patches, "rollout" carries them
+// through the blocks; a model without the pool refuses "pool".
+TEST(Attention, PoolMapsTheAttentionPoolsQuery) {
+  ViTConfig c = tiny_config(2);
+  c.num_heads = 2;
+  c.global_pool = "map";
+  c.class_token = false;
+  c.reg_tokens = 1;
+  ViT m(c);
+  m.init_weights(7);
+  const int64_t B = 2, T = c.num_tokens(), H = c.num_heads, N = c.num_patches();
+  const auto x = test::randn(B * 64, 1);
+  std::vector<float> plain(B * 3), with(B * 3), attn(c.depth * B * H * T * T), pool(B * H * T, -1.f);
+  m.infer(x.data(), B, nullptr, plain.data());
+  m.infer(x.data(), B, nullptr, with.data(), attn.data(), pool.data());
+  EXPECT_TRUE(
+      test::close_rel_max("logits with the pool's probabilities", with.data(), plain.data(), B * 3, 0.0));
+  for (int64_t r = 0; r < B * H; ++r) {
+    double sum = 0;
+    for (int64_t t = 0; t < T; ++t) sum += pool[r * T + t];
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "pool row " << r;
+  }
+  // Image 1, head 1 looks at patch 2 alone; head 0 at the register token and patch 0.
+  std::fill(pool.begin(), pool.end(), 0.f);
+  pool[(1 * H + 1) * T + 1 + 2] = 1.f;
+  pool[(1 * H + 0) * T + 0] = pool[(1 * H + 0) * T + 1] = 0.5f;
+  EXPECT_EQ(viz::attention_map(attn.data(), c, B, 1, "pool", 0, 1, pool.data()),
+            (std::vector<float>{0, 0, 1, 0}));
+  EXPECT_EQ(viz::attention_map(attn.data(), c, B, 1, "pool", 0, -1, pool.data()),
+            (std::vector<float>{0.25f, 0, 0.5f, 0}));
+  // Rollout through identity blocks (each token on itself) leaves the pool's row as it is.
+  std::fill(attn.begin(), attn.end(), 0.f);
+  for (int64_t l = 0; l < c.depth; ++l)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t t = 0; t < T; ++t) attn[(((l * B + b) * H + h) * T + t) * T + t] = 1.f;
+  const auto rolled = viz::attention_map(attn.data(), c, B, 1, "rollout", 1, 1, pool.data());
+  ASSERT_EQ(int64_t(rolled.size()), N);
+  EXPECT_TRUE(test::close_rel_max("rollout to the pool", rolled.data(), std::vector<float>{0, 0, 1, 0}.data(),
+                                  N, 1e-6));
+  const std::string msg =
+      test::error_of([&] { viz::attention_map(attn.data(), tiny_config(), 1, 0, "pool", 0, -1); });
+  EXPECT_NE(msg.find("no attention pool"), std::string::npos) << msg;
+}
+
 TEST(Attention, UpsampledMapIsNormalizedToZeroOne) {
   const auto m = viz::upsample_normalized({0.f, 1.f, 2.f, 3.f}, 2, 2, 8, 8);
   EXPECT_FLOAT_EQ(*std::min_element(m.begin(), m.end()), 0.f);

@@ -19,7 +19,10 @@ struct ViTConfig {
   // vit-pytorch's dim_head (its default 64 whatever the width).
   int64_t dim_head = 0;
   bool qkv_bias = true;
-  std::string global_pool = "token";  // "token" (class token) or "avg" (mean of patch tokens)
+  // "token" (class token), "avg" (mean of patch tokens) or "map" (timm's AttentionPoolLatent,
+  // SigLIP's: one learned query attends over every normed token, then a projection and a
+  // residual MLP; its tensors attn_pool.*)
+  std::string global_pool = "token";
   bool class_token = true;
   int64_t reg_tokens = 0;  // register tokens after the class token (timm's reg_tokens)
   // DeiT's distillation token (`dist_token`, timm's VisionTransformerDistilled, transformers'
@@ -80,7 +83,10 @@ struct ViTConfig {
   // The attention's width: q, k, v and the heads' output (embed_dim unless dim_head says otherwise).
   int64_t attn_dim() const { return num_heads * head_dim(); }
   bool avg_pool() const { return global_pool == "avg"; }
+  bool map_pool() const { return global_pool == "map"; }
   bool use_fc_norm() const { return fc_norm.value_or(avg_pool()); }
+  // `norm` on every token before pooling: avg pooling without fc_norm, and the attention pool.
+  bool norm_all_tokens() const { return !use_fc_norm() && (avg_pool() || map_pool()); }
   Activation activation() const { return activation_from_name(act_layer); }
   // Drop-path rate of block i (timm: linspace(0, drop_path_rate, depth)).
   float drop_path_at(int64_t i) const;

@@ -21,6 +21,7 @@ enum class Init {
   LayerScale,   // init_values (timm's LayerScale gamma)
   SinCos,       // fixed sin/cos position table (not trained)
   SinCos2d,     // fixed 2-D sin/cos table over the patch grid (not trained)
+  Latent,       // the attention pool's query: trunc_normal_tf_(std=embed_dim^-0.5), within 2 std
 };
 
 struct ParamSpec {

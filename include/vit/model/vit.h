@@ -69,6 +69,10 @@ class ViT {
   // to attn[depth, B, H, T, T], T = num_tokens(): row t of [b, h] is where token t looks.
   // attn may be null (the plain infer above); otherwise one copy per layer is added.
   void infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn);
+  // The same, and for a model with the attention pool (map_pool) its query's attention over
+  // the tokens to pool_attn[B, H, T] (heads in order; may be null).
+  void infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn,
+             float* pool_attn);
   // Features instead of logits (timm's forward_head(pre_logits=True) and forward_features):
   // pooled[B, D], the vector the head reads (pooled and normed: the embedding); tokens[B, T, D],
   // every token after the final norm (unnormed when the model has fc_norm, as in timm, whose
@@ -172,6 +176,10 @@ class ViT {
   struct BlockWeights {
     Tensor n1w, n1b, qkvw, qkvb, projw, projb, ls1, n2w, n2b, fc1w, fc1b, fc2w, fc2b, ls2;
   };
+  // The attention pool (map_pool): timm's attn_pool.* (latent, q, kv, proj, norm, mlp.fc1, mlp.fc2).
+  struct PoolWeights {
+    Tensor latent, qw, qb, kvw, kvb, projw, projb, nw, nb, fc1w, fc1b, fc2w, fc2b;
+  };
   struct Weights {
     // reg: the register tokens, or DeiT's distillation token, which sits where the first
     // register token would (after the class token, its own pos_embed row).
@@ -179,6 +187,7 @@ class ViT {
     Tensor head_dist_w, head_dist_b;      // the distilled head (head_dist)
     Tensor pin_w, pin_b, pout_w, pout_b;  // patch_norm's two LayerNorms
     std::vector<BlockWeights> blocks;
+    PoolWeights pool;
   };
   struct BlockActs {
     Tensor ln1, ln1_mean, ln1_rstd, qkv, probs, probs_drop, ao, r1, ln2, ln2_mean, ln2_rstd, out;
@@ -186,6 +195,16 @@ class ViT {
     Tensor br1, br2;   // the branches before LayerScale (training with LayerScale only)
     // amp: qkv's and proj's inputs rounded to bf16 in the forward, read by the backward.
     uint16_t *ln1_b = nullptr, *ao_b = nullptr;
+  };
+  // The attention pool's activations (map_pool), for one latent query: q [1,C] its projection;
+  // kv [B*T,2C] from the normed tokens (lnf); probs [B,H,1,T]; ao [B,1,C] the heads' output;
+  // y [B,C] after proj; ln its norm; branch the MLP's output (pooled_ln = y + branch). The
+  // gradients (training): dq [B,1,C] each sample's, dqsum [1,C] their sum, dlatent, dkv, dy,
+  // dao, dln, dact.
+  struct PoolActs {
+    Tensor q, kv, probs, ao, y, ln, ln_mean, ln_rstd, branch;
+    ops::MlpActs mlp;
+    Tensor dq, dqsum, dlatent, dkv, dy, dao, dln, dact;
   };
   struct Acts {
     int64_t B = 0;
@@ -197,8 +216,10 @@ class ViT {
     Tensor x_pre, pre_mean, pre_rstd;  // tokens before norm_pre (pre_norm only)
     // patch_norm: the patches normed and the projection's output normed (the tokens read pe_ln).
     Tensor cols_ln, cols_mean, cols_rstd, pe_ln, pe_mean, pe_rstd;
-    Tensor dpe_raw, dcols_ln;        // their gradients (the patches themselves take none)
-    Tensor lnf, lnf_mean, lnf_rstd;  // `norm` over every token before avg pooling (no fc_norm)
+    Tensor dpe_raw, dcols_ln;  // their gradients (the patches themselves take none)
+    Tensor lnf, lnf_mean,
+        lnf_rstd;  // `norm` over every token before avg pooling (no fc_norm) or the attention pool
+    PoolActs pool;
     std::vector<BlockActs> blocks;
     // The class-token tail: the last block after its attention, for the Q = head_tokens() rows
     // the head reads of each sample (probs [B,H,Q,T], ao, r1, out [B,Q,C], ...); its norm1 and
@@ -236,7 +257,7 @@ class ViT {
   bool distilling() const { return last_mode_.distill && cfg_.head_dist; }
   // What one inference writes (null: not wanted), each [B, ...] from row 0.
   struct InferOut {
-    float *logits = nullptr, *attn = nullptr, *pooled = nullptr, *tokens = nullptr;
+    float *logits = nullptr, *attn = nullptr, *pooled = nullptr, *tokens = nullptr, *pool_attn = nullptr;
   };
   void infer_all(const float* images, int64_t B, const uint8_t* mask, const InferOut& out);
   void infer_local(const float* images, int64_t B, const uint8_t* mask, const InferOut& out);
@@ -254,11 +275,16 @@ class ViT {
   void round_weights_bf16();  // amp: train_lin_'s bf16 copies (into amp_store_)
   // attn: null, or where each layer's probabilities are copied ([depth, B, H, T, T]).
   // every_row: the last block on every row (no class-token tail), for its tokens.
+  // pool_attn: null, or where the attention pool's probabilities go ([B, H, T]).
   void run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode,
-                   float* attn = nullptr, bool every_row = false);
+                   float* attn = nullptr, bool every_row = false, float* pool_attn = nullptr);
   void set_masks(int64_t B, const uint8_t* mask);
   void set_weights_packed(bool packed);  // pack or unpack the blocks' four weights in place
-  bool norm_all_tokens() const;          // avg pooling without fc_norm: `norm` on every token first
+  bool norm_all_tokens() const { return cfg_.norm_all_tokens(); }
+  // The attention pool on A.lnf into A.pooled_ln, and its backward from A.dpooled_ln into A.dln.
+  // pool_attn: null, or where the pool's probabilities are copied ([B, H, T]).
+  void attn_pool_forward(Acts& A, const uint8_t* keys_mask, bool training, float* pool_attn);
+  void attn_pool_backward(Acts& A);
   // The mask pooling reads: the patches' (the tokens' with pool_include_prefix), or null.
   const uint8_t* pool_mask() const;
 
@@ -278,6 +304,10 @@ class ViT {
   };
   std::vector<BlockLinears> infer_lin_, train_lin_;
   ops::LinearWeights patch_lin_, head_lin_, head_dist_lin_;
+  struct PoolLinears {
+    ops::LinearWeights q, kv, proj, fc1, fc2;
+  };
+  PoolLinears pool_lin_;     // the attention pool's, fp32 always
   const ViT* owner_ = this;  // the model whose parameters this one binds (itself, or a shard's owner)
   bool amp_ = false;
   Arena amp_store_;  // amp: train_lin_'s bf16 weights, two per float

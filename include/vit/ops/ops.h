@@ -125,6 +125,17 @@ void attention_cls_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, 
                             const Tensor* probs_drop, float drop_p, uint64_t drop_key,
                             int64_t first_sample = 0);
 
+// The attention pool (timm's AttentionPoolLatent, SigLIP's MAP head): L learned queries
+// q[L,C], the same for every sample, attend over each sample's keys and values kv[B,T,2C]
+// (k then v, heads concatenated as in qkv) -> out[B,L,C], H heads from probs[B,H,L,T] (its
+// data may be null when no backward follows); key_mask[B,T] or null. No dropout (timm has none
+// there). The backward assigns dq[B,L,C], each sample's share of the queries' gradient (the
+// caller sums them), and dkv[B,T,2C].
+void attention_pool_forward(Tensor out, Tensor probs, const Tensor& q, const Tensor& kv,
+                            const uint8_t* key_mask);
+void attention_pool_backward(Tensor dq, Tensor dkv, const Tensor& dout, const Tensor& q, const Tensor& kv,
+                             const Tensor& probs);
+
 // dropout in place (p = 0 is a no-op); element i draws the mask of element first + i.
 void dropout_forward(Tensor x, float p, uint64_t key, int64_t first = 0);
 void dropout_backward(Tensor dx, float p, uint64_t key, int64_t first = 0);

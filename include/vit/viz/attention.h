@@ -5,7 +5,11 @@
 //   dist:    the same for DeiT's distillation token (row 1);
 //   rollout: Abnar & Zuidema 2020, "Quantifying Attention Flow in Transformers": per layer
 //            the heads averaged, plus the identity (the residual path), rows renormalized,
-//            multiplied through the layers (R = A_l ... A_1), then the same row as cls.
+//            multiplied through the layers (R = A_l ... A_1), then the same row as cls; with
+//            the attention pool, the pool's row times R (where the pooled vector looks
+//            through the blocks);
+//   pool:    the attention pool's query (global_pool 'map', SigLIP's) over the patches, heads
+//            averaged (or one head): what the pooled vector is the weighted mean of.
 // Shapes: probs of one image and one layer [H, T, T]; a token matrix [T, T]; a patch map
 // [grid_h, grid_w]; T = cfg.num_tokens().
 #pragma once
@@ -34,9 +38,12 @@ std::vector<float> upsample_normalized(const std::vector<float>& map, int64_t gh
 
 // The map of one method for image b of a batch: attn is [depth, B, H, T, T] as ViT::infer
 // writes it. method "cls": block `layer`'s attention; "dist": the same, the distillation
-// token's row (a model with dist_token); "rollout": blocks 0..layer rolled out. head < 0 averages the heads.
+// token's row (a model with dist_token); "rollout": blocks 0..layer rolled out; "pool": the
+// attention pool's probabilities pool_attn [B, H, T] (ViT::infer's, a model with map_pool;
+// rollout reads them too for such a model; layer unused). head < 0 averages the heads.
 // Returns [grid_h * grid_w].
 std::vector<float> attention_map(const float* attn, const ViTConfig& cfg, int64_t B, int64_t b,
-                                 const std::string& method, int64_t layer, int64_t head);
+                                 const std::string& method, int64_t layer, int64_t head,
+                                 const float* pool_attn = nullptr);
 
 }  // namespace vit::viz

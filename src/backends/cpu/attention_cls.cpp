@@ -4,7 +4,8 @@
 // only at those rows, and k and v everywhere. The same arithmetic as attention.cpp's rows
 // (scale q k^T, masked keys out, softmax, dropout with the same element indices, P v), in
 // plain loops: per (sample, head, row) 2 T D multiply-adds forward and 4 T D backward, a Q/T
-// share of the full attention.
+// share of the full attention. The attention pool (timm's AttentionPoolLatent) runs the same
+// loops for its learned queries.
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -72,22 +73,33 @@ void query_key_grads(W D, float* dq, float* dk, const float* dS, const float* q,
 }
 }  // namespace
 
-void attention_cls_forward(float* out, float* probs, float* probs_drop, const float* qkv,
-                           const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
-                           uint64_t drop_key, int64_t first_sample, int64_t Q) {
-  const int64_t D = C / H, ld = 3 * C;
+namespace {
+// Where one op's Q query rows and its keys and values are: query r of sample b, head h at
+// q + b * q_batch + r * q_row + h * D (the attention pool's are shared: q_batch 0), its
+// gradient at dq + b * dq_batch + r * q_row + h * D; head h's keys of sample b at
+// kv + b * T * ld + k_off + h * D, rows ld apart, its values C after them.
+struct Layout {
+  int64_t q_batch, dq_batch, q_row, ld, k_off;
+};
+
+// The per-(sample, head) forward both ops run: scores, masked softmax, dropout (drop_p > 0,
+// the full op's element indices), P v into out[B,Q,C].
+void heads_forward(const Layout& L, float* out, float* probs, float* probs_drop, const float* q,
+                   const float* kv, const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H,
+                   int64_t Q, float drop_p, uint64_t drop_key, int64_t first_sample) {
+  const int64_t D = C / H, ld = L.ld;
   const float scale = 1.f / std::sqrt(float(D));
   for_ranges(B * H, threads_for(B * H * Q * T * D * 2), [&](int64_t i0, int64_t i1) {
     thread_local Scratch<float> buf;
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
-      const float* q0 = qkv + head_offset(b, h, T, C, D);  // row 0's q; k and v at +C, +2C on every row
-      const float* k = q0 + C;
-      const float* v = q0 + 2 * C;
+      const float* k = kv + b * T * ld + L.k_off + h * D;
+      const float* v = k + C;
       for (int64_t r = 0; r < Q; ++r) {
         const int64_t row = bh * Q + r;  // [B, H, Q, T]
         float* P = probs ? probs + row * T : grown(buf, T);
-        with_head_width(D, [&](auto width) { scores(width, P, q0 + r * ld, k, T, ld, scale); });
+        const float* qr = q + b * L.q_batch + r * L.q_row + h * D;
+        with_head_width(D, [&](auto width) { scores(width, P, qr, k, T, ld, scale); });
         softmax_rows(P, 1, T, key_mask ? key_mask + b * T : nullptr);
         const float* Pv = P;
         if (probs_drop) {
@@ -101,34 +113,70 @@ void attention_cls_forward(float* out, float* probs, float* probs_drop, const fl
   });
 }
 
-void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
-                            const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
-                            uint64_t drop_key, int64_t first_sample, int64_t Q) {
-  const int64_t D = C / H, ld = 3 * C;
+// Its backward: dq (assigned) at the queries' places, rows Q..T-1 of each sample zeroed too
+// with zero_rest (the class-token tail's dqkv), dk and dv (assigned) in dkv (laid out as kv),
+// from dout[B,Q,C].
+void heads_backward(const Layout& L, float* dq, float* dkv, const float* dout, const float* q,
+                    const float* kv, const float* probs, const float* probs_drop, int64_t B, int64_t T,
+                    int64_t C, int64_t H, int64_t Q, float drop_p, uint64_t drop_key, int64_t first_sample,
+                    bool zero_rest) {
+  const int64_t D = C / H, ld = L.ld;
   const float scale = 1.f / std::sqrt(float(D));
   for_ranges(B * H, threads_for(B * H * Q * T * D * 4), [&](int64_t i0, int64_t i1) {
     thread_local Scratch<float> buf;
     float* dS = grown(buf, T);
     for (int64_t bh = i0; bh < i1; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
-      // A struct, not a structured binding: clang 14's lambdas cannot capture one.
-      const HeadGrads g = head_grads(qkv, dqkv, b, h, T, C, D);
+      const int64_t b = bh / H, h = bh % H, o = b * T * ld + L.k_off + h * D;
+      const float *k = kv + o, *v = k + C;
+      float *dk = dkv + o, *dv = dk + C;
       for (int64_t r = 0; r < Q; ++r) {  // dk and dv sum over the rows, in row order
-        const int64_t row = bh * Q + r;
+        const int64_t row = bh * Q + r, qo = r * L.q_row + h * D;
         const float* P = probs + row * T;
         const float* Pv = probs_drop ? probs_drop + row * T : P;
         const float* dO = dout + (b * Q + r) * C + h * D;
-        with_head_width(D, [&](auto width) { value_grads(width, dS, g.dv, dO, g.v, Pv, T, ld, r > 0); });
+        with_head_width(D, [&](auto width) { value_grads(width, dS, dv, dO, v, Pv, T, ld, r > 0); });
         if (probs_drop) drop_probs(dS, dS, T, drop_p, drop_key, drop_first(first_sample, b, h, r, H, T));
         softmax_backward_rows(dS, P, 1, T);  // dS = P (dP - sum_j P dP)
         with_head_width(D, [&](auto width) {
-          query_key_grads(width, g.dq + r * ld, g.dk, dS, g.q + r * ld, g.k, T, ld, scale, r > 0);
+          query_key_grads(width, dq + b * L.dq_batch + qo, dk, dS, q + b * L.q_batch + qo, k, T, ld, scale,
+                          r > 0);
         });
       }
-      for (int64_t t = Q; t < T; ++t)
-        std::memset(g.dq + t * ld, 0, size_t(D) * sizeof(float));  // the other queries
+      if (zero_rest)  // the other queries take no gradient
+        for (int64_t t = Q; t < T; ++t)
+          std::memset(dq + b * L.dq_batch + t * L.q_row + h * D, 0, size_t(D) * sizeof(float));
     }
   });
+}
+}  // namespace
+
+// qkv [B,T,3C]: the queries are rows 0..Q-1 of each sample's q columns.
+void attention_cls_forward(float* out, float* probs, float* probs_drop, const float* qkv,
+                           const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
+                           uint64_t drop_key, int64_t first_sample, int64_t Q) {
+  const Layout L{T * 3 * C, T * 3 * C, 3 * C, 3 * C, C};
+  heads_forward(L, out, probs, probs_drop, qkv, qkv, key_mask, B, T, C, H, Q, drop_p, drop_key, first_sample);
+}
+
+void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                            const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
+                            uint64_t drop_key, int64_t first_sample, int64_t Q) {
+  const Layout L{T * 3 * C, T * 3 * C, 3 * C, 3 * C, C};
+  heads_backward(L, dqkv, dqkv, dout, qkv, qkv, probs, probs_drop, B, T, C, H, Q, drop_p, drop_key,
+                 first_sample, true);
+}
+
+// The attention pool: the queries q [L,C] shared by every sample, keys and values in kv
+// [B,T,2C]; each sample's dq its own [L,C] rows of dq [B,L,C].
+void attention_pool_forward(float* out, float* probs, const float* q, const float* kv,
+                            const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H, int64_t L) {
+  heads_forward({0, L * C, C, 2 * C, 0}, out, probs, nullptr, q, kv, key_mask, B, T, C, H, L, 0.f, 0, 0);
+}
+
+void attention_pool_backward(float* dq, float* dkv, const float* dout, const float* q, const float* kv,
+                             const float* probs, int64_t B, int64_t T, int64_t C, int64_t H, int64_t L) {
+  heads_backward({0, L * C, C, 2 * C, 0}, dq, dkv, dout, q, kv, probs, nullptr, B, T, C, H, L, 0.f, 0, 0,
+                 false);
 }
 
 }  // namespace vit::cpu

@@ -345,6 +345,14 @@ void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, co
                             const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
                             uint64_t drop_key, int64_t first_sample = 0, int64_t Q = 1);
 
+// The attention pool (timm's AttentionPoolLatent): L queries q[L,C], shared by every sample,
+// over each sample's keys and values kv[B,T,2C] (k, then v) -> out[B,L,C]; probs[B,H,L,T] or
+// null (not kept). The backward assigns dq[B,L,C] (each sample's share) and dkv[B,T,2C].
+void attention_pool_forward(float* out, float* probs, const float* q, const float* kv,
+                            const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H, int64_t L);
+void attention_pool_backward(float* dq, float* dkv, const float* dout, const float* q, const float* kv,
+                             const float* probs, int64_t B, int64_t T, int64_t C, int64_t H, int64_t L);
+
 // (Narrow heads, D <= 8, in AVX-512 and AVX2: narrow.h, attention_backward_narrow and
 // attention_forward_lanes, which attention_forward and attention_backward take.)
 

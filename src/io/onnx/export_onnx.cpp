@@ -6,7 +6,8 @@
 //   (+ pos_embed over every token otherwise), norm_pre (pre_norm)
 //   per block: x += ls1 * proj(attention(norm1(x))), x += ls2 * fc2(gelu(fc1(norm2(x))))
 //   token pooling: row 0, then norm (or fc_norm); avg pooling: mean of the patch rows,
-//   normed first (norm) or after (fc_norm); head -> logits [N,K] (without a head: the
+//   normed first (norm) or after (fc_norm); attention pooling (map): norm, then timm's
+//   AttentionPoolLatent; head -> logits [N,K] (without a head: the
 //   pooled features [N,D] are the output)
 //
 // Linear weights are stored transposed ([in, out], for MatMul on [N, T, in]) under their
@@ -140,6 +141,8 @@ class VitGraph {
       GraphBuilder::attr(mean, "keepdims", int64_t(0));
       pooled = mean->output(0);
       if (c_.use_fc_norm()) pooled = layernorm(pooled, norm);
+    } else if (c_.map_pool()) {
+      pooled = attn_pool(layernorm(x, norm), T);  // timm's norm on every token, then the pool
     } else if (!c_.head_dist) {
       pooled = layernorm(token_row(x, 0), norm);  // the class token: [N, D]
     }
@@ -291,6 +294,34 @@ class VitGraph {
     branch = linear(activation(h), p + "mlp.fc2");
     if (c_.layer_scale()) branch = b_.op("Mul", {branch, w(p + "ls2.gamma")});
     return b_.op("Add", {r1, branch});
+  }
+
+  // timm's AttentionPoolLatent on x [N, T, D] -> [N, D]: the latent's query (one, shared by
+  // the batch: [1, H, 1, Dh], broadcast by MatMul) over kv(x)'s keys and values, proj, then
+  // y + mlp(norm(y)).
+  std::string attn_pool(const std::string& x, int64_t T) {
+    const int64_t H = c_.num_heads, D = c_.embed_dim, Dh = D / H;
+    const std::string q0 = linear(w("attn_pool.latent"), "attn_pool.q");  // [1, 1, D]
+    auto* q = b_.node("Transpose", {b_.op("Reshape", {q0, b_.ints({1, 1, H, Dh})})});
+    GraphBuilder::attr(q, "perm", std::vector<int64_t>{0, 2, 1, 3});
+    const std::string kv = b_.op("Reshape", {linear(x, "attn_pool.kv"), b_.ints({0, T, 2, H, Dh})});
+    auto* tr = b_.node("Transpose", {kv});
+    GraphBuilder::attr(tr, "perm", std::vector<int64_t>{2, 0, 3, 1, 4});  // [2, N, H, T, Dh]
+    auto part = [&](int64_t i) {
+      auto* g = b_.node("Gather", {tr->output(0), b_.int_scalar(i)});
+      GraphBuilder::attr(g, "axis", int64_t(0));
+      return g->output(0);
+    };
+    auto* kt = b_.node("Transpose", {part(0)});
+    GraphBuilder::attr(kt, "perm", std::vector<int64_t>{0, 1, 3, 2});
+    const std::string scores =
+        b_.op("Mul", {b_.op("MatMul", {q->output(0), kt->output(0)}), b_.scalar(1.f / std::sqrt(float(Dh)))});
+    auto* sm = b_.node("Softmax", {scores});
+    GraphBuilder::attr(sm, "axis", int64_t(-1));
+    const std::string ao = b_.op("Reshape", {b_.op("MatMul", {sm->output(0), part(1)}), b_.ints({0, D})});
+    const std::string y = linear(ao, "attn_pool.proj");  // [N, D]
+    const std::string h = linear(layernorm(y, "attn_pool.norm"), "attn_pool.mlp.fc1");
+    return b_.op("Add", {y, linear(activation(h), "attn_pool.mlp.fc2")});
   }
 
   const ViT& m_;
