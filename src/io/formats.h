@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "vit/core/error.h"
 #include "vit/io/safetensors.h"
 #include "vit/model/config.h"
 
@@ -28,6 +29,18 @@ struct Mapping {
   std::map<std::string, std::function<void(float*)>> fills;
 };
 
+// Runs f; a vit::Error or a JSON error it throws is thrown again with `where` (the file) first.
+template <typename F>
+void naming_file(const std::string& where, F&& f) {
+  try {
+    f();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+}
+
 // A JSON file beside the weights, if there is one (errors name the file when it is not JSON).
 std::optional<nlohmann::json> json_beside(const SafeTensors& st, const std::string& name);
 // j[key] if present and not null.
@@ -38,6 +51,27 @@ bool read_size(const nlohmann::json* v, int64_t& h, int64_t& w, const char* what
 
 Mapping timm_mapping(const SafeTensors& st, int64_t num_heads);
 Mapping hf_mapping(const SafeTensors& st);
+// transformers' SigLIP vision tower (hf_siglip_format.cpp; hf_mapping hands such files on).
+Mapping hf_siglip_mapping(const SafeTensors& st);
+// Shared by the Hugging Face layouts: the image processor's defaults (both sides resized with
+// `interpolation`, mean/std 0.5), then preprocessor_config.json beside the weights
+// (ViTImageProcessor's, DeiTImageProcessor's, SiglipImageProcessor's fields), or a note naming
+// `processor`'s defaults; hidden_act as vitcpp's act_layer; config.json's id2label as class
+// names (empty without it).
+void hf_preprocessing(const SafeTensors& st, ViTConfig& c, Mapping& m, const std::string& interpolation,
+                      const std::string& processor);
+// The blocks' tensors of a Hugging Face layout: block i's under layers + "i.", each name below
+// followed by weight or bias; q, k and v stack into qkv.
+struct HfBlockNames {
+  std::string norm1, q, k, v, proj, norm2, fc1, fc2;
+};
+void hf_block_sources(Mapping& m, int64_t depth, const std::string& layers, const HfBlockNames& n);
+// config.json's (or SigLIP's vision_config's) sizes: hidden_size, num_hidden_layers,
+// num_attention_heads, intermediate_size, layer_norm_eps (else eps), image_size, patch_size
+// (square), num_channels, with transformers' ViT defaults.
+void hf_read_sizes(const nlohmann::json& j, ViTConfig& c, float eps);
+std::string hf_activation(const std::string& act);
+std::vector<std::string> hf_class_names(const nlohmann::json& j, int64_t num_classes);
 // lucidrains/vit-pytorch's ViT (vit_pytorch_format.cpp).
 bool is_vit_pytorch(const SafeTensors& st);
 Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads);

@@ -25,6 +25,9 @@ int64_t size_of(const json& v, const char* what) {
   return json_int(v, std::string("config.json ") + what);
 }
 
+}  // namespace
+
+namespace {
 void read_preprocessor(const json& p, ViTConfig& c, Mapping& m) {
   const bool normalize = p.value("do_normalize", true), rescale = p.value("do_rescale", true);
   if (normalize) {
@@ -90,14 +93,84 @@ void read_preprocessor(const json& p, ViTConfig& c, Mapping& m) {
 
 }  // namespace
 
+void hf_preprocessing(const SafeTensors& st, ViTConfig& c, Mapping& m, const std::string& interpolation,
+                      const std::string& processor) {
+  c.mean.assign(c.in_chans, 0.5f);
+  c.std.assign(c.in_chans, 0.5f);
+  c.interpolation = interpolation;
+  c.crop_pct = 1.f;
+  c.crop_mode = "squash";
+  if (auto pre = json_beside(st, "preprocessor_config.json"))
+    read_preprocessor(*pre, c, m);
+  else
+    m.notes.push_back("no preprocessor_config.json: " + processor + "'s defaults (" + interpolation +
+                      ", mean/std 0.5)");
+}
+
+void hf_block_sources(Mapping& m, int64_t depth, const std::string& layers, const HfBlockNames& n) {
+  for (int64_t i = 0; i < depth; ++i) {
+    const std::string b = "blocks." + std::to_string(i) + ".", l = layers + std::to_string(i) + ".";
+    for (const std::string wb : {"weight", "bias"}) {
+      m.sources[b + "norm1." + wb] = {l + n.norm1 + wb};
+      m.sources[b + "attn.qkv." + wb] = {l + n.q + wb, l + n.k + wb, l + n.v + wb};  // rows q, k, v
+      m.sources[b + "attn.proj." + wb] = {l + n.proj + wb};
+      m.sources[b + "norm2." + wb] = {l + n.norm2 + wb};
+      m.sources[b + "mlp.fc1." + wb] = {l + n.fc1 + wb};
+      m.sources[b + "mlp.fc2." + wb] = {l + n.fc2 + wb};
+    }
+  }
+}
+
+void hf_read_sizes(const json& j, ViTConfig& c, float eps) {
+  auto integer = [&](const char* key, int64_t fallback) {
+    return j.contains(key) ? json_int(j[key], std::string("config.json ") + key) : fallback;
+  };
+  c.embed_dim = integer("hidden_size", 768);
+  c.depth = integer("num_hidden_layers", 12);
+  c.num_heads = integer("num_attention_heads", 12);
+  c.mlp_dim = integer("intermediate_size", 3072);
+  c.norm_eps = j.value("layer_norm_eps", eps);
+  c.img_h = c.img_w = size_of(j.value("image_size", json(224)), "image_size");
+  c.patch_h = c.patch_w = size_of(j.value("patch_size", json(16)), "patch_size");
+  c.in_chans = integer("num_channels", 3);
+}
+
+std::string hf_activation(const std::string& act) {
+  // transformers' ACT2FN: gelu (erf); gelu_pytorch_tanh, gelu_new and gelu_fast are GELU's
+  // tanh form (written three ways); quick_gelu is x sigmoid(1.702 x).
+  if (act == "gelu") return "gelu";
+  if (act == "gelu_pytorch_tanh" || act == "gelu_new" || act == "gelu_fast") return "gelu_tanh";
+  if (act == "quick_gelu") return "quick_gelu";
+  throw Error("hidden_act '" + act +
+              "' is not supported (gelu, gelu_pytorch_tanh, gelu_new, gelu_fast or quick_gelu)");
+}
+
+std::vector<std::string> hf_class_names(const json& j, int64_t num_classes) {
+  if (!j.contains("id2label") || num_classes <= 0) return {};
+  std::vector<std::string> names(num_classes);
+  for (auto& [k, v] : j["id2label"].items()) {
+    int64_t i = -1;
+    try {
+      i = std::stoll(k);
+    } catch (const std::invalid_argument&) {
+      throw Error("config.json id2label has a key that is not an integer");
+    } catch (const std::out_of_range&) {
+      throw Error("config.json id2label has a key past int64's range");
+    }
+    if (i >= 0 && i < num_classes) names[i] = v.get<std::string>();
+  }
+  return names;
+}
+
 Mapping hf_mapping(const SafeTensors& st) {
+  if (st.find("vision_model.embeddings.patch_embedding.weight")) return hf_siglip_mapping(st);
   Mapping m;
   ViTConfig& c = m.cfg;
   const std::string& where = st.path();
   const std::string p = st.find("vit.embeddings.patch_embeddings.projection.weight")    ? "vit."
                         : st.find("deit.embeddings.patch_embeddings.projection.weight") ? "deit."
                                                                                         : "";
-  try {
+  naming_file(where, [&] {
     const std::optional<json> config = json_beside(st, "config.json");
     VIT_CHECK(config, "a Hugging Face ViT needs its config.json beside the weights");
     const json& j = *config;
@@ -111,29 +184,8 @@ Mapping hf_mapping(const SafeTensors& st) {
     VIT_CHECK(c.dist_token == (type == "deit"), "model_type '", type, "' ", c.dist_token ? "has" : "needs",
               " a distillation token (", p, "embeddings.distillation_token)");
     c.head_dist = st.find("distillation_classifier.weight") != nullptr;
-    // transformers' ACT2FN: gelu (erf); gelu_pytorch_tanh, gelu_new and gelu_fast are GELU's
-    // tanh form (written three ways); quick_gelu is x sigmoid(1.702 x).
-    const std::string act = j.value("hidden_act", "gelu");
-    if (act == "gelu")
-      c.act_layer = "gelu";
-    else if (act == "gelu_pytorch_tanh" || act == "gelu_new" || act == "gelu_fast")
-      c.act_layer = "gelu_tanh";
-    else if (act == "quick_gelu")
-      c.act_layer = "quick_gelu";
-    else
-      throw Error("hidden_act '" + act +
-                  "' is not supported (gelu, gelu_pytorch_tanh, gelu_new, gelu_fast or quick_gelu)");
-    auto integer = [&](const char* key, int64_t fallback) {
-      return j.contains(key) ? json_int(j[key], std::string("config.json ") + key) : fallback;
-    };
-    c.embed_dim = integer("hidden_size", 768);
-    c.depth = integer("num_hidden_layers", 12);
-    c.num_heads = integer("num_attention_heads", 12);
-    c.mlp_dim = integer("intermediate_size", 3072);
-    c.norm_eps = j.value("layer_norm_eps", 1e-12f);
-    c.img_h = c.img_w = size_of(j.value("image_size", json(224)), "image_size");
-    c.patch_h = c.patch_w = size_of(j.value("patch_size", json(16)), "patch_size");
-    c.in_chans = integer("num_channels", 3);
+    c.act_layer = hf_activation(j.value("hidden_act", "gelu"));
+    hf_read_sizes(j, c, 1e-12f);
     c.qkv_bias = j.value("qkv_bias", true);
     c.class_token = true;
     c.global_pool = "token";
@@ -141,33 +193,9 @@ Mapping hf_mapping(const SafeTensors& st) {
     c.pos_embed = "learn";
     const TensorInfo* head = st.find(c.head_dist ? "cls_classifier.weight" : "classifier.weight");
     c.num_classes = head && head->shape.size() == 2 ? head->shape[0] : 0;
-    // ViTImageProcessor's defaults, then its config.
-    c.mean.assign(c.in_chans, 0.5f);
-    c.std.assign(c.in_chans, 0.5f);
-    c.interpolation = "bilinear";
-    c.crop_pct = 1.f;
-    c.crop_mode = "squash";
-    if (auto pre = json_beside(st, "preprocessor_config.json"))
-      read_preprocessor(*pre, c, m);
-    else
-      m.notes.push_back("no preprocessor_config.json: ViTImageProcessor's defaults (bilinear, mean/std 0.5)");
-    if (j.contains("id2label") && c.num_classes > 0) {
-      std::vector<std::string> names(c.num_classes);
-      for (auto& [k, v] : j["id2label"].items()) {
-        const int64_t i = std::stoll(k);
-        if (i >= 0 && i < c.num_classes) names[i] = v.get<std::string>();
-      }
-      m.class_names = names;
-    }
-  } catch (const json::exception& e) {
-    throw Error(where + ": " + e.what());
-  } catch (const std::invalid_argument&) {  // std::stoll on an id2label key
-    throw Error(where + ": config.json id2label has a key that is not an integer");
-  } catch (const std::out_of_range&) {
-    throw Error(where + ": config.json id2label has a key past int64's range");
-  } catch (const Error& e) {
-    throw Error(where + ": " + e.what());
-  }
+    hf_preprocessing(st, c, m, "bilinear", "ViTImageProcessor");
+    m.class_names = hf_class_names(j, c.num_classes);
+  });
 
   const std::string emb = p + "embeddings.";
   m.sources["patch_embed.proj.weight"] = {emb + "patch_embeddings.projection.weight"};
@@ -175,21 +203,10 @@ Mapping hf_mapping(const SafeTensors& st) {
   m.sources["cls_token"] = {emb + "cls_token"};
   m.sources["dist_token"] = {emb + "distillation_token"};
   m.sources["pos_embed"] = {emb + "position_embeddings"};
-  for (int64_t i = 0; i < c.depth; ++i) {
-    const std::string b = "blocks." + std::to_string(i) + ".",
-                      l = p + "encoder.layer." + std::to_string(i) + ".";
-    const std::string a = l + "attention.";
-    for (const char* wb : {"weight", "bias"}) {
-      const std::string s = wb;
-      m.sources[b + "norm1." + s] = {l + "layernorm_before." + s};
-      m.sources[b + "attn.qkv." + s] = {a + "attention.query." + s, a + "attention.key." + s,
-                                        a + "attention.value." + s};
-      m.sources[b + "attn.proj." + s] = {a + "output.dense." + s};
-      m.sources[b + "norm2." + s] = {l + "layernorm_after." + s};
-      m.sources[b + "mlp.fc1." + s] = {l + "intermediate.dense." + s};
-      m.sources[b + "mlp.fc2." + s] = {l + "output.dense." + s};
-    }
-  }
+  hf_block_sources(m, c.depth, p + "encoder.layer.",
+                   {"layernorm_before.", "attention.attention.query.", "attention.attention.key.",
+                    "attention.attention.value.", "attention.output.dense.", "layernorm_after.",
+                    "intermediate.dense.", "output.dense."});
   m.sources["norm.weight"] = {p + "layernorm.weight"};
   m.sources["norm.bias"] = {p + "layernorm.bias"};
   const std::string head = c.head_dist ? "cls_classifier." : "classifier.";

@@ -32,7 +32,8 @@ std::string weights_file(const std::string& path, bool last) {
 std::string detect_format(const SafeTensors& st) {
   for (const auto& t : st.tensors())
     if (t.name.rfind("vit.embeddings.", 0) == 0 || t.name.rfind("embeddings.patch_embeddings.", 0) == 0 ||
-        t.name.rfind("deit.embeddings.", 0) == 0)
+        t.name.rfind("deit.embeddings.", 0) == 0 ||
+        t.name.rfind("vision_model.embeddings.patch_embedding.", 0) == 0)
       return "hf";
   if (st.metadata().count("vit_config")) return "vitcpp";
   if (detail::is_vit_pytorch(st)) return "vit-pytorch";
@@ -98,6 +99,12 @@ Shape stacked_shape(const SafeTensors& st, const std::vector<std::string>& names
       s[0] += t->shape[0];
     }
   }
+  return s;
+}
+
+// A shape without its leading 1s: a file's [N, D] (an nn.Embedding) holds pos_embed's [1, N, D].
+Shape squeezed(Shape s) {
+  while (s.size() > 1 && s.front() == 1) s.erase(s.begin());
   return s;
 }
 
@@ -191,8 +198,8 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
     if (s.name == "pos_embed" && (c.grid_h() != gh0 || c.grid_w() != gw0)) {
       const int64_t prefix = c.no_embed_class ? 0 : c.num_prefix_tokens();
       const Shape want = {1, prefix + gh0 * gw0, c.embed_dim};
-      VIT_CHECK(shape == want, out.file, ": tensor 'pos_embed' has shape ", shape_str(shape), ", expected ",
-                shape_str(want));
+      VIT_CHECK(squeezed(shape) == squeezed(want), out.file, ": tensor 'pos_embed' has shape ",
+                shape_str(shape), ", expected ", shape_str(want));
       if (c.pos_embed != "learn") {
         init_fixed_pos_embed(c, s, dst);
       } else {
@@ -203,8 +210,8 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
                         " grid to " + std::to_string(c.grid_h()) + "x" + std::to_string(c.grid_w()));
       continue;
     }
-    VIT_CHECK(shape == s.shape, out.file, ": tensor '", joined(srcs), "' has shape ", shape_str(shape),
-              ", the model expects ", shape_str(s.shape), " for ", s.name);
+    VIT_CHECK(squeezed(shape) == squeezed(s.shape), out.file, ": tensor '", joined(srcs), "' has shape ",
+              shape_str(shape), ", the model expects ", shape_str(s.shape), " for ", s.name);
     for (const auto& n : srcs) {
       st.copy_float(n, dst);
       dst += numel(st.at(n).shape);

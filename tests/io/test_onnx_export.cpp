@@ -225,14 +225,14 @@ TEST(OnnxExport, OnnxRuntimeGivesVitcppsLogits) {
 // PyTorch), as vit export --format onnx reads them: vit-pytorch's bring the patch LayerNorms,
 // dim_head, the mean with and without the class token, and the fixed 2-D table; timm's and
 // transformers' own DeiT files the distillation token with two heads and with one; timm's
-// SigLIP file its attention pool.
+// SigLIP file its attention pool, transformers' SigLIP layout its features and its classifier.
 TEST(OnnxExport, OnnxRuntimeGivesThePretrainedFixturesLogits) {
   const std::string missing = ort_missing();
   if (!missing.empty()) GTEST_SKIP() << "ONNX Runtime not available: " << missing;
   test::TempDir tmp("ortfix");
-  for (const char* name :
-       {"timm_a", "timm_b", "hf", "vit_pytorch", "vit_pytorch_seed", "vit_pytorch_simple",
-        "libraries/timm_deit_distilled", "libraries/hf_deit", "libraries/timm_siglip_map"}) {
+  for (const char* name : {"timm_a", "timm_b", "hf", "vit_pytorch", "vit_pytorch_seed", "vit_pytorch_simple",
+                           "libraries/timm_deit_distilled", "libraries/hf_deit", "libraries/timm_siglip_map",
+                           "hf_siglip_vision", "hf_siglip_cls"}) {
     Pretrained p = load_pretrained(std::string(VIT_FIXTURE_DIR) + "/pretrained/" + name);
     expect_ort_matches(*p.model, fs::path(name).filename().string(), tmp.str());
   }

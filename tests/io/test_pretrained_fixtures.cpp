@@ -191,6 +191,60 @@ TEST(PretrainedFixtures, WrittenByTransformersItself) {
       test::close_rel_max("hf_vit_model features", got.data(), want.data(), int64_t(want.size()), 1e-4));
 }
 
+// transformers' SigLIP vision tower (tools/make_siglip_fixtures.py: its layout and forward in
+// PyTorch, the head through nn.MultiheadAttention): SiglipVisionModel's pooled output is the
+// attention pool's, its last_hidden_state the tokens after post_layernorm; SiglipModel's file
+// gives the same with its text tower left out; SiglipForImageClassification's classifier reads
+// the mean of those tokens. Tolerance 1e-4 of the largest value, as the other fixtures.
+TEST(PretrainedFixtures, HuggingFaceSiglipVisionTower) {
+  for (const char* dir : {"hf_siglip_vision", "hf_siglip_model"}) {
+    SCOPED_TRACE(dir);
+    Pretrained p = load_pretrained(fixture(dir));
+    EXPECT_EQ(p.format, "hf");
+    const ViTConfig& c = p.model->config();
+    EXPECT_EQ(c.global_pool, "map");
+    EXPECT_FALSE(c.class_token);
+    EXPECT_EQ(c.act_layer, "gelu_tanh");
+    EXPECT_EQ(c.interpolation, "bicubic");
+    EXPECT_EQ(c.num_classes, 0);
+    const SafeTensors e = SafeTensors::open(fixture(std::string(dir) + "/expect.safetensors"));
+    const auto x = e.to_float("input.x"), want = e.to_float("out.features");
+    const int64_t B = e.at("input.x").shape[0];
+    std::vector<float> got(want.size()), tokens(size_t(B * c.num_tokens() * c.embed_dim));
+    p.model->infer_features(x.data(), B, nullptr, got.data(), tokens.data());
+    EXPECT_TRUE(test::close_rel_max(std::string(dir) + " pooled", got.data(), want.data(),
+                                    int64_t(want.size()), 1e-4));
+    if (e.find("out.tokens")) {
+      const auto want_tokens = e.to_float("out.tokens");
+      EXPECT_TRUE(test::close_rel_max("last_hidden_state", tokens.data(), want_tokens.data(),
+                                      int64_t(want_tokens.size()), 1e-4));
+    }
+  }
+  Pretrained cls = load_pretrained(fixture("hf_siglip_cls"));
+  EXPECT_EQ(cls.model->config().global_pool, "avg");
+  EXPECT_FALSE(cls.model->config().use_fc_norm());
+  EXPECT_EQ(cls.class_names, (std::vector<std::string>{"tabby", "teapot", "rocket"}));
+  expect_logits(*cls.model, "hf_siglip_cls/expect.safetensors", "hf_siglip_cls");
+
+  // A SiglipModel config without its vision_config, or with another model_type, is an error
+  // naming the file and what is missing.
+  test::TempDir tmp("siglip");
+  std::filesystem::copy(fixture("hf_siglip_model"), tmp / "m");
+  auto cfg = nlohmann::json::parse(read_text_file(tmp / "m/config.json"));
+  for (auto [edit, want] : {std::pair{"no_vision_config", "config.json has no vision_config object"},
+                            {"model_type", "model_type 'clip' with SigLIP's tensor names"}}) {
+    nlohmann::json c2 = cfg;
+    if (std::string(edit) == "model_type")
+      c2["model_type"] = "clip";
+    else
+      c2.erase("vision_config");
+    write_file_atomic(tmp / "m/config.json", c2.dump());
+    const std::string msg = test::error_of([&] { load_pretrained(tmp / "m"); });
+    EXPECT_NE(msg.find(want), std::string::npos) << msg;
+    EXPECT_NE(msg.find("m/model.safetensors"), std::string::npos) << msg;
+  }
+}
+
 // What timm builds and vitcpp cannot run is refused by its architecture's name, with the
 // reason: timm's own siglip_map files under the name of AIMv2 (SwiGLU, RmsNorm).
 TEST(PretrainedFixtures, ATimmArchitectureVitcppCannotRunIsRefusedWithTheReason) {
