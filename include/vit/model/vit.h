@@ -217,8 +217,8 @@ class ViT {
     // patch_norm: the patches normed and the projection's output normed (the tokens read pe_ln).
     Tensor cols_ln, cols_mean, cols_rstd, pe_ln, pe_mean, pe_rstd;
     Tensor dpe_raw, dcols_ln;  // their gradients (the patches themselves take none)
-    Tensor lnf, lnf_mean,
-        lnf_rstd;  // `norm` over every token before avg pooling (no fc_norm) or the attention pool
+    // `norm` over every token before avg pooling (no fc_norm) or the attention pool.
+    Tensor lnf, lnf_mean, lnf_rstd;
     PoolActs pool;
     std::vector<BlockActs> blocks;
     // The class-token tail: the last block after its attention, for the Q = head_tokens() rows
