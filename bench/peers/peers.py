@@ -70,6 +70,9 @@ WORKLOADS = [
     ("infer", "vit-tiny-16", 16, False),
     ("infer", "vit-small-16", 16, False),
     ("infer", "vit-base-16", 16, False),
+    # SigLIP's ViT-B/16 (timm's vit_base_patch16_siglip_224 with a head): the attention pool.
+    ("infer", "siglip-base-16", 1, False),
+    ("infer", "siglip-base-16", 16, False),
     ("train", "vit-base-16", 16, False),
     ("infer", "vit-tiny-16", 1, False, 1),
     ("infer", "vit-small-16", 1, False, 1),
@@ -153,9 +156,14 @@ def run_json(cmd, env=None):
     return json.loads(out.strip().splitlines()[-1])
 
 
+# Workload names that are not vit presets: the vit bench flags that build them.
+VIT_MODEL_ARGS = {"siglip-base-16": ["--model", "vit-base-16", "--pool", "map", "--no-class-token"]}
+
+
 def vitcpp(mode, model, batch, threads, min_time):
     dtype = "bf16" if mode.endswith("-bf16") else "fp32"
-    j = run_json([os.path.join(ROOT, "build/vit"), "bench", "--model", model, "--mode", mode.split("-")[0], "-b",
+    model_args = VIT_MODEL_ARGS.get(model, ["--model", model])
+    j = run_json([os.path.join(ROOT, "build/vit"), "bench", *model_args, "--mode", mode.split("-")[0], "-b",
                   str(batch), "--dtype", dtype, "--threads", str(threads), "--min-time", str(min_time), "--runs", "3",
                   "--ceiling", str(CEILING), "--json"], vit_env())
     return j["median_ms"], j

@@ -33,11 +33,15 @@ PRESETS = {
     "vit-tiny-16": dict(img=224, chans=3, patch=16, dim=192, depth=12, heads=3, mlp=768, classes=1000),
     "vit-small-16": dict(img=224, chans=3, patch=16, dim=384, depth=12, heads=6, mlp=1536, classes=1000),
     "vit-base-16": dict(img=224, chans=3, patch=16, dim=768, depth=12, heads=12, mlp=3072, classes=1000),
+    # timm's vit_base_patch16_siglip_224 with a head: no class token, the attention pool.
+    "siglip-base-16": dict(img=224, chans=3, patch=16, dim=768, depth=12, heads=12, mlp=3072, classes=1000,
+                           pool="map"),
 }
 CASES = [("mnist-seed", 128, False), ("mnist-seed", 128, True), ("mnist-small", 128, True), ("cifar-seed", 256, False),
          ("cifar-seed", 256, True), ("vit-tiny-16", 1, False), ("vit-small-16", 1, False),
          ("vit-base-16", 1, False), ("vit-tiny-16", 16, False), ("vit-small-16", 16, False),
-         ("vit-base-16", 16, False), ("vit-base-16", 16, True)]
+         ("vit-base-16", 16, False), ("vit-base-16", 16, True), ("siglip-base-16", 1, False),
+         ("siglip-base-16", 16, False)]
 
 
 class Block(nn.Module):
@@ -56,20 +60,43 @@ class Block(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
 
 
+class AttentionPool(nn.Module):
+    """timm's AttentionPoolLatent (global_pool='map'): one learned query over the tokens."""
+
+    def __init__(self, dim, heads, mlp):
+        super().__init__()
+        self.heads = heads
+        self.latent = nn.Parameter(torch.randn(1, 1, dim) * dim ** -0.5)
+        self.q, self.kv, self.proj = nn.Linear(dim, dim), nn.Linear(dim, 2 * dim), nn.Linear(dim, dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.fc1, self.fc2 = nn.Linear(dim, mlp), nn.Linear(mlp, dim)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q = self.q(self.latent).expand(B, -1, -1).reshape(B, 1, self.heads, C // self.heads).transpose(1, 2)
+        k, v = self.kv(x).reshape(B, T, 2, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        a = ((q * (C // self.heads) ** -0.5) @ k.transpose(-2, -1)).softmax(-1) @ v
+        y = self.proj(a.transpose(1, 2).reshape(B, C))
+        return y + self.fc2(F.gelu(self.fc1(self.norm(y))))
+
+
 class ViT(nn.Module):
-    def __init__(self, img, chans, patch, dim, depth, heads, mlp, classes):
+    def __init__(self, img, chans, patch, dim, depth, heads, mlp, classes, pool="token"):
         super().__init__()
         n = (img // patch) ** 2
         self.patch_embed = nn.Conv2d(chans, dim, patch, stride=patch)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
-        self.pos_embed = nn.Parameter(torch.randn(1, n + 1, dim) * 0.02)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if pool == "token" else None
+        self.pos_embed = nn.Parameter(torch.randn(1, n + (pool == "token"), dim) * 0.02)
         self.blocks = nn.Sequential(*[Block(dim, heads, mlp) for _ in range(depth)])
         self.norm, self.head = nn.LayerNorm(dim, eps=1e-6), nn.Linear(dim, classes)
+        self.attn_pool = AttentionPool(dim, heads, mlp) if pool == "map" else None
 
     def forward(self, x):
         x = self.patch_embed(x).flatten(2).transpose(1, 2)
-        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], 1) + self.pos_embed
-        return self.head(self.norm(self.blocks(x))[:, 0])
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], 1)
+        x = self.norm(self.blocks(x + self.pos_embed))
+        return self.head(self.attn_pool(x) if self.attn_pool is not None else x[:, 0])
 
 
 def measure(fn, reps, min_seconds=2.0, warmup=2):
