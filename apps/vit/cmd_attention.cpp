@@ -107,15 +107,20 @@ Run add_attention(CLI::App& cmd) {
     std::set<std::string> used;
     for (const std::string& path : f->images) {
       load_image_input(path, in, x.data());
-      model.infer(x.data(), 1, nullptr, logits.data(), attn.data(), pool);
+      // A model without a head (SiglipVisionModel, ViTModel) has attention and no classes.
+      model.infer(x.data(), 1, nullptr, K > 0 ? logits.data() : nullptr, attn.data(), pool);
       // The picture shows the pixels the model took: converted, resized and cropped alike.
       const Image view = resize_and_crop(convert_channels(read_image(path), cfg.in_chans), in);
-      const int64_t k = std::max_element(logits.begin(), logits.end()) - logits.begin();
-      double sum = 0;
-      for (float z : logits) sum += std::exp(double(z) - logits[k]);
-      const std::string label = k < int64_t(names.size()) ? names[k] : "class " + std::to_string(k);
-      char prob[32];
-      std::snprintf(prob, sizeof prob, "%.1f%%", 100.0 / sum);
+      std::string label = "no classifier head", prob;
+      if (K > 0) {
+        const int64_t k = std::max_element(logits.begin(), logits.end()) - logits.begin();
+        double sum = 0;
+        for (float z : logits) sum += std::exp(double(z) - logits[k]);
+        label = k < int64_t(names.size()) ? names[k] : "class " + std::to_string(k);
+        char buf[32];
+        std::snprintf(buf, sizeof buf, " %.1f%%", 100.0 / sum);
+        prob = buf;
+      }
       const bool one_block = f->method != "rollout";
       const std::string what = f->method == "cls"    ? "class-token attention"
                                : f->method == "dist" ? "distillation-token attention"
@@ -124,7 +129,7 @@ Run add_attention(CLI::App& cmd) {
                                                      : "attention rollout";
       const std::string heads = head < 0 ? "heads averaged" : "head " + std::to_string(head);
       const std::string file = out_name(f->out, path, f->method + (layer >= 0 ? "" : "_grid"), used);
-      const std::string pred = fs::path(path).filename().string() + ": " + label + " " + prob;
+      const std::string pred = fs::path(path).filename().string() + ": " + label + prob;
       if (layer >= 0) {
         const std::string where = f->method == "pool" ? "after block " + std::to_string(cfg.depth - 1)
                                   : one_block         ? "block " + std::to_string(layer)
@@ -143,11 +148,13 @@ Run add_attention(CLI::App& cmd) {
           for (int64_t h = 0; h <= H; ++h)
             maps.push_back(viz::attention_map(attn.data(), cfg, 1, 0, f->method, l, h < H ? h : -1, pool));
         }
-        const std::string rows_are = one_block ? "rows: blocks" : "rows: rollout through blocks";
+        const std::string rows_are = pooled      ? "row: the pool's query"
+                                     : one_block ? "rows: blocks"
+                                                 : "rows: rollout through blocks";
         viz::attention_grid_figure(view, maps, cfg.grid_h(), cfg.grid_w(), rows, cols,
                                    pred + "\n" + what + "\n" + rows_are + ", columns: heads", file);
       }
-      std::cout << path << ": " << label << " " << prob << " -> " << file << "\n";
+      std::cout << path << ": " << label << prob << " -> " << file << "\n";
     }
     return 0;
   };

@@ -116,7 +116,8 @@ void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logi
 
 void ViT::infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn,
                 float* pool_attn) {
-  VIT_CHECK(has_head(),
+  // Without a head only the attention maps can be asked for (logits null).
+  VIT_CHECK(has_head() || (!logits && (attn || pool_attn)),
             "infer: the model has no classifier head (num_classes 0): it gives features (vit predict "
             "--features), or fine-tune it with a new head (--num-classes K)");
   VIT_CHECK(!pool_attn || cfg_.map_pool(), "infer: the model has no attention pool (global_pool 'map')");

@@ -55,7 +55,8 @@ TEST_F(VizCli, AttentionWritesOnePngPerImageForEachMethod) {
 }
 
 // A model with the attention pool (--pool map, SigLIP's) trains, and vit attention draws its
-// query's attention by default; a model without the pool refuses --method pool.
+// query's attention by default, for a model without a head too; a model without the pool
+// refuses --method pool.
 TEST_F(VizCli, AttentionPoolModelTrainsAndDrawsThePoolsQuery) {
   const std::string run_map = *dir_ / "map_run", out = *dir_ / "att_map";
   Result r =
@@ -70,6 +71,12 @@ TEST_F(VizCli, AttentionPoolModelTrainsAndDrawsThePoolsQuery) {
           out + " " + digit());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(fs::exists(out + "/digit_7_rollout_grid.png")) << r.out;
+  // A model without a head (transformers' SiglipVisionModel) draws its maps with no class named.
+  r = run("attention --checkpoint " + std::string(VIT_FIXTURE_DIR) + "/pretrained/hf_siglip_vision --out " +
+          out + "_hf " + digit());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("digit_7.png: no classifier head -> "), std::string::npos) << r.out;
+  EXPECT_GT(vit::read_image(out + "_hf/digit_7_pool.png").w, 0) << r.out;
   r = run("attention --method pool --checkpoint " + ckpt() + " --out " + out + "_cls " + digit());
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--method pool: the model has no attention pool"), std::string::npos) << r.out;

@@ -70,7 +70,8 @@ class ViT {
   // attn may be null (the plain infer above); otherwise one copy per layer is added.
   void infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn);
   // The same, and for a model with the attention pool (map_pool) its query's attention over
-  // the tokens to pool_attn[B, H, T] (heads in order; may be null).
+  // the tokens to pool_attn[B, H, T] (heads in order; may be null). A model without a head
+  // (num_classes 0) gives the maps alone: logits null, attn or pool_attn not.
   void infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn,
              float* pool_attn);
   // Features instead of logits (timm's forward_head(pre_logits=True) and forward_features):
