@@ -6,6 +6,8 @@
 // one qkv; post_layernorm is timm's `norm`; the head (SiglipMultiheadAttentionPoolingHead: a
 // probe through nn.MultiheadAttention, then x + mlp(layernorm(x))) is timm's attention pool,
 // its in_proj split into q (the first D rows) and kv (the other 2D: k, then v).
+#include <memory>
+
 #include "formats.h"
 #include "vit/core/error.h"
 
@@ -46,10 +48,6 @@ Mapping hf_siglip_mapping(const SafeTensors& st) {
       m.notes.push_back(
           "no vision head (vision_use_head false): the features are the mean of the normed "
           "tokens, which transformers does not pool");
-    if (const TensorInfo* in = st.find(p + "head.attention.in_proj_weight"); in && c.global_pool == "map")
-      VIT_CHECK(in->shape == Shape({3 * c.embed_dim, c.embed_dim}), p,
-                "head.attention.in_proj_weight has shape ", shape_str(in->shape), ", expected [",
-                3 * c.embed_dim, ", ", c.embed_dim, "]");
     hf_preprocessing(st, c, m, "bicubic", "SiglipImageProcessor");
     m.class_names = hf_class_names(*config, c.num_classes);
   });
@@ -73,14 +71,20 @@ Mapping hf_siglip_mapping(const SafeTensors& st) {
     const std::string in = head + "attention.in_proj_" + wb;
     m.sources["attn_pool.q." + wb] = m.sources["attn_pool.kv." + wb] = {in};
     const int64_t D = c.embed_dim, row = wb == "weight" ? D : 1;
-    m.fills["attn_pool.q." + wb] = [&st, in, D, row](float* dst) {
-      const std::vector<float> v = st.to_float(in);
-      std::copy(v.begin(), v.begin() + D * row, dst);
+    // Rows [lo, hi) of in_proj into dst, the tensor checked and converted once for both fills.
+    auto rows = [&st, in, D, row, whole = std::make_shared<std::vector<float>>()](int64_t lo, int64_t hi,
+                                                                                  float* dst) {
+      if (whole->empty()) {
+        const TensorInfo* t = st.find(in);
+        const Shape want = row == 1 ? Shape{3 * D} : Shape{3 * D, D};
+        VIT_CHECK(t && t->shape == want, in, " has shape ", t ? shape_str(t->shape) : std::string("(none)"),
+                  ", expected ", shape_str(want));
+        *whole = st.to_float(in);
+      }
+      std::copy(whole->begin() + lo * row, whole->begin() + hi * row, dst);
     };
-    m.fills["attn_pool.kv." + wb] = [&st, in, D, row](float* dst) {
-      const std::vector<float> v = st.to_float(in);
-      std::copy(v.begin() + D * row, v.begin() + 3 * D * row, dst);
-    };
+    m.fills["attn_pool.q." + wb] = [rows, D](float* dst) { rows(0, D, dst); };
+    m.fills["attn_pool.kv." + wb] = [rows, D](float* dst) { rows(D, 3 * D, dst); };
   }
   m.sources["attn_pool.latent"] = {head + "probe"};
   // What a classifier or SiglipModel's file holds beside the tower, left out on purpose.

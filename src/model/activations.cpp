@@ -118,7 +118,6 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
     if (training) {
       p.dq = c.take({B, 1, C});
       p.dqsum = c.take({1, C});
-      p.dlatent = c.take({1, C});
       p.dkv = c.take({B * T, 2 * C});
       p.dy = c.take({B, C});
       p.dao = c.take({B, 1, C});

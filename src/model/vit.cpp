@@ -293,8 +293,8 @@ void ViT::attn_pool_backward(Acts& A) {
   // Every sample's query is the latent's: its gradient is the sum over the batch, in order.
   ops::copy(p.dqsum, Tensor(p.dq.data, {1, C}));
   for (int64_t b = 1; b < B; ++b) ops::add_into(p.dqsum, Tensor(p.dq.data + b * C, {1, C}));
-  ops::linear_backward(&p.dlatent, &g.qw, &g.qb, p.dqsum, reshape(W_.pool.latent, {1, C}), lw.q);
-  ops::add_into(g.latent, p.dlatent);
+  Tensor dlatent = reshape(g.latent, {1, C});  // accumulated, as every parameter gradient
+  ops::linear_backward(&dlatent, &g.qw, &g.qb, p.dqsum, reshape(W_.pool.latent, {1, C}), lw.q, nullptr, true);
 }
 
 Tensor ViT::head_rows(const Tensor& t, int64_t k) const {

@@ -73,9 +73,10 @@ namespace {
 std::vector<float> pool_row(const float* pool_attn, const ViTConfig& cfg, int64_t b, int64_t head) {
   const int64_t H = cfg.num_heads, T = cfg.num_tokens();
   VIT_CHECK(head < H, "attention head ", head, " out of range: the model has ", H, " heads");
+  const int64_t lo = head < 0 ? 0 : head, hi = head < 0 ? H : head + 1;  // the heads averaged
   std::vector<float> row(T, 0.f);
-  for (int64_t h = head < 0 ? 0 : head; h < (head < 0 ? H : head + 1); ++h)
-    for (int64_t t = 0; t < T; ++t) row[t] += pool_attn[(b * H + h) * T + t] / float(head < 0 ? H : 1);
+  for (int64_t h = lo; h < hi; ++h)
+    for (int64_t t = 0; t < T; ++t) row[t] += pool_attn[(b * H + h) * T + t] / float(hi - lo);
   return row;
 }
 // The pool's row through a token matrix [T, T] (row . M), over the patch columns.

@@ -221,6 +221,16 @@ TEST(Pretrained, AttentionPoolExportsAndReadsBackAsTimm) {
   EXPECT_FALSE(fs::exists(tmp / "hf"));
 }
 
+// SigLIP's head: an in_proj of another shape than [3D, D] and [3D] is an error naming it, not
+// a copy past its end.
+TEST(Pretrained, SiglipInProjOfAnotherShapeIsAnError) {
+  test::TempDir tmp("siglip_in_proj");
+  const std::string bias = "vision_model.head.attention.in_proj_bias";
+  rewrite(fixture("hf_siglip_vision"), tmp / "m", {bias}, {bias});  // [96] becomes [4]
+  const std::string msg = test::error_of([&] { load_pretrained(tmp / "m"); });
+  EXPECT_NE(msg.find(bias + " has shape [4], expected [96]"), std::string::npos) << msg;
+}
+
 // timm's ViT splits embed_dim over the heads, has no LayerNorm before the patch projection and
 // leaves the class token out of its mean: vit-pytorch's variants have no timm form, and
 // nothing is written. vitcpp's own checkpoint keeps them.

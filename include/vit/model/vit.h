@@ -200,12 +200,12 @@ class ViT {
   // The attention pool's activations (map_pool), for one latent query: q [1,C] its projection;
   // kv [B*T,2C] from the normed tokens (lnf); probs [B,H,1,T]; ao [B,1,C] the heads' output;
   // y [B,C] after proj; ln its norm; branch the MLP's output (pooled_ln = y + branch). The
-  // gradients (training): dq [B,1,C] each sample's, dqsum [1,C] their sum, dlatent, dkv, dy,
-  // dao, dln, dact.
+  // gradients (training): dq [B,1,C] each sample's, dqsum [1,C] their sum, dkv, dy, dao, dln,
+  // dact.
   struct PoolActs {
     Tensor q, kv, probs, ao, y, ln, ln_mean, ln_rstd, branch;
     ops::MlpActs mlp;
-    Tensor dq, dqsum, dlatent, dkv, dy, dao, dln, dact;
+    Tensor dq, dqsum, dkv, dy, dao, dln, dact;
   };
   struct Acts {
     int64_t B = 0;
