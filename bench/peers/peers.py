@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """vitcpp next to PyTorch and ONNX Runtime on the issue's workloads, in one sitting, one table of ratios.
 
-    /usr/bin/python3 bench/peers/peers.py [--threads 2] [--rounds 3] [--only cifar] [--markdown]
+    /usr/bin/python3 bench/peers/peers.py [--threads 2] [--rounds 3] [--only cifar] [--skip "bf16,t1"]
 
 For each workload the peers run alternately (vitcpp, PyTorch, vitcpp, PyTorch, ... for
 --rounds rounds) so that load from other work on the machine hits both alike; each number

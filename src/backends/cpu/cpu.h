@@ -131,15 +131,15 @@ void gemm_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
 void gemm_chain_reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 // Whether gemm() gives a product to the AVX2 path's own tiled kernel (avx2/tiled_gemm.cpp)
-// instead of the library's sgemm: large products over narrow layers, alpha 1, on AVX2;
-// VIT_TILED=on|off overrides for A/B measurements (on still asks for the AVX2 path).
+// instead of the library's sgemm: large products over narrow layers with A row-major (not the
+// weight gradients A^T B; op(B) either way, any K), alpha 1, on AVX2; VIT_TILED=on|off
+// overrides for A/B measurements (on still asks for the AVX2 path and A row-major).
 bool tiled_preferred(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha);
-// C = op(A) op(B) + beta C (alpha 1) in the tiled kernel, with its extras (a bias to start
-// from, A's column sums: avx2/kernels.h), when gemm() would give it this product; false
-// (nothing done) otherwise.
+// C = op(A) op(B) + beta C (alpha 1) in the tiled kernel, its chains started from the bias
+// when one is given (avx2/kernels.h), when gemm() would give it this product; false (nothing
+// done) otherwise.
 bool gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias,
-                float* a_colsums);
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias);
 // dst[cols, rows] (leading dim ldd) = src[rows, cols]^T (leading dim lds).
 void transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
 // (Attention's per-head products and the products with few output columns in register

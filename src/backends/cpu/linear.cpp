@@ -46,8 +46,6 @@ void colsum_add(float* db, const float* dy, int64_t M, int64_t N) {
 void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
                      int64_t M, int64_t K, int64_t N, bool accumulate_dx) {
   if (dx) gemm(false, false, M, K, N, 1.f, dy, N, w, K, accumulate_dx ? 1.f : 0.f, dx, K);
-  // The tiled weight gradient packs dy's rows anyway: it sums them for db on the way.
-  if (dw && db && gemm_tiled(true, false, N, K, M, dy, N, x, K, 1.f, dw, K, nullptr, db)) return;
   if (dw) gemm(true, false, N, K, M, 1.f, dy, N, x, K, 1.f, dw, K);
   if (db) colsum_add(db, dy, M, N);
 }

@@ -19,17 +19,12 @@ VIT_PATH_KERNELS
 void linear_forward_packed(float* y, const float* x, const float* wp, const float* b, int64_t M, int64_t K,
                            int64_t N, bool gelu);
 
-// ---- tiled_gemm.cpp: C[M,N] = op(A) op(B) + beta C (alpha 1; not A^T with B^T), each output
-// one fma chain over k in order from 0, C or beta C (gemm_chain_reference's bits on any
-// blocking and thread count); on nt threads (1 inside a shard). For gemm()'s large products
-// over narrow layers (tiled_preferred). On the way, as the linear layer wants them:
-// - bias (N floats, A row-major only, beta 0): each chain starts from bias[j] instead, the
-//   bits of C seeded with the bias and beta = 1 (no pass to seed C);
-// - a_colsums (M floats, A^T only): A's column sums added on, each summed over k in order
-//   from 0 (colsum_add's bits) a chunk at a time, while the chunk is in cache (no pass of its
-//   own over the whole of A).
-void tiled_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int nt,
-                const float* bias = nullptr, float* a_colsums = nullptr);
+// ---- tiled_gemm.cpp: C[M,N] = A[M,K] op(B) + beta C (alpha 1), each output one fma chain over
+// k in order from 0, C or beta C (gemm_chain_reference's bits on any blocking and thread
+// count); on nt threads (1 inside a shard). For gemm()'s large products over narrow layers
+// (tiled_preferred). bias (N floats, beta 0): each chain starts from bias[j] instead, the bits
+// of C seeded with the bias and beta = 1, as the linear layer wants them (no pass to seed C).
+void tiled_gemm(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                int64_t ldb, float beta, float* C, int64_t ldc, int nt, const float* bias = nullptr);
 
 }  // namespace vit::cpu::avx2

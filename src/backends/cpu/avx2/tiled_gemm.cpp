@@ -10,36 +10,27 @@
 //   call into slices of each k chunk (K x N floats, copied from the weights); the rows of A go
 //   in groups of 48 (a group's chunk, 72 KiB, stays in L2), and within a group and chunk each
 //   slice (24 KiB, in L1) meets the group's 8 register blocks in turn. A is read in place.
-// - A^T (C = A^T B, the weight gradient over a long k): per k chunk of 192, B's chunk is packed
-//   into slices, row by row in vector moves; then every slice meets every 6-column panel of A,
-//   read in place (a block's 6 values at k are consecutive floats of A's row k; the chunk, at
-//   most 576 KiB, is read again from L2 or L3 by each slice), C's tiles (at most 768 x 192)
-//   coming back each chunk. Packing A into panels as well scattered each row's 24-byte pieces
-//   over 96-128 panels a row, stores that stalled the packing on their lines: one thread, 8320
-//   rows, from memory (AMD Zen 4 held to AVX2), the weight gradients of qkv [576, 192] went
-//   from 94 to 100 GFLOP/s, fc1's [768, 192] 94 to 100, fc2's [192, 768] 100 to 101 (oneDNN
-//   100-106), the cifar-seed step 1.007x.
+// - C = A^T B (the weight gradients) is not taken here: on an AMD Zen 3 (2026-12-01) giving
+//   all three of cifar-seed's back to oneDNN (gemm.cpp's gemm_wide_tn for qkv's and fc1's)
+//   made the training step 1.023x faster (6 alternating rounds, faster in 5 pairs), as on a
+//   Zen 4 held to AVX2 (1.022x). The A^T kernel that was here (C's tiles against 6-column
+//   panels of A read in place, the bias gradient's column sums on the way) is at 30da30f.
 // - Each block asks for the lines of C it will write next (prefetch for writing): oneDNN's sgemm
-//   stalls on its stores to C lines out of cache (gemm_nt_bias, gemm.cpp). With A row-major,
-//   each block also pulls a share of the next pass's rows of A towards L2, and the last
+//   stalls on its stores to C lines out of cache (gemm_nt_bias, gemm.cpp). Each block also
+//   pulls a share of the next pass's rows of A towards L2, and the last
 //   slice's blocks ask for the next pass's first tiles of C: one thread alone (AMD Zen 4 held
 //   to AVX2, 8320 rows), proj's forward went from 101 to 109 GFLOP/s, fc1's 107 to 110 and
 //   fc2's 107 to 109 (a single-core FMA peak of 117); the cifar-seed step 1.008x (6 rounds,
 //   faster in each pair), and oneDNN's wide products over K = 192 are now no faster than
 //   these (VIT_TILED=on 0.997x, where it was 0.978x).
-// - The linear layer's passes ride along: the forward starts its chains from the bias instead
-//   of a pass seeding C with it, and the weight gradient sums dY's columns (the bias gradient)
-//   a chunk at a time, while the chunk is in cache, instead of colsum_add's pass over dY.
-//   cifar-seed's training step on the AVX2 path 1.014x with both (AMD Zen 4 held to AVX2, 6
-//   alternating rounds). With proj's [192, 192] weight gradient brought here too for its
-//   column sums: 0.993x (8 rounds), not kept.
+// - The linear layer's bias pass rides along: the forward starts its chains from the bias
+//   instead of a pass seeding C with it.
 // On an AMD Zen 3 (2026-11-28), timed call against call inside cifar-seed's training step
 // (batch 256, 2 shards of 8320 rows, each product on one thread; calls alternating between
-// this and dnnl_sgemm; four runs, two for A^T B after its packing went to vector moves):
-// C = A B^T at N = 192: K = 768 1.03-1.11x, K = 192 1.03-1.08x; C = A B at N = 192: K = 768
-// 1.04-1.09x, K = 576 1.05-1.12x, K = 192 1.00-1.04x; C = A^T B [192, 768] and [768, 192]
-// over 8320 1.08-1.18x, [576, 192] 1.005-1.03x. Not taken: A^T B [192, 192] (0.94-0.97x), and
-// N = 576 and 768 over K = 192, where oneDNN runs at 85-90% of the peak (0.91-1.05x).
+// this and dnnl_sgemm; four runs): C = A B^T at N = 192: K = 768 1.03-1.11x, K = 192
+// 1.03-1.08x; C = A B at N = 192: K = 768 1.04-1.09x, K = 576 1.05-1.12x, K = 192 1.00-1.04x.
+// Not taken: N = 576 and 768 over K = 192, where oneDNN runs at 85-90% of the peak
+// (0.91-1.05x).
 //
 // Every output is one fma chain over k in order, from zero (beta = 0), C (beta = 1) or beta C:
 // whatever the blocking and the thread count, the bits of gemm_chain_reference (gemm.cpp).
@@ -55,8 +46,7 @@ namespace {
 constexpr int64_t kRows = 6;        // rows of A per register block
 constexpr int64_t kCols = 16;       // columns per register block and packed slice
 constexpr int64_t kChunk = 384;     // k per pass
-constexpr int64_t kGroupRows = 48;  // rows of A per group (row-major A)
-constexpr int64_t kTChunk = 192;    // k per pass with A^T (A's chunk read in place by each slice)
+constexpr int64_t kGroupRows = 48;  // rows of A per group
 
 // Where a block's chains start: on a later chunk from C (the chain so far); on the first from
 // the bias (its 16 columns from the block's first, when not null; beta is 0 then), else from
@@ -68,12 +58,12 @@ struct Start {
 };
 
 // C[R rows, 16 columns from c; n valid] = start + the sum over k < kc of A(r, k) b[k][:], with
-// A(r, k) = a[r ars + k aks].
+// A(r, k) = a[r lda + k].
 // b is a packed slice: [kc][16], 64-byte aligned, zeros past n. Then the lines of the block at
 // `next` (R rows, stride ldc) are asked for, to be written.
 template <int R, bool Full>
-VIT_AVX2 void block(const float* a, int64_t ars, int64_t aks, const float* b, int64_t kc, float* c,
-                    int64_t ldc, int64_t n, Start st, const float* next) {
+VIT_AVX2 void block(const float* a, int64_t lda, const float* b, int64_t kc, float* c, int64_t ldc, int64_t n,
+                    Start st, const float* next) {
   __m256i m[2];
 #pragma GCC unroll 2
   for (int j = 0; j < 2; ++j) m[j] = Full ? _mm256_set1_epi32(-1) : tail_mask(n - 8 * j);
@@ -105,7 +95,7 @@ VIT_AVX2 void block(const float* a, int64_t ars, int64_t aks, const float* b, in
     const __m256 b0 = _mm256_load_ps(b + kCols * k), b1 = _mm256_load_ps(b + kCols * k + 8);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-      const __m256 x = _mm256_broadcast_ss(a + k * aks + r * ars);
+      const __m256 x = _mm256_broadcast_ss(a + r * lda + k);
       acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
       acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
     }
@@ -123,24 +113,24 @@ VIT_AVX2 void block(const float* a, int64_t ars, int64_t aks, const float* b, in
 }
 
 template <int R>
-void block_rows(const float* a, int64_t ars, int64_t aks, const float* b, int64_t kc, float* c, int64_t ldc,
-                int64_t n, Start st, const float* next) {
+void block_rows(const float* a, int64_t lda, const float* b, int64_t kc, float* c, int64_t ldc, int64_t n,
+                Start st, const float* next) {
   if (n == kCols)
-    block<R, true>(a, ars, aks, b, kc, c, ldc, n, st, next);
+    block<R, true>(a, lda, b, kc, c, ldc, n, st, next);
   else
-    block<R, false>(a, ars, aks, b, kc, c, ldc, n, st, next);
+    block<R, false>(a, lda, b, kc, c, ldc, n, st, next);
 }
 
 // One register block of `rows` (1 to 6) rows.
-void run_block(int64_t rows, const float* a, int64_t ars, int64_t aks, const float* b, int64_t kc, float* c,
-               int64_t ldc, int64_t n, Start st, const float* next) {
+void run_block(int64_t rows, const float* a, int64_t lda, const float* b, int64_t kc, float* c, int64_t ldc,
+               int64_t n, Start st, const float* next) {
   switch (rows) {
-    case 6: return block_rows<6>(a, ars, aks, b, kc, c, ldc, n, st, next);
-    case 5: return block_rows<5>(a, ars, aks, b, kc, c, ldc, n, st, next);
-    case 4: return block_rows<4>(a, ars, aks, b, kc, c, ldc, n, st, next);
-    case 3: return block_rows<3>(a, ars, aks, b, kc, c, ldc, n, st, next);
-    case 2: return block_rows<2>(a, ars, aks, b, kc, c, ldc, n, st, next);
-    default: return block_rows<1>(a, ars, aks, b, kc, c, ldc, n, st, next);
+    case 6: return block_rows<6>(a, lda, b, kc, c, ldc, n, st, next);
+    case 5: return block_rows<5>(a, lda, b, kc, c, ldc, n, st, next);
+    case 4: return block_rows<4>(a, lda, b, kc, c, ldc, n, st, next);
+    case 3: return block_rows<3>(a, lda, b, kc, c, ldc, n, st, next);
+    case 2: return block_rows<2>(a, lda, b, kc, c, ldc, n, st, next);
+    default: return block_rows<1>(a, lda, b, kc, c, ldc, n, st, next);
   }
 }
 
@@ -194,7 +184,7 @@ void rows_product(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int6
                               : more                        ? C + i * ldc
                               : i + kGroupRows + kRows <= M ? C + (i + kGroupRows) * ldc
                                                             : nullptr;
-          run_block(std::min(kRows, i1 - i), A + i * lda + k0, lda, 1, b, kc, out, ldc, n,
+          run_block(std::min(kRows, i1 - i), A + i * lda + k0, lda, b, kc, out, ldc, n,
                     Start{c == 0, beta, bias ? bias + j0 : nullptr}, next);
         }
       }
@@ -202,84 +192,18 @@ void rows_product(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int6
   });
 }
 
-// kc rows of B (ldb apart), their first n columns, into slices [kc][16] kc 16 floats apart,
-// zeros past n: each row's 16-float pieces in vector moves, in the order B lies in memory.
-VIT_AVX2 void pack_rows(float* pb, const float* B, int64_t ldb, int64_t kc, int64_t n) {
-  for (int64_t k = 0; k < kc; ++k) {
-    const float* b = B + k * ldb;
-    float* dst = pb + k * kCols;
-    int64_t j = 0;
-    for (; j + kCols <= n; j += kCols, dst += kc * kCols) {
-      _mm256_store_ps(dst, _mm256_loadu_ps(b + j));
-      _mm256_store_ps(dst + 8, _mm256_loadu_ps(b + j + 8));
-    }
-    if (j < n) {  // load() reads nothing past n: zeros there
-      _mm256_store_ps(dst, load(b + j, n - j));
-      _mm256_store_ps(dst + 8, load(b + j + 8, n - j - 8));
-    }
-  }
-}
-
-// sums[0, m) += rows [0, kc) of A (lda apart), each column in row order: one chain over the
-// chunks (colsum_columns would start each chunk's sums from 0, other bits than colsum_add's).
-VIT_AVX2 void add_rows(float* sums, const float* A, int64_t lda, int64_t m, int64_t kc) {
-  for (int64_t k = 0; k < kc; ++k) {
-    const float* a = A + k * lda;
-    int64_t i = 0;
-    for (; i + 8 <= m; i += 8)
-      _mm256_storeu_ps(sums + i, _mm256_add_ps(_mm256_loadu_ps(sums + i), _mm256_loadu_ps(a + i)));
-    if (i < m) store(sums + i, m - i, _mm256_add_ps(load(sums + i, m - i), load(a + i, m - i)));
-  }
-}
-
-// C = A^T B + beta C, A [K, M] (lda), B [K, N] (ldb), k long: each thread takes a range of
-// the column slices. Per k chunk, the thread packs its slices of B's chunk, then every slice
-// meets every 6-column panel of A, read in place (a block's 6 values of row k are consecutive
-// floats of A's row k, broadcast where they lie), C's tiles coming back each chunk.
-// a_colsums (M floats, or null) gets A's column sums added, each summed over k in order from
-// 0 (colsum_add's bits) by the thread with the first slices, a chunk at a time.
-void transposed_product(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-                        int64_t ldb, float beta, float* C, int64_t ldc, float* a_colsums, int nt) {
-  const int64_t slices = (N + kCols - 1) / kCols, panels = (M + kRows - 1) / kRows;
-  for_ranges(slices, nt, [&](int64_t s0, int64_t s1) {
-    thread_local Scratch<float> bbuf, sbuf;
-    float* sums = a_colsums && s0 == 0 ? grown(sbuf, M) : nullptr;
-    if (sums) std::fill_n(sums, M, 0.f);
-    float* bp = grown(bbuf, (s1 - s0) * kTChunk * kCols);
-    for (int64_t k0 = 0; k0 < K; k0 += kTChunk) {
-      const int64_t kc = std::min(kTChunk, K - k0);
-      if (sums) add_rows(sums, A + k0 * lda, lda, M, kc);
-      pack_rows(bp, B + k0 * ldb + s0 * kCols, ldb, kc, std::min(N, s1 * kCols) - s0 * kCols);
-      for (int64_t s = s0; s < s1; ++s) {
-        const int64_t j0 = s * kCols, n = std::min(kCols, N - j0);
-        for (int64_t p = 0; p < panels; ++p) {
-          float* out = C + p * kRows * ldc + j0;
-          const float* next = p + 1 < panels ? out + kRows * ldc : nullptr;
-          run_block(std::min(kRows, M - p * kRows), A + k0 * lda + p * kRows, 1, lda,
-                    bp + (s - s0) * kc * kCols, kc, out, ldc, n, Start{k0 == 0, beta, nullptr}, next);
-        }
-      }
-    }
-    if (sums)
-      for (int64_t i = 0; i < M; ++i) a_colsums[i] += sums[i];
-  });
-}
 }  // namespace
 
-void tiled_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int nt, const float* bias,
-                float* a_colsums) {
+void tiled_gemm(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                int64_t ldb, float beta, float* C, int64_t ldc, int nt, const float* bias) {
   if (M == 0 || N == 0) return;
-  if (K == 0) {  // no chunk to start the chains: C = beta C or the bias; A's sums are zero
+  if (K == 0) {  // no chunk to start the chains: C = beta C or the bias
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j)
         C[i * ldc + j] = bias ? bias[j] : beta == 0.f ? 0.f : beta * C[i * ldc + j];
     return;
   }
-  if (!ta)
-    rows_product(tb, M, N, K, A, lda, B, ldb, beta, bias, C, ldc, nt);
-  else
-    transposed_product(M, N, K, A, lda, B, ldb, beta, C, ldc, a_colsums, nt);
+  rows_product(tb, M, N, K, A, lda, B, ldb, beta, bias, C, ldc, nt);
 }
 
 }  // namespace vit::cpu::avx2
