@@ -96,7 +96,7 @@ def check_timm_fixture(fx, name, cfg, weights, expect):
 
 
 def check_fixtures(fx):
-    for name in ("timm_a", "timm_b"):
+    for name in ("timm_a", "timm_b", "timm_reg_map", "timm_cls_map", "timm_prefix_map"):
         d = os.path.join(fx, name)
         cfg = json.load(open(os.path.join(d, "config.json")))
         check_timm_fixture(fx, name, cfg, os.path.join(d, "model.safetensors"), os.path.join(d, "expect.safetensors"))
@@ -121,7 +121,7 @@ def check_fixtures(fx):
     from safetensors import safe_open
     with safe_open(os.path.join(fx, "preprocess.safetensors"), "pt") as f:
         images = json.loads(f.metadata()["images"])
-    for name in ("timm_a", "timm_b"):
+    for name in ("timm_a", "timm_b", "timm_reg_map", "timm_cls_map", "timm_prefix_map"):
         with guarded("A", f"timm {name} eval transform"):
             from timm.data import create_transform, resolve_data_config
             pcfg = json.load(open(os.path.join(fx, name, "config.json")))["pretrained_cfg"]
@@ -218,6 +218,8 @@ TIMM_SPECS = [  # (folder, architecture, overrides of the architecture's argumen
     ("timm_siglip_gap", "vit_base_patch16_siglip_gap_224", dict(TIMM_SMALL, num_classes=3)),
     ("timm_deit_distilled", "deit_tiny_distilled_patch16_224", dict(TIMM_SMALL, num_classes=3)),
     ("timm_siglip_gap_tanh", "vit_base_patch32_siglip_gap_256", dict(TIMM_SMALL, num_classes=3)),
+    # timm 1.0's attention pool over the patches alone: 4 registers, no class token.
+    ("timm_so150m_reg4_map", "vit_so150m_patch16_reg4_map_256", dict(TIMM_SMALL, num_classes=3)),
 ]
 
 

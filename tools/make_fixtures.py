@@ -94,7 +94,7 @@ def param_shapes(c):
     Ph, Pw = c["patch_size"]
     H, W = c["img_size"]
     N = (H // Ph) * (W // Pw)
-    T = N + (1 if c["class_token"] else 0) + (1 if c.get("dist_token") else 0)
+    T = N + (1 if c["class_token"] else 0) + (1 if c.get("dist_token") else 0) + c.get("reg_tokens", 0)
     shapes = {"patch_embed.proj.weight": (D, C, Ph, Pw), "patch_embed.proj.bias": (D,)}
     if c.get("patch_norm"):  # vit-pytorch's LayerNorms before and after the projection
         shapes.update({"patch_embed.norm_in.weight": (C * Ph * Pw,), "patch_embed.norm_in.bias": (C * Ph * Pw,),
@@ -103,6 +103,8 @@ def param_shapes(c):
         shapes["cls_token"] = (1, 1, D)
     if c.get("dist_token"):  # DeiT's distillation token
         shapes["dist_token"] = (1, 1, D)
+    if c.get("reg_tokens"):  # register tokens, after the class token
+        shapes["reg_token"] = (1, c["reg_tokens"], D)
     shapes["pos_embed"] = (1, T, D)
     for i in range(c["depth"]):
         p = f"blocks.{i}."
@@ -140,7 +142,7 @@ def init_params(c, gen):
         r = torch.randn(shape, generator=gen)
         if name == "pos_embed":
             v = sincos_table(shape[1], shape[2]) if c["pos_embed"] == "sincos" else r * 0.2
-        elif name in ("cls_token", "dist_token", "attn_pool.latent"):
+        elif name in ("cls_token", "dist_token", "reg_token", "attn_pool.latent"):
             v = r * 0.5
         elif name.startswith("head.weight") or name.startswith("head_dist.weight"):
             v = r * 0.3
@@ -177,11 +179,12 @@ def forward(c, p, x, mask=None, distilled_training=False):
         t = t.flatten(2).transpose(1, 2)  # [B, N, D], patches in row-major grid order
     if c.get("dist_token"):  # timm's VisionTransformerDistilled: class, distillation, patches
         t = torch.cat([p["cls_token"].expand(B, -1, -1), p["dist_token"].expand(B, -1, -1), t], dim=1)
-    elif c["class_token"]:
-        t = torch.cat([p["cls_token"].expand(B, -1, -1), t], dim=1)
+    else:  # timm's _pos_embed: class token, register tokens, patches
+        prefix = [p[n].expand(B, -1, -1) for n in ("cls_token", "reg_token") if n in p]
+        t = torch.cat(prefix + [t], dim=1)
     t = t + p["pos_embed"]
     T = t.shape[1]
-    pre = (1 if c["class_token"] else 0) + (1 if c.get("dist_token") else 0)
+    pre = (1 if c["class_token"] else 0) + (1 if c.get("dist_token") else 0) + c.get("reg_tokens", 0)
     key_mask = None
     if mask is not None:
         key_mask = torch.cat([torch.ones(B, pre, dtype=torch.bool), mask], dim=1)  # [B, T]
@@ -214,17 +217,21 @@ def forward(c, p, x, mask=None, distilled_training=False):
         if fc_norm(c):
             pooled = layer_norm(pooled, p["fc_norm.weight"], p["fc_norm.bias"], eps)
     elif c["global_pool"] == "map":
-        # timm's AttentionPoolLatent after `norm` on every token: the latent's query attends
-        # over the (visible) tokens; proj; y + mlp(norm(y)); its one row is the pooled vector.
+        # timm 1.0's VisionTransformer.pool(): `norm` on every token, then the prefix tokens
+        # dropped (unless pool_include_prefix) and AttentionPoolLatent on the rest: the latent's
+        # query attends over the (visible) tokens; proj; y + mlp(norm(y)); its one row is the
+        # pooled vector.
         t = layer_norm(t, p["norm.weight"], p["norm.bias"], eps)
-        hp = D // nh
+        first = 0 if c.get("pool_include_prefix") else pre
+        t, pool_mask = t[:, first:], None if mask is None else (key_mask if first == 0 else mask)
+        hp, Tp = D // nh, t.shape[1]
         q = F.linear(p["attn_pool.latent"], p["attn_pool.q.weight"], p["attn_pool.q.bias"])
         q = q.expand(B, -1, -1).reshape(B, 1, nh, hp).transpose(1, 2)
-        kv = F.linear(t, p["attn_pool.kv.weight"], p["attn_pool.kv.bias"]).reshape(B, T, 2, nh, hp)
+        kv = F.linear(t, p["attn_pool.kv.weight"], p["attn_pool.kv.bias"]).reshape(B, Tp, 2, nh, hp)
         kk, vv = kv.permute(2, 0, 3, 1, 4).unbind(0)
         scores = (q * hp ** -0.5) @ kk.transpose(-2, -1)
-        if key_mask is not None:
-            scores = scores.masked_fill(~key_mask[:, None, None, :], float("-inf"))
+        if pool_mask is not None:
+            scores = scores.masked_fill(~pool_mask[:, None, None, :], float("-inf"))
         y = (scores.softmax(dim=-1) @ vv).transpose(1, 2).reshape(B, 1, D)
         y = F.linear(y, p["attn_pool.proj.weight"], p["attn_pool.proj.bias"])
         h = layer_norm(y, p["attn_pool.norm.weight"], p["attn_pool.norm.bias"], eps)
@@ -399,8 +406,8 @@ def main():
                           labels=torch.tensor([1, 3, 0]), smoothing=0.1)
     print(f"vit_deit_distilled: AdamW loss {losses[0]:.6f} -> {losses[-1]:.6f}")
 
-    # SigLIP's attention pooling (timm's global_pool='map', AttentionPoolLatent), over the
-    # class token and the visible patches, with a mask.
+    # SigLIP's attention pooling (timm's global_pool='map', AttentionPoolLatent) as timm 1.0's
+    # pool() runs it: over the visible patches, the class token left out, with a mask.
     map_pool = dict(cls_learn, global_pool="map", num_heads=4, num_classes=3)
     mask = torch.ones(3, 9, dtype=torch.bool)
     mask[0, [2, 6]] = False
@@ -408,6 +415,17 @@ def main():
     losses = make_fixture(os.path.join(args.out, "vit_map_pool.safetensors"), map_pool, B=3,
                           labels=torch.tensor([2, 0, 1]), mask=mask, smoothing=0.1)
     print(f"vit_map_pool: AdamW loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+    # Registers and the attention pool, no class token (vit_so150m_patch16_reg4_map_256's layout).
+    map_reg = dict(cls_learn, global_pool="map", class_token=False, reg_tokens=3, num_heads=4, num_classes=3)
+    losses = make_fixture(os.path.join(args.out, "vit_map_pool_reg.safetensors"), map_reg, B=3,
+                          labels=torch.tensor([1, 2, 0]), smoothing=0.1)
+    print(f"vit_map_pool_reg: AdamW loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+    # timm 1.0's pool_include_prefix: the pool reads the class and register tokens too.
+    map_prefix = dict(cls_learn, global_pool="map", reg_tokens=2, pool_include_prefix=True, num_heads=4,
+                      num_classes=3)
+    losses = make_fixture(os.path.join(args.out, "vit_map_pool_prefix.safetensors"), map_prefix, B=3,
+                          labels=torch.tensor([0, 2, 1]), mask=mask, smoothing=0.1)
+    print(f"vit_map_pool_prefix: AdamW loss {losses[0]:.6f} -> {losses[-1]:.6f}")
 
     # DeiT's distillation loss, hard and soft, on the distilled model and (plain knowledge
     # distillation on the class head) on a model without a distillation token.

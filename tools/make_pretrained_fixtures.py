@@ -16,6 +16,9 @@ starts. Outputs, under tests/fixtures/pretrained/:
     timm_b/model.safetensors        stored F16: non-square 24x40 input, qkv bias, no LayerScale,
                                     avg pooling with `fc_norm`
     timm_b/config.json
+    timm_reg_map/, timm_cls_map/,   stored F32: timm 1.0's attention pool (global_pool 'map') with
+    timm_prefix_map/                prefix tokens: 4 registers and no class token; a class token;
+                                    a class token, 2 registers and model_args.pool_include_prefix
     timm_noconfig.safetensors       stored F32, no config.json beside it (shapes say everything
                                     but num_heads = 4)
     hf/model.safetensors            HF ViTForImageClassification names, F32
@@ -109,7 +112,7 @@ def rand_value(name, shape, gen):
     r = torch.randn(shape, generator=gen, dtype=F64)
     if name.endswith("gamma"):  # LayerScale: far from 1 so that a dropped gamma shows
         return 0.5 + 0.2 * r
-    if "cls_token" in name or "reg_token" in name:
+    if "cls_token" in name or "reg_token" in name or "latent" in name:
         return 0.5 * r
     if "pos_embed" in name or "position_embeddings" in name:
         return 0.2 * r
@@ -169,7 +172,15 @@ def timm_shapes(c):
             s[b + "ls2.gamma"] = (D,)
     # use_fc_norm = global_pool in ('avg', 'avgmax', 'max') when fc_norm is None (the default)
     norm = "fc_norm" if c["global_pool"] == "avg" else "norm"
-    s.update({norm + ".weight": (D,), norm + ".bias": (D,), "head.weight": (K, D), "head.bias": (K,)})
+    s.update({norm + ".weight": (D,), norm + ".bias": (D,)})
+    if c["global_pool"] == "map":  # AttentionPoolLatent(D, num_heads, mlp_ratio): one latent, qkv bias
+        s.update({"attn_pool.latent": (1, 1, D), "attn_pool.q.weight": (D, D), "attn_pool.q.bias": (D,),
+                  "attn_pool.kv.weight": (2 * D, D), "attn_pool.kv.bias": (2 * D,),
+                  "attn_pool.proj.weight": (D, D), "attn_pool.proj.bias": (D,),
+                  "attn_pool.norm.weight": (D,), "attn_pool.norm.bias": (D,),
+                  "attn_pool.mlp.fc1.weight": (M, D), "attn_pool.mlp.fc1.bias": (M,),
+                  "attn_pool.mlp.fc2.weight": (D, M), "attn_pool.mlp.fc2.bias": (D,)})
+    s.update({"head.weight": (K, D), "head.bias": (K,)})
     return s
 
 
@@ -204,10 +215,30 @@ def timm_forward(c, p, x):
         t = t + (h * p[b + "ls2.gamma"] if b + "ls2.gamma" in p else h)
     if "norm.weight" in p:
         t = layer_norm(t, p["norm.weight"], p["norm.bias"], eps)
-    pooled = t[:, npre:].mean(dim=1) if c["global_pool"] == "avg" else t[:, 0]
+    if c["global_pool"] == "map":
+        pooled = timm_attn_pool(p, t if c.get("pool_include_prefix") else t[:, npre:], nh, eps)
+    else:
+        pooled = t[:, npre:].mean(dim=1) if c["global_pool"] == "avg" else t[:, 0]
     if "fc_norm.weight" in p:
         pooled = layer_norm(pooled, p["fc_norm.weight"], p["fc_norm.bias"], eps)
     return F.linear(pooled, p["head.weight"], p["head.bias"])
+
+
+def timm_attn_pool(p, t, nh, eps):
+    """timm 1.0's VisionTransformer.pool() with an attention pool: t holds the tokens it reads
+    (the patches; every token with pool_include_prefix), AttentionPoolLatent's forward on them."""
+    B, N, D = t.shape
+    hd = D // nh
+    q = F.linear(p["attn_pool.latent"], p["attn_pool.q.weight"], p["attn_pool.q.bias"])
+    q = q.expand(B, -1, -1).reshape(B, 1, nh, hd).transpose(1, 2)
+    k, v = F.linear(t, p["attn_pool.kv.weight"], p["attn_pool.kv.bias"]).reshape(B, N, 2, nh, hd).permute(
+        2, 0, 3, 1, 4).unbind(0)
+    y = (((q * hd ** -0.5) @ k.transpose(-2, -1)).softmax(dim=-1) @ v).transpose(1, 2).reshape(B, 1, D)
+    y = F.linear(y, p["attn_pool.proj.weight"], p["attn_pool.proj.bias"])
+    h = layer_norm(y, p["attn_pool.norm.weight"], p["attn_pool.norm.bias"], eps)
+    h = F.linear(F.gelu(F.linear(h, p["attn_pool.mlp.fc1.weight"], p["attn_pool.mlp.fc1.bias"])),
+                 p["attn_pool.mlp.fc2.weight"], p["attn_pool.mlp.fc2.bias"])
+    return (y + h)[:, 0]
 
 
 # ---------------------------------------------------------------- HF ViTForImageClassification
@@ -289,6 +320,27 @@ TIMM_B_CFG = {
                        "num_classes": 4, "first_conv": "patch_embed.proj", "classifier": "head"},
     "label_names": ["north", "east", "south", "west"]}
 
+# timm 1.0's attention pool with prefix tokens: the pool reads the patches alone, unless
+# pool_include_prefix. Registers without a class token (vit_so150m_patch16_reg4_map_256's
+# layout), a class token, and both with pool_include_prefix.
+def timm_map_cfg(name, num_classes, **args):
+    model_args = dict({"img_size": 24, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 4,
+                       "mlp_ratio": 2.0, "qkv_bias": True, "global_pool": "map"}, **args)
+    return {"architecture": name, "num_classes": num_classes, "num_features": 32, "global_pool": "map",
+            "model_args": model_args,
+            "pretrained_cfg": {"tag": "test", "input_size": [3, 24, 24], "interpolation": "bicubic",
+                               "crop_pct": 1.0, "crop_mode": "center", "mean": [0.5] * 3, "std": [0.5] * 3,
+                               "num_classes": num_classes, "first_conv": "patch_embed.proj",
+                               "classifier": "head"}}
+
+
+TIMM_MAP_CFGS = {
+    "timm_reg_map": timm_map_cfg("vit_test_patch8_reg4_map_24", 4, class_token=False, reg_tokens=4),
+    "timm_cls_map": timm_map_cfg("vit_test_patch8_map_24", 3, class_token=True),
+    "timm_prefix_map": timm_map_cfg("vit_test_patch8_reg2_map_24", 3, class_token=True, reg_tokens=2,
+                                    pool_include_prefix=True),
+}
+
 TIMM_NOCONFIG = {"img_size": 16, "patch_size": 4, "embed_dim": 16, "depth": 1, "num_heads": 4, "mlp_ratio": 2.0,
                  "qkv_bias": True, "class_token": True, "global_pool": "token", "num_classes": 3}
 
@@ -335,6 +387,16 @@ def make_models(out):
         WRITTEN[os.path.join(d, "config.json")] = None
         make_expect(os.path.join(d, "expect.safetensors"), timm_forward, c, ref, [3] + c["img_size"], seed + 1)
         models[name] = (timm_forward, c, ref)
+
+    for seed, (name, cfg_json) in enumerate(TIMM_MAP_CFGS.items(), start=50):
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        c = timm_model_cfg(cfg_json["model_args"], cfg_json["num_classes"])
+        stored, ref = init_params(timm_shapes(c), torch.float32, seed)
+        save(os.path.join(d, "model.safetensors"), stored, {"format": "pt"})
+        write_json(os.path.join(d, "config.json"), cfg_json)
+        WRITTEN[os.path.join(d, "config.json")] = None
+        make_expect(os.path.join(d, "expect.safetensors"), timm_forward, c, ref, [3] + c["img_size"], seed + 100)
 
     c = timm_model_cfg(TIMM_NOCONFIG, TIMM_NOCONFIG["num_classes"])
     stored, ref = init_params(timm_shapes(c), torch.float32, 30)
@@ -595,6 +657,24 @@ def check_forwards_against_torch(models):
     t = layer_norm(t, p["vit.layernorm.weight"], p["vit.layernorm.bias"], c["layer_norm_eps"])
     want = F.linear(t[:, 0], p["classifier.weight"], p["classifier.bias"])
     assert torch.allclose(hf_forward(c, p, x), want, atol=1e-10), "hf_forward"
+
+    # timm_attn_pool == nn.MultiheadAttention with the latent as its query (in_proj: q, then kv's
+    # k and v rows; out_proj: proj), then y + mlp(norm(y)).
+    c = timm_model_cfg(TIMM_MAP_CFGS["timm_cls_map"]["model_args"], 3)
+    _, p = init_params(timm_shapes(c), torch.float32, 62)
+    D, nh = c["embed_dim"], c["num_heads"]
+    t = torch.randn(2, 7, D, generator=torch.Generator().manual_seed(63), dtype=F64)
+    mha = torch.nn.MultiheadAttention(D, nh, batch_first=True, dtype=F64)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([p["attn_pool.q.weight"], p["attn_pool.kv.weight"]]))
+        mha.in_proj_bias.copy_(torch.cat([p["attn_pool.q.bias"], p["attn_pool.kv.bias"]]))
+        mha.out_proj.weight.copy_(p["attn_pool.proj.weight"])
+        mha.out_proj.bias.copy_(p["attn_pool.proj.bias"])
+        y = mha(p["attn_pool.latent"].expand(2, -1, -1), t, t, need_weights=False)[0][:, 0]
+    h = layer_norm(y, p["attn_pool.norm.weight"], p["attn_pool.norm.bias"], 1e-6)
+    want = y + F.linear(F.gelu(F.linear(h, p["attn_pool.mlp.fc1.weight"], p["attn_pool.mlp.fc1.bias"])),
+                        p["attn_pool.mlp.fc2.weight"], p["attn_pool.mlp.fc2.bias"])
+    assert torch.allclose(timm_attn_pool(p, t, nh, 1e-6), want, atol=1e-10), "timm_attn_pool"
 
 
 def main():

@@ -42,7 +42,8 @@ void ModelFlags::add_to(CLI::App& cmd) {
   cmd.add_flag("--no-class-token", no_class_token,
                "no class token (timm's class_token=False; needs --pool avg or map)");
   cmd.add_flag("--pool-include-prefix", pool_include_prefix,
-               "average pooling takes the class token too (vit-pytorch's pool='mean'; timm's leaves it out)");
+               "avg or map pooling takes the class and register tokens too (vit-pytorch's pool='mean', timm "
+               "1.0's pool_include_prefix; by default they are left out)");
   cmd.add_flag("--distilled", distilled,
                "DeiT's distillation token and a second head on it, the logits the mean of the two (timm's "
                "deit_*_distilled); --teacher trains that head on a teacher's predictions, as DeiT");

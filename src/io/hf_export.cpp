@@ -108,8 +108,7 @@ std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
   if (!why.empty()) {
     std::string list;
     for (const auto& w : why) list += (list.empty() ? "" : ", ") + w;
-    const bool timm_too =
-        c.patch_norm || c.pool_include_prefix || c.attn_dim() != c.embed_dim;  // export_timm
+    const bool timm_too = c.patch_norm || c.attn_dim() != c.embed_dim;  // export_timm
     throw Error(dir + ": not exported: Hugging Face's ViT cannot express " + list +
                 (timm_too ? " (use --format onnx)" : " (use --format timm or --format onnx)"));
   }

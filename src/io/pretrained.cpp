@@ -251,7 +251,8 @@ std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>&
                {"pre_norm", c.pre_norm},
                {"fc_norm", c.use_fc_norm()},
                {"init_values", c.layer_scale() ? json(c.init_values) : json(nullptr)}};
-  if (c.act_layer != "gelu") args["act_layer"] = c.act_layer;  // the name's own is GELU
+  if (c.act_layer != "gelu") args["act_layer"] = c.act_layer;     // the name's own is GELU
+  if (c.pool_include_prefix) args["pool_include_prefix"] = true;  // timm 1.0's pool()
   json pcfg = {{"input_size", {c.in_chans, c.img_h, c.img_w}},
                {"interpolation", c.interpolation},
                {"crop_pct", c.crop_pct},
@@ -291,9 +292,10 @@ std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
             ": not exported: timm's distilled DeiT has a second head on its distillation token; this "
             "model's head reads the class token alone (transformers' DeiTForImageClassification; use "
             "--format hf or onnx)");
-  VIT_CHECK(!c.pool_include_prefix, dir,
-            ": not exported: timm's average pooling leaves the class token out; this model's takes it in "
-            "(pool_include_prefix; use --format onnx)");
+  if (c.pool_include_prefix)
+    notes.push_back(
+        "pooling over the prefix tokens too is model_args.pool_include_prefix, which timm "
+        "before 1.0 does not take");
   const float* params = model.fp32_params(dir + ": not exported");
   fs::create_directories(dir);
   std::vector<TensorOut> tensors;

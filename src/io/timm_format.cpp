@@ -172,6 +172,9 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
     VIT_CHECK(pool == "token" || pool == "avg" || pool == "map", "global_pool '", pool,
               "' is not supported (token, avg or map)");
     c.global_pool = pool;
+    // timm 1.0: avg and attention pooling take the prefix tokens too (the default leaves them out).
+    if (const json* v = field(args, "pool_include_prefix"))
+      c.pool_include_prefix = v->get<bool>() && pool != "token";
     if (pool == "map") {  // timm's AttentionPoolLatent as VisionTransformer builds it
       VIT_CHECK(latent, "global_pool 'map' without attn_pool.latent");
       VIT_CHECK(*latent == Shape({1, 1, c.embed_dim}), "attn_pool.latent has shape ", shape_str(*latent),

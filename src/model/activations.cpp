@@ -106,7 +106,8 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
     PoolActs& p = A.pool;
     p.q = c.take({1, C});
     p.kv = c.take({B * T, 2 * C});
-    p.probs = training ? c.take({B, H, 1, T}) : Tensor(nullptr, {B, H, 1, T});
+    const int64_t K = T - cfg.first_pooled();  // the tokens it pools
+    p.probs = training ? c.take({B, H, 1, K}) : Tensor(nullptr, {B, H, 1, K});
     p.ao = c.take({B, 1, C});
     p.y = c.take({B, C});
     p.ln = c.take({B, C});

@@ -54,8 +54,9 @@ void ViTConfig::validate() const {
             "config: global_pool must be 'token', 'avg' or 'map', got '", global_pool, "'");
   VIT_CHECK(global_pool != "token" || class_token, "config: global_pool 'token' needs class_token");
   VIT_CHECK(
-      !pool_include_prefix || global_pool == "avg",
-      "config: pool_include_prefix is for global_pool 'avg' (token pooling takes the class token alone)");
+      !pool_include_prefix || global_pool != "token",
+      "config: pool_include_prefix is for global_pool 'avg' or 'map' (token pooling takes the class token "
+      "alone)");
   // timm's AttentionPoolLatent: its heads split embed_dim, and `norm` comes before it.
   VIT_CHECK(!map_pool() || embed_dim % num_heads == 0, "config: global_pool 'map' needs num_heads ",
             num_heads, " to divide embed_dim ", embed_dim, " (the attention pool's heads split it)");

@@ -120,6 +120,17 @@ const Tensor* opt(const Tensor& t) {
 Tensor* opt(Tensor& t) {
   return t.data ? &t : nullptr;
 }
+
+// The attention pool's probabilities over the tokens it reads, R rows of T - first in `from`,
+// as R rows of T in `to` with zeros in the first `first` columns (the tokens it leaves out).
+// `to` may be `from`: the rows move back to front, each to a place at or after its own.
+void spread_pool_probs(float* to, const float* from, int64_t R, int64_t T, int64_t first) {
+  const int64_t K = T - first;
+  for (int64_t r = R - 1; r >= 0; --r) {
+    std::memmove(to + r * T + first, from + r * K, size_t(K) * sizeof(float));
+    std::fill(to + r * T, to + r * T + first, 0.f);
+  }
+}
 }  // namespace
 
 const uint8_t* ViT::pool_mask() const {
@@ -232,7 +243,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     ops::layernorm_forward(A.lnf, A.lnf_mean, A.lnf_rstd, reshape(x, {B * T, C}), W_.norm_w, W_.norm_b,
                            cfg_.norm_eps);
     if (cfg_.map_pool())
-      attn_pool_forward(A, keys_mask, &A == &train_, pool_attn);
+      attn_pool_forward(A, &A == &train_, pool_attn);
     else
       ops::pool_forward(A.pooled_ln, reshape(A.lnf, {B, T, C}), pool_mask(), true, cfg_.first_pooled());
   } else {
@@ -256,17 +267,19 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
   if (!mode.distill) ops::mean_of_two(A.logits, A.logits, A.logits_dist);
 }
 
-void ViT::attn_pool_forward(Acts& A, const uint8_t* keys_mask, bool training, float* pool_attn) {
-  const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim;
+void ViT::attn_pool_forward(Acts& A, bool training, float* pool_attn) {
+  const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim, first = cfg_.first_pooled();
   PoolActs& p = A.pool;
   const PoolLinears& lw = owner_->pool_lin_;
   // timm's AttentionPoolLatent: q = q(latent); k, v = kv(x); attention; proj; x + mlp(norm(x)).
+  // timm 1.0 pools the patch tokens (the prefix tokens too with pool_include_prefix): kv runs
+  // on every row, the attention reads rows first..T-1.
   ops::linear_forward(p.q, reshape(W_.pool.latent, {1, C}), lw.q);
   ops::linear_forward(p.kv, A.lnf, lw.kv);
   // Inference keeps no probabilities unless they are asked for (vit attention --method pool).
   const Tensor probs = pool_attn && !p.probs.data ? Tensor(pool_attn, p.probs.shape) : p.probs;
-  ops::attention_pool_forward(p.ao, probs, p.q, reshape(p.kv, {B, T, 2 * C}), keys_mask);
-  if (pool_attn && probs.data != pool_attn) ops::copy(Tensor(pool_attn, probs.shape), probs);
+  ops::attention_pool_forward(p.ao, probs, p.q, reshape(p.kv, {B, T, 2 * C}), pool_mask(), first);
+  if (pool_attn) spread_pool_probs(pool_attn, probs.data, B * cfg_.num_heads, T, first);
   ops::linear_forward(p.y, reshape(p.ao, {B, C}), lw.proj);
   ops::layernorm_forward(p.ln, p.ln_mean, p.ln_rstd, p.y, W_.pool.nw, W_.pool.nb, cfg_.norm_eps);
   ops::mlp_forward(p.branch, p.ln, lw.fc1, lw.fc2, p.mlp, training, {}, cfg_.activation());
@@ -287,7 +300,7 @@ void ViT::attn_pool_backward(Acts& A) {
   Tensor dao = reshape(p.dao, {B, C});
   ops::linear_backward(&dao, &g.projw, &g.projb, p.dy, reshape(p.ao, {B, C}), lw.proj);
   ops::attention_pool_backward(p.dq, reshape(p.dkv, {B, T, 2 * C}), p.dao, p.q, reshape(p.kv, {B, T, 2 * C}),
-                               p.probs);
+                               p.probs, cfg_.first_pooled());
   Tensor dln = reshape(A.dln, {B * T, C});
   ops::linear_backward(&dln, &g.kvw, &g.kvb, p.dkv, A.lnf, lw.kv);
   // Every sample's query is the latent's: its gradient is the sum over the batch, in order.

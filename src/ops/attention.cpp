@@ -82,33 +82,35 @@ void attention_cls_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, 
 }
 
 namespace {
-Dims pool_dims(const Tensor& q, const Tensor& kv, const Tensor& probs) {
+// Dims of the pool: d.T is kv's rows per sample; the keys are the T - first after `first`.
+Dims pool_dims(const Tensor& q, const Tensor& kv, const Tensor& probs, int64_t first) {
   VIT_CHECK(kv.ndim() == 3 && kv.dim(2) % 2 == 0, "attention pool: kv must be [B,T,2C], got ",
             shape_str(kv.shape));
   VIT_CHECK(probs.ndim() == 4, "attention pool: probs must be [B,H,L,T], got ", shape_str(probs.shape));
   const Dims d{kv.dim(0), kv.dim(1), kv.dim(2) / 2, probs.dim(1), probs.dim(2)};
+  VIT_CHECK(first >= 0 && first < d.T, "attention pool: first key ", first, " of ", d.T, " tokens");
   VIT_CHECK(d.H > 0 && d.C % d.H == 0, "attention pool: ", d.H, " heads do not divide ", d.C, " channels");
   check_shape(q, {d.Q, d.C}, "attention pool queries");
-  check_shape(probs, {d.B, d.H, d.Q, d.T}, "attention pool probs");
+  check_shape(probs, {d.B, d.H, d.Q, d.T - first}, "attention pool probs");
   return d;
 }
 }  // namespace
 
 void attention_pool_forward(Tensor out, Tensor probs, const Tensor& q, const Tensor& kv,
-                            const uint8_t* key_mask) {
-  const Dims d = pool_dims(q, kv, probs);
+                            const uint8_t* key_mask, int64_t first) {
+  const Dims d = pool_dims(q, kv, probs, first);
   check_shape(out, {d.B, d.Q, d.C}, "attention pool output");
   switch (common_device({&out, &q, &kv}, "attention_pool")) {
     case Device::CPU:
       return cpu::attention_pool_forward(out.data, probs.data, q.data, kv.data, key_mask, d.B, d.T, d.C, d.H,
-                                         d.Q);
+                                         d.Q, first);
     default: unsupported("attention_pool", out.device);
   }
 }
 
 void attention_pool_backward(Tensor dq, Tensor dkv, const Tensor& dout, const Tensor& q, const Tensor& kv,
-                             const Tensor& probs) {
-  const Dims d = pool_dims(q, kv, probs);
+                             const Tensor& probs, int64_t first) {
+  const Dims d = pool_dims(q, kv, probs, first);
   VIT_CHECK(probs.data, "attention pool backward: the forward kept no probabilities");
   check_shape(dq, {d.B, d.Q, d.C}, "attention pool grad queries");
   check_shape(dkv, kv.shape, "attention pool grad kv");
@@ -116,7 +118,7 @@ void attention_pool_backward(Tensor dq, Tensor dkv, const Tensor& dout, const Te
   switch (common_device({&dq, &dkv, &dout, &q, &kv, &probs}, "attention_pool_backward")) {
     case Device::CPU:
       return cpu::attention_pool_backward(dq.data, dkv.data, dout.data, q.data, kv.data, probs.data, d.B, d.T,
-                                          d.C, d.H, d.Q);
+                                          d.C, d.H, d.Q, first);
     default: unsupported("attention_pool_backward", dq.device);
   }
 }

@@ -87,6 +87,11 @@ std::vector<Variant> variants() {
   v.push_back({"map_pool", c});
   c.num_classes = 0;
   v.push_back({"map_pool_headless", c});
+  c = test::tiny_vit("map", true);  // a class token and registers: timm 1.0 pools the patches alone
+  c.reg_tokens = 2;
+  v.push_back({"map_pool_prefix", c});
+  c.pool_include_prefix = true;  // unless pool_include_prefix
+  v.push_back({"map_pool_include_prefix", c});
   v.push_back({"mnist-seed", preset("mnist-seed")});
   v.push_back({"vit_tiny_patch16_224", preset("vit_tiny_patch16_224")});
   return v;
@@ -225,14 +230,17 @@ TEST(OnnxExport, OnnxRuntimeGivesVitcppsLogits) {
 // PyTorch), as vit export --format onnx reads them: vit-pytorch's bring the patch LayerNorms,
 // dim_head, the mean with and without the class token, and the fixed 2-D table; timm's and
 // transformers' own DeiT files the distillation token with two heads and with one; timm's
-// SigLIP file its attention pool, transformers' SigLIP layout its features and its classifier.
+// SigLIP file its attention pool, transformers' SigLIP layout its features and its classifier,
+// timm 1.0's attention pool with registers or a class token (over the patches alone, or with
+// pool_include_prefix over every token).
 TEST(OnnxExport, OnnxRuntimeGivesThePretrainedFixturesLogits) {
   const std::string missing = ort_missing();
   if (!missing.empty()) GTEST_SKIP() << "ONNX Runtime not available: " << missing;
   test::TempDir tmp("ortfix");
-  for (const char* name : {"timm_a", "timm_b", "hf", "vit_pytorch", "vit_pytorch_seed", "vit_pytorch_simple",
-                           "libraries/timm_deit_distilled", "libraries/hf_deit", "libraries/timm_siglip_map",
-                           "hf_siglip_vision", "hf_siglip_cls"}) {
+  for (const char* name :
+       {"timm_a", "timm_b", "hf", "vit_pytorch", "vit_pytorch_seed", "vit_pytorch_simple",
+        "libraries/timm_deit_distilled", "libraries/hf_deit", "libraries/timm_siglip_map", "hf_siglip_vision",
+        "hf_siglip_cls", "timm_reg_map", "timm_cls_map", "timm_prefix_map"}) {
     Pretrained p = load_pretrained(std::string(VIT_FIXTURE_DIR) + "/pretrained/" + name);
     expect_ort_matches(*p.model, fs::path(name).filename().string(), tmp.str());
   }

@@ -90,6 +90,34 @@ TEST(PretrainedFixtures, TimmAvgPoolFcNormNonSquareF16) {
   expect_logits_bf16(*p.model, "timm_b/expect.safetensors", "timm_b");
 }
 
+// timm 1.0's VisionTransformer.pool(): the attention pool reads the patch tokens alone (the
+// class and register tokens dropped first) unless model_args.pool_include_prefix. Registers
+// without a class token (vit_so150m_patch16_reg4_map_256's layout), a class token, and both
+// with pool_include_prefix; the reference pools as timm 1.0 does (a pool over every token
+// misses the first two by 0.2 of the largest logit).
+TEST(PretrainedFixtures, TimmAttentionPoolReadsThePatchesAsTimm1) {
+  struct Case {
+    const char* name;
+    bool cls;
+    int64_t regs;
+    bool include_prefix;
+  };
+  for (const Case& k : {Case{"timm_reg_map", false, 4, false}, Case{"timm_cls_map", true, 0, false},
+                        Case{"timm_prefix_map", true, 2, true}}) {
+    Pretrained p = load_pretrained(fixture(k.name));
+    EXPECT_EQ(p.format, "timm") << k.name;
+    const ViTConfig& c = p.model->config();
+    EXPECT_TRUE(c.map_pool()) << k.name;
+    EXPECT_EQ(c.class_token, k.cls) << k.name;
+    EXPECT_EQ(c.reg_tokens, k.regs) << k.name;
+    EXPECT_EQ(c.pool_include_prefix, k.include_prefix) << k.name;
+    EXPECT_EQ(c.first_pooled(), k.include_prefix ? 0 : c.num_prefix_tokens()) << k.name;
+    const std::string expect = std::string(k.name) + "/expect.safetensors";
+    expect_logits(*p.model, expect, k.name);
+    expect_logits_bf16(*p.model, expect, k.name);
+  }
+}
+
 TEST(PretrainedFixtures, TimmWithoutConfigNeedsTheHeadsThenMatches) {
   const std::string msg = test::error_of([] { load_pretrained(fixture("timm_noconfig.safetensors")); });
   EXPECT_NE(msg.find("--num-heads"), std::string::npos) << msg;

@@ -190,7 +190,7 @@ TEST(Config, PatchNormAndPoolIncludePrefix) {
   EXPECT_EQ(plain.find("pool_include_prefix"), std::string::npos);
   EXPECT_NE(test::error_of([] {
               ViTConfig::from_json(R"({"pool_include_prefix": true})");
-            }).find("pool_include_prefix is for global_pool 'avg'"),
+            }).find("pool_include_prefix is for global_pool 'avg' or 'map'"),
             std::string::npos);
 }
 
@@ -239,6 +239,9 @@ TEST(ParamTable, NamesShapesAndGroups) {
   EXPECT_TRUE(t.at("patch_embed.proj.weight").decay);
   EXPECT_TRUE(t.find("norm.weight"));
   EXPECT_FALSE(t.find("fc_norm.weight"));
+  c.reg_tokens = 2;  // timm's no_weight_decay() leaves reg_token out: it decays
+  EXPECT_TRUE(ParamTable(c).at("reg_token").decay);
+  c.reg_tokens = 0;
   c.global_pool = "avg";
   c.qkv_bias = false;
   c.pos_embed = "learn";

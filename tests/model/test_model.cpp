@@ -48,7 +48,9 @@ struct ModelCase {
   // projection, 3 heads of 4 (dim_head) on the 8-wide model, the mean over every token;
   // "quick_gelu", "gelu_tanh": the MLP's activation (act_layer); "distilled": DeiT's
   // distillation token and second head (no head dropout there, as in timm). Pool "map":
-  // timm's attention pool (SigLIP's), over every token, the masked ones left out.
+  // timm's attention pool (SigLIP's), over the visible patches as timm 1.0's pool(), the
+  // prefix tokens left out ("extras": 2 registers and the class token), or over every visible
+  // token ("include_prefix": pool_include_prefix, with a register token).
   std::string variant = "";
 };
 
@@ -79,6 +81,9 @@ TEST_P(ModelGrad, EveryParameterMatchesFiniteDifferences) {
     c.num_heads = 3;
     c.dim_head = 4;
     c.fc_norm = false;
+    c.pool_include_prefix = true;
+  } else if (mc.variant == "include_prefix") {
+    c.reg_tokens = 1;
     c.pool_include_prefix = true;
   } else if (mc.variant == "distilled") {
     c.dist_token = c.head_dist = true;
@@ -130,6 +135,7 @@ INSTANTIATE_TEST_SUITE_P(
         ModelCase{"avg", false, "learn", true, "gelu_tanh"}, ModelCase{"token", true, "learn", false, "wide"},
         ModelCase{"avg", true, "learn", false, "wide_plain"}, ModelCase{"map", false, "learn", true},
         ModelCase{"map", true, "learn", true, "extras"},
+        ModelCase{"map", true, "learn", true, "include_prefix"},
         ModelCase{"map", false, "sincos", false, "gelu_tanh"}),
     [](const auto& info) {
       return info.param.pool + (info.param.cls ? "_cls_" : "_nocls_") + info.param.pos +

@@ -107,7 +107,8 @@ TEST_P(TorchFixture, TenAdamWStepsFollowTheSameLosses) {
 INSTANTIATE_TEST_SUITE_P(Models, TorchFixture,
                          ::testing::Values("vit_cls_learn.safetensors", "vit_avg_sincos_mask.safetensors",
                                            "vit_dim_head.safetensors", "vit_pytorch_style.safetensors",
-                                           "vit_deit_distilled.safetensors", "vit_map_pool.safetensors"),
+                                           "vit_deit_distilled.safetensors", "vit_map_pool.safetensors",
+                                           "vit_map_pool_reg.safetensors", "vit_map_pool_prefix.safetensors"),
                          [](const auto& info) { return info.param.substr(4, info.param.find('.') - 4); });
 
 // DeiT's distillation (facebookresearch/deit's DistillationLoss in PyTorch, float64): the loss

@@ -174,7 +174,8 @@ TEST(Attention, DistReadsTheDistillationTokensRow) {
 }
 
 // The attention pool (global_pool 'map'): infer gives its query's probabilities beside the
-// blocks' with the same logits; "pool" reads them over the patches, "rollout" carries them
+// blocks' with the same logits (zero on the register token, which the pool does not read);
+// "pool" reads them over the patches, "rollout" carries them
 // through the blocks; a model without the pool refuses "pool".
 TEST(Attention, PoolMapsTheAttentionPoolsQuery) {
   ViTConfig c = tiny_config(2);
@@ -195,6 +196,7 @@ TEST(Attention, PoolMapsTheAttentionPoolsQuery) {
     double sum = 0;
     for (int64_t t = 0; t < T; ++t) sum += pool[r * T + t];
     EXPECT_NEAR(sum, 1.0, 1e-5) << "pool row " << r;
+    EXPECT_EQ(pool[r * T], 0.f) << "pool row " << r << ": timm 1.0's pool leaves the register token out";
   }
   // Image 1, head 1 looks at patch 2 alone; head 0 at the register token and patch 0.
   std::fill(pool.begin(), pool.end(), 0.f);

@@ -43,8 +43,8 @@ struct ViTConfig {
   // (patch_embed.norm_in, patch_dim() wide) and one over its output
   // (patch_embed.norm, as timm names PatchEmbed's norm).
   bool patch_norm = false;
-  // Average pooling over every token, the class and register tokens too (vit-pytorch's
-  // pool='mean'); timm's avg pooling leaves them out.
+  // Average or attention pooling over every token, the class and register tokens too
+  // (vit-pytorch's pool='mean'; timm 1.0's pool_include_prefix); by default they are left out.
   bool pool_include_prefix = false;
   // Final LayerNorm after pooling (`fc_norm`) instead of before it (`norm`); unset means
   // timm's default: fc_norm exactly for avg pooling. use_fc_norm() resolves it.
@@ -73,7 +73,8 @@ struct ViTConfig {
   // Tokens the head reads: the class token, and with head_dist the distillation token.
   int64_t head_tokens() const { return head_dist ? 2 : 1; }
   int64_t num_tokens() const { return num_patches() + num_prefix_tokens(); }
-  // The first token average pooling averages.
+  // The first token average pooling averages and the attention pool reads (timm 1.0's pool():
+  // the patches, every token with pool_include_prefix).
   int64_t first_pooled() const { return pool_include_prefix ? 0 : num_prefix_tokens(); }
   int64_t patch_dim() const { return in_chans * patch_h * patch_w; }
   // Rows of pos_embed: every token, or only the patches with no_embed_class.

@@ -70,7 +70,8 @@ class ViT {
   // attn may be null (the plain infer above); otherwise one copy per layer is added.
   void infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn);
   // The same, and for a model with the attention pool (map_pool) its query's attention over
-  // the tokens to pool_attn[B, H, T] (heads in order; may be null). A model without a head
+  // the tokens to pool_attn[B, H, T] (heads in order; zeros on the prefix tokens, which the pool
+  // leaves out as timm 1.0's does unless pool_include_prefix; may be null). A model without a head
   // (num_classes 0) gives the maps alone: logits null, attn or pool_attn not.
   void infer(const float* images, int64_t B, const uint8_t* mask, float* logits, float* attn,
              float* pool_attn);
@@ -283,8 +284,9 @@ class ViT {
   void set_weights_packed(bool packed);  // pack or unpack the blocks' four weights in place
   bool norm_all_tokens() const { return cfg_.norm_all_tokens(); }
   // The attention pool on A.lnf into A.pooled_ln, and its backward from A.dpooled_ln into A.dln.
-  // pool_attn: null, or where the pool's probabilities are copied ([B, H, T]).
-  void attn_pool_forward(Acts& A, const uint8_t* keys_mask, bool training, float* pool_attn);
+  // pool_attn: null, or where the pool's probabilities are copied ([B, H, T]; zeros on the
+  // prefix tokens, which timm 1.0's pool leaves out unless pool_include_prefix).
+  void attn_pool_forward(Acts& A, bool training, float* pool_attn);
   void attn_pool_backward(Acts& A);
   // The mask pooling reads: the patches' (the tokens' with pool_include_prefix), or null.
   const uint8_t* pool_mask() const;

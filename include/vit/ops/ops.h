@@ -126,15 +126,16 @@ void attention_cls_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, 
                             int64_t first_sample = 0);
 
 // The attention pool (timm's AttentionPoolLatent, SigLIP's MAP head): L learned queries
-// q[L,C], the same for every sample, attend over each sample's keys and values kv[B,T,2C]
-// (k then v, heads concatenated as in qkv) -> out[B,L,C], H heads from probs[B,H,L,T] (its
-// data may be null when no backward follows); key_mask[B,T] or null. No dropout (timm has none
-// there). The backward assigns dq[B,L,C], each sample's share of the queries' gradient (the
-// caller sums them), and dkv[B,T,2C].
+// q[L,C], the same for every sample, attend over the keys and values in rows first..T-1 of
+// each sample's kv[B,T,2C] (k then v, heads concatenated as in qkv; timm 1.0 pools the patch
+// tokens, first = the prefix tokens) -> out[B,L,C], H heads from probs[B,H,L,T-first] (its
+// data may be null when no backward follows); key_mask[B,T-first] or null. No dropout (timm
+// has none there). The backward assigns dq[B,L,C], each sample's share of the queries'
+// gradient (the caller sums them), and dkv[B,T,2C], zeros in the rows before `first`.
 void attention_pool_forward(Tensor out, Tensor probs, const Tensor& q, const Tensor& kv,
-                            const uint8_t* key_mask);
+                            const uint8_t* key_mask, int64_t first = 0);
 void attention_pool_backward(Tensor dq, Tensor dkv, const Tensor& dout, const Tensor& q, const Tensor& kv,
-                             const Tensor& probs);
+                             const Tensor& probs, int64_t first = 0);
 
 // dropout in place (p = 0 is a no-op); element i draws the mask of element first + i.
 void dropout_forward(Tensor x, float p, uint64_t key, int64_t first = 0);

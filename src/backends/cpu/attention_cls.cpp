@@ -76,10 +76,10 @@ void query_key_grads(W D, float* dq, float* dk, const float* dS, const float* q,
 namespace {
 // Where one op's Q query rows and its keys and values are: query r of sample b, head h at
 // q + b * q_batch + r * q_row + h * D (the attention pool's are shared: q_batch 0), its
-// gradient at dq + b * dq_batch + r * q_row + h * D; head h's keys of sample b at
-// kv + b * T * ld + k_off + h * D, rows ld apart, its values C after them.
+// gradient at dq + b * dq_batch + r * q_row + h * D; head h's T keys of sample b at
+// kv + b * kv_batch + k_off + h * D, rows ld apart, its values C after them.
 struct Layout {
-  int64_t q_batch, dq_batch, q_row, ld, k_off;
+  int64_t q_batch, dq_batch, q_row, ld, k_off, kv_batch;
 };
 
 // The per-(sample, head) forward both ops run: scores, masked softmax, dropout (drop_p > 0,
@@ -93,7 +93,7 @@ void heads_forward(const Layout& L, float* out, float* probs, float* probs_drop,
     thread_local Scratch<float> buf;
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
-      const float* k = kv + b * T * ld + L.k_off + h * D;
+      const float* k = kv + b * L.kv_batch + L.k_off + h * D;
       const float* v = k + C;
       for (int64_t r = 0; r < Q; ++r) {
         const int64_t row = bh * Q + r;  // [B, H, Q, T]
@@ -126,7 +126,7 @@ void heads_backward(const Layout& L, float* dq, float* dkv, const float* dout, c
     thread_local Scratch<float> buf;
     float* dS = grown(buf, T);
     for (int64_t bh = i0; bh < i1; ++bh) {
-      const int64_t b = bh / H, h = bh % H, o = b * T * ld + L.k_off + h * D;
+      const int64_t b = bh / H, h = bh % H, o = b * L.kv_batch + L.k_off + h * D;
       const float *k = kv + o, *v = k + C;
       float *dk = dkv + o, *dv = dk + C;
       for (int64_t r = 0; r < Q; ++r) {  // dk and dv sum over the rows, in row order
@@ -154,29 +154,35 @@ void heads_backward(const Layout& L, float* dq, float* dkv, const float* dout, c
 void attention_cls_forward(float* out, float* probs, float* probs_drop, const float* qkv,
                            const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
                            uint64_t drop_key, int64_t first_sample, int64_t Q) {
-  const Layout L{T * 3 * C, T * 3 * C, 3 * C, 3 * C, C};
+  const Layout L{T * 3 * C, T * 3 * C, 3 * C, 3 * C, C, T * 3 * C};
   heads_forward(L, out, probs, probs_drop, qkv, qkv, key_mask, B, T, C, H, Q, drop_p, drop_key, first_sample);
 }
 
 void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                             const float* probs_drop, int64_t B, int64_t T, int64_t C, int64_t H, float drop_p,
                             uint64_t drop_key, int64_t first_sample, int64_t Q) {
-  const Layout L{T * 3 * C, T * 3 * C, 3 * C, 3 * C, C};
+  const Layout L{T * 3 * C, T * 3 * C, 3 * C, 3 * C, C, T * 3 * C};
   heads_backward(L, dqkv, dqkv, dout, qkv, qkv, probs, probs_drop, B, T, C, H, Q, drop_p, drop_key,
                  first_sample, true);
 }
 
 // The attention pool: the queries q [L,C] shared by every sample, keys and values in kv
-// [B,T,2C]; each sample's dq its own [L,C] rows of dq [B,L,C].
+// [B,T,2C], of which rows first..T-1 of each sample are read; each sample's dq its own [L,C]
+// rows of dq [B,L,C].
 void attention_pool_forward(float* out, float* probs, const float* q, const float* kv,
-                            const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H, int64_t L) {
-  heads_forward({0, L * C, C, 2 * C, 0}, out, probs, nullptr, q, kv, key_mask, B, T, C, H, L, 0.f, 0, 0);
+                            const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H, int64_t L,
+                            int64_t first) {
+  const Layout lay{0, L * C, C, 2 * C, first * 2 * C, T * 2 * C};
+  heads_forward(lay, out, probs, nullptr, q, kv, key_mask, B, T - first, C, H, L, 0.f, 0, 0);
 }
 
 void attention_pool_backward(float* dq, float* dkv, const float* dout, const float* q, const float* kv,
-                             const float* probs, int64_t B, int64_t T, int64_t C, int64_t H, int64_t L) {
-  heads_backward({0, L * C, C, 2 * C, 0}, dq, dkv, dout, q, kv, probs, nullptr, B, T, C, H, L, 0.f, 0, 0,
-                 false);
+                             const float* probs, int64_t B, int64_t T, int64_t C, int64_t H, int64_t L,
+                             int64_t first) {
+  const Layout lay{0, L * C, C, 2 * C, first * 2 * C, T * 2 * C};
+  heads_backward(lay, dq, dkv, dout, q, kv, probs, nullptr, B, T - first, C, H, L, 0.f, 0, 0, false);
+  for (int64_t b = 0; b < B; ++b)  // the rows the pool does not read take no gradient
+    std::memset(dkv + b * T * 2 * C, 0, size_t(first * 2 * C) * sizeof(float));
 }
 
 }  // namespace vit::cpu

@@ -346,12 +346,15 @@ void attention_cls_backward(float* dqkv, const float* dout, const float* qkv, co
                             uint64_t drop_key, int64_t first_sample = 0, int64_t Q = 1);
 
 // The attention pool (timm's AttentionPoolLatent): L queries q[L,C], shared by every sample,
-// over each sample's keys and values kv[B,T,2C] (k, then v) -> out[B,L,C]; probs[B,H,L,T] or
-// null (not kept). The backward assigns dq[B,L,C] (each sample's share) and dkv[B,T,2C].
+// over each sample's keys and values in rows first..T-1 of kv[B,T,2C] (k, then v) ->
+// out[B,L,C]; probs[B,H,L,T-first] or null (not kept); key_mask[B,T-first] or null. The
+// backward assigns dq[B,L,C] (each sample's share) and dkv[B,T,2C] (zeros in rows < first).
 void attention_pool_forward(float* out, float* probs, const float* q, const float* kv,
-                            const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H, int64_t L);
+                            const uint8_t* key_mask, int64_t B, int64_t T, int64_t C, int64_t H, int64_t L,
+                            int64_t first = 0);
 void attention_pool_backward(float* dq, float* dkv, const float* dout, const float* q, const float* kv,
-                             const float* probs, int64_t B, int64_t T, int64_t C, int64_t H, int64_t L);
+                             const float* probs, int64_t B, int64_t T, int64_t C, int64_t H, int64_t L,
+                             int64_t first = 0);
 
 // (Narrow heads, D <= 8, in AVX-512 and AVX2: narrow.h, attention_backward_narrow and
 // attention_forward_lanes, which attention_forward and attention_backward take.)

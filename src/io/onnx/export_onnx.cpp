@@ -133,16 +133,20 @@ class VitGraph {
     for (int64_t l = 0; l < c_.depth; ++l) x = block(x, "blocks." + std::to_string(l) + ".", T);
     const std::string norm = c_.use_fc_norm() ? "fc_norm" : "norm";
     std::string pooled;
+    // The tokens avg and attention pooling read: the patches, or every token (timm 1.0's pool()).
+    auto pooled_tokens = [&](const std::string& t) {
+      return b_.node("Slice", {t, b_.ints({c_.first_pooled()}), b_.ints({T}), b_.ints({1})})->output(0);
+    };
     if (c_.avg_pool()) {
       if (!c_.use_fc_norm()) x = layernorm(x, norm);  // timm's norm on every token, then the mean
-      auto* s = b_.node("Slice", {x, b_.ints({c_.first_pooled()}), b_.ints({T}), b_.ints({1})});
-      auto* mean = b_.node("ReduceMean", {s->output(0)});
+      auto* mean = b_.node("ReduceMean", {pooled_tokens(x)});
       GraphBuilder::attr(mean, "axes", std::vector<int64_t>{1});
       GraphBuilder::attr(mean, "keepdims", int64_t(0));
       pooled = mean->output(0);
       if (c_.use_fc_norm()) pooled = layernorm(pooled, norm);
     } else if (c_.map_pool()) {
-      pooled = attn_pool(layernorm(x, norm), T);  // timm's norm on every token, then the pool
+      // timm's norm on every token, then the pool over the tokens it reads.
+      pooled = attn_pool(pooled_tokens(layernorm(x, norm)), T - c_.first_pooled());
     } else if (!c_.head_dist) {
       pooled = layernorm(token_row(x, 0), norm);  // the class token: [N, D]
     }
