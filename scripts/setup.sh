@@ -15,6 +15,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config git
+  ccache                 # compiler cache for the four builds of scripts/test.sh (scripts/build_env.sh)
   python3                # scripts/check_isa_code.py (scripts/test_isa.sh)
   libdnnl-dev            # oneDNN: the matrix products (see docs/design.md for why)
   libopenblas-dev        # x86-64: only for bench_gemm's comparison with OpenBLAS

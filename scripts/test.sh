@@ -13,15 +13,32 @@
 #     native suite above is that run, and Debian has no arm64-to-arm64 cross compiler.
 # Pick a subset with labels: scripts/test.sh -L unit   (or -L fixture, -L cli, -LE slow);
 # a subset runs the normal build only. See docs/reliability.md.
+# Compiles go through ccache (scripts/build_env.sh). At the end (also after a failure) a table
+# says what each stage took: docs/reliability.md keeps the measured ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVIT_WERROR=ON
-cmake --build build -j"$(nproc)"
-(cd build && ctest --output-on-failure -j"$(nproc)" "$@")
+times=()
+stage() {  # stage NAME COMMAND...: run it and note its wall time; a failure ends the script
+  local name=$1 t0=$SECONDS rc=0
+  shift
+  "$@" || rc=$?  # (set -e does not reach into a function called after || )
+  times+=("$(printf '%-10s %5d s%s' "$name" $((SECONDS - t0)) "$( ((rc)) && echo "  FAILED (exit $rc)")")")
+  ((rc == 0)) || exit "$rc"
+}
+run_ctest() { (cd build && ctest --output-on-failure -j"$(nproc)" "$@"); }
+summary() {
+  local rc=$?
+  ((${#times[@]})) && printf 'test.sh: %s\n' "stage times (${SECONDS} s in all, exit ${rc}):" "${times[@]}"
+}
+trap summary EXIT
+stage setup scripts/setup.sh
+source scripts/build_env.sh
+cmake -S . -B build "${vit_launcher[@]}" -DCMAKE_BUILD_TYPE=Release -DVIT_WERROR=ON
+stage build cmake --build build -j"$(nproc)"
+stage ctest run_ctest "$@"
 if (($# == 0)); then
-  [[ "${VIT_TEST_ISA:-1}" == 0 ]] || scripts/test_isa.sh
-  [[ "${VIT_TEST_SANITIZE:-1}" == 0 ]] || scripts/test_sanitize.sh
-  [[ "${VIT_TEST_FUZZ:-1}" == 0 ]] || scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
-  [[ "${VIT_TEST_AARCH64:-1}" == 0 || $(uname -m) == aarch64 ]] || scripts/test_aarch64.sh
+  [[ "${VIT_TEST_ISA:-1}" == 0 ]] || stage isa scripts/test_isa.sh
+  [[ "${VIT_TEST_SANITIZE:-1}" == 0 ]] || stage sanitize scripts/test_sanitize.sh
+  [[ "${VIT_TEST_FUZZ:-1}" == 0 ]] || stage fuzz scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
+  [[ "${VIT_TEST_AARCH64:-1}" == 0 || $(uname -m) == aarch64 ]] || stage aarch64 scripts/test_aarch64.sh
 fi
