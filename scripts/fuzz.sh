@@ -14,7 +14,7 @@ names=("$@")
 ((${#names[@]})) || names=(safetensors config idx cifar image pretrained_config tensor_spec)
 scripts/setup.sh --fuzz
 source scripts/build_env.sh
-CXX=clang++ CC=clang cmake -S . -B build-fuzz "${vit_launcher[@]}" -DVIT_FUZZ=ON -DVIT_BUILD_TESTS=OFF -DVIT_BUILD_BENCH=OFF \
+CXX=clang++ CC=clang cmake -S . -B build-fuzz "${vit_launcher[@]}" -DVIT_FUZZ=ON -DVIT_BUILD_TESTS=OFF -DVIT_BUILD_BENCH=OFF -DVIT_PYTHON=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build-fuzz -j"$(nproc)" --target "${names[@]/#/fuzz_}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"

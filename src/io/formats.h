@@ -92,6 +92,8 @@ struct TimmArchitecture {
 // The architecture of a name with or without its pretrained tag (".augreg_in21k"); nullptr
 // for names the table does not have.
 const TimmArchitecture* find_timm_architecture(std::string_view name);
+// The names of those vitcpp runs as timm does (unsupported empty), in the table's order.
+std::vector<std::string> runnable_timm_architectures();
 // A registered name that builds a model with this width and LayerNorm eps from model_args
 // (vit_base_patch16_224 when no width matches); distilled: one of DeiT's distilled names
 // (VisionTransformerDistilled; deit_base_distilled_patch16_224 when no width matches).

@@ -23,6 +23,13 @@ const TimmArchitecture* find_timm_architecture(std::string_view name) {
   return nullptr;
 }
 
+std::vector<std::string> runnable_timm_architectures() {
+  std::vector<std::string> out;
+  for (const auto& a : kArchitectures)
+    if (!*a.unsupported) out.push_back(a.name);
+  return out;
+}
+
 const char* timm_architecture_for(int64_t embed_dim, float norm_eps, bool distilled) {
   // Plain names (vit_base_patch16_224, vit_base_patch16_clip_224; deit_base_distilled_patch16_224):
   // the nearest reads best, and model_args give every dimension, so any runnable name of the

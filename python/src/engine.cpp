@@ -1,0 +1,205 @@
+#include "engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "vit/core/threads.h"
+#include "vit/data/image.h"
+#include "vit/data/preprocess.h"
+#include "vit/io/checkpoint.h"
+#include "vit/io/onnx_export.h"
+#include "vit/ops/ops.h"
+#include "vit/viz/attention.h"
+
+namespace vit::python {
+
+namespace fs = std::filesystem;
+
+std::unique_ptr<Engine> Engine::load(const std::string& path, const LoadArgs& a) {
+  LoadOptions lo;
+  lo.img_h = a.img_h;
+  lo.img_w = a.img_w;
+  lo.num_classes = a.num_classes > 0 ? a.num_classes : 0;
+  lo.labels_file = a.labels_file;
+  Pretrained p = load_pretrained(path, lo);
+  std::unique_ptr<Engine> e(new Engine);
+  e->m_ = std::move(p.model);
+  e->format_ = p.format;
+  e->class_names_ = std::move(p.class_names);
+  e->notes_ = std::move(p.notes);
+  // timm's num_classes=0: the same model without its head (features only).
+  if (a.num_classes == 0 && e->config().num_classes > 0) return e->with_head(0, a.seed);
+  return e;
+}
+
+std::unique_ptr<Engine> Engine::create(const std::string& name, const LoadArgs& a) {
+  ViTConfig c = preset(name);
+  if (a.num_classes >= 0) c.num_classes = a.num_classes;
+  if (a.img_h > 0) {
+    c.img_h = a.img_h;
+    c.img_w = a.img_w;
+  }
+  if (!a.global_pool.empty()) c.global_pool = a.global_pool;
+  c.validate();
+  std::unique_ptr<Engine> e(new Engine);
+  e->m_ = std::make_unique<ViT>(c, false);
+  e->m_->init_weights(a.seed);
+  e->format_ = "vitcpp";
+  if (!a.labels_file.empty()) e->class_names_ = read_labels(a.labels_file);
+  VIT_CHECK(e->class_names_.empty() || int64_t(e->class_names_.size()) == c.num_classes, a.labels_file,
+            " has ", e->class_names_.size(), " names; the model has ", c.num_classes, " classes");
+  return e;
+}
+
+void Engine::prepare(int64_t B) {
+  if (m_->infer_dtype() != "fp32") return;
+  if (ops::packed_linear_preferred(B * config().num_tokens()))
+    m_->pack_weights();
+  else
+    m_->unpack_weights();
+}
+
+const float* Engine::fp32() const {
+  m_->unpack_weights();  // exact: packing moves the values, it does not round them
+  return m_->fp32_params("the model's weights");
+}
+
+int64_t Engine::num_params() const {
+  int64_t n = 0;
+  for (const ParamSpec& s : m_->table().specs()) n += s.numel();
+  return n;
+}
+
+void Engine::logits(const float* x, int64_t B, float* out) {
+  VIT_CHECK(m_->has_head(), "the model has no classifier head (num_classes 0): use forward_features");
+  prepare(B);
+  m_->infer(x, B, nullptr, out);
+}
+
+void Engine::features(const float* x, int64_t B, float* pooled, float* tokens) {
+  prepare(B);
+  m_->infer_features(x, B, nullptr, pooled, tokens);
+}
+
+void Engine::attention(const float* x, int64_t B, float* attn, float* pool_attn) {
+  prepare(B);
+  m_->infer(x, B, nullptr, nullptr, attn, pool_attn);
+}
+
+void Engine::maps(const float* x, int64_t B, const std::string& method, int64_t layer, int64_t head,
+                  float* maps) {
+  const ViTConfig& c = config();
+  const int64_t T = c.num_tokens(), H = c.num_heads, N = c.num_patches();
+  std::vector<float> attn(size_t(c.depth * B * H * T * T)), pool(c.map_pool() ? size_t(B * H * T) : 0);
+  attention(x, B, attn.data(), c.map_pool() ? pool.data() : nullptr);
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<float> m =
+        viz::attention_map(attn.data(), c, B, b, method, layer < 0 ? c.depth - 1 : layer, head,
+                           c.map_pool() ? pool.data() : nullptr);
+    std::copy_n(m.data(), N, maps + b * N);
+  }
+}
+
+void Engine::set_dtype(const std::string& dtype) {
+  VIT_CHECK(dtype == "fp32" || dtype == "bf16", "dtype must be 'float32' or 'bfloat16', got '", dtype, "'");
+  m_->unpack_weights();
+  m_->set_infer_dtype(dtype);
+}
+
+std::unique_ptr<Engine> Engine::copy_with(const ViTConfig& cfg, bool resample, uint64_t seed) const {
+  const ViTConfig& old = config();
+  const float* src = fp32();
+  std::unique_ptr<Engine> e(new Engine);
+  e->m_ = std::make_unique<ViT>(cfg, false);
+  e->m_->init_weights(seed);  // what is not copied: a new head (timm's init), a sin-cos table
+  float* dst = e->m_->params().data();
+  for (const ParamSpec& s : e->m_->table().specs()) {
+    const ParamSpec* o = m_->table().find(s.name);
+    if (!o || is_head_param(s.name) != is_head_param(o->name)) continue;
+    if (o->shape == s.shape && !(resample && s.name == "pos_embed")) {
+      std::copy_n(src + o->offset, s.numel(), dst + s.offset);
+    } else if (resample && s.name == "pos_embed" && cfg.pos_embed == "learn") {
+      const int64_t prefix = old.no_embed_class ? 0 : old.num_prefix_tokens();
+      resample_pos_embed(src + o->offset, prefix, old.grid_h(), old.grid_w(), old.embed_dim, dst + s.offset,
+                         cfg.grid_h(), cfg.grid_w());
+    }
+  }
+  e->format_ = format_;
+  e->class_names_ =
+      int64_t(class_names_.size()) == cfg.num_classes ? class_names_ : std::vector<std::string>{};
+  e->notes_ = notes_;
+  e->set_dtype(dtype());
+  return e;
+}
+
+std::unique_ptr<Engine> Engine::with_head(int64_t num_classes, uint64_t seed) const {
+  VIT_CHECK(num_classes >= 0, "num_classes must be >= 0 (0: no head), got ", num_classes);
+  ViTConfig c = config();
+  c.num_classes = num_classes;
+  c.validate();
+  return copy_with(c, false, seed);
+}
+
+std::unique_ptr<Engine> Engine::resized(int64_t img_h, int64_t img_w) const {
+  ViTConfig c = config();
+  c.img_h = img_h;
+  c.img_w = img_w;
+  c.validate();
+  return copy_with(c, true, 0);
+}
+
+std::vector<Engine::Param> Engine::params() const {
+  const float* base = fp32();
+  std::vector<Param> out;
+  for (const ParamSpec& s : m_->table().specs())
+    out.push_back({s.name, std::vector<int64_t>(s.shape.begin(), s.shape.end()), base + s.offset});
+  return out;
+}
+
+std::vector<std::string> Engine::save(const std::string& dir, const std::string& format) const {
+  fp32();
+  if (format == "timm") return export_timm(*m_, dir, class_names_);
+  if (format == "hf") return export_hf(*m_, dir, class_names_);
+  VIT_CHECK(format == "vitcpp", "format must be 'timm', 'hf' or 'vitcpp', got '", format, "'");
+  fs::create_directories(dir);
+  std::map<std::string, std::string> meta;
+  save_checkpoint((fs::path(dir) / "model.safetensors").string(), *m_, meta);
+  return {};
+}
+
+void Engine::export_onnx(const std::string& path) const {
+  fp32();
+  vit::export_onnx(*m_, path, class_names_);
+}
+
+void preprocess_file(const InputSpec& in, const std::string& path, float* out) {
+  load_image_input(path, in, out);
+}
+
+void preprocess_bytes(const InputSpec& in, const uint8_t* data, size_t size, float* out) {
+  const Image img = decode_image(data, size, "encoded image");
+  preprocess_image(img, in, out);
+}
+
+void preprocess_pixels(const InputSpec& in, const uint8_t* hwc, int64_t h, int64_t w, int64_t c, float* out) {
+  VIT_CHECK(h > 0 && w > 0, "pixels: height and width must be positive, got ", h, " x ", w);
+  VIT_CHECK(c == 1 || c == 3 || c == 4, "pixels: channels must be 1 (gray), 3 (RGB) or 4 (RGBA), got ", c);
+  Image img;
+  img.h = h;
+  img.w = w;
+  img.c = c;
+  img.px.assign(hwc, hwc + h * w * c);
+  preprocess_image(img, in, out);
+}
+
+void set_threads(int n) {
+  set_num_threads(n);
+}
+
+int threads() {
+  return num_threads();
+}
+
+}  // namespace vit::python

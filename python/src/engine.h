@@ -1,0 +1,99 @@
+// The C++ side of the Python module: a model as Python holds it (python/vitcpp/__init__.py
+// wraps it with timm's names). Plain C++ over the library, no Python types: module.cpp
+// binds it and turns arrays into pointers. Every call that computes takes the model's
+// lock, since a ViT owns its activation buffers: two Python threads may call one model,
+// one at a time (the GIL is released meanwhile, so other models run in parallel).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "vit/core/error.h"
+#include "vit/data/preprocess.h"
+#include "vit/io/pretrained.h"
+
+namespace vit::python {
+
+struct LoadArgs {
+  int64_t num_classes = -1;  // >= 0: a new head of that many classes (0: none) when it differs
+  int64_t img_h = 0, img_w = 0;
+  std::string labels_file;
+  std::string global_pool;  // presets only: token, avg or map
+  uint64_t seed = 0;        // presets only: the random initialization
+};
+
+class Engine {
+ public:
+  // A checkpoint as `vit predict --checkpoint` reads it (vitcpp, timm, Hugging Face,
+  // vit-pytorch), or a preset / timm architecture name with random weights.
+  static std::unique_ptr<Engine> load(const std::string& path, const LoadArgs& a);
+  static std::unique_ptr<Engine> create(const std::string& name, const LoadArgs& a);
+
+  const ViTConfig& config() const { return m_->config(); }
+  const std::string& format() const { return format_; }
+  const std::vector<std::string>& class_names() const { return class_names_; }
+  const std::vector<std::string>& notes() const { return notes_; }
+  int64_t num_params() const;
+
+  // x[B, C, H, W] at the model's size, run as `vit predict -b B` and `vit bench -b B` run it:
+  // the fp32 weights packed where that is faster for B images, unpacked where not (a batch
+  // size across that line repacks them), so the same bits. logits[B, K]; pooled[B, D] and tokens[B, T, D]
+  // (either may be null); attn[depth, B, H, T, T] and pool_attn[B, H, T] (may be null).
+  void logits(const float* x, int64_t B, float* out);
+  void features(const float* x, int64_t B, float* pooled, float* tokens);
+  void attention(const float* x, int64_t B, float* attn, float* pool_attn);
+  // What `vit attention` draws, per image: maps[B, grid_h * grid_w] by method "cls",
+  // "dist", "rollout" or "pool" (viz::attention_map), at block `layer` (-1: the last), of
+  // head `head` (-1: the heads' mean).
+  void maps(const float* x, int64_t B, const std::string& method, int64_t layer, int64_t head, float* maps);
+
+  // "fp32" or "bf16" (the blocks' products; needs AVX-512 bf16 or AMX).
+  void set_dtype(const std::string& dtype);
+  const std::string& dtype() const { return m_->infer_dtype(); }
+
+  // The same weights with a new head (num_classes, 0: none; timm's reset_classifier), or at
+  // a new input size (pos_embed resampled as timm does, or the sin-cos table recomputed).
+  std::unique_ptr<Engine> with_head(int64_t num_classes, uint64_t seed) const;
+  std::unique_ptr<Engine> resized(int64_t img_h, int64_t img_w) const;
+
+  // Every parameter by timm's name: (name, shape, fp32 values; valid until the next call).
+  // This and the others below that read the weights unpack them first, exactly; the next
+  // forward packs them again.
+  struct Param {
+    std::string name;
+    std::vector<int64_t> shape;
+    const float* data;
+  };
+  std::vector<Param> params() const;
+
+  std::vector<std::string> save(const std::string& dir, const std::string& format) const;
+  void export_onnx(const std::string& path) const;
+
+  std::mutex& lock() { return mu_; }
+
+ private:
+  Engine() = default;
+  void prepare(int64_t B);    // packed fp32 weights where faster for B images, as vit predict
+  const float* fp32() const;  // the weights as fp32 values (unpacked)
+  // This model's weights in a model of config cfg: the tensors of the same name and shape,
+  // pos_embed resampled (resample), the others as init_weights(seed) draws them.
+  std::unique_ptr<Engine> copy_with(const ViTConfig& cfg, bool resample, uint64_t seed) const;
+
+  std::unique_ptr<ViT> m_;
+  std::string format_;
+  std::vector<std::string> class_names_, notes_;
+  std::mutex mu_;
+};
+
+// The model's input for one image, as `vit predict` makes it: out[C * H * W].
+void preprocess_file(const InputSpec& in, const std::string& path, float* out);
+void preprocess_bytes(const InputSpec& in, const uint8_t* data, size_t size, float* out);
+void preprocess_pixels(const InputSpec& in, const uint8_t* hwc, int64_t h, int64_t w, int64_t c, float* out);
+
+// OpenMP threads for every later call (the process's setting, as vit --threads).
+void set_threads(int n);
+int threads();
+
+}  // namespace vit::python

@@ -1,0 +1,232 @@
+// vitcpp._vitcpp: the bindings under python/vitcpp/__init__.py. Arrays cross as numpy
+// float32 C-contiguous arrays read in place (the Python side converts or refuses anything
+// else, with the reason); outputs are new numpy arrays that Python owns. Compute releases
+// the GIL and takes the model's lock (engine.h). vit::Error becomes vitcpp.Error, a
+// RuntimeError with the engine's message.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "engine.h"
+#include "io/formats.h"
+#include "vit/classifier.h"
+#include "vit/core/version.h"
+#include "vit/data/preprocess.h"
+
+namespace py = pybind11;
+using vit::python::Engine;
+
+namespace {
+
+using Floats = py::array_t<float, py::array::c_style>;  // no forcecast: Python converts first
+using Bytes = py::array_t<uint8_t, py::array::c_style>;
+
+std::string shape_of(const py::array& a) {
+  std::string s = "[";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + "]";
+}
+
+// x must be [N, C, H, W] at the model's input size: a ValueError that says both otherwise.
+int64_t batch_of(const Engine& e, const Floats& x) {
+  const vit::ViTConfig& c = e.config();
+  const std::string want = "[N, " + std::to_string(c.in_chans) + ", " + std::to_string(c.img_h) + ", " +
+                           std::to_string(c.img_w) + "]";
+  if (x.ndim() != 4 || x.shape(0) < 1 || x.shape(1) != c.in_chans || x.shape(2) != c.img_h ||
+      x.shape(3) != c.img_w)
+    throw py::value_error("the model takes images " + want + " (N >= 1), got " + shape_of(x));
+  return x.shape(0);
+}
+
+// f(engine) without the GIL, holding the model's lock (compute, and the calls that unpack or
+// repack its weights).
+template <typename F>
+auto locked(Engine& e, F&& f) {
+  py::gil_scoped_release nogil;
+  std::lock_guard<std::mutex> lock(e.lock());
+  return f(e);
+}
+
+Floats empty(std::vector<py::ssize_t> shape) {
+  return Floats(std::move(shape));
+}
+
+py::array_t<float> logits(Engine& e, const Floats& x) {
+  const int64_t B = batch_of(e, x);
+  Floats out = empty({B, e.config().num_classes});
+  float* o = out.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(e.lock());
+    e.logits(x.data(), B, o);
+  }
+  return out;
+}
+
+// (pooled [N, D] or None, tokens [N, T, D] or None)
+py::tuple features(Engine& e, const Floats& x, bool pooled, bool tokens) {
+  const int64_t B = batch_of(e, x), D = e.config().embed_dim, T = e.config().num_tokens();
+  Floats p = empty({pooled ? B : 0, D}), t = empty({tokens ? B : 0, T, D});
+  float *pp = pooled ? p.mutable_data() : nullptr, *tp = tokens ? t.mutable_data() : nullptr;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(e.lock());
+    e.features(x.data(), B, pp, tp);
+  }
+  return py::make_tuple(pooled ? py::object(p) : py::none(), tokens ? py::object(t) : py::none());
+}
+
+// (attn [depth, N, H, T, T], pool_attn [N, H, T] or None)
+py::tuple attention(Engine& e, const Floats& x) {
+  const vit::ViTConfig& c = e.config();
+  const int64_t B = batch_of(e, x), H = c.num_heads, T = c.num_tokens();
+  Floats attn = empty({c.depth, B, H, T, T}), pool = empty({c.map_pool() ? B : 0, H, T});
+  float *a = attn.mutable_data(), *p = c.map_pool() ? pool.mutable_data() : nullptr;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(e.lock());
+    e.attention(x.data(), B, a, p);
+  }
+  return py::make_tuple(attn, c.map_pool() ? py::object(pool) : py::none());
+}
+
+// [N, grid_h, grid_w]
+py::array_t<float> maps(Engine& e, const Floats& x, const std::string& method, int64_t layer, int64_t head) {
+  const int64_t B = batch_of(e, x);
+  Floats out = empty({B, e.config().grid_h(), e.config().grid_w()});
+  float* o = out.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(e.lock());
+    e.maps(x.data(), B, method, layer, head, o);
+  }
+  return out;
+}
+
+py::dict params(Engine& e) {
+  py::dict out;
+  std::lock_guard<std::mutex> lock(e.lock());  // (with the GIL: a short copy)
+  for (const Engine::Param& p : e.params()) {
+    std::vector<py::ssize_t> shape(p.shape.begin(), p.shape.end());
+    Floats a(shape);
+    std::copy_n(p.data, a.size(), a.mutable_data());
+    out[py::str(p.name)] = a;
+  }
+  return out;
+}
+
+// One image's model input [C, H, W] from what fill writes.
+template <typename F>
+py::array_t<float> image(const vit::InputSpec& in, F&& fill) {
+  Floats out = empty({in.channels, in.height, in.width});
+  float* o = out.mutable_data();
+  py::gil_scoped_release nogil;
+  fill(o);
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_vitcpp, m) {
+  m.doc() = "vitcpp's engine (python/vitcpp wraps it with timm's API)";
+  py::register_exception<vit::Error>(m, "Error", PyExc_RuntimeError);
+  m.attr("__version__") = vit::version();
+
+  py::class_<vit::python::LoadArgs>(m, "LoadArgs")
+      .def(py::init<>())
+      .def_readwrite("num_classes", &vit::python::LoadArgs::num_classes)
+      .def_readwrite("img_h", &vit::python::LoadArgs::img_h)
+      .def_readwrite("img_w", &vit::python::LoadArgs::img_w)
+      .def_readwrite("labels_file", &vit::python::LoadArgs::labels_file)
+      .def_readwrite("global_pool", &vit::python::LoadArgs::global_pool)
+      .def_readwrite("seed", &vit::python::LoadArgs::seed);
+
+  py::class_<Engine>(m, "Engine")
+      .def_static("load", &Engine::load, py::call_guard<py::gil_scoped_release>())
+      .def_static("create", &Engine::create, py::call_guard<py::gil_scoped_release>())
+      .def("config_json", [](const Engine& e) { return e.config().to_json(-1); })
+      .def_property_readonly("format", &Engine::format)
+      .def_property_readonly("class_names", &Engine::class_names)
+      .def_property_readonly("notes", &Engine::notes)
+      .def_property_readonly("dtype", &Engine::dtype)
+      .def("num_params", &Engine::num_params)
+      .def("logits", &logits)
+      .def("features", &features, py::arg("x"), py::arg("pooled") = true, py::arg("tokens") = true)
+      .def("attention", &attention)
+      .def("maps", &maps)
+      .def("set_dtype",
+           [](Engine& e, const std::string& d) { locked(e, [&](Engine& m) { m.set_dtype(d); }); })
+      .def("with_head",
+           [](Engine& e, int64_t n, uint64_t seed) {
+             return locked(e, [&](Engine& m) { return m.with_head(n, seed); });
+           })
+      .def("resized", [](Engine& e, int64_t h,
+                         int64_t w) { return locked(e, [&](Engine& m) { return m.resized(h, w); }); })
+      .def("params", &params)
+      .def("save",
+           [](Engine& e, const std::string& dir, const std::string& format) {
+             return locked(e, [&](Engine& m) { return m.save(dir, format); });
+           })
+      .def("export_onnx",
+           [](Engine& e, const std::string& path) { locked(e, [&](Engine& m) { m.export_onnx(path); }); });
+
+  py::class_<vit::InputSpec>(m, "InputSpec")
+      .def(py::init([](int64_t c, int64_t h, int64_t w, std::vector<float> mean, std::vector<float> std,
+                       std::string interpolation, float crop_pct, std::string crop_mode) {
+        vit::InputSpec in{c,
+                          h,
+                          w,
+                          std::move(mean),
+                          std::move(std),
+                          std::move(interpolation),
+                          crop_pct,
+                          std::move(crop_mode)};
+        in.validate();
+        return in;
+      }))
+      .def_readonly("channels", &vit::InputSpec::channels)
+      .def_readonly("height", &vit::InputSpec::height)
+      .def_readonly("width", &vit::InputSpec::width);
+  m.def("preprocess_file", [](const vit::InputSpec& in, const std::string& path) {
+    return image(in, [&](float* o) { vit::python::preprocess_file(in, path, o); });
+  });
+  m.def("preprocess_bytes", [](const vit::InputSpec& in, const py::bytes& data) {
+    const std::string b = data;
+    return image(in, [&](float* o) {
+      vit::python::preprocess_bytes(in, reinterpret_cast<const uint8_t*>(b.data()), b.size(), o);
+    });
+  });
+  m.def("preprocess_pixels", [](const vit::InputSpec& in, const Bytes& hwc) {
+    if (hwc.ndim() != 3) throw py::value_error("pixels must be uint8 [H, W, C], got " + shape_of(hwc));
+    return image(in, [&](float* o) {
+      vit::python::preprocess_pixels(in, hwc.data(), hwc.shape(0), hwc.shape(1), hwc.shape(2), o);
+    });
+  });
+
+  m.def("top_k", [](const Floats& logits, int64_t k, const std::vector<std::string>& names) {
+    if (logits.ndim() != 1) throw py::value_error("top_k takes one row of logits, got " + shape_of(logits));
+    std::vector<py::tuple> out;
+    for (const vit::Prediction& p : vit::top_k(logits.data(), logits.shape(0), k, names))
+      out.push_back(py::make_tuple(p.index, p.probability, p.label));
+    return out;
+  });
+  m.def("preset_names", &vit::preset_names);
+  // timm's architectures that create_model builds by name: those vitcpp runs and preset()
+  // knows (the rest load from their checkpoints, whose config says what the name leaves out).
+  m.def("timm_names", [] {
+    std::vector<std::string> out;
+    for (const std::string& n : vit::detail::runnable_timm_architectures()) {
+      try {
+        vit::preset(n);
+        out.push_back(n);
+      } catch (const vit::Error&) {
+      }
+    }
+    return out;
+  });
+  m.def("preset_config_json", [](const std::string& name) { return vit::preset(name).to_json(-1); });
+  m.def("set_threads", &vit::python::set_threads);
+  m.def("threads", &vit::python::threads);
+}

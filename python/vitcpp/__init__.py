@@ -1,0 +1,322 @@
+"""vitcpp from Python: Vision Transformers on vitcpp's C++ engine, with timm's model API.
+
+    import numpy as np, vitcpp
+    model = vitcpp.create_model("local-dir:runs/mnist-seed")   # or a timm / HF checkpoint
+    logits = model(np.zeros((1, 1, 28, 28), np.float32))        # numpy in, numpy out
+
+Names and meanings follow timm 1.0 (create_model, forward_features, forward_head,
+reset_classifier, set_input_size, pretrained_cfg, data.resolve_model_data_config,
+data.create_transform). docs/python.md has the timm <-> vitcpp table.
+"""
+import fnmatch
+import json
+import os
+import threading
+
+import numpy as np
+
+from . import _vitcpp
+from ._vitcpp import Error
+from . import data
+
+__all__ = ["Error", "VisionTransformer", "create_model", "list_models", "set_threads", "get_threads", "data"]
+__version__ = _vitcpp.__version__
+
+_DTYPES = {"float32": "fp32", "fp32": "fp32", "bfloat16": "bf16", "bf16": "bf16"}
+
+
+def set_threads(n):
+    """OpenMP threads for every later call, as `vit --threads N` (the whole process's setting;
+    n <= 0 leaves OpenMP's default: every core, or OMP_NUM_THREADS)."""
+    _vitcpp.set_threads(int(n))
+
+
+def get_threads():
+    """The OpenMP threads calls run on."""
+    return _vitcpp.threads()
+
+
+def list_models(pattern="*"):
+    """vitcpp's presets and the timm architecture names it builds (timm's list_models):
+    `vit_*` and `deit_*` names of the sizes tiny to huge, and vitcpp's own (`mnist-seed`,
+    `cifar-seed`, `vit-base-16`, ...), filtered by a shell-style pattern."""
+    names = set(_vitcpp.preset_names()) | set(_vitcpp.timm_names())
+    return sorted(n for n in names if fnmatch.fnmatchcase(n, pattern))
+
+
+def _size(img_size):
+    if img_size is None:
+        return 0, 0
+    if isinstance(img_size, (int, np.integer)):
+        return int(img_size), int(img_size)
+    h, w = img_size
+    return int(h), int(w)
+
+
+def _checkpoint_path(name, checkpoint_path):
+    """The path a name or checkpoint_path names, or None for a preset / architecture name."""
+    if checkpoint_path:
+        path = os.fspath(checkpoint_path)
+    elif name.startswith("local-dir:"):
+        path = name[len("local-dir:"):]
+    elif os.sep in name or name.endswith(".safetensors") or os.path.exists(name):
+        path = name
+    else:
+        return None
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no checkpoint at {path!r} (a .safetensors file or a directory)")
+    return path
+
+
+def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes=None, img_size=None,
+                 global_pool=None, dynamic_img_size=False, dtype="float32", threads=None, labels_file=None,
+                 seed=0, **kwargs):
+    """A Vision Transformer, as timm.create_model makes one.
+
+    model_name: a vitcpp preset or timm architecture name (random weights, drawn from `seed`
+        as timm's init), "local-dir:PATH" (timm 1.0's scheme) or a plain path: any checkpoint
+        `vit predict --checkpoint` reads (vitcpp, timm, Hugging Face, vit-pytorch; a file or a
+        directory; a `vit train` run directory gives its best.safetensors).
+    pretrained: with a name, the weights must come from checkpoint_path (no model hub here).
+    checkpoint_path: the checkpoint for model_name's weights.
+    num_classes: a new head of that many classes (0: none, features only; timm's meaning).
+    img_size: int or (H, W): the input size; position embeddings are resampled as timm's
+        resample_abs_pos_embed (bicubic, antialiased).
+    global_pool: presets only: "token", "avg" or "map".
+    dynamic_img_size: accept any input size the patches divide (resampled per size, cached).
+    dtype: "float32", or "bfloat16" for the blocks' products (CPUs with AVX-512 bf16 or AMX).
+    threads: OpenMP threads for every call (set_threads; the process's setting).
+    labels_file: class names, one per line (default: the checkpoint's own).
+    Other keyword arguments timm takes (drop rates, ...) are refused by name: vitcpp's model
+    from Python infers; training takes them (vitcpp.train).
+    """
+    if kwargs:
+        raise TypeError(f"create_model() got unexpected keyword arguments {sorted(kwargs)}")
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {dtype!r}")
+    if threads is not None:
+        set_threads(threads)
+    path = _checkpoint_path(model_name, checkpoint_path)
+    if path is None and pretrained:
+        raise ValueError(f"pretrained=True needs checkpoint_path or 'local-dir:PATH': vitcpp reaches no model hub "
+                         f"to fetch {model_name!r}")
+    if labels_file is not None and not os.path.exists(labels_file):
+        raise FileNotFoundError(f"no labels file at {labels_file!r}")
+    a = _vitcpp.LoadArgs()
+    a.num_classes = -1 if num_classes is None else int(num_classes)
+    a.img_h, a.img_w = _size(img_size)
+    a.labels_file = labels_file or ""
+    a.global_pool = global_pool or ""
+    a.seed = int(seed)
+    if path is not None:
+        if global_pool is not None:
+            raise ValueError("global_pool is a checkpoint's own: it can be set for presets only")
+        engine = _vitcpp.Engine.load(path, a)
+    else:
+        engine = _vitcpp.Engine.create(model_name, a)
+    model = VisionTransformer(engine, dynamic_img_size=dynamic_img_size)
+    model._set_dtype(_DTYPES[dtype])
+    return model
+
+
+def _as_images(x):
+    """x as a float32 C-contiguous array, read in place where it already is one: numpy
+    arrays, anything with the buffer protocol or __array__ (CPU torch tensors), or
+    __dlpack__. Integer, bool and complex inputs are refused: images here are floats."""
+    if not isinstance(x, np.ndarray):
+        if hasattr(x, "__dlpack__") and not hasattr(x, "__array__"):
+            x = np.from_dlpack(x)
+        else:
+            try:
+                x = np.asarray(x)
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise TypeError(f"images must be an array of floats (numpy, a CPU tensor, ...): {e}") from None
+    if x.dtype.kind != "f":
+        raise TypeError(f"images must be floating point (float32 read in place; float16/64 converted), "
+                        f"got dtype {x.dtype}")
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+class VisionTransformer:
+    """A vitcpp model with timm's VisionTransformer API (inference). Call it on images
+    [N, C, H, W] (float32 numpy, or anything numpy reads: a CPU torch tensor) for logits
+    [N, num_classes]. Calls release the GIL; two threads may share one model (one call at a
+    time runs on it)."""
+
+    def __init__(self, engine, dynamic_img_size=False):
+        self._engine = engine
+        self._cfg = json.loads(engine.config_json())
+        self.dynamic_img_size = bool(dynamic_img_size)
+        self._resized = {}  # (H, W) -> engine, for dynamic_img_size
+        self._resize_lock = threading.Lock()
+
+    # ---- what the model is
+    @property
+    def num_classes(self):
+        return self._cfg["num_classes"]
+
+    @property
+    def num_features(self):
+        """Width of the pooled features (timm's num_features = embed_dim)."""
+        return self._cfg["embed_dim"]
+
+    embed_dim = num_features
+
+    @property
+    def num_prefix_tokens(self):
+        c = self._cfg
+        return int(c.get("class_token", True)) + int(c.get("dist_token", False)) + c.get("reg_tokens", 0)
+
+    @property
+    def global_pool(self):
+        return self._cfg["global_pool"]
+
+    @property
+    def config(self):
+        """vitcpp's config of the model (a dict, as config.json holds it)."""
+        return dict(self._cfg)
+
+    @property
+    def class_names(self):
+        return list(self._engine.class_names)
+
+    @property
+    def checkpoint_format(self):
+        """Where the weights came from: "vitcpp", "timm", "hf" or "vit-pytorch"."""
+        return self._engine.format
+
+    @property
+    def notes(self):
+        """What the loader adapted or skipped, in words."""
+        return list(self._engine.notes)
+
+    @property
+    def dtype(self):
+        return "bfloat16" if self._engine.dtype == "bf16" else "float32"
+
+    @property
+    def pretrained_cfg(self):
+        """timm's pretrained_cfg: input_size, mean, std, interpolation, crop_pct, crop_mode,
+        num_classes, and label_names when the checkpoint has them."""
+        c = self._cfg
+        h, w = c["img_size"]
+        cfg = {"input_size": (c["in_chans"], h, w), "mean": tuple(c["mean"]), "std": tuple(c["std"]),
+               "interpolation": c["interpolation"], "crop_pct": c["crop_pct"], "crop_mode": c["crop_mode"],
+               "num_classes": c["num_classes"], "first_conv": "patch_embed.proj", "classifier": "head"}
+        if self.class_names:
+            cfg["label_names"] = self.class_names
+        return cfg
+
+    default_cfg = pretrained_cfg
+
+    def num_params(self):
+        """The number of parameters (every tensor of the state dict)."""
+        return self._engine.num_params()
+
+    def state_dict(self):
+        """Every parameter by timm's name, as float32 numpy arrays (copies)."""
+        return self._engine.params()
+
+    def __repr__(self):
+        c = self._cfg
+        return (f"VisionTransformer(embed_dim={c['embed_dim']}, depth={c['depth']}, num_heads={c['num_heads']}, "
+                f"img_size={tuple(c['img_size'])}, patch_size={tuple(c['patch_size'])}, "
+                f"num_classes={c['num_classes']}, global_pool={c['global_pool']!r}, dtype={self.dtype!r})")
+
+    # ---- the forward passes
+    def _engine_for(self, x):
+        """The engine for images x [N, C, H, W]: the model's, or with dynamic_img_size one
+        resampled to x's size."""
+        c = self._cfg
+        if not self.dynamic_img_size or x.ndim != 4 or (x.shape[2], x.shape[3]) == tuple(c["img_size"]):
+            return self._engine  # which says what it takes when x does not fit
+        size = (x.shape[2], x.shape[3])
+        ph, pw = c["patch_size"]
+        if size[0] % ph or size[1] % pw:
+            raise ValueError(f"input size {size} is not divisible by the patch size {(ph, pw)}")
+        with self._resize_lock:
+            if size not in self._resized:
+                self._resized[size] = self._engine.resized(*size)
+            return self._resized[size]
+
+    def forward(self, x):
+        """Logits [N, num_classes] of images x [N, C, H, W]."""
+        x = _as_images(x)
+        return self._engine_for(x).logits(x)
+
+    __call__ = forward
+
+    def forward_features(self, x):
+        """Every token after the final norm, [N, T, embed_dim] (timm's forward_features; the
+        class and register tokens first)."""
+        x = _as_images(x)
+        return self._engine_for(x).features(x, False, True)[1]
+
+    def forward_head(self, x, pre_logits=False):
+        """Pooling, fc_norm and the head on forward_features' tokens [N, T, D] (timm's
+        forward_head); pre_logits=True gives the pooled vector [N, D]."""
+        from ._head import forward_head
+        return forward_head(self, np.asarray(x, dtype=np.float32), pre_logits)
+
+    def forward_pooled(self, x):
+        """The pooled, normed vector the head reads, [N, D] (timm's
+        forward_head(forward_features(x), pre_logits=True), in one pass)."""
+        x = _as_images(x)
+        return self._engine_for(x).features(x, True, False)[0]
+
+    def predict(self, images, topk=5):
+        """The top-k classes of each image, best first: lists of (index, probability, label),
+        as `vit predict` prints them. images: paths, PNG/JPEG bytes, uint8 [H, W, C] arrays,
+        PIL images, or already preprocessed float images [N, C, H, W]."""
+        if isinstance(images, np.ndarray) and images.dtype.kind == "f" and images.ndim == 4:
+            x = images
+        else:
+            if isinstance(images, (str, bytes, os.PathLike, np.ndarray)) or hasattr(images, "convert"):
+                images = [images]
+            t = data.create_transform(**data.resolve_model_data_config(self))
+            x = np.stack([t(im) for im in images])
+        logits = self.forward(x)
+        return [_vitcpp.top_k(row, int(topk), self.class_names) for row in logits]
+
+    def attention_maps(self, x, method=None, layer=-1, head=None):
+        """Where the model looks, per image [N, grid_h, grid_w], as `vit attention` draws it:
+        method "cls" (the class token's attention in block `layer`), "rollout" (attention
+        rollout through blocks 0..layer), "dist" (DeiT's distillation token) or "pool" (the
+        attention pool's query; the default for such models). layer: a block, -1 the last;
+        head: None (the heads' mean) or an index."""
+        x = _as_images(x)
+        method = method or ("pool" if self.global_pool == "map" else "cls")
+        return self._engine_for(x).maps(x, method, int(layer), -1 if head is None else int(head))
+
+    # ---- changing the model
+    def _set_dtype(self, dtype):
+        self._engine.set_dtype(dtype)
+
+    def reset_classifier(self, num_classes, global_pool=None):
+        """A new head of num_classes (0: none), timm's init; the rest of the weights kept."""
+        if global_pool is not None and global_pool != self.global_pool:
+            raise ValueError(f"global_pool is the model's own ({self.global_pool!r}); it cannot change here")
+        self._replace(self._engine.with_head(int(num_classes), 0))
+
+    def set_input_size(self, img_size=None, patch_size=None):
+        """A new input size: position embeddings resampled as timm's set_input_size does."""
+        if patch_size is not None and tuple(_size(patch_size)) != tuple(self._cfg["patch_size"]):
+            raise ValueError("patch_size cannot change: vitcpp does not resample the patch embedding")
+        if img_size is not None:
+            self._replace(self._engine.resized(*_size(img_size)))
+
+    def _replace(self, engine):
+        self._engine = engine
+        self._cfg = json.loads(engine.config_json())
+        self._resized = {}
+
+    # ---- writing it out
+    def save_pretrained(self, save_directory, format="timm"):
+        """Writes a directory timm ("timm": model.safetensors + config.json, for
+        timm.create_model("local-dir:DIR")), transformers ("hf") or vitcpp ("vitcpp") loads.
+        Returns the notes on what the other library sees differently."""
+        return list(self._engine.save(os.fspath(save_directory), format))
+
+    def export_onnx(self, path):
+        """Writes the model as ONNX (opset 17, dynamic batch; `vit export --format onnx`)."""
+        self._engine.export_onnx(os.fspath(path))

@@ -1,0 +1,21 @@
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+def resolve_model_data_config(model: Any, args: Optional[Dict[str, Any]] = ...) -> Dict[str, Any]: ...
+def resolve_data_config(model: Any, args: Optional[Dict[str, Any]] = ...) -> Dict[str, Any]: ...
+
+class Transform:
+    cfg: Dict[str, Any]
+    def __call__(self, image: Any) -> np.ndarray: ...
+
+def create_transform(
+    input_size: Union[int, Sequence[int]],
+    interpolation: str = ...,
+    mean: Sequence[float] = ...,
+    std: Sequence[float] = ...,
+    crop_pct: float = ...,
+    crop_mode: str = ...,
+    is_training: bool = ...,
+    **kwargs: Any,
+) -> Transform: ...

@@ -1,0 +1,135 @@
+"""What a Python user expects beyond the numbers: exceptions with the engine's message and
+never a crash, two threads on one model, flat memory over many calls, the preprocessing of
+`vit predict` bit for bit, docstrings, and the example script."""
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import vitcpp
+from conftest import HERE, PRETRAINED, read_safetensors
+
+TIMM_A = os.path.join(PRETRAINED, "timm_a")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return vitcpp.create_model("local-dir:" + TIMM_A)
+
+
+def test_bad_inputs_raise_the_right_exception(model):
+    with pytest.raises(ValueError, match=r"takes images \[N, 3, 32, 32\].*got \[3, 32, 32\]"):
+        model(np.zeros((3, 32, 32), np.float32))
+    with pytest.raises(ValueError, match=r"got \[1, 3, 24, 32\]"):
+        model(np.zeros((1, 3, 24, 32), np.float32))
+    with pytest.raises(ValueError, match=r"got \[0, 3, 32, 32\]"):
+        model(np.zeros((0, 3, 32, 32), np.float32))
+    with pytest.raises(TypeError, match="floating point"):
+        model(np.zeros((1, 3, 32, 32), np.uint8))
+    with pytest.raises(TypeError, match="floating point.*got dtype <U"):
+        model("not an image")
+    with pytest.raises(ValueError, match="forward_head takes"):
+        model.forward_head(np.zeros((1, 5), np.float32))
+
+
+def test_bad_files_raise_with_the_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        vitcpp.create_model("local-dir:" + str(tmp_path / "missing"))
+    bad = tmp_path / "bad"
+    shutil.copytree(TIMM_A, bad)
+    with open(bad / "model.safetensors", "r+b") as f:  # a truncated checkpoint
+        f.truncate(1000)
+    with pytest.raises(vitcpp.Error, match="model.safetensors") as e:
+        vitcpp.create_model("local-dir:" + str(bad))
+    assert isinstance(e.value, RuntimeError)
+    with pytest.raises(vitcpp.Error, match="nearest|unknown|preset"):
+        vitcpp.create_model("vit_tinny_patch16_224")
+    with pytest.raises(ValueError, match="no model hub"):
+        vitcpp.create_model("vit_tiny_patch16_224", pretrained=True)
+    with pytest.raises(TypeError, match="drop_rate"):
+        vitcpp.create_model("mnist-seed", drop_rate=0.1)
+    t = vitcpp.data.create_transform(input_size=(3, 32, 32))
+    with pytest.raises(FileNotFoundError):
+        t(str(tmp_path / "none.png"))
+    with pytest.raises(vitcpp.Error, match="encoded image"):
+        t(b"\x89PNG not really")
+
+
+def test_the_transform_is_vit_predicts_preprocessing_bit_for_bit(model):
+    """preprocess.safetensors: timm's eval transform of each photo (PyTorch); vitcpp's C++ tests
+    hold `vit predict`'s tensors to it within 1e-5. Here: the same C++ pixels from a path, bytes
+    or a decoded array, and within 1e-5 of timm's."""
+    from PIL import Image
+    want = read_safetensors(os.path.join(PRETRAINED, "preprocess.safetensors"))
+    t = vitcpp.data.create_transform(**vitcpp.data.resolve_model_data_config(model))
+    for stem, name in [("cat", "cat.jpg"), ("coffee", "coffee.png"), ("cat_rgba", "cat_rgba.png")]:
+        path = os.path.join(PRETRAINED, "images", name)
+        x = t(path)
+        assert x.dtype == np.float32 and x.shape == (3, 32, 32)
+        assert np.array_equal(t(open(path, "rb").read()), x)
+        assert np.array_equal(t(Image.open(path)), x)
+        assert np.abs(x - want[f"timm_a.{stem}"]).max() <= 1e-5
+
+
+def test_two_threads_share_one_model(model):
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((2, 3, 32, 32)).astype(np.float32) for _ in range(8)]
+    want = [model(x) for x in xs]
+    got, errors = [None] * len(xs), []
+
+    def work(i0):
+        try:
+            for _ in range(5):
+                for i in range(i0, len(xs), 2):
+                    got[i] = model(xs[i])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    for g, w in zip(got, want):
+        assert np.array_equal(g, w)
+
+
+def rss_kib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def test_a_thousand_calls_leave_memory_flat(model):
+    x = np.random.default_rng(2).standard_normal((4, 3, 32, 32)).astype(np.float32)
+    for _ in range(50):  # warm-up: arenas, thread pools
+        model(x)
+    before = rss_kib()
+    for _ in range(1000):
+        model(x)
+        model.forward_features(x)
+    grown = rss_kib() - before
+    assert grown < 2048, f"resident memory grew by {grown} KiB over 1000 calls"
+
+
+def test_public_callables_have_docstrings():
+    for f in (vitcpp.create_model, vitcpp.list_models, vitcpp.VisionTransformer.forward,
+              vitcpp.VisionTransformer.forward_features, vitcpp.VisionTransformer.forward_head,
+              vitcpp.VisionTransformer.predict, vitcpp.VisionTransformer.attention_maps,
+              vitcpp.VisionTransformer.save_pretrained, vitcpp.data.create_transform,
+              vitcpp.data.resolve_model_data_config):
+        assert f.__doc__ and len(f.__doc__) > 40, f.__name__
+    package = os.path.dirname(vitcpp.__file__)
+    assert os.path.exists(os.path.join(package, "__init__.pyi")) and os.path.exists(os.path.join(package, "py.typed"))
+
+
+def test_the_classify_example_runs():
+    example = os.path.join(HERE, "..", "..", "examples", "python", "classify.py")
+    images = [os.path.join(PRETRAINED, "images", f) for f in ("cat.jpg", "coffee_32.png")]
+    r = subprocess.run([sys.executable, example, TIMM_A, *images], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "cat.jpg: " in r.stdout and "%" in r.stdout and "logits (2, 5)" in r.stdout

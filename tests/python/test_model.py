@@ -1,0 +1,132 @@
+"""vitcpp.create_model and the model's forward passes against PyTorch's logits and `vit predict`.
+Tolerances: logits against the float64 PyTorch references 1e-5 of the largest logit for
+float32-stored weights (1e-4 for bf16-stored ones, as the C++ tests); against `vit predict`
+(the same engine, another process) exactly."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import vitcpp
+from conftest import PRETRAINED, read_safetensors, run_vit, worst_rel, write_safetensors
+
+
+def expect(name):
+    e = read_safetensors(os.path.join(PRETRAINED, name, "expect.safetensors"))
+    return e["input.x"], e["out.logits"]
+
+
+def test_a_timm_name_builds_the_architecture_with_random_weights():
+    m = vitcpp.create_model("vit_tiny_patch16_224")
+    assert m(np.zeros((1, 3, 224, 224), np.float32)).shape == (1, 1000)
+    assert (m.num_classes, m.num_features, m.num_params()) == (1000, 192, 5717416)  # timm's count
+    assert m.pretrained_cfg["input_size"] == (3, 224, 224)
+    assert "vit_tiny_patch16_224" in vitcpp.list_models("vit_tiny*")
+
+
+@pytest.mark.parametrize("name,tol", [("timm_a", 1e-4), ("timm_b", 1e-4), ("timm_cls_map", 1e-5),
+                                      ("timm_reg_map", 1e-5), ("timm_prefix_map", 1e-5), ("hf", 1e-5)])
+def test_checkpoints_give_pytorchs_logits(name, tol):
+    x, want = expect(name)
+    m = vitcpp.create_model("local-dir:" + os.path.join(PRETRAINED, name))
+    got = m(x)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    assert worst_rel(got, want) <= tol
+    # A plain path and checkpoint_path name the same checkpoint.
+    assert np.array_equal(vitcpp.create_model(os.path.join(PRETRAINED, name))(x), got)
+
+
+def test_logits_and_features_are_vit_predicts(tmp_path):
+    ck = os.path.join(PRETRAINED, "timm_a")
+    x, _ = expect("timm_a")
+    write_safetensors(tmp_path / "x.safetensors", {"x": x})
+    # vit predict -b 2 lays the weights out for batches of 2, as a call with 2 images does.
+    lines = run_vit("predict", "--checkpoint", ck, "--tensor", f"{tmp_path / 'x.safetensors'}:x", "-b", 2,
+                    "--json", "--logits").splitlines()
+    cli = np.array([json.loads(line)["logits"] for line in lines], np.float32)
+    m = vitcpp.create_model("local-dir:" + ck)
+    assert np.array_equal(m(x), cli)
+    run_vit("predict", "--checkpoint", ck, "--tensor", f"{tmp_path / 'x.safetensors'}:x", "-b", 2, "--features",
+            "tokens", "-o", tmp_path / "tokens.npy")
+    assert np.array_equal(m.forward_features(x), np.load(tmp_path / "tokens.npy"))
+
+
+@pytest.mark.parametrize("name", ["timm_a", "timm_b", "timm_reg_map", "timm_prefix_map"])
+def test_forward_head_of_forward_features_is_the_forward(name):
+    x, _ = expect(name)
+    m = vitcpp.create_model("local-dir:" + os.path.join(PRETRAINED, name))
+    feats = m.forward_features(x)
+    assert feats.shape[0] == 2 and feats.shape[2] == m.num_features
+    assert worst_rel(m.forward_head(feats), m(x)) <= 1e-5
+    assert worst_rel(m.forward_head(feats, pre_logits=True), m.forward_pooled(x)) <= 1e-5
+
+
+def test_a_cpu_torch_tensor_is_read_as_an_array():
+    torch = pytest.importorskip("torch")
+    x, want = expect("timm_cls_map")
+    m = vitcpp.create_model("local-dir:" + os.path.join(PRETRAINED, "timm_cls_map"))
+    assert np.array_equal(m(torch.from_numpy(x.copy())), m(x))
+    assert np.array_equal(m(x.astype(np.float64)), m(x))  # converted to float32
+
+
+def test_a_pytorch_model_with_the_same_weights_agrees():
+    """The model's state_dict through timm's forward written in PyTorch (the fixtures' reference,
+    tools/make_pretrained_fixtures.py), float64, on new random inputs."""
+    torch = pytest.importorskip("torch")
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
+    from make_pretrained_fixtures import TIMM_MAP_CFGS, timm_forward, timm_model_cfg
+    cfg = TIMM_MAP_CFGS["timm_reg_map"]
+    m = vitcpp.create_model("local-dir:" + os.path.join(PRETRAINED, "timm_reg_map"))
+    p = {k: torch.from_numpy(v).double() for k, v in m.state_dict().items()}
+    x = np.random.default_rng(3).standard_normal((3, 3, 24, 24)).astype(np.float32)
+    want = timm_forward(timm_model_cfg(cfg["model_args"], cfg["num_classes"]), p, torch.from_numpy(x).double())
+    assert worst_rel(m(x), want.numpy()) <= 1e-5
+
+
+def test_new_head_new_size_and_dynamic_size():
+    ck = "local-dir:" + os.path.join(PRETRAINED, "timm_cls_map")
+    m = vitcpp.create_model(ck)
+    x = np.random.default_rng(0).standard_normal((2, 3, 32, 40)).astype(np.float32)
+    resized = vitcpp.create_model(ck, img_size=(32, 40))
+    assert resized(x).shape == (2, 3)
+    m.set_input_size((32, 40))  # timm's set_input_size: the same resampling as loading at that size
+    assert np.array_equal(m(x), resized(x))
+    dyn = vitcpp.create_model(ck, dynamic_img_size=True)
+    assert np.array_equal(dyn(x), resized(x))
+    with pytest.raises(ValueError, match="not divisible"):
+        dyn(np.zeros((1, 3, 30, 40), np.float32))
+    m.reset_classifier(7)
+    assert m(x).shape == (2, 7) and m.num_classes == 7
+    m.reset_classifier(0)
+    assert m.forward_pooled(x).shape == (2, 32)
+    headless = vitcpp.create_model(ck, num_classes=0)
+    with pytest.raises(vitcpp.Error, match="no classifier head"):
+        headless(np.zeros((1, 3, 24, 24), np.float32))
+
+
+def test_predict_gives_vit_predicts_top5_on_image_files():
+    ck = os.path.join(PRETRAINED, "timm_a")
+    images = [os.path.join(PRETRAINED, "images", f) for f in ("cat.jpg", "coffee.png", "astronaut_gray.png")]
+    m = vitcpp.create_model("local-dir:" + ck)
+    got = m.predict(images, topk=5)
+    lines = run_vit("predict", "--checkpoint", ck, "--json", *images).splitlines()
+    for mine, line in zip(got, lines):
+        cli = json.loads(line)
+        assert [(i, lab) for i, _, lab in mine] == [(t["index"], t["label"]) for t in cli["topk"]]
+        assert np.allclose([p for _, p, _ in mine], [t["prob"] for t in cli["topk"]], rtol=0, atol=1e-6)
+
+
+def test_attention_maps_and_writing_out(tmp_path):
+    ck = "local-dir:" + os.path.join(PRETRAINED, "timm_cls_map")
+    m = vitcpp.create_model(ck)
+    x, _ = expect("timm_cls_map")
+    maps = m.attention_maps(x)  # the attention pool's query, by default for such a model
+    assert maps.shape == (2, 3, 3) and np.allclose(maps.sum((1, 2)), 1, atol=1e-5)
+    assert m.attention_maps(x, method="rollout").shape == (2, 3, 3)
+    m.save_pretrained(tmp_path / "timm")
+    back = vitcpp.create_model("local-dir:" + str(tmp_path / "timm"))
+    assert back.checkpoint_format == "timm" and np.array_equal(back(x), m(x))
+    m.export_onnx(tmp_path / "m.onnx")
+    assert (tmp_path / "m.onnx").stat().st_size > 4 * m.num_params()
