@@ -27,7 +27,7 @@ packages=(
   libopenmpi-dev openmpi-bin                    # data-parallel training (docs/distributed.md)
   libonnx-dev libprotobuf-dev                   # vit export --format onnx (ONNX's C++ library)
   pybind11-dev python3-dev python3-numpy        # the Python module (python/, docs/python.md)
-  python3-pytest python3-pip python3-venv python3-setuptools python3-wheel python3-build
+  python3-pytest python3-pip python3-venv python3-setuptools python3-wheel python3-build python3-pil
 )
 # aarch64: the matrix products go through OpenBLAS's OpenMP build (CMake's VIT_SGEMM,
 # docs/design.md), installed alone so that Debian's alternatives for libopenblas.so.0 (what

@@ -22,6 +22,7 @@ starts. Outputs, under tests/fixtures/pretrained/:
     timm_noconfig.safetensors       stored F32, no config.json beside it (shapes say everything
                                     but num_heads = 4)
     hf/model.safetensors            HF ViTForImageClassification names, F32
+    hf_nonsquare/                   the same with image_size [48, 80], ViTImageProcessor at 48x80
     hf/config.json, hf/preprocessor_config.json
     <model>/expect.safetensors      (timm_noconfig.expect.safetensors for the third model)
         input.x     float32 [2, C, H, W]   random images
@@ -32,6 +33,8 @@ starts. Outputs, under tests/fixtures/pretrained/:
         out.prefix1.3x3   4x4 -> 3x3 (downsampling)
         in.prefix0        [1, 5*3, 8]     no prefix token, 5x3 grid
         out.prefix0.2x7   5x3 -> 2x7 (one axis down, one up)
+        hf.prefix1.HxW, hf_scale.prefix1.HxW   transformers' interpolate_pos_encoding of in.prefix1
+                          to 6x8 and 3x3: since 4.45.0 (size) and before (scale_factor + 0.1)
     images/                         real photos from scikit-image's data (see images/README.md)
         cat.jpg (173x131, JPEG q90 4:2:0), coffee.png (151x97 RGB),
         astronaut_gray.png (77x121, mode L), cat_rgba.png (61x45 RGBA, radial alpha),
@@ -42,6 +45,7 @@ starts. Outputs, under tests/fixtures/pretrained/:
         hf.S              float32 [3, 32, 32]  HF ViTImageProcessor of hf/preprocessor_config.json
         logits.timm_a.S   float32 [1, 5]       reference forward of timm_a on timm_a.S
         logits.hf.S       float32 [1, 3]       reference forward of hf on hf.S
+        hf_nonsquare.S, logits.hf_nonsquare.S  the same for hf_nonsquare (48x80)
         pil.<f>.down.S    uint8 [37, 45, 3]    PIL Image.resize((45, 37), f), S in cat, coffee
         pil.<f>.up.cat_rgba uint8 [67, 91, 3]  PIL Image.resize((91, 67), f) of the 61x45 image
                           for f in nearest, box, bilinear, hamming, bicubic, lanczos
@@ -243,12 +247,18 @@ def timm_attn_pool(p, t, nh, eps):
 
 # ---------------------------------------------------------------- HF ViTForImageClassification
 
+def hf_pair(v):
+    """transformers' image_size / patch_size: a number or [height, width]."""
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
 def hf_shapes(c):
-    D, I, P, C = c["hidden_size"], c["intermediate_size"], c["patch_size"], c["num_channels"]
-    N = (c["image_size"] // P) ** 2
+    D, I, C = c["hidden_size"], c["intermediate_size"], c["num_channels"]
+    (H, W), (ph, pw) = hf_pair(c["image_size"]), hf_pair(c["patch_size"])
+    N = (H // ph) * (W // pw)
     e = "vit.embeddings."
     s = {e + "cls_token": (1, 1, D), e + "position_embeddings": (1, 1 + N, D),
-         e + "patch_embeddings.projection.weight": (D, C, P, P), e + "patch_embeddings.projection.bias": (D,)}
+         e + "patch_embeddings.projection.weight": (D, C, ph, pw), e + "patch_embeddings.projection.bias": (D,)}
     for i in range(c["num_hidden_layers"]):
         L = f"vit.encoder.layer.{i}."
         s.update({L + "layernorm_before.weight": (D,), L + "layernorm_before.bias": (D,)})
@@ -275,7 +285,7 @@ def hf_forward(c, p, x):
     hd = D // nh
     e = "vit.embeddings."
     t = F.conv2d(x, p[e + "patch_embeddings.projection.weight"], p[e + "patch_embeddings.projection.bias"],
-                 stride=c["patch_size"]).flatten(2).transpose(1, 2)
+                 stride=hf_pair(c["patch_size"])).flatten(2).transpose(1, 2)
     t = torch.cat([p[e + "cls_token"].expand(B, -1, -1), t], dim=1) + p[e + "position_embeddings"]
     T = t.shape[1]
 
@@ -359,6 +369,12 @@ HF_PREPROCESSOR = {
     "rescale_factor": 0.00392156862745098, "size": {"height": 32, "width": 32}}
 
 
+# transformers' ViTConfig with image_size and patch_size as [height, width] pairs (ViTPose's
+# backbone is 256x192): a 48x80 input in 16x16 patches, ViTImageProcessor at that size.
+HF_NONSQUARE_CFG = dict(HF_CFG, image_size=[48, 80], patch_size=16, encoder_stride=16)
+HF_NONSQUARE_PREPROCESSOR = dict(HF_PREPROCESSOR, resample=3, size={"height": 48, "width": 80})
+
+
 def timm_model_cfg(model_args, num_classes):
     c = dict(model_args, num_classes=num_classes)
     if isinstance(c["img_size"], int):
@@ -374,45 +390,42 @@ def make_expect(path, forward, cfg, params, shape, seed):
     return logits
 
 
+def model_dir(out, name, forward, c, shapes, dtype, seed, jsons, input_shape, input_seed):
+    """out/name: model.safetensors (stored in dtype), the json files {file name: object},
+    expect.safetensors; returns (forward, c, the float64 parameters)."""
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    stored, ref = init_params(shapes, dtype, seed)
+    save(os.path.join(d, "model.safetensors"), stored, {"format": "pt"})
+    for fname, obj in jsons.items():
+        write_json(os.path.join(d, fname), obj)
+        WRITTEN[os.path.join(d, fname)] = None
+    make_expect(os.path.join(d, "expect.safetensors"), forward, c, ref, input_shape, input_seed)
+    return forward, c, ref
+
+
 def make_models(out):
     models = {}
     for name, cfg_json, dtype, seed in (("timm_a", TIMM_A_CFG, torch.bfloat16, 10),
                                         ("timm_b", TIMM_B_CFG, torch.float16, 20)):
-        d = os.path.join(out, name)
-        os.makedirs(d, exist_ok=True)
         c = timm_model_cfg(cfg_json["model_args"], cfg_json["num_classes"])
-        stored, ref = init_params(timm_shapes(c), dtype, seed)
-        save(os.path.join(d, "model.safetensors"), stored, {"format": "pt"})
-        write_json(os.path.join(d, "config.json"), cfg_json)
-        WRITTEN[os.path.join(d, "config.json")] = None
-        make_expect(os.path.join(d, "expect.safetensors"), timm_forward, c, ref, [3] + c["img_size"], seed + 1)
-        models[name] = (timm_forward, c, ref)
-
+        models[name] = model_dir(out, name, timm_forward, c, timm_shapes(c), dtype, seed,
+                                 {"config.json": cfg_json}, [3] + c["img_size"], seed + 1)
     for seed, (name, cfg_json) in enumerate(TIMM_MAP_CFGS.items(), start=50):
-        d = os.path.join(out, name)
-        os.makedirs(d, exist_ok=True)
         c = timm_model_cfg(cfg_json["model_args"], cfg_json["num_classes"])
-        stored, ref = init_params(timm_shapes(c), torch.float32, seed)
-        save(os.path.join(d, "model.safetensors"), stored, {"format": "pt"})
-        write_json(os.path.join(d, "config.json"), cfg_json)
-        WRITTEN[os.path.join(d, "config.json")] = None
-        make_expect(os.path.join(d, "expect.safetensors"), timm_forward, c, ref, [3] + c["img_size"], seed + 100)
+        model_dir(out, name, timm_forward, c, timm_shapes(c), torch.float32, seed, {"config.json": cfg_json},
+                  [3] + c["img_size"], seed + 100)
 
     c = timm_model_cfg(TIMM_NOCONFIG, TIMM_NOCONFIG["num_classes"])
     stored, ref = init_params(timm_shapes(c), torch.float32, 30)
     save(os.path.join(out, "timm_noconfig.safetensors"), stored, {"format": "pt"})
     make_expect(os.path.join(out, "timm_noconfig.expect.safetensors"), timm_forward, c, ref, [3] + c["img_size"], 31)
 
-    d = os.path.join(out, "hf")
-    os.makedirs(d, exist_ok=True)
-    stored, ref = init_params(hf_shapes(HF_CFG), torch.float32, 40)
-    save(os.path.join(d, "model.safetensors"), stored, {"format": "pt"})
-    for fname, obj in (("config.json", HF_CFG), ("preprocessor_config.json", HF_PREPROCESSOR)):
-        write_json(os.path.join(d, fname), obj)
-        WRITTEN[os.path.join(d, fname)] = None
-    size = HF_CFG["image_size"]
-    make_expect(os.path.join(d, "expect.safetensors"), hf_forward, HF_CFG, ref, [3, size, size], 41)
-    models["hf"] = (hf_forward, HF_CFG, ref)
+    for name, cfg, pre, seed in (("hf", HF_CFG, HF_PREPROCESSOR, 40),
+                                 ("hf_nonsquare", HF_NONSQUARE_CFG, HF_NONSQUARE_PREPROCESSOR, 42)):
+        models[name] = model_dir(out, name, hf_forward, cfg, hf_shapes(cfg), torch.float32, seed,
+                                 {"config.json": cfg, "preprocessor_config.json": pre},
+                                 [3, *hf_pair(cfg["image_size"])], seed + 1)
     return models
 
 
@@ -430,6 +443,24 @@ def resample_abs_pos_embed(posemb, new_size, old_size, num_prefix_tokens):
     return torch.cat([prefix, grid], dim=1)
 
 
+def hf_interpolate_pos_encoding(pos, new_h, new_w, scale_factor=False, prefix=1):
+    """transformers' ViTEmbeddings.interpolate_pos_encoding on position_embeddings [1, prefix
+    + n*n, D] for a new_h x new_w patch grid (no antialias, align_corners=False). From 4.45.0
+    (PR 33226): F.interpolate(size=(new_h, new_w)); before: scale_factor=((new_h + 0.1) / n,
+    (new_w + 0.1) / n), the +0.1 "to avoid floating point error" (dino issue 8)."""
+    num_positions, dim = pos.shape[1] - prefix, pos.shape[-1]
+    n = int(math.sqrt(num_positions))
+    grid = pos[:, prefix:].reshape(1, n, n, dim).permute(0, 3, 1, 2)
+    if scale_factor:
+        h0, w0 = new_h + 0.1, new_w + 0.1
+        grid = F.interpolate(grid, scale_factor=(h0 / math.sqrt(num_positions), w0 / math.sqrt(num_positions)),
+                             mode="bicubic", align_corners=False)
+        assert int(h0) == grid.shape[-2] and int(w0) == grid.shape[-1]
+    else:
+        grid = F.interpolate(grid, size=(new_h, new_w), mode="bicubic", align_corners=False)
+    return torch.cat([pos[:, :prefix], grid.permute(0, 2, 3, 1).reshape(1, -1, dim)], dim=1)
+
+
 def make_posembed(out):
     gen = torch.Generator().manual_seed(50)
     p1 = torch.randn(1, 1 + 4 * 4, 16, generator=gen).float()
@@ -438,6 +469,9 @@ def make_posembed(out):
          "out.prefix1.6x8": resample_abs_pos_embed(p1.to(F64), (6, 8), (4, 4), 1).float(),
          "out.prefix1.3x3": resample_abs_pos_embed(p1.to(F64), (3, 3), (4, 4), 1).float(),
          "out.prefix0.2x7": resample_abs_pos_embed(p0.to(F64), (2, 7), (5, 3), 0).float()}
+    for h, w in ((6, 8), (3, 3)):  # transformers' two forms, one target non-square
+        t[f"hf.prefix1.{h}x{w}"] = hf_interpolate_pos_encoding(p1.to(F64), h, w).float()
+        t[f"hf_scale.prefix1.{h}x{w}"] = hf_interpolate_pos_encoding(p1.to(F64), h, w, scale_factor=True).float()
     save(os.path.join(out, "posembed.safetensors"), t)
 
 
@@ -567,7 +601,8 @@ def make_preprocess(out, img_dir, models):
         t[f"timm_a.{stem}"] = timm_eval_transform(TIMM_A_CFG["pretrained_cfg"])(img)
         t[f"timm_b.{stem}"] = timm_eval_transform(TIMM_B_CFG["pretrained_cfg"])(img)
         t[f"hf.{stem}"] = hf_vit_processor(img, HF_PREPROCESSOR)
-        for m in ("timm_a", "hf"):
+        t[f"hf_nonsquare.{stem}"] = hf_vit_processor(img, HF_NONSQUARE_PREPROCESSOR)
+        for m in ("timm_a", "hf", "hf_nonsquare"):
             fwd, c, p = models[m]
             t[f"logits.{m}.{stem}"] = fwd(c, p, t[f"{m}.{stem}"][None].to(F64)).float()
         for f, flt in PIL_FILTERS.items():

@@ -44,7 +44,7 @@ struct TrainFlags {
   std::vector<float> betas;
   int threads = 0, shards = 0;
   double comm_timeout = 600;
-  std::string resume, pretrained, teacher, progress = "auto", recovery = "auto";
+  std::string resume, pretrained, teacher, progress = "auto", recovery = "auto", pos_resample;
   bool skip_bad_images = false, no_memory_check = false;
   bool amp = false;
   std::string amp_dtype = "bfloat16";
@@ -173,6 +173,7 @@ Run add_train(CLI::App& cmd) {
       "--pretrained", f->pretrained,
       "fine-tune these weights (vitcpp, timm or Hugging Face; file or directory); with --num-classes K "
       "a new zero-initialized head, with --img-size S the position embeddings are resampled");
+  add_pos_resample(cmd, f->pos_resample);
   cmd.add_flag("--freeze-backbone", t.optim.freeze_backbone, "train the head alone (linear probe)");
   cmd.add_option(
       "--teacher", f->teacher,
@@ -392,7 +393,7 @@ Run add_train(CLI::App& cmd) {
       const std::string arch = F.model.architecture_flag();
       VIT_CHECK(arch.empty(), arch, " cannot change the architecture of --pretrained ", F.pretrained,
                 " (only --img-size, --num-classes, --num-heads and dropout rates apply)");
-      LoadOptions o = load_options(F.model.img_size, F.model.num_heads);
+      LoadOptions o = load_options(F.model.img_size, F.model.num_heads, F.pos_resample);
       o.num_classes = F.model.num_classes;
       o.adjust = [&](ViTConfig& c) { F.model.apply_training_overrides(c); };
       out << "loading the pretrained weights from " << F.pretrained << std::endl;

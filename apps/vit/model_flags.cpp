@@ -214,8 +214,10 @@ InputSpec InputFlags::spec(const ViTConfig& cfg) const {
   return in;
 }
 
-LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads) {
+LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads,
+                         const std::string& pos_resample) {
   LoadOptions o;
+  o.pos_resample = pos_resample;
   if (!img_size.empty()) {
     o.img_h = img_size[0];
     o.img_w = img_size.size() > 1 ? img_size[1] : img_size[0];
@@ -252,10 +254,19 @@ void LoadFlags::add_to(CLI::App& cmd) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--num-heads", num_heads, "attention heads, for a timm file whose config does not say")
       ->check(positive());
+  add_pos_resample(cmd, pos_resample);
+}
+
+void add_pos_resample(CLI::App& cmd, std::string& value) {
+  cmd.add_option("--pos-resample", value,
+                 "how --img-size resamples the position embeddings: timm (resample_abs_pos_embed: bicubic, "
+                 "antialiased) or hf (transformers' interpolate_pos_encoding, of the release a Hugging Face "
+                 "config names); default: hf for Hugging Face checkpoints, timm for the others")
+      ->check(CLI::IsMember({"timm", "hf"}));
 }
 
 Pretrained LoadFlags::load() const {
-  LoadOptions o = load_options(img_size, num_heads);
+  LoadOptions o = load_options(img_size, num_heads, pos_resample);
   o.labels_file = labels;
   o.last = last;
   Pretrained p = load_pretrained(checkpoint, o);

@@ -59,17 +59,21 @@ struct InputFlags {
 
 // A checkpoint of any layout (vitcpp, timm, Hugging Face: a .safetensors file or a
 // directory, or a vit train run directory) for eval, predict, info and export, with
-// --img-size (pos_embed resampled), --num-heads (when the file does not say), --labels and --last.
+// --img-size (pos_embed resampled, --pos-resample), --num-heads (when the file does not say), --labels
+// and --last.
 struct LoadFlags {
-  std::string checkpoint, labels;
+  std::string checkpoint, labels, pos_resample;
   std::vector<int64_t> img_size;
   int64_t num_heads = 0;
   bool last = false;  // a run directory's last.safetensors rather than its best
   void add_to(CLI::App& cmd);
   Pretrained load() const;  // prints what the loader adapted to stderr
 };
-// LoadOptions from --img-size S|H W and --num-heads.
-LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads);
+// LoadOptions from --img-size S|H W, --num-heads and --pos-resample.
+LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads,
+                         const std::string& pos_resample = "");
+// --pos-resample timm|hf into value.
+void add_pos_resample(CLI::App& cmd, std::string& value);
 void print_notes(const Pretrained& p);
 // --skip-bad-images: the count and the first 10 files left out, with their reasons.
 // A dataset's notes ("note: ...") and the images --skip-bad-images left out.

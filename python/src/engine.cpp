@@ -23,10 +23,12 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const LoadArgs& a)
   lo.img_w = a.img_w;
   lo.num_classes = a.num_classes > 0 ? a.num_classes : 0;
   lo.labels_file = a.labels_file;
+  lo.pos_resample = a.pos_resample;
   Pretrained p = load_pretrained(path, lo);
   std::unique_ptr<Engine> e(new Engine);
   e->m_ = std::move(p.model);
   e->format_ = p.format;
+  e->pos_resample_ = p.pos_resample;
   e->class_names_ = std::move(p.class_names);
   e->notes_ = std::move(p.notes);
   // timm's num_classes=0: the same model without its head (features only).
@@ -88,6 +90,21 @@ void Engine::attention(const float* x, int64_t B, float* attn, float* pool_attn)
   m_->infer(x, B, nullptr, nullptr, attn, pool_attn);
 }
 
+void Engine::intermediates(const float* x, int64_t B, const std::vector<int64_t>& ids, float* out,
+                           float* tokens) {
+  const ViTConfig& c = config();
+  std::vector<float*> blocks(size_t(c.depth), nullptr);
+  const int64_t each = B * c.num_tokens() * c.embed_dim;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    VIT_CHECK(ids[k] >= 0 && ids[k] < c.depth, "block index ", ids[k], " out of range: the model has ",
+              c.depth, " blocks");
+    VIT_CHECK(!blocks[size_t(ids[k])], "block index ", ids[k], " given twice");
+    blocks[size_t(ids[k])] = out + int64_t(k) * each;
+  }
+  prepare(B);
+  m_->infer_blocks(x, B, nullptr, blocks, tokens);
+}
+
 void Engine::maps(const float* x, int64_t B, const std::string& method, int64_t layer, int64_t head,
                   float* maps) {
   const ViTConfig& c = config();
@@ -122,11 +139,16 @@ std::unique_ptr<Engine> Engine::copy_with(const ViTConfig& cfg, bool resample, u
       std::copy_n(src + o->offset, s.numel(), dst + s.offset);
     } else if (resample && s.name == "pos_embed" && cfg.pos_embed == "learn") {
       const int64_t prefix = old.no_embed_class ? 0 : old.num_prefix_tokens();
-      resample_pos_embed(src + o->offset, prefix, old.grid_h(), old.grid_w(), old.embed_dim, dst + s.offset,
-                         cfg.grid_h(), cfg.grid_w());
+      if (pos_resample_ == "timm")
+        resample_pos_embed(src + o->offset, prefix, old.grid_h(), old.grid_w(), old.embed_dim, dst + s.offset,
+                           cfg.grid_h(), cfg.grid_w());
+      else
+        resample_pos_embed_hf(src + o->offset, prefix, old.grid_h(), old.grid_w(), old.embed_dim,
+                              dst + s.offset, cfg.grid_h(), cfg.grid_w(), pos_resample_ == "hf-scale");
     }
   }
   e->format_ = format_;
+  e->pos_resample_ = pos_resample_;
   e->class_names_ =
       int64_t(class_names_.size()) == cfg.num_classes ? class_names_ : std::vector<std::string>{};
   e->notes_ = notes_;

@@ -20,8 +20,9 @@ struct LoadArgs {
   int64_t num_classes = -1;  // >= 0: a new head of that many classes (0: none) when it differs
   int64_t img_h = 0, img_w = 0;
   std::string labels_file;
-  std::string global_pool;  // presets only: token, avg or map
-  uint64_t seed = 0;        // presets only: the random initialization
+  std::string global_pool;   // presets only: token, avg or map
+  std::string pos_resample;  // "timm", "hf" or "" (LoadOptions::pos_resample)
+  uint64_t seed = 0;         // presets only: the random initialization
 };
 
 class Engine {
@@ -44,6 +45,9 @@ class Engine {
   void logits(const float* x, int64_t B, float* out);
   void features(const float* x, int64_t B, float* pooled, float* tokens);
   void attention(const float* x, int64_t B, float* attn, float* pool_attn);
+  // timm's forward_intermediates: the residual stream after each block of `ids` (0-based,
+  // distinct) into out[ids.size(), B, T, D], and forward_features' tokens[B, T, D].
+  void intermediates(const float* x, int64_t B, const std::vector<int64_t>& ids, float* out, float* tokens);
   // What `vit attention` draws, per image: maps[B, grid_h * grid_w] by method "cls",
   // "dist", "rollout" or "pool" (viz::attention_map), at block `layer` (-1: the last), of
   // head `head` (-1: the heads' mean).
@@ -54,7 +58,8 @@ class Engine {
   const std::string& dtype() const { return m_->infer_dtype(); }
 
   // The same weights with a new head (num_classes, 0: none; timm's reset_classifier), or at
-  // a new input size (pos_embed resampled as timm does, or the sin-cos table recomputed).
+  // a new input size (pos_embed resampled as the checkpoint's loading would, timm's or
+  // transformers' way, or the sin-cos table recomputed).
   std::unique_ptr<Engine> with_head(int64_t num_classes, uint64_t seed) const;
   std::unique_ptr<Engine> resized(int64_t img_h, int64_t img_w) const;
 
@@ -82,7 +87,7 @@ class Engine {
   std::unique_ptr<Engine> copy_with(const ViTConfig& cfg, bool resample, uint64_t seed) const;
 
   std::unique_ptr<ViT> m_;
-  std::string format_;
+  std::string format_, pos_resample_ = "timm";  // pos_resample_: Pretrained::pos_resample
   std::vector<std::string> class_names_, notes_;
   std::mutex mu_;
 };

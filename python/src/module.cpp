@@ -92,6 +92,15 @@ py::tuple attention(Engine& e, const Floats& x) {
   return py::make_tuple(attn, c.map_pool() ? py::object(pool) : py::none());
 }
 
+// (intermediates [K, N, T, D], tokens [N, T, D])
+py::tuple intermediates(Engine& e, const Floats& x, const std::vector<int64_t>& ids) {
+  const int64_t B = batch_of(e, x), T = e.config().num_tokens(), D = e.config().embed_dim;
+  Floats out = empty({py::ssize_t(ids.size()), B, T, D}), tokens = empty({B, T, D});
+  float *o = out.mutable_data(), *t = tokens.mutable_data();
+  locked(e, [&](Engine& m) { m.intermediates(x.data(), B, ids, o, t); });
+  return py::make_tuple(out, tokens);
+}
+
 // [N, grid_h, grid_w]
 py::array_t<float> maps(Engine& e, const Floats& x, const std::string& method, int64_t layer, int64_t head) {
   const int64_t B = batch_of(e, x);
@@ -141,7 +150,8 @@ PYBIND11_MODULE(_vitcpp, m) {
       .def_readwrite("img_w", &vit::python::LoadArgs::img_w)
       .def_readwrite("labels_file", &vit::python::LoadArgs::labels_file)
       .def_readwrite("global_pool", &vit::python::LoadArgs::global_pool)
-      .def_readwrite("seed", &vit::python::LoadArgs::seed);
+      .def_readwrite("seed", &vit::python::LoadArgs::seed)
+      .def_readwrite("pos_resample", &vit::python::LoadArgs::pos_resample);
 
   py::class_<Engine>(m, "Engine")
       .def_static("load", &Engine::load, py::call_guard<py::gil_scoped_release>())
@@ -156,6 +166,7 @@ PYBIND11_MODULE(_vitcpp, m) {
       .def("features", &features, py::arg("x"), py::arg("pooled") = true, py::arg("tokens") = true)
       .def("attention", &attention)
       .def("maps", &maps)
+      .def("intermediates", &intermediates)
       .def("set_dtype",
            [](Engine& e, const std::string& d) { locked(e, [&](Engine& m) { m.set_dtype(d); }); })
       .def("with_head",

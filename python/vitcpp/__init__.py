@@ -70,7 +70,7 @@ def _checkpoint_path(name, checkpoint_path):
 
 def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes=None, img_size=None,
                  global_pool=None, dynamic_img_size=False, dtype="float32", threads=None, labels_file=None,
-                 seed=0, **kwargs):
+                 seed=0, pos_resample=None, **kwargs):
     """A Vision Transformer, as timm.create_model makes one.
 
     model_name: a vitcpp preset or timm architecture name (random weights, drawn from `seed`
@@ -87,6 +87,9 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     dtype: "float32", or "bfloat16" for the blocks' products (CPUs with AVX-512 bf16 or AMX).
     threads: OpenMP threads for every call (set_threads; the process's setting).
     labels_file: class names, one per line (default: the checkpoint's own).
+    pos_resample: how a new size resamples the position embeddings: "timm"
+        (resample_abs_pos_embed) or "hf" (transformers' interpolate_pos_encoding); default:
+        "hf" for Hugging Face checkpoints, "timm" for the others (`vit --pos-resample`).
     Other keyword arguments timm takes (drop rates, ...) are refused by name: vitcpp's model
     from Python infers; training takes them (vitcpp.train).
     """
@@ -108,6 +111,7 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     a.labels_file = labels_file or ""
     a.global_pool = global_pool or ""
     a.seed = int(seed)
+    a.pos_resample = pos_resample or ""
     if path is not None:
         if global_pool is not None:
             raise ValueError("global_pool is a checkpoint's own: it can be set for presets only")
@@ -257,6 +261,44 @@ class VisionTransformer:
         forward_head); pre_logits=True gives the pooled vector [N, D]."""
         from ._head import forward_head
         return forward_head(self, np.asarray(x, dtype=np.float32), pre_logits)
+
+    def forward_intermediates(self, x, indices=None, return_prefix_tokens=False, norm=False, stop_early=False,
+                              output_fmt="NCHW", intermediates_only=False):
+        """timm 1.0's forward_intermediates: the residual stream after the blocks `indices` names
+        (None: all; an int n: the last n; a list: those, negative from the end), in block order.
+        norm=True applies the final norm to each. The prefix tokens are split off: output_fmt
+        "NCHW" gives [N, D, grid_h, grid_w] each, "NLC" [N, patches, D]; return_prefix_tokens
+        pairs each with its prefix tokens [N, prefix, D]. Returns (forward_features(x),
+        intermediates), or the intermediates alone with intermediates_only. stop_early is
+        accepted and changes nothing (the same values either way)."""
+        if output_fmt not in ("NCHW", "NLC"):
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
+        depth = self._cfg["depth"]
+        if indices is None:
+            take = list(range(depth))
+        elif isinstance(indices, (int, np.integer)):
+            if not 0 < indices <= depth:
+                raise ValueError(f"indices={indices}: the model has {depth} blocks")
+            take = list(range(depth - int(indices), depth))
+        else:
+            take = [depth + int(i) if i < 0 else int(i) for i in indices]
+        if any(not 0 <= i < depth for i in take):
+            raise ValueError(f"indices {list(indices)} out of range: the model has {depth} blocks")
+        take = sorted(set(take))  # timm takes them as the blocks run
+        x = _as_images(x)
+        blocks, final = self._engine_for(x).intermediates(x, take)
+        from ._head import final_norm
+        out = [final_norm(self, y) if norm else y for y in blocks]
+        pre = self.num_prefix_tokens
+        prefix = [y[:, :pre] for y in out]
+        out = [y[:, pre:] for y in out]
+        if output_fmt == "NCHW":
+            ph, pw = self._cfg["patch_size"]
+            gh, gw = x.shape[2] // ph, x.shape[3] // pw
+            out = [np.ascontiguousarray(y.reshape(y.shape[0], gh, gw, -1).transpose(0, 3, 1, 2)) for y in out]
+        if return_prefix_tokens and pre:
+            out = list(zip(out, prefix))
+        return out if intermediates_only else (final, out)
 
     def forward_pooled(self, x):
         """The pooled, normed vector the head reads, [N, D] (timm's

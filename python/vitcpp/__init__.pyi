@@ -27,6 +27,7 @@ def create_model(
     threads: Optional[int] = ...,
     labels_file: Optional[str] = ...,
     seed: int = ...,
+    pos_resample: Optional[str] = ...,
 ) -> VisionTransformer: ...
 
 class VisionTransformer:
@@ -62,6 +63,16 @@ class VisionTransformer:
     def forward_features(self, x: Images) -> np.ndarray: ...
     def forward_head(self, x: Images, pre_logits: bool = ...) -> np.ndarray: ...
     def forward_pooled(self, x: Images) -> np.ndarray: ...
+    def forward_intermediates(
+        self,
+        x: Images,
+        indices: Optional[Union[int, Sequence[int]]] = ...,
+        return_prefix_tokens: bool = ...,
+        norm: bool = ...,
+        stop_early: bool = ...,
+        output_fmt: str = ...,
+        intermediates_only: bool = ...,
+    ) -> Any: ...
     def predict(self, images: Any, topk: int = ...) -> List[List[Tuple[int, float, str]]]: ...
     def attention_maps(
         self, x: Images, method: Optional[str] = ..., layer: int = ..., head: Optional[int] = ...

@@ -41,6 +41,15 @@ def _attn_pool(c, p, x):
     return y + h @ p["attn_pool.mlp.fc2.weight"].T + p["attn_pool.mlp.fc2.bias"]
 
 
+def final_norm(model, x):
+    """timm's `norm` on tokens [N, T, D] (the identity for a model with fc_norm)."""
+    c = model.config
+    if c["fc_norm"]:
+        return x
+    p = model.state_dict()
+    return _layer_norm(x, p["norm.weight"], p["norm.bias"], c["norm_eps"]).astype(np.float32)
+
+
 def forward_head(model, x, pre_logits):
     c, D = model.config, model.num_features
     if x.ndim != 3 or x.shape[2] != D or x.shape[1] < 1:

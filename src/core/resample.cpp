@@ -231,4 +231,47 @@ void resize_planes_aa(const float* src, int64_t C, int64_t H, int64_t W, float* 
     }
 }
 
+namespace {
+// Cubic convolution weights for offset t in [0, 1) (Keys, a = -0.75 as PyTorch).
+void cubic_weights(float t, float w[4]) {
+  const float a = -0.75f;
+  auto near = [&](float x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };       // |x| <= 1
+  auto far = [&](float x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };  // 1 < |x| < 2
+  w[0] = far(t + 1);
+  w[1] = near(t);
+  w[2] = near(1 - t);
+  w[3] = far(2 - t);
+}
+}  // namespace
+
+void resize_bicubic(const float* src, int64_t C, int64_t H, int64_t W, float* dst, int64_t oh, int64_t ow,
+                    double scale_h, double scale_w) {
+  // Input pixels per output pixel: PyTorch's 1 / scale_factor when one is given, else in / out.
+  const double sy = scale_h > 0 ? 1.0 / scale_h : double(H) / double(oh);
+  const double sx = scale_w > 0 ? 1.0 / scale_w : double(W) / double(ow);
+  for (int64_t y = 0; y < oh; ++y) {
+    const double fy = (y + 0.5) * sy - 0.5;
+    const int64_t iy = int64_t(std::floor(fy));
+    float wy[4];
+    cubic_weights(float(fy - double(iy)), wy);
+    for (int64_t x = 0; x < ow; ++x) {
+      const double fx = (x + 0.5) * sx - 0.5;
+      const int64_t ix = int64_t(std::floor(fx));
+      float wx[4];
+      cubic_weights(float(fx - double(ix)), wx);
+      for (int64_t c = 0; c < C; ++c) {
+        const float* s = src + c * H * W;
+        float acc = 0.f;
+        for (int i = 0; i < 4; ++i) {
+          const int64_t yy = std::clamp<int64_t>(iy - 1 + i, 0, H - 1);
+          float row = 0.f;
+          for (int j = 0; j < 4; ++j) row += wx[j] * s[yy * W + std::clamp<int64_t>(ix - 1 + j, 0, W - 1)];
+          acc += wy[i] * row;
+        }
+        dst[(c * oh + y) * ow + x] = acc;
+      }
+    }
+  }
+}
+
 }  // namespace vit

@@ -27,6 +27,9 @@ struct Mapping {
   // Parameters the layout writes itself (reordered, or made up where the file has nothing):
   // called with the parameter's memory instead of copying `sources`, which still count as used.
   std::map<std::string, std::function<void(float*)>> fills;
+  // How --img-size resamples pos_embed by default: "timm" (resample_pos_embed), or for
+  // transformers' checkpoints "hf" / "hf-scale" (resample_pos_embed_hf, by the release).
+  std::string pos_resample = "timm";
 };
 
 // Runs f; a vit::Error or a JSON error it throws is thrown again with `where` (the file) first.
@@ -71,6 +74,10 @@ void hf_block_sources(Mapping& m, int64_t depth, const std::string& layers, cons
 // (square), num_channels, with transformers' ViT defaults.
 void hf_read_sizes(const nlohmann::json& j, ViTConfig& c, float eps);
 std::string hf_activation(const std::string& act);
+// The interpolate_pos_encoding of the transformers release config.json names
+// (transformers_version): "hf-scale" before 4.45.0 (scale_factor with a +0.1 offset), "hf"
+// from 4.45.0 on (an explicit size), or for a file that does not say.
+std::string hf_pos_resample(const nlohmann::json& j);
 std::vector<std::string> hf_class_names(const nlohmann::json& j, int64_t num_classes);
 // lucidrains/vit-pytorch's ViT (vit_pytorch_format.cpp).
 bool is_vit_pytorch(const SafeTensors& st);

@@ -33,11 +33,12 @@ std::vector<std::string> hf_unsupported(const ViTConfig& c) {
   if (c.patch_norm) why.push_back("LayerNorms around the patch projection (patch_norm)");
   if (c.attn_dim() != c.embed_dim)
     why.push_back("attention heads of their own width (dim_head=" + std::to_string(c.head_dim()) + ")");
-  if (c.img_h != c.img_w)
-    why.push_back("a non-square input (" + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) + ")");
-  if (c.patch_h != c.patch_w)
-    why.push_back("non-square patches (" + std::to_string(c.patch_h) + "x" + std::to_string(c.patch_w) + ")");
   return why;
+}
+
+// One number when square (what transformers writes), else [height, width].
+json hf_size(int64_t h, int64_t w) {
+  return h == w ? json(h) : json({h, w});
 }
 
 json hf_config(const ViTConfig& c, const std::vector<std::string>& names) {
@@ -58,8 +59,8 @@ json hf_config(const ViTConfig& c, const std::vector<std::string>& names) {
             {"attention_probs_dropout_prob", c.attn_drop_rate},
             {"initializer_range", 0.02},
             {"layer_norm_eps", c.norm_eps},
-            {"image_size", c.img_h},
-            {"patch_size", c.patch_h},
+            {"image_size", hf_size(c.img_h, c.img_w)},
+            {"patch_size", hf_size(c.patch_h, c.patch_w)},
             {"num_channels", c.in_chans},
             {"qkv_bias", c.qkv_bias},
             {"encoder_stride", c.patch_h},

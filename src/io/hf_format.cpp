@@ -3,6 +3,7 @@
 // gives the architecture, preprocessor_config.json the preprocessing, and the names map onto
 // timm's; query, key and value stack into one qkv, rows q, k, v as timm's.
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "core/json_number.h"
@@ -16,13 +17,17 @@ using json = nlohmann::json;
 
 namespace {
 
-int64_t size_of(const json& v, const char* what) {
-  if (v.is_array()) {
-    VIT_CHECK(v.size() == 2 && v[0] == v[1], "config.json ", what, " ", v.dump(),
-              ": only square sizes are read");
-    return json_int(v[0], std::string("config.json ") + what);
+// transformers' image_size and patch_size: one number, or a pair [height, width] (ViTConfig
+// takes both; ViTPatchEmbeddings makes a pair of a number).
+void size_of(const json& v, const char* what, int64_t& h, int64_t& w) {
+  const std::string where = std::string("config.json ") + what;
+  if (!v.is_array()) {
+    h = w = json_int(v, where);
+    return;
   }
-  return json_int(v, std::string("config.json ") + what);
+  VIT_CHECK(v.size() == 2, where, " ", v.dump(), ": a number or [height, width]");
+  h = json_int(v[0], where);
+  w = json_int(v[1], where);
 }
 
 }  // namespace
@@ -130,9 +135,20 @@ void hf_read_sizes(const json& j, ViTConfig& c, float eps) {
   c.num_heads = integer("num_attention_heads", 12);
   c.mlp_dim = integer("intermediate_size", 3072);
   c.norm_eps = j.value("layer_norm_eps", eps);
-  c.img_h = c.img_w = size_of(j.value("image_size", json(224)), "image_size");
-  c.patch_h = c.patch_w = size_of(j.value("patch_size", json(16)), "patch_size");
+  size_of(j.value("image_size", json(224)), "image_size", c.img_h, c.img_w);
+  size_of(j.value("patch_size", json(16)), "patch_size", c.patch_h, c.patch_w);
   c.in_chans = integer("num_channels", 3);
+}
+
+std::string hf_pos_resample(const json& j) {
+  // transformers PR 33226 ("Fix torch.jit.trace for interpolate_pos_encoding in all vision
+  // models"), first released in 4.45.0, replaced scale_factor=((h + 0.1) / sqrt(N), ...) by
+  // size=(h, w).
+  int major = 0, minor = 0;
+  if (const json* v = field(j, "transformers_version");
+      v && v->is_string() && std::sscanf(v->get<std::string>().c_str(), "%d.%d", &major, &minor) == 2)
+    return major < 4 || (major == 4 && minor < 45) ? "hf-scale" : "hf";
+  return "hf";
 }
 
 std::string hf_activation(const std::string& act) {
@@ -186,6 +202,7 @@ Mapping hf_mapping(const SafeTensors& st) {
     c.head_dist = st.find("distillation_classifier.weight") != nullptr;
     c.act_layer = hf_activation(j.value("hidden_act", "gelu"));
     hf_read_sizes(j, c, 1e-12f);
+    m.pos_resample = hf_pos_resample(j);
     c.qkv_bias = j.value("qkv_bias", true);
     c.class_token = true;
     c.global_pool = "token";

@@ -33,6 +33,7 @@ Mapping hf_siglip_mapping(const SafeTensors& st) {
     VIT_CHECK(vision && vision->is_object(), "config.json has no vision_config object");
     const json& j = *vision;
     hf_read_sizes(j, c, 1e-6f);
+    m.pos_resample = "hf";  // SiglipVisionEmbeddings' current interpolate_pos_encoding, whatever the release
     c.act_layer = hf_activation(j.value("hidden_act", "gelu_pytorch_tanh"));
     c.class_token = false;
     c.qkv_bias = true;

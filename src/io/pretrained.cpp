@@ -54,18 +54,42 @@ std::vector<std::string> read_labels(const std::string& path) {
   return names;
 }
 
-void resample_pos_embed(const float* src, int64_t prefix, int64_t gh, int64_t gw, int64_t C, float* dst,
-                        int64_t nh, int64_t nw) {
+namespace {
+// The prefix rows copied, the grid resized by resize(planes [C, gh, gw], out [C, nh, nw]):
+// tokens [g, C] <-> planes [C, g] around it, as permute(0, 3, 1, 2) in timm and transformers.
+template <typename F>
+void resample_grid(const float* src, int64_t prefix, int64_t gh, int64_t gw, int64_t C, float* dst,
+                   int64_t nh, int64_t nw, F&& resize) {
   std::copy(src, src + prefix * C, dst);
-  // Tokens [g, C] <-> planes [C, g] around the resize, as timm's permute(0, 3, 1, 2).
   std::vector<float> planes(C * gh * gw), out(C * nh * nw);
   const float* grid = src + prefix * C;
   for (int64_t t = 0; t < gh * gw; ++t)
     for (int64_t c = 0; c < C; ++c) planes[c * gh * gw + t] = grid[t * C + c];
-  resize_planes_aa(planes.data(), C, gh, gw, out.data(), nh, nw, Filter::Bicubic);
+  resize(planes.data(), out.data());
   float* dgrid = dst + prefix * C;
   for (int64_t t = 0; t < nh * nw; ++t)
     for (int64_t c = 0; c < C; ++c) dgrid[t * C + c] = out[c * nh * nw + t];
+}
+}  // namespace
+
+void resample_pos_embed(const float* src, int64_t prefix, int64_t gh, int64_t gw, int64_t C, float* dst,
+                        int64_t nh, int64_t nw) {
+  resample_grid(src, prefix, gh, gw, C, dst, nh, nw, [&](const float* in, float* out) {
+    resize_planes_aa(in, C, gh, gw, out, nh, nw, Filter::Bicubic);
+  });
+}
+
+void resample_pos_embed_hf(const float* src, int64_t prefix, int64_t gh, int64_t gw, int64_t C, float* dst,
+                           int64_t nh, int64_t nw, bool scale_factor) {
+  resample_grid(src, prefix, gh, gw, C, dst, nh, nw, [&](const float* in, float* out) {
+    // Before 4.45: scale_factor = ((nh + 0.1) / sqrt(N), (nw + 0.1) / sqrt(N)), sqrt(N) the
+    // square grid's side (here each axis's own, so that a non-square grid resamples too).
+    if (scale_factor)
+      resize_bicubic(in, C, gh, gw, out, nh, nw, (double(nh) + 0.1) / double(gh),
+                     (double(nw) + 0.1) / double(gw));
+    else
+      resize_bicubic(in, C, gh, gw, out, nh, nw);
+  });
 }
 
 namespace {
@@ -114,6 +138,13 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
+// The note's words for each way of resampling pos_embed.
+std::string resample_words(const std::string& how) {
+  if (how == "timm") return "as timm's resample_abs_pos_embed (bicubic, antialiased)";
+  if (how == "hf") return "as transformers' interpolate_pos_encoding (bicubic to the size, 4.45 and later)";
+  return "as transformers' interpolate_pos_encoding before 4.45 (bicubic by scale_factor (n + 0.1) / n)";
+}
+
 // A fixed (sin-cos) position table for the model's own grid.
 void init_fixed_pos_embed(const ViTConfig& c, const ParamSpec& s, float* dst) {
   if (c.pos_embed == "sincos2d")
@@ -134,6 +165,12 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
                       : out.format == "vit-pytorch" ? detail::vit_pytorch_mapping(st, opt.num_heads)
                                                     : detail::timm_mapping(st, opt.num_heads);
   ViTConfig c = m.cfg;
+  VIT_CHECK(opt.pos_resample.empty() || opt.pos_resample == "timm" || opt.pos_resample == "hf",
+            "pos_resample must be 'timm' or 'hf', got '", opt.pos_resample, "'");
+  // --pos-resample hf on a transformers checkpoint: its release's form; on others: today's.
+  const std::string how = opt.pos_resample.empty()                                       ? m.pos_resample
+                          : opt.pos_resample == "hf" && m.pos_resample.starts_with("hf") ? m.pos_resample
+                                                                                         : opt.pos_resample;
   // The file's own patch grid, for resampling the position embedding (a patch size of 0 from
   // a config.json would divide by zero here before validate() said so; found by
   // fuzz_pretrained_config).
@@ -204,10 +241,15 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
         init_fixed_pos_embed(c, s, dst);
       } else {
         const std::vector<float> pos = st.to_float(srcs[0]);
-        resample_pos_embed(pos.data(), prefix, gh0, gw0, c.embed_dim, dst, c.grid_h(), c.grid_w());
+        if (how == "timm")
+          resample_pos_embed(pos.data(), prefix, gh0, gw0, c.embed_dim, dst, c.grid_h(), c.grid_w());
+        else
+          resample_pos_embed_hf(pos.data(), prefix, gh0, gw0, c.embed_dim, dst, c.grid_h(), c.grid_w(),
+                                how == "hf-scale");
       }
       m.notes.push_back("pos_embed resampled from a " + std::to_string(gh0) + "x" + std::to_string(gw0) +
-                        " grid to " + std::to_string(c.grid_h()) + "x" + std::to_string(c.grid_w()));
+                        " grid to " + std::to_string(c.grid_h()) + "x" + std::to_string(c.grid_w()) + " " +
+                        resample_words(how));
       continue;
     }
     VIT_CHECK(squeezed(shape) == squeezed(s.shape), out.file, ": tensor '", joined(srcs), "' has shape ",
@@ -226,6 +268,7 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
     VIT_CHECK(int64_t(out.class_names.size()) == c.num_classes, opt.labels_file, " has ",
               out.class_names.size(), " names; the model has ", c.num_classes, " classes");
   out.notes = std::move(m.notes);
+  out.pos_resample = how;
   out.model = std::move(model);
   return out;
 }

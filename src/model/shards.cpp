@@ -128,10 +128,20 @@ void ViT::infer_features(const float* images, int64_t B, const uint8_t* mask, fl
   infer_all(images, B, mask, {nullptr, nullptr, pooled, tokens});
 }
 
+void ViT::infer_blocks(const float* images, int64_t B, const uint8_t* mask, const std::vector<float*>& blocks,
+                       float* tokens) {
+  VIT_CHECK(int64_t(blocks.size()) == cfg_.depth, "infer_blocks: ", blocks.size(), " outputs for ",
+            cfg_.depth, " blocks");
+  InferOut out;
+  out.tokens = tokens;
+  out.blocks = &blocks;
+  infer_all(images, B, mask, out);
+}
+
 void ViT::infer_all(const float* images, int64_t B, const uint8_t* mask, const InferOut& out) {
   VIT_CHECK(B > 0, "infer: batch size must be positive");
-  // Attention maps are written per layer by one model: one shard.
-  const int R = out.attn || out.pool_attn ? 1 : infer_shards(B);
+  // Attention maps and block outputs are written per layer by one model: one shard.
+  const int R = out.attn || out.pool_attn || out.blocks ? 1 : infer_shards(B);
   if (R == 1) return infer_local(images, B, mask, out);
   const int64_t K = cfg_.num_classes, N = cfg_.num_patches(), img = cfg_.in_chans * cfg_.img_h * cfg_.img_w;
   const int64_t D = cfg_.embed_dim, TD = cfg_.num_tokens() * D;
@@ -144,8 +154,8 @@ void ViT::infer_all(const float* images, int64_t B, const uint8_t* mask, const I
 
 void ViT::infer_local(const float* images, int64_t B, const uint8_t* mask, const InferOut& out) {
   if (infer_.B != B || infer_.tail != use_cls_tail()) layout(infer_, infer_acts_, B, false);
-  run_forward(infer_, images, mask, ForwardMode{}, out.attn, /*every_row=*/out.tokens != nullptr,
-              out.pool_attn);
+  run_forward(infer_, images, mask, ForwardMode{}, out.attn, /*every_row=*/out.tokens || out.blocks,
+              out.pool_attn, out.blocks);
   const int64_t T = cfg_.num_tokens(), D = cfg_.embed_dim;
   if (out.logits) ops::copy(Tensor(out.logits, {B, cfg_.num_classes}), infer_.logits);
   if (out.pooled) {  // timm's pre_logits: with head_dist the mean of the two normed tokens

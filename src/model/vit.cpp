@@ -159,7 +159,7 @@ void ViT::set_masks(int64_t B, const uint8_t* mask) {
 }
 
 void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode, float* attn,
-                      bool every_row, float* pool_attn) {
+                      bool every_row, float* pool_attn, const std::vector<float*>* blocks) {
   const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim, I = cfg_.attn_dim();
   auto rate = [&](float r) { return mode.train ? r : 0.f; };
   auto key = [&](uint64_t site) { return rng_key(mode.seed, mode.step, site); };
@@ -236,6 +236,7 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                             key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
     }
     x = t.out;  // [B, Tq, C]
+    if (blocks && (*blocks)[size_t(l)]) ops::copy(Tensor((*blocks)[size_t(l)], x.shape), x);
   }
   if (norm_all_tokens()) {
     // timm's `norm` before avg pooling (fc_norm off) or the attention pool: every token is

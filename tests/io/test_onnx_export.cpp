@@ -240,7 +240,7 @@ TEST(OnnxExport, OnnxRuntimeGivesThePretrainedFixturesLogits) {
   for (const char* name :
        {"timm_a", "timm_b", "hf", "vit_pytorch", "vit_pytorch_seed", "vit_pytorch_simple",
         "libraries/timm_deit_distilled", "libraries/hf_deit", "libraries/timm_siglip_map", "hf_siglip_vision",
-        "hf_siglip_cls", "timm_reg_map", "timm_cls_map", "timm_prefix_map"}) {
+        "hf_siglip_cls", "timm_reg_map", "timm_cls_map", "timm_prefix_map", "hf_nonsquare"}) {
     Pretrained p = load_pretrained(std::string(VIT_FIXTURE_DIR) + "/pretrained/" + name);
     expect_ort_matches(*p.model, fs::path(name).filename().string(), tmp.str());
   }

@@ -434,6 +434,48 @@ TEST(PretrainedFixtures, VitPytorchConfigErrorsAndANewSize) {
   EXPECT_NE(notes.find("pos_embed resampled from a 4x3 grid to 8x6"), std::string::npos) << notes;
 }
 
+// transformers' interpolate_pos_encoding (tools/make_pretrained_fixtures.py writes it as
+// transformers does): 4x4 -> 6x8 and 3x3, by size (4.45 and later) and by the older
+// scale_factor with its +0.1. The three ways differ by 0.29-0.55 on these values.
+TEST(PretrainedFixtures, PosEmbedResampleHfMatchesTransformers) {
+  const SafeTensors st = SafeTensors::open(fixture("posembed.safetensors"));
+  const auto src = st.to_float("in.prefix1");
+  for (const bool scale_factor : {false, true})
+    for (const auto& [nh, nw] : {std::pair<int64_t, int64_t>{6, 8}, {3, 3}}) {
+      const std::string name = std::string(scale_factor ? "hf_scale" : "hf") + ".prefix1." +
+                               std::to_string(nh) + "x" + std::to_string(nw);
+      const auto want = st.to_float(name);
+      std::vector<float> got(want.size());
+      resample_pos_embed_hf(src.data(), 1, 4, 4, 16, got.data(), nh, nw, scale_factor);
+      EXPECT_TRUE(test::close_rel_max(name, got.data(), want.data(), int64_t(want.size()), 1e-5));
+    }
+}
+
+// The release a Hugging Face config names picks the form (hf's fixture says 4.40.0, the one
+// transformers 5.17 wrote says 5.17.0); --pos-resample timm overrides it; timm's default is timm.
+TEST(PretrainedFixtures, PosResampleDefaultsToTheCheckpointsLibrary) {
+  LoadOptions o;
+  o.img_h = o.img_w = 48;
+  auto how = [&](const std::string& name, const std::string& pos_resample) {
+    LoadOptions lo = o;
+    lo.pos_resample = pos_resample;
+    const Pretrained p = load_pretrained(fixture(name), lo);
+    const bool noted = std::any_of(p.notes.begin(), p.notes.end(),
+                                   [](const std::string& n) { return n.find("pos_embed resampled") == 0; });
+    EXPECT_TRUE(noted) << name;
+    return p.pos_resample;
+  };
+  EXPECT_EQ(how("hf", ""), "hf-scale");
+  EXPECT_EQ(how("libraries/hf_vit", ""), "hf");
+  EXPECT_EQ(how("hf", "hf"), "hf-scale");
+  EXPECT_EQ(how("hf", "timm"), "timm");
+  EXPECT_EQ(how("timm_a", ""), "timm");
+  EXPECT_EQ(how("timm_a", "hf"), "hf");
+  o.pos_resample = "bilinear";
+  EXPECT_NE(test::error_of([&] { load_pretrained(fixture("hf"), o); }).find("pos_resample must be"),
+            std::string::npos);
+}
+
 TEST(PretrainedFixtures, PosEmbedResampleMatchesInterpolateBicubicAntialias) {
   const SafeTensors st = SafeTensors::open(fixture("posembed.safetensors"));
   struct Case {
@@ -475,9 +517,23 @@ TEST(PretrainedFixtures, PillowResizeIsBitExactForEveryFilter) {
   EXPECT_EQ(checked, 18);
 }
 
+// transformers' ViTConfig with image_size [48, 80] and patch_size 16 (pairs, as ViTPose's
+// backbone has them): the 3x5 grid, transformers' logits on tensors; on photos through
+// ViTImageProcessor's {"height": 48, "width": 80} below.
+TEST(PretrainedFixtures, HuggingFaceNonSquareSizes) {
+  Pretrained p = load_pretrained(fixture("hf_nonsquare"));
+  EXPECT_EQ(p.format, "hf");
+  const ViTConfig& c = p.model->config();
+  EXPECT_EQ(std::vector<int64_t>({c.img_h, c.img_w, c.patch_h, c.patch_w}),
+            std::vector<int64_t>({48, 80, 16, 16}));
+  EXPECT_EQ(c.interpolation, "bicubic");
+  EXPECT_EQ(c.crop_mode, "squash");
+  expect_logits(*p.model, "hf_nonsquare/expect.safetensors", "hf_nonsquare");
+}
+
 TEST(PretrainedFixtures, PreprocessingMatchesTimmAndHuggingFaceOnPhotos) {
   const SafeTensors st = SafeTensors::open(fixture("preprocess.safetensors"));
-  for (const char* model : {"timm_a", "timm_b", "hf"}) {
+  for (const char* model : {"timm_a", "timm_b", "hf", "hf_nonsquare"}) {
     Pretrained p = load_pretrained(fixture(model));
     const ViTConfig& c = p.model->config();
     const InputSpec in = input_spec(c);

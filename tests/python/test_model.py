@@ -26,7 +26,8 @@ def test_a_timm_name_builds_the_architecture_with_random_weights():
 
 
 @pytest.mark.parametrize("name,tol", [("timm_a", 1e-4), ("timm_b", 1e-4), ("timm_cls_map", 1e-5),
-                                      ("timm_reg_map", 1e-5), ("timm_prefix_map", 1e-5), ("hf", 1e-5)])
+                                      ("timm_reg_map", 1e-5), ("timm_prefix_map", 1e-5), ("hf", 1e-5),
+                                      ("hf_nonsquare", 1e-5)])
 def test_checkpoints_give_pytorchs_logits(name, tol):
     x, want = expect(name)
     m = vitcpp.create_model("local-dir:" + os.path.join(PRETRAINED, name))
@@ -130,3 +131,25 @@ def test_attention_maps_and_writing_out(tmp_path):
     assert back.checkpoint_format == "timm" and np.array_equal(back(x), m(x))
     m.export_onnx(tmp_path / "m.onnx")
     assert (tmp_path / "m.onnx").stat().st_size > 4 * m.num_params()
+
+
+def test_forward_intermediates_as_timm():
+    ck = "local-dir:" + os.path.join(PRETRAINED, "timm_a")  # 1 class + 2 register tokens, 4x4 patches
+    m = vitcpp.create_model(ck)
+    x, _ = expect("timm_a")
+    final, ints = m.forward_intermediates(x)
+    assert np.array_equal(final, m.forward_features(x))
+    assert len(ints) == 2 and all(y.shape == (2, 32, 4, 4) for y in ints)
+    assert not np.allclose(ints[0], ints[1])
+    # The last block's output, normed: forward_features' patch tokens, as [N, D, H, W].
+    last = m.forward_intermediates(x, indices=1, norm=True, intermediates_only=True)
+    assert len(last) == 1
+    want = final[:, 3:].reshape(2, 4, 4, 32).transpose(0, 3, 1, 2)
+    assert worst_rel(last[0], want) <= 1e-5
+    nlc = m.forward_intermediates(x, indices=[-2], output_fmt="NLC", return_prefix_tokens=True,
+                                  intermediates_only=True)
+    (spatial, prefix), = nlc
+    assert spatial.shape == (2, 16, 32) and prefix.shape == (2, 3, 32)
+    assert np.array_equal(spatial.reshape(2, 4, 4, 32).transpose(0, 3, 1, 2), ints[0])
+    with pytest.raises(ValueError, match="out of range"):
+        m.forward_intermediates(x, indices=[2])

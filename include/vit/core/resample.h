@@ -49,4 +49,11 @@ void resize_u8_pil(const uint8_t* src, int64_t h, int64_t w, int64_t c, uint8_t*
 void resize_planes_aa(const float* src, int64_t C, int64_t H, int64_t W, float* dst, int64_t oh, int64_t ow,
                       Filter f);
 
+// Bicubic resize of float planes [C, H, W] -> [C, oh, ow] with PyTorch's kernel (a = -0.75, half-pixel
+// centers, edge samples clamped: F.interpolate(mode='bicubic', align_corners=False), no antialias). scale_h
+// and scale_w > 0: F.interpolate's scale_factor, which then places the samples (output pixel y reads around
+// (y + 0.5) / scale_h - 0.5) where a size alone uses in / out.
+void resize_bicubic(const float* src, int64_t C, int64_t H, int64_t W, float* dst, int64_t oh, int64_t ow,
+                    double scale_h = 0, double scale_w = 0);
+
 }  // namespace vit

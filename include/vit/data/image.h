@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "vit/core/resample.h"
+
 namespace vit {
 
 // 8-bit pixels, interleaved [H, W, C], C = 1 (gray), 3 (RGB) or 4 (RGBA).
@@ -33,9 +35,7 @@ Image convert_channels(const Image& img, int64_t channels);
 // Bilinear resize of float planes [C, H, W] -> [C, oh, ow], half-pixel centers
 // (torch.nn.functional.interpolate(mode='bilinear', align_corners=False), no antialias).
 void resize_bilinear(const float* src, int64_t C, int64_t H, int64_t W, float* dst, int64_t oh, int64_t ow);
-// Bicubic resize with PyTorch's kernel (a = -0.75, half-pixel centers, edge samples
-// clamped: F.interpolate(mode='bicubic', align_corners=False), no antialias).
-void resize_bicubic(const float* src, int64_t C, int64_t H, int64_t W, float* dst, int64_t oh, int64_t ow);
+// (resize_bicubic, PyTorch's bicubic kernel: core/resample.h)
 // Either of the two by name ("bilinear" or "bicubic").
 void resize(const std::string& mode, const float* src, int64_t C, int64_t H, int64_t W, float* dst,
             int64_t oh, int64_t ow);

@@ -19,11 +19,15 @@
 namespace vit {
 
 struct LoadOptions {
-  int64_t img_h = 0, img_w = 0;  // > 0: a new input size; pos_embed is resampled (timm's way)
-  int64_t num_heads = 0;         // heads when neither the config nor the architecture name says
-  int64_t num_classes = 0;       // > 0 and different from the file's: a new zero-initialized head
-  std::string labels_file;       // class names, one per line (else the file's own, if any)
-  bool last = false;             // a vit train run directory: its last.safetensors, not best
+  int64_t img_h = 0, img_w = 0;  // > 0: a new input size; pos_embed is resampled
+  // How: "timm" (resample_pos_embed) or "hf" (resample_pos_embed_hf: transformers'
+  // interpolate_pos_encoding, of the release a transformers checkpoint names); "" = the
+  // checkpoint's own (hf for a Hugging Face checkpoint, timm for the others).
+  std::string pos_resample;
+  int64_t num_heads = 0;    // heads when neither the config nor the architecture name says
+  int64_t num_classes = 0;  // > 0 and different from the file's: a new zero-initialized head
+  std::string labels_file;  // class names, one per line (else the file's own, if any)
+  bool last = false;        // a vit train run directory: its last.safetensors, not best
   // Changes to the config that leave the parameters alone (dropout rates), applied before
   // the model is built.
   std::function<void(ViTConfig&)> adjust;
@@ -35,6 +39,8 @@ struct Pretrained {
   std::string file;    // the safetensors file read
   std::vector<std::string> class_names;
   std::vector<std::string> notes;  // what was adapted or skipped, for the user to read
+  // How pos_embed is (or would be) resampled for a new size: "timm", "hf" or "hf-scale".
+  std::string pos_resample;
 };
 
 // The safetensors file a path names: a file itself; a directory's model.safetensors (timm,
@@ -52,6 +58,12 @@ std::vector<std::string> read_labels(const std::string& path);
 // antialias=True); dst is [prefix + nh*nw, C].
 void resample_pos_embed(const float* src, int64_t prefix, int64_t gh, int64_t gw, int64_t C, float* dst,
                         int64_t nh, int64_t nw);
+// transformers' ViTEmbeddings.interpolate_pos_encoding (DeiT's likewise, with its two prefix
+// tokens): the same grid resized with F.interpolate(mode="bicubic", align_corners=False), no
+// antialiasing; to size=(nh, nw) since 4.45.0, before it by scale_factor=((nh + 0.1) / gh,
+// (nw + 0.1) / gw) (scale_factor true), which places the samples slightly differently.
+void resample_pos_embed_hf(const float* src, int64_t prefix, int64_t gh, int64_t gw, int64_t C, float* dst,
+                           int64_t nh, int64_t nw, bool scale_factor);
 
 // Writes a directory timm loads as it is: model.safetensors (timm's names) and config.json
 // (architecture, num_classes, global_pool, model_args, pretrained_cfg, label_names).
@@ -66,7 +78,8 @@ std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
 // names, else the class indices) and preprocessor_config.json (ViTImageProcessor;
 // DeiTImageProcessor with its resize and center crop). Throws vit::Error naming what HF's
 // ViT cannot express (avg pooling, fc_norm, LayerScale, no class token, register tokens,
-// pre_norm, no patch bias, non-square input or patches); returns notes on what is
+// pre_norm, no patch bias); a non-square input or patch size is written as transformers'
+// [height, width] pair. Returns notes on what is
 // approximated (preprocessing HF's processor has no words for, fixed sin-cos positions
 // written as learned ones).
 std::vector<std::string> export_hf(const ViT& model, const std::string& dir,

@@ -81,6 +81,10 @@ class ViT {
   // `norm` is then the identity). Either may be null. The only inference a model without a
   // head (num_classes 0, timm's headless models) has.
   void infer_features(const float* images, int64_t B, const uint8_t* mask, float* pooled, float* tokens);
+  // timm's forward_intermediates: blocks[l] null, or where the residual stream after block l
+  // goes ([B, T, D], before the final norm; blocks has depth entries); tokens as above.
+  void infer_blocks(const float* images, int64_t B, const uint8_t* mask, const std::vector<float*>& blocks,
+                    float* tokens);
   // Whether the model has a classifier head (num_classes > 0).
   bool has_head() const { return cfg_.num_classes > 0; }
 
@@ -260,6 +264,7 @@ class ViT {
   // What one inference writes (null: not wanted), each [B, ...] from row 0.
   struct InferOut {
     float *logits = nullptr, *attn = nullptr, *pooled = nullptr, *tokens = nullptr, *pool_attn = nullptr;
+    const std::vector<float*>* blocks = nullptr;  // infer_blocks'
   };
   void infer_all(const float* images, int64_t B, const uint8_t* mask, const InferOut& out);
   void infer_local(const float* images, int64_t B, const uint8_t* mask, const InferOut& out);
@@ -278,8 +283,10 @@ class ViT {
   // attn: null, or where each layer's probabilities are copied ([depth, B, H, T, T]).
   // every_row: the last block on every row (no class-token tail), for its tokens.
   // pool_attn: null, or where the attention pool's probabilities go ([B, H, T]).
+  // blocks: null, or per block null or where its output goes ([B, T, C]; with every_row).
   void run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode,
-                   float* attn = nullptr, bool every_row = false, float* pool_attn = nullptr);
+                   float* attn = nullptr, bool every_row = false, float* pool_attn = nullptr,
+                   const std::vector<float*>* blocks = nullptr);
   void set_masks(int64_t B, const uint8_t* mask);
   void set_weights_packed(bool packed);  // pack or unpack the blocks' four weights in place
   bool norm_all_tokens() const { return cfg_.norm_all_tokens(); }
