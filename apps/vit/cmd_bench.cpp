@@ -62,7 +62,7 @@ Run add_bench(CLI::App& cmd) {
     f->opt.max_runs = std::max(f->opt.max_runs, f->opt.min_runs);
     const BenchResult r = run_bench(cfg, f->opt);
     if (f->json) {
-      nlohmann::json env = nlohmann::json::object();  // the README table's variables that are set
+      nlohmann::json env = nlohmann::json::object();  // docs/environment.md's variables that are set
       for (const auto& [name, value] : settings_set()) env[name] = value;
       nlohmann::json j = {{"model", f->model.config_file.empty() ? f->model.model : f->model.config_file},
                           {"mode", f->mode},

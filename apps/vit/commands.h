@@ -24,12 +24,12 @@ inline void use_threads(int n, bool training = false) {
   if (bind != "off" && (!training || bind == "on")) bind_threads();
 }
 
-// The README table's variables that are set, as NAME=value words (a sentence saying so when none is):
+// The variables of docs/environment.md that are set, as NAME=value words (a sentence saying so when none is):
 // what vit info and vit bench ran under.
 inline std::string environment_line() {
   std::string line;
   for (const auto& [name, value] : settings_set()) line += (line.empty() ? "" : " ") + name + "=" + value;
-  return line.empty() ? "none of the README's variables set" : line;
+  return line.empty() ? "none of vitcpp's environment variables set" : line;
 }
 
 // `vit train --resume DIR [--threads N]` becomes the run's saved arguments from

@@ -56,7 +56,7 @@ TEST(CliIsa, InfoAndBenchNameThePathAndVitIsaForcesIt) {
 }
 
 // What a measurement ran under: vit info's `environment:` line and vit bench's (text and
-// --json "environment") name the README table's variables that are set, vit's own
+// --json "environment") name docs/environment.md's variables that are set, vit's own
 // OMP_WAIT_POLICY among them, and nothing else.
 TEST(CliIsa, InfoAndBenchRecordTheEnvironment) {
   std::string none = "env";  // none of the table's set (scripts/test_isa.sh sets VIT_ISA, ...)

@@ -1,4 +1,4 @@
-// The environment variables: one table (core/settings.h) that README.md shows row for row,
+// The environment variables: one table (core/settings.h) that docs/environment.md shows row for row,
 // one reader of the environment in the library and the vit program, and names outside the
 // table refused.
 #include <gtest/gtest.h>
@@ -28,8 +28,8 @@ std::string read_all(const fs::path& p) {
 }
 }  // namespace
 
-TEST(Settings, ReadmeShowsTheTableRowForRow) {
-  const std::string readme = read_all(kRoot / "README.md");
+TEST(Settings, TheDocsShowTheTableRowForRow) {
+  const std::string readme = read_all(kRoot / "docs" / "environment.md");
   std::string want, missing;
   for (const vit::Setting& s : vit::settings()) {
     const std::string row =
@@ -37,7 +37,7 @@ TEST(Settings, ReadmeShowsTheTableRowForRow) {
     want += row;
     if (readme.find(row) == std::string::npos) missing += row;
   }
-  EXPECT_TRUE(missing.empty()) << "README.md lacks these rows of core/settings.cpp's table:\n"
+  EXPECT_TRUE(missing.empty()) << "docs/environment.md lacks these rows of core/settings.cpp's table:\n"
                                << missing << "the whole table:\n"
                                << want;
 }
@@ -105,7 +105,7 @@ TEST(Settings, ChoicesTakeTheTableWordsAndNameAnythingElse) {
     EXPECT_EQ(error_of([] { vit::setting_choice("VIT_PACK"); }), "VIT_PACK=yes: unknown; one of on, off");
   }
   {
-    Env e("VIT_CLS_TAIL", "ON");  // words are matched as written, as the README gives them
+    Env e("VIT_CLS_TAIL", "ON");  // words are matched as written, as docs/environment.md gives them
     EXPECT_EQ(error_of([] { vit::setting_choice("VIT_CLS_TAIL"); }),
               "VIT_CLS_TAIL=ON: unknown; one of on, off (did you mean on?)");
   }
