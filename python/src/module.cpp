@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <string>
 
 #include "engine.h"
@@ -114,10 +115,14 @@ py::array_t<float> maps(Engine& e, const Floats& x, const std::string& method, i
   return out;
 }
 
-py::dict params(Engine& e) {
+// Every parameter, or those of `prefixes` (names starting with one of them) alone.
+py::dict params(Engine& e, const std::vector<std::string>& prefixes) {
   py::dict out;
   std::lock_guard<std::mutex> lock(e.lock());  // (with the GIL: a short copy)
   for (const Engine::Param& p : e.params()) {
+    if (!prefixes.empty() && std::none_of(prefixes.begin(), prefixes.end(),
+                                          [&](const std::string& f) { return p.name.rfind(f, 0) == 0; }))
+      continue;
     std::vector<py::ssize_t> shape(p.shape.begin(), p.shape.end());
     Floats a(shape);
     std::copy_n(p.data, a.size(), a.mutable_data());
@@ -175,7 +180,7 @@ PYBIND11_MODULE(_vitcpp, m) {
            })
       .def("resized", [](Engine& e, int64_t h,
                          int64_t w) { return locked(e, [&](Engine& m) { return m.resized(h, w); }); })
-      .def("params", &params)
+      .def("params", &params, py::arg("prefixes") = std::vector<std::string>{})
       .def("save",
            [](Engine& e, const std::string& dir, const std::string& format) {
              return locked(e, [&](Engine& m) { return m.save(dir, format); });

@@ -46,7 +46,7 @@ def final_norm(model, x):
     c = model.config
     if c["fc_norm"]:
         return x
-    p = model.state_dict()
+    p = model._engine.params(["norm."])
     return _layer_norm(x, p["norm.weight"], p["norm.bias"], c["norm_eps"]).astype(np.float32)
 
 
@@ -54,7 +54,8 @@ def forward_head(model, x, pre_logits):
     c, D = model.config, model.num_features
     if x.ndim != 3 or x.shape[2] != D or x.shape[1] < 1:
         raise ValueError(f"forward_head takes forward_features' tokens [N, T, {D}], got shape {tuple(x.shape)}")
-    p = {k: v.astype(np.float64) for k, v in model.state_dict().items()}
+    # The head's tensors alone (not a copy of every weight per call).
+    p = {k: v.astype(np.float64) for k, v in model._engine.params(["head", "fc_norm.", "attn_pool."]).items()}
     x = x.astype(np.float64)
     first = 0 if c.get("pool_include_prefix") else model.num_prefix_tokens
     heads = [("head", x[:, 0])]
