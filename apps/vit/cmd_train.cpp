@@ -19,6 +19,7 @@
 #include "model_flags.h"
 #include "resume.h"
 #include "stop_signals.h"
+#include "train_hooks.h"
 #include "validators.h"
 #include "vit/core/error.h"
 #include "vit/core/file.h"
@@ -106,15 +107,16 @@ std::string history_line(const std::vector<EpochStats>& hist, bool eval, const T
   return os.str();
 }
 
-std::string first_line(const TrainFlags& F, const Comm& comm) {
+std::string first_line(const TrainFlags& F, const Comm& comm, const TrainHooks* hooks) {
   std::string model;
   if (!F.pretrained.empty())
     model = "--pretrained " + F.pretrained;
   else
     model = (F.model.config_file.empty() ? F.model.model : F.model.config_file) + " (" +
             count_str(ParamTable(F.model.resolve()).total()) + " parameters)";
-  const std::string data = F.synthetic > 0 ? std::to_string(F.synthetic) + " synthetic samples"
-                                           : F.data_dir + " (" + F.dataset + ")";
+  const std::string data = hooks && hooks->data ? hooks->data_name
+                           : F.synthetic > 0    ? std::to_string(F.synthetic) + " synthetic samples"
+                                                : F.data_dir + " (" + F.dataset + ")";
   std::string line =
       "vit train: model " + model + ", data " + data + ", threads: " + std::to_string(num_threads());
   if (comm.size() > 1) line += " per process, " + std::to_string(comm.size()) + " processes";
@@ -159,6 +161,10 @@ nlohmann::json settings_json(const CLI::App& cmd) {
 }  // namespace
 
 Run add_train(CLI::App& cmd) {
+  return add_train(cmd, nullptr);
+}
+
+Run add_train(CLI::App& cmd, TrainHooks* hooks) {
   // A flag given twice takes its last value: recipes and resumed runs put their flags first.
   cmd.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   auto f = std::make_shared<TrainFlags>();
@@ -328,9 +334,14 @@ Run add_train(CLI::App& cmd) {
                  "mpirun with redirected output: Open MPI gives every rank a terminal)")
       ->check(CLI::IsMember({"auto", "bar", "log"}))
       ->capture_default_str();
-  return [f, &cmd] {
+  return [f, &cmd, hooks] {
     TrainFlags& F = *f;
-    VIT_CHECK(F.data_dir.empty() != (F.synthetic == 0), "give either --data-dir DIR or --synthetic N");
+    const bool arrays = hooks && hooks->data;  // the caller's data, not a directory's
+    if (arrays)
+      VIT_CHECK(F.data_dir.empty() && F.synthetic == 0, "the data is ", hooks->data_name,
+                ": --data-dir and --synthetic do not apply");
+    else
+      VIT_CHECK(F.data_dir.empty() != (F.synthetic == 0), "give either --data-dir DIR or --synthetic N");
     VIT_CHECK(F.betas.empty() || F.betas.size() == 2, "--opt-betas wants two values, B1 B2 (got ",
               F.betas.size(), ")");
     if (F.betas.size() == 2) {
@@ -359,7 +370,7 @@ Run add_train(CLI::App& cmd) {
     const AugmentConfig aug_flags = F.aug.config();  // also the flags of augmentations that are off
     F.train.sched.validate();
     // Then a first line at once (a redirected log shows it too: every line is flushed).
-    out << first_line(F, comm) << std::endl;
+    out << first_line(F, comm, hooks) << std::endl;
     if (F.resume.empty() && !F.train.output.empty())
       run_agreed(comm, "checking --output", [&] {
         if (comm.root()) check_new_run_dir(F.train.output);
@@ -448,16 +459,18 @@ Run add_train(CLI::App& cmd) {
         eval_set = std::make_unique<SyntheticDataset>(std::max<int64_t>(1, F.synthetic / 5), K, cfg.in_chans,
                                                       cfg.img_h, cfg.img_w, F.train.seed, 0.5f, F.synthetic);
       } else {
-        out << "loading " << F.data_dir << std::endl;
-        DataSources d = make_datasets(F.data_dir, F.dataset, input_spec(cfg), F.val_split, F.train.seed,
-                                      F.skip_bad_images);
+        const std::string& source = arrays ? hooks->data_name : F.data_dir;
+        out << "loading " << source << std::endl;
+        DataSources d = arrays ? hooks->data(input_spec(cfg), F.val_split, F.train.seed)
+                               : make_datasets(F.data_dir, F.dataset, input_spec(cfg), F.val_split,
+                                               F.train.seed, F.skip_bad_images);
         print_data_notes(d, out);
-        VIT_CHECK(d.train->num_classes() <= cfg.num_classes, F.data_dir, " has ", d.train->num_classes(),
+        VIT_CHECK(d.train->num_classes() <= cfg.num_classes, source, " has ", d.train->num_classes(),
                   " classes; the model's head has ", cfg.num_classes, " (set --num-classes)");
         // What a preset meant for another dataset would do quietly (mnist-seed, the default,
         // is gray with 10 classes): said once, with the flag that changes it.
         if (d.train->num_classes() < cfg.num_classes)
-          out << "note: " << F.data_dir << " has " << d.train->num_classes() << " classes, the model's head "
+          out << "note: " << source << " has " << d.train->num_classes() << " classes, the model's head "
               << cfg.num_classes << " (--num-classes " << d.train->num_classes() << " fits it to the data)"
               << std::endl;
         if (d.kind == "folder" && cfg.in_chans == 1)
@@ -493,8 +506,18 @@ Run add_train(CLI::App& cmd) {
       out << "batch split into " << shards << " shards, "
           << (F.shards > 0 ? "one thread each (--shards: the same bits on any --threads)" : "one per thread")
           << std::endl;
-    catch_stop_signals(!comm.root());
-    F.train.stop_requested = stop_signal;
+    if (hooks && hooks->stop_requested) {
+      F.train.stop_requested = hooks->stop_requested;
+    } else {
+      catch_stop_signals(!comm.root());
+      F.train.stop_requested = stop_signal;
+    }
+    if (hooks) {
+      F.train.on_epoch_end = hooks->on_epoch_end;
+      hooks->has_eval = eval_set != nullptr;
+      hooks->model_ema = F.train.model_ema;
+      hooks->class_names = F.train.class_names;
+    }
     std::vector<EpochStats> hist;
     try {
       hist = train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
@@ -502,6 +525,11 @@ Run add_train(CLI::App& cmd) {
       // Every rank stopped at the same step; rank 0 says where and how to go on. The exit
       // status is the shell's for the signal (128 + its number: 130 for SIGINT, 143 for SIGTERM).
       const int sig = e.reason ? e.reason : SIGTERM;  // 0: another rank was signalled
+      if (hooks) {
+        hooks->stopped = e.what();
+        hooks->model = std::move(owned);
+        return 128 + sig;
+      }
       if (comm.root())
         out << "vit train: " << stop_signal_name(e.reason) << ": " << e.what()
             << (e.state_file.empty() ? "" : "; continue with: vit train --resume " + F.train.output)
@@ -514,8 +542,24 @@ Run add_train(CLI::App& cmd) {
           << (F.train.model_ema ? ",last_ema.safetensors,best_ema.safetensors" : "") << "}" << std::endl;
       if (F.train.checkpoint_hist > 0) out << history_line(hist, eval_set != nullptr, F.train) << std::endl;
     }
+    if (hooks) {
+      hooks->history = std::move(hist);
+      hooks->model = std::move(owned);
+    }
     return 0;
   };
+}
+
+int run_train(const std::vector<std::string>& args, TrainHooks* hooks) {
+  CLI::App app{"vit train", "vit"};
+  CLI::App* cmd = app.add_subcommand("train", "train a model");
+  const Run run = add_train(*cmd, hooks);
+  std::vector<std::string> all{"train"};
+  all.insert(all.end(), args.begin(), args.end());
+  all = expand_recipe(expand_resume(all));
+  std::reverse(all.begin(), all.end());  // CLI11 takes them last first
+  app.parse(all);
+  return run();
 }
 
 }  // namespace vit::app

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "vit/core/threads.h"
 #include "vit/data/image.h"
@@ -53,6 +54,14 @@ std::unique_ptr<Engine> Engine::create(const std::string& name, const LoadArgs& 
   VIT_CHECK(e->class_names_.empty() || int64_t(e->class_names_.size()) == c.num_classes, a.labels_file,
             " has ", e->class_names_.size(), " names; the model has ", c.num_classes, " classes");
   return e;
+}
+
+std::unique_ptr<Engine> Engine::adopt(std::unique_ptr<ViT> trained, std::vector<std::string> class_names) {
+  std::unique_ptr<Engine> t(new Engine);
+  t->m_ = std::move(trained);
+  t->format_ = "vitcpp";
+  t->class_names_ = std::move(class_names);
+  return t->copy_with(t->config(), false, 0);  // without the training buffers
 }
 
 void Engine::prepare(int64_t B) {
@@ -187,6 +196,7 @@ std::vector<std::string> Engine::save(const std::string& dir, const std::string&
   VIT_CHECK(format == "vitcpp", "format must be 'timm', 'hf' or 'vitcpp', got '", format, "'");
   fs::create_directories(dir);
   std::map<std::string, std::string> meta;
+  if (!class_names_.empty()) meta["class_names"] = nlohmann::json(class_names_).dump();
   save_checkpoint((fs::path(dir) / "model.safetensors").string(), *m_, meta);
   return {};
 }

@@ -31,6 +31,8 @@ class Engine {
   // vit-pytorch), or a preset / timm architecture name with random weights.
   static std::unique_ptr<Engine> load(const std::string& path, const LoadArgs& a);
   static std::unique_ptr<Engine> create(const std::string& name, const LoadArgs& a);
+  // A model training left (vitcpp.train), its weights copied into a model that infers.
+  static std::unique_ptr<Engine> adopt(std::unique_ptr<ViT> trained, std::vector<std::string> class_names);
 
   const ViTConfig& config() const { return m_->config(); }
   const std::string& format() const { return format_; }

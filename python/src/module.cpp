@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <string>
 
+#include "bindings.h"
 #include "engine.h"
 #include "io/formats.h"
 #include "vit/classifier.h"
@@ -245,4 +246,5 @@ PYBIND11_MODULE(_vitcpp, m) {
   m.def("preset_config_json", [](const std::string& name) { return vit::preset(name).to_json(-1); });
   m.def("set_threads", &vit::python::set_threads);
   m.def("threads", &vit::python::threads);
+  vit::python::bind_train(m);
 }

@@ -18,8 +18,10 @@ import numpy as np
 from . import _vitcpp
 from ._vitcpp import Error
 from . import data
+from ._train import TrainHistory, train
 
-__all__ = ["Error", "VisionTransformer", "create_model", "list_models", "set_threads", "get_threads", "data"]
+__all__ = ["Error", "VisionTransformer", "create_model", "list_models", "set_threads", "get_threads", "data",
+           "train", "TrainHistory"]
 __version__ = _vitcpp.__version__
 
 _DTYPES = {"float32": "fp32", "fp32": "fp32", "bfloat16": "bf16", "bf16": "bf16"}

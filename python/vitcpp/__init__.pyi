@@ -1,5 +1,5 @@
 from os import PathLike
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -81,3 +81,21 @@ class VisionTransformer:
     def set_input_size(self, img_size: Optional[Size] = ..., patch_size: Optional[Size] = ...) -> None: ...
     def save_pretrained(self, save_directory: Union[str, PathLike], format: str = ...) -> List[str]: ...
     def export_onnx(self, path: Union[str, PathLike]) -> None: ...
+
+Arrays = Tuple[Any, Any]  # (X uint8 [N, C, H, W] / [N, H, W] pixels or float32 model input, y int [N])
+
+class TrainHistory(List[Dict[str, float]]):
+    model: Optional[VisionTransformer]
+    output: Optional[str]
+    stopped: str
+
+def train(
+    model: Optional[Union[str, PathLike, VisionTransformer]] = ...,
+    train: Optional[Union[str, PathLike, Arrays]] = ...,
+    val: Optional[Arrays] = ...,
+    output: Optional[Union[str, PathLike]] = ...,
+    *,
+    callback: Optional[Callable[[Dict[str, float]], Optional[bool]]] = ...,
+    resume: Optional[Union[str, PathLike]] = ...,
+    **options: Any,
+) -> TrainHistory: ...

@@ -98,11 +98,7 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
   // images take the model's eval transform (crop_pct, crop_mode), and so does the training
   // split read alone, which is read to be evaluated (vit eval --split train, as timm's
   // validate.py treats any split).
-  InputSpec train_in = in;
-  if (need != Splits::train) {
-    train_in.crop_pct = 1.f;
-    train_in.crop_mode = "squash";
-  }
+  const InputSpec train_in = need != Splits::train ? training_input(in) : in;
   // An evaluation split held out of train reads train.
   const bool want_train = need != Splits::eval || val_split > 0, want_eval = need != Splits::train;
   const Splits read = want_train && want_eval ? Splits::both : want_train ? Splits::train : Splits::eval;

@@ -138,16 +138,20 @@ void load_batch(const Dataset& d, const std::vector<int64_t>& order, int64_t fir
 
 std::string summary_csv(const std::vector<EpochStats>& hist, bool ema) {
   std::ostringstream os;
-  // Accuracies in percent, as timm's summary.csv has them under the same names; the model
-  // EMA's evaluation in ema_* columns.
-  os << "epoch,train_loss,train_top1,eval_loss,eval_top1,eval_top5,"
-     << (ema ? "ema_eval_loss,ema_eval_top1,ema_eval_top5," : "") << "lr,seconds\n"
-     << std::setprecision(6);
+  os << std::setprecision(6);
+  const char* sep = "";
+  for (const auto& [name, v] : summary_row(EpochStats{}, ema)) {
+    os << sep << name;
+    sep = ",";
+  }
+  os << '\n';
   for (auto& e : hist) {
-    os << e.epoch << ',' << e.train_loss << ',' << 100 * e.train_top1 << ',' << e.eval.loss << ','
-       << 100 * e.eval.top1 << ',' << 100 * e.eval.top5 << ',';
-    if (ema) os << e.ema.loss << ',' << 100 * e.ema.top1 << ',' << 100 * e.ema.top5 << ',';
-    os << e.lr << ',' << e.seconds << '\n';
+    sep = "";
+    for (const auto& [name, v] : summary_row(e, ema)) {
+      os << sep << v;
+      sep = ",";
+    }
+    os << '\n';
   }
   return os.str();
 }
@@ -528,6 +532,20 @@ Stopped stopped(const TrainConfig& cfg, const std::string& where, const fs::path
                  wrote ? state.string() : "", reason);
 }
 }  // namespace
+
+std::vector<std::pair<std::string, double>> summary_row(const EpochStats& e, bool ema) {
+  // Accuracies in percent, as timm's summary.csv has them under the same names; the model
+  // EMA's evaluation in ema_* columns.
+  std::vector<std::pair<std::string, double>> row = {
+      {"epoch", double(e.epoch)}, {"train_loss", e.train_loss},     {"train_top1", 100 * e.train_top1},
+      {"eval_loss", e.eval.loss}, {"eval_top1", 100 * e.eval.top1}, {"eval_top5", 100 * e.eval.top5}};
+  if (ema)
+    row.insert(row.end(), {{"ema_eval_loss", e.ema.loss},
+                           {"ema_eval_top1", 100 * e.ema.top1},
+                           {"ema_eval_top5", 100 * e.ema.top5}});
+  row.insert(row.end(), {{"lr", e.lr}, {"seconds", e.seconds}});
+  return row;
+}
 
 double epoch_score(const EpochStats& e, bool eval, const std::string& metric, bool ema) {
   const EvalResult& r = ema ? e.ema : e.eval;
@@ -923,6 +941,7 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
       // next epoch's pass; after a run's last epoch, one checkpoint too many.)
       if (cfg.checkpoint_hist > 0) prune_checkpoints(dir.string(), kept);
     });
+    if (cfg.on_epoch_end) cfg.on_epoch_end(e);
     // Asked to stop at the epoch's last step or since (during its eval): the epoch is
     // committed; the ranks agree before any starts the next.
     if (epoch + 1 < cfg.total_epochs() && cfg.stop_requested) {

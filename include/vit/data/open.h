@@ -32,6 +32,14 @@ inline InputSpec input_spec(const ViTConfig& c) {
   return {c.in_chans, c.img_h, c.img_w, c.mean, c.std, c.interpolation, c.crop_pct, c.crop_mode};
 }
 
+// What training images are produced at: the model's input, resized straight to its size
+// (crop_pct 1, squash), since augmentation does the cropping.
+inline InputSpec training_input(InputSpec in) {
+  in.crop_pct = 1.f;
+  in.crop_mode = "squash";
+  return in;
+}
+
 // The datasets a command works on, produced at the model's input.
 struct DataSources {
   std::string kind;

@@ -36,6 +36,8 @@
 
 namespace vit {
 
+struct EpochStats;
+
 struct TrainConfig {
   int64_t epochs = 5;
   // Epochs at the cosine's floor after it ends (timm's --cooldown-epochs, as in DeiT's
@@ -98,6 +100,9 @@ struct TrainConfig {
   int64_t recovery_interval = -1;
   double recovery_seconds = 300;
   std::function<void(int64_t)> on_epoch_start;  // e.g. tells augmentation the epoch
+  // After each epoch's files are written (its state committed), before a stop request is
+  // asked: the epoch's numbers (Python's callback). An exception it throws ends train().
+  std::function<void(const EpochStats&)> on_epoch_end;
   // Asked on every rank after each optimizer step's work and after each epoch's files: a
   // nonzero answer (the vit program's: the signal that asked, SIGINT or SIGTERM) stops the
   // run there, on every rank at the same step. Within an epoch a recovery state is written
@@ -142,6 +147,10 @@ struct EpochStats {
   EvalResult ema;  // the model EMA's evaluation (TrainConfig::model_ema with an eval set)
   double lr = 0, seconds = 0;
 };
+
+// An epoch's row of summary.csv: (column, value) in the file's order, accuracies in
+// percent; the model EMA's ema_* columns with `ema`.
+std::vector<std::pair<std::string, double>> summary_row(const EpochStats& e, bool ema);
 
 // An epoch's score by TrainConfig::eval_metric, higher is better (the loss negated): the
 // eval set's, or the training set's without one; of the model EMA's evaluation with `ema`.

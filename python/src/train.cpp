@@ -1,0 +1,141 @@
+// vitcpp.train's C++ half: `vit train` run in the Python process (apps/vit/train_hooks.h),
+// on a dataset directory or on numpy arrays (arrays.h). The run releases the GIL; it takes
+// it back after each optimizer step to let Python's signal handlers run (Ctrl-C raises
+// KeyboardInterrupt there, which stops the run after its step with a state that resume=
+// continues), and after each epoch to call the callback.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <csignal>
+#include <optional>
+
+#include "apps/vit/train_hooks.h"
+#include "arrays.h"
+#include "bindings.h"
+#include "engine.h"
+#include "vit/train/trainer.h"
+
+namespace py = pybind11;
+
+namespace vit::python {
+
+namespace {
+
+using Pixels = py::array_t<uint8_t, py::array::c_style>;
+using Floats = py::array_t<float, py::array::c_style>;
+using Labels = py::array_t<int64_t, py::array::c_style>;
+
+// x: uint8 or float32 [N, C, H, W], y: int64 [N] (the Python side has shaped and typed them).
+ArraySplit split_of(const py::array& x, const Labels& y, const char* name) {
+  if (x.ndim() != 4) throw py::value_error(std::string(name) + ": images must be [N, C, H, W]");
+  if (y.ndim() != 1 || y.shape(0) != x.shape(0))
+    throw py::value_error(std::string(name) + ": labels must be [N] with N = " + std::to_string(x.shape(0)) +
+                          " (one per image)");
+  ArraySplit s;
+  s.x = x.data();
+  s.is_float = x.dtype().is(py::dtype::of<float>());
+  s.n = x.shape(0);
+  s.c = x.shape(1);
+  s.h = x.shape(2);
+  s.w = x.shape(3);
+  s.y = y.data();
+  return s;
+}
+
+py::dict epoch_dict(const EpochStats& e, bool ema) {
+  py::dict d;
+  for (const auto& [name, v] : summary_row(e, ema)) {
+    if (name == "epoch")
+      d[py::str(name)] = int64_t(v);
+    else
+      d[py::str(name)] = v;
+  }
+  return d;
+}
+
+// (status, history [dict], engine or None, class names, stop message): status is vit
+// train's exit status (0 done, 128 + signal stopped). A Python exception raised in the
+// callback or by a signal handler during the run is raised again here, after the run has
+// stopped with its state written.
+py::tuple run(const std::vector<std::string>& args, const py::object& train_x, const py::object& train_y,
+              const py::object& val_x, const py::object& val_y, const py::object& callback) {
+  app::TrainHooks hooks;
+  std::optional<ArraySplit> train, val;
+  py::array tx, vx;
+  Labels ty, vy;
+  if (!train_x.is_none()) {
+    tx = train_x;
+    ty = train_y;
+    train = split_of(tx, ty, "train");
+    if (!val_x.is_none()) {
+      vx = val_x;
+      vy = val_y;
+      val = split_of(vx, vy, "val");
+    }
+    hooks.data_name = "numpy arrays (" + std::to_string(train->n) + " training images" +
+                      (val ? ", " + std::to_string(val->n) + " for evaluation" : std::string()) + ")";
+    hooks.data = [&](const InputSpec& in, double val_split, uint64_t seed) {
+      return array_datasets(*train, val ? &*val : nullptr, in, val_split, seed);
+    };
+  }
+  std::optional<py::error_already_set> raised;  // the first Python exception of the run
+  bool callback_stop = false;
+  hooks.stop_requested = [&]() -> int {
+    if (raised) return SIGINT;
+    if (callback_stop) return SIGTERM;
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      raised.emplace();  // takes the pending exception (KeyboardInterrupt for Ctrl-C)
+      return SIGINT;
+    }
+    return 0;
+  };
+  std::vector<EpochStats> seen;
+  hooks.on_epoch_end = [&](const EpochStats& e) {
+    seen.push_back(e);
+    if (callback.is_none() || raised) return;
+    py::gil_scoped_acquire gil;
+    try {
+      const py::object answer = callback(epoch_dict(e, hooks.model_ema && hooks.has_eval));
+      if (!answer.is_none() && !answer.cast<bool>()) callback_stop = true;  // False: stop here
+    } catch (py::error_already_set& err) {
+      raised.emplace(std::move(err));
+    }
+  };
+  int status = 0;
+  {
+    py::gil_scoped_release nogil;
+    status = app::run_train(args, &hooks);
+  }
+  if (raised) throw *raised;
+  const bool ema = hooks.model_ema && hooks.has_eval;
+  py::list history;
+  for (const EpochStats& e : hooks.stopped.empty() ? hooks.history : seen) history.append(epoch_dict(e, ema));
+  py::object engine = py::none();
+  if (hooks.model) engine = py::cast(Engine::adopt(std::move(hooks.model), hooks.class_names));
+  return py::make_tuple(status, history, engine, hooks.stopped);
+}
+
+// vit train's long flag names, without "--" (Python's keyword arguments, `-` as `_`).
+std::vector<std::string> train_flags() {
+  CLI::App app;
+  app::add_train(app, nullptr);
+  std::vector<std::string> out;
+  for (const CLI::Option* o : app.get_options())
+    for (const std::string& name : o->get_lnames())
+      if (name != "help" && name != "resume" && name != "output" && name != "data-dir" &&
+          name != "pretrained")
+        out.push_back(name);
+  return out;
+}
+
+}  // namespace
+
+void bind_train(py::module_& m) {
+  m.def("train_flags", &train_flags);
+  m.def("train", &run, py::arg("args"), py::arg("train_x"), py::arg("train_y"), py::arg("val_x"),
+        py::arg("val_y"), py::arg("callback"));
+}
+
+}  // namespace vit::python

@@ -1,0 +1,200 @@
+"""vitcpp.train: `vit train` from Python, on arrays and directories. The same images as IDX
+files (vit train) and as numpy arrays (vitcpp.train) must give the same bits; Ctrl-C stops a
+run with a state that resume= continues exactly."""
+import csv
+import gzip
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import vitcpp
+from conftest import HERE, read_safetensors, run_vit, vit_binary
+
+# Small and quick: mnist-seed (the CLI's default model) on 28x28 digits-like noise.
+OPTS = dict(epochs=2, batch_size=32, seed=3, threads=2, progress="log", lr=2e-3, hflip=0.5, reprob=0.25)
+
+
+def make_digits(n, seed):
+    """uint8 [n, 28, 28] images whose class (0-9) is the brightest of ten bands, and labels."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 10, n)
+    x = rng.integers(0, 120, (n, 28, 28)).astype(np.uint8)
+    for i, k in enumerate(y):
+        x[i, 2 + 2 * k:4 + 2 * k, 4:24] = 250
+    return x, y.astype(np.int64)
+
+
+def write_idx(folder, prefix, x, y):
+    """MNIST's IDX files (gzipped) for images x [n, 28, 28] and labels y."""
+    os.makedirs(folder, exist_ok=True)
+    with gzip.open(os.path.join(folder, f"{prefix}-images-idx3-ubyte.gz"), "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, len(x), 28, 28) + x.tobytes())
+    with gzip.open(os.path.join(folder, f"{prefix}-labels-idx1-ubyte.gz"), "wb") as f:
+        f.write(struct.pack(">II", 0x801, len(y)) + y.astype(np.uint8).tobytes())
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    train, test = make_digits(192, 1), make_digits(64, 2)
+    folder = tmp_path_factory.mktemp("digits")
+    write_idx(str(folder), "train", *train)
+    write_idx(str(folder), "t10k", *test)
+    return str(folder), train, test
+
+
+def cli_flags(opts):
+    out = []
+    for k, v in opts.items():
+        out += ["--" + k.replace("_", "-"), str(v)]
+    return out
+
+
+def assert_same_tensors(a, b):
+    ta, tb = read_safetensors(a), read_safetensors(b)
+    assert sorted(ta) == sorted(tb)
+    for name in ta:
+        diff = np.flatnonzero(ta[name].view(np.uint32) != tb[name].view(np.uint32))
+        assert diff.size == 0, f"{name}: {diff.size} of {ta[name].size} values differ, first at {diff[0]}"
+
+
+def summary_rows(path):
+    with open(path) as f:
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(f)]
+
+
+def test_arrays_give_the_bits_of_vit_train_on_idx_files(digits, tmp_path):
+    folder, train, test = digits
+    run_vit("train", "--data-dir", folder, "--output", tmp_path / "cli", *cli_flags(OPTS))
+    h = vitcpp.train(None, train=train, val=test, output=str(tmp_path / "py"), **OPTS)
+    assert_same_tensors(tmp_path / "cli" / "last.safetensors", tmp_path / "py" / "last.safetensors")
+    assert summary_rows(tmp_path / "cli" / "summary.csv") == summary_rows(tmp_path / "py" / "summary.csv")
+    # The history is summary.csv's rows; the model is the last epoch's weights.
+    assert [e["epoch"] for e in h] == [1, 2]
+    assert set(h[0]) == {"epoch", "train_loss", "train_top1", "eval_loss", "eval_top1", "eval_top5", "lr",
+                         "seconds"}
+    last = read_safetensors(tmp_path / "py" / "last.safetensors")
+    got = h.model.state_dict()
+    for name, t in last.items():
+        np.testing.assert_array_equal(got[name], t, err_msg=name)
+
+
+def test_val_split_and_float_arrays(digits, tmp_path):
+    _, (x, y), _ = digits
+    # val_split as --val-split; float32 arrays are the model's input, fed as they are.
+    m = vitcpp.create_model("mnist-seed")
+    t = vitcpp.data.create_transform(**vitcpp.data.resolve_model_data_config(m))
+    xf = np.stack([t(im[:, :, None]) for im in x])
+    a = vitcpp.train(None, train=(x, y), val_split=0.25, epochs=1, batch_size=32, threads=2, progress="log")
+    b = vitcpp.train(None, train=(xf, y), val_split=0.25, epochs=1, batch_size=32, threads=2, progress="log")
+    assert a[0]["eval_top1"] == b[0]["eval_top1"] and a[0]["train_loss"] == b[0]["train_loss"]
+
+
+def test_a_model_object_trains_in_place_with_a_callback_and_resumes(digits, tmp_path):
+    _, train, test = digits
+    model = vitcpp.create_model("mnist-seed", seed=5)
+    before = model.state_dict()["head.weight"].copy()
+    seen = []
+    out = str(tmp_path / "run")
+    # The callback returns False after epoch 1: the run stops there, resumable.
+    h = vitcpp.train(model, train=train, val=test, output=out, epochs=3, batch_size=32, threads=2,
+                     progress="log", callback=lambda e: seen.append(e["epoch"]) or e["epoch"] < 1)
+    assert seen == [1] and "after epoch 1" in h.stopped and h.model is model
+    assert not np.array_equal(before, model.state_dict()["head.weight"])
+    assert os.path.exists(os.path.join(out, "pretrained", "model.safetensors"))  # args.json names it
+    h = vitcpp.train(model, train=train, val=test, resume=out, progress="log")
+    assert [e["epoch"] for e in h] == [1, 2, 3] and not h.stopped
+    # The same three epochs in one go, from the same starting weights, give the same bits.
+    again = vitcpp.create_model("mnist-seed", seed=5)
+    vitcpp.train(again, train=train, val=test, output=str(tmp_path / "whole"), epochs=3, batch_size=32,
+                 threads=2, progress="log")
+    assert_same_tensors(os.path.join(out, "last.safetensors"), tmp_path / "whole" / "last.safetensors")
+
+
+def test_ctrl_c_stops_with_keyboard_interrupt_and_resume_continues_exactly(digits, tmp_path):
+    _, train, test = digits
+    out, whole = str(tmp_path / "run"), str(tmp_path / "whole")
+    opts = dict(epochs=12, batch_size=16, threads=2, progress="log", recovery_interval=1)
+
+    def interrupt_after_epoch_one():  # SIGINT as a terminal sends it, to the main thread
+        while not os.path.exists(os.path.join(out, "last.safetensors")):
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    t = threading.Thread(target=interrupt_after_epoch_one)
+    t.start()
+    with pytest.raises(KeyboardInterrupt):
+        vitcpp.train(None, train=train, val=test, output=out, **opts)
+    t.join()
+    with open(os.path.join(out, "summary.csv")) as f:
+        done = len(f.readlines()) - 1
+    assert 1 <= done < 12, f"the interrupt came after {done} epochs"
+    h = vitcpp.train(None, train=train, val=test, resume=out, progress="log")
+    assert h[-1]["epoch"] == 12
+    vitcpp.train(None, train=train, val=test, output=whole, **opts)
+    assert_same_tensors(os.path.join(out, "last.safetensors"), os.path.join(whole, "last.safetensors"))
+
+
+def test_an_exception_in_the_callback_stops_the_run_and_is_raised(digits, tmp_path):
+    _, train, test = digits
+
+    def fail(e):
+        raise ArithmeticError("from the callback")
+
+    with pytest.raises(ArithmeticError, match="from the callback"):
+        vitcpp.train(None, train=train, val=test, output=str(tmp_path / "r"), epochs=3, batch_size=64,
+                     threads=2, progress="log", callback=fail)
+    with open(tmp_path / "r" / "summary.csv") as f:
+        assert len(f.readlines()) == 2  # epoch 1 written, then stopped
+
+
+def test_bad_input_raises_clear_errors(digits, tmp_path):
+    _, (x, y), _ = digits
+    with pytest.raises(TypeError, match="unexpected keyword argument 'batchsize'.*batch_size"):
+        vitcpp.train(None, train=(x, y), batchsize=3)
+    with pytest.raises(ValueError, match=r"labels must be \[N\]"):
+        vitcpp.train(None, train=(x, y[:-1]))
+    with pytest.raises(TypeError, match="labels must be integers"):
+        vitcpp.train(None, train=(x, y.astype(np.float32)))
+    with pytest.raises(TypeError, match="uint8 pixels or float32"):
+        vitcpp.train(None, train=(x.astype(np.int32), y))
+    with pytest.raises(ValueError, match=r"\[N, C, H, W\] or \[N, H, W\]"):
+        vitcpp.train(None, train=(x[0], y[:1]))
+    bad = y.copy()
+    bad[7] = -1
+    with pytest.raises(vitcpp.Error, match="label -1 of sample 7 is negative"):
+        vitcpp.train(None, train=(x, bad), epochs=1, threads=2, progress="log")
+    with pytest.raises(vitcpp.Error, match=r"float32 images are the model's input, \[N, 1, 28, 28\]"):
+        vitcpp.train(None, train=(np.zeros((4, 1, 32, 32), np.float32), y[:4]), epochs=1, progress="log")
+    with pytest.raises(vitcpp.Error, match="learning rate must be positive"):
+        vitcpp.train(None, train=(x, y), epochs=1, lr=-1, progress="log")
+    with pytest.raises(ValueError, match="needs data"):
+        vitcpp.train("mnist-seed")
+    with pytest.raises(ValueError, match="val takes arrays"):
+        vitcpp.train(None, train=str(tmp_path), val=(x, y))
+
+
+def test_a_directory_and_synthetic_data(digits, tmp_path):
+    folder, _, _ = digits
+    h = vitcpp.train("mnist-seed", train=folder, epochs=1, batch_size=64, threads=2, progress="log")
+    assert len(h) == 1 and h.model.num_classes == 10
+    h = vitcpp.train("mnist-seed", synthetic=64, epochs=1, threads=2, progress="log")
+    assert len(h) == 1
+
+
+def test_the_train_arrays_example_runs(digits, tmp_path):
+    folder, _, _ = digits
+    example = os.path.join(HERE, "..", "..", "examples", "python", "train_arrays.py")
+    r = subprocess.run([sys.executable, example, folder, "--epochs", "1", "--output", str(tmp_path / "run")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "test top-1" in r.stdout
+    assert os.path.exists(tmp_path / "run" / "last.safetensors")
+    # What it wrote is a checkpoint vit predict reads.
+    run_vit("info", "--checkpoint", tmp_path / "run" / "last.safetensors")
