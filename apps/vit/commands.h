@@ -49,5 +49,6 @@ Run add_average(CLI::App& app);
 Run add_attention(CLI::App& app);
 Run add_plot(CLI::App& app);
 Run add_bench(CLI::App& app);
+Run add_serve(CLI::App& app);
 
 }  // namespace vit::app

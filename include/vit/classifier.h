@@ -116,6 +116,9 @@ class VIT_API Classifier {
   // without a head (num_classes() 0) has only embeddings.
   std::vector<float> logits(const ImageInput& image);
   std::vector<float> logits(const std::vector<ImageInput>& images);
+  // Logits of n images already preprocessed, x[n, channels(), height(), width()] (as
+  // preprocess() writes them; `vit predict --tensor`), into out[n, num_classes()].
+  void logits(const float* x, int64_t n, float* out);
   // Embeddings (`vit predict --features`): the pooled pre-logits vector the head reads,
   // [embed_dim()] or [images, embed_dim()] (timm's forward_head(pre_logits=True)).
   std::vector<float> embed(const ImageInput& image);

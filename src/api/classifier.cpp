@@ -157,6 +157,16 @@ std::vector<float> Classifier::logits(const std::vector<ImageInput>& images) {
   return out;
 }
 
+void Classifier::logits(const float* x, int64_t n, float* out) {
+  const int64_t K = num_classes(), per = impl_->image_floats();
+  VIT_CHECK(K > 0, "the model has no classifier head (num_classes 0): it gives embeddings (embed) only");
+  VIT_CHECK(n > 0, "no images given");
+  for (int64_t first = 0; first < n; first += impl_->max_batch) {
+    const int64_t B = std::min(impl_->max_batch, n - first);
+    impl_->model().infer(x + first * per, B, nullptr, out + first * K);
+  }
+}
+
 std::vector<float> Classifier::logits(const ImageInput& image) {
   return logits(std::vector<ImageInput>{image});
 }

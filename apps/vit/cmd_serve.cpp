@@ -1,0 +1,68 @@
+// vit serve: classifiers behind HTTP (KServe v2 and TorchServe's endpoints; docs/serving.md).
+// Flags named as Triton's and TorchServe's users would look for them.
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "validators.h"
+#include "vit/core/error.h"
+#include "vit/serve/server.h"
+
+namespace vit::app {
+
+Run add_serve(CLI::App& cmd) {
+  struct Flags {
+    serve::ServeOptions o;
+    std::vector<std::string> models;
+  };
+  auto f = std::make_shared<Flags>();
+  serve::ServeOptions& o = f->o;
+  cmd.add_option("-m,--model", f->models,
+                 "NAME=CHECKPOINT, repeatable: a model to serve under NAME (vitcpp, timm, Hugging Face or "
+                 "vit-pytorch; file or directory, as vit predict --checkpoint)")
+      ->required()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--host", o.host, "address to listen on (0.0.0.0: every interface)")->capture_default_str();
+  cmd.add_option("--port", o.port, "port (0: any free one, printed)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd.add_option("--threads", o.threads, "threads of each forward pass (default: every core)")
+      ->check(non_negative());
+  cmd.add_option("--dtype", o.dtype, "fp32, or bf16 for the blocks' products (AVX-512 bf16 or AMX)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+  cmd.add_option("--max-batch", o.max_batch, "images per forward pass (dynamic batching; 1: none)")
+      ->check(positive())
+      ->capture_default_str();
+  cmd.add_option("--max-delay-ms", o.max_delay_ms,
+                 "how long the oldest request waits for others to batch with")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--max-queue", o.max_queue, "requests waiting per model; more get 503 with Retry-After")
+      ->check(positive())
+      ->capture_default_str();
+  cmd.add_option("--max-body-mb", o.max_body_mb, "largest request body; larger gets 413")
+      ->check(positive())
+      ->capture_default_str();
+  cmd.add_option("--timeout-s", o.timeout_s, "a request not answered in this time gets 504")
+      ->check(positive())
+      ->capture_default_str();
+  cmd.add_option("--api-key-file", o.api_key_file,
+                 "bearer tokens, one per line: every endpoint but /v2/health/* and /ping then needs "
+                 "'Authorization: Bearer KEY' (401 without)")
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--http-threads", o.http_threads, "connections answered at once")
+      ->check(positive())
+      ->capture_default_str();
+  return [f] {
+    for (const std::string& m : f->models) {
+      const size_t eq = m.find('=');
+      VIT_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < m.size(),
+                "--model wants NAME=CHECKPOINT, got '", m, "'");
+      f->o.models.push_back({m.substr(0, eq), m.substr(eq + 1)});
+    }
+    return serve::serve(f->o, std::cout);
+  };
+}
+
+}  // namespace vit::app

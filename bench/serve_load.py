@@ -1,0 +1,249 @@
+#!/usr/bin/python3
+"""vit serve under load: the figures of docs/serving.md. Not part of CI.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/serve_load.py [--seconds 60] [--memory-minutes 10]
+
+1. 64 connections for --seconds on mnist-seed (FP32 pixel_values) and ViT-Ti/16 (a PNG as
+   BYTES), 10% of the requests malformed:
+   - a Python client on 64 threads that checks every answer (400 for the malformed ones,
+     the expected logits within 1e-5 for the others) and reports p50/p99 and requests/s;
+   - wrk (Debian's) with a Lua script sending the same mix: its p50/p99 and requests/s, and
+     the statuses it got.
+2. ViT-S/16 (a photo as BYTES) and mnist-seed (pixel_values) with dynamic batching
+   (--max-batch 16) against --max-batch 1, 16 wrk connections: images/s of each, their
+   ratio, and what the engine alone gains from batches of 16 (vit bench).
+3. --memory-minutes of load on both models: the server's resident memory every 30 s.
+The models are the presets with random weights (vitcpp.create_model(...).save_pretrained).
+"""
+import argparse
+import base64
+import concurrent.futures
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+import vitcpp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VIT = os.path.join(ROOT, "build", "vit")
+PHOTO = os.path.join(ROOT, "tests", "fixtures", "pretrained", "images", "cat.jpg")
+
+WRK_LUA = r"""
+local bodies, weights, threads = {}, {}, {}
+counts = {}  -- global: done() reads each thread's with thread:get
+function setup(thread) table.insert(threads, thread) end
+function init(args)
+  -- args: path, then FILE:WEIGHT pairs (the bodies and how often each is sent)
+  path = args[1]
+  for i = 2, #args do
+    local file, w = args[i]:match("(.+):(%d+)")
+    local f = io.open(file, "rb"); table.insert(bodies, f:read("*a")); f:close()
+    table.insert(weights, tonumber(w))
+  end
+  wrk.method = "POST"
+  wrk.headers["Content-Type"] = "application/json"
+  math.randomseed(os.time() + #threads)
+end
+function request()
+  local r, i = math.random(100), 1
+  while r > weights[i] do r = r - weights[i]; i = i + 1 end
+  return wrk.format("POST", path, nil, bodies[i])
+end
+function response(status) counts[status] = (counts[status] or 0) + 1 end
+function done(summary, latency, requests)
+  local total = {}
+  for _, t in ipairs(threads) do
+    for k, v in pairs(t:get("counts")) do total[tostring(k)] = (total[tostring(k)] or 0) + v end
+  end
+  local s = ""
+  for k, v in pairs(total) do s = s .. string.format('%s"%s":%d', s == "" and "" or ",", k, v) end
+  io.write(string.format('WRK {"p50_ms":%.2f,"p99_ms":%.2f,"requests":%d,"seconds":%.2f,"statuses":{%s},' ..
+    '"socket_errors":%d}\n', latency:percentile(50) / 1000, latency:percentile(99) / 1000, summary.requests,
+    summary.duration / 1e6, s, summary.errors.connect + summary.errors.read + summary.errors.write +
+    summary.errors.timeout))
+end
+"""
+
+
+class Server:
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([VIT, "serve", "--port", "0", "--threads", "2", *map(str, args)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in self.proc.stdout:
+            m = re.search(r"listening on (http://[\d.:]+)", line)
+            if m:
+                self.url = m.group(1)
+                break
+        self.log_lines = 0
+        self.reader = threading.Thread(target=self._drain, daemon=True)
+        self.reader.start()
+
+    def _drain(self):
+        for _ in self.proc.stdout:
+            self.log_lines += 1
+
+    def rss_mb(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=120)
+
+
+def post(url, body):
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def bodies_for(model, kind):
+    """(good body, expected logits, [malformed bodies]) for a model taking `kind` inputs."""
+    c, h, w = model.pretrained_cfg["input_size"]
+    if kind == "pixels":
+        x = np.round(np.random.default_rng(0).standard_normal((1, c, h, w)), 3).astype(np.float32)
+        good = {"inputs": [{"name": "pixel_values", "shape": [1, c, h, w], "datatype": "FP32",
+                            "data": x.reshape(-1).tolist()}]}
+    else:
+        t = vitcpp.data.create_transform(**vitcpp.data.resolve_model_data_config(model))
+        x = t(PHOTO)[None]
+        good = {"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES",
+                            "data": [base64.b64encode(open(PHOTO, "rb").read()).decode()]}]}
+    bad = [b"{not json", json.dumps({"inputs": [dict(good["inputs"][0], shape=[1, 3, 7, 7])]}).encode(),
+           json.dumps({"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES",
+                                   "data": [base64.b64encode(b"no image").decode()]}]}).encode()]
+    return json.dumps(good).encode(), model(x)[0], bad
+
+
+def checked_load(url, good, want, bad, seconds, connections):
+    """Every answer checked: (p50 ms, p99 ms, requests/s, wrong answers, counts by status)."""
+    stop = time.monotonic() + seconds
+    lat, wrong, statuses = [], [], {}
+    lock = threading.Lock()
+
+    def client(i):
+        rng = random.Random(i)
+        while time.monotonic() < stop:
+            malformed = rng.random() < 0.1
+            t = time.perf_counter()
+            status, body = post(url, rng.choice(bad) if malformed else good)
+            ms = (time.perf_counter() - t) * 1e3
+            ok = status == 400 if malformed else status == 200 and np.allclose(
+                json.loads(body)["outputs"][0]["data"], want, rtol=0, atol=1e-5 * np.abs(want).max())
+            with lock:
+                lat.append(ms)
+                statuses[status] = statuses.get(status, 0) + 1
+                if not ok:
+                    wrong.append((status, body[:200]))
+
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(connections) as pool:
+        list(pool.map(client, range(connections)))
+    elapsed = time.monotonic() - t0
+    lat.sort()
+    return lat[len(lat) // 2], lat[int(len(lat) * 0.99)], len(lat) / elapsed, wrong, statuses
+
+
+def wrk(url, path, mix, seconds, connections, tmp):
+    """wrk's figures for bodies sent with the given weights (percent): the WRK line's dict."""
+    lua = os.path.join(tmp, "mix.lua")
+    with open(lua, "w") as f:
+        f.write(WRK_LUA)
+    args = []
+    for i, (body, weight) in enumerate(mix):
+        p = os.path.join(tmp, f"body{i}.json")
+        with open(p, "wb") as f:
+            f.write(body)
+        args.append(f"{p}:{weight}")
+    out = subprocess.run(["wrk", "-t", "2", "-c", str(connections), "-d", f"{seconds}s", "--timeout", "30s",
+                          "-s", lua, url, "--", path, *args], capture_output=True, text=True).stdout
+    return json.loads(out.split("WRK ", 1)[1].splitlines()[0])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=int, default=60)
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--memory-minutes", type=float, default=10)
+    ap.add_argument("--only", default="", help="1, 2 or 3: one part")
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="serve-load-")
+    models = {}
+    for name, preset in (("mnist", "mnist-seed"), ("ti", "vit-tiny-16"), ("s", "vit-small-16")):
+        m = vitcpp.create_model(preset, seed=1)
+        m.save_pretrained(os.path.join(tmp, name), format="vitcpp")
+        models[name] = m
+    print(f"vitcpp {vitcpp.__version__}; {os.cpu_count()} CPUs; server --threads 2")
+    if a.only in ("", "1"):
+        s = Server("--model", f"mnist={tmp}/mnist", "--model", f"ti={tmp}/ti", "--max-batch", 16,
+                   "--max-delay-ms", 5)
+        for name, kind in (("mnist", "pixels"), ("ti", "image")):
+            url = f"{s.url}/v2/models/{name}/infer"
+            good, want, bad = bodies_for(models[name], kind)
+            p50, p99, rps, wrong, st = checked_load(url, good, want, bad, a.seconds, a.connections)
+            print(f"{name} ({kind}), Python client, {a.connections} threads, {a.seconds} s, 10% malformed: "
+                  f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, {rps:.1f} requests/s, statuses {st}, wrong answers "
+                  f"{len(wrong)}{': ' + str(wrong[:3]) if wrong else ''}", flush=True)
+            w = wrk(s.url, f"/v2/models/{name}/infer", [(good, 90)] + [(b, 10 // len(bad) + (i < 10 % len(bad)))
+                                                                       for i, b in enumerate(bad)],
+                    a.seconds, a.connections, tmp)
+            print(f"{name} ({kind}), wrk, {a.connections} connections, {a.seconds} s, 10% malformed: "
+                  f"p50 {w['p50_ms']:.1f} ms, p99 {w['p99_ms']:.1f} ms, {w['requests'] / w['seconds']:.1f} "
+                  f"requests/s, statuses {w['statuses']}, socket errors {w['socket_errors']}", flush=True)
+        alive = s.proc.poll() is None
+        print(f"server alive after part 1: {alive}; exit status on SIGTERM: {s.stop()}", flush=True)
+    if a.only in ("", "2"):
+        for name, preset, kind in (("s", "vit-small-16", "image"), ("mnist", "mnist-seed", "pixels")):
+            good, _, _ = bodies_for(models[name], kind)
+            rates = {}
+            for batch in (16, 1):
+                s = Server("--model", f"{name}={tmp}/{name}", "--max-batch", batch, "--max-delay-ms", 5)
+                w = wrk(s.url, f"/v2/models/{name}/infer", [(good, 100)], a.seconds // 2, 16, tmp)
+                rates[batch] = w["requests"] / w["seconds"]
+                print(f"{preset} ({kind}), 16 wrk connections, {a.seconds // 2} s, --max-batch {batch}: "
+                      f"{rates[batch]:.1f} images/s, p50 {w['p50_ms']:.1f} ms, p99 {w['p99_ms']:.1f} ms, "
+                      f"statuses {w['statuses']}", flush=True)
+                s.stop()
+            # What the engine itself gains from batches: vit bench at batch 1 and 16.
+            engine = {}
+            for b in (1, 16):
+                out = subprocess.run([VIT, "bench", "--model", preset, "-b", str(b), "--threads", "2", "--min-time",
+                                      "3", "--json"], capture_output=True, text=True, check=True).stdout
+                engine[b] = b * 1e3 / json.loads(out.strip().splitlines()[-1])["median_ms"]
+            print(f"{preset}: dynamic batching / --max-batch 1: {rates[16] / rates[1]:.2f}x; the engine alone "
+                  f"(vit bench): {engine[1]:.1f} images/s at batch 1, {engine[16]:.1f} at batch 16 "
+                  f"({engine[16] / engine[1]:.2f}x)", flush=True)
+    if a.only in ("", "3"):
+        s = Server("--model", f"mnist={tmp}/mnist", "--model", f"ti={tmp}/ti")
+        good_m, want_m, bad_m = bodies_for(models["mnist"], "pixels")
+        good_t, want_t, bad_t = bodies_for(models["ti"], "image")
+        end = time.monotonic() + a.memory_minutes * 60
+        samples = []
+        while time.monotonic() < end:
+            for name, good, want, bad in (("mnist", good_m, want_m, bad_m), ("ti", good_t, want_t, bad_t)):
+                *_, wrong, _ = checked_load(f"{s.url}/v2/models/{name}/infer", good, want, bad, 15, 16)
+                assert not wrong, wrong[:3]
+            samples.append((time.monotonic(), s.rss_mb()))
+            print(f"  {len(samples) * 30:4d} s: RSS {samples[-1][1]:.1f} MB", flush=True)
+        warm = [r for t, r in samples[2:]] or [samples[-1][1]]
+        print(f"resident memory over {a.memory_minutes} min of load: after 1 min {warm[0]:.1f} MB, at the end "
+              f"{samples[-1][1]:.1f} MB, max {max(warm):.1f} MB, min {min(warm):.1f} MB", flush=True)
+        s.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+// vit serve: classifiers behind HTTP, on the Open Inference Protocol's REST API (KServe v2,
+// as Triton, Seldon and OpenVINO Model Server speak it) and TorchServe's image endpoint,
+// with dynamic batching (batcher.h) and Prometheus metrics (metrics.h). docs/serving.md.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace vit::serve {
+
+struct ServedModel {
+  std::string name, checkpoint;  // --model NAME=CHECKPOINT
+};
+
+struct ServeOptions {
+  std::vector<ServedModel> models;
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (the first log line says which)
+  int threads = 0;  // OpenMP threads of the forward passes (0: every core)
+  std::string dtype = "fp32";
+  int64_t max_batch = 16;
+  double max_delay_ms = 5;
+  int64_t max_queue = 256;
+  double max_body_mb = 32;
+  double timeout_s = 30;
+  std::string api_key_file;  // bearer tokens, one per line; empty: no auth
+  int http_threads = 64;     // connections served at once
+};
+
+// Whether this build serves (it needs cpp-httplib: libcpp-httplib-dev).
+bool available();
+
+// Loads the models, listens, and answers until SIGTERM or SIGINT: then it stops accepting,
+// answers the requests in flight and returns 0. Writes the access log to `log`, one flushed
+// line per request. Throws vit::Error when a model does not load or the port cannot be bound.
+int serve(const ServeOptions& o, std::ostream& log);
+
+}  // namespace vit::serve

@@ -1,0 +1,108 @@
+#include "vit/serve/batcher.h"
+
+#include <algorithm>
+
+namespace vit::serve {
+
+Batcher::Batcher(Classifier& model, BatchOptions o, std::function<void(int64_t)> on_batch)
+    : model_(model), o_(o), on_batch_(std::move(on_batch)), worker_([this] { run(); }) {}
+
+Batcher::~Batcher() {
+  stop();
+}
+
+bool Batcher::submit(const std::shared_ptr<InferJob>& job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || int64_t(queue_.size()) >= o_.max_queue) return false;
+    queue_.push_back(job);
+    arrived_.push_back(Clock::now());
+  }
+  cv_.notify_one();
+  return true;
+}
+
+int64_t Batcher::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return int64_t(queue_.size());
+}
+
+void Batcher::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (worker_.joinable()) worker_.join();
+}
+
+// The requests of the next pass: the oldest, then those behind it while their images fit in
+// max_batch, once max_batch images wait or max_delay has passed since the oldest arrived.
+std::vector<std::shared_ptr<InferJob>> Batcher::next_batch(std::unique_lock<std::mutex>& lock) {
+  cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+  if (queue_.empty()) return {};
+  const Clock::time_point deadline = arrived_.front() + o_.max_delay;
+  auto waiting = [&] {
+    int64_t n = 0;
+    for (const auto& j : queue_) n += j->n;
+    return n;
+  };
+  while (!stopping_ && waiting() < o_.max_batch && Clock::now() < deadline) cv_.wait_until(lock, deadline);
+  std::vector<std::shared_ptr<InferJob>> batch;
+  int64_t images = 0;
+  while (!queue_.empty() && (batch.empty() || images + queue_.front()->n <= o_.max_batch)) {
+    images += queue_.front()->n;
+    batch.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+    arrived_.pop_front();
+  }
+  return batch;
+}
+
+void Batcher::run() {
+  std::vector<float> x, logits;
+  const int64_t per = model_.channels() * model_.height() * model_.width(), K = model_.num_classes();
+  for (;;) {
+    std::vector<std::shared_ptr<InferJob>> batch;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      batch = next_batch(lock);
+    }
+    if (batch.empty()) return;  // stopping, nothing queued
+    // Requests whose caller gave up are answered by nobody: left out of the pass.
+    std::erase_if(batch, [](const std::shared_ptr<InferJob>& j) {
+      if (!j->abandoned.load()) return false;
+      j->done.set_value();
+      return true;
+    });
+    if (batch.empty()) continue;
+    int64_t n = 0;
+    for (const auto& j : batch) n += j->n;
+    x.resize(size_t(n * per));
+    logits.resize(size_t(n * K));
+    int64_t at = 0;
+    for (const auto& j : batch) {
+      std::copy(j->x.begin(), j->x.end(), x.begin() + at * per);
+      at += j->n;
+    }
+    std::string error;
+    try {
+      model_.logits(x.data(), n, logits.data());
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (on_batch_) on_batch_(n);
+    at = 0;
+    for (const auto& j : batch) {
+      j->batch = n;
+      if (error.empty())
+        j->logits.assign(logits.begin() + at * K, logits.begin() + (at + j->n) * K);
+      else
+        j->error = error;
+      at += j->n;
+      j->done.set_value();
+    }
+  }
+}
+
+}  // namespace vit::serve

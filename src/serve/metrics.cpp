@@ -1,0 +1,73 @@
+#include "vit/serve/metrics.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace vit::serve {
+
+namespace {
+// Seconds: 1 ms to 10 s. Images per pass: powers of two.
+const std::vector<double> kLatencyBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                            0.25,  0.5,    1,     2.5,  5,     10};
+const std::vector<double> kBatchBounds = {1, 2, 4, 8, 16, 32, 64, 128};
+
+std::string number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+}  // namespace
+
+void Histogram::observe(double v) {
+  const size_t i = size_t(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+std::string Histogram::text(const std::string& name, const std::string& labels) const {
+  std::ostringstream os;
+  int64_t cumulative = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    os << name << "_bucket{" << labels << ",le=\"" << (i < bounds_.size() ? number(bounds_[i]) : "+Inf")
+       << "\"} " << cumulative << "\n";
+  }
+  os << name << "_sum{" << labels << "} " << number(sum_) << "\n"
+     << name << "_count{" << labels << "} " << count_ << "\n";
+  return os.str();
+}
+
+void Metrics::request(const std::string& model, int status, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++requests_[{model, status}];
+  latency_.try_emplace(model, kLatencyBounds).first->second.observe(seconds);
+}
+
+void Metrics::batch(const std::string& model, int64_t images) {
+  std::lock_guard<std::mutex> lock(mu_);
+  batches_.try_emplace(model, kBatchBounds).first->second.observe(double(images));
+}
+
+std::string Metrics::text(const std::vector<std::string>& models,
+                          const std::function<int64_t(const std::string&)>& queue_depth) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::ostringstream os;
+  os << "# HELP vit_requests_total Requests answered, by model (empty: none) and HTTP status.\n"
+     << "# TYPE vit_requests_total counter\n";
+  for (const auto& [key, n] : requests_)
+    os << "vit_requests_total{model=\"" << key.first << "\",status=\"" << key.second << "\"} " << n << "\n";
+  os << "# HELP vit_request_duration_seconds Time from a request's arrival to its answer.\n"
+     << "# TYPE vit_request_duration_seconds histogram\n";
+  for (const auto& [model, h] : latency_)
+    os << h.text("vit_request_duration_seconds", "model=\"" + model + "\"");
+  os << "# HELP vit_batch_size Images per forward pass (dynamic batching).\n"
+     << "# TYPE vit_batch_size histogram\n";
+  for (const auto& [model, h] : batches_) os << h.text("vit_batch_size", "model=\"" + model + "\"");
+  os << "# HELP vit_queue_depth Requests waiting for a forward pass.\n# TYPE vit_queue_depth gauge\n";
+  for (const std::string& m : models)
+    os << "vit_queue_depth{model=\"" << m << "\"} " << queue_depth(m) << "\n";
+  return os.str();
+}
+
+}  // namespace vit::serve

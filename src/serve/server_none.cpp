@@ -1,0 +1,17 @@
+// vit serve in a build without cpp-httplib: a clear error.
+#include "vit/core/error.h"
+#include "vit/serve/server.h"
+
+namespace vit::serve {
+
+bool available() {
+  return false;
+}
+
+int serve(const ServeOptions&, std::ostream&) {
+  throw Error(
+      "this vit was built without cpp-httplib: install libcpp-httplib-dev (scripts/setup.sh), then "
+      "reconfigure and rebuild");
+}
+
+}  // namespace vit::serve

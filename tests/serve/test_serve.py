@@ -1,0 +1,319 @@
+"""vit serve (ctest label `serve`; docs/serving.md): every endpoint and error status with a real
+HTTP client (urllib), logits and top-5 against `vit predict`, dynamic batching under
+concurrent callers, and SIGTERM under load. Each server runs on a free port (--port 0)."""
+import base64
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+from conftest import PRETRAINED, run_vit, vit_binary, worst_rel, write_safetensors  # noqa: E402
+
+CK = os.path.join(PRETRAINED, "timm_a")  # a timm checkpoint with 5 class names, input 3x32x32
+IMAGES = [os.path.join(PRETRAINED, "images", f) for f in ("cat.jpg", "coffee.png", "astronaut_gray.png")]
+
+
+class Server:
+    """vit serve ARGS on a free port; stop() sends SIGTERM and returns (exit status, log)."""
+
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([vit_binary(), "serve", "--port", "0", "--threads", "2", *map(str, args)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            m = re.search(r"listening on http://([\d.]+):(\d+)", line)
+            if m:
+                self.url = f"http://{m.group(1)}:{m.group(2)}"
+                break
+        else:
+            raise AssertionError("vit serve did not start:\n" + "".join(self.lines))
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout))
+        self.reader.start()
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None and not getattr(self, "signalled", False):
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=60)
+        self.reader.join()
+        return code, "".join(self.lines)
+
+
+def call(url, body=None, headers=None, method=None):
+    """(status, headers, body text) of one request; HTTP errors are answers too."""
+    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+    kind = {"Content-Type": "application/json" if isinstance(body, dict) else "application/octet-stream"}
+    req = urllib.request.Request(url, data=data, headers={**kind, **(headers or {})}, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.headers, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode()
+
+
+def pixels(x):
+    return {"inputs": [{"name": "pixel_values", "shape": list(x.shape), "datatype": "FP32",
+                        "data": x.reshape(-1).tolist()}]}
+
+
+def cli_logits(x, tmp_path, batch=16):
+    write_safetensors(tmp_path / "x.safetensors", {"x": x})
+    lines = run_vit("predict", "--checkpoint", CK, "--tensor", f"{tmp_path / 'x.safetensors'}:x", "-b", batch,
+                    "--json", "--logits").splitlines()
+    return np.array([json.loads(line)["logits"] for line in lines], np.float32)
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server("--model", f"a={CK}", "--max-batch", 16, "--max-delay-ms", 5)
+    yield s
+    code, log = s.stop()
+    assert code == 0, log
+
+
+def test_health_and_metadata_endpoints(server):
+    u = server.url
+    assert call(u + "/v2/health/live")[0] == 200
+    status, _, body = call(u + "/v2/health/ready")
+    assert status == 200 and json.loads(body)["ready"] is True
+    meta = json.loads(call(u + "/v2")[2])
+    assert meta["name"] == "vitcpp" and "classification" in meta["extensions"]
+    m = json.loads(call(u + "/v2/models/a")[2])
+    assert m["name"] == "a" and m["versions"] == ["1"]
+    assert {"name": "pixel_values", "datatype": "FP32", "shape": [-1, 3, 32, 32]} in m["inputs"]
+    assert {"name": "image", "datatype": "BYTES", "shape": [-1]} in m["inputs"]
+    assert m["outputs"] == [{"name": "logits", "datatype": "FP32", "shape": [-1, 5]}]
+    assert json.loads(call(u + "/v2/models/a/ready")[2])["ready"] is True
+    assert json.loads(call(u + "/ping")[2]) == {"status": "Healthy"}
+
+
+def test_infer_gives_vit_predicts_logits(server, tmp_path):
+    x = np.random.default_rng(0).standard_normal((3, 3, 32, 32)).astype(np.float32)
+    status, _, body = call(server.url + "/v2/models/a/infer", dict(pixels(x), id="r1"))
+    assert status == 200, body
+    r = json.loads(body)
+    assert r["model_name"] == "a" and r["id"] == "r1"
+    out = r["outputs"][0]
+    assert out["name"] == "logits" and out["datatype"] == "FP32" and out["shape"] == [3, 5]
+    got = np.array(out["data"], np.float32).reshape(3, 5)
+    want = cli_logits(x, tmp_path)
+    assert worst_rel(got, want) <= 1e-5, f"worst relative difference {worst_rel(got, want):.3g}"
+    # Nested data is read too, and the versioned path.
+    nested = pixels(x)
+    nested["inputs"][0]["data"] = x.tolist()
+    status, _, body = call(server.url + "/v2/models/a/versions/1/infer", nested)
+    assert status == 200 and np.allclose(json.loads(body)["outputs"][0]["data"], got.reshape(-1), rtol=0, atol=0)
+
+
+def test_images_as_bytes_classification_and_torchserve_give_vit_predicts_top5(server):
+    cli = [json.loads(line) for line in run_vit("predict", "--checkpoint", CK, "--json", *IMAGES).splitlines()]
+    encoded = [base64.b64encode(open(p, "rb").read()).decode() for p in IMAGES]
+    req = {"inputs": [{"name": "image", "shape": [len(IMAGES)], "datatype": "BYTES", "data": encoded}],
+           "outputs": [{"name": "logits", "parameters": {"classification": 3}}]}
+    status, _, body = call(server.url + "/v2/models/a/infer", req)
+    assert status == 200, body
+    out = json.loads(body)["outputs"][0]
+    assert out["datatype"] == "BYTES" and out["shape"] == [3, 3]
+    for i, c in enumerate(cli):
+        strings = out["data"][3 * i:3 * i + 3]
+        assert [s.split(":", 2)[1:] for s in strings] == [[str(t["index"]), t["label"]] for t in c["topk"][:3]]
+    for path, c in zip(IMAGES, cli):
+        status, _, body = call(server.url + "/predictions/a", open(path, "rb").read())
+        assert status == 200, body
+        top = json.loads(body)
+        assert list(top) == [t["label"] for t in c["topk"]]
+        assert np.allclose(list(top.values()), [t["prob"] for t in c["topk"]], rtol=0, atol=1e-5)
+
+
+def test_bad_requests_get_their_protocol_answers(server):
+    u = server.url + "/v2/models/a/infer"
+    x = np.zeros((1, 3, 32, 32), np.float32)
+    cases = {
+        "malformed JSON": (b"{not json", "not valid JSON"),
+        "wrong shape": (pixels(np.zeros((1, 3, 16, 16), np.float32)), "does not fit the model's input"),
+        "wrong datatype": (dict(inputs=[dict(pixels(x)["inputs"][0], datatype="INT8")]), "datatype must be FP32"),
+        "wrong size": (dict(inputs=[dict(pixels(x)["inputs"][0], shape=[2, 3, 32, 32])]), "needs 6144"),
+        "unknown input": (dict(inputs=[dict(pixels(x)["inputs"][0], name="x")]), "unknown input"),
+        "not an image": ({"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES",
+                                      "data": [base64.b64encode(b"not an image").decode()]}]}, "image: data[0]"),
+        "not base64": ({"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES", "data": ["***"]}]},
+                       "not base64"),
+        "bad output": (dict(pixels(x), outputs=[{"name": "probs"}]), "the only output"),
+    }
+    for what, (body, message) in cases.items():
+        status, _, text = call(u, body)
+        assert status == 400, f"{what}: {status} {text}"
+        assert message in json.loads(text)["error"], f"{what}: {text}"
+    status, _, text = call(server.url + "/predictions/a", b"\x89PNG garbage")
+    assert status == 400 and "error" in json.loads(text)
+    for path in ("/v2/models/nope/infer", "/v2/models/nope", "/predictions/nope"):
+        status, _, text = call(server.url + path, pixels(x) if "infer" in path or "pred" in path else None)
+        assert status == 404 and "unknown model 'nope'" in json.loads(text)["error"], text
+    assert call(server.url + "/v3/nothing")[0] == 404
+    # The server is still up and right after all that.
+    assert call(server.url + "/v2/health/ready")[0] == 200
+
+
+def test_metrics_count_requests_latency_batches_and_queue(server):
+    call(server.url + "/v2/models/a/infer", pixels(np.zeros((2, 3, 32, 32), np.float32)))
+    call(server.url + "/v2/models/a/infer", b"{")
+    text = call(server.url + "/metrics")[2]
+    assert re.search(r'vit_requests_total\{model="a",status="200"\} \d+', text)
+    assert re.search(r'vit_requests_total\{model="a",status="400"\} \d+', text)
+    assert 'vit_request_duration_seconds_bucket{model="a",le="+Inf"}' in text
+    assert 'vit_batch_size_bucket{model="a",le="2"}' in text
+    assert re.search(r'vit_queue_depth\{model="a"\} 0', text)
+    for family in ("vit_requests_total counter", "vit_request_duration_seconds histogram", "vit_batch_size histogram",
+                   "vit_queue_depth gauge"):
+        assert "# TYPE " + family in text
+
+
+def test_concurrent_callers_are_batched_and_get_their_own_answers(tmp_path):
+    s = Server("--model", f"a={CK}", "--max-batch", 8, "--max-delay-ms", 50)
+    try:
+        rng = np.random.default_rng(1)
+        xs = [rng.standard_normal((int(n), 3, 32, 32)).astype(np.float32) for n in rng.integers(1, 4, 24)]
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            answers = list(pool.map(lambda x: call(s.url + "/v2/models/a/infer", pixels(x)), xs))
+        want = cli_logits(np.concatenate(xs), tmp_path)
+        at = 0
+        for x, (status, _, body) in zip(xs, answers):
+            assert status == 200, body
+            got = np.array(json.loads(body)["outputs"][0]["data"], np.float32).reshape(len(x), 5)
+            assert worst_rel(got, want[at:at + len(x)]) <= 1e-5
+            at += len(x)
+    finally:
+        code, log = s.stop()
+    assert code == 0
+    batches = [int(b) for b in re.findall(r"POST /v2/models/a/infer 200 [\d.]+ ms batch (\d+)", log)]
+    assert len(batches) == 24 and max(batches) > 3, f"no request was batched with another: {batches}"
+    assert max(batches) <= 8, batches
+
+
+def test_full_queue_is_503_and_a_late_answer_is_504():
+    s = Server("--model", f"a={CK}", "--max-batch", 64, "--max-delay-ms", 1500, "--max-queue", 1, "--timeout-s", 5)
+    try:
+        x = pixels(np.zeros((1, 3, 32, 32), np.float32))
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(lambda _: call(s.url + "/v2/models/a/infer", x), range(3)))
+        statuses = sorted(a[0] for a in answers)
+        assert statuses[0] == 200 and statuses[-1] == 503, statuses
+        full = next(a for a in answers if a[0] == 503)
+        assert full[1]["Retry-After"] == "1" and "queue is full" in json.loads(full[2])["error"]
+    finally:
+        assert s.stop()[0] == 0
+    s = Server("--model", f"a={CK}", "--max-batch", 64, "--max-delay-ms", 2000, "--timeout-s", 0.3)
+    try:
+        status, _, body = call(s.url + "/v2/models/a/infer", x)
+        assert status == 504 and "timeout" in json.loads(body)["error"], body
+        assert call(s.url + "/v2/health/live")[0] == 200
+    finally:
+        assert s.stop()[0] == 0
+
+
+def test_body_limit_is_413_and_api_keys_are_401(tmp_path):
+    keys = tmp_path / "keys"
+    keys.write_text("s3cret\n")
+    s = Server("--model", f"a={CK}", "--max-body-mb", 0.5, "--api-key-file", keys)
+    try:
+        big = pixels(np.zeros((40, 3, 32, 32), np.float32))  # ~1 MB of JSON
+        status, _, body = call(s.url + "/v2/models/a/infer", big, {"Authorization": "Bearer s3cret"})
+        assert status == 413, body
+        status, headers, body = call(s.url + "/v2/models/a")
+        assert status == 401 and headers["WWW-Authenticate"] == "Bearer" and "API key" in json.loads(body)["error"]
+        assert call(s.url + "/v2/models/a", headers={"Authorization": "Bearer wrong"})[0] == 401
+        assert call(s.url + "/metrics")[0] == 401
+        assert call(s.url + "/v2/models/a", headers={"Authorization": "Bearer s3cret"})[0] == 200
+        assert call(s.url + "/v2/health/ready")[0] == 200 and call(s.url + "/ping")[0] == 200  # open
+    finally:
+        assert s.stop()[0] == 0
+
+
+def test_sigterm_under_load_answers_every_accepted_request_and_exits_0():
+    s = Server("--model", f"a={CK}", "--max-batch", 4, "--max-delay-ms", 300)
+    x = pixels(np.zeros((1, 3, 32, 32), np.float32))
+    results, stop_at = [], []
+    lock = threading.Lock()
+
+    def client():
+        while not stop_at or time.monotonic() < stop_at[0] + 1:
+            t = time.monotonic()
+            try:
+                status = call(s.url + "/v2/models/a/infer", x)[0]
+            except (ConnectionError, urllib.error.URLError) as e:
+                status = type(getattr(e, "reason", e)).__name__
+            with lock:
+                results.append((t, status))
+            if not isinstance(status, int):
+                return
+
+    threads = [threading.Thread(target=client) for _ in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    stop_at.append(time.monotonic())
+    s.proc.send_signal(signal.SIGTERM)
+    s.signalled = True
+    for t in threads:
+        t.join()
+    code, log = s.stop()
+    assert code == 0, log
+    assert "SIGTERM: no new requests" in log and "vit serve: stopped" in log
+    # Sent well before the signal: accepted, and so answered (each waits up to 300 ms to batch).
+    early = [status for t, status in results if t < stop_at[0] - 0.05]
+    assert early and all(st == 200 for st in early), early
+    # Every answer the server logged reached its caller, and nothing failed.
+    assert log.count("POST /v2/models/a/infer 200") == sum(1 for _, st in results if st == 200)
+    assert not re.search(r"POST \S+ 5\d\d", log), log
+
+
+def test_torchserve_takes_put_and_multipart_and_sigint_stops_cleanly():
+    s = Server("--model", f"a={CK}")
+    try:
+        raw = open(IMAGES[0], "rb").read()
+        want = json.loads(call(s.url + "/predictions/a", raw)[2])
+        status, _, body = call(s.url + "/predictions/a", raw, method="PUT")  # curl -T
+        assert status == 200 and json.loads(body) == want
+        boundary = "vitcppboundary"
+        form = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"data\"; filename=\"cat.jpg\"\r\n"
+                f"Content-Type: image/jpeg\r\n\r\n").encode() + raw + f"\r\n--{boundary}--\r\n".encode()
+        status, _, body = call(s.url + "/predictions/a", form,
+                               {"Content-Type": f"multipart/form-data; boundary={boundary}"})  # curl -F
+        assert status == 200 and json.loads(body) == want, body
+    finally:
+        code, log = s.stop(signal.SIGINT)
+    assert code == 0 and "SIGINT: no new requests" in log, log
+
+
+def test_clients_that_disconnect_mid_request_do_not_disturb_the_others():
+    s = Server("--model", f"a={CK}", "--max-delay-ms", 200)
+    try:
+        host, port = s.url[len("http://"):].split(":")
+        x = pixels(np.zeros((1, 3, 32, 32), np.float32))
+        body = json.dumps(x).encode()
+        head = (f"POST /v2/models/a/infer HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            others = [pool.submit(call, s.url + "/v2/models/a/infer", x) for _ in range(4)]
+            for cut in (len(head) // 2, len(head) + len(body) // 2, len(head) + len(body)):
+                with socket.create_connection((host, int(port))) as c:  # gone before its answer
+                    c.sendall((head + body)[:cut])
+            answers = [f.result() for f in others]
+        assert all(a[0] == 200 for a in answers), answers
+        assert call(s.url + "/v2/models/a/infer", x)[0] == 200
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
