@@ -90,7 +90,7 @@ export OMP_NUM_THREADS=1  # until the probe below shows that threads run
 
 source scripts/build_env.sh
 cmake -S . -B "$out" "${vit_launcher[@]}" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DVIT_AARCH64_SYSROOT="$sysroot" \
-  -DCMAKE_BUILD_TYPE=Release -DVIT_WERROR=ON -DVIT_BUILD_BENCH=OFF -DVIT_MPI=OFF -DVIT_CAIRO=OFF -DVIT_ONNX=OFF -DVIT_PYTHON=OFF
+  -DCMAKE_BUILD_TYPE=Release -DVIT_WERROR=ON -DVIT_BUILD_BENCH=OFF -DVIT_MPI=OFF -DVIT_CAIRO=OFF -DVIT_ONNX=OFF -DVIT_SERVE=OFF -DVIT_PYTHON=OFF
 targets=(vit test_core test_ops test_model test_io test_train test_data test_viz test_pretrained_fixtures
          test_fixtures)
 cmake --build "$out" -j"$cpus" --target "${targets[@]}"
