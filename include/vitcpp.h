@@ -59,6 +59,28 @@ typedef struct vitcpp_prediction {
   const char* label;
 } vitcpp_prediction;
 
+/* How the API grows without breaking callers compiled against an older vitcpp.h: a struct
+ * the caller fills (vitcpp_options) starts with its size as the caller compiled it, and new
+ * fields are only ever added at its end; the library reads the fields that size covers and
+ * takes the defaults for the rest. Functions are only added, never changed.
+ * VITCPP_API_VERSION counts the additions; vitcpp_api_version() says the library's. */
+#define VITCPP_API_VERSION 2
+
+/* How vitcpp_open_with_options opens a model. Fill it with vitcpp_options_init, which sets
+ * struct_size and the defaults, then change what you need. */
+typedef struct vitcpp_options {
+  uint32_t struct_size;    /* sizeof(vitcpp_options) where the caller was compiled */
+  const char* dtype;       /* NULL or "fp32", or "bf16" (AVX-512 bf16 CPUs) */
+  const char* labels_file; /* NULL, or class names one per line */
+  int32_t threads;         /* > 0: this model's calls run on this many threads (the calling
+                              thread's OpenMP setting, restored after each call); 0: the
+                              process's (vitcpp_set_threads) */
+  int64_t max_batch;       /* images per forward pass; 0: 32. Larger batches are cut to it */
+} vitcpp_options;
+
+VIT_API void vitcpp_options_init(vitcpp_options* options);
+VIT_API uint32_t vitcpp_api_version(void);
+
 VIT_API const char* vitcpp_version(void);
 /* The message of this thread's last failed call ("" when none failed). */
 VIT_API const char* vitcpp_last_error(void);
@@ -69,6 +91,10 @@ VIT_API const char* vitcpp_last_error(void);
 VIT_API vitcpp_status vitcpp_open(const char* checkpoint, const char* dtype, vitcpp_model** out);
 VIT_API vitcpp_status vitcpp_open_with_labels(const char* checkpoint, const char* dtype,
                                               const char* labels_file, vitcpp_model** out);
+/* The same with options (NULL: the defaults). An options struct larger than this library
+ * knows (a caller built against a newer vitcpp.h) is refused with VITCPP_INVALID_ARGUMENT. */
+VIT_API vitcpp_status vitcpp_open_with_options(const char* checkpoint, const vitcpp_options* options,
+                                               vitcpp_model** out);
 VIT_API void vitcpp_close(vitcpp_model* model); /* NULL is allowed */
 
 /* OpenMP threads of later calls, for the whole process; n <= 0: OpenMP's default. */

@@ -11,8 +11,9 @@
 //     std::printf("%lld %.4f %s\n", (long long)p.index, p.probability, p.label.c_str());
 //
 // A Classifier runs one call at a time (it owns the model's activation buffers): share one
-// between threads behind a lock, or open one per thread. Each call uses the OpenMP threads
-// that set_threads() sets for the whole process.
+// between threads behind a lock, or open one per thread. Each call uses the model's own
+// thread count (ClassifierOptions::threads), else the OpenMP threads that set_threads()
+// sets for the process.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -78,8 +79,10 @@ struct ClassifierOptions {
   // the fp32 copies of those weights are then released, as `vit predict --dtype bf16`).
   std::string dtype = "fp32";
   std::string labels_file;  // class names, one per line (default: the checkpoint's own)
-  int threads = 0;          // > 0: set_threads(threads) when the model opens
-  int64_t max_batch = 32;   // images per forward pass (`vit predict -b`); batches are cut to it
+  // > 0: this model's calls run on this many threads (the calling thread's OpenMP setting,
+  // restored after each call); 0: on the process's (set_threads).
+  int threads = 0;
+  int64_t max_batch = 32;  // images per forward pass (`vit predict -b`); batches are cut to it
 };
 
 class VIT_API Classifier {

@@ -4,4 +4,18 @@
 // changes nothing.
 #pragma once
 
+//
+// On Windows (MSVC, MinGW) the same mark is __declspec: dllexport while the library itself is
+// compiled (VIT_BUILDING_LIBRARY), dllimport for its users, nothing with VIT_STATIC (a static
+// libvitcpp, where there is nothing to import).
+#if defined(_WIN32) || defined(__CYGWIN__)
+#if defined(VIT_STATIC)
+#define VIT_API
+#elif defined(VIT_BUILDING_LIBRARY)
+#define VIT_API __declspec(dllexport)
+#else
+#define VIT_API __declspec(dllimport)
+#endif
+#else
 #define VIT_API __attribute__((visibility("default")))
+#endif

@@ -37,6 +37,7 @@ struct Classifier::Impl {
   Pretrained loaded;
   InputSpec in;
   int64_t max_batch = 32;
+  int threads = 0;       // ClassifierOptions::threads
   std::vector<float> x;  // one forward pass's inputs, [max_batch, C, H, W]
 
   ViT& model() { return *loaded.model; }
@@ -48,6 +49,7 @@ struct Classifier::Impl {
   void for_batches(const std::vector<ImageInput>& images, F&& out) {
     const int64_t N = int64_t(images.size()), n = image_floats();
     VIT_CHECK(N > 0, "no images given");
+    const ScopedThreads own(threads);
     for (int64_t first = 0; first < N; first += max_batch) {
       const int64_t B = std::min(max_batch, N - first);
       x.resize(size_t(B * n));
@@ -93,7 +95,8 @@ Classifier::Classifier(const std::string& checkpoint, const ClassifierOptions& o
   VIT_CHECK(options.dtype == "fp32" || options.dtype == "bf16", "dtype must be fp32 or bf16, got '",
             options.dtype, "'");
   VIT_CHECK(options.max_batch > 0, "max_batch must be positive, got ", options.max_batch);
-  if (options.threads > 0) set_threads(options.threads);
+  const ScopedThreads own(options.threads);  // the loading's parallel loops too
+  impl_->threads = options.threads;
   LoadOptions lo;
   lo.labels_file = options.labels_file;
   impl_->loaded = load_pretrained(checkpoint, lo);
@@ -161,6 +164,7 @@ void Classifier::logits(const float* x, int64_t n, float* out) {
   const int64_t K = num_classes(), per = impl_->image_floats();
   VIT_CHECK(K > 0, "the model has no classifier head (num_classes 0): it gives embeddings (embed) only");
   VIT_CHECK(n > 0, "no images given");
+  const ScopedThreads own(impl_->threads);
   for (int64_t first = 0; first < n; first += impl_->max_batch) {
     const int64_t B = std::min(impl_->max_batch, n - first);
     impl_->model().infer(x + first * per, B, nullptr, out + first * K);

@@ -2,6 +2,8 @@
 // and turns it into a status and this thread's last-error message.
 #include "vitcpp.h"
 
+#include <cstddef>
+#include <cstring>
 #include <new>
 #include <string>
 #include <vector>
@@ -82,17 +84,54 @@ const char* vitcpp_last_error(void) {
   return last_error.c_str();
 }
 
-vitcpp_status vitcpp_open_with_labels(const char* checkpoint, const char* dtype, const char* labels_file,
-                                      vitcpp_model** out) {
+void vitcpp_options_init(vitcpp_options* o) {
+  if (!o) return;
+  *o = vitcpp_options{};
+  o->struct_size = sizeof(vitcpp_options);
+}
+
+uint32_t vitcpp_api_version(void) {
+  return VITCPP_API_VERSION;
+}
+
+vitcpp_status vitcpp_open_with_options(const char* checkpoint, const vitcpp_options* options,
+                                       vitcpp_model** out) {
   if (!checkpoint || !out)
     return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: checkpoint and out must not be NULL");
   *out = nullptr;
-  vit::ClassifierOptions o;
-  if (dtype) o.dtype = dtype;
-  if (o.dtype != "fp32" && o.dtype != "bf16")
-    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: dtype must be fp32 or bf16, got '" + o.dtype + "'");
-  if (labels_file) o.labels_file = labels_file;
-  return guarded([&] { *out = new vitcpp_model{vit::Classifier(checkpoint, o)}; });
+  // The fields the caller's struct_size covers; the defaults for the rest (an older caller).
+  vitcpp_options o;
+  vitcpp_options_init(&o);
+  if (options) {
+    // The struct as API version 2 first defined it; later versions add fields after it.
+    const size_t first = offsetof(vitcpp_options, max_batch) + sizeof(int64_t);
+    if (options->struct_size < first || options->struct_size > sizeof(vitcpp_options))
+      return fail(VITCPP_INVALID_ARGUMENT,
+                  "vitcpp_open: options->struct_size is " + std::to_string(options->struct_size) +
+                      "; this vitcpp (API " + std::to_string(VITCPP_API_VERSION) + ") takes " +
+                      std::to_string(first) + " to " + std::to_string(sizeof(vitcpp_options)) +
+                      " (fill it with vitcpp_options_init)");
+    std::memcpy(&o, options, options->struct_size);
+  }
+  vit::ClassifierOptions co;
+  if (o.dtype) co.dtype = o.dtype;
+  if (co.dtype != "fp32" && co.dtype != "bf16")
+    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: dtype must be fp32 or bf16, got '" + co.dtype + "'");
+  if (o.labels_file) co.labels_file = o.labels_file;
+  if (o.threads < 0) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: threads must be >= 0");
+  if (o.max_batch < 0) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: max_batch must be >= 0");
+  co.threads = o.threads;
+  if (o.max_batch > 0) co.max_batch = o.max_batch;
+  return guarded([&] { *out = new vitcpp_model{vit::Classifier(checkpoint, co)}; });
+}
+
+vitcpp_status vitcpp_open_with_labels(const char* checkpoint, const char* dtype, const char* labels_file,
+                                      vitcpp_model** out) {
+  vitcpp_options o;
+  vitcpp_options_init(&o);
+  o.dtype = dtype;
+  o.labels_file = labels_file;
+  return vitcpp_open_with_options(checkpoint, &o, out);
 }
 
 vitcpp_status vitcpp_open(const char* checkpoint, const char* dtype, vitcpp_model** out) {

@@ -72,6 +72,16 @@ int num_threads() {
   return omp_get_max_threads();
 }
 
+ScopedThreads::ScopedThreads(int n) {
+  if (n <= 0 || n == omp_get_max_threads()) return;
+  previous_ = omp_get_max_threads();
+  omp_set_num_threads(n);
+}
+
+ScopedThreads::~ScopedThreads() {
+  if (previous_ > 0) omp_set_num_threads(previous_);
+}
+
 int threads_for(int64_t work) {
   const int64_t n = work / kWorkPerThread;
   const int most = omp_get_max_threads();

@@ -2,12 +2,14 @@
 // per-thread message for every failure, and nothing thrown across it.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "vit/classifier.h"
 #include "vit/core/file.h"
+#include "vit/core/threads.h"
 #include "vitcpp.h"
 
 namespace {
@@ -102,3 +104,64 @@ TEST(CApi, FailuresReturnAStatusAndAMessagePerThread) {
 }
 
 }  // namespace
+
+namespace {
+
+// Logits of the coffee image through a model opened with `o`.
+std::vector<float> logits_with(const vitcpp_options& o) {
+  vitcpp_model* m = nullptr;
+  EXPECT_EQ(vitcpp_open_with_options(kModel.c_str(), &o, &m), VITCPP_OK) << vitcpp_last_error();
+  vitcpp_image image = {};
+  image.kind = VITCPP_IMAGE_FILE;
+  image.path = kImage.c_str();
+  std::vector<float> out(size_t(vitcpp_num_classes(m)));
+  EXPECT_EQ(vitcpp_logits(m, &image, 1, out.data()), VITCPP_OK) << vitcpp_last_error();
+  vitcpp_close(m);
+  return out;
+}
+
+}  // namespace
+
+TEST(CApi, OptionsStructCarriesItsSizeAndRefusesOneItCannotRead) {
+  EXPECT_EQ(vitcpp_api_version(), uint32_t(VITCPP_API_VERSION));
+  vitcpp_options o;
+  vitcpp_options_init(&o);
+  EXPECT_EQ(o.struct_size, sizeof(vitcpp_options));
+  EXPECT_EQ(o.dtype, nullptr);
+  EXPECT_EQ(o.threads, 0);
+  EXPECT_EQ(o.max_batch, 0);
+  // NULL options: the defaults, the same logits as vitcpp_open.
+  vitcpp_model* m = nullptr;
+  ASSERT_EQ(vitcpp_open_with_options(kModel.c_str(), nullptr, &m), VITCPP_OK) << vitcpp_last_error();
+  vitcpp_close(m);
+  // A struct from a newer header (larger) or none filled in (0): refused, and said why.
+  for (uint32_t size : {uint32_t(sizeof(vitcpp_options) + 8), uint32_t(0)}) {
+    o.struct_size = size;
+    m = nullptr;
+    EXPECT_EQ(vitcpp_open_with_options(kModel.c_str(), &o, &m), VITCPP_INVALID_ARGUMENT) << size;
+    EXPECT_EQ(m, nullptr);
+    EXPECT_NE(std::string(vitcpp_last_error()).find("vitcpp_options_init"), std::string::npos)
+        << vitcpp_last_error();
+  }
+  vitcpp_options_init(&o);
+  o.dtype = "fp16";
+  EXPECT_EQ(vitcpp_open_with_options(kModel.c_str(), &o, &m), VITCPP_INVALID_ARGUMENT);
+  vitcpp_options_init(&o);
+  o.threads = -1;
+  EXPECT_EQ(vitcpp_open_with_options(kModel.c_str(), &o, &m), VITCPP_INVALID_ARGUMENT);
+}
+
+TEST(CApi, ThreadsArePerModelAndLeaveTheCallersSettingAlone) {
+  vitcpp_set_threads(2);
+  vitcpp_options o;
+  vitcpp_options_init(&o);
+  const std::vector<float> process = logits_with(o);
+  o.threads = 1;
+  o.max_batch = 4;
+  const std::vector<float> own = logits_with(o);
+  // After a call of a 1-thread model the caller still runs on 2 (OpenMP's per-thread count).
+  EXPECT_EQ(vit::num_threads(), 2);
+  ASSERT_EQ(own.size(), process.size());
+  for (size_t i = 0; i < own.size(); ++i)
+    EXPECT_NEAR(own[i], process[i], 1e-5f * std::abs(process[i]) + 1e-6f);
+}

@@ -8,6 +8,21 @@ namespace vit {
 void set_num_threads(int n);  // n <= 0: leave the OpenMP default
 int num_threads();
 
+// The calling thread's parallel regions (and the GEMM library's) run on n threads (n > 0)
+// until the end of the scope, then on what they ran on before; n <= 0 changes nothing.
+// OpenMP keeps the thread count per calling thread, so this is what a model's own thread
+// count needs: other threads' calls are not affected.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int n);
+  ~ScopedThreads();
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+
+ private:
+  int previous_ = 0;  // 0: nothing to restore
+};
+
 // Threads worth starting for a loop of `work` units (about one multiply-add each): one
 // per kWorkPerThread units, at most num_threads(). Small ops then run on the calling
 // thread and skip the fork/join, which costs microseconds on a quiet machine and far more
