@@ -99,85 +99,119 @@ bool available() {
   return true;
 }
 
-int serve(const ServeOptions& o, std::ostream& log) {
+namespace {
+
+// One server: its models, metrics and HTTP handlers. serve() makes one and runs it.
+class Service {
+ public:
+  Service(const ServeOptions& o, std::ostream& log);
+  int run();  // listens until SIGTERM or SIGINT; 0 when stopped by one
+
+ private:
+  void load_models();
+  void install_hooks();   // auth before routing; error bodies; the access log and metrics
+  void install_routes();  // the endpoints
+  Model* find(const std::string& name, httplib::Response& res);
+  bool infer(Model& m, std::vector<float> x, int64_t n, httplib::Response& res, std::vector<float>& logits);
+  void say(const std::string& line);  // one log line, whole and flushed
+
+  const ServeOptions& o_;
+  std::ostream& log_;
+  std::mutex log_mu_;
+  std::vector<std::string> keys_, names_;
+  Metrics metrics_;  // before the models: their batchers report to it until they stop
+  std::map<std::string, Model> models_;
+  Server svr_;
+  std::atomic<bool> stopping_{false};
+};
+
+Service::Service(const ServeOptions& o, std::ostream& log) : o_(o), log_(log) {
   VIT_CHECK(!o.models.empty(), "give at least one --model NAME=CHECKPOINT");
   VIT_CHECK(o.max_batch > 0 && o.max_queue > 0 && o.max_delay_ms >= 0 && o.timeout_s > 0 && o.max_body_mb > 0,
             "--max-batch, --max-queue, --timeout-s and --max-body-mb must be positive, --max-delay-ms >= 0");
-  const std::vector<std::string> keys =
-      o.api_key_file.empty() ? std::vector<std::string>{} : read_keys(o.api_key_file);
-  Metrics metrics;
-  std::map<std::string, Model> models;
-  std::vector<std::string> names;
-  for (const ServedModel& s : o.models) {
-    VIT_CHECK(!models.count(s.name), "--model ", s.name, " given twice");
-    ClassifierOptions co;
-    co.dtype = o.dtype;
-    co.threads = o.threads;
-    co.max_batch = o.max_batch;
-    Model& m = models[s.name];
-    m.classifier = std::make_unique<Classifier>(s.checkpoint, co);
-    VIT_CHECK(m.classifier->num_classes() > 0, s.checkpoint, " has no classifier head: nothing to serve");
-    BatchOptions bo;
-    bo.max_batch = o.max_batch;
-    bo.max_delay = std::chrono::microseconds(int64_t(o.max_delay_ms * 1000));
-    bo.max_queue = o.max_queue;
-    m.batcher = std::make_unique<Batcher>(*m.classifier, bo,
-                                          [&metrics, name = s.name](int64_t n) { metrics.batch(name, n); });
-    names.push_back(s.name);
-    log << "model " << s.name << ": " << s.checkpoint << " (" << m.classifier->format() << ", "
-        << m.classifier->num_classes() << " classes, input " << m.classifier->channels() << "x"
-        << m.classifier->height() << "x" << m.classifier->width() << ")" << std::endl;
-  }
-  auto find = [&](const std::string& name, httplib::Response& res) -> Model* {
-    t_request.model = models.count(name) ? name : "";
-    if (auto it = models.find(name); it != models.end()) return &it->second;
-    std::string served;
-    for (const std::string& n : names) served += (served.empty() ? "" : ", ") + n;
-    fail(res, 404, "unknown model '" + name + "'; this server has: " + served);
-    return nullptr;
-  };
-  // Queues a request's images and waits for its logits: false when it has answered res
-  // with an error (503 queue full, 504 past --timeout-s, 500 the forward failed).
-  const auto timeout = std::chrono::microseconds(int64_t(o.timeout_s * 1e6));
-  auto run = [&](Model& m, std::vector<float> x, int64_t n, httplib::Response& res,
-                 std::vector<float>& logits) {
-    auto job = std::make_shared<InferJob>();
-    job->x = std::move(x);
-    job->n = n;
-    std::future<void> done = job->done.get_future();
-    if (!m.batcher->submit(job)) {
-      res.set_header("Retry-After", "1");
-      fail(res, 503, "the queue is full (" + std::to_string(o.max_queue) + " requests); retry later");
-      return false;
-    }
-    if (done.wait_until(t_request.start + timeout) == std::future_status::timeout) {
-      job->abandoned = true;
-      fail(res, 504, "no answer within --timeout-s " + std::to_string(o.timeout_s) + " s");
-      return false;
-    }
-    t_request.batch = job->batch;
-    if (!job->error.empty()) {
-      fail(res, 500, job->error);
-      return false;
-    }
-    logits = std::move(job->logits);
-    return true;
-  };
-
-  Server svr;
+  if (!o.api_key_file.empty()) keys_ = read_keys(o.api_key_file);
+  load_models();
   const int http_threads = o.http_threads;
-  svr.new_task_queue = [http_threads] { return new httplib::ThreadPool(size_t(http_threads)); };
-  const size_t max_body = size_t(o.max_body_mb * 1024 * 1024);
-  svr.set_payload_max_length(max_body);
-  svr.set_keep_alive_max_count(1000);
-  svr.set_tcp_nodelay(true);  // an answer goes out at once, not after the client's delayed ACK (40 ms)
-  std::atomic<bool> stopping{false};
-  svr.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+  svr_.new_task_queue = [http_threads] { return new httplib::ThreadPool(size_t(http_threads)); };
+  svr_.set_payload_max_length(size_t(o.max_body_mb * 1024 * 1024));
+  svr_.set_keep_alive_max_count(1000);
+  svr_.set_tcp_nodelay(true);  // an answer goes out at once, not after the client's delayed ACK (40 ms)
+  install_hooks();
+  install_routes();
+}
+
+void Service::say(const std::string& line) {
+  std::lock_guard<std::mutex> lock(log_mu_);
+  log_ << line << std::endl;
+}
+
+void Service::load_models() {
+  for (const ServedModel& s : o_.models) {
+    VIT_CHECK(!models_.count(s.name), "--model ", s.name, " given twice");
+    ClassifierOptions co;
+    co.dtype = o_.dtype;
+    co.threads = o_.threads;
+    co.max_batch = o_.max_batch;
+    Model& m = models_[s.name];
+    m.classifier = std::make_unique<Classifier>(s.checkpoint, co);
+    const Classifier& c = *m.classifier;
+    VIT_CHECK(c.num_classes() > 0, s.checkpoint, " has no classifier head: nothing to serve");
+    BatchOptions bo;
+    bo.max_batch = o_.max_batch;
+    bo.max_delay = std::chrono::microseconds(int64_t(o_.max_delay_ms * 1000));
+    bo.max_queue = o_.max_queue;
+    m.batcher = std::make_unique<Batcher>(*m.classifier, bo,
+                                          [this, name = s.name](int64_t n) { metrics_.batch(name, n); });
+    names_.push_back(s.name);
+    say(detail::concat("model ", s.name, ": ", s.checkpoint, " (", c.format(), ", ", c.num_classes(),
+                       " classes, input ", c.channels(), "x", c.height(), "x", c.width(), ")"));
+  }
+}
+
+Model* Service::find(const std::string& name, httplib::Response& res) {
+  t_request.model = models_.count(name) ? name : "";
+  if (auto it = models_.find(name); it != models_.end()) return &it->second;
+  std::string served;
+  for (const std::string& n : names_) served += (served.empty() ? "" : ", ") + n;
+  fail(res, 404, "unknown model '" + name + "'; this server has: " + served);
+  return nullptr;
+}
+
+// Queues a request's images and waits for its logits: false when it has answered res with an
+// error (503 queue full, 504 past --timeout-s, 500 the forward failed).
+bool Service::infer(Model& m, std::vector<float> x, int64_t n, httplib::Response& res,
+                    std::vector<float>& logits) {
+  auto job = std::make_shared<InferJob>();
+  job->x = std::move(x);
+  job->n = n;
+  std::future<void> done = job->done.get_future();
+  if (!m.batcher->submit(job)) {
+    res.set_header("Retry-After", "1");
+    fail(res, 503, "the queue is full (" + std::to_string(o_.max_queue) + " requests); retry later");
+    return false;
+  }
+  const auto timeout = std::chrono::microseconds(int64_t(o_.timeout_s * 1e6));
+  if (done.wait_until(t_request.start + timeout) == std::future_status::timeout) {
+    job->abandoned = true;
+    fail(res, 504, "no answer within --timeout-s " + std::to_string(o_.timeout_s) + " s");
+    return false;
+  }
+  t_request.batch = job->batch;
+  if (!job->error.empty()) {
+    fail(res, 500, job->error);
+    return false;
+  }
+  logits = std::move(job->logits);
+  return true;
+}
+
+void Service::install_hooks() {
+  svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_request = RequestInfo{Clock::now(), true, "", 0};
     const bool open = req.path.rfind("/v2/health/", 0) == 0 || req.path == "/ping";
-    if (keys.empty() || open) return httplib::Server::HandlerResponse::Unhandled;
+    if (keys_.empty() || open) return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
-    for (const std::string& k : keys)
+    for (const std::string& k : keys_)
       if (auth == "Bearer " + k) return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
     fail(res, 401,
@@ -185,17 +219,19 @@ int serve(const ServeOptions& o, std::ostream& log) {
                       : "the API key is not valid");
     return httplib::Server::HandlerResponse::Handled;
   });
-  svr.set_error_handler([max_body](const httplib::Request& req, httplib::Response& res) {
+  const size_t max_body = size_t(o_.max_body_mb * 1024 * 1024);
+  svr_.set_error_handler([max_body](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     // cpp-httplib caps a body sent as a form (curl -d, urllib without a Content-Type) at 8 KB.
     const bool form = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
     if (res.status == 413 && form &&
         std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) <= max_body)
-      fail(res, 413,
-           "a body over 8 KB must not be sent as a form (Content-Type: application/x-www-form-urlencoded, "
-           "what curl "
-           "-d sends): send Content-Type: application/json, or an image with curl --data-binary @FILE -H "
-           "'Content-Type: image/png' or curl -T FILE");
+      fail(
+          res, 413,
+          "a body over 8 KB must not be sent as a form (Content-Type: application/x-www-form-urlencoded, "
+          "what "
+          "curl -d sends): send Content-Type: application/json, or an image with curl --data-binary @FILE -H "
+          "'Content-Type: image/png' or curl -T FILE");
     else if (res.status == 413)
       fail(res, 413, "the body is larger than --max-body-mb");
     else if (res.status == 404)
@@ -203,7 +239,7 @@ int serve(const ServeOptions& o, std::ostream& log) {
     else
       fail(res, res.status, "HTTP " + std::to_string(res.status));
   });
-  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  svr_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     try {
       std::rethrow_exception(ep);
     } catch (const RequestError& e) {
@@ -212,56 +248,49 @@ int serve(const ServeOptions& o, std::ostream& log) {
       fail(res, 500, e.what());
     }
   });
-  std::mutex log_mu;
-  svr.set_logger([&](const httplib::Request& req, const httplib::Response& res) {
+  svr_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     const double s =
         t_request.started ? std::chrono::duration<double>(Clock::now() - t_request.start).count() : 0;
-    metrics.request(t_request.model, res.status, s);
-    {
-      std::lock_guard<std::mutex> lock(log_mu);
-      char ms[32];
-      std::snprintf(ms, sizeof ms, "%.1f", s * 1e3);
-      log << req.method << " " << req.path << " " << res.status << " " << ms << " ms batch "
-          << t_request.batch << std::endl;
-    }
+    metrics_.request(t_request.model, res.status, s);
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.1f", s * 1e3);
+    say(detail::concat(req.method, " ", req.path, " ", res.status, " ", ms, " ms batch ", t_request.batch));
     t_request = RequestInfo{};
   });
+}
 
-  svr.Get("/v2/health/live",
-          [](const httplib::Request&, httplib::Response& res) { answer(res, 200, R"({"live":true})"); });
-  svr.Get("/v2/health/ready", [&](const httplib::Request&, httplib::Response& res) {
-    answer(res, stopping ? 503 : 200, stopping ? R"({"ready":false})" : R"({"ready":true})");
+void Service::install_routes() {
+  using Req = httplib::Request;
+  using Res = httplib::Response;
+  svr_.Get("/v2/health/live", [](const Req&, Res& res) { answer(res, 200, R"({"live":true})"); });
+  svr_.Get("/v2/health/ready", [this](const Req&, Res& res) {
+    answer(res, stopping_ ? 503 : 200, stopping_ ? R"({"ready":false})" : R"({"ready":true})");
   });
-  svr.Get("/ping", [&](const httplib::Request&, httplib::Response& res) {
-    answer(res, 200, R"({"status":"Healthy"})");
-  });
-  svr.Get("/v2", [&](const httplib::Request&, httplib::Response& res) {
+  svr_.Get("/ping", [](const Req&, Res& res) { answer(res, 200, R"({"status":"Healthy"})"); });
+  svr_.Get("/v2", [](const Req&, Res& res) {
     answer(res, 200,
            nlohmann::json{{"name", "vitcpp"}, {"version", version()}, {"extensions", {"classification"}}}
                .dump());
   });
-  svr.Get(R"(/v2/models/([^/]+)(?:/versions/1)?)", [&](const httplib::Request& req, httplib::Response& res) {
+  svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?)", [this](const Req& req, Res& res) {
     if (Model* m = find(req.matches[1], res))
       answer(res, 200, model_metadata(req.matches[1], *m->classifier));
   });
-  svr.Get(R"(/v2/models/([^/]+)(?:/versions/1)?/ready)",
-          [&](const httplib::Request& req, httplib::Response& res) {
-            if (find(req.matches[1], res))
-              answer(res, 200, nlohmann::json{{"name", req.matches[1]}, {"ready", true}}.dump());
-          });
-  svr.Post(R"(/v2/models/([^/]+)(?:/versions/1)?/infer)", [&](const httplib::Request& req,
-                                                              httplib::Response& res) {
+  svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?/ready)", [this](const Req& req, Res& res) {
+    if (find(req.matches[1], res))
+      answer(res, 200, nlohmann::json{{"name", req.matches[1]}, {"ready", true}}.dump());
+  });
+  svr_.Post(R"(/v2/models/([^/]+)(?:/versions/1)?/infer)", [this](const Req& req, Res& res) {
     const std::string name = req.matches[1];
     Model* m = find(name, res);
     if (!m) return;
     InferRequest r = parse_infer(req.body, *m->classifier);  // RequestError: 400 (the exception handler)
     std::vector<float> logits;
-    if (run(*m, std::move(r.x), r.n, res, logits))
+    if (infer(*m, std::move(r.x), r.n, res, logits))
       answer(res, 200, infer_response(name, r, logits, *m->classifier));
   });
   // TorchServe's image endpoint: curl --data-binary @FILE, -F data=@FILE (POST) or -T FILE (PUT).
-  const auto predictions = [&](const httplib::Request& req, httplib::Response& res,
-                               const httplib::ContentReader& reader) {
+  const auto predictions = [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
     std::string body;
     if (!read_body(req, reader, body)) return;
     Model* m = find(req.matches[1], res);
@@ -274,51 +303,57 @@ int serve(const ServeOptions& o, std::ostream& log) {
     } catch (const Error& e) {
       throw RequestError(400, e.what());
     }
-    if (run(*m, std::move(x), 1, res, logits)) answer(res, 200, top5_json(logits.data(), c));
+    if (infer(*m, std::move(x), 1, res, logits)) answer(res, 200, top5_json(logits.data(), c));
   };
-  svr.Post(R"(/predictions/([^/]+))", predictions);
-  svr.Put(R"(/predictions/([^/]+))", predictions);
-  svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.text(names, [&](const std::string& n) { return models.at(n).batcher->queued(); }),
-                    "text/plain; version=0.0.4");
+  svr_.Post(R"(/predictions/([^/]+))", predictions);
+  svr_.Put(R"(/predictions/([^/]+))", predictions);
+  svr_.Get("/metrics", [this](const Req&, Res& res) {
+    res.set_content(
+        metrics_.text(names_, [this](const std::string& n) { return models_.at(n).batcher->queued(); }),
+        "text/plain; version=0.0.4");
   });
+}
 
-  int port = o.port;
+int Service::run() {
+  int port = o_.port;
   if (port == 0) {
-    port = svr.bind_to_any_port(o.host);
-    VIT_CHECK(port > 0, "cannot listen on ", o.host, " (any port)");
+    port = svr_.bind_to_any_port(o_.host);
+    VIT_CHECK(port > 0, "cannot listen on ", o_.host, " (any port)");
   } else {
-    VIT_CHECK(svr.bind_to_port(o.host, port), "cannot listen on ", o.host, ":", port,
+    VIT_CHECK(svr_.bind_to_port(o_.host, port), "cannot listen on ", o_.host, ":", port,
               " (in use, or not an address of this machine)");
   }
-  svr.set_backlog(SOMAXCONN);
+  svr_.set_backlog(SOMAXCONN);
   // SIGTERM and SIGINT: stop accepting, answer what is in flight, exit 0.
   g_signal = 0;
   auto old_term = std::signal(SIGTERM, on_stop_signal), old_int = std::signal(SIGINT, on_stop_signal);
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!done && g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (g_signal != 0) {
-      stopping = true;
-      {
-        std::lock_guard<std::mutex> lock(log_mu);
-        log << "vit serve: " << (g_signal == SIGINT ? "SIGINT" : "SIGTERM")
-            << ": no new requests; answering those in flight" << std::endl;
-      }
-      svr.stop();
-    }
+    if (g_signal == 0) return;
+    stopping_ = true;
+    say(std::string("vit serve: ") + (g_signal == SIGINT ? "SIGINT" : "SIGTERM") +
+        ": no new requests; answering those in flight");
+    svr_.stop();
   });
-  log << "vit serve: listening on http://" << o.host << ":" << port << " (" << names.size() << " model"
-      << (names.size() > 1 ? "s" : "") << ", max batch " << o.max_batch << ", max delay " << o.max_delay_ms
-      << " ms)" << std::endl;
-  const bool ok = svr.listen_after_bind();
+  say(detail::concat("vit serve: listening on http://", o_.host, ":", port, " (", names_.size(), " model",
+                     names_.size() > 1 ? "s" : "", ", max batch ", o_.max_batch, ", max delay ",
+                     o_.max_delay_ms, " ms)"));
+  const bool ok = svr_.listen_after_bind();
   done = true;
   watcher.join();
-  for (auto& [name, m] : models) m.batcher->stop();
-  log << "vit serve: stopped" << std::endl;
+  for (auto& [name, m] : models_) m.batcher->stop();
+  say("vit serve: stopped");
   std::signal(SIGTERM, old_term);  // (a signal until here changes nothing: the server is stopping)
   std::signal(SIGINT, old_int);
   return ok || g_signal != 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int serve(const ServeOptions& o, std::ostream& log) {
+  Service service(o, log);
+  return service.run();
 }
 
 }  // namespace vit::serve
