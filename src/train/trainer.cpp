@@ -577,94 +577,162 @@ std::string score_str(double score, const std::string& metric) {
   return os.str();
 }
 
-std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Dataset* eval_set,
-                              const TrainConfig& cfg, std::ostream& log_any) {
-  cfg.validate();
-  VIT_CHECK(eval_set || cfg.eval_metric != "top5",
-            "eval metric top5 needs an eval set: without one the score is the training set's, which counts "
-            "no top-5");
-  check_shapes(model, train_set);
-  if (eval_set) check_shapes(model, *eval_set);
-  Comm& comm = cfg.comm ? *cfg.comm : world();
-  const int rank = comm.rank(), ranks = comm.size();
-  std::ostream quiet(nullptr);  // ranks other than 0 log nothing
-  std::ostream& log = comm.root() ? log_any : quiet;
-  const bool write = comm.root() && !cfg.output.empty();
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// The running sums of an epoch's steps.
+struct EpochSums {
+  double loss = 0;
+  int64_t correct = 0, seen = 0;
+  float lr = 0;
+};
+
+// train()'s run, in parts: what every part shares is here, set up once.
+class TrainLoop {
+ public:
+  TrainLoop(ViT& model, const Dataset& train_set, const Dataset* eval_set, const TrainConfig& cfg,
+            std::ostream& log_any);
+  std::vector<EpochStats> run();
+
+ private:
+  void resume();  // cfg.resume: the newest state, and the notes it needs
+  void begin();   // a fresh run's EMA and config.json; the ranks' agreement; the first line
+  // The epoch's steps from step `first`; throws Stopped when asked to stop within it.
+  EpochSums train_epoch(int64_t epoch, int64_t first, SteadyClock::time_point t0);
+  // One optimizer step's forward and backward on this rank's rows: stats[0] += the loss
+  // sum, stats[1] = the correct count.
+  void forward_backward(const Rows& mine, int64_t bs, Prefetcher& batches, int64_t s, double* stats);
+  // After step s: a recovery state when due (stats[3]) or asked to stop; then Stopped if asked.
+  void after_step(int64_t epoch, int64_t s, const double* stats, const EpochSums& sums,
+                  SteadyClock::time_point t0, ProgressLine& bar);
+  Progress progress_at(int64_t step_in_epoch, const EpochSums& sums, SteadyClock::time_point t0) const;
+  // The epoch's numbers with its evaluations; a failed evaluation keeps the epoch's training.
+  EpochStats evaluate_epoch(int64_t epoch, const EpochSums& sums, SteadyClock::time_point t0);
+  void commit_epoch(const EpochStats& e);  // history, log line, best, files
+  void write_epoch_files(const EpochStats& e, bool better, bool ema_better);
+  void stop_if_asked(int64_t epoch);  // after an epoch's files
+
+  ViT& model;
+  const Dataset& train_set;
+  const Dataset* eval_set;
+  const TrainConfig& cfg;
+  Comm& comm;
+  const int rank, ranks;
+  std::ostream quiet{nullptr};  // ranks other than 0 log nothing
+  std::ostream& log;
+  const bool write;
   // B: the global batch of an optimizer step; micro-batches of cfg.batch_size make it up.
-  const int64_t N = train_set.size(), A = cfg.grad_accum_steps, B = cfg.batch_size * A;
-  const int64_t steps_per_epoch = (N + B - 1) / B;
-  // The shards of this process's first micro-batch (ViT::shards_for: one per thread unless a
-  // count is asked for).
-  const int64_t shards = model.shards_for(shard_rows(shard_rows(B, 0, ranks).size(), 0, int(A)).size());
-  ScheduleConfig sched = cfg.sched;
+  const int64_t N, A, B, steps_per_epoch, shards, K, C, H, W;
+  ScheduleConfig sched;
+  Optimizer opt;
+  LossStep loss_step;
+  Teacher teacher;
+  std::vector<float> targets;
+  const fs::path dir;
+  // The model EMA, laid out as the parameters: from the state on a resume, else the weights
+  // training starts with.
+  std::vector<float> ema_store;
+  std::vector<float>* ema;
+  Progress p;
+  bool fresh;
+  RecoveryClock recovery;
+  int stop_reason = 0;        // this rank's answer to stop_requested
+  bool stop_pending = false;  // the ranks asked at an epoch's last step
+  const bool partners;        // mixing pairs row b with row bs-1-b: a shard also loads its partners' rows
+};
+
+TrainLoop::TrainLoop(ViT& model_, const Dataset& train_set_, const Dataset* eval_set_,
+                     const TrainConfig& cfg_, std::ostream& log_any)
+    : model(model_),
+      train_set(train_set_),
+      eval_set(eval_set_),
+      cfg(cfg_),
+      comm(cfg_.comm ? *cfg_.comm : world()),
+      rank(comm.rank()),
+      ranks(comm.size()),
+      log(comm.root() ? log_any : quiet),
+      write(comm.root() && !cfg_.output.empty()),
+      N(train_set_.size()),
+      A(cfg_.grad_accum_steps),
+      B(cfg_.batch_size * cfg_.grad_accum_steps),
+      steps_per_epoch((N + B - 1) / B),
+      // The shards of this process's first micro-batch (ViT::shards_for: one per thread unless
+      // a count is asked for).
+      shards(model_.shards_for(shard_rows(shard_rows(B, 0, ranks).size(), 0, int(A)).size())),
+      K(model_.config().num_classes),
+      C(train_set_.channels()),
+      H(train_set_.height()),
+      W(train_set_.width()),
+      sched(cfg_.sched),
+      opt(model_.table(), cfg_.optim),
+      teacher(cfg_.teacher, model_.config(), cfg_.distill),
+      targets(cfg_.mixup.active() ? B * K : 0),
+      dir(cfg_.output),
+      ema_store(cfg_.model_ema ? model_.params().size() : 0),
+      ema(cfg_.model_ema ? &ema_store : nullptr),
+      fresh(!cfg_.resume),
+      recovery(cfg_),
+      partners(cfg_.mixup.active() && ranks > 1) {
   sched.total_steps = cfg.epochs * steps_per_epoch;
   sched.warmup_steps = int64_t(std::llround(cfg.warmup_epochs * steps_per_epoch));
   sched.decay_steps = std::max<int64_t>(1, std::llround(cfg.decay_epochs * steps_per_epoch));
   for (float m : cfg.decay_milestones)
     sched.milestones.push_back(std::max<int64_t>(1, std::llround(m * steps_per_epoch)));
   sched.validate();
-  Optimizer opt(model.table(), cfg.optim);
-  LossStep loss_step;
-  const int64_t K = model.config().num_classes;
-  Teacher teacher(cfg.teacher, model.config(), cfg.distill);
-  const int64_t C = train_set.channels(), H = train_set.height(), W = train_set.width();
-  std::vector<float> targets(cfg.mixup.active() ? B * K : 0);
-  const fs::path dir(cfg.output);
-  // The model EMA, laid out as the parameters: from the state on a resume, else the weights
-  // training starts with.
-  std::vector<float> ema_store(cfg.model_ema ? model.params().size() : 0);
-  std::vector<float>* ema = cfg.model_ema ? &ema_store : nullptr;
-  Progress p;
-  bool fresh = !cfg.resume;
-  if (cfg.resume) {
-    // Every rank reads the run directory (it must be shared between hosts to resume). The
-    // newest state wins: a recovery state within an epoch, or the last epoch's.
-    std::optional<StateInfo> newest;
-    run_agreed(comm, "resuming", [&] {
-      newest = newest_state(dir.string());
-      if (!newest) return;
-      try {
-        p = load_state(dir, newest->path, model, opt, ema, cfg, steps_per_epoch);
-      } catch (const nlohmann::json::exception& e) {  // a vitcpp_state that is not what save_state writes
-        throw Error(detail::concat(newest->path, ": corrupt training state: ", e.what()));
-      }
-    });
-    // A killed run can leave write_file_atomic's temporaries (NAME.tmp.PID) behind.
-    if (write) {
-      int64_t stale = 0;
-      for (auto& f : fs::directory_iterator(dir))
-        if (f.path().filename().string().find(".tmp.") != std::string::npos) stale += fs::remove(f.path());
-      if (stale > 0)
-        log << "removed " << stale << " unfinished temporary file(s) of the interrupted run" << std::endl;
+}
+
+void TrainLoop::resume() {
+  // Every rank reads the run directory (it must be shared between hosts to resume). The
+  // newest state wins: a recovery state within an epoch, or the last epoch's.
+  std::optional<StateInfo> newest;
+  run_agreed(comm, "resuming", [&] {
+    newest = newest_state(dir.string());
+    if (!newest) return;
+    try {
+      p = load_state(dir, newest->path, model, opt, ema, cfg, steps_per_epoch);
+    } catch (const nlohmann::json::exception& e) {  // a vitcpp_state that is not what save_state writes
+      throw Error(detail::concat(newest->path, ": corrupt training state: ", e.what()));
     }
-    if (!newest) {
-      // Stopped before its first state: the model is as the run began (the vit program
-      // builds it from the seed again), so starting over gives the same run.
-      fresh = true;
-      log << cfg.output
-          << " holds no training state yet (the run stopped before its first): starting from step 0"
-          << std::endl;
-    } else if (p.step_in_epoch > 0) {
-      log << "resuming " << cfg.output << " in epoch " << p.epochs_done + 1 << " after step "
-          << p.step_in_epoch << " of " << steps_per_epoch << " (global step " << p.global_step << ", "
-          << fs::path(newest->path).filename().string() << ")" << std::endl;
-    } else {
-      log << "resuming " << cfg.output << " after epoch " << p.epochs_done << " (step " << p.global_step
-          << ")" << std::endl;
-    }
-    if (newest && p.shards > 0 && (p.processes != ranks || p.shards != shards)) {
-      auto split = [](int64_t procs, int64_t n) {
-        return (procs > 1 ? std::to_string(procs) + " processes x " : "") + std::to_string(n) +
-               (n == 1 ? " shard" : " shards");
-      };
-      log << "note: the interrupted run split each batch into " << split(p.processes, p.shards)
-          << ", this one into " << split(ranks, shards)
-          << ": training goes on within float rounding of the uninterrupted run, not bit for bit ("
-          << (p.processes != ranks ? "mpirun -np " + std::to_string(p.processes)
-                                   : "VIT_SHARDS=" + std::to_string(p.shards))
-          << " keeps the weights' bits)" << std::endl;
-    }
+  });
+  // A killed run can leave write_file_atomic's temporaries (NAME.tmp.PID) behind.
+  if (write) {
+    int64_t stale = 0;
+    for (auto& f : fs::directory_iterator(dir))
+      if (f.path().filename().string().find(".tmp.") != std::string::npos) stale += fs::remove(f.path());
+    if (stale > 0)
+      log << "removed " << stale << " unfinished temporary file(s) of the interrupted run" << std::endl;
   }
+  if (!newest) {
+    // Stopped before its first state: the model is as the run began (the vit program
+    // builds it from the seed again), so starting over gives the same run.
+    fresh = true;
+    log << cfg.output
+        << " holds no training state yet (the run stopped before its first): starting from step 0"
+        << std::endl;
+  } else if (p.step_in_epoch > 0) {
+    log << "resuming " << cfg.output << " in epoch " << p.epochs_done + 1 << " after step " << p.step_in_epoch
+        << " of " << steps_per_epoch << " (global step " << p.global_step << ", "
+        << fs::path(newest->path).filename().string() << ")" << std::endl;
+  } else {
+    log << "resuming " << cfg.output << " after epoch " << p.epochs_done << " (step " << p.global_step << ")"
+        << std::endl;
+  }
+  if (newest && p.shards > 0 && (p.processes != ranks || p.shards != shards)) {
+    auto split = [](int64_t procs, int64_t n) {
+      return (procs > 1 ? std::to_string(procs) + " processes x " : "") + std::to_string(n) +
+             (n == 1 ? " shard" : " shards");
+    };
+    log << "note: the interrupted run split each batch into " << split(p.processes, p.shards)
+        << ", this one into " << split(ranks, shards)
+        << ": training goes on within float rounding of the uninterrupted run, not bit for bit ("
+        << (p.processes != ranks ? "mpirun -np " + std::to_string(p.processes)
+                                 : "VIT_SHARDS=" + std::to_string(p.shards))
+        << " keeps the weights' bits)" << std::endl;
+  }
+}
+
+void TrainLoop::begin() {
   p.processes = ranks, p.shards = shards;
   if (fresh && ema) std::copy(model.params().data(), model.params().data() + ema->size(), ema->begin());
   if (fresh && write) {
@@ -683,11 +751,284 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     log << ", " << cfg.distill.type << " distillation from a teacher (alpha " << cfg.distill.alpha << ")";
   if (ranks > 1) log << ", " << comm.describe();
   log << std::endl;
+}
 
-  RecoveryClock recovery(cfg);
-  int stop_reason = 0;        // this rank's answer to stop_requested
-  bool stop_pending = false;  // the ranks asked at an epoch's last step
-  auto stop_asked = [&] { return cfg.stop_requested ? cfg.stop_requested() : 0; };
+void TrainLoop::forward_backward(const Rows& mine, int64_t bs, Prefetcher& batches, int64_t s,
+                                 double* stats) {
+  float* images = nullptr;
+  const int64_t* labels = nullptr;
+  batches.next(s, &images, &labels);
+  model.zero_grad();
+  if (mine.size() == 0) return;
+  int64_t correct = 0;
+  Batch batch{images, mine.size(), labels, nullptr, nullptr};
+  if (cfg.mixup.active()) {  // soft targets replace the labels (smoothing folded in)
+    if (partners)
+      mix_shard(cfg.mixup, images, images + mine.size() * C * H * W, labels, labels + mine.size(),
+                targets.data(), mine.lo, mine.size(), bs, C, H, W, K, cfg.smoothing, cfg.seed,
+                uint64_t(p.global_step));
+    else
+      mix_batch(cfg.mixup, images, labels, targets.data(), bs, C, H, W, K, cfg.smoothing, cfg.seed,
+                uint64_t(p.global_step));
+    batch.labels = nullptr;
+    batch.targets = targets.data();
+  }
+  // The micro-batches: this rank's rows in A contiguous parts, each drawing its dropout and
+  // drop-path masks by its rows' indices in the global batch.
+  for (int64_t k = 0; k < A; ++k) {
+    const Rows part = shard_rows(mine.size(), int(k), int(A));
+    if (part.size() == 0) continue;
+    Batch micro = batch;
+    micro.images = images + part.lo * C * H * W;
+    micro.size = part.size();
+    if (batch.labels) micro.labels = batch.labels + part.lo;
+    if (batch.targets) micro.targets = batch.targets + part.lo * K;
+    const ForwardMode mode{true, cfg.seed, uint64_t(p.global_step), mine.lo + part.lo};
+    int64_t part_correct = 0;
+    const double loss = loss_step.run(model, micro, cfg.smoothing, mode, &part_correct,
+                                      float(part.size()) / float(bs), teacher.logits(micro));
+    stats[0] += loss * double(part.size());
+    correct += part_correct;
+    if (!std::isfinite(loss)) break;
+  }
+  stats[1] = double(correct);
+}
+
+Progress TrainLoop::progress_at(int64_t step_in_epoch, const EpochSums& sums,
+                                SteadyClock::time_point t0) const {
+  Progress r = p;
+  r.step_in_epoch = step_in_epoch;
+  r.loss_sum = sums.loss;
+  r.correct_sum = sums.correct;
+  r.seen = sums.seen;
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+void TrainLoop::after_step(int64_t epoch, int64_t s, const double* stats, const EpochSums& sums,
+                           SteadyClock::time_point t0, ProgressLine& bar) {
+  // Asked to stop: within the epoch after a recovery state; at its last step once the
+  // epoch has ended as usual.
+  const bool stop = stats[4] > 0 && s + 1 < steps_per_epoch;
+  stop_pending = stats[4] > 0;
+  if (stats[3] > 0 || stop) {  // a recovery state: everything to go on after this step
+    if (!all_finite(model.params().data(), int64_t(model.params().size())))
+      throw Error(diverged(cfg, "a weight is not finite", p, epoch, s));
+    Progress r = progress_at(s + 1, sums, t0);
+    r.global_step = p.global_step + 1;
+    run_agreed(comm, "writing a recovery state to " + cfg.output, [&] {
+      if (!write) return;
+      const auto w0 = SteadyClock::now();
+      const size_t bytes = save_state(dir / kRecoveryFile, model, opt, ema, r, cfg, steps_per_epoch);
+      recovery.wrote(seconds_since(w0));
+      if (!cfg.progress_bar)
+        log << "recovery state after step " << s + 1 << " of epoch " << epoch + 1 << ": "
+            << (dir / kRecoveryFile).string() << " (" << format_bytes(bytes) << " in " << std::setprecision(3)
+            << seconds_since(w0) << " s)" << std::endl;
+    });
+  }
+  if (stop) {
+    bar.finish();
+    throw stopped(cfg,
+                  "after step " + std::to_string(s + 1) + " of " + std::to_string(steps_per_epoch) +
+                      " in epoch " + std::to_string(epoch + 1),
+                  dir / kRecoveryFile, stop_reason);
+  }
+}
+
+EpochSums TrainLoop::train_epoch(int64_t epoch, int64_t first, SteadyClock::time_point t0) {
+  const auto order = epoch_order(N, cfg.seed, epoch);
+  if (cfg.on_epoch_start) cfg.on_epoch_start(epoch);
+  EpochSums sums;
+  if (first > 0) sums = {p.loss_sum, p.correct_sum, p.seen, 0};
+  // (A state at the epoch's last step, whose evaluation failed, runs no step: its lr.)
+  sums.lr = first > 0 ? lr_at(sched, p.global_step - 1) : 0;
+  ProgressLine bar(log, cfg.progress_bar, cfg.log_every);
+  bar.start(epoch, cfg.total_epochs(), steps_per_epoch, first, sums.seen);
+  ShardPlan plan = ranks > 1 ? shard_epoch(order, B, rank, ranks, partners) : ShardPlan{order, {}};
+  std::unique_ptr<Prefetcher> batches =
+      ranks > 1 ? std::make_unique<Prefetcher>(train_set, std::move(plan.order), std::move(plan.ends), first,
+                                               cfg.workers)
+                : std::make_unique<Prefetcher>(train_set, std::move(plan.order), B, first, cfg.workers);
+  for (int64_t s = first; s < steps_per_epoch; ++s, ++p.global_step) {
+    const int64_t bs = std::min(B, N - s * B);
+    const Rows mine = shard_rows(bs, rank, ranks);
+    // This rank's loss sum, correct count and rows, and whether a recovery state is due
+    // after the step (rank 0's clock decides); summed over ranks with the status.
+    const bool recover = write && s + 1 < steps_per_epoch && recovery.due(p.global_step);
+    // stats[4]: the ranks asked to stop (TrainConfig::stop_requested) during the step.
+    double stats[5] = {0, 0, double(mine.size()), recover ? 1.0 : 0.0, 0};
+    // Every rank learns whether all are fine here, before the large all-reduce.
+    run_agreed(
+        comm, "epoch " + std::to_string(epoch + 1) + " step " + std::to_string(s),
+        [&] {
+          forward_backward(mine, bs, *batches, s, stats);
+          stop_reason = cfg.stop_requested ? cfg.stop_requested() : 0;
+          stats[4] = stop_reason != 0;
+        },
+        stats, 5);
+    if (ranks > 1) comm.sum(model.grads().data(), int64_t(model.grads().size()));
+    // The summed loss is the same on every rank, so all stop together.
+    if (!std::isfinite(stats[0]))
+      throw Error(
+          diverged(cfg, "the loss is " + std::to_string(stats[0] / std::max(stats[2], 1.0)) + " (not finite)",
+                   p, epoch, s));
+    if (cfg.clip_grad > 0) clip_grad_norm(model.table(), model.grads().data(), cfg.clip_grad);
+    sums.lr = lr_at(sched, p.global_step);
+    opt.step(model.params().data(), model.grads().data(), sums.lr);
+    if (ema) ema_update(*ema, model.params().data(), ema_decay(cfg, p.global_step + 1));
+    sums.loss += stats[0];
+    sums.correct += int64_t(stats[1]);
+    sums.seen += int64_t(stats[2]);
+    bar.update(s, sums.loss / double(sums.seen), double(sums.correct) / double(sums.seen), sums.seen,
+               sums.lr);
+    after_step(epoch, s, stats, sums, t0, bar);
+  }
+  batches.reset();
+  bar.finish();
+  // A finite loss can still leave an infinite weight after the last step's update;
+  // such weights must not replace the last good checkpoint.
+  if (!all_finite(model.params().data(), int64_t(model.params().size())))
+    throw Error(diverged(cfg, "a weight is not finite", p, epoch, steps_per_epoch - 1));
+  return sums;
+}
+
+EpochStats TrainLoop::evaluate_epoch(int64_t epoch, const EpochSums& sums, SteadyClock::time_point t0) {
+  EpochStats e;
+  e.epoch = epoch + 1;
+  e.train_loss = sums.loss / double(N);
+  e.train_top1 = double(sums.correct) / double(N);
+  // A long evaluation shows it is alive: a bar, or a line every 30 s in a log.
+  const std::string at = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.total_epochs());
+  EvalProgress eval_bar(log, cfg.progress_bar, 30, at + " eval"),
+      ema_bar(log, cfg.progress_bar, 30, at + " EMA eval");
+  try {
+    if (eval_set) e.eval = evaluate(model, *eval_set, cfg.batch_size, &comm, &eval_bar);
+    if (eval_set && ema) {
+      swap_weights(model, *ema);
+      try {
+        e.ema = evaluate(model, *eval_set, cfg.batch_size, &comm, &ema_bar);
+      } catch (...) {
+        swap_weights(model, *ema);
+        throw;
+      }
+      swap_weights(model, *ema);
+    }
+  } catch (const Error& err) {
+    // An evaluation that fails (an image that does not decode; every rank fails together)
+    // loses no training: a recovery state at the epoch's last step, from which --resume
+    // evaluates the epoch and goes on once the file is mended or removed.
+    const Progress r = progress_at(steps_per_epoch, sums, t0);
+    run_agreed(comm, "writing a recovery state to " + cfg.output, [&] {
+      if (write) save_state(dir / kRecoveryFile, model, opt, ema, r, cfg, steps_per_epoch);
+    });
+    if (!write) throw;
+    throw Error(detail::concat(err.what(), "\nthe training of epoch ", epoch + 1, " is kept in ",
+                               (dir / kRecoveryFile).string(), ": mend or remove the file, then --resume ",
+                               cfg.output, " evaluates the epoch and goes on"));
+  }
+  e.lr = sums.lr;
+  e.seconds = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+  return e;
+}
+
+void TrainLoop::commit_epoch(const EpochStats& e) {
+  // The history keeps the epoch's numbers, as the training state does, not its confusion
+  // matrices (8 MB each at 1000 classes, every epoch of a run): a resumed run's history is
+  // then the same as an uninterrupted one's.
+  p.hist.push_back(e);
+  p.hist.back().eval.confusion = std::vector<int64_t>();
+  p.hist.back().ema.confusion = std::vector<int64_t>();
+  p.epochs_done = e.epoch;
+  p.step_in_epoch = p.correct_sum = p.seen = 0;
+  p.loss_sum = p.seconds = 0;
+  log << "epoch " << e.epoch << "/" << cfg.total_epochs() << ": train loss " << std::setprecision(4)
+      << e.train_loss << " top1 " << 100 * e.train_top1 << "%";
+  if (eval_set) log << ", eval loss " << e.eval.loss << " top1 " << 100 * e.eval.top1 << "%";
+  if (eval_set && ema) log << ", EMA eval loss " << e.ema.loss << " top1 " << 100 * e.ema.top1 << "%";
+  log << ", " << std::setprecision(3) << double(N) / e.seconds << " img/s, " << e.seconds << " s"
+      << std::endl;
+  // The score (p.best_top1 holds the best of it, whatever the metric); the first epoch
+  // is the best so far whatever its score.
+  const double score = epoch_score(e, eval_set != nullptr, cfg.eval_metric);
+  const bool better = p.hist.size() == 1 || score > p.best_top1;
+  if (better) {
+    p.best_top1 = score;
+    p.since_best = 0;
+  } else {
+    ++p.since_best;
+  }
+  const double ema_score = epoch_score(e, true, cfg.eval_metric, true);
+  const bool ema_better = eval_set && ema && (p.hist.size() == 1 || ema_score > p.best_ema_top1);
+  if (ema_better) p.best_ema_top1 = ema_score;
+  // The ranks hold the same weights (identical sums, identical updates); checked once an
+  // epoch so that a divergence cannot go unnoticed into a checkpoint.
+  if (ranks > 1)
+    check_agreement(comm, {{"weights after epoch " + std::to_string(e.epoch), params_hash(model)}});
+  run_agreed(comm, "writing " + cfg.output, [&] {
+    if (write) write_epoch_files(e, better, ema_better);
+  });
+}
+
+void TrainLoop::write_epoch_files(const EpochStats& e, bool better, bool ema_better) {
+  // The state last: it commits the epoch. A crash before it resumes from the previous
+  // state and writes this epoch's files again, with the same bits; a crash after it
+  // finds every file of the epoch written (a finished run is then complete).
+  // The epoch's numbers, as summary.csv has them, and the name of the one the run
+  // ranks by (vit average ranks by it too).
+  std::map<std::string, std::string> meta = {{"global_step", std::to_string(p.global_step)},
+                                             {"epoch", std::to_string(p.epochs_done)},
+                                             {"metric", metric_key(cfg.eval_metric, eval_set != nullptr)}};
+  auto add_eval = [](std::map<std::string, std::string>& m, const EvalResult& r) {
+    m["eval_top1"] = full(100 * r.top1);
+    m["eval_top5"] = full(100 * r.top5);
+    m["eval_loss"] = full(r.loss);
+  };
+  meta["train_top1"] = full(100 * e.train_top1);
+  meta["train_loss"] = full(e.train_loss);
+  if (eval_set) add_eval(meta, e.eval);
+  if (!cfg.class_names.empty()) meta["class_names"] = nlohmann::json(cfg.class_names).dump();
+  save_checkpoint((dir / "last.safetensors").string(), model, meta, false);
+  if (better) save_checkpoint((dir / "best.safetensors").string(), model, meta, false);
+  const auto kept =
+      kept_checkpoints(epoch_scores(p.hist, eval_set != nullptr, cfg.eval_metric), cfg.checkpoint_hist);
+  if (std::find(kept.begin(), kept.end(), e.epoch) != kept.end())
+    copy_file_atomic((dir / "last.safetensors").string(), (dir / checkpoint_name(e.epoch)).string());
+  if (ema) {
+    auto ema_meta = meta;
+    ema_meta.erase("train_top1");  // the EMA is not what trained
+    ema_meta.erase("train_loss");
+    if (eval_set) add_eval(ema_meta, e.ema);
+    swap_weights(model, *ema);
+    save_checkpoint((dir / "last_ema.safetensors").string(), model, ema_meta, false);
+    if (ema_better) save_checkpoint((dir / "best_ema.safetensors").string(), model, ema_meta, false);
+    swap_weights(model, *ema);
+  }
+  write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist, ema != nullptr));
+  const auto w0 = SteadyClock::now();
+  save_state(dir / kStateFile, model, opt, ema, p, cfg, steps_per_epoch);
+  recovery.wrote(seconds_since(w0));
+  fs::remove(dir / kRecoveryFile);  // older than the state now: space back (1 GB for ViT-B)
+  // Committed: the epochs that left the history go, and any file a killed run wrote for
+  // an epoch its state did not have yet. (A crash just before this leaves them to the
+  // next epoch's pass; after a run's last epoch, one checkpoint too many.)
+  if (cfg.checkpoint_hist > 0) prune_checkpoints(dir.string(), kept);
+}
+
+void TrainLoop::stop_if_asked(int64_t epoch) {
+  // Asked to stop at the epoch's last step or since (during its eval): the epoch is
+  // committed; the ranks agree before any starts the next.
+  if (epoch + 1 >= cfg.total_epochs() || !cfg.stop_requested) return;
+  if (!stop_pending) stop_reason = cfg.stop_requested();
+  double asked = stop_pending || stop_reason != 0;
+  if (ranks > 1) comm.sum(&asked, 1);
+  if (asked > 0)
+    throw stopped(cfg, "after epoch " + std::to_string(epoch + 1), dir / kStateFile, stop_reason);
+}
+
+std::vector<EpochStats> TrainLoop::run() {
+  if (cfg.resume) resume();
+  begin();
   for (int64_t epoch = p.epochs_done; epoch < cfg.total_epochs(); ++epoch) {
     if (cfg.patience > 0 && p.since_best >= cfg.patience) {
       log << "early stopping: no better " << (eval_set ? "eval " : "training ")
@@ -696,263 +1037,28 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
     }
     // Resumed from a recovery state: the epoch goes on after its step, with its sums so far.
     const int64_t first = epoch == p.epochs_done ? p.step_in_epoch : 0;
-    const auto t0 =
-        std::chrono::steady_clock::now() - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                               std::chrono::duration<double>(first > 0 ? p.seconds : 0));
-    const auto order = epoch_order(N, cfg.seed, epoch);
-    if (cfg.on_epoch_start) cfg.on_epoch_start(epoch);
-    double loss_sum = first > 0 ? p.loss_sum : 0;
-    int64_t correct_sum = first > 0 ? p.correct_sum : 0, seen = first > 0 ? p.seen : 0;
-    // (A state at the epoch's last step, whose evaluation failed, runs no step: its lr.)
-    float lr = first > 0 ? lr_at(sched, p.global_step - 1) : 0;
-    ProgressLine bar(log, cfg.progress_bar, cfg.log_every);
-    bar.start(epoch, cfg.total_epochs(), steps_per_epoch, first, seen);
-    // Mixing pairs row b with row bs-1-b: a shard also loads the rows its rows mix with.
-    const bool partners = cfg.mixup.active() && ranks > 1;
-    ShardPlan plan = ranks > 1 ? shard_epoch(order, B, rank, ranks, partners) : ShardPlan{order, {}};
-    std::unique_ptr<Prefetcher> batches =
-        ranks > 1 ? std::make_unique<Prefetcher>(train_set, std::move(plan.order), std::move(plan.ends),
-                                                 first, cfg.workers)
-                  : std::make_unique<Prefetcher>(train_set, std::move(plan.order), B, first, cfg.workers);
-    for (int64_t s = first; s < steps_per_epoch; ++s, ++p.global_step) {
-      const int64_t bs = std::min(B, N - s * B);
-      const Rows mine = shard_rows(bs, rank, ranks);
-      // This rank's loss sum, correct count and rows, and whether a recovery state is due
-      // after the step (rank 0's clock decides); summed over ranks with the status.
-      const bool recover = write && s + 1 < steps_per_epoch && recovery.due(p.global_step);
-      // stats[4]: the ranks asked to stop (TrainConfig::stop_requested) during the step.
-      double stats[5] = {0, 0, double(mine.size()), recover ? 1.0 : 0.0, 0};
-      auto step = [&] {
-        float* images = nullptr;
-        const int64_t* labels = nullptr;
-        batches->next(s, &images, &labels);
-        model.zero_grad();
-        if (mine.size() == 0) return;
-        int64_t correct = 0;
-        Batch batch{images, mine.size(), labels, nullptr, nullptr};
-        if (cfg.mixup.active()) {  // soft targets replace the labels (smoothing folded in)
-          if (partners)
-            mix_shard(cfg.mixup, images, images + mine.size() * C * H * W, labels, labels + mine.size(),
-                      targets.data(), mine.lo, mine.size(), bs, C, H, W, K, cfg.smoothing, cfg.seed,
-                      uint64_t(p.global_step));
-          else
-            mix_batch(cfg.mixup, images, labels, targets.data(), bs, C, H, W, K, cfg.smoothing, cfg.seed,
-                      uint64_t(p.global_step));
-          batch.labels = nullptr;
-          batch.targets = targets.data();
-        }
-        // The micro-batches: this rank's rows in A contiguous parts, each drawing its
-        // dropout and drop-path masks by its rows' indices in the global batch.
-        for (int64_t k = 0; k < A; ++k) {
-          const Rows part = shard_rows(mine.size(), int(k), int(A));
-          if (part.size() == 0) continue;
-          Batch micro = batch;
-          micro.images = images + part.lo * C * H * W;
-          micro.size = part.size();
-          if (batch.labels) micro.labels = batch.labels + part.lo;
-          if (batch.targets) micro.targets = batch.targets + part.lo * K;
-          const ForwardMode mode{true, cfg.seed, uint64_t(p.global_step), mine.lo + part.lo};
-          int64_t part_correct = 0;
-          const double loss = loss_step.run(model, micro, cfg.smoothing, mode, &part_correct,
-                                            float(part.size()) / float(bs), teacher.logits(micro));
-          stats[0] += loss * double(part.size());
-          correct += part_correct;
-          if (!std::isfinite(loss)) break;
-        }
-        stats[1] = double(correct);
-      };
-      // Every rank learns whether all are fine here, before the large all-reduce.
-      run_agreed(
-          comm, "epoch " + std::to_string(epoch + 1) + " step " + std::to_string(s),
-          [&] {
-            step();
-            stop_reason = stop_asked();
-            stats[4] = stop_reason != 0;
-          },
-          stats, 5);
-      if (ranks > 1) comm.sum(model.grads().data(), int64_t(model.grads().size()));
-      // The summed loss is the same on every rank, so all stop together.
-      if (!std::isfinite(stats[0]))
-        throw Error(diverged(
-            cfg, "the loss is " + std::to_string(stats[0] / std::max(stats[2], 1.0)) + " (not finite)", p,
-            epoch, s));
-      if (cfg.clip_grad > 0) clip_grad_norm(model.table(), model.grads().data(), cfg.clip_grad);
-      lr = lr_at(sched, p.global_step);
-      opt.step(model.params().data(), model.grads().data(), lr);
-      if (ema) ema_update(*ema, model.params().data(), ema_decay(cfg, p.global_step + 1));
-      loss_sum += stats[0];
-      correct_sum += int64_t(stats[1]);
-      seen += int64_t(stats[2]);
-      bar.update(s, loss_sum / double(seen), double(correct_sum) / double(seen), seen, lr);
-      // Asked to stop: within the epoch after a recovery state; at its last step once the
-      // epoch has ended as usual.
-      const bool stop = stats[4] > 0 && s + 1 < steps_per_epoch;
-      stop_pending = stats[4] > 0;
-      if (stats[3] > 0 || stop) {  // a recovery state: everything to go on after this step
-        if (!all_finite(model.params().data(), int64_t(model.params().size())))
-          throw Error(diverged(cfg, "a weight is not finite", p, epoch, s));
-        Progress r = p;
-        r.global_step = p.global_step + 1;
-        r.step_in_epoch = s + 1;
-        r.loss_sum = loss_sum;
-        r.correct_sum = correct_sum;
-        r.seen = seen;
-        r.seconds = seconds_since(t0);
-        run_agreed(comm, "writing a recovery state to " + cfg.output, [&] {
-          if (!write) return;
-          const auto w0 = std::chrono::steady_clock::now();
-          const size_t bytes = save_state(dir / kRecoveryFile, model, opt, ema, r, cfg, steps_per_epoch);
-          recovery.wrote(seconds_since(w0));
-          if (!cfg.progress_bar)
-            log << "recovery state after step " << s + 1 << " of epoch " << epoch + 1 << ": "
-                << (dir / kRecoveryFile).string() << " (" << format_bytes(bytes) << " in "
-                << std::setprecision(3) << seconds_since(w0) << " s)" << std::endl;
-        });
-      }
-      if (stop) {
-        bar.finish();
-        throw stopped(cfg,
-                      "after step " + std::to_string(s + 1) + " of " + std::to_string(steps_per_epoch) +
-                          " in epoch " + std::to_string(epoch + 1),
-                      dir / kRecoveryFile, stop_reason);
-      }
-    }
-    batches.reset();
-    bar.finish();
-    // A finite loss can still leave an infinite weight after the last step's update;
-    // such weights must not replace the last good checkpoint.
-    if (!all_finite(model.params().data(), int64_t(model.params().size())))
-      throw Error(diverged(cfg, "a weight is not finite", p, epoch, steps_per_epoch - 1));
-    EpochStats e;
-    e.epoch = epoch + 1;
-    e.train_loss = loss_sum / double(N);
-    e.train_top1 = double(correct_sum) / double(N);
-    // A long evaluation shows it is alive: a bar, or a line every 30 s in a log.
-    const std::string at = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.total_epochs());
-    EvalProgress eval_bar(log, cfg.progress_bar, 30, at + " eval"),
-        ema_bar(log, cfg.progress_bar, 30, at + " EMA eval");
-    try {
-      if (eval_set) e.eval = evaluate(model, *eval_set, cfg.batch_size, &comm, &eval_bar);
-      if (eval_set && ema) {
-        swap_weights(model, *ema);
-        try {
-          e.ema = evaluate(model, *eval_set, cfg.batch_size, &comm, &ema_bar);
-        } catch (...) {
-          swap_weights(model, *ema);
-          throw;
-        }
-        swap_weights(model, *ema);
-      }
-    } catch (const Error& err) {
-      // An evaluation that fails (an image that does not decode; every rank fails together)
-      // loses no training: a recovery state at the epoch's last step, from which --resume
-      // evaluates the epoch and goes on once the file is mended or removed.
-      Progress r = p;
-      r.step_in_epoch = steps_per_epoch;
-      r.loss_sum = loss_sum;
-      r.correct_sum = correct_sum;
-      r.seen = seen;
-      r.seconds = seconds_since(t0);
-      run_agreed(comm, "writing a recovery state to " + cfg.output, [&] {
-        if (write) save_state(dir / kRecoveryFile, model, opt, ema, r, cfg, steps_per_epoch);
-      });
-      if (!write) throw;
-      throw Error(detail::concat(err.what(), "\nthe training of epoch ", epoch + 1, " is kept in ",
-                                 (dir / kRecoveryFile).string(), ": mend or remove the file, then --resume ",
-                                 cfg.output, " evaluates the epoch and goes on"));
-    }
-    e.lr = lr;
-    e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // The history keeps the epoch's numbers, as the training state does, not its confusion
-    // matrices (8 MB each at 1000 classes, every epoch of a run): a resumed run's history is
-    // then the same as an uninterrupted one's.
-    p.hist.push_back(e);
-    p.hist.back().eval.confusion = std::vector<int64_t>();
-    p.hist.back().ema.confusion = std::vector<int64_t>();
-    p.epochs_done = epoch + 1;
-    p.step_in_epoch = p.correct_sum = p.seen = 0;
-    p.loss_sum = p.seconds = 0;
-    log << "epoch " << e.epoch << "/" << cfg.total_epochs() << ": train loss " << std::setprecision(4)
-        << e.train_loss << " top1 " << 100 * e.train_top1 << "%";
-    if (eval_set) log << ", eval loss " << e.eval.loss << " top1 " << 100 * e.eval.top1 << "%";
-    if (eval_set && ema) log << ", EMA eval loss " << e.ema.loss << " top1 " << 100 * e.ema.top1 << "%";
-    log << ", " << std::setprecision(3) << double(N) / e.seconds << " img/s, " << e.seconds << " s"
-        << std::endl;
-    // The score (p.best_top1 holds the best of it, whatever the metric); the first epoch
-    // is the best so far whatever its score.
-    const double score = epoch_score(e, eval_set != nullptr, cfg.eval_metric);
-    const bool better = p.hist.size() == 1 || score > p.best_top1;
-    if (better) {
-      p.best_top1 = score;
-      p.since_best = 0;
-    } else {
-      ++p.since_best;
-    }
-    const double ema_score = epoch_score(e, true, cfg.eval_metric, true);
-    const bool ema_better = eval_set && ema && (p.hist.size() == 1 || ema_score > p.best_ema_top1);
-    if (ema_better) p.best_ema_top1 = ema_score;
-    // The ranks hold the same weights (identical sums, identical updates); checked once an
-    // epoch so that a divergence cannot go unnoticed into a checkpoint.
-    if (ranks > 1)
-      check_agreement(comm, {{"weights after epoch " + std::to_string(e.epoch), params_hash(model)}});
-    run_agreed(comm, "writing " + cfg.output, [&] {
-      if (!write) return;
-      // The state last: it commits the epoch. A crash before it resumes from the previous
-      // state and writes this epoch's files again, with the same bits; a crash after it
-      // finds every file of the epoch written (a finished run is then complete).
-      // The epoch's numbers, as summary.csv has them, and the name of the one the run
-      // ranks by (vit average ranks by it too).
-      std::map<std::string, std::string> meta = {
-          {"global_step", std::to_string(p.global_step)},
-          {"epoch", std::to_string(p.epochs_done)},
-          {"metric", metric_key(cfg.eval_metric, eval_set != nullptr)}};
-      auto add_eval = [](std::map<std::string, std::string>& m, const EvalResult& r) {
-        m["eval_top1"] = full(100 * r.top1);
-        m["eval_top5"] = full(100 * r.top5);
-        m["eval_loss"] = full(r.loss);
-      };
-      meta["train_top1"] = full(100 * e.train_top1);
-      meta["train_loss"] = full(e.train_loss);
-      if (eval_set) add_eval(meta, e.eval);
-      if (!cfg.class_names.empty()) meta["class_names"] = nlohmann::json(cfg.class_names).dump();
-      save_checkpoint((dir / "last.safetensors").string(), model, meta, false);
-      if (better) save_checkpoint((dir / "best.safetensors").string(), model, meta, false);
-      const auto kept =
-          kept_checkpoints(epoch_scores(p.hist, eval_set != nullptr, cfg.eval_metric), cfg.checkpoint_hist);
-      if (std::find(kept.begin(), kept.end(), e.epoch) != kept.end())
-        copy_file_atomic((dir / "last.safetensors").string(), (dir / checkpoint_name(e.epoch)).string());
-      if (ema) {
-        auto ema_meta = meta;
-        ema_meta.erase("train_top1");  // the EMA is not what trained
-        ema_meta.erase("train_loss");
-        if (eval_set) add_eval(ema_meta, e.ema);
-        swap_weights(model, *ema);
-        save_checkpoint((dir / "last_ema.safetensors").string(), model, ema_meta, false);
-        if (ema_better) save_checkpoint((dir / "best_ema.safetensors").string(), model, ema_meta, false);
-        swap_weights(model, *ema);
-      }
-      write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist, ema != nullptr));
-      const auto w0 = std::chrono::steady_clock::now();
-      save_state(dir / kStateFile, model, opt, ema, p, cfg, steps_per_epoch);
-      recovery.wrote(seconds_since(w0));
-      fs::remove(dir / kRecoveryFile);  // older than the state now: space back (1 GB for ViT-B)
-      // Committed: the epochs that left the history go, and any file a killed run wrote for
-      // an epoch its state did not have yet. (A crash just before this leaves them to the
-      // next epoch's pass; after a run's last epoch, one checkpoint too many.)
-      if (cfg.checkpoint_hist > 0) prune_checkpoints(dir.string(), kept);
-    });
+    const auto t0 = SteadyClock::now() - std::chrono::duration_cast<SteadyClock::duration>(
+                                             std::chrono::duration<double>(first > 0 ? p.seconds : 0));
+    const EpochSums sums = train_epoch(epoch, first, t0);
+    const EpochStats e = evaluate_epoch(epoch, sums, t0);
+    commit_epoch(e);
     if (cfg.on_epoch_end) cfg.on_epoch_end(e);
-    // Asked to stop at the epoch's last step or since (during its eval): the epoch is
-    // committed; the ranks agree before any starts the next.
-    if (epoch + 1 < cfg.total_epochs() && cfg.stop_requested) {
-      if (!stop_pending) stop_reason = stop_asked();
-      double asked = stop_pending || stop_reason != 0;
-      if (ranks > 1) comm.sum(&asked, 1);
-      if (asked > 0)
-        throw stopped(cfg, "after epoch " + std::to_string(epoch + 1), dir / kStateFile, stop_reason);
-    }
+    stop_if_asked(epoch);
   }
   return p.hist;
+}
+
+}  // namespace
+
+std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Dataset* eval_set,
+                              const TrainConfig& cfg, std::ostream& log_any) {
+  cfg.validate();
+  VIT_CHECK(eval_set || cfg.eval_metric != "top5",
+            "eval metric top5 needs an eval set: without one the score is the training set's, which counts "
+            "no top-5");
+  check_shapes(model, train_set);
+  if (eval_set) check_shapes(model, *eval_set);
+  return TrainLoop(model, train_set, eval_set, cfg, log_any).run();
 }
 
 }  // namespace vit
