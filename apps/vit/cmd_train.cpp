@@ -37,6 +37,7 @@ namespace vit::app {
 namespace {
 struct TrainFlags {
   ModelFlags model;
+  std::string recipe;  // expanded before parsing (recipes.cpp); a flag here for --help
   TrainConfig train;
   std::string data_dir, dataset = "auto";
   double val_split = 0;
@@ -158,23 +159,15 @@ nlohmann::json settings_json(const CLI::App& cmd) {
   }
   return j;
 }
-}  // namespace
 
-Run add_train(CLI::App& cmd) {
-  return add_train(cmd, nullptr);
-}
-
-Run add_train(CLI::App& cmd, TrainHooks* hooks) {
-  // A flag given twice takes its last value: recipes and resumed runs put their flags first.
-  cmd.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  auto f = std::make_shared<TrainFlags>();
+// The model's, the data's and augmentation's flags (the model's own come first, from ModelFlags).
+void add_model_and_data_flags(CLI::App& cmd, TrainFlags* f) {
   f->model.add_to(cmd);
   TrainConfig& t = f->train;
   t.sched.lr = 5e-3f;
   std::string recipes;
   for (auto& n : recipe_names()) recipes += (recipes.empty() ? "" : ", ") + n;
-  std::string recipe;  // expanded before parsing (recipes.cpp); declared here for --help
-  cmd.add_option("--recipe", recipe, "a named set of flags that later flags override: " + recipes);
+  cmd.add_option("--recipe", f->recipe, "a named set of flags that later flags override: " + recipes);
   cmd.add_option(
       "--pretrained", f->pretrained,
       "fine-tune these weights (vitcpp, timm or Hugging Face; file or directory); with --num-classes K "
@@ -223,6 +216,11 @@ Run add_train(CLI::App& cmd, TrainHooks* hooks) {
   cmd.add_option("--mixup-prob", t.mixup.prob, "chance a batch is mixed")->capture_default_str();
   cmd.add_option("--mixup-switch-prob", t.mixup.switch_prob, "chance of cutmix when both are on")
       ->capture_default_str();
+}
+
+// The optimizer's, the schedule's and the loss's flags.
+void add_optimizer_flags(CLI::App& cmd, TrainFlags* f) {
+  TrainConfig& t = f->train;
   cmd.add_option("--epochs", t.epochs, "epochs")->capture_default_str();
   cmd.add_option("-b,--batch-size", t.batch_size, "batch size (of a micro-batch with --grad-accum-steps)")
       ->capture_default_str();
@@ -275,6 +273,11 @@ Run add_train(CLI::App& cmd, TrainHooks* hooks) {
       ->capture_default_str();
   cmd.add_flag("--model-ema-warmup", t.model_ema_warmup,
                "timm's EMA warmup: step t's decay is min(decay, 1 - (1 + t)^(-2/3))");
+}
+
+// The run's flags: seed, threads, output, resume, checkpoints, logging.
+void add_run_flags(CLI::App& cmd, TrainFlags* f) {
+  TrainConfig& t = f->train;
   cmd.add_option("--seed", t.seed, "random seed (weights, data order, dropout)")->capture_default_str();
   cmd.add_option("--threads", f->threads,
                  "threads per process (default: all cores, shared by the processes of mpirun on a host)")
@@ -334,220 +337,288 @@ Run add_train(CLI::App& cmd, TrainHooks* hooks) {
                  "mpirun with redirected output: Open MPI gives every rank a terminal)")
       ->check(CLI::IsMember({"auto", "bar", "log"}))
       ->capture_default_str();
-  return [f, &cmd, hooks] {
-    TrainFlags& F = *f;
-    const bool arrays = hooks && hooks->data;  // the caller's data, not a directory's
-    if (arrays)
-      VIT_CHECK(F.data_dir.empty() && F.synthetic == 0, "the data is ", hooks->data_name,
-                ": --data-dir and --synthetic do not apply");
-    else
-      VIT_CHECK(F.data_dir.empty() != (F.synthetic == 0), "give either --data-dir DIR or --synthetic N");
-    VIT_CHECK(F.betas.empty() || F.betas.size() == 2, "--opt-betas wants two values, B1 B2 (got ",
-              F.betas.size(), ")");
-    if (F.betas.size() == 2) {
-      F.train.optim.beta1 = F.betas[0];
-      F.train.optim.beta2 = F.betas[1];
+}
+
+// One `vit train` run, in parts: the flags' checks, the run directory, the model, the
+// teacher, the data, the run's setup, and training with its last lines.
+class TrainCommand {
+ public:
+  TrainCommand(TrainFlags& F, const CLI::App& cmd, TrainHooks* hooks)
+      : F(F), cmd(cmd), hooks(hooks), arrays(hooks && hooks->data), comm(world()) {}
+  int run();
+
+ private:
+  void check_flags();
+  bool open_run_dir();  // false: --resume of a finished run, left as it is
+  void check_fits(const ViTConfig& c, bool allocated) const;
+  void make_model();
+  void load_teacher();
+  void load_data();
+  void prepare();
+  int train_and_report();
+
+  TrainFlags& F;
+  const CLI::App& cmd;
+  TrainHooks* hooks;
+  const bool arrays;            // the caller's data, not a directory's
+  Comm& comm;                   // several processes under mpirun (docs/distributed.md)
+  std::ostream quiet{nullptr};  // only rank 0 prints
+  std::ostream* out = &std::cout;
+  std::optional<RunDirLock> lock;  // rank 0 holds the run directory from its creation to the end
+  size_t available = 0;
+  AugmentConfig aug_flags;
+  std::unique_ptr<ViT> owned, teacher;
+  std::unique_ptr<Dataset> train_set, eval_set;
+  std::unique_ptr<AugmentedDataset> augmented;
+};
+
+void TrainCommand::check_flags() {
+  if (arrays)
+    VIT_CHECK(F.data_dir.empty() && F.synthetic == 0, "the data is ", hooks->data_name,
+              ": --data-dir and --synthetic do not apply");
+  else
+    VIT_CHECK(F.data_dir.empty() != (F.synthetic == 0), "give either --data-dir DIR or --synthetic N");
+  VIT_CHECK(F.betas.empty() || F.betas.size() == 2, "--opt-betas wants two values, B1 B2 (got ",
+            F.betas.size(), ")");
+  if (F.betas.size() == 2) {
+    F.train.optim.beta1 = F.betas[0];
+    F.train.optim.beta2 = F.betas[1];
+  }
+  comm.set_timeout(F.comm_timeout);
+  if (F.threads == 0 && comm.local_size() > 1) F.threads = std::max(1, num_threads() / comm.local_size());
+  use_threads(F.threads, true);  // free unless VIT_BIND=on (commands.h)
+  out = comm.root() ? &std::cout : &quiet;
+  F.train.comm = &comm;
+  if (F.recovery != "auto") {
+    char* end = nullptr;
+    F.train.recovery_interval = std::strtoll(F.recovery.c_str(), &end, 10);
+    VIT_CHECK(!F.recovery.empty() && *end == '\0' && F.train.recovery_interval >= 0,
+              "--recovery-interval wants a number of steps (0: none) or auto, got '", F.recovery, "'");
+  }
+  // Impossible flags fail here, before anything is loaded or written; so does an --output
+  // that holds another run (never overwritten).
+  F.train.validate();
+  if (!F.teacher.empty()) F.train.distill.validate();
+  for (const char* flag : {"--distillation-type", "--distillation-alpha", "--distillation-tau"})
+    VIT_CHECK(!F.teacher.empty() || cmd.count(flag) == 0, flag, " needs --teacher (the model to distill)");
+  aug_flags = F.aug.config();  // also the flags of augmentations that are off
+  F.train.sched.validate();
+}
+
+bool TrainCommand::open_run_dir() {
+  if (F.resume.empty() && !F.train.output.empty())
+    run_agreed(comm, "checking --output", [&] {
+      if (comm.root()) check_new_run_dir(F.train.output);
+    });
+  if (F.resume.empty()) return true;
+  // A finished run is left as it is, before anything is loaded.
+  bool finished = false;
+  run_agreed(comm, "resuming " + F.resume, [&] {
+    if (comm.root()) lock.emplace(F.resume);
+    finished = resume_finished(F.resume, F.train, *out);
+    if (!finished && comm.root()) record_epochs(F.resume, F.train.epochs);  // --epochs N extends it
+  });
+  return !finished;
+}
+
+void TrainCommand::check_fits(const ViTConfig& c, bool allocated) const {
+  MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name, F.shards, F.amp);
+  // The prefetcher holds whole global batches (-b x --grad-accum-steps); a model EMA is
+  // one more copy of the weights, counted with the optimizer's state.
+  plan.batches *= size_t(F.train.grad_accum_steps);
+  if (F.train.model_ema) plan.optimizer += plan.params;
+  if (allocated) {  // already in memory: a loaded model (its shards' gradients are not)
+    plan.grads -= plan.params;
+    plan.params = 0;
+  }
+  check_memory(plan, available, detail::concat("training this model at batch size ", F.train.batch_size));
+}
+
+void TrainCommand::make_model() {
+  available = F.no_memory_check ? 0 : available_memory_bytes();
+  if (F.pretrained.empty()) {
+    const ViTConfig c = F.model.resolve();
+    check_fits(c, false);
+    // ViT-B/16's 86M weights take seconds to draw: say so first.
+    if (const int64_t n = ParamTable(c).total(); n >= 10000000)
+      *out << "initialising " << count_str(n) << " parameters (seed " << F.train.seed << ")" << std::endl;
+    owned = std::make_unique<ViT>(c);
+    owned->init_weights(F.train.seed);
+    return;
+  }
+  const std::string arch = F.model.architecture_flag();
+  VIT_CHECK(arch.empty(), arch, " cannot change the architecture of --pretrained ", F.pretrained,
+            " (only --img-size, --num-classes, --num-heads and dropout rates apply)");
+  LoadOptions o = load_options(F.model.img_size, F.model.num_heads, F.pos_resample);
+  o.num_classes = F.model.num_classes;
+  o.adjust = [&](ViTConfig& c) { F.model.apply_training_overrides(c); };
+  *out << "loading the pretrained weights from " << F.pretrained << std::endl;
+  run_agreed(comm, "loading the pretrained weights", [&] {
+    Pretrained p = load_pretrained(F.pretrained, o);
+    if (comm.root()) print_notes(p);
+    *out << "pretrained: " << p.file << " (" << p.format << ")" << std::endl;
+    owned = std::move(p.model);
+    check_fits(owned->config(), true);
+  });
+}
+
+void TrainCommand::load_teacher() {
+  if (F.teacher.empty()) return;
+  const ViTConfig& cfg = owned->config();
+  // At the model's input size (a ViT teacher's position grid resampled, as timm would).
+  LoadOptions o;
+  o.img_h = cfg.img_h;
+  o.img_w = cfg.img_w;
+  *out << "loading the teacher from " << F.teacher << std::endl;
+  run_agreed(comm, "loading the teacher", [&] {
+    Pretrained p = load_pretrained(F.teacher, o);
+    if (comm.root()) print_notes(p);
+    *out << "teacher: " << p.file << " (" << p.format << ", " << count_str(p.model->table().total())
+         << " parameters), " << F.train.distill.type << " distillation, alpha " << F.train.distill.alpha;
+    if (F.train.distill.type == "soft") *out << ", tau " << F.train.distill.tau;
+    *out << (cfg.head_dist ? ", into the distillation token's head" : ", into the class head") << std::endl;
+    check_teacher(p.model->config(), cfg);  // before any data is read or file written
+    teacher = std::move(p.model);
+    teacher->set_shards(F.shards);
+  });
+  F.train.teacher = teacher.get();
+}
+
+void TrainCommand::load_data() {
+  const ViTConfig& cfg = owned->config();
+  run_agreed(comm, "loading the data", [&] {
+    if (F.synthetic > 0) {
+      const int64_t K = std::min<int64_t>(cfg.num_classes, 10);
+      train_set = std::make_unique<SyntheticDataset>(F.synthetic, K, cfg.in_chans, cfg.img_h, cfg.img_w,
+                                                     F.train.seed);
+      eval_set = std::make_unique<SyntheticDataset>(std::max<int64_t>(1, F.synthetic / 5), K, cfg.in_chans,
+                                                    cfg.img_h, cfg.img_w, F.train.seed, 0.5f, F.synthetic);
+      return;
     }
-    Comm& comm = world();  // several processes under mpirun (docs/distributed.md)
-    comm.set_timeout(F.comm_timeout);
-    if (F.threads == 0 && comm.local_size() > 1) F.threads = std::max(1, num_threads() / comm.local_size());
-    use_threads(F.threads, true);  // free unless VIT_BIND=on (commands.h)
-    std::ostream quiet(nullptr);   // only rank 0 prints
-    std::ostream& out = comm.root() ? std::cout : quiet;
-    F.train.comm = &comm;
-    if (F.recovery != "auto") {
-      char* end = nullptr;
-      F.train.recovery_interval = std::strtoll(F.recovery.c_str(), &end, 10);
-      VIT_CHECK(!F.recovery.empty() && *end == '\0' && F.train.recovery_interval >= 0,
-                "--recovery-interval wants a number of steps (0: none) or auto, got '", F.recovery, "'");
-    }
-    // Impossible flags fail here, before anything is loaded or written; so does an --output
-    // that holds another run (never overwritten).
-    F.train.validate();
-    if (!F.teacher.empty()) F.train.distill.validate();
-    for (const char* flag : {"--distillation-type", "--distillation-alpha", "--distillation-tau"})
-      VIT_CHECK(!F.teacher.empty() || cmd.count(flag) == 0, flag, " needs --teacher (the model to distill)");
-    const AugmentConfig aug_flags = F.aug.config();  // also the flags of augmentations that are off
-    F.train.sched.validate();
-    // Then a first line at once (a redirected log shows it too: every line is flushed).
-    out << first_line(F, comm, hooks) << std::endl;
-    if (F.resume.empty() && !F.train.output.empty())
-      run_agreed(comm, "checking --output", [&] {
-        if (comm.root()) check_new_run_dir(F.train.output);
-      });
-    // Rank 0 writes the run directory, and holds it from here to the end (RunDirLock).
-    std::optional<RunDirLock> lock;
-    if (!F.resume.empty()) {  // a finished run is left as it is, before anything is loaded
-      bool finished = false;
-      run_agreed(comm, "resuming " + F.resume, [&] {
-        if (comm.root()) lock.emplace(F.resume);
-        finished = resume_finished(F.resume, F.train, out);
-        if (!finished && comm.root()) record_epochs(F.resume, F.train.epochs);  // --epochs N extends it
-      });
-      if (finished) return 0;
-    }
-    const size_t available = F.no_memory_check ? 0 : available_memory_bytes();
-    auto check_fits = [&](const ViTConfig& c, bool allocated) {
-      MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name, F.shards, F.amp);
-      // The prefetcher holds whole global batches (-b x --grad-accum-steps); a model EMA is
-      // one more copy of the weights, counted with the optimizer's state.
-      plan.batches *= size_t(F.train.grad_accum_steps);
-      if (F.train.model_ema) plan.optimizer += plan.params;
-      if (allocated) {  // already in memory: a loaded model (its shards' gradients are not)
-        plan.grads -= plan.params;
-        plan.params = 0;
-      }
-      check_memory(plan, available, detail::concat("training this model at batch size ", F.train.batch_size));
-    };
-    std::unique_ptr<ViT> owned;
-    if (!F.pretrained.empty()) {
-      const std::string arch = F.model.architecture_flag();
-      VIT_CHECK(arch.empty(), arch, " cannot change the architecture of --pretrained ", F.pretrained,
-                " (only --img-size, --num-classes, --num-heads and dropout rates apply)");
-      LoadOptions o = load_options(F.model.img_size, F.model.num_heads, F.pos_resample);
-      o.num_classes = F.model.num_classes;
-      o.adjust = [&](ViTConfig& c) { F.model.apply_training_overrides(c); };
-      out << "loading the pretrained weights from " << F.pretrained << std::endl;
-      run_agreed(comm, "loading the pretrained weights", [&] {
-        Pretrained p = load_pretrained(F.pretrained, o);
-        if (comm.root()) print_notes(p);
-        out << "pretrained: " << p.file << " (" << p.format << ")" << std::endl;
-        owned = std::move(p.model);
-        check_fits(owned->config(), true);
-      });
-    } else {
-      const ViTConfig c = F.model.resolve();
-      check_fits(c, false);
-      // ViT-B/16's 86M weights take seconds to draw: say so first.
-      if (const int64_t n = ParamTable(c).total(); n >= 10000000)
-        out << "initialising " << count_str(n) << " parameters (seed " << F.train.seed << ")" << std::endl;
-      owned = std::make_unique<ViT>(c);
-      owned->init_weights(F.train.seed);
-    }
-    ViT& model = *owned;
-    const ViTConfig& cfg = model.config();
-    std::unique_ptr<ViT> teacher;
-    if (!F.teacher.empty()) {
-      // At the model's input size (a ViT teacher's position grid resampled, as timm would).
-      LoadOptions o;
-      o.img_h = cfg.img_h;
-      o.img_w = cfg.img_w;
-      out << "loading the teacher from " << F.teacher << std::endl;
-      run_agreed(comm, "loading the teacher", [&] {
-        Pretrained p = load_pretrained(F.teacher, o);
-        if (comm.root()) print_notes(p);
-        out << "teacher: " << p.file << " (" << p.format << ", " << count_str(p.model->table().total())
-            << " parameters), " << F.train.distill.type << " distillation, alpha " << F.train.distill.alpha;
-        if (F.train.distill.type == "soft") out << ", tau " << F.train.distill.tau;
-        out << (cfg.head_dist ? ", into the distillation token's head" : ", into the class head")
-            << std::endl;
-        check_teacher(p.model->config(), cfg);  // before any data is read or file written
-        teacher = std::move(p.model);
-        teacher->set_shards(F.shards);
-      });
-      F.train.teacher = teacher.get();
-    }
-    model.set_backbone_frozen(F.train.optim.freeze_backbone);
-    model.set_amp(F.amp);
-    model.set_shards(F.shards);
-    std::unique_ptr<Dataset> train_set, eval_set;
-    run_agreed(comm, "loading the data", [&] {
-      if (F.synthetic > 0) {
-        const int64_t K = std::min<int64_t>(cfg.num_classes, 10);
-        train_set = std::make_unique<SyntheticDataset>(F.synthetic, K, cfg.in_chans, cfg.img_h, cfg.img_w,
-                                                       F.train.seed);
-        eval_set = std::make_unique<SyntheticDataset>(std::max<int64_t>(1, F.synthetic / 5), K, cfg.in_chans,
-                                                      cfg.img_h, cfg.img_w, F.train.seed, 0.5f, F.synthetic);
-      } else {
-        const std::string& source = arrays ? hooks->data_name : F.data_dir;
-        out << "loading " << source << std::endl;
-        DataSources d = arrays ? hooks->data(input_spec(cfg), F.val_split, F.train.seed)
-                               : make_datasets(F.data_dir, F.dataset, input_spec(cfg), F.val_split,
-                                               F.train.seed, F.skip_bad_images);
-        print_data_notes(d, out);
-        VIT_CHECK(d.train->num_classes() <= cfg.num_classes, source, " has ", d.train->num_classes(),
-                  " classes; the model's head has ", cfg.num_classes, " (set --num-classes)");
-        // What a preset meant for another dataset would do quietly (mnist-seed, the default,
-        // is gray with 10 classes): said once, with the flag that changes it.
-        if (d.train->num_classes() < cfg.num_classes)
-          out << "note: " << source << " has " << d.train->num_classes() << " classes, the model's head "
-              << cfg.num_classes << " (--num-classes " << d.train->num_classes() << " fits it to the data)"
-              << std::endl;
-        if (d.kind == "folder" && cfg.in_chans == 1)
-          out << "note: the model takes 1 channel: color images are read as gray (--in-chans 3 keeps color)"
-              << std::endl;
-        train_set = std::move(d.train);
-        eval_set = std::move(d.eval);
-        F.train.class_names = d.class_names;
+    const std::string& source = arrays ? hooks->data_name : F.data_dir;
+    *out << "loading " << source << std::endl;
+    DataSources d = arrays ? hooks->data(input_spec(cfg), F.val_split, F.train.seed)
+                           : make_datasets(F.data_dir, F.dataset, input_spec(cfg), F.val_split, F.train.seed,
+                                           F.skip_bad_images);
+    print_data_notes(d, *out);
+    VIT_CHECK(d.train->num_classes() <= cfg.num_classes, source, " has ", d.train->num_classes(),
+              " classes; the model's head has ", cfg.num_classes, " (set --num-classes)");
+    // What a preset meant for another dataset would do quietly (mnist-seed, the default,
+    // is gray with 10 classes): said once, with the flag that changes it.
+    if (d.train->num_classes() < cfg.num_classes)
+      *out << "note: " << source << " has " << d.train->num_classes() << " classes, the model's head "
+           << cfg.num_classes << " (--num-classes " << d.train->num_classes() << " fits it to the data)"
+           << std::endl;
+    if (d.kind == "folder" && cfg.in_chans == 1)
+      *out << "note: the model takes 1 channel: color images are read as gray (--in-chans 3 keeps color)"
+           << std::endl;
+    train_set = std::move(d.train);
+    eval_set = std::move(d.eval);
+    F.train.class_names = d.class_names;
+  });
+}
+
+void TrainCommand::prepare() {
+  const ViTConfig& cfg = owned->config();
+  AugmentConfig aug = aug_flags;
+  aug.mean = cfg.mean;
+  aug.std = cfg.std;
+  if (aug.active()) {
+    augmented = std::make_unique<AugmentedDataset>(*train_set, aug, F.train.seed);
+    F.train.on_epoch_start = [a = augmented.get()](int64_t e) { a->set_epoch(e); };
+  }
+  if (!F.resume.empty()) {
+    F.train.output = F.resume;
+    F.train.resume = true;
+  } else if (!F.train.output.empty()) {
+    run_agreed(comm, "creating " + F.train.output, [&] {
+      if (comm.root()) {
+        create_run_dir(F.train.output, settings_json(cmd).dump(1) + "\n");
+        lock.emplace(F.train.output);
       }
     });
-    std::unique_ptr<AugmentedDataset> augmented;
-    AugmentConfig aug = aug_flags;
-    aug.mean = cfg.mean;
-    aug.std = cfg.std;
-    if (aug.active()) {
-      augmented = std::make_unique<AugmentedDataset>(*train_set, aug, F.train.seed);
-      F.train.on_epoch_start = [a = augmented.get()](int64_t e) { a->set_epoch(e); };
-    }
-    if (!F.resume.empty()) {
-      F.train.output = F.resume;
-      F.train.resume = true;
-    } else if (!F.train.output.empty()) {
-      run_agreed(comm, "creating " + F.train.output, [&] {
-        if (comm.root()) {
-          create_run_dir(F.train.output, settings_json(cmd).dump(1) + "\n");
-          lock.emplace(F.train.output);
-        }
-      });
-    }
-    F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && ::isatty(STDOUT_FILENO) != 0);
-    out << "model: " << cfg.to_json(-1) << std::endl;
-    if (const int shards = model.shards_for(F.train.batch_size); shards > 1)
-      out << "batch split into " << shards << " shards, "
-          << (F.shards > 0 ? "one thread each (--shards: the same bits on any --threads)" : "one per thread")
-          << std::endl;
-    if (hooks && hooks->stop_requested) {
-      F.train.stop_requested = hooks->stop_requested;
-    } else {
-      catch_stop_signals(!comm.root());
-      F.train.stop_requested = stop_signal;
-    }
+  }
+  F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && ::isatty(STDOUT_FILENO) != 0);
+  *out << "model: " << cfg.to_json(-1) << std::endl;
+  if (const int shards = owned->shards_for(F.train.batch_size); shards > 1)
+    *out << "batch split into " << shards << " shards, "
+         << (F.shards > 0 ? "one thread each (--shards: the same bits on any --threads)" : "one per thread")
+         << std::endl;
+  if (hooks && hooks->stop_requested) {
+    F.train.stop_requested = hooks->stop_requested;
+  } else {
+    catch_stop_signals(!comm.root());
+    F.train.stop_requested = stop_signal;
+  }
+  if (hooks) {
+    F.train.on_epoch_end = hooks->on_epoch_end;
+    hooks->has_eval = eval_set != nullptr;
+    hooks->model_ema = F.train.model_ema;
+    hooks->class_names = F.train.class_names;
+  }
+}
+
+int TrainCommand::train_and_report() {
+  std::vector<EpochStats> hist;
+  try {
+    hist = train(*owned, augmented ? *augmented : *train_set, eval_set.get(), F.train, *out);
+  } catch (const Stopped& e) {
+    // Every rank stopped at the same step; rank 0 says where and how to go on. The exit
+    // status is the shell's for the signal (128 + its number: 130 for SIGINT, 143 for SIGTERM).
+    const int sig = e.reason ? e.reason : SIGTERM;  // 0: another rank was signalled
     if (hooks) {
-      F.train.on_epoch_end = hooks->on_epoch_end;
-      hooks->has_eval = eval_set != nullptr;
-      hooks->model_ema = F.train.model_ema;
-      hooks->class_names = F.train.class_names;
-    }
-    std::vector<EpochStats> hist;
-    try {
-      hist = train(model, augmented ? *augmented : *train_set, eval_set.get(), F.train, out);
-    } catch (const Stopped& e) {
-      // Every rank stopped at the same step; rank 0 says where and how to go on. The exit
-      // status is the shell's for the signal (128 + its number: 130 for SIGINT, 143 for SIGTERM).
-      const int sig = e.reason ? e.reason : SIGTERM;  // 0: another rank was signalled
-      if (hooks) {
-        hooks->stopped = e.what();
-        hooks->model = std::move(owned);
-        return 128 + sig;
-      }
-      if (comm.root())
-        out << "vit train: " << stop_signal_name(e.reason) << ": " << e.what()
-            << (e.state_file.empty() ? "" : "; continue with: vit train --resume " + F.train.output)
-            << std::endl;
+      hooks->stopped = e.what();
+      hooks->model = std::move(owned);
       return 128 + sig;
     }
-    out << best_line(hist, eval_set != nullptr, F.train, !F.train.output.empty()) << std::endl;
-    if (!F.train.output.empty()) {
-      out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors"
-          << (F.train.model_ema ? ",last_ema.safetensors,best_ema.safetensors" : "") << "}" << std::endl;
-      if (F.train.checkpoint_hist > 0) out << history_line(hist, eval_set != nullptr, F.train) << std::endl;
-    }
-    if (hooks) {
-      hooks->history = std::move(hist);
-      hooks->model = std::move(owned);
-    }
-    return 0;
-  };
+    if (comm.root())
+      *out << "vit train: " << stop_signal_name(e.reason) << ": " << e.what()
+           << (e.state_file.empty() ? "" : "; continue with: vit train --resume " + F.train.output)
+           << std::endl;
+    return 128 + sig;
+  }
+  *out << best_line(hist, eval_set != nullptr, F.train, !F.train.output.empty()) << std::endl;
+  if (!F.train.output.empty()) {
+    *out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors"
+         << (F.train.model_ema ? ",last_ema.safetensors,best_ema.safetensors" : "") << "}" << std::endl;
+    if (F.train.checkpoint_hist > 0) *out << history_line(hist, eval_set != nullptr, F.train) << std::endl;
+  }
+  if (hooks) {
+    hooks->history = std::move(hist);
+    hooks->model = std::move(owned);
+  }
+  return 0;
+}
+
+int TrainCommand::run() {
+  check_flags();
+  // Then a first line at once (a redirected log shows it too: every line is flushed).
+  *out << first_line(F, comm, hooks) << std::endl;
+  if (!open_run_dir()) return 0;
+  make_model();
+  load_teacher();
+  owned->set_backbone_frozen(F.train.optim.freeze_backbone);
+  owned->set_amp(F.amp);
+  owned->set_shards(F.shards);
+  load_data();
+  prepare();
+  return train_and_report();
+}
+
+}  // namespace
+
+Run add_train(CLI::App& cmd) {
+  return add_train(cmd, nullptr);
+}
+
+Run add_train(CLI::App& cmd, TrainHooks* hooks) {
+  // A flag given twice takes its last value: recipes and resumed runs put their flags first.
+  cmd.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  auto f = std::make_shared<TrainFlags>();
+  add_model_and_data_flags(cmd, f.get());
+  add_optimizer_flags(cmd, f.get());
+  add_run_flags(cmd, f.get());
+  return [f, &cmd, hooks] { return TrainCommand(*f, cmd, hooks).run(); };
 }
 
 int run_train(const std::vector<std::string>& args, TrainHooks* hooks) {
