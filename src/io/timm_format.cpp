@@ -79,183 +79,219 @@ void read_pretrained_cfg(const json& p, ViTConfig& c, Mapping& m) {
 
 }  // namespace
 
-Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
+namespace {
+
+// Reading one timm state dict and its config.json, in parts.
+struct Reader {
+  Reader(const SafeTensors& st, int64_t num_heads);
+  void read_architecture();  // what the name and the tensors say: widths, depth, tokens, norms
+  void read_heads();
+  void read_pool();
+  void read_input_size();  // and whether pos_embed covers the prefix tokens
+  void read_preprocessing();
+
+  const Shape* shape(const std::string& name) const {
+    const TensorInfo* t = st.find(name);
+    return t ? &t->shape : nullptr;
+  }
+
+  const SafeTensors& st;
+  const int64_t num_heads;
   Mapping m;
   ViTConfig& c = m.cfg;
-  const std::string& where = st.path();
-  const std::optional<json> config = json_beside(st, "config.json");
-  try {
-    const json none = json::object();
-    const json& args = config && field(*config, "model_args") ? (*config)["model_args"] : none;
-    const json& pcfg = config && field(*config, "pretrained_cfg") ? (*config)["pretrained_cfg"] : none;
-    const std::string arch =
-        config && field(*config, "architecture") ? (*config)["architecture"].get<std::string>() : "";
-    // What the name says that the tensors may not (the activation, the eps, the heads).
-    const TimmArchitecture* known = find_timm_architecture(arch);
-    VIT_CHECK(!known || !*known->unsupported, "timm's ", arch, " ", known ? known->unsupported : "",
-              ": vitcpp runs timm's VisionTransformer with LayerNorm, GELU or QuickGELU MLPs and token or "
-              "average or attention (map) pooling");
-    c.act_layer = known ? known->act : "gelu";
-    if (const json* v = field(args, "act_layer")) {
-      VIT_CHECK(v->is_string() && is_activation_name(v->get<std::string>()),
-                "config.json model_args act_layer ", v->dump(),
-                " is not supported (gelu, gelu_tanh or quick_gelu)");
-      c.act_layer = v->get<std::string>();
-    }
-    if (const json* v = field(args, "norm_layer"))
-      VIT_CHECK(*v == "layernorm", "config.json model_args norm_layer ", v->dump(),
-                " is not supported (vitcpp's blocks use LayerNorm)");
-    auto shape = [&](const std::string& name) -> const Shape* {
-      const TensorInfo* t = st.find(name);
-      return t ? &t->shape : nullptr;
-    };
-    const Shape* proj = shape("patch_embed.proj.weight");
-    VIT_CHECK(proj && proj->size() == 4,
-              "no patch_embed.proj.weight [D, C, P, P]: not a ViT in timm's layout");
-    c.embed_dim = (*proj)[0];
-    c.in_chans = (*proj)[1];
-    c.patch_h = (*proj)[2];
-    c.patch_w = (*proj)[3];
-    c.depth = 0;
-    while (st.find("blocks." + std::to_string(c.depth) + ".norm1.weight")) ++c.depth;
-    VIT_CHECK(c.depth > 0, "no blocks.0.norm1.weight");
-    const Shape* fc1 = shape("blocks.0.mlp.fc1.weight");
-    VIT_CHECK(fc1 && fc1->size() == 2, "no blocks.0.mlp.fc1.weight [M, D]");
-    c.mlp_dim = (*fc1)[0];
-    c.qkv_bias = st.find("blocks.0.attn.qkv.bias") != nullptr;
-    c.class_token = st.find("cls_token") != nullptr;
-    const Shape* reg = shape("reg_token");
-    c.reg_tokens = reg && reg->size() == 3 ? (*reg)[1] : 0;
-    // DeiT's VisionTransformerDistilled: the distillation token and its head (the mean of the
-    // two at inference; without heads, the features are the mean of the two tokens).
-    c.dist_token = c.head_dist = st.find("dist_token") != nullptr;
-    c.pre_norm = st.find("norm_pre.weight") != nullptr;
-    c.patch_bias = st.find("patch_embed.proj.bias") != nullptr;
-    c.fc_norm = st.find("fc_norm.weight") != nullptr;
-    c.init_values = 0.f;
-    if (st.find("blocks.0.ls1.gamma")) {
-      const json* iv = field(args, "init_values");
-      c.init_values = iv ? iv->get<float>() : 1e-5f;  // only the init of new LayerScales
-    }
-    const Shape* head = shape("head.weight");
-    c.num_classes = head ? (*head)[0] : 0;
-    c.norm_eps = known ? known->norm_eps : 1e-6f;  // timm's ViT LayerNorm; CLIP's 1e-5
-    c.pos_embed = "learn";
+  std::optional<json> config;
+  json args = json::object(), pcfg = json::object();  // model_args, pretrained_cfg
+  std::string arch;
+  const TimmArchitecture* known = nullptr;
+};
 
-    for (const char* key : {"embed_dim", "depth"})
-      if (const json* v = field(args, key))
-        VIT_CHECK(json_int(*v, std::string("config.json model_args ") + key) ==
-                      (key[0] == 'e' ? c.embed_dim : c.depth),
-                  "config.json model_args ", key, " = ", v->dump(), " disagrees with the tensors (",
-                  key[0] == 'e' ? c.embed_dim : c.depth, ")");
+Reader::Reader(const SafeTensors& st_, int64_t num_heads_)
+    : st(st_), num_heads(num_heads_), config(json_beside(st_, "config.json")) {}
 
-    // Heads: model_args, then the architecture's name (timm's table, then the family's
-    // pattern), then the caller's.
-    c.num_heads = 0;
-    if (const json* v = field(args, "num_heads"))
-      c.num_heads = json_int(*v, "config.json model_args num_heads");
-    if (!c.num_heads && known && known->embed_dim == c.embed_dim) c.num_heads = known->num_heads;
-    if (!c.num_heads) c.num_heads = heads_from_architecture(arch, c.embed_dim);
-    if (!c.num_heads) c.num_heads = num_heads;
-    VIT_CHECK(c.num_heads > 0,
-              "the number of attention heads is not in config.json (model_args.num_heads) and ",
-              arch.empty() ? std::string("there is no architecture name")
-                           : "'" + arch + "' is not a name vitcpp knows",
-              "; give it with --num-heads (embed_dim is ", c.embed_dim, ")");
-
-    // Pooling: config.json's global_pool, else what the tensors suggest.
-    std::string pool;
-    if (config && field(*config, "global_pool")) pool = (*config)["global_pool"].get<std::string>();
-    if (const json* v = field(args, "global_pool")) pool = v->get<std::string>();
-    const Shape* latent = shape("attn_pool.latent");
-    if (pool.empty()) pool = latent ? "map" : *c.fc_norm || !c.class_token ? "avg" : "token";
-    VIT_CHECK(pool == "token" || pool == "avg" || pool == "map", "global_pool '", pool,
-              "' is not supported (token, avg or map)");
-    c.global_pool = pool;
-    // timm 1.0: avg and attention pooling take the prefix tokens too (the default leaves them out).
-    if (const json* v = field(args, "pool_include_prefix"))
-      c.pool_include_prefix = v->get<bool>() && pool != "token";
-    if (pool == "map") {  // timm's AttentionPoolLatent as VisionTransformer builds it
-      VIT_CHECK(latent, "global_pool 'map' without attn_pool.latent");
-      VIT_CHECK(*latent == Shape({1, 1, c.embed_dim}), "attn_pool.latent has shape ", shape_str(*latent),
-                "; vitcpp's attention pool has one latent query [1, 1, ", c.embed_dim, "]");
-      const Shape* pool_fc1 = shape("attn_pool.mlp.fc1.weight");
-      VIT_CHECK(pool_fc1 && *pool_fc1 == Shape({c.mlp_dim, c.embed_dim}),
-                "attn_pool.mlp.fc1.weight has shape ",
-                pool_fc1 ? shape_str(*pool_fc1) : std::string("(none)"),
-                "; vitcpp's attention pool has the blocks' MLP width [", c.mlp_dim, ", ", c.embed_dim, "]");
-    }
-
-    // Input size: pretrained_cfg.input_size, model_args.img_size, the name's _224 suffix, or
-    // a square grid of pos_embed.
-    const Shape* pos = shape("pos_embed");
-    VIT_CHECK(pos && pos->size() == 3 && (*pos)[2] == c.embed_dim, "no pos_embed [1, L, ", c.embed_dim,
-              "] (timm's pos_embed='none' is not supported)");
-    const int64_t L = (*pos)[1], prefix = c.num_prefix_tokens();
-    bool sized = false;
-    if (const json* v = field(pcfg, "input_size")) {
-      VIT_CHECK(v->is_array() && v->size() == 3, "pretrained_cfg.input_size must be [C, H, W]");
-      c.img_h = json_int((*v)[1], "pretrained_cfg.input_size");
-      c.img_w = json_int((*v)[2], "pretrained_cfg.input_size");
-      sized = true;
-    }
-    if (!sized)
-      sized = read_size(field(args, "img_size"), c.img_h, c.img_w, "config.json model_args img_size");
-    static const std::regex res(R"(_(\d+)(?:\.|$))");
-    std::smatch sm;
-    if (!sized && std::regex_search(arch, sm, res) && sm[1].length() <= 9) {  // 9 digits: no stoll overflow
-      c.img_h = c.img_w = std::stoll(sm[1]);
-      sized = true;
-    }
-    if (!sized) {
-      for (int64_t rows : {L, L - prefix}) {
-        const auto g = int64_t(std::llround(std::sqrt(double(std::max<int64_t>(rows, 0)))));
-        if (g > 0 && g * g == rows) {
-          c.img_h = g * c.patch_h;
-          c.img_w = g * c.patch_w;
-          sized = true;
-          break;
-        }
-      }
-      VIT_CHECK(sized, "pos_embed has ", L, " rows, not a square grid: put the input size in config.json");
-      m.notes.push_back("input size " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
-                        " inferred from pos_embed (a square grid)");
-    }
-    const int64_t N = c.num_patches();
-    if (const json* v = field(args, "no_embed_class")) {
-      c.no_embed_class = v->get<bool>();
-    } else {
-      VIT_CHECK(L == N || L == N + prefix, "pos_embed has ", L, " rows; a ", c.img_h, "x", c.img_w,
-                " input in ", c.patch_h, "x", c.patch_w, " patches has ", N, " patches and ", prefix,
-                " prefix tokens");
-      c.no_embed_class = prefix > 0 && L == N;
-    }
-    read_pretrained_cfg(pcfg, c, m);
-    if (c.mean.size() != size_t(c.in_chans) || c.std.size() != size_t(c.in_chans)) {
-      VIT_CHECK(!field(pcfg, "mean"), "pretrained_cfg mean/std have ", c.mean.size(), " entries for ",
-                c.in_chans, " input channels");
-      c.mean.assign(c.in_chans, 0.5f);
-      c.std.assign(c.in_chans, 0.5f);
-    }
-    if (!config) {
-      // timm's defaults for its ViTs (vision_transformer.py's _cfg).
-      c.interpolation = "bicubic";
-      c.crop_pct = 0.9f;
-      c.crop_mode = "center";
-      m.notes.push_back(
-          "no config.json: architecture inferred from the tensor shapes, timm's default preprocessing");
-    }
-    if (config && field(*config, "label_names")) {
-      m.class_names = (*config)["label_names"].get<std::vector<std::string>>();
-      if (int64_t(m.class_names.size()) != c.num_classes) m.class_names.clear();
-    }
-  } catch (const json::exception& e) {
-    throw Error(where + ": config.json: " + e.what());
-  } catch (const Error& e) {
-    throw Error(where + ": " + e.what());
+void Reader::read_architecture() {
+  if (config && field(*config, "model_args")) args = (*config)["model_args"];
+  if (config && field(*config, "pretrained_cfg")) pcfg = (*config)["pretrained_cfg"];
+  if (config && field(*config, "architecture")) arch = (*config)["architecture"].get<std::string>();
+  // What the name says that the tensors may not (the activation, the eps, the heads).
+  known = find_timm_architecture(arch);
+  VIT_CHECK(!known || !*known->unsupported, "timm's ", arch, " ", known ? known->unsupported : "",
+            ": vitcpp runs timm's VisionTransformer with LayerNorm, GELU or QuickGELU MLPs and token or "
+            "average or attention (map) pooling");
+  c.act_layer = known ? known->act : "gelu";
+  if (const json* v = field(args, "act_layer")) {
+    VIT_CHECK(v->is_string() && is_activation_name(v->get<std::string>()),
+              "config.json model_args act_layer ", v->dump(),
+              " is not supported (gelu, gelu_tanh or quick_gelu)");
+    c.act_layer = v->get<std::string>();
   }
-  for (const auto& t : st.tensors()) m.sources[t.name] = {t.name};
-  return m;
+  if (const json* v = field(args, "norm_layer"))
+    VIT_CHECK(*v == "layernorm", "config.json model_args norm_layer ", v->dump(),
+              " is not supported (vitcpp's blocks use LayerNorm)");
+  const Shape* proj = shape("patch_embed.proj.weight");
+  VIT_CHECK(proj && proj->size() == 4, "no patch_embed.proj.weight [D, C, P, P]: not a ViT in timm's layout");
+  c.embed_dim = (*proj)[0];
+  c.in_chans = (*proj)[1];
+  c.patch_h = (*proj)[2];
+  c.patch_w = (*proj)[3];
+  c.depth = 0;
+  while (st.find("blocks." + std::to_string(c.depth) + ".norm1.weight")) ++c.depth;
+  VIT_CHECK(c.depth > 0, "no blocks.0.norm1.weight");
+  const Shape* fc1 = shape("blocks.0.mlp.fc1.weight");
+  VIT_CHECK(fc1 && fc1->size() == 2, "no blocks.0.mlp.fc1.weight [M, D]");
+  c.mlp_dim = (*fc1)[0];
+  c.qkv_bias = st.find("blocks.0.attn.qkv.bias") != nullptr;
+  c.class_token = st.find("cls_token") != nullptr;
+  const Shape* reg = shape("reg_token");
+  c.reg_tokens = reg && reg->size() == 3 ? (*reg)[1] : 0;
+  // DeiT's VisionTransformerDistilled: the distillation token and its head (the mean of the
+  // two at inference; without heads, the features are the mean of the two tokens).
+  c.dist_token = c.head_dist = st.find("dist_token") != nullptr;
+  c.pre_norm = st.find("norm_pre.weight") != nullptr;
+  c.patch_bias = st.find("patch_embed.proj.bias") != nullptr;
+  c.fc_norm = st.find("fc_norm.weight") != nullptr;
+  c.init_values = 0.f;
+  if (st.find("blocks.0.ls1.gamma")) {
+    const json* iv = field(args, "init_values");
+    c.init_values = iv ? iv->get<float>() : 1e-5f;  // only the init of new LayerScales
+  }
+  const Shape* head = shape("head.weight");
+  c.num_classes = head ? (*head)[0] : 0;
+  c.norm_eps = known ? known->norm_eps : 1e-6f;  // timm's ViT LayerNorm; CLIP's 1e-5
+  c.pos_embed = "learn";
+
+  for (const char* key : {"embed_dim", "depth"})
+    if (const json* v = field(args, key))
+      VIT_CHECK(json_int(*v, std::string("config.json model_args ") + key) ==
+                    (key[0] == 'e' ? c.embed_dim : c.depth),
+                "config.json model_args ", key, " = ", v->dump(), " disagrees with the tensors (",
+                key[0] == 'e' ? c.embed_dim : c.depth, ")");
+}
+
+void Reader::read_heads() {
+  // Heads: model_args, then the architecture's name (timm's table, then the family's
+  // pattern), then the caller's.
+  c.num_heads = 0;
+  if (const json* v = field(args, "num_heads"))
+    c.num_heads = json_int(*v, "config.json model_args num_heads");
+  if (!c.num_heads && known && known->embed_dim == c.embed_dim) c.num_heads = known->num_heads;
+  if (!c.num_heads) c.num_heads = heads_from_architecture(arch, c.embed_dim);
+  if (!c.num_heads) c.num_heads = num_heads;
+  VIT_CHECK(c.num_heads > 0,
+            "the number of attention heads is not in config.json (model_args.num_heads) and ",
+            arch.empty() ? std::string("there is no architecture name")
+                         : "'" + arch + "' is not a name vitcpp knows",
+            "; give it with --num-heads (embed_dim is ", c.embed_dim, ")");
+}
+
+void Reader::read_pool() {
+  // Pooling: config.json's global_pool, else what the tensors suggest.
+  std::string pool;
+  if (config && field(*config, "global_pool")) pool = (*config)["global_pool"].get<std::string>();
+  if (const json* v = field(args, "global_pool")) pool = v->get<std::string>();
+  const Shape* latent = shape("attn_pool.latent");
+  if (pool.empty()) pool = latent ? "map" : *c.fc_norm || !c.class_token ? "avg" : "token";
+  VIT_CHECK(pool == "token" || pool == "avg" || pool == "map", "global_pool '", pool,
+            "' is not supported (token, avg or map)");
+  c.global_pool = pool;
+  // timm 1.0: avg and attention pooling take the prefix tokens too (the default leaves them out).
+  if (const json* v = field(args, "pool_include_prefix"))
+    c.pool_include_prefix = v->get<bool>() && pool != "token";
+  if (pool == "map") {  // timm's AttentionPoolLatent as VisionTransformer builds it
+    VIT_CHECK(latent, "global_pool 'map' without attn_pool.latent");
+    VIT_CHECK(*latent == Shape({1, 1, c.embed_dim}), "attn_pool.latent has shape ", shape_str(*latent),
+              "; vitcpp's attention pool has one latent query [1, 1, ", c.embed_dim, "]");
+    const Shape* pool_fc1 = shape("attn_pool.mlp.fc1.weight");
+    VIT_CHECK(pool_fc1 && *pool_fc1 == Shape({c.mlp_dim, c.embed_dim}), "attn_pool.mlp.fc1.weight has shape ",
+              pool_fc1 ? shape_str(*pool_fc1) : std::string("(none)"),
+              "; vitcpp's attention pool has the blocks' MLP width [", c.mlp_dim, ", ", c.embed_dim, "]");
+  }
+}
+
+void Reader::read_input_size() {
+  // Input size: pretrained_cfg.input_size, model_args.img_size, the name's _224 suffix, or
+  // a square grid of pos_embed.
+  const Shape* pos = shape("pos_embed");
+  VIT_CHECK(pos && pos->size() == 3 && (*pos)[2] == c.embed_dim, "no pos_embed [1, L, ", c.embed_dim,
+            "] (timm's pos_embed='none' is not supported)");
+  const int64_t L = (*pos)[1], prefix = c.num_prefix_tokens();
+  bool sized = false;
+  if (const json* v = field(pcfg, "input_size")) {
+    VIT_CHECK(v->is_array() && v->size() == 3, "pretrained_cfg.input_size must be [C, H, W]");
+    c.img_h = json_int((*v)[1], "pretrained_cfg.input_size");
+    c.img_w = json_int((*v)[2], "pretrained_cfg.input_size");
+    sized = true;
+  }
+  if (!sized) sized = read_size(field(args, "img_size"), c.img_h, c.img_w, "config.json model_args img_size");
+  static const std::regex res(R"(_(\d+)(?:\.|$))");
+  std::smatch sm;
+  if (!sized && std::regex_search(arch, sm, res) && sm[1].length() <= 9) {  // 9 digits: no stoll overflow
+    c.img_h = c.img_w = std::stoll(sm[1]);
+    sized = true;
+  }
+  if (!sized) {
+    for (int64_t rows : {L, L - prefix}) {
+      const auto g = int64_t(std::llround(std::sqrt(double(std::max<int64_t>(rows, 0)))));
+      if (g > 0 && g * g == rows) {
+        c.img_h = g * c.patch_h;
+        c.img_w = g * c.patch_w;
+        sized = true;
+        break;
+      }
+    }
+    VIT_CHECK(sized, "pos_embed has ", L, " rows, not a square grid: put the input size in config.json");
+    m.notes.push_back("input size " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
+                      " inferred from pos_embed (a square grid)");
+  }
+  const int64_t N = c.num_patches();
+  if (const json* v = field(args, "no_embed_class")) {
+    c.no_embed_class = v->get<bool>();
+  } else {
+    VIT_CHECK(L == N || L == N + prefix, "pos_embed has ", L, " rows; a ", c.img_h, "x", c.img_w,
+              " input in ", c.patch_h, "x", c.patch_w, " patches has ", N, " patches and ", prefix,
+              " prefix tokens");
+    c.no_embed_class = prefix > 0 && L == N;
+  }
+}
+
+void Reader::read_preprocessing() {
+  read_pretrained_cfg(pcfg, c, m);
+  if (c.mean.size() != size_t(c.in_chans) || c.std.size() != size_t(c.in_chans)) {
+    VIT_CHECK(!field(pcfg, "mean"), "pretrained_cfg mean/std have ", c.mean.size(), " entries for ",
+              c.in_chans, " input channels");
+    c.mean.assign(c.in_chans, 0.5f);
+    c.std.assign(c.in_chans, 0.5f);
+  }
+  if (!config) {
+    // timm's defaults for its ViTs (vision_transformer.py's _cfg).
+    c.interpolation = "bicubic";
+    c.crop_pct = 0.9f;
+    c.crop_mode = "center";
+    m.notes.push_back(
+        "no config.json: architecture inferred from the tensor shapes, timm's default preprocessing");
+  }
+  if (config && field(*config, "label_names")) {
+    m.class_names = (*config)["label_names"].get<std::vector<std::string>>();
+    if (int64_t(m.class_names.size()) != c.num_classes) m.class_names.clear();
+  }
+}
+
+}  // namespace
+
+Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
+  Reader r(st, num_heads);
+  try {
+    r.read_architecture();
+    r.read_heads();
+    r.read_pool();
+    r.read_input_size();
+    r.read_preprocessing();
+  } catch (const json::exception& e) {
+    throw Error(st.path() + ": config.json: " + e.what());
+  } catch (const Error& e) {
+    throw Error(st.path() + ": " + e.what());
+  }
+  for (const auto& t : st.tensors()) r.m.sources[t.name] = {t.name};
+  return std::move(r.m);
 }
 
 }  // namespace vit::detail
