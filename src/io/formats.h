@@ -32,13 +32,14 @@ struct Mapping {
   std::string pos_resample = "timm";
 };
 
-// Runs f; a vit::Error or a JSON error it throws is thrown again with `where` (the file) first.
+// Runs f; a vit::Error or a JSON error it throws is thrown again with `where` (the file) first,
+// and `json_source` before a JSON error's message ("config.json: ").
 template <typename F>
-void naming_file(const std::string& where, F&& f) {
+void naming_file(const std::string& where, F&& f, const std::string& json_source = "") {
   try {
     f();
   } catch (const nlohmann::json::exception& e) {
-    throw Error(where + ": " + e.what());
+    throw Error(where + ": " + json_source + e.what());
   } catch (const Error& e) {
     throw Error(where + ": " + e.what());
   }

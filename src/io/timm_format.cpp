@@ -279,17 +279,16 @@ void Reader::read_preprocessing() {
 
 Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
   Reader r(st, num_heads);
-  try {
-    r.read_architecture();
-    r.read_heads();
-    r.read_pool();
-    r.read_input_size();
-    r.read_preprocessing();
-  } catch (const json::exception& e) {
-    throw Error(st.path() + ": config.json: " + e.what());
-  } catch (const Error& e) {
-    throw Error(st.path() + ": " + e.what());
-  }
+  naming_file(
+      st.path(),
+      [&] {
+        r.read_architecture();
+        r.read_heads();
+        r.read_pool();
+        r.read_input_size();
+        r.read_preprocessing();
+      },
+      "config.json: ");
   for (const auto& t : st.tensors()) r.m.sources[t.name] = {t.name};
   return std::move(r.m);
 }

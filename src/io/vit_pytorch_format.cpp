@@ -314,16 +314,15 @@ void Reader::map_tensors() {
 
 Mapping vit_pytorch_mapping(const SafeTensors& st, int64_t num_heads) {
   Reader r(st, num_heads);
-  try {
-    r.read_architecture();
-    r.read_geometry();
-    r.read_pool_and_head();
-    r.read_preprocessing();
-  } catch (const json::exception& e) {
-    throw Error(st.path() + ": config.json: " + e.what());
-  } catch (const Error& e) {
-    throw Error(st.path() + ": " + e.what());
-  }
+  naming_file(
+      st.path(),
+      [&] {
+        r.read_architecture();
+        r.read_geometry();
+        r.read_pool_and_head();
+        r.read_preprocessing();
+      },
+      "config.json: ");
   r.map_tensors();
   return std::move(r.m);
 }
