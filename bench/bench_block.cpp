@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu.h"
-#include "vit/core/arena.h"
+#include "core/arena.h"
 
 namespace {
 

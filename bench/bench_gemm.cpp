@@ -12,8 +12,8 @@
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
-#include "vit/core/arena.h"
-#include "vit/core/threads.h"
+#include "core/arena.h"
+#include "core/threads.h"
 #ifdef VIT_HAVE_OPENBLAS
 #include <cblas.h>
 #endif

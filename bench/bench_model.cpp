@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "vit/core/rng.h"
-#include "vit/core/threads.h"
-#include "vit/model/vit.h"
-#include "vit/train/optimizer.h"
-#include "vit/train/step.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "model/vit.h"
+#include "train/optimizer.h"
+#include "train/step.h"
 
 namespace {
 

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "model/config.h"
 #include "vit/core/error.h"
-#include "vit/model/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   vit::ViTConfig c;

@@ -2,9 +2,9 @@
 // say how many of the rest go to the labels file.
 #include <cstdint>
 
+#include "data/idx.h"
 #include "fuzz_util.h"
 #include "vit/core/error.h"
-#include "vit/data/idx.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;

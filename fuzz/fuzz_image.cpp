@@ -3,10 +3,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "data/image.h"
+#include "data/preprocess.h"
 #include "fuzz_util.h"
 #include "vit/core/error.h"
-#include "vit/data/image.h"
-#include "vit/data/preprocess.h"
 
 // Headers claiming more than 4M pixels are refused (vit::set_max_image_pixels), so that a
 // legal size stays inside libFuzzer's 2 GB: at the default limit (179M pixels) the float

@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "fuzz_util.h"
+#include "io/pretrained.h"
 #include "vit/core/error.h"
-#include "vit/io/pretrained.h"
 
 namespace fs = std::filesystem;
 

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "io/safetensors.h"
 #include "vit/core/error.h"
-#include "vit/io/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

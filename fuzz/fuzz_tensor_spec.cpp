@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "io/tensor_input.h"
 #include "vit/core/error.h"
-#include "vit/io/tensor_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* nl = std::find(data, data + size, uint8_t('\n'));

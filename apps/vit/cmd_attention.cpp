@@ -9,13 +9,13 @@
 #include <set>
 
 #include "commands.h"
+#include "core/threads.h"
+#include "data/preprocess.h"
 #include "model_flags.h"
 #include "validators.h"
 #include "vit/core/error.h"
-#include "vit/core/threads.h"
-#include "vit/data/preprocess.h"
-#include "vit/viz/attention.h"
-#include "vit/viz/figures.h"
+#include "viz/attention.h"
+#include "viz/figures.h"
 
 namespace vit::app {
 

@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "io/checkpoint.h"
 #include "model_flags.h"
+#include "train/average.h"
 #include "validators.h"
 #include "vit/core/error.h"
-#include "vit/io/checkpoint.h"
-#include "vit/train/average.h"
 
 namespace vit::app {
 

@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/threads.h"
 #include "model_flags.h"
+#include "ops/ops.h"
+#include "train/bench.h"
 #include "validators.h"
 #include "vit/core/error.h"
-#include "vit/core/threads.h"
-#include "vit/ops/ops.h"
-#include "vit/train/bench.h"
 
 namespace vit::app {
 

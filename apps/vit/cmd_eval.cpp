@@ -10,14 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/file.h"
+#include "core/threads.h"
+#include "data/open.h"
 #include "model_flags.h"
+#include "train/trainer.h"
 #include "validators.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
-#include "vit/core/threads.h"
-#include "vit/data/open.h"
-#include "vit/train/trainer.h"
-#include "vit/viz/figures.h"
+#include "viz/figures.h"
 
 namespace vit::app {
 

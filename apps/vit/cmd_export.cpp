@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "commands.h"
+#include "io/onnx_export.h"
 #include "model_flags.h"
-#include "vit/io/onnx_export.h"
 
 namespace vit::app {
 

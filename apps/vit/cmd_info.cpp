@@ -4,9 +4,9 @@
 #include <memory>
 
 #include "commands.h"
+#include "model/params.h"
 #include "model_flags.h"
-#include "vit/model/params.h"
-#include "vit/ops/ops.h"
+#include "ops/ops.h"
 
 namespace vit::app {
 

@@ -5,9 +5,9 @@
 #include <memory>
 
 #include "commands.h"
+#include "io/pretrained.h"
 #include "vit/core/error.h"
-#include "vit/io/pretrained.h"
-#include "vit/viz/figures.h"
+#include "viz/figures.h"
 
 namespace vit::app {
 

@@ -13,16 +13,16 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/file.h"
+#include "core/threads.h"
+#include "data/open.h"
+#include "io/array_file.h"
+#include "io/tensor_input.h"
 #include "model_flags.h"
 #include "validators.h"
 #include "vit/classifier.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
-#include "vit/core/threads.h"
 #include "vit/core/version.h"
-#include "vit/data/open.h"
-#include "vit/io/array_file.h"
-#include "vit/io/tensor_input.h"
 
 namespace vit::app {
 

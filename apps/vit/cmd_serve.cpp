@@ -4,9 +4,9 @@
 #include <memory>
 
 #include "commands.h"
+#include "serve/server.h"
 #include "validators.h"
 #include "vit/core/error.h"
-#include "vit/serve/server.h"
 
 namespace vit::app {
 

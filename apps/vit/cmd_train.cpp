@@ -16,21 +16,21 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/file.h"
+#include "core/threads.h"
+#include "data/augment.h"
+#include "data/open.h"
+#include "data/synthetic.h"
+#include "model/params.h"
 #include "model_flags.h"
 #include "resume.h"
 #include "stop_signals.h"
+#include "train/memory.h"
+#include "train/run_dir.h"
+#include "train/trainer.h"
 #include "train_hooks.h"
 #include "validators.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
-#include "vit/core/threads.h"
-#include "vit/data/augment.h"
-#include "vit/data/open.h"
-#include "vit/data/synthetic.h"
-#include "vit/model/params.h"
-#include "vit/train/memory.h"
-#include "vit/train/run_dir.h"
-#include "vit/train/trainer.h"
 
 namespace vit::app {
 

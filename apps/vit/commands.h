@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "vit/core/settings.h"
-#include "vit/core/threads.h"
+#include "core/settings.h"
+#include "core/threads.h"
 
 namespace vit::app {
 

@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/settings.h"
+#include "core/suggest.h"
+#include "ops/ops.h"
+#include "train/comm.h"
 #include "vit/core/error.h"
-#include "vit/core/settings.h"
-#include "vit/core/suggest.h"
 #include "vit/core/version.h"
-#include "vit/ops/ops.h"
-#include "vit/train/comm.h"
 
 namespace {
 // How OpenMP threads wait between parallel regions. libgomp's default spins for about 300,000

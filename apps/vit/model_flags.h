@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "vit/data/augment.h"
-#include "vit/data/open.h"
-#include "vit/io/pretrained.h"
-#include "vit/model/config.h"
+#include "data/augment.h"
+#include "data/open.h"
+#include "io/pretrained.h"
+#include "model/config.h"
 
 namespace vit::app {
 

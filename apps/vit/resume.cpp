@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/file.h"
+#include "train/run_dir.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
-#include "vit/train/run_dir.h"
 
 namespace vit::app {
 

@@ -4,7 +4,7 @@
 #include <iosfwd>
 #include <string>
 
-#include "vit/train/trainer.h"
+#include "train/trainer.h"
 
 namespace vit::app {
 

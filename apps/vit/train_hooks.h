@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "vit/data/open.h"
-#include "vit/model/vit.h"
-#include "vit/train/trainer.h"
+#include "data/open.h"
+#include "model/vit.h"
+#include "train/trainer.h"
 
 namespace vit::app {
 

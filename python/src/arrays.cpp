@@ -6,8 +6,8 @@
 #include <tuple>
 #include <vector>
 
+#include "data/image_set.h"
 #include "vit/core/error.h"
-#include "vit/data/image_set.h"
 
 namespace vit::python {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "vit/data/open.h"
+#include "data/open.h"
 
 namespace vit::python {
 

@@ -6,13 +6,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "vit/core/threads.h"
-#include "vit/data/image.h"
-#include "vit/data/preprocess.h"
-#include "vit/io/checkpoint.h"
-#include "vit/io/onnx_export.h"
-#include "vit/ops/ops.h"
-#include "vit/viz/attention.h"
+#include "core/threads.h"
+#include "data/image.h"
+#include "data/preprocess.h"
+#include "io/checkpoint.h"
+#include "io/onnx_export.h"
+#include "ops/ops.h"
+#include "viz/attention.h"
 
 namespace vit::python {
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "data/preprocess.h"
+#include "io/pretrained.h"
 #include "vit/core/error.h"
-#include "vit/data/preprocess.h"
-#include "vit/io/pretrained.h"
 
 namespace vit::python {
 

@@ -11,11 +11,11 @@
 #include <string>
 
 #include "bindings.h"
+#include "data/preprocess.h"
 #include "engine.h"
 #include "io/formats.h"
 #include "vit/classifier.h"
 #include "vit/core/version.h"
-#include "vit/data/preprocess.h"
 
 namespace py = pybind11;
 using vit::python::Engine;

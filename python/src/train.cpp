@@ -14,7 +14,7 @@
 #include "arrays.h"
 #include "bindings.h"
 #include "engine.h"
-#include "vit/train/trainer.h"
+#include "train/trainer.h"
 
 namespace py = pybind11;
 

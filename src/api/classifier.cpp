@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "vit/core/threads.h"
-#include "vit/data/open.h"
-#include "vit/data/preprocess.h"
-#include "vit/io/pretrained.h"
+#include "core/threads.h"
+#include "data/open.h"
+#include "data/preprocess.h"
+#include "io/pretrained.h"
 
 namespace vit {
 

@@ -1,4 +1,4 @@
-#include "vit/core/activation.h"
+#include "core/activation.h"
 
 #include "vit/core/error.h"
 

@@ -1,4 +1,4 @@
-#include "vit/core/arena.h"
+#include "core/arena.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

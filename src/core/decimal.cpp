@@ -1,4 +1,4 @@
-#include "vit/core/decimal.h"
+#include "core/decimal.h"
 
 #include <cstdio>
 #include <cstdlib>

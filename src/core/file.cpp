@@ -1,4 +1,4 @@
-#include "vit/core/file.h"
+#include "core/file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

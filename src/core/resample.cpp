@@ -1,10 +1,10 @@
-#include "vit/core/resample.h"
+#include "core/resample.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-#include "vit/core/decimal.h"
+#include "core/decimal.h"
 #include "vit/core/error.h"
 
 namespace vit {

@@ -1,4 +1,4 @@
-#include "vit/core/rng.h"
+#include "core/rng.h"
 
 #include <algorithm>
 #include <cmath>

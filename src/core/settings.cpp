@@ -1,5 +1,5 @@
 // The environment variables vitcpp reads (core/settings.h): the table and its one reader.
-#include "vit/core/settings.h"
+#include "core/settings.h"
 
 #include <unistd.h>  // environ
 
@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/suggest.h"
 #include "vit/core/error.h"
-#include "vit/core/suggest.h"
 
 namespace vit {
 

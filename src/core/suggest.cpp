@@ -1,4 +1,4 @@
-#include "vit/core/suggest.h"
+#include "core/suggest.h"
 
 #include <algorithm>
 

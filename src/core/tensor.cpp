@@ -1,4 +1,4 @@
-#include "vit/core/tensor.h"
+#include "core/tensor.h"
 
 #include "vit/core/error.h"
 

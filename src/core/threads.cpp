@@ -1,4 +1,4 @@
-#include "vit/core/threads.h"
+#include "core/threads.h"
 
 #include <omp.h>
 #ifdef __linux__
@@ -10,7 +10,7 @@
 #include <exception>
 #include <vector>
 
-#include "vit/core/settings.h"
+#include "core/settings.h"
 
 namespace vit {
 

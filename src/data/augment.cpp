@@ -1,4 +1,4 @@
-#include "vit/data/augment.h"
+#include "data/augment.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,9 @@
 #include <cstring>
 #include <vector>
 
+#include "core/rng.h"
+#include "data/image.h"
 #include "vit/core/error.h"
-#include "vit/core/rng.h"
-#include "vit/data/image.h"
 
 namespace vit {
 

@@ -1,9 +1,9 @@
-#include "vit/data/cifar.h"
+#include "data/cifar.h"
 
 #include <filesystem>
 
+#include "core/file.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
 
 namespace vit {
 

@@ -1,9 +1,9 @@
-#include "vit/data/dataset.h"
+#include "data/dataset.h"
 
 #include <numeric>
 #include <utility>
 
-#include "vit/core/rng.h"
+#include "core/rng.h"
 
 namespace vit {
 

@@ -1,13 +1,13 @@
-#include "vit/data/folder.h"
+#include "data/folder.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
 
+#include "data/image.h"
+#include "data/preprocess.h"
 #include "vit/core/error.h"
-#include "vit/data/image.h"
-#include "vit/data/preprocess.h"
 
 namespace vit {
 

@@ -1,11 +1,11 @@
-#include "vit/data/idx.h"
+#include "data/idx.h"
 
 #include <zlib.h>
 
 #include <filesystem>
 
+#include "core/file.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
 
 namespace vit {
 

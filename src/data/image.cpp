@@ -1,4 +1,4 @@
-#include "vit/data/image.h"
+#include "data/image.h"
 
 #include <jerror.h>  // JWRN_JPEG_EOF
 #include <jpeglib.h>
@@ -12,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/file.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
 
 namespace vit {
 

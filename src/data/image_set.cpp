@@ -1,10 +1,10 @@
-#include "vit/data/image_set.h"
+#include "data/image_set.h"
 
 #include <numeric>
 
+#include "data/image.h"
+#include "data/preprocess.h"
 #include "vit/core/error.h"
-#include "vit/data/image.h"
-#include "vit/data/preprocess.h"
 
 namespace vit {
 

@@ -1,11 +1,11 @@
-#include "vit/data/open.h"
+#include "data/open.h"
 
 #include <algorithm>
 #include <filesystem>
 
+#include "data/cifar.h"
+#include "data/idx.h"
 #include "vit/core/error.h"
-#include "vit/data/cifar.h"
-#include "vit/data/idx.h"
 
 namespace vit {
 

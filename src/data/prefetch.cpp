@@ -1,11 +1,11 @@
-#include "vit/data/prefetch.h"
+#include "data/prefetch.h"
 
 #include <algorithm>
 #include <exception>
 #include <thread>
 #include <vector>
 
-#include "vit/core/threads.h"
+#include "core/threads.h"
 
 namespace vit {
 

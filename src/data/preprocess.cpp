@@ -1,10 +1,10 @@
-#include "vit/data/preprocess.h"
+#include "data/preprocess.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/resample.h"
 #include "vit/core/error.h"
-#include "vit/core/resample.h"
 
 namespace vit {
 

@@ -1,9 +1,9 @@
-#include "vit/data/synthetic.h"
+#include "data/synthetic.h"
 
 #include <cmath>
 
+#include "core/rng.h"
 #include "vit/core/error.h"
-#include "vit/core/rng.h"
 
 namespace vit {
 

@@ -1,9 +1,9 @@
-#include "vit/io/array_file.h"
+#include "io/array_file.h"
 
 #include <string_view>
 
+#include "io/safetensors.h"
 #include "vit/core/error.h"
-#include "vit/io/safetensors.h"
 
 namespace vit {
 

@@ -1,4 +1,4 @@
-#include "vit/io/checkpoint.h"
+#include "io/checkpoint.h"
 
 #include <filesystem>
 

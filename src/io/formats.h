@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "io/safetensors.h"
+#include "model/config.h"
 #include "vit/core/error.h"
-#include "vit/io/safetensors.h"
-#include "vit/model/config.h"
 
 namespace vit::detail {
 

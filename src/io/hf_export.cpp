@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/file.h"
+#include "core/resample.h"
+#include "io/pretrained.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
-#include "vit/core/resample.h"
-#include "vit/io/pretrained.h"
 
 namespace vit {
 

@@ -7,9 +7,9 @@
 #include <filesystem>
 
 #include "core/json_number.h"
+#include "core/resample.h"
 #include "formats.h"
 #include "vit/core/error.h"
-#include "vit/core/resample.h"
 
 namespace vit::detail {
 

@@ -1,15 +1,15 @@
-#include "vit/io/pretrained.h"
+#include "io/pretrained.h"
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/file.h"
+#include "core/resample.h"
 #include "formats.h"
+#include "io/checkpoint.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
-#include "vit/core/resample.h"
-#include "vit/io/checkpoint.h"
 
 namespace vit {
 

@@ -1,4 +1,4 @@
-#include "vit/io/safetensors.h"
+#include "io/safetensors.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -7,8 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/file.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
 
 namespace vit {
 

@@ -1,4 +1,4 @@
-#include "vit/io/tensor_input.h"
+#include "io/tensor_input.h"
 
 #include "vit/core/error.h"
 

@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <regex>
 
+#include "core/file.h"
 #include "core/json_number.h"
 #include "formats.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
 
 namespace vit::detail {
 

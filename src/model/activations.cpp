@@ -3,7 +3,7 @@
 // rows when that runs; layout allocates only when the batch grows.
 #include <algorithm>
 
-#include "vit/model/vit.h"
+#include "model/vit.h"
 
 namespace vit {
 

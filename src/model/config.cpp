@@ -1,4 +1,4 @@
-#include "vit/model/config.h"
+#include "model/config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,11 +10,11 @@
 #include <sstream>
 #include <tuple>
 
+#include "core/decimal.h"
+#include "core/file.h"
 #include "core/json_number.h"
-#include "vit/core/decimal.h"
+#include "core/suggest.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
-#include "vit/core/suggest.h"
 
 namespace vit {
 

@@ -1,10 +1,10 @@
-#include "vit/model/params.h"
+#include "model/params.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/rng.h"
 #include "vit/core/error.h"
-#include "vit/core/rng.h"
 
 namespace vit {
 

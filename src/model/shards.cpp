@@ -8,11 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "core/settings.h"
+#include "core/threads.h"
+#include "model/vit.h"
+#include "ops/ops.h"
 #include "vit/core/error.h"
-#include "vit/core/settings.h"
-#include "vit/core/threads.h"
-#include "vit/model/vit.h"
-#include "vit/ops/ops.h"
 
 namespace vit {
 

@@ -1,14 +1,14 @@
-#include "vit/model/vit.h"
-#include "vit/core/settings.h"
+#include "model/vit.h"
+#include "core/settings.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
+#include "core/rng.h"
+#include "core/threads.h"
+#include "ops/ops.h"
 #include "vit/core/error.h"
-#include "vit/core/rng.h"
-#include "vit/core/threads.h"
-#include "vit/ops/ops.h"
 
 namespace vit {
 

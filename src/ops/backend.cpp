@@ -1,7 +1,7 @@
 // What the backends report about themselves (ops.h).
 #include "backends/cpu/isa.h"
 #include "backends/cpu/sgemm_library.h"
-#include "vit/ops/ops.h"
+#include "ops/ops.h"
 
 namespace vit::ops {
 

@@ -1,6 +1,6 @@
 #include "backends/cpu/cpu.h"
 #include "ops/dispatch.h"
-#include "vit/ops/ops.h"
+#include "ops/ops.h"
 
 namespace vit::ops {
 

@@ -1,7 +1,7 @@
 // The one place an op learns that a device has no kernel yet.
 #pragma once
+#include "core/tensor.h"
 #include "vit/core/error.h"
-#include "vit/core/tensor.h"
 
 namespace vit::ops {
 

@@ -1,4 +1,4 @@
-#include "vit/serve/batcher.h"
+#include "serve/batcher.h"
 
 #include <algorithm>
 

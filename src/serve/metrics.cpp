@@ -1,4 +1,4 @@
-#include "vit/serve/metrics.h"
+#include "serve/metrics.h"
 
 #include <algorithm>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "vit/serve/protocol.h"
+#include "serve/protocol.h"
 
 #include <array>
 #include <nlohmann/json.hpp>

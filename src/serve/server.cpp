@@ -1,6 +1,6 @@
 // The HTTP side of vit serve, on cpp-httplib (Debian's libcpp-httplib-dev; docs/design.md
 // says why): routes, auth, error bodies, the access log, metrics and the stop on SIGTERM.
-#include "vit/serve/server.h"
+#include "serve/server.h"
 
 #include <httplib.h>
 #include <sys/socket.h>
@@ -17,12 +17,12 @@
 #include <ostream>
 #include <thread>
 
+#include "serve/batcher.h"
+#include "serve/metrics.h"
+#include "serve/protocol.h"
 #include "vit/classifier.h"
 #include "vit/core/error.h"
 #include "vit/core/version.h"
-#include "vit/serve/batcher.h"
-#include "vit/serve/metrics.h"
-#include "vit/serve/protocol.h"
 
 namespace vit::serve {
 

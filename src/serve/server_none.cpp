@@ -1,6 +1,6 @@
 // vit serve in a build without cpp-httplib: a clear error.
+#include "serve/server.h"
 #include "vit/core/error.h"
-#include "vit/serve/server.h"
 
 namespace vit::serve {
 

@@ -1,4 +1,4 @@
-#include "vit/train/average.h"
+#include "train/average.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/tensor.h"
+#include "io/safetensors.h"
+#include "train/run_dir.h"
 #include "vit/core/error.h"
-#include "vit/core/tensor.h"
-#include "vit/io/safetensors.h"
-#include "vit/train/run_dir.h"
 
 namespace vit {
 

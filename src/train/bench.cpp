@@ -1,5 +1,5 @@
 // vit bench's timing loop (see vit/train/bench.h).
-#include "vit/train/bench.h"
+#include "train/bench.h"
 
 #include <sys/resource.h>
 
@@ -9,13 +9,13 @@
 #include <fstream>
 #include <string>
 
-#include "vit/core/arena.h"
+#include "core/arena.h"
+#include "core/rng.h"
+#include "model/vit.h"
+#include "ops/ops.h"
+#include "train/optimizer.h"
+#include "train/step.h"
 #include "vit/core/error.h"
-#include "vit/core/rng.h"
-#include "vit/model/vit.h"
-#include "vit/ops/ops.h"
-#include "vit/train/optimizer.h"
-#include "vit/train/step.h"
 
 namespace vit {
 

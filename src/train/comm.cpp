@@ -1,6 +1,6 @@
 // The single-process Comm, world() and the status protocol shared by every Comm.
-#include "vit/train/comm.h"
-#include "vit/core/settings.h"
+#include "train/comm.h"
+#include "core/settings.h"
 
 #include <elf.h>
 #include <link.h>

@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/settings.h"
 #include "train/comm_mpi.h"
 #include "vit/core/error.h"
-#include "vit/core/settings.h"
 
 namespace vit::detail {
 

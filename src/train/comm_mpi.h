@@ -3,7 +3,7 @@
 #pragma once
 #include <memory>
 
-#include "vit/train/comm.h"
+#include "train/comm.h"
 
 namespace vit::detail {
 

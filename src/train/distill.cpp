@@ -1,4 +1,4 @@
-#include "vit/train/distill.h"
+#include "train/distill.h"
 
 #include <algorithm>
 #include <cmath>

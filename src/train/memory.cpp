@@ -1,5 +1,5 @@
-#include "vit/train/memory.h"
-#include "vit/core/settings.h"
+#include "train/memory.h"
+#include "core/settings.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,10 +7,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/threads.h"
+#include "model/params.h"
+#include "model/vit.h"
 #include "vit/core/error.h"
-#include "vit/core/threads.h"
-#include "vit/model/params.h"
-#include "vit/model/vit.h"
 
 namespace vit {
 

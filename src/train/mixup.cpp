@@ -1,10 +1,10 @@
-#include "vit/train/mixup.h"
+#include "train/mixup.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "vit/core/rng.h"
+#include "core/rng.h"
 
 namespace vit {
 

@@ -1,12 +1,12 @@
-#include "vit/train/optimizer.h"
+#include "train/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "ops/ops.h"
 #include "vit/core/error.h"
-#include "vit/ops/ops.h"
 
 namespace vit {
 

@@ -1,4 +1,4 @@
-#include "vit/train/progress.h"
+#include "train/progress.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "vit/train/run_dir.h"
+#include "train/run_dir.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "core/file.h"
 #include "core/json_number.h"
+#include "io/safetensors.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
-#include "vit/io/safetensors.h"
 
 namespace vit {
 

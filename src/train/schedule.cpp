@@ -1,4 +1,4 @@
-#include "vit/train/schedule.h"
+#include "train/schedule.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "vit/train/shard.h"
+#include "train/shard.h"
 
 #include <algorithm>
 

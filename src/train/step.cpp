@@ -1,9 +1,9 @@
-#include "vit/train/step.h"
+#include "train/step.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "vit/ops/ops.h"
+#include "ops/ops.h"
 
 namespace vit {
 

@@ -1,4 +1,4 @@
-#include "vit/train/trainer.h"
+#include "train/trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,17 +12,17 @@
 #include <ostream>
 #include <sstream>
 
+#include "core/file.h"
 #include "core/json_number.h"
+#include "core/threads.h"
+#include "data/prefetch.h"
+#include "io/checkpoint.h"
+#include "train/memory.h"
+#include "train/progress.h"
+#include "train/run_dir.h"
+#include "train/shard.h"
+#include "train/step.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
-#include "vit/core/threads.h"
-#include "vit/data/prefetch.h"
-#include "vit/io/checkpoint.h"
-#include "vit/train/memory.h"
-#include "vit/train/progress.h"
-#include "vit/train/run_dir.h"
-#include "vit/train/shard.h"
-#include "vit/train/step.h"
 
 namespace vit {
 

@@ -1,9 +1,9 @@
-#include "vit/viz/attention.h"
+#include "viz/attention.h"
 
 #include <algorithm>
 
+#include "data/image.h"
 #include "vit/core/error.h"
-#include "vit/data/image.h"
 
 namespace vit::viz {
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/resample.h"
 #include "vit/core/error.h"
-#include "vit/core/resample.h"
-#include "vit/viz/attention.h"
-#include "vit/viz/canvas.h"
-#include "vit/viz/figures.h"
+#include "viz/attention.h"
+#include "viz/canvas.h"
+#include "viz/figures.h"
 
 namespace vit::viz {
 

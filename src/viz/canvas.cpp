@@ -1,11 +1,11 @@
-#include "vit/viz/canvas.h"
+#include "viz/canvas.h"
 
 #include <cairo.h>
 
 #include <cmath>
 
+#include "core/file.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
 
 namespace vit::viz {
 

@@ -2,7 +2,7 @@
 // Making a Canvas is a clear error; everything that computes what a figure shows (attention
 // maps, rollout, similarities, ticks, CSV reading) still works.
 #include "vit/core/error.h"
-#include "vit/viz/canvas.h"
+#include "viz/canvas.h"
 
 namespace vit::viz {
 

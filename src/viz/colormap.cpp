@@ -1,4 +1,4 @@
-#include "vit/viz/colormap.h"
+#include "viz/colormap.h"
 
 #include <algorithm>
 #include <cmath>

@@ -6,11 +6,11 @@
 #include <map>
 #include <sstream>
 
+#include "core/file.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
-#include "vit/viz/canvas.h"
-#include "vit/viz/figures.h"
-#include "vit/viz/plot.h"
+#include "viz/canvas.h"
+#include "viz/figures.h"
+#include "viz/plot.h"
 
 namespace vit::viz {
 

@@ -1,4 +1,4 @@
-#include "vit/viz/plot.h"
+#include "viz/plot.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,9 +7,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/file.h"
+#include "core/threads.h"
 #include "vit/classifier.h"
-#include "vit/core/file.h"
-#include "vit/core/threads.h"
 #include "vitcpp.h"
 
 namespace {

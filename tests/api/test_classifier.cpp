@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "core/file.h"
+#include "data/image.h"
+#include "data/open.h"
+#include "data/preprocess.h"
+#include "io/pretrained.h"
+#include "ops/ops.h"
 #include "support/models.h"
 #include "support/temp_dir.h"
 #include "vit/classifier.h"
-#include "vit/core/file.h"
-#include "vit/data/image.h"
-#include "vit/data/open.h"
-#include "vit/data/preprocess.h"
-#include "vit/io/pretrained.h"
-#include "vit/ops/ops.h"
 
 namespace {
 

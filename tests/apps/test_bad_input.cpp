@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "core/file.h"
+#include "data/image.h"
+#include "io/safetensors.h"
 #include "support/run_vit.h"
 #include "support/temp_dir.h"
-#include "vit/core/file.h"
-#include "vit/data/image.h"
-#include "vit/io/safetensors.h"
 
 namespace {
 namespace fs = std::filesystem;

@@ -14,13 +14,13 @@
 #include <utility>
 #include <vector>
 
+#include "core/file.h"
+#include "data/image.h"
+#include "io/safetensors.h"
+#include "ops/ops.h"
 #include "support/run_vit.h"
 #include "support/temp_dir.h"
-#include "vit/core/file.h"
-#include "vit/data/image.h"
-#include "vit/io/safetensors.h"
-#include "vit/ops/ops.h"
-#include "vit/train/run_dir.h"
+#include "train/run_dir.h"
 
 namespace {
 namespace fs = std::filesystem;

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <string>
 
+#include "core/file.h"
 #include "support/run_vit.h"
 #include "support/same_tensors.h"
 #include "support/temp_dir.h"
-#include "vit/core/file.h"
 
 namespace {
 using vit::test::Result;

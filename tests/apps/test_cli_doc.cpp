@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/file.h"
 #include "support/run_vit.h"
-#include "vit/core/file.h"
 
 namespace {
 namespace fs = std::filesystem;

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <string>
 
+#include "io/checkpoint.h"
+#include "model/vit.h"
 #include "support/run_vit.h"
 #include "support/temp_dir.h"
-#include "vit/io/checkpoint.h"
-#include "vit/model/vit.h"
 
 namespace {
 namespace fs = std::filesystem;

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "io/pretrained.h"
+#include "io/safetensors.h"
 #include "support/models.h"
 #include "support/run_vit.h"
 #include "support/temp_dir.h"
-#include "vit/io/pretrained.h"
-#include "vit/io/safetensors.h"
 
 namespace {
 using vit::test::Result;

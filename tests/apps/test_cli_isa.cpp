@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/settings.h"
+#include "ops/ops.h"
 #include "support/run_vit.h"
-#include "vit/core/settings.h"
-#include "vit/ops/ops.h"
 
 namespace {
 using vit::test::Result;

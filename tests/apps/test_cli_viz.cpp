@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <string>
 
+#include "data/image.h"
 #include "support/run_vit.h"
 #include "support/temp_dir.h"
-#include "vit/data/image.h"
 
 namespace {
 namespace fs = std::filesystem;

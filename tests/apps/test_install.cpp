@@ -10,13 +10,14 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/file.h"
 #include "support/run_vit.h"
 #include "support/temp_dir.h"
-#include "vit/core/file.h"
 
 namespace {
 
@@ -87,6 +88,15 @@ TEST(Install, ExamplesBuiltFromThePrefixPrintVitPredictsTop5) {
        {"/include/vitcpp.h", "/include/vit/classifier.h", "/lib/cmake/vitcpp/vitcppConfig.cmake",
         "/lib/cmake/vitcpp/vitcppConfigVersion.cmake", "/lib/pkgconfig/vitcpp.pc", "/bin/vit"})
     EXPECT_TRUE(std::filesystem::exists(prefix + f)) << f;
+  // include/ holds exactly what is installed: the public API, none of the engine's own headers
+  // (those live beside their sources under src/).
+  auto headers = [](const std::string& dir) {
+    std::set<std::string> out;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+      if (e.is_regular_file()) out.insert(std::filesystem::relative(e.path(), dir).string());
+    return out;
+  };
+  EXPECT_EQ(headers(std::string(VIT_SOURCE_DIR) + "/include"), headers(prefix + "/include"));
 
   // Each example from the prefix alone: nothing of the source tree but the example's folder.
   std::vector<std::pair<std::string, std::string>> programs;

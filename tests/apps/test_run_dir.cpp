@@ -14,14 +14,14 @@
 #include <thread>
 #include <vector>
 
+#include "core/file.h"
+#include "data/image.h"
 #include "support/process.h"
 #include "support/run_vit.h"
 #include "support/same_tensors.h"
 #include "support/temp_dir.h"
+#include "train/run_dir.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
-#include "vit/data/image.h"
-#include "vit/train/run_dir.h"
 
 namespace {
 namespace fs = std::filesystem;

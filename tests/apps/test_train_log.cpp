@@ -8,9 +8,9 @@
 #include <string>
 #include <thread>
 
+#include "core/file.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
-#include "vit/core/file.h"
 
 namespace {
 using Clock = std::chrono::steady_clock;

@@ -14,11 +14,11 @@
 #include <utility>
 #include <vector>
 
-#include "vit/core/arena.h"
+#include "core/arena.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "core/threads.h"
 #include "vit/core/error.h"
-#include "vit/core/rng.h"
-#include "vit/core/tensor.h"
-#include "vit/core/threads.h"
 
 namespace vit {
 

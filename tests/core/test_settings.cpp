@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/settings.h"
 #include "vit/core/error.h"
-#include "vit/core/settings.h"
 
 namespace {
 namespace fs = std::filesystem;

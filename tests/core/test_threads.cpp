@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "vit/core/threads.h"
+#include "core/threads.h"
 
 namespace vit {
 namespace {

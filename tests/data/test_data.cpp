@@ -11,16 +11,16 @@
 #include <numeric>
 #include <set>
 
+#include "core/threads.h"
+#include "data/augment.h"
+#include "data/cifar.h"
+#include "data/idx.h"
+#include "data/open.h"
+#include "data/prefetch.h"
+#include "io/safetensors.h"
 #include "support/check.h"
 #include "support/temp_dir.h"
 #include "vit/core/error.h"
-#include "vit/core/threads.h"
-#include "vit/data/augment.h"
-#include "vit/data/cifar.h"
-#include "vit/data/idx.h"
-#include "vit/data/open.h"
-#include "vit/data/prefetch.h"
-#include "vit/io/safetensors.h"
 
 namespace vit {
 

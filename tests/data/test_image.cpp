@@ -8,13 +8,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/file.h"
+#include "core/resample.h"
+#include "data/folder.h"
+#include "data/image.h"
+#include "data/open.h"
 #include "support/check.h"
 #include "support/temp_dir.h"
-#include "vit/core/file.h"
-#include "vit/core/resample.h"
-#include "vit/data/folder.h"
-#include "vit/data/image.h"
-#include "vit/data/open.h"
 
 namespace vit {
 

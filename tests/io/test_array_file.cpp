@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "core/file.h"
+#include "io/array_file.h"
+#include "io/safetensors.h"
 #include "support/check.h"
 #include "support/temp_dir.h"
-#include "vit/core/file.h"
-#include "vit/io/array_file.h"
-#include "vit/io/safetensors.h"
 
 namespace vit {
 

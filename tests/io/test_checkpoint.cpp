@@ -5,9 +5,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "io/checkpoint.h"
 #include "support/temp_dir.h"
 #include "vit/core/error.h"
-#include "vit/io/checkpoint.h"
 
 namespace vit {
 

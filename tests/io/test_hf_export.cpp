@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/file.h"
+#include "io/pretrained.h"
 #include "support/check.h"
 #include "support/models.h"
 #include "support/temp_dir.h"
-#include "vit/core/file.h"
-#include "vit/io/pretrained.h"
 
 namespace vit {
 namespace {

@@ -12,12 +12,12 @@
 #include <filesystem>
 #include <iostream>
 
+#include "core/file.h"
+#include "io/onnx_export.h"
+#include "io/pretrained.h"
 #include "support/check.h"
 #include "support/models.h"
 #include "support/temp_dir.h"
-#include "vit/core/file.h"
-#include "vit/io/onnx_export.h"
-#include "vit/io/pretrained.h"
 
 namespace vit {
 namespace {

@@ -4,13 +4,13 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/file.h"
+#include "io/checkpoint.h"
 #include "io/formats.h"
+#include "io/pretrained.h"
 #include "support/check.h"
 #include "support/models.h"
 #include "support/temp_dir.h"
-#include "vit/core/file.h"
-#include "vit/io/checkpoint.h"
-#include "vit/io/pretrained.h"
 
 namespace vit {
 

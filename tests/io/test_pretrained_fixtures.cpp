@@ -12,15 +12,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/file.h"
+#include "core/resample.h"
+#include "data/image.h"
+#include "data/open.h"
+#include "data/preprocess.h"
+#include "io/pretrained.h"
+#include "ops/ops.h"
 #include "support/check.h"
 #include "support/temp_dir.h"
-#include "vit/core/file.h"
-#include "vit/core/resample.h"
-#include "vit/data/image.h"
-#include "vit/data/open.h"
-#include "vit/data/preprocess.h"
-#include "vit/io/pretrained.h"
-#include "vit/ops/ops.h"
 
 namespace vit {
 

@@ -7,11 +7,11 @@
 // qkv bias, widths that run in oneDNN, shards, and mixed precision.
 #include <cstring>
 
+#include "core/threads.h"
+#include "model/vit.h"
 #include "support/check.h"
 #include "support/models.h"
-#include "vit/core/threads.h"
-#include "vit/model/vit.h"
-#include "vit/train/step.h"
+#include "train/step.h"
 
 namespace vit {
 

@@ -1,9 +1,9 @@
 // ViTConfig: presets with timm's dimensions, JSON round trip, and clear errors.
 #include "support/check.h"
 
+#include "model/config.h"
+#include "model/params.h"
 #include "vit/core/error.h"
-#include "vit/model/config.h"
-#include "vit/model/params.h"
 
 namespace vit {
 

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "io/pretrained.h"
+#include "model/vit.h"
 #include "support/check.h"
 #include "support/models.h"
 #include "support/temp_dir.h"
-#include "vit/io/pretrained.h"
-#include "vit/model/vit.h"
 
 namespace vit {
 

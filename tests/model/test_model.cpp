@@ -5,15 +5,15 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/threads.h"
+#include "io/checkpoint.h"
+#include "io/pretrained.h"
+#include "model/vit.h"
+#include "ops/ops.h"
 #include "support/check.h"
 #include "support/models.h"
 #include "support/temp_dir.h"
-#include "vit/core/threads.h"
-#include "vit/io/checkpoint.h"
-#include "vit/io/pretrained.h"
-#include "vit/model/vit.h"
-#include "vit/ops/ops.h"
-#include "vit/train/step.h"
+#include "train/step.h"
 
 namespace vit {
 

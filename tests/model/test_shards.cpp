@@ -7,12 +7,12 @@
 #include <string>
 #include <utility>
 
+#include "core/settings.h"
+#include "core/threads.h"
+#include "model/vit.h"
 #include "support/check.h"
 #include "support/models.h"
-#include "vit/core/settings.h"
-#include "vit/core/threads.h"
-#include "vit/model/vit.h"
-#include "vit/train/step.h"
+#include "train/step.h"
 
 namespace vit {
 

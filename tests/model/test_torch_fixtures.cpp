@@ -5,11 +5,11 @@
 // 10 AdamW losses 1e-4 relative.
 #include <nlohmann/json.hpp>
 
+#include "io/safetensors.h"
+#include "model/vit.h"
 #include "support/check.h"
-#include "vit/io/safetensors.h"
-#include "vit/model/vit.h"
-#include "vit/train/optimizer.h"
-#include "vit/train/step.h"
+#include "train/optimizer.h"
+#include "train/step.h"
 
 namespace vit {
 

@@ -19,8 +19,8 @@
 #include "backends/cpu/linear_packed.h"
 #include "backends/cpu/neon/kernels.h"
 #include "backends/cpu/sgemm_library.h"
+#include "core/threads.h"
 #include "support/check.h"
-#include "vit/core/threads.h"
 
 namespace vit {
 

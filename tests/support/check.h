@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/rng.h"
 #include "vit/core/error.h"
-#include "vit/core/rng.h"
 
 namespace vit::test {
 

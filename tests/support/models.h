@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "vit/model/config.h"
+#include "model/config.h"
 
 namespace vit::test {
 

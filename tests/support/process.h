@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "vit/core/file.h"
+#include "core/file.h"
 
 namespace vit::test {
 

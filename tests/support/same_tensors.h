@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "vit/io/safetensors.h"
+#include "io/safetensors.h"
 
 namespace vit::test {
 

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "core/file.h"
+#include "io/checkpoint.h"
 #include "support/models.h"
 #include "support/temp_dir.h"
+#include "train/average.h"
+#include "train/run_dir.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
-#include "vit/io/checkpoint.h"
-#include "vit/train/average.h"
-#include "vit/train/run_dir.h"
 
 namespace vit {
 

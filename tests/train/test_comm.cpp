@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "vit/train/comm.h"
+#include "train/comm.h"
 
 namespace vit {
 

@@ -12,17 +12,17 @@
 #include <limits>
 #include <sstream>
 
+#include "core/file.h"
+#include "core/threads.h"
+#include "data/augment.h"
+#include "data/synthetic.h"
+#include "io/checkpoint.h"
 #include "support/check.h"
 #include "support/models.h"
 #include "support/temp_dir.h"
+#include "train/run_dir.h"
+#include "train/trainer.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
-#include "vit/core/threads.h"
-#include "vit/data/augment.h"
-#include "vit/data/synthetic.h"
-#include "vit/io/checkpoint.h"
-#include "vit/train/run_dir.h"
-#include "vit/train/trainer.h"
 
 namespace vit {
 

@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include "model/params.h"
+#include "model/vit.h"
 #include "support/check.h"
-#include "vit/model/params.h"
-#include "vit/model/vit.h"
-#include "vit/train/memory.h"
+#include "train/memory.h"
 
 namespace vit {
 

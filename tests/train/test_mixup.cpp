@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "support/check.h"
-#include "vit/train/mixup.h"
-#include "vit/train/shard.h"
+#include "train/mixup.h"
+#include "train/shard.h"
 
 namespace vit {
 

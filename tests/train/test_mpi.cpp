@@ -20,10 +20,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/file.h"
+#include "io/safetensors.h"
 #include "support/check.h"
 #include "support/temp_dir.h"
-#include "vit/core/file.h"
-#include "vit/io/safetensors.h"
 
 namespace {
 namespace fs = std::filesystem;

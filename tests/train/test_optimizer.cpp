@@ -3,11 +3,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/vit.h"
 #include "support/check.h"
+#include "train/optimizer.h"
+#include "train/schedule.h"
 #include "vit/core/error.h"
-#include "vit/model/vit.h"
-#include "vit/train/optimizer.h"
-#include "vit/train/schedule.h"
 
 namespace vit {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "vit/train/progress.h"
+#include "train/progress.h"
 
 namespace vit {
 

@@ -8,14 +8,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "model/vit.h"
 #include "support/check.h"
 #include "support/models.h"
 #include "support/temp_dir.h"
-#include "vit/model/vit.h"
-#include "vit/viz/attention.h"
-#include "vit/viz/canvas.h"
-#include "vit/viz/figures.h"
-#include "vit/viz/plot.h"
+#include "viz/attention.h"
+#include "viz/canvas.h"
+#include "viz/figures.h"
+#include "viz/plot.h"
 
 namespace vit {
 namespace {

@@ -18,8 +18,8 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/neon/kernels.h"
 #include "backends/cpu/softmax.h"
-#include "vit/core/rng.h"
-#include "vit/core/threads.h"
+#include "core/rng.h"
+#include "core/threads.h"
 
 namespace vit::cpu {
 

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "backends/cpu/isa.h"
-#include "vit/core/activation.h"
-#include "vit/core/optim_rule.h"
-#include "vit/core/precision.h"
-#include "vit/core/threads.h"
+#include "core/activation.h"
+#include "core/optim_rule.h"
+#include "core/precision.h"
+#include "core/threads.h"
 
 namespace vit::cpu {
 

@@ -4,7 +4,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 
-#include "vit/core/activation.h"
+#include "core/activation.h"
 
 namespace vit::cpu {
 

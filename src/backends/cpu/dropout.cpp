@@ -1,7 +1,7 @@
 // Dropout with counter-based masks: element i of a site is kept when uniform_at(key, i) >= p,
 // so backward regenerates the forward's mask.
 #include "backends/cpu/cpu.h"
-#include "vit/core/rng.h"
+#include "core/rng.h"
 
 namespace vit::cpu {
 

@@ -11,7 +11,7 @@
 #pragma once
 #include <cstdint>
 
-#include "vit/core/activation.h"
+#include "core/activation.h"
 
 namespace vit::cpu {
 

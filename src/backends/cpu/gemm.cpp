@@ -17,8 +17,8 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/neon/kernels.h"
 #include "backends/cpu/sgemm_library.h"
-#include "vit/core/settings.h"
-#include "vit/core/threads.h"
+#include "core/settings.h"
+#include "core/threads.h"
 
 namespace vit::cpu {
 

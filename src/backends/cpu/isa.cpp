@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/settings.h"
 #include "vit/core/error.h"
-#include "vit/core/settings.h"
 
 namespace vit::cpu {
 

@@ -6,7 +6,7 @@
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/layernorm.h"
-#include "vit/core/threads.h"
+#include "core/threads.h"
 
 namespace vit::cpu {
 

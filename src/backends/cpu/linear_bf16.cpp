@@ -20,9 +20,9 @@
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/neon/kernels.h"
+#include "core/settings.h"
+#include "core/threads.h"
 #include "vit/core/error.h"
-#include "vit/core/settings.h"
-#include "vit/core/threads.h"
 
 namespace vit::cpu {
 

@@ -22,8 +22,8 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/linear_packed.h"
 #include "backends/cpu/neon/kernels.h"
-#include "vit/core/settings.h"
-#include "vit/core/threads.h"
+#include "core/settings.h"
+#include "core/threads.h"
 
 namespace vit::cpu {
 

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "vit/core/threads.h"
+#include "core/threads.h"
 
 namespace vit::cpu {
 

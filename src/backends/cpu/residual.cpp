@@ -8,7 +8,7 @@
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/neon/kernels.h"
-#include "vit/core/rng.h"
+#include "core/rng.h"
 
 namespace vit::cpu {
 

@@ -22,10 +22,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/file.h"
+#include "io/onnx_export.h"
 #include "vit/core/error.h"
-#include "vit/core/file.h"
 #include "vit/core/version.h"
-#include "vit/io/onnx_export.h"
 
 namespace vit {
 

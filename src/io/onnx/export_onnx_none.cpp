@@ -1,6 +1,6 @@
 // vitonnx in a build configured with -DVIT_ONNX=OFF: ONNX export says it is not there.
+#include "io/onnx_export.h"
 #include "vit/core/error.h"
-#include "vit/io/onnx_export.h"
 
 namespace vit {
 

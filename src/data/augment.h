@@ -1,0 +1,78 @@
+// Training augmentation as a Dataset wrapper. Each sample's random draws depend only on
+// (seed, epoch, index), so the same seed gives the same batches for any thread count and
+// a resumed run sees exactly the augmentations it would have seen. In order:
+//   scale_min > 0: random resized crop (area share in [scale_min, scale_max], aspect ratio
+//                  log-uniform in [ratio_min, ratio_max], 10 tries then the whole image),
+//                  resized back bilinearly (torchvision's RandomResizedCrop)
+//   crop_pad > 0:  pad by crop_pad pixels (zeros in normalized space, i.e. the mean) and
+//                  take a random crop of the original size (seed 002's RandomCrop(32, 4))
+//   hflip > 0:     flip horizontally with this probability
+//   vflip > 0:     flip vertically with this probability (timm's --vflip)
+//   auto_augment:  RandAugment "rand-mM-nN": N ops drawn from identity, auto-contrast,
+//                  rotate, shear x/y, translate x/y, brightness, contrast, color,
+//                  solarize, posterize, sharpness; each applied with probability 0.5 at
+//                  magnitude M/10 with a random sign (timm's rand_augment_transform)
+//   color_jitter:  brightness, contrast and saturation in a random order, each by a factor
+//                  drawn uniformly from [max(0, 1 - s), 1 + s] for its strength s
+//                  (torchvision's ColorJitter without hue, as timm's --color-jitter builds it)
+//   reprob > 0:    random erasing of one box (area 2%-33%, aspect 0.3-3.3) with N(0, 1)
+//                  noise in normalized space (timm's RandomErasing, mode 'pixel')
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace vit {
+
+struct AugmentConfig {
+  float scale_min = 0.f, scale_max = 1.f;  // random resized crop when scale_min > 0 (timm --scale)
+  float ratio_min = 0.75f, ratio_max = 4.f / 3.f;
+  int64_t crop_pad = 0;
+  float hflip = 0.f;
+  float vflip = 0.f;
+  std::string auto_augment;  // "rand-m9-n2": RandAugment, n ops of magnitude m/10 (timm --aa)
+  // Color jitter strengths: brightness, contrast, saturation (timm --color-jitter).
+  float jitter[3] = {0, 0, 0};
+  float reprob = 0.f;            // random erasing probability (timm --reprob), per-pixel noise
+  std::vector<float> mean, std;  // the normalization, to apply photometric ops on [0, 1]
+  bool active() const {
+    return scale_min > 0.f || crop_pad > 0 || hflip > 0.f || vflip > 0.f || !auto_augment.empty() ||
+           reprob > 0.f || color_jitter();
+  }
+  bool color_jitter() const { return jitter[0] > 0.f || jitter[1] > 0.f || jitter[2] > 0.f; }
+  void validate() const;
+};
+
+// torchvision's adjust_brightness, adjust_contrast and adjust_saturation on a [C, H, W] image
+// in [0, 1] (C = 1 or 3): the n adjustments order[0..n) (0 brightness, 1 contrast, 2
+// saturation), each by its factor in factors[0..2]: a blend with black, with the mean of the
+// grayscale image, or with the grayscale image (0.2989 R + 0.587 G + 0.114 B; saturation
+// leaves one channel as it is), clamped to [0, 1].
+void color_jitter(float* img, int64_t C, int64_t H, int64_t W, const int* order, int n,
+                  const float factors[3]);
+
+class AugmentedDataset : public Dataset {
+ public:
+  AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint64_t seed);
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  int64_t size() const override { return base_.size(); }
+  int64_t num_classes() const override { return base_.num_classes(); }
+  int64_t channels() const override { return base_.channels(); }
+  int64_t height() const override { return base_.height(); }
+  int64_t width() const override { return base_.width(); }
+  int64_t get(int64_t i, float* image) const override;
+  std::string describe() const override;
+
+ private:
+  const Dataset& base_;
+  AugmentConfig cfg_;
+  uint64_t seed_;
+  int64_t epoch_ = 0;
+  int64_t ra_n_ = 0;
+  float ra_m_ = 0.f;
+};
+
+}  // namespace vit

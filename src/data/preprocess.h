@@ -1,0 +1,41 @@
+// How an image file becomes the model's input, as timm's eval transform and Hugging Face's
+// ViTImageProcessor do it with Pillow (so the same file gives the same tensor):
+//   1. convert to the model's channels (alpha dropped, gray replicated: Pillow's convert);
+//   2. resize with Pillow's 8-bit resampling (antialiased when shrinking):
+//        crop_mode "center": the shorter side to floor(size / crop_pct), aspect kept
+//          (torchvision's Resize(int); timm's ResizeKeepRatio for non-square inputs);
+//        crop_mode "squash": each side to floor(size / crop_pct) (HF: crop_pct 1);
+//   3. center crop to the input size (torchvision's CenterCrop, its rounding included);
+//   4. x = (pixel / 255 - mean[c]) / std[c] in float32 (ToTensor + Normalize).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/image.h"
+
+namespace vit {
+
+struct InputSpec {
+  int64_t channels = 3, height = 224, width = 224;
+  std::vector<float> mean, std;
+  std::string interpolation =
+      "bilinear";                    // Pillow's filters: bilinear, bicubic, lanczos, box, hamming, nearest
+  float crop_pct = 1.f;              // in (0, 1]
+  std::string crop_mode = "squash";  // "center" or "squash"
+  void validate() const;
+};
+
+// The size the image is resized to before the center crop, {height, width}.
+std::pair<int64_t, int64_t> resized_size(int64_t h, int64_t w, const InputSpec& in);
+// The filter the resize uses: in.interpolation, except where timm's eval transform uses
+// bilinear whatever its config says (a center crop to a non-square size).
+const std::string& resize_filter(const InputSpec& in);
+// Steps 2-3 on 8-bit pixels: [in.height, in.width, img.c].
+Image resize_and_crop(const Image& img, const InputSpec& in);
+// All four steps: out[C, H, W].
+void preprocess_image(const Image& img, const InputSpec& in, float* out);
+// Decodes one image file and preprocesses it (errors name the file).
+void load_image_input(const std::string& path, const InputSpec& in, float* out);
+
+}  // namespace vit
