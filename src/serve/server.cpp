@@ -95,10 +95,6 @@ class Server : public httplib::Server {
 
 }  // namespace
 
-bool available() {
-  return true;
-}
-
 namespace {
 
 // One server: its models, metrics and HTTP handlers. serve() makes one and runs it.

@@ -28,9 +28,6 @@ struct ServeOptions {
   int http_threads = 64;     // connections served at once
 };
 
-// Whether this build serves (it needs cpp-httplib: libcpp-httplib-dev).
-bool available();
-
 // Loads the models, listens, and answers until SIGTERM or SIGINT: then it stops accepting,
 // answers the requests in flight and returns 0. Writes the access log to `log`, one flushed
 // line per request. Throws vit::Error when a model does not load or the port cannot be bound.

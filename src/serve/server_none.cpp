@@ -4,10 +4,6 @@
 
 namespace vit::serve {
 
-bool available() {
-  return false;
-}
-
 int serve(const ServeOptions&, std::ostream&) {
   throw Error(
       "this vit was built without cpp-httplib: install libcpp-httplib-dev (scripts/setup.sh), then "
