@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/int8.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernel_set.h"
 #include "core/arena.h"
 #include "core/threads.h"
 #ifdef VIT_HAVE_OPENBLAS
@@ -112,6 +114,37 @@ void run_peak(benchmark::State& st, const Peak& p) {
   st.counters["threads"] = n;
 }
 
+// The int8 linear layer's forward (y = x w^T, int8.h) on the forward shapes above: the whole
+// layer (quantizing x, the table's gemm_s8 on every thread, the fp32 epilogue) as "int8/",
+// and each gemm_s8 variant this CPU runs alone on one thread over every row and block as
+// "gemm_s8/<variant>/" (GOP/s: 2 M N K integer operations per second).
+void run_int8_layer(benchmark::State& st, const Shape& s) {
+  std::vector<float> x(size_t(s.M * s.K), 0.5f), w(size_t(s.N * s.K)), y(size_t(s.M * s.N));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i % 255) - 127) / 127.f;
+  const auto pw = vit::cpu::pack_int8(w.data(), s.N, s.K);
+  for (auto _ : st) {
+    vit::cpu::linear_forward_int8(y.data(), x.data(), *pw, nullptr, s.M, false);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["GOP/s"] =
+      benchmark::Counter(2.0 * s.M * s.N * s.K / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void run_gemm_s8(benchmark::State& st, const Shape& s, vit::cpu::GemmS8 f) {
+  std::vector<float> w(size_t(s.N * s.K));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i % 255) - 127) / 127.f;
+  const auto pw = vit::cpu::pack_int8(w.data(), s.N, s.K);
+  std::vector<int8_t> A(size_t(s.M * pw->Kp), 3);
+  std::vector<int32_t> C(size_t(s.M * pw->blocks * vit::cpu::kS8Block));
+  for (auto _ : st) {
+    f(C.data(), pw->blocks * vit::cpu::kS8Block, A.data(), pw->Kp, s.M, pw->q.data(), pw->sum.data(),
+      pw->blocks, pw->Kp);
+    benchmark::DoNotOptimize(C.data());
+  }
+  st.counters["GOP/s"] =
+      benchmark::Counter(2.0 * s.M * s.N * s.K / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,6 +164,16 @@ int main(int argc, char** argv) {
 #ifdef VIT_HAVE_OPENBLAS
     benchmark::RegisterBenchmark(("openblas/" + dims).c_str(), run, s, true)->UseRealTime()->MinTime(0.3);
 #endif
+  }
+  for (const Shape& s : kShapes) {
+    if (s.ta || !s.tb) continue;  // forward products only: int8 is for inference
+    const std::string dims = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
+    benchmark::RegisterBenchmark(("int8/" + dims).c_str(), run_int8_layer, s)->UseRealTime()->MinTime(0.3);
+    for (const auto& v : vit::cpu::gemm_s8_variants())
+      benchmark::RegisterBenchmark((std::string("gemm_s8/") + v.name + "/" + dims).c_str(), run_gemm_s8, s,
+                                   v.fn)
+          ->UseRealTime()
+          ->MinTime(0.2);
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

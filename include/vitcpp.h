@@ -69,8 +69,9 @@ typedef struct vitcpp_prediction {
 /* How vitcpp_open_with_options opens a model. Fill it with vitcpp_options_init, which sets
  * struct_size and the defaults, then change what you need. */
 typedef struct vitcpp_options {
-  uint32_t struct_size;    /* sizeof(vitcpp_options) where the caller was compiled */
-  const char* dtype;       /* NULL or "fp32", or "bf16" (AVX-512 bf16 CPUs) */
+  uint32_t struct_size; /* sizeof(vitcpp_options) where the caller was compiled */
+  const char*
+      dtype; /* "fp32", "bf16" (AVX-512 bf16 CPUs) or "int8"; NULL: fp32, or int8 for a vit quantize file */
   const char* labels_file; /* NULL, or class names one per line */
   int32_t threads;         /* > 0: this model's calls run on this many threads (the calling
                               thread's OpenMP setting, restored after each call); 0: the
@@ -86,8 +87,9 @@ VIT_API const char* vitcpp_version(void);
 VIT_API const char* vitcpp_last_error(void);
 
 /* Opens a checkpoint: a vitcpp, timm, Hugging Face or vit-pytorch .safetensors file, a directory with
- * model.safetensors (+ config.json), or a vit train run directory. dtype: NULL or "fp32",
- * or "bf16" (AVX-512 bf16 CPUs). labels_file: NULL, or class names one per line. */
+ * model.safetensors (+ config.json), or a vit train run directory. dtype: "fp32", "bf16"
+ * (AVX-512 bf16 CPUs) or "int8"; NULL: fp32, or int8 for a vit quantize file. labels_file: NULL, or class
+ * names one per line. */
 VIT_API vitcpp_status vitcpp_open(const char* checkpoint, const char* dtype, vitcpp_model** out);
 VIT_API vitcpp_status vitcpp_open_with_labels(const char* checkpoint, const char* dtype,
                                               const char* labels_file, vitcpp_model** out);

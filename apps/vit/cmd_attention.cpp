@@ -90,7 +90,7 @@ Run add_attention(CLI::App& cmd) {
               "--method dist: the model has no distillation token (DeiT's distilled models do)");
     VIT_CHECK(f->method != "pool" || model.config().map_pool(),
               "--method pool: the model has no attention pool (global_pool 'map', as SigLIP's)");
-    f->input.prepare(model, 1);  // one image at a time
+    f->input.prepare(model, 1, loaded.stored_dtype);  // one image at a time
     const ViTConfig& cfg = model.config();
     const auto& names = loaded.class_names;
     const int64_t layer = parse_index(f->layer, cfg.depth, "layer", "all");

@@ -34,11 +34,10 @@ Run add_bench(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("-b,--batch-size", f->opt.batch, "images per batch")->capture_default_str();
   cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(non_negative());
-  cmd.add_option(
-         "--dtype", f->opt.dtype,
-         "precision of the blocks' matrix products: fp32, or bf16 (AVX-512; fp32 accumulation); with --mode "
-         "train bf16 is mixed precision, as vit train --amp")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
+  cmd.add_option("--dtype", f->opt.dtype,
+                 "precision of the blocks' matrix products: fp32, bf16 (AVX-512; fp32 accumulation) or int8 "
+                 "(inference); with --mode train bf16 is mixed precision, as vit train --amp")
+      ->check(CLI::IsMember({"fp32", "bf16", "int8"}))
       ->capture_default_str();
   cmd.add_option("--shards", f->opt.shards,
                  "data-parallel shards: the batch split into this many shards, one thread each (default: "

@@ -70,7 +70,7 @@ Run add_eval(CLI::App& cmd) {
     VIT_CHECK(f->batch_size > 0, "batch size must be positive, got ", f->batch_size);
     const Pretrained loaded = f->load.load();
     const auto& model = loaded.model;
-    f->input.prepare(*model, f->batch_size);
+    f->input.prepare(*model, f->batch_size, loaded.stored_dtype);
     const ViTConfig& cfg = model->config();
     const InputSpec in = f->input.spec(cfg);
     DataSources d = make_datasets(f->data_dir, f->dataset, in, 0.0, 0, f->skip_bad_images,

@@ -144,7 +144,7 @@ Run add_predict(CLI::App& cmd) {
                                                     : "--out is for --features");
     const Pretrained loaded = f->load.load();
     ViT& model = *loaded.model;
-    f->input.prepare(model, f->batch_size);
+    f->input.prepare(model, f->batch_size, loaded.stored_dtype);
     const ViTConfig& cfg = model.config();
     const int64_t n = cfg.in_chans * cfg.img_h * cfg.img_w;
 

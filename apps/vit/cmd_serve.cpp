@@ -28,9 +28,11 @@ Run add_serve(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--threads", o.threads, "threads of each forward pass (default: every core)")
       ->check(non_negative());
-  cmd.add_option("--dtype", o.dtype, "fp32, or bf16 for the blocks' products (AVX-512 bf16 or AMX)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
-      ->capture_default_str();
+  cmd.add_option(
+         "--dtype", o.dtype,
+         "fp32, bf16 (AVX-512 bf16 or AMX) or int8 for the blocks' products (default: fp32, or int8 for "
+         "a vit quantize checkpoint)")
+      ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
   cmd.add_option("--max-batch", o.max_batch, "images per forward pass (dynamic batching; 1: none)")
       ->check(positive())
       ->capture_default_str();

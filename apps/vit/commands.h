@@ -45,6 +45,7 @@ Run add_predict(CLI::App& app);
 Run add_info(CLI::App& app);
 Run add_samples(CLI::App& app);
 Run add_export(CLI::App& app);
+Run add_quantize(CLI::App& app);
 Run add_average(CLI::App& app);
 Run add_attention(CLI::App& app);
 Run add_plot(CLI::App& app);

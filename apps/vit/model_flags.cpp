@@ -193,14 +193,15 @@ void InputFlags::add_to(CLI::App& cmd) {
          "model's)")
       ->check(CLI::IsMember({"center", "squash"}));
   cmd.add_option("--dtype", dtype,
-                 "precision of the blocks' matrix products: fp32, or bf16 (AVX-512; inputs and weights "
-                 "rounded to bf16, fp32 accumulation)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
-      ->capture_default_str();
+                 "precision of the blocks' matrix products: fp32, bf16 (AVX-512; inputs and weights "
+                 "rounded to bf16, fp32 accumulation) or int8 (weights per channel, inputs per row, "
+                 "int32 sums); default: fp32, or int8 for a vit quantize checkpoint")
+      ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
 }
 
-void InputFlags::prepare(ViT& model, int64_t max_batch) const {
-  model.set_infer_dtype(dtype, /*release_fp32=*/dtype == "bf16");  // these commands only infer
+void InputFlags::prepare(ViT& model, int64_t max_batch, const std::string& stored_dtype) const {
+  const std::string d = dtype.empty() ? stored_dtype : dtype;
+  model.set_infer_dtype(d, /*release_fp32=*/d != "fp32");  // these commands only infer
   model.pack_weights_if_faster(max_batch);
 }
 

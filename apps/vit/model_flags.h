@@ -48,13 +48,14 @@ struct AugFlags {
 // with --interpolation, --crop-pct and --crop-mode overriding its parts; and --dtype, the
 // precision of the blocks' matrix products.
 struct InputFlags {
-  std::string interpolation, crop_mode, dtype = "fp32";  // dtype: ViT::set_infer_dtype
-  float crop_pct = 0.f;                                  // 0: the config's
+  std::string interpolation, crop_mode, dtype;  // dtype: ViT::set_infer_dtype ("": the file's)
+  float crop_pct = 0.f;                         // 0: the config's
   void add_to(CLI::App& cmd);
   InputSpec spec(const ViTConfig& cfg) const;  // validated
-  // Sets the model up for inference in batches of up to max_batch images: --dtype, then the
+  // Sets the model up for inference in batches of up to max_batch images: --dtype (by
+  // default the precision the file was written for: Pretrained::stored_dtype), then the
   // packed fp32 weights where they are faster (ViT::pack_weights_if_faster).
-  void prepare(ViT& model, int64_t max_batch) const;
+  void prepare(ViT& model, int64_t max_batch, const std::string& stored_dtype = "fp32") const;
 };
 
 // A checkpoint of any layout (vitcpp, timm, Hugging Face: a .safetensors file or a

@@ -75,9 +75,11 @@ struct ImageInput {
 };
 
 struct ClassifierOptions {
-  // Precision of the blocks' matrix products: "fp32", or "bf16" (CPUs with AVX-512 bf16;
-  // the fp32 copies of those weights are then released, as `vit predict --dtype bf16`).
-  std::string dtype = "fp32";
+  // Precision of the blocks' matrix products: "fp32", "bf16" (CPUs with AVX-512 bf16) or
+  // "int8" (weights per output channel, inputs per row at run time); for bf16 and int8 the
+  // fp32 copies of those weights are then released, as `vit predict --dtype bf16|int8`.
+  // "" (the default): fp32, or int8 for a `vit quantize` checkpoint.
+  std::string dtype;
   std::string labels_file;  // class names, one per line (default: the checkpoint's own)
   // > 0: this model's calls run on this many threads (the calling thread's OpenMP setting,
   // restored after each call); 0: on the process's (set_threads).

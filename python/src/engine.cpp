@@ -129,7 +129,8 @@ void Engine::maps(const float* x, int64_t B, const std::string& method, int64_t 
 }
 
 void Engine::set_dtype(const std::string& dtype) {
-  VIT_CHECK(dtype == "fp32" || dtype == "bf16", "dtype must be 'float32' or 'bfloat16', got '", dtype, "'");
+  VIT_CHECK(dtype == "fp32" || dtype == "bf16" || dtype == "int8",
+            "dtype must be 'float32', 'bfloat16' or 'int8', got '", dtype, "'");
   m_->unpack_weights();
   m_->set_infer_dtype(dtype);
 }

@@ -55,7 +55,7 @@ class Engine {
   // head `head` (-1: the heads' mean).
   void maps(const float* x, int64_t B, const std::string& method, int64_t layer, int64_t head, float* maps);
 
-  // "fp32" or "bf16" (the blocks' products; needs AVX-512 bf16 or AMX).
+  // "fp32", "bf16" (needs AVX-512 bf16 or AMX) or "int8": the blocks' products.
   void set_dtype(const std::string& dtype);
   const std::string& dtype() const { return m_->infer_dtype(); }
 

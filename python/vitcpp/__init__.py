@@ -24,7 +24,7 @@ __all__ = ["Error", "VisionTransformer", "create_model", "list_models", "set_thr
            "train", "TrainHistory"]
 __version__ = _vitcpp.__version__
 
-_DTYPES = {"float32": "fp32", "fp32": "fp32", "bfloat16": "bf16", "bf16": "bf16"}
+_DTYPES = {"float32": "fp32", "fp32": "fp32", "bfloat16": "bf16", "bf16": "bf16", "int8": "int8"}
 
 
 def set_threads(n):
@@ -86,7 +86,8 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
         resample_abs_pos_embed (bicubic, antialiased).
     global_pool: presets only: "token", "avg" or "map".
     dynamic_img_size: accept any input size the patches divide (resampled per size, cached).
-    dtype: "float32", or "bfloat16" for the blocks' products (CPUs with AVX-512 bf16 or AMX).
+    dtype: "float32", "bfloat16" (CPUs with AVX-512 bf16 or AMX) or "int8" for the blocks'
+        products (int8: weights per output channel, inputs per row at run time).
     threads: OpenMP threads for every call (set_threads; the process's setting).
     labels_file: class names, one per line (default: the checkpoint's own).
     pos_resample: how a new size resamples the position embeddings: "timm"
@@ -98,7 +99,7 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     if kwargs:
         raise TypeError(f"create_model() got unexpected keyword arguments {sorted(kwargs)}")
     if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {dtype!r}")
+        raise ValueError(f"dtype must be 'float32', 'bfloat16' or 'int8', got {dtype!r}")
     if threads is not None:
         set_threads(threads)
     path = _checkpoint_path(model_name, checkpoint_path)
@@ -198,7 +199,7 @@ class VisionTransformer:
 
     @property
     def dtype(self):
-        return "bfloat16" if self._engine.dtype == "bf16" else "float32"
+        return {"bf16": "bfloat16", "int8": "int8"}.get(self._engine.dtype, "float32")
 
     @property
     def pretrained_cfg(self):

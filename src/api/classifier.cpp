@@ -92,8 +92,9 @@ struct Classifier::Impl {
 
 Classifier::Classifier(const std::string& checkpoint, const ClassifierOptions& options)
     : impl_(std::make_unique<Impl>()) {
-  VIT_CHECK(options.dtype == "fp32" || options.dtype == "bf16", "dtype must be fp32 or bf16, got '",
-            options.dtype, "'");
+  VIT_CHECK(
+      options.dtype.empty() || options.dtype == "fp32" || options.dtype == "bf16" || options.dtype == "int8",
+      "dtype must be fp32, bf16 or int8, got '", options.dtype, "'");
   VIT_CHECK(options.max_batch > 0, "max_batch must be positive, got ", options.max_batch);
   const ScopedThreads own(options.threads);  // the loading's parallel loops too
   impl_->threads = options.threads;
@@ -104,7 +105,8 @@ Classifier::Classifier(const std::string& checkpoint, const ClassifierOptions& o
   // As `vit predict --dtype D -b max_batch` (InputFlags::prepare): the precision, then the
   // packed fp32 weights where they are faster for such batches.
   ViT& m = impl_->model();
-  m.set_infer_dtype(options.dtype, /*release_fp32=*/options.dtype == "bf16");
+  const std::string dtype = options.dtype.empty() ? impl_->loaded.stored_dtype : options.dtype;
+  m.set_infer_dtype(dtype, /*release_fp32=*/dtype != "fp32");
   m.pack_weights_if_faster(options.max_batch);
   impl_->in = input_spec(m.config());
   impl_->in.validate();

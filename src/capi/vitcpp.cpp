@@ -115,8 +115,9 @@ vitcpp_status vitcpp_open_with_options(const char* checkpoint, const vitcpp_opti
   }
   vit::ClassifierOptions co;
   if (o.dtype) co.dtype = o.dtype;
-  if (co.dtype != "fp32" && co.dtype != "bf16")
-    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: dtype must be fp32 or bf16, got '" + co.dtype + "'");
+  if (!co.dtype.empty() && co.dtype != "fp32" && co.dtype != "bf16" && co.dtype != "int8")
+    return fail(VITCPP_INVALID_ARGUMENT,
+                "vitcpp_open: dtype must be fp32, bf16 or int8, got '" + co.dtype + "'");
   if (o.labels_file) co.labels_file = o.labels_file;
   if (o.threads < 0) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: threads must be >= 0");
   if (o.max_batch < 0) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: max_batch must be >= 0");

@@ -46,7 +46,9 @@ void load_weights(ViT& model, const SafeTensors& st) {
   model.fp32_params(st.path() + ": load_weights");
   const ParamTable& table = model.table();
   for (const auto& t : st.tensors())
-    VIT_CHECK(table.find(t.name), st.path(), ": unexpected tensor '", t.name, "' ", shape_str(t.shape),
+    VIT_CHECK(table.find(t.name) ||
+                  (t.name.ends_with("_scale") && int8_stored(t.name.substr(0, t.name.size() - 6))),
+              st.path(), ": unexpected tensor '", t.name, "' ", shape_str(t.shape),
               " (not a parameter of this model)");
   for (const auto& s : table.specs()) {
     const TensorInfo* t = st.find(s.name);
@@ -54,7 +56,7 @@ void load_weights(ViT& model, const SafeTensors& st) {
     VIT_CHECK(t->shape == s.shape, st.path(), ": tensor '", s.name, "' has shape ", shape_str(t->shape),
               ", the model expects ", shape_str(s.shape));
   }
-  for (const auto& s : table.specs()) st.copy_float(s.name, model.params().data() + s.offset);
+  for (const auto& s : table.specs()) copy_weights(st, s.name, model.params().data() + s.offset);
 }
 
 std::unique_ptr<ViT> load_checkpoint(const std::string& path) {

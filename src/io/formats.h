@@ -30,6 +30,7 @@ struct Mapping {
   // How --img-size resamples pos_embed by default: "timm" (resample_pos_embed), or for
   // transformers' checkpoints "hf" / "hf-scale" (resample_pos_embed_hf, by the release).
   std::string pos_resample = "timm";
+  std::string stored_dtype = "fp32";  // "int8": vit quantize's file
 };
 
 // Runs f; a vit::Error or a JSON error it throws is thrown again with `where` (the file) first,

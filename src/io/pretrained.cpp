@@ -97,7 +97,16 @@ namespace {
 detail::Mapping vitcpp_mapping(const SafeTensors& st) {
   detail::Mapping m;
   m.cfg = checkpoint_config(st);
-  for (const auto& t : st.tensors()) m.sources[t.name] = {t.name};
+  for (const auto& t : st.tensors()) {
+    if (t.dtype == DType::I8) m.skipped.insert(t.name + "_scale");  // read with it (copy_weights)
+    m.sources[t.name] = {t.name};
+  }
+  if (is_int8_checkpoint(st)) {
+    m.stored_dtype = "int8";
+    m.notes.push_back(
+        "int8 checkpoint (vit quantize): the blocks' products dequantized; --dtype int8 (the "
+        "default for it) runs them as stored");
+  }
   if (auto it = st.metadata().find("class_names"); it != st.metadata().end()) {
     try {
       m.class_names = json::parse(it->second).get<std::vector<std::string>>();
@@ -255,7 +264,7 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
     VIT_CHECK(squeezed(shape) == squeezed(s.shape), out.file, ": tensor '", joined(srcs), "' has shape ",
               shape_str(shape), ", the model expects ", shape_str(s.shape), " for ", s.name);
     for (const auto& n : srcs) {
-      st.copy_float(n, dst);
+      copy_weights(st, n, dst);
       dst += numel(st.at(n).shape);
     }
   }
@@ -269,6 +278,7 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
               out.class_names.size(), " names; the model has ", c.num_classes, " classes");
   out.notes = std::move(m.notes);
   out.pos_resample = how;
+  out.stored_dtype = m.stored_dtype;
   out.model = std::move(model);
   return out;
 }

@@ -41,6 +41,9 @@ struct Pretrained {
   std::vector<std::string> notes;  // what was adapted or skipped, for the user to read
   // How pos_embed is (or would be) resampled for a new size: "timm", "hf" or "hf-scale".
   std::string pos_resample;
+  // The precision the file was written for: "int8" for vit quantize's checkpoints (the
+  // commands' default --dtype then), else "fp32".
+  std::string stored_dtype = "fp32";
 };
 
 // The safetensors file a path names: a file itself; a directory's model.safetensors (timm,

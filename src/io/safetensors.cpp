@@ -22,9 +22,9 @@ struct DTypeName {
   const char* name;
   size_t size;
 };
-constexpr DTypeName kDTypes[] = {{DType::F32, "F32", 4}, {DType::F16, "F16", 2},  {DType::BF16, "BF16", 2},
-                                 {DType::F64, "F64", 8}, {DType::I64, "I64", 8},  {DType::I32, "I32", 4},
-                                 {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1}};
+constexpr DTypeName kDTypes[] = {{DType::F32, "F32", 4}, {DType::F16, "F16", 2},   {DType::BF16, "BF16", 2},
+                                 {DType::F64, "F64", 8}, {DType::I64, "I64", 8},   {DType::I32, "I32", 4},
+                                 {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1}, {DType::I8, "I8", 1}};
 
 // The header's length from the file's first 8 bytes, checked against the file's size.
 uint64_t header_length(std::string_view first, uint64_t file_size, const std::string& path) {
@@ -260,6 +260,7 @@ std::vector<int64_t> SafeTensors::to_int64(const std::string& name) const {
       }
       case DType::U8:
       case DType::BOOL: out[i] = uint8_t(p[i]); break;
+      case DType::I8: out[i] = int8_t(p[i]); break;
       default:
         throw Error(path_ + ": tensor '" + name + "' has dtype " + dtype_name(t.dtype) +
                     ", expected an integer type");
@@ -279,8 +280,8 @@ std::string safetensors_prefix(const std::string& path, const std::vector<Tensor
   if (!metadata.empty()) h["__metadata__"] = metadata;
   size_t off = 0;
   for (auto& t : tensors) {
-    VIT_CHECK(t.dtype == DType::F32 || t.dtype == DType::I64 || t.dtype == DType::U8, path,
-              ": cannot write tensor '", t.name, "' as ", dtype_name(t.dtype));
+    VIT_CHECK(t.dtype == DType::F32 || t.dtype == DType::I64 || t.dtype == DType::U8 || t.dtype == DType::I8,
+              path, ": cannot write tensor '", t.name, "' as ", dtype_name(t.dtype));
     const size_t n = size_t(numel(t.shape)) * dtype_size(t.dtype);
     h[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
     off += n;

@@ -14,7 +14,7 @@
 
 namespace vit {
 
-enum class DType { F32, F16, BF16, F64, I64, I32, U8, BOOL };
+enum class DType { F32, F16, BF16, F64, I64, I32, U8, BOOL, I8 };
 const char* dtype_name(DType d);
 size_t dtype_size(DType d);
 
@@ -60,7 +60,7 @@ class SafeTensors {
 // the header): for a look at a large file, such as a training state's position.
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
 
-// One tensor to write: a name, a shape and F32, I64 or U8 data.
+// One tensor to write: a name, a shape and F32, I64, U8 or I8 data.
 struct TensorOut {
   std::string name;
   Shape shape;

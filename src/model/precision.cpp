@@ -1,5 +1,5 @@
 // The precision of the blocks' products, decided once per model: fp32, packed fp32 for few
-// rows, bf16 inference, amp training. The model prepares its linear layers' weights for it
+// rows, bf16 or int8 inference, amp training. The model prepares its linear layers' weights for it
 // (ops::prepare_linear); the backend picks the kernels from what it was given. While its
 // weights are in an inference form the model refuses what needs the fp32 values (training:
 // shards.cpp; saving and export: fp32_params), so io only reads and writes tensors.
@@ -10,13 +10,15 @@
 namespace vit {
 
 void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
-  VIT_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, got '", dtype, "'");
-  VIT_CHECK(dtype == "fp32" || !weights_packed_, "--dtype bf16: the fp32 weights are packed for inference");
-  VIT_CHECK(!fp32_released_, "--dtype ", dtype,
-            ": the fp32 block weights were released for bf16 inference; load the weights again");
-  VIT_CHECK(!release_fp32 || dtype == "bf16", "--dtype fp32 keeps its fp32 weights");
-  VIT_CHECK(dtype == "fp32" || ops::bf16_available(), "--dtype bf16: ", ops::bf16_missing());
-  const Precision p = dtype == "bf16" ? Precision::bf16 : Precision::fp32;
+  VIT_CHECK(dtype == "fp32" || dtype == "bf16" || dtype == "int8",
+            "--dtype must be fp32, bf16 or int8, got '", dtype, "'");
+  VIT_CHECK(dtype == "fp32" || !weights_packed_, "--dtype ", dtype,
+            ": the fp32 weights are packed for inference");
+  VIT_CHECK(!fp32_released_, "--dtype ", dtype, ": the fp32 block weights were released for ", infer_dtype_,
+            " inference; load the weights again");
+  VIT_CHECK(!release_fp32 || dtype != "fp32", "--dtype fp32 keeps its fp32 weights");
+  VIT_CHECK(dtype != "bf16" || ops::bf16_available(), "--dtype bf16: ", ops::bf16_missing());
+  const Precision p = dtype == "bf16" ? Precision::bf16 : dtype == "int8" ? Precision::int8 : Precision::fp32;
   for (BlockLinears& b : infer_lin_)
     for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {
       ops::prepare_linear(*lw, p, weights_packed_);
@@ -51,7 +53,8 @@ void ViT::round_weights_bf16() {
 
 void ViT::set_weights_packed(bool packed) {
   if (packed == weights_packed_) return;
-  VIT_CHECK(!fp32_released_, "pack_weights: the fp32 block weights were released for bf16 inference");
+  VIT_CHECK(!fp32_released_, "pack_weights: the fp32 block weights were released for ", infer_dtype_,
+            " inference");
   VIT_CHECK(infer_dtype_ == "fp32", "pack_weights: packing is for fp32 inference (--dtype ", infer_dtype_,
             ")");
   for (BlockLinears& b : infer_lin_)
@@ -62,7 +65,8 @@ void ViT::set_weights_packed(bool packed) {
 
 const float* ViT::fp32_params(const std::string& what) const {
   VIT_CHECK(!weights_packed_, what, ": the model's weights are packed for inference");
-  VIT_CHECK(!fp32_released_, what, ": the model's fp32 block weights were released for bf16 inference");
+  VIT_CHECK(!fp32_released_, what, ": the model's fp32 block weights were released for ", infer_dtype_,
+            " inference");
   return params_.data();
 }
 

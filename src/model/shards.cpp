@@ -66,8 +66,8 @@ Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const F
   VIT_CHECK(B > 0, "forward: batch size must be positive");
   VIT_CHECK(!weights_packed_,
             "forward: the weights are packed for inference (pack_weights); unpack them to train");
-  VIT_CHECK(!fp32_released_,
-            "forward: the fp32 block weights were released for bf16 inference; load the "
+  VIT_CHECK(!fp32_released_, "forward: the fp32 block weights were released for ", infer_dtype_,
+            " inference; load the "
             "weights again to train");
   VIT_CHECK(has_head(),
             "forward: the model has no classifier head (num_classes 0); give it one to train "
@@ -188,7 +188,8 @@ void ViT::backward(const Tensor& dlogits, const Tensor& ddist) {
 
 void ViT::backward_split(const Tensor& dlogits, const Tensor* ddist) {
   VIT_CHECK(!weights_packed_, "backward: the weights are packed for inference (pack_weights)");
-  VIT_CHECK(!fp32_released_, "backward: the fp32 block weights were released for bf16 inference");
+  VIT_CHECK(!fp32_released_, "backward: the fp32 block weights were released for ", infer_dtype_,
+            " inference");
   if (split_ == 1) return backward_local(dlogits, ddist);
   const int64_t K = cfg_.num_classes;
   int64_t B = 0;

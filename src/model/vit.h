@@ -89,15 +89,16 @@ class ViT {
   bool has_head() const { return cfg_.num_classes > 0; }
 
   // Inference precision of the blocks' matrix products (qkv, proj, fc1, fc2): "fp32" (the
-  // default) or "bf16" (weights converted and packed once from the current parameters,
-  // inputs rounded to bf16, fp32 accumulation; patch embedding, attention, norms and head
-  // stay fp32). For inference after the weights are final: training steps do not use it,
-  // and later changes to the parameters are not seen until it is set again.
+  // default), "bf16" (weights converted and packed once from the current parameters,
+  // inputs rounded to bf16, fp32 accumulation) or "int8" (weights quantized once per output
+  // channel, inputs per row at each call, int32 sums: backends/cpu/int8.h); patch embedding,
+  // attention, norms and head stay fp32. For inference after the weights are final: training steps do not use
+  // it, and later changes to the parameters are not seen until it is set again.
   //
-  // release_fp32 (bf16 only): each of the blocks' four fp32 matrices is zeroed and its memory
-  // given back to the system as soon as its bf16 copy is made, so the weights then cost their
-  // bf16 size (ViT-B/16 at batch 1: resident 524 -> 200 MiB; the peak, 346 MiB, is the fp32
-  // weights plus one bf16 matrix while converting). The model then only infers in bf16:
+  // release_fp32 (bf16, int8): each of the blocks' four fp32 matrices is zeroed and its memory
+  // given back to the system as soon as its copy is made, so the weights then cost their
+  // bf16 (int8) size (ViT-B/16 at batch 1: resident 524 -> 200 MiB; the peak, 346 MiB, is the fp32
+  // weights plus one bf16 matrix while converting). The model then only infers in that dtype:
   // training, fp32, packing and saving refuse it (load the weights again for those).
   void set_infer_dtype(const std::string& dtype, bool release_fp32 = false);
   const std::string& infer_dtype() const { return infer_dtype_; }
@@ -324,7 +325,7 @@ class ViT {
   bool have_mask_ = false;
   bool backbone_frozen_ = false;
   bool weights_packed_ = false;
-  bool fp32_released_ = false;  // set_infer_dtype("bf16", true): the blocks' fp32 matrices are gone
+  bool fp32_released_ = false;  // set_infer_dtype("bf16"/"int8", true): the blocks' fp32 matrices are gone
   std::vector<uint8_t> patch_mask_, key_mask_;  // [B,N] and [B,T], copied from the caller
   int shards_wanted_ = 0;                       // set_shards
   bool cls_tail_wanted_ = true;                 // set_cls_tail

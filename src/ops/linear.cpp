@@ -1,11 +1,13 @@
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/int8.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
 namespace vit::ops {
 
 struct PreparedLinear {
-  std::shared_ptr<cpu::PackedBf16> cpu;
+  std::shared_ptr<cpu::PackedBf16> bf16;
+  std::shared_ptr<cpu::Int8Weights> int8;
 };
 
 namespace {
@@ -14,7 +16,8 @@ namespace {
 void check_weights(const LinearWeights& lw, const char* op) {
   VIT_CHECK(lw.w.ndim() == 2, op, ": w must be 2-D, got ", shape_str(lw.w.shape));
   if (lw.b.data) check_shape(lw.b, {lw.w.dim(0)}, "linear bias");
-  VIT_CHECK(lw.precision != Precision::bf16 || lw.bf16, op, ": bf16 weights not prepared (prepare_linear)");
+  VIT_CHECK((lw.precision != Precision::bf16 && lw.precision != Precision::int8) || lw.prepared, op,
+            ": bf16 or int8 weights not prepared (prepare_linear)");
   VIT_CHECK(lw.precision != Precision::amp || lw.w_bf16, op, ": amp weights not prepared (prepare_linear)");
 }
 
@@ -25,7 +28,8 @@ cpu::LinearOperand cpu_operand(const LinearWeights& lw) {
           lw.w.dim(1),
           lw.precision,
           lw.packed,
-          lw.bf16 ? lw.bf16->cpu.get() : nullptr,
+          lw.prepared ? lw.prepared->bf16.get() : nullptr,
+          lw.prepared ? lw.prepared->int8.get() : nullptr,
           lw.w_bf16};
 }
 
@@ -40,9 +44,13 @@ void prepare_linear(LinearWeights& lw, Precision precision, bool packed, uint16_
     case Device::CPU:
       if (lw.packed != packed)
         packed ? cpu::pack_linear_weights(lw.w.data, N, K) : cpu::unpack_linear_weights(lw.w.data, N, K);
-      lw.bf16 = precision == Precision::bf16
-                    ? std::make_shared<PreparedLinear>(PreparedLinear{cpu::pack_bf16(lw.w.data, N, K)})
-                    : nullptr;
+      lw.prepared = nullptr;
+      if (precision == Precision::bf16)
+        lw.prepared =
+            std::make_shared<PreparedLinear>(PreparedLinear{cpu::pack_bf16(lw.w.data, N, K), nullptr});
+      if (precision == Precision::int8)
+        lw.prepared =
+            std::make_shared<PreparedLinear>(PreparedLinear{nullptr, cpu::pack_int8(lw.w.data, N, K)});
       if (precision == Precision::amp) cpu::round_to_bf16(amp_store, lw.w.data, N * K);
       break;
     default: unsupported("prepare_linear", lw.w.device);
@@ -50,6 +58,10 @@ void prepare_linear(LinearWeights& lw, Precision precision, bool packed, uint16_
   lw.packed = packed;
   lw.precision = precision;
   lw.w_bf16 = precision == Precision::amp ? amp_store : nullptr;
+}
+
+void quantize_int8_weights(int8_t* q, float* scale, const float* w, int64_t N, int64_t K) {
+  cpu::quantize_weights_s8(q, scale, w, N, K);
 }
 
 bool bf16_available(Device d) {

@@ -28,7 +28,7 @@ const char* cpu_gemm_library();
 // linear: y[M,N] = x[M,K] w[N,K]^T + b[N], on the weights as prepare_linear left them. The
 // model says once how a layer's weights are kept (the precision, packed or not); the backend
 // picks the kernels for that, call by call.
-struct PreparedLinear;  // the backend's copy of w (bf16 inference)
+struct PreparedLinear;  // the backend's copy of w (bf16 or int8 inference)
 struct LinearWeights {
   LinearWeights() = default;
   LinearWeights(Tensor w_, Tensor b_ = {}) : w(std::move(w_)), b(std::move(b_)) {}
@@ -37,11 +37,11 @@ struct LinearWeights {
   // fp32 inference on weights packed in place (the CPU backend: 64-row panels for its own
   // kernel, for few rows): w keeps its [N,K] shape but is not a plain matrix while packed.
   bool packed = false;
-  std::shared_ptr<PreparedLinear> bf16;  // precision bf16: w converted (a copy: later changes to w unseen)
-  const uint16_t* w_bf16 = nullptr;      // precision amp: w rounded to bf16 ([N,K], prepare_linear's store)
+  std::shared_ptr<PreparedLinear> prepared;  // bf16, int8: w converted (a copy: later changes to w unseen)
+  const uint16_t* w_bf16 = nullptr;  // precision amp: w rounded to bf16 ([N,K], prepare_linear's store)
 };
 // Prepares lw for a precision, packed or not: packing rewrites w's memory in place (and
-// unpacking restores it exactly), bf16 makes the backend's copy, amp rounds w into
+// unpacking restores it exactly), bf16 and int8 make the backend's copy, amp rounds w into
 // amp_store ([N,K] values the caller keeps; prepare again after w changes).
 void prepare_linear(LinearWeights& lw, Precision precision, bool packed = false,
                     uint16_t* amp_store = nullptr);
@@ -62,6 +62,9 @@ void linear_forward(Tensor y, const Tensor& x, const LinearWeights& w, Epilogue 
 // null. amp: dx = bf16(dy) w_bf16, dw += bf16(dy)^T x_bf16 (the forward's copy), db in fp32.
 void linear_backward(Tensor* dx, Tensor* dw, Tensor* db, const Tensor& dy, const Tensor& x,
                      const LinearWeights& w, const uint16_t* x_bf16 = nullptr, bool accumulate_dx = false);
+// w[N, K] quantized symmetric per row (an output channel) into q[N, K] and scale[N], as int8
+// inference does (w ~ scale[n] q[n, k]); the same values on every device.
+void quantize_int8_weights(int8_t* q, float* scale, const float* w, int64_t N, int64_t K);
 // x rounded to bf16 (nearest even) into dst, a uint16_t array of x's shape.
 void round_to_bf16(uint16_t* dst, const Tensor& x);
 

@@ -16,9 +16,9 @@ struct ServedModel {
 struct ServeOptions {
   std::vector<ServedModel> models;
   std::string host = "127.0.0.1";
-  int port = 8080;  // 0: any free port (the first log line says which)
-  int threads = 0;  // OpenMP threads of the forward passes (0: every core)
-  std::string dtype = "fp32";
+  int port = 8080;    // 0: any free port (the first log line says which)
+  int threads = 0;    // OpenMP threads of the forward passes (0: every core)
+  std::string dtype;  // "": the checkpoint's (ClassifierOptions::dtype)
   int64_t max_batch = 16;
   double max_delay_ms = 5;
   int64_t max_queue = 256;

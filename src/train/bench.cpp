@@ -85,11 +85,11 @@ BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
   VIT_CHECK(opt.min_runs > 0 && opt.max_runs >= opt.min_runs, "bench: need 0 < min runs <= max runs");
   ViT model(cfg);
   if (opt.train) {  // bf16 training is mixed precision: fp32 weights, bf16 products (--amp)
-    VIT_CHECK(opt.dtype == "fp32" || opt.dtype == "bf16", "--dtype must be fp32 or bf16, got '", opt.dtype,
-              "'");
+    VIT_CHECK(opt.dtype == "fp32" || opt.dtype == "bf16", "--dtype ", opt.dtype,
+              ": training runs in fp32 or bf16 (int8 is for inference: --mode infer)");
     model.set_amp(opt.dtype == "bf16");
   } else {
-    model.set_infer_dtype(opt.dtype, /*release_fp32=*/opt.dtype == "bf16");  // bf16 only infers
+    model.set_infer_dtype(opt.dtype, /*release_fp32=*/opt.dtype != "fp32");  // bf16, int8 only infer
   }
   if (opt.shards > 0) model.set_shards(opt.shards);
   const int64_t B = opt.batch, K = cfg.num_classes;

@@ -1,11 +1,13 @@
 // Checkpoints: exact round trip, config travelling in metadata and config.json, and errors
-// that name the tensor and the file.
+// that name the tensor and the file; vit quantize's int8 checkpoints.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
 
 #include "io/checkpoint.h"
+#include "io/pretrained.h"
+#include "support/check.h"
 #include "support/temp_dir.h"
 #include "vit/core/error.h"
 
@@ -98,6 +100,68 @@ TEST(Checkpoint, TruncatedFileIsAClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
   }
+}
+
+// vit quantize's checkpoints: the blocks' products stored in int8 with their scales, loaded
+// back dequantized, and run in int8 with the same logits as the model they came from; a file
+// with an int8 weight but no scale is refused by name.
+TEST(CheckpointInt8, StoresTheProductsInInt8AndRunsAsTheModelItCameFrom) {
+  ViT m(small());
+  m.init_weights(7);
+  test::TempDir tmp("ckpt_int8");
+  const std::string fp32 = tmp.str() + "/fp32.safetensors", int8 = tmp.str() + "/int8.safetensors";
+  save_checkpoint(fp32, m);
+  save_int8_checkpoint(int8, m, {{"class_names", R"(["0","1","2","3","4","5","6","7","8","9"])"}});
+  const SafeTensors st = SafeTensors::open(int8);
+  EXPECT_TRUE(is_int8_checkpoint(st));
+  int64_t products = 0;
+  for (const auto& s : m.table().specs()) {
+    const TensorInfo& t = st.at(s.name);
+    if (!int8_stored(s.name)) {
+      EXPECT_EQ(t.dtype, DType::F32) << s.name;
+      continue;
+    }
+    ++products;
+    EXPECT_EQ(t.dtype, DType::I8) << s.name;
+    EXPECT_EQ(st.at(s.name + "_scale").shape, Shape{s.shape[0]}) << s.name;
+  }
+  EXPECT_EQ(products, 4 * m.config().depth);
+  EXPECT_LT(std::filesystem::file_size(int8), std::filesystem::file_size(fp32));
+
+  // Loaded: an int8 model by default, with the class names; in int8, the logits of the
+  // original model in int8, to the bit (the same int8 values and scales again).
+  Pretrained p = load_pretrained(int8);
+  EXPECT_EQ(p.stored_dtype, "int8");
+  EXPECT_EQ(p.class_names.size(), 10u);
+  const int64_t B = 3, K = m.config().num_classes;
+  const auto x = test::randn(B * m.config().in_chans * m.config().img_h * m.config().img_w, 4);
+  std::vector<float> want(size_t(B * K)), got(size_t(B * K)), fp32_logits(size_t(B * K));
+  m.infer(x.data(), B, nullptr, fp32_logits.data());
+  m.set_infer_dtype("int8");
+  m.infer(x.data(), B, nullptr, want.data());
+  p.model->set_infer_dtype("int8");
+  p.model->infer(x.data(), B, nullptr, got.data());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * got.size()), 0);
+  EXPECT_TRUE(test::close_rel_max("int8 vs fp32 logits", got.data(), fp32_logits.data(), B * K, 5e-2));
+  // load_checkpoint reads it too (dequantized).
+  auto r = load_checkpoint(int8);
+  EXPECT_EQ(std::memcmp(r->params().data(), p.model->params().data(), sizeof(float) * r->table().total()), 0);
+}
+
+TEST(CheckpointInt8, AnInt8WeightWithoutItsScaleIsNamed) {
+  ViT m(small());
+  test::TempDir tmp("ckpt_int8");
+  std::vector<TensorOut> out;
+  std::vector<int8_t> q(1 << 20, 1);
+  for (const auto& s : m.table().specs())
+    out.push_back(int8_stored(s.name) ? TensorOut{s.name, s.shape, DType::I8, q.data()}
+                                      : TensorOut{s.name, s.shape, DType::F32, m.params().data() + s.offset});
+  const std::string path = tmp.str() + "/noscale.safetensors";
+  write_safetensors(path, out, {{"vit_config", m.config().to_json()}, {"quantization", "int8"}});
+  const std::string msg = test::error_of([&] { load_pretrained(path); });
+  EXPECT_NE(msg.find("int8 tensor 'blocks.0.attn.qkv.weight' [24, 8] needs 'blocks.0.attn.qkv.weight_scale'"),
+            std::string::npos)
+      << msg;
 }
 
 }  // namespace vit

@@ -254,6 +254,10 @@ TEST(Model, DimHeadRunsOnEveryInferencePath) {
   m.infer(x.data(), B, nullptr, other.data());
   EXPECT_TRUE(test::close_rel_max("packed vs plain logits", other.data(), plain.data(), B * 3, 1e-5));
   m.unpack_weights();
+  m.set_infer_dtype("int8");
+  m.infer(x.data(), B, nullptr, other.data());
+  EXPECT_TRUE(test::close_rel_max("int8 vs fp32 logits", other.data(), plain.data(), B * 3, 3e-2));
+  m.set_infer_dtype("fp32");
   if (!ops::bf16_available()) GTEST_SKIP() << "no bf16 matrix product on this CPU";
   m.set_infer_dtype("bf16");
   m.infer(x.data(), B, nullptr, other.data());
@@ -292,6 +296,10 @@ TEST(Model, EveryActivationRunsOnEveryInferencePath) {
     m.infer(x.data(), B, nullptr, other.data());
     EXPECT_TRUE(test::close_rel_max("packed vs plain logits", other.data(), plain.data(), B * 3, 1e-5));
     m.unpack_weights();
+    m.set_infer_dtype("int8");
+    m.infer(x.data(), B, nullptr, other.data());
+    EXPECT_TRUE(test::close_rel_max("int8 vs fp32 logits", other.data(), plain.data(), B * 3, 3e-2));
+    m.set_infer_dtype("fp32");
     if (!ops::bf16_available()) continue;
     m.set_infer_dtype("bf16");
     m.infer(x.data(), B, nullptr, other.data());
@@ -299,11 +307,10 @@ TEST(Model, EveryActivationRunsOnEveryInferencePath) {
   }
 }
 
-// bf16 inference with the fp32 block weights released: the same logits as bf16 with them
-// kept (the products read only the bf16 copies), the released matrices zero and the rest of
-// the parameters untouched, and everything that needs the fp32 weights refused.
-TEST(Model, Bf16WithFp32ReleasedInfersTheSameAndRefusesTheRest) {
-  if (!ops::bf16_available()) GTEST_SKIP() << "no bf16 matrix product on this CPU";
+// bf16 and int8 inference with the fp32 block weights released: the same logits as with them
+// kept (the products read only the copies), the released matrices zero and the rest of the
+// parameters untouched, and everything that needs the fp32 weights refused.
+void released_infers_the_same_and_refuses_the_rest(const std::string& dtype) {
   const ViTConfig c = test::with_width(tiny("token", true, "learn"), 64, 4, 128);
   ViT kept(c), released(c);
   randomize(kept, 5);
@@ -311,8 +318,8 @@ TEST(Model, Bf16WithFp32ReleasedInfersTheSameAndRefusesTheRest) {
   const int64_t B = 2;
   auto x = test::randn(B * 2 * 8 * 12, 3);
   std::vector<float> a(B * 3), b(B * 3);
-  kept.set_infer_dtype("bf16");
-  released.set_infer_dtype("bf16", true);
+  kept.set_infer_dtype(dtype);
+  released.set_infer_dtype(dtype, true);
   EXPECT_FALSE(kept.fp32_released());
   ASSERT_TRUE(released.fp32_released());
   kept.infer(x.data(), B, nullptr, a.data());
@@ -329,7 +336,7 @@ TEST(Model, Bf16WithFp32ReleasedInfersTheSameAndRefusesTheRest) {
   EXPECT_THROW(released.pack_weights(), Error);
   const std::string msg =
       test::error_of([&] { save_checkpoint("/nonexistent/never-written.safetensors", released); });
-  EXPECT_NE(msg.find("not saved: the model's fp32 block weights were released for bf16 inference"),
+  EXPECT_NE(msg.find("not saved: the model's fp32 block weights were released for " + dtype + " inference"),
             std::string::npos)
       << msg;
   EXPECT_NE(test::error_of([&] {
@@ -337,6 +344,15 @@ TEST(Model, Bf16WithFp32ReleasedInfersTheSameAndRefusesTheRest) {
             }).find("never-exported: not exported: the model's fp32 block weights were released"),
             std::string::npos);
   EXPECT_THROW(kept.set_infer_dtype("fp32", true), Error) << "fp32 has nothing to release";
+}
+
+TEST(Model, Bf16WithFp32ReleasedInfersTheSameAndRefusesTheRest) {
+  if (!ops::bf16_available()) GTEST_SKIP() << "no bf16 matrix product on this CPU";
+  released_infers_the_same_and_refuses_the_rest("bf16");
+}
+
+TEST(Model, Int8WithFp32ReleasedInfersTheSameAndRefusesTheRest) {
+  released_infers_the_same_and_refuses_the_rest("int8");
 }
 
 // im2col's row of each patch, (c, i, j) order, against plain indexing: the seeds' 4-pixel

@@ -167,7 +167,8 @@ bool head_kernels();
 void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t M, int64_t K, int64_t N,
                     bool y_zero = false);
 // ---- linear_bf16.cpp: inference with bf16 weights and inputs, fp32 accumulation and output.
-struct PackedBf16;  // w converted to bf16 in oneDNN's blocked layout, plus per-M primitives
+struct PackedBf16;   // w converted to bf16 in oneDNN's blocked layout, plus per-M primitives
+struct Int8Weights;  // w in int8, per-channel scales, packed for gemm_s8 (int8.h)
 bool bf16_matmul_available();
 // Why it is not available, for an error message; "" when it is.
 std::string bf16_matmul_missing();
@@ -219,6 +220,7 @@ struct LinearOperand {
   Precision precision;
   bool packed;             // fp32 packed in place (linear_forward_packed)
   PackedBf16* bf16;        // precision bf16: w's copy
+  Int8Weights* int8;       // precision int8: w quantized (int8.h)
   const uint16_t* w_bf16;  // precision amp: w rounded to bf16
 };
 // y[M,N] = x w^T + b (gelu: GELU of it). amp: x is rounded into x_bf16 ([M,K]) for the backward.

@@ -3,9 +3,12 @@
 // can run (scripts/test.sh).
 #include "backends/cpu/isa.h"
 
+#include "backends/cpu/kernel_set.h"
+
 #include <cstdlib>
 #include <string>
 
+#include "backends/cpu/int8.h"  // gemm_s8_reference
 #include "core/settings.h"
 #include "vit/core/error.h"
 
@@ -69,6 +72,48 @@ const char* isa_name(Isa i) {
     case Isa::neon: return "neon";
   }
   return "?";
+}
+
+CpuKernels kernels_for(Isa i) {
+  VIT_CHECK(isa_supported(i), "kernels_for(", isa_name(i), "): this CPU cannot run it");
+  CpuKernels k;
+  generic::fill_kernels(k);
+#if VIT_ISA_X86
+  if (i == Isa::avx2 || i == Isa::avx512) avx2::fill_kernels(k);
+  if (i == Isa::avx512) avx512::fill_kernels(k);
+#elif VIT_ISA_NEON
+  if (i == Isa::neon) neon::fill_kernels(k);
+#endif
+  return k;
+}
+
+const CpuKernels& kernels() {
+  static const CpuKernels in_use = kernels_for(isa());
+  return in_use;
+}
+
+std::vector<KernelVariant<GemmS8>> gemm_s8_variants() {
+  std::vector<KernelVariant<GemmS8>> v{{"generic", gemm_s8_reference}};
+#if VIT_ISA_X86
+  if (isa_supported(Isa::avx2)) v.push_back({"avx2", avx2::gemm_s8});
+  if (isa_supported(Isa::avx2) && avx2::has_avx_vnni()) v.push_back({"avx-vnni", avx2::gemm_s8_vnni});
+  if (isa_supported(Isa::avx512) && avx512::has_vnni()) v.push_back({"avx512-vnni", avx512::gemm_s8_vnni});
+#elif VIT_ISA_NEON
+  v.push_back({"neon", neon::gemm_s8});
+  if (neon::has_dotprod()) v.push_back({"neon-dotprod", neon::gemm_s8_dot});
+#endif
+  return v;
+}
+
+std::vector<KernelVariant<QuantizeRowS8>> quantize_row_s8_variants() {
+  std::vector<KernelVariant<QuantizeRowS8>> v{{"generic", quantize_row_s8_reference}};
+#if VIT_ISA_X86
+  if (isa_supported(Isa::avx2)) v.push_back({"avx2", avx2::quantize_row_s8});
+  if (isa_supported(Isa::avx512)) v.push_back({"avx512", avx512::quantize_row_s8});
+#elif VIT_ISA_NEON
+  v.push_back({"neon", neon::quantize_row_s8});
+#endif
+  return v;
 }
 
 }  // namespace vit::cpu

@@ -1,6 +1,7 @@
 // The linear layer on whatever form the model prepared its weights in: the product each
-// form asks for (plain sgemm-based, packed in place, bf16 copy, amp operands).
+// form asks for (plain sgemm-based, packed in place, bf16 copy, int8 copy, amp operands).
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/int8.h"
 
 namespace vit::cpu {
 
@@ -9,6 +10,7 @@ void linear_forward(float* y, const float* x, uint16_t* x_bf16, const LinearOper
   const int64_t K = w.K, N = w.N;
   switch (w.precision) {
     case Precision::bf16: linear_forward_bf16(y, x, *w.bf16, w.b, M); break;
+    case Precision::int8: return linear_forward_int8(y, x, *w.int8, w.b, M, gelu);
     case Precision::amp:
       round_to_bf16(x_bf16, x, M * K);
       linear_forward_amp(y, x_bf16, w.w_bf16, w.b, M, K, N);

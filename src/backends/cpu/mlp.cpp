@@ -15,6 +15,11 @@ void mlp_forward(float* y, const float* x, const LinearOperand& fc1, const Linea
   const bool gelu = act == Activation::gelu;
   if (fc1.precision == Precision::bf16)
     return mlp_forward_bf16(y, x, *fc1.bf16, fc1.b, *fc2.bf16, fc2.b, M, act);
+  if (fc1.precision == Precision::int8) {  // inference only: no dropout
+    linear_forward(a.act, x, nullptr, fc1, M, gelu);
+    if (!gelu) act_forward(a.act, a.act, M * Hd, act);
+    return linear_forward(y, a.act, nullptr, fc2, M, false);
+  }
   if (fc1.packed) {  // inference only: no dropout
     linear_forward_packed(a.act, x, fc1.w, fc1.b, M, C, Hd, gelu);
     if (!gelu) act_forward(a.act, a.act, M * Hd, act);

@@ -1,0 +1,72 @@
+// The generic int8 kernels: a row's quantization and the product over int8.h's packed layout
+// in plain loops, the bits every other path's kernels are checked against
+// (tests/ops/test_int8.cpp), and the table's entries on a CPU without a vector path.
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/int8.h"
+#include "backends/cpu/kernel_set.h"
+
+namespace vit::cpu {
+
+namespace {
+// Symmetric scale of n values: max |v| / 127; NaN when one is not finite (v * 0 is NaN then).
+float row_scale(const float* v, int64_t n) {
+  float amax = 0.f, bad = 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    amax = std::max(amax, std::fabs(v[i]));
+    bad += v[i] * 0.f;
+  }
+  return bad == 0.f ? amax / 127.f : std::nanf("");
+}
+
+// q[0, n) = round(v / scale) in [-127, 127], to nearest even as nearbyint does (adding and
+// taking off 1.5 * 2^23 rounds any |r| < 2^22 so, and the loop vectorizes); scale > 0. scale = amax / 127 is
+// a fixed point of the round trip (amax / 127 of 127 * scale gives scale back: checked on 43 million floats
+// from 5e-10 to 32), so weights dequantized from a checkpoint quantize to the same int8 values and scales
+// again.
+void quantize_row(int8_t* q, const float* v, int64_t n, float scale) {
+  const float inv = 1.f / scale;
+  constexpr float kRound = 12582912.f;  // 1.5 * 2^23
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = std::clamp((v[i] * inv + kRound) - kRound, -127.f, 127.f);
+    q[i] = int8_t(int32_t(r));
+  }
+}
+
+}  // namespace
+
+float quantize_row_s8_reference(int8_t* q, const float* x, int64_t K, int64_t ldq) {
+  const float scale = row_scale(x, K);
+  if (scale > 0.f)
+    quantize_row(q, x, K, scale);
+  else
+    std::fill(q, q + K, int8_t(0));  // zeros, a NaN or an infinity: its products are 0 (times NaN)
+  std::fill(q + K, q + ldq, int8_t(0));
+  return scale;
+}
+
+void gemm_s8_reference(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, int64_t M, const int8_t* W,
+                       const int32_t*, int64_t nb, int64_t Kp) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t b = 0; b < nb; ++b) {
+      const int8_t* Wb = W + b * Kp * kS8Block;
+      for (int64_t j = 0; j < kS8Block; ++j) {
+        int32_t s = 0;
+        for (int64_t k = 0; k < Kp; ++k)
+          s += int32_t(A[m * lda + k]) *
+               Wb[(k / kS8Group) * kS8Block * kS8Group + j * kS8Group + k % kS8Group];
+        C[m * ldc + b * kS8Block + j] = s;
+      }
+    }
+}
+
+namespace generic {
+void fill_kernels(CpuKernels& k) {
+  k.quantize_row_s8 = quantize_row_s8_reference;
+  k.gemm_s8 = gemm_s8_reference;
+  k.gemm_s8_name = "generic";
+}
+}  // namespace generic
+
+}  // namespace vit::cpu

@@ -1,0 +1,84 @@
+// The CPU backend's kernel table: one struct of function pointers per instruction-set path,
+// filled by that path's folder (generic/, avx2/, avx512/, neon/: each folder's fill_kernels)
+// and chosen once by isa.cpp. An entry a folder leaves empty is the one of the path below it
+// (avx512 -> avx2 -> generic, neon -> generic), so a new kernel family is one entry here and
+// one function per folder that has it. A folder may pick among its own variants by what the
+// CPU has beyond the path's baseline (AVX-VNNI, AVX512-VNNI, the dot-product extension).
+// The int8 products are the first family here; the older families still switch on isa() in
+// their dispatchers (docs/design.md, "Kernel tables").
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/isa.h"
+
+namespace vit::cpu {
+
+// C[M, 16 nb] (int32, leading dim ldc) = A[M, Kp] (s8, leading dim lda) times nb blocks of
+// packed int8 weights at W (int8.h's layout, wsum their column sums), summed exactly in int32:
+// every kernel gives the generic loop's bits. Kp is a multiple of 4; one thread.
+using GemmS8 = void (*)(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, int64_t M, const int8_t* W,
+                        const int32_t* wsum, int64_t nb, int64_t Kp);
+
+// q[0, K) = x[0, K) quantized to s8, symmetric (int8.h), q[K, ldq) = 0; returns the scale,
+// max |x| / 127, or NaN when x holds a NaN or infinity (q is then 0). Every path gives the
+// generic bits: the maximum is exact, and x / scale rounds to nearest even in each.
+using QuantizeRowS8 = float (*)(int8_t* q, const float* x, int64_t K, int64_t ldq);
+
+struct CpuKernels {
+  QuantizeRowS8 quantize_row_s8 = nullptr;
+  GemmS8 gemm_s8 = nullptr;
+  const char* gemm_s8_name = nullptr;  // e.g. "avx512-vnni" (vit bench and the tests name it)
+};
+
+// The table of the path in use (isa()), filled at the first call.
+const CpuKernels& kernels();
+// The table of path i, which this CPU must run (isa_supported).
+CpuKernels kernels_for(Isa i);
+
+// One implementation of a kernel, named, for tests that compare each with the generic one.
+template <typename Fn>
+struct KernelVariant {
+  const char* name;
+  Fn fn;
+};
+// Every gemm_s8 this CPU runs, generic first (each folder's variants, not only its pick).
+std::vector<KernelVariant<GemmS8>> gemm_s8_variants();
+// Every path's quantize_row_s8 this CPU runs, generic first.
+std::vector<KernelVariant<QuantizeRowS8>> quantize_row_s8_variants();
+
+// Each folder's fill: sets the entries it has for this CPU, leaves the others as they are.
+namespace generic {
+void fill_kernels(CpuKernels& k);
+}
+#if VIT_ISA_X86
+namespace avx2 {
+void fill_kernels(CpuKernels& k);
+float quantize_row_s8(int8_t* q, const float* x, int64_t K, int64_t ldq);
+void gemm_s8(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, int64_t M, const int8_t* W,
+             const int32_t* wsum, int64_t nb, int64_t Kp);
+void gemm_s8_vnni(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, int64_t M, const int8_t* W,
+                  const int32_t* wsum, int64_t nb, int64_t Kp);  // AVX-VNNI (vpdpbusd on ymm)
+bool has_avx_vnni();
+}  // namespace avx2
+namespace avx512 {
+void fill_kernels(CpuKernels& k);
+float quantize_row_s8(int8_t* q, const float* x, int64_t K, int64_t ldq);
+void gemm_s8_vnni(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, int64_t M, const int8_t* W,
+                  const int32_t* wsum, int64_t nb, int64_t Kp);  // AVX512-VNNI (vpdpbusd on zmm)
+bool has_vnni();
+}  // namespace avx512
+#endif
+#if VIT_ISA_NEON
+namespace neon {
+void fill_kernels(CpuKernels& k);
+float quantize_row_s8(int8_t* q, const float* x, int64_t K, int64_t ldq);
+void gemm_s8(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, int64_t M, const int8_t* W,
+             const int32_t* wsum, int64_t nb, int64_t Kp);  // Advanced SIMD: smull + sadalp
+void gemm_s8_dot(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, int64_t M, const int8_t* W,
+                 const int32_t* wsum, int64_t nb, int64_t Kp);  // the dot-product extension (sdot)
+bool has_dotprod();
+}  // namespace neon
+#endif
+
+}  // namespace vit::cpu

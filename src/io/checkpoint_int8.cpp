@@ -1,0 +1,66 @@
+// vit quantize's checkpoints (checkpoint.h): the blocks' four products in int8 per output
+// channel, the rest as save_checkpoint writes it.
+#include <regex>
+
+#include "io/checkpoint.h"
+#include "ops/ops.h"
+#include "vit/core/error.h"
+#include "vit/core/version.h"
+
+namespace vit {
+
+namespace {
+constexpr const char* kQuantization =
+    "int8: the blocks' qkv, proj, fc1 and fc2 weights, symmetric per output channel (NAME I8, NAME_scale "
+    "F32)";
+}
+
+bool int8_stored(const std::string& name) {
+  static const std::regex products(R"(blocks\.\d+\.(attn\.qkv|attn\.proj|mlp\.fc1|mlp\.fc2)\.weight)");
+  return std::regex_match(name, products);
+}
+
+void save_int8_checkpoint(const std::string& path, const ViT& model,
+                          const std::map<std::string, std::string>& extra_metadata) {
+  const float* params = model.fp32_params(path + ": not saved");
+  std::vector<TensorOut> out;
+  std::vector<std::vector<int8_t>> q;  // each product's values, kept until written
+  std::vector<std::vector<float>> scales;
+  for (const auto& s : model.table().specs()) {
+    if (!int8_stored(s.name)) {
+      out.push_back({s.name, s.shape, DType::F32, params + s.offset});
+      continue;
+    }
+    const int64_t N = s.shape[0], K = s.shape[1];
+    q.emplace_back(size_t(N * K));
+    scales.emplace_back(size_t(N));
+    ops::quantize_int8_weights(q.back().data(), scales.back().data(), params + s.offset, N, K);
+    out.push_back({s.name, s.shape, DType::I8, q.back().data()});
+    out.push_back({s.name + "_scale", {N}, DType::F32, scales.back().data()});
+  }
+  auto meta = extra_metadata;
+  meta["format"] = "pt";
+  meta["vit_config"] = model.config().to_json(-1);
+  meta["vitcpp_version"] = version();
+  meta["quantization"] = kQuantization;
+  write_safetensors(path, out, meta);
+}
+
+bool is_int8_checkpoint(const SafeTensors& st) {
+  return st.metadata().count("quantization") > 0;
+}
+
+void copy_weights(const SafeTensors& st, const std::string& name, float* dst) {
+  const TensorInfo& t = st.at(name);
+  if (t.dtype != DType::I8) return st.copy_float(name, dst);
+  const TensorInfo* s = st.find(name + "_scale");
+  VIT_CHECK(s && t.shape.size() == 2 && s->shape == Shape{t.shape[0]}, st.path(), ": int8 tensor '", name,
+            "' ", shape_str(t.shape), " needs '", name, "_scale' of shape [",
+            t.shape.empty() ? 0 : t.shape[0], "] beside it");
+  const std::vector<int64_t> q = st.to_int64(name);
+  const std::vector<float> scale = st.to_float(name + "_scale");
+  const int64_t K = t.shape[1];
+  for (size_t i = 0; i < q.size(); ++i) dst[i] = float(q[i]) * scale[i / size_t(K)];
+}
+
+}  // namespace vit
