@@ -8,13 +8,14 @@
 #include "commands.h"
 #include "io/onnx_export.h"
 #include "model_flags.h"
+#include "vit/core/error.h"
 
 namespace vit::app {
 
 Run add_export(CLI::App& cmd) {
   struct Flags {
     LoadFlags load;
-    std::string out, format = "timm";
+    std::string out, format = "timm", dtype = "fp32";
   };
   auto f = std::make_shared<Flags>();
   f->load.add_to(cmd);
@@ -27,15 +28,24 @@ Run add_export(CLI::App& cmd) {
       ->check(CLI::IsMember({"timm", "hf", "onnx"}))
       ->capture_default_str();
   cmd.add_option("--out", f->out, "output directory (timm, hf) or file (onnx)")->required();
+  cmd.add_option("--dtype", f->dtype,
+                 "onnx: fp32, or int8 (the blocks' products as onnxruntime's quantize_dynamic writes them: "
+                 "DynamicQuantizeLinear and MatMulInteger on int8 weights per output channel)")
+      ->check(CLI::IsMember({"fp32", "int8"}))
+      ->capture_default_str();
   return [f] {
     const Pretrained p = f->load.load();
     const auto dir = std::filesystem::path(f->out);
+    VIT_CHECK(f->dtype == "fp32" || f->format == "onnx",
+              "--dtype int8: for --format onnx (timm and Hugging Face ",
+              "hold fp32 weights; vit quantize writes an int8 checkpoint)");
     if (f->format == "onnx") {
-      const OnnxExportInfo info = export_onnx(*p.model, f->out, p.class_names);
+      const OnnxExportInfo info = export_onnx(*p.model, f->out, p.class_names, -1, f->dtype == "int8");
       const ViTConfig& c = p.model->config();
-      std::cout << "wrote " << f->out << " (" << info.bytes << " bytes, opset " << info.opset << ", "
-                << info.nodes << " nodes, checked by ONNX's checker; input pixel_values [N," << c.in_chans
-                << "," << c.img_h << "," << c.img_w << "] normalized as the model's preprocessing, output "
+      std::cout << "wrote " << f->out << " (" << (f->dtype == "int8" ? "int8, " : "") << info.bytes
+                << " bytes, opset " << info.opset << ", " << info.nodes
+                << " nodes, checked by ONNX's checker; input pixel_values [N," << c.in_chans << "," << c.img_h
+                << "," << c.img_w << "] normalized as the model's preprocessing, output "
                 << (c.num_classes > 0 ? "logits [N," + std::to_string(c.num_classes)
                                       : "features [N," + std::to_string(c.embed_dim))
                 << "])\n";

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "commands.h"
 #include "io/checkpoint.h"
@@ -19,8 +20,15 @@ struct QuantizeFlags {
   std::string out;
 };
 
-double mib(int64_t bytes) {
-  return double(bytes) / (1024.0 * 1024.0);
+// "87.6 MiB", "12.7 KiB".
+std::string size_text(int64_t bytes) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1);
+  if (bytes >= (int64_t(1) << 20))
+    s << double(bytes) / double(1 << 20) << " MiB";
+  else
+    s << double(bytes) / 1024.0 << " KiB";
+  return s.str();
 }
 }  // namespace
 
@@ -44,10 +52,9 @@ Run add_quantize(CLI::App& cmd) {
       }
     const auto size = int64_t(std::filesystem::file_size(f->out));
     std::cout
-        << std::fixed << std::setprecision(1) << "wrote " << f->out << " (" << mib(size)
-        << " MiB): the blocks' "
-        << "qkv, proj, fc1 and fc2 weights in int8 per output channel, " << mib(blocks_fp32) << " -> "
-        << mib(blocks_int8) << " MiB (" << std::setprecision(2) << double(blocks_fp32) / double(blocks_int8)
+        << "wrote " << f->out << " (" << size_text(size) << "): the blocks' qkv, proj, fc1 and fc2 weights "
+        << "in int8 per output channel, " << size_text(blocks_fp32) << " -> " << size_text(blocks_int8)
+        << " (" << std::fixed << std::setprecision(2) << double(blocks_fp32) / double(blocks_int8)
         << "x smaller); the rest in fp32. Every command loads it and runs it with --dtype int8 by default.\n";
     return 0;
   };

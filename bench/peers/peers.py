@@ -20,7 +20,8 @@ AVX-512 machine. The % of ceiling is against the sgemm rate vit bench measures a
 of the sitting (--ceiling gives one instead). Needs a Release build (build/vit) and
 `scripts/setup.sh --torch`. Not part of CI; results also go to build/peers/results.jsonl.
 
-ONNX Runtime (inference workloads only) runs when its npm package is installed:
+ONNX Runtime (inference workloads only; for int8 on vitcpp's own int8 export, which is the graph
+quantize_dynamic writes) runs when its npm package is installed:
 `(cd bench/peers/ort && npm install --ignore-scripts)`; the models are exported from the
 same PyTorch modules to build/peers/onnx (torch_reference.py --export-onnx) on first use and
 timed by bench/peers/ort/ort_bench.mjs with Node.js, at --threads and, on the small models,
@@ -79,6 +80,12 @@ WORKLOADS = [
     ("infer", "vit-base-16", 1, False, 1),
     # vitcpp's bf16 inference (--dtype bf16) against the peers' fp32: the issue's 2x ONNX Runtime.
     ("infer-bf16", "vit-base-16", 1, False),
+    # int8 inference (--dtype int8) against PyTorch's quantize_dynamic (per channel, oneDNN) and
+    # ONNX Runtime on vitcpp's int8 export (quantize_dynamic's graph: MatMulInteger).
+    ("infer-int8", "vit-small-16", 1, False),
+    ("infer-int8", "vit-base-16", 1, False),
+    ("infer-int8", "vit-base-16", 16, False),
+    ("infer-int8", "vit-base-16", 1, False, 1),
     # Mixed precision (vit train --amp) against torch.autocast(dtype=bfloat16): not an issue target.
     ("train-bf16", "cifar-seed", 256, False),
     ("train-bf16", "vit-base-16", 16, False),
@@ -161,7 +168,7 @@ VIT_MODEL_ARGS = {"siglip-base-16": ["--model", "vit-base-16", "--pool", "map", 
 
 
 def vitcpp(mode, model, batch, threads, min_time):
-    dtype = "bf16" if mode.endswith("-bf16") else "fp32"
+    dtype = mode.split("-")[1] if "-" in mode else "fp32"
     model_args = VIT_MODEL_ARGS.get(model, ["--model", model])
     j = run_json([os.path.join(ROOT, "build/vit"), "bench", *model_args, "--mode", mode.split("-")[0], "-b",
                   str(batch), "--dtype", dtype, "--threads", str(threads), "--min-time", str(min_time), "--runs", "3",
@@ -170,7 +177,7 @@ def vitcpp(mode, model, batch, threads, min_time):
 
 
 def torch(mode, model, batch, threads):
-    kind = {"train": "Train", "train-bf16": "TrainBf16"}.get(mode, "Infer")
+    kind = {"train": "Train", "train-bf16": "TrainBf16", "infer-int8": "InferInt8"}.get(mode, "Infer")
     j = run_json(["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_reference.py"), "--threads", str(threads),
                   "--workload", f"{kind}/{model}/b{batch}"], env=torch_env(threads))
     return j["median_ms"], j
@@ -184,8 +191,23 @@ def ort_available():
     return os.path.isdir(os.path.join(ORT_DIR, "node_modules/onnxruntime-node"))
 
 
-def ort(script, model, batch, threads, min_time):
-    path = os.path.join(ONNX_DIR, f"{model}_b{batch}.onnx")
+def int8_onnx(model):
+    """vitcpp's int8 export (vit export --format onnx --dtype int8) of the preset with the weights
+    of one synthetic training step: what quantize_dynamic writes, on the model's own shapes."""
+    path = os.path.join(ONNX_DIR, f"{model}_int8.onnx")
+    if os.path.exists(path):
+        return path
+    run_dir = os.path.join(ONNX_DIR, f"{model}_int8_run")
+    vit = os.path.join(ROOT, "build/vit")
+    subprocess.run([vit, "train", *VIT_MODEL_ARGS.get(model, ["--model", model]), "--synthetic", "16", "--epochs", "1",
+                    "-b", "16", "--output", run_dir], check=True, capture_output=True, cwd=ROOT)
+    subprocess.run([vit, "export", "--checkpoint", run_dir, "--format", "onnx", "--dtype", "int8", "--out", path],
+                   check=True, capture_output=True, cwd=ROOT)
+    return path
+
+
+def ort(script, model, batch, threads, min_time, int8=False):
+    path = int8_onnx(model) if int8 else os.path.join(ONNX_DIR, f"{model}_b{batch}.onnx")
     if not os.path.exists(path):
         subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_reference.py"), "--export-onnx",
                         ONNX_DIR, "--only", model], check=True, capture_output=True, cwd=ROOT)
@@ -250,7 +272,7 @@ def main():
                 t[n].append(ms)
                 log.write(json.dumps({"peer": "torch", **j}) + "\n")
                 for label, script, peer in orts if mode.startswith("infer") else []:
-                    ms, j = ort(script, model, batch, n, args.min_time)
+                    ms, j = ort(script, model, batch, n, args.min_time, int8=mode == "infer-int8")
                     o[label][n].append(ms)
                     log.write(json.dumps({"peer": peer, **j}) + "\n")
             log.flush()

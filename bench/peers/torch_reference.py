@@ -132,7 +132,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default="", help="workloads whose model name contains this")
     ap.add_argument("--workload", default="",
-                    help="one workload, e.g. Train/mnist-seed/b128 (any batch; TrainBf16 for autocast)")
+                    help="one workload, e.g. Train/mnist-seed/b128 (any batch; TrainBf16 for autocast; InferInt8 "
+                         "for torch.ao.quantization.quantize_dynamic of the blocks' Linear layers, per channel)")
     ap.add_argument("--export-onnx", default="", metavar="DIR", help="write the inference workloads as ONNX and exit")
     args = ap.parse_args()
     if args.export_onnx:
@@ -141,11 +142,12 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     cases = CASES
-    amp = False
+    amp = int8 = False
     if args.workload:
         kind, name, b = args.workload.split("/")
         cases = [(name, int(b.lstrip("b")), kind in ("Train", "TrainBf16"))]
         amp = kind == "TrainBf16"
+        int8 = kind == "InferInt8"
     for name, B, train in cases:
         if args.only not in name:
             continue
@@ -165,13 +167,17 @@ def main():
                 opt.step()
         else:
             model.eval()
+            if int8:  # the blocks' four products, as vitcpp's --dtype int8 (oneDNN's int8 kernels: VNNI where the CPU has it)
+                torch.backends.quantized.engine = "onednn"
+                model.blocks = torch.ao.quantization.quantize_dynamic(
+                    model.blocks, {nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig})
 
             def step():
                 with torch.no_grad():
                     model(x)
         times = measure(step, args.reps)
         t = statistics.median(times)
-        kind = ("TrainBf16" if amp else "Train") if train else "Infer"
+        kind = ("TrainBf16" if amp else "Train") if train else ("InferInt8" if int8 else "Infer")
         print(json.dumps({"workload": f"{kind}/{name}/b{B}", "threads": args.threads, "median_ms": round(t * 1e3, 3),
                           "min_ms": round(min(times) * 1e3, 3), "max_ms": round(max(times) * 1e3, 3),
                           "img_per_s": round(B / t, 2)}), flush=True)

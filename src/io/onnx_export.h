@@ -33,8 +33,11 @@ bool onnx_export_available();
 // (-1: over 1.5 GiB, as protobuf cannot hold 2 GiB) go to `path`.data beside the model, as
 // ONNX's external data, which ONNX Runtime reads from the model's directory. Throws
 // vit::Error for a model that cannot be exported: weights packed or released for inference.
+// int8: the blocks' four products quantized as ONNX Runtime's quantize_dynamic writes them
+// (DynamicQuantizeLinear, MatMulInteger on int8 weights per output channel: export_onnx.cpp).
 OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
-                           const std::vector<std::string>& class_names = {}, int64_t external_from = -1);
+                           const std::vector<std::string>& class_names = {}, int64_t external_from = -1,
+                           bool int8 = false);
 
 // Runs ONNX's checker (onnx::checker::check_model, with the file's path so it reads it
 // back) and returns the graph's input and output shapes as text, e.g.

@@ -187,22 +187,39 @@ TEST(OnnxExport, PackedWeightsAreRefused) {
   EXPECT_FALSE(fs::exists(tmp / "m.onnx"));
 }
 
-// Exports m (weights of external_from bytes or more in a data file), runs the file in ONNX
-// Runtime at batch 3 and compares its logits with vitcpp's.
-void expect_ort_matches(ViT& m, const std::string& name, const std::string& dir, int64_t external_from = -1) {
-  const int64_t B = 3;  // the batch dimension is dynamic: not the 1 a fixed export would have
+// Exports m (weights of external_from bytes or more in a data file; int8: the blocks'
+// products in int8) and runs the file in ONNX Runtime on x, a batch of B.
+std::vector<float> ort_logits(ViT& m, const std::string& name, const std::string& dir,
+                              const std::vector<float>& x, int64_t B, int64_t external_from = -1,
+                              bool int8 = false) {
   const ViTConfig& c = m.config();
-  const std::vector<float> x = input_for(c, B);
-  const std::vector<float> want = vitcpp_logits(m, x, B);
   const std::string model = dir + "/" + name + ".onnx", in = dir + "/in.f32", out = dir + "/out.f32";
-  export_onnx(m, model, {}, external_from);
+  export_onnx(m, model, {}, external_from, int8);
   write_file_atomic(in, std::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
   const std::string cmd = "node " + std::string(VIT_SOURCE_DIR) + "/tests/io/ort_logits.mjs " + VIT_ORT_DIR +
                           " " + model + " " + in + " " + std::to_string(B) + "," +
                           std::to_string(c.in_chans) + "," + std::to_string(c.img_h) + "," +
                           std::to_string(c.img_w) + " " + out + " > " + dir + "/node.log 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << name << ": " << cmd << "\n" << read_text_file(dir + "/node.log");
-  const std::vector<float> got = read_floats(out);
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << name << ": " << cmd << "\n" << read_text_file(dir + "/node.log");
+  return read_floats(out);
+}
+
+// The worst |got - want| over max |want|.
+double worst_rel(const std::vector<float>& got, const std::vector<float>& want) {
+  double scale = 0, worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, double(std::fabs(want[i])));
+    worst = std::max(worst, double(std::fabs(got[i] - want[i])));
+  }
+  return worst / scale;
+}
+
+// Exports m, runs the file in ONNX Runtime at batch 3 and compares its logits with vitcpp's.
+void expect_ort_matches(ViT& m, const std::string& name, const std::string& dir, int64_t external_from = -1) {
+  const int64_t B = 3;  // the batch dimension is dynamic: not the 1 a fixed export would have
+  const std::vector<float> x = input_for(m.config(), B);
+  const std::vector<float> want = vitcpp_logits(m, x, B);
+  const std::vector<float> got = ort_logits(m, name, dir, x, B, external_from);
   ASSERT_EQ(got.size(), want.size()) << name;
   double scale = 0, worst = 0;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -213,6 +230,33 @@ void expect_ort_matches(ViT& m, const std::string& name, const std::string& dir,
             << " x max|logit| " << scale << " (" << want.size() << " logits, batch " << B << ")\n";
   EXPECT_TRUE(test::close_rel_max(name + " ONNX Runtime vs vitcpp logits", got.data(), want.data(),
                                   int64_t(want.size()), kTol));
+}
+
+// --dtype int8: ONNX Runtime runs quantize_dynamic's graph (its int8 kernels), near the fp32
+// logits, and about as near as vitcpp's own int8 (per-row activations against ORT's per-tensor
+// ones); both figures printed.
+TEST(OnnxExport, Int8GraphRunsInOnnxRuntimeNearTheFp32Logits) {
+  const std::string missing = ort_missing();
+  if (!missing.empty()) GTEST_SKIP() << "ONNX Runtime not available: " << missing;
+  test::TempDir tmp("ort_int8");
+  for (const Variant& v : variants()) {
+    ViT m(v.cfg);
+    init_for_test(m);
+    const int64_t B = 3;
+    const std::vector<float> x = input_for(m.config(), B);
+    const std::vector<float> fp32 = vitcpp_logits(m, x, B);
+    const std::vector<float> ort = ort_logits(m, v.name + "_int8", tmp.str(), x, B, -1, true);
+    m.set_infer_dtype("int8");
+    const std::vector<float> own = vitcpp_logits(m, x, B);
+    ASSERT_EQ(ort.size(), fp32.size()) << v.name;
+    const double e_ort = worst_rel(ort, fp32), e_own = worst_rel(own, fp32);
+    std::cout << "[ ORT int8 ] " << v.name << ": worst |logit - fp32| / max|fp32|: ONNX Runtime int8 "
+              << e_ort << ", vitcpp int8 " << e_own << "\n";
+    EXPECT_LT(e_ort, 0.05) << v.name;  // measured: at most 0.025 (ONNX Runtime 1.2x, vitcpp 0.020)
+    EXPECT_LT(e_own, 0.05) << v.name;
+    EXPECT_LT(e_ort, 4 * e_own) << v.name << ": the ONNX graph is far from vitcpp's int8";
+    EXPECT_GT(e_ort, 0.0) << v.name << ": the same logits as fp32: the products did not run in int8";
+  }
 }
 
 TEST(OnnxExport, OnnxRuntimeGivesVitcppsLogits) {

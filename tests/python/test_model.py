@@ -38,6 +38,21 @@ def test_checkpoints_give_pytorchs_logits(name, tol):
     assert np.array_equal(vitcpp.create_model(os.path.join(PRETRAINED, name))(x), got)
 
 
+def test_int8_gives_vit_predicts_int8_logits_near_fp32(tmp_path):
+    ck = os.path.join(PRETRAINED, "timm_a")
+    x, want = expect("timm_a")
+    m = vitcpp.create_model("local-dir:" + ck, dtype="int8")
+    assert m.dtype == "int8"
+    got = m(x)
+    assert 0 < worst_rel(got, want) <= 0.05  # int8's rounding, not fp32's
+    write_safetensors(tmp_path / "x.safetensors", {"x": x})
+    lines = run_vit("predict", "--checkpoint", ck, "--tensor", f"{tmp_path / 'x.safetensors'}:x", "-b", len(x),
+                    "--dtype", "int8", "--json", "--logits").splitlines()
+    assert np.array_equal(np.array([json.loads(line)["logits"] for line in lines], np.float32), got)
+    with pytest.raises(ValueError, match="'int8'"):
+        vitcpp.create_model("vit_tiny_patch16_224", dtype="int4")
+
+
 def test_logits_and_features_are_vit_predicts(tmp_path):
     ck = os.path.join(PRETRAINED, "timm_a")
     x, _ = expect("timm_a")

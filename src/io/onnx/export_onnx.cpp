@@ -10,6 +10,14 @@
 //   AttentionPoolLatent; head -> logits [N,K] (without a head: the
 //   pooled features [N,D] are the output)
 //
+// int8 (export_onnx's int8): the blocks' four products as ONNX Runtime's quantize_dynamic
+// writes them with per_channel=True, which ORT fuses into its own int8 kernels:
+//   DynamicQuantizeLinear(x) -> x_q u8, x_scale, x_zp (one scale per tensor, as ONNX defines it)
+//   MatMulInteger(x_q, W_q int8 [in, out], x_zp, 0) -> int32; Cast -> float;
+//   Mul by x_scale * W_scale[out]; Add the bias.
+// W_q and W_scale are the int8 values and scales vitcpp's --dtype int8 runs (symmetric per
+// output channel); only the activations' scheme differs (vitcpp: s8 per row).
+//
 // Linear weights are stored transposed ([in, out], for MatMul on [N, T, in]) under their
 // timm name plus ".T"; everything else under its timm name. opset 17 has no Gelu op: the exact
 // GELU is written 0.5 x (1 + erf(x / sqrt 2)) (ONNX Runtime fuses this form), its tanh form
@@ -23,7 +31,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file.h"
+#include "io/checkpoint.h"  // int8_stored
 #include "io/onnx_export.h"
+#include "ops/ops.h"
 #include "vit/core/error.h"
 #include "vit/core/version.h"
 
@@ -60,6 +70,17 @@ class GraphBuilder {
       for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = data[r * cols + c];
     return weight(name + ".T", {cols, rows}, t.data());
   }
+  // q [rows, cols] int8 transposed, as INT8 [cols, rows] named name.T.
+  std::string int8_t_weight(const std::string& name, int64_t rows, int64_t cols, const int8_t* q) {
+    std::string t(size_t(rows * cols), '\0');
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = char(q[r * cols + c]);
+    return raw(name + ".T", onnx::TensorProto::INT8, {cols, rows}, std::move(t));
+  }
+  // n zero int8 values: MatMulInteger's zero point of symmetric weights.
+  std::string int8_zeros(int64_t n) {
+    return raw(fresh("zero_point"), onnx::TensorProto::INT8, {n}, std::string(size_t(n), '\0'));
+  }
   std::string scalar(float v) { return weight(fresh("const"), {}, &v); }
   std::string ints(const std::vector<int64_t>& v) {
     onnx::TensorProto* t = g_.add_initializer();
@@ -77,6 +98,11 @@ class GraphBuilder {
     t->set_data_type(onnx::TensorProto::INT64);
     t->add_int64_data(v);
     return name;
+  }
+
+  // A node's extra outputs (DynamicQuantizeLinear has three), named freshly.
+  void more_outputs(onnx::NodeProto* n, int count) {
+    for (int i = 0; i < count; ++i) n->add_output(fresh(n->op_type() + "_out"));
   }
 
   // One node; returns its (single) output's name, `out` if given.
@@ -112,6 +138,14 @@ class GraphBuilder {
   }
 
  private:
+  std::string raw(const std::string& name, int type, const std::vector<int64_t>& shape, std::string bytes) {
+    onnx::TensorProto* t = g_.add_initializer();
+    t->set_name(name);
+    t->set_data_type(type);
+    for (int64_t d : shape) t->add_dims(d);
+    t->set_raw_data(std::move(bytes));
+    return name;
+  }
   std::string fresh(const std::string& stem) { return stem + "_" + std::to_string(counter_++); }
   onnx::GraphProto& g_;
   int64_t counter_ = 0;
@@ -121,8 +155,8 @@ class GraphBuilder {
 // params: the model's fp32 parameters (ViT::fp32_params), laid out by its table.
 class VitGraph {
  public:
-  VitGraph(const ViT& m, const float* params, GraphBuilder& b)
-      : m_(m), params_(params), c_(m.config()), b_(b) {}
+  VitGraph(const ViT& m, const float* params, GraphBuilder& b, bool int8)
+      : m_(m), params_(params), c_(m.config()), b_(b), int8_(int8) {}
 
   // `out` names the logits, or for a model without a head the pooled features.
   std::string build(const std::string& pixels, const std::string& out) {
@@ -194,9 +228,28 @@ class VitGraph {
   // x [.., in] times the transpose of `name.weight` [out, in], plus `name.bias` if any.
   std::string linear(const std::string& x, const std::string& name) {
     const Shape& s = shape(name + ".weight");
-    std::string y = b_.op("MatMul", {x, b_.weight_t(name + ".weight", s[0], s[1], data(name + ".weight"))});
+    std::string y =
+        int8_ && int8_stored(name + ".weight")
+            ? int8_product(x, name, s[0], s[1])
+            : b_.op("MatMul", {x, b_.weight_t(name + ".weight", s[0], s[1], data(name + ".weight"))});
     if (has(name + ".bias")) y = b_.op("Add", {y, w(name + ".bias")});
     return y;
+  }
+
+  // x times name.weight [N, K]^T in int8, as quantize_dynamic writes it (the header comment).
+  std::string int8_product(const std::string& x, const std::string& name, int64_t N, int64_t K) {
+    std::vector<int8_t> q(static_cast<size_t>(N * K));
+    std::vector<float> scale(static_cast<size_t>(N));
+    ops::quantize_int8_weights(q.data(), scale.data(), data(name + ".weight"), N, K);
+    onnx::NodeProto* dq = b_.node("DynamicQuantizeLinear", {x});
+    b_.more_outputs(dq, 2);
+    auto* mm = b_.node("MatMulInteger", {dq->output(0), b_.int8_t_weight(name + ".weight", N, K, q.data()),
+                                         dq->output(2), b_.int8_zeros(N)});
+    auto* cast = b_.node("Cast", {mm->output(0)});
+    GraphBuilder::attr(cast, "to", int64_t(onnx::TensorProto::FLOAT));
+    const std::string scales =
+        b_.op("Mul", {dq->output(1), b_.weight(name + ".weight_scale", {N}, scale.data())});
+    return b_.op("Mul", {cast->output(0), scales});
   }
 
   // The MLP's activation of h (the model's act_layer).
@@ -332,6 +385,7 @@ class VitGraph {
   const float* params_;
   const ViTConfig& c_;
   GraphBuilder& b_;
+  bool int8_;  // the blocks' products in int8
 };
 
 void set_shape(onnx::ValueInfoProto* v, const std::string& name, const std::vector<int64_t>& dims) {
@@ -380,7 +434,7 @@ bool onnx_export_available() {
 }
 
 OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
-                           const std::vector<std::string>& class_names, int64_t external_from) {
+                           const std::vector<std::string>& class_names, int64_t external_from, bool int8) {
   const ViTConfig& c = model.config();
   const float* params = model.fp32_params(path + ": not exported");
   onnx::ModelProto m;
@@ -401,7 +455,7 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
   const std::string out = c.num_classes > 0 ? "logits" : "features";
   set_shape(g.add_output(), out, {c.num_classes > 0 ? c.num_classes : c.embed_dim});
   GraphBuilder b(g);
-  VitGraph(model, params, b).build("pixel_values", out);
+  VitGraph(model, params, b, int8).build("pixel_values", out);
 
   using json = nlohmann::json;
   add_metadata(m, "vitcpp_config", c.to_json(-1));
@@ -410,6 +464,9 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
   add_metadata(m, "std", json(c.std).dump());
   add_metadata(m, "interpolation", c.interpolation);
   if (!class_names.empty()) add_metadata(m, "class_names", json(class_names).dump());
+  if (int8)
+    add_metadata(m, "quantization",
+                 "int8: the blocks' products as onnxruntime's quantize_dynamic(per_channel=True)");
 
   try {
     onnx::checker::check_model(m);

@@ -16,7 +16,7 @@ bool onnx_export_available() {
   return false;
 }
 
-OnnxExportInfo export_onnx(const ViT&, const std::string&, const std::vector<std::string>&, int64_t) {
+OnnxExportInfo export_onnx(const ViT&, const std::string&, const std::vector<std::string>&, int64_t, bool) {
   unavailable();
 }
 
