@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/int8.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_set.h"
@@ -145,6 +148,35 @@ void run_gemm_s8(benchmark::State& st, const Shape& s, vit::cpu::GemmS8 f) {
       benchmark::Counter(2.0 * s.M * s.N * s.K / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// oneDNN's int8 matmul on the same shapes (u8 x s8 -> s32, the weights in its own blocked
+// layout, reordered once): the library the issue names for large batches, timed as
+// "onednn_int8/" next to gemm_s8 and the int8 layer. Its threads are OpenMP's.
+void run_onednn_int8(benchmark::State& st, const Shape& s) {
+  using dnnl::memory;
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  dnnl::engine& eng = vit::cpu::dnnl_engine();
+  const memory::desc src({s.M, s.K}, dt::u8, tag::ab), wei_any({s.K, s.N}, dt::s8, tag::any),
+      dst({s.M, s.N}, dt::s32, tag::ab);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei_any, dst), eng);
+  std::vector<uint8_t> a(size_t(s.M * s.K), 3);
+  std::vector<int8_t> w(size_t(s.K * s.N));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = int8_t(int(i % 255) - 127);
+  std::vector<int32_t> c(size_t(s.M * s.N));
+  memory user_w({{s.K, s.N}, dt::s8, tag::ab}, eng, w.data()), wp(pd.weights_desc(), eng);
+  dnnl::stream strm(eng);
+  dnnl::reorder(user_w, wp).execute(strm, user_w, wp);
+  memory ms(src, eng, a.data()), md(dst, eng, c.data());
+  const dnnl::matmul mm(pd);
+  for (auto _ : st) {
+    mm.execute(strm, {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, wp}, {DNNL_ARG_DST, md}});
+    strm.wait();
+    benchmark::DoNotOptimize(c.data());
+  }
+  st.counters["GOP/s"] =
+      benchmark::Counter(2.0 * s.M * s.N * s.K / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,6 +201,9 @@ int main(int argc, char** argv) {
     if (s.ta || !s.tb) continue;  // forward products only: int8 is for inference
     const std::string dims = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
     benchmark::RegisterBenchmark(("int8/" + dims).c_str(), run_int8_layer, s)->UseRealTime()->MinTime(0.3);
+    benchmark::RegisterBenchmark(("onednn_int8/" + dims).c_str(), run_onednn_int8, s)
+        ->UseRealTime()
+        ->MinTime(0.3);
     for (const auto& v : vit::cpu::gemm_s8_variants())
       benchmark::RegisterBenchmark((std::string("gemm_s8/") + v.name + "/" + dims).c_str(), run_gemm_s8, s,
                                    v.fn)

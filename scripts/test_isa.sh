@@ -72,6 +72,14 @@ if [[ $best == avx512 && $qemu != 0 ]]; then
       status=1
     fi
   done
+  # The int8 kernels on a CPU without AVX-VNNI or AVX-512: the table's pick is plain AVX2's
+  # vpmaddubsw product, checked bit for bit against the generic loops (tests/ops/test_int8.cpp).
+  echo "test_isa: test_ops' int8 kernels under qemu-x86_64 -cpu Haswell"
+  if ! (cd build/tests && env -u VIT_ISA qemu-x86_64-static -cpu Haswell ./test_ops --gtest_brief=1 \
+        --gtest_filter='GemmS8.*:Int8Quant.*:LinearInt8.*' 2>&1 | grep -v "TCG doesn't support requested feature"); then
+    echo "test_isa: test_ops' int8 kernels FAILED under qemu -cpu Haswell"
+    status=1
+  fi
   if ! scripts/test_isa_cli_haswell.sh; then
     echo "test_isa: the vit program FAILED under qemu -cpu Haswell"
     status=1

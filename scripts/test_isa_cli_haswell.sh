@@ -44,6 +44,10 @@ vit samples --data-dir "$data" -n 2 --out "$run/images"
 vit predict --checkpoint "$run/best.safetensors" --topk 2 "$run"/images/*.png
 vit attention --checkpoint "$run/best.safetensors" --out "$run/attention" "$run"/images/*.png
 ls "$run"/attention/*_cls.png >/dev/null
+# int8 on AVX2 without VNNI (vpmaddubsw): an int8 checkpoint, evaluated and predicted in int8.
+vit quantize --checkpoint "$run/best.safetensors" --out "$run/int8.safetensors"
+vit eval --checkpoint "$run/int8.safetensors" --data-dir "$data"
+vit predict --checkpoint "$run/best.safetensors" --dtype int8 --topk 2 "$run"/images/*.png
 out=$(vit bench --model vit-tiny-16 --depth 2 -b 1 --runs 1 --warmup 0 --min-time 0 --ceiling 100 --json)
 echo "$out"
 if ! grep -q '"isa":"avx2"' <<<"$out" || ! grep -q '"weights_packed":true' <<<"$out"; then

@@ -146,6 +146,26 @@ TEST(Int8Quant, EveryPathGivesTheGenericBits) {
       << "to nearest even";
 }
 
+// Every path's epilogue gives the generic bits, with and without a bias, at every width
+// around the vector lengths.
+TEST(Int8Quant, EveryPathsEpilogueGivesTheGenericBits) {
+  const int64_t rows = 5, ld = 70;
+  std::vector<int32_t> C(static_cast<size_t>(rows * ld));
+  std::mt19937 g(4);
+  for (int32_t& c : C) c = int32_t(g() % 2000001) - 1000000;
+  const std::vector<float> sx = test::randn(rows, 5, 0.01f), sw = test::randn(ld, 6, 0.01f),
+                           b = test::randn(ld, 7);
+  for (const auto& v : dequant_s8_variants())
+    for (int64_t cols : {1, 7, 8, 9, 15, 16, 17, 33, 64})
+      for (const float* bias : {b.data(), static_cast<const float*>(nullptr)}) {
+        std::vector<float> got(static_cast<size_t>(rows * ld), 9.f), want(got);
+        v.fn(got.data(), ld, C.data(), ld, sx.data(), sw.data(), bias, rows, cols);
+        dequant_s8_reference(want.data(), ld, C.data(), ld, sx.data(), sw.data(), bias, rows, cols);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * got.size()), 0)
+            << v.name << " cols " << cols << (bias ? " with" : " without") << " a bias";
+      }
+}
+
 TEST(Int8Quant, RowsAreWithinHalfAStepAndPadded) {
   const int64_t M = 4, K = 37, ld = 40;
   std::vector<float> x = test::randn(M * K, 8);

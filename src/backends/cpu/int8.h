@@ -56,6 +56,8 @@ void linear_forward_int8(float* y, const float* x, const Int8Weights& w, const f
 
 // The generic quantize_row_s8 and gemm_s8: the loops every path is checked against.
 float quantize_row_s8_reference(int8_t* q, const float* x, int64_t K, int64_t ldq);
+void dequant_s8_reference(float* y, int64_t ldy, const int32_t* C, int64_t ldc, const float* sx,
+                          const float* sw, const float* b, int64_t rows, int64_t cols);
 void gemm_s8_reference(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, int64_t M, const int8_t* W,
                        const int32_t* wsum, int64_t nb, int64_t Kp);
 

@@ -116,4 +116,13 @@ std::vector<KernelVariant<QuantizeRowS8>> quantize_row_s8_variants() {
   return v;
 }
 
+std::vector<KernelVariant<DequantS8>> dequant_s8_variants() {
+  std::vector<KernelVariant<DequantS8>> v{{"generic", dequant_s8_reference}};
+#if VIT_ISA_X86
+  if (isa_supported(Isa::avx2)) v.push_back({"avx2", avx2::dequant_s8});
+  if (isa_supported(Isa::avx512)) v.push_back({"avx512", avx512::dequant_s8});
+#endif
+  return v;
+}
+
 }  // namespace vit::cpu

@@ -25,7 +25,14 @@ using GemmS8 = void (*)(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, i
 // generic bits: the maximum is exact, and x / scale rounds to nearest even in each.
 using QuantizeRowS8 = float (*)(int8_t* q, const float* x, int64_t K, int64_t ldq);
 
+// y[i, j] = float(C[i, j]) * (sx[i] * sw[j]) + b[j] (b null: + 0) for rows x cols, leading
+// dims ldy and ldc: the int8 product's epilogue. A product, a product, a sum, each rounded as
+// written (no fused multiply-add), so every path gives the generic bits.
+using DequantS8 = void (*)(float* y, int64_t ldy, const int32_t* C, int64_t ldc, const float* sx,
+                           const float* sw, const float* b, int64_t rows, int64_t cols);
+
 struct CpuKernels {
+  DequantS8 dequant_s8 = nullptr;
   QuantizeRowS8 quantize_row_s8 = nullptr;
   GemmS8 gemm_s8 = nullptr;
   const char* gemm_s8_name = nullptr;  // e.g. "avx512-vnni" (vit bench and the tests name it)
@@ -44,8 +51,9 @@ struct KernelVariant {
 };
 // Every gemm_s8 this CPU runs, generic first (each folder's variants, not only its pick).
 std::vector<KernelVariant<GemmS8>> gemm_s8_variants();
-// Every path's quantize_row_s8 this CPU runs, generic first.
+// Every path's quantize_row_s8 and dequant_s8 this CPU runs, generic first.
 std::vector<KernelVariant<QuantizeRowS8>> quantize_row_s8_variants();
+std::vector<KernelVariant<DequantS8>> dequant_s8_variants();
 
 // Each folder's fill: sets the entries it has for this CPU, leaves the others as they are.
 namespace generic {
@@ -54,6 +62,8 @@ void fill_kernels(CpuKernels& k);
 #if VIT_ISA_X86
 namespace avx2 {
 void fill_kernels(CpuKernels& k);
+void dequant_s8(float* y, int64_t ldy, const int32_t* C, int64_t ldc, const float* sx, const float* sw,
+                const float* b, int64_t rows, int64_t cols);
 float quantize_row_s8(int8_t* q, const float* x, int64_t K, int64_t ldq);
 void gemm_s8(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, int64_t M, const int8_t* W,
              const int32_t* wsum, int64_t nb, int64_t Kp);
@@ -63,6 +73,8 @@ bool has_avx_vnni();
 }  // namespace avx2
 namespace avx512 {
 void fill_kernels(CpuKernels& k);
+void dequant_s8(float* y, int64_t ldy, const int32_t* C, int64_t ldc, const float* sx, const float* sw,
+                const float* b, int64_t rows, int64_t cols);
 float quantize_row_s8(int8_t* q, const float* x, int64_t K, int64_t ldq);
 void gemm_s8_vnni(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, int64_t M, const int8_t* W,
                   const int32_t* wsum, int64_t nb, int64_t Kp);  // AVX512-VNNI (vpdpbusd on zmm)

@@ -1,7 +1,7 @@
-// int8 inference linear (int8.h): weights quantized and packed once, activations per row at
-// each call (the kernel table's quantize_row_s8), the kernel table's gemm_s8 on tiles of rows x 64 output
-// channels, and the fp32 epilogue here, in plain code compiled for the baseline CPU (no fused multiply-add),
-// so the outputs have the same bits on every path.
+// int8 inference linear (int8.h): weights quantized and packed once; at each call the kernel
+// table's quantize_row_s8 on the activations, then per tile of rows x 64 output channels its
+// gemm_s8 and the fp32 epilogue dequant_s8 (rounded as written, no fused multiply-add), so
+// the outputs have the same bits on every path and thread count.
 #include <algorithm>
 #include <cmath>
 
@@ -65,7 +65,7 @@ void linear_forward_int8(float* y, const float* x, const Int8Weights& w, const f
   int8_t* xq = grown(xq_buf, M * Kp);
   float* sx = grown(sx_buf, M);
   quantize_rows_s8(xq, Kp, sx, x, M, w.K);
-  const GemmS8 gemm = kernels().gemm_s8;
+  const CpuKernels& k = kernels();
   const int64_t row_tiles = (M + kRowTile - 1) / kRowTile;
   const int64_t block_tiles = (w.blocks + kBlockTile - 1) / kBlockTile;
   // Tiles of one block group are consecutive, so a thread's tiles share their weights.
@@ -75,15 +75,11 @@ void linear_forward_int8(float* y, const float* x, const Int8Weights& w, const f
     const int64_t b0 = bt * kBlockTile, nb = std::min(kBlockTile, w.blocks - b0);
     alignas(64) int32_t C[kRowTile * kBlockTile * kS8Block];
     constexpr int64_t ldc = kBlockTile * kS8Block;
-    gemm(C, ldc, xq + m0 * Kp, Kp, rows, w.q.data() + b0 * Kp * kS8Block, w.sum.data() + b0 * kS8Block, nb,
-         Kp);
+    k.gemm_s8(C, ldc, xq + m0 * Kp, Kp, rows, w.q.data() + b0 * Kp * kS8Block, w.sum.data() + b0 * kS8Block,
+              nb, Kp);
     const int64_t n0 = b0 * kS8Block, n1 = std::min(N, n0 + nb * kS8Block);
-    for (int64_t i = 0; i < rows; ++i) {
-      const float s = sx[m0 + i];
-      float* yr = y + (m0 + i) * N;
-      const int32_t* c = C + i * ldc - n0;
-      for (int64_t n = n0; n < n1; ++n) yr[n] = float(c[n]) * (s * w.scale[size_t(n)]) + (b ? b[n] : 0.f);
-    }
+    k.dequant_s8(y + m0 * N + n0, N, C, ldc, sx + m0, w.scale.data() + n0, b ? b + n0 : nullptr, rows,
+                 n1 - n0);
   });
   if (gelu) gelu_forward(y, y, M * N);
 }

@@ -157,6 +157,24 @@ VIT_AVX2 float quantize_row_s8(int8_t* q, const float* x, int64_t K, int64_t ldq
   return scale;
 }
 
+VIT_AVX2 void dequant_s8(float* y, int64_t ldy, const int32_t* C, int64_t ldc, const float* sx,
+                         const float* sw, const float* b, int64_t rows, int64_t cols) {
+  const int64_t full = cols / 8 * 8;
+  for (int64_t i = 0; i < rows; ++i) {
+    const __m256 s = _mm256_set1_ps(sx[i]);
+    for (int64_t j = 0; j < full; j += 8) {
+      const __m256 c =
+          _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(C + i * ldc + j)));
+      const __m256 scale = _mm256_mul_ps(s, _mm256_loadu_ps(sw + j));
+      const __m256 bias = b ? _mm256_loadu_ps(b + j) : _mm256_setzero_ps();
+      _mm256_storeu_ps(y + i * ldy + j, _mm256_add_ps(_mm256_mul_ps(c, scale), bias));
+    }
+    // The tail as the generic loop writes it (this file is compiled without contraction).
+    for (int64_t j = full; j < cols; ++j)
+      y[i * ldy + j] = float(C[i * ldc + j]) * (sx[i] * sw[j]) + (b ? b[j] : 0.f);
+  }
+}
+
 void gemm_s8(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, int64_t M, const int8_t* W,
              const int32_t* wsum, int64_t nb, int64_t Kp) {
   blocks(C, ldc, A, lda, M, W, wsum, nb, Kp,
@@ -180,6 +198,7 @@ bool has_avx_vnni() {
 
 void fill_kernels(CpuKernels& k) {
   k.quantize_row_s8 = quantize_row_s8;
+  k.dequant_s8 = dequant_s8;
   k.gemm_s8 = has_avx_vnni() ? gemm_s8_vnni : gemm_s8;
   k.gemm_s8_name = has_avx_vnni() ? "avx-vnni" : "avx2";
 }

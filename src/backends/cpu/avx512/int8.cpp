@@ -101,6 +101,20 @@ VIT_AVX512 float quantize_row_s8(int8_t* q, const float* x, int64_t K, int64_t l
   return scale;
 }
 
+VIT_AVX512 void dequant_s8(float* y, int64_t ldy, const int32_t* C, int64_t ldc, const float* sx,
+                           const float* sw, const float* b, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const __m512 s = _mm512_set1_ps(sx[i]);
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 m = cols - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (cols - j)) - 1);
+      const __m512 c = _mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(m, C + i * ldc + j));
+      const __m512 scale = _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, sw + j));
+      const __m512 bias = b ? _mm512_maskz_loadu_ps(m, b + j) : _mm512_setzero_ps();
+      _mm512_mask_storeu_ps(y + i * ldy + j, m, _mm512_add_ps(_mm512_mul_ps(c, scale), bias));
+    }
+  }
+}
+
 void gemm_s8_vnni(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, int64_t M, const int8_t* W,
                   const int32_t* wsum, int64_t nb, int64_t Kp) {
   const int64_t bs = Kp * kS8Block;
@@ -122,6 +136,7 @@ bool has_vnni() {
 
 void fill_kernels(CpuKernels& k) {
   k.quantize_row_s8 = quantize_row_s8;
+  k.dequant_s8 = dequant_s8;
   if (!has_vnni()) return;  // AVX-512 without VNNI: avx2's (AVX-VNNI or vpmaddubsw) is as good
   k.gemm_s8 = gemm_s8_vnni;
   k.gemm_s8_name = "avx512-vnni";

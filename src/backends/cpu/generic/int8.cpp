@@ -61,9 +61,17 @@ void gemm_s8_reference(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, in
     }
 }
 
+void dequant_s8_reference(float* y, int64_t ldy, const int32_t* C, int64_t ldc, const float* sx,
+                          const float* sw, const float* b, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      y[i * ldy + j] = float(C[i * ldc + j]) * (sx[i] * sw[j]) + (b ? b[j] : 0.f);
+}
+
 namespace generic {
 void fill_kernels(CpuKernels& k) {
   k.quantize_row_s8 = quantize_row_s8_reference;
+  k.dequant_s8 = dequant_s8_reference;
   k.gemm_s8 = gemm_s8_reference;
   k.gemm_s8_name = "generic";
 }
