@@ -1,36 +1,19 @@
-// Attention's per-head products on the path in use (cpu.h): the register-block kernels of
-// avx512/, avx2/ and neon/, or plain loops on generic, which are also what the tests hold the
-// others to (tests/ops/test_simd.cpp, run on every path).
-#include "backends/cpu/avx2/kernels.h"
+// Attention's per-head products on the path in use (cpu.h): the kernel table's (kernel_set.h)
+// register-block kernels of avx512/, avx2/ and neon/, or generic/kernels.cpp's plain loops,
+// which are also what the tests hold the others to (tests/ops/test_kernel_table.cpp).
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/neon/kernels.h"
+#include "backends/cpu/kernel_set.h"
 
 namespace vit::cpu {
 
 bool head_kernels() {
-  return isa() != Isa::generic;
+  return kernels().register_blocks;
 }
 
 void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
                const float* B, int64_t ldb, float beta, const float* bias, float* C, int64_t ldc) {
-  switch (isa()) {
-#if VIT_ISA_X86
-    case Isa::avx512: return avx512::head_gemm(M, N, K, alpha, A, ars, aks, B, ldb, beta, bias, C, ldc);
-    case Isa::avx2: return avx2::head_gemm(M, N, K, alpha, A, ars, aks, B, ldb, beta, bias, C, ldc);
-#endif
-#if VIT_ISA_NEON
-    case Isa::neon: return neon::head_gemm(M, N, K, alpha, A, ars, aks, B, ldb, beta, bias, C, ldc);
-#endif
-    default: break;
-  }
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      float s = 0.f;
-      for (int64_t k = 0; k < K; ++k) s += A[i * ars + k * aks] * B[k * ldb + j];
-      float& c = C[i * ldc + j];
-      c = alpha * s + (bias ? bias[j] : 0.f) + (beta == 0.f ? 0.f : beta * c);
-    }
+  kernels().head_gemm(M, N, K, alpha, A, ars, aks, B, ldb, beta, bias, C, ldc);
 }
 
 void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
@@ -53,16 +36,7 @@ void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, 
 }
 
 void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols) {
-  switch (isa()) {
-#if VIT_ISA_X86
-    case Isa::avx512: return avx512::head_transpose(dst, ldd, src, lds, rows, cols);
-    case Isa::avx2: return avx2::head_transpose(dst, ldd, src, lds, rows, cols);
-#endif
-#if VIT_ISA_NEON
-    case Isa::neon: return neon::head_transpose(dst, ldd, src, lds, rows, cols);
-#endif
-    default: return transpose(dst, ldd, src, lds, rows, cols);
-  }
+  kernels().head_transpose(dst, ldd, src, lds, rows, cols);
 }
 
 }  // namespace vit::cpu

@@ -31,7 +31,30 @@ using QuantizeRowS8 = float (*)(int8_t* q, const float* x, int64_t K, int64_t ld
 using DequantS8 = void (*)(float* y, int64_t ldy, const int32_t* C, int64_t ldc, const float* sx,
                            const float* sw, const float* b, int64_t rows, int64_t cols);
 
+// The kernels every vector path has with one signature (path_kernels.h's VIT_PATH_KERNELS,
+// documented there; generic/kernels.cpp holds their plain loops).
+using HeadGemm = void (*)(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars,
+                          int64_t aks, const float* B, int64_t ldb, float beta, const float* bias, float* C,
+                          int64_t ldc);
+using HeadTranspose = void (*)(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows,
+                               int64_t cols);
+using ColsumColumns = void (*)(float* db, const float* dy, int64_t M, int64_t N, int64_t j0, int64_t j1);
+using RoundToBf16 = void (*)(uint16_t* dst, const float* x, int64_t n);
+using ResidualRun = void (*)(float* out, const float* x, const float* branch, float s, int64_t n);
+using CopyPatchRow = void (*)(float* out, const float* x, int64_t b, int64_t py, int64_t C, int64_t Hi,
+                              int64_t Wi, int64_t Ph, int64_t Pw, int64_t Gw);
+
 struct CpuKernels {
+  HeadGemm head_gemm = nullptr;
+  HeadTranspose head_transpose = nullptr;
+  ColsumColumns colsum_columns = nullptr;
+  RoundToBf16 round_to_bf16 = nullptr;
+  ResidualRun residual_run = nullptr;
+  CopyPatchRow copy_patch_row_short = nullptr;  // rows of patches at most 16 pixels wide
+  // Whether head_gemm is a register-block kernel (a vector path's), which attention and the
+  // skinny products prefer to sgemm; the generic loop is not.
+  bool register_blocks = false;
+
   DequantS8 dequant_s8 = nullptr;
   QuantizeRowS8 quantize_row_s8 = nullptr;
   GemmS8 gemm_s8 = nullptr;
@@ -55,7 +78,18 @@ std::vector<KernelVariant<GemmS8>> gemm_s8_variants();
 std::vector<KernelVariant<QuantizeRowS8>> quantize_row_s8_variants();
 std::vector<KernelVariant<DequantS8>> dequant_s8_variants();
 
-// Each folder's fill: sets the entries it has for this CPU, leaves the others as they are.
+// The generic entries above: plain loops (generic/kernels.cpp). copy_patch_row takes any
+// patch width.
+void head_gemm_reference(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t ars,
+                         int64_t aks, const float* B, int64_t ldb, float beta, const float* bias, float* C,
+                         int64_t ldc);
+void colsum_columns_reference(float* db, const float* dy, int64_t M, int64_t N, int64_t j0, int64_t j1);
+void residual_run_reference(float* out, const float* x, const float* branch, float s, int64_t n);
+void copy_patch_row(float* out, const float* x, int64_t b, int64_t py, int64_t C, int64_t Hi, int64_t Wi,
+                    int64_t Ph, int64_t Pw, int64_t Gw);
+
+// Each folder's fill (its kernels.cpp): sets the entries it has for this CPU, leaves the
+// others as they are.
 namespace generic {
 void fill_kernels(CpuKernels& k);
 }

@@ -1,11 +1,8 @@
 // Linear layer, y = x w^T + b (PyTorch's nn.Linear), forward and backward.
 #include <cstring>
 
-#include "backends/cpu/avx2/kernels.h"
-#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/isa.h"
-#include "backends/cpu/neon/kernels.h"
+#include "backends/cpu/kernel_set.h"
 #include "core/threads.h"
 
 namespace vit::cpu {
@@ -16,31 +13,10 @@ void linear_forward(float* y, const float* x, const float* w, const float* b, in
 }
 
 void colsum_add(float* db, const float* dy, int64_t M, int64_t N) {
-  // Each thread owns a block of columns and sums its rows in order: deterministic. With
-  // AVX-512 the row segments are read as vectors (a row's stretch is contiguous); the plain
-  // loop walks 16 columns down every row.
-#if VIT_ISA_X86
-  if (isa() == Isa::avx512)
-    return by_column_blocks(N, M * N,
-                            [&](int64_t j0, int64_t j1) { avx512::colsum_columns(db, dy, M, N, j0, j1); });
-  if (isa() == Isa::avx2)
-    return by_column_blocks(N, M * N,
-                            [&](int64_t j0, int64_t j1) { avx2::colsum_columns(db, dy, M, N, j0, j1); });
-#endif
-#if VIT_ISA_NEON
-  if (isa() == Isa::neon)
-    return by_column_blocks(N, M * N,
-                            [&](int64_t j0, int64_t j1) { neon::colsum_columns(db, dy, M, N, j0, j1); });
-#endif
-  const int64_t blk = 16;
-#pragma omp parallel for num_threads(threads_for(M* N)) schedule(static)
-  for (int64_t j0 = 0; j0 < N; j0 += blk) {
-    int64_t j1 = j0 + blk < N ? j0 + blk : N;
-    float acc[16] = {0};
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += dy[i * N + j];
-    for (int64_t j = j0; j < j1; ++j) db[j] += acc[j - j0];
-  }
+  // Each thread owns a block of columns and sums its rows in order: deterministic. The vector
+  // paths read a row's stretch of columns as vectors; the plain loop walks its columns.
+  const ColsumColumns columns = kernels().colsum_columns;
+  by_column_blocks(N, M * N, [&](int64_t j0, int64_t j1) { columns(db, dy, M, N, j0, j1); });
 }
 
 void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,

@@ -14,12 +14,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/cpu/avx2/kernels.h"
-#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/isa.h"
-#include "backends/cpu/neon/kernels.h"
+#include "backends/cpu/kernel_set.h"
 #include "core/settings.h"
 #include "core/threads.h"
 #include "vit/core/error.h"
@@ -62,21 +60,12 @@ void round_to_bf16_reference(uint16_t* dst, const float* x, int64_t n) {
 
 void round_to_bf16(uint16_t* dst, const float* x, int64_t n) {
   const int nt = threads_for(n);
-  const Isa path = isa();
+  const RoundToBf16 run = kernels().round_to_bf16;
 #pragma omp parallel num_threads(nt)
   {
     const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
     const int64_t lo = n * t / T / 16 * 16, hi = t + 1 == T ? n : n * (t + 1) / T / 16 * 16;
-    switch (path) {
-#if VIT_ISA_X86
-      case Isa::avx512: avx512::round_to_bf16(dst + lo, x + lo, hi - lo); break;
-      case Isa::avx2: avx2::round_to_bf16(dst + lo, x + lo, hi - lo); break;
-#endif
-#if VIT_ISA_NEON
-      case Isa::neon: neon::round_to_bf16(dst + lo, x + lo, hi - lo); break;
-#endif
-      default: round_to_bf16_reference(dst + lo, x + lo, hi - lo);
-    }
+    run(dst + lo, x + lo, hi - lo);
   }
 }
 

@@ -2,37 +2,17 @@
 // im2col (one row per patch, in the conv weight's (c, i, j) order) times weight^T.
 #include <cstring>
 
-#include "backends/cpu/avx2/kernels.h"
-#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/isa.h"
-#include "backends/cpu/neon/kernels.h"
+#include "backends/cpu/kernel_set.h"
 
 namespace vit::cpu {
-
-namespace {
-// The path's copy of a row of patches of at most 16 pixels a row in vector moves, or null
-// where it has none: the plain loop below then runs (the same values: a copy).
-using PatchRowCopy = void (*)(float* out, const float* x, int64_t b, int64_t py, int64_t C, int64_t Hi,
-                              int64_t Wi, int64_t Ph, int64_t Pw, int64_t Gw);
-PatchRowCopy patch_row_copy() {
-  switch (isa()) {
-#if VIT_ISA_X86
-    case Isa::avx512: return avx512::copy_patch_row_short;
-    case Isa::avx2: return avx2::copy_patch_row_short;
-#endif
-#if VIT_ISA_NEON
-    case Isa::neon: return neon::copy_patch_row_short;
-#endif
-    default: return nullptr;
-  }
-}
-}  // namespace
 
 void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t Hi, int64_t Wi, int64_t Ph,
                     int64_t Pw) {
   const int64_t Gh = Hi / Ph, Gw = Wi / Pw, K = C * Ph * Pw;
-  const PatchRowCopy copy_short = Pw <= 16 ? patch_row_copy() : nullptr;
+  // Rows of patches at most 16 pixels wide in the kernel table's vector moves (kernel_set.h),
+  // wider ones in memcpy's (the same values: a copy).
+  const CopyPatchRow copy = Pw <= 16 ? kernels().copy_patch_row_short : copy_patch_row;
   // One item per row of patches, walked along the image's rows: at MNIST's 16-float patches,
   // one item per patch spent most of its time on the three integer divisions giving its
   // (b, py, px), and reading 4 image rows per patch was slower than one row at a time
@@ -40,17 +20,7 @@ void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t H
 #pragma omp parallel for schedule(static)
   for (int64_t by = 0; by < B * Gh; ++by) {
     const int64_t b = by / Gh, py = by % Gh;
-    float* out = cols + by * Gw * K;
-    if (copy_short) {
-      copy_short(out, x, b, py, C, Hi, Wi, Ph, Pw, Gw);
-      continue;
-    }
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < Ph; ++i) {
-        const float* src = x + ((b * C + c) * Hi + py * Ph + i) * Wi;
-        float* dst = out + (c * Ph + i) * Pw;
-        for (int64_t px = 0; px < Gw; ++px) std::memcpy(dst + px * K, src + px * Pw, Pw * sizeof(float));
-      }
+    copy(cols + by * Gw * K, x, b, py, C, Hi, Wi, Ph, Pw, Gw);
   }
 }
 

@@ -1,7 +1,7 @@
-// The walk of im2col_patches' short-row kernels (avx512/, avx2/ and neon/patch_embed.cpp): a row of
-// patches from the image's rows in order, shared by the paths, which give only the copy of
-// one image row's segments of other widths. Plain C++: the seeds' 4-pixel patches are a
-// 16-byte memcpy of constant size, one vector move on any target.
+// The walk of im2col_patches' row kernels (avx512/, avx2/, neon/patch_embed.cpp, generic/kernels.cpp): a row
+// of patches from the image's rows in order, shared by the paths, which give only the copy of one image row's
+// segments of other widths. Plain C++: the seeds' 4-pixel patches are a 16-byte memcpy of constant size, one
+// vector move on any target.
 #pragma once
 #include <cstdint>
 #include <cstring>

@@ -27,3 +27,16 @@
   void residual_run(float* out, const float* x, const float* branch, float s, int64_t n);                  \
   void copy_patch_row_short(float* out, const float* x, int64_t b, int64_t py, int64_t C, int64_t Hi,      \
                             int64_t Wi, int64_t Ph, int64_t Pw, int64_t Gw);
+
+// Sets the table entries (kernel_set.h) of the kernels above to a path's own: the start of
+// each vector path's fill_kernels (its kernels.cpp).
+#define VIT_FILL_PATH_KERNELS(k)                     \
+  do {                                               \
+    (k).head_gemm = head_gemm;                       \
+    (k).head_transpose = head_transpose;             \
+    (k).colsum_columns = colsum_columns;             \
+    (k).round_to_bf16 = round_to_bf16;               \
+    (k).residual_run = residual_run;                 \
+    (k).copy_patch_row_short = copy_patch_row_short; \
+    (k).register_blocks = true;                      \
+  } while (0)

@@ -3,11 +3,8 @@
 // LayerScale gamma; with the LayerNorm that reads the sum, and the backward.
 #include <algorithm>
 
-#include "backends/cpu/avx2/kernels.h"
-#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/isa.h"
-#include "backends/cpu/neon/kernels.h"
+#include "backends/cpu/kernel_set.h"
 #include "core/rng.h"
 
 namespace vit::cpu {
@@ -19,30 +16,13 @@ inline float path_scale(int64_t b, float path_p, uint64_t path_key) {
   return uniform_at(path_key, b) >= path_p ? 1.f / (1.f - path_p) : 0.f;
 }
 
-// The path's vector kernel for out[0, n) = x + s branch (a sample without LayerScale is one
-// contiguous run), or null where it has none: the plain loop below then runs, the same bits.
-using ResidualRun = void (*)(float* out, const float* x, const float* branch, float s, int64_t n);
-ResidualRun residual_run() {
-  switch (isa()) {
-#if VIT_ISA_X86
-    case Isa::avx512: return avx512::residual_run;
-    case Isa::avx2: return avx2::residual_run;
-#endif
-#if VIT_ISA_NEON
-    case Isa::neon: return neon::residual_run;
-#endif
-    default: return nullptr;
-  }
-}
-}  // namespace
-
-namespace {
 // residual_forward, and with norm each sample's LayerNorm right after its sum.
 void residual(float* out, const float* x, float* branch, const float* gamma, int64_t B, int64_t T, int64_t C,
               float drop_p, uint64_t drop_key, float path_p, uint64_t path_key, int64_t first_sample,
               const NormOut* norm) {
   dropout_forward(branch, B * T * C, drop_p, drop_key, first_sample * T * C);
-  const ResidualRun run = gamma ? nullptr : residual_run();
+  // Without LayerScale a sample is one run of x + s branch: the kernel table's (kernel_set.h).
+  const ResidualRun run = gamma ? nullptr : kernels().residual_run;
   for_items(B, [&](int64_t b) {
     const float s = path_scale(first_sample + b, path_p, path_key);
     if (run) {

@@ -196,11 +196,4 @@ bool has_avx_vnni() {
   return __builtin_cpu_supports("avxvnni");
 }
 
-void fill_kernels(CpuKernels& k) {
-  k.quantize_row_s8 = quantize_row_s8;
-  k.dequant_s8 = dequant_s8;
-  k.gemm_s8 = has_avx_vnni() ? gemm_s8_vnni : gemm_s8;
-  k.gemm_s8_name = has_avx_vnni() ? "avx-vnni" : "avx2";
-}
-
 }  // namespace vit::cpu::avx2

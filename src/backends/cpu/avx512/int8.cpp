@@ -134,12 +134,4 @@ bool has_vnni() {
   return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
 }
 
-void fill_kernels(CpuKernels& k) {
-  k.quantize_row_s8 = quantize_row_s8;
-  k.dequant_s8 = dequant_s8;
-  if (!has_vnni()) return;  // AVX-512 without VNNI: avx2's (AVX-VNNI or vpmaddubsw) is as good
-  k.gemm_s8 = gemm_s8_vnni;
-  k.gemm_s8_name = "avx512-vnni";
-}
-
 }  // namespace vit::cpu::avx512

@@ -68,13 +68,4 @@ void dequant_s8_reference(float* y, int64_t ldy, const int32_t* C, int64_t ldc, 
       y[i * ldy + j] = float(C[i * ldc + j]) * (sx[i] * sw[j]) + (b ? b[j] : 0.f);
 }
 
-namespace generic {
-void fill_kernels(CpuKernels& k) {
-  k.quantize_row_s8 = quantize_row_s8_reference;
-  k.dequant_s8 = dequant_s8_reference;
-  k.gemm_s8 = gemm_s8_reference;
-  k.gemm_s8_name = "generic";
-}
-}  // namespace generic
-
 }  // namespace vit::cpu

@@ -160,10 +160,4 @@ bool has_dotprod() {
   return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
 }
 
-void fill_kernels(CpuKernels& k) {
-  k.quantize_row_s8 = quantize_row_s8;
-  k.gemm_s8 = has_dotprod() ? gemm_s8_dot : gemm_s8;
-  k.gemm_s8_name = has_dotprod() ? "neon-dotprod" : "neon";
-}
-
 }  // namespace vit::cpu::neon
