@@ -35,7 +35,8 @@ TEST(KernelTable, EveryPathFillsEveryEntry) {
     if (!isa_supported(i)) continue;
     const CpuKernels k = kernels_for(i);
     EXPECT_TRUE(k.head_gemm && k.head_transpose && k.colsum_columns && k.round_to_bf16 && k.residual_run &&
-                k.copy_patch_row_short && k.quantize_row_s8 && k.dequant_s8 && k.gemm_s8 && k.gemm_s8_name)
+                k.copy_patch_row_short && k.gelu_forward && k.gelu_backward && k.bias_gelu_rows && k.act_rows &&
+                k.bias_gelu_backward && k.quantize_row_s8 && k.dequant_s8 && k.gemm_s8 && k.gemm_s8_name)
         << isa_name(i);
     EXPECT_EQ(k.register_blocks, i != Isa::generic) << isa_name(i);
   }
@@ -126,6 +127,43 @@ TEST(KernelTable, ColumnSumsOfEveryPathAreTheGenericOnes) {
         else
           EXPECT_TRUE(same_bits(got, want)) << name << " colsum_columns " << M << "x" << N;
       }
+}
+
+// The activations: the vector paths' erf, exp and tanh approximations against std's, within
+// 1e-5 of the largest value (their stated bounds are a few ulp: avx512/simd.h); the
+// backward's dx = dy grad is one product, the same bits, and its column sums within rounding.
+TEST(KernelTable, ActivationsOfEveryPathAreTheGenericWithinTheirApproximations) {
+  const CpuKernels g = kernels_for(Isa::generic);
+  const int64_t M = 7, N = 37, n = M * N;
+  const auto x = test::randn(n, 12, 2.f), dy = test::randn(n, 13), bias = test::randn(N, 14);
+  for (const auto& [name, k] : vector_paths()) {
+    std::vector<float> y(static_cast<size_t>(n)), yw(y.size());
+    k.gelu_forward(y.data(), x.data(), 0, n);
+    g.gelu_forward(yw.data(), x.data(), 0, n);
+    EXPECT_TRUE(test::close_rel_max(name + " gelu_forward", y.data(), yw.data(), n, 1e-5));
+    k.gelu_backward(y.data(), dy.data(), x.data(), 0, n);
+    g.gelu_backward(yw.data(), dy.data(), x.data(), 0, n);
+    EXPECT_TRUE(test::close_rel_max(name + " gelu_backward", y.data(), yw.data(), n, 1e-5));
+    std::vector<float> h = x, hw = x;
+    k.bias_gelu_rows(y.data(), h.data(), bias.data(), N, 0, M, true);
+    g.bias_gelu_rows(yw.data(), hw.data(), bias.data(), N, 0, M, true);
+    EXPECT_TRUE(test::close_rel_max(name + " bias_gelu_rows y", y.data(), yw.data(), n, 1e-5));
+    EXPECT_TRUE(test::close_rel_max(name + " bias_gelu_rows grad", h.data(), hw.data(), n, 1e-5));
+    for (Activation act : {Activation::gelu_tanh, Activation::quick_gelu}) {
+      h = x, hw = x;
+      k.act_rows(y.data(), h.data(), bias.data(), N, 0, M, true, act);
+      g.act_rows(yw.data(), hw.data(), bias.data(), N, 0, M, true, act);
+      EXPECT_TRUE(test::close_rel_max(name + " act_rows y", y.data(), yw.data(), n, 1e-5));
+      EXPECT_TRUE(test::close_rel_max(name + " act_rows grad", h.data(), hw.data(), n, 1e-5));
+    }
+    h = x, hw = x;
+    std::vector<float> db = test::randn(N, 15), dbw = db;
+    k.bias_gelu_backward(y.data(), db.data(), dy.data(), h.data(), M, N, true);
+    g.bias_gelu_backward(yw.data(), dbw.data(), dy.data(), hw.data(), M, N, true);
+    EXPECT_TRUE(same_bits(y, yw)) << name << " bias_gelu_backward dx";
+    EXPECT_TRUE(same_bits(h, hw)) << name << " bias_gelu_backward clears grad";
+    EXPECT_TRUE(test::close_rel_max(name + " bias_gelu_backward db", db.data(), dbw.data(), N, 1e-5));
+  }
 }
 
 }  // namespace vit::cpu

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backends/cpu/cpu.h"  // by_column_blocks
 #include "core/activation.h"
 
 namespace vit::cpu {
@@ -47,6 +48,15 @@ VIT_GELU_KERNELS
 void bias_gelu_backward(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
                         bool clear_grad);
 }  // namespace avx512
+
+// The table's bias_gelu_backward (kernel_set.h) from a path's bias_gelu_backward_columns: one
+// range of colsum_add's column blocks per thread.
+template <auto Columns>
+void bias_gelu_backward_by_columns(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
+                                   bool clear_grad) {
+  by_column_blocks(N, M * N,
+                   [&](int64_t j0, int64_t j1) { Columns(dx, db, dy, grad, M, N, j0, j1, clear_grad); });
+}
 
 #define VIT_GELU_BACKWARD_COLUMNS                                                                           \
   void bias_gelu_backward_columns(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N, \

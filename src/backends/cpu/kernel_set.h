@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/isa.h"
+#include "core/activation.h"
 
 namespace vit::cpu {
 
@@ -43,8 +44,23 @@ using RoundToBf16 = void (*)(uint16_t* dst, const float* x, int64_t n);
 using ResidualRun = void (*)(float* out, const float* x, const float* branch, float s, int64_t n);
 using CopyPatchRow = void (*)(float* out, const float* x, int64_t b, int64_t py, int64_t C, int64_t Hi,
                               int64_t Wi, int64_t Ph, int64_t Pw, int64_t Gw);
+// GELU and the other activations (gelu.h: the ranges and rows each works on). bias_gelu_backward
+// is the whole product with its threads: dx = dy grad, db += colsum(dx) in colsum_add's order.
+using GeluForward = void (*)(float* y, const float* x, int64_t i0, int64_t i1);
+using GeluBackward = void (*)(float* dx, const float* dy, const float* x, int64_t i0, int64_t i1);
+using BiasGeluRows = void (*)(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1,
+                              bool keep_grad);
+using ActRows = void (*)(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1,
+                         bool keep_grad, Activation act);
+using BiasGeluBackward = void (*)(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
+                                  bool clear_grad);
 
 struct CpuKernels {
+  GeluForward gelu_forward = nullptr;
+  GeluBackward gelu_backward = nullptr;
+  BiasGeluRows bias_gelu_rows = nullptr;
+  ActRows act_rows = nullptr;
+  BiasGeluBackward bias_gelu_backward = nullptr;
   HeadGemm head_gemm = nullptr;
   HeadTranspose head_transpose = nullptr;
   ColsumColumns colsum_columns = nullptr;
@@ -85,6 +101,14 @@ void head_gemm_reference(int64_t M, int64_t N, int64_t K, float alpha, const flo
                          int64_t ldc);
 void colsum_columns_reference(float* db, const float* dy, int64_t M, int64_t N, int64_t j0, int64_t j1);
 void residual_run_reference(float* out, const float* x, const float* branch, float s, int64_t n);
+void gelu_forward_range(float* y, const float* x, int64_t i0, int64_t i1);
+void gelu_backward_range(float* dx, const float* dy, const float* x, int64_t i0, int64_t i1);
+void bias_gelu_rows_reference(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1,
+                              bool keep_grad);
+void act_rows_reference(float* y, float* h, const float* bias, int64_t N, int64_t r0, int64_t r1,
+                        bool keep_grad, Activation act);
+void bias_gelu_backward_reference(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
+                                  bool clear_grad);
 void copy_patch_row(float* out, const float* x, int64_t b, int64_t py, int64_t C, int64_t Hi, int64_t Wi,
                     int64_t Ph, int64_t Pw, int64_t Gw);
 

@@ -28,8 +28,9 @@
   void copy_patch_row_short(float* out, const float* x, int64_t b, int64_t py, int64_t C, int64_t Hi,      \
                             int64_t Wi, int64_t Ph, int64_t Pw, int64_t Gw);
 
-// Sets the table entries (kernel_set.h) of the kernels above to a path's own: the start of
-// each vector path's fill_kernels (its kernels.cpp).
+// Sets the table entries (kernel_set.h) of the kernels above and of gelu.h's VIT_GELU_KERNELS
+// to a path's own: the start of each vector path's fill_kernels (its kernels.cpp, which
+// includes gelu.h).
 #define VIT_FILL_PATH_KERNELS(k)                     \
   do {                                               \
     (k).head_gemm = head_gemm;                       \
@@ -38,5 +39,9 @@
     (k).round_to_bf16 = round_to_bf16;               \
     (k).residual_run = residual_run;                 \
     (k).copy_patch_row_short = copy_patch_row_short; \
+    (k).gelu_forward = gelu_forward;                 \
+    (k).gelu_backward = gelu_backward;               \
+    (k).bias_gelu_rows = bias_gelu_rows;             \
+    (k).act_rows = act_rows;                         \
     (k).register_blocks = true;                      \
   } while (0)

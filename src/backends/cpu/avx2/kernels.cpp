@@ -1,12 +1,14 @@
 // The AVX2 + FMA path's entries of the kernel table (kernel_set.h): the kernels every vector
 // path has (path_kernels.h), then its int8 kernels, by what this CPU has beyond the path.
 #include "backends/cpu/avx2/kernels.h"
+#include "backends/cpu/gelu.h"
 #include "backends/cpu/kernel_set.h"
 
 namespace vit::cpu::avx2 {
 
 void fill_kernels(CpuKernels& k) {
   VIT_FILL_PATH_KERNELS(k);
+  k.bias_gelu_backward = bias_gelu_backward_by_columns<bias_gelu_backward_columns>;
   k.quantize_row_s8 = quantize_row_s8;
   k.dequant_s8 = dequant_s8;
   k.gemm_s8 = has_avx_vnni() ? gemm_s8_vnni : gemm_s8;

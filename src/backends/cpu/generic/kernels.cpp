@@ -54,6 +54,11 @@ void fill_kernels(CpuKernels& k) {
   k.round_to_bf16 = round_to_bf16_reference;
   k.residual_run = residual_run_reference;
   k.copy_patch_row_short = copy_patch_row;
+  k.gelu_forward = gelu_forward_range;
+  k.gelu_backward = gelu_backward_range;
+  k.bias_gelu_rows = bias_gelu_rows_reference;
+  k.act_rows = act_rows_reference;
+  k.bias_gelu_backward = bias_gelu_backward_reference;
   k.register_blocks = false;
   k.quantize_row_s8 = quantize_row_s8_reference;
   k.dequant_s8 = dequant_s8_reference;
