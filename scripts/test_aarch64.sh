@@ -101,6 +101,7 @@ echo "test_aarch64: built in $((SECONDS - start)) s"
 # with CLONE_THREAD) and fails if this list misses one.
 kThreadTests=(
   'Gemm\..*AnyThreadCount'
+  'LinearInt8.IsItsQuantizedOperandsProductOnAnyThreadCount'
   'LinearPacked.SameBitsOnOneThreadAndTwo'
   'LinearPacked.QueueRunsEachSliceOnceAfterItsPreviousChunk'
   'Simd.BiasGeluKeepsTheDerivativeTheBackwardNeeds'
