@@ -199,8 +199,9 @@ def int8_onnx(model):
         return path
     run_dir = os.path.join(ONNX_DIR, f"{model}_int8_run")
     vit = os.path.join(ROOT, "build/vit")
-    subprocess.run([vit, "train", *VIT_MODEL_ARGS.get(model, ["--model", model]), "--synthetic", "16", "--epochs", "1",
-                    "-b", "16", "--output", run_dir], check=True, capture_output=True, cwd=ROOT)
+    if not os.path.exists(os.path.join(run_dir, "best.safetensors")):
+        subprocess.run([vit, "train", *VIT_MODEL_ARGS.get(model, ["--model", model]), "--synthetic", "16", "--epochs",
+                        "1", "-b", "16", "--output", run_dir], check=True, capture_output=True, cwd=ROOT)
     subprocess.run([vit, "export", "--checkpoint", run_dir, "--format", "onnx", "--dtype", "int8", "--out", path],
                    check=True, capture_output=True, cwd=ROOT)
     return path
