@@ -2,6 +2,7 @@
 // per-thread message for every failure, and nothing thrown across it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <thread>
@@ -149,6 +150,23 @@ TEST(CApi, OptionsStructCarriesItsSizeAndRefusesOneItCannotRead) {
   vitcpp_options_init(&o);
   o.threads = -1;
   EXPECT_EQ(vitcpp_open_with_options(kModel.c_str(), &o, &m), VITCPP_INVALID_ARGUMENT);
+}
+
+// dtype "int8": the int8 products (other logits than fp32's, within int8's rounding).
+TEST(CApi, Int8RunsTheInt8Products) {
+  vitcpp_options o;
+  vitcpp_options_init(&o);
+  const std::vector<float> fp32 = logits_with(o);
+  o.dtype = "int8";
+  const std::vector<float> int8 = logits_with(o);
+  ASSERT_EQ(int8.size(), fp32.size());
+  EXPECT_NE(int8, fp32);
+  float scale = 0, worst = 0;
+  for (size_t i = 0; i < fp32.size(); ++i) {
+    scale = std::max(scale, std::fabs(fp32[i]));
+    worst = std::max(worst, std::fabs(int8[i] - fp32[i]));
+  }
+  EXPECT_LE(worst, 0.05f * scale);
 }
 
 TEST(CApi, ThreadsArePerModelAndLeaveTheCallersSettingAlone) {

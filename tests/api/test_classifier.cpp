@@ -12,6 +12,7 @@
 #include "data/image.h"
 #include "data/open.h"
 #include "data/preprocess.h"
+#include "io/checkpoint.h"
 #include "io/pretrained.h"
 #include "ops/ops.h"
 #include "support/models.h"
@@ -94,6 +95,28 @@ TEST(Classifier, Bf16IsPredictsBf16) {
   // bf16 rounds: the logits are not fp32's (a check that bf16 was used at all).
   const std::vector<float> fp32 = vit::Classifier(kModel).logits(vit::ImageInput::file(kImages + "cat.jpg"));
   EXPECT_NE(fp32, want);
+}
+
+// dtype int8 is `vit predict --dtype int8`; a vit quantize file runs in int8 by default, with
+// the same logits (its int8 values quantize back to themselves).
+TEST(Classifier, Int8IsPredictsInt8AndAQuantizedFileDefaultsToIt) {
+  vit::ClassifierOptions o;
+  o.dtype = "int8";
+  vit::Classifier c(kModel, o);
+  vit::Pretrained p = vit::load_pretrained(kModel);
+  p.model->set_infer_dtype("int8", /*release_fp32=*/true);
+  const vit::ViTConfig& cfg = p.model->config();
+  std::vector<float> x(size_t(cfg.in_chans * cfg.img_h * cfg.img_w)), want(5);
+  vit::load_image_input(kImages + "cat.jpg", vit::input_spec(cfg), x.data());
+  p.model->infer(x.data(), 1, nullptr, want.data());
+  expect_same(c.logits(vit::ImageInput::file(kImages + "cat.jpg")), want, "int8");
+  const std::vector<float> fp32 = vit::Classifier(kModel).logits(vit::ImageInput::file(kImages + "cat.jpg"));
+  EXPECT_NE(fp32, want) << "int8 rounds: not fp32's logits";
+  vit::test::TempDir tmp("classifier_int8");
+  vit::save_int8_checkpoint(tmp.str() + "/int8.safetensors", *vit::load_pretrained(kModel).model);
+  expect_same(
+      vit::Classifier(tmp.str() + "/int8.safetensors").logits(vit::ImageInput::file(kImages + "cat.jpg")),
+      want, "a quantized file, default dtype");
 }
 
 TEST(Classifier, BatchEqualsSingleImagesAcrossBatchCuts) {
