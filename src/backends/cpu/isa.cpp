@@ -79,7 +79,7 @@ CpuKernels kernels_for(Isa i) {
   CpuKernels k;
   generic::fill_kernels(k);
 #if VIT_ISA_X86
-  if (i == Isa::avx2 || i == Isa::avx512) avx2::fill_kernels(k);
+  if (i == Isa::avx512 || i == Isa::avx2) avx2::fill_kernels(k);
   if (i == Isa::avx512) avx512::fill_kernels(k);
 #elif VIT_ISA_NEON
   if (i == Isa::neon) neon::fill_kernels(k);
@@ -99,8 +99,8 @@ std::vector<KernelVariant<GemmS8>> gemm_s8_variants() {
   if (isa_supported(Isa::avx2) && avx2::has_avx_vnni()) v.push_back({"avx-vnni", avx2::gemm_s8_vnni});
   if (isa_supported(Isa::avx512) && avx512::has_vnni()) v.push_back({"avx512-vnni", avx512::gemm_s8_vnni});
 #elif VIT_ISA_NEON
-  v.push_back({"neon", neon::gemm_s8});
-  if (neon::has_dotprod()) v.push_back({"neon-dotprod", neon::gemm_s8_dot});
+  if (isa_supported(Isa::neon)) v.push_back({"neon", neon::gemm_s8});
+  if (isa_supported(Isa::neon) && neon::has_dotprod()) v.push_back({"neon-dotprod", neon::gemm_s8_dot});
 #endif
   return v;
 }
@@ -111,7 +111,7 @@ std::vector<KernelVariant<QuantizeRowS8>> quantize_row_s8_variants() {
   if (isa_supported(Isa::avx2)) v.push_back({"avx2", avx2::quantize_row_s8});
   if (isa_supported(Isa::avx512)) v.push_back({"avx512", avx512::quantize_row_s8});
 #elif VIT_ISA_NEON
-  v.push_back({"neon", neon::quantize_row_s8});
+  if (isa_supported(Isa::neon)) v.push_back({"neon", neon::quantize_row_s8});
 #endif
   return v;
 }
