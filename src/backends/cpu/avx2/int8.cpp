@@ -7,6 +7,7 @@
 //                 int16's 32767: it never saturates (int8.h), so C is exact.
 //   gemm_s8_vnni  AVX-VNNI (Alder Lake, Zen 5 without AVX-512 in use): vpdpbusd on ymm, with
 //                 avx512/gemm_s8.cpp's a + 128 and its correction.
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cmath>
@@ -192,8 +193,9 @@ void gemm_s8_vnni(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, int64_t
 }
 
 bool has_avx_vnni() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avxvnni");
+  // CPUID leaf 7, sub-leaf 1, EAX bit 4 (clang 14's __builtin_cpu_supports has no "avxvnni").
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1u);
 }
 
 }  // namespace vit::cpu::avx2
