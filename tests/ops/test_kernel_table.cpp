@@ -35,8 +35,9 @@ TEST(KernelTable, EveryPathFillsEveryEntry) {
     if (!isa_supported(i)) continue;
     const CpuKernels k = kernels_for(i);
     EXPECT_TRUE(k.head_gemm && k.head_transpose && k.colsum_columns && k.round_to_bf16 && k.residual_run &&
-                k.copy_patch_row_short && k.gelu_forward && k.gelu_backward && k.bias_gelu_rows && k.act_rows &&
-                k.bias_gelu_backward && k.quantize_row_s8 && k.dequant_s8 && k.gemm_s8 && k.gemm_s8_name)
+                k.copy_patch_row_short && k.gelu_forward && k.gelu_backward && k.bias_gelu_rows &&
+                k.act_rows && k.bias_gelu_backward && k.quantize_row_s8 && k.dequant_s8 && k.gemm_s8 &&
+                k.gemm_s8_name)
         << isa_name(i);
     EXPECT_EQ(k.register_blocks, i != Isa::generic) << isa_name(i);
   }

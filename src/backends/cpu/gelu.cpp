@@ -1,30 +1,20 @@
 // Exact GELU (nn.GELU(approximate='none')), forward and backward: the plain references over
-// whole arrays (std::erf, the tests' yardstick) and the kernel table's entries (kernel_set.h:
-// each path's gelu.h kernels, generic/gelu.cpp's loops), whose threads are split here:
-// per-thread chunks of whole vectors (elements) or of rows.
-#include <algorithm>
-#include <cmath>
-
-#include "backends/cpu/cpu.h"
+// whole arrays (generic/gelu.cpp's std::erf loops, on every thread: the tests' yardstick) and
+// the kernel table's entries (kernel_set.h: each path's gelu.h kernels, or those loops), whose
+// threads are split here: per-thread chunks of whole vectors (elements) or of rows.
 #include "backends/cpu/gelu.h"
+#include "backends/cpu/cpu.h"
 #include "backends/cpu/kernel_set.h"
 #include "core/threads.h"
 
 namespace vit::cpu {
 
 void gelu_forward_reference(float* y, const float* x, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * kInvSqrt2));
+  by_vector_chunks(n, [&](int64_t i0, int64_t i1) { gelu_forward_range(y, x, i0, i1); });
 }
 
 void gelu_backward_reference(float* dx, const float* dy, const float* x, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    float v = x[i];
-    float cdf = 0.5f * (1.f + std::erf(v * kInvSqrt2));
-    float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
-    dx[i] = dy[i] * (cdf + v * pdf);
-  }
+  by_vector_chunks(n, [&](int64_t i0, int64_t i1) { gelu_backward_range(dx, dy, x, i0, i1); });
 }
 
 void gelu_forward(float* y, const float* x, int64_t n) {

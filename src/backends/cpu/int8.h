@@ -24,6 +24,12 @@ namespace vit::cpu {
 inline constexpr int64_t kS8Block = 16, kS8Group = 4;
 inline constexpr int64_t kS8MaxK = 65536;
 
+// Where q(n, k) sits in the packed layout below (Kp: K padded to a multiple of 4).
+inline int64_t s8_offset(int64_t n, int64_t k, int64_t Kp) {
+  return (n / kS8Block) * Kp * kS8Block + (k / kS8Group) * kS8Block * kS8Group + (n % kS8Block) * kS8Group +
+         k % kS8Group;
+}
+
 // Weights for gemm_s8: blocks of 16 output channels, each [Kp / 4][16][4] int8 (channel n's
 // four k values of a group side by side), N padded with zero channels to 16 blocks and K with
 // zeros to Kp, a multiple of 4.
@@ -32,10 +38,7 @@ struct Int8Weights {
   Scratch<int8_t> q;     // blocks * Kp * 16
   Scratch<float> scale;  // [N]: w[n, k] ~ scale[n] * q(n, k)
   Scratch<int32_t> sum;  // [blocks * 16]: sum over k of q(n, k)
-  int8_t at(int64_t n, int64_t k) const {
-    return q[size_t((n / kS8Block) * Kp * kS8Block + (k / kS8Group) * kS8Block * kS8Group +
-                    (n % kS8Block) * kS8Group + k % kS8Group)];
-  }
+  int8_t at(int64_t n, int64_t k) const { return q[size_t(s8_offset(n, k, Kp))]; }
 };
 
 // Symmetric per-row quantization of w[N, K]: scale[n] = max_k |w[n, k]| / 127 and

@@ -38,8 +38,7 @@ std::shared_ptr<Int8Weights> pack_int8(const int8_t* q, const float* scale, int6
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) {
       const int8_t v = q[n * K + k];
-      p->q[size_t((n / kS8Block) * p->Kp * kS8Block + (k / kS8Group) * kS8Block * kS8Group +
-                  (n % kS8Block) * kS8Group + k % kS8Group)] = v;
+      p->q[size_t(s8_offset(n, k, p->Kp))] = v;
       p->sum[size_t(n)] += v;
     }
   return p;

@@ -50,12 +50,9 @@ void gemm_s8_reference(int32_t* C, int64_t ldc, const int8_t* A, int64_t lda, in
                        const int32_t*, int64_t nb, int64_t Kp) {
   for (int64_t m = 0; m < M; ++m)
     for (int64_t b = 0; b < nb; ++b) {
-      const int8_t* Wb = W + b * Kp * kS8Block;
       for (int64_t j = 0; j < kS8Block; ++j) {
         int32_t s = 0;
-        for (int64_t k = 0; k < Kp; ++k)
-          s += int32_t(A[m * lda + k]) *
-               Wb[(k / kS8Group) * kS8Block * kS8Group + j * kS8Group + k % kS8Group];
+        for (int64_t k = 0; k < Kp; ++k) s += int32_t(A[m * lda + k]) * W[s8_offset(b * kS8Block + j, k, Kp)];
         C[m * ldc + b * kS8Block + j] = s;
       }
     }
