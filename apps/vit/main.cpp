@@ -22,23 +22,19 @@
 
 namespace {
 // How OpenMP threads wait between parallel regions. libgomp's default spins for about 300,000
-// iterations, and with another process on the second core a 2-thread mnist-seed step then
-// took 1.6-2.2 s instead of 12-25 ms; waiting passively (futex) avoids that but costs about
-// 65 us per parallel region here, a third of a ViT-Ti forward at batch 1 (a LayerNorm of
-// 5 us took 74). A short spin keeps both: 1,000 iterations gave ViT-Ti batch 1 15.6 ms
-// against 22-26 passive, mnist-seed training 7.3 ms against 11.7, and no blow-up with one or
-// two busy processes beside it; 2,000 (2026-11-25) gives mnist-seed training 1.06x and
-// ViT-Ti batch 1 1.02x more on an idle machine and is still level with 1,000 next to a busy
-// process, where 3,000 lost 5% and 10,000 20% (docs/history/benchmarks-2026-11.md). libgomp reads them
-// once, before main, so vit sets them and runs itself again when the user set no wait
-// policy; OMP_WAIT_POLICY=PASSIVE or ACTIVE (and GOMP_SPINCOUNT) given by the user are kept.
+// iterations, which with another process on the second core makes a 2-thread step many times
+// slower; waiting passively (futex) avoids that but pays a wake-up at every parallel region,
+// much of a small op's time at batch 1. A short spin keeps both: 2,000 iterations gain on an
+// idle machine and stay level next to a busy process, where longer spins lose
+// (docs/design.md, "Fast kernels and threads"). libgomp reads them once, before main, so vit
+// sets them and runs itself again when the user set no wait policy; OMP_WAIT_POLICY=PASSIVE
+// or ACTIVE (and GOMP_SPINCOUNT) given by the user are kept.
 //
 // With OMP_PROC_BIND (or OMP_PLACES) set, libgomp has also bound this thread to its first
 // place before main, and a process started by execv inherits that narrowed CPU mask: the
-// second run's OpenMP then sees one CPU and puts every thread on it (cifar-seed training ran
-// at half speed under OMP_PROC_BIND=true). The places together are the CPUs the first run
-// started with, so the mask is widened back to them first, and only when it was narrowed
-// to a part of them.
+// second run's OpenMP then sees one CPU and puts every thread on it (docs/design.md, "Fast
+// kernels and threads"). The places together are the CPUs the first run started with, so
+// the mask is widened back to them first, and only when it was narrowed to a part of them.
 void restore_affinity_before_exec() {
   const int places = omp_get_num_places();
   if (places <= 0) return;

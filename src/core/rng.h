@@ -37,7 +37,8 @@ class Rng {
   // out[i] = float(trunc_normal(std, lo, hi)) for i < n in order, the same bits and the same
   // state after, on the threads: value i takes draws 2i and 2i + 1 from here (the draws are a
   // counter, so each value can be found without the others) up to the first value rejected, and
-  // the rest one at a time after it (ViT-L's 300M weights took 11 s on one thread).
+  // the rest one at a time after it (so a large model's init uses every thread: docs/design.md,
+  // "Randomness and determinism").
   void fill_trunc_normal(float* out, int64_t n, double std, double lo, double hi);
   uint64_t below(uint64_t n) { return next_u64() % n; }  // for shuffles; bias negligible
   uint64_t state() const { return state_; }

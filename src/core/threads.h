@@ -34,11 +34,11 @@ int threads_for(int64_t work);
 // own, when they are as many as the CPUs this process may run on and more than one, and neither
 // OMP_PROC_BIND nor OMP_PLACES is set (libgomp binds as those say). Returns how many threads it
 // bound, 0 when it left them free. Without it the kernel's scheduler, with another process busy,
-// sometimes put both threads on one CPU while the other ran that process: ViT-Ti/16 at batch 1 on 2
-// threads (AVX2 path, about 14 ms alone) took 24.1 ms beside a busy process at nice 5, 19.5 bound
-// (docs/design.md, "Fast kernels and threads"). The vit program calls it as VIT_BIND says
-// (apps/vit/commands.h: inference by default, training with on, nothing with off); a program
-// embedding the library keeps its own threads' placement.
+// sometimes put both threads on one CPU while the other ran that process, and every parallel
+// region then waited on a thread that was not running (docs/design.md, "Fast kernels and
+// threads"). The vit program calls it as VIT_BIND says (apps/vit/commands.h: inference by
+// default, training with on, nothing with off); a program embedding the library keeps its own
+// threads' placement.
 int bind_threads();
 // Gives the calling thread every CPU the process had before bind_threads: for threads started
 // after it (the data loader's), which would otherwise inherit the first thread's one CPU.

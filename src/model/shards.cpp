@@ -24,12 +24,10 @@ int shards_from_env() {
 
 // The least forward work (FLOPs, as run: forward_flops with the class-token tail) an
 // inference shard is given when the count is automatic. An inference's shards are its one
-// parallel region, and waking the other threads for it can cost more than the work:
-// mnist-seed (0.19 MFLOP an image as run; 2 threads, AVX2 path, weights not packed) at batch
-// 2 took 153 us on 2 shards against 36 on one, at 4 183 against 40, at 8 52-161 against 62;
-// from 16 images (1.5 MFLOP a shard) 2 shards won, 67 against 82 us, as they do for
-// cifar-seed from 2 images (0.73 GFLOP each). Training keeps its shards at any batch: its
-// many parallel regions keep the threads awake (mnist-seed b2 60 against 76 us).
+// parallel region, and waking the other threads for it can cost more than the work: with
+// mnist-seed (0.19 MFLOP an image as run) 2 shards win from 16 images (1.5 MFLOP a shard),
+// cifar-seed (0.73 GFLOP an image) from 2. Training keeps its shards at any batch: its many
+// parallel regions keep the threads awake (docs/design.md, "Fast kernels and threads").
 constexpr double kMinInferShardFlop = 1.5e6;
 }  // namespace
 

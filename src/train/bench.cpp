@@ -66,7 +66,8 @@ double rss_mb() {
 double measure_matmul_gflops(double seconds) {
   const int64_t M = 3152, N = 3072, K = 768;
   // In arenas, 64-byte aligned like the model's tensors: a std::vector starts 16 bytes into
-  // a cache line here, which cost the product 2-4%.
+  // a cache line here, which slows the product (docs/history/benchmarks-2026-11.md, "One more
+  // thing measured: ViT-B/16 at batch 1").
   Arena x(M * K), w(N * K), y(M * N);
   std::fill_n(x.data(), M * K, 0.5f);
   std::fill_n(w.data(), N * K, 0.25f);

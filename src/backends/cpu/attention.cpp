@@ -12,12 +12,8 @@
 #include <limits>
 #include <vector>
 
-#include "backends/cpu/avx2/kernels.h"
-#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/isa.h"
-#include "backends/cpu/neon/kernels.h"
-#include "backends/cpu/softmax.h"
+#include "backends/cpu/kernel_set.h"
 #include "core/rng.h"
 #include "core/threads.h"
 
@@ -25,35 +21,19 @@ namespace vit::cpu {
 
 namespace {
 // A narrow head's slice of a qkv row is one or two cache lines, rows 3C floats apart, and no
-// two heads share a line: out of cache, each head reads 3T lines from as many strides and
-// the hardware prefetchers follow none of them. Reading the sample's rows in order first
-// (contiguous, at stream speed) puts them in L2 for all its heads: cifar-seed's backward
-// per head (T = 65, D = 16, batch 256, 1 thread) went from 10.8 to 7.2 us. Once per sample
-// in each thread's range of items (where the range or a sample starts), only when the
-// batch's qkv does not fit in L2 anyway and heads are narrow. Writing the sample's dqkv rows in order first
-// (zeros) made it slower (8.2 us): not done. Software prefetches of the next head were
-// slower too (L1 pollution; GCC 12 had deleted a first, nested loop of
-// __builtin_prefetch calls outright). On the AVX2 path (Zen 5, VIT_ISA=avx2) it gave
-// cifar-seed training 1.027-1.035x (three sittings, 3 to 5 rounds each); NEON has
-// warm_rows too but is not measured (qemu only), so it does not warm.
+// two heads share a line: the hardware prefetchers follow none of those strides. Reading the
+// sample's rows in order first puts them in L2 for all its heads: once per sample in each
+// thread's range of items, only when the batch's qkv does not fit in L2 anyway and heads
+// are narrow, and only where the path has warm_rows (docs/design.md, "Fast kernels and
+// threads", has the measurements and what was tried instead).
 constexpr int64_t kWarmMaxD = 32, kWarmMinBatchBytes = 2 << 20;
 bool warm_samples(int64_t B, int64_t T, int64_t C, int64_t D) {
-  return (isa() == Isa::avx512 || isa() == Isa::avx2) && D <= kWarmMaxD &&
-         B * T * 3 * C * int64_t(sizeof(float)) > kWarmMinBatchBytes;
+  return kernels().warm_rows && D <= kWarmMaxD && B * T * 3 * C * int64_t(sizeof(float)) > kWarmMinBatchBytes;
 }
 
 // The rows' cache lines read in order (warm_samples says when).
 void warm_lines(const float* p, int64_t n) {
-  switch (isa()) {
-#if VIT_ISA_X86
-    case Isa::avx512: return avx512::warm_rows(p, n);
-    case Isa::avx2: return avx2::warm_rows(p, n);
-#endif
-#if VIT_ISA_NEON
-    case Isa::neon: return neon::warm_rows(p, n);
-#endif
-    default: (void)p, (void)n;
-  }
+  kernels().warm_rows(p, n);
 }
 
 // Where an item's probabilities go when the caller keeps none (inference): per thread,
@@ -78,8 +58,8 @@ float* transposed_keys(const float* k, int64_t ld, int64_t T, int64_t D, int64_t
 // A head's rows [T, D] of q, k, v or dout copied to a per-thread [T, D] scratch (one per
 // slot; grown once, then reused) for the products that read them as B, a row per k. In qkv
 // they are 3C floats apart: at ViT-B/16's C = 768 that is 9 KiB, so every row falls on the
-// same 4 of L1's 64 sets and the product re-reads them from L2: P v (197 x 64 x 197, 1
-// thread) took 35 us a head against 27 us from the copy, which costs about 1 us.
+// same 4 of L1's 64 sets and the product re-reads them from L2; the copy costs far less than
+// those re-reads (docs/history/benchmarks-2026-11.md).
 constexpr int64_t kCopyRowsMinD = 32;
 enum Slot { kSlotV, kSlotQ, kSlotK, kSlotDOut, kSlots };
 const float* contiguous_rows(Slot slot, const float* src, int64_t ld, int64_t T, int64_t D) {
@@ -93,7 +73,7 @@ const float* contiguous_rows(Slot slot, const float* src, int64_t ld, int64_t T,
 // k aks]. head_gemm keeps D along the vector lanes, so D = 4 (mnist-seed) uses 4 lanes of
 // 16; here C^T = B^T A^T puts A's M rows along the lanes instead. A^T is A itself when A
 // is stored transposed (ars = 1: P^T dO, dS^T q), else a transposed copy (P v, dS k).
-// Per head at T = 50, D = 4: P^T dO 0.94 -> 0.29 us, P v 0.92 -> 0.51 us (1 thread).
+// Measured per head in docs/design.md ("Instruction sets").
 constexpr int64_t kNarrowD = 8;
 void narrow_head_gemm(int64_t M, int64_t D, int64_t K, float alpha, const float* A, int64_t ars, int64_t aks,
                       const float* B, int64_t ldb, float* C, int64_t ldc) {
@@ -170,30 +150,15 @@ void softmax_rows_reference(float* P, int64_t rows, int64_t n, const uint8_t* km
 }
 
 void softmax_rows(float* P, int64_t rows, int64_t n, const uint8_t* km) {
-  switch (isa()) {
-#if VIT_ISA_X86
-    case Isa::avx512: return avx512::softmax_rows(P, rows, n, km);
-    case Isa::avx2: return avx2::softmax_rows(P, rows, n, km);
-#endif
-#if VIT_ISA_NEON
-    case Isa::neon: return neon::softmax_rows(P, rows, n, km);
-#endif
-    default: return softmax_rows_reference(P, rows, n, km);
-  }
+  kernels().softmax_rows(P, rows, n, km);
 }
 
 void exp_nonpos(float* y, const float* x, int64_t n) {
-  switch (isa()) {
-#if VIT_ISA_X86
-    case Isa::avx512: return avx512::exp_nonpos(y, x, n);
-    case Isa::avx2: return avx2::exp_nonpos(y, x, n);
-#endif
-#if VIT_ISA_NEON
-    case Isa::neon: return neon::exp_nonpos(y, x, n);
-#endif
-    default:
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] < -87.3365f ? 0.f : std::exp(x[i]);
-  }
+  kernels().exp_nonpos(y, x, n);
+}
+
+void exp_nonpos_reference(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] < -87.3365f ? 0.f : std::exp(x[i]);
 }
 
 void softmax_backward_rows_reference(float* dP, const float* P, int64_t rows, int64_t n) {
@@ -207,16 +172,7 @@ void softmax_backward_rows_reference(float* dP, const float* P, int64_t rows, in
 }
 
 void softmax_backward_rows(float* dP, const float* P, int64_t rows, int64_t n) {
-  switch (isa()) {
-#if VIT_ISA_X86
-    case Isa::avx512: return avx512::softmax_backward_rows(dP, P, rows, n);
-    case Isa::avx2: return avx2::softmax_backward_rows(dP, P, rows, n);
-#endif
-#if VIT_ISA_NEON
-    case Isa::neon: return neon::softmax_backward_rows(dP, P, rows, n);
-#endif
-    default: return softmax_backward_rows_reference(dP, P, rows, n);
-  }
+  kernels().softmax_backward_rows(dP, P, rows, n);
 }
 
 namespace {
@@ -227,48 +183,17 @@ namespace {
 // whose row 0 has the bits of the class-token tail's attention (attention_cls.cpp; test_viz's
 // Attention.InferReturnsTheProbabilitiesAndTheSameLogits holds them equal at B = 3). The
 // split depends on the batch size alone.
-struct LanesKernel {
-  void (*run)(float*, float*, const float*, const uint8_t*, int64_t, int64_t, int64_t, int64_t) = nullptr;
-  int64_t group = 0, min_last = 0;
-};
-LanesKernel lanes_kernel(int64_t T, int64_t C, int64_t H) {
-  switch (isa()) {
-#if VIT_ISA_X86
-    case Isa::avx512:
-      if (avx512::attention_lanes_fit(T, C, H)) return {avx512::attention_forward_lanes, 16, 12};
-      break;
-    case Isa::avx2:
-      if (avx2::attention_lanes_fit(T, C, H)) return {avx2::attention_forward_lanes, 8, 6};
-      break;
-#endif
-#if VIT_ISA_NEON
-    case Isa::neon:
-      if (neon::attention_lanes_fit(T, C, H)) return {neon::attention_forward_lanes, 4, 4};
-      break;
-#endif
-    default: break;
-  }
-  (void)T, (void)C, (void)H;
-  return {};
+// The path's lanes kernel where it fits (run null otherwise).
+AttentionLanes lanes_kernel(int64_t T, int64_t C, int64_t H) {
+  const AttentionLanes& lanes = kernels().attention_lanes;
+  return lanes.run && lanes.fit(T, C, H) ? lanes : AttentionLanes{};
 }
 
 // The path's one-pass backward for narrow heads (attention_narrow.cpp), or null.
-using NarrowBackward = void (*)(float*, float*, float*, const float*, const float*, const float*, int64_t,
-                                const float*, int64_t, const float*, int64_t, int64_t, float);
-NarrowBackward narrow_backward(int64_t T, int64_t D) {
-  switch (isa()) {
-#if VIT_ISA_X86
-    case Isa::avx512:
-      return avx512::attention_backward_narrow_fits(T, D) ? avx512::attention_backward_narrow : nullptr;
-    case Isa::avx2:
-      return avx2::attention_backward_narrow_fits(T, D) ? avx2::attention_backward_narrow : nullptr;
-#endif
-#if VIT_ISA_NEON
-    case Isa::neon:
-      return neon::attention_backward_narrow_fits(T, D) ? neon::attention_backward_narrow : nullptr;
-#endif
-    default: (void)T, (void)D; return nullptr;
-  }
+AttentionBackwardNarrow narrow_backward(int64_t T, int64_t D) {
+  const CpuKernels& k = kernels();
+  return k.attention_backward_narrow && k.attention_backward_narrow_fits(T, D) ? k.attention_backward_narrow
+                                                                               : nullptr;
 }
 
 void attention_forward_heads(float* out, float* probs, float* probs_drop, const float* qkv,
@@ -280,7 +205,7 @@ void attention_forward(float* out, float* probs, float* probs_drop, const float*
                        int64_t B, int64_t T, int64_t C, int64_t H, float drop_p, uint64_t drop_key,
                        int64_t first_sample) {
   const int64_t ld = 3 * C, D = C / H;
-  const LanesKernel lanes = probs_drop ? LanesKernel{} : lanes_kernel(T, C, H);
+  const AttentionLanes lanes = probs_drop ? AttentionLanes{} : lanes_kernel(T, C, H);
   const int64_t G = lanes.group;
   // Samples [0, in_lanes) in groups of G along the lanes.
   const int64_t in_lanes = !lanes.run ? 0 : B % G >= lanes.min_last ? B : B / G * G;
@@ -356,7 +281,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const int64_t D = C / H, ld = 3 * C;
   const float scale = 1.f / std::sqrt(float(D));
   const bool fast = head_kernels(), warm = warm_samples(B, T, C, D);
-  const NarrowBackward narrow = probs_drop ? nullptr : narrow_backward(T, D);
+  const AttentionBackwardNarrow narrow = probs_drop ? nullptr : narrow_backward(T, D);
   for_ranges(B * H, attention_threads(B, H, T, D), [&](int64_t i0, int64_t i1) {
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;

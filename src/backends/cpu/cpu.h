@@ -21,7 +21,8 @@ namespace vit::cpu {
 
 // f(t) for t in [0, nt), one per thread. With nt = 1 (every loop inside a data-parallel
 // shard, and small work) f(0) runs directly: an OpenMP region of one thread still costs
-// ~0.46 us, and a mnist-seed training step entered ~150 of them.
+// libgomp's entry and exit, and a mnist-seed training step entered ~150 of them
+// (docs/design.md, "Fast kernels and threads").
 template <typename F>
 void on_threads(int nt, F&& f) {
   if (nt <= 1) {
@@ -34,8 +35,8 @@ void on_threads(int nt, F&& f) {
 
 // Storage on 64-byte boundaries, like the arena's tensors. The kernels' scratch used to be
 // plain vectors (16-byte aligned by malloc), so where a buffer fell within its cache line
-// changed with unrelated heap use: one bool added to the model's BlockActs made mnist-seed's
-// training step 0.96x (8 of 8 alternating rounds) without touching its code.
+// changed with unrelated heap use, and with it the speed of code nobody had touched
+// (docs/design.md, "Matrix products: oneDNN on x86-64, OpenBLAS on aarch64").
 template <typename T>
 struct CacheLineAllocator {
   using value_type = T;

@@ -1,6 +1,6 @@
 // Matrix products through a library's sgemm (sgemm_library.h: oneDNN's dnnl_sgemm on x86-64,
-// ~400 GFLOP/s here whatever OPENBLAS_CORETYPE says, docs/history/benchmarks-2026-11.md;
-// OpenBLAS's cblas_sgemm on aarch64). Products too small to amortize a library call use a plain loop, and
+// whatever OPENBLAS_CORETYPE says; OpenBLAS's cblas_sgemm on aarch64; docs/design.md,
+// "Matrix products"). Products too small to amortize a library call use a plain loop, and
 // products with few output columns (the tiny models' layers) the attention kernels' blocks
 // (head_gemm.cpp's register blocks where the path has them, skinny_gemm.cpp in avx512/,
 // avx2/ and neon/ for short sums).
@@ -11,11 +11,8 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/cpu/avx2/kernels.h"
-#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/isa.h"
-#include "backends/cpu/neon/kernels.h"
+#include "backends/cpu/kernel_set.h"
 #include "backends/cpu/sgemm_library.h"
 #include "core/settings.h"
 #include "core/threads.h"
@@ -43,7 +40,7 @@ void gemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
 }
 
 // C[M, N] = ct^T + beta C for ct [N, M], rows of C in order, on the calling thread (an
-// OpenMP region per call cost mnist-seed's step 2.5%; the widest C here is 147K floats).
+// OpenMP region per call costs more than these small adds; the widest C here is 147K floats).
 void add_transposed(float* C, int64_t ldc, const float* ct, int64_t M, int64_t N, float beta) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
@@ -80,22 +77,13 @@ void gemm_skinny(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   const int64_t ars = ta ? 1 : lda, aks = ta ? lda : 1;
   const int nt = threads_for(M * N * K);
   const int64_t rows = (M + nt - 1) / nt, per = (rows + 11) / 12 * 12;  // whole 12-row blocks
+  const SkinnyGemm skinny_kernel = kernels().skinny_gemm;
   on_threads(nt, [&](int t) {
     const int64_t i0 = std::min(M, t * per), i1 = std::min(M, i0 + per);
     if (i1 <= i0) return;
-#if VIT_ISA_X86
-    if (!ta && isa() == Isa::avx512 &&
-        avx512::skinny_gemm(i1 - i0, N, K, alpha, A + i0 * lda, lda, b, ld, beta, bias, C + i0 * ldc, ldc))
+    if (!ta && skinny_kernel &&
+        skinny_kernel(i1 - i0, N, K, alpha, A + i0 * lda, lda, b, ld, beta, bias, C + i0 * ldc, ldc))
       return;
-    if (!ta && isa() == Isa::avx2 &&
-        avx2::skinny_gemm(i1 - i0, N, K, alpha, A + i0 * lda, lda, b, ld, beta, bias, C + i0 * ldc, ldc))
-      return;
-#endif
-#if VIT_ISA_NEON
-    if (!ta && isa() == Isa::neon &&
-        neon::skinny_gemm(i1 - i0, N, K, alpha, A + i0 * lda, lda, b, ld, beta, bias, C + i0 * ldc, ldc))
-      return;
-#endif
     head_gemm(i1 - i0, N, K, alpha, A + i0 * ars, ars, aks, b, ld, beta, bias, C + i0 * ldc, ldc);
   });
 }
@@ -141,30 +129,24 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const
 }
 
 // C = A^T B over a long k with more rows than columns (a weight gradient dW = dY^T X whose
-// layer widens, fc1's [768, 192] and qkv's [576, 192] in cifar-seed) runs in dnnl_sgemm
-// as C^T = B^T A, the long side along the output's rows, plus a transposed add: fc1's at
-// 8320 rows, 1 thread, 13.9-14.1 against 15.9-16.1 ms, qkv's 10.2 against 11.1-11.5, and
-// cifar-seed's training step 1.023x; the other way round ([192, 768], fc2's) it is slower
-// (14.7-15.5 against 13.8-14.4). Only while C fits in L2: ViT-B/16's [3072, 768] and
-// [2304, 768] (9 and 7 MB, added back through strides) made its training step 0.972x.
+// layer widens, fc1's and qkv's in cifar-seed) runs as C^T = B^T A, the long side along the
+// output's rows, plus a transposed add; the other way round (fc2's) it is slower, and so it
+// is past the size where C stops fitting in L2 (docs/design.md, "Matrix products").
 constexpr int64_t kWideTnMaxC = 256 * 1024;
 bool wide_tn(bool ta, bool tb, int64_t M, int64_t N) {
   return ta && !tb && M > N && N > kSkinnyN && M * N <= kWideTnMaxC;
 }
 
-// The AVX2 path's own products (avx2/tiled_gemm.cpp, where the measurements are), from a
-// thousand rows up: A row-major over at most 256 output columns (cifar-seed's and ViT-Ti's
-// 192-wide layers: the forward of proj and fc2, the input gradients of proj, fc1 and qkv).
-// Timed call against call inside cifar-seed's training step, those ran 1.0-1.12x oneDNN's
-// sgemm; wider outputs over K = 192 (the forward of qkv and fc1, fc2's input gradient) ran
-// 0.91-1.05x and stay with oneDNN, as do the weight gradients (A^T B): all three of
-// cifar-seed's on oneDNN made its training step 1.023x faster than in the tiled kernel on an
-// AMD Zen 3 (6 alternating rounds, 2026-12-01) and 1.022x on a Zen 4 held to AVX2.
+// The AVX2 path's own products (avx2/tiled_gemm.cpp), from a thousand rows up: A row-major
+// over at most 256 output columns (cifar-seed's and ViT-Ti's 192-wide layers: the forward of
+// proj and fc2, the input gradients of proj, fc1 and qkv), where they were ahead of oneDNN's
+// sgemm call against call; wider outputs and the weight gradients stay with oneDNN
+// (docs/design.md, "Tiled products of our own on AVX2").
 constexpr int64_t kTiledMinRows = 1024, kTiledMaxN = 256;
 }  // namespace
 
 bool tiled_preferred(bool ta, bool /*tb*/, int64_t M, int64_t N, int64_t /*K*/, float alpha) {
-  if (alpha != 1.f || ta || isa() != Isa::avx2) return false;
+  if (alpha != 1.f || ta || !kernels().tiled_gemm) return false;
   if (const std::string_view env = setting_choice("VIT_TILED"); !env.empty()) return env == "on";
   return M >= kTiledMinRows && N <= kTiledMaxN;
 }
@@ -220,25 +202,16 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
   sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-#if VIT_ISA_X86
 bool gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias) {
-  if (isa() != Isa::avx2 || M * N * K <= kSmallProduct || skinny(tb, N, K) ||
-      !tiled_preferred(ta, tb, M, N, K, 1.f))
-    return false;
-  avx2::tiled_gemm(tb, M, N, K, A, lda, B, ldb, beta, C, ldc, threads_for(M * N * K / 16), bias);
+  if (M * N * K <= kSmallProduct || skinny(tb, N, K) || !tiled_preferred(ta, tb, M, N, K, 1.f)) return false;
+  kernels().tiled_gemm(tb, M, N, K, A, lda, B, ldb, beta, C, ldc, threads_for(M * N * K / 16), bias);
   return true;
 }
-#else
-bool gemm_tiled(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float,
-                float*, int64_t, const float*) {
-  return false;  // the tiled kernel is the AVX2 path's
-}
-#endif
 
 // The stall is paid once per line of C, the product's work per line grows with K, and the
-// zeros cost a write in the backward and a read here: worth it at cifar-seed's K = 192, not
-// at ViT-B/16's K = 768 (its training step 0.983x over 5 rounds, 1.016x over 3: no gain).
+// zeros cost a write in the backward and a read here: worth it at cifar-seed's K = 192, no
+// gain at ViT-B/16's K = 768 (docs/design.md, "Matrix products").
 constexpr int64_t kZeroOutputMaxK = 512;
 bool adds_onto_zeros(int64_t M, int64_t N, int64_t K) {
   return M * N * K > kSmallProduct && !skinny(true, N, K) && K < kZeroOutputMaxK &&
@@ -250,9 +223,8 @@ void gemm_nt_bias(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, 
   // dnnl_sgemm with beta = 0 stalls on its stores to C's lines when they are not in cache;
   // with beta = 1 it loads them first, ahead of use. On a C that is zero anyway (fc1's
   // output in training, cleared by the backward that read it last: bias_gelu_backward) it
-  // adds onto it: cifar-seed's fc1 at one lane (8320 x 768 x 192, 1 thread, 8 outputs in
-  // turn) 13.5-13.9 against 15.3-15.8 ms, and inside the training step 170 against 99
-  // GFLOP/s. Zeroing C first instead moves the stall into the zeroing: no gain.
+  // adds onto it (faster for cifar-seed's fc1: docs/design.md, "Matrix products"). Zeroing C
+  // first instead moves the stall into the zeroing: no gain.
   if (!bias)
     return gemm(false, true, M, N, K, 1.f, A, lda, B, ldb, c_zero && adds_onto_zeros(M, N, K) ? 1.f : 0.f, C,
                 ldc);

@@ -1,7 +1,6 @@
 // Attention's per-head products on the path in use (cpu.h): the kernel table's (kernel_set.h)
 // register-block kernels of avx512/, avx2/ and neon/, or generic/kernels.cpp's plain loops,
 // which are also what the tests hold the others to (tests/ops/test_kernel_table.cpp).
-#include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/kernel_set.h"
 
@@ -18,10 +17,9 @@ void head_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int
 
 void head_scores(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha, const float* q, int64_t ldq,
                  const float* kT, int64_t ldk, const uint8_t* km, const float* P, float* C, int64_t ldc) {
-#if VIT_ISA_X86
   // AVX-512 applies the softmax while S is in registers.
-  if (isa() == Isa::avx512) return avx512::head_scores(mode, M, T, D, alpha, q, ldq, kT, ldk, km, P, C, ldc);
-#endif
+  if (const HeadScoresFused fused = kernels().head_scores)
+    return fused(mode, M, T, D, alpha, q, ldq, kT, ldk, km, P, C, ldc);
   // Elsewhere the product, then the row softmax (or its backward): all rows in one call where
   // they are contiguous (the kernels interleave a few rows; each row's result is the same in
   // any group), else one at a time.

@@ -4,12 +4,13 @@
 // (avx512 -> avx2 -> generic, neon -> generic), so a new kernel family is one entry here and
 // one function per folder that has it. A folder may pick among its own variants by what the
 // CPU has beyond the path's baseline (AVX-VNNI, AVX512-VNNI, the dot-product extension).
-// The int8 products are the first family here; the older families still switch on isa() in
-// their dispatchers (docs/design.md, "Kernel tables").
+// Every kernel family is here: the dispatchers at the top of backends/cpu/ call
+// kernels().entry and never ask which path is in use (docs/design.md, "Kernel tables").
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "backends/cpu/cpu.h"  // HeadScores
 #include "backends/cpu/isa.h"
 #include "core/activation.h"
 
@@ -55,6 +56,55 @@ using ActRows = void (*)(float* y, float* h, const float* bias, int64_t N, int64
 using BiasGeluBackward = void (*)(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
                                   bool clear_grad);
 
+// LayerNorm (layernorm.h: the rows or columns each works on; one thread). The one-pass
+// backward (dx, the parameter gradients and dxsum in one walk) runs where it fits, on one thread.
+using LayerNormRows = void (*)(float* y, float* mean, float* rstd, const float* x, const float* w,
+                               const float* b, int64_t i0, int64_t i1, int64_t C, float eps);
+using LayerNormDxRows = void (*)(float* dx, const float* dy, const float* x, const float* mean,
+                                 const float* rstd, const float* w, int64_t i0, int64_t i1, int64_t C,
+                                 bool accumulate_dx);
+using LayerNormParamGrads = void (*)(float* dw, float* db, const float* dy, const float* x, const float* mean,
+                                     const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1);
+using LayerNormOnePassFits = bool (*)(int64_t C);
+using LayerNormBackwardOnePass = void (*)(float* dx, float* dw, float* db, float* dxsum, const float* dy,
+                                          const float* x, const float* mean, const float* rstd,
+                                          const float* w, int64_t M, int64_t C, bool accumulate_dx);
+// Attention's row softmax, its backward, exp of non-positive arguments, and the read of a
+// sample's rows in order before its heads (softmax.h, cpu.h).
+using SoftmaxRows = void (*)(float* P, int64_t rows, int64_t n, const uint8_t* km);
+using SoftmaxBackwardRows = void (*)(float* dP, const float* P, int64_t rows, int64_t n);
+using ExpNonpos = void (*)(float* y, const float* x, int64_t n);
+using WarmRows = void (*)(const float* p, int64_t n);
+// The narrow shapes' kernels (narrow.h): skinny products (false: shape not taken), the
+// one-pass backward of narrow heads, and the forward with samples along the lanes.
+using SkinnyGemm = bool (*)(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                            const float* B, int64_t ldb, float beta, const float* bias, float* C,
+                            int64_t ldc);
+using NarrowBackwardFits = bool (*)(int64_t T, int64_t D);
+using AttentionBackwardNarrow = void (*)(float* dq, float* dk, float* dv, const float* q, const float* k,
+                                         const float* v, int64_t ld, const float* dO, int64_t ldo,
+                                         const float* P, int64_t T, int64_t D, float scale);
+using LanesFit = bool (*)(int64_t T, int64_t C, int64_t H);
+using AttentionForwardLanes = void (*)(float* out, float* probs, const float* qkv, const uint8_t* key_mask,
+                                       int64_t n, int64_t T, int64_t C, int64_t H);
+// Samples along the lanes come in groups of `group`; a last group of fewer than `min_last`
+// samples goes per head instead (attention.cpp).
+struct AttentionLanes {
+  LanesFit fit = nullptr;
+  AttentionForwardLanes run = nullptr;
+  int64_t group = 0, min_last = 0;
+};
+// head_scores (cpu.h) with the softmax applied in registers.
+using HeadScoresFused = void (*)(HeadScores mode, int64_t M, int64_t T, int64_t D, float alpha,
+                                 const float* q, int64_t ldq, const float* kT, int64_t ldk, const uint8_t* km,
+                                 const float* P, float* C, int64_t ldc);
+// The tiled product (avx2/kernels.h) and the packed linear layer (linear_packed.h).
+using TiledGemm = void (*)(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                           const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int nt,
+                           const float* bias);
+using LinearForwardPacked = void (*)(float* y, const float* x, const float* wp, const float* b, int64_t M,
+                                     int64_t K, int64_t N, bool gelu);
+
 struct CpuKernels {
   GeluForward gelu_forward = nullptr;
   GeluBackward gelu_backward = nullptr;
@@ -70,6 +120,28 @@ struct CpuKernels {
   // Whether head_gemm is a register-block kernel (a vector path's), which attention and the
   // skinny products prefer to sgemm; the generic loop is not.
   bool register_blocks = false;
+
+  LayerNormRows layernorm_rows = nullptr;
+  LayerNormDxRows layernorm_dx_rows = nullptr;
+  LayerNormParamGrads layernorm_param_grads = nullptr;
+  LayerNormOnePassFits layernorm_one_pass_fits = nullptr;          // null: no one-pass backward
+  LayerNormBackwardOnePass layernorm_backward_one_pass = nullptr;  // (both set, or neither)
+
+  SoftmaxRows softmax_rows = nullptr;
+  SoftmaxBackwardRows softmax_backward_rows = nullptr;
+  ExpNonpos exp_nonpos = nullptr;
+  WarmRows warm_rows = nullptr;  // null: heads read their rows where they lie
+
+  SkinnyGemm skinny_gemm = nullptr;  // null: head_gemm takes every skinny product
+  NarrowBackwardFits attention_backward_narrow_fits = nullptr;
+  AttentionBackwardNarrow attention_backward_narrow = nullptr;  // null: the per-head backward
+  AttentionLanes attention_lanes;                               // run null: per head only
+  HeadScoresFused head_scores = nullptr;  // null: head_gemm, then softmax_rows or its backward
+
+  TiledGemm tiled_gemm = nullptr;  // null: gemm() never tiles
+  LinearForwardPacked linear_forward_packed = nullptr;
+  int64_t packed_slice = 0;     // columns per stored slice of packed weights (linear_packed.h)
+  int64_t packed_max_rows = 0;  // packed weights preferred up to this many rows (0: never)
 
   DequantS8 dequant_s8 = nullptr;
   QuantizeRowS8 quantize_row_s8 = nullptr;
@@ -109,6 +181,18 @@ void act_rows_reference(float* y, float* h, const float* bias, int64_t N, int64_
                         bool keep_grad, Activation act);
 void bias_gelu_backward_reference(float* dx, float* db, const float* dy, float* grad, int64_t M, int64_t N,
                                   bool clear_grad);
+void layernorm_rows_reference(float* y, float* mean, float* rstd, const float* x, const float* w,
+                              const float* b, int64_t i0, int64_t i1, int64_t C, float eps);
+void layernorm_dx_rows_reference(float* dx, const float* dy, const float* x, const float* mean,
+                                 const float* rstd, const float* w, int64_t i0, int64_t i1, int64_t C,
+                                 bool accumulate_dx);
+void layernorm_param_grads_reference(float* dw, float* db, const float* dy, const float* x, const float* mean,
+                                     const float* rstd, int64_t M, int64_t C, int64_t j0, int64_t j1);
+void exp_nonpos_reference(float* y, const float* x, int64_t n);
+// Plain loops over packed weights of any slice width (packed_slice() of the path in use), GELU
+// as a pass over y.
+void linear_forward_packed_reference(float* y, const float* x, const float* wp, const float* b, int64_t M,
+                                     int64_t K, int64_t N, bool gelu);
 void copy_patch_row(float* out, const float* x, int64_t b, int64_t py, int64_t C, int64_t Hi, int64_t Wi,
                     int64_t Ph, int64_t Pw, int64_t Gw);
 

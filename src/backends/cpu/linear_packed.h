@@ -28,12 +28,15 @@ inline int64_t panel_width(int64_t N, int64_t n0) {
   return N - n0 < kPanel ? N - n0 : kPanel;
 }
 
-// The columns per stored slice of a panel on the path in use (isa(), decided once per
-// process, so the weights are packed and read with the same S): kPanel, or kPackedSlice on
+// The columns per stored slice of a panel on the path in use (the kernel table's, chosen once
+// per process, so the weights are packed and read with the same S): kPanel, or kPackedSlice on
 // AVX2.
 namespace avx2 {
 constexpr int64_t kPackedSlice = 16;
-}
+// Up to this many rows (batch 4 at 197 tokens) the packed product is ahead of oneDNN's sgemm on
+// the AVX-512 and AVX2 paths (packed_linear_preferred; docs/benchmarks.md).
+constexpr int64_t kPackedMaxRows = 800;
+}  // namespace avx2
 int64_t packed_slice();
 
 // Where columns [c, ...) of a panel of width w at packed weights P (its first float, n0 K

@@ -32,8 +32,9 @@ void optimizer_step(const ParamUpdate* u, int64_t count, const UpdateRule& r, in
         p[i] -= lr * d;
       }
     } else if (r.kind == OptimKind::adamw) {
-      // Two loops rather than a branch inside one, so each vectorizes (ViT-B/16's 86M
-      // parameters: scalar square roots and divisions took ~3% of a training step).
+      // Two loops rather than a branch inside one, so each vectorizes: scalar square roots and
+      // divisions over ViT-B/16's 86M parameters were a visible share of a training step
+      // (docs/design.md, "Fast kernels and threads").
 #pragma omp for simd schedule(static) nowait
       for (int64_t i = 0; i < n; ++i) {
         const float gi = g[i];

@@ -16,7 +16,7 @@ void im2col_patches(float* cols, const float* x, int64_t B, int64_t C, int64_t H
   // One item per row of patches, walked along the image's rows: at MNIST's 16-float patches,
   // one item per patch spent most of its time on the three integer divisions giving its
   // (b, py, px), and reading 4 image rows per patch was slower than one row at a time
-  // (mnist-seed/b64, 1 thread: 38 -> 8 us; cifar-seed/b256: 425 -> 218 us).
+  // (docs/design.md, "Fast kernels and threads").
 #pragma omp parallel for schedule(static)
   for (int64_t by = 0; by < B * Gh; ++by) {
     const int64_t b = by / Gh, py = by % Gh;

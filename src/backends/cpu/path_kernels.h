@@ -28,20 +28,34 @@
   void copy_patch_row_short(float* out, const float* x, int64_t b, int64_t py, int64_t C, int64_t Hi,      \
                             int64_t Wi, int64_t Ph, int64_t Pw, int64_t Gw);
 
-// Sets the table entries (kernel_set.h) of the kernels above and of gelu.h's VIT_GELU_KERNELS
-// to a path's own: the start of each vector path's fill_kernels (its kernels.cpp, which
-// includes gelu.h).
-#define VIT_FILL_PATH_KERNELS(k)                     \
-  do {                                               \
-    (k).head_gemm = head_gemm;                       \
-    (k).head_transpose = head_transpose;             \
-    (k).colsum_columns = colsum_columns;             \
-    (k).round_to_bf16 = round_to_bf16;               \
-    (k).residual_run = residual_run;                 \
-    (k).copy_patch_row_short = copy_patch_row_short; \
-    (k).gelu_forward = gelu_forward;                 \
-    (k).gelu_backward = gelu_backward;               \
-    (k).bias_gelu_rows = bias_gelu_rows;             \
-    (k).act_rows = act_rows;                         \
-    (k).register_blocks = true;                      \
+// Sets the table entries (kernel_set.h) every vector path has to the path's own: the kernels
+// above, gelu.h's VIT_GELU_KERNELS, layernorm.h's, softmax.h's (but warm_rows: a path reads
+// ahead only where it was measured to pay), narrow.h's, and the packed linear layer. The start
+// of each vector path's fill_kernels (its kernels.cpp, which includes those headers); the
+// lanes' group sizes and what only some paths have follow there.
+#define VIT_FILL_PATH_KERNELS(k)                                         \
+  do {                                                                   \
+    (k).head_gemm = head_gemm;                                           \
+    (k).head_transpose = head_transpose;                                 \
+    (k).colsum_columns = colsum_columns;                                 \
+    (k).round_to_bf16 = round_to_bf16;                                   \
+    (k).residual_run = residual_run;                                     \
+    (k).copy_patch_row_short = copy_patch_row_short;                     \
+    (k).gelu_forward = gelu_forward;                                     \
+    (k).gelu_backward = gelu_backward;                                   \
+    (k).bias_gelu_rows = bias_gelu_rows;                                 \
+    (k).act_rows = act_rows;                                             \
+    (k).register_blocks = true;                                          \
+    (k).layernorm_rows = layernorm_rows;                                 \
+    (k).layernorm_dx_rows = layernorm_dx_rows;                           \
+    (k).layernorm_param_grads = param_grads_columns;                     \
+    (k).softmax_rows = softmax_rows;                                     \
+    (k).softmax_backward_rows = softmax_backward_rows;                   \
+    (k).exp_nonpos = exp_nonpos;                                         \
+    (k).skinny_gemm = skinny_gemm;                                       \
+    (k).attention_backward_narrow_fits = attention_backward_narrow_fits; \
+    (k).attention_backward_narrow = attention_backward_narrow;           \
+    (k).attention_lanes.fit = attention_lanes_fit;                       \
+    (k).attention_lanes.run = attention_forward_lanes;                   \
+    (k).linear_forward_packed = linear_forward_packed;                   \
   } while (0)

@@ -3,8 +3,9 @@
 // models' shapes. The AVX-512 kernels' design (avx512/head_gemm.cpp) in 8 lanes and 16
 // registers: R rows x NV vectors of accumulators (at most 12), A read through strides (so
 // P^T dO and dS^T q need no transposed copy), B's vectors whole from L1. (head_scores on this
-// path is this product and then the row softmax, row by row: head_gemm.cpp; with the softmax
-// applied in registers it measured slower, docs/design.md, Instruction sets.)
+// path is this product and then the row softmax, row by row: head_gemm.cpp; fused, only one
+// row of scores fits the 16 registers and its chains have nothing to overlap with:
+// docs/design.md, "Instruction sets".)
 #include <algorithm>
 
 #include "backends/cpu/avx2/kernels.h"
@@ -16,8 +17,8 @@ namespace {
 // One k of the block: c[r][v] += A(r, k) B(k, v), B's NV vectors loaded first and one
 // broadcast of A live at a time: R NV + NV + 1 <= 16 registers. (Broadcasting all R of A's
 // values first, as the compiler does when the loops run v outside r, needs R more and spills
-// the 4 x 3 block's accumulators to the stack every k: 2.5x slower.) Per accumulator the
-// same fma chain over k either way, so the same bits.
+// the 4 x 3 block's accumulators to the stack every k: docs/design.md, "Instruction sets".)
+// Per accumulator the same fma chain over k either way, so the same bits.
 template <int R, int NV>
 VIT_AVX2 inline void fma_rows(__m256 (&c)[R][NV], const __m256 (&bv)[NV], const float* const (&a)[R],
                               int64_t ka) {
@@ -149,11 +150,10 @@ VIT_AVX2 inline void transpose_tile4(float* dst, int64_t ldd, const float* src, 
 // 8 x 8 tiles in AVX registers where both sides are at least 16, then 4 x 4 tiles in SSE
 // registers (_MM_TRANSPOSE4_PS) along the edges: a narrow head's k or output (4 columns or 4
 // rows, mnist-seed's D = 4) is all 4 x 4 tiles but for the rows past a multiple of 4, which the
-// plain loop takes, as it does the columns past one. Against 4 x 4 tiles alone (Intel Xeon,
-// medians of 21 interleaved rounds, two sittings): [768, 64] 1.42-1.72x and [64, 768]
-// 1.30-1.37x (packing ViT-B/16's block weights on two threads: 36-42 ms to 27-34), [65, 16]
-// (cifar-seed's keys) 1.07-1.45x; but a lone 8 x 8 tile 0.77x (its lane-crossing permutes'
-// latency is not hidden) and [50, 8], [8, 24] (mnist-seed's lanes) 0.96-0.97x, hence the 16.
+// plain loop takes, as it does the columns past one. The 8 x 8 tiles win on large blocks
+// (packing ViT-B/16's weights, cifar-seed's keys) but not alone, where their lane-crossing
+// permutes' latency is not hidden, nor on mnist-seed's lanes, hence the 16 (docs/design.md,
+// "Matrix products: oneDNN on x86-64, OpenBLAS on aarch64").
 VIT_AVX2 void head_transpose(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows,
                              int64_t cols) {
   const bool wide = rows >= 16 && cols >= 16;

@@ -3,26 +3,16 @@
 // packed_slice(); and dispatches here): 6 rows of x times one 16-column slice (12 accumulators
 // of 16 registers) over k chunks of 384: a row block's 6 rows of x (9 KiB) stay in L1 while the
 // panel's slices come from L2 (slices_forward's RowsOuter: each row block passes over the
-// panel's four slices), each a contiguous stream of 64-byte lines, one per k. With the slices
-// inside [K][64] panels (the AVX-512 layout), a slice's rows were 256 bytes apart, so they fell
-// on a quarter of L1's sets, and chunks of 768: on an AMD Zen 3 (AVX2 only, 2 threads),
-// ViT-B/16's four products at batch 1 alone (weights in L3; bench_block, medians of 5
-// alternating rounds) 1.09x over the four in FLOP-weighted time (fc2, K = 3072, 144 -> 174
-// GFLOP/s), and whole models (bench/ab.py, vit bench, 2 threads unless said) ViT-B/16 batch 1
-// 1.045x (10 rounds; 0.98x in a noisier 5), on one thread 1.048x, ViT-S/16 batch 1 1.063x,
-// ViT-Ti/16 batch 1 0.998x, ViT-B/16 batch 4 level within that machine's noise (0.935x and,
-// sides swapped, 1.19x). The other orders and chunks on the slices (slices outer over the row
-// blocks, x's rows then from L2, at 768 or 384; rows outer at 768) gave the four products
-// within 3.5% of this there, none ahead beyond the noise. Before, on an Intel Xeon held to AVX2
-// and an AMD Zen 5: rows outer 0.3-10% ahead of slices outer at 768 (medians of 40 interleaved
-// rounds), and on the Zen 5, slices outer, chunks of 768 1.01-1.08x those of 384. The walk
-// (slices_forward) pulls the next slice's weights towards L2 while this one runs (ViT at batch
-// 1 1.04-1.06x), and hands the slices to the threads as they ask (SliceQueue: ViT-B/16 batch 1
-// 1.06-1.16x, ViT-S/16 1.075-1.14x against a fixed share; design.md). Every output is one fma
-// chain over k in order, whoever runs it and whatever the thread count. GELU, when asked
-// (fc1), is applied as the sums leave the registers: against the product followed by the GELU
-// pass, fc1 of ViT-Ti/S/B at batch 1 1.038x/1.014x/1.009x on 2 threads, cifar-seed at 8 images
-// 1.023x, level on one thread (Intel Xeon held to AVX2, medians of 40 interleaved rounds).
+// panel's four slices), each a contiguous stream of 64-byte lines, one per k. Inside [K][64]
+// panels (the AVX-512 layout) a slice's rows are 256 bytes apart and fall on a quarter of L1's
+// sets, so the slices stream better; the other loop orders and chunks tried were no better
+// (docs/design.md, "Matrix products: oneDNN on x86-64, OpenBLAS on aarch64", for this and the
+// rest). The walk (slices_forward) pulls the next slice's weights towards L2 while this one
+// runs, so they do not come from memory, and hands the slices to the threads as they ask
+// (SliceQueue), so a thread that falls behind does not hold up the rest. Every output is one
+// fma chain over k in order, whoever runs it and whatever the thread count. GELU, when asked
+// (fc1), is applied as the sums leave the registers, which saves the GELU pass's own parallel
+// region and barrier.
 #include <algorithm>
 
 #include "backends/cpu/avx2/kernels.h"
@@ -38,11 +28,11 @@ constexpr int64_t kChunk = 384;  // k per pass
 
 // R rows of x (leading dim ldx) times columns [0, n) (n <= 16; n = 16 when Full) of panel rows
 // B (leading dim ldb) over kc values of k into c (leading dim ldc): from the bias (or 0) when
-// first, else adding onto what c holds; GELU'd as stored with Gelu (a template argument: with
-// a run-time flag the fused product was 0.985-1.001x the pass, the gain gone). One k loop for
-// both widths, the masks made before it: with a loop per width sharing one accumulator array,
-// GCC kept the array on the stack and stored all 12 accumulators every k (12 stores per 12
-// fmas).
+// first, else adding onto what c holds; GELU'd as stored with Gelu (a template argument: a
+// run-time flag lost the fusion's gain; docs/design.md, the section named above). One k loop
+// for both widths, the masks made before it: with a loop per width sharing one accumulator
+// array, GCC kept the array on the stack and stored all 12 accumulators every k (12 stores per
+// 12 fmas).
 template <int R, bool Full, bool Gelu>
 VIT_AVX2 void block_width(const float* x, int64_t ldx, const float* B, int64_t ldb, int64_t n, int64_t kc,
                           bool first, const float* bias, float* c, int64_t ldc) {

@@ -4,9 +4,8 @@
 // per-file flags) and chosen at run time (isa.h). AVX2 has no mask registers: a tail of n < 8
 // lanes is read with vmaskmov through an integer mask (tail_mask), which neither reads nor
 // faults past the n valid floats, and written in 4-, 2- and 1-float SSE pieces (store): AMD
-// cores run vmaskmov's store form slowly (about 25 cycles each on a Zen 4; attention's scores
-// at T = 65 took 2060 ns a head with it, 1835 with the pieces; mnist-seed's training step,
-// whose skinny products stored through an all-ones mask, 1.094x).
+// cores run vmaskmov's store form slowly, whatever the mask (about 25 cycles each on a Zen 4;
+// docs/design.md, "Instruction sets").
 #pragma once
 #include <immintrin.h>
 

@@ -13,7 +13,7 @@ namespace {
 // The full vectors of a row use plain loads and stores, its last n % 8 floats masked ones;
 // the tail's exps stay in registers (et) from the exp pass to the scale: reading back what a
 // masked store just wrote waits for the store to complete (no store forwarding from
-// vmaskmov), which cost ~4 ns per row of cifar-seed's 65 keys on Zen 5 (15% of the row).
+// vmaskmov; docs/design.md, "Instruction sets").
 template <int R>
 VIT_AVX2 void softmax_rows_t(float* P, int64_t ld, int64_t n, const uint8_t* km) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();

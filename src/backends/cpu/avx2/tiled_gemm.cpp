@@ -4,33 +4,29 @@
 //
 // The register block is the packed linear's (avx2/linear_packed.cpp): 6 rows of A, each value
 // broadcast, times one 16-column slice of B ([k][16], two vectors a k), 12 accumulators; over
-// k chunks of 384. Alone, in L1, it runs at 98-99% of the FMA peak (AMD Zen 3). What the loops
-// around it add is the order in which the operands pass through the caches:
+// k chunks of 384. Alone, in L1, it runs close to the FMA peak, so what the loops around it
+// add is the order in which the operands pass through the caches (docs/design.md, "Matrix
+// products: oneDNN on x86-64, OpenBLAS on aarch64", for the measurements below):
 // - A row-major (C = A B^T, the forward; C = A B, the input gradient): B is packed once per
 //   call into slices of each k chunk (K x N floats, copied from the weights); the rows of A go
 //   in groups of 48 (a group's chunk, 72 KiB, stays in L2), and within a group and chunk each
 //   slice (24 KiB, in L1) meets the group's 8 register blocks in turn. A is read in place.
-// - C = A^T B (the weight gradients) is not taken here: on an AMD Zen 3 (2026-12-01) giving
-//   all three of cifar-seed's back to oneDNN (gemm.cpp's gemm_wide_tn for qkv's and fc1's)
-//   made the training step 1.023x faster (6 alternating rounds, faster in 5 pairs), as on a
-//   Zen 4 held to AVX2 (1.022x). The A^T kernel that was here (C's tiles against 6-column
-//   panels of A read in place, the bias gradient's column sums on the way) is at 30da30f.
+// - C = A^T B (the weight gradients) is not taken here: the training step was faster with
+//   all three of cifar-seed's on oneDNN (gemm.cpp's gemm_wide_tn for qkv's and fc1's). The
+//   A^T kernel that was here (C's tiles against 6-column panels of A read in place, the bias
+//   gradient's column sums on the way) is at 30da30f.
 // - Each block asks for the lines of C it will write next (prefetch for writing): oneDNN's sgemm
 //   stalls on its stores to C lines out of cache (gemm_nt_bias, gemm.cpp). Each block also
-//   pulls a share of the next pass's rows of A towards L2, and the last
-//   slice's blocks ask for the next pass's first tiles of C: one thread alone (AMD Zen 4 held
-//   to AVX2, 8320 rows), proj's forward went from 101 to 109 GFLOP/s, fc1's 107 to 110 and
-//   fc2's 107 to 109 (a single-core FMA peak of 117); the cifar-seed step 1.008x (6 rounds,
-//   faster in each pair), and oneDNN's wide products over K = 192 are now no faster than
-//   these (VIT_TILED=on 0.997x, where it was 0.978x).
+//   pulls a share of the next pass's rows of A towards L2, and the last slice's blocks ask
+//   for the next pass's first tiles of C, so that a group's first slice does not wait on
+//   memory (per product: docs/history/benchmarks-2026-11.md, "AMD EPYC Zen 4 (AVX-512 with
+//   BF16 and VNNI, on 256-bit units), 2026-11-28 and 29").
 // - The linear layer's bias pass rides along: the forward starts its chains from the bias
 //   instead of a pass seeding C with it.
-// On an AMD Zen 3 (2026-11-28), timed call against call inside cifar-seed's training step
-// (batch 256, 2 shards of 8320 rows, each product on one thread; calls alternating between
-// this and dnnl_sgemm; four runs): C = A B^T at N = 192: K = 768 1.03-1.11x, K = 192
-// 1.03-1.08x; C = A B at N = 192: K = 768 1.04-1.09x, K = 576 1.05-1.12x, K = 192 1.00-1.04x.
-// Not taken: N = 576 and 768 over K = 192, where oneDNN runs at 85-90% of the peak
-// (0.91-1.05x).
+// Taken, timed call against call with dnnl_sgemm inside cifar-seed's training step (2 shards
+// of 8320 rows, each product on one thread): C = A B^T at N = 192 (K = 768, 192) and C = A B
+// at N = 192 (K = 768, 576, 192). Not taken: N = 576 and 768 over K = 192, where oneDNN runs
+// close to the peak.
 //
 // Every output is one fma chain over k in order, from zero (beta = 0), C (beta = 1) or beta C:
 // whatever the blocking and the thread count, the bits of gemm_chain_reference (gemm.cpp).

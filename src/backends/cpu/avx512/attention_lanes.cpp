@@ -5,9 +5,10 @@
 // score, its softmax and the product with v are vertical operations on 16 samples at once,
 // with no reduction across lanes and no padding; only qkv, out and the probabilities (when
 // kept) move between layouts (head_transpose). The backward stays per head (attention.cpp):
-// lanes versions of it were slower at mnist-seed/b64: with dk and dv accumulated in memory
-// across queries 330 against 200 us, in two passes (queries, then keys, each accumulating
-// in registers, dS and P kept key-major between them) 282 against 221-225 us.
+// lanes versions of it, with dk and dv accumulated in memory across queries or in two
+// passes (queries, then keys, each accumulating in registers, dS and P kept key-major
+// between them), were slower (docs/design.md, "Matrix products: oneDNN on x86-64, OpenBLAS
+// on aarch64").
 //
 // Within this kernel a sample's result does not depend on the other samples of its group
 // (lanes are independent; missing samples of a partial group are zeros and not stored).
@@ -30,8 +31,9 @@ constexpr int64_t kMaxD = 8;
 // X[c][t][16] = src[b0 + l][t][c] for the n <= 16 samples of a group (lanes past n: 0), for
 // src[B][T][W]; and the way back for the n valid lanes. Column-major, so that a head's
 // dimension d of every token is one contiguous stream (token-major rows of 3C vectors put a
-// head's k and v 1.5 KiB apart per token, which mapped them onto few L1 sets: the forward
-// went from 192-199 to 165 us at mnist-seed/b64 with this layout).
+// head's k and v 1.5 KiB apart per token, which mapped them onto few L1 sets;
+// docs/history/benchmarks-2026-11.md, "Session of 2026-11-24 (evening): the narrow models'
+// kernels").
 void to_lanes(float* X, const float* src, int64_t n, int64_t T, int64_t W) {
   if (n < 16)
     for (int64_t i = 0; i < W * T * 16; ++i) X[i] = 0.f;

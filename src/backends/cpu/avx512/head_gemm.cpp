@@ -1,6 +1,7 @@
 // Attention's per-head products (T x T x D, D = 4 ... 80) with AVX-512 register blocks,
 // no library call: at cifar-seed's shape (T = 65, D = 16, 3,072 heads a batch) a oneDNN call
-// per product plus a separate softmax pass left the attention core at ~40 GFLOP/s.
+// per product plus a separate softmax pass cost more than the arithmetic (docs/design.md,
+// "Matrix products: oneDNN on x86-64, OpenBLAS on aarch64").
 //   head_gemm:   C = alpha A B, A read through strides (rows, k), so P^T dO and dS^T q need
 //                no transpose of P or dS;
 //   head_scores: S = alpha q k^T on k transposed once (head_transpose), with the row
@@ -192,8 +193,9 @@ void scores_rows_nv(int64_t M, int64_t K, float alpha, const float* q, int64_t l
 // A softmax in registers needs the whole row there: up to kMaxNV vectors (96 keys; cifar-
 // seed's 65, the MNIST models' 50), with kT small enough to stay in L1 across row blocks.
 // Wider rows (ViT-B/16's 197) go in chunks of kChunkNV vectors, whose kT slice stays in L1,
-// are stored, and then pass through the row kernels: at 197 x 197 x 64 that is 1.5x faster
-// than whole rows in registers streaming all of kT from L2 for every two rows.
+// are stored, and then pass through the row kernels, rather than whole rows in registers
+// streaming all of kT from L2 for every two rows (docs/design.md, "Matrix products: oneDNN on
+// x86-64, OpenBLAS on aarch64").
 constexpr int kMaxNV = 6, kChunkNV = 4;
 constexpr int64_t kFusedKTBytes = 24 << 10;
 

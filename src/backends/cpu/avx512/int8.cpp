@@ -17,7 +17,8 @@ namespace vit::cpu::avx512 {
 
 namespace {
 // acc += the four u8 x s8 products of each lane of a and w. In inline assembly: GCC 12 keeps the
-// intrinsic's accumulators in memory here, storing all 24 on every step (half the speed).
+// intrinsic's accumulators in memory here, storing all 24 on every step (docs/design.md,
+// "int8 inference").
 VIT_AVX512_VNNI inline __m512i dpbusd(__m512i acc, __m512i a, __m512i w) {
   asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(w));
   return acc;

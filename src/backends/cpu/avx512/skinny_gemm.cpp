@@ -1,10 +1,12 @@
 // Products with few output columns and a short sum (N <= 32, K = 8, 16, 24 or 32; A
 // row-major): mnist-seed's linear layers and their input gradients, e.g. qkv [M, 8] x [8, 24]
 // and fc2's dx [M, 8] x [8, 32] over thousands of rows. head_gemm's register blocks (one call
-// per block of rows, a runtime k loop, B re-read for every block) ran these at 55-62% of the
-// FMA rate; here K is a compile-time constant, the row loop sits inside the kernel, and B
-// (K x N floats) stays in registers when it fits in 16 of them. Each output is the same
-// fma chain over k from 0 and the same epilogue as head_gemm's, so the bits are the same.
+// per block of rows, a runtime k loop, B re-read for every block) left much of the FMA rate
+// unused here (docs/history/benchmarks-2026-11.md, "Session of 2026-11-25 (later):
+// mnist-seed's step"); here K is a compile-time constant, the row loop sits inside the
+// kernel, and B (K x N floats) stays in registers when it fits in 16 of them. Each output is
+// the same fma chain over k from 0 and the same epilogue as head_gemm's, so the bits are the
+// same.
 // Declared in kernels.h; gemm.cpp calls it where isa() is avx512.
 #include "backends/cpu/avx512/kernels.h"
 #include "backends/cpu/avx512/simd.h"

@@ -10,8 +10,8 @@ namespace {
 // R rows in place (stride ld): max, exp and sum in vectors, then the scale. Masked keys are
 // set to -inf first (exp512_nonpos gives exactly 0 for them); a row with every key masked
 // becomes 0. The R rows' passes are interleaved: one row alone waits on its max and sum
-// chains (4 cycles an add), which left ViT-B/16's 197-key rows at ~2 cycles a key; each
-// row's arithmetic, and so its result, is the same as alone.
+// chains (4 cycles an add; docs/design.md, "Matrix products: oneDNN on x86-64, OpenBLAS on
+// aarch64"); each row's arithmetic, and so its result, is the same as alone.
 template <int R>
 VIT_AVX512 void softmax_rows_avx512(float* P, int64_t ld, int64_t n, const uint8_t* km) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());

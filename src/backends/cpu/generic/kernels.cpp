@@ -6,6 +6,7 @@
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/int8.h"
 #include "backends/cpu/kernel_set.h"
+#include "backends/cpu/linear_packed.h"
 #include "backends/cpu/patch_rows.h"
 
 namespace vit::cpu {
@@ -60,6 +61,14 @@ void fill_kernels(CpuKernels& k) {
   k.act_rows = act_rows_reference;
   k.bias_gelu_backward = bias_gelu_backward_reference;
   k.register_blocks = false;
+  k.layernorm_rows = layernorm_rows_reference;
+  k.layernorm_dx_rows = layernorm_dx_rows_reference;
+  k.layernorm_param_grads = layernorm_param_grads_reference;
+  k.softmax_rows = softmax_rows_reference;
+  k.softmax_backward_rows = softmax_backward_rows_reference;
+  k.exp_nonpos = exp_nonpos_reference;
+  k.linear_forward_packed = linear_forward_packed_reference;
+  k.packed_slice = kPanel;
   k.quantize_row_s8 = quantize_row_s8_reference;
   k.dequant_s8 = dequant_s8_reference;
   k.gemm_s8 = gemm_s8_reference;
