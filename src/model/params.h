@@ -1,7 +1,7 @@
 // The parameter table: the single list of {timm name, shape, init, weight decay, trainable}
 // for a config. It alone decides the layout of the parameter, gradient and optimizer
 // arenas, the names in checkpoints and the weight-decay groups. Adding a tensor is one line
-// in make_param_table.
+// in ParamTable's constructor, with the Weights field it binds to (model/weights.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -9,6 +9,7 @@
 
 #include "core/tensor.h"
 #include "model/config.h"
+#include "model/weights.h"
 
 namespace vit {
 
@@ -31,6 +32,7 @@ struct ParamSpec {
   bool decay;      // in the weight-decay group (timm: ndim >= 2, not pos_embed/cls_token/reg_token)
   bool trainable;  // false for a fixed sincos pos_embed
   int64_t offset;  // in floats, into every arena laid out by this table
+  Slot slot;       // the Weights field it binds to (bind_weights)
   int64_t numel() const { return vit::numel(shape); }
 };
 
@@ -45,7 +47,7 @@ class ParamTable {
   const ParamSpec& at(const std::string& name) const;
 
  private:
-  void add(std::string name, Shape shape, Init init);
+  void add(std::string name, Shape shape, Init init, Slot slot);
   std::vector<ParamSpec> specs_;
   int64_t total_ = 0;
 };
@@ -54,6 +56,10 @@ class ParamTable {
 // The classifier's parameters: head.* and a distilled model's head_dist.* (what a new head
 // replaces, what training with a frozen backbone updates).
 bool is_head_param(const std::string& name);
+
+// Views of the arena at `base` (parameters, gradients: any arena this table lays out), each
+// in the field its entry's Slot names; the fields of absent tensors stay null.
+Weights bind_weights(const ParamTable& table, const ViTConfig& cfg, float* base);
 
 void init_params(const ParamTable& table, const ViTConfig& cfg, float* params, uint64_t seed);
 // The fixed position table [T, C]: pe[t, 2i] = sin(t / 10000^(2i/C)), pe[t, 2i+1] = cos(...).

@@ -19,7 +19,7 @@ void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
   VIT_CHECK(!release_fp32 || dtype != "fp32", "--dtype fp32 keeps its fp32 weights");
   VIT_CHECK(dtype != "bf16" || ops::bf16_available(), "--dtype bf16: ", ops::bf16_missing());
   const Precision p = dtype == "bf16" ? Precision::bf16 : dtype == "int8" ? Precision::int8 : Precision::fp32;
-  for (BlockLinears& b : infer_lin_)
+  for (BlockLinears& b : lin_.infer)
     for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {
       ops::prepare_linear(*lw, p, weights_packed_);
       // Each matrix released right after its copy: the peak is the fp32 weights plus one bf16 matrix.
@@ -33,7 +33,7 @@ void ViT::set_amp(bool on) {
   VIT_CHECK(!on || ops::bf16_available(), "--amp: ", ops::bf16_missing());
   amp_ = on;
   if (!on)
-    for (BlockLinears& b : train_lin_)
+    for (BlockLinears& b : lin_.train)
       for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
         ops::prepare_linear(*lw, Precision::fp32);
 }
@@ -44,7 +44,7 @@ void ViT::round_weights_bf16() {
     n += w.qkvw.numel() + w.projw.numel() + w.fc1w.numel() + w.fc2w.numel();
   amp_store_.resize(size_t((n + 1) / 2));  // allocates once
   uint16_t* p = reinterpret_cast<uint16_t*>(amp_store_.data());
-  for (BlockLinears& b : train_lin_)
+  for (BlockLinears& b : lin_.train)
     for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {
       ops::prepare_linear(*lw, Precision::amp, false, p);
       p += lw->w.numel();
@@ -57,7 +57,7 @@ void ViT::set_weights_packed(bool packed) {
             " inference");
   VIT_CHECK(infer_dtype_ == "fp32", "pack_weights: packing is for fp32 inference (--dtype ", infer_dtype_,
             ")");
-  for (BlockLinears& b : infer_lin_)
+  for (BlockLinears& b : lin_.infer)
     for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
       ops::prepare_linear(*lw, Precision::fp32, packed);
   weights_packed_ = packed;
@@ -73,6 +73,10 @@ const float* ViT::fp32_params(const std::string& what) const {
 bool ViT::pack_weights_if_faster(int64_t max_batch) {
   if (infer_dtype_ == "fp32" && ops::packed_linear_preferred(max_batch * cfg_.num_tokens())) pack_weights();
   return weights_packed_;
+}
+
+const ViT::BlockLinears& ViT::block_lin(const Acts& A, int64_t l) const {
+  return (&A == &train_ ? lin().train : lin().infer)[size_t(l)];
 }
 
 }  // namespace vit

@@ -220,4 +220,10 @@ void ViT::backward_split(const Tensor& dlogits, const Tensor* ddist) {
   });
 }
 
+ViT::ViT(const ViT& owner, ShardTag) : cfg_(owner.cfg_), table_(owner.table_), owner_(&owner) {
+  grads_.resize(table_.total());  // mapped: costs memory only once a backward writes it
+  W_ = bind(const_cast<float*>(owner.params_.data()));
+  G_ = bind(grads_.data());
+}
+
 }  // namespace vit

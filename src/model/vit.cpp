@@ -1,5 +1,8 @@
+// The model as the paper's sequence of ops: ViT::run_forward (patch embedding, tokens, the
+// encoder blocks, the final norm and pooling, the head) and ViT::backward_local, its mirror.
+// How each op runs (the weights' form, the class-token tail, the masks, the parts of a
+// batch) is decided elsewhere: see docs/design.md, "The model and its plan".
 #include "model/vit.h"
-#include "core/settings.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -21,98 +24,6 @@ uint64_t block_site(int64_t layer, BlockSite s) {
   return 16 + uint64_t(layer) * 8 + s;
 }
 
-}  // namespace
-
-ViT::ViT(const ViTConfig& cfg, bool randomize) : cfg_(cfg), table_(cfg) {
-  check_settings();  // a bad VIT_* value stops here, not in a kernel's parallel region
-  params_.resize(table_.total());
-  grads_.resize(table_.total());
-  W_ = bind(params_.data());
-  G_ = bind(grads_.data());
-  bind_linears();
-  if (randomize) init_weights(0);
-}
-
-ViT::BlockPlan ViT::plan(Acts& A, int64_t l, bool every_row) const {
-  BlockActs& a = A.blocks[size_t(l) < A.blocks.size() ? l : 0];  // inference reuses one block's
-  const bool cls_only = A.tail && !every_row && l + 1 == cfg_.depth;
-  return {a, cls_only ? A.last : a, cls_only ? cfg_.head_tokens() : cfg_.num_tokens(), cls_only};
-}
-
-ViT::ViT(const ViT& owner, ShardTag) : cfg_(owner.cfg_), table_(owner.table_), owner_(&owner) {
-  grads_.resize(table_.total());  // mapped: costs memory only once a backward writes it
-  W_ = bind(const_cast<float*>(owner.params_.data()));
-  G_ = bind(grads_.data());
-}
-
-Tensor ViT::param(const std::string& name) {
-  const auto& s = table_.at(name);
-  return Tensor(params_.data() + s.offset, s.shape);
-}
-
-Tensor ViT::grad(const std::string& name) {
-  const auto& s = table_.at(name);
-  return Tensor(grads_.data() + s.offset, s.shape);
-}
-
-void ViT::init_weights(uint64_t seed) {
-  init_params(table_, cfg_, params_.data(), seed);
-}
-
-ViT::Weights ViT::bind(float* base) {
-  auto t = [&](const std::string& name) {
-    const ParamSpec* s = table_.find(name);
-    return s ? Tensor(base + s->offset, s->shape) : Tensor();
-  };
-  Weights w;
-  const int64_t D = cfg_.embed_dim;
-  w.patch_w = reshape(t("patch_embed.proj.weight"), {D, cfg_.patch_dim()});
-  w.patch_b = t("patch_embed.proj.bias");
-  w.pin_w = t("patch_embed.norm_in.weight");
-  w.pin_b = t("patch_embed.norm_in.bias");
-  w.pout_w = t("patch_embed.norm.weight");
-  w.pout_b = t("patch_embed.norm.bias");
-  w.cls = t("cls_token");
-  w.reg = t(cfg_.dist_token ? "dist_token" : "reg_token");
-  w.pos = t("pos_embed");
-  w.pre_w = t("norm_pre.weight");
-  w.pre_b = t("norm_pre.bias");
-  const std::string norm = cfg_.use_fc_norm() ? "fc_norm" : "norm";
-  w.norm_w = t(norm + ".weight");
-  w.norm_b = t(norm + ".bias");
-  w.head_w = t("head.weight");
-  w.head_b = t("head.bias");
-  w.head_dist_w = t("head_dist.weight");
-  w.head_dist_b = t("head_dist.bias");
-  w.pool = {t("attn_pool.latent"),         t("attn_pool.q.weight"),     t("attn_pool.q.bias"),
-            t("attn_pool.kv.weight"),      t("attn_pool.kv.bias"),      t("attn_pool.proj.weight"),
-            t("attn_pool.proj.bias"),      t("attn_pool.norm.weight"),  t("attn_pool.norm.bias"),
-            t("attn_pool.mlp.fc1.weight"), t("attn_pool.mlp.fc1.bias"), t("attn_pool.mlp.fc2.weight"),
-            t("attn_pool.mlp.fc2.bias")};
-  for (int64_t i = 0; i < cfg_.depth; ++i) {
-    const std::string p = "blocks." + std::to_string(i) + ".";
-    w.blocks.push_back({t(p + "norm1.weight"), t(p + "norm1.bias"), t(p + "attn.qkv.weight"),
-                        t(p + "attn.qkv.bias"), t(p + "attn.proj.weight"), t(p + "attn.proj.bias"),
-                        t(p + "ls1.gamma"), t(p + "norm2.weight"), t(p + "norm2.bias"),
-                        t(p + "mlp.fc1.weight"), t(p + "mlp.fc1.bias"), t(p + "mlp.fc2.weight"),
-                        t(p + "mlp.fc2.bias"), t(p + "ls2.gamma")});
-  }
-  return w;
-}
-
-void ViT::bind_linears() {
-  patch_lin_ = {W_.patch_w, W_.patch_b};
-  head_lin_ = {W_.head_w, W_.head_b};
-  head_dist_lin_ = {W_.head_dist_w, W_.head_dist_b};
-  const PoolWeights& p = W_.pool;
-  pool_lin_ = {{p.qw, p.qb}, {p.kvw, p.kvb}, {p.projw, p.projb}, {p.fc1w, p.fc1b}, {p.fc2w, p.fc2b}};
-  infer_lin_.clear();
-  for (const BlockWeights& w : W_.blocks)
-    infer_lin_.push_back({{w.qkvw, w.qkvb}, {w.projw, w.projb}, {w.fc1w, w.fc1b}, {w.fc2w, w.fc2b}});
-  train_lin_ = infer_lin_;
-}
-
-namespace {
 // The optional tensors of the table: a pointer to the view, or null when absent.
 const Tensor* opt(const Tensor& t) {
   return t.data ? &t : nullptr;
@@ -133,39 +44,10 @@ void spread_pool_probs(float* to, const float* from, int64_t R, int64_t T, int64
 }
 }  // namespace
 
-const uint8_t* ViT::pool_mask() const {
-  if (!have_mask_) return nullptr;
-  // [B, N] for the patches; [B, T] (prefix tokens visible) when the mean takes them too.
-  return cfg_.pool_include_prefix ? key_mask_.data() : patch_mask_.data();
-}
-
-bool ViT::cls_tail_applies(const ViTConfig& cfg) {
-  static const bool off = setting_choice("VIT_CLS_TAIL") == "off";
-  return !off && cfg.class_token && cfg.global_pool == "token" && cfg.depth > 0;
-}
-
-bool ViT::use_cls_tail() const {
-  return cls_tail_wanted_ && cls_tail_applies(cfg_);
-}
-
-void ViT::set_masks(int64_t B, const uint8_t* mask) {
-  have_mask_ = mask != nullptr;
-  if (!mask) return;
-  const int64_t N = cfg_.num_patches(), T = cfg_.num_tokens(), pre = cfg_.num_prefix_tokens();
-  patch_mask_.assign(mask, mask + B * N);
-  key_mask_.assign(B * T, 1);  // the class token is always visible
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t n = 0; n < N; ++n) key_mask_[b * T + pre + n] = mask[b * N + n] ? 1 : 0;
-}
-
 void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode, float* attn,
                       bool every_row, float* pool_attn, const std::vector<float*>* blocks) {
   const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim, I = cfg_.attn_dim();
-  auto rate = [&](float r) { return mode.train ? r : 0.f; };
-  auto key = [&](uint64_t site) { return rng_key(mode.seed, mode.step, site); };
-  // Index of t's first element in the global batch (t's leading dims hold B samples).
-  auto first = [&](const Tensor& t) { return mode.first_sample * (t.numel() / B); };
-  const int64_t s0 = mode.first_sample;
+  const Draws d{mode, B};
   set_masks(B, mask);
   const uint8_t* keys_mask = have_mask_ ? key_mask_.data() : nullptr;
 
@@ -173,14 +55,14 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
   ops::im2col_patches(A.cols, img, cfg_.patch_h, cfg_.patch_w);
   if (cfg_.patch_norm) {  // vit-pytorch: LayerNorm, projection, LayerNorm
     ops::layernorm_forward(A.cols_ln, A.cols_mean, A.cols_rstd, A.cols, W_.pin_w, W_.pin_b, cfg_.norm_eps);
-    ops::linear_forward(A.pe, A.cols_ln, owner_->patch_lin_);
+    ops::linear_forward(A.pe, A.cols_ln, lin().patch);
     ops::layernorm_forward(A.pe_ln, A.pe_mean, A.pe_rstd, A.pe, W_.pout_w, W_.pout_b, cfg_.norm_eps);
   } else {
-    ops::linear_forward(A.pe, A.cols, owner_->patch_lin_);
+    ops::linear_forward(A.pe, A.cols, lin().patch);
   }
   const Tensor tokens = cfg_.pre_norm ? A.x_pre : A.x0;
   ops::tokens_forward(tokens, cfg_.patch_norm ? A.pe_ln : A.pe, opt(W_.cls), opt(W_.reg), W_.pos);
-  ops::dropout_forward(tokens, rate(cfg_.pos_drop_rate), key(kSitePos), first(tokens));
+  ops::dropout_forward(tokens, d.rate(cfg_.pos_drop_rate), d.key(kSitePos), d.first(tokens));
   if (cfg_.pre_norm)
     ops::layernorm_forward(reshape(A.x0, {B * T, C}), A.pre_mean, A.pre_rstd, reshape(A.x_pre, {B * T, C}),
                            W_.pre_w, W_.pre_b, cfg_.norm_eps);
@@ -192,48 +74,48 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     BlockActs &a = p.a, &t = p.t;
     const int64_t Tq = p.Tq;
     const BlockWeights& w = W_.blocks[l];
-    const float proj_p = rate(cfg_.proj_drop_rate), path_p = rate(cfg_.drop_path_at(l));
-    const float attn_p = rate(cfg_.attn_drop_rate);
+    const float proj_p = d.rate(cfg_.proj_drop_rate), path_p = d.rate(cfg_.drop_path_at(l));
+    const float attn_p = d.rate(cfg_.attn_drop_rate);
     // With LayerScale, training keeps each branch for the gammas' gradients.
     const Tensor br1 = t.br1.data ? t.br1 : Tensor(A.branch.data, {B * Tq, C});
     const Tensor br2 = t.br2.data ? t.br2 : Tensor(A.branch.data, {B * Tq, C});
     if (l == 0)  // later blocks' ln1 comes with the residual sum that ends the block before
       ops::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, reshape(x, {B * T, C}), w.n1w, w.n1b,
                              cfg_.norm_eps);
-    // The block's products on its weights as prepared for training (fp32 or amp) or
-    // inference (fp32, packed or bf16); amp keeps each product's input in bf16 (a.ln1_b, ...).
-    const BlockLinears& lw = (&A == &train_ ? owner_->train_lin_ : owner_->infer_lin_)[size_t(l)];
+    // The block's products on its weights as prepared (block_lin); a.ln1_b and t.ao_b are the
+    // inputs in the form those products keep for the backward, where they keep one.
+    const BlockLinears& lw = block_lin(A, l);
     ops::linear_forward(reshape(a.qkv, {B * T, 3 * I}), a.ln1, lw.qkv, ops::Epilogue::none, a.ln1_b);
     if (p.cls_only) {
       ops::attention_cls_forward(t.ao, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, a.qkv, keys_mask,
-                                 attn_p, key(block_site(l, kAttnDrop)), s0);
+                                 attn_p, d.key(block_site(l, kAttnDrop)), d.s0);
       ops::first_tokens(A.xcls, x);  // the rows of x the head reads (class, distillation token)
       x = A.xcls;
     } else {
       float* maps = attn ? attn + l * a.probs.numel() : nullptr;  // this layer's attention maps
       const Tensor probs = maps && !a.probs.data ? Tensor(maps, a.probs.shape) : a.probs;
       ops::attention_forward(a.ao, probs, attn_p > 0.f ? &a.probs_drop : nullptr, a.qkv, keys_mask, attn_p,
-                             key(block_site(l, kAttnDrop)), s0);
+                             d.key(block_site(l, kAttnDrop)), d.s0);
       if (maps && probs.data != maps) ops::copy(Tensor(maps, probs.shape), probs);
     }
     ops::linear_forward(br1, reshape(t.ao, {B * Tq, I}), lw.proj, ops::Epilogue::none, t.ao_b);
     // r1 = x + branch and its LayerNorm in one walk over the samples.
     ops::residual_layernorm_forward(t.r1, x, reshape(br1, {B, Tq, C}), opt(w.ls1), proj_p,
-                                    key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0,
-                                    {t.ln2, t.ln2_mean, t.ln2_rstd, w.n2w, w.n2b, cfg_.norm_eps});
+                                    d.key(block_site(l, kProjDrop)), path_p, d.key(block_site(l, kPath1)),
+                                    d.s0, {t.ln2, t.ln2_mean, t.ln2_rstd, w.n2w, w.n2b, cfg_.norm_eps});
     // forward() (whose activations backward() reads, whatever the mode) keeps the
     // activation's derivative, infer() nothing.
     ops::mlp_forward(br2, t.ln2, lw.fc1, lw.fc2, t.mlp, &A == &train_,
-                     {proj_p, key(block_site(l, kMlpDrop1)), first(t.mlp.act)}, cfg_.activation());
+                     {proj_p, d.key(block_site(l, kMlpDrop1)), d.first(t.mlp.act)}, cfg_.activation());
     if (l + 1 < cfg_.depth) {  // out = r1 + branch, and the next block's ln1 with it
       BlockActs& n = plan(A, l + 1, true).a;
       const BlockWeights& wn = W_.blocks[l + 1];
       ops::residual_layernorm_forward(t.out, t.r1, reshape(br2, {B, Tq, C}), opt(w.ls2), proj_p,
-                                      key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0,
-                                      {n.ln1, n.ln1_mean, n.ln1_rstd, wn.n1w, wn.n1b, cfg_.norm_eps});
+                                      d.key(block_site(l, kMlpDrop2)), path_p, d.key(block_site(l, kPath2)),
+                                      d.s0, {n.ln1, n.ln1_mean, n.ln1_rstd, wn.n1w, wn.n1b, cfg_.norm_eps});
     } else {
       ops::residual_forward(t.out, t.r1, reshape(br2, {B, Tq, C}), opt(w.ls2), proj_p,
-                            key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
+                            d.key(block_site(l, kMlpDrop2)), path_p, d.key(block_site(l, kPath2)), d.s0);
     }
     x = t.out;  // [B, Tq, C]
     if (blocks && (*blocks)[size_t(l)]) ops::copy(Tensor((*blocks)[size_t(l)], x.shape), x);
@@ -257,21 +139,14 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     ops::layernorm_forward(A.pooled_ln, A.pooled_mean, A.pooled_rstd, A.pooled, W_.norm_w, W_.norm_b,
                            cfg_.norm_eps);
   }
-  ops::dropout_forward(A.pooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.pooled_ln));
-  if (!has_head()) return;
-  if (!cfg_.head_dist) return ops::linear_forward(A.logits, A.pooled_ln, owner_->head_lin_);
-  // timm's VisionTransformerDistilled: (head(x_cls) + head_dist(x_dist)) / 2, or in
-  // distillation training the two apart.
-  const Tensor cls_ln = head_rows(A.pooled_ln, 0), dist_ln = head_rows(A.pooled_ln, 1);
-  ops::linear_forward(A.logits, cls_ln, owner_->head_lin_);
-  ops::linear_forward(A.logits_dist, dist_ln, owner_->head_dist_lin_);
-  if (!mode.distill) ops::mean_of_two(A.logits, A.logits, A.logits_dist);
+  ops::dropout_forward(A.pooled_ln, d.rate(cfg_.drop_rate), d.key(kSiteHead), d.first(A.pooled_ln));
+  head_forward(A, mode);
 }
 
 void ViT::attn_pool_forward(Acts& A, bool training, float* pool_attn) {
   const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim, first = cfg_.first_pooled();
   PoolActs& p = A.pool;
-  const PoolLinears& lw = owner_->pool_lin_;
+  const PoolLinears& lw = lin().pool;
   // timm's AttentionPoolLatent: q = q(latent); k, v = kv(x); attention; proj; x + mlp(norm(x)).
   // timm 1.0 pools the patch tokens (the prefix tokens too with pool_include_prefix): kv runs
   // on every row, the attention reads rows first..T-1.
@@ -291,7 +166,7 @@ void ViT::attn_pool_forward(Acts& A, bool training, float* pool_attn) {
 void ViT::attn_pool_backward(Acts& A) {
   const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim;
   PoolActs& p = A.pool;
-  const PoolLinears& lw = owner_->pool_lin_;
+  const PoolLinears& lw = lin().pool;
   PoolWeights& g = G_.pool;
   // pooled = y + mlp(norm(y)): y's gradient is the pooled one plus the branch's.
   ops::copy(p.dy, A.dpooled_ln);
@@ -311,44 +186,16 @@ void ViT::attn_pool_backward(Acts& A) {
   ops::linear_backward(&dlatent, &g.qw, &g.qb, p.dqsum, reshape(W_.pool.latent, {1, C}), lw.q, nullptr, true);
 }
 
-Tensor ViT::head_rows(const Tensor& t, int64_t k) const {
-  const int64_t B = t.dim(0) / cfg_.head_tokens(), C = t.dim(1);
-  return Tensor(t.data + k * B * C, {B, C});
-}
-
 void ViT::backward_local(const Tensor& dlogits, const Tensor* ddist) {
   Acts& A = train_;
   const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim, I = cfg_.attn_dim();
   check_shape(dlogits, {B, cfg_.num_classes}, "backward: grad logits");
   const ForwardMode& mode = last_mode_;
-  auto rate = [&](float r) { return mode.train ? r : 0.f; };
-  auto key = [&](uint64_t site) { return rng_key(mode.seed, mode.step, site); };
-  // Index of t's first element in the global batch (t's leading dims hold B samples).
-  auto first = [&](const Tensor& t) { return mode.first_sample * (t.numel() / B); };
-  const int64_t s0 = mode.first_sample;
+  const Draws d{mode, B};
 
-  VIT_CHECK(!ddist || cfg_.head_dist, "backward: a gradient for a distillation head the model does not have");
-  if (cfg_.head_dist) {
-    // Distilling, each head has its own gradient; else each head's logits count half.
-    VIT_CHECK(distilling() == (ddist != nullptr),
-              "backward: a distilling forward takes a gradient for each head, any other one");
-    if (ddist) {
-      check_shape(*ddist, {B, cfg_.num_classes}, "backward: grad distillation logits");
-    } else {
-      ops::copy(A.dlogits_half, dlogits);
-      ops::scale(A.dlogits_half, 0.5f);
-    }
-    const Tensor& dy_cls = ddist ? dlogits : A.dlogits_half;
-    const Tensor& dy_dist = ddist ? *ddist : A.dlogits_half;
-    Tensor dcls = head_rows(A.dpooled_ln, 0), dd = head_rows(A.dpooled_ln, 1);
-    ops::linear_backward(&dcls, &G_.head_w, &G_.head_b, dy_cls, head_rows(A.pooled_ln, 0), owner_->head_lin_);
-    ops::linear_backward(&dd, &G_.head_dist_w, &G_.head_dist_b, dy_dist, head_rows(A.pooled_ln, 1),
-                         owner_->head_dist_lin_);
-  } else {
-    ops::linear_backward(&A.dpooled_ln, &G_.head_w, &G_.head_b, dlogits, A.pooled_ln, owner_->head_lin_);
-  }
+  head_backward(A, dlogits, ddist);
   if (backbone_frozen_) return;  // only the head trains: nothing below needs gradients
-  ops::dropout_backward(A.dpooled_ln, rate(cfg_.drop_rate), key(kSiteHead), first(A.dpooled_ln));
+  ops::dropout_backward(A.dpooled_ln, d.rate(cfg_.drop_rate), d.key(kSiteHead), d.first(A.dpooled_ln));
   if (norm_all_tokens()) {
     if (cfg_.map_pool())
       attn_pool_backward(A);
@@ -372,7 +219,7 @@ void ViT::backward_local(const Tensor& dlogits, const Tensor* ddist) {
   // stream's gradient: the products read A.dx itself, which changes only after them.
   // ls: the branch's LayerScale gamma in block l.
   auto unscaled = [&](int64_t l, const Tensor& ls) {
-    return rate(cfg_.proj_drop_rate) == 0.f && rate(cfg_.drop_path_at(l)) == 0.f && !ls.data;
+    return d.rate(cfg_.proj_drop_rate) == 0.f && d.rate(cfg_.drop_path_at(l)) == 0.f && !ls.data;
   };
   // Bias gradients that come as the column sums of the residual stream's gradient where a
   // LayerNorm's backward writes it (layernorm_backward's dx_colsum): an unscaled branch's
@@ -394,8 +241,8 @@ void ViT::backward_local(const Tensor& dlogits, const Tensor* ddist) {
     const BlockWeights& w = W_.blocks[l];
     BlockWeights& g = G_.blocks[l];
     const Tensor x_in = reshape(l > 0 ? A.blocks[l - 1].out : A.x0, {B * T, C});
-    const float proj_p = rate(cfg_.proj_drop_rate), path_p = rate(cfg_.drop_path_at(l));
-    const float attn_p = rate(cfg_.attn_drop_rate);
+    const float proj_p = d.rate(cfg_.proj_drop_rate), path_p = d.rate(cfg_.drop_path_at(l));
+    const float attn_p = d.rate(cfg_.attn_drop_rate);
     // MLP branch: out = r1 + branch. Drop path is per sample: the residual ops need the
     // [B,Tq,C] views.
     const Tensor br1 = t.br1.data ? reshape(t.br1, {B, Tq, C}) : Tensor{};
@@ -403,29 +250,29 @@ void ViT::backward_local(const Tensor& dlogits, const Tensor* ddist) {
     const bool plain2 = unscaled(l, w.ls2), plain1 = unscaled(l, w.ls1);
     if (!plain2)
       ops::residual_backward(dbranch3d, opt(g.ls2), dxq, opt(br2), opt(w.ls2), proj_p,
-                             key(block_site(l, kMlpDrop2)), path_p, key(block_site(l, kPath2)), s0);
-    // The products on the weights the forward used; amp reads the bf16 inputs it kept.
-    const BlockLinears& lw = owner_->train_lin_[size_t(l)];
+                             d.key(block_site(l, kMlpDrop2)), path_p, d.key(block_site(l, kPath2)), d.s0);
+    // The products on the weights the forward used, and the inputs it kept.
+    const BlockLinears& lw = block_lin(A, l);
     ops::mlp_backward(dlnq, dact, g.fc1w, g.fc1b, g.fc2w, fc2b_by_norm1[size_t(l) + 1] ? nullptr : &g.fc2b,
                       plain2 ? dx2d : dbranch, t.ln2, lw.fc1, lw.fc2, t.mlp,
-                      {proj_p, key(block_site(l, kMlpDrop1)), first(dact)});
+                      {proj_p, d.key(block_site(l, kMlpDrop1)), d.first(dact)});
     ops::layernorm_backward(dx2d, g.n2w, g.n2b, dlnq, reshape(t.r1, {B * Tq, C}), t.ln2_mean, t.ln2_rstd,
                             w.n2w, true, plain1 ? &g.projb : nullptr);
     // Attention branch: r1 = x + branch.
     if (!plain1)
       ops::residual_backward(dbranch3d, opt(g.ls1), dxq, opt(br1), opt(w.ls1), proj_p,
-                             key(block_site(l, kProjDrop)), path_p, key(block_site(l, kPath1)), s0);
+                             d.key(block_site(l, kProjDrop)), path_p, d.key(block_site(l, kPath1)), d.s0);
     Tensor dao2d = reshape(dao, {B * Tq, I});
     ops::linear_backward(&dao2d, &g.projw, plain1 ? nullptr : &g.projb, plain1 ? dx2d : dbranch,
                          reshape(t.ao, {B * Tq, I}), lw.proj, t.ao_b);
     if (p.cls_only) {
       ops::attention_cls_backward(A.dqkv, dao, a.qkv, t.probs, attn_p > 0.f ? &t.probs_drop : nullptr, attn_p,
-                                  key(block_site(l, kAttnDrop)), s0);
+                                  d.key(block_site(l, kAttnDrop)), d.s0);
       // The residual stream's gradient below the tail: the tail's rows, zeros elsewhere.
       ops::first_tokens_backward(A.dx, A.dxcls);
     } else {
       ops::attention_backward(A.dqkv, A.dao, a.qkv, a.probs, attn_p > 0.f ? &a.probs_drop : nullptr, attn_p,
-                              key(block_site(l, kAttnDrop)), s0);
+                              d.key(block_site(l, kAttnDrop)), d.s0);
     }
     ops::linear_backward(&A.dln, &g.qkvw, opt(g.qkvb), reshape(A.dqkv, {B * T, 3 * I}), a.ln1, lw.qkv,
                          a.ln1_b);
@@ -439,19 +286,19 @@ void ViT::backward_local(const Tensor& dlogits, const Tensor* ddist) {
                             A.pre_rstd, W_.pre_w, false);
   }
   const Tensor dtokens = cfg_.pre_norm ? dbranch3d : A.dx;
-  ops::dropout_backward(dtokens, rate(cfg_.pos_drop_rate), key(kSitePos), first(dtokens));
+  ops::dropout_backward(dtokens, d.rate(cfg_.pos_drop_rate), d.key(kSitePos), d.first(dtokens));
   const bool learn_pos = cfg_.pos_embed == "learn";
   ops::tokens_backward(A.dpe, opt(G_.cls), opt(G_.reg), learn_pos ? &G_.pos : nullptr, dtokens,
                        cfg_.class_token, cfg_.reg_tokens + (cfg_.dist_token ? 1 : 0), !cfg_.no_embed_class);
   if (!cfg_.patch_norm) {
-    ops::linear_backward(nullptr, &G_.patch_w, opt(G_.patch_b), A.dpe, A.cols, owner_->patch_lin_);
+    ops::linear_backward(nullptr, &G_.patch_w, opt(G_.patch_b), A.dpe, A.cols, lin().patch);
     return;
   }
   // dpe is the gradient of the normed projection; the patches take none, so norm_in's backward
   // accumulates its weight and bias gradients alone.
   ops::layernorm_backward(A.dpe_raw, G_.pout_w, G_.pout_b, A.dpe, A.pe, A.pe_mean, A.pe_rstd, W_.pout_w,
                           false);
-  ops::linear_backward(&A.dcols_ln, &G_.patch_w, opt(G_.patch_b), A.dpe_raw, A.cols_ln, owner_->patch_lin_);
+  ops::linear_backward(&A.dcols_ln, &G_.patch_w, opt(G_.patch_b), A.dpe_raw, A.cols_ln, lin().patch);
   ops::layernorm_backward(Tensor(), G_.pin_w, G_.pin_b, A.dcols_ln, A.cols, A.cols_mean, A.cols_rstd,
                           W_.pin_w, false);
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "core/rng.h"
 #include "core/tensor.h"
 #include "model/config.h"
 #include "model/params.h"
@@ -179,23 +180,10 @@ class ViT {
                                          bool amp = false);
 
  private:
-  // Absent tensors (no qkv bias, no LayerScale, ...) are views with a null data pointer.
-  struct BlockWeights {
-    Tensor n1w, n1b, qkvw, qkvb, projw, projb, ls1, n2w, n2b, fc1w, fc1b, fc2w, fc2b, ls2;
-  };
-  // The attention pool (map_pool): timm's attn_pool.* (latent, q, kv, proj, norm, mlp.fc1, mlp.fc2).
-  struct PoolWeights {
-    Tensor latent, qw, qb, kvw, kvb, projw, projb, nw, nb, fc1w, fc1b, fc2w, fc2b;
-  };
-  struct Weights {
-    // reg: the register tokens, or DeiT's distillation token, which sits where the first
-    // register token would (after the class token, its own pos_embed row).
-    Tensor patch_w, patch_b, cls, reg, pos, pre_w, pre_b, norm_w, norm_b, head_w, head_b;
-    Tensor head_dist_w, head_dist_b;      // the distilled head (head_dist)
-    Tensor pin_w, pin_b, pout_w, pout_b;  // patch_norm's two LayerNorms
-    std::vector<BlockWeights> blocks;
-    PoolWeights pool;
-  };
+  // The parameters as named views (model/weights.h), bound from the table.
+  using BlockWeights = vit::BlockWeights;
+  using PoolWeights = vit::PoolWeights;
+  using Weights = vit::Weights;
   struct BlockActs {
     Tensor ln1, ln1_mean, ln1_rstd, qkv, probs, probs_drop, ao, r1, ln2, ln2_mean, ln2_rstd, out;
     ops::MlpActs mlp;  // fc1's output and the activation (and amp's bf16 copies of fc1's, fc2's inputs)
@@ -270,17 +258,53 @@ class ViT {
   void infer_all(const float* images, int64_t B, const uint8_t* mask, const InferOut& out);
   void infer_local(const float* images, int64_t B, const uint8_t* mask, const InferOut& out);
 
+  // The linear layers' weights as prepared for the products (ops::prepare_linear,
+  // precision.cpp): the blocks' for inference (fp32, packed fp32, bf16 or int8:
+  // set_infer_dtype, pack_weights) and for training (fp32 or amp: set_amp); patch embedding,
+  // heads and the attention pool always fp32.
+  struct BlockLinears {
+    ops::LinearWeights qkv, proj, fc1, fc2;
+  };
+  struct PoolLinears {
+    ops::LinearWeights q, kv, proj, fc1, fc2;
+  };
+  struct Linears {
+    std::vector<BlockLinears> infer, train;
+    ops::LinearWeights patch, head, head_dist;
+    PoolLinears pool;
+  };
+  // The prepared linears the products read: this model's, or a shard's owner's (owner_).
+  const Linears& lin() const { return owner_->lin_; }
+  // Block l's for activations A: training's (train_) or inference's.
+  const BlockLinears& block_lin(const Acts& A, int64_t l) const;
+
+  // The dropout and drop-path draws of one forward or backward of B samples: the rates (0
+  // outside training), each site's key, and each tensor's first element in the step's whole
+  // batch (masks are indexed over the whole batch, so a part of it draws the same bits).
+  struct Draws {
+    const ForwardMode& mode;
+    int64_t B;
+    int64_t s0 = mode.first_sample;  // the first sample's index in the whole batch
+    float rate(float r) const { return mode.train ? r : 0.f; }
+    uint64_t key(uint64_t site) const { return rng_key(mode.seed, mode.step, site); }
+    int64_t first(const Tensor& t) const { return mode.first_sample * (t.numel() / B); }
+  };
+
   Weights bind(float* base);
   // Rows of head input k (0: class token, 1: distillation token) in a [head_tokens * B, C] tensor.
   Tensor head_rows(const Tensor& t, int64_t k) const;
-  void bind_linears();  // patch_lin_, head_lin_, head_dist_lin_, infer_lin_, train_lin_ on W_, as fp32
+  // The head on A.pooled_ln into A.logits (and A.logits_dist), and its backward into
+  // A.dpooled_ln (head.cpp). ddist: as backward_local's.
+  void head_forward(Acts& A, const ForwardMode& mode);
+  void head_backward(Acts& A, const Tensor& dlogits, const Tensor* ddist);
+  void bind_linears();  // lin_.patch, lin_.head, lin_.head_dist, lin_.infer, lin_.train on W_, as fp32
   // Lays out activations for batch B in arena (one block when !training).
   void layout(Acts& A, Arena& arena, int64_t B, bool training, bool amp = false);
   // Points A's tensors into base (sizes only when base is null); returns the floats used.
   static int64_t carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool training, bool amp,
                        bool tail);
 
-  void round_weights_bf16();  // amp: train_lin_'s bf16 copies (into amp_store_)
+  void round_weights_bf16();  // amp: lin_.train's bf16 copies (into amp_store_)
   // attn: null, or where each layer's probabilities are copied ([depth, B, H, T, T]).
   // every_row: the last block on every row (no class-token tail), for its tokens.
   // pool_attn: null, or where the attention pool's probabilities go ([B, H, T]).
@@ -306,22 +330,10 @@ class ViT {
   Acts train_, infer_;
   ForwardMode last_mode_;
   std::string infer_dtype_ = "fp32";
-  // The linear layers' weights as prepared for the products (ops::prepare_linear): the
-  // blocks' for inference (fp32, packed fp32 or bf16: set_infer_dtype, pack_weights) and for
-  // training (fp32 or amp: set_amp), patch embedding and head always fp32. A shard reads its
-  // owner's (owner_).
-  struct BlockLinears {
-    ops::LinearWeights qkv, proj, fc1, fc2;
-  };
-  std::vector<BlockLinears> infer_lin_, train_lin_;
-  ops::LinearWeights patch_lin_, head_lin_, head_dist_lin_;
-  struct PoolLinears {
-    ops::LinearWeights q, kv, proj, fc1, fc2;
-  };
-  PoolLinears pool_lin_;     // the attention pool's, fp32 always
+  Linears lin_;
   const ViT* owner_ = this;  // the model whose parameters this one binds (itself, or a shard's owner)
   bool amp_ = false;
-  Arena amp_store_;  // amp: train_lin_'s bf16 weights, two per float
+  Arena amp_store_;  // amp: lin_.train's bf16 weights, two per float
   bool have_mask_ = false;
   bool backbone_frozen_ = false;
   bool weights_packed_ = false;

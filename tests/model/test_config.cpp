@@ -1,4 +1,7 @@
 // ViTConfig: presets with timm's dimensions, JSON round trip, and clear errors.
+#include <algorithm>
+#include <vector>
+
 #include "support/check.h"
 
 #include "model/config.h"
@@ -259,6 +262,39 @@ TEST(ParamTable, NamesShapesAndGroups) {
     end = s.offset + s.numel();
   }
   EXPECT_LE(end, a.total());
+}
+
+// Every entry binds its own field: bind_weights gives each table entry's view (its offset,
+// its timm shape; the patch weight as a product's [D, C*Ph*Pw]) to one field of Weights, and
+// no two entries share one. Checked on configs that between them have every optional tensor.
+TEST(ParamTable, EachEntryBindsItsOwnField) {
+  std::vector<ViTConfig> configs(4, preset("mnist-seed"));
+  configs[0].patch_norm = true;
+  configs[0].pre_norm = true;
+  configs[0].init_values = 0.1f;
+  configs[1].global_pool = "map";
+  configs[1].reg_tokens = 2;
+  configs[2] = preset("deit_tiny_distilled_patch16_224");
+  configs[3].global_pool = "avg";
+  configs[3].num_classes = 0;
+  for (const ViTConfig& c : configs) {
+    const ParamTable t(c);
+    std::vector<float> arena(size_t(t.total()));
+    Weights w = bind_weights(t, c, arena.data());
+    std::vector<const float*> seen;
+    for (const ParamSpec& s : t.specs()) {
+      const Tensor& v = s.slot.in(w);
+      EXPECT_EQ(v.data, arena.data() + s.offset) << s.name;
+      EXPECT_EQ(v.numel(), s.numel()) << s.name;
+      if (s.name != "patch_embed.proj.weight") {
+        EXPECT_EQ(v.shape, s.shape) << s.name;
+      }
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), v.data), 0) << s.name << ": a field bound twice";
+      seen.push_back(v.data);
+    }
+    EXPECT_EQ(w.patch_w.shape, (Shape{c.embed_dim, c.patch_dim()}));
+    EXPECT_EQ(w.blocks.size(), size_t(c.depth));
+  }
 }
 
 }  // namespace vit
