@@ -544,12 +544,11 @@ void TrainCommand::prepare() {
     *out << "batch split into " << shards << " shards, "
          << (F.shards > 0 ? "one thread each (--shards: the same bits on any --threads)" : "one per thread")
          << std::endl;
-  if (hooks && hooks->stop_requested) {
+  // (Without hooks, run() caught SIGINT and SIGTERM before any thread started.)
+  if (hooks && hooks->stop_requested)
     F.train.stop_requested = hooks->stop_requested;
-  } else {
-    catch_stop_signals(!comm.root());
+  else
     F.train.stop_requested = stop_signal;
-  }
   if (hooks) {
     F.train.on_epoch_end = hooks->on_epoch_end;
     hooks->has_eval = eval_set != nullptr;
@@ -591,6 +590,9 @@ int TrainCommand::train_and_report() {
 }
 
 int TrainCommand::run() {
+  // First, so that every thread the run starts (OpenMP's, the prefetcher's) blocks them and
+  // only stop_signals.cpp's own thread takes them.
+  if (!(hooks && hooks->stop_requested)) catch_stop_signals(!comm.root());
   check_flags();
   // Then a first line at once (a redirected log shows it too: every line is flushed).
   *out << first_line(F, comm, hooks) << std::endl;

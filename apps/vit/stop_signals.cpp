@@ -1,10 +1,13 @@
 #include "stop_signals.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 namespace vit::app {
 
@@ -22,10 +25,31 @@ void on_signal(int sig) {
                         : "\nvit train: SIGTERM: stopping after this step\n";
   (void)!::write(STDERR_FILENO, msg, std::strlen(msg));
 }
+
+// The thread that takes the signals (sigwait) while every thread started after
+// catch_stop_signals blocks them: the first SIGINT or SIGTERM asks to stop; a second SIGINT
+// ends the process as its default action does.
+void wait_for_signals(sigset_t set) {
+  for (;;) {
+    int sig = 0;
+    if (::sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGINT && asked.load() != 0) {
+      ::signal(SIGINT, SIG_DFL);
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, SIGINT);
+      ::pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+      ::raise(SIGINT);  // to this thread, where SIGINT is now let in: the default action
+    }
+    on_signal(sig);
+  }
+}
 }  // namespace
 
 void catch_stop_signals(bool quiet) {
   silent = quiet;
+  sigset_t set;
+  sigemptyset(&set);
   for (int sig : {SIGINT, SIGTERM}) {
     struct sigaction old {};
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
@@ -37,7 +61,17 @@ void catch_stop_signals(bool quiet) {
     // twice (to mpirun, which passes it on, and to the ranks themselves); SIGKILL is "now".
     sa.sa_flags = SA_RESTART | (sig == SIGINT ? SA_RESETHAND : 0);
     ::sigaction(sig, &sa, nullptr);
+    sigaddset(&set, sig);
   }
+  // A handler runs on whichever thread the kernel picks, with its frame (the whole AVX-512
+  // register state) pushed onto that thread's stack. A SIGTERM that landed in oneDNN's
+  // AVX-512 sgemm corrupted the heap about one time in five (docs/reliability.md), so the
+  // signals go to a thread of their own: blocked here, in the thread that computes, and so
+  // in every thread it starts later (OpenMP's, the prefetcher's); taken by sigwait. The
+  // handlers above stay for threads started before, whose masks still let the signals in.
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  static std::once_flag started;
+  std::call_once(started, [set] { std::thread(wait_for_signals, set).detach(); });
 }
 
 int stop_signal() {

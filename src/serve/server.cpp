@@ -3,7 +3,9 @@
 #include "serve/server.h"
 
 #include <httplib.h>
+#include <pthread.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -28,9 +30,15 @@ namespace vit::serve {
 
 namespace {
 
-std::atomic<int> g_signal{0};
-extern "C" void on_stop_signal(int sig) {
-  g_signal.store(sig);
+// SIGTERM and SIGINT, blocked in every thread of the server (serve() blocks them before the
+// models' threads start) and taken by the watcher with sigtimedwait: a handler that runs
+// while oneDNN's AVX-512 code computes can corrupt the heap (docs/reliability.md, finding 5).
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
 }
 
 struct Model {
@@ -321,14 +329,15 @@ int Service::run() {
   }
   svr_.set_backlog(SOMAXCONN);
   // SIGTERM and SIGINT: stop accepting, answer what is in flight, exit 0.
-  g_signal = 0;
-  auto old_term = std::signal(SIGTERM, on_stop_signal), old_int = std::signal(SIGINT, on_stop_signal);
   std::atomic<bool> done{false};
+  int sig = 0;
   std::thread watcher([&] {
-    while (!done && g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (g_signal == 0) return;
+    const sigset_t set = stop_signals();
+    const timespec tick{0, 20'000'000};  // 20 ms: also notices that the server ended
+    while (!done && sig <= 0) sig = ::sigtimedwait(&set, nullptr, &tick);
+    if (sig <= 0) return;
     stopping_ = true;
-    say(std::string("vit serve: ") + (g_signal == SIGINT ? "SIGINT" : "SIGTERM") +
+    say(std::string("vit serve: ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
         ": no new requests; answering those in flight");
     svr_.stop();
   });
@@ -340,14 +349,27 @@ int Service::run() {
   watcher.join();
   for (auto& [name, m] : models_) m.batcher->stop();
   say("vit serve: stopped");
-  std::signal(SIGTERM, old_term);  // (a signal until here changes nothing: the server is stopping)
-  std::signal(SIGINT, old_int);
-  return ok || g_signal != 0 ? 0 : 1;
+  return ok || sig > 0 ? 0 : 1;
 }
 
 }  // namespace
 
 int serve(const ServeOptions& o, std::ostream& log) {
+  // Blocked before the models' and the HTTP server's threads start, which inherit the mask;
+  // the caller's mask comes back at the end (a signal until then changes nothing: the server
+  // is stopping, or stopped).
+  const sigset_t set = stop_signals();
+  sigset_t old;
+  ::pthread_sigmask(SIG_BLOCK, &set, &old);
+  struct Restore {
+    const sigset_t &set, &mask;
+    ~Restore() {
+      const timespec now{0, 0};
+      while (::sigtimedwait(&set, nullptr, &now) > 0) {  // one more while stopping: taken, as the first
+      }
+      ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+    }
+  } restore{set, old};
   Service service(o, log);
   return service.run();
 }
