@@ -262,15 +262,8 @@ size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const 
   return fs::file_size(path);
 }
 
-// Restores the weights, moments and position from the state file `sp` of the run in `dir`;
-// checks that the run is the same run.
-Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Optimizer& opt,
-                    std::vector<float>* ema, const TrainConfig& cfg, int64_t steps_per_epoch) {
-  const std::string wp = (dir / "last.safetensors").string();
-  SafeTensors state = SafeTensors::open(sp);
-  auto it = state.metadata().find("vitcpp_state");
-  VIT_CHECK(it != state.metadata().end(), sp, ": not a vitcpp training state (no vitcpp_state metadata)");
-  const auto st = nlohmann::json::parse(it->second);
+// The run's position and history from a state's vitcpp_state metadata (file `sp`).
+Progress read_progress(const nlohmann::json& st, const std::string& sp) {
   Progress p;
   p.epochs_done = json_int(st.at("epochs_done"), sp + ": epochs_done");
   p.global_step = json_int(st.at("global_step"), sp + ": global_step");
@@ -288,6 +281,36 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
     p.seen = json_int(st.at("epoch_seen"), sp + ": epoch_seen");
     p.seconds = st.at("epoch_seconds");
   }
+  for (auto& h : st.at("history")) {
+    EpochStats e;
+    e.epoch = h.at("epoch");
+    e.train_loss = h.at("train_loss");
+    e.train_top1 = h.at("train_top1");
+    e.eval.loss = h.at("eval_loss");
+    e.eval.top1 = h.at("eval_top1");
+    e.eval.top5 = h.at("eval_top5");
+    e.lr = h.at("lr");
+    e.seconds = h.at("seconds");
+    if (h.contains("ema_eval_top1")) {
+      e.ema.loss = h.at("ema_eval_loss");
+      e.ema.top1 = h.at("ema_eval_top1");
+      e.ema.top5 = h.at("ema_eval_top5");
+    }
+    p.hist.push_back(e);
+  }
+  return p;
+}
+
+// Restores the weights, moments and position from the state file `sp` of the run in `dir`;
+// checks that the run is the same run.
+Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Optimizer& opt,
+                    std::vector<float>* ema, const TrainConfig& cfg, int64_t steps_per_epoch) {
+  const std::string wp = (dir / "last.safetensors").string();
+  SafeTensors state = SafeTensors::open(sp);
+  auto it = state.metadata().find("vitcpp_state");
+  VIT_CHECK(it != state.metadata().end(), sp, ": not a vitcpp training state (no vitcpp_state metadata)");
+  const auto st = nlohmann::json::parse(it->second);
+  Progress p = read_progress(st, sp);
   // States written since the weights moved into the state file need nothing else; older
   // ones pair with last.safetensors, which must then be from the same step.
   const bool self_contained = !model.table().specs().empty() &&
@@ -335,23 +358,6 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
       state.copy_float(name, ema->data() + s.offset);
     }
   opt.set_steps(st.at("optimizer_steps"));
-  for (auto& h : st.at("history")) {
-    EpochStats e;
-    e.epoch = h.at("epoch");
-    e.train_loss = h.at("train_loss");
-    e.train_top1 = h.at("train_top1");
-    e.eval.loss = h.at("eval_loss");
-    e.eval.top1 = h.at("eval_top1");
-    e.eval.top5 = h.at("eval_top5");
-    e.lr = h.at("lr");
-    e.seconds = h.at("seconds");
-    if (h.contains("ema_eval_top1")) {
-      e.ema.loss = h.at("ema_eval_loss");
-      e.ema.top1 = h.at("ema_eval_top1");
-      e.ema.top5 = h.at("ema_eval_top5");
-    }
-    p.hist.push_back(e);
-  }
   return p;
 }
 
