@@ -446,13 +446,13 @@ TEST(CrashSafety, ASecondSigtermIsStillARequestToStopAfterTheStep) {
 // that computes, OpenMP's, the prefetcher's) blocks SIGINT and SIGTERM, so that no handler
 // interrupts a product. A SIGTERM handled inside oneDNN's AVX-512 sgemm corrupted the heap
 // about one time in five (docs/reliability.md). Read from /proc while the run trains on 2
-// threads: each thread's SigBlk mask.
+// threads (1000 epochs: still training when read, then killed): each thread's SigBlk mask.
 TEST(CrashSafety, OneThreadAloneTakesTheStopSignals) {
   vit::test::TempDir tmp("sigmask");
   const std::string log = tmp / "run.log";
   const pid_t pid = vit::test::spawn(
       VIT_BINARY,
-      "train --model mnist-seed --img-size 16 --synthetic 4096 --epochs 3 -b 16 --threads 2 --log-every 0 "
+      "train --model mnist-seed --img-size 16 --synthetic 4096 --epochs 1000 -b 16 --threads 2 --log-every 0 "
       "--recovery-interval 0 --output " +
           (tmp / "run"),
       ChildOptions{log});
