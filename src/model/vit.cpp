@@ -1,7 +1,7 @@
 // The model as the paper's sequence of ops: ViT::run_forward (patch embedding, tokens, the
 // encoder blocks, the final norm and pooling, the head) and ViT::backward_local, its mirror.
 // How each op runs (the weights' form, the class-token tail, the masks, the parts of a
-// batch) is decided elsewhere: see docs/design.md, "The model and its plan".
+// batch) is decided elsewhere: docs/design.md, "Layers" (who decides what in model/).
 #include "model/vit.h"
 
 #include <algorithm>
