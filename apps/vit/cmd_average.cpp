@@ -47,8 +47,7 @@ Run add_average(CLI::App& cmd) {
               ": the average is written as safetensors; name the file NAME.safetensors");
     VIT_CHECK(!fs::is_directory(f->output, ec), "--output ", f->output,
               " is a directory; name a .safetensors file");
-    if (const fs::path parent = fs::path(f->output).parent_path(); !parent.empty())
-      fs::create_directories(parent);
+    create_parent_folder(f->output);
     const CheckpointSelection sel = select_checkpoints(f->inputs, f->n, !f->no_sort);
     for (auto& s : sel.files)
       VIT_CHECK(!fs::equivalent(s.file, f->output, ec), "--output ", f->output, " is one of the inputs (",

@@ -40,6 +40,7 @@ Run add_export(CLI::App& cmd) {
               "--dtype int8: for --format onnx (timm and Hugging Face ",
               "hold fp32 weights; vit quantize writes an int8 checkpoint)");
     if (f->format == "onnx") {
+      create_parent_folder(f->out);
       const OnnxExportInfo info = export_onnx(*p.model, f->out, p.class_names, -1, f->dtype == "int8");
       const ViTConfig& c = p.model->config();
       std::cout << "wrote " << f->out << " (" << (f->dtype == "int8" ? "int8, " : "") << info.bytes

@@ -43,6 +43,7 @@ Run add_quantize(CLI::App& cmd) {
     const ViT& model = *loaded.model;
     std::map<std::string, std::string> meta;
     if (!loaded.class_names.empty()) meta["class_names"] = nlohmann::json(loaded.class_names).dump();
+    create_parent_folder(f->out);
     save_int8_checkpoint(f->out, model, meta);
     int64_t blocks_fp32 = 0, blocks_int8 = 0;
     for (const auto& s : model.table().specs())

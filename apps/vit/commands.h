@@ -2,6 +2,7 @@
 // function that runs it; apps only parse flags and print, the library does the work.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -30,6 +31,13 @@ inline std::string environment_line() {
   std::string line;
   for (const auto& [name, value] : settings_set()) line += (line.empty() ? "" : " ") + name + "=" + value;
   return line.empty() ? "none of vitcpp's environment variables set" : line;
+}
+
+// A file output's folder is made when missing (mkdir -p), as `vit train --output` makes its
+// run directory: `vit average`, `vit quantize` and `vit export --format onnx`.
+inline void create_parent_folder(const std::string& file) {
+  if (const std::filesystem::path parent = std::filesystem::path(file).parent_path(); !parent.empty())
+    std::filesystem::create_directories(parent);
 }
 
 // `vit train --resume DIR [--threads N]` becomes the run's saved arguments from

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -57,7 +58,15 @@ std::string read_text_file(const std::string& path) {
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   tmp_ = path_ + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  VIT_CHECK(fd_ >= 0, path_, ": cannot create ", tmp_, " (", std::strerror(errno), ")");
+  if (fd_ >= 0) return;
+  const int err = errno;
+  // A missing folder is the usual cause: name it, rather than the temporary file's path.
+  const auto slash = path_.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path_.substr(0, std::max<size_t>(slash, 1));
+  struct stat sb {};
+  VIT_CHECK(err != ENOENT || ::stat(dir.c_str(), &sb) == 0, path_, ": the folder ", dir,
+            " does not exist (create it first)");
+  throw Error(detail::concat(path_, ": cannot create ", tmp_, " (", std::strerror(err), ")"));
 }
 
 AtomicFile::~AtomicFile() {

@@ -58,21 +58,37 @@ struct Case {
   std::vector<std::string> expect;  // substrings of the output: the file or flag, the problem
   std::string env = "";
 };
-}  // namespace
 
-TEST(BadInput, EachCaseFailsWithAClearMessageAndNoCheckpoint) {
-  vit::test::TempDir tmp("bad");
-  const std::string d = tmp.str(), train = "train --threads 1 --model mnist-seed --epochs 1 -b 8 ";
-  // A real checkpoint to spoil.
-  auto good = run_vit(train + "--img-size 16 --synthetic 16 --output " + d + "/good");
-  ASSERT_EQ(good.code, 0) << good.out;
-  const std::string ckpt = d + "/good/last.safetensors";
-  const auto bytes = vit::read_file_bytes(ckpt);
-  write_bytes(d + "/truncated.safetensors",
-              std::string(bytes.begin(), bytes.begin() + long(bytes.size() / 2)));
-  write_bytes(d + "/garbage.safetensors", std::string("\x10\0\0\0\0\0\0\0{not json at all", 24));
-  write_bytes(d + "/tiny.safetensors", "abc");
-  {
+// Each case exits non-zero, names what is wrong, does not crash, and leaves no --output.
+void expect_refused(const std::vector<Case>& cases) {
+  for (const Case& c : cases) {
+    const auto r = run_vit(c.args, c.env);
+    EXPECT_NE(r.code, 0) << c.name << ": " << r.out;
+    for (const auto& e : c.expect)
+      EXPECT_NE(r.out.find(e), std::string::npos) << c.name << ": no '" << e << "' in\n" << r.out;
+    EXPECT_EQ(r.out.find("Segmentation"), std::string::npos) << c.name;
+    const auto at = c.args.find("--output ");
+    if (at != std::string::npos) {
+      const std::string out = c.args.substr(at + 9);
+      EXPECT_FALSE(fs::exists(out)) << c.name << ": refused input must not leave " << out;
+    }
+  }
+}
+
+const std::string kTrain = "train --threads 1 --model mnist-seed --epochs 1 -b 8 ";
+
+// A real checkpoint (d/good/last.safetensors), spoiled copies of it, and a PNG.
+struct Spoiled {
+  vit::test::TempDir tmp{"bad"};
+  std::string d = tmp.str(), ckpt = d + "/good/last.safetensors", png = d + "/digit.png";
+  Spoiled() {
+    auto good = run_vit(kTrain + "--img-size 16 --synthetic 16 --output " + d + "/good");
+    EXPECT_EQ(good.code, 0) << good.out;
+    const auto bytes = vit::read_file_bytes(ckpt);
+    write_bytes(d + "/truncated.safetensors",
+                std::string(bytes.begin(), bytes.begin() + long(bytes.size() / 2)));
+    write_bytes(d + "/garbage.safetensors", std::string("\x10\0\0\0\0\0\0\0{not json at all", 24));
+    write_bytes(d + "/tiny.safetensors", "abc");
     const vit::SafeTensors st = vit::SafeTensors::open(ckpt);
     std::vector<std::vector<float>> data;
     std::vector<vit::TensorOut> out;
@@ -84,9 +100,47 @@ TEST(BadInput, EachCaseFailsWithAClearMessageAndNoCheckpoint) {
       out.push_back({t.name, shape, vit::DType::F32, data[i].data()});
     }
     vit::write_safetensors(d + "/wrong_shape.safetensors", out, st.metadata());
+    vit::write_png(png, gray(16, 16));
   }
-  const std::string png = d + "/digit.png";
-  vit::write_png(png, gray(16, 16));
+};
+}  // namespace
+
+TEST(BadInput, CorruptCheckpointsAreRefusedByName) {
+  const Spoiled s;
+  const std::string& d = s.d;
+  const std::string& ckpt = s.ckpt;
+  const std::string& png = s.png;
+  expect_refused({
+      {"truncated checkpoint",
+       "info --checkpoint " + d + "/truncated.safetensors",
+       {d + "/truncated.safetensors", "truncated file"}},
+      {"header not JSON",
+       "predict --checkpoint " + d + "/garbage.safetensors " + png,
+       {d + "/garbage.safetensors", "not valid JSON"}},
+      {"too short",
+       "info --checkpoint " + d + "/tiny.safetensors",
+       {d + "/tiny.safetensors", "not a safetensors file"}},
+      {"wrong shape",
+       "predict --checkpoint " + d + "/wrong_shape.safetensors " + png,
+       {d + "/wrong_shape.safetensors", "head.bias", "the model expects"}},
+      {"wrong shape fine-tuning",
+       kTrain + "--pretrained " + d + "/wrong_shape.safetensors --synthetic 8 --output " + d + "/o_ws",
+       {d + "/wrong_shape.safetensors", "head.bias"}},
+      {"average into one of its inputs",
+       "average " + ckpt + " " + d + "/good/best.safetensors -o " + ckpt,
+       {"--output", "is one of the inputs"}},
+      {"average to a .pth",
+       "average " + ckpt + " -o " + d + "/avg.pth",
+       {"--output " + d + "/avg.pth: the average is written as safetensors"}},
+      {"average a corrupt checkpoint",
+       "average " + ckpt + " " + d + "/truncated.safetensors -o " + d + "/o_avg.safetensors",
+       {"truncated.safetensors"}},
+  });
+}
+
+TEST(BadInput, DatasetsWithBadLabelsOrNoImagesAreRefusedByName) {
+  vit::test::TempDir tmp("baddata");
+  const std::string d = tmp.str();
   // IDX: a label past the classes (MNIST has 10), an empty training file.
   write_idx(d + "/idx_label", "train", {1, 2, 12, 3});
   write_idx(d + "/idx_label", "t10k", {1, 2});
@@ -102,124 +156,124 @@ TEST(BadInput, EachCaseFailsWithAClearMessageAndNoCheckpoint) {
     write_bytes(d + "/cifar/data_batch_" + std::to_string(k) + ".bin", cifar({uint8_t(k == 1 ? 10 : 1), 2}));
   write_bytes(d + "/cifar/test_batch.bin", cifar({3}));
 
-  const std::vector<Case> cases = {
-      {"truncated checkpoint",
-       "info --checkpoint " + d + "/truncated.safetensors",
-       {d + "/truncated.safetensors", "truncated file"}},
-      {"header not JSON",
-       "predict --checkpoint " + d + "/garbage.safetensors " + png,
-       {d + "/garbage.safetensors", "not valid JSON"}},
-      {"too short",
-       "info --checkpoint " + d + "/tiny.safetensors",
-       {d + "/tiny.safetensors", "not a safetensors file"}},
-      {"wrong shape",
-       "predict --checkpoint " + d + "/wrong_shape.safetensors " + png,
-       {d + "/wrong_shape.safetensors", "head.bias", "the model expects"}},
-      {"wrong shape fine-tuning",
-       train + "--pretrained " + d + "/wrong_shape.safetensors --synthetic 8 --output " + d + "/o_ws",
-       {d + "/wrong_shape.safetensors", "head.bias"}},
+  expect_refused({
       {"IDX label out of range",
-       train + "--data-dir " + d + "/idx_label --img-size 8 --output " + d + "/o_idx",
+       kTrain + "--data-dir " + d + "/idx_label --img-size 8 --output " + d + "/o_idx",
        {d + "/idx_label/train-labels-idx1-ubyte", "label 12 of sample 2 is out of range for 10 classes"}},
       {"IDX empty",
-       train + "--data-dir " + d + "/idx_empty --img-size 8 --output " + d + "/o_empty",
+       kTrain + "--data-dir " + d + "/idx_empty --img-size 8 --output " + d + "/o_empty",
        {d + "/idx_empty/train-images-idx3-ubyte", "holds no images"}},
       {"CIFAR label out of range",
-       train + "--data-dir " + d + "/cifar --output " + d + "/o_cifar",
+       kTrain + "--data-dir " + d + "/cifar --output " + d + "/o_cifar",
        {d + "/cifar/data_batch_1.bin", "label 10 of record 0 is out of range for 10 classes"}},
-      {"batch 0", train + "--synthetic 8 -b 0 --output " + d + "/o_b0", {"batch size must be positive"}},
+  });
+}
+
+// Flags that cannot work.
+TEST(BadInput, ImpossibleFlagsAreRefused) {
+  const Spoiled s;
+  const std::string& d = s.d;
+  const std::string& ckpt = s.ckpt;
+  const std::string& png = s.png;
+  write_idx(d + "/idx", "train", {1, 2});
+  write_idx(d + "/idx", "t10k", {1, 2});
+  expect_refused({
+      {"batch 0", kTrain + "--synthetic 8 -b 0 --output " + d + "/o_b0", {"batch size must be positive"}},
       {"negative lr",
-       train + "--synthetic 8 --lr -0.1 --output " + d + "/o_lr",
+       kTrain + "--synthetic 8 --lr -0.1 --output " + d + "/o_lr",
        {"learning rate must be positive, got -0.1"}},
-      {"epochs 0", train + "--synthetic 8 --epochs 0 --output " + d + "/o_ep", {"epochs must be positive"}},
+      {"epochs 0", kTrain + "--synthetic 8 --epochs 0 --output " + d + "/o_ep", {"epochs must be positive"}},
       {"heads do not divide",
-       train + "--synthetic 8 --embed-dim 10 --num-heads 3 --output " + d + "/o_h",
+       kTrain + "--synthetic 8 --embed-dim 10 --num-heads 3 --output " + d + "/o_h",
        {"does not divide embed_dim"}},
       {"patch does not divide",
-       train + "--synthetic 8 --img-size 30 --patch-size 4 --output " + d + "/o_p",
+       kTrain + "--synthetic 8 --img-size 30 --patch-size 4 --output " + d + "/o_p",
        {"not divisible by patch size"}},
       // Numeric flags whose "not given" is a sentinel: refused, not taken for "not given".
       {"negative depth",
-       train + "--synthetic 8 --depth -2 --output " + d + "/o_depth",
+       kTrain + "--synthetic 8 --depth -2 --output " + d + "/o_depth",
        {"--depth: a positive number, got -2"}},
       {"no classes",
-       train + "--synthetic 8 --num-classes 0 --output " + d + "/o_cls",
+       kTrain + "--synthetic 8 --num-classes 0 --output " + d + "/o_cls",
        {"--num-classes: a positive number, got 0"}},
       {"dropout of 1",
-       train + "--synthetic 8 --drop 1 --output " + d + "/o_drop",
+       kTrain + "--synthetic 8 --drop 1 --output " + d + "/o_drop",
        {"--drop: a rate in [0, 1), got 1"}},
       {"negative threads",
-       "eval --threads -2 --checkpoint " + ckpt + " --data-dir " + d + "/idx_label",
+       "eval --threads -2 --checkpoint " + ckpt + " --data-dir " + d + "/idx",
        {"--threads: 0 or more, got -2"}},
       {"negative mixup",
-       train + "--synthetic 8 --mixup -1 --output " + d + "/o_mix",
+       kTrain + "--synthetic 8 --mixup -1 --output " + d + "/o_mix",
        {"mixup alpha must be non-negative (0 = off), got -1"}},
       {"mixup prob 2",
-       train + "--synthetic 8 --mixup 0.8 --mixup-prob 2 --output " + d + "/o_mixp",
+       kTrain + "--synthetic 8 --mixup 0.8 --mixup-prob 2 --output " + d + "/o_mixp",
        {"mixup prob must be a probability, got 2"}},
       {"negative crop padding",
-       train + "--synthetic 8 --crop-pad -3 --output " + d + "/o_pad",
+       kTrain + "--synthetic 8 --crop-pad -3 --output " + d + "/o_pad",
        {"--crop-pad must be non-negative"}},
       {"aspect ratios reversed",
-       train + "--synthetic 8 --ratio 2 1 --output " + d + "/o_ratio",
+       kTrain + "--synthetic 8 --ratio 2 1 --output " + d + "/o_ratio",
        {"--ratio must satisfy 0 < min <= max"}},
       {"negative synthetic count",
-       train + "--synthetic -8 --output " + d + "/o_syn",
+       kTrain + "--synthetic -8 --output " + d + "/o_syn",
        {"--synthetic: a positive number, got -8"}},
       {"validation split of 1.5",
-       train + "--synthetic 8 --val-split 1.5 --output " + d + "/o_val",
+       kTrain + "--synthetic 8 --val-split 1.5 --output " + d + "/o_val",
        {"--val-split: a fraction in [0, 1), got 1.5"}},
       {"negative sample count",
-       "samples --data-dir " + d + "/idx_label -n -1 --out " + d + "/o_samples",
+       "samples --data-dir " + d + "/idx -n -1 --out " + d + "/o_samples",
        {"--count: a positive number, got -1"}},
       {"negative bench time", "bench --model mnist-seed --min-time -1", {"--min-time: 0 or more, got -1"}},
       {"negative log interval",
-       train + "--synthetic 8 --log-every -5 --output " + d + "/o_log",
+       kTrain + "--synthetic 8 --log-every -5 --output " + d + "/o_log",
        {"log every must be a number of steps (0: none), got -5"}},
       {"cooldown after a step schedule",
-       train + "--synthetic 8 --sched step --cooldown-epochs 2 --output " + d + "/o_cool",
+       kTrain + "--synthetic 8 --sched step --cooldown-epochs 2 --output " + d + "/o_cool",
        {"cooldown epochs follow the cosine schedule (timm's), not --sched step"}},
       {"color jitter with a hue",
-       train + "--synthetic 8 --color-jitter 0.4 0.4 0.4 0.1 --output " + d + "/o_cj",
+       kTrain + "--synthetic 8 --color-jitter 0.4 0.4 0.4 0.1 --output " + d + "/o_cj",
        {"--color-jitter: hue (a 4th value) is not supported"}},
       {"negative color jitter",
-       train + "--synthetic 8 --color-jitter -0.4 --output " + d + "/o_cj2",
+       kTrain + "--synthetic 8 --color-jitter -0.4 --output " + d + "/o_cj2",
        {"--color-jitter must be non-negative, got -0.4"}},
       {"negative checkpoint history",
-       train + "--synthetic 8 --checkpoint-hist -1 --output " + d + "/o_hist",
+       kTrain + "--synthetic 8 --checkpoint-hist -1 --output " + d + "/o_hist",
        {"--checkpoint-hist: 0 or more, got -1"}},
-      {"average into one of its inputs",
-       "average " + ckpt + " " + d + "/good/best.safetensors -o " + ckpt,
-       {"--output", "is one of the inputs"}},
       {"crop of zero",
        "predict --checkpoint " + ckpt + " --crop-pct 0 " + png,
        {"--crop-pct: a positive number, got 0"}},
-      {"average to a .pth",
-       "average " + ckpt + " -o " + d + "/avg.pth",
-       {"--output " + d + "/avg.pth: the average is written as safetensors"}},
-      {"average a corrupt checkpoint",
-       "average " + ckpt + " " + d + "/truncated.safetensors -o " + d + "/o_avg.safetensors",
-       {"truncated.safetensors"}},
+  });
+}
+
+TEST(BadInput, ARunTooBigForMemoryIsRefusedUnlessTheCheckIsOff) {
+  vit::test::TempDir tmp("badmem");
+  const std::string d = tmp.str();
+  expect_refused({
       {"too big for memory",
-       train + "--synthetic 16 -b 16 --output " + d + "/o_mem",  // about 1.9 MiB at batch 16
+       kTrain + "--synthetic 16 -b 16 --output " + d + "/o_mem",  // about 1.9 MiB at batch 16
        {"needs about", "activations", "only 1.0 MiB is available", "--no-memory-check"},
        "VIT_MEMORY_LIMIT=1M"},
-  };
-  for (const Case& c : cases) {
-    const auto r = run_vit(c.args, c.env);
-    EXPECT_NE(r.code, 0) << c.name << ": " << r.out;
-    for (const auto& e : c.expect)
-      EXPECT_NE(r.out.find(e), std::string::npos) << c.name << ": no '" << e << "' in\n" << r.out;
-    EXPECT_EQ(r.out.find("Segmentation"), std::string::npos) << c.name;
-    const auto at = c.args.find("--output ");
-    if (at != std::string::npos) {
-      const std::string out = c.args.substr(at + 9);
-      EXPECT_FALSE(fs::exists(out)) << c.name << ": refused input must not leave " << out;
-    }
-  }
+  });
   // The same run with the memory check off starts (and, being tiny, finishes).
-  auto r = run_vit(train + "--synthetic 8 --no-memory-check", "VIT_MEMORY_LIMIT=1M");
+  auto r = run_vit(kTrain + "--synthetic 8 --no-memory-check", "VIT_MEMORY_LIMIT=1M");
   EXPECT_EQ(r.code, 0) << r.out;
+}
+
+// A file output in a folder that does not exist: the folder is made, as `vit train --output`
+// makes its run directory (vit::AtomicFile alone names the folder: tests/core).
+TEST(BadInput, AFileOutputInAMissingFolderGetsTheFolder) {
+  const Spoiled s;
+  const std::string missing = s.d + "/no/such";
+  for (const std::string out : {"q.safetensors", "m.onnx", "avg.safetensors"}) {
+    const std::string file = missing + "/" + out;
+    const std::string args = out == "q.safetensors" ? "quantize --checkpoint " + s.ckpt + " --out " + file
+                             : out == "m.onnx"
+                                 ? "export --format onnx --checkpoint " + s.ckpt + " --out " + file
+                                 : "average " + s.ckpt + " -o " + file;
+    const auto r = run_vit(args);
+    EXPECT_EQ(r.code, 0) << args << ": " << r.out;
+    EXPECT_TRUE(fs::is_regular_file(file)) << args << ": " << r.out;
+  }
 }
 
 // The memory plan counts a model EMA (one more copy of the weights, with the optimizer's

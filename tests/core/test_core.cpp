@@ -1,5 +1,5 @@
-// Core: arena alignment and zeroing, tensor views, the counter-based random draws, and
-// error lines on stderr.
+// Core: arena alignment and zeroing, tensor views, the counter-based random draws, error
+// lines on stderr, and the atomic writer's message for a missing folder.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "core/file.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "core/threads.h"
@@ -163,6 +164,19 @@ TEST(Rng, FillTruncNormalIsTheSequentialLoopOnAnyThreadCount) {
       }
     }
   set_num_threads(before);
+}
+
+// A write into a folder that does not exist names the folder, not the temporary file
+// (PATH.tmp.PID) that could not be made; nothing is created.
+TEST(AtomicFile, AMissingFolderIsNamed) {
+  const std::string dir = "/tmp/vitcpp_missing_" + std::to_string(::getpid()) + "/sub";
+  try {
+    write_file_atomic(dir + "/f.bin", "x");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), (dir + "/f.bin: the folder " + dir + " does not exist (create it first)").c_str());
+  }
+  EXPECT_NE(::access(dir.c_str(), F_OK), 0);
 }
 
 }  // namespace vit
