@@ -11,7 +11,7 @@ reps=${1:-3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun=(mpirun --oversubscribe --bind-to none -np 2)
 declare -A workloads=(
-  [mnist-small]="--recipe mnist --synthetic 6400 --epochs 1 --log-every 50"
+  [mnist-small]="--model mnist-small -b 128 --crop-pad 2 --smoothing 0.1 --synthetic 6400 --epochs 1 --log-every 50"
   [cifar-seed]="--recipe cifar-seed --synthetic 1024 --epochs 1 --log-every 2"
 )
 rate() { grep -o '[0-9]* img/s lr' | tail -1 | cut -d' ' -f1; }
