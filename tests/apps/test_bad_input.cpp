@@ -264,16 +264,15 @@ TEST(BadInput, ARunTooBigForMemoryIsRefusedUnlessTheCheckIsOff) {
 TEST(BadInput, AFileOutputInAMissingFolderGetsTheFolder) {
   const Spoiled s;
   const std::string missing = s.d + "/no/such";
-  for (const std::string out : {"q.safetensors", "m.onnx", "avg.safetensors"}) {
-    const std::string file = missing + "/" + out;
-    const std::string args = out == "q.safetensors" ? "quantize --checkpoint " + s.ckpt + " --out " + file
-                             : out == "m.onnx"
-                                 ? "export --format onnx --checkpoint " + s.ckpt + " --out " + file
-                                 : "average " + s.ckpt + " -o " + file;
-    const auto r = run_vit(args);
-    EXPECT_EQ(r.code, 0) << args << ": " << r.out;
-    EXPECT_TRUE(fs::is_regular_file(file)) << args << ": " << r.out;
+  const std::string file = missing + "/out";
+  for (const std::string& cmd : {"quantize --checkpoint " + s.ckpt + " --out " + file + ".safetensors",
+                                 "export --format onnx --checkpoint " + s.ckpt + " --out " + file + ".onnx",
+                                 "average " + s.ckpt + " -o " + file + "_avg.safetensors"}) {
+    const auto r = run_vit(cmd);
+    EXPECT_EQ(r.code, 0) << cmd << ": " << r.out;
   }
+  for (const std::string out : {".safetensors", ".onnx", "_avg.safetensors"})
+    EXPECT_TRUE(fs::is_regular_file(file + out)) << file + out;
 }
 
 // The memory plan counts a model EMA (one more copy of the weights, with the optimizer's
