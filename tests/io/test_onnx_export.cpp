@@ -252,7 +252,9 @@ TEST(OnnxExport, Int8GraphRunsInOnnxRuntimeNearTheFp32Logits) {
     const double e_ort = worst_rel(ort, fp32), e_own = worst_rel(own, fp32);
     std::cout << "[ ORT int8 ] " << v.name << ": worst |logit - fp32| / max|fp32|: ONNX Runtime int8 "
               << e_ort << ", vitcpp int8 " << e_own << "\n";
-    EXPECT_LT(e_ort, 0.05) << v.name;  // measured: at most 0.025 (ONNX Runtime 1.2x, vitcpp 0.020)
+    // measured on Zen 3 (AVX2): at most 0.024 (ONNX Runtime; 2.6x vitcpp's on registers_...) and
+    // 0.023 (vitcpp); int8 weights (u8 x s8) saturated there: up to 0.23
+    EXPECT_LT(e_ort, 0.05) << v.name;
     EXPECT_LT(e_own, 0.05) << v.name;
     EXPECT_LT(e_ort, 4 * e_own) << v.name << ": the ONNX graph is far from vitcpp's int8";
     EXPECT_GT(e_ort, 0.0) << v.name << ": the same logits as fp32: the products did not run in int8";

@@ -13,10 +13,14 @@
 // int8 (export_onnx's int8): the blocks' four products as ONNX Runtime's quantize_dynamic
 // writes them with per_channel=True, which ORT fuses into its own int8 kernels:
 //   DynamicQuantizeLinear(x) -> x_q u8, x_scale, x_zp (one scale per tensor, as ONNX defines it)
-//   MatMulInteger(x_q, W_q int8 [in, out], x_zp, 0) -> int32; Cast -> float;
+//   MatMulInteger(x_q, W_q + 128 as u8 [in, out], x_zp, 128) -> int32; Cast -> float;
 //   Mul by x_scale * W_scale[out]; Add the bias.
 // W_q and W_scale are the int8 values and scales vitcpp's --dtype int8 runs (symmetric per
-// output channel); only the activations' scheme differs (vitcpp: s8 per row).
+// output channel); only the activations' scheme differs (vitcpp: s8 per row). The weights
+// are stored as u8 with zero point 128 (quantize_dynamic's weight_type=QUInt8 form), the same
+// values: ORT's u8 x s8 kernels on x86 without VNNI (AVX2, AVX-512 before VNNI) add product
+// pairs in saturating int16 (vpmaddubsw: 255 x 127 x 2 > 32767), which put the logits 0.1-0.2
+// off on AVX2; its u8 x u8 kernels widen to int16 first and do not saturate.
 //
 // Linear weights are stored transposed ([in, out], for MatMul on [N, T, in]) under their
 // timm name plus ".T"; everything else under its timm name. opset 17 has no Gelu op: the exact
@@ -70,16 +74,16 @@ class GraphBuilder {
       for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = data[r * cols + c];
     return weight(name + ".T", {cols, rows}, t.data());
   }
-  // q [rows, cols] int8 transposed, as INT8 [cols, rows] named name.T.
-  std::string int8_t_weight(const std::string& name, int64_t rows, int64_t cols, const int8_t* q) {
+  // q [rows, cols] int8 transposed and offset by 128, as UINT8 [cols, rows] named name.T.
+  std::string uint8_t_weight(const std::string& name, int64_t rows, int64_t cols, const int8_t* q) {
     std::string t(size_t(rows * cols), '\0');
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = char(q[r * cols + c]);
-    return raw(name + ".T", onnx::TensorProto::INT8, {cols, rows}, std::move(t));
+      for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = char(uint8_t(int(q[r * cols + c]) + 128));
+    return raw(name + ".T", onnx::TensorProto::UINT8, {cols, rows}, std::move(t));
   }
-  // n zero int8 values: MatMulInteger's zero point of symmetric weights.
-  std::string int8_zeros(int64_t n) {
-    return raw(fresh("zero_point"), onnx::TensorProto::INT8, {n}, std::string(size_t(n), '\0'));
+  // n uint8 values 128: MatMulInteger's zero point of the offset symmetric weights.
+  std::string uint8_128s(int64_t n) {
+    return raw(fresh("zero_point"), onnx::TensorProto::UINT8, {n}, std::string(size_t(n), char(128)));
   }
   std::string scalar(float v) { return weight(fresh("const"), {}, &v); }
   std::string ints(const std::vector<int64_t>& v) {
@@ -243,8 +247,8 @@ class VitGraph {
     ops::quantize_int8_weights(q.data(), scale.data(), data(name + ".weight"), N, K);
     onnx::NodeProto* dq = b_.node("DynamicQuantizeLinear", {x});
     b_.more_outputs(dq, 2);
-    auto* mm = b_.node("MatMulInteger", {dq->output(0), b_.int8_t_weight(name + ".weight", N, K, q.data()),
-                                         dq->output(2), b_.int8_zeros(N)});
+    auto* mm = b_.node("MatMulInteger", {dq->output(0), b_.uint8_t_weight(name + ".weight", N, K, q.data()),
+                                         dq->output(2), b_.uint8_128s(N)});
     auto* cast = b_.node("Cast", {mm->output(0)});
     GraphBuilder::attr(cast, "to", int64_t(onnx::TensorProto::FLOAT));
     const std::string scales =
