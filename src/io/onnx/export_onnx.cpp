@@ -19,8 +19,8 @@
 // output channel); only the activations' scheme differs (vitcpp: s8 per row). The weights
 // are stored as u8 with zero point 128 (quantize_dynamic's weight_type=QUInt8 form), the same
 // values: ORT's u8 x s8 kernels on x86 without VNNI (AVX2, AVX-512 before VNNI) add product
-// pairs in saturating int16 (vpmaddubsw: 255 x 127 x 2 > 32767), which put the logits 0.1-0.2
-// off on AVX2; its u8 x u8 kernels widen to int16 first and do not saturate.
+// pairs in saturating int16 (vpmaddubsw: 255 x 127 x 2 > 32767), which put the logits up to 0.23
+// (of the largest) off on Zen 3; its u8 x u8 kernels widen to int16 first and do not saturate.
 //
 // Linear weights are stored transposed ([in, out], for MatMul on [N, T, in]) under their
 // timm name plus ".T"; everything else under its timm name. opset 17 has no Gelu op: the exact
