@@ -143,6 +143,11 @@ std::string ModelFlags::architecture_flag() const {
 void AugFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--crop-pad", aug.crop_pad, "random crop after padding by this many pixels (seed 002: 4)")
       ->capture_default_str();
+  cmd.add_option("--crop-fill", aug.crop_fill,
+                 "what --crop-pad pads with: black (torchvision's RandomCrop) or mean (the normalization's "
+                 "mean)")
+      ->check(CLI::IsMember({"black", "mean"}))
+      ->capture_default_str();
   cmd.add_option("--hflip", aug.hflip, "horizontal flip probability")->capture_default_str();
   cmd.add_option("--vflip", aug.vflip, "vertical flip probability (timm's)")->capture_default_str();
   cmd.add_option("--scale", scale, "random resized crop: MIN MAX area share (timm --scale; off by default)")

@@ -135,6 +135,11 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
     }
     out.push_back(a);
   }
+  // Runs recorded before --crop-fill existed padded their crops with the mean.
+  auto saved_has = [&](const char* flag) {
+    return std::find(saved.begin(), saved.end(), flag) != saved.end();
+  };
+  if (saved_has("--crop-pad") && !saved_has("--crop-fill")) out.insert(out.end(), {"--crop-fill", "mean"});
   out.insert(out.end(), extra.begin(), extra.end());
   out.insert(out.end(), {"--resume", dir});
   return out;

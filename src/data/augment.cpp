@@ -17,6 +17,8 @@ void AugmentConfig::validate() const {
             "--scale must satisfy 0 <= min <= max <= 1");
   VIT_CHECK(ratio_min > 0.f && ratio_min <= ratio_max, "--ratio must satisfy 0 < min <= max");
   VIT_CHECK(crop_pad >= 0, "--crop-pad must be non-negative");
+  VIT_CHECK(crop_fill == "black" || crop_fill == "mean", "--crop-fill: expected black or mean, got '",
+            crop_fill, "'");
   VIT_CHECK(hflip >= 0.f && hflip <= 1.f, "--hflip must be a probability");
   VIT_CHECK(vflip >= 0.f && vflip <= 1.f, "--vflip must be a probability");
   VIT_CHECK(reprob >= 0.f && reprob <= 1.f, "--reprob must be a probability");
@@ -27,6 +29,10 @@ void AugmentConfig::validate() const {
 AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint64_t seed)
     : base_(base), cfg_(std::move(cfg)), seed_(seed) {
   cfg_.validate();
+  if (cfg_.crop_pad > 0 && cfg_.crop_fill == "black" && !cfg_.mean.empty())  // black = -mean / std
+    VIT_CHECK(int64_t(cfg_.mean.size()) == base_.channels() && cfg_.std.size() == cfg_.mean.size(),
+              "--crop-fill black: the normalization has ", cfg_.mean.size(), " mean values for ",
+              base_.channels(), " channels");
   if (!cfg_.auto_augment.empty()) {
     int m = 0, n = 0;
     VIT_CHECK(
@@ -204,8 +210,10 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
         break;
       }
     }
+    // Half-pixel centres clamped to the box, as resizing the cropped box repeats its edges.
     warp(image, C, H, W, 0.f, [&](double y, double x) {
-      return std::pair{by + (y + 0.5) * bh / H - 0.5, bx + (x + 0.5) * bw / W - 0.5};
+      return std::pair{std::clamp(by + (y + 0.5) * bh / H - 0.5, by, by + bh - 1),
+                       std::clamp(bx + (x + 0.5) * bw / W - 0.5, bx, bx + bw - 1)};
     });
   }
   if (cfg_.crop_pad > 0) {
@@ -214,13 +222,16 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
     const int64_t dy = int64_t(rng.below(2 * p + 1)) - p, dx = int64_t(rng.below(2 * p + 1)) - p;
     thread_local std::vector<float> src;
     src.assign(image, image + n);
-    for (int64_t c = 0; c < C; ++c)
+    for (int64_t c = 0; c < C; ++c) {
+      // Black is pixel value 0 after normalization; without one the values are pixels already.
+      const float fill = cfg_.crop_fill == "mean" || cfg_.mean.empty() ? 0.f : -cfg_.mean[c] / cfg_.std[c];
       for (int64_t y = 0; y < H; ++y)
         for (int64_t x = 0; x < W; ++x) {
           const int64_t sy = y + dy, sx = x + dx;
           image[(c * H + y) * W + x] =
-              (sy >= 0 && sy < H && sx >= 0 && sx < W) ? src[(c * H + sy) * W + sx] : 0.f;
+              (sy >= 0 && sy < H && sx >= 0 && sx < W) ? src[(c * H + sy) * W + sx] : fill;
         }
+    }
   }
   if (cfg_.hflip > 0.f && rng.uniform() < cfg_.hflip)
     for (int64_t r = 0; r < C * H; ++r)

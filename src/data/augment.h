@@ -3,9 +3,11 @@
 // a resumed run sees exactly the augmentations it would have seen. In order:
 //   scale_min > 0: random resized crop (area share in [scale_min, scale_max], aspect ratio
 //                  log-uniform in [ratio_min, ratio_max], 10 tries then the whole image),
-//                  resized back bilinearly (torchvision's RandomResizedCrop)
-//   crop_pad > 0:  pad by crop_pad pixels (zeros in normalized space, i.e. the mean) and
-//                  take a random crop of the original size (seed 002's RandomCrop(32, 4))
+//                  resized back bilinearly, edges repeated (torchvision's RandomResizedCrop:
+//                  the box cropped, then resized)
+//   crop_pad > 0:  pad by crop_pad pixels and take a random crop of the original size (seed
+//                  002's RandomCrop(32, 4)); the padding is black (pixel value 0, as
+//                  torchvision pads) or, with crop_fill "mean", the normalization's mean
 //   hflip > 0:     flip horizontally with this probability
 //   vflip > 0:     flip vertically with this probability (timm's --vflip)
 //   auto_augment:  RandAugment "rand-mM-nN": N ops drawn from identity, auto-contrast,
@@ -31,6 +33,7 @@ struct AugmentConfig {
   float scale_min = 0.f, scale_max = 1.f;  // random resized crop when scale_min > 0 (timm --scale)
   float ratio_min = 0.75f, ratio_max = 4.f / 3.f;
   int64_t crop_pad = 0;
+  std::string crop_fill = "black";  // "black" (torchvision's fill=0) or "mean" (0 once normalized)
   float hflip = 0.f;
   float vflip = 0.f;
   std::string auto_augment;  // "rand-m9-n2": RandAugment, n ops of magnitude m/10 (timm --aa)

@@ -224,6 +224,29 @@ TEST(RunDir, ArgsJsonIsTheSettingsAndAnOlderArgvListStillResumes) {
       << vit::read_text_file(b + "/args.json");
 }
 
+// --crop-fill came after runs were recorded without it; they padded with the mean, and a
+// resume keeps doing so (the default, black, would change the run).
+TEST(RunDir, AnOlderRunWithCropPaddingResumesWithTheMeanFill) {
+  vit::test::TempDir tmp("run_fill");
+  const std::string mean = tmp / "mean", black = tmp / "black", old = tmp / "old";
+  const std::string flags = "--crop-pad 2 --log-every 0 --epochs 1 ";
+  ASSERT_EQ(run(kTrain + flags + "--crop-fill mean --output " + mean).code, 0);
+  ASSERT_EQ(run(kTrain + flags + "--crop-fill mean --output " + old).code, 0);
+  ASSERT_EQ(run(kTrain + flags + "--output " + black).code, 0);
+  const std::string weights = "/last.safetensors";
+  EXPECT_FALSE(vit::read_text_file(black + weights) == vit::read_text_file(mean + weights))
+      << "the fill changes the run";
+  nlohmann::json settings = nlohmann::json::parse(vit::read_text_file(old + "/args.json"));
+  ASSERT_EQ(settings.erase("crop-fill"), 1u) << settings.dump();
+  vit::write_file_atomic(old + "/args.json", settings.dump(1) + "\n");
+  for (const std::string& dir : {mean, old}) {
+    const Result longer = run("train --resume " + dir + " --epochs 2");
+    ASSERT_EQ(longer.code, 0) << longer.out;
+  }
+  EXPECT_TRUE(vit::read_text_file(old + weights) == vit::read_text_file(mean + weights))
+      << "the older run resumed with another fill";
+}
+
 TEST(RunDir, AnEmptyOrMissingOutputIsFineAFileIsNot) {
   vit::test::TempDir tmp("run_new");
   fs::create_directories(tmp / "empty");

@@ -4,6 +4,8 @@
 #include <sched.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -193,19 +195,25 @@ TEST(Split, DisjointAndCoversEverything) {
 }
 
 namespace {
-// A dataset whose sample is its pixel index, for checking geometry.
+// A dataset whose sample is its pixel index 1..24 (or one value everywhere), for checking
+// geometry.
 class Ramp : public Dataset {
  public:
+  Ramp() = default;
+  explicit Ramp(float constant) : constant_(constant) {}
   int64_t size() const override { return 8; }
   int64_t num_classes() const override { return 2; }
   int64_t channels() const override { return 1; }
   int64_t height() const override { return 4; }
   int64_t width() const override { return 6; }
   int64_t get(int64_t, float* image) const override {
-    for (int i = 0; i < 24; ++i) image[i] = float(i + 1);
+    for (int i = 0; i < 24; ++i) image[i] = constant_ != 0.f ? constant_ : float(i + 1);
     return 1;
   }
   std::string describe() const override { return "ramp"; }
+
+ private:
+  float constant_ = 0.f;
 };
 }  // namespace
 
@@ -274,6 +282,55 @@ TEST(Augment, CropShiftsWithZeroPaddingAndFlipMirrors) {
     differ += a != b;
   }
   EXPECT_GT(differ, 0);
+}
+
+// --crop-fill: the padding is black (pixel 0, normalized: -mean / std), as torchvision's
+// RandomCrop pads, or the mean (0 once normalized).
+TEST(Augment, CropPadsWithBlackOrTheMean) {
+  Ramp base;  // its values 1..24 are neither fill
+  for (const char* fill : {"black", "mean"}) {
+    AugmentConfig cfg;
+    cfg.crop_pad = 2;
+    cfg.crop_fill = fill;
+    cfg.mean = {0.5f};
+    cfg.std = {0.25f};
+    const float want = std::string(fill) == "black" ? -2.f : 0.f;
+    AugmentedDataset crop(base, cfg, 1);
+    int padded = 0;
+    for (int64_t i = 0; i < 8; ++i) {
+      std::vector<float> img(24);
+      crop.get(i, img.data());
+      for (float v : img) {
+        if (v >= 1.f) continue;  // from the image
+        EXPECT_EQ(v, want) << fill << " sample " << i;
+        ++padded;
+      }
+    }
+    EXPECT_GT(padded, 0) << fill;
+  }
+  AugmentConfig bad;
+  bad.crop_fill = "white";
+  EXPECT_NE(test::error_of([&] { AugmentedDataset(base, bad, 1); }).find("black or mean"), std::string::npos);
+}
+
+// Random resized crop resizes the box alone, as torchvision crops and then resizes: a
+// constant image stays constant (sampling outside the box would blend in the fill).
+TEST(Augment, ResizedCropSamplesOnlyInsideItsBox) {
+  Ramp base(3.f);
+  AugmentConfig cfg;
+  cfg.scale_min = 0.2f;
+  cfg.scale_max = 0.6f;
+  AugmentedDataset crop(base, cfg, 1);
+  float worst = 0.f;
+  for (int64_t epoch = 0; epoch < 4; ++epoch) {
+    crop.set_epoch(epoch);
+    for (int64_t i = 0; i < 8; ++i) {
+      std::vector<float> img(24);
+      crop.get(i, img.data());
+      for (float v : img) worst = std::max(worst, std::fabs(v - 3.f));
+    }
+  }
+  EXPECT_LT(worst, 1e-6f) << "worst difference from the constant";
 }
 
 // Color jitter against torchvision (tools/make_augment_fixtures.py): adjust_brightness,
