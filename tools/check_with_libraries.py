@@ -106,22 +106,23 @@ def check_fixtures(fx):
     check_timm_fixture(fx, "timm_noconfig", noconfig, os.path.join(fx, "timm_noconfig.safetensors"),
                        os.path.join(fx, "timm_noconfig.expect.safetensors"))
 
-    with guarded("A", "hf logits"):
-        from transformers import ViTForImageClassification
-        d = os.path.join(fx, "hf")
-        m = ViTForImageClassification.from_pretrained(d, attn_implementation="eager").double().eval()
-        e = load_st(os.path.join(d, "expect.safetensors"))
-        with torch.no_grad():
-            y = m(pixel_values=e["input.x"].double()).logits
-        dd = diff(y, e["out.logits"])
-        record("A", "hf logits", dd["rel"] < 1e-5, **dd)
+    for name in ("hf", "hf_nonsquare"):  # hf_nonsquare: image_size [48, 80]
+        with guarded("A", f"{name} logits"):
+            from transformers import ViTForImageClassification
+            d = os.path.join(fx, name)
+            m = ViTForImageClassification.from_pretrained(d, attn_implementation="eager").double().eval()
+            e = load_st(os.path.join(d, "expect.safetensors"))
+            with torch.no_grad():
+                y = m(pixel_values=e["input.x"].double()).logits
+            dd = diff(y, e["out.logits"])
+            record("A", f"{name} logits", dd["rel"] < 1e-5, **dd)
 
     pre = load_st(os.path.join(fx, "preprocess.safetensors"))
     from PIL import Image
     from safetensors import safe_open
     with safe_open(os.path.join(fx, "preprocess.safetensors"), "pt") as f:
         images = json.loads(f.metadata()["images"])
-    for name in ("timm_a", "timm_b", "timm_reg_map", "timm_cls_map", "timm_prefix_map"):
+    for name in ("timm_a", "timm_b"):  # the fixtures preprocess.safetensors holds tensors for
         with guarded("A", f"timm {name} eval transform"):
             from timm.data import create_transform, resolve_data_config
             pcfg = json.load(open(os.path.join(fx, name, "config.json")))["pretrained_cfg"]
@@ -145,22 +146,22 @@ def check_fixtures(fx):
         EXTRA["timm_b_bicubic_0.875"] = {stem: tf(Image.open(os.path.join(fx, "images", f)).convert("RGB"))
                                          for stem, f in images.items()}
         record("A", "timm non-square transform with bicubic", None, transform=str(tf).replace("\n", " "))
-    for label, use_fast in (("slow", False), ("default", None)):
-        with guarded("A", f"hf image processor ({label})"):
+    for name, label, use_fast in (("hf", "slow", False), ("hf", "default", None), ("hf_nonsquare", "slow", False)):
+        with guarded("A", f"{name} image processor ({label})"):
             from transformers import AutoImageProcessor
             kw = {} if use_fast is None else {"use_fast": use_fast}
-            proc = AutoImageProcessor.from_pretrained(os.path.join(fx, "hf"), **kw)
+            proc = AutoImageProcessor.from_pretrained(os.path.join(fx, name), **kw)
             worst = {"max_abs": 0.0}
             for stem, fname in images.items():
                 x = proc(images=Image.open(os.path.join(fx, "images", fname)).convert("RGB"),
                          return_tensors="pt")["pixel_values"][0]
-                dd = diff(x, pre[f"hf.{stem}"])
+                dd = diff(x, pre[f"{name}.{stem}"])
                 if dd["max_abs"] >= worst["max_abs"]:
                     worst = dict(dd, image=stem)
             # transformers 5's default is the torchvision backend, which differs from Pillow's by
             # an 8-bit level here and there: reported, not a failure (vitcpp follows Pillow's).
             ok = worst["max_abs"] < 1e-5 if use_fast is False else None
-            record("A", f"hf image processor ({label})", ok, cls=type(proc).__name__, **worst)
+            record("A", f"{name} image processor ({label})", ok, cls=type(proc).__name__, **worst)
 
     with guarded("A", "timm resample_abs_pos_embed"):
         from timm.layers import resample_abs_pos_embed
@@ -172,6 +173,23 @@ def check_fixtures(fx):
             y = resample_abs_pos_embed(p[src], new_size=size, old_size=old, num_prefix_tokens=npre)
             worst = max(worst, diff(y, p[key])["max_abs"])
         record("A", "timm resample_abs_pos_embed", worst < 1e-5, max_abs=worst)
+    with guarded("A", "transformers interpolate_pos_encoding"):
+        # ViTEmbeddings' own method on the fixture's 4x4 table (patch 1, so pixels = patches);
+        # the embeddings argument only tells it how many patches there are.
+        from transformers import ViTConfig
+        from transformers.models.vit.modeling_vit import ViTEmbeddings
+        p = load_st(os.path.join(fx, "posembed.safetensors"))
+        src = p["in.prefix1"].double()
+        emb = ViTEmbeddings(ViTConfig(hidden_size=src.shape[-1], image_size=4, patch_size=1)).double()
+        emb.position_embeddings.data.copy_(src)
+        worst = {"max_abs": 0.0}
+        for h, w in ((6, 8), (3, 3)):
+            with torch.no_grad():
+                y = emb.interpolate_pos_encoding(torch.zeros(1, 1 + h * w, src.shape[-1], dtype=torch.float64), h, w)
+            dd = diff(y, p[f"hf.prefix1.{h}x{w}"])
+            if dd["max_abs"] >= worst["max_abs"]:
+                worst = dict(dd, size=f"{h}x{w}")
+        record("A", "transformers interpolate_pos_encoding", worst["max_abs"] < 1e-5, **worst)
 
 
 EXTRA = {}  # tensors for the fixtures folder: name -> tensor or {stem: tensor}
@@ -220,6 +238,8 @@ TIMM_SPECS = [  # (folder, architecture, overrides of the architecture's argumen
     ("timm_siglip_gap_tanh", "vit_base_patch32_siglip_gap_256", dict(TIMM_SMALL, num_classes=3)),
     # timm 1.0's attention pool over the patches alone: 4 registers, no class token.
     ("timm_so150m_reg4_map", "vit_so150m_patch16_reg4_map_256", dict(TIMM_SMALL, num_classes=3)),
+    # ... and with a class token: ViT-B/16's layout with global_pool='map'.
+    ("timm_cls_map_lib", "vit_base_patch16_224", dict(TIMM_SMALL, num_classes=3, global_pool="map")),
 ]
 
 

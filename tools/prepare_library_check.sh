@@ -2,7 +2,7 @@
 # Makes the exports that tools/check_with_libraries.py --exports reads: six small models
 # trained by vitcpp for one epoch on synthetic data (1-channel MNIST-sized; avg pooling without
 # a class token and a fixed sin-cos table; register tokens, LayerScale and pre_norm; 512 wide;
-# QuickGELU; GELU's tanh form) and six fixtures, each written as timm, Hugging Face (where it can be) and ONNX, with an
+# QuickGELU; GELU's tanh form) and eight fixtures (two with attention pooling), each written as timm, Hugging Face (where it can be) and ONNX, with an
 # input tensor and the logits `vit predict --json --logits` gives for it.
 #   tools/prepare_library_check.sh [BUILD_DIR] [OUT_DIR]   (defaults: build, build-libcheck)
 set -euo pipefail
@@ -29,7 +29,7 @@ for n in 2 3 4; do "$V" train --config n$n.json --synthetic 256 --epochs 1 --out
 "$V" train --config n4.json --act-layer gelu_tanh --synthetic 256 --epochs 1 --output n6 --progress log | tail -1
 declare -A SRC=([n1]=n1 [n2]=n2 [n3]=n3 [n4]=n4 [n5]=n5 [n6]=n6 [timm_a]=$F/timm_a [timm_b]=$F/timm_b [hf]=$F/hf
                 [clip]=$F/libraries/timm_clip [clip_quickgelu]=$F/libraries/timm_clip_quickgelu
-                [dinov2]=$F/libraries/timm_dinov2_reg)
+                [dinov2]=$F/libraries/timm_dinov2_reg [reg_map]=$F/timm_reg_map [cls_map]=$F/timm_cls_map)
 for m in "${!SRC[@]}"; do
   for f in timm hf onnx; do
     o=exp/$m.$f

@@ -164,7 +164,10 @@ TEST(PretrainedFixtures, WrittenByTimmItself) {
         Case{"timm_reg_gap", 1e-6f, "gelu", 4, false, true, false, false, true, "avg"},
         Case{"timm_siglip_gap", 1e-6f, "gelu", 0, false, false, false, false, false, "avg"},
         Case{"timm_siglip_gap_tanh", 1e-6f, "gelu_tanh", 0, false, false, false, false, false, "avg"},
-        Case{"timm_siglip_map", 1e-6f, "gelu", 0, false, false, false, false, false, "map"}}) {
+        Case{"timm_siglip_map", 1e-6f, "gelu", 0, false, false, false, false, false, "map"},
+        // timm 1.0's attention pool reads the patch tokens alone: 4 registers, then a class token.
+        Case{"timm_so150m_reg4_map", 1e-6f, "gelu", 4, false, false, false, false, false, "map"},
+        Case{"timm_cls_map_lib", 1e-6f, "gelu", 0, true, false, false, false, false, "map"}}) {
     SCOPED_TRACE(k.dir);
     Pretrained p = load_pretrained(fixture(std::string("libraries/") + k.dir));
     EXPECT_EQ(p.format, "timm");
