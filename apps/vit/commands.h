@@ -15,14 +15,14 @@ namespace vit::app {
 using Run = std::function<int()>;
 
 // --threads (0 keeps OpenMP's count), then each thread bound to a CPU of its own where they
-// are as many as the CPUs (vit::bind_threads says when and why), as VIT_BIND says: auto binds
-// inference only, on training too, off nothing. Training (vit train, bench --mode train) is
-// left free by default: its data loader's thread would share a CPU with one of the bound
-// threads, and the other would wait on it.
+// are as many as the CPUs (vit::bind_threads says when and why), as VIT_BIND says: auto as
+// vit::binds_by_default (inference on two threads), on any run, off nothing. Training (vit
+// train, bench --mode train) is left free by default: its data loader's thread would share a
+// CPU with one of the bound threads, and the other would wait on it.
 inline void use_threads(int n, bool training = false) {
   set_num_threads(n);
   const std::string_view bind = setting_choice("VIT_BIND");  // "" is auto
-  if (bind != "off" && (!training || bind == "on")) bind_threads();
+  if (bind == "on" || (bind != "off" && binds_by_default(num_threads(), training))) bind_threads();
 }
 
 // The variables of docs/environment.md that are set, as NAME=value words (a sentence saying so when none is):

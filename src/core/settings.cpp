@@ -42,10 +42,11 @@ const std::vector<Setting>& settings() {
       {"VIT_COMM_TIMEOUT", "seconds; 0 waits without end", "600",
        "how long a rank of an MPI run waits for the others before it ends the job", SettingKind::seconds},
       {"VIT_BIND", "auto, on, off",
-       "auto: inference binds when the threads are as many as the CPUs, training does not",
+       "auto: inference on two threads binds when they are as many as the CPUs; more threads and training do "
+       "not",
        "whether vit binds each of its threads to a CPU of its own when it runs one on every CPU it may use "
-       "(not with OMP_PROC_BIND or OMP_PLACES set: OpenMP binds as they say); on binds vit train's too, "
-       "whose data loader's thread then shares a CPU with one of them",
+       "(not with OMP_PROC_BIND or OMP_PLACES set: OpenMP binds as they say); on binds any count, and vit "
+       "train's too, whose data loader's thread then shares a CPU with one of them",
        SettingKind::choice},
       {"OMP_NUM_THREADS", "a count", "every core", "threads (read by OpenMP)"},
       {"OMP_WAIT_POLICY", "ACTIVE, PASSIVE", "vit sets ACTIVE with GOMP_SPINCOUNT=2000",

@@ -54,6 +54,10 @@ int bind_threads() {
 #endif
 }
 
+bool binds_by_default(int threads, bool training) {
+  return !training && threads <= 2;
+}
+
 void unbind_this_thread() {
 #ifdef __linux__
   if (bound.load() > 0) sched_setaffinity(0, sizeof process_cpus, &process_cpus);

@@ -36,10 +36,14 @@ int threads_for(int64_t work);
 // bound, 0 when it left them free. Without it the kernel's scheduler, with another process busy,
 // sometimes put both threads on one CPU while the other ran that process, and every parallel
 // region then waited on a thread that was not running (docs/design.md, "Fast kernels and
-// threads"). The vit program calls it as VIT_BIND says (apps/vit/commands.h: inference by
-// default, training with on, nothing with off); a program embedding the library keeps its own
-// threads' placement.
+// threads"). The vit program calls it as VIT_BIND says (apps/vit/commands.h: as
+// binds_by_default by default, any run with on, nothing with off); a program embedding the library keeps its
+// own threads' placement.
 int bind_threads();
+// Whether the vit program binds by default (VIT_BIND unset or auto): inference on two threads.
+// More threads stay free: on a 16-vCPU machine ViT-S/16 at batch 1 ran 8x slower bound, and
+// its batch 16 gained 3% (docs/design.md). Training stays free for its data loader's thread.
+bool binds_by_default(int threads, bool training);
 // Gives the calling thread every CPU the process had before bind_threads: for threads started
 // after it (the data loader's), which would otherwise inherit the first thread's one CPU.
 void unbind_this_thread();

@@ -369,7 +369,7 @@ TEST(Cli, MeanAndStdOverrideTheModelsNormalization) {
 // the first run's thread to one CPU by then, and the second run used to inherit that mask
 // and see one CPU: every thread on it, half the speed on two cores. It must see what this
 // process sees (`cpus` in bench's JSON is omp_get_num_procs(), taken before vit binds).
-// vit binds its threads itself (threads_bound) only when they are one per CPU and neither
+// vit binds its threads itself (threads_bound) only when they are two, one per CPU, and neither
 // OMP_PROC_BIND, OMP_PLACES nor VIT_BIND=off says otherwise, and not for training.
 TEST(Cli, ThreadBindingKeepsEveryCpu) {
   cpu_set_t mine;
