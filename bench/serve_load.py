@@ -14,6 +14,10 @@
    ratio, and what the engine alone gains from batches of 16 (vit bench).
 3. --memory-minutes of load on both models: the server's resident memory every 30 s.
 The models are the presets with random weights (vitcpp.create_model(...).save_pretrained).
+
+Part 2 on another machine, without the Python module there: `--prepare DIR` writes the
+models and request bodies here; `--prepared DIR --only 2` reads them there (a ViT-S/16 folder
+DIR/s may come from elsewhere, e.g. timm's save_for_hf of vit_small_patch16_224).
 """
 import argparse
 import base64
@@ -23,7 +27,6 @@ import os
 import random
 import re
 import signal
-import statistics
 import subprocess
 import tempfile
 import threading
@@ -32,8 +35,6 @@ import urllib.error
 import urllib.request
 
 import numpy as np
-
-import vitcpp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VIT = os.path.join(ROOT, "build", "vit")
@@ -76,9 +77,12 @@ end
 """
 
 
+THREADS = 2  # the server's --threads (--threads)
+
+
 class Server:
     def __init__(self, *args):
-        self.proc = subprocess.Popen([VIT, "serve", "--port", "0", "--threads", "2", *map(str, args)],
+        self.proc = subprocess.Popen([VIT, "serve", "--port", "0", "--threads", str(THREADS), *map(str, args)],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in self.proc.stdout:
             m = re.search(r"listening on (http://[\d.:]+)", line)
@@ -119,6 +123,7 @@ def bodies_for(model, kind):
         good = {"inputs": [{"name": "pixel_values", "shape": [1, c, h, w], "datatype": "FP32",
                             "data": x.reshape(-1).tolist()}]}
     else:
+        import vitcpp
         t = vitcpp.data.create_transform(**vitcpp.data.resolve_model_data_config(model))
         x = t(PHOTO)[None]
         good = {"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES",
@@ -158,6 +163,14 @@ def checked_load(url, good, want, bad, seconds, connections):
     return lat[len(lat) // 2], lat[int(len(lat) * 0.99)], len(lat) / elapsed, wrong, statuses
 
 
+def mean_batch(url, model):
+    """Images per forward pass so far, from the server's /metrics (vit_batch_size)."""
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=30).read().decode()
+    got = {k: float(re.search(rf'^vit_batch_size_{k}{{model="{model}"}} (\S+)$', text, re.M).group(1))
+           for k in ("sum", "count")}
+    return got["sum"] / max(got["count"], 1)
+
+
 def wrk(url, path, mix, seconds, connections, tmp):
     """wrk's figures for bodies sent with the given weights (percent): the WRK line's dict."""
     lua = os.path.join(tmp, "mix.lua")
@@ -169,25 +182,51 @@ def wrk(url, path, mix, seconds, connections, tmp):
         with open(p, "wb") as f:
             f.write(body)
         args.append(f"{p}:{weight}")
-    out = subprocess.run(["wrk", "-t", "2", "-c", str(connections), "-d", f"{seconds}s", "--timeout", "30s",
+    out = subprocess.run(["wrk", "-t", str(WRK_THREADS), "-c", str(connections), "-d", f"{seconds}s", "--timeout", "30s",
                           "-s", lua, url, "--", path, *args], capture_output=True, text=True).stdout
     return json.loads(out.split("WRK ", 1)[1].splitlines()[0])
 
 
+WRK_THREADS = 2  # wrk's -t (--wrk-threads)
+PART2 = (("s", "vit-small-16", "image"), ("mnist", "mnist-seed", "pixels"))
+
+
 def main():
+    global VIT, THREADS, WRK_THREADS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--memory-minutes", type=float, default=10)
     ap.add_argument("--only", default="", help="1, 2 or 3: one part")
+    ap.add_argument("--threads", type=int, default=2, help="the server's --threads (and vit bench's)")
+    ap.add_argument("--wrk-threads", type=int, default=2)
+    ap.add_argument("--vit", default=VIT)
+    ap.add_argument("--batch-configs", default="16:5,1:5",
+                    help="part 2: MAX_BATCH:MAX_DELAY_MS,...; the ratio is the first's over the last's")
+    ap.add_argument("--part2-models", default="s,mnist", help="part 2: s (ViT-S/16) and/or mnist")
+    ap.add_argument("--prepare", default="", help="write part 2's models and bodies to this folder and stop")
+    ap.add_argument("--prepared", default="", help="part 2 from a --prepare folder, without the Python module")
     a = ap.parse_args()
+    VIT, THREADS, WRK_THREADS = a.vit, a.threads, a.wrk_threads
     tmp = tempfile.mkdtemp(prefix="serve-load-")
     models = {}
-    for name, preset in (("mnist", "mnist-seed"), ("ti", "vit-tiny-16"), ("s", "vit-small-16")):
-        m = vitcpp.create_model(preset, seed=1)
-        m.save_pretrained(os.path.join(tmp, name), format="vitcpp")
-        models[name] = m
-    print(f"vitcpp {vitcpp.__version__}; {os.cpu_count()} CPUs; server --threads 2")
+    if a.prepared:
+        if a.only != "2":
+            ap.error("--prepared runs part 2 alone: add --only 2")
+        tmp = a.prepared
+    else:
+        import vitcpp
+        for name, preset in (("mnist", "mnist-seed"), ("ti", "vit-tiny-16"), ("s", "vit-small-16")):
+            m = vitcpp.create_model(preset, seed=1)
+            m.save_pretrained(os.path.join(a.prepare or tmp, name), format="vitcpp")
+            models[name] = m
+        if a.prepare:
+            for name, _, kind in PART2:
+                with open(os.path.join(a.prepare, f"{name}.body.json"), "wb") as f:
+                    f.write(bodies_for(models[name], kind)[0])
+            print(f"wrote {a.prepare}")
+            return
+    print(f"{os.cpu_count()} CPUs; server --threads {THREADS}; wrk -t {WRK_THREADS}")
     if a.only in ("", "1"):
         s = Server("--model", f"mnist={tmp}/mnist", "--model", f"ti={tmp}/ti", "--max-batch", 16,
                    "--max-delay-ms", 5)
@@ -207,24 +246,34 @@ def main():
         alive = s.proc.poll() is None
         print(f"server alive after part 1: {alive}; exit status on SIGTERM: {s.stop()}", flush=True)
     if a.only in ("", "2"):
-        for name, preset, kind in (("s", "vit-small-16", "image"), ("mnist", "mnist-seed", "pixels")):
-            good, _, _ = bodies_for(models[name], kind)
+        # (--max-batch, --max-delay-ms) pairs; the ratio is the first's rate over the last's
+        configs = [tuple(int(v) for v in c.split(":")) for c in a.batch_configs.split(",")]
+        for name, preset, kind in PART2:
+            if name not in a.part2_models.split(","):
+                continue
+            if a.prepared:
+                with open(os.path.join(tmp, f"{name}.body.json"), "rb") as f:
+                    good = f.read()
+            else:
+                good, _, _ = bodies_for(models[name], kind)
             rates = {}
-            for batch in (16, 1):
-                s = Server("--model", f"{name}={tmp}/{name}", "--max-batch", batch, "--max-delay-ms", 5)
+            for batch, delay in configs:
+                s = Server("--model", f"{name}={tmp}/{name}", "--max-batch", batch, "--max-delay-ms", delay)
                 w = wrk(s.url, f"/v2/models/{name}/infer", [(good, 100)], a.seconds // 2, 16, tmp)
-                rates[batch] = w["requests"] / w["seconds"]
-                print(f"{preset} ({kind}), 16 wrk connections, {a.seconds // 2} s, --max-batch {batch}: "
-                      f"{rates[batch]:.1f} images/s, p50 {w['p50_ms']:.1f} ms, p99 {w['p99_ms']:.1f} ms, "
+                rates[batch, delay] = w["requests"] / w["seconds"]
+                print(f"{preset} ({kind}), 16 wrk connections, {a.seconds // 2} s, --max-batch {batch} "
+                      f"--max-delay-ms {delay}: {rates[batch, delay]:.1f} images/s, p50 {w['p50_ms']:.1f} ms, "
+                      f"p99 {w['p99_ms']:.1f} ms, mean batch {mean_batch(s.url, name):.2f}, "
                       f"statuses {w['statuses']}", flush=True)
                 s.stop()
             # What the engine itself gains from batches: vit bench at batch 1 and 16.
             engine = {}
             for b in (1, 16):
-                out = subprocess.run([VIT, "bench", "--model", preset, "-b", str(b), "--threads", "2", "--min-time",
+                out = subprocess.run([VIT, "bench", "--model", preset, "-b", str(b), "--threads", str(THREADS), "--min-time",
                                       "3", "--json"], capture_output=True, text=True, check=True).stdout
                 engine[b] = b * 1e3 / json.loads(out.strip().splitlines()[-1])["median_ms"]
-            print(f"{preset}: dynamic batching / --max-batch 1: {rates[16] / rates[1]:.2f}x; the engine alone "
+            print(f"{preset}: dynamic batching / --max-batch 1: {rates[configs[0]] / rates[configs[-1]]:.2f}x; "
+                  f"the engine alone "
                   f"(vit bench): {engine[1]:.1f} images/s at batch 1, {engine[16]:.1f} at batch 16 "
                   f"({engine[16] / engine[1]:.2f}x)", flush=True)
     if a.only in ("", "3"):
