@@ -39,6 +39,9 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VIT = os.path.join(ROOT, "build", "vit")
 PHOTO = os.path.join(ROOT, "tests", "fixtures", "pretrained", "images", "cat.jpg")
+THREADS = 2  # the server's and vit bench's --threads (--threads)
+WRK_THREADS = 2  # wrk's -t (--wrk-threads)
+PART2 = (("s", "vit-small-16", "image"), ("mnist", "mnist-seed", "pixels"))  # name, preset, input
 
 WRK_LUA = r"""
 local bodies, weights, threads = {}, {}, {}
@@ -75,9 +78,6 @@ function done(summary, latency, requests)
     summary.errors.timeout))
 end
 """
-
-
-THREADS = 2  # the server's --threads (--threads)
 
 
 class Server:
@@ -187,10 +187,6 @@ def wrk(url, path, mix, seconds, connections, tmp):
     return json.loads(out.split("WRK ", 1)[1].splitlines()[0])
 
 
-WRK_THREADS = 2  # wrk's -t (--wrk-threads)
-PART2 = (("s", "vit-small-16", "image"), ("mnist", "mnist-seed", "pixels"))
-
-
 def main():
     global VIT, THREADS, WRK_THREADS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -273,8 +269,7 @@ def main():
                                       "3", "--json"], capture_output=True, text=True, check=True).stdout
                 engine[b] = b * 1e3 / json.loads(out.strip().splitlines()[-1])["median_ms"]
             print(f"{preset}: dynamic batching / --max-batch 1: {rates[configs[0]] / rates[configs[-1]]:.2f}x; "
-                  f"the engine alone "
-                  f"(vit bench): {engine[1]:.1f} images/s at batch 1, {engine[16]:.1f} at batch 16 "
+                  f"the engine alone (vit bench): {engine[1]:.1f} images/s at batch 1, {engine[16]:.1f} at batch 16 "
                   f"({engine[16] / engine[1]:.2f}x)", flush=True)
     if a.only in ("", "3"):
         s = Server("--model", f"mnist={tmp}/mnist", "--model", f"ti={tmp}/ti")
