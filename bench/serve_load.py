@@ -198,7 +198,7 @@ def main():
     ap.add_argument("--wrk-threads", type=int, default=2)
     ap.add_argument("--vit", default=VIT)
     ap.add_argument("--batch-configs", default="16:5,1:5",
-                    help="part 2: MAX_BATCH:MAX_DELAY_MS,...; the ratio is the first's over the last's")
+                    help="part 2: MAX_BATCH:MAX_DELAY_MS[:INSTANCES],...; the ratio is the first's over the last's")
     ap.add_argument("--part2-models", default="s,mnist", help="part 2: s (ViT-S/16) and/or mnist")
     ap.add_argument("--prepare", default="", help="write part 2's models and bodies to this folder and stop")
     ap.add_argument("--prepared", default="", help="part 2 from a --prepare folder, without the Python module")
@@ -242,8 +242,8 @@ def main():
         alive = s.proc.poll() is None
         print(f"server alive after part 1: {alive}; exit status on SIGTERM: {s.stop()}", flush=True)
     if a.only in ("", "2"):
-        # (--max-batch, --max-delay-ms) pairs; the ratio is the first's rate over the last's
-        configs = [tuple(int(v) for v in c.split(":")) for c in a.batch_configs.split(",")]
+        # (--max-batch, --max-delay-ms, --instances); the ratio is the first's rate over the last's
+        configs = [tuple(int(v) for v in (c + ":1").split(":")[:3]) for c in a.batch_configs.split(",")]
         for name, preset, kind in PART2:
             if name not in a.part2_models.split(","):
                 continue
@@ -253,12 +253,14 @@ def main():
             else:
                 good, _, _ = bodies_for(models[name], kind)
             rates = {}
-            for batch, delay in configs:
-                s = Server("--model", f"{name}={tmp}/{name}", "--max-batch", batch, "--max-delay-ms", delay)
+            for batch, delay, instances in configs:
+                s = Server("--model", f"{name}={tmp}/{name}", "--max-batch", batch, "--max-delay-ms", delay,
+                           "--instances", instances)
                 w = wrk(s.url, f"/v2/models/{name}/infer", [(good, 100)], a.seconds // 2, 16, tmp)
-                rates[batch, delay] = w["requests"] / w["seconds"]
+                rates[batch, delay, instances] = w["requests"] / w["seconds"]
                 print(f"{preset} ({kind}), 16 wrk connections, {a.seconds // 2} s, --max-batch {batch} "
-                      f"--max-delay-ms {delay}: {rates[batch, delay]:.1f} images/s, p50 {w['p50_ms']:.1f} ms, "
+                      f"--max-delay-ms {delay} --instances {instances}: {rates[batch, delay, instances]:.1f} "
+                      f"images/s, p50 {w['p50_ms']:.1f} ms, "
                       f"p99 {w['p99_ms']:.1f} ms, mean batch {mean_batch(s.url, name):.2f}, "
                       f"statuses {w['statuses']}", flush=True)
                 s.stop()

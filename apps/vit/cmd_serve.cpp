@@ -26,8 +26,13 @@ Run add_serve(CLI::App& cmd) {
   cmd.add_option("--port", o.port, "port (0: any free one, printed)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  cmd.add_option("--threads", o.threads, "threads of each forward pass (default: every core)")
+  cmd.add_option("--threads", o.threads, "threads of the forward passes (default: every core)")
       ->check(non_negative());
+  cmd.add_option("--instances", o.instances,
+                 "copies of each model (as Triton's instance_group count), each running its own forward "
+                 "passes on its share of --threads; each holds its own weights")
+      ->check(positive())
+      ->capture_default_str();
   cmd.add_option(
          "--dtype", o.dtype,
          "fp32, bf16 (AVX-512 bf16 or AMX) or int8 for the blocks' products (default: fp32, or int8 for "

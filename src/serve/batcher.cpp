@@ -2,10 +2,16 @@
 
 #include <algorithm>
 
+#include "vit/core/error.h"
+
 namespace vit::serve {
 
-Batcher::Batcher(Classifier& model, BatchOptions o, std::function<void(int64_t)> on_batch)
-    : model_(model), o_(o), on_batch_(std::move(on_batch)), worker_([this] { run(); }) {}
+Batcher::Batcher(std::vector<Classifier*> instances, BatchOptions o,
+                 std::function<void(const PassInfo&)> on_batch)
+    : instances_(std::move(instances)), o_(o), on_batch_(std::move(on_batch)) {
+  VIT_CHECK(!instances_.empty(), "Batcher: no model instance given");
+  for (int i = 0; i < int(instances_.size()); ++i) workers_.emplace_back([this, i] { run(i); });
+}
 
 Batcher::~Batcher() {
   stop();
@@ -18,7 +24,7 @@ bool Batcher::submit(const std::shared_ptr<InferJob>& job) {
     queue_.push_back(job);
     arrived_.push_back(Clock::now());
   }
-  cv_.notify_one();
+  cv_.notify_all();
   return true;
 }
 
@@ -32,15 +38,18 @@ void Batcher::stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_one();
-  if (worker_.joinable()) worker_.join();
+  cv_.notify_all();
+  for (std::thread& w : workers_)
+    if (w.joinable()) w.join();
 }
 
 // The requests of the next pass: the oldest, then those behind it while their images fit in
 // max_batch, once max_batch images wait or max_delay has passed since the oldest arrived.
+// One instance gathers at a time, so two never split the requests of one pass between them.
 std::vector<std::shared_ptr<InferJob>> Batcher::next_batch(std::unique_lock<std::mutex>& lock) {
-  cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+  cv_.wait(lock, [&] { return !gathering_ && (stopping_ || !queue_.empty()); });
   if (queue_.empty()) return {};
+  gathering_ = true;
   const Clock::time_point deadline = arrived_.front() + o_.max_delay;
   auto waiting = [&] {
     int64_t n = 0;
@@ -56,12 +65,15 @@ std::vector<std::shared_ptr<InferJob>> Batcher::next_batch(std::unique_lock<std:
     queue_.pop_front();
     arrived_.pop_front();
   }
+  gathering_ = false;
+  cv_.notify_all();  // the next instance may gather
   return batch;
 }
 
-void Batcher::run() {
+void Batcher::run(int instance) {
+  Classifier& model = *instances_[size_t(instance)];
   std::vector<float> x, logits;
-  const int64_t per = model_.channels() * model_.height() * model_.width(), K = model_.num_classes();
+  const int64_t per = model.channels() * model.height() * model.width(), K = model.num_classes();
   for (;;) {
     std::vector<std::shared_ptr<InferJob>> batch;
     {
@@ -86,12 +98,13 @@ void Batcher::run() {
       at += j->n;
     }
     std::string error;
+    const Clock::time_point start = Clock::now();
     try {
-      model_.logits(x.data(), n, logits.data());
+      model.logits(x.data(), n, logits.data());
     } catch (const std::exception& e) {
       error = e.what();
     }
-    if (on_batch_) on_batch_(n);
+    if (on_batch_) on_batch_({instance, n, std::chrono::duration<double>(Clock::now() - start).count()});
     at = 0;
     for (const auto& j : batch) {
       j->batch = n;

@@ -1,8 +1,10 @@
 // Dynamic batching for one served model: requests (each one or more preprocessed images)
-// wait in a queue; one thread gathers them into a forward pass of up to max_batch images,
-// waiting at most max_delay after the oldest arrived, and hands each request its own rows
-// of the logits. A request's images are never split across passes (one larger than
-// max_batch runs alone, cut into passes of max_batch by the Classifier).
+// wait in a queue; a thread per model instance gathers them into a forward pass of up to
+// max_batch images, waiting at most max_delay after the oldest arrived, and hands each request
+// its own rows of the logits. With several instances (Triton's instance_group count), one
+// gathers while the others run their passes, each on its own share of the threads. A request's images are
+// never split across passes (one larger than max_batch runs alone, cut into passes of max_batch by the
+// Classifier).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -40,10 +42,20 @@ struct BatchOptions {
   int64_t max_queue = 256;  // requests waiting; more are refused (503)
 };
 
+// What on_batch hears after each forward pass: for the metrics' batch-size histogram and
+// each instance's passes and busy time.
+struct PassInfo {
+  int instance = 0;
+  int64_t images = 0;
+  double seconds = 0;
+};
+
 class Batcher {
  public:
-  // on_batch(images) after each forward pass (the metrics' batch-size histogram).
-  Batcher(Classifier& model, BatchOptions o, std::function<void(int64_t)> on_batch = {});
+  // One worker thread per instance (copies of one model, each with its own threads), at
+  // least one.
+  Batcher(std::vector<Classifier*> instances, BatchOptions o,
+          std::function<void(const PassInfo&)> on_batch = {});
   ~Batcher();  // stop()
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
@@ -51,22 +63,23 @@ class Batcher {
   // Queues the job; false (the job untouched) when max_queue requests wait already.
   bool submit(const std::shared_ptr<InferJob>& job);
   int64_t queued() const;
-  // Runs what is queued, then ends the thread. Later submits are refused.
+  // Runs what is queued, then ends the threads. Later submits are refused.
   void stop();
 
  private:
-  void run();
+  void run(int instance);
   std::vector<std::shared_ptr<InferJob>> next_batch(std::unique_lock<std::mutex>& lock);
 
-  Classifier& model_;
+  std::vector<Classifier*> instances_;
   BatchOptions o_;
-  std::function<void(int64_t)> on_batch_;
+  std::function<void(const PassInfo&)> on_batch_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;  // notified of every change (a submit, a gatherer done, stop)
   std::deque<std::shared_ptr<InferJob>> queue_;
   std::deque<Clock::time_point> arrived_;
   bool stopping_ = false;
-  std::thread worker_;
+  bool gathering_ = false;  // an instance is gathering the next pass: the others wait their turn
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace vit::serve

@@ -44,9 +44,12 @@ void Metrics::request(const std::string& model, int status, double seconds) {
   latency_.try_emplace(model, kLatencyBounds).first->second.observe(seconds);
 }
 
-void Metrics::batch(const std::string& model, int64_t images) {
+void Metrics::batch(const std::string& model, int instance, int64_t images, double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   batches_.try_emplace(model, kBatchBounds).first->second.observe(double(images));
+  auto& [passes, busy] = instances_[{model, instance}];
+  ++passes;
+  busy += seconds;
 }
 
 std::string Metrics::text(const std::vector<std::string>& models,
@@ -64,6 +67,16 @@ std::string Metrics::text(const std::vector<std::string>& models,
   os << "# HELP vit_batch_size Images per forward pass (dynamic batching).\n"
      << "# TYPE vit_batch_size histogram\n";
   for (const auto& [model, h] : batches_) os << h.text("vit_batch_size", "model=\"" + model + "\"");
+  os << "# HELP vit_forward_passes_total Forward passes, by model and instance (--instances).\n"
+     << "# TYPE vit_forward_passes_total counter\n";
+  for (const auto& [key, v] : instances_)
+    os << "vit_forward_passes_total{model=\"" << key.first << "\",instance=\"" << key.second << "\"} "
+       << v.first << "\n";
+  os << "# HELP vit_forward_seconds_total Time spent in forward passes, by model and instance.\n"
+     << "# TYPE vit_forward_seconds_total counter\n";
+  for (const auto& [key, v] : instances_)
+    os << "vit_forward_seconds_total{model=\"" << key.first << "\",instance=\"" << key.second << "\"} "
+       << number(v.second) << "\n";
   os << "# HELP vit_queue_depth Requests waiting for a forward pass.\n# TYPE vit_queue_depth gauge\n";
   for (const std::string& m : models)
     os << "vit_queue_depth{model=\"" << m << "\"} " << queue_depth(m) << "\n";

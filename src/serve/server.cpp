@@ -19,6 +19,7 @@
 #include <ostream>
 #include <thread>
 
+#include "core/threads.h"
 #include "serve/batcher.h"
 #include "serve/metrics.h"
 #include "serve/protocol.h"
@@ -42,8 +43,9 @@ sigset_t stop_signals() {
 }
 
 struct Model {
-  std::unique_ptr<Classifier> classifier;
+  std::vector<std::unique_ptr<Classifier>> instances;  // --instances copies, each with its own threads
   std::unique_ptr<Batcher> batcher;
+  const Classifier& classifier() const { return *instances.front(); }  // metadata and preprocessing
 };
 
 // What the access log and the metrics need of the request this thread is answering (each
@@ -154,21 +156,32 @@ void Service::load_models() {
     VIT_CHECK(!models_.count(s.name), "--model ", s.name, " given twice");
     ClassifierOptions co;
     co.dtype = o_.dtype;
-    co.threads = o_.threads;
     co.max_batch = o_.max_batch;
     Model& m = models_[s.name];
-    m.classifier = std::make_unique<Classifier>(s.checkpoint, co);
-    const Classifier& c = *m.classifier;
+    // The threads are shared out between the instances, the first ones taking what is left.
+    const int threads = o_.threads > 0 ? o_.threads : num_threads(), n = o_.instances;
+    VIT_CHECK(n <= threads, "--instances ", n, " is more than the ", threads,
+              " threads (--threads): each instance needs one at least");
+    std::vector<Classifier*> instances;
+    for (int i = 0; i < n; ++i) {
+      co.threads = n == 1 ? o_.threads : threads / n + (i < threads % n ? 1 : 0);
+      m.instances.push_back(std::make_unique<Classifier>(s.checkpoint, co));
+      instances.push_back(m.instances.back().get());
+    }
+    const Classifier& c = m.classifier();
     VIT_CHECK(c.num_classes() > 0, s.checkpoint, " has no classifier head: nothing to serve");
     BatchOptions bo;
     bo.max_batch = o_.max_batch;
     bo.max_delay = std::chrono::microseconds(int64_t(o_.max_delay_ms * 1000));
     bo.max_queue = o_.max_queue;
-    m.batcher = std::make_unique<Batcher>(*m.classifier, bo,
-                                          [this, name = s.name](int64_t n) { metrics_.batch(name, n); });
+    m.batcher = std::make_unique<Batcher>(instances, bo, [this, name = s.name](const PassInfo& p) {
+      metrics_.batch(name, p.instance, p.images, p.seconds);
+    });
     names_.push_back(s.name);
+    const std::string shared =
+        n == 1 ? "" : detail::concat(", ", n, " instances sharing ", threads, " threads");
     say(detail::concat("model ", s.name, ": ", s.checkpoint, " (", c.format(), ", ", c.num_classes(),
-                       " classes, input ", c.channels(), "x", c.height(), "x", c.width(), ")"));
+                       " classes, input ", c.channels(), "x", c.height(), "x", c.width(), shared, ")"));
   }
 }
 
@@ -278,7 +291,7 @@ void Service::install_routes() {
   });
   svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?)", [this](const Req& req, Res& res) {
     if (Model* m = find(req.matches[1], res))
-      answer(res, 200, model_metadata(req.matches[1], *m->classifier));
+      answer(res, 200, model_metadata(req.matches[1], m->classifier()));
   });
   svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?/ready)", [this](const Req& req, Res& res) {
     if (find(req.matches[1], res))
@@ -288,10 +301,10 @@ void Service::install_routes() {
     const std::string name = req.matches[1];
     Model* m = find(name, res);
     if (!m) return;
-    InferRequest r = parse_infer(req.body, *m->classifier);  // RequestError: 400 (the exception handler)
+    InferRequest r = parse_infer(req.body, m->classifier());  // RequestError: 400 (the exception handler)
     std::vector<float> logits;
     if (infer(*m, std::move(r.x), r.n, res, logits))
-      answer(res, 200, infer_response(name, r, logits, *m->classifier));
+      answer(res, 200, infer_response(name, r, logits, m->classifier()));
   });
   // TorchServe's image endpoint: curl --data-binary @FILE, -F data=@FILE (POST) or -T FILE (PUT).
   const auto predictions = [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
@@ -299,7 +312,7 @@ void Service::install_routes() {
     if (!read_body(req, reader, body)) return;
     Model* m = find(req.matches[1], res);
     if (!m) return;
-    const Classifier& c = *m->classifier;
+    const Classifier& c = m->classifier();
     if (body.empty()) throw RequestError(400, "the body must be one PNG or JPEG image");
     std::vector<float> x(size_t(c.channels() * c.height() * c.width())), logits;
     try {

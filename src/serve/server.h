@@ -16,8 +16,11 @@ struct ServedModel {
 struct ServeOptions {
   std::vector<ServedModel> models;
   std::string host = "127.0.0.1";
-  int port = 8080;    // 0: any free port (the first log line says which)
-  int threads = 0;    // OpenMP threads of the forward passes (0: every core)
+  int port = 8080;  // 0: any free port (the first log line says which)
+  int threads = 0;  // OpenMP threads of the forward passes (0: every core)
+  // Copies of each model, each running its own forward passes on its share of the threads
+  // (Triton's instance_group count): one gathers the next batch while the others compute.
+  int instances = 1;
   std::string dtype;  // "": the checkpoint's (ClassifierOptions::dtype)
   int64_t max_batch = 16;
   double max_delay_ms = 5;

@@ -176,8 +176,9 @@ def test_metrics_count_requests_latency_batches_and_queue(server):
     assert 'vit_request_duration_seconds_bucket{model="a",le="+Inf"}' in text
     assert 'vit_batch_size_bucket{model="a",le="2"}' in text
     assert re.search(r'vit_queue_depth\{model="a"\} 0', text)
+    assert re.search(r'vit_forward_passes_total\{model="a",instance="0"\} [1-9]', text)
     for family in ("vit_requests_total counter", "vit_request_duration_seconds histogram", "vit_batch_size histogram",
-                   "vit_queue_depth gauge"):
+                   "vit_forward_passes_total counter", "vit_forward_seconds_total counter", "vit_queue_depth gauge"):
         assert "# TYPE " + family in text
 
 
@@ -201,6 +202,32 @@ def test_concurrent_callers_are_batched_and_get_their_own_answers(tmp_path):
     batches = [int(b) for b in re.findall(r"POST /v2/models/a/infer 200 [\d.]+ ms batch (\d+)", log)]
     assert len(batches) == 24 and max(batches) > 3, f"no request was batched with another: {batches}"
     assert max(batches) <= 8, batches
+
+
+def test_instances_share_the_threads_and_each_runs_passes(tmp_path):
+    s = Server("--model", f"a={CK}", "--instances", 2, "--max-batch", 4, "--max-delay-ms", 200)
+    try:
+        xs = [np.random.default_rng(i).standard_normal((1, 3, 32, 32)).astype(np.float32) for i in range(16)]
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(lambda x: call(s.url + "/v2/models/a/infer", pixels(x)), xs))
+        want = cli_logits(np.concatenate(xs), tmp_path)
+        for i, (status, _, body) in enumerate(answers):
+            assert status == 200, body
+            got = np.array(json.loads(body)["outputs"][0]["data"], np.float32).reshape(1, 5)
+            assert worst_rel(got, want[i:i + 1]) <= 1e-5
+        # While one instance runs a pass the other gathers the next: both ran some.
+        text = call(s.url + "/metrics")[2]
+        passes = {int(i): int(n) for i, n in re.findall(r'vit_forward_passes_total\{model="a",instance="(\d)"\} (\d+)', text)}
+        assert sorted(passes) == [0, 1] and min(passes.values()) > 0, passes
+        assert sum(passes.values()) >= 4, passes  # 16 images, at most 4 a pass
+        assert re.search(r'vit_forward_seconds_total\{model="a",instance="1"\} [\d.e-]+', text)
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
+    assert "2 instances sharing 2 threads" in log, log
+    bad = subprocess.run([vit_binary(), "serve", "--port", "0", "--threads", "2", "--instances", "3", "--model",
+                          f"a={CK}"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--instances 3 is more than the 2 threads" in bad.stderr, bad.stderr
 
 
 def test_full_queue_is_503_and_a_late_answer_is_504():
