@@ -13,6 +13,8 @@
    (--max-batch 16) against --max-batch 1, 16 wrk connections: images/s of each, their
    ratio, and what the engine alone gains from batches of 16 (vit bench).
 3. --memory-minutes of load on both models: the server's resident memory every 30 s.
+4. FP32 pixel_values as JSON numbers against the binary tensor data extension, on mnist-seed
+   and ViT-S/16, 16 wrk connections: requests/s of each.
 The models are the presets with random weights (vitcpp.create_model(...).save_pretrained).
 
 Part 2 on another machine, without the Python module there: `--prepare DIR` writes the
@@ -44,16 +46,18 @@ WRK_THREADS = 2  # wrk's -t (--wrk-threads)
 PART2 = (("s", "vit-small-16", "image"), ("mnist", "mnist-seed", "pixels"))  # name, preset, input
 
 WRK_LUA = r"""
-local bodies, weights, threads = {}, {}, {}
+local bodies, weights, lengths, threads = {}, {}, {}, {}
 counts = {}  -- global: done() reads each thread's with thread:get
 function setup(thread) table.insert(threads, thread) end
 function init(args)
-  -- args: path, then FILE:WEIGHT pairs (the bodies and how often each is sent)
+  -- args: path, then FILE:WEIGHT[:JSON_LENGTH] (the bodies, how often each is sent, and for
+  -- binary tensor data the length of the JSON before it)
   path = args[1]
   for i = 2, #args do
-    local file, w = args[i]:match("(.+):(%d+)")
+    local file, w, n = args[i]:match("([^:]+):(%d+):?(%d*)")
     local f = io.open(file, "rb"); table.insert(bodies, f:read("*a")); f:close()
     table.insert(weights, tonumber(w))
+    lengths[#weights] = n ~= "" and n or false
   end
   wrk.method = "POST"
   wrk.headers["Content-Type"] = "application/json"
@@ -62,7 +66,11 @@ end
 function request()
   local r, i = math.random(100), 1
   while r > weights[i] do r = r - weights[i]; i = i + 1 end
-  return wrk.format("POST", path, nil, bodies[i])
+  local headers = nil
+  if lengths[i] then
+    headers = {["Content-Type"] = "application/octet-stream", ["Inference-Header-Content-Length"] = lengths[i]}
+  end
+  return wrk.format("POST", path, headers, bodies[i])
 end
 function response(status) counts[status] = (counts[status] or 0) + 1 end
 function done(summary, latency, requests)
@@ -177,14 +185,24 @@ def wrk(url, path, mix, seconds, connections, tmp):
     with open(lua, "w") as f:
         f.write(WRK_LUA)
     args = []
-    for i, (body, weight) in enumerate(mix):
+    for i, (body, weight, *json_length) in enumerate(mix):  # json_length: binary tensor data
         p = os.path.join(tmp, f"body{i}.json")
         with open(p, "wb") as f:
             f.write(body)
-        args.append(f"{p}:{weight}")
+        args.append(":".join([p, str(weight), *map(str, json_length)]))
     out = subprocess.run(["wrk", "-t", str(WRK_THREADS), "-c", str(connections), "-d", f"{seconds}s", "--timeout", "30s",
                           "-s", lua, url, "--", path, *args], capture_output=True, text=True).stdout
     return json.loads(out.split("WRK ", 1)[1].splitlines()[0])
+
+
+def binary_pixels(good):
+    """A JSON pixel_values body as binary tensor data: (body, length of its JSON)."""
+    req = json.loads(good)
+    inp = req["inputs"][0]
+    data = np.array(inp.pop("data"), "<f4").tobytes()
+    inp["parameters"] = {"binary_data_size": len(data)}
+    head = json.dumps(req).encode()
+    return head + data, len(head)
 
 
 def main():
@@ -193,7 +211,7 @@ def main():
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--memory-minutes", type=float, default=10)
-    ap.add_argument("--only", default="", help="1, 2 or 3: one part")
+    ap.add_argument("--only", default="", help="1, 2, 3 or 4: one part")
     ap.add_argument("--threads", type=int, default=2, help="the server's --threads (and vit bench's)")
     ap.add_argument("--wrk-threads", type=int, default=2)
     ap.add_argument("--vit", default=VIT)
@@ -288,6 +306,21 @@ def main():
         warm = [r for t, r in samples[2:]] or [samples[-1][1]]
         print(f"resident memory over {a.memory_minutes} min of load: after 1 min {warm[0]:.1f} MB, at the end "
               f"{samples[-1][1]:.1f} MB, max {max(warm):.1f} MB, min {min(warm):.1f} MB", flush=True)
+        s.stop()
+    if a.only in ("", "4"):
+        s = Server("--model", f"mnist={tmp}/mnist", "--model", f"s={tmp}/s")
+        for name in ("mnist", "s"):
+            good, _, _ = bodies_for(models[name], "pixels")
+            binary, n = binary_pixels(good)
+            rates = {}
+            for kind, mix in (("JSON", [(good, 100)]), ("binary", [(binary, 100, n)])):
+                w = wrk(s.url, f"/v2/models/{name}/infer", mix, a.seconds // 2, 16, tmp)
+                assert set(w["statuses"]) == {"200"}, w
+                rates[kind] = w["requests"] / w["seconds"]
+                print(f"{name}, FP32 pixel_values as {kind} ({len(mix[0][0]):,} bytes), 16 wrk connections, "
+                      f"{a.seconds // 2} s: {rates[kind]:.1f} requests/s, p50 {w['p50_ms']:.1f} ms, "
+                      f"p99 {w['p99_ms']:.1f} ms", flush=True)
+            print(f"{name}: binary / JSON {rates['binary'] / rates['JSON']:.2f}x", flush=True)
         s.stop()
 
 

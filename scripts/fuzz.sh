@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-${FUZZ_SECONDS:-60}}"
 shift || true
 names=("$@")
-((${#names[@]})) || names=(safetensors config idx cifar image pretrained_config tensor_spec)
+((${#names[@]})) || names=(safetensors config idx cifar image pretrained_config tensor_spec infer_request)
 scripts/setup.sh --fuzz
 source scripts/build_env.sh
 CXX=clang++ CC=clang cmake -S . -B build-fuzz "${vit_launcher[@]}" -DVIT_FUZZ=ON -DVIT_BUILD_TESTS=OFF -DVIT_BUILD_BENCH=OFF -DVIT_PYTHON=OFF \
@@ -36,6 +36,18 @@ for n in "${names[@]}"; do
     tensor_spec) hdr='{"x":{"dtype":"F32","shape":[2,1,4,4],"data_offsets":[0,128]}}'
       { echo "x.safetensors:x"; printf "$(printf '\\x%02x' "${#hdr}")\0\0\0\0\0\0\0%s" "$hdr"
         head -c 128 /dev/zero; } >"$corpus/valid" ;;
+    infer_request) # two bytes of Inference-Header-Content-Length (0: all JSON), then the body
+      png=$(base64 -w0 tests/fixtures/digit_7.png)
+      { printf '\0\0{"id":"x","inputs":[{"name":"image","shape":[1],"datatype":"BYTES","data":["%s"]}],' "$png"
+        printf '"outputs":[{"name":"logits","parameters":{"classification":2}}]}'; } >"$corpus/json_image"
+      hdr='{"inputs":[{"name":"pixel_values","shape":[1,3,32,32],"datatype":"FP32","parameters":{"binary_data_size":12288}}],"parameters":{"binary_data_output":true}}'
+      { printf "$(printf '\\x%02x\\x%02x' $((${#hdr} % 256)) $((${#hdr} / 256)))%s" "$hdr"
+        head -c 12288 /dev/zero; } >"$corpus/binary_pixels"
+      size=$(stat -c %s tests/fixtures/digit_7.png)
+      hdr='{"inputs":[{"name":"image","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":'$((size + 4))'}}]}'
+      { printf "$(printf '\\x%02x\\x%02x' $((${#hdr} % 256)) $((${#hdr} / 256)))%s" "$hdr"
+        printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $((size % 256)) $((size / 256)) 0 0)"
+        cat tests/fixtures/digit_7.png; } >"$corpus/binary_image" ;;
   esac
   echo "fuzz_$n: ${seconds} s"
   log=build-fuzz/fuzz_$n.log

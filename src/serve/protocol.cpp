@@ -1,7 +1,11 @@
 #include "serve/protocol.h"
 
 #include <array>
+#include <bit>
+#include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "vit/core/version.h"
 
@@ -15,6 +19,13 @@ namespace {
   throw RequestError(400, what);
 }
 
+// j as JSON text. Strings that are not UTF-8 (a class name from a file, a message quoting a
+// byte of the request) get U+FFFD where nlohmann would throw, which would end the server.
+template <typename Json>
+std::string dump(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 // The numbers of a row-major tensor, flat or nested, appended to out.
 void flatten(const json& j, std::vector<float>& out) {
   if (j.is_array()) {
@@ -26,70 +37,178 @@ void flatten(const json& j, std::vector<float>& out) {
   }
 }
 
+// A string member of an object ("" when it has none); 400 when it is not a string.
+std::string text(const json& object, const char* key) {
+  if (!object.contains(key)) return "";
+  const json& v = object[key];
+  if (!v.is_string()) bad(std::string("\"") + key + "\" must be a string, got " + v.type_name());
+  return v.get<std::string>();
+}
+
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
   for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
   return t + "]";
 }
 
-std::vector<int64_t> shape_of(const json& input, const std::string& name) {
+// The input's shape. Each element takes a byte of the body at least, in JSON or binary, so a
+// shape of more elements than the body has bytes is refused before anything is allocated.
+std::vector<int64_t> shape_of(const json& input, const std::string& name, size_t body_size) {
   if (!input.contains("shape") || !input["shape"].is_array()) bad(name + ": no \"shape\" list");
   std::vector<int64_t> s;
+  uint64_t elements = 1;
   for (const json& d : input["shape"]) {
     if (!d.is_number_integer() || d.get<int64_t>() < 1)
       bad(name + ": shape " + input["shape"].dump() + " is not a list of positive integers");
     s.push_back(d.get<int64_t>());
+    if (uint64_t(s.back()) > body_size / elements)
+      bad(name + ": shape " + input["shape"].dump() + " has more elements than the body's " +
+          std::to_string(body_size) + " bytes can hold");
+    elements *= uint64_t(s.back());
   }
   return s;
 }
 
-void read_pixels(const json& input, const Classifier& m, InferRequest& r) {
-  const std::string type = input.value("datatype", "");
+// The bytes after the JSON (the binary tensor data extension), taken in order by the inputs
+// that give a "binary_data_size" parameter.
+struct BinaryData {
+  std::string_view rest;
+  bool sent = false;      // the request had an Inference-Header-Content-Length header
+  size_t body_size = 0;   // the whole body's bytes
+  size_t max_floats = 0;  // the most floats the decoded images may take
+
+  // The input's binary bytes; nullopt when its data is in the JSON.
+  std::optional<std::string_view> take(const json& input, const std::string& name) {
+    const json& p = input.value("parameters", json::object());
+    if (!p.is_object() || !p.contains("binary_data_size")) return std::nullopt;
+    const json& size = p["binary_data_size"];
+    if (!size.is_number_integer() || size.get<int64_t>() < 0)
+      bad(name + ": \"binary_data_size\" must be a non-negative integer");
+    if (!sent)
+      bad(name +
+          ": binary_data_size given, but the request has no Inference-Header-Content-Length header "
+          "(the length of its JSON, with the binary data after it)");
+    if (input.contains("data")) bad(name + ": both \"data\" and binary_data_size given; give one");
+    const auto n = size.get<uint64_t>();
+    if (n > rest.size())
+      bad(name + ": binary_data_size " + std::to_string(n) + ", but " + std::to_string(rest.size()) +
+          " bytes of binary data are left after the JSON");
+    const std::string_view bytes = rest.substr(0, size_t(n));
+    rest.remove_prefix(size_t(n));
+    return bytes;
+  }
+};
+
+void read_pixels(const json& input, const Classifier& m, BinaryData& bin, InferRequest& r) {
+  const std::string type = text(input, "datatype");
   if (type != "FP32") bad("pixel_values: datatype must be FP32, got \"" + type + "\"");
-  const std::vector<int64_t> s = shape_of(input, "pixel_values");
+  const std::vector<int64_t> s = shape_of(input, "pixel_values", bin.body_size);
   const std::vector<int64_t> want = {s.empty() ? 0 : s[0], m.channels(), m.height(), m.width()};
   if (s.size() != 4 || s != want)
     bad("pixel_values: shape " + shape_text(s) + " does not fit the model's input [N, " +
         std::to_string(m.channels()) + ", " + std::to_string(m.height()) + ", " + std::to_string(m.width()) +
         "]");
-  if (!input.contains("data")) bad("pixel_values: no \"data\"");
   r.n = s[0];
-  r.x.reserve(size_t(r.n * m.channels() * m.height() * m.width()));
+  const int64_t count = r.n * m.channels() * m.height() * m.width();
+  if (const auto bytes = bin.take(input, "pixel_values")) {
+    static_assert(std::endian::native == std::endian::little, "binary tensor data is little-endian");
+    if (int64_t(bytes->size()) != count * int64_t(sizeof(float)))
+      bad("pixel_values: " + std::to_string(bytes->size()) + " bytes of binary data; shape " + shape_text(s) +
+          " needs " + std::to_string(count * int64_t(sizeof(float))) + " (FP32)");
+    r.x.resize(size_t(count));
+    std::memcpy(r.x.data(), bytes->data(), bytes->size());
+    return;
+  }
+  if (!input.contains("data")) bad("pixel_values: no \"data\"");
+  r.x.reserve(size_t(count));
   flatten(input["data"], r.x);
-  if (int64_t(r.x.size()) != r.n * m.channels() * m.height() * m.width())
+  if (int64_t(r.x.size()) != count)
     bad("pixel_values: data holds " + std::to_string(r.x.size()) + " values; shape " + shape_text(s) +
-        " needs " + std::to_string(r.n * m.channels() * m.height() * m.width()));
+        " needs " + std::to_string(count));
 }
 
-void read_images(const json& input, const Classifier& m, InferRequest& r) {
-  const std::string type = input.value("datatype", "");
+// BYTES elements as binary data: each a 4-byte little-endian length, then its bytes.
+std::vector<std::string_view> bytes_elements(std::string_view data, int64_t n) {
+  std::vector<std::string_view> out;
+  for (int64_t i = 0; i < n; ++i) {
+    if (data.size() < 4) bad("image: the binary data ends before element " + std::to_string(i) + "'s length");
+    uint32_t len = 0;
+    for (int b = 3; b >= 0; --b) len = (len << 8) | uint8_t(data[size_t(b)]);
+    data.remove_prefix(4);
+    if (len > data.size())
+      bad("image: element " + std::to_string(i) + " is " + std::to_string(len) + " bytes long, but " +
+          std::to_string(data.size()) + " are left");
+    out.push_back(data.substr(0, len));
+    data.remove_prefix(len);
+  }
+  if (!data.empty())
+    bad("image: " + std::to_string(data.size()) + " bytes of binary data left after the " +
+        std::to_string(n) + " elements of its shape");
+  return out;
+}
+
+void read_images(const json& input, const Classifier& m, BinaryData& bin, InferRequest& r) {
+  const std::string type = text(input, "datatype");
   if (type != "BYTES")
     bad("image: datatype must be BYTES (base64 of PNG or JPEG files), got \"" + type + "\"");
-  const std::vector<int64_t> s = shape_of(input, "image");
+  const std::vector<int64_t> s = shape_of(input, "image", bin.body_size);
   if (s.empty() || s.size() > 2 || (s.size() == 2 && s[1] != 1))
     bad("image: shape must be [N] or [N, 1], got " + shape_text(s));
-  const json& data = input.value("data", json());
-  if (!data.is_array() || int64_t(data.size()) != s[0])
-    bad("image: data must be a list of " + std::to_string(s[0]) + " base64 strings");
   r.n = s[0];
   const int64_t per = m.channels() * m.height() * m.width();
+  if (uint64_t(r.n) > bin.max_floats / uint64_t(per))
+    throw RequestError(413, "image: " + std::to_string(r.n) + " images make an input of " +
+                                std::to_string(r.n * per * 4 / 1000000) +
+                                " MB, over the --max-body-mb limit; send fewer per request");
+  std::vector<std::string> decoded;  // base64 from the JSON
+  std::vector<std::string_view> files;
+  if (const auto bytes = bin.take(input, "image")) {
+    files = bytes_elements(*bytes, r.n);
+  } else {
+    const json& data = input.value("data", json());
+    if (!data.is_array() || int64_t(data.size()) != s[0])
+      bad("image: data must be a list of " + std::to_string(s[0]) + " base64 strings");
+    for (int64_t i = 0; i < r.n; ++i) {
+      if (!data[size_t(i)].is_string()) bad("image: data[" + std::to_string(i) + "] is not a base64 string");
+      decoded.push_back(base64_decode(data[size_t(i)].get<std::string>()));
+    }
+    files.assign(decoded.begin(), decoded.end());
+  }
   r.x.resize(size_t(r.n * per));
   for (int64_t i = 0; i < r.n; ++i) {
-    if (!data[size_t(i)].is_string()) bad("image: data[" + std::to_string(i) + "] is not a base64 string");
-    const std::string bytes = base64_decode(data[size_t(i)].get<std::string>());
     try {
-      m.preprocess(ImageInput::encoded(bytes.data(), bytes.size()), r.x.data() + i * per);
+      m.preprocess(ImageInput::encoded(files[size_t(i)].data(), files[size_t(i)].size()),
+                   r.x.data() + i * per);
     } catch (const Error& e) {
       bad("image: data[" + std::to_string(i) + "]: " + e.what());
     }
   }
 }
 
+// A boolean parameter of `where` (a request or one of its outputs), or `otherwise`.
+bool flag(const json& where, const char* name, bool otherwise) {
+  const json& p = where.value("parameters", json::object());
+  if (!p.is_object() || !p.contains(name)) return otherwise;
+  if (!p[name].is_boolean()) bad(std::string("\"") + name + "\" must be true or false");
+  return p[name].get<bool>();
+}
+
 }  // namespace
 
-InferRequest parse_infer(std::string_view body, const Classifier& m) {
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) bad("the body is not valid JSON");
+InferRequest parse_infer(std::string_view body, const Classifier& m, size_t json_length,
+                         size_t max_input_bytes) {
+  if (json_length > body.size())
+    bad("Inference-Header-Content-Length " + std::to_string(json_length) + " is more than the body's " +
+        std::to_string(body.size()) + " bytes");
+  BinaryData bin{json_length > 0 ? body.substr(json_length) : std::string_view(), json_length > 0,
+                 body.size(), max_input_bytes / sizeof(float)};
+  json j = json::parse(json_length > 0 ? body.substr(0, json_length) : body, nullptr, false);
+  if (j.is_discarded()) {
+    const bool binary = json_length == 0 && body.find("\"binary_data_size\"") != std::string_view::npos;
+    bad(binary ? "the body is not valid JSON: with binary data after it, send the JSON's length in the "
+                 "Inference-Header-Content-Length header"
+               : "the body is not valid JSON");
+  }
   if (!j.is_object()) bad("the body must be a JSON object with \"inputs\"");
   InferRequest r;
   if (j.contains("id")) {
@@ -101,19 +220,24 @@ InferRequest parse_infer(std::string_view body, const Classifier& m) {
     bad("\"inputs\" must be a list of one input: \"pixel_values\" (FP32 [N, C, H, W]) or \"image\" (BYTES "
         "[N])");
   const json& in = inputs[0];
-  const std::string name = in.value("name", "");
+  const std::string name = text(in, "name");
   if (name == "pixel_values")
-    read_pixels(in, m, r);
+    read_pixels(in, m, bin, r);
   else if (name == "image")
-    read_images(in, m, r);
+    read_images(in, m, bin, r);
   else
     bad("unknown input \"" + name +
         "\": the model takes \"pixel_values\" (FP32 [N, C, H, W]) or \"image\" (BYTES [N])");
+  if (!bin.rest.empty())
+    bad(std::to_string(bin.rest.size()) +
+        " bytes of binary data after the JSON that no input's binary_data_size takes");
+  r.binary_output = flag(j, "binary_data_output", false);
   if (j.contains("outputs")) {
     const json& outs = j["outputs"];
     if (!outs.is_array()) bad("\"outputs\" must be a list");
     for (const json& o : outs) {
-      if (!o.is_object() || o.value("name", "") != "logits") bad("the only output is \"logits\"");
+      if (!o.is_object() || text(o, "name") != "logits") bad("the only output is \"logits\"");
+      r.binary_output = flag(o, "binary_data", r.binary_output);
       const json& p = o.value("parameters", json::object());
       if (p.is_object() && p.contains("classification")) {
         if (!p["classification"].is_number_integer() || p["classification"].get<int64_t>() < 1)
@@ -125,12 +249,13 @@ InferRequest parse_infer(std::string_view body, const Classifier& m) {
   return r;
 }
 
-std::string infer_response(const std::string& model_name, const InferRequest& r,
-                           const std::vector<float>& logits, const Classifier& m) {
+InferResponse infer_response(const std::string& model_name, const InferRequest& r,
+                             const std::vector<float>& logits, const Classifier& m) {
   const int64_t K = m.num_classes();
   json out = {{"model_name", model_name}, {"model_version", "1"}};
   if (!r.id.empty()) out["id"] = r.id;
   json o = {{"name", "logits"}};
+  std::string binary;  // the output's binary data, when asked for
   if (r.classification > 0) {
     const int64_t k = std::min(r.classification, K);
     json data = json::array();
@@ -138,18 +263,31 @@ std::string infer_response(const std::string& model_name, const InferRequest& r,
       for (const Prediction& p : top_k(logits.data() + i * K, K, k, m.class_names())) {
         std::string s = std::to_string(logits[size_t(i * K + p.index)]) + ":" + std::to_string(p.index);
         if (!p.label.empty()) s += ":" + p.label;
-        data.push_back(s);
+        if (r.binary_output) {
+          for (int b = 0; b < 4; ++b) binary.push_back(char((s.size() >> (8 * b)) & 0xff));
+          binary += s;
+        }
+        data.push_back(std::move(s));
       }
     o["datatype"] = "BYTES";
     o["shape"] = {r.n, k};
-    o["data"] = std::move(data);
+    if (!r.binary_output) o["data"] = std::move(data);
   } else {
     o["datatype"] = "FP32";
     o["shape"] = {r.n, K};
-    o["data"] = logits;
+    if (r.binary_output)
+      binary.assign(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float));
+    else
+      o["data"] = logits;
   }
+  if (r.binary_output) o["parameters"] = {{"binary_data_size", binary.size()}};
   out["outputs"] = json::array({o});
-  return out.dump();
+  InferResponse res{dump(out)};
+  if (r.binary_output) {
+    res.json_length = res.body.size();
+    res.body += binary;
+  }
+  return res;
 }
 
 std::string model_metadata(const std::string& model_name, const Classifier& m) {
@@ -162,18 +300,18 @@ std::string model_metadata(const std::string& model_name, const Classifier& m) {
                {"shape", {-1, m.channels(), m.height(), m.width()}}},
               {{"name", "image"}, {"datatype", "BYTES"}, {"shape", {-1}}}}},
             {"outputs", {{{"name", "logits"}, {"datatype", "FP32"}, {"shape", {-1, m.num_classes()}}}}}};
-  return j.dump();
+  return dump(j);
 }
 
 std::string top5_json(const float* logits, const Classifier& m) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();  // best first, as TorchServe answers
   for (const Prediction& p : top_k(logits, m.num_classes(), 5, m.class_names()))
     j[p.label.empty() ? std::to_string(p.index) : p.label] = p.probability;
-  return j.dump();
+  return dump(j);
 }
 
 std::string error_json(const std::string& message) {
-  return json{{"error", message}}.dump();
+  return dump(json{{"error", message}});
 }
 
 std::string base64_decode(std::string_view text) {
@@ -189,7 +327,11 @@ std::string base64_decode(std::string_view text) {
   int have = 0;
   for (char c : text) {
     const int v = value[size_t(uint8_t(c))];
-    if (v < 0) bad("image: not base64 (character '" + std::string(1, c) + "')");
+    if (v < 0) {
+      char byte[8];
+      std::snprintf(byte, sizeof byte, "0x%02x", unsigned(uint8_t(c)));
+      bad("image: not base64 (byte " + std::string(byte) + ")");
+    }
     bits = (bits << 6) | uint32_t(v);
     have += 6;
     if (have >= 8) {

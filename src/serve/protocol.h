@@ -2,6 +2,7 @@
 // TorchServe's top-5 answer. Parsing errors are RequestError with the HTTP status to answer
 // (400) and a message that says what was wrong.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -21,16 +22,34 @@ struct RequestError : Error {
 // (already preprocessed; data flat or nested, row-major) or "image" BYTES [N] (base64 of PNG
 // or JPEG files, preprocessed as vit predict does); outputs: none or "logits", with
 // Triton's classification parameter asking for top-k strings.
+//
+// The binary tensor data extension (Triton's and KServe's): with json_length > 0 (the
+// Inference-Header-Content-Length header) the JSON is the body's first json_length bytes, and
+// an input with "parameters": {"binary_data_size": S} takes the next S bytes after it:
+// little-endian FP32 values, or for BYTES each element's length (4 bytes, little-endian) and
+// then its bytes (a PNG or JPEG file as it is, no base64). An output with "binary_data": true,
+// or every output with the request's "binary_data_output": true, is answered the same way.
 struct InferRequest {
   std::string id;
   std::vector<float> x;  // [n, C, H, W]
   int64_t n = 0;
   int64_t classification = 0;  // > 0: answer "value:index:label" strings of the top k
+  bool binary_output = false;  // the logits (or the strings) as binary data after the JSON
 };
-InferRequest parse_infer(std::string_view body, const Classifier& model);
+//
+// Images decoded into more than max_input_bytes of input (the server's --max-body-mb) are
+// refused with 413: a body of small image files could otherwise ask for any memory.
+InferRequest parse_infer(std::string_view body, const Classifier& model, size_t json_length = 0,
+                         size_t max_input_bytes = SIZE_MAX);
+// The answer's body; with binary output, json_length is the length of its JSON part (the
+// Inference-Header-Content-Length header), 0 otherwise.
+struct InferResponse {
+  std::string body;
+  size_t json_length = 0;
+};
 // The response: "logits" FP32 [n, K], or BYTES [n, k] for classification.
-std::string infer_response(const std::string& model_name, const InferRequest& r,
-                           const std::vector<float>& logits, const Classifier& model);
+InferResponse infer_response(const std::string& model_name, const InferRequest& r,
+                             const std::vector<float>& logits, const Classifier& model);
 // GET /v2/models/{m}: name, versions, platform, inputs and outputs with datatypes and shapes.
 std::string model_metadata(const std::string& model_name, const Classifier& model);
 // TorchServe's answer: {"label": probability, ...} of the top 5, best first (the index as

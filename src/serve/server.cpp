@@ -8,8 +8,10 @@
 #include <time.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -17,6 +19,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <string_view>
 #include <thread>
 
 #include "core/threads.h"
@@ -93,6 +96,37 @@ bool read_body(const httplib::Request& req, const httplib::ContentReader& reader
   int parts = 0;
   return reader([&](const httplib::MultipartFormData&) { return ++parts == 1; },
                 [&](const char* data, size_t n) { return parts == 1 ? append(data, n) : true; });
+}
+
+// A path for the access log: bytes other than printable ASCII as \xHH (as nginx logs them),
+// so a log line is one line of text whatever the request held.
+std::string printable(std::string_view path) {
+  std::string out;
+  for (const char c : path) {
+    if (c > ' ' && c < 127 && c != '\\') {
+      out += c;
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", unsigned(uint8_t(c)));
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// The binary tensor data extension's header: the length of the JSON that starts the body.
+constexpr const char* kJsonLength = "Inference-Header-Content-Length";
+
+// The request's kJsonLength, 0 without it; 400 when it is not a number.
+size_t json_length(const httplib::Request& req) {
+  if (!req.has_header(kJsonLength)) return 0;
+  const std::string v = req.get_header_value(kJsonLength);
+  size_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || n == 0)
+    throw RequestError(400,
+                       std::string(kJsonLength) + " must be the JSON's length in bytes, got '" + v + "'");
+  return n;
 }
 
 // cpp-httplib 0.11 listens with a backlog of 5: under a burst of new connections (64 clients
@@ -271,7 +305,8 @@ void Service::install_hooks() {
     metrics_.request(t_request.model, res.status, s);
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.1f", s * 1e3);
-    say(detail::concat(req.method, " ", req.path, " ", res.status, " ", ms, " ms batch ", t_request.batch));
+    say(detail::concat(req.method, " ", printable(req.path), " ", res.status, " ", ms, " ms batch ",
+                       t_request.batch));
     t_request = RequestInfo{};
   });
 }
@@ -286,8 +321,10 @@ void Service::install_routes() {
   svr_.Get("/ping", [](const Req&, Res& res) { answer(res, 200, R"({"status":"Healthy"})"); });
   svr_.Get("/v2", [](const Req&, Res& res) {
     answer(res, 200,
-           nlohmann::json{{"name", "vitcpp"}, {"version", version()}, {"extensions", {"classification"}}}
-               .dump());
+           nlohmann::json{{"name", "vitcpp"},
+                          {"version", version()},
+                          {"extensions", {"classification", "binary_tensor_data"}}}
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   });
   svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?)", [this](const Req& req, Res& res) {
     if (Model* m = find(req.matches[1], res))
@@ -295,16 +332,24 @@ void Service::install_routes() {
   });
   svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?/ready)", [this](const Req& req, Res& res) {
     if (find(req.matches[1], res))
-      answer(res, 200, nlohmann::json{{"name", req.matches[1]}, {"ready", true}}.dump());
+      answer(res, 200,
+             nlohmann::json{{"name", req.matches[1]}, {"ready", true}}.dump(
+                 -1, ' ', false, nlohmann::json::error_handler_t::replace));
   });
   svr_.Post(R"(/v2/models/([^/]+)(?:/versions/1)?/infer)", [this](const Req& req, Res& res) {
     const std::string name = req.matches[1];
     Model* m = find(name, res);
     if (!m) return;
-    InferRequest r = parse_infer(req.body, m->classifier());  // RequestError: 400 (the exception handler)
+    // RequestError: 400 (the exception handler)
+    InferRequest r =
+        parse_infer(req.body, m->classifier(), json_length(req), size_t(o_.max_body_mb * 1024 * 1024));
     std::vector<float> logits;
-    if (infer(*m, std::move(r.x), r.n, res, logits))
-      answer(res, 200, infer_response(name, r, logits, m->classifier()));
+    if (!infer(*m, std::move(r.x), r.n, res, logits)) return;
+    const InferResponse out = infer_response(name, r, logits, m->classifier());
+    if (out.json_length == 0) return answer(res, 200, out.body);
+    res.status = 200;
+    res.set_header(kJsonLength, std::to_string(out.json_length));
+    res.set_content(out.body, "application/octet-stream");
   });
   // TorchServe's image endpoint: curl --data-binary @FILE, -F data=@FILE (POST) or -T FILE (PUT).
   const auto predictions = [this](const Req& req, Res& res, const httplib::ContentReader& reader) {

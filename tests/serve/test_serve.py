@@ -52,16 +52,34 @@ class Server:
         return code, "".join(self.lines)
 
 
-def call(url, body=None, headers=None, method=None):
-    """(status, headers, body text) of one request; HTTP errors are answers too."""
+def call(url, body=None, headers=None, method=None, raw=False):
+    """(status, headers, body text, or bytes with raw) of one request; HTTP errors are answers too."""
     data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
     kind = {"Content-Type": "application/json" if isinstance(body, dict) else "application/octet-stream"}
     req = urllib.request.Request(url, data=data, headers={**kind, **(headers or {})}, method=method)
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.headers, r.read().decode()
+            status, headers, got = r.status, r.headers, r.read()
     except urllib.error.HTTPError as e:
-        return e.code, e.headers, e.read().decode()
+        status, headers, got = e.code, e.headers, e.read()
+    return status, headers, got if raw else got.decode()
+
+
+def binary_body(request, *blobs):
+    """The binary tensor data extension: the JSON, then the blobs; with its length header."""
+    head = json.dumps(request).encode()
+    return head + b"".join(blobs), {"Inference-Header-Content-Length": str(len(head))}
+
+
+def bytes_elements(items):
+    """BYTES elements as binary data: each one's length (4 bytes, little-endian), then it."""
+    return b"".join(len(b).to_bytes(4, "little") + b for b in items)
+
+
+def split_binary(headers, body):
+    """(JSON, binary data) of an answer with binary output."""
+    n = int(headers["Inference-Header-Content-Length"])
+    return json.loads(body[:n]), body[n:]
 
 
 def pixels(x):
@@ -138,6 +156,78 @@ def test_images_as_bytes_classification_and_torchserve_give_vit_predicts_top5(se
         assert np.allclose(list(top.values()), [t["prob"] for t in c["topk"]], rtol=0, atol=1e-5)
 
 
+def test_binary_tensor_data_in_and_out(server, tmp_path):
+    x = np.random.default_rng(2).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    u = server.url + "/v2/models/a/infer"
+    want = json.loads(call(u, pixels(x))[2])["outputs"][0]["data"]
+    # FP32 pixels as binary in, JSON out: the same logits as the JSON request's.
+    req = {"inputs": [{"name": "pixel_values", "shape": [2, 3, 32, 32], "datatype": "FP32",
+                       "parameters": {"binary_data_size": x.nbytes}}]}
+    status, _, body = call(u, *binary_body(req, x.tobytes()))
+    assert status == 200, body
+    assert json.loads(body)["outputs"][0]["data"] == want
+    # Binary out, asked for on the output or for the whole request.
+    for asked in ({"outputs": [{"name": "logits", "parameters": {"binary_data": True}}]},
+                  {"parameters": {"binary_data_output": True}}):
+        status, headers, body = call(u, *binary_body(dict(req, **asked), x.tobytes()), raw=True)
+        assert status == 200 and headers["Content-Type"] == "application/octet-stream", body
+        head, data = split_binary(headers, body)
+        out = head["outputs"][0]
+        assert out["shape"] == [2, 5] and out["parameters"] == {"binary_data_size": 40} and "data" not in out
+        got = np.frombuffer(data, "<f4").reshape(2, 5)
+        assert np.array_equal(got.reshape(-1), np.array(want, np.float32)), (got, want)
+        assert worst_rel(got, cli_logits(x, tmp_path)) <= 1e-5
+    # Image files as they are (no base64), classification strings as binary out.
+    files = [open(p, "rb").read() for p in IMAGES]
+    encoded = [base64.b64encode(f).decode() for f in files]
+    as_json = {"inputs": [{"name": "image", "shape": [3], "datatype": "BYTES", "data": encoded}]}
+    want = json.loads(call(u, as_json)[2])["outputs"][0]["data"]
+    blob = bytes_elements(files)
+    req = {"inputs": [{"name": "image", "shape": [3], "datatype": "BYTES", "parameters": {"binary_data_size": len(blob)}}]}
+    status, _, body = call(u, *binary_body(req, blob))
+    assert status == 200 and json.loads(body)["outputs"][0]["data"] == want, body
+    req["outputs"] = [{"name": "logits", "parameters": {"classification": 2, "binary_data": True}}]
+    status, headers, body = call(u, *binary_body(req, blob), raw=True)
+    head, data = split_binary(headers, body)
+    strings, at = [], 0
+    while at < len(data):
+        n = int.from_bytes(data[at:at + 4], "little")
+        strings.append(data[at + 4:at + 4 + n].decode())
+        at += 4 + n
+    assert head["outputs"][0]["shape"] == [3, 2] and len(strings) == 6 and all(s.count(":") == 2 for s in strings)
+    assert "binary_tensor_data" in json.loads(call(server.url + "/v2")[2])["extensions"]
+
+
+def test_bad_binary_requests_are_400(server):
+    u = server.url + "/v2/models/a/infer"
+    x = np.zeros((1, 3, 32, 32), np.float32).tobytes()
+    inp = {"name": "pixel_values", "shape": [1, 3, 32, 32], "datatype": "FP32",
+           "parameters": {"binary_data_size": len(x)}}
+    img = {"name": "image", "shape": [1], "datatype": "BYTES", "parameters": {"binary_data_size": 8}}
+    head = json.dumps({"inputs": [inp]}).encode()
+    cases = {
+        "length past the body": ((head, {"Inference-Header-Content-Length": "99999"}), "more than the body"),
+        "length not a number": ((head + x, {"Inference-Header-Content-Length": "12a"}), "JSON's length"),
+        "size past the data": (binary_body({"inputs": [inp]}, x[:12000]), "bytes of binary data are left"),
+        "wrong size": (binary_body({"inputs": [dict(inp, parameters={"binary_data_size": 12000})]}, x[:12000]),
+                       "needs 12288"),
+        "bytes left over": (binary_body({"inputs": [inp]}, x, b"extra"), "that no input's binary_data_size takes"),
+        "no header": ((head + x, {}), "no Inference-Header-Content-Length"),  # NUL ends JSON
+        "no header, data not NUL": ((head + b"\x01" + x, {}), "send the JSON's length in the Inference-Header"),
+        "data and binary": (binary_body({"inputs": [dict(inp, data=[0.0])]}, x), "both \"data\" and"),
+        "element past the end": (binary_body({"inputs": [img]}, (100).to_bytes(4, "little") + b"abcd"),
+                                 "element 0 is 100 bytes long"),
+        "not an image": (binary_body({"inputs": [img]}, (4).to_bytes(4, "little") + b"abcd"), "image: data[0]"),
+        "binary_data not a bool": (binary_body({"inputs": [inp], "parameters": {"binary_data_output": 1}}, x),
+                                   "must be true or false"),
+    }
+    for what, ((body, headers), message) in cases.items():
+        status, _, text = call(u, body, headers)
+        assert status == 400, f"{what}: {status} {text}"
+        assert message in json.loads(text)["error"], f"{what}: {text}"
+    assert call(server.url + "/v2/health/ready")[0] == 200
+
+
 def test_bad_requests_get_their_protocol_answers(server):
     u = server.url + "/v2/models/a/infer"
     x = np.zeros((1, 3, 32, 32), np.float32)
@@ -146,11 +236,18 @@ def test_bad_requests_get_their_protocol_answers(server):
         "wrong shape": (pixels(np.zeros((1, 3, 16, 16), np.float32)), "does not fit the model's input"),
         "wrong datatype": (dict(inputs=[dict(pixels(x)["inputs"][0], datatype="INT8")]), "datatype must be FP32"),
         "wrong size": (dict(inputs=[dict(pixels(x)["inputs"][0], shape=[2, 3, 32, 32])]), "needs 6144"),
+        "huge shape": (dict(inputs=[dict(pixels(x)["inputs"][0], shape=[10**15, 3, 32, 32])]),
+                       "more elements than the body's"),
         "unknown input": (dict(inputs=[dict(pixels(x)["inputs"][0], name="x")]), "unknown input"),
         "not an image": ({"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES",
                                       "data": [base64.b64encode(b"not an image").decode()]}]}, "image: data[0]"),
         "not base64": ({"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES", "data": ["***"]}]},
                        "not base64"),
+        # The message names a byte that is half a UTF-8 character: once this ended the server.
+        "not base64, not ASCII": ({"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES", "data": ["\u00e9"]}]},
+                                  "not base64 (byte 0xc3)"),
+        "name not a string": (dict(inputs=[dict(pixels(x)["inputs"][0], name=["pixel_values"])]),
+                              "\"name\" must be a string"),
         "bad output": (dict(pixels(x), outputs=[{"name": "probs"}]), "the only output"),
     }
     for what, (body, message) in cases.items():
@@ -162,6 +259,8 @@ def test_bad_requests_get_their_protocol_answers(server):
     for path in ("/v2/models/nope/infer", "/v2/models/nope", "/predictions/nope"):
         status, _, text = call(server.url + path, pixels(x) if "infer" in path or "pred" in path else None)
         assert status == 404 and "unknown model 'nope'" in json.loads(text)["error"], text
+    status, _, text = call(server.url + "/v2/models/%C3/ready")  # a name that is not UTF-8
+    assert status == 404 and "unknown model" in json.loads(text)["error"], text
     assert call(server.url + "/v3/nothing")[0] == 404
     # The server is still up and right after all that.
     assert call(server.url + "/v2/health/ready")[0] == 200
@@ -259,6 +358,13 @@ def test_body_limit_is_413_and_api_keys_are_401(tmp_path):
         big = pixels(np.zeros((40, 3, 32, 32), np.float32))  # ~1 MB of JSON
         status, _, body = call(s.url + "/v2/models/a/infer", big, {"Authorization": "Bearer s3cret"})
         assert status == 413, body
+        # Small files that decode to more than the limit (50 images of 3x32x32 floats: 614 KB).
+        png = open(os.path.join(PRETRAINED, "..", "digit_7.png"), "rb").read()
+        blob = bytes_elements([png] * 50)
+        body, headers = binary_body({"inputs": [{"name": "image", "shape": [50], "datatype": "BYTES",
+                                                 "parameters": {"binary_data_size": len(blob)}}]}, blob)
+        status, _, text = call(s.url + "/v2/models/a/infer", body, {**headers, "Authorization": "Bearer s3cret"})
+        assert len(body) < 100_000 and status == 413 and "over the --max-body-mb limit" in text, (status, text)
         status, headers, body = call(s.url + "/v2/models/a")
         assert status == 401 and headers["WWW-Authenticate"] == "Bearer" and "API key" in json.loads(body)["error"]
         assert call(s.url + "/v2/models/a", headers={"Authorization": "Bearer wrong"})[0] == 401

@@ -1,0 +1,39 @@
+// vit serve's infer request parsing (src/serve/protocol.cpp): the Open Inference Protocol's
+// JSON bodies and its binary tensor data extension. The first two bytes give the
+// Inference-Header-Content-Length (little-endian; 0: none), the rest is the body, parsed for
+// the timm_a fixture (3x32x32, 5 classes; VIT_FUZZ_FIXTURES names tests/fixtures/pretrained)
+// with a 1 MB input limit; a request that parses is answered as the server would, and one
+// that does not gets its error body.
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "serve/protocol.h"
+#include "vit/classifier.h"
+
+namespace {
+std::unique_ptr<vit::Classifier> model;
+}
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  const char* fx = std::getenv("VIT_FUZZ_FIXTURES");
+  model = std::make_unique<vit::Classifier>(std::string(fx ? fx : VIT_FIXTURE_DIR "/pretrained") + "/timm_a");
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 2) return 0;
+  const size_t json_length = size_t(data[0]) | size_t(data[1]) << 8;
+  const std::string_view body(reinterpret_cast<const char*>(data + 2), size - 2);
+  try {
+    const vit::serve::InferRequest r = vit::serve::parse_infer(body, *model, json_length, 1 << 20);
+    const std::vector<float> logits(size_t(r.n * model->num_classes()), 0.5f);
+    (void)vit::serve::infer_response("a", r, logits, *model);
+  } catch (const vit::Error& e) {
+    (void)vit::serve::error_json(e.what());  // the 400's body: must not throw either
+  }
+  return 0;
+}
