@@ -41,6 +41,9 @@ AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint6
     ra_m_ = float(m) / 10.f;
     ra_n_ = n;
   }
+  // timm's fill for the geometric ops: the normalization's mean as 8-bit pixels (create_transform's
+  // img_mean), here back in [0, 1].
+  for (float m : cfg_.mean) ra_fill_.push_back(std::round(255.f * std::clamp(m, 0.f, 1.f)) / 255.f);
   if (ra_n_ > 0 || cfg_.color_jitter())  // photometric ops work on [0, 1] values
     VIT_CHECK(int64_t(cfg_.mean.size()) == base_.channels() && int64_t(cfg_.std.size()) == base_.channels(),
               ra_n_ > 0 ? "--aa" : "--color-jitter", " needs the normalization's mean and std");
@@ -50,9 +53,9 @@ AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint6
 
 namespace {
 
-// Samples plane p (H x W) at the points map(y, x) gives, bilinearly; outside gets `fill`.
+// Samples each plane c (H x W) at the points map(y, x) gives, bilinearly; outside gets fill[c].
 template <typename Map>
-void warp(float* img, int64_t C, int64_t H, int64_t W, float fill, Map map) {
+void warp(float* img, int64_t C, int64_t H, int64_t W, const float* fill, Map map) {
   thread_local std::vector<float> src;
   src.assign(img, img + C * H * W);
   for (int64_t y = 0; y < H; ++y)
@@ -63,7 +66,7 @@ void warp(float* img, int64_t C, int64_t H, int64_t W, float fill, Map map) {
       for (int64_t c = 0; c < C; ++c) {
         const float* s = src.data() + c * H * W;
         auto at = [&](int64_t yy, int64_t xx) {
-          return yy < 0 || yy >= H || xx < 0 || xx >= W ? fill : s[yy * W + xx];
+          return yy < 0 || yy >= H || xx < 0 || xx >= W ? fill[c] : s[yy * W + xx];
         };
         img[(c * H + y) * W + x] = (at(y0, x0) * (1 - wx) + at(y0, x0 + 1) * wx) * (1 - wy) +
                                    (at(y0 + 1, x0) * (1 - wx) + at(y0 + 1, x0 + 1) * wx) * wy;
@@ -71,8 +74,9 @@ void warp(float* img, int64_t C, int64_t H, int64_t W, float fill, Map map) {
     }
 }
 
-// One RandAugment op on [0, 1] values. m in [0, 3], signed by the caller where it applies.
-void rand_op(int op, float m, float* img, int64_t C, int64_t H, int64_t W) {
+}  // namespace
+
+void rand_augment_op(int op, float m, float* img, int64_t C, int64_t H, int64_t W, const float* fill) {
   const int64_t n = C * H * W;
   const double cy = (H - 1) / 2.0, cx = (W - 1) / 2.0;
   switch (op) {
@@ -88,22 +92,22 @@ void rand_op(int op, float m, float* img, int64_t C, int64_t H, int64_t W) {
       break;
     case 2: {  // rotate by up to 30 degrees
       const double a = m * 30.0 * M_PI / 180.0, ca = std::cos(a), sa = std::sin(a);
-      warp(img, C, H, W, 0.5f, [&](double y, double x) {
+      warp(img, C, H, W, fill, [&](double y, double x) {
         return std::pair{cy + (y - cy) * ca - (x - cx) * sa, cx + (y - cy) * sa + (x - cx) * ca};
       });
       break;
     }
     case 3:
-      warp(img, C, H, W, 0.5f, [&](double y, double x) { return std::pair{y, x + m * 0.3 * (y - cy)}; });
+      warp(img, C, H, W, fill, [&](double y, double x) { return std::pair{y, x + m * 0.3 * (y - cy)}; });
       break;
     case 4:
-      warp(img, C, H, W, 0.5f, [&](double y, double x) { return std::pair{y + m * 0.3 * (x - cx), x}; });
+      warp(img, C, H, W, fill, [&](double y, double x) { return std::pair{y + m * 0.3 * (x - cx), x}; });
       break;
     case 5:
-      warp(img, C, H, W, 0.5f, [&](double y, double x) { return std::pair{y, x + m * 0.45 * W}; });
+      warp(img, C, H, W, fill, [&](double y, double x) { return std::pair{y, x + m * 0.45 * W}; });
       break;
     case 6:
-      warp(img, C, H, W, 0.5f, [&](double y, double x) { return std::pair{y + m * 0.45 * H, x}; });
+      warp(img, C, H, W, fill, [&](double y, double x) { return std::pair{y + m * 0.45 * H, x}; });
       break;
     case 7:  // brightness
       for (int64_t i = 0; i < n; ++i) img[i] *= 1.f + 0.9f * m;
@@ -153,6 +157,8 @@ void rand_op(int op, float m, float* img, int64_t C, int64_t H, int64_t W) {
     }
   }
 }
+
+namespace {
 
 // torchvision's _blend: r a + (1 - r) b, clamped to [0, 1].
 float blend(float a, float b, float r) {
@@ -210,8 +216,11 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
         break;
       }
     }
-    // Half-pixel centres clamped to the box, as resizing the cropped box repeats its edges.
-    warp(image, C, H, W, 0.f, [&](double y, double x) {
+    // Half-pixel centres clamped to the box, as resizing the cropped box repeats its edges
+    // (so nothing is filled).
+    thread_local std::vector<float> unused;
+    unused.assign(size_t(C), 0.f);
+    warp(image, C, H, W, unused.data(), [&](double y, double x) {
       return std::pair{std::clamp(by + (y + 0.5) * bh / H - 0.5, by, by + bh - 1),
                        std::clamp(bx + (x + 0.5) * bw / W - 0.5, bx, bx + bw - 1)};
     });
@@ -250,7 +259,7 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
       const int op = int(rng.below(13));
       const bool apply = rng.uniform() < 0.5;
       const float sign = rng.uniform() < 0.5 ? -1.f : 1.f;
-      if (apply) rand_op(op, sign * ra_m_, image, C, H, W);
+      if (apply) rand_augment_op(op, sign * ra_m_, image, C, H, W, ra_fill_.data());
     }
     if (cfg_.color_jitter()) {  // after RandAugment, as timm orders them when both are on
       // The adjustments asked for (strength > 0), in a random order, each with its factor.

@@ -13,7 +13,8 @@
 //   auto_augment:  RandAugment "rand-mM-nN": N ops drawn from identity, auto-contrast,
 //                  rotate, shear x/y, translate x/y, brightness, contrast, color,
 //                  solarize, posterize, sharpness; each applied with probability 0.5 at
-//                  magnitude M/10 with a random sign (timm's rand_augment_transform)
+//                  magnitude M/10 with a random sign (timm's rand_augment_transform); the
+//                  geometric ops fill with the normalization's mean, as timm's create_transform
 //   color_jitter:  brightness, contrast and saturation in a random order, each by a factor
 //                  drawn uniformly from [max(0, 1 - s), 1 + s] for its strength s
 //                  (torchvision's ColorJitter without hue, as timm's --color-jitter builds it)
@@ -57,6 +58,12 @@ struct AugmentConfig {
 void color_jitter(float* img, int64_t C, int64_t H, int64_t W, const int* order, int n,
                   const float factors[3]);
 
+// One RandAugment op (0 identity, 1 auto-contrast, 2 rotate, 3-4 shear x/y, 5-6 translate
+// x/y, 7 brightness, 8 contrast, 9 color, 10 solarize, 11 posterize, 12 sharpness) on a
+// [C, H, W] image in [0, 1], at signed magnitude m (M/10 of rand-mM); the geometric ops fill
+// what comes from outside channel c with fill[c].
+void rand_augment_op(int op, float m, float* img, int64_t C, int64_t H, int64_t W, const float* fill);
+
 class AugmentedDataset : public Dataset {
  public:
   AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint64_t seed);
@@ -76,6 +83,7 @@ class AugmentedDataset : public Dataset {
   int64_t epoch_ = 0;
   int64_t ra_n_ = 0;
   float ra_m_ = 0.f;
+  std::vector<float> ra_fill_;  // the geometric ops' fill per channel, in [0, 1]
 };
 
 }  // namespace vit

@@ -386,6 +386,43 @@ TEST(Augment, ColorJitterDrawsPerSampleAndKeepsItsDraws) {
   for (int k = 0; k < 24; ++k) EXPECT_NEAR(a[size_t(k)], float(k + 1), 1e-4f) << k;
 }
 
+TEST(Augment, RandAugmentFillsWithTheMeanAsTimm) {
+  // Translate x by 0.45 * 0.5 of the width (4.5 of 20 pixels) on a white image: the columns
+  // from outside take the fill, those from inside stay white, the one between is half each.
+  std::vector<float> img(2 * 3 * 20, 1.f);
+  const float fill[2] = {0.25f, 0.75f};
+  rand_augment_op(5, 0.5f, img.data(), 2, 3, 20, fill);
+  for (int c = 0; c < 2; ++c)
+    for (int y = 0; y < 3; ++y)
+      for (int x = 0; x < 20; ++x) {
+        const float want = x <= 14 ? 1.f : x == 15 ? 0.5f * (1.f + fill[c]) : fill[c];
+        EXPECT_FLOAT_EQ(img[size_t((c * 3 + y) * 20 + x)], want) << c << " " << y << " " << x;
+      }
+  // Through the dataset: MNIST's normalization, so timm's fill is the pixel round(255 *
+  // 0.1307) = 33, normalized. Some samples show it (a geometric op drawn last), none the old
+  // 0.5 gray.
+  const Ramp white(1.f);
+  AugmentConfig ra;
+  ra.auto_augment = "rand-m9-n2";
+  ra.mean = {0.1307f};
+  ra.std = {0.3081f};
+  const float want = (33.f / 255.f - 0.1307f) / 0.3081f, gray = (0.5f - 0.1307f) / 0.3081f;
+  std::vector<float> x(24);
+  int filled = 0, grayed = 0;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    AugmentedDataset aug(white, ra, seed);
+    for (int64_t i = 0; i < 8; ++i) {
+      aug.get(i, x.data());
+      for (float v : x) {
+        filled += std::fabs(v - want) < 1e-5f;
+        grayed += std::fabs(v - gray) < 1e-5f;
+      }
+    }
+  }
+  EXPECT_GT(filled, 0);
+  EXPECT_EQ(grayed, 0);
+}
+
 TEST(Augment, ResizedCropErasingAndRandAugment) {
   Ramp base;
   std::vector<float> plain(24), x(24), y(24);
