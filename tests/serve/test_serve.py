@@ -375,8 +375,9 @@ def test_body_limit_is_413_and_api_keys_are_401(tmp_path):
         assert s.stop()[0] == 0
 
 
-def test_sigterm_under_load_answers_every_accepted_request_and_exits_0():
-    s = Server("--model", f"a={CK}", "--max-batch", 4, "--max-delay-ms", 300)
+@pytest.mark.parametrize("instances", [1, 2])
+def test_sigterm_under_load_answers_every_accepted_request_and_exits_0(instances):
+    s = Server("--model", f"a={CK}", "--max-batch", 4, "--max-delay-ms", 300, "--instances", instances)
     x = pixels(np.zeros((1, 3, 32, 32), np.float32))
     results, stop_at = [], []
     lock = threading.Lock()
