@@ -86,16 +86,28 @@ void fail(httplib::Response& res, int status, const std::string& message) {
 // The request's body, read through httplib's content reader: its regular path would refuse
 // bodies over 8 KB sent as application/x-www-form-urlencoded (what curl -d and urllib send
 // without a Content-Type). A multipart form (curl -F, as TorchServe's clients send images)
-// gives its first part. False when reading failed (res.status says why: 413 over the limit).
-bool read_body(const httplib::Request& req, const httplib::ContentReader& reader, std::string& body) {
+// gives its first part. httplib undoes a Content-Encoding (gzip, deflate) as it reads and
+// bounds only the bytes sent, so the body as decoded is held to max_bytes here: 200 KB of
+// gzip made 200 MB. False when reading failed (res.status says why: 413 over the limit).
+bool read_body(const httplib::Request& req, const httplib::ContentReader& reader, size_t max_bytes,
+               httplib::Response& res, std::string& body) {
+  bool too_big = false;
   auto append = [&](const char* data, size_t n) {
-    body.append(data, n);
-    return true;
+    too_big = n > max_bytes - body.size();
+    if (!too_big) body.append(data, n);
+    return !too_big;
   };
-  if (!req.is_multipart_form_data()) return reader(append);
   int parts = 0;
-  return reader([&](const httplib::MultipartFormData&) { return ++parts == 1; },
-                [&](const char* data, size_t n) { return parts == 1 ? append(data, n) : true; });
+  const bool ok =
+      !req.is_multipart_form_data()
+          ? reader(append)
+          : reader([&](const httplib::MultipartFormData&) { return ++parts == 1; },
+                   [&](const char* data, size_t n) { return parts == 1 ? append(data, n) : true; });
+  if (too_big) {  // the rest of the body is still on the connection: close it after the answer
+    res.set_header("Connection", "close");
+    fail(res, 413, "the body, decompressed, is larger than --max-body-mb");
+  }
+  return ok && !too_big;
 }
 
 // A path for the access log: bytes other than printable ASCII as \xHH (as nginx logs them),
@@ -273,7 +285,8 @@ void Service::install_hooks() {
   const size_t max_body = size_t(o_.max_body_mb * 1024 * 1024);
   svr_.set_error_handler([max_body](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    // cpp-httplib caps a body sent as a form (curl -d, urllib without a Content-Type) at 8 KB.
+    // cpp-httplib caps a body sent as a form (curl -d, urllib without a Content-Type) at 8 KB
+    // where it reads the body itself: an unknown POST path (the endpoints use read_body).
     const bool form = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
     if (res.status == 413 && form &&
         std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) <= max_body)
@@ -305,7 +318,9 @@ void Service::install_hooks() {
     metrics_.request(t_request.model, res.status, s);
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.1f", s * 1e3);
-    say(detail::concat(req.method, " ", printable(req.path), " ", res.status, " ", ms, " ms batch ",
+    // "-" for what a request line that did not parse lacks (as after a body cut off at 413).
+    say(detail::concat(req.method.empty() ? "-" : req.method, " ",
+                       req.path.empty() ? "-" : printable(req.path), " ", res.status, " ", ms, " ms batch ",
                        t_request.batch));
     t_request = RequestInfo{};
   });
@@ -336,25 +351,28 @@ void Service::install_routes() {
              nlohmann::json{{"name", req.matches[1]}, {"ready", true}}.dump(
                  -1, ' ', false, nlohmann::json::error_handler_t::replace));
   });
-  svr_.Post(R"(/v2/models/([^/]+)(?:/versions/1)?/infer)", [this](const Req& req, Res& res) {
-    const std::string name = req.matches[1];
-    Model* m = find(name, res);
-    if (!m) return;
-    // RequestError: 400 (the exception handler)
-    InferRequest r =
-        parse_infer(req.body, m->classifier(), json_length(req), size_t(o_.max_body_mb * 1024 * 1024));
-    std::vector<float> logits;
-    if (!infer(*m, std::move(r.x), r.n, res, logits)) return;
-    const InferResponse out = infer_response(name, r, logits, m->classifier());
-    if (out.json_length == 0) return answer(res, 200, out.body);
-    res.status = 200;
-    res.set_header(kJsonLength, std::to_string(out.json_length));
-    res.set_content(out.body, "application/octet-stream");
-  });
+  const size_t max_body = size_t(o_.max_body_mb * 1024 * 1024);
+  svr_.Post(R"(/v2/models/([^/]+)(?:/versions/1)?/infer)",
+            [this, max_body](const Req& req, Res& res, const httplib::ContentReader& reader) {
+              std::string body;
+              if (!read_body(req, reader, max_body, res, body)) return;
+              const std::string name = req.matches[1];
+              Model* m = find(name, res);
+              if (!m) return;
+              // RequestError: 400 (the exception handler)
+              InferRequest r = parse_infer(body, m->classifier(), json_length(req), max_body);
+              std::vector<float> logits;
+              if (!infer(*m, std::move(r.x), r.n, res, logits)) return;
+              const InferResponse out = infer_response(name, r, logits, m->classifier());
+              if (out.json_length == 0) return answer(res, 200, out.body);
+              res.status = 200;
+              res.set_header(kJsonLength, std::to_string(out.json_length));
+              res.set_content(out.body, "application/octet-stream");
+            });
   // TorchServe's image endpoint: curl --data-binary @FILE, -F data=@FILE (POST) or -T FILE (PUT).
-  const auto predictions = [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
+  const auto predictions = [this, max_body](const Req& req, Res& res, const httplib::ContentReader& reader) {
     std::string body;
-    if (!read_body(req, reader, body)) return;
+    if (!read_body(req, reader, max_body, res, body)) return;
     Model* m = find(req.matches[1], res);
     if (!m) return;
     const Classifier& c = m->classifier();

@@ -3,6 +3,7 @@ HTTP client (urllib), logits and top-5 against `vit predict`, dynamic batching u
 concurrent callers, and SIGTERM under load. Each server runs on a free port (--port 0)."""
 import base64
 import concurrent.futures
+import gzip
 import json
 import os
 import re
@@ -134,6 +135,11 @@ def test_infer_gives_vit_predicts_logits(server, tmp_path):
     nested["inputs"][0]["data"] = x.tolist()
     status, _, body = call(server.url + "/v2/models/a/versions/1/infer", nested)
     assert status == 200 and np.allclose(json.loads(body)["outputs"][0]["data"], got.reshape(-1), rtol=0, atol=0)
+    # Sent as a form (curl -d), over the 8 KB cpp-httplib allows forms on its plain path.
+    form = json.dumps(pixels(x)).encode()
+    status, _, body = call(server.url + "/v2/models/a/infer", form, {"Content-Type": "application/x-www-form-urlencoded"})
+    assert len(form) > 8192 and status == 200, body
+    assert np.allclose(json.loads(body)["outputs"][0]["data"], got.reshape(-1), rtol=0, atol=0)
 
 
 def test_images_as_bytes_classification_and_torchserve_give_vit_predicts_top5(server):
@@ -365,6 +371,18 @@ def test_body_limit_is_413_and_api_keys_are_401(tmp_path):
                                                  "parameters": {"binary_data_size": len(blob)}}]}, blob)
         status, _, text = call(s.url + "/v2/models/a/infer", body, {**headers, "Authorization": "Bearer s3cret"})
         assert len(body) < 100_000 and status == 413 and "over the --max-body-mb limit" in text, (status, text)
+        # gzip is undone as the body is read, and the decoded bytes count: 200 KB of gzip that
+        # would make 200 MB get 413 on both endpoints; a small gzip body is answered as plain.
+        auth = {"Authorization": "Bearer s3cret", "Content-Encoding": "gzip"}
+        bomb = gzip.compress(bytes(200_000_000), compresslevel=9)
+        for path in ("/v2/models/a/infer", "/predictions/a"):
+            status, _, text = call(s.url + path, bomb, auth)
+            assert len(bomb) < 300_000 and status == 413 and "decompressed" in text, (path, status, text)
+        x = pixels(np.ones((1, 3, 32, 32), np.float32))
+        plain = call(s.url + "/v2/models/a/infer", x, {"Authorization": "Bearer s3cret"})
+        packed = call(s.url + "/v2/models/a/infer", gzip.compress(json.dumps(x).encode()),
+                      {**auth, "Content-Type": "application/json"})
+        assert plain[0] == packed[0] == 200 and plain[2] == packed[2], (plain, packed)
         status, headers, body = call(s.url + "/v2/models/a")
         assert status == 401 and headers["WWW-Authenticate"] == "Bearer" and "API key" in json.loads(body)["error"]
         assert call(s.url + "/v2/models/a", headers={"Authorization": "Bearer wrong"})[0] == 401
