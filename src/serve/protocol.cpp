@@ -1,5 +1,6 @@
 #include "serve/protocol.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdio>
@@ -35,6 +36,32 @@ void flatten(const json& j, std::vector<float>& out) {
   } else {
     bad("pixel_values: data holds " + std::string(j.type_name()) + " values; FP32 wants numbers");
   }
+}
+
+// The deepest nesting of arrays and objects in JSON text (strings skipped), stopping once
+// past `most`. A pixel tensor nests 5 deep in a request; 2 MB of "[" nested a million deep
+// and overflowed the stack of the recursion that reads it (flatten), ending the server.
+int nesting(std::string_view text, int most) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > most) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
 }
 
 // A string member of an object ("" when it has none); 400 when it is not a string.
@@ -202,7 +229,11 @@ InferRequest parse_infer(std::string_view body, const Classifier& m, size_t json
         std::to_string(body.size()) + " bytes");
   BinaryData bin{json_length > 0 ? body.substr(json_length) : std::string_view(), json_length > 0,
                  body.size(), max_input_bytes / sizeof(float)};
-  json j = json::parse(json_length > 0 ? body.substr(0, json_length) : body, nullptr, false);
+  const std::string_view head = json_length > 0 ? body.substr(0, json_length) : body;
+  constexpr int kMostNesting = 32;
+  if (nesting(head, kMostNesting) > kMostNesting)
+    bad("the JSON nests arrays and objects more than " + std::to_string(kMostNesting) + " deep");
+  json j = json::parse(head, nullptr, false);
   if (j.is_discarded()) {
     const bool binary = json_length == 0 && body.find("\"binary_data_size\"") != std::string_view::npos;
     bad(binary ? "the body is not valid JSON: with binary data after it, send the JSON's length in the "

@@ -244,6 +244,9 @@ def test_bad_requests_get_their_protocol_answers(server):
         "wrong size": (dict(inputs=[dict(pixels(x)["inputs"][0], shape=[2, 3, 32, 32])]), "needs 6144"),
         "huge shape": (dict(inputs=[dict(pixels(x)["inputs"][0], shape=[10**15, 3, 32, 32])]),
                        "more elements than the body's"),
+        # 2 MB of brackets a million deep: once a stack overflow that ended the server.
+        "deep nesting": (('{"inputs":[{"name":"pixel_values","shape":[1,3,32,32],"datatype":"FP32","data":' +
+                          "[" * 10**6 + "1" + "]" * 10**6 + "}]}").encode(), "more than 32 deep"),
         "unknown input": (dict(inputs=[dict(pixels(x)["inputs"][0], name="x")]), "unknown input"),
         "not an image": ({"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES",
                                       "data": [base64.b64encode(b"not an image").decode()]}]}, "image: data[0]"),
