@@ -1,10 +1,10 @@
 // Dynamic batching for one served model: requests (each one or more preprocessed images)
 // wait in a queue; a thread per model instance gathers them into a forward pass of up to
-// max_batch images, waiting at most max_delay after the oldest arrived, and hands each request
-// its own rows of the logits. With several instances (Triton's instance_group count), one
-// gathers while the others run their passes, each on its own share of the threads. A request's images are
-// never split across passes (one larger than max_batch runs alone, cut into passes of max_batch by the
-// Classifier).
+// max_batch images, waiting at most max_delay after the oldest arrived, and hands each
+// request its own rows of the logits. With several instances (Triton's instance_group
+// count), one gathers while the others run their passes, each on its own share of the
+// threads. A request's images are never split across passes (one larger than max_batch
+// runs alone, cut into passes of max_batch by the Classifier).
 #pragma once
 #include <atomic>
 #include <chrono>
