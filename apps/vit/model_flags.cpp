@@ -158,6 +158,12 @@ void AugFlags::add_to(CLI::App& cmd) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--aa", aug.auto_augment, "RandAugment, e.g. rand-m9-n2");
   cmd.add_option(
+         "--aa-fill", aug.aa_fill,
+         "what RandAugment's rotations, shears and translations fill with: mean (the normalization's, "
+         "as timm) or gray (0.5, vitcpp before 2026-12-04)")
+      ->check(CLI::IsMember({"mean", "gray"}))
+      ->capture_default_str();
+  cmd.add_option(
          "--color-jitter", color_jitter,
          "color jitter strength S (brightness, contrast and saturation by factors in [1-S, 1+S], in a "
          "random order; timm's, off by default), or B C S each")

@@ -140,6 +140,8 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
     return std::find(saved.begin(), saved.end(), flag) != saved.end();
   };
   if (saved_has("--crop-pad") && !saved_has("--crop-fill")) out.insert(out.end(), {"--crop-fill", "mean"});
+  // And those recorded before --aa-fill filled RandAugment's geometric ops with 0.5 gray.
+  if (saved_has("--aa") && !saved_has("--aa-fill")) out.insert(out.end(), {"--aa-fill", "gray"});
   out.insert(out.end(), extra.begin(), extra.end());
   out.insert(out.end(), {"--resume", dir});
   return out;

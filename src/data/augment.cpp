@@ -19,6 +19,7 @@ void AugmentConfig::validate() const {
   VIT_CHECK(crop_pad >= 0, "--crop-pad must be non-negative");
   VIT_CHECK(crop_fill == "black" || crop_fill == "mean", "--crop-fill: expected black or mean, got '",
             crop_fill, "'");
+  VIT_CHECK(aa_fill == "mean" || aa_fill == "gray", "--aa-fill: expected mean or gray, got '", aa_fill, "'");
   VIT_CHECK(hflip >= 0.f && hflip <= 1.f, "--hflip must be a probability");
   VIT_CHECK(vflip >= 0.f && vflip <= 1.f, "--vflip must be a probability");
   VIT_CHECK(reprob >= 0.f && reprob <= 1.f, "--reprob must be a probability");
@@ -42,8 +43,9 @@ AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint6
     ra_n_ = n;
   }
   // timm's fill for the geometric ops: the normalization's mean as 8-bit pixels (create_transform's
-  // img_mean), here back in [0, 1].
-  for (float m : cfg_.mean) ra_fill_.push_back(std::round(255.f * std::clamp(m, 0.f, 1.f)) / 255.f);
+  // img_mean), here back in [0, 1]; or the 0.5 gray of runs recorded before.
+  for (float m : cfg_.mean)
+    ra_fill_.push_back(cfg_.aa_fill == "gray" ? 0.5f : std::round(255.f * std::clamp(m, 0.f, 1.f)) / 255.f);
   if (ra_n_ > 0 || cfg_.color_jitter())  // photometric ops work on [0, 1] values
     VIT_CHECK(int64_t(cfg_.mean.size()) == base_.channels() && int64_t(cfg_.std.size()) == base_.channels(),
               ra_n_ > 0 ? "--aa" : "--color-jitter", " needs the normalization's mean and std");

@@ -38,6 +38,9 @@ struct AugmentConfig {
   float hflip = 0.f;
   float vflip = 0.f;
   std::string auto_augment;  // "rand-m9-n2": RandAugment, n ops of magnitude m/10 (timm --aa)
+  // What RandAugment's rotations, shears and translations fill with: "mean" (the
+  // normalization's, as timm) or "gray" (0.5, what vitcpp filled with before 2026-12-04).
+  std::string aa_fill = "mean";
   // Color jitter strengths: brightness, contrast, saturation (timm --color-jitter).
   float jitter[3] = {0, 0, 0};
   float reprob = 0.f;            // random erasing probability (timm --reprob), per-pixel noise

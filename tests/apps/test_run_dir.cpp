@@ -224,27 +224,41 @@ TEST(RunDir, ArgsJsonIsTheSettingsAndAnOlderArgvListStillResumes) {
       << vit::read_text_file(b + "/args.json");
 }
 
-// --crop-fill came after runs were recorded without it; they padded with the mean, and a
-// resume keeps doing so (the default, black, would change the run).
-TEST(RunDir, AnOlderRunWithCropPaddingResumesWithTheMeanFill) {
-  vit::test::TempDir tmp("run_fill");
-  const std::string mean = tmp / "mean", black = tmp / "black", old = tmp / "old";
-  const std::string flags = "--crop-pad 2 --log-every 0 --epochs 1 ";
-  ASSERT_EQ(run(kTrain + flags + "--crop-fill mean --output " + mean).code, 0);
-  ASSERT_EQ(run(kTrain + flags + "--crop-fill mean --output " + old).code, 0);
-  ASSERT_EQ(run(kTrain + flags + "--output " + black).code, 0);
+// A run recorded before --FLAG existed (its args.json without it) resumes with `before`, what
+// it did then, not the flag's default: it ends with the weights of a run given --FLAG before
+// from the start, which differ from the default's.
+void expect_an_older_run_resumes_as_before(const std::string& name, const std::string& flags,
+                                           const std::string& flag, const std::string& before) {
+  vit::test::TempDir tmp(name);
+  const std::string given = tmp / "given", now = tmp / "default", old = tmp / "old";
+  ASSERT_EQ(run(kTrain + flags + " --" + flag + " " + before + " --output " + given).code, 0);
+  ASSERT_EQ(run(kTrain + flags + " --" + flag + " " + before + " --output " + old).code, 0);
+  ASSERT_EQ(run(kTrain + flags + " --output " + now).code, 0);
   const std::string weights = "/last.safetensors";
-  EXPECT_FALSE(vit::read_text_file(black + weights) == vit::read_text_file(mean + weights))
-      << "the fill changes the run";
+  EXPECT_FALSE(vit::read_text_file(given + weights) == vit::read_text_file(now + weights))
+      << "--" << flag << " changes the run";
   nlohmann::json settings = nlohmann::json::parse(vit::read_text_file(old + "/args.json"));
-  ASSERT_EQ(settings.erase("crop-fill"), 1u) << settings.dump();
+  ASSERT_EQ(settings.erase(flag), 1u) << settings.dump();
   vit::write_file_atomic(old + "/args.json", settings.dump(1) + "\n");
-  for (const std::string& dir : {mean, old}) {
+  for (const std::string& dir : {given, old}) {
     const Result longer = run("train --resume " + dir + " --epochs 2");
     ASSERT_EQ(longer.code, 0) << longer.out;
   }
-  EXPECT_TRUE(vit::read_text_file(old + weights) == vit::read_text_file(mean + weights))
-      << "the older run resumed with another fill";
+  EXPECT_TRUE(vit::read_text_file(old + weights) == vit::read_text_file(given + weights))
+      << "the older run resumed with another --" << flag;
+}
+
+// --crop-fill came after runs were recorded without it; they padded with the mean (the
+// default, black, would change the run).
+TEST(RunDir, AnOlderRunWithCropPaddingResumesWithTheMeanFill) {
+  expect_an_older_run_resumes_as_before("run_fill", "--crop-pad 2 --log-every 0 --epochs 1", "crop-fill",
+                                        "mean");
+}
+
+// --aa-fill came when RandAugment's fill changed from 0.5 gray to the mean.
+TEST(RunDir, AnOlderRunWithRandAugmentResumesWithTheGrayFill) {
+  expect_an_older_run_resumes_as_before("run_aa_fill", "--aa rand-m9-n2 --log-every 0 --epochs 1", "aa-fill",
+                                        "gray");
 }
 
 TEST(RunDir, AnEmptyOrMissingOutputIsFineAFileIsNot) {

@@ -407,20 +407,31 @@ TEST(Augment, RandAugmentFillsWithTheMeanAsTimm) {
   ra.mean = {0.1307f};
   ra.std = {0.3081f};
   const float want = (33.f / 255.f - 0.1307f) / 0.3081f, gray = (0.5f - 0.1307f) / 0.3081f;
-  std::vector<float> x(24);
-  int filled = 0, grayed = 0;
-  for (uint64_t seed = 1; seed <= 16; ++seed) {
-    AugmentedDataset aug(white, ra, seed);
-    for (int64_t i = 0; i < 8; ++i) {
-      aug.get(i, x.data());
-      for (float v : x) {
-        filled += std::fabs(v - want) < 1e-5f;
-        grayed += std::fabs(v - gray) < 1e-5f;
+  // How many pixels of 16 seeds' 8 samples show the mean fill and the gray one.
+  auto fills = [&] {
+    std::vector<float> x(24);
+    std::pair<int, int> n{0, 0};
+    for (uint64_t seed = 1; seed <= 16; ++seed) {
+      AugmentedDataset aug(white, ra, seed);
+      for (int64_t i = 0; i < 8; ++i) {
+        aug.get(i, x.data());
+        for (float v : x) {
+          n.first += std::fabs(v - want) < 1e-5f;
+          n.second += std::fabs(v - gray) < 1e-5f;
+        }
       }
     }
-  }
+    return n;
+  };
+  const auto [filled, grayed] = fills();
   EXPECT_GT(filled, 0);
   EXPECT_EQ(grayed, 0);
+  ra.aa_fill = "gray";  // the fill of runs recorded before 2026-12-04
+  const auto [filled_old, grayed_old] = fills();
+  EXPECT_EQ(filled_old, 0);
+  EXPECT_GT(grayed_old, 0);
+  ra.aa_fill = "white";
+  EXPECT_NE(test::error_of([&] { AugmentedDataset(white, ra, 1); }).find("--aa-fill"), std::string::npos);
 }
 
 TEST(Augment, ResizedCropErasingAndRandAugment) {
