@@ -168,6 +168,7 @@ class Service {
   void say(const std::string& line);  // one log line, whole and flushed
 
   const ServeOptions& o_;
+  const size_t max_body_;  // --max-body-mb in bytes: as sent, as decoded, and of decoded images
   std::ostream& log_;
   std::mutex log_mu_;
   std::vector<std::string> keys_, names_;
@@ -177,7 +178,8 @@ class Service {
   std::atomic<bool> stopping_{false};
 };
 
-Service::Service(const ServeOptions& o, std::ostream& log) : o_(o), log_(log) {
+Service::Service(const ServeOptions& o, std::ostream& log)
+    : o_(o), max_body_(size_t(o.max_body_mb * 1024 * 1024)), log_(log) {
   VIT_CHECK(!o.models.empty(), "give at least one --model NAME=CHECKPOINT");
   VIT_CHECK(o.max_batch > 0 && o.max_queue > 0 && o.max_delay_ms >= 0 && o.timeout_s > 0 && o.max_body_mb > 0,
             "--max-batch, --max-queue, --timeout-s and --max-body-mb must be positive, --max-delay-ms >= 0");
@@ -185,7 +187,7 @@ Service::Service(const ServeOptions& o, std::ostream& log) : o_(o), log_(log) {
   load_models();
   const int http_threads = o.http_threads;
   svr_.new_task_queue = [http_threads] { return new httplib::ThreadPool(size_t(http_threads)); };
-  svr_.set_payload_max_length(size_t(o.max_body_mb * 1024 * 1024));
+  svr_.set_payload_max_length(max_body_);
   svr_.set_keep_alive_max_count(1000);
   svr_.set_tcp_nodelay(true);  // an answer goes out at once, not after the client's delayed ACK (40 ms)
   install_hooks();
@@ -282,8 +284,7 @@ void Service::install_hooks() {
                       : "the API key is not valid");
     return httplib::Server::HandlerResponse::Handled;
   });
-  const size_t max_body = size_t(o_.max_body_mb * 1024 * 1024);
-  svr_.set_error_handler([max_body](const httplib::Request& req, httplib::Response& res) {
+  svr_.set_error_handler([max_body = max_body_](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     // cpp-httplib caps a body sent as a form (curl -d, urllib without a Content-Type) at 8 KB
     // where it reads the body itself: an unknown POST path (the endpoints use read_body).
@@ -339,7 +340,7 @@ void Service::install_routes() {
            nlohmann::json{{"name", "vitcpp"},
                           {"version", version()},
                           {"extensions", {"classification", "binary_tensor_data"}}}
-               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+               .dump());
   });
   svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?)", [this](const Req& req, Res& res) {
     if (Model* m = find(req.matches[1], res))
@@ -351,16 +352,15 @@ void Service::install_routes() {
              nlohmann::json{{"name", req.matches[1]}, {"ready", true}}.dump(
                  -1, ' ', false, nlohmann::json::error_handler_t::replace));
   });
-  const size_t max_body = size_t(o_.max_body_mb * 1024 * 1024);
   svr_.Post(R"(/v2/models/([^/]+)(?:/versions/1)?/infer)",
-            [this, max_body](const Req& req, Res& res, const httplib::ContentReader& reader) {
+            [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
               std::string body;
-              if (!read_body(req, reader, max_body, res, body)) return;
+              if (!read_body(req, reader, max_body_, res, body)) return;
               const std::string name = req.matches[1];
               Model* m = find(name, res);
               if (!m) return;
               // RequestError: 400 (the exception handler)
-              InferRequest r = parse_infer(body, m->classifier(), json_length(req), max_body);
+              InferRequest r = parse_infer(body, m->classifier(), json_length(req), max_body_);
               std::vector<float> logits;
               if (!infer(*m, std::move(r.x), r.n, res, logits)) return;
               const InferResponse out = infer_response(name, r, logits, m->classifier());
@@ -370,9 +370,9 @@ void Service::install_routes() {
               res.set_content(out.body, "application/octet-stream");
             });
   // TorchServe's image endpoint: curl --data-binary @FILE, -F data=@FILE (POST) or -T FILE (PUT).
-  const auto predictions = [this, max_body](const Req& req, Res& res, const httplib::ContentReader& reader) {
+  const auto predictions = [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
     std::string body;
-    if (!read_body(req, reader, max_body, res, body)) return;
+    if (!read_body(req, reader, max_body_, res, body)) return;
     Model* m = find(req.matches[1], res);
     if (!m) return;
     const Classifier& c = m->classifier();
