@@ -11,8 +11,8 @@
  *   vitcpp_classify(m, &img, 1, 5, top);
  *   vitcpp_close(m);
  *
- * A model runs one call at a time: share it between threads behind a lock, or open one per
- * thread. */
+ * A model runs one call at a time: share it between threads behind a lock, or give each
+ * thread a replica (vitcpp_replica: the weights in memory once). */
 #ifndef VITCPP_H
 #define VITCPP_H
 
@@ -64,7 +64,7 @@ typedef struct vitcpp_prediction {
  * fields are only ever added at its end; the library reads the fields that size covers and
  * takes the defaults for the rest. Functions are only added, never changed.
  * VITCPP_API_VERSION counts the additions; vitcpp_api_version() says the library's. */
-#define VITCPP_API_VERSION 2
+#define VITCPP_API_VERSION 3
 
 /* How vitcpp_open_with_options opens a model. Fill it with vitcpp_options_init, which sets
  * struct_size and the defaults, then change what you need. */
@@ -98,6 +98,12 @@ VIT_API vitcpp_status vitcpp_open_with_labels(const char* checkpoint, const char
 VIT_API vitcpp_status vitcpp_open_with_options(const char* checkpoint, const vitcpp_options* options,
                                                vitcpp_model** out);
 VIT_API void vitcpp_close(vitcpp_model* model); /* NULL is allowed */
+/* A replica of model (API version 3): the same weights, shared and not copied, with buffers of
+ * its own, for calls at the same time as model's on another thread. Its calls run on threads
+ * threads (0: the process's); dtype, max_batch and class names are model's. Close each
+ * replica with vitcpp_close; the weights stay in memory until model and its replicas are all
+ * closed, in any order. */
+VIT_API vitcpp_status vitcpp_replica(const vitcpp_model* model, int32_t threads, vitcpp_model** out);
 
 /* OpenMP threads of later calls, for the whole process; n <= 0: OpenMP's default. */
 VIT_API void vitcpp_set_threads(int n);

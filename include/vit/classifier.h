@@ -11,7 +11,8 @@
 //     std::printf("%lld %.4f %s\n", (long long)p.index, p.probability, p.label.c_str());
 //
 // A Classifier runs one call at a time (it owns the model's activation buffers): share one
-// between threads behind a lock, or open one per thread. Each call uses the model's own
+// between threads behind a lock, or give each thread a replica() (the same weights in memory
+// once, buffers of its own). Each call uses the model's own
 // thread count (ClassifierOptions::threads), else the OpenMP threads that set_threads()
 // sets for the process.
 #pragma once
@@ -108,6 +109,13 @@ class VIT_API Classifier {
   const std::string& format() const;                    // "vitcpp", "timm", "hf" or "vit-pytorch"
   const std::vector<std::string>& notes() const;        // what the loader adapted, for people
 
+  // Another Classifier on this one's weights, shared and not copied, with activation
+  // buffers of its own: for calls at the same time on other threads, as `vit serve
+  // --instances` makes them. Its calls run on `threads` threads (0: the process's, as
+  // ClassifierOptions::threads); dtype, max_batch and class names are this one's. The weights
+  // stay in memory while this Classifier or any of its replicas lives.
+  Classifier replica(int threads = 0) const;
+
   // OpenMP threads of every later call (of every Classifier: it is the process's setting).
   // n <= 0 leaves OpenMP's default (all cores, or OMP_NUM_THREADS).
   static void set_threads(int n);
@@ -141,6 +149,7 @@ class VIT_API Classifier {
 
  private:
   struct Impl;
+  explicit Classifier(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

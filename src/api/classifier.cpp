@@ -34,14 +34,15 @@ std::vector<Prediction> top_k(const float* logits, int64_t K, int64_t k,
 }
 
 struct Classifier::Impl {
-  Pretrained loaded;
+  std::shared_ptr<const Pretrained> loaded;  // shared with the replicas
+  std::unique_ptr<ViT> replica;              // a replica's model: loaded's, with its own activations
   InputSpec in;
   int64_t max_batch = 32;
   int threads = 0;       // ClassifierOptions::threads
   std::vector<float> x;  // one forward pass's inputs, [max_batch, C, H, W]
 
-  ViT& model() { return *loaded.model; }
-  const ViTConfig& cfg() const { return loaded.model->config(); }
+  ViT& model() { return replica ? *replica : *loaded->model; }
+  const ViTConfig& cfg() const { return loaded->model->config(); }
   int64_t image_floats() const { return cfg().in_chans * cfg().img_h * cfg().img_w; }
 
   // Runs the images in batches of max_batch; per batch, out(first, B) reads x.
@@ -100,16 +101,29 @@ Classifier::Classifier(const std::string& checkpoint, const ClassifierOptions& o
   impl_->threads = options.threads;
   LoadOptions lo;
   lo.labels_file = options.labels_file;
-  impl_->loaded = load_pretrained(checkpoint, lo);
+  auto loaded = std::make_shared<Pretrained>(load_pretrained(checkpoint, lo));
   impl_->max_batch = options.max_batch;
   // As `vit predict --dtype D -b max_batch` (InputFlags::prepare): the precision, then the
   // packed fp32 weights where they are faster for such batches.
-  ViT& m = impl_->model();
-  const std::string dtype = options.dtype.empty() ? impl_->loaded.stored_dtype : options.dtype;
+  ViT& m = *loaded->model;
+  const std::string dtype = options.dtype.empty() ? loaded->stored_dtype : options.dtype;
   m.set_infer_dtype(dtype, /*release_fp32=*/dtype != "fp32");
   m.pack_weights_if_faster(options.max_batch);
   impl_->in = input_spec(m.config());
   impl_->in.validate();
+  impl_->loaded = std::move(loaded);
+}
+
+Classifier::Classifier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Classifier Classifier::replica(int threads) const {
+  auto r = std::make_unique<Impl>();
+  r->loaded = impl_->loaded;
+  r->replica = impl_->loaded->model->replica();
+  r->in = impl_->in;
+  r->max_batch = impl_->max_batch;
+  r->threads = threads;
+  return Classifier(std::move(r));
 }
 
 Classifier::~Classifier() = default;
@@ -135,13 +149,13 @@ int64_t Classifier::width() const {
   return impl_->cfg().img_w;
 }
 const std::vector<std::string>& Classifier::class_names() const {
-  return impl_->loaded.class_names;
+  return impl_->loaded->class_names;
 }
 const std::string& Classifier::format() const {
-  return impl_->loaded.format;
+  return impl_->loaded->format;
 }
 const std::vector<std::string>& Classifier::notes() const {
-  return impl_->loaded.notes;
+  return impl_->loaded->notes;
 }
 
 void Classifier::set_threads(int n) {

@@ -143,6 +143,13 @@ void vitcpp_close(vitcpp_model* model) {
   delete model;
 }
 
+vitcpp_status vitcpp_replica(const vitcpp_model* model, int32_t threads, vitcpp_model** out) {
+  if (!model || !out) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_replica: model and out must not be NULL");
+  *out = nullptr;
+  if (threads < 0) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_replica: threads must be >= 0");
+  return guarded([&] { *out = new vitcpp_model{model->classifier.replica(threads)}; });
+}
+
 void vitcpp_set_threads(int n) {
   vit::Classifier::set_threads(n);
 }

@@ -9,7 +9,15 @@
 
 namespace vit {
 
+namespace {
+// A replica (ViT::replica) reads its owner's weights as they were prepared: it changes none.
+void check_owner(const ViT& m, const char* what) {
+  VIT_CHECK(!m.is_replica(), what, ": a replica (ViT::replica) shares its model's weights; set it there");
+}
+}  // namespace
+
 void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
+  check_owner(*this, "set_infer_dtype");
   VIT_CHECK(dtype == "fp32" || dtype == "bf16" || dtype == "int8",
             "--dtype must be fp32, bf16 or int8, got '", dtype, "'");
   VIT_CHECK(dtype == "fp32" || !weights_packed_, "--dtype ", dtype,
@@ -30,6 +38,7 @@ void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
 }
 
 void ViT::set_amp(bool on) {
+  check_owner(*this, "set_amp");
   VIT_CHECK(!on || ops::bf16_available(), "--amp: ", ops::bf16_missing());
   amp_ = on;
   if (!on)
@@ -53,6 +62,7 @@ void ViT::round_weights_bf16() {
 
 void ViT::set_weights_packed(bool packed) {
   if (packed == weights_packed_) return;
+  check_owner(*this, "pack_weights");
   VIT_CHECK(!fp32_released_, "pack_weights: the fp32 block weights were released for ", infer_dtype_,
             " inference");
   VIT_CHECK(infer_dtype_ == "fp32", "pack_weights: packing is for fp32 inference (--dtype ", infer_dtype_,
@@ -64,6 +74,7 @@ void ViT::set_weights_packed(bool packed) {
 }
 
 const float* ViT::fp32_params(const std::string& what) const {
+  VIT_CHECK(!is_replica(), what, ": a replica (ViT::replica) holds no parameters; save the model it shares");
   VIT_CHECK(!weights_packed_, what, ": the model's weights are packed for inference");
   VIT_CHECK(!fp32_released_, what, ": the model's fp32 block weights were released for ", infer_dtype_,
             " inference");

@@ -62,6 +62,7 @@ void ViT::for_shards(int R, int64_t B, F&& f) {
 
 Tensor ViT::forward(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode) {
   VIT_CHECK(B > 0, "forward: batch size must be positive");
+  VIT_CHECK(!is_replica(), "forward: a replica (ViT::replica) only infers; train the model it replicates");
   VIT_CHECK(!weights_packed_,
             "forward: the weights are packed for inference (pack_weights); unpack them to train");
   VIT_CHECK(!fp32_released_, "forward: the fp32 block weights were released for ", infer_dtype_,
@@ -220,10 +221,20 @@ void ViT::backward_split(const Tensor& dlogits, const Tensor* ddist) {
   });
 }
 
-ViT::ViT(const ViT& owner, ShardTag) : cfg_(owner.cfg_), table_(owner.table_), owner_(&owner) {
+ViT::ViT(const ViT& owner, ShardTag) : cfg_(owner.cfg_), table_(owner.table_), owner_(owner.owner_) {
   grads_.resize(table_.total());  // mapped: costs memory only once a backward writes it
-  W_ = bind(const_cast<float*>(owner.params_.data()));
+  W_ = bind(const_cast<float*>(owner_->params_.data()));
   G_ = bind(grads_.data());
+}
+
+std::unique_ptr<ViT> ViT::replica() const {
+  std::unique_ptr<ViT> r(new ViT(*this, ShardTag{}));
+  r->infer_dtype_ = infer_dtype_;
+  r->fp32_released_ = fp32_released_;
+  r->weights_packed_ = weights_packed_;
+  r->cls_tail_wanted_ = cls_tail_wanted_;
+  r->shards_wanted_ = shards_wanted_;
+  return r;
 }
 
 }  // namespace vit

@@ -171,6 +171,14 @@ class ViT {
   // mnist-seed from 16 images; shards.cpp).
   int infer_shards(int64_t B) const;
 
+  // A replica: another model on this one's parameters and prepared weights (shared, not
+  // copied), with activations of its own, to infer at the same time as this model on other
+  // threads (vit serve --instances). It takes this model's inference settings as they are
+  // now (dtype, packing, class-token tail, shards). This model must outlive it, and its
+  // parameters and settings must not change while it lives. A replica only infers.
+  std::unique_ptr<ViT> replica() const;
+  bool is_replica() const { return owner_ != this; }
+
   // Bytes held by the training and inference activation arenas (for reports), shards included.
   size_t activation_bytes() const;
   // Bytes the activation arenas will take for batch B (training: every block's activations
@@ -238,7 +246,8 @@ class ViT {
   };
   BlockPlan plan(Acts& A, int64_t l, bool every_row) const;
 
-  // A shard of owner: binds owner's parameters, has its own gradients and activations.
+  // A shard of owner: binds the parameters owner binds (its own, or a replica's owner's), has
+  // its own gradients and activations.
   struct ShardTag {};
   ViT(const ViT& owner, ShardTag);
   ViT& shard(int r) { return r == 0 ? *this : *shards_[size_t(r - 1)]; }
@@ -331,7 +340,8 @@ class ViT {
   ForwardMode last_mode_;
   std::string infer_dtype_ = "fp32";
   Linears lin_;
-  const ViT* owner_ = this;  // the model whose parameters this one binds (itself, or a shard's owner)
+  const ViT* owner_ =
+      this;  // the model whose parameters this one binds (itself, a shard's or replica's owner)
   bool amp_ = false;
   Arena amp_store_;  // amp: lin_.train's bf16 weights, two per float
   bool have_mask_ = false;

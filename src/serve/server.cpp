@@ -46,7 +46,8 @@ sigset_t stop_signals() {
 }
 
 struct Model {
-  std::vector<std::unique_ptr<Classifier>> instances;  // --instances copies, each with its own threads
+  // --instances: the first loaded, the others its replicas (the same weights), each with its own threads.
+  std::vector<std::unique_ptr<Classifier>> instances;
   std::unique_ptr<Batcher> batcher;
   const Classifier& classifier() const { return *instances.front(); }  // metadata and preprocessing
 };
@@ -211,9 +212,12 @@ void Service::load_models() {
     VIT_CHECK(n <= threads, "--instances ", n, " is more than the ", threads,
               " threads (--threads): each instance needs one at least");
     std::vector<Classifier*> instances;
+    // The instances after the first are its replicas: the weights are in memory once.
     for (int i = 0; i < n; ++i) {
-      co.threads = n == 1 ? o_.threads : threads / n + (i < threads % n ? 1 : 0);
-      m.instances.push_back(std::make_unique<Classifier>(s.checkpoint, co));
+      const int share = n == 1 ? o_.threads : threads / n + (i < threads % n ? 1 : 0);
+      co.threads = share;
+      m.instances.push_back(i == 0 ? std::make_unique<Classifier>(s.checkpoint, co)
+                                   : std::make_unique<Classifier>(m.instances.front()->replica(share)));
       instances.push_back(m.instances.back().get());
     }
     const Classifier& c = m.classifier();
@@ -227,7 +231,7 @@ void Service::load_models() {
     });
     names_.push_back(s.name);
     const std::string shared =
-        n == 1 ? "" : detail::concat(", ", n, " instances sharing ", threads, " threads");
+        n == 1 ? "" : detail::concat(", ", n, " instances sharing ", threads, " threads and the weights");
     say(detail::concat("model ", s.name, ": ", s.checkpoint, " (", c.format(), ", ", c.num_classes(),
                        " classes, input ", c.channels(), "x", c.height(), "x", c.width(), shared, ")"));
   }

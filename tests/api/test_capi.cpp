@@ -152,6 +152,26 @@ TEST(CApi, OptionsStructCarriesItsSizeAndRefusesOneItCannotRead) {
   EXPECT_EQ(vitcpp_open_with_options(kModel.c_str(), &o, &m), VITCPP_INVALID_ARGUMENT);
 }
 
+// A replica gives its model's logits and outlives it; bad arguments are refused.
+TEST(CApi, AReplicaSharesTheModelAndOutlivesIt) {
+  vitcpp_options o;
+  vitcpp_options_init(&o);
+  const std::vector<float> want = logits_with(o);
+  vitcpp_model* m = nullptr;
+  ASSERT_EQ(vitcpp_open_with_options(kModel.c_str(), &o, &m), VITCPP_OK) << vitcpp_last_error();
+  vitcpp_model* r = nullptr;
+  ASSERT_EQ(vitcpp_replica(m, 1, &r), VITCPP_OK) << vitcpp_last_error();
+  vitcpp_close(m);  // the replica keeps the weights
+  const vitcpp_image img = {VITCPP_IMAGE_FILE, kImage.c_str(), nullptr, 0, 0, 0, 0};
+  std::vector<float> got(want.size());
+  ASSERT_EQ(vitcpp_logits(r, &img, 1, got.data()), VITCPP_OK) << vitcpp_last_error();
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(vitcpp_replica(nullptr, 0, &m), VITCPP_INVALID_ARGUMENT);
+  EXPECT_EQ(vitcpp_replica(r, -1, &m), VITCPP_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
+  vitcpp_close(r);
+}
+
 // dtype "int8": the int8 products (other logits than fp32's, within int8's rounding).
 TEST(CApi, Int8RunsTheInt8Products) {
   vitcpp_options o;

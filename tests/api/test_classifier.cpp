@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/file.h"
@@ -201,6 +203,58 @@ TEST(Classifier, OpensAHuggingFaceDirectory) {
   vit::load_image_input(kImages + "astronaut_gray.png", vit::input_spec(cfg), x.data());
   p.model->infer(x.data(), 1, nullptr, want.data());
   expect_same(c.logits(vit::ImageInput::file(kImages + "astronaut_gray.png")), want, "hf");
+}
+
+// Replicas (Classifier::replica) share the weights and run at the same time as their
+// Classifier and each other: every call gives the logits of the Classifier alone, bit for
+// bit, in fp32, bf16 and int8 (one thread each: the same summation order), with batch sizes
+// that change between calls (bf16 makes a oneDNN primitive per size while others run). A
+// replica outlives the Classifier it came from.
+TEST(Classifier, ReplicasRunAtTheSameTimeWithTheClassifiersLogits) {
+  std::vector<std::string> dtypes = {"fp32", "int8"};
+  if (vit::ops::bf16_available()) dtypes.push_back("bf16");
+  for (const std::string& dtype : dtypes) {
+    vit::ClassifierOptions o;
+    o.dtype = dtype;
+    o.threads = 1;
+    auto c = std::make_unique<vit::Classifier>(kModel, o);
+    const int64_t per = c->channels() * c->height() * c->width(), K = c->num_classes(), most = 4;
+    std::vector<float> x(size_t(most * per));
+    const char* files[] = {"cat.jpg", "coffee.png", "cat_rgba.png", "astronaut_gray.png"};
+    for (int64_t i = 0; i < most; ++i)
+      c->preprocess(vit::ImageInput::file(kImages + files[i]), x.data() + i * per);
+    std::vector<std::vector<float>> want(size_t(most + 1));  // want[n]: the first n images' logits
+    for (int64_t n = 1; n <= most; ++n) {
+      want[size_t(n)].resize(size_t(n * K));
+      c->logits(x.data(), n, want[size_t(n)].data());
+    }
+    std::vector<vit::Classifier> replicas;
+    for (int i = 0; i < 2; ++i) replicas.push_back(c->replica(1));
+    std::vector<vit::Classifier*> all = {c.get(), &replicas[0], &replicas[1]};
+    std::vector<std::string> wrong(all.size());
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < all.size(); ++t)
+      threads.emplace_back([&, t] {
+        std::vector<float> out(size_t(most * K));
+        for (int i = 0; i < 40 && wrong[t].empty(); ++i) {
+          const int64_t n = 1 + (i + int64_t(t)) % most;
+          const std::string call = "call " + std::to_string(i) + ", " + std::to_string(n) + " images";
+          try {
+            all[t]->logits(x.data(), n, out.data());
+            if (!std::equal(out.begin(), out.begin() + n * K, want[size_t(n)].begin())) wrong[t] = call;
+          } catch (const std::exception& e) {
+            wrong[t] = call + ": " + e.what();
+          }
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    for (size_t t = 0; t < all.size(); ++t) EXPECT_EQ(wrong[t], "") << dtype << ", model " << t;
+    c.reset();  // the replicas keep the weights
+    std::vector<float> out(size_t(most * K));
+    replicas[1].logits(x.data(), most, out.data());
+    expect_same(out, want[size_t(most)], (dtype + ", a replica after its Classifier").c_str());
+    EXPECT_EQ(replicas[0].class_names().size(), 5u);
+  }
 }
 
 TEST(Classifier, BadInputIsAnErrorThatNamesIt) {

@@ -1,11 +1,15 @@
 // Data-parallel shards (ViT::set_shards): a batch cut into row shards, each run by its own
 // shard on one thread, gives the logits and gradients of the whole batch run at once, to
 // float rounding: with every dropout on (the shards draw the whole batch's masks), a patch
-// mask, uneven shards, more shards than threads, gradient accumulation and a frozen backbone.
+// mask, uneven shards, more shards than threads, gradient accumulation and a frozen backbone;
+// and replicas (ViT::replica), which infer on the same weights.
 #include <atomic>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/settings.h"
 #include "core/threads.h"
@@ -201,4 +205,39 @@ TEST(Shards, ABadSettingStopsTheModelsConstruction) {
     EXPECT_EQ(err.rfind(std::string(name) + "=" + bad + ": ", 0), 0u) << err;
   }
 }
+// A replica (ViT::replica) infers on its model's parameters, not a copy, with activations of
+// its own: the same logits as the model, also through shards of its own (which must bind the
+// model's parameters, not the replica's empty arena), and it changes nothing of the model.
+TEST(Replica, InfersOnItsModelsWeightsWithShardsOfItsOwnAndOnlyInfers) {
+  ViT m(dropout_everywhere());
+  m.init_weights(4);
+  m.set_shards(3);
+  const std::unique_ptr<ViT> r = m.replica();
+  EXPECT_TRUE(r->is_replica());
+  EXPECT_FALSE(m.is_replica());
+  const int64_t B = 5;
+  auto x = test::randn(B * 64, 9);
+  std::vector<float> want(size_t(B * 3)), got(size_t(B * 3));
+  m.infer(x.data(), B, nullptr, want.data());
+  r->infer(x.data(), B, nullptr, got.data());
+  EXPECT_EQ(got, want) << "a replica with 3 shards";
+  // The weights are shared: a change to the model's is the replica's.
+  Tensor bias = m.param("head.bias");
+  for (int64_t i = 0; i < bias.numel(); ++i) bias.data[i] += 0.5f;
+  m.infer(x.data(), B, nullptr, want.data());
+  r->infer(x.data(), B, nullptr, got.data());
+  EXPECT_EQ(got, want) << "after the model's head bias changed";
+  for (const auto& [what, f] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"forward",
+            [&] {
+              r->forward(x.data(), B, nullptr, ForwardMode{true, 1, 0});
+            }},
+           {"set_infer_dtype", [&] { r->set_infer_dtype("int8"); }},
+           {"pack_weights", [&] { r->pack_weights(); }},
+           {"fp32_params", [&] { r->fp32_params("x.safetensors"); }}}) {
+    const std::string e = test::error_of(f);
+    EXPECT_NE(e.find("replica"), std::string::npos) << what << ": " << e;
+  }
+}
+
 }  // namespace vit

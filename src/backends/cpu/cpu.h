@@ -174,7 +174,7 @@ bool bf16_matmul_available();
 // Why it is not available, for an error message; "" when it is.
 std::string bf16_matmul_missing();
 std::shared_ptr<PackedBf16> pack_bf16(const float* w, int64_t N, int64_t K);
-// y[M,N] = bf16(x[M,K]) w^T + b[N] (b may be null). Not for concurrent calls on one w.
+// y[M,N] = bf16(x[M,K]) w^T + b[N] (b may be null). Calls on one w may run at once.
 void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b, int64_t M);
 // A transformer block's MLP in bf16: y[M,N2] = fc2(act(fc1(x))) with biases, the hidden
 // activations bf16 (the activation fused into fc1's matmul, its bf16 output fc2's input).

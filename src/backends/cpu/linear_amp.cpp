@@ -6,8 +6,7 @@
 // The bias gradient sums dy itself, in fp32 (colsum_add).
 //
 // Primitives are made once per shape and thread count and kept. Shards run them at the same
-// time, one per thread, so each execution brings its own scratchpad (user mode): oneDNN's
-// library-managed one is shared.
+// time, one per thread, each execution with its own scratchpad (dnnl_matmul.h).
 #include <omp.h>
 
 #include <map>
@@ -41,7 +40,6 @@ struct Prim {
 //   WeightGrad: dw[N,K] += (dy^T)[N,M] x[M,K]    dy read as `ba`, dw accumulated (sum post-op)
 Prim make(Product p, int64_t M, int64_t K, int64_t N) {
   dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   memory::desc src, wei, dst;
   switch (p) {
     case Product::Forward:
@@ -79,14 +77,12 @@ const Prim& prim(Product p, int64_t M, int64_t K, int64_t N) {
 }
 
 void run(const Prim& p, const void* src, const void* wei, float* dst, const float* bias) {
-  thread_local Scratch<uint8_t> pad;
   auto& e = dnnl_engine();
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, memory(p.pd.src_desc(), e, const_cast<void*>(src))},
       {DNNL_ARG_WEIGHTS, memory(p.pd.weights_desc(), e, const_cast<void*>(wei))},
       {DNNL_ARG_DST, memory(p.pd.dst_desc(), e, dst)},
-      {DNNL_ARG_SCRATCHPAD,
-       memory(p.pd.scratchpad_desc(), e, grown(pad, int64_t(p.pd.scratchpad_desc().get_size()) + 1))}};
+      {DNNL_ARG_SCRATCHPAD, thread_scratchpad(p.pd)}};
   if (bias) args.emplace(DNNL_ARG_BIAS, memory(p.pd.bias_desc(), e, const_cast<float*>(bias)));
   dnnl::stream s(e);
   p.matmul.execute(s, args);

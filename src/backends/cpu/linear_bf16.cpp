@@ -77,14 +77,15 @@ struct PackedBf16 {
     dnnl::matmul matmul;
   };
   std::map<std::pair<int64_t, int>, Prim> by_rows;  // (M, activation or -1) -> primitive
-  std::mutex mu;
+  std::mutex mu;                                    // by_rows and weights: calls may come at once
 
-  // The primitive for M rows (made once per M and variant).
-  const Prim& prim(int64_t M, bool bias, std::optional<Activation> act) {
+  // The primitive for M rows (made once per M and variant) and the weights it reads, as
+  // copies (oneDNN's handles): a repack for another M replaces both while this call runs.
+  std::pair<Prim, memory> prim(int64_t M, bool bias, std::optional<Activation> act) {
     std::lock_guard<std::mutex> lock(mu);
     const std::pair<int64_t, int> key{M, act ? int(*act) : -1};
     auto it = by_rows.find(key);
-    if (it != by_rows.end()) return it->second;
+    if (it != by_rows.end()) return {it->second, weights};
     auto pd = make_pd(M, K, N, bias, act);
     // The blocked weight layout does not depend on M for these shapes; repack if it does.
     if (pd.weights_desc() != weights.get_desc()) {
@@ -95,16 +96,18 @@ struct PackedBf16 {
       weights = repacked;
       by_rows.clear();
     }
-    return by_rows.emplace(key, Prim{pd, dnnl::matmul(pd)}).first->second;
+    return {by_rows.emplace(key, Prim{pd, dnnl::matmul(pd)}).first->second, weights};
   }
 
   // y (fp32, or bf16 when act is given) = xb w^T + b, then act.
   void run(void* y, const uint16_t* xb, const float* b, int64_t M, std::optional<Activation> act) {
-    const Prim& p = prim(M, b != nullptr, act);
+    const auto [p, wts] = prim(M, b != nullptr, act);
     memory src(p.pd.src_desc(), dnnl_engine(), const_cast<uint16_t*>(xb)),
         dst(p.pd.dst_desc(), dnnl_engine(), y);
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
+                                         {DNNL_ARG_WEIGHTS, wts},
+                                         {DNNL_ARG_DST, dst},
+                                         {DNNL_ARG_SCRATCHPAD, thread_scratchpad(p.pd)}};
     if (b) args.emplace(DNNL_ARG_BIAS, memory(p.pd.bias_desc(), dnnl_engine(), const_cast<float*>(b)));
     dnnl::stream s(dnnl_engine());
     p.matmul.execute(s, args);
