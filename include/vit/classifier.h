@@ -107,6 +107,7 @@ class VIT_API Classifier {
   int64_t width() const;
   const std::vector<std::string>& class_names() const;  // empty when the checkpoint has none
   const std::string& format() const;                    // "vitcpp", "timm", "hf" or "vit-pytorch"
+  const std::string& dtype() const;                     // the blocks' products: "fp32", "bf16" or "int8"
   const std::vector<std::string>& notes() const;        // what the loader adapted, for people
 
   // Another Classifier on this one's weights, shared and not copied, with activation

@@ -154,6 +154,9 @@ const std::vector<std::string>& Classifier::class_names() const {
 const std::string& Classifier::format() const {
   return impl_->loaded->format;
 }
+const std::string& Classifier::dtype() const {
+  return impl_->loaded->model->infer_dtype();
+}
 const std::vector<std::string>& Classifier::notes() const {
   return impl_->loaded->notes;
 }

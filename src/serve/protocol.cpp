@@ -334,6 +334,33 @@ std::string model_metadata(const std::string& model_name, const Classifier& m) {
   return dump(j);
 }
 
+std::string model_config(const std::string& model_name, const Classifier& m, const ServingInfo& s) {
+  using ojson = nlohmann::ordered_json;  // in model_config.proto's order, as Triton writes it
+  ojson j = {{"name", model_name},
+             {"platform", "vitcpp"},
+             {"backend", "vitcpp"},
+             {"version_policy", {{"latest", {{"num_versions", 1}}}}},
+             {"max_batch_size", s.max_batch},
+             {"input",
+              {{{"name", "pixel_values"},
+                {"data_type", "TYPE_FP32"},
+                {"format", "FORMAT_NCHW"},
+                {"dims", {m.channels(), m.height(), m.width()}},
+                {"optional", true}},
+               {{"name", "image"},  // BYTES in the protocol is TYPE_STRING in a configuration
+                {"data_type", "TYPE_STRING"},
+                {"format", "FORMAT_NONE"},
+                {"dims", {1}},
+                {"optional", true}}}},
+             {"output", {{{"name", "logits"}, {"data_type", "TYPE_FP32"}, {"dims", {m.num_classes()}}}}}};
+  if (s.max_batch > 1)
+    j["dynamic_batching"] = {{"max_queue_delay_microseconds", s.max_delay_us},
+                             {"default_queue_policy", {{"max_queue_size", s.max_queue}}}};
+  j["instance_group"] = {{{"name", model_name}, {"kind", "KIND_CPU"}, {"count", s.instances}}};
+  j["parameters"] = {{"dtype", {{"string_value", s.dtype}}}};
+  return dump(j);
+}
+
 std::string top5_json(const float* logits, const Classifier& m) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();  // best first, as TorchServe answers
   for (const Prediction& p : top_k(logits, m.num_classes(), 5, m.class_names()))

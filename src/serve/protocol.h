@@ -52,6 +52,18 @@ InferResponse infer_response(const std::string& model_name, const InferRequest& 
                              const std::vector<float>& logits, const Classifier& model);
 // GET /v2/models/{m}: name, versions, platform, inputs and outputs with datatypes and shapes.
 std::string model_metadata(const std::string& model_name, const Classifier& model);
+// How the server runs a model, for its Triton model configuration.
+struct ServingInfo {
+  int64_t max_batch = 16, max_delay_us = 5000, max_queue = 256;
+  int instances = 1;
+  std::string dtype = "fp32";
+};
+// GET /v2/models/{m}/config (Triton's model configuration extension): the model as Triton's
+// ModelConfig message (model_config.proto) in JSON, as tritonclient's get_model_config and
+// perf_analyzer read it: max_batch_size, the inputs and output without the batch dimension
+// (the two inputs optional: a request gives one), dynamic batching, the queue's size and
+// the instance count.
+std::string model_config(const std::string& model_name, const Classifier& model, const ServingInfo& s);
 // TorchServe's answer: {"label": probability, ...} of the top 5, best first (the index as
 // text where the model has no class names).
 std::string top5_json(const float* logits, const Classifier& model);

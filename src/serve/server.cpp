@@ -343,12 +343,23 @@ void Service::install_routes() {
     answer(res, 200,
            nlohmann::json{{"name", "vitcpp"},
                           {"version", version()},
-                          {"extensions", {"classification", "binary_tensor_data"}}}
+                          {"extensions", {"classification", "binary_tensor_data", "model_configuration"}}}
                .dump());
   });
   svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?)", [this](const Req& req, Res& res) {
     if (Model* m = find(req.matches[1], res))
       answer(res, 200, model_metadata(req.matches[1], m->classifier()));
+  });
+  svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?/config)", [this](const Req& req, Res& res) {
+    if (Model* m = find(req.matches[1], res)) {
+      ServingInfo s;
+      s.max_batch = o_.max_batch;
+      s.max_delay_us = int64_t(o_.max_delay_ms * 1000);
+      s.max_queue = o_.max_queue;
+      s.instances = int(m->instances.size());
+      s.dtype = m->classifier().dtype();
+      answer(res, 200, model_config(req.matches[1], m->classifier(), s));
+    }
   });
   svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?/ready)", [this](const Req& req, Res& res) {
     if (find(req.matches[1], res))

@@ -119,6 +119,39 @@ def test_health_and_metadata_endpoints(server):
     assert json.loads(call(u + "/ping")[2]) == {"status": "Healthy"}
 
 
+def test_triton_model_configuration():
+    s = Server("--model", f"a={CK}", "--max-batch", 8, "--max-delay-ms", 2.5, "--max-queue", 40, "--instances", 2)
+    try:
+        assert "model_configuration" in json.loads(call(s.url + "/v2")[2])["extensions"]
+        for path in ("/v2/models/a/config", "/v2/models/a/versions/1/config"):
+            status, _, body = call(s.url + path)
+            assert status == 200, body
+            c = json.loads(body)
+            assert c["name"] == "a" and c["max_batch_size"] == 8, c
+            # Triton's ModelConfig: dims without the batch dimension; BYTES is TYPE_STRING.
+            assert c["input"] == [
+                {"name": "pixel_values", "data_type": "TYPE_FP32", "format": "FORMAT_NCHW", "dims": [3, 32, 32],
+                 "optional": True},
+                {"name": "image", "data_type": "TYPE_STRING", "format": "FORMAT_NONE", "dims": [1], "optional": True}]
+            assert c["output"] == [{"name": "logits", "data_type": "TYPE_FP32", "dims": [5]}]
+            assert c["dynamic_batching"] == {"max_queue_delay_microseconds": 2500,
+                                             "default_queue_policy": {"max_queue_size": 40}}
+            assert c["instance_group"] == [{"name": "a", "kind": "KIND_CPU", "count": 2}]
+            assert c["parameters"] == {"dtype": {"string_value": "fp32"}}
+        status, _, body = call(s.url + "/v2/models/nope/config")
+        assert status == 404 and "unknown model 'nope'" in json.loads(body)["error"], body
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
+    # Without batching (--max-batch 1) there is no dynamic_batching section, as in Triton.
+    s = Server("--model", f"a={CK}", "--max-batch", 1)
+    try:
+        c = json.loads(call(s.url + "/v2/models/a/config")[2])
+        assert c["max_batch_size"] == 1 and "dynamic_batching" not in c, c
+    finally:
+        s.stop()
+
+
 def test_infer_gives_vit_predicts_logits(server, tmp_path):
     x = np.random.default_rng(0).standard_normal((3, 3, 32, 32)).astype(np.float32)
     status, _, body = call(server.url + "/v2/models/a/infer", dict(pixels(x), id="r1"))
