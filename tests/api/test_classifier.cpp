@@ -59,6 +59,7 @@ TEST(Classifier, MatchesTheLibrarysPreprocessingAndForward) {
   EXPECT_EQ(c.num_classes(), 5);
   EXPECT_EQ(c.channels(), 3);
   EXPECT_EQ(c.format(), "timm");
+  EXPECT_EQ(c.dtype(), "fp32");
   ASSERT_EQ(c.class_names().size(), 5u);
   EXPECT_EQ(c.classify(vit::ImageInput::file(kImages + "cat.jpg"), 1)[0].label,
             c.class_names()[size_t(c.classify(vit::ImageInput::file(kImages + "cat.jpg"), 1)[0].index)]);
@@ -87,6 +88,7 @@ TEST(Classifier, Bf16IsPredictsBf16) {
   vit::ClassifierOptions o;
   o.dtype = "bf16";
   vit::Classifier c(kModel, o);
+  EXPECT_EQ(c.dtype(), "bf16");
   vit::Pretrained p = vit::load_pretrained(kModel);
   p.model->set_infer_dtype("bf16", /*release_fp32=*/true);
   const vit::ViTConfig& cfg = p.model->config();
@@ -116,9 +118,10 @@ TEST(Classifier, Int8IsPredictsInt8AndAQuantizedFileDefaultsToIt) {
   EXPECT_NE(fp32, want) << "int8 rounds: not fp32's logits";
   vit::test::TempDir tmp("classifier_int8");
   vit::save_int8_checkpoint(tmp.str() + "/int8.safetensors", *vit::load_pretrained(kModel).model);
-  expect_same(
-      vit::Classifier(tmp.str() + "/int8.safetensors").logits(vit::ImageInput::file(kImages + "cat.jpg")),
-      want, "a quantized file, default dtype");
+  vit::Classifier quantized(tmp.str() + "/int8.safetensors");
+  EXPECT_EQ(quantized.dtype(), "int8");
+  expect_same(quantized.logits(vit::ImageInput::file(kImages + "cat.jpg")), want,
+              "a quantized file, default dtype");
 }
 
 TEST(Classifier, BatchEqualsSingleImagesAcrossBatchCuts) {
