@@ -21,8 +21,8 @@ bool Batcher::submit(const std::shared_ptr<InferJob>& job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ || int64_t(queue_.size()) >= o_.max_queue) return false;
+    job->arrived = Clock::now();
     queue_.push_back(job);
-    arrived_.push_back(Clock::now());
   }
   cv_.notify_all();
   return true;
@@ -50,7 +50,7 @@ std::vector<std::shared_ptr<InferJob>> Batcher::next_batch(std::unique_lock<std:
   cv_.wait(lock, [&] { return !gathering_ && (stopping_ || !queue_.empty()); });
   if (queue_.empty()) return {};
   gathering_ = true;
-  const Clock::time_point deadline = arrived_.front() + o_.max_delay;
+  const Clock::time_point deadline = queue_.front()->arrived + o_.max_delay;
   auto waiting = [&] {
     int64_t n = 0;
     for (const auto& j : queue_) n += j->n;
@@ -63,7 +63,6 @@ std::vector<std::shared_ptr<InferJob>> Batcher::next_batch(std::unique_lock<std:
     images += queue_.front()->n;
     batch.push_back(std::move(queue_.front()));
     queue_.pop_front();
-    arrived_.pop_front();
   }
   gathering_ = false;
   cv_.notify_all();  // the next instance may gather
@@ -88,8 +87,18 @@ void Batcher::run(int instance) {
       return true;
     });
     if (batch.empty()) continue;
-    int64_t n = 0;
-    for (const auto& j : batch) n += j->n;
+    auto seconds = [](Clock::time_point a, Clock::time_point b) {
+      return std::chrono::duration<double>(b - a).count();
+    };
+    PassInfo pass;
+    pass.instance = instance;
+    pass.requests = int64_t(batch.size());
+    const Clock::time_point start = Clock::now();
+    for (const auto& j : batch) {
+      pass.images += j->n;
+      pass.queue_seconds += seconds(j->arrived, start);
+    }
+    const int64_t n = pass.images;
     x.resize(size_t(n * per));
     logits.resize(size_t(n * K));
     int64_t at = 0;
@@ -98,13 +107,13 @@ void Batcher::run(int instance) {
       at += j->n;
     }
     std::string error;
-    const Clock::time_point start = Clock::now();
+    const Clock::time_point forward = Clock::now();
     try {
       model.logits(x.data(), n, logits.data());
     } catch (const std::exception& e) {
       error = e.what();
     }
-    if (on_batch_) on_batch_({instance, n, std::chrono::duration<double>(Clock::now() - start).count()});
+    const Clock::time_point output = Clock::now();
     at = 0;
     for (const auto& j : batch) {
       j->batch = n;
@@ -113,8 +122,15 @@ void Batcher::run(int instance) {
       else
         j->error = error;
       at += j->n;
-      j->done.set_value();
     }
+    pass.input_seconds = seconds(start, forward);
+    pass.seconds = seconds(forward, output);
+    pass.output_seconds = seconds(output, Clock::now());
+    pass.ok = error.empty();
+    // Reported before the answers go out: a client that reads the statistics after its answer
+    // finds its request counted.
+    if (on_batch_) on_batch_(pass);
+    for (const auto& j : batch) j->done.set_value();
   }
 }
 

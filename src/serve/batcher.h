@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "serve/metrics.h"
 #include "vit/classifier.h"
 
 namespace vit::serve {
@@ -32,6 +33,7 @@ struct InferJob {
   std::vector<float> logits;           // [n, K], set when done
   std::string error;                   // set instead when the forward failed
   int64_t batch = 0;                   // images in the forward pass that ran it
+  Clock::time_point arrived;           // when it was queued (submit)
   std::atomic<bool> abandoned{false};  // the caller stopped waiting (timeout): skipped if not started
   std::promise<void> done;
 };
@@ -40,14 +42,6 @@ struct BatchOptions {
   int64_t max_batch = 16;
   std::chrono::microseconds max_delay{5000};
   int64_t max_queue = 256;  // requests waiting; more are refused (503)
-};
-
-// What on_batch hears after each forward pass: for the metrics' batch-size histogram and
-// each instance's passes and busy time.
-struct PassInfo {
-  int instance = 0;
-  int64_t images = 0;
-  double seconds = 0;
 };
 
 class Batcher {
@@ -76,7 +70,6 @@ class Batcher {
   mutable std::mutex mu_;
   std::condition_variable cv_;  // notified of every change (a submit, a gatherer done, stop)
   std::deque<std::shared_ptr<InferJob>> queue_;
-  std::deque<Clock::time_point> arrived_;
   bool stopping_ = false;
   bool gathering_ = false;  // an instance is gathering the next pass: the others wait their turn
   std::vector<std::thread> workers_;

@@ -1,6 +1,9 @@
 #include "serve/metrics.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace vit::serve {
@@ -38,18 +41,71 @@ std::string Histogram::text(const std::string& name, const std::string& labels) 
   return os.str();
 }
 
-void Metrics::request(const std::string& model, int status, double seconds) {
+void Metrics::request(const std::string& model, int status, double seconds, bool inference) {
   std::lock_guard<std::mutex> lock(mu_);
   ++requests_[{model, status}];
   latency_.try_emplace(model, kLatencyBounds).first->second.observe(seconds);
+  if (!inference || model.empty()) return;
+  ModelStats& s = stats_[model];
+  (status == 200 ? s.success : s.fail).add(1, seconds);
+  s.last_inference_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
 }
 
-void Metrics::batch(const std::string& model, int instance, int64_t images, double seconds) {
+void Metrics::batch(const std::string& model, const PassInfo& p) {
   std::lock_guard<std::mutex> lock(mu_);
-  batches_.try_emplace(model, kBatchBounds).first->second.observe(double(images));
-  auto& [passes, busy] = instances_[{model, instance}];
+  batches_.try_emplace(model, kBatchBounds).first->second.observe(double(p.images));
+  auto& [passes, busy] = instances_[{model, p.instance}];
   ++passes;
-  busy += seconds;
+  busy += p.seconds;
+  ModelStats& s = stats_[model];
+  const int64_t r = p.requests;
+  s.queue.add(r, p.queue_seconds);
+  s.input.add(r, r * p.input_seconds);
+  s.infer.add(r, r * p.seconds);
+  s.output.add(r, r * p.output_seconds);
+  if (!p.ok) return;  // Triton counts successful executions and inferences
+  ++s.execution_count;
+  s.inference_count += p.images;
+  BatchStats& b = s.batches[p.images];
+  b.input.add(1, p.input_seconds);
+  b.infer.add(1, p.seconds);
+  b.output.add(1, p.output_seconds);
+}
+
+std::string Metrics::stats_json(const std::vector<std::string>& models) const {
+  using json = nlohmann::ordered_json;
+  auto duration = [](const Duration& d) {
+    return json{{"count", d.count}, {"ns", int64_t(std::llround(d.seconds * 1e9))}};
+  };
+  std::lock_guard<std::mutex> lock(mu_);
+  json all = json::array();
+  for (const std::string& m : models) {
+    const auto it = stats_.find(m);
+    const ModelStats s = it == stats_.end() ? ModelStats{} : it->second;
+    json batches = json::array();
+    for (const auto& [size, b] : s.batches)
+      batches.push_back({{"batch_size", size},
+                         {"compute_input", duration(b.input)},
+                         {"compute_infer", duration(b.infer)},
+                         {"compute_output", duration(b.output)}});
+    all.push_back({{"name", m},
+                   {"version", "1"},
+                   {"last_inference", s.last_inference_ms},
+                   {"inference_count", s.inference_count},
+                   {"execution_count", s.execution_count},
+                   {"inference_stats",
+                    {{"success", duration(s.success)},
+                     {"fail", duration(s.fail)},
+                     {"queue", duration(s.queue)},
+                     {"compute_input", duration(s.input)},
+                     {"compute_infer", duration(s.infer)},
+                     {"compute_output", duration(s.output)},
+                     {"cache_hit", duration({})}}},
+                   {"batch_stats", batches}});
+  }
+  return json{{"model_stats", all}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string Metrics::text(const std::vector<std::string>& models,

@@ -59,6 +59,7 @@ struct RequestInfo {
   bool started = false;
   std::string model;
   int64_t batch = 0;
+  bool inference = false;  // it asked the model for an answer (Triton's success and fail counts)
 };
 thread_local RequestInfo t_request;
 
@@ -226,9 +227,8 @@ void Service::load_models() {
     bo.max_batch = o_.max_batch;
     bo.max_delay = std::chrono::microseconds(int64_t(o_.max_delay_ms * 1000));
     bo.max_queue = o_.max_queue;
-    m.batcher = std::make_unique<Batcher>(instances, bo, [this, name = s.name](const PassInfo& p) {
-      metrics_.batch(name, p.instance, p.images, p.seconds);
-    });
+    m.batcher = std::make_unique<Batcher>(
+        instances, bo, [this, name = s.name](const PassInfo& p) { metrics_.batch(name, p); });
     names_.push_back(s.name);
     const std::string shared =
         n == 1 ? "" : detail::concat(", ", n, " instances sharing ", threads, " threads and the weights");
@@ -276,7 +276,7 @@ bool Service::infer(Model& m, std::vector<float> x, int64_t n, httplib::Response
 
 void Service::install_hooks() {
   svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    t_request = RequestInfo{Clock::now(), true, "", 0};
+    t_request = RequestInfo{Clock::now(), true, "", 0, false};
     const bool open = req.path.rfind("/v2/health/", 0) == 0 || req.path == "/ping";
     if (keys_.empty() || open) return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
@@ -320,7 +320,7 @@ void Service::install_hooks() {
   svr_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     const double s =
         t_request.started ? std::chrono::duration<double>(Clock::now() - t_request.start).count() : 0;
-    metrics_.request(t_request.model, res.status, s);
+    metrics_.request(t_request.model, res.status, s, t_request.inference);
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.1f", s * 1e3);
     // "-" for what a request line that did not parse lacks (as after a body cut off at 413).
@@ -341,10 +341,18 @@ void Service::install_routes() {
   svr_.Get("/ping", [](const Req&, Res& res) { answer(res, 200, R"({"status":"Healthy"})"); });
   svr_.Get("/v2", [](const Req&, Res& res) {
     answer(res, 200,
-           nlohmann::json{{"name", "vitcpp"},
-                          {"version", version()},
-                          {"extensions", {"classification", "binary_tensor_data", "model_configuration"}}}
+           nlohmann::json{
+               {"name", "vitcpp"},
+               {"version", version()},
+               {"extensions", {"classification", "binary_tensor_data", "model_configuration", "statistics"}}}
                .dump());
+  });
+  // Triton's statistics extension, for every model (before the metadata route, which would
+  // take "stats" for a model's name) or one.
+  svr_.Get("/v2/models/stats",
+           [this](const Req&, Res& res) { answer(res, 200, metrics_.stats_json(names_)); });
+  svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?/stats)", [this](const Req& req, Res& res) {
+    if (find(req.matches[1], res)) answer(res, 200, metrics_.stats_json({req.matches[1]}));
   });
   svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?)", [this](const Req& req, Res& res) {
     if (Model* m = find(req.matches[1], res))
@@ -374,6 +382,7 @@ void Service::install_routes() {
               const std::string name = req.matches[1];
               Model* m = find(name, res);
               if (!m) return;
+              t_request.inference = true;
               // RequestError: 400 (the exception handler)
               InferRequest r = parse_infer(body, m->classifier(), json_length(req), max_body_);
               std::vector<float> logits;
@@ -390,6 +399,7 @@ void Service::install_routes() {
     if (!read_body(req, reader, max_body_, res, body)) return;
     Model* m = find(req.matches[1], res);
     if (!m) return;
+    t_request.inference = true;
     const Classifier& c = m->classifier();
     if (body.empty()) throw RequestError(400, "the body must be one PNG or JPEG image");
     std::vector<float> x(size_t(c.channels() * c.height() * c.width())), logits;

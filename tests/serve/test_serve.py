@@ -267,6 +267,50 @@ def test_bad_binary_requests_are_400(server):
     assert call(server.url + "/v2/health/ready")[0] == 200
 
 
+def test_triton_statistics_count_requests_images_passes_and_their_times():
+    s = Server("--model", f"a={CK}", "--model", f"b={CK}", "--max-batch", 4, "--max-delay-ms", 100)
+    try:
+        u = s.url
+        assert "statistics" in json.loads(call(u + "/v2")[2])["extensions"]
+        x = np.random.default_rng(5).standard_normal((3, 3, 32, 32)).astype(np.float32)
+        before = int(time.time() * 1000)
+        # 1 and 2 images at once (one pass of 3 within --max-delay-ms, or two), then a PNG.
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(lambda b: call(u + "/v2/models/a/infer", pixels(b))[0], (x[:1], x[1:])))
+        assert answers == [200, 200]
+        assert call(u + "/predictions/a", open(IMAGES[0], "rb").read())[0] == 200
+        assert call(u + "/v2/models/a/infer", {"inputs": []})[0] == 400  # a failed request
+        assert call(u + "/v2/models/a")[0] == 200  # metadata: not an inference
+        for path in ("/v2/models/a/stats", "/v2/models/a/versions/1/stats"):
+            status, _, body = call(u + path)
+            assert status == 200, body
+            (m,) = json.loads(body)["model_stats"]
+            assert m["name"] == "a" and m["version"] == "1"
+            assert before <= m["last_inference"] <= time.time() * 1000 + 1
+            st = m["inference_stats"]
+            assert st["success"]["count"] == 3 and st["fail"]["count"] == 1, st
+            assert st["success"]["ns"] > 0 and st["fail"]["ns"] > 0
+            assert m["inference_count"] == 4, m  # images
+            passes = m["execution_count"]
+            assert passes in (2, 3), m
+            for k in ("queue", "compute_input", "compute_infer", "compute_output"):
+                assert st[k]["count"] == 3, (k, st)  # the requests that reached a pass
+            assert st["compute_infer"]["ns"] > 0 and st["queue"]["ns"] > 0
+            assert st["cache_hit"] == {"count": 0, "ns": 0}
+            batches = m["batch_stats"]
+            assert sum(b["compute_infer"]["count"] for b in batches) == passes
+            assert sum(b["batch_size"] * b["compute_infer"]["count"] for b in batches) == 4
+            assert all(b["compute_infer"]["ns"] > 0 for b in batches)
+        everything = json.loads(call(u + "/v2/models/stats")[2])["model_stats"]
+        assert [m["name"] for m in everything] == ["a", "b"]
+        assert everything[1]["inference_count"] == 0 and everything[1]["batch_stats"] == []
+        status, _, body = call(u + "/v2/models/nope/stats")
+        assert status == 404, body
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
+
+
 def test_bad_requests_get_their_protocol_answers(server):
     u = server.url + "/v2/models/a/infer"
     x = np.zeros((1, 3, 32, 32), np.float32)
