@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "serve/json_tensor.h"
 #include "vit/core/version.h"
 
 namespace vit::serve {
@@ -27,41 +30,19 @@ std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-// The numbers of a row-major tensor, flat or nested, appended to out.
+// The numbers of a row-major tensor, flat or nested, appended to out (where scan_json did
+// not read them: the request is unusual, or wrong).
 void flatten(const json& j, std::vector<float>& out) {
   if (j.is_array()) {
     for (const json& e : j) flatten(e, out);
   } else if (j.is_number()) {
+    const double v = j.get<double>();  // to float only within its range: beyond, the cast is undefined
+    if (!(std::abs(v) <= std::numeric_limits<float>::max()))
+      bad("pixel_values: " + j.dump() + " is beyond FP32's range");
     out.push_back(j.get<float>());
   } else {
     bad("pixel_values: data holds " + std::string(j.type_name()) + " values; FP32 wants numbers");
   }
-}
-
-// The deepest nesting of arrays and objects in JSON text (strings skipped), stopping once
-// past `most`. A pixel tensor nests 5 deep in a request; 2 MB of "[" nested a million deep
-// and overflowed the stack of the recursion that reads it (flatten), ending the server.
-int nesting(std::string_view text, int most) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > most) break;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
 }
 
 // A string member of an object ("" when it has none); 400 when it is not a string.
@@ -126,7 +107,10 @@ struct BinaryData {
   }
 };
 
-void read_pixels(const json& input, const Classifier& m, BinaryData& bin, InferRequest& r) {
+// scanned: the numbers scan_json read from this input's "data" (replaced by [] in the JSON
+// parsed), or null.
+void read_pixels(const json& input, const Classifier& m, BinaryData& bin, InferRequest& r,
+                 std::vector<float>* scanned) {
   const std::string type = text(input, "datatype");
   if (type != "FP32") bad("pixel_values: datatype must be FP32, got \"" + type + "\"");
   const std::vector<int64_t> s = shape_of(input, "pixel_values", bin.body_size);
@@ -147,8 +131,14 @@ void read_pixels(const json& input, const Classifier& m, BinaryData& bin, InferR
     return;
   }
   if (!input.contains("data")) bad("pixel_values: no \"data\"");
-  r.x.reserve(size_t(count));
-  flatten(input["data"], r.x);
+  // "data" given twice in the input: nlohmann kept the other one.
+  const bool replaced = input["data"].is_array() && input["data"].empty();
+  if (scanned && replaced) {
+    r.x = std::move(*scanned);
+  } else {
+    r.x.reserve(size_t(count));
+    flatten(input["data"], r.x);
+  }
   if (int64_t(r.x.size()) != count)
     bad("pixel_values: data holds " + std::to_string(r.x.size()) + " values; shape " + shape_text(s) +
         " needs " + std::to_string(count));
@@ -230,10 +220,16 @@ InferRequest parse_infer(std::string_view body, const Classifier& m, size_t json
   BinaryData bin{json_length > 0 ? body.substr(json_length) : std::string_view(), json_length > 0,
                  body.size(), max_input_bytes / sizeof(float)};
   const std::string_view head = json_length > 0 ? body.substr(0, json_length) : body;
+  // A pixel tensor nests 5 deep in a request; 2 MB of "[" nested a million deep overflowed
+  // the stack of the recursion that reads it (flatten), ending the server.
   constexpr int kMostNesting = 32;
-  if (nesting(head, kMostNesting) > kMostNesting)
+  JsonScan scan = scan_json(head, kMostNesting);
+  if (scan.deepest > kMostNesting)
     bad("the JSON nests arrays and objects more than " + std::to_string(kMostNesting) + " deep");
-  json j = json::parse(head, nullptr, false);
+  // The numbers scan_json read are left out of what nlohmann parses.
+  std::string rest;
+  if (scan.found) rest = std::string(head.substr(0, scan.begin)).append("[]").append(head.substr(scan.end));
+  json j = json::parse(scan.found ? std::string_view(rest) : head, nullptr, false);
   if (j.is_discarded()) {
     const bool binary = json_length == 0 && body.find("\"binary_data_size\"") != std::string_view::npos;
     bad(binary ? "the body is not valid JSON: with binary data after it, send the JSON's length in the "
@@ -253,7 +249,7 @@ InferRequest parse_infer(std::string_view body, const Classifier& m, size_t json
   const json& in = inputs[0];
   const std::string name = text(in, "name");
   if (name == "pixel_values")
-    read_pixels(in, m, bin, r);
+    read_pixels(in, m, bin, r, scan.found && scan.input == 0 ? &scan.values : nullptr);
   else if (name == "image")
     read_images(in, m, bin, r);
   else

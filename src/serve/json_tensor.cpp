@@ -1,0 +1,180 @@
+#include "serve/json_tensor.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <string_view>
+#include <system_error>
+
+namespace vit::serve {
+
+namespace {
+
+bool digit(std::string_view t, size_t i) {
+  return i < t.size() && t[i] >= '0' && t[i] <= '9';
+}
+
+void skip_space(std::string_view t, size_t& i) {
+  while (i < t.size() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r')) ++i;
+}
+
+// The end of the JSON string whose opening quote is t[i] (past its closing quote), or npos.
+size_t string_end(std::string_view t, size_t i) {
+  for (++i; i < t.size(); ++i) {
+    if (t[i] == '\\')
+      ++i;
+    else if (t[i] == '"')
+      return i + 1;
+  }
+  return std::string_view::npos;
+}
+
+// The JSON number at t[i] as a float, as nlohmann's value of it gives one; i moves past it.
+// False for what is not a JSON number (RFC 8259's grammar: no '+', no leading zeros, digits
+// around '.') and for a number beyond float's range: nlohmann's path then answers those.
+bool read_number(std::string_view t, size_t& i, float& out) {
+  size_t j = i;
+  if (j < t.size() && t[j] == '-') ++j;
+  if (!digit(t, j)) return false;
+  if (t[j] == '0')
+    ++j;
+  else
+    while (digit(t, j)) ++j;
+  bool integer = true;
+  if (j < t.size() && t[j] == '.') {
+    integer = false;
+    if (!digit(t, ++j)) return false;
+    while (digit(t, j)) ++j;
+  }
+  if (j < t.size() && (t[j] == 'e' || t[j] == 'E')) {
+    integer = false;
+    if (++j < t.size() && (t[j] == '+' || t[j] == '-')) ++j;
+    if (!digit(t, j)) return false;
+    while (digit(t, j)) ++j;
+  }
+  const char *first = t.data() + i, *last = t.data() + j;
+  // nlohmann keeps an integer as int64 (uint64 when not negative) where it fits, else as double.
+  if (integer && *first == '-') {
+    int64_t v = 0;
+    if (const auto r = std::from_chars(first, last, v); r.ec == std::errc() && r.ptr == last) {
+      out = float(v);
+      i = j;
+      return true;
+    }
+  } else if (integer) {
+    uint64_t v = 0;
+    if (const auto r = std::from_chars(first, last, v); r.ec == std::errc() && r.ptr == last) {
+      out = float(v);
+      i = j;
+      return true;
+    }
+  }
+  double v = 0;
+  const auto r = std::from_chars(first, last, v);
+  if (r.ec != std::errc() || r.ptr != last || !(std::abs(v) <= std::numeric_limits<float>::max()))
+    return false;
+  out = float(v);
+  i = j;
+  return true;
+}
+
+// The array at t[i] == '[', when it holds numbers and arrays of them alone: its numbers
+// appended to out, i moved past its ']', deepest raised to its innermost array's depth (the
+// array itself at depth + 1). False otherwise, or once deeper than most.
+bool read_numbers(std::string_view t, size_t& i, int depth, int most, int& deepest, std::vector<float>& out) {
+  enum class Want { value, value_or_close, comma_or_close };
+  size_t j = i + 1;
+  int level = 1;
+  deepest = std::max(deepest, depth + 1);
+  Want want = Want::value_or_close;
+  for (;;) {
+    skip_space(t, j);
+    if (j >= t.size()) return false;
+    const char c = t[j];
+    if (c == ']' && want != Want::value) {
+      ++j;
+      if (--level == 0) break;
+      want = Want::comma_or_close;
+    } else if (want == Want::comma_or_close) {
+      if (c != ',') return false;
+      ++j;
+      want = Want::value;
+    } else if (c == '[') {
+      ++j;
+      deepest = std::max(deepest, depth + ++level);
+      if (depth + level > most) return false;
+      want = Want::value_or_close;
+    } else {
+      float v = 0;
+      if (!read_number(t, j, v)) return false;
+      out.push_back(v);
+      want = Want::comma_or_close;
+    }
+  }
+  i = j;
+  return true;
+}
+
+}  // namespace
+
+JsonScan scan_json(std::string_view t, int most) {
+  struct Frame {
+    char kind;             // '{' or '['
+    std::string_view key;  // an object's latest key
+    bool expect_key;       // an object's next string is a key
+    int64_t items;         // an array's objects so far
+  };
+  JsonScan s;
+  std::vector<Frame> stack;
+  int found = 0, inputs_keys = 0;
+  for (size_t i = 0; i < t.size();) {
+    const char c = t[i];
+    if (c == '"') {
+      const size_t end = string_end(t, i);
+      if (end == std::string_view::npos) break;  // not JSON: nlohmann says so
+      if (!stack.empty() && stack.back().kind == '{' && stack.back().expect_key) {
+        stack.back().key = t.substr(i + 1, end - i - 2);
+        stack.back().expect_key = false;
+        if (stack.size() == 1 && stack.back().key == "inputs") ++inputs_keys;
+      }
+      i = end;
+    } else if (c == '{' || c == '[') {
+      // {"inputs": [{..., "data": [...]}]}: the array of inputs[k].data, read when numbers alone.
+      if (c == '[' && stack.size() == 3 && stack[0].kind == '{' && stack[0].key == "inputs" &&
+          stack[1].kind == '[' && stack[2].kind == '{' && stack[2].key == "data") {
+        size_t end = i;
+        std::vector<float> values;
+        int deepest = s.deepest;
+        if (read_numbers(t, end, 3, most, deepest, values)) {
+          ++found;
+          s.deepest = deepest;
+          s.begin = i;
+          s.end = end;
+          s.input = stack[1].items - 1;
+          s.values = std::move(values);
+          i = end;
+          continue;
+        }
+      }
+      if (c == '{' && !stack.empty() && stack.back().kind == '[') ++stack.back().items;
+      stack.push_back({c, {}, c == '{', 0});
+      s.deepest = std::max(s.deepest, int(stack.size()));
+      if (s.deepest > most) break;
+      ++i;
+    } else if (c == '}' || c == ']') {
+      if (!stack.empty()) stack.pop_back();
+      ++i;
+    } else {
+      if (c == ',' && !stack.empty() && stack.back().kind == '{') stack.back().expect_key = true;
+      ++i;
+    }
+  }
+  // Two (two inputs, or "inputs" given twice, which nlohmann reads as the last) are left to
+  // nlohmann and the checks after it.
+  s.found = found == 1 && inputs_keys == 1 && s.deepest <= most;
+  if (!s.found) s.values.clear();
+  return s;
+}
+
+}  // namespace vit::serve
