@@ -45,8 +45,9 @@ void expect_bits(const std::vector<float>& got, const std::vector<float>& want, 
 }
 
 // Numbers written as clients write them and as JSON allows: shortest and 17-digit doubles,
-// float32 printed at 9 digits, a double rounding's trap, integers (int64's and uint64's ends, and past them: nlohmann
-// reads those as doubles), signed zeros, exponents in every form, subnormals.
+// float32 printed at 9 digits, a double rounding's trap, integers (int64's and uint64's ends,
+// and past them: nlohmann reads those as doubles), signed zeros, exponents in every form,
+// subnormals.
 std::vector<std::string> number_texts() {
   std::vector<std::string> t = {"0",
                                 "-0",
