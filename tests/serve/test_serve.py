@@ -282,9 +282,16 @@ def test_triton_statistics_count_requests_images_passes_and_their_times():
         assert call(u + "/v2/models/a/infer", {"inputs": []})[0] == 400  # a failed request
         assert call(u + "/v2/models/a")[0] == 200  # metadata: not an inference
         for path in ("/v2/models/a/stats", "/v2/models/a/versions/1/stats"):
-            status, _, body = call(u + path)
-            assert status == 200, body
-            (m,) = json.loads(body)["model_stats"]
+            # A request is counted just after its answer is sent (cpp-httplib's logger): wait for the 4th.
+            end = time.monotonic() + 10
+            while True:
+                status, _, body = call(u + path)
+                assert status == 200, body
+                (m,) = json.loads(body)["model_stats"]
+                done = m["inference_stats"]["success"]["count"] + m["inference_stats"]["fail"]["count"]
+                if done >= 4 or time.monotonic() > end:
+                    break
+                time.sleep(0.02)
             assert m["name"] == "a" and m["version"] == "1"
             assert before <= m["last_inference"] <= time.time() * 1000 + 1
             st = m["inference_stats"]
