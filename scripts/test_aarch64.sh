@@ -110,6 +110,7 @@ kThreadTests=(
   'Simd.ResidualLayerNormIsTheTwoCalls'
   'Model.InferenceEqualsTrainingForwardWithoutDropout'
   'Shards\..*'
+  'Replica\..*'
   'Features.ShardsGiveTheRowsOneModelGives'
   'Deit/DistillFixture.LossAndGradients/.*'
   'Variants/ClsTail.TrainingStepMatchesTheFullLastBlock/(shards|dim_head|distilled_wide_shards_kd)'
