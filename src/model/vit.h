@@ -340,8 +340,7 @@ class ViT {
   ForwardMode last_mode_;
   std::string infer_dtype_ = "fp32";
   Linears lin_;
-  const ViT* owner_ =
-      this;  // the model whose parameters this one binds (itself, a shard's or replica's owner)
+  const ViT* owner_ = this;  // whose parameters this one binds: itself, or a shard's or replica's owner
   bool amp_ = false;
   Arena amp_store_;  // amp: lin_.train's bf16 weights, two per float
   bool have_mask_ = false;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 
 namespace vit::serve {
 
@@ -28,6 +29,18 @@ size_t string_end(std::string_view t, size_t i) {
       return i + 1;
   }
   return std::string_view::npos;
+}
+
+// text[first, last) as a T when all of it is one, in T's range; then out = float of it.
+template <typename T>
+bool parse_as(const char* first, const char* last, float& out) {
+  T v = 0;
+  const auto r = std::from_chars(first, last, v);
+  if (r.ec != std::errc() || r.ptr != last) return false;
+  if constexpr (std::is_floating_point_v<T>)
+    if (!(std::abs(v) <= std::numeric_limits<float>::max())) return false;  // the cast is undefined beyond
+  out = float(v);
+  return true;
 }
 
 // The JSON number at t[i] as a float, as nlohmann's value of it gives one; i moves past it.
@@ -55,28 +68,11 @@ bool read_number(std::string_view t, size_t& i, float& out) {
   }
   const char *first = t.data() + i, *last = t.data() + j;
   // nlohmann keeps an integer as int64 (uint64 when not negative) where it fits, else as double.
-  if (integer && *first == '-') {
-    int64_t v = 0;
-    if (const auto r = std::from_chars(first, last, v); r.ec == std::errc() && r.ptr == last) {
-      out = float(v);
-      i = j;
-      return true;
-    }
-  } else if (integer) {
-    uint64_t v = 0;
-    if (const auto r = std::from_chars(first, last, v); r.ec == std::errc() && r.ptr == last) {
-      out = float(v);
-      i = j;
-      return true;
-    }
-  }
-  double v = 0;
-  const auto r = std::from_chars(first, last, v);
-  if (r.ec != std::errc() || r.ptr != last || !(std::abs(v) <= std::numeric_limits<float>::max()))
-    return false;
-  out = float(v);
-  i = j;
-  return true;
+  const bool ok = (integer && (*first == '-' ? parse_as<int64_t>(first, last, out)
+                                             : parse_as<uint64_t>(first, last, out))) ||
+                  parse_as<double>(first, last, out);
+  if (ok) i = j;
+  return ok;
 }
 
 // The array at t[i] == '[', when it holds numbers and arrays of them alone: its numbers
