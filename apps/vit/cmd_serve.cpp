@@ -58,7 +58,9 @@ Run add_serve(CLI::App& cmd) {
                  "bearer tokens, one per line: every endpoint but /v2/health/* and /ping then needs "
                  "'Authorization: Bearer KEY' (401 without)")
       ->check(CLI::ExistingFile);
-  cmd.add_option("--http-threads", o.http_threads, "connections answered at once")
+  cmd.add_option("--http-threads", o.http_threads,
+                 "connections served at once, each on a thread started when needed; while more wait, each "
+                 "answer closes its connection so that they take turns")
       ->check(positive())
       ->capture_default_str();
   return [f] {

@@ -24,6 +24,7 @@
 
 #include "core/threads.h"
 #include "serve/batcher.h"
+#include "serve/connection_pool.h"
 #include "serve/metrics.h"
 #include "serve/protocol.h"
 #include "vit/classifier.h"
@@ -168,6 +169,7 @@ class Service {
   Model* find(const std::string& name, httplib::Response& res);
   bool infer(Model& m, std::vector<float> x, int64_t n, httplib::Response& res, std::vector<float>& logits);
   void say(const std::string& line);  // one log line, whole and flushed
+  std::string http_metrics() const;   // /metrics' gauges of the connections' threads
 
   const ServeOptions& o_;
   const size_t max_body_;  // --max-body-mb in bytes: as sent, as decoded, and of decoded images
@@ -177,6 +179,7 @@ class Service {
   Metrics metrics_;  // before the models: their batchers report to it until they stop
   std::map<std::string, Model> models_;
   Server svr_;
+  std::atomic<ConnectionPool*> pool_{nullptr};  // svr_'s, while it listens
   std::atomic<bool> stopping_{false};
 };
 
@@ -187,8 +190,7 @@ Service::Service(const ServeOptions& o, std::ostream& log)
             "--max-batch, --max-queue, --timeout-s and --max-body-mb must be positive, --max-delay-ms >= 0");
   if (!o.api_key_file.empty()) keys_ = read_keys(o.api_key_file);
   load_models();
-  const int http_threads = o.http_threads;
-  svr_.new_task_queue = [http_threads] { return new httplib::ThreadPool(size_t(http_threads)); };
+  svr_.new_task_queue = [this] { return pool_ = new ConnectionPool(size_t(o_.http_threads)); };
   svr_.set_payload_max_length(max_body_);
   svr_.set_keep_alive_max_count(1000);
   svr_.set_tcp_nodelay(true);  // an answer goes out at once, not after the client's delayed ACK (40 ms)
@@ -274,6 +276,17 @@ bool Service::infer(Model& m, std::vector<float> x, int64_t n, httplib::Response
   return true;
 }
 
+std::string Service::http_metrics() const {
+  const ConnectionPool* pool = pool_;
+  return detail::concat(
+      "# HELP vit_http_threads Threads serving connections (started as needed, up to --http-threads).\n"
+      "# TYPE vit_http_threads gauge\nvit_http_threads ",
+      pool ? pool->threads() : 0,
+      "\n# HELP vit_http_connections_waiting Connections accepted and waiting for a thread.\n"
+      "# TYPE vit_http_connections_waiting gauge\nvit_http_connections_waiting ",
+      pool ? pool->waiting() : 0, "\n");
+}
+
 void Service::install_hooks() {
   svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_request = RequestInfo{Clock::now(), true, "", 0, false};
@@ -316,6 +329,12 @@ void Service::install_hooks() {
     } catch (const std::exception& e) {
       fail(res, 500, e.what());
     }
+  });
+  // While connections wait for a thread (more clients than --http-threads), each answer
+  // closes its connection, so that the waiting ones take their turn (connection_pool.h).
+  svr_.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    if (const ConnectionPool* pool = pool_; pool && pool->waiting() > 0 && !res.has_header("Connection"))
+      res.set_header("Connection", "close");
   });
   svr_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     const double s =
@@ -414,7 +433,8 @@ void Service::install_routes() {
   svr_.Put(R"(/predictions/([^/]+))", predictions);
   svr_.Get("/metrics", [this](const Req&, Res& res) {
     res.set_content(
-        metrics_.text(names_, [this](const std::string& n) { return models_.at(n).batcher->queued(); }),
+        metrics_.text(names_, [this](const std::string& n) { return models_.at(n).batcher->queued(); }) +
+            http_metrics(),
         "text/plain; version=0.0.4");
   });
 }
@@ -446,6 +466,7 @@ int Service::run() {
                      names_.size() > 1 ? "s" : "", ", max batch ", o_.max_batch, ", max delay ",
                      o_.max_delay_ms, " ms)"));
   const bool ok = svr_.listen_after_bind();
+  pool_ = nullptr;  // httplib has deleted it
   done = true;
   watcher.join();
   for (auto& [name, m] : models_) m.batcher->stop();

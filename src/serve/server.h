@@ -28,7 +28,7 @@ struct ServeOptions {
   double max_body_mb = 32;
   double timeout_s = 30;
   std::string api_key_file;  // bearer tokens, one per line; empty: no auth
-  int http_threads = 64;     // connections served at once
+  int http_threads = 256;    // connections served at once (threads start as they are needed)
 };
 
 // Loads the models, listens, and answers until SIGTERM or SIGINT: then it stops accepting,

@@ -370,7 +370,8 @@ def test_metrics_count_requests_latency_batches_and_queue(server):
     assert re.search(r'vit_queue_depth\{model="a"\} 0', text)
     assert re.search(r'vit_forward_passes_total\{model="a",instance="0"\} [1-9]', text)
     for family in ("vit_requests_total counter", "vit_request_duration_seconds histogram", "vit_batch_size histogram",
-                   "vit_forward_passes_total counter", "vit_forward_seconds_total counter", "vit_queue_depth gauge"):
+                   "vit_forward_passes_total counter", "vit_forward_seconds_total counter", "vit_queue_depth gauge",
+                   "vit_http_threads gauge", "vit_http_connections_waiting gauge"):
         assert "# TYPE " + family in text
 
 
@@ -553,6 +554,48 @@ def test_clients_that_disconnect_mid_request_do_not_disturb_the_others():
             answers = [f.result() for f in others]
         assert all(a[0] == 200 for a in answers), answers
         assert call(s.url + "/v2/models/a/infer", x)[0] == 200
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
+
+
+def test_more_clients_than_http_threads_take_turns():
+    """Two keep-alive clients that never pause hold both of --http-threads 2. A third client is
+    answered while they go on: while it waits, their answers close their connections (and they
+    reconnect). Before, it waited until one of them had sent keep-alive's 1,000 requests."""
+    import http.client
+    s = Server("--model", f"a={CK}", "--http-threads", 2)
+    host, port = s.url[len("http://"):].split(":")
+    third_answered = threading.Event()
+    counts, closes = [0, 0], [0, 0]
+
+    def busy(i):
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        while not third_answered.is_set() and counts[i] < 900:  # below 1,000: the server's cap per connection
+            conn.request("GET", "/v2/health/ready")
+            r = conn.getresponse()
+            r.read()
+            assert r.status == 200
+            closes[i] += r.getheader("Connection") == "close"  # http.client reconnects on the next request
+            counts[i] += 1
+        conn.close()
+
+    try:
+        clients = [threading.Thread(target=busy, args=(i,)) for i in range(2)]
+        for t in clients:
+            t.start()
+        while min(counts) < 5 and all(t.is_alive() for t in clients):
+            time.sleep(0.01)
+        status, _, body = call(s.url + "/v2/models/a/ready")
+        stopped = [c >= 900 for c in counts]
+        third_answered.set()
+        for t in clients:
+            t.join()
+        assert status == 200, body
+        assert not any(stopped), f"the third client was answered only after a busy one stopped: {counts}"
+        assert sum(closes) > 0, counts
+        text = call(s.url + "/metrics")[2]
+        assert re.search(r"^vit_http_threads [12]$", text, re.M), text
     finally:
         code, log = s.stop()
     assert code == 0, log

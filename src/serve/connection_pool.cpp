@@ -1,0 +1,54 @@
+#include "serve/connection_pool.h"
+
+#include <utility>
+
+namespace vit::serve {
+
+ConnectionPool::ConnectionPool(size_t max_threads) : max_threads_(max_threads < 1 ? 1 : max_threads) {}
+
+ConnectionPool::~ConnectionPool() {
+  shutdown();
+}
+
+void ConnectionPool::enqueue(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.push_back(std::move(fn));
+  waiting_ = jobs_.size();
+  // A thread more only when none is free for this job.
+  if (idle_ < jobs_.size() && threads_.size() < max_threads_) threads_.emplace_back([this] { work(); });
+  cv_.notify_one();
+}
+
+void ConnectionPool::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+size_t ConnectionPool::threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return threads_.size();
+}
+
+void ConnectionPool::work() {
+  for (;;) {
+    std::function<void()> fn;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++idle_;
+      cv_.wait(lock, [this] { return !jobs_.empty() || stop_; });
+      --idle_;
+      if (jobs_.empty()) return;  // stopping, and nothing left to serve
+      fn = std::move(jobs_.front());
+      jobs_.pop_front();
+      waiting_ = jobs_.size();
+    }
+    fn();
+  }
+}
+
+}  // namespace vit::serve
