@@ -30,7 +30,7 @@ Run add_serve(CLI::App& cmd) {
       ->check(non_negative());
   cmd.add_option("--instances", o.instances,
                  "copies of each model (as Triton's instance_group count), each running its own forward "
-                 "passes on its share of --threads; each holds its own weights")
+                 "passes on its share of --threads; they share one copy of the weights")
       ->check(positive())
       ->capture_default_str();
   cmd.add_option(
@@ -63,6 +63,14 @@ Run add_serve(CLI::App& cmd) {
                  "answer closes its connection so that they take turns")
       ->check(positive())
       ->capture_default_str();
+  cmd.add_option("--ssl-certfile", o.tls.certfile,
+                 "HTTPS: the server's certificate (PEM, then any intermediate ones); with --ssl-keyfile")
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--ssl-keyfile", o.tls.keyfile, "HTTPS: the certificate's private key (PEM, not encrypted)")
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--ssl-ca-certs", o.tls.ca_certs,
+                 "HTTPS with client certificates (mutual TLS): clients must show one these CAs (PEM) signed")
+      ->check(CLI::ExistingFile);
   return [f] {
     for (const std::string& m : f->models) {
       const size_t eq = m.find('=');

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,7 @@
 #include "serve/connection_pool.h"
 #include "serve/metrics.h"
 #include "serve/protocol.h"
+#include "serve/tls.h"
 #include "vit/classifier.h"
 #include "vit/core/error.h"
 #include "vit/core/version.h"
@@ -152,11 +154,34 @@ size_t json_length(const httplib::Request& req) {
 
 // cpp-httplib 0.11 listens with a backlog of 5: under a burst of new connections (64 clients
 // that each connect per request) the kernel drops SYNs and a few clients see resets. listen(2)
-// again on the bound socket raises it.
-class Server : public httplib::Server {
+// again on the bound socket raises it. Base: httplib::Server, or SSLServer for TLS.
+template <class Base>
+class Listener : public Base {
  public:
-  void set_backlog(int n) { ::listen(svr_sock_, n); }
+  using Base::Base;
+  void set_backlog(int n) { ::listen(this->svr_sock_, n); }
 };
+
+// The HTTP server: plain, or TLS with --ssl-certfile (tls.h). Throws vit::Error when the
+// certificate or a key does not load.
+std::unique_ptr<httplib::Server> make_server(const ServeOptions& o, std::function<void(int)>& set_backlog) {
+  VIT_CHECK(o.tls.on() || (o.tls.keyfile.empty() && o.tls.ca_certs.empty()),
+            "--ssl-keyfile and --ssl-ca-certs need --ssl-certfile (the server's certificate)");
+  if (!o.tls.on()) {
+    auto s = std::make_unique<Listener<httplib::Server>>();
+    set_backlog = [p = s.get()](int n) { p->set_backlog(n); };
+    return s;
+  }
+  VIT_CHECK(!o.tls.keyfile.empty(), "--ssl-certfile needs --ssl-keyfile (its private key)");
+  std::string error;
+  auto s = std::make_unique<Listener<httplib::SSLServer>>([&](SSL_CTX& ctx) {
+    error = setup_tls(ctx, o.tls);
+    return error.empty();
+  });
+  VIT_CHECK(s->is_valid(), error.empty() ? "TLS: cannot make OpenSSL's context" : error);
+  set_backlog = [p = s.get()](int n) { p->set_backlog(n); };
+  return s;
+}
 
 }  // namespace
 
@@ -184,7 +209,8 @@ class Service {
   std::vector<std::string> keys_, names_;
   Metrics metrics_;  // before the models: their batchers report to it until they stop
   std::map<std::string, Model> models_;
-  Server svr_;
+  std::function<void(int)> set_backlog_;  // svr_'s listen backlog
+  std::unique_ptr<httplib::Server> svr_;
   std::atomic<ConnectionPool*> pool_{nullptr};  // svr_'s, while it listens
   std::atomic<bool> stopping_{false};
 };
@@ -195,11 +221,12 @@ Service::Service(const ServeOptions& o, std::ostream& log)
   VIT_CHECK(o.max_batch > 0 && o.max_queue > 0 && o.max_delay_ms >= 0 && o.timeout_s > 0 && o.max_body_mb > 0,
             "--max-batch, --max-queue, --timeout-s and --max-body-mb must be positive, --max-delay-ms >= 0");
   if (!o.api_key_file.empty()) keys_ = read_keys(o.api_key_file);
+  svr_ = make_server(o, set_backlog_);  // before the models: a bad certificate is said at once
   load_models();
-  svr_.new_task_queue = [this] { return pool_ = new ConnectionPool(size_t(o_.http_threads)); };
-  svr_.set_payload_max_length(max_body_);
-  svr_.set_keep_alive_max_count(1000);
-  svr_.set_tcp_nodelay(true);  // an answer goes out at once, not after the client's delayed ACK (40 ms)
+  svr_->new_task_queue = [this] { return pool_ = new ConnectionPool(size_t(o_.http_threads)); };
+  svr_->set_payload_max_length(max_body_);
+  svr_->set_keep_alive_max_count(1000);
+  svr_->set_tcp_nodelay(true);  // an answer goes out at once, not after the client's delayed ACK (40 ms)
   install_hooks();
   install_routes();
 }
@@ -294,7 +321,7 @@ std::string Service::http_metrics() const {
 }
 
 void Service::install_hooks() {
-  svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+  svr_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_request = RequestInfo{Clock::now(), true, "", 0, false};
     const bool open = req.path.rfind("/v2/health/", 0) == 0 || req.path == "/ping";
     if (keys_.empty() || open) return httplib::Server::HandlerResponse::Unhandled;
@@ -307,7 +334,7 @@ void Service::install_hooks() {
                       : "the API key is not valid");
     return httplib::Server::HandlerResponse::Handled;
   });
-  svr_.set_error_handler([max_body = max_body_](const httplib::Request& req, httplib::Response& res) {
+  svr_->set_error_handler([max_body = max_body_](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     // cpp-httplib caps a body sent as a form (curl -d, urllib without a Content-Type) at 8 KB
     // where it reads the body itself: an unknown POST path (the endpoints use read_body).
@@ -327,7 +354,7 @@ void Service::install_hooks() {
     else
       fail(res, res.status, "HTTP " + std::to_string(res.status));
   });
-  svr_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  svr_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     try {
       std::rethrow_exception(ep);
     } catch (const RequestError& e) {
@@ -338,11 +365,11 @@ void Service::install_hooks() {
   });
   // While connections wait for a thread (more clients than --http-threads), each answer
   // closes its connection, so that the waiting ones take their turn (connection_pool.h).
-  svr_.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+  svr_->set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
     if (const ConnectionPool* pool = pool_; pool && pool->waiting() > 0 && !res.has_header("Connection"))
       res.set_header("Connection", "close");
   });
-  svr_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+  svr_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     const double s =
         t_request.started ? std::chrono::duration<double>(Clock::now() - t_request.start).count() : 0;
     metrics_.request(t_request.model, res.status, s, t_request.inference);
@@ -359,12 +386,12 @@ void Service::install_hooks() {
 void Service::install_routes() {
   using Req = httplib::Request;
   using Res = httplib::Response;
-  svr_.Get("/v2/health/live", [](const Req&, Res& res) { answer(res, 200, R"({"live":true})"); });
-  svr_.Get("/v2/health/ready", [this](const Req&, Res& res) {
+  svr_->Get("/v2/health/live", [](const Req&, Res& res) { answer(res, 200, R"({"live":true})"); });
+  svr_->Get("/v2/health/ready", [this](const Req&, Res& res) {
     answer(res, stopping_ ? 503 : 200, stopping_ ? R"({"ready":false})" : R"({"ready":true})");
   });
-  svr_.Get("/ping", [](const Req&, Res& res) { answer(res, 200, R"({"status":"Healthy"})"); });
-  svr_.Get("/v2", [](const Req&, Res& res) {
+  svr_->Get("/ping", [](const Req&, Res& res) { answer(res, 200, R"({"status":"Healthy"})"); });
+  svr_->Get("/v2", [](const Req&, Res& res) {
     answer(res, 200,
            nlohmann::json{
                {"name", "vitcpp"},
@@ -374,16 +401,16 @@ void Service::install_routes() {
   });
   // Triton's statistics extension, for every model (before the metadata route, which would
   // take "stats" for a model's name) or one.
-  svr_.Get("/v2/models/stats",
-           [this](const Req&, Res& res) { answer(res, 200, metrics_.stats_json(names_)); });
-  svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?/stats)", [this](const Req& req, Res& res) {
+  svr_->Get("/v2/models/stats",
+            [this](const Req&, Res& res) { answer(res, 200, metrics_.stats_json(names_)); });
+  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?/stats)", [this](const Req& req, Res& res) {
     if (find(req.matches[1], res)) answer(res, 200, metrics_.stats_json({req.matches[1]}));
   });
-  svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?)", [this](const Req& req, Res& res) {
+  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?)", [this](const Req& req, Res& res) {
     if (Model* m = find(req.matches[1], res))
       answer(res, 200, model_metadata(req.matches[1], m->classifier()));
   });
-  svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?/config)", [this](const Req& req, Res& res) {
+  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?/config)", [this](const Req& req, Res& res) {
     if (Model* m = find(req.matches[1], res)) {
       ServingInfo s;
       s.max_batch = o_.max_batch;
@@ -394,30 +421,30 @@ void Service::install_routes() {
       answer(res, 200, model_config(req.matches[1], m->classifier(), s));
     }
   });
-  svr_.Get(R"(/v2/models/([^/]+)(?:/versions/1)?/ready)", [this](const Req& req, Res& res) {
+  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?/ready)", [this](const Req& req, Res& res) {
     if (find(req.matches[1], res))
       answer(res, 200,
              nlohmann::json{{"name", req.matches[1]}, {"ready", true}}.dump(
                  -1, ' ', false, nlohmann::json::error_handler_t::replace));
   });
-  svr_.Post(R"(/v2/models/([^/]+)(?:/versions/1)?/infer)",
-            [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
-              std::string body;
-              if (!read_body(req, reader, max_body_, res, body)) return;
-              const std::string name = req.matches[1];
-              Model* m = find(name, res);
-              if (!m) return;
-              t_request.inference = true;
-              // RequestError: 400 (the exception handler)
-              InferRequest r = parse_infer(body, m->classifier(), json_length(req), max_body_);
-              std::vector<float> logits;
-              if (!infer(*m, std::move(r.x), r.n, res, logits)) return;
-              const InferResponse out = infer_response(name, r, logits, m->classifier());
-              if (out.json_length == 0) return answer(res, 200, out.body);
-              res.status = 200;
-              res.set_header(kJsonLength, std::to_string(out.json_length));
-              res.set_content(out.body, "application/octet-stream");
-            });
+  svr_->Post(R"(/v2/models/([^/]+)(?:/versions/1)?/infer)",
+             [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
+               std::string body;
+               if (!read_body(req, reader, max_body_, res, body)) return;
+               const std::string name = req.matches[1];
+               Model* m = find(name, res);
+               if (!m) return;
+               t_request.inference = true;
+               // RequestError: 400 (the exception handler)
+               InferRequest r = parse_infer(body, m->classifier(), json_length(req), max_body_);
+               std::vector<float> logits;
+               if (!infer(*m, std::move(r.x), r.n, res, logits)) return;
+               const InferResponse out = infer_response(name, r, logits, m->classifier());
+               if (out.json_length == 0) return answer(res, 200, out.body);
+               res.status = 200;
+               res.set_header(kJsonLength, std::to_string(out.json_length));
+               res.set_content(out.body, "application/octet-stream");
+             });
   // TorchServe's image endpoint: curl --data-binary @FILE, -F data=@FILE (POST) or -T FILE (PUT).
   const auto predictions = [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
     std::string body;
@@ -435,9 +462,9 @@ void Service::install_routes() {
     }
     if (infer(*m, std::move(x), 1, res, logits)) answer(res, 200, top5_json(logits.data(), c));
   };
-  svr_.Post(R"(/predictions/([^/]+))", predictions);
-  svr_.Put(R"(/predictions/([^/]+))", predictions);
-  svr_.Get("/metrics", [this](const Req&, Res& res) {
+  svr_->Post(R"(/predictions/([^/]+))", predictions);
+  svr_->Put(R"(/predictions/([^/]+))", predictions);
+  svr_->Get("/metrics", [this](const Req&, Res& res) {
     res.set_content(
         metrics_.text(names_, [this](const std::string& n) { return models_.at(n).batcher->queued(); }) +
             http_metrics(),
@@ -448,13 +475,13 @@ void Service::install_routes() {
 int Service::run() {
   int port = o_.port;
   if (port == 0) {
-    port = svr_.bind_to_any_port(o_.host);
+    port = svr_->bind_to_any_port(o_.host);
     VIT_CHECK(port > 0, "cannot listen on ", o_.host, " (any port)");
   } else {
-    VIT_CHECK(svr_.bind_to_port(o_.host, port), "cannot listen on ", o_.host, ":", port,
+    VIT_CHECK(svr_->bind_to_port(o_.host, port), "cannot listen on ", o_.host, ":", port,
               " (in use, or not an address of this machine)");
   }
-  svr_.set_backlog(SOMAXCONN);
+  set_backlog_(SOMAXCONN);
   // SIGTERM and SIGINT: stop accepting, answer what is in flight, exit 0.
   std::atomic<bool> done{false};
   int sig = 0;
@@ -466,12 +493,12 @@ int Service::run() {
     stopping_ = true;
     say(std::string("vit serve: ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
         ": no new requests; answering those in flight");
-    svr_.stop();
+    svr_->stop();
   });
-  say(detail::concat("vit serve: listening on http://", o_.host, ":", port, " (", names_.size(), " model",
-                     names_.size() > 1 ? "s" : "", ", max batch ", o_.max_batch, ", max delay ",
-                     o_.max_delay_ms, " ms)"));
-  const bool ok = svr_.listen_after_bind();
+  say(detail::concat("vit serve: listening on ", o_.tls.on() ? "https" : "http", "://", o_.host, ":", port,
+                     " (", names_.size(), " model", names_.size() > 1 ? "s" : "", ", max batch ",
+                     o_.max_batch, ", max delay ", o_.max_delay_ms, " ms)"));
+  const bool ok = svr_->listen_after_bind();
   pool_ = nullptr;  // httplib has deleted it
   done = true;
   watcher.join();

@@ -9,6 +9,14 @@
 
 namespace vit::serve {
 
+// HTTPS (uvicorn's flag names; tls.h).
+struct TlsOptions {
+  std::string certfile;  // --ssl-certfile, PEM: the server's certificate, then any intermediate ones
+  std::string keyfile;   // --ssl-keyfile, PEM: its private key, not encrypted
+  std::string ca_certs;  // --ssl-ca-certs, PEM: when given, clients must show a certificate these CAs signed
+  bool on() const { return !certfile.empty(); }
+};
+
 struct ServedModel {
   std::string name, checkpoint;  // --model NAME=CHECKPOINT
 };
@@ -28,6 +36,7 @@ struct ServeOptions {
   double max_body_mb = 32;
   double timeout_s = 30;
   std::string api_key_file;  // bearer tokens, one per line; empty: no auth
+  TlsOptions tls;            // --ssl-*: HTTPS when tls.on()
   int http_threads = 256;    // connections served at once (threads start as they are needed)
 };
 

@@ -4,11 +4,13 @@ concurrent callers, and SIGTERM under load. Each server runs on a free port (--p
 import base64
 import concurrent.futures
 import gzip
+import http.client
 import json
 import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -36,9 +38,9 @@ class Server:
         self.lines = []
         for line in self.proc.stdout:
             self.lines.append(line)
-            m = re.search(r"listening on http://([\d.]+):(\d+)", line)
+            m = re.search(r"listening on (https?)://([\d.]+):(\d+)", line)
             if m:
-                self.url = f"http://{m.group(1)}:{m.group(2)}"
+                self.url = f"{m.group(1)}://{m.group(2)}:{m.group(3)}"
                 break
         else:
             raise AssertionError("vit serve did not start:\n" + "".join(self.lines))
@@ -53,13 +55,14 @@ class Server:
         return code, "".join(self.lines)
 
 
-def call(url, body=None, headers=None, method=None, raw=False):
-    """(status, headers, body text, or bytes with raw) of one request; HTTP errors are answers too."""
+def call(url, body=None, headers=None, method=None, raw=False, context=None):
+    """(status, headers, body text, or bytes with raw) of one request; HTTP errors are answers too.
+    context: an ssl.SSLContext for https."""
     data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
     kind = {"Content-Type": "application/json" if isinstance(body, dict) else "application/octet-stream"}
     req = urllib.request.Request(url, data=data, headers={**kind, **(headers or {})}, method=method)
     try:
-        with urllib.request.urlopen(req, timeout=60) as r:
+        with urllib.request.urlopen(req, timeout=60, context=context) as r:
             status, headers, got = r.status, r.headers, r.read()
     except urllib.error.HTTPError as e:
         status, headers, got = e.code, e.headers, e.read()
@@ -563,7 +566,6 @@ def test_more_clients_than_http_threads_take_turns():
     """Two keep-alive clients that never pause hold both of --http-threads 2. A third client is
     answered while they go on: while it waits, their answers close their connections (and they
     reconnect). Before, it waited until one of them had sent keep-alive's 1,000 requests."""
-    import http.client
     s = Server("--model", f"a={CK}", "--http-threads", 2)
     host, port = s.url[len("http://"):].split(":")
     third_answered = threading.Event()
@@ -599,3 +601,66 @@ def test_more_clients_than_http_threads_take_turns():
     finally:
         code, log = s.stop()
     assert code == 0, log
+
+
+TLS = os.path.join(HERE, "..", "fixtures", "tls")  # tests/fixtures/tls/make.sh
+
+
+def tls_context(client_cert=False):
+    ctx = ssl.create_default_context(cafile=os.path.join(TLS, "ca.pem"))
+    if client_cert:
+        ctx.load_cert_chain(os.path.join(TLS, "client.pem"), os.path.join(TLS, "client.key"))
+    return ctx
+
+
+def tls_flags(*extra):
+    return ["--ssl-certfile", os.path.join(TLS, "server.pem"), "--ssl-keyfile", os.path.join(TLS, "server.key"), *extra]
+
+
+def test_https_answers_with_its_certificate_and_plain_http_does_not_disturb_it(tmp_path):
+    s = Server("--model", f"a={CK}", *tls_flags())
+    try:
+        assert s.url.startswith("https://127.0.0.1:")
+        x = np.random.default_rng(3).standard_normal((2, 3, 32, 32)).astype(np.float32)
+        status, _, body = call(s.url + "/v2/models/a/infer", pixels(x), context=tls_context())
+        assert status == 200, body
+        got = np.array(json.loads(body)["outputs"][0]["data"], np.float32).reshape(2, -1)
+        want = cli_logits(x, tmp_path)
+        assert worst_rel(got, want) <= 1e-5, f"worst relative mismatch {worst_rel(got, want):.3g}"
+        with pytest.raises(urllib.error.URLError) as e:  # not a CA the client trusts
+            call(s.url + "/v2/health/ready", context=ssl.create_default_context())
+        assert isinstance(e.value.reason, ssl.SSLCertVerificationError), e.value
+        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.RemoteDisconnected)):
+            call("http" + s.url[len("https"):] + "/v2/health/ready")  # plain HTTP to the TLS port
+        assert call(s.url + "/v2/health/ready", context=tls_context())[0] == 200
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
+
+
+def test_client_certificates_are_required_with_ssl_ca_certs():
+    s = Server("--model", f"a={CK}", *tls_flags("--ssl-ca-certs", os.path.join(TLS, "ca.pem")))
+    try:
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            call(s.url + "/v2/health/ready", context=tls_context())
+        assert call(s.url + "/v2/health/ready", context=tls_context(client_cert=True))[0] == 200
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--ssl-certfile", "server.pem", "--ssl-keyfile", "client.key"], "is not the key of --ssl-certfile"),
+    (["--ssl-certfile", "server.pem", "--ssl-keyfile", "server.pem"], "not a PEM private key"),
+    (["--ssl-certfile", "server.key", "--ssl-keyfile", "server.key"], "not a PEM certificate"),
+    (["--ssl-certfile", "server.pem"], "--ssl-certfile needs --ssl-keyfile"),
+    (["--ssl-ca-certs", "ca.pem"], "need --ssl-certfile"),
+    (["--ssl-certfile", "server.pem", "--ssl-keyfile", "server.key", "--ssl-ca-certs", "make.sh"],
+     "--ssl-ca-certs"),
+])
+def test_bad_tls_files_are_a_clear_error(flags, message):
+    args = [os.path.join(TLS, f) if not f.startswith("--") else f for f in flags]
+    r = subprocess.run([vit_binary(), "serve", "--model", f"a={CK}", "--port", "0", *args], capture_output=True,
+                       text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0 and message in r.stderr, r.stdout + r.stderr
+    assert "listening" not in r.stdout
