@@ -137,6 +137,14 @@ std::string printable(std::string_view path) {
   return out;
 }
 
+// The client's address and port for the access log (IPv6 in brackets), "-" where httplib did
+// not get that far (a request line that did not parse).
+std::string client(const httplib::Request& req) {
+  if (req.remote_addr.empty()) return "-";
+  const bool v6 = req.remote_addr.find(':') != std::string::npos;
+  return detail::concat(v6 ? "[" : "", req.remote_addr, v6 ? "]:" : ":", req.remote_port);
+}
+
 // The binary tensor data extension's header: the length of the JSON that starts the body.
 constexpr const char* kJsonLength = "Inference-Header-Content-Length";
 
@@ -376,7 +384,7 @@ void Service::install_hooks() {
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.1f", s * 1e3);
     // "-" for what a request line that did not parse lacks (as after a body cut off at 413).
-    say(detail::concat(req.method.empty() ? "-" : req.method, " ",
+    say(detail::concat(client(req), " ", req.method.empty() ? "-" : req.method, " ",
                        req.path.empty() ? "-" : printable(req.path), " ", res.status, " ", ms, " ms batch ",
                        t_request.batch));
     t_request = RequestInfo{};

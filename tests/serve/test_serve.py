@@ -636,6 +636,7 @@ def test_https_answers_with_its_certificate_and_plain_http_does_not_disturb_it(t
     finally:
         code, log = s.stop()
     assert code == 0, log
+    assert re.search(r"^127\.0\.0\.1:\d+ GET /v2/health/ready 200 [\d.]+ ms batch 0$", log, re.M), log
 
 
 def test_client_certificates_are_required_with_ssl_ca_certs():
