@@ -63,6 +63,10 @@ Run add_serve(CLI::App& cmd) {
                  "answer closes its connection so that they take turns")
       ->check(positive())
       ->capture_default_str();
+  cmd.add_flag_callback(
+      "--no-warmup", [&o] { o.warmup = false; },
+      "listen at once: without it, each instance first runs a pass of --max-batch images and one of 1 "
+      "(Triton's model_warmup), so that the first requests do not make the buffers and kernels");
   cmd.add_option("--ssl-certfile", o.tls.certfile,
                  "HTTPS: the server's certificate (PEM, then any intermediate ones); with --ssl-keyfile")
       ->check(CLI::ExistingFile);

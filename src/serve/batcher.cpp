@@ -1,6 +1,7 @@
 #include "serve/batcher.h"
 
 #include <algorithm>
+#include <new>
 
 #include "vit/core/error.h"
 
@@ -11,6 +12,36 @@ Batcher::Batcher(std::vector<Classifier*> instances, BatchOptions o,
     : instances_(std::move(instances)), o_(o), on_batch_(std::move(on_batch)) {
   VIT_CHECK(!instances_.empty(), "Batcher: no model instance given");
   for (int i = 0; i < int(instances_.size()); ++i) workers_.emplace_back([this, i] { run(i); });
+  if (!o_.warmup) return;
+  std::string error;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return warmed_ == int(instances_.size()); });
+    error = warmup_error_;
+  }
+  if (error.empty()) return;
+  stop();  // the threads end before the error leaves (a joinable thread must not be destroyed)
+  throw Error("the warm-up passes: " + error);
+}
+
+void Batcher::warm_up(Classifier& model) {
+  std::string error;
+  try {
+    const int64_t per = model.channels() * model.height() * model.width();
+    std::vector<float> x(size_t(o_.max_batch * per)), logits(size_t(o_.max_batch * model.num_classes()));
+    model.logits(x.data(), o_.max_batch, logits.data());
+    if (o_.max_batch > 1) model.logits(x.data(), 1, logits.data());
+  } catch (const std::bad_alloc&) {
+    error = "out of memory for " + std::to_string(o_.max_batch) + " images (a smaller --max-batch)";
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++warmed_;
+    if (warmup_error_.empty()) warmup_error_ = error;
+  }
+  cv_.notify_all();
 }
 
 Batcher::~Batcher() {
@@ -73,6 +104,7 @@ void Batcher::run(int instance) {
   Classifier& model = *instances_[size_t(instance)];
   std::vector<float> x, logits;
   const int64_t per = model.channels() * model.height() * model.width(), K = model.num_classes();
+  if (o_.warmup) warm_up(model);  // on this thread: the one that runs the passes
   for (;;) {
     std::vector<std::shared_ptr<InferJob>> batch;
     {

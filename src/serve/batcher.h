@@ -42,12 +42,16 @@ struct BatchOptions {
   int64_t max_batch = 16;
   std::chrono::microseconds max_delay{5000};
   int64_t max_queue = 256;  // requests waiting; more are refused (503)
+  // Before the first request, each instance runs a pass of max_batch images and one of 1 on
+  // its own thread (Triton's model_warmup): its buffers, threads and oneDNN's kernels are
+  // made then, not during the first requests. The constructor returns once all are done.
+  bool warmup = false;
 };
 
 class Batcher {
  public:
   // One worker thread per instance (copies of one model, each with its own threads), at
-  // least one.
+  // least one. With o.warmup, returns after the warm-up passes; throws the first one's error.
   Batcher(std::vector<Classifier*> instances, BatchOptions o,
           std::function<void(const PassInfo&)> on_batch = {});
   ~Batcher();  // stop()
@@ -62,6 +66,7 @@ class Batcher {
 
  private:
   void run(int instance);
+  void warm_up(Classifier& model);
   std::vector<std::shared_ptr<InferJob>> next_batch(std::unique_lock<std::mutex>& lock);
 
   std::vector<Classifier*> instances_;
@@ -72,6 +77,8 @@ class Batcher {
   std::deque<std::shared_ptr<InferJob>> queue_;
   bool stopping_ = false;
   bool gathering_ = false;  // an instance is gathering the next pass: the others wait their turn
+  int warmed_ = 0;          // instances done with their warm-up passes
+  std::string warmup_error_;
   std::vector<std::thread> workers_;
 };
 

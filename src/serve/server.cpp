@@ -270,13 +270,21 @@ void Service::load_models() {
     bo.max_batch = o_.max_batch;
     bo.max_delay = std::chrono::microseconds(int64_t(o_.max_delay_ms * 1000));
     bo.max_queue = o_.max_queue;
+    bo.warmup = o_.warmup;
+    const Clock::time_point start = Clock::now();
     m.batcher = std::make_unique<Batcher>(
         instances, bo, [this, name = s.name](const PassInfo& p) { metrics_.batch(name, p); });
+    char took[32];
+    std::snprintf(took, sizeof took, "%.2f", std::chrono::duration<double>(Clock::now() - start).count());
     names_.push_back(s.name);
     const std::string shared =
         n == 1 ? "" : detail::concat(", ", n, " instances sharing ", threads, " threads and the weights");
     say(detail::concat("model ", s.name, ": ", s.checkpoint, " (", c.format(), ", ", c.num_classes(),
                        " classes, input ", c.channels(), "x", c.height(), "x", c.width(), shared, ")"));
+    if (o_.warmup)
+      say(detail::concat("model ", s.name, ": warmed up in ", took, " s (a pass of ", o_.max_batch,
+                         o_.max_batch > 1 ? " images and one of 1" : " image",
+                         n > 1 ? " on each instance)" : ")"));
   }
 }
 

@@ -37,7 +37,8 @@ struct ServeOptions {
   double timeout_s = 30;
   std::string api_key_file;  // bearer tokens, one per line; empty: no auth
   TlsOptions tls;            // --ssl-*: HTTPS when tls.on()
-  int http_threads = 256;    // connections served at once (threads start as they are needed)
+  bool warmup = true;  // passes of max_batch and 1 images on each instance before listening (BatchOptions)
+  int http_threads = 256;  // connections served at once (threads start as they are needed)
 };
 
 // Loads the models, listens, and answers until SIGTERM or SIGINT: then it stops accepting,

@@ -665,3 +665,27 @@ def test_bad_tls_files_are_a_clear_error(flags, message):
                        text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode != 0 and message in r.stderr, r.stdout + r.stderr
     assert "listening" not in r.stdout
+
+
+def test_warmup_runs_before_listening_and_is_not_counted_and_no_warmup_skips_it():
+    s = Server("--model", f"a={CK}", "--max-batch", 4, "--instances", 2)
+    try:
+        text = call(s.url + "/metrics")[2]
+        stats = json.loads(call(s.url + "/v2/models/a/stats")[2])["model_stats"][0]
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
+    assert re.search(r"model a: warmed up in [\d.]+ s \(a pass of 4 images and one of 1 on each instance\)", log), log
+    assert log.index("warmed up") < log.index("listening on"), log
+    assert not re.search(r'vit_forward_passes_total\{model="a",instance="\d"\} [1-9]', text), text
+    assert stats["execution_count"] == 0 and stats["inference_count"] == 0, stats
+    s = Server("--model", f"a={CK}", "--no-warmup")
+    code, log = s.stop()
+    assert code == 0 and "warmed up" not in log, log
+
+
+def test_a_max_batch_too_large_for_memory_stops_the_server_at_its_warmup():
+    r = subprocess.run([vit_binary(), "serve", "--model", f"a={CK}", "--port", "0", "--max-batch", "100000000"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "out of memory for 100000000 images" in r.stderr, r.stdout + r.stderr
+    assert "listening" not in r.stdout
