@@ -63,6 +63,11 @@ Run add_serve(CLI::App& cmd) {
                  "answer closes its connection so that they take turns")
       ->check(positive())
       ->capture_default_str();
+  cmd.add_option(
+         "--timeout-keep-alive", o.keep_alive_s,
+         "seconds an idle keep-alive connection stays open (it holds one of --http-threads meanwhile)")
+      ->check(positive())
+      ->capture_default_str();
   cmd.add_flag_callback(
       "--no-warmup", [&o] { o.warmup = false; },
       "listen at once: without it, each instance first runs a pass of --max-batch images and one of 1 "

@@ -226,14 +226,18 @@ class Service {
 Service::Service(const ServeOptions& o, std::ostream& log)
     : o_(o), max_body_(size_t(o.max_body_mb * 1024 * 1024)), log_(log) {
   VIT_CHECK(!o.models.empty(), "give at least one --model NAME=CHECKPOINT");
-  VIT_CHECK(o.max_batch > 0 && o.max_queue > 0 && o.max_delay_ms >= 0 && o.timeout_s > 0 && o.max_body_mb > 0,
-            "--max-batch, --max-queue, --timeout-s and --max-body-mb must be positive, --max-delay-ms >= 0");
+  VIT_CHECK(
+      o.max_batch > 0 && o.max_queue > 0 && o.max_delay_ms >= 0 && o.timeout_s > 0 && o.max_body_mb > 0 &&
+          o.keep_alive_s > 0 && o.http_threads > 0,
+      "--max-batch, --max-queue, --timeout-s, --max-body-mb, --timeout-keep-alive and --http-threads must be "
+      "positive, --max-delay-ms >= 0");
   if (!o.api_key_file.empty()) keys_ = read_keys(o.api_key_file);
   svr_ = make_server(o, set_backlog_);  // before the models: a bad certificate is said at once
   load_models();
   svr_->new_task_queue = [this] { return pool_ = new ConnectionPool(size_t(o_.http_threads)); };
   svr_->set_payload_max_length(max_body_);
   svr_->set_keep_alive_max_count(1000);
+  svr_->set_keep_alive_timeout(o.keep_alive_s);
   svr_->set_tcp_nodelay(true);  // an answer goes out at once, not after the client's delayed ACK (40 ms)
   install_hooks();
   install_routes();

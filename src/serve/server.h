@@ -37,7 +37,8 @@ struct ServeOptions {
   double timeout_s = 30;
   std::string api_key_file;  // bearer tokens, one per line; empty: no auth
   TlsOptions tls;            // --ssl-*: HTTPS when tls.on()
-  bool warmup = true;  // passes of max_batch and 1 images on each instance before listening (BatchOptions)
+  bool warmup = true;    // passes of max_batch and 1 images on each instance before listening (BatchOptions)
+  int keep_alive_s = 5;  // an idle keep-alive connection is closed after this (it holds a thread)
   int http_threads = 256;  // connections served at once (threads start as they are needed)
 };
 

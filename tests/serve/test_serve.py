@@ -689,3 +689,19 @@ def test_a_max_batch_too_large_for_memory_stops_the_server_at_its_warmup():
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "out of memory for 100000000 images" in r.stderr, r.stdout + r.stderr
     assert "listening" not in r.stdout
+
+
+def test_an_idle_keep_alive_connection_is_closed_after_timeout_keep_alive():
+    s = Server("--model", f"a={CK}", "--timeout-keep-alive", 1)
+    try:
+        host, port = s.url[len("http://"):].split(":")
+        with socket.create_connection((host, int(port)), timeout=4) as c:  # 4 s: below the default 5
+            c.sendall(f"GET /v2/health/live HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            got = b""
+            while b'{"live":true}' not in got:
+                got += c.recv(4096)
+            assert b"HTTP/1.1 200" in got and b"Keep-Alive: timeout=1" in got, got
+            assert c.recv(4096) == b"", "the server did not close the idle connection"  # socket.timeout otherwise
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
