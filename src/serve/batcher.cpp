@@ -24,11 +24,12 @@ Batcher::Batcher(std::vector<Classifier*> instances, BatchOptions o,
   throw Error("the warm-up passes: " + error);
 }
 
-void Batcher::warm_up(Classifier& model) {
+void Batcher::warm_up(Classifier& model, std::vector<float>& x, std::vector<float>& logits) {
   std::string error;
   try {
-    const int64_t per = model.channels() * model.height() * model.width();
-    std::vector<float> x(size_t(o_.max_batch * per)), logits(size_t(o_.max_batch * model.num_classes()));
+    // The pass's own buffers, at their largest: the passes after reuse them.
+    x.assign(size_t(o_.max_batch * model.channels() * model.height() * model.width()), 0.0f);
+    logits.resize(size_t(o_.max_batch * model.num_classes()));
     model.logits(x.data(), o_.max_batch, logits.data());
     if (o_.max_batch > 1) model.logits(x.data(), 1, logits.data());
   } catch (const std::bad_alloc&) {
@@ -104,7 +105,7 @@ void Batcher::run(int instance) {
   Classifier& model = *instances_[size_t(instance)];
   std::vector<float> x, logits;
   const int64_t per = model.channels() * model.height() * model.width(), K = model.num_classes();
-  if (o_.warmup) warm_up(model);  // on this thread: the one that runs the passes
+  if (o_.warmup) warm_up(model, x, logits);  // on this thread: the one that runs the passes
   for (;;) {
     std::vector<std::shared_ptr<InferJob>> batch;
     {

@@ -66,7 +66,7 @@ class Batcher {
 
  private:
   void run(int instance);
-  void warm_up(Classifier& model);
+  void warm_up(Classifier& model, std::vector<float>& x, std::vector<float>& logits);
   std::vector<std::shared_ptr<InferJob>> next_batch(std::unique_lock<std::mutex>& lock);
 
   std::vector<Classifier*> instances_;

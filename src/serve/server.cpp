@@ -175,11 +175,11 @@ class Listener : public Base {
 std::unique_ptr<httplib::Server> make_server(const ServeOptions& o, std::function<void(int)>& set_backlog) {
   VIT_CHECK(o.tls.on() || (o.tls.keyfile.empty() && o.tls.ca_certs.empty()),
             "--ssl-keyfile and --ssl-ca-certs need --ssl-certfile (the server's certificate)");
-  if (!o.tls.on()) {
-    auto s = std::make_unique<Listener<httplib::Server>>();
+  auto made = [&](auto s) -> std::unique_ptr<httplib::Server> {
     set_backlog = [p = s.get()](int n) { p->set_backlog(n); };
     return s;
-  }
+  };
+  if (!o.tls.on()) return made(std::make_unique<Listener<httplib::Server>>());
   VIT_CHECK(!o.tls.keyfile.empty(), "--ssl-certfile needs --ssl-keyfile (its private key)");
   std::string error;
   auto s = std::make_unique<Listener<httplib::SSLServer>>([&](SSL_CTX& ctx) {
@@ -187,8 +187,7 @@ std::unique_ptr<httplib::Server> make_server(const ServeOptions& o, std::functio
     return error.empty();
   });
   VIT_CHECK(s->is_valid(), error.empty() ? "TLS: cannot make OpenSSL's context" : error);
-  set_backlog = [p = s.get()](int n) { p->set_backlog(n); };
-  return s;
+  return made(std::move(s));
 }
 
 }  // namespace
