@@ -15,6 +15,9 @@
 3. --memory-minutes of load on both models: the server's resident memory every 30 s.
 4. FP32 pixel_values as JSON numbers against the binary tensor data extension, on mnist-seed
    and ViT-S/16, 16 wrk connections: requests/s of each.
+5. gRPC (--grpc-port) against HTTP with binary tensor data, the same Python client for both:
+   16 threads sending one image's FP32 pixel_values each, every answer checked; requests/s
+   and p50/p99 on mnist-seed and ViT-S/16 (python3-grpcio; protoc makes the messages).
 The models are the presets with random weights (vitcpp.create_model(...).save_pretrained).
 
 Part 2 on another machine, without the Python module there: `--prepare DIR` writes the
@@ -93,6 +96,9 @@ class Server:
         self.proc = subprocess.Popen([VIT, "serve", "--port", "0", "--threads", str(THREADS), *map(str, args)],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in self.proc.stdout:
+            g = re.search(r"gRPC listening on ([\d.]+:\d+)", line)
+            if g:
+                self.grpc_target = g.group(1)
             m = re.search(r"listening on (http://[\d.:]+)", line)
             if m:
                 self.url = m.group(1)
@@ -171,12 +177,17 @@ def checked_load(url, good, want, bad, seconds, connections):
     return lat[len(lat) // 2], lat[int(len(lat) * 0.99)], len(lat) / elapsed, wrong, statuses
 
 
-def mean_batch(url, model):
-    """Images per forward pass so far, from the server's /metrics (vit_batch_size)."""
+def mean_batch_counts(url, model):
+    """(images, forward passes) so far, from the server's /metrics (vit_batch_size)."""
     text = urllib.request.urlopen(f"{url}/metrics", timeout=30).read().decode()
-    got = {k: float(re.search(rf'^vit_batch_size_{k}{{model="{model}"}} (\S+)$', text, re.M).group(1))
-           for k in ("sum", "count")}
-    return got["sum"] / max(got["count"], 1)
+    found = [re.search(rf'^vit_batch_size_{k}{{model="{model}"}} (\S+)$', text, re.M) for k in ("sum", "count")]
+    return tuple(float(m.group(1)) if m else 0.0 for m in found)  # (0, 0) before the first pass
+
+
+def mean_batch(url, model):
+    """Images per forward pass so far."""
+    images, passes = mean_batch_counts(url, model)
+    return images / max(passes, 1)
 
 
 def wrk(url, path, mix, seconds, connections, tmp):
@@ -211,7 +222,7 @@ def main():
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--memory-minutes", type=float, default=10)
-    ap.add_argument("--only", default="", help="1, 2, 3 or 4: one part")
+    ap.add_argument("--only", default="", help="1, 2, 3, 4 or 5: one part")
     ap.add_argument("--threads", type=int, default=2, help="the server's --threads (and vit bench's)")
     ap.add_argument("--wrk-threads", type=int, default=2)
     ap.add_argument("--vit", default=VIT)
@@ -322,6 +333,82 @@ def main():
                       f"p99 {w['p99_ms']:.1f} ms", flush=True)
             print(f"{name}: binary / JSON {rates['binary'] / rates['JSON']:.2f}x", flush=True)
         s.stop()
+    if a.only in ("", "5"):
+        grpc_against_http(models, tmp, a.seconds // 2)
+
+
+def grpc_against_http(models, tmp, seconds, clients=16):
+    """Part 5: the same raw pixels over gRPC and over HTTP's binary tensor data."""
+    import http.client
+    import importlib
+    import sys
+
+    import grpc
+    proto = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "serve", "inference.proto")
+    subprocess.run(["protoc", "-I", os.path.dirname(proto), f"--python_out={tmp}", proto], check=True)
+    sys.path.insert(0, tmp)
+    pb = importlib.import_module("inference_pb2")
+    s = Server("--model", f"mnist={tmp}/mnist", "--model", f"s={tmp}/s", "--grpc-port", 0)
+    target = s.grpc_target
+    host, port = s.url[len("http://"):].split(":")
+    channel = grpc.insecure_channel(target)
+    infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                                pb.ModelInferRequest.SerializeToString, pb.ModelInferResponse.FromString)
+    for name in ("mnist", "s"):
+        c, h, w = models[name].pretrained_cfg["input_size"]
+        x = np.round(np.random.default_rng(0).standard_normal((1, c, h, w)), 3).astype("<f4")
+        want = models[name](x)[0]
+        request = pb.ModelInferRequest(model_name=name)
+        request.inputs.add(name="pixel_values", datatype="FP32", shape=[1, c, h, w])
+        request.raw_input_contents.append(x.tobytes())
+        head = json.dumps({"inputs": [{"name": "pixel_values", "shape": [1, c, h, w], "datatype": "FP32",
+                                       "parameters": {"binary_data_size": x.nbytes}}],
+                           "parameters": {"binary_data_output": True}}).encode()
+        body, n = head + x.tobytes(), len(head)
+
+        def over_grpc(_):
+            return np.frombuffer(infer(request, timeout=60).raw_output_contents[0], "<f4")
+
+        def over_http(conn):
+            conn.request("POST", f"/v2/models/{name}/infer", body, {"Inference-Header-Content-Length": str(n)})
+            r = conn.getresponse()
+            got = r.read()
+            assert r.status == 200, got[:200]
+            k = int(r.getheader("Inference-Header-Content-Length"))
+            return np.frombuffer(got[k:], "<f4")
+
+        kinds = {"gRPC": (lambda: None, over_grpc),
+                 "HTTP binary": (lambda: http.client.HTTPConnection(host, int(port), timeout=60), over_http)}
+        rates = {kind: [] for kind in kinds}
+        for kind in ("gRPC", "HTTP binary", "HTTP binary", "gRPC"):  # each order once
+            make, call = kinds[kind]
+            stop, lat, wrong, lock = time.monotonic() + seconds / 2, [], [0], threading.Lock()
+            passes = mean_batch_counts(s.url, name)
+
+            def client(_):
+                conn = make()
+                while time.monotonic() < stop:
+                    t = time.perf_counter()
+                    got = call(conn)
+                    ms = (time.perf_counter() - t) * 1e3
+                    ok = np.allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+                    with lock:
+                        lat.append(ms)
+                        wrong[0] += not ok
+
+            t0 = time.monotonic()
+            with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+                list(pool.map(client, range(clients)))
+            rates[kind].append(len(lat) / (time.monotonic() - t0))
+            images, count = (b - a for a, b in zip(passes, mean_batch_counts(s.url, name)))
+            lat.sort()
+            print(f"{name}, one image's FP32 pixel_values over {kind}, {clients} Python clients, {seconds / 2:g} s: "
+                  f"{rates[kind][-1]:.1f} requests/s, p50 {lat[len(lat) // 2]:.1f} ms, p99 "
+                  f"{lat[int(len(lat) * 0.99)]:.1f} ms, mean batch {images / max(count, 1):.2f}, {wrong[0]} wrong",
+                  flush=True)
+            assert wrong[0] == 0
+        print(f"{name}: gRPC / HTTP binary {sum(rates['gRPC']) / sum(rates['HTTP binary']):.2f}x", flush=True)
+    s.stop()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fuzz_util.h"
 #include "serve/protocol.h"
 #include "vit/classifier.h"
 
@@ -19,8 +20,7 @@ std::unique_ptr<vit::Classifier> model;
 }
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  const char* fx = std::getenv("VIT_FUZZ_FIXTURES");
-  model = std::make_unique<vit::Classifier>(std::string(fx ? fx : VIT_FIXTURE_DIR "/pretrained") + "/timm_a");
+  model = std::make_unique<vit::Classifier>(vit::fuzz::fixture("timm_a"));
   return 0;
 }
 

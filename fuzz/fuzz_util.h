@@ -22,6 +22,13 @@ inline const std::string& scratch_dir() {
   return dir;
 }
 
+// The fixture tests/fixtures/pretrained/NAME (VIT_FUZZ_FIXTURES names another pretrained
+// folder) as a Classifier, for the harnesses of vit serve's requests.
+inline std::string fixture(const std::string& name) {
+  const char* fx = std::getenv("VIT_FUZZ_FIXTURES");
+  return std::string(fx ? fx : VIT_FIXTURE_DIR "/pretrained") + "/" + name;
+}
+
 inline std::string write_scratch(const std::string& name, const uint8_t* data, size_t size) {
   const std::string path = scratch_dir() + "/" + name;
   std::ofstream(path, std::ios::binary | std::ios::trunc)

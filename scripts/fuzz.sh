@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-${FUZZ_SECONDS:-60}}"
 shift || true
 names=("$@")
-((${#names[@]})) || names=(safetensors config idx cifar image pretrained_config tensor_spec infer_request)
+((${#names[@]})) || names=(safetensors config idx cifar image pretrained_config tensor_spec infer_request grpc_request)
 scripts/setup.sh --fuzz
 source scripts/build_env.sh
 CXX=clang++ CC=clang cmake -S . -B build-fuzz "${vit_launcher[@]}" -DVIT_FUZZ=ON -DVIT_BUILD_TESTS=OFF -DVIT_BUILD_BENCH=OFF -DVIT_PYTHON=OFF \
@@ -48,6 +48,20 @@ for n in "${names[@]}"; do
       { printf "$(printf '\\x%02x\\x%02x' $((${#hdr} % 256)) $((${#hdr} / 256)))%s" "$hdr"
         printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $((size % 256)) $((size / 256)) 0 0)"
         cat tests/fixtures/digit_7.png; } >"$corpus/binary_image" ;;
+    grpc_request) # serialized inference.ModelInferRequest messages, written by protoc from text
+      enc() { protoc --encode=inference.ModelInferRequest -I src/serve src/serve/inference.proto; }
+      hex() { od -An -v -tx1 | tr -d ' \n' | sed 's/../\\x&/g'; }
+      png=$(hex <tests/fixtures/digit_7.png) size=$(stat -c %s tests/fixtures/digit_7.png)
+      { echo 'model_name: "a" id: "x" inputs { name: "pixel_values" datatype: "FP32" shape: [1, 3, 32, 32] }'
+        printf 'raw_input_contents: "%s"\n' "$(head -c 12288 /dev/zero | hex)"; } | enc >"$corpus/raw_pixels"
+      { echo 'model_name: "a" inputs { name: "pixel_values" datatype: "FP32" shape: [1, 3, 32, 32]'
+        printf 'contents { fp32_contents: [%s] } }\n' "$(yes 0.5 | head -n 3072 | paste -sd,)"; } | enc >"$corpus/typed_pixels"
+      { echo 'model_name: "a" inputs { name: "image" datatype: "BYTES" shape: [1] }'
+        echo 'outputs { name: "logits" parameters { key: "classification" value { int64_param: 2 } } }'
+        printf 'raw_input_contents: "%s%s"\n' "$(printf '%08x' "$size" | sed 's/\(..\)\(..\)\(..\)\(..\)/\\x\4\\x\3\\x\2\\x\1/')" \
+          "$png"; } | enc >"$corpus/raw_image"
+      { echo 'model_name: "a" inputs { name: "image" datatype: "BYTES" shape: [1]'
+        printf 'contents { bytes_contents: "%s" } }\n' "$png"; } | enc >"$corpus/typed_image" ;;
   esac
   echo "fuzz_$n: ${seconds} s"
   log=build-fuzz/fuzz_$n.log

@@ -28,6 +28,8 @@ packages=(
   libonnx-dev libprotobuf-dev                   # vit export --format onnx (ONNX's C++ library)
   libcpp-httplib-dev wrk                        # vit serve's HTTP server (docs/serving.md); wrk: its load figures
   libssl-dev openssl                            # vit serve's TLS (--ssl-*); openssl: tests/fixtures/tls/make.sh
+  libgrpc++-dev protobuf-compiler-grpc          # vit serve --grpc-port (src/serve/inference.proto)
+  protobuf-compiler python3-grpcio python3-protobuf  # its tests' gRPC client (tests/serve/test_grpc.py)
   pybind11-dev python3-dev python3-numpy        # the Python module (python/, docs/python.md)
   python3-pytest python3-pip python3-venv python3-setuptools python3-wheel python3-build python3-pil
 )

@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 source scripts/build_env.sh
-cmake -S . -B build-asan "${vit_launcher[@]}" -DVIT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIT_BUILD_BENCH=OFF -DVIT_PYTHON=OFF \
+cmake -S . -B build-asan "${vit_launcher[@]}" -DVIT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIT_BUILD_BENCH=OFF -DVIT_PYTHON=OFF -DVIT_GRPC=OFF \
   -DVIT_WERROR=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
 cmake --build build-asan -j"$(nproc)"
 # detect_leaks: on; libgomp's thread pool and oneDNN's JIT caches are process-lifetime and

@@ -1,4 +1,5 @@
-// vit serve: classifiers behind HTTP (KServe v2 and TorchServe's endpoints; docs/serving.md).
+// vit serve: classifiers behind HTTP (KServe v2 and TorchServe's endpoints) and gRPC (KServe v2;
+// docs/serving.md).
 // Flags named as Triton's and TorchServe's users would look for them.
 #include <iostream>
 #include <memory>
@@ -26,6 +27,10 @@ Run add_serve(CLI::App& cmd) {
   cmd.add_option("--port", o.port, "port (0: any free one, printed)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
+  cmd.add_option("--grpc-port", o.grpc_port,
+                 "also serve the Open Inference Protocol's gRPC API (Triton's and KServe's gRPC clients) on "
+                 "this port (0: any free one, printed); the same models, keys and TLS as HTTP")
+      ->check(CLI::Range(0, 65535));
   cmd.add_option("--threads", o.threads, "threads of the forward passes (default: every core)")
       ->check(non_negative());
   cmd.add_option("--instances", o.instances,

@@ -53,12 +53,6 @@ std::string text(const json& object, const char* key) {
   return v.get<std::string>();
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
-
 // The input's shape. Each element takes a byte of the body at least, in JSON or binary, so a
 // shape of more elements than the body has bytes is refused before anything is allocated.
 std::vector<int64_t> shape_of(const json& input, const std::string& name, size_t body_size) {
@@ -114,12 +108,7 @@ void read_pixels(const json& input, const Classifier& m, BinaryData& bin, InferR
   const std::string type = text(input, "datatype");
   if (type != "FP32") bad("pixel_values: datatype must be FP32, got \"" + type + "\"");
   const std::vector<int64_t> s = shape_of(input, "pixel_values", bin.body_size);
-  const std::vector<int64_t> want = {s.empty() ? 0 : s[0], m.channels(), m.height(), m.width()};
-  if (s.size() != 4 || s != want)
-    bad("pixel_values: shape " + shape_text(s) + " does not fit the model's input [N, " +
-        std::to_string(m.channels()) + ", " + std::to_string(m.height()) + ", " + std::to_string(m.width()) +
-        "]");
-  r.n = s[0];
+  r.n = pixel_batch(s, m);
   const int64_t count = r.n * m.channels() * m.height() * m.width();
   if (const auto bytes = bin.take(input, "pixel_values")) {
     static_assert(std::endian::native == std::endian::little, "binary tensor data is little-endian");
@@ -144,6 +133,65 @@ void read_pixels(const json& input, const Classifier& m, BinaryData& bin, InferR
         " needs " + std::to_string(count));
 }
 
+void read_images(const json& input, const Classifier& m, BinaryData& bin, InferRequest& r) {
+  const std::string type = text(input, "datatype");
+  if (type != "BYTES")
+    bad("image: datatype must be BYTES (base64 of PNG or JPEG files), got \"" + type + "\"");
+  const std::vector<int64_t> s = shape_of(input, "image", bin.body_size);
+  r.n = image_batch(s, m, bin.max_floats);
+  std::vector<std::string> decoded;  // base64 from the JSON
+  std::vector<std::string_view> files;
+  if (const auto bytes = bin.take(input, "image")) {
+    files = bytes_elements(*bytes, r.n);
+  } else {
+    const json& data = input.value("data", json());
+    if (!data.is_array() || int64_t(data.size()) != s[0])
+      bad("image: data must be a list of " + std::to_string(s[0]) + " base64 strings");
+    for (int64_t i = 0; i < r.n; ++i) {
+      if (!data[size_t(i)].is_string()) bad("image: data[" + std::to_string(i) + "] is not a base64 string");
+      decoded.push_back(base64_decode(data[size_t(i)].get<std::string>()));
+    }
+    files.assign(decoded.begin(), decoded.end());
+  }
+  preprocess_images(files, m, r.x);
+}
+
+// A boolean parameter of `where` (a request or one of its outputs), or `otherwise`.
+bool flag(const json& where, const char* name, bool otherwise) {
+  const json& p = where.value("parameters", json::object());
+  if (!p.is_object() || !p.contains(name)) return otherwise;
+  if (!p[name].is_boolean()) bad(std::string("\"") + name + "\" must be true or false");
+  return p[name].get<bool>();
+}
+
+}  // namespace
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+int64_t pixel_batch(const std::vector<int64_t>& s, const Classifier& m) {
+  const std::vector<int64_t> want = {s.empty() ? 0 : s[0], m.channels(), m.height(), m.width()};
+  if (s.size() != 4 || s != want || s[0] < 1)
+    bad("pixel_values: shape " + shape_text(s) + " does not fit the model's input [N, " +
+        std::to_string(m.channels()) + ", " + std::to_string(m.height()) + ", " + std::to_string(m.width()) +
+        "]");
+  return s[0];
+}
+
+int64_t image_batch(const std::vector<int64_t>& s, const Classifier& m, size_t max_floats) {
+  if (s.empty() || s.size() > 2 || (s.size() == 2 && s[1] != 1) || s[0] < 1)
+    bad("image: shape must be [N] or [N, 1], got " + shape_text(s));
+  const int64_t per = m.channels() * m.height() * m.width();
+  if (uint64_t(s[0]) > max_floats / uint64_t(per))
+    throw RequestError(413, "image: " + std::to_string(s[0]) + " images make an input of " +
+                                std::to_string(uint64_t(s[0]) * uint64_t(per) * 4 / 1000000) +
+                                " MB, over the --max-body-mb limit; send fewer per request");
+  return s[0];
+}
+
 // BYTES elements as binary data: each a 4-byte little-endian length, then its bytes.
 std::vector<std::string_view> bytes_elements(std::string_view data, int64_t n) {
   std::vector<std::string_view> out;
@@ -164,53 +212,39 @@ std::vector<std::string_view> bytes_elements(std::string_view data, int64_t n) {
   return out;
 }
 
-void read_images(const json& input, const Classifier& m, BinaryData& bin, InferRequest& r) {
-  const std::string type = text(input, "datatype");
-  if (type != "BYTES")
-    bad("image: datatype must be BYTES (base64 of PNG or JPEG files), got \"" + type + "\"");
-  const std::vector<int64_t> s = shape_of(input, "image", bin.body_size);
-  if (s.empty() || s.size() > 2 || (s.size() == 2 && s[1] != 1))
-    bad("image: shape must be [N] or [N, 1], got " + shape_text(s));
-  r.n = s[0];
+void preprocess_images(const std::vector<std::string_view>& files, const Classifier& m,
+                       std::vector<float>& x) {
   const int64_t per = m.channels() * m.height() * m.width();
-  if (uint64_t(r.n) > bin.max_floats / uint64_t(per))
-    throw RequestError(413, "image: " + std::to_string(r.n) + " images make an input of " +
-                                std::to_string(r.n * per * 4 / 1000000) +
-                                " MB, over the --max-body-mb limit; send fewer per request");
-  std::vector<std::string> decoded;  // base64 from the JSON
-  std::vector<std::string_view> files;
-  if (const auto bytes = bin.take(input, "image")) {
-    files = bytes_elements(*bytes, r.n);
-  } else {
-    const json& data = input.value("data", json());
-    if (!data.is_array() || int64_t(data.size()) != s[0])
-      bad("image: data must be a list of " + std::to_string(s[0]) + " base64 strings");
-    for (int64_t i = 0; i < r.n; ++i) {
-      if (!data[size_t(i)].is_string()) bad("image: data[" + std::to_string(i) + "] is not a base64 string");
-      decoded.push_back(base64_decode(data[size_t(i)].get<std::string>()));
-    }
-    files.assign(decoded.begin(), decoded.end());
-  }
-  r.x.resize(size_t(r.n * per));
-  for (int64_t i = 0; i < r.n; ++i) {
+  x.resize(files.size() * size_t(per));
+  for (size_t i = 0; i < files.size(); ++i) {
     try {
-      m.preprocess(ImageInput::encoded(files[size_t(i)].data(), files[size_t(i)].size()),
-                   r.x.data() + i * per);
+      m.preprocess(ImageInput::encoded(files[i].data(), files[i].size()), x.data() + int64_t(i) * per);
     } catch (const Error& e) {
       bad("image: data[" + std::to_string(i) + "]: " + e.what());
     }
   }
 }
 
-// A boolean parameter of `where` (a request or one of its outputs), or `otherwise`.
-bool flag(const json& where, const char* name, bool otherwise) {
-  const json& p = where.value("parameters", json::object());
-  if (!p.is_object() || !p.contains(name)) return otherwise;
-  if (!p[name].is_boolean()) bad(std::string("\"") + name + "\" must be true or false");
-  return p[name].get<bool>();
+std::vector<std::string> classification(const float* logits, int64_t n, int64_t k, const Classifier& m) {
+  const int64_t K = m.num_classes();
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < n; ++i)
+    for (const Prediction& p : top_k(logits + i * K, K, std::min(k, K), m.class_names())) {
+      std::string s = std::to_string(logits[i * K + p.index]) + ":" + std::to_string(p.index);
+      if (!p.label.empty()) s += ":" + p.label;
+      out.push_back(std::move(s));
+    }
+  return out;
 }
 
-}  // namespace
+std::string bytes_binary(const std::vector<std::string>& elements) {
+  std::string out;
+  for (const std::string& e : elements) {
+    for (int b = 0; b < 4; ++b) out.push_back(char((e.size() >> (8 * b)) & 0xff));
+    out += e;
+  }
+  return out;
+}
 
 InferRequest parse_infer(std::string_view body, const Classifier& m, size_t json_length,
                          size_t max_input_bytes) {
@@ -285,17 +319,8 @@ InferResponse infer_response(const std::string& model_name, const InferRequest& 
   std::string binary;  // the output's binary data, when asked for
   if (r.classification > 0) {
     const int64_t k = std::min(r.classification, K);
-    json data = json::array();
-    for (int64_t i = 0; i < r.n; ++i)
-      for (const Prediction& p : top_k(logits.data() + i * K, K, k, m.class_names())) {
-        std::string s = std::to_string(logits[size_t(i * K + p.index)]) + ":" + std::to_string(p.index);
-        if (!p.label.empty()) s += ":" + p.label;
-        if (r.binary_output) {
-          for (int b = 0; b < 4; ++b) binary.push_back(char((s.size() >> (8 * b)) & 0xff));
-          binary += s;
-        }
-        data.push_back(std::move(s));
-      }
+    std::vector<std::string> data = classification(logits.data(), r.n, k, m);
+    if (r.binary_output) binary = bytes_binary(data);
     o["datatype"] = "BYTES";
     o["shape"] = {r.n, k};
     if (!r.binary_output) o["data"] = std::move(data);

@@ -69,6 +69,28 @@ std::string model_config(const std::string& model_name, const Classifier& model,
 std::string top5_json(const float* logits, const Classifier& model);
 // {"error": "..."}
 std::string error_json(const std::string& message);
+// The pieces that the JSON and the gRPC requests share (grpc_server.cpp reads the latter).
+// Each throws RequestError with the status to answer.
+//
+// "[1, 3, 224, 224]"
+std::string shape_text(const std::vector<int64_t>& shape);
+// pixel_values' shape checked against the model's input [N, C, H, W]: N (400 otherwise).
+int64_t pixel_batch(const std::vector<int64_t>& shape, const Classifier& model);
+// image's shape [N] or [N, 1]: N (400 otherwise; 413 when N images would decode into more
+// than max_floats floats).
+int64_t image_batch(const std::vector<int64_t>& shape, const Classifier& model, size_t max_floats);
+// BYTES elements as binary data: each a 4-byte little-endian length, then its bytes; n of them
+// and nothing after (400 otherwise).
+std::vector<std::string_view> bytes_elements(std::string_view data, int64_t n);
+// The inverse: elements as binary data.
+std::string bytes_binary(const std::vector<std::string>& elements);
+// Each image file (PNG or JPEG) preprocessed as vit predict does, into x [n, C, H, W]
+// (400 naming the image that does not decode).
+void preprocess_images(const std::vector<std::string_view>& files, const Classifier& model,
+                       std::vector<float>& x);
+// Triton's classification extension: for each of the n rows of logits [n, K], its top k as
+// "value:index:label" strings ("value:index" without class names), best first.
+std::vector<std::string> classification(const float* logits, int64_t n, int64_t k, const Classifier& model);
 // RFC 4648 base64 (padding optional, no whitespace); throws RequestError(400) on bad input.
 std::string base64_decode(std::string_view text);
 

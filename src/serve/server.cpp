@@ -14,19 +14,17 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string_view>
 #include <thread>
 
-#include "core/threads.h"
 #include "serve/batcher.h"
 #include "serve/connection_pool.h"
+#include "serve/grpc_server.h"
+#include "serve/host.h"
 #include "serve/metrics.h"
 #include "serve/protocol.h"
 #include "serve/tls.h"
@@ -49,13 +47,6 @@ sigset_t stop_signals() {
   return set;
 }
 
-struct Model {
-  // --instances: the first loaded, the others its replicas (the same weights), each with its own threads.
-  std::vector<std::unique_ptr<Classifier>> instances;
-  std::unique_ptr<Batcher> batcher;
-  const Classifier& classifier() const { return *instances.front(); }  // metadata and preprocessing
-};
-
 // What the access log and the metrics need of the request this thread is answering (each
 // request is answered on one of the server's threads, start to end).
 struct RequestInfo {
@@ -66,19 +57,6 @@ struct RequestInfo {
   bool inference = false;  // it asked the model for an answer (Triton's success and fail counts)
 };
 thread_local RequestInfo t_request;
-
-std::vector<std::string> read_keys(const std::string& file) {
-  std::ifstream in(file);
-  VIT_CHECK(in, "--api-key-file ", file, ": cannot read");
-  std::vector<std::string> keys;
-  for (std::string line; std::getline(in, line);) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
-      line.pop_back();
-    if (!line.empty()) keys.push_back(line);
-  }
-  VIT_CHECK(!keys.empty(), "--api-key-file ", file, ": no key in it (one per line)");
-  return keys;
-}
 
 void answer(httplib::Response& res, int status, const std::string& json) {
   res.status = status;
@@ -194,47 +172,38 @@ std::unique_ptr<httplib::Server> make_server(const ServeOptions& o, std::functio
 
 namespace {
 
-// One server: its models, metrics and HTTP handlers. serve() makes one and runs it.
+// The HTTP front end: its handlers, on the Host's models. serve() makes one and runs it.
 class Service {
  public:
   Service(const ServeOptions& o, std::ostream& log);
   int run();  // listens until SIGTERM or SIGINT; 0 when stopped by one
 
  private:
-  void load_models();
   void install_hooks();   // auth before routing; error bodies; the access log and metrics
   void install_routes();  // the endpoints
   Model* find(const std::string& name, httplib::Response& res);
   bool infer(Model& m, std::vector<float> x, int64_t n, httplib::Response& res, std::vector<float>& logits);
-  void say(const std::string& line);  // one log line, whole and flushed
-  std::string http_metrics() const;   // /metrics' gauges of the connections' threads
+  std::string http_metrics() const;  // /metrics' gauges of the connections' threads
 
   const ServeOptions& o_;
-  const size_t max_body_;  // --max-body-mb in bytes: as sent, as decoded, and of decoded images
-  std::ostream& log_;
-  std::mutex log_mu_;
-  std::vector<std::string> keys_, names_;
-  Metrics metrics_;  // before the models: their batchers report to it until they stop
-  std::map<std::string, Model> models_;
   std::function<void(int)> set_backlog_;  // svr_'s listen backlog
   std::unique_ptr<httplib::Server> svr_;
+  std::unique_ptr<Host> host_;
+  std::unique_ptr<GrpcServer> grpc_;            // --grpc-port
   std::atomic<ConnectionPool*> pool_{nullptr};  // svr_'s, while it listens
-  std::atomic<bool> stopping_{false};
 };
 
-Service::Service(const ServeOptions& o, std::ostream& log)
-    : o_(o), max_body_(size_t(o.max_body_mb * 1024 * 1024)), log_(log) {
+Service::Service(const ServeOptions& o, std::ostream& log) : o_(o) {
   VIT_CHECK(!o.models.empty(), "give at least one --model NAME=CHECKPOINT");
   VIT_CHECK(
       o.max_batch > 0 && o.max_queue > 0 && o.max_delay_ms >= 0 && o.timeout_s > 0 && o.max_body_mb > 0 &&
           o.keep_alive_s > 0 && o.http_threads > 0,
       "--max-batch, --max-queue, --timeout-s, --max-body-mb, --timeout-keep-alive and --http-threads must be "
       "positive, --max-delay-ms >= 0");
-  if (!o.api_key_file.empty()) keys_ = read_keys(o.api_key_file);
   svr_ = make_server(o, set_backlog_);  // before the models: a bad certificate is said at once
-  load_models();
+  host_ = std::make_unique<Host>(o, log);
   svr_->new_task_queue = [this] { return pool_ = new ConnectionPool(size_t(o_.http_threads)); };
-  svr_->set_payload_max_length(max_body_);
+  svr_->set_payload_max_length(host_->max_body());
   svr_->set_keep_alive_max_count(1000);
   svr_->set_keep_alive_timeout(o.keep_alive_s);
   svr_->set_tcp_nodelay(true);  // an answer goes out at once, not after the client's delayed ACK (40 ms)
@@ -242,89 +211,26 @@ Service::Service(const ServeOptions& o, std::ostream& log)
   install_routes();
 }
 
-void Service::say(const std::string& line) {
-  std::lock_guard<std::mutex> lock(log_mu_);
-  log_ << line << std::endl;
-}
-
-void Service::load_models() {
-  for (const ServedModel& s : o_.models) {
-    VIT_CHECK(!models_.count(s.name), "--model ", s.name, " given twice");
-    ClassifierOptions co;
-    co.dtype = o_.dtype;
-    co.max_batch = o_.max_batch;
-    Model& m = models_[s.name];
-    // The threads are shared out between the instances, the first ones taking what is left.
-    const int threads = o_.threads > 0 ? o_.threads : num_threads(), n = o_.instances;
-    VIT_CHECK(n <= threads, "--instances ", n, " is more than the ", threads,
-              " threads (--threads): each instance needs one at least");
-    std::vector<Classifier*> instances;
-    // The instances after the first are its replicas: the weights are in memory once.
-    for (int i = 0; i < n; ++i) {
-      const int share = n == 1 ? o_.threads : threads / n + (i < threads % n ? 1 : 0);
-      co.threads = share;
-      m.instances.push_back(i == 0 ? std::make_unique<Classifier>(s.checkpoint, co)
-                                   : std::make_unique<Classifier>(m.instances.front()->replica(share)));
-      instances.push_back(m.instances.back().get());
-    }
-    const Classifier& c = m.classifier();
-    VIT_CHECK(c.num_classes() > 0, s.checkpoint, " has no classifier head: nothing to serve");
-    BatchOptions bo;
-    bo.max_batch = o_.max_batch;
-    bo.max_delay = std::chrono::microseconds(int64_t(o_.max_delay_ms * 1000));
-    bo.max_queue = o_.max_queue;
-    bo.warmup = o_.warmup;
-    const Clock::time_point start = Clock::now();
-    m.batcher = std::make_unique<Batcher>(
-        instances, bo, [this, name = s.name](const PassInfo& p) { metrics_.batch(name, p); });
-    char took[32];
-    std::snprintf(took, sizeof took, "%.2f", std::chrono::duration<double>(Clock::now() - start).count());
-    names_.push_back(s.name);
-    const std::string shared =
-        n == 1 ? "" : detail::concat(", ", n, " instances sharing ", threads, " threads and the weights");
-    say(detail::concat("model ", s.name, ": ", s.checkpoint, " (", c.format(), ", ", c.num_classes(),
-                       " classes, input ", c.channels(), "x", c.height(), "x", c.width(), shared, ")"));
-    if (o_.warmup)
-      say(detail::concat("model ", s.name, ": warmed up in ", took, " s (a pass of ", o_.max_batch,
-                         o_.max_batch > 1 ? " images and one of 1" : " image",
-                         n > 1 ? " on each instance)" : ")"));
-  }
-}
-
 Model* Service::find(const std::string& name, httplib::Response& res) {
-  t_request.model = models_.count(name) ? name : "";
-  if (auto it = models_.find(name); it != models_.end()) return &it->second;
-  std::string served;
-  for (const std::string& n : names_) served += (served.empty() ? "" : ", ") + n;
-  fail(res, 404, "unknown model '" + name + "'; this server has: " + served);
-  return nullptr;
+  Model* m = host_->find(name);
+  t_request.model = m ? name : "";
+  if (!m) fail(res, 404, host_->unknown(name));
+  return m;
 }
 
 // Queues a request's images and waits for its logits: false when it has answered res with an
 // error (503 queue full, 504 past --timeout-s, 500 the forward failed).
 bool Service::infer(Model& m, std::vector<float> x, int64_t n, httplib::Response& res,
                     std::vector<float>& logits) {
-  auto job = std::make_shared<InferJob>();
-  job->x = std::move(x);
-  job->n = n;
-  std::future<void> done = job->done.get_future();
-  if (!m.batcher->submit(job)) {
-    res.set_header("Retry-After", "1");
-    fail(res, 503, "the queue is full (" + std::to_string(o_.max_queue) + " requests); retry later");
-    return false;
-  }
   const auto timeout = std::chrono::microseconds(int64_t(o_.timeout_s * 1e6));
-  if (done.wait_until(t_request.start + timeout) == std::future_status::timeout) {
-    job->abandoned = true;
-    fail(res, 504, "no answer within --timeout-s " + std::to_string(o_.timeout_s) + " s");
+  Inference r = host_->infer(m, std::move(x), n, t_request.start + timeout);
+  t_request.batch = r.batch;
+  if (r.status != 200) {
+    if (r.status == 503) res.set_header("Retry-After", "1");
+    fail(res, r.status, r.error);
     return false;
   }
-  t_request.batch = job->batch;
-  if (!job->error.empty()) {
-    fail(res, 500, job->error);
-    return false;
-  }
-  logits = std::move(job->logits);
+  logits = std::move(r.logits);
   return true;
 }
 
@@ -343,17 +249,16 @@ void Service::install_hooks() {
   svr_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_request = RequestInfo{Clock::now(), true, "", 0, false};
     const bool open = req.path.rfind("/v2/health/", 0) == 0 || req.path == "/ping";
-    if (keys_.empty() || open) return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
-    for (const std::string& k : keys_)
-      if (auth == "Bearer " + k) return httplib::Server::HandlerResponse::Unhandled;
+    if (open || host_->authorized(auth)) return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
     fail(res, 401,
          auth.empty() ? "this server wants an API key: Authorization: Bearer KEY"
                       : "the API key is not valid");
     return httplib::Server::HandlerResponse::Handled;
   });
-  svr_->set_error_handler([max_body = max_body_](const httplib::Request& req, httplib::Response& res) {
+  svr_->set_error_handler([max_body = host_->max_body()](const httplib::Request& req,
+                                                         httplib::Response& res) {
     if (!res.body.empty()) return;
     // cpp-httplib caps a body sent as a form (curl -d, urllib without a Content-Type) at 8 KB
     // where it reads the body itself: an unknown POST path (the endpoints use read_body).
@@ -391,13 +296,13 @@ void Service::install_hooks() {
   svr_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     const double s =
         t_request.started ? std::chrono::duration<double>(Clock::now() - t_request.start).count() : 0;
-    metrics_.request(t_request.model, res.status, s, t_request.inference);
+    host_->metrics().request(t_request.model, res.status, s, t_request.inference);
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.1f", s * 1e3);
     // "-" for what a request line that did not parse lacks (as after a body cut off at 413).
-    say(detail::concat(client(req), " ", req.method.empty() ? "-" : req.method, " ",
-                       req.path.empty() ? "-" : printable(req.path), " ", res.status, " ", ms, " ms batch ",
-                       t_request.batch));
+    host_->say(detail::concat(client(req), " ", req.method.empty() ? "-" : req.method, " ",
+                              req.path.empty() ? "-" : printable(req.path), " ", res.status, " ", ms,
+                              " ms batch ", t_request.batch));
     t_request = RequestInfo{};
   });
 }
@@ -407,7 +312,7 @@ void Service::install_routes() {
   using Res = httplib::Response;
   svr_->Get("/v2/health/live", [](const Req&, Res& res) { answer(res, 200, R"({"live":true})"); });
   svr_->Get("/v2/health/ready", [this](const Req&, Res& res) {
-    answer(res, stopping_ ? 503 : 200, stopping_ ? R"({"ready":false})" : R"({"ready":true})");
+    answer(res, host_->stopping ? 503 : 200, host_->stopping ? R"({"ready":false})" : R"({"ready":true})");
   });
   svr_->Get("/ping", [](const Req&, Res& res) { answer(res, 200, R"({"status":"Healthy"})"); });
   svr_->Get("/v2", [](const Req&, Res& res) {
@@ -421,24 +326,17 @@ void Service::install_routes() {
   // Triton's statistics extension, for every model (before the metadata route, which would
   // take "stats" for a model's name) or one.
   svr_->Get("/v2/models/stats",
-            [this](const Req&, Res& res) { answer(res, 200, metrics_.stats_json(names_)); });
+            [this](const Req&, Res& res) { answer(res, 200, host_->metrics().stats_json(host_->names())); });
   svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?/stats)", [this](const Req& req, Res& res) {
-    if (find(req.matches[1], res)) answer(res, 200, metrics_.stats_json({req.matches[1]}));
+    if (find(req.matches[1], res)) answer(res, 200, host_->metrics().stats_json({req.matches[1]}));
   });
   svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?)", [this](const Req& req, Res& res) {
     if (Model* m = find(req.matches[1], res))
       answer(res, 200, model_metadata(req.matches[1], m->classifier()));
   });
   svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?/config)", [this](const Req& req, Res& res) {
-    if (Model* m = find(req.matches[1], res)) {
-      ServingInfo s;
-      s.max_batch = o_.max_batch;
-      s.max_delay_us = int64_t(o_.max_delay_ms * 1000);
-      s.max_queue = o_.max_queue;
-      s.instances = int(m->instances.size());
-      s.dtype = m->classifier().dtype();
-      answer(res, 200, model_config(req.matches[1], m->classifier(), s));
-    }
+    if (Model* m = find(req.matches[1], res))
+      answer(res, 200, model_config(req.matches[1], m->classifier(), host_->serving_info(*m)));
   });
   svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?/ready)", [this](const Req& req, Res& res) {
     if (find(req.matches[1], res))
@@ -449,13 +347,13 @@ void Service::install_routes() {
   svr_->Post(R"(/v2/models/([^/]+)(?:/versions/1)?/infer)",
              [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
                std::string body;
-               if (!read_body(req, reader, max_body_, res, body)) return;
+               if (!read_body(req, reader, host_->max_body(), res, body)) return;
                const std::string name = req.matches[1];
                Model* m = find(name, res);
                if (!m) return;
                t_request.inference = true;
                // RequestError: 400 (the exception handler)
-               InferRequest r = parse_infer(body, m->classifier(), json_length(req), max_body_);
+               InferRequest r = parse_infer(body, m->classifier(), json_length(req), host_->max_body());
                std::vector<float> logits;
                if (!infer(*m, std::move(r.x), r.n, res, logits)) return;
                const InferResponse out = infer_response(name, r, logits, m->classifier());
@@ -467,7 +365,7 @@ void Service::install_routes() {
   // TorchServe's image endpoint: curl --data-binary @FILE, -F data=@FILE (POST) or -T FILE (PUT).
   const auto predictions = [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
     std::string body;
-    if (!read_body(req, reader, max_body_, res, body)) return;
+    if (!read_body(req, reader, host_->max_body(), res, body)) return;
     Model* m = find(req.matches[1], res);
     if (!m) return;
     t_request.inference = true;
@@ -484,10 +382,7 @@ void Service::install_routes() {
   svr_->Post(R"(/predictions/([^/]+))", predictions);
   svr_->Put(R"(/predictions/([^/]+))", predictions);
   svr_->Get("/metrics", [this](const Req&, Res& res) {
-    res.set_content(
-        metrics_.text(names_, [this](const std::string& n) { return models_.at(n).batcher->queued(); }) +
-            http_metrics(),
-        "text/plain; version=0.0.4");
+    res.set_content(host_->metrics_text() + http_metrics(), "text/plain; version=0.0.4");
   });
 }
 
@@ -501,6 +396,12 @@ int Service::run() {
               " (in use, or not an address of this machine)");
   }
   set_backlog_(SOMAXCONN);
+  // gRPC before the watcher, which stops it; said first: the HTTP line says all is ready.
+  if (o_.grpc_port >= 0) {
+    grpc_ = start_grpc(*host_);
+    host_->say(detail::concat("vit serve: gRPC listening on ", o_.host, ":", grpc_->port(),
+                              o_.tls.on() ? " (TLS)" : ""));
+  }
   // SIGTERM and SIGINT: stop accepting, answer what is in flight, exit 0.
   std::atomic<bool> done{false};
   int sig = 0;
@@ -509,20 +410,22 @@ int Service::run() {
     const timespec tick{0, 20'000'000};  // 20 ms: also notices that the server ended
     while (!done && sig <= 0) sig = ::sigtimedwait(&set, nullptr, &tick);
     if (sig <= 0) return;
-    stopping_ = true;
-    say(std::string("vit serve: ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
-        ": no new requests; answering those in flight");
+    host_->stopping = true;
+    host_->say(std::string("vit serve: ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+               ": no new requests; answering those in flight");
     svr_->stop();
+    if (grpc_) grpc_->shutdown();
   });
-  say(detail::concat("vit serve: listening on ", o_.tls.on() ? "https" : "http", "://", o_.host, ":", port,
-                     " (", names_.size(), " model", names_.size() > 1 ? "s" : "", ", max batch ",
-                     o_.max_batch, ", max delay ", o_.max_delay_ms, " ms)"));
+  host_->say(detail::concat("vit serve: listening on ", o_.tls.on() ? "https" : "http", "://", o_.host, ":",
+                            port, " (", host_->names().size(), " model", host_->names().size() > 1 ? "s" : "",
+                            ", max batch ", o_.max_batch, ", max delay ", o_.max_delay_ms, " ms)"));
   const bool ok = svr_->listen_after_bind();
   pool_ = nullptr;  // httplib has deleted it
   done = true;
   watcher.join();
-  for (auto& [name, m] : models_) m.batcher->stop();
-  say("vit serve: stopped");
+  if (grpc_) grpc_->shutdown();
+  host_->stop_batchers();
+  host_->say("vit serve: stopped");
   return ok || sig > 0 ? 0 : 1;
 }
 

@@ -40,6 +40,7 @@ struct ServeOptions {
   bool warmup = true;    // passes of max_batch and 1 images on each instance before listening (BatchOptions)
   int keep_alive_s = 5;  // an idle keep-alive connection is closed after this (it holds a thread)
   int http_threads = 256;  // connections served at once (threads start as they are needed)
+  int grpc_port = -1;      // >= 0: the gRPC API too, on this port (0: any free one); grpc_server.h
 };
 
 // Loads the models, listens, and answers until SIGTERM or SIGINT: then it stops accepting,

@@ -484,26 +484,22 @@ def test_body_limit_is_413_and_api_keys_are_401(tmp_path):
         assert s.stop()[0] == 0
 
 
-@pytest.mark.parametrize("instances", [1, 2])
-def test_sigterm_under_load_answers_every_accepted_request_and_exits_0(instances):
-    s = Server("--model", f"a={CK}", "--max-batch", 4, "--max-delay-ms", 300, "--instances", instances)
-    x = pixels(np.zeros((1, 3, 32, 32), np.float32))
+def sigterm_under_load(s, send, clients=8):
+    """send() from `clients` threads; SIGTERM after 1 s. Each client goes on for 1 s more, or
+    until send() returns (result, False). Returns ([(time sent, result)], time of the signal,
+    exit status, log)."""
     results, stop_at = [], []
     lock = threading.Lock()
 
     def client():
-        while not stop_at or time.monotonic() < stop_at[0] + 1:
+        go_on = True
+        while go_on and (not stop_at or time.monotonic() < stop_at[0] + 1):
             t = time.monotonic()
-            try:
-                status = call(s.url + "/v2/models/a/infer", x)[0]
-            except (ConnectionError, urllib.error.URLError) as e:
-                status = type(getattr(e, "reason", e)).__name__
+            result, go_on = send()
             with lock:
-                results.append((t, status))
-            if not isinstance(status, int):
-                return
+                results.append((t, result))
 
-    threads = [threading.Thread(target=client) for _ in range(8)]
+    threads = [threading.Thread(target=client) for _ in range(clients)]
     for t in threads:
         t.start()
     time.sleep(1.0)
@@ -512,11 +508,25 @@ def test_sigterm_under_load_answers_every_accepted_request_and_exits_0(instances
     s.signalled = True
     for t in threads:
         t.join()
-    code, log = s.stop()
+    return (results, stop_at[0], *s.stop())
+
+
+@pytest.mark.parametrize("instances", [1, 2])
+def test_sigterm_under_load_answers_every_accepted_request_and_exits_0(instances):
+    s = Server("--model", f"a={CK}", "--max-batch", 4, "--max-delay-ms", 300, "--instances", instances)
+    x = pixels(np.zeros((1, 3, 32, 32), np.float32))
+
+    def send():
+        try:
+            return call(s.url + "/v2/models/a/infer", x)[0], True
+        except (ConnectionError, urllib.error.URLError) as e:
+            return type(getattr(e, "reason", e)).__name__, False
+
+    results, stopped, code, log = sigterm_under_load(s, send)
     assert code == 0, log
     assert "SIGTERM: no new requests" in log and "vit serve: stopped" in log
     # Sent well before the signal: accepted, and so answered (each waits up to 300 ms to batch).
-    early = [status for t, status in results if t < stop_at[0] - 0.05]
+    early = [status for t, status in results if t < stopped - 0.05]
     assert early and all(st == 200 for st in early), early
     # Every answer the server logged reached its caller, and nothing failed.
     assert log.count("POST /v2/models/a/infer 200") == sum(1 for _, st in results if st == 200)

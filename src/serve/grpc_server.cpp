@@ -1,0 +1,244 @@
+#include "serve/grpc_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/server_credentials.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "inference.grpc.pb.h"
+#include "serve/grpc_request.h"
+#include "vit/core/error.h"
+#include "vit/core/version.h"
+
+namespace vit::serve {
+
+namespace {
+
+namespace pb = inference;
+
+// The HTTP status that a Host or the protocol's parsing answers, as gRPC's code (as Triton
+// maps them); the metrics count gRPC calls under the HTTP status.
+grpc::StatusCode code_of(int status) {
+  switch (status) {
+    case 400: return grpc::StatusCode::INVALID_ARGUMENT;
+    case 401: return grpc::StatusCode::UNAUTHENTICATED;
+    case 404: return grpc::StatusCode::NOT_FOUND;
+    case 413: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case 499: return grpc::StatusCode::CANCELLED;
+    case 503: return grpc::StatusCode::UNAVAILABLE;
+    case 504: return grpc::StatusCode::DEADLINE_EXCEEDED;
+    default: return grpc::StatusCode::INTERNAL;
+  }
+}
+
+// The code's name, as grpc's other languages print it, for the access log.
+const char* code_name(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "INVALID_ARGUMENT";
+    case 401: return "UNAUTHENTICATED";
+    case 404: return "NOT_FOUND";
+    case 413: return "RESOURCE_EXHAUSTED";
+    case 499: return "CANCELLED";
+    case 503: return "UNAVAILABLE";
+    case 504: return "DEADLINE_EXCEEDED";
+    default: return "INTERNAL";
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  VIT_CHECK(in, path, ": cannot read");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// "ipv4:127.0.0.1:5000" and "ipv6:[::1]:5000" as the HTTP log writes addresses.
+std::string peer_address(const std::string& peer) {
+  const size_t colon = peer.find(':');
+  return colon == std::string::npos ? peer : peer.substr(colon + 1);
+}
+
+// What one call did, for the access log and the metrics.
+struct Call {
+  Clock::time_point start = Clock::now();
+  std::string model;
+  int64_t batch = 0;
+  bool inference = false;
+};
+
+class Service final : public pb::GRPCInferenceService::Service {
+ public:
+  explicit Service(Host& host) : host_(host) {}
+
+  grpc::Status ServerLive(grpc::ServerContext* ctx, const pb::ServerLiveRequest*,
+                          pb::ServerLiveResponse* res) override {
+    return call(ctx, "ServerLive", true, [&](Call&) { res->set_live(true); });
+  }
+  grpc::Status ServerReady(grpc::ServerContext* ctx, const pb::ServerReadyRequest*,
+                           pb::ServerReadyResponse* res) override {
+    return call(ctx, "ServerReady", true, [&](Call&) { res->set_ready(!host_.stopping); });
+  }
+  grpc::Status ModelReady(grpc::ServerContext* ctx, const pb::ModelReadyRequest* req,
+                          pb::ModelReadyResponse* res) override {
+    return call(ctx, "ModelReady", false, [&](Call& c) {
+      model(req->name(), req->version(), c);
+      res->set_ready(true);
+    });
+  }
+  grpc::Status ServerMetadata(grpc::ServerContext* ctx, const pb::ServerMetadataRequest*,
+                              pb::ServerMetadataResponse* res) override {
+    return call(ctx, "ServerMetadata", false, [&](Call&) {
+      res->set_name("vitcpp");
+      res->set_version(version());
+      // What the HTTP API's GET /v2 lists, less the binary tensor data extension (gRPC's raw
+      // contents are binary already) and Triton's HTTP-only extensions.
+      res->add_extensions("classification");
+    });
+  }
+  grpc::Status ModelMetadata(grpc::ServerContext* ctx, const pb::ModelMetadataRequest* req,
+                             pb::ModelMetadataResponse* res) override {
+    return call(ctx, "ModelMetadata", false, [&](Call& c) {
+      const Classifier& m = model(req->name(), req->version(), c).classifier();
+      res->set_name(req->name());
+      res->add_versions(std::string("1"));  // not the char* overload: GCC 12 sees a false -Wrestrict in it
+      res->set_platform("vitcpp");
+      auto tensor = [](auto* t, const char* name, const char* type, std::vector<int64_t> shape) {
+        t->set_name(name);
+        t->set_datatype(type);
+        for (const int64_t d : shape) t->add_shape(d);
+      };
+      tensor(res->add_inputs(), "pixel_values", "FP32", {-1, m.channels(), m.height(), m.width()});
+      tensor(res->add_inputs(), "image", "BYTES", {-1});
+      tensor(res->add_outputs(), "logits", "FP32", {-1, m.num_classes()});
+    });
+  }
+  grpc::Status ModelInfer(grpc::ServerContext* ctx, const pb::ModelInferRequest* req,
+                          pb::ModelInferResponse* res) override {
+    return call(ctx, "ModelInfer", false, [&](Call& c) {
+      Model& m = model(req->model_name(), req->model_version(), c);
+      c.inference = true;
+      const Classifier& cl = m.classifier();
+      InferRequest r = parse_grpc_infer(*req, cl, host_.max_body());
+      // --timeout-s, or the client's deadline when that comes first.
+      Clock::time_point deadline =
+          c.start + std::chrono::microseconds(int64_t(host_.options().timeout_s * 1e6));
+      const auto left = ctx->deadline() - std::chrono::system_clock::now();
+      if (left < deadline - Clock::now())
+        deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
+      Inference out = host_.infer(m, std::move(r.x), r.n, deadline, [ctx] { return ctx->IsCancelled(); });
+      c.batch = out.batch;
+      if (out.status != 200) throw RequestError(out.status, out.error);
+      grpc_infer_response(req->model_name(), r, out.logits, cl, *res);
+    });
+  }
+
+ private:
+  // The model served as name, version "" or "1"; 404 otherwise.
+  Model& model(const std::string& name, const std::string& version, Call& c) {
+    Model* m = host_.find(name);
+    if (!m) throw RequestError(404, host_.unknown(name));
+    if (!version.empty() && version != "1")
+      throw RequestError(404, "model '" + name + "' has version 1 only, not '" + version + "'");
+    c.model = name;
+    return *m;
+  }
+
+  // Runs body with the API key checked (unless open), and turns what it throws into the
+  // call's status; logs the call and counts it, as the HTTP side does each request.
+  template <class Body>
+  grpc::Status call(grpc::ServerContext* ctx, const char* method, bool open, Body&& body) {
+    Call c;
+    int status = 200;
+    std::string error;
+    try {
+      if (!open && host_.needs_key()) {
+        const auto& md = ctx->client_metadata();
+        const auto it = md.find("authorization");
+        const std::string_view auth =
+            it == md.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
+        if (!host_.authorized(auth))
+          throw RequestError(401, auth.empty()
+                                      ? "this server wants an API key: metadata authorization: Bearer KEY"
+                                      : "the API key is not valid");
+      }
+      body(c);
+    } catch (const RequestError& e) {
+      status = e.status, error = e.what();
+    } catch (const std::exception& e) {
+      status = 500, error = e.what();
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - c.start).count();
+    host_.metrics().request(c.model, status, s, c.inference);
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.1f", s * 1e3);
+    host_.say(detail::concat(peer_address(ctx->peer()), " gRPC ", method, " ", code_name(status), " ", ms,
+                             " ms batch ", c.batch));
+    return status == 200 ? grpc::Status::OK : grpc::Status(code_of(status), error);
+  }
+
+  Host& host_;
+};
+
+class Server final : public GrpcServer {
+ public:
+  explicit Server(Host& host) : service_(host) {
+    const ServeOptions& o = host.options();
+    std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+    if (o.tls.on()) {  // the files were checked when the HTTP side loaded them
+      grpc::SslServerCredentialsOptions ssl(o.tls.ca_certs.empty()
+                                                ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+      ssl.pem_key_cert_pairs.push_back({read_file(o.tls.keyfile), read_file(o.tls.certfile)});
+      if (!o.tls.ca_certs.empty()) ssl.pem_root_certs = read_file(o.tls.ca_certs);
+      creds = grpc::SslServerCredentials(ssl);
+    }
+    const bool v6 = o.host.find(':') != std::string::npos;
+    const std::string address = detail::concat(v6 ? "[" : "", o.host, v6 ? "]:" : ":", o.grpc_port);
+    grpc::ServerBuilder b;
+    b.AddListeningPort(address, creds, &port_);
+    b.RegisterService(&service_);
+    // gRPC binds with SO_REUSEPORT by default: a second server on a port in use would start
+    // and take a share of the calls. Off, it says the port is taken, as the HTTP side does.
+    b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // --max-body-mb bounds a message as it bounds an HTTP body (gRPC answers RESOURCE_EXHAUSTED).
+    b.SetMaxReceiveMessageSize(int(std::min<size_t>(host.max_body(), size_t(INT32_MAX))));
+    // Calls answered at once, as --http-threads bounds HTTP's connections.
+    grpc::ResourceQuota quota("vit-serve");
+    quota.SetMaxThreads(std::max(o.http_threads, 4));
+    b.SetResourceQuota(quota);
+    server_ = b.BuildAndStart();
+    VIT_CHECK(server_ && port_ > 0, "--grpc-port: cannot listen on ", address,
+              " (in use, or not an address of this machine)");
+  }
+  ~Server() override { shutdown(); }
+  int port() const override { return port_; }
+  void shutdown() override {
+    std::call_once(done_, [this] {
+      server_->Shutdown();  // waits for the calls in flight; each ends within --timeout-s
+      server_->Wait();
+    });
+  }
+
+ private:
+  Service service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::once_flag done_;
+};
+
+}  // namespace
+
+std::unique_ptr<GrpcServer> start_grpc(Host& host) {
+  return std::make_unique<Server>(host);
+}
+
+}  // namespace vit::serve

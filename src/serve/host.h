@@ -1,0 +1,78 @@
+// What vit serve's two front ends share: HTTP (server.cpp) and gRPC (grpc_server.cpp) answer
+// from one Host, which holds the models with their batchers, the metrics, the API keys and
+// the access log.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "serve/batcher.h"
+#include "serve/metrics.h"
+#include "serve/protocol.h"
+#include "serve/server.h"
+#include "vit/classifier.h"
+
+namespace vit::serve {
+
+struct Model {
+  // --instances: the first loaded, the others its replicas (the same weights), each with its own threads.
+  std::vector<std::unique_ptr<Classifier>> instances;
+  std::unique_ptr<Batcher> batcher;
+  const Classifier& classifier() const { return *instances.front(); }  // metadata and preprocessing
+};
+
+// A request's answer from the batcher: the logits, or the status to answer and why.
+struct Inference {
+  int status = 200;  // 503 the queue is full, 504 past the deadline, 500 the forward failed
+  std::string error;
+  std::vector<float> logits;  // [n, K] when status is 200
+  int64_t batch = 0;          // images in the forward pass that ran it
+};
+
+class Host {
+ public:
+  // Loads every model (throws vit::Error when one does not), with its batcher's warm-up.
+  Host(const ServeOptions& o, std::ostream& log);
+  ~Host();  // stops the batchers: what they hold is answered first
+
+  const ServeOptions& options() const { return o_; }
+  size_t max_body() const { return max_body_; }
+  Metrics& metrics() { return metrics_; }
+  const std::vector<std::string>& names() const { return names_; }
+  // The model served as name, or null.
+  Model* find(const std::string& name);
+  // "unknown model 'x'; this server has: a, b"
+  std::string unknown(const std::string& name) const;
+  // Whether an Authorization value ("Bearer KEY") opens the endpoints that need a key; with
+  // no --api-key-file, always.
+  bool authorized(std::string_view authorization) const;
+  bool needs_key() const { return !keys_.empty(); }
+  // Queues x (n images) and waits for its logits until deadline, or until cancelled() (the
+  // client went away; polled) says to stop waiting.
+  Inference infer(Model& m, std::vector<float> x, int64_t n, Clock::time_point deadline,
+                  const std::function<bool()>& cancelled = {});
+  // GET /v2/models/{m}/config's facts.
+  ServingInfo serving_info(const Model& m) const;
+  // /metrics: the models' counters and queue depths.
+  std::string metrics_text() const;
+  void say(const std::string& line);  // one log line, whole and flushed
+  std::atomic<bool> stopping{false};  // SIGTERM or SIGINT came: not ready, no new requests
+  void stop_batchers();               // answers what is queued, then ends their threads
+
+ private:
+  const ServeOptions& o_;
+  const size_t max_body_;  // --max-body-mb in bytes: as sent, as decoded, and of decoded images
+  std::ostream& log_;
+  std::mutex log_mu_;
+  std::vector<std::string> keys_, names_;
+  Metrics metrics_;  // before the models: their batchers report to it until they stop
+  std::map<std::string, Model> models_;
+};
+
+}  // namespace vit::serve
