@@ -1,6 +1,7 @@
 #include "serve/grpc_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 
 #include <algorithm>
@@ -215,9 +216,14 @@ class Server final : public GrpcServer {
     grpc::ResourceQuota quota("vit-serve");
     quota.SetMaxThreads(std::max(o.http_threads, 4));
     b.SetResourceQuota(quota);
+    // gRPC's standard health service (grpc.health.v1.Health), what Kubernetes' gRPC probes
+    // and grpc_health_probe ask: SERVING for "" and the service; once stopping, no call at all
+    // is answered.
+    grpc::EnableDefaultHealthCheckService(true);
     server_ = b.BuildAndStart();
     VIT_CHECK(server_ && port_ > 0, "--grpc-port: cannot listen on ", address,
               " (in use, or not an address of this machine)");
+    server_->GetHealthCheckService()->SetServingStatus("inference.GRPCInferenceService", true);
   }
   ~Server() override { shutdown(); }
   int port() const override { return port_; }

@@ -122,6 +122,13 @@ def test_health_and_metadata(server, pb):
     assert [(t.name, t.datatype, list(t.shape)) for t in m.inputs] == [
         ("pixel_values", "FP32", [-1, 3, 32, 32]), ("image", "BYTES", [-1])]
     assert [(t.name, t.datatype, list(t.shape)) for t in m.outputs] == [("logits", "FP32", [-1, 5])]
+    # gRPC's standard health service (Kubernetes' gRPC probes): status 1, SERVING, for the
+    # server ("") and for the service; a service it does not have is NOT_FOUND.
+    health = c.channel.unary_unary("/grpc.health.v1.Health/Check", lambda b: b, lambda b: b)
+    assert health(b"") == b"\x08\x01"
+    assert health(b"\x0a" + bytes([len("inference.GRPCInferenceService")]) + b"inference.GRPCInferenceService") == \
+        b"\x08\x01"
+    assert code_of(lambda: health(b"\x0a\x03foo"))[0] == grpc.StatusCode.NOT_FOUND
     # Triton's extensions are not served over gRPC (HTTP has them).
     config = c.channel.unary_unary(SERVICE + "ModelConfig", lambda m: m.SerializeToString(), lambda b: b)
     assert code_of(lambda: config(pb.ModelMetadataRequest(name="a")))[0] == grpc.StatusCode.UNIMPLEMENTED
@@ -283,6 +290,7 @@ def test_api_keys_and_mutual_tls(pb, tmp_path):
         x = np.ones((1, 3, 32, 32), np.float32)
         key = [("authorization", "Bearer s3cret")]
         assert c.ServerLive(pb.ServerLiveRequest()).live  # health is open
+        assert c.channel.unary_unary("/grpc.health.v1.Health/Check", lambda b: b, lambda b: b)(b"") == b"\x08\x01"
         assert code_of(lambda: c.ModelInfer(pixels_request(pb, x)))[0] == grpc.StatusCode.UNAUTHENTICATED
         assert code_of(lambda: c.ModelMetadata(pb.ModelMetadataRequest(name="a"),
                                                metadata=[("authorization", "Bearer wrong")]))[0] == \
