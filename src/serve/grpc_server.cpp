@@ -5,10 +5,8 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -25,33 +23,28 @@ namespace {
 namespace pb = inference;
 
 // The HTTP status that a Host or the protocol's parsing answers, as gRPC's code (as Triton
-// maps them); the metrics count gRPC calls under the HTTP status.
-grpc::StatusCode code_of(int status) {
-  switch (status) {
-    case 400: return grpc::StatusCode::INVALID_ARGUMENT;
-    case 401: return grpc::StatusCode::UNAUTHENTICATED;
-    case 404: return grpc::StatusCode::NOT_FOUND;
-    case 413: return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case 499: return grpc::StatusCode::CANCELLED;
-    case 503: return grpc::StatusCode::UNAVAILABLE;
-    case 504: return grpc::StatusCode::DEADLINE_EXCEEDED;
-    default: return grpc::StatusCode::INTERNAL;
-  }
-}
+// maps them) and the code's name for the access log; the metrics count gRPC calls under the
+// HTTP status. Any other status is INTERNAL.
+struct Code {
+  int status;
+  grpc::StatusCode code;
+  const char* name;
+};
+constexpr Code kCodes[] = {
+    {200, grpc::StatusCode::OK, "OK"},
+    {400, grpc::StatusCode::INVALID_ARGUMENT, "INVALID_ARGUMENT"},
+    {401, grpc::StatusCode::UNAUTHENTICATED, "UNAUTHENTICATED"},
+    {404, grpc::StatusCode::NOT_FOUND, "NOT_FOUND"},
+    {413, grpc::StatusCode::RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED"},
+    {499, grpc::StatusCode::CANCELLED, "CANCELLED"},  // nginx's "client closed request"
+    {503, grpc::StatusCode::UNAVAILABLE, "UNAVAILABLE"},
+    {504, grpc::StatusCode::DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED"},
+};
 
-// The code's name, as grpc's other languages print it, for the access log.
-const char* code_name(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 400: return "INVALID_ARGUMENT";
-    case 401: return "UNAUTHENTICATED";
-    case 404: return "NOT_FOUND";
-    case 413: return "RESOURCE_EXHAUSTED";
-    case 499: return "CANCELLED";
-    case 503: return "UNAVAILABLE";
-    case 504: return "DEADLINE_EXCEEDED";
-    default: return "INTERNAL";
-  }
+Code code_of(int status) {
+  for (const Code& c : kCodes)
+    if (c.status == status) return c;
+  return {status, grpc::StatusCode::INTERNAL, "INTERNAL"};
 }
 
 std::string read_file(const std::string& path) {
@@ -181,9 +174,10 @@ class Service final : public pb::GRPCInferenceService::Service {
     host_.metrics().request(c.model, status, s, c.inference);
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.1f", s * 1e3);
-    host_.say(detail::concat(peer_address(ctx->peer()), " gRPC ", method, " ", code_name(status), " ", ms,
+    const Code code = code_of(status);
+    host_.say(detail::concat(peer_address(ctx->peer()), " gRPC ", method, " ", code.name, " ", ms,
                              " ms batch ", c.batch));
-    return status == 200 ? grpc::Status::OK : grpc::Status(code_of(status), error);
+    return status == 200 ? grpc::Status::OK : grpc::Status(code.code, error);
   }
 
   Host& host_;
