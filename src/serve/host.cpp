@@ -30,7 +30,7 @@ Host::Host(const ServeOptions& o, std::ostream& log)
     : o_(o), max_body_(size_t(o.max_body_mb * 1024 * 1024)), log_(log) {
   if (!o.api_key_file.empty()) keys_ = read_keys(o.api_key_file);
   for (const ServedModel& s : o_.models) {
-    VIT_CHECK(!models_.count(s.name), "--model ", s.name, " given twice");
+    VIT_CHECK(!models_.count(s.name), "two models named ", s.name, " (--model, --model-repository)");
     ClassifierOptions co;
     co.dtype = o_.dtype;
     co.max_batch = o_.max_batch;

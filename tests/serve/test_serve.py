@@ -720,3 +720,29 @@ def test_an_idle_keep_alive_connection_is_closed_after_timeout_keep_alive():
     finally:
         code, log = s.stop()
     assert code == 0, log
+
+
+def test_model_repository_serves_each_folder_and_safetensors_file(tmp_path):
+    repo = tmp_path / "models"
+    repo.mkdir()
+    os.symlink(os.path.abspath(CK), repo / "cats")
+    os.symlink(os.path.abspath(CK), repo / ".hidden")
+    (repo / "README.txt").write_text("not a model\n")
+    mnist = tmp_path / "mnist"
+    run_vit("train", "--recipe", "mnist-seed", "--synthetic", 64, "--epochs", 1, "--output", mnist)
+    os.symlink(mnist / "best.safetensors", repo / "digits.safetensors")
+    s = Server("--model-repository", repo, "--model", f"a={CK}", "--no-warmup")
+    try:
+        log = "".join(s.lines)
+        assert re.findall(r"^model (\w+):", log, re.M) == ["a", "cats", "digits"], log
+        assert json.loads(call(s.url + "/v2/models/cats")[2])["inputs"][0]["shape"] == [-1, 3, 32, 32]
+        assert json.loads(call(s.url + "/v2/models/digits")[2])["inputs"][0]["shape"] == [-1, 1, 28, 28]
+        assert call(s.url + "/v2/models/README")[0] == 404 and call(s.url + "/v2/models/.hidden")[0] == 404
+    finally:
+        assert s.stop()[0] == 0
+    for args, message in ((["--model-repository", tmp_path / "empty"], "no model in it"),
+                          (["--model-repository", repo, "--model", f"cats={CK}"], "two models named cats")):
+        (tmp_path / "empty").mkdir(exist_ok=True)
+        r = subprocess.run([vit_binary(), "serve", "--port", "0", *map(str, args)], capture_output=True, text=True,
+                           timeout=60, stdin=subprocess.DEVNULL)
+        assert r.returncode != 0 and message in r.stderr, r.stderr
