@@ -15,9 +15,12 @@
 3. --memory-minutes of load on both models: the server's resident memory every 30 s.
 4. FP32 pixel_values as JSON numbers against the binary tensor data extension, on mnist-seed
    and ViT-S/16, 16 wrk connections: requests/s of each.
-5. gRPC (--grpc-port) against HTTP with binary tensor data, the same Python client for both:
-   16 threads sending one image's FP32 pixel_values each, every answer checked; requests/s
-   and p50/p99 on mnist-seed and ViT-S/16 (python3-grpcio; protoc makes the messages).
+5. gRPC (--grpc-port; over one channel, and over a channel per client) against HTTP with
+   binary tensor data, the same Python client for each: 16 threads sending one image's FP32
+   pixel_values each, every answer checked; requests/s and p50/p99 on mnist-seed and
+   ViT-S/16 (python3-grpcio; protoc makes the messages).
+6. --memory-minutes of gRPC load on mnist-seed and ViT-Ti/16, every client reconnecting
+   every 15 s: the server's resident memory every 30 s.
 The models are the presets with random weights (vitcpp.create_model(...).save_pretrained).
 
 Part 2 on another machine, without the Python module there: `--prepare DIR` writes the
@@ -110,6 +113,12 @@ class Server:
     def _drain(self):
         for _ in self.proc.stdout:
             self.log_lines += 1
+
+    def cpu_seconds(self):
+        """User and system CPU time the server has used so far."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_mb(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -222,7 +231,7 @@ def main():
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--memory-minutes", type=float, default=10)
-    ap.add_argument("--only", default="", help="1, 2, 3, 4 or 5: one part")
+    ap.add_argument("--only", default="", help="1, 2, 3, 4, 5 or 6: one part")
     ap.add_argument("--threads", type=int, default=2, help="the server's --threads (and vit bench's)")
     ap.add_argument("--wrk-threads", type=int, default=2)
     ap.add_argument("--vit", default=VIT)
@@ -335,19 +344,68 @@ def main():
         s.stop()
     if a.only in ("", "5"):
         grpc_against_http(models, tmp, a.seconds // 2)
+    if a.only in ("", "6"):
+        grpc_memory(models, tmp, a.memory_minutes)
+
+
+def grpc_messages(tmp):
+    """inference_pb2, made by protoc from the server's inference.proto into tmp."""
+    import importlib
+    import sys
+    proto = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "serve", "inference.proto")
+    subprocess.run(["protoc", "-I", os.path.dirname(proto), f"--python_out={tmp}", proto], check=True)
+    sys.path.insert(0, tmp)
+    return importlib.import_module("inference_pb2")
+
+
+def pixels_request(pb, name, x):
+    request = pb.ModelInferRequest(model_name=name)
+    request.inputs.add(name="pixel_values", datatype="FP32", shape=list(x.shape))
+    request.raw_input_contents.append(x.astype("<f4").tobytes())
+    return request
+
+
+def grpc_memory(models, tmp, minutes, clients=16):
+    """Part 6: the server's resident memory under gRPC load, every 30 s: 15 s on mnist-seed and
+    15 s on ViT-Ti/16, each client on a channel of its own made anew every 15 s."""
+    import grpc
+    pb = grpc_messages(tmp)
+    s = Server("--model", f"mnist={tmp}/mnist", "--model", f"ti={tmp}/ti", "--grpc-port", 0)
+    work = {}
+    for name in ("mnist", "ti"):
+        c, h, w = models[name].pretrained_cfg["input_size"]
+        x = np.round(np.random.default_rng(0).standard_normal((1, c, h, w)), 3).astype("<f4")
+        work[name] = (pixels_request(pb, name, x), models[name](x)[0])
+    end, samples = time.monotonic() + minutes * 60, []
+    while time.monotonic() < end:
+        for name, (request, want) in work.items():
+            stop, wrong = time.monotonic() + 15, [0]
+
+            def client(_):
+                with grpc.insecure_channel(s.grpc_target, options=[("grpc.use_local_subchannel_pool", 1)]) as ch:
+                    infer = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                                           pb.ModelInferRequest.SerializeToString, pb.ModelInferResponse.FromString)
+                    while time.monotonic() < stop:
+                        got = np.frombuffer(infer(request, timeout=60).raw_output_contents[0], "<f4")
+                        wrong[0] += not np.allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+            with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+                list(pool.map(client, range(clients)))
+            assert wrong[0] == 0, wrong
+        samples.append(s.rss_mb())
+        print(f"  {len(samples) * 30:4d} s: RSS {samples[-1]:.1f} MB", flush=True)
+    warm = samples[2:] or [samples[-1]]
+    print(f"resident memory over {minutes} min of gRPC load: after 1 min {warm[0]:.1f} MB, at the end "
+          f"{samples[-1]:.1f} MB, max {max(warm):.1f} MB, min {min(warm):.1f} MB", flush=True)
+    s.stop()
 
 
 def grpc_against_http(models, tmp, seconds, clients=16):
     """Part 5: the same raw pixels over gRPC and over HTTP's binary tensor data."""
     import http.client
-    import importlib
-    import sys
 
     import grpc
-    proto = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "serve", "inference.proto")
-    subprocess.run(["protoc", "-I", os.path.dirname(proto), f"--python_out={tmp}", proto], check=True)
-    sys.path.insert(0, tmp)
-    pb = importlib.import_module("inference_pb2")
+    pb = grpc_messages(tmp)
     s = Server("--model", f"mnist={tmp}/mnist", "--model", f"s={tmp}/s", "--grpc-port", 0)
     target = s.grpc_target
     host, port = s.url[len("http://"):].split(":")
@@ -358,16 +416,19 @@ def grpc_against_http(models, tmp, seconds, clients=16):
         c, h, w = models[name].pretrained_cfg["input_size"]
         x = np.round(np.random.default_rng(0).standard_normal((1, c, h, w)), 3).astype("<f4")
         want = models[name](x)[0]
-        request = pb.ModelInferRequest(model_name=name)
-        request.inputs.add(name="pixel_values", datatype="FP32", shape=[1, c, h, w])
-        request.raw_input_contents.append(x.tobytes())
+        request = pixels_request(pb, name, x)
         head = json.dumps({"inputs": [{"name": "pixel_values", "shape": [1, c, h, w], "datatype": "FP32",
                                        "parameters": {"binary_data_size": x.nbytes}}],
                            "parameters": {"binary_data_output": True}}).encode()
         body, n = head + x.tobytes(), len(head)
 
-        def over_grpc(_):
-            return np.frombuffer(infer(request, timeout=60).raw_output_contents[0], "<f4")
+        def over_grpc(call):
+            return np.frombuffer(call(request, timeout=60).raw_output_contents[0], "<f4")
+
+        def own_channel():  # a channel (one HTTP/2 connection) of the client thread's own
+            channel = grpc.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)])
+            return channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                                       pb.ModelInferRequest.SerializeToString, pb.ModelInferResponse.FromString)
 
         def over_http(conn):
             conn.request("POST", f"/v2/models/{name}/infer", body, {"Inference-Header-Content-Length": str(n)})
@@ -377,13 +438,14 @@ def grpc_against_http(models, tmp, seconds, clients=16):
             k = int(r.getheader("Inference-Header-Content-Length"))
             return np.frombuffer(got[k:], "<f4")
 
-        kinds = {"gRPC": (lambda: None, over_grpc),
+        kinds = {"gRPC, one channel": (lambda: infer, over_grpc),
+                 "gRPC, a channel per client": (own_channel, over_grpc),
                  "HTTP binary": (lambda: http.client.HTTPConnection(host, int(port), timeout=60), over_http)}
         rates = {kind: [] for kind in kinds}
-        for kind in ("gRPC", "HTTP binary", "HTTP binary", "gRPC"):  # each order once
+        for kind in [*kinds, *reversed(kinds)]:  # each order once
             make, call = kinds[kind]
             stop, lat, wrong, lock = time.monotonic() + seconds / 2, [], [0], threading.Lock()
-            passes = mean_batch_counts(s.url, name)
+            passes, cpu = mean_batch_counts(s.url, name), s.cpu_seconds()
 
             def client(_):
                 conn = make()
@@ -400,14 +462,17 @@ def grpc_against_http(models, tmp, seconds, clients=16):
             with concurrent.futures.ThreadPoolExecutor(clients) as pool:
                 list(pool.map(client, range(clients)))
             rates[kind].append(len(lat) / (time.monotonic() - t0))
+            cpu = s.cpu_seconds() - cpu
             images, count = (b - a for a, b in zip(passes, mean_batch_counts(s.url, name)))
             lat.sort()
             print(f"{name}, one image's FP32 pixel_values over {kind}, {clients} Python clients, {seconds / 2:g} s: "
                   f"{rates[kind][-1]:.1f} requests/s, p50 {lat[len(lat) // 2]:.1f} ms, p99 "
-                  f"{lat[int(len(lat) * 0.99)]:.1f} ms, mean batch {images / max(count, 1):.2f}, {wrong[0]} wrong",
+                  f"{lat[int(len(lat) * 0.99)]:.1f} ms, mean batch {images / max(count, 1):.2f}, server CPU {cpu:.1f} s, "
+                  f"{wrong[0]} wrong",
                   flush=True)
             assert wrong[0] == 0
-        print(f"{name}: gRPC / HTTP binary {sum(rates['gRPC']) / sum(rates['HTTP binary']):.2f}x", flush=True)
+        for kind in list(kinds)[:2]:
+            print(f"{name}: {kind} / HTTP binary {sum(rates[kind]) / sum(rates['HTTP binary']):.2f}x", flush=True)
     s.stop()
 
 
