@@ -206,9 +206,15 @@ class Server final : public GrpcServer {
     b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     // --max-body-mb bounds a message as it bounds an HTTP body (gRPC answers RESOURCE_EXHAUSTED).
     b.SetMaxReceiveMessageSize(int(std::min<size_t>(host.max_body(), size_t(INT32_MAX))));
-    // Calls answered at once, as --http-threads bounds HTTP's connections.
+    // Threads for the calls in flight. gRPC's synchronous server answers a call it has no
+    // thread for with RESOURCE_EXHAUSTED ("Server Threadpool Exhausted") before the service
+    // sees it: unlogged and uncounted. So there are threads enough for every model's queue
+    // and passes to be full twice over: a call beyond them gets the queue's own answer
+    // (UNAVAILABLE, logged) and gives its thread back at once. --http-threads at least.
+    int64_t in_flight = 0;
+    for (size_t i = 0; i < host.names().size(); ++i) in_flight += o.max_queue + o.max_batch * o.instances;
     grpc::ResourceQuota quota("vit-serve");
-    quota.SetMaxThreads(std::max(o.http_threads, 4));
+    quota.SetMaxThreads(int(std::min<int64_t>(std::max<int64_t>(2 * in_flight, o.http_threads), INT32_MAX)));
     b.SetResourceQuota(quota);
     // gRPC's standard health service (grpc.health.v1.Health), what Kubernetes' gRPC probes
     // and grpc_health_probe ask: SERVING for "" and the service; once stopping, no call at all
