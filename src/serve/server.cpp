@@ -317,11 +317,32 @@ void Service::install_routes() {
   svr_->Get("/ping", [](const Req&, Res& res) { answer(res, 200, R"({"status":"Healthy"})"); });
   svr_->Get("/v2", [](const Req&, Res& res) {
     answer(res, 200,
-           nlohmann::json{
-               {"name", "vitcpp"},
-               {"version", version()},
-               {"extensions", {"classification", "binary_tensor_data", "model_configuration", "statistics"}}}
+           nlohmann::json{{"name", "vitcpp"},
+                          {"version", version()},
+                          {"extensions",
+                           {"classification", "binary_tensor_data", "model_configuration", "statistics",
+                            "model_repository"}}}
                .dump());
+  });
+  // Triton's model repository extension: the index (every model served, READY: a model that
+  // does not load stops the server at start). Loading and unloading while serving is not
+  // done: Triton's answer when its model control mode does not allow it, 400.
+  svr_->Post("/v2/repository/index", [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
+    std::string body;
+    if (!read_body(req, reader, host_->max_body(), res, body)) return;
+    // An optional {"ready": bool}, "repository_name" and the like: every model here is ready.
+    if (!body.empty() && !nlohmann::json::parse(body, nullptr, false).is_object())
+      throw RequestError(400, "the body must be empty or a JSON object");
+    nlohmann::json index = nlohmann::json::array();
+    for (const std::string& name : host_->names())
+      index.push_back({{"name", name}, {"version", "1"}, {"state", "READY"}});
+    answer(res, 200, index.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  });
+  svr_->Post(R"(/v2/repository/models/([^/]+)/(load|unload))", [this](const Req& req, Res& res) {
+    if (!find(req.matches[1], res)) return;  // 404: not a model of this server
+    fail(res, 400,
+         "vit serve loads its models at start (--model, --model-repository) and keeps them: restart it to " +
+             std::string(req.matches[2]) + " one");
   });
   // Triton's statistics extension, for every model (before the metadata route, which would
   // take "stats" for a model's name) or one.

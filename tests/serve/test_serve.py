@@ -738,6 +738,16 @@ def test_model_repository_serves_each_folder_and_safetensors_file(tmp_path):
         assert json.loads(call(s.url + "/v2/models/cats")[2])["inputs"][0]["shape"] == [-1, 3, 32, 32]
         assert json.loads(call(s.url + "/v2/models/digits")[2])["inputs"][0]["shape"] == [-1, 1, 28, 28]
         assert call(s.url + "/v2/models/README")[0] == 404 and call(s.url + "/v2/models/.hidden")[0] == 404
+        # Triton's repository index: every model, READY; loading and unloading are refused.
+        want = [{"name": n, "version": "1", "state": "READY"} for n in ("a", "cats", "digits")]
+        for body in (b"", {}, {"ready": True}):
+            status, _, text = call(s.url + "/v2/repository/index", body, method="POST")
+            assert status == 200 and json.loads(text) == want, (status, text)
+        assert call(s.url + "/v2/repository/index", b"[1]", method="POST")[0] == 400
+        assert "model_repository" in json.loads(call(s.url + "/v2")[2])["extensions"]
+        status, _, text = call(s.url + "/v2/repository/models/cats/unload", b"", method="POST")
+        assert status == 400 and "restart it to unload" in json.loads(text)["error"], text
+        assert call(s.url + "/v2/repository/models/dogs/load", b"", method="POST")[0] == 404
     finally:
         assert s.stop()[0] == 0
     for args, message in ((["--model-repository", tmp_path / "empty"], "no model in it"),
