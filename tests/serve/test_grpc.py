@@ -216,6 +216,11 @@ def test_bad_calls_get_their_status_codes(server, pb):
     # Over --max-body-mb (1): gRPC refuses the message itself.
     big = pixels_request(pb, np.zeros((100, 3, 32, 32), np.float32))
     assert code_of(lambda: c.ModelInfer(big))[0] == C.RESOURCE_EXHAUSTED
+    # The same gzip-compressed (a few KB): the limit holds for the message decompressed; a small
+    # compressed call is answered as it is plain.
+    assert code_of(lambda: c.ModelInfer(big, compression=grpc.Compression.Gzip))[0] == C.RESOURCE_EXHAUSTED
+    assert np.array_equal(logits_of(c.ModelInfer(pixels_request(pb, x), compression=grpc.Compression.Gzip)),
+                          logits_of(c.ModelInfer(pixels_request(pb, x))))
     # Small files that decode past the limit (100 images of 3x32x32 floats: 1.2 MB).
     png = open(os.path.join(http.PRETRAINED, "..", "digit_7.png"), "rb").read()
     code, details = code_of(lambda: c.ModelInfer(images_request(pb, [png] * 100)))
