@@ -126,7 +126,8 @@ int main(int argc, char** argv) {
       vit::app::add_plot);
   add("bench", "time a model's inference or training step (images/s, GFLOP/s, peak RSS)",
       vit::app::add_bench);
-  add("serve", "serve classifiers over HTTP: KServe v2 and TorchServe endpoints, dynamic batching, metrics",
+  add("serve",
+      "serve classifiers over HTTP and gRPC: KServe v2 and TorchServe endpoints, dynamic batching, metrics",
       vit::app::add_serve);
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
