@@ -1,8 +1,6 @@
 // vit serve: classifiers behind HTTP (KServe v2 and TorchServe's endpoints) and gRPC (KServe v2;
 // docs/serving.md).
 // Flags named as Triton's and TorchServe's users would look for them.
-#include <algorithm>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -13,33 +11,10 @@
 
 namespace vit::app {
 
-namespace {
-
-// --model-repository DIR: each folder and .safetensors file in DIR, named after it (the
-// file's name without .safetensors), in name order; hidden entries and other files are not
-// models (a README, a checkpoint's sidecar).
-std::vector<serve::ServedModel> repository_models(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::vector<serve::ServedModel> out;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-    const fs::path& p = e.path();
-    const std::string name = p.filename().string();
-    if (name.empty() || name[0] == '.') continue;
-    if (e.is_directory())
-      out.push_back({name, p.string()});
-    else if (p.extension() == ".safetensors" && e.is_regular_file())
-      out.push_back({p.stem().string(), p.string()});
-  }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  return out;
-}
-
-}  // namespace
-
 Run add_serve(CLI::App& cmd) {
   struct Flags {
     serve::ServeOptions o;
-    std::vector<std::string> models, repositories;
+    std::vector<std::string> models;
   };
   auto f = std::make_shared<Flags>();
   serve::ServeOptions& o = f->o;
@@ -47,11 +22,16 @@ Run add_serve(CLI::App& cmd) {
                  "NAME=CHECKPOINT, repeatable: a model to serve under NAME (vitcpp, timm, Hugging Face or "
                  "vit-pytorch; file or directory, as vit predict --checkpoint)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd.add_option("--model-repository", f->repositories,
+  cmd.add_option("--model-repository", o.model_repositories,
                  "DIR, repeatable: serve each folder and .safetensors file in DIR as a model named after it "
                  "(as Triton's flag; hidden entries and other files are left out)")
       ->check(CLI::ExistingDirectory)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--model-control-mode", o.model_control,
+                 "explicit: models can be loaded (again) and unloaded while serving, with POST "
+                 "/v2/repository/models/NAME/load and unload (Triton's flag); none: they cannot")
+      ->check(CLI::IsMember({"none", "explicit"}))
+      ->capture_default_str();
   cmd.add_option("--host", o.host, "address to listen on (0.0.0.0: every interface)")->capture_default_str();
   cmd.add_option("--port", o.port, "port (0: any free one, printed)")
       ->check(CLI::Range(0, 65535))
@@ -121,13 +101,6 @@ Run add_serve(CLI::App& cmd) {
                 "--model wants NAME=CHECKPOINT, got '", m, "'");
       f->o.models.push_back({m.substr(0, eq), m.substr(eq + 1)});
     }
-    for (const std::string& dir : f->repositories) {
-      const size_t before = f->o.models.size();
-      for (const serve::ServedModel& m : repository_models(dir)) f->o.models.push_back(m);
-      VIT_CHECK(f->o.models.size() > before, "--model-repository ", dir,
-                ": no model in it (a folder or a .safetensors file per model)");
-    }
-    VIT_CHECK(!f->o.models.empty(), "give --model NAME=CHECKPOINT or --model-repository DIR");
     return serve::serve(f->o, std::cout);
   };
 }

@@ -65,6 +65,7 @@ std::string peer_address(const std::string& peer) {
 struct Call {
   Clock::time_point start = Clock::now();
   std::string model;
+  ModelPtr held;  // the model, kept while the call uses it (it may be unloaded meanwhile)
   int64_t batch = 0;
   bool inference = false;
 };
@@ -118,7 +119,7 @@ class Service final : public pb::GRPCInferenceService::Service {
   grpc::Status ModelInfer(grpc::ServerContext* ctx, const pb::ModelInferRequest* req,
                           pb::ModelInferResponse* res) override {
     return call(ctx, "ModelInfer", false, [&](Call& c) {
-      Model& m = model(req->model_name(), req->model_version(), c);
+      const Model& m = model(req->model_name(), req->model_version(), c);
       c.inference = true;
       const Classifier& cl = m.classifier();
       InferRequest r = parse_grpc_infer(*req, cl, host_.max_body());
@@ -137,13 +138,14 @@ class Service final : public pb::GRPCInferenceService::Service {
 
  private:
   // The model served as name, version "" or "1"; 404 otherwise.
-  Model& model(const std::string& name, const std::string& version, Call& c) {
-    Model* m = host_.find(name);
+  const Model& model(const std::string& name, const std::string& version, Call& c) {
+    ModelPtr m = host_.find(name);
     if (!m) throw RequestError(404, host_.unknown(name));
     if (!version.empty() && version != "1")
       throw RequestError(404, "model '" + name + "' has version 1 only, not '" + version + "'");
     c.model = name;
-    return *m;
+    c.held = std::move(m);
+    return *c.held;
   }
 
   // Runs body with the API key checked (unless open), and turns what it throws into the
@@ -212,7 +214,7 @@ class Server final : public GrpcServer {
     // and passes to be full twice over: a call beyond them gets the queue's own answer
     // (UNAVAILABLE, logged) and gives its thread back at once. --http-threads at least.
     int64_t in_flight = 0;
-    for (size_t i = 0; i < host.names().size(); ++i) in_flight += o.max_queue + o.max_batch * o.instances;
+    for (size_t i = 0; i < host.index().size(); ++i) in_flight += o.max_queue + o.max_batch * o.instances;
     grpc::ResourceQuota quota("vit-serve");
     quota.SetMaxThreads(int(std::min<int64_t>(std::max<int64_t>(2 * in_flight, o.http_threads), INT32_MAX)));
     b.SetResourceQuota(quota);

@@ -1,8 +1,12 @@
 #include "serve/host.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <optional>
+#include <utility>
 
 #include "core/threads.h"
 #include "vit/core/error.h"
@@ -24,52 +28,88 @@ std::vector<std::string> read_keys(const std::string& file) {
   return keys;
 }
 
+// Each folder and .safetensors file in dir, named after it, in name order; hidden entries
+// and other files (a README, a checkpoint's sidecar) are not models.
+std::vector<ServedModel> repository_models(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<ServedModel> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    const std::string name = p.filename().string();
+    if (name.empty() || name[0] == '.') continue;
+    if (it->is_directory(ec))
+      out.push_back({name, p.string()});
+    else if (p.extension() == ".safetensors" && it->is_regular_file(ec))
+      out.push_back({p.stem().string(), p.string()});
+  }
+  VIT_CHECK(!ec, "--model-repository ", dir, ": cannot read (", ec.message(), ")");
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
+}
+
 }  // namespace
 
 Host::Host(const ServeOptions& o, std::ostream& log)
     : o_(o), max_body_(size_t(o.max_body_mb * 1024 * 1024)), log_(log) {
+  VIT_CHECK(o.model_control == "none" || o.model_control == "explicit",
+            "--model-control-mode is none or explicit, not '", o.model_control, "'");
   if (!o.api_key_file.empty()) keys_ = read_keys(o.api_key_file);
-  for (const ServedModel& s : o_.models) {
+  for (const std::string& dir : o.model_repositories)
+    VIT_CHECK(!repository_models(dir).empty(), "--model-repository ", dir,
+              ": no model in it (a folder or a .safetensors file per model)");
+  for (const ServedModel& s : sources()) {
     VIT_CHECK(!models_.count(s.name), "two models named ", s.name, " (--model, --model-repository)");
-    ClassifierOptions co;
-    co.dtype = o_.dtype;
-    co.max_batch = o_.max_batch;
-    Model& m = models_[s.name];
-    // The threads are shared out between the instances, the first ones taking what is left.
-    const int threads = o_.threads > 0 ? o_.threads : num_threads(), n = o_.instances;
-    VIT_CHECK(n <= threads, "--instances ", n, " is more than the ", threads,
-              " threads (--threads): each instance needs one at least");
-    std::vector<Classifier*> instances;
-    // The instances after the first are its replicas: the weights are in memory once.
-    for (int i = 0; i < n; ++i) {
-      const int share = n == 1 ? o_.threads : threads / n + (i < threads % n ? 1 : 0);
-      co.threads = share;
-      m.instances.push_back(i == 0 ? std::make_unique<Classifier>(s.checkpoint, co)
-                                   : std::make_unique<Classifier>(m.instances.front()->replica(share)));
-      instances.push_back(m.instances.back().get());
-    }
-    const Classifier& c = m.classifier();
-    VIT_CHECK(c.num_classes() > 0, s.checkpoint, " has no classifier head: nothing to serve");
-    BatchOptions bo;
-    bo.max_batch = o_.max_batch;
-    bo.max_delay = std::chrono::microseconds(int64_t(o_.max_delay_ms * 1000));
-    bo.max_queue = o_.max_queue;
-    bo.warmup = o_.warmup;
-    const Clock::time_point start = Clock::now();
-    m.batcher = std::make_unique<Batcher>(
-        instances, bo, [this, name = s.name](const PassInfo& p) { metrics_.batch(name, p); });
-    char took[32];
-    std::snprintf(took, sizeof took, "%.2f", std::chrono::duration<double>(Clock::now() - start).count());
-    names_.push_back(s.name);
-    const std::string shared =
-        n == 1 ? "" : detail::concat(", ", n, " instances sharing ", threads, " threads and the weights");
-    say(detail::concat("model ", s.name, ": ", s.checkpoint, " (", c.format(), ", ", c.num_classes(),
-                       " classes, input ", c.channels(), "x", c.height(), "x", c.width(), shared, ")"));
-    if (o_.warmup)
-      say(detail::concat("model ", s.name, ": warmed up in ", took, " s (a pass of ", o_.max_batch,
-                         o_.max_batch > 1 ? " images and one of 1" : " image",
-                         n > 1 ? " on each instance)" : ")"));
+    models_[s.name] = make_model(s);
   }
+}
+
+std::vector<ServedModel> Host::sources() const {
+  std::vector<ServedModel> all = o_.models;
+  for (const std::string& dir : o_.model_repositories)
+    for (ServedModel& m : repository_models(dir)) all.push_back(std::move(m));
+  return all;
+}
+
+ModelPtr Host::make_model(const ServedModel& s) {
+  ClassifierOptions co;
+  co.dtype = o_.dtype;
+  co.max_batch = o_.max_batch;
+  auto m = std::make_shared<Model>();
+  // The threads are shared out between the instances, the first ones taking what is left.
+  const int threads = o_.threads > 0 ? o_.threads : num_threads(), n = o_.instances;
+  VIT_CHECK(n <= threads, "--instances ", n, " is more than the ", threads,
+            " threads (--threads): each instance needs one at least");
+  std::vector<Classifier*> instances;
+  // The instances after the first are its replicas: the weights are in memory once.
+  for (int i = 0; i < n; ++i) {
+    const int share = n == 1 ? o_.threads : threads / n + (i < threads % n ? 1 : 0);
+    co.threads = share;
+    m->instances.push_back(i == 0 ? std::make_unique<Classifier>(s.checkpoint, co)
+                                  : std::make_unique<Classifier>(m->instances.front()->replica(share)));
+    instances.push_back(m->instances.back().get());
+  }
+  const Classifier& c = m->classifier();
+  VIT_CHECK(c.num_classes() > 0, s.checkpoint, " has no classifier head: nothing to serve");
+  BatchOptions bo;
+  bo.max_batch = o_.max_batch;
+  bo.max_delay = std::chrono::microseconds(int64_t(o_.max_delay_ms * 1000));
+  bo.max_queue = o_.max_queue;
+  bo.warmup = o_.warmup;
+  const Clock::time_point start = Clock::now();
+  m->batcher = std::make_unique<Batcher>(
+      instances, bo, [this, name = s.name](const PassInfo& p) { metrics_.batch(name, p); });
+  char took[32];
+  std::snprintf(took, sizeof took, "%.2f", std::chrono::duration<double>(Clock::now() - start).count());
+  const std::string shared =
+      n == 1 ? "" : detail::concat(", ", n, " instances sharing ", threads, " threads and the weights");
+  say(detail::concat("model ", s.name, ": ", s.checkpoint, " (", c.format(), ", ", c.num_classes(),
+                     " classes, input ", c.channels(), "x", c.height(), "x", c.width(), shared, ")"));
+  if (o_.warmup)
+    say(detail::concat("model ", s.name, ": warmed up in ", took, " s (a pass of ", o_.max_batch,
+                       o_.max_batch > 1 ? " images and one of 1" : " image",
+                       n > 1 ? " on each instance)" : ")"));
+  return m;
 }
 
 Host::~Host() {
@@ -77,7 +117,8 @@ Host::~Host() {
 }
 
 void Host::stop_batchers() {
-  for (auto& [name, m] : models_) m.batcher->stop();
+  std::shared_lock lock(models_mu_);
+  for (auto& [name, m] : models_) m->batcher->stop();
 }
 
 void Host::say(const std::string& line) {
@@ -85,15 +126,62 @@ void Host::say(const std::string& line) {
   log_ << line << std::endl;
 }
 
-Model* Host::find(const std::string& name) {
+std::vector<std::string> Host::names() const {
+  std::shared_lock lock(models_mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, m] : models_) out.push_back(name);
+  return out;
+}
+
+ModelPtr Host::find(const std::string& name) const {
+  std::shared_lock lock(models_mu_);
   const auto it = models_.find(name);
-  return it == models_.end() ? nullptr : &it->second;
+  return it == models_.end() ? nullptr : it->second;
 }
 
 std::string Host::unknown(const std::string& name) const {
   std::string served;
-  for (const std::string& n : names_) served += (served.empty() ? "" : ", ") + n;
-  return "unknown model '" + name + "'; this server has: " + served;
+  for (const std::string& n : names()) served += (served.empty() ? "" : ", ") + n;
+  return "unknown model '" + name + "'; this server has: " + (served.empty() ? "none" : served);
+}
+
+std::vector<Host::IndexEntry> Host::index() const {
+  std::map<std::string, bool> all;
+  for (const ServedModel& s : sources()) all[s.name] = false;
+  for (const std::string& n : names()) all[n] = true;
+  std::vector<IndexEntry> out;
+  for (const auto& [name, ready] : all) out.push_back({name, ready});
+  return out;
+}
+
+void Host::load(const std::string& name) {
+  std::lock_guard<std::mutex> one(load_mu_);
+  std::optional<ServedModel> source;
+  for (ServedModel& s : sources())
+    if (s.name == name && !source) source = std::move(s);
+  if (!source) throw RequestError(404, "no --model or --model-repository entry named '" + name + "' to load");
+  ModelPtr m = make_model(*source);  // seconds, while the old copy (if any) goes on serving
+  ModelPtr old;
+  {
+    std::unique_lock lock(models_mu_);
+    old = std::exchange(models_[name], std::move(m));
+  }
+  say(detail::concat("model ", name, old ? ": loaded again" : ": loaded"));
+  // The old copy is freed when its last request ends; its batcher answers what it holds.
+}
+
+void Host::unload(const std::string& name) {
+  std::lock_guard<std::mutex> one(load_mu_);
+  ModelPtr old;
+  {
+    std::unique_lock lock(models_mu_);
+    if (const auto it = models_.find(name); it != models_.end()) {
+      old = std::move(it->second);
+      models_.erase(it);
+    }
+  }
+  if (!old) throw RequestError(404, unknown(name));
+  say("model " + name + ": unloaded");
 }
 
 bool Host::authorized(std::string_view authorization) const {
@@ -105,7 +193,7 @@ bool Host::authorized(std::string_view authorization) const {
   return false;
 }
 
-Inference Host::infer(Model& m, std::vector<float> x, int64_t n, Clock::time_point deadline,
+Inference Host::infer(const Model& m, std::vector<float> x, int64_t n, Clock::time_point deadline,
                       const std::function<bool()>& cancelled) {
   auto job = std::make_shared<InferJob>();
   job->x = std::move(x);
@@ -156,7 +244,10 @@ ServingInfo Host::serving_info(const Model& m) const {
 }
 
 std::string Host::metrics_text() const {
-  return metrics_.text(names_, [this](const std::string& n) { return models_.at(n).batcher->queued(); });
+  return metrics_.text(names(), [this](const std::string& n) {
+    const ModelPtr m = find(n);
+    return m ? m->batcher->queued() : int64_t(0);  // unloaded since
+  });
 }
 
 }  // namespace vit::serve

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <ostream>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,8 @@ struct Model {
   std::unique_ptr<Batcher> batcher;
   const Classifier& classifier() const { return *instances.front(); }  // metadata and preprocessing
 };
+// Held by each request that uses the model: an unloaded model is freed when the last one ends.
+using ModelPtr = std::shared_ptr<const Model>;
 
 // A request's answer from the batcher: the logits, or the status to answer and why.
 struct Inference {
@@ -37,16 +40,17 @@ struct Inference {
 
 class Host {
  public:
-  // Loads every model (throws vit::Error when one does not), with its batcher's warm-up.
+  // Loads every model of --model and --model-repository (throws vit::Error when one does
+  // not), with its batcher's warm-up.
   Host(const ServeOptions& o, std::ostream& log);
   ~Host();  // stops the batchers: what they hold is answered first
 
   const ServeOptions& options() const { return o_; }
   size_t max_body() const { return max_body_; }
   Metrics& metrics() { return metrics_; }
-  const std::vector<std::string>& names() const { return names_; }
+  std::vector<std::string> names() const;  // the models served now, in name order
   // The model served as name, or null.
-  Model* find(const std::string& name);
+  ModelPtr find(const std::string& name) const;
   // "unknown model 'x'; this server has: a, b"
   std::string unknown(const std::string& name) const;
   // Whether an Authorization value ("Bearer KEY") opens the endpoints that need a key; with
@@ -55,7 +59,7 @@ class Host {
   bool needs_key() const { return !keys_.empty(); }
   // Queues x (n images) and waits for its logits until deadline, or until cancelled() (the
   // client went away; polled) says to stop waiting.
-  Inference infer(Model& m, std::vector<float> x, int64_t n, Clock::time_point deadline,
+  Inference infer(const Model& m, std::vector<float> x, int64_t n, Clock::time_point deadline,
                   const std::function<bool()>& cancelled = {});
   // GET /v2/models/{m}/config's facts.
   ServingInfo serving_info(const Model& m) const;
@@ -65,14 +69,34 @@ class Host {
   std::atomic<bool> stopping{false};  // SIGTERM or SIGINT came: not ready, no new requests
   void stop_batchers();               // answers what is queued, then ends their threads
 
+  // Triton's model repository extension. index: every model served, and every other that
+  // load() would find (ready false), in name order.
+  struct IndexEntry {
+    std::string name;
+    bool ready = false;
+  };
+  std::vector<IndexEntry> index() const;
+  // Loads the model `name` from its --model checkpoint or its --model-repository entry (the
+  // folders read again now, so a model added since is found); a model served already is
+  // loaded again and replaces the old copy once ready, which answers what it holds.
+  // RequestError(404) when no checkpoint has that name; vit::Error when it does not load.
+  void load(const std::string& name);
+  // Stops serving `name`; the requests it holds are answered. RequestError(404) when not served.
+  void unload(const std::string& name);
+
  private:
   const ServeOptions& o_;
   const size_t max_body_;  // --max-body-mb in bytes: as sent, as decoded, and of decoded images
   std::ostream& log_;
   std::mutex log_mu_;
-  std::vector<std::string> keys_, names_;
+  std::shared_ptr<const Model> make_model(const ServedModel& s);
+  std::vector<ServedModel> sources() const;  // --model's, then each --model-repository's entries
+
+  std::vector<std::string> keys_;
   Metrics metrics_;  // before the models: their batchers report to it until they stop
-  std::map<std::string, Model> models_;
+  mutable std::shared_mutex models_mu_;
+  std::map<std::string, ModelPtr> models_;
+  std::mutex load_mu_;  // one load or unload at a time
 };
 
 }  // namespace vit::serve

@@ -181,8 +181,9 @@ class Service {
  private:
   void install_hooks();   // auth before routing; error bodies; the access log and metrics
   void install_routes();  // the endpoints
-  Model* find(const std::string& name, httplib::Response& res);
-  bool infer(Model& m, std::vector<float> x, int64_t n, httplib::Response& res, std::vector<float>& logits);
+  ModelPtr find(const std::string& name, httplib::Response& res);
+  bool infer(const Model& m, std::vector<float> x, int64_t n, httplib::Response& res,
+             std::vector<float>& logits);
   std::string http_metrics() const;  // /metrics' gauges of the connections' threads
 
   const ServeOptions& o_;
@@ -194,7 +195,8 @@ class Service {
 };
 
 Service::Service(const ServeOptions& o, std::ostream& log) : o_(o) {
-  VIT_CHECK(!o.models.empty(), "give at least one --model NAME=CHECKPOINT");
+  VIT_CHECK(!o.models.empty() || !o.model_repositories.empty(),
+            "give --model NAME=CHECKPOINT or --model-repository DIR");
   VIT_CHECK(
       o.max_batch > 0 && o.max_queue > 0 && o.max_delay_ms >= 0 && o.timeout_s > 0 && o.max_body_mb > 0 &&
           o.keep_alive_s > 0 && o.http_threads > 0,
@@ -211,8 +213,8 @@ Service::Service(const ServeOptions& o, std::ostream& log) : o_(o) {
   install_routes();
 }
 
-Model* Service::find(const std::string& name, httplib::Response& res) {
-  Model* m = host_->find(name);
+ModelPtr Service::find(const std::string& name, httplib::Response& res) {
+  ModelPtr m = host_->find(name);
   t_request.model = m ? name : "";
   if (!m) fail(res, 404, host_->unknown(name));
   return m;
@@ -220,7 +222,7 @@ Model* Service::find(const std::string& name, httplib::Response& res) {
 
 // Queues a request's images and waits for its logits: false when it has answered res with an
 // error (503 queue full, 504 past --timeout-s, 500 the forward failed).
-bool Service::infer(Model& m, std::vector<float> x, int64_t n, httplib::Response& res,
+bool Service::infer(const Model& m, std::vector<float> x, int64_t n, httplib::Response& res,
                     std::vector<float>& logits) {
   const auto timeout = std::chrono::microseconds(int64_t(o_.timeout_s * 1e6));
   Inference r = host_->infer(m, std::move(x), n, t_request.start + timeout);
@@ -324,25 +326,44 @@ void Service::install_routes() {
                             "model_repository"}}}
                .dump());
   });
-  // Triton's model repository extension: the index (every model served, READY: a model that
-  // does not load stops the server at start). Loading and unloading while serving is not
-  // done: Triton's answer when its model control mode does not allow it, 400.
+  // Triton's model repository extension: the index (the models served, READY, and those
+  // load would find, UNAVAILABLE); with --model-control-mode explicit, loading and unloading.
   svr_->Post("/v2/repository/index", [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
     std::string body;
     if (!read_body(req, reader, host_->max_body(), res, body)) return;
-    // An optional {"ready": bool}, "repository_name" and the like: every model here is ready.
-    if (!body.empty() && !nlohmann::json::parse(body, nullptr, false).is_object())
-      throw RequestError(400, "the body must be empty or a JSON object");
+    const nlohmann::json j =
+        body.empty() ? nlohmann::json::object() : nlohmann::json::parse(body, nullptr, false);
+    if (!j.is_object() || (j.contains("ready") && !j["ready"].is_boolean()))
+      throw RequestError(400, "the body must be empty or a JSON object, with \"ready\" true or false");
+    const bool only_ready = j.value("ready", false);
     nlohmann::json index = nlohmann::json::array();
-    for (const std::string& name : host_->names())
-      index.push_back({{"name", name}, {"version", "1"}, {"state", "READY"}});
+    for (const Host::IndexEntry& e : host_->index()) {
+      if (only_ready && !e.ready) continue;
+      nlohmann::json m = {{"name", e.name}, {"version", "1"}, {"state", e.ready ? "READY" : "UNAVAILABLE"}};
+      if (!e.ready) m["reason"] = "unloaded";
+      index.push_back(std::move(m));
+    }
     answer(res, 200, index.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   });
   svr_->Post(R"(/v2/repository/models/([^/]+)/(load|unload))", [this](const Req& req, Res& res) {
-    if (!find(req.matches[1], res)) return;  // 404: not a model of this server
-    fail(res, 400,
-         "vit serve loads its models at start (--model, --model-repository) and keeps them: restart it to " +
-             std::string(req.matches[2]) + " one");
+    const std::string name = req.matches[1], what = req.matches[2];
+    if (o_.model_control != "explicit")
+      throw RequestError(400,
+                         "models are loaded at start and kept: start vit serve with --model-control-mode "
+                         "explicit to " +
+                             what + " them while serving");
+    if (what == "unload") {
+      host_->unload(name);  // RequestError(404) when not served
+    } else {
+      try {
+        host_->load(name);  // RequestError(404) when no checkpoint has that name
+      } catch (const RequestError&) {
+        throw;
+      } catch (const Error& e) {
+        throw RequestError(400, "model '" + name + "' did not load: " + e.what());
+      }
+    }
+    answer(res, 200, "{}");
   });
   // Triton's statistics extension, for every model (before the metadata route, which would
   // take "stats" for a model's name) or one.
@@ -352,11 +373,11 @@ void Service::install_routes() {
     if (find(req.matches[1], res)) answer(res, 200, host_->metrics().stats_json({req.matches[1]}));
   });
   svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?)", [this](const Req& req, Res& res) {
-    if (Model* m = find(req.matches[1], res))
+    if (const ModelPtr m = find(req.matches[1], res))
       answer(res, 200, model_metadata(req.matches[1], m->classifier()));
   });
   svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?/config)", [this](const Req& req, Res& res) {
-    if (Model* m = find(req.matches[1], res))
+    if (const ModelPtr m = find(req.matches[1], res))
       answer(res, 200, model_config(req.matches[1], m->classifier(), host_->serving_info(*m)));
   });
   svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?/ready)", [this](const Req& req, Res& res) {
@@ -370,7 +391,7 @@ void Service::install_routes() {
                std::string body;
                if (!read_body(req, reader, host_->max_body(), res, body)) return;
                const std::string name = req.matches[1];
-               Model* m = find(name, res);
+               const ModelPtr m = find(name, res);
                if (!m) return;
                t_request.inference = true;
                // RequestError: 400 (the exception handler)
@@ -387,7 +408,7 @@ void Service::install_routes() {
   const auto predictions = [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
     std::string body;
     if (!read_body(req, reader, host_->max_body(), res, body)) return;
-    Model* m = find(req.matches[1], res);
+    const ModelPtr m = find(req.matches[1], res);
     if (!m) return;
     t_request.inference = true;
     const Classifier& c = m->classifier();

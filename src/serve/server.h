@@ -23,6 +23,11 @@ struct ServedModel {
 
 struct ServeOptions {
   std::vector<ServedModel> models;
+  // --model-repository: each folder and .safetensors file in each of these is a model too.
+  std::vector<std::string> model_repositories;
+  // --model-control-mode (Triton's): "none", or "explicit" to load and unload models while
+  // serving (POST /v2/repository/models/{m}/load, unload).
+  std::string model_control = "none";
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (the first log line says which)
   int threads = 0;  // OpenMP threads of the forward passes (0: every core)

@@ -745,9 +745,10 @@ def test_model_repository_serves_each_folder_and_safetensors_file(tmp_path):
             assert status == 200 and json.loads(text) == want, (status, text)
         assert call(s.url + "/v2/repository/index", b"[1]", method="POST")[0] == 400
         assert "model_repository" in json.loads(call(s.url + "/v2")[2])["extensions"]
+        # Without --model-control-mode explicit, models are not loaded or unloaded while serving.
         status, _, text = call(s.url + "/v2/repository/models/cats/unload", b"", method="POST")
-        assert status == 400 and "restart it to unload" in json.loads(text)["error"], text
-        assert call(s.url + "/v2/repository/models/dogs/load", b"", method="POST")[0] == 404
+        assert status == 400 and "--model-control-mode explicit" in json.loads(text)["error"], text
+        assert call(s.url + "/v2/models/cats/ready")[0] == 200
     finally:
         assert s.stop()[0] == 0
     for args, message in ((["--model-repository", tmp_path / "empty"], "no model in it"),
@@ -756,3 +757,44 @@ def test_model_repository_serves_each_folder_and_safetensors_file(tmp_path):
         r = subprocess.run([vit_binary(), "serve", "--port", "0", *map(str, args)], capture_output=True, text=True,
                            timeout=60, stdin=subprocess.DEVNULL)
         assert r.returncode != 0 and message in r.stderr, r.stderr
+
+
+def test_explicit_model_control_loads_and_unloads_while_serving(tmp_path):
+    repo = tmp_path / "models"
+    repo.mkdir()
+    os.symlink(os.path.abspath(CK), repo / "cats")
+    s = Server("--model-repository", repo, "--model-control-mode", "explicit", "--max-batch", 4, "--max-delay-ms", 20)
+    x = pixels(np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32))
+    index = lambda: json.loads(call(s.url + "/v2/repository/index", b"", method="POST")[2])  # noqa: E731
+    load = lambda name, what="load": call(s.url + f"/v2/repository/models/{name}/{what}", b"", method="POST")  # noqa
+    try:
+        want = json.loads(call(s.url + "/v2/models/cats/infer", x)[2])["outputs"][0]["data"]
+        # Unloaded: gone from serving, listed UNAVAILABLE; loaded again: the same answers.
+        assert load("cats", "unload")[0] == 200
+        assert call(s.url + "/v2/models/cats/infer", x)[0] == 404
+        assert index() == [{"name": "cats", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"}]
+        assert json.loads(call(s.url + "/v2/repository/index", {"ready": True}, method="POST")[2]) == []
+        assert load("cats", "unload")[0] == 404
+        assert load("cats")[0] == 200
+        assert json.loads(call(s.url + "/v2/models/cats/infer", x)[2])["outputs"][0]["data"] == want
+        # A model added to the repository since the start is found; one that is not there is 404;
+        # one that does not load is 400 and leaves the others serving.
+        os.symlink(os.path.abspath(CK), repo / "dogs")
+        assert load("dogs")[0] == 200 and call(s.url + "/v2/models/dogs/ready")[0] == 200
+        assert load("birds")[0] == 404
+        (repo / "broken").mkdir()
+        (repo / "broken" / "config.json").write_text("{not json")
+        status, _, text = call(s.url + "/v2/repository/models/broken/load", b"", method="POST")
+        assert status == 400 and "did not load" in json.loads(text)["error"], text
+        # Loading again while requests run: every request answered, with the same logits.
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            calls = [pool.submit(call, s.url + "/v2/models/cats/infer", x) for _ in range(40)]
+            assert load("cats")[0] == 200
+            answers = [f.result() for f in calls]
+        assert all(a[0] == 200 and json.loads(a[2])["outputs"][0]["data"] == want for a in answers), \
+            [a[:1] + a[2:] for a in answers if a[0] != 200][:3]
+        assert [e["name"] for e in index()] == ["broken", "cats", "dogs"]
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
+    assert "model cats: unloaded" in log and "model cats: loaded again" in log and "model dogs: loaded" in log
