@@ -140,6 +140,12 @@ ModelPtr Host::find(const std::string& name) const {
 }
 
 std::string Host::unknown(const std::string& name) const {
+  // With explicit model control, a model not served may be one to load (the repositories
+  // are read for it only then: otherwise a 404 costs no directory scan).
+  if (o_.model_control == "explicit")
+    for (const ServedModel& s : sources())
+      if (s.name == name)
+        return "model '" + name + "' is not loaded: POST /v2/repository/models/" + name + "/load loads it";
   std::string served;
   for (const std::string& n : names()) served += (served.empty() ? "" : ", ") + n;
   return "unknown model '" + name + "'; this server has: " + (served.empty() ? "none" : served);

@@ -771,7 +771,8 @@ def test_explicit_model_control_loads_and_unloads_while_serving(tmp_path):
         want = json.loads(call(s.url + "/v2/models/cats/infer", x)[2])["outputs"][0]["data"]
         # Unloaded: gone from serving, listed UNAVAILABLE; loaded again: the same answers.
         assert load("cats", "unload")[0] == 200
-        assert call(s.url + "/v2/models/cats/infer", x)[0] == 404
+        status, _, text = call(s.url + "/v2/models/cats/infer", x)
+        assert status == 404 and "is not loaded: POST /v2/repository/models/cats/load" in text, text
         assert index() == [{"name": "cats", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"}]
         assert json.loads(call(s.url + "/v2/repository/index", {"ready": True}, method="POST")[2]) == []
         assert load("cats", "unload")[0] == 404
