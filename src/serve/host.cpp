@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <utility>
 
 #include "core/threads.h"
@@ -55,19 +54,20 @@ Host::Host(const ServeOptions& o, std::ostream& log)
   VIT_CHECK(o.model_control == "none" || o.model_control == "explicit",
             "--model-control-mode is none or explicit, not '", o.model_control, "'");
   if (!o.api_key_file.empty()) keys_ = read_keys(o.api_key_file);
-  for (const std::string& dir : o.model_repositories)
-    VIT_CHECK(!repository_models(dir).empty(), "--model-repository ", dir,
-              ": no model in it (a folder or a .safetensors file per model)");
-  for (const ServedModel& s : sources()) {
+  for (const ServedModel& s : sources(true)) {
     VIT_CHECK(!models_.count(s.name), "two models named ", s.name, " (--model, --model-repository)");
     models_[s.name] = make_model(s);
   }
 }
 
-std::vector<ServedModel> Host::sources() const {
+std::vector<ServedModel> Host::sources(bool each_repository_has_one) const {
   std::vector<ServedModel> all = o_.models;
-  for (const std::string& dir : o_.model_repositories)
-    for (ServedModel& m : repository_models(dir)) all.push_back(std::move(m));
+  for (const std::string& dir : o_.model_repositories) {
+    std::vector<ServedModel> found = repository_models(dir);
+    VIT_CHECK(!each_repository_has_one || !found.empty(), "--model-repository ", dir,
+              ": no model in it (a folder or a .safetensors file per model)");
+    for (ServedModel& m : found) all.push_back(std::move(m));
+  }
   return all;
 }
 
@@ -162,10 +162,11 @@ std::vector<Host::IndexEntry> Host::index() const {
 
 void Host::load(const std::string& name) {
   std::lock_guard<std::mutex> one(load_mu_);
-  std::optional<ServedModel> source;
-  for (ServedModel& s : sources())
-    if (s.name == name && !source) source = std::move(s);
-  if (!source) throw RequestError(404, "no --model or --model-repository entry named '" + name + "' to load");
+  const std::vector<ServedModel> all = sources();
+  const auto source =
+      std::find_if(all.begin(), all.end(), [&](const ServedModel& s) { return s.name == name; });
+  if (source == all.end())
+    throw RequestError(404, "no --model or --model-repository entry named '" + name + "' to load");
   ModelPtr m = make_model(*source);  // seconds, while the old copy (if any) goes on serving
   ModelPtr old;
   {

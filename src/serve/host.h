@@ -85,13 +85,15 @@ class Host {
   void unload(const std::string& name);
 
  private:
+  ModelPtr make_model(const ServedModel& s);
+  // --model's entries, then each --model-repository's (read now); with the flag, a
+  // repository without a model is an error (at start).
+  std::vector<ServedModel> sources(bool each_repository_has_one = false) const;
+
   const ServeOptions& o_;
   const size_t max_body_;  // --max-body-mb in bytes: as sent, as decoded, and of decoded images
   std::ostream& log_;
   std::mutex log_mu_;
-  std::shared_ptr<const Model> make_model(const ServedModel& s);
-  std::vector<ServedModel> sources() const;  // --model's, then each --model-repository's entries
-
   std::vector<std::string> keys_;
   Metrics metrics_;  // before the models: their batchers report to it until they stop
   mutable std::shared_mutex models_mu_;
