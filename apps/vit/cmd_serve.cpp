@@ -32,6 +32,11 @@ Run add_serve(CLI::App& cmd) {
                  "/v2/repository/models/NAME/load and unload (Triton's flag); none: they cannot")
       ->check(CLI::IsMember({"none", "explicit"}))
       ->capture_default_str();
+  cmd.add_option(
+         "--load-model", o.load_models,
+         "NAME, repeatable, with --model-control-mode explicit: a --model-repository model to load at "
+         "start ('*': all; Triton's flag). Without it, explicit control loads --model's models only")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--host", o.host, "address to listen on (0.0.0.0: every interface)")->capture_default_str();
   cmd.add_option("--port", o.port, "port (0: any free one, printed)")
       ->check(CLI::Range(0, 65535))

@@ -93,4 +93,69 @@ void grpc_infer_response(const std::string& model_name, const InferRequest& r,
   }
 }
 
+void grpc_model_config(const std::string& model_name, const Classifier& m, const ServingInfo& s,
+                       pb::ModelConfig& config) {
+  config.set_name(model_name);
+  config.set_platform("vitcpp");
+  config.set_backend("vitcpp");
+  config.mutable_version_policy()->mutable_latest()->set_num_versions(1);
+  config.set_max_batch_size(int32_t(s.max_batch));
+  pb::ModelInput* pixels = config.add_input();
+  pixels->set_name("pixel_values");
+  pixels->set_data_type(pb::TYPE_FP32);
+  pixels->set_format(pb::ModelInput::FORMAT_NCHW);
+  for (const int64_t d : {m.channels(), m.height(), m.width()}) pixels->add_dims(d);
+  pixels->set_optional(true);
+  pb::ModelInput* image = config.add_input();  // BYTES in the protocol is TYPE_STRING here
+  image->set_name("image");
+  image->set_data_type(pb::TYPE_STRING);
+  image->set_format(pb::ModelInput::FORMAT_NONE);
+  image->add_dims(1);
+  image->set_optional(true);
+  pb::ModelOutput* logits = config.add_output();
+  logits->set_name("logits");
+  logits->set_data_type(pb::TYPE_FP32);
+  logits->add_dims(m.num_classes());
+  if (s.max_batch > 1) {
+    pb::ModelDynamicBatching* b = config.mutable_dynamic_batching();
+    b->set_max_queue_delay_microseconds(uint64_t(s.max_delay_us));
+    b->mutable_default_queue_policy()->set_max_queue_size(uint32_t(s.max_queue));
+  }
+  pb::ModelInstanceGroup* g = config.add_instance_group();
+  g->set_name(model_name);
+  g->set_kind(pb::ModelInstanceGroup::KIND_CPU);
+  g->set_count(s.instances);
+  (*config.mutable_parameters())["dtype"].set_string_value(s.dtype);
+}
+
+void grpc_statistics(const std::vector<Metrics::ModelStats>& stats, pb::ModelStatisticsResponse& res) {
+  auto duration = [](const Metrics::Duration& d, pb::StatisticDuration* out) {
+    out->set_count(uint64_t(d.count));
+    out->set_ns(uint64_t(d.ns()));
+  };
+  for (const Metrics::ModelStats& s : stats) {
+    pb::ModelStatistics* m = res.add_model_stats();
+    m->set_name(s.name);
+    m->set_version(std::string("1"));  // the std::string overload: GCC 12 sees a false -Wrestrict in char*'s
+    m->set_last_inference(uint64_t(s.last_inference_ms));
+    m->set_inference_count(uint64_t(s.inference_count));
+    m->set_execution_count(uint64_t(s.execution_count));
+    pb::InferStatistics* i = m->mutable_inference_stats();
+    duration(s.success, i->mutable_success());
+    duration(s.fail, i->mutable_fail());
+    duration(s.queue, i->mutable_queue());
+    duration(s.input, i->mutable_compute_input());
+    duration(s.infer, i->mutable_compute_infer());
+    duration(s.output, i->mutable_compute_output());
+    i->mutable_cache_hit();
+    for (const auto& [size, b] : s.batches) {
+      pb::InferBatchStatistics* out = m->add_batch_stats();
+      out->set_batch_size(uint64_t(size));
+      duration(b.input, out->mutable_compute_input());
+      duration(b.infer, out->mutable_compute_infer());
+      duration(b.output, out->mutable_compute_output());
+    }
+  }
+}
+
 }  // namespace vit::serve

@@ -1,5 +1,6 @@
 // The gRPC API's ModelInfer request read into an InferRequest, and its answer written: the
-// same checks and meaning as the JSON bodies of protocol.h, on inference.proto's messages.
+// same checks and meaning as the JSON bodies of protocol.h, on inference.proto's messages;
+// and the messages of Triton's model configuration and statistics.
 // Apart from grpc_server.cpp so that the fuzz harness reaches it without gRPC itself.
 #pragma once
 #include <cstddef>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "inference.pb.h"
+#include "serve/metrics.h"
 #include "serve/protocol.h"
 
 namespace vit::serve {
@@ -23,5 +25,12 @@ InferRequest parse_grpc_infer(const inference::ModelInferRequest& req, const Cla
 void grpc_infer_response(const std::string& model_name, const InferRequest& r,
                          const std::vector<float>& logits, const Classifier& model,
                          inference::ModelInferResponse& res);
+
+// Triton's ModelConfig for the model: the facts of GET /v2/models/{m}/config (model_config).
+void grpc_model_config(const std::string& model_name, const Classifier& model, const ServingInfo& s,
+                       inference::ModelConfig& config);
+
+// Triton's ModelStatistics: the counts of GET /v2/models/stats (Metrics::stats_json).
+void grpc_statistics(const std::vector<Metrics::ModelStats>& stats, inference::ModelStatisticsResponse& res);
 
 }  // namespace vit::serve

@@ -5,6 +5,7 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -135,6 +136,47 @@ class Service final : public pb::GRPCInferenceService::Service {
       grpc_infer_response(req->model_name(), r, out.logits, cl, *res);
     });
   }
+  grpc::Status ModelConfig(grpc::ServerContext* ctx, const pb::ModelConfigRequest* req,
+                           pb::ModelConfigResponse* res) override {
+    return call(ctx, "ModelConfig", false, [&](Call& c) {
+      const Model& m = model(req->name(), req->version(), c);
+      grpc_model_config(req->name(), m.classifier(), host_.serving_info(m), *res->mutable_config());
+    });
+  }
+  grpc::Status ModelStatistics(grpc::ServerContext* ctx, const pb::ModelStatisticsRequest* req,
+                               pb::ModelStatisticsResponse* res) override {
+    return call(ctx, "ModelStatistics", false, [&](Call& c) {
+      // "": every model served (as GET /v2/models/stats).
+      if (req->name().empty() && !req->version().empty())
+        throw RequestError(400, "a version needs a model name");
+      const std::vector<std::string> names =
+          req->name().empty() ? host_.names() : std::vector<std::string>{req->name()};
+      if (!req->name().empty()) model(req->name(), req->version(), c);
+      grpc_statistics(host_.metrics().stats(names), *res);
+    });
+  }
+  grpc::Status RepositoryIndex(grpc::ServerContext* ctx, const pb::RepositoryIndexRequest* req,
+                               pb::RepositoryIndexResponse* res) override {
+    return call(ctx, "RepositoryIndex", false, [&](Call&) {
+      repository(req->repository_name());
+      for (const Host::IndexEntry& e : host_.index()) {
+        if (req->ready() && !e.ready) continue;
+        pb::RepositoryIndexResponse::ModelIndex* m = res->add_models();
+        m->set_name(e.name);
+        m->set_version(std::string("1"));
+        m->set_state(std::string(e.ready ? "READY" : "UNAVAILABLE"));
+        if (!e.ready) m->set_reason(std::string("unloaded"));
+      }
+    });
+  }
+  grpc::Status RepositoryModelLoad(grpc::ServerContext* ctx, const pb::RepositoryModelLoadRequest* req,
+                                   pb::RepositoryModelLoadResponse*) override {
+    return call(ctx, "RepositoryModelLoad", false, [&](Call& c) { control(*req, true, c); });
+  }
+  grpc::Status RepositoryModelUnload(grpc::ServerContext* ctx, const pb::RepositoryModelUnloadRequest* req,
+                                     pb::RepositoryModelUnloadResponse*) override {
+    return call(ctx, "RepositoryModelUnload", false, [&](Call& c) { control(*req, false, c); });
+  }
 
  private:
   // The model served as name, version "" or "1"; 404 otherwise.
@@ -146,6 +188,24 @@ class Service final : public pb::GRPCInferenceService::Service {
     c.model = name;
     c.held = std::move(m);
     return *c.held;
+  }
+
+  // vit serve's repositories make one index, as Triton's HTTP API has it: no name but "".
+  static void repository(const std::string& name) {
+    if (!name.empty())
+      throw RequestError(400, "repository_name '" + name +
+                                  "': vit serve's --model-repository folders make one index; give \"\"");
+  }
+
+  // A load (load) or an unload request: RepositoryModelLoadRequest or RepositoryModelUnloadRequest.
+  template <class Request>
+  void control(const Request& req, bool load, Call& c) {
+    repository(req.repository_name());
+    for (const auto& [key, value] : req.parameters())
+      repository_parameter(key, value.parameter_choice_case() == pb::ModelRepositoryParameter::kBoolParam,
+                           load);
+    c.model = req.model_name();
+    host_.control(req.model_name(), load);
   }
 
   // Runs body with the API key checked (unless open), and turns what it throws into the
@@ -208,16 +268,8 @@ class Server final : public GrpcServer {
     b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     // --max-body-mb bounds a message as it bounds an HTTP body (gRPC answers RESOURCE_EXHAUSTED).
     b.SetMaxReceiveMessageSize(int(std::min<size_t>(host.max_body(), size_t(INT32_MAX))));
-    // Threads for the calls in flight. gRPC's synchronous server answers a call it has no
-    // thread for with RESOURCE_EXHAUSTED ("Server Threadpool Exhausted") before the service
-    // sees it: unlogged and uncounted. So there are threads enough for every model's queue
-    // and passes to be full twice over: a call beyond them gets the queue's own answer
-    // (UNAVAILABLE, logged) and gives its thread back at once. --http-threads at least.
-    int64_t in_flight = 0;
-    for (size_t i = 0; i < host.index().size(); ++i) in_flight += o.max_queue + o.max_batch * o.instances;
-    grpc::ResourceQuota quota("vit-serve");
-    quota.SetMaxThreads(int(std::min<int64_t>(std::max<int64_t>(2 * in_flight, o.http_threads), INT32_MAX)));
-    b.SetResourceQuota(quota);
+    quota_.SetMaxThreads(threads(host));
+    b.SetResourceQuota(quota_);
     // gRPC's standard health service (grpc.health.v1.Health), what Kubernetes' gRPC probes
     // and grpc_health_probe ask: SERVING for "" and the service; once stopping, no call at all
     // is answered.
@@ -226,9 +278,21 @@ class Server final : public GrpcServer {
     VIT_CHECK(server_ && port_ > 0, "--grpc-port: cannot listen on ", address,
               " (in use, or not an address of this machine)");
     server_->GetHealthCheckService()->SetServingStatus("inference.GRPCInferenceService", true);
+    // A model loaded later that was not in the index (a folder added since) adds threads.
+    host.on_load = [this, &host] {
+      const int before = threads_;
+      if (threads(host) == before) return;
+      quota_.SetMaxThreads(threads_);
+      host.say(detail::concat("gRPC: up to ", threads_.load(), " calls at once"));
+    };
+    host_ = &host;
   }
-  ~Server() override { shutdown(); }
+  ~Server() override {
+    shutdown();
+    host_->on_load = nullptr;
+  }
   int port() const override { return port_; }
+  int threads() const override { return threads_; }
   void shutdown() override {
     std::call_once(done_, [this] {
       server_->Shutdown();  // waits for the calls in flight; each ends within --timeout-s
@@ -237,7 +301,23 @@ class Server final : public GrpcServer {
   }
 
  private:
+  // Threads for the calls in flight. gRPC's synchronous server answers a call it has no
+  // thread for with RESOURCE_EXHAUSTED ("Server Threadpool Exhausted") before the service
+  // sees it: unlogged and uncounted. So there are threads enough for every model's queue
+  // and passes to be full twice over: a call beyond them gets the queue's own answer
+  // (UNAVAILABLE, logged) and gives its thread back at once. --http-threads at least. Every
+  // model of the index counts, loaded or not.
+  int threads(const Host& host) {
+    const ServeOptions& o = host.options();
+    const int64_t in_flight = int64_t(host.index().size()) * (o.max_queue + o.max_batch * o.instances);
+    threads_ = int(std::min<int64_t>(std::max<int64_t>(2 * in_flight, o.http_threads), INT32_MAX));
+    return threads_;
+  }
+
   Service service_;
+  Host* host_ = nullptr;
+  grpc::ResourceQuota quota_{"vit-serve"};
+  std::atomic<int> threads_{0};
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::once_flag done_;

@@ -11,7 +11,8 @@ namespace vit::serve {
 class GrpcServer {
  public:
   virtual ~GrpcServer() = default;
-  virtual int port() const = 0;  // the port it listens on (the one chosen, with --grpc-port 0)
+  virtual int port() const = 0;     // the port it listens on (the one chosen, with --grpc-port 0)
+  virtual int threads() const = 0;  // calls it can answer at once (its thread cap)
   // No new calls (they get UNAVAILABLE); returns once those in flight are answered.
   virtual void shutdown() = 0;
 };

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <utility>
 
 #include "core/threads.h"
@@ -54,10 +55,26 @@ Host::Host(const ServeOptions& o, std::ostream& log)
   VIT_CHECK(o.model_control == "none" || o.model_control == "explicit",
             "--model-control-mode is none or explicit, not '", o.model_control, "'");
   if (!o.api_key_file.empty()) keys_ = read_keys(o.api_key_file);
-  for (const ServedModel& s : sources(true)) {
-    VIT_CHECK(!models_.count(s.name), "two models named ", s.name, " (--model, --model-repository)");
-    models_[s.name] = make_model(s);
-  }
+  for (const ServedModel& s : at_start()) models_[s.name] = make_model(s);
+}
+
+std::vector<ServedModel> Host::at_start() const {
+  const std::vector<ServedModel> all = sources(true);
+  std::set<std::string> names;
+  for (const ServedModel& s : all)
+    VIT_CHECK(names.insert(s.name).second, "two models named ", s.name, " (--model, --model-repository)");
+  VIT_CHECK(o_.load_models.empty() || o_.model_control == "explicit",
+            "--load-model picks the models to load at start with --model-control-mode explicit; without it, "
+            "every model is loaded");
+  if (o_.model_control != "explicit") return all;
+  const bool every = std::find(o_.load_models.begin(), o_.load_models.end(), "*") != o_.load_models.end();
+  for (const std::string& n : o_.load_models)
+    VIT_CHECK(n == "*" || names.count(n), "--load-model ", n, ": no --model-repository entry has that name");
+  std::vector<ServedModel> out(all.begin(), all.begin() + std::ptrdiff_t(o_.models.size()));
+  for (size_t i = o_.models.size(); i < all.size(); ++i)
+    if (every || std::find(o_.load_models.begin(), o_.load_models.end(), all[i].name) != o_.load_models.end())
+      out.push_back(all[i]);
+  return out;
 }
 
 std::vector<ServedModel> Host::sources(bool each_repository_has_one) const {
@@ -174,6 +191,7 @@ void Host::load(const std::string& name) {
     old = std::exchange(models_[name], std::move(m));
   }
   say(detail::concat("model ", name, old ? ": loaded again" : ": loaded"));
+  if (on_load) on_load();
   // The old copy is freed when its last request ends; its batcher answers what it holds.
 }
 
@@ -189,6 +207,22 @@ void Host::unload(const std::string& name) {
   }
   if (!old) throw RequestError(404, unknown(name));
   say("model " + name + ": unloaded");
+}
+
+void Host::control(const std::string& name, bool load) {
+  const char* what = load ? "load" : "unload";
+  if (o_.model_control != "explicit")
+    throw RequestError(400, detail::concat("models are loaded at start and kept: start vit serve with "
+                                           "--model-control-mode explicit to ",
+                                           what, " them while serving"));
+  if (!load) return unload(name);  // RequestError(404) when not served
+  try {
+    this->load(name);  // RequestError(404) when no checkpoint has that name
+  } catch (const RequestError&) {
+    throw;
+  } catch (const Error& e) {
+    throw RequestError(400, "model '" + name + "' did not load: " + e.what());
+  }
 }
 
 bool Host::authorized(std::string_view authorization) const {

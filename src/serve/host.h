@@ -83,12 +83,21 @@ class Host {
   void load(const std::string& name);
   // Stops serving `name`; the requests it holds are answered. RequestError(404) when not served.
   void unload(const std::string& name);
+  // What the front ends' load and unload requests do: load or unload as above, with
+  // --model-control-mode explicit (RequestError(400) without it); a model that does not load
+  // is RequestError(400) with why.
+  void control(const std::string& name, bool load);
+  // Called after each load (the gRPC side sizes its threads by the models).
+  std::function<void()> on_load;
 
  private:
   ModelPtr make_model(const ServedModel& s);
   // --model's entries, then each --model-repository's (read now); with the flag, a
   // repository without a model is an error (at start).
   std::vector<ServedModel> sources(bool each_repository_has_one = false) const;
+  // The models to load at start: all of them, or with explicit control, --model's and those
+  // --load-model names (each of which must exist).
+  std::vector<ServedModel> at_start() const;
 
   const ServeOptions& o_;
   const size_t max_body_;  // --max-body-mb in bytes: as sent, as decoded, and of decoded images

@@ -74,23 +74,33 @@ void Metrics::batch(const std::string& model, const PassInfo& p) {
   b.output.add(1, p.output_seconds);
 }
 
-std::string Metrics::stats_json(const std::vector<std::string>& models) const {
-  using json = nlohmann::ordered_json;
-  auto duration = [](const Duration& d) {
-    return json{{"count", d.count}, {"ns", int64_t(std::llround(d.seconds * 1e9))}};
-  };
+int64_t Metrics::Duration::ns() const {
+  return int64_t(std::llround(seconds * 1e9));
+}
+
+std::vector<Metrics::ModelStats> Metrics::stats(const std::vector<std::string>& models) const {
   std::lock_guard<std::mutex> lock(mu_);
-  json all = json::array();
+  std::vector<ModelStats> out;
   for (const std::string& m : models) {
     const auto it = stats_.find(m);
-    const ModelStats s = it == stats_.end() ? ModelStats{} : it->second;
+    out.push_back(it == stats_.end() ? ModelStats{} : it->second);
+    out.back().name = m;
+  }
+  return out;
+}
+
+std::string Metrics::stats_json(const std::vector<std::string>& models) const {
+  using json = nlohmann::ordered_json;
+  auto duration = [](const Duration& d) { return json{{"count", d.count}, {"ns", d.ns()}}; };
+  json all = json::array();
+  for (const ModelStats& s : stats(models)) {
     json batches = json::array();
     for (const auto& [size, b] : s.batches)
       batches.push_back({{"batch_size", size},
                          {"compute_input", duration(b.input)},
                          {"compute_infer", duration(b.infer)},
                          {"compute_output", duration(b.output)}});
-    all.push_back({{"name", m},
+    all.push_back({{"name", s.name},
                    {"version", "1"},
                    {"last_inference", s.last_inference_ms},
                    {"inference_count", s.inference_count},

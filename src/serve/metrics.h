@@ -56,24 +56,30 @@ class Metrics {
   // charged its pass's time, as Triton charges a batch's requests; batch_stats count passes.
   std::string stats_json(const std::vector<std::string>& models) const;
 
- private:
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, int64_t> requests_;
-  std::map<std::string, Histogram> latency_, batches_;
-  std::map<std::pair<std::string, int>, std::pair<int64_t, double>> instances_;  // passes, seconds
+  // Those counts, for the gRPC API's ModelStatistics (grpc_request.h) and stats_json.
   struct Duration {
     int64_t count = 0;
     double seconds = 0;
     void add(int64_t n, double s) { count += n, seconds += s; }
+    int64_t ns() const;
   };
   struct BatchStats {
     Duration input, infer, output;
   };
   struct ModelStats {
+    std::string name;
     int64_t last_inference_ms = 0, inference_count = 0, execution_count = 0;
     Duration success, fail, queue, input, infer, output;
     std::map<int64_t, BatchStats> batches;  // by batch size
   };
+  // Each model named, in that order (zeros for one without requests yet).
+  std::vector<ModelStats> stats(const std::vector<std::string>& models) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, int64_t> requests_;
+  std::map<std::string, Histogram> latency_, batches_;
+  std::map<std::pair<std::string, int>, std::pair<int64_t, double>> instances_;  // passes, seconds
   std::map<std::string, ModelStats> stats_;
 };
 

@@ -382,6 +382,26 @@ std::string model_config(const std::string& model_name, const Classifier& m, con
   return dump(j);
 }
 
+void repository_parameter(const std::string& key, bool bool_value, bool load) {
+  if (key == "unload_dependents" && !load) {
+    if (!bool_value) bad("parameter unload_dependents: true or false");
+    return;
+  }
+  bad("parameter '" + key + "': vit serve " + (load ? "loads" : "unloads") +
+      " a model as its checkpoint is, with no parameters" +
+      (load ? " (Triton's config and file: overrides are not taken)" : " (only unload_dependents)"));
+}
+
+void repository_parameters(std::string_view body, bool load) {
+  if (body.empty()) return;
+  const json j = json::parse(body, nullptr, false);
+  if (!j.is_object() || (j.contains("parameters") && !j["parameters"].is_object()))
+    bad("the body must be empty or a JSON object, with \"parameters\" an object");
+  if (j.contains("parameters"))
+    for (const auto& [key, value] : j["parameters"].items())
+      repository_parameter(key, value.is_boolean(), load);
+}
+
 std::string top5_json(const float* logits, const Classifier& m) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();  // best first, as TorchServe answers
   for (const Prediction& p : top_k(logits, m.num_classes(), 5, m.class_names()))

@@ -64,6 +64,12 @@ struct ServingInfo {
 // (the two inputs optional: a request gives one), dynamic batching, the queue's size and
 // the instance count.
 std::string model_config(const std::string& model_name, const Classifier& model, const ServingInfo& s);
+// Triton's model repository extension: a load or unload request's parameter `key` (bool_value:
+// whether it is a boolean). unload_dependents (unload; vit serve has no ensembles, so it changes
+// nothing) is the only one taken; Triton's config and file: overrides of a load are 400.
+void repository_parameter(const std::string& key, bool bool_value, bool load);
+// POST /v2/repository/models/{m}/load or unload's body: empty, or {"parameters": {...}}.
+void repository_parameters(std::string_view body, bool load);
 // TorchServe's answer: {"label": probability, ...} of the top 5, best first (the index as
 // text where the model has no class names).
 std::string top5_json(const float* logits, const Classifier& model);

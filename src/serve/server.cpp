@@ -345,26 +345,15 @@ void Service::install_routes() {
     }
     answer(res, 200, index.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   });
-  svr_->Post(R"(/v2/repository/models/([^/]+)/(load|unload))", [this](const Req& req, Res& res) {
-    const std::string name = req.matches[1], what = req.matches[2];
-    if (o_.model_control != "explicit")
-      throw RequestError(400,
-                         "models are loaded at start and kept: start vit serve with --model-control-mode "
-                         "explicit to " +
-                             what + " them while serving");
-    if (what == "unload") {
-      host_->unload(name);  // RequestError(404) when not served
-    } else {
-      try {
-        host_->load(name);  // RequestError(404) when no checkpoint has that name
-      } catch (const RequestError&) {
-        throw;
-      } catch (const Error& e) {
-        throw RequestError(400, "model '" + name + "' did not load: " + e.what());
-      }
-    }
-    answer(res, 200, "{}");
-  });
+  svr_->Post(R"(/v2/repository/models/([^/]+)/(load|unload))",
+             [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
+               std::string body;
+               if (!read_body(req, reader, host_->max_body(), res, body)) return;
+               const bool load = req.matches[2] == "load";
+               repository_parameters(body, load);  // RequestError(400)
+               host_->control(req.matches[1], load);
+               answer(res, 200, "{}");
+             });
   // Triton's statistics extension, for every model (before the metadata route, which would
   // take "stats" for a model's name) or one.
   svr_->Get("/v2/models/stats",
@@ -442,7 +431,7 @@ int Service::run() {
   if (o_.grpc_port >= 0) {
     grpc_ = start_grpc(*host_);
     host_->say(detail::concat("vit serve: gRPC listening on ", o_.host, ":", grpc_->port(),
-                              o_.tls.on() ? " (TLS)" : ""));
+                              o_.tls.on() ? " (TLS)" : "", ", up to ", grpc_->threads(), " calls at once"));
   }
   // SIGTERM and SIGINT: stop accepting, answer what is in flight, exit 0.
   std::atomic<bool> done{false};

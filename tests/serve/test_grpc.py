@@ -44,7 +44,9 @@ class Client:
     def __init__(self, pb, target, credentials=None, options=()):
         self.channel = (grpc.secure_channel(target, credentials, options) if credentials
                         else grpc.insecure_channel(target, options))
-        for method in ("ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata", "ModelInfer"):
+        for method in ("ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata", "ModelInfer",
+                       "ModelConfig", "ModelStatistics", "RepositoryIndex", "RepositoryModelLoad",
+                       "RepositoryModelUnload"):
             request, response = getattr(pb, method + "Request"), getattr(pb, method + "Response")
             setattr(self, method, self.channel.unary_unary(SERVICE + method, request.SerializeToString,
                                                            response.FromString))
@@ -129,9 +131,48 @@ def test_health_and_metadata(server, pb):
     assert health(b"\x0a" + bytes([len("inference.GRPCInferenceService")]) + b"inference.GRPCInferenceService") == \
         b"\x08\x01"
     assert code_of(lambda: health(b"\x0a\x03foo"))[0] == grpc.StatusCode.NOT_FOUND
-    # Triton's extensions are not served over gRPC (HTTP has them).
-    config = c.channel.unary_unary(SERVICE + "ModelConfig", lambda m: m.SerializeToString(), lambda b: b)
-    assert code_of(lambda: config(pb.ModelMetadataRequest(name="a")))[0] == grpc.StatusCode.UNIMPLEMENTED
+    # Triton's methods that vit serve does not have are UNIMPLEMENTED.
+    trace = c.channel.unary_unary(SERVICE + "TraceSetting", lambda m: m.SerializeToString(), lambda b: b)
+    assert code_of(lambda: trace(pb.ServerLiveRequest()))[0] == grpc.StatusCode.UNIMPLEMENTED
+
+
+def numbers(v):
+    """v with its digit strings as numbers: protobuf's JSON writes 64-bit numbers as strings."""
+    if isinstance(v, dict):
+        return {k: numbers(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [numbers(x) for x in v]
+    return int(v) if isinstance(v, str) and v.isdigit() else v
+
+
+def as_json(message):
+    """A message as the HTTP API's JSON has it: every field, numbers as numbers."""
+    from google.protobuf import json_format
+    return numbers(json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                             including_default_value_fields=True))
+
+
+def test_triton_configuration_and_statistics_are_the_http_apis(server, pb):
+    s, c = server
+    c.ModelInfer(pixels_request(pb, np.ones((3, 3, 32, 32), np.float32)))
+    http_json = lambda path: numbers(json.loads(http.call(s.url + path)[2]))  # noqa: E731
+    config = c.ModelConfig(pb.ModelConfigRequest(name="a")).config
+    assert config.max_batch_size == 16 and config.dynamic_batching.max_queue_delay_microseconds == 5000
+    assert [(i.name, list(i.dims)) for i in config.input] == [("pixel_values", [3, 32, 32]), ("image", [1])]
+    assert as_json(config) == http_json("/v2/models/a/config")
+    stats = c.ModelStatistics(pb.ModelStatisticsRequest(name="a"))
+    assert stats.model_stats[0].inference_count >= 3 and stats.model_stats[0].batch_stats, stats
+    assert as_json(stats) == http_json("/v2/models/a/stats")
+    assert [m.name for m in c.ModelStatistics(pb.ModelStatisticsRequest()).model_stats] == ["a"]
+    for request in (pb.ModelConfigRequest(name="b"), pb.ModelConfigRequest(name="a", version="2")):
+        assert code_of(lambda: c.ModelConfig(request))[0] == grpc.StatusCode.NOT_FOUND
+    assert code_of(lambda: c.ModelStatistics(pb.ModelStatisticsRequest(name="b")))[0] == grpc.StatusCode.NOT_FOUND
+    # Without --model-control-mode explicit, the index lists the models and nothing loads or unloads.
+    index = c.RepositoryIndex(pb.RepositoryIndexRequest())
+    assert [(m.name, m.version, m.state) for m in index.models] == [("a", "1", "READY")]
+    code, details = code_of(lambda: c.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="a")))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "--model-control-mode explicit" in details, details
+    assert c.ModelReady(pb.ModelReadyRequest(name="a")).ready
 
 
 def test_infer_gives_vit_predicts_logits_raw_or_typed(server, pb, tmp_path):
@@ -371,3 +412,53 @@ def test_grpc_port_in_use_is_a_clear_error():
         assert r.returncode != 0 and "--grpc-port: cannot listen on 127.0.0.1:" + port in r.stderr, r.stderr
     finally:
         assert s.stop()[0] == 0
+
+
+def test_repository_index_load_and_unload(pb, tmp_path):
+    C = grpc.StatusCode
+    repo = tmp_path / "models"
+    repo.mkdir()
+    os.symlink(os.path.abspath(CK), repo / "cats")
+    os.symlink(os.path.abspath(CK), repo / "ants")
+    s, target = serve("--model-repository", repo, "--model-control-mode", "explicit", "--load-model", "cats",
+                      "--max-batch", 4, "--max-queue", 8, "--http-threads", 1, "--no-warmup")
+    x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    try:
+        c = Client(pb, target)
+        index = lambda **kw: [(m.name, m.state, m.reason)  # noqa: E731
+                              for m in c.RepositoryIndex(pb.RepositoryIndexRequest(**kw)).models]
+        assert index() == [("ants", "UNAVAILABLE", "unloaded"), ("cats", "READY", "")]
+        assert index(ready=True) == [("cats", "READY", "")]
+        code, details = code_of(lambda: c.RepositoryIndex(pb.RepositoryIndexRequest(repository_name="x")))
+        assert code == C.INVALID_ARGUMENT and "repository_name" in details, details
+        r = pixels_request(pb, x)
+        r.model_name = "cats"
+        want = logits_of(c.ModelInfer(r))
+        # tritonclient's unload_model sends unload_dependents.
+        unload = pb.RepositoryModelUnloadRequest(model_name="cats")
+        unload.parameters["unload_dependents"].bool_param = False
+        c.RepositoryModelUnload(unload)
+        code, details = code_of(lambda: c.ModelInfer(r))
+        assert code == C.NOT_FOUND and "is not loaded" in details, details
+        assert code_of(lambda: c.RepositoryModelUnload(unload))[0] == C.NOT_FOUND
+        # Triton's load overrides are refused; loading again gives the same answers.
+        override = pb.RepositoryModelLoadRequest(model_name="cats")
+        override.parameters["config"].string_param = "{}"
+        code, details = code_of(lambda: c.RepositoryModelLoad(override))
+        assert code == C.INVALID_ARGUMENT and "config" in details, details
+        c.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="cats"))
+        assert np.array_equal(logits_of(c.ModelInfer(r)), want)
+        assert code_of(lambda: c.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="cows")))[0] == \
+            C.NOT_FOUND
+        # A model added since the start is found, and its queue gets threads (each model's
+        # queue and passes, twice: 2 x (8 + 4) calls).
+        assert "gRPC listening on" in "".join(s.lines) and ", up to 48 calls at once" in "".join(s.lines)
+        os.symlink(os.path.abspath(CK), repo / "dogs")
+        c.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="dogs"))
+        assert c.ModelReady(pb.ModelReadyRequest(name="dogs")).ready
+        assert index() == [("ants", "UNAVAILABLE", "unloaded"), ("cats", "READY", ""), ("dogs", "READY", "")]
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
+    assert "gRPC: up to 72 calls at once" in log, log
+    assert "gRPC RepositoryModelLoad OK" in log and "gRPC RepositoryModelUnload NOT_FOUND" in log, log

@@ -763,19 +763,31 @@ def test_explicit_model_control_loads_and_unloads_while_serving(tmp_path):
     repo = tmp_path / "models"
     repo.mkdir()
     os.symlink(os.path.abspath(CK), repo / "cats")
-    s = Server("--model-repository", repo, "--model-control-mode", "explicit", "--max-batch", 4, "--max-delay-ms", 20)
+    os.symlink(os.path.abspath(CK), repo / "ants")
+    # As Triton's: explicit control loads what --load-model names at start (ants waits).
+    s = Server("--model-repository", repo, "--model-control-mode", "explicit", "--load-model", "cats",
+               "--max-batch", 4, "--max-delay-ms", 20)
     x = pixels(np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32))
     index = lambda: json.loads(call(s.url + "/v2/repository/index", b"", method="POST")[2])  # noqa: E731
-    load = lambda name, what="load": call(s.url + f"/v2/repository/models/{name}/{what}", b"", method="POST")  # noqa
+    load = lambda name, what="load", body=b"": call(s.url + f"/v2/repository/models/{name}/{what}", body,  # noqa
+                                                    method="POST")
+    unavailable = {"version": "1", "state": "UNAVAILABLE", "reason": "unloaded"}
     try:
+        assert index() == [{"name": "ants", **unavailable}, {"name": "cats", "version": "1", "state": "READY"}]
+        assert call(s.url + "/v2/models/ants/ready")[0] == 404
         want = json.loads(call(s.url + "/v2/models/cats/infer", x)[2])["outputs"][0]["data"]
         # Unloaded: gone from serving, listed UNAVAILABLE; loaded again: the same answers.
-        assert load("cats", "unload")[0] == 200
+        # tritonclient's unload_model sends unload_dependents; Triton's load overrides are refused.
+        assert load("cats", "unload", {"parameters": {"unload_dependents": False}})[0] == 200
         status, _, text = call(s.url + "/v2/models/cats/infer", x)
         assert status == 404 and "is not loaded: POST /v2/repository/models/cats/load" in text, text
-        assert index() == [{"name": "cats", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"}]
+        assert index() == [{"name": "ants", **unavailable}, {"name": "cats", **unavailable}]
         assert json.loads(call(s.url + "/v2/repository/index", {"ready": True}, method="POST")[2]) == []
         assert load("cats", "unload")[0] == 404
+        for body in ({"parameters": {"config": "{}"}}, {"parameters": 1}, b"[1]"):
+            status, _, text = load("cats", body=body)
+            assert status == 400 and "parameter" in json.loads(text)["error"], (body, text)
+        assert call(s.url + "/v2/models/cats/ready")[0] == 404
         assert load("cats")[0] == 200
         assert json.loads(call(s.url + "/v2/models/cats/infer", x)[2])["outputs"][0]["data"] == want
         # A model added to the repository since the start is found; one that is not there is 404;
@@ -794,8 +806,22 @@ def test_explicit_model_control_loads_and_unloads_while_serving(tmp_path):
             answers = [f.result() for f in calls]
         assert all(a[0] == 200 and json.loads(a[2])["outputs"][0]["data"] == want for a in answers), \
             [a[:1] + a[2:] for a in answers if a[0] != 200][:3]
-        assert [e["name"] for e in index()] == ["broken", "cats", "dogs"]
+        assert [e["name"] for e in index()] == ["ants", "broken", "cats", "dogs"]
     finally:
         code, log = s.stop()
     assert code == 0, log
     assert "model cats: unloaded" in log and "model cats: loaded again" in log and "model dogs: loaded" in log
+    assert "model ants:" not in log, log
+    # --load-model '*' loads every model; --load-model needs explicit control and a model of that name.
+    (repo / "broken" / "config.json").unlink()
+    (repo / "broken").rmdir()
+    s = Server("--model-repository", repo, "--model-control-mode", "explicit", "--load-model", "*", "--no-warmup")
+    try:
+        assert [e["name"] for e in index() if e["state"] == "READY"] == ["ants", "cats", "dogs"]
+    finally:
+        assert s.stop()[0] == 0
+    for args, message in ((["--load-model", "cats"], "with --model-control-mode explicit"),
+                          (["--model-control-mode", "explicit", "--load-model", "cows"], "--load-model cows: no")):
+        r = subprocess.run([vit_binary(), "serve", "--port", "0", "--model-repository", repo, *args],
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert r.returncode != 0 and message in r.stderr, r.stderr
