@@ -4,6 +4,11 @@
 
 namespace vit::serve {
 
+namespace {
+// The pool whose job this thread runs, while its connection has not begun a request.
+thread_local ConnectionPool* t_unstarted = nullptr;
+}  // namespace
+
 ConnectionPool::ConnectionPool(size_t max_threads) : max_threads_(max_threads < 1 ? 1 : max_threads) {}
 
 ConnectionPool::~ConnectionPool() {
@@ -29,6 +34,18 @@ void ConnectionPool::shutdown() {
   for (std::thread& t : threads_) t.join();
 }
 
+size_t ConnectionPool::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_.size() + unstarted_;
+}
+
+void ConnectionPool::request_started() {
+  if (ConnectionPool* pool = std::exchange(t_unstarted, nullptr)) {
+    std::lock_guard<std::mutex> lock(pool->mu_);
+    --pool->unstarted_;
+  }
+}
+
 size_t ConnectionPool::threads() const {
   std::lock_guard<std::mutex> lock(mu_);
   return threads_.size();
@@ -46,8 +63,11 @@ void ConnectionPool::work() {
       fn = std::move(jobs_.front());
       jobs_.pop_front();
       waiting_ = jobs_.size();
+      ++unstarted_;  // under the lock with the pop: pending() never misses the connection
     }
+    t_unstarted = this;
     fn();
+    request_started();  // a connection closed without a request
   }
 }
 

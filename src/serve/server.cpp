@@ -250,6 +250,7 @@ std::string Service::http_metrics() const {
 void Service::install_hooks() {
   svr_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_request = RequestInfo{Clock::now(), true, "", 0, false};
+    ConnectionPool::request_started();
     const bool open = req.path.rfind("/v2/health/", 0) == 0 || req.path == "/ping";
     const std::string auth = req.get_header_value("Authorization");
     if (open || host_->authorized(auth)) return httplib::Server::HandlerResponse::Unhandled;
@@ -444,6 +445,13 @@ int Service::run() {
     host_->stopping = true;
     host_->say(std::string("vit serve: ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
                ": no new requests; answering those in flight");
+    // Connections accepted but not yet begun (waiting for a thread, with more clients than
+    // --http-threads) hold requests their clients sent: stopping the listener would close
+    // them unanswered. So they begin first, for at most --timeout-keep-alive (a client that
+    // connected and sent nothing holds its thread that long anyway).
+    const Clock::time_point until = Clock::now() + std::chrono::seconds(o_.keep_alive_s);
+    for (const ConnectionPool* pool = pool_; pool && pool->pending() > 0 && Clock::now() < until;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     svr_->stop();
     if (grpc_) grpc_->shutdown();
   });

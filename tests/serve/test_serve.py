@@ -618,6 +618,34 @@ def test_more_clients_than_http_threads_take_turns():
     assert code == 0, log
 
 
+
+def test_sigterm_answers_the_connections_waiting_for_a_thread():
+    """Six requests on --http-threads 2: two are served (each waits 400 ms to batch), four wait
+    for a thread. SIGTERM then: the four are answered too, before the server stops listening."""
+    s = Server("--model", f"a={CK}", "--http-threads", 2, "--max-batch", 8, "--max-delay-ms", 400)
+    x = pixels(np.zeros((1, 3, 32, 32), np.float32))
+
+    def send(_):
+        try:
+            return call(s.url + "/v2/models/a/infer", x)[0]
+        except (ConnectionError, urllib.error.URLError, http.client.HTTPException) as e:
+            return repr(e)
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        answers = [pool.submit(send, i) for i in range(6)]
+        time.sleep(0.15)  # sent; the first two wait to batch until 0.4 s
+        assert not any(a.done() for a in answers)
+        s.proc.send_signal(signal.SIGTERM)
+        s.signalled = True
+        got = [a.result() for a in answers]
+    code, log = s.stop()
+    assert code == 0, log
+    assert got == [200] * 6, (got, log)
+    # Once stopped, it listens no more.
+    with pytest.raises((ConnectionError, urllib.error.URLError)):
+        call(s.url + "/v2/health/live")
+
+
 TLS = os.path.join(HERE, "..", "fixtures", "tls")  # tests/fixtures/tls/make.sh
 
 
