@@ -1,8 +1,15 @@
 #include "serve/metrics.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -14,9 +21,80 @@ const std::vector<double> kLatencyBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0
                                             0.25,  0.5,    1,     2.5,  5,     10};
 const std::vector<double> kBatchBounds = {1, 2, 4, 8, 16, 32, 64, 128};
 
+// The shortest text that reads back as v (a stream's 6 digits would round a start time of
+// 1796460123.45 to 1.79646e+09).
 std::string number(double v) {
+  char text[32];
+  return std::string(text, std::to_chars(text, text + sizeof text, v).ptr);
+}
+
+// Triton's reason label of nv_inference_request_failure for an inference request's status:
+// past its deadline in the queue (REJECTED), cancelled by the client, failed in the forward
+// (BACKEND), or anything else, a bad request or a full queue among them (OTHER).
+const char* fail_reason(int status) {
+  switch (status) {
+    case 504: return "REJECTED";
+    case 499: return "CANCELED";
+    case 500: return "BACKEND";
+    default: return "OTHER";
+  }
+}
+
+// A line of /proc/self/status ("VmRSS:    1234 kB") in bytes; 0 if absent.
+int64_t status_kb(const std::string& status, const std::string& key) {
+  std::string line(1, '\n');  // appended, not "\n" + key: GCC 12 sees a false -Wrestrict in that
+  line.append(key).push_back(':');
+  const size_t at = status.find(line);
+  return at == std::string::npos ? 0 : std::strtoll(status.c_str() + at + key.size() + 2, nullptr, 10) * 1024;
+}
+
+std::string read_text(const char* path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The process collector of Prometheus' client libraries, from /proc: CPU seconds, memory,
+// open and allowed file descriptors, and the start time.
+std::string process_text() {
   std::ostringstream os;
-  os << v;
+  const double tick = double(::sysconf(_SC_CLK_TCK));
+  // /proc/self/stat: the fields after the command's closing parenthesis, from state (3rd).
+  const std::string stat = read_text("/proc/self/stat");
+  std::istringstream fields(stat.substr(std::min(stat.rfind(')') + 2, stat.size())));
+  std::vector<std::string> f{std::istream_iterator<std::string>(fields), {}};
+  auto field = [&](size_t n) { return n - 3 < f.size() ? std::strtod(f[n - 3].c_str(), nullptr) : 0.0; };
+  std::string status(1, '\n');  // so that every key follows a newline
+  status += read_text("/proc/self/status");
+  double boot = 0;
+  std::istringstream proc_stat(read_text("/proc/stat"));
+  for (std::string key; proc_stat >> key;)
+    if (key == "btime") {
+      proc_stat >> boot;
+      break;
+    }
+  size_t fds = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec))
+    ++fds;
+  rlimit files{};
+  ::getrlimit(RLIMIT_NOFILE, &files);
+  auto metric = [&](const char* name, const char* type, const char* help, const std::string& value) {
+    os << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+       << name << " " << value << "\n";
+  };
+  metric("process_cpu_seconds_total", "counter", "User and system CPU time spent in seconds.",
+         number((field(14) + field(15)) / tick));
+  metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+         std::to_string(status_kb(status, "VmRSS")));
+  metric("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
+         std::to_string(status_kb(status, "VmSize")));
+  metric("process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch in seconds.",
+         number(boot + field(22) / tick));
+  metric("process_open_fds", "gauge", "Number of open file descriptors.", std::to_string(fds));
+  metric("process_max_fds", "gauge", "Maximum number of open file descriptors.",
+         std::to_string(int64_t(files.rlim_cur)));
   return os.str();
 }
 }  // namespace
@@ -48,6 +126,7 @@ void Metrics::request(const std::string& model, int status, double seconds, bool
   if (!inference || model.empty()) return;
   ModelStats& s = stats_[model];
   (status == 200 ? s.success : s.fail).add(1, seconds);
+  if (status != 200) ++s.fail_reasons[fail_reason(status)];
   s.last_inference_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
@@ -144,9 +223,61 @@ std::string Metrics::text(const std::vector<std::string>& models,
     os << "vit_forward_seconds_total{model=\"" << key.first << "\",instance=\"" << key.second << "\"} "
        << number(v.second) << "\n";
   os << "# HELP vit_queue_depth Requests waiting for a forward pass.\n# TYPE vit_queue_depth gauge\n";
-  for (const std::string& m : models)
-    os << "vit_queue_depth{model=\"" << m << "\"} " << queue_depth(m) << "\n";
-  return os.str();
+  std::vector<int64_t> depths;
+  for (const std::string& m : models) {
+    depths.push_back(queue_depth(m));
+    os << "vit_queue_depth{model=\"" << m << "\"} " << depths.back() << "\n";
+  }
+  // Triton's names (its counters have no _total), for the dashboards and alerts made for it:
+  // the counts of its statistics extension, for the models served.
+  struct Family {
+    const char *name, *help;
+    std::function<int64_t(const ModelStats&)> value;
+  };
+  const auto us = [](const Duration& d) { return d.ns() / 1000; };
+  const Family families[] = {
+      {"nv_inference_request_success", "Number of successful inference requests, all batch sizes",
+       [](const ModelStats& s) { return s.success.count; }},
+      {"nv_inference_count", "Number of inferences performed (a batch of n counts n)",
+       [](const ModelStats& s) { return s.inference_count; }},
+      {"nv_inference_exec_count", "Number of model executions performed (forward passes)",
+       [](const ModelStats& s) { return s.execution_count; }},
+      {"nv_inference_request_duration_us", "Cumulative inference request duration in microseconds",
+       [us](const ModelStats& s) { return us(s.success); }},
+      {"nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds",
+       [us](const ModelStats& s) { return us(s.queue); }},
+      {"nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds",
+       [us](const ModelStats& s) { return us(s.input); }},
+      {"nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds",
+       [us](const ModelStats& s) { return us(s.infer); }},
+      {"nv_inference_compute_output_duration_us",
+       "Cumulative inference compute output duration in microseconds",
+       [us](const ModelStats& s) { return us(s.output); }},
+  };
+  std::vector<ModelStats> stats;
+  for (const std::string& m : models) {
+    const auto it = stats_.find(m);
+    stats.push_back(it == stats_.end() ? ModelStats{} : it->second);
+  }
+  const auto labels = [](const std::string& m) { return "{model=\"" + m + "\",version=\"1\""; };
+  for (const Family& f : families) {
+    os << "# HELP " << f.name << " " << f.help << "\n# TYPE " << f.name << " counter\n";
+    for (size_t i = 0; i < models.size(); ++i)
+      os << f.name << labels(models[i]) << "} " << f.value(stats[i]) << "\n";
+  }
+  os << "# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes\n"
+     << "# TYPE nv_inference_request_failure counter\n";
+  for (size_t i = 0; i < models.size(); ++i)
+    for (const char* reason : {"REJECTED", "CANCELED", "BACKEND", "OTHER"}) {
+      const auto it = stats[i].fail_reasons.find(reason);
+      os << "nv_inference_request_failure" << labels(models[i]) << ",reason=\"" << reason << "\"} "
+         << (it == stats[i].fail_reasons.end() ? 0 : it->second) << "\n";
+    }
+  os << "# HELP nv_inference_pending_request_count Instantaneous number of pending requests awaiting "
+        "execution per-model.\n# TYPE nv_inference_pending_request_count gauge\n";
+  for (size_t i = 0; i < models.size(); ++i)
+    os << "nv_inference_pending_request_count" << labels(models[i]) << "} " << depths[i] << "\n";
+  return os.str() + process_text();
 }
 
 }  // namespace vit::serve

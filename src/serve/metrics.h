@@ -1,7 +1,9 @@
 // The server's counters in Prometheus' text format (GET /metrics): requests by model and
 // status, a latency histogram and a batch-size histogram per model, each model instance's
 // forward passes and busy seconds, and each model's queue depth (read when the page is asked
-// for). The same counts as Triton's statistics extension (GET /v2/models/stats) in JSON.
+// for); the same counts under Triton's metric names (nv_inference_*), and the process's CPU
+// time, memory and files as Prometheus' client libraries name them (process_*). Triton's
+// statistics extension (GET /v2/models/stats) gives the same counts in JSON.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -70,7 +72,8 @@ class Metrics {
     std::string name;
     int64_t last_inference_ms = 0, inference_count = 0, execution_count = 0;
     Duration success, fail, queue, input, infer, output;
-    std::map<int64_t, BatchStats> batches;  // by batch size
+    std::map<int64_t, BatchStats> batches;        // by batch size
+    std::map<std::string, int64_t> fail_reasons;  // fail's count by Triton's reason (REJECTED, ...)
   };
   // Each model named, in that order (zeros for one without requests yet).
   std::vector<ModelStats> stats(const std::vector<std::string>& models) const;

@@ -316,6 +316,21 @@ def test_triton_statistics_count_requests_images_passes_and_their_times():
         assert everything[1]["inference_count"] == 0 and everything[1]["batch_stats"] == []
         status, _, body = call(u + "/v2/models/nope/stats")
         assert status == 404, body
+        # The same counts under Triton's metric names, for its dashboards and alerts.
+        text = call(u + "/metrics")[2]
+        value = lambda name, model="a", extra="": int(re.search(  # noqa: E731
+            rf'^{name}{{model="{model}",version="1"{extra}}} (\d+)$', text, re.M).group(1))
+        st = m["inference_stats"]
+        assert value("nv_inference_request_success") == 3 and value("nv_inference_count") == 4
+        assert value("nv_inference_exec_count") == m["execution_count"]
+        assert value("nv_inference_request_failure", extra=',reason="OTHER"') == 1
+        assert value("nv_inference_request_failure", extra=',reason="REJECTED"') == 0
+        for name, key in (("request", "success"), ("queue", "queue"), ("compute_input", "compute_input"),
+                          ("compute_infer", "compute_infer"), ("compute_output", "compute_output")):
+            assert value(f"nv_inference_{name}_duration_us") == st[key]["ns"] // 1000, name
+        assert value("nv_inference_pending_request_count", "b") == 0 and value("nv_inference_count", "b") == 0
+        for family in ("nv_inference_request_success counter", "nv_inference_pending_request_count gauge"):
+            assert "# TYPE " + family in text
     finally:
         code, log = s.stop()
     assert code == 0, log
@@ -376,6 +391,18 @@ def test_metrics_count_requests_latency_batches_and_queue(server):
                    "vit_forward_passes_total counter", "vit_forward_seconds_total counter", "vit_queue_depth gauge",
                    "vit_http_threads gauge", "vit_http_connections_waiting gauge"):
         assert "# TYPE " + family in text
+    # The process, as Prometheus' client libraries report it (from /proc).
+    process = dict(re.findall(r"^(process_\w+) (\S+)$", text, re.M))
+    rss = int(open("/proc/%d/status" % server.proc.pid).read().split("VmRSS:")[1].split()[0]) * 1024
+    assert abs(float(process["process_resident_memory_bytes"]) - rss) < rss * 0.2, (process, rss)
+    btime = next(int(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime"))
+    ticks = int(open("/proc/%d/stat" % server.proc.pid).read().rsplit(")", 1)[1].split()[19])
+    started = btime + ticks / os.sysconf("SC_CLK_TCK")
+    assert started <= time.time()
+    assert abs(float(process["process_start_time_seconds"]) - started) < 0.05, (process, started)
+    assert float(process["process_cpu_seconds_total"]) > 0
+    assert 3 <= int(process["process_open_fds"]) <= int(process["process_max_fds"])
+    assert int(process["process_virtual_memory_bytes"]) >= int(process["process_resident_memory_bytes"])
 
 
 def test_concurrent_callers_are_batched_and_get_their_own_answers(tmp_path):
