@@ -36,8 +36,10 @@ for n in "${names[@]}"; do
     tensor_spec) hdr='{"x":{"dtype":"F32","shape":[2,1,4,4],"data_offsets":[0,128]}}'
       { echo "x.safetensors:x"; printf "$(printf '\\x%02x' "${#hdr}")\0\0\0\0\0\0\0%s" "$hdr"
         head -c 128 /dev/zero; } >"$corpus/valid" ;;
-    infer_request) # two bytes of Inference-Header-Content-Length (0: all JSON), then the body
+    infer_request) # two bytes of Inference-Header-Content-Length (0: all JSON; ffff: KServe V1), then the body
       png=$(base64 -w0 tests/fixtures/digit_7.png)
+      printf '\xff\xff{"instances":[{"b64":"%s"},{"image":{"b64":"%s"}}]}' "$png" "$png" >"$corpus/v1_images"
+      printf '\xff\xff{"instances":[%s]}' "$(python3 -c 'print([[[0.5] * 32] * 32] * 3)')" >"$corpus/v1_pixels"
       { printf '\0\0{"id":"x","inputs":[{"name":"image","shape":[1],"datatype":"BYTES","data":["%s"]}],' "$png"
         printf '"outputs":[{"name":"logits","parameters":{"classification":2}}]}'; } >"$corpus/json_image"
       hdr='{"inputs":[{"name":"pixel_values","shape":[1,3,32,32],"datatype":"FP32","parameters":{"binary_data_size":12288}}],"parameters":{"binary_data_output":true}}'

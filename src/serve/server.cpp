@@ -27,6 +27,7 @@
 #include "serve/host.h"
 #include "serve/metrics.h"
 #include "serve/protocol.h"
+#include "serve/protocol_v1.h"
 #include "serve/tls.h"
 #include "vit/classifier.h"
 #include "vit/core/error.h"
@@ -393,6 +394,23 @@ void Service::install_routes() {
                res.status = 200;
                res.set_header(kJsonLength, std::to_string(out.json_length));
                res.set_content(out.body, "application/octet-stream");
+             });
+  // KServe's V1 protocol (TensorFlow Serving's REST API): the models, one's readiness, predict.
+  svr_->Get("/v1/models", [this](const Req&, Res& res) { answer(res, 200, v1_models(host_->names())); });
+  svr_->Get(R"(/v1/models/([^/:]+))", [this](const Req& req, Res& res) {
+    if (find(req.matches[1], res)) answer(res, 200, v1_model_ready(req.matches[1]));
+  });
+  svr_->Post(R"(/v1/models/([^/:]+):predict)",
+             [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
+               std::string body;
+               if (!read_body(req, reader, host_->max_body(), res, body)) return;
+               const ModelPtr m = find(req.matches[1], res);
+               if (!m) return;
+               t_request.inference = true;
+               InferRequest r = parse_v1_predict(body, m->classifier(), host_->max_body());  // RequestError
+               std::vector<float> logits;
+               if (infer(*m, std::move(r.x), r.n, res, logits))
+                 answer(res, 200, v1_predict_response(logits, m->classifier()));
              });
   // TorchServe's image endpoint: curl --data-binary @FILE, -F data=@FILE (POST) or -T FILE (PUT).
   const auto predictions = [this](const Req& req, Res& res, const httplib::ContentReader& reader) {

@@ -198,6 +198,42 @@ def test_images_as_bytes_classification_and_torchserve_give_vit_predicts_top5(se
         assert np.allclose(list(top.values()), [t["prob"] for t in c["topk"]], rtol=0, atol=1e-5)
 
 
+def test_kserve_v1_predict_gives_vit_predicts_logits(server, tmp_path):
+    u = server.url
+    assert json.loads(call(u + "/v1/models")[2]) == {"models": ["a"]}
+    assert json.loads(call(u + "/v1/models/a")[2]) == {"name": "a", "ready": True}
+    assert call(u + "/v1/models/nope")[0] == 404
+    x = np.random.default_rng(7).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    want = cli_logits(x, tmp_path)
+    # Pixels nested [C][H][W], bare or named; "inputs" is KServe's other name for "instances".
+    for body in ({"instances": x.tolist()}, {"inputs": x.tolist()},
+                 {"instances": [{"pixel_values": x[0].tolist()}, x[1].tolist()]}):
+        status, _, text = call(u + "/v1/models/a:predict", body)
+        assert status == 200, text
+        got = np.array(json.loads(text)["predictions"], np.float32)
+        assert got.shape == (2, 5) and worst_rel(got, want) <= 1e-5, f"worst {worst_rel(got, want):.3g}"
+    # Image files in base64, as TensorFlow Serving ({"b64"}) and TorchServe's wrapper ({"data"}) send them.
+    encoded = [base64.b64encode(open(p, "rb").read()).decode() for p in IMAGES]
+    v2 = {"inputs": [{"name": "image", "shape": [3], "datatype": "BYTES", "data": encoded}]}
+    images = np.array(json.loads(call(u + "/v2/models/a/infer", v2)[2])["outputs"][0]["data"], np.float32)
+    for body in ({"instances": [{"b64": e} for e in encoded]},
+                 {"instances": [{"data": encoded[0]}, {"image": {"b64": encoded[1]}}, {"image": encoded[2]}]}):
+        status, _, text = call(u + "/v1/models/a:predict", body)
+        assert status == 200, text
+        got = np.array(json.loads(text)["predictions"], np.float32).reshape(-1)
+        assert worst_rel(got, images) <= 1e-5, f"worst {worst_rel(got, images):.3g}"
+    # Each mistake a 400 that says what is wrong; an unknown model 404.
+    for body, message in ((b"{", "not JSON"), ({"instances": []}, "\"instances\""), ({"x": 1}, "\"instances\""),
+                          ({"instances": [x[0, :2].tolist()]}, "at depth 0 found 2 items"),
+                          ({"instances": [[[["a"] * 32] * 32] * 3]}, "pixels are numbers"),
+                          ({"instances": [{"b64": "!!"}]}, "not base64"),
+                          ({"instances": [{"b64": base64.b64encode(b"not an image").decode()}]}, "instances[0]"),
+                          ({"instances": [7]}, "{\"b64\"")):
+        status, _, text = call(u + "/v1/models/a:predict", body)
+        assert status == 400 and message in json.loads(text)["error"], (body if len(str(body)) < 99 else "", text)
+    assert call(u + "/v1/models/nope:predict", {"instances": x.tolist()})[0] == 404
+
+
 def test_binary_tensor_data_in_and_out(server, tmp_path):
     x = np.random.default_rng(2).standard_normal((2, 3, 32, 32)).astype(np.float32)
     u = server.url + "/v2/models/a/infer"
@@ -792,6 +828,11 @@ def test_model_repository_serves_each_folder_and_safetensors_file(tmp_path):
         assert re.findall(r"^model (\w+):", log, re.M) == ["a", "cats", "digits"], log
         assert json.loads(call(s.url + "/v2/models/cats")[2])["inputs"][0]["shape"] == [-1, 3, 32, 32]
         assert json.loads(call(s.url + "/v2/models/digits")[2])["inputs"][0]["shape"] == [-1, 1, 28, 28]
+        # KServe V1: a one-channel model takes [H][W] rows as [1][H][W].
+        digit = np.random.default_rng(1).standard_normal((28, 28)).astype(np.float32)
+        answers = [json.loads(call(s.url + "/v1/models/digits:predict", {"instances": [d]})[2])["predictions"]
+                   for d in (digit.tolist(), [digit.tolist()])]
+        assert answers[0] == answers[1] and len(answers[0][0]) == 10, answers
         assert call(s.url + "/v2/models/README")[0] == 404 and call(s.url + "/v2/models/.hidden")[0] == 404
         # Triton's repository index: every model, READY; loading and unloading are refused.
         want = [{"name": n, "version": "1", "state": "READY"} for n in ("a", "cats", "digits")]

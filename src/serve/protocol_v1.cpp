@@ -1,0 +1,115 @@
+#include "serve/protocol_v1.h"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace vit::serve {
+
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& what) {
+  throw RequestError(400, what);
+}
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// One instance's pixels, nested exactly as dims ([C][H][W]) from depth on, appended to out.
+void read_nested(const json& j, const std::vector<int64_t>& dims, size_t depth, const std::string& where,
+                 std::vector<float>& out) {
+  if (depth == dims.size()) {
+    if (!j.is_number()) bad(where + ": holds " + std::string(j.type_name()) + " values; pixels are numbers");
+    const double v = j.get<double>();
+    if (!(std::abs(v) <= std::numeric_limits<float>::max()))
+      bad(where + ": " + j.dump() + " is beyond FP32's range");
+    out.push_back(float(v));
+    return;
+  }
+  if (!j.is_array() || int64_t(j.size()) != dims[depth])
+    bad(where + ": pixels must be nested [" + std::to_string(dims[0]) + "][" + std::to_string(dims[1]) +
+        "][" + std::to_string(dims[2]) + "] (C, H, W: the model's input, preprocessed); at depth " +
+        std::to_string(depth) + " found " +
+        (j.is_array() ? std::to_string(j.size()) + " items" : j.type_name()));
+  for (const json& e : j) read_nested(e, dims, depth + 1, where, out);
+}
+
+// An image file in base64 ("b64" or "data"), or null when the instance is not one.
+const json* image_of(const json& instance) {
+  if (!instance.is_object()) return nullptr;
+  for (const char* key : {"b64", "data"})
+    if (instance.size() == 1 && instance.contains(key)) return &instance[key];
+  return nullptr;
+}
+
+}  // namespace
+
+InferRequest parse_v1_predict(std::string_view body, const Classifier& m, size_t max_input_bytes) {
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded()) bad("the body is not JSON: {\"instances\": [...]}");
+  if (!j.is_object()) bad("the body must be a JSON object: {\"instances\": [...]}");
+  const char* key = j.contains("instances") ? "instances" : "inputs";
+  if (!j.contains(key) || !j[key].is_array() || j[key].empty())
+    bad("the body must hold \"instances\": a list of images, each nested [C][H][W] pixels or {\"b64\": "
+        "\"...\"}");
+  const json& instances = j[key];
+  const std::vector<int64_t> dims = {m.channels(), m.height(), m.width()};
+  const int64_t per = m.channels() * m.height() * m.width();
+  InferRequest r;
+  r.n = int64_t(instances.size());
+  if (uint64_t(r.n) > max_input_bytes / sizeof(float) / uint64_t(per))
+    throw RequestError(413, std::to_string(r.n) + " instances make an input of " +
+                                std::to_string(uint64_t(r.n) * uint64_t(per) * 4 / 1000000) +
+                                " MB, over the --max-body-mb limit; send fewer per request");
+  r.x.resize(size_t(r.n * per));
+  std::vector<float> pixels;
+  for (int64_t i = 0; i < r.n; ++i) {
+    const std::string where = std::string(key) + "[" + std::to_string(i) + "]";
+    const json* inst = &instances[size_t(i)];
+    // {"pixel_values": ...} or {"image": ...}: the input named, as a model of several would have it.
+    if (inst->is_object() && inst->size() == 1 && (inst->contains("pixel_values") || inst->contains("image")))
+      inst = &inst->begin().value();
+    if (inst->is_array()) {
+      pixels.clear();
+      // A one-channel model takes [H][W] too (an MNIST digit as rows of numbers).
+      const bool plane = m.channels() == 1 && !inst->empty() && (*inst)[0].is_array() &&
+                         !(*inst)[0].empty() && (*inst)[0][0].is_number();
+      read_nested(*inst, dims, plane ? 1 : 0, where, pixels);
+      std::copy(pixels.begin(), pixels.end(), r.x.begin() + i * per);
+      continue;
+    }
+    const json* file = image_of(*inst);
+    if (!file && inst->is_string()) file = inst;  // {"image": "<base64>"}
+    if (!file || !file->is_string())
+      bad(where + ": an image is nested [C][H][W] pixels, or {\"b64\": \"<base64 of a PNG or JPEG file>\"}");
+    const std::string bytes = base64_decode(file->get<std::string>());
+    try {
+      m.preprocess(ImageInput::encoded(bytes.data(), bytes.size()), r.x.data() + i * per);
+    } catch (const Error& e) {
+      bad(where + ": " + e.what());
+    }
+  }
+  return r;
+}
+
+std::string v1_predict_response(const std::vector<float>& logits, const Classifier& m) {
+  const size_t K = size_t(m.num_classes());
+  json predictions = json::array();
+  for (size_t i = 0; i + K <= logits.size(); i += K)
+    predictions.push_back(
+        std::vector<float>(logits.begin() + std::ptrdiff_t(i), logits.begin() + std::ptrdiff_t(i + K)));
+  return dump(json{{"predictions", std::move(predictions)}});
+}
+
+std::string v1_models(const std::vector<std::string>& names) {
+  return dump(json{{"models", names}});
+}
+
+std::string v1_model_ready(const std::string& name) {
+  return dump(json{{"name", name}, {"ready", true}});
+}
+
+}  // namespace vit::serve
