@@ -445,7 +445,7 @@ def grpc_against_http(models, tmp, seconds, clients=16):
         for kind in [*kinds, *reversed(kinds)]:  # each order once
             make, call = kinds[kind]
             stop, lat, wrong, lock = time.monotonic() + seconds / 2, [], [0], threading.Lock()
-            passes, cpu = mean_batch_counts(s.url, name), s.cpu_seconds()
+            passes, cpu, client_cpu = mean_batch_counts(s.url, name), s.cpu_seconds(), time.process_time()
 
             def client(_):
                 conn = make()
@@ -462,13 +462,13 @@ def grpc_against_http(models, tmp, seconds, clients=16):
             with concurrent.futures.ThreadPoolExecutor(clients) as pool:
                 list(pool.map(client, range(clients)))
             rates[kind].append(len(lat) / (time.monotonic() - t0))
-            cpu = s.cpu_seconds() - cpu
+            cpu, client_cpu = s.cpu_seconds() - cpu, time.process_time() - client_cpu
             images, count = (b - a for a, b in zip(passes, mean_batch_counts(s.url, name)))
             lat.sort()
             print(f"{name}, one image's FP32 pixel_values over {kind}, {clients} Python clients, {seconds / 2:g} s: "
                   f"{rates[kind][-1]:.1f} requests/s, p50 {lat[len(lat) // 2]:.1f} ms, p99 "
                   f"{lat[int(len(lat) * 0.99)]:.1f} ms, mean batch {images / max(count, 1):.2f}, server CPU {cpu:.1f} s, "
-                  f"{wrong[0]} wrong",
+                  f"client CPU {client_cpu:.1f} s, {wrong[0]} wrong",
                   flush=True)
             assert wrong[0] == 0
         for kind in list(kinds)[:2]:
