@@ -116,7 +116,7 @@ void grpc_model_config(const std::string& model_name, const Classifier& m, const
   logits->set_name("logits");
   logits->set_data_type(pb::TYPE_FP32);
   logits->add_dims(m.num_classes());
-  if (s.max_batch > 1) {
+  if (s.dynamic) {
     pb::ModelDynamicBatching* b = config.mutable_dynamic_batching();
     b->set_max_queue_delay_microseconds(uint64_t(s.max_delay_us));
     b->mutable_default_queue_policy()->set_max_queue_size(uint32_t(s.max_queue));

@@ -201,11 +201,15 @@ class Service final : public pb::GRPCInferenceService::Service {
   template <class Request>
   void control(const Request& req, bool load, Call& c) {
     repository(req.repository_name());
-    for (const auto& [key, value] : req.parameters())
-      repository_parameter(key, value.parameter_choice_case() == pb::ModelRepositoryParameter::kBoolParam,
-                           load);
+    std::string config;
+    for (const auto& [key, value] : req.parameters()) {
+      using P = pb::ModelRepositoryParameter;
+      repository_parameter(key, value.parameter_choice_case() == P::kBoolParam,
+                           value.parameter_choice_case() == P::kStringParam, load);
+      if (key == "config") config = value.string_param();
+    }
     c.model = req.model_name();
-    host_.control(req.model_name(), load);
+    host_.control(req.model_name(), load, config);
   }
 
   // Runs body with the API key checked (unless open), and turns what it throws into the
@@ -308,9 +312,8 @@ class Server final : public GrpcServer {
   // (UNAVAILABLE, logged) and gives its thread back at once. --http-threads at least. Every
   // model of the index counts, loaded or not.
   int threads(const Host& host) {
-    const ServeOptions& o = host.options();
-    const int64_t in_flight = int64_t(host.index().size()) * (o.max_queue + o.max_batch * o.instances);
-    threads_ = int(std::min<int64_t>(std::max<int64_t>(2 * in_flight, o.http_threads), INT32_MAX));
+    threads_ = int(
+        std::min<int64_t>(std::max<int64_t>(2 * host.capacity(), host.options().http_threads), INT32_MAX));
     return threads_;
   }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <utility>
 
 #include "core/threads.h"
@@ -88,15 +89,45 @@ std::vector<ServedModel> Host::sources(bool each_repository_has_one) const {
   return all;
 }
 
-ModelPtr Host::make_model(const ServedModel& s) {
-  ClassifierOptions co;
-  co.dtype = o_.dtype;
-  co.max_batch = o_.max_batch;
+ModelSettings Host::defaults() const {
+  ModelSettings d;
+  d.max_batch = o_.max_batch;
+  d.dynamic = o_.max_batch > 1;
+  d.max_delay_ms = o_.max_delay_ms;
+  d.max_queue = o_.max_queue;
+  d.instances = o_.instances;
+  d.dtype = o_.dtype;
+  return d;
+}
+
+ModelPtr Host::make_model(const ServedModel& s, const std::string& config) {
   auto m = std::make_shared<Model>();
+  ModelSettings& set = m->settings = defaults();
+  const std::string pbtxt = (std::filesystem::path(s.checkpoint) / "config.pbtxt").string();
+  std::error_code ec;
+  std::vector<std::string> notes;
+  std::string from;
+  if (!config.empty()) {
+    from = "the load request's config";
+    set = apply_model_config(config, true, s.name, from, set, notes);
+  } else if (std::filesystem::is_regular_file(pbtxt, ec)) {
+    std::ifstream in(pbtxt);
+    std::ostringstream text;
+    text << in.rdbuf();
+    VIT_CHECK(in, pbtxt, ": cannot read");
+    from = pbtxt;
+    set = apply_model_config(text.str(), false, s.name, from, set, notes);
+  }
+  for (const std::string& note : notes) say(detail::concat("model ", s.name, ": ", from, ": ", note));
+  ClassifierOptions co;
+  co.dtype = set.dtype;
+  co.max_batch = set.max_batch;
   // The threads are shared out between the instances, the first ones taking what is left.
-  const int threads = o_.threads > 0 ? o_.threads : num_threads(), n = o_.instances;
-  VIT_CHECK(n <= threads, "--instances ", n, " is more than the ", threads,
-            " threads (--threads): each instance needs one at least");
+  const int threads = o_.threads > 0 ? o_.threads : num_threads(), n = set.instances;
+  VIT_CHECK(n <= threads,
+            from.empty() ? detail::concat("--instances ", n, " is")
+                         : detail::concat(n, " instances (", from, ") are"),
+            " more than the ", threads, " threads (--threads): each instance needs one at least");
   std::vector<Classifier*> instances;
   // The instances after the first are its replicas: the weights are in memory once.
   for (int i = 0; i < n; ++i) {
@@ -109,24 +140,40 @@ ModelPtr Host::make_model(const ServedModel& s) {
   const Classifier& c = m->classifier();
   VIT_CHECK(c.num_classes() > 0, s.checkpoint, " has no classifier head: nothing to serve");
   BatchOptions bo;
-  bo.max_batch = o_.max_batch;
-  bo.max_delay = std::chrono::microseconds(int64_t(o_.max_delay_ms * 1000));
-  bo.max_queue = o_.max_queue;
+  bo.max_batch = set.dynamic ? set.max_batch : 1;  // without dynamic batching, a request per pass
+  bo.max_delay = std::chrono::microseconds(set.dynamic ? int64_t(set.max_delay_ms * 1000) : 0);
+  bo.max_queue = set.max_queue;
   bo.warmup = o_.warmup;
   const Clock::time_point start = Clock::now();
   m->batcher = std::make_unique<Batcher>(
       instances, bo, [this, name = s.name](const PassInfo& p) { metrics_.batch(name, p); });
   char took[32];
   std::snprintf(took, sizeof took, "%.2f", std::chrono::duration<double>(Clock::now() - start).count());
+  // One line: the checkpoint, and how it is served (from its configuration, or the flags).
   const std::string shared =
-      n == 1 ? "" : detail::concat(", ", n, " instances sharing ", threads, " threads and the weights");
+      n == 1 ? "" : detail::concat("; ", n, " instances sharing ", threads, " threads and the weights");
+  const std::string batching =
+      set.dynamic ? detail::concat("max batch ", set.max_batch, ", max delay ", set.max_delay_ms, " ms")
+                  : detail::concat("no dynamic batching, up to ", set.max_batch, " images a request");
   say(detail::concat("model ", s.name, ": ", s.checkpoint, " (", c.format(), ", ", c.num_classes(),
-                     " classes, input ", c.channels(), "x", c.height(), "x", c.width(), shared, ")"));
+                     " classes, input ", c.channels(), "x", c.height(), "x", c.width(), "; ", batching,
+                     ", max queue ", set.max_queue, ", ", c.dtype(), shared,
+                     from.empty() ? "" : "; as " + from + " says", ")"));
   if (o_.warmup)
-    say(detail::concat("model ", s.name, ": warmed up in ", took, " s (a pass of ", o_.max_batch,
-                       o_.max_batch > 1 ? " images and one of 1" : " image",
+    say(detail::concat("model ", s.name, ": warmed up in ", took, " s (a pass of ", bo.max_batch,
+                       bo.max_batch > 1 ? " images and one of 1" : " image",
                        n > 1 ? " on each instance)" : ")"));
   return m;
+}
+
+int64_t Host::capacity() const {
+  int64_t total = 0;
+  const ModelSettings d = defaults();
+  for (const IndexEntry& e : index()) {
+    const ModelPtr m = e.ready ? find(e.name) : nullptr;
+    total += (m ? m->settings : d).capacity();
+  }
+  return total;
 }
 
 Host::~Host() {
@@ -177,14 +224,14 @@ std::vector<Host::IndexEntry> Host::index() const {
   return out;
 }
 
-void Host::load(const std::string& name) {
+void Host::load(const std::string& name, const std::string& config) {
   std::lock_guard<std::mutex> one(load_mu_);
   const std::vector<ServedModel> all = sources();
   const auto source =
       std::find_if(all.begin(), all.end(), [&](const ServedModel& s) { return s.name == name; });
   if (source == all.end())
     throw RequestError(404, "no --model or --model-repository entry named '" + name + "' to load");
-  ModelPtr m = make_model(*source);  // seconds, while the old copy (if any) goes on serving
+  ModelPtr m = make_model(*source, config);  // seconds, while the old copy (if any) goes on serving
   ModelPtr old;
   {
     std::unique_lock lock(models_mu_);
@@ -209,7 +256,7 @@ void Host::unload(const std::string& name) {
   say("model " + name + ": unloaded");
 }
 
-void Host::control(const std::string& name, bool load) {
+void Host::control(const std::string& name, bool load, const std::string& config) {
   const char* what = load ? "load" : "unload";
   if (o_.model_control != "explicit")
     throw RequestError(400, detail::concat("models are loaded at start and kept: start vit serve with "
@@ -217,7 +264,7 @@ void Host::control(const std::string& name, bool load) {
                                            what, " them while serving"));
   if (!load) return unload(name);  // RequestError(404) when not served
   try {
-    this->load(name);  // RequestError(404) when no checkpoint has that name
+    this->load(name, config);  // RequestError(404) when no checkpoint has that name
   } catch (const RequestError&) {
     throw;
   } catch (const Error& e) {
@@ -243,7 +290,7 @@ Inference Host::infer(const Model& m, std::vector<float> x, int64_t n, Clock::ti
   Inference out;
   if (!m.batcher->submit(job)) {
     out.status = 503;
-    out.error = "the queue is full (" + std::to_string(o_.max_queue) + " requests); retry later";
+    out.error = "the queue is full (" + std::to_string(m.settings.max_queue) + " requests); retry later";
     return out;
   }
   // With cancelled(), wake every 20 ms to ask it; a job given up is skipped if not started.
@@ -276,9 +323,10 @@ Inference Host::infer(const Model& m, std::vector<float> x, int64_t n, Clock::ti
 
 ServingInfo Host::serving_info(const Model& m) const {
   ServingInfo s;
-  s.max_batch = o_.max_batch;
-  s.max_delay_us = int64_t(o_.max_delay_ms * 1000);
-  s.max_queue = o_.max_queue;
+  s.max_batch = m.settings.max_batch;
+  s.dynamic = m.settings.dynamic;
+  s.max_delay_us = int64_t(m.settings.max_delay_ms * 1000);
+  s.max_queue = m.settings.max_queue;
   s.instances = int(m.instances.size());
   s.dtype = m.classifier().dtype();
   return s;

@@ -15,6 +15,7 @@
 
 #include "serve/batcher.h"
 #include "serve/metrics.h"
+#include "serve/model_config.h"
 #include "serve/protocol.h"
 #include "serve/server.h"
 #include "vit/classifier.h"
@@ -25,6 +26,7 @@ struct Model {
   // --instances: the first loaded, the others its replicas (the same weights), each with its own threads.
   std::vector<std::unique_ptr<Classifier>> instances;
   std::unique_ptr<Batcher> batcher;
+  ModelSettings settings;  // the flags', or its configuration's (model_config.h)
   const Classifier& classifier() const { return *instances.front(); }  // metadata and preprocessing
 };
 // Held by each request that uses the model: an unloaded model is freed when the last one ends.
@@ -63,6 +65,11 @@ class Host {
                   const std::function<bool()>& cancelled = {});
   // GET /v2/models/{m}/config's facts.
   ServingInfo serving_info(const Model& m) const;
+  // The flags' settings of a model (model_config.h).
+  ModelSettings defaults() const;
+  // The most requests that the models of the index hold at once (ModelSettings::capacity;
+  // the flags' for a model not loaded).
+  int64_t capacity() const;
   // /metrics: the models' counters and queue depths.
   std::string metrics_text() const;
   void say(const std::string& line);  // one log line, whole and flushed
@@ -78,20 +85,22 @@ class Host {
   std::vector<IndexEntry> index() const;
   // Loads the model `name` from its --model checkpoint or its --model-repository entry (the
   // folders read again now, so a model added since is found); a model served already is
-  // loaded again and replaces the old copy once ready, which answers what it holds.
+  // loaded again and replaces the old copy once ready, which answers what it holds. config:
+  // Triton's model configuration in JSON, in place of the folder's config.pbtxt ("": none).
   // RequestError(404) when no checkpoint has that name; vit::Error when it does not load.
-  void load(const std::string& name);
+  void load(const std::string& name, const std::string& config = "");
   // Stops serving `name`; the requests it holds are answered. RequestError(404) when not served.
   void unload(const std::string& name);
   // What the front ends' load and unload requests do: load or unload as above, with
   // --model-control-mode explicit (RequestError(400) without it); a model that does not load
   // is RequestError(400) with why.
-  void control(const std::string& name, bool load);
+  void control(const std::string& name, bool load, const std::string& config = "");
   // Called after each load (the gRPC side sizes its threads by the models).
   std::function<void()> on_load;
 
  private:
-  ModelPtr make_model(const ServedModel& s);
+  // config: as load's; otherwise a folder's config.pbtxt is read.
+  ModelPtr make_model(const ServedModel& s, const std::string& config = "");
   // --model's entries, then each --model-repository's (read now); with the flag, a
   // repository without a model is an error (at start).
   std::vector<ServedModel> sources(bool each_repository_has_one = false) const;

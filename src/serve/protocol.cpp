@@ -374,7 +374,7 @@ std::string model_config(const std::string& model_name, const Classifier& m, con
                 {"dims", {1}},
                 {"optional", true}}}},
              {"output", {{{"name", "logits"}, {"data_type", "TYPE_FP32"}, {"dims", {m.num_classes()}}}}}};
-  if (s.max_batch > 1)
+  if (s.dynamic)
     j["dynamic_batching"] = {{"max_queue_delay_microseconds", s.max_delay_us},
                              {"default_queue_policy", {{"max_queue_size", s.max_queue}}}};
   j["instance_group"] = {{{"name", model_name}, {"kind", "KIND_CPU"}, {"count", s.instances}}};
@@ -382,24 +382,32 @@ std::string model_config(const std::string& model_name, const Classifier& m, con
   return dump(j);
 }
 
-void repository_parameter(const std::string& key, bool bool_value, bool load) {
+void repository_parameter(const std::string& key, bool bool_value, bool string_value, bool load) {
   if (key == "unload_dependents" && !load) {
     if (!bool_value) bad("parameter unload_dependents: true or false");
     return;
   }
-  bad("parameter '" + key + "': vit serve " + (load ? "loads" : "unloads") +
-      " a model as its checkpoint is, with no parameters" +
-      (load ? " (Triton's config and file: overrides are not taken)" : " (only unload_dependents)"));
+  if (key == "config" && load) {
+    if (!string_value) bad("parameter config: Triton's model configuration in JSON, as a string");
+    return;
+  }
+  bad("parameter '" + key + "': vit serve " +
+      (load ? "loads a model with one parameter, config (Triton's file: overrides are not taken)"
+            : "unloads a model with one parameter, unload_dependents"));
 }
 
-void repository_parameters(std::string_view body, bool load) {
-  if (body.empty()) return;
+std::string repository_parameters(std::string_view body, bool load) {
+  if (body.empty()) return "";
   const json j = json::parse(body, nullptr, false);
   if (!j.is_object() || (j.contains("parameters") && !j["parameters"].is_object()))
     bad("the body must be empty or a JSON object, with \"parameters\" an object");
+  std::string config;
   if (j.contains("parameters"))
-    for (const auto& [key, value] : j["parameters"].items())
-      repository_parameter(key, value.is_boolean(), load);
+    for (const auto& [key, value] : j["parameters"].items()) {
+      repository_parameter(key, value.is_boolean(), value.is_string(), load);
+      if (key == "config") config = value.get<std::string>();
+    }
+  return config;
 }
 
 std::string top5_json(const float* logits, const Classifier& m) {

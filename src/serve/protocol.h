@@ -55,6 +55,7 @@ std::string model_metadata(const std::string& model_name, const Classifier& mode
 // How the server runs a model, for its Triton model configuration.
 struct ServingInfo {
   int64_t max_batch = 16, max_delay_us = 5000, max_queue = 256;
+  bool dynamic = true;  // dynamic batching (with max_delay_us)
   int instances = 1;
   std::string dtype = "fp32";
 };
@@ -64,12 +65,15 @@ struct ServingInfo {
 // (the two inputs optional: a request gives one), dynamic batching, the queue's size and
 // the instance count.
 std::string model_config(const std::string& model_name, const Classifier& model, const ServingInfo& s);
-// Triton's model repository extension: a load or unload request's parameter `key` (bool_value:
-// whether it is a boolean). unload_dependents (unload; vit serve has no ensembles, so it changes
-// nothing) is the only one taken; Triton's config and file: overrides of a load are 400.
-void repository_parameter(const std::string& key, bool bool_value, bool load);
+// Triton's model repository extension: a load or unload request's parameter `key` (bool_value,
+// string_value: whether it is a boolean, a string). Taken: a load's config (Triton's model
+// configuration in JSON, a string; model_config.h) and an unload's unload_dependents (vit
+// serve has no ensembles, so it changes nothing). Triton's file: overrides, or anything
+// else, are 400.
+void repository_parameter(const std::string& key, bool bool_value, bool string_value, bool load);
 // POST /v2/repository/models/{m}/load or unload's body: empty, or {"parameters": {...}}.
-void repository_parameters(std::string_view body, bool load);
+// Returns the load's config ("" when none).
+std::string repository_parameters(std::string_view body, bool load);
 // TorchServe's answer: {"label": probability, ...} of the top 5, best first (the index as
 // text where the model has no class names).
 std::string top5_json(const float* logits, const Classifier& model);

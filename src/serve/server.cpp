@@ -352,8 +352,8 @@ void Service::install_routes() {
                std::string body;
                if (!read_body(req, reader, host_->max_body(), res, body)) return;
                const bool load = req.matches[2] == "load";
-               repository_parameters(body, load);  // RequestError(400)
-               host_->control(req.matches[1], load);
+               const std::string config = repository_parameters(body, load);  // RequestError(400)
+               host_->control(req.matches[1], load, config);
                answer(res, 200, "{}");
              });
   // Triton's statistics extension, for every model (before the metadata route, which would
@@ -474,8 +474,8 @@ int Service::run() {
     if (grpc_) grpc_->shutdown();
   });
   host_->say(detail::concat("vit serve: listening on ", o_.tls.on() ? "https" : "http", "://", o_.host, ":",
-                            port, " (", host_->names().size(), " model", host_->names().size() > 1 ? "s" : "",
-                            ", max batch ", o_.max_batch, ", max delay ", o_.max_delay_ms, " ms)"));
+                            port, " (", host_->names().size(), " model",
+                            host_->names().size() == 1 ? "" : "s", ")"));
   const bool ok = svr_->listen_after_bind();
   pool_ = nullptr;  // httplib has deleted it
   done = true;

@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -855,6 +856,67 @@ def test_model_repository_serves_each_folder_and_safetensors_file(tmp_path):
         assert r.returncode != 0 and message in r.stderr, r.stderr
 
 
+def copy_model(dst, config=None):
+    """The fixture model's files in a folder of its own, with a config.pbtxt when given."""
+    os.makedirs(dst)
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(CK, f), dst)
+    if config is not None:
+        with open(os.path.join(dst, "config.pbtxt"), "w") as f:
+            f.write(config)
+
+
+def test_a_models_configuration_sets_its_batching_instances_and_queue(tmp_path):
+    repo = tmp_path / "models"
+    copy_model(repo / "cats", """
+        name: "cats"
+        backend: "onnxruntime"
+        max_batch_size: 2
+        input [ { name: "x" data_type: TYPE_FP32 dims: [ 3, 32, 32 ] reshape { shape: [ 1 ] } } ]
+        dynamic_batching { max_queue_delay_microseconds: 300000 default_queue_policy { max_queue_size: 20 } }
+        instance_group [ { count: 2 kind: KIND_CPU } ]
+        model_warmup [ { name: "w" batch_size: 1 } ]""")
+    copy_model(repo / "dogs", "max_batch_size: 4")  # no dynamic_batching: requests are not combined
+    s = Server("--model-repository", repo, "--max-batch", 16, "--max-delay-ms", 300, "--model-control-mode",
+               "explicit", "--load-model", "*", "--no-warmup")
+    x = pixels(np.zeros((1, 3, 32, 32), np.float32))
+    config = lambda m: json.loads(call(s.url + f"/v2/models/{m}/config")[2])  # noqa: E731
+    try:
+        cats, dogs = config("cats"), config("dogs")
+        assert cats["max_batch_size"] == 2 and cats["instance_group"][0]["count"] == 2, cats
+        assert cats["dynamic_batching"] == {"max_queue_delay_microseconds": 300000,
+                                            "default_queue_policy": {"max_queue_size": 20}}, cats
+        assert dogs["max_batch_size"] == 4 and "dynamic_batching" not in dogs, dogs
+        for model in ("cats", "dogs"):
+            with concurrent.futures.ThreadPoolExecutor(6) as pool:
+                assert list(pool.map(lambda _: call(s.url + f"/v2/models/{model}/infer", x)[0], range(6))) == [200] * 6
+        log = "".join(s.lines)
+        batches = {m: [int(b) for b in re.findall(rf"POST /v2/models/{m}/infer 200 [\d.]+ ms batch (\d+)", log)]
+                   for m in ("cats", "dogs")}
+        assert max(batches["cats"]) == 2 and batches["dogs"] == [1] * 6, batches  # the flags would batch 6
+        assert re.search(r'vit_forward_passes_total\{model="cats",instance="1"\} [1-9]', call(s.url + "/metrics")[2])
+        for note in ("line 5: ModelInput.reshape is not read by vit serve", "model_warmup is not read",
+                     'backend "onnxruntime": vit serve runs it as vitcpp', "max batch 2, max delay 300 ms, max queue 20",
+                     "2 instances sharing 2 threads", "no dynamic batching, up to 4 images a request"):
+            assert note in log, (note, log)
+        # A load's config (Triton's JSON) takes the place of config.pbtxt; a bad one is a 400.
+        body = {"parameters": {"config": json.dumps({"max_batch_size": 8, "dynamic_batching": {}})}}
+        assert call(s.url + "/v2/repository/models/dogs/load", body, method="POST")[0] == 200
+        assert config("dogs")["max_batch_size"] == 8 and "dynamic_batching" in config("dogs")
+        body = {"parameters": {"config": json.dumps({"instance_group": [{"kind": "KIND_GPU"}]})}}
+        status, _, text = call(s.url + "/v2/repository/models/dogs/load", body, method="POST")
+        assert status == 400 and "runs on the CPU" in text, text
+        assert config("dogs")["max_batch_size"] == 8  # the old copy serves on
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
+    # A configuration that does not parse stops the server at start, saying where.
+    (repo / "dogs" / "config.pbtxt").write_text("max_batch_size: 4\ndynamic_batching { max_queue_delay_microseconds: x }")
+    r = subprocess.run([vit_binary(), "serve", "--port", "0", "--model-repository", repo], capture_output=True,
+                       text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0 and "dogs/config.pbtxt: line 2 column" in r.stderr, r.stderr
+
+
 def test_explicit_model_control_loads_and_unloads_while_serving(tmp_path):
     repo = tmp_path / "models"
     repo.mkdir()
@@ -880,7 +942,8 @@ def test_explicit_model_control_loads_and_unloads_while_serving(tmp_path):
         assert index() == [{"name": "ants", **unavailable}, {"name": "cats", **unavailable}]
         assert json.loads(call(s.url + "/v2/repository/index", {"ready": True}, method="POST")[2]) == []
         assert load("cats", "unload")[0] == 404
-        for body in ({"parameters": {"config": "{}"}}, {"parameters": 1}, b"[1]"):
+        for body in ({"parameters": {"file:1/model.onnx": "AAAA"}}, {"parameters": {"config": 1}},
+                     {"parameters": 1}, b"[1]"):
             status, _, text = load("cats", body=body)
             assert status == 400 and "parameter" in json.loads(text)["error"], (body, text)
         assert call(s.url + "/v2/models/cats/ready")[0] == 404
