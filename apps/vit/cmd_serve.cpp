@@ -29,8 +29,14 @@ Run add_serve(CLI::App& cmd) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--model-control-mode", o.model_control,
                  "explicit: models can be loaded (again) and unloaded while serving, with POST "
-                 "/v2/repository/models/NAME/load and unload (Triton's flag); none: they cannot")
-      ->check(CLI::IsMember({"none", "explicit"}))
+                 "/v2/repository/models/NAME/load and unload (Triton's flag); poll: the repositories are "
+                 "read every --repository-poll-secs, new and changed models loaded, removed ones unloaded; "
+                 "none: models are loaded at start and kept")
+      ->check(CLI::IsMember({"none", "explicit", "poll"}))
+      ->capture_default_str();
+  cmd.add_option("--repository-poll-secs", o.repository_poll_s,
+                 "with --model-control-mode poll: seconds between reads of the repositories (Triton's flag)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd.add_option(
          "--load-model", o.load_models,

@@ -283,17 +283,17 @@ class Server final : public GrpcServer {
               " (in use, or not an address of this machine)");
     server_->GetHealthCheckService()->SetServingStatus("inference.GRPCInferenceService", true);
     // A model loaded later that was not in the index (a folder added since) adds threads.
-    host.on_load = [this, &host] {
+    host.set_on_load([this, &host] {
       const int before = threads_;
       if (threads(host) == before) return;
       quota_.SetMaxThreads(threads_);
       host.say(detail::concat("gRPC: up to ", threads_.load(), " calls at once"));
-    };
+    });
     host_ = &host;
   }
   ~Server() override {
     shutdown();
-    host_->on_load = nullptr;
+    host_->set_on_load(nullptr);
   }
   int port() const override { return port_; }
   int threads() const override { return threads_; }

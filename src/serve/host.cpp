@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "core/threads.h"
@@ -53,10 +54,12 @@ std::vector<ServedModel> repository_models(const std::string& dir) {
 
 Host::Host(const ServeOptions& o, std::ostream& log)
     : o_(o), max_body_(size_t(o.max_body_mb * 1024 * 1024)), log_(log) {
-  VIT_CHECK(o.model_control == "none" || o.model_control == "explicit",
-            "--model-control-mode is none or explicit, not '", o.model_control, "'");
+  VIT_CHECK(o.model_control == "none" || o.model_control == "explicit" || o.model_control == "poll",
+            "--model-control-mode is none, explicit or poll, not '", o.model_control, "'");
+  VIT_CHECK(o.repository_poll_s > 0, "--repository-poll-secs must be positive");
   if (!o.api_key_file.empty()) keys_ = read_keys(o.api_key_file);
   for (const ServedModel& s : at_start()) models_[s.name] = make_model(s);
+  if (o.model_control == "poll") poller_ = std::thread([this] { poll_loop(); });
 }
 
 std::vector<ServedModel> Host::at_start() const {
@@ -103,6 +106,7 @@ ModelSettings Host::defaults() const {
 ModelPtr Host::make_model(const ServedModel& s, const std::string& config) {
   auto m = std::make_shared<Model>();
   ModelSettings& set = m->settings = defaults();
+  m->fingerprint = fingerprint(s);  // before reading: a change while loading is seen by the next poll
   const std::string pbtxt = (std::filesystem::path(s.checkpoint) / "config.pbtxt").string();
   std::error_code ec;
   std::vector<std::string> notes;
@@ -180,7 +184,17 @@ Host::~Host() {
   stop_batchers();
 }
 
+void Host::stop_polling() {
+  {
+    std::lock_guard<std::mutex> lock(poll_mu_);
+    polling_stopped_ = true;
+  }
+  poll_cv_.notify_all();
+  if (poller_.joinable()) poller_.join();
+}
+
 void Host::stop_batchers() {
+  stop_polling();  // no model loads once they stop
   std::shared_lock lock(models_mu_);
   for (auto& [name, m] : models_) m->batcher->stop();
 }
@@ -231,15 +245,91 @@ void Host::load(const std::string& name, const std::string& config) {
       std::find_if(all.begin(), all.end(), [&](const ServedModel& s) { return s.name == name; });
   if (source == all.end())
     throw RequestError(404, "no --model or --model-repository entry named '" + name + "' to load");
-  ModelPtr m = make_model(*source, config);  // seconds, while the old copy (if any) goes on serving
+  swap_in(*source, config);
+}
+
+void Host::swap_in(const ServedModel& source, const std::string& config) {
+  ModelPtr m = make_model(source, config);  // seconds, while the old copy (if any) goes on serving
   ModelPtr old;
   {
     std::unique_lock lock(models_mu_);
-    old = std::exchange(models_[name], std::move(m));
+    old = std::exchange(models_[source.name], std::move(m));
   }
-  say(detail::concat("model ", name, old ? ": loaded again" : ": loaded"));
-  if (on_load) on_load();
+  say(detail::concat("model ", source.name, old ? ": loaded again" : ": loaded"));
+  if (on_load_) on_load_();
   // The old copy is freed when its last request ends; its batcher answers what it holds.
+}
+
+// What a model's files are now: each one's name, size and time of change (a folder's files,
+// not its subfolders'), so that a poll sees a checkpoint or config.pbtxt written since.
+std::string Host::fingerprint(const ServedModel& s) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::string> files;
+  auto add = [&](const fs::path& p) {
+    const auto size = fs::file_size(p, ec);
+    const auto when = fs::last_write_time(p, ec).time_since_epoch().count();
+    files.push_back(detail::concat(p.filename().string(), ":", size, ":", when));
+  };
+  if (fs::is_directory(s.checkpoint, ec)) {
+    for (fs::directory_iterator it(s.checkpoint, ec), end; !ec && it != end; it.increment(ec))
+      if (it->is_regular_file(ec)) add(it->path());
+  } else {
+    add(s.checkpoint);
+  }
+  std::sort(files.begin(), files.end());
+  std::string out;
+  for (const std::string& f : files) out += f + "\n";
+  return out;
+}
+
+void Host::set_on_load(std::function<void()> f) {
+  std::lock_guard<std::mutex> one(load_mu_);  // loads call it under this lock
+  on_load_ = std::move(f);
+}
+
+void Host::poll() {
+  std::lock_guard<std::mutex> one(load_mu_);
+  std::vector<ServedModel> all;
+  try {
+    all = sources();
+  } catch (const Error& e) {  // a repository gone or unreadable: nothing changes until it is back
+    say(std::string("poll: ") + e.what());
+    return;
+  }
+  std::set<std::string> found;
+  for (const ServedModel& s : all) {
+    found.insert(s.name);
+    const std::string now = fingerprint(s);
+    const ModelPtr m = find(s.name);
+    if ((m && m->fingerprint == now) || failed_[s.name] == now) continue;
+    try {
+      swap_in(s, "");
+      failed_.erase(s.name);
+    } catch (const Error& e) {  // tried again once its files change; a served copy serves on
+      failed_[s.name] = now;
+      say(detail::concat("model ", s.name, ": did not load", m ? " again (the old copy serves on)" : "", ": ",
+                         e.what()));
+    }
+  }
+  for (const std::string& name : names())
+    if (!found.count(name)) {
+      {
+        std::unique_lock lock(models_mu_);
+        models_.erase(name);
+      }
+      say("model " + name + ": unloaded (gone from its repository)");
+    }
+}
+
+void Host::poll_loop() {
+  const auto every = std::chrono::microseconds(int64_t(o_.repository_poll_s * 1e6));
+  std::unique_lock<std::mutex> lock(poll_mu_);
+  while (!poll_cv_.wait_for(lock, every, [this] { return polling_stopped_; })) {
+    lock.unlock();
+    poll();
+    lock.lock();
+  }
 }
 
 void Host::unload(const std::string& name) {
@@ -259,9 +349,11 @@ void Host::unload(const std::string& name) {
 void Host::control(const std::string& name, bool load, const std::string& config) {
   const char* what = load ? "load" : "unload";
   if (o_.model_control != "explicit")
-    throw RequestError(400, detail::concat("models are loaded at start and kept: start vit serve with "
-                                           "--model-control-mode explicit to ",
-                                           what, " them while serving"));
+    throw RequestError(400, detail::concat(o_.model_control == "poll"
+                                               ? "models are loaded and unloaded as their repository changes"
+                                               : "models are loaded at start and kept",
+                                           ": start vit serve with --model-control-mode explicit to ", what,
+                                           " them by request"));
   if (!load) return unload(name);  // RequestError(404) when not served
   try {
     this->load(name, config);  // RequestError(404) when no checkpoint has that name

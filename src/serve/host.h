@@ -3,6 +3,7 @@
 // the access log.
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "serve/batcher.h"
@@ -26,7 +28,8 @@ struct Model {
   // --instances: the first loaded, the others its replicas (the same weights), each with its own threads.
   std::vector<std::unique_ptr<Classifier>> instances;
   std::unique_ptr<Batcher> batcher;
-  ModelSettings settings;  // the flags', or its configuration's (model_config.h)
+  ModelSettings settings;   // the flags', or its configuration's (model_config.h)
+  std::string fingerprint;  // its files when it was loaded (Host::fingerprint)
   const Classifier& classifier() const { return *instances.front(); }  // metadata and preprocessing
 };
 // Held by each request that uses the model: an unloaded model is freed when the last one ends.
@@ -74,7 +77,7 @@ class Host {
   std::string metrics_text() const;
   void say(const std::string& line);  // one log line, whole and flushed
   std::atomic<bool> stopping{false};  // SIGTERM or SIGINT came: not ready, no new requests
-  void stop_batchers();               // answers what is queued, then ends their threads
+  void stop_batchers();               // stops polling; answers what is queued, then ends their threads
 
   // Triton's model repository extension. index: every model served, and every other that
   // load() would find (ready false), in name order.
@@ -95,12 +98,22 @@ class Host {
   // --model-control-mode explicit (RequestError(400) without it); a model that does not load
   // is RequestError(400) with why.
   void control(const std::string& name, bool load, const std::string& config = "");
+  // --model-control-mode poll (Triton's), every --repository-poll-secs on a thread of its
+  // own: loads each model that is new, or whose files changed (swapped in once ready), and
+  // unloads each one gone from its repository. One that does not load is logged, and tried
+  // again once its files change; its old copy, if any, serves on.
+  void poll();
   // Called after each load (the gRPC side sizes its threads by the models).
-  std::function<void()> on_load;
+  void set_on_load(std::function<void()> f);
 
  private:
   // config: as load's; otherwise a folder's config.pbtxt is read.
   ModelPtr make_model(const ServedModel& s, const std::string& config = "");
+  // Makes the model and serves it in place of the old copy (under load_mu_).
+  void swap_in(const ServedModel& source, const std::string& config);
+  static std::string fingerprint(const ServedModel& s);
+  void poll_loop();
+  void stop_polling();
   // --model's entries, then each --model-repository's (read now); with the flag, a
   // repository without a model is an error (at start).
   std::vector<ServedModel> sources(bool each_repository_has_one = false) const;
@@ -116,7 +129,13 @@ class Host {
   Metrics metrics_;  // before the models: their batchers report to it until they stop
   mutable std::shared_mutex models_mu_;
   std::map<std::string, ModelPtr> models_;
-  std::mutex load_mu_;  // one load or unload at a time
+  std::mutex load_mu_;                         // one load, unload or poll at a time
+  std::function<void()> on_load_;              // under load_mu_
+  std::map<std::string, std::string> failed_;  // poll: a model that did not load, by its files then
+  std::mutex poll_mu_;
+  std::condition_variable poll_cv_;
+  bool polling_stopped_ = false;
+  std::thread poller_;  // last: it starts once the rest is made
 };
 
 }  // namespace vit::serve

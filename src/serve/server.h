@@ -25,12 +25,13 @@ struct ServeOptions {
   std::vector<ServedModel> models;
   // --model-repository: each folder and .safetensors file in each of these is a model too.
   std::vector<std::string> model_repositories;
-  // --model-control-mode (Triton's): "none", or "explicit" to load and unload models while
-  // serving (POST /v2/repository/models/{m}/load, unload).
+  // --model-control-mode (Triton's): "none"; "explicit" to load and unload models while
+  // serving (POST /v2/repository/models/{m}/load, unload); "poll" to follow the repositories.
   std::string model_control = "none";
   // --load-model (Triton's), with explicit control: the repository models to load at start
   // ("*": all). --model's are loaded at start in any mode; without explicit control, all are.
   std::vector<std::string> load_models;
+  double repository_poll_s = 15;  // --repository-poll-secs: with --model-control-mode poll
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (the first log line says which)
   int threads = 0;  // OpenMP threads of the forward passes (0: every core)

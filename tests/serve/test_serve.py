@@ -917,6 +917,56 @@ def test_a_models_configuration_sets_its_batching_instances_and_queue(tmp_path):
     assert r.returncode != 0 and "dogs/config.pbtxt: line 2 column" in r.stderr, r.stderr
 
 
+def wait_for(condition, seconds=10):
+    end = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
+
+
+def test_poll_model_control_follows_the_repository(tmp_path):
+    repo = tmp_path / "models"
+    copy_model(repo / "cats")
+    s = Server("--model-repository", repo, "--model-control-mode", "poll", "--repository-poll-secs", 0.2,
+               "--no-warmup")
+    x = pixels(np.random.default_rng(4).standard_normal((1, 3, 32, 32)).astype(np.float32))
+    infer = lambda m: call(s.url + f"/v2/models/{m}/infer", x)  # noqa: E731
+    log = lambda: "".join(s.lines)  # noqa: E731
+    try:
+        want = json.loads(infer("cats")[2])["outputs"][0]["data"]
+        # A model added (written aside, then moved in) is served at the next poll.
+        copy_model(tmp_path / "staging")
+        os.rename(tmp_path / "staging", repo / "dogs")
+        wait_for(lambda: call(s.url + "/v2/models/dogs/ready")[0] == 200)
+        assert json.loads(infer("dogs")[2])["outputs"][0]["data"] == want
+        # A changed model is loaded again while requests go on, each answered.
+        stop, answers = threading.Event(), []
+        worker = threading.Thread(target=lambda: [answers.append(infer("cats")[0]) for _ in iter(stop.is_set, True)])
+        worker.start()
+        (repo / "cats" / "config.pbtxt").write_text("max_batch_size: 2 dynamic_batching { }")
+        wait_for(lambda: json.loads(call(s.url + "/v2/models/cats/config")[2])["max_batch_size"] == 2)
+        stop.set()
+        worker.join()
+        assert answers and set(answers) == {200}, answers
+        assert "model cats: loaded again" in log()
+        # One that does not load is said once, and the others serve on.
+        (repo / "broken").mkdir()
+        (repo / "broken" / "config.json").write_text("{not json")
+        wait_for(lambda: "model broken: did not load" in log())
+        time.sleep(0.5)
+        assert log().count("model broken: did not load") == 1, log()
+        assert infer("cats")[0] == 200 and call(s.url + "/v2/models/broken/ready")[0] == 404
+        # A model removed is unloaded; load and unload requests are not taken in this mode.
+        shutil.rmtree(repo / "dogs")
+        wait_for(lambda: call(s.url + "/v2/models/dogs/ready")[0] == 404)
+        assert "model dogs: unloaded (gone from its repository)" in log()
+        status, _, text = call(s.url + "/v2/repository/models/dogs/load", b"", method="POST")
+        assert status == 400 and "as their repository changes" in text, text
+    finally:
+        code, out = s.stop()
+    assert code == 0, out
+
+
 def test_explicit_model_control_loads_and_unloads_while_serving(tmp_path):
     repo = tmp_path / "models"
     repo.mkdir()
