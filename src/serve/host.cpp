@@ -302,11 +302,12 @@ void Host::poll() {
     found.insert(s.name);
     const std::string now = fingerprint(s);
     const ModelPtr m = find(s.name);
-    if ((m && m->fingerprint == now) || failed_[s.name] == now) continue;
+    const auto failed = failed_.find(s.name);
+    if ((m && m->fingerprint == now) || (failed != failed_.end() && failed->second == now)) continue;
     try {
       swap_in(s, "");
       failed_.erase(s.name);
-    } catch (const Error& e) {  // tried again once its files change; a served copy serves on
+    } catch (const std::exception& e) {  // tried again once its files change; a served copy serves on
       failed_[s.name] = now;
       say(detail::concat("model ", s.name, ": did not load", m ? " again (the old copy serves on)" : "", ": ",
                          e.what()));
@@ -327,7 +328,11 @@ void Host::poll_loop() {
   std::unique_lock<std::mutex> lock(poll_mu_);
   while (!poll_cv_.wait_for(lock, every, [this] { return polling_stopped_; })) {
     lock.unlock();
-    poll();
+    try {
+      poll();
+    } catch (const std::exception& e) {  // out of memory, say: the next poll tries again
+      say(std::string("poll: ") + e.what());
+    }
     lock.lock();
   }
 }
