@@ -21,6 +21,9 @@
    ViT-S/16 (python3-grpcio; protoc makes the messages).
 6. --memory-minutes of gRPC load on mnist-seed and ViT-Ti/16, every client reconnecting
    every 15 s: the server's resident memory every 30 s.
+7. One ViT-S/16 image at a time from one client (--max-batch 1): the time per request as
+   binary tensor data, v2 JSON, KServe V1 pixels (read from the text) and V1 with a named
+   input (through nlohmann); medians of 12 rounds, each kind in turn.
 The models are the presets with random weights (vitcpp.create_model(...).save_pretrained).
 
 Part 2 on another machine, without the Python module there: `--prepare DIR` writes the
@@ -231,7 +234,7 @@ def main():
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--memory-minutes", type=float, default=10)
-    ap.add_argument("--only", default="", help="1, 2, 3, 4, 5 or 6: one part")
+    ap.add_argument("--only", default="", help="1 to 7: one part")
     ap.add_argument("--threads", type=int, default=2, help="the server's --threads (and vit bench's)")
     ap.add_argument("--wrk-threads", type=int, default=2)
     ap.add_argument("--vit", default=VIT)
@@ -346,6 +349,8 @@ def main():
         grpc_against_http(models, tmp, a.seconds // 2)
     if a.only in ("", "6"):
         grpc_memory(models, tmp, a.memory_minutes)
+    if a.only in ("", "7"):
+        json_forms(tmp)
 
 
 def grpc_messages(tmp):
@@ -473,6 +478,39 @@ def grpc_against_http(models, tmp, seconds, clients=16):
             assert wrong[0] == 0
         for kind in list(kinds)[:2]:
             print(f"{name}: {kind} / HTTP binary {sum(rates[kind]) / sum(rates['HTTP binary']):.2f}x", flush=True)
+    s.stop()
+
+
+def json_forms(tmp, rounds=12):
+    """Part 7: one ViT-S/16 image's pixels in each request form, one request at a time."""
+    s = Server("--model", f"s={tmp}/s", "--max-batch", 1)
+    x = np.round(np.random.default_rng(0).standard_normal((1, 3, 224, 224)), 4).astype("<f4")
+    head = json.dumps({"inputs": [{"name": "pixel_values", "shape": [1, 3, 224, 224], "datatype": "FP32",
+                                   "parameters": {"binary_data_size": x.nbytes}}]}).encode()
+    forms = {
+        "binary tensor data": ("/v2/models/s/infer", head + x.tobytes(),
+                               {"Inference-Header-Content-Length": str(len(head))}),
+        "v2 JSON": ("/v2/models/s/infer", json.dumps({"inputs": [{"name": "pixel_values", "shape": [1, 3, 224, 224],
+                                                                  "datatype": "FP32", "data": x.reshape(-1).tolist()}]
+                                                      }).encode(), {}),
+        "V1 pixels": ("/v1/models/s:predict", json.dumps({"instances": x.tolist()}).encode(), {}),
+        "V1 named input": ("/v1/models/s:predict", json.dumps({"instances": [{"pixel_values": x[0].tolist()}]}).encode(),
+                           {}),
+    }
+    times = {k: [] for k in forms}
+    for r in range(rounds + 1):  # the first round warms up
+        for kind, (path, body, headers) in forms.items():
+            req = urllib.request.Request(s.url + path, data=body,
+                                         headers={"Content-Type": "application/json", **headers})
+            t = time.perf_counter()
+            with urllib.request.urlopen(req, timeout=60) as res:
+                assert res.status == 200
+                res.read()
+            if r:
+                times[kind].append((time.perf_counter() - t) * 1e3)
+    for kind, t in times.items():
+        print(f"ViT-S/16, one image as {kind}, one client: median {sorted(t)[len(t) // 2]:.1f} ms over {rounds}",
+              flush=True)
     s.stop()
 
 

@@ -75,14 +75,43 @@ bool read_number(std::string_view t, size_t& i, float& out) {
   return ok;
 }
 
+// The lengths of a nested array's arrays, depth by depth, while they are regular: every
+// array at a depth as long as the first there, numbers at one depth only, the deepest.
+struct Nesting {
+  std::vector<int64_t> lengths;  // [d]: the length of the arrays at depth d (0: the outermost)
+  std::vector<int64_t> counts;   // the open arrays' items so far
+  int leaf = -1;                 // the depth of the numbers
+  bool regular = true;
+  void open(int level) {  // an array at depth level - 1 begins
+    if (level > 1) ++counts[size_t(level - 2)];
+    if (int(counts.size()) < level) counts.resize(size_t(level));
+    counts[size_t(level - 1)] = 0;
+    if (leaf >= 0 && level - 2 >= leaf) regular = false;  // an array beside numbers, or below them
+  }
+  void number(int level) {
+    ++counts[size_t(level - 1)];
+    if (leaf < 0) leaf = level - 1;
+    if (leaf != level - 1) regular = false;
+  }
+  void close(int level) {
+    const size_t d = size_t(level - 1);
+    if (lengths.size() <= d) lengths.resize(d + 1, -1);
+    if (lengths[d] < 0) lengths[d] = counts[d];
+    if (lengths[d] != counts[d]) regular = false;
+  }
+};
+
 // The array at t[i] == '[', when it holds numbers and arrays of them alone: its numbers
 // appended to out, i moved past its ']', deepest raised to its innermost array's depth (the
-// array itself at depth + 1). False otherwise, or once deeper than most.
-bool read_numbers(std::string_view t, size_t& i, int depth, int most, int& deepest, std::vector<float>& out) {
+// array itself at depth + 1). False otherwise, or once deeper than most. With nesting, its
+// arrays' lengths are followed too.
+bool read_numbers(std::string_view t, size_t& i, int depth, int most, int& deepest, std::vector<float>& out,
+                  Nesting* nesting = nullptr) {
   enum class Want { value, value_or_close, comma_or_close };
   size_t j = i + 1;
   int level = 1;
   deepest = std::max(deepest, depth + 1);
+  if (nesting) nesting->open(level);
   Want want = Want::value_or_close;
   for (;;) {
     skip_space(t, j);
@@ -90,6 +119,7 @@ bool read_numbers(std::string_view t, size_t& i, int depth, int most, int& deepe
     const char c = t[j];
     if (c == ']' && want != Want::value) {
       ++j;
+      if (nesting) nesting->close(level);
       if (--level == 0) break;
       want = Want::comma_or_close;
     } else if (want == Want::comma_or_close) {
@@ -100,11 +130,13 @@ bool read_numbers(std::string_view t, size_t& i, int depth, int most, int& deepe
       ++j;
       deepest = std::max(deepest, depth + ++level);
       if (depth + level > most) return false;
+      if (nesting) nesting->open(level);
       want = Want::value_or_close;
     } else {
       float v = 0;
       if (!read_number(t, j, v)) return false;
       out.push_back(v);
+      if (nesting) nesting->number(level);
       want = Want::comma_or_close;
     }
   }
@@ -114,7 +146,7 @@ bool read_numbers(std::string_view t, size_t& i, int depth, int most, int& deepe
 
 }  // namespace
 
-JsonScan scan_json(std::string_view t, int most) {
+JsonScan scan_json(std::string_view t, int most, JsonTarget target) {
   struct Frame {
     char kind;             // '{' or '['
     std::string_view key;  // an object's latest key
@@ -132,23 +164,32 @@ JsonScan scan_json(std::string_view t, int most) {
       if (!stack.empty() && stack.back().kind == '{' && stack.back().expect_key) {
         stack.back().key = t.substr(i + 1, end - i - 2);
         stack.back().expect_key = false;
-        if (stack.size() == 1 && stack.back().key == "inputs") ++inputs_keys;
+        if (stack.size() == 1 && (stack.back().key == "inputs" ||
+                                  (target == JsonTarget::v1_instances && stack.back().key == "instances")))
+          ++inputs_keys;
       }
       i = end;
     } else if (c == '{' || c == '[') {
       // {"inputs": [{..., "data": [...]}]}: the array of inputs[k].data, read when numbers alone.
-      if (c == '[' && stack.size() == 3 && stack[0].kind == '{' && stack[0].key == "inputs" &&
-          stack[1].kind == '[' && stack[2].kind == '{' && stack[2].key == "data") {
+      // KServe V1: {"instances": [...]} (or "inputs"), read when numbers alone.
+      const bool v1 = target == JsonTarget::v1_instances;
+      const bool data = !v1 && stack.size() == 3 && stack[0].kind == '{' && stack[0].key == "inputs" &&
+                        stack[1].kind == '[' && stack[2].kind == '{' && stack[2].key == "data";
+      const bool instances = v1 && stack.size() == 1 && stack[0].kind == '{' &&
+                             (stack[0].key == "instances" || stack[0].key == "inputs");
+      if (c == '[' && (data || instances)) {
         size_t end = i;
         std::vector<float> values;
         int deepest = s.deepest;
-        if (read_numbers(t, end, 3, most, deepest, values)) {
+        Nesting nesting;
+        if (read_numbers(t, end, int(stack.size()), most, deepest, values, instances ? &nesting : nullptr)) {
           ++found;
           s.deepest = deepest;
           s.begin = i;
           s.end = end;
-          s.input = stack[1].items - 1;
+          s.input = data ? stack[1].items - 1 : 0;
           s.values = std::move(values);
+          if (instances && nesting.regular) s.shape = std::move(nesting.lengths);
           i = end;
           continue;
         }
@@ -169,7 +210,7 @@ JsonScan scan_json(std::string_view t, int most) {
   // Two (two inputs, or "inputs" given twice, which nlohmann reads as the last) are left to
   // nlohmann and the checks after it.
   s.found = found == 1 && inputs_keys == 1 && s.deepest <= most;
-  if (!s.found) s.values.clear();
+  if (!s.found) s.values.clear(), s.shape.clear();
   return s;
 }
 

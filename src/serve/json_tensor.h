@@ -13,6 +13,10 @@
 
 namespace vit::serve {
 
+// Where the tensor is: the Open Inference Protocol's inputs[i].data, or KServe V1's
+// top-level "instances" (or "inputs") array, whose nesting is its shape.
+enum class JsonTarget { infer_data, v1_instances };
+
 struct JsonScan {
   // The deepest nesting of arrays and objects (strings skipped); the scan stops once it is
   // past `most`.
@@ -23,8 +27,11 @@ struct JsonScan {
   size_t begin = 0, end = 0;
   int64_t input = 0;  // its i
   std::vector<float> values;
+  // v1_instances: the array's length at each depth, when it is nested regularly (every array
+  // at a depth as long as the others, numbers at the deepest only); empty otherwise.
+  std::vector<int64_t> shape;
 };
 
-JsonScan scan_json(std::string_view text, int most);
+JsonScan scan_json(std::string_view text, int most, JsonTarget target = JsonTarget::infer_data);
 
 }  // namespace vit::serve

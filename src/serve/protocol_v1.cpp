@@ -1,8 +1,11 @@
 #include "serve/protocol_v1.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+
+#include "serve/json_tensor.h"
 
 namespace vit::serve {
 
@@ -26,7 +29,7 @@ void read_nested(const json& j, const std::vector<int64_t>& dims, size_t depth, 
     const double v = j.get<double>();
     if (!(std::abs(v) <= std::numeric_limits<float>::max()))
       bad(where + ": " + j.dump() + " is beyond FP32's range");
-    out.push_back(float(v));
+    out.push_back(j.get<float>());  // as the text's fast path reads it (json_tensor.h), bit for bit
     return;
   }
   if (!j.is_array() || int64_t(j.size()) != dims[depth])
@@ -45,9 +48,38 @@ const json* image_of(const json& instance) {
   return nullptr;
 }
 
+// 413 when n images of `per` floats are more than max_input_bytes.
+void check_size(int64_t n, int64_t per, size_t max_input_bytes) {
+  if (uint64_t(n) > max_input_bytes / sizeof(float) / uint64_t(per))
+    throw RequestError(413, std::to_string(n) + " instances make an input of " +
+                                std::to_string(uint64_t(n) * uint64_t(per) * 4 / 1000000) +
+                                " MB, over the --max-body-mb limit; send fewer per request");
+}
+
 }  // namespace
 
 InferRequest parse_v1_predict(std::string_view body, const Classifier& m, size_t max_input_bytes) {
+  const int64_t per = m.channels() * m.height() * m.width();
+  // Pixels as numbers alone, nested [N][C][H][W] (or [N][H][W] for one channel): read from
+  // the text (json_tensor.h), as the Open Inference Protocol's data is. The rest of the body
+  // must still be JSON. Anything else is nlohmann's, below, which says what is wrong.
+  constexpr int kMostNesting = 32;
+  JsonScan scan = scan_json(body, kMostNesting, JsonTarget::v1_instances);
+  const std::vector<int64_t> image = {m.channels(), m.height(), m.width()}, plane = {m.height(), m.width()};
+  if (scan.found && scan.shape.size() > 1 && scan.shape[0] > 0 &&
+      (std::equal(image.begin(), image.end(), scan.shape.begin() + 1, scan.shape.end()) ||
+       (m.channels() == 1 &&
+        std::equal(plane.begin(), plane.end(), scan.shape.begin() + 1, scan.shape.end())))) {
+    std::string rest(body.substr(0, scan.begin));
+    rest += "[]";
+    rest += body.substr(scan.end);
+    if (!json::accept(rest)) bad("the body is not JSON: {\"instances\": [...]}");
+    InferRequest r;
+    r.n = scan.shape[0];
+    check_size(r.n, per, max_input_bytes);
+    r.x = std::move(scan.values);
+    return r;
+  }
   const json j = json::parse(body, nullptr, false);
   if (j.is_discarded()) bad("the body is not JSON: {\"instances\": [...]}");
   if (!j.is_object()) bad("the body must be a JSON object: {\"instances\": [...]}");
@@ -57,13 +89,9 @@ InferRequest parse_v1_predict(std::string_view body, const Classifier& m, size_t
         "\"...\"}");
   const json& instances = j[key];
   const std::vector<int64_t> dims = {m.channels(), m.height(), m.width()};
-  const int64_t per = m.channels() * m.height() * m.width();
   InferRequest r;
   r.n = int64_t(instances.size());
-  if (uint64_t(r.n) > max_input_bytes / sizeof(float) / uint64_t(per))
-    throw RequestError(413, std::to_string(r.n) + " instances make an input of " +
-                                std::to_string(uint64_t(r.n) * uint64_t(per) * 4 / 1000000) +
-                                " MB, over the --max-body-mb limit; send fewer per request");
+  check_size(r.n, per, max_input_bytes);
   r.x.resize(size_t(r.n * per));
   std::vector<float> pixels;
   for (int64_t i = 0; i < r.n; ++i) {

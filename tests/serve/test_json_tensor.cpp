@@ -14,6 +14,7 @@
 
 #include "serve/json_tensor.h"
 #include "serve/protocol.h"
+#include "serve/protocol_v1.h"
 #include "vit/classifier.h"
 
 namespace vit::serve {
@@ -167,6 +168,73 @@ TEST(JsonTensor, ParseInferReadsTheSameTensorEitherWay) {
     ADD_FAILURE() << "3071 values for 3072: no error";
   } catch (const RequestError& e) {
     EXPECT_NE(std::string(e.what()).find("data holds 3071 values"), std::string::npos) << e.what();
+  }
+}
+
+// KServe V1's instances: the shape of a regularly nested array; anything irregular has none.
+TEST(JsonTensor, V1InstancesGiveTheirShapeWhenRegular) {
+  const JsonScan s = scan_json(R"({"signature_name": "x", "instances": [[[1, 2, 3], [4, 5, 6]]]})", 32,
+                               JsonTarget::v1_instances);
+  ASSERT_TRUE(s.found);
+  EXPECT_EQ(s.shape, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(s.values, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(scan_json(R"({"inputs": [[1, 2], [3, 4]]})", 32, JsonTarget::v1_instances).shape,
+            (std::vector<int64_t>{2, 2}));
+  for (const std::string irregular :
+       {"[[1, 2], [3]]", "[[1, 2], 3]", "[1, [2, 3]]", "[[[1]], [2]]", "[[], [1]]"}) {
+    const JsonScan i = scan_json(R"({"instances": )" + irregular + "}", 32, JsonTarget::v1_instances);
+    EXPECT_TRUE(i.shape.empty()) << irregular;
+  }
+  // The infer target does not read instances, nor the V1 target an input's data.
+  EXPECT_FALSE(scan_json(R"({"instances": [[1]]})", 32).found);
+  EXPECT_FALSE(scan_json(request("[1]"), 32, JsonTarget::v1_instances).found);
+  EXPECT_FALSE(scan_json(R"({"instances": [[1]], "instances": [[2]]})", 32, JsonTarget::v1_instances).found);
+}
+
+// parse_v1_predict reads the same tensor, bit for bit, from the text and through nlohmann.
+TEST(JsonTensor, V1PredictReadsTheSameTensorEitherWay) {
+  const Classifier model(kModel);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> normal(0, 1);
+  char buf[32];
+  std::string image = "[";
+  for (int c = 0; c < 3; ++c) {
+    image += c ? ", [" : "[";
+    for (int y = 0; y < 32; ++y) {
+      image += y ? ", [" : "[";
+      for (int x = 0; x < 32; ++x) {
+        std::snprintf(buf, sizeof buf, "%.9g", double(normal(rng)));
+        image += (x ? ", " : "") + std::string(buf);
+      }
+      image += "]";
+    }
+    image += "]";
+  }
+  image += "]";
+  // The first number an integer past 2^53, whose float through a double could differ.
+  image.replace(3, image.find(',') - 3, "123456789012345678");
+  const std::string bare = R"({"instances": [)" + image + ", " + image + "]}";
+  const std::string named = R"({"instances": [{"pixel_values": )" + image + "}, " + image + "]}";
+  EXPECT_EQ(scan_json(bare, 32, JsonTarget::v1_instances).shape, (std::vector<int64_t>{2, 3, 32, 32}));
+  EXPECT_FALSE(scan_json(named, 32, JsonTarget::v1_instances).found);  // nlohmann's path
+  const InferRequest fast = parse_v1_predict(bare, model, 1 << 30);
+  const InferRequest slow = parse_v1_predict(named, model, 1 << 30);
+  EXPECT_EQ(fast.x[0], float(123456789012345678LL));
+  EXPECT_EQ(fast.n, 2);
+  EXPECT_EQ(slow.n, 2);
+  expect_bits(fast.x, slow.x, "text and nlohmann");
+  // The rest of the body must be JSON; a wrong shape is said by nlohmann's path.
+  for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"instances": [)" + image + "], }", "not JSON"},
+           {R"({"instances": [[)" + image + "]]}", "at depth 0 found 1 items"},
+           {R"({"instances": [[1, 2]]})", "at depth 0 found 2 items"}}) {
+    try {
+      parse_v1_predict(body, model, 1 << 30);
+      ADD_FAILURE() << message << ": no error";
+    } catch (const RequestError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
   }
 }
 
