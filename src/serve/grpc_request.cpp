@@ -72,9 +72,10 @@ InferRequest parse_grpc_infer(const pb::ModelInferRequest& req, const Classifier
 }
 
 void grpc_infer_response(const std::string& model_name, const InferRequest& r,
-                         const std::vector<float>& logits, const Classifier& m, pb::ModelInferResponse& res) {
+                         const std::vector<float>& logits, const Classifier& m, pb::ModelInferResponse& res,
+                         const std::string& version) {
   res.set_model_name(model_name);
-  res.set_model_version("1");
+  res.set_model_version(version);
   res.set_id(r.id);
   pb::ModelInferResponse::InferOutputTensor* o = res.add_outputs();
   o->set_name("logits");
@@ -136,7 +137,7 @@ void grpc_statistics(const std::vector<Metrics::ModelStats>& stats, pb::ModelSta
   for (const Metrics::ModelStats& s : stats) {
     pb::ModelStatistics* m = res.add_model_stats();
     m->set_name(s.name);
-    m->set_version(std::string("1"));  // the std::string overload: GCC 12 sees a false -Wrestrict in char*'s
+    m->set_version(s.version);
     m->set_last_inference(uint64_t(s.last_inference_ms));
     m->set_inference_count(uint64_t(s.inference_count));
     m->set_execution_count(uint64_t(s.execution_count));

@@ -24,7 +24,7 @@ InferRequest parse_grpc_infer(const inference::ModelInferRequest& req, const Cla
 // [n, k], in raw_output_contents (as Triton answers).
 void grpc_infer_response(const std::string& model_name, const InferRequest& r,
                          const std::vector<float>& logits, const Classifier& model,
-                         inference::ModelInferResponse& res);
+                         inference::ModelInferResponse& res, const std::string& version = "1");
 
 // Triton's ModelConfig for the model: the facts of GET /v2/models/{m}/config (model_config).
 void grpc_model_config(const std::string& model_name, const Classifier& model, const ServingInfo& s,

@@ -105,7 +105,7 @@ class Service final : public pb::GRPCInferenceService::Service {
     return call(ctx, "ModelMetadata", false, [&](Call& c) {
       const Classifier& m = model(req->name(), req->version(), c).classifier();
       res->set_name(req->name());
-      res->add_versions(std::string("1"));  // not the char* overload: GCC 12 sees a false -Wrestrict in it
+      res->add_versions(c.held->version);
       res->set_platform("vitcpp");
       auto tensor = [](auto* t, const char* name, const char* type, std::vector<int64_t> shape) {
         t->set_name(name);
@@ -133,7 +133,7 @@ class Service final : public pb::GRPCInferenceService::Service {
       Inference out = host_.infer(m, std::move(r.x), r.n, deadline, [ctx] { return ctx->IsCancelled(); });
       c.batch = out.batch;
       if (out.status != 200) throw RequestError(out.status, out.error);
-      grpc_infer_response(req->model_name(), r, out.logits, cl, *res);
+      grpc_infer_response(req->model_name(), r, out.logits, cl, *res, m.version);
     });
   }
   grpc::Status ModelConfig(grpc::ServerContext* ctx, const pb::ModelConfigRequest* req,
@@ -163,7 +163,7 @@ class Service final : public pb::GRPCInferenceService::Service {
         if (req->ready() && !e.ready) continue;
         pb::RepositoryIndexResponse::ModelIndex* m = res->add_models();
         m->set_name(e.name);
-        m->set_version(std::string("1"));
+        m->set_version(e.version);
         m->set_state(std::string(e.ready ? "READY" : "UNAVAILABLE"));
         if (!e.ready) m->set_reason(std::string("unloaded"));
       }
@@ -179,12 +179,13 @@ class Service final : public pb::GRPCInferenceService::Service {
   }
 
  private:
-  // The model served as name, version "" or "1"; 404 otherwise.
+  // The model served as name, version "" or its own; 404 otherwise.
   const Model& model(const std::string& name, const std::string& version, Call& c) {
     ModelPtr m = host_.find(name);
     if (!m) throw RequestError(404, host_.unknown(name));
-    if (!version.empty() && version != "1")
-      throw RequestError(404, "model '" + name + "' has version 1 only, not '" + version + "'");
+    if (!version.empty() && version != m->version)
+      throw RequestError(404,
+                         "model '" + name + "' has version " + m->version + " only, not '" + version + "'");
     c.model = name;
     c.held = std::move(m);
     return *c.held;

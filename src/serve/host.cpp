@@ -1,6 +1,7 @@
 #include "serve/host.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -30,6 +31,29 @@ std::vector<std::string> read_keys(const std::string& file) {
   return keys;
 }
 
+// A model's folder in Triton's layout, with version folders (1/, 2/, ...): the highest
+// version is served from its folder. Any other path is the checkpoint itself.
+ServedModel resolve(const std::string& name, const std::string& path) {
+  namespace fs = std::filesystem;
+  ServedModel s{name, path, "1", ""};
+  std::error_code ec;
+  int64_t best = -1;
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string v = it->path().filename().string();
+    int64_t n = -1;
+    const auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (r.ec == std::errc() && r.ptr == v.data() + v.size() && n > best && v == std::to_string(n) &&
+        it->is_directory(ec))
+      best = n;
+  }
+  if (best >= 0) {
+    s.version = std::to_string(best);
+    s.folder = path;
+    s.checkpoint = (fs::path(path) / s.version).string();
+  }
+  return s;
+}
+
 // Each folder and .safetensors file in dir, named after it, in name order; hidden entries
 // and other files (a README, a checkpoint's sidecar) are not models.
 std::vector<ServedModel> repository_models(const std::string& dir) {
@@ -41,9 +65,9 @@ std::vector<ServedModel> repository_models(const std::string& dir) {
     const std::string name = p.filename().string();
     if (name.empty() || name[0] == '.') continue;
     if (it->is_directory(ec))
-      out.push_back({name, p.string()});
+      out.push_back(resolve(name, p.string()));
     else if (p.extension() == ".safetensors" && it->is_regular_file(ec))
-      out.push_back({p.stem().string(), p.string()});
+      out.push_back({p.stem().string(), p.string(), "1", ""});
   }
   VIT_CHECK(!ec, "--model-repository ", dir, ": cannot read (", ec.message(), ")");
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
@@ -58,7 +82,10 @@ Host::Host(const ServeOptions& o, std::ostream& log)
             "--model-control-mode is none, explicit or poll, not '", o.model_control, "'");
   VIT_CHECK(o.repository_poll_s > 0, "--repository-poll-secs must be positive");
   if (!o.api_key_file.empty()) keys_ = read_keys(o.api_key_file);
-  for (const ServedModel& s : at_start()) models_[s.name] = make_model(s);
+  for (const ServedModel& s : at_start()) {
+    models_[s.name] = make_model(s);
+    metrics_.set_version(s.name, s.version);
+  }
   if (o.model_control == "poll") poller_ = std::thread([this] { poll_loop(); });
 }
 
@@ -82,7 +109,8 @@ std::vector<ServedModel> Host::at_start() const {
 }
 
 std::vector<ServedModel> Host::sources(bool each_repository_has_one) const {
-  std::vector<ServedModel> all = o_.models;
+  std::vector<ServedModel> all;
+  for (const ServedModel& m : o_.models) all.push_back(resolve(m.name, m.checkpoint));
   for (const std::string& dir : o_.model_repositories) {
     std::vector<ServedModel> found = repository_models(dir);
     VIT_CHECK(!each_repository_has_one || !found.empty(), "--model-repository ", dir,
@@ -107,7 +135,9 @@ ModelPtr Host::make_model(const ServedModel& s, const std::string& config) {
   auto m = std::make_shared<Model>();
   ModelSettings& set = m->settings = defaults();
   m->fingerprint = fingerprint(s);  // before reading: a change while loading is seen by the next poll
-  const std::string pbtxt = (std::filesystem::path(s.checkpoint) / "config.pbtxt").string();
+  m->version = s.version;
+  const std::string pbtxt =
+      (std::filesystem::path(s.folder.empty() ? s.checkpoint : s.folder) / "config.pbtxt").string();
   std::error_code ec;
   std::vector<std::string> notes;
   std::string from;
@@ -230,11 +260,14 @@ std::string Host::unknown(const std::string& name) const {
 }
 
 std::vector<Host::IndexEntry> Host::index() const {
-  std::map<std::string, bool> all;
-  for (const ServedModel& s : sources()) all[s.name] = false;
-  for (const std::string& n : names()) all[n] = true;
+  std::map<std::string, IndexEntry> all;
+  for (const ServedModel& s : sources()) all[s.name] = {s.name, false, s.version};
+  {
+    std::shared_lock lock(models_mu_);
+    for (const auto& [name, m] : models_) all[name] = {name, true, m->version};
+  }
   std::vector<IndexEntry> out;
-  for (const auto& [name, ready] : all) out.push_back({name, ready});
+  for (auto& [name, e] : all) out.push_back(std::move(e));
   return out;
 }
 
@@ -255,6 +288,7 @@ void Host::swap_in(const ServedModel& source, const std::string& config) {
     std::unique_lock lock(models_mu_);
     old = std::exchange(models_[source.name], std::move(m));
   }
+  metrics_.set_version(source.name, source.version);
   say(detail::concat("model ", source.name, old ? ": loaded again" : ": loaded"));
   if (on_load_) on_load_();
   // The old copy is freed when its last request ends; its batcher answers what it holds.
@@ -271,14 +305,17 @@ std::string Host::fingerprint(const ServedModel& s) {
     const auto when = fs::last_write_time(p, ec).time_since_epoch().count();
     files.push_back(detail::concat(p.filename().string(), ":", size, ":", when));
   };
-  if (fs::is_directory(s.checkpoint, ec)) {
-    for (fs::directory_iterator it(s.checkpoint, ec), end; !ec && it != end; it.increment(ec))
-      if (it->is_regular_file(ec)) add(it->path());
-  } else {
-    add(s.checkpoint);
+  for (const std::string& dir : {s.folder, s.checkpoint}) {
+    if (dir.empty()) continue;
+    if (fs::is_directory(dir, ec)) {
+      for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        if (it->is_regular_file(ec)) add(it->path());
+    } else {
+      add(dir);
+    }
   }
   std::sort(files.begin(), files.end());
-  std::string out;
+  std::string out = s.checkpoint + "\n";  // a new version folder is a change too
   for (const std::string& f : files) out += f + "\n";
   return out;
 }

@@ -28,8 +28,9 @@ struct Model {
   // --instances: the first loaded, the others its replicas (the same weights), each with its own threads.
   std::vector<std::unique_ptr<Classifier>> instances;
   std::unique_ptr<Batcher> batcher;
-  ModelSettings settings;   // the flags', or its configuration's (model_config.h)
-  std::string fingerprint;  // its files when it was loaded (Host::fingerprint)
+  ModelSettings settings;     // the flags', or its configuration's (model_config.h)
+  std::string fingerprint;    // its files when it was loaded (Host::fingerprint)
+  std::string version = "1";  // its version folder's name in Triton's layout (ServedModel)
   const Classifier& classifier() const { return *instances.front(); }  // metadata and preprocessing
 };
 // Held by each request that uses the model: an unloaded model is freed when the last one ends.
@@ -84,6 +85,7 @@ class Host {
   struct IndexEntry {
     std::string name;
     bool ready = false;
+    std::string version = "1";
   };
   std::vector<IndexEntry> index() const;
   // Loads the model `name` from its --model checkpoint or its --model-repository entry (the

@@ -153,6 +153,16 @@ void Metrics::batch(const std::string& model, const PassInfo& p) {
   b.output.add(1, p.output_seconds);
 }
 
+void Metrics::set_version(const std::string& model, const std::string& version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  versions_[model] = version;
+}
+
+std::string Metrics::version(const std::string& model) const {
+  const auto v = versions_.find(model);
+  return v == versions_.end() ? "1" : v->second;
+}
+
 int64_t Metrics::Duration::ns() const {
   return int64_t(std::llround(seconds * 1e9));
 }
@@ -164,6 +174,7 @@ std::vector<Metrics::ModelStats> Metrics::stats(const std::vector<std::string>& 
     const auto it = stats_.find(m);
     out.push_back(it == stats_.end() ? ModelStats{} : it->second);
     out.back().name = m;
+    out.back().version = version(m);
   }
   return out;
 }
@@ -180,7 +191,7 @@ std::string Metrics::stats_json(const std::vector<std::string>& models) const {
                          {"compute_infer", duration(b.infer)},
                          {"compute_output", duration(b.output)}});
     all.push_back({{"name", s.name},
-                   {"version", "1"},
+                   {"version", s.version},
                    {"last_inference", s.last_inference_ms},
                    {"inference_count", s.inference_count},
                    {"execution_count", s.execution_count},
@@ -259,7 +270,9 @@ std::string Metrics::text(const std::vector<std::string>& models,
     const auto it = stats_.find(m);
     stats.push_back(it == stats_.end() ? ModelStats{} : it->second);
   }
-  const auto labels = [](const std::string& m) { return "{model=\"" + m + "\",version=\"1\""; };
+  const auto labels = [this](const std::string& m) {
+    return "{model=\"" + m + "\",version=\"" + version(m) + "\"";
+  };
   for (const Family& f : families) {
     os << "# HELP " << f.name << " " << f.help << "\n# TYPE " << f.name << " counter\n";
     for (size_t i = 0; i < models.size(); ++i)

@@ -69,7 +69,7 @@ class Metrics {
     Duration input, infer, output;
   };
   struct ModelStats {
-    std::string name;
+    std::string name, version = "1";
     int64_t last_inference_ms = 0, inference_count = 0, execution_count = 0;
     Duration success, fail, queue, input, infer, output;
     std::map<int64_t, BatchStats> batches;        // by batch size
@@ -77,6 +77,9 @@ class Metrics {
   };
   // Each model named, in that order (zeros for one without requests yet).
   std::vector<ModelStats> stats(const std::vector<std::string>& models) const;
+  // The version a model is served as (Triton's layout), for the statistics and Triton's
+  // metrics' label; "1" until set.
+  void set_version(const std::string& model, const std::string& version);
 
  private:
   mutable std::mutex mu_;
@@ -84,6 +87,8 @@ class Metrics {
   std::map<std::string, Histogram> latency_, batches_;
   std::map<std::pair<std::string, int>, std::pair<int64_t, double>> instances_;  // passes, seconds
   std::map<std::string, ModelStats> stats_;
+  std::map<std::string, std::string> versions_;
+  std::string version(const std::string& model) const;  // under mu_
 };
 
 }  // namespace vit::serve

@@ -311,9 +311,10 @@ InferRequest parse_infer(std::string_view body, const Classifier& m, size_t json
 }
 
 InferResponse infer_response(const std::string& model_name, const InferRequest& r,
-                             const std::vector<float>& logits, const Classifier& m) {
+                             const std::vector<float>& logits, const Classifier& m,
+                             const std::string& version) {
   const int64_t K = m.num_classes();
-  json out = {{"model_name", model_name}, {"model_version", "1"}};
+  json out = {{"model_name", model_name}, {"model_version", version}};
   if (!r.id.empty()) out["id"] = r.id;
   json o = {{"name", "logits"}};
   std::string binary;  // the output's binary data, when asked for
@@ -342,9 +343,9 @@ InferResponse infer_response(const std::string& model_name, const InferRequest& 
   return res;
 }
 
-std::string model_metadata(const std::string& model_name, const Classifier& m) {
+std::string model_metadata(const std::string& model_name, const Classifier& m, const std::string& version) {
   json j = {{"name", model_name},
-            {"versions", {"1"}},
+            {"versions", {version}},
             {"platform", "vitcpp"},
             {"inputs",
              {{{"name", "pixel_values"},

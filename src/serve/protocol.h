@@ -49,9 +49,11 @@ struct InferResponse {
 };
 // The response: "logits" FP32 [n, K], or BYTES [n, k] for classification.
 InferResponse infer_response(const std::string& model_name, const InferRequest& r,
-                             const std::vector<float>& logits, const Classifier& model);
+                             const std::vector<float>& logits, const Classifier& model,
+                             const std::string& version = "1");
 // GET /v2/models/{m}: name, versions, platform, inputs and outputs with datatypes and shapes.
-std::string model_metadata(const std::string& model_name, const Classifier& model);
+std::string model_metadata(const std::string& model_name, const Classifier& model,
+                           const std::string& version = "1");
 // How the server runs a model, for its Triton model configuration.
 struct ServingInfo {
   int64_t max_batch = 16, max_delay_us = 5000, max_queue = 256;

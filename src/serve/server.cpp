@@ -182,7 +182,7 @@ class Service {
  private:
   void install_hooks();   // auth before routing; error bodies; the access log and metrics
   void install_routes();  // the endpoints
-  ModelPtr find(const std::string& name, httplib::Response& res);
+  ModelPtr find(const std::string& name, httplib::Response& res, const std::string& version = "");
   bool infer(const Model& m, std::vector<float> x, int64_t n, httplib::Response& res,
              std::vector<float>& logits);
   std::string http_metrics() const;  // /metrics' gauges of the connections' threads
@@ -214,10 +214,14 @@ Service::Service(const ServeOptions& o, std::ostream& log) : o_(o) {
   install_routes();
 }
 
-ModelPtr Service::find(const std::string& name, httplib::Response& res) {
+ModelPtr Service::find(const std::string& name, httplib::Response& res, const std::string& version) {
   ModelPtr m = host_->find(name);
   t_request.model = m ? name : "";
   if (!m) fail(res, 404, host_->unknown(name));
+  if (m && !version.empty() && version != m->version) {
+    fail(res, 404, "model '" + name + "' has version " + m->version + " only, not '" + version + "'");
+    return nullptr;
+  }
   return m;
 }
 
@@ -341,7 +345,8 @@ void Service::install_routes() {
     nlohmann::json index = nlohmann::json::array();
     for (const Host::IndexEntry& e : host_->index()) {
       if (only_ready && !e.ready) continue;
-      nlohmann::json m = {{"name", e.name}, {"version", "1"}, {"state", e.ready ? "READY" : "UNAVAILABLE"}};
+      nlohmann::json m = {
+          {"name", e.name}, {"version", e.version}, {"state", e.ready ? "READY" : "UNAVAILABLE"}};
       if (!e.ready) m["reason"] = "unloaded";
       index.push_back(std::move(m));
     }
@@ -360,36 +365,37 @@ void Service::install_routes() {
   // take "stats" for a model's name) or one.
   svr_->Get("/v2/models/stats",
             [this](const Req&, Res& res) { answer(res, 200, host_->metrics().stats_json(host_->names())); });
-  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?/stats)", [this](const Req& req, Res& res) {
-    if (find(req.matches[1], res)) answer(res, 200, host_->metrics().stats_json({req.matches[1]}));
+  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/stats)", [this](const Req& req, Res& res) {
+    if (find(req.matches[1], res, req.matches[2]))
+      answer(res, 200, host_->metrics().stats_json({req.matches[1]}));
   });
-  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?)", [this](const Req& req, Res& res) {
-    if (const ModelPtr m = find(req.matches[1], res))
-      answer(res, 200, model_metadata(req.matches[1], m->classifier()));
+  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)", [this](const Req& req, Res& res) {
+    if (const ModelPtr m = find(req.matches[1], res, req.matches[2]))
+      answer(res, 200, model_metadata(req.matches[1], m->classifier(), m->version));
   });
-  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?/config)", [this](const Req& req, Res& res) {
-    if (const ModelPtr m = find(req.matches[1], res))
+  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/config)", [this](const Req& req, Res& res) {
+    if (const ModelPtr m = find(req.matches[1], res, req.matches[2]))
       answer(res, 200, model_config(req.matches[1], m->classifier(), host_->serving_info(*m)));
   });
-  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/1)?/ready)", [this](const Req& req, Res& res) {
-    if (find(req.matches[1], res))
+  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/ready)", [this](const Req& req, Res& res) {
+    if (find(req.matches[1], res, req.matches[2]))
       answer(res, 200,
              nlohmann::json{{"name", req.matches[1]}, {"ready", true}}.dump(
                  -1, ' ', false, nlohmann::json::error_handler_t::replace));
   });
-  svr_->Post(R"(/v2/models/([^/]+)(?:/versions/1)?/infer)",
+  svr_->Post(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/infer)",
              [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
                std::string body;
                if (!read_body(req, reader, host_->max_body(), res, body)) return;
                const std::string name = req.matches[1];
-               const ModelPtr m = find(name, res);
+               const ModelPtr m = find(name, res, req.matches[2]);
                if (!m) return;
                t_request.inference = true;
                // RequestError: 400 (the exception handler)
                InferRequest r = parse_infer(body, m->classifier(), json_length(req), host_->max_body());
                std::vector<float> logits;
                if (!infer(*m, std::move(r.x), r.n, res, logits)) return;
-               const InferResponse out = infer_response(name, r, logits, m->classifier());
+               const InferResponse out = infer_response(name, r, logits, m->classifier(), m->version);
                if (out.json_length == 0) return answer(res, 200, out.body);
                res.status = 200;
                res.set_header(kJsonLength, std::to_string(out.json_length));

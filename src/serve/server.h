@@ -19,6 +19,9 @@ struct TlsOptions {
 
 struct ServedModel {
   std::string name, checkpoint;  // --model NAME=CHECKPOINT
+  // Triton's layout, a folder of version folders (NAME/3/): the highest is served, as that
+  // version; its config.pbtxt is in `folder`. Otherwise version "1" and folder "".
+  std::string version = "1", folder;
 };
 
 struct ServeOptions {

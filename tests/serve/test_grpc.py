@@ -467,3 +467,23 @@ def test_repository_index_load_and_unload(pb, tmp_path):
     assert code == 0, log
     assert "gRPC: up to 68 calls at once" in log, log  # 2 x ((8 + 4) + (8 + 2) + (8 + 4))
     assert "gRPC RepositoryModelLoad OK" in log and "gRPC RepositoryModelUnload NOT_FOUND" in log, log
+
+
+def test_tritons_version_folders(pb, tmp_path):
+    repo = tmp_path / "models"
+    http.copy_model(repo / "cats" / "7")
+    s, target = serve("--model-repository", repo, "--no-warmup")
+    try:
+        c = Client(pb, target)
+        assert list(c.ModelMetadata(pb.ModelMetadataRequest(name="cats")).versions) == ["7"]
+        r = pixels_request(pb, np.zeros((1, 3, 32, 32), np.float32), model_version="7")
+        r.model_name = "cats"
+        assert c.ModelInfer(r).model_version == "7"
+        r.model_version = "1"
+        code, details = code_of(lambda: c.ModelInfer(r))
+        assert code == grpc.StatusCode.NOT_FOUND and "has version 7 only" in details, details
+        assert [m.version for m in c.RepositoryIndex(pb.RepositoryIndexRequest()).models] == ["7"]
+        assert c.ModelStatistics(pb.ModelStatisticsRequest(name="cats")).model_stats[0].version == "7"
+    finally:
+        code, log = s.stop()
+    assert code == 0, log

@@ -917,6 +917,33 @@ def test_a_models_configuration_sets_its_batching_instances_and_queue(tmp_path):
     assert r.returncode != 0 and "dogs/config.pbtxt: line 2 column" in r.stderr, r.stderr
 
 
+def test_tritons_layout_serves_the_highest_version_folder_as_that_version(tmp_path):
+    repo = tmp_path / "models"
+    copy_model(repo / "cats" / "2")
+    copy_model(repo / "cats" / "10")  # 10 > 2: numbers, not text
+    (repo / "cats" / "config.pbtxt").write_text("max_batch_size: 4 dynamic_batching { }")
+    (repo / "cats" / "v3").mkdir()  # not a version
+    s = Server("--model-repository", repo, "--no-warmup")
+    u = s.url
+    x = pixels(np.zeros((1, 3, 32, 32), np.float32))
+    try:
+        assert json.loads(call(u + "/v2/models/cats")[2])["versions"] == ["10"]
+        status, _, text = call(u + "/v2/models/cats/versions/10/infer", x)
+        assert status == 200 and json.loads(text)["model_version"] == "10", text
+        status, _, text = call(u + "/v2/models/cats/versions/1/infer", x)
+        assert status == 404 and "has version 10 only, not '1'" in text, text
+        assert call(u + "/v2/models/cats/versions/10/ready")[0] == 200
+        assert json.loads(call(u + "/v2/models/cats/config")[2])["max_batch_size"] == 4  # the model folder's
+        assert json.loads(call(u + "/v2/repository/index", b"", method="POST")[2]) == [
+            {"name": "cats", "version": "10", "state": "READY"}]
+        assert json.loads(call(u + "/v2/models/cats/versions/10/stats")[2])["model_stats"][0]["version"] == "10"
+        assert 'nv_inference_count{model="cats",version="10"} 1' in call(u + "/metrics")[2]
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
+    assert re.search(r"model cats: \S+/cats/10 \(", log), log
+
+
 def wait_for(condition, seconds=10):
     end = time.monotonic() + seconds
     while not condition():
@@ -949,6 +976,10 @@ def test_poll_model_control_follows_the_repository(tmp_path):
         worker.join()
         assert answers and set(answers) == {200}, answers
         assert "model cats: loaded again" in log()
+        # A version folder added (Triton's layout) is served as that version.
+        copy_model(tmp_path / "v5")
+        os.rename(tmp_path / "v5", repo / "cats" / "5")
+        wait_for(lambda: json.loads(call(s.url + "/v2/models/cats")[2])["versions"] == ["5"])
         # One that does not load is said once, and the others serve on.
         (repo / "broken").mkdir()
         (repo / "broken" / "config.json").write_text("{not json")
