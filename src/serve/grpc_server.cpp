@@ -7,10 +7,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "inference.grpc.pb.h"
 #include "serve/grpc_request.h"
@@ -119,22 +123,66 @@ class Service final : public pb::GRPCInferenceService::Service {
   }
   grpc::Status ModelInfer(grpc::ServerContext* ctx, const pb::ModelInferRequest* req,
                           pb::ModelInferResponse* res) override {
-    return call(ctx, "ModelInfer", false, [&](Call& c) {
-      const Model& m = model(req->model_name(), req->model_version(), c);
-      c.inference = true;
-      const Classifier& cl = m.classifier();
-      InferRequest r = parse_grpc_infer(*req, cl, host_.max_body());
-      // --timeout-s, or the client's deadline when that comes first.
-      Clock::time_point deadline =
-          c.start + std::chrono::microseconds(int64_t(host_.options().timeout_s * 1e6));
-      const auto left = ctx->deadline() - std::chrono::system_clock::now();
-      if (left < deadline - Clock::now())
-        deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
-      Inference out = host_.infer(m, std::move(r.x), r.n, deadline, [ctx] { return ctx->IsCancelled(); });
-      c.batch = out.batch;
-      if (out.status != 200) throw RequestError(out.status, out.error);
-      grpc_infer_response(req->model_name(), r, out.logits, cl, *res, m.version);
-    });
+    return call(ctx, "ModelInfer", false, [&](Call& c) { infer(ctx, *req, *res, c); });
+  }
+  // Each request read is answered as ModelInfer answers it, on a thread of its own, so that
+  // a stream's requests are batched together; the answers go out as they are ready (the
+  // request's id tells them apart, as with Triton). A request that fails gets its error in
+  // error_message, and the stream goes on. At most a model's capacity of one stream's
+  // requests are in flight; reading waits meanwhile.
+  grpc::Status ModelStreamInfer(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<pb::ModelStreamInferResponse, pb::ModelInferRequest>* stream) override {
+    Stream s(ctx);
+    if (!open(&s)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is stopping");
+    const int64_t most = std::max<int64_t>(1, host_.defaults().capacity());
+    for (auto req = std::make_shared<pb::ModelInferRequest>(); stream->Read(req.get());
+         req = std::make_shared<pb::ModelInferRequest>()) {
+      {
+        std::unique_lock<std::mutex> lock(s.mu);
+        s.done.wait(lock, [&] { return s.in_flight < most; });
+        ++s.in_flight;
+      }
+      std::thread([this, &s, stream, req] {
+        pb::ModelStreamInferResponse answer;
+        const grpc::Status status = call(s.ctx, "ModelStreamInfer", false, [&](Call& c) {
+          if (host_.stopping) throw RequestError(503, "the server is stopping");
+          infer(s.ctx, *req, *answer.mutable_infer_response(), c);
+        });
+        if (!status.ok()) {
+          answer.set_error_message(status.error_message());
+          answer.mutable_infer_response()->set_model_name(req->model_name());
+          answer.mutable_infer_response()->set_id(req->id());
+        }
+        std::lock_guard<std::mutex> lock(s.mu);
+        stream->Write(answer);  // false once the client is gone: nothing more to do
+        --s.in_flight;
+        s.done.notify_all();
+      }).detach();
+    }
+    {
+      std::unique_lock<std::mutex> lock(s.mu);
+      s.done.wait(lock, [&] { return s.in_flight == 0; });  // the threads use this frame
+    }
+    close(&s);
+    return grpc::Status::OK;
+  }
+
+  // At shutdown: each open stream's requests in flight are answered (within --timeout-s),
+  // then the stream is cancelled, which ends its wait for the client's next request.
+  void close_streams() {
+    std::vector<Stream*> open;
+    {
+      std::lock_guard<std::mutex> lock(streams_mu_);
+      streams_closing_ = true;
+      open.assign(streams_.begin(), streams_.end());
+      for (Stream* s : open) {
+        std::unique_lock<std::mutex> wait(s->mu);
+        s->done.wait_for(wait, std::chrono::microseconds(int64_t(host_.options().timeout_s * 1e6)),
+                         [&] { return s->in_flight == 0; });
+        s->ctx->TryCancel();
+      }
+    }
   }
   grpc::Status ModelConfig(grpc::ServerContext* ctx, const pb::ModelConfigRequest* req,
                            pb::ModelConfigResponse* res) override {
@@ -189,6 +237,44 @@ class Service final : public pb::GRPCInferenceService::Service {
     c.model = name;
     c.held = std::move(m);
     return *c.held;
+  }
+
+  // One ModelStreamInfer call: its requests in flight, each on a thread of its own.
+  struct Stream {
+    explicit Stream(grpc::ServerContext* c) : ctx(c) {}
+    grpc::ServerContext* ctx;
+    std::mutex mu;  // the stream's writes, and the count
+    std::condition_variable done;
+    int64_t in_flight = 0;
+  };
+  bool open(Stream* s) {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    if (streams_closing_) return false;
+    streams_.insert(s);
+    return true;
+  }
+  void close(Stream* s) {
+    std::lock_guard<std::mutex> lock(streams_mu_);  // close_streams holds it while it uses s
+    streams_.erase(s);
+  }
+
+  // ModelInfer's work, for one call or one request of a stream.
+  void infer(grpc::ServerContext* ctx, const pb::ModelInferRequest& req, pb::ModelInferResponse& res,
+             Call& c) {
+    const Model& m = model(req.model_name(), req.model_version(), c);
+    c.inference = true;
+    const Classifier& cl = m.classifier();
+    InferRequest r = parse_grpc_infer(req, cl, host_.max_body());
+    // --timeout-s, or the client's deadline when that comes first.
+    Clock::time_point deadline =
+        c.start + std::chrono::microseconds(int64_t(host_.options().timeout_s * 1e6));
+    const auto left = ctx->deadline() - std::chrono::system_clock::now();
+    if (left < deadline - Clock::now())
+      deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
+    Inference out = host_.infer(m, std::move(r.x), r.n, deadline, [ctx] { return ctx->IsCancelled(); });
+    c.batch = out.batch;
+    if (out.status != 200) throw RequestError(out.status, out.error);
+    grpc_infer_response(req.model_name(), r, out.logits, cl, res, m.version);
   }
 
   // vit serve's repositories make one index, as Triton's HTTP API has it: no name but "".
@@ -248,6 +334,9 @@ class Service final : public pb::GRPCInferenceService::Service {
   }
 
   Host& host_;
+  std::mutex streams_mu_;
+  std::set<Stream*> streams_;
+  bool streams_closing_ = false;
 };
 
 class Server final : public GrpcServer {
@@ -300,6 +389,7 @@ class Server final : public GrpcServer {
   int threads() const override { return threads_; }
   void shutdown() override {
     std::call_once(done_, [this] {
+      service_.close_streams();
       server_->Shutdown();  // waits for the calls in flight; each ends within --timeout-s
       server_->Wait();
     });

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import sys
 import tempfile
 import time
@@ -487,3 +488,42 @@ def test_tritons_version_folders(pb, tmp_path):
     finally:
         code, log = s.stop()
     assert code == 0, log
+
+
+def test_a_stream_of_requests_is_batched_and_each_answered_by_its_id(pb, tmp_path):
+    s, target = serve("--model", f"a={CK}", "--max-batch", 8, "--max-delay-ms", 200)
+    c = Client(pb, target)
+    stream = c.channel.stream_stream(SERVICE + "ModelStreamInfer", pb.ModelInferRequest.SerializeToString,
+                                     pb.ModelStreamInferResponse.FromString)
+    rng = np.random.default_rng(6)
+    xs = [rng.standard_normal((1, 3, 32, 32)).astype(np.float32) for _ in range(6)]
+    want = {f"r{i}": logits_of(c.ModelInfer(pixels_request(pb, x))) for i, x in enumerate(xs)}
+    try:
+        requests = [pixels_request(pb, x, id=f"r{i}") for i, x in enumerate(xs)]
+        bad = pb.ModelInferRequest(model_name="a", id="bad")
+        bad.inputs.add(name="pixel_values", datatype="FP32", shape=[1, 3, 2, 2])
+        answers = list(stream(iter(requests[:3] + [bad] + requests[3:]), timeout=60))
+        assert len(answers) == 7
+        got = {a.infer_response.id: a for a in answers}
+        assert "does not fit" in got["bad"].error_message and got["bad"].infer_response.model_name == "a"
+        for rid, w in want.items():  # each answer found by its id, the same bits as ModelInfer's
+            assert not got[rid].error_message and np.array_equal(logits_of(got[rid].infer_response), w), rid
+        log = "".join(s.lines)
+        assert re.search(r"gRPC ModelStreamInfer OK [\d.]+ ms batch [2-8]", log), log  # batched together
+        assert "gRPC ModelStreamInfer INVALID_ARGUMENT" in log
+        # A stream left open does not hold up the stop: its requests are answered, then it ends.
+        held = threading.Event()
+
+        def requests_then_wait():
+            yield pixels_request(pb, xs[0], id="last")
+            held.wait(30)
+
+        open_stream = stream(requests_then_wait(), timeout=60)
+        first = next(open_stream)
+        assert first.infer_response.id == "last" and not first.error_message
+        t = time.monotonic()
+        code, log = s.stop()
+        held.set()
+        assert code == 0 and time.monotonic() - t < 10, log
+    finally:
+        s.stop()
