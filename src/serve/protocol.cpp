@@ -427,13 +427,18 @@ std::string base64_decode(std::string_view text) {
   value.fill(-1);
   const std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   for (size_t i = 0; i < alphabet.size(); ++i) value[size_t(uint8_t(alphabet[i]))] = int(i);
-  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
-  if (text.size() % 4 == 1) bad("image: not base64 (its length)");
+  // Line breaks and spaces are skipped: MIME's base64 (Python's base64.encodebytes) breaks
+  // lines every 76 characters.
+  const auto space = [](char c) { return c == '\n' || c == '\r' || c == ' ' || c == '\t'; };
+  while (!text.empty() && (text.back() == '=' || space(text.back()))) text.remove_suffix(1);
+  if ((text.size() - size_t(std::count_if(text.begin(), text.end(), space))) % 4 == 1)
+    bad("image: not base64 (its length)");
   std::string out;
   out.reserve(text.size() * 3 / 4);
   uint32_t bits = 0;
   int have = 0;
   for (char c : text) {
+    if (space(c)) continue;
     const int v = value[size_t(uint8_t(c))];
     if (v < 0) {
       char byte[8];

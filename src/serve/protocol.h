@@ -103,7 +103,8 @@ void preprocess_images(const std::vector<std::string_view>& files, const Classif
 // Triton's classification extension: for each of the n rows of logits [n, K], its top k as
 // "value:index:label" strings ("value:index" without class names), best first.
 std::vector<std::string> classification(const float* logits, int64_t n, int64_t k, const Classifier& model);
-// RFC 4648 base64 (padding optional, no whitespace); throws RequestError(400) on bad input.
+// RFC 4648 base64 (padding optional; line breaks and spaces skipped, as MIME writes them);
+// throws RequestError(400) on bad input.
 std::string base64_decode(std::string_view text);
 
 }  // namespace vit::serve

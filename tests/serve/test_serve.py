@@ -217,7 +217,8 @@ def test_kserve_v1_predict_gives_vit_predicts_logits(server, tmp_path):
     encoded = [base64.b64encode(open(p, "rb").read()).decode() for p in IMAGES]
     v2 = {"inputs": [{"name": "image", "shape": [3], "datatype": "BYTES", "data": encoded}]}
     images = np.array(json.loads(call(u + "/v2/models/a/infer", v2)[2])["outputs"][0]["data"], np.float32)
-    for body in ({"instances": [{"b64": e} for e in encoded]},
+    mime = [base64.encodebytes(open(p, "rb").read()).decode() for p in IMAGES]  # line breaks every 76
+    for body in ({"instances": [{"b64": e} for e in encoded]}, {"instances": [{"b64": e} for e in mime]},
                  {"instances": [{"data": encoded[0]}, {"image": {"b64": encoded[1]}}, {"image": encoded[2]}]}):
         status, _, text = call(u + "/v1/models/a:predict", body)
         assert status == 200, text
