@@ -60,6 +60,11 @@ InferRequest parse_grpc_infer(const pb::ModelInferRequest& req, const Classifier
     bad("unknown input \"" + in.name() +
         "\": the model takes \"pixel_values\" (FP32 [N, C, H, W]) or \"image\" (BYTES [N])");
   }
+  if (const auto t = req.parameters().find("timeout"); t != req.parameters().end()) {
+    if (t->second.parameter_choice_case() != pb::InferParameter::kInt64Param || t->second.int64_param() < 0)
+      bad("\"timeout\" must be a non-negative int64_param (microseconds)");
+    r.timeout_us = t->second.int64_param();
+  }
   for (const pb::ModelInferRequest::InferRequestedOutputTensor& o : req.outputs()) {
     if (o.name() != "logits") bad("the only output is \"logits\", not \"" + o.name() + "\"");
     const auto p = o.parameters().find("classification");

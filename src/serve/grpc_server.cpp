@@ -265,13 +265,13 @@ class Service final : public pb::GRPCInferenceService::Service {
     c.inference = true;
     const Classifier& cl = m.classifier();
     InferRequest r = parse_grpc_infer(req, cl, host_.max_body());
-    // --timeout-s, or the client's deadline when that comes first.
-    Clock::time_point deadline =
-        c.start + std::chrono::microseconds(int64_t(host_.options().timeout_s * 1e6));
+    // --timeout-s, the request's timeout parameter or the client's deadline: the first.
+    Clock::time_point deadline = host_.deadline(c.start, r.timeout_us);
     const auto left = ctx->deadline() - std::chrono::system_clock::now();
     if (left < deadline - Clock::now())
       deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
-    Inference out = host_.infer(m, std::move(r.x), r.n, deadline, [ctx] { return ctx->IsCancelled(); });
+    Inference out = host_.infer(
+        m, std::move(r.x), r.n, deadline, [ctx] { return ctx->IsCancelled(); }, r.timeout_us);
     c.batch = out.batch;
     if (out.status != 200) throw RequestError(out.status, out.error);
     grpc_infer_response(req.model_name(), r, out.logits, cl, res, m.version);

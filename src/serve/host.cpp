@@ -184,7 +184,7 @@ bool Host::authorized(std::string_view authorization) const {
 }
 
 Inference Host::infer(const Model& m, std::vector<float> x, int64_t n, Clock::time_point deadline,
-                      const std::function<bool()>& cancelled) {
+                      const std::function<bool()>& cancelled, int64_t timeout_us) {
   auto job = std::make_shared<InferJob>();
   job->x = std::move(x);
   job->n = n;
@@ -203,7 +203,9 @@ Inference Host::infer(const Model& m, std::vector<float> x, int64_t n, Clock::ti
     if (Clock::now() >= deadline) {
       job->abandoned = true;
       out.status = 504;
-      out.error = "no answer within --timeout-s " + std::to_string(o_.timeout_s) + " s";
+      out.error = timeout_us > 0 && double(timeout_us) < o_.timeout_s * 1e6
+                      ? detail::concat("no answer within the request's timeout of ", timeout_us, " us")
+                      : "no answer within --timeout-s " + std::to_string(o_.timeout_s) + " s";
       return out;
     }
     if (cancelled && cancelled()) {
@@ -221,6 +223,12 @@ Inference Host::infer(const Model& m, std::vector<float> x, int64_t n, Clock::ti
   }
   out.logits = std::move(job->logits);
   return out;
+}
+
+Clock::time_point Host::deadline(Clock::time_point start, int64_t timeout_us) const {
+  int64_t us = int64_t(o_.timeout_s * 1e6);
+  if (timeout_us > 0) us = std::min(us, timeout_us);
+  return start + std::chrono::microseconds(us);
 }
 
 ServingInfo Host::serving_info(const Model& m) const {

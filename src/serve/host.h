@@ -65,8 +65,11 @@ class Host {
   bool needs_key() const { return !keys_.empty(); }
   // Queues x (n images) and waits for its logits until deadline, or until cancelled() (the
   // client went away; polled) says to stop waiting.
+  // timeout_us: the request's own timeout (InferRequest), for the 504's message.
   Inference infer(const Model& m, std::vector<float> x, int64_t n, Clock::time_point deadline,
-                  const std::function<bool()>& cancelled = {});
+                  const std::function<bool()>& cancelled = {}, int64_t timeout_us = 0);
+  // A request's deadline: --timeout-s after its start, or its own timeout when sooner.
+  Clock::time_point deadline(Clock::time_point start, int64_t timeout_us) const;
   // GET /v2/models/{m}/config's facts.
   ServingInfo serving_info(const Model& m) const;
   // The flags' settings of a model (model_config.h).

@@ -293,6 +293,11 @@ InferRequest parse_infer(std::string_view body, const Classifier& m, size_t json
     bad(std::to_string(bin.rest.size()) +
         " bytes of binary data after the JSON that no input's binary_data_size takes");
   r.binary_output = flag(j, "binary_data_output", false);
+  if (const json& p = j.value("parameters", json::object()); p.is_object() && p.contains("timeout")) {
+    if (!p["timeout"].is_number_integer() || p["timeout"].get<int64_t>() < 0)
+      bad("\"timeout\" must be a non-negative integer (microseconds)");
+    r.timeout_us = p["timeout"].get<int64_t>();
+  }
   if (j.contains("outputs")) {
     const json& outs = j["outputs"];
     if (!outs.is_array()) bad("\"outputs\" must be a list");

@@ -35,6 +35,9 @@ struct InferRequest {
   int64_t n = 0;
   int64_t classification = 0;  // > 0: answer "value:index:label" strings of the top k
   bool binary_output = false;  // the logits (or the strings) as binary data after the JSON
+  // Triton's "timeout" request parameter, in microseconds: the request's own deadline, when
+  // sooner than --timeout-s (0: none).
+  int64_t timeout_us = 0;
 };
 //
 // Images decoded into more than max_input_bytes of input (the server's --max-body-mb) are

@@ -184,7 +184,7 @@ class Service {
   void install_routes();  // the endpoints
   ModelPtr find(const std::string& name, httplib::Response& res, const std::string& version = "");
   bool infer(const Model& m, std::vector<float> x, int64_t n, httplib::Response& res,
-             std::vector<float>& logits);
+             std::vector<float>& logits, int64_t timeout_us = 0);
   std::string http_metrics() const;  // /metrics' gauges of the connections' threads
 
   const ServeOptions& o_;
@@ -226,11 +226,11 @@ ModelPtr Service::find(const std::string& name, httplib::Response& res, const st
 }
 
 // Queues a request's images and waits for its logits: false when it has answered res with an
-// error (503 queue full, 504 past --timeout-s, 500 the forward failed).
+// error (503 queue full, 504 past --timeout-s or the request's timeout, 500 the forward failed).
 bool Service::infer(const Model& m, std::vector<float> x, int64_t n, httplib::Response& res,
-                    std::vector<float>& logits) {
-  const auto timeout = std::chrono::microseconds(int64_t(o_.timeout_s * 1e6));
-  Inference r = host_->infer(m, std::move(x), n, t_request.start + timeout);
+                    std::vector<float>& logits, int64_t timeout_us) {
+  Inference r =
+      host_->infer(m, std::move(x), n, host_->deadline(t_request.start, timeout_us), {}, timeout_us);
   t_request.batch = r.batch;
   if (r.status != 200) {
     if (r.status == 503) res.set_header("Retry-After", "1");
@@ -394,7 +394,7 @@ void Service::install_routes() {
                // RequestError: 400 (the exception handler)
                InferRequest r = parse_infer(body, m->classifier(), json_length(req), host_->max_body());
                std::vector<float> logits;
-               if (!infer(*m, std::move(r.x), r.n, res, logits)) return;
+               if (!infer(*m, std::move(r.x), r.n, res, logits, r.timeout_us)) return;
                const InferResponse out = infer_response(name, r, logits, m->classifier(), m->version);
                if (out.json_length == 0) return answer(res, 200, out.body);
                res.status = 200;

@@ -323,6 +323,18 @@ def test_full_queue_is_unavailable_and_late_answers_are_deadline_exceeded(pb):
     assert code == 0, log
     assert "gRPC ModelInfer DEADLINE_EXCEEDED" in log, log
     assert "gRPC ModelInfer CANCELLED" in log, log  # not DEADLINE_EXCEEDED at --timeout-s
+    # Triton's "timeout" request parameter (microseconds), when sooner than --timeout-s.
+    s, target = serve("--model", f"a={CK}", "--max-batch", 64, "--max-delay-ms", 1000, "--no-warmup")
+    try:
+        r = pixels_request(pb, x)
+        r.parameters["timeout"].int64_param = 200000
+        t = time.monotonic()
+        code, details = code_of(lambda: Client(pb, target).ModelInfer(r))
+        assert code == C.DEADLINE_EXCEEDED and "request's timeout" in details and time.monotonic() - t < 0.9
+        r.parameters["timeout"].string_param = "200000"
+        assert code_of(lambda: Client(pb, target).ModelInfer(r))[0] == C.INVALID_ARGUMENT
+    finally:
+        assert s.stop()[0] == 0
 
 
 def test_calls_waiting_in_the_queue_each_have_a_thread(pb):

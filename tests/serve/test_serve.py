@@ -512,6 +512,24 @@ def test_full_queue_is_503_and_a_late_answer_is_504():
         assert s.stop()[0] == 0
 
 
+def test_a_requests_timeout_parameter_is_its_deadline():
+    """Triton's "timeout" request parameter (microseconds): a deadline sooner than --timeout-s."""
+    s = Server("--model", f"a={CK}", "--max-batch", 64, "--max-delay-ms", 1000, "--timeout-s", 5, "--no-warmup")
+    x = pixels(np.zeros((1, 3, 32, 32), np.float32))
+    try:
+        t = time.monotonic()
+        status, _, text = call(s.url + "/v2/models/a/infer", dict(x, parameters={"timeout": 200000}))
+        assert status == 504 and "the request's timeout of 200000 us" in text, text
+        assert time.monotonic() - t < 0.9
+        assert call(s.url + "/v2/models/a/infer", dict(x, parameters={"timeout": 10**8}))[0] == 200  # 5 s binds
+        for bad in (-1, "1000", 1.5):
+            status, _, text = call(s.url + "/v2/models/a/infer", dict(x, parameters={"timeout": bad}))
+            assert status == 400 and "timeout" in text, (bad, text)
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
+
+
 def test_body_limit_is_413_and_api_keys_are_401(tmp_path):
     keys = tmp_path / "keys"
     keys.write_text("s3cret\n")
