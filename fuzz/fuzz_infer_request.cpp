@@ -33,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     if (json_length == 0xffff) {
       const vit::serve::InferRequest r = vit::serve::parse_v1_predict(body, *model, 1 << 20);
-      (void)vit::serve::v1_predict_response(std::vector<float>(size_t(r.n * model->num_classes()), 0.5f), *model);
+      (void)vit::serve::v1_predict_response(std::vector<float>(size_t(r.n * model->num_classes()), 0.5f),
+                                            *model);
       return 0;
     }
     const vit::serve::InferRequest r = vit::serve::parse_infer(body, *model, json_length, 1 << 20);
