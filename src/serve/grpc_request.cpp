@@ -99,7 +99,7 @@ void grpc_infer_response(const std::string& model_name, const InferRequest& r,
   }
 }
 
-void grpc_model_config(const std::string& model_name, const Classifier& m, const ServingInfo& s,
+void grpc_model_config(const std::string& model_name, const Classifier& m, const ModelSettings& s,
                        pb::ModelConfig& config) {
   config.set_name(model_name);
   config.set_platform("vitcpp");
@@ -124,7 +124,7 @@ void grpc_model_config(const std::string& model_name, const Classifier& m, const
   logits->add_dims(m.num_classes());
   if (s.dynamic) {
     pb::ModelDynamicBatching* b = config.mutable_dynamic_batching();
-    b->set_max_queue_delay_microseconds(uint64_t(s.max_delay_us));
+    b->set_max_queue_delay_microseconds(uint64_t(s.max_delay_us()));
     b->mutable_default_queue_policy()->set_max_queue_size(uint32_t(s.max_queue));
   }
   pb::ModelInstanceGroup* g = config.add_instance_group();

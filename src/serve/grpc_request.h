@@ -27,7 +27,7 @@ void grpc_infer_response(const std::string& model_name, const InferRequest& r,
                          inference::ModelInferResponse& res, const std::string& version = "1");
 
 // Triton's ModelConfig for the model: the facts of GET /v2/models/{m}/config (model_config).
-void grpc_model_config(const std::string& model_name, const Classifier& model, const ServingInfo& s,
+void grpc_model_config(const std::string& model_name, const Classifier& model, const ModelSettings& s,
                        inference::ModelConfig& config);
 
 // Triton's ModelStatistics: the counts of GET /v2/models/stats (Metrics::stats_json).

@@ -171,17 +171,13 @@ class Service final : public pb::GRPCInferenceService::Service {
   // At shutdown: each open stream's requests in flight are answered (within --timeout-s),
   // then the stream is cancelled, which ends its wait for the client's next request.
   void close_streams() {
-    std::vector<Stream*> open;
-    {
-      std::lock_guard<std::mutex> lock(streams_mu_);
-      streams_closing_ = true;
-      open.assign(streams_.begin(), streams_.end());
-      for (Stream* s : open) {
-        std::unique_lock<std::mutex> wait(s->mu);
-        s->done.wait_for(wait, std::chrono::microseconds(int64_t(host_.options().timeout_s * 1e6)),
-                         [&] { return s->in_flight == 0; });
-        s->ctx->TryCancel();
-      }
+    std::lock_guard<std::mutex> lock(streams_mu_);  // each stream stays until it is cancelled
+    streams_closing_ = true;
+    for (Stream* s : streams_) {
+      std::unique_lock<std::mutex> wait(s->mu);
+      s->done.wait_for(wait, std::chrono::microseconds(int64_t(host_.options().timeout_s * 1e6)),
+                       [&] { return s->in_flight == 0; });
+      s->ctx->TryCancel();
     }
   }
   grpc::Status ModelConfig(grpc::ServerContext* ctx, const pb::ModelConfigRequest* req,

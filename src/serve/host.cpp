@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 #include <utility>
 
+#include "core/file.h"
 #include "core/threads.h"
 #include "vit/core/error.h"
 
@@ -69,12 +69,8 @@ ModelPtr Host::make_model(const ServedModel& s, const std::string& config) {
     from = "the load request's config";
     set = apply_model_config(config, true, s.name, from, set, notes);
   } else if (std::filesystem::is_regular_file(pbtxt, ec)) {
-    std::ifstream in(pbtxt);
-    std::ostringstream text;
-    text << in.rdbuf();
-    VIT_CHECK(in, pbtxt, ": cannot read");
     from = pbtxt;
-    set = apply_model_config(text.str(), false, s.name, from, set, notes);
+    set = apply_model_config(read_text_file(pbtxt), false, s.name, from, set, notes);
   }
   for (const std::string& note : notes) say(detail::concat("model ", s.name, ": ", from, ": ", note));
   ClassifierOptions co;
@@ -99,7 +95,7 @@ ModelPtr Host::make_model(const ServedModel& s, const std::string& config) {
   VIT_CHECK(c.num_classes() > 0, s.checkpoint, " has no classifier head: nothing to serve");
   BatchOptions bo;
   bo.max_batch = set.dynamic ? set.max_batch : 1;  // without dynamic batching, a request per pass
-  bo.max_delay = std::chrono::microseconds(set.dynamic ? int64_t(set.max_delay_ms * 1000) : 0);
+  bo.max_delay = std::chrono::microseconds(set.dynamic ? set.max_delay_us() : 0);
   bo.max_queue = set.max_queue;
   bo.warmup = o_.warmup;
   const Clock::time_point start = Clock::now();
@@ -231,14 +227,9 @@ Clock::time_point Host::deadline(Clock::time_point start, int64_t timeout_us) co
   return start + std::chrono::microseconds(us);
 }
 
-ServingInfo Host::serving_info(const Model& m) const {
-  ServingInfo s;
-  s.max_batch = m.settings.max_batch;
-  s.dynamic = m.settings.dynamic;
-  s.max_delay_us = int64_t(m.settings.max_delay_ms * 1000);
-  s.max_queue = m.settings.max_queue;
-  s.instances = int(m.instances.size());
-  s.dtype = m.classifier().dtype();
+ModelSettings Host::serving_info(const Model& m) const {
+  ModelSettings s = m.settings;
+  s.dtype = m.classifier().dtype();  // "" (the checkpoint's) resolved
   return s;
 }
 

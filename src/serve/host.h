@@ -71,7 +71,7 @@ class Host {
   // A request's deadline: --timeout-s after its start, or its own timeout when sooner.
   Clock::time_point deadline(Clock::time_point start, int64_t timeout_us) const;
   // GET /v2/models/{m}/config's facts.
-  ServingInfo serving_info(const Model& m) const;
+  ModelSettings serving_info(const Model& m) const;  // its settings, with the dtype it runs in
   // The flags' settings of a model (model_config.h).
   ModelSettings defaults() const;
   // The most requests that the models of the index hold at once (ModelSettings::capacity;

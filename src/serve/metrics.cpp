@@ -48,6 +48,8 @@ int64_t status_kb(const std::string& status, const std::string& key) {
   return at == std::string::npos ? 0 : std::strtoll(status.c_str() + at + key.size() + 2, nullptr, 10) * 1024;
 }
 
+// The whole of a /proc file (core's read_text_file reads as many bytes as the file's size,
+// which /proc reports as 0).
 std::string read_text(const char* path) {
   std::ifstream in(path);
   std::ostringstream s;
@@ -169,6 +171,10 @@ int64_t Metrics::Duration::ns() const {
 
 std::vector<Metrics::ModelStats> Metrics::stats(const std::vector<std::string>& models) const {
   std::lock_guard<std::mutex> lock(mu_);
+  return collect(models);
+}
+
+std::vector<Metrics::ModelStats> Metrics::collect(const std::vector<std::string>& models) const {
   std::vector<ModelStats> out;
   for (const std::string& m : models) {
     const auto it = stats_.find(m);
@@ -265,31 +271,26 @@ std::string Metrics::text(const std::vector<std::string>& models,
        "Cumulative inference compute output duration in microseconds",
        [us](const ModelStats& s) { return us(s.output); }},
   };
-  std::vector<ModelStats> stats;
-  for (const std::string& m : models) {
-    const auto it = stats_.find(m);
-    stats.push_back(it == stats_.end() ? ModelStats{} : it->second);
-  }
-  const auto labels = [this](const std::string& m) {
-    return "{model=\"" + m + "\",version=\"" + version(m) + "\"";
+  const std::vector<ModelStats> stats = collect(models);
+  const auto labels = [](const ModelStats& s) {
+    return "{model=\"" + s.name + "\",version=\"" + s.version + "\"";
   };
   for (const Family& f : families) {
     os << "# HELP " << f.name << " " << f.help << "\n# TYPE " << f.name << " counter\n";
-    for (size_t i = 0; i < models.size(); ++i)
-      os << f.name << labels(models[i]) << "} " << f.value(stats[i]) << "\n";
+    for (const ModelStats& s : stats) os << f.name << labels(s) << "} " << f.value(s) << "\n";
   }
   os << "# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes\n"
      << "# TYPE nv_inference_request_failure counter\n";
   for (size_t i = 0; i < models.size(); ++i)
     for (const char* reason : {"REJECTED", "CANCELED", "BACKEND", "OTHER"}) {
       const auto it = stats[i].fail_reasons.find(reason);
-      os << "nv_inference_request_failure" << labels(models[i]) << ",reason=\"" << reason << "\"} "
+      os << "nv_inference_request_failure" << labels(stats[i]) << ",reason=\"" << reason << "\"} "
          << (it == stats[i].fail_reasons.end() ? 0 : it->second) << "\n";
     }
   os << "# HELP nv_inference_pending_request_count Instantaneous number of pending requests awaiting "
         "execution per-model.\n# TYPE nv_inference_pending_request_count gauge\n";
   for (size_t i = 0; i < models.size(); ++i)
-    os << "nv_inference_pending_request_count" << labels(models[i]) << "} " << depths[i] << "\n";
+    os << "nv_inference_pending_request_count" << labels(stats[i]) << "} " << depths[i] << "\n";
   return os.str() + process_text();
 }
 

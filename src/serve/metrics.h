@@ -88,7 +88,8 @@ class Metrics {
   std::map<std::pair<std::string, int>, std::pair<int64_t, double>> instances_;  // passes, seconds
   std::map<std::string, ModelStats> stats_;
   std::map<std::string, std::string> versions_;
-  std::string version(const std::string& model) const;  // under mu_
+  std::string version(const std::string& model) const;                            // under mu_
+  std::vector<ModelStats> collect(const std::vector<std::string>& models) const;  // stats(), under mu_
 };
 
 }  // namespace vit::serve

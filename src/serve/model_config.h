@@ -24,6 +24,7 @@ struct ModelSettings {
   int64_t max_queue = 256;
   int instances = 1;
   std::string dtype;  // "": the checkpoint's
+  int64_t max_delay_us() const { return int64_t(max_delay_ms * 1000); }
   // The most requests in the server at once: the queue and a pass on each instance.
   int64_t capacity() const { return max_queue + (dynamic ? max_batch : 1) * instances; }
 };

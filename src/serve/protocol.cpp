@@ -361,7 +361,7 @@ std::string model_metadata(const std::string& model_name, const Classifier& m, c
   return dump(j);
 }
 
-std::string model_config(const std::string& model_name, const Classifier& m, const ServingInfo& s) {
+std::string model_config(const std::string& model_name, const Classifier& m, const ModelSettings& s) {
   using ojson = nlohmann::ordered_json;  // in model_config.proto's order, as Triton writes it
   ojson j = {{"name", model_name},
              {"platform", "vitcpp"},
@@ -381,7 +381,7 @@ std::string model_config(const std::string& model_name, const Classifier& m, con
                 {"optional", true}}}},
              {"output", {{{"name", "logits"}, {"data_type", "TYPE_FP32"}, {"dims", {m.num_classes()}}}}}};
   if (s.dynamic)
-    j["dynamic_batching"] = {{"max_queue_delay_microseconds", s.max_delay_us},
+    j["dynamic_batching"] = {{"max_queue_delay_microseconds", s.max_delay_us()},
                              {"default_queue_policy", {{"max_queue_size", s.max_queue}}}};
   j["instance_group"] = {{{"name", model_name}, {"kind", "KIND_CPU"}, {"count", s.instances}}};
   j["parameters"] = {{"dtype", {{"string_value", s.dtype}}}};

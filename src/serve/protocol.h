@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "serve/model_config.h"
 #include "vit/classifier.h"
 #include "vit/core/error.h"
 
@@ -57,19 +58,13 @@ InferResponse infer_response(const std::string& model_name, const InferRequest& 
 // GET /v2/models/{m}: name, versions, platform, inputs and outputs with datatypes and shapes.
 std::string model_metadata(const std::string& model_name, const Classifier& model,
                            const std::string& version = "1");
-// How the server runs a model, for its Triton model configuration.
-struct ServingInfo {
-  int64_t max_batch = 16, max_delay_us = 5000, max_queue = 256;
-  bool dynamic = true;  // dynamic batching (with max_delay_us)
-  int instances = 1;
-  std::string dtype = "fp32";
-};
 // GET /v2/models/{m}/config (Triton's model configuration extension): the model as Triton's
 // ModelConfig message (model_config.proto) in JSON, as tritonclient's get_model_config and
 // perf_analyzer read it: max_batch_size, the inputs and output without the batch dimension
 // (the two inputs optional: a request gives one), dynamic batching, the queue's size and
 // the instance count.
-std::string model_config(const std::string& model_name, const Classifier& model, const ServingInfo& s);
+// s: how the server runs it, its dtype the one the model runs in (Host::serving_info).
+std::string model_config(const std::string& model_name, const Classifier& model, const ModelSettings& s);
 // Triton's model repository extension: a load or unload request's parameter `key` (bool_value,
 // string_value: whether it is a boolean, a string). Taken: a load's config (Triton's model
 // configuration in JSON, a string; model_config.h) and an unload's unload_dependents (vit

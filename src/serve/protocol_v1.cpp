@@ -48,14 +48,6 @@ const json* image_of(const json& instance) {
   return nullptr;
 }
 
-// 413 when n images of `per` floats are more than max_input_bytes.
-void check_size(int64_t n, int64_t per, size_t max_input_bytes) {
-  if (uint64_t(n) > max_input_bytes / sizeof(float) / uint64_t(per))
-    throw RequestError(413, std::to_string(n) + " instances make an input of " +
-                                std::to_string(uint64_t(n) * uint64_t(per) * 4 / 1000000) +
-                                " MB, over the --max-body-mb limit; send fewer per request");
-}
-
 }  // namespace
 
 InferRequest parse_v1_predict(std::string_view body, const Classifier& m, size_t max_input_bytes) {
@@ -76,7 +68,7 @@ InferRequest parse_v1_predict(std::string_view body, const Classifier& m, size_t
     if (!json::accept(rest)) bad("the body is not JSON: {\"instances\": [...]}");
     InferRequest r;
     r.n = scan.shape[0];
-    check_size(r.n, per, max_input_bytes);
+    image_batch({r.n}, m, max_input_bytes / sizeof(float));  // 413 past --max-body-mb
     r.x = std::move(scan.values);
     return r;
   }
@@ -91,7 +83,7 @@ InferRequest parse_v1_predict(std::string_view body, const Classifier& m, size_t
   const std::vector<int64_t> dims = {m.channels(), m.height(), m.width()};
   InferRequest r;
   r.n = int64_t(instances.size());
-  check_size(r.n, per, max_input_bytes);
+  image_batch({r.n}, m, max_input_bytes / sizeof(float));  // 413 past --max-body-mb
   r.x.resize(size_t(r.n * per));
   std::vector<float> pixels;
   for (int64_t i = 0; i < r.n; ++i) {
