@@ -994,7 +994,7 @@ def test_poll_model_control_follows_the_repository(tmp_path):
         stop.set()
         worker.join()
         assert answers and set(answers) == {200}, answers
-        assert "model cats: loaded again" in log()
+        wait_for(lambda: "model cats: loaded again" in log())  # said just after the swap
         # A version folder added (Triton's layout) is served as that version.
         copy_model(tmp_path / "v5")
         os.rename(tmp_path / "v5", repo / "cats" / "5")
@@ -1009,7 +1009,7 @@ def test_poll_model_control_follows_the_repository(tmp_path):
         # A model removed is unloaded; load and unload requests are not taken in this mode.
         shutil.rmtree(repo / "dogs")
         wait_for(lambda: call(s.url + "/v2/models/dogs/ready")[0] == 404)
-        assert "model dogs: unloaded (gone from its repository)" in log()
+        wait_for(lambda: "model dogs: unloaded (gone from its repository)" in log())  # said just after
         status, _, text = call(s.url + "/v2/repository/models/dogs/load", b"", method="POST")
         assert status == 400 and "as their repository changes" in text, text
     finally:
