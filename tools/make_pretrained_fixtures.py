@@ -222,7 +222,8 @@ def timm_forward(c, p, x):
     if c["global_pool"] == "map":
         pooled = timm_attn_pool(p, t if c.get("pool_include_prefix") else t[:, npre:], nh, eps)
     else:
-        pooled = t[:, npre:].mean(dim=1) if c["global_pool"] == "avg" else t[:, 0]
+        kept = t if c.get("pool_include_prefix") else t[:, npre:]  # timm 1.0's global_pool_nlc
+        pooled = kept.mean(dim=1) if c["global_pool"] == "avg" else t[:, 0]
     if "fc_norm.weight" in p:
         pooled = layer_norm(pooled, p["fc_norm.weight"], p["fc_norm.bias"], eps)
     return F.linear(pooled, p["head.weight"], p["head.bias"])
