@@ -2,7 +2,10 @@
 """What a call from Python costs over the engine: vitcpp's model(x) timed in a Python loop
 against `vit bench` on the same model and batch, alternating, in rounds (medians).
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/python_call.py [--model vit-tiny-16] [-b 1]
+    PYTHONPATH=build/python /usr/bin/python3 bench/python_call.py [--model vit-tiny-16] [-b 1] [--with-torch]
+
+--with-torch imports PyTorch first, as a process that uses both does (importing it sets
+OpenMP's thread count, which vitcpp's own count must not follow).
 """
 import argparse
 import json
@@ -22,8 +25,13 @@ def main():
     ap.add_argument("-b", "--batch", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--with-torch", action="store_true", help="import PyTorch first")
     ap.add_argument("--vit", default=os.path.join(os.path.dirname(__file__), "..", "build", "vit"))
     a = ap.parse_args()
+    if a.with_torch:
+        import torch
+        print(f"PyTorch {torch.__version__} imported: its threads {torch.get_num_threads()}, "
+              f"vitcpp's {vitcpp.get_threads()}")
     m = vitcpp.create_model(a.model)
     c, h, w = m.pretrained_cfg["input_size"]
     x = np.random.default_rng(0).standard_normal((a.batch, c, h, w)).astype(np.float32)

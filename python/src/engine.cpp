@@ -1,6 +1,7 @@
 #include "engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -227,12 +228,22 @@ void preprocess_pixels(const InputSpec& in, const uint8_t* hwc, int64_t h, int64
   preprocess_image(img, in, out);
 }
 
+namespace {
+std::atomic<int> own_threads{0};  // 0: default_threads(), read at the first call
+}
+
 void set_threads(int n) {
-  set_num_threads(n);
+  own_threads.store(n > 0 ? n : 0);
 }
 
 int threads() {
-  return num_threads();
+  int n = own_threads.load();
+  if (n == 0) {
+    const int d = default_threads();
+    own_threads.compare_exchange_strong(n, d);  // n: what another thread stored first, if any
+    n = own_threads.load();
+  }
+  return n;
 }
 
 }  // namespace vit::python

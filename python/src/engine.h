@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/threads.h"
 #include "data/preprocess.h"
 #include "io/pretrained.h"
 #include "vit/core/error.h"
@@ -99,8 +100,21 @@ void preprocess_file(const InputSpec& in, const std::string& path, float* out);
 void preprocess_bytes(const InputSpec& in, const uint8_t* data, size_t size, float* out);
 void preprocess_pixels(const InputSpec& in, const uint8_t* hwc, int64_t h, int64_t w, int64_t c, float* out);
 
-// OpenMP threads for every later call (the process's setting, as vit --threads).
+// vitcpp's threads for every later call, as vit --threads; n <= 0: the default, OMP_NUM_THREADS
+// or else every CPU this process may run on. The module's own count: each call sets OpenMP's for
+// its own thread while it runs (OwnThreads) and gives the previous one back, so another
+// library's setting (importing PyTorch sets OpenMP's count to PyTorch's own, 1 on some
+// machines) neither changes vitcpp's nor is changed by it.
 void set_threads(int n);
 int threads();
+
+// The calling thread's parallel regions on threads() until the end of the scope.
+class OwnThreads {
+ public:
+  OwnThreads() : own_(threads()) {}
+
+ private:
+  ScopedThreads own_;
+};
 
 }  // namespace vit::python

@@ -42,11 +42,11 @@ int64_t batch_of(const Engine& e, const Floats& x) {
   return x.shape(0);
 }
 
-// f(engine) without the GIL, holding the model's lock (compute, and the calls that unpack or
+// f(engine) under Compute, holding the model's lock (compute, and the calls that unpack or
 // repack its weights).
 template <typename F>
 auto locked(Engine& e, F&& f) {
-  py::gil_scoped_release nogil;
+  vit::python::Compute compute;
   std::lock_guard<std::mutex> lock(e.lock());
   return f(e);
 }
@@ -60,7 +60,7 @@ py::array_t<float> logits(Engine& e, const Floats& x) {
   Floats out = empty({B, e.config().num_classes});
   float* o = out.mutable_data();
   {
-    py::gil_scoped_release nogil;
+    vit::python::Compute compute;
     std::lock_guard<std::mutex> lock(e.lock());
     e.logits(x.data(), B, o);
   }
@@ -73,7 +73,7 @@ py::tuple features(Engine& e, const Floats& x, bool pooled, bool tokens) {
   Floats p = empty({pooled ? B : 0, D}), t = empty({tokens ? B : 0, T, D});
   float *pp = pooled ? p.mutable_data() : nullptr, *tp = tokens ? t.mutable_data() : nullptr;
   {
-    py::gil_scoped_release nogil;
+    vit::python::Compute compute;
     std::lock_guard<std::mutex> lock(e.lock());
     e.features(x.data(), B, pp, tp);
   }
@@ -87,7 +87,7 @@ py::tuple attention(Engine& e, const Floats& x) {
   Floats attn = empty({c.depth, B, H, T, T}), pool = empty({c.map_pool() ? B : 0, H, T});
   float *a = attn.mutable_data(), *p = c.map_pool() ? pool.mutable_data() : nullptr;
   {
-    py::gil_scoped_release nogil;
+    vit::python::Compute compute;
     std::lock_guard<std::mutex> lock(e.lock());
     e.attention(x.data(), B, a, p);
   }
@@ -109,7 +109,7 @@ py::array_t<float> maps(Engine& e, const Floats& x, const std::string& method, i
   Floats out = empty({B, e.config().grid_h(), e.config().grid_w()});
   float* o = out.mutable_data();
   {
-    py::gil_scoped_release nogil;
+    vit::python::Compute compute;
     std::lock_guard<std::mutex> lock(e.lock());
     e.maps(x.data(), B, method, layer, head, o);
   }
@@ -137,7 +137,7 @@ template <typename F>
 py::array_t<float> image(const vit::InputSpec& in, F&& fill) {
   Floats out = empty({in.channels, in.height, in.width});
   float* o = out.mutable_data();
-  py::gil_scoped_release nogil;
+  vit::python::Compute compute;
   fill(o);
   return out;
 }
@@ -160,8 +160,8 @@ PYBIND11_MODULE(_vitcpp, m) {
       .def_readwrite("pos_resample", &vit::python::LoadArgs::pos_resample);
 
   py::class_<Engine>(m, "Engine")
-      .def_static("load", &Engine::load, py::call_guard<py::gil_scoped_release>())
-      .def_static("create", &Engine::create, py::call_guard<py::gil_scoped_release>())
+      .def_static("load", &Engine::load, py::call_guard<vit::python::Compute>())
+      .def_static("create", &Engine::create, py::call_guard<vit::python::Compute>())
       .def("config_json", [](const Engine& e) { return e.config().to_json(-1); })
       .def_property_readonly("format", &Engine::format)
       .def_property_readonly("class_names", &Engine::class_names)
@@ -246,5 +246,10 @@ PYBIND11_MODULE(_vitcpp, m) {
   m.def("preset_config_json", [](const std::string& name) { return vit::preset(name).to_json(-1); });
   m.def("set_threads", &vit::python::set_threads);
   m.def("threads", &vit::python::threads);
+  // The OpenMP count a call computes on (tests: what Compute sets).
+  m.def("_compute_threads", [] {
+    const vit::python::Compute compute;
+    return vit::num_threads();
+  });
   vit::python::bind_train(m);
 }

@@ -105,7 +105,7 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
   };
   int status = 0;
   {
-    py::gil_scoped_release nogil;
+    Compute compute;  // --threads, when given, sets OpenMP's count inside; given back after
     status = app::run_train(args, &hooks);
   }
   if (raised) throw *raised;

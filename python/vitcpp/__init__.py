@@ -28,13 +28,14 @@ _DTYPES = {"float32": "fp32", "fp32": "fp32", "bfloat16": "bf16", "bf16": "bf16"
 
 
 def set_threads(n):
-    """OpenMP threads for every later call, as `vit --threads N` (the whole process's setting;
-    n <= 0 leaves OpenMP's default: every core, or OMP_NUM_THREADS)."""
+    """Threads for every later call of vitcpp, as `vit --threads N` (n <= 0: the default,
+    OMP_NUM_THREADS or else every CPU the process may run on). vitcpp's own count: PyTorch's
+    (torch.set_num_threads, which importing torch sets) neither changes it nor is changed."""
     _vitcpp.set_threads(int(n))
 
 
 def get_threads():
-    """The OpenMP threads calls run on."""
+    """The threads vitcpp's calls run on."""
     return _vitcpp.threads()
 
 
@@ -88,7 +89,7 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     dynamic_img_size: accept any input size the patches divide (resampled per size, cached).
     dtype: "float32", "bfloat16" (CPUs with AVX-512 bf16 or AMX) or "int8" for the blocks'
         products (int8: weights per output channel, inputs per row at run time).
-    threads: OpenMP threads for every call (set_threads; the process's setting).
+    threads: threads for every call of vitcpp (set_threads: the process's count for vitcpp).
     labels_file: class names, one per line (default: the checkpoint's own).
     pos_resample: how a new size resamples the position embeddings: "timm"
         (resample_abs_pos_embed) or "hf" (transformers' interpolate_pos_encoding); default:

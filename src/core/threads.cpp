@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <cstdlib>
 #include <exception>
+#include <thread>
 #include <vector>
 
 #include "core/settings.h"
@@ -76,10 +79,23 @@ int num_threads() {
   return omp_get_max_threads();
 }
 
+int default_threads() {
+  if (const char* v = setting("OMP_NUM_THREADS")) {  // "4" or a list for nested levels, "4,2"
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (end != v && n > 0 && n <= INT32_MAX && (*end == '\0' || *end == ',')) return int(n);
+  }
+#ifdef __linux__
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) > 0) return CPU_COUNT(&mask);
+#endif
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 ScopedThreads::ScopedThreads(int n) {
-  if (n <= 0 || n == omp_get_max_threads()) return;
+  if (n <= 0) return;
   previous_ = omp_get_max_threads();
-  omp_set_num_threads(n);
+  if (n != previous_) omp_set_num_threads(n);
 }
 
 ScopedThreads::~ScopedThreads() {

@@ -7,9 +7,14 @@ namespace vit {
 
 void set_num_threads(int n);  // n <= 0: leave the OpenMP default
 int num_threads();
+// The count OpenMP starts with, whatever has changed it since: OMP_NUM_THREADS's first number,
+// else the CPUs this process may run on. For a library that keeps a count of its own beside
+// others in one process (the Python module: importing PyTorch sets OpenMP's count to its own).
+int default_threads();
 
 // The calling thread's parallel regions (and the GEMM library's) run on n threads (n > 0)
-// until the end of the scope, then on what they ran on before; n <= 0 changes nothing.
+// until the end of the scope, then on what they ran on before, whatever set_num_threads did
+// meanwhile; n <= 0 changes nothing.
 // OpenMP keeps the thread count per calling thread, so this is what a model's own thread
 // count needs: other threads' calls are not affected.
 class ScopedThreads {

@@ -133,3 +133,39 @@ def test_the_classify_example_runs():
     r = subprocess.run([sys.executable, example, TIMM_A, *images], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "cat.jpg: " in r.stdout and "%" in r.stdout and "logits (2, 5)" in r.stdout
+
+
+# vitcpp keeps a thread count of its own. Both libraries use OpenMP, whose count is one per
+# process, and importing Debian's PyTorch sets it to PyTorch's own (1 on some 2-core machines):
+# before, vitcpp's calls then ran on that many threads. Run in a fresh process, PyTorch first.
+THREADS_SCRIPT = """
+import os, sys, torch
+torch.set_num_threads(1)  # as importing PyTorch does on some machines
+import vitcpp
+env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
+default = int(env) if env.isdigit() and int(env) > 0 else len(os.sched_getaffinity(0))
+assert vitcpp.get_threads() == default, (vitcpp.get_threads(), default)
+assert vitcpp._vitcpp._compute_threads() == default
+vitcpp.set_threads(3)
+assert torch.get_num_threads() == 1, torch.get_num_threads()  # PyTorch's count is left alone
+torch.set_num_threads(2)
+assert vitcpp.get_threads() == 3 and vitcpp._vitcpp._compute_threads() == 3
+m = vitcpp.create_model("mnist-seed")
+m(__import__("numpy").zeros((2, 1, 28, 28), "float32"))
+vitcpp.train("mnist-seed", synthetic=64, epochs=1, batch_size=64, progress="log")  # prints its threads
+vitcpp.train("mnist-seed", synthetic=64, epochs=1, batch_size=64, progress="log", threads=4)
+assert torch.get_num_threads() == 2 and vitcpp.get_threads() == 3, (torch.get_num_threads(), vitcpp.get_threads())
+vitcpp.set_threads(0)
+assert vitcpp.get_threads() == default
+print("done")
+"""
+
+
+def test_threads_are_vitcpps_own_whatever_pytorch_sets(tmp_path):
+    pytest.importorskip("torch")
+    package = os.path.dirname(os.path.dirname(os.path.abspath(vitcpp.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package] + sys.path))
+    r = subprocess.run([sys.executable, "-c", THREADS_SCRIPT], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("done"), r.stdout[-2000:] + r.stderr[-2000:]
+    assert [line.rsplit("threads: ", 1)[1] for line in r.stdout.splitlines()
+            if line.startswith("vit train:")] == ["3", "4"], r.stdout[-2000:]
