@@ -71,7 +71,7 @@ Run add_average(CLI::App& cmd) {
     LoadOptions opt;
     opt.num_heads = f->num_heads;
     const Pretrained avg = average_checkpoints(files, opt);
-    print_notes(avg);
+    print_notes(avg, std::cerr);
     // The files as named here (two model.safetensors of two directories stay apart).
     std::map<std::string, std::string> meta = {{"averaged_from", nlohmann::json(files).dump()}};
     if (!avg.class_names.empty()) meta["class_names"] = nlohmann::json(avg.class_names).dump();

@@ -28,7 +28,7 @@ Run add_info(CLI::App& cmd) {
     } else {
       const Pretrained p =
           load_pretrained(f->checkpoint, load_options(f->model.img_size, f->model.num_heads));
-      print_notes(p);
+      print_notes(p, std::cerr);
       cfg = p.model->config();
     }
     ParamTable table(cfg);

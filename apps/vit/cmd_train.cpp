@@ -387,7 +387,7 @@ void TrainCommand::check_flags() {
   comm.set_timeout(F.comm_timeout);
   if (F.threads == 0 && comm.local_size() > 1) F.threads = std::max(1, num_threads() / comm.local_size());
   use_threads(F.threads, true);  // free unless VIT_BIND=on (commands.h)
-  out = comm.root() ? &std::cout : &quiet;
+  out = !comm.root() ? &quiet : hooks && hooks->log ? hooks->log : &std::cout;
   F.train.comm = &comm;
   if (F.recovery != "auto") {
     char* end = nullptr;
@@ -455,7 +455,7 @@ void TrainCommand::make_model() {
   *out << "loading the pretrained weights from " << F.pretrained << std::endl;
   run_agreed(comm, "loading the pretrained weights", [&] {
     Pretrained p = load_pretrained(F.pretrained, o);
-    if (comm.root()) print_notes(p);
+    if (comm.root()) print_notes(p, hooks && hooks->log ? *hooks->log : std::cerr);
     *out << "pretrained: " << p.file << " (" << p.format << ")" << std::endl;
     owned = std::move(p.model);
     check_fits(owned->config(), true);
@@ -472,7 +472,7 @@ void TrainCommand::load_teacher() {
   *out << "loading the teacher from " << F.teacher << std::endl;
   run_agreed(comm, "loading the teacher", [&] {
     Pretrained p = load_pretrained(F.teacher, o);
-    if (comm.root()) print_notes(p);
+    if (comm.root()) print_notes(p, hooks && hooks->log ? *hooks->log : std::cerr);
     *out << "teacher: " << p.file << " (" << p.format << ", " << count_str(p.model->table().total())
          << " parameters), " << F.train.distill.type << " distillation, alpha " << F.train.distill.alpha;
     if (F.train.distill.type == "soft") *out << ", tau " << F.train.distill.tau;
@@ -538,7 +538,8 @@ void TrainCommand::prepare() {
       }
     });
   }
-  F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && ::isatty(STDOUT_FILENO) != 0);
+  const bool terminal = hooks && hooks->log ? hooks->log_is_terminal : ::isatty(STDOUT_FILENO) != 0;
+  F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && terminal);
   *out << "model: " << cfg.to_json(-1) << std::endl;
   if (const int shards = owned->shards_for(F.train.batch_size); shards > 1)
     *out << "batch split into " << shards << " shards, "

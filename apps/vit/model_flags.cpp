@@ -239,8 +239,8 @@ LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads
   return o;
 }
 
-void print_notes(const Pretrained& p) {
-  for (const auto& n : p.notes) std::cerr << "vit: " << p.file << " (" << p.format << "): " << n << "\n";
+void print_notes(const Pretrained& p, std::ostream& os) {
+  for (const auto& n : p.notes) os << "vit: " << p.file << " (" << p.format << "): " << n << "\n";
 }
 
 void print_data_notes(const DataSources& d, std::ostream& os) {
@@ -282,7 +282,7 @@ Pretrained LoadFlags::load() const {
   o.labels_file = labels;
   o.last = last;
   Pretrained p = load_pretrained(checkpoint, o);
-  print_notes(p);
+  print_notes(p, std::cerr);
   return p;
 }
 

@@ -75,7 +75,8 @@ LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads
                          const std::string& pos_resample = "");
 // --pos-resample timm|hf into value.
 void add_pos_resample(CLI::App& cmd, std::string& value);
-void print_notes(const Pretrained& p);
+void print_notes(const Pretrained& p,
+                 std::ostream& os);  // the checkpoint's notes, "vit: FILE (FORMAT): note"
 // --skip-bad-images: the count and the first 10 files left out, with their reasons.
 // A dataset's notes ("note: ...") and the images --skip-bad-images left out.
 void print_data_notes(const DataSources& d, std::ostream& os);

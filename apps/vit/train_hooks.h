@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,11 @@ struct TrainHooks {
   // run after its step, with a state that --resume continues.
   std::function<int()> stop_requested;
   std::function<void(const EpochStats&)> on_epoch_end;  // TrainConfig::on_epoch_end
+  // In place of standard output: where the run's lines and progress go (Python's sys.stdout,
+  // which a notebook shows and redirect_stdout captures), and whether it is a terminal
+  // (--progress auto draws a bar there).
+  std::ostream* log = nullptr;
+  bool log_is_terminal = false;
 
   // Filled by the run: the history (summary.csv's rows), whether the run wrote files
   // and an eval set was used, the model as training left it (also when stopped), and the

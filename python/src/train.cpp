@@ -8,7 +8,12 @@
 #include <pybind11/stl.h>
 
 #include <csignal>
+#include <cstring>
+#include <mutex>
 #include <optional>
+#include <ostream>
+#include <streambuf>
+#include <string>
 
 #include "apps/vit/train_hooks.h"
 #include "arrays.h"
@@ -54,6 +59,60 @@ py::dict epoch_dict(const EpochStats& e, bool ema) {
   return d;
 }
 
+// The run's lines into Python's sys.stdout (what a notebook shows, and what redirect_stdout
+// captures), not the process's standard output: each whole line, and whatever a flush asks
+// for (a progress bar's \r updates), written with the GIL held. An exception from the write
+// (a closed stream, KeyboardInterrupt raised in its Python code) becomes the run's `raised`,
+// which stops it as the callback's would; later lines are dropped.
+class PythonStdout : public std::streambuf {
+ public:
+  explicit PythonStdout(std::optional<py::error_already_set>& raised) : raised_(raised) {}
+  void write_out() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (text_.empty()) return;
+    py::gil_scoped_acquire gil;
+    if (!raised_) {
+      try {
+        const py::object out = py::module_::import("sys").attr("stdout");
+        if (!out.is_none()) {
+          out.attr("write")(py::str(text_.data(), text_.size()));
+          out.attr("flush")();
+        }
+      } catch (py::error_already_set& e) {
+        raised_.emplace(std::move(e));
+      }
+    }
+    text_.clear();
+  }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    const char ch = traits_type::to_char_type(c);
+    xsputn(&ch, 1);
+    return c;
+  }
+  std::streamsize xsputn(const char* p, std::streamsize n) override {
+    bool line = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      text_.append(p, size_t(n));
+      line = std::memchr(p, '\n', size_t(n)) != nullptr;
+    }
+    if (line) write_out();
+    return n;
+  }
+  int sync() override {
+    write_out();
+    return 0;
+  }
+
+ private:
+  std::optional<py::error_already_set>& raised_;
+  std::mutex mu_;
+  std::string text_;
+};
+
 // (status, history [dict], engine or None, class names, stop message): status is vit
 // train's exit status (0 done, 128 + signal stopped). A Python exception raised in the
 // callback or by a signal handler during the run is raised again here, after the run has
@@ -91,6 +150,17 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
     }
     return 0;
   };
+  PythonStdout buffer(raised);
+  std::ostream log(&buffer);
+  hooks.log = &log;
+  hooks.log_is_terminal = [] {
+    const py::object out = py::module_::import("sys").attr("stdout");
+    try {
+      return !out.is_none() && out.attr("isatty")().cast<bool>();
+    } catch (py::error_already_set&) {  // a stream without isatty: not a terminal
+      return false;
+    }
+  }();
   std::vector<EpochStats> seen;
   hooks.on_epoch_end = [&](const EpochStats& e) {
     seen.push_back(e);
@@ -108,6 +178,7 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
     Compute compute;  // --threads, when given, sets OpenMP's count inside; given back after
     status = app::run_train(args, &hooks);
   }
+  buffer.write_out();  // what is left after the last line
   if (raised) throw *raised;
   const bool ema = hooks.model_ema && hooks.has_eval;
   py::list history;

@@ -1,8 +1,10 @@
 """vitcpp.train: `vit train` from Python, on arrays and directories. The same images as IDX
 files (vit train) and as numpy arrays (vitcpp.train) must give the same bits; Ctrl-C stops a
 run with a state that resume= continues exactly."""
+import contextlib
 import csv
 import gzip
+import io
 import os
 import signal
 import struct
@@ -198,3 +200,22 @@ def test_the_train_arrays_example_runs(digits, tmp_path):
     assert os.path.exists(tmp_path / "run" / "last.safetensors")
     # What it wrote is a checkpoint vit predict reads.
     run_vit("info", "--checkpoint", tmp_path / "run" / "last.safetensors")
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_the_log_goes_to_pythons_stdout(capfd):
+    """sys.stdout, not the process's: a notebook shows it, redirect_stdout captures it. Before,
+    the lines went to file descriptor 1 (the terminal of a notebook's server)."""
+    for stream, bar in ((io.StringIO(), False), (Terminal(), True)):
+        with contextlib.redirect_stdout(stream):
+            vitcpp.train("mnist-seed", synthetic=128, epochs=1, batch_size=32, threads=2)  # progress auto
+        lines = stream.getvalue().splitlines()
+        assert lines[0].startswith("vit train: model mnist-seed"), lines[:3]
+        assert lines[-1].startswith("best: "), lines[-3:]
+        assert ("\r" in stream.getvalue()) == bar  # a bar where the stream is a terminal, else log lines
+    out, err = capfd.readouterr()
+    assert "vit train" not in out + err, out + err
