@@ -2,16 +2,31 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "core/threads.h"
 #include "engine.h"
 
 namespace vit::python {
 
-// What every call that computes runs under: the GIL released, vitcpp's own thread count
-// (OwnThreads) set for the calling thread; both given back at the end of the scope.
-struct Compute {
+// f() as every call that computes runs: without the GIL, on vitcpp's own thread count
+// (threads()), where OpenMP works (core's run_openmp: in a process forked from one that ran
+// vitcpp, on a helper thread, since the forking thread's OpenMP threads are gone). Returns
+// f's result; f's exception is rethrown.
+template <typename F>
+auto compute(F&& f) {
   pybind11::gil_scoped_release nogil;
-  OwnThreads own;
-};
+  using R = decltype(f());
+  if constexpr (std::is_void_v<R>) {
+    run_openmp(threads(), f);
+  } else {
+    std::optional<R> r;
+    run_openmp(threads(), [&] { r.emplace(f()); });
+    return std::move(*r);
+  }
+}
 
 void bind_train(pybind11::module_& m);  // train.cpp: vitcpp.train's run
 

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "core/threads.h"
 #include "data/preprocess.h"
 #include "io/pretrained.h"
 #include "vit/core/error.h"
@@ -102,19 +101,10 @@ void preprocess_pixels(const InputSpec& in, const uint8_t* hwc, int64_t h, int64
 
 // vitcpp's threads for every later call, as vit --threads; n <= 0: the default, OMP_NUM_THREADS
 // or else every CPU this process may run on. The module's own count: each call sets OpenMP's for
-// its own thread while it runs (OwnThreads) and gives the previous one back, so another
-// library's setting (importing PyTorch sets OpenMP's count to PyTorch's own, 1 on some
+// the thread it runs on while it runs (compute, bindings.h) and gives the previous one back, so
+// another library's setting (importing PyTorch sets OpenMP's count to PyTorch's own, 1 on some
 // machines) neither changes vitcpp's nor is changed by it.
 void set_threads(int n);
 int threads();
-
-// The calling thread's parallel regions on threads() until the end of the scope.
-class OwnThreads {
- public:
-  OwnThreads() : own_(threads()) {}
-
- private:
-  ScopedThreads own_;
-};
 
 }  // namespace vit::python

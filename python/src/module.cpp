@@ -1,8 +1,8 @@
 // vitcpp._vitcpp: the bindings under python/vitcpp/__init__.py. Arrays cross as numpy
 // float32 C-contiguous arrays read in place (the Python side converts or refuses anything
-// else, with the reason); outputs are new numpy arrays that Python owns. Compute releases
-// the GIL and takes the model's lock (engine.h). vit::Error becomes vitcpp.Error, a
-// RuntimeError with the engine's message.
+// else, with the reason); outputs are new numpy arrays that Python owns. Compute runs under
+// compute() (bindings.h: no GIL, vitcpp's threads) and takes the model's lock (engine.h). vit::Error becomes
+// vitcpp.Error, a RuntimeError with the engine's message.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -42,13 +42,14 @@ int64_t batch_of(const Engine& e, const Floats& x) {
   return x.shape(0);
 }
 
-// f(engine) under Compute, holding the model's lock (compute, and the calls that unpack or
+// f(engine) under compute(), holding the model's lock (compute, and the calls that unpack or
 // repack its weights).
 template <typename F>
 auto locked(Engine& e, F&& f) {
-  vit::python::Compute compute;
-  std::lock_guard<std::mutex> lock(e.lock());
-  return f(e);
+  return vit::python::compute([&] {
+    std::lock_guard<std::mutex> lock(e.lock());
+    return f(e);
+  });
 }
 
 Floats empty(std::vector<py::ssize_t> shape) {
@@ -59,11 +60,7 @@ py::array_t<float> logits(Engine& e, const Floats& x) {
   const int64_t B = batch_of(e, x);
   Floats out = empty({B, e.config().num_classes});
   float* o = out.mutable_data();
-  {
-    vit::python::Compute compute;
-    std::lock_guard<std::mutex> lock(e.lock());
-    e.logits(x.data(), B, o);
-  }
+  locked(e, [&](Engine& m) { m.logits(x.data(), B, o); });
   return out;
 }
 
@@ -72,11 +69,7 @@ py::tuple features(Engine& e, const Floats& x, bool pooled, bool tokens) {
   const int64_t B = batch_of(e, x), D = e.config().embed_dim, T = e.config().num_tokens();
   Floats p = empty({pooled ? B : 0, D}), t = empty({tokens ? B : 0, T, D});
   float *pp = pooled ? p.mutable_data() : nullptr, *tp = tokens ? t.mutable_data() : nullptr;
-  {
-    vit::python::Compute compute;
-    std::lock_guard<std::mutex> lock(e.lock());
-    e.features(x.data(), B, pp, tp);
-  }
+  locked(e, [&](Engine& m) { m.features(x.data(), B, pp, tp); });
   return py::make_tuple(pooled ? py::object(p) : py::none(), tokens ? py::object(t) : py::none());
 }
 
@@ -86,11 +79,7 @@ py::tuple attention(Engine& e, const Floats& x) {
   const int64_t B = batch_of(e, x), H = c.num_heads, T = c.num_tokens();
   Floats attn = empty({c.depth, B, H, T, T}), pool = empty({c.map_pool() ? B : 0, H, T});
   float *a = attn.mutable_data(), *p = c.map_pool() ? pool.mutable_data() : nullptr;
-  {
-    vit::python::Compute compute;
-    std::lock_guard<std::mutex> lock(e.lock());
-    e.attention(x.data(), B, a, p);
-  }
+  locked(e, [&](Engine& m) { m.attention(x.data(), B, a, p); });
   return py::make_tuple(attn, c.map_pool() ? py::object(pool) : py::none());
 }
 
@@ -108,11 +97,7 @@ py::array_t<float> maps(Engine& e, const Floats& x, const std::string& method, i
   const int64_t B = batch_of(e, x);
   Floats out = empty({B, e.config().grid_h(), e.config().grid_w()});
   float* o = out.mutable_data();
-  {
-    vit::python::Compute compute;
-    std::lock_guard<std::mutex> lock(e.lock());
-    e.maps(x.data(), B, method, layer, head, o);
-  }
+  locked(e, [&](Engine& m) { m.maps(x.data(), B, method, layer, head, o); });
   return out;
 }
 
@@ -137,8 +122,7 @@ template <typename F>
 py::array_t<float> image(const vit::InputSpec& in, F&& fill) {
   Floats out = empty({in.channels, in.height, in.width});
   float* o = out.mutable_data();
-  vit::python::Compute compute;
-  fill(o);
+  vit::python::compute([&] { fill(o); });
   return out;
 }
 
@@ -160,8 +144,14 @@ PYBIND11_MODULE(_vitcpp, m) {
       .def_readwrite("pos_resample", &vit::python::LoadArgs::pos_resample);
 
   py::class_<Engine>(m, "Engine")
-      .def_static("load", &Engine::load, py::call_guard<vit::python::Compute>())
-      .def_static("create", &Engine::create, py::call_guard<vit::python::Compute>())
+      .def_static("load",
+                  [](const std::string& path, const vit::python::LoadArgs& a) {
+                    return vit::python::compute([&] { return Engine::load(path, a); });
+                  })
+      .def_static("create",
+                  [](const std::string& name, const vit::python::LoadArgs& a) {
+                    return vit::python::compute([&] { return Engine::create(name, a); });
+                  })
       .def("config_json", [](const Engine& e) { return e.config().to_json(-1); })
       .def_property_readonly("format", &Engine::format)
       .def_property_readonly("class_names", &Engine::class_names)
@@ -246,10 +236,7 @@ PYBIND11_MODULE(_vitcpp, m) {
   m.def("preset_config_json", [](const std::string& name) { return vit::preset(name).to_json(-1); });
   m.def("set_threads", &vit::python::set_threads);
   m.def("threads", &vit::python::threads);
-  // The OpenMP count a call computes on (tests: what Compute sets).
-  m.def("_compute_threads", [] {
-    const vit::python::Compute compute;
-    return vit::num_threads();
-  });
+  // The OpenMP count a call computes on (tests: what compute() sets).
+  m.def("_compute_threads", [] { return vit::python::compute([] { return vit::num_threads(); }); });
   vit::python::bind_train(m);
 }

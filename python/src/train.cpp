@@ -173,11 +173,8 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
       raised.emplace(std::move(err));
     }
   };
-  int status = 0;
-  {
-    Compute compute;  // --threads, when given, sets OpenMP's count inside; given back after
-    status = app::run_train(args, &hooks);
-  }
+  // --threads, when given, sets OpenMP's count inside; compute() gives the old one back after.
+  const int status = compute([&] { return app::run_train(args, &hooks); });
   buffer.write_out();  // what is left after the last line
   if (raised) throw *raised;
   const bool ema = hooks.model_ema && hooks.has_eval;

@@ -50,13 +50,14 @@ struct Classifier::Impl {
   void for_batches(const std::vector<ImageInput>& images, F&& out) {
     const int64_t N = int64_t(images.size()), n = image_floats();
     VIT_CHECK(N > 0, "no images given");
-    const ScopedThreads own(threads);
-    for (int64_t first = 0; first < N; first += max_batch) {
-      const int64_t B = std::min(max_batch, N - first);
-      x.resize(size_t(B * n));
-      for_items_on_threads(B, [&](int64_t b) { preprocess(images[size_t(first + b)], x.data() + b * n); });
-      out(first, B);
-    }
+    run_openmp(threads, [&] {  // also in a process forked from one that ran it (core/threads.h)
+      for (int64_t first = 0; first < N; first += max_batch) {
+        const int64_t B = std::min(max_batch, N - first);
+        x.resize(size_t(B * n));
+        for_items_on_threads(B, [&](int64_t b) { preprocess(images[size_t(first + b)], x.data() + b * n); });
+        out(first, B);
+      }
+    });
   }
 
   void preprocess(const ImageInput& image, float* out) const {
@@ -97,21 +98,22 @@ Classifier::Classifier(const std::string& checkpoint, const ClassifierOptions& o
       options.dtype.empty() || options.dtype == "fp32" || options.dtype == "bf16" || options.dtype == "int8",
       "dtype must be fp32, bf16 or int8, got '", options.dtype, "'");
   VIT_CHECK(options.max_batch > 0, "max_batch must be positive, got ", options.max_batch);
-  const ScopedThreads own(options.threads);  // the loading's parallel loops too
   impl_->threads = options.threads;
-  LoadOptions lo;
-  lo.labels_file = options.labels_file;
-  auto loaded = std::make_shared<Pretrained>(load_pretrained(checkpoint, lo));
   impl_->max_batch = options.max_batch;
-  // As `vit predict --dtype D -b max_batch` (InputFlags::prepare): the precision, then the
-  // packed fp32 weights where they are faster for such batches.
-  ViT& m = *loaded->model;
-  const std::string dtype = options.dtype.empty() ? loaded->stored_dtype : options.dtype;
-  m.set_infer_dtype(dtype, /*release_fp32=*/dtype != "fp32");
-  m.pack_weights_if_faster(options.max_batch);
-  impl_->in = input_spec(m.config());
-  impl_->in.validate();
-  impl_->loaded = std::move(loaded);
+  run_openmp(options.threads, [&] {  // the loading's parallel loops too
+    LoadOptions lo;
+    lo.labels_file = options.labels_file;
+    auto loaded = std::make_shared<Pretrained>(load_pretrained(checkpoint, lo));
+    // As `vit predict --dtype D -b max_batch` (InputFlags::prepare): the precision, then the
+    // packed fp32 weights where they are faster for such batches.
+    ViT& m = *loaded->model;
+    const std::string dtype = options.dtype.empty() ? loaded->stored_dtype : options.dtype;
+    m.set_infer_dtype(dtype, /*release_fp32=*/dtype != "fp32");
+    m.pack_weights_if_faster(options.max_batch);
+    impl_->in = input_spec(m.config());
+    impl_->in.validate();
+    impl_->loaded = std::move(loaded);
+  });
 }
 
 Classifier::Classifier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -183,11 +185,12 @@ void Classifier::logits(const float* x, int64_t n, float* out) {
   const int64_t K = num_classes(), per = impl_->image_floats();
   VIT_CHECK(K > 0, "the model has no classifier head (num_classes 0): it gives embeddings (embed) only");
   VIT_CHECK(n > 0, "no images given");
-  const ScopedThreads own(impl_->threads);
-  for (int64_t first = 0; first < n; first += impl_->max_batch) {
-    const int64_t B = std::min(impl_->max_batch, n - first);
-    impl_->model().infer(x + first * per, B, nullptr, out + first * K);
-  }
+  run_openmp(impl_->threads, [&] {
+    for (int64_t first = 0; first < n; first += impl_->max_batch) {
+      const int64_t B = std::min(impl_->max_batch, n - first);
+      impl_->model().infer(x + first * per, B, nullptr, out + first * K);
+    }
+  });
 }
 
 std::vector<float> Classifier::logits(const ImageInput& image) {

@@ -2,14 +2,17 @@
 
 #include <omp.h>
 #ifdef __linux__
+#include <pthread.h>
 #include <sched.h>
 #endif
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -100,6 +103,78 @@ ScopedThreads::ScopedThreads(int n) {
 
 ScopedThreads::~ScopedThreads() {
   if (previous_ > 0) omp_set_num_threads(previous_);
+}
+
+namespace {
+// Set before a fork() on the thread that calls it: whether its OpenMP pool is released.
+thread_local bool pool_released = false;
+// Set in the child, on the thread that called fork(), when its pool could not be released.
+thread_local bool pool_lost = false;
+
+// The child's helper: one thread that runs the work of a thread whose pool was lost, one job
+// at a time. Never destroyed (it may be running at exit); a fork from the child starts
+// another.
+class ForkHelper {
+ public:
+  ForkHelper() : thread_([this] { loop(); }) { thread_.detach(); }
+  void run(const std::function<void()>& f) {
+    std::unique_lock<std::mutex> lock(mu_);
+    job_ = &f;
+    error_ = nullptr;
+    wake_.notify_all();
+    wake_.wait(lock, [&] { return job_ == nullptr; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      wake_.wait(lock, [&] { return job_ != nullptr; });
+      try {
+        (*job_)();
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+      job_ = nullptr;
+      wake_.notify_all();
+    }
+  }
+  std::mutex mu_;  // before thread_: the thread uses them
+  std::condition_variable wake_;
+  const std::function<void()>* job_ = nullptr;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+// Used by the thread whose pool was lost alone (the only one with pool_lost set), so unlocked.
+ForkHelper* fork_helper = nullptr;
+
+// OpenMP 5's pause releases the calling thread's pool: its threads end, and the child starts
+// without any (a thread inside a parallel region cannot release it: -1).
+void before_fork() {
+  pool_released = omp_pause_resource_all(omp_pause_soft) == 0;
+}
+void in_fork_child() {
+  pool_lost = pool_lost || !pool_released;
+  fork_helper = nullptr;  // the parent's helper thread, if any, is not in this process
+}
+#ifdef __linux__
+[[maybe_unused]] const int fork_handlers = pthread_atfork(before_fork, nullptr, in_fork_child);
+#endif
+}  // namespace
+
+bool openmp_pool_lost() {
+  return pool_lost;
+}
+
+void run_openmp(int threads, const std::function<void()>& f) {
+  const auto run = [&] {
+    const ScopedThreads own(threads);
+    f();
+  };
+  if (!pool_lost) return run();
+  if (!fork_helper) fork_helper = new ForkHelper;
+  fork_helper->run(run);
 }
 
 int threads_for(int64_t work) {

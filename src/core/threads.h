@@ -55,6 +55,20 @@ void unbind_this_thread();
 // Whether bind_threads bound the threads.
 bool threads_bound();
 
+// OpenMP across fork(). libgomp keeps the pool of a thread's OpenMP threads with that thread,
+// and fork() copies the pool's record into the child but not its threads: the child's first
+// parallel region on the thread that called fork() waited for them forever (a Python
+// multiprocessing worker, a prefork server; PyTorch 1.13 hangs there too). So before every
+// fork() vitcpp releases the forking thread's pool (OpenMP 5's omp_pause_resource_all; the
+// next region starts new threads, in the parent and in the child). Where that cannot be done
+// (a fork() inside a parallel region), the pool is lost in the child, and run_openmp runs the
+// thread's work on a helper thread there, which has a pool of its own.
+// run_openmp(threads, f): f with `threads` OpenMP threads (ScopedThreads), on the calling
+// thread or that helper; waits for it and rethrows f's exception.
+void run_openmp(int threads, const std::function<void()>& f);
+// Whether the calling thread forked this process and lost its OpenMP pool in doing so.
+bool openmp_pool_lost();
+
 // Runs f(0) .. f(n-1), each on its own thread of one parallel region (fewer threads take
 // several in order), with every parallel loop inside f on the calling thread alone. An
 // exception thrown by any f is rethrown here, the one of the lowest index first, after all

@@ -2,6 +2,8 @@
 // give the same logits as the library's own preprocessing and forward pass, batches equal
 // single images, top-k is softmax order, and bad input is a vit::Error naming it.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -258,6 +260,33 @@ TEST(Classifier, ReplicasRunAtTheSameTimeWithTheClassifiersLogits) {
     expect_same(out, want[size_t(most)], (dtype + ", a replica after its Classifier").c_str());
     EXPECT_EQ(replicas[0].class_names().size(), 5u);
   }
+}
+
+// A prefork server: the model loaded and run, then fork(). In the child, the calls ran on the
+// thread whose OpenMP threads fork() left behind, and waited for them forever; now they run
+// on a helper thread (core/threads.h). The child has 60 s (SIGALRM) and exits 0 when its
+// logits are the parent's, on two threads and on the model's own count.
+TEST(Classifier, AForkedChildGivesTheParentsLogits) {
+  vit::ClassifierOptions two;
+  two.threads = 2;
+  vit::Classifier c(kModel, two);
+  const std::vector<vit::ImageInput> in{vit::ImageInput::file(kImages + "cat.jpg"),
+                                        vit::ImageInput::file(kImages + "coffee.png")};
+  const std::vector<float> want = c.logits(in);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(60);
+    const bool same = c.logits(in) == want;
+    vit::Classifier loaded(kModel, two);  // loading in the child too
+    _exit(same && loaded.logits(in) == want ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child ended by signal "
+                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0)
+                                 << " (14, SIGALRM: it waited 60 s)";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: other logits than the parent's";
 }
 
 TEST(Classifier, BadInputIsAnErrorThatNamesIt) {

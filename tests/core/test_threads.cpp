@@ -4,9 +4,13 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 #include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -77,4 +81,74 @@ TEST(Threads, OnlyInferenceOnTwoThreadsBindsByDefault) {
   EXPECT_FALSE(binds_by_default(16, true)) << "training";
 }
 
+}  // namespace vit
+
+namespace vit {
+namespace {
+int region_threads() {
+  int n = 0;
+#pragma omp parallel
+  {
+    if (omp_get_thread_num() == 0) n = omp_get_num_threads();
+  }
+  return n;
+}
+}  // namespace
+
+// Runs child() in a forked child with 30 s to live (SIGALRM); returns its exit status, or
+// 100 + the signal that ended it (114: SIGALRM, it hung).
+template <typename F>
+int in_child(F&& child) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(30);
+    _exit(child());
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+// fork() after the parent ran parallel regions on the forking thread: libgomp copies the
+// record of that thread's pool, not its threads, and a region in the child waited for them
+// forever (core/threads.h). vitcpp releases the pool before the fork: the child's regions run
+// as usual, on the calling thread, with every thread asked for.
+TEST(Threads, AForkedChildRunsParallelRegions) {
+  omp_set_num_threads(2);
+  ASSERT_EQ(region_threads(), 2);  // the parent's pool: one more thread, waiting
+  const int status = in_child([] {
+    if (openmp_pool_lost()) return 2;
+    int n = 0;
+    run_openmp(2, [&] { n = region_threads(); });
+    return n == 2 && region_threads() == 2 ? 0 : 3;
+  });
+  EXPECT_EQ(status, 0) << "2: the pool was lost, 3: not 2 threads, 114: a region hung";
+  EXPECT_EQ(region_threads(), 2) << "the parent's next region";
+}
+
+// A fork() inside a parallel region cannot release the pool; there run_openmp runs the work on
+// a helper thread of the child's, again and again, and passes its exception on.
+TEST(Threads, RunOpenmpWorksWhereAForkLostThePool) {
+  omp_set_num_threads(2);
+  ASSERT_EQ(region_threads(), 2);
+  int status = -1;
+#pragma omp parallel num_threads(2)
+  {
+    if (omp_get_thread_num() == 0)
+      status = in_child([] {
+        if (!openmp_pool_lost()) return 2;
+        int n = 0, m = 0;
+        run_openmp(2, [&] { n = region_threads(); });
+        run_openmp(2, [&] { m = region_threads(); });  // the same helper again
+        bool rethrown = false;
+        try {
+          run_openmp(2, [] { throw std::runtime_error("f failed"); });
+        } catch (const std::runtime_error& e) {
+          rethrown = std::string(e.what()) == "f failed";
+        }
+        return n != 2 || m != 2 ? 3 : !rethrown ? 4 : 0;
+      });
+  }
+  EXPECT_EQ(status, 0) << "2: not marked as lost, 3: not 2 threads, 4: the exception lost, 114: hung";
+}
 }  // namespace vit

@@ -169,3 +169,37 @@ def test_threads_are_vitcpps_own_whatever_pytorch_sets(tmp_path):
     assert r.returncode == 0 and r.stdout.rstrip().endswith("done"), r.stdout[-2000:] + r.stderr[-2000:]
     assert [line.rsplit("threads: ", 1)[1] for line in r.stdout.splitlines()
             if line.startswith("vit train:")] == ["3", "4"], r.stdout[-2000:]
+
+
+def fork_child(model, x, q):
+    try:
+        logits = model(x)
+        h = vitcpp.train("mnist-seed", synthetic=64, epochs=1, batch_size=32, progress="log")
+        q.put((logits, vitcpp._vitcpp._compute_threads(), len(h)))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        q.put(repr(e))
+
+
+def test_a_forked_process_computes(model):
+    """multiprocessing's fork (Linux's default start method), a prefork server: before, the
+    child's first call waited forever for the parent's OpenMP threads, which fork() does not
+    copy (PyTorch 1.13 hangs the same way). Now it runs on a helper thread, on every thread."""
+    import multiprocessing
+    import queue
+    x = np.random.default_rng(2).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    want = model(x)  # the parent's OpenMP threads start here (and in the fixture's load)
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=fork_child, args=(model, x, q))
+    p.start()
+    try:
+        got = q.get(timeout=60)
+    except queue.Empty:
+        got = "no answer in 60 s: the child hangs"
+    finally:
+        p.kill() if p.is_alive() else None
+        p.join()
+    assert not isinstance(got, str), got
+    logits, threads, epochs = got
+    assert np.array_equal(logits, want)
+    assert threads == vitcpp.get_threads() and epochs == 1
