@@ -203,6 +203,14 @@ std::vector<std::string> Engine::save(const std::string& dir, const std::string&
   return {};
 }
 
+void Engine::set_origin(std::string format, std::string pos_resample, std::vector<std::string> notes) {
+  VIT_CHECK(pos_resample == "timm" || pos_resample == "hf" || pos_resample == "hf-scale",
+            "pos_resample must be timm, hf or hf-scale, got '", pos_resample, "'");
+  format_ = std::move(format);
+  pos_resample_ = std::move(pos_resample);
+  notes_ = std::move(notes);
+}
+
 void Engine::export_onnx(const std::string& path) const {
   fp32();
   vit::export_onnx(*m_, path, class_names_);

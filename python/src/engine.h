@@ -38,6 +38,10 @@ class Engine {
   const std::string& format() const { return format_; }
   const std::vector<std::string>& class_names() const { return class_names_; }
   const std::vector<std::string>& notes() const { return notes_; }
+  const std::string& pos_resample() const { return pos_resample_; }
+  // Where a pickled model came from (format, resampling, notes), given back on unpickling:
+  // its weights travel as a vitcpp checkpoint.
+  void set_origin(std::string format, std::string pos_resample, std::vector<std::string> notes);
   int64_t num_params() const;
 
   // x[B, C, H, W] at the model's size, run as `vit predict -b B` and `vit bench -b B` run it:

@@ -157,6 +157,8 @@ PYBIND11_MODULE(_vitcpp, m) {
       .def_property_readonly("class_names", &Engine::class_names)
       .def_property_readonly("notes", &Engine::notes)
       .def_property_readonly("dtype", &Engine::dtype)
+      .def_property_readonly("pos_resample", &Engine::pos_resample)
+      .def("set_origin", &Engine::set_origin)
       .def("num_params", &Engine::num_params)
       .def("logits", &logits)
       .def("features", &features, py::arg("x"), py::arg("pooled") = true, py::arg("tokens") = true)

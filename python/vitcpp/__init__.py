@@ -11,6 +11,7 @@ data.create_transform). docs/python.md has the timm <-> vitcpp table.
 import fnmatch
 import json
 import os
+import tempfile
 import threading
 
 import numpy as np
@@ -224,6 +225,31 @@ class VisionTransformer:
     def state_dict(self):
         """Every parameter by timm's name, as float32 numpy arrays (copies)."""
         return self._engine.params()
+
+    # ---- pickling: multiprocessing's spawn and forkserver, ProcessPoolExecutor, copy.deepcopy
+    def __getstate__(self):
+        """The weights as a vitcpp checkpoint's files (bit for bit), and what the model was
+        made with: dtype, dynamic_img_size, where it came from."""
+        with tempfile.TemporaryDirectory() as d:
+            self._engine.save(d, "vitcpp")
+            files = {}
+            for name in os.listdir(d):
+                with open(os.path.join(d, name), "rb") as f:
+                    files[name] = f.read()
+        e = self._engine
+        return {"files": files, "dtype": e.dtype, "dynamic_img_size": self.dynamic_img_size,
+                "origin": (e.format, e.pos_resample, list(e.notes))}
+
+    def __setstate__(self, state):
+        with tempfile.TemporaryDirectory() as d:
+            for name, blob in state["files"].items():
+                with open(os.path.join(d, name), "wb") as f:
+                    f.write(blob)
+            engine = _vitcpp.Engine.load(d, _vitcpp.LoadArgs())
+        if state["dtype"] != "fp32":
+            engine.set_dtype(state["dtype"])
+        engine.set_origin(*state["origin"])
+        self.__init__(engine, state["dynamic_img_size"])
 
     def __repr__(self):
         c = self._cfg

@@ -203,3 +203,33 @@ def test_a_forked_process_computes(model):
     logits, threads, epochs = got
     assert np.array_equal(logits, want)
     assert threads == vitcpp.get_threads() and epochs == 1
+
+
+@pytest.mark.parametrize("name,kw", [("timm_a", {}), ("timm_a", {"dtype": "int8"}), ("timm_a", {"num_classes": 0}),
+                                     ("hf", {"dynamic_img_size": True})])
+def test_a_model_pickles_to_the_same_bits(tmp_path, name, kw):
+    """What multiprocessing's spawn, ProcessPoolExecutor and copy.deepcopy need (before: TypeError
+    "cannot pickle 'vitcpp._vitcpp.Engine' object"). In a fresh interpreter, as spawn runs it."""
+    import copy
+    import pickle
+    m = vitcpp.create_model("local-dir:" + os.path.join(PRETRAINED, name), **kw)
+    x = np.random.default_rng(4).standard_normal((2, 3, 48, 64) if kw.get("dynamic_img_size") else (2, 3, 32, 32))
+    x = x.astype(np.float32)
+    forward = m.forward if m.num_classes else m.forward_pooled
+    want = forward(x)
+    for other in (pickle.loads(pickle.dumps(m)), copy.deepcopy(m)):
+        f = other.forward if m.num_classes else other.forward_pooled
+        assert np.array_equal(f(x), want)
+        assert (other.dtype, other.checkpoint_format, other.notes, other.class_names, other.pretrained_cfg,
+                other.dynamic_img_size) == (m.dtype, m.checkpoint_format, m.notes, m.class_names,
+                                            m.pretrained_cfg, m.dynamic_img_size)
+    (tmp_path / "m.pkl").write_bytes(pickle.dumps(m))
+    np.save(tmp_path / "x.npy", x)
+    script = ("import pickle, sys, numpy as np; m = pickle.load(open(sys.argv[1], 'rb')); x = np.load(sys.argv[2]); "
+              "np.save(sys.argv[3], m(x) if m.num_classes else m.forward_pooled(x))")
+    package = os.path.dirname(os.path.dirname(os.path.abspath(vitcpp.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package] + sys.path))
+    r = subprocess.run([sys.executable, "-c", script, tmp_path / "m.pkl", tmp_path / "x.npy", tmp_path / "y.npy"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert np.array_equal(np.load(tmp_path / "y.npy"), want)
