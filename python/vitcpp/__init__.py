@@ -146,6 +146,27 @@ def _as_images(x):
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
+def _is_torch(x):
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def _as_input(x, out):
+    """out (an array, or lists and tuples of them) as the type x came in: torch tensors that
+    share the arrays' memory when x is a torch tensor (so code written for timm goes on with
+    torch ops: softmax, topk), else the numpy arrays themselves."""
+    if not _is_torch(x):
+        return out
+    import torch
+
+    def wrap(v):
+        if isinstance(v, np.ndarray):
+            return torch.from_numpy(v)
+        if isinstance(v, (list, tuple)):
+            return type(v)(wrap(u) for u in v)
+        return v
+    return wrap(out)
+
+
 class VisionTransformer:
     """A vitcpp model with timm's VisionTransformer API (inference). Call it on images
     [N, C, H, W] (float32 numpy, or anything numpy reads: a CPU torch tensor) for logits
@@ -274,23 +295,23 @@ class VisionTransformer:
             return self._resized[size]
 
     def forward(self, x):
-        """Logits [N, num_classes] of images x [N, C, H, W]."""
-        x = _as_images(x)
-        return self._engine_for(x).logits(x)
+        """Logits [N, num_classes] of images x [N, C, H, W] (a torch tensor for a torch tensor)."""
+        a = _as_images(x)
+        return _as_input(x, self._engine_for(a).logits(a))
 
     __call__ = forward
 
     def forward_features(self, x):
         """Every token after the final norm, [N, T, embed_dim] (timm's forward_features; the
         class and register tokens first)."""
-        x = _as_images(x)
-        return self._engine_for(x).features(x, False, True)[1]
+        a = _as_images(x)
+        return _as_input(x, self._engine_for(a).features(a, False, True)[1])
 
     def forward_head(self, x, pre_logits=False):
         """Pooling, fc_norm and the head on forward_features' tokens [N, T, D] (timm's
         forward_head); pre_logits=True gives the pooled vector [N, D]."""
         from ._head import forward_head
-        return forward_head(self, np.asarray(x, dtype=np.float32), pre_logits)
+        return _as_input(x, forward_head(self, np.asarray(x, dtype=np.float32), pre_logits))
 
     def forward_intermediates(self, x, indices=None, return_prefix_tokens=False, norm=False, stop_early=False,
                               output_fmt="NCHW", intermediates_only=False):
@@ -315,7 +336,7 @@ class VisionTransformer:
         if any(not 0 <= i < depth for i in take):
             raise ValueError(f"indices {list(indices)} out of range: the model has {depth} blocks")
         take = sorted(set(take))  # timm takes them as the blocks run
-        x = _as_images(x)
+        images, x = x, _as_images(x)
         blocks, final = self._engine_for(x).intermediates(x, take)
         from ._head import final_norm
         out = [final_norm(self, y) if norm else y for y in blocks]
@@ -328,13 +349,13 @@ class VisionTransformer:
             out = [np.ascontiguousarray(y.reshape(y.shape[0], gh, gw, -1).transpose(0, 3, 1, 2)) for y in out]
         if return_prefix_tokens and pre:
             out = list(zip(out, prefix))
-        return out if intermediates_only else (final, out)
+        return _as_input(images, out if intermediates_only else (final, out))
 
     def forward_pooled(self, x):
         """The pooled, normed vector the head reads, [N, D] (timm's
         forward_head(forward_features(x), pre_logits=True), in one pass)."""
-        x = _as_images(x)
-        return self._engine_for(x).features(x, True, False)[0]
+        a = _as_images(x)
+        return _as_input(x, self._engine_for(a).features(a, True, False)[0])
 
     def predict(self, images, topk=5):
         """The top-k classes of each image, best first: lists of (index, probability, label),
@@ -359,6 +380,40 @@ class VisionTransformer:
         x = _as_images(x)
         method = method or ("pool" if self.global_pool == "map" else "cls")
         return self._engine_for(x).maps(x, method, int(layer), -1 if head is None else int(head))
+
+    # ---- torch.nn.Module's mode and device calls, for code written for timm. A vitcpp model
+    # infers, on the CPU, from float inputs: these change nothing, or say why they cannot.
+    def eval(self):
+        """The model (always in eval mode: no dropout, no drop path)."""
+        return self
+
+    def train(self, mode=True):
+        """train(False) is eval(); a vitcpp model does not train in place by calls:
+        vitcpp.train(model, ...) trains it."""
+        if mode:
+            raise RuntimeError("a vitcpp model infers only; vitcpp.train(model, train=..., ...) trains it "
+                               "(vit train's options, the weights updated in place)")
+        return self
+
+    def requires_grad_(self, requires_grad=True):
+        """requires_grad_(False) changes nothing (no gradients here); True is refused."""
+        if requires_grad:
+            raise RuntimeError("a vitcpp model gives no gradients; vitcpp.train trains it")
+        return self
+
+    def to(self, *args, **kwargs):
+        """to("cpu"), to(torch.device("cpu")), to(torch.float32): the model as it is. Other
+        devices and dtypes are refused (create_model's dtype= sets the products' precision)."""
+        for a in list(args) + list(kwargs.values()):
+            if a is None or isinstance(a, bool) or str(a) in ("cpu", "torch.float32", "float32"):
+                continue
+            raise ValueError(f"to({a!r}): a vitcpp model runs on the CPU from float32 inputs; for bf16 or int8 "
+                             "products give create_model dtype='bfloat16' or 'int8'")
+        return self
+
+    def cpu(self):
+        """The model as it is (it runs on the CPU)."""
+        return self
 
     # ---- changing the model
     def _set_dtype(self, dtype):

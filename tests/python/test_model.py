@@ -78,12 +78,42 @@ def test_forward_head_of_forward_features_is_the_forward(name):
     assert worst_rel(m.forward_head(feats, pre_logits=True), m.forward_pooled(x)) <= 1e-5
 
 
-def test_a_cpu_torch_tensor_is_read_as_an_array():
+def test_a_cpu_torch_tensor_is_read_as_an_array_and_gives_tensors():
     torch = pytest.importorskip("torch")
     x, want = expect("timm_cls_map")
     m = vitcpp.create_model("local-dir:" + os.path.join(PRETRAINED, "timm_cls_map"))
-    assert np.array_equal(m(torch.from_numpy(x.copy())), m(x))
+    got = m(torch.from_numpy(x.copy()))
+    assert isinstance(got, torch.Tensor) and np.array_equal(got.numpy(), m(x))
+    assert isinstance(m(x), np.ndarray)  # numpy in, numpy out
     assert np.array_equal(m(x.astype(np.float64)), m(x))  # converted to float32
+    t = torch.from_numpy(x.copy())
+    for out in (m.forward_features(t), m.forward_pooled(t), m.forward_head(m.forward_features(t))):
+        assert isinstance(out, torch.Tensor)
+    final, blocks = m.forward_intermediates(t, return_prefix_tokens=True)
+    assert isinstance(final, torch.Tensor) and all(isinstance(a, torch.Tensor) for pair in blocks for a in pair)
+
+
+def test_timms_inference_code_runs_unchanged():
+    """timm's README usage, with vitcpp.create_model for timm.create_model and
+    vitcpp.data for timm.data. Before: model.eval() was an AttributeError."""
+    torch = pytest.importorskip("torch")
+    from PIL import Image
+    model = vitcpp.create_model("local-dir:" + os.path.join(PRETRAINED, "timm_a"))
+    model = model.eval().to("cpu").to(torch.device("cpu")).to(torch.float32).cpu().requires_grad_(False)
+    config = vitcpp.data.resolve_model_data_config(model)
+    transforms = vitcpp.data.create_transform(**config, is_training=False)
+    img = Image.open(os.path.join(PRETRAINED, "images", "cat.jpg"))
+    with torch.no_grad():
+        output = model(torch.from_numpy(transforms(img)).unsqueeze(0))
+    top5_probabilities, top5_class_indices = torch.topk(output.softmax(dim=1) * 100, k=5)
+    want = model.predict(img, topk=5)[0]
+    assert top5_class_indices[0].tolist() == [i for i, _, _ in want]
+    assert np.allclose(top5_probabilities[0].numpy() / 100, [p for _, p, _ in want], rtol=1e-5)
+    with pytest.raises(ValueError, match="CPU"):
+        model.to("cuda")
+    with pytest.raises(RuntimeError, match="vitcpp.train"):
+        model.train()
+    assert model.train(False) is model
 
 
 def test_a_pytorch_model_with_the_same_weights_agrees():
