@@ -150,9 +150,10 @@ class ForkHelper {
 ForkHelper* fork_helper = nullptr;
 
 // OpenMP 5's pause releases the calling thread's pool: its threads end, and the child starts
-// without any (a thread inside a parallel region cannot release it: -1).
+// without any (a thread inside a parallel region cannot release it: -1). A pool already lost
+// is left alone: its threads are not in this process to be ended.
 void before_fork() {
-  pool_released = omp_pause_resource_all(omp_pause_soft) == 0;
+  pool_released = !pool_lost && omp_pause_resource_all(omp_pause_soft) == 0;
 }
 void in_fork_child() {
   pool_lost = pool_lost || !pool_released;

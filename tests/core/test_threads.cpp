@@ -146,9 +146,17 @@ TEST(Threads, RunOpenmpWorksWhereAForkLostThePool) {
         } catch (const std::runtime_error& e) {
           rethrown = std::string(e.what()) == "f failed";
         }
-        return n != 2 || m != 2 ? 3 : !rethrown ? 4 : 0;
+        // A fork from here: the grandchild's calls run on a helper of its own.
+        const int grandchild = in_child([] {
+          int k = 0;
+          run_openmp(2, [&] { k = region_threads(); });
+          return openmp_pool_lost() && k == 2 ? 0 : 5;
+        });
+        return n != 2 || m != 2 ? 3 : !rethrown ? 4 : grandchild;
       });
   }
-  EXPECT_EQ(status, 0) << "2: not marked as lost, 3: not 2 threads, 4: the exception lost, 114: hung";
+  EXPECT_EQ(status, 0)
+      << "2: not marked as lost, 3: not 2 threads, 4: the exception lost, 5: the grandchild's "
+         "call, 114: hung";
 }
 }  // namespace vit
