@@ -405,7 +405,7 @@ class VisionTransformer:
         """to("cpu"), to(torch.device("cpu")), to(torch.float32): the model as it is. Other
         devices and dtypes are refused (create_model's dtype= sets the products' precision)."""
         for a in list(args) + list(kwargs.values()):
-            if a is None or isinstance(a, bool) or str(a) in ("cpu", "torch.float32", "float32"):
+            if a is None or isinstance(a, bool) or str(a).split(":")[0] in ("cpu", "torch.float32", "float32"):
                 continue
             raise ValueError(f"to({a!r}): a vitcpp model runs on the CPU from float32 inputs; for bf16 or int8 "
                              "products give create_model dtype='bfloat16' or 'int8'")

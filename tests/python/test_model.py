@@ -99,7 +99,7 @@ def test_timms_inference_code_runs_unchanged():
     torch = pytest.importorskip("torch")
     from PIL import Image
     model = vitcpp.create_model("local-dir:" + os.path.join(PRETRAINED, "timm_a"))
-    model = model.eval().to("cpu").to(torch.device("cpu")).to(torch.float32).cpu().requires_grad_(False)
+    model = model.eval().to("cpu").to(torch.device("cpu:0")).to(torch.float32).cpu().requires_grad_(False)
     config = vitcpp.data.resolve_model_data_config(model)
     transforms = vitcpp.data.create_transform(**config, is_training=False)
     img = Image.open(os.path.join(PRETRAINED, "images", "cat.jpg"))
