@@ -12,9 +12,8 @@
 namespace vit::python {
 
 // f() as every call that computes runs: without the GIL, on vitcpp's own thread count
-// (threads()), where OpenMP works (core's run_openmp: in a process forked from one that ran
-// vitcpp, on a helper thread, since the forking thread's OpenMP threads are gone). Returns
-// f's result; f's exception is rethrown.
+// (threads()), through core's run_openmp (which also works in a process forked from one that
+// ran vitcpp). Returns f's result; f's exception is rethrown.
 template <typename F>
 auto compute(F&& f) {
   pybind11::gil_scoped_release nogil;

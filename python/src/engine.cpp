@@ -237,7 +237,7 @@ void preprocess_pixels(const InputSpec& in, const uint8_t* hwc, int64_t h, int64
 }
 
 namespace {
-std::atomic<int> own_threads{0};  // 0: default_threads(), read at the first call
+std::atomic<int> own_threads{0};  // 0: the default
 }
 
 void set_threads(int n) {
@@ -245,13 +245,9 @@ void set_threads(int n) {
 }
 
 int threads() {
-  int n = own_threads.load();
-  if (n == 0) {
-    const int d = default_threads();
-    own_threads.compare_exchange_strong(n, d);  // n: what another thread stored first, if any
-    n = own_threads.load();
-  }
-  return n;
+  static const int fallback = default_threads();  // read once, at the first call
+  const int n = own_threads.load();
+  return n > 0 ? n : fallback;
 }
 
 }  // namespace vit::python

@@ -1,8 +1,8 @@
 // vitcpp._vitcpp: the bindings under python/vitcpp/__init__.py. Arrays cross as numpy
 // float32 C-contiguous arrays read in place (the Python side converts or refuses anything
 // else, with the reason); outputs are new numpy arrays that Python owns. Compute runs under
-// compute() (bindings.h: no GIL, vitcpp's threads) and takes the model's lock (engine.h). vit::Error becomes
-// vitcpp.Error, a RuntimeError with the engine's message.
+// compute() (bindings.h: no GIL, vitcpp's threads) and takes the model's lock (engine.h).
+// vit::Error becomes vitcpp.Error, a RuntimeError with the engine's message.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

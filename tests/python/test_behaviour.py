@@ -127,6 +127,13 @@ def test_public_callables_have_docstrings():
     assert os.path.exists(os.path.join(package, "__init__.pyi")) and os.path.exists(os.path.join(package, "py.typed"))
 
 
+def fresh_python(*args, cwd=None):
+    """python3 ARGS in a new interpreter that imports this vitcpp: the finished process."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(vitcpp.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package] + sys.path))
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env)
+
+
 def test_the_classify_example_runs():
     example = os.path.join(HERE, "..", "..", "examples", "python", "classify.py")
     images = [os.path.join(PRETRAINED, "images", f) for f in ("cat.jpg", "coffee_32.png")]
@@ -163,9 +170,7 @@ print("done")
 
 def test_threads_are_vitcpps_own_whatever_pytorch_sets(tmp_path):
     pytest.importorskip("torch")
-    package = os.path.dirname(os.path.dirname(os.path.abspath(vitcpp.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package] + sys.path))
-    r = subprocess.run([sys.executable, "-c", THREADS_SCRIPT], capture_output=True, text=True, cwd=tmp_path, env=env)
+    r = fresh_python("-c", THREADS_SCRIPT, cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.rstrip().endswith("done"), r.stdout[-2000:] + r.stderr[-2000:]
     assert [line.rsplit("threads: ", 1)[1] for line in r.stdout.splitlines()
             if line.startswith("vit train:")] == ["3", "4"], r.stdout[-2000:]
@@ -227,9 +232,6 @@ def test_a_model_pickles_to_the_same_bits(tmp_path, name, kw):
     np.save(tmp_path / "x.npy", x)
     script = ("import pickle, sys, numpy as np; m = pickle.load(open(sys.argv[1], 'rb')); x = np.load(sys.argv[2]); "
               "np.save(sys.argv[3], m(x) if m.num_classes else m.forward_pooled(x))")
-    package = os.path.dirname(os.path.dirname(os.path.abspath(vitcpp.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package] + sys.path))
-    r = subprocess.run([sys.executable, "-c", script, tmp_path / "m.pkl", tmp_path / "x.npy", tmp_path / "y.npy"],
-                       capture_output=True, text=True, env=env)
+    r = fresh_python("-c", script, tmp_path / "m.pkl", tmp_path / "x.npy", tmp_path / "y.npy")
     assert r.returncode == 0, r.stderr[-2000:]
     assert np.array_equal(np.load(tmp_path / "y.npy"), want)
