@@ -12,7 +12,6 @@ the float64 reference forward of tools/make_pretrained_fixtures.py:
   1.6e-4 with widths of 2 and more; a width of 1 makes LayerNorm's gradient all rounding).
 The sweep found one bug, in the reference (avg pooling with pool_include_prefix).
 """
-import json
 import os
 import random
 import sys
@@ -51,10 +50,9 @@ def checkpoint(tmp_path, seed):
     c = ref.timm_model_cfg(a, K)
     stored, params = ref.init_params(ref.timm_shapes(c), torch.float32, seed)
     ref.write_safetensors(str(tmp_path / "model.safetensors"), stored, {"format": "pt"})
-    with open(tmp_path / "config.json", "w") as f:
-        json.dump({"architecture": "vit_random", "num_classes": K, "model_args": a,
-                   "pretrained_cfg": {"input_size": [3] + c["img_size"], "mean": [0.5] * 3, "std": [0.5] * 3,
-                                      "num_classes": K}}, f)
+    ref.write_json(str(tmp_path / "config.json"), {
+        "architecture": "vit_random", "num_classes": K, "model_args": a,
+        "pretrained_cfg": {"input_size": [3] + c["img_size"], "mean": [0.5] * 3, "std": [0.5] * 3, "num_classes": K}})
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(B, 3, *c["img_size"], generator=g).float()
     y = torch.randint(0, K, (B,), generator=g)
