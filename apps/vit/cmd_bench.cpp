@@ -72,6 +72,7 @@ Run add_bench(CLI::App& cmd) {
                           {"isa", ops::cpu_isa()},
                           {"gemm_library", ops::cpu_gemm_library()},
                           {"dtype", f->opt.dtype},
+                          {"int8_product", ops::cpu_int8_product()},
                           {"weights_packed", r.weights_packed},
                           {"shards", r.shards},
                           {"runs", r.ms.size()},
@@ -93,12 +94,14 @@ Run add_bench(CLI::App& cmd) {
       return 0;
     }
     std::printf(
-        "%s %s, batch %lld, %d thread%s (%d CPU%s%s, isa %s), %d shard%s, %s%s: %zu runs after %d warm-up\n",
+        "%s %s, batch %lld, %d thread%s (%d CPU%s%s, isa %s), %d shard%s, %s%s%s: %zu runs after %d "
+        "warm-up\n",
         f->model.model.c_str(), f->mode.c_str(), (long long)f->opt.batch, num_threads(),
         num_threads() == 1 ? "" : "s", cpus, cpus == 1 ? "" : "s",
         threads_bound() ? ", one thread bound to each" : "", ops::cpu_isa(), r.shards,
-        r.shards == 1 ? "" : "s", f->opt.dtype.c_str(), r.weights_packed ? " (packed weights)" : "",
-        r.ms.size(), f->opt.warmup);
+        r.shards == 1 ? "" : "s", f->opt.dtype.c_str(),
+        f->opt.dtype == "int8" ? (std::string(" (") + ops::cpu_int8_product() + " products)").c_str() : "",
+        r.weights_packed ? " (packed weights)" : "", r.ms.size(), f->opt.warmup);
     std::printf("  environment: %s\n", environment_line().c_str());
     std::printf("  per batch: median %.3f ms (min %.3f, max %.3f)\n", r.median_ms, r.min_ms, r.max_ms);
     std::printf("  %.2f images/s, %.1f GFLOP/s (%.1f%% of %.0f GFLOP/s, %s)\n", r.images_per_s,

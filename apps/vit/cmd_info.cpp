@@ -1,7 +1,9 @@
-// vit info: a model's config, parameter count, FLOPs per image and parameter table.
+// vit info: a model's config, parameter count, FLOPs per image and parameter table, and what
+// the CPU backend runs here (instruction-set path, matrix-product libraries, bf16 and int8).
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <string>
 
 #include "commands.h"
 #include "model/params.h"
@@ -9,6 +11,18 @@
 #include "ops/ops.h"
 
 namespace vit::app {
+
+namespace {
+// What --dtype int8 gains with this CPU's int8 product. Without VNNI or a dot product its
+// products come no faster than fp32's FMAs (an AMD Zen 2 ran whole models at 0.96-1.13x
+// fp32's speed; docs/design.md, "int8 inference"): it saves memory more than time.
+std::string int8_note() {
+  if (ops::cpu_int8_has_dot_product()) return " (four byte products per instruction into int32)";
+  if (std::string(ops::cpu_int8_product()) == "generic") return " (plain loops: for tests, not speed)";
+  return " (no VNNI or dot product on this CPU: --dtype int8 saves 3/4 of the weights' memory, little "
+         "time)";
+}
+}  // namespace
 
 Run add_info(CLI::App& cmd) {
   struct Flags {
@@ -49,6 +63,10 @@ Run add_info(CLI::App& cmd) {
     std::cout << "isa: " << ops::cpu_isa() << " (best on this CPU: " << ops::cpu_isa_detected()
               << "; VIT_ISA=generic|avx2|avx512|neon forces one)\n"
               << "matrix products: " << ops::cpu_gemm_library() << "\n"
+              << "bf16 products: "
+              << (ops::bf16_available() ? "oneDNN's (--dtype bf16, --amp)" : "none: " + ops::bf16_missing())
+              << "\n"
+              << "int8 products: " << ops::cpu_int8_product() << int8_note() << "\n"
               << "environment: " << environment_line() << "\n";
     return 0;
   };

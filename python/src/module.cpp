@@ -14,6 +14,7 @@
 #include "data/preprocess.h"
 #include "engine.h"
 #include "io/formats.h"
+#include "ops/ops.h"
 #include "vit/classifier.h"
 #include "vit/core/version.h"
 
@@ -236,6 +237,17 @@ PYBIND11_MODULE(_vitcpp, m) {
     return out;
   });
   m.def("preset_config_json", [](const std::string& name) { return vit::preset(name).to_json(-1); });
+  // What the CPU backend runs here, as vit info prints it (vitcpp.backend_info()).
+  m.def("backend_info", [] {
+    py::dict d;
+    d["isa"] = vit::ops::cpu_isa();
+    d["isa_detected"] = vit::ops::cpu_isa_detected();
+    d["matrix_products"] = vit::ops::cpu_gemm_library();
+    d["bf16"] = vit::ops::bf16_available();
+    d["int8_product"] = vit::ops::cpu_int8_product();
+    d["int8_dot_product"] = vit::ops::cpu_int8_has_dot_product();
+    return d;
+  });
   m.def("set_threads", &vit::python::set_threads);
   m.def("threads", &vit::python::threads);
   // The OpenMP count a call computes on (tests: what compute() sets).

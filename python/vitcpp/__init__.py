@@ -21,7 +21,7 @@ from ._vitcpp import Error
 from . import data
 from ._train import TrainHistory, train
 
-__all__ = ["Error", "VisionTransformer", "create_model", "list_models", "set_threads", "get_threads", "data",
+__all__ = ["Error", "VisionTransformer", "create_model", "list_models", "set_threads", "get_threads", "backend_info", "data",
            "train", "TrainHistory"]
 __version__ = _vitcpp.__version__
 
@@ -38,6 +38,17 @@ def set_threads(n):
 def get_threads():
     """The threads vitcpp's calls run on."""
     return _vitcpp.threads()
+
+
+def backend_info():
+    """What vitcpp's CPU backend runs on this machine, as `vit info` prints it (PyTorch's
+    torch.backends.cpu.get_cpu_capability, and more): "isa", the instruction-set path in use
+    ("avx512", "avx2", "neon" or "generic"; VIT_ISA forces one) and "isa_detected", the best
+    this CPU runs; "matrix_products", the library of the large fp32 products; "bf16", whether
+    dtype="bf16" runs here; "int8_product", the int8 kernel, and "int8_dot_product", whether it
+    sums four byte products per instruction (VNNI, sdot: without, dtype="int8" saves memory more
+    than time); "threads", get_threads()."""
+    return dict(_vitcpp.backend_info(), threads=get_threads())
 
 
 def list_models(pattern="*"):

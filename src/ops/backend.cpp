@@ -1,5 +1,6 @@
 // What the backends report about themselves (ops.h).
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernel_set.h"
 #include "backends/cpu/sgemm_library.h"
 #include "ops/ops.h"
 
@@ -15,6 +16,14 @@ const char* cpu_isa_detected() {
 
 const char* cpu_gemm_library() {
   return cpu::sgemm_library_name();
+}
+
+const char* cpu_int8_product() {
+  return cpu::kernels().gemm_s8_name;
+}
+
+bool cpu_int8_has_dot_product() {
+  return cpu::kernels().gemm_s8_dot;
 }
 
 }  // namespace vit::ops

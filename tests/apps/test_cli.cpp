@@ -427,6 +427,12 @@ TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {
     EXPECT_NE(bf16.code, 0);
     EXPECT_NE(bf16.out.find("--dtype bf16: " + vit::ops::bf16_missing()), std::string::npos) << bf16.out;
   }
+  // int8 names the product it ran (vit info says what it gains).
+  Result int8 = run(
+      "bench --model mnist-seed -b 2 --threads 1 --warmup 0 --runs 1 --min-time 0 --ceiling 100 --dtype int8 "
+      "--json");
+  ASSERT_EQ(int8.code, 0) << int8.out;
+  EXPECT_EQ(nlohmann::json::parse(int8.out)["int8_product"], vit::ops::cpu_int8_product());
   // Training in bf16 is mixed precision (vit train --amp).
   Result train_bf16 = run(
       "bench --model mnist-seed --mode train -b 4 --threads 1 --dtype bf16 --warmup 0 --runs 1 --min-time 0 "
@@ -438,6 +444,24 @@ TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {
     EXPECT_NE(train_bf16.code, 0);
     EXPECT_NE(train_bf16.out.find("--amp: " + vit::ops::bf16_missing()), std::string::npos) << train_bf16.out;
   }
+}
+
+// vit info says which kernels this CPU runs: the path, and whether bf16 and int8 pay here.
+TEST(Cli, InfoSaysWhatTheCpuRuns) {
+  Result r = run("info");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(std::string("isa: ") + vit::ops::cpu_isa()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(vit::ops::bf16_available() ? "bf16 products: oneDNN's"
+                                                  : "bf16 products: none: " + vit::ops::bf16_missing()),
+            std::string::npos)
+      << r.out;
+  // The plain AVX2 and NEON products are the ones without four-byte sums (GemmS8.EveryPathsTableHasOne).
+  const std::string product = vit::ops::cpu_int8_product();
+  const bool plain = product == "avx2" || product == "neon";
+  EXPECT_EQ(vit::ops::cpu_int8_has_dot_product(), !plain && product != "generic") << product;
+  EXPECT_NE(r.out.find("int8 products: " + product + " ("), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("saves 3/4") != std::string::npos, plain) << r.out;
+  EXPECT_EQ(r.out.find("four byte products") != std::string::npos, !plain && product != "generic") << r.out;
 }
 
 TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {

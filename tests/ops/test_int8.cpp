@@ -104,13 +104,16 @@ TEST(GemmS8, EveryVariantGivesTheGenericBits) {
 }
 
 // Each path's table this CPU runs has an int8 product with the generic bits; the path in use
-// names its pick.
+// names its pick, and says it sums four byte products per instruction exactly for the VNNI
+// and dot-product kernels (vit info tells users what int8 gains from it).
 TEST(GemmS8, EveryPathsTableHasOne) {
   for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512, Isa::neon}) {
     if (!isa_supported(i)) continue;
     const CpuKernels k = kernels_for(i);
     ASSERT_NE(k.gemm_s8, nullptr) << isa_name(i);
     ASSERT_NE(k.gemm_s8_name, nullptr) << isa_name(i);
+    const std::string name = k.gemm_s8_name;
+    EXPECT_EQ(k.gemm_s8_dot, name == "avx512-vnni" || name == "avx-vnni" || name == "neon-dotprod") << name;
     const Gemm g(9, 48, 200, 3, false);
     EXPECT_EQ(first_difference(g.run(k.gemm_s8), g.run(gemm_s8_reference), g.N), "") << k.gemm_s8_name;
   }

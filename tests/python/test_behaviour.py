@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import vitcpp
-from conftest import HERE, PRETRAINED, read_safetensors
+from conftest import HERE, PRETRAINED, read_safetensors, run_vit
 
 TIMM_A = os.path.join(PRETRAINED, "timm_a")
 
@@ -121,10 +121,21 @@ def test_public_callables_have_docstrings():
               vitcpp.VisionTransformer.forward_features, vitcpp.VisionTransformer.forward_head,
               vitcpp.VisionTransformer.predict, vitcpp.VisionTransformer.attention_maps,
               vitcpp.VisionTransformer.save_pretrained, vitcpp.data.create_transform,
-              vitcpp.data.resolve_model_data_config):
+              vitcpp.data.resolve_model_data_config, vitcpp.backend_info):
         assert f.__doc__ and len(f.__doc__) > 40, f.__name__
     package = os.path.dirname(vitcpp.__file__)
     assert os.path.exists(os.path.join(package, "__init__.pyi")) and os.path.exists(os.path.join(package, "py.typed"))
+
+
+def test_backend_info_says_what_vit_info_says():
+    info = vitcpp.backend_info()
+    text = run_vit("info")
+    assert f"isa: {info['isa']} (best on this CPU: {info['isa_detected']};" in text, (info, text)
+    assert f"matrix products: {info['matrix_products']}\n" in text, (info, text)
+    assert ("bf16 products: oneDNN's" in text) == info["bf16"], (info, text)
+    assert f"int8 products: {info['int8_product']} (" in text, (info, text)
+    assert info["int8_dot_product"] == (info["int8_product"] in ("avx512-vnni", "avx-vnni", "neon-dotprod")), info
+    assert info["threads"] == vitcpp.get_threads()
 
 
 def fresh_python(*args, cwd=None):

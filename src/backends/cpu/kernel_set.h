@@ -146,7 +146,8 @@ struct CpuKernels {
   DequantS8 dequant_s8 = nullptr;
   QuantizeRowS8 quantize_row_s8 = nullptr;
   GemmS8 gemm_s8 = nullptr;
-  const char* gemm_s8_name = nullptr;  // e.g. "avx512-vnni" (vit bench and the tests name it)
+  const char* gemm_s8_name = nullptr;  // e.g. "avx512-vnni" (vit info, vit bench and the tests name it)
+  bool gemm_s8_dot = false;            // four byte products per instruction into int32 (VNNI, sdot)
 };
 
 // The table of the path in use (isa()), filled at the first call.

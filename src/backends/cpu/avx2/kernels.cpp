@@ -22,6 +22,7 @@ void fill_kernels(CpuKernels& k) {
   k.dequant_s8 = dequant_s8;
   k.gemm_s8 = has_avx_vnni() ? gemm_s8_vnni : gemm_s8;
   k.gemm_s8_name = has_avx_vnni() ? "avx-vnni" : "avx2";
+  k.gemm_s8_dot = has_avx_vnni();
 }
 
 }  // namespace vit::cpu::avx2

@@ -26,6 +26,7 @@ void fill_kernels(CpuKernels& k) {
   if (!has_vnni()) return;  // AVX-512 without VNNI: avx2's (AVX-VNNI or vpmaddubsw) is as good
   k.gemm_s8 = gemm_s8_vnni;
   k.gemm_s8_name = "avx512-vnni";
+  k.gemm_s8_dot = true;
 }
 
 }  // namespace vit::cpu::avx512

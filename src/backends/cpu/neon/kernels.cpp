@@ -18,6 +18,7 @@ void fill_kernels(CpuKernels& k) {
   k.quantize_row_s8 = quantize_row_s8;
   k.gemm_s8 = has_dotprod() ? gemm_s8_dot : gemm_s8;
   k.gemm_s8_name = has_dotprod() ? "neon-dotprod" : "neon";
+  k.gemm_s8_dot = has_dotprod();
 }
 
 }  // namespace vit::cpu::neon
