@@ -21,8 +21,8 @@ from ._vitcpp import Error
 from . import data
 from ._train import TrainHistory, train
 
-__all__ = ["Error", "VisionTransformer", "create_model", "list_models", "set_threads", "get_threads", "backend_info", "data",
-           "train", "TrainHistory"]
+__all__ = ["Error", "VisionTransformer", "create_model", "list_models", "set_threads", "get_threads", "backend_info",
+           "data", "train", "TrainHistory"]
 __version__ = _vitcpp.__version__
 
 _DTYPES = {"float32": "fp32", "fp32": "fp32", "bfloat16": "bf16", "bf16": "bf16", "int8": "int8"}

@@ -337,17 +337,22 @@ def test_full_queue_is_unavailable_and_late_answers_are_deadline_exceeded(pb):
         assert s.stop()[0] == 0
 
 
-def test_calls_waiting_in_the_queue_each_have_a_thread(pb):
+def test_calls_waiting_in_the_queue_each_have_a_thread(pb, tmp_path):
     # gRPC answers a call it has no thread for with RESOURCE_EXHAUSTED, unlogged. With
-    # --http-threads 1, 16 calls waiting together in the queue are still each answered.
+    # --http-threads 1, 16 calls waiting together in the queue are still each answered, each
+    # with vit predict's logits within the 1e-5 relative. Not bit for bit with each
+    # other: the 16 run as one pass, and oneDNN's sgemm can give a pass's last rows other last
+    # bits than the rest (AVX2 on an AMD Zen 2; docs/serving.md, "Batching").
     s, target = serve("--model", f"a={CK}", "--max-batch", 64, "--max-delay-ms", 1000, "--max-queue", 32,
                       "--http-threads", 1, "--no-warmup")
     try:
         c = Client(pb, target)
         x = np.zeros((1, 3, 32, 32), np.float32)
+        want = http.cli_logits(x, tmp_path)
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             got = list(pool.map(lambda _: logits_of(c.ModelInfer(pixels_request(pb, x))), range(16)))
-        assert len(got) == 16 and all(np.array_equal(g, got[0]) for g in got)
+        worst = max(http.worst_rel(g, want) for g in got)
+        assert len(got) == 16 and worst <= 1e-5, f"worst relative difference {worst:.3g}"
     finally:
         code, log = s.stop()
     assert code == 0 and log.count("gRPC ModelInfer OK") == 16, log
