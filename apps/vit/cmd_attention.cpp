@@ -78,7 +78,7 @@ Run add_attention(CLI::App& cmd) {
          "--head", f->head,
          "head index (0-based) or 'mean' (of all heads); with --layer all every head and the mean are drawn")
       ->capture_default_str();
-  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(non_negative());
+  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(thread_count());
   f->input.add_to(cmd);
   cmd.add_option("images", f->images, "PNG or JPEG files")->required();
   return [f] {

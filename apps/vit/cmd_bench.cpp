@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "core/threads.h"
+#include "core/utf8.h"
 #include "model_flags.h"
 #include "ops/ops.h"
 #include "train/bench.h"
@@ -33,7 +34,7 @@ Run add_bench(CLI::App& cmd) {
       ->check(CLI::IsMember({"infer", "train"}))
       ->capture_default_str();
   cmd.add_option("-b,--batch-size", f->opt.batch, "images per batch")->capture_default_str();
-  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(non_negative());
+  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(thread_count());
   cmd.add_option("--dtype", f->opt.dtype,
                  "precision of the blocks' matrix products: fp32, bf16 (AVX-512; fp32 accumulation) or int8 "
                  "(inference); with --mode train bf16 is mixed precision, as vit train --amp")
@@ -90,7 +91,7 @@ Run add_bench(CLI::App& cmd) {
                           {"peak_rss_mb", r.peak_rss_mb},
                           {"rss_mb", r.rss_mb},
                           {"environment", env}};
-      std::cout << j.dump() << "\n";
+      std::cout << json_for_output(j) << "\n";
       return 0;
     }
     std::printf(

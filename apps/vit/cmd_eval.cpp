@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "core/file.h"
 #include "core/threads.h"
+#include "core/utf8.h"
 #include "data/open.h"
 #include "model_flags.h"
 #include "train/trainer.h"
@@ -45,7 +46,7 @@ Run add_eval(CLI::App& cmd) {
       ->check(CLI::IsMember({"test", "val", "train"}))
       ->capture_default_str();
   cmd.add_option("-b,--batch-size", f->batch_size, "batch size")->capture_default_str();
-  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(non_negative());
+  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(thread_count());
   f->input.add_to(cmd);
   cmd.add_flag("--json", f->json, "print one JSON object");
   cmd.add_option(
@@ -75,6 +76,17 @@ Run add_eval(CLI::App& cmd) {
     const InputSpec in = f->input.spec(cfg);
     DataSources d = make_datasets(f->data_dir, f->dataset, in, 0.0, 0, f->skip_bad_images,
                                   f->split == "train" ? Splits::train : Splits::eval, loaded.class_names);
+    if (d.kind == "folder" && loaded.class_names.empty() &&
+        int64_t(d.class_names.size()) != cfg.num_classes) {
+      // A model without class names reads a folder's classes by their sorted order alone.
+      std::string order;
+      for (size_t k = 0; k < d.class_names.size() && k < 5; ++k)
+        order += (k ? ", " : "") + d.class_names[k] + " -> " + std::to_string(k);
+      d.notes.push_back(detail::concat(
+          f->data_dir, ": ", d.class_names.size(), " class folders for a model of ", cfg.num_classes,
+          " classes without class names: the folders are classes 0, 1, ... in sorted order (", order,
+          d.class_names.size() > 5 ? ", ..." : "", "), as torchvision's ImageFolder numbers them"));
+    }
     print_data_notes(d, std::cerr);  // stderr: --json keeps stdout one object
     const Dataset& data = f->split == "train" ? *d.train : *d.eval;
     // Read before the evaluation, so a bad labels file fails at once.
@@ -111,7 +123,7 @@ Run add_eval(CLI::App& cmd) {
                                   {"img_size", in.height},
                                   {"crop_pct", in.crop_pct},
                                   {"interpolation", resize_filter(in)}};
-      write_file_atomic(f->results_file, res.dump(4) + "\n");
+      write_file_atomic(f->results_file, json_for_output(res, 4) + "\n");
     }
     if (!f->confusion_png.empty()) {
       char title[96];
@@ -132,7 +144,7 @@ Run add_eval(CLI::App& cmd) {
       for (int64_t k = 0; k < r.num_classes; ++k)
         conf.push_back(std::vector<int64_t>(r.confusion.begin() + k * r.num_classes,
                                             r.confusion.begin() + (k + 1) * r.num_classes));
-      std::cout << j.dump() << "\n";
+      std::cout << json_for_output(j) << "\n";
       return 0;
     }
     std::cout << data.describe() << "\n"

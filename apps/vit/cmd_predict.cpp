@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "core/file.h"
 #include "core/threads.h"
+#include "core/utf8.h"
 #include "data/open.h"
 #include "io/array_file.h"
 #include "io/tensor_input.h"
@@ -94,7 +95,7 @@ void print(const PredictFlags& f, nlohmann::json what, const float* z, int64_t K
     for (const Prediction& t : top)
       j["topk"].push_back({{"index", t.index}, {"label", label(t)}, {"prob", t.probability}});
     if (f.logits) j["logits"] = std::vector<float>(z, z + K);
-    std::cout << j.dump() << "\n";
+    std::cout << json_for_output(j) << "\n";
     return;
   }
   std::cout << (what.contains("image") ? what["image"].get<std::string>() : "row " + what["row"].dump())
@@ -115,7 +116,7 @@ Run add_predict(CLI::App& cmd) {
   cmd.add_option("--tensor", f->tensor,
                  "FILE.safetensors:NAME: predict on a preprocessed float tensor [B,C,H,W]");
   cmd.add_option("-b,--batch-size", f->batch_size, "images per forward pass")->capture_default_str();
-  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(non_negative());
+  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(thread_count());
   f->input.add_to(cmd);
   cmd.add_option("--results-file", f->results_file,
                  "also write the predictions to this CSV file, as timm's inference.py: filename, index_0.., "
@@ -135,6 +136,9 @@ Run add_predict(CLI::App& cmd) {
     use_threads(f->threads);
     VIT_CHECK(f->topk > 0 && f->batch_size > 0, "--topk and --batch-size must be positive");
     VIT_CHECK(!f->images.empty() || !f->tensor.empty(), "give image files or --tensor FILE:NAME");
+    VIT_CHECK(f->images.empty() || f->tensor.empty(),
+              "give image files or --tensor FILE:NAME, not both (got ", f->images.size(),
+              " image argument(s) and --tensor ", f->tensor, ")");
     const bool want_features = features->count() > 0;
     if (want_features && f->features.empty()) f->features = "pooled";
     VIT_CHECK(!want_features || f->features == "pooled" || f->features == "tokens",
@@ -189,7 +193,7 @@ Run add_predict(CLI::App& cmd) {
         inputs.push_back(files.empty() ? nlohmann::json(i) : nlohmann::json(files[i]));
       ArrayFileWriter out(
           f->out, "features", shape,
-          {{"features", f->features}, {"inputs", inputs.dump()}, {"vitcpp_version", version()}});
+          {{"features", f->features}, {"inputs", json_for_output(inputs)}, {"vitcpp_version", version()}});
       std::vector<float> y(size_t(std::min(f->batch_size, N) * per));
       for_batches([&](int64_t, int64_t B, const float* images) {
         model.infer_features(images, B, nullptr, tokens ? nullptr : y.data(), tokens ? y.data() : nullptr);

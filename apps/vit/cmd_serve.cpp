@@ -52,7 +52,7 @@ Run add_serve(CLI::App& cmd) {
                  "this port (0: any free one, printed); the same models, keys and TLS as HTTP")
       ->check(CLI::Range(0, 65535));
   cmd.add_option("--threads", o.threads, "threads of the forward passes (default: every core)")
-      ->check(non_negative());
+      ->check(thread_count());
   cmd.add_option("--instances", o.instances,
                  "copies of each model (as Triton's instance_group count), each running its own forward "
                  "passes on its share of --threads; they share one copy of the weights")

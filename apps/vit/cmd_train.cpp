@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "core/file.h"
 #include "core/threads.h"
+#include "core/utf8.h"
 #include "data/augment.h"
 #include "data/open.h"
 #include "data/synthetic.h"
@@ -138,7 +139,8 @@ nlohmann::json setting_value(const std::string& text) {
 
 // args.json: the settings the run was given (a recipe's flags expanded, the last of a
 // repeated flag), as {flag name without "--": value}: true for a switch, a number or text
-// for one value, a list for several. --resume turns it back into flags (resume.cpp).
+// for one value, a list for several; --data-dir, --pretrained and --teacher as absolute paths. --resume turns
+// it back into flags (resume.cpp).
 nlohmann::json settings_json(const CLI::App& cmd) {
   nlohmann::json j = nlohmann::json::object();
   for (const CLI::Option* o : cmd.get_options()) {
@@ -149,7 +151,13 @@ nlohmann::json settings_json(const CLI::App& cmd) {
       j[name] = true;
       continue;
     }
-    const std::vector<std::string> values = o->reduced_results();
+    std::vector<std::string> values = o->reduced_results();
+    for (const std::string& v : values)
+      VIT_CHECK(is_utf8(v), "--", name,
+                ": a value that is not UTF-8 text cannot be kept in the run's args.json");
+    // Paths as absolute ones: --resume DIR then finds the data and weights from any directory.
+    if (name == "data-dir" || name == "pretrained" || name == "teacher")
+      for (std::string& v : values) v = std::filesystem::absolute(v).lexically_normal().string();
     if (values.size() == 1 && o->get_expected_max() <= 1) {
       j[name] = setting_value(values.front());
     } else {
@@ -281,7 +289,7 @@ void add_run_flags(CLI::App& cmd, TrainFlags* f) {
   cmd.add_option("--seed", t.seed, "random seed (weights, data order, dropout)")->capture_default_str();
   cmd.add_option("--threads", f->threads,
                  "threads per process (default: all cores, shared by the processes of mpirun on a host)")
-      ->check(non_negative());
+      ->check(thread_count());
   cmd.add_option("--shards", f->shards,
                  "data-parallel shards per process: each batch split into this many, one thread each, their "
                  "gradients summed in order (default 0: one per thread, or VIT_SHARDS). A fixed count gives "
@@ -403,6 +411,7 @@ void TrainCommand::check_flags() {
     VIT_CHECK(!F.teacher.empty() || cmd.count(flag) == 0, flag, " needs --teacher (the model to distill)");
   aug_flags = F.aug.config();  // also the flags of augmentations that are off
   F.train.sched.validate();
+  if (F.resume.empty() && !F.train.output.empty()) settings_json(cmd);  // what args.json cannot hold
 }
 
 bool TrainCommand::open_run_dir() {

@@ -6,8 +6,10 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
+#include <new>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -90,6 +92,53 @@ std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args) {
   return hints;
 }
 
+// predict and attention take image files after their flags, and CLI11 lets a flag of a
+// variable number of values take them too (`--img-size 56 a.png` failed as "Could not convert:
+// --img-size = 56,a.png"). The values such a flag can have are known, so each of these flags
+// moves with its values to the end of the line, after the images, whose order stays.
+std::vector<std::string> images_last(std::vector<std::string> args) {
+  if (args.empty() || (args[0] != "predict" && args[0] != "attention")) return args;
+  auto integer = [](const std::string& a) {
+    return !a.empty() && a.size() < 10 &&
+           std::all_of(a.begin(), a.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  std::vector<std::string> kept, moved;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i > 0 && args[i] == "--img-size") {  // S or H W
+      moved.push_back(args[i]);
+      for (int k = 0; k < 2 && i + 1 < args.size() && integer(args[i + 1]); ++k) moved.push_back(args[++i]);
+    } else if (i > 0 && args[i].rfind("--img-size=", 0) == 0) {  // --img-size=H W
+      moved.push_back(args[i]);
+      if (i + 1 < args.size() && integer(args[i + 1])) moved.push_back(args[++i]);
+    } else if (i > 0 && args[i] == "--features") {  // [pooled|tokens]
+      moved.push_back(args[i]);
+      if (i + 1 < args.size() && (args[i + 1] == "pooled" || args[i + 1] == "tokens"))
+        moved.push_back(args[++i]);
+    } else {
+      kept.push_back(args[i]);
+    }
+  }
+  kept.insert(kept.end(), moved.begin(), moved.end());
+  return kept;
+}
+
+// An exception's message for the error line. Two from the standard library say it in words:
+// a failed allocation ("std::bad_alloc" tells no one what to change) and a file system error
+// ("filesystem error: cannot create directories: Not a directory [out]" becomes "out: cannot
+// create directories: Not a directory", the path first as in every other message).
+std::string error_words(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e))
+    return "out of memory (an allocation failed): lower --batch-size or use a smaller model";
+  if (const auto* fe = dynamic_cast<const std::filesystem::filesystem_error*>(&e)) {
+    std::string what = fe->what();
+    const std::string prefix = "filesystem error: ";
+    if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+    if (const size_t at = what.find(" ["); at != std::string::npos) what.erase(at);
+    return fe->path1().empty() ? what : fe->path1().string() + ": " + what;
+  }
+  return e.what();
+}
+
 void default_to_short_spinning(char** argv) {
   if (vit::setting("OMP_WAIT_POLICY")) return;
   setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
@@ -136,7 +185,7 @@ int main(int argc, char** argv) {
     if (first_rank())
       for (const auto& [name, hint] : vit::misspelt_settings())
         std::cerr << "vit: note: " << name << " is set, but vitcpp reads no such variable (" << hint << ")\n";
-    args = vit::app::expand_recipe(vit::app::expand_resume(args));
+    args = images_last(vit::app::expand_recipe(vit::app::expand_resume(args)));
   } catch (const std::exception& e) {
     vit::print_error_line(std::string("vit: error: ") + e.what());
     return 1;
@@ -145,14 +194,17 @@ int main(int argc, char** argv) {
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {
-    if (!first_rank()) {  // under mpirun every rank parses the same flags: one says so
-      std::ostringstream quiet;
-      return app.exit(e, quiet, quiet);
-    }
-    const int code = app.exit(e);
-    if (code != 0)
-      if (const std::string hint = did_you_mean(app, args); !hint.empty()) std::cerr << hint << "\n";
-    return code;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // A command line vit cannot take: said as every other error is, with exit status 2 (as
+    // Python's argparse, which timm's scripts use) rather than CLI11's own codes (104-109).
+    if (!first_rank()) return 2;  // under mpirun every rank parses the same flags: one says so
+    CLI::App* cmd = nullptr;
+    for (CLI::App* sub : app.get_subcommands({}))
+      if (sub->parsed()) cmd = sub;
+    vit::print_error_line(std::string("vit: error: ") + e.what());
+    std::cerr << "run 'vit" << (cmd ? " " + cmd->get_name() : "") << " --help' for the options\n";
+    if (const std::string hint = did_you_mean(app, args); !hint.empty()) std::cerr << hint << "\n";
+    return 2;
   }
   int code = 0;
   try {
@@ -164,14 +216,15 @@ int main(int argc, char** argv) {
       vit::print_error_line(std::string("vit: error: ") + e.what());
     code = 1;
   } catch (const std::exception& e) {
+    const std::string what = error_words(e);
     vit::Comm* w = vit::world_if_started();
     if (w && w->size() > 1) {
       // Only this rank knows: end the job rather than leave the others waiting.
       vit::print_error_line(
-          vit::detail::concat("vit: error: rank ", w->rank(), ": ", e.what(), " (ending the job)"));
+          vit::detail::concat("vit: error: rank ", w->rank(), ": ", what, " (ending the job)"));
       w->abort(1);
     }
-    vit::print_error_line(std::string("vit: error: ") + e.what());
+    vit::print_error_line(std::string("vit: error: ") + what);
     code = 1;
   }
   vit::finalize_world();

@@ -106,8 +106,10 @@ ViTConfig ModelFlags::resolve() const {
 }
 
 std::vector<float> per_channel(const std::vector<float>& v, int64_t channels, const char* flag) {
-  VIT_CHECK(v.size() == 1 || int64_t(v.size()) == channels, flag, " takes 1 or ", channels,
-            " values (one per input channel), got ", v.size());
+  VIT_CHECK(v.size() == 1 || int64_t(v.size()) == channels, flag,
+            channels == 1 ? std::string(" takes 1 value (the model has one input channel)")
+                          : " takes 1 or " + std::to_string(channels) + " values (one per input channel)",
+            ", got ", v.size());
   return v.size() == 1 ? std::vector<float>(size_t(channels), v[0]) : v;
 }
 
@@ -174,6 +176,13 @@ void AugFlags::add_to(CLI::App& cmd) {
 
 AugmentConfig AugFlags::config() const {
   AugmentConfig a = aug;
+  // CLI11 lets a flag of two values end after one: say so rather than drop it.
+  VIT_CHECK(scale.empty() || scale.size() == 2, "--scale takes two values, MIN MAX (timm's 0.08 1.0), got ",
+            scale.size());
+  VIT_CHECK(ratio.empty() || ratio.size() == 2,
+            "--ratio takes two values, MIN MAX (timm's 0.75 1.3333), got ", ratio.size());
+  VIT_CHECK(ratio.empty() || !scale.empty(),
+            "--ratio shapes the random resized crop, which --scale MIN MAX turns on (off by default)");
   if (scale.size() == 2) {
     a.scale_min = scale[0];
     a.scale_max = scale[1];

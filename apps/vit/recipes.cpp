@@ -52,6 +52,14 @@ const std::map<std::string, std::vector<std::string>>& recipes() {
 }
 }  // namespace
 
+namespace {
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+}  // namespace
+
 std::vector<std::string> recipe_names() {
   std::vector<std::string> names;
   for (auto& [name, flags] : recipes()) names.push_back(name);
@@ -60,16 +68,34 @@ std::vector<std::string> recipe_names() {
 
 std::vector<std::string> expand_recipe(std::vector<std::string> args) {
   if (args.empty() || args[0] != "train") return args;
-  for (size_t i = 1; i + 1 < args.size(); ++i) {
-    if (args[i] != "--recipe") continue;
-    auto it = recipes().find(args[i + 1]);
-    std::string known;
-    for (auto& n : recipe_names()) known += (known.empty() ? "" : ", ") + n;
-    VIT_CHECK(it != recipes().end(), "unknown recipe '", args[i + 1], "' (known: ", known, ")");
-    args.erase(args.begin() + i, args.begin() + i + 2);
-    args.insert(args.begin() + 1, it->second.begin(), it->second.end());
-    break;
+  std::string name;
+  size_t at = 0, words = 0;  // where the one --recipe is, and its words (1 for --recipe=NAME)
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string given;
+    size_t n = 0;
+    if (args[i] == "--recipe") {
+      VIT_CHECK(i + 1 < args.size(), "--recipe needs a name (known: ", join(recipe_names()), ")");
+      given = args[i + 1];
+      n = 2;
+    } else if (args[i].rfind("--recipe=", 0) == 0) {
+      given = args[i].substr(9);
+      n = 1;
+    } else {
+      continue;
+    }
+    // Two recipes would each set the schedule: which one wins is no one's guess to make.
+    VIT_CHECK(name.empty(), "--recipe given twice ('", name, "' and '", given,
+              "'): give one, then the flags to change");
+    VIT_CHECK(recipes().count(given), "unknown recipe '", given, "' (known: ", join(recipe_names()), ")");
+    name = given;
+    at = i;
+    words = n;
+    i += n - 1;
   }
+  if (name.empty()) return args;
+  args.erase(args.begin() + long(at), args.begin() + long(at + words));
+  const std::vector<std::string>& flags = recipes().at(name);
+  args.insert(args.begin() + 1, flags.begin(), flags.end());
   return args;
 }
 

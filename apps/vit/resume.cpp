@@ -110,6 +110,9 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
     } else if (resume_may_change(canonical(args[i])) && i + 1 < args.size()) {
       extra.insert(extra.end(), {canonical(args[i]), args[i + 1]});
       ++i;
+    } else if (const size_t eq = args[i].find('=');
+               eq != std::string::npos && resume_may_change(canonical(args[i].substr(0, eq)))) {
+      extra.insert(extra.end(), {canonical(args[i].substr(0, eq)), args[i].substr(eq + 1)});  // --epochs=N
     } else {
       bad.push_back(args[i]);
     }
@@ -123,6 +126,15 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
             "--recovery-interval and --epochs (to train longer) may be given (got ",
             bad.empty() ? "" : bad[0], ")");
   const std::vector<std::string> saved = saved_args(dir);
+  // The data and weights the run was given: runs before 2026-12-05 kept them as typed, so a
+  // relative path names them from the directory the run started in only.
+  for (size_t i = 0; i + 1 < saved.size(); ++i)
+    for (const char* flag : {"--data-dir", "--pretrained", "--teacher"})
+      VIT_CHECK(saved[i] != flag || std::filesystem::exists(saved[i + 1]), "--resume ", dir, ": ", dir,
+                "/args.json gives ", flag, " ", saved[i + 1], ", which does not exist from here",
+                std::filesystem::path(saved[i + 1]).is_relative()
+                    ? " (a relative path: resume from the directory the run started in)"
+                    : "");
   auto given = [&](const std::string& flag) {
     return std::find(extra.begin(), extra.end(), flag) != extra.end();
   };

@@ -1,7 +1,10 @@
 #include "validators.h"
 
+#include <cstdint>
 #include <functional>
 #include <string>
+
+#include "core/threads.h"
 
 namespace vit::app {
 
@@ -43,6 +46,13 @@ const CLI::Validator& fraction() {
 const CLI::Validator& rate() {
   static const CLI::Validator v =
       numbers([](double x) { return x >= 0 && x < 1; }, "a rate in [0, 1)", "[0, 1)");
+  return v;
+}
+
+const CLI::Validator& thread_count() {
+  static const CLI::Validator v =
+      numbers([](double x) { return x >= 0 && x <= kMaxThreads && x == double(int64_t(x)); },
+              "0 (every core) to " + std::to_string(kMaxThreads), "NONNEGATIVE");
   return v;
 }
 

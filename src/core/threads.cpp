@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/settings.h"
+#include "vit/core/error.h"
 
 namespace vit {
 
@@ -74,7 +75,14 @@ bool threads_bound() {
   return bound.load() > 0;
 }
 
+namespace {
+void check_count(int n) {
+  VIT_CHECK(n <= kMaxThreads, "threads: ", n, " is more than vitcpp runs (at most ", kMaxThreads, ")");
+}
+}  // namespace
+
 void set_num_threads(int n) {
+  check_count(n);
   if (n > 0) omp_set_num_threads(n);
 }
 
@@ -96,6 +104,7 @@ int default_threads() {
 }
 
 ScopedThreads::ScopedThreads(int n) {
+  check_count(n);
   if (n <= 0) return;
   previous_ = omp_get_max_threads();
   if (n != previous_) omp_set_num_threads(n);

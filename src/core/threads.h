@@ -5,7 +5,11 @@
 
 namespace vit {
 
-void set_num_threads(int n);  // n <= 0: leave the OpenMP default
+// The most threads a call may ask for: far beyond any machine's CPUs, and below what makes
+// libgomp fail to start its team (40,000 exited, 100,000 crashed on a 2-CPU machine).
+inline constexpr int kMaxThreads = 4096;
+
+void set_num_threads(int n);  // n <= 0: leave the OpenMP default; n > kMaxThreads throws
 int num_threads();
 // The count OpenMP starts with, whatever has changed it since: OMP_NUM_THREADS's first number,
 // else the CPUs this process may run on. For a library that keeps a count of its own beside
@@ -14,7 +18,7 @@ int default_threads();
 
 // The calling thread's parallel regions (and the GEMM library's) run on n threads (n > 0)
 // until the end of the scope, then on what they ran on before, whatever set_num_threads did
-// meanwhile; n <= 0 changes nothing.
+// meanwhile; n <= 0 changes nothing; n > kMaxThreads throws.
 // OpenMP keeps the thread count per calling thread, so this is what a model's own thread
 // count needs: other threads' calls are not affected.
 class ScopedThreads {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/utf8.h"
 #include "data/image.h"
 #include "data/preprocess.h"
 #include "vit/core/error.h"
@@ -55,7 +56,12 @@ std::vector<std::string> class_folders(const std::string& root) {
   VIT_CHECK(fs::is_directory(root), root, ": not a directory");
   std::vector<std::string> found;
   for (auto& e : fs::directory_iterator(root))
-    if (e.is_directory()) found.push_back(e.path().filename().string());
+    if (e.is_directory()) {
+      found.push_back(e.path().filename().string());
+      VIT_CHECK(is_utf8(found.back()), e.path().string(),
+                ": a class folder whose name is not UTF-8 text (a class name goes into checkpoints and "
+                "JSON as text): rename it");
+    }
   std::sort(found.begin(), found.end());
   VIT_CHECK(!found.empty(), root, ": no class folders (expected ", root, "/<class>/*.png|jpg)");
   return found;

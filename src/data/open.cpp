@@ -128,6 +128,20 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
       return true;
     }();
     if (by_model) out.class_names = model_classes;
+    if (!by_model && need != Splits::both && !model_classes.empty()) {
+      // Scored against classes the model does not name: say so, or a renamed folder reads as 0%.
+      std::string unknown;
+      int64_t count = 0;
+      for (const std::string& c : class_folders(listed.string()))
+        if (std::find(model_classes.begin(), model_classes.end(), c) == model_classes.end() && count++ < 5)
+          unknown += (unknown.empty() ? "" : ", ") + c;
+      out.notes.push_back(detail::concat(
+          listed.string(), ": ", count, " class folder(s) the model's ", model_classes.size(),
+          " class names do not include (", unknown, count > 5 ? ", ..." : "",
+          "): the classes are numbered in the sorted order of ",
+          layout.has_train ? layout.train.string() : listed.string(),
+          "'s folders instead, which may not be the model's (a model's own folders keep its names)"));
+    }
     if (want_train)
       keep(std::make_unique<FolderDataset>(layout.train.string(), train_in, out.class_names, skip_bad_images),
            out.train);

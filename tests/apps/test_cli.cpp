@@ -358,7 +358,7 @@ TEST(Cli, MeanAndStdOverrideTheModelsNormalization) {
   EXPECT_EQ(cfg["std"], nlohmann::json::array({0.353})) << cfg.dump();
   r = run(base + "--mean 0.4 0.5");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("--mean takes 1 or 1 values (one per input channel), got 2"), std::string::npos)
+  EXPECT_NE(r.out.find("--mean takes 1 value (the model has one input channel), got 2"), std::string::npos)
       << r.out;
   r = run(base + "--std 0");
   EXPECT_NE(r.code, 0);

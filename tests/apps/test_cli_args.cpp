@@ -1,0 +1,163 @@
+// The command line as users type it: --flag=value forms, flags of a variable number of values
+// before image files, runs resumed from another directory, text that is not UTF-8, image
+// folders whose classes are not the model's, and CLI11's own errors said as vit's.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/file.h"
+#include "data/image.h"
+#include "support/run_vit.h"
+#include "support/temp_dir.h"
+
+namespace {
+namespace fs = std::filesystem;
+using vit::test::Result;
+using vit::test::run;
+const std::string digit = std::string(VIT_FIXTURE_DIR) + "/digit_7.png";
+
+bool has(const Result& r, const std::string& text) {
+  return r.out.find(text) != std::string::npos;
+}
+
+// A tiny trained checkpoint (its run directory) in dir/run.
+std::string tiny_run(const vit::test::TempDir& tmp) {
+  const std::string ck = tmp / "run";
+  Result r = run("train --model mnist-seed --synthetic 64 --epochs 1 -b 32 --threads 1 --output " + ck);
+  EXPECT_EQ(r.code, 0) << r.out;
+  return ck;
+}
+}  // namespace
+
+// --recipe=NAME was ignored: the run trained the default model with no word.
+TEST(CliArgs, RecipeWithAnEqualsSignIsTheRecipe) {
+  vit::test::TempDir tmp("args_recipe");
+  const std::string dir = tmp / "run";
+  Result r =
+      run("train --recipe=cifar-seed --img-size 8 --patch-size 4 --depth 1 --synthetic 16 --epochs 1 "
+          "--threads 1 --output " +
+          dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto args = nlohmann::json::parse(vit::read_text_file(dir + "/args.json"));
+  EXPECT_EQ(args.value("model", ""), "cifar-seed") << args.dump();
+  EXPECT_EQ(args.value("patience", 0), 10) << args.dump();
+}
+
+// A run started with a relative --data-dir resumes from any directory (args.json keeps the
+// absolute path), and --resume takes --epochs=N and --threads=N as it takes --epochs N.
+TEST(CliArgs, ARunResumesFromAnotherDirectoryWithFlagsGivenWithEquals) {
+  vit::test::TempDir tmp("args_resume");
+  fs::create_directories(tmp / "data");
+  // An IDX dataset of 32 8x8 images, relative to the directory the run starts in.
+  auto be32 = [](uint32_t v) { return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; };
+  for (const char* split : {"train", "t10k"}) {
+    std::string px(32 * 64, '\0'), labels(32, '\0');
+    for (size_t i = 0; i < px.size(); ++i) px[i] = char((i * 37) % 251);
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = char(i % 10);
+    vit::write_file_atomic(tmp / ("data/" + std::string(split) + "-images-idx3-ubyte"),
+                           be32(0x803) + be32(32) + be32(8) + be32(8) + px);
+    vit::write_file_atomic(tmp / ("data/" + std::string(split) + "-labels-idx1-ubyte"),
+                           be32(0x801) + be32(32) + labels);
+  }
+  Result r = vit::test::run_vit(
+      "train --model mnist-seed --img-size 8 --data-dir data --epochs 1 -b 16 --threads 1 "
+      "--output run",
+      "cd " + tmp.str() + " &&");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto args = nlohmann::json::parse(vit::read_text_file(tmp / "run/args.json"));
+  EXPECT_EQ(args.value("data-dir", ""), (fs::path(tmp.str()) / "data").string()) << args.dump();
+  r = vit::test::run_vit("train --resume " + (tmp / "run") + " --epochs=2 --threads=1", "cd / &&");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "epoch 2/2: train loss")) << r.out;
+  // A run of before keeps the path as typed: said so, not "--data-dir data: not a directory".
+  auto old = args;
+  old["data-dir"] = "data";
+  vit::write_file_atomic(tmp / "run/args.json", old.dump(1));
+  r = vit::test::run_vit("train --resume " + (tmp / "run") + " --epochs 3", "cd / &&");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r,
+                  "args.json gives --data-dir data, which does not exist from here (a relative path: "
+                  "resume from the directory the run started in)"))
+      << r.out;
+}
+
+// --img-size (S or H W) and --features [pooled|tokens] took the image after them as a value.
+TEST(CliArgs, FlagsOfOptionalValuesLeaveTheImagesAfterThem) {
+  vit::test::TempDir tmp("args_images");
+  const std::string ck = tiny_run(tmp);
+  Result before = run("predict --checkpoint " + ck + " --topk 1 " + digit + " --img-size 56");
+  ASSERT_EQ(before.code, 0) << before.out;
+  for (const std::string flags : {"--img-size 56", "--img-size=56", "--img-size 56 56"}) {
+    Result r = run("predict --checkpoint " + ck + " --topk 1 " + flags + " " + digit);
+    EXPECT_EQ(r.code, 0) << flags << ": " << r.out;
+    EXPECT_EQ(r.out, before.out) << flags;
+  }
+  fs::create_directories(tmp / "images");
+  fs::copy_file(digit, tmp / "images/a.png");
+  Result r = run("predict --checkpoint " + ck + " -o " + (tmp / "f.npy") + " --features " + (tmp / "images"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "wrote pooled features [1, 8] of 1 images")) << r.out;
+  // An image and --tensor both: which to predict is not a guess to make.
+  r = run("predict --checkpoint " + ck + " --tensor " + (tmp / "x.safetensors:x") + " " + digit);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "give image files or --tensor FILE:NAME, not both")) << r.out;
+}
+
+// nlohmann's "[json.exception.type_error.316] invalid UTF-8 byte" named no file.
+TEST(CliArgs, TextThatIsNotUtf8IsNamedOrShownReplaced) {
+  vit::test::TempDir tmp("args_utf8");
+  const std::string ck = tiny_run(tmp);
+  const std::string latin1 = tmp / "caf\xe9.png";
+  fs::copy_file(digit, latin1);
+  Result r = run("predict --checkpoint " + ck + " --json '" + latin1 + "'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "caf\xef\xbf\xbd.png")) << r.out;  // U+FFFD in the JSON line
+  std::ofstream(tmp / "labels.txt") << "0\n1\n2\n3\n4\n5\n6\n7\n8\nn\xe9uf\n";
+  r = run("predict --checkpoint " + ck + " --labels " + (tmp / "labels.txt") + " " + digit);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "labels.txt: line 10 is not UTF-8 text")) << r.out;
+  r = run("train --model mnist-seed --synthetic 16 --epochs 1 --threads 1 --output '" +
+          (tmp / "r\xe9sum\xe9") + "'");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "--output: a value that is not UTF-8 text cannot be kept in the run's args.json"))
+      << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "r\xe9sum\xe9"));
+}
+
+// A folder scored against classes the model does not name read as 0% with no word.
+TEST(CliArgs, EvalSaysWhenAFoldersClassesAreNotTheModels) {
+  vit::test::TempDir tmp("args_folder");
+  const std::string ck = tiny_run(tmp);
+  for (const char* c : {"val/2", "val/7"}) {
+    fs::create_directories(tmp / c);
+    fs::copy_file(digit, tmp / (std::string(c) + "/a.png"));
+  }
+  Result r = run("eval --checkpoint " + ck + " --data-dir " + tmp.str() + " --threads 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r,
+                  "2 class folders for a model of 10 classes without class names: the folders are "
+                  "classes 0, 1, ... in sorted order (2 -> 0, 7 -> 1)"))
+      << r.out;
+  std::ofstream(tmp / "names.txt") << "zero\none\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n";
+  r = run("export --checkpoint " + ck + " --labels " + (tmp / "names.txt") + " --out " + (tmp / "named"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  fs::rename(tmp / "val/2", tmp / "val/zebra");
+  fs::rename(tmp / "val/7", tmp / "val/seven");
+  r = run("eval --checkpoint " + (tmp / "named") + " --data-dir " + tmp.str() + " --threads 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "1 class folder(s) the model's 10 class names do not include (zebra)")) << r.out;
+}
+
+// CLI11's errors exited 104-109 without vit's "vit: error:"; now as argparse: status 2.
+TEST(CliArgs, CommandLineErrorsExitWithStatusTwoAndSaySo) {
+  for (const std::string args : {"train --bogus", "train --epochs many", "eval", "predict --topk"}) {
+    Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("vit: error: ", 0), 0u) << args << ": " << r.out;
+  }
+  EXPECT_EQ(run("train --help").code, 0);
+  EXPECT_EQ(run("--version").code, 0);
+}
