@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/threads.h"
 #include "data/image.h"
@@ -19,6 +20,22 @@ namespace vit::python {
 
 namespace fs = std::filesystem;
 
+namespace {
+// timm.create_model(name, checkpoint_path=...) builds the name's model and loads the file into
+// it, failing on a tensor of another shape. Here the file builds the model: it must be the
+// name's, in the widths and counts that give its tensors their shapes.
+void check_is(const ViTConfig& got, const ViTConfig& want, const std::string& name, const std::string& path) {
+  auto describe = [](const ViTConfig& c) {
+    return detail::concat("embed_dim ", c.embed_dim, ", depth ", c.depth, ", num_heads ", c.num_heads,
+                          ", mlp_dim ", c.mlp_dim, ", patch ", c.patch_h, "x", c.patch_w, ", in_chans ",
+                          c.in_chans);
+  };
+  VIT_CHECK(describe(got) == describe(want), path, " is not a ", name, ": it holds a ViT of ", describe(got),
+            "; ", name, " has ", describe(want),
+            " (give the checkpoint alone, create_model(path), to take it as it is)");
+}
+}  // namespace
+
 std::unique_ptr<Engine> Engine::load(const std::string& path, const LoadArgs& a) {
   LoadOptions lo;
   lo.img_h = a.img_h;
@@ -26,11 +43,19 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const LoadArgs& a)
   lo.num_classes = a.num_classes > 0 ? a.num_classes : 0;
   lo.labels_file = a.labels_file;
   lo.pos_resample = a.pos_resample;
+  std::optional<ViTConfig> want;
+  if (!a.model_name.empty()) {
+    want = preset(a.model_name);
+    lo.architecture = a.model_name;
+    lo.num_heads = want->num_heads;
+  }
   Pretrained p = load_pretrained(path, lo);
+  if (want) check_is(p.model->config(), *want, a.model_name, path);
   std::unique_ptr<Engine> e(new Engine);
   e->m_ = std::move(p.model);
   e->format_ = p.format;
   e->pos_resample_ = p.pos_resample;
+  e->stored_dtype_ = p.stored_dtype;
   e->class_names_ = std::move(p.class_names);
   e->notes_ = std::move(p.notes);
   // timm's num_classes=0: the same model without its head (features only).
@@ -119,12 +144,16 @@ void Engine::maps(const float* x, int64_t B, const std::string& method, int64_t 
                   float* maps) {
   const ViTConfig& c = config();
   const int64_t T = c.num_tokens(), H = c.num_heads, N = c.num_patches();
+  VIT_CHECK(layer >= -c.depth && layer < c.depth, "layer ", layer, " out of range: the model has ", c.depth,
+            " blocks (0 to ", c.depth - 1, ", or -1 for the last)");
+  VIT_CHECK(head >= -1 && head < H, "head ", head, " out of range: the model has ", H, " heads (0 to ", H - 1,
+            "; -1: their mean)");
+  if (layer < 0) layer += c.depth;
   std::vector<float> attn(size_t(c.depth * B * H * T * T)), pool(c.map_pool() ? size_t(B * H * T) : 0);
   attention(x, B, attn.data(), c.map_pool() ? pool.data() : nullptr);
   for (int64_t b = 0; b < B; ++b) {
     const std::vector<float> m =
-        viz::attention_map(attn.data(), c, B, b, method, layer < 0 ? c.depth - 1 : layer, head,
-                           c.map_pool() ? pool.data() : nullptr);
+        viz::attention_map(attn.data(), c, B, b, method, layer, head, c.map_pool() ? pool.data() : nullptr);
     std::copy_n(m.data(), N, maps + b * N);
   }
 }
@@ -172,7 +201,13 @@ std::unique_ptr<Engine> Engine::with_head(int64_t num_classes, uint64_t seed) co
   ViTConfig c = config();
   c.num_classes = num_classes;
   c.validate();
-  return copy_with(c, false, seed);
+  std::unique_ptr<Engine> e = copy_with(c, false, seed);
+  if (num_classes > 0) {  // a head of zeros: every class equal until fine-tuning moves it
+    float* p = e->m_->params().data();
+    for (const ParamSpec& s : e->m_->table().specs())
+      if (is_head_param(s.name)) std::fill_n(p + s.offset, s.numel(), 0.0f);
+  }
+  return e;
 }
 
 std::unique_ptr<Engine> Engine::resized(int64_t img_h, int64_t img_w) const {
@@ -183,11 +218,20 @@ std::unique_ptr<Engine> Engine::resized(int64_t img_h, int64_t img_w) const {
   return copy_with(c, true, 0);
 }
 
-std::vector<Engine::Param> Engine::params() const {
-  const float* base = fp32();
+std::vector<Engine::Param> Engine::params(const std::vector<std::string>& prefixes) const {
+  std::vector<const ParamSpec*> chosen;
+  bool blocks = false;  // only the blocks' matrices are ever packed (ViT::pack_weights)
+  for (const ParamSpec& s : m_->table().specs()) {
+    if (!prefixes.empty() && std::none_of(prefixes.begin(), prefixes.end(),
+                                          [&](const std::string& f) { return s.name.rfind(f, 0) == 0; }))
+      continue;
+    chosen.push_back(&s);
+    blocks = blocks || s.name.rfind("blocks.", 0) == 0;
+  }
+  const float* base = blocks ? fp32() : m_->params().data();
   std::vector<Param> out;
-  for (const ParamSpec& s : m_->table().specs())
-    out.push_back({s.name, std::vector<int64_t>(s.shape.begin(), s.shape.end()), base + s.offset});
+  for (const ParamSpec* s : chosen)
+    out.push_back({s->name, std::vector<int64_t>(s->shape.begin(), s->shape.end()), base + s->offset});
   return out;
 }
 

@@ -23,6 +23,10 @@ struct LoadArgs {
   std::string global_pool;   // presets only: token, avg or map
   std::string pos_resample;  // "timm", "hf" or "" (LoadOptions::pos_resample)
   uint64_t seed = 0;         // presets only: the random initialization
+  // A preset or timm architecture name the checkpoint must be (timm.create_model(name,
+  // checkpoint_path=...)): a bare state dict takes its heads and the name's settings from it,
+  // and a checkpoint of another shape is refused. "" takes the checkpoint as it is.
+  std::string model_name;
 };
 
 class Engine {
@@ -39,6 +43,8 @@ class Engine {
   const std::vector<std::string>& class_names() const { return class_names_; }
   const std::vector<std::string>& notes() const { return notes_; }
   const std::string& pos_resample() const { return pos_resample_; }
+  // The precision the checkpoint was written for: "int8" (vit quantize's), else "fp32".
+  const std::string& stored_dtype() const { return stored_dtype_; }
   // Where a pickled model came from (format, resampling, notes), given back on unpickling:
   // its weights travel as a vitcpp checkpoint.
   void set_origin(std::string format, std::string pos_resample, std::vector<std::string> notes);
@@ -63,21 +69,23 @@ class Engine {
   void set_dtype(const std::string& dtype);
   const std::string& dtype() const { return m_->infer_dtype(); }
 
-  // The same weights with a new head (num_classes, 0: none; timm's reset_classifier), or at
+  // The same weights with a new head (num_classes, 0: none; zero-initialized, as the ViT
+  // paper's fine-tuning and vit train --pretrained --num-classes; timm's reset_classifier), or at
   // a new input size (pos_embed resampled as the checkpoint's loading would, timm's or
   // transformers' way, or the sin-cos table recomputed).
   std::unique_ptr<Engine> with_head(int64_t num_classes, uint64_t seed) const;
   std::unique_ptr<Engine> resized(int64_t img_h, int64_t img_w) const;
 
-  // Every parameter by timm's name: (name, shape, fp32 values; valid until the next call).
-  // This and the others below that read the weights unpack them first, exactly; the next
-  // forward packs them again.
+  // The parameters by timm's name whose names start with one of `prefixes` (every one when
+  // empty): (name, shape, fp32 values; valid until the next call). Reading the blocks' packed
+  // matrices unpacks them first, exactly (the next forward packs them again); the head and
+  // norms are never packed, so timm's forward_head costs no repacking.
   struct Param {
     std::string name;
     std::vector<int64_t> shape;
     const float* data;
   };
-  std::vector<Param> params() const;
+  std::vector<Param> params(const std::vector<std::string>& prefixes = {}) const;
 
   std::vector<std::string> save(const std::string& dir, const std::string& format) const;
   void export_onnx(const std::string& path) const;
@@ -94,6 +102,7 @@ class Engine {
 
   std::unique_ptr<ViT> m_;
   std::string format_, pos_resample_ = "timm";  // pos_resample_: Pretrained::pos_resample
+  std::string stored_dtype_ = "fp32";
   std::vector<std::string> class_names_, notes_;
   std::mutex mu_;
 };

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "bindings.h"
@@ -106,10 +107,7 @@ py::array_t<float> maps(Engine& e, const Floats& x, const std::string& method, i
 py::dict params(Engine& e, const std::vector<std::string>& prefixes) {
   py::dict out;
   std::lock_guard<std::mutex> lock(e.lock());  // (with the GIL: a short copy)
-  for (const Engine::Param& p : e.params()) {
-    if (!prefixes.empty() && std::none_of(prefixes.begin(), prefixes.end(),
-                                          [&](const std::string& f) { return p.name.rfind(f, 0) == 0; }))
-      continue;
+  for (const Engine::Param& p : e.params(prefixes)) {
     std::vector<py::ssize_t> shape(p.shape.begin(), p.shape.end());
     Floats a(shape);
     std::copy_n(p.data, a.size(), a.mutable_data());
@@ -132,6 +130,15 @@ py::array_t<float> image(const vit::InputSpec& in, F&& fill) {
 PYBIND11_MODULE(_vitcpp, m) {
   m.doc() = "vitcpp's engine (python/vitcpp wraps it with timm's API)";
   py::register_exception<vit::Error>(m, "Error", PyExc_RuntimeError);
+  // A file system error (a directory where a file is meant, no permission) as Python's own
+  // OSError, with the path first, as open() says it.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const std::filesystem::filesystem_error& e) {
+      PyErr_SetString(PyExc_OSError, (e.path1().string() + ": " + e.code().message()).c_str());
+    }
+  });
   m.attr("__version__") = vit::version();
 
   py::class_<vit::python::LoadArgs>(m, "LoadArgs")
@@ -142,7 +149,8 @@ PYBIND11_MODULE(_vitcpp, m) {
       .def_readwrite("labels_file", &vit::python::LoadArgs::labels_file)
       .def_readwrite("global_pool", &vit::python::LoadArgs::global_pool)
       .def_readwrite("seed", &vit::python::LoadArgs::seed)
-      .def_readwrite("pos_resample", &vit::python::LoadArgs::pos_resample);
+      .def_readwrite("pos_resample", &vit::python::LoadArgs::pos_resample)
+      .def_readwrite("model_name", &vit::python::LoadArgs::model_name);
 
   py::class_<Engine>(m, "Engine")
       .def_static("load",
@@ -159,6 +167,7 @@ PYBIND11_MODULE(_vitcpp, m) {
       .def_property_readonly("notes", &Engine::notes)
       .def_property_readonly("dtype", &Engine::dtype)
       .def_property_readonly("pos_resample", &Engine::pos_resample)
+      .def_property_readonly("stored_dtype", &Engine::stored_dtype)
       .def("set_origin", &Engine::set_origin)
       .def("num_params", &Engine::num_params)
       .def("logits", &logits)

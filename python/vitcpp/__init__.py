@@ -55,8 +55,7 @@ def list_models(pattern="*"):
     """vitcpp's presets and the timm architecture names it builds (timm's list_models):
     `vit_*` and `deit_*` names of the sizes tiny to huge, and vitcpp's own (`mnist-seed`,
     `cifar-seed`, `vit-base-16`, ...), filtered by a shell-style pattern."""
-    names = set(_vitcpp.preset_names()) | set(_vitcpp.timm_names())
-    return sorted(n for n in names if fnmatch.fnmatchcase(n, pattern))
+    return sorted(n for n in _known_names() if fnmatch.fnmatchcase(n, pattern))
 
 
 def _size(img_size):
@@ -84,23 +83,30 @@ def _checkpoint_path(name, checkpoint_path):
 
 
 def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes=None, img_size=None,
-                 global_pool=None, dynamic_img_size=False, dtype="float32", threads=None, labels_file=None,
+                 global_pool=None, dynamic_img_size=False, dtype=None, threads=None, labels_file=None,
                  seed=0, pos_resample=None, **kwargs):
     """A Vision Transformer, as timm.create_model makes one.
 
     model_name: a vitcpp preset or timm architecture name (random weights, drawn from `seed`
-        as timm's init), "local-dir:PATH" (timm 1.0's scheme) or a plain path: any checkpoint
-        `vit predict --checkpoint` reads (vitcpp, timm, Hugging Face, vit-pytorch; a file or a
-        directory; a `vit train` run directory gives its best.safetensors).
+        as timm's init), "local-dir:PATH" (timm 1.0's scheme) or a plain path (str or
+        os.PathLike): any checkpoint `vit predict --checkpoint` reads (vitcpp, timm, Hugging
+        Face, vit-pytorch; a file or a directory; a `vit train` run directory gives its
+        best.safetensors).
     pretrained: with a name, the weights must come from checkpoint_path (no model hub here).
-    checkpoint_path: the checkpoint for model_name's weights.
-    num_classes: a new head of that many classes (0: none, features only; timm's meaning).
+    checkpoint_path: the checkpoint for model_name's weights. With a preset or timm name the
+        checkpoint must be that model (another width, depth, heads or patch is an error, as in
+        timm), and a bare timm state dict (no config.json) takes its heads, activation and
+        LayerNorm eps from the name.
+    num_classes: a new head of that many classes (0: none, features only, and model(x) gives
+        the pooled features, as timm's). A checkpoint's new head starts at zero (the ViT
+        paper's fine-tuning, as `vit train --pretrained --num-classes`).
     img_size: int or (H, W): the input size; position embeddings are resampled as timm's
         resample_abs_pos_embed (bicubic, antialiased).
     global_pool: presets only: "token", "avg" or "map".
     dynamic_img_size: accept any input size the patches divide (resampled per size, cached).
     dtype: "float32", "bfloat16" (CPUs with AVX-512 bf16 or AMX) or "int8" for the blocks'
-        products (int8: weights per output channel, inputs per row at run time).
+        products (int8: weights per output channel, inputs per row at run time). Default: the
+        checkpoint's own ("int8" for `vit quantize`'s files), else "float32".
     threads: threads for every call of vitcpp (set_threads: the process's count for vitcpp).
     labels_file: class names, one per line (default: the checkpoint's own).
     pos_resample: how a new size resamples the position embeddings: "timm"
@@ -111,10 +117,15 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     """
     if kwargs:
         raise TypeError(f"create_model() got unexpected keyword arguments {sorted(kwargs)}")
-    if dtype not in _DTYPES:
+    if dtype is not None and dtype not in _DTYPES:
         raise ValueError(f"dtype must be 'float32', 'bfloat16' or 'int8', got {dtype!r}")
+    if num_classes is not None and (not isinstance(num_classes, (int, np.integer)) or num_classes < 0):
+        raise ValueError(f"num_classes must be an int >= 0 (0: no head), got {num_classes!r}")
+    if img_size is not None and min(_size(img_size)) <= 0:
+        raise ValueError(f"img_size must be positive, got {img_size!r}")
     if threads is not None:
         set_threads(threads)
+    model_name = os.fspath(model_name)
     path = _checkpoint_path(model_name, checkpoint_path)
     if path is None and pretrained:
         raise ValueError(f"pretrained=True needs checkpoint_path or 'local-dir:PATH': vitcpp reaches no model hub "
@@ -131,12 +142,20 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     if path is not None:
         if global_pool is not None:
             raise ValueError("global_pool is a checkpoint's own: it can be set for presets only")
+        if checkpoint_path and model_name in _known_names():
+            a.model_name = model_name  # the file must be that model (a bare state dict takes its settings)
         engine = _vitcpp.Engine.load(path, a)
     else:
         engine = _vitcpp.Engine.create(model_name, a)
     model = VisionTransformer(engine, dynamic_img_size=dynamic_img_size)
-    model._set_dtype(_DTYPES[dtype])
+    # The checkpoint's own precision unless asked: vit quantize's int8 files run in int8, as
+    # `vit predict` runs them.
+    model._set_dtype(_DTYPES[dtype] if dtype is not None else engine.stored_dtype)
     return model
+
+
+def _known_names():
+    return set(_vitcpp.preset_names()) | set(_vitcpp.timm_names())
 
 
 def _as_images(x):
@@ -155,6 +174,14 @@ def _as_images(x):
         raise TypeError(f"images must be floating point (float32 read in place; float16/64 converted), "
                         f"got dtype {x.dtype}")
     return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def _is_float_batch(x):
+    """Whether x is already a batch of preprocessed images: a 4-D float array or tensor."""
+    dtype, shape = getattr(x, "dtype", None), getattr(x, "shape", None)
+    if dtype is None or shape is None or len(shape) != 4:
+        return False
+    return getattr(dtype, "is_floating_point", None) is True or (isinstance(dtype, np.dtype) and dtype.kind == "f")
 
 
 def _is_torch(x):
@@ -306,7 +333,11 @@ class VisionTransformer:
             return self._resized[size]
 
     def forward(self, x):
-        """Logits [N, num_classes] of images x [N, C, H, W] (a torch tensor for a torch tensor)."""
+        """Logits [N, num_classes] of images x [N, C, H, W] (a torch tensor for a torch tensor).
+        A model without a head (num_classes=0) gives the pooled features [N, num_features], as
+        timm's head is then the identity."""
+        if self.num_classes == 0:
+            return self.forward_pooled(x)
         a = _as_images(x)
         return _as_input(x, self._engine_for(a).logits(a))
 
@@ -372,15 +403,24 @@ class VisionTransformer:
         """The top-k classes of each image, best first: lists of (index, probability, label),
         as `vit predict` prints them. images: paths, PNG/JPEG bytes, uint8 [H, W, C] arrays,
         PIL images, or already preprocessed float images [N, C, H, W]."""
-        if isinstance(images, np.ndarray) and images.dtype.kind == "f" and images.ndim == 4:
+        if isinstance(topk, bool) or not isinstance(topk, (int, np.integer)) or topk < 1:
+            raise ValueError(f"topk must be a positive int, got {topk!r}")
+        if self.num_classes == 0:
+            raise ValueError("predict needs a classifier head; the model has none (num_classes=0)")
+        if _is_float_batch(images):
             x = images
         else:
             if isinstance(images, (str, bytes, os.PathLike, np.ndarray)) or hasattr(images, "convert"):
                 images = [images]
+            images = list(images)
+            if not images:
+                raise ValueError("predict: no images given")
             t = data.create_transform(**data.resolve_model_data_config(self))
-            x = np.stack([t(im) for im in images])
-        logits = self.forward(x)
-        return [_vitcpp.top_k(row, int(topk), self.class_names) for row in logits]
+            x = np.stack([t.numpy(im) for im in images])
+        logits = np.asarray(self.forward(x))
+        # Without class names, an index's label is its number, as `vit predict` prints it.
+        names = self.class_names or [str(k) for k in range(self.num_classes)]
+        return [_vitcpp.top_k(row, int(topk), names) for row in logits]
 
     def attention_maps(self, x, method=None, layer=-1, head=None):
         """Where the model looks, per image [N, grid_h, grid_w], as `vit attention` draws it:
@@ -390,7 +430,13 @@ class VisionTransformer:
         head: None (the heads' mean) or an index."""
         x = _as_images(x)
         method = method or ("pool" if self.global_pool == "map" else "cls")
-        return self._engine_for(x).maps(x, method, int(layer), -1 if head is None else int(head))
+        depth, heads = self._cfg["depth"], self._cfg["num_heads"]
+        if not -depth <= int(layer) < depth:
+            raise ValueError(f"layer={layer}: the model has {depth} blocks (0 to {depth - 1}, negative from the end)")
+        if head is not None and not -heads <= int(head) < heads:
+            raise ValueError(f"head={head}: the model has {heads} heads (0 to {heads - 1}, negative from the end; "
+                             "None: their mean)")
+        return self._engine_for(x).maps(x, method, int(layer) % depth, -1 if head is None else int(head) % heads)
 
     # ---- torch.nn.Module's mode and device calls, for code written for timm. A vitcpp model
     # infers, on the CPU, from float inputs: these change nothing, or say why they cannot.
@@ -431,7 +477,8 @@ class VisionTransformer:
         self._engine.set_dtype(dtype)
 
     def reset_classifier(self, num_classes, global_pool=None):
-        """A new head of num_classes (0: none), timm's init; the rest of the weights kept."""
+        """A new head of num_classes (0: none), zero-initialized as create_model(checkpoint,
+        num_classes=K) makes it (the ViT paper's fine-tuning); the rest of the weights kept."""
         if global_pool is not None and global_pool != self.global_pool:
             raise ValueError(f"global_pool is the model's own ({self.global_pool!r}); it cannot change here")
         self._replace(self._engine.with_head(int(num_classes), 0))

@@ -17,14 +17,14 @@ def get_threads() -> int: ...
 def backend_info() -> Dict[str, Union[str, bool, int]]: ...
 def list_models(pattern: str = ...) -> List[str]: ...
 def create_model(
-    model_name: str,
+    model_name: Union[str, PathLike],
     pretrained: bool = ...,
     checkpoint_path: Optional[Union[str, PathLike]] = ...,
     num_classes: Optional[int] = ...,
     img_size: Optional[Size] = ...,
     global_pool: Optional[str] = ...,
     dynamic_img_size: bool = ...,
-    dtype: str = ...,
+    dtype: Optional[str] = ...,
     threads: Optional[int] = ...,
     labels_file: Optional[str] = ...,
     seed: int = ...,

@@ -2,6 +2,7 @@
 The transform gives the float32 [C, H, W] array `vit predict` feeds the model, bit for bit:
 the same decoder (Pillow's pixels), resize filters, center crop and normalization."""
 import os
+import sys
 
 import numpy as np
 
@@ -10,21 +11,34 @@ from . import _vitcpp
 __all__ = ["resolve_model_data_config", "resolve_data_config", "create_transform", "Transform"]
 
 
+_KEYS = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
+
+
 def resolve_model_data_config(model, args=None):
     """The model's eval preprocessing as timm names it: input_size (C, H, W), interpolation,
     mean, std, crop_pct, crop_mode. args may override any of them."""
-    c = model.pretrained_cfg
-    cfg = {k: c[k] for k in ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")}
-    cfg.update({k: v for k, v in (args or {}).items() if k in cfg and v is not None})
+    return resolve_data_config(args, model=model)
+
+
+def resolve_data_config(args=None, pretrained_cfg=None, model=None, use_test_size=False, verbose=False):
+    """timm's resolve_data_config: the model's (or pretrained_cfg's) eval preprocessing, args
+    overriding any of it. `resolve_data_config({}, model=model)` is timm's common form."""
+    if model is None and pretrained_cfg is None:
+        raise ValueError("resolve_data_config needs model= or pretrained_cfg= (vitcpp has no defaults of its own)")
+    c = dict(pretrained_cfg if pretrained_cfg is not None else model.pretrained_cfg)
+    cfg = {k: c[k] for k in _KEYS if k in c}
+    cfg.update({k: v for k, v in (args or {}).items() if k in _KEYS and v is not None})
+    if verbose:
+        print("Data processing configuration for current model + dataset:")
+        for k, v in cfg.items():
+            print(f"\t{k}: {v}")
     return cfg
-
-
-resolve_data_config = resolve_model_data_config
 
 
 class Transform:
     """A callable: an image (a path, PNG/JPEG bytes, a uint8 [H, W] or [H, W, C] array, or a
-    PIL image) -> float32 [C, H, W]."""
+    PIL image) -> float32 [C, H, W]: a torch.Tensor when the program has imported torch (as
+    timm's transform gives one), else a numpy array. numpy(image) gives the array always."""
 
     def __init__(self, spec, cfg):
         self._spec = spec
@@ -33,7 +47,16 @@ class Transform:
     def __repr__(self):
         return f"vitcpp.data.Transform({self.cfg})"
 
+    def __reduce__(self):  # pickled by its settings (DataLoader workers started by spawn)
+        return _rebuild, (self.cfg,)
+
     def __call__(self, image):
+        a = self.numpy(image)
+        torch = sys.modules.get("torch")
+        return torch.from_numpy(a) if torch is not None and hasattr(torch, "from_numpy") else a
+
+    def numpy(self, image):
+        """The model's input for one image as a float32 numpy array [C, H, W]."""
         if isinstance(image, (str, os.PathLike)):
             path = os.fspath(image)
             if not os.path.exists(path):
@@ -76,3 +99,7 @@ def create_transform(input_size, interpolation="bilinear", mean=(0.5, 0.5, 0.5),
                              float(crop_pct), str(crop_mode))
     return Transform(spec, {"input_size": (c, h, w), "interpolation": interpolation, "mean": tuple(mean),
                             "std": tuple(std), "crop_pct": crop_pct, "crop_mode": crop_mode})
+
+
+def _rebuild(cfg):
+    return create_transform(**cfg)

@@ -3,11 +3,18 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 
 def resolve_model_data_config(model: Any, args: Optional[Dict[str, Any]] = ...) -> Dict[str, Any]: ...
-def resolve_data_config(model: Any, args: Optional[Dict[str, Any]] = ...) -> Dict[str, Any]: ...
+def resolve_data_config(
+    args: Optional[Dict[str, Any]] = ...,
+    pretrained_cfg: Optional[Dict[str, Any]] = ...,
+    model: Any = ...,
+    use_test_size: bool = ...,
+    verbose: bool = ...,
+) -> Dict[str, Any]: ...
 
 class Transform:
     cfg: Dict[str, Any]
-    def __call__(self, image: Any) -> np.ndarray: ...
+    def __call__(self, image: Any) -> Any: ...  # a torch.Tensor once torch is imported, else np.ndarray
+    def numpy(self, image: Any) -> np.ndarray: ...
 
 def create_transform(
     input_size: Union[int, Sequence[int]],

@@ -54,7 +54,9 @@ const nlohmann::json* field(const nlohmann::json& j, const char* key);
 // is null. what: the field, for errors.
 bool read_size(const nlohmann::json* v, int64_t& h, int64_t& w, const char* what);
 
-Mapping timm_mapping(const SafeTensors& st, int64_t num_heads);
+// architecture: timm's name for a file whose config.json does not give one (or that has none):
+// what the name implies (heads, activation, LayerNorm eps) then applies as a config's would.
+Mapping timm_mapping(const SafeTensors& st, int64_t num_heads, const std::string& architecture = "");
 Mapping hf_mapping(const SafeTensors& st);
 // transformers' SigLIP vision tower (hf_siglip_format.cpp; hf_mapping hands such files on).
 Mapping hf_siglip_mapping(const SafeTensors& st);

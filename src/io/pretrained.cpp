@@ -175,10 +175,11 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   out.file = weights_file(path, opt.last);
   const SafeTensors st = SafeTensors::open(out.file);
   out.format = detect_format(st);
-  detail::Mapping m = out.format == "hf"            ? detail::hf_mapping(st)
-                      : out.format == "vitcpp"      ? vitcpp_mapping(st)
-                      : out.format == "vit-pytorch" ? detail::vit_pytorch_mapping(st, opt.num_heads)
-                                                    : detail::timm_mapping(st, opt.num_heads);
+  detail::Mapping m = out.format == "hf"       ? detail::hf_mapping(st)
+                      : out.format == "vitcpp" ? vitcpp_mapping(st)
+                      : out.format == "vit-pytorch"
+                          ? detail::vit_pytorch_mapping(st, opt.num_heads)
+                          : detail::timm_mapping(st, opt.num_heads, opt.architecture);
   ViTConfig c = m.cfg;
   VIT_CHECK(opt.pos_resample.empty() || opt.pos_resample == "timm" || opt.pos_resample == "hf",
             "pos_resample must be 'timm' or 'hf', got '", opt.pos_resample, "'");

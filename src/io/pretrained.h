@@ -24,7 +24,10 @@ struct LoadOptions {
   // interpolate_pos_encoding, of the release a transformers checkpoint names); "" = the
   // checkpoint's own (hf for a Hugging Face checkpoint, timm for the others).
   std::string pos_resample;
-  int64_t num_heads = 0;    // heads when neither the config nor the architecture name says
+  int64_t num_heads = 0;  // heads when neither the config nor the architecture name says
+  // timm's architecture name for a timm file that does not name one (a bare state dict):
+  // its heads, activation and LayerNorm eps (timm.create_model(name, checkpoint_path=...)).
+  std::string architecture;
   int64_t num_classes = 0;  // > 0 and different from the file's: a new zero-initialized head
   std::string labels_file;  // class names, one per line (else the file's own, if any)
   bool last = false;        // a vit train run directory: its last.safetensors, not best

@@ -83,7 +83,7 @@ namespace {
 
 // Reading one timm state dict and its config.json, in parts.
 struct Reader {
-  Reader(const SafeTensors& st, int64_t num_heads);
+  Reader(const SafeTensors& st, int64_t num_heads, std::string fallback_arch);
   void read_architecture();  // what the name and the tensors say: widths, depth, tokens, norms
   void read_heads();
   void read_pool();
@@ -105,8 +105,11 @@ struct Reader {
   const TimmArchitecture* known = nullptr;
 };
 
-Reader::Reader(const SafeTensors& st_, int64_t num_heads_)
-    : st(st_), num_heads(num_heads_), config(json_beside(st_, "config.json")) {}
+Reader::Reader(const SafeTensors& st_, int64_t num_heads_, std::string fallback_arch)
+    : st(st_),
+      num_heads(num_heads_),
+      config(json_beside(st_, "config.json")),
+      arch(std::move(fallback_arch)) {}
 
 void Reader::read_architecture() {
   if (config && field(*config, "model_args")) args = (*config)["model_args"];
@@ -277,8 +280,8 @@ void Reader::read_preprocessing() {
 
 }  // namespace
 
-Mapping timm_mapping(const SafeTensors& st, int64_t num_heads) {
-  Reader r(st, num_heads);
+Mapping timm_mapping(const SafeTensors& st, int64_t num_heads, const std::string& architecture) {
+  Reader r(st, num_heads, architecture);
   naming_file(
       st.path(),
       [&] {

@@ -92,7 +92,7 @@ def test_val_split_and_float_arrays(digits, tmp_path):
     # val_split as --val-split; float32 arrays are the model's input, fed as they are.
     m = vitcpp.create_model("mnist-seed")
     t = vitcpp.data.create_transform(**vitcpp.data.resolve_model_data_config(m))
-    xf = np.stack([t(im[:, :, None]) for im in x])
+    xf = np.stack([t.numpy(im[:, :, None]) for im in x])
     a = vitcpp.train(None, train=(x, y), val_split=0.25, epochs=1, batch_size=32, threads=2, progress="log")
     b = vitcpp.train(None, train=(xf, y), val_split=0.25, epochs=1, batch_size=32, threads=2, progress="log")
     assert a[0]["eval_top1"] == b[0]["eval_top1"] and a[0]["train_loss"] == b[0]["train_loss"]

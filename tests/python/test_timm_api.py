@@ -1,0 +1,126 @@
+"""timm's API as timm's users write it, beyond the forward passes (test_model.py): a name with
+checkpoint_path, num_classes=0 as a feature extractor, new heads, the data config helpers,
+the transform's tensors, predict's inputs, attention maps' indices and argument checks."""
+import json
+import os
+import pathlib
+import pickle
+
+import numpy as np
+import pytest
+
+import vitcpp
+from conftest import PRETRAINED, read_safetensors, run_vit, write_safetensors
+
+TIMM_A = os.path.join(PRETRAINED, "timm_a")
+
+
+def test_a_name_with_checkpoint_path_is_that_model_or_an_error(tmp_path):
+    """timm builds the name's model and loads the file into it. The name was ignored: a ViT-B
+    name gave the checkpoint's 32-wide model, and a bare state dict had no heads to take."""
+    with pytest.raises(vitcpp.Error, match="is not a vit_base_patch16_224: it holds a ViT of embed_dim 32"):
+        vitcpp.create_model("vit_base_patch16_224", checkpoint_path=TIMM_A)
+    ref = vitcpp.create_model("vit_tiny_patch16_224", seed=3)
+    write_safetensors(tmp_path / "bare.safetensors", ref.state_dict())  # torch.save's tensors, no config.json
+    with pytest.raises(vitcpp.Error, match="number of attention heads"):
+        vitcpp.create_model(tmp_path / "bare.safetensors")
+    m = vitcpp.create_model("vit_tiny_patch16_224", pretrained=True, checkpoint_path=tmp_path / "bare.safetensors")
+    assert m.config["num_heads"] == 3
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    assert np.array_equal(m(x), ref(x))
+
+
+def test_num_classes_zero_is_a_feature_extractor():
+    """timm's head becomes the identity: model(x) gives the pooled features. It raised."""
+    x = read_safetensors(os.path.join(TIMM_A, "expect.safetensors"))["input.x"]
+    m = vitcpp.create_model("local-dir:" + TIMM_A, num_classes=0)
+    assert m.num_classes == 0
+    assert np.array_equal(m(x), vitcpp.create_model("local-dir:" + TIMM_A).forward_pooled(x))
+    with pytest.raises(ValueError, match="needs a classifier head"):
+        m.predict(x)
+
+
+def test_a_new_head_is_the_same_whichever_way_it_is_made():
+    """create_model(ck, num_classes=K) gave a head of zeros, reset_classifier(K) a random one."""
+    x = read_safetensors(os.path.join(TIMM_A, "expect.safetensors"))["input.x"]
+    a = vitcpp.create_model("local-dir:" + TIMM_A, num_classes=3)
+    b = vitcpp.create_model("local-dir:" + TIMM_A)
+    b.reset_classifier(3)
+    assert np.array_equal(a(x), b(x)) and not a(x).any()  # zeros: every class equal before fine-tuning
+    assert np.array_equal(a.state_dict()["head.weight"], b.state_dict()["head.weight"])
+
+
+def test_a_quantized_checkpoint_runs_in_int8_as_vit_predict_runs_it(tmp_path):
+    run_vit("quantize", "--checkpoint", TIMM_A, "--out", tmp_path / "q8")
+    m = vitcpp.create_model(tmp_path / "q8")
+    assert m.dtype == "int8"
+    assert vitcpp.create_model(tmp_path / "q8", dtype="float32").dtype == "float32"
+    x = read_safetensors(os.path.join(TIMM_A, "expect.safetensors"))["input.x"]
+    write_safetensors(tmp_path / "x.safetensors", {"x": x})
+    lines = run_vit("predict", "--checkpoint", tmp_path / "q8", "--tensor", f"{tmp_path / 'x.safetensors'}:x",
+                    "-b", len(x), "--json", "--logits").splitlines()
+    assert np.array_equal(np.array([json.loads(line)["logits"] for line in lines], np.float32), m(x))
+
+
+def test_data_config_helpers_take_timms_arguments():
+    m = vitcpp.create_model("local-dir:" + TIMM_A)
+    cfg = vitcpp.data.resolve_model_data_config(m)
+    assert vitcpp.data.resolve_data_config({}, model=m) == cfg
+    assert vitcpp.data.resolve_data_config(pretrained_cfg=m.pretrained_cfg) == cfg
+    assert vitcpp.data.resolve_data_config({"crop_pct": 0.5}, model=m)["crop_pct"] == 0.5
+    t = vitcpp.data.create_transform(**cfg)
+    back = pickle.loads(pickle.dumps(t))  # DataLoader workers started by spawn pickle it
+    path = os.path.join(PRETRAINED, "images", "cat.jpg")
+    assert np.array_equal(back.numpy(path), t.numpy(path))
+
+
+def test_the_transform_gives_tensors_once_torch_is_imported():
+    torch = pytest.importorskip("torch")
+    t = vitcpp.data.create_transform(**vitcpp.data.resolve_model_data_config(vitcpp.create_model("local-dir:" + TIMM_A)))
+    path = os.path.join(PRETRAINED, "images", "cat.jpg")
+    x = t(path)
+    assert isinstance(x, torch.Tensor) and x.dtype == torch.float32
+    assert np.array_equal(x.numpy(), t.numpy(path))
+
+
+def test_predict_takes_what_timm_users_pass():
+    m = vitcpp.create_model("mnist-seed")  # no class names
+    x = np.random.default_rng(1).standard_normal((2, 1, 28, 28)).astype(np.float32)
+    got = m.predict(x, topk=2)
+    # Without class names a label is the index's number, as `vit predict --json` prints it.
+    assert all(label == str(i) for row in got for i, _, label in row) and len(got) == 2
+    torch = pytest.importorskip("torch")
+    assert m.predict(torch.from_numpy(x), topk=2) == got
+    with pytest.raises(ValueError, match="no images"):
+        m.predict([])
+    with pytest.raises(ValueError, match="topk"):
+        m.predict(x, topk=0)
+
+
+def test_attention_maps_index_layers_and_heads_as_python_does():
+    """layer=-2 was the last block, and any negative head the heads' mean."""
+    m = vitcpp.create_model("local-dir:" + TIMM_A)  # 2 blocks
+    x = read_safetensors(os.path.join(TIMM_A, "expect.safetensors"))["input.x"]
+    heads = m.config["num_heads"]
+    assert np.array_equal(m.attention_maps(x, layer=-2), m.attention_maps(x, layer=0))
+    assert not np.array_equal(m.attention_maps(x, layer=-2), m.attention_maps(x, layer=-1))
+    assert np.array_equal(m.attention_maps(x, head=-1), m.attention_maps(x, head=heads - 1))
+    for bad in ({"layer": 2}, {"layer": -3}, {"head": heads}, {"head": -heads - 1}):
+        with pytest.raises(ValueError, match="out of range|the model has"):
+            m.attention_maps(x, **bad)
+
+
+def test_arguments_timm_would_refuse_are_refused():
+    ck = "local-dir:" + TIMM_A
+    for kwargs in ({"num_classes": -5}, {"img_size": 0}, {"img_size": (-8, 32)}):
+        with pytest.raises(ValueError):
+            vitcpp.create_model(ck, **kwargs)
+    # A path object names a checkpoint as a string does.
+    assert vitcpp.create_model(pathlib.Path(TIMM_A)).num_features == 32
+
+
+def test_a_file_system_error_is_an_oserror(tmp_path):
+    """It was a bare RuntimeError: "filesystem error: cannot create directories: ..."."""
+    (tmp_path / "a_file").write_bytes(b"")
+    with pytest.raises(OSError, match="a_file"):
+        vitcpp.create_model("mnist-seed").save_pretrained(tmp_path / "a_file" / "model")
