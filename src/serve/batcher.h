@@ -3,8 +3,8 @@
 // max_batch images, waiting at most max_delay after the oldest arrived, and hands each
 // request its own rows of the logits. With several instances (Triton's instance_group
 // count), one gathers while the others run their passes, each on its own share of the
-// threads. A request's images are never split across passes (one larger than max_batch
-// runs alone, cut into passes of max_batch by the Classifier).
+// threads. A request's images are never split across passes (Host refuses one larger than
+// max_batch, as Triton does).
 #pragma once
 #include <atomic>
 #include <chrono>

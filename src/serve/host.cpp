@@ -1,6 +1,7 @@
 #include "serve/host.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -170,22 +171,44 @@ std::string Host::unknown(const std::string& name) const {
   return "unknown model '" + name + "'; this server has: " + (served.empty() ? "none" : served);
 }
 
+namespace {
+// Whether a and b are equal, in a time that depends on their lengths alone: a client timing
+// the answers learns nothing of a key's bytes.
+bool same_bytes(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+}  // namespace
+
 bool Host::authorized(std::string_view authorization) const {
   if (keys_.empty()) return true;
-  for (const std::string& k : keys_)
-    if (authorization.size() == 7 + k.size() && authorization.substr(0, 7) == "Bearer " &&
-        authorization.substr(7) == k)
-      return true;
-  return false;
+  // "Bearer" in any case (RFC 9110 section 11.1: the scheme is case-insensitive), one space.
+  constexpr std::string_view scheme = "bearer ";
+  if (authorization.size() <= scheme.size()) return false;
+  for (size_t i = 0; i < scheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != scheme[i]) return false;
+  const std::string_view token = authorization.substr(scheme.size());
+  bool ok = false;
+  for (const std::string& k : keys_) ok = same_bytes(token, k) || ok;  // every key compared
+  return ok;
 }
 
 Inference Host::infer(const Model& m, std::vector<float> x, int64_t n, Clock::time_point deadline,
                       const std::function<bool()>& cancelled, int64_t timeout_us) {
+  Inference out;
+  if (n > m.settings.max_batch) {  // Triton's rule: a request fits in one pass
+    out.status = 400;
+    out.error = detail::concat("the request holds ", n, " images, more than the model's max_batch_size of ",
+                               m.settings.max_batch, ": send at most ", m.settings.max_batch,
+                               " a request (--max-batch)");
+    return out;
+  }
   auto job = std::make_shared<InferJob>();
   job->x = std::move(x);
   job->n = n;
   std::future<void> done = job->done.get_future();
-  Inference out;
   if (!m.batcher->submit(job)) {
     out.status = 503;
     out.error = "the queue is full (" + std::to_string(m.settings.max_queue) + " requests); retry later";

@@ -214,6 +214,23 @@ std::string Metrics::stats_json(const std::vector<std::string>& models) const {
   return json{{"model_stats", all}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+namespace {
+// A label's value as Prometheus' text format writes it: backslash, double quote and line feed
+// escaped. A model named q"x otherwise made the whole page unreadable to Prometheus.
+std::string label(std::string_view v) {
+  std::string out;
+  for (const char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+}  // namespace
+
 std::string Metrics::text(const std::vector<std::string>& models,
                           const std::function<int64_t(const std::string&)>& queue_depth) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -221,29 +238,30 @@ std::string Metrics::text(const std::vector<std::string>& models,
   os << "# HELP vit_requests_total Requests answered, by model (empty: none) and HTTP status.\n"
      << "# TYPE vit_requests_total counter\n";
   for (const auto& [key, n] : requests_)
-    os << "vit_requests_total{model=\"" << key.first << "\",status=\"" << key.second << "\"} " << n << "\n";
+    os << "vit_requests_total{model=\"" << label(key.first) << "\",status=\"" << key.second << "\"} " << n
+       << "\n";
   os << "# HELP vit_request_duration_seconds Time from a request's arrival to its answer.\n"
      << "# TYPE vit_request_duration_seconds histogram\n";
   for (const auto& [model, h] : latency_)
-    os << h.text("vit_request_duration_seconds", "model=\"" + model + "\"");
+    os << h.text("vit_request_duration_seconds", "model=\"" + label(model) + "\"");
   os << "# HELP vit_batch_size Images per forward pass (dynamic batching).\n"
      << "# TYPE vit_batch_size histogram\n";
-  for (const auto& [model, h] : batches_) os << h.text("vit_batch_size", "model=\"" + model + "\"");
+  for (const auto& [model, h] : batches_) os << h.text("vit_batch_size", "model=\"" + label(model) + "\"");
   os << "# HELP vit_forward_passes_total Forward passes, by model and instance (--instances).\n"
      << "# TYPE vit_forward_passes_total counter\n";
   for (const auto& [key, v] : instances_)
-    os << "vit_forward_passes_total{model=\"" << key.first << "\",instance=\"" << key.second << "\"} "
+    os << "vit_forward_passes_total{model=\"" << label(key.first) << "\",instance=\"" << key.second << "\"} "
        << v.first << "\n";
   os << "# HELP vit_forward_seconds_total Time spent in forward passes, by model and instance.\n"
      << "# TYPE vit_forward_seconds_total counter\n";
   for (const auto& [key, v] : instances_)
-    os << "vit_forward_seconds_total{model=\"" << key.first << "\",instance=\"" << key.second << "\"} "
+    os << "vit_forward_seconds_total{model=\"" << label(key.first) << "\",instance=\"" << key.second << "\"} "
        << number(v.second) << "\n";
   os << "# HELP vit_queue_depth Requests waiting for a forward pass.\n# TYPE vit_queue_depth gauge\n";
   std::vector<int64_t> depths;
   for (const std::string& m : models) {
     depths.push_back(queue_depth(m));
-    os << "vit_queue_depth{model=\"" << m << "\"} " << depths.back() << "\n";
+    os << "vit_queue_depth{model=\"" << label(m) << "\"} " << depths.back() << "\n";
   }
   // Triton's names (its counters have no _total), for the dashboards and alerts made for it:
   // the counts of its statistics extension, for the models served.
@@ -273,7 +291,7 @@ std::string Metrics::text(const std::vector<std::string>& models,
   };
   const std::vector<ModelStats> stats = collect(models);
   const auto labels = [](const ModelStats& s) {
-    return "{model=\"" + s.name + "\",version=\"" + s.version + "\"";
+    return "{model=\"" + label(s.name) + "\",version=\"" + label(s.version) + "\"";
   };
   for (const Family& f : families) {
     os << "# HELP " << f.name << " " << f.help << "\n# TYPE " << f.name << " counter\n";

@@ -18,8 +18,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <regex>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "serve/batcher.h"
 #include "serve/connection_pool.h"
@@ -68,38 +71,6 @@ void fail(httplib::Response& res, int status, const std::string& message) {
   answer(res, status, error_json(message));
 }
 
-// The request's body, read through httplib's content reader: its regular path would refuse
-// bodies over 8 KB sent as application/x-www-form-urlencoded (what curl -d and urllib send
-// without a Content-Type). A multipart form (curl -F, as TorchServe's clients send images)
-// gives its first part. httplib undoes a Content-Encoding (gzip, deflate) as it reads and
-// bounds only the bytes sent, so the body as decoded is held to max_bytes here: 200 KB of
-// gzip made 200 MB. False when reading failed (res.status says why: 413 over the limit).
-bool read_body(const httplib::Request& req, const httplib::ContentReader& reader, size_t max_bytes,
-               httplib::Response& res, std::string& body) {
-  bool too_big = false;
-  auto append = [&](const char* data, size_t n) {
-    too_big = n > max_bytes - body.size();
-    if (!too_big) body.append(data, n);
-    return !too_big;
-  };
-  // Room for the whole body at once (Content-Length; httplib refused one over the limit), not
-  // grown by doubling: 8 clients sending ViT-S/16 JSON of 12 MB held 470 MiB, now 390.
-  if (!req.is_multipart_form_data())
-    body.reserve(std::min<size_t>(std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10),
-                                  max_bytes));
-  int parts = 0;
-  const bool ok =
-      !req.is_multipart_form_data()
-          ? reader(append)
-          : reader([&](const httplib::MultipartFormData&) { return ++parts == 1; },
-                   [&](const char* data, size_t n) { return parts == 1 ? append(data, n) : true; });
-  if (too_big) {  // the rest of the body is still on the connection: close it after the answer
-    res.set_header("Connection", "close");
-    fail(res, 413, "the body, decompressed, is larger than --max-body-mb");
-  }
-  return ok && !too_big;
-}
-
 // A path for the access log: bytes other than printable ASCII as \xHH (as nginx logs them),
 // so a log line is one line of text whatever the request held.
 std::string printable(std::string_view path) {
@@ -114,6 +85,86 @@ std::string printable(std::string_view path) {
     }
   }
   return out;
+}
+
+// Whether a request says it has a body (RFC 9112 section 6.3: Content-Length or
+// Transfer-Encoding; without either, it has none).
+bool has_body(const httplib::Request& req) {
+  return req.has_header("Transfer-Encoding") ||
+         (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+}
+
+// What is wrong with a request's Content-Length, or "": RFC 9112 section 6.3 has a server
+// answer 400 and close the connection for one that is not a number or that differs between
+// two headers, since where the body ends is then unknown. cpp-httplib took "abc" for 0 and
+// read the body as a second request.
+std::string framing_error(const httplib::Request& req) {
+  const size_t n = req.get_header_value_count("Content-Length");
+  std::string first;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string v = req.get_header_value("Content-Length", i);
+    if (v.empty() || v.size() > 19 ||
+        !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return "Content-Length '" + printable(v) + "' is not a number of bytes";
+    if (i == 0) first = v;
+    if (v != first) return "two Content-Length headers disagree (" + first + ", " + v + ")";
+  }
+  return "";
+}
+
+// The request's body, read through httplib's content reader: its regular path would refuse
+// bodies over 8 KB sent as application/x-www-form-urlencoded (what curl -d and urllib send
+// without a Content-Type). A multipart form (curl -F, as TorchServe's clients send images)
+// gives its "data" or "body" field, as TorchServe, else its first part. httplib undoes a Content-Encoding
+// (gzip, deflate) as it reads and bounds only the bytes sent, so the body as decoded is held to max_bytes
+// here: 200 KB of gzip made 200 MB. False when reading failed (res.status says why: 413 over the limit).
+bool read_body(const httplib::Request& req, const httplib::ContentReader& reader, size_t max_bytes,
+               httplib::Response& res, std::string& body) {
+  // No Content-Length and no Transfer-Encoding: an empty body (RFC 9112 section 6.3), not a
+  // read until the client closes or httplib's 5 s read timeout.
+  if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) return true;
+  bool too_big = false;
+  auto append = [&](const char* data, size_t n) {
+    too_big = n > max_bytes - body.size();
+    if (!too_big) body.append(data, n);
+    return !too_big;
+  };
+  // Room for the whole body at once (Content-Length; httplib refused one over the limit), not
+  // grown by doubling: 8 clients sending ViT-S/16 JSON of 12 MB held 470 MiB, now 390.
+  if (!req.is_multipart_form_data())
+    body.reserve(std::min<size_t>(std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10),
+                                  max_bytes));
+  // A multipart form (curl -F data=@image.png): TorchServe's field "data" or "body", else the
+  // first part. Each part is kept until the end, within max_bytes together.
+  std::vector<std::pair<std::string, std::string>> parts;
+  size_t kept = 0;
+  const bool ok = !req.is_multipart_form_data() ? reader(append)
+                                                : reader(
+                                                      [&](const httplib::MultipartFormData& f) {
+                                                        parts.emplace_back(f.name, "");
+                                                        return true;
+                                                      },
+                                                      [&](const char* data, size_t n) {
+                                                        too_big = n > max_bytes - kept;
+                                                        if (too_big) return false;
+                                                        kept += n;
+                                                        parts.back().second.append(data, n);
+                                                        return true;
+                                                      });
+  if (ok && !parts.empty()) {
+    auto named = [&](const char* name) {
+      return std::find_if(parts.begin(), parts.end(), [&](const auto& p) { return p.first == name; });
+    };
+    auto it = named("data");
+    if (it == parts.end()) it = named("body");
+    if (it == parts.end()) it = parts.begin();
+    body = std::move(it->second);
+  }
+  if (too_big) {  // the rest of the body is still on the connection: close it after the answer
+    res.set_header("Connection", "close");
+    fail(res, 413, "the body, decompressed, is larger than --max-body-mb");
+  }
+  return ok && !too_big;
 }
 
 // The client's address and port for the access log (IPv6 in brackets), "-" where httplib did
@@ -186,9 +237,28 @@ class Service {
   bool infer(const Model& m, std::vector<float> x, int64_t n, httplib::Response& res,
              std::vector<float>& logits, int64_t timeout_us = 0);
   std::string http_metrics() const;  // /metrics' gauges of the connections' threads
+  // An endpoint, registered with httplib and kept in routes_ so that a path with another
+  // method is answered 405 with the methods it has (Allow), as KServe's and Triton's servers do.
+  template <typename H>
+  void get(const std::string& pattern, H&& h) {
+    routes_.emplace_back(std::regex(pattern), "GET");
+    svr_->Get(pattern, std::forward<H>(h));
+  }
+  template <typename H>
+  void post(const std::string& pattern, H&& h) {
+    routes_.emplace_back(std::regex(pattern), "POST");
+    svr_->Post(pattern, std::forward<H>(h));
+  }
+  template <typename H>
+  void put(const std::string& pattern, H&& h) {
+    routes_.emplace_back(std::regex(pattern), "PUT");
+    svr_->Put(pattern, std::forward<H>(h));
+  }
+  std::string allowed(const std::string& path) const;  // "GET, POST" for a path, "" for none
 
   const ServeOptions& o_;
-  std::function<void(int)> set_backlog_;  // svr_'s listen backlog
+  std::vector<std::pair<std::regex, std::string>> routes_;  // each endpoint's path and method
+  std::function<void(int)> set_backlog_;                    // svr_'s listen backlog
   std::unique_ptr<httplib::Server> svr_;
   std::unique_ptr<Host> host_;
   std::unique_ptr<GrpcServer> grpc_;            // --grpc-port
@@ -203,6 +273,12 @@ Service::Service(const ServeOptions& o, std::ostream& log) : o_(o) {
           o.keep_alive_s > 0 && o.http_threads > 0,
       "--max-batch, --max-queue, --timeout-s, --max-body-mb, --timeout-keep-alive and --http-threads must be "
       "positive, --max-delay-ms >= 0");
+  // Past these, a time point or a byte count overflows (1e10 s made every answer a 504, 1e14
+  // MB every body a 413): far beyond any use, so refused.
+  VIT_CHECK(o.timeout_s <= 1e6 && o.keep_alive_s <= 1e6,
+            "--timeout-s and --timeout-keep-alive: at most 1e6 s");
+  VIT_CHECK(o.max_body_mb <= 1e6, "--max-body-mb: at most 1e6 (a terabyte)");
+  VIT_CHECK(o.max_delay_ms <= 1e6, "--max-delay-ms: at most 1e6 (1,000 s)");
   svr_ = make_server(o, set_backlog_);  // before the models: a bad certificate is said at once
   host_ = std::make_unique<Host>(o, log);
   svr_->new_task_queue = [this] { return pool_ = new ConnectionPool(size_t(o_.http_threads)); };
@@ -241,6 +317,14 @@ bool Service::infer(const Model& m, std::vector<float> x, int64_t n, httplib::Re
   return true;
 }
 
+std::string Service::allowed(const std::string& path) const {
+  std::string methods;
+  for (const auto& [pattern, method] : routes_)
+    if (std::regex_match(path, pattern) && methods.find(method) == std::string::npos)
+      methods += (methods.empty() ? "" : ", ") + method;
+  return methods;
+}
+
 std::string Service::http_metrics() const {
   const ConnectionPool* pool = pool_;
   return detail::concat(
@@ -256,17 +340,25 @@ void Service::install_hooks() {
   svr_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_request = RequestInfo{Clock::now(), true, "", 0, false};
     ConnectionPool::request_started();
+    // A request answered here leaves its body unread on the connection: the connection is
+    // closed after the answer, or the body's bytes would be read as the next request.
+    if (const std::string bad = framing_error(req); !bad.empty()) {
+      res.set_header("Connection", "close");
+      fail(res, 400, bad);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     const bool open = req.path.rfind("/v2/health/", 0) == 0 || req.path == "/ping";
     const std::string auth = req.get_header_value("Authorization");
     if (open || host_->authorized(auth)) return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
+    if (has_body(req)) res.set_header("Connection", "close");
     fail(res, 401,
          auth.empty() ? "this server wants an API key: Authorization: Bearer KEY"
                       : "the API key is not valid");
     return httplib::Server::HandlerResponse::Handled;
   });
-  svr_->set_error_handler([max_body = host_->max_body()](const httplib::Request& req,
-                                                         httplib::Response& res) {
+  svr_->set_error_handler([this, max_body = host_->max_body()](const httplib::Request& req,
+                                                               httplib::Response& res) {
     if (!res.body.empty()) return;
     // cpp-httplib caps a body sent as a form (curl -d, urllib without a Content-Type) at 8 KB
     // where it reads the body itself: an unknown POST path (the endpoints use read_body).
@@ -281,7 +373,10 @@ void Service::install_hooks() {
           "'Content-Type: image/png' or curl -T FILE");
     else if (res.status == 413)
       fail(res, 413, "the body is larger than --max-body-mb");
-    else if (res.status == 404)
+    else if (const std::string allow = res.status == 404 ? allowed(req.path) : ""; !allow.empty()) {
+      res.set_header("Allow", allow);
+      fail(res, 405, req.method + " is not an endpoint's method for " + req.path + ": " + allow);
+    } else if (res.status == 404)
       fail(res, 404, "no endpoint " + req.method + " " + req.path);
     else
       fail(res, res.status, "HTTP " + std::to_string(res.status));
@@ -308,7 +403,7 @@ void Service::install_hooks() {
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.1f", s * 1e3);
     // "-" for what a request line that did not parse lacks (as after a body cut off at 413).
-    host_->say(detail::concat(client(req), " ", req.method.empty() ? "-" : req.method, " ",
+    host_->say(detail::concat(client(req), " ", req.method.empty() ? "-" : printable(req.method), " ",
                               req.path.empty() ? "-" : printable(req.path), " ", res.status, " ", ms,
                               " ms batch ", t_request.batch));
     t_request = RequestInfo{};
@@ -318,12 +413,12 @@ void Service::install_hooks() {
 void Service::install_routes() {
   using Req = httplib::Request;
   using Res = httplib::Response;
-  svr_->Get("/v2/health/live", [](const Req&, Res& res) { answer(res, 200, R"({"live":true})"); });
-  svr_->Get("/v2/health/ready", [this](const Req&, Res& res) {
+  get("/v2/health/live", [](const Req&, Res& res) { answer(res, 200, R"({"live":true})"); });
+  get("/v2/health/ready", [this](const Req&, Res& res) {
     answer(res, host_->stopping ? 503 : 200, host_->stopping ? R"({"ready":false})" : R"({"ready":true})");
   });
-  svr_->Get("/ping", [](const Req&, Res& res) { answer(res, 200, R"({"status":"Healthy"})"); });
-  svr_->Get("/v2", [](const Req&, Res& res) {
+  get("/ping", [](const Req&, Res& res) { answer(res, 200, R"({"status":"Healthy"})"); });
+  get("/v2", [](const Req&, Res& res) {
     answer(res, 200,
            nlohmann::json{{"name", "vitcpp"},
                           {"version", version()},
@@ -334,7 +429,7 @@ void Service::install_routes() {
   });
   // Triton's model repository extension: the index (the models served, READY, and those
   // load would find, UNAVAILABLE); with --model-control-mode explicit, loading and unloading.
-  svr_->Post("/v2/repository/index", [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
+  post("/v2/repository/index", [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
     std::string body;
     if (!read_body(req, reader, host_->max_body(), res, body)) return;
     const nlohmann::json j =
@@ -352,72 +447,72 @@ void Service::install_routes() {
     }
     answer(res, 200, index.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   });
-  svr_->Post(R"(/v2/repository/models/([^/]+)/(load|unload))",
-             [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
-               std::string body;
-               if (!read_body(req, reader, host_->max_body(), res, body)) return;
-               const bool load = req.matches[2] == "load";
-               const std::string config = repository_parameters(body, load);  // RequestError(400)
-               host_->control(req.matches[1], load, config);
-               answer(res, 200, "{}");
-             });
+  post(R"(/v2/repository/models/([^/]+)/(load|unload))",
+       [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
+         std::string body;
+         if (!read_body(req, reader, host_->max_body(), res, body)) return;
+         const bool load = req.matches[2] == "load";
+         const std::string config = repository_parameters(body, load);  // RequestError(400)
+         host_->control(req.matches[1], load, config);
+         answer(res, 200, "{}");
+       });
   // Triton's statistics extension, for every model (before the metadata route, which would
   // take "stats" for a model's name) or one.
-  svr_->Get("/v2/models/stats",
-            [this](const Req&, Res& res) { answer(res, 200, host_->metrics().stats_json(host_->names())); });
-  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/stats)", [this](const Req& req, Res& res) {
+  get("/v2/models/stats",
+      [this](const Req&, Res& res) { answer(res, 200, host_->metrics().stats_json(host_->names())); });
+  get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/stats)", [this](const Req& req, Res& res) {
     if (find(req.matches[1], res, req.matches[2]))
       answer(res, 200, host_->metrics().stats_json({req.matches[1]}));
   });
-  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)", [this](const Req& req, Res& res) {
+  get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)", [this](const Req& req, Res& res) {
     if (const ModelPtr m = find(req.matches[1], res, req.matches[2]))
       answer(res, 200, model_metadata(req.matches[1], m->classifier(), m->version));
   });
-  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/config)", [this](const Req& req, Res& res) {
+  get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/config)", [this](const Req& req, Res& res) {
     if (const ModelPtr m = find(req.matches[1], res, req.matches[2]))
       answer(res, 200, model_config(req.matches[1], m->classifier(), host_->serving_info(*m)));
   });
-  svr_->Get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/ready)", [this](const Req& req, Res& res) {
+  get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/ready)", [this](const Req& req, Res& res) {
     if (find(req.matches[1], res, req.matches[2]))
       answer(res, 200,
              nlohmann::json{{"name", req.matches[1]}, {"ready", true}}.dump(
                  -1, ' ', false, nlohmann::json::error_handler_t::replace));
   });
-  svr_->Post(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/infer)",
-             [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
-               std::string body;
-               if (!read_body(req, reader, host_->max_body(), res, body)) return;
-               const std::string name = req.matches[1];
-               const ModelPtr m = find(name, res, req.matches[2]);
-               if (!m) return;
-               t_request.inference = true;
-               // RequestError: 400 (the exception handler)
-               InferRequest r = parse_infer(body, m->classifier(), json_length(req), host_->max_body());
-               std::vector<float> logits;
-               if (!infer(*m, std::move(r.x), r.n, res, logits, r.timeout_us)) return;
-               const InferResponse out = infer_response(name, r, logits, m->classifier(), m->version);
-               if (out.json_length == 0) return answer(res, 200, out.body);
-               res.status = 200;
-               res.set_header(kJsonLength, std::to_string(out.json_length));
-               res.set_content(out.body, "application/octet-stream");
-             });
+  post(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/infer)",
+       [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
+         std::string body;
+         if (!read_body(req, reader, host_->max_body(), res, body)) return;
+         const std::string name = req.matches[1];
+         const ModelPtr m = find(name, res, req.matches[2]);
+         if (!m) return;
+         t_request.inference = true;
+         // RequestError: 400 (the exception handler)
+         InferRequest r = parse_infer(body, m->classifier(), json_length(req), host_->max_body());
+         std::vector<float> logits;
+         if (!infer(*m, std::move(r.x), r.n, res, logits, r.timeout_us)) return;
+         const InferResponse out = infer_response(name, r, logits, m->classifier(), m->version);
+         if (out.json_length == 0) return answer(res, 200, out.body);
+         res.status = 200;
+         res.set_header(kJsonLength, std::to_string(out.json_length));
+         res.set_content(out.body, "application/octet-stream");
+       });
   // KServe's V1 protocol (TensorFlow Serving's REST API): the models, one's readiness, predict.
-  svr_->Get("/v1/models", [this](const Req&, Res& res) { answer(res, 200, v1_models(host_->names())); });
-  svr_->Get(R"(/v1/models/([^/:]+))", [this](const Req& req, Res& res) {
+  get("/v1/models", [this](const Req&, Res& res) { answer(res, 200, v1_models(host_->names())); });
+  get(R"(/v1/models/([^/:]+))", [this](const Req& req, Res& res) {
     if (find(req.matches[1], res)) answer(res, 200, v1_model_ready(req.matches[1]));
   });
-  svr_->Post(R"(/v1/models/([^/:]+):predict)",
-             [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
-               std::string body;
-               if (!read_body(req, reader, host_->max_body(), res, body)) return;
-               const ModelPtr m = find(req.matches[1], res);
-               if (!m) return;
-               t_request.inference = true;
-               InferRequest r = parse_v1_predict(body, m->classifier(), host_->max_body());  // RequestError
-               std::vector<float> logits;
-               if (infer(*m, std::move(r.x), r.n, res, logits))
-                 answer(res, 200, v1_predict_response(logits, m->classifier()));
-             });
+  post(R"(/v1/models/([^/:]+):predict)",
+       [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
+         std::string body;
+         if (!read_body(req, reader, host_->max_body(), res, body)) return;
+         const ModelPtr m = find(req.matches[1], res);
+         if (!m) return;
+         t_request.inference = true;
+         InferRequest r = parse_v1_predict(body, m->classifier(), host_->max_body());  // RequestError
+         std::vector<float> logits;
+         if (infer(*m, std::move(r.x), r.n, res, logits))
+           answer(res, 200, v1_predict_response(logits, m->classifier()));
+       });
   // TorchServe's image endpoint: curl --data-binary @FILE, -F data=@FILE (POST) or -T FILE (PUT).
   const auto predictions = [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
     std::string body;
@@ -435,9 +530,9 @@ void Service::install_routes() {
     }
     if (infer(*m, std::move(x), 1, res, logits)) answer(res, 200, top5_json(logits.data(), c));
   };
-  svr_->Post(R"(/predictions/([^/]+))", predictions);
-  svr_->Put(R"(/predictions/([^/]+))", predictions);
-  svr_->Get("/metrics", [this](const Req&, Res& res) {
+  post(R"(/predictions/([^/]+))", predictions);
+  put(R"(/predictions/([^/]+))", predictions);
+  get("/metrics", [this](const Req&, Res& res) {
     res.set_content(host_->metrics_text() + http_metrics(), "text/plain; version=0.0.4");
   });
 }

@@ -1,0 +1,142 @@
+"""vit serve's HTTP as proxies and load balancers see it (ctest label `serve`): where a body ends
+(Content-Length, a 401 before the body is read, none at all), 405 with Allow, Prometheus
+label escaping, Triton's max_batch_size, TorchServe's multipart fields, bearer tokens and
+flag values past what the server's clocks and counters hold. Raw sockets where urllib would
+tidy the request."""
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_serve as http  # noqa: E402  (its Server and helpers; not its tests)
+
+KEY = "secret1"
+AUTH = b"Authorization: Bearer " + KEY.encode() + b"\r\n"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    keys = tmp_path_factory.mktemp("keys") / "keys.txt"
+    keys.write_text(KEY + "\n")
+    s = http.Server("--model", f"a={http.CK}", "--model", f'q"x\\y={http.CK}', "--max-batch", 4,
+                    "--api-key-file", keys)
+    yield s
+    code, log = s.stop()
+    assert code == 0, log
+
+
+def exchange(server, data, seconds=1.0):
+    """Every byte the server sends back for `data` on one connection within `seconds`."""
+    host, port = server.url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=seconds) as s:
+        s.sendall(data)
+        out = b""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            if not chunk:
+                break
+            out += chunk
+    return out.decode(errors="replace")
+
+
+def statuses(text):
+    return [int(m) for m in re.findall(r"^HTTP/1\.1 (\d{3})", text, re.M)]
+
+
+INNER = b"GET /v2/models/a/config HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Connection: close\r\n\r\n"
+
+
+def test_a_body_whose_end_is_unknown_is_400_and_never_a_second_request(server):
+    """cpp-httplib took Content-Length "abc" (or the first of two that differ) for 0, and the
+    body's bytes then ran as a request of their own."""
+    for headers, message in [(b"Content-Length: abc\r\n", "'abc' is not a number of bytes"),
+                             (b"Content-Length: -1\r\n", "'-1' is not a number of bytes"),
+                             (b"Content-Length: 0\r\nContent-Length: %d\r\n" % len(INNER), "disagree")]:
+        got = exchange(server, b"POST /v2/repository/index HTTP/1.1\r\nHost: x\r\n" + AUTH + headers + b"\r\n"
+                       + INNER)
+        assert statuses(got) == [400], got
+        assert message in got and "Connection: close" in got, got
+
+
+def test_a_401_closes_the_connection_so_its_body_is_not_read_as_a_request(server):
+    got = exchange(server, b"POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(INNER)
+                   + INNER)
+    assert statuses(got) == [401], got  # one answer: the body was not the next request
+    assert "Connection: close" in got and "WWW-Authenticate: Bearer" in got, got
+    # The scheme is case-insensitive (RFC 9110 section 11.1), the key is not.
+    for scheme, want in (("bearer", 200), ("BEARER", 200), ("Bearer", 200)):
+        assert http.call(server.url + "/v2/models/a", headers={"Authorization": f"{scheme} {KEY}"})[0] == want
+    assert http.call(server.url + "/v2/models/a", headers={"Authorization": f"Bearer {KEY.upper()}"})[0] == 401
+
+
+def test_a_post_without_content_length_has_an_empty_body_at_once(server):
+    """It waited for httplib's 5 s read timeout, then answered 400 "HTTP 400"
+    (curl -X POST URL/v2/repository/index, as docs/serving.md shows it)."""
+    start = time.monotonic()
+    got = exchange(server, b"POST /v2/repository/index HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Connection: close\r\n\r\n",
+                   seconds=3)
+    assert statuses(got) == [200] and '"name":"a"' in got, got
+    assert time.monotonic() - start < 2.5
+
+
+def test_a_known_path_with_another_method_is_405_with_allow(server):
+    h = {"Authorization": f"Bearer {KEY}"}
+    status, headers, body = http.call(server.url + "/v2/models/a/infer", headers=h)  # GET
+    assert (status, headers["Allow"]) == (405, "POST"), body
+    assert "GET is not an endpoint's method" in json.loads(body)["error"]
+    status, headers, _ = http.call(server.url + "/v2/models/a", headers=h, method="DELETE")
+    assert (status, headers["Allow"]) == (405, "GET")
+    assert http.call(server.url + "/v2/nothing", headers=h)[0] == 404
+
+
+def test_metrics_escape_model_names_as_prometheus_reads_them(server):
+    text = http.call(server.url + "/metrics", headers={"Authorization": f"Bearer {KEY}"})[2]
+    assert 'vit_queue_depth{model="q\\"x\\\\y"} 0' in text, text
+    # Every sample line: name{label="value",...} number, values quoted with escapes only.
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            assert re.fullmatch(r'[a-zA-Z_:][\w:]*(\{([a-zA-Z_]\w*="([^"\\\n]|\\[\\"n])*",?)*\})? \S+', line), line
+
+
+def test_a_request_over_max_batch_size_is_400_as_triton(server):
+    x = np.zeros((5, 3, 32, 32), np.float32)
+    status, _, body = http.call(server.url + "/v2/models/a/infer", http.pixels(x),
+                                {"Authorization": f"Bearer {KEY}"})
+    assert status == 400 and "5 images, more than the model's max_batch_size of 4" in body, body
+    assert http.call(server.url + "/v2/models/a/infer", http.pixels(x[:4]), {"Authorization": f"Bearer {KEY}"})[0] == 200
+
+
+def test_torchserve_multipart_takes_the_data_field_among_others(server):
+    """A second part made the whole read fail with 400 "HTTP 400"."""
+    image = open(http.IMAGES[0], "rb").read()
+    want = http.call(server.url + "/predictions/a", image, {"Authorization": f"Bearer {KEY}"})[2]
+    for fields in ([("data", image), ("foo", b"bar")], [("foo", b"bar"), ("data", image)]):
+        boundary = "vitcpp-boundary"
+        body = b"".join(b"--%s\r\nContent-Disposition: form-data; name=\"%s\"; filename=\"f\"\r\n\r\n%s\r\n"
+                        % (boundary.encode(), name.encode(), value) for name, value in fields)
+        body += b"--%s--\r\n" % boundary.encode()
+        status, _, got = http.call(server.url + "/predictions/a", body,
+                                   {"Authorization": f"Bearer {KEY}",
+                                    "Content-Type": f"multipart/form-data; boundary={boundary}"})
+        assert (status, got) == (200, want), got
+
+
+@pytest.mark.parametrize("flag,value,message", [("--timeout-s", "1e10", "at most 1e6 s"),
+                                                ("--max-body-mb", "1e14", "at most 1e6"),
+                                                ("--max-delay-ms", "1e300", "at most 1e6")])
+def test_flag_values_past_the_clocks_and_counters_are_refused(flag, value, message):
+    r = subprocess.run([http.vit_binary(), "serve", "--model", f"a={http.CK}", "--port", "0", flag, value],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and message in r.stderr + r.stdout, r.stderr + r.stdout
