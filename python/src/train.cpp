@@ -48,11 +48,15 @@ ArraySplit split_of(const py::array& x, const Labels& y, const char* name) {
   return s;
 }
 
-py::dict epoch_dict(const EpochStats& e, bool ema) {
+// One epoch's summary.csv row as a dict. Without evaluation data the eval_ figures are None,
+// not summary.csv's 0 (a 0% top-1 read as a result).
+py::dict epoch_dict(const EpochStats& e, bool ema, bool has_eval) {
   py::dict d;
   for (const auto& [name, v] : summary_row(e, ema)) {
     if (name == "epoch")
       d[py::str(name)] = int64_t(v);
+    else if (!has_eval && name.rfind("eval_", 0) == 0)
+      d[py::str(name)] = py::none();
     else
       d[py::str(name)] = v;
   }
@@ -167,7 +171,7 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
     if (callback.is_none() || raised) return;
     py::gil_scoped_acquire gil;
     try {
-      const py::object answer = callback(epoch_dict(e, hooks.model_ema && hooks.has_eval));
+      const py::object answer = callback(epoch_dict(e, hooks.model_ema && hooks.has_eval, hooks.has_eval));
       if (!answer.is_none() && !answer.cast<bool>()) callback_stop = true;  // False: stop here
     } catch (py::error_already_set& err) {
       raised.emplace(std::move(err));
@@ -179,7 +183,8 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
   if (raised) throw *raised;
   const bool ema = hooks.model_ema && hooks.has_eval;
   py::list history;
-  for (const EpochStats& e : hooks.stopped.empty() ? hooks.history : seen) history.append(epoch_dict(e, ema));
+  for (const EpochStats& e : hooks.stopped.empty() ? hooks.history : seen)
+    history.append(epoch_dict(e, ema, hooks.has_eval));
   py::object engine = py::none();
   if (hooks.model) engine = py::cast(Engine::adopt(std::move(hooks.model), hooks.class_names));
   return py::make_tuple(status, history, engine, hooks.stopped);

@@ -54,7 +54,10 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
   VIT_CHECK(!train.empty() || !test.empty() || kind == "cifar100", dir,
             ": no dataset found (looked for IDX files such as "
             "train-images-idx3-ubyte, CIFAR-10 data_batch_*.bin, CIFAR-100 train.bin, train/ and val/ image "
-            "folders)");
+            "folders)",
+            need != Splits::eval && fs::is_directory(fs::path(dir) / "train")
+                ? "; train/ is there without val/ or test/: --val-split 0.1 holds a tenth of it out"
+                : "");
   take(
       "cifar100", !train.empty(), !test.empty(), "CIFAR-100 train.bin", "CIFAR-100 test.bin",
       [&] { return read_cifar100(train); }, [&] { return read_cifar100(test); });
@@ -62,6 +65,26 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
 }
 
 namespace {
+// Some samples of a dataset, by index: a split held out of train (--val-split) of image folders.
+class Subset : public Dataset {
+ public:
+  Subset(std::unique_ptr<Dataset> base, std::vector<int64_t> index)
+      : base_(std::move(base)), index_(std::move(index)) {}
+  int64_t size() const override { return int64_t(index_.size()); }
+  int64_t num_classes() const override { return base_->num_classes(); }
+  int64_t channels() const override { return base_->channels(); }
+  int64_t height() const override { return base_->height(); }
+  int64_t width() const override { return base_->width(); }
+  int64_t get(int64_t i, float* image) const override { return base_->get(index_[size_t(i)], image); }
+  std::string describe() const override {
+    return detail::concat(base_->describe(), ", ", index_.size(), " of its ", base_->size(), " images");
+  }
+
+ private:
+  std::unique_ptr<Dataset> base_;
+  std::vector<int64_t> index_;
+};
+
 // DIR/train and DIR/val (or DIR/test): which are there, and whether they serve the splits asked for.
 struct FolderLayout {
   explicit FolderLayout(const std::string& dir)
@@ -101,15 +124,34 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
   const InputSpec train_in = need != Splits::train ? training_input(in) : in;
   // An evaluation split held out of train reads train.
   const bool want_train = need != Splits::eval || val_split > 0, want_eval = need != Splits::train;
-  const Splits read = want_train && want_eval ? Splits::both : want_train ? Splits::train : Splits::eval;
   const FolderLayout layout(dir);
+  // Image folders with --val-split read train/ alone: its held-out share is the evaluation.
+  const bool held_out = val_split > 0;
+  const Splits read = held_out                  ? Splits::train
+                      : want_train && want_eval ? Splits::both
+                      : want_train              ? Splits::train
+                                                : Splits::eval;
   if (folders_chosen(layout, dir, kind, read)) {
     VIT_CHECK(layout.serves(read), dir, ": image folders need ",
-              want_train && want_eval ? dir + "/train/<class>/ and " + dir + "/val/<class>/ (or test/)"
-              : want_train            ? dir + "/train/<class>/"
+              read == Splits::both    ? dir + "/train/<class>/ and " + dir + "/val/<class>/ (or test/)"
+              : read == Splits::train ? dir + "/train/<class>/"
                                       : dir + "/val/<class>/ (or test/)");
-    VIT_CHECK(val_split == 0, "--val-split is for datasets without a validation split; ", dir, " has one");
+    VIT_CHECK(!held_out || !layout.has_eval, "--val-split is for datasets without a validation split; ", dir,
+              " has one (", layout.eval.string(), ")");
     out.kind = "folder";
+    if (held_out) {
+      // The same files twice: training's preprocessing for one share, evaluation's for the other.
+      auto training = std::make_unique<FolderDataset>(layout.train.string(), train_in,
+                                                      std::vector<std::string>{}, skip_bad_images);
+      auto [tr, va] = split_indices(training->size(), val_split, seed);
+      auto evaluation = std::make_unique<FolderDataset>(layout.train.string(), in, training->class_names(),
+                                                        skip_bad_images);
+      out.class_names = training->class_names();
+      out.skipped = training->skipped();
+      if (need != Splits::eval) out.train = std::make_unique<Subset>(std::move(training), std::move(tr));
+      if (want_eval) out.eval = std::make_unique<Subset>(std::move(evaluation), std::move(va));
+      return out;
+    }
     // train/'s classes wherever it exists, listed without its files when train is not read.
     auto keep = [&](std::unique_ptr<FolderDataset> f, std::unique_ptr<Dataset>& into) {
       out.class_names = f->class_names();

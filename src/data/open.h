@@ -49,7 +49,8 @@ struct DataSources {
   std::vector<std::string> notes;        // for the user: what was left out, and why
 };
 // kind: auto | idx | cifar10 | cifar100 | folder. Folders: dir/train and dir/val (or
-// dir/test). val_split > 0 holds that fraction of train out as eval instead. Evaluation
+// dir/test). val_split > 0 holds that fraction of train out as eval instead (folders: dir/train
+// alone, without val/ or test/). Evaluation
 // images are preprocessed as `in` says; training images are resized straight to the
 // input size (crop_pct 1), since augmentation does the cropping. skip_bad_images: image
 // folders leave out files that do not decode (checked up front) instead of stopping.

@@ -398,4 +398,46 @@ TEST(Folder, AnEvaluationAloneKeepsTrainsClassesWithoutReadingTrain) {
             std::string::npos);
 }
 
+// train/ alone with --val-split: the held-out share evaluates with the eval transform, the
+// rest trains with the training one, the two shares split train/'s files between them (as
+// split_indices does for IDX and CIFAR), and a folder with val/ still refuses the flag.
+TEST(Folder, ValSplitHoldsOutPartOfTrainWhenThereIsNoVal) {
+  test::TempDir dir("folder_valsplit");
+  namespace fs = std::filesystem;
+  const fs::path root(dir.str());
+  for (const char* cls : {"cat", "dog"})
+    for (int i = 0; i < 5; ++i) {
+      fs::create_directories(root / "train" / cls);
+      write_png((root / "train" / cls / (std::to_string(i) + ".png")).string(), gradient(6, 10 + i, 3));
+    }
+  InputSpec in{3, 4, 4, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+  in.crop_mode = "center";
+  in.crop_pct = 0.875f;
+  const std::string without = test::error_of([&] { make_datasets(dir.str(), "auto", in, 0.0, 0); });
+  EXPECT_NE(without.find("train/ is there without val/ or test/: --val-split 0.1"), std::string::npos)
+      << without;
+  DataSources d = make_datasets(dir.str(), "auto", in, 0.2, 7);
+  EXPECT_EQ(d.kind, "folder");
+  ASSERT_TRUE(d.train && d.eval);
+  EXPECT_EQ(d.train->size(), 8);
+  EXPECT_EQ(d.eval->size(), 2);
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"cat", "dog"}));
+  const auto [tr, va] = split_indices(10, 0.2, 7);
+  const FolderDataset evaluated((root / "train").string(), in),
+      trained((root / "train").string(), training_input(in));
+  std::vector<float> got(3 * 4 * 4), want(got.size());
+  for (size_t k = 0; k < va.size(); ++k) {
+    EXPECT_EQ(d.eval->get(int64_t(k), got.data()), evaluated.get(va[k], want.data()));
+    EXPECT_EQ(got, want) << "held-out image " << k;
+  }
+  for (size_t k = 0; k < tr.size(); ++k) {
+    EXPECT_EQ(d.train->get(int64_t(k), got.data()), trained.get(tr[k], want.data()));
+    EXPECT_EQ(got, want) << "training image " << k;
+  }
+  fs::create_directories(root / "val" / "cat");
+  write_png((root / "val" / "cat" / "a.png").string(), gradient(6, 10, 3));
+  EXPECT_NE(test::error_of([&] { make_datasets(dir.str(), "auto", in, 0.2, 7); }).find("has one"),
+            std::string::npos);
+}
+
 }  // namespace vit

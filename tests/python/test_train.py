@@ -219,3 +219,11 @@ def test_the_log_goes_to_pythons_stdout(capfd):
         assert ("\r" in stream.getvalue()) == bar  # a bar where the stream is a terminal, else log lines
     out, err = capfd.readouterr()
     assert "vit train" not in out + err, out + err
+
+
+def test_without_evaluation_data_the_eval_figures_are_none(digits):
+    """They were 0.0: a run without val read as one at 0% top-1."""
+    _, train, _ = digits
+    h = vitcpp.train("mnist-seed", train=train, epochs=1, batch_size=64, threads=2, progress="log")
+    assert h[0]["eval_top1"] is None and h[0]["eval_loss"] is None
+    assert isinstance(h[0]["train_loss"], float) and h[0]["train_loss"] > 0
