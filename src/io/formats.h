@@ -48,6 +48,10 @@ void naming_file(const std::string& where, F&& f, const std::string& json_source
 
 // A JSON file beside the weights, if there is one (errors name the file when it is not JSON).
 std::optional<nlohmann::json> json_beside(const SafeTensors& st, const std::string& name);
+// Floats as the decimals they were written as (core/decimal.h), for the config files vitcpp
+// writes: 1e-06, not 9.999999974752427e-07 (float's nearest, printed as a double).
+nlohmann::json tidy(float f);
+nlohmann::json tidy(const std::vector<float>& v);
 // j[key] if present and not null.
 const nlohmann::json* field(const nlohmann::json& j, const char* key);
 // An int or [h, w] (timm's img_size, vit-pytorch's image_size, ...) into h and w; false when v

@@ -7,6 +7,7 @@
 
 #include "core/file.h"
 #include "core/resample.h"
+#include "io/formats.h"
 #include "io/pretrained.h"
 #include "vit/core/error.h"
 
@@ -55,10 +56,10 @@ json hf_config(const ViTConfig& c, const std::vector<std::string>& names) {
             {"num_attention_heads", c.num_heads},
             {"intermediate_size", c.mlp_dim},
             {"hidden_act", c.act_layer == "gelu_tanh" ? "gelu_pytorch_tanh" : c.act_layer},
-            {"hidden_dropout_prob", c.proj_drop_rate},
-            {"attention_probs_dropout_prob", c.attn_drop_rate},
+            {"hidden_dropout_prob", detail::tidy(c.proj_drop_rate)},
+            {"attention_probs_dropout_prob", detail::tidy(c.attn_drop_rate)},
             {"initializer_range", 0.02},
-            {"layer_norm_eps", c.norm_eps},
+            {"layer_norm_eps", detail::tidy(c.norm_eps)},
             {"image_size", hf_size(c.img_h, c.img_w)},
             {"patch_size", hf_size(c.patch_h, c.patch_w)},
             {"num_channels", c.in_chans},
@@ -82,8 +83,8 @@ json hf_preprocessor(const ViTConfig& c) {
             {"do_rescale", true},
             {"rescale_factor", 1.0 / 255.0},
             {"do_normalize", true},
-            {"image_mean", c.mean},
-            {"image_std", c.std}};
+            {"image_mean", detail::tidy(c.mean)},
+            {"image_std", detail::tidy(c.std)}};
   if (c.dist_token) {
     j["size"] = {{"height", scale_size(c.img_h, c.crop_pct)}, {"width", scale_size(c.img_w, c.crop_pct)}};
     j["do_center_crop"] = true;

@@ -310,15 +310,15 @@ std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>&
                {"no_embed_class", c.no_embed_class},
                {"pre_norm", c.pre_norm},
                {"fc_norm", c.use_fc_norm()},
-               {"init_values", c.layer_scale() ? json(c.init_values) : json(nullptr)}};
+               {"init_values", c.layer_scale() ? detail::tidy(c.init_values) : json(nullptr)}};
   if (c.act_layer != "gelu") args["act_layer"] = c.act_layer;     // the name's own is GELU
   if (c.pool_include_prefix) args["pool_include_prefix"] = true;  // timm 1.0's pool()
   json pcfg = {{"input_size", {c.in_chans, c.img_h, c.img_w}},
                {"interpolation", c.interpolation},
-               {"crop_pct", c.crop_pct},
+               {"crop_pct", detail::tidy(c.crop_pct)},
                {"crop_mode", c.crop_mode},
-               {"mean", c.mean},
-               {"std", c.std},
+               {"mean", detail::tidy(c.mean)},
+               {"std", detail::tidy(c.std)},
                {"num_classes", c.num_classes},
                {"first_conv", "patch_embed.proj"},
                {"classifier", c.head_dist ? json({"head", "head_dist"}) : json("head")}};

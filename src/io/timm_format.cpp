@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "core/decimal.h"
 #include "core/file.h"
 #include "core/json_number.h"
 #include "formats.h"
@@ -25,6 +26,16 @@ std::optional<json> json_beside(const SafeTensors& st, const std::string& name) 
   } catch (const json::exception& e) {
     throw Error(p.string() + ": not valid JSON (" + e.what() + ")");
   }
+}
+
+json tidy(float f) {
+  return shortest_decimal(f);
+}
+
+json tidy(const std::vector<float>& v) {
+  json out = json::array();
+  for (float f : v) out.push_back(shortest_decimal(f));
+  return out;
 }
 
 int64_t heads_from_architecture(const std::string& arch, int64_t embed_dim) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/file.h"
 #include "io/checkpoint.h"
 #include "model/vit.h"
 #include "support/run_vit.h"
@@ -39,6 +40,12 @@ TEST(CliExport, HfAndTimmExportsPredictAsTheOriginal) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(fs::exists(tmp / "timm/config.json"));
   EXPECT_NE(want.find("tabby"), std::string::npos) << want;  // the class names came along
+  // Floats as they were written, not float's nearest printed as a double (9.99999997e-07).
+  const std::string hf = vit::read_text_file(tmp / "hf/config.json");
+  EXPECT_NE(hf.find("\"layer_norm_eps\": 1e-12,"), std::string::npos) << hf;
+  const std::string timm = vit::read_text_file(tmp / "timm/config.json");
+  EXPECT_EQ(timm.find("0000000"), std::string::npos) << timm;
+  EXPECT_EQ(timm.find("9999999"), std::string::npos) << timm;
 }
 
 TEST(CliExport, OnnxWritesACheckedFile) {
