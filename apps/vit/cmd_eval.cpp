@@ -60,7 +60,8 @@ Run add_eval(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--confusion-png", f->confusion_png, "also draw the confusion matrix as a PNG heatmap");
   cmd.add_option("--predictions", f->predictions,
-                 "also write index,label,prediction per image (dataset order) to this CSV file");
+                 "also write index,label,prediction per image (dataset order) to this CSV file, then "
+                 "label_name,prediction_name where the classes have names, and file for image folders");
   cmd.add_option("--results-file", f->results_file,
                  "also write timm validate.py's results (model, top1, top1_err, top5, top5_err, param_count, "
                  "img_size, crop_pct, interpolation; accuracies in percent) to this JSON file");
@@ -99,13 +100,28 @@ Run add_eval(CLI::App& cmd) {
     const EvalResult r =
         evaluate(*model, data, f->batch_size, nullptr, bar || f->progress == "log" ? &progress : nullptr);
     const auto per_class = r.per_class();
+    // Class names where the model or the data has one per class (else the indices alone).
+    const bool named = int64_t(names.size()) == r.num_classes;
     if (!f->predictions.empty()) {
-      std::string csv = "index,label,prediction\n";
-      for (size_t i = 0; i < r.predictions.size(); ++i)
-        csv += std::to_string(i) + "," + std::to_string(r.labels[i]) + "," +
-               std::to_string(r.predictions[i]) + "\n";
+      // index,label,prediction, then the classes' names and the image's file where known.
+      const bool files = data.size() > 0 && !data.source(0).empty();
+      std::string csv = std::string("index,label,prediction") + (named ? ",label_name,prediction_name" : "") +
+                        (files ? ",file" : "") + "\n";
+      for (size_t i = 0; i < r.predictions.size(); ++i) {
+        csv += std::to_string(i) + "," + std::to_string(r.labels[i]) + "," + std::to_string(r.predictions[i]);
+        if (named)
+          csv +=
+              "," + csv_field(names[size_t(r.labels[i])]) + "," + csv_field(names[size_t(r.predictions[i])]);
+        if (files) csv += "," + csv_field(data.source(int64_t(i)));
+        csv += "\n";
+      }
       write_file_atomic(f->predictions, csv);
     }
+    auto class_images = [&](size_t k) {  // the images of true class k
+      int64_t n = 0;
+      for (int64_t j = 0; j < r.num_classes; ++j) n += r.confusion[k * size_t(r.num_classes) + size_t(j)];
+      return n;
+    };
     // Accuracies in percent, as timm writes them under the same names.
     const double top1 = 100 * r.top1, top5 = 100 * r.top5;
     std::vector<double> per_class_pct(per_class.size());
@@ -136,8 +152,15 @@ Run add_eval(CLI::App& cmd) {
                                                                   {"results_file", &f->results_file},
                                                                   {"confusion_png", &f->confusion_png}};
     if (f->json) {
-      nlohmann::json j = {
-          {"top1", top1}, {"top5", top5}, {"loss", r.loss}, {"count", r.count}, {"per_class", per_class_pct}};
+      nlohmann::json per_class_json = nlohmann::json::array();  // null for a class without images here
+      for (size_t k = 0; k < per_class_pct.size(); ++k)
+        per_class_json.push_back(class_images(k) ? nlohmann::json(per_class_pct[k])
+                                                 : nlohmann::json(nullptr));
+      nlohmann::json j = {{"top1", top1},
+                          {"top5", top5},
+                          {"loss", r.loss},
+                          {"count", r.count},
+                          {"per_class", per_class_json}};
       for (auto [key, file] : written)
         if (!file->empty()) j[key] = *file;
       auto& conf = j["confusion"] = nlohmann::json::array();
@@ -150,8 +173,16 @@ Run add_eval(CLI::App& cmd) {
     std::cout << data.describe() << "\n"
               << std::fixed << std::setprecision(2) << "top-1 " << top1 << "%  top-5 " << top5 << "%  loss "
               << std::setprecision(4) << r.loss << "  (" << r.count << " images)\nper class:";
-    for (size_t k = 0; k < per_class.size(); ++k)
-      std::cout << (k % 10 ? "  " : "\n  ") << k << ": " << std::setprecision(1) << per_class_pct[k] << "%";
+    // Each class by its name where it has one; "n/a" for a class without images here.
+    const size_t per_line = named ? 5 : 10;
+    for (size_t k = 0; k < per_class.size(); ++k) {
+      const int64_t images = class_images(k);
+      std::cout << (k % per_line ? "  " : "\n  ") << (named ? names[k] : std::to_string(k)) << ": ";
+      if (images == 0)
+        std::cout << "n/a";
+      else
+        std::cout << std::setprecision(1) << per_class_pct[k] << "%";
+    }
     std::cout << "\n";
     for (auto [key, file] : written)
       if (!file->empty()) std::cout << "wrote " << *file << " (" << key << ")\n";

@@ -62,14 +62,6 @@ std::vector<std::string> image_files(const std::vector<std::string>& args) {
   return out;
 }
 
-// A CSV field: quoted when it holds a comma, a quote or a line break.
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
 // Prints one prediction; `what` is {"image": path} or {"row": i}. With csv, also appends its
 // row (name, the top-k indices, labels and probabilities).
 void print(const PredictFlags& f, nlohmann::json what, const float* z, int64_t K,

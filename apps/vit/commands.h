@@ -40,6 +40,15 @@ inline void create_parent_folder(const std::string& file) {
     std::filesystem::create_directories(parent);
 }
 
+// A CSV field (predict's --results-file, eval's --predictions): quoted when it holds a
+// comma, a quote or a line break.
+inline std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 // `vit train --resume DIR [--threads N]` becomes the run's saved arguments from
 // DIR/args.json plus those; other command lines are returned unchanged.
 std::vector<std::string> expand_resume(std::vector<std::string> args);

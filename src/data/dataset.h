@@ -18,6 +18,8 @@ class Dataset {
   // Writes sample i into image[C*H*W] and returns its label.
   virtual int64_t get(int64_t i, float* image) const = 0;
   virtual std::string describe() const = 0;
+  // Where sample i came from, for a person to find it (an image folder's file), or "".
+  virtual std::string source(int64_t) const { return ""; }
 };
 
 // A permutation of [0, n) from the seed and epoch (Fisher-Yates on core/rng.h's Rng).

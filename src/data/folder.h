@@ -31,6 +31,7 @@ class FolderDataset : public Dataset {
   int64_t width() const override { return in_.width; }
   int64_t get(int64_t i, float* image) const override;
   std::string describe() const override;
+  std::string source(int64_t i) const override { return files_[size_t(i)].first; }
   const std::vector<std::string>& class_names() const { return classes_; }
   const std::vector<std::string>& skipped() const { return skipped_; }  // "path: reason"
   const std::string& root() const { return root_; }

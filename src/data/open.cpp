@@ -76,6 +76,7 @@ class Subset : public Dataset {
   int64_t height() const override { return base_->height(); }
   int64_t width() const override { return base_->width(); }
   int64_t get(int64_t i, float* image) const override { return base_->get(index_[size_t(i)], image); }
+  std::string source(int64_t i) const override { return base_->source(index_[size_t(i)]); }
   std::string describe() const override {
     return detail::concat(base_->describe(), ", ", index_.size(), " of its ", base_->size(), " images");
   }

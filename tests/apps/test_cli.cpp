@@ -639,7 +639,7 @@ TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
     std::ifstream in(csv);
     std::string line;
     std::getline(in, line);
-    EXPECT_EQ(line, "index,label,prediction");
+    EXPECT_EQ(line, "index,label,prediction,label_name,prediction_name");  // CIFAR-10's names
     int rows = 0, right = 0;
     for (int index, label, pred; std::getline(in, line); ++rows) {
       ASSERT_EQ(std::sscanf(line.c_str(), "%d,%d,%d", &index, &label, &pred), 3) << line;

@@ -149,6 +149,18 @@ TEST(CliArgs, EvalSaysWhenAFoldersClassesAreNotTheModels) {
   r = run("eval --checkpoint " + (tmp / "named") + " --data-dir " + tmp.str() + " --threads 1");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r, "1 class folder(s) the model's 10 class names do not include (zebra)")) << r.out;
+  // Folders of the model's names: its indices, its names per class ("n/a" without images),
+  // and --predictions with the names and each image's file.
+  fs::rename(tmp / "val/zebra", tmp / "val/two");
+  r = run("eval --checkpoint " + (tmp / "named") + " --data-dir " + tmp.str() +
+          " --threads 1 --predictions " + (tmp / "p.csv"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "zero: n/a")) << r.out;
+  EXPECT_TRUE(has(r, "seven: ")) << r.out;
+  const std::string csv = vit::read_text_file(tmp / "p.csv");
+  EXPECT_EQ(csv.rfind("index,label,prediction,label_name,prediction_name,file\n0,7,", 0), 0u) << csv;
+  EXPECT_NE(csv.find(",two,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("val/seven/a.png\n"), std::string::npos) << csv;
 }
 
 // CLI11's errors exited 104-109 without vit's "vit: error:"; now as argparse: status 2.
