@@ -275,13 +275,14 @@ void Reader::read_preprocessing() {
     c.mean.assign(c.in_chans, 0.5f);
     c.std.assign(c.in_chans, 0.5f);
   }
-  if (!config) {
+  if (!config || !field(*config, "pretrained_cfg")) {
     // timm's defaults for its ViTs (vision_transformer.py's _cfg).
     c.interpolation = "bicubic";
     c.crop_pct = 0.9f;
     c.crop_mode = "center";
-    m.notes.push_back(
-        "no config.json: architecture inferred from the tensor shapes, timm's default preprocessing");
+    m.notes.push_back(config ? "config.json has no pretrained_cfg: timm's default preprocessing"
+                             : "no config.json: architecture inferred from the tensor shapes, timm's default "
+                               "preprocessing");
   }
   if (config && field(*config, "label_names")) {
     m.class_names = (*config)["label_names"].get<std::vector<std::string>>();

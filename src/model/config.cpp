@@ -292,6 +292,11 @@ ViTConfig timm_vit(int64_t patch, int64_t dim, int64_t depth, int64_t heads) {
   c.depth = depth;
   c.num_heads = heads;
   c.mlp_dim = 4 * dim;
+  // timm's preprocessing for its ViTs (vision_transformer.py's _cfg, at 224): bicubic, a
+  // center crop of 0.9, Inception's mean and std (0.5, the default here).
+  c.interpolation = "bicubic";
+  c.crop_mode = "center";
+  c.crop_pct = 0.9f;
   return c;
 }
 
@@ -315,6 +320,14 @@ std::optional<ViTConfig> timm_named(const std::string& name) {
                                   : timm_vit(patch, 1280, 32, 16);
   c.img_h = c.img_w = res;
   c.dist_token = c.head_dist = m[3].matched;
+  // The name's preprocessing, as timm's pretrained_cfg gives it (the _cfg of
+  // vision_transformer.py and deit.py): a center crop of 0.9 (ViT) or 0.875 (DeiT) at 224
+  // and none above; ImageNet's mean and std for DeiT.
+  c.crop_pct = res > 224 ? 1.f : m[1].matched ? 0.9f : 0.875f;
+  if (m[2].matched) {
+    c.mean = {0.485f, 0.456f, 0.406f};
+    c.std = {0.229f, 0.224f, 0.225f};
+  }
   return c;
 }
 

@@ -124,3 +124,18 @@ def test_a_file_system_error_is_an_oserror(tmp_path):
     (tmp_path / "a_file").write_bytes(b"")
     with pytest.raises(OSError, match="a_file"):
         vitcpp.create_model("mnist-seed").save_pretrained(tmp_path / "a_file" / "model")
+
+
+def test_a_timm_config_without_pretrained_cfg_gets_timms_defaults(tmp_path):
+    """They applied only without any config.json: one without pretrained_cfg was read bilinear,
+    squashed, uncropped."""
+    import json as _json
+    import shutil
+    shutil.copytree(TIMM_A, tmp_path / "m")
+    cfg = _json.loads((tmp_path / "m" / "config.json").read_text())
+    cfg.pop("pretrained_cfg", None)
+    (tmp_path / "m" / "config.json").write_text(_json.dumps(cfg))
+    m = vitcpp.create_model(tmp_path / "m")
+    p = m.pretrained_cfg
+    assert (p["interpolation"], p["crop_pct"], p["crop_mode"]) == ("bicubic", 0.9, "center"), p
+    assert any("no pretrained_cfg" in n for n in m.notes), m.notes
