@@ -41,6 +41,10 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
   }
   if (kind == "auto" || kind == "cifar10") {
     auto train = find_cifar10_files(dir, true), test = find_cifar10_files(dir, false);
+    if (want_train && !train.empty() && train.size() < 5)  // a download cut short trains on a part
+      out.notes.push_back(detail::concat(dir, ": ", train.size(),
+                                         " of CIFAR-10's 5 training batches (data_batch_1.bin ... "
+                                         "data_batch_5.bin); training on those alone"));
     if (!train.empty() || !test.empty() || kind == "cifar10") {
       take(
           "cifar10", !train.empty(), !test.empty(),
@@ -201,6 +205,7 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
                                  : want_train            ? Splits::train
                                                          : Splits::eval);
   out.kind = d.kind;
+  out.notes = d.notes;
   out.class_names = (d.train ? d.train : d.test)->class_names;
   if (val_split > 0) {
     auto [tr, va] = split_indices(d.train->n, val_split, seed);

@@ -14,6 +14,7 @@ namespace vit {
 struct DatasetSplits {
   std::string kind;                             // what was opened: idx, cifar10, cifar100
   std::shared_ptr<const ImageSet> train, test;  // null where not asked for
+  std::vector<std::string> notes;               // for the user: files of a split that are missing
 };
 
 // Which splits a command reads: vit eval and vit samples read the one they work on, so a

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -166,6 +167,14 @@ TEST(Cifar, Cifar10And100Batches) {
   EXPECT_EQ(d.train->labels[3], 3);
   EXPECT_EQ(d.train->pixels[3 * 3072 + 1000], 30);
   EXPECT_EQ(d.test->labels[0], 9);
+  EXPECT_TRUE(d.notes.empty());
+  // A download cut short: the batches there train, with a note (it trained on a fifth silently).
+  for (int b = 2; b <= 5; ++b) std::filesystem::remove(dir / ("data_batch_" + std::to_string(b) + ".bin"));
+  d = open_dataset(dir.str());
+  EXPECT_EQ(d.train->n, 5);
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("1 of CIFAR-10's 5 training batches"), std::string::npos) << d.notes[0];
+  EXPECT_TRUE(open_dataset(dir.str(), "auto", Splits::eval).notes.empty());  // evaluation reads no batch
   write(dir / "test_batch.bin", record(9, 200).substr(0, 100));
   EXPECT_NE(test::error_of([&] { open_dataset(dir.str()); }).find("not a whole number"), std::string::npos);
   write(dir / "test_batch.bin", record(12, 0));
