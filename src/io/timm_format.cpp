@@ -194,7 +194,9 @@ void Reader::read_heads() {
             "the number of attention heads is not in config.json (model_args.num_heads) and ",
             arch.empty() ? std::string("there is no architecture name")
                          : "'" + arch + "' is not a name vitcpp knows",
-            "; give it with --num-heads (embed_dim is ", c.embed_dim, ")");
+            "; give it with --num-heads (embed_dim is ", c.embed_dim,
+            "), or from Python name the architecture: create_model(\"vit_small_patch16_224\", "
+            "checkpoint_path=FILE)");
 }
 
 void Reader::read_pool() {
