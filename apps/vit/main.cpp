@@ -10,7 +10,6 @@
 #include <iostream>
 #include <map>
 #include <new>
-#include <sstream>
 #include <string>
 #include <vector>
 
