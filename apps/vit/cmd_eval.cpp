@@ -34,6 +34,23 @@ struct EvalFlags {
   bool json = false, skip_bad_images = false;
 };
 
+// --predictions: index,label,prediction per image in dataset order, then label_name and
+// prediction_name where `names` has one per class, and file where the data knows its files.
+void write_predictions(const std::string& path, const EvalResult& r, const Dataset& data,
+                       const std::vector<std::string>& names) {
+  const bool named = !names.empty(), files = data.size() > 0 && !data.source(0).empty();
+  std::string csv = std::string("index,label,prediction") + (named ? ",label_name,prediction_name" : "") +
+                    (files ? ",file" : "") + "\n";
+  for (size_t i = 0; i < r.predictions.size(); ++i) {
+    csv += std::to_string(i) + "," + std::to_string(r.labels[i]) + "," + std::to_string(r.predictions[i]);
+    if (named)
+      csv += "," + csv_field(names[size_t(r.labels[i])]) + "," + csv_field(names[size_t(r.predictions[i])]);
+    if (files) csv += "," + csv_field(data.source(int64_t(i)));
+    csv += "\n";
+  }
+  write_file_atomic(path, csv);
+}
+
 }  // namespace
 
 Run add_eval(CLI::App& cmd) {
@@ -102,21 +119,8 @@ Run add_eval(CLI::App& cmd) {
     const auto per_class = r.per_class();
     // Class names where the model or the data has one per class (else the indices alone).
     const bool named = int64_t(names.size()) == r.num_classes;
-    if (!f->predictions.empty()) {
-      // index,label,prediction, then the classes' names and the image's file where known.
-      const bool files = data.size() > 0 && !data.source(0).empty();
-      std::string csv = std::string("index,label,prediction") + (named ? ",label_name,prediction_name" : "") +
-                        (files ? ",file" : "") + "\n";
-      for (size_t i = 0; i < r.predictions.size(); ++i) {
-        csv += std::to_string(i) + "," + std::to_string(r.labels[i]) + "," + std::to_string(r.predictions[i]);
-        if (named)
-          csv +=
-              "," + csv_field(names[size_t(r.labels[i])]) + "," + csv_field(names[size_t(r.predictions[i])]);
-        if (files) csv += "," + csv_field(data.source(int64_t(i)));
-        csv += "\n";
-      }
-      write_file_atomic(f->predictions, csv);
-    }
+    if (!f->predictions.empty())
+      write_predictions(f->predictions, r, data, named ? names : std::vector<std::string>{});
     auto class_images = [&](size_t k) {  // the images of true class k
       int64_t n = 0;
       for (int64_t j = 0; j < r.num_classes; ++j) n += r.confusion[k * size_t(r.num_classes) + size_t(j)];
