@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/utf8.h"
+
 namespace vit::serve {
 
 namespace {
@@ -211,7 +213,7 @@ std::string Metrics::stats_json(const std::vector<std::string>& models) const {
                      {"cache_hit", duration({})}}},
                    {"batch_stats", batches}});
   }
-  return json{{"model_stats", all}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return json_for_output(json{{"model_stats", all}});
 }
 
 namespace {

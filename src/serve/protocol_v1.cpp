@@ -5,6 +5,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/utf8.h"
 #include "serve/json_tensor.h"
 
 namespace vit::serve {
@@ -15,10 +16,6 @@ using nlohmann::json;
 
 [[noreturn]] void bad(const std::string& what) {
   throw RequestError(400, what);
-}
-
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 // One instance's pixels, nested exactly as dims ([C][H][W]) from depth on, appended to out.
@@ -121,15 +118,15 @@ std::string v1_predict_response(const std::vector<float>& logits, const Classifi
   for (size_t i = 0; i + K <= logits.size(); i += K)
     predictions.push_back(
         std::vector<float>(logits.begin() + std::ptrdiff_t(i), logits.begin() + std::ptrdiff_t(i + K)));
-  return dump(json{{"predictions", std::move(predictions)}});
+  return json_for_output(json{{"predictions", std::move(predictions)}});
 }
 
 std::string v1_models(const std::vector<std::string>& names) {
-  return dump(json{{"models", names}});
+  return json_for_output(json{{"models", names}});
 }
 
 std::string v1_model_ready(const std::string& name) {
-  return dump(json{{"name", name}, {"ready", true}});
+  return json_for_output(json{{"name", name}, {"ready", true}});
 }
 
 }  // namespace vit::serve

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/utf8.h"
 #include "serve/batcher.h"
 #include "serve/connection_pool.h"
 #include "serve/grpc_server.h"
@@ -445,7 +446,7 @@ void Service::install_routes() {
       if (!e.ready) m["reason"] = "unloaded";
       index.push_back(std::move(m));
     }
-    answer(res, 200, index.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    answer(res, 200, json_for_output(index));
   });
   post(R"(/v2/repository/models/([^/]+)/(load|unload))",
        [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
@@ -474,9 +475,7 @@ void Service::install_routes() {
   });
   get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/ready)", [this](const Req& req, Res& res) {
     if (find(req.matches[1], res, req.matches[2]))
-      answer(res, 200,
-             nlohmann::json{{"name", req.matches[1]}, {"ready", true}}.dump(
-                 -1, ' ', false, nlohmann::json::error_handler_t::replace));
+      answer(res, 200, json_for_output(nlohmann::json{{"name", req.matches[1]}, {"ready", true}}));
   });
   post(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/infer)",
        [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
