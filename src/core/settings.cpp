@@ -48,6 +48,10 @@ const std::vector<Setting>& settings() {
        "(not with OMP_PROC_BIND or OMP_PLACES set: OpenMP binds as they say); on binds any count, and vit "
        "train's too, whose data loader's thread then shares a CPU with one of them",
        SettingKind::choice},
+      {"VIT_MAX_IMAGE_PIXELS", "a count", "178956970 (Pillow's decompression-bomb limit)",
+       "the most pixels an image file may have: larger ones are refused from their header, before they are "
+       "decoded (C++: vit::set_max_image_pixels)",
+       SettingKind::count},
       {"OMP_NUM_THREADS", "a count", "every core", "threads (read by OpenMP)"},
       {"OMP_WAIT_POLICY", "ACTIVE, PASSIVE", "vit sets ACTIVE with GOMP_SPINCOUNT=2000",
        "how OpenMP's idle threads wait (read by OpenMP): a short spin, since passive waiting costs 65 us per "

@@ -13,22 +13,26 @@
 #include <vector>
 
 #include "core/file.h"
+#include "core/settings.h"
 #include "vit/core/error.h"
 
 namespace vit {
 
 namespace {
 
-std::atomic<int64_t> max_pixels{2 * 89478485};
+// set_max_image_pixels' value; -1 until it is called, and then VIT_MAX_IMAGE_PIXELS or Pillow's
+// limit holds.
+std::atomic<int64_t> max_pixels{-1};
 
 // Whether a header's size passes max_image_pixels(), and the error when it does not.
 bool too_large(int64_t w, int64_t h) {
-  const int64_t limit = max_pixels.load(std::memory_order_relaxed);
+  const int64_t limit = max_image_pixels();
   return limit > 0 && w * h > limit;
 }
 Error too_large_error(const std::string& path, int64_t w, int64_t h) {
   return Error(detail::concat(path, ": ", w, " x ", h, " pixels, more than the ", max_image_pixels(),
-                              " an image may have (vit::set_max_image_pixels raises the limit)"));
+                              " an image may have (VIT_MAX_IMAGE_PIXELS=N raises the limit; in C++, "
+                              "vit::set_max_image_pixels)"));
 }
 
 // PNG through libpng's own API with no gamma or color transform, so the pixels are Pillow's
@@ -200,11 +204,15 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
 }
 
 int64_t max_image_pixels() {
-  return max_pixels.load(std::memory_order_relaxed);
+  const int64_t set = max_pixels.load(std::memory_order_relaxed);
+  if (set >= 0) return set;
+  // Read once: check_settings() has judged the value before any image is read.
+  static const int64_t from_env = setting_count("VIT_MAX_IMAGE_PIXELS").value_or(2 * 89478485);
+  return from_env;
 }
 
 void set_max_image_pixels(int64_t pixels) {
-  max_pixels.store(pixels, std::memory_order_relaxed);
+  max_pixels.store(std::max<int64_t>(pixels, 0), std::memory_order_relaxed);
 }
 
 Image read_image(const std::string& path) {

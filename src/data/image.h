@@ -25,8 +25,8 @@ void write_png(const std::string& path, const Image& img);  // atomic, like ever
 // Images of more pixels than this are refused from their header, before anything is
 // allocated: a corrupt or hostile file can claim 65535 x 65535 pixels in a few bytes (the
 // fuzzer found a JPEG asking for 12 GB). The default is Pillow's DecompressionBombError
-// limit, 2 x 89,478,485 pixels; 0 lifts the limit. Process-wide, like Pillow's
-// Image.MAX_IMAGE_PIXELS.
+// limit, 2 x 89,478,485 pixels, or VIT_MAX_IMAGE_PIXELS when set; set_max_image_pixels
+// overrides both, and its 0 lifts the limit. Process-wide, like Pillow's Image.MAX_IMAGE_PIXELS.
 int64_t max_image_pixels();
 void set_max_image_pixels(int64_t pixels);
 // To `channels` channels: gray -> RGB replicates, RGB -> gray uses ITU-R 601-2 luma

@@ -135,7 +135,17 @@ TEST(BadInput, CorruptCheckpointsAreRefusedByName) {
       {"average a corrupt checkpoint",
        "average " + ckpt + " " + d + "/truncated.safetensors -o " + d + "/o_avg.safetensors",
        {"truncated.safetensors"}},
+      {"an image over the pixel limit names the variable that raises it",
+       "predict --checkpoint " + ckpt + " " + png,
+       {png + ": 16 x 16 pixels, more than the 255 an image may have (VIT_MAX_IMAGE_PIXELS=N raises"},
+       "VIT_MAX_IMAGE_PIXELS=255"},
+      {"a pixel limit that is no count",
+       "predict --checkpoint " + ckpt + " " + png,
+       {"VIT_MAX_IMAGE_PIXELS=0: "},
+       "VIT_MAX_IMAGE_PIXELS=0"},
   });
+  const auto at_limit = run_vit("predict --checkpoint " + ckpt + " " + png, "VIT_MAX_IMAGE_PIXELS=256");
+  EXPECT_EQ(at_limit.code, 0) << at_limit.out;
 }
 
 TEST(BadInput, DatasetsWithBadLabelsOrNoImagesAreRefusedByName) {

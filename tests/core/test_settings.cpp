@@ -169,7 +169,8 @@ TEST(Settings, CheckSettingsRefusesEachOwnVariableAndLeavesOthersAlone) {
     EXPECT_EQ(error_of([] { vit::check_settings(); }).rfind(std::string(s.name) + "=no such value: ", 0), 0u)
         << s.name;
   }
-  EXPECT_EQ(own, 8) << "VIT_ISA, PACK, TILED, SHARDS, CLS_TAIL, MEMORY_LIMIT, COMM_TIMEOUT, BIND";
+  EXPECT_EQ(own, 9) << "VIT_ISA, PACK, TILED, SHARDS, CLS_TAIL, MEMORY_LIMIT, COMM_TIMEOUT, BIND, "
+                       "MAX_IMAGE_PIXELS";
 }
 
 TEST(Settings, MisspeltNamesAreNamedWithTheNearestOne) {
