@@ -74,8 +74,8 @@ typedef struct vitcpp_options {
       dtype; /* "fp32", "bf16" (AVX-512 bf16 CPUs) or "int8"; NULL: fp32, or int8 for a vit quantize file */
   const char* labels_file; /* NULL, or class names one per line */
   int32_t threads;         /* > 0: this model's calls run on this many threads (the calling
-                              thread's OpenMP setting, restored after each call); 0: the
-                              process's (vitcpp_set_threads) */
+                              thread's OpenMP setting, restored after each call; at most
+                              VITCPP_MAX_THREADS); 0: the process's (vitcpp_set_threads) */
   int64_t max_batch;       /* images per forward pass; 0: 32. Larger batches are cut to it */
 } vitcpp_options;
 
@@ -105,7 +105,13 @@ VIT_API void vitcpp_close(vitcpp_model* model); /* NULL is allowed */
  * closed, in any order. */
 VIT_API vitcpp_status vitcpp_replica(const vitcpp_model* model, int32_t threads, vitcpp_model** out);
 
-/* OpenMP threads of later calls, for the whole process; n <= 0: OpenMP's default. */
+/* The most threads a model's calls may run on (vit::kMaxThreads). */
+#define VITCPP_MAX_THREADS 4096
+
+/* Threads of every later call of every model without a count of its own (options->threads 0),
+ * from any thread of the process; above VITCPP_MAX_THREADS, that many. n <= 0: none, and calls
+ * run on the calling thread's OpenMP setting again (by default all cores, or
+ * OMP_NUM_THREADS). The calling thread's OpenMP setting is left alone. */
 VIT_API void vitcpp_set_threads(int n);
 
 VIT_API int64_t vitcpp_num_classes(const vitcpp_model* model);

@@ -221,7 +221,11 @@ void InputFlags::add_to(CLI::App& cmd) {
 
 void InputFlags::prepare(ViT& model, int64_t max_batch, const std::string& stored_dtype) const {
   const std::string d = dtype.empty() ? stored_dtype : dtype;
-  model.set_infer_dtype(d, /*release_fp32=*/d != "fp32");  // these commands only infer
+  try {
+    model.set_infer_dtype(d, /*release_fp32=*/d != "fp32");  // these commands only infer
+  } catch (const Error& e) {
+    throw Error(std::string("--") + e.what());  // "--dtype bf16: ...", the flag
+  }
   model.pack_weights_if_faster(max_batch);
 }
 

@@ -12,9 +12,13 @@
 //
 // A Classifier runs one call at a time (it owns the model's activation buffers): share one
 // between threads behind a lock, or give each thread a replica() (the same weights in memory
-// once, buffers of its own). Each call uses the model's own
-// thread count (ClassifierOptions::threads), else the OpenMP threads that set_threads()
-// sets for the process.
+// once, buffers of its own). Each call runs on the model's own thread count
+// (ClassifierOptions::threads), else the process's (set_threads), else the calling thread's
+// OpenMP setting.
+//
+// Needs C++17 or later (the C API, <vitcpp.h>, C99). Errors are vit::Error, except that
+// running out of memory is std::bad_alloc. A moved-from Classifier may only be assigned to or
+// destroyed; any other call throws vit::Error.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -83,7 +87,7 @@ struct ClassifierOptions {
   std::string dtype;
   std::string labels_file;  // class names, one per line (default: the checkpoint's own)
   // > 0: this model's calls run on this many threads (the calling thread's OpenMP setting,
-  // restored after each call); 0: on the process's (set_threads).
+  // restored after each call; at most 4096); 0: on the process's (set_threads).
   int threads = 0;
   int64_t max_batch = 32;  // images per forward pass (`vit predict -b`); batches are cut to it
 };
@@ -117,8 +121,11 @@ class VIT_API Classifier {
   // stay in memory while this Classifier or any of its replicas lives.
   Classifier replica(int threads = 0) const;
 
-  // OpenMP threads of every later call (of every Classifier: it is the process's setting).
-  // n <= 0 leaves OpenMP's default (all cores, or OMP_NUM_THREADS).
+  // Threads of every later call of every Classifier without a count of its own
+  // (ClassifierOptions::threads 0), from any thread of the process. n <= 0: none, and calls
+  // run on the calling thread's OpenMP setting again (by default all cores, or
+  // OMP_NUM_THREADS). Throws vit::Error above 4096. The calling thread's OpenMP setting is left
+  // alone.
   static void set_threads(int n);
 
   // The model's input for one image, out[channels() * height() * width()].
@@ -151,6 +158,7 @@ class VIT_API Classifier {
  private:
   struct Impl;
   explicit Classifier(std::unique_ptr<Impl> impl);
+  Impl& impl() const;  // throws vit::Error on a moved-from Classifier
   std::unique_ptr<Impl> impl_;
 };
 

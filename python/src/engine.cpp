@@ -1,7 +1,6 @@
 #include "engine.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -260,37 +259,13 @@ void Engine::export_onnx(const std::string& path) const {
   vit::export_onnx(*m_, path, class_names_);
 }
 
-void preprocess_file(const InputSpec& in, const std::string& path, float* out) {
-  load_image_input(path, in, out);
-}
-
-void preprocess_bytes(const InputSpec& in, const uint8_t* data, size_t size, float* out) {
-  const Image img = decode_image(data, size, "encoded image");
-  preprocess_image(img, in, out);
-}
-
-void preprocess_pixels(const InputSpec& in, const uint8_t* hwc, int64_t h, int64_t w, int64_t c, float* out) {
-  VIT_CHECK(h > 0 && w > 0, "pixels: height and width must be positive, got ", h, " x ", w);
-  VIT_CHECK(c == 1 || c == 3 || c == 4, "pixels: channels must be 1 (gray), 3 (RGB) or 4 (RGBA), got ", c);
-  Image img;
-  img.h = h;
-  img.w = w;
-  img.c = c;
-  img.px.assign(hwc, hwc + h * w * c);
-  preprocess_image(img, in, out);
-}
-
-namespace {
-std::atomic<int> own_threads{0};  // 0: the default
-}
-
 void set_threads(int n) {
-  own_threads.store(n > 0 ? n : 0);
+  set_process_threads(n);
 }
 
 int threads() {
   static const int fallback = default_threads();  // read once, at the first call
-  const int n = own_threads.load();
+  const int n = process_threads();
   return n > 0 ? n : fallback;
 }
 

@@ -107,11 +107,6 @@ class Engine {
   std::mutex mu_;
 };
 
-// The model's input for one image, as `vit predict` makes it: out[C * H * W].
-void preprocess_file(const InputSpec& in, const std::string& path, float* out);
-void preprocess_bytes(const InputSpec& in, const uint8_t* data, size_t size, float* out);
-void preprocess_pixels(const InputSpec& in, const uint8_t* hwc, int64_t h, int64_t w, int64_t c, float* out);
-
 // vitcpp's threads for every later call, as vit --threads; n <= 0: the default, OMP_NUM_THREADS
 // or else every CPU this process may run on. The module's own count: each call sets OpenMP's for
 // the thread it runs on while it runs (compute, bindings.h) and gives the previous one back, so

@@ -209,18 +209,18 @@ PYBIND11_MODULE(_vitcpp, m) {
       .def_readonly("height", &vit::InputSpec::height)
       .def_readonly("width", &vit::InputSpec::width);
   m.def("preprocess_file", [](const vit::InputSpec& in, const std::string& path) {
-    return image(in, [&](float* o) { vit::python::preprocess_file(in, path, o); });
+    return image(in, [&](float* o) { vit::load_image_input(path, in, o); });
   });
   m.def("preprocess_bytes", [](const vit::InputSpec& in, const py::bytes& data) {
     const std::string b = data;
     return image(in, [&](float* o) {
-      vit::python::preprocess_bytes(in, reinterpret_cast<const uint8_t*>(b.data()), b.size(), o);
+      vit::preprocess_encoded(reinterpret_cast<const uint8_t*>(b.data()), b.size(), in, o);
     });
   });
   m.def("preprocess_pixels", [](const vit::InputSpec& in, const Bytes& hwc) {
     if (hwc.ndim() != 3) throw py::value_error("pixels must be uint8 [H, W, C], got " + shape_of(hwc));
     return image(in, [&](float* o) {
-      vit::python::preprocess_pixels(in, hwc.data(), hwc.shape(0), hwc.shape(1), hwc.shape(2), o);
+      vit::preprocess_pixels(hwc.data(), hwc.shape(0), hwc.shape(1), hwc.shape(2), in, o);
     });
   });
 

@@ -33,6 +33,12 @@ std::vector<Prediction> top_k(const float* logits, int64_t K, int64_t k,
   return out;
 }
 
+namespace {
+void check_threads(int n) {
+  VIT_CHECK(n >= 0 && n <= kMaxThreads, "threads must be 0 (the process's) to ", kMaxThreads, ", got ", n);
+}
+}  // namespace
+
 struct Classifier::Impl {
   std::shared_ptr<const Pretrained> loaded;  // shared with the replicas
   std::unique_ptr<ViT> replica;              // a replica's model: loaded's, with its own activations
@@ -40,6 +46,10 @@ struct Classifier::Impl {
   int64_t max_batch = 32;
   int threads = 0;       // ClassifierOptions::threads
   std::vector<float> x;  // one forward pass's inputs, [max_batch, C, H, W]
+
+  // The threads of this model's calls: its own count, else the process's (set_threads), else
+  // the calling thread's OpenMP setting.
+  int call_threads() const { return threads > 0 ? threads : process_threads(); }
 
   ViT& model() { return replica ? *replica : *loaded->model; }
   const ViTConfig& cfg() const { return loaded->model->config(); }
@@ -50,7 +60,7 @@ struct Classifier::Impl {
   void for_batches(const std::vector<ImageInput>& images, F&& out) {
     const int64_t N = int64_t(images.size()), n = image_floats();
     VIT_CHECK(N > 0, "no images given");
-    run_openmp(threads, [&] {  // also in a process forked from one that ran it (core/threads.h)
+    run_openmp(call_threads(), [&] {  // also in a process forked from one that ran it (core/threads.h)
       for (int64_t first = 0; first < N; first += max_batch) {
         const int64_t B = std::min(max_batch, N - first);
         x.resize(size_t(B * n));
@@ -61,32 +71,13 @@ struct Classifier::Impl {
   }
 
   void preprocess(const ImageInput& image, float* out) const {
+    const auto* bytes = static_cast<const uint8_t*>(image.data);
     switch (image.kind) {
       case ImageInput::Kind::file: load_image_input(image.path, in, out); return;
-      case ImageInput::Kind::encoded: {
-        const Image img = decode_image(static_cast<const uint8_t*>(image.data), image.size, "encoded image");
-        try {
-          preprocess_image(img, in, out);
-        } catch (const Error& e) {
-          throw Error(std::string("encoded image: ") + e.what());
-        }
+      case ImageInput::Kind::encoded: preprocess_encoded(bytes, image.size, in, out); return;
+      case ImageInput::Kind::pixels:
+        preprocess_pixels(bytes, image.height, image.width, image.channels, in, out);
         return;
-      }
-      case ImageInput::Kind::pixels: {
-        VIT_CHECK(image.data, "pixels: no data");
-        VIT_CHECK(image.width > 0 && image.height > 0, "pixels: width and height must be positive, got ",
-                  image.width, " x ", image.height);
-        VIT_CHECK(image.channels == 1 || image.channels == 3 || image.channels == 4,
-                  "pixels: channels must be 1 (gray), 3 (RGB) or 4 (RGBA), got ", image.channels);
-        Image img;
-        img.h = image.height;
-        img.w = image.width;
-        img.c = image.channels;
-        const auto* p = static_cast<const uint8_t*>(image.data);
-        img.px.assign(p, p + img.h * img.w * img.c);
-        preprocess_image(img, in, out);
-        return;
-      }
     }
     throw Error("unknown image kind");
   }
@@ -98,9 +89,10 @@ Classifier::Classifier(const std::string& checkpoint, const ClassifierOptions& o
       options.dtype.empty() || options.dtype == "fp32" || options.dtype == "bf16" || options.dtype == "int8",
       "dtype must be fp32, bf16 or int8, got '", options.dtype, "'");
   VIT_CHECK(options.max_batch > 0, "max_batch must be positive, got ", options.max_batch);
-  impl_->threads = options.threads;
-  impl_->max_batch = options.max_batch;
-  run_openmp(options.threads, [&] {  // the loading's parallel loops too
+  check_threads(options.threads);
+  impl().threads = options.threads;
+  impl().max_batch = options.max_batch;
+  run_openmp(impl().call_threads(), [&] {  // the loading's parallel loops too
     LoadOptions lo;
     lo.labels_file = options.labels_file;
     auto loaded = std::make_shared<Pretrained>(load_pretrained(checkpoint, lo));
@@ -110,20 +102,22 @@ Classifier::Classifier(const std::string& checkpoint, const ClassifierOptions& o
     const std::string dtype = options.dtype.empty() ? loaded->stored_dtype : options.dtype;
     m.set_infer_dtype(dtype, /*release_fp32=*/dtype != "fp32");
     m.pack_weights_if_faster(options.max_batch);
-    impl_->in = input_spec(m.config());
-    impl_->in.validate();
-    impl_->loaded = std::move(loaded);
+    impl().in = input_spec(m.config());
+    impl().in.validate();
+    impl().loaded = std::move(loaded);
   });
 }
 
 Classifier::Classifier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Classifier Classifier::replica(int threads) const {
+  check_threads(threads);
+  const Impl& from = impl();
   auto r = std::make_unique<Impl>();
-  r->loaded = impl_->loaded;
-  r->replica = impl_->loaded->model->replica();
-  r->in = impl_->in;
-  r->max_batch = impl_->max_batch;
+  r->loaded = from.loaded;
+  r->replica = from.loaded->model->replica();
+  r->in = from.in;
+  r->max_batch = from.max_batch;
   r->threads = threads;
   return Classifier(std::move(r));
 }
@@ -133,62 +127,67 @@ Classifier::Classifier(Classifier&&) noexcept = default;
 Classifier& Classifier::operator=(Classifier&&) noexcept = default;
 
 int64_t Classifier::num_classes() const {
-  return impl_->cfg().num_classes;
+  return impl().cfg().num_classes;
 }
 int64_t Classifier::embed_dim() const {
-  return impl_->cfg().embed_dim;
+  return impl().cfg().embed_dim;
 }
 int64_t Classifier::num_tokens() const {
-  return impl_->cfg().num_tokens();
+  return impl().cfg().num_tokens();
 }
 int64_t Classifier::channels() const {
-  return impl_->cfg().in_chans;
+  return impl().cfg().in_chans;
 }
 int64_t Classifier::height() const {
-  return impl_->cfg().img_h;
+  return impl().cfg().img_h;
 }
 int64_t Classifier::width() const {
-  return impl_->cfg().img_w;
+  return impl().cfg().img_w;
 }
 const std::vector<std::string>& Classifier::class_names() const {
-  return impl_->loaded->class_names;
+  return impl().loaded->class_names;
 }
 const std::string& Classifier::format() const {
-  return impl_->loaded->format;
+  return impl().loaded->format;
 }
 const std::string& Classifier::dtype() const {
-  return impl_->loaded->model->infer_dtype();
+  return impl().loaded->model->infer_dtype();
 }
 const std::vector<std::string>& Classifier::notes() const {
-  return impl_->loaded->notes;
+  return impl().loaded->notes;
 }
 
 void Classifier::set_threads(int n) {
-  set_num_threads(n);
+  set_process_threads(n);
+}
+
+Classifier::Impl& Classifier::impl() const {
+  VIT_CHECK(impl_, "vit::Classifier: used after it was moved from");
+  return *impl_;
 }
 
 void Classifier::preprocess(const ImageInput& image, float* out) const {
-  impl_->preprocess(image, out);
+  impl().preprocess(image, out);
 }
 
 std::vector<float> Classifier::logits(const std::vector<ImageInput>& images) {
   const int64_t K = num_classes();
   VIT_CHECK(K > 0, "the model has no classifier head (num_classes 0): it gives embeddings (embed) only");
   std::vector<float> out(images.size() * size_t(K));
-  impl_->for_batches(images, [&](int64_t first, int64_t B) {
-    impl_->model().infer(impl_->x.data(), B, nullptr, out.data() + first * K);
+  impl().for_batches(images, [&](int64_t first, int64_t B) {
+    impl().model().infer(impl().x.data(), B, nullptr, out.data() + first * K);
   });
   return out;
 }
 
 void Classifier::logits(const float* x, int64_t n, float* out) {
-  const int64_t K = num_classes(), per = impl_->image_floats();
+  const int64_t K = num_classes(), per = impl().image_floats();
   VIT_CHECK(K > 0, "the model has no classifier head (num_classes 0): it gives embeddings (embed) only");
   VIT_CHECK(n > 0, "no images given");
-  run_openmp(impl_->threads, [&] {
-    for (int64_t first = 0; first < n; first += impl_->max_batch) {
-      const int64_t B = std::min(impl_->max_batch, n - first);
-      impl_->model().infer(x + first * per, B, nullptr, out + first * K);
+  run_openmp(impl().call_threads(), [&] {
+    for (int64_t first = 0; first < n; first += impl().max_batch) {
+      const int64_t B = std::min(impl().max_batch, n - first);
+      impl().model().infer(x + first * per, B, nullptr, out + first * K);
     }
   });
 }
@@ -199,8 +198,8 @@ std::vector<float> Classifier::logits(const ImageInput& image) {
 
 void Classifier::features(const std::vector<ImageInput>& images, float* pooled, float* tokens) {
   const int64_t D = embed_dim(), T = num_tokens();
-  impl_->for_batches(images, [&](int64_t first, int64_t B) {
-    impl_->model().infer_features(impl_->x.data(), B, nullptr, pooled ? pooled + first * D : nullptr,
+  impl().for_batches(images, [&](int64_t first, int64_t B) {
+    impl().model().infer_features(impl().x.data(), B, nullptr, pooled ? pooled + first * D : nullptr,
                                   tokens ? tokens + first * T * D : nullptr);
   });
 }

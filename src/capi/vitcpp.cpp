@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "core/threads.h"
 #include "vit/classifier.h"
+
+static_assert(VITCPP_MAX_THREADS == vit::kMaxThreads);
 
 struct vitcpp_model {
   vit::Classifier classifier;
@@ -119,7 +122,10 @@ vitcpp_status vitcpp_open_with_options(const char* checkpoint, const vitcpp_opti
     return fail(VITCPP_INVALID_ARGUMENT,
                 "vitcpp_open: dtype must be fp32, bf16 or int8, got '" + co.dtype + "'");
   if (o.labels_file) co.labels_file = o.labels_file;
-  if (o.threads < 0) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: threads must be >= 0");
+  if (o.threads < 0 || o.threads > VITCPP_MAX_THREADS)
+    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: threads must be 0 to " +
+                                             std::to_string(VITCPP_MAX_THREADS) + ", got " +
+                                             std::to_string(o.threads));
   if (o.max_batch < 0) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: max_batch must be >= 0");
   co.threads = o.threads;
   if (o.max_batch > 0) co.max_batch = o.max_batch;
@@ -146,12 +152,15 @@ void vitcpp_close(vitcpp_model* model) {
 vitcpp_status vitcpp_replica(const vitcpp_model* model, int32_t threads, vitcpp_model** out) {
   if (!model || !out) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_replica: model and out must not be NULL");
   *out = nullptr;
-  if (threads < 0) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_replica: threads must be >= 0");
+  if (threads < 0 || threads > VITCPP_MAX_THREADS)
+    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_replica: threads must be 0 to " +
+                                             std::to_string(VITCPP_MAX_THREADS) + ", got " +
+                                             std::to_string(threads));
   return guarded([&] { *out = new vitcpp_model{model->classifier.replica(threads)}; });
 }
 
 void vitcpp_set_threads(int n) {
-  vit::Classifier::set_threads(n);
+  vit::Classifier::set_threads(n < VITCPP_MAX_THREADS ? n : VITCPP_MAX_THREADS);  // it cannot fail
 }
 
 int64_t vitcpp_num_classes(const vitcpp_model* m) {

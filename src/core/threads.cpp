@@ -86,6 +86,19 @@ void set_num_threads(int n) {
   if (n > 0) omp_set_num_threads(n);
 }
 
+namespace {
+std::atomic<int> process_count{0};
+}
+
+void set_process_threads(int n) {
+  check_count(n);
+  process_count.store(std::max(n, 0), std::memory_order_relaxed);
+}
+
+int process_threads() {
+  return process_count.load(std::memory_order_relaxed);
+}
+
 int num_threads() {
   return omp_get_max_threads();
 }

@@ -11,6 +11,12 @@ inline constexpr int kMaxThreads = 4096;
 
 void set_num_threads(int n);  // n <= 0: leave the OpenMP default; n > kMaxThreads throws
 int num_threads();
+// A count for the library's calls from every thread of the process (vit::Classifier::set_threads,
+// the Python module's vitcpp.set_threads): OpenMP's own count is per thread, so
+// omp_set_num_threads on one thread leaves the calls made on others as they were. n <= 0:
+// none; n > kMaxThreads throws. process_threads(): 0 when none is set.
+void set_process_threads(int n);
+int process_threads();
 // The count OpenMP starts with, whatever has changed it since: OMP_NUM_THREADS's first number,
 // else the CPUs this process may run on. For a library that keeps a count of its own beside
 // others in one process (the Python module: importing PyTorch sets OpenMP's count to its own).

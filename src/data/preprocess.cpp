@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <string>
 
 #include "core/resample.h"
 #include "vit/core/error.h"
@@ -83,6 +85,28 @@ void load_image_input(const std::string& path, const InputSpec& in, float* out) 
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }
+}
+
+void preprocess_encoded(const uint8_t* data, size_t size, const InputSpec& in, float* out) {
+  const Image img = decode_image(data, size, "encoded image");
+  try {
+    preprocess_image(img, in, out);
+  } catch (const Error& e) {
+    throw Error(std::string("encoded image: ") + e.what());
+  }
+}
+
+void preprocess_pixels(const uint8_t* hwc, int64_t h, int64_t w, int64_t c, const InputSpec& in, float* out) {
+  VIT_CHECK(hwc, "pixels: no data");
+  VIT_CHECK(h > 0 && w > 0, "pixels: height and width must be positive, got ", h, " x ", w);
+  VIT_CHECK(c == 1 || c == 3 || c == 4, "pixels: channels must be 1 (gray), 3 (RGB) or 4 (RGBA), got ", c);
+  VIT_CHECK(h <= INT64_MAX / c / w, "pixels: ", h, " x ", w, " x ", c, " bytes is more than memory can hold");
+  Image img;
+  img.h = h;
+  img.w = w;
+  img.c = c;
+  img.px.assign(hwc, hwc + h * w * c);
+  preprocess_image(img, in, out);
 }
 
 }  // namespace vit

@@ -37,5 +37,10 @@ Image resize_and_crop(const Image& img, const InputSpec& in);
 void preprocess_image(const Image& img, const InputSpec& in, float* out);
 // Decodes one image file and preprocesses it (errors name the file).
 void load_image_input(const std::string& path, const InputSpec& in, float* out);
+// The same for PNG/JPEG bytes in memory (errors start "encoded image: "), and for 8-bit pixels
+// hwc[h, w, c] with c 1 (gray), 3 (RGB) or 4 (RGBA) (errors start "pixels: "; sizes whose
+// byte count overflows are refused before anything is read).
+void preprocess_encoded(const uint8_t* data, size_t size, const InputSpec& in, float* out);
+void preprocess_pixels(const uint8_t* hwc, int64_t h, int64_t w, int64_t c, const InputSpec& in, float* out);
 
 }  // namespace vit

@@ -18,14 +18,14 @@ void check_owner(const ViT& m, const char* what) {
 
 void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
   check_owner(*this, "set_infer_dtype");
-  VIT_CHECK(dtype == "fp32" || dtype == "bf16" || dtype == "int8",
-            "--dtype must be fp32, bf16 or int8, got '", dtype, "'");
-  VIT_CHECK(dtype == "fp32" || !weights_packed_, "--dtype ", dtype,
+  VIT_CHECK(dtype == "fp32" || dtype == "bf16" || dtype == "int8", "dtype must be fp32, bf16 or int8, got '",
+            dtype, "'");
+  VIT_CHECK(dtype == "fp32" || !weights_packed_, "dtype ", dtype,
             ": the fp32 weights are packed for inference");
-  VIT_CHECK(!fp32_released_, "--dtype ", dtype, ": the fp32 block weights were released for ", infer_dtype_,
+  VIT_CHECK(!fp32_released_, "dtype ", dtype, ": the fp32 block weights were released for ", infer_dtype_,
             " inference; load the weights again");
-  VIT_CHECK(!release_fp32 || dtype != "fp32", "--dtype fp32 keeps its fp32 weights");
-  VIT_CHECK(dtype != "bf16" || ops::bf16_available(), "--dtype bf16: ", ops::bf16_missing());
+  VIT_CHECK(!release_fp32 || dtype != "fp32", "dtype fp32 keeps its fp32 weights");
+  VIT_CHECK(dtype != "bf16" || ops::bf16_available(), "dtype bf16: ", ops::bf16_missing());
   const Precision p = dtype == "bf16" ? Precision::bf16 : dtype == "int8" ? Precision::int8 : Precision::fp32;
   for (BlockLinears& b : lin_.infer)
     for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {

@@ -90,7 +90,11 @@ BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
               ": training runs in fp32 or bf16 (int8 is for inference: --mode infer)");
     model.set_amp(opt.dtype == "bf16");
   } else {
-    model.set_infer_dtype(opt.dtype, /*release_fp32=*/opt.dtype != "fp32");  // bf16, int8 only infer
+    try {
+      model.set_infer_dtype(opt.dtype, /*release_fp32=*/opt.dtype != "fp32");  // bf16, int8 only infer
+    } catch (const Error& e) {
+      throw Error(std::string("--") + e.what());  // "--dtype bf16: ...", vit bench's flag
+    }
   }
   if (opt.shards > 0) model.set_shards(opt.shards);
   const int64_t B = opt.batch, K = cfg.num_classes;

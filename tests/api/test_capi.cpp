@@ -190,6 +190,7 @@ TEST(CApi, Int8RunsTheInt8Products) {
 }
 
 TEST(CApi, ThreadsArePerModelAndLeaveTheCallersSettingAlone) {
+  const int callers = vit::num_threads();
   vitcpp_set_threads(2);
   vitcpp_options o;
   vitcpp_options_init(&o);
@@ -197,8 +198,14 @@ TEST(CApi, ThreadsArePerModelAndLeaveTheCallersSettingAlone) {
   o.threads = 1;
   o.max_batch = 4;
   const std::vector<float> own = logits_with(o);
-  // After a call of a 1-thread model the caller still runs on 2 (OpenMP's per-thread count).
-  EXPECT_EQ(vit::num_threads(), 2);
+  // The process's count and a 1-thread model's calls leave the caller's OpenMP count alone.
+  EXPECT_EQ(vit::num_threads(), callers);
+  vitcpp_set_threads(100000);  // cannot fail: taken as VITCPP_MAX_THREADS
+  vitcpp_set_threads(0);
+  vitcpp_model* m = nullptr;
+  o.threads = VITCPP_MAX_THREADS + 1;
+  EXPECT_EQ(vitcpp_open_with_options(kModel.c_str(), &o, &m), VITCPP_INVALID_ARGUMENT);
+  EXPECT_STREQ(vitcpp_last_error(), "vitcpp_open: threads must be 0 to 4096, got 4097");
   ASSERT_EQ(own.size(), process.size());
   for (size_t i = 0; i < own.size(); ++i)
     EXPECT_NEAR(own[i], process[i], 1e-5f * std::abs(process[i]) + 1e-6f);

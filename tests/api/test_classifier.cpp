@@ -2,11 +2,14 @@
 // give the same logits as the library's own preprocessing and forward pass, batches equal
 // single images, top-k is softmax order, and bad input is a vit::Error naming it.
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -316,6 +319,62 @@ TEST(Classifier, BadInputIsAnErrorThatNamesIt) {
   EXPECT_NE(message([&] { c.classify(vit::ImageInput::pixels(px, 2, 2, 1), 0); }).find("k must be positive"),
             std::string::npos);
   EXPECT_NE(message([&] { c.logits(std::vector<vit::ImageInput>{}); }).find("no images"), std::string::npos);
+  // Sizes whose byte count overflows are vit::Error too (a std::length_error escaped).
+  EXPECT_NE(message([&] {
+              c.classify(vit::ImageInput::pixels(px, int64_t(1) << 62, 4, 1));
+            }).find("pixels: 4 x 4611686018427387904 x 1 bytes is more than memory can hold"),
+            std::string::npos);
+  for (int threads : {-1, 4097}) {
+    vit::ClassifierOptions o;
+    o.threads = threads;
+    EXPECT_NE(message([&] { vit::Classifier(kModel, o); }).find("threads must be 0 (the process's) to 4096"),
+              std::string::npos)
+        << threads;
+    EXPECT_NE(message([&] { c.replica(threads); }).find("threads must be 0 (the process's) to 4096"),
+              std::string::npos)
+        << threads;
+  }
+  EXPECT_NE(message([] { vit::Classifier::set_threads(4097); }).find("4096"), std::string::npos);
+  // The library names no flag of the vit program.
+  if (!vit::ops::bf16_available()) {
+    vit::ClassifierOptions o;
+    o.dtype = "bf16";
+    EXPECT_EQ(message([&] { vit::Classifier(kModel, o); }).rfind("dtype bf16: ", 0), 0u);
+  }
+  // A moved-from Classifier throws rather than crashing.
+  vit::Classifier moved = std::move(c);
+  EXPECT_EQ(moved.num_classes(), 5);
+  EXPECT_NE(message([&] {
+              (void)c.num_classes();
+            }).find("used after it was moved from"),  // NOLINT(bugprone-use-after-move)
+            std::string::npos);
+  c = std::move(moved);
+  EXPECT_EQ(c.num_classes(), 5);
+}
+
+// set_threads is the process's: a call on another thread runs on its count, whatever that
+// thread's OpenMP setting (omp_set_num_threads is per thread: it reached the calling thread
+// alone), and set_threads(0) gives the calling thread's setting back. Counted as the OpenMP
+// threads a call on a fresh thread starts.
+TEST(Classifier, SetThreadsReachesCallsOnEveryThread) {
+  vit::Classifier c(kModel);
+  auto tasks = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                         std::filesystem::directory_iterator());
+  };
+  vit::Classifier::set_threads(1);
+  std::ptrdiff_t before = 0, after_one = 0, after_default = 0;
+  std::thread([&] {
+    omp_set_num_threads(3);  // this thread's own setting
+    before = tasks();
+    c.logits(vit::ImageInput::file(kImages + "cat.jpg"));
+    after_one = tasks();
+    vit::Classifier::set_threads(0);
+    c.logits(vit::ImageInput::file(kImages + "cat.jpg"));
+    after_default = tasks();
+  }).join();
+  EXPECT_EQ(after_one, before) << "set_threads(1) on another thread: the call started OpenMP threads";
+  EXPECT_EQ(after_default, before + 2) << "set_threads(0): the thread's own 3";
 }
 
 }  // namespace
