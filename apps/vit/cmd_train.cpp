@@ -137,10 +137,16 @@ nlohmann::json setting_value(const std::string& text) {
   return text;
 }
 
+// Flags whose default changed (2026-12-03 and 12-04), with the flag each qualifies: where that
+// one is given, args.json keeps their value even when it is the default. resume.cpp reads a
+// missing one as a run recorded before them, with the old fill; a run given the default then
+// resumed with the old fill, other bits than the run uninterrupted.
+constexpr std::pair<const char*, const char*> kKeptWith[] = {{"aa-fill", "aa"}, {"crop-fill", "crop-pad"}};
+
 // args.json: the settings the run was given (a recipe's flags expanded, the last of a
 // repeated flag), as {flag name without "--": value}: true for a switch, a number or text
-// for one value, a list for several; --data-dir, --pretrained and --teacher as absolute paths. --resume turns
-// it back into flags (resume.cpp).
+// for one value, a list for several; --data-dir, --pretrained and --teacher as absolute paths;
+// kKeptWith's flags also at their default. --resume turns it back into flags (resume.cpp).
 nlohmann::json settings_json(const CLI::App& cmd) {
   nlohmann::json j = nlohmann::json::object();
   for (const CLI::Option* o : cmd.get_options()) {
@@ -165,6 +171,9 @@ nlohmann::json settings_json(const CLI::App& cmd) {
       for (auto& v : values) j[name].push_back(setting_value(v));
     }
   }
+  for (const auto& [flag, with] : kKeptWith)
+    if (j.contains(with) && !j.contains(flag))
+      j[flag] = setting_value(cmd.get_option(std::string("--") + flag)->get_default_str());
   return j;
 }
 

@@ -261,6 +261,26 @@ TEST(RunDir, AnOlderRunWithRandAugmentResumesWithTheGrayFill) {
                                         "gray");
 }
 
+// A run given the fills' defaults resumes with them, not with the older runs' fills: its
+// args.json names them, and it ends with the bits of a run given them by name.
+TEST(RunDir, ARunWithTheDefaultFillsResumesWithThem) {
+  vit::test::TempDir tmp("run_fills");
+  const std::string given = tmp / "given", now = tmp / "default";
+  const std::string flags = "--aa rand-m9-n2 --crop-pad 2 --log-every 0 --epochs 1 --output ";
+  ASSERT_EQ(run(kTrain + flags + now).code, 0);
+  ASSERT_EQ(run(kTrain + flags + given + " --aa-fill mean --crop-fill black").code, 0);
+  const auto settings = nlohmann::json::parse(vit::read_text_file(now + "/args.json"));
+  EXPECT_EQ(settings.value("aa-fill", ""), "mean") << settings.dump();
+  EXPECT_EQ(settings.value("crop-fill", ""), "black") << settings.dump();
+  for (const std::string& dir : {given, now}) {
+    const Result longer = run("train --resume " + dir + " --epochs 2");
+    ASSERT_EQ(longer.code, 0) << longer.out;
+  }
+  EXPECT_TRUE(vit::read_text_file(now + "/last.safetensors") ==
+              vit::read_text_file(given + "/last.safetensors"))
+      << "the run with the default fills resumed with others";
+}
+
 TEST(RunDir, AnEmptyOrMissingOutputIsFineAFileIsNot) {
   vit::test::TempDir tmp("run_new");
   fs::create_directories(tmp / "empty");
