@@ -158,7 +158,9 @@ void AugFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--ratio", ratio, "random resized crop: MIN MAX aspect ratio")
       ->expected(2)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd.add_option("--aa", aug.auto_augment, "RandAugment, e.g. rand-m9-n2");
+  cmd.add_option("--aa", aug.auto_augment,
+                 "RandAugment as timm writes it: rand-m9-n2, rand-m9-mstd0.5-inc1 (m magnitude, n ops per "
+                 "image, mstd magnitude noise, mmax, p each op's probability)");
   cmd.add_option(
          "--aa-fill", aug.aa_fill,
          "what RandAugment's rotations, shears and translations fill with: mean (the normalization's, "

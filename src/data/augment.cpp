@@ -27,6 +27,53 @@ void AugmentConfig::validate() const {
     VIT_CHECK(j >= 0.f && std::isfinite(j), "--color-jitter must be non-negative, got ", j);
 }
 
+RandAugmentSpec parse_rand_augment(const std::string& text) {
+  const std::string usage = "--aa " + text +
+                            ": expected rand- and options such as m9-n2-mstd0.5 (m magnitude, n ops, mstd "
+                            "magnitude noise, mmax, p probability, inc1)";
+  VIT_CHECK(text.rfind("rand-", 0) == 0 && text.size() > 5, usage);
+  RandAugmentSpec s;
+  size_t at = 5;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find('-', at), text.size());
+    const std::string part = text.substr(at, end - at);
+    const size_t digits = part.find_first_of("0123456789.");
+    VIT_CHECK(digits != std::string::npos && digits > 0, usage, " (at '", part, "')");
+    const std::string key = part.substr(0, digits), value = part.substr(digits);
+    char* stop = nullptr;
+    const double v = std::strtod(value.c_str(), &stop);
+    VIT_CHECK(*stop == '\0' && std::isfinite(v) && v >= 0, usage, " (at '", part, "': not a number)");
+    if (key == "m") {
+      s.m = float(v);
+    } else if (key == "n") {
+      VIT_CHECK(v >= 1 && v <= 100 && v == std::floor(v), "--aa ", text,
+                ": n (ops per image) must be 1 to 100");
+      s.n = int64_t(v);
+    } else if (key == "mstd") {
+      s.mstd = float(v);
+    } else if (key == "mmax") {
+      s.mmax = float(v);
+    } else if (key == "p") {
+      VIT_CHECK(v <= 1, "--aa ", text, ": p (each op's probability) must be at most 1");
+      s.p = float(v);
+    } else if (key == "inc") {
+      VIT_CHECK(v == 1, "--aa ", text,
+                ": inc0 (timm's ops that weaken as the magnitude grows) is not implemented; vitcpp's ops "
+                "grow with it, as timm's inc1");
+    } else if (key == "w") {
+      throw Error("--aa " + text + ": w (timm's op weights) is not implemented; every op is equally likely");
+    } else {
+      throw Error(usage + " (unknown option '" + key + "')");
+    }
+    at = end + 1;
+  }
+  // timm holds the magnitude to [0, mmax] silently; a magnitude above it is refused here, so
+  // that "rand-m15" is not quietly rand-m10 (write mmax15 to mean 15).
+  VIT_CHECK(s.m <= s.mmax, "--aa ", text, ": magnitude ", s.m, " is above mmax ", s.mmax,
+            " (timm would hold it to ", s.mmax, "; add -mmax", s.m, " for ", s.m, ")");
+  return s;
+}
+
 AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint64_t seed)
     : base_(base), cfg_(std::move(cfg)), seed_(seed) {
   cfg_.validate();
@@ -35,12 +82,8 @@ AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint6
               "--crop-fill black: the normalization has ", cfg_.mean.size(), " mean values for ",
               base_.channels(), " channels");
   if (!cfg_.auto_augment.empty()) {
-    int m = 0, n = 0;
-    VIT_CHECK(
-        std::sscanf(cfg_.auto_augment.c_str(), "rand-m%d-n%d", &m, &n) == 2 && m >= 0 && m <= 30 && n > 0,
-        "--aa: expected rand-mM-nN (for example rand-m9-n2), got '", cfg_.auto_augment, "'");
-    ra_m_ = float(m) / 10.f;
-    ra_n_ = n;
+    ra_ = parse_rand_augment(cfg_.auto_augment);
+    ra_n_ = ra_.n;
   }
   // timm's fill for the geometric ops: the normalization's mean as 8-bit pixels (create_transform's
   // img_mean), here back in [0, 1]; or the 0.5 gray of runs recorded before.
@@ -259,9 +302,18 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
         image[c * H * W + k] = image[c * H * W + k] * cfg_.std[c] + cfg_.mean[c];
     for (int64_t k = 0; k < ra_n_; ++k) {
       const int op = int(rng.below(13));
-      const bool apply = rng.uniform() < 0.5;
+      const bool apply = rng.uniform() < ra_.p;
       const float sign = rng.uniform() < 0.5 ? -1.f : 1.f;
-      if (apply) rand_augment_op(op, sign * ra_m_, image, C, H, W, ra_fill_.data());
+      if (!apply) continue;
+      // timm's AugmentOp: the magnitude drawn per op (only with mstd, so that runs without it
+      // keep their draws), then held to [0, mmax].
+      double m = ra_.m;
+      if (ra_.mstd > 100.f)
+        m = ra_.m * rng.uniform();
+      else if (ra_.mstd > 0.f)
+        m = ra_.m + ra_.mstd * rng.normal();
+      m = std::clamp(m, 0.0, double(ra_.mmax));
+      rand_augment_op(op, sign * (float(m) / 10.f), image, C, H, W, ra_fill_.data());
     }
     if (cfg_.color_jitter()) {  // after RandAugment, as timm orders them when both are on
       // The adjustments asked for (strength > 0), in a random order, each with its factor.

@@ -13,8 +13,9 @@
 //   auto_augment:  RandAugment "rand-mM-nN": N ops drawn from identity, auto-contrast,
 //                  rotate, shear x/y, translate x/y, brightness, contrast, color,
 //                  solarize, posterize, sharpness; each applied with probability 0.5 at
-//                  magnitude M/10 with a random sign (timm's rand_augment_transform); the
-//                  geometric ops fill with the normalization's mean, as timm's create_transform
+//                  magnitude M/10 with a random sign (timm's rand_augment_transform, its
+//                  string's other options too: RandAugmentSpec); the geometric ops fill
+//                  with the normalization's mean, as timm's create_transform
 //   color_jitter:  brightness, contrast and saturation in a random order, each by a factor
 //                  drawn uniformly from [max(0, 1 - s), 1 + s] for its strength s
 //                  (torchvision's ColorJitter without hue, as timm's --color-jitter builds it)
@@ -29,6 +30,18 @@
 #include "data/dataset.h"
 
 namespace vit {
+
+// timm's RandAugment string, "rand-" and '-'-separated options of a name and a number:
+// m (magnitude, 0 to mmax; default 10), n (ops per image; 2), mstd (each op's magnitude drawn
+// from N(m, mstd), or uniformly from [0, m] above 100; 0), mmax (the magnitude's upper bound;
+// 10), p (each op's probability; 0.5), inc (1: the ops whose strength grows with the
+// magnitude, which are vitcpp's only ones; 0 is refused). Anything else (w, timm's op weights)
+// is an error naming it: an option must not be ignored.
+struct RandAugmentSpec {
+  float m = 10.f, mstd = 0.f, mmax = 10.f, p = 0.5f;
+  int64_t n = 2;
+};
+RandAugmentSpec parse_rand_augment(const std::string& text);
 
 struct AugmentConfig {
   float scale_min = 0.f, scale_max = 1.f;  // random resized crop when scale_min > 0 (timm --scale)
@@ -84,8 +97,8 @@ class AugmentedDataset : public Dataset {
   AugmentConfig cfg_;
   uint64_t seed_;
   int64_t epoch_ = 0;
-  int64_t ra_n_ = 0;
-  float ra_m_ = 0.f;
+  int64_t ra_n_ = 0;  // ops per image, 0 without RandAugment
+  RandAugmentSpec ra_;
   std::vector<float> ra_fill_;  // the geometric ops' fill per channel, in [0, 1]
 };
 

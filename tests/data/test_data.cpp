@@ -487,7 +487,56 @@ TEST(Augment, ResizedCropErasingAndRandAugment) {
   none.get(5, x.data());
   EXPECT_EQ(x, plain);
   ra.auto_augment = "rand-9";
-  EXPECT_NE(test::error_of([&] { AugmentedDataset(base, ra, 3); }).find("rand-mM-nN"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { AugmentedDataset(base, ra, 3); }).find("--aa rand-9: expected rand-"),
+            std::string::npos);
+}
+
+// timm's RandAugment options: each changes the images as it says, the defaults written out
+// change nothing, and an option vitcpp does not implement is an error, never ignored.
+TEST(Augment, RandAugmentTakesTimmsOptionsAndRefusesOthers) {
+  const RandAugmentSpec s = parse_rand_augment("rand-m9-mstd0.5-inc1");
+  EXPECT_EQ(s.m, 9.f);
+  EXPECT_EQ(s.n, 2);
+  EXPECT_EQ(s.mstd, 0.5f);
+  EXPECT_EQ(s.mmax, 10.f);
+  EXPECT_EQ(s.p, 0.5f);
+  EXPECT_EQ(parse_rand_augment("rand-m15-mmax20").mmax, 20.f);
+  for (const auto& [text, error] : std::vector<std::pair<std::string, std::string>>{
+           {"rand-m9-n2-foo3", "unknown option 'foo'"},
+           {"rand-m9-w0", "w (timm's op weights) is not implemented"},
+           {"rand-m9-inc0", "inc0"},
+           {"rand-m15", "magnitude 15 is above mmax 10"},
+           {"rand-m9-n0", "n (ops per image) must be 1 to 100"},
+           {"rand-m9-p2", "p (each op's probability) must be at most 1"},
+           {"rand-mx", "at 'mx'"},
+           {"rand-m9.5.1", "at 'm9.5.1': not a number"},
+           {"rand-m9-", "at ''"},
+           {"augmix-m5", "expected rand-"}})
+    EXPECT_NE(test::error_of([&] { parse_rand_augment(text); }).find(error), std::string::npos) << text;
+
+  Ramp base;
+  auto images = [&](const std::string& aa) {
+    AugmentConfig c;
+    c.auto_augment = aa;
+    c.mean = {0.f};
+    c.std = {1.f / 30.f};
+    AugmentedDataset d(base, c, 3);
+    std::vector<float> all(8 * 24);
+    for (int64_t i = 0; i < 8; ++i) d.get(i, all.data() + i * 24);
+    return all;
+  };
+  const std::vector<float> plain = images("rand-m9-n2");
+  EXPECT_EQ(images("rand-m9-n2-p0.5-mmax10-inc1-mstd0"), plain);
+  EXPECT_EQ(images("rand-m9"), plain);  // n 2 by default, as timm
+  EXPECT_NE(images("rand-m9-n2-mstd0.5"), plain);
+  EXPECT_NE(images("rand-m9-n2-mstd101"), plain);
+  EXPECT_NE(images("rand-m9-n2-p1"), plain);
+  EXPECT_NE(images("rand-m9-n3"), plain);
+  EXPECT_EQ(images("rand-m9-n2-p0"), images("rand-m0-n2-p0"));  // p 0: no op applies
+  std::vector<float> untouched(8 * 24);
+  for (int64_t i = 0; i < 8; ++i) base.get(i, untouched.data() + i * 24);
+  const std::vector<float> p0 = images("rand-m9-n2-p0");  // through [0, 1] and back: rounding only
+  for (size_t i = 0; i < p0.size(); ++i) EXPECT_NEAR(p0[i], untouched[i], 1e-5f) << i;
 }
 
 }  // namespace vit
