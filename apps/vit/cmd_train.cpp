@@ -317,7 +317,7 @@ void add_run_flags(CLI::App& cmd, TrainFlags* f) {
       "--resume", f->resume,
       "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (Ctrl-C or SIGTERM stops "
       "a run after its step with a state to go on from; its flags come from "
-      "DIR/args.json; --threads, --comm-timeout, --progress, --log-every (--log-interval) and "
+      "DIR/args.json; --threads, -j/--workers, --comm-timeout, --progress, --log-every (--log-interval) and "
       "--recovery-interval may change; "
       "a larger --epochs trains a finished run longer)");
   cmd.add_option(
@@ -366,6 +366,7 @@ class TrainCommand {
 
  private:
   void check_flags();
+  void note_flags_without_effect() const;
   bool open_run_dir();  // false: --resume of a finished run, left as it is
   void check_fits(const ViTConfig& c, bool allocated) const;
   void make_model();
@@ -421,6 +422,53 @@ void TrainCommand::check_flags() {
   aug_flags = F.aug.config();  // also the flags of augmentations that are off
   F.train.sched.validate();
   if (F.resume.empty() && !F.train.output.empty()) settings_json(cmd);  // what args.json cannot hold
+  if (F.resume.empty()) note_flags_without_effect();  // a resumed run said them when it began
+}
+
+// Flags given that change nothing in this run, each said once as a note (timm's train.py
+// takes them silently; a misread run costs hours). Not errors: a recipe's flag may be moot
+// after a flag given after it (--recipe finetune --opt adamw leaves its --momentum unused).
+void TrainCommand::note_flags_without_effect() const {
+  const TrainConfig& t = F.train;
+  const std::string& opt = t.optim.name;
+  const std::string& sched = t.sched.name;
+  const bool mixing = t.mixup.mixup_alpha > 0 || t.mixup.cutmix_alpha > 0;
+  struct Moot {
+    std::vector<std::string> flags;  // said when one of them is given
+    bool unused;
+    std::string why;
+  };
+  const Moot moot[] = {
+      {{"--freeze-backbone"},
+       F.pretrained.empty(),
+       "the head trains on a randomly initialized backbone (no --pretrained)"},
+      {{"--aa-fill"}, F.aug.aug.auto_augment.empty(), "no effect, RandAugment is off (--aa)"},
+      {{"--crop-fill"}, F.aug.aug.crop_pad == 0, "no effect, the padded crop is off (--crop-pad)"},
+      {{"--momentum", "--nesterov"}, opt != "sgd", "no effect, SGD's and --opt is " + opt},
+      {{"--opt-betas", "--opt-eps"}, opt == "sgd", "no effect, Adam's and AdamW's and --opt is sgd"},
+      {{"--model-ema-decay", "--model-ema-warmup"},
+       !t.model_ema,
+       "no effect, the model EMA is off (--model-ema)"},
+      {{"--mixup-prob", "--mixup-switch-prob"},
+       !mixing,
+       "no effect, mixup and CutMix are off (--mixup, --cutmix)"},
+      {{"--decay-rate"},
+       sched != "step" && sched != "multistep",
+       "no effect, the step and multistep schedules' and --sched is " + sched},
+      {{"--decay-epochs"}, sched != "step", "no effect, the step schedule's and --sched is " + sched},
+      {{"--decay-milestones"},
+       sched != "multistep",
+       "no effect, the multistep schedule's and --sched is " + sched},
+      {{"--pos-resample"},
+       F.pretrained.empty(),
+       "no effect, it resamples --pretrained weights and none are given"},
+  };
+  for (const Moot& m : moot) {
+    std::string given;
+    for (const std::string& flag : m.flags)
+      if (cmd.count(flag) > 0) given += (given.empty() ? "" : ", ") + flag;
+    if (m.unused && !given.empty()) *out << "note: " << given << ": " << m.why << std::endl;
+  }
 }
 
 bool TrainCommand::open_run_dir() {

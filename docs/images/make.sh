@@ -2,7 +2,7 @@
 # The commands that made the pictures in docs/images (run from the repository root after
 # building). The models:
 #   MNIST: build/vit train --recipe mnist --data-dir data/mnist --epochs 2 --threads 1 --output /tmp/viz-mnist
-#          (91.97% test top-1 after 2 epochs: the recipe's warmup has just ended)
+#          (89.41% test top-1 after 2 epochs, 2026-12-06: the recipe's warmup has just ended)
 #   Fashion-MNIST: the 30-epoch run of docs/results.md (90.47% test top-1),
 #          build/vit train --recipe mnist --data-dir data/fashion-mnist --hflip 0.5 --epochs 30 \
 #            --threads 1 --seed 42 --output /work/runs/fmnist-b

@@ -173,3 +173,34 @@ TEST(CliArgs, CommandLineErrorsExitWithStatusTwoAndSaySo) {
   EXPECT_EQ(run("train --help").code, 0);
   EXPECT_EQ(run("--version").code, 0);
 }
+
+// Flags given that change nothing in the run get a note each (they were taken without a
+// word: --freeze-backbone without --pretrained trained a head on a random backbone); the
+// recipes, as given, get none.
+TEST(CliArgs, FlagsWithoutEffectGetANote) {
+  const std::string train = "train --synthetic 16 --epochs 1 -b 8 --threads 1 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {"--freeze-backbone", "note: --freeze-backbone: the head trains on a randomly initialized backbone"},
+      {"--opt adamw --momentum 0.8 --nesterov",
+       "note: --momentum, --nesterov: no effect, SGD's and --opt is adamw"},
+      {"--opt sgd --opt-betas 0.8 0.9", "note: --opt-betas: no effect, Adam's and AdamW's and --opt is sgd"},
+      {"--model-ema-decay 0.9", "note: --model-ema-decay: no effect, the model EMA is off"},
+      {"--mixup-prob 0.5", "note: --mixup-prob: no effect, mixup and CutMix are off"},
+      {"--aa-fill gray", "note: --aa-fill: no effect, RandAugment is off"},
+      {"--crop-pad 0 --crop-fill mean", "note: --crop-fill: no effect, the padded crop is off"},
+      {"--decay-rate 0.5",
+       "note: --decay-rate: no effect, the step and multistep schedules' and --sched is cosine"},
+      {"--sched step --decay-milestones 2", "note: --decay-milestones: no effect, the multistep schedule's"},
+      {"--pos-resample hf", "note: --pos-resample: no effect"},
+  };
+  for (const auto& [flags, note] : cases) {
+    const Result r = run(train + flags);
+    EXPECT_EQ(r.code, 0) << flags << ": " << r.out;
+    EXPECT_TRUE(has(r, note)) << flags << ": no '" << note << "' in\n" << r.out;
+  }
+  for (const char* recipe : {"mnist-seed", "cifar-seed", "mnist", "fashion-mnist", "finetune"}) {
+    const Result r = run(train + "--recipe " + recipe + " --model mnist-seed --epochs 1 --patience 0");
+    EXPECT_EQ(r.code, 0) << recipe << ": " << r.out;
+    EXPECT_FALSE(has(r, "note: --")) << recipe << ": " << r.out;
+  }
+}
