@@ -537,7 +537,14 @@ void TrainCommand::load_teacher() {
   o.img_w = cfg.img_w;
   *out << "loading the teacher from " << F.teacher << std::endl;
   run_agreed(comm, "loading the teacher", [&] {
-    Pretrained p = load_pretrained(F.teacher, o);
+    Pretrained p = [&] {
+      try {
+        return load_pretrained(F.teacher, o);
+      } catch (const Error& e) {  // the size is the student's, not the teacher file's: say so
+        throw Error(detail::concat("--teacher ", F.teacher, " at the student's input size ", cfg.img_h, "x",
+                                   cfg.img_w, " (the teacher sees the student's images): ", e.what()));
+      }
+    }();
     if (comm.root()) print_notes(p, hooks && hooks->log ? *hooks->log : std::cerr);
     *out << "teacher: " << p.file << " (" << p.format << ", " << count_str(p.model->table().total())
          << " parameters), " << F.train.distill.type << " distillation, alpha " << F.train.distill.alpha;

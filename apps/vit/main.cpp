@@ -95,12 +95,38 @@ std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args) {
 // variable number of values take them too (`--img-size 56 a.png` failed as "Could not convert:
 // --img-size = 56,a.png"). The values such a flag can have are known, so each of these flags
 // moves with its values to the end of the line, after the images, whose order stays.
+bool integer(const std::string& a) {
+  return !a.empty() && a.size() < 10 &&
+         std::all_of(a.begin(), a.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// --img-size and --patch-size take S or H W, so CLI11 joined two of them (`--img-size 16
+// --img-size 18`, a recipe's and the user's) into one H W of 16 x 18. The last one wins, as
+// for every other flag: the earlier ones are dropped with their values.
+std::vector<std::string> last_size_wins(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    const size_t eq = flag.find('=');
+    if (eq != std::string::npos) flag.erase(eq);
+    if (flag != "--img-size" && flag != "--patch-size") {
+      out.push_back(args[i]);
+      continue;
+    }
+    size_t end = i + 1;  // past the values: up to two, one of them after '='
+    for (int k = eq != std::string::npos ? 1 : 0; k < 2 && end < args.size() && integer(args[end]); ++k)
+      ++end;
+    const bool later = std::any_of(args.begin() + long(end), args.end(), [&](const std::string& a) {
+      return a == flag || a.rfind(flag + "=", 0) == 0;
+    });
+    if (!later) out.insert(out.end(), args.begin() + long(i), args.begin() + long(end));
+    i = end - 1;
+  }
+  return out;
+}
+
 std::vector<std::string> images_last(std::vector<std::string> args) {
   if (args.empty() || (args[0] != "predict" && args[0] != "attention")) return args;
-  auto integer = [](const std::string& a) {
-    return !a.empty() && a.size() < 10 &&
-           std::all_of(a.begin(), a.end(), [](char c) { return c >= '0' && c <= '9'; });
-  };
   std::vector<std::string> kept, moved;
   for (size_t i = 0; i < args.size(); ++i) {
     if (i > 0 && args[i] == "--img-size") {  // S or H W
@@ -184,7 +210,7 @@ int main(int argc, char** argv) {
     if (first_rank())
       for (const auto& [name, hint] : vit::misspelt_settings())
         std::cerr << "vit: note: " << name << " is set, but vitcpp reads no such variable (" << hint << ")\n";
-    args = images_last(vit::app::expand_recipe(vit::app::expand_resume(args)));
+    args = images_last(last_size_wins(vit::app::expand_recipe(vit::app::expand_resume(args))));
   } catch (const std::exception& e) {
     vit::print_error_line(std::string("vit: error: ") + e.what());
     return 1;

@@ -204,3 +204,18 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
     EXPECT_FALSE(has(r, "note: --")) << recipe << ": " << r.out;
   }
 }
+
+// --img-size and --patch-size take S or H W: given twice, the last wins as for any flag (the
+// two were joined into one H W: 16 then 20 made a 16 x 20 model).
+TEST(CliArgs, ASizeGivenTwiceIsTheLastOne) {
+  auto size = [](const std::string& flags) {
+    const Result r = run("info --model mnist-seed " + flags);
+    EXPECT_EQ(r.code, 0) << flags << ": " << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out.substr(0, r.out.rfind("}\n") + 1));
+    return j.at("img_size").dump() + " " + j.at("patch_size").dump();
+  };
+  EXPECT_EQ(size("--img-size 16 --img-size 20"), "[20,20] [4,4]");
+  EXPECT_EQ(size("--img-size 16 20 --img-size=24"), "[24,24] [4,4]");
+  EXPECT_EQ(size("--img-size=16 --img-size 24 28 --patch-size 2 --patch-size=4"), "[24,28] [4,4]");
+  EXPECT_EQ(size("--img-size 24 28"), "[24,28] [4,4]");
+}
