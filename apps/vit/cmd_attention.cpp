@@ -93,7 +93,11 @@ Run add_attention(CLI::App& cmd) {
     f->input.prepare(model, 1, loaded.stored_dtype);  // one image at a time
     const ViTConfig& cfg = model.config();
     const auto& names = loaded.class_names;
-    const int64_t layer = parse_index(f->layer, cfg.depth, "layer", "all");
+    // The pool's query comes after the last block: --layer says nothing to it (as documented)
+    // but 'all', its heads in a grid.
+    const int64_t layer = f->method != "pool" ? parse_index(f->layer, cfg.depth, "layer", "all")
+                          : f->layer == "all" ? -1
+                                              : cfg.depth - 1;
     const int64_t head = f->head == "mean" ? -1 : parse_index(f->head, cfg.num_heads, "head", "mean");
     const InputSpec in = f->input.spec(cfg);
     const int64_t K = cfg.num_classes, T = cfg.num_tokens(), H = cfg.num_heads;
@@ -122,7 +126,9 @@ Run add_attention(CLI::App& cmd) {
         prob = buf;
       }
       const bool one_block = f->method != "rollout";
-      const std::string what = f->method == "cls"    ? "class-token attention"
+      // Avg pooling has no class token to ask: the map is the pooled tokens' rows, averaged.
+      const std::string cls = cfg.avg_pool() ? "pooled tokens' mean attention" : "class-token attention";
+      const std::string what = f->method == "cls"    ? cls
                                : f->method == "dist" ? "distillation-token attention"
                                : f->method == "pool" ? "attention-pool query"
                                : pool                ? "attention rollout to the pool"

@@ -15,6 +15,7 @@
 #include "core/utf8.h"
 #include "data/open.h"
 #include "model_flags.h"
+#include "outputs.h"
 #include "train/trainer.h"
 #include "validators.h"
 #include "vit/core/error.h"
@@ -88,6 +89,10 @@ Run add_eval(CLI::App& cmd) {
     use_threads(f->threads);
     VIT_CHECK(f->batch_size > 0, "batch size must be positive, got ", f->batch_size);
     const Pretrained loaded = f->load.load();
+    check_outputs({{"--predictions", f->predictions},
+                   {"--results-file", f->results_file},
+                   {"--confusion-png", f->confusion_png}},
+                  {loaded.file, f->load.labels});
     const auto& model = loaded.model;
     f->input.prepare(*model, f->batch_size, loaded.stored_dtype);
     const ViTConfig& cfg = model->config();
@@ -133,13 +138,15 @@ Run add_eval(CLI::App& cmd) {
     if (!f->results_file.empty()) {
       int64_t params = 0;
       for (const auto& s : model->table().specs()) params += s.numel();
-      auto round_to = [](double v, double unit) { return std::round(v / unit) * unit; };
+      // To `per` parts of one (10000: 4 decimals), divided last so that 0.69 prints as 0.69
+      // (multiplied by 1e-4 it was 0.6900000000000001).
+      auto round_to = [](double v, double per) { return std::round(v * per) / per; };
       const nlohmann::json res = {{"model", f->load.checkpoint},
-                                  {"top1", round_to(top1, 1e-4)},
-                                  {"top1_err", round_to(100 - top1, 1e-4)},
-                                  {"top5", round_to(top5, 1e-4)},
-                                  {"top5_err", round_to(100 - top5, 1e-4)},
-                                  {"param_count", round_to(double(params) / 1e6, 0.01)},
+                                  {"top1", round_to(top1, 1e4)},
+                                  {"top1_err", round_to(100 - top1, 1e4)},
+                                  {"top5", round_to(top5, 1e4)},
+                                  {"top5_err", round_to(100 - top5, 1e4)},
+                                  {"param_count", round_to(double(params) / 1e6, 100)},
                                   {"img_size", in.height},
                                   {"crop_pct", in.crop_pct},
                                   {"interpolation", resize_filter(in)}};

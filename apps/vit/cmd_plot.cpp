@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "io/pretrained.h"
+#include "outputs.h"
 #include "vit/core/error.h"
 #include "viz/figures.h"
 
@@ -38,14 +39,19 @@ Run add_plot(CLI::App& cmd) {
               "give --run DIR or --pos-embed --checkpoint FILE --out FILE.png");
     if (!f->run.empty()) {
       const std::string out = f->out.empty() ? (fs::path(f->run) / "curves.png").string() : f->out;
-      const viz::RunHistory h = viz::read_summary_csv((fs::path(f->run) / "summary.csv").string());
+      const std::string summary = (fs::path(f->run) / "summary.csv").string();
+      check_outputs({{"--out", out}}, {summary});
+      const viz::RunHistory h = viz::read_summary_csv(summary);
       viz::curves_figure(h, f->title.empty() ? f->run : f->title, out);
-      std::cout << "wrote " << out << " (" << h.epoch.size() << " epochs)\n";
+      std::cout << "wrote " << out << " (" << h.epoch.size()
+                << (h.epoch.size() == 1 ? " epoch)\n" : " epochs)\n");
       return 0;
     }
     VIT_CHECK(!f->checkpoint.empty() && !f->out.empty(),
               "--pos-embed needs --checkpoint FILE and --out FILE.png");
-    auto model = load_pretrained(f->checkpoint).model;
+    Pretrained loaded = load_pretrained(f->checkpoint);
+    check_outputs({{"--out", f->out}}, {loaded.file});
+    auto model = std::move(loaded.model);
     const ViTConfig& cfg = model->config();
     // pos_embed rows: the prefix tokens' first (unless no_embed_class), then the patches.
     const int64_t skip = cfg.no_embed_class ? 0 : cfg.num_prefix_tokens();

@@ -20,6 +20,7 @@
 #include "io/array_file.h"
 #include "io/tensor_input.h"
 #include "model_flags.h"
+#include "outputs.h"
 #include "validators.h"
 #include "vit/classifier.h"
 #include "vit/core/error.h"
@@ -139,6 +140,12 @@ Run add_predict(CLI::App& cmd) {
                                                     ? "--features needs --out FILE (.safetensors or .npy)"
                                                     : "--out is for --features");
     const Pretrained loaded = f->load.load();
+    {
+      std::vector<std::string> inputs = {loaded.file, f->load.labels};
+      if (!f->tensor.empty()) inputs.push_back(parse_tensor_spec(f->tensor).file);
+      inputs.insert(inputs.end(), f->images.begin(), f->images.end());
+      check_outputs({{"--results-file", f->results_file}, {"--out", f->out}}, inputs);
+    }
     ViT& model = *loaded.model;
     f->input.prepare(model, f->batch_size, loaded.stored_dtype);
     const ViTConfig& cfg = model.config();

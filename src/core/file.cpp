@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <system_error>
 #include <utility>
 
 #include "vit/core/error.h"
@@ -56,6 +58,25 @@ std::string read_text_file(const std::string& path) {
 }
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  check_not_directory(path_);
+  // A symbolic link is written through: its target is replaced, the link stays (as `sed -i
+  // --follow-symlinks`). Renaming over the link would turn it into a file.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (int hops = 0; hops < 40 && fs::is_symlink(path_, ec); ++hops) {  // a chain, or one to nowhere yet
+    const fs::path link = path_, to = fs::read_symlink(link, ec);
+    if (ec) break;
+    path_ = (to.is_absolute() ? to : link.parent_path() / to).lexically_normal().string();
+  }
+  check_not_directory(path_);
+  // Not a regular file (/dev/null, /dev/stdout, a FIFO): written in place, as a shell's `>`
+  // does. Renaming over it would replace the device or pipe with a file.
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    VIT_CHECK(fd_ >= 0, path_, ": cannot open for writing (", std::strerror(errno), ")");
+    return;  // tmp_ stays empty: nothing to rename or remove
+  }
   tmp_ = path_ + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ >= 0) return;
@@ -72,14 +93,14 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
 AtomicFile::~AtomicFile() {
   if (fd_ < 0) return;
   ::close(fd_);
-  ::unlink(tmp_.c_str());
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
 }
 
 void AtomicFile::fail(const char* what) {
   const int err = errno;
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  ::unlink(tmp_.c_str());
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
   throw Error(detail::concat(path_, ": ", what, " failed (", std::strerror(err),
                              "); the previous file, if any, is untouched"));
 }
@@ -99,6 +120,12 @@ void AtomicFile::write(std::string_view data) {
 
 void AtomicFile::commit() {
   VIT_CHECK(fd_ >= 0, path_, ": commit twice");
+  if (tmp_.empty()) {  // a device or pipe, written in place (fsync does not apply)
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail("close");
+    return;
+  }
   if (::fsync(fd_) != 0) fail("fsync");
   const int fd = fd_;
   fd_ = -1;

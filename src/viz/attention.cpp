@@ -1,6 +1,7 @@
 #include "viz/attention.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "data/image.h"
 #include "vit/core/error.h"
@@ -51,9 +52,11 @@ std::vector<float> patch_map(const std::vector<float>& tokens, const ViTConfig& 
     for (int64_t n = 0; n < N; ++n) map[n] = tokens[row_of_token * T + pre + n];
     return map;
   }
-  // Avg pooling: the pooled vector is the mean of the patch tokens, so their rows' mean.
-  for (int64_t r = 0; r < N; ++r)
-    for (int64_t n = 0; n < N; ++n) map[n] += tokens[(pre + r) * T + pre + n] / float(N);
+  // Avg pooling: the pooled vector is the mean of the pooled tokens (the patches, or every
+  // token with pool_include_prefix), so their rows' mean, over the patch columns.
+  const int64_t first = cfg.first_pooled(), rows = T - first;
+  for (int64_t r = first; r < T; ++r)
+    for (int64_t n = 0; n < N; ++n) map[n] += tokens[r * T + pre + n] / float(rows);
   return map;
 }
 
@@ -62,9 +65,14 @@ std::vector<float> upsample_normalized(const std::vector<float>& map, int64_t gh
   VIT_CHECK(int64_t(map.size()) == gh * gw, "upsample: the map is not ", gh, "x", gw);
   std::vector<float> out(h * w);
   resize_bilinear(map.data(), 1, gh, gw, out.data(), h, w);
+  // A map that differs only in float rounding (uniform attention summed in another order,
+  // a one-patch grid's rollout) is flat: stretched to the full range its last bits drew
+  // stripes. Differences under 1e-5 of the largest value count as none.
+  const auto [mlo, mhi] = std::minmax_element(map.begin(), map.end());
+  const bool flat = *mhi - *mlo <= 1e-5f * std::max(std::fabs(*mhi), std::fabs(*mlo));
   const auto [lo, hi] = std::minmax_element(out.begin(), out.end());
   const float min = *lo, range = *hi - *lo;
-  for (auto& v : out) v = range > 0.f ? (v - min) / range : 0.f;
+  for (auto& v : out) v = !flat && range > 0.f ? (v - min) / range : 0.f;
   return out;
 }
 

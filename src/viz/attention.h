@@ -32,7 +32,8 @@ std::vector<float> attention_rollout(const float* probs, int64_t layers, int64_t
 std::vector<float> patch_map(const std::vector<float>& tokens, const ViTConfig& cfg,
                              int64_t row_of_token = 0);
 // A patch map resized bilinearly to [h, w] (half-pixel centers, as F.interpolate) and
-// min-max normalized to [0, 1] (all zeros when the map is constant).
+// min-max normalized to [0, 1] (all zeros when the map is constant, or differs by less
+// than 1e-5 of its largest value: float rounding, not attention).
 std::vector<float> upsample_normalized(const std::vector<float>& map, int64_t gh, int64_t gw, int64_t h,
                                        int64_t w);
 

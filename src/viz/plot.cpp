@@ -96,17 +96,23 @@ void line_chart(Canvas& cv, double x, double y, double w, double h, const ChartL
   cv.clip(px, py, pw, ph);
   std::vector<std::pair<double, double>> all;
   for (const Series& s : series) {
-    std::vector<std::pair<double, double>> pts;
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
-      if (std::isfinite(s.x[i]) && std::isfinite(s.y[i])) pts.push_back({sx(s.x[i]), sy(s.y[i])});
-    cv.polyline(pts, s.color, 2, s.dashed);
-    if (pts.size() == 1) cv.fill_rect(pts[0].first - 2.5, pts[0].second - 2.5, 5, 5, s.color);
-    // Points along the lines (not only the vertices), for placing the legend.
-    for (size_t i = 0; i + 1 < pts.size(); ++i)
-      for (int k = 0; k < 8; ++k)
-        all.push_back({pts[i].first + (pts[i + 1].first - pts[i].first) * k / 8.0,
-                       pts[i].second + (pts[i + 1].second - pts[i].second) * k / 8.0});
-    if (!pts.empty()) all.push_back(pts.back());
+    // A value that is not finite (a NaN loss) breaks the line: each finite run is drawn on
+    // its own, so the gap shows rather than a line drawn through it.
+    const size_t n = std::min(s.x.size(), s.y.size());
+    auto finite = [&](size_t i) { return std::isfinite(s.x[i]) && std::isfinite(s.y[i]); };
+    for (size_t i = 0; i < n;) {
+      std::vector<std::pair<double, double>> pts;
+      for (; i < n && finite(i); ++i) pts.push_back({sx(s.x[i]), sy(s.y[i])});
+      while (i < n && !finite(i)) ++i;
+      cv.polyline(pts, s.color, 2, s.dashed);
+      if (pts.size() == 1) cv.fill_rect(pts[0].first - 2.5, pts[0].second - 2.5, 5, 5, s.color);
+      // Points along the lines (not only the vertices), for placing the legend.
+      for (size_t k = 0; k + 1 < pts.size(); ++k)
+        for (int j = 0; j < 8; ++j)
+          all.push_back({pts[k].first + (pts[k + 1].first - pts[k].first) * j / 8.0,
+                         pts[k].second + (pts[k + 1].second - pts[k].second) * j / 8.0});
+      if (!pts.empty()) all.push_back(pts.back());
+    }
   }
   cv.reset_clip();
   if (series.size() < 2) return;

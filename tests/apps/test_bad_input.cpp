@@ -294,6 +294,43 @@ TEST(BadInput, ARunTooBigForMemoryIsRefusedUnlessTheCheckIsOff) {
 
 // A file output in a folder that does not exist: the folder is made, as `vit train --output`
 // makes its run directory (vit::AtomicFile alone names the folder: tests/core).
+// An output that would replace one of the command's inputs, a directory given as an output
+// file, and one file given to two outputs are refused before any work, and the inputs stay
+// as they were (--predictions best.safetensors replaced the weights with a CSV).
+TEST(BadInput, OutputsThatWouldReplaceAnInputOrEachOtherAreRefused) {
+  const Spoiled s;
+  const std::string& d = s.d;
+  write_idx(d + "/idx", "train", {1, 2});
+  write_idx(d + "/idx", "t10k", {1, 2});
+  const auto before = vit::read_file_bytes(s.ckpt);
+  const std::string summary = d + "/good/summary.csv";
+  const auto summary_before = vit::read_file_bytes(summary);
+  const std::string eval = "eval --checkpoint " + s.ckpt + " --data-dir " + d + "/idx ";
+  expect_refused({
+      {"predictions over the checkpoint",
+       eval + "--predictions " + s.ckpt,
+       {"--predictions " + s.ckpt + ": the command reads that file; writing it would replace it"}},
+      {"two outputs in one file",
+       eval + "--predictions " + d + "/x.csv --confusion-png " + d + "/x.csv",
+       {"--confusion-png " + d + "/x.csv: also given to --predictions"}},
+      {"an output that is a directory",
+       eval + "--results-file " + d,
+       {"--results-file " + d + ": a directory"}},
+      {"curves over the summary",
+       "plot --run " + d + "/good --out " + summary,
+       {"--out " + summary + ": the command reads that file"}},
+      {"similarity over the checkpoint",
+       "plot --pos-embed --checkpoint " + s.ckpt + " --out " + s.ckpt,
+       {"--out " + s.ckpt + ": the command reads that file"}},
+      {"results over the image",
+       "predict --checkpoint " + s.ckpt + " " + s.png + " --results-file " + s.png,
+       {"--results-file " + s.png + ": the command reads that file"}},
+  });
+  EXPECT_TRUE(vit::read_file_bytes(s.ckpt) == before);
+  EXPECT_TRUE(vit::read_file_bytes(summary) == summary_before);
+  EXPECT_FALSE(fs::exists(d + "/x.csv"));
+}
+
 TEST(BadInput, AFileOutputInAMissingFolderGetsTheFolder) {
   const Spoiled s;
   const std::string missing = s.d + "/no/such";

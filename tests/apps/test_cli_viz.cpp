@@ -67,6 +67,11 @@ TEST_F(VizCli, AttentionPoolModelTrainsAndDrawsThePoolsQuery) {
   r = run("attention --checkpoint " + run_map + "/last.safetensors --out " + out + " " + digit());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(vit::read_image(out + "/digit_7_pool.png").w, 3 * 192 + 4 * 12);
+  // --layer does not apply to the pool's query (documented as unused): a block the 2-block
+  // model lacks is no error.
+  r = run("attention --method pool --layer 7 --checkpoint " + run_map + "/last.safetensors --out " + out +
+          "_l7 " + digit());
+  EXPECT_EQ(r.code, 0) << r.out;
   r = run("attention --method rollout --layer all --checkpoint " + run_map + "/last.safetensors --out " +
           out + " " + digit());
   ASSERT_EQ(r.code, 0) << r.out;

@@ -2,13 +2,16 @@
 // lines on stderr, and the atomic writer's message for a missing folder.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -177,6 +180,46 @@ TEST(AtomicFile, AMissingFolderIsNamed) {
     EXPECT_STREQ(e.what(), (dir + "/f.bin: the folder " + dir + " does not exist (create it first)").c_str());
   }
   EXPECT_NE(::access(dir.c_str(), F_OK), 0);
+}
+
+// What is not a plain file keeps what it is: a symbolic link is written through (the link
+// stays, its target gets the bytes, also when it does not exist yet or is a chain), a pipe or
+// device is written in place (`--out /dev/null` replaced the device with a file), and a
+// directory is refused by name. Renaming a temporary file over each replaced it.
+TEST(AtomicFile, LinksAndDevicesKeepWhatTheyAre) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("vitcpp_links_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "sub");
+  fs::create_symlink("../target.txt", dir / "sub/link");  // relative, to nothing yet
+  fs::create_symlink("sub/link", dir / "chain");
+  write_file_atomic((dir / "chain").string(), "through");
+  EXPECT_TRUE(fs::is_symlink(dir / "chain"));
+  EXPECT_TRUE(fs::is_symlink(dir / "sub/link"));
+  EXPECT_EQ(read_text_file((dir / "target.txt").string()), "through");
+  write_file_atomic((dir / "sub/link").string(), "again");
+  EXPECT_TRUE(fs::is_symlink(dir / "sub/link"));
+  EXPECT_EQ(read_text_file((dir / "target.txt").string()), "again");
+
+  // A pipe of the test's own (not /dev/null: the old code, run as root, replaced the
+  // machine's device): opened for reading first, so the write does not wait.
+  const std::string fifo = (dir / "pipe").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  write_file_atomic(fifo, "piped");
+  char got[16] = {};
+  EXPECT_EQ(::read(reader, got, sizeof got), 5);
+  EXPECT_STREQ(got, "piped");
+  ::close(reader);
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  std::string msg;
+  try {
+    write_file_atomic((dir / "sub").string(), "x");
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_EQ(msg, (dir / "sub").string() + ": a directory, where a file is meant");
+  fs::remove_all(dir);
 }
 
 }  // namespace vit

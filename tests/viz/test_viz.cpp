@@ -151,6 +151,12 @@ TEST(Attention, AvgPooledModelsUseTheMeanOfThePatchRows) {
   const auto map = viz::patch_map(a, c);
   const std::vector<float> want = {.5f, .25f, .25f, 0.f};
   EXPECT_TRUE(test::close_rel_max("avg-pool map", map.data(), want.data(), 4, 1e-7));
+  // With pool_include_prefix the class token is pooled too: its row counts, one of five.
+  c.pool_include_prefix = true;
+  const auto with_prefix = viz::patch_map(a, c);
+  const std::vector<float> want_prefix = {.4f, .2f, .2f, .2f};
+  EXPECT_TRUE(
+      test::close_rel_max("avg-pool map with prefix", with_prefix.data(), want_prefix.data(), 4, 1e-6));
 }
 
 // DeiT: "cls" reads the class token's row, "dist" the distillation token's (row 1); the
@@ -229,6 +235,15 @@ TEST(Attention, UpsampledMapIsNormalizedToZeroOne) {
   EXPECT_EQ(m[63], 1.f);  // bottom-right the largest
   const auto flat = viz::upsample_normalized({2.f, 2.f, 2.f, 2.f}, 2, 2, 4, 4);
   EXPECT_EQ(*std::max_element(flat.begin(), flat.end()), 0.f);
+  // Uniform attention as float sums leave it: the last bits differ. It is flat, not stretched
+  // into stripes that fill the colour range.
+  const float q = 0.25f;
+  const auto rounded =
+      viz::upsample_normalized({q, std::nextafter(q, 1.f), q, std::nextafter(q, 0.f)}, 2, 2, 4, 4);
+  EXPECT_EQ(*std::max_element(rounded.begin(), rounded.end()), 0.f);
+  // A small real difference is still drawn.
+  const auto small = viz::upsample_normalized({q, q * 1.001f, q, q}, 2, 2, 4, 4);
+  EXPECT_FLOAT_EQ(*std::max_element(small.begin(), small.end()), 1.f);
 }
 
 TEST(Figures, AttentionFigureIsAPngWithTheHeatmapBrightWhereTheMapPeaks) {
