@@ -122,10 +122,14 @@ Run add_eval(CLI::App& cmd) {
     const EvalResult r =
         evaluate(*model, data, f->batch_size, nullptr, bar || f->progress == "log" ? &progress : nullptr);
     const auto per_class = r.per_class();
-    // Class names where the model or the data has one per class (else the indices alone).
-    const bool named = int64_t(names.size()) == r.num_classes;
+    // Class names where the model or the data has them, the indices alone for classes past
+    // them (a 5-class head fine-tuned on 3 named folders; vit predict names them so too).
+    const bool named = !names.empty() && int64_t(names.size()) <= r.num_classes;
+    std::vector<std::string> class_name(size_t(r.num_classes));
+    for (size_t k = 0; k < class_name.size(); ++k)
+      class_name[k] = named && k < names.size() ? names[k] : std::to_string(k);
     if (!f->predictions.empty())
-      write_predictions(f->predictions, r, data, named ? names : std::vector<std::string>{});
+      write_predictions(f->predictions, r, data, named ? class_name : std::vector<std::string>{});
     auto class_images = [&](size_t k) {  // the images of true class k
       int64_t n = 0;
       for (int64_t j = 0; j < r.num_classes; ++j) n += r.confusion[k * size_t(r.num_classes) + size_t(j)];
@@ -156,7 +160,7 @@ Run add_eval(CLI::App& cmd) {
       char title[96];
       std::snprintf(title, sizeof title, "confusion matrix: top-1 %.2f%% on %lld images", top1,
                     static_cast<long long>(r.count));
-      viz::confusion_figure(r.confusion, r.num_classes, names, title, f->confusion_png);
+      viz::confusion_figure(r.confusion, r.num_classes, named ? class_name : names, title, f->confusion_png);
     }
     // Where the files went: lines of their own, or fields of the JSON object.
     const std::pair<const char*, const std::string*> written[] = {{"predictions", &f->predictions},
@@ -188,7 +192,7 @@ Run add_eval(CLI::App& cmd) {
     const size_t per_line = named ? 5 : 10;
     for (size_t k = 0; k < per_class.size(); ++k) {
       const int64_t images = class_images(k);
-      std::cout << (k % per_line ? "  " : "\n  ") << (named ? names[k] : std::to_string(k)) << ": ";
+      std::cout << (k % per_line ? "  " : "\n  ") << class_name[k] << ": ";
       if (images == 0)
         std::cout << "n/a";
       else

@@ -24,6 +24,7 @@
 #include "data/synthetic.h"
 #include "model/params.h"
 #include "model_flags.h"
+#include "ops/ops.h"
 #include "resume.h"
 #include "stop_signals.h"
 #include "train/memory.h"
@@ -416,6 +417,8 @@ void TrainCommand::check_flags() {
   // Impossible flags fail here, before anything is loaded or written; so does an --output
   // that holds another run (never overwritten).
   F.train.validate();
+  // Before the first line says "mixed precision (--amp)" (ViT::set_amp says the same later).
+  VIT_CHECK(!F.amp || ops::bf16_available(), "--amp: ", ops::bf16_missing());
   if (!F.teacher.empty()) F.train.distill.validate();
   for (const char* flag : {"--distillation-type", "--distillation-alpha", "--distillation-tau"})
     VIT_CHECK(!F.teacher.empty() || cmd.count(flag) == 0, flag, " needs --teacher (the model to distill)");

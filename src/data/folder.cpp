@@ -38,7 +38,11 @@ std::vector<std::string> class_images(const fs::path& dir, int64_t* others) {
   std::vector<std::pair<std::string, std::string>> found;  // folder, name
   for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink);
        it != fs::recursive_directory_iterator(); ++it) {
-    if (!it->is_regular_file()) continue;
+    // A link to nowhere is listed as os.walk lists it, so that reading it fails by name (or is
+    // counted by --skip-bad-images) rather than the image vanishing without a word.
+    std::error_code ec;
+    const bool dangling = it->is_symlink(ec) && !it->exists(ec);
+    if (!it->is_regular_file(ec) && !dangling) continue;
     const std::string ext = lower_extension(it->path());
     if (is_image(ext))
       found.emplace_back(it->path().parent_path().string(), it->path().filename().string());

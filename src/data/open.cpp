@@ -22,7 +22,9 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
   auto take = [&](const char* name, bool has_train, bool has_test, const std::string& train_what,
                   const std::string& test_what, auto read_train, auto read_test) {
     VIT_CHECK(!want_train || has_train, dir, ": no ", train_what);
-    VIT_CHECK(!want_test || has_test, dir, ": no ", test_what);
+    VIT_CHECK(
+        !want_test || has_test, dir, ": no ", test_what,
+        want_train && has_train ? "; --val-split 0.1 holds a tenth of the training set out instead" : "");
     out.kind = name;
     if (want_train) out.train = std::make_shared<ImageSet>(read_train());
     if (want_test) out.test = std::make_shared<ImageSet>(read_test());

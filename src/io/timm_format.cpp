@@ -288,7 +288,12 @@ void Reader::read_preprocessing() {
   }
   if (config && field(*config, "label_names")) {
     m.class_names = (*config)["label_names"].get<std::vector<std::string>>();
-    if (int64_t(m.class_names.size()) != c.num_classes) m.class_names.clear();
+    if (int64_t(m.class_names.size()) != c.num_classes) {
+      m.notes.push_back(detail::concat("config.json's label_names has ", m.class_names.size(),
+                                       " names for a head of ", c.num_classes,
+                                       " classes: they are not used (--labels FILE gives names)"));
+      m.class_names.clear();
+    }
   }
 }
 

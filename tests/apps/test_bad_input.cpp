@@ -156,6 +156,7 @@ TEST(BadInput, DatasetsWithBadLabelsOrNoImagesAreRefusedByName) {
   write_idx(d + "/idx_label", "t10k", {1, 2});
   write_idx(d + "/idx_empty", "train", {});
   write_idx(d + "/idx_empty", "t10k", {1});
+  write_idx(d + "/idx_train_only", "train", {1, 2});
   // CIFAR-10: label 10 in the second record of data_batch_1.bin.
   auto cifar = [](std::vector<uint8_t> labels) {
     std::string b;
@@ -170,6 +171,10 @@ TEST(BadInput, DatasetsWithBadLabelsOrNoImagesAreRefusedByName) {
       {"IDX label out of range",
        kTrain + "--data-dir " + d + "/idx_label --img-size 8 --output " + d + "/o_idx",
        {d + "/idx_label/train-labels-idx1-ubyte", "label 12 of sample 2 is out of range for 10 classes"}},
+      {"IDX without test files names --val-split",
+       kTrain + "--data-dir " + d + "/idx_train_only --img-size 8 --output " + d + "/o_train_only",
+       {d + "/idx_train_only: no IDX test files",
+        "--val-split 0.1 holds a tenth of the training set out instead"}},
       {"IDX empty",
        kTrain + "--data-dir " + d + "/idx_empty --img-size 8 --output " + d + "/o_empty",
        {d + "/idx_empty/train-images-idx3-ubyte", "holds no images"}},

@@ -219,3 +219,29 @@ TEST(CliArgs, ASizeGivenTwiceIsTheLastOne) {
   EXPECT_EQ(size("--img-size=16 --img-size 24 28 --patch-size 2 --patch-size=4"), "[24,28] [4,4]");
   EXPECT_EQ(size("--img-size 24 28"), "[24,28] [4,4]");
 }
+
+// A head with more classes than the data has names (5 outputs, 3 named folders) is evaluated
+// with the names it has and the indices past them, as vit predict shows it; the names were
+// dropped for indices alone.
+TEST(CliArgs, EvalNamesTheClassesItHasNamesFor) {
+  vit::test::TempDir tmp("args_names");
+  for (const char* split : {"train", "val"})
+    for (const char* c : {"ant", "bee", "cat"}) {
+      const fs::path folder = fs::path(tmp.str()) / split / c;
+      fs::create_directories(folder);
+      fs::copy_file(digit, folder / "a.png");
+    }
+  const std::string run_dir = tmp / "run";
+  Result r = run("train --model mnist-seed --num-classes 5 --data-dir " + tmp.str() +
+                 " --epochs 1 -b 2 --threads 1 --output " + run_dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run("eval --checkpoint " + run_dir + " --data-dir " + tmp.str() + " --threads 1 --predictions " +
+          (tmp / "p.csv"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "ant: ")) << r.out;
+  EXPECT_TRUE(has(r, "cat: ")) << r.out;
+  EXPECT_TRUE(has(r, "4: n/a")) << r.out;
+  EXPECT_EQ(
+      vit::read_text_file(tmp / "p.csv").rfind("index,label,prediction,label_name,prediction_name,file\n", 0),
+      0u);
+}

@@ -339,6 +339,30 @@ TEST(Folder, SubfoldersInImageFoldersOrderAndOtherFormatsNoted) {
       << d.notes[0];
 }
 
+// A link to a file that is not there is listed, as os.walk lists it (torchvision then fails
+// to open it): reading it names it, skip_bad leaves it out with its reason. It vanished
+// without a word, and a class holding only such a link was "empty".
+TEST(Folder, ALinkToNothingIsAnImageThatFailsByName) {
+  test::TempDir dir("folder_link");
+  namespace fs = std::filesystem;
+  const fs::path root(dir.str());
+  for (const char* cls : {"cat", "dog"}) {
+    fs::create_directories(root / cls);
+    write_png((root / cls / "a.png").string(), gradient(6, 10, 3));
+  }
+  fs::create_symlink("/nonexistent/x.png", root / "dog/broken.png");
+  const InputSpec in{3, 4, 4, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+  FolderDataset all(root.string(), in);
+  ASSERT_EQ(all.size(), 3);
+  std::vector<float> x(3 * 4 * 4);
+  const std::string msg = test::error_of([&] { all.get(2, x.data()); });  // dog/a.png, dog/broken.png
+  EXPECT_NE(msg.find("dog/broken.png"), std::string::npos) << msg;
+  FolderDataset skipping(root.string(), in, {}, /*skip_bad=*/true);
+  EXPECT_EQ(skipping.size(), 2);
+  ASSERT_EQ(skipping.skipped().size(), 1u);
+  EXPECT_NE(skipping.skipped()[0].find("dog/broken.png"), std::string::npos) << skipping.skipped()[0];
+}
+
 // An evaluation alone lists train/'s class names but not its files: val/ without "cat" keeps
 // "dog" at train's index 1, a file in train/ that does not decode is neither decoded nor
 // reported with skip_bad_images, and a directory holding val/ alone serves (its own classes,
