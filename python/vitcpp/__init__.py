@@ -31,8 +31,12 @@ _DTYPES = {"float32": "fp32", "fp32": "fp32", "bfloat16": "bf16", "bf16": "bf16"
 def set_threads(n):
     """Threads for every later call of vitcpp, as `vit --threads N` (n <= 0: the default,
     OMP_NUM_THREADS or else every CPU the process may run on). vitcpp's own count: PyTorch's
-    (torch.set_num_threads, which importing torch sets) neither changes it nor is changed."""
-    _vitcpp.set_threads(int(n))
+    (torch.set_num_threads, which importing torch sets) neither changes it nor is changed.
+    At most 4096 (ValueError above)."""
+    n = int(n)
+    if n > 4096:
+        raise ValueError(f"set_threads: {n} is more than vitcpp runs (at most 4096)")
+    _vitcpp.set_threads(n)
 
 
 def get_threads():

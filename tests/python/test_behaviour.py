@@ -175,6 +175,12 @@ vitcpp.train("mnist-seed", synthetic=64, epochs=1, batch_size=64, progress="log"
 assert torch.get_num_threads() == 2 and vitcpp.get_threads() == 3, (torch.get_num_threads(), vitcpp.get_threads())
 vitcpp.set_threads(0)
 assert vitcpp.get_threads() == default
+try:
+    vitcpp.set_threads(5000)
+    raise AssertionError("set_threads(5000) was taken")
+except ValueError as e:
+    assert "at most 4096" in str(e), e
+assert vitcpp.get_threads() == default
 print("done")
 """
 
