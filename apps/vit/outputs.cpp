@@ -25,6 +25,9 @@ void check_outputs(const std::vector<std::pair<std::string, std::string>>& outpu
     if (path.empty()) continue;
     std::error_code ec;
     VIT_CHECK(!fs::is_directory(path, ec), flag, " ", path, ": a directory, where a file is meant");
+    // A device or pipe (/dev/null for two outputs, /dev/stdout) is written in place: nothing
+    // of it can be lost.
+    if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) continue;
     for (const std::string& in : inputs)
       VIT_CHECK(in.empty() || !same_file(path, in), flag, " ", path,
                 ": the command reads that file; writing it would replace it (choose another name)");

@@ -59,24 +59,24 @@ std::string read_text_file(const std::string& path) {
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   check_not_directory(path_);
-  // A symbolic link is written through: its target is replaced, the link stays (as `sed -i
-  // --follow-symlinks`). Renaming over the link would turn it into a file.
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  for (int hops = 0; hops < 40 && fs::is_symlink(path_, ec); ++hops) {  // a chain, or one to nowhere yet
-    const fs::path link = path_, to = fs::read_symlink(link, ec);
-    if (ec) break;
-    path_ = (to.is_absolute() ? to : link.parent_path() / to).lexically_normal().string();
-  }
-  check_not_directory(path_);
-  // Not a regular file (/dev/null, /dev/stdout, a FIFO): written in place, as a shell's `>`
-  // does. Renaming over it would replace the device or pipe with a file.
+  // Not a regular file (/dev/null, /dev/stdout, a FIFO, through any links): written in place,
+  // as a shell's `>` does. Renaming over it would replace the device or pipe with a file.
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
     VIT_CHECK(fd_ >= 0, path_, ": cannot open for writing (", std::strerror(errno), ")");
     return;  // tmp_ stays empty: nothing to rename or remove
   }
+  // A symbolic link to a file, or to none yet, is written through: its target is replaced
+  // and the link stays (as `sed -i --follow-symlinks`). Renaming over the link made it a file.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (int hops = 0; hops < 40 && fs::is_symlink(path_, ec); ++hops) {
+    const fs::path link = path_, to = fs::read_symlink(link, ec);
+    if (ec) break;
+    path_ = (to.is_absolute() ? to : link.parent_path() / to).lexically_normal().string();
+  }
+  check_not_directory(path_);
   tmp_ = path_ + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ >= 0) return;

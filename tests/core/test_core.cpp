@@ -210,8 +210,15 @@ TEST(AtomicFile, LinksAndDevicesKeepWhatTheyAre) {
   char got[16] = {};
   EXPECT_EQ(::read(reader, got, sizeof got), 5);
   EXPECT_STREQ(got, "piped");
+  // Through a link, as /dev/stdout is one (to /proc/self/fd/1, to "pipe:[N]").
+  fs::create_symlink("pipe", dir / "pipe_link");
+  write_file_atomic((dir / "pipe_link").string(), "linked");
+  char more[16] = {};
+  EXPECT_EQ(::read(reader, more, sizeof more), 6);
+  EXPECT_STREQ(more, "linked");
   ::close(reader);
   EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_TRUE(fs::is_symlink(dir / "pipe_link"));
   std::string msg;
   try {
     write_file_atomic((dir / "sub").string(), "x");
