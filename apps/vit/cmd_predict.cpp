@@ -140,12 +140,6 @@ Run add_predict(CLI::App& cmd) {
                                                     ? "--features needs --out FILE (.safetensors or .npy)"
                                                     : "--out is for --features");
     const Pretrained loaded = f->load.load();
-    {
-      std::vector<std::string> inputs = {loaded.file, f->load.labels};
-      if (!f->tensor.empty()) inputs.push_back(parse_tensor_spec(f->tensor).file);
-      inputs.insert(inputs.end(), f->images.begin(), f->images.end());
-      check_outputs({{"--results-file", f->results_file}, {"--out", f->out}}, inputs);
-    }
     ViT& model = *loaded.model;
     f->input.prepare(model, f->batch_size, loaded.stored_dtype);
     const ViTConfig& cfg = model.config();
@@ -162,6 +156,12 @@ Run add_predict(CLI::App& cmd) {
     } else {
       files = image_files(f->images);
       N = int64_t(files.size());
+    }
+    {  // before any inference: an output must not replace what is read (a folder's images too)
+      std::vector<std::string> inputs = files;
+      inputs.insert(inputs.end(), {loaded.file, f->load.labels});
+      if (!f->tensor.empty()) inputs.push_back(parse_tensor_spec(f->tensor).file);
+      check_outputs({{"--results-file", f->results_file}, {"--out", f->out}}, inputs);
     }
     const InputSpec in = f->input.spec(cfg);
     std::vector<float> x(size_t(std::min(f->batch_size, N) * n));

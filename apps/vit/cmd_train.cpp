@@ -144,6 +144,11 @@ nlohmann::json setting_value(const std::string& text) {
 // resumed with the old fill, other bits than the run uninterrupted.
 constexpr std::pair<const char*, const char*> kKeptWith[] = {{"aa-fill", "aa"}, {"crop-fill", "crop-pad"}};
 
+// args.json's format, written into every new run beside the flags (not a flag: --resume
+// leaves it out): 2 since --aa reads timm's options after -nN (2026-12-06). resume.cpp reads a
+// run without it as the older program ran it.
+constexpr int kArgsVersion = 2;
+
 // args.json: the settings the run was given (a recipe's flags expanded, the last of a
 // repeated flag), as {flag name without "--": value}: true for a switch, a number or text
 // for one value, a list for several; --data-dir, --pretrained and --teacher as absolute paths;
@@ -175,6 +180,7 @@ nlohmann::json settings_json(const CLI::App& cmd) {
   for (const auto& [flag, with] : kKeptWith)
     if (j.contains(with) && !j.contains(flag))
       j[flag] = setting_value(cmd.get_option(std::string("--") + flag)->get_default_str());
+  j["args-version"] = kArgsVersion;
   return j;
 }
 
@@ -543,7 +549,14 @@ void TrainCommand::load_teacher() {
     Pretrained p = [&] {
       try {
         return load_pretrained(F.teacher, o);
-      } catch (const Error& e) {  // the size is the student's, not the teacher file's: say so
+      } catch (const Error& e) {
+        // Where the file loads at its own size, the student's size is what failed: say so
+        // (else the error is the file's, as it stands).
+        try {
+          load_pretrained(F.teacher);
+        } catch (const Error&) {
+          throw e;
+        }
         throw Error(detail::concat("--teacher ", F.teacher, " at the student's input size ", cfg.img_h, "x",
                                    cfg.img_w, " (the teacher sees the student's images): ", e.what()));
       }

@@ -95,9 +95,11 @@ std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args) {
 // variable number of values take them too (`--img-size 56 a.png` failed as "Could not convert:
 // --img-size = 56,a.png"). The values such a flag can have are known, so each of these flags
 // moves with its values to the end of the line, after the images, whose order stays.
+// A whole number as a flag's value, signed (--img-size -1 is a value, refused by its check).
 bool integer(const std::string& a) {
-  return !a.empty() && a.size() < 10 &&
-         std::all_of(a.begin(), a.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const size_t digits = a.size() > 1 && a[0] == '-' ? 1 : 0;
+  return a.size() > digits && a.size() < 10 &&
+         std::all_of(a.begin() + long(digits), a.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 // --img-size and --patch-size take S or H W, so CLI11 joined two of them (`--img-size 16

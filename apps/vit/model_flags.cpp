@@ -226,7 +226,8 @@ void InputFlags::prepare(ViT& model, int64_t max_batch, const std::string& store
   try {
     model.set_infer_dtype(d, /*release_fp32=*/d != "fp32");  // these commands only infer
   } catch (const Error& e) {
-    throw Error(std::string("--") + e.what());  // "--dtype bf16: ...", the flag
+    throw std::string_view(e.what()).rfind("dtype", 0) == 0 ? Error(std::string("--") + e.what())
+                                                            : e;  // "--dtype bf16: ...", the flag
   }
   model.pack_weights_if_faster(max_batch);
 }

@@ -3,6 +3,7 @@
 #include "resume.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -60,6 +61,7 @@ std::vector<std::string> saved_args(const std::string& dir) {
       return v.is_string() ? v.get<std::string>() : v.dump();
     };
     for (auto& [name, value] : saved.items()) {
+      if (name == "args-version") continue;  // the file's format, not a flag (cmd_train.cpp)
       VIT_CHECK(!name.empty() && name[0] != '-', path, ": not the settings of a vit train run (key '", name,
                 "')");
       if (value.is_boolean()) {
@@ -95,6 +97,14 @@ int64_t epochs_of(const std::vector<std::string>& args) {
       }
     }
   return epochs;
+}
+// An --aa string as the program before args.json's version 2 ran it, written for today's
+// parser: "rand-m9-n2-mstd0.5" ran as rand-m9-n2, "rand-m15-n2" at magnitude 15.
+std::string legacy_rand_augment(const std::string& aa) {
+  int m = 0, n = 0;
+  if (std::sscanf(aa.c_str(), "rand-m%d-n%d", &m, &n) != 2) return aa;  // it failed then too
+  return "rand-m" + std::to_string(m) + "-n" + std::to_string(n) +
+         (m > 10 ? "-mmax" + std::to_string(m) : "");
 }
 }  // namespace
 
@@ -154,6 +164,11 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   if (saved_has("--crop-pad") && !saved_has("--crop-fill")) out.insert(out.end(), {"--crop-fill", "mean"});
   // And those recorded before --aa-fill filled RandAugment's geometric ops with 0.5 gray.
   if (saved_has("--aa") && !saved_has("--aa-fill")) out.insert(out.end(), {"--aa-fill", "gray"});
+  // Runs recorded before args.json's version 2 read --aa as rand-mM-nN alone (anything after it
+  // ignored, M up to 30 unclamped): the same, as today's parser takes it.
+  if (!read_args_json(dir).contains("args-version"))
+    for (size_t i = 0; i + 1 < out.size(); ++i)
+      if (out[i] == "--aa") out[i + 1] = legacy_rand_augment(out[i + 1]);
   out.insert(out.end(), extra.begin(), extra.end());
   out.insert(out.end(), {"--resume", dir});
   return out;

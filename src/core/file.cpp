@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <system_error>
 #include <utility>
 
@@ -57,24 +58,55 @@ std::string read_text_file(const std::string& path) {
   return std::string(b.begin(), b.end());
 }
 
+namespace {
+// The process's own descriptor that p names (/dev/stdout, /dev/stderr, /dev/fd/N,
+// /proc/self/fd/N), else -1.
+int own_descriptor(const std::string& p) {
+  if (p == "/dev/stdout") return 1;
+  if (p == "/dev/stderr") return 2;
+  for (const std::string prefix : {"/dev/fd/", "/proc/self/fd/"})
+    if (p.size() > prefix.size() && p.compare(0, prefix.size(), prefix) == 0 &&
+        p.find_first_not_of("0123456789", prefix.size()) == std::string::npos && p.size() - prefix.size() < 9)
+      return std::stoi(p.substr(prefix.size()));
+  return -1;
+}
+}  // namespace
+
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  // /dev/stdout and its kind, through any links: the descriptor itself, written where it
+  // stands (a redirected stdout keeps what the program printed before and after).
+  std::string p = path_;
+  for (int hops = 0; hops < 40; ++hops) {
+    if (const int n = own_descriptor(p); n >= 0) {
+      std::cout.flush();
+      std::fflush(nullptr);
+      fd_ = ::fcntl(n, F_DUPFD_CLOEXEC, 0);
+      VIT_CHECK(fd_ >= 0, path_, ": cannot write to descriptor ", n, " (", std::strerror(errno), ")");
+      return;  // tmp_ stays empty: nothing to rename or remove
+    }
+    if (!fs::is_symlink(p, ec)) break;
+    const fs::path to = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = (to.is_absolute() ? to : fs::path(p).parent_path() / to).string();
+  }
   check_not_directory(path_);
-  // Not a regular file (/dev/null, /dev/stdout, a FIFO, through any links): written in place,
-  // as a shell's `>` does. Renaming over it would replace the device or pipe with a file.
+  // Not a regular file (/dev/null, a FIFO, through any links): written in place, as a shell's
+  // `>` does. Renaming over it would replace the device or pipe with a file.
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
     VIT_CHECK(fd_ >= 0, path_, ": cannot open for writing (", std::strerror(errno), ")");
-    return;  // tmp_ stays empty: nothing to rename or remove
+    return;
   }
   // A symbolic link to a file, or to none yet, is written through: its target is replaced
   // and the link stays (as `sed -i --follow-symlinks`). Renaming over the link made it a file.
-  namespace fs = std::filesystem;
-  std::error_code ec;
+  // The target is not normalized: "dir/../x" is the kernel's to resolve (dir may be a link).
   for (int hops = 0; hops < 40 && fs::is_symlink(path_, ec); ++hops) {
     const fs::path link = path_, to = fs::read_symlink(link, ec);
     if (ec) break;
-    path_ = (to.is_absolute() ? to : link.parent_path() / to).lexically_normal().string();
+    path_ = (to.is_absolute() ? to : link.parent_path() / to).string();
   }
   check_not_directory(path_);
   tmp_ = path_ + ".tmp." + std::to_string(::getpid());

@@ -48,10 +48,10 @@ const std::vector<Setting>& settings() {
        "(not with OMP_PROC_BIND or OMP_PLACES set: OpenMP binds as they say); on binds any count, and vit "
        "train's too, whose data loader's thread then shares a CPU with one of them",
        SettingKind::choice},
-      {"VIT_MAX_IMAGE_PIXELS", "a count", "178956970 (Pillow's decompression-bomb limit)",
+      {"VIT_MAX_IMAGE_PIXELS", "a count; 0 lifts the limit", "178956970 (Pillow's decompression-bomb limit)",
        "the most pixels an image file may have: larger ones are refused from their header, before they are "
        "decoded (C++: vit::set_max_image_pixels)",
-       SettingKind::count},
+       SettingKind::limit},
       {"OMP_NUM_THREADS", "a count", "every core", "threads (read by OpenMP)"},
       {"OMP_WAIT_POLICY", "ACTIVE, PASSIVE", "vit sets ACTIVE with GOMP_SPINCOUNT=2000",
        "how OpenMP's idle threads wait (read by OpenMP): a short spin, since passive waiting costs 65 us per "
@@ -156,6 +156,16 @@ std::optional<int64_t> setting_count(std::string_view name) {
   return int64_t(*d);
 }
 
+std::optional<int64_t> setting_limit(std::string_view name) {
+  const Setting& s = of_kind(name, SettingKind::limit);
+  const char* v = value_of(s);
+  if (!v) return std::nullopt;
+  const std::optional<double> d = number(v);
+  if (!d || *d < 0 || *d != std::floor(*d) || *d > 9e15)
+    refuse(s, v, "not a limit (a whole number, 0 or more; 0 lifts it)");
+  return int64_t(*d);
+}
+
 std::optional<double> setting_seconds(std::string_view name) {
   const Setting& s = of_kind(name, SettingKind::seconds);
   const char* v = value_of(s);
@@ -187,6 +197,7 @@ void check_settings() {
   for (const Setting& s : settings()) switch (s.kind) {
       case SettingKind::choice: setting_choice(s.name); break;
       case SettingKind::count: setting_count(s.name); break;
+      case SettingKind::limit: setting_limit(s.name); break;
       case SettingKind::seconds: setting_seconds(s.name); break;
       case SettingKind::size: setting_bytes(s.name); break;
       case SettingKind::other: break;

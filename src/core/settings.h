@@ -19,6 +19,7 @@ namespace vit {
 enum class SettingKind {
   choice,   // one of the comma-separated words in `values`
   count,    // a whole number, 1 or more
+  limit,    // a whole number, 0 or more (0: no limit)
   seconds,  // a number of seconds, 0 or more
   size,     // bytes with an optional unit: 512M, 16G
   other,
@@ -45,6 +46,7 @@ const char* setting(std::string_view name);
 // mean on?)").
 std::string_view setting_choice(std::string_view name);  // a view of the table's text
 std::optional<int64_t> setting_count(std::string_view name);
+std::optional<int64_t> setting_limit(std::string_view name);
 std::optional<double> setting_seconds(std::string_view name);
 std::optional<size_t> setting_bytes(std::string_view name);
 

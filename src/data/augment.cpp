@@ -30,7 +30,7 @@ void AugmentConfig::validate() const {
 RandAugmentSpec parse_rand_augment(const std::string& text) {
   const std::string usage = "--aa " + text +
                             ": expected rand- and options such as m9-n2-mstd0.5 (m magnitude, n ops, mstd "
-                            "magnitude noise, mmax, p probability, inc1)";
+                            "magnitude noise, mmax, p probability, inc)";
   VIT_CHECK(text.rfind("rand-", 0) == 0 && text.size() > 5, usage);
   RandAugmentSpec s;
   size_t at = 5;
@@ -52,16 +52,16 @@ RandAugmentSpec parse_rand_augment(const std::string& text) {
     } else if (key == "mstd") {
       s.mstd = float(v);
     } else if (key == "mmax") {
-      s.mmax = float(v);
+      s.mmax = v > 0 ? float(v) : 10.f;  // timm: `magnitude_max or 10`
     } else if (key == "p") {
       VIT_CHECK(v <= 1, "--aa ", text, ": p (each op's probability) must be at most 1");
       s.p = float(v);
     } else if (key == "inc") {
-      VIT_CHECK(v == 1, "--aa ", text,
-                ": inc0 (timm's ops that weaken as the magnitude grows) is not implemented; vitcpp's ops "
-                "grow with it, as timm's inc1");
+      // timm reads any inc value as true (bool of the text "0"): the ops that grow with the
+      // magnitude, the only ones vitcpp has.
     } else if (key == "w") {
-      throw Error("--aa " + text + ": w (timm's op weights) is not implemented; every op is equally likely");
+      throw Error("--aa " + text +
+                  ": w (op weights, which timm dropped too) is not implemented; every op is equally likely");
     } else {
       throw Error(usage + " (unknown option '" + key + "')");
     }
@@ -121,6 +121,14 @@ void warp(float* img, int64_t C, int64_t H, int64_t W, const float* fill, Map ma
 
 }  // namespace
 
+namespace {
+// The factor of brightness, contrast, color and sharpness at signed magnitude m: 1 + 0.9 m,
+// at least 0.1 as timm's (reached only past magnitude 10, with mmax above it).
+float enhance(float m) {
+  return std::max(0.1f, 1.f + 0.9f * m);
+}
+}  // namespace
+
 void rand_augment_op(int op, float m, float* img, int64_t C, int64_t H, int64_t W, const float* fill) {
   const int64_t n = C * H * W;
   const double cy = (H - 1) / 2.0, cx = (W - 1) / 2.0;
@@ -155,21 +163,20 @@ void rand_augment_op(int op, float m, float* img, int64_t C, int64_t H, int64_t 
       warp(img, C, H, W, fill, [&](double y, double x) { return std::pair{y + m * 0.45 * H, x}; });
       break;
     case 7:  // brightness
-      for (int64_t i = 0; i < n; ++i) img[i] *= 1.f + 0.9f * m;
+      for (int64_t i = 0; i < n; ++i) img[i] *= enhance(m);
       break;
     case 8: {  // contrast around the mean
       double mean = 0;
       for (int64_t i = 0; i < n; ++i) mean += img[i];
       mean /= double(n);
-      for (int64_t i = 0; i < n; ++i) img[i] = float(mean + (img[i] - mean) * (1.f + 0.9f * m));
+      for (int64_t i = 0; i < n; ++i) img[i] = float(mean + (img[i] - mean) * enhance(m));
       break;
     }
     case 9:  // color (saturation): blend with the per-pixel gray
       if (C == 3)
         for (int64_t i = 0; i < H * W; ++i) {
           const float g = 0.299f * img[i] + 0.587f * img[H * W + i] + 0.114f * img[2 * H * W + i];
-          for (int64_t c = 0; c < 3; ++c)
-            img[c * H * W + i] = g + (img[c * H * W + i] - g) * (1.f + 0.9f * m);
+          for (int64_t c = 0; c < 3; ++c) img[c * H * W + i] = g + (img[c * H * W + i] - g) * enhance(m);
         }
       break;
     case 10: {  // solarize: invert above a threshold that falls with the magnitude
@@ -187,7 +194,7 @@ void rand_augment_op(int op, float m, float* img, int64_t C, int64_t H, int64_t 
     case 12: {  // sharpness: blend with a 3x3 smoothed copy
       thread_local std::vector<float> src;
       src.assign(img, img + n);
-      const float f = 1.f + 0.9f * m;
+      const float f = enhance(m);
       for (int64_t c = 0; c < C; ++c)
         for (int64_t y = 1; y + 1 < H; ++y)
           for (int64_t x = 1; x + 1 < W; ++x) {

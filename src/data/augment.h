@@ -34,9 +34,9 @@ namespace vit {
 // timm's RandAugment string, "rand-" and '-'-separated options of a name and a number:
 // m (magnitude, 0 to mmax; default 10), n (ops per image; 2), mstd (each op's magnitude drawn
 // from N(m, mstd), or uniformly from [0, m] above 100; 0), mmax (the magnitude's upper bound;
-// 10), p (each op's probability; 0.5), inc (1: the ops whose strength grows with the
-// magnitude, which are vitcpp's only ones; 0 is refused). Anything else (w, timm's op weights)
-// is an error naming it: an option must not be ignored.
+// 10; 0 is 10, as timm), p (each op's probability; 0.5), inc (taken as timm takes it, any
+// value: vitcpp's ops are all ones that grow with the magnitude). Anything else (w, op
+// weights) is an error naming it: an option must not be ignored.
 struct RandAugmentSpec {
   float m = 10.f, mstd = 0.f, mmax = 10.f, p = 0.5f;
   int64_t n = 2;

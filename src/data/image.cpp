@@ -207,7 +207,7 @@ int64_t max_image_pixels() {
   const int64_t set = max_pixels.load(std::memory_order_relaxed);
   if (set >= 0) return set;
   // Read once: check_settings() has judged the value before any image is read.
-  static const int64_t from_env = setting_count("VIT_MAX_IMAGE_PIXELS").value_or(2 * 89478485);
+  static const int64_t from_env = setting_limit("VIT_MAX_IMAGE_PIXELS").value_or(2 * 89478485);
   return from_env;
 }
 

@@ -93,7 +93,8 @@ BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
     try {
       model.set_infer_dtype(opt.dtype, /*release_fp32=*/opt.dtype != "fp32");  // bf16, int8 only infer
     } catch (const Error& e) {
-      throw Error(std::string("--") + e.what());  // "--dtype bf16: ...", vit bench's flag
+      throw std::string_view(e.what()).rfind("dtype", 0) == 0 ? Error(std::string("--") + e.what())
+                                                              : e;  // "--dtype bf16: ...", vit bench's flag
     }
   }
   if (opt.shards > 0) model.set_shards(opt.shards);

@@ -141,11 +141,14 @@ TEST(BadInput, CorruptCheckpointsAreRefusedByName) {
        "VIT_MAX_IMAGE_PIXELS=255"},
       {"a pixel limit that is no count",
        "predict --checkpoint " + ckpt + " " + png,
-       {"VIT_MAX_IMAGE_PIXELS=0: "},
-       "VIT_MAX_IMAGE_PIXELS=0"},
+       {"VIT_MAX_IMAGE_PIXELS=-1: not a limit"},
+       "VIT_MAX_IMAGE_PIXELS=-1"},
   });
-  const auto at_limit = run_vit("predict --checkpoint " + ckpt + " " + png, "VIT_MAX_IMAGE_PIXELS=256");
-  EXPECT_EQ(at_limit.code, 0) << at_limit.out;
+  for (const char* limit : {"256", "0"}) {  // at the limit; 0 lifts it, as Pillow's None
+    const auto r =
+        run_vit("predict --checkpoint " + ckpt + " " + png, std::string("VIT_MAX_IMAGE_PIXELS=") + limit);
+    EXPECT_EQ(r.code, 0) << limit << ": " << r.out;
+  }
 }
 
 TEST(BadInput, DatasetsWithBadLabelsOrNoImagesAreRefusedByName) {
@@ -297,8 +300,6 @@ TEST(BadInput, ARunTooBigForMemoryIsRefusedUnlessTheCheckIsOff) {
   EXPECT_EQ(r.code, 0) << r.out;
 }
 
-// A file output in a folder that does not exist: the folder is made, as `vit train --output`
-// makes its run directory (vit::AtomicFile alone names the folder: tests/core).
 // An output that would replace one of the command's inputs, a directory given as an output
 // file, and one file given to two outputs are refused before any work, and the inputs stay
 // as they were (--predictions best.safetensors replaced the weights with a CSV).
@@ -336,6 +337,8 @@ TEST(BadInput, OutputsThatWouldReplaceAnInputOrEachOtherAreRefused) {
   EXPECT_FALSE(fs::exists(d + "/x.csv"));
 }
 
+// A file output in a folder that does not exist: the folder is made, as `vit train --output`
+// makes its run directory (vit::AtomicFile alone names the folder: tests/core).
 TEST(BadInput, AFileOutputInAMissingFolderGetsTheFolder) {
   const Spoiled s;
   const std::string missing = s.d + "/no/such";

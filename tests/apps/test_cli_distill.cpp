@@ -89,6 +89,7 @@ TEST_F(DistillCli, WhatCannotWorkIsRefused) {
   r = run(kTrain + "--teacher /nonexistent-teacher --epochs 1");
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(has(r.out, "/nonexistent-teacher")) << r.out;
+  EXPECT_FALSE(has(r.out, "input size")) << "a missing file is no size problem: " << r.out;
 }
 
 }  // namespace

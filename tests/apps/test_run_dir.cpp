@@ -281,6 +281,29 @@ TEST(RunDir, ARunWithTheDefaultFillsResumesWithThem) {
       << "the run with the default fills resumed with others";
 }
 
+// --aa read rand-mM-nN alone before args.json's version 2 (what followed was ignored): such a
+// run resumes as it ran. Made here as a run of rand-m9-n2 whose args.json then says what
+// its user typed, rand-m9-n2-mstd0.5, without the version.
+TEST(RunDir, AnOlderRunResumesItsRandAugmentAsItRan) {
+  vit::test::TempDir tmp("run_aa_old");
+  const std::string plain = tmp / "plain", old = tmp / "old";
+  const std::string flags = "--aa rand-m9-n2 --log-every 0 --epochs 1 --output ";
+  ASSERT_EQ(run(kTrain + flags + plain).code, 0);
+  ASSERT_EQ(run(kTrain + flags + old).code, 0);
+  nlohmann::json settings = nlohmann::json::parse(vit::read_text_file(old + "/args.json"));
+  EXPECT_EQ(settings.value("args-version", 0), 2) << settings.dump();
+  settings.erase("args-version");
+  settings["aa"] = "rand-m9-n2-mstd0.5";
+  vit::write_file_atomic(old + "/args.json", settings.dump(1) + "\n");
+  for (const std::string& dir : {plain, old}) {
+    const Result longer = run("train --resume " + dir + " --epochs 2");
+    ASSERT_EQ(longer.code, 0) << longer.out;
+  }
+  EXPECT_TRUE(vit::read_text_file(old + "/last.safetensors") ==
+              vit::read_text_file(plain + "/last.safetensors"))
+      << "the older run resumed with the options its program ignored";
+}
+
 TEST(RunDir, AnEmptyOrMissingOutputIsFineAFileIsNot) {
   vit::test::TempDir tmp("run_new");
   fs::create_directories(tmp / "empty");

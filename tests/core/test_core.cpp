@@ -219,6 +219,28 @@ TEST(AtomicFile, LinksAndDevicesKeepWhatTheyAre) {
   ::close(reader);
   EXPECT_TRUE(fs::is_fifo(fifo));
   EXPECT_TRUE(fs::is_symlink(dir / "pipe_link"));
+  // A link's "..": the kernel's, after the linked folder (dlink/out is real/x/file, and a
+  // textual "x/file" beside dlink must stay as it was).
+  fs::create_directories(dir / "real/d");
+  fs::create_directories(dir / "real/x");
+  fs::create_directories(dir / "x");
+  write_file_atomic((dir / "x/file").string(), "precious");
+  fs::create_symlink("real/d", dir / "dlink");
+  fs::create_symlink("../x/file", dir / "real/d/out");
+  write_file_atomic((dir / "dlink/out").string(), "data");
+  EXPECT_EQ(read_text_file((dir / "real/x/file").string()), "data");
+  EXPECT_EQ(read_text_file((dir / "x/file").string()), "precious");
+  // A descriptor of the process's own (/dev/stdout redirected to a file is one): written
+  // where it stands, after what it holds, not replaced by a new file.
+  const std::string log = (dir / "log.txt").string();
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "before ", 7), 7);
+  fs::create_symlink("/dev/fd/" + std::to_string(fd), dir / "fd_link");
+  write_file_atomic((dir / "fd_link").string(), "written");
+  ASSERT_EQ(::write(fd, " after", 6), 6);
+  ::close(fd);
+  EXPECT_EQ(read_text_file(log), "before written after");
   std::string msg;
   try {
     write_file_atomic((dir / "sub").string(), "x");

@@ -503,8 +503,8 @@ TEST(Augment, RandAugmentTakesTimmsOptionsAndRefusesOthers) {
   EXPECT_EQ(parse_rand_augment("rand-m15-mmax20").mmax, 20.f);
   for (const auto& [text, error] : std::vector<std::pair<std::string, std::string>>{
            {"rand-m9-n2-foo3", "unknown option 'foo'"},
-           {"rand-m9-w0", "w (timm's op weights) is not implemented"},
-           {"rand-m9-inc0", "inc0"},
+           {"rand-m9-w0", "w (op weights, which timm dropped too) is not implemented"},
+           {"rand-m9-mmax0-m11", "magnitude 11 is above mmax 10"},  // mmax 0 is 10, as timm
            {"rand-m15", "magnitude 15 is above mmax 10"},
            {"rand-m9-n0", "n (ops per image) must be 1 to 100"},
            {"rand-m9-p2", "p (each op's probability) must be at most 1"},
@@ -527,6 +527,13 @@ TEST(Augment, RandAugmentTakesTimmsOptionsAndRefusesOthers) {
   };
   const std::vector<float> plain = images("rand-m9-n2");
   EXPECT_EQ(images("rand-m9-n2-p0.5-mmax10-inc1-mstd0"), plain);
+  EXPECT_EQ(images("rand-m9-n2-inc0"), plain);  // timm takes any inc value as true
+  // Past magnitude 10 (mmax above it) the enhance factor stops at 0.1, as timm's: brightness
+  // at -20 scales by 0.1, not by 1 - 0.9 * 2 = -0.8.
+  float px[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+  const float fill[1] = {0.f};
+  rand_augment_op(7, -2.f, px, 1, 2, 2, fill);
+  EXPECT_FLOAT_EQ(px[0], 0.05f);
   EXPECT_EQ(images("rand-m9"), plain);  // n 2 by default, as timm
   EXPECT_NE(images("rand-m9-n2-mstd0.5"), plain);
   EXPECT_NE(images("rand-m9-n2-mstd101"), plain);
