@@ -146,24 +146,27 @@ std::string_view setting_choice(std::string_view name) {
          detail::concat("unknown; one of ", s.values, near.empty() ? "" : " (did you mean " + near + "?)"));
 }
 
-std::optional<int64_t> setting_count(std::string_view name) {
-  const Setting& s = of_kind(name, SettingKind::count);
+namespace {
+// A whole number in [lo, hi] of a variable of `kind`, or nothing when unset; `what` says the
+// kind in the error.
+std::optional<int64_t> whole_number(std::string_view name, SettingKind kind, double lo, double hi,
+                                    const char* what) {
+  const Setting& s = of_kind(name, kind);
   const char* v = value_of(s);
   if (!v) return std::nullopt;
   const std::optional<double> d = number(v);
-  if (!d || *d < 1 || *d != std::floor(*d) || *d > 1e9)
-    refuse(s, v, "not a count (a whole number, 1 or more)");
+  if (!d || *d < lo || *d != std::floor(*d) || *d > hi) refuse(s, v, what);
   return int64_t(*d);
+}
+}  // namespace
+
+std::optional<int64_t> setting_count(std::string_view name) {
+  return whole_number(name, SettingKind::count, 1, 1e9, "not a count (a whole number, 1 or more)");
 }
 
 std::optional<int64_t> setting_limit(std::string_view name) {
-  const Setting& s = of_kind(name, SettingKind::limit);
-  const char* v = value_of(s);
-  if (!v) return std::nullopt;
-  const std::optional<double> d = number(v);
-  if (!d || *d < 0 || *d != std::floor(*d) || *d > 9e15)
-    refuse(s, v, "not a limit (a whole number, 0 or more; 0 lifts it)");
-  return int64_t(*d);
+  return whole_number(name, SettingKind::limit, 0, 9e15,
+                      "not a limit (a whole number, 0 or more; 0 lifts it)");
 }
 
 std::optional<double> setting_seconds(std::string_view name) {
