@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/threads.h"
 #include "data/preprocess.h"
 #include "io/pretrained.h"
 #include "vit/core/error.h"
@@ -90,7 +91,7 @@ class Engine {
   std::vector<std::string> save(const std::string& dir, const std::string& format) const;
   void export_onnx(const std::string& path) const;
 
-  std::mutex& lock() { return mu_; }
+  ForkSafeMutex& lock() { return mu_; }  // a forked child finds it unlocked
 
  private:
   Engine() = default;
@@ -104,7 +105,7 @@ class Engine {
   std::string format_, pos_resample_ = "timm";  // pos_resample_: Pretrained::pos_resample
   std::string stored_dtype_ = "fp32";
   std::vector<std::string> class_names_, notes_;
-  std::mutex mu_;
+  ForkSafeMutex mu_;
 };
 
 // vitcpp's threads for every later call, as vit --threads; n <= 0: the default, OMP_NUM_THREADS

@@ -49,7 +49,7 @@ int64_t batch_of(const Engine& e, const Floats& x) {
 template <typename F>
 auto locked(Engine& e, F&& f) {
   return vit::python::compute([&] {
-    std::lock_guard<std::mutex> lock(e.lock());
+    std::lock_guard<vit::ForkSafeMutex> lock(e.lock());
     return f(e);
   });
 }
@@ -106,7 +106,7 @@ py::array_t<float> maps(Engine& e, const Floats& x, const std::string& method, i
 // Every parameter, or those of `prefixes` (names starting with one of them) alone.
 py::dict params(Engine& e, const std::vector<std::string>& prefixes) {
   py::dict out;
-  std::lock_guard<std::mutex> lock(e.lock());  // (with the GIL: a short copy)
+  std::lock_guard<vit::ForkSafeMutex> lock(e.lock());  // (with the GIL: a short copy)
   for (const Engine::Param& p : e.params(prefixes)) {
     std::vector<py::ssize_t> shape(p.shape.begin(), p.shape.end());
     Floats a(shape);

@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <new>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -188,6 +190,44 @@ void in_fork_child() {
 
 bool openmp_pool_lost() {
   return pool_lost;
+}
+
+namespace {
+// Every ForkSafeMutex, and the lock of the list. The fork handlers hold the lock across
+// fork(), so the list is whole in the child, where it and each mutex are made anew.
+std::mutex registry_lock;
+std::set<ForkSafeMutex*>& registry() {
+  static auto* r = new std::set<ForkSafeMutex*>;  // never destroyed: mutexes may outlive statics
+  return *r;
+}
+void registry_before_fork() {
+  registry_lock.lock();
+}
+void registry_in_parent() {
+  registry_lock.unlock();
+}
+void registry_in_child() {
+  new (&registry_lock) std::mutex;  // held by the forking thread, which is this one
+  for (ForkSafeMutex* m : registry()) m->reset_in_child();
+}
+#ifdef __linux__
+[[maybe_unused]] const int registry_handlers =
+    pthread_atfork(registry_before_fork, registry_in_parent, registry_in_child);
+#endif
+}  // namespace
+
+ForkSafeMutex::ForkSafeMutex() {
+  std::lock_guard<std::mutex> g(registry_lock);
+  registry().insert(this);
+}
+
+ForkSafeMutex::~ForkSafeMutex() {
+  std::lock_guard<std::mutex> g(registry_lock);
+  registry().erase(this);
+}
+
+void ForkSafeMutex::reset_in_child() {
+  new (&m_) std::mutex;  // the parent's holder is not in this process: it never unlocks it
 }
 
 void run_openmp(int threads, const std::function<void()>& f) {

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <mutex>
 
 namespace vit {
 
@@ -78,6 +79,25 @@ bool threads_bound();
 void run_openmp(int threads, const std::function<void()>& f);
 // Whether the calling thread forked this process and lost its OpenMP pool in doing so.
 bool openmp_pool_lost();
+
+// A mutex that a forked child finds unlocked. fork() copies a std::mutex as it stands: held by
+// a thread of the parent (a Python thread inside a model's call), it is held forever in the
+// child, whose one thread then waits on it (a multiprocessing worker calling that model).
+// Each one is registered, and the child re-creates them all while it has one thread.
+class ForkSafeMutex {
+ public:
+  ForkSafeMutex();
+  ~ForkSafeMutex();
+  ForkSafeMutex(const ForkSafeMutex&) = delete;
+  ForkSafeMutex& operator=(const ForkSafeMutex&) = delete;
+  void lock() { m_.lock(); }
+  void unlock() { m_.unlock(); }
+  bool try_lock() { return m_.try_lock(); }
+  void reset_in_child();  // the fork handler's: a new, unlocked mutex
+
+ private:
+  std::mutex m_;
+};
 
 // Runs f(0) .. f(n-1), each on its own thread of one parallel region (fewer threads take
 // several in order), with every parallel loop inside f on the calling thread alone. An

@@ -227,6 +227,46 @@ def test_a_forked_process_computes(model):
     assert threads == vitcpp.get_threads() and epochs == 1
 
 
+def forked_call(model, x, q):
+    q.put(model(x))
+
+
+def test_a_fork_while_another_thread_calls_the_model_leaves_it_usable(model):
+    """fork() copied the model's lock as it stood: held by the thread inside a call, it was held
+    forever in the child, whose call on that model waited on it (every time)."""
+    import multiprocessing
+    import queue
+    x = np.random.default_rng(3).standard_normal((8, 3, 32, 32)).astype(np.float32)
+    want = model(x[:1])
+    stop = threading.Event()
+
+    def busy():
+        while not stop.is_set():
+            model(x)
+    t = threading.Thread(target=busy)
+    t.start()
+    ctx = multiprocessing.get_context("fork")
+    answers = []
+    try:
+        for _ in range(4):  # some forks land while the thread holds the lock
+            q = ctx.Queue()
+            p = ctx.Process(target=forked_call, args=(model, x[:1], q))
+            p.start()
+            try:
+                answers.append(q.get(timeout=60))
+            except queue.Empty:
+                answers.append("no answer in 60 s: the child waits on the parent's lock")
+            finally:
+                p.kill() if p.is_alive() else None
+                p.join()
+    finally:
+        stop.set()
+        t.join()
+    for got in answers:
+        assert not isinstance(got, str), got
+        assert np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("name,kw", [("timm_a", {}), ("timm_a", {"dtype": "int8"}), ("timm_a", {"num_classes": 0}),
                                      ("hf", {"dynamic_img_size": True})])
 def test_a_model_pickles_to_the_same_bits(tmp_path, name, kw):
