@@ -673,6 +673,11 @@ int TrainCommand::train_and_report() {
     if (F.train.checkpoint_hist > 0) *out << history_line(hist, eval_set != nullptr, F.train) << std::endl;
   }
   if (hooks) {
+    // Early stopping ended it before its epochs: said as a stop is (Python's history.stopped).
+    if (F.train.patience > 0 && !hist.empty() && hist.back().epoch < F.train.total_epochs())
+      hooks->stopped = detail::concat("early stopping after epoch ", hist.back().epoch, " of ",
+                                      F.train.total_epochs(), ": no better score for ", F.train.patience,
+                                      " epochs (patience)");
     hooks->history = std::move(hist);
     hooks->model = std::move(owned);
   }

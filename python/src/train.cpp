@@ -172,7 +172,13 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
     py::gil_scoped_acquire gil;
     try {
       const py::object answer = callback(epoch_dict(e, hooks.model_ema && hooks.has_eval, hooks.has_eval));
-      if (!answer.is_none() && !answer.cast<bool>()) callback_stop = true;  // False: stop here
+      // Python's truth (False, 0, numpy's False stop; a string goes on); an array of several
+      // values raises, as `if answer:` would.
+      if (!answer.is_none()) {
+        const int truth = PyObject_IsTrue(answer.ptr());
+        if (truth < 0) throw py::error_already_set();
+        if (truth == 0) callback_stop = true;  // False: stop here
+      }
     } catch (py::error_already_set& err) {
       raised.emplace(std::move(err));
     }
@@ -183,7 +189,7 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
   if (raised) throw *raised;
   const bool ema = hooks.model_ema && hooks.has_eval;
   py::list history;
-  for (const EpochStats& e : hooks.stopped.empty() ? hooks.history : seen)
+  for (const EpochStats& e : hooks.history.empty() ? seen : hooks.history)  // seen: a stop's epochs
     history.append(epoch_dict(e, ema, hooks.has_eval));
   py::object engine = py::none();
   if (hooks.model) engine = py::cast(Engine::adopt(std::move(hooks.model), hooks.class_names));

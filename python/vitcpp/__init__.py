@@ -107,7 +107,7 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     img_size: int or (H, W): the input size; position embeddings are resampled as timm's
         resample_abs_pos_embed (bicubic, antialiased).
     global_pool: presets only: "token", "avg" or "map".
-    dynamic_img_size: accept any input size the patches divide (resampled per size, cached).
+    dynamic_img_size: accept any input size the patches divide (resampled per size; the last 4 sizes are kept).
     dtype: "float32", "bfloat16" (CPUs with AVX-512 bf16 or AMX) or "int8" for the blocks'
         products (int8: weights per output channel, inputs per row at run time). Default: the
         checkpoint's own ("int8" for `vit quantize`'s files), else "float32".
@@ -140,6 +140,9 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     a.num_classes = -1 if num_classes is None else int(num_classes)
     a.img_h, a.img_w = _size(img_size)
     a.labels_file = labels_file or ""
+    if global_pool == "":  # timm's "no pooling" (a head on every token): not built here
+        raise ValueError('global_pool="" (no pooling) is not supported: "token", "avg" or "map"; '
+                         "forward_features gives every token")
     a.global_pool = global_pool or ""
     a.seed = int(seed)
     a.pos_resample = pos_resample or ""
@@ -215,11 +218,15 @@ class VisionTransformer:
     [N, num_classes]. Calls release the GIL; two threads may share one model (one call at a
     time runs on it)."""
 
+    # dynamic_img_size: the engines of the last sizes used that are kept (each a copy of the
+    # weights: 40 sizes of ViT-Ti held 900 MB); another size is resampled again.
+    _RESIZED_KEPT = 4
+
     def __init__(self, engine, dynamic_img_size=False):
         self._engine = engine
         self._cfg = json.loads(engine.config_json())
         self.dynamic_img_size = bool(dynamic_img_size)
-        self._resized = {}  # (H, W) -> engine, for dynamic_img_size
+        self._resized = {}  # (H, W) -> engine, for dynamic_img_size, oldest use first
         self._resize_lock = threading.Lock()
 
     # ---- what the model is
@@ -332,9 +339,11 @@ class VisionTransformer:
         if size[0] % ph or size[1] % pw:
             raise ValueError(f"input size {size} is not divisible by the patch size {(ph, pw)}")
         with self._resize_lock:
-            if size not in self._resized:
-                self._resized[size] = self._engine.resized(*size)
-            return self._resized[size]
+            engine = self._resized.pop(size, None) or self._engine.resized(*size)
+            self._resized[size] = engine  # the most recent last
+            while len(self._resized) > self._RESIZED_KEPT:  # each holds a copy of the weights
+                self._resized.pop(next(iter(self._resized)))
+            return engine
 
     def forward(self, x):
         """Logits [N, num_classes] of images x [N, C, H, W] (a torch tensor for a torch tensor).
@@ -414,6 +423,8 @@ class VisionTransformer:
         if _is_float_batch(images):
             x = images
         else:
+            if _is_torch(images):  # a uint8 image tensor reads as its array (iterated, it was rows)
+                images = images.detach().cpu().numpy()
             if isinstance(images, (str, bytes, os.PathLike, np.ndarray)) or hasattr(images, "convert"):
                 images = [images]
             images = list(images)

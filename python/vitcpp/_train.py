@@ -33,8 +33,11 @@ def _as_split(x, y, name):
         raise ValueError(f"{name}: images must be [N, C, H, W] or [N, H, W], got shape {x.shape}")
     if x.dtype == np.uint8:
         x = np.ascontiguousarray(x)
-    elif x.dtype.kind == "f":
-        x = np.ascontiguousarray(x, dtype=np.float32)
+    elif x.dtype == np.float32:
+        x = np.ascontiguousarray(x)
+    elif x.dtype.kind == "f":  # X.astype(float) / 255 reads as model input, unnormalized: say so
+        raise TypeError(f"{name}: images must be uint8 pixels (normalized here) or float32 model input "
+                        f"(already normalized, as create_transform gives it), got dtype {x.dtype}")
     else:
         raise TypeError(f"{name}: images must be uint8 pixels or float32 model input, got dtype {x.dtype}")
     y = np.asarray(y)
@@ -143,7 +146,10 @@ def train(model=None, train=None, val=None, output=None, *, callback=None, resum
         raise ValueError("train needs data: a dataset directory, arrays (X, y), or synthetic=N")
     args += _flags(options)
 
-    sys.stdout.flush()  # the run prints to the same stdout, from C++
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable (it gets each epoch's dict), got {type(callback).__name__}")
+    if sys.stdout is not None:
+        sys.stdout.flush()  # the run prints to the same stdout, from C++
     try:
         status, epochs, engine, stopped = _vitcpp.train(args, tx, ty, vx, vy, callback)
     finally:

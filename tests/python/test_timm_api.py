@@ -139,3 +139,26 @@ def test_a_timm_config_without_pretrained_cfg_gets_timms_defaults(tmp_path):
     p = m.pretrained_cfg
     assert (p["interpolation"], p["crop_pct"], p["crop_mode"]) == ("bicubic", 0.9, "center"), p
     assert any("no pretrained_cfg" in n for n in m.notes), m.notes
+
+
+def test_predict_reads_a_uint8_image_tensor_as_its_array():
+    """A torch uint8 [H, W, C] image was iterated as 28 rows, giving 28 predictions."""
+    torch = pytest.importorskip("torch")
+    m = vitcpp.create_model("mnist-seed")
+    img = np.random.default_rng(4).integers(0, 255, (28, 28, 3), dtype=np.uint8)
+    assert m.predict(torch.from_numpy(img), topk=3) == m.predict(img, topk=3)
+    assert len(m.predict(torch.from_numpy(img[:, :, 0]))) == 1
+
+
+def test_no_pooling_is_refused_rather_than_read_as_token():
+    with pytest.raises(ValueError, match="no pooling"):
+        vitcpp.create_model("mnist-seed", global_pool="")
+
+
+def test_dynamic_img_size_keeps_a_few_sizes_not_every_one():
+    """Every size kept a copy of the weights: 40 sizes of ViT-Ti held 900 MB."""
+    m = vitcpp.create_model("mnist-seed", dynamic_img_size=True)
+    for h in range(8, 8 + 4 * 10, 4):
+        m(np.zeros((1, 1, h, 28), np.float32))
+    assert len(m._resized) == m._RESIZED_KEPT
+    assert list(m._resized)[-1] == (44, 28)  # the most recent last

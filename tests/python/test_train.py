@@ -156,6 +156,23 @@ def test_an_exception_in_the_callback_stops_the_run_and_is_raised(digits, tmp_pa
         assert len(f.readlines()) == 2  # epoch 1 written, then stopped
 
 
+def test_a_callbacks_answer_is_read_as_python_reads_truth(digits):
+    """A string (or any object) answered "go on"; it failed the run with pybind11's cast error."""
+    _, train, _ = digits
+    opts = dict(epochs=2, batch_size=64, threads=2, progress="log")
+    assert len(vitcpp.train(None, train=train, callback=lambda e: "continue", **opts)) == 2
+    h = vitcpp.train(None, train=train, callback=lambda e: np.False_, **opts)
+    assert len(h) == 1 and "after epoch 1" in h.stopped
+
+
+def test_early_stopping_says_so_in_the_history(digits):
+    """patience= ended a run after 6 of 30 epochs with history.stopped empty."""
+    _, train, test = digits
+    h = vitcpp.train(None, train=train, val=test, epochs=30, lr=1.0, patience=1, batch_size=64, threads=2,
+                     progress="log")
+    assert len(h) < 30 and h.stopped.startswith(f"early stopping after epoch {len(h)} of 30"), (len(h), h.stopped)
+
+
 def test_bad_input_raises_clear_errors(digits, tmp_path):
     _, (x, y), _ = digits
     with pytest.raises(TypeError, match="unexpected keyword argument 'batchsize'.*batch_size"):
@@ -166,6 +183,11 @@ def test_bad_input_raises_clear_errors(digits, tmp_path):
         vitcpp.train(None, train=(x, y.astype(np.float32)))
     with pytest.raises(TypeError, match="uint8 pixels or float32"):
         vitcpp.train(None, train=(x.astype(np.int32), y))
+    # float64 from X.astype(float) / 255 read as model input, never normalized: refused.
+    with pytest.raises(TypeError, match=r"float32 model input \(already normalized"):
+        vitcpp.train(None, train=(x.astype(float) / 255, y))
+    with pytest.raises(TypeError, match="callback must be callable"):
+        vitcpp.train(None, train=(x, y), epochs=1, callback=5)
     with pytest.raises(ValueError, match=r"\[N, C, H, W\] or \[N, H, W\]"):
         vitcpp.train(None, train=(x[0], y[:1]))
     bad = y.copy()
