@@ -150,6 +150,29 @@ def test_predict_reads_a_uint8_image_tensor_as_its_array():
     assert len(m.predict(torch.from_numpy(img[:, :, 0]))) == 1
 
 
+def test_load_state_dict_is_torchs():
+    """There was none: a state dict from torch came back only by writing safetensors by hand."""
+    torch = pytest.importorskip("torch")
+    a = vitcpp.create_model("mnist-seed", seed=1)
+    b = vitcpp.create_model("mnist-seed", seed=2)
+    x = np.random.default_rng(5).standard_normal((2, 1, 28, 28)).astype(np.float32)
+    assert not np.array_equal(a(x), b(x))
+    sd = {"module." + k: torch.from_numpy(v).requires_grad_() for k, v in a.state_dict().items()}
+    assert b.load_state_dict(sd) == ([], [])
+    assert np.array_equal(a(x), b(x))
+    partial = {k: v for k, v in vitcpp.create_model("mnist-seed", seed=3).state_dict().items() if k != "head.bias"}
+    partial["extra"] = np.zeros(3, np.float32)
+    with pytest.raises(RuntimeError, match='Unexpected key.*"extra"(.|\n)*Missing key.*"head.bias"'):
+        b.load_state_dict(partial)
+    assert np.array_equal(a(x), b(x))  # a refused load changes nothing
+    missing, unexpected = b.load_state_dict(partial, strict=False)
+    assert missing == ["head.bias"] and unexpected == ["extra"]
+    assert np.array_equal(b.state_dict()["head.bias"], a.state_dict()["head.bias"])
+    wrong = dict(a.state_dict(), **{"head.weight": np.zeros((3, 3), np.float32)})
+    with pytest.raises(RuntimeError, match="size mismatch for head.weight"):
+        b.load_state_dict(wrong, strict=False)
+
+
 def test_no_pooling_is_refused_rather_than_read_as_token():
     with pytest.raises(ValueError, match="no pooling"):
         vitcpp.create_model("mnist-seed", global_pool="")
