@@ -282,9 +282,26 @@ void Reader::read_preprocessing() {
     c.interpolation = "bicubic";
     c.crop_pct = 0.9f;
     c.crop_mode = "center";
-    m.notes.push_back(config ? "config.json has no pretrained_cfg: timm's default preprocessing"
-                             : "no config.json: architecture inferred from the tensor shapes, timm's default "
-                               "preprocessing");
+    // A bare state dict loaded as a named model (create_model(name, checkpoint_path=...)):
+    // the name's pretrained_cfg, as timm keeps it (DeiT's ImageNet mean and std, 0.875).
+    std::optional<ViTConfig> named;
+    if (!config && !arch.empty()) try {
+        named = preset(arch);
+      } catch (const Error&) {  // a name vitcpp does not build: timm's defaults
+      }
+    if (named && named->mean.size() == size_t(c.in_chans)) {
+      c.mean = named->mean;
+      c.std = named->std;
+      c.crop_pct = named->crop_pct;
+      c.interpolation = named->interpolation;
+      c.crop_mode = named->crop_mode;
+      m.notes.push_back("no config.json: the preprocessing of " + arch);
+    } else {
+      m.notes.push_back(config
+                            ? "config.json has no pretrained_cfg: timm's default preprocessing"
+                            : "no config.json: architecture inferred from the tensor shapes, timm's default "
+                              "preprocessing");
+    }
   }
   if (config && field(*config, "label_names")) {
     m.class_names = (*config)["label_names"].get<std::vector<std::string>>();

@@ -28,6 +28,13 @@ def test_a_name_with_checkpoint_path_is_that_model_or_an_error(tmp_path):
     assert m.config["num_heads"] == 3
     x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
     assert np.array_equal(m(x), ref(x))
+    # The name's pretrained_cfg too, as timm keeps it: DeiT's mean, std and crop (it was timm's
+    # defaults, 0.5 and 0.9).
+    deit = vitcpp.create_model("deit_tiny_patch16_224")
+    write_safetensors(tmp_path / "deit.safetensors", deit.state_dict())
+    loaded = vitcpp.create_model("deit_tiny_patch16_224", checkpoint_path=tmp_path / "deit.safetensors")
+    for key in ("mean", "std", "crop_pct", "interpolation"):
+        assert loaded.pretrained_cfg[key] == deit.pretrained_cfg[key], key
 
 
 def test_num_classes_zero_is_a_feature_extractor():
