@@ -7,6 +7,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <CLI/CLI.hpp>
+#include <cctype>
 #include <csignal>
 #include <cstring>
 #include <mutex>
@@ -121,6 +123,26 @@ class PythonStdout : public std::streambuf {
 // train's exit status (0 done, 128 + signal stopped). A Python exception raised in the
 // callback or by a signal handler during the run is raised again here, after the run has
 // stopped with its state written.
+// A message about vit train's flags in train()'s keywords: "--num-classes: ..." as
+// "num_classes: ...".
+std::string keyword_words(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const bool flag = text.compare(i, 2, "--") == 0 && i + 2 < text.size() &&
+                      std::islower(static_cast<unsigned char>(text[i + 2])) &&
+                      (i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1])));
+    if (!flag) {
+      out += text[i];
+      continue;
+    }
+    for (i += 2; i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '-');
+         ++i)
+      out += text[i] == '-' ? '_' : text[i];
+    --i;
+  }
+  return out;
+}
+
 py::tuple run(const std::vector<std::string>& args, const py::object& train_x, const py::object& train_y,
               const py::object& val_x, const py::object& val_y, const py::object& callback) {
   app::TrainHooks hooks;
@@ -184,7 +206,12 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
     }
   };
   // --threads, when given, sets OpenMP's count inside; compute() gives the old one back after.
-  const int status = compute([&] { return app::run_train(args, &hooks); });
+  int status = 0;
+  try {
+    status = compute([&] { return app::run_train(args, &hooks); });
+  } catch (const CLI::ParseError& e) {  // an option's value: Python's ValueError, in keywords
+    throw py::value_error(keyword_words(e.what()));
+  }
   buffer.write_out();  // what is left after the last line
   if (raised) throw *raised;
   const bool ema = hooks.model_ema && hooks.has_eval;

@@ -32,6 +32,14 @@ uint64_t header_length(std::string_view first, uint64_t file_size, const std::st
             " bytes, too short for a header)");
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | uint8_t(first[i]);
+  // A length that cannot be: PyTorch's torch.save writes a zip archive (a pickle before 1.6),
+  // said as what it is.
+  const bool pickle =
+      first.substr(0, 4) == std::string_view("PK\x03\x04", 4) || first.substr(0, 3) == "\x80\x02\x8a";
+  VIT_CHECK(!pickle || (hlen <= kMaxHeader && hlen <= file_size - 8), path,
+            ": a PyTorch pickle (torch.save's .pth or .bin), not safetensors: vitcpp reads safetensors "
+            "(convert it with safetensors.torch.save_file, or from Python: "
+            "model.load_state_dict(torch.load(path)))");
   VIT_CHECK(hlen <= kMaxHeader, path, ": header length ", hlen, " is implausible (over 100 MiB)");
   VIT_CHECK(hlen <= file_size - 8, path, ": header length ", hlen, " runs past the end of the file (",
             file_size, " bytes): truncated?");

@@ -173,6 +173,13 @@ INSTANTIATE_TEST_SUITE_P(
               return f;
             },
             "implausible"},
+        Bad{"torch.save's zip",
+            [] {
+              std::string f = "PK\x03\x04";
+              f += std::string(400, 'z');
+              return std::vector<char>(f.begin(), f.end());
+            },
+            "a PyTorch pickle (torch.save's .pth or .bin), not safetensors"},
         Bad{"truncated data",
             [] {
               auto f = make_file(kGood, 8);

@@ -186,6 +186,11 @@ def test_bad_input_raises_clear_errors(digits, tmp_path):
     # float64 from X.astype(float) / 255 read as model input, never normalized: refused.
     with pytest.raises(TypeError, match=r"float32 model input \(already normalized"):
         vitcpp.train(None, train=(x.astype(float) / 255, y))
+    # An option's bad value is a ValueError in train()'s keywords (a RuntimeError naming --opt).
+    with pytest.raises(ValueError, match=r"^opt: lion not in"):
+        vitcpp.train(None, train=(x, y), epochs=1, opt="lion")
+    with pytest.raises(ValueError, match=r"^num_classes: a positive number"):
+        vitcpp.train(None, train=(x, y), epochs=1, num_classes=-1)
     with pytest.raises(TypeError, match="callback must be callable"):
         vitcpp.train(None, train=(x, y), epochs=1, callback=5)
     with pytest.raises(ValueError, match=r"\[N, C, H, W\] or \[N, H, W\]"):
