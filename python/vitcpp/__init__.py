@@ -550,6 +550,20 @@ class VisionTransformer:
         """The model as it is (it runs on the CPU)."""
         return self
 
+    def float(self):
+        """The model as it is: its inputs and outputs are float32 whatever its dtype."""
+        return self
+
+    def cuda(self, device=None):
+        """Refused: vitcpp runs on the CPU (no CUDA build yet)."""
+        raise RuntimeError("cuda(): a vitcpp model runs on the CPU (there is no CUDA build yet)")
+
+    def half(self):
+        """Refused: there are no fp16 products; create_model's dtype='bfloat16' or 'int8' give
+        lower precision."""
+        raise RuntimeError("half(): vitcpp has no float16 products; create_model(..., dtype='bfloat16') "
+                           "(CPUs with AVX-512 bf16) or dtype='int8' give lower precision")
+
     # ---- changing the model
     def _set_dtype(self, dtype):
         self._engine.set_dtype(dtype)

@@ -180,6 +180,16 @@ def test_load_state_dict_is_torchs():
         b.load_state_dict(wrong, strict=False)
 
 
+def test_torch_module_calls_say_what_they_do():
+    """cuda(), half() and float() were AttributeErrors with no hint."""
+    m = vitcpp.create_model("mnist-seed")
+    assert m.float() is m
+    with pytest.raises(RuntimeError, match="runs on the CPU"):
+        m.cuda()
+    with pytest.raises(RuntimeError, match="no float16 products"):
+        m.half()
+
+
 def test_no_pooling_is_refused_rather_than_read_as_token():
     with pytest.raises(ValueError, match="no pooling"):
         vitcpp.create_model("mnist-seed", global_pool="")
