@@ -19,6 +19,15 @@ class TrainHistory(list):
     stopped = ""
 
 
+def _summary_rows(path):
+    """summary.csv's rows as the history's dicts: the epoch an int, the rest floats (None where
+    empty: no evaluation)."""
+    import csv
+    with open(path, newline="") as f:
+        return [{k: int(v) if k == "epoch" else (float(v) if v != "" else None) for k, v in row.items()}
+                for row in csv.DictReader(f)]
+
+
 def _flag_names():
     return set(_vitcpp.train_flags())
 
@@ -155,6 +164,10 @@ def train(model=None, train=None, val=None, output=None, *, callback=None, resum
     finally:
         if tmp is not None:
             tmp.cleanup()
+    if resume is not None and engine is None and status == 0 and not epochs:
+        # A finished run, left as it is: its history and last weights, as the run gave them.
+        epochs = _summary_rows(os.path.join(output, "summary.csv"))
+        engine = _vitcpp.Engine.load(os.path.join(output, "last.safetensors"), _vitcpp.LoadArgs())
     history = TrainHistory(epochs)
     history.output = output
     history.stopped = stopped

@@ -112,6 +112,11 @@ def test_a_model_object_trains_in_place_with_a_callback_and_resumes(digits, tmp_
     assert os.path.exists(os.path.join(out, "pretrained", "model.safetensors"))  # args.json names it
     h = vitcpp.train(model, train=train, val=test, resume=out, progress="log")
     assert [e["epoch"] for e in h] == [1, 2, 3] and not h.stopped
+    # Resuming the finished run changes nothing and gives its history and model (it gave an
+    # empty history and no model).
+    done = vitcpp.train(None, train=train, val=test, resume=out, progress="log")
+    assert [e["epoch"] for e in done] == [1, 2, 3] and done[2]["eval_top1"] == h[2]["eval_top1"]
+    assert np.array_equal(done.model.state_dict()["head.weight"], model.state_dict()["head.weight"])
     # The same three epochs in one go, from the same starting weights, give the same bits.
     again = vitcpp.create_model("mnist-seed", seed=5)
     vitcpp.train(again, train=train, val=test, output=str(tmp_path / "whole"), epochs=3, batch_size=32,
