@@ -390,6 +390,7 @@ class TrainCommand {
   std::ostream quiet{nullptr};  // only rank 0 prints
   std::ostream* out = &std::cout;
   std::optional<RunDirLock> lock;  // rank 0 holds the run directory from its creation to the end
+  bool made_dir = false;           // this run made --output (it did not exist)
   size_t available = 0;
   AugmentConfig aug_flags;
   std::unique_ptr<ViT> owned, teacher;
@@ -622,6 +623,7 @@ void TrainCommand::prepare() {
   } else if (!F.train.output.empty()) {
     run_agreed(comm, "creating " + F.train.output, [&] {
       if (comm.root()) {
+        made_dir = !std::filesystem::exists(F.train.output);
         create_run_dir(F.train.output, settings_json(cmd).dump(1) + "\n");
         lock.emplace(F.train.output);
       }
@@ -665,6 +667,16 @@ int TrainCommand::train_and_report() {
            << (e.state_file.empty() ? "" : "; continue with: vit train --resume " + F.train.output)
            << std::endl;
     return 128 + sig;
+  } catch (...) {
+    // Failed (a bad image, NaN in the loss) before a state to resume from: the directory is
+    // given back, so the command, mended, runs again under its name.
+    if (F.resume.empty() && !F.train.output.empty() && comm.root()) {
+      lock.reset();  // the directory may go
+      if (remove_untrained_run(F.train.output, made_dir))
+        *out << "removed " << F.train.output << "'s files: the run failed before it had anything to resume"
+             << std::endl;
+    }
+    throw;
   }
   *out << best_line(hist, eval_set != nullptr, F.train, !F.train.output.empty()) << std::endl;
   if (!F.train.output.empty()) {
@@ -675,9 +687,9 @@ int TrainCommand::train_and_report() {
   if (hooks) {
     // Early stopping ended it before its epochs: said as a stop is (Python's history.stopped).
     if (F.train.patience > 0 && !hist.empty() && hist.back().epoch < F.train.total_epochs())
-      hooks->stopped = detail::concat("early stopping after epoch ", hist.back().epoch, " of ",
-                                      F.train.total_epochs(), ": no better score for ", F.train.patience,
-                                      " epochs (patience)");
+      hooks->stopped =
+          detail::concat("early stopping after epoch ", hist.back().epoch, " of ", F.train.total_epochs(),
+                         ": no better score for ", F.train.patience, " epochs (patience)");
     hooks->history = std::move(hist);
     hooks->model = std::move(owned);
   }

@@ -69,6 +69,14 @@ std::vector<std::string> run_files(const std::string& dir) {
   return out;
 }
 
+bool remove_untrained_run(const std::string& dir, bool made_dir) {
+  std::error_code ec;
+  if (newest_state(dir) || fs::exists(fs::path(dir) / kRecoveryFile, ec)) return false;
+  if (made_dir) return fs::remove_all(dir, ec) > 0 && !ec;
+  for (const std::string& f : run_files(dir)) fs::remove(fs::path(dir) / f, ec);
+  return true;
+}
+
 std::string checkpoint_name(int64_t epoch) {
   return "checkpoint-" + std::to_string(epoch) + ".safetensors";
 }

@@ -29,6 +29,12 @@ void check_new_run_dir(const std::string& dir);
 // that no run has appeared in the meantime.
 void create_run_dir(const std::string& dir, const std::string& args_json);
 
+// A run that failed before it wrote anything to resume from (no training state): its files
+// are removed, and the directory too when the run made it (made_dir), so that the same
+// command, mended (--skip-bad-images), may take the name again; nothing trained is lost.
+// Returns whether it removed them (false: a state exists, and --resume continues it).
+bool remove_untrained_run(const std::string& dir, bool made_dir);
+
 // One writer per run directory: an exclusive flock(2) on the directory itself (its inode
 // stays while the files in it are replaced), held until this is destroyed or the process
 // ends, a crash or SIGKILL included. Throws when another process holds it, so that a

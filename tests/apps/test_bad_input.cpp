@@ -427,6 +427,12 @@ TEST(BadInput, CorruptImagesInAFolderStopTheRunOrAreSkippedWithACount) {
       << r.out;
   EXPECT_NE(r.out.find("--skip-bad-images"), std::string::npos) << "the message says how to go on: " << r.out;
   EXPECT_FALSE(has_checkpoint(d + "/stop"));
+  // Nothing trained, nothing to resume: the directory is given back, so the command, mended
+  // as the message says, runs under the same --output (it was "already holds a run").
+  EXPECT_FALSE(fs::exists(d + "/stop")) << r.out;
+  EXPECT_NE(r.out.find("removed " + d + "/stop's files"), std::string::npos) << r.out;
+  r = run_vit(train + " --skip-bad-images --output " + d + "/stop");
+  EXPECT_EQ(r.code, 0) << r.out;
   r = run_vit(train + " --skip-bad-images --output " + d + "/skip");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("skipped 3 image(s)"), std::string::npos) << r.out;
