@@ -36,16 +36,19 @@ struct EvalFlags {
 };
 
 // --predictions: index,label,prediction per image in dataset order, then label_name and
-// prediction_name where `names` has one per class, and file where the data knows its files.
+// prediction_name where the classes have names (the data's for the labels, the model's for
+// its predictions: a folder of other classes than the model's numbers them its own way), and
+// file where the data knows its files.
 void write_predictions(const std::string& path, const EvalResult& r, const Dataset& data,
-                       const std::vector<std::string>& names) {
+                       const std::vector<std::string>& names, const std::vector<std::string>& predicted) {
   const bool named = !names.empty(), files = data.size() > 0 && !data.source(0).empty();
   std::string csv = std::string("index,label,prediction") + (named ? ",label_name,prediction_name" : "") +
                     (files ? ",file" : "") + "\n";
   for (size_t i = 0; i < r.predictions.size(); ++i) {
     csv += std::to_string(i) + "," + std::to_string(r.labels[i]) + "," + std::to_string(r.predictions[i]);
     if (named)
-      csv += "," + csv_field(names[size_t(r.labels[i])]) + "," + csv_field(names[size_t(r.predictions[i])]);
+      csv +=
+          "," + csv_field(names[size_t(r.labels[i])]) + "," + csv_field(predicted[size_t(r.predictions[i])]);
     if (files) csv += "," + csv_field(data.source(int64_t(i)));
     csv += "\n";
   }
@@ -129,7 +132,9 @@ Run add_eval(CLI::App& cmd) {
     for (size_t k = 0; k < class_name.size(); ++k)
       class_name[k] = named && k < names.size() ? names[k] : std::to_string(k);
     if (!f->predictions.empty())
-      write_predictions(f->predictions, r, data, named ? class_name : std::vector<std::string>{});
+      write_predictions(
+          f->predictions, r, data, named ? class_name : std::vector<std::string>{},
+          int64_t(loaded.class_names.size()) == r.num_classes ? loaded.class_names : class_name);
     auto class_images = [&](size_t k) {  // the images of true class k
       int64_t n = 0;
       for (int64_t j = 0; j < r.num_classes; ++j) n += r.confusion[k * size_t(r.num_classes) + size_t(j)];

@@ -15,7 +15,7 @@ namespace vit::app {
 Run add_export(CLI::App& cmd) {
   struct Flags {
     LoadFlags load;
-    std::string out, format = "timm", dtype = "fp32";
+    std::string out, format = "timm", dtype;  // dtype "": the checkpoint's
   };
   auto f = std::make_shared<Flags>();
   f->load.add_to(cmd);
@@ -28,23 +28,26 @@ Run add_export(CLI::App& cmd) {
       ->check(CLI::IsMember({"timm", "hf", "onnx"}))
       ->capture_default_str();
   cmd.add_option("--out", f->out, "output directory (timm, hf) or file (onnx)")->required();
-  cmd.add_option("--dtype", f->dtype,
-                 "onnx: fp32, or int8 (the blocks' products as onnxruntime's quantize_dynamic writes them: "
-                 "DynamicQuantizeLinear and MatMulInteger on int8 weights per output channel)")
-      ->check(CLI::IsMember({"fp32", "int8"}))
-      ->capture_default_str();
+  cmd.add_option(
+         "--dtype", f->dtype,
+         "onnx: fp32, or int8 (the blocks' products as onnxruntime's quantize_dynamic writes them: "
+         "DynamicQuantizeLinear and MatMulInteger on int8 weights per output channel); default: fp32, "
+         "or int8 for a vit quantize checkpoint")
+      ->check(CLI::IsMember({"fp32", "int8"}));
   return [f] {
     const Pretrained p = f->load.load();
     const auto dir = std::filesystem::path(f->out);
-    VIT_CHECK(f->dtype == "fp32" || f->format == "onnx",
+    VIT_CHECK(f->dtype != "int8" || f->format == "onnx",
               "--dtype int8: for --format onnx (timm and Hugging Face ",
               "hold fp32 weights; vit quantize writes an int8 checkpoint)");
     if (f->format == "onnx") {
       create_parent_folder(f->out);
-      const OnnxExportInfo info = export_onnx(*p.model, f->out, p.class_names, -1, f->dtype == "int8");
+      // As every command runs a vit quantize file: in int8 unless --dtype says otherwise.
+      const bool int8 = f->dtype.empty() ? p.stored_dtype == "int8" : f->dtype == "int8";
+      const OnnxExportInfo info = export_onnx(*p.model, f->out, p.class_names, -1, int8);
       const ViTConfig& c = p.model->config();
-      std::cout << "wrote " << f->out << " (" << (f->dtype == "int8" ? "int8, " : "") << info.bytes
-                << " bytes, opset " << info.opset << ", " << info.nodes
+      std::cout << "wrote " << f->out << " (" << (int8 ? "int8, " : "") << info.bytes << " bytes, opset "
+                << info.opset << ", " << info.nodes
                 << " nodes, checked by ONNX's checker; input pixel_values [N," << c.in_chans << "," << c.img_h
                 << "," << c.img_w << "] normalized as the model's preprocessing, output "
                 << (c.num_classes > 0 ? "logits [N," + std::to_string(c.num_classes)
@@ -65,10 +68,9 @@ Run add_export(CLI::App& cmd) {
     }
     for (const auto& n : export_timm(*p.model, f->out, p.class_names))
       std::cerr << "vit: export: " << n << "\n";
-    std::cout
-        << "wrote " << (dir / "model.safetensors").string() << " and " << (dir / "config.json").string()
-        << " (timm: push the directory to the hub and timm.create_model(\"hf-hub:USER/REPO\", "
-           "pretrained=True), or pass config.json's model_args with pretrained_cfg_overlay=dict(file=...))\n";
+    std::cout << "wrote " << (dir / "model.safetensors").string() << " and " << (dir / "config.json").string()
+              << " (timm: timm.create_model(\"local-dir:" << dir.string()
+              << "\", pretrained=True); vitcpp: vitcpp.create_model(\"local-dir:" << dir.string() << "\"))\n";
     return 0;
   };
 }

@@ -50,12 +50,20 @@ std::vector<std::string> image_files(const std::vector<std::string>& args) {
       continue;
     }
     std::vector<std::string> found;
+    int64_t others = 0;  // image formats vitcpp does not decode, said (not skipped in silence)
     for (const auto& e : fs::recursive_directory_iterator(a)) {
       std::string ext = e.path().extension().string();
       for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
       if (e.is_regular_file() && (ext == ".png" || ext == ".jpg" || ext == ".jpeg"))
         found.push_back(e.path().string());
+      else if (e.is_regular_file() && (ext == ".bmp" || ext == ".gif" || ext == ".webp" || ext == ".tif" ||
+                                       ext == ".tiff" || ext == ".ppm" || ext == ".pgm"))
+        ++others;
     }
+    if (others > 0)
+      std::cerr << "vit: note: " << a << ": " << others
+                << " image file(s) in formats vitcpp does not read (.bmp, .gif, .webp, .tif, .ppm, .pgm) "
+                   "left out\n";
     VIT_CHECK(!found.empty(), a, ": a folder without PNG or JPEG files");
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());

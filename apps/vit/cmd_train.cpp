@@ -223,7 +223,9 @@ void add_model_and_data_flags(CLI::App& cmd, TrainFlags* f) {
                  "layer-wise lr decay: block i of D gets lr x decay^(D - i), the stem decay^(D + 1) (timm's; "
                  "0 = off)")
       ->capture_default_str();
-  cmd.add_option("--data-dir", f->data_dir, "dataset directory (IDX, CIFAR-10/100 binary)");
+  cmd.add_option("--data-dir", f->data_dir,
+                 "dataset directory: IDX (MNIST, Fashion-MNIST), CIFAR-10/100 binary, or image folders "
+                 "(DIR/train/<class>/*.png|jpg, DIR/val/ or DIR/test/)");
   cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10, cifar100 or folder")->capture_default_str();
   cmd.add_flag("--skip-bad-images", f->skip_bad_images,
                "image folders: decode every file first and leave out those that fail, with a count "
@@ -599,9 +601,9 @@ void TrainCommand::load_data() {
       *out << "note: " << source << " has " << d.train->num_classes() << " classes, the model's head "
            << cfg.num_classes << " (--num-classes " << d.train->num_classes() << " fits it to the data)"
            << std::endl;
-    if (d.kind == "folder" && cfg.in_chans == 1)
-      *out << "note: the model takes 1 channel: color images are read as gray (--in-chans 3 keeps color)"
-           << std::endl;
+    if (d.kind == "folder" && cfg.in_chans == 1)  // (a pretrained model's channels are its own)
+      *out << "note: the model takes 1 channel: color images are read as gray"
+           << (F.pretrained.empty() ? " (--in-chans 3 keeps color)" : "") << std::endl;
     train_set = std::move(d.train);
     eval_set = std::move(d.eval);
     F.train.class_names = d.class_names;

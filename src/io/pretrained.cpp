@@ -263,9 +263,11 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
           resample_pos_embed_hf(pos.data(), prefix, gh0, gw0, c.embed_dim, dst, c.grid_h(), c.grid_w(),
                                 how == "hf-scale");
       }
-      m.notes.push_back("pos_embed resampled from a " + std::to_string(gh0) + "x" + std::to_string(gw0) +
-                        " grid to " + std::to_string(c.grid_h()) + "x" + std::to_string(c.grid_w()) + " " +
-                        resample_words(how));
+      const std::string grids = "from a " + std::to_string(gh0) + "x" + std::to_string(gw0) + " grid to " +
+                                std::to_string(c.grid_h()) + "x" + std::to_string(c.grid_w());
+      m.notes.push_back(c.pos_embed != "learn"
+                            ? "pos_embed: the fixed " + c.pos_embed + " table computed anew " + grids
+                            : "pos_embed resampled " + grids + " " + resample_words(how));
       continue;
     }
     VIT_CHECK(squeezed(shape) == squeezed(s.shape), out.file, ": tensor '", joined(srcs), "' has shape ",

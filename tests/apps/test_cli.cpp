@@ -674,6 +674,17 @@ TEST(Cli, FineTuneAHuggingFaceModelExportedToTimmWithAFrozenBackbone) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("pos_embed resampled from a 4x4 grid to 5x5"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("new head: 4 classes"), std::string::npos) << r.out;
+  // A fixed table is computed for the new grid, not resampled, and the note says so.
+  r = run(
+      "train --model mnist-seed --pos-embed sincos2d --synthetic 16 --epochs 1 -b 8 --threads 1 --output " +
+      (tmp / "fixed"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run("train --pretrained " + (tmp / "fixed") +
+          " --img-size 32 --synthetic 16 --epochs 1 -b 8 --threads 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("pos_embed: the fixed sincos2d table computed anew from a 7x7 grid to 8x8"),
+            std::string::npos)
+      << r.out;
   const vit::SafeTensors before = vit::SafeTensors::open(hf + "/model.safetensors");
   const vit::SafeTensors after = vit::SafeTensors::open(tmp / "run/last.safetensors");
   EXPECT_EQ(after.to_float("blocks.1.attn.qkv.weight").size(), 3u * 32 * 32);

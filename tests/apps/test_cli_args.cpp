@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/file.h"
 #include "data/image.h"
@@ -149,6 +151,24 @@ TEST(CliArgs, EvalSaysWhenAFoldersClassesAreNotTheModels) {
   r = run("eval --checkpoint " + (tmp / "named") + " --data-dir " + tmp.str() + " --threads 1");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r, "1 class folder(s) the model's 10 class names do not include (zebra)")) << r.out;
+  // Its --predictions name the labels by the folders and the predictions by the model (a
+  // prediction was named by the folder of the same number: "seven" or "zebra" for "zero").
+  r = run("eval --checkpoint " + (tmp / "named") + " --data-dir " + tmp.str() +
+          " --threads 1 --predictions " + (tmp / "p0.csv"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string names = ",zero,one,two,three,four,five,six,seven,eight,nine,";
+  std::istringstream rows(vit::read_text_file(tmp / "p0.csv"));
+  std::string row;
+  std::getline(rows, row);  // the header
+  while (std::getline(rows, row)) {
+    std::vector<std::string> f;
+    std::istringstream cells(row);
+    for (std::string c; std::getline(cells, c, ',');) f.push_back(c);
+    ASSERT_EQ(f.size(), 6u) << row;
+    EXPECT_TRUE(f[3] == "seven" || f[3] == "zebra") << row;
+    EXPECT_NE(names.find("," + f[4] + ","), std::string::npos)
+        << "a prediction not named by the model: " << row;
+  }
   // Folders of the model's names: its indices, its names per class ("n/a" without images),
   // and --predictions with the names and each image's file.
   fs::rename(tmp / "val/zebra", tmp / "val/two");
@@ -244,4 +264,17 @@ TEST(CliArgs, EvalNamesTheClassesItHasNamesFor) {
   EXPECT_EQ(
       vit::read_text_file(tmp / "p.csv").rfind("index,label,prediction,label_name,prediction_name,file\n", 0),
       0u);
+}
+
+// vit predict on a folder says which image files it leaves out (vit train does): a .bmp
+// was skipped without a word.
+TEST(CliArgs, PredictOnAFolderNamesTheFormatsItLeavesOut) {
+  vit::test::TempDir tmp("args_formats");
+  const std::string ck = tiny_run(tmp);
+  fs::create_directories(tmp / "imgs");
+  fs::copy_file(digit, tmp / "imgs/a.png");
+  std::ofstream(tmp / "imgs/b.bmp") << "BM";
+  const Result r = run("predict --checkpoint " + ck + " " + (tmp / "imgs"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "1 image file(s) in formats vitcpp does not read")) << r.out;
 }

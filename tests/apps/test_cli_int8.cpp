@@ -35,6 +35,13 @@ TEST(CliInt8, QuantizeWritesAFileThatPredictsAsDtypeInt8) {
   EXPECT_NE(from_int8.out.find("int8 checkpoint (vit quantize)"), std::string::npos) << from_int8.out;
   Result fp32 = run("predict --checkpoint " + q + " --dtype fp32 " + image);
   EXPECT_EQ(fp32.code, 0) << fp32.out;
+  // Its ONNX export is int8 too, as every command runs it (it was fp32); --dtype fp32 says not.
+  Result onnx = run("export --format onnx --checkpoint " + q + " --out " + tmp.str() + "/q.onnx");
+  ASSERT_EQ(onnx.code, 0) << onnx.out;
+  EXPECT_NE(onnx.out.find("(int8, "), std::string::npos) << onnx.out;
+  onnx = run("export --format onnx --dtype fp32 --checkpoint " + q + " --out " + tmp.str() + "/f.onnx");
+  ASSERT_EQ(onnx.code, 0) << onnx.out;
+  EXPECT_EQ(onnx.out.find("(int8, "), std::string::npos) << onnx.out;
 }
 
 TEST(CliInt8, BenchRunsInt8InferenceAndRefusesInt8Training) {
