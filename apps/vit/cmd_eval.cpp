@@ -181,6 +181,7 @@ Run add_eval(CLI::App& cmd) {
                           {"loss", r.loss},
                           {"count", r.count},
                           {"per_class", per_class_json}};
+      if (named) j["class_names"] = class_name;  // per_class's and confusion's order
       for (auto [key, file] : written)
         if (!file->empty()) j[key] = *file;
       auto& conf = j["confusion"] = nlohmann::json::array();

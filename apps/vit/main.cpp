@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 #include <new>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -228,7 +229,17 @@ int main(int argc, char** argv) {
     CLI::App* cmd = nullptr;
     for (CLI::App* sub : app.get_subcommands({}))
       if (sub->parsed()) cmd = sub;
-    vit::print_error_line(std::string("vit: error: ") + e.what());
+    std::string what = e.what();
+    // CLI11 lists the arguments it did not expect in the order it took them: last first.
+    if (const size_t colon = what.find(": ");
+        dynamic_cast<const CLI::ExtrasError*>(&e) && colon != what.npos) {
+      std::vector<std::string> words;
+      std::istringstream in(what.substr(colon + 2));
+      for (std::string w; in >> w;) words.insert(words.begin(), w);
+      what.erase(colon + 2);
+      for (size_t i = 0; i < words.size(); ++i) what += (i ? " " : "") + words[i];
+    }
+    vit::print_error_line("vit: error: " + what);
     std::cerr << "run 'vit" << (cmd ? " " + cmd->get_name() : "") << " --help' for the options\n";
     if (const std::string hint = did_you_mean(app, args); !hint.empty()) std::cerr << hint << "\n";
     return 2;

@@ -190,6 +190,10 @@ TEST(CliArgs, CommandLineErrorsExitWithStatusTwoAndSaySo) {
     EXPECT_EQ(r.code, 2) << args << ": " << r.out;
     EXPECT_EQ(r.out.rfind("vit: error: ", 0), 0u) << args << ": " << r.out;
   }
+  // Arguments not expected, in the order given (CLI11 listed them last first: "1 --threads").
+  const Result extras = run("info --threads 1");
+  EXPECT_TRUE(has(extras, "vit: error: The following arguments were not expected: --threads 1\n"))
+      << extras.out;
   EXPECT_EQ(run("train --help").code, 0);
   EXPECT_EQ(run("--version").code, 0);
 }
@@ -259,6 +263,12 @@ TEST(CliArgs, EvalNamesTheClassesItHasNamesFor) {
           (tmp / "p.csv"));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r, "ant: ")) << r.out;
+  const Result json =
+      run("eval --json --checkpoint " + run_dir + " --data-dir " + tmp.str() + " --threads 1");
+  ASSERT_EQ(json.code, 0) << json.out;
+  EXPECT_EQ(nlohmann::json::parse(json.out.substr(json.out.rfind("{\"")))["class_names"],
+            nlohmann::json({"ant", "bee", "cat", "3", "4"}))
+      << json.out;
   EXPECT_TRUE(has(r, "cat: ")) << r.out;
   EXPECT_TRUE(has(r, "4: n/a")) << r.out;
   EXPECT_EQ(
