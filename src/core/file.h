@@ -37,7 +37,9 @@ std::string read_text_file(const std::string& path);
 // A file written piece by piece under a temporary name (PATH.tmp.PID) and renamed to PATH
 // by commit(): for files too large to hold in memory. Destroyed without commit() (an
 // exception, a crash), it removes the temporary file and PATH stays as it was. Errors throw
-// vit::Error naming PATH.
+// vit::Error naming PATH. A symbolic link is followed (its target replaced, the link kept);
+// what is not a regular file (/dev/null, a FIFO, /dev/stdout and the process's other
+// descriptors) is written in place, as a shell's `>` writes it; a directory is refused.
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path);
