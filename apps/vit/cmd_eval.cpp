@@ -55,6 +55,26 @@ void write_predictions(const std::string& path, const EvalResult& r, const Datas
   write_file_atomic(path, csv);
 }
 
+// --results-file: timm validate.py's results, accuracies in percent to 4 decimals.
+void write_results_file(const std::string& path, const std::string& checkpoint, const ViT& model,
+                        const InputSpec& in, double top1, double top5) {
+  int64_t params = 0;
+  for (const auto& s : model.table().specs()) params += s.numel();
+  // To `per` parts of one (10000: 4 decimals), divided last so that 0.69 prints as 0.69
+  // (multiplied by 1e-4 it was 0.6900000000000001).
+  auto round_to = [](double v, double per) { return std::round(v * per) / per; };
+  const nlohmann::json res = {{"model", checkpoint},
+                              {"top1", round_to(top1, 1e4)},
+                              {"top1_err", round_to(100 - top1, 1e4)},
+                              {"top5", round_to(top5, 1e4)},
+                              {"top5_err", round_to(100 - top5, 1e4)},
+                              {"param_count", round_to(double(params) / 1e6, 100)},
+                              {"img_size", in.height},
+                              {"crop_pct", in.crop_pct},
+                              {"interpolation", resize_filter(in)}};
+  write_file_atomic(path, json_for_output(res, 4) + "\n");
+}
+
 }  // namespace
 
 Run add_eval(CLI::App& cmd) {
@@ -144,23 +164,8 @@ Run add_eval(CLI::App& cmd) {
     const double top1 = 100 * r.top1, top5 = 100 * r.top5;
     std::vector<double> per_class_pct(per_class.size());
     for (size_t k = 0; k < per_class.size(); ++k) per_class_pct[k] = 100 * per_class[k];
-    if (!f->results_file.empty()) {
-      int64_t params = 0;
-      for (const auto& s : model->table().specs()) params += s.numel();
-      // To `per` parts of one (10000: 4 decimals), divided last so that 0.69 prints as 0.69
-      // (multiplied by 1e-4 it was 0.6900000000000001).
-      auto round_to = [](double v, double per) { return std::round(v * per) / per; };
-      const nlohmann::json res = {{"model", f->load.checkpoint},
-                                  {"top1", round_to(top1, 1e4)},
-                                  {"top1_err", round_to(100 - top1, 1e4)},
-                                  {"top5", round_to(top5, 1e4)},
-                                  {"top5_err", round_to(100 - top5, 1e4)},
-                                  {"param_count", round_to(double(params) / 1e6, 100)},
-                                  {"img_size", in.height},
-                                  {"crop_pct", in.crop_pct},
-                                  {"interpolation", resize_filter(in)}};
-      write_file_atomic(f->results_file, json_for_output(res, 4) + "\n");
-    }
+    if (!f->results_file.empty())
+      write_results_file(f->results_file, f->load.checkpoint, *model, in, top1, top5);
     if (!f->confusion_png.empty()) {
       char title[96];
       std::snprintf(title, sizeof title, "confusion matrix: top-1 %.2f%% on %lld images", top1,
