@@ -75,8 +75,9 @@ int own_descriptor(const std::string& p) {
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  // /dev/stdout and its kind, through any links: the descriptor itself, written where it
-  // stands (a redirected stdout keeps what the program printed before and after).
+  // The links from path_, walked by hand, not normalized ("dir/../x" is the kernel's to
+  // resolve: dir may be a link). One of them to /dev/stdout and its kind: the descriptor
+  // itself, written where it stands (a redirected stdout keeps what was printed around it).
   std::string p = path_;
   for (int hops = 0; hops < 40; ++hops) {
     if (const int n = own_descriptor(p); n >= 0) {
@@ -100,15 +101,10 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     VIT_CHECK(fd_ >= 0, path_, ": cannot open for writing (", std::strerror(errno), ")");
     return;
   }
-  // A symbolic link to a file, or to none yet, is written through: its target is replaced
-  // and the link stays (as `sed -i --follow-symlinks`). Renaming over the link made it a file.
-  // The target is not normalized: "dir/../x" is the kernel's to resolve (dir may be a link).
-  for (int hops = 0; hops < 40 && fs::is_symlink(path_, ec); ++hops) {
-    const fs::path link = path_, to = fs::read_symlink(link, ec);
-    if (ec) break;
-    path_ = (to.is_absolute() ? to : link.parent_path() / to).string();
-  }
-  check_not_directory(path_);
+  // A symbolic link to a file, or to none yet, is written through: its target (where the walk
+  // above ended) is replaced and the link stays (as `sed -i --follow-symlinks`). Renaming over
+  // the link made it a file.
+  path_ = p;
   tmp_ = path_ + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ >= 0) return;

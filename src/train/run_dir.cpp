@@ -71,7 +71,8 @@ std::vector<std::string> run_files(const std::string& dir) {
 
 bool remove_untrained_run(const std::string& dir, bool made_dir) {
   std::error_code ec;
-  if (newest_state(dir) || fs::exists(fs::path(dir) / kRecoveryFile, ec)) return false;
+  for (const char* state : {kStateFile, kRecoveryFile})  // by name: a corrupt one is kept too
+    if (fs::exists(fs::path(dir) / state, ec)) return false;
   if (made_dir) return fs::remove_all(dir, ec) > 0 && !ec;
   for (const std::string& f : run_files(dir)) fs::remove(fs::path(dir) / f, ec);
   return true;
