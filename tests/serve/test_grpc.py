@@ -300,7 +300,9 @@ def test_full_queue_is_unavailable_and_late_answers_are_deadline_exceeded(pb):
         # The client's own deadline, shorter than --timeout-s, is the server's too.
         t = time.monotonic()
         code, details = code_of(lambda: c.ModelInfer(pixels_request(pb, x), timeout=0.3))
-        assert code == C.DEADLINE_EXCEEDED and time.monotonic() - t < 1.4, (code, details)
+        # Bounds in these deadline checks are far from the waits they tell apart (a loaded
+        # machine once took 0.7 s over a 0.2 s deadline).
+        assert code == C.DEADLINE_EXCEEDED and time.monotonic() - t < 3, (code, details)
     finally:
         code, log = s.stop()
     assert code == 0, log
@@ -324,13 +326,13 @@ def test_full_queue_is_unavailable_and_late_answers_are_deadline_exceeded(pb):
     assert "gRPC ModelInfer DEADLINE_EXCEEDED" in log, log
     assert "gRPC ModelInfer CANCELLED" in log, log  # not DEADLINE_EXCEEDED at --timeout-s
     # Triton's "timeout" request parameter (microseconds), when sooner than --timeout-s.
-    s, target = serve("--model", f"a={CK}", "--max-batch", 64, "--max-delay-ms", 1000, "--no-warmup")
+    s, target = serve("--model", f"a={CK}", "--max-batch", 64, "--max-delay-ms", 3000, "--no-warmup")
     try:
         r = pixels_request(pb, x)
         r.parameters["timeout"].int64_param = 200000
         t = time.monotonic()
         code, details = code_of(lambda: Client(pb, target).ModelInfer(r))
-        assert code == C.DEADLINE_EXCEEDED and "request's timeout" in details and time.monotonic() - t < 0.9
+        assert code == C.DEADLINE_EXCEEDED and "request's timeout" in details and time.monotonic() - t < 2.4
         r.parameters["timeout"].string_param = "200000"
         assert code_of(lambda: Client(pb, target).ModelInfer(r))[0] == C.INVALID_ARGUMENT
     finally:
