@@ -34,13 +34,13 @@ std::string shape_of(const py::array& a) {
 }
 
 // x must be [N, C, H, W] at the model's input size: a ValueError that says both otherwise.
+// N = 0 is an empty batch, answered with empty outputs as torch answers it.
 int64_t batch_of(const Engine& e, const Floats& x) {
   const vit::ViTConfig& c = e.config();
   const std::string want = "[N, " + std::to_string(c.in_chans) + ", " + std::to_string(c.img_h) + ", " +
                            std::to_string(c.img_w) + "]";
-  if (x.ndim() != 4 || x.shape(0) < 1 || x.shape(1) != c.in_chans || x.shape(2) != c.img_h ||
-      x.shape(3) != c.img_w)
-    throw py::value_error("the model takes images " + want + " (N >= 1), got " + shape_of(x));
+  if (x.ndim() != 4 || x.shape(1) != c.in_chans || x.shape(2) != c.img_h || x.shape(3) != c.img_w)
+    throw py::value_error("the model takes images " + want + ", got " + shape_of(x));
   return x.shape(0);
 }
 
@@ -62,7 +62,7 @@ py::array_t<float> logits(Engine& e, const Floats& x) {
   const int64_t B = batch_of(e, x);
   Floats out = empty({B, e.config().num_classes});
   float* o = out.mutable_data();
-  locked(e, [&](Engine& m) { m.logits(x.data(), B, o); });
+  if (B > 0) locked(e, [&](Engine& m) { m.logits(x.data(), B, o); });
   return out;
 }
 
@@ -71,7 +71,7 @@ py::tuple features(Engine& e, const Floats& x, bool pooled, bool tokens) {
   const int64_t B = batch_of(e, x), D = e.config().embed_dim, T = e.config().num_tokens();
   Floats p = empty({pooled ? B : 0, D}), t = empty({tokens ? B : 0, T, D});
   float *pp = pooled ? p.mutable_data() : nullptr, *tp = tokens ? t.mutable_data() : nullptr;
-  locked(e, [&](Engine& m) { m.features(x.data(), B, pp, tp); });
+  if (B > 0) locked(e, [&](Engine& m) { m.features(x.data(), B, pp, tp); });
   return py::make_tuple(pooled ? py::object(p) : py::none(), tokens ? py::object(t) : py::none());
 }
 
@@ -81,7 +81,7 @@ py::tuple attention(Engine& e, const Floats& x) {
   const int64_t B = batch_of(e, x), H = c.num_heads, T = c.num_tokens();
   Floats attn = empty({c.depth, B, H, T, T}), pool = empty({c.map_pool() ? B : 0, H, T});
   float *a = attn.mutable_data(), *p = c.map_pool() ? pool.mutable_data() : nullptr;
-  locked(e, [&](Engine& m) { m.attention(x.data(), B, a, p); });
+  if (B > 0) locked(e, [&](Engine& m) { m.attention(x.data(), B, a, p); });
   return py::make_tuple(attn, c.map_pool() ? py::object(pool) : py::none());
 }
 
@@ -90,7 +90,7 @@ py::tuple intermediates(Engine& e, const Floats& x, const std::vector<int64_t>& 
   const int64_t B = batch_of(e, x), T = e.config().num_tokens(), D = e.config().embed_dim;
   Floats out = empty({py::ssize_t(ids.size()), B, T, D}), tokens = empty({B, T, D});
   float *o = out.mutable_data(), *t = tokens.mutable_data();
-  locked(e, [&](Engine& m) { m.intermediates(x.data(), B, ids, o, t); });
+  if (B > 0) locked(e, [&](Engine& m) { m.intermediates(x.data(), B, ids, o, t); });
   return py::make_tuple(out, tokens);
 }
 
@@ -99,7 +99,7 @@ py::array_t<float> maps(Engine& e, const Floats& x, const std::string& method, i
   const int64_t B = batch_of(e, x);
   Floats out = empty({B, e.config().grid_h(), e.config().grid_w()});
   float* o = out.mutable_data();
-  locked(e, [&](Engine& m) { m.maps(x.data(), B, method, layer, head, o); });
+  if (B > 0) locked(e, [&](Engine& m) { m.maps(x.data(), B, method, layer, head, o); });
   return out;
 }
 

@@ -464,7 +464,7 @@ class VisionTransformer:
         if output_fmt == "NCHW":
             ph, pw = self._cfg["patch_size"]
             gh, gw = x.shape[2] // ph, x.shape[3] // pw
-            out = [np.ascontiguousarray(y.reshape(y.shape[0], gh, gw, -1).transpose(0, 3, 1, 2)) for y in out]
+            out = [np.ascontiguousarray(y.reshape(y.shape[0], gh, gw, y.shape[2]).transpose(0, 3, 1, 2)) for y in out]
         if return_prefix_tokens and pre:
             out = list(zip(out, prefix))
         return _as_input(images, out if intermediates_only else (final, out))
@@ -492,7 +492,7 @@ class VisionTransformer:
                 images = [images]
             images = list(images)
             if not images:
-                raise ValueError("predict: no images given")
+                return []  # as an empty float batch
             t = data.create_transform(**data.resolve_model_data_config(self))
             x = np.stack([t.numpy(im) for im in images])
         logits = np.asarray(self.forward(x))

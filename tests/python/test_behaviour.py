@@ -26,14 +26,26 @@ def test_bad_inputs_raise_the_right_exception(model):
         model(np.zeros((3, 32, 32), np.float32))
     with pytest.raises(ValueError, match=r"got \[1, 3, 24, 32\]"):
         model(np.zeros((1, 3, 24, 32), np.float32))
-    with pytest.raises(ValueError, match=r"got \[0, 3, 32, 32\]"):
-        model(np.zeros((0, 3, 32, 32), np.float32))
     with pytest.raises(TypeError, match="floating point"):
         model(np.zeros((1, 3, 32, 32), np.uint8))
     with pytest.raises(TypeError, match="floating point.*got dtype <U"):
         model("not an image")
     with pytest.raises(ValueError, match="forward_head takes"):
         model.forward_head(np.zeros((1, 5), np.float32))
+
+
+def test_an_empty_batch_gives_empty_outputs_as_torch(model):
+    """N = 0 was a ValueError; timm answers [0, K] (a filtered batch can be empty)."""
+    x = np.zeros((0, 3, 32, 32), np.float32)
+    assert model(x).shape == (0, model.num_classes)
+    T, D = model.num_prefix_tokens + 16, model.num_features
+    assert model.forward_features(x).shape == (0, T, D)
+    assert model.forward_head(model.forward_features(x)).shape == (0, model.num_classes)
+    assert model.forward_head(model.forward_features(x), pre_logits=True).shape == (0, D)
+    assert [f.shape for f in model.forward_intermediates(x, intermediates_only=True)] == [(0, D, 4, 4)] * 2
+    torch = pytest.importorskip("torch")
+    y = model(torch.zeros(0, 3, 32, 32))
+    assert isinstance(y, torch.Tensor) and tuple(y.shape) == (0, model.num_classes)
 
 
 def test_bad_files_raise_with_the_path(tmp_path):
