@@ -354,6 +354,10 @@ std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
             ": not exported: timm's distilled DeiT has a second head on its distillation token; this "
             "model's head reads the class token alone (transformers' DeiTForImageClassification; use "
             "--format hf or onnx)");
+  if (c.pos_embed != "learn")
+    notes.push_back(
+        "the fixed sin-cos position embedding is written as timm's learned one (same values): "
+        "fine-tuning the export would train it");
   if (c.pool_include_prefix)
     notes.push_back(
         "pooling over the prefix tokens too is model_args.pool_include_prefix, which timm "

@@ -179,7 +179,7 @@ TEST(Pretrained, ExportReadsBackAsTimmWithTheSameLogits) {
   c.act_layer = "quick_gelu";  // written as model_args act_layer (the name's is GELU)
   ViT m(c);
   m.init_weights(3);
-  export_timm(m, tmp / "timm", {"a", "b", "c", "d", "e", "f"});
+  EXPECT_TRUE(export_timm(m, tmp / "timm", {"a", "b", "c", "d", "e", "f"}).empty());
   const auto cfg = nlohmann::json::parse(read_text_file(tmp / "timm/config.json"));
   EXPECT_EQ(cfg["model_args"]["num_heads"], 4);
   EXPECT_EQ(cfg["model_args"]["act_layer"], "quick_gelu");
@@ -191,6 +191,23 @@ TEST(Pretrained, ExportReadsBackAsTimmWithTheSameLogits) {
   EXPECT_EQ(p.model->config().to_json(), m.config().to_json());
   const auto want = logits(m, 5), got = logits(*p.model, 5);
   EXPECT_EQ(got, want);  // the same weights, bit for bit
+}
+
+// timm's ViT has no fixed table: a sin-cos one is written as its learned pos_embed, with a
+// note (it was silent; the Hugging Face export said so).
+TEST(Pretrained, TimmExportOfAFixedTableSaysItBecomesLearned) {
+  test::TempDir tmp("sincos");
+  ViTConfig c = small_config();
+  c.pos_embed = "sincos";
+  ViT m(c);
+  m.init_weights(3);
+  const auto notes = export_timm(m, tmp / "timm");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("sin-cos position embedding is written as timm's learned one"), std::string::npos)
+      << notes[0];
+  Pretrained p = load_pretrained(tmp / "timm");
+  EXPECT_EQ(p.model->config().pos_embed, "learn");
+  EXPECT_EQ(logits(*p.model, 5), logits(m, 5));
 }
 
 // SigLIP's attention pool (global_pool 'map'): exported with model_args global_pool 'map'
