@@ -235,9 +235,9 @@ void InputFlags::prepare(ViT& model, int64_t max_batch, const std::string& store
 InputSpec InputFlags::spec(const ViTConfig& cfg) const {
   InputSpec in = input_spec(cfg);
   if (!interpolation.empty()) in.interpolation = interpolation;
-  if (crop_pct != 0.f) in.crop_pct = crop_pct;
+  if (crop_pct != 0) in.crop_pct = crop_pct;
   if (!crop_mode.empty()) in.crop_mode = crop_mode;
-  VIT_CHECK(in.crop_pct > 0.f && in.crop_pct <= 1.f, "--crop-pct must be in (0, 1], got ", in.crop_pct);
+  VIT_CHECK(in.crop_pct > 0 && in.crop_pct <= 1, "--crop-pct must be in (0, 1], got ", in.crop_pct);
   in.validate();
   return in;
 }

@@ -49,7 +49,7 @@ struct AugFlags {
 // precision of the blocks' matrix products.
 struct InputFlags {
   std::string interpolation, crop_mode, dtype;  // dtype: ViT::set_infer_dtype ("": the file's)
-  float crop_pct = 0.f;                         // 0: the config's
+  double crop_pct = 0;                          // 0: the config's
   void add_to(CLI::App& cmd);
   InputSpec spec(const ViTConfig& cfg) const;  // validated
   // Sets the model up for inference in batches of up to max_batch images: --dtype (by

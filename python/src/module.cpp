@@ -193,7 +193,7 @@ PYBIND11_MODULE(_vitcpp, m) {
 
   py::class_<vit::InputSpec>(m, "InputSpec")
       .def(py::init([](int64_t c, int64_t h, int64_t w, std::vector<float> mean, std::vector<float> std,
-                       std::string interpolation, float crop_pct, std::string crop_mode) {
+                       std::string interpolation, double crop_pct, std::string crop_mode) {
         vit::InputSpec in{c,
                           h,
                           w,

@@ -2,7 +2,18 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-def resolve_model_data_config(model: Any, args: Optional[Dict[str, Any]] = ...) -> Dict[str, Any]: ...
+IMAGENET_DEFAULT_MEAN: Tuple[float, float, float]
+IMAGENET_DEFAULT_STD: Tuple[float, float, float]
+DEFAULT_CROP_PCT: float
+DEFAULT_CROP_MODE: str
+
+def resolve_model_data_config(
+    model: Any,
+    args: Optional[Dict[str, Any]] = ...,
+    pretrained_cfg: Optional[Dict[str, Any]] = ...,
+    use_test_size: bool = ...,
+    verbose: bool = ...,
+) -> Dict[str, Any]: ...
 def resolve_data_config(
     args: Optional[Dict[str, Any]] = ...,
     pretrained_cfg: Optional[Dict[str, Any]] = ...,
@@ -17,12 +28,12 @@ class Transform:
     def numpy(self, image: Any) -> np.ndarray: ...
 
 def create_transform(
-    input_size: Union[int, Sequence[int]],
+    input_size: Union[int, Sequence[int]] = ...,
+    is_training: bool = ...,
     interpolation: str = ...,
     mean: Sequence[float] = ...,
     std: Sequence[float] = ...,
-    crop_pct: float = ...,
-    crop_mode: str = ...,
-    is_training: bool = ...,
+    crop_pct: Optional[float] = ...,
+    crop_mode: Optional[str] = ...,
     **kwargs: Any,
 ) -> Transform: ...

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <numbers>
 
-#include "core/decimal.h"
 #include "vit/core/error.h"
 
 namespace vit {
@@ -74,15 +73,26 @@ std::vector<int32_t> fixed_point(const ResampleAxis& a) {
   return k;
 }
 
-void nearest_u8(const uint8_t* src, int64_t h, int64_t w, int64_t c, uint8_t* dst, int64_t oh, int64_t ow) {
-  const double sy = double(h) / oh, sx = double(w) / ow;
-  for (int64_t y = 0; y < oh; ++y) {
-    const int64_t iy = std::min<int64_t>(h - 1, int64_t((y + 0.5) * sy));
-    for (int64_t x = 0; x < ow; ++x) {
-      const int64_t ix = std::min<int64_t>(w - 1, int64_t((x + 0.5) * sx));
-      std::copy_n(src + (iy * w + ix) * c, c, dst + (y * ow + x) * c);
-    }
+// Pillow's nearest resize (ImagingScaleAffine): output i reads the input at a running sum,
+// s / 2 + s + s + ..., truncated. The product (i + 0.5) * s rounds another way where it is
+// an integer in exact arithmetic: 8 -> 6 read input 6 at i = 4, Pillow input 5 (one size
+// pair in five differed).
+std::vector<int64_t> nearest_index(int64_t in, int64_t out) {
+  const double s = double(in) / double(out);
+  std::vector<int64_t> index(static_cast<size_t>(out));
+  double at = s * 0.5;
+  for (auto& i : index) {
+    i = std::min<int64_t>(in - 1, int64_t(at));
+    at += s;
   }
+  return index;
+}
+
+void nearest_u8(const uint8_t* src, int64_t h, int64_t w, int64_t c, uint8_t* dst, int64_t oh, int64_t ow) {
+  const std::vector<int64_t> iy = nearest_index(h, oh), ix = nearest_index(w, ow);
+  for (int64_t y = 0; y < oh; ++y)
+    for (int64_t x = 0; x < ow; ++x)
+      std::copy_n(src + (iy[size_t(y)] * w + ix[size_t(x)]) * c, c, dst + (y * ow + x) * c);
 }
 
 }  // namespace
@@ -118,8 +128,8 @@ Filter filter_from_pil_code(int code) {
   throw Error("unknown Pillow resample code " + std::to_string(code) + " (0 to 5)");
 }
 
-int64_t scale_size(int64_t size, float crop_pct) {
-  return int64_t(std::floor(double(size) / shortest_decimal(crop_pct)));
+int64_t scale_size(int64_t size, double crop_pct) {
+  return int64_t(std::floor(double(size) / crop_pct));
 }
 
 int pil_code(Filter f) {

@@ -20,10 +20,9 @@ const char* filter_name(Filter f);
 Filter filter_from_pil_code(int code);
 int pil_code(Filter f);
 
-// timm's scale_size before a center crop: floor(size / crop_pct), with crop_pct as the
-// Python float its config held: the shortest decimal that reads back to this float, as a
-// double (0.8f is 0.800000012; 224 / 0.8 is 280, 224 / 0.8f 279.99999).
-int64_t scale_size(int64_t size, float crop_pct);
+// timm's scale_size before a center crop: floor(size / crop_pct) in doubles, as Python's
+// math.floor(size / crop_pct) (224 / (224 / 240) is 240; in float it was 239.99999).
+int64_t scale_size(int64_t size, double crop_pct);
 
 // The weights of one axis: output i reads input [first[i], first[i] + count[i]) with
 // weights w[i * taps + j].
@@ -39,7 +38,7 @@ ResampleAxis resample_axis(int64_t in_size, int64_t out_size, Filter f);
 // Pillow's 8-bit resize of an interleaved [H, W, C] image to [oh, ow, C]: coefficients in
 // 22-bit fixed point, rounded and clamped to 0..255 after the horizontal pass and again
 // after the vertical one, as Pillow does (so pixels equal Pillow's). Nearest takes the
-// pixel at floor((x + 0.5) * in / out).
+// pixel Pillow takes: at the running sum in / out * (1/2 + 1 + 1 + ...), truncated.
 void resize_u8_pil(const uint8_t* src, int64_t h, int64_t w, int64_t c, uint8_t* dst, int64_t oh, int64_t ow,
                    Filter f);
 

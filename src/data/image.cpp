@@ -76,7 +76,13 @@ Image decode_png(const uint8_t* data, size_t size, const std::string& path) {
     std::memcpy(to, s->data + s->pos, n);
     s->pos += n;
   });
+  // Chunks as Pillow takes them: a bad CRC before the image data is an error (libpng
+  // dropped a bad ancillary chunk and read on), an unknown critical chunk is skipped
+  // (libpng refused it), and the image data's CRCs are not checked (below).
+  png_set_crc_action(png, PNG_CRC_DEFAULT, PNG_CRC_ERROR_QUIT);
+  png_set_read_user_chunk_fn(png, nullptr, [](png_structp, png_unknown_chunkp) { return 1; });
   png_read_info(png, info);
+  png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_QUIET_USE);
   src.stage = "corrupt PNG";
   const png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
   if (too_large(w, h)) {  // before a buffer of that size
@@ -99,7 +105,8 @@ Image decode_png(const uint8_t* data, size_t size, const std::string& path) {
   rows.resize(h);
   for (png_uint_32 y = 0; y < h; ++y) rows[y] = buf.data() + y * row_bytes;
   png_read_image(png, rows.data());
-  png_read_end(png, nullptr);
+  // Not png_read_end: what follows the last row (IEND, a cut-off trailer) changes no pixel,
+  // and Pillow ignores it (a file missing its last 12 bytes was "read beyond end of data").
   png_destroy_read_struct(&png, &info, nullptr);
   if (gray16) {  // big-endian 16-bit values, clipped at 255 as Pillow's "I" to "L" or "RGB"
     out.px.resize(size_t(out.h * out.w));

@@ -36,7 +36,7 @@ inline InputSpec input_spec(const ViTConfig& c) {
 // What training images are produced at: the model's input, resized straight to its size
 // (crop_pct 1, squash), since augmentation does the cropping.
 inline InputSpec training_input(InputSpec in) {
-  in.crop_pct = 1.f;
+  in.crop_pct = 1.0;
   in.crop_mode = "squash";
   return in;
 }

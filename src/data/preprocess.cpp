@@ -17,7 +17,7 @@ void InputSpec::validate() const {
             "input: mean and std need one value per channel (", channels, ")");
   for (float s : std) VIT_CHECK(s > 0.f, "input: std values must be positive, got ", s);
   filter_from_name(interpolation);
-  VIT_CHECK(crop_pct > 0.f && crop_pct <= 1.f, "input: crop_pct must be in (0, 1], got ", crop_pct);
+  VIT_CHECK(crop_pct > 0 && crop_pct <= 1, "input: crop_pct must be in (0, 1], got ", crop_pct);
   VIT_CHECK(crop_mode == "center" || crop_mode == "squash",
             "input: crop_mode must be 'center' or 'squash', got '", crop_mode, "'");
 }

@@ -21,7 +21,7 @@ struct InputSpec {
   std::vector<float> mean, std;
   std::string interpolation =
       "bilinear";                    // Pillow's filters: bilinear, bicubic, lanczos, box, hamming, nearest
-  float crop_pct = 1.f;              // in (0, 1]
+  double crop_pct = 1.0;             // in (0, 1]; timm's Python float
   std::string crop_mode = "squash";  // "center" or "squash"
   void validate() const;
 };

@@ -122,7 +122,7 @@ std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
     notes.push_back(
         "the fixed sin-cos position embedding is written as HF's learned one (same values): "
         "fine-tuning the export would train it");
-  if (!c.dist_token && (c.crop_mode != "squash" || c.crop_pct != 1.f))
+  if (!c.dist_token && (c.crop_mode != "squash" || c.crop_pct != 1.0))
     notes.push_back("ViTImageProcessor resizes to the input size without cropping; this model's " +
                     c.crop_mode + " crop (crop_pct " + json(c.crop_pct).dump() +
                     ") is not in preprocessor_config.json");

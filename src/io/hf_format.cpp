@@ -76,10 +76,10 @@ void read_preprocessor(const json& p, ViTConfig& c, Mapping& m) {
               "preprocessor_config.json crop_size ", ch, "x", cw, " of size ", h, "x", w,
               " is not one center crop of both sides alike");
     c.crop_mode = "squash";
-    // crop / size in float, nudged down where rounding would make the size preprocessing
-    // resizes to (scale_size) one short of `size` (224 / 248, say).
-    c.crop_pct = float(double(ch) / double(h));
-    while (scale_size(ch, c.crop_pct) < h) c.crop_pct = std::nextafter(c.crop_pct, 0.f);
+    // crop / size, nudged down where rounding would make the size preprocessing resizes to
+    // (scale_size) one short of `size`.
+    c.crop_pct = double(ch) / double(h);
+    while (scale_size(ch, c.crop_pct) < h) c.crop_pct = std::nextafter(c.crop_pct, 0.0);
     if (ch != c.img_h || cw != c.img_w)
       m.notes.push_back("preprocessor_config.json crops to " + std::to_string(ch) + "x" + std::to_string(cw) +
                         ", the model takes " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
@@ -103,7 +103,7 @@ void hf_preprocessing(const SafeTensors& st, ViTConfig& c, Mapping& m, const std
   c.mean.assign(c.in_chans, 0.5f);
   c.std.assign(c.in_chans, 0.5f);
   c.interpolation = interpolation;
-  c.crop_pct = 1.f;
+  c.crop_pct = 1.0;
   c.crop_mode = "squash";
   if (auto pre = json_beside(st, "preprocessor_config.json"))
     read_preprocessor(*pre, c, m);

@@ -317,7 +317,7 @@ std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>&
   if (c.pool_include_prefix) args["pool_include_prefix"] = true;  // timm 1.0's pool()
   json pcfg = {{"input_size", {c.in_chans, c.img_h, c.img_w}},
                {"interpolation", c.interpolation},
-               {"crop_pct", detail::tidy(c.crop_pct)},
+               {"crop_pct", c.crop_pct},
                {"crop_mode", c.crop_mode},
                {"mean", detail::tidy(c.mean)},
                {"std", detail::tidy(c.std)},

@@ -78,7 +78,7 @@ void read_pretrained_cfg(const json& p, ViTConfig& c, Mapping& m) {
   if (auto* v = field(p, "mean")) c.mean = v->get<std::vector<float>>();
   if (auto* v = field(p, "std")) c.std = v->get<std::vector<float>>();
   if (auto* v = field(p, "interpolation")) c.interpolation = v->get<std::string>();
-  if (auto* v = field(p, "crop_pct")) c.crop_pct = v->get<float>();
+  if (auto* v = field(p, "crop_pct")) c.crop_pct = v->get<double>();
   if (auto* v = field(p, "crop_mode")) {
     c.crop_mode = v->get<std::string>();
     if (c.crop_mode != "center" && c.crop_mode != "squash") {
@@ -280,7 +280,7 @@ void Reader::read_preprocessing() {
   if (!config || !field(*config, "pretrained_cfg")) {
     // timm's defaults for its ViTs (vision_transformer.py's _cfg).
     c.interpolation = "bicubic";
-    c.crop_pct = 0.9f;
+    c.crop_pct = 0.9;
     c.crop_mode = "center";
     // A bare state dict loaded as a named model (create_model(name, checkpoint_path=...)):
     // the name's pretrained_cfg, as timm keeps it (DeiT's ImageNet mean and std, 0.875).

@@ -229,7 +229,7 @@ void Reader::read_preprocessing() {
     m.notes.push_back(
         "pixels scaled to [0, 1] and not normalized (torchvision's ToTensor()); config.json's "
         "mean and std say otherwise");
-  c.crop_pct = 1.f;
+  c.crop_pct = 1.0;
   c.crop_mode = "squash";
   if (const json* v = field(args, "label_names")) {
     m.class_names = v->get<std::vector<std::string>>();

@@ -77,7 +77,7 @@ void ViTConfig::validate() const {
             "config: act_layer must be 'gelu', 'gelu_tanh' or 'quick_gelu', got '", act_layer, "'");
   VIT_CHECK(known_interpolation(interpolation), "config: unknown interpolation '", interpolation,
             "' (bilinear, bicubic, lanczos, box, hamming, nearest)");
-  VIT_CHECK(crop_pct > 0.f && crop_pct <= 1.f, "config: crop_pct must be in (0, 1], got ", crop_pct);
+  VIT_CHECK(crop_pct > 0 && crop_pct <= 1, "config: crop_pct must be in (0, 1], got ", crop_pct);
   VIT_CHECK(crop_mode == "center" || crop_mode == "squash",
             "config: crop_mode must be 'center' or 'squash', got '", crop_mode, "'");
   VIT_CHECK(pos_embed == "learn" || pos_embed == "sincos" || pos_embed == "sincos2d",
@@ -140,7 +140,7 @@ std::string ViTConfig::to_json(int indent) const {
             {"mean", tidy(mean)},
             {"std", tidy(std)},
             {"interpolation", interpolation},
-            {"crop_pct", tidy(crop_pct)},
+            {"crop_pct", crop_pct},
             {"crop_mode", crop_mode}};
   // Written only where it changes the model, so that every other config reads as before.
   if (attn_dim() != embed_dim) j["dim_head"] = head_dim();
@@ -229,7 +229,7 @@ ViTConfig ViTConfig::from_json(const std::string& text) {
       else if (key == "interpolation")
         c.interpolation = v.get<std::string>();
       else if (key == "crop_pct")
-        c.crop_pct = v.get<float>();
+        c.crop_pct = v.get<double>();
       else if (key == "crop_mode")
         c.crop_mode = v.get<std::string>();
       else if (key == "pos_drop_rate")
@@ -296,7 +296,7 @@ ViTConfig timm_vit(int64_t patch, int64_t dim, int64_t depth, int64_t heads) {
   // center crop of 0.9, Inception's mean and std (0.5, the default here).
   c.interpolation = "bicubic";
   c.crop_mode = "center";
-  c.crop_pct = 0.9f;
+  c.crop_pct = 0.9;
   return c;
 }
 
@@ -323,7 +323,7 @@ std::optional<ViTConfig> timm_named(const std::string& name) {
   // The name's preprocessing, as timm's pretrained_cfg gives it (the _cfg of
   // vision_transformer.py and deit.py): a center crop of 0.9 (ViT) or 0.875 (DeiT) at 224
   // and none above; ImageNet's mean and std for DeiT.
-  c.crop_pct = res > 224 ? 1.f : m[1].matched ? 0.9f : 0.875f;
+  c.crop_pct = res > 224 ? 1.0 : m[1].matched ? 0.9 : 0.875;
   if (m[2].matched) {
     c.mean = {0.485f, 0.456f, 0.406f};
     c.std = {0.229f, 0.224f, 0.225f};

@@ -63,8 +63,8 @@ struct ViTConfig {
   // center crop to the input size.
   std::vector<float> mean = {0.5f, 0.5f, 0.5f}, std = {0.5f, 0.5f, 0.5f};
   std::string interpolation = "bilinear";  // bilinear, bicubic, lanczos, box, hamming, nearest
-  float crop_pct = 1.f;
-  std::string crop_mode = "squash";  // or "center"
+  double crop_pct = 1.0;                   // a double, as timm's Python float: 224 / (224 / 240) is 240
+  std::string crop_mode = "squash";        // or "center"
 
   int64_t grid_h() const { return img_h / patch_h; }
   int64_t grid_w() const { return img_w / patch_w; }

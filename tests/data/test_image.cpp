@@ -2,6 +2,7 @@
 // conversion, bilinear resizing, corrupt files, and ImageNet-style folders.
 #include <gtest/gtest.h>
 #include <jpeglib.h>
+#include <zlib.h>
 
 #include <cmath>
 #include <cstdio>
@@ -131,6 +132,46 @@ TEST(Image, PngIsReadAsPillowReadsIt) {
   }
 }
 
+// PNG chunks as Pillow 9.4 takes them (a tester's corpus found each difference): what follows
+// the last row is ignored (a file without IEND, or cut inside it, was "read beyond end of
+// data"), the image data's CRCs are not checked, an unknown critical chunk is skipped, and a
+// bad CRC on a chunk before the image data is an error (libpng read on without that chunk).
+TEST(Image, PngChunksAreTakenAsPillowTakesThem) {
+  test::TempDir dir("chunks");
+  const Image img = gradient(6, 9, 3);
+  write_png(dir / "ok.png", img);
+  const std::string png = read_text_file(dir / "ok.png");
+  auto chunk = [](const std::string& type, const std::string& data, bool good_crc) {
+    auto be32 = [](uint32_t v) {
+      return std::string{char(v >> 24), char(v >> 16 & 255), char(v >> 8 & 255), char(v & 255)};
+    };
+    const std::string body = type + data;
+    const uint32_t crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(body.data()), uInt(body.size())));
+    return be32(uint32_t(data.size())) + body + be32(good_crc ? crc : crc ^ 1);
+  };
+  const size_t idat = png.find("IDAT") - 4;  // the chunk's length field
+  const size_t iend = png.size() - 12;
+  ASSERT_EQ(png.substr(iend + 4, 4), "IEND");
+  const size_t idat_crc = iend - 1;  // the last byte of IDAT's CRC (one IDAT chunk)
+  std::string bad_crc = png;
+  bad_crc[idat_crc] = char(bad_crc[idat_crc] ^ 0x5a);
+  const std::vector<std::pair<const char*, std::string>> read = {
+      {"no_iend.png", png.substr(0, iend)},
+      {"cut_iend.png", png.substr(0, iend + 6)},
+      {"idat_crc.png", bad_crc},
+      {"critical.png", png.substr(0, idat) + chunk("ABCD", "xyz", true) + png.substr(idat)}};
+  for (const auto& [name, bytes] : read) {
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    const Image back = read_image(dir / name);
+    EXPECT_EQ(back.px, img.px) << name;
+  }
+  std::ofstream(dir / "text_crc.png", std::ios::binary)
+      << png.substr(0, idat) + chunk("tEXt", "Comment\0hello", false) + png.substr(idat);
+  const std::string msg = test::error_of([&] { read_image(dir / "text_crc.png"); });
+  EXPECT_NE(msg.find("text_crc.png"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("CRC"), std::string::npos) << msg;
+}
+
 // A JPEG cut anywhere after its header decodes to gray rows in libjpeg, with only a warning:
 // it is an error here, as in Pillow ("image file is truncated"), at every cut from the first
 // scan's data to the last byte before the end marker. The whole file still decodes.
@@ -241,7 +282,7 @@ TEST(Image, CenterCropAfterShorterSideResize) {
   const Image img = gradient(8, 12, 1);
   write_png(dir / "a.png", img);
   InputSpec in{1, 4, 4, {0.f}, {1.f}};
-  in.crop_pct = 0.5f;
+  in.crop_pct = 0.5;
   in.crop_mode = "center";
   std::vector<float> x(16);
   load_image_input(dir / "a.png", in, x.data());
@@ -249,19 +290,48 @@ TEST(Image, CenterCropAfterShorterSideResize) {
     for (int k = 0; k < 4; ++k) EXPECT_FLOAT_EQ(x[y * 4 + k], img.px[(y + 2) * 12 + k + 4] / 255.f) << y << k;
 }
 
-// timm's scale size, floor(size / crop_pct), with crop_pct the double a Python config holds:
-// 0.8f is 0.800000012, which would make 224 / 0.8 = 280 into 279 (and 8 / 0.8 = 10 into 9).
-TEST(Image, ScaleSizeDividesByTheConfigsDecimal) {
-  EXPECT_EQ(scale_size(224, 0.8f), 280);
-  EXPECT_EQ(scale_size(8, 0.8f), 10);
-  EXPECT_EQ(scale_size(224, 0.875f), 256);
-  EXPECT_EQ(scale_size(224, 0.9f), 248);  // 248.9
-  EXPECT_EQ(scale_size(384, 0.96f), 400);
-  EXPECT_EQ(scale_size(224, 1.f), 224);
+// timm's scale size, floor(size / crop_pct), with crop_pct the double a Python config holds.
+// In float, 0.8f (0.800000012) made 224 / 0.8 = 280 into 279, and 224 / 240 (0.93333334f)
+// made 240 into 239: every pixel of the crop moved (a tester's sweep found 39,646 such pairs).
+TEST(Image, ScaleSizeDividesByTheConfigsDouble) {
+  EXPECT_EQ(scale_size(224, 0.8), 280);
+  EXPECT_EQ(scale_size(8, 0.8), 10);
+  EXPECT_EQ(scale_size(224, 0.875), 256);
+  EXPECT_EQ(scale_size(224, 0.9), 248);  // 248.9
+  EXPECT_EQ(scale_size(384, 0.96), 400);
+  EXPECT_EQ(scale_size(224, 1.0), 224);
+  EXPECT_EQ(scale_size(224, 224.0 / 240), 240);
+  EXPECT_EQ(scale_size(448, 448.0 / 480), 480);
+  EXPECT_EQ(scale_size(32, 32.0 / 34), 34);  // (Python's math.floor gives these three)
   InputSpec in{3, 224, 224, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
-  in.crop_pct = 0.8f;
+  in.crop_pct = 0.8;
   in.crop_mode = "squash";
   EXPECT_EQ(resized_size(500, 375, in), std::make_pair(int64_t(280), int64_t(280)));
+}
+
+// Pillow's nearest resize reads the input at a running sum of in / out, truncated; the
+// pixel at (x + 0.5) * in / out differed in one size pair of five. The rows below are
+// Pillow 9.4's Image.resize((out, 1), NEAREST) of the row 0, 1, ..., in - 1.
+TEST(Image, NearestResizeTakesPillowsPixels) {
+  const std::vector<std::pair<std::pair<int64_t, int64_t>, std::vector<uint8_t>>> cases = {
+      {{8, 6}, {0, 2, 3, 4, 5, 7}},
+      {{8, 7}, {0, 1, 2, 3, 5, 6, 7}},
+      {{12, 9}, {0, 2, 3, 4, 5, 7, 8, 10, 11}},
+      {{14, 5}, {1, 4, 6, 9, 12}},
+      {{6, 8}, {0, 1, 1, 2, 3, 4, 4, 5}},
+      {{7, 3}, {1, 3, 5}},
+      {{3, 7}, {0, 0, 1, 1, 1, 2, 2}},
+      {{199, 13}, {7, 22, 38, 53, 68, 84, 99, 114, 130, 145, 160, 176, 191}}};
+  for (const auto& [size, want] : cases) {
+    const auto [in, out] = size;
+    std::vector<uint8_t> row(static_cast<size_t>(in)), got(static_cast<size_t>(out));
+    for (int64_t i = 0; i < in; ++i) row[size_t(i)] = uint8_t(i);
+    resize_u8_pil(row.data(), 1, in, 1, got.data(), 1, out, Filter::Nearest);
+    EXPECT_EQ(got, want) << in << " -> " << out;
+    // The same along the height (a column).
+    resize_u8_pil(row.data(), in, 1, 1, got.data(), out, 1, Filter::Nearest);
+    EXPECT_EQ(got, want) << in << " -> " << out << " (column)";
+  }
 }
 
 TEST(Folder, ClassesFromSortedSubfoldersAndClearErrors) {
@@ -403,7 +473,7 @@ TEST(Folder, AnEvaluationAloneKeepsTrainsClassesWithoutReadingTrain) {
   // timm's validate.py: here a center crop of the 6 x 10 image, where training squashes it.
   InputSpec crop = in;
   crop.crop_mode = "center";
-  crop.crop_pct = 0.875f;
+  crop.crop_pct = 0.875;
   DataSources tr = make_datasets(dir.str(), "auto", crop, 0.0, 0, true, Splits::train);
   DataSources tr_both = make_datasets(dir.str(), "auto", crop, 0.0, 0, true);
   ASSERT_TRUE(tr.train && !tr.eval);
@@ -436,7 +506,7 @@ TEST(Folder, ValSplitHoldsOutPartOfTrainWhenThereIsNoVal) {
     }
   InputSpec in{3, 4, 4, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
   in.crop_mode = "center";
-  in.crop_pct = 0.875f;
+  in.crop_pct = 0.875;
   const std::string without = test::error_of([&] { make_datasets(dir.str(), "auto", in, 0.0, 0); });
   EXPECT_NE(without.find("train/ is there without val/ or test/: --val-split 0.1"), std::string::npos)
       << without;

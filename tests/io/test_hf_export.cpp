@@ -115,7 +115,7 @@ TEST(HfExport, RoundTripsToTheSameLogits) {
   EXPECT_NE(notes[0].find("sin-cos"), std::string::npos) << notes[0];
   expect_round_trip(b, {}, tmp / "b");
   // timm's center crop has no place in ViTImageProcessor's config: a note says so.
-  c.crop_pct = 0.875f;
+  c.crop_pct = 0.875;
   c.crop_mode = "center";
   ViT e(c);
   const auto crop = export_hf(e, tmp / "e");
@@ -144,7 +144,7 @@ TEST(HfExport, DistilledDeitRoundTripsAsTransformersDeit) {
   test::TempDir tmp("hfdeit");
   ViTConfig c = test::square(test::tiny_vit());
   c.dist_token = c.head_dist = true;
-  c.crop_pct = 0.8f;  // resize to 10, crop 8
+  c.crop_pct = 0.8;  // resize to 10, crop 8
   c.interpolation = "bicubic";
   ViT t(c);
   t.init_weights(5);
@@ -178,8 +178,8 @@ TEST(HfExport, DistilledDeitRoundTripsAsTransformersDeit) {
   pj["size"] = {{"height", 248}, {"width", 248}};
   pj["crop_size"] = {{"height", 224}, {"width", 224}};
   write_file_atomic(tmp / "single/preprocessor_config.json", pj.dump());
-  const float pct = load_pretrained(tmp / "single").model->config().crop_pct;
-  EXPECT_EQ(int64_t(std::floor(224.0 / double(pct))), 248) << pct;
+  const double pct = load_pretrained(tmp / "single").model->config().crop_pct;
+  EXPECT_EQ(int64_t(std::floor(224.0 / pct)), 248) << pct;
 }
 
 // A model without a head is written as HF's ViTModel (no vit. prefix, no classifier) and

@@ -71,7 +71,7 @@ TEST(PretrainedFixtures, TimmWithLayerScaleRegistersNoEmbedClassPreNormBF16) {
   EXPECT_TRUE(c.no_embed_class && c.pre_norm && c.layer_scale() && !c.qkv_bias && !c.patch_bias);
   EXPECT_EQ(c.num_heads, 2);
   EXPECT_EQ(c.interpolation, "bicubic");
-  EXPECT_FLOAT_EQ(c.crop_pct, 0.875f);
+  EXPECT_EQ(c.crop_pct, 0.875);
   EXPECT_EQ(c.crop_mode, "center");
   EXPECT_FLOAT_EQ(c.mean[0], 0.485f);
   EXPECT_EQ(p.class_names, (std::vector<std::string>{"apple", "bus", "cat", "dog", "eel"}));
@@ -296,7 +296,7 @@ TEST(PretrainedFixtures, TimmNonSquareCenterCropIsBilinearAsTimmDoesIt) {
   Pretrained p = load_pretrained(fixture("timm_b"));
   InputSpec in = input_spec(p.model->config());
   in.interpolation = "bicubic";
-  in.crop_pct = 0.875f;
+  in.crop_pct = 0.875;
   EXPECT_EQ(resize_filter(in), "bilinear");
   const int64_t n = 3 * in.height * in.width;
   for (size_t i = 0; i < std::size(kStems); ++i) {

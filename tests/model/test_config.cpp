@@ -56,10 +56,10 @@ TEST(Config, TimmNamesAreAliasesOfThePresets) {
   const ViTConfig vit = preset("vit_tiny_patch16_224"), deit = preset("deit_tiny_patch16_224");
   EXPECT_EQ(vit.interpolation, "bicubic");
   EXPECT_EQ(vit.crop_mode, "center");
-  EXPECT_FLOAT_EQ(vit.crop_pct, 0.9f);
+  EXPECT_EQ(vit.crop_pct, 0.9);
   EXPECT_EQ(vit.mean, std::vector<float>(3, 0.5f));
-  EXPECT_FLOAT_EQ(c.crop_pct, 1.f);
-  EXPECT_FLOAT_EQ(deit.crop_pct, 0.875f);
+  EXPECT_EQ(c.crop_pct, 1.0);
+  EXPECT_EQ(deit.crop_pct, 0.875);
   EXPECT_EQ(deit.mean, (std::vector<float>{0.485f, 0.456f, 0.406f}));
   EXPECT_EQ(deit.std, (std::vector<float>{0.229f, 0.224f, 0.225f}));
 }

@@ -81,6 +81,38 @@ def test_data_config_helpers_take_timms_arguments():
     assert np.array_equal(back.numpy(path), t.numpy(path))
 
 
+def test_data_config_defaults_and_rules_are_timms():
+    """create_transform(224) took mean/std 0.5 and crop_pct 1 (timm: ImageNet's and 0.875),
+    refused crop_pct=None, ignored crop_border_pixels and use_prefetcher; resolve_data_config
+    ignored img_size and kept a one-value mean."""
+    D = vitcpp.data
+    t = D.create_transform(32)
+    assert t.cfg == {"input_size": (3, 32, 32), "interpolation": "bilinear", "mean": D.IMAGENET_DEFAULT_MEAN,
+                     "std": D.IMAGENET_DEFAULT_STD, "crop_pct": 0.875, "crop_mode": "center"}
+    assert D.create_transform(32, crop_pct=None, crop_mode=None, hflip=0.5, re_prob=0.25).cfg == t.cfg
+    for bad in ({"crop_border_pixels": 2}, {"use_prefetcher": True}, {"normalize": False}, {"naflex": True}):
+        with pytest.raises(ValueError, match=list(bad)[0]):
+            D.create_transform(32, **bad)
+    assert D.create_transform(32, crop_border_pixels=0, normalize=True).cfg == t.cfg
+    assert D.resolve_data_config({}) == {"input_size": (3, 224, 224), "interpolation": "bicubic",
+                                         "mean": D.IMAGENET_DEFAULT_MEAN, "std": D.IMAGENET_DEFAULT_STD,
+                                         "crop_pct": 0.875, "crop_mode": "center"}
+    m = vitcpp.create_model("local-dir:" + TIMM_A)
+    got = D.resolve_data_config({"img_size": 48, "mean": [0.5], "std": (0.25,)}, model=m)
+    assert got["input_size"] == (3, 48, 48) and got["mean"] == (0.5,) * 3 and got["std"] == (0.25,) * 3
+    assert got["crop_pct"] == m.pretrained_cfg["crop_pct"]
+    assert D.resolve_model_data_config(m, {"input_size": (3, 40, 40)})["input_size"] == (3, 40, 40)
+    with pytest.raises(ValueError, match="not both"):
+        D.resolve_data_config(model=m, pretrained_cfg=m.pretrained_cfg)
+    # The defaults' pixels: torchvision's Resize(36, bilinear) + CenterCrop(32) + Normalize.
+    tv = pytest.importorskip("torchvision.transforms")
+    from PIL import Image
+    img = Image.open(os.path.join(PRETRAINED, "images", "cat.jpg")).convert("RGB")
+    ref = tv.Compose([tv.Resize(36, interpolation=tv.InterpolationMode.BILINEAR), tv.CenterCrop(32), tv.ToTensor(),
+                      tv.Normalize(D.IMAGENET_DEFAULT_MEAN, D.IMAGENET_DEFAULT_STD)])(img).numpy()
+    assert np.abs(t.numpy(img) - ref).max() <= 1e-5
+
+
 def test_the_transform_gives_tensors_once_torch_is_imported():
     torch = pytest.importorskip("torch")
     t = vitcpp.data.create_transform(**vitcpp.data.resolve_model_data_config(vitcpp.create_model("local-dir:" + TIMM_A)))
