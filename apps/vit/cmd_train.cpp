@@ -184,6 +184,18 @@ nlohmann::json settings_json(const CLI::App& cmd) {
   return j;
 }
 
+// What every process of an MPI run must have been given alike (TrainConfig::agreed_settings):
+// the settings but those a process may give its own of (resume_may_change's, but --epochs),
+// and the paths, whose contents the start-up check compares instead (the data's sizes, the
+// initial weights), as hosts may mount them apart.
+std::string agreed_settings(const CLI::App& cmd) {
+  nlohmann::json j = settings_json(cmd);
+  for (const char* own : {"threads", "workers", "comm-timeout", "progress", "log-every", "recovery-interval",
+                          "data-dir", "output", "pretrained", "teacher"})
+    j.erase(own);
+  return j.dump();
+}
+
 // The model's, the data's and augmentation's flags (the model's own come first, from ModelFlags).
 void add_model_and_data_flags(CLI::App& cmd, TrainFlags* f) {
   f->model.add_to(cmd);
@@ -434,6 +446,7 @@ void TrainCommand::check_flags() {
   aug_flags = F.aug.config();  // also the flags of augmentations that are off
   F.train.sched.validate();
   if (F.resume.empty() && !F.train.output.empty()) settings_json(cmd);  // what args.json cannot hold
+  if (comm.size() > 1) F.train.agreed_settings = agreed_settings(cmd);
   if (F.resume.empty()) note_flags_without_effect();  // a resumed run said them when it began
 }
 

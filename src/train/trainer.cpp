@@ -394,7 +394,8 @@ std::vector<std::pair<std::string, std::string>> run_fingerprint(const ViT& mode
      << c.decay_epochs << ' ' << nlohmann::json(c.decay_milestones).dump() << ' ' << c.warmup_epochs << ' '
      << c.smoothing << ' ' << c.clip_grad << ' ' << c.mixup.mixup_alpha << ' ' << c.mixup.cutmix_alpha << ' '
      << c.mixup.prob << ' ' << c.mixup.switch_prob << ' ' << c.seed << ' ' << c.patience << ' '
-     << c.eval_metric << ' ' << c.resume << ' ' << model.amp();
+     << c.eval_metric << ' ' << c.resume << ' ' << model.amp() << ' ' << c.model_ema << ' '
+     << c.model_ema_decay << ' ' << c.model_ema_warmup << ' ' << c.agreed_settings;
   const std::string model_json = model.config().to_json(-1), train_str = tc.str();
   return {{"build id", build_id()},
           {"model config hash", hash_hex(model_json.data(), model_json.size())},

@@ -115,6 +115,11 @@ struct TrainConfig {
   // (channels, size, classes); another mean and std are converted to. It only infers.
   ViT* teacher = nullptr;
   DistillConfig distill;
+  // What else every process of a data-parallel run must have been given alike (the CLI: its
+  // settings but those a process may have its own of, such as --threads): hashed into the
+  // start-up check with the fields above. The augmentation and teacher flags are not fields
+  // here; a rank given another --hflip trained without a word.
+  std::string agreed_settings;
   void validate() const;
 };
 

@@ -210,12 +210,20 @@ TEST_F(Mpi, ARankThatCannotReadItsDataStopsTheJobWithAMessageFromRank0) {
   EXPECT_NE(r.out.find("/nonexistent/data"), std::string::npos) << r.out;
 }
 
+// Any flag that changes the run, augmentation and the EMA too (a rank given another --hflip
+// or --model-ema-decay trained without a word); a process's own --workers is not one.
 TEST_F(Mpi, MismatchedFlagsAcrossRanksAreDetectedAtStart) {
   const std::string common = " train --model mnist-seed --img-size 16 --synthetic 250 -b 64 --threads 1 ";
-  Result r = shell(mpirun(1) + kVit + common + "--lr 0.01 : -np 1 " + kVit + common + "--lr 0.02");
-  EXPECT_NE(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("the ranks disagree"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("rank 1 has training flags hash="), std::string::npos) << r.out;
+  for (auto [a, b] : {std::pair{"--lr 0.01", "--lr 0.02"},
+                      {"--hflip 0.5", "--hflip 0.4"},
+                      {"--model-ema --model-ema-decay 0.9", "--model-ema --model-ema-decay 0.99"}}) {
+    Result r = shell(mpirun(1) + kVit + common + a + " : -np 1 " + kVit + common + b);
+    EXPECT_NE(r.code, 0) << a << " / " << b << "\n" << r.out;
+    EXPECT_NE(r.out.find("the ranks disagree"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("rank 1 has training flags hash="), std::string::npos) << r.out;
+  }
+  Result r = shell(mpirun(1) + kVit + common + "--epochs 1 : -np 1 " + kVit + common + "--epochs 1 -j 2");
+  EXPECT_EQ(r.code, 0) << r.out;
 }
 
 TEST_F(Mpi, ARankThatHangsOrDiesEndsTheJobInsteadOfHanging) {
