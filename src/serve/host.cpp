@@ -79,6 +79,7 @@ ModelPtr Host::make_model(const ServedModel& s, const std::string& config) {
   co.max_batch = set.max_batch;
   // The threads are shared out between the instances, the first ones taking what is left.
   const int threads = o_.threads > 0 ? o_.threads : num_threads(), n = set.instances;
+  VIT_CHECK(n >= 1, "a model needs one instance at least, not ", n);
   VIT_CHECK(n <= threads,
             from.empty() ? detail::concat("--instances ", n, " is")
                          : detail::concat(n, " instances (", from, ") are"),
@@ -224,7 +225,7 @@ Inference Host::infer(const Model& m, std::vector<float> x, int64_t n, Clock::ti
       out.status = 504;
       out.error = timeout_us > 0 && double(timeout_us) < o_.timeout_s * 1e6
                       ? detail::concat("no answer within the request's timeout of ", timeout_us, " us")
-                      : "no answer within --timeout-s " + std::to_string(o_.timeout_s) + " s";
+                      : detail::concat("no answer within --timeout-s ", o_.timeout_s, " s");
       return out;
     }
     if (cancelled && cancelled()) {

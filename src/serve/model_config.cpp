@@ -4,6 +4,7 @@
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include "core/threads.h"
 #include "inference.pb.h"
 #include "vit/core/error.h"
 
@@ -82,13 +83,16 @@ ModelSettings apply_model_config(std::string_view text, bool json, const std::st
   s.max_batch = c.max_batch_size() > 0 ? c.max_batch_size() : 1;
   s.dynamic = c.has_dynamic_batching() && s.max_batch > 1;
   if (c.has_dynamic_batching()) {
-    s.max_delay_ms = double(c.dynamic_batching().max_queue_delay_microseconds()) / 1000;
+    const uint64_t us = c.dynamic_batching().max_queue_delay_microseconds();
+    VIT_CHECK(us <= 1'000'000'000, where, ": dynamic_batching max_queue_delay_microseconds ", us,
+              " is more than 1000 s (--max-delay-ms's limit)");
+    s.max_delay_ms = double(us) / 1000;
     // Triton's 0 is no limit; here the queue is bounded, by --max-queue then.
     if (const uint32_t q = c.dynamic_batching().default_queue_policy().max_queue_size(); q > 0)
       s.max_queue = q;
   }
   if (c.instance_group_size() > 0) {
-    int count = 0;
+    int64_t count = 0;  // (in int32, two counts of 2^31 - 1 wrapped to -2: no instance at all)
     for (const pb::ModelInstanceGroup& g : c.instance_group()) {
       VIT_CHECK(g.kind() == pb::ModelInstanceGroup::KIND_CPU || g.kind() == pb::ModelInstanceGroup::KIND_AUTO,
                 where, ": instance_group kind ", pb::ModelInstanceGroup::Kind_Name(g.kind()),
@@ -96,7 +100,9 @@ ModelSettings apply_model_config(std::string_view text, bool json, const std::st
       VIT_CHECK(g.count() >= 0, where, ": instance_group count ", g.count(), " is negative");
       count += g.count() > 0 ? g.count() : 1;  // Triton's default count is 1 on the CPU
     }
-    s.instances = count;
+    VIT_CHECK(count <= kMaxThreads, where, ": instance_group counts add up to ", count,
+              " instances; at most ", kMaxThreads, " (each needs a thread of its own)");
+    s.instances = int(count);
   }
   for (const auto& [key, value] : c.parameters()) {
     if (key == "dtype") {

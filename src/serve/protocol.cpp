@@ -186,9 +186,9 @@ int64_t image_batch(const std::vector<int64_t>& s, const Classifier& m, size_t m
     bad("image: shape must be [N] or [N, 1], got " + shape_text(s));
   const int64_t per = m.channels() * m.height() * m.width();
   if (uint64_t(s[0]) > max_floats / uint64_t(per))
-    throw RequestError(413, "image: " + std::to_string(s[0]) + " images make an input of " +
-                                std::to_string(uint64_t(s[0]) * uint64_t(per) * 4 / 1000000) +
-                                " MB, over the --max-body-mb limit; send fewer per request");
+    throw RequestError(413, detail::concat("image: ", s[0], " images make an input of ",
+                                           double(s[0]) * double(per) * 4 / 1e6,
+                                           " MB, over the --max-body-mb limit; send fewer per request"));
   return s[0];
 }
 

@@ -95,6 +95,35 @@ bool has_body(const httplib::Request& req) {
          (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
 }
 
+// httplib 0.11 closes a connection for its own reasons alone (the request's "Connection:
+// close", a failed write): an answer's "Connection: close" was only sent, and the body the
+// server had not read (a 401's, a 413's) was then read as the next request. An answer whose
+// body comes from a provider that reports failure after writing it all is sent whole, then
+// httplib closes the connection (write_response_core returns false).
+// done: called once the answer is gone (httplib's resource releaser), whatever happened.
+bool close_after(const httplib::Request& req, httplib::Response& res, std::function<void()> done) {
+  if (res.body.empty() || !req.ranges.empty() || req.method == "HEAD") return false;
+  res.headers.erase("Keep-Alive");  // (httplib adds it when it keeps the connection)
+  if (!res.has_header("Content-Length")) res.set_header("Content-Length", std::to_string(res.body.size()));
+  const std::string type = res.get_header_value("Content-Type");
+  res.headers.erase("Content-Type");  // set_content_provider adds it again
+  auto body = std::make_shared<std::string>(std::move(res.body));
+  res.body.clear();
+  res.set_content_provider(
+      body->size(), type,
+      [body](size_t offset, size_t length, httplib::DataSink& sink) {
+        sink.write(body->data() + offset, length);
+        return false;
+      },
+      [done = std::move(done)](bool) { done(); });
+  return true;
+}
+
+// A Content-Length that is a number (framing_error passed it), or 0.
+uint64_t content_length(const httplib::Request& req) {
+  return std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+}
+
 // What is wrong with a request's Content-Length, or "": RFC 9112 section 6.3 has a server
 // answer 400 and close the connection for one that is not a number or that differs between
 // two headers, since where the body ends is then unknown. cpp-httplib took "abc" for 0 and
@@ -111,6 +140,32 @@ std::string framing_error(const httplib::Request& req) {
     if (v != first) return "two Content-Length headers disagree (" + first + ", " + v + ")";
   }
   return "";
+}
+
+// An error httplib answered itself, while reading the request (its status, no body): what
+// can be told from the headers it read, and the connection closed, since where the next
+// request would start is unknown. (It was "HTTP 400".)
+// routed: the request's headers were read (the pre-routing handler ran).
+void fail_transport(const httplib::Request& req, httplib::Response& res, bool routed) {
+  const std::string coding = req.get_header_value("Content-Encoding");
+  std::string why;
+  if (res.status == 414) {
+    why = "the request line is longer than 8 KB";
+  } else if (res.status != 400) {
+    why = detail::concat("HTTP ", res.status);
+  } else if (!routed) {
+    why = "the request line or a header could not be read (a header line is at most 8 KB)";
+  } else if (!coding.empty()) {
+    why = "the body is not valid " + coding;
+  } else if (req.is_multipart_form_data()) {
+    why = "the multipart form could not be read (its boundary, or a part cut short)";
+  } else if (req.has_header("Transfer-Encoding")) {
+    why = "the chunked body could not be read (a bad chunk size, or cut short)";
+  } else {
+    why = "the body ended before its Content-Length";
+  }
+  res.set_header("Connection", "close");
+  fail(res, res.status, why);
 }
 
 // The request's body, read through httplib's content reader: its regular path would refuse
@@ -232,7 +287,10 @@ class Service {
   int run();  // listens until SIGTERM or SIGINT; 0 when stopped by one
 
  private:
-  void install_hooks();   // auth before routing; error bodies; the access log and metrics
+  void install_hooks();  // auth before routing; error bodies; the access log and metrics
+  // The answer to a request refused before its body is read (its framing, its API key), in
+  // res: false when it may go on.
+  bool refused_before_body(const httplib::Request& req, httplib::Response& res) const;
   void install_routes();  // the endpoints
   ModelPtr find(const std::string& name, httplib::Response& res, const std::string& version = "");
   bool infer(const Model& m, std::vector<float> x, int64_t n, httplib::Response& res,
@@ -264,6 +322,11 @@ class Service {
   std::unique_ptr<Host> host_;
   std::unique_ptr<GrpcServer> grpc_;            // --grpc-port
   std::atomic<ConnectionPool*> pool_{nullptr};  // svr_'s, while it listens
+  // Answers close_after is sending, and whether the listener is about to stop: httplib does
+  // not call a provider once stopped (the answer went out without its body), so the stop
+  // waits for these, and answers made after it keep their body (httplib closes anyway).
+  std::atomic<int> closing_answers_{0};
+  std::atomic<bool> stopping_http_{false};
 };
 
 Service::Service(const ServeOptions& o, std::ostream& log) : o_(o) {
@@ -337,30 +400,59 @@ std::string Service::http_metrics() const {
       pool ? pool->waiting() : 0, "\n");
 }
 
+bool Service::refused_before_body(const httplib::Request& req, httplib::Response& res) const {
+  // A request answered here leaves its body unread on the connection: the connection is
+  // closed after the answer, or the body's bytes would be read as the next request.
+  if (const std::string bad = framing_error(req); !bad.empty()) {
+    res.set_header("Connection", "close");
+    fail(res, 400, bad);
+    return true;
+  }
+  // httplib decodes gzip and deflate; another coding reached the endpoints as it was sent
+  // ("the body is not valid JSON" for a brotli body).
+  if (const std::string coding = req.get_header_value("Content-Encoding");
+      !coding.empty() && coding != "gzip" && coding != "deflate" && coding != "identity") {
+    res.set_header("Connection", "close");
+    res.set_header("Accept-Encoding", "gzip, deflate");
+    fail(res, 415, "Content-Encoding '" + printable(coding) + "': vit serve reads gzip and deflate");
+    return true;
+  }
+  const bool open = req.path.rfind("/v2/health/", 0) == 0 || req.path == "/ping";
+  const std::string auth = req.get_header_value("Authorization");
+  if (open || host_->authorized(auth)) return false;
+  res.set_header("WWW-Authenticate", "Bearer");
+  if (has_body(req)) res.set_header("Connection", "close");
+  fail(res, 401,
+       auth.empty() ? "this server wants an API key: Authorization: Bearer KEY" : "the API key is not valid");
+  return true;
+}
+
 void Service::install_hooks() {
   svr_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!t_request.started) t_request = RequestInfo{Clock::now(), true, "", 0, false};
+    ConnectionPool::request_started();
+    return refused_before_body(req, res) ? httplib::Server::HandlerResponse::Handled
+                                         : httplib::Server::HandlerResponse::Unhandled;
+  });
+  // "Expect: 100-continue" (curl sends it above 1 MB): what would refuse the request is said
+  // before the client sends the body, not after (httplib answered 100 to every request).
+  svr_->set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_request = RequestInfo{Clock::now(), true, "", 0, false};
     ConnectionPool::request_started();
-    // A request answered here leaves its body unread on the connection: the connection is
-    // closed after the answer, or the body's bytes would be read as the next request.
-    if (const std::string bad = framing_error(req); !bad.empty()) {
+    if (refused_before_body(req, res)) return res.status;
+    if (content_length(req) > host_->max_body()) {
       res.set_header("Connection", "close");
-      fail(res, 400, bad);
-      return httplib::Server::HandlerResponse::Handled;
+      fail(res, 413,
+           detail::concat("the body of ", content_length(req), " bytes is larger than --max-body-mb (",
+                          host_->max_body(), " bytes)"));
+      return 413;
     }
-    const bool open = req.path.rfind("/v2/health/", 0) == 0 || req.path == "/ping";
-    const std::string auth = req.get_header_value("Authorization");
-    if (open || host_->authorized(auth)) return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("WWW-Authenticate", "Bearer");
-    if (has_body(req)) res.set_header("Connection", "close");
-    fail(res, 401,
-         auth.empty() ? "this server wants an API key: Authorization: Bearer KEY"
-                      : "the API key is not valid");
-    return httplib::Server::HandlerResponse::Handled;
+    return 100;
   });
   svr_->set_error_handler([this, max_body = host_->max_body()](const httplib::Request& req,
                                                                httplib::Response& res) {
     if (!res.body.empty()) return;
+    if (res.status == 413) res.set_header("Connection", "close");  // the body is not read
     // cpp-httplib caps a body sent as a form (curl -d, urllib without a Content-Type) at 8 KB
     // where it reads the body itself: an unknown POST path (the endpoints use read_body).
     const bool form = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
@@ -380,7 +472,7 @@ void Service::install_hooks() {
     } else if (res.status == 404)
       fail(res, 404, "no endpoint " + req.method + " " + req.path);
     else
-      fail(res, res.status, "HTTP " + std::to_string(res.status));
+      fail_transport(req, res, t_request.started);
   });
   svr_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     try {
@@ -393,9 +485,13 @@ void Service::install_hooks() {
   });
   // While connections wait for a thread (more clients than --http-threads), each answer
   // closes its connection, so that the waiting ones take their turn (connection_pool.h).
-  svr_->set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+  svr_->set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (const ConnectionPool* pool = pool_; pool && pool->waiting() > 0 && !res.has_header("Connection"))
       res.set_header("Connection", "close");
+    if (res.get_header_value("Connection") == "close") {
+      ++closing_answers_;  // before the look at stopping_http_: the stop sees one or the other
+      if (stopping_http_ || !close_after(req, res, [this] { --closing_answers_; })) --closing_answers_;
+    }
   });
   svr_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     const double s =
@@ -570,6 +666,9 @@ int Service::run() {
     const Clock::time_point until = Clock::now() + std::chrono::seconds(o_.keep_alive_s);
     for (const ConnectionPool* pool = pool_; pool && pool->pending() > 0 && Clock::now() < until;)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    stopping_http_ = true;
+    for (const auto end = Clock::now() + std::chrono::seconds(1); closing_answers_ > 0 && Clock::now() < end;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     svr_->stop();
     if (grpc_) grpc_->shutdown();
   });

@@ -81,6 +81,73 @@ def test_a_401_closes_the_connection_so_its_body_is_not_read_as_a_request(server
     assert http.call(server.url + "/v2/models/a", headers={"Authorization": f"Bearer {KEY.upper()}"})[0] == 401
 
 
+def exchange_in_two(server, head, body, pause=0.3, seconds=2.0):
+    """The server's bytes for `head`, then `body` sent `pause` s later on the same connection,
+    and whether the server closed the connection (EOF) within `seconds`."""
+    host, port = server.url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=seconds) as s:
+        s.sendall(head)
+        time.sleep(pause)
+        try:
+            s.sendall(body)
+        except OSError:  # closed already: nothing was read as a request
+            pass
+        out, closed, end = b"", False, time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                closed = True
+                break
+            if not chunk:
+                closed = True
+                break
+            out += chunk
+    return out.decode(errors="replace"), closed
+
+
+def test_an_answer_that_says_close_closes_even_when_the_body_comes_later(server):
+    """A body sent after the 401 (or the 400 for its framing) was read as the next request and
+    answered 200 on a connection kept open: httplib 0.11 only sent the answer's "Connection:
+    close" (a tester's raw-socket client, the body in a second segment)."""
+    for head in (b"POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(INNER),
+                 b"POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Content-Length: abc\r\n\r\n"):
+        got, closed = exchange_in_two(server, head, INNER)
+        assert statuses(got) in ([401], [400]) and closed, (got, closed)
+        assert "Keep-Alive" not in got, got
+
+
+def test_expect_100_continue_is_refused_before_the_body(server):
+    """httplib answered 100 to every request: curl (Expect above 1 MB) sent a body over the limit
+    or without a key whole before its 413 or 401."""
+    def expect(headers):
+        got, closed = exchange_in_two(server, b"POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\n" + headers
+                                      + b"Expect: 100-continue\r\n\r\n", b"", pause=0.1, seconds=1.0)
+        return got, closed
+    got, closed = expect(AUTH + b"Content-Length: 999999999999\r\n")
+    assert statuses(got) == [413] and "larger than --max-body-mb" in got and closed, got
+    got, closed = expect(b"Content-Length: 10\r\n")
+    assert statuses(got) == [401] and closed, got
+    body = json.dumps(http.pixels(np.zeros((1, 3, 32, 32), np.float32))).encode()
+    head = (b"POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Content-Length: %d\r\n" % len(body)
+            + b"Expect: 100-continue\r\n\r\n")
+    got, _ = exchange_in_two(server, head, body, pause=0.2, seconds=2.0)
+    assert statuses(got) == [100, 200], got
+
+
+def test_what_httplib_refuses_while_reading_says_why(server):
+    """Each was a bare "HTTP 400" on a connection kept open."""
+    infer = b"POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\n" + AUTH
+    got = exchange(server, infer + b"Content-Encoding: br\r\nContent-Length: 3\r\n\r\nabc")
+    assert statuses(got) == [415] and "reads gzip and deflate" in got and "Connection: close" in got, got
+    got = exchange(server, infer + b"Content-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabc")
+    assert statuses(got) == [400] and "not valid gzip" in got, got
+    got = exchange(server, infer + b"X-Long: " + b"a" * 9000 + b"\r\n\r\n")
+    assert statuses(got) == [400] and "header line is at most 8 KB" in got, got
+
+
 def test_a_post_without_content_length_has_an_empty_body_at_once(server):
     """It waited for httplib's 5 s read timeout, then answered 400 "HTTP 400"
     (curl -X POST URL/v2/repository/index, as docs/serving.md shows it)."""

@@ -94,6 +94,12 @@ TEST(ModelConfig, WhatVitServeCannotHonourIsAClearError) {
       {"parameters { key: \"dtype\" value { string_value: \"fp16\" } }", "dtype is fp32, bf16 or int8"},
       {"sequence_batching { }", "sequence batching and ensembles"},
       {"max_batch_size: 8 dynamic_batching { max_queue_delay_microseconds: \"x\" }", "line 1 column"},
+      // Sizes a client could send to crash the server (a tester's clang-tidy pass): two counts
+      // wrapped an int to -2 instances (a segfault), a delay of 2^64 - 1 us to a negative one.
+      {"instance_group [ { count: 2147483647 }, { count: 2147483647 } ]",
+       "instance_group counts add up to 4294967294 instances; at most 4096"},
+      {"max_batch_size: 8 dynamic_batching { max_queue_delay_microseconds: 18446744073709551615 }",
+       "max_queue_delay_microseconds 18446744073709551615 is more than 1000 s"},
   };
   for (const auto& [text, message] : cases) {
     const std::string e = error_of(text);
