@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,17 +22,30 @@ namespace {
 
 thread_local std::string last_error;
 
-vitcpp_status fail(vitcpp_status s, const std::string& msg) {
-  last_error = msg;
+// A bad argument found by an entry point, thrown inside guarded(): every entry point's work,
+// its messages' strings included, runs there, so that nothing it throws (std::bad_alloc
+// building a message) crosses the C boundary.
+struct InvalidArgument : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+vitcpp_status fail(vitcpp_status s, const char* msg) noexcept {
+  try {
+    last_error = msg;
+  } catch (...) {  // no memory for the message
+    last_error.clear();
+  }
   return s;
 }
 
 // Runs f, returning VITCPP_OK, or the status and message of what it threw.
 template <typename F>
-vitcpp_status guarded(F&& f) {
+vitcpp_status guarded(F&& f) noexcept {
   try {
     f();
     return VITCPP_OK;
+  } catch (const InvalidArgument& e) {
+    return fail(VITCPP_INVALID_ARGUMENT, e.what());
   } catch (const vit::Error& e) {
     return fail(VITCPP_ERROR, e.what());
   } catch (const std::bad_alloc&) {
@@ -43,9 +57,11 @@ vitcpp_status guarded(F&& f) {
   }
 }
 
-// The C++ inputs of count C images; sets `bad` to a message when one cannot be described.
-std::vector<vit::ImageInput> inputs(const vitcpp_image* images, size_t count, std::string& bad) {
+// The C++ inputs of count C images; throws InvalidArgument, after `call`, for one that cannot
+// be described.
+std::vector<vit::ImageInput> inputs(const vitcpp_image* images, size_t count, const char* call) {
   std::vector<vit::ImageInput> out;
+  std::string bad;
   for (size_t i = 0; i < count && bad.empty(); ++i) {
     const vitcpp_image& im = images[i];
     const std::string which = "image " + std::to_string(i);
@@ -72,6 +88,7 @@ std::vector<vit::ImageInput> inputs(const vitcpp_image* images, size_t count, st
       default: bad = which + ": unknown kind " + std::to_string(im.kind);
     }
   }
+  if (!bad.empty()) throw InvalidArgument(std::string(call) + ": " + bad);
   return out;
 }
 
@@ -99,37 +116,35 @@ uint32_t vitcpp_api_version(void) {
 
 vitcpp_status vitcpp_open_with_options(const char* checkpoint, const vitcpp_options* options,
                                        vitcpp_model** out) {
-  if (!checkpoint || !out)
-    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: checkpoint and out must not be NULL");
-  *out = nullptr;
-  // The fields the caller's struct_size covers; the defaults for the rest (an older caller).
-  vitcpp_options o;
-  vitcpp_options_init(&o);
-  if (options) {
-    // The struct as API version 2 first defined it; later versions add fields after it.
-    const size_t first = offsetof(vitcpp_options, max_batch) + sizeof(int64_t);
-    if (options->struct_size < first || options->struct_size > sizeof(vitcpp_options))
-      return fail(VITCPP_INVALID_ARGUMENT,
-                  "vitcpp_open: options->struct_size is " + std::to_string(options->struct_size) +
-                      "; this vitcpp (API " + std::to_string(VITCPP_API_VERSION) + ") takes " +
-                      std::to_string(first) + " to " + std::to_string(sizeof(vitcpp_options)) +
-                      " (fill it with vitcpp_options_init)");
-    std::memcpy(&o, options, options->struct_size);
-  }
-  vit::ClassifierOptions co;
-  if (o.dtype) co.dtype = o.dtype;
-  if (!co.dtype.empty() && co.dtype != "fp32" && co.dtype != "bf16" && co.dtype != "int8")
-    return fail(VITCPP_INVALID_ARGUMENT,
-                "vitcpp_open: dtype must be fp32, bf16 or int8, got '" + co.dtype + "'");
-  if (o.labels_file) co.labels_file = o.labels_file;
-  if (o.threads < 0 || o.threads > VITCPP_MAX_THREADS)
-    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: threads must be 0 to " +
-                                             std::to_string(VITCPP_MAX_THREADS) + ", got " +
-                                             std::to_string(o.threads));
-  if (o.max_batch < 0) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_open: max_batch must be >= 0");
-  co.threads = o.threads;
-  if (o.max_batch > 0) co.max_batch = o.max_batch;
-  return guarded([&] { *out = new vitcpp_model{vit::Classifier(checkpoint, co)}; });
+  return guarded([&] {
+    if (!checkpoint || !out) throw InvalidArgument("vitcpp_open: checkpoint and out must not be NULL");
+    *out = nullptr;
+    // The fields the caller's struct_size covers; the defaults for the rest (an older caller).
+    vitcpp_options o;
+    vitcpp_options_init(&o);
+    if (options) {
+      // The struct as API version 2 first defined it; later versions add fields after it.
+      const size_t first = offsetof(vitcpp_options, max_batch) + sizeof(int64_t);
+      if (options->struct_size < first || options->struct_size > sizeof(vitcpp_options))
+        throw InvalidArgument("vitcpp_open: options->struct_size is " + std::to_string(options->struct_size) +
+                              "; this vitcpp (API " + std::to_string(VITCPP_API_VERSION) + ") takes " +
+                              std::to_string(first) + " to " + std::to_string(sizeof(vitcpp_options)) +
+                              " (fill it with vitcpp_options_init)");
+      std::memcpy(&o, options, options->struct_size);
+    }
+    vit::ClassifierOptions co;
+    if (o.dtype) co.dtype = o.dtype;
+    if (!co.dtype.empty() && co.dtype != "fp32" && co.dtype != "bf16" && co.dtype != "int8")
+      throw InvalidArgument("vitcpp_open: dtype must be fp32, bf16 or int8, got '" + co.dtype + "'");
+    if (o.labels_file) co.labels_file = o.labels_file;
+    if (o.threads < 0 || o.threads > VITCPP_MAX_THREADS)
+      throw InvalidArgument("vitcpp_open: threads must be 0 to " + std::to_string(VITCPP_MAX_THREADS) +
+                            ", got " + std::to_string(o.threads));
+    if (o.max_batch < 0) throw InvalidArgument("vitcpp_open: max_batch must be >= 0");
+    co.threads = o.threads;
+    if (o.max_batch > 0) co.max_batch = o.max_batch;
+    *out = new vitcpp_model{vit::Classifier(checkpoint, co)};
+  });
 }
 
 vitcpp_status vitcpp_open_with_labels(const char* checkpoint, const char* dtype, const char* labels_file,
@@ -150,13 +165,14 @@ void vitcpp_close(vitcpp_model* model) {
 }
 
 vitcpp_status vitcpp_replica(const vitcpp_model* model, int32_t threads, vitcpp_model** out) {
-  if (!model || !out) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_replica: model and out must not be NULL");
-  *out = nullptr;
-  if (threads < 0 || threads > VITCPP_MAX_THREADS)
-    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_replica: threads must be 0 to " +
-                                             std::to_string(VITCPP_MAX_THREADS) + ", got " +
-                                             std::to_string(threads));
-  return guarded([&] { *out = new vitcpp_model{model->classifier.replica(threads)}; });
+  return guarded([&] {
+    if (!model || !out) throw InvalidArgument("vitcpp_replica: model and out must not be NULL");
+    *out = nullptr;
+    if (threads < 0 || threads > VITCPP_MAX_THREADS)
+      throw InvalidArgument("vitcpp_replica: threads must be 0 to " + std::to_string(VITCPP_MAX_THREADS) +
+                            ", got " + std::to_string(threads));
+    *out = new vitcpp_model{model->classifier.replica(threads)};
+  });
 }
 
 void vitcpp_set_threads(int n) {
@@ -187,12 +203,10 @@ const char* vitcpp_class_name(const vitcpp_model* m, int64_t index) {
 
 vitcpp_status vitcpp_classify(vitcpp_model* m, const vitcpp_image* images, size_t count, int64_t k,
                               vitcpp_prediction* out) {
-  if (!m || !images || !out || count == 0 || k <= 0)
-    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_classify: needs a model, images, out, count > 0 and k > 0");
-  std::string bad;
-  const auto in = inputs(images, count, bad);
-  if (!bad.empty()) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_classify: " + bad);
   return guarded([&] {
+    if (!m || !images || !out || count == 0 || k <= 0)
+      throw InvalidArgument("vitcpp_classify: needs a model, images, out, count > 0 and k > 0");
+    const auto in = inputs(images, count, "vitcpp_classify");
     const auto top = m->classifier.classify(in, k);
     for (size_t i = 0; i < count; ++i)
       for (int64_t j = 0; j < k; ++j) {
@@ -208,12 +222,10 @@ vitcpp_status vitcpp_classify(vitcpp_model* m, const vitcpp_image* images, size_
 }
 
 vitcpp_status vitcpp_logits(vitcpp_model* m, const vitcpp_image* images, size_t count, float* out) {
-  if (!m || !images || !out || count == 0)
-    return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_logits: needs a model, images, out and count > 0");
-  std::string bad;
-  const auto in = inputs(images, count, bad);
-  if (!bad.empty()) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_logits: " + bad);
   return guarded([&] {
+    if (!m || !images || !out || count == 0)
+      throw InvalidArgument("vitcpp_logits: needs a model, images, out and count > 0");
+    const auto in = inputs(images, count, "vitcpp_logits");
     const std::vector<float> z = m->classifier.logits(in);
     std::copy(z.begin(), z.end(), out);
   });
@@ -221,21 +233,18 @@ vitcpp_status vitcpp_logits(vitcpp_model* m, const vitcpp_image* images, size_t 
 
 vitcpp_status vitcpp_embed(vitcpp_model* m, const vitcpp_image* images, size_t count, float* pooled,
                            float* tokens) {
-  if (!m || !images || count == 0 || (!pooled && !tokens))
-    return fail(VITCPP_INVALID_ARGUMENT,
-                "vitcpp_embed: needs a model, images, count > 0 and pooled or tokens");
-  std::string bad;
-  const auto in = inputs(images, count, bad);
-  if (!bad.empty()) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_embed: " + bad);
-  return guarded([&] { m->classifier.features(in, pooled, tokens); });
+  return guarded([&] {
+    if (!m || !images || count == 0 || (!pooled && !tokens))
+      throw InvalidArgument("vitcpp_embed: needs a model, images, count > 0 and pooled or tokens");
+    m->classifier.features(inputs(images, count, "vitcpp_embed"), pooled, tokens);
+  });
 }
 
 vitcpp_status vitcpp_preprocess(const vitcpp_model* m, const vitcpp_image* image, float* out) {
-  if (!m || !image || !out) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_preprocess: NULL argument");
-  std::string bad;
-  const auto in = inputs(image, 1, bad);
-  if (!bad.empty()) return fail(VITCPP_INVALID_ARGUMENT, "vitcpp_preprocess: " + bad);
-  return guarded([&] { m->classifier.preprocess(in.front(), out); });
+  return guarded([&] {
+    if (!m || !image || !out) throw InvalidArgument("vitcpp_preprocess: NULL argument");
+    m->classifier.preprocess(inputs(image, 1, "vitcpp_preprocess").front(), out);
+  });
 }
 
 }  // extern "C"

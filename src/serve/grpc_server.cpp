@@ -125,6 +125,21 @@ class Service final : public pb::GRPCInferenceService::Service {
                           pb::ModelInferResponse* res) override {
     return call(ctx, "ModelInfer", false, [&](Call& c) { infer(ctx, *req, *res, c); });
   }
+  // One stream request's answer (with `error` as its error_message, when not empty) written,
+  // and its place among the stream's requests in flight given back.
+  template <class S, class W>
+  static void stream_answer(S& s, W* stream, const pb::ModelInferRequest& req,
+                            pb::ModelStreamInferResponse& answer, const std::string& error) {
+    if (!error.empty()) {
+      answer.set_error_message(error);
+      answer.mutable_infer_response()->set_model_name(req.model_name());
+      answer.mutable_infer_response()->set_id(req.id());
+    }
+    std::lock_guard<std::mutex> lock(s.mu);
+    stream->Write(answer);  // false once the client is gone: nothing more to do
+    --s.in_flight;
+    s.done.notify_all();
+  }
   // Each request read is answered as ModelInfer answers it, on a thread of its own, so that
   // a stream's requests are batched together; the answers go out as they are ready (the
   // request's id tells them apart, as with Triton). A request that fails gets its error in
@@ -143,22 +158,21 @@ class Service final : public pb::GRPCInferenceService::Service {
         s.done.wait(lock, [&] { return s.in_flight < most; });
         ++s.in_flight;
       }
-      std::thread([this, &s, stream, req] {
+      // A thread that cannot start (out of threads) answers its request here: the exception
+      // would leave this frame while the other requests' threads still use it.
+      try {
+        std::thread([this, &s, stream, req] {
+          pb::ModelStreamInferResponse answer;
+          const grpc::Status status = call(s.ctx, "ModelStreamInfer", false, [&](Call& c) {
+            if (host_.stopping) throw RequestError(503, "the server is stopping");
+            infer(s.ctx, *req, *answer.mutable_infer_response(), c);
+          });
+          stream_answer(s, stream, *req, answer, status.ok() ? "" : status.error_message());
+        }).detach();
+      } catch (const std::system_error& e) {
         pb::ModelStreamInferResponse answer;
-        const grpc::Status status = call(s.ctx, "ModelStreamInfer", false, [&](Call& c) {
-          if (host_.stopping) throw RequestError(503, "the server is stopping");
-          infer(s.ctx, *req, *answer.mutable_infer_response(), c);
-        });
-        if (!status.ok()) {
-          answer.set_error_message(status.error_message());
-          answer.mutable_infer_response()->set_model_name(req->model_name());
-          answer.mutable_infer_response()->set_id(req->id());
-        }
-        std::lock_guard<std::mutex> lock(s.mu);
-        stream->Write(answer);  // false once the client is gone: nothing more to do
-        --s.in_flight;
-        s.done.notify_all();
-      }).detach();
+        stream_answer(s, stream, *req, answer, std::string("no thread for the request: ") + e.what());
+      }
     }
     {
       std::unique_lock<std::mutex> lock(s.mu);
