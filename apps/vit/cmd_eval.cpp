@@ -82,7 +82,10 @@ Run add_eval(CLI::App& cmd) {
   f->load.add_to(cmd);
   cmd.add_option("--data-dir", f->data_dir, "dataset directory (only the --split evaluated is read)")
       ->required();
-  cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10, cifar100 or folder")->capture_default_str();
+  cmd.add_option(
+         "--dataset", f->dataset,
+         "auto, idx, cifar10, cifar100 (its fine labels), cifar100-coarse (its 20 superclasses) or folder")
+      ->capture_default_str();
   cmd.add_option("--split", f->split, "test, val (the same: the held-out split) or train")
       ->check(CLI::IsMember({"test", "val", "train"}))
       ->capture_default_str();

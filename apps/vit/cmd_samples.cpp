@@ -32,7 +32,10 @@ Run add_samples(CLI::App& cmd) {
   cmd.add_option("--data-dir", f->data_dir,
                  "dataset directory (IDX, CIFAR or image folders; only the --split drawn from is read)")
       ->required();
-  cmd.add_option("--dataset", f->dataset, "auto, idx, cifar10, cifar100 or folder")->capture_default_str();
+  cmd.add_option(
+         "--dataset", f->dataset,
+         "auto, idx, cifar10, cifar100 (its fine labels), cifar100-coarse (its 20 superclasses) or folder")
+      ->capture_default_str();
   cmd.add_option("--split", f->split, "test (image folders: val/ or test/) or train")
       ->check(CLI::IsMember({"test", "train"}))
       ->capture_default_str();

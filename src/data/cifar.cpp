@@ -1,5 +1,6 @@
 #include "data/cifar.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/file.h"
@@ -31,6 +32,25 @@ void read_records(ImageSet& s, const std::string& path, int label_bytes, int lab
   s.n += n;
 }
 
+// The class names the archive keeps beside its batches (CIFAR-100's fine_label_names.txt or
+// coarse_label_names.txt, one per line), or none when the file is not there.
+std::vector<std::string> names_beside(const std::string& batch, const char* file, int64_t classes) {
+  const fs::path path = fs::path(batch).parent_path() / file;
+  if (!fs::exists(path)) return {};
+  std::vector<std::string> names;
+  std::string text = read_text_file(path.string()), line;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    line = text.substr(at, end - at);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) names.push_back(line);
+    at = end + 1;
+  }
+  VIT_CHECK(int64_t(names.size()) == classes, path.string(), ": ", names.size(), " names for ", classes,
+            " classes");
+  return names;
+}
+
 ImageSet empty_set(const std::string& source, int64_t classes) {
   ImageSet s;
   s.source = source;
@@ -52,6 +72,7 @@ ImageSet read_cifar10(const std::vector<std::string>& files) {
 ImageSet read_cifar100(const std::string& file, bool fine) {
   ImageSet s = empty_set(file, fine ? 100 : 20);
   read_records(s, file, 2, fine ? 1 : 0);
+  s.class_names = names_beside(file, fine ? "fine_label_names.txt" : "coarse_label_names.txt", s.num_classes);
   return s;
 }
 

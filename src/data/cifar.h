@@ -10,7 +10,9 @@
 namespace vit {
 
 ImageSet read_cifar10(const std::vector<std::string>& files);
-// fine = true: the 100 fine labels; false: the 20 coarse ones.
+// fine = true: the 100 fine labels; false: the 20 coarse ones (--dataset cifar100-coarse).
+// Class names from fine_label_names.txt or coarse_label_names.txt beside the file, as the
+// binary archive has them.
 ImageSet read_cifar100(const std::string& file, bool fine = true);
 // The split's files under dir (searching dir and dir/cifar-10-batches-bin); empty if none.
 std::vector<std::string> find_cifar10_files(const std::string& dir, bool train);

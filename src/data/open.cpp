@@ -13,8 +13,9 @@ namespace fs = std::filesystem;
 
 DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Splits need) {
   VIT_CHECK(fs::is_directory(dir), "--data-dir ", dir, ": not a directory");
-  VIT_CHECK(kind == "auto" || kind == "idx" || kind == "cifar10" || kind == "cifar100",
-            "--dataset must be auto, idx, cifar10, cifar100 or folder, got '", kind, "'");
+  VIT_CHECK(
+      kind == "auto" || kind == "idx" || kind == "cifar10" || kind == "cifar100" || kind == "cifar100-coarse",
+      "--dataset must be auto, idx, cifar10, cifar100, cifar100-coarse or folder, got '", kind, "'");
   const bool want_train = need != Splits::eval, want_test = need != Splits::train;
   DatasetSplits out;
   // A format is the directory's when either split's files are there (or it is asked for by
@@ -57,7 +58,8 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
     }
   }
   const std::string train = find_cifar100_file(dir, true), test = find_cifar100_file(dir, false);
-  VIT_CHECK(!train.empty() || !test.empty() || kind == "cifar100", dir,
+  const bool fine = kind != "cifar100-coarse";
+  VIT_CHECK(!train.empty() || !test.empty() || kind != "auto", dir,
             ": no dataset found (looked for IDX files such as "
             "train-images-idx3-ubyte, CIFAR-10 data_batch_*.bin, CIFAR-100 train.bin, train/ and val/ image "
             "folders)",
@@ -65,8 +67,9 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
                 ? "; train/ is there without val/ or test/: --val-split 0.1 holds a tenth of it out"
                 : "");
   take(
-      "cifar100", !train.empty(), !test.empty(), "CIFAR-100 train.bin", "CIFAR-100 test.bin",
-      [&] { return read_cifar100(train); }, [&] { return read_cifar100(test); });
+      fine ? "cifar100" : "cifar100-coarse", !train.empty(), !test.empty(), "CIFAR-100 train.bin",
+      "CIFAR-100 test.bin", [&] { return read_cifar100(train, fine); },
+      [&] { return read_cifar100(test, fine); });
   return out;
 }
 

@@ -191,7 +191,28 @@ TEST(Cifar, Cifar10And100Batches) {
   EXPECT_EQ(c.train->n, 2);
   EXPECT_EQ(c.train->labels[1], 77);
   EXPECT_EQ(c.train->num_classes, 100);
+  EXPECT_TRUE(c.train->class_names.empty());
   EXPECT_EQ(read_cifar100(d100 / "test.bin", false).labels[0], 3);
+  // The 20 superclasses (--dataset cifar100-coarse; always the fine labels before), and the
+  // archive's names files beside the batches (CRLF lines, a blank line at the end).
+  std::string fine, coarse;
+  for (int i = 0; i < 100; ++i) fine += "fine" + std::to_string(i) + "\r\n";
+  for (int i = 0; i < 20; ++i) coarse += "coarse" + std::to_string(i) + "\n";
+  write(d100 / "fine_label_names.txt", fine + "\n");
+  write(d100 / "coarse_label_names.txt", coarse);
+  c = open_dataset(d100.str(), "cifar100-coarse");
+  EXPECT_EQ(c.kind, "cifar100-coarse");
+  EXPECT_EQ(c.train->num_classes, 20);
+  EXPECT_EQ(c.train->labels[1], 3);
+  ASSERT_EQ(c.test->class_names.size(), 20u);
+  EXPECT_EQ(c.test->class_names[3], "coarse3");
+  c = open_dataset(d100.str());
+  ASSERT_EQ(c.train->class_names.size(), 100u);
+  EXPECT_EQ(c.train->class_names[77], "fine77");
+  write(d100 / "coarse_label_names.txt", "a\nb\n");
+  EXPECT_NE(
+      test::error_of([&] { open_dataset(d100.str(), "cifar100-coarse"); }).find("2 names for 20 classes"),
+      std::string::npos);
 }
 
 TEST(Split, DisjointAndCoversEverything) {
