@@ -693,6 +693,10 @@ int TrainCommand::train_and_report() {
       if (remove_untrained_run(F.train.output, made_dir))
         *out << "removed " << F.train.output << "'s files: the run failed before it had anything to resume"
              << std::endl;
+      else if (!run_has_state(F.train.output))
+        *out << "kept " << F.train.output
+             << "/last.safetensors: an epoch's weights, though no state to resume "
+             << "from (fine-tune them with --pretrained, or start anew with another --output)" << std::endl;
     }
     throw;
   }

@@ -69,10 +69,17 @@ std::vector<std::string> run_files(const std::string& dir) {
   return out;
 }
 
+bool run_has_state(const std::string& dir) {
+  std::error_code ec;
+  return fs::exists(fs::path(dir) / kStateFile, ec) || fs::exists(fs::path(dir) / kRecoveryFile, ec);
+}
+
 bool remove_untrained_run(const std::string& dir, bool made_dir) {
   std::error_code ec;
-  for (const char* state : {kStateFile, kRecoveryFile})  // by name: a corrupt one is kept too
-    if (fs::exists(fs::path(dir) / state, ec)) return false;
+  // By name: a corrupt state is kept too. And a finished epoch's weights with no state (the
+  // state's write failed after them: a full disk) are kept: the one thing the run has to show.
+  for (const char* kept : {kStateFile, kRecoveryFile, "last.safetensors"})
+    if (fs::exists(fs::path(dir) / kept, ec)) return false;
   if (made_dir) return fs::remove_all(dir, ec) > 0 && !ec;
   for (const std::string& f : run_files(dir)) fs::remove(fs::path(dir) / f, ec);
   return true;

@@ -32,8 +32,11 @@ void create_run_dir(const std::string& dir, const std::string& args_json);
 // A run that failed before it wrote anything to resume from (no training state): its files
 // are removed, and the directory too when the run made it (made_dir), so that the same
 // command, mended (--skip-bad-images), may take the name again; nothing trained is lost.
-// Returns whether it removed them (false: a state exists, and --resume continues it).
+// Returns whether it removed them (false: a state exists, and --resume continues it; or an
+// epoch's weights, last.safetensors, without one, which are kept).
 bool remove_untrained_run(const std::string& dir, bool made_dir);
+// Whether `dir` holds a training state (kStateFile or kRecoveryFile) to resume from.
+bool run_has_state(const std::string& dir);
 
 // One writer per run directory: an exclusive flock(2) on the directory itself (its inode
 // stays while the files in it are replaced), held until this is destroyed or the process

@@ -81,6 +81,26 @@ TEST(CheckpointHist, FindsAndPrunesOnlyItsOwnFiles) {
   EXPECT_TRUE(checkpoint_epochs(dir / "missing").empty());
 }
 
+// A run that failed before its first state loses its files, so the mended command takes the
+// name again; but an epoch's weights written before the state's write failed (a full disk)
+// are kept (they were removed with the rest).
+TEST(RunDir, AnUntrainedRunIsRemovedButAnEpochsWeightsAreKept) {
+  test::TempDir tmp("untrained");
+  const fs::path run = tmp / "run";
+  fs::create_directories(run);
+  write_file_atomic((run / "args.json").string(), "{}");
+  EXPECT_FALSE(run_has_state(run.string()));
+  EXPECT_TRUE(remove_untrained_run(run.string(), true));
+  EXPECT_FALSE(fs::exists(run));
+  fs::create_directories(run);
+  write_file_atomic((run / "args.json").string(), "{}");
+  write_file_atomic((run / "last.safetensors").string(), "weights");
+  EXPECT_FALSE(remove_untrained_run(run.string(), true));
+  EXPECT_TRUE(fs::exists(run / "last.safetensors"));
+  write_file_atomic((run / kRecoveryFile).string(), "state");
+  EXPECT_TRUE(run_has_state(run.string()));
+}
+
 TEST(CheckpointHist, CopyFileAtomicGivesAnEqualFileThatOutlivesTheSourcesReplacement) {
   test::TempDir dir("copy");
   write_file_atomic(dir / "a", "first");
