@@ -153,12 +153,14 @@ constexpr int kArgsVersion = 2;
 // repeated flag), as {flag name without "--": value}: true for a switch, a number or text
 // for one value, a list for several; --data-dir, --pretrained and --teacher as absolute paths;
 // kKeptWith's flags also at their default. --resume turns it back into flags (resume.cpp).
-nlohmann::json settings_json(const CLI::App& cmd) {
+// skip: flags left out.
+nlohmann::json settings_json(const CLI::App& cmd, const std::vector<std::string>& skip = {}) {
   nlohmann::json j = nlohmann::json::object();
   for (const CLI::Option* o : cmd.get_options()) {
     if (o->count() == 0 || o->get_lnames().empty()) continue;
     const std::string& name = o->get_lnames().front();
     if (name == "help" || name == "resume" || name == "recipe") continue;
+    if (std::find(skip.begin(), skip.end(), name) != skip.end()) continue;
     if (o->get_expected_max() == 0) {  // a switch
       j[name] = true;
       continue;
@@ -188,12 +190,12 @@ nlohmann::json settings_json(const CLI::App& cmd) {
 // the settings but those a process may give its own of (resume_may_change's, but --epochs),
 // and the paths, whose contents the start-up check compares instead (the data's sizes, the
 // initial weights), as hosts may mount them apart.
+// (Flags are compared as given: one given at its default on one rank and left out on
+// another differ; give every rank the same command.)
 std::string agreed_settings(const CLI::App& cmd) {
-  nlohmann::json j = settings_json(cmd);
-  for (const char* own : {"threads", "workers", "comm-timeout", "progress", "log-every", "recovery-interval",
-                          "data-dir", "output", "pretrained", "teacher"})
-    j.erase(own);
-  return j.dump();
+  return settings_json(cmd, {"threads", "workers", "comm-timeout", "progress", "log-every",
+                             "recovery-interval", "data-dir", "output", "pretrained", "teacher", "config"})
+      .dump();
 }
 
 // The model's, the data's and augmentation's flags (the model's own come first, from ModelFlags).
@@ -693,7 +695,8 @@ int TrainCommand::train_and_report() {
       if (remove_untrained_run(F.train.output, made_dir))
         *out << "removed " << F.train.output << "'s files: the run failed before it had anything to resume"
              << std::endl;
-      else if (!run_has_state(F.train.output))
+      else if (!run_has_state(F.train.output) &&
+               std::filesystem::exists(std::filesystem::path(F.train.output) / "last.safetensors"))
         *out << "kept " << F.train.output
              << "/last.safetensors: an epoch's weights, though no state to resume "
              << "from (fine-tune them with --pretrained, or start anew with another --output)" << std::endl;

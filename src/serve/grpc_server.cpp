@@ -169,7 +169,7 @@ class Service final : public pb::GRPCInferenceService::Service {
           });
           stream_answer(s, stream, *req, answer, status.ok() ? "" : status.error_message());
         }).detach();
-      } catch (const std::system_error& e) {
+      } catch (const std::exception& e) {  // std::system_error, std::bad_alloc
         pb::ModelStreamInferResponse answer;
         stream_answer(s, stream, *req, answer, std::string("no thread for the request: ") + e.what());
       }

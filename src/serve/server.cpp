@@ -3,6 +3,8 @@
 #include "serve/server.h"
 
 #include <httplib.h>
+#include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -14,6 +16,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -60,6 +63,7 @@ struct RequestInfo {
   std::string model;
   int64_t batch = 0;
   bool inference = false;  // it asked the model for an answer (Triton's success and fail counts)
+  bool unread = false;     // the answer leaves the request's body (or part of it) unread: see linger
 };
 thread_local RequestInfo t_request;
 
@@ -95,14 +99,67 @@ bool has_body(const httplib::Request& req) {
          (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
 }
 
+// The answer closes its connection, and the request's body is not (all) read: see linger.
+void close_unread(httplib::Response& res) {
+  res.set_header("Connection", "close");
+  t_request.unread = true;
+}
+
+// The connection's socket (httplib 0.11 gives a handler none): the one whose two ends are
+// the request's addresses.
+int socket_of(const httplib::Request& req) {
+  auto ends_at = [](const sockaddr_storage& a, socklen_t n, const std::string& ip, int port) {
+    char host[NI_MAXHOST], serv[NI_MAXSERV];
+    return ::getnameinfo(reinterpret_cast<const sockaddr*>(&a), n, host, sizeof host, serv, sizeof serv,
+                         NI_NUMERICHOST | NI_NUMERICSERV) == 0 &&
+           ip == host && port == std::atoi(serv);
+  };
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::atoi(e.path().filename().c_str());
+    sockaddr_storage local{}, peer{};
+    socklen_t ln = sizeof local, pn = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ln) == 0 &&
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pn) == 0 &&
+        ends_at(local, ln, req.local_addr, req.local_port) &&
+        ends_at(peer, pn, req.remote_addr, req.remote_port))
+      return fd;
+  }
+  return -1;
+}
+
+// A lingering close, as nginx's: the answer is out, so the connection's sending side is shut
+// (the client reads the answer and its end), then what the client still sends of its body
+// is read and dropped, for at most 2 s or --max-body-mb. Closing at once with the body
+// unread made the kernel reset the connection, and a client still sending (Python's
+// http.client posting 4 MB without an API key) saw a broken pipe instead of its 401.
+void linger(const httplib::Request& req, size_t max_bytes) {
+  const int fd = socket_of(req);
+  if (fd < 0) return;
+  ::shutdown(fd, SHUT_WR);
+  const auto end = Clock::now() + std::chrono::seconds(2);
+  std::vector<char> buf(65536);
+  for (size_t got = 0; got <= max_bytes;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, int(left)) <= 0) return;
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    if (n <= 0) return;
+    got += size_t(n);
+  }
+}
+
 // httplib 0.11 closes a connection for its own reasons alone (the request's "Connection:
 // close", a failed write): an answer's "Connection: close" was only sent, and the body the
 // server had not read (a 401's, a 413's) was then read as the next request. An answer whose
 // body comes from a provider that reports failure after writing it all is sent whole, then
-// httplib closes the connection (write_response_core returns false).
+// httplib closes the connection (write_response_core returns false). The provider has no
+// length (httplib's "without length" kind, which ignores Range headers; Content-Length is
+// already set). Not for HEAD, whose answer httplib sends without its body.
+// linger_bytes > 0: the body was left unread, linger() after the answer.
 // done: called once the answer is gone (httplib's resource releaser), whatever happened.
-bool close_after(const httplib::Request& req, httplib::Response& res, std::function<void()> done) {
-  if (res.body.empty() || !req.ranges.empty() || req.method == "HEAD") return false;
+bool close_after(const httplib::Request& req, httplib::Response& res, size_t linger_bytes,
+                 std::function<void()> done) {
+  if (res.body.empty() || req.method == "HEAD") return false;
   res.headers.erase("Keep-Alive");  // (httplib adds it when it keeps the connection)
   if (!res.has_header("Content-Length")) res.set_header("Content-Length", std::to_string(res.body.size()));
   const std::string type = res.get_header_value("Content-Type");
@@ -110,9 +167,9 @@ bool close_after(const httplib::Request& req, httplib::Response& res, std::funct
   auto body = std::make_shared<std::string>(std::move(res.body));
   res.body.clear();
   res.set_content_provider(
-      body->size(), type,
-      [body](size_t offset, size_t length, httplib::DataSink& sink) {
-        sink.write(body->data() + offset, length);
+      type,
+      [body, &req, linger_bytes](size_t, httplib::DataSink& sink) {
+        if (sink.write(body->data(), body->size()) && linger_bytes > 0) linger(req, linger_bytes);
         return false;
       },
       [done = std::move(done)](bool) { done(); });
@@ -155,8 +212,8 @@ void fail_transport(const httplib::Request& req, httplib::Response& res, bool ro
     why = detail::concat("HTTP ", res.status);
   } else if (!routed) {
     why = "the request line or a header could not be read (a header line is at most 8 KB)";
-  } else if (!coding.empty()) {
-    why = "the body is not valid " + coding;
+  } else if (!coding.empty() && coding != "identity") {
+    why = "the body could not be decompressed (" + printable(coding) + "): not valid, or cut short";
   } else if (req.is_multipart_form_data()) {
     why = "the multipart form could not be read (its boundary, or a part cut short)";
   } else if (req.has_header("Transfer-Encoding")) {
@@ -164,7 +221,7 @@ void fail_transport(const httplib::Request& req, httplib::Response& res, bool ro
   } else {
     why = "the body ended before its Content-Length";
   }
-  res.set_header("Connection", "close");
+  close_unread(res);
   fail(res, res.status, why);
 }
 
@@ -217,7 +274,7 @@ bool read_body(const httplib::Request& req, const httplib::ContentReader& reader
     body = std::move(it->second);
   }
   if (too_big) {  // the rest of the body is still on the connection: close it after the answer
-    res.set_header("Connection", "close");
+    close_unread(res);
     fail(res, 413, "the body, decompressed, is larger than --max-body-mb");
   }
   return ok && !too_big;
@@ -404,24 +461,24 @@ bool Service::refused_before_body(const httplib::Request& req, httplib::Response
   // A request answered here leaves its body unread on the connection: the connection is
   // closed after the answer, or the body's bytes would be read as the next request.
   if (const std::string bad = framing_error(req); !bad.empty()) {
-    res.set_header("Connection", "close");
+    close_unread(res);
     fail(res, 400, bad);
     return true;
   }
-  // httplib decodes gzip and deflate; another coding reached the endpoints as it was sent
-  // ("the body is not valid JSON" for a brotli body).
+  // httplib (Debian's build) decodes gzip, deflate and br; another coding reached the
+  // endpoints as it was sent ("the body is not valid JSON" for a zstd body).
   if (const std::string coding = req.get_header_value("Content-Encoding");
-      !coding.empty() && coding != "gzip" && coding != "deflate" && coding != "identity") {
-    res.set_header("Connection", "close");
-    res.set_header("Accept-Encoding", "gzip, deflate");
-    fail(res, 415, "Content-Encoding '" + printable(coding) + "': vit serve reads gzip and deflate");
+      !coding.empty() && coding != "gzip" && coding != "deflate" && coding != "br" && coding != "identity") {
+    close_unread(res);
+    res.set_header("Accept-Encoding", "gzip, deflate, br");
+    fail(res, 415, "Content-Encoding '" + printable(coding) + "': vit serve reads gzip, deflate and br");
     return true;
   }
   const bool open = req.path.rfind("/v2/health/", 0) == 0 || req.path == "/ping";
   const std::string auth = req.get_header_value("Authorization");
   if (open || host_->authorized(auth)) return false;
   res.set_header("WWW-Authenticate", "Bearer");
-  if (has_body(req)) res.set_header("Connection", "close");
+  if (has_body(req)) close_unread(res);
   fail(res, 401,
        auth.empty() ? "this server wants an API key: Authorization: Bearer KEY" : "the API key is not valid");
   return true;
@@ -441,7 +498,7 @@ void Service::install_hooks() {
     ConnectionPool::request_started();
     if (refused_before_body(req, res)) return res.status;
     if (content_length(req) > host_->max_body()) {
-      res.set_header("Connection", "close");
+      close_unread(res);
       fail(res, 413,
            detail::concat("the body of ", content_length(req), " bytes is larger than --max-body-mb (",
                           host_->max_body(), " bytes)"));
@@ -452,7 +509,7 @@ void Service::install_hooks() {
   svr_->set_error_handler([this, max_body = host_->max_body()](const httplib::Request& req,
                                                                httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (res.status == 413) res.set_header("Connection", "close");  // the body is not read
+    if (res.status == 413) close_unread(res);  // the body is not read
     // cpp-httplib caps a body sent as a form (curl -d, urllib without a Content-Type) at 8 KB
     // where it reads the body itself: an unknown POST path (the endpoints use read_body).
     const bool form = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
@@ -490,7 +547,9 @@ void Service::install_hooks() {
       res.set_header("Connection", "close");
     if (res.get_header_value("Connection") == "close") {
       ++closing_answers_;  // before the look at stopping_http_: the stop sees one or the other
-      if (stopping_http_ || !close_after(req, res, [this] { --closing_answers_; })) --closing_answers_;
+      const size_t linger_bytes = t_request.unread ? host_->max_body() : 0;
+      if (stopping_http_ || !close_after(req, res, linger_bytes, [this] { --closing_answers_; }))
+        --closing_answers_;
     }
   });
   svr_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
@@ -667,7 +726,9 @@ int Service::run() {
     for (const ConnectionPool* pool = pool_; pool && pool->pending() > 0 && Clock::now() < until;)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     stopping_http_ = true;
-    for (const auto end = Clock::now() + std::chrono::seconds(1); closing_answers_ > 0 && Clock::now() < end;)
+    // (bounded: an answer blocked on a client that does not read is given up at the stop)
+    for (const auto end = Clock::now() + std::chrono::seconds(o_.keep_alive_s);
+         closing_answers_ > 0 && Clock::now() < end;)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     svr_->stop();
     if (grpc_) grpc_->shutdown();
