@@ -494,10 +494,12 @@ EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* c
         for (int64_t k = 1; k < K; ++k) mx = std::max<double>(mx, z[k]);
         for (int64_t k = 0; k < K; ++k) s += std::exp(z[k] - mx);
         loss_sum += mx + std::log(s) - z[labels[b]];
-        int64_t rank = 0, pred = 0;  // classes scoring above the true one; the argmax
+        // Classes scoring above the true one, NaN above everything (torch's topk and argmax
+        // rank it first; `z[k] > z[label]` counted none, and NaN logits scored 100%); the argmax.
+        int64_t rank = 0, pred = 0;
         for (int64_t k = 0; k < K; ++k) {
-          rank += z[k] > z[labels[b]];
-          if (z[k] > z[pred]) pred = k;
+          rank += !(z[k] <= z[labels[b]]);
+          if (z[k] > z[pred] || (std::isnan(z[k]) && !std::isnan(z[pred]))) pred = k;
         }
         ++confusion[labels[b] * K + pred];
         if (!comm)

@@ -55,6 +55,26 @@ std::vector<float> run(uint64_t seed, int threads, int shards = 0, int workers =
 }
 }  // namespace
 
+// NaN logits are never right (they scored top-1 100%: no class scored above the label's NaN),
+// and the argmax is the NaN, as torch's.
+TEST(Evaluate, NanLogitsAreWrong) {
+  ViT m(test::tiny_vit());
+  m.init_weights(1);
+  const SyntheticDataset data(20, m.config().num_classes, m.config().in_chans, m.config().img_h,
+                              m.config().img_w, 3);
+  EvalResult ok = evaluate(m, data, 8);
+  EXPECT_GT(ok.top5, 0.0);
+  Tensor bias = m.param("head.bias");
+  bias.data[2] = std::numeric_limits<float>::quiet_NaN();  // one class's logit: NaN, ranked first
+  EvalResult one = evaluate(m, data, 8);
+  EXPECT_EQ(one.top1, 0.0);
+  for (int32_t p : one.predictions) EXPECT_EQ(p, 2);
+  for (int64_t k = 0; k < bias.numel(); ++k) bias.data[k] = std::numeric_limits<float>::quiet_NaN();
+  EvalResult all = evaluate(m, data, 8);
+  EXPECT_EQ(all.top1, 0.0);
+  EXPECT_EQ(all.top5, m.config().num_classes <= 5 ? 1.0 : 0.0);  // (five of five or fewer: always right)
+}
+
 TEST(Determinism, SameSeedAndThreadsGiveTheSameBits) {
   const int threads = num_threads() > 1 ? 2 : 1;
   auto a = run(11, threads), b = run(11, threads), c = run(12, threads);
