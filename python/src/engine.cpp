@@ -254,9 +254,9 @@ void Engine::set_origin(std::string format, std::string pos_resample, std::vecto
   notes_ = std::move(notes);
 }
 
-void Engine::export_onnx(const std::string& path) const {
+void Engine::export_onnx(const std::string& path, bool int8) const {
   fp32();
-  vit::export_onnx(*m_, path, class_names_);
+  vit::export_onnx(*m_, path, class_names_, -1, int8);
 }
 
 void set_threads(int n) {

@@ -89,7 +89,7 @@ class Engine {
   std::vector<Param> params(const std::vector<std::string>& prefixes = {}) const;
 
   std::vector<std::string> save(const std::string& dir, const std::string& format) const;
-  void export_onnx(const std::string& path) const;
+  void export_onnx(const std::string& path, bool int8) const;
 
   ForkSafeMutex& lock() { return mu_; }  // a forked child finds it unlocked
 

@@ -188,8 +188,9 @@ PYBIND11_MODULE(_vitcpp, m) {
            [](Engine& e, const std::string& dir, const std::string& format) {
              return locked(e, [&](Engine& m) { return m.save(dir, format); });
            })
-      .def("export_onnx",
-           [](Engine& e, const std::string& path) { locked(e, [&](Engine& m) { m.export_onnx(path); }); });
+      .def("export_onnx", [](Engine& e, const std::string& path, bool int8) {
+        locked(e, [&](Engine& m) { m.export_onnx(path, int8); });
+      });
 
   py::class_<vit::InputSpec>(m, "InputSpec")
       .def(py::init([](int64_t c, int64_t h, int64_t w, std::vector<float> mean, std::vector<float> std,

@@ -594,6 +594,13 @@ class VisionTransformer:
         Returns the notes on what the other library sees differently."""
         return list(self._engine.save(os.fspath(save_directory), format))
 
-    def export_onnx(self, path):
-        """Writes the model as ONNX (opset 17, dynamic batch; `vit export --format onnx`)."""
-        self._engine.export_onnx(os.fspath(path))
+    def export_onnx(self, path, dtype=None):
+        """Writes the model as ONNX (opset 17, dynamic batch; `vit export --format onnx`):
+        dtype "float32" or "int8" (the blocks' products as onnxruntime's quantize_dynamic
+        writes them); None: int8 for an int8 model, as `vit export` of a `vit quantize` file,
+        else float32 (a bfloat16 model's graph is float32)."""
+        if dtype is None:
+            dtype = "int8" if self._engine.dtype == "int8" else "float32"
+        if dtype not in ("float32", "int8"):
+            raise ValueError(f"export_onnx: dtype must be 'float32' or 'int8', got {dtype!r}")
+        self._engine.export_onnx(os.fspath(path), dtype == "int8")

@@ -175,6 +175,16 @@ def test_attention_maps_and_writing_out(tmp_path):
     assert back.checkpoint_format == "timm" and np.array_equal(back(x), m(x))
     m.export_onnx(tmp_path / "m.onnx")
     assert (tmp_path / "m.onnx").stat().st_size > 4 * m.num_params()
+    # An int8 model's graph is int8 by default, as `vit export` of a vit quantize file (it was
+    # the fp32 graph, silently): the blocks' weights in bytes, not floats.
+    q = vitcpp.create_model(ck, dtype="int8")
+    q.export_onnx(tmp_path / "q.onnx")
+    q.export_onnx(tmp_path / "qf.onnx", dtype="float32")
+    assert (tmp_path / "q.onnx").stat().st_size < (tmp_path / "qf.onnx").stat().st_size
+    assert (tmp_path / "qf.onnx").read_bytes() == (tmp_path / "m.onnx").read_bytes()
+    assert b"MatMulInteger" in (tmp_path / "q.onnx").read_bytes()
+    with pytest.raises(ValueError, match="dtype"):
+        q.export_onnx(tmp_path / "x.onnx", dtype="bfloat16")
 
 
 def test_forward_intermediates_as_timm():
