@@ -39,6 +39,11 @@ Run add_quantize(CLI::App& cmd) {
                  "the int8 checkpoint to write (.safetensors; written to a temporary name, then renamed)")
       ->required();
   return [f] {
+    // An ONNX name is a mix-up with vit export (the file would be safetensors all the same).
+    VIT_CHECK(
+        std::filesystem::path(f->out).extension() != ".onnx", "--out ", f->out,
+        ": vit quantize writes a safetensors checkpoint; an int8 ONNX graph is vit export --format onnx "
+        "--dtype int8");
     const Pretrained loaded = f->load.load();
     const ViT& model = *loaded.model;
     std::map<std::string, std::string> meta;

@@ -128,9 +128,15 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
     }
   }
   if (dir.empty()) return args;
-  // The state file itself names its run directory.
-  if (std::filesystem::is_regular_file(dir)) dir = std::filesystem::path(dir).parent_path().string();
-  if (dir.empty()) dir = ".";
+  // The state file itself names its run directory; another file (a checkpoint) is no run.
+  if (std::filesystem::is_regular_file(dir)) {
+    const std::filesystem::path file(dir);
+    dir = file.parent_path().empty() ? "." : file.parent_path().string();
+    VIT_CHECK(std::filesystem::exists(std::filesystem::path(dir) / "args.json"), "--resume ", file.string(),
+              ": not a run (a run is the directory vit train --output made, or its state file); to fine-tune "
+              "a checkpoint's weights, give --pretrained ",
+              file.string());
+  }
   VIT_CHECK(bad.empty(), "--resume ", dir, ": the run's flags come from ", dir,
             "/args.json; only --threads, --workers, --comm-timeout, --progress, --log-every, "
             "--recovery-interval and --epochs (to train longer) may be given (got ",

@@ -1,5 +1,6 @@
 // vit quantize's checkpoints (checkpoint.h): the blocks' four products in int8 per output
 // channel, the rest as save_checkpoint writes it.
+#include <cmath>
 #include <regex>
 
 #include "io/checkpoint.h"
@@ -34,7 +35,11 @@ void save_int8_checkpoint(const std::string& path, const ViT& model,
     const int64_t N = s.shape[0], K = s.shape[1];
     q.emplace_back(size_t(N * K));
     scales.emplace_back(size_t(N));
-    ops::quantize_int8_weights(q.back().data(), scales.back().data(), params + s.offset, N, K);
+    try {
+      ops::quantize_int8_weights(q.back().data(), scales.back().data(), params + s.offset, N, K);
+    } catch (const Error& e) {
+      throw Error(path + ": not saved: " + s.name + ": " + e.what());
+    }
     out.push_back({s.name, s.shape, DType::I8, q.back().data()});
     out.push_back({s.name + "_scale", {N}, DType::F32, scales.back().data()});
   }
@@ -59,6 +64,9 @@ void copy_weights(const SafeTensors& st, const std::string& name, float* dst) {
             t.shape.empty() ? 0 : t.shape[0], "] beside it");
   const std::vector<int64_t> q = st.to_int64(name);
   const std::vector<float> scale = st.to_float(name + "_scale");
+  for (size_t n = 0; n < scale.size(); ++n)
+    VIT_CHECK(std::isfinite(scale[n]) && scale[n] >= 0, st.path(), ": '", name, "_scale' of row ", n, " is ",
+              scale[n], ": not a scale (a corrupt file?)");
   const int64_t K = t.shape[1];
   for (size_t i = 0; i < q.size(); ++i) dst[i] = float(q[i]) * scale[i / size_t(K)];
 }

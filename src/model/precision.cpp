@@ -27,12 +27,19 @@ void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
   VIT_CHECK(!release_fp32 || dtype != "fp32", "dtype fp32 keeps its fp32 weights");
   VIT_CHECK(dtype != "bf16" || ops::bf16_available(), "dtype bf16: ", ops::bf16_missing());
   const Precision p = dtype == "bf16" ? Precision::bf16 : dtype == "int8" ? Precision::int8 : Precision::fp32;
-  for (BlockLinears& b : lin_.infer)
-    for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {
-      ops::prepare_linear(*lw, p, weights_packed_);
+  for (size_t i = 0; i < lin_.infer.size(); ++i) {
+    BlockLinears& b = lin_.infer[i];
+    for (auto [name, lw] :
+         {std::pair{"attn.qkv", &b.qkv}, {"attn.proj", &b.proj}, {"mlp.fc1", &b.fc1}, {"mlp.fc2", &b.fc2}}) {
+      try {
+        ops::prepare_linear(*lw, p, weights_packed_);
+      } catch (const Error& e) {  // which weight: "int8: weight row 3 holds a NaN" named none
+        throw Error(detail::concat("blocks.", i, ".", name, ".weight: ", e.what()));
+      }
       // Each matrix released right after its copy: the peak is the fp32 weights plus one bf16 matrix.
       if (release_fp32) params_.release(size_t(lw->w.data - params_.data()), size_t(lw->w.numel()));
     }
+  }
   fp32_released_ = release_fp32;
   infer_dtype_ = dtype;
 }

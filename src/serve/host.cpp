@@ -89,8 +89,13 @@ ModelPtr Host::make_model(const ServedModel& s, const std::string& config) {
   for (int i = 0; i < n; ++i) {
     const int share = n == 1 ? o_.threads : threads / n + (i < threads % n ? 1 : 0);
     co.threads = share;
-    m->instances.push_back(i == 0 ? std::make_unique<Classifier>(s.checkpoint, co)
-                                  : std::make_unique<Classifier>(m->instances.front()->replica(share)));
+    try {
+      m->instances.push_back(i == 0 ? std::make_unique<Classifier>(s.checkpoint, co)
+                                    : std::make_unique<Classifier>(m->instances.front()->replica(share)));
+    } catch (const Error& e) {  // which model ("dtype bf16: this CPU has no bf16 ..." named none)
+      throw Error(detail::concat("model ", s.name, " (", s.checkpoint, from.empty() ? "" : ", " + from,
+                                 "): ", e.what()));
+    }
     instances.push_back(m->instances.back().get());
   }
   const Classifier& c = m->classifier();

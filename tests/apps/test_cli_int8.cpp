@@ -42,6 +42,16 @@ TEST(CliInt8, QuantizeWritesAFileThatPredictsAsDtypeInt8) {
   onnx = run("export --format onnx --dtype fp32 --checkpoint " + q + " --out " + tmp.str() + "/f.onnx");
   ASSERT_EQ(onnx.code, 0) << onnx.out;
   EXPECT_EQ(onnx.out.find("(int8, "), std::string::npos) << onnx.out;
+  // Mix-ups named: an .onnx --out (it wrote safetensors under that name), and a checkpoint
+  // given to --resume (it said "--resume .: not a run directory").
+  Result mixed = run("quantize --checkpoint " + dir + " --out " + tmp.str() + "/q2.onnx");
+  EXPECT_NE(mixed.code, 0);
+  EXPECT_NE(mixed.out.find("vit export --format onnx --dtype int8"), std::string::npos) << mixed.out;
+  EXPECT_FALSE(fs::exists(tmp.str() + "/q2.onnx"));
+  mixed = run("train --resume " + q);
+  EXPECT_NE(mixed.code, 0);
+  EXPECT_NE(mixed.out.find("--resume " + q + ": not a run"), std::string::npos) << mixed.out;
+  EXPECT_NE(mixed.out.find("--pretrained " + q), std::string::npos) << mixed.out;
 }
 
 TEST(CliInt8, BenchRunsInt8InferenceAndRefusesInt8Training) {

@@ -2,6 +2,8 @@
 // that name the tensor and the file; vit quantize's int8 checkpoints.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cstring>
 #include <filesystem>
 
@@ -162,6 +164,38 @@ TEST(CheckpointInt8, AnInt8WeightWithoutItsScaleIsNamed) {
   EXPECT_NE(msg.find("int8 tensor 'blocks.0.attn.qkv.weight' [24, 8] needs 'blocks.0.attn.qkv.weight_scale'"),
             std::string::npos)
       << msg;
+}
+
+// A NaN where a scale or a weight should be is named, with the file ("int8: weight row 3
+// holds a NaN or infinity" named neither, and --dtype fp32 then gave NaN logits).
+TEST(CheckpointInt8, ANanScaleOrWeightIsNamed) {
+  ViT m(small());
+  m.init_weights(2);
+  test::TempDir tmp("ckpt_int8");
+  std::vector<TensorOut> out;
+  std::vector<int8_t> q(1 << 20, 1);
+  std::vector<float> scale(1 << 10, 0.01f);
+  scale[3] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::string> names;
+  for (const auto& s : m.table().specs()) {
+    if (!int8_stored(s.name)) {
+      out.push_back({s.name, s.shape, DType::F32, m.params().data() + s.offset});
+      continue;
+    }
+    names.push_back(s.name + "_scale");
+    out.push_back({s.name, s.shape, DType::I8, q.data()});
+    out.push_back({names.back(), {s.shape[0]}, DType::F32, scale.data()});
+  }
+  const std::string path = tmp.str() + "/nan.safetensors";
+  write_safetensors(path, out, {{"vit_config", m.config().to_json()}, {"quantization", "int8"}});
+  const std::string msg = test::error_of([&] { load_pretrained(path); });
+  EXPECT_NE(msg.find(path + ": 'blocks.0.attn.qkv.weight_scale' of row 3 is nan"), std::string::npos) << msg;
+  // An fp32 weight with a NaN, run in int8: the weight is named.
+  m.param("blocks.1.mlp.fc2.weight").data[5] = std::numeric_limits<float>::infinity();
+  const std::string run = test::error_of([&] { m.set_infer_dtype("int8"); });
+  EXPECT_NE(run.find("blocks.1.mlp.fc2.weight: int8: weight row 0 holds a NaN or infinity"),
+            std::string::npos)
+      << run;
 }
 
 }  // namespace vit
