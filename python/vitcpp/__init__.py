@@ -566,7 +566,9 @@ class VisionTransformer:
 
     # ---- changing the model
     def _set_dtype(self, dtype):
-        self._engine.set_dtype(dtype)
+        with self._resize_lock:  # the resized engines were made in the old dtype
+            self._engine.set_dtype(dtype)
+            self._resized = {}
 
     def reset_classifier(self, num_classes, global_pool=None):
         """A new head of num_classes (0: none), zero-initialized as create_model(checkpoint,
@@ -583,9 +585,13 @@ class VisionTransformer:
             self._replace(self._engine.resized(*_size(img_size)))
 
     def _replace(self, engine):
-        self._engine = engine
-        self._cfg = json.loads(engine.config_json())
-        self._resized = {}
+        # Under the resize lock: a resize under way (another thread's forward at a new size)
+        # builds from the old engine and caches it; the cache is cleared after it, not before
+        # (reset_classifier's new head was lost at that size).
+        with self._resize_lock:
+            self._engine = engine
+            self._cfg = json.loads(engine.config_json())
+            self._resized = {}
 
     # ---- writing it out
     def save_pretrained(self, save_directory, format="timm"):

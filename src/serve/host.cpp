@@ -1,11 +1,11 @@
 #include "serve/host.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 #include <utility>
 
@@ -263,10 +263,16 @@ ModelSettings Host::serving_info(const Model& m) const {
 }
 
 std::string Host::metrics_text() const {
-  return metrics_.text(names(), [this](const std::string& n) {
+  // The queue depths before the metrics' lock: a model unloaded meanwhile is freed with its
+  // last reference here, and freeing joins its batcher, whose pass may be waiting for that
+  // lock (the scrape then waited for itself, and the server for the scrape).
+  const std::vector<std::string> models = names();
+  std::map<std::string, int64_t> depth;
+  for (const std::string& n : models) {
     const ModelPtr m = find(n);
-    return m ? m->batcher->queued() : int64_t(0);  // unloaded since
-  });
+    depth[n] = m ? m->batcher->queued() : 0;  // unloaded since
+  }
+  return metrics_.text(models, [&](const std::string& n) { return depth[n]; });
 }
 
 }  // namespace vit::serve

@@ -195,10 +195,16 @@ void Host::poll() {
   }
   for (const std::string& name : names())
     if (!found.count(name)) {
+      ModelPtr old;  // freed after the lock, as unload's: freeing joins the batcher, whose pass
+                     // may wait for the metrics' lock while a scrape holds it and waits for this one
       {
         std::unique_lock lock(models_mu_);
-        models_.erase(name);
+        if (const auto it = models_.find(name); it != models_.end()) {
+          old = std::move(it->second);
+          models_.erase(it);
+        }
       }
+      old.reset();
       say("model " + name + ": unloaded (gone from its repository)");
     }
 }
