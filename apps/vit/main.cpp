@@ -167,8 +167,17 @@ std::string error_words(const std::exception& e) {
   return e.what();
 }
 
+// Whether a tool preloaded into this process would lose it at an exec: valgrind refuses
+// /proc/self/exe ("You cannot run ... directly"), and heaptrack traced the first second alone
+// and called all of it leaked.
+bool under_valgrind_or_heaptrack() {
+  const char* preload = std::getenv("LD_PRELOAD");
+  const std::string p = preload ? preload : "";
+  return p.find("vgpreload") != std::string::npos || p.find("heaptrack") != std::string::npos;
+}
+
 void default_to_short_spinning(char** argv) {
-  if (vit::setting("OMP_WAIT_POLICY")) return;
+  if (vit::setting("OMP_WAIT_POLICY") || under_valgrind_or_heaptrack()) return;
   setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
   setenv("GOMP_SPINCOUNT", "2000", 0);  // a user's own value stays
   restore_affinity_before_exec();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -26,6 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using vit::test::Result;
 using vit::test::run;
+using vit::test::run_vit;
 }  // namespace
 
 TEST(Cli, HelpForEverySubcommand) {
@@ -36,6 +38,15 @@ TEST(Cli, HelpForEverySubcommand) {
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << sub;
   }
   EXPECT_NE(run("train --help").out.find("--batch-size"), std::string::npos);
+}
+
+// vit starts itself again to set OpenMP's spinning, which valgrind refused ("You cannot run
+// '/proc/self/exe' directly") and heaptrack lost track of: under them it does not.
+TEST(Cli, RunsUnderValgrind) {
+  if (std::system("command -v valgrind > /dev/null 2>&1") != 0) GTEST_SKIP() << "no valgrind";
+  Result r = run_vit("--version", "valgrind -q");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("vitcpp "), std::string::npos) << r.out;
 }
 
 TEST(Cli, ShortSyntheticTrainingRunWritesItsRunDirectory) {
