@@ -43,6 +43,9 @@ TEST(Cli, HelpForEverySubcommand) {
 // vit starts itself again to set OpenMP's spinning, which valgrind refused ("You cannot run
 // '/proc/self/exe' directly") and heaptrack lost track of: under them it does not.
 TEST(Cli, RunsUnderValgrind) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "valgrind cannot run an AddressSanitizer build";
+#endif
   if (std::system("command -v valgrind > /dev/null 2>&1") != 0) GTEST_SKIP() << "no valgrind";
   Result r = run_vit("--version", "valgrind -q");
   EXPECT_EQ(r.code, 0) << r.out;
