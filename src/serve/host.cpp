@@ -1,6 +1,7 @@
 #include "serve/host.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
