@@ -171,7 +171,7 @@ std::string error_words(const std::exception& e) {
 // /proc/self/exe ("You cannot run ... directly"), and heaptrack traced the first second alone
 // and called all of it leaked.
 bool under_valgrind_or_heaptrack() {
-  const char* preload = std::getenv("LD_PRELOAD");
+  const char* preload = vit::setting("LD_PRELOAD");
   const std::string p = preload ? preload : "";
   return p.find("vgpreload") != std::string::npos || p.find("heaptrack") != std::string::npos;
 }

@@ -63,6 +63,9 @@ const std::vector<Setting>& settings() {
       {"GOMP_SPINCOUNT", "a count", "2000 when vit sets OMP_WAIT_POLICY",
        "how long idle threads spin (read by "
        "libgomp)"},
+      {"LD_PRELOAD", "libraries", "-",
+       "libraries loaded first (read by the dynamic loader); with valgrind's or heaptrack's, vit does not "
+       "start itself again to set OMP_WAIT_POLICY (they lost the run at the restart)"},
       {"ONEDNN_MAX_CPU_ISA", "SSE41, AVX2, AVX512_CORE, ALL, ...", "ALL",
        "the newest instruction set oneDNN's matrix products use (read by oneDNN; scripts/test_isa.sh holds "
        "it "
