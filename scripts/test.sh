@@ -18,16 +18,32 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 times=()
+failures=build/ctest-failures.log  # scripts/ctest_digest.sh: why tests failed, printed last
+rm -f "$failures"
+failure_lines() { if [[ -f $failures ]]; then wc -l <"$failures"; else echo 0; fi; }
 stage() {  # stage NAME COMMAND...: run it and note its wall time; a failure ends the script
-  local name=$1 t0=$SECONDS rc=0
+  local name=$1 t0=$SECONDS rc=0 epoch before
+  epoch=$(date +%s) before=$(failure_lines)
   shift
   "$@" || rc=$?  # (set -e does not reach into a function called after || )
   times+=("$(printf '%-10s %5d s%s' "$name" $((SECONDS - t0)) "$( ((rc)) && echo "  FAILED (exit $rc)")")")
+  if ((rc != 0)) && (($(failure_lines) == before)); then
+    # The stage's script did not say why: digest each build folder whose ctest failed in it.
+    local dir
+    for dir in build build-asan build-aarch64; do
+      local failed=$dir/Testing/Temporary/LastTestsFailed.log
+      [[ -f $failed && $(stat -c %Y "$failed") -ge $epoch ]] && scripts/ctest_digest.sh "$dir" "stage $name"
+    done
+  fi
   ((rc == 0)) || exit "$rc"
 }
 run_ctest() { (cd build && ctest --output-on-failure -j"$(nproc)" "$@"); }
 summary() {
   local rc=$?
+  if [[ -s $failures ]]; then
+    echo "test.sh: the failed tests and why ($failures; the whole output: Testing/Temporary/LastTest.log):"
+    head -n 150 "$failures"
+  fi
   ((${#times[@]})) && printf 'test.sh: %s\n' "stage times (${SECONDS} s in all, exit ${rc}):" "${times[@]}"
 }
 trap summary EXIT

@@ -45,7 +45,7 @@ for isa in generic avx2 avx512 neon; do
   # runs on every path (20 s a path saved).
   echo "test_isa: VIT_ISA=$isa ONEDNN_MAX_CPU_ISA=$onednn, every label"
   (cd build && VIT_ISA=$isa ONEDNN_MAX_CPU_ISA=$onednn ctest --output-on-failure -j"$(nproc)" -E '^serve\.test_grpc$') ||
-    status=1
+    { status=1; scripts/ctest_digest.sh build "isa: VIT_ISA=$isa"; }
 done
 
 if [[ $(uname -m) == x86_64 ]]; then

@@ -4,6 +4,8 @@
 
 #include <httplib.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -301,23 +303,43 @@ size_t json_length(const httplib::Request& req) {
   return n;
 }
 
-// cpp-httplib 0.11 listens with a backlog of 5: under a burst of new connections (64 clients
-// that each connect per request) the kernel drops SYNs and a few clients see resets. listen(2)
-// again on the bound socket raises it. Base: httplib::Server, or SSLServer for TLS.
-template <class Base>
-class Listener : public Base {
+// httplib::Server's listening socket (svr_sock_, protected), for two things httplib lacks:
+// - its backlog: cpp-httplib 0.11 listens with a backlog of 5; under a burst of new connections
+//   (64 clients that each connect per request) the kernel drops SYNs and a few clients see
+//   resets. listen(2) again on the bound socket raises it.
+// - its accept queue: connections the kernel has completed whose requests the server has not
+//   accept()ed yet. Their clients have connected and sent; closing the socket at a stop would
+//   reset them, so the stop waits for them. Linux gives a listening socket's queue length in
+//   TCP_INFO's tcpi_unacked (ss -lt's Recv-Q); 0 where it cannot be read.
+class ListenSocket {
  public:
-  using Base::Base;
-  void set_backlog(int n) { ::listen(this->svr_sock_, n); }
+  virtual ~ListenSocket() = default;
+  virtual void set_backlog(int n) = 0;
+  virtual int accept_queue() const = 0;
 };
 
-// The HTTP server: plain, or TLS with --ssl-certfile (tls.h). Throws vit::Error when the
-// certificate or a key does not load.
-std::unique_ptr<httplib::Server> make_server(const ServeOptions& o, std::function<void(int)>& set_backlog) {
+// Base: httplib::Server, or SSLServer for TLS.
+template <class Base>
+class Listener : public Base, public ListenSocket {
+ public:
+  using Base::Base;
+  void set_backlog(int n) override { ::listen(this->svr_sock_, n); }
+  int accept_queue() const override {
+    const int fd = this->svr_sock_;
+    tcp_info info{};
+    socklen_t size = sizeof info;
+    if (fd < 0 || ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &size) != 0) return 0;
+    return static_cast<int>(info.tcpi_unacked);
+  }
+};
+
+// The HTTP server: plain, or TLS with --ssl-certfile (tls.h), and its socket (above). Throws
+// vit::Error when the certificate or a key does not load.
+std::unique_ptr<httplib::Server> make_server(const ServeOptions& o, ListenSocket*& socket) {
   VIT_CHECK(o.tls.on() || (o.tls.keyfile.empty() && o.tls.ca_certs.empty()),
             "--ssl-keyfile and --ssl-ca-certs need --ssl-certfile (the server's certificate)");
   auto made = [&](auto s) -> std::unique_ptr<httplib::Server> {
-    set_backlog = [p = s.get()](int n) { p->set_backlog(n); };
+    socket = s.get();
     return s;
   };
   if (!o.tls.on()) return made(std::make_unique<Listener<httplib::Server>>());
@@ -372,7 +394,7 @@ class Service {
 
   const ServeOptions& o_;
   std::vector<std::pair<std::regex, std::string>> routes_;  // each endpoint's path and method
-  std::function<void(int)> set_backlog_;                    // svr_'s listen backlog
+  ListenSocket* socket_ = nullptr;                          // svr_'s (the same object)
   std::unique_ptr<httplib::Server> svr_;
   std::unique_ptr<Host> host_;
   std::unique_ptr<GrpcServer> grpc_;            // --grpc-port
@@ -398,7 +420,7 @@ Service::Service(const ServeOptions& o, std::ostream& log) : o_(o) {
             "--timeout-s and --timeout-keep-alive: at most 1e6 s");
   VIT_CHECK(o.max_body_mb <= 1e6, "--max-body-mb: at most 1e6 (a terabyte)");
   VIT_CHECK(o.max_delay_ms <= 1e6, "--max-delay-ms: at most 1e6 (1,000 s)");
-  svr_ = make_server(o, set_backlog_);  // before the models: a bad certificate is said at once
+  svr_ = make_server(o, socket_);  // before the models: a bad certificate is said at once
   host_ = std::make_unique<Host>(o, log);
   svr_->new_task_queue = [this] { return pool_ = new ConnectionPool(size_t(o_.http_threads)); };
   svr_->set_payload_max_length(host_->max_body());
@@ -697,7 +719,7 @@ int Service::run() {
     VIT_CHECK(svr_->bind_to_port(o_.host, port), "cannot listen on ", o_.host, ":", port,
               " (in use, or not an address of this machine)");
   }
-  set_backlog_(SOMAXCONN);
+  socket_->set_backlog(SOMAXCONN);
   // gRPC before the watcher, which stops it; said first: the HTTP line says all is ready.
   if (o_.grpc_port >= 0) {
     grpc_ = start_grpc(*host_);
@@ -715,13 +737,21 @@ int Service::run() {
     host_->stopping = true;
     host_->say(std::string("vit serve: ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
                ": no new requests; answering those in flight");
-    // Connections accepted but not yet begun (waiting for a thread, with more clients than
-    // --http-threads) hold requests their clients sent: stopping the listener would close
-    // them unanswered. So they begin first, for at most --timeout-keep-alive (a client that
-    // connected and sent nothing holds its thread that long anyway).
+    // httplib's stop() does nothing before its listen loop has begun, which would then run
+    // on: a signal right after "listening on" (said just before) hung the server.
+    while (!svr_->is_running() && !done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // Connections in the kernel's accept queue, and those accepted but not yet begun
+    // (waiting for a thread, with more clients than --http-threads), hold requests their
+    // clients sent: stopping the listener would close them unanswered. So they begin first,
+    // for at most --timeout-keep-alive (a client that connected and sent nothing holds its
+    // thread that long anyway). Both empty three looks in a row, 2 ms apart: httplib's accept
+    // thread, between its accept() and handing the connection on, shows in neither.
     const Clock::time_point until = Clock::now() + std::chrono::seconds(o_.keep_alive_s);
-    for (const ConnectionPool* pool = pool_; pool && pool->pending() > 0 && Clock::now() < until;)
+    for (int empty = 0; empty < 3 && Clock::now() < until;) {
+      const ConnectionPool* pool = pool_;
+      empty = (pool && pool->pending() > 0) || socket_->accept_queue() > 0 ? 0 : empty + 1;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
     stopping_http_ = true;
     // (bounded: an answer blocked on a client that does not read is given up at the stop)
     for (const auto end = Clock::now() + std::chrono::seconds(o_.keep_alive_s);

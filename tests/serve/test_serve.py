@@ -51,7 +51,13 @@ class Server:
     def stop(self, sig=signal.SIGTERM):
         if self.proc.poll() is None and not getattr(self, "signalled", False):
             self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=60)
+        try:
+            code = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # killed, or its open pipe would hold the reader (and pytest) forever
+            self.proc.kill()
+            self.proc.wait()
+            self.reader.join()
+            raise AssertionError("vit serve did not stop within 60 s of the signal:\n" + "".join(self.lines))
         self.reader.join()
         return code, "".join(self.lines)
 
@@ -729,6 +735,63 @@ def test_sigterm_answers_the_connections_waiting_for_a_thread():
     # Once stopped, it listens no more.
     with pytest.raises((ConnectionError, urllib.error.URLError)):
         call(s.url + "/v2/health/live")
+
+
+def test_sigterm_answers_the_connections_the_kernel_holds_for_accept():
+    """Clients that connected and sent before SIGTERM, but that the server had not accept()ed
+    yet (in the kernel's accept queue: here the server is stopped while they connect), are
+    answered too: closing the listener at once would reset them."""
+    s = Server("--model", f"a={CK}", "--max-batch", 8, "--max-delay-ms", 20)
+    host, port = s.url.split("//")[1].split(":")
+    body = json.dumps(pixels(np.zeros((1, 3, 32, 32), np.float32))).encode()
+    request = (b"POST /v2/models/a/infer HTTP/1.1\r\nHost: vit\r\nContent-Type: application/json\r\n"
+               b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body)) + body
+    socks = []
+    os.kill(s.proc.pid, signal.SIGSTOP)
+    try:
+        for _ in range(6):
+            socks.append(socket.create_connection((host, int(port)), timeout=30))
+            socks[-1].sendall(request)
+        s.proc.send_signal(signal.SIGTERM)
+        s.signalled = True
+    finally:
+        os.kill(s.proc.pid, signal.SIGCONT)
+    got = []
+    for c in socks:
+        answer = b""
+        with c:
+            try:
+                while chunk := c.recv(65536):
+                    answer += chunk
+            except ConnectionResetError:
+                answer += b"(reset)"
+        got.append(answer.split(b"\r\n", 1)[0])
+    code, log = s.stop()
+    assert code == 0, log
+    assert got == [b"HTTP/1.1 200 OK"] * 6, (got, log)
+
+
+def test_a_signal_before_the_server_listens_stops_it():
+    """SIGTERM while the model loads (signals are held from then on) is taken as the server
+    starts to listen. It once came before httplib's listen loop had begun, whose stop() then did
+    nothing: the server listened on, hung (2 starts in 10 here). Ten starts, each must stop."""
+    for _ in range(10):
+        p = subprocess.Popen([vit_binary(), "serve", "--port", "0", "--threads", "2", "--model", f"a={CK}"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = []
+        for line in p.stdout:
+            lines.append(line)
+            if line.startswith("model a:"):  # said after the signals are held
+                p.send_signal(signal.SIGTERM)
+                break
+        try:
+            code = p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            code = "hung"
+        log = "".join(lines) + p.stdout.read()
+        p.stdout.close()
+        assert code == 0 and "vit serve: stopped" in log, (code, log)
 
 
 TLS = os.path.join(HERE, "..", "fixtures", "tls")  # tests/fixtures/tls/make.sh
