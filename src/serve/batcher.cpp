@@ -16,7 +16,8 @@ Batcher::Batcher(std::vector<Classifier*> instances, BatchOptions o,
   std::string error;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return warmed_ == int(instances_.size()); });
+    // (and each instance waits for work: the first passes find them all in line)
+    cv_.wait(lock, [&] { return warmed_ == int(instances_.size()) && idle_.size() == instances_.size(); });
     error = warmup_error_;
   }
   if (error.empty()) return;
@@ -65,6 +66,11 @@ int64_t Batcher::queued() const {
   return int64_t(queue_.size());
 }
 
+int Batcher::idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return int(idle_.size());
+}
+
 void Batcher::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -77,10 +83,20 @@ void Batcher::stop() {
 
 // The requests of the next pass: the oldest, then those behind it while their images fit in
 // max_batch, once max_batch images wait or max_delay has passed since the oldest arrived.
-// One instance gathers at a time, so two never split the requests of one pass between them.
-std::vector<std::shared_ptr<InferJob>> Batcher::next_batch(std::unique_lock<std::mutex>& lock) {
-  cv_.wait(lock, [&] { return !gathering_ && (stopping_ || !queue_.empty()); });
-  if (queue_.empty()) return {};
+// One instance gathers at a time, so two never split the requests of one pass between them,
+// and of the idle ones the one idle longest (idle_).
+std::vector<std::shared_ptr<InferJob>> Batcher::next_batch(int instance, std::unique_lock<std::mutex>& lock) {
+  idle_.push_back(instance);
+  cv_.notify_all();  // (the constructor waits for every instance here)
+  cv_.wait(lock, [&] {
+    return (stopping_ && queue_.empty()) ||
+           (!gathering_ && idle_.front() == instance && (stopping_ || !queue_.empty()));
+  });
+  idle_.erase(std::find(idle_.begin(), idle_.end(), instance));
+  if (queue_.empty()) {
+    cv_.notify_all();  // (stopping) the next in line looks again
+    return {};
+  }
   gathering_ = true;
   const Clock::time_point deadline = queue_.front()->arrived + o_.max_delay;
   auto waiting = [&] {
@@ -110,7 +126,7 @@ void Batcher::run(int instance) {
     std::vector<std::shared_ptr<InferJob>> batch;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      batch = next_batch(lock);
+      batch = next_batch(instance, lock);
     }
     if (batch.empty()) return;  // stopping, nothing queued
     // Requests whose caller gave up are answered by nobody: left out of the pass.

@@ -61,13 +61,14 @@ class Batcher {
   // Queues the job; false (the job untouched) when max_queue requests wait already.
   bool submit(const std::shared_ptr<InferJob>& job);
   int64_t queued() const;
+  int idle() const;  // instances waiting for work
   // Runs what is queued, then ends the threads. Later submits are refused.
   void stop();
 
  private:
   void run(int instance);
   void warm_up(Classifier& model, std::vector<float>& x, std::vector<float>& logits);
-  std::vector<std::shared_ptr<InferJob>> next_batch(std::unique_lock<std::mutex>& lock);
+  std::vector<std::shared_ptr<InferJob>> next_batch(int instance, std::unique_lock<std::mutex>& lock);
 
   std::vector<Classifier*> instances_;
   BatchOptions o_;
@@ -77,7 +78,11 @@ class Batcher {
   std::deque<std::shared_ptr<InferJob>> queue_;
   bool stopping_ = false;
   bool gathering_ = false;  // an instance is gathering the next pass: the others wait their turn
-  int warmed_ = 0;          // instances done with their warm-up passes
+  // Idle instances in the order they became idle: the front gathers next, so work spreads
+  // over them (with a free-for-all, one quick instance could take every pass while another
+  // sat idle with its threads and buffers warm for nothing).
+  std::deque<int> idle_;
+  int warmed_ = 0;  // instances done with their warm-up passes
   std::string warmup_error_;
   std::vector<std::thread> workers_;
 };

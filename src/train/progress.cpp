@@ -45,11 +45,11 @@ void ProgressLine::start(int64_t epoch, int64_t epochs, int64_t steps, int64_t f
   steps_ = steps;
   first_ = first_step;
   images_before_ = images_before;
-  t0_ = last_draw_ = std::chrono::steady_clock::now();
+  t0_ = last_draw_ = now_();
 }
 
 void ProgressLine::update(int64_t step, double loss, double top1, int64_t images_done, double lr) {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = now_();
   const int64_t done = step + 1;
   const bool last = done == steps_;
   if (terminal_) {
@@ -80,11 +80,11 @@ void ProgressLine::finish() {
 
 void EvalProgress::start(int64_t total) {
   total_ = total;
-  t0_ = last_draw_ = std::chrono::steady_clock::now();
+  t0_ = last_draw_ = now_();
 }
 
 void EvalProgress::update(int64_t done, double top1) {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = now_();
   const double since = std::chrono::duration<double>(now - last_draw_).count();
   if (terminal_ ? since < 0.1 && done < total_ : log_seconds_ <= 0 || since < log_seconds_) return;
   last_draw_ = now;

@@ -4,16 +4,22 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <utility>
 
 namespace vit {
 
+// Where both read the time: steady_clock, or in tests a clock they move themselves (a test
+// that sleeps to pass time fails when a loaded machine sleeps longer).
+using ProgressClock = std::function<std::chrono::steady_clock::time_point()>;
+
 class ProgressLine {
  public:
-  ProgressLine(std::ostream& out, bool terminal, int64_t every)
-      : out_(out), terminal_(terminal), every_(every) {}
+  ProgressLine(std::ostream& out, bool terminal, int64_t every,
+               ProgressClock now = std::chrono::steady_clock::now)
+      : out_(out), terminal_(terminal), every_(every), now_(std::move(now)) {}
   // first_step > 0: a run resumed within the epoch, with images_before images done before
   // it (the rate and ETA count from here).
   void start(int64_t epoch, int64_t epochs, int64_t steps, int64_t first_step = 0, int64_t images_before = 0);
@@ -26,6 +32,7 @@ class ProgressLine {
   std::ostream& out_;
   bool terminal_;
   int64_t every_;
+  ProgressClock now_;
   int64_t epoch_ = 0, epochs_ = 0, steps_ = 0, first_ = 0, images_before_ = 0;
   std::chrono::steady_clock::time_point t0_, last_draw_;
 };
@@ -36,8 +43,13 @@ class ProgressLine {
 // writes nothing and a long one shows it is alive.
 class EvalProgress {
  public:
-  EvalProgress(std::ostream& out, bool terminal, double log_seconds, std::string label)
-      : out_(out), terminal_(terminal), log_seconds_(log_seconds), label_(std::move(label)) {}
+  EvalProgress(std::ostream& out, bool terminal, double log_seconds, std::string label,
+               ProgressClock now = std::chrono::steady_clock::now)
+      : out_(out),
+        terminal_(terminal),
+        log_seconds_(log_seconds),
+        label_(std::move(label)),
+        now_(std::move(now)) {}
   void start(int64_t total);
   // After each batch: images done (of total) and the top-1 accuracy over them.
   void update(int64_t done, double top1);
@@ -48,6 +60,7 @@ class EvalProgress {
   bool terminal_;
   double log_seconds_;
   std::string label_;
+  ProgressClock now_;
   int64_t total_ = 0;
   std::chrono::steady_clock::time_point t0_, last_draw_;
 };

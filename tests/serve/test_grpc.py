@@ -525,8 +525,12 @@ def test_a_stream_of_requests_is_batched_and_each_answered_by_its_id(pb, tmp_pat
         assert len(answers) == 7
         got = {a.infer_response.id: a for a in answers}
         assert "does not fit" in got["bad"].error_message and got["bad"].infer_response.model_name == "a"
-        for rid, w in want.items():  # each answer found by its id, the same bits as ModelInfer's
-            assert not got[rid].error_message and np.array_equal(logits_of(got[rid].infer_response), w), rid
+        # Each answer found by its id, ModelInfer's logits within 1e-5 relative (batched with
+        # others, not always the same last bits: docs/serving.md, "Batching").
+        for rid, w in want.items():
+            assert not got[rid].error_message, (rid, got[rid].error_message)
+            worst = http.worst_rel(logits_of(got[rid].infer_response), w)
+            assert worst <= 1e-5, f"{rid}: worst relative mismatch {worst:.3g}"
         log = "".join(s.lines)
         assert re.search(r"gRPC ModelStreamInfer OK [\d.]+ ms batch [2-8]", log), log  # batched together
         assert "gRPC ModelStreamInfer INVALID_ARGUMENT" in log

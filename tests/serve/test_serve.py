@@ -1125,13 +1125,16 @@ def test_explicit_model_control_loads_and_unloads_while_serving(tmp_path):
         (repo / "broken" / "config.json").write_text("{not json")
         status, _, text = call(s.url + "/v2/repository/models/broken/load", b"", method="POST")
         assert status == 400 and "did not load" in json.loads(text)["error"], text
-        # Loading again while requests run: every request answered, with the same logits.
+        # Loading again while requests run: every request answered, with the same logits
+        # (within 1e-5 relative: batched together, not always the same last bits).
         with concurrent.futures.ThreadPoolExecutor(6) as pool:
             calls = [pool.submit(call, s.url + "/v2/models/cats/infer", x) for _ in range(40)]
             assert load("cats")[0] == 200
             answers = [f.result() for f in calls]
-        assert all(a[0] == 200 and json.loads(a[2])["outputs"][0]["data"] == want for a in answers), \
-            [a[:1] + a[2:] for a in answers if a[0] != 200][:3]
+        assert all(a[0] == 200 for a in answers), [a[:1] + a[2:] for a in answers if a[0] != 200][:3]
+        got = np.array([json.loads(a[2])["outputs"][0]["data"] for a in answers], np.float32)
+        worst = worst_rel(got, np.array([want] * len(answers), np.float32))
+        assert worst <= 1e-5, f"worst relative mismatch {worst:.3g}"
         assert [e["name"] for e in index()] == ["ants", "broken", "cats", "dogs"]
     finally:
         code, log = s.stop()
