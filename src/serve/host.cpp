@@ -109,6 +109,7 @@ ModelPtr Host::make_model(const ServedModel& s, const std::string& config) {
   const Clock::time_point start = Clock::now();
   m->batcher = std::make_unique<Batcher>(
       instances, bo, [this, name = s.name](const PassInfo& p) { metrics_.batch(name, p); });
+  metrics_.instances(s.name, n);
   char took[32];
   std::snprintf(took, sizeof took, "%.2f", std::chrono::duration<double>(Clock::now() - start).count());
   // One line: the checkpoint, and how it is served (from its configuration, or the flags).

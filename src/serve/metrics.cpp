@@ -157,6 +157,11 @@ void Metrics::batch(const std::string& model, const PassInfo& p) {
   b.output.add(1, p.output_seconds);
 }
 
+void Metrics::instances(const std::string& model, int n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int i = 0; i < n; ++i) instances_.try_emplace({model, i});
+}
+
 void Metrics::set_version(const std::string& model, const std::string& version) {
   std::lock_guard<std::mutex> lock(mu_);
   versions_[model] = version;

@@ -48,6 +48,9 @@ class Metrics {
   void request(const std::string& model, int status, double seconds, bool inference = false);
   // A forward pass of the model.
   void batch(const std::string& model, const PassInfo& pass);
+  // The model's instances, 0 to n - 1: their pass counters are listed from 0 before their first
+  // pass, as Prometheus asks of labels known in advance (an absent series is not a zero).
+  void instances(const std::string& model, int n);
   // The page; queue_depth(model) for each model named in `models`.
   std::string text(const std::vector<std::string>& models,
                    const std::function<int64_t(const std::string&)>& queue_depth) const;

@@ -869,6 +869,8 @@ def test_warmup_runs_before_listening_and_is_not_counted_and_no_warmup_skips_it(
     assert re.search(r"model a: warmed up in [\d.]+ s \(a pass of 4 images and one of 1 on each instance\)", log), log
     assert log.index("warmed up") < log.index("listening on"), log
     assert not re.search(r'vit_forward_passes_total\{model="a",instance="\d"\} [1-9]', text), text
+    for i in (0, 1):  # listed before their first pass, as zeros
+        assert re.search(rf'^vit_forward_passes_total\{{model="a",instance="{i}"\}} 0$', text, re.M), text
     assert stats["execution_count"] == 0 and stats["inference_count"] == 0, stats
     s = Server("--model", f"a={CK}", "--no-warmup")
     code, log = s.stop()
