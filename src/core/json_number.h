@@ -37,4 +37,15 @@ inline int json_int32(const nlohmann::json& v, std::string_view what) {
   return int(i);
 }
 
+// A number (a float or an integer) as a double.
+inline double json_double(const nlohmann::json& v, std::string_view what) {
+  VIT_CHECK(v.is_number(), what, " must be a number, got ", v.dump());
+  return v.get<double>();
+}
+
+inline bool json_bool(const nlohmann::json& v, std::string_view what) {
+  VIT_CHECK(v.is_boolean(), what, " must be true or false, got ", v.dump());
+  return v.get<bool>();
+}
+
 }  // namespace vit

@@ -2,6 +2,7 @@
 // (DeiTForImageClassificationWithTeacher, DeiTForImageClassification, DeiTModel): config.json
 // gives the architecture, preprocessor_config.json the preprocessing, and the names map onto
 // timm's; query, key and value stack into one qkv, rows q, k, v as timm's.
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -33,17 +34,77 @@ void size_of(const json& v, const char* what, int64_t& h, int64_t& w) {
 }  // namespace
 
 namespace {
-void read_preprocessor(const json& p, ViTConfig& c, Mapping& m) {
-  const bool normalize = p.value("do_normalize", true), rescale = p.value("do_rescale", true);
+
+// A field of a transformers JSON file that may be absent or null (the default then); a value
+// of another type is an error naming the file and the field.
+bool flag(const json& j, const char* key, bool fallback, const char* file) {
+  const json* v = field(j, key);
+  return v ? json_bool(*v, std::string(file) + " " + key) : fallback;
+}
+
+std::string text(const json& j, const char* key, const char* fallback, const char* file) {
+  const json* v = field(j, key);
+  if (!v) return fallback;
+  VIT_CHECK(v->is_string(), file, " ", key, " must be a string, got ", v->dump());
+  return v->get<std::string>();
+}
+
+// image_mean or image_std: a list of one value per channel, or one number for all (transformers'
+// normalize takes both); absent or null: `values` stays (the processor's default).
+void channel_values(const json& p, const char* key, int64_t channels, std::vector<float>& values) {
+  const json* v = field(p, key);
+  if (!v) return;
+  const std::string what = std::string("preprocessor_config.json ") + key;
+  if (v->is_number()) {
+    values.assign(size_t(channels), float(json_double(*v, what)));
+    return;
+  }
+  VIT_CHECK(v->is_array(), what, " must be a number or a list of numbers, got ", v->dump());
+  values.clear();
+  for (const json& x : *v) values.push_back(float(json_double(x, what)));
+  VIT_CHECK(int64_t(values.size()) == channels, what, " has ", values.size(), " values; the model has ",
+            channels, " channels (config.json num_channels)");
+}
+
+// size or crop_size: {"height": H, "width": W}, or one number (older files). transformers'
+// ViT and DeiT processors refuse the other forms ({"shortest_edge": N}, which resizes the
+// shorter side keeping the aspect ratio), and so does this.
+void height_width(const json& p, const char* key, int64_t& h, int64_t& w) {
+  const json& s = p.at(key);
+  const std::string what = std::string("preprocessor_config.json ") + key;
+  if (s.is_number()) {
+    h = w = json_int(s, what);
+    return;
+  }
+  VIT_CHECK(
+      s.is_object() && s.contains("height") && s.contains("width"), what, " ", s.dump(),
+      " is not read: ViTImageProcessor and DeiTImageProcessor take {\"height\": H, \"width\": W} or one "
+      "number (a resize of the shortest or longest edge keeping the aspect ratio is another processor's)");
+  h = json_int(s.at("height"), what + ".height");
+  w = json_int(s.at("width"), what + ".width");
+}
+
+// The processor's defaults where preprocessor_config.json leaves a field out (or has no file):
+// transformers' ViTImageProcessor (resize to 224 x 224, bilinear, no crop) or
+// DeiTImageProcessor (resize to 256 x 256, bicubic, center crop of 224 x 224).
+struct Processor {
+  std::string name, interpolation;
+  int64_t size, crop;  // crop 0: none
+};
+
+void read_preprocessor(const json& p, const Processor& proc, ViTConfig& c, Mapping& m) {
+  const char* file = "preprocessor_config.json";
+  const bool normalize = flag(p, "do_normalize", true, file), rescale = flag(p, "do_rescale", true, file);
   if (normalize) {
-    if (p.contains("image_mean")) c.mean = p["image_mean"].get<std::vector<float>>();
-    if (p.contains("image_std")) c.std = p["image_std"].get<std::vector<float>>();
+    channel_values(p, "image_mean", c.in_chans, c.mean);
+    channel_values(p, "image_std", c.in_chans, c.std);
   } else {
     c.mean.assign(c.in_chans, 0.f);
     c.std.assign(c.in_chans, 1.f);
   }
   if (rescale) {
-    const double f = p.value("rescale_factor", 1.0 / 255.0);
+    const json* v = field(p, "rescale_factor");
+    const double f = v ? json_double(*v, "preprocessor_config.json rescale_factor") : 1.0 / 255.0;
     VIT_CHECK(std::abs(f * 255.0 - 1.0) < 1e-6, "preprocessor_config.json rescale_factor ", f,
               " is not 1/255");
   } else {
@@ -51,28 +112,17 @@ void read_preprocessor(const json& p, ViTConfig& c, Mapping& m) {
     for (auto& v : c.mean) v /= 255.f;
     for (auto& v : c.std) v /= 255.f;
   }
-  if (p.contains("resample"))
-    c.interpolation =
-        filter_name(filter_from_pil_code(json_int32(p["resample"], "preprocessor_config.json resample")));
-  // {"height": H, "width": W} or one number (older files).
-  auto hw = [&](const char* key, int64_t& h, int64_t& w) {
-    const json& s = p[key];
-    const std::string what = std::string("preprocessor_config.json ") + key;
-    if (s.is_object() && s.contains("height")) {
-      h = json_int(s["height"], what + ".height");
-      w = json_int(s["width"], what + ".width");
-    } else if (s.is_number()) {
-      h = w = json_int(s, what);
-    }
-  };
+  c.interpolation = proc.interpolation;
+  if (const json* v = field(p, "resample"))
+    c.interpolation = filter_name(filter_from_pil_code(json_int32(*v, "preprocessor_config.json resample")));
+  int64_t h = proc.size, w = proc.size, ch = proc.crop, cw = proc.crop;
+  if (field(p, "size")) height_width(p, "size", h, w);
+  if (field(p, "crop_size")) height_width(p, "crop_size", ch, cw);
   // DeiTImageProcessor: resize both sides to `size`, then a center crop of `crop_size`, which
   // is vitcpp's squash at crop_pct crop_size / size.
-  if (p.value("do_center_crop", false) && p.contains("crop_size") && p.contains("size") &&
-      p.value("do_resize", true)) {
-    int64_t ch = 0, cw = 0, h = 0, w = 0;
-    hw("crop_size", ch, cw);
-    hw("size", h, w);
-    VIT_CHECK(ch > 0 && h >= ch && w >= cw && double(ch) / double(h) == double(cw) / double(w),
+  if (flag(p, "do_center_crop", proc.crop > 0, file) && flag(p, "do_resize", true, file)) {
+    VIT_CHECK(ch > 0, "preprocessor_config.json do_center_crop without crop_size");
+    VIT_CHECK(h >= ch && w >= cw && double(ch) / double(h) == double(cw) / double(w),
               "preprocessor_config.json crop_size ", ch, "x", cw, " of size ", h, "x", w,
               " is not one center crop of both sides alike");
     c.crop_mode = "squash";
@@ -86,14 +136,10 @@ void read_preprocessor(const json& p, ViTConfig& c, Mapping& m) {
                         "; images are resized to the model's size");
     return;
   }
-  if (p.contains("size") && p.value("do_resize", true)) {
-    int64_t h = 0, w = 0;
-    hw("size", h, w);
-    if (h && (h != c.img_h || w != c.img_w))
-      m.notes.push_back("preprocessor_config.json resizes to " + std::to_string(h) + "x" + std::to_string(w) +
-                        ", the model takes " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
-                        "; images are resized to the model's size");
-  }
+  if (field(p, "size") && flag(p, "do_resize", true, file) && (h != c.img_h || w != c.img_w))
+    m.notes.push_back("preprocessor_config.json resizes to " + std::to_string(h) + "x" + std::to_string(w) +
+                      ", the model takes " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
+                      "; images are resized to the model's size");
 }
 
 }  // namespace
@@ -105,11 +151,33 @@ void hf_preprocessing(const SafeTensors& st, ViTConfig& c, Mapping& m, const std
   c.interpolation = interpolation;
   c.crop_pct = 1.0;
   c.crop_mode = "squash";
-  if (auto pre = json_beside(st, "preprocessor_config.json"))
-    read_preprocessor(*pre, c, m);
-  else
+  // The processor AutoImageProcessor makes: the file's image_processor_type, else the model's.
+  // Their defaults for the fields a file leaves out; another processor's fields are read as
+  // the model's processor's, with a note.
+  auto made = [&](const std::string& name, bool* known = nullptr) {
+    if (known) *known = true;
+    if (name.rfind("DeiTImageProcessor", 0) == 0) return Processor{name, "bicubic", 256, 224};
+    if (name.rfind("SiglipImageProcessor", 0) == 0) return Processor{name, "bicubic", 224, 0};
+    if (name.rfind("ViTImageProcessor", 0) == 0) return Processor{name, "bilinear", 224, 0};
+    if (known) *known = false;
+    return Processor{processor, interpolation, 224, 0};
+  };
+  Processor proc = made(processor);
+  if (auto pre = json_beside(st, "preprocessor_config.json")) {
+    VIT_CHECK(pre->is_object(), "preprocessor_config.json is not a JSON object");
+    const std::string type =
+        text(*pre, "image_processor_type", processor.c_str(), "preprocessor_config.json");
+    bool known = true;
+    proc = made(type, &known);
+    if (!known)
+      m.notes.push_back("preprocessor_config.json image_processor_type " + type +
+                        ": its fields are read as " + processor + "'s");
+    read_preprocessor(*pre, proc, c, m);
+  } else {
     m.notes.push_back("no preprocessor_config.json: " + processor + "'s defaults (" + interpolation +
-                      ", mean/std 0.5)");
+                      ", mean/std 0.5" + (proc.crop ? ", a center crop of 224 from 256" : "") + ")");
+    if (proc.crop) read_preprocessor(json::object(), proc, c, m);
+  }
 }
 
 void hf_block_sources(Mapping& m, int64_t depth, const std::string& layers, const HfBlockNames& n) {
@@ -134,7 +202,8 @@ void hf_read_sizes(const json& j, ViTConfig& c, float eps) {
   c.depth = integer("num_hidden_layers", 12);
   c.num_heads = integer("num_attention_heads", 12);
   c.mlp_dim = integer("intermediate_size", 3072);
-  c.norm_eps = j.value("layer_norm_eps", eps);
+  const json* e = field(j, "layer_norm_eps");
+  c.norm_eps = e ? float(json_double(*e, "config.json layer_norm_eps")) : eps;
   size_of(j.value("image_size", json(224)), "image_size", c.img_h, c.img_w);
   size_of(j.value("patch_size", json(16)), "patch_size", c.patch_h, c.patch_w);
   c.in_chans = integer("num_channels", 3);
@@ -162,19 +231,28 @@ std::string hf_activation(const std::string& act) {
 }
 
 std::vector<std::string> hf_class_names(const json& j, int64_t num_classes) {
-  if (!j.contains("id2label") || num_classes <= 0) return {};
-  std::vector<std::string> names(num_classes);
-  for (auto& [k, v] : j["id2label"].items()) {
+  const json* labels = field(j, "id2label");
+  if (!labels || num_classes <= 0) return {};
+  VIT_CHECK(labels->is_object(), "config.json id2label must be an object of index: name, got ",
+            labels->dump());
+  // transformers reads each key with int(key) and sizes the classifier by the count: keys 0 to
+  // K - 1 for a classifier of K rows, each once.
+  std::vector<std::string> names(static_cast<size_t>(num_classes));
+  std::vector<bool> seen(static_cast<size_t>(num_classes));
+  for (const auto& [k, v] : labels->items()) {
     int64_t i = -1;
-    try {
-      i = std::stoll(k);
-    } catch (const std::invalid_argument&) {
-      throw Error("config.json id2label has a key that is not an integer");
-    } catch (const std::out_of_range&) {
-      throw Error("config.json id2label has a key past int64's range");
-    }
-    if (i >= 0 && i < num_classes) names[i] = v.get<std::string>();
+    const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), i);
+    VIT_CHECK(ec == std::errc() && end == k.data() + k.size(), "config.json id2label key '", k,
+              "' is not an integer");
+    VIT_CHECK(i >= 0 && i < num_classes, "config.json id2label key ", i,
+              " is not a class: the classifier has ", num_classes, " rows (0 to ", num_classes - 1, ")");
+    VIT_CHECK(!seen[size_t(i)], "config.json id2label has class ", i, " twice");
+    VIT_CHECK(v.is_string(), "config.json id2label[", i, "] must be a string, got ", v.dump());
+    seen[size_t(i)] = true;
+    names[size_t(i)] = v.get<std::string>();
   }
+  VIT_CHECK(int64_t(labels->size()) == num_classes, "config.json id2label names ", labels->size(),
+            " classes; the classifier has ", num_classes, " rows");
   return names;
 }
 
@@ -190,7 +268,8 @@ Mapping hf_mapping(const SafeTensors& st) {
     const std::optional<json> config = json_beside(st, "config.json");
     VIT_CHECK(config, "a Hugging Face ViT needs its config.json beside the weights");
     const json& j = *config;
-    const std::string type = j.value("model_type", "vit");
+    VIT_CHECK(j.is_object(), "config.json is not a JSON object");
+    const std::string type = text(j, "model_type", "vit", "config.json");
     VIT_CHECK(type == "vit" || type == "deit", "model_type '", type,
               "' is not read (vitcpp reads Hugging Face's ViT and DeiT, model_type 'vit' or 'deit')");
     // DeiT: a distillation token after the class token; ...WithTeacher's two heads
@@ -200,17 +279,25 @@ Mapping hf_mapping(const SafeTensors& st) {
     VIT_CHECK(c.dist_token == (type == "deit"), "model_type '", type, "' ", c.dist_token ? "has" : "needs",
               " a distillation token (", p, "embeddings.distillation_token)");
     c.head_dist = st.find("distillation_classifier.weight") != nullptr;
-    c.act_layer = hf_activation(j.value("hidden_act", "gelu"));
+    c.act_layer = hf_activation(text(j, "hidden_act", "gelu", "config.json"));
     hf_read_sizes(j, c, 1e-12f);
     m.pos_resample = hf_pos_resample(j);
-    c.qkv_bias = j.value("qkv_bias", true);
+    c.qkv_bias = flag(j, "qkv_bias", true, "config.json");
     c.class_token = true;
     c.global_pool = "token";
     c.fc_norm = false;
     c.pos_embed = "learn";
     const TensorInfo* head = st.find(c.head_dist ? "cls_classifier.weight" : "classifier.weight");
     c.num_classes = head && head->shape.size() == 2 ? head->shape[0] : 0;
-    hf_preprocessing(st, c, m, "bilinear", "ViTImageProcessor");
+    if (const json* arch = field(j, "architectures"); c.num_classes == 0 && arch && arch->is_array())
+      for (const json& a : *arch)
+        if (a.is_string() && a.get<std::string>().find("ForImageClassification") != std::string::npos)
+          m.notes.push_back("config.json names " + a.get<std::string>() +
+                            ", but the file has no classifier: loaded without a head (features only)");
+    if (type == "deit")
+      hf_preprocessing(st, c, m, "bicubic", "DeiTImageProcessor");
+    else
+      hf_preprocessing(st, c, m, "bilinear", "ViTImageProcessor");
     m.class_names = hf_class_names(j, c.num_classes);
   });
 

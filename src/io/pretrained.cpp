@@ -31,11 +31,18 @@ std::string weights_file(const std::string& path, bool last) {
 }
 
 std::string detect_format(const SafeTensors& st) {
-  for (const auto& t : st.tensors())
-    if (t.name.rfind("vit.embeddings.", 0) == 0 || t.name.rfind("embeddings.patch_embeddings.", 0) == 0 ||
+  // transformers' names: MODEL.embeddings.patch_embeddings.* (vit., deit.; also dinov2., beit.
+  // and the like, whose config.json then names the model_type vitcpp does not read), bare, or
+  // SigLIP's vision_model.
+  for (const auto& t : st.tensors()) {
+    const size_t at = t.name.find("embeddings.patch_embeddings.");
+    if ((at == 0 || (at != std::string::npos && t.name[at - 1] == '.' &&
+                     t.name.find('.') == at - 1)) ||  // one name before it, no more
+        t.name.rfind("vit.embeddings.", 0) == 0 ||
         t.name.rfind("deit.embeddings.", 0) == 0 ||
         t.name.rfind("vision_model.embeddings.patch_embedding.", 0) == 0)
       return "hf";
+  }
   if (st.metadata().count("vit_config")) return "vitcpp";
   if (detail::is_vit_pytorch(st)) return "vit-pytorch";
   // A vitcpp config.json (mlp_dim) rather than timm's (architecture, model_args).

@@ -10,6 +10,7 @@
 #include "io/pretrained.h"
 #include "support/check.h"
 #include "support/models.h"
+#include "support/pretrained_copy.h"
 #include "support/temp_dir.h"
 
 namespace vit {
@@ -18,31 +19,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using test::rewrite;
+
 std::string fixture(const std::string& name) {
   return std::string(VIT_FIXTURE_DIR) + "/pretrained/" + name;
-}
-
-// Copies dir's model.safetensors (as F32) to out/model.safetensors without `drop` and with
-// `add` ([4] zeros each); the JSON files come along.
-void rewrite(const std::string& dir, const std::string& out, const std::vector<std::string>& drop,
-             const std::vector<std::string>& add) {
-  fs::create_directories(out);
-  for (auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".json") fs::copy_file(e.path(), fs::path(out) / e.path().filename());
-  const SafeTensors st = SafeTensors::open(dir + "/model.safetensors");
-  std::vector<std::vector<float>> data;
-  std::vector<TensorOut> t;
-  data.reserve(st.tensors().size() + add.size());
-  for (const auto& info : st.tensors()) {
-    if (std::find(drop.begin(), drop.end(), info.name) != drop.end()) continue;
-    data.push_back(st.to_float(info.name));
-    t.push_back({info.name, info.shape, DType::F32, data.back().data()});
-  }
-  for (const auto& name : add) {
-    data.push_back(std::vector<float>(4, 0.f));
-    t.push_back({name, {4}, DType::F32, data.back().data()});
-  }
-  write_safetensors(out + "/model.safetensors", t);
 }
 
 ViTConfig small_config() {
