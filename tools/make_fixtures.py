@@ -274,7 +274,7 @@ def make_fixture(path, c, B, labels=None, soft=False, mask=None, smoothing=0.0):
     train = {"label_smoothing": smoothing, "lr": 1e-2, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8,
              "weight_decay": 0.05, "steps": 10}
     live = {n: params[n].detach().clone().requires_grad_(n in trainable) for n in params}
-    no_wd = ("pos_embed", "cls_token", "dist_token")  # timm's no_weight_decay()
+    no_wd = ("pos_embed", "cls_token", "dist_token", "reg_token")  # timm 1.0.28+ no_weight_decay()
     decay = [live[n] for n in trainable if live[n].ndim > 1 and n not in no_wd]
     no_decay = [live[n] for n in trainable if not (live[n].ndim > 1 and n not in no_wd)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": train["weight_decay"]},

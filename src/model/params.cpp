@@ -24,9 +24,9 @@ Slot pool(Tensor PoolWeights::*f) {
 void ParamTable::add(std::string name, Shape shape, Init init, Slot slot) {
   const bool fixed = init == Init::SinCos || init == Init::SinCos2d;
   // timm's param_groups_weight_decay: no decay on 1-D tensors and on no_weight_decay()'s
-  // {pos_embed, cls_token, dist_token}; the register tokens decay, as in timm.
-  const bool no_decay =
-      shape.size() <= 1 || name == "pos_embed" || name == "cls_token" || name == "dist_token";
+  // {pos_embed, cls_token, dist_token, reg_token} (reg_token since timm 1.0.28, 2cff2350).
+  const bool no_decay = shape.size() <= 1 || name == "pos_embed" || name == "cls_token" ||
+                        name == "dist_token" || name == "reg_token";
   // 16-float alignment keeps every tensor on its own 64-byte boundary.
   specs_.push_back({std::move(name), std::move(shape), init, !no_decay && !fixed, !fixed, total_, slot});
   total_ += (specs_.back().numel() + 15) / 16 * 16;

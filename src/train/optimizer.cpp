@@ -41,6 +41,9 @@ std::vector<float> lr_scales(const ParamTable& table, float layer_decay, bool fr
     for (const char* stem : {"patch_embed.", "cls_token", "dist_token", "reg_token", "pos_embed"})
       if (s.name.rfind(stem, 0) == 0) id = 0;
     if (s.name.rfind("blocks.", 0) == 0) id = std::stoll(s.name.substr(7)) + 1;
+    // timm's (r'^norm', MATCH_PREV_GROUP): the final norm (and norm_pre, which the regex also
+    // matches) joins the last block's group.
+    if (s.name.rfind("norm", 0) == 0) id = depth;
     out.push_back(float(std::pow(double(layer_decay), double(depth + 1 - id))));
   }
   return out;

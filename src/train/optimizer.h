@@ -28,9 +28,9 @@ struct OptimConfig {
 
 // The learning-rate scale of every tensor of the table, as timm's param_groups_layer_decay
 // for its VisionTransformer: layer ids patch_embed/cls_token/dist_token/reg_token/pos_embed -> 0,
-// blocks.i -> i + 1, everything else (norm, fc_norm, norm_pre, head) -> depth + 1, and
-// scale = layer_decay^(depth + 1 - id). With freeze_backbone every tensor but the head's
-// (is_head_param: head.*, head_dist.*) gets 0.
+// blocks.i -> i + 1, norm and norm_pre -> depth (with the last block, timm's MATCH_PREV_GROUP),
+// everything else (fc_norm, attn_pool, head) -> depth + 1, and scale = layer_decay^(depth + 1 - id). With
+// freeze_backbone every tensor but the head's (is_head_param: head.*, head_dist.*) gets 0.
 std::vector<float> lr_scales(const ParamTable& table, float layer_decay, bool freeze_backbone);
 
 class Optimizer {

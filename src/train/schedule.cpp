@@ -24,7 +24,8 @@ float lr_at(const ScheduleConfig& s, int64_t step) {
   if (step < s.warmup_steps) return s.warmup_lr + (s.lr - s.warmup_lr) * float(step) / float(s.warmup_steps);
   // Step decay counts from the run's start, as timm's StepLRScheduler (the warmup only
   // overrides the first steps); cosine runs over the steps after the warmup.
-  if (s.name == "step") return s.lr * std::pow(s.decay_rate, float(step / s.decay_steps));
+  // timm's StepLRScheduler: decay_rate ** (t // decay_t), a floor division of floats
+  if (s.name == "step") return s.lr * std::pow(s.decay_rate, float(std::floor(double(step) / s.decay_steps)));
   if (s.name == "multistep") {
     const auto passed =
         std::upper_bound(s.milestones.begin(), s.milestones.end(), step + 1) - s.milestones.begin();

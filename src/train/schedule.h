@@ -15,7 +15,9 @@ struct ScheduleConfig {
   float warmup_lr = 0.f;  // lr at step 0 of the warmup
   int64_t warmup_steps = 0;
   int64_t total_steps = 1;  // cosine length, warmup included
-  int64_t decay_steps = 1;  // step: multiply by decay_rate every decay_steps, counted from step 0
+  // step: multiply by decay_rate every decay_steps (a fraction too: timm's decay_t, decay_epochs
+  // times the steps of an epoch), counted from step 0
+  double decay_steps = 1;
   // multistep: multiply by decay_rate at each of these steps (ascending), counted from step
   // 0, with timm's MultiStepLRScheduler's convention: milestone m applies from step m - 1.
   std::vector<int64_t> milestones;

@@ -12,6 +12,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "core/decimal.h"
 #include "core/file.h"
 #include "core/json_number.h"
 #include "core/threads.h"
@@ -685,7 +686,8 @@ TrainLoop::TrainLoop(ViT& model_, const Dataset& train_set_, const Dataset* eval
       partners(cfg_.mixup.active() && ranks > 1) {
   sched.total_steps = cfg.epochs * steps_per_epoch;
   sched.warmup_steps = int64_t(std::llround(cfg.warmup_epochs * steps_per_epoch));
-  sched.decay_steps = std::max<int64_t>(1, std::llround(cfg.decay_epochs * steps_per_epoch));
+  // As timm's decay_t: the flag's decimal (2.4, not float's 2.4000001) times the epoch's steps.
+  sched.decay_steps = shortest_decimal(cfg.decay_epochs) * double(steps_per_epoch);
   for (float m : cfg.decay_milestones)
     sched.milestones.push_back(std::max<int64_t>(1, std::llround(m * steps_per_epoch)));
   sched.validate();

@@ -57,8 +57,8 @@ struct TrainConfig {
   float warmup_epochs = 0.f;
   // The step schedule multiplies the lr by sched.decay_rate every decay_epochs epochs
   // (timm's --decay-epochs, 90 by default there and here), counted from the run's start as
-  // timm counts them (the warmup overrides the first epochs). Fractions of an epoch are
-  // rounded to optimizer steps, at least one.
+  // timm counts them (the warmup overrides the first epochs). Fractions of an epoch count as
+  // timm's: a period of 4.5 steps decays at steps 5, 9 and 14 (t // 4.5).
   float decay_epochs = 90.f;
   // The multistep schedule's milestones in epochs (timm's --decay-milestones, 90 180 270 by
   // default there and here), rounded to optimizer steps, at least one.

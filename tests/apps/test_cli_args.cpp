@@ -216,6 +216,9 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
        "note: --decay-rate: no effect, the step and multistep schedules' and --sched is cosine"},
       {"--sched step --decay-milestones 2", "note: --decay-milestones: no effect, the multistep schedule's"},
       {"--pos-resample hf", "note: --pos-resample: no effect"},
+      {"--sched step --min-lr 0.0001",
+       "note: --min-lr: no effect, the cosine schedule's floor and --sched is step"},
+      {"--warmup-lr 0.0001", "note: --warmup-lr: no effect, the warmup's start and there is none"},
   };
   for (const auto& [flags, note] : cases) {
     const Result r = run(train + flags);

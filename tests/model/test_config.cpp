@@ -254,8 +254,8 @@ TEST(ParamTable, NamesShapesAndGroups) {
   EXPECT_TRUE(t.at("patch_embed.proj.weight").decay);
   EXPECT_TRUE(t.find("norm.weight"));
   EXPECT_FALSE(t.find("fc_norm.weight"));
-  c.reg_tokens = 2;  // timm's no_weight_decay() leaves reg_token out: it decays
-  EXPECT_TRUE(ParamTable(c).at("reg_token").decay);
+  c.reg_tokens = 2;  // timm's no_weight_decay() holds reg_token since 1.0.28 (2cff2350): no decay
+  EXPECT_FALSE(ParamTable(c).at("reg_token").decay);
   c.reg_tokens = 0;
   c.global_pool = "avg";
   c.qkv_bias = false;

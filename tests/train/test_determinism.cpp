@@ -448,10 +448,10 @@ TEST(Schedule, StepDecaysEveryDecayEpochsCountedFromTheStartAsTimm) {
   EXPECT_FLOAT_EQ(float(h[1].lr), 0.5e-3f) << "step 5: one decay (after the warmup: none)";
   EXPECT_FLOAT_EQ(float(h[2].lr), 0.25e-3f) << "step 8: two";
   t.warmup_epochs = 0;
-  t.decay_epochs = 0.5f;  // 1.5 steps: every 2
+  t.decay_epochs = 0.5f;  // 1.5 steps, timm's decay_t (it was rounded to 2)
   ViT n(cfg());
   h = train(n, data, nullptr, t, log);
-  EXPECT_FLOAT_EQ(float(h[2].lr), 1e-3f / 16) << "step 8: 4 decays";
+  EXPECT_FLOAT_EQ(float(h[2].lr), 1e-3f / 32) << "step 8: 8 // 1.5 = 5 decays";
   t.decay_epochs = 0;
   EXPECT_THROW(t.validate(), Error);
   // --sched multistep --decay-milestones 1 2: steps 3 and 6, each applying a step early.

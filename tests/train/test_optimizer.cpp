@@ -101,8 +101,27 @@ TEST(LayerDecay, ScalesAsTimmParamGroupsLayerDecay) {
   EXPECT_FLOAT_EQ(at("pos_embed"), 0.125f);
   EXPECT_FLOAT_EQ(at("blocks.0.attn.qkv.weight"), 0.25f);
   EXPECT_FLOAT_EQ(at("blocks.1.mlp.fc2.bias"), 0.5f);
-  EXPECT_FLOAT_EQ(at("norm.weight"), 1.f);
+  // timm's (r'^norm', MATCH_PREV_GROUP): the final norm with the last block (it had 1, the
+  // head's, here: 1.54x timm's lr in a fine-tune at 0.65).
+  EXPECT_FLOAT_EQ(at("norm.weight"), 0.5f);
   EXPECT_FLOAT_EQ(at("head.weight"), 1.f);
+  {
+    ViTConfig g = c;  // norm_pre matches the same regex; fc_norm does not (the head's group)
+    g.pre_norm = true;
+    g.global_pool = "avg";
+    g.fc_norm = true;
+    const ParamTable tg(g);
+    const auto sg = lr_scales(tg, 0.5f, false);
+    for (size_t k = 0; k < tg.specs().size(); ++k) {
+      const std::string& n = tg.specs()[k].name;
+      if (n.rfind("norm_pre.", 0) == 0) {
+        EXPECT_FLOAT_EQ(sg[k], 0.5f) << n;
+      }
+      if (n.rfind("fc_norm.", 0) == 0) {
+        EXPECT_FLOAT_EQ(sg[k], 1.f) << n;
+      }
+    }
+  }
   for (float v : lr_scales(table, 0.f, false)) EXPECT_EQ(v, 1.f);
   const auto frozen = lr_scales(table, 0.75f, true);
   for (size_t k = 0; k < table.specs().size(); ++k)
@@ -179,6 +198,13 @@ TEST(Schedule, WarmupCosineAndStep) {
   EXPECT_FLOAT_EQ(lr_at(s, 29), 1.f);
   EXPECT_FLOAT_EQ(lr_at(s, 30), 0.5f);
   EXPECT_FLOAT_EQ(lr_at(s, 95), 0.125f);
+  s.decay_steps = 4.5;  // --decay-epochs 1.5 at 3 steps an epoch: timm's 9 // 4.5 = 2, not 9 // 5
+  EXPECT_FLOAT_EQ(lr_at(s, 4), 1.f);
+  EXPECT_FLOAT_EQ(lr_at(s, 5), 0.5f);
+  EXPECT_FLOAT_EQ(lr_at(s, 9), 0.25f);
+  EXPECT_FLOAT_EQ(lr_at(s, 13), 0.25f);
+  EXPECT_FLOAT_EQ(lr_at(s, 14), 0.125f);
+  s.decay_steps = 30;
   // multistep as timm's MultiStepLRScheduler: milestone m applies from step m - 1.
   s.name = "multistep";
   s.milestones = {30, 80};
