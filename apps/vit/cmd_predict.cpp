@@ -51,7 +51,10 @@ std::vector<std::string> image_files(const std::vector<std::string>& args) {
     }
     std::vector<std::string> found;
     int64_t others = 0;  // image formats vitcpp does not decode, said (not skipped in silence)
-    for (const auto& e : fs::recursive_directory_iterator(a)) {
+    // Into linked folders too, as train and eval read image folders (torchvision's os.walk
+    // with followlinks).
+    for (const auto& e :
+         fs::recursive_directory_iterator(a, fs::directory_options::follow_directory_symlink)) {
       std::string ext = e.path().extension().string();
       for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
       if (e.is_regular_file() && (ext == ".png" || ext == ".jpg" || ext == ".jpeg"))

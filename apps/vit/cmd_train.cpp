@@ -239,7 +239,7 @@ void add_model_and_data_flags(CLI::App& cmd, TrainFlags* f) {
       ->capture_default_str();
   cmd.add_option("--data-dir", f->data_dir,
                  "dataset directory: IDX (MNIST, Fashion-MNIST), CIFAR-10/100 binary, or image folders "
-                 "(DIR/train/<class>/*.png|jpg, DIR/val/ or DIR/test/)");
+                 "(DIR/train/<class>/*.png|jpg, DIR/val/ or valid/, validation/, ..., else DIR/test/)");
   cmd.add_option(
          "--dataset", f->dataset,
          "auto, idx, cifar10, cifar100 (its fine labels), cifar100-coarse (its 20 superclasses) or folder")

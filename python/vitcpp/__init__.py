@@ -506,7 +506,7 @@ class VisionTransformer:
         rollout through blocks 0..layer), "dist" (DeiT's distillation token) or "pool" (the
         attention pool's query; the default for such models). layer: a block, -1 the last;
         head: None (the heads' mean) or an index."""
-        x = _as_images(x)
+        given, x = x, _as_images(x)
         method = method or ("pool" if self.global_pool == "map" else "cls")
         depth, heads = self._cfg["depth"], self._cfg["num_heads"]
         if not -depth <= int(layer) < depth:
@@ -514,7 +514,8 @@ class VisionTransformer:
         if head is not None and not -heads <= int(head) < heads:
             raise ValueError(f"head={head}: the model has {heads} heads (0 to {heads - 1}, negative from the end; "
                              "None: their mean)")
-        return self._engine_for(x).maps(x, method, int(layer) % depth, -1 if head is None else int(head) % heads)
+        return _as_input(given, self._engine_for(x).maps(x, method, int(layer) % depth,
+                                                         -1 if head is None else int(head) % heads))
 
     # ---- torch.nn.Module's mode and device calls, for code written for timm. A vitcpp model
     # infers, on the CPU, from float inputs: these change nothing, or say why they cannot.

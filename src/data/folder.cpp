@@ -56,6 +56,10 @@ std::vector<std::string> class_images(const fs::path& dir, int64_t* others) {
 }
 }  // namespace
 
+bool is_image_file(const std::string& path) {
+  return is_image(lower_extension(path));
+}
+
 std::vector<std::string> class_folders(const std::string& root) {
   VIT_CHECK(fs::is_directory(root), root, ": not a directory");
   std::vector<std::string> found;

@@ -15,6 +15,9 @@
 
 namespace vit {
 
+// Whether a file is an image an image folder is read for: .png, .jpg or .jpeg, in any case.
+bool is_image_file(const std::string& path);
+
 // The sorted names of root's subfolders (the classes), without listing their files.
 std::vector<std::string> class_folders(const std::string& root);
 

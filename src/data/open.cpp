@@ -4,12 +4,28 @@
 #include <filesystem>
 
 #include "data/cifar.h"
+#include "data/folder.h"
 #include "data/idx.h"
 #include "vit/core/error.h"
 
 namespace vit {
 
 namespace fs = std::filesystem;
+
+namespace {
+// Whether dir's subfolders hold .png or .jpg files themselves: one split's class folders,
+// given where the folder of the splits is meant.
+bool holds_class_folders(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& sub : fs::directory_iterator(dir, ec)) {
+    if (!sub.is_directory(ec)) continue;
+    for (const auto& f : fs::directory_iterator(sub.path(), ec))
+      if (is_image_file(f.path().string())) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Splits need) {
   VIT_CHECK(fs::is_directory(dir), "--data-dir ", dir, ": not a directory");
@@ -65,6 +81,9 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
             "folders)",
             need != Splits::eval && fs::is_directory(fs::path(dir) / "train")
                 ? "; train/ is there without val/ or test/: --val-split 0.1 holds a tenth of it out"
+            : holds_class_folders(dir)
+                ? "; " + dir + " holds class folders of images itself (ImageFolder(\"" + dir +
+                      "\")): give the folder above it, with this one named train/ or val/"
                 : "");
   take(
       fine ? "cifar100" : "cifar100-coarse", !train.empty(), !test.empty(), "CIFAR-100 train.bin",
@@ -95,11 +114,23 @@ class Subset : public Dataset {
   std::vector<int64_t> index_;
 };
 
-// DIR/train and DIR/val (or DIR/test): which are there, and whether they serve the splits asked for.
+// The evaluation split's other names, for errors.
+const std::string kEvalNames = "or valid/, validation/, eval/, evaluation/, test/";
+
+// The first of these folders in dir that exists, else dir/names[0].
+fs::path first_folder(const std::string& dir, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (fs::is_directory(fs::path(dir) / n)) return fs::path(dir) / n;
+  return fs::path(dir) / *names.begin();
+}
+
+// DIR/train and DIR/val: which are there, and whether they serve the splits asked for. Their
+// names as timm's folder search takes them (_TRAIN_SYNONYM, _EVAL_SYNONYM), then test/ for
+// the evaluation: a train/ valid/ test/ export (Roboflow's, Kaggle's) validates on valid/.
 struct FolderLayout {
   explicit FolderLayout(const std::string& dir)
-      : train(fs::path(dir) / "train"),
-        eval(fs::is_directory(fs::path(dir) / "val") ? fs::path(dir) / "val" : fs::path(dir) / "test"),
+      : train(first_folder(dir, {"train", "training"})),
+        eval(first_folder(dir, {"val", "valid", "validation", "eval", "evaluation", "test"})),
         has_train(fs::is_directory(train)),
         has_eval(fs::is_directory(eval)) {}
   bool serves(Splits need) const {
@@ -109,6 +140,14 @@ struct FolderLayout {
   fs::path train, eval;
   bool has_train, has_eval;
 };
+
+// Files torchvision's ImageFolder would read and vitcpp does not: said, not dropped silently.
+void note_other_formats(const FolderDataset& f, DataSources& out) {
+  if (f.other_formats() > 0)
+    out.notes.push_back(detail::concat(f.root(), ": ", f.other_formats(),
+                                       " file(s) in formats vitcpp does not read (.bmp, .ppm, .pgm, .tif, "
+                                       ".tiff, .webp) left out; torchvision's ImageFolder would take them"));
+}
 
 bool folders_chosen(const FolderLayout& layout, const std::string& dir, const std::string& kind,
                     Splits need) {
@@ -143,9 +182,9 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
                                                 : Splits::eval;
   if (folders_chosen(layout, dir, kind, read)) {
     VIT_CHECK(layout.serves(read), dir, ": image folders need ",
-              read == Splits::both    ? dir + "/train/<class>/ and " + dir + "/val/<class>/ (or test/)"
-              : read == Splits::train ? dir + "/train/<class>/"
-                                      : dir + "/val/<class>/ (or test/)");
+              read == Splits::both ? dir + "/train/<class>/ and " + dir + "/val/<class>/ (" + kEvalNames + ")"
+              : read == Splits::train ? dir + "/train/<class>/ (or training/)"
+                                      : dir + "/val/<class>/ (" + kEvalNames + ")");
     VIT_CHECK(!held_out || !layout.has_eval, "--val-split is for datasets without a validation split; ", dir,
               " has one (", layout.eval.string(), ")");
     out.kind = "folder";
@@ -158,6 +197,7 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
                                                         skip_bad_images);
       out.class_names = training->class_names();
       out.skipped = training->skipped();
+      note_other_formats(*training, out);
       if (need != Splits::eval) out.train = std::make_unique<Subset>(std::move(training), std::move(tr));
       if (want_eval) out.eval = std::make_unique<Subset>(std::move(evaluation), std::move(va));
       return out;
@@ -166,11 +206,7 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
     auto keep = [&](std::unique_ptr<FolderDataset> f, std::unique_ptr<Dataset>& into) {
       out.class_names = f->class_names();
       out.skipped.insert(out.skipped.end(), f->skipped().begin(), f->skipped().end());
-      if (f->other_formats() > 0)
-        out.notes.push_back(
-            detail::concat(f->root(), ": ", f->other_formats(),
-                           " file(s) in formats vitcpp does not read (.bmp, .ppm, .pgm, .tif, "
-                           ".tiff, .webp) left out; torchvision's ImageFolder would take them"));
+      note_other_formats(*f, out);
       into = std::move(f);
     };
     const fs::path& listed = want_eval ? layout.eval : layout.train;  // with one split alone

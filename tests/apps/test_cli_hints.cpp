@@ -95,4 +95,11 @@ TEST(CliPredict, FoldersAndAResultsFile) {
     ++rows;
   }
   EXPECT_EQ(rows, 3);
+  // A linked folder is walked into, as train and eval walk image folders (it was skipped).
+  std::filesystem::create_directories(d + "/elsewhere");
+  std::filesystem::copy_file(digit, d + "/elsewhere/z.png");
+  std::filesystem::create_directory_symlink(d + "/elsewhere", d + "/imgs/linked");
+  Result linked = run_vit("predict --topk 3" + ck + d + "/imgs");
+  ASSERT_EQ(linked.code, 0) << linked.out;
+  EXPECT_NE(linked.out.find("imgs/linked/z.png"), std::string::npos) << linked.out;
 }

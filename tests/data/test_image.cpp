@@ -409,6 +409,36 @@ TEST(Folder, SubfoldersInImageFoldersOrderAndOtherFormatsNoted) {
       << d.notes[0];
 }
 
+// timm's names for the splits (_TRAIN_SYNONYM, _EVAL_SYNONYM): a train/ valid/ test/ export
+// validates on valid/, not test/ (it took test/, ignoring valid/).
+TEST(Folder, TimmsNamesForTheSplitsAndTheValidationBeforeTest) {
+  test::TempDir dir("folder_names");
+  namespace fs = std::filesystem;
+  const fs::path root(dir.str());
+  auto image = [&](const std::string& split, int n) {
+    for (const char* cls : {"cat", "dog"})
+      for (int i = 0; i < n; ++i) {
+        fs::create_directories(root / split / cls);
+        write_png((root / split / cls / (std::to_string(i) + ".png")).string(), gradient(6, 10, 3));
+      }
+  };
+  image("training", 3);
+  image("test", 1);
+  image("valid", 2);
+  const InputSpec in{3, 4, 4, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+  DataSources d = make_datasets(dir.str(), "auto", in, 0.0, 0);
+  ASSERT_TRUE(d.train && d.eval);
+  EXPECT_EQ(d.train->size(), 6);
+  EXPECT_EQ(d.eval->size(), 4) << "valid/ (2 a class), not test/ (1)";
+  fs::rename(root / "valid", root / "validation");
+  EXPECT_EQ(make_datasets(dir.str(), "auto", in, 0.0, 0).eval->size(), 4);
+  fs::remove_all(root / "validation");
+  EXPECT_EQ(make_datasets(dir.str(), "auto", in, 0.0, 0).eval->size(), 2) << "test/ where no other is";
+  // One split's class folders given as --data-dir (ImageFolder("x/val")): said what to give.
+  const std::string msg = test::error_of([&] { make_datasets((root / "test").string(), "auto", in, 0.0, 0); });
+  EXPECT_NE(msg.find("holds class folders of images itself"), std::string::npos) << msg;
+}
+
 // A link to a file that is not there is listed, as os.walk lists it (torchvision then fails
 // to open it): reading it names it, skip_bad leaves it out with its reason. It vanished
 // without a word, and a class holding only such a link was "empty".
@@ -510,8 +540,12 @@ TEST(Folder, ValSplitHoldsOutPartOfTrainWhenThereIsNoVal) {
   const std::string without = test::error_of([&] { make_datasets(dir.str(), "auto", in, 0.0, 0); });
   EXPECT_NE(without.find("train/ is there without val/ or test/: --val-split 0.1"), std::string::npos)
       << without;
+  std::ofstream(root / "train/cat/x.webp") << "RIFF";  // noted here too (it was not, with --val-split)
   DataSources d = make_datasets(dir.str(), "auto", in, 0.2, 7);
   EXPECT_EQ(d.kind, "folder");
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("train: 1 file(s) in formats vitcpp does not read"), std::string::npos)
+      << d.notes[0];
   ASSERT_TRUE(d.train && d.eval);
   EXPECT_EQ(d.train->size(), 8);
   EXPECT_EQ(d.eval->size(), 2);

@@ -146,6 +146,10 @@ def test_attention_maps_index_layers_and_heads_as_python_does():
     for bad in ({"layer": 2}, {"layer": -3}, {"head": heads}, {"head": -heads - 1}):
         with pytest.raises(ValueError, match="out of range|the model has"):
             m.attention_maps(x, **bad)
+    # A torch tensor in, a torch tensor out, as forward (it gave numpy).
+    torch = pytest.importorskip("torch")
+    t = m.attention_maps(torch.from_numpy(x), method="rollout")
+    assert isinstance(t, torch.Tensor) and np.array_equal(t.numpy(), m.attention_maps(x, method="rollout"))
 
 
 def test_arguments_timm_would_refuse_are_refused():
