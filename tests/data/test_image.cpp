@@ -435,7 +435,8 @@ TEST(Folder, TimmsNamesForTheSplitsAndTheValidationBeforeTest) {
   fs::remove_all(root / "validation");
   EXPECT_EQ(make_datasets(dir.str(), "auto", in, 0.0, 0).eval->size(), 2) << "test/ where no other is";
   // One split's class folders given as --data-dir (ImageFolder("x/val")): said what to give.
-  const std::string msg = test::error_of([&] { make_datasets((root / "test").string(), "auto", in, 0.0, 0); });
+  const std::string msg =
+      test::error_of([&] { make_datasets((root / "test").string(), "auto", in, 0.0, 0); });
   EXPECT_NE(msg.find("holds class folders of images itself"), std::string::npos) << msg;
 }
 
