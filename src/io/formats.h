@@ -64,13 +64,12 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads, const std::string
 Mapping hf_mapping(const SafeTensors& st);
 // transformers' SigLIP vision tower (hf_siglip_format.cpp; hf_mapping hands such files on).
 Mapping hf_siglip_mapping(const SafeTensors& st);
-// Shared by the Hugging Face layouts: the image processor's defaults (both sides resized with
-// `interpolation`, mean/std 0.5), then preprocessor_config.json beside the weights
-// (ViTImageProcessor's, DeiTImageProcessor's, SiglipImageProcessor's fields), or a note naming
-// `processor`'s defaults; hidden_act as vitcpp's act_layer; config.json's id2label as class
+// Shared by the Hugging Face layouts: preprocessor_config.json beside the weights
+// (ViTImageProcessor's, DeiTImageProcessor's, SiglipImageProcessor's fields), the fields it
+// leaves out (or all, without it, with a note) from the processor it names, else `processor`
+// (one of those three); hidden_act as vitcpp's act_layer; config.json's id2label as class
 // names (empty without it).
-void hf_preprocessing(const SafeTensors& st, ViTConfig& c, Mapping& m, const std::string& interpolation,
-                      const std::string& processor);
+void hf_preprocessing(const SafeTensors& st, ViTConfig& c, Mapping& m, const std::string& processor);
 // The blocks' tensors of a Hugging Face layout: block i's under layers + "i.", each name below
 // followed by weight or bias; q, k and v stack into qkv.
 struct HfBlockNames {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "core/json_number.h"
 #include "core/resample.h"
@@ -88,9 +89,17 @@ void height_width(const json& p, const char* key, int64_t& h, int64_t& w) {
 // transformers' ViTImageProcessor (resize to 224 x 224, bilinear, no crop) or
 // DeiTImageProcessor (resize to 256 x 256, bicubic, center crop of 224 x 224).
 struct Processor {
-  std::string name, interpolation;
+  std::string interpolation;
   int64_t size, crop;  // crop 0: none
 };
+
+// transformers' processors by name (a Fast variant too); nullopt for another.
+std::optional<Processor> processor_named(const std::string& name) {
+  if (name.rfind("DeiTImageProcessor", 0) == 0) return Processor{"bicubic", 256, 224};
+  if (name.rfind("SiglipImageProcessor", 0) == 0) return Processor{"bicubic", 224, 0};
+  if (name.rfind("ViTImageProcessor", 0) == 0) return Processor{"bilinear", 224, 0};
+  return std::nullopt;
+}
 
 void read_preprocessor(const json& p, const Processor& proc, ViTConfig& c, Mapping& m) {
   const char* file = "preprocessor_config.json";
@@ -144,40 +153,32 @@ void read_preprocessor(const json& p, const Processor& proc, ViTConfig& c, Mappi
 
 }  // namespace
 
-void hf_preprocessing(const SafeTensors& st, ViTConfig& c, Mapping& m, const std::string& interpolation,
-                      const std::string& processor) {
-  c.mean.assign(c.in_chans, 0.5f);
-  c.std.assign(c.in_chans, 0.5f);
-  c.interpolation = interpolation;
-  c.crop_pct = 1.0;
-  c.crop_mode = "squash";
-  // The processor AutoImageProcessor makes: the file's image_processor_type, else the model's.
-  // Their defaults for the fields a file leaves out; another processor's fields are read as
-  // the model's processor's, with a note.
-  auto made = [&](const std::string& name, bool* known = nullptr) {
-    if (known) *known = true;
-    if (name.rfind("DeiTImageProcessor", 0) == 0) return Processor{name, "bicubic", 256, 224};
-    if (name.rfind("SiglipImageProcessor", 0) == 0) return Processor{name, "bicubic", 224, 0};
-    if (name.rfind("ViTImageProcessor", 0) == 0) return Processor{name, "bilinear", 224, 0};
-    if (known) *known = false;
-    return Processor{processor, interpolation, 224, 0};
-  };
-  Processor proc = made(processor);
-  if (auto pre = json_beside(st, "preprocessor_config.json")) {
+void hf_preprocessing(const SafeTensors& st, ViTConfig& c, Mapping& m, const std::string& processor) {
+  // The processor AutoImageProcessor makes: the file's image_processor_type, else the model's;
+  // its defaults fill the fields the file leaves out (or all, without the file). Another
+  // processor's fields are read as the model's processor's, with a note.
+  const std::optional<Processor> own = processor_named(processor);
+  VIT_CHECK(own, "hf_preprocessing: no defaults for ", processor);
+  Processor proc = *own;
+  std::optional<json> pre = json_beside(st, "preprocessor_config.json");
+  if (pre) {
     VIT_CHECK(pre->is_object(), "preprocessor_config.json is not a JSON object");
     const std::string type =
         text(*pre, "image_processor_type", processor.c_str(), "preprocessor_config.json");
-    bool known = true;
-    proc = made(type, &known);
-    if (!known)
+    if (const std::optional<Processor> named = processor_named(type))
+      proc = *named;
+    else
       m.notes.push_back("preprocessor_config.json image_processor_type " + type +
                         ": its fields are read as " + processor + "'s");
-    read_preprocessor(*pre, proc, c, m);
   } else {
-    m.notes.push_back("no preprocessor_config.json: " + processor + "'s defaults (" + interpolation +
+    m.notes.push_back("no preprocessor_config.json: " + processor + "'s defaults (" + proc.interpolation +
                       ", mean/std 0.5" + (proc.crop ? ", a center crop of 224 from 256" : "") + ")");
-    if (proc.crop) read_preprocessor(json::object(), proc, c, m);
   }
+  c.mean.assign(c.in_chans, 0.5f);
+  c.std.assign(c.in_chans, 0.5f);
+  c.crop_pct = 1.0;
+  c.crop_mode = "squash";
+  read_preprocessor(pre ? *pre : json::object(), proc, c, m);
 }
 
 void hf_block_sources(Mapping& m, int64_t depth, const std::string& layers, const HfBlockNames& n) {
@@ -294,10 +295,7 @@ Mapping hf_mapping(const SafeTensors& st) {
         if (a.is_string() && a.get<std::string>().find("ForImageClassification") != std::string::npos)
           m.notes.push_back("config.json names " + a.get<std::string>() +
                             ", but the file has no classifier: loaded without a head (features only)");
-    if (type == "deit")
-      hf_preprocessing(st, c, m, "bicubic", "DeiTImageProcessor");
-    else
-      hf_preprocessing(st, c, m, "bilinear", "ViTImageProcessor");
+    hf_preprocessing(st, c, m, type == "deit" ? "DeiTImageProcessor" : "ViTImageProcessor");
     m.class_names = hf_class_names(j, c.num_classes);
   });
 

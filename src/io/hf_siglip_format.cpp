@@ -49,7 +49,7 @@ Mapping hf_siglip_mapping(const SafeTensors& st) {
       m.notes.push_back(
           "no vision head (vision_use_head false): the features are the mean of the normed "
           "tokens, which transformers does not pool");
-    hf_preprocessing(st, c, m, "bicubic", "SiglipImageProcessor");
+    hf_preprocessing(st, c, m, "SiglipImageProcessor");
     m.class_names = hf_class_names(*config, c.num_classes);
   });
 
