@@ -516,7 +516,6 @@ bool TrainCommand::open_run_dir() {
   run_agreed(comm, "resuming " + F.resume, [&] {
     if (comm.root()) lock.emplace(F.resume);
     finished = resume_finished(F.resume, F.train, *out);
-    if (!finished && comm.root()) record_epochs(F.resume, F.train.epochs);  // --epochs N extends it
   });
   return !finished;
 }
@@ -644,6 +643,9 @@ void TrainCommand::prepare() {
   if (!F.resume.empty()) {
     F.train.output = F.resume;
     F.train.resume = true;
+    F.train.on_resumed = [this] {  // --epochs N extends the run
+      if (comm.root()) record_epochs(F.resume, F.train.epochs);
+    };
   } else if (!F.train.output.empty()) {
     run_agreed(comm, "creating " + F.train.output, [&] {
       if (comm.root()) {

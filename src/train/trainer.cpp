@@ -248,6 +248,7 @@ size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const 
                        {"processes", p.processes},
                        {"shards", p.shards},
                        {"history", hist}};
+  if (!cfg.class_names.empty()) st["class_names"] = cfg.class_names;  // what each label meant
   std::vector<TensorOut> out;
   // The weights too: the state file alone is then one consistent step, whatever moment a
   // kill -9 interrupts the epoch's writes (last.safetensors is for users and timm).
@@ -302,6 +303,52 @@ Progress read_progress(const nlohmann::json& st, const std::string& sp) {
   return p;
 }
 
+// The class names the run trained on: its state's (since 2026-12-06), else its
+// last.safetensors' metadata, else none.
+std::vector<std::string> trained_classes(const fs::path& dir, const nlohmann::json& st,
+                                         const std::string& sp) {
+  const auto as_names = [](const nlohmann::json& j, const std::string& where) {
+    VIT_CHECK(j.is_array(), where, ": class_names is not a list");
+    std::vector<std::string> names;
+    for (auto& n : j) {
+      VIT_CHECK(n.is_string(), where, ": class_names holds a non-string");
+      names.push_back(n.get<std::string>());
+    }
+    return names;
+  };
+  if (st.contains("class_names")) return as_names(st.at("class_names"), sp);
+  const fs::path last = dir / "last.safetensors";
+  if (!fs::exists(last)) return {};
+  const auto meta = SafeTensors::open(last.string()).metadata();
+  const auto it = meta.find("class_names");
+  if (it == meta.end()) return {};
+  try {
+    return as_names(nlohmann::json::parse(it->second), last.string());
+  } catch (const nlohmann::json::exception&) {
+    throw Error(last.string() + ": class_names is not valid JSON");
+  }
+}
+
+// A resumed run must read its labels as the run did: class folders renamed, added or
+// removed give the same labels other meanings (a sorted folder list shifts), and training
+// would go on silently from the wrong start.
+void check_same_classes(const fs::path& dir, const nlohmann::json& st, const std::string& sp,
+                        const std::vector<std::string>& now) {
+  const std::vector<std::string> then = trained_classes(dir, st, sp);
+  if (then.empty() || now.empty() || then == now) return;
+  size_t i = 0;
+  while (i < then.size() && i < now.size() && then[i] == now[i]) ++i;
+  auto name = [](const std::vector<std::string>& v, size_t k) {
+    return k < v.size() ? "'" + v[k] + "'" : std::string("none");
+  };
+  throw Error(detail::concat(
+      "--resume ", dir.string(), ": the run trained on ", then.size(), " classes, the data now has ",
+      now.size(), "; label ", i, " was ", name(then, i), " and is now ", name(now, i),
+      ", so resuming would give the labels other meanings. Give the data the run's class names, or start a "
+      "new run from its weights (--pretrained ",
+      (dir / "last.safetensors").string(), ")"));
+}
+
 // Restores the weights, moments and position from the state file `sp` of the run in `dir`;
 // checks that the run is the same run.
 Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Optimizer& opt,
@@ -334,6 +381,7 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
             st.at("batch_size").get<int64_t>(), " x ", accum, " accumulation step(s), ",
             st.at("steps_per_epoch").get<int64_t>(), " steps per epoch); an exact resume needs the same");
   VIT_CHECK(st.at("seed") == cfg.seed, sp, ": the run used seed ", st.at("seed").get<uint64_t>());
+  check_same_classes(dir, st, sp, cfg.class_names);
   // step_in_epoch = steps_per_epoch: the epoch's steps are done, its evaluation failed.
   VIT_CHECK(p.step_in_epoch >= 0 && p.step_in_epoch <= steps_per_epoch, sp, ": step_in_epoch ",
             p.step_in_epoch, " is outside an epoch of ", steps_per_epoch, " steps");
@@ -1038,7 +1086,10 @@ void TrainLoop::stop_if_asked(int64_t epoch) {
 }
 
 std::vector<EpochStats> TrainLoop::run() {
-  if (cfg.resume) resume();
+  if (cfg.resume) {
+    resume();
+    if (cfg.on_resumed) cfg.on_resumed();
+  }
   begin();
   for (int64_t epoch = p.epochs_done; epoch < cfg.total_epochs(); ++epoch) {
     if (cfg.patience > 0 && p.since_best >= cfg.patience) {

@@ -100,6 +100,10 @@ struct TrainConfig {
   int64_t recovery_interval = -1;
   double recovery_seconds = 300;
   std::function<void(int64_t)> on_epoch_start;  // e.g. tells augmentation the epoch
+  // On a resume, once the run's state is read and found to be this run's, before training
+  // goes on: a resume refused leaves the run's files as they were (vit train records a new
+  // --epochs in args.json here).
+  std::function<void()> on_resumed;
   // After each epoch's files are written (its state committed), before a stop request is
   // asked: the epoch's numbers (Python's callback). An exception it throws ends train().
   std::function<void(const EpochStats&)> on_epoch_end;

@@ -16,6 +16,7 @@
 
 #include "core/file.h"
 #include "data/image.h"
+#include "io/safetensors.h"
 #include "support/process.h"
 #include "support/run_vit.h"
 #include "support/same_tensors.h"
@@ -189,6 +190,63 @@ TEST(RunDir, AFailedEvaluationKeepsTheEpochAndTheResumeEvaluatesIt) {
   };
   EXPECT_EQ(without_seconds(vit::read_text_file(dir + "/summary.csv")),
             without_seconds(vit::read_text_file(tmp / "whole/summary.csv")));
+}
+
+// A resumed run reads its labels as the run did. Class folders renamed since (dog to ant,
+// which sorts first and shifts every label) are refused, naming the label that moved, and
+// the run's files stay as they were; with the names back it resumes. A state from before
+// states kept the class names is checked against last.safetensors' names.
+TEST(RunDir, AResumeOnRenamedClassFoldersIsRefused) {
+  vit::test::TempDir tmp("run_classes");
+  const std::string data = tmp / "data";
+  for (const char* split : {"train", "val"})
+    for (const char* cls : {"cat", "dog"})
+      for (int i = 0; i < 4; ++i) {
+        const std::string folder = data + "/" + split + "/" + cls;
+        fs::create_directories(folder);
+        vit::Image img{16, 16, 1, std::vector<uint8_t>(256, uint8_t(cls[0] + i * 9))};
+        vit::write_png(folder + "/" + std::to_string(i) + ".png", img);
+      }
+  const std::string dir = tmp / "run";
+  ASSERT_EQ(run("train --model mnist-seed --img-size 16 --num-classes 2 --epochs 1 -b 4 --threads 1 "
+                "--log-every 0 --data-dir " +
+                data + " --output " + dir)
+                .code,
+            0);
+  auto rename_dog = [&](const char* to) {
+    for (const char* split : {"train", "val"})
+      for (const auto& e : fs::directory_iterator(data + "/" + split))
+        if (e.path().filename() != "cat") fs::rename(e.path(), e.path().parent_path() / to);
+  };
+  rename_dog("ant");
+  const auto before = snapshot(dir);
+  const std::string refused = "--resume " + dir +
+                              ": the run trained on 2 classes, the data now has 2; label 0 was 'cat' and is "
+                              "now 'ant', so resuming would give the labels other meanings";
+  const Result r = run("train --resume " + dir + " --epochs 2");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.out, refused)) << r.out;
+  EXPECT_TRUE(snapshot(dir) == before) << "a refused --resume changed " << dir;
+  {  // the state as older runs wrote it: no class names
+    const std::string path = dir + "/" + vit::kStateFile;
+    const vit::SafeTensors old = vit::SafeTensors::open(path);
+    std::vector<std::vector<float>> values;
+    std::vector<vit::TensorOut> out;
+    for (const vit::TensorInfo& t : old.tensors()) values.push_back(old.to_float(t.name));
+    for (size_t i = 0; i < values.size(); ++i)
+      out.push_back({old.tensors()[i].name, old.tensors()[i].shape, vit::DType::F32, values[i].data()});
+    nlohmann::json st = nlohmann::json::parse(old.metadata().at("vitcpp_state"));
+    ASSERT_TRUE(st.contains("class_names"));
+    st.erase("class_names");
+    vit::write_safetensors(path, out, {{"vitcpp_state", st.dump()}});
+  }
+  const Result older = run("train --resume " + dir + " --epochs 2");
+  EXPECT_EQ(older.code, 1) << older.out;
+  EXPECT_TRUE(has(older.out, refused)) << older.out;
+  rename_dog("dog");
+  const Result resumed = run("train --resume " + dir + " --epochs 2");
+  EXPECT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_TRUE(has(resumed.out, "epoch 2/2")) << resumed.out;
 }
 
 // args.json is the run's settings, {flag: value} (timm's args.yaml is its settings too),

@@ -141,6 +141,37 @@ TEST(Shards, AutomaticInferenceShardsEachGetEnoughWork) {
   set_num_threads(before);
 }
 
+// An automatic count on a batch that does not split evenly: the shards take B / R images
+// each and the rest (at most half of R) runs after them on every thread, with the logits of
+// one shard; small models, and counts asked for, keep uneven shards (vit.h: infer_rest).
+TEST(Shards, TheRestOfAnUnevenBatchRunsOnEveryThread) {
+  if (setting("VIT_SHARDS")) GTEST_SKIP() << "VIT_SHARDS is set: the count is not automatic";
+  const int before = num_threads();
+  set_num_threads(4);
+  ViTConfig c = test::gray_vit(192, 4, 768, 3);
+  c.img_h = c.img_w = 32;  // 65 tokens
+  ViT m(c);
+  m.init_weights(5);
+  ASSERT_GT(forward_flops(c, m.use_cls_tail()), 5e7) << "an image must be past the rest pass's floor";
+  EXPECT_EQ(m.infer_shards(9), 4);
+  EXPECT_EQ(m.infer_rest(9, 4), 1);
+  EXPECT_EQ(m.infer_rest(10, 4), 2);
+  EXPECT_EQ(m.infer_rest(11, 4), 0) << "3 more images than 4 even shards: uneven shards wait less";
+  EXPECT_EQ(m.infer_rest(8, 4), 0);
+  const int64_t B = 10, img = 32 * 32;
+  auto x = test::randn(B * img, 6);
+  std::vector<float> one(size_t(B * 3)), rest(size_t(B * 3));
+  m.infer(x.data(), B, nullptr, rest.data());
+  m.set_shards(1);
+  m.infer(x.data(), B, nullptr, one.data());
+  EXPECT_TRUE(test::close_rel_max("logits, shards and the rest", rest.data(), one.data(), B * 3, 1e-5));
+  m.set_shards(4);
+  EXPECT_EQ(m.infer_rest(9, 4), 0) << "a count asked for is kept";
+  ViT small(dropout_everywhere());
+  EXPECT_EQ(small.infer_rest(9, 4), 0) << "an image of a small model costs less than a pass";
+  set_num_threads(before);
+}
+
 TEST(Shards, ErrorsInAShardReachTheCaller) {
   ViT m(dropout_everywhere());
   m.set_shards(2);
