@@ -43,7 +43,7 @@ Run add_samples(CLI::App& cmd) {
   cmd.add_option("--out", f->out, "output directory")->required();
   cmd.add_option("--img-size", f->img_size,
                  "image folders: the model's input size, S or H W, that training resizes each image to "
-                 "before augmenting (default 224)")
+                 "before augmenting, or with --scale its random resized crop of the file (default 224)")
       ->expected(1, 2)
       ->check(positive());
   f->aug.add_to(cmd);
@@ -59,6 +59,7 @@ Run add_samples(CLI::App& cmd) {
       ->check(positive());
   return [f] {
     AugmentConfig a = f->aug.config();
+    if (f->aug.jitter_dropped()) std::cerr << "note: " << AugFlags::kJitterDropped << std::endl;
     const Splits need = f->split == "train" ? Splits::train : Splits::eval;
     const bool folders = image_folders(f->data_dir, f->dataset, need);
     VIT_CHECK(folders || f->img_size.empty(), "--img-size is for image folders; ", f->data_dir,

@@ -145,9 +145,10 @@ nlohmann::json setting_value(const std::string& text) {
 constexpr std::pair<const char*, const char*> kKeptWith[] = {{"aa-fill", "aa"}, {"crop-fill", "crop-pad"}};
 
 // args.json's format, written into every new run beside the flags (not a flag: --resume
-// leaves it out): 2 since --aa reads timm's options after -nN (2026-12-06). resume.cpp reads a
-// run without it as the older program ran it.
-constexpr int kArgsVersion = 2;
+// leaves it out): 2 since --aa reads timm's options after -nN (2026-12-06), 3 since --aa
+// leaves --color-jitter out (2026-12-06). resume.cpp reads a run of an older version as the
+// older program ran it.
+constexpr int kArgsVersion = 3;
 
 // args.json: the settings the run was given (a recipe's flags expanded, the last of a
 // repeated flag), as {flag name without "--": value}: true for a switch, a number or text
@@ -473,6 +474,9 @@ void TrainCommand::note_flags_without_effect() const {
        F.pretrained.empty(),
        "the head trains on a randomly initialized backbone (no --pretrained)"},
       {{"--aa-fill"}, F.aug.aug.auto_augment.empty(), "no effect, RandAugment is off (--aa)"},
+      {{"--force-color-jitter"},
+       F.aug.aug.auto_augment.empty() || F.aug.color_jitter.empty(),
+       "no effect, it keeps --color-jitter beside --aa and one is not given"},
       {{"--crop-fill"}, F.aug.aug.crop_pad == 0, "no effect, the padded crop is off (--crop-pad)"},
       {{"--momentum", "--nesterov"}, opt != "sgd", "no effect, SGD's and --opt is " + opt},
       {{"--opt-betas", "--opt-eps"}, opt == "sgd", "no effect, Adam's and AdamW's and --opt is sgd"},
@@ -503,6 +507,7 @@ void TrainCommand::note_flags_without_effect() const {
       if (cmd.count(flag) > 0) given += (given.empty() ? "" : ", ") + flag;
     if (m.unused && !given.empty()) *out << "note: " << given << ": " << m.why << std::endl;
   }
+  if (F.aug.jitter_dropped()) *out << "note: " << AugFlags::kJitterDropped << std::endl;
 }
 
 bool TrainCommand::open_run_dir() {

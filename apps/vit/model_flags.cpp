@@ -173,6 +173,9 @@ void AugFlags::add_to(CLI::App& cmd) {
          "random order; timm's, off by default), or B C S each")
       ->expected(1, 4)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_flag("--force-color-jitter", force_color_jitter,
+               "apply --color-jitter with --aa too (timm's create_transform argument; timm's train.py, and "
+               "vitcpp without it, leave the jitter out when RandAugment is on)");
   cmd.add_option("--reprob", aug.reprob, "random erasing probability")->capture_default_str();
 }
 
@@ -199,6 +202,8 @@ AugmentConfig AugFlags::config() const {
     VIT_CHECK(color_jitter.size() != 2, "--color-jitter: give S, or B C S (got 2 values)");
     for (int k = 0; k < 3; ++k) a.jitter[k] = color_jitter[color_jitter.size() == 1 ? 0 : size_t(k)];
   }
+  // timm's create_transform: RandAugment replaces the color jitter unless forced.
+  if (jitter_dropped()) std::fill(std::begin(a.jitter), std::end(a.jitter), 0.f);
   a.validate();
   return a;
 }

@@ -38,10 +38,19 @@ std::vector<float> per_channel(const std::vector<float>& v, int64_t channels, co
 struct AugFlags {
   AugmentConfig aug;
   std::vector<float> scale, ratio, color_jitter;
+  bool force_color_jitter = false;  // --color-jitter with --aa too (timm's create_transform argument)
   void add_to(CLI::App& cmd);
   // The flags' augmentation, validated, also for augmentations that are off (--crop-pad -3,
   // --ratio 2 1); the normalization (mean, std) is the caller's to set.
   AugmentConfig config() const;
+  // Whether --color-jitter is given and left out for --aa (config() drops it), and the note
+  // that says so.
+  bool jitter_dropped() const {
+    return !color_jitter.empty() && !aug.auto_augment.empty() && !force_color_jitter;
+  }
+  static constexpr const char* kJitterDropped =
+      "--color-jitter: no effect with --aa, as in timm's train.py (RandAugment replaces it; "
+      "--force-color-jitter keeps it)";
 };
 
 // How images become the model's input (eval, predict): the model config's eval transform,

@@ -172,9 +172,17 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   if (saved_has("--aa") && !saved_has("--aa-fill")) out.insert(out.end(), {"--aa-fill", "gray"});
   // Runs recorded before args.json's version 2 read --aa as rand-mM-nN alone (anything after it
   // ignored, M up to 30 unclamped): the same, as today's parser takes it.
-  if (!read_args_json(dir).contains("args-version"))
+  const nlohmann::json recorded = read_args_json(dir);
+  const int64_t version = recorded.is_object() && recorded.contains("args-version") &&
+                                  recorded.at("args-version").is_number_integer()
+                              ? recorded.at("args-version").get<int64_t>()
+                              : 1;
+  if (version < 2)
     for (size_t i = 0; i + 1 < out.size(); ++i)
       if (out[i] == "--aa") out[i + 1] = legacy_rand_augment(out[i + 1]);
+  // And those before version 3 applied --color-jitter beside --aa.
+  if (version < 3 && saved_has("--aa") && saved_has("--color-jitter") && !saved_has("--force-color-jitter"))
+    out.push_back("--force-color-jitter");
   out.insert(out.end(), extra.begin(), extra.end());
   out.insert(out.end(), {"--resume", dir});
   return out;

@@ -247,35 +247,51 @@ void color_jitter(float* img, int64_t C, int64_t H, int64_t W, const int* order,
   }
 }
 
+CropBox random_resized_box(Rng& rng, int64_t H, int64_t W, const AugmentConfig& cfg) {
+  // torchvision's RandomResizedCrop.get_params: 10 tries of an area share and a log-uniform
+  // aspect, each side rounded as Python's round (half to even).
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double area = double(H * W) * (cfg.scale_min + (cfg.scale_max - cfg.scale_min) * rng.uniform());
+    const double lr =
+        std::log(cfg.ratio_min) + (std::log(cfg.ratio_max) - std::log(cfg.ratio_min)) * rng.uniform();
+    const auto w = int64_t(std::nearbyint(std::sqrt(area * std::exp(lr)))),
+               h = int64_t(std::nearbyint(std::sqrt(area / std::exp(lr))));
+    if (w >= 1 && h >= 1 && w <= W && h <= H) {
+      const auto y = int64_t(rng.below(uint64_t(H - h + 1)));
+      return {y, int64_t(rng.below(uint64_t(W - w + 1))), h, w};
+    }
+  }
+  // Then the central crop, its aspect held to the ratio range.
+  const double in_ratio = double(W) / double(H);
+  int64_t h = H, w = W;
+  if (in_ratio < cfg.ratio_min)
+    h = std::max<int64_t>(1, std::min(H, int64_t(std::nearbyint(double(W) / cfg.ratio_min))));
+  else if (in_ratio > cfg.ratio_max)
+    w = std::max<int64_t>(1, std::min(W, int64_t(std::nearbyint(double(H) * cfg.ratio_max))));
+  return {(H - h) / 2, (W - w) / 2, h, w};
+}
+
 int64_t AugmentedDataset::get(int64_t i, float* image) const {
-  const int64_t label = base_.get(i, image);
   const int64_t C = channels(), H = height(), W = width(), n = C * H * W;
   Rng rng(rng_key(seed_, uint64_t(epoch_), uint64_t(i)));
-  if (cfg_.scale_min > 0.f) {
-    // Random resized crop: a box of the drawn area share and aspect, resized to H x W.
-    double bh = H, bw = W, by = 0, bx = 0;
-    for (int attempt = 0; attempt < 10; ++attempt) {
-      const double area = H * W * (cfg_.scale_min + (cfg_.scale_max - cfg_.scale_min) * rng.uniform());
-      const double lr =
-          std::log(cfg_.ratio_min) + (std::log(cfg_.ratio_max) - std::log(cfg_.ratio_min)) * rng.uniform();
-      const double w = std::round(std::sqrt(area * std::exp(lr))),
-                   h = std::round(std::sqrt(area / std::exp(lr)));
-      if (w >= 1 && h >= 1 && w <= W && h <= H) {
-        bh = h;
-        bw = w;
-        by = double(rng.below(uint64_t(H - h + 1)));
-        bx = double(rng.below(uint64_t(W - w + 1)));
-        break;
-      }
+  int64_t label = -1;
+  if (cfg_.scale_min > 0.f)  // image folders: the box drawn on the decoded file
+    label = base_.get_crop(
+        i, [&](int64_t h, int64_t w) { return random_resized_box(rng, h, w, cfg_); }, image);
+  if (label < 0) {
+    label = base_.get(i, image);
+    if (cfg_.scale_min > 0.f) {
+      // Random resized crop of the sample: the box resized to H x W. Half-pixel centres
+      // clamped to the box, as resizing the cropped box repeats its edges (nothing filled).
+      const CropBox b = random_resized_box(rng, H, W, cfg_);
+      const double by = double(b.y), bx = double(b.x), bh = double(b.h), bw = double(b.w);
+      thread_local std::vector<float> unused;
+      unused.assign(size_t(C), 0.f);
+      warp(image, C, H, W, unused.data(), [&](double y, double x) {
+        return std::pair{std::clamp(by + (y + 0.5) * bh / H - 0.5, by, by + bh - 1),
+                         std::clamp(bx + (x + 0.5) * bw / W - 0.5, bx, bx + bw - 1)};
+      });
     }
-    // Half-pixel centres clamped to the box, as resizing the cropped box repeats its edges
-    // (so nothing is filled).
-    thread_local std::vector<float> unused;
-    unused.assign(size_t(C), 0.f);
-    warp(image, C, H, W, unused.data(), [&](double y, double x) {
-      return std::pair{std::clamp(by + (y + 0.5) * bh / H - 0.5, by, by + bh - 1),
-                       std::clamp(bx + (x + 0.5) * bw / W - 0.5, bx, bx + bw - 1)};
-    });
   }
   if (cfg_.crop_pad > 0) {
     const int64_t p = cfg_.crop_pad;

@@ -2,9 +2,11 @@
 // (seed, epoch, index), so the same seed gives the same batches for any thread count and
 // a resumed run sees exactly the augmentations it would have seen. In order:
 //   scale_min > 0: random resized crop (area share in [scale_min, scale_max], aspect ratio
-//                  log-uniform in [ratio_min, ratio_max], 10 tries then the whole image),
-//                  resized back bilinearly, edges repeated (torchvision's RandomResizedCrop:
-//                  the box cropped, then resized)
+//                  log-uniform in [ratio_min, ratio_max], 10 tries then the central crop
+//                  held to that range: torchvision's RandomResizedCrop). Image folders draw
+//                  the box on the decoded file and resize it with Pillow's bilinear filter
+//                  (Dataset::get_crop), as torchvision on a PIL image; other datasets draw it
+//                  on the sample and resize bilinearly, edges repeated
 //   crop_pad > 0:  pad by crop_pad pixels and take a random crop of the original size (seed
 //                  002's RandomCrop(32, 4)); the padding is black (pixel value 0, as
 //                  torchvision pads) or, with crop_fill "mean", the normalization's mean
@@ -27,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "core/rng.h"
 #include "data/dataset.h"
 
 namespace vit {
@@ -79,6 +82,9 @@ void color_jitter(float* img, int64_t C, int64_t H, int64_t W, const int* order,
 // [C, H, W] image in [0, 1], at signed magnitude m (M/10 of rand-mM); the geometric ops fill
 // what comes from outside channel c with fill[c].
 void rand_augment_op(int op, float m, float* img, int64_t C, int64_t H, int64_t W, const float* fill);
+
+// The random resized crop's box on an H x W image (torchvision's RandomResizedCrop.get_params).
+CropBox random_resized_box(Rng& rng, int64_t H, int64_t W, const AugmentConfig& cfg);
 
 class AugmentedDataset : public Dataset {
  public:

@@ -2,10 +2,16 @@
 // the model's input (float [C,H,W]), with an integer label.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "data/image.h"
+
 namespace vit {
+
+// Picks a box on an image of h x w pixels.
+using CropDraw = std::function<CropBox(int64_t h, int64_t w)>;
 
 class Dataset {
  public:
@@ -17,6 +23,11 @@ class Dataset {
   virtual int64_t width() const = 0;
   // Writes sample i into image[C*H*W] and returns its label.
   virtual int64_t get(int64_t i, float* image) const = 0;
+  // Writes sample i as the box `draw` picks on its source image at that image's own size,
+  // resized to the sample's size: a random resized crop of the decoded file, as
+  // torchvision's RandomResizedCrop takes it. Returns the label, or -1 where the samples are
+  // all there is (the crop is then drawn on the sample).
+  virtual int64_t get_crop(int64_t, const CropDraw&, float*) const { return -1; }
   virtual std::string describe() const = 0;
   // Where sample i came from, for a person to find it (an image folder's file), or "".
   virtual std::string source(int64_t) const { return ""; }

@@ -129,6 +129,21 @@ int64_t FolderDataset::get(int64_t i, float* image) const {
   return label;
 }
 
+int64_t FolderDataset::get_crop(int64_t i, const CropDraw& draw, float* image) const {
+  const auto& [path, label] = files_.at(size_t(i));
+  try {
+    const Image img = read_image(path);
+    try {
+      preprocess_crop(img, draw(img.h, img.w), in_, image);
+    } catch (const Error& e) {
+      throw Error(path + ": " + e.what());
+    }
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (--skip-bad-images leaves such files out)");
+  }
+  return label;
+}
+
 std::string FolderDataset::describe() const {
   return root_ + " (" + std::to_string(size()) + " images in " + std::to_string(classes_.size()) +
          " classes, as " + std::to_string(in_.channels) + "x" + std::to_string(in_.height) + "x" +

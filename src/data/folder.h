@@ -33,6 +33,7 @@ class FolderDataset : public Dataset {
   int64_t height() const override { return in_.height; }
   int64_t width() const override { return in_.width; }
   int64_t get(int64_t i, float* image) const override;
+  int64_t get_crop(int64_t i, const CropDraw& draw, float* image) const override;
   std::string describe() const override;
   std::string source(int64_t i) const override { return files_[size_t(i)].first; }
   const std::vector<std::string>& class_names() const { return classes_; }

@@ -16,6 +16,11 @@ struct Image {
   std::vector<uint8_t> px;
 };
 
+// A box of an image, in its pixels: rows [y, y + h), columns [x, x + w).
+struct CropBox {
+  int64_t y = 0, x = 0, h = 0, w = 0;
+};
+
 // Throws vit::Error naming the file when it is missing, not PNG/JPEG, corrupt, or larger
 // than max_image_pixels().
 Image read_image(const std::string& path);

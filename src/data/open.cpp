@@ -104,6 +104,9 @@ class Subset : public Dataset {
   int64_t height() const override { return base_->height(); }
   int64_t width() const override { return base_->width(); }
   int64_t get(int64_t i, float* image) const override { return base_->get(index_[size_t(i)], image); }
+  int64_t get_crop(int64_t i, const CropDraw& draw, float* image) const override {
+    return base_->get_crop(index_[size_t(i)], draw, image);
+  }
   std::string source(int64_t i) const override { return base_->source(index_[size_t(i)]); }
   std::string describe() const override {
     return detail::concat(base_->describe(), ", ", index_.size(), " of its ", base_->size(), " images");

@@ -67,15 +67,40 @@ Image resize_and_crop(const Image& img, const InputSpec& in) {
   return out;
 }
 
-void preprocess_image(const Image& img, const InputSpec& in, float* out) {
-  const Image rgb = convert_channels(img, in.channels);
-  // timm's eval transform whatever the image's size: an image already at the input size is
-  // still resized to size / crop_pct and centre-cropped (an identity only when crop_pct is 1).
-  const Image sized = resize_and_crop(rgb, in);
+namespace {
+// Step 4: 8-bit pixels at the input size, [H, W, C], to out[C, H, W].
+void normalize(const Image& sized, const InputSpec& in, float* out) {
   const int64_t C = in.channels, plane = in.height * in.width;
   for (int64_t c = 0; c < C; ++c)
     for (int64_t i = 0; i < plane; ++i)
       out[c * plane + i] = (float(sized.px[i * C + c]) / 255.f - in.mean[c]) / in.std[c];
+}
+}  // namespace
+
+void preprocess_image(const Image& img, const InputSpec& in, float* out) {
+  const Image rgb = convert_channels(img, in.channels);
+  // timm's eval transform whatever the image's size: an image already at the input size is
+  // still resized to size / crop_pct and centre-cropped (an identity only when crop_pct is 1).
+  normalize(resize_and_crop(rgb, in), in, out);
+}
+
+void preprocess_crop(const Image& img, const CropBox& box, const InputSpec& in, float* out) {
+  VIT_CHECK(
+      box.h > 0 && box.w > 0 && box.y >= 0 && box.x >= 0 && box.y + box.h <= img.h && box.x + box.w <= img.w,
+      "crop: the box ", box.w, "x", box.h, " at (", box.x, ", ", box.y, ") is not inside the ", img.w, "x",
+      img.h, " image");
+  const Image rgb = convert_channels(img, in.channels);
+  const int64_t C = rgb.c;
+  Image cut{box.h, box.w, C, std::vector<uint8_t>(size_t(box.h * box.w * C))};
+  for (int64_t y = 0; y < box.h; ++y)
+    std::copy_n(rgb.px.data() + ((box.y + y) * rgb.w + box.x) * C, box.w * C, cut.px.data() + y * box.w * C);
+  Image sized{in.height, in.width, C, std::vector<uint8_t>(size_t(in.height * in.width * C))};
+  if (box.h == in.height && box.w == in.width)
+    sized.px = cut.px;
+  else
+    resize_u8_pil(cut.px.data(), box.h, box.w, C, sized.px.data(), in.height, in.width,
+                  filter_from_name("bilinear"));
+  normalize(sized, in, out);
 }
 
 void load_image_input(const std::string& path, const InputSpec& in, float* out) {

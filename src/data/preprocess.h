@@ -35,6 +35,10 @@ const std::string& resize_filter(const InputSpec& in);
 Image resize_and_crop(const Image& img, const InputSpec& in);
 // All four steps: out[C, H, W].
 void preprocess_image(const Image& img, const InputSpec& in, float* out);
+// Training's random resized crop of a decoded image: the box of img (CropBox, data/dataset.h),
+// resized to the input size with Pillow's bilinear filter (antialiased when shrinking:
+// torchvision's resized_crop of a PIL image, RandomResizedCrop's default), then steps 1 and 4.
+void preprocess_crop(const Image& img, const CropBox& box, const InputSpec& in, float* out);
 // Decodes one image file and preprocesses it (errors name the file).
 void load_image_input(const std::string& path, const InputSpec& in, float* out);
 // The same for PNG/JPEG bytes in memory (errors start "encoded image: "), and for 8-bit pixels

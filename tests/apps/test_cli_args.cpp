@@ -219,6 +219,11 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
       {"--sched step --min-lr 0.0001",
        "note: --min-lr: no effect, the cosine schedule's floor and --sched is step"},
       {"--warmup-lr 0.0001", "note: --warmup-lr: no effect, the warmup's start and there is none"},
+      {"--aa rand-m9-n2 --color-jitter 0.4",
+       "note: --color-jitter: no effect with --aa, as in timm's train.py (RandAugment replaces it; "
+       "--force-color-jitter keeps it)"},
+      {"--color-jitter 0.4 --force-color-jitter",
+       "note: --force-color-jitter: no effect, it keeps --color-jitter beside --aa and one is not given"},
   };
   for (const auto& [flags, note] : cases) {
     const Result r = run(train + flags);

@@ -324,6 +324,32 @@ TEST(RunDir, AnOlderRunWithRandAugmentResumesWithTheGrayFill) {
                                         "gray");
 }
 
+// --aa leaves --color-jitter out, as timm's train.py (since args.json's version 3): such a run
+// trains as --aa alone, --force-color-jitter keeps the jitter, and a run recorded before,
+// which jittered, resumes jittering.
+TEST(RunDir, RandAugmentLeavesTheColorJitterOutAndOlderRunsResumeWithIt) {
+  vit::test::TempDir tmp("run_aa_jitter");
+  const std::string flags = "--aa rand-m9-n2 --log-every 0 --epochs 1 --output ";
+  const std::string alone = tmp / "alone", dropped = tmp / "dropped", forced = tmp / "forced",
+                    old = tmp / "old";
+  ASSERT_EQ(run(kTrain + flags + alone).code, 0);
+  ASSERT_EQ(run(kTrain + flags + dropped + " --color-jitter 0.4").code, 0);
+  for (const std::string& dir : {forced, old})
+    ASSERT_EQ(run(kTrain + flags + dir + " --color-jitter 0.4 --force-color-jitter").code, 0);
+  const std::string weights = "/last.safetensors";
+  EXPECT_TRUE(vit::read_text_file(alone + weights) == vit::read_text_file(dropped + weights))
+      << "--color-jitter changed a run with --aa";
+  EXPECT_FALSE(vit::read_text_file(alone + weights) == vit::read_text_file(forced + weights))
+      << "--force-color-jitter changed nothing";
+  nlohmann::json settings = nlohmann::json::parse(vit::read_text_file(old + "/args.json"));
+  EXPECT_EQ(settings.value("args-version", 0), 3) << settings.dump();
+  ASSERT_EQ(settings.erase("force-color-jitter"), 1u) << settings.dump();
+  settings["args-version"] = 2;
+  vit::write_file_atomic(old + "/args.json", settings.dump(1) + "\n");
+  EXPECT_TRUE(resumed_alike(forced, old)) << "the older run resumed without its color jitter";
+  EXPECT_TRUE(resumed_alike(alone, dropped)) << "a run of version 3 resumed with the jitter --aa leaves out";
+}
+
 // A run given the fills' defaults resumes with them, not with the older runs' fills: its
 // args.json names them, and it ends with the bits of a run given them by name.
 TEST(RunDir, ARunWithTheDefaultFillsResumesWithThem) {
@@ -348,7 +374,7 @@ TEST(RunDir, AnOlderRunResumesItsRandAugmentAsItRan) {
   ASSERT_EQ(run(kTrain + flags + plain).code, 0);
   ASSERT_EQ(run(kTrain + flags + old).code, 0);
   nlohmann::json settings = nlohmann::json::parse(vit::read_text_file(old + "/args.json"));
-  EXPECT_EQ(settings.value("args-version", 0), 2) << settings.dump();
+  EXPECT_EQ(settings.value("args-version", 0), 3) << settings.dump();
   settings.erase("args-version");
   settings["aa"] = "rand-m9-n2-mstd0.5";
   vit::write_file_atomic(old + "/args.json", settings.dump(1) + "\n");

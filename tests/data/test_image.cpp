@@ -11,6 +11,7 @@
 
 #include "core/file.h"
 #include "core/resample.h"
+#include "data/augment.h"
 #include "data/folder.h"
 #include "data/image.h"
 #include "data/open.h"
@@ -567,6 +568,58 @@ TEST(Folder, ValSplitHoldsOutPartOfTrainWhenThereIsNoVal) {
   write_png((root / "val" / "cat" / "a.png").string(), gradient(6, 10, 3));
   EXPECT_NE(test::error_of([&] { make_datasets(dir.str(), "auto", in, 0.2, 7); }).find("has one"),
             std::string::npos);
+}
+
+// Training's random resized crop of an image folder is drawn on the decoded file, as
+// torchvision's RandomResizedCrop on a PIL image: a square box (ratio 1) of half a 200 x 100
+// ramp (pixel = column) is 100 x 100 of its pixels, so the 20 output columns step by 5 and
+// span 95; drawn on the 20 x 20 sample it squashed to (before 2026-12-06), they spanned
+// about 130 of a box 14 wide. Also through --val-split's share of train/.
+TEST(Folder, RandomResizedCropIsDrawnOnTheDecodedFile) {
+  test::TempDir dir("folder_rrc");
+  namespace fs = std::filesystem;
+  const fs::path root(dir.str());
+  Image ramp{100, 200, 1, std::vector<uint8_t>(100 * 200)};
+  for (int64_t y = 0; y < 100; ++y)
+    for (int64_t x = 0; x < 200; ++x) ramp.px[size_t(y * 200 + x)] = uint8_t(x);
+  for (int i = 0; i < 5; ++i) {
+    fs::create_directories(root / "train/a");
+    write_png((root / "train/a" / (std::to_string(i) + ".png")).string(), ramp);
+  }
+  const InputSpec in{1, 20, 20, {0.f}, {1.f / 255.f}};  // values are the pixels
+  AugmentConfig cfg;
+  cfg.scale_min = cfg.scale_max = 0.5f;
+  cfg.ratio_min = cfg.ratio_max = 1.f;
+  const FolderDataset folder((root / "train").string(), training_input(in));
+  const DataSources split = make_datasets(dir.str(), "auto", in, 0.2, 7);
+  for (const Dataset* base : std::vector<const Dataset*>{&folder, split.train.get()}) {
+    AugmentedDataset crop(*base, cfg, 3);
+    std::vector<float> img(400);
+    for (int64_t i = 0; i < base->size(); ++i) {
+      crop.get(i, img.data());
+      EXPECT_NEAR(img[10 * 20 + 19] - img[10 * 20 + 0], 95.f, 1.5f)
+          << "sample " << i << ": the span of a row";
+      for (int64_t x = 1; x < 20; ++x)
+        EXPECT_NEAR(img[10 * 20 + x] - img[10 * 20 + x - 1], 5.f, 1.f) << "sample " << i << ", column " << x;
+      for (int64_t y = 0; y < 20; ++y)
+        EXPECT_EQ(img[y * 20 + 7], img[7]) << "sample " << i << ": a column varies";
+    }
+  }
+}
+
+// After 10 boxes that do not fit, the central crop held to the ratio range, as torchvision.
+TEST(Augment, ResizedCropFallsBackToTheCentralCropInItsRatio) {
+  AugmentConfig wide;
+  wide.scale_min = wide.scale_max = 1.f;  // the whole area at another aspect never fits
+  wide.ratio_min = 2.f;
+  wide.ratio_max = 3.f;
+  AugmentConfig tall = wide;
+  tall.ratio_min = 0.25f;
+  tall.ratio_max = 0.5f;
+  Rng rng(5);
+  const CropBox w = random_resized_box(rng, 32, 32, wide), t = random_resized_box(rng, 32, 32, tall);
+  EXPECT_EQ(std::vector<int64_t>({w.y, w.x, w.h, w.w}), std::vector<int64_t>({8, 0, 16, 32}));
+  EXPECT_EQ(std::vector<int64_t>({t.y, t.x, t.h, t.w}), std::vector<int64_t>({0, 8, 32, 16}));
 }
 
 }  // namespace vit
