@@ -550,7 +550,9 @@ void TrainCommand::make_model() {
     owned->init_weights(F.train.seed);
     return;
   }
-  const std::string arch = F.model.architecture_flag();
+  // (--model too, but runs recorded before a recipe's --model was left out resume with it.)
+  const std::string arch =
+      F.resume.empty() && cmd.count("--model") > 0 ? "--model" : F.model.architecture_flag();
   VIT_CHECK(arch.empty(), arch, " cannot change the architecture of --pretrained ", F.pretrained,
             " (only --img-size, --num-classes, --num-heads and dropout rates apply)");
   LoadOptions o = load_options(F.model.img_size, F.model.num_heads, F.pos_resample);

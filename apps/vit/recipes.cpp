@@ -1,5 +1,6 @@
 // Training recipes: named sets of `vit train` flags, expanded before parsing so that any
 // flag given explicitly after them wins (options take their last value).
+#include <algorithm>
 #include <initializer_list>
 #include <map>
 #include <string>
@@ -94,7 +95,14 @@ std::vector<std::string> expand_recipe(std::vector<std::string> args) {
   }
   if (name.empty()) return args;
   args.erase(args.begin() + long(at), args.begin() + long(at + words));
-  const std::vector<std::string>& flags = recipes().at(name);
+  std::vector<std::string> flags = recipes().at(name);
+  // Fine-tuning, the model is the pretrained one: the recipe's --model is left out, so that a
+  // --model left is the user's (an error beside --pretrained).
+  const bool pretrained = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+    return a == "--pretrained" || a.rfind("--pretrained=", 0) == 0;
+  });
+  for (size_t i = 0; pretrained && i + 1 < flags.size(); ++i)
+    if (flags[i] == "--model") flags.erase(flags.begin() + long(i), flags.begin() + long(i) + 2);
   args.insert(args.begin() + 1, flags.begin(), flags.end());
   return args;
 }

@@ -136,6 +136,11 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
               ": not a run (a run is the directory vit train --output made, or its state file); to fine-tune "
               "a checkpoint's weights, give --pretrained ",
               file.string());
+    // A checkpoint of the run holds weights alone: resuming would take the newest state instead.
+    VIT_CHECK(file.filename() == kStateFile || file.filename() == kRecoveryFile, "--resume ", file.string(),
+              ": a checkpoint of the run (weights alone, no optimizer state or position); --resume ", dir,
+              " continues the run from its newest state, and --pretrained ", file.string(),
+              " starts a new run from these weights");
   }
   VIT_CHECK(bad.empty(), "--resume ", dir, ": the run's flags come from ", dir,
             "/args.json; only --threads, --workers, --comm-timeout, --progress, --log-every, "

@@ -180,7 +180,15 @@ void init_fixed_pos_embed(const ViTConfig& c, const ParamSpec& s, float* dst) {
 Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   Pretrained out;
   out.file = weights_file(path, opt.last);
-  const SafeTensors st = SafeTensors::open(out.file);
+  SafeTensors st = SafeTensors::open(out.file);
+  // timm's clean_state_dict: the prefixes of a model saved inside torch's DDP wrapper
+  // (module.) or torch.compile's (_orig_mod.) are not the model's names.
+  st.rename([](const std::string& name) {
+    std::string_view n = name;
+    for (std::string_view prefix : {"module.", "_orig_mod."})
+      if (n.starts_with(prefix)) n.remove_prefix(prefix.size());
+    return std::string(n);
+  });
   out.format = detect_format(st);
   detail::Mapping m = out.format == "hf"       ? detail::hf_mapping(st)
                       : out.format == "vitcpp" ? vitcpp_mapping(st)

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/file.h"
 #include "vit/core/error.h"
@@ -203,6 +204,16 @@ const TensorInfo* SafeTensors::find(const std::string& name) const {
   for (auto& t : tensors_)
     if (t.name == name) return &t;
   return nullptr;
+}
+
+void SafeTensors::rename(const std::function<std::string(const std::string&)>& name) {
+  std::set<std::string> seen;
+  for (auto& t : tensors_) {
+    std::string to = name(t.name);
+    VIT_CHECK(seen.insert(to).second, path_, ": two tensors are named '", to, "' once renamed (one was '",
+              t.name, "')");
+    t.name = std::move(to);
+  }
 }
 
 const TensorInfo& SafeTensors::at(const std::string& name) const {

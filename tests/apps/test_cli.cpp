@@ -716,4 +716,12 @@ TEST(Cli, FineTuneAHuggingFaceModelExportedToTimmWithAFrozenBackbone) {
   r = run("train --pretrained " + hf + " --embed-dim 64 --synthetic 8 --epochs 1");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--embed-dim cannot change the architecture"), std::string::npos) << r.out;
+  // --model too (it was ignored, and args.json named it); a recipe's --model makes way.
+  r = run("train --pretrained " + hf + " --model vit-base-16 --synthetic 8 --epochs 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--model cannot change the architecture"), std::string::npos) << r.out;
+  r = run("train --recipe mnist --pretrained " + hf +
+          " --num-classes 10 --synthetic 8 --epochs 1 -b 8 --output " + (tmp / "recipe"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_FALSE(nlohmann::json::parse(vit::read_text_file(tmp / "recipe/args.json")).contains("model"));
 }

@@ -192,6 +192,28 @@ TEST(RunDir, AFailedEvaluationKeepsTheEpochAndTheResumeEvaluatesIt) {
             without_seconds(vit::read_text_file(tmp / "whole/summary.csv")));
 }
 
+// --resume takes the run directory or its state file; a checkpoint of the run is refused (it
+// resumed from the newest state, whatever file was named), and a file outside a run too.
+TEST(RunDir, ResumeTakesTheRunOrItsStateNotACheckpoint) {
+  vit::test::TempDir tmp("run_resume_file");
+  const std::string dir = tmp / "run";
+  ASSERT_EQ(run(kTrain + "--epochs 1 --log-every 0 --output " + dir).code, 0);
+  const auto before = snapshot(dir);
+  const Result best = run("train --resume " + dir + "/best.safetensors --epochs 2");
+  EXPECT_EQ(best.code, 1) << best.out;
+  EXPECT_TRUE(has(best.out, "--resume " + dir + "/best.safetensors: a checkpoint of the run (weights alone"))
+      << best.out;
+  EXPECT_TRUE(has(best.out, "--pretrained " + dir + "/best.safetensors starts a new run")) << best.out;
+  EXPECT_TRUE(snapshot(dir) == before);
+  fs::copy_file(dir + "/best.safetensors", tmp / "loose.safetensors");
+  const Result loose = run("train --resume " + (tmp / "loose.safetensors"));
+  EXPECT_EQ(loose.code, 1) << loose.out;
+  EXPECT_TRUE(has(loose.out, "not a run")) << loose.out;
+  const Result state = run("train --resume " + dir + "/" + vit::kStateFile + " --epochs 2");
+  EXPECT_EQ(state.code, 0) << state.out;
+  EXPECT_TRUE(has(state.out, "epoch 2/2")) << state.out;
+}
+
 // A resumed run reads its labels as the run did. Class folders renamed since (dog to ant,
 // which sorts first and shifts every label) are refused, naming the label that moved, and
 // the run's files stay as they were; with the names back it resumes. A state from before

@@ -303,6 +303,24 @@ TEST(Pretrained, UnsupportedTensorsAreNamed) {
   EXPECT_NE(msg.find("2 tensor(s)"), std::string::npos) << msg;
 }
 
+// timm's clean_state_dict: a state dict saved from a model inside torch's DDP wrapper
+// (module.) or torch.compile's (_orig_mod.) loads as the bare one; a name both ways is an error.
+TEST(Pretrained, WrapperPrefixesAreDroppedAsTimmDoes) {
+  test::TempDir tmp("prefixes");
+  const Pretrained bare = load_pretrained(fixture("timm_b"));
+  for (const std::string prefix : {"module.", "_orig_mod.", "module._orig_mod."}) {
+    rewrite(fixture("timm_b"), tmp / prefix, {}, {}, "", prefix);
+    const Pretrained p = load_pretrained(tmp / prefix);
+    EXPECT_EQ(p.format, "timm") << prefix;
+    EXPECT_EQ(logits(*p.model, 3), logits(*bare.model, 3)) << prefix;
+  }
+  rewrite(fixture("timm_b"), tmp / "both", {}, {"module.head.bias"});
+  const std::string msg = test::error_of([&] { load_pretrained(tmp / "both"); });
+  EXPECT_NE(msg.find("two tensors are named 'head.bias' once renamed (one was 'module.head.bias')"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(Pretrained, MissingTensorsAreNamed) {
   test::TempDir tmp("missing");
   rewrite(fixture("timm_b"), tmp / "m", {"blocks.1.mlp.fc2.bias"}, {});

@@ -11,8 +11,8 @@
 namespace vit::test {
 
 // Copies dir's model.safetensors (as F32) to out/model.safetensors without `drop`, with `add`
-// ([4] zeros each), and each name that starts with `from` starting with `to` instead; the JSON
-// files come along.
+// ([4] zeros each), and each name that starts with `from` starting with `to` instead (from ""
+// and a `to`: every name prefixed); the JSON files come along.
 inline void rewrite(const std::string& dir, const std::string& out, const std::vector<std::string>& drop,
                     const std::vector<std::string>& add, const std::string& from = "",
                     const std::string& to = "") {
@@ -27,7 +27,7 @@ inline void rewrite(const std::string& dir, const std::string& out, const std::v
   for (const auto& info : st.tensors()) {
     if (std::find(drop.begin(), drop.end(), info.name) != drop.end()) continue;
     data.push_back(st.to_float(info.name));
-    const bool renamed = !from.empty() && info.name.rfind(from, 0) == 0;
+    const bool renamed = (!from.empty() || !to.empty()) && info.name.rfind(from, 0) == 0;
     t.push_back({renamed ? to + info.name.substr(from.size()) : info.name, info.shape, DType::F32,
                  data.back().data()});
   }
