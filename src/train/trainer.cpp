@@ -224,7 +224,7 @@ nlohmann::json to_json(const EpochStats& e) {
 
 // Writes the training state to `path` (atomically); returns its size in bytes.
 size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const std::vector<float>* ema,
-                  const Progress& p, const TrainConfig& cfg, int64_t steps_per_epoch) {
+                  const Progress& p, const TrainConfig& cfg, int64_t steps_per_epoch, bool evaluates) {
   nlohmann::json hist = nlohmann::json::array();
   for (auto& e : p.hist) hist.push_back(to_json(e));
   // Nothing else is needed for an exact resume, within an epoch too: the epoch's order,
@@ -249,6 +249,7 @@ size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const 
                        {"shards", p.shards},
                        {"history", hist}};
   if (!cfg.class_names.empty()) st["class_names"] = cfg.class_names;  // what each label meant
+  st["evaluates"] = evaluates;  // whether the scores that rank the epochs are eval's or train's
   std::vector<TensorOut> out;
   // The weights too: the state file alone is then one consistent step, whatever moment a
   // kill -9 interrupts the epoch's writes (last.safetensors is for users and timm).
@@ -352,7 +353,8 @@ void check_same_classes(const fs::path& dir, const nlohmann::json& st, const std
 // Restores the weights, moments and position from the state file `sp` of the run in `dir`;
 // checks that the run is the same run.
 Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Optimizer& opt,
-                    std::vector<float>* ema, const TrainConfig& cfg, int64_t steps_per_epoch) {
+                    std::vector<float>* ema, const TrainConfig& cfg, int64_t steps_per_epoch,
+                    bool evaluates) {
   const std::string wp = (dir / "last.safetensors").string();
   SafeTensors state = SafeTensors::open(sp);
   auto it = state.metadata().find("vitcpp_state");
@@ -382,6 +384,15 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
             st.at("steps_per_epoch").get<int64_t>(), " steps per epoch); an exact resume needs the same");
   VIT_CHECK(st.at("seed") == cfg.seed, sp, ": the run used seed ", st.at("seed").get<uint64_t>());
   check_same_classes(dir, st, sp, cfg.class_names);
+  // The best checkpoint, early stopping and the kept checkpoints rank epochs by eval scores
+  // when there is evaluation data, else by train's: one run must not mix the two.
+  if (st.contains("evaluates") && st.at("evaluates").is_boolean())
+    VIT_CHECK(st.at("evaluates").get<bool>() == evaluates, "--resume ", dir.string(), ": the run ",
+              evaluates ? "had no evaluation data and this one has"
+                        : "evaluated after each epoch and this one cannot",
+              " (its best checkpoint and early stopping rank epochs by ", evaluates ? "train" : "eval",
+              " scores); resume it with the data it ran on",
+              evaluates ? "" : " (Python: val= the arrays it was given)");
   // step_in_epoch = steps_per_epoch: the epoch's steps are done, its evaluation failed.
   VIT_CHECK(p.step_in_epoch >= 0 && p.step_in_epoch <= steps_per_epoch, sp, ": step_in_epoch ",
             p.step_in_epoch, " is outside an epoch of ", steps_per_epoch, " steps");
@@ -749,7 +760,7 @@ void TrainLoop::resume() {
     newest = newest_state(dir.string());
     if (!newest) return;
     try {
-      p = load_state(dir, newest->path, model, opt, ema, cfg, steps_per_epoch);
+      p = load_state(dir, newest->path, model, opt, ema, cfg, steps_per_epoch, eval_set != nullptr);
     } catch (const nlohmann::json::exception& e) {  // a vitcpp_state that is not what save_state writes
       throw Error(detail::concat(newest->path, ": corrupt training state: ", e.what()));
     }
@@ -878,7 +889,8 @@ void TrainLoop::after_step(int64_t epoch, int64_t s, const double* stats, const 
     run_agreed(comm, "writing a recovery state to " + cfg.output, [&] {
       if (!write) return;
       const auto w0 = SteadyClock::now();
-      const size_t bytes = save_state(dir / kRecoveryFile, model, opt, ema, r, cfg, steps_per_epoch);
+      const size_t bytes =
+          save_state(dir / kRecoveryFile, model, opt, ema, r, cfg, steps_per_epoch, eval_set != nullptr);
       recovery.wrote(seconds_since(w0));
       if (!cfg.progress_bar)
         log << "recovery state after step " << s + 1 << " of epoch " << epoch + 1 << ": "
@@ -979,7 +991,8 @@ EpochStats TrainLoop::evaluate_epoch(int64_t epoch, const EpochSums& sums, Stead
     // evaluates the epoch and goes on once the file is mended or removed.
     const Progress r = progress_at(steps_per_epoch, sums, t0);
     run_agreed(comm, "writing a recovery state to " + cfg.output, [&] {
-      if (write) save_state(dir / kRecoveryFile, model, opt, ema, r, cfg, steps_per_epoch);
+      if (write)
+        save_state(dir / kRecoveryFile, model, opt, ema, r, cfg, steps_per_epoch, eval_set != nullptr);
     });
     if (!write) throw;
     throw Error(detail::concat(err.what(), "\nthe training of epoch ", epoch + 1, " is kept in ",
@@ -1065,7 +1078,7 @@ void TrainLoop::write_epoch_files(const EpochStats& e, bool better, bool ema_bet
   }
   write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist, ema != nullptr));
   const auto w0 = SteadyClock::now();
-  save_state(dir / kStateFile, model, opt, ema, p, cfg, steps_per_epoch);
+  save_state(dir / kStateFile, model, opt, ema, p, cfg, steps_per_epoch, eval_set != nullptr);
   recovery.wrote(seconds_since(w0));
   fs::remove(dir / kRecoveryFile);  // older than the state now: space back (1 GB for ViT-B)
   // Committed: the epochs that left the history go, and any file a killed run wrote for

@@ -110,6 +110,15 @@ def test_a_model_object_trains_in_place_with_a_callback_and_resumes(digits, tmp_
     assert seen == [1] and "after epoch 1" in h.stopped and h.model is model
     assert not np.array_equal(before, model.state_dict()["head.weight"])
     assert os.path.exists(os.path.join(out, "pretrained", "model.safetensors"))  # args.json names it
+    # Resumed without the val arrays it evaluated on, or with val where it had none, the run
+    # would rank its epochs by eval and train scores mixed (best checkpoint, early stopping).
+    with pytest.raises(RuntimeError, match="evaluated after each epoch and this one cannot.*val="):
+        vitcpp.train(model, train=train, resume=out, progress="log")
+    plain = str(tmp_path / "plain")
+    vitcpp.train("mnist-seed", train=train, output=plain, epochs=2, batch_size=32, threads=2, progress="log",
+                 callback=lambda e: e["epoch"] < 1)
+    with pytest.raises(RuntimeError, match="had no evaluation data and this one has"):
+        vitcpp.train(None, train=train, val=test, resume=plain, progress="log")
     h = vitcpp.train(model, train=train, val=test, resume=out, progress="log")
     assert [e["epoch"] for e in h] == [1, 2, 3] and not h.stopped
     # Resuming the finished run changes nothing and gives its history and model (it gave an
