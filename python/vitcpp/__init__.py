@@ -148,14 +148,18 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     a.global_pool = global_pool or ""
     a.seed = int(seed)
     a.pos_resample = pos_resample or ""
+    if path is None or checkpoint_path:  # a name: timm's "architecture.pretrained_tag" (the tag picks weights)
+        arch = model_name.partition(".")[0] if model_name.partition(".")[0] in _known_names() else model_name
     if path is not None:
         if global_pool is not None:
             raise ValueError("global_pool is a checkpoint's own: it can be set for presets only")
-        if checkpoint_path and model_name in _known_names():
-            a.model_name = model_name  # the file must be that model (a bare state dict takes its settings)
+        if checkpoint_path:
+            if arch not in _known_names():  # timm's error: a name that is nothing is not ignored
+                raise RuntimeError(f"Unknown model ({model_name}): vitcpp.list_models() lists the names")
+            a.model_name = arch  # the file must be that model (a bare state dict takes its settings)
         engine = _vitcpp.Engine.load(path, a)
     else:
-        engine = _vitcpp.Engine.create(model_name, a)
+        engine = _vitcpp.Engine.create(arch, a)
     model = VisionTransformer(engine, dynamic_img_size=dynamic_img_size)
     # The checkpoint's own precision unless asked: vit quantize's int8 files run in int8, as
     # `vit predict` runs them.

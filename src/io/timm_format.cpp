@@ -238,23 +238,35 @@ void Reader::read_input_size() {
     sized = true;
   }
   if (!sized) sized = read_size(field(args, "img_size"), c.img_h, c.img_w, "config.json model_args img_size");
+  // The square grid of pos_embed's rows (with or without the prefix rows), or 0.
+  auto square_grid = [&] {
+    for (int64_t rows : {L, L - prefix}) {
+      const auto g = int64_t(std::llround(std::sqrt(double(std::max<int64_t>(rows, 0)))));
+      if (g > 0 && g * g == rows) return g;
+    }
+    return int64_t(0);
+  };
   static const std::regex res(R"(_(\d+)(?:\.|$))");
   std::smatch sm;
   if (!sized && std::regex_search(arch, sm, res) && sm[1].length() <= 9) {  // 9 digits: no stoll overflow
     c.img_h = c.img_w = std::stoll(sm[1]);
     sized = true;
+    // The name's size is its pretrained weights'; a file of another resolution under that name
+    // (weights fine-tuned at 384 named vit_*_224) is read at its own grid, and resampled from it.
+    const int64_t N = c.num_patches(), g = square_grid();
+    if (L != N && L != N + prefix && g > 0) {
+      c.img_h = g * c.patch_h;
+      c.img_w = g * c.patch_w;
+      m.notes.push_back("pos_embed is a " + std::to_string(g) + "x" + std::to_string(g) + " grid, not " + arch +
+                        "'s " + sm[1].str() + ": read at " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
+                        " (img_size, --img-size resample it)");
+    }
   }
   if (!sized) {
-    for (int64_t rows : {L, L - prefix}) {
-      const auto g = int64_t(std::llround(std::sqrt(double(std::max<int64_t>(rows, 0)))));
-      if (g > 0 && g * g == rows) {
-        c.img_h = g * c.patch_h;
-        c.img_w = g * c.patch_w;
-        sized = true;
-        break;
-      }
-    }
-    VIT_CHECK(sized, "pos_embed has ", L, " rows, not a square grid: put the input size in config.json");
+    const int64_t g = square_grid();
+    VIT_CHECK(g > 0, "pos_embed has ", L, " rows, not a square grid: put the input size in config.json");
+    c.img_h = g * c.patch_h;
+    c.img_w = g * c.patch_w;
     m.notes.push_back("input size " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
                       " inferred from pos_embed (a square grid)");
   }

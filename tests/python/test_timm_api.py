@@ -28,6 +28,23 @@ def test_a_name_with_checkpoint_path_is_that_model_or_an_error(tmp_path):
     assert m.config["num_heads"] == 3
     x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
     assert np.array_equal(m(x), ref(x))
+    # timm's "architecture.tag" names the architecture (the tag picks hub weights); a name that
+    # is none raises as timm's does (a misspelled one was dropped and the file loaded).
+    tagged = vitcpp.create_model("vit_tiny_patch16_224.augreg_in21k", checkpoint_path=tmp_path / "bare.safetensors")
+    assert np.array_equal(tagged(x), ref(x))
+    assert vitcpp.create_model("vit_tiny_patch16_224.augreg_in21k", seed=3).config == ref.config
+    with pytest.raises(RuntimeError, match=r"Unknown model \(vit_tnyi_patch16_224\)"):
+        vitcpp.create_model("vit_tnyi_patch16_224", pretrained=True, checkpoint_path=TIMM_A)
+    # A bare file at another resolution than the name's _224 is read at its own grid (it was an
+    # error even with img_size=384, which timm builds and loads strictly), and resampled from it.
+    ref384 = vitcpp.create_model("vit_tiny_patch16_384", seed=4)
+    write_safetensors(tmp_path / "bare384.safetensors", ref384.state_dict())
+    x384 = np.random.default_rng(1).standard_normal((1, 3, 384, 384)).astype(np.float32)
+    for kw in ({"img_size": 384}, {}):
+        at384 = vitcpp.create_model("vit_tiny_patch16_224", checkpoint_path=tmp_path / "bare384.safetensors", **kw)
+        assert np.array_equal(at384(x384), ref384(x384)), kw
+    under384 = vitcpp.create_model("vit_tiny_patch16_384", checkpoint_path=tmp_path / "bare.safetensors")
+    assert np.array_equal(under384(x), ref(x))
     # The name's pretrained_cfg too, as timm keeps it: DeiT's mean, std and crop (it was timm's
     # defaults, 0.5 and 0.9).
     deit = vitcpp.create_model("deit_tiny_patch16_224")
