@@ -1,5 +1,6 @@
 #include "io/pretrained.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -183,12 +184,27 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   SafeTensors st = SafeTensors::open(out.file);
   // timm's clean_state_dict: the prefixes of a model saved inside torch's DDP wrapper
   // (module.) or torch.compile's (_orig_mod.) are not the model's names.
-  st.rename([](const std::string& name) {
+  st.rename([](const std::string& name) -> std::optional<std::string> {
     std::string_view n = name;
     for (std::string_view prefix : {"module.", "_orig_mod."})
       if (n.starts_with(prefix)) n.remove_prefix(prefix.size());
     return std::string(n);
   });
+  // A vit train state (for --resume) holds the weights as param.*, beside the optimizer's
+  // moments and the EMA: its weights are the model, as timm reads a training checkpoint's
+  // state_dict (a run stopped in its first epoch has nothing else).
+  if (st.metadata().count("vitcpp_state")) {
+    const bool ema = std::any_of(st.tensors().begin(), st.tensors().end(),
+                                 [](const TensorInfo& t) { return t.name.starts_with("ema."); });
+    st.rename([](const std::string& name) -> std::optional<std::string> {
+      if (!name.starts_with("param.")) return std::nullopt;
+      return name.substr(6);
+    });
+    VIT_CHECK(!st.tensors().empty(), out.file, ": a vit train state without weights (param.*)");
+    out.notes.push_back(
+        "a vit train state: its weights (param.*)" +
+        std::string(ema ? ", not its model EMA (in last_ema.safetensors after an epoch)" : ""));
+  }
   out.format = detect_format(st);
   detail::Mapping m = out.format == "hf"       ? detail::hf_mapping(st)
                       : out.format == "vitcpp" ? vitcpp_mapping(st)
@@ -300,7 +316,7 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   if (!opt.labels_file.empty())
     VIT_CHECK(int64_t(out.class_names.size()) == c.num_classes, opt.labels_file, " has ",
               out.class_names.size(), " names; the model has ", c.num_classes, " classes");
-  out.notes = std::move(m.notes);
+  out.notes.insert(out.notes.end(), m.notes.begin(), m.notes.end());
   out.pos_resample = how;
   out.stored_dtype = m.stored_dtype;
   out.model = std::move(model);

@@ -206,14 +206,18 @@ const TensorInfo* SafeTensors::find(const std::string& name) const {
   return nullptr;
 }
 
-void SafeTensors::rename(const std::function<std::string(const std::string&)>& name) {
+void SafeTensors::rename(const std::function<std::optional<std::string>(const std::string&)>& name) {
   std::set<std::string> seen;
+  std::vector<TensorInfo> kept;
   for (auto& t : tensors_) {
-    std::string to = name(t.name);
-    VIT_CHECK(seen.insert(to).second, path_, ": two tensors are named '", to, "' once renamed (one was '",
+    std::optional<std::string> to = name(t.name);
+    if (!to) continue;
+    VIT_CHECK(seen.insert(*to).second, path_, ": two tensors are named '", *to, "' once renamed (one was '",
               t.name, "')");
-    t.name = std::move(to);
+    kept.push_back(t);
+    kept.back().name = std::move(*to);
   }
+  tensors_ = std::move(kept);
 }
 
 const TensorInfo& SafeTensors::at(const std::string& name) const {

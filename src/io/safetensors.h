@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,8 +39,9 @@ class SafeTensors {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const TensorInfo* find(const std::string& name) const;
-  // Renames every tensor name(t) (a state dict's keys cleaned); two names made one are an error.
-  void rename(const std::function<std::string(const std::string&)>& name);
+  // Renames every tensor name(t) (a state dict's keys cleaned), and leaves out those it gives
+  // no name; two names made one are an error.
+  void rename(const std::function<std::optional<std::string>(const std::string&)>& name);
   const TensorInfo& at(const std::string& name) const;
   // Converted copies (F16/BF16/F64 widen or narrow to float; integer kinds to int64/uint8).
   std::vector<float> to_float(const std::string& name) const;

@@ -257,9 +257,9 @@ void Reader::read_input_size() {
     if (L != N && L != N + prefix && g > 0) {
       c.img_h = g * c.patch_h;
       c.img_w = g * c.patch_w;
-      m.notes.push_back("pos_embed is a " + std::to_string(g) + "x" + std::to_string(g) + " grid, not " + arch +
-                        "'s " + sm[1].str() + ": read at " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
-                        " (img_size, --img-size resample it)");
+      m.notes.push_back("pos_embed is a " + std::to_string(g) + "x" + std::to_string(g) + " grid, not " +
+                        arch + "'s " + sm[1].str() + ": read at " + std::to_string(c.img_h) + "x" +
+                        std::to_string(c.img_w) + " (img_size, --img-size resample it)");
     }
   }
   if (!sized) {

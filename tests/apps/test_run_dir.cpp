@@ -16,6 +16,7 @@
 
 #include "core/file.h"
 #include "data/image.h"
+#include "io/pretrained.h"
 #include "io/safetensors.h"
 #include "support/process.h"
 #include "support/run_vit.h"
@@ -212,6 +213,25 @@ TEST(RunDir, ResumeTakesTheRunOrItsStateNotACheckpoint) {
   const Result state = run("train --resume " + dir + "/" + vit::kStateFile + " --epochs 2");
   EXPECT_EQ(state.code, 0) << state.out;
   EXPECT_TRUE(has(state.out, "epoch 2/2")) << state.out;
+}
+
+// A training state given where weights are read is its weights (param.*), as timm reads a
+// training checkpoint's state_dict: a run stopped in its first epoch has nothing else. It
+// was "tensors of a layer vitcpp does not support" (the moments and the EMA).
+TEST(RunDir, ATrainingStateLoadsAsItsWeights) {
+  vit::test::TempDir tmp("run_state_weights");
+  const std::string dir = tmp / "run";
+  ASSERT_EQ(run(kTrain + "--epochs 1 --log-every 0 --model-ema --output " + dir).code, 0);
+  const vit::Pretrained state = vit::load_pretrained(dir + "/" + vit::kStateFile);
+  const vit::Pretrained last = vit::load_pretrained(dir + "/last.safetensors");
+  const size_t n = size_t(last.model->table().total());
+  ASSERT_EQ(size_t(state.model->table().total()), n);
+  EXPECT_TRUE(
+      std::equal(last.model->params().data(), last.model->params().data() + n, state.model->params().data()));
+  ASSERT_EQ(state.notes.size(), 1u);
+  EXPECT_EQ(state.notes[0],
+            "a vit train state: its weights (param.*), not its model EMA (in last_ema.safetensors "
+            "after an epoch)");
 }
 
 // A resumed run reads its labels as the run did. Class folders renamed since (dog to ant,
