@@ -608,6 +608,7 @@ void TrainCommand::load_data() {
   const ViTConfig& cfg = owned->config();
   run_agreed(comm, "loading the data", [&] {
     if (F.synthetic > 0) {
+      VIT_CHECK(cfg.num_classes > 0, "the model has no classifier head (num_classes 0): set --num-classes K");
       const int64_t K = std::min<int64_t>(cfg.num_classes, 10);
       train_set = std::make_unique<SyntheticDataset>(F.synthetic, K, cfg.in_chans, cfg.img_h, cfg.img_w,
                                                      F.train.seed);

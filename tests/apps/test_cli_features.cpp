@@ -74,4 +74,11 @@ TEST(CliFeatures, AHeadlessCheckpointGivesFeaturesAndSaysWhyNotClasses) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("no classifier head"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--features"), std::string::npos) << r.out;
+  // Fine-tuned on synthetic data without --num-classes: what a dataset directory says (it
+  // was "synthetic dataset: sizes must be positive").
+  r = run("train --pretrained " + (tmp / "model") + " --synthetic 8 --epochs 1 -b 8 --threads 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("the model has no classifier head (num_classes 0): set --num-classes K"),
+            std::string::npos)
+      << r.out;
 }
