@@ -396,27 +396,32 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
   // step_in_epoch = steps_per_epoch: the epoch's steps are done, its evaluation failed.
   VIT_CHECK(p.step_in_epoch >= 0 && p.step_in_epoch <= steps_per_epoch, sp, ": step_in_epoch ",
             p.step_in_epoch, " is outside an epoch of ", steps_per_epoch, " steps");
-  if (self_contained)
-    for (auto& s : model.table().specs()) {
-      VIT_CHECK(state.at(kParamPrefix + s.name).shape == s.shape, sp, ": ", kParamPrefix + s.name,
-                " has the wrong shape");
-      state.copy_float(kParamPrefix + s.name, model.params().data() + s.offset);
-    }
-  for (auto& [prefix, arena] : moment_arenas(opt))
-    for (auto& s : model.table().specs())
-      if (s.trainable) {
-        VIT_CHECK(state.at(prefix + s.name).shape == s.shape, sp, ": ", prefix + s.name,
-                  " has the wrong shape");
-        state.copy_float(prefix + s.name, arena->data() + s.offset);
-      }
-  if (ema)
-    for (auto& s : model.table().specs()) {
-      const std::string name = kEmaPrefix + s.name;
-      VIT_CHECK(state.find(name) != nullptr, sp, ": no model EMA (", name,
-                "); the run was trained without --model-ema");
-      VIT_CHECK(state.at(name).shape == s.shape, sp, ": ", name, " has the wrong shape");
-      state.copy_float(name, ema->data() + s.offset);
-    }
+  // Every tensor is checked before any is copied: a refused state leaves the model as it was
+  // (Python's model object, trained in place).
+  struct Part {
+    std::string name;
+    const ParamSpec* spec;
+    float* into;
+  };
+  std::vector<Part> parts;
+  for (auto& s : model.table().specs()) {
+    if (self_contained) parts.push_back({kParamPrefix + s.name, &s, model.params().data()});
+    for (auto& [prefix, arena] : moment_arenas(opt))
+      if (s.trainable) parts.push_back({prefix + s.name, &s, arena->data()});
+    if (ema) parts.push_back({kEmaPrefix + s.name, &s, ema->data()});
+  }
+  const std::string differs = " (the model args.json describes is not the run's: was " +
+                              (dir / "args.json").string() + " or config.json changed?)";
+  for (const Part& t : parts) {
+    const TensorInfo* info = state.find(t.name);
+    VIT_CHECK(info || !t.name.starts_with(kEmaPrefix), sp, ": no model EMA (", t.name,
+              "); the run was trained without --model-ema");
+    VIT_CHECK(info, sp, ": no ", t.name, " for the model's ", t.spec->name, " ", shape_str(t.spec->shape),
+              differs);
+    VIT_CHECK(info->shape == t.spec->shape, sp, ": ", t.name, " has shape ", shape_str(info->shape),
+              ", the model's ", t.spec->name, " ", shape_str(t.spec->shape), differs);
+  }
+  for (const Part& t : parts) state.copy_float(t.name, t.into + t.spec->offset);
   opt.set_steps(st.at("optimizer_steps"));
   return p;
 }

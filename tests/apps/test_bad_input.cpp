@@ -124,7 +124,8 @@ TEST(BadInput, CorruptCheckpointsAreRefusedByName) {
        "predict --checkpoint " + d + "/wrong_shape.safetensors " + png,
        {d + "/wrong_shape.safetensors", "head.bias", "the model expects"}},
       {"wrong shape fine-tuning",
-       kTrain + "--pretrained " + d + "/wrong_shape.safetensors --synthetic 8 --output " + d + "/o_ws",
+       "train --threads 1 --epochs 1 -b 8 --pretrained " + d +
+           "/wrong_shape.safetensors --synthetic 8 --output " + d + "/o_ws",
        {d + "/wrong_shape.safetensors", "head.bias"}},
       {"average into one of its inputs",
        "average " + ckpt + " " + d + "/good/best.safetensors -o " + ckpt,

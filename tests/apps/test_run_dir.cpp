@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/file.h"
@@ -232,6 +233,33 @@ TEST(RunDir, ATrainingStateLoadsAsItsWeights) {
   EXPECT_EQ(state.notes[0],
             "a vit train state: its weights (param.*), not its model EMA (in last_ema.safetensors "
             "after an epoch)");
+}
+
+// A run whose args.json no longer describes its model (edited, as timm users edit args.yaml)
+// is refused with the tensor, both shapes and the likely cause; nothing changes.
+TEST(RunDir, AResumeOfAnotherModelNamesTheTensorAndBothShapes) {
+  vit::test::TempDir tmp("run_other_model");
+  const std::string dir = tmp / "run";
+  ASSERT_EQ(run(kTrain + "--epochs 1 --log-every 0 --output " + dir).code, 0);
+  const auto before = snapshot(dir);
+  const std::string original = vit::read_text_file(dir + "/args.json");
+  const nlohmann::json settings = nlohmann::json::parse(original);
+  const std::string cause =
+      " (the model args.json describes is not the run's: was " + dir + "/args.json or config.json changed?)";
+  for (const auto& [key, value, want] :
+       {std::tuple{"embed-dim", 16,
+                   "param.patch_embed.proj.weight has shape [8, 1, 4, 4], the model's "
+                   "patch_embed.proj.weight [16, 1, 4, 4]"},
+        std::tuple{"depth", 3, "no param.blocks.2.norm1.weight for the model's blocks.2.norm1.weight [8]"}}) {
+    nlohmann::json edited = settings;
+    edited[key] = value;
+    vit::write_file_atomic(dir + "/args.json", edited.dump(1) + "\n");
+    const Result r = run("train --resume " + dir + " --epochs 2");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(has(r.out, want) && has(r.out, cause)) << key << ": " << r.out;
+  }
+  vit::write_file_atomic(dir + "/args.json", original);
+  EXPECT_TRUE(snapshot(dir) == before) << "a refused --resume changed " << dir;
 }
 
 // A resumed run reads its labels as the run did. Class folders renamed since (dog to ant,
