@@ -46,6 +46,8 @@ struct TrainFlags {
   int64_t synthetic = 0;
   AugFlags aug;
   std::vector<float> betas;
+  std::string opt =
+      TrainConfig{}.optim.name;  // timm's name (sgd is Nesterov's), as train.optim.name takes it
   int threads = 0, shards = 0;
   double comm_timeout = 600;
   std::string resume, pretrained, teacher, progress = "auto", recovery = "auto", pos_resample;
@@ -146,9 +148,9 @@ constexpr std::pair<const char*, const char*> kKeptWith[] = {{"aa-fill", "aa"}, 
 
 // args.json's format, written into every new run beside the flags (not a flag: --resume
 // leaves it out): 2 since --aa reads timm's options after -nN (2026-12-06), 3 since --aa
-// leaves --color-jitter out (2026-12-06). resume.cpp reads a run of an older version as the
-// older program ran it.
-constexpr int kArgsVersion = 3;
+// leaves --color-jitter out (2026-12-06), 4 since --opt sgd is Nesterov's, as timm's
+// (2026-12-06). resume.cpp reads a run of an older version as the older program ran it.
+constexpr int kArgsVersion = 4;
 
 // args.json: the settings the run was given (a recipe's flags expanded, the last of a
 // repeated flag), as {flag name without "--": value}: true for a switch, a number or text
@@ -273,11 +275,13 @@ void add_optimizer_flags(CLI::App& cmd, TrainFlags* f) {
                  "(the global batch is -b x N; same result as one batch of -b x N up to float rounding)")
       ->capture_default_str();
   cmd.add_option("--lr", t.sched.lr, "learning rate")->capture_default_str();
-  cmd.add_option("--opt", t.optim.name, "optimizer")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+  cmd.add_option("--opt", f->opt,
+                 "optimizer, as timm names them: sgd and nesterov (SGD with Nesterov momentum), momentum "
+                 "(plain momentum SGD), adam, adamw")
+      ->check(CLI::IsMember({"sgd", "nesterov", "momentum", "adam", "adamw"}))
       ->capture_default_str();
   cmd.add_option("--momentum", t.optim.momentum, "SGD momentum")->capture_default_str();
-  cmd.add_flag("--nesterov", t.optim.nesterov, "Nesterov momentum for SGD");
+  cmd.add_flag("--nesterov", t.optim.nesterov, "Nesterov momentum for --opt momentum too");
   cmd.add_option("--opt-eps", t.optim.eps, "Adam epsilon")->capture_default_str();
   cmd.add_option("--opt-betas", f->betas, "Adam/AdamW betas: B1 B2 (default 0.9 0.999)")
       ->expected(2)
@@ -430,6 +434,15 @@ void TrainCommand::check_flags() {
     F.train.optim.beta1 = F.betas[0];
     F.train.optim.beta2 = F.betas[1];
   }
+  // timm's optimizer names: sgd and nesterov are SGD with Nesterov momentum, momentum without.
+  const bool sgd = F.opt == "sgd" || F.opt == "nesterov" || F.opt == "momentum";
+  F.train.optim.name = sgd ? "sgd" : F.opt;
+  if (F.opt != "momentum" && sgd) F.train.optim.nesterov = true;
+  VIT_CHECK(
+      !F.train.optim.nesterov || F.train.optim.momentum > 0, "--opt ", F.opt,
+      F.opt == "momentum" ? " --nesterov" : "",
+      " is SGD with Nesterov momentum (timm's), which needs --momentum above 0; --opt momentum --momentum 0 "
+      "is plain SGD");
   comm.set_timeout(F.comm_timeout);
   if (F.threads == 0 && comm.local_size() > 1) F.threads = std::max(1, num_threads() / comm.local_size());
   use_threads(F.threads, true);  // free unless VIT_BIND=on (commands.h)
@@ -479,6 +492,9 @@ void TrainCommand::note_flags_without_effect() const {
        "no effect, it keeps --color-jitter beside --aa and one is not given"},
       {{"--crop-fill"}, F.aug.aug.crop_pad == 0, "no effect, the padded crop is off (--crop-pad)"},
       {{"--momentum", "--nesterov"}, opt != "sgd", "no effect, SGD's and --opt is " + opt},
+      {{"--nesterov"},
+       F.opt == "sgd" || F.opt == "nesterov",
+       "no effect, --opt " + F.opt + " is Nesterov's already (timm's; --opt momentum is the plain one)"},
       {{"--opt-betas", "--opt-eps"}, opt == "sgd", "no effect, Adam's and AdamW's and --opt is sgd"},
       {{"--model-ema-decay", "--model-ema-warmup"},
        !t.model_ema,

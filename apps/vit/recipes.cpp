@@ -45,7 +45,7 @@ const std::map<std::string, std::vector<std::string>>& recipes() {
       // The paper's fine-tuning (ViT, Appendix B.1.1): SGD momentum 0.9, no weight decay,
       // cosine decay after a linear warmup, gradient clipping at global norm 1. Use with
       // --pretrained PATH --num-classes K [--img-size S].
-      {"finetune", {"--opt", "sgd", "--momentum", "0.9", "--lr", "0.03", "--weight-decay", "0", "--sched",
+      {"finetune", {"--opt", "momentum", "--momentum", "0.9", "--lr", "0.03", "--weight-decay", "0", "--sched",
                     "cosine", "--warmup-epochs", "1", "--clip-grad", "1.0", "-b", "128", "--epochs", "10"}},
   };
   // clang-format on

@@ -188,6 +188,10 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   // And those before version 3 applied --color-jitter beside --aa.
   if (version < 3 && saved_has("--aa") && saved_has("--color-jitter") && !saved_has("--force-color-jitter"))
     out.push_back("--force-color-jitter");
+  // And before version 4 --opt sgd was plain momentum SGD (timm's momentum).
+  if (version < 4)
+    for (size_t i = 0; i + 1 < out.size(); ++i)
+      if (out[i] == "--opt" && out[i + 1] == "sgd") out[i + 1] = "momentum";
   out.insert(out.end(), extra.begin(), extra.end());
   out.insert(out.end(), {"--resume", dir});
   return out;

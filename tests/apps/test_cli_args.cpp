@@ -222,6 +222,9 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
       {"--aa rand-m9-n2 --color-jitter 0.4",
        "note: --color-jitter: no effect with --aa, as in timm's train.py (RandAugment replaces it; "
        "--force-color-jitter keeps it)"},
+      {"--opt sgd --nesterov",
+       "note: --nesterov: no effect, --opt sgd is Nesterov's already (timm's; --opt momentum is the plain "
+       "one)"},
       {"--color-jitter 0.4 --force-color-jitter",
        "note: --force-color-jitter: no effect, it keeps --color-jitter beside --aa and one is not given"},
   };

@@ -309,7 +309,7 @@ TEST(CrashSafety, ALossThatTurnsNonFiniteStopsTheRunAndKeepsTheLastGoodCheckpoin
   // are sane, then the lr passes FLT_MAX at step 44 of 80, so the weights must become Inf/NaN.
   Finished r = vit::test::run_child(
       VIT_BINARY,
-      "train --model mnist-seed --img-size 16 --synthetic 64 -b 32 --epochs 40 --threads 1 --opt sgd "
+      "train --model mnist-seed --img-size 16 --synthetic 64 -b 32 --epochs 40 --threads 1 --opt momentum "
       "--sched step --lr 1e-4 --decay-rate 10 --decay-epochs 0.5 --output " +
           (tmp / "run"),
       {tmp / "log"});

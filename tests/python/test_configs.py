@@ -78,7 +78,7 @@ def test_one_sgd_step_follows_pytorchs_gradient(tmp_path, seed):
     m = vitcpp.create_model("local-dir:" + str(tmp_path))
     before = m.state_dict()
     vitcpp.train(m, train=(x.numpy(), y.numpy()), output=str(tmp_path / "run"), epochs=1, batch_size=len(x),
-                 opt="sgd", momentum=0.0, lr=1.0, sched="none", weight_decay=0.0,
+                 opt="momentum", momentum=0.0, lr=1.0, sched="none", weight_decay=0.0,
                  progress="log")
     after = m.state_dict()
     assert sorted(after) == sorted(p)
