@@ -22,8 +22,14 @@ std::vector<Prediction> top_k(const float* logits, int64_t K, int64_t k,
   std::vector<int64_t> order(static_cast<size_t>(K));
   for (int64_t i = 0; i < K; ++i) order[size_t(i)] = i;
   const int64_t top = std::min(k, K);
-  std::partial_sort(order.begin(), order.begin() + top, order.end(),
-                    [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  // Equal scores in class order, as the argmax and vit eval take them, whatever k (an
+  // unstable sort put another of them first for each k); NaN first, as torch's topk.
+  std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int64_t a, int64_t b) {
+    const bool na = std::isnan(logits[a]), nb = std::isnan(logits[b]);
+    if (na != nb) return na;
+    if (!na && logits[a] != logits[b]) return logits[a] > logits[b];
+    return a < b;
+  });
   std::vector<Prediction> out(static_cast<size_t>(top));
   for (int64_t i = 0; i < top; ++i) {
     const int64_t c = order[size_t(i)];

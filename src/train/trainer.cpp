@@ -559,11 +559,14 @@ EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* c
         for (int64_t k = 1; k < K; ++k) mx = std::max<double>(mx, z[k]);
         for (int64_t k = 0; k < K; ++k) s += std::exp(z[k] - mx);
         loss_sum += mx + std::log(s) - z[labels[b]];
-        // Classes scoring above the true one, NaN above everything (torch's topk and argmax
-        // rank it first; `z[k] > z[label]` counted none, and NaN logits scored 100%); the argmax.
+        // Classes ranked before the true one: those scoring above it, NaN above everything
+        // (torch's topk and argmax rank it first; `z[k] > z[label]` counted none, and NaN
+        // logits scored 100%), and those tied with it at a lower index, as the argmax takes
+        // the first of equal scores (a tie counted as right: equal logits scored 100%).
+        const int64_t label = labels[b];
         int64_t rank = 0, pred = 0;
         for (int64_t k = 0; k < K; ++k) {
-          rank += !(z[k] <= z[labels[b]]);
+          rank += !(z[k] <= z[label]) || (k < label && z[k] == z[label]);
           if (z[k] > z[pred] || (std::isnan(z[k]) && !std::isnan(z[pred]))) pred = k;
         }
         ++confusion[labels[b] * K + pred];

@@ -59,6 +59,19 @@ TEST(TopK, SoftmaxOrderWithLabelsAndClamp) {
   EXPECT_THROW(vit::top_k(z.data(), 4, 0), vit::Error);
 }
 
+// Equal scores in class order whatever k (the first of them changed with k), NaN first.
+TEST(TopK, TiesInClassOrderWhateverKAndNanFirst) {
+  const std::vector<float> z(10, 1.f);
+  for (int64_t k : {1, 5, 10}) {
+    const auto top = vit::top_k(z.data(), 10, k);
+    for (int64_t i = 0; i < k; ++i) EXPECT_EQ(top[size_t(i)].index, i) << "k " << k;
+  }
+  const std::vector<float> n = {1.f, 3.f, std::nanf(""), 3.f};
+  const auto top = vit::top_k(n.data(), 4, 4);
+  EXPECT_EQ(std::vector<int64_t>({top[0].index, top[1].index, top[2].index, top[3].index}),
+            std::vector<int64_t>({2, 1, 3, 0}));
+}
+
 TEST(Classifier, MatchesTheLibrarysPreprocessingAndForward) {
   vit::Classifier c(kModel);
   EXPECT_EQ(c.num_classes(), 5);

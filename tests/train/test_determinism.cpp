@@ -75,6 +75,34 @@ TEST(Evaluate, NanLogitsAreWrong) {
   EXPECT_EQ(all.top5, m.config().num_classes <= 5 ? 1.0 : 0.0);  // (five of five or fewer: always right)
 }
 
+// Equal logits rank in class order, as the argmax (and torch's) takes the first: a zero head
+// scores top-1 on the images of class 0 and top-5 on those of classes 0-4 (ties counted as
+// right: it scored 100%, and training ranked such a model best).
+TEST(Evaluate, TiedLogitsRankInClassOrder) {
+  ViTConfig c = test::tiny_vit();
+  c.num_classes = 7;
+  ViT m(c);
+  m.init_weights(1);
+  const SyntheticDataset data(40, c.num_classes, c.in_chans, c.img_h, c.img_w, 3);
+  for (const char* name : {"head.weight", "head.bias"}) {
+    Tensor t = m.param(name);
+    std::fill(t.data, t.data + t.numel(), 0.f);
+  }
+  std::vector<float> image(size_t(c.in_chans * c.img_h * c.img_w));
+  double first = 0, first5 = 0;
+  for (int64_t i = 0; i < data.size(); ++i) {
+    const int64_t label = data.get(i, image.data());
+    first += label == 0;
+    first5 += label < 5;
+  }
+  ASSERT_GT(first5, first);
+  ASSERT_LT(first5, double(data.size()));
+  const EvalResult r = evaluate(m, data, 8);
+  EXPECT_DOUBLE_EQ(r.top1, first / double(data.size()));
+  EXPECT_DOUBLE_EQ(r.top5, first5 / double(data.size()));
+  for (int32_t p : r.predictions) EXPECT_EQ(p, 0);
+}
+
 TEST(Determinism, SameSeedAndThreadsGiveTheSameBits) {
   const int threads = num_threads() > 1 ? 2 : 1;
   auto a = run(11, threads), b = run(11, threads), c = run(12, threads);
