@@ -124,7 +124,8 @@ Run add_eval(CLI::App& cmd) {
     const ViTConfig& cfg = model->config();
     const InputSpec in = f->input.spec(cfg);
     DataSources d = make_datasets(f->data_dir, f->dataset, in, 0.0, 0, f->skip_bad_images,
-                                  f->split == "train" ? Splits::train : Splits::eval, loaded.class_names);
+                                  f->split == "train" ? Splits::train : Splits::eval, loaded.class_names,
+                                  /*timm_order=*/loaded.format == "timm" && loaded.class_names.empty());
     if (d.kind == "folder" && loaded.class_names.empty() &&
         int64_t(d.class_names.size()) != cfg.num_classes) {
       // A model without class names reads a folder's classes by their sorted order alone.
@@ -133,8 +134,11 @@ Run add_eval(CLI::App& cmd) {
         order += (k ? ", " : "") + d.class_names[k] + " -> " + std::to_string(k);
       d.notes.push_back(detail::concat(
           f->data_dir, ": ", d.class_names.size(), " class folders for a model of ", cfg.num_classes,
-          " classes without class names: the folders are classes 0, 1, ... in sorted order (", order,
-          d.class_names.size() > 5 ? ", ..." : "", "), as torchvision's ImageFolder numbers them"));
+          " classes without class names: the folders are classes 0, 1, ... in ",
+          loaded.format == "timm" ? "timm's order (" : "sorted order (", order,
+          d.class_names.size() > 5 ? ", ..." : "",
+          loaded.format == "timm" ? "), as timm's folder reader numbers them"
+                                  : "), as torchvision's ImageFolder numbers them"));
     }
     print_data_notes(d, std::cerr);  // stderr: --json keeps stdout one object
     const Dataset& data = f->split == "train" ? *d.train : *d.eval;

@@ -75,6 +75,38 @@ std::vector<std::string> class_folders(const std::string& root) {
   return found;
 }
 
+namespace {
+// timm's natural_key, re.split(r'(\d+)', name.lower()) with the digit runs as int: text and
+// digit runs in turn, text first (maybe empty), so that two keys compare run by run. A digit
+// run is kept without its leading zeros, so that shorter is smaller.
+std::vector<std::string> natural_key(const std::string& name) {
+  std::vector<std::string> key(1);
+  for (char ch : name) {
+    const bool digit = std::isdigit(static_cast<unsigned char>(ch)) != 0;
+    if (digit != (key.size() % 2 == 0)) key.emplace_back();  // odd positions hold digits
+    key.back() += digit ? ch : char(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  for (size_t i = 1; i < key.size(); i += 2)
+    key[i].erase(0, std::min(key[i].find_first_not_of('0'), key[i].size() - 1));
+  return key;
+}
+
+bool natural_less(const std::string& a, const std::string& b) {
+  const auto ka = natural_key(a), kb = natural_key(b);
+  for (size_t i = 0; i < ka.size() && i < kb.size(); ++i) {
+    if (i % 2 == 1 && ka[i].size() != kb[i].size()) return ka[i].size() < kb[i].size();
+    if (ka[i] != kb[i]) return ka[i] < kb[i];
+  }
+  if (ka.size() != kb.size()) return ka.size() < kb.size();
+  return a < b;  // equal keys (case alone differs): timm's order is the listing's; bytes here
+}
+}  // namespace
+
+std::vector<std::string> natural_sorted(std::vector<std::string> names) {
+  std::sort(names.begin(), names.end(), natural_less);
+  return names;
+}
+
 FolderDataset::FolderDataset(const std::string& root, InputSpec in, std::vector<std::string> class_names,
                              bool skip_bad)
     : root_(root), in_(std::move(in)), classes_(std::move(class_names)) {

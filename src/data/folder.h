@@ -20,6 +20,10 @@ bool is_image_file(const std::string& path);
 
 // The sorted names of root's subfolders (the classes), without listing their files.
 std::vector<std::string> class_folders(const std::string& root);
+// Names in timm's order for its image folders' classes (timm.data.readers' natural_key): case
+// left out, runs of digits compared as numbers ("class2" before "class10"); equal keys in
+// byte order.
+std::vector<std::string> natural_sorted(std::vector<std::string> names);
 
 class FolderDataset : public Dataset {
  public:

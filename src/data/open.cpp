@@ -166,7 +166,7 @@ bool image_folders(const std::string& dir, const std::string& kind, Splits need)
 
 DataSources make_datasets(const std::string& dir, const std::string& kind, const InputSpec& in,
                           double val_split, uint64_t seed, bool skip_bad_images, Splits need,
-                          const std::vector<std::string>& model_classes) {
+                          const std::vector<std::string>& model_classes, bool timm_order) {
   DataSources out;
   in.validate();
   // Training images go straight to the input size (augmentation crops them); evaluation
@@ -233,10 +233,25 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
           layout.has_train ? layout.train.string() : listed.string(),
           "'s folders instead, which may not be the model's (a model's own folders keep its names)"));
     }
+    if (timm_order && model_classes.empty()) {
+      const std::string root = layout.has_train ? layout.train.string() : listed.string();
+      const std::vector<std::string> sorted = class_folders(root);
+      out.class_names = natural_sorted(sorted);
+      if (out.class_names != sorted) {
+        std::string order;
+        for (size_t k = 0; k < out.class_names.size() && k < 5; ++k)
+          order += (k ? ", " : "") + out.class_names[k] + " -> " + std::to_string(k);
+        out.notes.push_back(detail::concat(
+            root,
+            ": the class folders are numbered in timm's order, as a timm checkpoint without class names "
+            "was trained on them (case left out, numbers as numbers: ",
+            order, out.class_names.size() > 5 ? ", ..." : "", "), not in sorted order"));
+      }
+    }
     if (want_train)
       keep(std::make_unique<FolderDataset>(layout.train.string(), train_in, out.class_names, skip_bad_images),
            out.train);
-    else if (layout.has_train && !by_model)
+    else if (layout.has_train && !by_model && !(timm_order && model_classes.empty()))
       out.class_names = class_folders(layout.train.string());
     if (want_eval)
       keep(std::make_unique<FolderDataset>(layout.eval.string(), in, out.class_names, skip_bad_images),

@@ -66,10 +66,13 @@ bool image_folders(const std::string& dir, const std::string& kind, Splits need)
 
 // model_classes (a checkpoint's class names, for one split read alone): an image folder
 // whose classes are all among them is labelled by them, so that a folder of some of the
-// model's classes keeps the model's indices; otherwise as above.
+// model's classes keeps the model's indices; otherwise as above. timm_order: image folders
+// without model_classes number their classes in timm's order (natural_sorted: a timm
+// checkpoint without class names was trained so), with a note where that is not the sorted one.
 DataSources make_datasets(const std::string& dir, const std::string& kind, const InputSpec& in,
                           double val_split, uint64_t seed, bool skip_bad_images = false,
-                          Splits need = Splits::both, const std::vector<std::string>& model_classes = {});
+                          Splits need = Splits::both, const std::vector<std::string>& model_classes = {},
+                          bool timm_order = false);
 
 // Holds out the last `fraction` of a seeded permutation of [0, n) for validation:
 // returns {train indices, validation indices}.

@@ -255,6 +255,26 @@ TEST(CliArgs, ASizeGivenTwiceIsTheLastOne) {
   EXPECT_EQ(size("--img-size 24 28"), "[24,28] [4,4]");
 }
 
+// A timm checkpoint without class names was trained on folders in timm's order (case left
+// out): Banana is class 1 of apple, Banana, cherry, where sorted bytes made it class 0. Said
+// in a note. A vitcpp run's folders keep the sorted order (its names travel with it).
+TEST(CliArgs, ATimmCheckpointWithoutNamesReadsFoldersInTimmsOrder) {
+  vit::test::TempDir tmp("args_timm_order");
+  for (const char* c : {"apple", "Banana", "cherry"}) {
+    const fs::path folder = fs::path(tmp.str()) / "val" / c;
+    fs::create_directories(folder);
+    fs::copy_file(digit, folder / "a.png");
+  }
+  const std::string timm = std::string(VIT_FIXTURE_DIR) + "/pretrained/timm_cls_map";
+  const Result json = run("eval --json --checkpoint " + timm + " --data-dir " + tmp.str() + " --threads 1");
+  ASSERT_EQ(json.code, 0) << json.out;
+  EXPECT_EQ(nlohmann::json::parse(json.out.substr(json.out.rfind("{\"")))["class_names"],
+            nlohmann::json({"apple", "Banana", "cherry"}))
+      << json.out;
+  EXPECT_TRUE(has(json, "the class folders are numbered in timm's order")) << json.out;
+  EXPECT_TRUE(has(json, "apple -> 0, Banana -> 1, cherry -> 2")) << json.out;
+}
+
 // A head with more classes than the data has names (5 outputs, 3 named folders) is evaluated
 // with the names it has and the indices past them, as vit predict shows it; the names were
 // dropped for indices alone.

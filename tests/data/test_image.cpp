@@ -622,4 +622,13 @@ TEST(Augment, ResizedCropFallsBackToTheCentralCropInItsRatio) {
   EXPECT_EQ(std::vector<int64_t>({t.y, t.x, t.h, t.w}), std::vector<int64_t>({0, 8, 32, 16}));
 }
 
+// timm's natural_key order (Python's sorted(names, key=natural_key), computed there).
+TEST(Folder, NaturalOrderIsTimms) {
+  const std::vector<std::string> names = {"class10", "class2", "Class1", "apple", "Banana", "cherry",
+                                          "10abc",   "abc",    "img007", "img7x", "img7"};
+  EXPECT_EQ(natural_sorted(names),
+            (std::vector<std::string>{"10abc", "abc", "apple", "Banana", "cherry", "Class1", "class2",
+                                      "class10", "img007", "img7", "img7x"}));
+}
+
 }  // namespace vit
