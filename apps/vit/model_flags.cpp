@@ -72,7 +72,7 @@ void ModelFlags::add_to(CLI::App& cmd) {
 }
 
 ViTConfig ModelFlags::resolve() const {
-  ViTConfig c = config_file.empty() ? preset(model) : ViTConfig::load(config_file);
+  ViTConfig c = config_file.empty() ? named_config(model) : ViTConfig::load(config_file);
   auto pair = [](const std::vector<int64_t>& v, int64_t& a, int64_t& b) {
     if (v.empty()) return;
     a = v[0];

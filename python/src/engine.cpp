@@ -44,7 +44,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const LoadArgs& a)
   lo.pos_resample = a.pos_resample;
   std::optional<ViTConfig> want;
   if (!a.model_name.empty()) {
-    want = preset(a.model_name);
+    want = named_config(a.model_name);
     lo.architecture = a.model_name;
     lo.num_heads = want->num_heads;
   }
@@ -63,7 +63,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const LoadArgs& a)
 }
 
 std::unique_ptr<Engine> Engine::create(const std::string& name, const LoadArgs& a) {
-  ViTConfig c = preset(name);
+  ViTConfig c = named_config(name);
   if (a.num_classes >= 0) c.num_classes = a.num_classes;
   if (a.img_h > 0) {
     c.img_h = a.img_h;

@@ -246,7 +246,9 @@ PYBIND11_MODULE(_vitcpp, m) {
     }
     return out;
   });
-  m.def("preset_config_json", [](const std::string& name) { return vit::preset(name).to_json(-1); });
+  m.def("preset_config_json", [](const std::string& name) { return vit::named_config(name).to_json(-1); });
+  m.def("is_timm_architecture",
+        [](const std::string& name) { return vit::detail::find_timm_architecture(name) != nullptr; });
   // What the CPU backend runs here, as vit info prints it (vitcpp.backend_info()).
   m.def("backend_info", [] {
     py::dict d;

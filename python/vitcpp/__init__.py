@@ -79,10 +79,12 @@ def _checkpoint_path(name, checkpoint_path):
         path = os.fspath(checkpoint_path)
     elif name.startswith("local-dir:"):
         path = name[len("local-dir:"):]
-    elif os.sep in name or name.endswith(".safetensors") or os.path.exists(name):
+    elif os.sep in name or name.endswith(".safetensors"):
         path = name
+    elif name.partition(".")[0] in _known_names() or not os.path.exists(name):
+        return None  # a model's name, even where a file or folder of that name is here
     else:
-        return None
+        path = name
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path!r} (a .safetensors file or a directory)")
     return path
@@ -155,6 +157,8 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
             raise ValueError("global_pool is a checkpoint's own: it can be set for presets only")
         if checkpoint_path:
             if arch not in _known_names():  # timm's error: a name that is nothing is not ignored
+                if _vitcpp.is_timm_architecture(arch):
+                    _vitcpp.preset_config_json(arch)  # one of timm's that vitcpp does not build: says why
                 raise RuntimeError(f"Unknown model ({model_name}): vitcpp.list_models() lists the names")
             a.model_name = arch  # the file must be that model (a bare state dict takes its settings)
         engine = _vitcpp.Engine.load(path, a)

@@ -494,6 +494,13 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
   r = run("train --model nope --synthetic 10");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("unknown model preset 'nope'"), std::string::npos) << r.out;
+  // One of timm's architectures vitcpp does not build: why, as its checkpoint is refused.
+  r = run("info --model vit_giant_patch14_dinov2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(
+      r.out.find("timm's vit_giant_patch14_dinov2 has a gated MLP (GluMlp, SiLU): vitcpp does not build it"),
+      std::string::npos)
+      << r.out;
   r = run("info --checkpoint /nonexistent.safetensors");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("/nonexistent.safetensors"), std::string::npos) << r.out;

@@ -35,6 +35,10 @@ def test_a_name_with_checkpoint_path_is_that_model_or_an_error(tmp_path):
     assert vitcpp.create_model("vit_tiny_patch16_224.augreg_in21k", seed=3).config == ref.config
     with pytest.raises(RuntimeError, match=r"Unknown model \(vit_tnyi_patch16_224\)"):
         vitcpp.create_model("vit_tnyi_patch16_224", pretrained=True, checkpoint_path=TIMM_A)
+    # One of timm's that vitcpp does not build says why, by name as from its checkpoint.
+    for kw in ({}, {"checkpoint_path": TIMM_A}):
+        with pytest.raises(vitcpp.Error, match="timm's vit_giant_patch14_dinov2 has a gated MLP .*does not build it"):
+            vitcpp.create_model("vit_giant_patch14_dinov2", **kw)
     # A bare file at another resolution than the name's _224 is read at its own grid (it was an
     # error even with img_size=384, which timm builds and loads strictly), and resampled from it.
     ref384 = vitcpp.create_model("vit_tiny_patch16_384", seed=4)
@@ -52,6 +56,17 @@ def test_a_name_with_checkpoint_path_is_that_model_or_an_error(tmp_path):
     loaded = vitcpp.create_model("deit_tiny_patch16_224", checkpoint_path=tmp_path / "deit.safetensors")
     for key in ("mean", "std", "crop_pct", "interpolation"):
         assert loaded.pretrained_cfg[key] == deit.pretrained_cfg[key], key
+
+
+def test_a_model_name_is_a_name_where_a_folder_of_that_name_is(tmp_path, monkeypatch):
+    """As timm: a folder "mnist-seed" in the working directory (the quick start's runs/ holds
+    one) made create_model("mnist-seed") read it as a checkpoint, and vitcpp.train fine-tune
+    it. A path is a path where it says so (a separator, .safetensors, local-dir:)."""
+    monkeypatch.chdir(tmp_path)
+    os.mkdir("mnist-seed")
+    assert vitcpp.create_model("mnist-seed", seed=1).config == vitcpp.create_model("mnist-seed", seed=2).config
+    with pytest.raises(vitcpp.Error, match="mnist-seed"):
+        vitcpp.create_model("./mnist-seed")
 
 
 def test_num_classes_zero_is_a_feature_extractor():
