@@ -129,14 +129,21 @@ Run add_eval(CLI::App& cmd) {
     if (d.kind == "folder" && loaded.class_names.empty() &&
         int64_t(d.class_names.size()) != cfg.num_classes) {
       // A model without class names reads a folder's classes by their sorted order alone.
-      std::string order;
-      for (size_t k = 0; k < d.class_names.size() && k < 5; ++k)
-        order += (k ? ", " : "") + d.class_names[k] + " -> " + std::to_string(k);
+      // The first five, and any folder named as a number that is not its class's (9 -> 8).
+      std::string order, later;
+      for (size_t k = 0; k < d.class_names.size(); ++k) {
+        const std::string& n = d.class_names[k];
+        const std::string entry = n + " -> " + std::to_string(k);
+        if (k < 5)
+          order += (k ? ", " : "") + entry;
+        else if (n.find_first_not_of("0123456789") == std::string::npos && n != std::to_string(k))
+          later += ", " + entry;
+      }
+      if (d.class_names.size() > 5) order += ", ..." + later;
       d.notes.push_back(detail::concat(
           f->data_dir, ": ", d.class_names.size(), " class folders for a model of ", cfg.num_classes,
           " classes without class names: the folders are classes 0, 1, ... in ",
           loaded.format == "timm" ? "timm's order (" : "sorted order (", order,
-          d.class_names.size() > 5 ? ", ..." : "",
           loaded.format == "timm" ? "), as timm's folder reader numbers them"
                                   : "), as torchvision's ImageFolder numbers them"));
     }
@@ -156,8 +163,13 @@ Run add_eval(CLI::App& cmd) {
     // them (a 5-class head fine-tuned on 3 named folders; vit predict names them so too).
     const bool named = !names.empty() && int64_t(names.size()) <= r.num_classes;
     std::vector<std::string> class_name(size_t(r.num_classes));
-    for (size_t k = 0; k < class_name.size(); ++k)
-      class_name[k] = named && k < names.size() ? names[k] : std::to_string(k);
+    for (size_t k = 0; k < class_name.size(); ++k) {
+      // An index past the names, "#9" where a name is "9" (a folder 9 that is class 8).
+      const std::string index = std::to_string(k);
+      class_name[k] = named && k < names.size()                                              ? names[k]
+                      : named && std::find(names.begin(), names.end(), index) != names.end() ? "#" + index
+                                                                                             : index;
+    }
     if (!f->predictions.empty())
       write_predictions(
           f->predictions, r, data, named ? class_name : std::vector<std::string>{},

@@ -138,7 +138,8 @@ Run add_predict(CLI::App& cmd) {
                  "metadata) or .npy file to write, rows in the order the inputs are listed");
   return [f, features] {
     use_threads(f->threads);
-    VIT_CHECK(f->topk > 0 && f->batch_size > 0, "--topk and --batch-size must be positive");
+    VIT_CHECK(f->topk > 0, "--topk must be positive, got ", f->topk);
+    VIT_CHECK(f->batch_size > 0, "--batch-size must be positive, got ", f->batch_size);
     VIT_CHECK(!f->images.empty() || !f->tensor.empty(), "give image files or --tensor FILE:NAME");
     VIT_CHECK(f->images.empty() || f->tensor.empty(),
               "give image files or --tensor FILE:NAME, not both (got ", f->images.size(),

@@ -81,6 +81,9 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
             "folders)",
             need != Splits::eval && fs::is_directory(fs::path(dir) / "train")
                 ? "; train/ is there without val/ or test/: --val-split 0.1 holds a tenth of it out"
+            : need == Splits::eval && fs::is_directory(fs::path(dir) / "train")
+                ? "; train/ is there without val/ or test/, and the evaluation split is read (--split train "
+                  "evaluates train/)"
             : holds_class_folders(dir)
                 ? "; " + dir + " holds class folders of images itself (ImageFolder(\"" + dir +
                       "\")): give the folder above it, with this one named train/ or val/"

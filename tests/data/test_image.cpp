@@ -542,6 +542,14 @@ TEST(Folder, ValSplitHoldsOutPartOfTrainWhenThereIsNoVal) {
   const std::string without = test::error_of([&] { make_datasets(dir.str(), "auto", in, 0.0, 0); });
   EXPECT_NE(without.find("train/ is there without val/ or test/: --val-split 0.1"), std::string::npos)
       << without;
+  // Evaluated alone: the split read is the evaluation one, and --split train reads train/.
+  const std::string eval =
+      test::error_of([&] { make_datasets(dir.str(), "auto", in, 0.0, 0, false, Splits::eval); });
+  EXPECT_NE(
+      eval.find("train/ is there without val/ or test/, and the evaluation split is read (--split train "
+                "evaluates train/)"),
+      std::string::npos)
+      << eval;
   std::ofstream(root / "train/cat/x.webp") << "RIFF";  // noted here too (it was not, with --val-split)
   DataSources d = make_datasets(dir.str(), "auto", in, 0.2, 7);
   EXPECT_EQ(d.kind, "folder");
