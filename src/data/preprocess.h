@@ -35,7 +35,7 @@ const std::string& resize_filter(const InputSpec& in);
 Image resize_and_crop(const Image& img, const InputSpec& in);
 // All four steps: out[C, H, W].
 void preprocess_image(const Image& img, const InputSpec& in, float* out);
-// Training's random resized crop of a decoded image: the box of img (CropBox, data/dataset.h),
+// Training's random resized crop of a decoded image: the box of img (CropBox, data/image.h),
 // resized to the input size with Pillow's bilinear filter (antialiased when shrinking:
 // torchvision's resized_crop of a PIL image, RandomResizedCrop's default), then steps 1 and 4.
 void preprocess_crop(const Image& img, const CropBox& box, const InputSpec& in, float* out);

@@ -179,9 +179,10 @@ void init_fixed_pos_embed(const ViTConfig& c, const ParamSpec& s, float* dst) {
 }  // namespace
 
 ViTConfig named_config(const std::string& name) {
-  if (const detail::TimmArchitecture* a = detail::find_timm_architecture(name); a && *a->unsupported)
+  const detail::TimmArchitecture* a = detail::find_timm_architecture(name);  // with or without a tag
+  if (a && *a->unsupported)
     throw Error("timm's " + name + " " + a->unsupported + ": vitcpp does not build it");
-  return preset(name);
+  return preset(a ? a->name : name);
 }
 
 Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {

@@ -495,6 +495,7 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("unknown model preset 'nope'"), std::string::npos) << r.out;
   // One of timm's architectures vitcpp does not build: why, as its checkpoint is refused.
+  EXPECT_EQ(run("info --model vit_tiny_patch16_224.augreg_in21k").code, 0);  // timm's pretrained tag
   r = run("info --model vit_giant_patch14_dinov2");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(
