@@ -128,22 +128,11 @@ Run add_eval(CLI::App& cmd) {
                                   /*timm_order=*/loaded.format == "timm" && loaded.class_names.empty());
     if (d.kind == "folder" && loaded.class_names.empty() &&
         int64_t(d.class_names.size()) != cfg.num_classes) {
-      // A model without class names reads a folder's classes by their sorted order alone.
-      // The first five, and any folder named as a number that is not its class's (9 -> 8).
-      std::string order, later;
-      for (size_t k = 0; k < d.class_names.size(); ++k) {
-        const std::string& n = d.class_names[k];
-        const std::string entry = n + " -> " + std::to_string(k);
-        if (k < 5)
-          order += (k ? ", " : "") + entry;
-        else if (n.find_first_not_of("0123456789") == std::string::npos && n != std::to_string(k))
-          later += ", " + entry;
-      }
-      if (d.class_names.size() > 5) order += ", ..." + later;
+      // A model without class names reads a folder's classes by their order alone.
       d.notes.push_back(detail::concat(
           f->data_dir, ": ", d.class_names.size(), " class folders for a model of ", cfg.num_classes,
           " classes without class names: the folders are classes 0, 1, ... in ",
-          loaded.format == "timm" ? "timm's order (" : "sorted order (", order,
+          loaded.format == "timm" ? "timm's order (" : "sorted order (", class_numbering(d.class_names),
           loaded.format == "timm" ? "), as timm's folder reader numbers them"
                                   : "), as torchvision's ImageFolder numbers them"));
     }

@@ -107,6 +107,18 @@ std::vector<std::string> natural_sorted(std::vector<std::string> names) {
   return names;
 }
 
+std::string class_numbering(const std::vector<std::string>& names) {
+  std::string order, later;
+  for (size_t k = 0; k < names.size(); ++k) {
+    const std::string entry = names[k] + " -> " + std::to_string(k);
+    if (k < 5)
+      order += (k ? ", " : "") + entry;
+    else if (names[k].find_first_not_of("0123456789") == std::string::npos && names[k] != std::to_string(k))
+      later += ", " + entry;
+  }
+  return names.size() > 5 ? order + ", ..." + later : order;
+}
+
 FolderDataset::FolderDataset(const std::string& root, InputSpec in, std::vector<std::string> class_names,
                              bool skip_bad)
     : root_(root), in_(std::move(in)), classes_(std::move(class_names)) {

@@ -24,6 +24,9 @@ std::vector<std::string> class_folders(const std::string& root);
 // left out, runs of digits compared as numbers ("class2" before "class10"); equal keys in
 // byte order.
 std::vector<std::string> natural_sorted(std::vector<std::string> names);
+// The classes' numbering for a note, "a -> 0, b -> 1, ...": the first five, then any folder
+// named as a number that is not its class's ("9 -> 8", where a folder 8 is missing).
+std::string class_numbering(const std::vector<std::string>& names);
 
 class FolderDataset : public Dataset {
  public:

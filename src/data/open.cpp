@@ -240,16 +240,12 @@ DataSources make_datasets(const std::string& dir, const std::string& kind, const
       const std::string root = layout.has_train ? layout.train.string() : listed.string();
       const std::vector<std::string> sorted = class_folders(root);
       out.class_names = natural_sorted(sorted);
-      if (out.class_names != sorted) {
-        std::string order;
-        for (size_t k = 0; k < out.class_names.size() && k < 5; ++k)
-          order += (k ? ", " : "") + out.class_names[k] + " -> " + std::to_string(k);
+      if (out.class_names != sorted)
         out.notes.push_back(detail::concat(
             root,
             ": the class folders are numbered in timm's order, as a timm checkpoint without class names "
             "was trained on them (case left out, numbers as numbers: ",
-            order, out.class_names.size() > 5 ? ", ..." : "", "), not in sorted order"));
-      }
+            class_numbering(out.class_names), "), not in sorted order"));
     }
     if (want_train)
       keep(std::make_unique<FolderDataset>(layout.train.string(), train_in, out.class_names, skip_bad_images),
