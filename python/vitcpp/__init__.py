@@ -151,7 +151,9 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     a.seed = int(seed)
     a.pos_resample = pos_resample or ""
     if path is None or checkpoint_path:  # a name: timm's "architecture.pretrained_tag" (the tag picks weights)
-        arch = model_name.partition(".")[0] if model_name.partition(".")[0] in _known_names() else model_name
+        arch = model_name.partition(".")[0]
+        if arch not in _known_names():
+            arch = model_name
     if path is not None:
         if global_pool is not None:
             raise ValueError("global_pool is a checkpoint's own: it can be set for presets only")

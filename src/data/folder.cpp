@@ -163,29 +163,30 @@ void FolderDataset::drop_undecodable() {
   files_ = std::move(kept);
 }
 
-int64_t FolderDataset::get(int64_t i, float* image) const {
+template <typename F>
+int64_t FolderDataset::load(int64_t i, F&& produce) const {
   const auto& [path, label] = files_.at(size_t(i));
   try {
-    load_image_input(path, in_, image);
+    produce(path);
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + " (--skip-bad-images leaves such files out)");
   }
   return label;
 }
 
+int64_t FolderDataset::get(int64_t i, float* image) const {
+  return load(i, [&](const std::string& path) { load_image_input(path, in_, image); });
+}
+
 int64_t FolderDataset::get_crop(int64_t i, const CropDraw& draw, float* image) const {
-  const auto& [path, label] = files_.at(size_t(i));
-  try {
+  return load(i, [&](const std::string& path) {
     const Image img = read_image(path);
     try {
       preprocess_crop(img, draw(img.h, img.w), in_, image);
     } catch (const Error& e) {
       throw Error(path + ": " + e.what());
     }
-  } catch (const Error& e) {
-    throw Error(std::string(e.what()) + " (--skip-bad-images leaves such files out)");
-  }
-  return label;
+  });
 }
 
 std::string FolderDataset::describe() const {

@@ -58,6 +58,9 @@ class FolderDataset : public Dataset {
   std::vector<std::string> skipped_;
   int64_t other_formats_ = 0;
   void drop_undecodable();
+  // Sample i's label, once produce(path) has written its image; errors say how to skip it.
+  template <typename F>
+  int64_t load(int64_t i, F&& produce) const;
 };
 
 }  // namespace vit

@@ -41,17 +41,21 @@ int ViT::shards_for(int64_t B) const {
   return int(std::clamp<int64_t>(n, 1, B));
 }
 
+bool ViT::shard_count_asked() const {
+  return shards_wanted_ > 0 || shards_from_env() > 0;
+}
+
 int ViT::infer_shards(int64_t B) const {
   // Packed weights serve small batches and bf16 the big models: those run as one shard.
   if (weights_packed_ || infer_dtype_ != "fp32") return 1;
   const int R = shards_for(B);
-  if (R <= 1 || shards_wanted_ > 0 || shards_from_env() > 0) return R;  // a count asked for is kept
+  if (R <= 1 || shard_count_asked()) return R;  // a count asked for is kept
   const double work = double(forward_flops(cfg_, use_cls_tail())) * double(B);
   return int(std::clamp(std::floor(work / kMinInferShardFlop), 1.0, double(R)));
 }
 
 int64_t ViT::infer_rest(int64_t B, int R) const {
-  if (R <= 1 || shards_wanted_ > 0 || shards_from_env() > 0) return 0;  // a count asked for is kept
+  if (R <= 1 || shard_count_asked()) return 0;  // a count asked for is kept
   // The pass of the rest costs its own start (mnist-seed at batch 17: ~27 us, 20% of the
   // batch), more than an image of a small model costs the waiting threads.
   if (double(forward_flops(cfg_, use_cls_tail())) < kMinRestImageFlop) return 0;

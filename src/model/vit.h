@@ -179,6 +179,8 @@ class ViT {
   // ViT-Ti/16 at batch 5 56.6 and 63-65. On 16 threads a 17th image would otherwise hold
   // the batch for a second image's time.
   int64_t infer_rest(int64_t B, int R) const;
+  // Whether the shard count was asked for (set_shards, VIT_SHARDS) rather than automatic.
+  bool shard_count_asked() const;
 
   // A replica: another model on this one's parameters and prepared weights (shared, not
   // copied), with activations of its own, to infer at the same time as this model on other
