@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Reference fixture for vitcpp's color jitter (vit train --color-jitter), by torchvision.
+"""Reference fixtures for vitcpp's color jitter (vit train --color-jitter), by torchvision, and
+for the Pillow operations of timm's RandAugment (vit train --aa), by Pillow.
 
 torchvision's ColorJitter applies brightness, contrast and saturation (and hue, which vitcpp
 does not do) in a random order, each with a factor drawn from [max(0, 1 - s), 1 + s]. The
@@ -13,6 +14,18 @@ safetensors file:
     __metadata__ cases     JSON [{"order": [i, j, l], "factors": [b, c, s]}], 0 brightness,
                            1 contrast, 2 saturation
 
+RandAugment's ops are Pillow calls in timm (timm/data/auto_augment.py): ImageOps's
+autocontrast, equalize, invert, posterize and solarize, a solarize-add LUT, ImageEnhance's
+color, contrast, brightness and sharpness, and Image.rotate / Image.transform(AFFINE) with
+bilinear sampling and a fill color. rand_augment_pil.safetensors holds, for an RGB and an L
+image of random 8-bit pixels with some flat areas (so that equalize's steps and the smoothing
+show), each op's output at a few arguments, as float32 pixels / 255:
+
+    rgb, gray              the inputs [3, 9, 11] and [1, 9, 11]
+    rgb.<k>, gray.<k>      op case k's output for each
+    __metadata__ ops       JSON [[name, arg], ...] (names as vitcpp's PilOp), fill the fill
+                           color of the geometric ops (per channel, 8-bit)
+
     /usr/bin/python3 tools/make_augment_fixtures.py [--out tests/fixtures]
 
 The output is deterministic: the same torchvision gives the same bytes.
@@ -23,6 +36,8 @@ import os
 
 import torch
 import torchvision.transforms.functional as TF
+
+from PIL import Image, ImageEnhance, ImageOps
 
 from make_fixtures import write_safetensors
 
@@ -41,6 +56,74 @@ def jitter(img, order, factors):
     return img
 
 
+FILL = (40, 128, 200)
+
+# (vitcpp's PilOp name, argument): timm's arguments at a few magnitudes and signs.
+PIL_OPS = [
+    ["AutoContrast", 0], ["Equalize", 0], ["Invert", 0],
+    ["Posterize", 0], ["Posterize", 1], ["Posterize", 3], ["Posterize", 8],
+    ["Solarize", 0], ["Solarize", 76], ["Solarize", 230], ["Solarize", 256],
+    ["SolarizeAdd", 33], ["SolarizeAdd", 99],
+    ["Color", 0.1], ["Color", 0.64], ["Color", 1.72], ["Color", 1.9],
+    ["Contrast", 0.1], ["Contrast", 0.73], ["Contrast", 1.27], ["Contrast", 1.9],
+    ["Brightness", 0.37], ["Brightness", 1.72],
+    ["Sharpness", 0.1], ["Sharpness", 1.81], ["Sharpness", 1.9],
+    ["Rotate", 9.0], ["Rotate", -27.0], ["Rotate", 30.0],
+    ["ShearX", 0.27], ["ShearX", -0.09], ["ShearY", 0.3],
+    ["TranslateX", 4.455], ["TranslateX", -1.65], ["TranslateY", -3.645],
+]
+
+
+def solarize_add(img, add):
+    lut = [min(255, i + add) if i < 128 else i for i in range(256)]
+    return img.point(lut * len(img.getbands()))
+
+
+def pil_op(img, name, arg):
+    """timm's op functions (auto_augment.py), bilinear, with FILL (its first value for L)."""
+    fill = FILL if img.mode == "RGB" else FILL[0]
+    affine = lambda m: img.transform(img.size, Image.AFFINE, m, resample=Image.BILINEAR, fillcolor=fill)
+    return {
+        "AutoContrast": lambda: ImageOps.autocontrast(img),
+        "Equalize": lambda: ImageOps.equalize(img),
+        "Invert": lambda: ImageOps.invert(img),
+        "Posterize": lambda: img if arg >= 8 else ImageOps.posterize(img, arg),
+        "Solarize": lambda: ImageOps.solarize(img, arg),
+        "SolarizeAdd": lambda: solarize_add(img, arg),
+        "Color": lambda: ImageEnhance.Color(img).enhance(arg),
+        "Contrast": lambda: ImageEnhance.Contrast(img).enhance(arg),
+        "Brightness": lambda: ImageEnhance.Brightness(img).enhance(arg),
+        "Sharpness": lambda: ImageEnhance.Sharpness(img).enhance(arg),
+        "Rotate": lambda: img.rotate(arg, resample=Image.BILINEAR, fillcolor=fill),
+        "ShearX": lambda: affine((1, arg, 0, 0, 1, 0)),
+        "ShearY": lambda: affine((1, 0, 0, arg, 1, 0)),
+        "TranslateX": lambda: affine((1, 0, arg, 0, 1, 0)),
+        "TranslateY": lambda: affine((1, 0, 0, 0, 1, arg)),
+    }[name]()
+
+
+def chw(img):
+    """A PIL image as float32 [C, H, W] pixels / 255."""
+    t = torch.tensor(list(img.getdata()), dtype=torch.float32) / 255
+    return (t.view(img.size[1], img.size[0], -1)).permute(2, 0, 1).contiguous()
+
+
+def write_pil_ops(out):
+    g = torch.Generator().manual_seed(11)
+    px = torch.randint(0, 256, (9, 11, 3), generator=g, dtype=torch.uint8)
+    px[2:5, 3:8] = torch.tensor([30, 200, 90], dtype=torch.uint8)  # a flat patch
+    rgb = Image.fromarray(px.numpy(), "RGB")
+    gray = Image.fromarray(px[:, :, 1].contiguous().numpy(), "L")
+    tensors = {"rgb": chw(rgb), "gray": chw(gray)}
+    for k, (name, arg) in enumerate(PIL_OPS):
+        tensors[f"rgb.{k}"] = chw(pil_op(rgb, name, arg))
+        tensors[f"gray.{k}"] = chw(pil_op(gray, name, arg))
+    path = os.path.join(out, "rand_augment_pil.safetensors")
+    import PIL
+    write_safetensors(path, tensors, {"ops": json.dumps(PIL_OPS), "fill": json.dumps(FILL), "pillow": PIL.__version__})
+    print("wrote", path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures"))
@@ -55,6 +138,7 @@ def main():
     path = os.path.join(args.out, "color_jitter.safetensors")
     write_safetensors(path, tensors, {"cases": json.dumps(CASES), "torchvision": __import__("torchvision").__version__})
     print("wrote", path)
+    write_pil_ops(args.out)
 
 
 if __name__ == "__main__":

@@ -144,7 +144,8 @@ nlohmann::json setting_value(const std::string& text) {
 // one is given, args.json keeps their value even when it is the default. resume.cpp reads a
 // missing one as a run recorded before them, with the old fill; a run given the default then
 // resumed with the old fill, other bits than the run uninterrupted.
-constexpr std::pair<const char*, const char*> kKeptWith[] = {{"aa-fill", "aa"}, {"crop-fill", "crop-pad"}};
+constexpr std::pair<const char*, const char*> kKeptWith[] = {
+    {"aa-fill", "aa"}, {"aa-ops", "aa"}, {"crop-fill", "crop-pad"}};
 
 // args.json's format, written into every new run beside the flags (not a flag: --resume
 // leaves it out): 2 since --aa reads timm's options after -nN (2026-12-06), 3 since --aa
@@ -487,6 +488,7 @@ void TrainCommand::note_flags_without_effect() const {
        F.pretrained.empty(),
        "the head trains on a randomly initialized backbone (no --pretrained)"},
       {{"--aa-fill"}, F.aug.aug.auto_augment.empty(), "no effect, RandAugment is off (--aa)"},
+      {{"--aa-ops"}, F.aug.aug.auto_augment.empty(), "no effect, RandAugment is off (--aa)"},
       {{"--force-color-jitter"},
        F.aug.aug.auto_augment.empty() || F.aug.color_jitter.empty(),
        "no effect, it keeps --color-jitter beside --aa and one is not given"},

@@ -168,6 +168,12 @@ void AugFlags::add_to(CLI::App& cmd) {
       ->check(CLI::IsMember({"mean", "gray"}))
       ->capture_default_str();
   cmd.add_option(
+         "--aa-ops", aug.aa_ops,
+         "RandAugment's ops: timm (timm's 15, as Pillow applies them; inc1 picks those growing with "
+         "the magnitude) or mild (vitcpp's 13 before 2026-12-06: no equalize, invert or solarize-add)")
+      ->check(CLI::IsMember({"timm", "mild"}))
+      ->capture_default_str();
+  cmd.add_option(
          "--color-jitter", color_jitter,
          "color jitter strength S (brightness, contrast and saturation by factors in [1-S, 1+S], in a "
          "random order; timm's, off by default), or B C S each")

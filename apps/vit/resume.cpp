@@ -175,6 +175,8 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   if (saved_has("--crop-pad") && !saved_has("--crop-fill")) out.insert(out.end(), {"--crop-fill", "mean"});
   // And those recorded before --aa-fill filled RandAugment's geometric ops with 0.5 gray.
   if (saved_has("--aa") && !saved_has("--aa-fill")) out.insert(out.end(), {"--aa-fill", "gray"});
+  // And those recorded before --aa-ops drew from vitcpp's mild ops.
+  if (saved_has("--aa") && !saved_has("--aa-ops")) out.insert(out.end(), {"--aa-ops", "mild"});
   // Runs recorded before args.json's version 2 read --aa as rand-mM-nN alone (anything after it
   // ignored, M up to 30 unclamped): the same, as today's parser takes it.
   const nlohmann::json recorded = read_args_json(dir);

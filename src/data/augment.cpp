@@ -8,6 +8,7 @@
 
 #include "core/rng.h"
 #include "data/image.h"
+#include "data/pil_ops.h"
 #include "vit/core/error.h"
 
 namespace vit {
@@ -20,6 +21,7 @@ void AugmentConfig::validate() const {
   VIT_CHECK(crop_fill == "black" || crop_fill == "mean", "--crop-fill: expected black or mean, got '",
             crop_fill, "'");
   VIT_CHECK(aa_fill == "mean" || aa_fill == "gray", "--aa-fill: expected mean or gray, got '", aa_fill, "'");
+  VIT_CHECK(aa_ops == "timm" || aa_ops == "mild", "--aa-ops: expected timm or mild, got '", aa_ops, "'");
   VIT_CHECK(hflip >= 0.f && hflip <= 1.f, "--hflip must be a probability");
   VIT_CHECK(vflip >= 0.f && vflip <= 1.f, "--vflip must be a probability");
   VIT_CHECK(reprob >= 0.f && reprob <= 1.f, "--reprob must be a probability");
@@ -57,8 +59,7 @@ RandAugmentSpec parse_rand_augment(const std::string& text) {
       VIT_CHECK(v <= 1, "--aa ", text, ": p (each op's probability) must be at most 1");
       s.p = float(v);
     } else if (key == "inc") {
-      // timm reads any inc value as true (bool of the text "0"): the ops that grow with the
-      // magnitude, the only ones vitcpp has.
+      s.increasing = true;  // timm reads any inc value as true (bool of the text "0")
     } else if (key == "w") {
       throw Error("--aa " + text +
                   ": w (op weights, which timm dropped too) is not implemented; every op is equally likely");
@@ -271,6 +272,42 @@ CropBox random_resized_box(Rng& rng, int64_t H, int64_t W, const AugmentConfig& 
   return {(H - h) / 2, (W - w) / 2, h, w};
 }
 
+namespace {
+
+// timm's RandAugment ops in its order (_RAND_TRANSFORMS; with inc, _RAND_INCREASING_TRANSFORMS:
+// the same ops, posterize, solarize and the four enhancements growing with the magnitude).
+constexpr PilOp kTimmOps[] = {PilOp::AutoContrast, PilOp::Equalize,   PilOp::Invert,      PilOp::Rotate,
+                              PilOp::Posterize,    PilOp::Solarize,   PilOp::SolarizeAdd, PilOp::Color,
+                              PilOp::Contrast,     PilOp::Brightness, PilOp::Sharpness,   PilOp::ShearX,
+                              PilOp::ShearY,       PilOp::TranslateX, PilOp::TranslateY};
+
+// An op's argument at magnitude m (0 to mmax) and the sign drawn for it, as timm's
+// LEVEL_TO_ARG computes it (the same order of operations, so the same doubles).
+double timm_op_arg(PilOp op, bool increasing, double m, double sign, int64_t H, int64_t W) {
+  const double level = m / 10.0;
+  switch (op) {
+    case PilOp::Rotate: return sign * (level * 30.0);
+    case PilOp::Posterize:  // bits kept: 0-4 growing with m, or 4-0 (inc)
+      return increasing ? 4 - int(level * 4) : int(level * 4);
+    case PilOp::Solarize:  // the threshold: 0-256, or 256-0 (inc)
+      return increasing ? 256 - int(level * 256) : int(level * 256);
+    case PilOp::SolarizeAdd: return int(level * 110);
+    case PilOp::Color:
+    case PilOp::Contrast:
+    case PilOp::Brightness:
+    case PilOp::Sharpness:  // the factor: 0.1-1.9, or 1 -+ 0.9 level held to 0.1 (inc)
+      return increasing ? std::max(0.1, 1.0 + sign * (level * 0.9)) : level * 1.8 + 0.1;
+    case PilOp::ShearX:
+    case PilOp::ShearY: return sign * (level * 0.3);
+    case PilOp::TranslateX:  // 45% of the side at magnitude 10, in pixels
+      return sign * (level * 0.45) * double(W);
+    case PilOp::TranslateY: return sign * (level * 0.45) * double(H);
+    default: return 0;
+  }
+}
+
+}  // namespace
+
 int64_t AugmentedDataset::get(int64_t i, float* image) const {
   const int64_t C = channels(), H = height(), W = width(), n = C * H * W;
   Rng rng(rng_key(seed_, uint64_t(epoch_), uint64_t(i)));
@@ -323,8 +360,12 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
     for (int64_t c = 0; c < C; ++c)  // to [0, 1]
       for (int64_t k = 0; k < H * W; ++k)
         image[c * H * W + k] = image[c * H * W + k] * cfg_.std[c] + cfg_.mean[c];
+    // timm's ops work on the 8-bit image Pillow holds; the mild ones on the values as they are.
+    const bool timm_ops = ra_n_ > 0 && cfg_.aa_ops == "timm";
+    if (timm_ops)
+      for (int64_t k = 0; k < n; ++k) image[k] = std::round(std::clamp(image[k], 0.f, 1.f) * 255.f) / 255.f;
     for (int64_t k = 0; k < ra_n_; ++k) {
-      const int op = int(rng.below(13));
+      const int op = int(rng.below(timm_ops ? std::size(kTimmOps) : 13));
       const bool apply = rng.uniform() < ra_.p;
       const float sign = rng.uniform() < 0.5 ? -1.f : 1.f;
       if (!apply) continue;
@@ -336,7 +377,11 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
       else if (ra_.mstd > 0.f)
         m = ra_.m + ra_.mstd * rng.normal();
       m = std::clamp(m, 0.0, double(ra_.mmax));
-      rand_augment_op(op, sign * (float(m) / 10.f), image, C, H, W, ra_fill_.data());
+      if (timm_ops)
+        pil_op(kTimmOps[op], timm_op_arg(kTimmOps[op], ra_.increasing, m, sign, H, W), image, C, H, W,
+               ra_fill_.data());
+      else
+        rand_augment_op(op, sign * (float(m) / 10.f), image, C, H, W, ra_fill_.data());
     }
     if (cfg_.color_jitter()) {  // after RandAugment, as timm orders them when both are on
       // The adjustments asked for (strength > 0), in a random order, each with its factor.

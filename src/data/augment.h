@@ -12,12 +12,16 @@
 //                  torchvision pads) or, with crop_fill "mean", the normalization's mean
 //   hflip > 0:     flip horizontally with this probability
 //   vflip > 0:     flip vertically with this probability (timm's --vflip)
-//   auto_augment:  RandAugment "rand-mM-nN": N ops drawn from identity, auto-contrast,
-//                  rotate, shear x/y, translate x/y, brightness, contrast, color,
-//                  solarize, posterize, sharpness; each applied with probability 0.5 at
-//                  magnitude M/10 with a random sign (timm's rand_augment_transform, its
-//                  string's other options too: RandAugmentSpec); the geometric ops fill
-//                  with the normalization's mean, as timm's create_transform
+//   auto_augment:  RandAugment "rand-mM-nN": N ops drawn from timm's 15 (auto-contrast,
+//                  equalize, invert, rotate, posterize, solarize, solarize-add, color,
+//                  contrast, brightness, sharpness, shear x/y, translate x/y; with inc1 the
+//                  set whose ops grow with M), each applied with probability 0.5 at
+//                  magnitude M, as Pillow on 8-bit pixels (data/pil_ops.h; timm's
+//                  rand_augment_transform, its string's other options too: RandAugmentSpec);
+//                  or, with aa_ops "mild", vitcpp's earlier 13 (identity, auto-contrast,
+//                  rotate, shear x/y, translate x/y, brightness, contrast, color, solarize,
+//                  posterize, sharpness, all growing with M, none inverting); the geometric
+//                  ops fill with the normalization's mean, as timm's create_transform
 //   color_jitter:  brightness, contrast and saturation in a random order, each by a factor
 //                  drawn uniformly from [max(0, 1 - s), 1 + s] for its strength s
 //                  (torchvision's ColorJitter without hue, as timm's --color-jitter builds it)
@@ -38,11 +42,12 @@ namespace vit {
 // m (magnitude, 0 to mmax; default 10), n (ops per image; 2), mstd (each op's magnitude drawn
 // from N(m, mstd), or uniformly from [0, m] above 100; 0), mmax (the magnitude's upper bound;
 // 10; 0 is 10, as timm), p (each op's probability; 0.5), inc (taken as timm takes it, any
-// value: vitcpp's ops are all ones that grow with the magnitude). Anything else (w, op
-// weights) is an error naming it: an option must not be ignored.
+// value, inc0 too, as timm's bool of the text: the ops that grow with the magnitude). Anything
+// else (w, op weights) is an error naming it: an option must not be ignored.
 struct RandAugmentSpec {
   float m = 10.f, mstd = 0.f, mmax = 10.f, p = 0.5f;
   int64_t n = 2;
+  bool increasing = false;
 };
 RandAugmentSpec parse_rand_augment(const std::string& text);
 
@@ -57,6 +62,9 @@ struct AugmentConfig {
   // What RandAugment's rotations, shears and translations fill with: "mean" (the
   // normalization's, as timm) or "gray" (0.5, what vitcpp filled with before 2026-12-04).
   std::string aa_fill = "mean";
+  // RandAugment's ops: "timm" (timm's sets, as Pillow applies them) or "mild" (vitcpp's set
+  // before 2026-12-06: no equalize, invert or solarize-add, all growing with the magnitude).
+  std::string aa_ops = "timm";
   // Color jitter strengths: brightness, contrast, saturation (timm --color-jitter).
   float jitter[3] = {0, 0, 0};
   float reprob = 0.f;            // random erasing probability (timm --reprob), per-pixel noise
@@ -77,7 +85,7 @@ struct AugmentConfig {
 void color_jitter(float* img, int64_t C, int64_t H, int64_t W, const int* order, int n,
                   const float factors[3]);
 
-// One RandAugment op (0 identity, 1 auto-contrast, 2 rotate, 3-4 shear x/y, 5-6 translate
+// One op of the "mild" set (0 identity, 1 auto-contrast, 2 rotate, 3-4 shear x/y, 5-6 translate
 // x/y, 7 brightness, 8 contrast, 9 color, 10 solarize, 11 posterize, 12 sharpness) on a
 // [C, H, W] image in [0, 1], at signed magnitude m (M/10 of rand-mM); the geometric ops fill
 // what comes from outside channel c with fill[c].

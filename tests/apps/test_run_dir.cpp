@@ -394,6 +394,12 @@ TEST(RunDir, AnOlderRunWithRandAugmentResumesWithTheGrayFill) {
                                         "gray");
 }
 
+// --aa-ops came when RandAugment took timm's ops: older runs drew from vitcpp's mild ones.
+TEST(RunDir, AnOlderRunWithRandAugmentResumesWithTheMildOps) {
+  expect_an_older_run_resumes_as_before("run_aa_ops", "--aa rand-m9-n2 --log-every 0 --epochs 1", "aa-ops",
+                                        "mild");
+}
+
 // --aa leaves --color-jitter out, as timm's train.py (since args.json's version 3): such a run
 // trains as --aa alone, --force-color-jitter keeps the jitter, and a run recorded before,
 // which jittered, resumes jittering.
@@ -459,6 +465,7 @@ TEST(RunDir, ARunWithTheDefaultFillsResumesWithThem) {
   ASSERT_EQ(run(kTrain + flags + given + " --aa-fill mean --crop-fill black").code, 0);
   const auto settings = nlohmann::json::parse(vit::read_text_file(now + "/args.json"));
   EXPECT_EQ(settings.value("aa-fill", ""), "mean") << settings.dump();
+  EXPECT_EQ(settings.value("aa-ops", ""), "timm") << settings.dump();
   EXPECT_EQ(settings.value("crop-fill", ""), "black") << settings.dump();
   EXPECT_TRUE(resumed_alike(given, now)) << "the run with the default fills resumed with others";
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
@@ -19,6 +20,7 @@
 #include "data/cifar.h"
 #include "data/idx.h"
 #include "data/open.h"
+#include "data/pil_ops.h"
 #include "data/prefetch.h"
 #include "io/safetensors.h"
 #include "support/check.h"
@@ -386,6 +388,57 @@ TEST(Augment, ColorJitterIsTorchvisionsAdjustments) {
     }
 }
 
+// timm's RandAugment ops against Pillow 9 (tools/make_augment_fixtures.py): each op at a few
+// arguments on an RGB and an L image of 8-bit pixels, compared in 8-bit steps. Pillow's LUTs,
+// blends, 3x3 filter and bilinear affine sampling truncate and round where vitcpp does, so
+// every pixel must match exactly.
+TEST(Augment, RandAugmentOpsArePillows) {
+  const SafeTensors fx = SafeTensors::open(std::string(VIT_FIXTURE_DIR) + "/rand_augment_pil.safetensors");
+  const auto ops = nlohmann::json::parse(fx.metadata().at("ops"));
+  const auto fill8 = nlohmann::json::parse(fx.metadata().at("fill"));
+  const std::map<std::string, PilOp> names = {{"AutoContrast", PilOp::AutoContrast},
+                                              {"Equalize", PilOp::Equalize},
+                                              {"Invert", PilOp::Invert},
+                                              {"Rotate", PilOp::Rotate},
+                                              {"Posterize", PilOp::Posterize},
+                                              {"Solarize", PilOp::Solarize},
+                                              {"SolarizeAdd", PilOp::SolarizeAdd},
+                                              {"Color", PilOp::Color},
+                                              {"Contrast", PilOp::Contrast},
+                                              {"Brightness", PilOp::Brightness},
+                                              {"Sharpness", PilOp::Sharpness},
+                                              {"ShearX", PilOp::ShearX},
+                                              {"ShearY", PilOp::ShearY},
+                                              {"TranslateX", PilOp::TranslateX},
+                                              {"TranslateY", PilOp::TranslateY}};
+  ASSERT_EQ(ops.size(), 35u);
+  std::set<std::string> seen;
+  for (size_t k = 0; k < ops.size(); ++k)
+    for (const std::string image : {"rgb", "gray"}) {
+      const std::string name = ops[k][0].get<std::string>();
+      seen.insert(name);
+      const double arg = ops[k][1].get<double>();
+      std::vector<float> img = fx.to_float(image);
+      const std::vector<float> want = fx.to_float(image + "." + std::to_string(k));
+      const int64_t C = image == "rgb" ? 3 : 1;
+      float fill[3];
+      for (int c = 0; c < 3; ++c) fill[c] = fill8[size_t(c)].get<float>() / 255.f;
+      pil_op(names.at(name), arg, img.data(), C, 9, 11, fill);
+      ASSERT_EQ(img.size(), want.size());
+      int worst = 0, differ = 0;
+      size_t at = 0;
+      for (size_t i = 0; i < img.size(); ++i) {
+        const int d = std::abs(int(std::lround(img[i] * 255.f)) - int(std::lround(want[i] * 255.f)));
+        differ += d != 0;
+        if (d > worst) worst = d, at = i;
+      }
+      EXPECT_EQ(worst, 0) << name << "(" << arg << ") on " << image << ": " << differ << " of " << img.size()
+                          << " pixels differ, the worst by " << worst << "/255 at " << at << " (vitcpp "
+                          << img[at] * 255.f << ", Pillow " << want[at] * 255.f << ")";
+    }
+  EXPECT_EQ(seen.size(), names.size()) << "every op is checked";
+}
+
 // In the dataset: the factors are drawn from [1 - S, 1 + S] per sample and epoch, the same
 // on a second read; S = 0 for an adjustment leaves it out.
 TEST(Augment, ColorJitterDrawsPerSampleAndKeepsItsDraws) {
@@ -456,7 +509,11 @@ TEST(Augment, RandAugmentFillsWithTheMeanAsTimm) {
   const auto [filled, grayed] = fills();
   EXPECT_GT(filled, 0);
   EXPECT_EQ(grayed, 0);
-  ra.aa_fill = "gray";  // the fill of runs recorded before 2026-12-04
+  ra.aa_ops = "mild";  // the mild ops fill so too
+  const auto [filled_mild, grayed_mild] = fills();
+  EXPECT_GT(filled_mild, 0);
+  EXPECT_EQ(grayed_mild, 0);
+  ra.aa_fill = "gray";  // the fill of runs recorded before 2026-12-04 (with the mild ops)
   const auto [filled_old, grayed_old] = fills();
   EXPECT_EQ(filled_old, 0);
   EXPECT_GT(grayed_old, 0);
@@ -512,6 +569,36 @@ TEST(Augment, ResizedCropErasingAndRandAugment) {
             std::string::npos);
 }
 
+// The default ops are timm's: one op in every image (n1, p1) on a ramp, drawn from timm's 15,
+// inverts some images (1 - v), as timm's Invert; the mild set has no such op.
+TEST(Augment, RandAugmentDrawsTimmsOpsOrTheMildOnes) {
+  Ramp base;
+  for (const std::string ops : {"timm", "mild"}) {
+    AugmentConfig c;
+    c.auto_augment = "rand-m9-n1-p1";
+    c.aa_ops = ops;
+    c.mean = {0.f};
+    c.std = {1.f / 255.f};  // the ramp's 1..24 are 8-bit pixels
+    AugmentedDataset d(base, c, 5);
+    std::vector<float> x(24);
+    int inverted = 0;
+    for (int64_t i = 0; i < 64; ++i) {
+      d.get(i, x.data());
+      bool all = true;
+      for (int k = 0; k < 24; ++k) all = all && std::fabs(x[size_t(k)] - float(255 - (k + 1))) < 1e-3f;
+      inverted += all;
+    }
+    if (ops == "timm")
+      EXPECT_GT(inverted, 0) << "no image of 64 inverted: is Invert among the ops?";
+    else
+      EXPECT_EQ(inverted, 0);
+  }
+  AugmentConfig bad;
+  bad.aa_ops = "weak";
+  EXPECT_NE(test::error_of([&] { bad.validate(); }).find("--aa-ops: expected timm or mild, got 'weak'"),
+            std::string::npos);
+}
+
 // timm's RandAugment options: each changes the images as it says, the defaults written out
 // change nothing, and an option vitcpp does not implement is an error, never ignored.
 TEST(Augment, RandAugmentTakesTimmsOptionsAndRefusesOthers) {
@@ -536,9 +623,11 @@ TEST(Augment, RandAugmentTakesTimmsOptionsAndRefusesOthers) {
     EXPECT_NE(test::error_of([&] { parse_rand_augment(text); }).find(error), std::string::npos) << text;
 
   Ramp base;
+  bool mild = false;
   auto images = [&](const std::string& aa) {
     AugmentConfig c;
     c.auto_augment = aa;
+    c.aa_ops = mild ? "mild" : "timm";
     c.mean = {0.f};
     c.std = {1.f / 30.f};
     AugmentedDataset d(base, c, 3);
@@ -547,8 +636,10 @@ TEST(Augment, RandAugmentTakesTimmsOptionsAndRefusesOthers) {
     return all;
   };
   const std::vector<float> plain = images("rand-m9-n2");
-  EXPECT_EQ(images("rand-m9-n2-p0.5-mmax10-inc1-mstd0"), plain);
-  EXPECT_EQ(images("rand-m9-n2-inc0"), plain);  // timm takes any inc value as true
+  EXPECT_EQ(images("rand-m9-n2-p0.5-mmax10-inc0-mstd0"), images("rand-m9-n2-inc1"));
+  EXPECT_NE(images("rand-m9-n2-inc1"), plain);                    // the increasing set
+  EXPECT_TRUE(parse_rand_augment("rand-m9-n2-inc0").increasing);  // timm takes any inc value as true
+  EXPECT_FALSE(parse_rand_augment("rand-m9-n2").increasing);
   // Past magnitude 10 (mmax above it) the enhance factor stops at 0.1, as timm's: brightness
   // at -20 scales by 0.1, not by 1 - 0.9 * 2 = -0.8.
   float px[4] = {0.5f, 0.5f, 0.5f, 0.5f};
@@ -563,8 +654,17 @@ TEST(Augment, RandAugmentTakesTimmsOptionsAndRefusesOthers) {
   EXPECT_EQ(images("rand-m9-n2-p0"), images("rand-m0-n2-p0"));  // p 0: no op applies
   std::vector<float> untouched(8 * 24);
   for (int64_t i = 0; i < 8; ++i) base.get(i, untouched.data() + i * 24);
-  const std::vector<float> p0 = images("rand-m9-n2-p0");  // through [0, 1] and back: rounding only
-  for (size_t i = 0; i < p0.size(); ++i) EXPECT_NEAR(p0[i], untouched[i], 1e-5f) << i;
+  // Through [0, 1] and back: timm's ops see 8-bit pixels, so the ramp's values k / 30 move to
+  // the nearest of 255 steps (half a step is 15 / 255 here); the mild ones round in float only.
+  const std::vector<float> p0 = images("rand-m9-n2-p0");
+  for (size_t i = 0; i < p0.size(); ++i) {
+    EXPECT_NEAR(p0[i], untouched[i], 15.f / 255.f + 1e-5f) << i;
+    EXPECT_NEAR(p0[i] / 30.f * 255.f, std::round(untouched[i] / 30.f * 255.f), 1e-3f) << i;
+  }
+  mild = true;
+  const std::vector<float> p0_mild = images("rand-m9-n2-p0");
+  for (size_t i = 0; i < p0_mild.size(); ++i) EXPECT_NEAR(p0_mild[i], untouched[i], 1e-5f) << i;
+  EXPECT_NE(images("rand-m9-n2"), plain);  // another set of ops
 }
 
 }  // namespace vit

@@ -1,0 +1,221 @@
+#include "data/pil_ops.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <vector>
+
+namespace vit {
+namespace {
+
+using Lut = std::array<uint8_t, 256>;
+
+// The image as 8-bit planes (a buffer per thread, reused: the ops run per sample) and back.
+std::vector<uint8_t>& to_bytes(const float* img, int64_t n) {
+  thread_local std::vector<uint8_t> q;
+  q.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) q[size_t(i)] = uint8_t(std::lround(std::clamp(img[i], 0.f, 1.f) * 255.f));
+  return q;
+}
+void from_bytes(const std::vector<uint8_t>& q, float* img) {
+  for (size_t i = 0; i < q.size(); ++i) img[i] = float(q[i]) / 255.f;
+}
+
+void apply_lut(float* img, int64_t C, int64_t HW, const std::vector<Lut>& luts) {
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = 0; i < HW; ++i) {
+      const auto q = uint8_t(std::lround(std::clamp(img[c * HW + i], 0.f, 1.f) * 255.f));
+      img[c * HW + i] = float(luts[size_t(c)][q]) / 255.f;
+    }
+}
+
+std::vector<Lut> same_lut(int64_t C, auto f) {
+  Lut l;
+  for (int i = 0; i < 256; ++i) l[size_t(i)] = uint8_t(std::clamp(f(i), 0, 255));
+  return std::vector<Lut>(size_t(C), l);
+}
+
+// Per channel: the histogram's LUT (autocontrast or equalize).
+std::vector<Lut> histogram_luts(const std::vector<uint8_t>& q, int64_t C, int64_t HW, bool equalize) {
+  std::vector<Lut> luts(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    std::array<int64_t, 256> h{};
+    for (int64_t i = 0; i < HW; ++i) ++h[q[size_t(c * HW + i)]];
+    Lut& l = luts[size_t(c)];
+    for (int i = 0; i < 256; ++i) l[size_t(i)] = uint8_t(i);
+    int lo = 0, hi = 255;
+    while (lo < 256 && h[size_t(lo)] == 0) ++lo;
+    while (hi >= 0 && h[size_t(hi)] == 0) --hi;
+    if (hi <= lo) continue;  // one value: left as it is (both)
+    if (!equalize) {
+      // ImageOps.autocontrast(cutoff=0): int(i * scale + offset), clipped.
+      const double scale = 255.0 / double(hi - lo), offset = -lo * scale;
+      for (int i = 0; i < 256; ++i)
+        l[size_t(i)] = uint8_t(std::clamp(int(double(i) * scale + offset), 0, 255));
+      continue;
+    }
+    // ImageOps.equalize: a step of (pixels - the last value's count) / 255.
+    int64_t total = 0;
+    for (int64_t v : h) total += v;
+    const int64_t step = (total - h[size_t(hi)]) / 255;
+    if (step == 0) continue;
+    int64_t n = step / 2;
+    for (int i = 0; i < 256; ++i) {
+      l[size_t(i)] = uint8_t(std::min<int64_t>(255, n / step));
+      n += h[size_t(i)];
+    }
+  }
+  return luts;
+}
+
+// Image.blend(degenerate, image, alpha) of one pixel: float arithmetic truncated, clipped.
+uint8_t blend(uint8_t degenerate, uint8_t pixel, float alpha) {
+  const float t = float(int(degenerate)) + alpha * float(int(pixel) - int(degenerate));
+  return t <= 0.f ? 0 : t >= 255.f ? 255 : uint8_t(t);
+}
+
+// Pillow's RGB -> L: (299 R + 587 G + 114 B) / 1000 in 16-bit fixed point, rounded.
+uint8_t luma(uint8_t r, uint8_t g, uint8_t b) {
+  return uint8_t((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16);
+}
+
+// ImageFilter.SMOOTH (3x3: 1 around, 5 in the centre, / 13), edges copied, as Pillow's 3x3 filter.
+void smooth(const std::vector<uint8_t>& q, int64_t C, int64_t H, int64_t W, std::vector<uint8_t>& out) {
+  out = q;
+  const float k1 = 1.f / 13.f, k5 = 5.f / 13.f;
+  for (int64_t c = 0; c < C; ++c) {
+    const uint8_t* p = q.data() + c * H * W;
+    auto row = [&](int64_t y, int64_t x, float mid) {
+      const uint8_t* r = p + y * W;
+      return float(r[x - 1]) * k1 + float(r[x]) * mid + float(r[x + 1]) * k1;
+    };
+    for (int64_t y = 1; y + 1 < H; ++y)
+      for (int64_t x = 1; x + 1 < W; ++x) {
+        float ss = 0.5f;  // rounds
+        ss += row(y + 1, x, k1);
+        ss += row(y, x, k5);
+        ss += row(y - 1, x, k1);
+        out[size_t((c * H + y) * W + x)] = ss <= 0.f ? 0 : ss >= 255.f ? 255 : uint8_t(ss);
+      }
+  }
+}
+
+// Image.transform(AFFINE, (a, b, c, d, e, f), BILINEAR, fillcolor): the output pixel x, y
+// samples the input at (a (x + .5) + b (y + .5) + c, d (x + .5) + e (y + .5) + f).
+void affine(const double* m, float* img, int64_t C, int64_t H, int64_t W, const float* fill) {
+  const std::vector<uint8_t>& q = to_bytes(img, C * H * W);
+  for (int64_t y = 0; y < H; ++y)
+    for (int64_t x = 0; x < W; ++x) {
+      double xin = m[0] * (double(x) + 0.5) + m[1] * (double(y) + 0.5) + m[2];
+      double yin = m[3] * (double(x) + 0.5) + m[4] * (double(y) + 0.5) + m[5];
+      if (xin < 0.0 || xin >= double(W) || yin < 0.0 || yin >= double(H)) {
+        for (int64_t c = 0; c < C; ++c) img[(c * H + y) * W + x] = std::round(fill[c] * 255.f) / 255.f;
+        continue;
+      }
+      xin -= 0.5;
+      yin -= 0.5;
+      const auto x0 = int64_t(std::floor(xin)), y0 = int64_t(std::floor(yin));
+      const double dx = xin - double(x0), dy = yin - double(y0);
+      const int64_t xa = std::clamp<int64_t>(x0, 0, W - 1), xb = std::clamp<int64_t>(x0 + 1, 0, W - 1);
+      const int64_t ya = std::clamp<int64_t>(y0, 0, H - 1);
+      const bool below = y0 + 1 >= 0 && y0 + 1 < H;
+      for (int64_t c = 0; c < C; ++c) {
+        const uint8_t* p = q.data() + c * H * W;
+        const double a = p[ya * W + xa], b = p[ya * W + xb];
+        const double v1 = a + (b - a) * dx;
+        double v2 = v1;
+        if (below) {
+          const double a2 = p[(y0 + 1) * W + xa], b2 = p[(y0 + 1) * W + xb];
+          v2 = a2 + (b2 - a2) * dx;
+        }
+        img[(c * H + y) * W + x] = float(uint8_t(v1 + (v2 - v1) * dy)) / 255.f;
+      }
+    }
+}
+
+}  // namespace
+
+void pil_op(PilOp op, double arg, float* img, int64_t C, int64_t H, int64_t W, const float* fill) {
+  const int64_t HW = H * W;
+  switch (op) {
+    case PilOp::AutoContrast:
+    case PilOp::Equalize:
+      apply_lut(img, C, HW, histogram_luts(to_bytes(img, C * HW), C, HW, op == PilOp::Equalize));
+      return;
+    case PilOp::Invert: apply_lut(img, C, HW, same_lut(C, [](int i) { return 255 - i; })); return;
+    case PilOp::Posterize: {
+      const int bits = int(arg);
+      if (bits >= 8) return;  // timm's posterize: the image as it is
+      const int mask = ~((1 << (8 - std::max(bits, 0))) - 1);
+      apply_lut(img, C, HW, same_lut(C, [&](int i) { return i & mask; }));
+      return;
+    }
+    case PilOp::Solarize:
+      apply_lut(img, C, HW, same_lut(C, [&](int i) { return double(i) < arg ? i : 255 - i; }));
+      return;
+    case PilOp::SolarizeAdd:
+      apply_lut(img, C, HW, same_lut(C, [&](int i) { return i < 128 ? std::min(255, i + int(arg)) : i; }));
+      return;
+    case PilOp::Color:
+    case PilOp::Contrast:
+    case PilOp::Brightness:
+    case PilOp::Sharpness: {
+      std::vector<uint8_t>& q = to_bytes(img, C * HW);
+      thread_local std::vector<uint8_t> d;  // the degenerate image; black for brightness
+      d.assign(q.size(), 0);
+      if (op == PilOp::Sharpness) {
+        smooth(q, C, H, W, d);
+      } else if (op == PilOp::Color) {
+        if (C == 3)
+          for (int64_t i = 0; i < HW; ++i)
+            d[size_t(i)] = d[size_t(HW + i)] = d[size_t(2 * HW + i)] =
+                luma(q[size_t(i)], q[size_t(HW + i)], q[size_t(2 * HW + i)]);
+        else
+          d = q;  // no color to take away
+      } else if (op == PilOp::Contrast) {
+        double sum = 0;
+        for (int64_t i = 0; i < HW; ++i)
+          sum += C == 3 ? luma(q[size_t(i)], q[size_t(HW + i)], q[size_t(2 * HW + i)]) : q[size_t(i)];
+        std::fill(d.begin(), d.end(), uint8_t(int(sum / double(HW) + 0.5)));
+      }
+      const auto alpha = float(arg);
+      for (size_t i = 0; i < q.size(); ++i) q[i] = blend(d[i], q[i], alpha);
+      from_bytes(q, img);
+      return;
+    }
+    case PilOp::Rotate: {
+      // Image.rotate: the angle taken modulo 360 as Python's %, then the inverse map about the centre.
+      double deg = std::fmod(arg, 360.0);
+      if (deg < 0) deg += 360.0;
+      if (deg == 0.0) return;
+      const double a = -deg * M_PI / 180.0, cx = double(W) / 2.0, cy = double(H) / 2.0;
+      double m[6] = {std::cos(a), std::sin(a), 0.0, -std::sin(a), std::cos(a), 0.0};
+      m[2] = m[0] * -cx + m[1] * -cy + cx;
+      m[5] = m[3] * -cx + m[4] * -cy + cy;
+      affine(m, img, C, H, W, fill);
+      return;
+    }
+    case PilOp::ShearX: {
+      const double m[6] = {1, arg, 0, 0, 1, 0};
+      affine(m, img, C, H, W, fill);
+      return;
+    }
+    case PilOp::ShearY: {
+      const double m[6] = {1, 0, 0, arg, 1, 0};
+      affine(m, img, C, H, W, fill);
+      return;
+    }
+    case PilOp::TranslateX: {
+      const double m[6] = {1, 0, arg, 0, 1, 0};
+      affine(m, img, C, H, W, fill);
+      return;
+    }
+    case PilOp::TranslateY: {
+      const double m[6] = {1, 0, 0, 0, 1, arg};
+      affine(m, img, C, H, W, fill);
+      return;
+    }
+  }
+}
+
+}  // namespace vit
