@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "io/onnx_export.h"
 #include "model_flags.h"
+#include "outputs.h"
 #include "vit/core/error.h"
 
 namespace vit::app {
@@ -35,11 +36,20 @@ Run add_export(CLI::App& cmd) {
          "or int8 for a vit quantize checkpoint")
       ->check(CLI::IsMember({"fp32", "int8"}));
   return [f] {
-    const Pretrained p = f->load.load();
     const auto dir = std::filesystem::path(f->out);
+    VIT_CHECK(!f->out.empty(), "--out: empty; name the ", f->format == "onnx" ? "file" : "directory",
+              " to write");
+    VIT_CHECK(f->format != "onnx" || !dir.filename().empty(), "--out ", f->out,
+              ": a directory name; --format onnx writes one file (e.g. --out ", (dir / "model.onnx").string(),
+              ")");
     VIT_CHECK(f->dtype != "int8" || f->format == "onnx",
               "--dtype int8: for --format onnx (timm and Hugging Face ",
               "hold fp32 weights; vit quantize writes an int8 checkpoint)");
+    const Pretrained p = f->load.load();
+    // The file written must not be the one read: --out RUN/best.safetensors, or a timm
+    // directory exported onto itself, would replace the weights.
+    check_outputs({{"--out", f->format == "onnx" ? f->out : (dir / "model.safetensors").string()}},
+                  {p.file, f->load.labels});
     if (f->format == "onnx") {
       create_parent_folder(f->out);
       // As every command runs a vit quantize file: in int8 unless --dtype says otherwise.

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "io/checkpoint.h"
 #include "model_flags.h"
+#include "outputs.h"
 #include "vit/core/error.h"
 
 namespace vit::app {
@@ -45,6 +46,7 @@ Run add_quantize(CLI::App& cmd) {
         ": vit quantize writes a safetensors checkpoint; an int8 ONNX graph is vit export --format onnx "
         "--dtype int8");
     const Pretrained loaded = f->load.load();
+    check_outputs({{"--out", f->out}}, {loaded.file, f->load.labels});  // never the checkpoint read
     const ViT& model = *loaded.model;
     std::map<std::string, std::string> meta;
     if (!loaded.class_names.empty()) meta["class_names"] = nlohmann::json(loaded.class_names).dump();

@@ -41,6 +41,13 @@ uint64_t header_length(std::string_view first, uint64_t file_size, const std::st
             ": a PyTorch pickle (torch.save's .pth or .bin), not safetensors: vitcpp reads safetensors "
             "(convert it with safetensors.torch.save_file, or from Python: "
             "model.load_state_dict(torch.load(path)))");
+  // So does an ONNX model (vit export's): a protobuf ModelProto opens with ir_version (field 1,
+  // a varint: 0x08 n) and producer_name (field 2: 0x12).
+  const bool onnx = (first[0] == '\x08' && first[2] == '\x12') ||
+                    (path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0);
+  VIT_CHECK(!onnx || (hlen <= kMaxHeader && hlen <= file_size - 8), path,
+            ": an ONNX model, not safetensors: vitcpp reads safetensors checkpoints (give the checkpoint it "
+            "was exported from; ONNX Runtime runs this file)");
   VIT_CHECK(hlen <= kMaxHeader, path, ": header length ", hlen, " is implausible (over 100 MiB)");
   VIT_CHECK(hlen <= file_size - 8, path, ": header length ", hlen, " runs past the end of the file (",
             file_size, " bytes): truncated?");

@@ -78,4 +78,36 @@ TEST(CliExport, WhatAFormatCannotHoldIsAOneLineError) {
   EXPECT_NE(r.out.find("keras"), std::string::npos) << r.out;
 }
 
+// The file written is never the one read: ONNX onto the checkpoint, timm onto its own
+// directory and vit quantize onto its input are refused, the weights untouched; an --out
+// that names no file is refused before any folder is made.
+TEST(CliExport, AnOutputThatIsTheInputIsRefused) {
+  vit::test::TempDir tmp("clixself");
+  vit::ViT m(vit::preset("mnist-seed"));
+  const std::string ck = tmp / "best.safetensors";
+  vit::save_checkpoint(ck, m, {});
+  const std::string before = vit::read_text_file(ck);
+  for (const std::string& cmd : {"export --format onnx --checkpoint " + ck + " --out " + ck,
+                                 "quantize --checkpoint " + ck + " --out " + ck}) {
+    const Result r = run(cmd);
+    EXPECT_NE(r.code, 0) << cmd;
+    EXPECT_NE(r.out.find("--out " + ck + ": the command reads that file"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(vit::read_text_file(ck), before);
+  Result r = run("export --checkpoint " + ck + " --out " + (tmp / "timm"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string timm = vit::read_text_file(tmp / "timm/model.safetensors");
+  r = run("export --checkpoint " + (tmp / "timm") + " --out " + (tmp / "timm"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("the command reads that file"), std::string::npos) << r.out;
+  EXPECT_EQ(vit::read_text_file(tmp / "timm/model.safetensors"), timm);
+  r = run("export --format onnx --checkpoint " + ck + " --out " + (tmp / "new/"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("a directory name; --format onnx writes one file"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "new"));
+  r = run("export --format onnx --checkpoint " + ck + " --out ''");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--out: empty"), std::string::npos) << r.out;
+}
+
 }  // namespace

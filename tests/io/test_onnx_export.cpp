@@ -171,6 +171,25 @@ TEST(OnnxExport, EveryVariantPassesOnnxsChecker) {
   }
 }
 
+// The preprocessing travels in the file's metadata under timm's pretrained_cfg names, the
+// crop included (without it a reader resizes as another model), floats as written.
+TEST(OnnxExport, MetadataHoldsThePreprocessing) {
+  test::TempDir tmp("onnxmeta");
+  ViTConfig c = test::tiny_vit();
+  c.mean = {0.485f, 0.456f};
+  c.std = {0.229f, 0.224f};
+  c.crop_pct = 0.875;
+  c.crop_mode = "center";
+  ViT m(c);
+  m.init_weights(7);
+  export_onnx(m, tmp / "m.onnx", {});
+  const std::string bytes = read_text_file(tmp / "m.onnx");
+  for (const char* want :
+       {"[0.485,0.456]", "[0.229,0.224]", "crop_pct", "0.875", "crop_mode", "center"})
+    EXPECT_NE(bytes.find(want), std::string::npos) << want;
+  EXPECT_EQ(bytes.find("0.48500001"), std::string::npos);
+}
+
 TEST(OnnxExport, CheckerRejectsAFileThatIsNotOnnx) {
   test::TempDir tmp("notonnx");
   write_file_atomic(tmp / "x.onnx", std::string("\x0a\xff\xff garbage", 12));

@@ -180,6 +180,15 @@ INSTANTIATE_TEST_SUITE_P(
               return std::vector<char>(f.begin(), f.end());
             },
             "a PyTorch pickle (torch.save's .pth or .bin), not safetensors"},
+        Bad{"an ONNX model",  // ir_version 8, then producer_name "pytorch", as torch.onnx writes
+            [] {
+              std::string f =
+                  "\x08\x08\x12\x07pytorch\x1a\x06"
+                  "1.13.1";
+              f += std::string(400, 'z');
+              return std::vector<char>(f.begin(), f.end());
+            },
+            "an ONNX model, not safetensors"},
         Bad{"truncated data",
             [] {
               auto f = make_file(kGood, 8);

@@ -34,6 +34,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/decimal.h"
 #include "core/file.h"
 #include "io/checkpoint.h"  // int8_stored
 #include "io/onnx_export.h"
@@ -464,9 +465,17 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
   using json = nlohmann::json;
   add_metadata(m, "vitcpp_config", c.to_json(-1));
   add_metadata(m, "input_size", json({c.in_chans, c.img_h, c.img_w}).dump());
-  add_metadata(m, "mean", json(c.mean).dump());
-  add_metadata(m, "std", json(c.std).dump());
+  // timm's pretrained_cfg keys, floats as their shortest decimal (0.485, not 0.48500001430511475).
+  auto decimals = [](const std::vector<float>& v) {
+    json out = json::array();
+    for (float f : v) out.push_back(shortest_decimal(f));
+    return out.dump();
+  };
+  add_metadata(m, "mean", decimals(c.mean));
+  add_metadata(m, "std", decimals(c.std));
   add_metadata(m, "interpolation", c.interpolation);
+  add_metadata(m, "crop_pct", json(c.crop_pct).dump());
+  add_metadata(m, "crop_mode", c.crop_mode);
   if (!class_names.empty()) add_metadata(m, "class_names", json(class_names).dump());
   if (int8)
     add_metadata(m, "quantization",
