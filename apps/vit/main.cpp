@@ -5,7 +5,10 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -185,7 +188,30 @@ void default_to_short_spinning(char** argv) {
 }
 }  // namespace
 
+namespace {
+int run_vit(int argc, char** argv);
+
+// Results go to stdout (predict, eval --json, bench --json, --help): a write that failed (a
+// full disk) must not end in success, as coreutils and Python say.
+int check_stdout(int code) {
+  std::cout.flush();
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout) return code;
+  // errno from the write that failed, if nothing since set another (a write's own errors only).
+  const int err = errno;
+  const bool write_error = err == ENOSPC || err == EIO || err == EPIPE || err == EDQUOT || err == EFBIG;
+  if (code == 0)
+    vit::print_error_line(std::string("vit: error: writing standard output: ") +
+                          (write_error ? std::strerror(err) : "a write failed"));
+  return code ? code : 1;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
+  return check_stdout(run_vit(argc, argv));
+}
+
+namespace {
+int run_vit(int argc, char** argv) {
   default_to_short_spinning(argv);
   CLI::App app{"vit: Vision Transformers in C++ (train, eval, predict)", "vit"};
   app.require_subcommand(1);
@@ -277,3 +303,4 @@ int main(int argc, char** argv) {
   vit::finalize_world();
   return code;
 }
+}  // namespace

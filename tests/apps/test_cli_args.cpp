@@ -12,6 +12,8 @@
 
 #include "core/file.h"
 #include "data/image.h"
+#include "io/checkpoint.h"
+#include "model/vit.h"
 #include "support/run_vit.h"
 #include "support/temp_dir.h"
 
@@ -35,6 +37,23 @@ std::string tiny_run(const vit::test::TempDir& tmp) {
 }  // namespace
 
 // --recipe=NAME was ignored: the run trained the default model with no word.
+// Results on stdout that could not be written (a full disk: /dev/full) end in an error and a
+// non-zero exit, as coreutils' and Python's do; they ended in 0, the results lost.
+TEST(CliArgs, AFailedWriteToStdoutIsAnError) {
+  vit::test::TempDir tmp("cli_full");
+  vit::save_checkpoint(tmp / "m.safetensors", vit::ViT(vit::preset("mnist-seed")), {});
+  for (const std::string& args :
+       {std::string("--version"),
+        "predict --checkpoint " + (tmp / "m.safetensors") + " --json " + VIT_FIXTURE_DIR + "/digit_7.png"}) {
+    const std::string err = tmp / "err";
+    const int status = std::system((std::string(VIT_BINARY) + " " + args + " >/dev/full 2>" + err).c_str());
+    EXPECT_EQ(WEXITSTATUS(status), 1) << args;
+    EXPECT_NE(vit::read_text_file(err).find("vit: error: writing standard output: No space left on device"),
+              std::string::npos)
+        << args << ": " << vit::read_text_file(err);
+  }
+}
+
 TEST(CliArgs, RecipeWithAnEqualsSignIsTheRecipe) {
   vit::test::TempDir tmp("args_recipe");
   const std::string dir = tmp / "run";
