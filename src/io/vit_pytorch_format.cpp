@@ -4,8 +4,9 @@
 //
 //   to_patch_embedding.{1,2,3}    LayerNorm(patch_dim), Linear(patch_dim, dim), LayerNorm(dim):
 //                                 a patch flattened as (row, column, channel)
-//   pos_embedding [1, n+1, dim], cls_token [1, 1, dim] (today's version with pool='mean':
-//                                 [1, n, dim] and [1, 0, dim], no class token)
+//   pos_embedding [1, n+1, dim], cls_token [1, 1, dim] (with pool='mean': [1, n, dim] and
+//                                 [1, 0, dim], no class token; since 1.16.1 both without
+//                                 the leading 1)
 //   transformer.layers.i.0        Attention: norm, to_qkv (no bias), to_out.0 (absent when
 //                                 heads == 1 and dim_head == dim)
 //   transformer.layers.i.1.net    FeedForward: 0 LayerNorm, 1 Linear, 4 Linear
@@ -61,6 +62,13 @@ struct Reader {
   Shape shape(const std::string& name) const {
     const TensorInfo* t = st.find(name);
     return t ? t->shape : Shape{};
+  }
+  // cls_token and pos_embedding as [1, rows, dim]: vit-pytorch 1.16.1 (2025-11-27) and later
+  // store them without the leading 1 ([rows, dim]); the values are the same.
+  Shape token_shape(const std::string& name) const {
+    Shape s = shape(name);
+    if (s.size() == 2) s.insert(s.begin(), 1);
+    return s;
   }
   int64_t integer(const char* key, int64_t fallback) const {
     const json* v = field(args, key);
@@ -142,11 +150,11 @@ void Reader::read_geometry() {
   VIT_CHECK(!simple || (field(args, "image_size") && field(args, "patch_size")),
             "a SimpleViT's state dict does not say the image and patch size (its position table is "
             "not stored): put image_size and patch_size in config.json");
-  const Shape pos = simple ? Shape{1, 0, c.embed_dim} : shape("pos_embedding");
+  const Shape pos = simple ? Shape{1, 0, c.embed_dim} : token_shape("pos_embedding");
   VIT_CHECK(pos.size() == 3 && pos[2] == c.embed_dim, "no pos_embedding [1, n + 1, ", c.embed_dim, "]");
   // Today's vit-pytorch has a class token only with pool='cls' (cls_token [1, 0, dim] with
   // 'mean'); the seed's version always has one, and averages it in with the patches.
-  cls = simple ? Shape{1, 0, c.embed_dim} : shape("cls_token");
+  cls = simple ? Shape{1, 0, c.embed_dim} : token_shape("cls_token");
   VIT_CHECK(cls.size() == 3 && (cls[1] == 0 || cls[1] == 1) && cls[2] == c.embed_dim, "no cls_token [1, 1, ",
             c.embed_dim, "] (or [1, 0, ", c.embed_dim, "] with pool='mean')");
   c.class_token = cls[1] == 1;

@@ -18,6 +18,7 @@
 #include "data/open.h"
 #include "data/preprocess.h"
 #include "io/pretrained.h"
+#include "io/safetensors.h"
 #include "ops/ops.h"
 #include "support/check.h"
 #include "support/temp_dir.h"
@@ -25,6 +26,7 @@
 namespace vit {
 
 namespace {
+namespace fs = std::filesystem;
 
 std::string fixture(const std::string& name) {
   return std::string(VIT_FIXTURE_DIR) + "/pretrained/" + name;
@@ -331,6 +333,33 @@ TEST(PretrainedFixtures, VitPytorchWithConfig) {
   expect_logits(*p.model, "vit_pytorch/expect.safetensors", "vit_pytorch");
   p.model->pack_weights();
   expect_logits(*p.model, "vit_pytorch/expect.safetensors", "vit_pytorch (packed)");
+}
+
+// vit-pytorch 1.16.1 and later store cls_token and pos_embedding without the leading 1
+// ([rows, dim]): both fixtures rewritten so load and give their logits (they were refused as
+// "no pos_embedding [1, n + 1, D]").
+TEST(PretrainedFixtures, VitPytorchsTwoDimensionalTokensLoad) {
+  test::TempDir tmp("vitpt2d");
+  for (const std::string dir : {"vit_pytorch", "vit_pytorch_seed"}) {
+    const SafeTensors st = SafeTensors::open(fixture(dir + "/model.safetensors"));
+    std::vector<std::vector<float>> data;
+    std::vector<TensorOut> out;
+    for (const TensorInfo& t : st.tensors()) {
+      Shape shape = t.shape;
+      if ((t.name == "cls_token" || t.name == "pos_embedding") && shape.size() == 3 && shape[0] == 1)
+        shape.erase(shape.begin());
+      data.push_back(st.to_float(t.name));
+      out.push_back({t.name, shape, DType::F32, nullptr});
+    }
+    for (size_t i = 0; i < out.size(); ++i) out[i].data = data[i].data();
+    fs::create_directories(tmp / dir);
+    write_safetensors(tmp / (dir + "/model.safetensors"), out);
+    fs::copy_file(fixture(dir + "/config.json"), tmp / (dir + "/config.json"));
+    ASSERT_EQ(SafeTensors::open(tmp / (dir + "/model.safetensors")).at("pos_embedding").shape.size(), 2u);
+    Pretrained p = load_pretrained(tmp / dir);
+    EXPECT_EQ(p.format, "vit-pytorch");
+    expect_logits(*p.model, dir + "/expect.safetensors", dir + " with 2-D tokens");
+  }
 }
 
 // The seed's vit-pytorch: a class token always, averaged in with the patches by pool='mean'.
