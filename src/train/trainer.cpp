@@ -137,7 +137,9 @@ void load_batch(const Dataset& d, const std::vector<int64_t>& order, int64_t fir
   for_items_on_threads(B, [&](int64_t b) { labels[b] = d.get(order[size_t(first + b)], images + b * n); });
 }
 
-std::string summary_csv(const std::vector<EpochStats>& hist, bool ema) {
+// Without evaluation data the eval columns stay empty (a 0% top-1 would read as a result;
+// timm leaves them out, and vitcpp's readers take an empty field as none).
+std::string summary_csv(const std::vector<EpochStats>& hist, bool ema, bool evaluates) {
   std::ostringstream os;
   os << std::setprecision(6);
   const char* sep = "";
@@ -149,7 +151,8 @@ std::string summary_csv(const std::vector<EpochStats>& hist, bool ema) {
   for (auto& e : hist) {
     sep = "";
     for (const auto& [name, v] : summary_row(e, ema)) {
-      os << sep << v;
+      os << sep;
+      if (evaluates || (name.rfind("eval_", 0) != 0 && name.rfind("ema_eval_", 0) != 0)) os << v;
       sep = ",";
     }
     os << '\n';
@@ -1084,7 +1087,7 @@ void TrainLoop::write_epoch_files(const EpochStats& e, bool better, bool ema_bet
     if (ema_better) save_checkpoint((dir / "best_ema.safetensors").string(), model, ema_meta, false);
     swap_weights(model, *ema);
   }
-  write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist, ema != nullptr));
+  write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist, ema != nullptr, eval_set != nullptr));
   const auto w0 = SteadyClock::now();
   save_state(dir / kStateFile, model, opt, ema, p, cfg, steps_per_epoch, eval_set != nullptr);
   recovery.wrote(seconds_since(w0));

@@ -58,9 +58,16 @@ RunHistory read_summary_csv(const std::string& path) {
     const std::vector<std::string> cells = split_csv(line);
     VIT_CHECK(cells.size() == header.size(), path, ":", n, ": ", cells.size(), " values, the header has ",
               header.size());
-    for (auto& [name, v] : want) v->push_back(parse_number(cells[col[name]], path, n, name));
+    for (auto& [name, v] : want) {
+      const std::string& cell = cells[col[name]];
+      // A run without evaluation data leaves the eval columns empty: no eval curves.
+      if (cell.empty() && std::string_view(name).substr(0, 5) == "eval_") continue;
+      v->push_back(parse_number(cell, path, n, name));
+    }
   }
   VIT_CHECK(!h.epoch.empty(), path, ": no epochs yet");
+  for (const auto* v : {&h.eval_loss, &h.eval_top1})
+    VIT_CHECK(v->empty() || v->size() == h.epoch.size(), path, ": some epochs have eval figures, others not");
   return h;
 }
 
@@ -68,12 +75,15 @@ void curves_figure(const RunHistory& h, const std::string& title, const std::str
   const double w = 400, ch = 330, top = 34;
   Canvas cv(int(3 * w), int(top + ch));
   cv.fit_text(title, 3 * w / 2, 24, 3 * w - 20, 16, Align::Center, true, kInk);
-  line_chart(
-      cv, 0, top, w, ch, {"loss", "epoch", "cross-entropy"},
-      {{"train", h.epoch, h.train_loss, series_color(0)}, {"eval", h.epoch, h.eval_loss, series_color(1)}});
-  line_chart(cv, w, top, w, ch, {"top-1 accuracy", "epoch", "%"},
-             {{"train", h.epoch, h.train_top1, series_color(0)},  // percent, as summary.csv has them
-              {"eval", h.epoch, h.eval_top1, series_color(1)}});
+  // The eval curves where the run evaluated.
+  auto with_eval = [&](const std::vector<double>& train, const std::vector<double>& eval) {
+    std::vector<Series> s = {{"train", h.epoch, train, series_color(0)}};
+    if (!eval.empty()) s.push_back({"eval", h.epoch, eval, series_color(1)});
+    return s;
+  };
+  line_chart(cv, 0, top, w, ch, {"loss", "epoch", "cross-entropy"}, with_eval(h.train_loss, h.eval_loss));
+  line_chart(cv, w, top, w, ch, {"top-1 accuracy", "epoch", "%"},  // percent, as summary.csv has them
+             with_eval(h.train_top1, h.eval_top1));
   line_chart(cv, 2 * w, top, w, ch, {"learning rate", "epoch", "lr at the epoch's last step"},
              {{"lr", h.epoch, h.lr, series_color(2)}});
   cv.save_png(path);
