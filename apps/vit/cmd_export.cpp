@@ -49,7 +49,7 @@ Run add_export(CLI::App& cmd) {
     // The file written must not be the one read: --out RUN/best.safetensors, or a timm
     // directory exported onto itself, would replace the weights.
     check_outputs({{"--out", f->format == "onnx" ? f->out : (dir / "model.safetensors").string()}},
-                  {p.file, f->load.labels});
+                  {p.file, f->load.labels}, true);
     if (f->format == "onnx") {
       create_parent_folder(f->out);
       // As every command runs a vit quantize file: in int8 unless --dtype says otherwise.

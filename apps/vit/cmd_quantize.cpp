@@ -46,7 +46,7 @@ Run add_quantize(CLI::App& cmd) {
         ": vit quantize writes a safetensors checkpoint; an int8 ONNX graph is vit export --format onnx "
         "--dtype int8");
     const Pretrained loaded = f->load.load();
-    check_outputs({{"--out", f->out}}, {loaded.file, f->load.labels});  // never the checkpoint read
+    check_outputs({{"--out", f->out}}, {loaded.file, f->load.labels}, true);  // never the checkpoint read
     const ViT& model = *loaded.model;
     std::map<std::string, std::string> meta;
     if (!loaded.class_names.empty()) meta["class_names"] = nlohmann::json(loaded.class_names).dump();

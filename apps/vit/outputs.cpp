@@ -19,12 +19,16 @@ bool same_file(const std::string& a, const std::string& b) {
 }  // namespace
 
 void check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs,
-                   const std::vector<std::string>& inputs) {
+                   const std::vector<std::string>& inputs, bool makes_folders) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto& [flag, path] = outputs[i];
     if (path.empty()) continue;
     std::error_code ec;
     VIT_CHECK(!fs::is_directory(path, ec), flag, " ", path, ": a directory, where a file is meant");
+    const fs::path folder = fs::path(path).parent_path();
+    VIT_CHECK(makes_folders || folder.empty() || fs::is_directory(folder, ec), flag, " ", path,
+              ": the folder ", folder.string(),
+              fs::exists(folder, ec) ? " is not a directory" : " does not exist (create it first)");
     // A device or pipe (/dev/null for two outputs, /dev/stdout) is written in place: nothing
     // of it can be lost.
     if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) continue;

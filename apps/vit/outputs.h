@@ -10,8 +10,9 @@ namespace vit::app {
 
 // outputs: {flag, path} with empty paths skipped; inputs: files the command reads. Throws
 // vit::Error naming the flag when a path is a directory, is one of the inputs, or is given
-// to two flags.
+// to two flags, or (unless the command makes the folders, makes_folders) when its folder
+// does not exist.
 void check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs,
-                   const std::vector<std::string>& inputs);
+                   const std::vector<std::string>& inputs, bool makes_folders = false);
 
 }  // namespace vit::app

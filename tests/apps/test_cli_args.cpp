@@ -54,6 +54,20 @@ TEST(CliArgs, AFailedWriteToStdoutIsAnError) {
   }
 }
 
+// An output in a folder that does not exist is refused before any image is classified (it
+// was found only when the results were written, after the whole folder).
+TEST(CliArgs, AnOutputsMissingFolderIsRefusedFirst) {
+  vit::test::TempDir tmp("cli_nofolder");
+  vit::save_checkpoint(tmp / "m.safetensors", vit::ViT(vit::preset("mnist-seed")), {});
+  const Result r = vit::test::run("predict --checkpoint " + (tmp / "m.safetensors") + " --results-file " +
+                                  (tmp / "none/x.csv") + " " + VIT_FIXTURE_DIR + "/digit_7.png");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--results-file " + (tmp / "none/x.csv") + ": the folder " + (tmp / "none") +
+                       " does not exist (create it first)"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(CliArgs, RecipeWithAnEqualsSignIsTheRecipe) {
   vit::test::TempDir tmp("args_recipe");
   const std::string dir = tmp / "run";
