@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -207,6 +208,10 @@ int check_stdout(int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG, which every writer reports
+  // with the file's name, its previous version kept; the default SIGXFSZ killed the program
+  // silently, a temporary file left (CPython ignores it too).
+  std::signal(SIGXFSZ, SIG_IGN);
   return check_stdout(run_vit(argc, argv));
 }
 

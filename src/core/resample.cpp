@@ -129,7 +129,7 @@ Filter filter_from_pil_code(int code) {
 }
 
 int64_t scale_size(int64_t size, double crop_pct) {
-  return int64_t(std::floor(double(size) / crop_pct));
+  return int64_t(std::min(std::floor(double(size) / crop_pct), 1e18));  // saturated: never past int64
 }
 
 int pil_code(Filter f) {

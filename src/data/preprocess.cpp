@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/resample.h"
+#include "data/image.h"
 #include "vit/core/error.h"
 
 namespace vit {
@@ -25,6 +26,15 @@ void InputSpec::validate() const {
 std::pair<int64_t, int64_t> resized_size(int64_t h, int64_t w, const InputSpec& in) {
   // timm: scale_size = floor(size / crop_pct) per side.
   const int64_t sh = scale_size(in.height, in.crop_pct), sw = scale_size(in.width, in.crop_pct);
+  // A tiny crop_pct scales the image up before the crop: held to the decoder's pixel limit
+  // (and the sides to what an int64 holds).
+  const double side = double(std::max(sh, sw)),
+               aspect = double(std::max(h, w)) / double(std::max<int64_t>(1, std::min(h, w)));
+  const double area = in.crop_mode == "squash" ? double(sh) * double(sw) : side * side * aspect;  // at most
+  VIT_CHECK(max_image_pixels() == 0 || area <= double(max_image_pixels()), "resize: crop_pct ", in.crop_pct,
+            " scales a ", w, "x", h, " image past the ", max_image_pixels(),
+            "-pixel limit (VIT_MAX_IMAGE_PIXELS) before the ", in.width, "x", in.height,
+            " crop; timm's crop_pct is 0.75 to 1");
   if (in.crop_mode == "squash") return {sh, sw};
   if (sh == sw) {
     // torchvision's Resize(int): the shorter side to s, the longer to int(s * long / short).

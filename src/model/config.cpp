@@ -96,7 +96,8 @@ void ViTConfig::validate() const {
   VIT_CHECK(norm_eps > 0.f, "config: norm_eps must be positive");
   VIT_CHECK(mean.size() == size_t(in_chans) && std.size() == size_t(in_chans), "config: mean and std need ",
             in_chans, " values (one per channel)");
-  for (float s : std) VIT_CHECK(s > 0.f, "config: std values must be positive");
+  for (float s : std) VIT_CHECK(s > 0.f && std::isfinite(s), "config: std values must be positive, got ", s);
+  for (float m : mean) VIT_CHECK(std::isfinite(m), "config: mean values must be finite, got ", m);
 }
 
 namespace {

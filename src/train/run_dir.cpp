@@ -138,8 +138,17 @@ void create_run_dir(const std::string& dir, const std::string& args_json) {
   if (!target.has_filename()) target = target.parent_path();  // "runs/a/"
   std::error_code ec;
   if (fs::exists(target, ec)) {  // the user's directory (empty, or with other files)
-    write_file_atomic((target / "args.json").string(), args_json);
-    return;
+    // Written whole under a temporary name, then linked in: link(2) fails where args.json
+    // exists, so of two runs started at once into this directory one wins and the other's
+    // args.json never replaces the winner's.
+    const fs::path args = target / "args.json",
+                   tmp = target / ("args.json.tmp." + std::to_string(::getpid()));
+    write_file_atomic(tmp.string(), args_json);
+    const int linked = ::link(tmp.c_str(), args.c_str()), err = errno;
+    fs::remove(tmp, ec);
+    if (linked == 0) return;
+    refuse_if_run(dir);
+    throw Error(detail::concat(args.string(), ": cannot create (", std::strerror(err), ")"));
   }
   // Made complete under a temporary name beside it, then renamed: rename(2) puts a
   // directory in place of a missing or empty one, and fails if a run filled it meanwhile.

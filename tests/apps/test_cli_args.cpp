@@ -68,6 +68,41 @@ TEST(CliArgs, AnOutputsMissingFolderIsRefusedFirst) {
       << r.out;
 }
 
+// Past a file-size limit (ulimit -f) a write gives its error, the program not killed by
+// SIGXFSZ (exit 153, no message, a temporary file left).
+TEST(CliArgs, AFileSizeLimitIsAnErrorNotASignal) {
+  vit::test::TempDir tmp("cli_fsize");
+  const Result r =
+      vit::test::run_vit("train --model mnist-seed --synthetic 64 -b 32 --epochs 1 --threads 1 " +
+                             std::string("--log-every 0 --output ") + (tmp / "run"),
+                         "ulimit -f 30;");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("write failed (File too large)"), std::string::npos) << r.out;
+  for (const auto& e : fs::directory_iterator(tmp / "run"))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+}
+
+// A normalization that is no number, and a crop that would scale the image past the pixel
+// limit, are refused by name (a NaN mean trained and wrote checkpoints none could load; a
+// tiny --crop-pct overflowed or asked for terabytes).
+TEST(CliArgs, ANonFiniteMeanAndATinyCropAreRefused) {
+  vit::test::TempDir tmp("cli_nan");
+  Result r = vit::test::run("train --synthetic 8 --epochs 1 --mean nan --output " + (tmp / "r"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("config: mean values must be finite, got nan"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "r/best.safetensors"));
+  r = vit::test::run("train --synthetic 8 --epochs 1 --std inf");
+  EXPECT_NE(r.out.find("--std must be positive, got inf"), std::string::npos) << r.out;
+  vit::save_checkpoint(tmp / "m.safetensors", vit::ViT(vit::preset("mnist-seed")), {});
+  for (const char* pct : {"0.0001", "1e-300"}) {
+    r = vit::test::run("predict --checkpoint " + (tmp / "m.safetensors") + " --crop-pct " + pct + " " +
+                       VIT_FIXTURE_DIR + "/digit_7.png");
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("past the 178956970-pixel limit (VIT_MAX_IMAGE_PIXELS)"), std::string::npos)
+        << r.out;
+  }
+}
+
 TEST(CliArgs, RecipeWithAnEqualsSignIsTheRecipe) {
   vit::test::TempDir tmp("args_recipe");
   const std::string dir = tmp / "run";

@@ -101,6 +101,10 @@ TEST(CliExport, AnOutputThatIsTheInputIsRefused) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("the command reads that file"), std::string::npos) << r.out;
   EXPECT_EQ(vit::read_text_file(tmp / "timm/model.safetensors"), timm);
+  vit::write_file_atomic(tmp / "timm/args.json", "{}");  // as a training run's directory
+  r = run("export --checkpoint " + ck + " --out " + (tmp / "timm"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("a training run's directory (args.json)"), std::string::npos) << r.out;
   r = run("export --format onnx --checkpoint " + ck + " --out " + (tmp / "new/"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("a directory name; --format onnx writes one file"), std::string::npos) << r.out;

@@ -77,6 +77,28 @@ TEST(RunDir, ASecondTrainIntoAFinishedRunLeavesEveryFileByteIdentical) {
   EXPECT_TRUE(snapshot(dir) == before) << "--resume --epochs 1 changed " << dir;
 }
 
+// Two runs started at once into one existing empty directory: one trains, the other is
+// refused, and the args.json left is the winner's, so the run resumes (the loser's used to
+// replace it: "the run used seed ..." on resume, 6 times in 10).
+TEST(RunDir, TwoRunsStartedAtOnceIntoOneDirectoryLeaveTheWinnersArgs) {
+  vit::test::TempDir tmp("run_race");
+  for (int i = 0; i < 8; ++i) {
+    std::string name = "d";
+    name += std::to_string(i);
+    const std::string dir = tmp / name;
+    fs::create_directories(dir);
+    std::ostringstream both;  // two runs of other seeds, started together
+    both << "(";
+    for (int seed : {1, 2})
+      both << VIT_BINARY << " " << kTrain << "--epochs 1 --log-every 0 --seed " << seed << " --output " << dir
+           << " >/dev/null 2>&1 & ";
+    both << "wait)";
+    ASSERT_EQ(std::system(both.str().c_str()), 0);
+    const Result r = run("train --resume " + dir + " --epochs 2");  // the state read against args.json
+    EXPECT_EQ(r.code, 0) << i << ": " << r.out;
+  }
+}
+
 TEST(RunDir, ResumeWithMoreEpochsTrainsAFinishedRunLonger) {
   vit::test::TempDir tmp("run_longer");
   const std::string dir = tmp / "run";
