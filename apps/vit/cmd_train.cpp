@@ -344,7 +344,7 @@ void add_run_flags(CLI::App& cmd, TrainFlags* f) {
   cmd.add_option(
       "--output", t.output,
       "run directory for config.json, summary.csv, checkpoints: new, or one without a run in it (a "
-      "directory that holds a run is refused, see --resume)");
+      "directory that holds a run is refused, see --resume); without it nothing is saved");
   cmd.add_option(
       "--resume", f->resume,
       "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (Ctrl-C or SIGTERM stops "
@@ -379,12 +379,14 @@ void add_run_flags(CLI::App& cmd, TrainFlags* f) {
       ->check(positive())
       ->capture_default_str();
   cmd.add_option("--log-every,--log-interval", t.log_every,
-                 "steps between log lines when output is not a terminal")
+                 "steps between log lines when output is not a terminal (and lines after the first and "
+                 "last step; 0: none, nor the evaluation's every 30 s)")
       ->capture_default_str();
   cmd.add_option("--progress", f->progress,
                  "auto: a progress bar when stdout is a terminal, else log lines; bar; log (use log under "
-                 "mpirun with redirected output: Open MPI gives every rank a terminal)")
-      ->check(CLI::IsMember({"auto", "bar", "log"}))
+                 "mpirun with redirected output: Open MPI gives every rank a terminal); none: the epochs' "
+                 "lines alone")
+      ->check(CLI::IsMember({"auto", "bar", "log", "none"}))
       ->capture_default_str();
 }
 
@@ -683,6 +685,7 @@ void TrainCommand::prepare() {
   }
   const bool terminal = hooks && hooks->log ? hooks->log_is_terminal : ::isatty(STDOUT_FILENO) != 0;
   F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && terminal);
+  if (F.progress == "none") F.train.log_every = 0;
   *out << "model: " << cfg.to_json(-1) << std::endl;
   if (const int shards = owned->shards_for(F.train.batch_size); shards > 1)
     *out << "batch split into " << shards << " shards, "

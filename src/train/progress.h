@@ -1,6 +1,7 @@
 // Progress of a training epoch: on a terminal, one line redrawn in place (epoch, a bar,
-// step, loss, accuracy, images/s, ETA), as tqdm does; elsewhere, a plain line every
-// `every` steps, so logs stay readable. EvalProgress does the same for an evaluation.
+// step, loss, accuracy, images/s, ETA), as tqdm does, held to the terminal's width;
+// elsewhere, a plain line after the first step, every `every` steps and after the last, as
+// timm's train.py logs, so logs stay readable. EvalProgress does the same for an evaluation.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -27,11 +28,14 @@ class ProgressLine {
   void update(int64_t step, double loss, double top1, int64_t images_done, double lr);
   // Clears the bar (terminal) before the epoch's summary line is printed.
   void finish();
+  // The line's width limit; 0 (the default): the terminal's, read at each redraw.
+  void set_columns(int columns) { columns_ = columns; }
 
  private:
   std::ostream& out_;
   bool terminal_;
   int64_t every_;
+  int columns_ = 0;
   ProgressClock now_;
   int64_t epoch_ = 0, epochs_ = 0, steps_ = 0, first_ = 0, images_before_ = 0;
   std::chrono::steady_clock::time_point t0_, last_draw_;
@@ -53,11 +57,13 @@ class EvalProgress {
   void start(int64_t total);
   // After each batch: images done (of total) and the top-1 accuracy over them.
   void update(int64_t done, double top1);
-  void finish();  // clears the bar (terminal)
+  void finish();                                         // clears the bar (terminal)
+  void set_columns(int columns) { columns_ = columns; }  // as ProgressLine's
 
  private:
   std::ostream& out_;
   bool terminal_;
+  int columns_ = 0;
   double log_seconds_;
   std::string label_;
   ProgressClock now_;

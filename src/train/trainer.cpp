@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iomanip>
 #include <map>
@@ -821,8 +822,8 @@ void TrainLoop::begin() {
     model.config().save((dir / "config.json").string());
   }
   check_agreement(comm, run_fingerprint(model, train_set, eval_set, cfg));
-  log << "training " << train_set.describe() << ", " << cfg.total_epochs() << " epochs of " << steps_per_epoch
-      << " steps, batch " << B;
+  log << "training " << train_set.describe() << ", " << cfg.total_epochs()
+      << (cfg.total_epochs() == 1 ? " epoch of " : " epochs of ") << steps_per_epoch << " steps, batch " << B;
   if (A > 1) log << " (" << cfg.batch_size << " x " << A << " accumulation steps)";
   log << ", " << cfg.optim.name << " lr " << cfg.sched.lr;
   if (cfg.cooldown_epochs > 0)
@@ -832,6 +833,7 @@ void TrainLoop::begin() {
     log << ", " << cfg.distill.type << " distillation from a teacher (alpha " << cfg.distill.alpha << ")";
   if (ranks > 1) log << ", " << comm.describe();
   log << std::endl;
+  if (cfg.output.empty()) log << "note: no --output: nothing of this run is saved" << std::endl;
 }
 
 void TrainLoop::forward_backward(const Rows& mine, int64_t bs, Prefetcher& batches, int64_t s,
@@ -980,10 +982,12 @@ EpochStats TrainLoop::evaluate_epoch(int64_t epoch, const EpochSums& sums, Stead
   e.epoch = epoch + 1;
   e.train_loss = sums.loss / double(N);
   e.train_top1 = double(sums.correct) / double(N);
-  // A long evaluation shows it is alive: a bar, or a line every 30 s in a log.
+  // A long evaluation shows it is alive: a bar, or a line every 30 s in a log (none where
+  // the log has no step lines either).
   const std::string at = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.total_epochs());
-  EvalProgress eval_bar(log, cfg.progress_bar, 30, at + " eval"),
-      ema_bar(log, cfg.progress_bar, 30, at + " EMA eval");
+  const double eval_log_seconds = cfg.log_every > 0 ? 30 : 0;
+  EvalProgress eval_bar(log, cfg.progress_bar, eval_log_seconds, at + " eval"),
+      ema_bar(log, cfg.progress_bar, eval_log_seconds, at + " EMA eval");
   try {
     if (eval_set) e.eval = evaluate(model, *eval_set, cfg.batch_size, &comm, &eval_bar);
     if (eval_set && ema) {
@@ -1025,12 +1029,22 @@ void TrainLoop::commit_epoch(const EpochStats& e) {
   p.epochs_done = e.epoch;
   p.step_in_epoch = p.correct_sum = p.seen = 0;
   p.loss_sum = p.seconds = 0;
-  log << "epoch " << e.epoch << "/" << cfg.total_epochs() << ": train loss " << std::setprecision(4)
-      << e.train_loss << " top1 " << 100 * e.train_top1 << "%";
-  if (eval_set) log << ", eval loss " << e.eval.loss << " top1 " << 100 * e.eval.top1 << "%";
-  if (eval_set && ema) log << ", EMA eval loss " << e.ema.loss << " top1 " << 100 * e.ema.top1 << "%";
-  log << ", " << std::setprecision(3) << double(N) / e.seconds << " img/s, " << e.seconds << " s"
-      << std::endl;
+  // Fixed decimals, as the step lines and the best: line print them (not 1.9 beside 1.712).
+  auto figures = [](const char* what, double loss, double top1) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s loss %.4f top1 %.2f%%", what, loss, 100 * top1);
+    return std::string(buf);
+  };
+  const double rate = double(N) / e.seconds;
+  char rate_text[32], seconds_text[32];  // two digits below 10, whole numbers above
+  std::snprintf(rate_text, sizeof rate_text, rate < 10 ? "%.2g" : "%.0f", rate);
+  std::snprintf(seconds_text, sizeof seconds_text, e.seconds < 10 ? "%.2g" : "%.0f", e.seconds);
+  const std::string tail = std::string(", ") + rate_text + " img/s, " + seconds_text + " s";
+  log << "epoch " << e.epoch << "/" << cfg.total_epochs() << ": "
+      << figures("train", e.train_loss, e.train_top1);
+  if (eval_set) log << ", " << figures("eval", e.eval.loss, e.eval.top1);
+  if (eval_set && ema) log << ", " << figures("EMA eval", e.ema.loss, e.ema.top1);
+  log << tail << std::endl;
   // The score (p.best_top1 holds the best of it, whatever the metric); the first epoch
   // is the best so far whatever its score.
   const double score = epoch_score(e, eval_set != nullptr, cfg.eval_metric);

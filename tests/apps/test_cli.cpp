@@ -176,6 +176,12 @@ TEST(Cli, ProgressBarOrLogLinesAsAsked) {
   Result interval = run(base + "--log-interval 2 --output " + (tmp / "c"));  // timm's name
   ASSERT_EQ(interval.code, 0) << interval.out;
   EXPECT_NE(interval.out.find("epoch 1/1 step 2/4 loss"), std::string::npos) << interval.out;
+  Result none =
+      run(base + "--progress none --log-every 1 --output " + (tmp / "d"));  // the epochs' lines alone
+  ASSERT_EQ(none.code, 0) << none.out;
+  EXPECT_EQ(none.out.find(" step "), std::string::npos) << none.out;
+  EXPECT_EQ(none.out.find("\033[2K"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("epoch 1/1: train loss "), std::string::npos) << none.out;
   Result bad = run(base + "--progress sometimes");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("--progress"), std::string::npos) << bad.out;
@@ -255,7 +261,7 @@ TEST(Cli, GradAccumStepsMakeAGlobalBatchOfMicroBatches) {
           "--threads 1 --log-every 1 --output " +
           dir);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("1 epochs of 4 steps, batch 16 (8 x 2 accumulation steps)"), std::string::npos)
+  EXPECT_NE(r.out.find("1 epoch of 4 steps, batch 16 (8 x 2 accumulation steps)"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("epoch 1/1 step 4/4 loss"), std::string::npos) << r.out;
   Result longer = run("train --resume " + dir + " --epochs 2");

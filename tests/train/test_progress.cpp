@@ -36,6 +36,56 @@ TEST(ProgressLine, ARateBelowOneImageASecondCountsFromTheResumedStep) {
   EXPECT_NE(s.find(" img/s lr 0.001 ETA "), std::string::npos) << s;
 }
 
+// On a terminal each redraw fits its width (a wrapped line leaves a row behind at every
+// redraw): the bar narrows, then the lr, the rate and the figures go, fullest first.
+TEST(ProgressLine, TheBarFitsTheTerminalsWidth) {
+  for (int columns : {200, 100, 80, 60, 40, 20}) {
+    std::ostringstream out;
+    FakeClock time;
+    ProgressLine line(out, /*terminal=*/true, 50, time.clock());
+    line.set_columns(columns);
+    line.start(99, 100, 46875);  // the widest figures: epoch 100/100, 5-digit steps, H:MM:SS
+    time.pass(200);
+    line.update(1233, 123.4567, 0.9999, 1234 * 128, 1.234e-4);
+    const std::string s = out.str();
+    ASSERT_EQ(s.rfind("\r\033[2K", 0), 0u) << s;
+    const std::string drawn = s.substr(5);
+    EXPECT_LE(int(drawn.size()), columns - 1) << columns << ": " << drawn;
+    EXPECT_EQ(drawn.rfind("epoch 100/100 ", 0), 0u) << drawn;
+    if (columns >= 100) {
+      EXPECT_NE(drawn.find(" [>"), std::string::npos) << drawn;
+      EXPECT_NE(drawn.find(" lr 0.000123 ETA "), std::string::npos) << drawn;
+    }
+    if (columns == 80) {  // the figures rather than the bar
+      EXPECT_EQ(drawn, "epoch 100/100 1234/46875 loss 123.4567 top1 99.99% 789760 img/s ETA 0:07");
+    }
+    if (columns <= 60) {
+      const char* want = columns == 60   ? "1234/46875 loss 123.4567 top1 99.99% ETA 0:07"
+                         : columns == 40 ? "1234/46875 ETA 0:07"
+                                         : "1234/";  // cut at the edge
+      EXPECT_NE(drawn.find(want), std::string::npos) << drawn;
+    }
+  }
+}
+
+// In a log: a line after the first step, every `every` steps and after the last, as timm's
+// train.py (a slow model's first line came only after `every` steps).
+TEST(ProgressLine, ALogHasTheFirstAndTheLastStep) {
+  std::ostringstream out;
+  FakeClock time;
+  ProgressLine line(out, /*terminal=*/false, 50, time.clock());
+  line.start(0, 1, 120);
+  for (int64_t step = 0; step < 120; ++step) {
+    time.pass(10);
+    line.update(step, 1.0, 0.5, (step + 1) * 8, 1e-3);
+  }
+  std::istringstream lines(out.str());
+  std::string l, steps;
+  while (std::getline(lines, l))
+    steps += l.substr(l.find(" step ") + 6, l.find(' ', l.find(" step ") + 6) - l.find(" step ") - 6) + " ";
+  EXPECT_EQ(steps, "1/120 50/120 100/120 120/120 ") << out.str();
+}
+
 TEST(EvalProgress, ABarEndsAtTheTotalAndALogWritesOnlyWhenItIsTimeTo) {
   std::ostringstream bar;
   FakeClock time;
