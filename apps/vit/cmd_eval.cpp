@@ -27,7 +27,7 @@ namespace {
 struct EvalFlags {
   LoadFlags load;
   std::string data_dir, dataset = "auto", split = "test", confusion_png, predictions, results_file,
-                        progress = "auto";
+                        results_format, progress = "auto";
   double log_seconds = 10;
   int64_t batch_size = 256;
   int threads = 0;
@@ -55,24 +55,34 @@ void write_predictions(const std::string& path, const EvalResult& r, const Datas
   write_file_atomic(path, csv);
 }
 
-// --results-file: timm validate.py's results, accuracies in percent to 4 decimals.
-void write_results_file(const std::string& path, const std::string& checkpoint, const ViT& model,
-                        const InputSpec& in, double top1, double top5) {
+// --results-file: timm validate.py's results, accuracies in percent to 4 decimals, as JSON
+// or as timm's CSV (a header, then the row).
+void write_results_file(const std::string& path, const std::string& format, const std::string& checkpoint,
+                        const ViT& model, const InputSpec& in, double top1, double top5) {
   int64_t params = 0;
   for (const auto& s : model.table().specs()) params += s.numel();
   // To `per` parts of one (10000: 4 decimals), divided last so that 0.69 prints as 0.69
   // (multiplied by 1e-4 it was 0.6900000000000001).
   auto round_to = [](double v, double per) { return std::round(v * per) / per; };
-  const nlohmann::json res = {{"model", checkpoint},
-                              {"top1", round_to(top1, 1e4)},
-                              {"top1_err", round_to(100 - top1, 1e4)},
-                              {"top5", round_to(top5, 1e4)},
-                              {"top5_err", round_to(100 - top5, 1e4)},
-                              {"param_count", round_to(double(params) / 1e6, 100)},
-                              {"img_size", in.height},
-                              {"crop_pct", in.crop_pct},
-                              {"interpolation", resize_filter(in)}};
-  write_file_atomic(path, json_for_output(res, 4) + "\n");
+  const nlohmann::ordered_json res = {{"model", checkpoint},
+                                      {"top1", round_to(top1, 1e4)},
+                                      {"top1_err", round_to(100 - top1, 1e4)},
+                                      {"top5", round_to(top5, 1e4)},
+                                      {"top5_err", round_to(100 - top5, 1e4)},
+                                      {"param_count", round_to(double(params) / 1e6, 100)},
+                                      {"img_size", in.height},
+                                      {"crop_pct", in.crop_pct},
+                                      {"interpolation", resize_filter(in)}};
+  if (format == "json") {
+    write_file_atomic(path, json_for_output(res, 4) + "\n");
+    return;
+  }
+  std::string header, row;
+  for (const auto& [key, v] : res.items()) {
+    header += (header.empty() ? "" : ",") + key;
+    row += (row.empty() ? "" : ",") + (v.is_string() ? csv_field(v.get<std::string>()) : v.dump());
+  }
+  write_file_atomic(path, header + "\n" + row + "\n");
 }
 
 }  // namespace
@@ -106,9 +116,14 @@ Run add_eval(CLI::App& cmd) {
   cmd.add_option("--predictions", f->predictions,
                  "also write index,label,prediction per image (dataset order) to this CSV file, then "
                  "label_name,prediction_name where the classes have names, and file for image folders");
-  cmd.add_option("--results-file", f->results_file,
-                 "also write timm validate.py's results (model, top1, top1_err, top5, top5_err, param_count, "
-                 "img_size, crop_pct, interpolation; accuracies in percent) to this JSON file");
+  cmd.add_option(
+      "--results-file", f->results_file,
+      "also write timm validate.py's results (model, top1, top1_err, top5, top5_err, param_count, "
+      "img_size, crop_pct, interpolation; accuracies in percent) to this file: JSON, or timm's CSV "
+      "for a .csv name");
+  cmd.add_option("--results-format", f->results_format,
+                 "the --results-file's format whatever its name: json or csv (timm's)")
+      ->check(CLI::IsMember({"csv", "json"}));
   cmd.add_flag("--skip-bad-images", f->skip_bad_images,
                "image folders: leave out files that do not decode (listed on stderr) instead of stopping");
   return [f] {
@@ -173,7 +188,8 @@ Run add_eval(CLI::App& cmd) {
     std::vector<double> per_class_pct(per_class.size());
     for (size_t k = 0; k < per_class.size(); ++k) per_class_pct[k] = 100 * per_class[k];
     if (!f->results_file.empty())
-      write_results_file(f->results_file, f->load.checkpoint, *model, in, top1, top5);
+      write_results_file(f->results_file, results_format(f->results_file, f->results_format, "json"),
+                         f->load.checkpoint, *model, in, top1, top5);
     if (!f->confusion_png.empty()) {
       char title[96];
       std::snprintf(title, sizeof title, "confusion matrix: top-1 %.2f%% on %lld images", top1,

@@ -31,7 +31,7 @@ namespace vit::app {
 namespace {
 struct PredictFlags {
   LoadFlags load;
-  std::string tensor, results_file, features, out;
+  std::string tensor, results_file, results_format, features, out;
   std::vector<std::string> images;
   int64_t topk = 5, batch_size = 32;
   bool json = false, logits = false;
@@ -74,15 +74,30 @@ std::vector<std::string> image_files(const std::vector<std::string>& args) {
   return out;
 }
 
-// Prints one prediction; `what` is {"image": path} or {"row": i}. With csv, also appends its
-// row (name, the top-k indices, labels and probabilities).
+// Prints one prediction; `what` is {"image": path} or {"row": i}. With results, also appends
+// its row (name, the top-k indices, labels and probabilities): a CSV line, or with
+// --results-format json a JSON line of the same columns (timm's inference.py, lines=True).
 void print(const PredictFlags& f, nlohmann::json what, const float* z, int64_t K,
            const std::vector<std::string>& names, std::string* csv = nullptr) {
   const std::vector<Prediction> top = top_k(z, K, f.topk, names);
   auto label = [&](const Prediction& p) {
     return p.index < int64_t(names.size()) ? names[size_t(p.index)] : std::to_string(p.index);
   };
-  if (csv) {
+  if (csv && f.results_format == "json") {
+    nlohmann::ordered_json row;
+    row["filename"] = what.contains("image") ? what["image"] : what["row"];
+    for (const char* col : {"index", "label", "prob"})
+      for (size_t i = 0; i < top.size(); ++i) {
+        const std::string key = std::string(col) + "_" + std::to_string(i);
+        if (col[0] == 'i')
+          row[key] = top[i].index;
+        else if (col[0] == 'l')
+          row[key] = label(top[i]);
+        else
+          row[key] = top[i].probability;
+      }
+    *csv += json_for_output(row) + "\n";
+  } else if (csv) {
     std::string row =
         csv_field(what.contains("image") ? what["image"].get<std::string>() : what["row"].dump());
     std::string idx, lab, prob;
@@ -123,8 +138,11 @@ Run add_predict(CLI::App& cmd) {
   cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(thread_count());
   f->input.add_to(cmd);
   cmd.add_option("--results-file", f->results_file,
-                 "also write the predictions to this CSV file, as timm's inference.py: filename, index_0.., "
-                 "label_0.., prob_0.. (the top-k, best first)");
+                 "also write the predictions to this file, as timm's inference.py: filename, index_0.., "
+                 "label_0.., prob_0.. (the top-k, best first); CSV, or JSON lines for a .json/.jsonl name");
+  cmd.add_option("--results-format", f->results_format,
+                 "the --results-file's format whatever its name: csv or json (JSON lines; timm's)")
+      ->check(CLI::IsMember({"csv", "json"}));
   cmd.add_option("images", f->images, "PNG or JPEG files, or folders of them (their images, sorted)");
   CLI::Option* features =
       cmd.add_option(
@@ -223,7 +241,8 @@ Run add_predict(CLI::App& cmd) {
     // --results-file: the header, then a row per prediction; written once, atomically.
     std::string csv;
     std::string* rows_csv = f->results_file.empty() ? nullptr : &csv;
-    if (rows_csv) {
+    f->results_format = results_format(f->results_file, f->results_format, "csv");  // timm's default
+    if (rows_csv && f->results_format == "csv") {
       csv = "filename";
       for (const char* col : {"index", "label", "prob"})
         for (int64_t i = 0; i < std::min(f->topk, K); ++i)

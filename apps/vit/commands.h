@@ -49,6 +49,15 @@ inline std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
+// A --results-file's format: the one given (--results-format), else by the file's name
+// (.csv, .json or .jsonl), else `fallback`.
+inline std::string results_format(const std::string& path, const std::string& given,
+                                  const std::string& fallback) {
+  if (!given.empty()) return given;
+  const std::string ext = std::filesystem::path(path).extension().string();
+  return ext == ".csv" ? "csv" : ext == ".json" || ext == ".jsonl" ? "json" : fallback;
+}
+
 // `vit train --resume DIR [--threads N]` becomes the run's saved arguments from
 // DIR/args.json plus those; other command lines are returned unchanged.
 std::vector<std::string> expand_resume(std::vector<std::string> args);

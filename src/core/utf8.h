@@ -12,7 +12,9 @@ bool is_utf8(std::string_view s);
 
 // j as JSON text for a person or a log to read (stdout, a results file): bytes that are not
 // UTF-8 (a file name in Latin-1) become U+FFFD rather than an error.
-inline std::string json_for_output(const nlohmann::json& j, int indent = -1) {
+// (nlohmann::json, or ordered_json where the keys keep their order.)
+template <class Json = nlohmann::json>
+std::string json_for_output(const Json& j, int indent = -1) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

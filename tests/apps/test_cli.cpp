@@ -656,6 +656,19 @@ TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
   EXPECT_NEAR(double(rj["top1"]) + double(rj["top1_err"]), 100.0, 1e-3);
   EXPECT_NEAR(double(rj["top1"]), double(nlohmann::json::parse(ev.out)["top1"]), 1e-3);
   EXPECT_EQ(rj["img_size"], 32);
+  EXPECT_EQ(vit::read_text_file(res).find("\"model\""), 6u) << "timm's order: model first";
+  // A .csv name (or --results-format csv) gets timm's CSV: the header, then the row.
+  for (const std::string& how : {std::string(" --results-file ") + (out / "results.csv"),
+                                 std::string(" --results-format csv --results-file ") + (out / "r.txt")}) {
+    ASSERT_EQ(run("eval --checkpoint " + (out / "best.safetensors") + " --data-dir " + data.str() + how).code,
+              0);
+    const std::string text =
+        vit::read_text_file(how.find(".csv") != std::string::npos ? out / "results.csv" : out / "r.txt");
+    EXPECT_EQ(
+        text.rfind("model,top1,top1_err,top5,top5_err,param_count,img_size,crop_pct,interpolation\n", 0), 0u)
+        << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
+  }
   // --predictions: one row per test image whose matches give the reported top-1; the same
   // with bf16 products (where the CPU has them).
   for (const char* dtype : {"fp32", "bf16"}) {

@@ -3,6 +3,8 @@
 // predict on folders with a results file.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -92,6 +94,18 @@ TEST(CliPredict, FoldersAndAResultsFile) {
   int rows = 0;
   while (std::getline(csv, row)) {
     EXPECT_EQ(std::count(row.begin(), row.end(), ','), 9) << row;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 3);
+  // A .json name gets JSON lines of the same columns (timm's --results-format json).
+  ASSERT_EQ(run_vit("predict --topk 3" + ck + d + "/imgs --results-file " + d + "/preds.json").code, 0);
+  std::ifstream jl(d + "/preds.json");
+  rows = 0;
+  while (std::getline(jl, row)) {
+    const auto j = nlohmann::json::parse(row);
+    EXPECT_EQ(j.size(), 10u) << row;
+    EXPECT_TRUE(j.contains("filename") && j.contains("label_2") && j.contains("prob_0")) << row;
+    EXPECT_EQ(row.rfind("{\"filename\":", 0), 0u) << row;
     ++rows;
   }
   EXPECT_EQ(rows, 3);
