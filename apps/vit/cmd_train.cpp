@@ -253,7 +253,8 @@ void add_model_and_data_flags(CLI::App& cmd, TrainFlags* f) {
                "(default: stop at the first)");
   cmd.add_option("--val-split", f->val_split,
                  "hold out this fraction of train for evaluation (default: "
-                 "evaluate on the test split)")
+                 "evaluate on the test split; timm's --val-split names a split, which vit finds itself: "
+                 "val/ or validation/ beside train/)")
       ->check(fraction());
   cmd.add_option("--synthetic", f->synthetic, "train on N synthetic samples (plus N/5 for evaluation)")
       ->check(positive());

@@ -69,6 +69,17 @@ bool first_rank() {
 
 // "did you mean" for a misspelt subcommand (the first word that is none) or flag (one the
 // subcommand does not have): the nearest name within two edits, or "".
+// timm's flags whose vit names differ (the first word of each is the flag).
+const std::pair<std::string, std::string> kTimmFlags[] = {
+    {"--input-size", "--img-size (and --in-chans)"},
+    {"--initial-checkpoint", "--pretrained"},
+    {"--log-freq", "--log-interval"},
+    {"--log-freq", "--log-seconds"},
+    {"--num-gpu", "--threads"},
+    {"--train-split", "--data-dir"},
+    {"--val-split", "--split"},
+};
+
 std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args) {
   CLI::App* cmd = nullptr;
   std::vector<std::string> commands;
@@ -89,9 +100,16 @@ std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args) {
     std::vector<std::string> flags;
     for (const CLI::Option* o : cmd->get_options())
       for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
-    if (const std::string near = vit::nearest_name(flag, flags); !near.empty())
-      hints += (hints.empty() ? "" : "\n") +
-               ("vit " + cmd->get_name() + ": " + flag + ": did you mean " + near + "?");
+    // A typo, a flag cut short (--batch: --batch-size), or timm's name for one of vit's.
+    std::string near = vit::nearest_name(flag, flags);
+    for (const std::string& f : flags)
+      if (near.empty() && f.rfind(flag + "-", 0) == 0) near = f;
+    for (const auto& [timm, ours] : kTimmFlags)
+      if (near.empty() && flag == timm && cmd->get_option_no_throw(ours.substr(0, ours.find(' '))))
+        near = ours + " (timm's " + timm + ")";
+    const std::string prefix = "vit " + cmd->get_name() + ": " + flag + ": ";
+    hints += (hints.empty() ? "" : "\n") + (near.empty() ? prefix + "not a flag of vit " + cmd->get_name()
+                                                         : prefix + "did you mean " + near + "?");
   }
   return hints;
 }

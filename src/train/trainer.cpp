@@ -81,37 +81,37 @@ class Teacher {
 }  // namespace
 
 void TrainConfig::validate() const {
-  VIT_CHECK(epochs > 0, "epochs must be positive, got ", epochs);
-  VIT_CHECK(cooldown_epochs >= 0, "cooldown epochs must be non-negative, got ", cooldown_epochs);
+  VIT_CHECK(epochs > 0, "--epochs must be positive, got ", epochs);
+  VIT_CHECK(cooldown_epochs >= 0, "--cooldown-epochs must be non-negative, got ", cooldown_epochs);
   VIT_CHECK(cooldown_epochs == 0 || sched.name == "cosine",
-            "cooldown epochs follow the cosine schedule (timm's), not --sched ", sched.name);
-  VIT_CHECK(batch_size > 0, "batch size must be positive, got ", batch_size);
-  VIT_CHECK(grad_accum_steps > 0, "grad accum steps must be positive, got ", grad_accum_steps);
-  VIT_CHECK(warmup_epochs >= 0.f, "warmup epochs must be non-negative");
-  VIT_CHECK(decay_epochs > 0.f, "decay epochs must be positive, got ", decay_epochs);
+            "--cooldown-epochs follow the cosine schedule (timm's), not --sched ", sched.name);
+  VIT_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
+  VIT_CHECK(grad_accum_steps > 0, "--grad-accum-steps must be positive, got ", grad_accum_steps);
+  VIT_CHECK(warmup_epochs >= 0.f, "--warmup-epochs must be non-negative");
+  VIT_CHECK(decay_epochs > 0.f, "--decay-epochs must be positive, got ", decay_epochs);
   VIT_CHECK(std::is_sorted(decay_milestones.begin(), decay_milestones.end()) &&
                 (decay_milestones.empty() || decay_milestones.front() > 0.f),
-            "decay milestones must be positive epochs in ascending order");
-  VIT_CHECK(smoothing >= 0.f && smoothing < 1.f, "label smoothing must be in [0, 1), got ", smoothing);
-  VIT_CHECK(clip_grad >= 0.f, "clip grad must be non-negative");
-  VIT_CHECK(patience >= 0, "patience must be non-negative");
+            "--decay-milestones must be positive epochs in ascending order");
+  VIT_CHECK(smoothing >= 0.f && smoothing < 1.f, "--smoothing must be in [0, 1), got ", smoothing);
+  VIT_CHECK(clip_grad >= 0.f, "--clip-grad must be non-negative");
+  VIT_CHECK(patience >= 0, "--patience must be non-negative");
   VIT_CHECK(eval_metric == "top1" || eval_metric == "top5" || eval_metric == "loss",
-            "eval metric must be top1, top5 or loss, got '", eval_metric, "'");
-  VIT_CHECK(checkpoint_hist >= 0, "checkpoint history must be a number of checkpoints (0: none), got ",
+            "--eval-metric must be top1, top5 or loss, got '", eval_metric, "'");
+  VIT_CHECK(checkpoint_hist >= 0, "--checkpoint-hist must be a number of checkpoints (0: none), got ",
             checkpoint_hist);
-  VIT_CHECK(workers >= 1, "workers must be at least 1, got ", workers);
-  VIT_CHECK(log_every >= 0, "log every must be a number of steps (0: none), got ", log_every);
-  VIT_CHECK(mixup.mixup_alpha >= 0.f, "mixup alpha must be non-negative (0 = off), got ", mixup.mixup_alpha);
-  VIT_CHECK(mixup.cutmix_alpha >= 0.f, "cutmix alpha must be non-negative (0 = off), got ",
+  VIT_CHECK(workers >= 1, "--workers must be at least 1, got ", workers);
+  VIT_CHECK(log_every >= 0, "--log-interval must be a number of steps (0: none), got ", log_every);
+  VIT_CHECK(mixup.mixup_alpha >= 0.f, "--mixup must be non-negative (0 = off), got ", mixup.mixup_alpha);
+  VIT_CHECK(mixup.cutmix_alpha >= 0.f, "--cutmix must be non-negative (0 = off), got ",
             mixup.cutmix_alpha);
-  VIT_CHECK(mixup.prob >= 0.f && mixup.prob <= 1.f, "mixup prob must be a probability, got ", mixup.prob);
+  VIT_CHECK(mixup.prob >= 0.f && mixup.prob <= 1.f, "--mixup-prob must be a probability, got ", mixup.prob);
   VIT_CHECK(mixup.switch_prob >= 0.f && mixup.switch_prob <= 1.f,
-            "mixup switch prob must be a probability, got ", mixup.switch_prob);
+            "--mixup-switch-prob must be a probability, got ", mixup.switch_prob);
   VIT_CHECK(recovery_interval >= -1,
-            "recovery interval must be a number of steps, 0 (none) or -1 (by time), got ", recovery_interval);
+            "--recovery-interval must be a number of steps, 0 (none) or -1 (by time), got ", recovery_interval);
   VIT_CHECK(recovery_seconds > 0, "recovery seconds must be positive");
   if (teacher) distill.validate();
-  VIT_CHECK(model_ema_decay >= 0.f && model_ema_decay <= 1.f, "model EMA decay must be in [0, 1], got ",
+  VIT_CHECK(model_ema_decay >= 0.f && model_ema_decay <= 1.f, "--model-ema-decay must be in [0, 1], got ",
             model_ema_decay);
   VIT_CHECK(!resume || !output.empty(), "resuming needs the run directory");
   optim.validate();

@@ -269,7 +269,7 @@ TEST(Cli, GradAccumStepsMakeAGlobalBatchOfMicroBatches) {
   EXPECT_NE(longer.out.find("batch 16 (8 x 2 accumulation steps)"), std::string::npos) << longer.out;
   Result bad = run("train --model mnist-seed --synthetic 64 --grad-accum-steps 0");
   EXPECT_NE(bad.code, 0);
-  EXPECT_NE(bad.out.find("grad accum steps must be positive"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("--grad-accum-steps must be positive"), std::string::npos) << bad.out;
 }
 
 // --model-ema: the EMA is evaluated each epoch (summary.csv's ema_* columns, the log) and
@@ -493,10 +493,10 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
   EXPECT_NE(r.out.find("does not divide embed_dim"), std::string::npos) << r.out;
   r = run("train --synthetic 10 -b 0");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("batch size must be positive"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--batch-size must be positive"), std::string::npos) << r.out;
   r = run("train --synthetic 10 --lr -1");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("learning rate must be positive"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--lr (the learning rate) must be a positive number"), std::string::npos) << r.out;
   r = run("train --model nope --synthetic 10");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("unknown model preset 'nope'"), std::string::npos) << r.out;

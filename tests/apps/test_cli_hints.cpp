@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "support/run_vit.h"
 #include "support/temp_dir.h"
@@ -31,9 +32,24 @@ TEST(CliHints, MisspeltSubcommandsAndFlagsGetTheNearestName) {
   EXPECT_NE(r.out.find("vit train: --epoch: did you mean --epochs?"), std::string::npos) << r.out;
   r = run_vit("info --modle vit-base-16");
   EXPECT_NE(r.out.find("vit info: --modle: did you mean --model?"), std::string::npos) << r.out;
-  r = run_vit("info --zzzzzzzz 1");  // nothing near: no guess
+  r = run_vit("info --zzzzzzzz 1");  // nothing near: no guess, but the flag is named
   EXPECT_NE(r.code, 0);
   EXPECT_EQ(r.out.find("did you mean"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vit info: --zzzzzzzz: not a flag of vit info"), std::string::npos) << r.out;
+  // A flag cut short, and timm's names for vit's flags; an unknown flag is named even where
+  // CLI11 stops at a missing required one first.
+  for (const auto& [line, hint] : std::vector<std::pair<std::string, std::string>>{
+           {"train --batch 1", "vit train: --batch: did you mean --batch-size?"},
+           {"train --initial-checkpoint x",
+            "vit train: --initial-checkpoint: did you mean --pretrained (timm's"},
+           {"train --log-freq 5", "vit train: --log-freq: did you mean --log-interval (timm's --log-freq)?"},
+           {"eval --log-freq 5", "vit eval: --log-freq: did you mean --log-seconds (timm's --log-freq)?"},
+           {"eval --val-split validation",
+            "vit eval: --val-split: did you mean --split (timm's --val-split)?"}}) {
+    r = run_vit(line);
+    EXPECT_NE(r.code, 0) << line;
+    EXPECT_NE(r.out.find(hint), std::string::npos) << line << ": " << r.out;
+  }
 }
 
 // Environment variables as flags are: a value vitcpp cannot use stops the program before any

@@ -215,7 +215,7 @@ def test_bad_input_raises_clear_errors(digits, tmp_path):
         vitcpp.train(None, train=(x, bad), epochs=1, threads=2, progress="log")
     with pytest.raises(vitcpp.Error, match=r"float32 images are the model's input, \[N, 1, 28, 28\]"):
         vitcpp.train(None, train=(np.zeros((4, 1, 32, 32), np.float32), y[:4]), epochs=1, progress="log")
-    with pytest.raises(vitcpp.Error, match="learning rate must be positive"):
+    with pytest.raises(vitcpp.Error, match="the learning rate. must be a positive number"):
         vitcpp.train(None, train=(x, y), epochs=1, lr=-1, progress="log")
     with pytest.raises(ValueError, match="needs data"):
         vitcpp.train("mnist-seed")
