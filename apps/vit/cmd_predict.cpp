@@ -3,6 +3,8 @@
 // with --results-file a CSV as timm's inference.py writes (filename, then the top-k indices,
 // labels and probabilities in columns of their own); or, with --features, their embeddings
 // (the pooled pre-logits, or every token's features) to a .safetensors or .npy file.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -21,6 +23,7 @@
 #include "io/tensor_input.h"
 #include "model_flags.h"
 #include "outputs.h"
+#include "train/progress.h"
 #include "validators.h"
 #include "vit/classifier.h"
 #include "vit/core/error.h"
@@ -31,7 +34,8 @@ namespace vit::app {
 namespace {
 struct PredictFlags {
   LoadFlags load;
-  std::string tensor, results_file, results_format, features, out;
+  std::string tensor, results_file, results_format, features, out, progress = "auto";
+  double log_seconds = 10;
   std::vector<std::string> images;
   int64_t topk = 5, batch_size = 32;
   bool json = false, logits = false;
@@ -144,6 +148,14 @@ Run add_predict(CLI::App& cmd) {
                  "the --results-file's format whatever its name: csv or json (JSON lines; timm's)")
       ->check(CLI::IsMember({"csv", "json"}));
   cmd.add_option("images", f->images, "PNG or JPEG files, or folders of them (their images, sorted)");
+  cmd.add_option("--progress", f->progress,
+                 "on stderr: auto: a progress bar when stderr is a terminal and stdout is not (results to a "
+                 "file), else nothing; bar; log: a line every --log-seconds (timm's --log-freq); none")
+      ->check(CLI::IsMember({"auto", "bar", "log", "none"}))
+      ->capture_default_str();
+  cmd.add_option("--log-seconds", f->log_seconds, "seconds between progress lines with --progress log")
+      ->check(positive())
+      ->capture_default_str();
   CLI::Option* features =
       cmd.add_option(
              "--features", f->features,
@@ -195,19 +207,26 @@ Run add_predict(CLI::App& cmd) {
     }
     const InputSpec in = f->input.spec(cfg);
     std::vector<float> x(size_t(std::min(f->batch_size, N) * n));
+    // Progress on stderr: a bar where it does not mix with results on the same terminal.
+    const bool bar = f->progress == "bar" ||
+                     (f->progress == "auto" && ::isatty(STDERR_FILENO) != 0 && ::isatty(STDOUT_FILENO) == 0);
+    EvalProgress progress(std::cerr, bar, bar || f->progress == "log" ? f->log_seconds : 0, "predict");
+    progress.start(N);
     // Runs infer(first, B, images) for batches of the inputs, in order.
     auto for_batches = [&](auto&& infer) {
       for (int64_t first = 0; first < N; first += f->batch_size) {
         const int64_t B = std::min(f->batch_size, N - first);
         if (files.empty()) {
           infer(first, B, rows.data() + first * n);
-          continue;
+        } else {
+          // Decoded on the threads (the first bad file's error, as in order).
+          for_items_on_threads(
+              B, [&](int64_t b) { load_image_input(files[size_t(first + b)], in, x.data() + b * n); });
+          infer(first, B, x.data());
         }
-        // Decoded on the threads (the first bad file's error, as in order).
-        for_items_on_threads(
-            B, [&](int64_t b) { load_image_input(files[size_t(first + b)], in, x.data() + b * n); });
-        infer(first, B, x.data());
+        progress.update(first + B, -1);
       }
+      progress.finish();
     };
     auto what = [&](int64_t i) {
       return files.empty() ? nlohmann::json{{"row", i}} : nlohmann::json{{"image", files[size_t(i)]}};

@@ -134,7 +134,10 @@ void EvalProgress::update(int64_t done, double top1) {
   const double eta = done > 0 ? elapsed * double(total_ - done) / double(done) : 0.0;
   char images[64], figures[64];
   std::snprintf(images, sizeof images, "%lld/%lld images", (long long)done, (long long)total_);
-  std::snprintf(figures, sizeof figures, " top1 %.2f%% %s img/s", 100 * top1, rate_str(rate).c_str());
+  if (top1 >= 0)
+    std::snprintf(figures, sizeof figures, " top1 %.2f%% %s img/s", 100 * top1, rate_str(rate).c_str());
+  else  // no labels (vit predict)
+    std::snprintf(figures, sizeof figures, " %s img/s", rate_str(rate).c_str());
   const std::string eta_only = " ETA " + clock_str(eta), full = std::string(images) + figures + eta_only;
   if (terminal_)
     out_ << "\r\033[2K"

@@ -55,7 +55,8 @@ class EvalProgress {
         label_(std::move(label)),
         now_(std::move(now)) {}
   void start(int64_t total);
-  // After each batch: images done (of total) and the top-1 accuracy over them.
+  // After each batch: images done (of total) and the top-1 accuracy over them (negative:
+  // none to show).
   void update(int64_t done, double top1);
   void finish();                                         // clears the bar (terminal)
   void set_columns(int columns) { columns_ = columns; }  // as ProgressLine's

@@ -113,6 +113,12 @@ TEST(CliPredict, FoldersAndAResultsFile) {
     ++rows;
   }
   EXPECT_EQ(rows, 3);
+  // Progress as timm's inference.py logs it: lines with --progress log, none by default on
+  // a pipe (the results' stream).
+  EXPECT_EQ(folder.out.find("predict "), std::string::npos) << folder.out;
+  Result logged = run_vit("predict --topk 3 -b 2 --progress log --log-seconds 0.000001" + ck + d + "/imgs");
+  ASSERT_EQ(logged.code, 0) << logged.out;
+  EXPECT_NE(logged.out.find("predict 3/3 images "), std::string::npos) << logged.out;
   // A .json name gets JSON lines of the same columns (timm's --results-format json).
   ASSERT_EQ(run_vit("predict --topk 3" + ck + d + "/imgs --results-file " + d + "/preds.json").code, 0);
   std::ifstream jl(d + "/preds.json");
