@@ -68,7 +68,8 @@ PIL_OPS = [
     ["Contrast", 0.1], ["Contrast", 0.73], ["Contrast", 1.27], ["Contrast", 1.9],
     ["Brightness", 0.37], ["Brightness", 1.72],
     ["Sharpness", 0.1], ["Sharpness", 1.81], ["Sharpness", 1.9],
-    ["Rotate", 9.0], ["Rotate", -27.0], ["Rotate", 30.0],
+    ["Rotate", 9.0], ["Rotate", -27.0], ["Rotate", 30.0], ["Rotate", 45.0], ["Rotate", 90.0], ["Rotate", -90.0],
+    ["Rotate", 180.0],
     ["ShearX", 0.27], ["ShearX", -0.09], ["ShearY", 0.3],
     ["TranslateX", 4.455], ["TranslateX", -1.65], ["TranslateY", -3.645],
 ]

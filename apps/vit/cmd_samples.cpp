@@ -57,9 +57,9 @@ Run add_samples(CLI::App& cmd) {
   cmd.add_option("--std", f->std,
                  "with augmentation: the model's input std (random erasing's noise has it; default 0.5)")
       ->check(positive());
-  return [f] {
+  return [f, &cmd] {
     AugmentConfig a = f->aug.config();
-    if (f->aug.jitter_dropped()) std::cerr << "note: " << AugFlags::kJitterDropped << std::endl;
+    for (const std::string& n : f->aug.notes(cmd)) std::cerr << "note: " << n << std::endl;
     const Splits need = f->split == "train" ? Splits::train : Splits::eval;
     const bool folders = image_folders(f->data_dir, f->dataset, need);
     VIT_CHECK(folders || f->img_size.empty(), "--img-size is for image folders; ", f->data_dir,

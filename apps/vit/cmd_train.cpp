@@ -490,8 +490,6 @@ void TrainCommand::note_flags_without_effect() const {
       {{"--freeze-backbone"},
        F.pretrained.empty(),
        "the head trains on a randomly initialized backbone (no --pretrained)"},
-      {{"--aa-fill"}, F.aug.aug.auto_augment.empty(), "no effect, RandAugment is off (--aa)"},
-      {{"--aa-ops"}, F.aug.aug.auto_augment.empty(), "no effect, RandAugment is off (--aa)"},
       {{"--force-color-jitter"},
        F.aug.aug.auto_augment.empty() || F.aug.color_jitter.empty(),
        "no effect, it keeps --color-jitter beside --aa and one is not given"},
@@ -528,7 +526,7 @@ void TrainCommand::note_flags_without_effect() const {
       if (cmd.count(flag) > 0) given += (given.empty() ? "" : ", ") + flag;
     if (m.unused && !given.empty()) *out << "note: " << given << ": " << m.why << std::endl;
   }
-  if (F.aug.jitter_dropped()) *out << "note: " << AugFlags::kJitterDropped << std::endl;
+  for (const std::string& n : F.aug.notes(cmd)) *out << "note: " << n << std::endl;
 }
 
 bool TrainCommand::open_run_dir() {

@@ -185,6 +185,19 @@ void AugFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--reprob", aug.reprob, "random erasing probability")->capture_default_str();
 }
 
+std::vector<std::string> AugFlags::notes(const CLI::App& cmd) const {
+  std::vector<std::string> out;
+  for (const char* flag : {"--aa-fill", "--aa-ops"})
+    if (aug.auto_augment.empty() && cmd.count(flag) > 0)
+      out.push_back(std::string(flag) + ": no effect, RandAugment is off (--aa)");
+  if (!aug.auto_augment.empty() && aug.aa_ops == "mild" && parse_rand_augment(aug.auto_augment).increasing)
+    out.push_back("--aa " + aug.auto_augment +
+                  ": inc has no effect with --aa-ops mild (its ops all grow with "
+                  "the magnitude)");
+  if (jitter_dropped()) out.push_back(kJitterDropped);
+  return out;
+}
+
 AugmentConfig AugFlags::config() const {
   AugmentConfig a = aug;
   // CLI11 lets a flag of two values end after one: say so rather than drop it.

@@ -48,6 +48,9 @@ struct AugFlags {
   bool jitter_dropped() const {
     return !color_jitter.empty() && !aug.auto_augment.empty() && !force_color_jitter;
   }
+  // Notes on the augmentation flags given that do nothing (--aa-fill or --aa-ops without --aa,
+  // inc with the mild ops, --color-jitter left out for --aa), for vit train and vit samples.
+  std::vector<std::string> notes(const CLI::App& cmd) const;
   static constexpr const char* kJitterDropped =
       "--color-jitter: no effect with --aa, as in timm's train.py (RandAugment replaces it; "
       "--force-color-jitter keeps it)";

@@ -57,13 +57,17 @@ def _as_split(x, y, name):
     return x, np.ascontiguousarray(y, dtype=np.int64)
 
 
+# timm's create_transform names for vit train's flags.
+_ALIASES = {"auto_augment": "aa", "re_prob": "reprob"}
+
+
 def _flags(options):
     """vit train's flags from keyword arguments: batch_size=64 -> --batch-size 64; True -> the
     switch alone; False and None -> nothing; a list -> its values."""
     known = _flag_names()
     args = []
     for key, value in options.items():
-        flag = key.replace("_", "-")
+        flag = _ALIASES.get(key, key).replace("_", "-")
         if flag not in known:
             near = difflib.get_close_matches(flag, known, n=1)
             hint = f" (did you mean {near[0].replace('-', '_')!r}?)" if near else ""
@@ -82,7 +86,7 @@ def _flags(options):
 def train(model=None, train=None, val=None, output=None, *, callback=None, resume=None, **options):
     """Trains a model as `vit train` does, with its options by the same names (`-` becomes
     `_`) and defaults: epochs, batch_size, opt, lr, weight_decay, sched, warmup_epochs, seed,
-    threads, the augmentations (auto_augment, reprob, ...), mixup, model_ema, ... `vit train
+    threads, the augmentations (aa, reprob, ...), mixup, model_ema, ... `vit train
     --help` lists them all.
 
     model: a preset or timm architecture name (random weights from `seed`), a checkpoint path

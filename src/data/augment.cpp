@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/decimal.h"
 #include "core/rng.h"
 #include "data/image.h"
 #include "data/pil_ops.h"
@@ -89,7 +90,12 @@ AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint6
   // timm's fill for the geometric ops: the normalization's mean as 8-bit pixels (create_transform's
   // img_mean), here back in [0, 1]; or the 0.5 gray of runs recorded before.
   for (float m : cfg_.mean)
-    ra_fill_.push_back(cfg_.aa_fill == "gray" ? 0.5f : std::round(255.f * std::clamp(m, 0.f, 1.f)) / 255.f);
+    ra_fill_.push_back(
+        cfg_.aa_fill == "gray"
+            ? 0.5f
+            // timm: min(255, round(255 * x)), Python's round (half to even) of the
+            // mean as written (0.3, not float's 0.30000001: 76, not 77).
+            : float(std::min(255.0, std::nearbyint(255.0 * std::max(0.0, shortest_decimal(m))))) / 255.f);
   if (ra_n_ > 0 || cfg_.color_jitter())  // photometric ops work on [0, 1] values
     VIT_CHECK(int64_t(cfg_.mean.size()) == base_.channels() && int64_t(cfg_.std.size()) == base_.channels(),
               ra_n_ > 0 ? "--aa" : "--color-jitter", " needs the normalization's mean and std");
@@ -281,8 +287,8 @@ constexpr PilOp kTimmOps[] = {PilOp::AutoContrast, PilOp::Equalize,   PilOp::Inv
                               PilOp::Contrast,     PilOp::Brightness, PilOp::Sharpness,   PilOp::ShearX,
                               PilOp::ShearY,       PilOp::TranslateX, PilOp::TranslateY};
 
-// An op's argument at magnitude m (0 to mmax) and the sign drawn for it, as timm's
-// LEVEL_TO_ARG computes it (the same order of operations, so the same doubles).
+}  // namespace
+
 double timm_op_arg(PilOp op, bool increasing, double m, double sign, int64_t H, int64_t W) {
   const double level = m / 10.0;
   switch (op) {
@@ -291,7 +297,8 @@ double timm_op_arg(PilOp op, bool increasing, double m, double sign, int64_t H, 
       return increasing ? 4 - int(level * 4) : int(level * 4);
     case PilOp::Solarize:  // the threshold: 0-256, or 256-0 (inc)
       return increasing ? 256 - int(level * 256) : int(level * 256);
-    case PilOp::SolarizeAdd: return int(level * 110);
+    case PilOp::SolarizeAdd:  // 0-110, at most 128 past magnitude 10
+      return std::min(128, int(level * 110));
     case PilOp::Color:
     case PilOp::Contrast:
     case PilOp::Brightness:
@@ -305,8 +312,6 @@ double timm_op_arg(PilOp op, bool increasing, double m, double sign, int64_t H, 
     default: return 0;
   }
 }
-
-}  // namespace
 
 int64_t AugmentedDataset::get(int64_t i, float* image) const {
   const int64_t C = channels(), H = height(), W = width(), n = C * H * W;

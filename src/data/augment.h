@@ -35,6 +35,7 @@
 
 #include "core/rng.h"
 #include "data/dataset.h"
+#include "data/pil_ops.h"
 
 namespace vit {
 
@@ -90,6 +91,11 @@ void color_jitter(float* img, int64_t C, int64_t H, int64_t W, const int* order,
 // [C, H, W] image in [0, 1], at signed magnitude m (M/10 of rand-mM); the geometric ops fill
 // what comes from outside channel c with fill[c].
 void rand_augment_op(int op, float m, float* img, int64_t C, int64_t H, int64_t W, const float* fill);
+
+// timm's RandAugment op argument (LEVEL_TO_ARG, the same order of operations, so the same
+// doubles) at magnitude m (0 to mmax) with the sign drawn for it, on an H x W image:
+// degrees, bits kept, a threshold, an amount, a factor, a shear or pixels of translation.
+double timm_op_arg(PilOp op, bool increasing, double m, double sign, int64_t H, int64_t W);
 
 // The random resized crop's box on an H x W image (torchvision's RandomResizedCrop.get_params).
 CropBox random_resized_box(Rng& rng, int64_t H, int64_t W, const AugmentConfig& cfg);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 namespace vit {
@@ -188,8 +190,29 @@ void pil_op(PilOp op, double arg, float* img, int64_t C, int64_t H, int64_t W, c
       double deg = std::fmod(arg, 360.0);
       if (deg < 0) deg += 360.0;
       if (deg == 0.0) return;
-      const double a = -deg * M_PI / 180.0, cx = double(W) / 2.0, cy = double(H) / 2.0;
-      double m[6] = {std::cos(a), std::sin(a), 0.0, -std::sin(a), std::cos(a), 0.0};
+      if (deg == 180.0 || ((deg == 90.0 || deg == 270.0) && H == W)) {  // Pillow's exact transposes
+        std::vector<float> src(img, img + C * HW);
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t y = 0; y < H; ++y)
+            for (int64_t x = 0; x < W; ++x) {
+              // Counter-clockwise: output (y, x) from input (x, W-1-y) at 90, (H-1-x, y) at 270.
+              const int64_t sy = deg == 180.0 ? H - 1 - y : deg == 90.0 ? x : W - 1 - x;
+              const int64_t sx = deg == 180.0 ? W - 1 - x : deg == 90.0 ? W - 1 - y : y;
+              img[(c * H + y) * W + x] = src[size_t((c * H + sy) * W + sx)];
+            }
+        return;
+      }
+      // The matrix rounded to 15 decimals, as Image.rotate does (round(cos(angle), 15)).
+      // Python rounds the exact binary value in decimal; so does printf, and strtod reads back
+      // the nearest double (v * 1e15 rounded in binary first can land on a tie and go astray).
+      auto r15 = [](double v) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.15f", v);
+        return std::strtod(buf, nullptr);
+      };
+      const double a = -(deg * (M_PI / 180.0)),  // math.radians: x * (pi / 180)
+          cx = double(W) / 2.0, cy = double(H) / 2.0;
+      double m[6] = {r15(std::cos(a)), r15(std::sin(a)), 0.0, r15(-std::sin(a)), r15(std::cos(a)), 0.0};
       m[2] = m[0] * -cx + m[1] * -cy + cx;
       m[5] = m[3] * -cx + m[4] * -cy + cy;
       affine(m, img, C, H, W, fill);

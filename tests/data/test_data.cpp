@@ -411,7 +411,7 @@ TEST(Augment, RandAugmentOpsArePillows) {
                                               {"ShearY", PilOp::ShearY},
                                               {"TranslateX", PilOp::TranslateX},
                                               {"TranslateY", PilOp::TranslateY}};
-  ASSERT_EQ(ops.size(), 35u);
+  ASSERT_EQ(ops.size(), 39u);
   std::set<std::string> seen;
   for (size_t k = 0; k < ops.size(); ++k)
     for (const std::string image : {"rgb", "gray"}) {
@@ -519,6 +519,57 @@ TEST(Augment, RandAugmentFillsWithTheMeanAsTimm) {
   EXPECT_GT(grayed_old, 0);
   ra.aa_fill = "white";
   EXPECT_NE(test::error_of([&] { AugmentedDataset(white, ra, 1); }).find("--aa-fill"), std::string::npos);
+}
+
+// Each op's argument as timm's LEVEL_TO_ARG gives it (auto_augment.py, values worked out
+// there): the default set's and the increasing set's, past magnitude 10 too (mmax).
+TEST(Augment, RandAugmentsArgumentsAreTimms) {
+  struct Case {
+    PilOp op;
+    bool inc;
+    double m, sign, want;
+  };
+  for (const Case& c : std::vector<Case>{{PilOp::Rotate, false, 9, -1, -27},
+                                         {PilOp::Posterize, false, 9, 1, 3},
+                                         {PilOp::Posterize, true, 9, 1, 1},
+                                         {PilOp::Posterize, false, 10, 1, 4},
+                                         {PilOp::Solarize, false, 9, 1, 230},
+                                         {PilOp::Solarize, true, 9, 1, 26},
+                                         {PilOp::SolarizeAdd, false, 9, 1, 99},
+                                         {PilOp::SolarizeAdd, false, 20, 1, 128},  // timm's cap
+                                         {PilOp::Color, false, 9, -1, 1.72},
+                                         {PilOp::Contrast, true, 9, -1, 0.19},
+                                         {PilOp::Brightness, true, 9, 1, 1.81},
+                                         {PilOp::Sharpness, true, 20, -1, 0.1},  // held to 0.1
+                                         {PilOp::ShearX, false, 9, -1, -0.27},
+                                         {PilOp::TranslateX, false, 9, 1, 0.405 * 20},  // of the width
+                                         {PilOp::TranslateY, false, 9, 1, 0.405 * 10}})
+    EXPECT_NEAR(timm_op_arg(c.op, c.inc, c.m, c.sign, 10, 20), c.want, 1e-12)
+        << int(c.op) << (c.inc ? " inc" : "") << " m" << c.m;
+}
+
+// timm's fill is min(255, round(255 * mean)) in Python: the mean as written, half to even.
+// A mean of 0.3 fills 76 (255 * 0.3 = 76.4999...), where float's 0.30000001 gave 77.
+TEST(Augment, RandAugmentsFillRoundsAsTimm) {
+  const Ramp white(1.f);
+  AugmentConfig ra;
+  ra.auto_augment = "rand-m9-n2";
+  ra.mean = {0.3f};
+  ra.std = {1.f};
+  std::pair<int, int> n{0, 0};
+  std::vector<float> x(24);
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    AugmentedDataset aug(white, ra, seed);
+    for (int64_t i = 0; i < 8; ++i) {
+      aug.get(i, x.data());
+      for (float v : x) {
+        n.first += std::fabs(v - (76.f / 255.f - 0.3f)) < 1e-6f;
+        n.second += std::fabs(v - (77.f / 255.f - 0.3f)) < 1e-6f;
+      }
+    }
+  }
+  EXPECT_GT(n.first, 0);
+  EXPECT_EQ(n.second, 0);
 }
 
 TEST(Augment, ResizedCropErasingAndRandAugment) {
@@ -636,6 +687,7 @@ TEST(Augment, RandAugmentTakesTimmsOptionsAndRefusesOthers) {
     return all;
   };
   const std::vector<float> plain = images("rand-m9-n2");
+  EXPECT_EQ(images("rand-m9-n2-p0.5-mmax10-mstd0"), plain);  // the defaults written out change nothing
   EXPECT_EQ(images("rand-m9-n2-p0.5-mmax10-inc0-mstd0"), images("rand-m9-n2-inc1"));
   EXPECT_NE(images("rand-m9-n2-inc1"), plain);                    // the increasing set
   EXPECT_TRUE(parse_rand_augment("rand-m9-n2-inc0").increasing);  // timm takes any inc value as true
