@@ -45,11 +45,7 @@ Run add_export(CLI::App& cmd) {
     VIT_CHECK(f->dtype != "int8" || f->format == "onnx",
               "--dtype int8: for --format onnx (timm and Hugging Face ",
               "hold fp32 weights; vit quantize writes an int8 checkpoint)");
-    // A training run's directory read as a checkpoint takes model.safetensors first: an export
-    // there would stand in for the run's best, and replace its config.json.
-    VIT_CHECK(f->format == "onnx" || !std::filesystem::exists(dir / "args.json"), "--out ", f->out,
-              ": a training run's directory (args.json); an export there would be read in place of its "
-              "checkpoints: choose another directory");
+    if (f->format != "onnx") check_export_dir(f->out);  // not a run's directory: before any work
     const Pretrained p = f->load.load();
     // The file written must not be the one read: --out RUN/best.safetensors, or a timm
     // directory exported onto itself, would replace the weights.

@@ -26,9 +26,15 @@ void check_outputs(const std::vector<std::pair<std::string, std::string>>& outpu
     std::error_code ec;
     VIT_CHECK(!fs::is_directory(path, ec), flag, " ", path, ": a directory, where a file is meant");
     const fs::path folder = fs::path(path).parent_path();
-    VIT_CHECK(makes_folders || folder.empty() || fs::is_directory(folder, ec), flag, " ", path,
-              ": the folder ", folder.string(),
-              fs::exists(folder, ec) ? " is not a directory" : " does not exist (create it first)");
+    if (!makes_folders && !folder.empty()) {
+      std::error_code se;
+      const fs::file_status st = fs::status(folder, se);
+      VIT_CHECK(!se || se == std::errc::no_such_file_or_directory, flag, " ", path, ": the folder ",
+                folder.string(), " cannot be reached (", se.message(), ")");
+      VIT_CHECK(fs::exists(st), flag, " ", path, ": the folder ", folder.string(),
+                " does not exist (create it first)");
+      VIT_CHECK(fs::is_directory(st), flag, " ", path, ": ", folder.string(), " is not a directory");
+    }
     // A device or pipe (/dev/null for two outputs, /dev/stdout) is written in place: nothing
     // of it can be lost.
     if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) continue;

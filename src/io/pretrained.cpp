@@ -368,8 +368,15 @@ std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>&
   return j.dump(2) + "\n";
 }
 
+void check_export_dir(const std::string& dir) {
+  VIT_CHECK(!fs::exists(fs::path(dir) / "args.json"), dir,
+            ": a training run's directory (args.json); an export there would be read in place of its "
+            "checkpoints: choose another directory");
+}
+
 std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
                                      const std::vector<std::string>& class_names) {
+  check_export_dir(dir);
   const ViTConfig& c = model.config();
   std::vector<std::string> notes;
   if (c.norm_eps != 1e-6f && c.norm_eps != 1e-5f)

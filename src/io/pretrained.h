@@ -79,6 +79,9 @@ void resample_pos_embed_hf(const float* src, int64_t prefix, int64_t gh, int64_t
 // Writes a directory timm loads as it is: model.safetensors (timm's names) and config.json
 // (architecture, num_classes, global_pool, model_args, pretrained_cfg, label_names).
 // Returns notes on what timm will see differently (LayerNorm eps).
+// Refuses a training run's directory (args.json) as an export's: its model.safetensors
+// would be read in place of the run's checkpoints, and its config.json replaced.
+void check_export_dir(const std::string& dir);
 std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
                                      const std::vector<std::string>& class_names = {});
 // Writes a directory Hugging Face transformers loads as hf_class(config):

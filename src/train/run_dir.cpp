@@ -145,10 +145,21 @@ void create_run_dir(const std::string& dir, const std::string& args_json) {
                    tmp = target / ("args.json.tmp." + std::to_string(::getpid()));
     write_file_atomic(tmp.string(), args_json);
     const int linked = ::link(tmp.c_str(), args.c_str()), err = errno;
-    fs::remove(tmp, ec);
-    if (linked == 0) return;
+    // On NFS a lost reply can report EEXIST for a link that was made: the same file is ours.
+    const bool ours = linked == 0 || (err == EEXIST && fs::equivalent(tmp, args, ec));
+    if (ours || err == EEXIST) fs::remove(tmp, ec);
+    if (ours) return;
     refuse_if_run(dir);
-    throw Error(detail::concat(args.string(), ": cannot create (", std::strerror(err), ")"));
+    if (err == EEXIST)
+      throw Error(detail::concat(args.string(), ": cannot create (", std::strerror(err), ")"));
+    // A file system without hard links (FAT, exFAT, some SMB and FUSE mounts): renamed into
+    // place, as before the link, after the check once more.
+    if (std::rename(tmp.c_str(), args.c_str()) != 0) {
+      const int rerr = errno;
+      fs::remove(tmp, ec);
+      throw Error(detail::concat(args.string(), ": cannot create (", std::strerror(rerr), ")"));
+    }
+    return;
   }
   // Made complete under a temporary name beside it, then renamed: rename(2) puts a
   // directory in place of a missing or empty one, and fails if a run filled it meanwhile.

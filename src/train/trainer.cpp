@@ -1101,7 +1101,7 @@ void TrainLoop::write_epoch_files(const EpochStats& e, bool better, bool ema_bet
     if (ema_better) save_checkpoint((dir / "best_ema.safetensors").string(), model, ema_meta, false);
     swap_weights(model, *ema);
   }
-  write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist, ema != nullptr, eval_set != nullptr));
+  write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist, ema != nullptr && eval_set != nullptr, eval_set != nullptr));
   const auto w0 = SteadyClock::now();
   save_state(dir / kStateFile, model, opt, ema, p, cfg, steps_per_epoch, eval_set != nullptr);
   recovery.wrote(seconds_since(w0));

@@ -184,8 +184,11 @@ TEST(OnnxExport, MetadataHoldsThePreprocessing) {
   m.init_weights(7);
   export_onnx(m, tmp / "m.onnx", {});
   const std::string bytes = read_text_file(tmp / "m.onnx");
-  for (const char* want :
-       {"[0.485,0.456]", "[0.229,0.224]", "crop_pct", "0.875", "crop_mode", "center"})
+  // metadata_props entries: the key, then the value's tag (field 2: 0x12) and length: the keys
+  // alone appear inside vitcpp_config's JSON too, followed by a quote.
+  for (const std::string& want : std::vector<std::string>{
+           std::string("mean\x12\x0d[0.485,0.456]"), std::string("std\x12\x0d[0.229,0.224]"),
+           std::string("crop_pct\x12\x05") + "0.875", std::string("crop_mode\x12\x06") + "center"})
     EXPECT_NE(bytes.find(want), std::string::npos) << want;
   EXPECT_EQ(bytes.find("0.48500001"), std::string::npos);
 }

@@ -173,6 +173,13 @@ def test_attention_maps_and_writing_out(tmp_path):
     m.save_pretrained(tmp_path / "timm")
     back = vitcpp.create_model("local-dir:" + str(tmp_path / "timm"))
     assert back.checkpoint_format == "timm" and np.array_equal(back(x), m(x))
+    # Not into a training run's directory, whose checkpoints its model.safetensors would shadow.
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "args.json").write_text("{}")
+    for fmt in ("timm", "hf"):
+        with pytest.raises(vitcpp.Error, match="a training run's directory"):
+            m.save_pretrained(tmp_path / "run", format=fmt)
+    assert sorted(os.listdir(tmp_path / "run")) == ["args.json"]
     m.export_onnx(tmp_path / "m.onnx")
     assert (tmp_path / "m.onnx").stat().st_size > 4 * m.num_params()
     # An int8 model's graph is int8 by default, as `vit export` of a vit quantize file (it was

@@ -275,9 +275,11 @@ def test_without_evaluation_data_summary_csv_leaves_the_eval_columns_empty(digit
     read back from it, said 0.0 where the run's own said None."""
     _, train, _ = digits
     out = str(tmp_path / "noeval")
-    vitcpp.train("mnist-seed", train=train, output=out, epochs=1, batch_size=64, threads=2, progress="log")
+    h = vitcpp.train("mnist-seed", train=train, output=out, epochs=1, batch_size=64, threads=2, progress="log",
+                     model_ema=True)
     rows = summary_rows(os.path.join(out, "summary.csv"))
     assert [r["eval_top1"] for r in rows] == [""] and float(rows[0]["train_loss"]) > 0, rows
     done = vitcpp.train(train=train, resume=out, progress="log")
     assert done[0]["eval_top1"] is None and done[0]["eval_loss"] is None
+    assert sorted(done[0]) == sorted(h[0]), "the finished run's history has the fresh one's keys"
     assert "wrote" in run_vit("plot", "--run", out)  # train curves alone
