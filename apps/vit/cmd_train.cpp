@@ -147,12 +147,6 @@ nlohmann::json setting_value(const std::string& text) {
 constexpr std::pair<const char*, const char*> kKeptWith[] = {
     {"aa-fill", "aa"}, {"aa-ops", "aa"}, {"crop-fill", "crop-pad"}};
 
-// args.json's format, written into every new run beside the flags (not a flag: --resume
-// leaves it out): 2 since --aa reads timm's options after -nN (2026-12-06), 3 since --aa
-// leaves --color-jitter out (2026-12-06), 4 since --opt sgd is Nesterov's, as timm's
-// (2026-12-06). resume.cpp reads a run of an older version as the older program ran it.
-constexpr int kArgsVersion = 4;
-
 // args.json: the settings the run was given (a recipe's flags expanded, the last of a
 // repeated flag), as {flag name without "--": value}: true for a switch, a number or text
 // for one value, a list for several; --data-dir, --pretrained and --teacher as absolute paths;
@@ -540,6 +534,8 @@ bool TrainCommand::open_run_dir() {
   run_agreed(comm, "resuming " + F.resume, [&] {
     if (comm.root()) lock.emplace(F.resume);
     finished = resume_finished(F.resume, F.train, *out);
+    // A directory the run cannot write (read-only, full) fails now, not after an epoch's work.
+    if (comm.root() && !finished) check_writable_dir(F.resume);
   });
   return !finished;
 }
@@ -735,11 +731,28 @@ int TrainCommand::train_and_report() {
              << "/last.safetensors: an epoch's weights, though no state to resume "
              << "from (fine-tune them with --pretrained, or start anew with another --output)" << std::endl;
     }
+    // A run with a state to go on from (a full disk, a file that went bad): said so, once its
+    // cause is mended. Not where the error says how already, nor after a divergence, which a
+    // resume would repeat.
+    if (!F.train.output.empty() && comm.root() && run_has_state(F.train.output)) {
+      try {
+        throw;
+      } catch (const RankFailure&) {
+        throw;  // rank 0 reports it as it is
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        if (what.find("--resume") == std::string::npos && what.find("diverged") == std::string::npos)
+          throw Error(what + "; once mended, the run continues from its last state: vit train --resume " +
+                      F.train.output);
+        throw;
+      }
+    }
     throw;
   }
   *out << best_line(hist, eval_set != nullptr, F.train, !F.train.output.empty()) << std::endl;
   if (!F.train.output.empty()) {
-    *out << "wrote " << F.train.output << "/{config.json,summary.csv,last.safetensors,best.safetensors"
+    *out << "wrote " << F.train.output
+         << "/{args.json,config.json,summary.csv,last.safetensors,best.safetensors,last.state.safetensors"
          << (F.train.model_ema ? ",last_ema.safetensors,best_ema.safetensors" : "") << "}" << std::endl;
     if (F.train.checkpoint_hist > 0) *out << history_line(hist, eval_set != nullptr, F.train) << std::endl;
   }

@@ -69,6 +69,16 @@ bool first_rank() {
 
 // "did you mean" for a misspelt subcommand (the first word that is none) or flag (one the
 // subcommand does not have): the nearest name within two edits, or "".
+// The run directory of `vit train --resume DIR` (or --resume=DIR), else "".
+std::string resumed_dir(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] != "train") return "";
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--resume" && i + 1 < args.size()) return args[i + 1];
+    if (args[i].rfind("--resume=", 0) == 0) return args[i].substr(9);
+  }
+  return "";
+}
+
 // timm's flags whose vit names differ (the first word of each is the flag).
 const std::pair<std::string, std::string> kTimmFlags[] = {
     {"--input-size", "--img-size (and --in-chans)"},
@@ -265,6 +275,7 @@ int run_vit(int argc, char** argv) {
       "serve classifiers over HTTP and gRPC: KServe v2 and TorchServe endpoints, dynamic batching, metrics",
       vit::app::add_serve);
   std::vector<std::string> args(argv + 1, argv + argc);
+  const std::vector<std::string> typed = args;  // before --resume brings in args.json's flags
   try {
     vit::check_settings();  // a VIT_* value vitcpp cannot use stops here, before any work
     vit::ops::cpu_isa();    // as does a VIT_ISA this CPU cannot run
@@ -296,6 +307,14 @@ int run_vit(int argc, char** argv) {
       for (std::string w; in >> w;) words.insert(words.begin(), w);
       what.erase(colon + 2);
       for (size_t i = 0; i < words.size(); ++i) what += (i ? " " : "") + words[i];
+    }
+    // A value from a resumed run's args.json, not from the command line: said so.
+    if (const std::string dir = resumed_dir(typed); !dir.empty()) {
+      const size_t dash = what.find("--");
+      const std::string flag =
+          dash == std::string::npos ? "" : what.substr(dash, what.find_first_of(" =,", dash) - dash);
+      if (flag.empty() || std::find(typed.begin(), typed.end(), flag) == typed.end())
+        what = (std::filesystem::path(dir) / "args.json").string() + " (the run's settings): " + what;
     }
     vit::print_error_line("vit: error: " + what);
     std::cerr << "run 'vit" << (cmd ? " " + cmd->get_name() : "") << " --help' for the options\n";

@@ -73,13 +73,14 @@ void ModelFlags::add_to(CLI::App& cmd) {
 
 ViTConfig ModelFlags::resolve() const {
   ViTConfig c = config_file.empty() ? named_config(model) : ViTConfig::load(config_file);
-  auto pair = [](const std::vector<int64_t>& v, int64_t& a, int64_t& b) {
+  auto pair = [](const std::vector<int64_t>& v, int64_t& a, int64_t& b, const char* flag) {
     if (v.empty()) return;
+    VIT_CHECK(v.size() <= 2, flag, " takes one size or two (height width), got ", v.size(), " values");
     a = v[0];
     b = v.size() > 1 ? v[1] : v[0];
   };
-  pair(img_size, c.img_h, c.img_w);
-  pair(patch_size, c.patch_h, c.patch_w);
+  pair(img_size, c.img_h, c.img_w, "--img-size");
+  pair(patch_size, c.patch_h, c.patch_w, "--patch-size");
   if (in_chans > 0 && in_chans != c.in_chans) {
     c.in_chans = in_chans;
     c.mean.assign(in_chans, 0.5f);
@@ -271,6 +272,8 @@ LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads
   LoadOptions o;
   o.pos_resample = pos_resample;
   if (!img_size.empty()) {
+    VIT_CHECK(img_size.size() <= 2, "--img-size takes one size or two (height width), got ", img_size.size(),
+              " values");
     o.img_h = img_size[0];
     o.img_w = img_size.size() > 1 ? img_size[1] : img_size[0];
     VIT_CHECK(o.img_h > 0 && o.img_w > 0, "--img-size must be positive");

@@ -184,6 +184,8 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
                                   recorded.at("args-version").is_number_integer()
                               ? recorded.at("args-version").get<int64_t>()
                               : 1;
+  VIT_CHECK(version <= kArgsVersion, dir, "/args.json: written by a newer vitcpp (args-version ", version,
+            "; this one reads up to ", kArgsVersion, "): resume it with that version");
   if (version < 2)
     for (size_t i = 0; i + 1 < out.size(); ++i)
       if (out[i] == "--aa") out[i + 1] = legacy_rand_augment(out[i + 1]);

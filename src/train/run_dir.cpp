@@ -132,6 +132,13 @@ void check_new_run_dir(const std::string& dir) {
   refuse_if_run(dir);
 }
 
+void check_writable_dir(const std::string& dir) {
+  const std::string probe = (fs::path(dir) / (".write-test.tmp." + std::to_string(::getpid()))).string();
+  write_file_atomic(probe, "vitcpp\n");  // names the directory and the errno on failure
+  std::error_code ec;
+  fs::remove(probe, ec);
+}
+
 void create_run_dir(const std::string& dir, const std::string& args_json) {
   check_new_run_dir(dir);
   fs::path target = fs::path(dir).lexically_normal();

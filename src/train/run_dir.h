@@ -22,6 +22,8 @@ std::vector<std::string> run_files(const std::string& dir);
 // Throws unless `dir` may take a new run: it does not exist, or it is a directory that
 // holds no run files. The message names the files and says how to continue the run.
 void check_new_run_dir(const std::string& dir);
+// Creates and removes a file in dir: a read-only or full directory is an error naming it.
+void check_writable_dir(const std::string& dir);
 
 // Makes `dir` hold args.json with `args_json`. A directory that does not exist (or is
 // empty) is made under a temporary name and renamed into place, so it never exists

@@ -102,13 +102,13 @@ void TrainConfig::validate() const {
   VIT_CHECK(workers >= 1, "--workers must be at least 1, got ", workers);
   VIT_CHECK(log_every >= 0, "--log-interval must be a number of steps (0: none), got ", log_every);
   VIT_CHECK(mixup.mixup_alpha >= 0.f, "--mixup must be non-negative (0 = off), got ", mixup.mixup_alpha);
-  VIT_CHECK(mixup.cutmix_alpha >= 0.f, "--cutmix must be non-negative (0 = off), got ",
-            mixup.cutmix_alpha);
+  VIT_CHECK(mixup.cutmix_alpha >= 0.f, "--cutmix must be non-negative (0 = off), got ", mixup.cutmix_alpha);
   VIT_CHECK(mixup.prob >= 0.f && mixup.prob <= 1.f, "--mixup-prob must be a probability, got ", mixup.prob);
   VIT_CHECK(mixup.switch_prob >= 0.f && mixup.switch_prob <= 1.f,
             "--mixup-switch-prob must be a probability, got ", mixup.switch_prob);
   VIT_CHECK(recovery_interval >= -1,
-            "--recovery-interval must be a number of steps, 0 (none) or -1 (by time), got ", recovery_interval);
+            "--recovery-interval must be a number of steps, 0 (none) or -1 (by time), got ",
+            recovery_interval);
   VIT_CHECK(recovery_seconds > 0, "recovery seconds must be positive");
   if (teacher) distill.validate();
   VIT_CHECK(model_ema_decay >= 0.f && model_ema_decay <= 1.f, "--model-ema-decay must be in [0, 1], got ",
@@ -118,6 +118,12 @@ void TrainConfig::validate() const {
 }
 
 namespace {
+
+// A non-finite value as a person reads it: nan, inf or -inf (printf's sign of a NaN, "-nan",
+// means nothing).
+std::string nonfinite_name(double v) {
+  return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
 
 void check_shapes(const ViT& model, const Dataset& d) {
   const ViTConfig& c = model.config();
@@ -955,7 +961,7 @@ EpochSums TrainLoop::train_epoch(int64_t epoch, int64_t first, SteadyClock::time
     // The summed loss is the same on every rank, so all stop together.
     if (!std::isfinite(stats[0]))
       throw Error(
-          diverged(cfg, "the loss is " + std::to_string(stats[0] / std::max(stats[2], 1.0)) + " (not finite)",
+          diverged(cfg, "the loss is " + nonfinite_name(stats[0] / std::max(stats[2], 1.0)) + " (not finite)",
                    p, epoch, s));
     if (cfg.clip_grad > 0) clip_grad_norm(model.table(), model.grads().data(), cfg.clip_grad);
     sums.lr = lr_at(sched, p.global_step);
@@ -1101,7 +1107,8 @@ void TrainLoop::write_epoch_files(const EpochStats& e, bool better, bool ema_bet
     if (ema_better) save_checkpoint((dir / "best_ema.safetensors").string(), model, ema_meta, false);
     swap_weights(model, *ema);
   }
-  write_file_atomic((dir / "summary.csv").string(), summary_csv(p.hist, ema != nullptr && eval_set != nullptr, eval_set != nullptr));
+  write_file_atomic((dir / "summary.csv").string(),
+                    summary_csv(p.hist, ema != nullptr && eval_set != nullptr, eval_set != nullptr));
   const auto w0 = SteadyClock::now();
   save_state(dir / kStateFile, model, opt, ema, p, cfg, steps_per_epoch, eval_set != nullptr);
   recovery.wrote(seconds_since(w0));

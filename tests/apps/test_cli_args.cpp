@@ -103,6 +103,26 @@ TEST(CliArgs, ANonFiniteMeanAndATinyCropAreRefused) {
   }
 }
 
+// A run that fails with a state to go on from says how to go on (a full disk at an epoch's
+// end said only which file it could not write).
+TEST(CliArgs, AFailedRunWithAStateSaysHowToResume) {
+  vit::test::TempDir tmp("cli_hint");
+  const std::string dir = tmp / "run";
+  ASSERT_EQ(
+      vit::test::run("train --model mnist-seed --synthetic 64 -b 32 --epochs 1 --threads 1 --log-every 0 "
+                     "--output " +
+                     dir)
+          .code,
+      0);
+  // Room for args.json (a few KB), not for the next epoch's weights.
+  const Result r = vit::test::run_vit("train --resume " + dir + " --epochs 2", "ulimit -f 6;");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("File too large"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("once mended, the run continues from its last state: vit train --resume " + dir),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(CliArgs, RecipeWithAnEqualsSignIsTheRecipe) {
   vit::test::TempDir tmp("args_recipe");
   const std::string dir = tmp / "run";

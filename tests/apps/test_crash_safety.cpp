@@ -6,6 +6,8 @@
 // resumes to the same bits, a second SIGINT ends it at once, and an ignored one stays ignored.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -301,6 +303,17 @@ TEST(CrashSafety, AReadOnlyRunDirectoryKeepsItsCheckpointsAndNamesTheFile) {
     after[e.path().string()] = vit::read_file_bytes(e.path().string());
   EXPECT_TRUE(after == before) << "the run directory is unchanged";
   EXPECT_NO_THROW(vit::SafeTensors::open(tmp / "run/last.safetensors"));
+  // An unfinished run (args.json asks for 2 epochs) resumed without --epochs writes nothing
+  // until an epoch ends: the directory is tried first, not after an epoch's work.
+  nlohmann::json args = nlohmann::json::parse(vit::read_text_file(tmp / "run/args.json"));
+  args["epochs"] = 2;
+  vit::write_file_atomic(tmp / "run/args.json", args.dump(1) + "\n");
+  fs::permissions(tmp / "run", fs::perms(0555));
+  Finished third = vit::test::run_child(program, "train --resume " + (tmp / "run"), o);
+  fs::permissions(tmp / "run", fs::perms(0755));
+  EXPECT_NE(third.code, 0) << third.out;
+  EXPECT_NE(third.out.find("Permission denied"), std::string::npos) << third.out;
+  EXPECT_EQ(third.out.find("epoch 2/2"), std::string::npos) << "no epoch trained first: " << third.out;
 }
 
 TEST(CrashSafety, ALossThatTurnsNonFiniteStopsTheRunAndKeepsTheLastGoodCheckpoint) {

@@ -99,6 +99,29 @@ TEST(RunDir, TwoRunsStartedAtOnceIntoOneDirectoryLeaveTheWinnersArgs) {
   }
 }
 
+// A bad value in a run's args.json is said to come from there (it read as a flag typed on
+// the command line), and an args.json of a newer vitcpp is refused, not read as this one's.
+TEST(RunDir, ABadArgsJsonIsNamedAndANewerOneRefused) {
+  vit::test::TempDir tmp("run_badargs");
+  const std::string dir = tmp / "run";
+  ASSERT_EQ(run(kTrain + "--epochs 1 --log-every 0 --output " + dir).code, 0);
+  const nlohmann::json good = nlohmann::json::parse(vit::read_text_file(dir + "/args.json"));
+  nlohmann::json bad = good;
+  bad["lr"] = "abc";
+  vit::write_file_atomic(dir + "/args.json", bad.dump(1) + "\n");
+  Result r = run("train --resume " + dir + " --epochs 2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find(dir + "/args.json (the run's settings): Could not convert: --lr = abc"),
+            std::string::npos)
+      << r.out;
+  bad = good;
+  bad["args-version"] = 999;
+  vit::write_file_atomic(dir + "/args.json", bad.dump(1) + "\n");
+  r = run("train --resume " + dir + " --epochs 2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("args.json: written by a newer vitcpp (args-version 999"), std::string::npos) << r.out;
+}
+
 TEST(RunDir, ResumeWithMoreEpochsTrainsAFinishedRunLonger) {
   vit::test::TempDir tmp("run_longer");
   const std::string dir = tmp / "run";
