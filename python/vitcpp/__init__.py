@@ -12,6 +12,7 @@ import collections
 import fnmatch
 import json
 import os
+import warnings
 import struct
 import tempfile
 import threading
@@ -608,8 +609,12 @@ class VisionTransformer:
     def save_pretrained(self, save_directory, format="timm"):
         """Writes a directory timm ("timm": model.safetensors + config.json, for
         timm.create_model("local-dir:DIR")), transformers ("hf") or vitcpp ("vitcpp") loads.
-        Returns the notes on what the other library sees differently."""
-        return list(self._engine.save(os.fspath(save_directory), format))
+        Returns the notes on what the other library sees differently, each also given as a
+        UserWarning (as `vit export` prints them)."""
+        notes = list(self._engine.save(os.fspath(save_directory), format))
+        for note in notes:
+            warnings.warn(f"save_pretrained: {note}", stacklevel=2)
+        return notes
 
     def export_onnx(self, path, dtype=None):
         """Writes the model as ONNX (opset 17, dynamic batch; `vit export --format onnx`):

@@ -173,6 +173,10 @@ def test_attention_maps_and_writing_out(tmp_path):
     m.save_pretrained(tmp_path / "timm")
     back = vitcpp.create_model("local-dir:" + str(tmp_path / "timm"))
     assert back.checkpoint_format == "timm" and np.array_equal(back(x), m(x))
+    # What timm sees differently is a warning too (it was only the return value).
+    with pytest.warns(UserWarning, match="save_pretrained: .*sin-cos"):
+        notes = vitcpp.create_model("mnist-seed").save_pretrained(tmp_path / "seed")
+    assert notes and "sin-cos" in notes[0]
     # Not into a training run's directory, whose checkpoints its model.safetensors would shadow.
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "args.json").write_text("{}")
