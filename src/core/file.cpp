@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -72,6 +73,36 @@ int own_descriptor(const std::string& p) {
 }
 }  // namespace
 
+namespace {
+// The live temporaries: a slot is claimed (CAS), its path copied, then marked ready; a signal
+// handler unlinks the ready ones. Paths longer than the buffer are not tracked.
+constexpr int kLiveSlots = 16;
+constexpr size_t kLivePath = 4096;
+std::atomic<int> live_state[kLiveSlots];  // 0 free, 1 claimed, 2 ready
+char live_path[kLiveSlots][kLivePath];
+
+int track_temporary(const std::string& tmp) {
+  if (tmp.size() >= kLivePath) return -1;
+  for (int i = 0; i < kLiveSlots; ++i) {
+    int free = 0;
+    if (!live_state[i].compare_exchange_strong(free, 1)) continue;
+    std::memcpy(live_path[i], tmp.c_str(), tmp.size() + 1);
+    live_state[i].store(2, std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void untrack_temporary(int slot) {
+  if (slot >= 0) live_state[slot].store(0, std::memory_order_release);
+}
+}  // namespace
+
+void remove_live_temporaries() {
+  for (int i = 0; i < kLiveSlots; ++i)
+    if (live_state[i].load(std::memory_order_acquire) == 2) ::unlink(live_path[i]);
+}
+
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -107,7 +138,10 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   path_ = p;
   tmp_ = path_ + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ >= 0) return;
+  if (fd_ >= 0) {
+    slot_ = track_temporary(tmp_);
+    return;
+  }
   const int err = errno;
   // A missing folder is the usual cause: name it, rather than the temporary file's path.
   const auto slash = path_.rfind('/');
@@ -119,6 +153,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
 }
 
 AtomicFile::~AtomicFile() {
+  untrack_temporary(slot_);
   if (fd_ < 0) return;
   ::close(fd_);
   if (!tmp_.empty()) ::unlink(tmp_.c_str());
@@ -158,7 +193,10 @@ void AtomicFile::commit() {
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail("close");
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+  const bool renamed = std::rename(tmp_.c_str(), path_.c_str()) == 0;
+  untrack_temporary(slot_);  // renamed: the name is the file's now, not to be removed
+  slot_ = -1;
+  if (!renamed) {
     const int err = errno;
     ::unlink(tmp_.c_str());
     throw Error(detail::concat(path_, ": rename from ", tmp_, " failed (", std::strerror(err), ")"));

@@ -53,7 +53,13 @@ class AtomicFile {
   [[noreturn]] void fail(const char* what);
   std::string path_, tmp_;
   int fd_ = -1;
+  int slot_ = -1;  // its entry among the live temporaries (remove_live_temporaries), or -1
 };
+
+// Removes the temporary files of the AtomicFiles being written now: for a SIGINT or SIGTERM
+// handler (async-signal-safe: unlink(2) on fixed buffers), so that an interrupted `vit
+// export` of a large model leaves no NAME.tmp.PID behind. At most 16 at once are tracked.
+void remove_live_temporaries();
 
 // Writes the concatenation of parts atomically; throws vit::Error naming the file on any
 // failure (and removes the temporary file).

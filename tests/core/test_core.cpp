@@ -182,6 +182,32 @@ TEST(AtomicFile, AMissingFolderIsNamed) {
   EXPECT_NE(::access(dir.c_str(), F_OK), 0);
 }
 
+// The temporaries of files being written are what a stop signal's handler removes
+// (remove_live_temporaries): those open now go, a committed file stays, and a file written
+// after the removal still commits.
+TEST(AtomicFile, LiveTemporariesAreRemovedOnRequestAndCommittedFilesStay) {
+  namespace fs = std::filesystem;
+  const std::string dir = "/tmp/vitcpp_live_" + std::to_string(::getpid());
+  fs::create_directories(dir);
+  write_file_atomic(dir + "/done.bin", "kept");
+  {
+    AtomicFile a(dir + "/a.bin"), b(dir + "/b.bin");
+    a.write("partial");
+    const std::string tmp_a = dir + "/a.bin.tmp." + std::to_string(::getpid());
+    ASSERT_TRUE(fs::exists(tmp_a));
+    remove_live_temporaries();
+    EXPECT_FALSE(fs::exists(tmp_a));
+    EXPECT_FALSE(fs::exists(dir + "/b.bin.tmp." + std::to_string(::getpid())));
+  }
+  EXPECT_EQ(read_text_file(dir + "/done.bin"), "kept");
+  AtomicFile c(dir + "/c.bin");
+  c.write("whole");
+  c.commit();
+  remove_live_temporaries();
+  EXPECT_EQ(read_text_file(dir + "/c.bin"), "whole");
+  fs::remove_all(dir);
+}
+
 // What is not a plain file keeps what it is: a symbolic link is written through (the link
 // stays, its target gets the bytes, also when it does not exist yet or is a chain), a pipe or
 // device is written in place (`--out /dev/null` replaced the device with a file), and a
