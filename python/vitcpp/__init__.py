@@ -625,4 +625,9 @@ class VisionTransformer:
             dtype = "int8" if self._engine.dtype == "int8" else "float32"
         if dtype not in ("float32", "int8"):
             raise ValueError(f"export_onnx: dtype must be 'float32' or 'int8', got {dtype!r}")
+        if self.dynamic_img_size:
+            c = self._cfg
+            warnings.warn(f"export_onnx: the graph takes {c['img_size'][0]}x{c['img_size'][1]} images only "
+                          "(dynamic_img_size resamples per size in vitcpp; an ONNX graph has one position "
+                          "table)", stacklevel=2)
         self._engine.export_onnx(os.fspath(path), dtype == "int8")

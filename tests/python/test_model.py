@@ -186,6 +186,8 @@ def test_attention_maps_and_writing_out(tmp_path):
     assert sorted(os.listdir(tmp_path / "run")) == ["args.json"]
     m.export_onnx(tmp_path / "m.onnx")
     assert (tmp_path / "m.onnx").stat().st_size > 4 * m.num_params()
+    with pytest.warns(UserWarning, match="the graph takes .* images only"):  # one size in ONNX
+        vitcpp.create_model(ck, dynamic_img_size=True).export_onnx(tmp_path / "d.onnx")
     # An int8 model's graph is int8 by default, as `vit export` of a vit quantize file (it was
     # the fp32 graph, silently): the blocks' weights in bytes, not floats.
     q = vitcpp.create_model(ck, dtype="int8")
