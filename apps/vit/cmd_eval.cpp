@@ -103,15 +103,7 @@ Run add_eval(CLI::App& cmd) {
   cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(thread_count());
   f->input.add_to(cmd);
   cmd.add_flag("--json", f->json, "print one JSON object");
-  cmd.add_option(
-         "--progress", f->progress,
-         "on stderr: auto: a progress bar when stderr is a terminal, else nothing; bar; log: a line every "
-         "--log-seconds; none")
-      ->check(CLI::IsMember({"auto", "bar", "log", "none"}))
-      ->capture_default_str();
-  cmd.add_option("--log-seconds", f->log_seconds, "seconds between progress lines with --progress log")
-      ->check(positive())
-      ->capture_default_str();
+  add_progress_flags(cmd, f->progress, f->log_seconds, "when stderr is a terminal");
   cmd.add_option("--confusion-png", f->confusion_png, "also draw the confusion matrix as a PNG heatmap");
   cmd.add_option("--predictions", f->predictions,
                  "also write index,label,prediction per image (dataset order) to this CSV file, then "

@@ -74,7 +74,8 @@ Run add_export(CLI::App& cmd) {
         std::cerr << "vit: export: " << n << "\n";
       std::cout << "wrote " << (dir / "model.safetensors").string() << ", " << (dir / "config.json").string()
                 << " and " << (dir / "preprocessor_config.json").string()
-                << " (transformers: " << hf_class(p.model->config()) << ".from_pretrained(\"" << dir.string() << "\"))\n";
+                << " (transformers: " << hf_class(p.model->config()) << ".from_pretrained(\"" << dir.string()
+                << "\"))\n";
       return 0;
     }
     for (const auto& n : export_timm(*p.model, f->out, p.class_names))

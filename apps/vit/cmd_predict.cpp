@@ -148,14 +148,8 @@ Run add_predict(CLI::App& cmd) {
                  "the --results-file's format whatever its name: csv or json (JSON lines; timm's)")
       ->check(CLI::IsMember({"csv", "json"}));
   cmd.add_option("images", f->images, "PNG or JPEG files, or folders of them (their images, sorted)");
-  cmd.add_option("--progress", f->progress,
-                 "on stderr: auto: a progress bar when stderr is a terminal and stdout is not (results to a "
-                 "file), else nothing; bar; log: a line every --log-seconds (timm's --log-freq); none")
-      ->check(CLI::IsMember({"auto", "bar", "log", "none"}))
-      ->capture_default_str();
-  cmd.add_option("--log-seconds", f->log_seconds, "seconds between progress lines with --progress log")
-      ->check(positive())
-      ->capture_default_str();
+  add_progress_flags(cmd, f->progress, f->log_seconds,
+                     "when stderr is a terminal and stdout is not (results to a file)");
   CLI::Option* features =
       cmd.add_option(
              "--features", f->features,

@@ -186,6 +186,18 @@ void AugFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--reprob", aug.reprob, "random erasing probability")->capture_default_str();
 }
 
+void add_progress_flags(CLI::App& cmd, std::string& progress, double& log_seconds,
+                        const std::string& auto_means) {
+  cmd.add_option("--progress", progress,
+                 "on stderr: auto: a progress bar " + auto_means +
+                     ", else nothing; bar; log: a line every --log-seconds (timm's --log-freq); none")
+      ->check(CLI::IsMember({"auto", "bar", "log", "none"}))
+      ->capture_default_str();
+  cmd.add_option("--log-seconds", log_seconds, "seconds between progress lines with --progress log")
+      ->check(positive())
+      ->capture_default_str();
+}
+
 std::vector<std::string> AugFlags::notes(const CLI::App& cmd) const {
   std::vector<std::string> out;
   for (const char* flag : {"--aa-fill", "--aa-ops"})

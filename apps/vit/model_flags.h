@@ -59,6 +59,11 @@ struct AugFlags {
 // How images become the model's input (eval, predict): the model config's eval transform,
 // with --interpolation, --crop-pct and --crop-mode overriding its parts; and --dtype, the
 // precision of the blocks' matrix products.
+// --progress auto|bar|log|none (on stderr; `auto_means` says when auto draws a bar) and
+// --log-seconds, as vit eval and vit predict take them.
+void add_progress_flags(CLI::App& cmd, std::string& progress, double& log_seconds,
+                        const std::string& auto_means);
+
 struct InputFlags {
   std::string interpolation, crop_mode, dtype;  // dtype: ViT::set_infer_dtype ("": the file's)
   double crop_pct = 0;                          // 0: the config's
