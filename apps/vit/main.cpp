@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "commands.h"
-#include "core/file.h"
 #include "core/settings.h"
 #include "core/suggest.h"
 #include "ops/ops.h"
+#include "stop_signals.h"
 #include "train/comm.h"
 #include "vit/core/error.h"
 #include "vit/core/version.h"
@@ -70,25 +70,6 @@ bool first_rank() {
 
 // "did you mean" for a misspelt subcommand (the first word that is none) or flag (one the
 // subcommand does not have): the nearest name within two edits, or "".
-// SIGINT and SIGTERM (unless ignored, as in a script's background job) remove the files
-// being written's temporaries, then end the program as the signal does.
-void on_stop_signal(int sig) {
-  vit::remove_live_temporaries();
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
-}
-
-void remove_temporaries_on_stop_signals() {
-  for (int sig : {SIGINT, SIGTERM}) {
-    struct sigaction old {};
-    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(sig, &sa, nullptr);
-  }
-}
-
 // The run directory of `vit train --resume DIR` (or --resume=DIR), else "".
 std::string resumed_dir(const std::vector<std::string>& args) {
   if (args.empty() || args[0] != "train") return "";
@@ -347,7 +328,8 @@ int run_vit(int argc, char** argv) {
       if (cmd->parsed()) {
         // vit train and vit serve stop on SIGINT/SIGTERM themselves; the other commands end
         // there, with their files' temporaries removed (a 330 MB NAME.tmp.PID stayed).
-        if (cmd->get_name() != "train" && cmd->get_name() != "serve") remove_temporaries_on_stop_signals();
+        if (cmd->get_name() != "train" && cmd->get_name() != "serve")
+          vit::app::remove_temporaries_on_stop_signals();
         code = run();
       }
   } catch (const vit::RankFailure& e) {

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "core/file.h"
+
 namespace vit::app {
 
 namespace {
@@ -24,6 +26,33 @@ void on_signal(int sig) {
                         ? "\nvit train: SIGINT: stopping after this step (Ctrl-C again stops at once)\n"
                         : "\nvit train: SIGTERM: stopping after this step\n";
   (void)!::write(STDERR_FILENO, msg, std::strlen(msg));
+}
+
+// Sets handler for SIGINT and SIGTERM, with flags(sig), except where the signal was set to be
+// ignored; returns the signals set.
+template <class Flags>
+sigset_t install(void (*handler)(int), Flags flags) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = flags(sig);
+    ::sigaction(sig, &sa, nullptr);
+    sigaddset(&set, sig);
+  }
+  return set;
+}
+
+// The other commands' handler: the files being written lose their temporaries, then the
+// signal ends the program as its default action does.
+void remove_temporaries_then_end(int sig) {
+  remove_live_temporaries();
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
 }
 
 // The thread that takes the signals (sigwait) while every thread started after
@@ -48,21 +77,11 @@ void wait_for_signals(sigset_t set) {
 
 void catch_stop_signals(bool quiet) {
   silent = quiet;
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM}) {
-    struct sigaction old {};
-    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    // A second Ctrl-C is a person who wants out now: SIGINT takes its default action after
-    // the first. SIGTERM stays a request however often it comes: a scheduler may deliver it
-    // twice (to mpirun, which passes it on, and to the ranks themselves); SIGKILL is "now".
-    sa.sa_flags = SA_RESTART | (sig == SIGINT ? SA_RESETHAND : 0);
-    ::sigaction(sig, &sa, nullptr);
-    sigaddset(&set, sig);
-  }
+  // A second Ctrl-C is a person who wants out now: SIGINT takes its default action after the
+  // first. SIGTERM stays a request however often it comes: a scheduler may deliver it twice
+  // (to mpirun, which passes it on, and to the ranks themselves); SIGKILL is "now".
+  const sigset_t set =
+      install(on_signal, [](int sig) { return SA_RESTART | (sig == SIGINT ? SA_RESETHAND : 0); });
   // A handler runs on whichever thread the kernel picks, with its frame (the whole AVX-512
   // register state) pushed onto that thread's stack. A SIGTERM that landed in oneDNN's
   // AVX-512 sgemm corrupted the heap about one time in five (docs/reliability.md), so the
@@ -85,6 +104,10 @@ const char* stop_signal_name(int sig) {
     case 0: return "a signal to another rank";  // this rank was not asked: another was
     default: return "a stop request";
   }
+}
+
+void remove_temporaries_on_stop_signals() {
+  install(remove_temporaries_then_end, [](int) { return 0; });
 }
 
 }  // namespace vit::app

@@ -11,6 +11,10 @@ namespace vit::app {
 // Installs the handlers (once; `quiet`: print nothing when a signal arrives, as on MPI ranks
 // other than 0).
 void catch_stop_signals(bool quiet);
+// For the commands other than train and serve, which end at SIGINT or SIGTERM: the
+// temporaries of the files being written are removed first (remove_live_temporaries), then
+// the signal takes its default action. Ignored signals stay ignored.
+void remove_temporaries_on_stop_signals();
 // The signal that asked to stop, or 0.
 int stop_signal();
 // "SIGINT", "SIGTERM", "a signal to another rank" (0: another MPI rank was asked), or "a stop
