@@ -8,6 +8,7 @@
 
 #include "core/threads.h"
 #include "engine.h"
+#include "gil.h"
 
 namespace vit::python {
 
@@ -16,7 +17,7 @@ namespace vit::python {
 // ran vitcpp). Returns f's result; f's exception is rethrown.
 template <typename F>
 auto compute(F&& f) {
-  pybind11::gil_scoped_release nogil;
+  NoGil nogil;  // not pybind11::gil_scoped_release: see gil.h
   using R = decltype(f());
   if constexpr (std::is_void_v<R>) {
     run_openmp(threads(), f);

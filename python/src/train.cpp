@@ -76,7 +76,7 @@ class PythonStdout : public std::streambuf {
   void write_out() {
     std::lock_guard<std::mutex> lock(mu_);
     if (text_.empty()) return;
-    py::gil_scoped_acquire gil;
+    WithGil gil;
     if (!raised_) {
       try {
         const py::object out = py::module_::import("sys").attr("stdout");
@@ -169,7 +169,7 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
   hooks.stop_requested = [&]() -> int {
     if (raised) return SIGINT;
     if (callback_stop) return SIGTERM;
-    py::gil_scoped_acquire gil;
+    WithGil gil;
     if (PyErr_CheckSignals() != 0) {
       raised.emplace();  // takes the pending exception (KeyboardInterrupt for Ctrl-C)
       return SIGINT;
@@ -191,7 +191,7 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
   hooks.on_epoch_end = [&](const EpochStats& e) {
     seen.push_back(e);
     if (callback.is_none() || raised) return;
-    py::gil_scoped_acquire gil;
+    WithGil gil;
     try {
       const py::object answer = callback(epoch_dict(e, hooks.model_ema && hooks.has_eval, hooks.has_eval));
       // Python's truth (False, 0, numpy's False stop; a string goes on); an array of several
