@@ -40,8 +40,8 @@ Run add_plot(CLI::App& cmd) {
     if (!f->run.empty()) {
       const std::string out = f->out.empty() ? (fs::path(f->run) / "curves.png").string() : f->out;
       const std::string summary = (fs::path(f->run) / "summary.csv").string();
+      const viz::RunHistory h = viz::read_summary_csv(summary);  // first: a missing run is the error
       check_outputs({{"--out", out}}, {summary});
-      const viz::RunHistory h = viz::read_summary_csv(summary);
       viz::curves_figure(h, f->title.empty() ? f->run : f->title, out);
       std::cout << "wrote " << out << " (" << h.epoch.size()
                 << (h.epoch.size() == 1 ? " epoch)\n" : " epochs)\n");
