@@ -18,6 +18,7 @@
 #include "core/file.h"
 #include "core/threads.h"
 #include "core/utf8.h"
+#include "data/folder.h"
 #include "data/open.h"
 #include "io/array_file.h"
 #include "io/tensor_input.h"
@@ -38,13 +39,14 @@ struct PredictFlags {
   double log_seconds = 10;
   std::vector<std::string> images;
   int64_t topk = 5, batch_size = 32;
-  bool json = false, logits = false;
+  bool json = false, logits = false, fullname = false;
   int threads = 0;
   InputFlags input;
 };
 
 // The image files of the arguments: a file as it is, a folder as the PNG and JPEG files
-// below it (any depth), sorted by path. A folder without images is an error.
+// below it (any depth) in timm's order for inference.py's folder (natural_sorted on the path:
+// img2 before img10, case left out). A folder without images is an error.
 std::vector<std::string> image_files(const std::vector<std::string>& args) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
@@ -72,10 +74,16 @@ std::vector<std::string> image_files(const std::vector<std::string>& args) {
                 << " image file(s) in formats vitcpp does not read (.bmp, .gif, .webp, .tif, .ppm, .pgm) "
                    "left out\n";
     VIT_CHECK(!found.empty(), a, ": a folder without PNG or JPEG files");
-    std::sort(found.begin(), found.end());
+    found = natural_sorted(std::move(found));
     out.insert(out.end(), found.begin(), found.end());
   }
   return out;
+}
+
+// An image's name in the results file: its file name, or with --fullname its path (timm's
+// inference.py).
+std::string results_name(const PredictFlags& f, const std::string& path) {
+  return f.fullname ? path : std::filesystem::path(path).filename().string();
 }
 
 // Prints one prediction; `what` is {"image": path} or {"row": i}. With results, also appends
@@ -89,7 +97,7 @@ void print(const PredictFlags& f, nlohmann::json what, const float* z, int64_t K
   };
   if (csv && f.results_format == "json") {
     nlohmann::ordered_json row;
-    row["filename"] = what.contains("image") ? what["image"] : what["row"];
+    row["filename"] = what.contains("image") ? nlohmann::json(results_name(f, what["image"])) : what["row"];
     for (const char* col : {"index", "label", "prob"})
       for (size_t i = 0; i < top.size(); ++i) {
         const std::string key = std::string(col) + "_" + std::to_string(i);
@@ -102,8 +110,7 @@ void print(const PredictFlags& f, nlohmann::json what, const float* z, int64_t K
       }
     *csv += json_for_output(row) + "\n";
   } else if (csv) {
-    std::string row =
-        csv_field(what.contains("image") ? what["image"].get<std::string>() : what["row"].dump());
+    std::string row = csv_field(what.contains("image") ? results_name(f, what["image"]) : what["row"].dump());
     std::string idx, lab, prob;
     for (const Prediction& t : top) {
       char p[32];
@@ -141,13 +148,19 @@ Run add_predict(CLI::App& cmd) {
   cmd.add_option("-b,--batch-size", f->batch_size, "images per forward pass")->capture_default_str();
   cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(thread_count());
   f->input.add_to(cmd);
-  cmd.add_option("--results-file", f->results_file,
-                 "also write the predictions to this file, as timm's inference.py: filename, index_0.., "
-                 "label_0.., prob_0.. (the top-k, best first); CSV, or JSON lines for a .json/.jsonl name");
+  CLI::Option* results = cmd.add_option(
+      "--results-file", f->results_file,
+      "also write the predictions to this file, as timm's inference.py: filename (the file's name; "
+      "--fullname: its path), index_0.., "
+      "label_0.., prob_0.. (the top-k, best first); CSV, or JSON lines for a .json/.jsonl name");
   cmd.add_option("--results-format", f->results_format,
                  "the --results-file's format whatever its name: csv or json (JSON lines; timm's)")
       ->check(CLI::IsMember({"csv", "json"}));
-  cmd.add_option("images", f->images, "PNG or JPEG files, or folders of them (their images, sorted)");
+  cmd.add_flag("--fullname", f->fullname,
+               "the --results-file's filename column holds each image's path, not its file name (timm's)")
+      ->needs(results);
+  cmd.add_option("images", f->images,
+                 "PNG or JPEG files, or folders of them (their images in timm's order: img2 before img10)");
   add_progress_flags(cmd, f->progress, f->log_seconds,
                      "when stderr is a terminal and stdout is not (results to a file)");
   CLI::Option* features =

@@ -83,8 +83,9 @@ TEST(CliHints, UnderMpiOnlyRankZeroReportsAFlagError) {
   }
 }
 
-// vit predict on a folder: its images at any depth, sorted, the same predictions as the files
-// given one by one; --results-file writes timm inference.py's columns.
+// vit predict on a folder: its images at any depth in timm's natural order (Img1, img2, img10;
+// it was byte order: Img1, img10, img2), the same predictions as the files given one by one;
+// --results-file writes timm inference.py's columns, the file names (paths with --fullname).
 TEST(CliPredict, FoldersAndAResultsFile) {
   vit::test::TempDir tmp("predict_dir");
   const std::string d = tmp.str();
@@ -93,44 +94,57 @@ TEST(CliPredict, FoldersAndAResultsFile) {
   ASSERT_EQ(train.code, 0) << train.out;
   std::filesystem::create_directories(d + "/imgs/sub");
   const std::string digit = std::string(VIT_FIXTURE_DIR) + "/digit_7.png";
-  for (const char* name : {"/imgs/b.png", "/imgs/a.png", "/imgs/sub/c.PNG"})
+  for (const char* name : {"/imgs/img10.png", "/imgs/img2.png", "/imgs/Img1.png", "/imgs/sub/c.PNG"})
     std::filesystem::copy_file(digit, d + name);
   std::ofstream(d + "/imgs/notes.txt") << "not an image\n";
   const std::string ck = " --checkpoint " + d + "/run ";
   Result folder = run_vit("predict --topk 3" + ck + d + "/imgs --results-file " + d + "/preds.csv");
   ASSERT_EQ(folder.code, 0) << folder.out;
-  Result files =
-      run_vit("predict --topk 3" + ck + d + "/imgs/a.png " + d + "/imgs/b.png " + d + "/imgs/sub/c.PNG");
+  std::string in_order;
+  for (const char* name : {"/imgs/Img1.png", "/imgs/img2.png", "/imgs/img10.png", "/imgs/sub/c.PNG"})
+    in_order += std::string(" ") + d + name;
+  Result files = run_vit("predict --topk 3" + ck + in_order);
   ASSERT_EQ(files.code, 0) << files.out;
-  EXPECT_EQ(folder.out, files.out);  // sorted: a, b, sub/c
-  std::ifstream csv(d + "/preds.csv");
-  std::string header, row;
-  std::getline(csv, header);
-  EXPECT_EQ(header, "filename,index_0,index_1,index_2,label_0,label_1,label_2,prob_0,prob_1,prob_2");
-  int rows = 0;
-  while (std::getline(csv, row)) {
-    EXPECT_EQ(std::count(row.begin(), row.end(), ','), 9) << row;
-    ++rows;
-  }
-  EXPECT_EQ(rows, 3);
+  EXPECT_EQ(folder.out, files.out);
+  auto names_in = [](const std::string& path) {
+    std::ifstream csv(path);
+    std::string header, row, names;
+    std::getline(csv, header);
+    EXPECT_EQ(header, "filename,index_0,index_1,index_2,label_0,label_1,label_2,prob_0,prob_1,prob_2");
+    while (std::getline(csv, row)) {
+      EXPECT_EQ(std::count(row.begin(), row.end(), ','), 9) << row;
+      names += row.substr(0, row.find(',')) + " ";
+    }
+    return names;
+  };
+  EXPECT_EQ(names_in(d + "/preds.csv"), "Img1.png img2.png img10.png c.PNG ");
+  ASSERT_EQ(run_vit("predict --topk 3 --fullname" + ck + d + "/imgs --results-file " + d + "/full.csv").code,
+            0);
+  EXPECT_EQ(names_in(d + "/full.csv"), in_order.substr(1) + " ");
+  EXPECT_NE(run_vit("predict --fullname" + ck + d + "/imgs").out.find("--fullname requires --results-file"),
+            std::string::npos);
   // Progress as timm's inference.py logs it: lines with --progress log, none by default on
   // a pipe (the results' stream).
   EXPECT_EQ(folder.out.find("predict "), std::string::npos) << folder.out;
   Result logged = run_vit("predict --topk 3 -b 2 --progress log --log-seconds 0.000001" + ck + d + "/imgs");
   ASSERT_EQ(logged.code, 0) << logged.out;
-  EXPECT_NE(logged.out.find("predict 3/3 images "), std::string::npos) << logged.out;
+  EXPECT_NE(logged.out.find("predict 4/4 images "), std::string::npos) << logged.out;
   // A .json name gets JSON lines of the same columns (timm's --results-format json).
   ASSERT_EQ(run_vit("predict --topk 3" + ck + d + "/imgs --results-file " + d + "/preds.json").code, 0);
   std::ifstream jl(d + "/preds.json");
-  rows = 0;
+  int rows = 0;
+  std::string row;
   while (std::getline(jl, row)) {
     const auto j = nlohmann::json::parse(row);
     EXPECT_EQ(j.size(), 10u) << row;
     EXPECT_TRUE(j.contains("filename") && j.contains("label_2") && j.contains("prob_0")) << row;
+    if (rows == 0) {
+      EXPECT_EQ(j["filename"], "Img1.png") << row;
+    }
     EXPECT_EQ(row.rfind("{\"filename\":", 0), 0u) << row;
     ++rows;
   }
-  EXPECT_EQ(rows, 3);
+  EXPECT_EQ(rows, 4);
   // A linked folder is walked into, as train and eval walk image folders (it was skipped).
   std::filesystem::create_directories(d + "/elsewhere");
   std::filesystem::copy_file(digit, d + "/elsewhere/z.png");
