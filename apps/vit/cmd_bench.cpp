@@ -60,6 +60,7 @@ Run add_bench(CLI::App& cmd) {
     f->opt.train = f->mode == "train";
     use_threads(f->threads, f->opt.train);  // as vit train has them, or vit eval and predict
     f->opt.max_runs = std::max(f->opt.max_runs, f->opt.min_runs);
+    if (f->opt.dtype == "bf16") warn_if_bf16_emulated("--dtype bf16");
     const BenchResult r = run_bench(cfg, f->opt);
     if (f->json) {
       nlohmann::json env = nlohmann::json::object();  // docs/environment.md's variables that are set

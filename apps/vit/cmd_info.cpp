@@ -65,7 +65,7 @@ Run add_info(CLI::App& cmd) {
               << "matrix products: " << ops::cpu_gemm_library() << "\n"
               << "bf16 products: "
               << (ops::bf16_available() ? "oneDNN's (--dtype bf16, --amp)" : "none: " + ops::bf16_missing())
-              << "\n"
+              << (ops::bf16_emulated().empty() ? "" : ", but " + ops::bf16_emulated()) << "\n"
               << "int8 products: " << ops::cpu_int8_product() << int8_note() << "\n"
               << "environment: " << environment_line() << "\n";
     return 0;

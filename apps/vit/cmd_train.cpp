@@ -126,6 +126,7 @@ std::string first_line(const TrainFlags& F, const Comm& comm, const TrainHooks* 
       "vit train: model " + model + ", data " + data + ", threads: " + std::to_string(num_threads());
   if (comm.size() > 1) line += " per process, " + std::to_string(comm.size()) + " processes";
   if (F.amp) line += "\nmixed precision (--amp): the blocks' matrix products in bfloat16, fp32 accumulation";
+  if (F.amp && !ops::bf16_emulated().empty()) line += "\nwarning: --amp: " + ops::bf16_emulated();
   return line;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "ops/ops.h"
 #include "validators.h"
 #include "vit/core/error.h"
 
@@ -258,8 +259,14 @@ void InputFlags::add_to(CLI::App& cmd) {
       ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
 }
 
+void warn_if_bf16_emulated(const char* flag) {
+  if (const std::string why = ops::bf16_emulated(); !why.empty())
+    std::cerr << "vit: warning: " << flag << ": " << why << "\n";
+}
+
 void InputFlags::prepare(ViT& model, int64_t max_batch, const std::string& stored_dtype) const {
   const std::string d = dtype.empty() ? stored_dtype : dtype;
+  if (d == "bf16") warn_if_bf16_emulated("--dtype bf16");
   try {
     model.set_infer_dtype(d, /*release_fp32=*/d != "fp32");  // these commands only infer
   } catch (const Error& e) {

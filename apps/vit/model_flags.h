@@ -92,6 +92,9 @@ LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads
                          const std::string& pos_resample = "");
 // --pos-resample timm|hf into value.
 void add_pos_resample(CLI::App& cmd, std::string& value);
+// A warning on stderr, naming `flag` (--dtype bf16, --amp), where bf16 runs emulated, slower
+// than fp32 (a CPU without AVX512-BF16 or AMX).
+void warn_if_bf16_emulated(const char* flag);
 void print_notes(const Pretrained& p,
                  std::ostream& os);  // the checkpoint's notes, "vit: FILE (FORMAT): note"
 // --skip-bad-images: the count and the first 10 files left out, with their reasons.

@@ -256,10 +256,12 @@ PYBIND11_MODULE(_vitcpp, m) {
     d["isa_detected"] = vit::ops::cpu_isa_detected();
     d["matrix_products"] = vit::ops::cpu_gemm_library();
     d["bf16"] = vit::ops::bf16_available();
+    d["bf16_native"] = vit::ops::bf16_available() && vit::ops::bf16_emulated().empty();
     d["int8_product"] = vit::ops::cpu_int8_product();
     d["int8_dot_product"] = vit::ops::cpu_int8_has_dot_product();
     return d;
   });
+  m.def("_bf16_emulated", [] { return vit::ops::bf16_emulated(); });  // why bf16 is slow here, or ""
   m.def("set_threads", &vit::python::set_threads);
   m.def("threads", &vit::python::threads);
   // The OpenMP count a call computes on (tests: what compute() sets).

@@ -52,7 +52,8 @@ def backend_info():
     torch.backends.cpu.get_cpu_capability, and more): "isa", the instruction-set path in use
     ("avx512", "avx2", "neon" or "generic"; VIT_ISA forces one) and "isa_detected", the best
     this CPU runs; "matrix_products", the library of the large fp32 products; "bf16", whether
-    dtype="bf16" runs here; "int8_product", the int8 kernel, and "int8_dot_product", whether it
+    dtype="bf16" runs here, and "bf16_native", whether in the CPU's own instructions (AVX512-BF16
+    or AMX; without them oneDNN emulates bf16, slower than float32); "int8_product", the int8 kernel, and "int8_dot_product", whether it
     sums four byte products per instruction (VNNI, sdot: without, dtype="int8" saves memory more
     than time); "threads", get_threads()."""
     return dict(_vitcpp.backend_info(), threads=get_threads())
@@ -171,6 +172,8 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     # The checkpoint's own precision unless asked: vit quantize's int8 files run in int8, as
     # `vit predict` runs them.
     model._set_dtype(_DTYPES[dtype] if dtype is not None else engine.stored_dtype)
+    if model._engine.dtype == "bf16" and _vitcpp._bf16_emulated():
+        warnings.warn(f"dtype='bfloat16': {_vitcpp._bf16_emulated()}", RuntimeWarning, stacklevel=2)
     return model
 
 
@@ -575,6 +578,12 @@ class VisionTransformer:
         lower precision."""
         raise RuntimeError("half(): vitcpp has no float16 products; create_model(..., dtype='bfloat16') "
                            "(CPUs with AVX-512 bf16) or dtype='int8' give lower precision")
+
+    def bfloat16(self):
+        """Refused: a model's precision is set when it is made, by create_model's
+        dtype='bfloat16' (its inputs and outputs stay float32)."""
+        raise RuntimeError("bfloat16(): give create_model(..., dtype='bfloat16') for bf16 products (inputs and "
+                           "outputs stay float32)")
 
     # ---- changing the model
     def _set_dtype(self, dtype):

@@ -78,6 +78,13 @@ std::string bf16_missing(Device d) {
   }
 }
 
+std::string bf16_emulated(Device d) {
+  switch (d) {
+    case Device::CPU: return cpu::bf16_matmul_emulated();
+    default: return "";
+  }
+}
+
 bool packed_linear_preferred(int64_t M, Device d) {
   switch (d) {
     case Device::CPU: return cpu::packed_linear_preferred(M);

@@ -55,6 +55,9 @@ void prepare_linear(LinearWeights& lw, Precision precision, bool packed = false,
 bool bf16_available(Device d = Device::CPU);
 // Why it does not, in words for an error message ("" when it does).
 std::string bf16_missing(Device d = Device::CPU);
+// Why bf16 runs slower than fp32 where it runs in emulation ("" where the backend runs it natively
+// or not at all): for a warning.
+std::string bf16_emulated(Device d = Device::CPU);
 // Whether packed weights are the faster fp32 inference for M rows here (the CPU backend's
 // VIT_PACK=on|off decides instead when set).
 bool packed_linear_preferred(int64_t M, Device d = Device::CPU);

@@ -12,6 +12,7 @@
 
 #include "core/file.h"
 #include "core/threads.h"
+#include "ops/ops.h"
 #include "vit/core/error.h"
 
 namespace vit::serve {
@@ -122,6 +123,9 @@ ModelPtr Host::make_model(const ServedModel& s, const std::string& config) {
                      " classes, input ", c.channels(), "x", c.height(), "x", c.width(), "; ", batching,
                      ", max queue ", set.max_queue, ", ", c.dtype(), shared,
                      from.empty() ? "" : "; as " + from + " says", ")"));
+  if (c.dtype() == "bf16")
+    if (const std::string why = ops::bf16_emulated(); !why.empty())
+      say(detail::concat("model ", s.name, ": warning: bf16: ", why));
   if (o_.warmup)
     say(detail::concat("model ", s.name, ": warmed up in ", took, " s (a pass of ", bo.max_batch,
                        bo.max_batch > 1 ? " images and one of 1" : " image",

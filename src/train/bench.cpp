@@ -88,7 +88,8 @@ BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
   if (opt.train) {  // bf16 training is mixed precision: fp32 weights, bf16 products (--amp)
     VIT_CHECK(opt.dtype == "fp32" || opt.dtype == "bf16", "--dtype ", opt.dtype,
               ": training runs in fp32 or bf16 (int8 is for inference: --mode infer)");
-    model.set_amp(opt.dtype == "bf16");
+    VIT_CHECK(opt.dtype != "bf16" || ops::bf16_available(), "--dtype bf16: ", ops::bf16_missing());
+    model.set_amp(opt.dtype == "bf16");  // "--amp: ..." would name a flag vit bench has not
   } else {
     try {
       model.set_infer_dtype(opt.dtype, /*release_fp32=*/opt.dtype != "fp32");  // bf16, int8 only infer

@@ -145,16 +145,44 @@ def test_backend_info_says_what_vit_info_says():
     assert f"isa: {info['isa']} (best on this CPU: {info['isa_detected']};" in text, (info, text)
     assert f"matrix products: {info['matrix_products']}\n" in text, (info, text)
     assert ("bf16 products: oneDNN's" in text) == info["bf16"], (info, text)
+    assert ("oneDNN emulates bf16" not in text) == (info["bf16_native"] or not info["bf16"]), (info, text)
     assert f"int8 products: {info['int8_product']} (" in text, (info, text)
     assert info["int8_dot_product"] == (info["int8_product"] in ("avx512-vnni", "avx-vnni", "neon-dotprod")), info
     assert info["threads"] == vitcpp.get_threads()
 
 
-def fresh_python(*args, cwd=None):
-    """python3 ARGS in a new interpreter that imports this vitcpp: the finished process."""
+def fresh_python(*args, cwd=None, **env_vars):
+    """python3 ARGS in a new interpreter that imports this vitcpp (env_vars added to its
+    environment): the finished process."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(vitcpp.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package] + sys.path))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package] + sys.path), **env_vars)
     return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+# oneDNN held to AVX512_CORE emulates bf16, as on CPUs without AVX512-BF16 or AMX, where it is
+# slower than float32: create_model(dtype="bfloat16") says so, and backend_info() has it.
+EMULATED_BF16_SCRIPT = """
+import warnings, vitcpp
+assert vitcpp.backend_info()["bf16"] and not vitcpp.backend_info()["bf16_native"], vitcpp.backend_info()
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    m = vitcpp.create_model("mnist-seed", dtype="bfloat16")
+assert len(w) == 1 and w[0].category is RuntimeWarning and "oneDNN emulates bf16, slower than fp32" in str(w[0].message), [str(x.message) for x in w]
+assert w[0].filename == "<string>", w[0].filename  # the caller's line
+try:
+    m.bfloat16()
+    raise AssertionError("bfloat16() was taken")
+except RuntimeError as e:
+    assert "create_model(..., dtype='bfloat16')" in str(e), e
+print("done")
+"""
+
+
+def test_emulated_bf16_warns_that_it_is_slower(tmp_path):
+    if vitcpp.backend_info()["isa_detected"] != "avx512":
+        pytest.skip("oneDNN's bf16 needs AVX-512")
+    r = fresh_python("-c", EMULATED_BF16_SCRIPT, cwd=tmp_path, ONEDNN_MAX_CPU_ISA="AVX512_CORE")
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("done"), r.stdout[-2000:] + r.stderr[-2000:]
 
 
 def test_the_classify_example_runs():

@@ -173,6 +173,9 @@ struct Int8Weights;  // w in int8, per-channel scales, packed for gemm_s8 (int8.
 bool bf16_matmul_available();
 // Why it is not available, for an error message; "" when it is.
 std::string bf16_matmul_missing();
+// Without AVX512-BF16 or AMX oneDNN emulates bf16 on AVX-512, slower than fp32: why, in words
+// ("" where bf16 runs in the CPU's own instructions, or not at all).
+std::string bf16_matmul_emulated();
 std::shared_ptr<PackedBf16> pack_bf16(const float* w, int64_t N, int64_t K);
 // y[M,N] = bf16(x[M,K]) w^T + b[N] (b may be null). Calls on one w may run at once.
 void linear_forward_bf16(float* y, const float* x, PackedBf16& w, const float* b, int64_t M);
