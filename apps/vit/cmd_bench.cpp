@@ -38,7 +38,7 @@ Run add_bench(CLI::App& cmd) {
   cmd.add_option("--dtype", f->opt.dtype,
                  "precision of the blocks' matrix products: fp32, bf16 (AVX-512; fp32 accumulation) or int8 "
                  "(inference); with --mode train bf16 is mixed precision, as vit train --amp")
-      ->check(CLI::IsMember({"fp32", "bf16", "int8"}))
+      ->transform(dtype_of({"fp32", "bf16", "int8"}))
       ->capture_default_str();
   cmd.add_option("--shards", f->opt.shards,
                  "data-parallel shards: the batch split into this many shards, one thread each (default: "

@@ -9,6 +9,7 @@
 #include "io/onnx_export.h"
 #include "model_flags.h"
 #include "outputs.h"
+#include "validators.h"
 #include "vit/core/error.h"
 
 namespace vit::app {
@@ -34,7 +35,7 @@ Run add_export(CLI::App& cmd) {
          "onnx: fp32, or int8 (the blocks' products as onnxruntime's quantize_dynamic writes them: "
          "DynamicQuantizeLinear and MatMulInteger on int8 weights per output channel); default: fp32, "
          "or int8 for a vit quantize checkpoint")
-      ->check(CLI::IsMember({"fp32", "int8"}));
+      ->transform(dtype_of({"fp32", "int8"}));
   return [f] {
     const auto dir = std::filesystem::path(f->out);
     VIT_CHECK(!f->out.empty(), "--out: empty; name the ", f->format == "onnx" ? "file" : "directory",

@@ -62,7 +62,7 @@ Run add_serve(CLI::App& cmd) {
          "--dtype", o.dtype,
          "fp32, bf16 (AVX-512 bf16 or AMX) or int8 for the blocks' products (default: fp32, or int8 for "
          "a vit quantize checkpoint)")
-      ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
+      ->transform(dtype_of({"fp32", "bf16", "int8"}));
   cmd.add_option("--max-batch", o.max_batch, "images per forward pass (dynamic batching; 1: none)")
       ->check(positive())
       ->capture_default_str();

@@ -230,7 +230,7 @@ void add_model_and_data_flags(CLI::App& cmd, TrainFlags* f) {
                "mixed precision: the blocks' matrix products on bf16 operands with fp32 accumulation "
                "(weights, gradients and optimizer stay fp32; needs AVX-512, fastest with AMX)");
   cmd.add_option("--amp-dtype", f->amp_dtype, "lower precision for --amp (bfloat16 only on the CPU)")
-      ->check(CLI::IsMember({"bfloat16"}))
+      ->transform(dtype_of({"bfloat16"}))
       ->capture_default_str();
   cmd.add_option("--layer-decay", t.optim.layer_decay,
                  "layer-wise lr decay: block i of D gets lr x decay^(D - i), the stem decay^(D + 1) (timm's; "

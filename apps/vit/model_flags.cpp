@@ -256,7 +256,7 @@ void InputFlags::add_to(CLI::App& cmd) {
                  "precision of the blocks' matrix products: fp32, bf16 (AVX-512; inputs and weights "
                  "rounded to bf16, fp32 accumulation) or int8 (weights per channel, inputs per row, "
                  "int32 sums); default: fp32, or int8 for a vit quantize checkpoint")
-      ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
+      ->transform(dtype_of({"fp32", "bf16", "int8"}));
 }
 
 void warn_if_bf16_emulated(const char* flag) {

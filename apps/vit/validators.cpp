@@ -1,5 +1,6 @@
 #include "validators.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -54,6 +55,27 @@ const CLI::Validator& thread_count() {
       numbers([](double x) { return x >= 0 && x <= kMaxThreads && x == double(int64_t(x)); },
               "0 (every core) to " + std::to_string(kMaxThreads), "NONNEGATIVE");
   return v;
+}
+
+CLI::Validator dtype_of(const std::vector<std::string>& names) {
+  std::string shown;
+  for (const std::string& n : names) shown += (shown.empty() ? "" : ",") + n;
+  shown = "{" + shown + "}";
+  return CLI::Validator(
+      [names, shown](std::string& text) -> std::string {
+        static const std::vector<std::vector<std::string>> same = {{"fp32", "float32"}, {"bf16", "bfloat16"}};
+        for (const std::string& n : names) {
+          if (text == n) return "";
+          for (const auto& spellings : same)
+            if (std::find(spellings.begin(), spellings.end(), n) != spellings.end() &&
+                std::find(spellings.begin(), spellings.end(), text) != spellings.end()) {
+              text = n;
+              return "";
+            }
+        }
+        return text + " not in " + shown;
+      },
+      shown);
 }
 
 }  // namespace vit::app

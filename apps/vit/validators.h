@@ -4,6 +4,8 @@
 // ("--depth: a positive number, got -2").
 #pragma once
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 namespace vit::app {
 
@@ -12,5 +14,9 @@ const CLI::Validator& non_negative();  // >= 0
 const CLI::Validator& rate();          // in [0, 1): a dropout or drop-path rate
 const CLI::Validator& fraction();      // in [0, 1): a share of a dataset (0: none)
 const CLI::Validator& thread_count();  // 0 (the default: every core) to kMaxThreads
+// A precision among `names` (fp32, bf16, int8, bfloat16), PyTorch's spelling taken for vitcpp's
+// and the other way round (float32 as fp32, bfloat16 as bf16; bf16 as bfloat16 where that is
+// the name): the value becomes the name in `names`.
+CLI::Validator dtype_of(const std::vector<std::string>& names);
 
 }  // namespace vit::app

@@ -223,16 +223,17 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
   return py::make_tuple(status, history, engine, hooks.stopped);
 }
 
-// vit train's long flag names, without "--" (Python's keyword arguments, `-` as `_`).
-std::vector<std::string> train_flags() {
+// vit train's long flag names, without "--" (Python's keyword arguments, `-` as `_`), each with
+// whether it is a switch (--amp: no value; Python's True or False).
+std::vector<std::pair<std::string, bool>> train_flags() {
   CLI::App app;
   app::add_train(app, nullptr);
-  std::vector<std::string> out;
+  std::vector<std::pair<std::string, bool>> out;
   for (const CLI::Option* o : app.get_options())
     for (const std::string& name : o->get_lnames())
       if (name != "help" && name != "resume" && name != "output" && name != "data-dir" &&
           name != "pretrained")
-        out.push_back(name);
+        out.emplace_back(name, o->get_expected_max() == 0);
   return out;
 }
 

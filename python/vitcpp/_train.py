@@ -29,7 +29,12 @@ def _summary_rows(path):
 
 
 def _flag_names():
-    return set(_vitcpp.train_flags())
+    return {name for name, _ in _vitcpp.train_flags()}
+
+
+def _switches():
+    """vit train's flags that take no value (--amp): True or False in Python."""
+    return {name for name, switch in _vitcpp.train_flags() if switch}
 
 
 def _as_split(x, y, name):
@@ -64,7 +69,7 @@ _ALIASES = {"auto_augment": "aa", "re_prob": "reprob"}
 def _flags(options):
     """vit train's flags from keyword arguments: batch_size=64 -> --batch-size 64; True -> the
     switch alone; False and None -> nothing; a list -> its values."""
-    known = _flag_names()
+    known, switches = _flag_names(), _switches()
     args = []
     for key, value in options.items():
         flag = _ALIASES.get(key, key).replace("_", "-")
@@ -72,8 +77,12 @@ def _flags(options):
             near = difflib.get_close_matches(flag, known, n=1)
             hint = f" (did you mean {near[0].replace('-', '_')!r}?)" if near else ""
             raise TypeError(f"train() got an unexpected keyword argument {key!r}{hint}")
-        if value is None or value is False:
+        if flag in switches and not isinstance(value, (bool, np.bool_)) and value is not None:
+            raise TypeError(f"train(): {key} is a switch, True or False, got {value!r}")
+        if value is None or value is False or value is np.False_:
             continue
+        if value is np.True_:
+            value = True
         if value is True:
             args.append("--" + flag)
         elif isinstance(value, (list, tuple)):

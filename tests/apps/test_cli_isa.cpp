@@ -117,11 +117,14 @@ TEST(CliIsa, EmulatedBf16SaysItIsSlowerThanFp32) {
   EXPECT_NE(info.out.find("\nbf16 products: oneDNN's (--dtype bf16, --amp), but " + why + "\n"),
             std::string::npos)
       << info.out;
+  // PyTorch's name for it too (--dtype took bf16 alone, --amp-dtype bfloat16 alone).
   Result bench = run_vit(
-      "bench --model mnist-seed -b 2 --runs 1 --warmup 0 --min-time 0 --ceiling 100 --dtype bf16", held);
+      "bench --model mnist-seed -b 2 --runs 1 --warmup 0 --min-time 0 --ceiling 100 --dtype bfloat16", held);
   ASSERT_EQ(bench.code, 0) << bench.out;
   EXPECT_EQ(bench.out.rfind("vit: warning: --dtype bf16: " + why + "\n", 0), 0u) << bench.out;
-  Result amp = run_vit("train --model mnist-seed --synthetic 16 --epochs 1 -b 8 --amp --progress none", held);
+  EXPECT_NE(bench.out.find(" 1 shard, bf16: "), std::string::npos) << bench.out;
+  Result amp = run_vit(
+      "train --model mnist-seed --synthetic 16 --epochs 1 -b 8 --amp --amp-dtype bf16 --progress none", held);
   ASSERT_EQ(amp.code, 0) << amp.out;
   EXPECT_NE(amp.out.find("\nwarning: --amp: " + why + "\n"), std::string::npos) << amp.out;
   // Unheld, the CPU decides (an AMX CPU has AVX512-BF16 too).

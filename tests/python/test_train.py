@@ -191,6 +191,9 @@ def test_bad_input_raises_clear_errors(digits, tmp_path):
     _, (x, y), _ = digits
     with pytest.raises(TypeError, match="unexpected keyword argument 'batchsize'.*batch_size"):
         vitcpp.train(None, train=(x, y), batchsize=3)
+    # A switch given a value said "The following argument was not expected: bfloat16" (CLI11's).
+    with pytest.raises(TypeError, match="amp is a switch, True or False, got 'bfloat16'"):
+        vitcpp.train(None, train=(x, y), amp="bfloat16")
     with pytest.raises(ValueError, match=r"labels must be \[N\]"):
         vitcpp.train(None, train=(x, y[:-1]))
     with pytest.raises(TypeError, match="labels must be integers"):
