@@ -201,6 +201,7 @@ Run add_eval(CLI::App& cmd) {
                           {"top5", top5},
                           {"loss", r.loss},
                           {"count", r.count},
+                          {"dtype", model->infer_dtype()},  // the blocks' products: fp32, bf16 or int8
                           {"per_class", per_class_json}};
       if (named) j["class_names"] = class_name;  // per_class's and confusion's order
       for (auto [key, file] : written)
@@ -214,7 +215,9 @@ Run add_eval(CLI::App& cmd) {
     }
     std::cout << data.describe() << "\n"
               << std::fixed << std::setprecision(2) << "top-1 " << top1 << "%  top-5 " << top5 << "%  loss "
-              << std::setprecision(4) << r.loss << "  (" << r.count << " images)\nper class:";
+              << std::setprecision(4) << r.loss << "  (" << r.count << " images"
+              << (model->infer_dtype() == "fp32" ? "" : ", " + model->infer_dtype() + " products")
+              << ")\nper class:";
     // Each class by its name where it has one; "n/a" for a class without images here.
     const size_t per_line = named ? 5 : 10;
     for (size_t k = 0; k < per_class.size(); ++k) {

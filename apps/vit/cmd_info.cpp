@@ -19,8 +19,10 @@ namespace {
 std::string int8_note() {
   if (ops::cpu_int8_has_dot_product()) return " (four byte products per instruction into int32)";
   if (std::string(ops::cpu_int8_product()) == "generic") return " (plain loops: for tests, not speed)";
-  return " (no VNNI or dot product on this CPU: --dtype int8 saves 3/4 of the weights' memory, little "
-         "time)";
+  const std::string where = std::string(ops::cpu_isa()) == ops::cpu_isa_detected()
+                                ? "on this CPU"
+                                : std::string("on the ") + ops::cpu_isa() + " path VIT_ISA forces";
+  return " (no VNNI or dot product " + where + ": --dtype int8 saves 3/4 of the weights' memory, not time)";
 }
 }  // namespace
 

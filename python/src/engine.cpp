@@ -234,15 +234,29 @@ std::vector<Engine::Param> Engine::params(const std::vector<std::string>& prefix
   return out;
 }
 
+// An int8 model is saved as vit quantize writes it (format "vitcpp"; it reloads in int8, the same
+// bits), or in float32 with a note (timm's and transformers' layouts have no int8).
 std::vector<std::string> Engine::save(const std::string& dir, const std::string& format) const {
   fp32();
-  if (format == "timm") return export_timm(*m_, dir, class_names_);
-  if (format == "hf") return export_hf(*m_, dir, class_names_);
+  const bool int8 = dtype() == "int8";
+  if (format == "timm" || format == "hf") {
+    std::vector<std::string> notes =
+        format == "timm" ? export_timm(*m_, dir, class_names_) : export_hf(*m_, dir, class_names_);
+    if (int8)
+      notes.push_back(
+          std::string("the int8 model is written in float32 (its int8 weights times their scales): ") +
+          (format == "timm" ? "timm" : "transformers") + " has no int8 checkpoint layout");
+    return notes;
+  }
   VIT_CHECK(format == "vitcpp", "format must be 'timm', 'hf' or 'vitcpp', got '", format, "'");
   fs::create_directories(dir);
   std::map<std::string, std::string> meta;
   if (!class_names_.empty()) meta["class_names"] = nlohmann::json(class_names_).dump();
-  save_checkpoint((fs::path(dir) / "model.safetensors").string(), *m_, meta);
+  const std::string path = (fs::path(dir) / "model.safetensors").string();
+  if (int8)
+    save_int8_checkpoint(path, *m_, meta);
+  else
+    save_checkpoint(path, *m_, meta);
   return {};
 }
 

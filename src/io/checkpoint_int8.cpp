@@ -1,5 +1,6 @@
 // vit quantize's checkpoints (checkpoint.h): the blocks' four products in int8 per output
 // channel, the rest as save_checkpoint writes it.
+#include <algorithm>
 #include <cmath>
 #include <regex>
 
@@ -51,18 +52,31 @@ void save_int8_checkpoint(const std::string& path, const ViT& model,
   write_safetensors(path, out, meta);
 }
 
+// vit quantize's metadata, or a product stored in int8 (a file whose metadata was rewritten).
 bool is_int8_checkpoint(const SafeTensors& st) {
-  return st.metadata().count("quantization") > 0;
+  if (st.metadata().count("quantization") > 0) return true;
+  for (const auto& t : st.tensors())
+    if (t.dtype == DType::I8 && int8_stored(t.name)) return true;
+  return false;
 }
 
 void copy_weights(const SafeTensors& st, const std::string& name, float* dst) {
   const TensorInfo& t = st.at(name);
   if (t.dtype != DType::I8) return st.copy_float(name, dst);
+  VIT_CHECK(
+      t.shape.size() == 2, st.path(), ": int8 tensor '", name, "' ", shape_str(t.shape),
+      ": int8 is for 2-D weights [out, in] only (vit quantize stores the blocks' qkv, proj, fc1 and fc2)");
   const TensorInfo* s = st.find(name + "_scale");
-  VIT_CHECK(s && t.shape.size() == 2 && s->shape == Shape{t.shape[0]}, st.path(), ": int8 tensor '", name,
-            "' ", shape_str(t.shape), " needs '", name, "_scale' of shape [",
-            t.shape.empty() ? 0 : t.shape[0], "] beside it");
+  VIT_CHECK(s && s->shape == Shape{t.shape[0]}, st.path(), ": int8 tensor '", name, "' ", shape_str(t.shape),
+            " needs '", name, "_scale' of shape [", t.shape[0], "] beside it");
   const std::vector<int64_t> q = st.to_int64(name);
+  // Symmetric: a row's largest |q| is 127. PyTorch's qint8 reaches -128, whose row would be
+  // quantized again to another scale here, not run as stored.
+  if (const auto low = std::find(q.begin(), q.end(), -128); low != q.end())
+    throw Error(detail::concat(st.path(), ": int8 tensor '", name, "' holds -128 (row ",
+                               (low - q.begin()) / t.shape[1],
+                               "): vitcpp's int8 weights are symmetric, in [-127, 127]; quantize the fp32 "
+                               "weights with vit quantize"));
   const std::vector<float> scale = st.to_float(name + "_scale");
   for (size_t n = 0; n < scale.size(); ++n)
     VIT_CHECK(std::isfinite(scale[n]) && scale[n] >= 0, st.path(), ": '", name, "_scale' of row ", n, " is ",

@@ -112,14 +112,17 @@ detail::Mapping vitcpp_mapping(const SafeTensors& st) {
   detail::Mapping m;
   m.cfg = checkpoint_config(st);
   for (const auto& t : st.tensors()) {
-    if (t.dtype == DType::I8) m.skipped.insert(t.name + "_scale");  // read with it (copy_weights)
+    // A product's scale is read with it (copy_weights); one beside a weight of another
+    // integer type too, so that the weight's type is the error.
+    if (t.dtype == DType::I8 || (t.dtype == DType::U8 && st.find(t.name + "_scale")))
+      m.skipped.insert(t.name + "_scale");
     m.sources[t.name] = {t.name};
   }
   if (is_int8_checkpoint(st)) {
     m.stored_dtype = "int8";
     m.notes.push_back(
-        "int8 checkpoint (vit quantize): the blocks' products dequantized; --dtype int8 (the "
-        "default for it) runs them as stored");
+        "int8 checkpoint (vit quantize): read in fp32 (the int8 weights times their scales); inference "
+        "(eval, predict, serve, Python) runs it in int8 as stored unless --dtype says otherwise");
   }
   if (auto it = st.metadata().find("class_names"); it != st.metadata().end()) {
     try {

@@ -35,6 +35,16 @@ TEST(CliInt8, QuantizeWritesAFileThatPredictsAsDtypeInt8) {
   EXPECT_NE(from_int8.out.find("int8 checkpoint (vit quantize)"), std::string::npos) << from_int8.out;
   Result fp32 = run("predict --checkpoint " + q + " --dtype fp32 " + image);
   EXPECT_EQ(fp32.code, 0) << fp32.out;
+  // vit eval says which precision ran (an fp32 and an int8 evaluation read the same).
+  for (const char* c : {"/imgs/val/0", "/imgs/val/7"}) {
+    fs::create_directories(tmp.str() + c);
+    fs::copy_file(image, tmp.str() + c + "/a.png");
+  }
+  Result eval = run("eval --json --checkpoint " + q + " --data-dir " + tmp.str() + "/imgs");
+  ASSERT_EQ(eval.code, 0) << eval.out;
+  EXPECT_NE(eval.out.find("\"dtype\":\"int8\""), std::string::npos) << eval.out;
+  eval = run("eval --checkpoint " + q + " --data-dir " + tmp.str() + "/imgs");
+  EXPECT_NE(eval.out.find("(2 images, int8 products)"), std::string::npos) << eval.out;
   // Its ONNX export is int8 too, as every command runs it (it was fp32); --dtype fp32 says not.
   Result onnx = run("export --format onnx --checkpoint " + q + " --out " + tmp.str() + "/q.onnx");
   ASSERT_EQ(onnx.code, 0) << onnx.out;

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "io/checkpoint.h"
 #include "io/pretrained.h"
@@ -196,6 +197,61 @@ TEST(CheckpointInt8, ANanScaleOrWeightIsNamed) {
   EXPECT_NE(run.find("blocks.1.mlp.fc2.weight: int8: weight row 0 holds a NaN or infinity"),
             std::string::npos)
       << run;
+}
+
+// Files vit quantize did not write as it writes them (found by a tester on 2026-12-06):
+// int8 products without the metadata ran in fp32 without a word; a -128 (PyTorch's qint8
+// range) was taken, and its row quantized again to another scale; a 4-D int8 tensor or a
+// uint8 weight was blamed on its scale.
+TEST(CheckpointInt8, FilesOfOtherMakesAreRunAsStoredOrRefusedByTheirFault) {
+  ViT m(small());
+  test::TempDir tmp("ckpt_int8");
+  std::vector<int8_t> q(1 << 20, 1);
+  std::vector<float> scale(1 << 10, 0.01f);
+  struct Change {
+    bool metadata = true;
+    int8_t first = 1;                // the first product's first value
+    DType product_type = DType::I8;  // the first product's type
+    bool int8_patch = false;         // patch_embed.proj.weight (4-D) in int8 with a scale
+  };
+  auto write = [&](const std::string& name, const Change& c) {
+    std::vector<int8_t> first(q.begin(), q.begin() + (1 << 16));
+    first[0] = c.first;
+    std::vector<TensorOut> out;
+    bool seen = false;
+    for (const auto& s : m.table().specs()) {
+      const bool patch = c.int8_patch && s.name == "patch_embed.proj.weight";
+      if (!int8_stored(s.name) && !patch) {
+        out.push_back({s.name, s.shape, DType::F32, m.params().data() + s.offset});
+        continue;
+      }
+      out.push_back({s.name, s.shape, seen ? DType::I8 : c.product_type, seen ? q.data() : first.data()});
+      out.push_back({s.name + "_scale", {s.shape[0]}, DType::F32, scale.data()});
+      seen = seen || !patch;
+    }
+    std::map<std::string, std::string> meta = {{"vit_config", m.config().to_json()}};
+    if (c.metadata) meta["quantization"] = "int8";
+    const std::string path = tmp.str() + "/" + name + ".safetensors";
+    write_safetensors(path, out, meta);
+    return path;
+  };
+  EXPECT_EQ(load_pretrained(write("nometa", {.metadata = false})).stored_dtype, "int8");
+  const std::string low = write("low", {.first = -128});
+  std::string msg = test::error_of([&] { load_pretrained(low); });
+  EXPECT_NE(
+      msg.find(low + ": int8 tensor 'blocks.0.attn.qkv.weight' holds -128 (row 0): vitcpp's int8 weights "
+                     "are symmetric, in [-127, 127]"),
+      std::string::npos)
+      << msg;
+  msg = test::error_of([&] { load_pretrained(write("patch", {.int8_patch = true})); });
+  EXPECT_NE(
+      msg.find("int8 tensor 'patch_embed.proj.weight' [8, 1, 4, 4]: int8 is for 2-D weights [out, in] only"),
+      std::string::npos)
+      << msg;
+  msg = test::error_of([&] { load_pretrained(write("u8", {.product_type = DType::U8})); });
+  EXPECT_NE(msg.find("blocks.0.attn.qkv.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("U8"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("_scale"), std::string::npos) << msg;
 }
 
 }  // namespace vit

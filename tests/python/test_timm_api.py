@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -99,6 +100,16 @@ def test_a_quantized_checkpoint_runs_in_int8_as_vit_predict_runs_it(tmp_path):
     lines = run_vit("predict", "--checkpoint", tmp_path / "q8", "--tensor", f"{tmp_path / 'x.safetensors'}:x",
                     "-b", len(x), "--json", "--logits").splitlines()
     assert np.array_equal(np.array([json.loads(line)["logits"] for line in lines], np.float32), m(x))
+    # Saved as vitcpp, an int8 model stays one, with the same bits (it was written in float32 and
+    # reloaded in float32); timm's layout has no int8, which its note says.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert m.save_pretrained(tmp_path / "again", format="vitcpp") == []
+    again = vitcpp.create_model(tmp_path / "again")
+    assert again.dtype == "int8" and np.array_equal(again(x), m(x))
+    with pytest.warns(UserWarning, match="written in float32 .* timm has no int8 checkpoint layout"):
+        m.save_pretrained(tmp_path / "timm", format="timm")
+    assert vitcpp.create_model(tmp_path / "timm").dtype == "float32"
 
 
 def test_data_config_helpers_take_timms_arguments():
