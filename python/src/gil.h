@@ -1,15 +1,21 @@
-// Taking the GIL back from a thread that may outlive the interpreter.
+// The GIL, and calls into vitcpp from threads that may outlive the program's end.
 //
 // A daemon thread can still be inside vitcpp (a forward, vitcpp.train) when the main thread
-// ends the program. Once the interpreter is finalizing, Python ends any other thread that
-// asks for the GIL with pthread_exit, whose unwinding runs through vitcpp's frames: through
-// a destructor (noexcept) or an OpenMP region it calls std::terminate, and the program that
-// had finished aborts ("terminate called without an active exception", exit 134). So such a
-// thread, rather than ask, waits for the process's exit, which ends it: Python's
-// documentation of PyEval_RestoreThread advises checking for finalization first, and the
-// unwinding, should finalization start while the thread waits for the GIL, is caught where
-// it starts and the thread waits there too. It holds no GIL then (Python drops it before
-// pthread_exit).
+// ends the program. Two things went wrong there:
+// - Once the interpreter is finalizing, Python ends any other thread that asks for the GIL
+//   with pthread_exit, whose unwinding through vitcpp's frames (a destructor, which is
+//   noexcept, or an OpenMP region) calls std::terminate: the finished program aborted (exit
+//   134).
+// - A call still computing while exit() destroys the libraries' static objects may read
+//   them destroyed: a segmentation fault (seen on the generic path, whose calls are slower).
+// So at exit (Python's atexit, before finalization) vitcpp closes its gate: calls in flight
+// end (a training stops after its step, with its state written, as on SIGTERM), other
+// threads' later calls wait for the exit without starting (the closing thread's own, from
+// atexit handlers that run after vitcpp's, still run), and the exit goes on once none computes. A thread
+// that asks for the GIL back once finalizing waits for the exit too, rather than ask:
+// Python's documentation of PyEval_RestoreThread advises checking for finalization first;
+// should finalization start while the thread waits for the GIL, the unwinding is caught where
+// it starts and the thread waits there. It holds no GIL then (Python drops it first).
 #pragma once
 #include <Python.h>
 #include <pybind11/pybind11.h>
@@ -22,7 +28,16 @@
 
 namespace vit::python {
 
-[[noreturn]] void wait_for_exit();  // gil.cpp
+[[noreturn]] void wait_for_exit();  // without the GIL: sleeps until the process ends
+
+// The gate (gil.cpp). A call enters without the GIL; false once the gate is closed (then it
+// must not start). leave_call() when it is done computing.
+bool enter_call();
+void leave_call();
+bool calls_closing();  // whether the program is ending: a training stops after its step
+// Closes the gate and waits, without the GIL, for the calls in flight (vitcpp._at_exit, on
+// Python's atexit).
+void close_calls();
 
 inline bool interpreter_finalizing() {
 #if PY_VERSION_HEX >= 0x030D0000
@@ -47,11 +62,16 @@ void take_gil_or_wait(F&& take) {
 #endif
 }
 
-// pybind11::gil_scoped_release, but the GIL is taken back through take_gil_or_wait.
+// A call that computes: the GIL released and the gate entered for its lifetime (where the
+// gate is closed, the thread waits for the exit instead), the GIL taken back through
+// take_gil_or_wait.
 class NoGil {
  public:
-  NoGil() : state_(PyEval_SaveThread()) {}
+  NoGil() : state_(PyEval_SaveThread()) {
+    if (!enter_call()) wait_for_exit();
+  }
   ~NoGil() {
+    leave_call();
     take_gil_or_wait([&] { PyEval_RestoreThread(state_); });
   }
   NoGil(const NoGil&) = delete;

@@ -261,6 +261,7 @@ PYBIND11_MODULE(_vitcpp, m) {
     d["int8_dot_product"] = vit::ops::cpu_int8_has_dot_product();
     return d;
   });
+  m.def("_at_exit", &vit::python::close_calls);                       // gil.h: on Python's atexit
   m.def("_bf16_emulated", [] { return vit::ops::bf16_emulated(); });  // why bf16 is slow here, or ""
   m.def("set_threads", &vit::python::set_threads);
   m.def("threads", &vit::python::threads);

@@ -168,7 +168,7 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
   bool callback_stop = false;
   hooks.stop_requested = [&]() -> int {
     if (raised) return SIGINT;
-    if (callback_stop) return SIGTERM;
+    if (callback_stop || calls_closing()) return SIGTERM;  // closing: the program ends (gil.h)
     WithGil gil;
     if (PyErr_CheckSignals() != 0) {
       raised.emplace();  // takes the pending exception (KeyboardInterrupt for Ctrl-C)

@@ -8,6 +8,7 @@ Names and meanings follow timm 1.0 (create_model, forward_features, forward_head
 reset_classifier, set_input_size, pretrained_cfg, data.resolve_model_data_config,
 data.create_transform). docs/python.md has the timm <-> vitcpp table.
 """
+import atexit
 import collections
 import fnmatch
 import json
@@ -23,6 +24,9 @@ from . import _vitcpp
 from ._vitcpp import Error
 from . import data
 from ._train import TrainHistory, train
+
+# Calls still computing on daemon threads end before the interpreter does (python/src/gil.h).
+atexit.register(_vitcpp._at_exit)
 
 __all__ = ["Error", "VisionTransformer", "create_model", "list_models", "set_threads", "get_threads", "backend_info",
            "data", "train", "TrainHistory"]

@@ -237,7 +237,9 @@ def test_threads_are_vitcpps_own_whatever_pytorch_sets(tmp_path):
 # one training. Before, Python's pthread_exit of such a thread, once it asked for the GIL back,
 # unwound through vitcpp's frames into std::terminate: "terminate called without an active
 # exception" and exit 134 after the program had finished (4 runs in 5 for the calls, 3 in 3
-# for the training). Now they wait for the exit.
+# for the training); and on the generic path, whose calls are slower, a call still computing
+# at exit crashed once (SIGSEGV) in CI. Now the exit waits for the calls in flight (the
+# training stops after its step) and the threads wait for the exit (python/src/gil.h).
 DAEMON_SCRIPT = """
 import threading, time, numpy as np, vitcpp
 m = vitcpp.create_model("mnist-seed")
@@ -257,7 +259,7 @@ print("done")
 def test_daemon_threads_inside_vitcpp_let_the_program_exit(tmp_path):
     for _ in range(3):
         r = fresh_python("-c", DAEMON_SCRIPT, cwd=tmp_path)
-        assert r.returncode == 0 and r.stdout.rstrip().endswith("done"), (r.returncode, r.stderr[-2000:])
+        assert r.returncode == 0 and "done" in r.stdout.splitlines(), (r.returncode, r.stderr[-2000:])
 
 
 def fork_child(model, x, q):
