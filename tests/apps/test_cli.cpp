@@ -417,11 +417,6 @@ TEST(Cli, ThreadBindingKeepsEveryCpu) {
 }
 
 TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {
-  // The JSON's line, the last: a CPU without AVX512-BF16 warns on stderr first (emulated bf16).
-  auto last_line_json = [](const std::string& out) {
-    const size_t last = out.rfind('\n', out.size() - 2);
-    return nlohmann::json::parse(out.substr(last == std::string::npos ? 0 : last + 1));
-  };
   Result r =
       run("bench --model mnist-seed --mode train -b 8 --threads 1 --warmup 1 --runs 3 --min-time 0 "
           "--ceiling 100 --json");
@@ -447,7 +442,7 @@ TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {
           "--dtype bf16 --json");
   if (vit::ops::bf16_available()) {
     ASSERT_EQ(bf16.code, 0) << bf16.out;
-    EXPECT_EQ(last_line_json(bf16.out).at("dtype"), "bf16") << bf16.out;
+    EXPECT_EQ(nlohmann::json::parse(vit::test::last_line(bf16.out)).at("dtype"), "bf16") << bf16.out;
   } else {
     EXPECT_NE(bf16.code, 0);
     EXPECT_NE(bf16.out.find("--dtype bf16: " + vit::ops::bf16_missing()), std::string::npos) << bf16.out;
@@ -464,7 +459,8 @@ TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {
       "--ceiling 100 --json");
   if (vit::ops::bf16_available()) {
     ASSERT_EQ(train_bf16.code, 0) << train_bf16.out;
-    EXPECT_EQ(last_line_json(train_bf16.out).at("dtype"), "bf16") << train_bf16.out;
+    EXPECT_EQ(nlohmann::json::parse(vit::test::last_line(train_bf16.out)).at("dtype"), "bf16")
+        << train_bf16.out;
   } else {
     EXPECT_NE(train_bf16.code, 0);
     EXPECT_NE(train_bf16.out.find("--dtype bf16: " + vit::ops::bf16_missing()), std::string::npos)
@@ -694,7 +690,9 @@ TEST(Cli, CifarSeedRecipeRunsEndToEndOnCifarFormatFiles) {
       right += label == pred;
     }
     EXPECT_EQ(rows, 16);
-    EXPECT_DOUBLE_EQ(double(nlohmann::json::parse(p.out)["top1"]), 100.0 * right / 16.0) << dtype;  // percent
+    // percent; the last line: emulated bf16 warns on stderr first
+    EXPECT_DOUBLE_EQ(double(nlohmann::json::parse(vit::test::last_line(p.out))["top1"]), 100.0 * right / 16.0)
+        << dtype;
   }
   // The test split alone evaluates to the same result: eval reads only the split it uses.
   for (int k = 1; k <= 5; ++k) std::filesystem::remove(data / ("data_batch_" + std::to_string(k) + ".bin"));

@@ -32,4 +32,13 @@ inline Result run(const std::string& args) {
   return run_vit(args);
 }
 
+// The last line of out (without its newline): a --json command's object where stderr,
+// merged before it, may hold a warning (emulated bf16 on a CPU without AVX512-BF16).
+inline std::string last_line(const std::string& out) {
+  const size_t end = out.size() && out.back() == '\n' ? out.size() - 1 : out.size();
+  const size_t begin = out.rfind('\n', end ? end - 1 : 0);
+  return out.substr(begin == std::string::npos ? 0 : begin + 1,
+                    end - (begin == std::string::npos ? 0 : begin + 1));
+}
+
 }  // namespace vit::test
