@@ -978,6 +978,8 @@ def test_a_models_configuration_sets_its_batching_instances_and_queue(tmp_path):
         for model, n in (("cats", 16), ("dogs", 6)):
             with concurrent.futures.ThreadPoolExecutor(n) as pool:
                 assert list(pool.map(lambda _: call(s.url + f"/v2/models/{model}/infer", x)[0], range(n))) == [200] * n
+        # The access log's line follows the answer: wait for the last (once, read too early, 5 of 6).
+        wait_for(lambda: "".join(s.lines).count("POST /v2/models/dogs/infer 200") == 6)
         log = "".join(s.lines)
         batches = {m: [int(b) for b in re.findall(rf"POST /v2/models/{m}/infer 200 [\d.]+ ms batch (\d+)", log)]
                    for m in ("cats", "dogs")}
