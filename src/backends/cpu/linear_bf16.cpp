@@ -155,7 +155,7 @@ bool bf16_matmul_native() {
 
 std::string bf16_matmul_emulated() {
   if (!bf16_matmul_available() || bf16_matmul_native()) return "";
-  // Measured on an AMD Zen 4 held to AVX512_CORE: ViT-S/16 at batch 1 took 2.6x fp32's time.
+  // Measured on an AMD Zen 4 held to AVX512_CORE: ViT-S/16 at batch 1 took 2.7x fp32's time.
   const char* cap = setting("ONEDNN_MAX_CPU_ISA");
   if (cap && std::string(cap) == "ALL") cap = nullptr;  // oneDNN's default: holds nothing back
   return std::string("no AVX512-BF16 or AMX here") +
