@@ -227,8 +227,18 @@ int check_stdout(int code) {
   std::cout.flush();
   if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout) return code;
   // errno from the write that failed, if nothing since set another (a write's own errors only).
+  // A long command (vit train) sets errno many times after its first failed write: one more
+  // byte, on output already incomplete, asks the file again why.
+  auto is_write_error = [](int e) {
+    return e == ENOSPC || e == EIO || e == EPIPE || e == EDQUOT || e == EFBIG;
+  };
+  if (!is_write_error(errno)) {
+    std::clearerr(stdout);
+    errno = 0;
+    if (std::fputc('\n', stdout) != EOF) std::fflush(stdout);
+  }
   const int err = errno;
-  const bool write_error = err == ENOSPC || err == EIO || err == EPIPE || err == EDQUOT || err == EFBIG;
+  const bool write_error = is_write_error(err);
   if (code == 0)
     vit::print_error_line(std::string("vit: error: writing standard output: ") +
                           (write_error ? std::strerror(err) : "a write failed"));

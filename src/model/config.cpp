@@ -61,7 +61,9 @@ void ViTConfig::validate() const {
   VIT_CHECK(!map_pool() || embed_dim % num_heads == 0, "config: global_pool 'map' needs num_heads ",
             num_heads, " to divide embed_dim ", embed_dim, " (the attention pool's heads split it)");
   VIT_CHECK(!map_pool() || !fc_norm.value_or(false),
-            "config: global_pool 'map' takes no fc_norm (timm norms the tokens before the attention pool)");
+            "config: global_pool 'map' with fc_norm (in timm: no norm before the attention pool, fc_norm "
+            "after it) is not supported; no timm model uses it. Leave fc_norm unset: the tokens are "
+            "normed before the pool");
   VIT_CHECK(reg_tokens >= 0, "config: reg_tokens must be non-negative, got ", reg_tokens);
   // As timm's VisionTransformerDistilled: class token, distillation token, patches, every
   // one with a position embedding; token pooling.

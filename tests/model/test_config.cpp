@@ -209,6 +209,18 @@ TEST(Config, PatchNormAndPoolIncludePrefix) {
             std::string::npos);
 }
 
+// Attention pooling with fc_norm: timm builds it (no norm before the pool, fc_norm after);
+// vitcpp refuses it, and the reason given was wrong ("timm norms the tokens before the pool").
+TEST(Config, MapPoolWithFcNormIsRefusedForWhatItIs) {
+  const std::string err = test::error_of(
+      [] { ViTConfig::from_json(R"({"class_token": false, "global_pool": "map", "fc_norm": true})"); });
+  EXPECT_NE(
+      err.find("global_pool 'map' with fc_norm (in timm: no norm before the attention pool, fc_norm after "
+               "it) is not supported"),
+      std::string::npos)
+      << err;
+}
+
 // The MLP's activation (timm's act_layer): written only when it is not GELU, so every other
 // config reads and writes as before; an unknown name is an error naming the three.
 TEST(Config, ActLayer) {
