@@ -682,7 +682,7 @@ void TrainCommand::prepare() {
   const bool terminal = hooks && hooks->log ? hooks->log_is_terminal : ::isatty(STDOUT_FILENO) != 0;
   F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && terminal);
   if (F.progress == "none") F.train.log_every = 0;
-  *out << "model: " << cfg.to_json(-1) << std::endl;
+  *out << "model: " << cfg.summary() << std::endl;  // config.json holds every field
   if (const int shards = owned->shards_for(F.train.batch_size); shards > 1)
     *out << "batch split into " << shards << " shards, "
          << (F.shards > 0 ? "one thread each (--shards: the same bits on any --threads)" : "one per thread")

@@ -174,6 +174,30 @@ void read_pair(const json& v, int64_t& a, int64_t& b, const char* key) {
 }
 }  // namespace
 
+std::string ViTConfig::summary() const {
+  auto pair = [](int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); };
+  std::ostringstream s;
+  s << pair(img_h, img_w) << "x" << in_chans << " images, " << pair(patch_h, patch_w) << " patches ("
+    << num_patches() << "), " << depth << (depth == 1 ? " block" : " blocks") << " of width " << embed_dim
+    << ", " << num_heads << (num_heads == 1 ? " head" : " heads");
+  if (dim_head > 0) s << " of width " << dim_head;
+  s << ", MLP " << mlp_dim;
+  if (act_layer != "gelu") s << " (" << act_layer << ")";
+  if (!class_token) s << ", no class token";
+  if (reg_tokens > 0) s << ", " << reg_tokens << " register tokens";
+  if (dist_token) s << ", distillation token";
+  s << ", " << (map_pool() ? "attention" : avg_pool() ? "mean" : "class-token") << " pooling";
+  if (pool_include_prefix) s << " over every token";
+  if (use_fc_norm()) s << " then fc_norm";
+  if (pos_embed != "learn") s << ", " << pos_embed << " positions";
+  if (layer_scale()) s << ", LayerScale " << tidy(init_values);
+  if (drop_path_rate > 0.f) s << ", drop path " << tidy(drop_path_rate);
+  if (drop_rate > 0.f) s << ", dropout " << tidy(drop_rate);
+  if (attn_drop_rate > 0.f) s << ", attention dropout " << tidy(attn_drop_rate);
+  s << ", " << num_classes << (num_classes == 1 ? " class" : " classes");
+  return s.str();
+}
+
 ViTConfig ViTConfig::from_json(const std::string& text) {
   json j;
   try {

@@ -95,6 +95,9 @@ struct ViTConfig {
   // Throws vit::Error naming the first field that is out of range or inconsistent.
   void validate() const;
   std::string to_json(int indent = 2) const;
+  // One line for people: input, patches, blocks, width, heads, pooling, classes, and the
+  // options that are not timm's defaults (vit train's "model:" line; config.json has all).
+  std::string summary() const;
   // Unknown keys are an error (a typo must not silently fall back to a default).
   static ViTConfig from_json(const std::string& text);
   static ViTConfig load(const std::string& path);

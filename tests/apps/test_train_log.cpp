@@ -45,7 +45,8 @@ TEST(TrainLog, ARedirectedLogShowsEachLineAsItIsPrinted) {
   EXPECT_EQ(
       out.rfind("vit train: model vit-small-16 (22.1M parameters), data 256 synthetic samples, threads: 1\n"
                 "initialising 22.1M parameters (seed 42)\n"
-                "model: {",
+                "model: 224x224x3 images, 16x16 patches (196), 12 blocks of width 384, 6 heads, MLP 1536, "
+                "class-token pooling, 1000 classes\n",
                 0),
       0u)
       << out;

@@ -321,4 +321,24 @@ TEST(ParamTable, EachEntryBindsItsOwnField) {
   }
 }
 
+// vit train's "model:" line: the shape in words and the options that are not timm's defaults
+// (it printed the whole config as one ~700-character JSON line).
+TEST(Config, SummaryIsOneReadableLine) {
+  EXPECT_EQ(preset("mnist-seed").summary(),
+            "28x28x1 images, 4x4 patches (49), 2 blocks of width 8, 2 heads, MLP 32, class-token pooling, "
+            "sincos positions, 10 classes");
+  ViTConfig c = preset("vit-small-16");
+  c.class_token = false;
+  c.reg_tokens = 4;
+  c.global_pool = "map";
+  c.init_values = 1e-5f;
+  c.drop_path_rate = 0.1f;
+  c.act_layer = "gelu_tanh";
+  c.num_classes = 1;
+  c.validate();
+  EXPECT_EQ(c.summary(),
+            "224x224x3 images, 16x16 patches (196), 12 blocks of width 384, 6 heads, MLP 1536 (gelu_tanh), "
+            "no class token, 4 register tokens, attention pooling, LayerScale 1e-05, drop path 0.1, 1 class");
+}
+
 }  // namespace vit
