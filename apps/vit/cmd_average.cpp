@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/file.h"
 #include "io/checkpoint.h"
 #include "model_flags.h"
+#include "outputs.h"
 #include "train/average.h"
 #include "validators.h"
 #include "vit/core/error.h"
@@ -52,6 +54,7 @@ Run add_average(CLI::App& cmd) {
     for (auto& s : sel.files)
       VIT_CHECK(!fs::equivalent(s.file, f->output, ec), "--output ", f->output, " is one of the inputs (",
                 s.file, "); write the average to another file");
+    check_outputs({{"--output", f->output}}, {}, true);  // not a run's own file (best.safetensors)
     std::cout << "averaging " << sel.files.size() << " checkpoint(s)";
     if (sel.ranked)
       std::cout << ", the best by " << sel.metric << " of " << sel.candidates;
@@ -76,7 +79,7 @@ Run add_average(CLI::App& cmd) {
     std::map<std::string, std::string> meta = {{"averaged_from", nlohmann::json(files).dump()}};
     if (!avg.class_names.empty()) meta["class_names"] = nlohmann::json(avg.class_names).dump();
     save_checkpoint(f->output, *avg.model, meta, false);
-    std::cout << "wrote " << f->output << " (evaluate it: vit eval --checkpoint " << f->output
+    std::cout << "wrote " << f->output << " (evaluate it: vit eval --checkpoint " << shell_word(f->output)
               << " --data-dir DIR)" << std::endl;
     return 0;
   };

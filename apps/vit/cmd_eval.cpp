@@ -166,10 +166,6 @@ Run add_eval(CLI::App& cmd) {
                       : named && std::find(names.begin(), names.end(), index) != names.end() ? "#" + index
                                                                                              : index;
     }
-    if (!f->predictions.empty())
-      write_predictions(
-          f->predictions, r, data, named ? class_name : std::vector<std::string>{},
-          int64_t(loaded.class_names.size()) == r.num_classes ? loaded.class_names : class_name);
     auto class_images = [&](size_t k) {  // the images of true class k
       int64_t n = 0;
       for (int64_t j = 0; j < r.num_classes; ++j) n += r.confusion[k * size_t(r.num_classes) + size_t(j)];
@@ -179,14 +175,28 @@ Run add_eval(CLI::App& cmd) {
     const double top1 = 100 * r.top1, top5 = 100 * r.top5;
     std::vector<double> per_class_pct(per_class.size());
     for (size_t k = 0; k < per_class.size(); ++k) per_class_pct[k] = 100 * per_class[k];
-    if (!f->results_file.empty())
-      write_results_file(f->results_file, results_format(f->results_file, f->results_format, "json"),
-                         f->load.checkpoint, *model, in, top1, top5);
-    if (!f->confusion_png.empty()) {
-      char title[96];
-      std::snprintf(title, sizeof title, "confusion matrix: top-1 %.2f%% on %lld images", top1,
-                    static_cast<long long>(r.count));
-      viz::confusion_figure(r.confusion, r.num_classes, named ? class_name : names, title, f->confusion_png);
+    try {
+      if (!f->predictions.empty())
+        write_predictions(
+            f->predictions, r, data, named ? class_name : std::vector<std::string>{},
+            int64_t(loaded.class_names.size()) == r.num_classes ? loaded.class_names : class_name);
+      if (!f->results_file.empty())
+        write_results_file(f->results_file, results_format(f->results_file, f->results_format, "json"),
+                           f->load.checkpoint, *model, in, top1, top5);
+      if (!f->confusion_png.empty()) {
+        char title[96];
+        std::snprintf(title, sizeof title, "confusion matrix: top-1 %.2f%% on %lld images", top1,
+                      static_cast<long long>(r.count));
+        viz::confusion_figure(r.confusion, r.num_classes, named ? class_name : names, title,
+                              f->confusion_png);
+      }
+    } catch (const Error&) {
+      // A file that could not be written (a full disk) does not lose the evaluation: its
+      // numbers come before the error.
+      std::cerr << "vit eval: " << std::fixed << std::setprecision(2) << "top-1 " << top1 << "%  top-5 "
+                << top5 << "%  loss " << std::setprecision(4) << r.loss << "  (" << r.count
+                << " images); an output could not be written:" << std::endl;
+      throw;
     }
     // Where the files went: lines of their own, or fields of the JSON object.
     const std::pair<const char*, const std::string*> written[] = {{"predictions", &f->predictions},

@@ -107,8 +107,8 @@ std::string history_line(const std::vector<EpochStats>& hist, bool eval, const T
     os << sep << checkpoint_name(e) << " (" << score_str(scores[size_t(e - 1)], t.eval_metric) << ")";
     sep = ", ";
   }
-  os << "; average them with: vit average " << t.output << " -o "
-     << (std::filesystem::path(t.output) / "averaged.safetensors").string();
+  os << "; average them with: vit average " << shell_word(t.output) << " -o "
+     << shell_word((std::filesystem::path(t.output) / "averaged.safetensors").string());
   return os.str();
 }
 
@@ -170,7 +170,7 @@ nlohmann::json settings_json(const CLI::App& cmd, const std::vector<std::string>
                 ": a value that is not UTF-8 text cannot be kept in the run's args.json");
     // Paths as absolute ones: --resume DIR then finds the data and weights from any directory.
     if (name == "data-dir" || name == "pretrained" || name == "teacher")
-      for (std::string& v : values) v = std::filesystem::absolute(v).lexically_normal().string();
+      for (std::string& v : values) v = absolute_path(v);
     if (values.size() == 1 && o->get_expected_max() <= 1) {
       j[name] = setting_value(values.front());
     } else {
@@ -556,8 +556,15 @@ void TrainCommand::check_fits(const ViTConfig& c, bool allocated) const {
 
 void TrainCommand::make_model() {
   available = F.no_memory_check ? 0 : available_memory_bytes();
-  if (F.pretrained.empty()) {
-    const ViTConfig c = F.model.resolve();
+  // A resumed run with a state takes its model from config.json: the state replaces every
+  // weight, so the --pretrained file (moved, deleted, or a Python model's copy inside a run
+  // that moved) is not read again.
+  const std::string own_config =
+      F.resume.empty() ? "" : (std::filesystem::path(F.resume) / "config.json").string();
+  const bool from_state = !F.pretrained.empty() && !own_config.empty() && run_has_state(F.resume) &&
+                          std::filesystem::exists(own_config);
+  if (F.pretrained.empty() || from_state) {
+    const ViTConfig c = from_state ? ViTConfig::load(own_config) : F.model.resolve();
     check_fits(c, false);
     // ViT-B/16's 86M weights take seconds to draw: say so first.
     if (const int64_t n = ParamTable(c).total(); n >= 10000000)
@@ -639,7 +646,8 @@ void TrainCommand::load_data() {
                                            F.skip_bad_images);
     print_data_notes(d, *out);
     VIT_CHECK(d.train->num_classes() <= cfg.num_classes, source, " has ", d.train->num_classes(),
-              " classes; the model's head has ", cfg.num_classes, " (set --num-classes)");
+              " classes; the model's head has ", cfg.num_classes, " (set --num-classes ",
+              d.train->num_classes(), ")");
     // What a preset meant for another dataset would do quietly (mnist-seed, the default,
     // is gray with 10 classes): said once, with the flag that changes it.
     if (d.train->num_classes() < cfg.num_classes)
@@ -715,7 +723,8 @@ int TrainCommand::train_and_report() {
     }
     if (comm.root())
       *out << "vit train: " << stop_signal_name(e.reason) << ": " << e.what()
-           << (e.state_file.empty() ? "" : "; continue with: vit train --resume " + F.train.output)
+           << (e.state_file.empty() ? ""
+                                    : "; continue with: vit train --resume " + shell_word(F.train.output))
            << std::endl;
     return 128 + sig;
   } catch (...) {
@@ -744,7 +753,7 @@ int TrainCommand::train_and_report() {
         const std::string what = e.what();
         if (what.find("--resume") == std::string::npos && what.find("diverged") == std::string::npos)
           throw Error(what + "; once mended, the run continues from its last state: vit train --resume " +
-                      F.train.output);
+                      shell_word(F.train.output));
         throw;
       }
     }

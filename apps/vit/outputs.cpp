@@ -1,8 +1,14 @@
 #include "outputs.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
+#include "train/run_dir.h"
 #include "vit/core/error.h"
 
 namespace vit::app {
@@ -14,7 +20,9 @@ namespace fs = std::filesystem;
 bool same_file(const std::string& a, const std::string& b) {
   std::error_code ea, eb;
   if (fs::exists(a, ea) && fs::exists(b, eb)) return fs::equivalent(a, b, ea) && !ea;
-  return fs::weakly_canonical(a, ea) == fs::weakly_canonical(b, eb) && !ea && !eb;
+  // Made absolute first: weakly_canonical leaves a relative name with no existing part as
+  // given, so "z.csv" and "./z.csv" differed.
+  return fs::weakly_canonical(fs::absolute(a), ea) == fs::weakly_canonical(fs::absolute(b), eb) && !ea && !eb;
 }
 }  // namespace
 
@@ -44,6 +52,19 @@ void check_outputs(const std::vector<std::pair<std::string, std::string>>& outpu
     for (size_t j = 0; j < i; ++j)
       VIT_CHECK(outputs[j].second.empty() || !same_file(path, outputs[j].second), flag, " ", path,
                 ": also given to ", outputs[j].first, "; each output needs a file of its own");
+    // A folder the file cannot be written in (its permissions, a read-only mount) fails now,
+    // not after the work (an evaluation's hours, its numbers never printed).
+    const std::string where = folder.empty() ? "." : folder.string();
+    VIT_CHECK(!fs::is_directory(where, ec) || ::access(where.c_str(), W_OK | X_OK) == 0, flag, " ", path,
+              ": cannot write in the folder ", where, " (", std::strerror(errno), ")");
+    // A training run's own files (its best checkpoint, its summary.csv) are its history:
+    // `vit average -o RUN/best.safetensors` of checkpoint-N files replaced the run's best.
+    if (fs::exists(fs::path(where) / "args.json", ec)) {
+      const std::vector<std::string> own = run_files(where);
+      VIT_CHECK(std::find(own.begin(), own.end(), fs::path(path).filename().string()) == own.end(), flag, " ",
+                path, ": one of the files of the training run in ", where,
+                "; it would be replaced: choose another name");
+    }
   }
 }
 

@@ -128,6 +128,8 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
     }
   }
   if (dir.empty()) return args;
+  // A directory that is not there is the first thing to say (not the flags given beside it).
+  VIT_CHECK(std::filesystem::exists(dir), "--resume ", dir, ": no such directory");
   // The state file itself names its run directory; another file (a checkpoint) is no run.
   if (std::filesystem::is_regular_file(dir)) {
     const std::filesystem::path file(dir);
@@ -149,10 +151,16 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   const std::vector<std::string> saved = saved_args(dir);
   // The data and weights the run was given: runs before 2026-12-05 kept them as typed, so a
   // relative path names them from the directory the run started in only.
+  // The pretrained weights are read again only when the run has no state yet (a state holds
+  // every weight, and config.json the model: TrainCommand::make_model), so a run moved
+  // elsewhere, or whose file was deleted, resumes.
+  const bool has_state = run_has_state(dir);
   for (size_t i = 0; i + 1 < saved.size(); ++i)
     for (const char* flag : {"--data-dir", "--pretrained", "--teacher"})
-      VIT_CHECK(saved[i] != flag || std::filesystem::exists(saved[i + 1]), "--resume ", dir, ": ", dir,
-                "/args.json gives ", flag, " ", saved[i + 1], ", which does not exist from here",
+      VIT_CHECK(saved[i] != flag || (has_state && saved[i] == std::string("--pretrained")) ||
+                    std::filesystem::exists(saved[i + 1]),
+                "--resume ", dir, ": ", dir, "/args.json gives ", flag, " ", saved[i + 1],
+                ", which does not exist from here",
                 std::filesystem::path(saved[i + 1]).is_relative()
                     ? " (a relative path: resume from the directory the run started in)"
                     : "");
@@ -196,6 +204,11 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   if (version < 4)
     for (size_t i = 0; i + 1 < out.size(); ++i)
       if (out[i] == "--opt" && out[i + 1] == "sgd") out[i + 1] = "momentum";
+  // The model of --config FILE is the run's config.json, written when the run began: FILE may
+  // be relative to another directory, or edited since (its new values trained without a word).
+  const std::filesystem::path own = std::filesystem::path(dir) / "config.json";
+  for (size_t i = 0; i + 1 < out.size(); ++i)
+    if (out[i] == "--config" && std::filesystem::exists(own)) out[i + 1] = own.string();
   out.insert(out.end(), extra.begin(), extra.end());
   out.insert(out.end(), {"--resume", dir});
   return out;
@@ -217,8 +230,8 @@ bool resume_finished(const std::string& dir, const TrainConfig& t, std::ostream&
   }
   if (s->epochs_done < t.total_epochs()) return false;
   out << dir << ": this run is finished (" << s->epochs_done << " of " << t.total_epochs()
-      << " epochs); nothing to do, no file was changed. To train it longer: vit train --resume " << dir
-      << " --epochs N (N > " << t.epochs << ")" << std::endl;
+      << " epochs); nothing to do, no file was changed. To train it longer: vit train --resume "
+      << shell_word(dir) << " --epochs N (N > " << t.epochs << ")" << std::endl;
   return true;
 }
 

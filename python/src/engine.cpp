@@ -249,6 +249,7 @@ std::vector<std::string> Engine::save(const std::string& dir, const std::string&
     return notes;
   }
   VIT_CHECK(format == "vitcpp", "format must be 'timm', 'hf' or 'vitcpp', got '", format, "'");
+  check_export_dir(dir);  // a run's model.safetensors would be read in place of its checkpoints
   fs::create_directories(dir);
   std::map<std::string, std::string> meta;
   if (!class_names_.empty()) meta["class_names"] = nlohmann::json(class_names_).dump();

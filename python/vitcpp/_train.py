@@ -174,6 +174,11 @@ def train(model=None, train=None, val=None, output=None, *, callback=None, resum
         sys.stdout.flush()  # the run prints to the same stdout, from C++
     try:
         status, epochs, engine, stopped = _vitcpp.train(args, tx, ty, vx, vy, callback)
+    except _vitcpp.Error as e:
+        # The run's hint names its keyword here, not vit train's flag.
+        if "(--skip-bad-images leaves such files out)" not in str(e):
+            raise
+        raise _vitcpp.Error(str(e).replace("--skip-bad-images", "skip_bad_images=True")) from None
     finally:
         if tmp is not None:
             tmp.cleanup()

@@ -28,13 +28,28 @@ void check_not_directory(const std::string& path) {
 
 std::vector<char> read_file_bytes(const std::string& path) {
   check_not_directory(path);
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  VIT_CHECK(f, path, ": cannot open for reading (", std::strerror(errno), ")");
-  std::streamsize n = f.tellg();
-  VIT_CHECK(n >= 0, path, ": cannot determine the file size");
-  std::vector<char> buf(static_cast<size_t>(n));
-  f.seekg(0);
-  VIT_CHECK(f.read(buf.data(), n), path, ": read failed");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  VIT_CHECK(fd >= 0, path, ": cannot open for reading (", std::strerror(errno), ")");
+  struct stat sb {};
+  // A regular file is read at its size (and one byte more, to meet its end); a pipe, FIFO or
+  // device (<(cat f), /dev/stdin) in growing pieces to its end.
+  const bool regular = ::fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
+  std::vector<char> buf(regular ? size_t(sb.st_size) + 1 : size_t(65536));
+  size_t n = 0;
+  for (;;) {
+    if (n == buf.size()) buf.resize(2 * buf.size());
+    const ssize_t r = ::read(fd, buf.data() + n, buf.size() - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw Error(detail::concat(path, ": read failed (", std::strerror(err), ")"));
+    }
+    if (r == 0) break;
+    n += size_t(r);
+  }
+  ::close(fd);
+  buf.resize(n);
   return buf;
 }
 
@@ -43,9 +58,12 @@ MappedFile::~MappedFile() {
 }
 
 std::shared_ptr<const MappedFile> map_file(const std::string& path) {
+  struct stat sb {};
+  // Only regular files are opened: opening a FIFO here and closing it would end its writer
+  // (SIGPIPE) before read_file_bytes reads it.
+  if (::stat(path.c_str(), &sb) != 0 || !S_ISREG(sb.st_mode)) return nullptr;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
-  struct stat sb {};
   void* p = MAP_FAILED;
   if (::fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0)
     p = ::mmap(nullptr, size_t(sb.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
@@ -98,6 +116,33 @@ void untrack_temporary(int slot) {
 }
 }  // namespace
 
+std::string absolute_path(const std::string& path) {
+  const std::filesystem::path a = std::filesystem::absolute(path);
+  for (const auto& part : a)
+    if (part == "..") return a.string();
+  return a.lexically_normal().string();
+}
+
+std::string shell_word(const std::string& path) {
+  const bool plain = !path.empty() && path.find_first_not_of(
+                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                          "0123456789_./:=@%+,-") == std::string::npos;
+  if (plain) return path;
+  std::string out = "'";
+  for (char c : path) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string temporary_name(const std::string& path) {
+  const std::string suffix = ".tmp." + std::to_string(::getpid());
+  constexpr size_t kNameMax = 255;  // NAME_MAX of Linux's file systems
+  const size_t slash = path.rfind('/');
+  const size_t start = slash == std::string::npos ? 0 : slash + 1;
+  const size_t name = path.size() - start;
+  if (name + suffix.size() <= kNameMax) return path + suffix;
+  return path.substr(0, start + kNameMax - suffix.size()) + suffix;
+}
+
 void remove_live_temporaries() {
   for (int i = 0; i < kLiveSlots; ++i)
     if (live_state[i].load(std::memory_order_acquire) == 2) ::unlink(live_path[i]);
@@ -136,10 +181,16 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   // above ended) is replaced and the link stays (as `sed -i --follow-symlinks`). Renaming over
   // the link made it a file.
   path_ = p;
-  tmp_ = path_ + ".tmp." + std::to_string(::getpid());
+  tmp_ = temporary_name(path_);
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ >= 0) {
     slot_ = track_temporary(tmp_);
+    // The file it replaces keeps its mode (a private 0600 file stayed private) and group;
+    // best effort, as the owner may not be ours to give.
+    if (::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      [[maybe_unused]] const int owned = ::fchown(fd_, uid_t(-1), st.st_gid);
+      ::fchmod(fd_, st.st_mode & 07777);
+    }
     return;
   }
   const int err = errno;
@@ -210,7 +261,7 @@ void write_file_atomic(const std::string& path, const std::vector<std::string_vi
 }
 
 void copy_file_atomic(const std::string& src, const std::string& dst) {
-  const std::string tmp = dst + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = temporary_name(dst);
   ::unlink(tmp.c_str());
   if (::link(src.c_str(), tmp.c_str()) == 0) {
     if (std::rename(tmp.c_str(), dst.c_str()) == 0) return;

@@ -37,7 +37,9 @@ std::string read_text_file(const std::string& path);
 // A file written piece by piece under a temporary name (PATH.tmp.PID) and renamed to PATH
 // by commit(): for files too large to hold in memory. Destroyed without commit() (an
 // exception, a crash), it removes the temporary file and PATH stays as it was. Errors throw
-// vit::Error naming PATH. A symbolic link is followed (its target replaced, the link kept);
+// vit::Error naming PATH. A file replaced keeps its permission bits (and its group where
+// allowed), as `>` or Python's open would; a hard link to it keeps the old contents. A
+// symbolic link is followed (its target replaced, the link kept);
 // what is not a regular file (/dev/null, a FIFO, /dev/stdout and the process's other
 // descriptors) is written in place, as a shell's `>` writes it; a directory is refused.
 class AtomicFile {
@@ -55,6 +57,20 @@ class AtomicFile {
   int fd_ = -1;
   int slot_ = -1;  // its entry among the live temporaries (remove_live_temporaries), or -1
 };
+
+// path made absolute, "." components dropped; a ".." is kept as given, since a link before
+// it makes "lnk/../x" another file than "x" (lexically_normal's answer).
+std::string absolute_path(const std::string& path);
+
+// path as one word of a shell command a message suggests ("continue with: vit train --resume
+// WORD"): as it is when it holds only characters the shell takes literally, else in single
+// quotes ('runs/my run', 'it'\''s').
+std::string shell_word(const std::string& path);
+
+// The temporary name a file is written under before its rename: PATH.tmp.PID, the file name
+// cut short where the suffix would take it past the file system's 255 bytes (a legal name of
+// 246 to 255 bytes could not be written).
+std::string temporary_name(const std::string& path);
 
 // Removes the temporary files of the AtomicFiles being written now: for a SIGINT or SIGTERM
 // handler (async-signal-safe: unlink(2) on fixed buffers), so that an interrupted `vit

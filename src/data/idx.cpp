@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/file.h"
@@ -55,7 +56,6 @@ ImageSet read_idx(const std::string& images_path, const std::string& labels_path
   s.c = 1;
   s.h = be32(img, 8);
   s.w = be32(img, 12);
-  s.num_classes = num_classes;
   // Bounded first, so that n * h * w cannot overflow below.
   VIT_CHECK(s.h > 0 && s.w > 0 && s.h <= 32768 && s.w <= 32768, images_path, ": implausible image size ", s.h,
             "x", s.w);
@@ -70,24 +70,39 @@ ImageSet read_idx(const std::string& images_path, const std::string& labels_path
   s.pixels.assign(img.begin() + 16, img.begin() + 16 + (s.n * s.h * s.w));
   s.labels.resize(s.n);
   for (int64_t i = 0; i < s.n; ++i) s.labels[i] = uint8_t(lab[8 + i]);
+  s.num_classes = num_classes > 0
+                      ? num_classes
+                      : std::max<int64_t>(10, *std::max_element(s.labels.begin(), s.labels.end()) + 1);
   for (int64_t i = 0; i < s.n; ++i)
-    VIT_CHECK(s.labels[i] < num_classes, labels_path, ": label ", s.labels[i], " of sample ", i,
-              " is out of range for ", num_classes, " classes");
+    VIT_CHECK(s.labels[i] < s.num_classes, labels_path, ": label ", s.labels[i], " of sample ", i,
+              " is out of range for ", s.num_classes, " classes");
   return s;
 }
 
 std::pair<std::string, std::string> find_idx_files(const std::string& dir, bool train) {
   const std::string pre = train ? "train" : "t10k";
-  auto find = [&](const std::string& kind) -> std::string {
+  auto find = [&](const fs::path& d, const std::string& kind) -> std::string {
     for (const char* sep : {"-", "."})
       for (const char* ext : {"", ".gz"}) {
-        fs::path p =
-            fs::path(dir) / (pre + "-" + kind + sep + (kind == "images" ? "idx3" : "idx1") + "-ubyte" + ext);
+        fs::path p = d / (pre + "-" + kind + sep + (kind == "images" ? "idx3" : "idx1") + "-ubyte" + ext);
         if (fs::exists(p)) return p.string();
       }
     return "";
   };
-  return {find("images"), find("labels")};
+  auto both = [&](const fs::path& d) { return std::make_pair(find(d, "images"), find(d, "labels")); };
+  if (auto files = both(dir); !files.first.empty() || !files.second.empty()) return files;
+  // Where torchvision's MNIST, FashionMNIST and KMNIST (root=dir) keep their downloads.
+  std::pair<std::string, std::string> found;
+  std::string from;
+  for (const char* sub : {"MNIST/raw", "FashionMNIST/raw", "KMNIST/raw"}) {
+    auto files = both(fs::path(dir) / sub);
+    if (files.first.empty() && files.second.empty()) continue;
+    VIT_CHECK(from.empty(), dir, ": holds torchvision's ", from, " and ", sub,
+              ": give the one to read as --data-dir (", (fs::path(dir) / from).string(), ")");
+    found = files;
+    from = sub;
+  }
+  return found;
 }
 
 }  // namespace vit

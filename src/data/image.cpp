@@ -199,6 +199,7 @@ Image decode_jpeg(const uint8_t* data, size_t size, const std::string& path) {
 
 Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
   VIT_CHECK(data || size == 0, name, ": no data");
+  VIT_CHECK(size > 0, name, ": an empty file (0 bytes), not an image");
   Image img;
   if (size >= 8 && std::memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0)
     img = decode_png(data, size, name);

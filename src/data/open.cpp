@@ -28,12 +28,18 @@ bool holds_class_folders(const std::string& dir) {
 }  // namespace
 
 DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Splits need) {
+  VIT_CHECK(fs::exists(dir), "--data-dir ", dir, ": no such directory",
+            !dir.empty() && dir[0] == '~'
+                ? " (the shell expands ~ only at a word's start: --data-dir ~/x, not "
+                  "--data-dir=~/x)"
+                : "");
   VIT_CHECK(fs::is_directory(dir), "--data-dir ", dir, ": not a directory");
   VIT_CHECK(
       kind == "auto" || kind == "idx" || kind == "cifar10" || kind == "cifar100" || kind == "cifar100-coarse",
       "--dataset must be auto, idx, cifar10, cifar100, cifar100-coarse or folder, got '", kind, "'");
   const bool want_train = need != Splits::eval, want_test = need != Splits::train;
   DatasetSplits out;
+  std::shared_ptr<ImageSet> train_set, test_set;  // out's, while they may change
   // A format is the directory's when either split's files are there (or it is asked for by
   // name); then each split wanted must be there, and only those are read.
   auto take = [&](const char* name, bool has_train, bool has_test, const std::string& train_what,
@@ -43,8 +49,8 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
         !want_test || has_test, dir, ": no ", test_what,
         want_train && has_train ? "; --val-split 0.1 holds a tenth of the training set out instead" : "");
     out.kind = name;
-    if (want_train) out.train = std::make_shared<ImageSet>(read_train());
-    if (want_test) out.test = std::make_shared<ImageSet>(read_test());
+    if (want_train) out.train = train_set = std::make_shared<ImageSet>(read_train());
+    if (want_test) out.test = test_set = std::make_shared<ImageSet>(read_test());
   };
   if (kind == "auto" || kind == "idx") {
     // {images, labels} of each split (pairs, not structured bindings: lambdas capture them)
@@ -55,6 +61,9 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
           "IDX training files (train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz])",
           "IDX test files (t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz])",
           [&] { return read_idx(tr.first, tr.second); }, [&] { return read_idx(te.first, te.second); });
+      if (train_set && test_set)  // EMNIST's classes: the larger split's count for both
+        train_set->num_classes = test_set->num_classes =
+            std::max(train_set->num_classes, test_set->num_classes);
       return out;
     }
   }
@@ -84,6 +93,12 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
             : need == Splits::eval && fs::is_directory(fs::path(dir) / "train")
                 ? "; train/ is there without val/ or test/, and the evaluation split is read (--split train "
                   "evaluates train/)"
+            : fs::exists(fs::path(dir) / "cifar-10-batches-py") ||
+                    fs::exists(fs::path(dir) / "data_batch_1") ||
+                    fs::exists(fs::path(dir) / "cifar-100-python")
+                ? "; this is CIFAR's Python version (pickles, as torchvision downloads it): vitcpp reads the "
+                  "binary "
+                  "version (cifar-10-binary.tar.gz, cifar-100-binary.tar.gz)"
             : holds_class_folders(dir)
                 ? "; " + dir + " holds class folders of images itself (ImageFolder(\"" + dir +
                       "\")): give the folder above it, with this one named train/ or val/"

@@ -104,9 +104,10 @@ const char* hf_class(const ViTConfig& c) {
 }
 
 std::vector<std::string> export_hf(const ViT& model, const std::string& dir,
-                                   const std::vector<std::string>& class_names) {
+                                   const std::vector<std::string>& names) {
   check_export_dir(dir);
   const ViTConfig& c = model.config();
+  const std::vector<std::string> class_names = names_for_every_class(names, c.num_classes);
   const std::vector<std::string> why = hf_unsupported(c);
   if (!why.empty()) {
     std::string list;

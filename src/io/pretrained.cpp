@@ -377,9 +377,20 @@ void check_export_dir(const std::string& dir) {
             "checkpoints: choose another directory");
 }
 
+std::vector<std::string> names_for_every_class(const std::vector<std::string>& names, int64_t num_classes) {
+  std::vector<std::string> out = names;
+  if (names.empty()) return out;
+  for (int64_t k = int64_t(names.size()); k < num_classes; ++k) {
+    const std::string index = std::to_string(k);
+    out.push_back(std::find(names.begin(), names.end(), index) != names.end() ? "#" + index : index);
+  }
+  return out;
+}
+
 std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
-                                     const std::vector<std::string>& class_names) {
+                                     const std::vector<std::string>& names) {
   check_export_dir(dir);
+  const std::vector<std::string> class_names = names_for_every_class(names, model.config().num_classes);
   const ViTConfig& c = model.config();
   std::vector<std::string> notes;
   if (c.norm_eps != 1e-6f && c.norm_eps != 1e-5f)

@@ -82,6 +82,12 @@ void resample_pos_embed_hf(const float* src, int64_t prefix, int64_t gh, int64_t
 // Refuses a training run's directory (args.json) as an export's: its model.safetensors
 // would be read in place of the run's checkpoints, and its config.json replaced.
 void check_export_dir(const std::string& dir);
+// An export's class names, one per class: a head wider than the data it was trained on (a
+// 10-class preset on 4 folders) has names for its first classes; the rest are named by their
+// index ("#9" where a name is "9"), as vit eval shows them. Other tools read a list of the
+// head's length (timm's label_names, transformers' id2label); a shorter one was dropped on
+// reading, the classes then numbered anew.
+std::vector<std::string> names_for_every_class(const std::vector<std::string>& names, int64_t num_classes);
 std::vector<std::string> export_timm(const ViT& model, const std::string& dir,
                                      const std::vector<std::string>& class_names = {});
 // Writes a directory Hugging Face transformers loads as hf_class(config):

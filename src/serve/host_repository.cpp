@@ -6,6 +6,7 @@
 #include <charconv>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -63,10 +64,16 @@ std::vector<ServedModel> repository_models(const std::string& dir) {
 }  // namespace
 
 std::vector<ServedModel> Host::at_start() const {
-  const std::vector<ServedModel> all = sources(true);
-  std::set<std::string> names;
-  for (const ServedModel& s : all)
-    VIT_CHECK(names.insert(s.name).second, "two models named ", s.name, " (--model, --model-repository)");
+  // An empty repository is a mistake when nothing can join it later; polled or loaded by
+  // request, models may come once the server runs (Triton starts so too).
+  const std::vector<ServedModel> all = sources(o_.model_control == "none");
+  std::map<std::string, std::string> names;  // name -> where it came from
+  for (const ServedModel& s : all) {
+    const std::string from = s.folder.empty() ? s.checkpoint : s.folder;
+    const auto [it, fresh] = names.emplace(s.name, from);
+    VIT_CHECK(fresh, "two models named ", s.name, ": ", it->second, " and ", from,
+              " (each --model NAME and each entry of a --model-repository names one model)");
+  }
   VIT_CHECK(o_.load_models.empty() || o_.model_control == "explicit",
             "--load-model picks the models to load at start with --model-control-mode explicit; without it, "
             "every model is loaded");

@@ -37,7 +37,7 @@ std::string joined(const std::vector<std::string>& names) {
 void refuse_if_run(const std::string& dir) {
   const auto files = run_files(dir);
   VIT_CHECK(files.empty(), "--output ", dir, " already holds a run (", joined(files),
-            "); continue it with --resume ", dir, " or choose another --output");
+            "); continue it with --resume ", shell_word(dir), " or choose another --output");
 }
 }  // namespace
 
@@ -141,15 +141,15 @@ void check_writable_dir(const std::string& dir) {
 
 void create_run_dir(const std::string& dir, const std::string& args_json) {
   check_new_run_dir(dir);
-  fs::path target = fs::path(dir).lexically_normal();
-  if (!target.has_filename()) target = target.parent_path();  // "runs/a/"
+  // Not normalized: "lnk/../runs/a" is the kernel's to resolve, lnk may be a link.
+  fs::path target = fs::path(dir);
+  while (!target.has_filename() && target.has_relative_path()) target = target.parent_path();  // "runs/a/"
   std::error_code ec;
   if (fs::exists(target, ec)) {  // the user's directory (empty, or with other files)
     // Written whole under a temporary name, then linked in: link(2) fails where args.json
     // exists, so of two runs started at once into this directory one wins and the other's
     // args.json never replaces the winner's.
-    const fs::path args = target / "args.json",
-                   tmp = target / ("args.json.tmp." + std::to_string(::getpid()));
+    const fs::path args = target / "args.json", tmp = temporary_name(args.string());
     write_file_atomic(tmp.string(), args_json);
     const int linked = ::link(tmp.c_str(), args.c_str()), err = errno;
     // On NFS a lost reply can report EEXIST for a link that was made: the same file is ours.
@@ -172,7 +172,7 @@ void create_run_dir(const std::string& dir, const std::string& args_json) {
   // directory in place of a missing or empty one, and fails if a run filled it meanwhile.
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   fs::create_directories(parent);
-  const fs::path tmp = parent / (target.filename().string() + ".tmp." + std::to_string(::getpid()));
+  const fs::path tmp = temporary_name(target.string());
   fs::remove_all(tmp);
   VIT_CHECK(fs::create_directory(tmp, ec), tmp.string(), ": cannot create (", ec.message(), ")");
   try {

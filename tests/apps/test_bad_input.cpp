@@ -158,7 +158,8 @@ TEST(BadInput, CorruptCheckpointsAreRefusedByName) {
 TEST(BadInput, DatasetsWithBadLabelsOrNoImagesAreRefusedByName) {
   vit::test::TempDir tmp("baddata");
   const std::string d = tmp.str();
-  // IDX: a label past the classes (MNIST has 10), an empty training file.
+  // IDX: a label past the head's classes (10; the data's are the largest label + 1, for
+  // EMNIST), an empty training file.
   write_idx(d + "/idx_label", "train", {1, 2, 12, 3});
   write_idx(d + "/idx_label", "t10k", {1, 2});
   write_idx(d + "/idx_empty", "train", {});
@@ -177,7 +178,7 @@ TEST(BadInput, DatasetsWithBadLabelsOrNoImagesAreRefusedByName) {
   expect_refused({
       {"IDX label out of range",
        kTrain + "--data-dir " + d + "/idx_label --img-size 8 --output " + d + "/o_idx",
-       {d + "/idx_label/train-labels-idx1-ubyte", "label 12 of sample 2 is out of range for 10 classes"}},
+       {d + "/idx_label has 13 classes; the model's head has 10 (set --num-classes 13)"}},
       {"IDX without test files names --val-split",
        kTrain + "--data-dir " + d + "/idx_train_only --img-size 8 --output " + d + "/o_train_only",
        {d + "/idx_train_only: no IDX test files",

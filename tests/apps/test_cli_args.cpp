@@ -177,6 +177,104 @@ TEST(CliArgs, ARunResumesFromAnotherDirectoryWithFlagsGivenWithEquals) {
       << r.out;
 }
 
+// A run resumes with the model it began with: --config FILE was read again by its relative
+// path (from another directory: "cannot open"), and an edited FILE trained its new values.
+// And a --data-dir through a link and ".." is kept as the kernel resolves it (args.json's
+// lexically normal path named another folder, whose data a resume then read).
+TEST(CliArgs, AResumedRunKeepsItsConfigAndItsDataThroughLinks) {
+  vit::test::TempDir tmp("args_resume_cfg");
+  fs::create_directories(tmp / "deep/a/x");
+  const std::string data = tmp / "deep/a/data";
+  fs::create_directories(data);
+  for (const char* split : {"train", "val"})
+    for (const char* cls : {"0", "1"}) {
+      const std::string folder = data + "/" + split + "/" + cls;
+      fs::create_directories(folder);
+      fs::copy_file(digit, folder + "/a.png");
+    }
+  fs::create_directory_symlink("deep/a/x", tmp / "lnk");
+  fs::create_directories(tmp / "data");  // what "lnk/../data" is as text: not a dataset
+  vit::write_file_atomic(tmp / "cfg.json", vit::preset("mnist-seed").to_json());
+  Result r = vit::test::run_vit(
+      "train --config cfg.json --data-dir lnk/../data --epochs 1 -b 2 --threads 1 --output run",
+      "cd " + tmp.str() + " &&");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto args = nlohmann::json::parse(vit::read_text_file(tmp / "run/args.json"));
+  EXPECT_TRUE(fs::equivalent(args.value("data-dir", ""), data)) << args.dump();
+  vit::ViTConfig edited = vit::preset("mnist-seed");
+  edited.drop_rate = 0.3f;
+  vit::write_file_atomic(tmp / "cfg.json", edited.to_json());
+  r = vit::test::run_vit("train --resume " + (tmp / "run") + " --epochs 2 --threads 1", "cd / &&");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "epoch 2/2: train loss")) << r.out;
+  EXPECT_FALSE(has(r, "dropout")) << r.out;
+}
+
+// A fine-tune with a state resumes without its --pretrained file (deleted, or a run moved to
+// another machine): the state holds every weight and config.json the model. It was refused
+// ("which does not exist from here"). Without a state the file is still needed.
+TEST(CliArgs, AFineTuneResumesWithoutItsPretrainedFile) {
+  vit::test::TempDir tmp("args_resume_pre");
+  const std::string ck = tiny_run(tmp);
+  fs::copy_file(ck + "/best.safetensors", tmp / "pre.safetensors");
+  const std::string flags = " --synthetic 64 -b 32 --threads 1 --output " + (tmp / "ft");
+  Result r = run("train --pretrained " + (tmp / "pre.safetensors") + " --epochs 1" + flags);
+  ASSERT_EQ(r.code, 0) << r.out;
+  fs::rename(tmp / "ft", tmp / "moved");
+  fs::remove(tmp / "pre.safetensors");
+  r = run("train --resume " + (tmp / "moved") + " --epochs 2 --threads 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "epoch 2/2: train loss")) << r.out;
+  EXPECT_FALSE(has(r, "loading the pretrained weights")) << r.out;
+  fs::remove(tmp / "moved/last.state.safetensors");
+  r = run("train --resume " + (tmp / "moved") + " --epochs 3 --threads 1");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "pre.safetensors, which does not exist from here")) << r.out;
+}
+
+// A training run's own files are not an output's: `vit average -o RUN/best.safetensors` and
+// `vit quantize --out RUN/last.safetensors` replaced them without a word. Commands a message
+// suggests are quoted for the shell (a run "my run" gave `--resume .../my run`).
+TEST(CliArgs, ARunsOwnFilesAreNotOutputsAndSuggestionsAreQuoted) {
+  vit::test::TempDir tmp("args_run_files");
+  const std::string ck = tiny_run(tmp);
+  const std::string last = vit::read_text_file(ck + "/last.safetensors");
+  Result r = run("average " + ck + " -o " + ck + "/last.safetensors");  // the run's best is averaged
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "last.safetensors: one of the files of the training run in " + ck)) << r.out;
+  r = run("quantize --checkpoint " + ck + "/best.safetensors --out " + ck + "/last.safetensors");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "last.safetensors: one of the files of the training run in " + ck)) << r.out;
+  EXPECT_EQ(vit::read_text_file(ck + "/last.safetensors"), last);
+  r = run("average " + ck + " -o " + ck + "/averaged.safetensors");
+  EXPECT_EQ(r.code, 0) << r.out;
+  const std::string spaced = tmp / "my run";
+  r = run("train --model mnist-seed --synthetic 64 --epochs 1 -b 32 --threads 1 --output '" + spaced + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run("train --model mnist-seed --synthetic 64 --epochs 1 -b 32 --threads 1 --output '" + spaced + "'");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "continue it with --resume '" + spaced + "' or choose another --output")) << r.out;
+  // A --resume of a directory that is not there says so, whatever else is given.
+  r = run("train --resume " + (tmp / "nope") + " --data-dir " + (tmp / "nope"));
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "--resume " + (tmp / "nope") + ": no such directory")) << r.out;
+}
+
+// Two outputs spelled apart ("z.csv", "./z.csv") are one file: refused before the run (the
+// second write replaced the first, the predictions lost).
+TEST(CliArgs, OneOutputFileSpelledTwoWaysIsRefused) {
+  vit::test::TempDir tmp("args_same_out");
+  const std::string ck = tiny_run(tmp);
+  fs::create_directories(tmp / "images");
+  fs::copy_file(digit, tmp / "images/a.png");
+  const Result r =
+      vit::test::run_vit("predict --checkpoint " + ck + " --results-file z.csv -o ./z.csv --features images",
+                         "cd " + tmp.str() + " &&");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "each output needs a file of its own")) << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "z.csv"));
+}
+
 // --img-size (S or H W) and --features [pooled|tokens] took the image after them as a value.
 TEST(CliArgs, FlagsOfOptionalValuesLeaveTheImagesAfterThem) {
   vit::test::TempDir tmp("args_images");

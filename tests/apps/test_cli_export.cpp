@@ -115,3 +115,34 @@ TEST(CliExport, AnOutputThatIsTheInputIsRefused) {
 }
 
 }  // namespace
+
+// A head wider than the data's classes (the 10 of mnist-seed on 4 folders) is exported with a
+// name for every class: the 4 names alone were dropped when the export was read (a list of the
+// wrong length), the folders then numbered in timm's order (a1 b2 B3 b10, not B3 a1 b10 b2),
+// and vit eval of the export scored other labels than the run's.
+TEST(CliExport, AWiderHeadThanTheDataKeepsItsClassesInTheExport) {
+  vit::test::TempDir tmp("cliexp_wide");
+  for (const char* split : {"train", "val"})
+    for (const char* cls : {"a1", "b2", "B3", "b10"}) {
+      const std::string folder = tmp / ("data/" + std::string(split) + "/" + cls);
+      fs::create_directories(folder);
+      fs::copy_file(std::string(VIT_FIXTURE_DIR) + "/digit_7.png", folder + "/x.png");
+    }
+  Result r = run("train --model mnist-seed --pos-embed learn --data-dir " + (tmp / "data") +
+                 " --epochs 1 -b 4 --threads 1 --output " + (tmp / "run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto predictions = [&](const std::string& checkpoint, const std::string& name) {
+    const Result e = run("eval --checkpoint " + checkpoint + " --data-dir " + (tmp / "data") +
+                         " --threads 1 --predictions " + (tmp / name));
+    EXPECT_EQ(e.code, 0) << e.out;
+    return vit::read_text_file(tmp / name);
+  };
+  const std::string want = predictions(tmp / "run", "run.csv");
+  EXPECT_NE(want.find(",B3,"), std::string::npos) << want;
+  for (const char* format : {"timm", "hf"}) {
+    r = run("export --format " + std::string(format) + " --checkpoint " + (tmp / "run") + " --out " +
+            (tmp / format));
+    ASSERT_EQ(r.code, 0) << format << ": " << r.out;
+    EXPECT_EQ(predictions(tmp / format, std::string(format) + ".csv"), want) << format;
+  }
+}

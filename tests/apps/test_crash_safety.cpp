@@ -514,3 +514,49 @@ TEST(CrashSafety, AnIgnoredSigintStaysIgnored) {
   EXPECT_EQ(run.out.find("SIGINT"), std::string::npos) << run.out;
   EXPECT_FALSE(fs::exists(dir + "/recovery.state.safetensors"));
 }
+
+// An evaluation whose output cannot be written: a folder it may not write in fails before the
+// evaluation (it failed after it, the numbers never printed), and a write that fails
+// afterwards (a full disk: /dev/full) comes with the numbers.
+TEST(CrashSafety, AnEvaluationsOutputsAreCheckedFirstAndItsNumbersKept) {
+  vit::test::TempDir tmp("eval_out");
+  Finished first = vit::test::run_child(
+      VIT_BINARY,
+      "train --model mnist-seed --synthetic 32 --epochs 1 -b 32 --threads 1 --output " + (tmp / "run"),
+      {tmp / "a.log"});
+  ASSERT_EQ(first.code, 0) << first.out;
+  for (const char* cls : {"0", "1"}) {
+    fs::create_directories(tmp / ("data/val/" + std::string(cls)));
+    fs::copy_file(std::string(VIT_FIXTURE_DIR) + "/digit_7.png",
+                  tmp / ("data/val/" + std::string(cls) + "/a.png"));
+  }
+  const std::string eval =
+      "eval --checkpoint " + (tmp / "run") + " --data-dir " + (tmp / "data") + " --threads 1 ";
+  Finished full = vit::test::run_child(VIT_BINARY, eval + "--results-file /dev/full", {tmp / "b.log"});
+  EXPECT_NE(full.code, 0) << full.out;
+  EXPECT_NE(full.out.find("top-1 "), std::string::npos) << full.out;
+  EXPECT_NE(full.out.find("(2 images); an output could not be written"), std::string::npos) << full.out;
+  EXPECT_NE(full.out.find("No space left on device"), std::string::npos) << full.out;
+
+  fs::create_directories(tmp / "ro");
+  fs::permissions(tmp / "ro", fs::perms(0555));
+  fs::permissions(tmp.str(), fs::perms(0755));
+  ChildOptions o{tmp / "c.log"};
+  std::string program = VIT_BINARY;
+  if (::geteuid() == 0) {  // root writes anywhere: as nobody, from a copy it can reach
+    o.uid = 65534;
+    program = tmp / "vit";
+    fs::copy_file(VIT_BINARY, program);
+  }
+  Finished ro =
+      vit::test::run_child(program, eval + "--progress log --results-file " + (tmp / "ro/r.json"), o);
+  fs::permissions(tmp / "ro", fs::perms(0755));
+  if (ro.code == vit::test::kCannotSwitchUser || ro.code == 127)
+    GTEST_SKIP() << "running as root and cannot run " << program << " as nobody (exit " << ro.code << ")";
+  EXPECT_NE(ro.code, 0) << ro.out;
+  EXPECT_NE(ro.out.find("--results-file " + (tmp / "ro/r.json") + ": cannot write in the folder " +
+                        (tmp / "ro") + " (Permission denied)"),
+            std::string::npos)
+      << ro.out;
+  EXPECT_EQ(ro.out.find("top-1"), std::string::npos) << "no evaluation ran: " << ro.out;
+}

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -206,6 +207,92 @@ TEST(AtomicFile, LiveTemporariesAreRemovedOnRequestAndCommittedFilesStay) {
   remove_live_temporaries();
   EXPECT_EQ(read_text_file(dir + "/c.bin"), "whole");
   fs::remove_all(dir);
+}
+
+// A replaced file keeps its permission bits: a private 0600 results file became 0644 (the
+// temporary's mode), readable by everyone.
+TEST(AtomicFile, AReplacedFileKeepsItsMode) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("vitcpp_mode_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string f = (dir / "private.csv").string(), g = (dir / "shared.csv").string();
+  write_file_atomic(f, "old");
+  write_file_atomic(g, "old");
+  ::chmod(f.c_str(), 0600);
+  ::chmod(g.c_str(), 0664);
+  write_file_atomic(f, "new");
+  write_file_atomic(g, "new");
+  struct stat sf {
+  }, sg{};
+  ASSERT_EQ(::stat(f.c_str(), &sf), 0);
+  ASSERT_EQ(::stat(g.c_str(), &sg), 0);
+  EXPECT_EQ(sf.st_mode & 07777, 0600u);
+  EXPECT_EQ(sg.st_mode & 07777, 0664u);
+  EXPECT_EQ(read_text_file(f), "new");
+  fs::remove_all(dir);
+}
+
+// A legal name of 255 bytes is written: its temporary (NAME.tmp.PID) was past the file
+// system's limit ("File name too long"). The temporary's name is cut instead.
+TEST(AtomicFile, ALongestNameIsWritten) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("vitcpp_long_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string name = std::string(243, 'q') + ".safetensors";  // 255 bytes
+  write_file_atomic((dir / name).string(), "long");
+  EXPECT_EQ(read_text_file((dir / name).string()), "long");
+  const std::string tmp = temporary_name((dir / name).string());
+  EXPECT_EQ(fs::path(tmp).filename().string().size(), 255u) << tmp;
+  EXPECT_EQ(fs::path(tmp).parent_path(), dir);
+  EXPECT_NE(tmp.find(".tmp." + std::to_string(::getpid())), std::string::npos);
+  EXPECT_EQ(temporary_name("a/b.csv"), "a/b.csv.tmp." + std::to_string(::getpid()));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1);
+  fs::remove_all(dir);
+}
+
+// Paths in suggested commands are one shell word each.
+TEST(ReadFile, ShellWordsQuoteWhatTheShellWouldSplit) {
+  EXPECT_EQ(shell_word("runs/a-1_b.c"), "runs/a-1_b.c");
+  EXPECT_EQ(shell_word("runs/my run"), "'runs/my run'");
+  EXPECT_EQ(shell_word("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_word("~/x"), "'~/x'");
+  EXPECT_EQ(shell_word("runs/é"), "'runs/é'");
+  EXPECT_EQ(shell_word(""), "''");
+}
+
+// A pipe or FIFO is read to its end (a checkpoint or image given as <(cat f)): the reader
+// sought to the end for the size and failed with "Illegal seek".
+TEST(ReadFile, APipeIsReadToItsEnd) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::string big(200000, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char(i * 7);
+  std::thread writer([&] {
+    size_t off = 0;
+    while (off < big.size()) {
+      const ssize_t w = ::write(fds[1], big.data() + off, big.size() - off);
+      if (w <= 0) break;
+      off += size_t(w);
+    }
+    ::close(fds[1]);
+  });
+  const std::string path = "/proc/self/fd/" + std::to_string(fds[0]);
+  EXPECT_EQ(map_file(path), nullptr);
+  const std::vector<char> got = read_file_bytes(path);
+  writer.join();
+  ::close(fds[0]);
+  ASSERT_EQ(got.size(), big.size());
+  EXPECT_EQ(std::memcmp(got.data(), big.data(), big.size()), 0);
+}
+
+// Paths kept for later (args.json) are absolute; "." goes, ".." stays: through a link "lnk/.."
+// is not the folder "lnk" is in (lexically_normal made it so, and a resume read other data).
+TEST(ReadFile, AbsolutePathsKeepWhatALinkMeans) {
+  namespace fs = std::filesystem;
+  const std::string cwd = fs::current_path().string();
+  EXPECT_EQ(absolute_path("./data/./x"), cwd + "/data/x");
+  EXPECT_EQ(absolute_path("/a/./b"), "/a/b");
+  EXPECT_EQ(absolute_path("lnk/../mnist"), cwd + "/lnk/../mnist");
 }
 
 // What is not a plain file keeps what it is: a symbolic link is written through (the link

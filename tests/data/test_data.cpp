@@ -30,6 +30,7 @@
 namespace vit {
 
 namespace {
+namespace fs = std::filesystem;
 void put_be32(std::string& s, uint32_t v) {
   for (int i = 3; i >= 0; --i) s.push_back(char((v >> (8 * i)) & 0xff));
 }
@@ -42,8 +43,9 @@ void write(const std::string& path, const std::string& bytes, bool gz = false) {
     std::ofstream(path, std::ios::binary) << bytes;
   }
 }
-// n images of h x w with pixel (i, y, x) = i + y + x, labels i % 10.
-void write_idx(const std::string& dir, const std::string& pre, int n, int h, int w, bool gz) {
+// n images of h x w with pixel (i, y, x) = i + y + x, labels i % classes.
+void write_idx(const std::string& dir, const std::string& pre, int n, int h, int w, bool gz,
+               int classes = 10) {
   std::string img, lab;
   put_be32(img, 0x803);
   put_be32(img, n);
@@ -54,7 +56,7 @@ void write_idx(const std::string& dir, const std::string& pre, int n, int h, int
       for (int x = 0; x < w; ++x) img.push_back(char(i + y + x));
   put_be32(lab, 0x801);
   put_be32(lab, n);
-  for (int i = 0; i < n; ++i) lab.push_back(char(i % 10));
+  for (int i = 0; i < n; ++i) lab.push_back(char(i % classes));
   const std::string ext = gz ? ".gz" : "";
   write(dir + "/" + pre + "-images-idx3-ubyte" + ext, img, gz);
   write(dir + "/" + pre + "-labels-idx1-ubyte" + ext, lab, gz);
@@ -79,6 +81,49 @@ TEST(Idx, ReadsRawAndGzipAndNormalizes) {
   }
 }
 
+// IDX files of more than 10 classes (EMNIST's balanced split: 47) are read with their classes,
+// the same count for both splits; they were refused ("label 10 ... out of range for 10
+// classes", whatever --num-classes said). MNIST's keep 10, whatever labels a split holds.
+TEST(Idx, ClassesPastNineAreTheLargestLabelsPlusOne) {
+  test::TempDir dir("idx47");
+  write_idx(dir.str(), "train", 60, 4, 4, false, 47);
+  write_idx(dir.str(), "t10k", 3, 4, 4, false, 47);
+  DatasetSplits d = open_dataset(dir.str());
+  EXPECT_EQ(d.train->num_classes, 47);
+  EXPECT_EQ(d.test->num_classes, 47);
+  EXPECT_EQ(d.train->labels[46], 46);
+  test::TempDir small("idx3");
+  write_idx(small.str(), "train", 6, 4, 4, false, 3);
+  write_idx(small.str(), "t10k", 3, 4, 4, false, 3);
+  EXPECT_EQ(open_dataset(small.str()).train->num_classes, 10);
+  EXPECT_EQ(open_dataset(small.str(), "auto", Splits::eval).test->num_classes, 10);
+}
+
+// A torchvision root (datasets.MNIST(root, download=True) keeps root/MNIST/raw/) is read as
+// it is; one holding two such datasets asks which. CIFAR's Python version (pickles, as
+// torchvision downloads it) is named for what it is, not "no dataset found" alone.
+TEST(Idx, TorchvisionsDownloadFoldersAreFound) {
+  test::TempDir root("tvroot");
+  fs::create_directories(root / "MNIST/raw");
+  write_idx(root / "MNIST/raw", "train", 4, 3, 3, true);
+  write_idx(root / "MNIST/raw", "t10k", 2, 3, 3, true);
+  DatasetSplits d = open_dataset(root.str());
+  EXPECT_EQ(d.kind, "idx");
+  EXPECT_EQ(d.train->source, root / "MNIST/raw/train-images-idx3-ubyte.gz");
+  fs::create_directories(root / "FashionMNIST/raw");
+  write_idx(root / "FashionMNIST/raw", "train", 4, 3, 3, false);
+  write_idx(root / "FashionMNIST/raw", "t10k", 2, 3, 3, false);
+  EXPECT_NE(test::error_of([&] {
+              open_dataset(root.str());
+            }).find("holds torchvision's MNIST/raw and FashionMNIST/raw: give the one to read as --data-dir"),
+            std::string::npos);
+  EXPECT_EQ(open_dataset(root / "FashionMNIST/raw").train->n, 4);
+  test::TempDir py("cifarpy");
+  fs::create_directories(py / "cifar-10-batches-py");
+  EXPECT_NE(test::error_of([&] { open_dataset(py.str()); }).find("this is CIFAR's Python version"),
+            std::string::npos);
+}
+
 TEST(Idx, ErrorsNameTheFileAndTheProblem) {
   test::TempDir dir("idxbad");
   write_idx(dir.str(), "train", 4, 3, 3, false);
@@ -100,7 +145,12 @@ TEST(Idx, ErrorsNameTheFileAndTheProblem) {
             std::string::npos);
   write(img + ".gz", "\x1f\x8b garbage");
   EXPECT_NE(test::error_of([&] { read_idx(img + ".gz", lab); }).find("gzip"), std::string::npos);
-  EXPECT_NE(test::error_of([&] { open_dataset(dir / "nope"); }).find("not a directory"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { open_dataset(dir / "nope"); }).find("nope: no such directory"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([&] { open_dataset(img); }).find("not a directory"), std::string::npos);
+  EXPECT_NE(
+      test::error_of([&] { open_dataset("~/nope"); }).find("the shell expands ~ only at a word's start"),
+      std::string::npos);
   test::TempDir empty("empty");
   EXPECT_NE(test::error_of([&] { open_dataset(empty.str()); }).find("no dataset found"), std::string::npos);
 }

@@ -94,6 +94,10 @@ TEST(Image, CorruptFilesNameTheFile) {
   }
   EXPECT_NE(test::error_of([&] { read_image(dir / "junk.jpg"); }).find("not a PNG or JPEG"),
             std::string::npos);
+  // A file of 0 bytes (a copy cut off at its start) is said to be empty, not of another kind.
+  std::ofstream(dir / "empty.png", std::ios::binary).flush();
+  const std::string empty = test::error_of([&] { read_image(dir / "empty.png"); });
+  EXPECT_NE(empty.find("empty.png: an empty file (0 bytes), not an image"), std::string::npos) << empty;
 }
 
 // A CMYK JPEG (ImageNet's training set holds 22) decodes to the RGB pixels Pillow's

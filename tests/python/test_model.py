@@ -180,7 +180,7 @@ def test_attention_maps_and_writing_out(tmp_path):
     # Not into a training run's directory, whose checkpoints its model.safetensors would shadow.
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "args.json").write_text("{}")
-    for fmt in ("timm", "hf"):
+    for fmt in ("timm", "hf", "vitcpp"):  # vitcpp's replaced the run's config.json
         with pytest.raises(vitcpp.Error, match="a training run's directory"):
             m.save_pretrained(tmp_path / "run", format=fmt)
     assert sorted(os.listdir(tmp_path / "run")) == ["args.json"]

@@ -224,6 +224,13 @@ def test_bad_input_raises_clear_errors(digits, tmp_path):
         vitcpp.train("mnist-seed")
     with pytest.raises(ValueError, match="val takes arrays"):
         vitcpp.train(None, train=str(tmp_path), val=(x, y))
+    # A file that does not decode in an image folder: the hint names the keyword, not the flag.
+    for split in ("train", "val"):
+        for cls in ("a", "b"):
+            (tmp_path / "bad" / split / cls).mkdir(parents=True)
+            (tmp_path / "bad" / split / cls / "x.png").write_bytes(b"\x89PNG\r\n\x1a\n not one")
+    with pytest.raises(vitcpp.Error, match=r"\(skip_bad_images=True leaves such files out\)"):
+        vitcpp.train("mnist-seed", train=str(tmp_path / "bad"), epochs=1, progress="log")
 
 
 def test_a_directory_and_synthetic_data(digits, tmp_path):

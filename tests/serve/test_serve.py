@@ -1088,6 +1088,28 @@ def test_poll_model_control_follows_the_repository(tmp_path):
     assert code == 0, out
 
 
+def test_an_empty_repository_is_served_when_models_can_join_it(tmp_path):
+    # Polled or loaded by request, a repository may start empty (it was refused, as it still is
+    # without --model-control-mode: there nothing could join it).
+    repo = tmp_path / "models"
+    repo.mkdir()
+    for mode in ("poll", "explicit"):
+        s = Server("--model-repository", repo, "--model-control-mode", mode, "--repository-poll-secs", 0.2,
+                   "--no-warmup")
+        try:
+            assert call(s.url + "/v2/health/ready")[0] == 200
+            assert json.loads(call(s.url + "/v2/repository/index", b"", method="POST")[2]) == []
+            copy_model(tmp_path / "staging")
+            os.rename(tmp_path / "staging", repo / "cats")
+            if mode == "explicit":
+                assert call(s.url + "/v2/repository/models/cats/load", b"", method="POST")[0] == 200
+            wait_for(lambda: call(s.url + "/v2/models/cats/ready")[0] == 200)
+        finally:
+            code, out = s.stop()
+        assert code == 0, out
+        shutil.rmtree(repo / "cats")
+
+
 def test_explicit_model_control_loads_and_unloads_while_serving(tmp_path):
     repo = tmp_path / "models"
     repo.mkdir()
