@@ -398,7 +398,7 @@ class TrainCommand {
   void check_flags();
   void note_flags_without_effect() const;
   bool open_run_dir();  // false: --resume of a finished run, left as it is
-  void check_fits(const ViTConfig& c, bool allocated) const;
+  void check_fits(const ViTConfig& c) const;
   void make_model();
   void load_teacher();
   void load_data();
@@ -541,16 +541,15 @@ bool TrainCommand::open_run_dir() {
   return !finished;
 }
 
-void TrainCommand::check_fits(const ViTConfig& c, bool allocated) const {
+// The memory available was read before the model was made or loaded (make_model), so the
+// plan counts all of it, a loaded model's weights and gradients too (they were left out, as
+// if read after the load: a fine-tune of ViT-L planned 2.6 GiB and took 4.9).
+void TrainCommand::check_fits(const ViTConfig& c) const {
   MemoryPlan plan = plan_training_memory(c, F.train.batch_size, F.train.optim.name, F.shards, F.amp);
   // The prefetcher holds whole global batches (-b x --grad-accum-steps); a model EMA is
   // one more copy of the weights, counted with the optimizer's state.
   plan.batches *= size_t(F.train.grad_accum_steps);
   if (F.train.model_ema) plan.optimizer += plan.params;
-  if (allocated) {  // already in memory: a loaded model (its shards' gradients are not)
-    plan.grads -= plan.params;
-    plan.params = 0;
-  }
   check_memory(plan, available, detail::concat("training this model at batch size ", F.train.batch_size));
 }
 
@@ -561,15 +560,18 @@ void TrainCommand::make_model() {
   // that moved) is not read again.
   const std::string own_config =
       F.resume.empty() ? "" : (std::filesystem::path(F.resume) / "config.json").string();
-  const bool from_state = !F.pretrained.empty() && !own_config.empty() && run_has_state(F.resume) &&
-                          std::filesystem::exists(own_config);
+  const bool has_state = !F.resume.empty() && run_has_state(F.resume);
+  const bool from_state = !F.pretrained.empty() && has_state && std::filesystem::exists(own_config);
   if (F.pretrained.empty() || from_state) {
     const ViTConfig c = from_state ? ViTConfig::load(own_config) : F.model.resolve();
-    check_fits(c, false);
+    check_fits(c);
+    // Drawn once, from the seed (the constructor drew them from seed 0 first, then again:
+    // ViT-H's 632M weights took 20 s more), and not at all where a state replaces them all.
+    owned = std::make_unique<ViT>(c, /*randomize=*/false);
+    if (has_state) return;
     // ViT-B/16's 86M weights take seconds to draw: say so first.
     if (const int64_t n = ParamTable(c).total(); n >= 10000000)
       *out << "initialising " << count_str(n) << " parameters (seed " << F.train.seed << ")" << std::endl;
-    owned = std::make_unique<ViT>(c);
     owned->init_weights(F.train.seed);
     return;
   }
@@ -587,7 +589,7 @@ void TrainCommand::make_model() {
     if (comm.root()) print_notes(p, hooks && hooks->log ? *hooks->log : std::cerr);
     *out << "pretrained: " << p.file << " (" << p.format << ")" << std::endl;
     owned = std::move(p.model);
-    check_fits(owned->config(), true);
+    check_fits(owned->config());
   });
 }
 

@@ -309,8 +309,23 @@ TEST(BadInput, ARunTooBigForMemoryIsRefusedUnlessTheCheckIsOff) {
        "VIT_MEMORY_LIMIT=1M"},
   });
   // The same run with the memory check off starts (and, being tiny, finishes).
-  auto r = run_vit(kTrain + "--synthetic 8 --no-memory-check", "VIT_MEMORY_LIMIT=1M");
+  auto r =
+      run_vit(kTrain + "--synthetic 8 --no-memory-check --output " + d + "/small", "VIT_MEMORY_LIMIT=1M");
   EXPECT_EQ(r.code, 0) << r.out;
+  // Fine-tuning those weights needs what training them anew needs: the plan left a loaded
+  // model's weights and gradients out ("params 0 B, grads 0 B"), and a run too big started.
+  const auto fresh =
+      run_vit(kTrain + "--synthetic 16 -b 16 --output " + d + "/o_fresh", "VIT_MEMORY_LIMIT=1M");
+  const auto tuned = run_vit("train --threads 1 --epochs 1 --pretrained " + d + "/small/best.safetensors " +
+                                 "--synthetic 16 -b 16 --output " + d + "/o_tuned",
+                             "VIT_MEMORY_LIMIT=1M");
+  EXPECT_NE(tuned.code, 0) << tuned.out;
+  const auto plan = [](const std::string& out) {
+    const size_t at = out.find("needs about");
+    return at == std::string::npos ? out : out.substr(at, out.find(", but only", at) - at);
+  };
+  EXPECT_EQ(plan(tuned.out), plan(fresh.out)) << tuned.out;
+  EXPECT_EQ(tuned.out.find("params 0 B"), std::string::npos) << tuned.out;
 }
 
 // An output that would replace one of the command's inputs, a directory given as an output
