@@ -141,7 +141,7 @@ Run add_predict(CLI::App& cmd) {
   auto f = std::make_shared<PredictFlags>();
   f->load.add_to(cmd);
   cmd.add_option("--topk", f->topk, "how many classes to print")->capture_default_str();
-  cmd.add_flag("--json", f->json, "one JSON object per line per image");
+  cmd.add_flag("--json", f->json, "one JSON object per line per image (with --features: one for the file)");
   cmd.add_flag("--logits", f->logits, "with --json, include the raw logits");
   cmd.add_option("--tensor", f->tensor,
                  "FILE.safetensors:NAME: predict on a preprocessed float tensor [B,C,H,W]");
@@ -255,8 +255,13 @@ Run add_predict(CLI::App& cmd) {
         out.append(y.data(), B * per);
       });
       out.finish();
-      std::cout << "wrote " << f->features << " features " << shape_str(shape) << " of " << N
-                << (files.empty() ? " rows" : " images") << " to " << f->out << "\n";
+      if (f->json)  // one JSON object, as every --json prints
+        std::cout << json_for_output(nlohmann::json{
+                         {"features", f->features}, {"shape", shape}, {"count", N}, {"out", f->out}})
+                  << "\n";
+      else
+        std::cout << "wrote " << f->features << " features " << shape_str(shape) << " of " << N
+                  << (files.empty() ? " rows" : " images") << " to " << f->out << "\n";
       return 0;
     }
 

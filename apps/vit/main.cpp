@@ -103,7 +103,10 @@ std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args) {
     if (!cmd) {
       if (a.empty() || a[0] == '-') continue;
       const std::string near = vit::nearest_name(a, commands);
-      return near.empty() ? "" : "vit: '" + a + "' is not a subcommand; did you mean 'vit " + near + "'?";
+      if (!near.empty()) return "vit: '" + a + "' is not a subcommand; did you mean 'vit " + near + "'?";
+      std::string list;  // nothing near: the commands there are
+      for (const std::string& c : commands) list += (list.empty() ? "" : ", ") + c;
+      return "vit: '" + a + "' is not a subcommand; the subcommands: " + list;
     }
     if (a.rfind("--", 0) != 0) continue;
     const std::string flag = a.substr(0, a.find('='));

@@ -19,6 +19,13 @@ static_assert(std::atomic<int>::is_always_lock_free);
 bool silent = false;
 
 void on_signal(int sig) {
+  // The pipe the run prints into may have been stopped with it (Ctrl-C ends the `tee` of `vit
+  // train | tee log` too): its later lines must not end it as SIGPIPE (141) before it ends as
+  // asked (130, 143), its state written. Writes to the closed pipe fail instead.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGPIPE, &ignore, nullptr);  // async-signal-safe, as write(2)
   int none = 0;
   if (!asked.compare_exchange_strong(none, sig) || silent) return;  // the first request speaks
   // write(2) is async-signal-safe; the progress bar may be mid-line, hence the newline first.

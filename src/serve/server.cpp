@@ -711,6 +711,14 @@ void Service::install_routes() {
 }
 
 int Service::run() {
+  // cpp-httplib binds with SO_REUSEPORT: a second server on a port in use started, and the
+  // kernel shared the requests between the two (a leftover server answering with its old
+  // model). SO_REUSEADDR alone lets a restart take a port its predecessor's connections
+  // still hold (TIME_WAIT), as gRPC's listener (GRPC_ARG_ALLOW_REUSEPORT 0) and Triton do.
+  svr_->set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   int port = o_.port;
   if (port == 0) {
     port = svr_->bind_to_any_port(o_.host);

@@ -260,6 +260,26 @@ TEST(CliArgs, ARunsOwnFilesAreNotOutputsAndSuggestionsAreQuoted) {
   EXPECT_TRUE(has(r, "--resume " + (tmp / "nope") + ": no such directory")) << r.out;
 }
 
+// `vit train | tee log` stopped by Ctrl-C or a scheduler's SIGTERM: the signal ends tee too, and
+// the run's stop lines went into the closed pipe, so SIGPIPE ended it (141) where it should
+// end as the signal asks (143: a job script requeues on it), its state written.
+TEST(CliArgs, AStopSignalEndsTheRunAsAskedWhenItsPipeIsGone) {
+  vit::test::TempDir tmp("args_sigpipe");
+  // The run's first three lines go to head, which then ends (as tee at the Ctrl-C); the run
+  // prints nothing more until it is stopped (--progress none, no recovery state for 5 min).
+  const std::string script =
+      "( { " + std::string(VIT_BINARY) +
+      " train --model mnist-seed --synthetic 200000 -b 32 --epochs 1 --threads 1 --progress none --output " +
+      (tmp / "run") + " 2>" + (tmp / "err") + " & echo $! > " + (tmp / "pid") + "; wait $!; echo $? > " +
+      (tmp / "code") + "; } | head -n 3 > /dev/null ) & while [ ! -s " + (tmp / "pid") +
+      " ]; do sleep 0.05; done; sleep 1; kill -TERM $(cat " + (tmp / "pid") + "); while [ ! -s " +
+      (tmp / "code") + " ]; do sleep 0.05; done";
+  ASSERT_EQ(std::system(("timeout 120 sh -c '" + script + "'").c_str()), 0);
+  EXPECT_EQ(vit::read_text_file(tmp / "code"), "143\n") << vit::read_text_file(tmp / "err");
+  EXPECT_TRUE(fs::exists(tmp / "run/last.state.safetensors") ||
+              fs::exists(tmp / "run/recovery.state.safetensors"));
+}
+
 // Two outputs spelled apart ("z.csv", "./z.csv") are one file: refused before the run (the
 // second write replaced the first, the predictions lost).
 TEST(CliArgs, OneOutputFileSpelledTwoWaysIsRefused) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,14 @@ TEST(CliFeatures, PooledAndTokenFeaturesOfImagesToNpyAndSafetensors) {
 
   r = run("predict --checkpoint " + ck + " --features tokens --out " + (tmp / "t.npy") + " " + digit);
   ASSERT_EQ(r.code, 0) << r.out;
+  // --json gives one JSON object here too (it printed the "wrote" line, which no JSON reader takes).
+  const Result j =
+      run("predict --checkpoint " + ck + " --features tokens --json --out " + (tmp / "j.npy") + " " + digit);
+  ASSERT_EQ(j.code, 0) << j.out;
+  EXPECT_EQ(
+      nlohmann::json::parse(vit::test::last_line(j.out)),
+      (nlohmann::json{{"features", "tokens"}, {"shape", {1, T, D}}, {"count", 1}, {"out", tmp / "j.npy"}}))
+      << j.out;
   const auto size = std::filesystem::file_size(tmp / "t.npy");
   EXPECT_EQ(size % 64, uint64_t(T * D * 4) % 64);  // a header of 64-byte blocks, then the tokens
   EXPECT_GT(size, uint64_t(T * D * 4));

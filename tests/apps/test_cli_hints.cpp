@@ -27,6 +27,11 @@ TEST(CliHints, MisspeltSubcommandsAndFlagsGetTheNearestName) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("vit: 'trian' is not a subcommand; did you mean 'vit train'?"), std::string::npos)
       << r.out;
+  // A word near none of them lists them (it said only "A subcommand is required").
+  r = run_vit("bogus");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("vit: 'bogus' is not a subcommand; the subcommands: train, "), std::string::npos)
+      << r.out;
   r = run_vit("train --epoch 1 --synthetic 8");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("vit train: --epoch: did you mean --epochs?"), std::string::npos) << r.out;

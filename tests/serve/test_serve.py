@@ -1088,6 +1088,19 @@ def test_poll_model_control_follows_the_repository(tmp_path):
     assert code == 0, out
 
 
+def test_a_port_in_use_is_a_clear_error():
+    # cpp-httplib's SO_REUSEPORT let a second server start on the port, and the kernel split the
+    # requests between the two (a leftover server answering with its old model).
+    s = Server("--model", f"a={CK}", "--no-warmup")
+    try:
+        port = s.url.rsplit(":", 1)[1]
+        r = subprocess.run([vit_binary(), "serve", "--model", f"a={CK}", "--port", port, "--no-warmup"],
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert r.returncode != 0 and f"cannot listen on 127.0.0.1:{port} (in use" in r.stderr, r.stderr
+    finally:
+        assert s.stop()[0] == 0
+
+
 def test_an_empty_repository_is_served_when_models_can_join_it(tmp_path):
     # Polled or loaded by request, a repository may start empty (it was refused, as it still is
     # without --model-control-mode: there nothing could join it).
