@@ -29,8 +29,8 @@ bool onnx_export_available();
 
 // Writes the model to `path` (a temporary name, then renamed). class_names, when given,
 // go into the file's metadata (metadata_props "class_names", a JSON list) with the
-// preprocessing ("mean", "std", "input_size", ...). Weights of external_from bytes or more
-// (-1: over 1.5 GiB, as protobuf cannot hold 2 GiB) go to `path`.data beside the model, as
+// preprocessing ("mean", "std", "input_size", ...). Weights of external_from bytes or more as
+// written (-1: over 1.5 GiB, as protobuf cannot hold 2 GiB) go to `path`.data beside the model, as
 // ONNX's external data, which ONNX Runtime reads from the model's directory. Throws
 // vit::Error for a model that cannot be exported: weights packed or released for inference.
 // int8: the blocks' four products quantized as ONNX Runtime's quantize_dynamic writes them

@@ -330,6 +330,11 @@ TEST(OnnxExport, ExternalDataIsCheckedAndRuns) {
   EXPECT_LT(info.bytes * 10, fs::file_size(info.data_file));
   EXPECT_EQ(check_onnx_file(tmp / "m.onnx"), "pixel_values float [batch,1,28,28] -> logits float [batch,10]");
   EXPECT_TRUE(export_onnx(m, tmp / "inline.onnx").data_file.empty());
+  // The bound is on the bytes written: an int8 graph's weights are about a quarter of the
+  // floats (they went out as if written in fp32).
+  const int64_t fp32_bytes = m.table().total() * 4;
+  EXPECT_FALSE(export_onnx(m, tmp / "f.onnx", {}, fp32_bytes / 2).data_file.empty());
+  EXPECT_TRUE(export_onnx(m, tmp / "q.onnx", {}, fp32_bytes / 2, /*int8=*/true).data_file.empty());
   fs::rename(info.data_file, tmp / "elsewhere");
   const std::string msg = test::error_of([&] { check_onnx_file(tmp / "m.onnx"); });
   EXPECT_NE(msg.find("m.onnx.data"), std::string::npos)
