@@ -48,6 +48,11 @@ uint64_t header_length(std::string_view first, uint64_t file_size, const std::st
   VIT_CHECK(!onnx || (hlen <= kMaxHeader && hlen <= file_size - 8), path,
             ": an ONNX model, not safetensors: vitcpp reads safetensors checkpoints (give the checkpoint it "
             "was exported from; ONNX Runtime runs this file)");
+  // And a JSON file (a checkpoint folder's config.json given for its weights).
+  const size_t text = first.find_first_not_of(" \t\r\n");
+  const bool json_text = text != std::string_view::npos && (first[text] == '{' || first[text] == '[');
+  VIT_CHECK(!json_text || (hlen <= kMaxHeader && hlen <= file_size - 8), path,
+            ": a JSON file, not safetensors: give the checkpoint's folder or its .safetensors file");
   VIT_CHECK(hlen <= kMaxHeader, path, ": header length ", hlen, " is implausible (over 100 MiB)");
   VIT_CHECK(hlen <= file_size - 8, path, ": header length ", hlen, " runs past the end of the file (",
             file_size, " bytes): truncated?");

@@ -189,6 +189,12 @@ INSTANTIATE_TEST_SUITE_P(
               return std::vector<char>(f.begin(), f.end());
             },
             "an ONNX model, not safetensors"},
+        Bad{"a JSON file",  // a checkpoint folder's config.json, given for its weights
+            [] {
+              std::string f = "{\n  \"architecture\": \"vit_small_patch16_224\",\n  \"num_classes\": 10\n}\n";
+              return std::vector<char>(f.begin(), f.end());
+            },
+            "a JSON file, not safetensors: give the checkpoint's folder or its .safetensors file"},
         Bad{"truncated data",
             [] {
               auto f = make_file(kGood, 8);
