@@ -14,12 +14,50 @@
 
 namespace vit::app {
 
+namespace {
+struct ExportFlags {
+  LoadFlags load;
+  std::string out, format = "timm", dtype;  // dtype "": the checkpoint's
+};
+
+// Writes the loaded model as --format says.
+int write_export(const ExportFlags& f, const Pretrained& p, const std::filesystem::path& dir) {
+  if (f.format == "onnx") {
+    create_parent_folder(f.out);
+    // As every command runs a vit quantize file: in int8 unless --dtype says otherwise.
+    const bool int8 = f.dtype.empty() ? p.stored_dtype == "int8" : f.dtype == "int8";
+    const OnnxExportInfo info = export_onnx(*p.model, f.out, p.class_names, -1, int8);
+    const ViTConfig& c = p.model->config();
+    std::cout << "wrote " << f.out << " (" << (int8 ? "int8, " : "") << info.bytes << " bytes, opset "
+              << info.opset << ", " << info.nodes
+              << " nodes, checked by ONNX's checker; input pixel_values [N," << c.in_chans << "," << c.img_h
+              << "," << c.img_w << "] normalized as the model's preprocessing, output "
+              << (c.num_classes > 0 ? "logits [N," + std::to_string(c.num_classes)
+                                    : "features [N," + std::to_string(c.embed_dim))
+              << "])\n";
+    if (!info.data_file.empty())
+      std::cout << "wrote " << info.data_file
+                << " (the weights, ONNX external data: keep it beside the model, under this name)\n";
+    return 0;
+  }
+  if (f.format == "hf") {
+    for (const auto& n : export_hf(*p.model, f.out, p.class_names)) std::cerr << "vit: export: " << n << "\n";
+    std::cout << "wrote " << (dir / "model.safetensors").string() << ", " << (dir / "config.json").string()
+              << " and " << (dir / "preprocessor_config.json").string()
+              << " (transformers: " << hf_class(p.model->config()) << ".from_pretrained(\"" << dir.string()
+              << "\"))\n";
+    return 0;
+  }
+  for (const auto& n : export_timm(*p.model, f.out, p.class_names)) std::cerr << "vit: export: " << n << "\n";
+  std::cout << "wrote " << (dir / "model.safetensors").string() << " and " << (dir / "config.json").string()
+            << " (timm: timm.create_model(\"local-dir:" << dir.string()
+            << "\", pretrained=True); vitcpp: vitcpp.create_model(\"local-dir:" << dir.string() << "\"))\n";
+  return 0;
+}
+}  // namespace
+
 Run add_export(CLI::App& cmd) {
-  struct Flags {
-    LoadFlags load;
-    std::string out, format = "timm", dtype;  // dtype "": the checkpoint's
-  };
-  auto f = std::make_shared<Flags>();
+  auto f = std::make_shared<ExportFlags>();
   f->load.add_to(cmd);
   cmd.add_option("--format", f->format,
                  "timm: model.safetensors + config.json, timm's layout; hf: Hugging Face's "
@@ -52,39 +90,16 @@ Run add_export(CLI::App& cmd) {
     // directory exported onto itself, would replace the weights.
     check_outputs({{"--out", f->format == "onnx" ? f->out : (dir / "model.safetensors").string()}},
                   {p.file, f->load.labels}, true);
-    if (f->format == "onnx") {
-      create_parent_folder(f->out);
-      // As every command runs a vit quantize file: in int8 unless --dtype says otherwise.
-      const bool int8 = f->dtype.empty() ? p.stored_dtype == "int8" : f->dtype == "int8";
-      const OnnxExportInfo info = export_onnx(*p.model, f->out, p.class_names, -1, int8);
-      const ViTConfig& c = p.model->config();
-      std::cout << "wrote " << f->out << " (" << (int8 ? "int8, " : "") << info.bytes << " bytes, opset "
-                << info.opset << ", " << info.nodes
-                << " nodes, checked by ONNX's checker; input pixel_values [N," << c.in_chans << "," << c.img_h
-                << "," << c.img_w << "] normalized as the model's preprocessing, output "
-                << (c.num_classes > 0 ? "logits [N," + std::to_string(c.num_classes)
-                                      : "features [N," + std::to_string(c.embed_dim))
-                << "])\n";
-      if (!info.data_file.empty())
-        std::cout << "wrote " << info.data_file
-                  << " (the weights, ONNX external data: keep it beside the model, under this name)\n";
-      return 0;
+    // The folder the export makes goes again if the export fails (it stayed, empty).
+    const std::filesystem::path made = f->format == "onnx" ? dir.parent_path() : dir;
+    std::error_code ec;
+    const bool fresh = !made.empty() && !std::filesystem::exists(made, ec);
+    try {
+      return write_export(*f, p, dir);
+    } catch (...) {
+      if (fresh) std::filesystem::remove(made, ec);  // only when empty: nothing of anyone's is lost
+      throw;
     }
-    if (f->format == "hf") {
-      for (const auto& n : export_hf(*p.model, f->out, p.class_names))
-        std::cerr << "vit: export: " << n << "\n";
-      std::cout << "wrote " << (dir / "model.safetensors").string() << ", " << (dir / "config.json").string()
-                << " and " << (dir / "preprocessor_config.json").string()
-                << " (transformers: " << hf_class(p.model->config()) << ".from_pretrained(\"" << dir.string()
-                << "\"))\n";
-      return 0;
-    }
-    for (const auto& n : export_timm(*p.model, f->out, p.class_names))
-      std::cerr << "vit: export: " << n << "\n";
-    std::cout << "wrote " << (dir / "model.safetensors").string() << " and " << (dir / "config.json").string()
-              << " (timm: timm.create_model(\"local-dir:" << dir.string()
-              << "\", pretrained=True); vitcpp: vitcpp.create_model(\"local-dir:" << dir.string() << "\"))\n";
-    return 0;
   };
 }
 

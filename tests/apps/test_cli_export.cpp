@@ -72,7 +72,15 @@ TEST(CliExport, WhatAFormatCannotHoldIsAOneLineError) {
   Result r = run("export --format hf --checkpoint " + (tmp / "avg.safetensors") + " --out " + (tmp / "hf"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("Hugging Face's ViT cannot express average pooling"), std::string::npos) << r.out;
-  EXPECT_FALSE(fs::exists(tmp / "hf/model.safetensors"));
+  EXPECT_FALSE(fs::exists(tmp / "hf"));
+  // A write that fails (past a file-size limit, as a full disk) takes the folder the export
+  // made with it (it stayed, empty).
+  vit::save_checkpoint(tmp / "small.safetensors", vit::ViT(vit::preset("mnist-small")), {});
+  r = vit::test::run_vit("export --checkpoint " + (tmp / "small.safetensors") + " --out " + (tmp / "timm"),
+                         "ulimit -f 30;");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("File too large"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "timm"));
   r = run("export --format keras --checkpoint " + (tmp / "avg.safetensors") + " --out " + (tmp / "k"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("keras"), std::string::npos) << r.out;
