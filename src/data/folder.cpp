@@ -130,8 +130,15 @@ FolderDataset::FolderDataset(const std::string& root, InputSpec in, std::vector<
   for (auto& name : found) {
     auto it = std::find(classes_.begin(), classes_.end(), name);
     VIT_CHECK(it != classes_.end(), root, "/", name, ": a class the training split does not have");
+    const int64_t others_before = other_formats_;
     const std::vector<std::string> files = class_images(fs::path(root) / name, &other_formats_);
-    VIT_CHECK(!files.empty(), root, "/", name, ": empty class folder (no .png, .jpg or .jpeg files)");
+    const int64_t others = other_formats_ - others_before;  // images vitcpp does not decode (BMP, WebP)
+    VIT_CHECK(!files.empty(), root, "/", name, ": empty class folder (no .png, .jpg or .jpeg files",
+              others > 0 ? detail::concat("; ", others,
+                                          " image(s) of other formats, which vitcpp does not decode: "
+                                          "convert them to PNG")
+                         : std::string(),
+              ")");
     for (auto& f : files) files_.push_back({f, int64_t(it - classes_.begin())});
   }
   if (skip_bad) drop_undecodable();
