@@ -118,8 +118,10 @@ Run add_eval(CLI::App& cmd) {
       ->check(CLI::IsMember({"csv", "json"}));
   cmd.add_flag("--skip-bad-images", f->skip_bad_images,
                "image folders: leave out files that do not decode (listed on stderr) instead of stopping");
-  return [f] {
+  return [f, &cmd] {
     use_threads(f->threads);
+    if (cmd.count("--results-format") > 0 && f->results_file.empty())  // taken in silence before
+      std::cerr << "vit eval: note: --results-format: no effect without --results-file\n";
     VIT_CHECK(f->batch_size > 0, "batch size must be positive, got ", f->batch_size);
     const Pretrained loaded = f->load.load();
     check_outputs({{"--predictions", f->predictions},

@@ -173,8 +173,12 @@ Run add_predict(CLI::App& cmd) {
   cmd.add_option("-o,--out", f->out,
                  "with --features: the .safetensors (tensor \"features\", with the inputs' names in its "
                  "metadata) or .npy file to write, rows in the order the inputs are listed");
-  return [f, features] {
+  return [f, features, &cmd] {
     use_threads(f->threads);
+    // Flags that change nothing here, said (they were taken in silence).
+    if (f->logits && !f->json) std::cerr << "vit predict: note: --logits: no effect without --json\n";
+    if (cmd.count("--results-format") > 0 && f->results_file.empty())
+      std::cerr << "vit predict: note: --results-format: no effect without --results-file\n";
     VIT_CHECK(f->topk > 0, "--topk must be positive, got ", f->topk);
     VIT_CHECK(f->batch_size > 0, "--batch-size must be positive, got ", f->batch_size);
     VIT_CHECK(!f->images.empty() || !f->tensor.empty(), "give image files or --tensor FILE:NAME");

@@ -280,6 +280,18 @@ TEST(CliArgs, AStopSignalEndsTheRunAsAskedWhenItsPipeIsGone) {
               fs::exists(tmp / "run/recovery.state.safetensors"));
 }
 
+// Flags that change nothing in the run are said (they were taken in silence).
+TEST(CliArgs, PredictAndEvalSayWhichFlagsHaveNoEffect) {
+  vit::test::TempDir tmp("args_moot");
+  const std::string ck = tiny_run(tmp);
+  Result r = run("predict --checkpoint " + ck + " --logits --results-format json " + digit);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "vit predict: note: --logits: no effect without --json")) << r.out;
+  EXPECT_TRUE(has(r, "vit predict: note: --results-format: no effect without --results-file")) << r.out;
+  r = run("predict --checkpoint " + ck + " --logits --json " + digit);
+  EXPECT_FALSE(has(r, "note:")) << r.out;
+}
+
 // Two outputs spelled apart ("z.csv", "./z.csv") are one file: refused before the run (the
 // second write replaced the first, the predictions lost).
 TEST(CliArgs, OneOutputFileSpelledTwoWaysIsRefused) {
