@@ -39,7 +39,7 @@ struct PredictFlags {
   double log_seconds = 10;
   std::vector<std::string> images;
   int64_t topk = 5, batch_size = 32;
-  bool json = false, logits = false, fullname = false;
+  bool json = false, logits = false, fullname = false, skip_bad_images = false;
   int threads = 0;
   InputFlags input;
 };
@@ -161,6 +161,8 @@ Run add_predict(CLI::App& cmd) {
       ->needs(results);
   cmd.add_option("images", f->images,
                  "PNG or JPEG files, or folders of them (their images in timm's order: img2 before img10)");
+  cmd.add_flag("--skip-bad-images", f->skip_bad_images,
+               "leave out image files that do not decode (each said on stderr) instead of stopping");
   add_progress_flags(cmd, f->progress, f->log_seconds,
                      "when stderr is a terminal and stdout is not (results to a file)");
   CLI::Option* features =
@@ -192,6 +194,8 @@ Run add_predict(CLI::App& cmd) {
     VIT_CHECK(want_features == !f->out.empty(), want_features
                                                     ? "--features needs --out FILE (.safetensors or .npy)"
                                                     : "--out is for --features");
+    VIT_CHECK(!f->skip_bad_images || !want_features,
+              "--skip-bad-images: not with --features (the rows of --out are the inputs, in order)");
     const Pretrained loaded = f->load.load();
     ViT& model = *loaded.model;
     f->input.prepare(model, f->batch_size, loaded.stored_dtype);
@@ -223,7 +227,10 @@ Run add_predict(CLI::App& cmd) {
                      (f->progress == "auto" && ::isatty(STDERR_FILENO) != 0 && ::isatty(STDOUT_FILENO) == 0);
     EvalProgress progress(std::cerr, bar, bar || f->progress == "log" ? f->log_seconds : 0, "predict");
     progress.start(N);
-    // Runs infer(first, B, images) for batches of the inputs, in order.
+    // Runs infer(first, B, images) for batches of the inputs, in order. With --skip-bad-images
+    // a file that does not decode is said and its row left zero; bad[b] marks it.
+    std::vector<std::string> bad(size_t(std::min(f->batch_size, N)));
+    int64_t skipped = 0;
     auto for_batches = [&](auto&& infer) {
       for (int64_t first = 0; first < N; first += f->batch_size) {
         const int64_t B = std::min(f->batch_size, N - first);
@@ -231,13 +238,28 @@ Run add_predict(CLI::App& cmd) {
           infer(first, B, rows.data() + first * n);
         } else {
           // Decoded on the threads (the first bad file's error, as in order).
-          for_items_on_threads(
-              B, [&](int64_t b) { load_image_input(files[size_t(first + b)], in, x.data() + b * n); });
+          for_items_on_threads(B, [&](int64_t b) {
+            bad[size_t(b)].clear();
+            try {
+              load_image_input(files[size_t(first + b)], in, x.data() + b * n);
+            } catch (const Error& e) {
+              if (!f->skip_bad_images)
+                throw Error(std::string(e.what()) + " (--skip-bad-images leaves such files out)");
+              bad[size_t(b)] = e.what();
+              std::fill(x.data() + b * n, x.data() + (b + 1) * n, 0.f);
+            }
+          });
+          for (int64_t b = 0; b < B; ++b)
+            if (!bad[size_t(b)].empty()) {
+              std::cerr << "vit predict: skipped " << bad[size_t(b)] << "\n";
+              ++skipped;
+            }
           infer(first, B, x.data());
         }
         progress.update(first + B, -1);
       }
       progress.finish();
+      if (skipped > 0) std::cerr << "vit predict: " << skipped << " of " << N << " image(s) skipped\n";
     };
     auto what = [&](int64_t i) {
       return files.empty() ? nlohmann::json{{"row", i}} : nlohmann::json{{"image", files[size_t(i)]}};
@@ -287,7 +309,9 @@ Run add_predict(CLI::App& cmd) {
     std::vector<float> logits(size_t(std::min(f->batch_size, N) * K));
     for_batches([&](int64_t first, int64_t B, const float* images) {
       model.infer(images, B, nullptr, logits.data());
-      for (int64_t b = 0; b < B; ++b) print(*f, what(first + b), logits.data() + b * K, K, names, rows_csv);
+      for (int64_t b = 0; b < B; ++b)
+        if (files.empty() || bad[size_t(b)].empty())
+          print(*f, what(first + b), logits.data() + b * K, K, names, rows_csv);
     });
     if (rows_csv) write_file_atomic(f->results_file, csv);
     return 0;

@@ -3,6 +3,7 @@
 // folders whose classes are not the model's, and CLI11's own errors said as vit's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -290,6 +291,30 @@ TEST(CliArgs, PredictAndEvalSayWhichFlagsHaveNoEffect) {
   EXPECT_TRUE(has(r, "vit predict: note: --results-format: no effect without --results-file")) << r.out;
   r = run("predict --checkpoint " + ck + " --logits --json " + digit);
   EXPECT_FALSE(has(r, "note:")) << r.out;
+}
+
+// A folder's file that does not decode stops vit predict, with the flag that leaves such files
+// out, as train and eval have (predict had none: one bad file of thousands ended the run).
+TEST(CliArgs, PredictSkipsBadImagesWhenAsked) {
+  vit::test::TempDir tmp("args_predict_bad");
+  const std::string ck = tiny_run(tmp);
+  fs::create_directories(tmp / "images");
+  fs::copy_file(digit, tmp / "images/a.png");
+  vit::write_file_atomic(tmp / "images/b.png", "not a png");
+  fs::copy_file(digit, tmp / "images/c.png");
+  Result r = run("predict --checkpoint " + ck + " " + (tmp / "images"));
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "b.png: not a PNG or JPEG file (--skip-bad-images leaves such files out)")) << r.out;
+  r = run("predict --checkpoint " + ck + " --skip-bad-images --json --results-file " + (tmp / "r.csv") + " " +
+          (tmp / "images"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "vit predict: skipped " + (tmp / "images/b.png") + ": not a PNG or JPEG file")) << r.out;
+  EXPECT_TRUE(has(r, "vit predict: 1 of 3 image(s) skipped")) << r.out;
+  EXPECT_TRUE(has(r, "a.png")) << r.out;
+  EXPECT_TRUE(has(r, "c.png")) << r.out;
+  const std::string csv = vit::read_text_file(tmp / "r.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;  // the header and two images
+  EXPECT_EQ(csv.find("b.png"), std::string::npos) << csv;
 }
 
 // Two outputs spelled apart ("z.csv", "./z.csv") are one file: refused before the run (the
