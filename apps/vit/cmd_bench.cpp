@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "commands.h"
 #include "core/threads.h"
@@ -82,6 +83,7 @@ Run add_bench(CLI::App& cmd) {
                           {"weights_packed", r.weights_packed},
                           {"shards", r.shards},
                           {"runs", r.ms.size()},
+                          {"timed_ms", std::accumulate(r.ms.begin(), r.ms.end(), 0.0)},  // the runs' sum
                           {"median_ms", r.median_ms},
                           {"min_ms", r.min_ms},
                           {"max_ms", r.max_ms},

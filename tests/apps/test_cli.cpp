@@ -417,12 +417,14 @@ TEST(Cli, ThreadBindingKeepsEveryCpu) {
 }
 
 // A --min-time given is kept: runs stopped at 1000 whatever it said (mnist-seed's 1000 runs
-// took 0.11 s of --min-time 5). An inference of mnist-seed takes tens of microseconds.
+// took 0.11 s of --min-time 5). The timed runs add up to it, however fast the machine.
 TEST(Cli, BenchKeepsAMinTimeGiven) {
   Result r =
       run("bench --model mnist-seed --threads 1 --warmup 0 --runs 1 --min-time 0.3 --ceiling 100 --json");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_GT(nlohmann::json::parse(vit::test::last_line(r.out))["runs"].get<int64_t>(), 1000) << r.out;
+  const auto j = nlohmann::json::parse(vit::test::last_line(r.out));
+  EXPECT_GE(j["timed_ms"].get<double>(), 300.0) << r.out;
+  EXPECT_GE(j["timed_ms"].get<double>(), j["runs"].get<double>() * j["min_ms"].get<double>()) << r.out;
 }
 
 TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {
