@@ -268,12 +268,14 @@ TEST(CliArgs, AStopSignalEndsTheRunAsAskedWhenItsPipeIsGone) {
   vit::test::TempDir tmp("args_sigpipe");
   // The run's first three lines go to head, which then ends (as tee at the Ctrl-C); the run
   // prints nothing more until it is stopped (--progress none, no recovery state for 5 min).
+  // The signal comes once the training began (config.json written, the third line printed).
   const std::string script =
       "( { " + std::string(VIT_BINARY) +
       " train --model mnist-seed --synthetic 200000 -b 32 --epochs 1 --threads 1 --progress none --output " +
       (tmp / "run") + " 2>" + (tmp / "err") + " & echo $! > " + (tmp / "pid") + "; wait $!; echo $? > " +
       (tmp / "code") + "; } | head -n 3 > /dev/null ) & while [ ! -s " + (tmp / "pid") +
-      " ]; do sleep 0.05; done; sleep 1; kill -TERM $(cat " + (tmp / "pid") + "); while [ ! -s " +
+      " ]; do sleep 0.05; done; while [ ! -e " + (tmp / "run/config.json") +
+      " ]; do sleep 0.05; done; sleep 0.5; kill -TERM $(cat " + (tmp / "pid") + "); while [ ! -s " +
       (tmp / "code") + " ]; do sleep 0.05; done";
   ASSERT_EQ(std::system(("timeout 120 sh -c '" + script + "'").c_str()), 0);
   EXPECT_EQ(vit::read_text_file(tmp / "code"), "143\n") << vit::read_text_file(tmp / "err");
