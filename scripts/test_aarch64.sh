@@ -132,6 +132,7 @@ kThreadTests=(
   'EvalMetric.LossPicksTheLowestEvalLossForTheBestAndTheHistory'
   'Memory.PlannedActivationsAreWhatTheModelAllocates'
   'Prefetcher\..*'
+  'ReadFile.APipeIsReadToItsEnd'
 )
 thread_tests="^($(IFS='|'; echo "${kThreadTests[*]}"))( |\$)"
 probe=Prefetcher.ServesBatchesInOrderAndPassesErrorsOn
