@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "commands.h"
 #include "core/file.h"
@@ -85,6 +86,22 @@ void write_results_file(const std::string& path, const std::string& format, cons
   write_file_atomic(path, header + "\n" + row + "\n");
 }
 
+// "top-1 T%  top-5 F%  loss L  (N images", as vit eval prints it.
+std::string summary(const EvalResult& r) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(2) << "top-1 " << 100 * r.top1 << "%  top-5 " << 100 * r.top5
+    << "%  loss " << std::setprecision(4) << r.loss << "  (" << r.count << " images";
+  return s.str();
+}
+
+// The confusion matrix as rows of counts, a row per true class.
+nlohmann::json confusion_rows(const EvalResult& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (int64_t k = 0; k < r.num_classes; ++k)
+    rows.push_back(std::vector<int64_t>(r.confusion.begin() + k * r.num_classes,
+                                        r.confusion.begin() + (k + 1) * r.num_classes));
+  return rows;
+}
 }  // namespace
 
 Run add_eval(CLI::App& cmd) {
@@ -160,14 +177,11 @@ Run add_eval(CLI::App& cmd) {
     // Class names where the model or the data has them, the indices alone for classes past
     // them (a 5-class head fine-tuned on 3 named folders; vit predict names them so too).
     const bool named = !names.empty() && int64_t(names.size()) <= r.num_classes;
-    std::vector<std::string> class_name(size_t(r.num_classes));
-    for (size_t k = 0; k < class_name.size(); ++k) {
-      // An index past the names, "#9" where a name is "9" (a folder 9 that is class 8).
-      const std::string index = std::to_string(k);
-      class_name[k] = named && k < names.size()                                              ? names[k]
-                      : named && std::find(names.begin(), names.end(), index) != names.end() ? "#" + index
-                                                                                             : index;
-    }
+    // An index past the names, "#9" where a name is "9" (a folder 9 that is class 8).
+    std::vector<std::string> class_name =
+        named ? names_for_every_class(names, r.num_classes) : std::vector<std::string>{};
+    for (int64_t k = int64_t(class_name.size()); k < r.num_classes; ++k)
+      class_name.push_back(std::to_string(k));
     auto class_images = [&](size_t k) {  // the images of true class k
       int64_t n = 0;
       for (int64_t j = 0; j < r.num_classes; ++j) n += r.confusion[k * size_t(r.num_classes) + size_t(j)];
@@ -195,9 +209,7 @@ Run add_eval(CLI::App& cmd) {
     } catch (const Error&) {
       // A file that could not be written (a full disk) does not lose the evaluation: its
       // numbers come before the error.
-      std::cerr << "vit eval: " << std::fixed << std::setprecision(2) << "top-1 " << top1 << "%  top-5 "
-                << top5 << "%  loss " << std::setprecision(4) << r.loss << "  (" << r.count
-                << " images); an output could not be written:" << std::endl;
+      std::cerr << "vit eval: " << summary(r) << "); an output could not be written:" << std::endl;
       throw;
     }
     // Where the files went: lines of their own, or fields of the JSON object.
@@ -218,16 +230,12 @@ Run add_eval(CLI::App& cmd) {
       if (named) j["class_names"] = class_name;  // per_class's and confusion's order
       for (auto [key, file] : written)
         if (!file->empty()) j[key] = *file;
-      auto& conf = j["confusion"] = nlohmann::json::array();
-      for (int64_t k = 0; k < r.num_classes; ++k)
-        conf.push_back(std::vector<int64_t>(r.confusion.begin() + k * r.num_classes,
-                                            r.confusion.begin() + (k + 1) * r.num_classes));
+      j["confusion"] = confusion_rows(r);
       std::cout << json_for_output(j) << "\n";
       return 0;
     }
     std::cout << data.describe() << "\n"
-              << std::fixed << std::setprecision(2) << "top-1 " << top1 << "%  top-5 " << top5 << "%  loss "
-              << std::setprecision(4) << r.loss << "  (" << r.count << " images"
+              << summary(r)
               << (model->infer_dtype() == "fp32" ? "" : ", " + model->infer_dtype() + " products")
               << ")\nper class:";
     // Each class by its name where it has one; "n/a" for a class without images here.

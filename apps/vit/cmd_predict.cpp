@@ -137,6 +137,57 @@ void print(const PredictFlags& f, nlohmann::json what, const float* z, int64_t K
 }
 }  // namespace
 
+namespace {
+// Flags that change nothing here, said (they were taken in silence).
+void note_moot_flags(const PredictFlags& f, const CLI::App& cmd) {
+  if (f.logits && !f.json) std::cerr << "vit predict: note: --logits: no effect without --json\n";
+  if (cmd.count("--results-format") > 0 && f.results_file.empty())
+    std::cerr << "vit predict: note: --results-format: no effect without --results-file\n";
+}
+
+// Flags that cannot work together, refused before the model is loaded; --features alone
+// means pooled.
+void check_flags(PredictFlags& f, bool want_features) {
+  VIT_CHECK(f.topk > 0, "--topk must be positive, got ", f.topk);
+  VIT_CHECK(f.batch_size > 0, "--batch-size must be positive, got ", f.batch_size);
+  VIT_CHECK(!f.images.empty() || !f.tensor.empty(), "give image files or --tensor FILE:NAME");
+  VIT_CHECK(f.images.empty() || f.tensor.empty(), "give image files or --tensor FILE:NAME, not both (got ",
+            f.images.size(), " image argument(s) and --tensor ", f.tensor, ")");
+  if (want_features && f.features.empty()) f.features = "pooled";
+  VIT_CHECK(!want_features || f.features == "pooled" || f.features == "tokens",
+            "--features: pooled or tokens, got '", f.features, "'");
+  VIT_CHECK(want_features == !f.out.empty(),
+            want_features ? "--features needs --out FILE (.safetensors or .npy)" : "--out is for --features");
+  VIT_CHECK(!f.skip_bad_images || !want_features,
+            "--skip-bad-images: not with --features (the rows of --out are the inputs, in order)");
+}
+
+// Decodes files[0..B) into x on the threads, one image of n floats each. A file that does not
+// decode stops it (the first bad file's error, as in order), or with skip is said on stderr,
+// its row left zero and its error in bad[b] (empty for a good file). Returns the files skipped.
+int64_t decode_batch(const std::string* files, int64_t B, const InputSpec& in, bool skip, float* x,
+                     std::vector<std::string>& bad) {
+  const int64_t n = in.channels * in.height * in.width;
+  for_items_on_threads(B, [&](int64_t b) {
+    bad[size_t(b)].clear();
+    try {
+      load_image_input(files[b], in, x + b * n);
+    } catch (const Error& e) {
+      if (!skip) throw Error(std::string(e.what()) + " (--skip-bad-images leaves such files out)");
+      bad[size_t(b)] = e.what();
+      std::fill(x + b * n, x + (b + 1) * n, 0.f);
+    }
+  });
+  int64_t skipped = 0;
+  for (int64_t b = 0; b < B; ++b)
+    if (!bad[size_t(b)].empty()) {
+      std::cerr << "vit predict: skipped " << bad[size_t(b)] << "\n";
+      ++skipped;
+    }
+  return skipped;
+}
+}  // namespace
+
 Run add_predict(CLI::App& cmd) {
   auto f = std::make_shared<PredictFlags>();
   f->load.add_to(cmd);
@@ -177,25 +228,9 @@ Run add_predict(CLI::App& cmd) {
                  "metadata) or .npy file to write, rows in the order the inputs are listed");
   return [f, features, &cmd] {
     use_threads(f->threads);
-    // Flags that change nothing here, said (they were taken in silence).
-    if (f->logits && !f->json) std::cerr << "vit predict: note: --logits: no effect without --json\n";
-    if (cmd.count("--results-format") > 0 && f->results_file.empty())
-      std::cerr << "vit predict: note: --results-format: no effect without --results-file\n";
-    VIT_CHECK(f->topk > 0, "--topk must be positive, got ", f->topk);
-    VIT_CHECK(f->batch_size > 0, "--batch-size must be positive, got ", f->batch_size);
-    VIT_CHECK(!f->images.empty() || !f->tensor.empty(), "give image files or --tensor FILE:NAME");
-    VIT_CHECK(f->images.empty() || f->tensor.empty(),
-              "give image files or --tensor FILE:NAME, not both (got ", f->images.size(),
-              " image argument(s) and --tensor ", f->tensor, ")");
+    note_moot_flags(*f, cmd);
     const bool want_features = features->count() > 0;
-    if (want_features && f->features.empty()) f->features = "pooled";
-    VIT_CHECK(!want_features || f->features == "pooled" || f->features == "tokens",
-              "--features: pooled or tokens, got '", f->features, "'");
-    VIT_CHECK(want_features == !f->out.empty(), want_features
-                                                    ? "--features needs --out FILE (.safetensors or .npy)"
-                                                    : "--out is for --features");
-    VIT_CHECK(!f->skip_bad_images || !want_features,
-              "--skip-bad-images: not with --features (the rows of --out are the inputs, in order)");
+    check_flags(*f, want_features);
     const Pretrained loaded = f->load.load();
     ViT& model = *loaded.model;
     f->input.prepare(model, f->batch_size, loaded.stored_dtype);
@@ -237,23 +272,7 @@ Run add_predict(CLI::App& cmd) {
         if (files.empty()) {
           infer(first, B, rows.data() + first * n);
         } else {
-          // Decoded on the threads (the first bad file's error, as in order).
-          for_items_on_threads(B, [&](int64_t b) {
-            bad[size_t(b)].clear();
-            try {
-              load_image_input(files[size_t(first + b)], in, x.data() + b * n);
-            } catch (const Error& e) {
-              if (!f->skip_bad_images)
-                throw Error(std::string(e.what()) + " (--skip-bad-images leaves such files out)");
-              bad[size_t(b)] = e.what();
-              std::fill(x.data() + b * n, x.data() + (b + 1) * n, 0.f);
-            }
-          });
-          for (int64_t b = 0; b < B; ++b)
-            if (!bad[size_t(b)].empty()) {
-              std::cerr << "vit predict: skipped " << bad[size_t(b)] << "\n";
-              ++skipped;
-            }
+          skipped += decode_batch(files.data() + first, B, in, f->skip_bad_images, x.data(), bad);
           infer(first, B, x.data());
         }
         progress.update(first + B, -1);
