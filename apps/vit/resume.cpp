@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "core/file.h"
+#include "core/json_parse.h"
 #include "train/run_dir.h"
 #include "vit/core/error.h"
 
@@ -42,7 +43,7 @@ nlohmann::json read_args_json(const std::string& dir) {
   VIT_CHECK(std::filesystem::exists(path), "--resume ", dir,
             ": not a run directory (no args.json; vit train --output DIR makes one)");
   try {
-    return nlohmann::json::parse(read_text_file(path));
+    return parse_json(read_text_file(path), path);
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": not valid JSON: " + e.what());
   }

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <system_error>
 #include <utility>
 
@@ -26,27 +27,44 @@ void check_not_directory(const std::string& path) {
             ": a directory, where a file is meant");
 }
 
-std::vector<char> read_file_bytes(const std::string& path) {
+std::vector<char> read_file_bytes(const std::string& path,
+                                  const std::function<void(const char*, size_t)>& check_head) {
   check_not_directory(path);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   VIT_CHECK(fd >= 0, path, ": cannot open for reading (", std::strerror(errno), ")");
   struct stat sb {};
   // A regular file is read at its size (and one byte more, to meet its end); a pipe, FIFO or
-  // device (<(cat f), /dev/stdin) in growing pieces to its end.
+  // device (<(cat f), /dev/stdin) in growing pieces to its end. With check_head, its first
+  // bytes come first.
   const bool regular = ::fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
-  std::vector<char> buf(regular ? size_t(sb.st_size) + 1 : size_t(65536));
+  const size_t whole = regular ? size_t(sb.st_size) + 1 : size_t(65536);
+  bool checked = !check_head;
+  std::vector<char> buf;
   size_t n = 0;
-  for (;;) {
-    if (n == buf.size()) buf.resize(2 * buf.size());
-    const ssize_t r = ::read(fd, buf.data() + n, buf.size() - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw Error(detail::concat(path, ": read failed (", std::strerror(err), ")"));
+  try {
+    buf.resize(checked ? whole : kHeadBytes);
+    for (;;) {
+      if (n == buf.size()) {
+        if (!checked) {
+          check_head(buf.data(), n);
+          checked = true;
+        }
+        buf.resize(std::max(whole, 2 * buf.size()));
+      }
+      const ssize_t r = ::read(fd, buf.data() + n, buf.size() - n);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) throw Error(detail::concat(path, ": read failed (", std::strerror(errno), ")"));
+      if (r == 0) break;
+      n += size_t(r);
     }
-    if (r == 0) break;
-    n += size_t(r);
+    if (!checked) check_head(buf.data(), n);
+  } catch (const std::bad_alloc&) {
+    ::close(fd);
+    throw Error(
+        detail::concat(path, ": out of memory reading it (", regular ? sb.st_size : off_t(n), " bytes)"));
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   ::close(fd);
   buf.resize(n);

@@ -3,6 +3,7 @@
 // never leaves a half-written file under the real name.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -13,7 +14,13 @@ namespace vit {
 // Throws vit::Error ("PATH: a directory, where a file is meant") when path is a directory:
 // opened as a file it reads as nothing, or as a size of 2^63 bytes (std::bad_alloc).
 void check_not_directory(const std::string& path);
-std::vector<char> read_file_bytes(const std::string& path);
+// The whole file. check_head, when given, is shown the file's first bytes (kHeadBytes, or the
+// whole file when shorter) before the rest is read or memory is taken for it, and throws to
+// refuse the file: a 3 GB file that is no image failed only after it was read whole (and
+// /dev/zero never). Memory that runs out is an error naming the file.
+constexpr size_t kHeadBytes = 16;
+std::vector<char> read_file_bytes(const std::string& path,
+                                  const std::function<void(const char*, size_t)>& check_head = {});
 
 // A whole file mapped read-only (pages read ahead at mapping time). Writers here replace
 // files by rename, so a mapped file keeps its contents while it is in use.

@@ -197,16 +197,24 @@ Image decode_jpeg(const uint8_t* data, size_t size, const std::string& path) {
 
 }  // namespace
 
+namespace {
+bool is_png(const uint8_t* data, size_t size) {
+  return size >= 8 && std::memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0;
+}
+bool is_jpeg(const uint8_t* data, size_t size) {
+  return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
+}
+// Throws unless data starts as a PNG or JPEG file does (the first 8 bytes decide).
+void check_signature(const uint8_t* data, size_t size, const std::string& name) {
+  VIT_CHECK(size > 0, name, ": an empty file (0 bytes), not an image");
+  VIT_CHECK(is_png(data, size) || is_jpeg(data, size), name, ": not a PNG or JPEG file");
+}
+}  // namespace
+
 Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
   VIT_CHECK(data || size == 0, name, ": no data");
-  VIT_CHECK(size > 0, name, ": an empty file (0 bytes), not an image");
-  Image img;
-  if (size >= 8 && std::memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0)
-    img = decode_png(data, size, name);
-  else if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF)
-    img = decode_jpeg(data, size, name);
-  else
-    throw Error(name + ": not a PNG or JPEG file");
+  check_signature(data, size, name);
+  Image img = is_png(data, size) ? decode_png(data, size, name) : decode_jpeg(data, size, name);
   VIT_CHECK(img.h > 0 && img.w > 0, name, ": empty image");
   return img;
 }
@@ -224,7 +232,10 @@ void set_max_image_pixels(int64_t pixels) {
 }
 
 Image read_image(const std::string& path) {
-  const std::vector<char> bytes = read_file_bytes(path);
+  // Refused from its first bytes when it is no image (a video, /dev/zero), before it is read.
+  const std::vector<char> bytes = read_file_bytes(path, [&](const char* head, size_t n) {
+    check_signature(reinterpret_cast<const uint8_t*>(head), n, path);
+  });
   return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
 }
 

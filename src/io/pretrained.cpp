@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/file.h"
+#include "core/json_parse.h"
 #include "core/resample.h"
 #include "core/utf8.h"
 #include "formats.h"
@@ -126,7 +128,7 @@ detail::Mapping vitcpp_mapping(const SafeTensors& st) {
   }
   if (auto it = st.metadata().find("class_names"); it != st.metadata().end()) {
     try {
-      m.class_names = json::parse(it->second).get<std::vector<std::string>>();
+      m.class_names = parse_json(it->second, st.path() + ": class_names").get<std::vector<std::string>>();
     } catch (const json::exception&) {
       throw Error(st.path() + ": metadata class_names is not a JSON list of strings");
     }
@@ -250,7 +252,20 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   }
   // Not randomized: the loop below writes every parameter (from the file, resampled, or the
   // zero head) or throws.
-  auto model = std::make_unique<ViT>(c, /*randomize=*/false);
+  std::unique_ptr<ViT> model;
+  try {
+    model = std::make_unique<ViT>(c, /*randomize=*/false);
+  } catch (const std::bad_alloc&) {
+    // A config far larger than its weights (hidden_size 8192 over 8-wide tensors) said "out
+    // of memory: lower --batch-size", naming neither the file nor the mismatch.
+    int64_t wanted = 0, stored = 0;
+    const ParamTable described(c);
+    for (const auto& s : described.specs()) wanted += s.numel();
+    for (const auto& t : st.tensors())
+      stored += int64_t((t.end - t.begin) / std::max<size_t>(1, dtype_size(t.dtype)));
+    throw Error(detail::concat(out.file, ": out of memory making the model its config describes (", wanted,
+                               " parameters; the file holds ", stored, " values): check the config"));
+  }
   const ParamTable& table = model->table();
 
   // Every tensor in the file must land somewhere.

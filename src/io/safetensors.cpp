@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/file.h"
+#include "core/json_parse.h"
 #include "vit/core/error.h"
 
 namespace vit {
@@ -53,7 +54,14 @@ uint64_t header_length(std::string_view first, uint64_t file_size, const std::st
   const bool json_text = text != std::string_view::npos && (first[text] == '{' || first[text] == '[');
   VIT_CHECK(!json_text || (hlen <= kMaxHeader && hlen <= file_size - 8), path,
             ": a JSON file, not safetensors: give the checkpoint's folder or its .safetensors file");
-  VIT_CHECK(hlen <= kMaxHeader, path, ": header length ", hlen, " is implausible (over 100 MiB)");
+  // And an image (a predict command line with the checkpoint and image swapped).
+  const bool png = first.substr(0, 8) == std::string_view("\x89PNG\r\n\x1a\n", 8);
+  const bool jpeg = first.substr(0, 3) == "\xFF\xD8\xFF";
+  VIT_CHECK(!(png || jpeg) || (hlen <= kMaxHeader && hlen <= file_size - 8), path, ": a ",
+            png ? "PNG" : "JPEG", " image, not a checkpoint (a safetensors file)");
+  VIT_CHECK(hlen <= kMaxHeader, path,
+            ": not a safetensors file (its first 8 bytes, read as the header's length, say ", hlen,
+            " bytes: over 100 MiB)");
   VIT_CHECK(hlen <= file_size - 8, path, ": header length ", hlen, " runs past the end of the file (",
             file_size, " bytes): truncated?");
   return hlen;
@@ -62,7 +70,7 @@ uint64_t header_length(std::string_view first, uint64_t file_size, const std::st
 json parse_header(std::string_view text, const std::string& path) {
   json h;
   try {
-    h = json::parse(text.begin(), text.end());
+    h = parse_json(text, path + ": header");
   } catch (const json::exception& e) {
     throw Error(path + ": header is not valid JSON: " + e.what());
   }
@@ -190,8 +198,10 @@ SafeTensors SafeTensors::parse_view(std::shared_ptr<const void> owner, const cha
               path, ": tensor '", name, "': data_offsets must be two non-negative integers");
     t.begin = off[0].get<uint64_t>();
     t.end = off[1].get<uint64_t>();
-    VIT_CHECK(t.begin <= t.end && t.end <= data_size, path, ": tensor '", name, "': data_offsets [", t.begin,
-              ", ", t.end, "] lie outside the data section (", data_size, " bytes): truncated file?");
+    VIT_CHECK(t.begin <= t.end, path, ": tensor '", name, "': data_offsets [", t.begin, ", ", t.end,
+              "] are reversed (the start comes first)");
+    VIT_CHECK(t.end <= data_size, path, ": tensor '", name, "': data_offsets [", t.begin, ", ", t.end,
+              "] lie outside the data section (", data_size, " bytes): truncated file?");
     VIT_CHECK(t.end - t.begin == count * it->size, path, ": tensor '", name, "': ", t.end - t.begin,
               " bytes do not match dtype ", dt, " x shape ", shape_str(t.shape), " (", count * it->size,
               " bytes)");

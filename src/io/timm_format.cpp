@@ -8,6 +8,7 @@
 #include "core/decimal.h"
 #include "core/file.h"
 #include "core/json_number.h"
+#include "core/json_parse.h"
 #include "formats.h"
 #include "vit/core/error.h"
 
@@ -20,7 +21,7 @@ std::optional<json> json_beside(const SafeTensors& st, const std::string& name) 
   const fs::path p = fs::path(st.path()).parent_path() / name;
   if (!fs::exists(p)) return std::nullopt;
   try {
-    json j = json::parse(read_text_file(p.string()));
+    json j = parse_json(read_text_file(p.string()), p.string());
     VIT_CHECK(j.is_object(), p.string(), ": expected a JSON object");
     return j;
   } catch (const json::exception& e) {

@@ -13,6 +13,7 @@
 #include "core/decimal.h"
 #include "core/file.h"
 #include "core/json_number.h"
+#include "core/json_parse.h"
 #include "core/suggest.h"
 #include "vit/core/error.h"
 
@@ -201,7 +202,7 @@ std::string ViTConfig::summary() const {
 ViTConfig ViTConfig::from_json(const std::string& text) {
   json j;
   try {
-    j = json::parse(text);
+    j = parse_json(text, "config");
   } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
     throw Error(std::string("config: invalid JSON: ") + e.what());
   }

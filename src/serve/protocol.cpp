@@ -9,6 +9,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <semaphore>
+#include <thread>
 
 #include "serve/json_tensor.h"
 #include "vit/core/version.h"
@@ -212,13 +214,22 @@ std::vector<std::string_view> bytes_elements(std::string_view data, int64_t n) {
   return out;
 }
 
+void preprocess_file(const Classifier& m, std::string_view file, float* out) {
+  static std::counting_semaphore<> slots(std::max<std::ptrdiff_t>(1, std::thread::hardware_concurrency()));
+  slots.acquire();
+  struct Release {
+    ~Release() { slots.release(); }
+  } release;
+  m.preprocess(ImageInput::encoded(file.data(), file.size()), out);
+}
+
 void preprocess_images(const std::vector<std::string_view>& files, const Classifier& m,
                        std::vector<float>& x) {
   const int64_t per = m.channels() * m.height() * m.width();
   x.resize(files.size() * size_t(per));
   for (size_t i = 0; i < files.size(); ++i) {
     try {
-      m.preprocess(ImageInput::encoded(files[i].data(), files[i].size()), x.data() + int64_t(i) * per);
+      preprocess_file(m, files[i], x.data() + int64_t(i) * per);
     } catch (const Error& e) {
       bad("image: data[" + std::to_string(i) + "]: " + e.what());
     }
@@ -418,8 +429,14 @@ std::string repository_parameters(std::string_view body, bool load) {
 
 std::string top5_json(const float* logits, const Classifier& m) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();  // best first, as TorchServe answers
-  for (const Prediction& p : top_k(logits, m.num_classes(), 5, m.class_names()))
-    j[p.label.empty() ? std::to_string(p.index) : p.label] = p.probability;
+  for (const Prediction& p : top_k(logits, m.num_classes(), 5, m.class_names())) {
+    std::string key = p.label.empty() ? std::to_string(p.index) : p.label;
+    // Two classes of one name (ImageNet's "crane", "maillot"): the second took the first's
+    // key and place, and the best class showed the other's probability (TorchServe's dict
+    // does the same). The later one is named with its index.
+    if (j.contains(key)) key += " (" + std::to_string(p.index) + ")";
+    j[key] = p.probability;
+  }
   return dump(j);
 }
 

@@ -94,6 +94,12 @@ int64_t image_batch(const std::vector<int64_t>& shape, const Classifier& model, 
 std::vector<std::string_view> bytes_elements(std::string_view data, int64_t n);
 // The inverse: elements as binary data.
 std::string bytes_binary(const std::vector<std::string>& elements);
+// An image file (PNG or JPEG) preprocessed as vit predict does, into out [C, H, W]; throws
+// vit::Error as Classifier::preprocess. A file is decoded whole before it is resized (up to
+// VIT_MAX_IMAGE_PIXELS: 540 MB of RGB from a 519-byte JPEG that claims 13000 x 13000), so
+// files are decoded at most as many at a time as the machine has cores, whatever the HTTP
+// threads (256): such requests then cost cores x that at most, not connections x that.
+void preprocess_file(const Classifier& model, std::string_view file, float* out);
 // Each image file (PNG or JPEG) preprocessed as vit predict does, into x [n, C, H, W]
 // (400 naming the image that does not decode).
 void preprocess_images(const std::vector<std::string_view>& files, const Classifier& model,

@@ -104,7 +104,7 @@ InferRequest parse_v1_predict(std::string_view body, const Classifier& m, size_t
       bad(where + ": an image is nested [C][H][W] pixels, or {\"b64\": \"<base64 of a PNG or JPEG file>\"}");
     const std::string bytes = base64_decode(file->get<std::string>());
     try {
-      m.preprocess(ImageInput::encoded(bytes.data(), bytes.size()), r.x.data() + i * per);
+      preprocess_file(m, bytes, r.x.data() + i * per);
     } catch (const Error& e) {
       bad(where + ": " + e.what());
     }

@@ -14,6 +14,7 @@
 
 #include "core/file.h"
 #include "core/json_number.h"
+#include "core/json_parse.h"
 #include "io/safetensors.h"
 #include "vit/core/error.h"
 
@@ -202,7 +203,7 @@ std::optional<StateInfo> newest_state(const std::string& dir) {
     StateInfo s;
     s.path = path;
     try {
-      const auto st = nlohmann::json::parse(it->second);
+      const auto st = parse_json(it->second, path + ": vitcpp_state");
       s.epochs_done = json_int(st.at("epochs_done"), path + ": epochs_done");
       s.global_step = json_int(st.at("global_step"), path + ": global_step");
       s.since_best = json_int(st.at("since_best"), path + ": since_best");

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -506,4 +507,30 @@ TEST(BadInput, CorruptImagesInAFolderStopTheRunOrAreSkippedWithACount) {
   const std::string json = vit::read_text_file(out);
   EXPECT_EQ(json.front(), '{') << "stdout is the JSON alone: " << json;
   EXPECT_NE(json.find("\"count\":2"), std::string::npos) << json;
+}
+
+// A config far larger than its weights (Hugging Face's hidden_size 8192 over 8-wide tensors):
+// the model it describes did not fit, and the error said "out of memory: lower --batch-size",
+// naming neither the file nor the mismatch. Under a 2 GB address-space limit here (ASan's
+// shadow memory cannot run under one).
+TEST(BadInput, AConfigFarLargerThanItsWeightsIsNamed) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory needs more address space than the limit";
+#endif
+  const Spoiled s;
+  const std::string hf = s.d + "/hf";
+  const auto exported = run_vit("export --checkpoint " + s.ckpt + " --format hf --out " + hf);
+  ASSERT_EQ(exported.code, 0) << exported.out;
+  auto config = nlohmann::json::parse(vit::read_text_file(hf + "/config.json"));
+  config["hidden_size"] = 8192;
+  config["num_attention_heads"] = 64;
+  config["intermediate_size"] = 32768;
+  config["num_hidden_layers"] = 64;
+  vit::write_file_atomic(hf + "/config.json", config.dump());
+  const auto r = run_vit("info --checkpoint " + hf, "ulimit -v 2000000;");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(hf + "/model.safetensors: out of memory making the model its config describes"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("check the config"), std::string::npos) << r.out;
 }

@@ -20,6 +20,7 @@
 
 #include "core/arena.h"
 #include "core/file.h"
+#include "core/json_parse.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "core/threads.h"
@@ -362,6 +363,52 @@ TEST(AtomicFile, LinksAndDevicesKeepWhatTheyAre) {
   }
   EXPECT_EQ(msg, (dir / "sub").string() + ": a directory, where a file is meant");
   fs::remove_all(dir);
+}
+
+// JSON from files vitcpp did not write stops at 64 levels of nesting (a 10 MB safetensors
+// header of "[[[[..." took 400 MB to be refused, a 300 MB config.json 11 GB), whatever
+// follows; 64 levels are read.
+TEST(ParseJson, NestingPastTheLimitIsRefusedAtOnce) {
+  auto nested = [](int levels, const std::string& tail) {
+    return "{\"x\": " + std::string(size_t(levels - 1), '[') + std::string(size_t(levels - 1), ']') + tail +
+           "}";
+  };
+  EXPECT_EQ(parse_json(nested(kMaxJsonDepth, ""), "f").size(), 1u);
+  try {
+    parse_json(nested(kMaxJsonDepth + 1, ""), "config.json");
+    FAIL() << "65 levels were read";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "config.json: JSON nested deeper than 64 levels");
+  }
+  // Refused where the 65th level opens: the text after it (here not even JSON) is never read.
+  const std::string deep = "[" + std::string(100000, '[') + "oops";
+  EXPECT_THROW(parse_json(deep, "h"), Error);
+  EXPECT_THROW(parse_json("{\"a\": [1, 2", "h"), nlohmann::json::parse_error);  // as json::parse
+}
+
+// read_file_bytes' check_head sees the first bytes before the rest is read: a large file that
+// is refused from them is never read whole (3 GB were, for "not a PNG or JPEG file").
+TEST(ReadFile, TheHeadIsCheckedBeforeTheRest) {
+  const std::string path = (std::filesystem::temp_directory_path() / "vit_head_check.bin").string();
+  const std::string body = "HEADER-0123456789" + std::string(1 << 20, 'x');
+  write_file_atomic(path, body);
+  std::string seen;
+  EXPECT_THROW(read_file_bytes(path,
+                               [&](const char* head, size_t n) {
+                                 seen.assign(head, n);
+                                 throw Error("refused");
+                               }),
+               Error);
+  EXPECT_EQ(seen, body.substr(0, kHeadBytes));
+  size_t calls = 0;
+  const std::vector<char> all = read_file_bytes(path, [&](const char*, size_t) { ++calls; });
+  EXPECT_EQ(calls, 1u);
+  EXPECT_EQ(std::string(all.begin(), all.end()), body);
+  write_file_atomic(path, "tiny");  // shorter than the head: shown whole, once
+  seen.clear();
+  EXPECT_EQ(read_file_bytes(path, [&](const char* head, size_t n) { seen.assign(head, n); }).size(), 4u);
+  EXPECT_EQ(seen, "tiny");
+  std::filesystem::remove(path);
 }
 
 }  // namespace vit

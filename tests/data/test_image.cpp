@@ -94,6 +94,8 @@ TEST(Image, CorruptFilesNameTheFile) {
   }
   EXPECT_NE(test::error_of([&] { read_image(dir / "junk.jpg"); }).find("not a PNG or JPEG"),
             std::string::npos);
+  // Refused from its first bytes, not read whole first: /dev/zero was read until memory ran out.
+  EXPECT_EQ(test::error_of([&] { read_image("/dev/zero"); }), "/dev/zero: not a PNG or JPEG file");
   // A file of 0 bytes (a copy cut off at its start) is said to be empty, not of another kind.
   std::ofstream(dir / "empty.png", std::ios::binary).flush();
   const std::string empty = test::error_of([&] { read_image(dir / "empty.png"); });

@@ -172,7 +172,14 @@ INSTANTIATE_TEST_SUITE_P(
               f[6] = 1;
               return f;
             },
-            "implausible"},
+            "not a safetensors file (its first 8 bytes, read as the header's length, say "},
+        Bad{"a PNG image",  // vit predict IMAGE --checkpoint CKPT swapped: "header length 727905341920923785"
+            [] {
+              std::string f = "\x89PNG\r\n\x1a\n";
+              f += std::string(400, 'z');
+              return std::vector<char>(f.begin(), f.end());
+            },
+            "a PNG image, not a checkpoint (a safetensors file)"},
         Bad{"torch.save's zip",
             [] {
               std::string f = "PK\x03\x04";
@@ -212,7 +219,7 @@ INSTANTIATE_TEST_SUITE_P(
             "do not match"},
         Bad{"offsets reversed",
             [] { return make_file(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8); },
-            "outside the data section"},
+            "data_offsets [8, 0] are reversed (the start comes first)"},
         Bad{"negative shape",
             [] { return make_file(R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8); },
             "negative"},

@@ -63,7 +63,11 @@ def test_a_body_whose_end_is_unknown_is_400_and_never_a_second_request(server):
     body's bytes then ran as a request of their own."""
     for headers, message in [(b"Content-Length: abc\r\n", "'abc' is not a number of bytes"),
                              (b"Content-Length: -1\r\n", "'-1' is not a number of bytes"),
-                             (b"Content-Length: 0\r\nContent-Length: %d\r\n" % len(INNER), "disagree")]:
+                             (b"Content-Length: 0\r\nContent-Length: %d\r\n" % len(INNER), "disagree"),
+                             # CL.TE: served by the chunks, with the connection kept open
+                             (b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n",
+                              "Content-Length and Transfer-Encoding together"),
+                             (b"Transfer-Encoding: xchunked\r\n", "'xchunked': vit serve reads chunked bodies alone")]:
         got = exchange(server, b"POST /v2/repository/index HTTP/1.1\r\nHost: x\r\n" + AUTH + headers + b"\r\n"
                        + INNER)
         assert statuses(got) == [400], got

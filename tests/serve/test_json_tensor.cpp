@@ -238,5 +238,26 @@ TEST(JsonTensor, V1PredictReadsTheSameTensorEitherWay) {
   }
 }
 
+// TorchServe's top-5 is a JSON object keyed by label: a second class of the same name took the
+// first's key, and the best class showed the other's probability. The later one gets its index.
+TEST(Protocol, TopFiveNamesADuplicateLabelByItsIndex) {
+  const std::string labels = ::testing::TempDir() + "vit_dup_labels.txt";
+  FILE* f = std::fopen(labels.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("same\nsame\nsame\nother\nsame\n", f);
+  std::fclose(f);
+  ClassifierOptions o;
+  o.labels_file = labels;
+  const Classifier m(kModel, o);
+  const float logits[5] = {1.f, 4.f, 3.f, 2.f, 0.f};
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(top5_json(logits, m));
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"same", "same (2)", "other", "same (0)", "same (4)"}))
+      << j.dump();
+  EXPECT_GT(j["same"].get<double>(), j["same (2)"].get<double>());
+  std::remove(labels.c_str());
+}
+
 }  // namespace
 }  // namespace vit::serve
