@@ -6,13 +6,16 @@
  *
  *   vitcpp_model* m;
  *   if (vitcpp_open("vit_tiny/", NULL, &m) != VITCPP_OK) { puts(vitcpp_last_error()); ... }
- *   vitcpp_image img = {VITCPP_IMAGE_FILE, "cat.jpg"};
+ *   vitcpp_image img = {VITCPP_IMAGE_FILE, "cat.jpg", NULL, 0, 0, 0, 0};
  *   vitcpp_prediction top[5];
  *   vitcpp_classify(m, &img, 1, 5, top);
  *   vitcpp_close(m);
  *
  * A model runs one call at a time: share it between threads behind a lock, or give each
- * thread a replica (vitcpp_replica: the weights in memory once). */
+ * thread a replica (vitcpp_replica: the weights in memory once). The getters
+ * (vitcpp_num_classes ... vitcpp_class_name) and vitcpp_replica only read what never
+ * changes: they may run while another thread's call runs on the model. A closed model is
+ * gone, as freed memory: using or closing it again is undefined. */
 #ifndef VITCPP_H
 #define VITCPP_H
 
@@ -39,7 +42,8 @@ typedef enum vitcpp_image_kind {
   VITCPP_IMAGE_FILE = 0,    /* path: a PNG or JPEG file */
   VITCPP_IMAGE_ENCODED = 1, /* data, size: PNG or JPEG bytes in memory */
   VITCPP_IMAGE_PIXELS = 2   /* data, width, height, channels: 8-bit pixels interleaved
-                               [height][width][channels], channels 1 (gray), 3 (RGB) or 4 (RGBA) */
+                               [height][width][channels], channels 1 (gray), 3 (RGB) or 4 (RGBA);
+                               size: 0, or the buffer's length (a smaller one is refused) */
 } vitcpp_image_kind;
 
 /* An image for the model. Nothing is copied: the memory must stay valid during the call. */
@@ -64,7 +68,7 @@ typedef struct vitcpp_prediction {
  * fields are only ever added at its end; the library reads the fields that size covers and
  * takes the defaults for the rest. Functions are only added, never changed.
  * VITCPP_API_VERSION counts the additions; vitcpp_api_version() says the library's. */
-#define VITCPP_API_VERSION 3
+#define VITCPP_API_VERSION 4
 
 /* How vitcpp_open_with_options opens a model. Fill it with vitcpp_options_init, which sets
  * struct_size and the defaults, then change what you need. */
@@ -83,13 +87,17 @@ VIT_API void vitcpp_options_init(vitcpp_options* options);
 VIT_API uint32_t vitcpp_api_version(void);
 
 VIT_API const char* vitcpp_version(void);
-/* The message of this thread's last failed call ("" when none failed). */
+/* The message of this thread's last failed call ("" when none failed). The pointer is valid
+ * until this thread's next failing call, which replaces the text: take it after the call
+ * returns, and copy it to keep it (printf("%d %s", vitcpp_classify(...), vitcpp_last_error())
+ * may read it before the call replaced it). */
 VIT_API const char* vitcpp_last_error(void);
 
 /* Opens a checkpoint: a vitcpp, timm, Hugging Face or vit-pytorch .safetensors file, a directory with
  * model.safetensors (+ config.json), or a vit train run directory. dtype: "fp32", "bf16"
  * (AVX-512 bf16 CPUs) or "int8"; NULL: fp32, or int8 for a vit quantize file. labels_file: NULL, or class
  * names one per line. */
+/* On failure *out is set to NULL (a handle it held is not closed: do not pass a live one). */
 VIT_API vitcpp_status vitcpp_open(const char* checkpoint, const char* dtype, vitcpp_model** out);
 VIT_API vitcpp_status vitcpp_open_with_labels(const char* checkpoint, const char* dtype,
                                               const char* labels_file, vitcpp_model** out);
@@ -136,6 +144,12 @@ VIT_API vitcpp_status vitcpp_embed(vitcpp_model* model, const vitcpp_image* imag
                                    float* pooled, float* tokens);
 /* The model's input for one image: out[channels * height * width] (vitcpp_input_size). */
 VIT_API vitcpp_status vitcpp_preprocess(const vitcpp_model* model, const vitcpp_image* image, float* out);
+/* Logits and embeddings of count inputs already preprocessed (API version 4): x[count *
+ * channels * height * width], as vitcpp_preprocess writes them (or your own preprocessing;
+ * `vit predict --tensor`). out, pooled and tokens as vitcpp_logits and vitcpp_embed. */
+VIT_API vitcpp_status vitcpp_logits_tensor(vitcpp_model* model, const float* x, size_t count, float* out);
+VIT_API vitcpp_status vitcpp_embed_tensor(vitcpp_model* model, const float* x, size_t count, float* pooled,
+                                          float* tokens);
 
 #ifdef __cplusplus
 }

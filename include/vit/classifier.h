@@ -154,6 +154,9 @@ class VIT_API Classifier {
   // the pooled vectors then differ from embed()'s by float rounding (at most 2.7e-7 on the
   // test fixture).
   void features(const std::vector<ImageInput>& images, float* pooled, float* tokens);
+  // The same for n images already preprocessed, x[n, channels(), height(), width()] (as
+  // logits(x, n, out) takes them).
+  void features(const float* x, int64_t n, float* pooled, float* tokens);
 
  private:
   struct Impl;

@@ -190,6 +190,7 @@ void Classifier::logits(const float* x, int64_t n, float* out) {
   const int64_t K = num_classes(), per = impl().image_floats();
   VIT_CHECK(K > 0, "the model has no classifier head (num_classes 0): it gives embeddings (embed) only");
   VIT_CHECK(n > 0, "no images given");
+  VIT_CHECK(x && out, "logits: ", x ? "out" : "x", " is null");
   run_openmp(impl().call_threads(), [&] {
     for (int64_t first = 0; first < n; first += impl().max_batch) {
       const int64_t B = std::min(impl().max_batch, n - first);
@@ -207,6 +208,19 @@ void Classifier::features(const std::vector<ImageInput>& images, float* pooled, 
   impl().for_batches(images, [&](int64_t first, int64_t B) {
     impl().model().infer_features(impl().x.data(), B, nullptr, pooled ? pooled + first * D : nullptr,
                                   tokens ? tokens + first * T * D : nullptr);
+  });
+}
+
+void Classifier::features(const float* x, int64_t n, float* pooled, float* tokens) {
+  const int64_t D = embed_dim(), T = num_tokens(), per = impl().image_floats();
+  VIT_CHECK(n > 0, "no images given");
+  VIT_CHECK(x && (pooled || tokens), "features: ", x ? "pooled and tokens are both null" : "x is null");
+  run_openmp(impl().call_threads(), [&] {
+    for (int64_t first = 0; first < n; first += impl().max_batch) {
+      const int64_t B = std::min(impl().max_batch, n - first);
+      impl().model().infer_features(x + first * per, B, nullptr, pooled ? pooled + first * D : nullptr,
+                                    tokens ? tokens + first * T * D : nullptr);
+    }
   });
 }
 

@@ -81,6 +81,13 @@ std::vector<vit::ImageInput> inputs(const vitcpp_image* images, size_t count, co
       case VITCPP_IMAGE_PIXELS:
         if (!im.data)
           bad = which + ": VITCPP_IMAGE_PIXELS without data";
+        else if (im.size != 0 && im.width > 0 && im.height > 0 && im.channels > 0 &&
+                 (uint64_t(im.width) > im.size || uint64_t(im.height) > im.size ||
+                  uint64_t(im.width) * uint64_t(im.height) > im.size / uint64_t(im.channels)))
+          // size, when given, is the buffer's length: a smaller one than the pixels is refused
+          bad = which + ": VITCPP_IMAGE_PIXELS of " + std::to_string(im.width) + " x " +
+                std::to_string(im.height) + " x " + std::to_string(im.channels) + " bytes, but size is " +
+                std::to_string(im.size);
         else
           out.push_back(vit::ImageInput::pixels(static_cast<const uint8_t*>(im.data), im.width, im.height,
                                                 im.channels));
@@ -244,6 +251,23 @@ vitcpp_status vitcpp_preprocess(const vitcpp_model* m, const vitcpp_image* image
   return guarded([&] {
     if (!m || !image || !out) throw InvalidArgument("vitcpp_preprocess: NULL argument");
     m->classifier.preprocess(inputs(image, 1, "vitcpp_preprocess").front(), out);
+  });
+}
+
+vitcpp_status vitcpp_logits_tensor(vitcpp_model* m, const float* x, size_t count, float* out) {
+  return guarded([&] {
+    if (!m || !x || !out || count == 0)
+      throw InvalidArgument("vitcpp_logits_tensor: needs a model, x, out and count > 0");
+    m->classifier.logits(x, int64_t(count), out);
+  });
+}
+
+vitcpp_status vitcpp_embed_tensor(vitcpp_model* m, const float* x, size_t count, float* pooled,
+                                  float* tokens) {
+  return guarded([&] {
+    if (!m || !x || count == 0 || (!pooled && !tokens))
+      throw InvalidArgument("vitcpp_embed_tensor: needs a model, x, count > 0 and pooled or tokens");
+    m->classifier.features(x, int64_t(count), pooled, tokens);
   });
 }
 

@@ -64,6 +64,44 @@ TEST(CApi, ClassifyAndLogitsMatchTheCppApi) {
   vitcpp_close(nullptr);
 }
 
+// A tensor already preprocessed (API version 4; C had images alone, C++ the tensor too): the
+// image's logits and embeddings from its preprocessed input, two rows at once.
+TEST(CApi, LogitsAndEmbeddingsOfAPreprocessedTensor) {
+  vitcpp_model* m = nullptr;
+  ASSERT_EQ(vitcpp_open(kModel.c_str(), nullptr, &m), VITCPP_OK) << vitcpp_last_error();
+  int64_t c = 0, h = 0, w = 0;
+  vitcpp_input_size(m, &c, &h, &w);
+  const size_t per = size_t(c * h * w), K = size_t(vitcpp_num_classes(m)), D = size_t(vitcpp_embed_dim(m)),
+               T = size_t(vitcpp_num_tokens(m));
+  vitcpp_image image = {};
+  image.kind = VITCPP_IMAGE_FILE;
+  image.path = kImage.c_str();
+  std::vector<float> x(2 * per);
+  ASSERT_EQ(vitcpp_preprocess(m, &image, x.data()), VITCPP_OK) << vitcpp_last_error();
+  std::copy(x.begin(), x.begin() + std::ptrdiff_t(per), x.begin() + std::ptrdiff_t(per));
+  std::vector<float> want(K), got(2 * K);
+  ASSERT_EQ(vitcpp_logits(m, &image, 1, want.data()), VITCPP_OK) << vitcpp_last_error();
+  ASSERT_EQ(vitcpp_logits_tensor(m, x.data(), 2, got.data()), VITCPP_OK) << vitcpp_last_error();
+  for (size_t k = 0; k < 2 * K; ++k) EXPECT_EQ(got[k], want[k % K]) << "row " << k / K << " class " << k % K;
+  std::vector<float> want_pooled(D), pooled(2 * D), tokens(2 * T * D);
+  ASSERT_EQ(vitcpp_embed(m, &image, 1, want_pooled.data(), nullptr), VITCPP_OK) << vitcpp_last_error();
+  ASSERT_EQ(vitcpp_embed_tensor(m, x.data(), 2, pooled.data(), nullptr), VITCPP_OK) << vitcpp_last_error();
+  for (size_t d = 0; d < 2 * D; ++d) EXPECT_EQ(pooled[d], want_pooled[d % D]) << "row " << d / D;
+  ASSERT_EQ(vitcpp_embed_tensor(m, x.data(), 2, nullptr, tokens.data()), VITCPP_OK) << vitcpp_last_error();
+  EXPECT_TRUE(std::equal(tokens.begin(), tokens.begin() + std::ptrdiff_t(T * D),
+                         tokens.begin() + std::ptrdiff_t(T * D)));
+  EXPECT_EQ(vitcpp_logits_tensor(m, nullptr, 1, got.data()), VITCPP_INVALID_ARGUMENT);
+  EXPECT_EQ(vitcpp_logits_tensor(m, x.data(), 0, got.data()), VITCPP_INVALID_ARGUMENT);
+  EXPECT_EQ(vitcpp_embed_tensor(m, x.data(), 1, nullptr, nullptr), VITCPP_INVALID_ARGUMENT);
+  vitcpp_close(m);
+  // C++: null pointers are errors (x null crashed in the patch embedding; out null returned
+  // having written nothing).
+  vit::Classifier ref(kModel);
+  EXPECT_THROW(ref.logits(nullptr, 1, got.data()), vit::Error);
+  EXPECT_THROW(ref.logits(x.data(), 1, nullptr), vit::Error);
+  EXPECT_THROW(ref.features(x.data(), 1, nullptr, nullptr), vit::Error);
+}
+
 TEST(CApi, FailuresReturnAStatusAndAMessagePerThread) {
   vitcpp_model* m = reinterpret_cast<vitcpp_model*>(1);
   EXPECT_EQ(vitcpp_open("/nonexistent/model", nullptr, &m), VITCPP_ERROR);
@@ -99,6 +137,12 @@ TEST(CApi, FailuresReturnAStatusAndAMessagePerThread) {
   EXPECT_EQ(vitcpp_classify(m, &bad, 1, 1, top), VITCPP_ERROR);
   EXPECT_NE(std::string(vitcpp_last_error()).find("channels"), std::string::npos) << vitcpp_last_error();
   EXPECT_EQ(vitcpp_classify(m, &bad, 1, 0, top), VITCPP_INVALID_ARGUMENT);
+  // size, when given, is the buffer's length: 2 x 2 x 3 pixels do not fit in 8 bytes.
+  bad.channels = 3;
+  bad.size = sizeof px;
+  EXPECT_EQ(vitcpp_classify(m, &bad, 1, 1, top), VITCPP_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vitcpp_last_error()).find("2 x 2 x 3 bytes, but size is 8"), std::string::npos)
+      << vitcpp_last_error();
   EXPECT_STREQ(vitcpp_class_name(m, 0), "apple");  // timm_a's config.json names its classes
   EXPECT_EQ(vitcpp_class_name(m, 5), nullptr);
   vitcpp_close(m);
