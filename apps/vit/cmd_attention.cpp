@@ -40,10 +40,11 @@ int64_t parse_index(const std::string& s, int64_t count, const char* what, const
   } catch (const std::exception&) {
     used = 0;
   }
-  VIT_CHECK(used == s.size() && !s.empty(), "--", what, " wants an index or '", all, "', got '", s, "'");
+  VIT_USAGE_CHECK(used == s.size() && !s.empty(), "--", what, " wants an index or '", all, "', got '", s,
+                  "'");
   const int64_t idx = i < 0 ? count + i : i;
-  VIT_CHECK(idx >= 0 && idx < count, "--", what, " ", s, " out of range: the model has ", count, " (0..",
-            count - 1, ", or negative from the end)");
+  VIT_USAGE_CHECK(idx >= 0 && idx < count, "--", what, " ", s, " out of range: the model has ", count,
+                  " (0..", count - 1, ", or negative from the end)");
   return idx;
 }
 

@@ -45,8 +45,8 @@ Run add_average(CLI::App& cmd) {
   return [f] {
     // The output first: nothing is read when it cannot be written.
     std::error_code ec;
-    VIT_CHECK(fs::path(f->output).extension() == ".safetensors", "--output ", f->output,
-              ": the average is written as safetensors; name the file NAME.safetensors");
+    VIT_USAGE_CHECK(fs::path(f->output).extension() == ".safetensors", "--output ", f->output,
+                    ": the average is written as safetensors; name the file NAME.safetensors");
     VIT_CHECK(!fs::is_directory(f->output, ec), "--output ", f->output,
               " is a directory; name a .safetensors file");
     create_parent_folder(f->output);

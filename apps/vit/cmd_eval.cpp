@@ -17,6 +17,7 @@
 #include "data/open.h"
 #include "model_flags.h"
 #include "outputs.h"
+#include "train/progress.h"
 #include "train/trainer.h"
 #include "validators.h"
 #include "vit/core/error.h"
@@ -124,12 +125,13 @@ Run add_eval(CLI::App& cmd) {
   cmd.add_option("--confusion-png", f->confusion_png, "also draw the confusion matrix as a PNG heatmap");
   cmd.add_option("--predictions", f->predictions,
                  "also write index,label,prediction per image (dataset order) to this CSV file, then "
-                 "label_name,prediction_name where the classes have names, and file for image folders");
+                 "label_name,prediction_name where the classes have names, and file for image folders; - "
+                 "writes it to stdout (the other lines then go to stderr)");
   cmd.add_option(
       "--results-file", f->results_file,
       "also write timm validate.py's results (model, top1, top1_err, top5, top5_err, param_count, "
       "img_size, crop_pct, interpolation; accuracies in percent) to this file: JSON, or timm's CSV "
-      "for a .csv name");
+      "for a .csv name; - writes it to stdout (the other lines then go to stderr)");
   cmd.add_option("--results-format", f->results_format,
                  "the --results-file's format whatever its name: json or csv (timm's)")
       ->check(CLI::IsMember({"csv", "json"}));
@@ -139,7 +141,8 @@ Run add_eval(CLI::App& cmd) {
     use_threads(f->threads);
     if (cmd.count("--results-format") > 0 && f->results_file.empty())  // taken in silence before
       std::cerr << "vit eval: note: --results-format: no effect without --results-file\n";
-    VIT_CHECK(f->batch_size > 0, "batch size must be positive, got ", f->batch_size);
+    VIT_USAGE_CHECK(f->batch_size > 0, "batch size must be positive, got ", f->batch_size);
+    route_stdout({{"--predictions", &f->predictions}, {"--results-file", &f->results_file}});
     const Pretrained loaded = f->load.load();
     check_outputs({{"--predictions", f->predictions},
                    {"--results-file", f->results_file},
@@ -169,7 +172,7 @@ Run add_eval(CLI::App& cmd) {
     const auto& names = !f->load.labels.empty() || d.class_names.empty() ? loaded.class_names : d.class_names;
     // Progress on stderr (--json keeps stdout one object): a bar where stderr is a terminal,
     // lines with --progress log, else none.
-    const bool bar = f->progress == "bar" || (f->progress == "auto" && ::isatty(STDERR_FILENO) != 0);
+    const bool bar = f->progress == "bar" || (f->progress == "auto" && redraws_on(STDERR_FILENO));
     EvalProgress progress(std::cerr, bar, f->log_seconds, "eval");
     const EvalResult r =
         evaluate(*model, data, f->batch_size, nullptr, bar || f->progress == "log" ? &progress : nullptr);

@@ -76,14 +76,14 @@ Run add_export(CLI::App& cmd) {
       ->transform(dtype_of({"fp32", "int8"}));
   return [f] {
     const auto dir = std::filesystem::path(f->out);
-    VIT_CHECK(!f->out.empty(), "--out: empty; name the ", f->format == "onnx" ? "file" : "directory",
-              " to write");
-    VIT_CHECK(f->format != "onnx" || !dir.filename().empty(), "--out ", f->out,
-              ": a directory name; --format onnx writes one file (e.g. --out ", (dir / "model.onnx").string(),
-              ")");
-    VIT_CHECK(f->dtype != "int8" || f->format == "onnx",
-              "--dtype int8: for --format onnx (timm and Hugging Face ",
-              "hold fp32 weights; vit quantize writes an int8 checkpoint)");
+    VIT_USAGE_CHECK(!f->out.empty(), "--out: empty; name the ", f->format == "onnx" ? "file" : "directory",
+                    " to write");
+    VIT_USAGE_CHECK(f->format != "onnx" || !dir.filename().empty(), "--out ", f->out,
+                    ": a directory name; --format onnx writes one file (e.g. --out ",
+                    (dir / "model.onnx").string(), ")");
+    VIT_USAGE_CHECK(f->dtype != "int8" || f->format == "onnx",
+                    "--dtype int8: for --format onnx (timm and Hugging Face ",
+                    "hold fp32 weights; vit quantize writes an int8 checkpoint)");
     if (f->format != "onnx") check_export_dir(f->out);  // not a run's directory: before any work
     const Pretrained p = f->load.load();
     // The file written must not be the one read: --out RUN/best.safetensors, or a timm

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "io/pretrained.h"
 #include "outputs.h"
+#include "validators.h"
 #include "vit/core/error.h"
 #include "viz/figures.h"
 
@@ -35,8 +36,8 @@ Run add_plot(CLI::App& cmd) {
   cmd.add_option("--title", f->title, "title (default: the run directory or checkpoint)");
   run->excludes(pos);
   return [f] {
-    VIT_CHECK(!f->run.empty() || f->pos_embed,
-              "give --run DIR or --pos-embed --checkpoint FILE --out FILE.png");
+    VIT_USAGE_CHECK(!f->run.empty() || f->pos_embed,
+                    "give --run DIR or --pos-embed --checkpoint FILE --out FILE.png");
     if (!f->run.empty()) {
       const std::string out = f->out.empty() ? (fs::path(f->run) / "curves.png").string() : f->out;
       const std::string summary = (fs::path(f->run) / "summary.csv").string();
@@ -47,8 +48,8 @@ Run add_plot(CLI::App& cmd) {
                 << (h.epoch.size() == 1 ? " epoch)\n" : " epochs)\n");
       return 0;
     }
-    VIT_CHECK(!f->checkpoint.empty() && !f->out.empty(),
-              "--pos-embed needs --checkpoint FILE and --out FILE.png");
+    VIT_USAGE_CHECK(!f->checkpoint.empty() && !f->out.empty(),
+                    "--pos-embed needs --checkpoint FILE and --out FILE.png");
     Pretrained loaded = load_pretrained(f->checkpoint);
     check_outputs({{"--out", f->out}}, {loaded.file});
     auto model = std::move(loaded.model);

@@ -52,7 +52,7 @@ std::vector<std::string> image_files(const std::vector<std::string>& args) {
   std::vector<std::string> out;
   for (const std::string& a : args) {
     if (!fs::is_directory(a)) {
-      out.push_back(a);
+      out.push_back(a == "-" ? "/dev/stdin" : a);  // "-": one image read from standard input
       continue;
     }
     std::vector<std::string> found;
@@ -148,18 +148,20 @@ void note_moot_flags(const PredictFlags& f, const CLI::App& cmd) {
 // Flags that cannot work together, refused before the model is loaded; --features alone
 // means pooled.
 void check_flags(PredictFlags& f, bool want_features) {
-  VIT_CHECK(f.topk > 0, "--topk must be positive, got ", f.topk);
-  VIT_CHECK(f.batch_size > 0, "--batch-size must be positive, got ", f.batch_size);
-  VIT_CHECK(!f.images.empty() || !f.tensor.empty(), "give image files or --tensor FILE:NAME");
-  VIT_CHECK(f.images.empty() || f.tensor.empty(), "give image files or --tensor FILE:NAME, not both (got ",
-            f.images.size(), " image argument(s) and --tensor ", f.tensor, ")");
+  VIT_USAGE_CHECK(f.topk > 0, "--topk must be positive, got ", f.topk);
+  VIT_USAGE_CHECK(f.batch_size > 0, "--batch-size must be positive, got ", f.batch_size);
+  VIT_USAGE_CHECK(!f.images.empty() || !f.tensor.empty(), "give image files or --tensor FILE:NAME");
+  VIT_USAGE_CHECK(f.images.empty() || f.tensor.empty(),
+                  "give image files or --tensor FILE:NAME, not both (got ", f.images.size(),
+                  " image argument(s) and --tensor ", f.tensor, ")");
   if (want_features && f.features.empty()) f.features = "pooled";
-  VIT_CHECK(!want_features || f.features == "pooled" || f.features == "tokens",
-            "--features: pooled or tokens, got '", f.features, "'");
-  VIT_CHECK(want_features == !f.out.empty(),
-            want_features ? "--features needs --out FILE (.safetensors or .npy)" : "--out is for --features");
-  VIT_CHECK(!f.skip_bad_images || !want_features,
-            "--skip-bad-images: not with --features (the rows of --out are the inputs, in order)");
+  VIT_USAGE_CHECK(!want_features || f.features == "pooled" || f.features == "tokens",
+                  "--features: pooled or tokens, got '", f.features, "'");
+  VIT_USAGE_CHECK(want_features == !f.out.empty(), want_features
+                                                       ? "--features needs --out FILE (.safetensors or .npy)"
+                                                       : "--out is for --features");
+  VIT_USAGE_CHECK(!f.skip_bad_images || !want_features,
+                  "--skip-bad-images: not with --features (the rows of --out are the inputs, in order)");
 }
 
 // Decodes files[0..B) into x on the threads, one image of n floats each. A file that does not
@@ -203,15 +205,18 @@ Run add_predict(CLI::App& cmd) {
       "--results-file", f->results_file,
       "also write the predictions to this file, as timm's inference.py: filename (the file's name; "
       "--fullname: its path), index_0.., "
-      "label_0.., prob_0.. (the top-k, best first); CSV, or JSON lines for a .json/.jsonl name");
+      "label_0.., prob_0.. (the top-k, best first); CSV, or JSON lines for a .json/.jsonl name; - writes "
+      "it to stdout (the other lines then go to stderr)");
   cmd.add_option("--results-format", f->results_format,
                  "the --results-file's format whatever its name: csv or json (JSON lines; timm's)")
       ->check(CLI::IsMember({"csv", "json"}));
   cmd.add_flag("--fullname", f->fullname,
                "the --results-file's filename column holds each image's path, not its file name (timm's)")
       ->needs(results);
-  cmd.add_option("images", f->images,
-                 "PNG or JPEG files, or folders of them (their images in timm's order: img2 before img10)");
+  cmd.add_option(
+      "images", f->images,
+      "PNG or JPEG files, or folders of them (their images in timm's order: img2 before img10); - reads "
+      "one image from standard input");
   cmd.add_flag("--skip-bad-images", f->skip_bad_images,
                "leave out image files that do not decode (each said on stderr) instead of stopping");
   add_progress_flags(cmd, f->progress, f->log_seconds,
@@ -231,6 +236,7 @@ Run add_predict(CLI::App& cmd) {
     note_moot_flags(*f, cmd);
     const bool want_features = features->count() > 0;
     check_flags(*f, want_features);
+    route_stdout({{"--results-file", &f->results_file}});
     const Pretrained loaded = f->load.load();
     ViT& model = *loaded.model;
     f->input.prepare(model, f->batch_size, loaded.stored_dtype);
@@ -259,7 +265,7 @@ Run add_predict(CLI::App& cmd) {
     std::vector<float> x(size_t(std::min(f->batch_size, N) * n));
     // Progress on stderr: a bar where it does not mix with results on the same terminal.
     const bool bar = f->progress == "bar" ||
-                     (f->progress == "auto" && ::isatty(STDERR_FILENO) != 0 && ::isatty(STDOUT_FILENO) == 0);
+                     (f->progress == "auto" && redraws_on(STDERR_FILENO) && ::isatty(STDOUT_FILENO) == 0);
     EvalProgress progress(std::cerr, bar, bar || f->progress == "log" ? f->log_seconds : 0, "predict");
     progress.start(N);
     // Runs infer(first, B, images) for batches of the inputs, in order. With --skip-bad-images

@@ -50,7 +50,9 @@ Run add_samples(CLI::App& cmd) {
   cmd.add_option("--epoch", f->epoch, "with augmentation: the training epoch whose draws to show (from 1)")
       ->check(positive())
       ->capture_default_str();
-  cmd.add_option("--seed", f->seed, "with augmentation: vit train's --seed")->capture_default_str();
+  cmd.add_option("--seed", f->seed, "with augmentation: vit train's --seed")
+      ->check(seed_value())
+      ->capture_default_str();
   cmd.add_option("--mean", f->mean,
                  "with augmentation: the model's input mean, one value or one per channel (padding takes "
                  "it; default 0.5)");
@@ -62,8 +64,8 @@ Run add_samples(CLI::App& cmd) {
     for (const std::string& n : f->aug.notes(cmd)) std::cerr << "note: " << n << std::endl;
     const Splits need = f->split == "train" ? Splits::train : Splits::eval;
     const bool folders = image_folders(f->data_dir, f->dataset, need);
-    VIT_CHECK(folders || f->img_size.empty(), "--img-size is for image folders; ", f->data_dir,
-              " holds IDX or CIFAR images, written at their own size");
+    VIT_USAGE_CHECK(folders || f->img_size.empty(), "--img-size is for image folders; ", f->data_dir,
+                    " holds IDX or CIFAR images, written at their own size");
     // The split's raw pixels (IDX, CIFAR) or, for image folders, its images as training reads
     // them: resized to the input size (3 channels), normalized.
     std::shared_ptr<const ImageSet> s;

@@ -108,8 +108,8 @@ Run add_serve(CLI::App& cmd) {
   return [f] {
     for (const std::string& m : f->models) {
       const size_t eq = m.find('=');
-      VIT_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < m.size(),
-                "--model wants NAME=CHECKPOINT, got '", m, "'");
+      VIT_USAGE_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < m.size(),
+                      "--model wants NAME=CHECKPOINT, got '", m, "'");
       f->o.models.push_back({m.substr(0, eq), m.substr(eq + 1), "1", ""});
     }
     return serve::serve(f->o, std::cout);

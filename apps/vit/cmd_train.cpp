@@ -28,6 +28,7 @@
 #include "resume.h"
 #include "stop_signals.h"
 #include "train/memory.h"
+#include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
 #include "train_hooks.h"
@@ -151,7 +152,7 @@ constexpr std::pair<const char*, const char*> kKeptWith[] = {
 // args.json: the settings the run was given (a recipe's flags expanded, the last of a
 // repeated flag), as {flag name without "--": value}: true for a switch, a number or text
 // for one value, a list for several; --data-dir, --pretrained and --teacher as absolute paths;
-// kKeptWith's flags also at their default. --resume turns it back into flags (resume.cpp).
+// kKeptWith's flags and --seed also at their default. --resume turns it back into flags (resume.cpp).
 // skip: flags left out.
 nlohmann::json settings_json(const CLI::App& cmd, const std::vector<std::string>& skip = {}) {
   nlohmann::json j = nlohmann::json::object();
@@ -166,8 +167,8 @@ nlohmann::json settings_json(const CLI::App& cmd, const std::vector<std::string>
     }
     std::vector<std::string> values = o->reduced_results();
     for (const std::string& v : values)
-      VIT_CHECK(is_utf8(v), "--", name,
-                ": a value that is not UTF-8 text cannot be kept in the run's args.json");
+      VIT_USAGE_CHECK(is_utf8(v), "--", name,
+                      ": a value that is not UTF-8 text cannot be kept in the run's args.json");
     // Paths as absolute ones: --resume DIR then finds the data and weights from any directory.
     if (name == "data-dir" || name == "pretrained" || name == "teacher")
       for (std::string& v : values) v = absolute_path(v);
@@ -181,6 +182,10 @@ nlohmann::json settings_json(const CLI::App& cmd, const std::vector<std::string>
   for (const auto& [flag, with] : kKeptWith)
     if (j.contains(with) && !j.contains(flag))
       j[flag] = setting_value(cmd.get_option(std::string("--") + flag)->get_default_str());
+  // The seed, given or not: args.json alone then says how to draw the run again (it was in the
+  // state file's binary header alone; timm's args.yaml holds every argument).
+  if (!j.contains("seed") && std::find(skip.begin(), skip.end(), "seed") == skip.end())
+    j["seed"] = setting_value(cmd.get_option("--seed")->get_default_str());
   j["args-version"] = kArgsVersion;
   return j;
 }
@@ -323,9 +328,14 @@ void add_optimizer_flags(CLI::App& cmd, TrainFlags* f) {
 // The run's flags: seed, threads, output, resume, checkpoints, logging.
 void add_run_flags(CLI::App& cmd, TrainFlags* f) {
   TrainConfig& t = f->train;
-  cmd.add_option("--seed", t.seed, "random seed (weights, data order, dropout)")->capture_default_str();
-  cmd.add_option("--threads", f->threads,
-                 "threads per process (default: all cores, shared by the processes of mpirun on a host)")
+  cmd.add_option("--seed", t.seed, "random seed (weights, data order, dropout)")
+      ->check(seed_value())
+      ->capture_default_str();
+  cmd.add_option(
+         "--threads", f->threads,
+         "threads per process (default: all cores, shared by the processes of mpirun on a host); with "
+         "the default one shard per thread, the count changes the results' rounding (--shards N keeps "
+         "the bits on any count)")
       ->check(thread_count());
   cmd.add_option("--shards", f->shards,
                  "data-parallel shards per process: each batch split into this many, one thread each, their "
@@ -423,12 +433,12 @@ class TrainCommand {
 
 void TrainCommand::check_flags() {
   if (arrays)
-    VIT_CHECK(F.data_dir.empty() && F.synthetic == 0, "the data is ", hooks->data_name,
-              ": --data-dir and --synthetic do not apply");
+    VIT_USAGE_CHECK(F.data_dir.empty() && F.synthetic == 0, "the data is ", hooks->data_name,
+                    ": --data-dir and --synthetic do not apply");
   else
-    VIT_CHECK(F.data_dir.empty() != (F.synthetic == 0), "give either --data-dir DIR or --synthetic N");
-  VIT_CHECK(F.betas.empty() || F.betas.size() == 2, "--opt-betas wants two values, B1 B2 (got ",
-            F.betas.size(), ")");
+    VIT_USAGE_CHECK(F.data_dir.empty() != (F.synthetic == 0), "give either --data-dir DIR or --synthetic N");
+  VIT_USAGE_CHECK(F.betas.empty() || F.betas.size() == 2, "--opt-betas wants two values, B1 B2 (got ",
+                  F.betas.size(), ")");
   if (F.betas.size() == 2) {
     F.train.optim.beta1 = F.betas[0];
     F.train.optim.beta2 = F.betas[1];
@@ -437,7 +447,7 @@ void TrainCommand::check_flags() {
   const bool sgd = F.opt == "sgd" || F.opt == "nesterov" || F.opt == "momentum";
   F.train.optim.name = sgd ? "sgd" : F.opt;
   if (F.opt != "momentum" && sgd) F.train.optim.nesterov = true;
-  VIT_CHECK(
+  VIT_USAGE_CHECK(
       !F.train.optim.nesterov || F.train.optim.momentum > 0, "--opt ", F.opt,
       F.opt == "momentum" ? " --nesterov" : "",
       " is SGD with Nesterov momentum (timm's), which needs --momentum above 0; --opt momentum --momentum 0 "
@@ -450,8 +460,8 @@ void TrainCommand::check_flags() {
   if (F.recovery != "auto") {
     char* end = nullptr;
     F.train.recovery_interval = std::strtoll(F.recovery.c_str(), &end, 10);
-    VIT_CHECK(!F.recovery.empty() && *end == '\0' && F.train.recovery_interval >= 0,
-              "--recovery-interval wants a number of steps (0: none) or auto, got '", F.recovery, "'");
+    VIT_USAGE_CHECK(!F.recovery.empty() && *end == '\0' && F.train.recovery_interval >= 0,
+                    "--recovery-interval wants a number of steps (0: none) or auto, got '", F.recovery, "'");
   }
   // Impossible flags fail here, before anything is loaded or written; so does an --output
   // that holds another run (never overwritten).
@@ -460,7 +470,8 @@ void TrainCommand::check_flags() {
   VIT_CHECK(!F.amp || ops::bf16_available(), "--amp: ", ops::bf16_missing());
   if (!F.teacher.empty()) F.train.distill.validate();
   for (const char* flag : {"--distillation-type", "--distillation-alpha", "--distillation-tau"})
-    VIT_CHECK(!F.teacher.empty() || cmd.count(flag) == 0, flag, " needs --teacher (the model to distill)");
+    VIT_USAGE_CHECK(!F.teacher.empty() || cmd.count(flag) == 0, flag,
+                    " needs --teacher (the model to distill)");
   aug_flags = F.aug.config();  // also the flags of augmentations that are off
   F.train.sched.validate();
   if (F.resume.empty() && !F.train.output.empty()) settings_json(cmd);  // what args.json cannot hold
@@ -578,8 +589,8 @@ void TrainCommand::make_model() {
   // (--model too, but runs recorded before a recipe's --model was left out resume with it.)
   const std::string arch =
       F.resume.empty() && cmd.count("--model") > 0 ? "--model" : F.model.architecture_flag();
-  VIT_CHECK(arch.empty(), arch, " cannot change the architecture of --pretrained ", F.pretrained,
-            " (only --img-size, --num-classes, --num-heads and dropout rates apply)");
+  VIT_USAGE_CHECK(arch.empty(), arch, " cannot change the architecture of --pretrained ", F.pretrained,
+                  " (only --img-size, --num-classes, --num-heads and dropout rates apply)");
   LoadOptions o = load_options(F.model.img_size, F.model.num_heads, F.pos_resample);
   o.num_classes = F.model.num_classes;
   o.adjust = [&](ViTConfig& c) { F.model.apply_training_overrides(c); };
@@ -689,13 +700,15 @@ void TrainCommand::prepare() {
       }
     });
   }
-  const bool terminal = hooks && hooks->log ? hooks->log_is_terminal : ::isatty(STDOUT_FILENO) != 0;
+  const bool terminal = hooks && hooks->log ? hooks->log_is_terminal : redraws_on(STDOUT_FILENO);
   F.train.progress_bar = F.progress == "bar" || (F.progress == "auto" && terminal);
   if (F.progress == "none") F.train.log_every = 0;
   *out << "model: " << cfg.summary() << std::endl;  // config.json holds every field
   if (const int shards = owned->shards_for(F.train.batch_size); shards > 1)
     *out << "batch split into " << shards << " shards, "
-         << (F.shards > 0 ? "one thread each (--shards: the same bits on any --threads)" : "one per thread")
+         << (F.shards > 0              ? "one thread each (--shards: the same bits on any --threads)"
+             : shards == num_threads() ? "one per thread"
+                                       : "one thread each (VIT_SHARDS: the same bits on any --threads)")
          << std::endl;
   // (Without hooks, run() caught SIGINT and SIGTERM before any thread started.)
   if (hooks && hooks->stop_requested)

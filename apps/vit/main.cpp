@@ -24,6 +24,7 @@
 #include "ops/ops.h"
 #include "stop_signals.h"
 #include "train/comm.h"
+#include "validators.h"
 #include "vit/core/error.h"
 #include "vit/core/version.h"
 
@@ -297,6 +298,9 @@ int run_vit(int argc, char** argv) {
       for (const auto& [name, hint] : vit::misspelt_settings())
         std::cerr << "vit: note: " << name << " is set, but vitcpp reads no such variable (" << hint << ")\n";
     args = images_last(last_size_wins(vit::app::expand_recipe(vit::app::expand_resume(args))));
+  } catch (const vit::app::UsageError& e) {  // --recipe nope
+    vit::print_error_line(std::string("vit: error: ") + e.what());
+    return 2;
   } catch (const std::exception& e) {
     vit::print_error_line(std::string("vit: error: ") + e.what());
     return 1;
@@ -345,6 +349,14 @@ int run_vit(int argc, char** argv) {
           vit::app::remove_temporaries_on_stop_signals();
         code = run();
       }
+  } catch (const vit::app::UsageError& e) {
+    // Flags that cannot work together, found by the command before any work: as CLI11's.
+    if (vit::Comm* w = vit::world_if_started(); !w || w->root()) {
+      vit::print_error_line(std::string("vit: error: ") + e.what());
+      for (auto& [cmd, run] : runs)
+        if (cmd->parsed()) std::cerr << "run 'vit " << cmd->get_name() << " --help' for the options\n";
+    }
+    code = 2;
   } catch (const vit::RankFailure& e) {
     // Every rank of a data-parallel run stopped at the same point: rank 0 says why.
     if (vit::Comm* w = vit::world_if_started(); !w || w->root())

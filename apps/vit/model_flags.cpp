@@ -76,7 +76,7 @@ ViTConfig ModelFlags::resolve() const {
   ViTConfig c = config_file.empty() ? named_config(model) : ViTConfig::load(config_file);
   auto pair = [](const std::vector<int64_t>& v, int64_t& a, int64_t& b, const char* flag) {
     if (v.empty()) return;
-    VIT_CHECK(v.size() <= 2, flag, " takes one size or two (height width), got ", v.size(), " values");
+    VIT_USAGE_CHECK(v.size() <= 2, flag, " takes one size or two (height width), got ", v.size(), " values");
     a = v[0];
     b = v.size() > 1 ? v[1] : v[0];
   };
@@ -108,10 +108,11 @@ ViTConfig ModelFlags::resolve() const {
 }
 
 std::vector<float> per_channel(const std::vector<float>& v, int64_t channels, const char* flag) {
-  VIT_CHECK(v.size() == 1 || int64_t(v.size()) == channels, flag,
-            channels == 1 ? std::string(" takes 1 value (the model has one input channel)")
-                          : " takes 1 or " + std::to_string(channels) + " values (one per input channel)",
-            ", got ", v.size());
+  VIT_USAGE_CHECK(v.size() == 1 || int64_t(v.size()) == channels, flag,
+                  channels == 1
+                      ? std::string(" takes 1 value (the model has one input channel)")
+                      : " takes 1 or " + std::to_string(channels) + " values (one per input channel)",
+                  ", got ", v.size());
   return v.size() == 1 ? std::vector<float>(size_t(channels), v[0]) : v;
 }
 
@@ -123,7 +124,7 @@ void ModelFlags::apply_training_overrides(ViTConfig& c) const {
   if (attn_drop >= 0) c.attn_drop_rate = attn_drop;
   if (!mean.empty()) c.mean = per_channel(mean, c.in_chans, "--mean");
   if (!std.empty()) c.std = per_channel(std, c.in_chans, "--std");
-  for (float s : c.std) VIT_CHECK(s > 0 && std::isfinite(s), "--std must be positive, got ", s);
+  for (float s : c.std) VIT_USAGE_CHECK(s > 0 && std::isfinite(s), "--std must be positive, got ", s);
 }
 
 std::string ModelFlags::architecture_flag() const {
@@ -215,12 +216,12 @@ std::vector<std::string> AugFlags::notes(const CLI::App& cmd) const {
 AugmentConfig AugFlags::config() const {
   AugmentConfig a = aug;
   // CLI11 lets a flag of two values end after one: say so rather than drop it.
-  VIT_CHECK(scale.empty() || scale.size() == 2, "--scale takes two values, MIN MAX (timm's 0.08 1.0), got ",
-            scale.size());
-  VIT_CHECK(ratio.empty() || ratio.size() == 2,
-            "--ratio takes two values, MIN MAX (timm's 0.75 1.3333), got ", ratio.size());
-  VIT_CHECK(ratio.empty() || !scale.empty(),
-            "--ratio shapes the random resized crop, which --scale MIN MAX turns on (off by default)");
+  VIT_USAGE_CHECK(scale.empty() || scale.size() == 2,
+                  "--scale takes two values, MIN MAX (timm's 0.08 1.0), got ", scale.size());
+  VIT_USAGE_CHECK(ratio.empty() || ratio.size() == 2,
+                  "--ratio takes two values, MIN MAX (timm's 0.75 1.3333), got ", ratio.size());
+  VIT_USAGE_CHECK(ratio.empty() || !scale.empty(),
+                  "--ratio shapes the random resized crop, which --scale MIN MAX turns on (off by default)");
   if (scale.size() == 2) {
     a.scale_min = scale[0];
     a.scale_max = scale[1];
@@ -230,9 +231,9 @@ AugmentConfig AugFlags::config() const {
     a.ratio_max = ratio[1];
   }
   if (!color_jitter.empty()) {
-    VIT_CHECK(color_jitter.size() != 4,
-              "--color-jitter: hue (a 4th value) is not supported; give S or B C S");
-    VIT_CHECK(color_jitter.size() != 2, "--color-jitter: give S, or B C S (got 2 values)");
+    VIT_USAGE_CHECK(color_jitter.size() != 4,
+                    "--color-jitter: hue (a 4th value) is not supported; give S or B C S");
+    VIT_USAGE_CHECK(color_jitter.size() != 2, "--color-jitter: give S, or B C S (got 2 values)");
     for (int k = 0; k < 3; ++k) a.jitter[k] = color_jitter[color_jitter.size() == 1 ? 0 : size_t(k)];
   }
   // timm's create_transform: RandAugment replaces the color jitter unless forced.
@@ -281,7 +282,7 @@ InputSpec InputFlags::spec(const ViTConfig& cfg) const {
   if (!interpolation.empty()) in.interpolation = interpolation;
   if (crop_pct != 0) in.crop_pct = crop_pct;
   if (!crop_mode.empty()) in.crop_mode = crop_mode;
-  VIT_CHECK(in.crop_pct > 0 && in.crop_pct <= 1, "--crop-pct must be in (0, 1], got ", in.crop_pct);
+  VIT_USAGE_CHECK(in.crop_pct > 0 && in.crop_pct <= 1, "--crop-pct must be in (0, 1], got ", in.crop_pct);
   in.validate();
   return in;
 }
@@ -291,11 +292,11 @@ LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads
   LoadOptions o;
   o.pos_resample = pos_resample;
   if (!img_size.empty()) {
-    VIT_CHECK(img_size.size() <= 2, "--img-size takes one size or two (height width), got ", img_size.size(),
-              " values");
+    VIT_USAGE_CHECK(img_size.size() <= 2, "--img-size takes one size or two (height width), got ",
+                    img_size.size(), " values");
     o.img_h = img_size[0];
     o.img_w = img_size.size() > 1 ? img_size[1] : img_size[0];
-    VIT_CHECK(o.img_h > 0 && o.img_w > 0, "--img-size must be positive");
+    VIT_USAGE_CHECK(o.img_h > 0 && o.img_w > 0, "--img-size must be positive");
   }
   o.num_heads = num_heads;
   return o;

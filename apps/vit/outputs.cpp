@@ -6,9 +6,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <system_error>
 
 #include "train/run_dir.h"
+#include "validators.h"
 #include "vit/core/error.h"
 
 namespace vit::app {
@@ -65,6 +67,21 @@ void check_outputs(const std::vector<std::pair<std::string, std::string>>& outpu
                 path, ": one of the files of the training run in ", where,
                 "; it would be replaced: choose another name");
     }
+  }
+}
+
+void route_stdout(const std::vector<std::pair<std::string, std::string*>>& outputs) {
+  std::string taken;  // the flag writing standard output
+  for (const auto& [flag, path] : outputs) {
+    if (*path == "-") *path = "/dev/stdout";
+    if (*path != "/dev/stdout" && *path != "/dev/fd/1" && *path != "/proc/self/fd/1") continue;
+    VIT_USAGE_CHECK(taken.empty(), flag, " and ", taken,
+                    " both write standard output; give one of them a file");
+    taken = flag;
+  }
+  if (!taken.empty()) {
+    std::cout.flush();
+    std::cout.rdbuf(std::cerr.rdbuf());  // the command's lines; the file goes to descriptor 1
   }
 }
 

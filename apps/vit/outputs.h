@@ -15,4 +15,11 @@ namespace vit::app {
 void check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs,
                    const std::vector<std::string>& inputs, bool makes_folders = false);
 
+// Standard output by name, as Unix tools take it: an output path "-" becomes /dev/stdout
+// (which the atomic writer writes in place). When one of `outputs` is standard output ("-",
+// /dev/stdout), the command's own lines go to stderr from here on, so that stdout holds that
+// file alone (`vit predict --results-file - ... | sort`). outputs: {flag, path}; two of them
+// on standard output are refused.
+void route_stdout(const std::vector<std::pair<std::string, std::string*>>& outputs);
+
 }  // namespace vit::app

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "validators.h"
 #include "vit/core/error.h"
 
 namespace vit::app {
@@ -76,7 +77,7 @@ std::vector<std::string> expand_recipe(std::vector<std::string> args) {
     std::string given;
     size_t n = 0;
     if (args[i] == "--recipe") {
-      VIT_CHECK(i + 1 < args.size(), "--recipe needs a name (known: ", join(recipe_names()), ")");
+      VIT_USAGE_CHECK(i + 1 < args.size(), "--recipe needs a name (known: ", join(recipe_names()), ")");
       given = args[i + 1];
       n = 2;
     } else if (args[i].rfind("--recipe=", 0) == 0) {
@@ -86,9 +87,10 @@ std::vector<std::string> expand_recipe(std::vector<std::string> args) {
       continue;
     }
     // Two recipes would each set the schedule: which one wins is no one's guess to make.
-    VIT_CHECK(name.empty(), "--recipe given twice ('", name, "' and '", given,
-              "'): give one, then the flags to change");
-    VIT_CHECK(recipes().count(given), "unknown recipe '", given, "' (known: ", join(recipe_names()), ")");
+    VIT_USAGE_CHECK(name.empty(), "--recipe given twice ('", name, "' and '", given,
+                    "'): give one, then the flags to change");
+    VIT_USAGE_CHECK(recipes().count(given), "unknown recipe '", given, "' (known: ", join(recipe_names()),
+                    ")");
     name = given;
     at = i;
     words = n;

@@ -1,7 +1,9 @@
 #include "validators.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -54,6 +56,22 @@ const CLI::Validator& thread_count() {
   static const CLI::Validator v =
       numbers([](double x) { return x >= 0 && x <= kMaxThreads && x == double(int64_t(x)); },
               "0 (every core) to " + std::to_string(kMaxThreads), "NONNEGATIVE");
+  return v;
+}
+
+const CLI::Validator& seed_value() {
+  // CLI11 read -1 as 2^64 - 1 and 2^64 or 10^23 as 2^64 - 1 too: a sweep over such seeds ran
+  // one run many times. torch.manual_seed refuses them.
+  static const CLI::Validator v(
+      [](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        std::strtoull(text.c_str(), &end, 10);
+        const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        return digits && *end == '\0' && errno != ERANGE ? ""
+                                                         : "a whole number in [0, 2^64 - 1], got " + text;
+      },
+      "");  // --help shows UINT, CLI11's own type name
   return v;
 }
 

@@ -7,13 +7,32 @@
 #include <string>
 #include <vector>
 
+#include "vit/core/error.h"
+
 namespace vit::app {
+
+// A command line that cannot work, found after parsing: flags that conflict, or a value its
+// validator cannot judge alone (--topk 0 against the model, --recipe nope). main says it as
+// CLI11's errors ("run 'vit CMD --help'") and exits 2, as argparse does; vit::Error's other
+// failures (a bad file, a run that does not fit) exit 1.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Throws UsageError with the streamed arguments when cond is false (VIT_CHECK's twin).
+#define VIT_USAGE_CHECK(cond, ...)                                                 \
+  do {                                                                             \
+    if (!(cond)) throw ::vit::app::UsageError(::vit::detail::concat(__VA_ARGS__)); \
+  } while (0)
 
 const CLI::Validator& positive();      // > 0
 const CLI::Validator& non_negative();  // >= 0
 const CLI::Validator& rate();          // in [0, 1): a dropout or drop-path rate
 const CLI::Validator& fraction();      // in [0, 1): a share of a dataset (0: none)
-const CLI::Validator& thread_count();  // 0 (the default: every core) to kMaxThreads
+const CLI::Validator& thread_count();
+const CLI::Validator& seed_value();  // a uint64 as written: no sign, no wrap, no clamp  // 0 (the default:
+                                     // every core) to kMaxThreads
 // A precision among `names` (fp32, bf16, int8, bfloat16), PyTorch's spelling taken for vitcpp's
 // and the other way round (float32 as fp32, bfloat16 as bf16; bf16 as bfloat16 where that is
 // the name): the value becomes the name in `names`.

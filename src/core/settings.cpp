@@ -33,7 +33,8 @@ const std::vector<Setting>& settings() {
        SettingKind::count},
       {"VIT_CLS_TAIL", "on, off", "on",
        "the class-token tail: with token pooling the last block runs on the "
-       "class token's row alone after its qkv product (the same results, less work)",
+       "class token's row alone after its qkv product (the same results up to float rounding, less work; in "
+       "training with --drop, other dropout masks)",
        SettingKind::choice},
       {"VIT_MEMORY_LIMIT", "a size: 512M, 16G, ...", "MemAvailable in /proc/meminfo",
        "the memory vit train plans against: a run whose planned memory exceeds it stops before it starts "
@@ -70,6 +71,8 @@ const std::vector<Setting>& settings() {
        "the newest instruction set oneDNN's matrix products use (read by oneDNN; scripts/test_isa.sh holds "
        "it "
        "to each path it tests)"},
+      {"TERM", "a terminal type", "-",
+       "dumb: progress is printed as lines (as on a pipe), not as a bar redrawn with escape codes"},
       {"OMPI_COMM_WORLD_SIZE", "set by mpirun", "-",
        "a process of an MPI job (Open MPI): vit train joins it"},
       {"OMPI_COMM_WORLD_RANK", "set by mpirun", "-", "this process's rank: only rank 0 prints flag errors"},

@@ -7,9 +7,17 @@
 #include <cstdio>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/settings.h"
+
 namespace vit {
+
+bool redraws_on(int fd) {
+  const char* term = setting("TERM");
+  return ::isatty(fd) != 0 && !(term && std::string_view(term) == "dumb");
+}
 
 namespace {
 std::string clock_str(double seconds) {

@@ -16,6 +16,10 @@ namespace vit {
 // that sleeps to pass time fails when a loaded machine sleeps longer).
 using ProgressClock = std::function<std::chrono::steady_clock::time_point()>;
 
+// Whether descriptor fd is a terminal a bar can be redrawn on: a tty whose TERM is not
+// "dumb" (Emacs' shell, some CI consoles: they print the escape codes as text).
+bool redraws_on(int fd);
+
 class ProgressLine {
  public:
   ProgressLine(std::ostream& out, bool terminal, int64_t every,

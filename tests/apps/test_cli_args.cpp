@@ -334,6 +334,27 @@ TEST(CliArgs, OneOutputFileSpelledTwoWaysIsRefused) {
   EXPECT_FALSE(fs::exists(tmp / "z.csv"));
 }
 
+// "-" is a standard stream, as Unix tools take it: an image read from stdin, results written
+// to stdout alone (the other lines to stderr). Before, "-" was a file of that name: an image
+// that did not open, a results file named "-".
+TEST(CliArgs, ADashIsStandardInputOrOutput) {
+  vit::test::TempDir tmp("args_dash");
+  const std::string ck = tiny_run(tmp);
+  const std::string csv = tmp / "stdout.csv";
+  const Result r =
+      vit::test::run_vit("predict --checkpoint " + ck + " --topk 1 - --results-file - | cat > " + csv,
+                         "cd " + tmp.str() + " && cat " + digit + " |");
+  EXPECT_EQ(r.code, 0) << r.out;  // cat's: the pipe's stdout holds the results alone
+  const std::string out = vit::read_text_file(csv);
+  EXPECT_EQ(out.rfind("filename,index_0,label_0,prob_0\nstdin,", 0), 0u) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 2) << out;
+  EXPECT_FALSE(fs::exists(tmp / "-"));
+  const Result two =
+      run("eval --checkpoint " + ck + " --data-dir " + tmp.str() + " --results-file - --predictions -");
+  EXPECT_EQ(two.code, 2) << two.out;
+  EXPECT_TRUE(has(two, "--results-file and --predictions both write standard output")) << two.out;
+}
+
 // --img-size (S or H W) and --features [pooled|tokens] took the image after them as a value.
 TEST(CliArgs, FlagsOfOptionalValuesLeaveTheImagesAfterThem) {
   vit::test::TempDir tmp("args_images");
@@ -442,6 +463,17 @@ TEST(CliArgs, CommandLineErrorsExitWithStatusTwoAndSaySo) {
   const Result extras = run("info --threads 1");
   EXPECT_TRUE(has(extras, "vit: error: The following arguments were not expected: --threads 1\n"))
       << extras.out;
+  // Flags that cannot work, found after parsing: status 2 too, with the pointer to --help (they
+  // exited 1, as a bad file does).
+  for (const std::string args :
+       {"train --recipe nope --synthetic 8", "predict --topk 0 x.png", "predict --checkpoint x.safetensors",
+        "predict --features --checkpoint x.safetensors x.png", "train --opt-betas 0.9 --synthetic 8",
+        "export --checkpoint x.safetensors --format onnx --out ''"}) {
+    Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("vit: error: ", 0), 0u) << args << ": " << r.out;
+  }
+  EXPECT_TRUE(has(run("predict --topk 0 x.png"), "run 'vit predict --help' for the options")) << "";
   EXPECT_EQ(run("train --help").code, 0);
   EXPECT_EQ(run("--version").code, 0);
 }

@@ -3,9 +3,12 @@
 // few cores) reads as two digits, not "0 img/s". An evaluation's progress: a bar redrawn in
 // place on a terminal, ending at the total; in a log nothing for a short one, else a line
 // every few seconds.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
@@ -120,6 +123,30 @@ TEST(EvalProgress, ABarEndsAtTheTotalAndALogWritesOnlyWhenItIsTimeTo) {
   ASSERT_EQ(l.rfind("epoch 2/5 eval 5/10 images top1 100.00% ", 0), 0u) << l;
   EXPECT_EQ(l.find('\n'), l.size() - 1) << "one line: the next comes 0.05 s later" << l;
   EXPECT_NE(l.find(" ETA 0:00\n"), std::string::npos) << l;
+}
+
+// A bar is drawn on a terminal that takes escape codes: not on a pipe, not with TERM=dumb
+// (Emacs' shell printed "\r\033[2K" as text).
+TEST(ProgressLine, ABarNeedsATerminalThatIsNotDumb) {
+  const int pty = ::posix_openpt(O_RDWR | O_NOCTTY);
+  ASSERT_GE(pty, 0);
+  ASSERT_EQ(::grantpt(pty), 0);
+  ASSERT_EQ(::unlockpt(pty), 0);
+  const int tty = ::open(::ptsname(pty), O_RDWR | O_NOCTTY);
+  ASSERT_GE(tty, 0);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const char* was = std::getenv("TERM");
+  const std::string saved = was ? was : "";
+  ::setenv("TERM", "xterm-256color", 1);
+  EXPECT_TRUE(redraws_on(tty));
+  EXPECT_FALSE(redraws_on(pipe_fds[0]));
+  ::setenv("TERM", "dumb", 1);
+  EXPECT_FALSE(redraws_on(tty));
+  ::unsetenv("TERM");
+  EXPECT_TRUE(redraws_on(tty));
+  if (was) ::setenv("TERM", saved.c_str(), 1);
+  for (int fd : {tty, pty, pipe_fds[0], pipe_fds[1]}) ::close(fd);
 }
 
 }  // namespace vit
