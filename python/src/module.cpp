@@ -125,18 +125,28 @@ py::array_t<float> image(const vit::InputSpec& in, F&& fill) {
   return out;
 }
 
+// Raises type with what as Python text, bytes that are not UTF-8 replaced: a file name or
+// header quoted in a message made PyErr_SetString fail, and the error arrived empty.
+void raise_text(PyObject* type, const std::string& what) {
+  PyObject* text = PyUnicode_DecodeUTF8(what.data(), Py_ssize_t(what.size()), "replace");
+  PyErr_SetObject(type, text);
+  Py_XDECREF(text);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_vitcpp, m) {
   m.doc() = "vitcpp's engine (python/vitcpp wraps it with timm's API)";
-  py::register_exception<vit::Error>(m, "Error", PyExc_RuntimeError);
+  static py::exception<vit::Error> error(m, "Error", PyExc_RuntimeError);
   // A file system error (a directory where a file is meant, no permission) as Python's own
   // OSError, with the path first, as open() says it.
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const vit::Error& e) {
+      raise_text(error.ptr(), e.what());
     } catch (const std::filesystem::filesystem_error& e) {
-      PyErr_SetString(PyExc_OSError, (e.path1().string() + ": " + e.code().message()).c_str());
+      raise_text(PyExc_OSError, e.path1().string() + ": " + e.code().message());
     }
   });
   m.attr("__version__") = vit::version();

@@ -98,11 +98,12 @@ def _checkpoint_path(name, checkpoint_path):
 
 def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes=None, img_size=None,
                  global_pool=None, dynamic_img_size=False, dtype=None, threads=None, labels_file=None,
-                 seed=0, pos_resample=None, **kwargs):
+                 seed=42, pos_resample=None, **kwargs):
     """A Vision Transformer, as timm.create_model makes one.
 
     model_name: a vitcpp preset or timm architecture name (random weights, drawn from `seed`
-        as timm's init), "local-dir:PATH" (timm 1.0's scheme) or a plain path (str or
+        as timm's init; seed 42 by default, `vit train`'s and vitcpp.train's, so that
+        vitcpp.train(create_model(name)) starts where vitcpp.train(name) does), "local-dir:PATH" (timm 1.0's scheme) or a plain path (str or
         os.PathLike): any checkpoint `vit predict --checkpoint` reads (vitcpp, timm, Hugging
         Face, vit-pytorch; a file or a directory; a `vit train` run directory gives its
         best.safetensors).
@@ -149,11 +150,15 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     a = _vitcpp.LoadArgs()
     a.num_classes = -1 if num_classes is None else int(num_classes)
     a.img_h, a.img_w = _size(img_size)
-    a.labels_file = labels_file or ""
+    a.labels_file = os.fsencode(labels_file) if labels_file else ""
     if global_pool == "":  # timm's "no pooling" (a head on every token): not built here
         raise ValueError('global_pool="" (no pooling) is not supported: "token", "avg" or "map"; '
                          "forward_features gives every token")
     a.global_pool = global_pool or ""
+    # A seed outside uint64 wrapped or failed in pybind11's words; 1.5 was taken as 1.
+    if (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)
+            or not 0 <= int(seed) <= 0xFFFF_FFFF_FFFF_FFFF):
+        raise ValueError(f"seed must be an int in [0, 2**64 - 1], got {seed!r}")
     a.seed = int(seed)
     a.pos_resample = pos_resample or ""
     if path is None or checkpoint_path:  # a name: timm's "architecture.pretrained_tag" (the tag picks weights)
@@ -169,7 +174,7 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
                     _vitcpp.preset_config_json(arch)  # one of timm's that vitcpp does not build: says why
                 raise RuntimeError(f"Unknown model ({model_name}): vitcpp.list_models() lists the names")
             a.model_name = arch  # the file must be that model (a bare state dict takes its settings)
-        engine = _vitcpp.Engine.load(path, a)
+        engine = _vitcpp.Engine.load(os.fsencode(path), a)  # bytes: a name that is not UTF-8 too
     else:
         engine = _vitcpp.Engine.create(arch, a)
     model = VisionTransformer(engine, dynamic_img_size=dynamic_img_size)
@@ -624,7 +629,7 @@ class VisionTransformer:
         timm.create_model("local-dir:DIR")), transformers ("hf") or vitcpp ("vitcpp") loads.
         Returns the notes on what the other library sees differently, each also given as a
         UserWarning (as `vit export` prints them)."""
-        notes = list(self._engine.save(os.fspath(save_directory), format))
+        notes = list(self._engine.save(os.fsencode(save_directory), format))
         for note in notes:
             warnings.warn(f"save_pretrained: {note}", stacklevel=2)
         return notes
@@ -643,4 +648,4 @@ class VisionTransformer:
             warnings.warn(f"export_onnx: the graph takes {c['img_size'][0]}x{c['img_size'][1]} images only "
                           "(dynamic_img_size resamples per size in vitcpp; an ONNX graph has one position "
                           "table)", stacklevel=2)
-        self._engine.export_onnx(os.fspath(path), dtype == "int8")
+        self._engine.export_onnx(os.fsencode(path), dtype == "int8")

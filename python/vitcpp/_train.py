@@ -1,5 +1,6 @@
 """vitcpp.train: `vit train` from Python, on a dataset directory or on numpy arrays."""
 import difflib
+import json
 import os
 import sys
 import tempfile
@@ -92,6 +93,16 @@ def _flags(options):
     return args
 
 
+def _run_data_dir(run):
+    """The data directory a run directory's args.json names, or None (arrays, synthetic data)."""
+    try:
+        with open(os.path.join(os.fspath(run), "args.json"), encoding="utf-8") as f:
+            data_dir = json.load(f).get("data-dir")
+    except (OSError, ValueError):
+        return None  # vit train says what is wrong with the run
+    return data_dir if isinstance(data_dir, str) else None
+
+
 def train(model=None, train=None, val=None, output=None, *, callback=None, resume=None, **options):
     """Trains a model as `vit train` does, with its options by the same names (`-` becomes
     `_`) and defaults: epochs, batch_size, opt, lr, weight_decay, sched, warmup_epochs, seed,
@@ -116,7 +127,8 @@ def train(model=None, train=None, val=None, output=None, *, callback=None, resum
     resume: a run directory stopped early (Ctrl-C raises KeyboardInterrupt after the step
         in progress, with a state written): continues it exactly; its options come from
         its args.json (only threads, workers, progress, log_every, recovery_interval, and
-        epochs to train longer, may be given). Array data must be passed again.
+        epochs to train longer, may be given). Array data must be passed again; a dataset
+        directory comes from args.json (train= may name the same one, not another).
 
     Returns a TrainHistory: the epochs' dicts, with .model (the trained model), .output and
     .stopped. Progress is printed to the process's stdout, as `vit train` prints it.
@@ -149,6 +161,14 @@ def train(model=None, train=None, val=None, output=None, *, callback=None, resum
     if output is not None and resume is None:
         args += ["--output", os.fspath(output)]
 
+    if resume is not None and isinstance(train, (str, os.PathLike)):
+        # The run's data comes from its args.json: the same directory again is taken (it was
+        # refused in vit train's words, "got --data-dir"), another is an error.
+        ran_on = _run_data_dir(resume)
+        if ran_on is None or os.path.realpath(ran_on) != os.path.realpath(os.fspath(train)):
+            raise ValueError(f"resume continues the run on its own data ({ran_on!r}, from its args.json): "
+                             f"leave train out")
+        train = None
     tx = ty = vx = vy = None
     if isinstance(train, (str, os.PathLike)):
         args += ["--data-dir", os.fspath(train)]
@@ -173,7 +193,7 @@ def train(model=None, train=None, val=None, output=None, *, callback=None, resum
     if sys.stdout is not None:
         sys.stdout.flush()  # the run prints to the same stdout, from C++
     try:
-        status, epochs, engine, stopped = _vitcpp.train(args, tx, ty, vx, vy, callback)
+        status, epochs, engine, stopped = _vitcpp.train([os.fsencode(a) for a in args], tx, ty, vx, vy, callback)
     except _vitcpp.Error as e:
         # The run's hint names its keyword here, not vit train's flag.
         if "(--skip-bad-images leaves such files out)" not in str(e):

@@ -112,7 +112,7 @@ class Transform:
             path = os.fspath(image)
             if not os.path.exists(path):
                 raise FileNotFoundError(f"no image at {path!r}")
-            return _vitcpp.preprocess_file(self._spec, path)
+            return _vitcpp.preprocess_file(self._spec, os.fsencode(path))  # bytes: any file name
         if isinstance(image, (bytes, bytearray, memoryview)):
             return _vitcpp.preprocess_bytes(self._spec, bytes(image))
         if hasattr(image, "convert") and hasattr(image, "mode"):  # a PIL image: its pixels as they are

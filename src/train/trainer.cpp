@@ -16,9 +16,11 @@
 #include "core/decimal.h"
 #include "core/file.h"
 #include "core/json_number.h"
+#include "core/json_parse.h"
 #include "core/threads.h"
 #include "data/prefetch.h"
 #include "io/checkpoint.h"
+#include "ops/ops.h"
 #include "train/memory.h"
 #include "train/progress.h"
 #include "train/run_dir.h"
@@ -216,6 +218,11 @@ struct Progress {
   // gives other bits (within float rounding), so a resume says when it differs. 0: a state
   // from before these were kept.
   int64_t processes = 0, shards = 0;
+  // The training images, and the CPU path and matrix-product library the run computed with:
+  // other data cannot resume exactly (refused), another path rounds otherwise (said). -1 and
+  // "": a state from before these were kept.
+  int64_t train_size = -1;
+  std::string isa, gemm_library;
 };
 
 nlohmann::json to_json(const EpochStats& e) {
@@ -257,6 +264,9 @@ size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const 
                        {"steps_per_epoch", steps_per_epoch},
                        {"processes", p.processes},
                        {"shards", p.shards},
+                       {"train_size", p.train_size},
+                       {"isa", p.isa},
+                       {"gemm_library", p.gemm_library},
                        {"history", hist}};
   if (!cfg.class_names.empty()) st["class_names"] = cfg.class_names;  // what each label meant
   st["evaluates"] = evaluates;  // whether the scores that rank the epochs are eval's or train's
@@ -286,6 +296,11 @@ Progress read_progress(const nlohmann::json& st, const std::string& sp) {
   if (st.contains("shards")) {
     p.processes = json_int(st.at("processes"), sp + ": processes");
     p.shards = json_int(st.at("shards"), sp + ": shards");
+  }
+  if (st.contains("train_size")) {
+    p.train_size = json_int(st.at("train_size"), sp + ": train_size");
+    p.isa = st.at("isa").get<std::string>();
+    p.gemm_library = st.at("gemm_library").get<std::string>();
   }
   if (st.contains("step_in_epoch")) {  // states from before recovery states end their epoch
     p.step_in_epoch = json_int(st.at("step_in_epoch"), sp + ": step_in_epoch");
@@ -334,7 +349,7 @@ std::vector<std::string> trained_classes(const fs::path& dir, const nlohmann::js
   const auto it = meta.find("class_names");
   if (it == meta.end()) return {};
   try {
-    return as_names(nlohmann::json::parse(it->second), last.string());
+    return as_names(parse_json(it->second, last.string() + ": class_names"), last.string());
   } catch (const nlohmann::json::exception&) {
     throw Error(last.string() + ": class_names is not valid JSON");
   }
@@ -364,12 +379,12 @@ void check_same_classes(const fs::path& dir, const nlohmann::json& st, const std
 // checks that the run is the same run.
 Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Optimizer& opt,
                     std::vector<float>* ema, const TrainConfig& cfg, int64_t steps_per_epoch,
-                    bool evaluates) {
+                    int64_t train_size, bool evaluates) {
   const std::string wp = (dir / "last.safetensors").string();
   SafeTensors state = SafeTensors::open(sp);
   auto it = state.metadata().find("vitcpp_state");
   VIT_CHECK(it != state.metadata().end(), sp, ": not a vitcpp training state (no vitcpp_state metadata)");
-  const auto st = nlohmann::json::parse(it->second);
+  const auto st = parse_json(it->second, sp + ": vitcpp_state");
   Progress p = read_progress(st, sp);
   // States written since the weights moved into the state file need nothing else; older
   // ones pair with last.safetensors, which must then be from the same step.
@@ -392,6 +407,12 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
             sp, ": batch size, accumulation steps or dataset size differ from the interrupted run (",
             st.at("batch_size").get<int64_t>(), " x ", accum, " accumulation step(s), ",
             st.at("steps_per_epoch").get<int64_t>(), " steps per epoch); an exact resume needs the same");
+  // Another N with as many steps (images added to a folder) gave no error: the epoch went on
+  // over another permutation, repeating or skipping images.
+  VIT_CHECK(
+      p.train_size < 0 || p.train_size == train_size, sp, ": the run trained on ", p.train_size,
+      " images, this data has ", train_size,
+      "; an exact resume needs the same data (a folder changed, or --skip-bad-images left out other files)");
   VIT_CHECK(st.at("seed") == cfg.seed, sp, ": the run used seed ", st.at("seed").get<uint64_t>());
   check_same_classes(dir, st, sp, cfg.class_names);
   // The best checkpoint, early stopping and the kept checkpoints rank epochs by eval scores
@@ -778,7 +799,7 @@ void TrainLoop::resume() {
     newest = newest_state(dir.string());
     if (!newest) return;
     try {
-      p = load_state(dir, newest->path, model, opt, ema, cfg, steps_per_epoch, eval_set != nullptr);
+      p = load_state(dir, newest->path, model, opt, ema, cfg, steps_per_epoch, N, eval_set != nullptr);
     } catch (const nlohmann::json::exception& e) {  // a vitcpp_state that is not what save_state writes
       throw Error(detail::concat(newest->path, ": corrupt training state: ", e.what()));
     }
@@ -818,10 +839,16 @@ void TrainLoop::resume() {
                                  : "VIT_SHARDS=" + std::to_string(p.shards))
         << " keeps the weights' bits)" << std::endl;
   }
+  // Another CPU (a requeue on another node) or VIT_ISA: other kernels, other rounding.
+  if (newest && !p.isa.empty() && (p.isa != ops::cpu_isa() || p.gemm_library != ops::cpu_gemm_library()))
+    log << "note: the interrupted run computed on the " << p.isa << " path with " << p.gemm_library
+        << ", this one on " << ops::cpu_isa() << " with " << ops::cpu_gemm_library()
+        << ": training goes on within float rounding of the uninterrupted run, not bit for bit" << std::endl;
 }
 
 void TrainLoop::begin() {
   p.processes = ranks, p.shards = shards;
+  p.train_size = N, p.isa = ops::cpu_isa(), p.gemm_library = ops::cpu_gemm_library();
   if (fresh && ema) std::copy(model.params().data(), model.params().data() + ema->size(), ema->begin());
   if (fresh && write) {
     fs::create_directories(dir);

@@ -19,6 +19,7 @@
 #include "data/image.h"
 #include "io/pretrained.h"
 #include "io/safetensors.h"
+#include "ops/ops.h"
 #include "support/process.h"
 #include "support/run_vit.h"
 #include "support/same_tensors.h"
@@ -177,6 +178,50 @@ TEST(RunDir, ResumeOnOtherShardsSaysSoAndVitShardsKeepsTheBits) {
       << "VIT_SHARDS=2 on one thread: not the uninterrupted run's weights";
   EXPECT_FALSE(weights(other) == weights(whole))
       << "one shard gave the two shards' bits: the note would be wrong";
+}
+
+// IDX files of n 8x8 images, labels i % 10.
+void write_idx(const std::string& dir, const std::string& prefix, uint32_t n) {
+  auto be32 = [](uint32_t v) { return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; };
+  std::string labels;
+  for (uint32_t i = 0; i < n; ++i) labels += char(i % 10);
+  std::string pixels(n * 64, '\0');
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = char(i * 37);
+  vit::write_file_atomic(dir + "/" + prefix + "-images-idx3-ubyte",
+                         be32(0x803) + be32(n) + be32(8) + be32(8) + pixels);
+  vit::write_file_atomic(dir + "/" + prefix + "-labels-idx1-ubyte", be32(0x801) + be32(n) + labels);
+}
+
+// The state keeps the training images' count and the CPU path: other data with as many steps
+// (20 images, then 22, at 8 a step) resumed in silence over another permutation, and a resume
+// on another path (a requeue on another CPU, VIT_ISA) rounds otherwise without a word.
+TEST(RunDir, AResumeOnOtherDataIsRefusedAndOnAnotherPathSaysSo) {
+  vit::test::TempDir tmp("run_other_data");
+  const std::string data = tmp / "data", dir = tmp / "run", moved = tmp / "moved";
+  fs::create_directories(data);
+  write_idx(data, "train", 20);
+  write_idx(data, "t10k", 4);
+  const std::string train =
+      "train --model mnist-seed --img-size 8 --patch-size 4 -b 8 --threads 1 --data-dir " + data;
+  const Result first = vit::test::run_vit(train + " --epochs 1 --output " + dir, "VIT_ISA=generic");
+  ASSERT_EQ(first.code, 0) << first.out;
+  fs::copy(dir, moved);
+  if (std::string(vit::ops::cpu_isa_detected()) != "generic") {
+    const Result other = vit::test::run_vit("train --resume " + moved + " --epochs 2", "env -u VIT_ISA");
+    ASSERT_EQ(other.code, 0) << other.out;
+    EXPECT_TRUE(has(other.out, std::string("note: the interrupted run computed on the generic path with ") +
+                                   vit::ops::cpu_gemm_library() + ", this one on " +
+                                   vit::ops::cpu_isa_detected()))
+        << other.out;
+  }
+  const Result same = vit::test::run_vit("train --resume " + dir + " --epochs 2", "VIT_ISA=generic");
+  EXPECT_FALSE(has(same.out, "note: the interrupted run computed")) << same.out;
+  write_idx(data, "train", 22);
+  const Result grown = vit::test::run_vit("train --resume " + dir + " --epochs 3", "VIT_ISA=generic");
+  EXPECT_NE(grown.code, 0) << grown.out;
+  EXPECT_TRUE(
+      has(grown.out, "the run trained on 20 images, this data has 22; an exact resume needs the same data"))
+      << grown.out;
 }
 
 // An evaluation that fails (a validation image cut short) loses no training: the run stops
@@ -381,6 +426,7 @@ TEST(RunDir, ArgsJsonIsTheSettingsAndAnOlderArgvListStillResumes) {
   EXPECT_EQ(settings.at("nesterov"), true);
   EXPECT_EQ(settings.at("opt-betas"), nlohmann::json({0.8, 0.99}));
   EXPECT_EQ(settings.at("output"), a);
+  EXPECT_EQ(settings.at("seed"), 42);  // not given, kept: args.json alone says how to draw the run again
   // b as an older run saved it: the command line.
   nlohmann::json argv = nlohmann::json::array();
   std::istringstream words(kTrain + flags + b);

@@ -71,6 +71,39 @@ def test_bad_files_raise_with_the_path(tmp_path):
         t(b"\x89PNG not really")
 
 
+def test_file_names_that_are_not_utf8_open_and_errors_keep_their_text(model, tmp_path):
+    """Python hands such names over as str with surrogate escapes: pybind11 refused them
+    ("incompatible function arguments"), and an error quoting them arrived empty."""
+    name = os.fsdecode(b"ok\xfe")
+    ck = tmp_path / (name + "_ck")
+    shutil.copytree(TIMM_A, ck)
+    png = os.path.join(PRETRAINED, "images", "coffee.png")
+    img = tmp_path / (name + ".png")
+    shutil.copy(png, img)
+    m = vitcpp.create_model(str(ck))
+    assert m.predict([str(img)]) == model.predict([png])
+    (tmp_path / (name + ".jpg")).write_bytes(b"not an image")
+    with pytest.raises(vitcpp.Error) as e:
+        m.predict([str(tmp_path / (name + ".jpg"))])
+    assert "ok\ufffd.jpg: not a PNG or JPEG file" in str(e.value)
+    m.save_pretrained(str(tmp_path / (name + "_saved")))
+    assert os.path.exists(tmp_path / (name + "_saved") / "model.safetensors")
+
+
+def test_a_seed_outside_uint64_is_refused_not_wrapped():
+    """-1 became 2**64 - 1 (or a pybind11 TypeError), 1.5 became 1, as vit train's --seed
+    took -1 and 2**64 for 2**64 - 1; torch.manual_seed refuses them."""
+    for bad in (-1, 2**64, 1.5, "3"):
+        with pytest.raises(ValueError, match=r"seed must be an int in \[0, 2\*\*64 - 1\]"):
+            vitcpp.create_model("mnist-seed", seed=bad)
+    a = vitcpp.create_model("mnist-seed", seed=2**64 - 1)
+    b = vitcpp.create_model("mnist-seed", seed=42)
+    assert not np.array_equal(a.state_dict()["patch_embed.proj.weight"], b.state_dict()["patch_embed.proj.weight"])
+    # vit train's seed (42) by default: train(create_model(name)) starts where train(name) does
+    assert np.array_equal(vitcpp.create_model("mnist-seed").state_dict()["patch_embed.proj.weight"],
+                          b.state_dict()["patch_embed.proj.weight"])
+
+
 def test_the_transform_is_vit_predicts_preprocessing_bit_for_bit(model):
     """preprocess.safetensors: timm's eval transform of each photo (PyTorch); vitcpp's C++ tests
     hold `vit predict`'s tensors to it within 1e-5. Here: the same C++ pixels from a path, bytes

@@ -239,6 +239,14 @@ def test_a_directory_and_synthetic_data(digits, tmp_path):
     assert len(h) == 1 and h.model.num_classes == 10
     h = vitcpp.train("mnist-seed", synthetic=64, epochs=1, threads=2, progress="log")
     assert len(h) == 1
+    # A directory run resumes with train= the same directory (it was refused in vit train's
+    # words, "got --data-dir"); another directory is not the run's data.
+    out = str(tmp_path / "dir_run")
+    vitcpp.train("mnist-seed", train=folder, output=out, epochs=1, batch_size=64, threads=2, progress="log")
+    longer = vitcpp.train(train=folder + os.sep, resume=out, epochs=2, threads=2, progress="log")
+    assert longer[-1]["epoch"] == 2
+    with pytest.raises(ValueError, match="resume continues the run on its own data.*leave train out"):
+        vitcpp.train(train=str(tmp_path), resume=out, epochs=3, progress="log")
 
 
 def test_the_train_arrays_example_runs(digits, tmp_path):
