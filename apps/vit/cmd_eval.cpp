@@ -105,38 +105,45 @@ nlohmann::json confusion_rows(const EvalResult& r) {
 }
 }  // namespace
 
-Run add_eval(CLI::App& cmd) {
-  auto f = std::make_shared<EvalFlags>();
-  f->load.add_to(cmd);
-  cmd.add_option("--data-dir", f->data_dir, "dataset directory (only the --split evaluated is read)")
+namespace {
+// vit eval's flags, into f.
+void add_eval_flags(CLI::App& cmd, EvalFlags& f) {
+  f.load.add_to(cmd);
+  cmd.add_option("--data-dir", f.data_dir, "dataset directory (only the --split evaluated is read)")
       ->required();
   cmd.add_option(
-         "--dataset", f->dataset,
+         "--dataset", f.dataset,
          "auto, idx, cifar10, cifar100 (its fine labels), cifar100-coarse (its 20 superclasses) or folder")
       ->capture_default_str();
-  cmd.add_option("--split", f->split, "test, val (the same: the held-out split) or train")
+  cmd.add_option("--split", f.split, "test, val (the same: the held-out split) or train")
       ->check(CLI::IsMember({"test", "val", "train"}))
       ->capture_default_str();
-  cmd.add_option("-b,--batch-size", f->batch_size, "batch size")->capture_default_str();
-  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(thread_count());
-  f->input.add_to(cmd);
-  cmd.add_flag("--json", f->json, "print one JSON object");
-  add_progress_flags(cmd, f->progress, f->log_seconds, "when stderr is a terminal");
-  cmd.add_option("--confusion-png", f->confusion_png, "also draw the confusion matrix as a PNG heatmap");
-  cmd.add_option("--predictions", f->predictions,
+  cmd.add_option("-b,--batch-size", f.batch_size, "batch size")->capture_default_str();
+  cmd.add_option("--threads", f.threads, "threads (default: all cores)")->check(thread_count());
+  f.input.add_to(cmd);
+  cmd.add_flag("--json", f.json, "print one JSON object");
+  add_progress_flags(cmd, f.progress, f.log_seconds, "when stderr is a terminal");
+  cmd.add_option("--confusion-png", f.confusion_png, "also draw the confusion matrix as a PNG heatmap");
+  cmd.add_option("--predictions", f.predictions,
                  "also write index,label,prediction per image (dataset order) to this CSV file, then "
                  "label_name,prediction_name where the classes have names, and file for image folders; - "
                  "writes it to stdout (the other lines then go to stderr)");
   cmd.add_option(
-      "--results-file", f->results_file,
+      "--results-file", f.results_file,
       "also write timm validate.py's results (model, top1, top1_err, top5, top5_err, param_count, "
       "img_size, crop_pct, interpolation; accuracies in percent) to this file: JSON, or timm's CSV "
       "for a .csv name; - writes it to stdout (the other lines then go to stderr)");
-  cmd.add_option("--results-format", f->results_format,
+  cmd.add_option("--results-format", f.results_format,
                  "the --results-file's format whatever its name: json or csv (timm's)")
       ->check(CLI::IsMember({"csv", "json"}));
-  cmd.add_flag("--skip-bad-images", f->skip_bad_images,
+  cmd.add_flag("--skip-bad-images", f.skip_bad_images,
                "image folders: leave out files that do not decode (listed on stderr) instead of stopping");
+}
+}  // namespace
+
+Run add_eval(CLI::App& cmd) {
+  auto f = std::make_shared<EvalFlags>();
+  add_eval_flags(cmd, *f);
   return [f, &cmd] {
     use_threads(f->threads);
     if (cmd.count("--results-format") > 0 && f->results_file.empty())  // taken in silence before

@@ -190,47 +190,55 @@ int64_t decode_batch(const std::string* files, int64_t B, const InputSpec& in, b
 }
 }  // namespace
 
-Run add_predict(CLI::App& cmd) {
-  auto f = std::make_shared<PredictFlags>();
-  f->load.add_to(cmd);
-  cmd.add_option("--topk", f->topk, "how many classes to print")->capture_default_str();
-  cmd.add_flag("--json", f->json, "one JSON object per line per image (with --features: one for the file)");
-  cmd.add_flag("--logits", f->logits, "with --json, include the raw logits");
-  cmd.add_option("--tensor", f->tensor,
+namespace {
+// vit predict's flags, into f; returns --features (its count says whether it was given).
+CLI::Option* add_predict_flags(CLI::App& cmd, PredictFlags& f) {
+  f.load.add_to(cmd);
+  cmd.add_option("--topk", f.topk, "how many classes to print")->capture_default_str();
+  cmd.add_flag("--json", f.json, "one JSON object per line per image (with --features: one for the file)");
+  cmd.add_flag("--logits", f.logits, "with --json, include the raw logits");
+  cmd.add_option("--tensor", f.tensor,
                  "FILE.safetensors:NAME: predict on a preprocessed float tensor [B,C,H,W]");
-  cmd.add_option("-b,--batch-size", f->batch_size, "images per forward pass")->capture_default_str();
-  cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(thread_count());
-  f->input.add_to(cmd);
+  cmd.add_option("-b,--batch-size", f.batch_size, "images per forward pass")->capture_default_str();
+  cmd.add_option("--threads", f.threads, "threads (default: all cores)")->check(thread_count());
+  f.input.add_to(cmd);
   CLI::Option* results = cmd.add_option(
-      "--results-file", f->results_file,
+      "--results-file", f.results_file,
       "also write the predictions to this file, as timm's inference.py: filename (the file's name; "
       "--fullname: its path), index_0.., "
       "label_0.., prob_0.. (the top-k, best first); CSV, or JSON lines for a .json/.jsonl name; - writes "
       "it to stdout (the other lines then go to stderr)");
-  cmd.add_option("--results-format", f->results_format,
+  cmd.add_option("--results-format", f.results_format,
                  "the --results-file's format whatever its name: csv or json (JSON lines; timm's)")
       ->check(CLI::IsMember({"csv", "json"}));
-  cmd.add_flag("--fullname", f->fullname,
+  cmd.add_flag("--fullname", f.fullname,
                "the --results-file's filename column holds each image's path, not its file name (timm's)")
       ->needs(results);
   cmd.add_option(
-      "images", f->images,
+      "images", f.images,
       "PNG or JPEG files, or folders of them (their images in timm's order: img2 before img10); - reads "
       "one image from standard input");
-  cmd.add_flag("--skip-bad-images", f->skip_bad_images,
+  cmd.add_flag("--skip-bad-images", f.skip_bad_images,
                "leave out image files that do not decode (each said on stderr) instead of stopping");
-  add_progress_flags(cmd, f->progress, f->log_seconds,
+  add_progress_flags(cmd, f.progress, f.log_seconds,
                      "when stderr is a terminal and stdout is not (results to a file)");
   CLI::Option* features =
       cmd.add_option(
-             "--features", f->features,
+             "--features", f.features,
              "write embeddings instead of classes, to --out: pooled (the default: the [N, D] vector the "
              "head reads, timm's pre_logits) or tokens (every token after the final norm, [N, T, D], "
              "timm's forward_features)")
           ->expected(0, 1);
-  cmd.add_option("-o,--out", f->out,
+  cmd.add_option("-o,--out", f.out,
                  "with --features: the .safetensors (tensor \"features\", with the inputs' names in its "
                  "metadata) or .npy file to write, rows in the order the inputs are listed");
+  return features;
+}
+}  // namespace
+
+Run add_predict(CLI::App& cmd) {
+  auto f = std::make_shared<PredictFlags>();
+  CLI::Option* features = add_predict_flags(cmd, *f);
   return [f, features, &cmd] {
     use_threads(f->threads);
     note_moot_flags(*f, cmd);

@@ -190,6 +190,25 @@ ViTConfig named_config(const std::string& name) {
   return preset(a ? a->name : name);
 }
 
+namespace {
+// The model c describes, for the file `file` of st: its config far larger than its weights
+// (hidden_size 8192 over 8-wide tensors) said "out of memory: lower --batch-size", naming
+// neither the file nor the mismatch.
+std::unique_ptr<ViT> model_for(const ViTConfig& c, const SafeTensors& st, const std::string& file) {
+  try {
+    return std::make_unique<ViT>(c, /*randomize=*/false);
+  } catch (const std::bad_alloc&) {
+    int64_t wanted = 0, stored = 0;
+    const ParamTable described(c);
+    for (const auto& s : described.specs()) wanted += s.numel();
+    for (const auto& t : st.tensors())
+      stored += int64_t((t.end - t.begin) / std::max<size_t>(1, dtype_size(t.dtype)));
+    throw Error(detail::concat(file, ": out of memory making the model its config describes (", wanted,
+                               " parameters; the file holds ", stored, " values): check the config"));
+  }
+}
+}  // namespace
+
 Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   Pretrained out;
   out.file = weights_file(path, opt.last);
@@ -252,20 +271,7 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   }
   // Not randomized: the loop below writes every parameter (from the file, resampled, or the
   // zero head) or throws.
-  std::unique_ptr<ViT> model;
-  try {
-    model = std::make_unique<ViT>(c, /*randomize=*/false);
-  } catch (const std::bad_alloc&) {
-    // A config far larger than its weights (hidden_size 8192 over 8-wide tensors) said "out
-    // of memory: lower --batch-size", naming neither the file nor the mismatch.
-    int64_t wanted = 0, stored = 0;
-    const ParamTable described(c);
-    for (const auto& s : described.specs()) wanted += s.numel();
-    for (const auto& t : st.tensors())
-      stored += int64_t((t.end - t.begin) / std::max<size_t>(1, dtype_size(t.dtype)));
-    throw Error(detail::concat(out.file, ": out of memory making the model its config describes (", wanted,
-                               " parameters; the file holds ", stored, " values): check the config"));
-  }
+  std::unique_ptr<ViT> model = model_for(c, st, out.file);
   const ParamTable& table = model->table();
 
   // Every tensor in the file must land somewhere.
