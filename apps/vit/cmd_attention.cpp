@@ -9,11 +9,11 @@
 #include <set>
 
 #include "commands.h"
+#include "core/check.h"
 #include "core/threads.h"
 #include "data/preprocess.h"
 #include "model_flags.h"
 #include "validators.h"
-#include "vit/core/error.h"
 #include "viz/attention.h"
 #include "viz/figures.h"
 

@@ -7,13 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/check.h"
 #include "core/file.h"
 #include "io/checkpoint.h"
 #include "model_flags.h"
 #include "outputs.h"
 #include "train/average.h"
 #include "validators.h"
-#include "vit/core/error.h"
 
 namespace vit::app {
 

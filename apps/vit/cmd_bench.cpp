@@ -11,13 +11,13 @@
 #include <numeric>
 
 #include "commands.h"
+#include "core/check.h"
 #include "core/threads.h"
 #include "core/utf8.h"
 #include "model_flags.h"
 #include "ops/ops.h"
 #include "train/bench.h"
 #include "validators.h"
-#include "vit/core/error.h"
 
 namespace vit::app {
 

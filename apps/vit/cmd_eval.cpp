@@ -20,7 +20,7 @@
 #include "train/progress.h"
 #include "train/trainer.h"
 #include "validators.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 #include "viz/figures.h"
 
 namespace vit::app {

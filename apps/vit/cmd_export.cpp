@@ -6,11 +6,11 @@
 #include <memory>
 
 #include "commands.h"
+#include "core/check.h"
 #include "io/onnx_export.h"
 #include "model_flags.h"
 #include "outputs.h"
 #include "validators.h"
-#include "vit/core/error.h"
 
 namespace vit::app {
 

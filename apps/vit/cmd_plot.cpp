@@ -5,10 +5,10 @@
 #include <memory>
 
 #include "commands.h"
+#include "core/check.h"
 #include "io/pretrained.h"
 #include "outputs.h"
 #include "validators.h"
-#include "vit/core/error.h"
 #include "viz/figures.h"
 
 namespace vit::app {

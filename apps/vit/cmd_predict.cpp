@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/check.h"
 #include "core/file.h"
 #include "core/threads.h"
 #include "core/utf8.h"
@@ -27,7 +28,6 @@
 #include "train/progress.h"
 #include "validators.h"
 #include "vit/classifier.h"
-#include "vit/core/error.h"
 #include "vit/core/version.h"
 
 namespace vit::app {

@@ -8,10 +8,10 @@
 #include <sstream>
 
 #include "commands.h"
+#include "core/check.h"
 #include "io/checkpoint.h"
 #include "model_flags.h"
 #include "outputs.h"
-#include "vit/core/error.h"
 
 namespace vit::app {
 

@@ -9,13 +9,13 @@
 #include <memory>
 
 #include "commands.h"
+#include "core/check.h"
 #include "data/augment.h"
 #include "data/image.h"
 #include "data/image_set.h"
 #include "data/open.h"
 #include "model_flags.h"
 #include "validators.h"
-#include "vit/core/error.h"
 
 namespace vit::app {
 

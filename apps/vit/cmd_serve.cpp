@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "serve/server.h"
 #include "validators.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit::app {
 

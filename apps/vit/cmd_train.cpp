@@ -33,7 +33,7 @@
 #include "train/trainer.h"
 #include "train_hooks.h"
 #include "validators.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit::app {
 

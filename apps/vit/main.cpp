@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/check.h"
 #include "core/settings.h"
 #include "core/suggest.h"
 #include "ops/ops.h"
 #include "stop_signals.h"
 #include "train/comm.h"
 #include "validators.h"
-#include "vit/core/error.h"
 #include "vit/core/version.h"
 
 namespace {

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <iostream>
 
+#include "core/check.h"
 #include "ops/ops.h"
 #include "validators.h"
-#include "vit/core/error.h"
 
 namespace vit::app {
 

@@ -9,9 +9,9 @@
 #include <iostream>
 #include <system_error>
 
+#include "core/check.h"
 #include "train/run_dir.h"
 #include "validators.h"
-#include "vit/core/error.h"
 
 namespace vit::app {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/check.h"
 #include "validators.h"
-#include "vit/core/error.h"
 
 namespace vit::app {
 

@@ -15,7 +15,7 @@
 #include "core/file.h"
 #include "core/json_parse.h"
 #include "train/run_dir.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit::app {
 

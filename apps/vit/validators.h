@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit::app {
 

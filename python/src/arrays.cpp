@@ -6,8 +6,8 @@
 #include <tuple>
 #include <vector>
 
+#include "core/check.h"
 #include "data/image_set.h"
-#include "vit/core/error.h"
 
 namespace vit::python {
 

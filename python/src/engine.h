@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "core/threads.h"
 #include "data/preprocess.h"
 #include "io/pretrained.h"
-#include "vit/core/error.h"
 
 namespace vit::python {
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/check.h"
 #include "core/threads.h"
 #include "data/open.h"
 #include "data/preprocess.h"

@@ -1,6 +1,6 @@
 #include "core/activation.h"
 
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit {
 

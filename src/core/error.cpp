@@ -1,5 +1,5 @@
 // Error lines on stderr (vit/core/error.h).
-#include "vit/core/error.h"
+#include "core/check.h"
 
 #include <unistd.h>
 

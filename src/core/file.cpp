@@ -17,7 +17,7 @@
 #include <system_error>
 #include <utility>
 
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit {
 

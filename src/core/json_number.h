@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit {
 

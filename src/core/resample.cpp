@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit {
 

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/check.h"
 #include "core/suggest.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

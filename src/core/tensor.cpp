@@ -1,6 +1,6 @@
 #include "core/tensor.h"
 
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit {
 

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/check.h"
 #include "core/settings.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -6,11 +6,11 @@
 #include <cstring>
 #include <vector>
 
+#include "core/check.h"
 #include "core/decimal.h"
 #include "core/rng.h"
 #include "data/image.h"
 #include "data/pil_ops.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "core/file.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit {
 

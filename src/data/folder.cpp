@@ -5,10 +5,10 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/check.h"
 #include "core/utf8.h"
 #include "data/image.h"
 #include "data/preprocess.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

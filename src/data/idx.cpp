@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "core/check.h"
 #include "core/file.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -12,9 +12,9 @@
 #include <cstring>
 #include <vector>
 
+#include "core/check.h"
 #include "core/file.h"
 #include "core/settings.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

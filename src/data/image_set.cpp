@@ -2,9 +2,9 @@
 
 #include <numeric>
 
+#include "core/check.h"
 #include "data/image.h"
 #include "data/preprocess.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "core/check.h"
 #include "data/cifar.h"
 #include "data/folder.h"
 #include "data/idx.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include "core/check.h"
 #include "core/resample.h"
 #include "data/image.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

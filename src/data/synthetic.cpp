@@ -2,8 +2,8 @@
 
 #include <cmath>
 
+#include "core/check.h"
 #include "core/rng.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -2,8 +2,8 @@
 
 #include <string_view>
 
+#include "core/check.h"
 #include "io/safetensors.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "vit/core/error.h"
+#include "core/check.h"
 #include "vit/core/version.h"
 
 namespace vit {

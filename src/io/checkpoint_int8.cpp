@@ -4,9 +4,9 @@
 #include <cmath>
 #include <regex>
 
+#include "core/check.h"
 #include "io/checkpoint.h"
 #include "ops/ops.h"
-#include "vit/core/error.h"
 #include "vit/core/version.h"
 
 namespace vit {

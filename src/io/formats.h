@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "core/check.h"
 #include "io/safetensors.h"
 #include "model/config.h"
-#include "vit/core/error.h"
 
 namespace vit::detail {
 

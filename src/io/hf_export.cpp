@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/check.h"
 #include "core/file.h"
 #include "core/resample.h"
 #include "io/formats.h"
 #include "io/pretrained.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

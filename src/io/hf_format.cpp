@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <optional>
 
+#include "core/check.h"
 #include "core/json_number.h"
 #include "core/resample.h"
 #include "formats.h"
-#include "vit/core/error.h"
 
 namespace vit::detail {
 

@@ -8,8 +8,8 @@
 // its in_proj split into q (the first D rows) and kv (the other 2D: k, then v).
 #include <memory>
 
+#include "core/check.h"
 #include "formats.h"
-#include "vit/core/error.h"
 
 namespace vit::detail {
 

@@ -13,7 +13,7 @@
 #include "core/utf8.h"
 #include "formats.h"
 #include "io/checkpoint.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit {
 

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/check.h"
 #include "core/file.h"
 #include "core/json_parse.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

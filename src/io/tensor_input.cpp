@@ -1,6 +1,6 @@
 #include "io/tensor_input.h"
 
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit {
 

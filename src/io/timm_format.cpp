@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <regex>
 
+#include "core/check.h"
 #include "core/decimal.h"
 #include "core/file.h"
 #include "core/json_number.h"
 #include "core/json_parse.h"
 #include "formats.h"
-#include "vit/core/error.h"
 
 namespace vit::detail {
 

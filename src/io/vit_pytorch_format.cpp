@@ -26,9 +26,9 @@
 #include <cmath>
 #include <set>
 
+#include "core/check.h"
 #include "core/json_number.h"
 #include "formats.h"
-#include "vit/core/error.h"
 
 namespace vit::detail {
 

@@ -10,12 +10,12 @@
 #include <sstream>
 #include <tuple>
 
+#include "core/check.h"
 #include "core/decimal.h"
 #include "core/file.h"
 #include "core/json_number.h"
 #include "core/json_parse.h"
 #include "core/suggest.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -1,8 +1,8 @@
 // The classification head on the pooled features: timm's head, or DeiT's two heads (class
 // and distillation tokens), forward and backward.
+#include "core/check.h"
 #include "model/vit.h"
 #include "ops/ops.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

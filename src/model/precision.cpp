@@ -3,9 +3,9 @@
 // (ops::prepare_linear); the backend picks the kernels from what it was given. While its
 // weights are in an inference form the model refuses what needs the fp32 values (training:
 // shards.cpp; saving and export: fp32_params), so io only reads and writes tensors.
+#include "core/check.h"
 #include "model/vit.h"
 #include "ops/ops.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -8,11 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "core/check.h"
 #include "core/settings.h"
 #include "core/threads.h"
 #include "model/vit.h"
 #include "ops/ops.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

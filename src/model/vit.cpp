@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/check.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "ops/ops.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

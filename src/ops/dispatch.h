@@ -1,7 +1,7 @@
 // The one place an op learns that a device has no kernel yet.
 #pragma once
+#include "core/check.h"
 #include "core/tensor.h"
-#include "vit/core/error.h"
 
 namespace vit::ops {
 

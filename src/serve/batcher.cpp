@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <new>
 
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit::serve {
 

@@ -16,9 +16,9 @@
 #include <sstream>
 #include <thread>
 
+#include "core/check.h"
 #include "inference.grpc.pb.h"
 #include "serve/grpc_request.h"
-#include "vit/core/error.h"
 #include "vit/core/version.h"
 
 namespace vit::serve {

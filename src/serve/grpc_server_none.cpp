@@ -1,6 +1,6 @@
 // start_grpc in a build without gRPC (libgrpc++-dev not found, or VIT_GRPC=OFF).
+#include "core/check.h"
 #include "serve/grpc_server.h"
-#include "vit/core/error.h"
 
 namespace vit::serve {
 

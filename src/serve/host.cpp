@@ -13,7 +13,7 @@
 #include "core/file.h"
 #include "core/threads.h"
 #include "ops/ops.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit::serve {
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <utility>
 
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit::serve {
 

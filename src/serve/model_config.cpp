@@ -4,9 +4,9 @@
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include "core/check.h"
 #include "core/threads.h"
 #include "inference.pb.h"
-#include "vit/core/error.h"
 
 namespace vit::serve {
 

@@ -1,6 +1,6 @@
 // A build without protobuf: no model configuration is read (model_config.h).
+#include "core/check.h"
 #include "serve/model_config.h"
-#include "vit/core/error.h"
 
 namespace vit::serve {
 

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
+#include "core/check.h"
 #include "serve/model_config.h"
 #include "vit/classifier.h"
-#include "vit/core/error.h"
 
 namespace vit::serve {
 

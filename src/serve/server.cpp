@@ -40,7 +40,7 @@
 #include "serve/protocol_v1.h"
 #include "serve/tls.h"
 #include "vit/classifier.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 #include "vit/core/version.h"
 
 namespace vit::serve {

@@ -1,6 +1,6 @@
 // vit serve in a build without cpp-httplib: a clear error.
+#include "core/check.h"
 #include "serve/server.h"
-#include "vit/core/error.h"
 
 namespace vit::serve {
 

@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/check.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
 #include "train/run_dir.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

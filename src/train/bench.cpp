@@ -10,12 +10,12 @@
 #include <string>
 
 #include "core/arena.h"
+#include "core/check.h"
 #include "core/rng.h"
 #include "model/vit.h"
 #include "ops/ops.h"
 #include "train/optimizer.h"
 #include "train/step.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

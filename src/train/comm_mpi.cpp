@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/check.h"
 #include "core/settings.h"
 #include "train/comm_mpi.h"
-#include "vit/core/error.h"
 
 namespace vit::detail {
 

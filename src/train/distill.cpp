@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit {
 

@@ -7,10 +7,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/check.h"
 #include "core/threads.h"
 #include "model/params.h"
 #include "model/vit.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "ops/ops.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "core/check.h"
 #include "core/file.h"
 #include "core/json_number.h"
 #include "core/json_parse.h"
 #include "io/safetensors.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit {
 

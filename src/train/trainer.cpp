@@ -26,7 +26,7 @@
 #include "train/run_dir.h"
 #include "train/shard.h"
 #include "train/step.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit {
 

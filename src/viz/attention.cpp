@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/check.h"
 #include "data/image.h"
-#include "vit/core/error.h"
 
 namespace vit::viz {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/check.h"
 #include "core/resample.h"
-#include "vit/core/error.h"
 #include "viz/attention.h"
 #include "viz/canvas.h"
 #include "viz/figures.h"

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
+#include "core/check.h"
 #include "core/file.h"
-#include "vit/core/error.h"
 
 namespace vit::viz {
 

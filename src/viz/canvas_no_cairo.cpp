@@ -1,7 +1,7 @@
 // Built without cairo (cmake -DVIT_CAIRO=OFF, as the aarch64 cross build is): no pictures.
 // Making a Canvas is a clear error; everything that computes what a figure shows (attention
 // maps, rollout, similarities, ticks, CSV reading) still works.
-#include "vit/core/error.h"
+#include "core/check.h"
 #include "viz/canvas.h"
 
 namespace vit::viz {

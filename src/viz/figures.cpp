@@ -6,8 +6,8 @@
 #include <map>
 #include <sstream>
 
+#include "core/check.h"
 #include "core/file.h"
-#include "vit/core/error.h"
 #include "viz/canvas.h"
 #include "viz/figures.h"
 #include "viz/plot.h"

@@ -21,13 +21,13 @@
 #include <thread>
 #include <vector>
 
+#include "core/check.h"
 #include "core/file.h"
 #include "io/safetensors.h"
 #include "support/process.h"
 #include "support/same_tensors.h"
 #include "support/temp_dir.h"
 #include "train/run_dir.h"
-#include "vit/core/error.h"
 
 namespace {
 namespace fs = std::filesystem;

@@ -25,7 +25,7 @@
 #include "support/same_tensors.h"
 #include "support/temp_dir.h"
 #include "train/run_dir.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace {
 namespace fs = std::filesystem;

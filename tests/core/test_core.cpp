@@ -24,7 +24,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "core/threads.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "core/settings.h"
-#include "vit/core/error.h"
 
 namespace {
 namespace fs = std::filesystem;

@@ -15,6 +15,7 @@
 #include <numeric>
 #include <set>
 
+#include "core/check.h"
 #include "core/threads.h"
 #include "data/augment.h"
 #include "data/cifar.h"
@@ -25,7 +26,6 @@
 #include "io/safetensors.h"
 #include "support/check.h"
 #include "support/temp_dir.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

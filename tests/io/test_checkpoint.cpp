@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <map>
 
+#include "core/check.h"
 #include "io/checkpoint.h"
 #include "io/pretrained.h"
 #include "support/check.h"
 #include "support/temp_dir.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -7,12 +7,12 @@
 #include <filesystem>
 #include <functional>
 
+#include "core/check.h"
 #include "core/file.h"
 #include "io/safetensors.h"
 #include "io/tensor_input.h"
 #include "support/check.h"
 #include "support/temp_dir.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

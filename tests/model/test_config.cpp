@@ -4,9 +4,9 @@
 
 #include "support/check.h"
 
+#include "core/check.h"
 #include "model/config.h"
 #include "model/params.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -5,9 +5,9 @@
 // in L contributes ~1e-7 |L| / h ~ 1e-4 of that scale and the O(h^2) truncation error of
 // the smooth ops about as much, so 5e-3 has margin while a wrong term (typically O(1)
 // of the scale) fails clearly.
+#include "core/check.h"
 #include "ops/ops.h"
 #include "support/check.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -13,10 +13,10 @@
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
+#include "core/check.h"
 #include "core/rng.h"
 #include "ops/ops.h"
 #include "support/check.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "serve/model_config.h"
-#include "vit/core/error.h"
 
 namespace vit::serve {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "core/rng.h"
-#include "vit/core/error.h"
 
 namespace vit::test {
 

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "core/file.h"
 #include "io/checkpoint.h"
 #include "support/models.h"
 #include "support/temp_dir.h"
 #include "train/average.h"
 #include "train/run_dir.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

@@ -22,7 +22,7 @@
 #include "support/temp_dir.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit {
 

@@ -3,11 +3,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/check.h"
 #include "model/vit.h"
 #include "support/check.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

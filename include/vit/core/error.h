@@ -31,10 +31,4 @@ std::string concat(const Args&... args) {
 // line land inside it. One write keeps it whole.
 VIT_API void print_error_line(std::string_view line);
 
-// Throws vit::Error with the streamed arguments when cond is false.
-#define VIT_CHECK(cond, ...)                                             \
-  do {                                                                   \
-    if (!(cond)) throw ::vit::Error(::vit::detail::concat(__VA_ARGS__)); \
-  } while (0)
-
 }  // namespace vit

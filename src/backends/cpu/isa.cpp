@@ -9,8 +9,8 @@
 #include <string>
 
 #include "backends/cpu/int8.h"  // gemm_s8_reference
+#include "core/check.h"
 #include "core/settings.h"
-#include "vit/core/error.h"
 
 namespace vit::cpu {
 

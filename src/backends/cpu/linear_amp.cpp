@@ -17,7 +17,7 @@
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/dnnl_matmul.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit::cpu {
 

@@ -18,9 +18,9 @@
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_set.h"
+#include "core/check.h"
 #include "core/settings.h"
 #include "core/threads.h"
-#include "vit/core/error.h"
 
 namespace vit::cpu {
 

@@ -8,8 +8,8 @@
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/int8.h"
 #include "backends/cpu/kernel_set.h"
+#include "core/check.h"
 #include "core/threads.h"
-#include "vit/core/error.h"
 
 namespace vit::cpu {
 

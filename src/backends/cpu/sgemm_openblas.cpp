@@ -16,7 +16,7 @@
 #include <string>
 
 #include "backends/cpu/sgemm_library.h"
-#include "vit/core/error.h"
+#include "core/check.h"
 
 namespace vit::cpu {
 

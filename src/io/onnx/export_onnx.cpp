@@ -34,12 +34,12 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/check.h"
 #include "core/decimal.h"
 #include "core/file.h"
 #include "io/checkpoint.h"  // int8_stored
 #include "io/onnx_export.h"
 #include "ops/ops.h"
-#include "vit/core/error.h"
 #include "vit/core/version.h"
 
 namespace vit {

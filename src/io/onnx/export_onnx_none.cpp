@@ -1,6 +1,6 @@
 // vitonnx in a build configured with -DVIT_ONNX=OFF: ONNX export says it is not there.
+#include "core/check.h"
 #include "io/onnx_export.h"
-#include "vit/core/error.h"
 
 namespace vit {
 

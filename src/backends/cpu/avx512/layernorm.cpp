@@ -3,7 +3,7 @@
 #include "backends/cpu/layernorm.h"
 #include <array>
 #include <cmath>
-#include "vit/core/error.h"
+#include "core/check.h"
 
 #include "backends/cpu/avx512/colsum.h"
 #include "backends/cpu/avx512/simd.h"

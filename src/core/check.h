@@ -1,0 +1,11 @@
+// VIT_CHECK, vitcpp's own shorthand for throwing vit::Error, kept out of the installed headers:
+// <vit/classifier.h> brought it into programs that embed vitcpp, where their own VIT_CHECK
+// was then "redefined".
+#pragma once
+#include "vit/core/error.h"
+
+// Throws vit::Error with the streamed arguments when cond is false.
+#define VIT_CHECK(cond, ...)                                             \
+  do {                                                                   \
+    if (!(cond)) throw ::vit::Error(::vit::detail::concat(__VA_ARGS__)); \
+  } while (0)
