@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "core/check.h"
 #include "core/file.h"
 #include "core/threads.h"
 #include "core/utf8.h"
@@ -20,7 +21,6 @@
 #include "train/progress.h"
 #include "train/trainer.h"
 #include "validators.h"
-#include "core/check.h"
 #include "viz/figures.h"
 
 namespace vit::app {
@@ -256,7 +256,7 @@ Run add_eval(CLI::App& cmd) {
       if (images == 0)
         std::cout << "n/a";
       else
-        std::cout << std::setprecision(1) << per_class_pct[k] << "%";
+        std::cout << std::fixed << std::setprecision(1) << per_class_pct[k] << "%";
     }
     std::cout << "\n";
     for (auto [key, file] : written)

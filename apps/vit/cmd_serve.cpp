@@ -5,9 +5,9 @@
 #include <memory>
 
 #include "commands.h"
+#include "core/check.h"
 #include "serve/server.h"
 #include "validators.h"
-#include "core/check.h"
 
 namespace vit::app {
 
@@ -97,6 +97,10 @@ Run add_serve(CLI::App& cmd) {
       "--no-warmup", [&o] { o.warmup = false; },
       "listen at once: without it, each instance first runs a pass of --max-batch images and one of 1 "
       "(Triton's model_warmup), so that the first requests do not make the buffers and kernels");
+  cmd.add_flag_callback(
+      "--no-access-log", [&o] { o.access_log = false; },
+      "no log line per request (uvicorn's flag); the metrics count them still. The log is written on a "
+      "thread of its own: lines a stdout nobody reads cannot take are dropped and counted");
   cmd.add_option("--ssl-certfile", o.tls.certfile,
                  "HTTPS: the server's certificate (PEM, then any intermediate ones); with --ssl-keyfile")
       ->check(CLI::ExistingFile);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/check.h"
 #include "core/file.h"
 #include "core/threads.h"
 #include "core/utf8.h"
@@ -33,7 +34,6 @@
 #include "train/trainer.h"
 #include "train_hooks.h"
 #include "validators.h"
-#include "core/check.h"
 
 namespace vit::app {
 
@@ -357,7 +357,8 @@ void add_run_flags(CLI::App& cmd, TrainFlags* f) {
       "a run after its step with a state to go on from; its flags come from "
       "DIR/args.json; --threads, -j/--workers, --comm-timeout, --progress, --log-every (--log-interval) and "
       "--recovery-interval may change; "
-      "a larger --epochs trains a finished run longer)");
+      "a larger --epochs trains a finished run longer, and --patience may change: an early-stopped run goes "
+      "on with a larger one, or 0)");
   cmd.add_option(
          "--recovery-interval", f->recovery,
          "write a recovery state (DIR/recovery.state.safetensors, for --resume within an epoch) every N "
@@ -688,8 +689,8 @@ void TrainCommand::prepare() {
   if (!F.resume.empty()) {
     F.train.output = F.resume;
     F.train.resume = true;
-    F.train.on_resumed = [this] {  // --epochs N extends the run
-      if (comm.root()) record_epochs(F.resume, F.train.epochs);
+    F.train.on_resumed = [this] {  // --epochs N extends the run, --patience P changes its stop
+      if (comm.root()) record_resumed(F.resume, F.train);
     };
   } else if (!F.train.output.empty()) {
     run_agreed(comm, "creating " + F.train.output, [&] {

@@ -9,13 +9,14 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "commands.h"
+#include "core/check.h"
 #include "core/file.h"
 #include "core/json_parse.h"
 #include "train/run_dir.h"
-#include "core/check.h"
 
 namespace vit::app {
 
@@ -25,7 +26,7 @@ namespace {
 // value extends a run (its schedule then spans the new length).
 bool resume_may_change(const std::string& flag) {
   for (const char* f : {"--threads", "--workers", "--comm-timeout", "--progress", "--log-every",
-                        "--recovery-interval", "--epochs"})
+                        "--recovery-interval", "--epochs", "--patience"})
     if (flag == f) return true;
   return false;
 }
@@ -86,19 +87,19 @@ std::vector<std::string> saved_args(const std::string& dir) {
   return out;
 }
 
-// The epochs a saved command line trains: its last --epochs, else the default.
-int64_t epochs_of(const std::vector<std::string>& args) {
-  int64_t epochs = TrainConfig{}.epochs;
+// The value of `flag` in a saved command line: its last, else `fallback`.
+int64_t int_flag_of(const std::vector<std::string>& args, const std::string& flag, int64_t fallback) {
   for (size_t i = 0; i + 1 < args.size(); ++i)
-    if (args[i] == "--epochs") {
+    if (args[i] == flag) {
       try {
-        epochs = std::stoll(args[i + 1]);
+        fallback = std::stoll(args[i + 1]);
       } catch (const std::exception&) {
-        throw Error("args.json: --epochs " + args[i + 1] + " is not a number");
+        throw Error("args.json: " + flag + " " + args[i + 1] + " is not a number");
       }
     }
-  return epochs;
+  return fallback;
 }
+
 // An --aa string as the program before args.json's version 2 ran it, written for today's
 // parser: "rand-m9-n2-mstd0.5" ran as rand-m9-n2, "rand-m15-n2" at magnitude 15.
 std::string legacy_rand_augment(const std::string& aa) {
@@ -147,7 +148,7 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   }
   VIT_CHECK(bad.empty(), "--resume ", dir, ": the run's flags come from ", dir,
             "/args.json; only --threads, --workers, --comm-timeout, --progress, --log-every, "
-            "--recovery-interval and --epochs (to train longer) may be given (got ",
+            "--recovery-interval, --epochs (to train longer) and --patience may be given (got ",
             bad.empty() ? "" : bad[0], ")");
   const std::vector<std::string> saved = saved_args(dir);
   // The data and weights the run was given: runs before 2026-12-05 kept them as typed, so a
@@ -236,20 +237,28 @@ bool resume_finished(const std::string& dir, const TrainConfig& t, std::ostream&
   return true;
 }
 
-void record_epochs(const std::string& dir, int64_t epochs) {
-  if (epochs_of(saved_args(dir)) == epochs) return;
+void record_resumed(const std::string& dir, const TrainConfig& t) {
+  const std::vector<std::string> args = saved_args(dir);
+  const TrainConfig defaults;
+  std::vector<std::pair<std::string, int64_t>> changed;
+  for (const auto& [name, value, fallback] : {std::tuple{"epochs", t.epochs, defaults.epochs},
+                                              std::tuple{"patience", t.patience, defaults.patience}})
+    if (int_flag_of(args, std::string("--") + name, fallback) != value) changed.emplace_back(name, value);
+  if (changed.empty()) return;
   nlohmann::json saved = read_args_json(dir);
-  if (saved.is_object()) {
-    saved["epochs"] = epochs;
-  } else {  // the argv list of an older run
-    std::vector<std::string> args = saved;
-    for (size_t i = 0; i + 1 < args.size();)
-      if (args[i] == "--epochs")
-        args.erase(args.begin() + long(i), args.begin() + long(i) + 2);
+  for (const auto& [name, value] : changed) {
+    if (saved.is_object()) {
+      saved[name] = value;
+      continue;
+    }
+    std::vector<std::string> argv = saved;  // the argv list of an older run
+    for (size_t i = 0; i + 1 < argv.size();)
+      if (argv[i] == "--" + name)
+        argv.erase(argv.begin() + long(i), argv.begin() + long(i) + 2);
       else
         ++i;
-    args.insert(args.end(), {"--epochs", std::to_string(epochs)});
-    saved = args;
+    argv.insert(argv.end(), {"--" + name, std::to_string(value)});
+    saved = argv;
   }
   write_file_atomic((std::filesystem::path(dir) / "args.json").string(), saved.dump(1) + "\n");
 }

@@ -12,8 +12,8 @@ namespace vit::app {
 // early by t.patience); if so, says so on `out` and nothing is written. --epochs fewer than
 // the epochs already begun is an error.
 bool resume_finished(const std::string& dir, const TrainConfig& t, std::ostream& out);
-// Keeps a run's new length in DIR/args.json (--resume DIR --epochs N), so that resuming it
-// again continues to N epochs; no write when N is what the file says already.
-void record_epochs(const std::string& dir, int64_t epochs);
+// Keeps a run's new length and patience in DIR/args.json (--resume DIR --epochs N --patience
+// P), so that resuming it again goes on under them; no write when the file says them already.
+void record_resumed(const std::string& dir, const TrainConfig& t);
 
 }  // namespace vit::app

@@ -126,8 +126,8 @@ def train(model=None, train=None, val=None, output=None, *, callback=None, resum
         written and is raised again.
     resume: a run directory stopped early (Ctrl-C raises KeyboardInterrupt after the step
         in progress, with a state written): continues it exactly; its options come from
-        its args.json (only threads, workers, progress, log_every, recovery_interval, and
-        epochs to train longer, may be given). Array data must be passed again; a dataset
+        its args.json (only threads, workers, progress, log_every, recovery_interval,
+        epochs to train longer, and patience, may be given). Array data must be passed again; a dataset
         directory comes from args.json (train= may name the same one, not another).
 
     Returns a TrainHistory: the epochs' dicts, with .model (the trained model), .output and

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/utf8.h"
 
 namespace vit {
 
@@ -93,6 +94,24 @@ std::shared_ptr<const MappedFile> map_file(const std::string& path) {
 std::string read_text_file(const std::string& path) {
   auto b = read_file_bytes(path);
   return std::string(b.begin(), b.end());
+}
+
+std::vector<std::string> read_lines(const std::string& path, const std::string& why) {
+  std::string text = read_text_file(path);
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
+  std::vector<std::string> lines;
+  int64_t number = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    std::string line = text.substr(at, end - at);
+    at = end + 1;
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    VIT_CHECK(is_utf8(line), path, ": line ", number, " is not UTF-8 text (", why,
+              "; convert the file, e.g. iconv -f latin1 -t utf-8)");
+    if (!line.empty()) lines.push_back(std::move(line));
+  }
+  return lines;
 }
 
 namespace {

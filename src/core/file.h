@@ -41,6 +41,11 @@ class MappedFile {
 // callers then use read_file_bytes, whose error names the problem.
 std::shared_ptr<const MappedFile> map_file(const std::string& path);
 std::string read_text_file(const std::string& path);
+// The non-empty lines of a text file (class names, API keys), each without its \r (CRLF
+// files) and the first without a UTF-8 byte-order mark (Windows' Notepad writes one: it became
+// part of the first class's name, and evaluation by name then missed that class). A line that
+// is not UTF-8 throws vit::Error naming the file, the line and `why` it must be text.
+std::vector<std::string> read_lines(const std::string& path, const std::string& why);
 // A file written piece by piece under a temporary name (PATH.tmp.PID) and renamed to PATH
 // by commit(): for files too large to hold in memory. Destroyed without commit() (an
 // exception, a crash), it removes the temporary file and PATH stays as it was. Errors throw

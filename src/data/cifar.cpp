@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "core/file.h"
 #include "core/check.h"
+#include "core/file.h"
 
 namespace vit {
 
@@ -37,15 +37,8 @@ void read_records(ImageSet& s, const std::string& path, int label_bytes, int lab
 std::vector<std::string> names_beside(const std::string& batch, const char* file, int64_t classes) {
   const fs::path path = fs::path(batch).parent_path() / file;
   if (!fs::exists(path)) return {};
-  std::vector<std::string> names;
-  std::string text = read_text_file(path.string()), line;
-  for (size_t at = 0; at < text.size();) {
-    const size_t end = std::min(text.find('\n', at), text.size());
-    line = text.substr(at, end - at);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!line.empty()) names.push_back(line);
-    at = end + 1;
-  }
+  const std::vector<std::string> names =
+      read_lines(path.string(), "class names go into checkpoints and JSON as text");
   VIT_CHECK(int64_t(names.size()) == classes, path.string(), ": ", names.size(), " names for ", classes,
             " classes");
   return names;

@@ -7,13 +7,13 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/check.h"
 #include "core/file.h"
 #include "core/json_parse.h"
 #include "core/resample.h"
 #include "core/utf8.h"
 #include "formats.h"
 #include "io/checkpoint.h"
-#include "core/check.h"
 
 namespace vit {
 
@@ -55,19 +55,8 @@ std::string detect_format(const SafeTensors& st) {
 
 std::vector<std::string> read_labels(const std::string& path) {
   check_not_directory(path);
-  std::ifstream in(path);
-  VIT_CHECK(in, path, ": cannot open the labels file");
-  std::vector<std::string> names;
-  int64_t number = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    VIT_CHECK(is_utf8(line), path, ": line ", number,
-              " is not UTF-8 text (class names go into checkpoints and JSON as text; convert the file, "
-              "e.g. iconv -f latin1 -t utf-8)");
-    if (!line.empty()) names.push_back(line);
-  }
-  return names;
+  VIT_CHECK(std::ifstream(path).good(), path, ": cannot open the labels file");
+  return read_lines(path, "class names go into checkpoints and JSON as text");
 }
 
 namespace {

@@ -1,31 +1,33 @@
 #include "serve/host.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <thread>
 #include <utility>
 
+#include "core/check.h"
 #include "core/file.h"
 #include "core/threads.h"
+#include "core/utf8.h"
 #include "ops/ops.h"
-#include "core/check.h"
 
 namespace vit::serve {
 
 namespace {
 
 std::vector<std::string> read_keys(const std::string& file) {
-  std::ifstream in(file);
-  VIT_CHECK(in, "--api-key-file ", file, ": cannot read");
+  VIT_CHECK(std::ifstream(file).good(), "--api-key-file ", file, ": cannot read");
   std::vector<std::string> keys;
-  for (std::string line; std::getline(in, line);) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
-      line.pop_back();
+  for (std::string line : read_lines(file, "keys are compared as text")) {
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.pop_back();
     if (!line.empty()) keys.push_back(line);
   }
   VIT_CHECK(!keys.empty(), "--api-key-file ", file, ": no key in it (one per line)");
@@ -35,7 +37,9 @@ std::vector<std::string> read_keys(const std::string& file) {
 }  // namespace
 
 Host::Host(const ServeOptions& o, std::ostream& log)
-    : o_(o), max_body_(size_t(o.max_body_mb * 1024 * 1024)), log_(log) {
+    : o_(o),
+      max_body_(size_t(o.max_body_mb * 1024 * 1024)),
+      log_(log, &log == &std::cout ? STDOUT_FILENO : -1) {
   VIT_CHECK(o.model_control == "none" || o.model_control == "explicit" || o.model_control == "poll",
             "--model-control-mode is none, explicit or poll, not '", o.model_control, "'");
   VIT_CHECK(o.repository_poll_s > 0, "--repository-poll-secs must be positive");
@@ -59,6 +63,12 @@ ModelSettings Host::defaults() const {
 }
 
 ModelPtr Host::make_model(const ServedModel& s, const std::string& config) {
+  // A name is a URL's path segment and a metrics label: one that is not UTF-8 made /metrics
+  // unreadable to Prometheus for every model, and one with '/' could not be reached.
+  VIT_CHECK(is_utf8(s.name) && s.name.find('/') == std::string::npos &&
+                std::none_of(s.name.begin(), s.name.end(), [](char c) { return uint8_t(c) < 0x20; }),
+            "the model name of ", s.folder.empty() ? s.checkpoint : s.folder,
+            " must be UTF-8 text without '/' or control characters (URLs name it)");
   auto m = std::make_shared<Model>();
   ModelSettings& set = m->settings = defaults();
   m->fingerprint = fingerprint(s);  // before reading: a change while loading is seen by the next poll
@@ -154,8 +164,7 @@ void Host::stop_batchers() {
 }
 
 void Host::say(const std::string& line) {
-  std::lock_guard<std::mutex> lock(log_mu_);
-  log_ << line << std::endl;
+  log_.line(line);
 }
 
 std::vector<std::string> Host::names() const {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "serve/batcher.h"
+#include "serve/log_writer.h"
 #include "serve/metrics.h"
 #include "serve/model_config.h"
 #include "serve/protocol.h"
@@ -79,7 +80,7 @@ class Host {
   int64_t capacity() const;
   // /metrics: the models' counters and queue depths.
   std::string metrics_text() const;
-  void say(const std::string& line);  // one log line, whole and flushed
+  void say(const std::string& line);  // one log line, whole, queued for the log's thread (log_writer.h)
   std::atomic<bool> stopping{false};  // SIGTERM or SIGINT came: not ready, no new requests
   void stop_batchers();               // stops polling; answers what is queued, then ends their threads
 
@@ -128,8 +129,7 @@ class Host {
 
   const ServeOptions& o_;
   const size_t max_body_;  // --max-body-mb in bytes: as sent, as decoded, and of decoded images
-  std::ostream& log_;
-  std::mutex log_mu_;
+  LogWriter log_;
   std::vector<std::string> keys_;
   Metrics metrics_;  // before the models: their batchers report to it until they stop
   mutable std::shared_mutex models_mu_;

@@ -70,6 +70,7 @@ std::vector<ServedModel> Host::at_start() const {
   std::map<std::string, std::string> names;  // name -> where it came from
   for (const ServedModel& s : all) {
     const std::string from = s.folder.empty() ? s.checkpoint : s.folder;
+
     const auto [it, fresh] = names.emplace(s.name, from);
     VIT_CHECK(fresh, "two models named ", s.name, ": ", it->second, " and ", from,
               " (each --model NAME and each entry of a --model-repository names one model)");

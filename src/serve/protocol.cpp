@@ -434,7 +434,7 @@ std::string top5_json(const float* logits, const Classifier& m) {
     // Two classes of one name (ImageNet's "crane", "maillot"): the second took the first's
     // key and place, and the best class showed the other's probability (TorchServe's dict
     // does the same). The later one is named with its index.
-    if (j.contains(key)) key += " (" + std::to_string(p.index) + ")";
+    while (j.contains(key)) key += " (" + std::to_string(p.index) + ")";  // a class named "x (4)" too
     j[key] = p.probability;
   }
   return dump(j);

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/check.h"
 #include "core/utf8.h"
 #include "serve/batcher.h"
 #include "serve/connection_pool.h"
@@ -40,7 +41,6 @@
 #include "serve/protocol_v1.h"
 #include "serve/tls.h"
 #include "vit/classifier.h"
-#include "core/check.h"
 #include "vit/core/version.h"
 
 namespace vit::serve {
@@ -590,9 +590,10 @@ void Service::install_hooks() {
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.1f", s * 1e3);
     // "-" for what a request line that did not parse lacks (as after a body cut off at 413).
-    host_->say(detail::concat(client(req), " ", req.method.empty() ? "-" : printable(req.method), " ",
-                              req.path.empty() ? "-" : printable(req.path), " ", res.status, " ", ms,
-                              " ms batch ", t_request.batch));
+    if (o_.access_log)
+      host_->say(detail::concat(client(req), " ", req.method.empty() ? "-" : printable(req.method), " ",
+                                req.path.empty() ? "-" : printable(req.path), " ", res.status, " ", ms,
+                                " ms batch ", t_request.batch));
     t_request = RequestInfo{};
   });
 }

@@ -53,11 +53,13 @@ struct ServeOptions {
   int keep_alive_s = 5;  // an idle keep-alive connection is closed after this (it holds a thread)
   int http_threads = 256;  // connections served at once (threads start as they are needed)
   int grpc_port = -1;      // >= 0: the gRPC API too, on this port (0: any free one); grpc_server.h
+  bool access_log = true;  // --no-access-log (uvicorn's): no line per request
 };
 
 // Loads the models, listens, and answers until SIGTERM or SIGINT: then it stops accepting,
-// answers the requests in flight and returns 0. Writes the access log to `log`, one flushed
-// line per request. Throws vit::Error when a model does not load or the port cannot be bound.
+// answers the requests in flight and returns 0. Writes the access log to `log`, one line per
+// request (from a thread of its own: a stream that is not read drops lines, it does not stop
+// the server). Throws vit::Error when a model does not load or the port cannot be bound.
 int serve(const ServeOptions& o, std::ostream& log);
 
 }  // namespace vit::serve

@@ -13,6 +13,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "core/check.h"
 #include "core/decimal.h"
 #include "core/file.h"
 #include "core/json_number.h"
@@ -26,7 +27,6 @@
 #include "train/run_dir.h"
 #include "train/shard.h"
 #include "train/step.h"
-#include "core/check.h"
 
 namespace vit {
 
@@ -590,15 +590,21 @@ EvalResult evaluate(ViT& model, const Dataset& data, int64_t batch_size, Comm* c
         for (int64_t k = 1; k < K; ++k) mx = std::max<double>(mx, z[k]);
         for (int64_t k = 0; k < K; ++k) s += std::exp(z[k] - mx);
         loss_sum += mx + std::log(s) - z[labels[b]];
-        // Classes ranked before the true one: those scoring above it, NaN above everything
+        // Classes ranked before the true one: those scoring above it, NaN above every number
         // (torch's topk and argmax rank it first; `z[k] > z[label]` counted none, and NaN
         // logits scored 100%), and those tied with it at a lower index, as the argmax takes
-        // the first of equal scores (a tie counted as right: equal logits scored 100%).
+        // the first of equal scores (a tie counted as right: equal logits scored 100%), NaNs
+        // among themselves too. The true class is not before itself: a NaN there counted
+        // itself, and top-1 said 0% where the confusion matrix had the argmax right.
         const int64_t label = labels[b];
+        const bool label_nan = std::isnan(z[label]);
         int64_t rank = 0, pred = 0;
         for (int64_t k = 0; k < K; ++k) {
-          rank += !(z[k] <= z[label]) || (k < label && z[k] == z[label]);
-          if (z[k] > z[pred] || (std::isnan(z[k]) && !std::isnan(z[pred]))) pred = k;
+          const bool nan = std::isnan(z[k]);
+          if (k != label)
+            rank += nan || label_nan ? nan && (!label_nan || k < label)
+                                     : z[k] > z[label] || (k < label && z[k] == z[label]);
+          if (z[k] > z[pred] || (nan && !std::isnan(z[pred]))) pred = k;
         }
         ++confusion[labels[b] * K + pred];
         if (!comm)
@@ -1165,8 +1171,14 @@ std::vector<EpochStats> TrainLoop::run() {
   begin();
   for (int64_t epoch = p.epochs_done; epoch < cfg.total_epochs(); ++epoch) {
     if (cfg.patience > 0 && p.since_best >= cfg.patience) {
+      // The model's scores, not its EMA's (which may still be improving): said, with the way on.
       log << "early stopping: no better " << (eval_set ? "eval " : "training ")
-          << metric_words(cfg.eval_metric) << " for " << cfg.patience << " epochs" << std::endl;
+          << metric_words(cfg.eval_metric) << (ema ? " of the model (not its EMA)" : "") << " for "
+          << cfg.patience << " epochs"
+          << (cfg.output.empty()
+                  ? ""
+                  : "; vit train --resume " + shell_word(cfg.output) + " --patience N (0: none) goes on")
+          << std::endl;
       break;
     }
     // Resumed from a recovery state: the epoch goes on after its step, with its sums so far.

@@ -534,3 +534,16 @@ TEST(BadInput, AConfigFarLargerThanItsWeightsIsNamed) {
       << r.out;
   EXPECT_NE(r.out.find("check the config"), std::string::npos) << r.out;
 }
+
+// A served model's name is a URL's path segment and a metrics label: one with '/' could not be
+// reached, and one that is not UTF-8 made /metrics unreadable to Prometheus for every model.
+TEST(BadInput, AServedModelNameAURLCannotHoldIsRefused) {
+  const Spoiled s;
+  for (const std::string name : {"a/b", "caf\xE9"}) {
+    const auto r = run_vit("serve --port 0 --no-warmup --model '" + name + "=" + s.ckpt + "'");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("must be UTF-8 text without '/' or control characters (URLs name it)"),
+              std::string::npos)
+        << r.out;
+  }
+}

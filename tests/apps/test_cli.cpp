@@ -205,8 +205,8 @@ TEST(Cli, ResumeTakesDisplayFlagsAnewAndRefusesTheRest) {
   Result lr = run("train --resume " + dir + " --lr 0.1");
   EXPECT_NE(lr.code, 0) << lr.out;
   EXPECT_NE(
-      lr.out.find("only --threads, --workers, --comm-timeout, --progress, --log-every, --recovery-interval "
-                  "and --epochs (to train longer) may be given (got --lr)"),
+      lr.out.find("only --threads, --workers, --comm-timeout, --progress, --log-every, --recovery-interval, "
+                  "--epochs (to train longer) and --patience may be given (got --lr)"),
       std::string::npos)
       << lr.out;
 }

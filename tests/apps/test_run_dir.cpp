@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/check.h"
 #include "core/file.h"
 #include "data/image.h"
 #include "io/pretrained.h"
@@ -25,7 +26,6 @@
 #include "support/same_tensors.h"
 #include "support/temp_dir.h"
 #include "train/run_dir.h"
-#include "core/check.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -636,6 +636,15 @@ TEST(RunDir, ResumeOfARunStoppedEarlySaysSoAndChangesNothing) {
         << r.out;
     EXPECT_TRUE(snapshot(dir) == before) << "--resume" << more << " changed " << dir;
   }
+  EXPECT_TRUE(has(first.out, "early stopping: no better eval top-1 for 1 epochs; vit train --resume " + dir +
+                                 " --patience N (0: none) goes on"))
+      << first.out;
+  // --patience may change on a resume (it changes when the run stops, not its steps): the run
+  // goes on to its --epochs, and args.json keeps the new patience for a later resume.
+  const Result on = run("train --resume " + dir + " --patience 0");
+  ASSERT_EQ(on.code, 0) << on.out;
+  EXPECT_TRUE(has(on.out, "epoch 5/5:")) << on.out;
+  EXPECT_EQ(nlohmann::json::parse(vit::read_text_file(dir + "/args.json")).at("patience"), 0);
 }
 
 // One writer per run directory: a --resume started while the run still goes stops with a

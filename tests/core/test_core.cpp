@@ -19,12 +19,12 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "core/check.h"
 #include "core/file.h"
 #include "core/json_parse.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "core/threads.h"
-#include "core/check.h"
 
 namespace vit {
 
@@ -408,6 +408,27 @@ TEST(ReadFile, TheHeadIsCheckedBeforeTheRest) {
   seen.clear();
   EXPECT_EQ(read_file_bytes(path, [&](const char* head, size_t n) { seen.assign(head, n); }).size(), 4u);
   EXPECT_EQ(seen, "tiny");
+  std::filesystem::remove(path);
+}
+
+// Text files of lines (class names, API keys): a UTF-8 byte-order mark (Notepad's) is not part
+// of the first line (it became the first class's name: evaluation by name then missed that
+// class), CRLF ends and blank lines are dropped, and a line that is not UTF-8 is named.
+TEST(ReadFile, LinesLeaveOutTheByteOrderMarkAndLineEnds) {
+  const std::string path = (std::filesystem::temp_directory_path() / "vit_lines.txt").string();
+  write_file_atomic(path,
+                    "\xEF\xBB\xBF"
+                    "cat\r\ndog\r\n\r\n\xC3\xA9l\xC3\xA9phant\n");
+  EXPECT_EQ(read_lines(path, "names"), (std::vector<std::string>{"cat", "dog", "\xC3\xA9l\xC3\xA9phant"}));
+  write_file_atomic(path, "cat\nd\xE9j\xE0\n");
+  try {
+    read_lines(path, "class names go into JSON");
+    FAIL() << "Latin-1 was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), path +
+                                         ": line 2 is not UTF-8 text (class names go into JSON; convert the "
+                                         "file, e.g. iconv -f latin1 -t utf-8)");
+  }
   std::filesystem::remove(path);
 }
 

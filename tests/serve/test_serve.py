@@ -1193,3 +1193,38 @@ def test_explicit_model_control_loads_and_unloads_while_serving(tmp_path):
         r = subprocess.run([vit_binary(), "serve", "--port", "0", "--model-repository", repo, *args],
                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert r.returncode != 0 and message in r.stderr, r.stderr
+
+
+def test_a_log_nobody_reads_stops_nothing():
+    """The access log was written under a lock by each request's thread: a stdout pipe its
+    harness stopped reading held every HTTP thread after about 1,300 requests (health checks
+    too), and SIGTERM then never ended the server. The log now has a thread of its own."""
+    import fcntl
+    p = subprocess.Popen([vit_binary(), "serve", "--port", "0", "--threads", "2", "--no-warmup", "--model", f"a={CK}"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        fcntl.fcntl(p.stdout.fileno(), 1031, 4096)  # F_SETPIPE_SZ: a page, full after ~60 lines
+        url = None
+        for line in p.stdout:
+            m = re.search(rb"listening on http://([\d.]+):(\d+)", line)
+            if m:
+                url = (m.group(1).decode(), int(m.group(2)))
+                break
+        assert url, "vit serve did not start"
+        conn = http.client.HTTPConnection(*url, timeout=10)
+        for _ in range(300):  # five pipes' worth of log lines, never read
+            conn.request("GET", "/v2/health/live")
+            conn.getresponse().read()
+        conn.close()
+        assert call(f"http://{url[0]}:{url[1]}/v2/health/ready")[0] == 200
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    # --no-access-log: the start's lines, none per request
+    s = Server("--no-warmup", "--no-access-log", "--model", f"a={CK}")
+    assert call(s.url + "/v2/health/live")[0] == 200
+    code, log = s.stop()
+    assert code == 0 and "GET /v2/health/live" not in log and "vit serve: stopped" in log, log
