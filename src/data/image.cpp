@@ -15,6 +15,7 @@
 #include "core/check.h"
 #include "core/file.h"
 #include "core/settings.h"
+#include "core/signature.h"
 
 namespace vit {
 
@@ -198,23 +199,19 @@ Image decode_jpeg(const uint8_t* data, size_t size, const std::string& path) {
 }  // namespace
 
 namespace {
-bool is_png(const uint8_t* data, size_t size) {
-  return size >= 8 && std::memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0;
-}
-bool is_jpeg(const uint8_t* data, size_t size) {
-  return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
-}
-// Throws unless data starts as a PNG or JPEG file does (the first 8 bytes decide).
-void check_signature(const uint8_t* data, size_t size, const std::string& name) {
+// "PNG" or "JPEG" as data starts; throws for anything else (the first 8 bytes decide).
+std::string_view check_signature(const uint8_t* data, size_t size, const std::string& name) {
   VIT_CHECK(size > 0, name, ": an empty file (0 bytes), not an image");
-  VIT_CHECK(is_png(data, size) || is_jpeg(data, size), name, ": not a PNG or JPEG file");
+  const std::string_view kind = image_signature({reinterpret_cast<const char*>(data), size});
+  VIT_CHECK(!kind.empty(), name, ": not a PNG or JPEG file");
+  return kind;
 }
 }  // namespace
 
 Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
   VIT_CHECK(data || size == 0, name, ": no data");
-  check_signature(data, size, name);
-  Image img = is_png(data, size) ? decode_png(data, size, name) : decode_jpeg(data, size, name);
+  Image img = check_signature(data, size, name) == "PNG" ? decode_png(data, size, name)
+                                                         : decode_jpeg(data, size, name);
   VIT_CHECK(img.h > 0 && img.w > 0, name, ": empty image");
   return img;
 }

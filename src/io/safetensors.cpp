@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/file.h"
 #include "core/json_parse.h"
+#include "core/signature.h"
 
 namespace vit {
 
@@ -55,10 +56,9 @@ uint64_t header_length(std::string_view first, uint64_t file_size, const std::st
   VIT_CHECK(!json_text || (hlen <= kMaxHeader && hlen <= file_size - 8), path,
             ": a JSON file, not safetensors: give the checkpoint's folder or its .safetensors file");
   // And an image (a predict command line with the checkpoint and image swapped).
-  const bool png = first.substr(0, 8) == std::string_view("\x89PNG\r\n\x1a\n", 8);
-  const bool jpeg = first.substr(0, 3) == "\xFF\xD8\xFF";
-  VIT_CHECK(!(png || jpeg) || (hlen <= kMaxHeader && hlen <= file_size - 8), path, ": a ",
-            png ? "PNG" : "JPEG", " image, not a checkpoint (a safetensors file)");
+  const std::string_view image = image_signature(first);
+  VIT_CHECK(image.empty() || (hlen <= kMaxHeader && hlen <= file_size - 8), path, ": a ", image,
+            " image, not a checkpoint (a safetensors file)");
   VIT_CHECK(hlen <= kMaxHeader, path,
             ": not a safetensors file (its first 8 bytes, read as the header's length, say ", hlen,
             " bytes: over 100 MiB)");
