@@ -19,7 +19,6 @@ bool redraws_on(int fd) {
   return ::isatty(fd) != 0 && !(term && std::string_view(term) == "dumb");
 }
 
-namespace {
 std::string clock_str(double seconds) {
   const int64_t s = int64_t(seconds + 0.5);
   char buf[32];
@@ -31,6 +30,7 @@ std::string clock_str(double seconds) {
   return buf;
 }
 
+namespace {
 // Images a second: two digits below 10 (a large model on a few cores shows 0.43, not 0).
 std::string rate_str(double rate) {
   char buf[32];

@@ -20,6 +20,9 @@ using ProgressClock = std::function<std::chrono::steady_clock::time_point()>;
 // "dumb" (Emacs' shell, some CI consoles: they print the escape codes as text).
 bool redraws_on(int fd);
 
+// A duration as M:SS, or H:MM:SS from an hour (as tqdm prints its ETA).
+std::string clock_str(double seconds);
+
 class ProgressLine {
  public:
   ProgressLine(std::ostream& out, bool terminal, int64_t every,

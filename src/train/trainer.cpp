@@ -723,7 +723,8 @@ class TrainLoop {
   Progress progress_at(int64_t step_in_epoch, const EpochSums& sums, SteadyClock::time_point t0) const;
   // The epoch's numbers with its evaluations; a failed evaluation keeps the epoch's training.
   EpochStats evaluate_epoch(int64_t epoch, const EpochSums& sums, SteadyClock::time_point t0);
-  void commit_epoch(const EpochStats& e);  // history, log line, best, files
+  void commit_epoch(const EpochStats& e);    // history, log line, best, files
+  std::string run_eta(int64_t epoch) const;  // ", run ETA H:MM:SS" while epochs remain
   void write_epoch_files(const EpochStats& e, bool better, bool ema_better);
   void stop_if_asked(int64_t epoch);  // after an epoch's files
 
@@ -1058,6 +1059,17 @@ EpochStats TrainLoop::evaluate_epoch(int64_t epoch, const EpochSums& sums, Stead
   return e;
 }
 
+// The time the run's remaining epochs take at the pace of its last (up to) five, evaluation
+// included: the step lines' ETA covers one epoch only, which says little on day one of a
+// 300-epoch run.
+std::string TrainLoop::run_eta(int64_t epoch) const {
+  const int64_t left = cfg.total_epochs() - epoch, n = std::min<int64_t>(5, int64_t(p.hist.size()));
+  if (left <= 0 || n == 0) return "";
+  double seconds = 0;
+  for (int64_t i = 0; i < n; ++i) seconds += p.hist[p.hist.size() - 1 - size_t(i)].seconds;
+  return ", run ETA " + clock_str(seconds / double(n) * double(left));
+}
+
 void TrainLoop::commit_epoch(const EpochStats& e) {
   // The history keeps the epoch's numbers, as the training state does, not its confusion
   // matrices (8 MB each at 1000 classes, every epoch of a run): a resumed run's history is
@@ -1083,7 +1095,7 @@ void TrainLoop::commit_epoch(const EpochStats& e) {
       << figures("train", e.train_loss, e.train_top1);
   if (eval_set) log << ", " << figures("eval", e.eval.loss, e.eval.top1);
   if (eval_set && ema) log << ", " << figures("EMA eval", e.ema.loss, e.ema.top1);
-  log << tail << std::endl;
+  log << tail << run_eta(e.epoch) << std::endl;
   // The score (p.best_top1 holds the best of it, whatever the metric); the first epoch
   // is the best so far whatever its score.
   const double score = epoch_score(e, eval_set != nullptr, cfg.eval_metric);

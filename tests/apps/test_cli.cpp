@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -176,12 +177,17 @@ TEST(Cli, ProgressBarOrLogLinesAsAsked) {
   Result interval = run(base + "--log-interval 2 --output " + (tmp / "c"));  // timm's name
   ASSERT_EQ(interval.code, 0) << interval.out;
   EXPECT_NE(interval.out.find("epoch 1/1 step 2/4 loss"), std::string::npos) << interval.out;
+  // The epochs' lines alone; each but the last says when the run ends.
   Result none =
-      run(base + "--progress none --log-every 1 --output " + (tmp / "d"));  // the epochs' lines alone
+      run("train --model mnist-seed --img-size 16 --synthetic 64 --epochs 2 -b 16 --threads 1 "
+          "--progress none --log-every 1 --output " +
+          (tmp / "d"));
   ASSERT_EQ(none.code, 0) << none.out;
   EXPECT_EQ(none.out.find(" step "), std::string::npos) << none.out;
   EXPECT_EQ(none.out.find("\033[2K"), std::string::npos) << none.out;
-  EXPECT_NE(none.out.find("epoch 1/1: train loss "), std::string::npos) << none.out;
+  EXPECT_TRUE(std::regex_search(none.out, std::regex("epoch 1/2: train loss .* s, run ETA 0:0\\d\n")))
+      << none.out;
+  EXPECT_TRUE(std::regex_search(none.out, std::regex("epoch 2/2: train loss .* s\n"))) << none.out;
   Result bad = run(base + "--progress sometimes");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("--progress"), std::string::npos) << bad.out;
