@@ -66,6 +66,13 @@ ImageSet read_idx(const std::string& images_path, const std::string& labels_path
             images_path);
   VIT_CHECK(lab.size() >= 8 + size_t(s.n), labels_path, ": truncated: ", s.n, " labels need ", 8 + s.n,
             " bytes, the file has ", lab.size());
+  // Bytes past the count (torchvision's reader refuses them too): a header whose count was
+  // edited, or two files joined; training on the first part alone would lose the rest unseen.
+  auto bytes = [](uint64_t n) { return std::to_string(n) + (n == 1 ? " byte" : " bytes"); };
+  VIT_CHECK(img.size() == want, images_path, ": ", bytes(img.size() - want), " past its ", s.n, " images of ",
+            s.h, "x", s.w, " (", want, " bytes): is the header's count wrong, or two files joined?");
+  VIT_CHECK(lab.size() == 8 + size_t(s.n), labels_path, ": ", bytes(lab.size() - 8 - size_t(s.n)),
+            " past its ", s.n, " labels: is the header's count wrong, or two files joined?");
   VIT_CHECK(s.n > 0, images_path, ": holds no images");
   s.pixels.assign(img.begin() + 16, img.begin() + 16 + (s.n * s.h * s.w));
   s.labels.resize(s.n);

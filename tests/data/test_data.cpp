@@ -136,6 +136,21 @@ TEST(Idx, ErrorsNameTheFileAndTheProblem) {
   }
   write(img, bytes.substr(0, bytes.size() - 5));
   EXPECT_NE(test::error_of([&] { read_idx(img, lab); }).find("truncated"), std::string::npos);
+  // Bytes past the count: the rest of the file would be lost unseen (torchvision refuses too).
+  write(img, bytes + "extra");
+  EXPECT_NE(test::error_of([&] {
+              read_idx(img, lab);
+            }).find("5 bytes past its 4 images of 3x3 (52 bytes): is the header's count wrong"),
+            std::string::npos)
+      << test::error_of([&] { read_idx(img, lab); });
+  write(img, bytes);
+  {
+    std::ifstream f(lab, std::ios::binary);
+    const std::string labels((std::istreambuf_iterator<char>(f)), {});
+    write(lab, labels + "x");
+  }
+  EXPECT_NE(test::error_of([&] { read_idx(img, lab); }).find("1 byte past its 4 labels"), std::string::npos);
+  write_idx(dir.str(), "train", 4, 3, 3, false);
   std::string wrong = bytes;
   wrong[3] = 0x01;
   write(img, wrong);
