@@ -17,6 +17,7 @@
 #include "core/file.h"
 #include "core/json_parse.h"
 #include "train/run_dir.h"
+#include "validators.h"
 
 namespace vit::app {
 
@@ -206,6 +207,11 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   if (version < 4)
     for (size_t i = 0; i + 1 < out.size(); ++i)
       if (out[i] == "--opt" && out[i + 1] == "sgd") out[i + 1] = "momentum";
+  // Runs begun before --seed was checked kept the text typed (-1, 2^64, 0x10), which CLI11
+  // read as some seed: the state holds the one the run used.
+  if (const std::optional<StateInfo> st = newest_state(dir); st && st->seed)
+    for (size_t i = 0; i + 1 < out.size(); ++i)
+      if (out[i] == "--seed" && !is_seed_text(out[i + 1])) out[i + 1] = std::to_string(*st->seed);
   // The model of --config FILE is the run's config.json, written when the run began: FILE may
   // be relative to another directory, or edited since (its new values trained without a word).
   const std::filesystem::path own = std::filesystem::path(dir) / "config.json";

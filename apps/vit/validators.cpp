@@ -59,17 +59,20 @@ const CLI::Validator& thread_count() {
   return v;
 }
 
+bool is_seed_text(const std::string& text) {
+  const std::string digits = text.starts_with('+') ? text.substr(1) : text;
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  errno = 0;
+  std::strtoull(digits.c_str(), nullptr, 10);
+  return errno != ERANGE;
+}
+
 const CLI::Validator& seed_value() {
   // CLI11 read -1 as 2^64 - 1 and 2^64 or 10^23 as 2^64 - 1 too: a sweep over such seeds ran
   // one run many times. torch.manual_seed refuses them.
   static const CLI::Validator v(
       [](std::string& text) -> std::string {
-        errno = 0;
-        char* end = nullptr;
-        std::strtoull(text.c_str(), &end, 10);
-        const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-        return digits && *end == '\0' && errno != ERANGE ? ""
-                                                         : "a whole number in [0, 2^64 - 1], got " + text;
+        return is_seed_text(text) ? "" : "a whole number in [0, 2^64 - 1], got " + text;
       },
       "");  // --help shows UINT, CLI11's own type name
   return v;

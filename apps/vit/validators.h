@@ -30,9 +30,10 @@ const CLI::Validator& positive();      // > 0
 const CLI::Validator& non_negative();  // >= 0
 const CLI::Validator& rate();          // in [0, 1): a dropout or drop-path rate
 const CLI::Validator& fraction();      // in [0, 1): a share of a dataset (0: none)
-const CLI::Validator& thread_count();
-const CLI::Validator& seed_value();  // a uint64 as written: no sign, no wrap, no clamp  // 0 (the default:
-                                     // every core) to kMaxThreads
+const CLI::Validator& thread_count();  // 0 (the default: every core) to kMaxThreads
+// A uint64 as written (a '+' before it taken, as Python's int()): no '-', no wrap, no clamp.
+const CLI::Validator& seed_value();
+bool is_seed_text(const std::string& text);  // what seed_value() takes
 // A precision among `names` (fp32, bf16, int8, bfloat16), PyTorch's spelling taken for vitcpp's
 // and the other way round (float32 as fp32, bfloat16 as bf16; bf16 as bfloat16 where that is
 // the name): the value becomes the name in `names`.

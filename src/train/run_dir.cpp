@@ -209,6 +209,7 @@ std::optional<StateInfo> newest_state(const std::string& dir) {
       s.since_best = json_int(st.at("since_best"), path + ": since_best");
       if (st.contains("step_in_epoch"))
         s.step_in_epoch = json_int(st.at("step_in_epoch"), path + ": step_in_epoch");
+      if (st.contains("seed") && st.at("seed").is_number_unsigned()) s.seed = st.at("seed").get<uint64_t>();
     } catch (const nlohmann::json::exception& e) {
       throw Error(detail::concat(path, ": corrupt training state: ", e.what()));
     }

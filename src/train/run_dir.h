@@ -76,8 +76,9 @@ void prune_checkpoints(const std::string& dir, const std::vector<int64_t>& keep)
 struct StateInfo {
   std::string path;  // the state file
   int64_t epochs_done = 0, global_step = 0;
-  int64_t step_in_epoch = 0;  // > 0: a recovery state within epoch epochs_done + 1
-  int64_t since_best = 0;     // epochs without a better eval top-1 (early stopping)
+  int64_t step_in_epoch = 0;     // > 0: a recovery state within epoch epochs_done + 1
+  int64_t since_best = 0;        // epochs without a better eval top-1 (early stopping)
+  std::optional<uint64_t> seed;  // the seed the run used
 };
 // The newest of dir's training states (the most optimizer steps), or nothing when the run
 // has none yet (killed before its first). Throws on a state that cannot be read.

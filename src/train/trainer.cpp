@@ -851,6 +851,12 @@ void TrainLoop::resume() {
     log << "note: the interrupted run computed on the " << p.isa << " path with " << p.gemm_library
         << ", this one on " << ops::cpu_isa() << " with " << ops::cpu_gemm_library()
         << ": training goes on within float rounding of the uninterrupted run, not bit for bit" << std::endl;
+  // A state from before these were kept: neither can be checked, and the run takes on the
+  // ones of this resume.
+  if (newest && p.isa.empty())
+    log << "note: this state, from an older vitcpp, does not record its training images' count or CPU "
+           "path: a resume on other data, or on another CPU, could not be checked"
+        << std::endl;
 }
 
 void TrainLoop::begin() {

@@ -42,6 +42,23 @@ std::map<std::string, std::vector<char>> snapshot(const std::string& dir) {
   return files;
 }
 
+// The run's state as an older vitcpp wrote it: without the given keys of its vitcpp_state.
+void forget_in_state(const std::string& dir, const std::vector<std::string>& keys) {
+  const std::string path = dir + "/" + vit::kStateFile;
+  const vit::SafeTensors old = vit::SafeTensors::open(path);
+  std::vector<std::vector<float>> values;
+  std::vector<vit::TensorOut> out;
+  for (const vit::TensorInfo& t : old.tensors()) values.push_back(old.to_float(t.name));
+  for (size_t i = 0; i < values.size(); ++i)
+    out.push_back({old.tensors()[i].name, old.tensors()[i].shape, vit::DType::F32, values[i].data()});
+  nlohmann::json st = nlohmann::json::parse(old.metadata().at("vitcpp_state"));
+  for (const std::string& key : keys) {
+    ASSERT_TRUE(st.contains(key)) << key;
+    st.erase(key);
+  }
+  vit::write_safetensors(path, out, {{"vitcpp_state", st.dump()}});
+}
+
 bool has(const std::string& out, const std::string& what) {
   return out.find(what) != std::string::npos;
 }
@@ -387,19 +404,7 @@ TEST(RunDir, AResumeOnRenamedClassFoldersIsRefused) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(has(r.out, refused)) << r.out;
   EXPECT_TRUE(snapshot(dir) == before) << "a refused --resume changed " << dir;
-  {  // the state as older runs wrote it: no class names
-    const std::string path = dir + "/" + vit::kStateFile;
-    const vit::SafeTensors old = vit::SafeTensors::open(path);
-    std::vector<std::vector<float>> values;
-    std::vector<vit::TensorOut> out;
-    for (const vit::TensorInfo& t : old.tensors()) values.push_back(old.to_float(t.name));
-    for (size_t i = 0; i < values.size(); ++i)
-      out.push_back({old.tensors()[i].name, old.tensors()[i].shape, vit::DType::F32, values[i].data()});
-    nlohmann::json st = nlohmann::json::parse(old.metadata().at("vitcpp_state"));
-    ASSERT_TRUE(st.contains("class_names"));
-    st.erase("class_names");
-    vit::write_safetensors(path, out, {{"vitcpp_state", st.dump()}});
-  }
+  forget_in_state(dir, {"class_names"});  // the state as older runs wrote it
   const Result older = run("train --resume " + dir + " --epochs 2");
   EXPECT_EQ(older.code, 1) << older.out;
   EXPECT_TRUE(has(older.out, refused)) << older.out;
@@ -595,6 +600,40 @@ TEST(RunDir, AnEmptyOrMissingOutputIsFineAFileIsNot) {
   EXPECT_NE(file.code, 0);
   EXPECT_TRUE(has(file.out, "--output " + (tmp / "file") + " is a file; a run needs a directory"))
       << file.out;
+}
+
+// --seed is a uint64 as written, a '+' before it taken (Python's int() takes it); -1, 2^64,
+// 1e23 and 0x10 are refused (CLI11 read the first three as 2^64 - 1). A run begun before that
+// check kept the text typed: its resume takes the seed its state holds, and goes on to the
+// same bits as a run of that seed.
+TEST(RunDir, SeedsAreTakenAsWrittenAndOldRunsResumeWithTheirOwn) {
+  vit::test::TempDir tmp("run_seed");
+  for (const char* bad : {"-1", "18446744073709551616", "1e23", "0x10", "5.0"}) {
+    const Result r = run(kTrain + "--epochs 1 --seed " + bad + " --output " + (tmp / "bad"));
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    EXPECT_TRUE(has(r.out, std::string("--seed: a whole number in [0, 2^64 - 1], got ") + bad)) << r.out;
+  }
+  const std::string plus = tmp / "plus", five = tmp / "five";
+  ASSERT_EQ(run(kTrain + "--epochs 1 --seed +5 --output " + plus).code, 0);
+  ASSERT_EQ(run(kTrain + "--epochs 1 --seed 5 --output " + five).code, 0);
+  vit::test::expect_same_tensors(plus + "/last.safetensors", five + "/last.safetensors");
+  // An old run of --seed -1 trained seed 2^64 - 1, and its state says so.
+  const std::string old = tmp / "old", now = tmp / "now";
+  ASSERT_EQ(run(kTrain + "--epochs 1 --seed 18446744073709551615 --output " + old).code, 0);
+  auto args = nlohmann::json::parse(vit::read_text_file(old + "/args.json"));
+  args["seed"] = -1;
+  vit::write_file_atomic(old + "/args.json", args.dump(1));
+  // Nor did it keep its data's size or CPU path: said, as they cannot be checked.
+  forget_in_state(old, {"train_size", "isa", "gemm_library"});
+  const Result resumed = run("train --resume " + old + " --epochs 2");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_TRUE(has(resumed.out,
+                  "note: this state, from an older vitcpp, does not record its training images' "
+                  "count or CPU path"))
+      << resumed.out;
+  ASSERT_EQ(run(kTrain + "--epochs 1 --seed 18446744073709551615 --output " + now).code, 0);
+  ASSERT_EQ(run("train --resume " + now + " --epochs 2").code, 0);
+  vit::test::expect_same_tensors(old + "/last.safetensors", now + "/last.safetensors");
 }
 
 // --checkpoint RUN_DIR is the run's best.safetensors, --last its last.safetensors (the run's
