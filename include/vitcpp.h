@@ -39,11 +39,13 @@ typedef enum vitcpp_status {
 typedef struct vitcpp_model vitcpp_model; /* opaque */
 
 typedef enum vitcpp_image_kind {
-  VITCPP_IMAGE_FILE = 0,    /* path: a PNG or JPEG file */
-  VITCPP_IMAGE_ENCODED = 1, /* data, size: PNG or JPEG bytes in memory */
-  VITCPP_IMAGE_PIXELS = 2   /* data, width, height, channels: 8-bit pixels interleaved
-                               [height][width][channels], channels 1 (gray), 3 (RGB) or 4 (RGBA);
-                               size: 0, or the buffer's length (a smaller one is refused) */
+  VITCPP_IMAGE_FILE = 0,        /* path: a PNG or JPEG file */
+  VITCPP_IMAGE_ENCODED = 1,     /* data, size: PNG or JPEG bytes in memory */
+  VITCPP_IMAGE_PIXELS = 2,      /* data, width, height, channels: 8-bit pixels interleaved
+                                   [height][width][channels], channels 1 (gray), 3 (RGB) or 4 (RGBA);
+                                   size is not read */
+  VITCPP_IMAGE_PIXELS_SIZED = 3 /* API 4: as VITCPP_IMAGE_PIXELS, and size is the buffer's length
+                                   in bytes: one smaller than the pixels is refused */
 } vitcpp_image_kind;
 
 /* An image for the model. Nothing is copied: the memory must stay valid during the call. */

@@ -57,6 +57,10 @@ vitcpp_status guarded(F&& f) noexcept {
   }
 }
 
+const char* pixels_kind(int kind) {
+  return kind == VITCPP_IMAGE_PIXELS ? "VITCPP_IMAGE_PIXELS" : "VITCPP_IMAGE_PIXELS_SIZED";
+}
+
 // The C++ inputs of count C images; throws InvalidArgument, after `call`, for one that cannot
 // be described.
 std::vector<vit::ImageInput> inputs(const vitcpp_image* images, size_t count, const char* call) {
@@ -78,14 +82,16 @@ std::vector<vit::ImageInput> inputs(const vitcpp_image* images, size_t count, co
         else
           out.push_back(vit::ImageInput::encoded(im.data, im.size));
         break;
+      // PIXELS does not read size (API 3's programs leave anything there); PIXELS_SIZED
+      // takes it as the buffer's length, and refuses one smaller than the pixels.
       case VITCPP_IMAGE_PIXELS:
+      case VITCPP_IMAGE_PIXELS_SIZED:
         if (!im.data)
-          bad = which + ": VITCPP_IMAGE_PIXELS without data";
-        else if (im.size != 0 && im.width > 0 && im.height > 0 && im.channels > 0 &&
+          bad = which + ": " + pixels_kind(im.kind) + " without data";
+        else if (im.kind == VITCPP_IMAGE_PIXELS_SIZED && im.width > 0 && im.height > 0 && im.channels > 0 &&
                  (uint64_t(im.width) > im.size || uint64_t(im.height) > im.size ||
                   uint64_t(im.width) * uint64_t(im.height) > im.size / uint64_t(im.channels)))
-          // size, when given, is the buffer's length: a smaller one than the pixels is refused
-          bad = which + ": VITCPP_IMAGE_PIXELS of " + std::to_string(im.width) + " x " +
+          bad = which + ": VITCPP_IMAGE_PIXELS_SIZED of " + std::to_string(im.width) + " x " +
                 std::to_string(im.height) + " x " + std::to_string(im.channels) + " bytes, but size is " +
                 std::to_string(im.size);
         else

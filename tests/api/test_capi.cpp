@@ -137,12 +137,22 @@ TEST(CApi, FailuresReturnAStatusAndAMessagePerThread) {
   EXPECT_EQ(vitcpp_classify(m, &bad, 1, 1, top), VITCPP_ERROR);
   EXPECT_NE(std::string(vitcpp_last_error()).find("channels"), std::string::npos) << vitcpp_last_error();
   EXPECT_EQ(vitcpp_classify(m, &bad, 1, 0, top), VITCPP_INVALID_ARGUMENT);
-  // size, when given, is the buffer's length: 2 x 2 x 3 pixels do not fit in 8 bytes.
+  // PIXELS_SIZED takes size as the buffer's length: 2 x 2 x 3 pixels do not fit in 8 bytes.
+  // PIXELS does not read it (API 3's programs leave the pixel count there, or an earlier
+  // PNG's length).
+  const uint8_t rgb[12] = {};
   bad.channels = 3;
-  bad.size = sizeof px;
+  bad.data = rgb;
+  bad.size = 4;
+  EXPECT_EQ(vitcpp_classify(m, &bad, 1, 1, top), VITCPP_OK) << vitcpp_last_error();
+  bad.kind = VITCPP_IMAGE_PIXELS_SIZED;
   EXPECT_EQ(vitcpp_classify(m, &bad, 1, 1, top), VITCPP_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(vitcpp_last_error()).find("2 x 2 x 3 bytes, but size is 8"), std::string::npos)
+  EXPECT_NE(
+      std::string(vitcpp_last_error()).find("VITCPP_IMAGE_PIXELS_SIZED of 2 x 2 x 3 bytes, but size is 4"),
+      std::string::npos)
       << vitcpp_last_error();
+  bad.size = sizeof rgb;
+  EXPECT_EQ(vitcpp_classify(m, &bad, 1, 1, top), VITCPP_OK) << vitcpp_last_error();
   EXPECT_STREQ(vitcpp_class_name(m, 0), "apple");  // timm_a's config.json names its classes
   EXPECT_EQ(vitcpp_class_name(m, 5), nullptr);
   vitcpp_close(m);
