@@ -36,7 +36,7 @@ const std::vector<Setting>& settings() {
        "class token's row alone after its qkv product (the same results up to float rounding, less work; in "
        "training with --drop, other dropout masks)",
        SettingKind::choice},
-      {"VIT_MEMORY_LIMIT", "a size: 512M, 16G, ...", "MemAvailable in /proc/meminfo",
+      {"VIT_MEMORY_LIMIT", "a size: 512M, 16G, ...; 0 checks nothing", "MemAvailable in /proc/meminfo",
        "the memory vit train plans against: a run whose planned memory exceeds it stops before it starts "
        "(vit train --no-memory-check starts it anyway)",
        SettingKind::size},

@@ -58,6 +58,8 @@ TEST(Memory, LimitFromTheEnvironmentOrProcMeminfo) {
   EXPECT_EQ(available_memory_bytes(), size_t(2) << 30);
   ::setenv("VIT_MEMORY_LIMIT", "512M", 1);
   EXPECT_EQ(available_memory_bytes(), size_t(512) << 20);
+  ::setenv("VIT_MEMORY_LIMIT", "0", 1);  // checks nothing, as documented
+  EXPECT_EQ(available_memory_bytes(), size_t(0));
   ::setenv("VIT_MEMORY_LIMIT", "lots", 1);
   EXPECT_NE(test::error_of([] { available_memory_bytes(); }).find("VIT_MEMORY_LIMIT=lots"),
             std::string::npos);
