@@ -223,7 +223,24 @@ struct Progress {
   // "": a state from before these were kept.
   int64_t train_size = -1;
   std::string isa, gemm_library;
+  // The weights of --teacher (params_hash): a file replaced since cannot resume exactly.
+  // "": no teacher, or a state from before it was kept.
+  std::string teacher_hash;
 };
+
+// FNV-1a: a cheap 64-bit fingerprint to compare between ranks (not for security).
+std::string hash_hex(const void* data, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  std::ostringstream os;
+  os << std::hex << h;
+  return os.str();
+}
+
+std::string params_hash(const ViT& model) {
+  return hash_hex(model.params().data(), model.params().size() * sizeof(float));
+}
 
 nlohmann::json to_json(const EpochStats& e) {
   return {{"epoch", e.epoch},
@@ -269,6 +286,7 @@ size_t save_state(const fs::path& path, const ViT& model, Optimizer& opt, const 
                        {"gemm_library", p.gemm_library},
                        {"history", hist}};
   if (!cfg.class_names.empty()) st["class_names"] = cfg.class_names;  // what each label meant
+  if (!p.teacher_hash.empty()) st["teacher_hash"] = p.teacher_hash;
   st["evaluates"] = evaluates;  // whether the scores that rank the epochs are eval's or train's
   std::vector<TensorOut> out;
   // The weights too: the state file alone is then one consistent step, whatever moment a
@@ -302,6 +320,7 @@ Progress read_progress(const nlohmann::json& st, const std::string& sp) {
     p.isa = st.at("isa").get<std::string>();
     p.gemm_library = st.at("gemm_library").get<std::string>();
   }
+  if (st.contains("teacher_hash")) p.teacher_hash = st.at("teacher_hash").get<std::string>();
   if (st.contains("step_in_epoch")) {  // states from before recovery states end their epoch
     p.step_in_epoch = json_int(st.at("step_in_epoch"), sp + ": step_in_epoch");
     p.loss_sum = st.at("epoch_loss_sum");
@@ -414,6 +433,9 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
       " images, this data has ", train_size,
       "; an exact resume needs the same data (a folder changed, or --skip-bad-images left out other files)");
   VIT_CHECK(st.at("seed") == cfg.seed, sp, ": the run used seed ", st.at("seed").get<uint64_t>());
+  VIT_CHECK(p.teacher_hash.empty() || !cfg.teacher || p.teacher_hash == params_hash(*cfg.teacher), sp,
+            ": --teacher holds other weights than the teacher the run distilled from (was its file replaced "
+            "since?); an exact resume needs the same teacher");
   check_same_classes(dir, st, sp, cfg.class_names);
   // The best checkpoint, early stopping and the kept checkpoints rank epochs by eval scores
   // when there is evaluation data, else by train's: one run must not mix the two.
@@ -455,20 +477,6 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
   for (const Part& t : parts) state.copy_float(t.name, t.into + t.spec->offset);
   opt.set_steps(st.at("optimizer_steps"));
   return p;
-}
-
-// FNV-1a: a cheap 64-bit fingerprint to compare between ranks (not for security).
-std::string hash_hex(const void* data, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  std::ostringstream os;
-  os << std::hex << h;
-  return os.str();
-}
-
-std::string params_hash(const ViT& model) {
-  return hash_hex(model.params().data(), model.params().size() * sizeof(float));
 }
 
 std::string describe_shape(const Dataset& d) {
@@ -862,6 +870,7 @@ void TrainLoop::resume() {
 void TrainLoop::begin() {
   p.processes = ranks, p.shards = shards;
   p.train_size = N, p.isa = ops::cpu_isa(), p.gemm_library = ops::cpu_gemm_library();
+  if (cfg.teacher && p.teacher_hash.empty()) p.teacher_hash = params_hash(*cfg.teacher);
   if (fresh && ema) std::copy(model.params().data(), model.params().data() + ema->size(), ema->begin());
   if (fresh && write) {
     fs::create_directories(dir);

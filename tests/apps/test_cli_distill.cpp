@@ -58,6 +58,21 @@ TEST_F(DistillCli, AStudentLearnsFromATeacherAndResumesExactly) {
   vit::test::expect_same_tensors(whole + "/last.safetensors", part + "/last.safetensors");
 }
 
+// A teacher file replaced between the run and its resume is refused: the run would go on
+// learning from other logits, not the uninterrupted run's.
+TEST_F(DistillCli, AResumeWithAReplacedTeacherIsRefused) {
+  const std::string own = *dir_ / "own_teacher", other = *dir_ / "other_teacher",
+                    run_dir = *dir_ / "replaced";
+  std::filesystem::copy(teacher(), own);
+  ASSERT_EQ(run(kTrain + "--epochs 1 --seed 9 --output " + other).code, 0);
+  ASSERT_EQ(run(kTrain + "--teacher " + own + " --epochs 1 --output " + run_dir).code, 0);
+  std::filesystem::copy_file(other + "/best.safetensors", own + "/best.safetensors",
+                             std::filesystem::copy_options::overwrite_existing);
+  const Result r = run("train --resume " + run_dir + " --epochs 2");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "--teacher holds other weights than the teacher the run distilled from")) << r.out;
+}
+
 // Without a distillation token the teacher's predictions go into the class head (plain
 // knowledge distillation).
 TEST_F(DistillCli, AModelWithoutADistillationTokenDistillsIntoItsClassHead) {
