@@ -32,6 +32,7 @@ packages=(
   protobuf-compiler python3-grpcio python3-protobuf  # its tests' gRPC client (tests/serve/test_grpc.py)
   pybind11-dev python3-dev python3-numpy        # the Python module (python/, docs/python.md)
   python3-pytest python3-pip python3-venv python3-setuptools python3-wheel python3-build python3-pil
+  locales                                       # localedef: a comma-decimal locale for tests/python/test_train.py
 )
 # aarch64: the matrix products go through OpenBLAS's OpenMP build (CMake's VIT_SGEMM,
 # docs/design.md), installed alone so that Debian's alternatives for libopenblas.so.0 (what

@@ -109,6 +109,7 @@ kThreadTests=(
   'Simd.ColumnSumsAreTheSameOnAnyThreadCount'
   'Simd.ResidualLayerNormIsTheTwoCalls'
   'Model.InferenceEqualsTrainingForwardWithoutDropout'
+  'Model.AForkBesideARewriteOfTheWeightsNeverSeesHalfOfIt'
   'Shards\..*'
   'Replica\..*'
   'Features.ShardsGiveTheRowsOneModelGives'

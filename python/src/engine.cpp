@@ -236,15 +236,16 @@ std::vector<Engine::Param> Engine::params(const std::vector<std::string>& prefix
 
 // An int8 model is saved as vit quantize writes it (format "vitcpp"; it reloads in int8, the same
 // bits), or in float32 with a note (timm's and transformers' layouts have no int8).
-std::vector<std::string> Engine::save(const std::string& dir, const std::string& format) const {
-  fp32();
+std::vector<std::string> Engine::save(const std::string& dir, const std::string& format, bool fp32) const {
+  this->fp32();
   const bool int8 = dtype() == "int8";
   if (format == "timm" || format == "hf") {
     std::vector<std::string> notes =
         format == "timm" ? export_timm(*m_, dir, class_names_) : export_hf(*m_, dir, class_names_);
     if (int8)
       notes.push_back(
-          std::string("the int8 model is written in float32 (its int8 weights times their scales): ") +
+          std::string("the int8 model is written in float32 (the weights it keeps beside its int8 ones: "
+                      "int8 times their scales when it was loaded from an int8 file): ") +
           (format == "timm" ? "timm" : "transformers") + " has no int8 checkpoint layout");
     return notes;
   }
@@ -254,7 +255,7 @@ std::vector<std::string> Engine::save(const std::string& dir, const std::string&
   std::map<std::string, std::string> meta;
   if (!class_names_.empty()) meta["class_names"] = nlohmann::json(class_names_).dump();
   const std::string path = (fs::path(dir) / "model.safetensors").string();
-  if (int8)
+  if (int8 && !fp32)
     save_int8_checkpoint(path, *m_, meta);
   else
     save_checkpoint(path, *m_, meta);

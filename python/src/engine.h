@@ -88,7 +88,9 @@ class Engine {
   };
   std::vector<Param> params(const std::vector<std::string>& prefixes = {}) const;
 
-  std::vector<std::string> save(const std::string& dir, const std::string& format) const;
+  // fp32: an int8 model's vitcpp file in the fp32 weights it keeps (pickling), not vit
+  // quantize's int8 file.
+  std::vector<std::string> save(const std::string& dir, const std::string& format, bool fp32 = false) const;
   void export_onnx(const std::string& path, bool int8) const;
 
   ForkSafeMutex& lock() { return mu_; }  // a forked child finds it unlocked

@@ -194,10 +194,12 @@ PYBIND11_MODULE(_vitcpp, m) {
       .def("resized", [](Engine& e, int64_t h,
                          int64_t w) { return locked(e, [&](Engine& m) { return m.resized(h, w); }); })
       .def("params", &params, py::arg("prefixes") = std::vector<std::string>{})
-      .def("save",
-           [](Engine& e, const std::string& dir, const std::string& format) {
-             return locked(e, [&](Engine& m) { return m.save(dir, format); });
-           })
+      .def(
+          "save",
+          [](Engine& e, const std::string& dir, const std::string& format, bool fp32) {
+            return locked(e, [&](Engine& m) { return m.save(dir, format, fp32); });
+          },
+          py::arg("dir"), py::arg("format"), py::arg("fp32") = false)
       .def("export_onnx", [](Engine& e, const std::string& path, bool int8) {
         locked(e, [&](Engine& m) { m.export_onnx(path, int8); });
       });

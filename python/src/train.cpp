@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <locale.h>
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <csignal>
@@ -64,6 +65,24 @@ py::dict epoch_dict(const EpochStats& e, bool ema, bool has_eval) {
   }
   return d;
 }
+
+// The C library's numbers in the "C" locale on this thread for the run: a Python program that
+// called locale.setlocale(LC_ALL, "") under de_DE had every fractional option refused (strtod
+// stopped at the '.': "drop: a rate in [0, 1), got 0.1") and its log in decimal commas.
+class ClassicNumbers {
+ public:
+  ClassicNumbers() : c_(newlocale(LC_ALL_MASK, "C", locale_t(0))), old_(c_ ? uselocale(c_) : locale_t(0)) {}
+  ~ClassicNumbers() {
+    if (!c_) return;
+    uselocale(old_);
+    freelocale(c_);
+  }
+  ClassicNumbers(const ClassicNumbers&) = delete;
+  ClassicNumbers& operator=(const ClassicNumbers&) = delete;
+
+ private:
+  locale_t c_, old_;
+};
 
 // The run's lines into Python's sys.stdout (what a notebook shows, and what redirect_stdout
 // captures), not the process's standard output: each whole line, and whatever a flush asks
@@ -208,12 +227,22 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
   // --threads, when given, sets OpenMP's count inside; compute() gives the old one back after.
   int status = 0;
   try {
-    status = compute([&] { return app::run_train(args, &hooks); });
+    status = compute([&] {
+      const ClassicNumbers numbers;
+      return app::run_train(args, &hooks);
+    });
   } catch (const CLI::ParseError& e) {  // an option's value: Python's ValueError, in keywords
     throw py::value_error(keyword_words(e.what()));
   }
   buffer.write_out();  // what is left after the last line
-  if (raised) throw *raised;
+  if (raised) {
+    // Ctrl-C: where the run stopped rides on the KeyboardInterrupt (Python 3.11's notes), as
+    // vit train prints it (the log is not written once an exception is pending).
+    const py::object exc = raised->value();
+    if (!hooks.stopped.empty() && py::hasattr(exc, "add_note"))
+      exc.attr("add_note")("vitcpp.train " + hooks.stopped);
+    throw *raised;
+  }
   const bool ema = hooks.model_ema && hooks.has_eval;
   py::list history;
   for (const EpochStats& e : hooks.history.empty() ? seen : hooks.history)  // seen: a stop's epochs

@@ -17,6 +17,7 @@ import warnings
 import struct
 import tempfile
 import threading
+import weakref
 
 import numpy as np
 
@@ -258,6 +259,20 @@ def _as_input(x, out):
     return wrap(out)
 
 
+# Every model, for the fork handler below: a lock held by another thread when the process
+# forked (a resample for dynamic_img_size, tens of ms without the GIL) stays held in the
+# child, whose next call at a new size waited for it forever. The child makes them anew.
+_models = weakref.WeakSet()
+
+
+def _renew_locks_in_child():
+    for m in list(_models):
+        m._resize_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_renew_locks_in_child)
+
+
 class VisionTransformer:
     """A vitcpp model with timm's VisionTransformer API (inference). Call it on images
     [N, C, H, W] (float32 numpy, or anything numpy reads: a CPU torch tensor) for logits
@@ -274,6 +289,7 @@ class VisionTransformer:
         self.dynamic_img_size = bool(dynamic_img_size)
         self._resized = {}  # (H, W) -> engine, for dynamic_img_size, oldest use first
         self._resize_lock = threading.Lock()
+        _models.add(self)
 
     # ---- what the model is
     @property
@@ -387,7 +403,7 @@ class VisionTransformer:
         """The weights as a vitcpp checkpoint's files (bit for bit), and what the model was
         made with: dtype, dynamic_img_size, where it came from."""
         with tempfile.TemporaryDirectory() as d:
-            self._engine.save(d, "vitcpp")
+            self._engine.save(d, "vitcpp", fp32=True)  # an int8 model's kept fp32 weights too
             files = {}
             for name in os.listdir(d):
                 with open(os.path.join(d, name), "rb") as f:

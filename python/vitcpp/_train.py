@@ -194,6 +194,12 @@ def train(model=None, train=None, val=None, output=None, *, callback=None, resum
         sys.stdout.flush()  # the run prints to the same stdout, from C++
     try:
         status, epochs, engine, stopped = _vitcpp.train([os.fsencode(a) for a in args], tx, ty, vx, vy, callback)
+    except KeyboardInterrupt as e:
+        # Ctrl-C after the step in progress, with the state written: how to go on.
+        if output is not None and getattr(e, "__notes__", None) and hasattr(e, "add_note"):
+            e.add_note(f"continue with vitcpp.train(resume={output!r}"
+                       + (", train=(X, y)" if tx is not None else "") + ")")
+        raise
     except _vitcpp.Error as e:
         # The run's hint names its keyword here, not vit train's flag.
         if "(--skip-bad-images leaves such files out)" not in str(e):

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <new>
 #include <set>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -200,14 +201,22 @@ std::set<ForkSafeMutex*>& registry() {
   static auto* r = new std::set<ForkSafeMutex*>;  // never destroyed: mutexes may outlive statics
   return *r;
 }
+// Shared by the rewrites of weights (WeightsRewrite), held alone by a fork.
+std::shared_mutex& rewrites() {
+  static auto* m = new std::shared_mutex;  // never destroyed: a rewrite may run at exit
+  return *m;
+}
 void registry_before_fork() {
+  rewrites().lock();  // waits for the rewrites in flight
   registry_lock.lock();
 }
 void registry_in_parent() {
   registry_lock.unlock();
+  rewrites().unlock();
 }
 void registry_in_child() {
   new (&registry_lock) std::mutex;  // held by the forking thread, which is this one
+  new (&rewrites()) std::shared_mutex;
   for (ForkSafeMutex* m : registry()) m->reset_in_child();
 }
 #ifdef __linux__
@@ -224,6 +233,14 @@ ForkSafeMutex::ForkSafeMutex() {
 ForkSafeMutex::~ForkSafeMutex() {
   std::lock_guard<std::mutex> g(registry_lock);
   registry().erase(this);
+}
+
+WeightsRewrite::WeightsRewrite() {
+  rewrites().lock_shared();
+}
+
+WeightsRewrite::~WeightsRewrite() {
+  rewrites().unlock_shared();
 }
 
 void ForkSafeMutex::reset_in_child() {

@@ -99,6 +99,20 @@ class ForkSafeMutex {
   std::mutex m_;
 };
 
+// A rewrite of weights in place (a matrix packed for inference, or back) against fork(): a
+// child forked while another thread rewrote a matrix kept it half rewritten, with the flag
+// that says its layout stale, and computed wrong logits without a word (Python: a DataLoader
+// forking its workers beside an inference thread). A rewrite holds a WeightsRewrite; fork()
+// waits for those in flight and holds off new ones until the child exists. Rewrites do not
+// take Python's GIL, which the forking thread holds.
+class WeightsRewrite {
+ public:
+  WeightsRewrite();
+  ~WeightsRewrite();
+  WeightsRewrite(const WeightsRewrite&) = delete;
+  WeightsRewrite& operator=(const WeightsRewrite&) = delete;
+};
+
 // Runs f(0) .. f(n-1), each on its own thread of one parallel region (fewer threads take
 // several in order), with every parallel loop inside f on the calling thread alone. An
 // exception thrown by any f is rethrown here, the one of the lowest index first, after all

@@ -4,6 +4,7 @@
 // weights are in an inference form the model refuses what needs the fp32 values (training:
 // shards.cpp; saving and export: fp32_params), so io only reads and writes tensors.
 #include "core/check.h"
+#include "core/threads.h"
 #include "model/vit.h"
 #include "ops/ops.h"
 
@@ -74,6 +75,7 @@ void ViT::set_weights_packed(bool packed) {
             " inference");
   VIT_CHECK(infer_dtype_ == "fp32", "pack_weights: packing is for fp32 inference (--dtype ", infer_dtype_,
             ")");
+  const WeightsRewrite rewrite;  // a fork waits: its child never finds a matrix half rewritten
   for (BlockLinears& b : lin_.infer)
     for (ops::LinearWeights* lw : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
       ops::prepare_linear(*lw, Precision::fp32, packed);

@@ -2,8 +2,13 @@
 // loss (with dropout, attention dropout, drop path, a patch mask and both poolings on),
 // inference against the training forward, the patch embedding against a direct conv,
 // and timm's initialization statistics.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "core/threads.h"
 #include "io/checkpoint.h"
@@ -236,6 +241,43 @@ TEST(Model, PackedWeightsInferTheSameAndUnpackExactly) {
   EXPECT_EQ(std::memcmp(before.data(), m.params().data(), before.size() * sizeof(float)), 0);
   m.infer(x.data(), B, nullptr, packed.data());
   EXPECT_EQ(packed, plain) << "unpacked, the model computes exactly what it did before";
+}
+
+// fork() beside a thread that packs and unpacks the weights in place: the child never finds
+// a matrix half rewritten, or the flag that says its layout stale (a Python DataLoader
+// forking its workers beside an inference thread gave children wrong logits, 2 of 30).
+TEST(Model, AForkBesideARewriteOfTheWeightsNeverSeesHalfOfIt) {
+  ViT m(test::with_width(tiny("token", true, "learn"), 192, 4, 768));
+  randomize(m, 4);
+  const std::vector<float> before(m.params().data(), m.params().data() + m.params().size());
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> rewrites{0};
+  std::thread rewriter([&] {
+    while (!stop) {
+      m.pack_weights();
+      m.unpack_weights();
+      rewrites += 2;
+    }
+  });
+  int torn = 0, forks = 0;
+  for (; forks < 20; ++forks) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(30);
+      if (m.weights_packed()) m.unpack_weights();
+      _exit(std::memcmp(before.data(), m.params().data(), before.size() * sizeof(float)) == 0 ? 0 : 3);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "a child ended by signal "
+                                   << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    torn += WEXITSTATUS(status) != 0;
+  }
+  stop = true;
+  rewriter.join();
+  EXPECT_EQ(torn, 0) << torn << " of " << forks << " children found the weights half rewritten";
+  EXPECT_GT(rewrites.load(), 0);
 }
 
 // Heads of their own width (dim_head: 4 heads of 24, 96 channels on a 40-wide model): the

@@ -304,25 +304,30 @@ def fork_child(model, x, q):
         q.put(repr(e))
 
 
+def answer_of(p, q, hang):
+    """What the child process p put on q, or `hang` after 60 s; the child is ended either way."""
+    import queue
+    try:
+        return q.get(timeout=60)
+    except queue.Empty:
+        return hang
+    finally:
+        p.kill() if p.is_alive() else None
+        p.join()
+
+
 def test_a_forked_process_computes(model):
     """multiprocessing's fork (Linux's default start method), a prefork server: before, the
     child's first call waited forever for the parent's OpenMP threads, which fork() does not
     copy (PyTorch 1.13 hangs the same way). Now it runs on a helper thread, on every thread."""
     import multiprocessing
-    import queue
     x = np.random.default_rng(2).standard_normal((2, 3, 32, 32)).astype(np.float32)
     want = model(x)  # the parent's OpenMP threads start here (and in the fixture's load)
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
     p = ctx.Process(target=fork_child, args=(model, x, q))
     p.start()
-    try:
-        got = q.get(timeout=60)
-    except queue.Empty:
-        got = "no answer in 60 s: the child hangs"
-    finally:
-        p.kill() if p.is_alive() else None
-        p.join()
+    got = answer_of(p, q, "no answer in 60 s: the child hangs")
     assert not isinstance(got, str), got
     logits, threads, epochs = got
     assert np.array_equal(logits, want)
@@ -369,6 +374,24 @@ def test_a_fork_while_another_thread_calls_the_model_leaves_it_usable(model):
         assert np.array_equal(got, want)
 
 
+def test_a_fork_while_another_thread_resamples_leaves_dynamic_sizes_usable():
+    """A resample for dynamic_img_size holds the model's resize lock (tens of ms without the
+    GIL): a fork then copied it held, and the child's next call at another size waited for it
+    forever (11 of 12 children). Held here by the parent itself across the fork, every time."""
+    import multiprocessing
+    m = vitcpp.create_model("local-dir:" + os.path.join(PRETRAINED, "hf"), dynamic_img_size=True)
+    x = np.random.default_rng(5).standard_normal((1, 3, 48, 64)).astype(np.float32)
+    want = m(x)
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    with m._resize_lock:  # as the thread inside a resample holds it
+        p = ctx.Process(target=forked_call, args=(m, x, q))
+        p.start()
+    got = answer_of(p, q, "no answer in 60 s: the child waits on the parent's resize lock")
+    assert not isinstance(got, str), got
+    assert np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("name,kw", [("timm_a", {}), ("timm_a", {"dtype": "int8"}), ("timm_a", {"num_classes": 0}),
                                      ("hf", {"dynamic_img_size": True})])
 def test_a_model_pickles_to_the_same_bits(tmp_path, name, kw):
@@ -381,9 +404,13 @@ def test_a_model_pickles_to_the_same_bits(tmp_path, name, kw):
     x = x.astype(np.float32)
     forward = m.forward if m.num_classes else m.forward_pooled
     want = forward(x)
+    weights = m.state_dict()
     for other in (pickle.loads(pickle.dumps(m)), copy.deepcopy(m)):
         f = other.forward if m.num_classes else other.forward_pooled
         assert np.array_equal(f(x), want)
+        # an int8 model's fp32 weights too (the copy's were int8 times their scales)
+        copied = other.state_dict()
+        assert all(np.array_equal(copied[k], v) for k, v in weights.items()), kw
         assert (other.dtype, other.checkpoint_format, other.notes, other.class_names, other.pretrained_cfg,
                 other.dynamic_img_size) == (m.dtype, m.checkpoint_format, m.notes, m.class_names,
                                             m.pretrained_cfg, m.dynamic_img_size)

@@ -6,6 +6,7 @@ import csv
 import gzip
 import io
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -145,9 +146,13 @@ def test_ctrl_c_stops_with_keyboard_interrupt_and_resume_continues_exactly(digit
 
     t = threading.Thread(target=interrupt_after_epoch_one)
     t.start()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as stop:
         vitcpp.train(None, train=train, val=test, output=out, **opts)
     t.join()
+    # Where it stopped and how to go on, as vit train prints them (the bare exception said neither).
+    notes = "\n".join(getattr(stop.value, "__notes__", []))
+    assert "vitcpp.train stopped after " in notes, notes
+    assert f"continue with vitcpp.train(resume={out!r}, train=(X, y))" in notes, notes
     with open(os.path.join(out, "summary.csv")) as f:
         done = len(f.readlines()) - 1
     assert 1 <= done < 12, f"the interrupt came after {done} epochs"
@@ -155,6 +160,28 @@ def test_ctrl_c_stops_with_keyboard_interrupt_and_resume_continues_exactly(digit
     assert h[-1]["epoch"] == 12
     vitcpp.train(None, train=train, val=test, output=whole, **opts)
     assert_same_tensors(os.path.join(out, "last.safetensors"), os.path.join(whole, "last.safetensors"))
+
+
+def test_a_comma_decimal_locale_changes_no_option_and_no_figure(tmp_path):
+    # A program that calls locale.setlocale(LC_ALL, "") under de_DE (Qt and GTK programs do):
+    # every option with a decimal point was refused ("drop: a rate in [0, 1), got 0.1": the C
+    # library's strtod stopped at the '.') and the log printed "loss 2,3034".
+    loc = tmp_path / "loc"
+    loc.mkdir()
+    subprocess.run(["localedef", "-i", "de_DE", "-f", "UTF-8", str(loc / "de_DE.UTF-8")], capture_output=True)
+    assert (loc / "de_DE.UTF-8").exists(), "localedef made no de_DE.UTF-8 (Debian's locales package)"
+    code = (
+        "import locale, vitcpp\n"
+        "locale.setlocale(locale.LC_ALL, '')\n"
+        "assert locale.localeconv()['decimal_point'] == ',', locale.localeconv()\n"
+        "h = vitcpp.train('mnist-seed', synthetic=64, epochs=1, batch_size=32, lr=2e-3, drop=0.1,\n"
+        "                 opt_betas=(0.9, 0.95), aa='rand-m9-mstd0.5', progress='log', log_every=1, threads=1)\n"
+        "print('trained', len(h))\n")
+    env = dict(os.environ, LOCPATH=str(loc), LC_ALL="de_DE.UTF-8")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "trained 1" in r.stdout, r.stdout
+    assert re.search(r"loss \d+\.\d{4}", r.stdout) and not re.search(r"loss \d+,\d", r.stdout), r.stdout
 
 
 def test_an_exception_in_the_callback_stops_the_run_and_is_raised(digits, tmp_path):
