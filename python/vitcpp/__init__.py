@@ -191,10 +191,18 @@ def _known_names():
     return set(_vitcpp.preset_names()) | set(_vitcpp.timm_names())
 
 
-def _as_images(x):
+def _as_images(x, what="images"):
     """x as a float32 C-contiguous array, read in place where it already is one: numpy
     arrays, anything with the buffer protocol or __array__ (CPU torch tensors), or
-    __dlpack__. Integer, bool and complex inputs are refused: images here are floats."""
+    __dlpack__. Integer, bool and complex inputs are refused: images here are floats. A torch
+    tensor is read detached (vitcpp computes no gradients, as under torch.no_grad()), and
+    bfloat16 as float32 (numpy has none): both were refused in torch's words."""
+    if _is_torch(x) and hasattr(x, "detach"):
+        if x.device.type != "cpu":
+            raise TypeError(f"{what} must be on the CPU (tensor.cpu()), got a tensor on {x.device}")
+        x = x.detach()
+        if str(x.dtype) == "torch.bfloat16":
+            x = x.float()
     if not isinstance(x, np.ndarray):
         if hasattr(x, "__dlpack__") and not hasattr(x, "__array__"):
             x = np.from_dlpack(x)
@@ -202,10 +210,10 @@ def _as_images(x):
             try:
                 x = np.asarray(x)
             except (TypeError, ValueError, RuntimeError) as e:
-                raise TypeError(f"images must be an array of floats (numpy, a CPU tensor, ...): {e}") from None
+                raise TypeError(f"{what} must be an array of floats (numpy, a CPU tensor, ...): {e}") from None
     if x.dtype.kind != "f":
-        raise TypeError(f"images must be floating point (float32 read in place; float16/64 converted), "
-                        f"got dtype {x.dtype}")
+        raise TypeError(f"{what} must be floating point (float32 read in place; float16/64 and bfloat16 "
+                        f"converted), got dtype {x.dtype}")
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
@@ -468,7 +476,7 @@ class VisionTransformer:
         """Pooling, fc_norm and the head on forward_features' tokens [N, T, D] (timm's
         forward_head); pre_logits=True gives the pooled vector [N, D]."""
         from ._head import forward_head
-        return _as_input(x, forward_head(self, np.asarray(x, dtype=np.float32), pre_logits))
+        return _as_input(x, forward_head(self, _as_images(x, "tokens"), pre_logits))
 
     def forward_intermediates(self, x, indices=None, return_prefix_tokens=False, norm=False, stop_early=False,
                               output_fmt="NCHW", intermediates_only=False):

@@ -91,6 +91,13 @@ def test_a_cpu_torch_tensor_is_read_as_an_array_and_gives_tensors():
         assert isinstance(out, torch.Tensor)
     final, blocks = m.forward_intermediates(t, return_prefix_tokens=True)
     assert isinstance(final, torch.Tensor) and all(isinstance(a, torch.Tensor) for pair in blocks for a in pair)
+    # A tensor that requires grad is read detached (vitcpp computes no gradients), bfloat16 as
+    # float32: both were refused in torch's words (forward_head with another exception type).
+    grad = t.clone().requires_grad_(True)
+    assert np.array_equal(m(grad).numpy(), m(x))
+    feats = m.forward_features(t).requires_grad_(True)
+    assert np.array_equal(m.forward_head(feats).numpy(), m.forward_head(feats.detach()).numpy())
+    assert np.array_equal(m(t.bfloat16()).numpy(), m(t.bfloat16().float()).numpy())
 
 
 def test_timms_inference_code_runs_unchanged():
