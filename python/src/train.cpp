@@ -19,6 +19,7 @@
 #include <string>
 
 #include "apps/vit/train_hooks.h"
+#include "apps/vit/validators.h"
 #include "arrays.h"
 #include "bindings.h"
 #include "engine.h"
@@ -143,7 +144,7 @@ class PythonStdout : public std::streambuf {
 // callback or by a signal handler during the run is raised again here, after the run has
 // stopped with its state written.
 // A message about vit train's flags in train()'s keywords: "--num-classes: ..." as
-// "num_classes: ...".
+// "num_classes: ...", and a number after a flag as the keyword's value ("set num_classes=11").
 std::string keyword_words(const std::string& text) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -157,6 +158,10 @@ std::string keyword_words(const std::string& text) {
     for (i += 2; i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '-');
          ++i)
       out += text[i] == '-' ? '_' : text[i];
+    if (i + 1 < text.size() && text[i] == ' ' && std::isdigit(static_cast<unsigned char>(text[i + 1]))) {
+      out += '=';
+      ++i;
+    }
     --i;
   }
   return out;
@@ -233,6 +238,10 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
     });
   } catch (const CLI::ParseError& e) {  // an option's value: Python's ValueError, in keywords
     throw py::value_error(keyword_words(e.what()));
+  } catch (const app::UsageError& e) {  // options that cannot work together, in keywords too
+    throw py::value_error(keyword_words(e.what()));
+  } catch (const Error& e) {  // "--num-classes 11" as the keyword the program passed
+    throw Error(keyword_words(e.what()));
   }
   buffer.write_out();  // what is left after the last line
   if (raised) {

@@ -60,6 +60,9 @@ def _as_split(x, y, name):
         raise TypeError(f"{name}: labels must be integers, got dtype {y.dtype}")
     if y.ndim != 1 or len(y) != len(x):
         raise ValueError(f"{name}: labels must be [N] with N = {len(x)} (one per image), got shape {y.shape}")
+    if y.dtype.kind == "u" and len(y) and int(y.max()) > np.iinfo(np.int64).max:  # int64 read it as negative
+        i = int(y.argmax())
+        raise ValueError(f"{name}: label {int(y[i])} of sample {i} is out of range")
     return x, np.ascontiguousarray(y, dtype=np.int64)
 
 
@@ -202,9 +205,9 @@ def train(model=None, train=None, val=None, output=None, *, callback=None, resum
         raise
     except _vitcpp.Error as e:
         # The run's hint names its keyword here, not vit train's flag.
-        if "(--skip-bad-images leaves such files out)" not in str(e):
+        if "(skip_bad_images leaves such files out)" not in str(e):
             raise
-        raise _vitcpp.Error(str(e).replace("--skip-bad-images", "skip_bad_images=True")) from None
+        raise _vitcpp.Error(str(e).replace("skip_bad_images leaves", "skip_bad_images=True leaves")) from None
     finally:
         if tmp is not None:
             tmp.cleanup()

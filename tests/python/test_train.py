@@ -243,6 +243,18 @@ def test_bad_input_raises_clear_errors(digits, tmp_path):
     bad[7] = -1
     with pytest.raises(vitcpp.Error, match="label -1 of sample 7 is negative"):
         vitcpp.train(None, train=(x, bad), epochs=1, threads=2, progress="log")
+    huge = y.astype(np.uint64)
+    huge[3] = 2**63 + 5  # it was "label -9223372036854775803 ... is negative"
+    with pytest.raises(ValueError, match=f"train: label {2**63 + 5} of sample 3 is out of range"):
+        vitcpp.train(None, train=(x, huge), epochs=1)
+    # Errors name train()'s keywords, not vit train's flags ("--batch-size must be positive").
+    with pytest.raises(Exception, match=r"^batch_size must be positive") as e:
+        vitcpp.train(None, train=(x, y), epochs=1, batch_size=0, progress="log")
+    assert "--" not in str(e.value), e.value
+    eleven = y.copy()
+    eleven[0] = 10
+    with pytest.raises(vitcpp.Error, match=r"\(set num_classes=11\)"):
+        vitcpp.train("mnist-seed", train=(x, eleven), epochs=1, progress="none")
     with pytest.raises(vitcpp.Error, match=r"float32 images are the model's input, \[N, 1, 28, 28\]"):
         vitcpp.train(None, train=(np.zeros((4, 1, 32, 32), np.float32), y[:4]), epochs=1, progress="log")
     with pytest.raises(vitcpp.Error, match="the learning rate. must be a positive number"):
