@@ -217,20 +217,22 @@ std::unique_ptr<Engine> Engine::resized(int64_t img_h, int64_t img_w) const {
   return copy_with(c, true, 0);
 }
 
-std::vector<Engine::Param> Engine::params(const std::vector<std::string>& prefixes) const {
-  std::vector<const ParamSpec*> chosen;
-  bool blocks = false;  // only the blocks' matrices are ever packed (ViT::pack_weights)
-  for (const ParamSpec& s : m_->table().specs()) {
-    if (!prefixes.empty() && std::none_of(prefixes.begin(), prefixes.end(),
-                                          [&](const std::string& f) { return s.name.rfind(f, 0) == 0; }))
-      continue;
-    chosen.push_back(&s);
-    blocks = blocks || s.name.rfind("blocks.", 0) == 0;
-  }
-  const float* base = blocks ? fp32() : m_->params().data();
+std::vector<Engine::Param> Engine::param_shapes(const std::vector<std::string>& prefixes) const {
   std::vector<Param> out;
-  for (const ParamSpec* s : chosen)
-    out.push_back({s->name, std::vector<int64_t>(s->shape.begin(), s->shape.end()), base + s->offset});
+  for (const ParamSpec& s : m_->table().specs())
+    if (prefixes.empty() || std::any_of(prefixes.begin(), prefixes.end(),
+                                        [&](const std::string& f) { return s.name.rfind(f, 0) == 0; }))
+      out.push_back({s.name, std::vector<int64_t>(s.shape.begin(), s.shape.end()), nullptr});
+  return out;
+}
+
+std::vector<Engine::Param> Engine::params(const std::vector<std::string>& prefixes) const {
+  std::vector<Param> out = param_shapes(prefixes);
+  // only the blocks' matrices are ever packed (ViT::pack_weights)
+  const bool blocks =
+      std::any_of(out.begin(), out.end(), [](const Param& p) { return p.name.rfind("blocks.", 0) == 0; });
+  const float* base = blocks ? fp32() : m_->params().data();
+  for (Param& p : out) p.data = base + m_->table().find(p.name)->offset;
   return out;
 }
 

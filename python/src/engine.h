@@ -87,6 +87,9 @@ class Engine {
     const float* data;
   };
   std::vector<Param> params(const std::vector<std::string>& prefixes = {}) const;
+  // The same names and shapes, data null: read without the model's lock (the table of a
+  // model never changes) and without unpacking anything.
+  std::vector<Param> param_shapes(const std::vector<std::string>& prefixes = {}) const;
 
   // fp32: an int8 model's vitcpp file in the fp32 weights it keeps (pickling), not vit
   // quantize's int8 file.
