@@ -42,10 +42,11 @@ Run add_info(CLI::App& cmd) {
     if (f->checkpoint.empty()) {
       cfg = f->model.resolve();
     } else {
-      const Pretrained p =
-          load_pretrained(f->checkpoint, load_options(f->model.img_size, f->model.num_heads));
+      LoadOptions o = load_options(f->model.img_size, f->model.num_heads);
+      o.config_only = true;  // the header alone: no weight is read
+      const Pretrained p = load_pretrained(f->checkpoint, o);
       print_notes(p, std::cerr);
-      cfg = p.model->config();
+      cfg = p.config;
     }
     ParamTable table(cfg);
     int64_t total = 0, trainable = 0;

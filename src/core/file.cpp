@@ -76,7 +76,7 @@ MappedFile::~MappedFile() {
   ::munmap(const_cast<char*>(data_), size_);
 }
 
-std::shared_ptr<const MappedFile> map_file(const std::string& path) {
+std::shared_ptr<const MappedFile> map_file(const std::string& path, bool populate) {
   struct stat sb {};
   // Only regular files are opened: opening a FIFO here and closing it would end its writer
   // (SIGPIPE) before read_file_bytes reads it.
@@ -85,7 +85,7 @@ std::shared_ptr<const MappedFile> map_file(const std::string& path) {
   if (fd < 0) return nullptr;
   void* p = MAP_FAILED;
   if (::fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0)
-    p = ::mmap(nullptr, size_t(sb.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    p = ::mmap(nullptr, size_t(sb.st_size), PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
   ::close(fd);  // the mapping keeps the file open
   if (p == MAP_FAILED) return nullptr;
   return std::make_shared<const MappedFile>(static_cast<const char*>(p), size_t(sb.st_size));

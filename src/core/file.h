@@ -38,8 +38,10 @@ class MappedFile {
   size_t size_;
 };
 // Null where the file cannot be mapped (missing, not a regular file, empty, mmap refused):
-// callers then use read_file_bytes, whose error names the problem.
-std::shared_ptr<const MappedFile> map_file(const std::string& path);
+// callers then use read_file_bytes, whose error names the problem. populate: read the whole
+// file in at once (no page fault per page as it is copied); false for a file of which little
+// is read (a checkpoint's header).
+std::shared_ptr<const MappedFile> map_file(const std::string& path, bool populate = true);
 std::string read_text_file(const std::string& path);
 // The non-empty lines of a text file (class names, API keys), each without its \r (CRLF
 // files) and the first without a UTF-8 byte-order mark (Windows' Notepad writes one: it became

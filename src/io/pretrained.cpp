@@ -201,7 +201,7 @@ std::unique_ptr<ViT> model_for(const ViTConfig& c, const SafeTensors& st, const 
 Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   Pretrained out;
   out.file = weights_file(path, opt.last);
-  SafeTensors st = SafeTensors::open(out.file);
+  SafeTensors st = SafeTensors::open(out.file, !opt.config_only);
   // timm's clean_state_dict: the prefixes of a model saved inside torch's DDP wrapper
   // (module.) or torch.compile's (_orig_mod.) are not the model's names.
   st.rename([](const std::string& name) -> std::optional<std::string> {
@@ -258,10 +258,8 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   } catch (const Error& e) {
     throw Error(out.file + ": " + e.what());
   }
-  // Not randomized: the loop below writes every parameter (from the file, resampled, or the
-  // zero head) or throws.
-  std::unique_ptr<ViT> model = model_for(c, st, out.file);
-  const ParamTable& table = model->table();
+  out.config = c;
+  const ParamTable table(c);
 
   // Every tensor in the file must land somewhere.
   std::set<std::string> used = m.skipped;
@@ -278,6 +276,16 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
     throw Error(out.file + ": " + std::to_string(unsupported.size()) + " tensor(s) of this " + out.format +
                 " checkpoint have no place in a vitcpp ViT (a layer vitcpp does not support):" + list);
   }
+  if (opt.config_only) {
+    out.class_names = new_head ? std::vector<std::string>{} : m.class_names;
+    out.notes.insert(out.notes.end(), m.notes.begin(), m.notes.end());
+    out.pos_resample = how;
+    out.stored_dtype = m.stored_dtype;
+    return out;
+  }
+  // Not randomized: the loop below writes every parameter (from the file, resampled, or the
+  // zero head) or throws.
+  std::unique_ptr<ViT> model = model_for(c, st, out.file);
 
   for (const auto& s : table.specs()) {
     float* dst = model->params().data() + s.offset;

@@ -148,8 +148,8 @@ float bf16_to_f32(uint16_t h) {
   return f;
 }
 
-SafeTensors SafeTensors::open(const std::string& path) {
-  if (auto m = map_file(path)) return parse_view(m, m->data(), m->size(), path);
+SafeTensors SafeTensors::open(const std::string& path, bool populate) {
+  if (auto m = map_file(path, populate)) return parse_view(m, m->data(), m->size(), path);
   return parse(read_file_bytes(path), path);
 }
 

@@ -31,8 +31,9 @@ class SafeTensors {
  public:
   // Maps (or, where mapping fails, reads) and validates the whole file; errors name the file
   // and the problem. Mapped read-only: the tensors are copied out of the page cache once,
-  // without a second buffer (a ViT-B/16 checkpoint is 346 MB).
-  static SafeTensors open(const std::string& path);
+  // without a second buffer (a ViT-B/16 checkpoint is 346 MB). populate false: the pages are
+  // read as they are touched (the header alone, for a config).
+  static SafeTensors open(const std::string& path, bool populate = true);
   static SafeTensors parse(std::vector<char> bytes, const std::string& path_for_errors);
 
   const std::string& path() const { return path_; }
