@@ -333,6 +333,7 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
               shape_str(shape), ", the model expects ", shape_str(s.shape), " for ", s.name);
     for (const auto& n : srcs) {
       copy_weights(st, n, dst);
+      st.release(n);  // the file's pages go as the model's fill: the peak is one copy, not two
       dst += numel(st.at(n).shape);
     }
   }

@@ -1,5 +1,8 @@
 #include "io/safetensors.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -149,7 +152,11 @@ float bf16_to_f32(uint16_t h) {
 }
 
 SafeTensors SafeTensors::open(const std::string& path, bool populate) {
-  if (auto m = map_file(path, populate)) return parse_view(m, m->data(), m->size(), path);
+  if (auto m = map_file(path, populate)) {
+    SafeTensors st = parse_view(m, m->data(), m->size(), path);
+    st.mapped_ = true;
+    return st;
+  }
   return parse(read_file_bytes(path), path);
 }
 
@@ -288,6 +295,15 @@ std::vector<float> SafeTensors::to_float(const std::string& name) const {
   std::vector<float> out(numel(t.shape));
   copy_float(name, out.data());
   return out;
+}
+
+void SafeTensors::release(const std::string& name) const {
+  if (!mapped_) return;
+  const TensorInfo& t = at(name);
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = uintptr_t(bytes_.data() + data_start_ + t.begin), end = begin + (t.end - t.begin);
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 std::vector<int64_t> SafeTensors::to_int64(const std::string& name) const {

@@ -48,6 +48,11 @@ class SafeTensors {
   std::vector<float> to_float(const std::string& name) const;
   void copy_float(const std::string& name, float* out) const;
   std::vector<int64_t> to_int64(const std::string& name) const;
+  // Gives back the memory of a mapped file's pages that lie wholly inside the tensor's bytes,
+  // once they are copied out: a load then holds the file and the model together one tensor at
+  // a time, not whole (ViT-L's resume held its 3.4 GB state beside its arenas). A later read
+  // of the tensor maps its pages again from the file. Nothing for a file read into memory.
+  void release(const std::string& name) const;
   std::vector<uint8_t> to_u8(const std::string& name) const;
 
  private:
@@ -56,6 +61,7 @@ class SafeTensors {
 
   std::string path_;
   std::shared_ptr<const void> owner_;  // keeps bytes_ alive: a vector or a file mapping
+  bool mapped_ = false;                // owner_ is a file mapping
   std::string_view bytes_;
   size_t data_start_ = 0;
   std::vector<TensorInfo> tensors_;
