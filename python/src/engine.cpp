@@ -157,6 +157,18 @@ void Engine::maps(const float* x, int64_t B, const std::string& method, int64_t 
   }
 }
 
+void Engine::set_params(const std::vector<std::pair<std::string, const float*>>& values) {
+  const std::string was = dtype();
+  set_dtype("fp32");  // unpacked, and the old weights' bf16 or int8 copies dropped
+  float* p = m_->params().data();
+  for (const auto& [name, v] : values) {
+    const ParamSpec* s = m_->table().find(name);
+    VIT_CHECK(s, "set_params: the model has no parameter '", name, "'");
+    std::copy_n(v, s->numel(), p + s->offset);
+  }
+  if (was != "fp32") set_dtype(was);
+}
+
 void Engine::set_dtype(const std::string& dtype) {
   VIT_CHECK(dtype == "fp32" || dtype == "bf16" || dtype == "int8",
             "dtype must be 'float32', 'bfloat16' or 'int8', got '", dtype, "'");

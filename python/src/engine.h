@@ -91,6 +91,11 @@ class Engine {
   // model never changes) and without unpacking anything.
   std::vector<Param> param_shapes(const std::vector<std::string>& prefixes = {}) const;
 
+  // Writes these parameters (name, float32 values of its shape) into the model in place, as
+  // torch's load_state_dict copies into its parameters: no second model and no file (the way
+  // through a temporary checkpoint held 4 more copies: ViT-L +4.5 GB). The model keeps its
+  // dtype: its bf16 or int8 copies are made anew from the new weights.
+  void set_params(const std::vector<std::pair<std::string, const float*>>& values);
   // fp32: an int8 model's vitcpp file in the fp32 weights it keeps (pickling), not vit
   // quantize's int8 file.
   std::vector<std::string> save(const std::string& dir, const std::string& format, bool fp32 = false) const;

@@ -14,7 +14,6 @@ import fnmatch
 import json
 import os
 import warnings
-import struct
 import tempfile
 import threading
 import weakref
@@ -232,24 +231,6 @@ def _is_torch(x):
 _IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
-def _rewrite_tensors(path, tensors):
-    """The safetensors file at path with its metadata kept and its tensors replaced by these
-    (float32), written in place of it."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = {"__metadata__": json.loads(f.read(n)).get("__metadata__", {})}
-    blobs, offset = [], 0
-    for name, t in tensors.items():
-        data = np.ascontiguousarray(t, dtype=np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header)
-    text += " " * ((8 - (8 + len(text)) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text.encode() + b"".join(blobs))
-
-
 def _as_input(x, out):
     """out (an array, or lists and tuples of them) as the type x came in: torch tensors that
     share the arrays' memory when x is a torch tensor (so code written for timm goes on with
@@ -372,7 +353,7 @@ class VisionTransformer:
         torch's Module.load_state_dict: strict=True refuses missing and unexpected names, and
         a shape that differs is always an error (RuntimeError, with every problem listed).
         Returns (missing_keys, unexpected_keys). The model keeps its dtype."""
-        current = self.state_dict()
+        current = self._engine.param_shapes()  # {name: shape}: no copy of the weights
         given = {}
         for name, value in state_dict.items():
             name = name[len("module."):] if name.startswith("module.") else name
@@ -382,28 +363,24 @@ class VisionTransformer:
         missing = [n for n in current if n not in given]
         unexpected = [n for n in given if n not in current]
         problems = [f"size mismatch for {n}: copying a param with shape {tuple(given[n].shape)}, "
-                    f"the shape in the current model is {tuple(current[n].shape)}"
-                    for n in current if n in given and tuple(given[n].shape) != tuple(current[n].shape)]
+                    f"the shape in the current model is {current[n]}"
+                    for n in current if n in given and tuple(given[n].shape) != current[n]]
         if strict and missing:
             problems.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{n}"' for n in missing))
         if strict and unexpected:
             problems.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{n}"' for n in unexpected))
         if problems:
             raise RuntimeError("Error(s) in loading state_dict for VisionTransformer:\n\t" + "\n\t".join(problems))
-        tensors = {n: given.get(n, current[n]) for n in current}
+        tensors = {n: t for n, t in given.items() if n in current}  # the missing ones stay as they are
         for n, t in tensors.items():
             if t.dtype.kind != "f" or not np.all(np.isfinite(t)):
                 raise ValueError(f"{n}: parameters must be finite floats, got dtype {t.dtype}"
                                  + ("" if t.dtype.kind != "f" else " with NaN or infinite values"))
-        with tempfile.TemporaryDirectory() as d:
-            self._engine.save(d, "vitcpp")  # the config and metadata, then these tensors in its file
-            _rewrite_tensors(os.path.join(d, "model.safetensors"), tensors)
-            engine = _vitcpp.Engine.load(d, _vitcpp.LoadArgs())
-        dtype, e = self._engine.dtype, self._engine
-        engine.set_origin(e.format, e.pos_resample, list(e.notes))
-        self._replace(engine)
-        if dtype != "fp32":
-            self._set_dtype(dtype)
+        # Copied into the model in place, as torch's (a float32 C-contiguous array is read as
+        # it is); the resized engines of dynamic_img_size held the old weights.
+        with self._resize_lock:
+            self._engine.set_params(tensors)
+            self._resized = {}
         return _IncompatibleKeys(missing, unexpected)
 
     # ---- pickling: multiprocessing's spawn and forkserver, ProcessPoolExecutor, copy.deepcopy

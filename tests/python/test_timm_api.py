@@ -258,6 +258,22 @@ def test_load_state_dict_is_torchs():
         b.load_state_dict(wrong, strict=False)
 
 
+def test_load_state_dict_writes_in_place_and_keeps_dtype_and_sizes_current():
+    """The weights are copied into the model, as torch's (a temporary checkpoint and a second
+    model held 4 more copies: ViT-L +4.5 GB); an int8 model quantizes the new weights, and the
+    sizes dynamic_img_size made before serve them too."""
+    a = vitcpp.create_model("mnist-seed", seed=1)
+    b = vitcpp.create_model("mnist-seed", seed=2, dtype="int8", dynamic_img_size=True)
+    x, x2 = (np.random.default_rng(6).standard_normal((2, 1, s, s)).astype(np.float32) for s in (28, 56))
+    b(x), b(x2)  # the model's size and a resampled one, in int8
+    engine = b._engine
+    assert b.load_state_dict(a.state_dict()) == ([], [])
+    assert b._engine is engine and b.dtype == "int8"
+    want = vitcpp.create_model("mnist-seed", seed=1, dtype="int8", dynamic_img_size=True)
+    assert np.array_equal(b(x), want(x)) and np.array_equal(b(x2), want(x2))
+    assert all(np.array_equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
+
+
 def test_torch_module_calls_say_what_they_do():
     """cuda(), half() and float() were AttributeErrors with no hint."""
     m = vitcpp.create_model("mnist-seed")
