@@ -33,6 +33,10 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <ostream>
+#include <streambuf>
+#include <string_view>
+#include <vector>
 
 #include "core/check.h"
 #include "core/decimal.h"
@@ -393,6 +397,37 @@ class VitGraph {
   bool int8_;  // the blocks' products in int8
 };
 
+// An ostream's buffer onto an AtomicFile, 1 MiB at a time (protobuf serializes to an ostream).
+class AtomicFileBuf : public std::streambuf {
+ public:
+  explicit AtomicFileBuf(AtomicFile& f) : f_(f), buf_(size_t(1) << 20) {
+    setp(buf_.data(), buf_.data() + buf_.size());
+  }
+  size_t written() const { return written_ + size_t(pptr() - pbase()); }
+
+ protected:
+  int_type overflow(int_type c) override {
+    sync();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override {
+    const size_t n = size_t(pptr() - pbase());
+    f_.write(std::string_view(pbase(), n));  // throws vit::Error naming the file
+    written_ += n;
+    setp(buf_.data(), buf_.data() + buf_.size());
+    return 0;
+  }
+
+ private:
+  AtomicFile& f_;
+  std::vector<char> buf_;
+  size_t written_ = 0;
+};
+
 void set_shape(onnx::ValueInfoProto* v, const std::string& name, const std::vector<int64_t>& dims) {
   v->set_name(name);
   auto* t = v->mutable_type()->mutable_tensor_type();
@@ -403,27 +438,33 @@ void set_shape(onnx::ValueInfoProto* v, const std::string& name, const std::vect
 }
 
 // Moves every initializer of at least 1 KiB (ONNX's convert_model_to_external_data
-// threshold) out of the model into one data file, `data_name` beside it, as ONNX's external
+// threshold) out of the model into one data file, `data_path` beside it, as ONNX's external
 // data: each tensor keeps its name, shape and type and says where its bytes are (location,
-// offset, length; offsets aligned to 64 bytes). Returns the data file's contents.
-std::string externalize(onnx::GraphProto& g, const std::string& data_name) {
-  std::string blob;
+// offset, length; offsets aligned to 64 bytes). Written as it goes, each initializer's
+// memory freed once written: the data file was built whole in memory first (ViT-H's export
+// peaked at 3.3x its weights).
+void externalize(onnx::GraphProto& g, const std::string& data_path) {
+  const std::string data_name = fs::path(data_path).filename().string();
+  AtomicFile out(data_path);
+  size_t size = 0;
   for (onnx::TensorProto& t : *g.mutable_initializer()) {
     if (t.raw_data().size() < 1024) continue;
-    blob.resize((blob.size() + 63) / 64 * 64);
-    const size_t offset = blob.size();
-    blob.append(t.raw_data());
+    const size_t offset = (size + 63) / 64 * 64, length = t.raw_data().size();
+    out.write(std::string(offset - size, '\0'));
+    out.write(t.raw_data());
+    size = offset + length;
+    std::string().swap(*t.mutable_raw_data());  // clear_raw_data() kept the capacity
     t.clear_raw_data();
     t.set_data_location(onnx::TensorProto::EXTERNAL);
     for (auto [key, value] : {std::pair<std::string, std::string>{"location", data_name},
                               {"offset", std::to_string(offset)},
-                              {"length", std::to_string(blob.size() - offset)}}) {
+                              {"length", std::to_string(length)}}) {
       auto* e = t.add_external_data();
       e->set_key(key);
       e->set_value(value);
     }
   }
-  return blob;
+  out.commit();
 }
 
 void add_metadata(onnx::ModelProto& m, const std::string& key, const std::string& value) {
@@ -501,13 +542,16 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
                     4 * int64_t(t.int32_data_size()) + 8 * int64_t(t.int64_data_size());
   if (external_from >= 0 ? weight_bytes >= external_from : weight_bytes > (int64_t(1) << 30) * 3 / 2) {
     info.data_file = path + ".data";
-    const std::string blob = externalize(g, fs::path(info.data_file).filename().string());
-    write_file_atomic(info.data_file, blob);
+    externalize(g, info.data_file);
   }
-  std::string bytes_out;
-  VIT_CHECK(m.SerializeToString(&bytes_out), path, ": protobuf could not serialize the ONNX model");
-  write_file_atomic(path, bytes_out);
-  info.bytes = bytes_out.size();
+  // Streamed to the file (a whole string of it was one more copy of the weights).
+  AtomicFile file(path);
+  AtomicFileBuf buf(file);
+  std::ostream os(&buf);
+  os.exceptions(std::ios::badbit);  // a write's own error (a full disk, naming the file) passes through
+  VIT_CHECK(m.SerializeToOstream(&os) && os.flush(), path, ": protobuf could not serialize the ONNX model");
+  file.commit();
+  info.bytes = buf.written();
   return info;
 }
 
