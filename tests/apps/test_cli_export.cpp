@@ -81,6 +81,17 @@ TEST(CliExport, WhatAFormatCannotHoldIsAOneLineError) {
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("File too large"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(tmp / "timm"));
+#ifndef VIT_NO_ONNX
+  // ONNX's file is streamed: the write's error is said (it ended the program in protobuf's
+  // stream's destructor), and no temporary is left.
+  r = vit::test::run_vit(
+      "export --format onnx --checkpoint " + (tmp / "small.safetensors") + " --out " + (tmp / "small.onnx"),
+      "ulimit -f 30;");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(tmp / "small.onnx" + ": write failed (File too large)"), std::string::npos) << r.out;
+  for (const auto& e : fs::directory_iterator(tmp.str()))
+    EXPECT_EQ(e.path().filename().string().find("small.onnx"), std::string::npos) << e.path();
+#endif
   r = run("export --format keras --checkpoint " + (tmp / "avg.safetensors") + " --out " + (tmp / "k"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("keras"), std::string::npos) << r.out;

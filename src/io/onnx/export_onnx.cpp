@@ -398,16 +398,19 @@ class VitGraph {
 };
 
 // An ostream's buffer onto an AtomicFile, 1 MiB at a time (protobuf serializes to an ostream).
+// A failed write (a full disk) is kept, not thrown: protobuf's stream flushes in its
+// destructor, where an exception ends the program. error() then says what failed.
 class AtomicFileBuf : public std::streambuf {
  public:
   explicit AtomicFileBuf(AtomicFile& f) : f_(f), buf_(size_t(1) << 20) {
     setp(buf_.data(), buf_.data() + buf_.size());
   }
   size_t written() const { return written_ + size_t(pptr() - pbase()); }
+  const std::string& error() const { return error_; }
 
  protected:
   int_type overflow(int_type c) override {
-    sync();
+    if (sync() != 0) return traits_type::eof();
     if (!traits_type::eq_int_type(c, traits_type::eof())) {
       *pptr() = traits_type::to_char_type(c);
       pbump(1);
@@ -415,8 +418,14 @@ class AtomicFileBuf : public std::streambuf {
     return traits_type::not_eof(c);
   }
   int sync() override {
+    if (!error_.empty()) return -1;
     const size_t n = size_t(pptr() - pbase());
-    f_.write(std::string_view(pbase(), n));  // throws vit::Error naming the file
+    try {
+      f_.write(std::string_view(pbase(), n));
+    } catch (const Error& e) {  // names the file and the reason
+      error_ = e.what();
+      return -1;
+    }
     written_ += n;
     setp(buf_.data(), buf_.data() + buf_.size());
     return 0;
@@ -426,6 +435,7 @@ class AtomicFileBuf : public std::streambuf {
   AtomicFile& f_;
   std::vector<char> buf_;
   size_t written_ = 0;
+  std::string error_;
 };
 
 void set_shape(onnx::ValueInfoProto* v, const std::string& name, const std::vector<int64_t>& dims) {
@@ -548,8 +558,9 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
   AtomicFile file(path);
   AtomicFileBuf buf(file);
   std::ostream os(&buf);
-  os.exceptions(std::ios::badbit);  // a write's own error (a full disk, naming the file) passes through
-  VIT_CHECK(m.SerializeToOstream(&os) && os.flush(), path, ": protobuf could not serialize the ONNX model");
+  const bool serialized = m.SerializeToOstream(&os) && os.flush();
+  if (!buf.error().empty()) throw Error(buf.error());
+  VIT_CHECK(serialized, path, ": protobuf could not serialize the ONNX model");
   file.commit();
   info.bytes = buf.written();
   return info;
