@@ -207,6 +207,20 @@ std::unique_ptr<Engine> Engine::copy_with(const ViTConfig& cfg, bool resample, u
   return e;
 }
 
+std::unique_ptr<Engine> Engine::clone() const {
+  const float* src = fp32();
+  std::unique_ptr<Engine> e(new Engine);
+  e->m_ = std::make_unique<ViT>(config(), /*randomize=*/false);
+  std::copy_n(src, m_->table().total(), e->m_->params().data());
+  e->format_ = format_;
+  e->pos_resample_ = pos_resample_;
+  e->stored_dtype_ = stored_dtype_;
+  e->class_names_ = class_names_;
+  e->notes_ = notes_;
+  e->set_dtype(dtype());
+  return e;
+}
+
 std::unique_ptr<Engine> Engine::with_head(int64_t num_classes, uint64_t seed) const {
   VIT_CHECK(num_classes >= 0, "num_classes must be >= 0 (0: no head), got ", num_classes);
   ViTConfig c = config();

@@ -96,6 +96,10 @@ class Engine {
   // through a temporary checkpoint held 4 more copies: ViT-L +4.5 GB). The model keeps its
   // dtype: its bf16 or int8 copies are made anew from the new weights.
   void set_params(const std::vector<std::pair<std::string, const float*>>& values);
+  // A model of its own with the same weights (the fp32 ones of an int8 or bf16 model, whose
+  // copies are made anew), dtype, class names and origin: copy.deepcopy, at one copy of the
+  // weights (through a checkpoint in memory it took three).
+  std::unique_ptr<Engine> clone() const;
   // fp32: an int8 model's vitcpp file in the fp32 weights it keeps (pickling), not vit
   // quantize's int8 file.
   std::vector<std::string> save(const std::string& dir, const std::string& format, bool fp32 = false) const;

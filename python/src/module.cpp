@@ -205,6 +205,7 @@ PYBIND11_MODULE(_vitcpp, m) {
       .def("resized", [](Engine& e, int64_t h,
                          int64_t w) { return locked(e, [&](Engine& m) { return m.resized(h, w); }); })
       .def("params", &params, py::arg("prefixes") = std::vector<std::string>{})
+      .def("clone", [](Engine& e) { return locked(e, [&](Engine& m) { return m.clone(); }); })
       .def("param_shapes",
            [](const Engine& e) {
              py::dict out;
