@@ -158,6 +158,7 @@ void Engine::maps(const float* x, int64_t B, const std::string& method, int64_t 
 }
 
 void Engine::set_params(const std::vector<std::pair<std::string, const float*>>& values) {
+  const WeightsRewrite rewrite;  // a fork sees the old weights or the new, in their dtype
   const std::string was = dtype();
   set_dtype("fp32");  // unpacked, and the old weights' bf16 or int8 copies dropped
   float* p = m_->params().data();

@@ -93,7 +93,7 @@ class Engine {
 
   // Writes these parameters (name, float32 values of its shape) into the model in place, as
   // torch's load_state_dict copies into its parameters: no second model and no file (the way
-  // through a temporary checkpoint held 4 more copies: ViT-L +4.5 GB). The model keeps its
+  // through a temporary checkpoint held 4 more copies of the weights). The model keeps its
   // dtype: its bf16 or int8 copies are made anew from the new weights.
   void set_params(const std::vector<std::pair<std::string, const float*>>& values);
   // A model of its own with the same weights (the fp32 ones of an int8 or bf16 model, whose

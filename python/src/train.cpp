@@ -145,12 +145,22 @@ class PythonStdout : public std::streambuf {
 // stopped with its state written.
 // A message about vit train's flags in train()'s keywords: "--num-classes: ..." as
 // "num_classes: ...", and a number after a flag as the keyword's value ("set num_classes=11").
+// A flag is a word of its own (after a space, a bracket or a quote: "/tmp/--x" is a path),
+// and a vit command the message suggests ("vit train --resume DIR") is left whole, to its
+// clause's end.
 std::string keyword_words(const std::string& text) {
   std::string out;
+  bool command = false;  // inside "vit <command> ..."
   for (size_t i = 0; i < text.size(); ++i) {
-    const bool flag = text.compare(i, 2, "--") == 0 && i + 2 < text.size() &&
-                      std::islower(static_cast<unsigned char>(text[i + 2])) &&
-                      (i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1])));
+    const char before = i == 0 ? ' ' : text[i - 1];
+    const bool word_start = std::strchr(" ([\"'", before) != nullptr;
+    if (word_start && text.compare(i, 4, "vit ") == 0 && i + 4 < text.size() &&
+        std::islower(static_cast<unsigned char>(text[i + 4])))
+      command = true;
+    else if (std::strchr(";\n)", text[i]) != nullptr)
+      command = false;
+    const bool flag = !command && word_start && text.compare(i, 2, "--") == 0 && i + 2 < text.size() &&
+                      std::islower(static_cast<unsigned char>(text[i + 2]));
     if (!flag) {
       out += text[i];
       continue;

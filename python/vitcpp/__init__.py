@@ -371,11 +371,18 @@ class VisionTransformer:
             problems.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{n}"' for n in unexpected))
         if problems:
             raise RuntimeError("Error(s) in loading state_dict for VisionTransformer:\n\t" + "\n\t".join(problems))
-        tensors = {n: t for n, t in given.items() if n in current}  # the missing ones stay as they are
-        for n, t in tensors.items():
-            if t.dtype.kind != "f" or not np.all(np.isfinite(t)):
-                raise ValueError(f"{n}: parameters must be finite floats, got dtype {t.dtype}"
-                                 + ("" if t.dtype.kind != "f" else " with NaN or infinite values"))
+        tensors = {}  # the missing ones stay as they are
+        for n, t in given.items():
+            if n not in current:
+                continue
+            if t.dtype.kind != "f":
+                raise ValueError(f"{n}: parameters must be finite floats, got dtype {t.dtype}")
+            with np.errstate(over="ignore"):
+                t = np.ascontiguousarray(t, dtype=np.float32)  # as the model holds them: 1e300 is inf
+            if not np.all(np.isfinite(t)):
+                raise ValueError(f"{n}: parameters must be finite floats, got NaN or infinite values "
+                                 f"(as float32)")
+            tensors[n] = t
         # Copied into the model in place, as torch's (a float32 C-contiguous array is read as
         # it is); the resized engines of dynamic_img_size held the old weights.
         with self._resize_lock:

@@ -201,7 +201,8 @@ def train(model=None, train=None, val=None, output=None, *, callback=None, resum
         # Ctrl-C after the step in progress, with the state written: how to go on.
         if output is not None and getattr(e, "__notes__", None) and hasattr(e, "add_note"):
             e.add_note(f"continue with vitcpp.train(resume={output!r}"
-                       + (", train=(X, y)" if tx is not None else "") + ")")
+                       + (", train=(X, y)" if tx is not None else "") + (", val=(X, y)" if vx is not None else "")
+                       + ")")
         raise
     except _vitcpp.Error as e:
         # The run's hint names its keyword here, not vit train's flag.

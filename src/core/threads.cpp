@@ -235,12 +235,16 @@ ForkSafeMutex::~ForkSafeMutex() {
   registry().erase(this);
 }
 
+namespace {
+thread_local int rewrite_depth = 0;  // a shared lock taken twice by one thread can deadlock
+}
+
 WeightsRewrite::WeightsRewrite() {
-  rewrites().lock_shared();
+  if (rewrite_depth++ == 0) rewrites().lock_shared();
 }
 
 WeightsRewrite::~WeightsRewrite() {
-  rewrites().unlock_shared();
+  if (--rewrite_depth == 0) rewrites().unlock_shared();
 }
 
 void ForkSafeMutex::reset_in_child() {

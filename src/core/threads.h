@@ -99,12 +99,14 @@ class ForkSafeMutex {
   std::mutex m_;
 };
 
-// A rewrite of weights in place (a matrix packed for inference, or back) against fork(): a
-// child forked while another thread rewrote a matrix kept it half rewritten, with the flag
-// that says its layout stale, and computed wrong logits without a word (Python: a DataLoader
-// forking its workers beside an inference thread). A rewrite holds a WeightsRewrite; fork()
-// waits for those in flight and holds off new ones until the child exists. Rewrites do not
-// take Python's GIL, which the forking thread holds.
+// A rewrite of weights in place (a matrix packed for inference, or back; another dtype's
+// copies made; new values loaded) against fork(): a child forked while another thread
+// rewrote a matrix kept it half rewritten, with the flag that says its layout stale, and
+// computed wrong logits without a word (Python: a DataLoader forking its workers beside an
+// inference thread). A rewrite holds a WeightsRewrite; fork() waits for those in flight and
+// holds off new ones until the child exists. Rewrites do not take Python's GIL, which the
+// forking thread holds. One thread may nest them (a load that changes the dtype, which
+// unpacks): only the outermost takes the lock.
 class WeightsRewrite {
  public:
   WeightsRewrite();

@@ -276,7 +276,16 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
     throw Error(out.file + ": " + std::to_string(unsupported.size()) + " tensor(s) of this " + out.format +
                 " checkpoint have no place in a vitcpp ViT (a layer vitcpp does not support):" + list);
   }
+  // What a new input size does to the position embedding, said by the load and by a config alone.
+  const bool regrid = c.grid_h() != gh0 || c.grid_w() != gw0;
+  const std::string regrid_note = [&] {
+    const std::string grids = "from a " + std::to_string(gh0) + "x" + std::to_string(gw0) + " grid to " +
+                              std::to_string(c.grid_h()) + "x" + std::to_string(c.grid_w());
+    return c.pos_embed != "learn" ? "pos_embed: the fixed " + c.pos_embed + " table computed anew " + grids
+                                  : "pos_embed resampled " + grids + " " + resample_words(how);
+  }();
   if (opt.config_only) {
+    if (regrid) m.notes.push_back(regrid_note);
     out.class_names = new_head ? std::vector<std::string>{} : m.class_names;
     out.notes.insert(out.notes.end(), m.notes.begin(), m.notes.end());
     out.pos_resample = how;
@@ -307,7 +316,7 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
     VIT_CHECK(!srcs.empty() && !shape.empty(), out.file, ": missing tensor '",
               srcs.empty() ? s.name : joined(srcs), "' (", s.name, " ", shape_str(s.shape), ")");
     VIT_CHECK(shape != Shape{-1}, out.file, ": tensors ", joined(srcs), " do not stack into ", s.name);
-    if (s.name == "pos_embed" && (c.grid_h() != gh0 || c.grid_w() != gw0)) {
+    if (s.name == "pos_embed" && regrid) {
       const int64_t prefix = c.no_embed_class ? 0 : c.num_prefix_tokens();
       const Shape want = {1, prefix + gh0 * gw0, c.embed_dim};
       VIT_CHECK(squeezed(shape) == squeezed(want), out.file, ": tensor 'pos_embed' has shape ",
@@ -322,11 +331,7 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
           resample_pos_embed_hf(pos.data(), prefix, gh0, gw0, c.embed_dim, dst, c.grid_h(), c.grid_w(),
                                 how == "hf-scale");
       }
-      const std::string grids = "from a " + std::to_string(gh0) + "x" + std::to_string(gw0) + " grid to " +
-                                std::to_string(c.grid_h()) + "x" + std::to_string(c.grid_w());
-      m.notes.push_back(c.pos_embed != "learn"
-                            ? "pos_embed: the fixed " + c.pos_embed + " table computed anew " + grids
-                            : "pos_embed resampled " + grids + " " + resample_words(how));
+      m.notes.push_back(regrid_note);
       continue;
     }
     VIT_CHECK(squeezed(shape) == squeezed(s.shape), out.file, ": tensor '", joined(srcs), "' has shape ",

@@ -35,7 +35,7 @@ struct LoadOptions {
   // the model is built.
   std::function<void(ViTConfig&)> adjust;
   // The config, class names and notes alone: no model is made and no weight is read, only
-  // the header (vit info: ViT-H's 2.4 GB file took 4.7 GB and up to 7 s; the tensors'
+  // the header (vit info read every weight into a model to print a config; the tensors'
   // presence and shapes are then not checked).
   bool config_only = false;
 };

@@ -50,7 +50,7 @@ class SafeTensors {
   std::vector<int64_t> to_int64(const std::string& name) const;
   // Gives back the memory of a mapped file's pages that lie wholly inside the tensor's bytes,
   // once they are copied out: a load then holds the file and the model together one tensor at
-  // a time, not whole (ViT-L's resume held its 3.4 GB state beside its arenas). A later read
+  // a time, not whole (a resume held its whole state beside its arenas). A later read
   // of the tensor maps its pages again from the file. Nothing for a file read into memory.
   void release(const std::string& name) const;
   std::vector<uint8_t> to_u8(const std::string& name) const;

@@ -19,6 +19,7 @@ void check_owner(const ViT& m, const char* what) {
 
 void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
   check_owner(*this, "set_infer_dtype");
+  const WeightsRewrite rewrite;  // the dtype's copies and flags change together, as a fork sees them
   VIT_CHECK(dtype == "fp32" || dtype == "bf16" || dtype == "int8", "dtype must be fp32, bf16 or int8, got '",
             dtype, "'");
   VIT_CHECK(dtype == "fp32" || !weights_packed_, "dtype ", dtype,

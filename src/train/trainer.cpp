@@ -476,7 +476,7 @@ Progress load_state(const fs::path& dir, const std::string& sp, ViT& model, Opti
   }
   for (const Part& t : parts) {
     state.copy_float(t.name, t.into + t.spec->offset);
-    state.release(t.name);  // the state's pages go as the arenas fill (ViT-L: 6.82 GB peak, 4.94 fresh)
+    state.release(t.name);  // the state's pages go as the arenas fill (docs/reliability.md)
   }
   opt.set_steps(st.at("optimizer_steps"));
   return p;

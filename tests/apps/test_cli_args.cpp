@@ -639,4 +639,8 @@ TEST(CliArgs, InfoOfACheckpointReadsItsHeaderAlone) {
   ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &children), 0);
   const double rss_mib = double(children.ru_maxrss) / 1024, file_mib = double(fs::file_size(file)) / 1048576;
   EXPECT_LT(rss_mib, file_mib / 2) << "vit info's resident memory (MiB) for a " << file_mib << " MiB file";
+  // What a load would do is said all the same.
+  const Result resized = run("info --checkpoint " + file + " --img-size 64");
+  ASSERT_EQ(resized.code, 0) << resized.out;
+  EXPECT_TRUE(has(resized, "pos_embed resampled from a 14x14 grid to 4x4")) << resized.out;
 }

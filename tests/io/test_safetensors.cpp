@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -270,15 +271,16 @@ TEST(SafeTensors, AnOpenFileKeepsItsTensorsWhenReplacedOrRemoved) {
   EXPECT_EQ(copy.to_float("w"), a);
 }
 
-// The process's resident pages of mapped files, in KiB (/proc/self/status' RssFile).
+// The process's resident pages of mapped files, in KiB (/proc/self/status' RssFile, and
+// RssShmem where the file lies on tmpfs, as /tmp on Debian 13 and in many containers).
 int64_t rss_file_kib() {
   std::ifstream f("/proc/self/status");
   std::string key;
-  int64_t kib = 0;
-  std::string unit;
+  int64_t kib = 0, total = -1;
   for (std::string line; std::getline(f, line);)
-    if (std::istringstream(line) >> key >> kib && key == "RssFile:") return kib;
-  return -1;
+    if (std::istringstream(line) >> key >> kib && (key == "RssFile:" || key == "RssShmem:"))
+      total = std::max<int64_t>(total, 0) + kib;
+  return total;
 }
 
 // release() gives a copied tensor's pages back (a load holds the file and the model together

@@ -259,6 +259,7 @@ TEST(Model, AForkBesideARewriteOfTheWeightsNeverSeesHalfOfIt) {
       rewrites += 2;
     }
   });
+  while (rewrites.load() == 0) std::this_thread::yield();  // the forks land beside rewrites
   int torn = 0, forks = 0;
   for (; forks < 20; ++forks) {
     const pid_t pid = fork();

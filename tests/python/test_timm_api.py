@@ -272,6 +272,12 @@ def test_load_state_dict_writes_in_place_and_keeps_dtype_and_sizes_current():
     want = vitcpp.create_model("mnist-seed", seed=1, dtype="int8", dynamic_img_size=True)
     assert np.array_equal(b(x), want(x)) and np.array_equal(b(x2), want(x2))
     assert all(np.array_equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
+    # A value finite in float64 but not as the model's float32 is refused, the model untouched
+    # (1e300 went in as inf, and an int8 model was left in float32).
+    huge = dict(a.state_dict(), **{"head.bias": np.full(10, 1e300)})
+    with pytest.raises(ValueError, match="head.bias: parameters must be finite floats"):
+        b.load_state_dict(huge)
+    assert b.dtype == "int8" and np.array_equal(b(x), want(x))
 
 
 def test_torch_module_calls_say_what_they_do():

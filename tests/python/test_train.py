@@ -152,7 +152,7 @@ def test_ctrl_c_stops_with_keyboard_interrupt_and_resume_continues_exactly(digit
     # Where it stopped and how to go on, as vit train prints them (the bare exception said neither).
     notes = "\n".join(getattr(stop.value, "__notes__", []))
     assert "vitcpp.train stopped after " in notes, notes
-    assert f"continue with vitcpp.train(resume={out!r}, train=(X, y))" in notes, notes
+    assert f"continue with vitcpp.train(resume={out!r}, train=(X, y), val=(X, y))" in notes, notes
     with open(os.path.join(out, "summary.csv")) as f:
         done = len(f.readlines()) - 1
     assert 1 <= done < 12, f"the interrupt came after {done} epochs"

@@ -452,7 +452,7 @@ void set_shape(onnx::ValueInfoProto* v, const std::string& name, const std::vect
 // data: each tensor keeps its name, shape and type and says where its bytes are (location,
 // offset, length; offsets aligned to 64 bytes). Written as it goes, each initializer's
 // memory freed once written: the data file was built whole in memory first (ViT-H's export
-// peaked at 3.3x its weights).
+// held it beside the initializers and the model).
 void externalize(onnx::GraphProto& g, const std::string& data_path) {
   const std::string data_name = fs::path(data_path).filename().string();
   AtomicFile out(data_path);
