@@ -16,6 +16,7 @@
 #include <new>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "commands.h"
@@ -201,6 +202,12 @@ std::string error_words(const std::exception& e) {
     if (const size_t at = what.find(" ["); at != std::string::npos) what.erase(at);
     return fe->path1().empty() ? what : fe->path1().string() + ": " + what;
   }
+  // std::thread's start refused (it said "Resource temporarily unavailable", naming nothing).
+  if (const auto* se = dynamic_cast<const std::system_error*>(&e);
+      se && se->code() == std::errc::resource_unavailable_try_again)
+    return std::string("cannot start a thread (") + se->code().message() +
+           "): the limit on processes (ulimit -u, a container's pids limit) or on memory (ulimit -v) is "
+           "reached; lower --threads or -j";
   return e.what();
 }
 

@@ -219,7 +219,9 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   // the link made it a file.
   path_ = p;
   tmp_ = temporary_name(path_);
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // 0666 less the umask, as the shell's `>`, Python's open and torch.save make files (0644
+  // ignored a shared folder's umask 002: the group could not edit summary.csv).
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd_ >= 0) {
     slot_ = track_temporary(tmp_);
     // The file it replaces keeps its mode (a private 0600 file stayed private) and group;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -79,9 +80,17 @@ void Prefetcher::work() {
             errors[size_t(w)] = std::current_exception();
           }
         };
+        // A helper that cannot start (a process or address-space limit) leaves its part to
+        // this thread: the batch is the same whoever loads it. (The vector of started
+        // threads ended the program when the next one's start threw.)
         std::vector<std::thread> helpers;
-        for (int64_t w = 1; w < parts; ++w) helpers.emplace_back(part, w);
-        part(0);
+        std::vector<int64_t> mine{0};
+        for (int64_t w = 1; w < parts; ++w) try {
+            helpers.emplace_back(part, w);
+          } catch (const std::system_error&) {
+            mine.push_back(w);
+          }
+        for (int64_t w : mine) part(w);
         for (auto& h : helpers) h.join();
         for (auto& e : errors)
           if (e) std::rethrow_exception(e);

@@ -192,6 +192,9 @@ std::unique_ptr<ViT> model_for(const ViTConfig& c, const SafeTensors& st, const 
     for (const auto& s : described.specs()) wanted += s.numel();
     for (const auto& t : st.tensors())
       stored += int64_t((t.end - t.begin) / std::max<size_t>(1, dtype_size(t.dtype)));
+    // The config is to blame only where it asks for more than the file holds (the same
+    // counts: memory is short, as for any model).
+    if (wanted <= stored) throw;
     throw Error(detail::concat(file, ": out of memory making the model its config describes (", wanted,
                                " parameters; the file holds ", stored, " values): check the config"));
   }

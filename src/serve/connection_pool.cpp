@@ -1,5 +1,7 @@
 #include "serve/connection_pool.h"
 
+#include <iostream>
+#include <system_error>
 #include <utility>
 
 namespace vit::serve {
@@ -16,11 +18,33 @@ ConnectionPool::~ConnectionPool() {
 }
 
 void ConnectionPool::enqueue(std::function<void()> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   jobs_.push_back(std::move(fn));
   waiting_ = jobs_.size();
   // A thread more only when none is free for this job.
-  if (idle_ < jobs_.size() && threads_.size() < max_threads_) threads_.emplace_back([this] { work(); });
+  if (idle_ < jobs_.size() && threads_.size() < max_threads_) try {
+      threads_.emplace_back([this] { work(); });
+    } catch (const std::system_error& e) {
+      // No thread to be had (ulimit -u, ulimit -v, a container's pids limit): the
+      // connection waits for a running one (the exception ended the server); with none yet,
+      // the accepting thread serves it, one connection at a time, but alive. Said once.
+      if (!thread_failure_said_) {
+        thread_failure_said_ = true;
+        std::cerr << "vit serve: cannot start a connection thread (" << e.what()
+                  << "): connections wait for the " << threads_.size()
+                  << " running (the limit on processes, ulimit -u, or on memory, ulimit -v; or lower "
+                     "--http-threads)"
+                  << std::endl;
+      }
+      if (threads_.empty()) {
+        std::function<void()> job = std::move(jobs_.back());
+        jobs_.pop_back();
+        waiting_ = jobs_.size();
+        lock.unlock();
+        job();
+        return;
+      }
+    }
   cv_.notify_one();
 }
 

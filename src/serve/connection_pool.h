@@ -53,6 +53,7 @@ class ConnectionPool : public httplib::TaskQueue {
   size_t idle_ = 0;       // threads waiting for a job
   size_t unstarted_ = 0;  // jobs running whose connection has not begun a request
   bool stop_ = false;
+  bool thread_failure_said_ = false;
   std::atomic<size_t> waiting_{0};  // jobs_.size(), read without the lock
 };
 

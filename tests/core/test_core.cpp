@@ -230,6 +230,17 @@ TEST(AtomicFile, AReplacedFileKeepsItsMode) {
   EXPECT_EQ(sf.st_mode & 07777, 0600u);
   EXPECT_EQ(sg.st_mode & 07777, 0664u);
   EXPECT_EQ(read_text_file(f), "new");
+  // A new file is 0666 less the umask, as the shell's `>` and Python's open make it (it was
+  // 0644 whatever the umask: a group's shared folder, umask 002, got files it could not edit).
+  for (const mode_t mask : {mode_t(002), mode_t(022), mode_t(077)}) {
+    const mode_t old = ::umask(mask);
+    const std::string h = (dir / ("new" + std::to_string(mask))).string();
+    write_file_atomic(h, "x");
+    ::umask(old);
+    struct stat sh {};
+    ASSERT_EQ(::stat(h.c_str(), &sh), 0);
+    EXPECT_EQ(sh.st_mode & 07777, 0666u & ~mask) << "umask " << std::oct << mask;
+  }
   fs::remove_all(dir);
 }
 
