@@ -174,6 +174,8 @@ int64_t decode_batch(const std::string* files, int64_t B, const InputSpec& in, b
     bad[size_t(b)].clear();
     try {
       load_image_input(files[b], in, x + b * n);
+    } catch (const ResourceError&) {
+      throw;  // descriptors, memory or I/O short: not a bad image, and no hint to skip it
     } catch (const Error& e) {
       if (!skip) throw Error(std::string(e.what()) + " (--skip-bad-images leaves such files out)");
       bad[size_t(b)] = e.what();

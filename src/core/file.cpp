@@ -32,7 +32,12 @@ std::vector<char> read_file_bytes(const std::string& path,
                                   const std::function<void(const char*, size_t)>& check_head) {
   check_not_directory(path);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  VIT_CHECK(fd >= 0, path, ": cannot open for reading (", std::strerror(errno), ")");
+  if (fd < 0) {
+    const int err = errno;
+    const std::string what = detail::concat(path, ": cannot open for reading (", std::strerror(err), ")");
+    if (err == EMFILE || err == ENFILE || err == ENOMEM || err == EIO) throw ResourceError(what);
+    throw Error(what);
+  }
   struct stat sb {};
   // A regular file is read at its size (and one byte more, to meet its end); a pipe, FIFO or
   // device (<(cat f), /dev/stdin) in growing pieces to its end. With check_head, its first
@@ -54,14 +59,14 @@ std::vector<char> read_file_bytes(const std::string& path,
       }
       const ssize_t r = ::read(fd, buf.data() + n, buf.size() - n);
       if (r < 0 && errno == EINTR) continue;
-      if (r < 0) throw Error(detail::concat(path, ": read failed (", std::strerror(errno), ")"));
+      if (r < 0) throw ResourceError(detail::concat(path, ": read failed (", std::strerror(errno), ")"));
       if (r == 0) break;
       n += size_t(r);
     }
     if (!checked) check_head(buf.data(), n);
   } catch (const std::bad_alloc&) {
     ::close(fd);
-    throw Error(
+    throw ResourceError(
         detail::concat(path, ": out of memory reading it (", regular ? sb.st_size : off_t(n), " bytes)"));
   } catch (...) {
     ::close(fd);

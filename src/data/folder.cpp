@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 
 #include "core/check.h"
+#include "core/file.h"
 #include "core/utf8.h"
 #include "data/image.h"
 #include "data/preprocess.h"
@@ -148,6 +150,9 @@ FolderDataset::FolderDataset(const std::string& root, InputSpec in, std::vector<
 void FolderDataset::drop_undecodable() {
   const int64_t n = int64_t(files_.size()), pixels = in_.channels * in_.height * in_.width;
   std::vector<std::string> error(size_t(n), "");
+  // Only what a file holds makes it bad: running short of descriptors or memory, or an I/O
+  // error, stops the run (the first such, in order) rather than drop good images.
+  std::vector<std::exception_ptr> fatal(static_cast<size_t>(n));
 #pragma omp parallel
   {
     std::vector<float> scratch(static_cast<size_t>(pixels));
@@ -155,11 +160,18 @@ void FolderDataset::drop_undecodable() {
     for (int64_t i = 0; i < n; ++i) {
       try {
         load_image_input(files_[size_t(i)].first, in_, scratch.data());
+      } catch (const ResourceError&) {
+        fatal[size_t(i)] = std::current_exception();
+      } catch (const std::bad_alloc&) {
+        fatal[size_t(i)] =
+            std::make_exception_ptr(ResourceError(files_[size_t(i)].first + ": out of memory decoding it"));
       } catch (const std::exception& e) {
         error[size_t(i)] = e.what();
       }
     }
   }
+  for (const std::exception_ptr& e : fatal)
+    if (e) std::rethrow_exception(e);
   std::vector<std::pair<std::string, int64_t>> kept;
   for (int64_t i = 0; i < n; ++i) {
     if (error[size_t(i)].empty())
@@ -175,6 +187,8 @@ int64_t FolderDataset::load(int64_t i, F&& produce) const {
   const auto& [path, label] = files_.at(size_t(i));
   try {
     produce(path);
+  } catch (const ResourceError&) {
+    throw;  // not the file's fault: skipping it would not help
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + " (--skip-bad-images leaves such files out)");
   }
