@@ -127,6 +127,34 @@ py::dict params(Engine& e, const std::vector<std::string>& prefixes) {
   return out;
 }
 
+// {name: shape} of every parameter, without their values.
+py::dict param_shapes(const Engine& e) {
+  py::dict out;
+  for (const Engine::Param& p : e.param_shapes()) out[py::str(p.name)] = py::tuple(py::cast(p.shape));
+  return out;
+}
+
+// load_state_dict's copy: each array (float32, C order, as Python made it) into its parameter,
+// checked for name and size first; the arrays are read without the GIL, under the lock.
+void set_params(Engine& e, const py::dict& values) {
+  std::vector<std::pair<std::string, const float*>> in;
+  std::vector<py::array_t<float>> keep;  // alive until the copy is done
+  std::map<std::string, int64_t> numel;
+  for (const Engine::Param& p : e.param_shapes())
+    numel[p.name] = std::accumulate(p.shape.begin(), p.shape.end(), int64_t(1), std::multiplies<>());
+  for (const auto& [k, v] : values) {
+    const std::string name = py::cast<std::string>(k);
+    auto a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(v);
+    if (!a) throw py::type_error(name + ": not an array of floats");
+    const auto it = numel.find(name);
+    if (it == numel.end() || a.size() != it->second)
+      throw py::value_error(name + ": not a parameter of the model, or another size");
+    in.emplace_back(name, a.data());
+    keep.push_back(std::move(a));
+  }
+  locked(e, [&](Engine& m) { m.set_params(in); });
+}
+
 // One image's model input [C, H, W] from what fill writes.
 template <typename F>
 py::array_t<float> image(const vit::InputSpec& in, F&& fill) {
@@ -206,33 +234,8 @@ PYBIND11_MODULE(_vitcpp, m) {
                          int64_t w) { return locked(e, [&](Engine& m) { return m.resized(h, w); }); })
       .def("params", &params, py::arg("prefixes") = std::vector<std::string>{})
       .def("clone", [](Engine& e) { return locked(e, [&](Engine& m) { return m.clone(); }); })
-      .def("param_shapes",
-           [](const Engine& e) {
-             py::dict out;
-             for (const Engine::Param& p : e.param_shapes())
-               out[py::str(p.name)] = py::tuple(py::cast(p.shape));
-             return out;
-           })
-      .def("set_params",
-           [](Engine& e, const py::dict& values) {
-             std::vector<std::pair<std::string, const float*>> in;
-             std::vector<py::array_t<float>> keep;  // alive until the copy is done
-             std::map<std::string, int64_t> numel;
-             for (const Engine::Param& p : e.param_shapes())
-               numel[p.name] =
-                   std::accumulate(p.shape.begin(), p.shape.end(), int64_t(1), std::multiplies<>());
-             for (const auto& [k, v] : values) {
-               const std::string name = py::cast<std::string>(k);
-               auto a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(v);
-               if (!a) throw py::type_error(name + ": not an array of floats");
-               const auto it = numel.find(name);
-               if (it == numel.end() || a.size() != it->second)
-                 throw py::value_error(name + ": not a parameter of the model, or another size");
-               in.emplace_back(name, a.data());
-               keep.push_back(std::move(a));
-             }
-             locked(e, [&](Engine& m) { m.set_params(in); });
-           })
+      .def("param_shapes", &param_shapes)
+      .def("set_params", &set_params)
       .def(
           "save",
           [](Engine& e, const std::string& dir, const std::string& format, bool fp32) {

@@ -199,6 +199,24 @@ std::unique_ptr<ViT> model_for(const ViTConfig& c, const SafeTensors& st, const 
                                " parameters; the file holds ", stored, " values): check the config"));
   }
 }
+
+// Every tensor in the file must land somewhere: one that does not is a layer vitcpp lacks.
+void check_every_tensor_lands(const SafeTensors& st, const detail::Mapping& m, const ParamTable& table,
+                              const std::string& file, const std::string& format) {
+  std::set<std::string> used = m.skipped;
+  for (const auto& s : table.specs())
+    if (auto it = m.sources.find(s.name); it != m.sources.end())
+      used.insert(it->second.begin(), it->second.end());
+  std::vector<std::string> unsupported;
+  for (const auto& t : st.tensors())
+    if (!used.count(t.name)) unsupported.push_back(t.name + " " + shape_str(t.shape));
+  if (unsupported.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < unsupported.size() && i < 12; ++i) list += "\n  " + unsupported[i];
+  if (unsupported.size() > 12) list += "\n  ... and " + std::to_string(unsupported.size() - 12) + " more";
+  throw Error(file + ": " + std::to_string(unsupported.size()) + " tensor(s) of this " + format +
+              " checkpoint have no place in a vitcpp ViT (a layer vitcpp does not support):" + list);
+}
 }  // namespace
 
 Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
@@ -264,21 +282,7 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   out.config = c;
   const ParamTable table(c);
 
-  // Every tensor in the file must land somewhere.
-  std::set<std::string> used = m.skipped;
-  for (const auto& s : table.specs())
-    if (auto it = m.sources.find(s.name); it != m.sources.end())
-      used.insert(it->second.begin(), it->second.end());
-  std::vector<std::string> unsupported;
-  for (const auto& t : st.tensors())
-    if (!used.count(t.name)) unsupported.push_back(t.name + " " + shape_str(t.shape));
-  if (!unsupported.empty()) {
-    std::string list;
-    for (size_t i = 0; i < unsupported.size() && i < 12; ++i) list += "\n  " + unsupported[i];
-    if (unsupported.size() > 12) list += "\n  ... and " + std::to_string(unsupported.size() - 12) + " more";
-    throw Error(out.file + ": " + std::to_string(unsupported.size()) + " tensor(s) of this " + out.format +
-                " checkpoint have no place in a vitcpp ViT (a layer vitcpp does not support):" + list);
-  }
+  check_every_tensor_lands(st, m, table, out.file, out.format);
   // What a new input size does to the position embedding, said by the load and by a config alone.
   const bool regrid = c.grid_h() != gh0 || c.grid_w() != gw0;
   const std::string regrid_note = [&] {
