@@ -84,14 +84,13 @@ Run add_attention(CLI::App& cmd) {
   cmd.add_option("images", f->images, "PNG or JPEG files")->required();
   return [f] {
     use_threads(f->threads);
-    const Pretrained loaded = f->load.load();
+    const Pretrained loaded = f->input.load_for_inference(f->load, 1);  // one image at a time
     ViT& model = *loaded.model;
     if (f->method.empty()) f->method = model.config().map_pool() ? "pool" : "cls";
     VIT_CHECK(f->method != "dist" || model.config().dist_token,
               "--method dist: the model has no distillation token (DeiT's distilled models do)");
     VIT_CHECK(f->method != "pool" || model.config().map_pool(),
               "--method pool: the model has no attention pool (global_pool 'map', as SigLIP's)");
-    f->input.prepare(model, 1, loaded.stored_dtype);  // one image at a time
     const ViTConfig& cfg = model.config();
     const auto& names = loaded.class_names;
     // The pool's query comes after the last block: --layer says nothing to it (as documented)

@@ -150,13 +150,12 @@ Run add_eval(CLI::App& cmd) {
       std::cerr << "vit eval: note: --results-format: no effect without --results-file\n";
     VIT_USAGE_CHECK(f->batch_size > 0, "batch size must be positive, got ", f->batch_size);
     route_stdout({{"--predictions", &f->predictions}, {"--results-file", &f->results_file}});
-    const Pretrained loaded = f->load.load();
+    const Pretrained loaded = f->input.load_for_inference(f->load, f->batch_size);
     check_outputs({{"--predictions", f->predictions},
                    {"--results-file", f->results_file},
                    {"--confusion-png", f->confusion_png}},
                   {loaded.file, f->load.labels});
     const auto& model = loaded.model;
-    f->input.prepare(*model, f->batch_size, loaded.stored_dtype);
     const ViTConfig& cfg = model->config();
     const InputSpec in = f->input.spec(cfg);
     DataSources d = make_datasets(f->data_dir, f->dataset, in, 0.0, 0, f->skip_bad_images,

@@ -247,9 +247,8 @@ Run add_predict(CLI::App& cmd) {
     const bool want_features = features->count() > 0;
     check_flags(*f, want_features);
     route_stdout({{"--results-file", &f->results_file}});
-    const Pretrained loaded = f->load.load();
+    const Pretrained loaded = f->input.load_for_inference(f->load, f->batch_size);
     ViT& model = *loaded.model;
-    f->input.prepare(model, f->batch_size, loaded.stored_dtype);
     const ViTConfig& cfg = model.config();
     const int64_t n = cfg.in_chans * cfg.img_h * cfg.img_w;
 

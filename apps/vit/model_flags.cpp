@@ -265,16 +265,16 @@ void warn_if_bf16_emulated(const char* flag) {
     std::cerr << "vit: warning: " << flag << ": " << why << "\n";
 }
 
-void InputFlags::prepare(ViT& model, int64_t max_batch, const std::string& stored_dtype) const {
-  const std::string d = dtype.empty() ? stored_dtype : dtype;
-  if (d == "bf16") warn_if_bf16_emulated("--dtype bf16");
+Pretrained InputFlags::load_for_inference(const LoadFlags& load, int64_t max_batch) const {
+  if (dtype == "bf16") warn_if_bf16_emulated("--dtype bf16");
   try {
-    model.set_infer_dtype(d, /*release_fp32=*/d != "fp32");  // these commands only infer
+    Pretrained p = load.load(dtype.empty() ? "stored" : dtype);  // these commands only infer
+    p.model->pack_weights_if_faster(max_batch);
+    return p;
   } catch (const Error& e) {
-    throw std::string_view(e.what()).rfind("dtype", 0) == 0 ? Error(std::string("--") + e.what())
-                                                            : e;  // "--dtype bf16: ...", the flag
+    if (std::string_view(e.what()).rfind("dtype", 0) != 0) throw;
+    throw Error(std::string("--") + e.what());  // "--dtype bf16: ...", the flag
   }
-  model.pack_weights_if_faster(max_batch);
 }
 
 InputSpec InputFlags::spec(const ViTConfig& cfg) const {
@@ -340,10 +340,11 @@ void add_pos_resample(CLI::App& cmd, std::string& value) {
       ->check(CLI::IsMember({"timm", "hf"}));
 }
 
-Pretrained LoadFlags::load() const {
+Pretrained LoadFlags::load(const std::string& infer_dtype) const {
   LoadOptions o = load_options(img_size, num_heads, pos_resample);
   o.labels_file = labels;
   o.last = last;
+  o.infer_dtype = infer_dtype;
   Pretrained p = load_pretrained(checkpoint, o);
   print_notes(p, std::cerr);
   return p;

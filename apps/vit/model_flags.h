@@ -69,10 +69,11 @@ struct InputFlags {
   double crop_pct = 0;                          // 0: the config's
   void add_to(CLI::App& cmd);
   InputSpec spec(const ViTConfig& cfg) const;  // validated
-  // Sets the model up for inference in batches of up to max_batch images: --dtype (by
-  // default the precision the file was written for: Pretrained::stored_dtype), then the
-  // packed fp32 weights where they are faster (ViT::pack_weights_if_faster).
-  void prepare(ViT& model, int64_t max_batch, const std::string& stored_dtype = "fp32") const;
+  // Loads the checkpoint for inference in batches of up to max_batch images: --dtype (by
+  // default the precision the file was written for: Pretrained::stored_dtype), each block
+  // prepared as it is read (LoadOptions::infer_dtype), then the packed fp32 weights where
+  // they are faster (ViT::pack_weights_if_faster).
+  Pretrained load_for_inference(const struct LoadFlags& load, int64_t max_batch) const;
 };
 
 // A checkpoint of any layout (vitcpp, timm, Hugging Face: a .safetensors file or a
@@ -85,7 +86,8 @@ struct LoadFlags {
   int64_t num_heads = 0;
   bool last = false;  // a run directory's last.safetensors rather than its best
   void add_to(CLI::App& cmd);
-  Pretrained load() const;  // prints what the loader adapted to stderr
+  // Prints what the loader adapted to stderr. infer_dtype: LoadOptions::infer_dtype.
+  Pretrained load(const std::string& infer_dtype = "") const;
 };
 // LoadOptions from --img-size S|H W, --num-heads and --pos-resample.
 LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads,

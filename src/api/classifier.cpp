@@ -102,12 +102,12 @@ Classifier::Classifier(const std::string& checkpoint, const ClassifierOptions& o
   run_openmp(impl().call_threads(), [&] {  // the loading's parallel loops too
     LoadOptions lo;
     lo.labels_file = options.labels_file;
+    // As `vit predict --dtype D -b max_batch` (InputFlags::load_for_inference): the precision
+    // (by default the file's), block by block as the weights are read, then the packed fp32
+    // weights where they are faster for such batches.
+    lo.infer_dtype = options.dtype.empty() ? "stored" : options.dtype;
     auto loaded = std::make_shared<Pretrained>(load_pretrained(checkpoint, lo));
-    // As `vit predict --dtype D -b max_batch` (InputFlags::prepare): the precision, then the
-    // packed fp32 weights where they are faster for such batches.
     ViT& m = *loaded->model;
-    const std::string dtype = options.dtype.empty() ? loaded->stored_dtype : options.dtype;
-    m.set_infer_dtype(dtype, /*release_fp32=*/dtype != "fp32");
     m.pack_weights_if_faster(options.max_batch);
     impl().in = input_spec(m.config());
     impl().in.validate();

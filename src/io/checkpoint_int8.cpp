@@ -69,10 +69,10 @@ void copy_weights(const SafeTensors& st, const std::string& name, float* dst) {
   const TensorInfo* s = st.find(name + "_scale");
   VIT_CHECK(s && s->shape == Shape{t.shape[0]}, st.path(), ": int8 tensor '", name, "' ", shape_str(t.shape),
             " needs '", name, "_scale' of shape [", t.shape[0], "] beside it");
-  const std::vector<int64_t> q = st.to_int64(name);
+  const std::span<const int8_t> q = st.view_i8(name);
   // Symmetric: a row's largest |q| is 127. PyTorch's qint8 reaches -128, whose row would be
   // quantized again to another scale here, not run as stored.
-  if (const auto low = std::find(q.begin(), q.end(), -128); low != q.end())
+  if (const auto low = std::find(q.begin(), q.end(), int8_t(-128)); low != q.end())
     throw Error(detail::concat(st.path(), ": int8 tensor '", name, "' holds -128 (row ",
                                (low - q.begin()) / t.shape[1],
                                "): vitcpp's int8 weights are symmetric, in [-127, 127]; quantize the fp32 "
@@ -81,8 +81,9 @@ void copy_weights(const SafeTensors& st, const std::string& name, float* dst) {
   for (size_t n = 0; n < scale.size(); ++n)
     VIT_CHECK(std::isfinite(scale[n]) && scale[n] >= 0, st.path(), ": '", name, "_scale' of row ", n, " is ",
               scale[n], ": not a scale (a corrupt file?)");
-  const int64_t K = t.shape[1];
-  for (size_t i = 0; i < q.size(); ++i) dst[i] = float(q[i]) * scale[i / size_t(K)];
+  const size_t K = size_t(t.shape[1]);
+  for (size_t n = 0; n < scale.size(); ++n)
+    for (size_t k = 0; k < K; ++k) dst[n * K + k] = float(q[n * K + k]) * scale[n];
 }
 
 }  // namespace vit

@@ -99,6 +99,27 @@ void resample_pos_embed_hf(const float* src, int64_t prefix, int64_t gh, int64_t
 
 namespace {
 
+// LoadOptions::infer_dtype: each block's products prepared once its four weights are read.
+class BlockPreparer {
+ public:
+  BlockPreparer(ViT& model, std::string dtype) : model_(model), dtype_(std::move(dtype)) {}
+  void loaded(const std::string& param) {
+    if (dtype_.empty() || !int8_stored(param)) return;  // int8_stored: the four products' names
+    if (++products_ < 4) return;
+    model_.prepare_infer_block(block_++, dtype_);
+    products_ = 0;
+  }
+  void finish() {
+    if (!dtype_.empty()) model_.set_infer_dtype(dtype_, /*release_fp32=*/true);
+  }
+
+ private:
+  ViT& model_;
+  const std::string dtype_;
+  int products_ = 0;
+  int64_t block_ = 0;
+};
+
 detail::Mapping vitcpp_mapping(const SafeTensors& st) {
   detail::Mapping m;
   m.cfg = checkpoint_config(st);
@@ -222,7 +243,7 @@ void check_every_tensor_lands(const SafeTensors& st, const detail::Mapping& m, c
 Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   Pretrained out;
   out.file = weights_file(path, opt.last);
-  SafeTensors st = SafeTensors::open(out.file, !opt.config_only);
+  SafeTensors st = SafeTensors::open(out.file, /*populate=*/false);  // tensor by tensor below
   // timm's clean_state_dict: the prefixes of a model saved inside torch's DDP wrapper
   // (module.) or torch.compile's (_orig_mod.) are not the model's names.
   st.rename([](const std::string& name) -> std::optional<std::string> {
@@ -302,6 +323,8 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   // Not randomized: the loop below writes every parameter (from the file, resampled, or the
   // zero head) or throws.
   std::unique_ptr<ViT> model = model_for(c, st, out.file);
+  const std::string dtype = opt.infer_dtype == "stored" ? m.stored_dtype : opt.infer_dtype;
+  BlockPreparer blocks(*model, dtype == "fp32" ? "" : dtype);
 
   for (const auto& s : table.specs()) {
     float* dst = model->params().data() + s.offset;
@@ -344,11 +367,14 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
     VIT_CHECK(squeezed(shape) == squeezed(s.shape), out.file, ": tensor '", joined(srcs), "' has shape ",
               shape_str(shape), ", the model expects ", shape_str(s.shape), " for ", s.name);
     for (const auto& n : srcs) {
+      st.populate(n);
       copy_weights(st, n, dst);
       st.release(n);  // the file's pages go as the model's fill: the peak is one copy, not two
       dst += numel(st.at(n).shape);
     }
+    blocks.loaded(s.name);
   }
+  blocks.finish();
   if (new_head) {
     m.notes.push_back("new head: " + std::to_string(c.num_classes) + " classes, zero-initialized");
     m.class_names.clear();

@@ -306,6 +306,17 @@ void SafeTensors::release(const std::string& name) const {
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+void SafeTensors::populate(const std::string& name) const {
+  if (!mapped_) return;
+  const TensorInfo& t = at(name);
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = uintptr_t(bytes_.data() + data_start_ + t.begin) / page * page;
+  const uintptr_t end = uintptr_t(bytes_.data() + data_start_ + t.end);
+  // Every page the tensor touches, the shared ones at its ends too. An error (EINVAL before
+  // Linux 5.14, EIO) leaves the pages to the reads, whose faults report what is wrong.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+}
+
 std::vector<int64_t> SafeTensors::to_int64(const std::string& name) const {
   const TensorInfo& t = at(name);
   const char* p = bytes_.data() + data_start_ + t.begin;
@@ -328,6 +339,13 @@ std::vector<int64_t> SafeTensors::to_int64(const std::string& name) const {
     }
   }
   return out;
+}
+
+std::span<const int8_t> SafeTensors::view_i8(const std::string& name) const {
+  const TensorInfo& t = at(name);
+  VIT_CHECK(t.dtype == DType::I8, path_, ": tensor '", name, "' has dtype ", dtype_name(t.dtype),
+            ", expected I8");
+  return {reinterpret_cast<const int8_t*>(bytes_.data() + data_start_ + t.begin), size_t(numel(t.shape))};
 }
 
 std::vector<uint8_t> SafeTensors::to_u8(const std::string& name) const {

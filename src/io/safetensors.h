@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,11 +49,18 @@ class SafeTensors {
   std::vector<float> to_float(const std::string& name) const;
   void copy_float(const std::string& name, float* out) const;
   std::vector<int64_t> to_int64(const std::string& name) const;
+  // An I8 tensor's values where they lie in the file, without a copy (vit quantize's weights).
+  std::span<const int8_t> view_i8(const std::string& name) const;
   // Gives back the memory of a mapped file's pages that lie wholly inside the tensor's bytes,
   // once they are copied out: a load then holds the file and the model together one tensor at
   // a time, not whole (a resume held its whole state beside its arenas). A later read
   // of the tensor maps its pages again from the file. Nothing for a file read into memory.
   void release(const std::string& name) const;
+  // Maps in the pages of a tensor of a file opened without populate, all at once
+  // (MADV_POPULATE_READ), before it is read: a load that reads and releases tensor by tensor
+  // is then as fast as one that mapped the whole file in, without holding it. Nothing where
+  // the kernel cannot (before Linux 5.14; qemu-user): the reads fault the pages in.
+  void populate(const std::string& name) const;
   std::vector<uint8_t> to_u8(const std::string& name) const;
 
  private:

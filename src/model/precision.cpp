@@ -17,31 +17,58 @@ void check_owner(const ViT& m, const char* what) {
 }
 }  // namespace
 
+namespace {
+Precision precision_of(const std::string& dtype) {
+  VIT_CHECK(dtype == "fp32" || dtype == "bf16" || dtype == "int8", "dtype must be fp32, bf16 or int8, got '",
+            dtype, "'");
+  VIT_CHECK(dtype != "bf16" || ops::bf16_available(), "dtype bf16: ", ops::bf16_missing());
+  return dtype == "bf16" ? Precision::bf16 : dtype == "int8" ? Precision::int8 : Precision::fp32;
+}
+}  // namespace
+
+void ViT::prepare_block(size_t i, Precision p, bool release_fp32) {
+  BlockLinears& b = lin_.infer[i];
+  for (auto [name, lw] :
+       {std::pair{"attn.qkv", &b.qkv}, {"attn.proj", &b.proj}, {"mlp.fc1", &b.fc1}, {"mlp.fc2", &b.fc2}}) {
+    try {
+      ops::prepare_linear(*lw, p, weights_packed_);
+    } catch (const Error& e) {  // which weight: "int8: weight row 3 holds a NaN" named none
+      throw Error(detail::concat("blocks.", i, ".", name, ".weight: ", e.what()));
+    }
+    // Each matrix released right after its copy: the peak is the fp32 weights plus one bf16 matrix.
+    if (release_fp32) params_.release(size_t(lw->w.data - params_.data()), size_t(lw->w.numel()));
+  }
+}
+
+void ViT::prepare_infer_block(int64_t i, const std::string& dtype) {
+  check_owner(*this, "prepare_infer_block");
+  const Precision p = precision_of(dtype);
+  VIT_CHECK(p != Precision::fp32, "prepare_infer_block: fp32 keeps its fp32 weights");
+  VIT_CHECK(!fp32_released_ && !weights_packed_ && i == released_blocks_ && i < cfg_.depth &&
+                (i == 0 || dtype == released_dtype_),
+            "prepare_infer_block(", i, ", ", dtype, "): blocks go in order from 0, in one dtype, on a model ",
+            "whose fp32 weights are unpacked and kept");
+  prepare_block(size_t(i), p, true);
+  released_dtype_ = dtype;
+  ++released_blocks_;
+}
+
 void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
   check_owner(*this, "set_infer_dtype");
   const WeightsRewrite rewrite;  // the dtype's copies and flags change together, as a fork sees them
-  VIT_CHECK(dtype == "fp32" || dtype == "bf16" || dtype == "int8", "dtype must be fp32, bf16 or int8, got '",
-            dtype, "'");
+  const Precision p = precision_of(dtype);
+  if (fp32_released_ && release_fp32 && dtype == infer_dtype_) return;  // so already
   VIT_CHECK(dtype == "fp32" || !weights_packed_, "dtype ", dtype,
             ": the fp32 weights are packed for inference");
   VIT_CHECK(!fp32_released_, "dtype ", dtype, ": the fp32 block weights were released for ", infer_dtype_,
             " inference; load the weights again");
   VIT_CHECK(!release_fp32 || dtype != "fp32", "dtype fp32 keeps its fp32 weights");
-  VIT_CHECK(dtype != "bf16" || ops::bf16_available(), "dtype bf16: ", ops::bf16_missing());
-  const Precision p = dtype == "bf16" ? Precision::bf16 : dtype == "int8" ? Precision::int8 : Precision::fp32;
-  for (size_t i = 0; i < lin_.infer.size(); ++i) {
-    BlockLinears& b = lin_.infer[i];
-    for (auto [name, lw] :
-         {std::pair{"attn.qkv", &b.qkv}, {"attn.proj", &b.proj}, {"mlp.fc1", &b.fc1}, {"mlp.fc2", &b.fc2}}) {
-      try {
-        ops::prepare_linear(*lw, p, weights_packed_);
-      } catch (const Error& e) {  // which weight: "int8: weight row 3 holds a NaN" named none
-        throw Error(detail::concat("blocks.", i, ".", name, ".weight: ", e.what()));
-      }
-      // Each matrix released right after its copy: the peak is the fp32 weights plus one bf16 matrix.
-      if (release_fp32) params_.release(size_t(lw->w.data - params_.data()), size_t(lw->w.numel()));
-    }
+  if (released_blocks_ > 0) {  // a loader's prepare_infer_block: the rest of its blocks
+    VIT_CHECK(release_fp32 && dtype == released_dtype_, "dtype ", dtype, ": the fp32 weights of ",
+              released_blocks_, " blocks were released for ", released_dtype_, " inference");
   }
+  for (size_t i = size_t(released_blocks_); i < lin_.infer.size(); ++i) prepare_block(i, p, release_fp32);
+  released_blocks_ = 0;
   fp32_released_ = release_fp32;
   infer_dtype_ = dtype;
 }
