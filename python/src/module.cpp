@@ -172,20 +172,33 @@ void raise_text(PyObject* type, const std::string& what) {
   Py_XDECREF(text);
 }
 
+// Python's own OSError for errno err: the subclass the number picks (FileNotFoundError,
+// PermissionError, NotADirectoryError, ...), with errno, strerror and filename, as open() raises
+// it.
+void raise_os_error(int err, const std::string& message, const std::string& path) {
+  PyObject* text = PyUnicode_DecodeUTF8(message.data(), Py_ssize_t(message.size()), "replace");
+  PyObject* file = PyUnicode_DecodeFSDefaultAndSize(path.data(), Py_ssize_t(path.size()));
+  PyObject* exc = text && file ? PyObject_CallFunction(PyExc_OSError, "iOO", err, text, file) : nullptr;
+  if (exc) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc)), exc);
+  Py_XDECREF(exc);
+  Py_XDECREF(file);
+  Py_XDECREF(text);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_vitcpp, m) {
   m.doc() = "vitcpp's engine (python/vitcpp wraps it with timm's API)";
   static py::exception<vit::Error> error(m, "Error", PyExc_RuntimeError);
   // A file system error (a directory where a file is meant, no permission) as Python's own
-  // OSError, with the path first, as open() says it.
+  // OSError subclass, as open() raises it.
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const vit::Error& e) {
       raise_text(error.ptr(), e.what());
     } catch (const std::filesystem::filesystem_error& e) {
-      raise_text(PyExc_OSError, e.path1().string() + ": " + e.code().message());
+      raise_os_error(e.code().value(), e.code().message(), e.path1().string());
     }
   });
   m.attr("__version__") = vit::version();

@@ -10,6 +10,7 @@ data.create_transform). docs/python.md has the timm <-> vitcpp table.
 """
 import atexit
 import collections
+import errno
 import fnmatch
 import json
 import os
@@ -22,6 +23,10 @@ import numpy as np
 
 from . import _vitcpp
 from ._vitcpp import Error
+Error.__module__ = "vitcpp"  # as tracebacks and help() name it (vitcpp.Error, not vitcpp._vitcpp.Error)
+Error.__doc__ = ("vitcpp's error (a RuntimeError): a corrupt or unsupported file, an image that does not decode, "
+                 "settings that cannot work together. Bad argument values are ValueError or TypeError, missing "
+                 "files FileNotFoundError, other file system errors OSError, as Python's own.")
 from . import data
 from ._train import TrainHistory, train
 
@@ -63,11 +68,28 @@ def backend_info():
     return dict(_vitcpp.backend_info(), threads=get_threads())
 
 
-def list_models(pattern="*"):
-    """vitcpp's presets and the timm architecture names it builds (timm's list_models):
+def list_models(filter="", module="", pretrained=False, exclude_filters="", name_matches_cfg=False,
+                include_tags=None):
+    """vitcpp's presets and the timm architecture names it builds, as timm's list_models:
     `vit_*` and `deit_*` names of the sizes tiny to huge, and vitcpp's own (`mnist-seed`,
-    `cifar-seed`, `vit-base-16`, ...), filtered by a shell-style pattern."""
-    return sorted(n for n in _known_names() if fnmatch.fnmatchcase(n, pattern))
+    `cifar-seed`, `vit-base-16`, ...). filter: a shell-style pattern or a list of them (any
+    matches; "" every name); exclude_filters likewise, names to leave out. pretrained=True
+    lists nothing: vitcpp reaches no model hub, its weights come from checkpoint_path.
+    module, name_matches_cfg and include_tags are taken for timm's signature and change
+    nothing (the names are timm's architectures, without pretrained tags)."""
+    del module, name_matches_cfg, include_tags
+
+    def patterns(p, what):
+        p = [p] if isinstance(p, str) else list(p) if isinstance(p, (list, tuple, set)) else [p]
+        if not all(isinstance(x, str) for x in p):
+            raise TypeError(f"list_models: {what} must be a pattern or a list of patterns, got {p!r}")
+        return [x for x in p if x]
+
+    keep, drop = patterns(filter, "filter"), patterns(exclude_filters, "exclude_filters")
+    if pretrained:
+        return []
+    return sorted(n for n in _known_names() if (not keep or any(fnmatch.fnmatchcase(n, k) for k in keep))
+                  and not any(fnmatch.fnmatchcase(n, d) for d in drop))
 
 
 def _size(img_size):
@@ -92,7 +114,7 @@ def _checkpoint_path(name, checkpoint_path):
     else:
         path = name
     if not os.path.exists(path):
-        raise FileNotFoundError(f"no checkpoint at {path!r} (a .safetensors file or a directory)")
+        raise FileNotFoundError(errno.ENOENT, "no checkpoint there (a .safetensors file or a directory)", path)
     return path
 
 
@@ -117,7 +139,7 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
         paper's fine-tuning, as `vit train --pretrained --num-classes`).
     img_size: int or (H, W): the input size; position embeddings are resampled as timm's
         resample_abs_pos_embed (bicubic, antialiased).
-    global_pool: presets only: "token", "avg" or "map".
+    global_pool: with a name (not a checkpoint, whose pooling is its own): "token", "avg" or "map".
     dynamic_img_size: accept any input size the patches divide (resampled per size; the last 4 sizes are kept).
     dtype: "float32", "bfloat16" (CPUs with AVX-512 bf16 or AMX) or "int8" for the blocks'
         products (int8: weights per output channel, inputs per row at run time). Default: the
@@ -146,7 +168,7 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
         raise ValueError(f"pretrained=True needs checkpoint_path or 'local-dir:PATH': vitcpp reaches no model hub "
                          f"to fetch {model_name!r}")
     if labels_file is not None and not os.path.exists(labels_file):
-        raise FileNotFoundError(f"no labels file at {labels_file!r}")
+        raise FileNotFoundError(errno.ENOENT, "no labels file there", os.fspath(labels_file))
     a = _vitcpp.LoadArgs()
     a.num_classes = -1 if num_classes is None else int(num_classes)
     a.img_h, a.img_w = _size(img_size)
@@ -172,7 +194,7 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
             if arch not in _known_names():  # timm's error: a name that is nothing is not ignored
                 if _vitcpp.is_timm_architecture(arch):
                     _vitcpp.preset_config_json(arch)  # one of timm's that vitcpp does not build: says why
-                raise RuntimeError(f"Unknown model ({model_name}): vitcpp.list_models() lists the names")
+                raise Error(f"Unknown model ({model_name}): vitcpp.list_models() lists the names")
             a.model_name = arch  # the file must be that model (a bare state dict takes its settings)
         engine = _vitcpp.Engine.load(os.fsencode(path), a)  # bytes: a name that is not UTF-8 too
     else:
@@ -266,13 +288,16 @@ class VisionTransformer:
     """A vitcpp model with timm's VisionTransformer API (inference). Call it on images
     [N, C, H, W] (float32 numpy, or anything numpy reads: a CPU torch tensor) for logits
     [N, num_classes]. Calls release the GIL; two threads may share one model (one call at a
-    time runs on it)."""
+    time runs on it). Made by create_model (or vitcpp.train), not by this class's constructor."""
 
     # dynamic_img_size: the engines of the last sizes used that are kept (each a copy of the
     # weights: 40 sizes of ViT-Ti held 900 MB); another size is resampled again.
     _RESIZED_KEPT = 4
 
     def __init__(self, engine, dynamic_img_size=False):
+        if not isinstance(engine, _vitcpp.Engine):
+            raise TypeError("VisionTransformer is made by vitcpp.create_model(name or checkpoint, ...), "
+                            f"not by its constructor (got {type(engine).__name__})")
         self._engine = engine
         self._cfg = json.loads(engine.config_json())
         self.dynamic_img_size = bool(dynamic_img_size)
@@ -283,6 +308,7 @@ class VisionTransformer:
     # ---- what the model is
     @property
     def num_classes(self):
+        """Classes of the head (0: none; the model gives pooled features)."""
         return self._cfg["num_classes"]
 
     @property
@@ -294,11 +320,13 @@ class VisionTransformer:
 
     @property
     def num_prefix_tokens(self):
+        """Tokens before the patches: class, distillation and register tokens (timm's)."""
         c = self._cfg
         return int(c.get("class_token", True)) + int(c.get("dist_token", False)) + c.get("reg_tokens", 0)
 
     @property
     def global_pool(self):
+        """How the head's input is pooled: "token" (class token), "avg" or "map" (timm's)."""
         return self._cfg["global_pool"]
 
     @property
@@ -308,6 +336,7 @@ class VisionTransformer:
 
     @property
     def class_names(self):
+        """The classes' names from the checkpoint or labels_file ([] when it has none)."""
         return list(self._engine.class_names)
 
     @property
@@ -322,6 +351,7 @@ class VisionTransformer:
 
     @property
     def dtype(self):
+        """The precision of the blocks' products: "float32", "bfloat16" or "int8"."""
         return {"bf16": "bfloat16", "int8": "int8"}.get(self._engine.dtype, "float32")
 
     @property
@@ -425,7 +455,9 @@ class VisionTransformer:
         c = self._cfg
         return (f"VisionTransformer(embed_dim={c['embed_dim']}, depth={c['depth']}, num_heads={c['num_heads']}, "
                 f"img_size={tuple(c['img_size'])}, patch_size={tuple(c['patch_size'])}, "
-                f"num_classes={c['num_classes']}, global_pool={c['global_pool']!r}, dtype={self.dtype!r})")
+                f"in_chans={c['in_chans']}, num_classes={c['num_classes']}, global_pool={c['global_pool']!r}, "
+                f"dtype={self.dtype!r}" + (", dynamic_img_size=True" if self.dynamic_img_size else "")
+                + f", checkpoint_format={self.checkpoint_format!r})")
 
     # ---- the forward passes
     def _engine_for(self, x):
@@ -663,3 +695,8 @@ class VisionTransformer:
                           "(dynamic_img_size resamples per size in vitcpp; an ONNX graph has one position "
                           "table)", stacklevel=2)
         self._engine.export_onnx(os.fsencode(path), dtype == "int8")
+
+
+def __dir__():
+    """The public names (tab completion lists them, not the modules imported here)."""
+    return sorted(set(__all__) | {"__version__"})

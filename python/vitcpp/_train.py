@@ -19,6 +19,10 @@ class TrainHistory(list):
     output = None
     stopped = ""
 
+    def __repr__(self):
+        return (f"TrainHistory({list.__repr__(self)}, output={self.output!r}, stopped={self.stopped!r}, "
+                f"model={'None' if self.model is None else 'VisionTransformer(...)'})")
+
 
 def _summary_rows(path):
     """summary.csv's rows as the history's dicts: the epoch an int, the rest floats (None where
@@ -134,7 +138,8 @@ def train(model=None, train=None, val=None, output=None, *, callback=None, resum
         directory comes from args.json (train= may name the same one, not another).
 
     Returns a TrainHistory: the epochs' dicts, with .model (the trained model), .output and
-    .stopped. Progress is printed to the process's stdout, as `vit train` prints it.
+    .stopped. Progress goes to Python's sys.stdout, as `vit train` prints it (a notebook shows
+    it; contextlib.redirect_stdout captures it).
     """
     from . import VisionTransformer, _checkpoint_path
 

@@ -102,6 +102,8 @@ class Transform:
         return _rebuild, (self.cfg,)
 
     def __call__(self, image):
+        """The image as the model's input, float32 [C, H, W]: a torch.Tensor when the program
+        has imported torch, else a numpy array."""
         a = self.numpy(image)
         torch = sys.modules.get("torch")
         return torch.from_numpy(a) if torch is not None and hasattr(torch, "from_numpy") else a
@@ -171,3 +173,8 @@ def create_transform(input_size=224, is_training=False, interpolation="bilinear"
 
 def _rebuild(cfg):
     return create_transform(**cfg)
+
+
+def __dir__():
+    """The public names (tab completion lists them, not the modules imported here)."""
+    return sorted(__all__)

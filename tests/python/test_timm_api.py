@@ -1,6 +1,7 @@
 """timm's API as timm's users write it, beyond the forward passes (test_model.py): a name with
 checkpoint_path, num_classes=0 as a feature extractor, new heads, the data config helpers,
 the transform's tensors, predict's inputs, attention maps' indices and argument checks."""
+import errno
 import json
 import os
 import pathlib
@@ -205,10 +206,42 @@ def test_arguments_timm_would_refuse_are_refused():
 
 
 def test_a_file_system_error_is_an_oserror(tmp_path):
-    """It was a bare RuntimeError: "filesystem error: cannot create directories: ..."."""
+    """It was a bare RuntimeError: "filesystem error: cannot create directories: ...", then a
+    bare OSError without errno or filename, which `except NotADirectoryError` missed."""
     (tmp_path / "a_file").write_bytes(b"")
-    with pytest.raises(OSError, match="a_file"):
+    with pytest.raises(NotADirectoryError, match="a_file") as e:
         vitcpp.create_model("mnist-seed").save_pretrained(tmp_path / "a_file" / "model")
+    assert e.value.errno == errno.ENOTDIR and "a_file" in e.value.filename
+    # Missing files as open() raises them: errno and filename, for code that reads them.
+    for call in (lambda: vitcpp.create_model(tmp_path / "none.safetensors"),
+                 lambda: vitcpp.create_model("mnist-seed", labels_file=tmp_path / "none.txt")):
+        with pytest.raises(FileNotFoundError) as e:
+            call()
+        assert e.value.errno == errno.ENOENT and e.value.filename.startswith(str(tmp_path)), e.value
+
+
+def test_errors_and_names_read_as_timms(tmp_path):
+    """An unknown name with checkpoint_path was a plain RuntimeError, not vitcpp.Error;
+    list_models took a `pattern` ("" listed nothing; a list of filters was "unhashable");
+    the model's constructor took any object and failed later in its own words."""
+    with pytest.raises(vitcpp.Error, match="Unknown model"):
+        vitcpp.create_model("vit_tinyy_patch16_224", checkpoint_path=TIMM_A)
+    assert vitcpp.Error.__module__ == "vitcpp" and vitcpp.Error.__doc__
+    every = vitcpp.list_models()
+    assert vitcpp.list_models("") == every and "mnist-seed" in every and len(every) > 10
+    tiny = vitcpp.list_models(filter=["vit_tiny*", "deit_tiny*"], exclude_filters="*_384")
+    assert "vit_tiny_patch16_224" in tiny and "deit_tiny_patch16_224" in tiny
+    assert not [n for n in tiny if n.endswith("_384") or not n.startswith(("vit_tiny", "deit_tiny"))]
+    assert vitcpp.list_models("vit_*", pretrained=True) == []  # no hub: no pretrained tags
+    with pytest.raises(TypeError, match="filter"):
+        vitcpp.list_models(3)
+    with pytest.raises(TypeError, match="create_model"):
+        vitcpp.VisionTransformer("mnist-seed")
+    m = vitcpp.create_model("vit_tiny_patch16_224", dynamic_img_size=True)
+    assert "in_chans=3" in repr(m) and "dynamic_img_size=True" in repr(m), repr(m)
+    # Tab completion lists the public names, not the modules the package imports.
+    assert "os" not in dir(vitcpp) and "np" not in dir(vitcpp) and "create_model" in dir(vitcpp)
+    assert "sys" not in dir(vitcpp.data) and "create_transform" in dir(vitcpp.data)
 
 
 def test_a_timm_config_without_pretrained_cfg_gets_timms_defaults(tmp_path):
