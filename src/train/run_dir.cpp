@@ -172,10 +172,15 @@ void create_run_dir(const std::string& dir, const std::string& args_json) {
   // Made complete under a temporary name beside it, then renamed: rename(2) puts a
   // directory in place of a missing or empty one, and fails if a run filled it meanwhile.
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  fs::create_directories(parent);
+  // Named as the user gave it: the temporary name beside it meant nothing to them.
+  const auto refuse = [&](const std::error_code& why) {
+    throw Error(detail::concat("--output ", dir, ": cannot create the run directory in ", parent.string(), " (",
+                               why.message(), ")"));
+  };
+  if (!fs::create_directories(parent, ec) && ec) refuse(ec);
   const fs::path tmp = temporary_name(target.string());
-  fs::remove_all(tmp);
-  VIT_CHECK(fs::create_directory(tmp, ec), tmp.string(), ": cannot create (", ec.message(), ")");
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec)) refuse(ec);
   try {
     write_file_atomic((tmp / "args.json").string(), args_json);
   } catch (...) {

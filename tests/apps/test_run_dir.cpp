@@ -600,6 +600,17 @@ TEST(RunDir, AnEmptyOrMissingOutputIsFineAFileIsNot) {
   EXPECT_NE(file.code, 0);
   EXPECT_TRUE(has(file.out, "--output " + (tmp / "file") + " is a file; a run needs a directory"))
       << file.out;
+  // A directory that cannot be made is named as given, with its folder: it was the temporary
+  // name beside it ("/sys/kernel/run.tmp.28189: cannot create (Operation not permitted)"), or
+  // the folder alone ("cannot create directories: Not a directory").
+  std::vector<std::pair<std::string, std::string>> cannot = {{tmp / "file/run", tmp / "file"}};
+  if (fs::is_directory("/sys/kernel")) cannot.emplace_back("/sys/kernel/vitcpp_run", "/sys/kernel");
+  for (const auto& [out, folder] : cannot) {
+    const Result r = run(kTrain + "--epochs 1 --output " + out);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(has(r.out, "--output " + out + ": cannot create the run directory in " + folder + " (")) << r.out;
+    EXPECT_FALSE(has(r.out, ".tmp")) << r.out;
+  }
 }
 
 // --seed is a uint64 as written, a '+' before it taken (Python's int() takes it); -1, 2^64,
