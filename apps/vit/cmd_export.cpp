@@ -67,7 +67,8 @@ Run add_export(CLI::App& cmd) {
                  "a head)")
       ->check(CLI::IsMember({"timm", "hf", "onnx"}))
       ->capture_default_str();
-  cmd.add_option("--out", f->out, "output directory (timm, hf) or file (onnx)")->required();
+  cmd.add_option("--out", f->out, "output directory (timm, hf) or file (onnx; - for standard output)")
+      ->required();
   cmd.add_option(
          "--dtype", f->dtype,
          "onnx: fp32, or int8 (the blocks' products as onnxruntime's quantize_dynamic writes them: "
@@ -75,6 +76,8 @@ Run add_export(CLI::App& cmd) {
          "or int8 for a vit quantize checkpoint")
       ->transform(dtype_of({"fp32", "int8"}));
   return [f] {
+    // --out - or /dev/stdout: the ONNX bytes alone on standard output, the lines on stderr.
+    if (f->format == "onnx") route_stdout({{"--out", &f->out}});
     const auto dir = std::filesystem::path(f->out);
     VIT_USAGE_CHECK(!f->out.empty(), "--out: empty; name the ", f->format == "onnx" ? "file" : "directory",
                     " to write");

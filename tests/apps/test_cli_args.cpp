@@ -356,6 +356,19 @@ TEST(CliArgs, ADashIsStandardInputOrOutput) {
       run("eval --checkpoint " + ck + " --data-dir " + tmp.str() + " --results-file - --predictions -");
   EXPECT_EQ(two.code, 2) << two.out;
   EXPECT_TRUE(has(two, "--results-file and --predictions both write standard output")) << two.out;
+  // An ONNX export to standard output is the model's bytes alone: its "wrote" line went after
+  // them, and "-" was a file of that name.
+  const std::string piped = tmp / "piped.onnx", file = tmp / "file.onnx", err = tmp / "err.txt";
+  for (const std::string out : {"-", "/dev/stdout"}) {
+    const Result onnx = vit::test::run_vit(
+        "export --format onnx --checkpoint " + ck + " --out " + out + " 2>" + err + " | cat > " + piped,
+        "cd " + tmp.str() + " &&");
+    EXPECT_EQ(onnx.code, 0) << onnx.out;
+    EXPECT_TRUE(vit::read_text_file(err).starts_with("wrote /dev/stdout (")) << vit::read_text_file(err);
+    ASSERT_EQ(run("export --format onnx --checkpoint " + ck + " --out " + file).code, 0);
+    EXPECT_EQ(vit::read_text_file(piped), vit::read_text_file(file)) << out;
+    EXPECT_FALSE(fs::exists(tmp / "-"));
+  }
 }
 
 // --img-size (S or H W) and --features [pooled|tokens] took the image after them as a value.

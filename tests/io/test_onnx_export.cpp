@@ -335,6 +335,10 @@ TEST(OnnxExport, ExternalDataIsCheckedAndRuns) {
   const int64_t fp32_bytes = m.table().total() * 4;
   EXPECT_FALSE(export_onnx(m, tmp / "f.onnx", {}, fp32_bytes / 2).data_file.empty());
   EXPECT_TRUE(export_onnx(m, tmp / "q.onnx", {}, fp32_bytes / 2, /*int8=*/true).data_file.empty());
+  // A stream has no file beside it for the data ("/dev/null.data" was tried).
+  const std::string stream = test::error_of([&] { export_onnx(m, "/dev/null", {}, 0); });
+  EXPECT_NE(stream.find("/dev/null: the 0 MiB of weights go to ONNX external data"), std::string::npos)
+      << stream;
   fs::rename(info.data_file, tmp / "elsewhere");
   const std::string msg = test::error_of([&] { check_onnx_file(tmp / "m.onnx"); });
   EXPECT_NE(msg.find("m.onnx.data"), std::string::npos)

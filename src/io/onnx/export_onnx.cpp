@@ -551,6 +551,11 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
     weight_bytes += int64_t(t.raw_data().size()) + 4 * int64_t(t.float_data_size()) +
                     4 * int64_t(t.int32_data_size()) + 8 * int64_t(t.int64_data_size());
   if (external_from >= 0 ? weight_bytes >= external_from : weight_bytes > (int64_t(1) << 30) * 3 / 2) {
+    std::error_code ec;  // /dev/stdout, a pipe: no file to set the data beside
+    VIT_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec), path,
+              ": the ", weight_bytes >> 20,
+              " MiB of weights go to ONNX external data, a file beside the model's: give "
+              "the model a file name, not a stream");
     info.data_file = path + ".data";
     externalize(g, info.data_file);
   }
