@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -365,6 +366,27 @@ std::unique_ptr<httplib::Server> make_server(const ServeOptions& o, ListenSocket
   return made(std::move(s));
 }
 
+}  // namespace
+
+namespace {
+// Each connection holds a file descriptor. The soft limit (1024 in many shells) goes up to the
+// hard one, as Go's runtime and nginx's worker_rlimit_nofile raise it; where that still holds
+// fewer than --http-threads connections and the server's own, one line says so: past it,
+// accept() fails and new connections wait in the kernel's queue.
+void raise_descriptor_limit(int http_threads, Host& host) {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return;
+  if (r.rlim_cur < r.rlim_max) {
+    rlimit up = r;
+    up.rlim_cur = r.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &up) == 0) r = up;
+  }
+  constexpr rlim_t kOwn = 64;  // models' files, logs, gRPC, the listening sockets
+  if (r.rlim_cur == RLIM_INFINITY || r.rlim_cur >= rlim_t(http_threads) + kOwn) return;
+  host.say(detail::concat("vit serve: note: ulimit -n ", r.rlim_cur, " (the hard limit ", r.rlim_max,
+                          "): fewer file descriptors than --http-threads ", http_threads,
+                          " connections and the server's own; connections past it wait to be accepted"));
+}
 }  // namespace
 
 namespace {
@@ -732,6 +754,7 @@ int Service::run() {
     const int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
+  raise_descriptor_limit(o_.http_threads, *host_);
   int port = o_.port;
   if (port == 0) {
     port = svr_->bind_to_any_port(o_.host);

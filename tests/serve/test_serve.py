@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -33,9 +34,12 @@ IMAGES = [os.path.join(PRETRAINED, "images", f) for f in ("cat.jpg", "coffee.png
 class Server:
     """vit serve ARGS on a free port; stop() sends SIGTERM and returns (exit status, log)."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, files=None):
+        """files: (soft, hard) limits on file descriptors for the server (ulimit -n)."""
+        limit = None if files is None else (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, files))
         self.proc = subprocess.Popen([vit_binary(), "serve", "--port", "0", "--threads", "2", *map(str, args)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     preexec_fn=limit)
         self.lines = []
         for line in self.proc.stdout:
             self.lines.append(line)
@@ -708,6 +712,29 @@ def test_more_clients_than_http_threads_take_turns():
         code, log = s.stop()
     assert code == 0, log
 
+
+
+def test_a_low_descriptor_limit_is_raised_or_said():
+    """Each connection holds a descriptor: a shell's soft limit of 1024 went unraised, and
+    clients past it waited in silence. The soft limit goes up to the hard one (as Go's runtime
+    raises it); where the hard one is too low for --http-threads, one line says so."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        pytest.skip(f"the hard limit on descriptors here is {hard}")
+    s = Server("--model", f"a={CK}", "--http-threads", 512, files=(64, 1024))
+    try:
+        text = call(s.url + "/metrics")[2]
+        assert re.search(r"^process_max_fds 1024$", text, re.M), text
+    finally:
+        code, log = s.stop()
+    assert code == 0 and "ulimit -n" not in log, log
+    s = Server("--model", f"a={CK}", "--http-threads", 512, files=(64, 64))
+    try:
+        assert call(s.url + "/v2/health/ready")[0] == 200
+    finally:
+        code, log = s.stop()
+    assert code == 0, log
+    assert "vit serve: note: ulimit -n 64 (the hard limit 64): fewer file descriptors than --http-threads 512" in log, log
 
 
 def test_sigterm_answers_the_connections_waiting_for_a_thread():
