@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ using Run = std::function<int()>;
 // CPU with one of the bound threads, and the other would wait on it.
 inline void use_threads(int n, bool training = false) {
   set_num_threads(n);
+  if (n > thread_limit())  // OpenMP would run fewer (exact_teams holds the count to it)
+    std::cerr << "vit: note: --threads " << n << ": OMP_THREAD_LIMIT=" << thread_limit() << " holds it to "
+              << thread_limit() << "\n";
   const std::string_view bind = setting_choice("VIT_BIND");  // "" is auto
   if (bind == "on" || (bind != "off" && binds_by_default(num_threads(), training))) bind_threads();
 }

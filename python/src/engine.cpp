@@ -311,7 +311,7 @@ void set_threads(int n) {
 int threads() {
   static const int fallback = default_threads();  // read once, at the first call
   const int n = process_threads();
-  return n > 0 ? n : fallback;
+  return std::min(n > 0 ? n : fallback, thread_limit());  // what calls run on (exact_teams)
 }
 
 }  // namespace vit::python

@@ -54,6 +54,11 @@ const std::vector<Setting>& settings() {
        "decoded (C++: vit::set_max_image_pixels)",
        SettingKind::limit},
       {"OMP_NUM_THREADS", "a count", "every core", "threads (read by OpenMP)"},
+      {"OMP_THREAD_LIMIT", "a count", "-",
+       "the most threads (read by OpenMP): --threads and the default are held to it, and vit says so"},
+      {"OMP_DYNAMIC", "true, false", "false",
+       "read by OpenMP; vit's parallel regions run on exactly the threads they ask for whatever it says "
+       "(kernels split their work by that count)"},
       {"OMP_WAIT_POLICY", "ACTIVE, PASSIVE", "vit sets ACTIVE with GOMP_SPINCOUNT=2000",
        "how OpenMP's idle threads wait (read by OpenMP): a short spin, since passive waiting costs 65 us per "
        "parallel region"},

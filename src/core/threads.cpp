@@ -84,9 +84,20 @@ void check_count(int n) {
 }
 }  // namespace
 
+int thread_limit() {
+  const int limit = omp_get_thread_limit();
+  return limit > 0 && limit < kMaxThreads ? limit : kMaxThreads;
+}
+
+void exact_teams() {
+  omp_set_dynamic(0);
+  if (omp_get_max_threads() > thread_limit()) omp_set_num_threads(thread_limit());
+}
+
 void set_num_threads(int n) {
   check_count(n);
   if (n > 0) omp_set_num_threads(n);
+  exact_teams();
 }
 
 namespace {
@@ -110,24 +121,26 @@ int default_threads() {
   if (const char* v = setting("OMP_NUM_THREADS")) {  // "4" or a list for nested levels, "4,2"
     char* end = nullptr;
     const long n = std::strtol(v, &end, 10);
-    if (end != v && n > 0 && n <= INT32_MAX && (*end == '\0' || *end == ',')) return int(n);
+    if (end != v && n > 0 && n <= INT32_MAX && (*end == '\0' || *end == ','))
+      return int(std::min<long>(n, thread_limit()));
   }
 #ifdef __linux__
   cpu_set_t mask;
-  if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) > 0) return CPU_COUNT(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) > 0)
+    return std::min(CPU_COUNT(&mask), thread_limit());
 #endif
-  return int(std::max(1u, std::thread::hardware_concurrency()));
+  return std::min(int(std::max(1u, std::thread::hardware_concurrency())), thread_limit());
 }
 
-ScopedThreads::ScopedThreads(int n) {
+ScopedThreads::ScopedThreads(int n) : previous_(omp_get_max_threads()), dynamic_(omp_get_dynamic()) {
   check_count(n);
-  if (n <= 0) return;
-  previous_ = omp_get_max_threads();
-  if (n != previous_) omp_set_num_threads(n);
+  if (n > 0 && n != previous_) omp_set_num_threads(n);
+  exact_teams();
 }
 
 ScopedThreads::~ScopedThreads() {
-  if (previous_ > 0) omp_set_num_threads(previous_);
+  if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
+  if (dynamic_) omp_set_dynamic(dynamic_);
 }
 
 namespace {

@@ -10,7 +10,15 @@ namespace vit {
 // libgomp fail to start its team (40,000 exited, 100,000 crashed on a 2-CPU machine).
 inline constexpr int kMaxThreads = 4096;
 
-void set_num_threads(int n);  // n <= 0: leave the OpenMP default; n > kMaxThreads throws
+// Parallel regions of exactly the threads asked, on the calling thread: OpenMP gives fewer
+// with OMP_DYNAMIC=true, or past OMP_THREAD_LIMIT, and kernels that split their work by the
+// count asked (oneDNN's, the packed products' queue) then left parts of it undone (ViT-B/16's
+// logits under either variable had nothing to do with the image's). So dynamic teams are off
+// and the count is at most the limit. set_num_threads and ScopedThreads do it.
+void exact_teams();
+int thread_limit();  // OMP_THREAD_LIMIT, or kMaxThreads without one
+// n <= 0: leave the OpenMP default (at most OMP_THREAD_LIMIT); n > kMaxThreads throws.
+void set_num_threads(int n);
 int num_threads();
 // A count for the library's calls from every thread of the process (vit::Classifier::set_threads,
 // the Python module's vitcpp.set_threads): OpenMP's own count is per thread, so
@@ -25,7 +33,8 @@ int default_threads();
 
 // The calling thread's parallel regions (and the GEMM library's) run on n threads (n > 0)
 // until the end of the scope, then on what they ran on before, whatever set_num_threads did
-// meanwhile; n <= 0 changes nothing; n > kMaxThreads throws.
+// meanwhile; n <= 0 keeps the count; n > kMaxThreads throws. Either way the teams are exact
+// (exact_teams) within the scope.
 // OpenMP keeps the thread count per calling thread, so this is what a model's own thread
 // count needs: other threads' calls are not affected.
 class ScopedThreads {
@@ -36,7 +45,8 @@ class ScopedThreads {
   ScopedThreads& operator=(const ScopedThreads&) = delete;
 
  private:
-  int previous_ = 0;  // 0: nothing to restore
+  int previous_;  // the thread count before
+  bool dynamic_;  // OpenMP's dynamic teams before (OMP_DYNAMIC)
 };
 
 // Threads worth starting for a loop of `work` units (about one multiply-add each): one

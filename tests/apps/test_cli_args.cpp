@@ -17,6 +17,7 @@
 #include "core/file.h"
 #include "data/image.h"
 #include "io/checkpoint.h"
+#include "io/pretrained.h"
 #include "model/vit.h"
 #include "support/run_vit.h"
 #include "support/temp_dir.h"
@@ -369,6 +370,25 @@ TEST(CliArgs, ADashIsStandardInputOrOutput) {
     EXPECT_EQ(vit::read_text_file(piped), vit::read_text_file(file)) << out;
     EXPECT_FALSE(fs::exists(tmp / "-"));
   }
+}
+
+// OMP_THREAD_LIMIT and OMP_DYNAMIC=true gave parallel regions fewer threads than asked, and the
+// kernels that split their work by the count asked left parts of it undone: ViT-Ti/16's logits
+// under OMP_THREAD_LIMIT=1 with --threads 2 had nothing to do with the image's (ViT-B's too).
+// The count is held to the limit, said, and the logits are --threads 1's.
+TEST(CliArgs, OpenMPsThreadLimitHoldsTheCountAndLosesNoWork) {
+  vit::test::TempDir tmp("args_omp_limit");
+  vit::ViT m(vit::named_config("vit_tiny_patch16_224"));
+  m.init_weights(3);
+  const std::string ck = tmp / "tiny.safetensors";
+  vit::save_checkpoint(ck, m);
+  const std::string predict = "predict --logits --json --checkpoint " + ck + " " + digit;
+  const Result one = run(predict + " --threads 1");
+  ASSERT_EQ(one.code, 0) << one.out;
+  const Result limited = vit::test::run_vit(predict + " --threads 2", "OMP_THREAD_LIMIT=1");
+  ASSERT_EQ(limited.code, 0) << limited.out;
+  EXPECT_TRUE(has(limited, "vit: note: --threads 2: OMP_THREAD_LIMIT=1 holds it to 1")) << limited.out;
+  EXPECT_EQ(vit::test::last_line(limited.out), vit::test::last_line(one.out));
 }
 
 // --img-size (S or H W) and --features [pooled|tokens] took the image after them as a value.

@@ -266,6 +266,26 @@ def test_threads_are_vitcpps_own_whatever_pytorch_sets(tmp_path):
             if line.startswith("vit train:")] == ["3", "4"], r.stdout[-2000:]
 
 
+# Under OMP_THREAD_LIMIT=1, threads=2 computed ViT-Ti's logits with parts of the products
+# undone (OpenMP ran each region on fewer threads than asked): now they are threads=1's,
+# and get_threads() says the count the calls run on.
+LIMIT_SCRIPT = """
+import sys, numpy as np, vitcpp
+m = vitcpp.create_model("vit_tiny_patch16_224", threads=int(sys.argv[1]))
+x = np.random.RandomState(0).rand(1, 3, 224, 224).astype(np.float32)
+np.save(sys.argv[2], m(x))
+print(vitcpp.get_threads())
+"""
+
+
+def test_openmps_thread_limit_holds_the_count_and_loses_no_work(tmp_path):
+    one = fresh_python("-c", LIMIT_SCRIPT, 1, tmp_path / "one.npy")
+    limited = fresh_python("-c", LIMIT_SCRIPT, 2, tmp_path / "limited.npy", OMP_THREAD_LIMIT="1")
+    assert one.returncode == 0 and limited.returncode == 0, one.stderr + limited.stderr
+    assert limited.stdout.split() == ["1"], limited.stdout
+    np.testing.assert_array_equal(np.load(tmp_path / "limited.npy"), np.load(tmp_path / "one.npy"))
+
+
 # Daemon threads still inside vitcpp when the program ends: one calling a model in a loop,
 # one training. Before, Python's pthread_exit of such a thread, once it asked for the GIL back,
 # unwound through vitcpp's frames into std::terminate: "terminate called without an active
