@@ -832,6 +832,7 @@ int run_train(const std::vector<std::string>& args, TrainHooks* hooks) {
   CLI::App app{"vit train", "vit"};
   CLI::App* cmd = app.add_subcommand("train", "train a model");
   const Run run = add_train(*cmd, hooks);
+  integers_in_decimal(app);
   std::vector<std::string> all{"train"};
   all.insert(all.end(), args.begin(), args.end());
   all = expand_recipe(expand_resume(all));

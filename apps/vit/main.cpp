@@ -296,6 +296,7 @@ int run_vit(int argc, char** argv) {
   add("serve",
       "serve classifiers over HTTP and gRPC: KServe v2 and TorchServe endpoints, dynamic batching, metrics",
       vit::app::add_serve);
+  vit::app::integers_in_decimal(app);
   std::vector<std::string> args(argv + 1, argv + argc);
   const std::vector<std::string> typed = args;  // before --resume brings in args.json's flags
   try {

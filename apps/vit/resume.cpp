@@ -207,6 +207,16 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   if (version < 4)
     for (size_t i = 0; i + 1 < out.size(); ++i)
       if (out[i] == "--opt" && out[i + 1] == "sgd") out[i + 1] = "momentum";
+  // And before version 5 integers were read as CLI11 reads them, 0100 as octal (64), 0x10 as 16.
+  if (version < 5) {
+    CLI::App train;
+    add_train(train);
+    for (size_t i = 0; i + 1 < out.size(); ++i)
+      if (const CLI::Option* o = out[i].starts_with("--") ? train.get_option_no_throw(out[i]) : nullptr;
+          o && is_integer_flag(*o))
+        for (size_t j = i + 1; j < out.size() && !out[j].starts_with("--"); ++j)  // --img-size H W
+          out[j] = integer_as_before(out[j]);
+  }
   // Runs begun before --seed was checked kept the text typed (-1, 2^64, 0x10), which CLI11
   // read as some seed: the state holds the one the run used.
   if (const std::optional<StateInfo> st = newest_state(dir); st && st->seed)

@@ -1,6 +1,7 @@
 #include "validators.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -29,6 +30,38 @@ CLI::Validator numbers(const std::function<bool(double)>& ok, const std::string&
       shown);
 }
 }  // namespace
+
+bool is_integer_flag(const CLI::Option& option) {
+  const std::string type = option.get_type_name();
+  return type.starts_with("INT") || type.starts_with("UINT");
+}
+
+void integers_in_decimal(CLI::App& app) {
+  static const CLI::Validator decimal(
+      [](std::string& text) -> std::string {
+        const size_t sign = text.starts_with('+') || text.starts_with('-') ? 1 : 0;
+        if (text.size() <= sign + 1 || text[sign] != '0') return "";
+        if (std::isalpha(static_cast<unsigned char>(text[sign + 1])))
+          return "a whole number in decimal, got " + text;
+        if (text.find_first_not_of("0123456789", sign) != std::string::npos) return "";  // CLI11 says
+        const size_t digits = text.find_first_not_of('0', sign);
+        text = text.substr(0, sign) + (digits == std::string::npos ? "0" : text.substr(digits));
+        return "";
+      },
+      "", "DECIMAL");
+  for (CLI::Option* o : app.get_options())
+    if (is_integer_flag(*o)) o->transform(decimal);
+  for (CLI::App* sub : app.get_subcommands({})) integers_in_decimal(*sub);
+}
+
+std::string integer_as_before(const std::string& text) {
+  const size_t sign = text.starts_with('+') || text.starts_with('-') ? 1 : 0;
+  if (text.size() <= sign + 1 || text[sign] != '0') return text;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 0);
+  return end && *end == '\0' && errno == 0 ? std::to_string(v) : text;
+}
 
 const CLI::Validator& positive() {
   static const CLI::Validator v = numbers([](double x) { return x > 0; }, "a positive number", "POSITIVE");

@@ -34,6 +34,14 @@ const CLI::Validator& thread_count();  // 0 (the default: every core) to kMaxThr
 // A uint64 as written (a '+' before it taken, as Python's int()): no '-', no wrap, no clamp.
 const CLI::Validator& seed_value();
 bool is_seed_text(const std::string& text);  // what seed_value() takes
+// Every integer flag of app and its subcommands read in decimal, as Python's int() and argparse
+// read them: CLI11 reads with base 0, so -b 0100 trained at batch 64 and --seed 010 was seed 8
+// (and args.json kept "0100"). Leading zeros are dropped; 0x, 0o and 0b prefixes are refused.
+void integers_in_decimal(CLI::App& app);
+// What an integer flag's text meant before integers_in_decimal (CLI11's base 0): args.json of
+// those runs holds the text typed, which their resume reads as they ran it.
+std::string integer_as_before(const std::string& text);
+bool is_integer_flag(const CLI::Option& option);
 // A precision among `names` (fp32, bf16, int8, bfloat16), PyTorch's spelling taken for vitcpp's
 // and the other way round (float32 as fp32, bfloat16 as bf16; bf16 as bfloat16 where that is
 // the name): the value becomes the name in `names`.

@@ -608,9 +608,39 @@ TEST(RunDir, AnEmptyOrMissingOutputIsFineAFileIsNot) {
   for (const auto& [out, folder] : cannot) {
     const Result r = run(kTrain + "--epochs 1 --output " + out);
     EXPECT_EQ(r.code, 1) << r.out;
-    EXPECT_TRUE(has(r.out, "--output " + out + ": cannot create the run directory in " + folder + " (")) << r.out;
+    EXPECT_TRUE(has(r.out, "--output " + out + ": cannot create the run directory in " + folder + " ("))
+        << r.out;
     EXPECT_FALSE(has(r.out, ".tmp")) << r.out;
   }
+}
+
+// Integer flags are read in decimal, as Python's int() and timm's argparse read them: CLI11
+// read -b 0100 as octal (batch 64, and args.json kept "0100"), 0x10 as 16. A run recorded
+// before (args.json version 4) resumes as it ran.
+TEST(RunDir, IntegersAreDecimalAndOldRunsResumeAsTheyRan) {
+  vit::test::TempDir tmp("run_decimal");
+  const std::string padded = tmp / "padded", plain = tmp / "plain";
+  const std::string train = "train --model mnist-seed --img-size 16 --synthetic 128 --threads 1 --epochs 1 ";
+  const Result r = run(train + "-b 010 --output " + padded);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "batch 10,")) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(vit::read_text_file(padded + "/args.json"))["batch-size"], 10);
+  const Result hex = run(train + "-b 0x10 --output " + (tmp / "hex"));
+  EXPECT_EQ(hex.code, 2) << hex.out;
+  EXPECT_TRUE(has(hex.out, "--batch-size: a whole number in decimal, got 0x10")) << hex.out;
+  // An old run of -b 010 trained at batch 8: so does its resume.
+  ASSERT_EQ(run(train + "-b 8 --output " + plain).code, 0);
+  auto args = nlohmann::json::parse(vit::read_text_file(plain + "/args.json"));
+  args["batch-size"] = "010";
+  args["args-version"] = 4;
+  vit::write_file_atomic(plain + "/args.json", args.dump(1));
+  const Result resumed = run("train --resume " + plain + " --epochs 2");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_TRUE(has(resumed.out, "batch 8,")) << resumed.out;
+  const std::string fresh = tmp / "fresh";
+  ASSERT_EQ(run(train + "-b 8 --output " + fresh).code, 0);
+  ASSERT_EQ(run("train --resume " + fresh + " --epochs 2").code, 0);
+  vit::test::expect_same_tensors(plain + "/last.safetensors", fresh + "/last.safetensors");
 }
 
 // --seed is a uint64 as written, a '+' before it taken (Python's int() takes it); -1, 2^64,
