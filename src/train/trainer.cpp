@@ -1072,6 +1072,13 @@ EpochStats TrainLoop::evaluate_epoch(int64_t epoch, const EpochSums& sums, Stead
                                (dir / kRecoveryFile).string(), ": mend or remove the file, then --resume ",
                                cfg.output, " evaluates the epoch and goes on"));
   }
+  // Finite weights can still make a model whose every output is NaN (|w| ~ 1e30 after --lr
+  // 1e30): its evaluation shows it, and such an epoch must not become the best or the last
+  // checkpoint (it did, and the run ended with exit 0).
+  for (const EvalResult* r : {&e.eval, &e.ema})
+    if (r->count > 0 && !std::isfinite(r->loss))
+      throw Error(diverged(cfg, "the evaluation loss is " + nonfinite_name(r->loss) + " (not finite)", p, epoch,
+                           steps_per_epoch - 1));
   e.lr = sums.lr;
   e.seconds = std::chrono::duration<double>(SteadyClock::now() - t0).count();
   return e;

@@ -338,6 +338,22 @@ TEST(CrashSafety, ALossThatTurnsNonFiniteStopsTheRunAndKeepsTheLastGoodCheckpoin
       ASSERT_TRUE(std::isfinite(v)) << t.name << " in the kept checkpoint";
 }
 
+// Finite weights of ~1e30 (--lr 1e30) give NaN outputs on every input: the evaluation's NaN
+// loss ended the run with exit 0 and a NaN model as best.safetensors and last.safetensors.
+TEST(CrashSafety, ANonFiniteEvaluationStopsTheRunAsANonFiniteLossDoes) {
+  vit::test::TempDir tmp("nan_eval");
+  Finished r = vit::test::run_child(
+      VIT_BINARY, "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 2 --threads 1 --lr 1e30 --output " +
+                      (tmp / "run"),
+      {tmp / "log"});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("training diverged: the evaluation loss is nan (not finite) at epoch 1"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "run/best.safetensors")) << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "run/last.safetensors")) << r.out;
+}
+
 namespace {
 // 3 epochs of 256 steps, no recovery states but the one a stop writes.
 const std::string kStopRun =
