@@ -526,6 +526,10 @@ void TrainCommand::note_flags_without_effect() const {
       {{"--pos-resample"},
        F.pretrained.empty(),
        "no effect, it resamples --pretrained weights and none are given"},
+      {{"--val-split"}, F.synthetic > 0, "no effect, --synthetic makes its own evaluation samples"},
+      {{"--mean", "--std"},
+       F.synthetic > 0,
+       "no effect on --synthetic's samples (made as the model's input); kept in the model's config"},
   };
   for (const Moot& m : moot) {
     std::string given;
@@ -534,6 +538,16 @@ void TrainCommand::note_flags_without_effect() const {
     if (m.unused && !given.empty()) *out << "note: " << given << ": " << m.why << std::endl;
   }
   for (const std::string& n : F.aug.notes(cmd)) *out << "note: " << n << std::endl;
+  // Mixing pairs each sample with the one at the other end of its batch (timm's flip): an odd
+  // batch's middle sample is its own partner, and a batch of 1 mixes nothing (timm refuses them).
+  if (mixing && t.batch_size % 2 == 1)
+    *out << "note: -b " << t.batch_size << " with --mixup or --cutmix: "
+         << (t.batch_size == 1 ? "a batch of 1 is mixed with itself, so nothing is mixed"
+                               : "each batch's middle sample is mixed with itself")
+         << " (timm asks for an even batch)" << std::endl;
+  if (t.warmup_epochs >= float(t.epochs))
+    *out << "note: --warmup-epochs " << t.warmup_epochs << " is not shorter than --epochs " << t.epochs
+         << ": the lr never reaches --lr " << t.sched.lr << std::endl;
 }
 
 bool TrainCommand::open_run_dir() {

@@ -222,6 +222,10 @@ AugmentConfig AugFlags::config() const {
                   "--ratio takes two values, MIN MAX (timm's 0.75 1.3333), got ", ratio.size());
   VIT_USAGE_CHECK(ratio.empty() || !scale.empty(),
                   "--ratio shapes the random resized crop, which --scale MIN MAX turns on (off by default)");
+  // A smallest area of 0 is the crop's "off" (it trained without a crop, without a word).
+  VIT_USAGE_CHECK(scale.empty() || scale[0] > 0, "--scale ", scale.empty() ? 0.0 : scale[0], " ",
+                  scale.size() > 1 ? scale[1] : 0.0,
+                  ": the smallest crop must be a share above 0 of the image (timm's 0.08 1.0)");
   if (scale.size() == 2) {
     a.scale_min = scale[0];
     a.scale_max = scale[1];

@@ -18,7 +18,7 @@ void AugmentConfig::validate() const {
   VIT_CHECK(scale_min >= 0.f && scale_min <= scale_max && scale_max <= 1.f,
             "--scale must satisfy 0 <= min <= max <= 1");
   VIT_CHECK(ratio_min > 0.f && ratio_min <= ratio_max, "--ratio must satisfy 0 < min <= max");
-  VIT_CHECK(crop_pad >= 0, "--crop-pad must be non-negative");
+  VIT_CHECK(crop_pad >= 0 && crop_pad <= (1 << 20), "--crop-pad must be in [0, 2^20] pixels, got ", crop_pad);
   VIT_CHECK(crop_fill == "black" || crop_fill == "mean", "--crop-fill: expected black or mean, got '",
             crop_fill, "'");
   VIT_CHECK(aa_fill == "mean" || aa_fill == "gray", "--aa-fill: expected mean or gray, got '", aa_fill, "'");

@@ -16,8 +16,9 @@ void OptimConfig::validate() const {
   VIT_CHECK(momentum >= 0.f && momentum < 1.f, "momentum must be in [0, 1), got ", momentum);
   VIT_CHECK(!nesterov || momentum > 0.f, "nesterov needs a momentum above 0");
   VIT_CHECK(beta1 >= 0.f && beta1 < 1.f && beta2 >= 0.f && beta2 < 1.f, "adam betas must be in [0, 1)");
-  VIT_CHECK(eps > 0.f, "adam eps must be positive");
-  VIT_CHECK(weight_decay >= 0.f, "weight decay must be non-negative, got ", weight_decay);
+  VIT_CHECK(eps > 0.f && std::isfinite(eps), "--opt-eps must be a positive number, got ", eps);
+  VIT_CHECK(weight_decay >= 0.f && std::isfinite(weight_decay),
+            "--weight-decay must be a non-negative number, got ", weight_decay);
   VIT_CHECK(layer_decay >= 0.f && layer_decay <= 1.f, "layer decay must be in [0, 1] (0 = off), got ",
             layer_decay);
 }

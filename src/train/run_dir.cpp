@@ -174,8 +174,8 @@ void create_run_dir(const std::string& dir, const std::string& args_json) {
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   // Named as the user gave it: the temporary name beside it meant nothing to them.
   const auto refuse = [&](const std::error_code& why) {
-    throw Error(detail::concat("--output ", dir, ": cannot create the run directory in ", parent.string(), " (",
-                               why.message(), ")"));
+    throw Error(detail::concat("--output ", dir, ": cannot create the run directory in ", parent.string(),
+                               " (", why.message(), ")"));
   };
   if (!fs::create_directories(parent, ec) && ec) refuse(ec);
   const fs::path tmp = temporary_name(target.string());

@@ -17,7 +17,8 @@ void ScheduleConfig::validate() const {
   VIT_CHECK(min_lr >= 0.f && min_lr <= lr, "min lr must be in [0, lr], got ", min_lr);
   VIT_CHECK(warmup_lr >= 0.f && std::isfinite(warmup_lr), "warmup lr must be >= 0, got ", warmup_lr);
   VIT_CHECK(warmup_steps >= 0 && total_steps > 0 && decay_steps > 0, "schedule lengths must be positive");
-  VIT_CHECK(decay_rate > 0.f, "decay rate must be positive");
+  VIT_CHECK(decay_rate > 0.f && std::isfinite(decay_rate), "--decay-rate must be a positive number, got ",
+            decay_rate);
 }
 
 float lr_at(const ScheduleConfig& s, int64_t step) {

@@ -83,8 +83,22 @@ class Teacher {
 }  // namespace
 
 void TrainConfig::validate() const {
+  // Counts of steps are exact in a double up to 2^53: epochs, batches and their products stay
+  // below it (2^63 - 1 cooldown epochs printed "-9223372036854775808 epochs" and trained none).
+  constexpr int64_t kMost = int64_t(1) << 53;
   VIT_CHECK(epochs > 0, "--epochs must be positive, got ", epochs);
+  VIT_CHECK(epochs <= kMost, "--epochs must be at most 2^53, got ", epochs);
   VIT_CHECK(cooldown_epochs >= 0, "--cooldown-epochs must be non-negative, got ", cooldown_epochs);
+  VIT_CHECK(cooldown_epochs <= kMost, "--cooldown-epochs must be at most 2^53, got ", cooldown_epochs);
+  VIT_CHECK(batch_size <= kMost / std::max<int64_t>(grad_accum_steps, 1),
+            "--batch-size times --grad-accum-steps must be at most 2^53, got ", batch_size, " x ",
+            grad_accum_steps);
+  VIT_CHECK(std::isfinite(warmup_epochs) && std::isfinite(decay_epochs) && std::isfinite(clip_grad),
+            "--warmup-epochs, --decay-epochs and --clip-grad must be finite numbers");
+  for (float m : decay_milestones)
+    VIT_CHECK(std::isfinite(m), "--decay-milestones must be finite epochs, got ", m);
+  VIT_CHECK(std::isfinite(mixup.mixup_alpha) && std::isfinite(mixup.cutmix_alpha),
+            "--mixup and --cutmix must be finite (0 = off)");
   VIT_CHECK(cooldown_epochs == 0 || sched.name == "cosine",
             "--cooldown-epochs follow the cosine schedule (timm's), not --sched ", sched.name);
   VIT_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
@@ -800,12 +814,21 @@ TrainLoop::TrainLoop(ViT& model_, const Dataset& train_set_, const Dataset* eval
       fresh(!cfg_.resume),
       recovery(cfg_),
       partners(cfg_.mixup.active() && ranks > 1) {
+  // Steps past 2^53 are not counted exactly (nor past 2^63 at all: --epochs 2^62 + 1 wrapped to
+  // 4 steps, and a milestone of 1e30 epochs to step 0).
+  const auto steps_of = [&](double epochs, const char* flag) {
+    VIT_CHECK(epochs * double(steps_per_epoch) <= 0x1p53, flag, " ", epochs, ": ",
+              epochs * double(steps_per_epoch), " steps of ", steps_per_epoch,
+              " an epoch; a run counts at most 2^53");
+    return int64_t(std::llround(epochs * double(steps_per_epoch)));
+  };
+  steps_of(double(cfg.total_epochs()), "--epochs (with --cooldown-epochs)");
   sched.total_steps = cfg.epochs * steps_per_epoch;
-  sched.warmup_steps = int64_t(std::llround(cfg.warmup_epochs * steps_per_epoch));
+  sched.warmup_steps = steps_of(cfg.warmup_epochs, "--warmup-epochs");
   // As timm's decay_t: the flag's decimal (2.4, not float's 2.4000001) times the epoch's steps.
   sched.decay_steps = shortest_decimal(cfg.decay_epochs) * double(steps_per_epoch);
   for (float m : cfg.decay_milestones)
-    sched.milestones.push_back(std::max<int64_t>(1, std::llround(m * steps_per_epoch)));
+    sched.milestones.push_back(std::max<int64_t>(1, steps_of(m, "--decay-milestones")));
   sched.validate();
 }
 
@@ -1077,8 +1100,8 @@ EpochStats TrainLoop::evaluate_epoch(int64_t epoch, const EpochSums& sums, Stead
   // checkpoint (it did, and the run ended with exit 0).
   for (const EvalResult* r : {&e.eval, &e.ema})
     if (r->count > 0 && !std::isfinite(r->loss))
-      throw Error(diverged(cfg, "the evaluation loss is " + nonfinite_name(r->loss) + " (not finite)", p, epoch,
-                           steps_per_epoch - 1));
+      throw Error(diverged(cfg, "the evaluation loss is " + nonfinite_name(r->loss) + " (not finite)", p,
+                           epoch, steps_per_epoch - 1));
   e.lr = sums.lr;
   e.seconds = std::chrono::duration<double>(SteadyClock::now() - t0).count();
   return e;
