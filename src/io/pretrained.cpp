@@ -1,6 +1,7 @@
 #include "io/pretrained.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <new>
@@ -390,6 +391,17 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   return out;
 }
 
+namespace {
+// timm builds int(embed_dim * mlp_ratio) hidden units, in doubles: M / D can come out a unit
+// short (int(100 * 1.15) is 114), and timm then refused the export's weights. The smallest
+// double at or above M / D that gives M back.
+double timm_mlp_ratio(int64_t D, int64_t M) {
+  double r = double(M) / double(D);
+  while (int64_t(double(D) * r) < M) r = std::nextafter(r, double(M));
+  return r;
+}
+}  // namespace
+
 std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>& class_names) {
   auto size = [](int64_t h, int64_t w) { return h == w ? json(h) : json({h, w}); };
   // A registered timm architecture with the model's LayerNorm eps, which model_args cannot
@@ -403,7 +415,7 @@ std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>&
                {"embed_dim", c.embed_dim},
                {"depth", c.depth},
                {"num_heads", c.num_heads},
-               {"mlp_ratio", double(c.mlp_dim) / double(c.embed_dim)},
+               {"mlp_ratio", timm_mlp_ratio(c.embed_dim, c.mlp_dim)},
                {"qkv_bias", c.qkv_bias},
                {"class_token", c.class_token},
                {"reg_tokens", c.reg_tokens},
@@ -420,8 +432,10 @@ std::string timm_config_json(const ViTConfig& c, const std::vector<std::string>&
                {"mean", detail::tidy(c.mean)},
                {"std", detail::tidy(c.std)},
                {"num_classes", c.num_classes},
-               {"first_conv", "patch_embed.proj"},
                {"classifier", c.head_dist ? json({"head", "head_dist"}) : json("head")}};
+  // first_conv makes timm's loader adapt the patch weights to its in_chans from 3 channels:
+  // of 2 or 4+ channels it cannot, and it loaded them at random with only a log line.
+  if (c.in_chans == 1 || c.in_chans == 3) pcfg["first_conv"] = "patch_embed.proj";
   json j = {{"architecture", arch},         {"num_classes", c.num_classes}, {"num_features", c.embed_dim},
             {"global_pool", c.global_pool}, {"model_args", args},           {"pretrained_cfg", pcfg}};
   if (!class_names.empty()) j["label_names"] = class_names;

@@ -231,14 +231,21 @@ void Reader::read_input_size() {
   VIT_CHECK(pos && pos->size() == 3 && (*pos)[2] == c.embed_dim, "no pos_embed [1, L, ", c.embed_dim,
             "] (timm's pos_embed='none' is not supported)");
   const int64_t L = (*pos)[1], prefix = c.num_prefix_tokens();
-  bool sized = false;
+  // model_args first: timm builds the model from them, and its save_for_hf keeps the
+  // architecture's default pretrained_cfg (224x224) beside a model made at another size (a
+  // 32x32 CIFAR ViT was refused for a 224x224 input nobody chose).
+  bool sized = read_size(field(args, "img_size"), c.img_h, c.img_w, "config.json model_args img_size");
   if (const json* v = field(pcfg, "input_size")) {
     VIT_CHECK(v->is_array() && v->size() == 3, "pretrained_cfg.input_size must be [C, H, W]");
-    c.img_h = json_int((*v)[1], "pretrained_cfg.input_size");
-    c.img_w = json_int((*v)[2], "pretrained_cfg.input_size");
+    const int64_t h = json_int((*v)[1], "pretrained_cfg.input_size"),
+                  w = json_int((*v)[2], "pretrained_cfg.input_size");
+    if (sized && (h != c.img_h || w != c.img_w))
+      m.notes.push_back("pretrained_cfg.input_size " + std::to_string(h) + "x" + std::to_string(w) +
+                        " is not the model's model_args img_size " + std::to_string(c.img_h) + "x" +
+                        std::to_string(c.img_w) + ": read at the model's, as timm builds it");
+    if (!sized) c.img_h = h, c.img_w = w;
     sized = true;
   }
-  if (!sized) sized = read_size(field(args, "img_size"), c.img_h, c.img_w, "config.json model_args img_size");
   // The square grid of pos_embed's rows (with or without the prefix rows), or 0.
   auto square_grid = [&] {
     for (int64_t rows : {L, L - prefix}) {
@@ -285,8 +292,18 @@ void Reader::read_input_size() {
 void Reader::read_preprocessing() {
   read_pretrained_cfg(pcfg, c, m);
   if (c.mean.size() != size_t(c.in_chans) || c.std.size() != size_t(c.in_chans)) {
-    VIT_CHECK(!field(pcfg, "mean"), "pretrained_cfg mean/std have ", c.mean.size(), " entries for ",
-              c.in_chans, " input channels");
+    // A pretrained_cfg of other channels than the model's is the architecture's default,
+    // which timm's save_for_hf keeps beside a model of other in_chans: its mean and std are
+    // not this model's.
+    const json* size = field(pcfg, "input_size");
+    const bool defaults = size && size->is_array() && !size->empty() && (*size)[0].is_number_integer() &&
+                          (*size)[0].get<int64_t>() != c.in_chans;
+    VIT_CHECK(!field(pcfg, "mean") || defaults, "pretrained_cfg mean/std have ", c.mean.size(),
+              " entries for ", c.in_chans, " input channels");
+    if (field(pcfg, "mean"))
+      m.notes.push_back("pretrained_cfg is for " + std::to_string((*size)[0].get<int64_t>()) +
+                        " input channels, the model has " + std::to_string(c.in_chans) +
+                        ": its mean and std are not the model's; 0.5 and 0.5 used");
     c.mean.assign(c.in_chans, 0.5f);
     c.std.assign(c.in_chans, 0.5f);
   }

@@ -173,6 +173,65 @@ TEST(Pretrained, ExportReadsBackAsTimmWithTheSameLogits) {
   EXPECT_EQ(got, want);  // the same weights, bit for bit
 }
 
+// timm builds int(embed_dim * mlp_ratio) hidden units: the ratio M / D written as a double came
+// out a unit short for some widths (int(100 * 1.15) is 114), and timm refused the weights.
+// first_conv makes timm adapt the patch weights from 3 channels: of 2 channels it cannot, and
+// loaded them at random (found by a tester building odd sizes, with timm's own source).
+TEST(Pretrained, TimmConfigsBuildTheWidthsAndKeepThePatchWeights) {
+  for (const auto& [D, M] : {std::pair<int64_t, int64_t>{100, 115},
+                             {100, 29},
+                             {300, 313},
+                             {1000, 1001},
+                             {720, 13},
+                             {192, 768},
+                             {8, 17}}) {
+    ViTConfig c = small_config();
+    c.embed_dim = D, c.num_heads = 1, c.mlp_dim = M;
+    const double r = nlohmann::json::parse(timm_config_json(c, {}))["model_args"]["mlp_ratio"];
+    EXPECT_EQ(int64_t(double(D) * r), M) << "timm's int(" << D << " * " << r << ")";
+    EXPECT_LE(r, double(M) / double(D) * (1 + 1e-15)) << D << " " << M;
+  }
+  for (const int64_t chans : {1, 2, 3, 4}) {
+    ViTConfig c = small_config();
+    c.in_chans = chans;
+    c.mean.assign(size_t(chans), 0.5f), c.std.assign(size_t(chans), 0.5f);
+    const auto cfg = nlohmann::json::parse(timm_config_json(c, {}));
+    EXPECT_EQ(cfg["pretrained_cfg"].contains("first_conv"), chans == 1 || chans == 3) << chans << " channels";
+  }
+}
+
+// timm's save_for_hf keeps the architecture's default pretrained_cfg (3x224x224, ImageNet's
+// mean and std) beside a model made at another size and channel count: timm builds the model
+// from model_args, and so does vitcpp now (it refused the file for a 224x224 input).
+TEST(Pretrained, ATimmModelOfItsOwnSizeBesideTheDefaultPretrainedCfgIsReadAtItsSize) {
+  test::TempDir tmp("timm_custom");
+  ViTConfig c = small_config();  // 1 channel, 16x16
+  ViT m(c);
+  m.init_weights(4);
+  EXPECT_TRUE(export_timm(m, tmp / "timm", {}).empty());
+  auto cfg = nlohmann::json::parse(read_text_file(tmp / "timm/config.json"));
+  cfg["pretrained_cfg"]["input_size"] = {3, 224, 224};
+  cfg["pretrained_cfg"]["mean"] = {0.485, 0.456, 0.406};
+  cfg["pretrained_cfg"]["std"] = {0.229, 0.224, 0.225};
+  write_file_atomic(tmp / "timm/config.json", cfg.dump(2));
+  Pretrained p = load_pretrained(tmp / "timm");
+  EXPECT_EQ(p.model->config().img_h, c.img_h);
+  EXPECT_EQ(p.model->config().mean, std::vector<float>{0.5f});
+  const auto has_note = [&](const std::string& text) {
+    return std::any_of(p.notes.begin(), p.notes.end(),
+                       [&](const std::string& n) { return n.find(text) != n.npos; });
+  };
+  EXPECT_TRUE(has_note("pretrained_cfg.input_size 224x224 is not the model's model_args img_size 16x16"));
+  EXPECT_TRUE(has_note("pretrained_cfg is for 3 input channels, the model has 1"));
+  EXPECT_EQ(logits(*p.model, 5), logits(m, 5));
+  // Where the channels agree, mean and std of another count are still an error.
+  cfg["pretrained_cfg"]["input_size"] = {1, 224, 224};
+  write_file_atomic(tmp / "timm/config.json", cfg.dump(2));
+  const std::string msg = test::error_of([&] { load_pretrained(tmp / "timm"); });
+  EXPECT_NE(msg.find("pretrained_cfg mean/std have 3 entries for 1 input channels"), std::string::npos)
+      << msg;
+}
+
 // timm's ViT has no fixed table: a sin-cos one is written as its learned pos_embed, with a
 // note (it was silent; the Hugging Face export said so).
 TEST(Pretrained, TimmExportOfAFixedTableSaysItBecomesLearned) {
