@@ -799,9 +799,9 @@ int TrainCommand::train_and_report() {
   if (hooks) {
     // Early stopping ended it before its epochs: said as a stop is (Python's history.stopped).
     if (F.train.patience > 0 && !hist.empty() && hist.back().epoch < F.train.total_epochs())
-      hooks->stopped =
-          detail::concat("early stopping after epoch ", hist.back().epoch, " of ", F.train.total_epochs(),
-                         ": no better score for ", F.train.patience, " epochs (patience)");
+      hooks->stopped = detail::concat("early stopping after epoch ", hist.back().epoch, " of ",
+                                      F.train.total_epochs(), ": no better score for ", F.train.patience,
+                                      F.train.patience == 1 ? " epoch" : " epochs", " (patience)");
     hooks->history = std::move(hist);
     hooks->model = std::move(owned);
   }

@@ -242,7 +242,8 @@ bool resume_finished(const std::string& dir, const TrainConfig& t, std::ostream&
             " has begun; it can only be extended");
   if (t.patience > 0 && s->since_best >= t.patience && s->step_in_epoch == 0) {
     out << dir << ": this run stopped early after epoch " << s->epochs_done << " (no better eval "
-        << metric_words(t.eval_metric) << " for " << s->since_best << " epochs, --patience " << t.patience
+        << metric_words(t.eval_metric) << " for " << s->since_best
+        << (s->since_best == 1 ? " epoch" : " epochs") << ", --patience " << t.patience
         << "); nothing to do, no file was changed" << std::endl;
     return true;
   }

@@ -204,7 +204,14 @@ void Reader::read_pool() {
   // Pooling: config.json's global_pool, else what the tensors suggest.
   std::string pool;
   if (config && field(*config, "global_pool")) pool = (*config)["global_pool"].get<std::string>();
-  if (const json* v = field(args, "global_pool")) pool = v->get<std::string>();
+  if (const json* v = field(args, "global_pool")) {
+    pool = v->get<std::string>();
+    // timm's model_args global_pool='' pools nothing: its head runs on every token (logits
+    // [B, T, K]). It was read as 'token', one row of those.
+    VIT_CHECK(!pool.empty(),
+              "model_args global_pool '' (timm's head on every token, no pooling) is not "
+              "supported: token, avg or map");
+  }
   const Shape* latent = shape("attn_pool.latent");
   if (pool.empty()) pool = latent ? "map" : *c.fc_norm || !c.class_token ? "avg" : "token";
   VIT_CHECK(pool == "token" || pool == "avg" || pool == "map", "global_pool '", pool,

@@ -14,7 +14,9 @@ void ScheduleConfig::validate() const {
       std::is_sorted(milestones.begin(), milestones.end()) && (milestones.empty() || milestones.front() > 0),
       "schedule milestones must be positive and ascending");
   VIT_CHECK(lr > 0.f && std::isfinite(lr), "--lr (the learning rate) must be a positive number, got ", lr);
-  VIT_CHECK(min_lr >= 0.f && min_lr <= lr, "min lr must be in [0, lr], got ", min_lr);
+  // The cosine's floor: another schedule has none (and says --min-lr has no effect there).
+  VIT_CHECK(min_lr >= 0.f && (name != "cosine" || min_lr <= lr), "--min-lr must be in [0, --lr ", lr, "], got ",
+            min_lr);
   VIT_CHECK(warmup_lr >= 0.f && std::isfinite(warmup_lr), "warmup lr must be >= 0, got ", warmup_lr);
   VIT_CHECK(warmup_steps >= 0 && total_steps > 0 && decay_steps > 0, "schedule lengths must be positive");
   VIT_CHECK(decay_rate > 0.f && std::isfinite(decay_rate), "--decay-rate must be a positive number, got ",

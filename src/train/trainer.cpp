@@ -1234,7 +1234,7 @@ std::vector<EpochStats> TrainLoop::run() {
       // The model's scores, not its EMA's (which may still be improving): said, with the way on.
       log << "early stopping: no better " << (eval_set ? "eval " : "training ")
           << metric_words(cfg.eval_metric) << (ema ? " of the model (not its EMA)" : "") << " for "
-          << cfg.patience << " epochs"
+          << cfg.patience << (cfg.patience == 1 ? " epoch" : " epochs")
           << (cfg.output.empty()
                   ? ""
                   : "; vit train --resume " + shell_word(cfg.output) + " --patience N (0: none) goes on")

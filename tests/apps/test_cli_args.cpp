@@ -541,6 +541,10 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
        "note: --decay-rate: no effect, the step and multistep schedules' and --sched is cosine"},
       {"--sched step --decay-milestones 2", "note: --decay-milestones: no effect, the multistep schedule's"},
       {"--pos-resample hf", "note: --pos-resample: no effect"},
+      // A floor above --lr is nothing to the step schedule either (it was refused, "min lr must be
+      // in [0, lr]", beside this note's "no effect").
+      {"--sched step --min-lr 0.1",
+       "note: --min-lr: no effect, the cosine schedule's floor and --sched is step"},
       {"--sched step --min-lr 0.0001",
        "note: --min-lr: no effect, the cosine schedule's floor and --sched is step"},
       {"--warmup-lr 0.0001", "note: --warmup-lr: no effect, the warmup's start and there is none"},

@@ -714,12 +714,12 @@ TEST(RunDir, ResumeOfARunStoppedEarlySaysSoAndChangesNothing) {
   for (const char* more : {"", " --epochs 8"}) {
     const Result r = run("train --resume " + dir + more);
     EXPECT_EQ(r.code, 0) << r.out;
-    EXPECT_TRUE(has(r.out, dir + ": this run stopped early after epoch 2 (no better eval top-1 for 1 epochs, "
+    EXPECT_TRUE(has(r.out, dir + ": this run stopped early after epoch 2 (no better eval top-1 for 1 epoch, "
                                  "--patience 1); nothing to do, no file was changed"))
         << r.out;
     EXPECT_TRUE(snapshot(dir) == before) << "--resume" << more << " changed " << dir;
   }
-  EXPECT_TRUE(has(first.out, "early stopping: no better eval top-1 for 1 epochs; vit train --resume " + dir +
+  EXPECT_TRUE(has(first.out, "early stopping: no better eval top-1 for 1 epoch; vit train --resume " + dir +
                                  " --patience N (0: none) goes on"))
       << first.out;
   // --patience may change on a resume (it changes when the run stops, not its steps): the run

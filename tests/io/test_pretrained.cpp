@@ -224,6 +224,14 @@ TEST(Pretrained, ATimmModelOfItsOwnSizeBesideTheDefaultPretrainedCfgIsReadAtItsS
   EXPECT_TRUE(has_note("pretrained_cfg.input_size 224x224 is not the model's model_args img_size 16x16"));
   EXPECT_TRUE(has_note("pretrained_cfg is for 3 input channels, the model has 1"));
   EXPECT_EQ(logits(*p.model, 5), logits(m, 5));
+  // model_args global_pool '' is timm's head on every token: refused (it was read as 'token').
+  auto no_pool = cfg;
+  no_pool["model_args"]["global_pool"] = "";
+  write_file_atomic(tmp / "timm/config.json", no_pool.dump(2));
+  const std::string pool = test::error_of([&] { load_pretrained(tmp / "timm"); });
+  EXPECT_NE(pool.find("model_args global_pool '' (timm's head on every token, no pooling) is not supported"),
+            std::string::npos)
+      << pool;
   // Where the channels agree, mean and std of another count are still an error.
   cfg["pretrained_cfg"]["input_size"] = {1, 224, 224};
   write_file_atomic(tmp / "timm/config.json", cfg.dump(2));
