@@ -335,6 +335,15 @@ TEST(OnnxExport, ExternalDataIsCheckedAndRuns) {
   const int64_t fp32_bytes = m.table().total() * 4;
   EXPECT_FALSE(export_onnx(m, tmp / "f.onnx", {}, fp32_bytes / 2).data_file.empty());
   EXPECT_TRUE(export_onnx(m, tmp / "q.onnx", {}, fp32_bytes / 2, /*int8=*/true).data_file.empty());
+  // A model that cannot be written leaves the data file as it was: the new data went in
+  // first, beside the old model, which then read another model's weights.
+  // (Its temporary name taken by a directory: the model's write fails after the data's.)
+  write_file_atomic(tmp / "old.onnx", "old model");
+  write_file_atomic(tmp / "old.onnx.data", "old data");
+  fs::create_directories(temporary_name(tmp / "old.onnx"));
+  EXPECT_THROW(export_onnx(m, tmp / "old.onnx", {}, 0), Error);
+  EXPECT_EQ(read_text_file(tmp / "old.onnx.data"), "old data");
+  EXPECT_EQ(read_text_file(tmp / "old.onnx"), "old model");
   // A stream has no file beside it for the data ("/dev/null.data" was tried).
   const std::string stream = test::error_of([&] { export_onnx(m, "/dev/null", {}, 0); });
   EXPECT_NE(stream.find("/dev/null: the 0 MiB of weights go to ONNX external data"), std::string::npos)

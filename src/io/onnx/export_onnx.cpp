@@ -33,6 +33,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <streambuf>
 #include <string_view>
@@ -453,9 +454,9 @@ void set_shape(onnx::ValueInfoProto* v, const std::string& name, const std::vect
 // offset, length; offsets aligned to 64 bytes). Written as it goes, each initializer's
 // memory freed once written: the data file was built whole in memory first (ViT-H's export
 // held it beside the initializers and the model).
-void externalize(onnx::GraphProto& g, const std::string& data_path) {
+// out is committed by the caller, once the model is written too.
+void externalize(onnx::GraphProto& g, const std::string& data_path, AtomicFile& out) {
   const std::string data_name = fs::path(data_path).filename().string();
-  AtomicFile out(data_path);
   size_t size = 0;
   for (onnx::TensorProto& t : *g.mutable_initializer()) {
     if (t.raw_data().size() < 1024) continue;
@@ -474,7 +475,6 @@ void externalize(onnx::GraphProto& g, const std::string& data_path) {
       e->set_value(value);
     }
   }
-  out.commit();
 }
 
 void add_metadata(onnx::ModelProto& m, const std::string& key, const std::string& value) {
@@ -550,6 +550,9 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
   for (const onnx::TensorProto& t : g.initializer())
     weight_bytes += int64_t(t.raw_data().size()) + 4 * int64_t(t.float_data_size()) +
                     4 * int64_t(t.int32_data_size()) + 8 * int64_t(t.int64_data_size());
+  // The data file goes in place with the model, after the model is written: a failed model write
+  // left the new data beside the old model, which then read weights of another model.
+  std::optional<AtomicFile> data;
   if (external_from >= 0 ? weight_bytes >= external_from : weight_bytes > (int64_t(1) << 30) * 3 / 2) {
     std::error_code ec;  // /dev/stdout, a pipe: no file to set the data beside
     VIT_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec), path,
@@ -557,7 +560,8 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
               " MiB of weights go to ONNX external data, a file beside the model's: give "
               "the model a file name, not a stream");
     info.data_file = path + ".data";
-    externalize(g, info.data_file);
+    data.emplace(info.data_file);
+    externalize(g, info.data_file, *data);
   }
   // Streamed to the file (a whole string of it was one more copy of the weights).
   AtomicFile file(path);
@@ -566,6 +570,7 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
   const bool serialized = m.SerializeToOstream(&os) && os.flush();
   if (!buf.error().empty()) throw Error(buf.error());
   VIT_CHECK(serialized, path, ": protobuf could not serialize the ONNX model");
+  if (data) data->commit();
   file.commit();
   info.bytes = buf.written();
   return info;
