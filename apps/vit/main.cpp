@@ -306,7 +306,7 @@ int run_vit(int argc, char** argv) {
       for (const auto& [name, hint] : vit::misspelt_settings())
         std::cerr << "vit: note: " << name << " is set, but vitcpp reads no such variable (" << hint << ")\n";
     args = images_last(last_size_wins(vit::app::expand_recipe(vit::app::expand_resume(args))));
-  } catch (const vit::app::UsageError& e) {  // --recipe nope
+  } catch (const vit::ValueError& e) {  // --recipe nope
     vit::print_error_line(std::string("vit: error: ") + e.what());
     return 2;
   } catch (const std::exception& e) {
@@ -357,7 +357,7 @@ int run_vit(int argc, char** argv) {
           vit::app::remove_temporaries_on_stop_signals();
         code = run();
       }
-  } catch (const vit::app::UsageError& e) {
+  } catch (const vit::ValueError& e) {
     // Flags that cannot work together, found by the command before any work: as CLI11's.
     if (vit::Comm* w = vit::world_if_started(); !w || w->root()) {
       vit::print_error_line(std::string("vit: error: ") + e.what());

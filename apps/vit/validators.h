@@ -15,9 +15,9 @@ namespace vit::app {
 // validator cannot judge alone (--topk 0 against the model, --recipe nope). main says it as
 // CLI11's errors ("run 'vit CMD --help'") and exits 2, as argparse does; vit::Error's other
 // failures (a bad file, a run that does not fit) exit 1.
-class UsageError : public Error {
+class UsageError : public ValueError {
  public:
-  using Error::Error;
+  using ValueError::ValueError;
 };
 
 // Throws UsageError with the streamed arguments when cond is false (VIT_CHECK's twin).

@@ -248,7 +248,7 @@ py::tuple run(const std::vector<std::string>& args, const py::object& train_x, c
     });
   } catch (const CLI::ParseError& e) {  // an option's value: Python's ValueError, in keywords
     throw py::value_error(keyword_words(e.what()));
-  } catch (const app::UsageError& e) {  // options that cannot work together, in keywords too
+  } catch (const ValueError& e) {  // a value or options that cannot work together, in keywords too
     throw py::value_error(keyword_words(e.what()));
   } catch (const Error& e) {  // "--num-classes 11" as the keyword the program passed
     throw Error(keyword_words(e.what()));

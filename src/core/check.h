@@ -9,3 +9,18 @@
   do {                                                                   \
     if (!(cond)) throw ::vit::Error(::vit::detail::concat(__VA_ARGS__)); \
   } while (0)
+
+namespace vit {
+// A setting whose value cannot work (a negative rate, an infinite decay, options that exclude
+// each other): a usage error to a command line (exit 2, as argparse's), Python's ValueError.
+class ValueError : public Error {
+ public:
+  using Error::Error;
+};
+}  // namespace vit
+
+// Throws vit::ValueError with the streamed arguments when cond is false.
+#define VIT_VALUE_CHECK(cond, ...)                                            \
+  do {                                                                        \
+    if (!(cond)) throw ::vit::ValueError(::vit::detail::concat(__VA_ARGS__)); \
+  } while (0)

@@ -15,19 +15,22 @@
 namespace vit {
 
 void AugmentConfig::validate() const {
-  VIT_CHECK(scale_min >= 0.f && scale_min <= scale_max && scale_max <= 1.f,
-            "--scale must satisfy 0 <= min <= max <= 1");
-  VIT_CHECK(ratio_min > 0.f && ratio_min <= ratio_max, "--ratio must satisfy 0 < min <= max");
-  VIT_CHECK(crop_pad >= 0 && crop_pad <= (1 << 20), "--crop-pad must be in [0, 2^20] pixels, got ", crop_pad);
-  VIT_CHECK(crop_fill == "black" || crop_fill == "mean", "--crop-fill: expected black or mean, got '",
-            crop_fill, "'");
-  VIT_CHECK(aa_fill == "mean" || aa_fill == "gray", "--aa-fill: expected mean or gray, got '", aa_fill, "'");
-  VIT_CHECK(aa_ops == "timm" || aa_ops == "mild", "--aa-ops: expected timm or mild, got '", aa_ops, "'");
-  VIT_CHECK(hflip >= 0.f && hflip <= 1.f, "--hflip must be a probability");
-  VIT_CHECK(vflip >= 0.f && vflip <= 1.f, "--vflip must be a probability");
-  VIT_CHECK(reprob >= 0.f && reprob <= 1.f, "--reprob must be a probability");
+  VIT_VALUE_CHECK(scale_min >= 0.f && scale_min <= scale_max && scale_max <= 1.f,
+                  "--scale must satisfy 0 <= min <= max <= 1");
+  VIT_VALUE_CHECK(ratio_min > 0.f && ratio_min <= ratio_max, "--ratio must satisfy 0 < min <= max");
+  VIT_VALUE_CHECK(crop_pad >= 0 && crop_pad <= (1 << 20), "--crop-pad must be in [0, 2^20] pixels, got ",
+                  crop_pad);
+  VIT_VALUE_CHECK(crop_fill == "black" || crop_fill == "mean", "--crop-fill: expected black or mean, got '",
+                  crop_fill, "'");
+  VIT_VALUE_CHECK(aa_fill == "mean" || aa_fill == "gray", "--aa-fill: expected mean or gray, got '", aa_fill,
+                  "'");
+  VIT_VALUE_CHECK(aa_ops == "timm" || aa_ops == "mild", "--aa-ops: expected timm or mild, got '", aa_ops,
+                  "'");
+  VIT_VALUE_CHECK(hflip >= 0.f && hflip <= 1.f, "--hflip must be a probability");
+  VIT_VALUE_CHECK(vflip >= 0.f && vflip <= 1.f, "--vflip must be a probability");
+  VIT_VALUE_CHECK(reprob >= 0.f && reprob <= 1.f, "--reprob must be a probability");
   for (float j : jitter)
-    VIT_CHECK(j >= 0.f && std::isfinite(j), "--color-jitter must be non-negative, got ", j);
+    VIT_VALUE_CHECK(j >= 0.f && std::isfinite(j), "--color-jitter must be non-negative, got ", j);
 }
 
 RandAugmentSpec parse_rand_augment(const std::string& text) {

@@ -9,9 +9,10 @@
 namespace vit {
 
 void DistillConfig::validate() const {
-  VIT_CHECK(type == "hard" || type == "soft", "distillation type must be 'hard' or 'soft', got '", type, "'");
-  VIT_CHECK(alpha >= 0.f && alpha <= 1.f, "distillation alpha must be in [0, 1], got ", alpha);
-  VIT_CHECK(tau > 0.f && std::isfinite(tau), "distillation tau must be positive, got ", tau);
+  VIT_VALUE_CHECK(type == "hard" || type == "soft", "distillation type must be 'hard' or 'soft', got '", type,
+                  "'");
+  VIT_VALUE_CHECK(alpha >= 0.f && alpha <= 1.f, "distillation alpha must be in [0, 1], got ", alpha);
+  VIT_VALUE_CHECK(tau > 0.f && std::isfinite(tau), "distillation tau must be positive, got ", tau);
 }
 
 void check_teacher(const ViTConfig& t, const ViTConfig& s) {

@@ -11,16 +11,16 @@
 namespace vit {
 
 void OptimConfig::validate() const {
-  VIT_CHECK(name == "sgd" || name == "adam" || name == "adamw", "optimizer must be sgd, adam or adamw, got '",
-            name, "'");
-  VIT_CHECK(momentum >= 0.f && momentum < 1.f, "momentum must be in [0, 1), got ", momentum);
-  VIT_CHECK(!nesterov || momentum > 0.f, "nesterov needs a momentum above 0");
-  VIT_CHECK(beta1 >= 0.f && beta1 < 1.f && beta2 >= 0.f && beta2 < 1.f, "adam betas must be in [0, 1)");
-  VIT_CHECK(eps > 0.f && std::isfinite(eps), "--opt-eps must be a positive number, got ", eps);
-  VIT_CHECK(weight_decay >= 0.f && std::isfinite(weight_decay),
-            "--weight-decay must be a non-negative number, got ", weight_decay);
-  VIT_CHECK(layer_decay >= 0.f && layer_decay <= 1.f, "layer decay must be in [0, 1] (0 = off), got ",
-            layer_decay);
+  VIT_VALUE_CHECK(name == "sgd" || name == "adam" || name == "adamw",
+                  "optimizer must be sgd, adam or adamw, got '", name, "'");
+  VIT_VALUE_CHECK(momentum >= 0.f && momentum < 1.f, "momentum must be in [0, 1), got ", momentum);
+  VIT_VALUE_CHECK(!nesterov || momentum > 0.f, "nesterov needs a momentum above 0");
+  VIT_VALUE_CHECK(beta1 >= 0.f && beta1 < 1.f && beta2 >= 0.f && beta2 < 1.f, "adam betas must be in [0, 1)");
+  VIT_VALUE_CHECK(eps > 0.f && std::isfinite(eps), "--opt-eps must be a positive number, got ", eps);
+  VIT_VALUE_CHECK(weight_decay >= 0.f && std::isfinite(weight_decay),
+                  "--weight-decay must be a non-negative number, got ", weight_decay);
+  VIT_VALUE_CHECK(layer_decay >= 0.f && layer_decay <= 1.f, "layer decay must be in [0, 1] (0 = off), got ",
+                  layer_decay);
 }
 
 std::vector<float> lr_scales(const ParamTable& table, float layer_decay, bool freeze_backbone) {

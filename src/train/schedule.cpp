@@ -8,19 +8,21 @@
 namespace vit {
 
 void ScheduleConfig::validate() const {
-  VIT_CHECK(name == "none" || name == "step" || name == "multistep" || name == "cosine",
-            "schedule must be none, step, multistep or cosine, got '", name, "'");
-  VIT_CHECK(
+  VIT_VALUE_CHECK(name == "none" || name == "step" || name == "multistep" || name == "cosine",
+                  "schedule must be none, step, multistep or cosine, got '", name, "'");
+  VIT_VALUE_CHECK(
       std::is_sorted(milestones.begin(), milestones.end()) && (milestones.empty() || milestones.front() > 0),
       "schedule milestones must be positive and ascending");
-  VIT_CHECK(lr > 0.f && std::isfinite(lr), "--lr (the learning rate) must be a positive number, got ", lr);
+  VIT_VALUE_CHECK(lr > 0.f && std::isfinite(lr), "--lr (the learning rate) must be a positive number, got ",
+                  lr);
   // The cosine's floor: another schedule has none (and says --min-lr has no effect there).
-  VIT_CHECK(min_lr >= 0.f && (name != "cosine" || min_lr <= lr), "--min-lr must be in [0, --lr ", lr, "], got ",
-            min_lr);
-  VIT_CHECK(warmup_lr >= 0.f && std::isfinite(warmup_lr), "warmup lr must be >= 0, got ", warmup_lr);
-  VIT_CHECK(warmup_steps >= 0 && total_steps > 0 && decay_steps > 0, "schedule lengths must be positive");
-  VIT_CHECK(decay_rate > 0.f && std::isfinite(decay_rate), "--decay-rate must be a positive number, got ",
-            decay_rate);
+  VIT_VALUE_CHECK(min_lr >= 0.f && (name != "cosine" || min_lr <= lr), "--min-lr must be in [0, --lr ", lr,
+                  "], got ", min_lr);
+  VIT_VALUE_CHECK(warmup_lr >= 0.f && std::isfinite(warmup_lr), "warmup lr must be >= 0, got ", warmup_lr);
+  VIT_VALUE_CHECK(warmup_steps >= 0 && total_steps > 0 && decay_steps > 0,
+                  "schedule lengths must be positive");
+  VIT_VALUE_CHECK(decay_rate > 0.f && std::isfinite(decay_rate),
+                  "--decay-rate must be a positive number, got ", decay_rate);
 }
 
 float lr_at(const ScheduleConfig& s, int64_t step) {

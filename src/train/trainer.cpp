@@ -86,50 +86,53 @@ void TrainConfig::validate() const {
   // Counts of steps are exact in a double up to 2^53: epochs, batches and their products stay
   // below it (2^63 - 1 cooldown epochs printed "-9223372036854775808 epochs" and trained none).
   constexpr int64_t kMost = int64_t(1) << 53;
-  VIT_CHECK(epochs > 0, "--epochs must be positive, got ", epochs);
-  VIT_CHECK(epochs <= kMost, "--epochs must be at most 2^53, got ", epochs);
-  VIT_CHECK(cooldown_epochs >= 0, "--cooldown-epochs must be non-negative, got ", cooldown_epochs);
-  VIT_CHECK(cooldown_epochs <= kMost, "--cooldown-epochs must be at most 2^53, got ", cooldown_epochs);
-  VIT_CHECK(batch_size <= kMost / std::max<int64_t>(grad_accum_steps, 1),
-            "--batch-size times --grad-accum-steps must be at most 2^53, got ", batch_size, " x ",
-            grad_accum_steps);
-  VIT_CHECK(std::isfinite(warmup_epochs) && std::isfinite(decay_epochs) && std::isfinite(clip_grad),
-            "--warmup-epochs, --decay-epochs and --clip-grad must be finite numbers");
+  VIT_VALUE_CHECK(epochs > 0, "--epochs must be positive, got ", epochs);
+  VIT_VALUE_CHECK(epochs <= kMost, "--epochs must be at most 2^53, got ", epochs);
+  VIT_VALUE_CHECK(cooldown_epochs >= 0, "--cooldown-epochs must be non-negative, got ", cooldown_epochs);
+  VIT_VALUE_CHECK(cooldown_epochs <= kMost, "--cooldown-epochs must be at most 2^53, got ", cooldown_epochs);
+  VIT_VALUE_CHECK(batch_size <= kMost / std::max<int64_t>(grad_accum_steps, 1),
+                  "--batch-size times --grad-accum-steps must be at most 2^53, got ", batch_size, " x ",
+                  grad_accum_steps);
+  VIT_VALUE_CHECK(std::isfinite(warmup_epochs) && std::isfinite(decay_epochs) && std::isfinite(clip_grad),
+                  "--warmup-epochs, --decay-epochs and --clip-grad must be finite numbers");
   for (float m : decay_milestones)
-    VIT_CHECK(std::isfinite(m), "--decay-milestones must be finite epochs, got ", m);
-  VIT_CHECK(std::isfinite(mixup.mixup_alpha) && std::isfinite(mixup.cutmix_alpha),
-            "--mixup and --cutmix must be finite (0 = off)");
-  VIT_CHECK(cooldown_epochs == 0 || sched.name == "cosine",
-            "--cooldown-epochs follow the cosine schedule (timm's), not --sched ", sched.name);
-  VIT_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
-  VIT_CHECK(grad_accum_steps > 0, "--grad-accum-steps must be positive, got ", grad_accum_steps);
-  VIT_CHECK(warmup_epochs >= 0.f, "--warmup-epochs must be non-negative");
-  VIT_CHECK(decay_epochs > 0.f, "--decay-epochs must be positive, got ", decay_epochs);
-  VIT_CHECK(std::is_sorted(decay_milestones.begin(), decay_milestones.end()) &&
-                (decay_milestones.empty() || decay_milestones.front() > 0.f),
-            "--decay-milestones must be positive epochs in ascending order");
-  VIT_CHECK(smoothing >= 0.f && smoothing < 1.f, "--smoothing must be in [0, 1), got ", smoothing);
-  VIT_CHECK(clip_grad >= 0.f, "--clip-grad must be non-negative");
-  VIT_CHECK(patience >= 0, "--patience must be non-negative");
-  VIT_CHECK(eval_metric == "top1" || eval_metric == "top5" || eval_metric == "loss",
-            "--eval-metric must be top1, top5 or loss, got '", eval_metric, "'");
-  VIT_CHECK(checkpoint_hist >= 0, "--checkpoint-hist must be a number of checkpoints (0: none), got ",
-            checkpoint_hist);
-  VIT_CHECK(workers >= 1, "--workers must be at least 1, got ", workers);
-  VIT_CHECK(log_every >= 0, "--log-interval must be a number of steps (0: none), got ", log_every);
-  VIT_CHECK(mixup.mixup_alpha >= 0.f, "--mixup must be non-negative (0 = off), got ", mixup.mixup_alpha);
-  VIT_CHECK(mixup.cutmix_alpha >= 0.f, "--cutmix must be non-negative (0 = off), got ", mixup.cutmix_alpha);
-  VIT_CHECK(mixup.prob >= 0.f && mixup.prob <= 1.f, "--mixup-prob must be a probability, got ", mixup.prob);
-  VIT_CHECK(mixup.switch_prob >= 0.f && mixup.switch_prob <= 1.f,
-            "--mixup-switch-prob must be a probability, got ", mixup.switch_prob);
-  VIT_CHECK(recovery_interval >= -1,
-            "--recovery-interval must be a number of steps, 0 (none) or -1 (by time), got ",
-            recovery_interval);
-  VIT_CHECK(recovery_seconds > 0, "recovery seconds must be positive");
+    VIT_VALUE_CHECK(std::isfinite(m), "--decay-milestones must be finite epochs, got ", m);
+  VIT_VALUE_CHECK(std::isfinite(mixup.mixup_alpha) && std::isfinite(mixup.cutmix_alpha),
+                  "--mixup and --cutmix must be finite (0 = off)");
+  VIT_VALUE_CHECK(cooldown_epochs == 0 || sched.name == "cosine",
+                  "--cooldown-epochs follow the cosine schedule (timm's), not --sched ", sched.name);
+  VIT_VALUE_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
+  VIT_VALUE_CHECK(grad_accum_steps > 0, "--grad-accum-steps must be positive, got ", grad_accum_steps);
+  VIT_VALUE_CHECK(warmup_epochs >= 0.f, "--warmup-epochs must be non-negative");
+  VIT_VALUE_CHECK(decay_epochs > 0.f, "--decay-epochs must be positive, got ", decay_epochs);
+  VIT_VALUE_CHECK(std::is_sorted(decay_milestones.begin(), decay_milestones.end()) &&
+                      (decay_milestones.empty() || decay_milestones.front() > 0.f),
+                  "--decay-milestones must be positive epochs in ascending order");
+  VIT_VALUE_CHECK(smoothing >= 0.f && smoothing < 1.f, "--smoothing must be in [0, 1), got ", smoothing);
+  VIT_VALUE_CHECK(clip_grad >= 0.f, "--clip-grad must be non-negative");
+  VIT_VALUE_CHECK(patience >= 0, "--patience must be non-negative");
+  VIT_VALUE_CHECK(eval_metric == "top1" || eval_metric == "top5" || eval_metric == "loss",
+                  "--eval-metric must be top1, top5 or loss, got '", eval_metric, "'");
+  VIT_VALUE_CHECK(checkpoint_hist >= 0, "--checkpoint-hist must be a number of checkpoints (0: none), got ",
+                  checkpoint_hist);
+  VIT_VALUE_CHECK(workers >= 1, "--workers must be at least 1, got ", workers);
+  VIT_VALUE_CHECK(log_every >= 0, "--log-interval must be a number of steps (0: none), got ", log_every);
+  VIT_VALUE_CHECK(mixup.mixup_alpha >= 0.f, "--mixup must be non-negative (0 = off), got ",
+                  mixup.mixup_alpha);
+  VIT_VALUE_CHECK(mixup.cutmix_alpha >= 0.f, "--cutmix must be non-negative (0 = off), got ",
+                  mixup.cutmix_alpha);
+  VIT_VALUE_CHECK(mixup.prob >= 0.f && mixup.prob <= 1.f, "--mixup-prob must be a probability, got ",
+                  mixup.prob);
+  VIT_VALUE_CHECK(mixup.switch_prob >= 0.f && mixup.switch_prob <= 1.f,
+                  "--mixup-switch-prob must be a probability, got ", mixup.switch_prob);
+  VIT_VALUE_CHECK(recovery_interval >= -1,
+                  "--recovery-interval must be a number of steps, 0 (none) or -1 (by time), got ",
+                  recovery_interval);
+  VIT_VALUE_CHECK(recovery_seconds > 0, "recovery seconds must be positive");
   if (teacher) distill.validate();
-  VIT_CHECK(model_ema_decay >= 0.f && model_ema_decay <= 1.f, "--model-ema-decay must be in [0, 1], got ",
-            model_ema_decay);
-  VIT_CHECK(!resume || !output.empty(), "resuming needs the run directory");
+  VIT_VALUE_CHECK(model_ema_decay >= 0.f && model_ema_decay <= 1.f,
+                  "--model-ema-decay must be in [0, 1], got ", model_ema_decay);
+  VIT_VALUE_CHECK(!resume || !output.empty(), "resuming needs the run directory");
   optim.validate();
 }
 

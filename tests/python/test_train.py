@@ -257,8 +257,12 @@ def test_bad_input_raises_clear_errors(digits, tmp_path):
         vitcpp.train("mnist-seed", train=(x, eleven), epochs=1, progress="none")
     with pytest.raises(vitcpp.Error, match=r"float32 images are the model's input, \[N, 1, 28, 28\]"):
         vitcpp.train(None, train=(np.zeros((4, 1, 32, 32), np.float32), y[:4]), epochs=1, progress="log")
-    with pytest.raises(vitcpp.Error, match="the learning rate. must be a positive number"):
-        vitcpp.train(None, train=(x, y), epochs=1, lr=-1, progress="log")
+    # A value that cannot work is a ValueError, as argparse's (it was vitcpp.Error).
+    for bad, message in (({"lr": -1}, "the learning rate. must be a positive number"),
+                         ({"epochs": -1}, "epochs must be positive, got -1"),
+                         ({"smoothing": 1.0}, r"smoothing must be in \[0, 1\), got 1")):
+        with pytest.raises(ValueError, match=message):
+            vitcpp.train(None, train=(x, y), progress="log", **{"epochs": 1, **bad})
     with pytest.raises(ValueError, match="needs data"):
         vitcpp.train("mnist-seed")
     with pytest.raises(ValueError, match="val takes arrays"):
