@@ -60,6 +60,8 @@ Run add_samples(CLI::App& cmd) {
                  "with augmentation: the model's input std (random erasing's noise has it; default 0.5)")
       ->check(positive());
   return [f, &cmd] {
+    // A non-finite mean turned every augmented image black, with exit 0.
+    for (float v : f->mean) VIT_USAGE_CHECK(std::isfinite(v), "--mean must be finite, got ", v);
     AugmentConfig a = f->aug.config();
     for (const std::string& n : f->aug.notes(cmd)) std::cerr << "note: " << n << std::endl;
     const Splits need = f->split == "train" ? Splits::train : Splits::eval;

@@ -36,7 +36,7 @@ Run add_serve(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--repository-poll-secs", o.repository_poll_s,
                  "with --model-control-mode poll: seconds between reads of the repositories (Triton's flag)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   cmd.add_option(
          "--load-model", o.load_models,
@@ -68,7 +68,7 @@ Run add_serve(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--max-delay-ms", o.max_delay_ms,
                  "how long the oldest request waits for others to batch with")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   cmd.add_option("--max-queue", o.max_queue, "requests waiting per model; more get 503 with Retry-After")
       ->check(positive())

@@ -83,6 +83,8 @@ ViTConfig ModelFlags::resolve() const {
   pair(img_size, c.img_h, c.img_w, "--img-size");
   pair(patch_size, c.patch_h, c.patch_w, "--patch-size");
   if (in_chans > 0 && in_chans != c.in_chans) {
+    // Checked before the per-channel vectors are filled (--in-chans 4294967296 filled 34 GB).
+    VIT_USAGE_CHECK(in_chans <= 1024, "--in-chans ", in_chans, " is implausibly large (at most 1024)");
     c.in_chans = in_chans;
     c.mean.assign(in_chans, 0.5f);
     c.std.assign(in_chans, 0.5f);

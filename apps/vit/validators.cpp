@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -22,7 +23,7 @@ CLI::Validator numbers(const std::function<bool(double)>& ok, const std::string&
         try {
           size_t used = 0;
           const double v = std::stod(text, &used);
-          if (used == text.size() && ok(v)) return "";
+          if (used == text.size() && std::isfinite(v) && ok(v)) return "";  // inf is no count or rate
         } catch (const std::exception&) {
         }
         return want + ", got " + text;
@@ -36,21 +37,41 @@ bool is_integer_flag(const CLI::Option& option) {
   return type.starts_with("INT") || type.starts_with("UINT");
 }
 
-void integers_in_decimal(CLI::App& app) {
-  static const CLI::Validator decimal(
-      [](std::string& text) -> std::string {
+namespace {
+// integers_in_decimal's transform: leading zeros dropped, a base prefix refused, and a value
+// past the type's range refused (CLI11's strtoll saturates: samples --epoch 2^64 ran epoch
+// 2^63 - 1 without a word).
+CLI::Validator decimal(bool is_unsigned) {
+  return CLI::Validator(
+      [is_unsigned](std::string& text) -> std::string {
         const size_t sign = text.starts_with('+') || text.starts_with('-') ? 1 : 0;
-        if (text.size() <= sign + 1 || text[sign] != '0') return "";
-        if (std::isalpha(static_cast<unsigned char>(text[sign + 1])))
-          return "a whole number in decimal, got " + text;
-        if (text.find_first_not_of("0123456789", sign) != std::string::npos) return "";  // CLI11 says
+        if (text.size() <= sign || text.find_first_not_of("0123456789", sign) != std::string::npos) {
+          if (text.size() > sign + 1 && text[sign] == '0' &&
+              std::isalpha(static_cast<unsigned char>(text[sign + 1])))
+            return "a whole number in decimal, got " + text;
+          return "";  // not digits: CLI11 says what is wrong
+        }
         const size_t digits = text.find_first_not_of('0', sign);
         text = text.substr(0, sign) + (digits == std::string::npos ? "0" : text.substr(digits));
+        errno = 0;
+        if (is_unsigned)
+          std::strtoull(text.c_str() + (text[0] == '+'), nullptr, 10);
+        else
+          std::strtoll(text.c_str(), nullptr, 10);
+        if (errno == ERANGE)
+          return "a whole number in " + std::string(is_unsigned ? "[0, 2^64 - 1]" : "[-2^63, 2^63 - 1]") +
+                 ", got " + text;
         return "";
       },
       "", "DECIMAL");
+}
+}  // namespace
+
+void integers_in_decimal(CLI::App& app) {
+  static const CLI::Validator signed_decimal = decimal(false), unsigned_decimal = decimal(true);
   for (CLI::Option* o : app.get_options())
-    if (is_integer_flag(*o)) o->transform(decimal);
+    if (is_integer_flag(*o))
+      o->transform(o->get_type_name().starts_with("UINT") ? unsigned_decimal : signed_decimal);
   for (CLI::App* sub : app.get_subcommands({})) integers_in_decimal(*sub);
 }
 

@@ -443,19 +443,25 @@ class Service {
 Service::Service(const ServeOptions& o, std::ostream& log) : o_(o) {
   VIT_CHECK(!o.models.empty() || !o.model_repositories.empty(),
             "give --model NAME=CHECKPOINT or --model-repository DIR");
-  VIT_CHECK(
+  VIT_VALUE_CHECK(
       o.max_batch > 0 && o.max_queue > 0 && o.max_delay_ms >= 0 && o.timeout_s > 0 && o.max_body_mb > 0 &&
           o.keep_alive_s > 0 && o.http_threads > 0,
       "--max-batch, --max-queue, --timeout-s, --max-body-mb, --timeout-keep-alive and --http-threads must be "
       "positive, --max-delay-ms >= 0");
   // Past these, a time point or a byte count overflows (1e10 s made every answer a 504, 1e14
   // MB every body a 413): far beyond any use, so refused.
-  VIT_CHECK(o.timeout_s <= 1e6 && o.keep_alive_s <= 1e6,
-            "--timeout-s and --timeout-keep-alive: at most 1e6 s");
-  VIT_CHECK(o.max_body_mb <= 1e6, "--max-body-mb: at most 1e6 (a terabyte)");
-  VIT_CHECK(o.max_delay_ms <= 1e6, "--max-delay-ms: at most 1e6 (1,000 s)");
+  VIT_VALUE_CHECK(o.timeout_s <= 1e6 && o.keep_alive_s <= 1e6,
+                  "--timeout-s and --timeout-keep-alive: at most 1e6 s");
+  VIT_VALUE_CHECK(o.max_body_mb <= 1e6, "--max-body-mb: at most 1e6 (a terabyte)");
+  VIT_VALUE_CHECK(o.max_delay_ms <= 1e6, "--max-delay-ms: at most 1e6 (1,000 s)");
   svr_ = make_server(o, socket_);  // before the models: a bad certificate is said at once
   host_ = std::make_unique<Host>(o, log);
+  // A request waits up to --max-delay-ms for others to batch with: past --timeout-s, every
+  // request that does not fill a batch gets 504 (said in silence before).
+  if (o.max_delay_ms >= 1000 * o.timeout_s)
+    host_->say(detail::concat("vit serve: note: --max-delay-ms ", o.max_delay_ms,
+                              " is not shorter than --timeout-s ", o.timeout_s,
+                              " s: requests that do not fill a batch time out waiting for it"));
   svr_->new_task_queue = [this] { return pool_ = new ConnectionPool(size_t(o_.http_threads)); };
   svr_->set_payload_max_length(host_->max_body());
   svr_->set_keep_alive_max_count(1000);

@@ -82,8 +82,8 @@ double measure_matmul_gflops(double seconds) {
 }
 
 BenchResult run_bench(const ViTConfig& cfg, const BenchOptions& opt) {
-  VIT_CHECK(opt.batch > 0, "bench: batch size must be positive, got ", opt.batch);
-  VIT_CHECK(opt.min_runs > 0 && opt.max_runs >= opt.min_runs, "bench: need 0 < min runs <= max runs");
+  VIT_VALUE_CHECK(opt.batch > 0, "bench: batch size must be positive, got ", opt.batch);
+  VIT_VALUE_CHECK(opt.min_runs > 0 && opt.max_runs >= opt.min_runs, "bench: need 0 < min runs <= max runs");
   ViT model(cfg);
   if (opt.train) {  // bf16 training is mixed precision: fp32 weights, bf16 products (--amp)
     VIT_CHECK(opt.dtype == "fp32" || opt.dtype == "bf16", "--dtype ", opt.dtype,

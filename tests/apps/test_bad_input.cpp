@@ -249,7 +249,24 @@ TEST(BadInput, ImpossibleFlagsAreRefused) {
        {"--crop-pad must be in [0, 2^20] pixels, got -3"}},
       // Found by a tester's sweep: infinities and counts past 2^53 were taken, then blamed on
       // --lr ("training diverged"), trained nothing, or wrapped the schedule.
-      {"a crop of no area", kTrain + "--synthetic 8 --scale 0 1 --output " + d + "/o_sc0",
+      // Other commands' edges (a tester's sweep): --in-chans filled 34 GB before its limit was
+      // checked; a non-finite --mean turned samples' images black with exit 0; int64 flags past
+      // their range ran at 2^63 - 1; bench's 0 batch and runs were no usage error, and
+      // --min-time inf ran 10^8 times.
+      {"in_chans past the limit",
+       "info --model mnist-seed --in-chans 4294967296",
+       {"--in-chans 4294967296 is implausibly large (at most 1024)"}},
+      {"samples with a NaN mean",
+       "samples --data-dir " + d + "/idx --out " + d + "/s_nan -n 1 --hflip 1 --mean nan",
+       {"--mean must be finite, got nan"}},
+      {"an epoch past int64",
+       "samples --data-dir " + d + "/idx --out " + d + "/s_big -n 1 --hflip 0.5 --epoch 18446744073709551616",
+       {"--epoch: a whole number in [-2^63, 2^63 - 1], got 18446744073709551616"}},
+      {"bench batch 0", "bench --model mnist-seed -b 0", {"--batch-size: a positive number, got 0"}},
+      {"bench runs 0", "bench --model mnist-seed --runs 0", {"--runs: a positive number, got 0"}},
+      {"bench forever", "bench --model mnist-seed --min-time inf", {"--min-time: 0 or more, got inf"}},
+      {"a crop of no area",
+       kTrain + "--synthetic 8 --scale 0 1 --output " + d + "/o_sc0",
        {"--scale 0 1: the smallest crop must be a share above 0 of the image"}},
       {"infinite mixup",
        kTrain + "--synthetic 8 --mixup inf --output " + d + "/o_mixinf",

@@ -519,7 +519,10 @@ def test_full_queue_is_503_and_a_late_answer_is_504():
         assert status == 504 and "timeout" in json.loads(body)["error"], body
         assert call(s.url + "/v2/health/live")[0] == 200
     finally:
-        assert s.stop()[0] == 0
+        code, log = s.stop()
+    assert code == 0, log
+    # Such a delay is said at the start (every request short of a batch times out).
+    assert "note: --max-delay-ms 2000 is not shorter than --timeout-s 0.3 s" in log, log
 
 
 def test_a_requests_timeout_parameter_is_its_deadline():
