@@ -34,7 +34,9 @@ Run add_bench(CLI::App& cmd) {
   cmd.add_option("--mode", f->mode, "infer (forward) or train (forward, loss, backward, AdamW)")
       ->check(CLI::IsMember({"infer", "train"}))
       ->capture_default_str();
-  cmd.add_option("-b,--batch-size", f->opt.batch, "images per batch")->check(positive())->capture_default_str();
+  cmd.add_option("-b,--batch-size", f->opt.batch, "images per batch")
+      ->check(positive())
+      ->capture_default_str();
   cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(thread_count());
   cmd.add_option("--dtype", f->opt.dtype,
                  "precision of the blocks' matrix products: fp32, bf16 (AVX-512; fp32 accumulation) or int8 "
@@ -48,7 +50,9 @@ Run add_bench(CLI::App& cmd) {
   cmd.add_option("--warmup", f->opt.warmup, "untimed runs first")
       ->check(non_negative())
       ->capture_default_str();
-  cmd.add_option("--runs", f->opt.min_runs, "at least this many timed runs")->check(positive())->capture_default_str();
+  cmd.add_option("--runs", f->opt.min_runs, "at least this many timed runs")
+      ->check(positive())
+      ->capture_default_str();
   CLI::Option* min_time =
       cmd.add_option("--min-time", f->opt.min_seconds,
                      "and at least this many seconds of timed runs (by default ending at 1000 runs)")

@@ -247,54 +247,6 @@ TEST(BadInput, ImpossibleFlagsAreRefused) {
       {"negative crop padding",
        kTrain + "--synthetic 8 --crop-pad -3 --output " + d + "/o_pad",
        {"--crop-pad must be in [0, 2^20] pixels, got -3"}},
-      // Found by a tester's sweep: infinities and counts past 2^53 were taken, then blamed on
-      // --lr ("training diverged"), trained nothing, or wrapped the schedule.
-      // Other commands' edges (a tester's sweep): --in-chans filled 34 GB before its limit was
-      // checked; a non-finite --mean turned samples' images black with exit 0; int64 flags past
-      // their range ran at 2^63 - 1; bench's 0 batch and runs were no usage error, and
-      // --min-time inf ran 10^8 times.
-      {"in_chans past the limit",
-       "info --model mnist-seed --in-chans 4294967296",
-       {"--in-chans 4294967296 is implausibly large (at most 1024)"}},
-      {"samples with a NaN mean",
-       "samples --data-dir " + d + "/idx --out " + d + "/s_nan -n 1 --hflip 1 --mean nan",
-       {"--mean must be finite, got nan"}},
-      {"an epoch past int64",
-       "samples --data-dir " + d + "/idx --out " + d + "/s_big -n 1 --hflip 0.5 --epoch 18446744073709551616",
-       {"--epoch: a whole number in [-2^63, 2^63 - 1], got 18446744073709551616"}},
-      {"bench batch 0", "bench --model mnist-seed -b 0", {"--batch-size: a positive number, got 0"}},
-      {"bench runs 0", "bench --model mnist-seed --runs 0", {"--runs: a positive number, got 0"}},
-      {"bench forever", "bench --model mnist-seed --min-time inf", {"--min-time: 0 or more, got inf"}},
-      {"a crop of no area",
-       kTrain + "--synthetic 8 --scale 0 1 --output " + d + "/o_sc0",
-       {"--scale 0 1: the smallest crop must be a share above 0 of the image"}},
-      {"infinite mixup",
-       kTrain + "--synthetic 8 --mixup inf --output " + d + "/o_mixinf",
-       {"--mixup and --cutmix must be finite (0 = off)"}},
-      {"infinite weight decay",
-       kTrain + "--synthetic 8 --weight-decay inf --output " + d + "/o_wd",
-       {"--weight-decay must be a non-negative number, got inf"}},
-      {"infinite eps",
-       kTrain + "--synthetic 8 --opt-eps 1e39 --output " + d + "/o_eps",
-       {"--opt-eps must be a positive number, got inf"}},
-      {"infinite decay rate",
-       kTrain + "--synthetic 8 --sched step --decay-rate inf --output " + d + "/o_dr",
-       {"--decay-rate must be a positive number, got inf"}},
-      {"infinite milestone",
-       kTrain + "--synthetic 8 --sched multistep --decay-milestones inf --output " + d + "/o_ms",
-       {"--decay-milestones must be finite epochs, got inf"}},
-      {"a milestone past 2^53 steps",
-       kTrain + "--synthetic 8 --sched multistep --decay-milestones 1e30 --output " + d + "/o_ms2",
-       {"--decay-milestones 1e+30: ", "a run counts at most 2^53"}},
-      {"cooldown past int64",
-       kTrain + "--synthetic 8 --cooldown-epochs 9223372036854775807 --output " + d + "/o_cd",
-       {"--cooldown-epochs must be at most 2^53, got 9223372036854775807"}},
-      {"epochs past 2^53 steps",
-       kTrain + "--synthetic 64 -b 8 --epochs 4611686018427387905 --output " + d + "/o_ep",
-       {"--epochs must be at most 2^53"}},
-      {"infinite warmup",
-       kTrain + "--synthetic 8 --warmup-epochs inf --output " + d + "/o_wu",
-       {"--warmup-epochs, --decay-epochs and --clip-grad must be finite numbers"}},
       {"aspect ratios reversed",
        kTrain + "--synthetic 8 --scale 0.5 1 --ratio 2 1 --output " + d + "/o_ratio",
        {"--ratio must satisfy 0 < min <= max"}},
@@ -345,6 +297,65 @@ TEST(BadInput, ImpossibleFlagsAreRefused) {
       {"crop of zero",
        "predict --checkpoint " + ckpt + " --crop-pct 0 " + png,
        {"--crop-pct: a positive number, got 0"}},
+  });
+}
+
+// Values at the edges, found by testers sweeping every numeric flag: each was taken, then
+// blamed on --lr, trained or drew something else, or took the machine's memory.
+TEST(BadInput, ValuesAtTheirEdgesAreRefused) {
+  const Spoiled s;
+  const std::string& d = s.d;
+  write_idx(d + "/idx", "train", {1, 2});
+  write_idx(d + "/idx", "t10k", {1, 2});
+  expect_refused({
+      // Other commands' edges (a tester's sweep): --in-chans filled 34 GB before its limit was
+      // checked; a non-finite --mean turned samples' images black with exit 0; int64 flags past
+      // their range ran at 2^63 - 1; bench's 0 batch and runs were no usage error, and
+      // --min-time inf ran 10^8 times.
+      {"in_chans past the limit",
+       "info --model mnist-seed --in-chans 4294967296",
+       {"--in-chans 4294967296 is implausibly large (at most 1024)"}},
+      {"samples with a NaN mean",
+       "samples --data-dir " + d + "/idx --out " + d + "/s_nan -n 1 --hflip 1 --mean nan",
+       {"--mean must be finite, got nan"}},
+      {"an epoch past int64",
+       "samples --data-dir " + d + "/idx --out " + d + "/s_big -n 1 --hflip 0.5 --epoch 18446744073709551616",
+       {"--epoch: a whole number in [-2^63, 2^63 - 1], got 18446744073709551616"}},
+      {"bench batch 0", "bench --model mnist-seed -b 0", {"--batch-size: a positive number, got 0"}},
+      {"bench runs 0", "bench --model mnist-seed --runs 0", {"--runs: a positive number, got 0"}},
+      {"bench forever", "bench --model mnist-seed --min-time inf", {"--min-time: 0 or more, got inf"}},
+      // vit train's: infinities and counts past 2^53 were taken, then blamed on --lr ("training
+      // diverged"), trained nothing, or wrapped the schedule; --scale 0 turned the crop off.
+      {"a crop of no area",
+       kTrain + "--synthetic 8 --scale 0 1 --output " + d + "/o_sc0",
+       {"--scale 0 1: the smallest crop must be a share above 0 of the image"}},
+      {"infinite mixup",
+       kTrain + "--synthetic 8 --mixup inf --output " + d + "/o_mixinf",
+       {"--mixup and --cutmix must be finite (0 = off)"}},
+      {"infinite weight decay",
+       kTrain + "--synthetic 8 --weight-decay inf --output " + d + "/o_wd",
+       {"--weight-decay must be a non-negative number, got inf"}},
+      {"infinite eps",
+       kTrain + "--synthetic 8 --opt-eps 1e39 --output " + d + "/o_eps",
+       {"--opt-eps must be a positive number, got inf"}},
+      {"infinite decay rate",
+       kTrain + "--synthetic 8 --sched step --decay-rate inf --output " + d + "/o_dr",
+       {"--decay-rate must be a positive number, got inf"}},
+      {"infinite milestone",
+       kTrain + "--synthetic 8 --sched multistep --decay-milestones inf --output " + d + "/o_ms",
+       {"--decay-milestones must be finite epochs, got inf"}},
+      {"a milestone past 2^53 steps",
+       kTrain + "--synthetic 8 --sched multistep --decay-milestones 1e30 --output " + d + "/o_ms2",
+       {"--decay-milestones 1e+30: ", "a run counts at most 2^53"}},
+      {"cooldown past int64",
+       kTrain + "--synthetic 8 --cooldown-epochs 9223372036854775807 --output " + d + "/o_cd",
+       {"--cooldown-epochs must be at most 2^53, got 9223372036854775807"}},
+      {"epochs past 2^53 steps",
+       kTrain + "--synthetic 64 -b 8 --epochs 4611686018427387905 --output " + d + "/o_ep",
+       {"--epochs must be at most 2^53"}},
+      {"infinite warmup",
+       kTrain + "--synthetic 8 --warmup-epochs inf --output " + d + "/o_wu",
+       {"--warmup-epochs, --decay-epochs and --clip-grad must be finite numbers"}},
   });
 }
 

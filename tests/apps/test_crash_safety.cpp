@@ -343,8 +343,9 @@ TEST(CrashSafety, ALossThatTurnsNonFiniteStopsTheRunAndKeepsTheLastGoodCheckpoin
 TEST(CrashSafety, ANonFiniteEvaluationStopsTheRunAsANonFiniteLossDoes) {
   vit::test::TempDir tmp("nan_eval");
   Finished r = vit::test::run_child(
-      VIT_BINARY, "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 2 --threads 1 --lr 1e30 --output " +
-                      (tmp / "run"),
+      VIT_BINARY,
+      "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 2 --threads 1 --lr 1e30 --output " +
+          (tmp / "run"),
       {tmp / "log"});
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("training diverged: the evaluation loss is nan (not finite) at epoch 1"),
