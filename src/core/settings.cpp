@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/check.h"
@@ -126,6 +127,8 @@ void for_each_word(const Setting& s, F&& f) {
 
 // A whole string as a finite number (strtod's leading part alone is not enough: "3x").
 std::optional<double> number(const char* v) {
+  // Decimal, as the flags read numbers (strtod took 0x10 as 16).
+  if (std::strpbrk(v, "xX") != nullptr) return std::nullopt;
   char* end = nullptr;
   const double d = std::strtod(v, &end);
   if (end == v || *end != '\0' || !std::isfinite(d)) return std::nullopt;
@@ -172,12 +175,12 @@ std::optional<int64_t> whole_number(std::string_view name, SettingKind kind, dou
 }  // namespace
 
 std::optional<int64_t> setting_count(std::string_view name) {
-  return whole_number(name, SettingKind::count, 1, 1e9, "not a count (a whole number, 1 or more)");
+  return whole_number(name, SettingKind::count, 1, 1e9, "not a count (a whole number, 1 to 10^9)");
 }
 
 std::optional<int64_t> setting_limit(std::string_view name) {
   return whole_number(name, SettingKind::limit, 0, 9e15,
-                      "not a limit (a whole number, 0 or more; 0 lifts it)");
+                      "not a limit (a whole number, 0 to 9 * 10^15; 0 lifts it)");
 }
 
 std::optional<double> setting_seconds(std::string_view name) {
@@ -195,7 +198,8 @@ std::optional<size_t> setting_bytes(std::string_view name) {
   if (!v) return std::nullopt;
   char* end = nullptr;
   const double d = std::strtod(v, &end);
-  if (end == v || !std::isfinite(d) || d < 0) refuse(s, v, "not a size (e.g. 512M, 8G)");
+  if (end == v || !std::isfinite(d) || d < 0 || std::strpbrk(v, "xX") != nullptr)
+    refuse(s, v, "not a size (e.g. 512M, 8G)");
   const std::string unit(end);
   const std::string units = "KMGT";
   const size_t at = unit.size() == 1 ? units.find(char(std::toupper(static_cast<unsigned char>(unit[0]))))
@@ -204,6 +208,8 @@ std::optional<size_t> setting_bytes(std::string_view name) {
     refuse(s, v, "unknown unit '" + unit + "' (use K, M, G or T)");
   const double bytes = unit.empty() ? d : std::ldexp(d, 10 * int(at + 1));
   if (bytes >= 0x1p63) refuse(s, v, "too large");
+  // 0.5 was 0 bytes, which checks nothing: a tiny limit turned the check off.
+  if (bytes > 0 && bytes < 1) refuse(s, v, "less than a byte (0 checks nothing)");
   return size_t(bytes);
 }
 

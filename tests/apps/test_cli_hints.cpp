@@ -65,7 +65,7 @@ TEST(CliHints, BadSettingsStopAndMisspeltNamesGetANote) {
   EXPECT_EQ(r.out, "vit: error: VIT_TILED=onn: unknown; one of on, off (did you mean on?)\n");
   r = run_vit("train --synthetic 8 --epochs 1", "VIT_SHARDS=two");
   EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(r.out, "vit: error: VIT_SHARDS=two: not a count (a whole number, 1 or more)\n");
+  EXPECT_EQ(r.out, "vit: error: VIT_SHARDS=two: not a count (a whole number, 1 to 10^9)\n");
   r = run_vit("info --model mnist-seed", "VIT_TILE=on");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.rfind("vit: note: VIT_TILE is set, but vitcpp reads no such variable (did you mean "

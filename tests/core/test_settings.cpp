@@ -113,10 +113,11 @@ TEST(Settings, ChoicesTakeTheTableWordsAndNameAnythingElse) {
 
 TEST(Settings, CountsSecondsAndSizesAreWholeValues) {
   EXPECT_FALSE(vit::setting_count("VIT_SHARDS").has_value());
-  for (const char* bad : {"abc", "0", "-2", "3x", "2.5", "1e30"}) {
+  // 0x10 is no decimal (strtod took it as 16, where the flags refuse it).
+  for (const char* bad : {"abc", "0", "-2", "3x", "2.5", "1e30", "0x10"}) {
     Env e("VIT_SHARDS", bad);
     EXPECT_EQ(error_of([] { vit::setting_count("VIT_SHARDS"); }),
-              std::string("VIT_SHARDS=") + bad + ": not a count (a whole number, 1 or more)");
+              std::string("VIT_SHARDS=") + bad + ": not a count (a whole number, 1 to 10^9)");
   }
   {
     Env e("VIT_SHARDS", "4");
@@ -130,6 +131,13 @@ TEST(Settings, CountsSecondsAndSizesAreWholeValues) {
   for (const char* good : {"0", "2.5", "600"}) {
     Env e("VIT_COMM_TIMEOUT", good);
     EXPECT_EQ(vit::setting_seconds("VIT_COMM_TIMEOUT"), std::atof(good));
+  }
+  // Less than a byte was 0, which checks nothing: a tiny limit turned the check off.
+  for (const char* bad : {"0.5", "0x10"}) {
+    Env e("VIT_MEMORY_LIMIT", bad);
+    EXPECT_NE(
+        error_of([] { vit::setting_bytes("VIT_MEMORY_LIMIT"); }).find(std::string("VIT_MEMORY_LIMIT=") + bad),
+        std::string::npos);
   }
   {
     Env e("VIT_MEMORY_LIMIT", "1.5k");
