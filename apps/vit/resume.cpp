@@ -3,6 +3,7 @@
 #include "resume.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -51,6 +52,30 @@ nlohmann::json read_args_json(const std::string& dir) {
   }
 }
 
+namespace {
+// Integer values as they ran before args.json's version 5: CLI11 read them with base 0, 010 as
+// octal (8), 0x10 as 16. In "--flag VALUE..." and "--flag=VALUE" forms, for the integer flags
+// of vit train; every reader of a run's settings sees them so (the resume, and what it records).
+void integers_as_they_ran(std::vector<std::string>& args) {
+  CLI::App train;
+  add_train(train);
+  const auto is_flag = [](const std::string& a) {
+    return a.size() > 1 && a[0] == '-' && !std::isdigit(static_cast<unsigned char>(a[1])) && a[1] != '.';
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!is_flag(args[i])) continue;
+    const size_t eq = args[i].find('=');
+    const CLI::Option* o = train.get_option_no_throw(args[i].substr(0, eq));
+    if (!o || !is_integer_flag(*o)) continue;
+    if (eq != std::string::npos) {
+      args[i] = args[i].substr(0, eq + 1) + integer_as_before(args[i].substr(eq + 1));
+      continue;
+    }
+    for (size_t j = i + 1; j < args.size() && !is_flag(args[j]); ++j) args[j] = integer_as_before(args[j]);
+  }
+}
+}  // namespace
+
 // The run's flags as a command line: args.json is {flag name: value} (true for a switch, a
 // list for several values), or, from runs before that, the argv list itself.
 std::vector<std::string> saved_args(const std::string& dir) {
@@ -77,6 +102,8 @@ std::vector<std::string> saved_args(const std::string& dir) {
       else
         out.push_back(text(value));
     }
+    const nlohmann::json* version = saved.contains("args-version") ? &saved["args-version"] : nullptr;
+    if (!version || !version->is_number_integer() || version->get<int64_t>() < 5) integers_as_they_ran(out);
     return out;
   }
   VIT_CHECK(saved.is_array() && !saved.empty() && saved[0] == "train", path,
@@ -85,6 +112,7 @@ std::vector<std::string> saved_args(const std::string& dir) {
     VIT_CHECK(a.is_string(), path, ": not the arguments of a vit train run");
     out.push_back(a.get<std::string>());
   }
+  integers_as_they_ran(out);
   return out;
 }
 
@@ -207,16 +235,6 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   if (version < 4)
     for (size_t i = 0; i + 1 < out.size(); ++i)
       if (out[i] == "--opt" && out[i + 1] == "sgd") out[i + 1] = "momentum";
-  // And before version 5 integers were read as CLI11 reads them, 0100 as octal (64), 0x10 as 16.
-  if (version < 5) {
-    CLI::App train;
-    add_train(train);
-    for (size_t i = 0; i + 1 < out.size(); ++i)
-      if (const CLI::Option* o = out[i].starts_with("--") ? train.get_option_no_throw(out[i]) : nullptr;
-          o && is_integer_flag(*o))
-        for (size_t j = i + 1; j < out.size() && !out[j].starts_with("--"); ++j)  // --img-size H W
-          out[j] = integer_as_before(out[j]);
-  }
   // Runs begun before --seed was checked kept the text typed (-1, 2^64, 0x10), which CLI11
   // read as some seed: the state holds the one the run used.
   if (const std::optional<StateInfo> st = newest_state(dir); st && st->seed)

@@ -44,6 +44,11 @@ namespace {
 CLI::Validator decimal(bool is_unsigned) {
   return CLI::Validator(
       [is_unsigned](std::string& text) -> std::string {
+        // Blanks around it trimmed: CLI11's strtoll skips leading ones and read " 010" as 8.
+        const size_t first = text.find_first_not_of(" \t\n\r\f\v");
+        text = first == std::string::npos
+                   ? ""
+                   : text.substr(first, text.find_last_not_of(" \t\n\r\f\v") - first + 1);
         const size_t sign = text.starts_with('+') || text.starts_with('-') ? 1 : 0;
         if (text.size() <= sign || text.find_first_not_of("0123456789", sign) != std::string::npos) {
           if (text.size() > sign + 1 && text[sign] == '0' &&

@@ -37,30 +37,30 @@ RandAugmentSpec parse_rand_augment(const std::string& text) {
   const std::string usage = "--aa " + text +
                             ": expected rand- and options such as m9-n2-mstd0.5 (m magnitude, n ops, mstd "
                             "magnitude noise, mmax, p probability, inc)";
-  VIT_CHECK(text.rfind("rand-", 0) == 0 && text.size() > 5, usage);
+  VIT_VALUE_CHECK(text.rfind("rand-", 0) == 0 && text.size() > 5, usage);
   RandAugmentSpec s;
   size_t at = 5;
   while (at <= text.size()) {
     const size_t end = std::min(text.find('-', at), text.size());
     const std::string part = text.substr(at, end - at);
     const size_t digits = part.find_first_of("0123456789.");
-    VIT_CHECK(digits != std::string::npos && digits > 0, usage, " (at '", part, "')");
+    VIT_VALUE_CHECK(digits != std::string::npos && digits > 0, usage, " (at '", part, "')");
     const std::string key = part.substr(0, digits), value = part.substr(digits);
     char* stop = nullptr;
     const double v = std::strtod(value.c_str(), &stop);
-    VIT_CHECK(*stop == '\0' && std::isfinite(v) && v >= 0, usage, " (at '", part, "': not a number)");
+    VIT_VALUE_CHECK(*stop == '\0' && std::isfinite(v) && v >= 0, usage, " (at '", part, "': not a number)");
     if (key == "m") {
       s.m = float(v);
     } else if (key == "n") {
-      VIT_CHECK(v >= 1 && v <= 100 && v == std::floor(v), "--aa ", text,
-                ": n (ops per image) must be 1 to 100");
+      VIT_VALUE_CHECK(v >= 1 && v <= 100 && v == std::floor(v), "--aa ", text,
+                      ": n (ops per image) must be 1 to 100");
       s.n = int64_t(v);
     } else if (key == "mstd") {
       s.mstd = float(v);
     } else if (key == "mmax") {
       s.mmax = v > 0 ? float(v) : 10.f;  // timm: `magnitude_max or 10`
     } else if (key == "p") {
-      VIT_CHECK(v <= 1, "--aa ", text, ": p (each op's probability) must be at most 1");
+      VIT_VALUE_CHECK(v <= 1, "--aa ", text, ": p (each op's probability) must be at most 1");
       s.p = float(v);
     } else if (key == "inc") {
       s.increasing = true;  // timm reads any inc value as true (bool of the text "0")
@@ -74,8 +74,8 @@ RandAugmentSpec parse_rand_augment(const std::string& text) {
   }
   // timm holds the magnitude to [0, mmax] silently; a magnitude above it is refused here, so
   // that "rand-m15" is not quietly rand-m10 (write mmax15 to mean 15).
-  VIT_CHECK(s.m <= s.mmax, "--aa ", text, ": magnitude ", s.m, " is above mmax ", s.mmax,
-            " (timm would hold it to ", s.mmax, "; add -mmax", s.m, " for ", s.m, ")");
+  VIT_VALUE_CHECK(s.m <= s.mmax, "--aa ", text, ": magnitude ", s.m, " is above mmax ", s.mmax,
+                  " (timm would hold it to ", s.mmax, "; add -mmax", s.m, " for ", s.m, ")");
   return s;
 }
 

@@ -232,7 +232,7 @@ void Reader::read_pool() {
 }
 
 void Reader::read_input_size() {
-  // Input size: pretrained_cfg.input_size, model_args.img_size, the name's _224 suffix, or
+  // Input size: model_args.img_size, pretrained_cfg.input_size, the name's _224 suffix, or
   // a square grid of pos_embed.
   const Shape* pos = shape("pos_embed");
   VIT_CHECK(pos && pos->size() == 3 && (*pos)[2] == c.embed_dim, "no pos_embed [1, L, ", c.embed_dim,
@@ -246,10 +246,23 @@ void Reader::read_input_size() {
     VIT_CHECK(v->is_array() && v->size() == 3, "pretrained_cfg.input_size must be [C, H, W]");
     const int64_t h = json_int((*v)[1], "pretrained_cfg.input_size"),
                   w = json_int((*v)[2], "pretrained_cfg.input_size");
-    if (sized && (h != c.img_h || w != c.img_w))
+    // pos_embed's rows for an input of h x w.
+    const auto fits = [&](int64_t hh, int64_t ww) {
+      if (hh % c.patch_h != 0 || ww % c.patch_w != 0) return false;
+      const int64_t n = (hh / c.patch_h) * (ww / c.patch_w);
+      return L == n || L == n + prefix;
+    };
+    if (sized && (h != c.img_h || w != c.img_w)) {
+      // Where pos_embed is pretrained_cfg's grid, not model_args' (timm would resample it to
+      // model_args' size on load), the file is read at its grid, as before model_args came first.
+      const bool theirs = !fits(c.img_h, c.img_w) && fits(h, w);
       m.notes.push_back("pretrained_cfg.input_size " + std::to_string(h) + "x" + std::to_string(w) +
-                        " is not the model's model_args img_size " + std::to_string(c.img_h) + "x" +
-                        std::to_string(c.img_w) + ": read at the model's, as timm builds it");
+                        " is not model_args img_size " + std::to_string(c.img_h) + "x" +
+                        std::to_string(c.img_w) +
+                        (theirs ? ": read at pretrained_cfg's, pos_embed's grid (--img-size resamples it)"
+                                : ": read at the model's, as timm builds it"));
+      if (theirs) c.img_h = h, c.img_w = w;
+    }
     if (!sized) c.img_h = h, c.img_w = w;
     sized = true;
   }

@@ -326,6 +326,9 @@ TEST(BadInput, ValuesAtTheirEdgesAreRefused) {
       {"bench forever", "bench --model mnist-seed --min-time inf", {"--min-time: 0 or more, got inf"}},
       // vit train's: infinities and counts past 2^53 were taken, then blamed on --lr ("training
       // diverged"), trained nothing, or wrapped the schedule; --scale 0 turned the crop off.
+      {"a RandAugment magnitude past its max",
+       kTrain + "--synthetic 8 --aa rand-m15-n2 --output " + d + "/o_aa",
+       {"--aa rand-m15-n2: magnitude 15 is above mmax"}},
       {"a crop of no area",
        kTrain + "--synthetic 8 --scale 0 1 --output " + d + "/o_sc0",
        {"--scale 0 1: the smallest crop must be a share above 0 of the image"}},

@@ -641,6 +641,26 @@ TEST(RunDir, IntegersAreDecimalAndOldRunsResumeAsTheyRan) {
   ASSERT_EQ(run(train + "-b 8 --output " + fresh).code, 0);
   ASSERT_EQ(run("train --resume " + fresh + " --epochs 2").code, 0);
   vit::test::expect_same_tensors(plain + "/last.safetensors", fresh + "/last.safetensors");
+  // Blanks before the digits are no octal either (CLI11's strtoll skipped them: " 010" was 8).
+  const Result blank = run(train + "-b ' 010' --output " + (tmp / "blank"));
+  EXPECT_TRUE(has(blank.out, "batch 10,")) << blank.out;
+  // What the resume records reads the old text as it ran too: "epochs": "010" ran 8, and a
+  // resume to 10 was not recorded (it read 10), so the next resume found 8 < the 10 begun.
+  args = nlohmann::json::parse(vit::read_text_file(plain + "/args.json"));
+  args["epochs"] = "010";
+  vit::write_file_atomic(plain + "/args.json", args.dump(1));
+  ASSERT_EQ(run("train --resume " + plain + " --epochs 10").code, 0);
+  const Result again = run("train --resume " + plain);
+  EXPECT_EQ(again.code, 0) << again.out;
+  EXPECT_TRUE(has(again.out, "this run is finished (10 of 10 epochs)")) << again.out;
+  // The oldest args.json, the argv list itself, in --flag=VALUE form too.
+  const std::string argv = tmp / "argv";
+  ASSERT_EQ(run(train + "-b 8 --output " + argv).code, 0);
+  vit::write_file_atomic(argv + "/args.json", R"(["train", "--model", "mnist-seed", "--img-size", "16",
+      "--synthetic", "128", "--threads", "1", "--epochs=01", "--batch-size=010"])");
+  const Result listed = run("train --resume " + argv + " --epochs 2");
+  ASSERT_EQ(listed.code, 0) << listed.out;
+  EXPECT_TRUE(has(listed.out, "batch 8,")) << listed.out;
 }
 
 // --seed is a uint64 as written, a '+' before it taken (Python's int() takes it); -1, 2^64,

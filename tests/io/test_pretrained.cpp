@@ -221,9 +221,20 @@ TEST(Pretrained, ATimmModelOfItsOwnSizeBesideTheDefaultPretrainedCfgIsReadAtItsS
     return std::any_of(p.notes.begin(), p.notes.end(),
                        [&](const std::string& n) { return n.find(text) != n.npos; });
   };
-  EXPECT_TRUE(has_note("pretrained_cfg.input_size 224x224 is not the model's model_args img_size 16x16"));
+  EXPECT_TRUE(
+      has_note("pretrained_cfg.input_size 224x224 is not model_args img_size 16x16: read at the model's"));
   EXPECT_TRUE(has_note("pretrained_cfg is for 3 input channels, the model has 1"));
   EXPECT_EQ(logits(*p.model, 5), logits(m, 5));
+  // Where pos_embed is pretrained_cfg's grid and not model_args', the file is read at its grid
+  // (as before model_args came first; timm resamples it to model_args' size).
+  auto grid = cfg;
+  grid["model_args"]["img_size"] = 32;
+  grid["pretrained_cfg"]["input_size"] = {1, 16, 16};
+  grid["pretrained_cfg"]["mean"] = {0.5}, grid["pretrained_cfg"]["std"] = {0.5};
+  write_file_atomic(tmp / "timm/config.json", grid.dump(2));
+  Pretrained at_grid = load_pretrained(tmp / "timm");
+  EXPECT_EQ(at_grid.model->config().img_h, 16);
+  EXPECT_EQ(logits(*at_grid.model, 5), logits(m, 5));
   // model_args global_pool '' is timm's head on every token: refused (it was read as 'token').
   auto no_pool = cfg;
   no_pool["model_args"]["global_pool"] = "";

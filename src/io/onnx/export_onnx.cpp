@@ -554,9 +554,12 @@ OnnxExportInfo export_onnx(const ViT& model, const std::string& path,
   // left the new data beside the old model, which then read weights of another model.
   std::optional<AtomicFile> data;
   if (external_from >= 0 ? weight_bytes >= external_from : weight_bytes > (int64_t(1) << 30) * 3 / 2) {
-    std::error_code ec;  // /dev/stdout, a pipe: no file to set the data beside
-    VIT_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec), path,
-              ": the ", weight_bytes >> 20,
+    // /dev/stdout (even redirected to a file: the data went to /dev/stdout.data), a pipe: no
+    // file to set the data beside.
+    std::error_code ec;
+    const bool stream = path.starts_with("/dev/") || path.starts_with("/proc/self/fd/") ||
+                        (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec));
+    VIT_CHECK(!stream, path, ": the ", weight_bytes >> 20,
               " MiB of weights go to ONNX external data, a file beside the model's: give "
               "the model a file name, not a stream");
     info.data_file = path + ".data";
