@@ -333,7 +333,7 @@ void Reader::read_preprocessing() {
     c.crop_pct = 0.9;
     c.crop_mode = "center";
     // A bare state dict loaded as a named model (create_model(name, checkpoint_path=...)):
-    // the name's pretrained_cfg, as timm keeps it (DeiT's ImageNet mean and std, 0.875).
+    // the name's pretrained_cfg, as timm keeps it (DeiT's ImageNet mean and std, crop 0.9).
     std::optional<ViTConfig> named;
     if (!config && !arch.empty()) try {
         named = preset(arch);

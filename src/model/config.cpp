@@ -349,9 +349,9 @@ std::optional<ViTConfig> timm_named(const std::string& name) {
   c.img_h = c.img_w = res;
   c.dist_token = c.head_dist = m[3].matched;
   // The name's preprocessing, as timm's pretrained_cfg gives it (the _cfg of
-  // vision_transformer.py and deit.py): a center crop of 0.9 (ViT) or 0.875 (DeiT) at 224
-  // and none above; ImageNet's mean and std for DeiT.
-  c.crop_pct = res > 224 ? 1.0 : m[1].matched ? 0.9 : 0.875;
+  // vision_transformer.py and deit.py): a center crop of 0.9 at 224 (DeiT's too: 0.875 was the
+  // paper's, not timm's) and none above; ImageNet's mean and std for DeiT.
+  c.crop_pct = res > 224 ? 1.0 : 0.9;
   if (m[2].matched) {
     c.mean = {0.485f, 0.456f, 0.406f};
     c.std = {0.229f, 0.224f, 0.225f};
