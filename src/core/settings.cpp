@@ -7,7 +7,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "core/check.h"
@@ -126,9 +125,15 @@ void for_each_word(const Setting& s, F&& f) {
 }
 
 // A whole string as a finite number (strtod's leading part alone is not enough: "3x").
+// Whether strtod would read v in hexadecimal (0x10 as 16), where the flags read decimal.
+bool hexadecimal(const char* v) {
+  while (std::isspace(static_cast<unsigned char>(*v))) ++v;
+  if (*v == '+' || *v == '-') ++v;
+  return v[0] == '0' && (v[1] == 'x' || v[1] == 'X');
+}
+
 std::optional<double> number(const char* v) {
-  // Decimal, as the flags read numbers (strtod took 0x10 as 16).
-  if (std::strpbrk(v, "xX") != nullptr) return std::nullopt;
+  if (hexadecimal(v)) return std::nullopt;
   char* end = nullptr;
   const double d = std::strtod(v, &end);
   if (end == v || *end != '\0' || !std::isfinite(d)) return std::nullopt;
@@ -198,8 +203,7 @@ std::optional<size_t> setting_bytes(std::string_view name) {
   if (!v) return std::nullopt;
   char* end = nullptr;
   const double d = std::strtod(v, &end);
-  if (end == v || !std::isfinite(d) || d < 0 || std::strpbrk(v, "xX") != nullptr)
-    refuse(s, v, "not a size (e.g. 512M, 8G)");
+  if (end == v || !std::isfinite(d) || d < 0 || hexadecimal(v)) refuse(s, v, "not a size (e.g. 512M, 8G)");
   const std::string unit(end);
   const std::string units = "KMGT";
   const size_t at = unit.size() == 1 ? units.find(char(std::toupper(static_cast<unsigned char>(unit[0]))))
