@@ -107,7 +107,7 @@ class BlockPreparer {
   void loaded(const std::string& param) {
     if (dtype_.empty() || !int8_stored(param)) return;  // int8_stored: the four products' names
     if (++products_ < 4) return;
-    model_.prepare_infer_block(block_++, dtype_);
+    model_.prepare_next_infer_block(dtype_);
     products_ = 0;
   }
   void finish() {
@@ -117,8 +117,7 @@ class BlockPreparer {
  private:
   ViT& model_;
   const std::string dtype_;
-  int products_ = 0;
-  int64_t block_ = 0;
+  int products_ = 0;  // of the block being read
 };
 
 detail::Mapping vitcpp_mapping(const SafeTensors& st) {

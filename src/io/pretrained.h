@@ -40,7 +40,7 @@ struct LoadOptions {
   bool config_only = false;
   // For inference alone: "bf16" or "int8" (or "stored": the file's own, Pretrained::stored_dtype)
   // prepares each block's products for that dtype as soon as the block is read and gives back
-  // its fp32 matrices (ViT::prepare_infer_block), so the load never holds the whole fp32
+  // its fp32 matrices (ViT::prepare_next_infer_block), so the load never holds the whole fp32
   // model; the model then only infers. "" or "fp32" (or "stored" for an fp32 file): the fp32
   // weights, as they are.
   std::string infer_dtype;

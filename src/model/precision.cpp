@@ -40,15 +40,15 @@ void ViT::prepare_block(size_t i, Precision p, bool release_fp32) {
   }
 }
 
-void ViT::prepare_infer_block(int64_t i, const std::string& dtype) {
-  check_owner(*this, "prepare_infer_block");
+void ViT::prepare_next_infer_block(const std::string& dtype) {
+  check_owner(*this, "prepare_next_infer_block");
   const Precision p = precision_of(dtype);
-  VIT_CHECK(p != Precision::fp32, "prepare_infer_block: fp32 keeps its fp32 weights");
-  VIT_CHECK(!fp32_released_ && !weights_packed_ && i == released_blocks_ && i < cfg_.depth &&
-                (i == 0 || dtype == released_dtype_),
-            "prepare_infer_block(", i, ", ", dtype, "): blocks go in order from 0, in one dtype, on a model ",
-            "whose fp32 weights are unpacked and kept");
-  prepare_block(size_t(i), p, true);
+  VIT_CHECK(p != Precision::fp32, "prepare_next_infer_block: fp32 keeps its fp32 weights");
+  VIT_CHECK(!fp32_released_ && !weights_packed_ && released_blocks_ < cfg_.depth &&
+                (released_blocks_ == 0 || dtype == released_dtype_),
+            "prepare_next_infer_block(", dtype,
+            "): at most depth blocks, in one dtype, on a model whose fp32 ", "weights are unpacked and kept");
+  prepare_block(size_t(released_blocks_), p, true);
   released_dtype_ = dtype;
   ++released_blocks_;
 }
@@ -63,7 +63,7 @@ void ViT::set_infer_dtype(const std::string& dtype, bool release_fp32) {
   VIT_CHECK(!fp32_released_, "dtype ", dtype, ": the fp32 block weights were released for ", infer_dtype_,
             " inference; load the weights again");
   VIT_CHECK(!release_fp32 || dtype != "fp32", "dtype fp32 keeps its fp32 weights");
-  if (released_blocks_ > 0) {  // a loader's prepare_infer_block: the rest of its blocks
+  if (released_blocks_ > 0) {  // a loader's prepare_next_infer_block: the rest of its blocks
     VIT_CHECK(release_fp32 && dtype == released_dtype_, "dtype ", dtype, ": the fp32 weights of ",
               released_blocks_, " blocks were released for ", released_dtype_, " inference");
   }

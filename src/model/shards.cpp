@@ -156,7 +156,7 @@ void ViT::infer_blocks(const float* images, int64_t B, const uint8_t* mask, cons
 void ViT::infer_all(const float* images, int64_t B, const uint8_t* mask, const InferOut& out) {
   VIT_CHECK(B > 0, "infer: batch size must be positive");
   VIT_CHECK(released_blocks_ == 0, "infer: a load left ", released_blocks_, " blocks in ", released_dtype_,
-            " and the rest in fp32 (ViT::prepare_infer_block without set_infer_dtype)");
+            " and the rest in fp32 (ViT::prepare_next_infer_block without set_infer_dtype)");
   // Attention maps and block outputs are written per layer by one model: one shard.
   const int R = out.attn || out.pool_attn || out.blocks ? 1 : infer_shards(B);
   if (R == 1) return infer_local(images, B, mask, out);

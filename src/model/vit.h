@@ -104,12 +104,12 @@ class ViT {
   // Setting the dtype the model already has with its fp32 released checks nothing more: a
   // loader's (below) is then confirmed.
   void set_infer_dtype(const std::string& dtype, bool release_fp32 = false);
-  // For loaders: set_infer_dtype(dtype, true)'s work on block i alone, once its weights are in
-  // place, blocks in order from 0. A load for bf16 or int8 inference then holds one block's fp32
-  // matrices at a time, not the model's (ViT-L/16 from a vit quantize file: peak 1.28 -> 0.40 GB).
-  // set_infer_dtype(dtype, true) after the last block sets the model's dtype; before it the
-  // model does not infer.
-  void prepare_infer_block(int64_t i, const std::string& dtype);
+  // For loaders: set_infer_dtype(dtype, true)'s work on the next block alone (0, 1, ...; the
+  // model counts them), once its weights are in place. A load for bf16 or int8 inference then holds one
+  // block's fp32 matrices at a time, not the model's (ViT-L/16 from a vit quantize file: peak 1.28 -> 0.40
+  // GB). set_infer_dtype(dtype, true) after the last block sets the model's dtype; before it the model does
+  // not infer.
+  void prepare_next_infer_block(const std::string& dtype);
   const std::string& infer_dtype() const { return infer_dtype_; }
   bool fp32_released() const { return fp32_released_; }
 
@@ -369,7 +369,7 @@ class ViT {
   bool backbone_frozen_ = false;
   bool weights_packed_ = false;
   bool fp32_released_ = false;   // set_infer_dtype("bf16"/"int8", true): the blocks' fp32 matrices are gone
-  int64_t released_blocks_ = 0;  // prepare_infer_block's, in released_dtype_, until set_infer_dtype
+  int64_t released_blocks_ = 0;  // prepare_next_infer_block's, in released_dtype_, until set_infer_dtype
   std::string released_dtype_;
   std::vector<uint8_t> patch_mask_, key_mask_;  // [B,N] and [B,T], copied from the caller
   int shards_wanted_ = 0;                       // set_shards
