@@ -11,10 +11,10 @@ ViT::BlockPlan ViT::plan(Acts& A, int64_t l, bool every_row) const {
   return {a, cls_only ? A.last : a, cls_only ? cfg_.head_tokens() : cfg_.num_tokens(), cls_only};
 }
 
-const uint8_t* ViT::pool_mask() const {
-  if (!have_mask_) return nullptr;
+const uint8_t* ViT::pool_mask(const Acts& A) const {
+  if (!A.have_mask) return nullptr;
   // [B, N] for the patches; [B, T] (prefix tokens visible) when the mean takes them too.
-  return cfg_.pool_include_prefix ? key_mask_.data() : patch_mask_.data();
+  return cfg_.pool_include_prefix ? A.key_mask.data() : A.patch_mask.data();
 }
 
 bool ViT::cls_tail_applies(const ViTConfig& cfg) {
@@ -26,14 +26,14 @@ bool ViT::use_cls_tail() const {
   return cls_tail_wanted_ && cls_tail_applies(cfg_);
 }
 
-void ViT::set_masks(int64_t B, const uint8_t* mask) {
-  have_mask_ = mask != nullptr;
+void ViT::set_masks(Acts& A, const uint8_t* mask) const {
+  A.have_mask = mask != nullptr;
   if (!mask) return;
-  const int64_t N = cfg_.num_patches(), T = cfg_.num_tokens(), pre = cfg_.num_prefix_tokens();
-  patch_mask_.assign(mask, mask + B * N);
-  key_mask_.assign(B * T, 1);  // the class token is always visible
+  const int64_t B = A.B, N = cfg_.num_patches(), T = cfg_.num_tokens(), pre = cfg_.num_prefix_tokens();
+  A.patch_mask.assign(mask, mask + B * N);
+  A.key_mask.assign(B * T, 1);  // the class token is always visible
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t n = 0; n < N; ++n) key_mask_[b * T + pre + n] = mask[b * N + n] ? 1 : 0;
+    for (int64_t n = 0; n < N; ++n) A.key_mask[b * T + pre + n] = mask[b * N + n] ? 1 : 0;
 }
 
 }  // namespace vit

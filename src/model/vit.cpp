@@ -48,8 +48,8 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
                       bool every_row, float* pool_attn, const std::vector<float*>* blocks) {
   const int64_t B = A.B, T = cfg_.num_tokens(), C = cfg_.embed_dim, I = cfg_.attn_dim();
   const Draws d{mode, B};
-  set_masks(B, mask);
-  const uint8_t* keys_mask = have_mask_ ? key_mask_.data() : nullptr;
+  set_masks(A, mask);
+  const uint8_t* keys_mask = A.have_mask ? A.key_mask.data() : nullptr;
 
   Tensor img(const_cast<float*>(images), {B, cfg_.in_chans, cfg_.img_h, cfg_.img_w});
   ops::im2col_patches(A.cols, img, cfg_.patch_h, cfg_.patch_w);
@@ -128,14 +128,14 @@ void ViT::run_forward(Acts& A, const float* images, const uint8_t* mask, const F
     if (cfg_.map_pool())
       attn_pool_forward(A, &A == &train_, pool_attn);
     else
-      ops::pool_forward(A.pooled_ln, reshape(A.lnf, {B, T, C}), pool_mask(), true, cfg_.first_pooled());
+      ops::pool_forward(A.pooled_ln, reshape(A.lnf, {B, T, C}), pool_mask(A), true, cfg_.first_pooled());
   } else {
     // timm norms every token before token pooling; LayerNorm is per row, so norming the
     // pooled row alone gives the same numbers for a fraction of the work. With fc_norm
     // the norm comes after pooling anyway.
     // Token pooling takes row 0 (x is the class-token tail's [B,1,C] when that ran), and
     // with head_dist row 1 as well, into A.pooled's second half.
-    ops::pool_forward(A.pooled, x, pool_mask(), cfg_.avg_pool(), cfg_.avg_pool() ? cfg_.first_pooled() : 0);
+    ops::pool_forward(A.pooled, x, pool_mask(A), cfg_.avg_pool(), cfg_.avg_pool() ? cfg_.first_pooled() : 0);
     ops::layernorm_forward(A.pooled_ln, A.pooled_mean, A.pooled_rstd, A.pooled, W_.norm_w, W_.norm_b,
                            cfg_.norm_eps);
   }
@@ -154,7 +154,7 @@ void ViT::attn_pool_forward(Acts& A, bool training, float* pool_attn) {
   ops::linear_forward(p.kv, A.lnf, lw.kv);
   // Inference keeps no probabilities unless they are asked for (vit attention --method pool).
   const Tensor probs = pool_attn && !p.probs.data ? Tensor(pool_attn, p.probs.shape) : p.probs;
-  ops::attention_pool_forward(p.ao, probs, p.q, reshape(p.kv, {B, T, 2 * C}), pool_mask(), first);
+  ops::attention_pool_forward(p.ao, probs, p.q, reshape(p.kv, {B, T, 2 * C}), pool_mask(A), first);
   if (pool_attn) spread_pool_probs(pool_attn, probs.data, B * cfg_.num_heads, T, first);
   ops::linear_forward(p.y, reshape(p.ao, {B, C}), lw.proj);
   ops::layernorm_forward(p.ln, p.ln_mean, p.ln_rstd, p.y, W_.pool.nw, W_.pool.nb, cfg_.norm_eps);
@@ -200,7 +200,7 @@ void ViT::backward_local(const Tensor& dlogits, const Tensor* ddist) {
     if (cfg_.map_pool())
       attn_pool_backward(A);
     else
-      ops::pool_backward(reshape(A.dln, {B, T, C}), A.dpooled_ln, pool_mask(), true, cfg_.first_pooled());
+      ops::pool_backward(reshape(A.dln, {B, T, C}), A.dpooled_ln, pool_mask(A), true, cfg_.first_pooled());
     ops::layernorm_backward(reshape(A.dx, {B * T, C}), G_.norm_w, G_.norm_b, A.dln,
                             reshape(A.blocks.back().out, {B * T, C}), A.lnf_mean, A.lnf_rstd, W_.norm_w,
                             false);
@@ -208,7 +208,7 @@ void ViT::backward_local(const Tensor& dlogits, const Tensor* ddist) {
     ops::layernorm_backward(A.dpooled, G_.norm_w, G_.norm_b, A.dpooled_ln, A.pooled, A.pooled_mean,
                             A.pooled_rstd, W_.norm_w, false);
     // The class-token tail (A.tail) holds the last block's class-token rows alone: A.dxcls.
-    ops::pool_backward(A.tail ? A.dxcls : A.dx, A.dpooled, pool_mask(), cfg_.avg_pool(),
+    ops::pool_backward(A.tail ? A.dxcls : A.dx, A.dpooled, pool_mask(A), cfg_.avg_pool(),
                        cfg_.avg_pool() ? cfg_.first_pooled() : 0);
   }
 

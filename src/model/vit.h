@@ -55,8 +55,10 @@ class ViT {
   void init_weights(uint64_t seed);
   void zero_grad() { grads_.zero(); }
 
-  // Training forward: images[B,C,H,W], mask[B,N] (1 = visible patch) or null.
-  // Returns the logits [B,K], valid until the next forward.
+  // Training forward: images[B,C,H,W], mask[B,N] or null. The mask is B x num_patches()
+  // bytes, one per patch (the prefix tokens are always visible and have none; nonzero =
+  // visible), read without a size: a [1,N] mask is not broadcast. Every mask parameter
+  // below is the same. Returns the logits [B,K], valid until the next forward.
   Tensor forward(const float* images, int64_t B, const uint8_t* mask, const ForwardMode& mode);
   // Accumulates parameter gradients from dlogits[B,K] of the last forward.
   void backward(const Tensor& dlogits);
@@ -252,6 +254,10 @@ class ViT {
     // Gradient buffers (training only); dxcls: the residual stream's gradient in the tail.
     // dlogits_half: each head's share of the logits' gradient (head_dist only).
     Tensor dlogits_half, dpooled_ln, dpooled, dx, dbranch, dact, dln, dao, dqkv, dpe, dxcls;
+    // The masks of the last forward on these activations ([B,N] and [B,T], copied from the
+    // caller): backward pools with the training forward's, whatever infer ran in between.
+    bool have_mask = false;
+    std::vector<uint8_t> patch_mask, key_mask;
   };
 
   // How block l runs: norm1 and qkv on every row (a), then what follows the attention on Tq
@@ -340,7 +346,7 @@ class ViT {
   void run_forward(Acts& A, const float* images, const uint8_t* mask, const ForwardMode& mode,
                    float* attn = nullptr, bool every_row = false, float* pool_attn = nullptr,
                    const std::vector<float*>* blocks = nullptr);
-  void set_masks(int64_t B, const uint8_t* mask);
+  void set_masks(Acts& A, const uint8_t* mask) const;
   void set_weights_packed(bool packed);  // pack or unpack the blocks' four weights in place
   // Block i's four products prepared for precision p (lin_.infer), their fp32 matrices
   // released with release_fp32.
@@ -352,7 +358,7 @@ class ViT {
   void attn_pool_forward(Acts& A, bool training, float* pool_attn);
   void attn_pool_backward(Acts& A);
   // The mask pooling reads: the patches' (the tokens' with pool_include_prefix), or null.
-  const uint8_t* pool_mask() const;
+  const uint8_t* pool_mask(const Acts& A) const;
 
   ViTConfig cfg_;
   ParamTable table_;
@@ -365,17 +371,15 @@ class ViT {
   const ViT* owner_ = this;  // whose parameters this one binds: itself, or a shard's or replica's owner
   bool amp_ = false;
   Arena amp_store_;  // amp: lin_.train's bf16 weights, two per float
-  bool have_mask_ = false;
   bool backbone_frozen_ = false;
   bool weights_packed_ = false;
   bool fp32_released_ = false;   // set_infer_dtype("bf16"/"int8", true): the blocks' fp32 matrices are gone
   int64_t released_blocks_ = 0;  // prepare_next_infer_block's, in released_dtype_, until set_infer_dtype
   std::string released_dtype_;
-  std::vector<uint8_t> patch_mask_, key_mask_;  // [B,N] and [B,T], copied from the caller
-  int shards_wanted_ = 0;                       // set_shards
-  bool cls_tail_wanted_ = true;                 // set_cls_tail
-  int split_ = 1;                               // shards of the last training forward
-  std::vector<std::unique_ptr<ViT>> shards_;    // shards 1..; shard 0 is this model
+  int shards_wanted_ = 0;                     // set_shards
+  bool cls_tail_wanted_ = true;               // set_cls_tail
+  int split_ = 1;                             // shards of the last training forward
+  std::vector<std::unique_ptr<ViT>> shards_;  // shards 1..; shard 0 is this model
   Arena split_logits_;   // [B,K] gathered from the shards; distilling, the distillation head's after
   int64_t split_B_ = 0;  // the last forward's batch
   std::vector<float> token_stats_;  // infer_features' tokens: their norm's mean and rstd

@@ -177,6 +177,41 @@ TEST(Model, InferenceEqualsTrainingForwardWithoutDropout) {
   EXPECT_TRUE(test::close_rel_max("infer vs forward, automatic shards", inf.data(), tr.data, B * 3, 1e-5));
 }
 
+// An inference between a training forward and its backward leaves the gradients alone, with
+// masks too: the masks were the model's, and avg pooling's backward read the inference's
+// (gradients 0.68 apart; found by a tester comparing with timm).
+TEST(Model, AnInferenceBetweenForwardAndBackwardKeepsTheForwardsMask) {
+  for (const char* pool : {"avg", "token"}) {
+    ViTConfig c = tiny(pool, true, "learn");
+    c.pos_drop_rate = c.attn_drop_rate = c.proj_drop_rate = c.drop_rate = c.drop_path_rate = 0.f;
+    ViT m(c);
+    randomize(m, 5);
+    m.set_shards(1);  // on one model: shards hold masks of their own
+    const int64_t B = 3;
+    const auto x = test::randn(B * 2 * 8 * 12, 7);
+    const auto dlogits = test::randn(B * 3, 8);
+    const std::vector<uint8_t> mask = {1, 1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 0};  // [B, 4 patches]
+    const ForwardMode mode{true, 0, 0};
+    // The forward's mask, and the other one the inference between takes.
+    const std::pair<const uint8_t*, const uint8_t*> cases[] = {{mask.data(), nullptr},
+                                                               {nullptr, mask.data()}};
+    for (const auto& [trained, between] : cases) {
+      auto grads = [&, trained = trained, between = between](bool infer_between) {
+        m.zero_grad();
+        m.forward(x.data(), B, trained, mode);
+        std::vector<float> logits(B * 3);
+        if (infer_between) m.infer(x.data(), B, between, logits.data());
+        m.backward(Tensor(const_cast<float*>(dlogits.data()), {B, 3}));
+        return std::vector<float>(m.grads().data(), m.grads().data() + m.table().total());
+      };
+      const std::vector<float> alone = grads(false), with_infer = grads(true);
+      EXPECT_TRUE(
+          test::close_rel_max(std::string(pool) + (trained ? ": masked forward" : ": unmasked forward"),
+                              with_infer.data(), alone.data(), int64_t(alone.size()), 0.0));
+    }
+  }
+}
+
 // The backward clears fc1's output buffer as it reads GELU's derivative from it, and the
 // next forward's fc1 product adds onto the zeros (linear_forward's y_zero): a forward after
 // a backward, and one after another forward (no clearing in between), give the same bits as
