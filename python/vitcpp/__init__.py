@@ -270,6 +270,15 @@ def _as_input(x, out):
     return wrap(out)
 
 
+def _no_attn_mask(attn_mask, is_causal):
+    """timm 1.0's attn_mask and is_causal, taken at their defaults (code written for timm passes
+    attn_mask=None); a mask is refused by name, not taken for something it is not."""
+    if attn_mask is not None or is_causal:
+        raise NotImplementedError(
+            "attn_mask and is_causal: vitcpp's Python module takes no attention mask (the C++ ViT::forward "
+            "and ViT::infer take a patch mask, mask[B, N])")
+
+
 # Every model, for the fork handler below: a lock held by another thread when the process
 # forked (a resample for dynamic_img_size, tens of ms without the GIL) stays held in the
 # child, whose next call at a new size waited for it forever. The child makes them anew.
@@ -477,10 +486,12 @@ class VisionTransformer:
                 self._resized.pop(next(iter(self._resized)))
             return engine
 
-    def forward(self, x):
+    def forward(self, x, attn_mask=None, is_causal=False):
         """Logits [N, num_classes] of images x [N, C, H, W] (a torch tensor for a torch tensor).
         A model without a head (num_classes=0) gives the pooled features [N, num_features], as
-        timm's head is then the identity."""
+        timm's head is then the identity. attn_mask and is_causal (timm 1.0's) take their
+        defaults only: this module has no attention masks."""
+        _no_attn_mask(attn_mask, is_causal)
         if self.num_classes == 0:
             return self.forward_pooled(x)
         a = _as_images(x)
@@ -488,9 +499,10 @@ class VisionTransformer:
 
     __call__ = forward
 
-    def forward_features(self, x):
+    def forward_features(self, x, attn_mask=None, is_causal=False):
         """Every token after the final norm, [N, T, embed_dim] (timm's forward_features; the
-        class and register tokens first)."""
+        class and register tokens first). attn_mask and is_causal as in forward."""
+        _no_attn_mask(attn_mask, is_causal)
         a = _as_images(x)
         return _as_input(x, self._engine_for(a).features(a, False, True)[1])
 
@@ -501,14 +513,19 @@ class VisionTransformer:
         return _as_input(x, forward_head(self, _as_images(x, "tokens"), pre_logits))
 
     def forward_intermediates(self, x, indices=None, return_prefix_tokens=False, norm=False, stop_early=False,
-                              output_fmt="NCHW", intermediates_only=False):
+                              output_fmt="NCHW", intermediates_only=False, output_dict=False, attn_mask=None,
+                              is_causal=False):
         """timm 1.0's forward_intermediates: the residual stream after the blocks `indices` names
         (None: all; an int n: the last n; a list: those, negative from the end), in block order.
         norm=True applies the final norm to each. The prefix tokens are split off: output_fmt
         "NCHW" gives [N, D, grid_h, grid_w] each, "NLC" [N, patches, D]; return_prefix_tokens
         pairs each with its prefix tokens [N, prefix, D]. Returns (forward_features(x),
-        intermediates), or the intermediates alone with intermediates_only. stop_early is
-        accepted and changes nothing (the same values either way)."""
+        intermediates), or the intermediates alone with intermediates_only; output_dict=True
+        gives timm's dict instead ('image_intermediates', 'image_intermediates_prefix' with
+        return_prefix_tokens, 'image_features' unless intermediates_only). stop_early is
+        accepted and changes nothing (the same values either way); attn_mask and is_causal as
+        in forward."""
+        _no_attn_mask(attn_mask, is_causal)
         if output_fmt not in ("NCHW", "NLC"):
             raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
         depth = self._cfg["depth"]
@@ -534,6 +551,13 @@ class VisionTransformer:
             ph, pw = self._cfg["patch_size"]
             gh, gw = x.shape[2] // ph, x.shape[3] // pw
             out = [np.ascontiguousarray(y.reshape(y.shape[0], gh, gw, y.shape[2]).transpose(0, 3, 1, 2)) for y in out]
+        if output_dict:
+            result = {"image_intermediates": out}
+            if return_prefix_tokens and pre:
+                result["image_intermediates_prefix"] = prefix
+            if not intermediates_only:
+                result["image_features"] = final
+            return {k: _as_input(images, v) for k, v in result.items()}
         if return_prefix_tokens and pre:
             out = list(zip(out, prefix))
         return _as_input(images, out if intermediates_only else (final, out))

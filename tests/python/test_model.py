@@ -227,3 +227,23 @@ def test_forward_intermediates_as_timm():
     assert np.array_equal(spatial.reshape(2, 4, 4, 32).transpose(0, 3, 1, 2), ints[0])
     with pytest.raises(ValueError, match="out of range"):
         m.forward_intermediates(x, indices=[2])
+    # timm 1.0.29's output_dict: its keys, the same arrays.
+    d = m.forward_intermediates(x, output_dict=True, return_prefix_tokens=True)
+    assert sorted(d) == ["image_features", "image_intermediates", "image_intermediates_prefix"]
+    assert np.array_equal(d["image_features"], final)
+    assert all(np.array_equal(a, b) for a, b in zip(d["image_intermediates"], ints))
+    assert all(p.shape == (2, 3, 32) for p in d["image_intermediates_prefix"])
+    assert sorted(m.forward_intermediates(x, output_dict=True, intermediates_only=True)) == ["image_intermediates"]
+
+
+def test_timms_attn_mask_arguments_at_their_defaults():
+    """timm 1.0's forward(x, attn_mask=None, is_causal=False): code written for it passes them;
+    they were a TypeError. A mask is refused by name (there are no masks in Python)."""
+    m = vitcpp.create_model("local-dir:" + os.path.join(PRETRAINED, "timm_a"))
+    x, _ = expect("timm_a")
+    assert np.array_equal(m(x, attn_mask=None, is_causal=False), m(x))
+    assert np.array_equal(m.forward_features(x, attn_mask=None), m.forward_features(x))
+    for call in (lambda: m(x, attn_mask=np.ones((2, 19, 19), bool)), lambda: m.forward_features(x, is_causal=True),
+                 lambda: m.forward_intermediates(x, attn_mask=np.ones((2, 19, 19), bool))):
+        with pytest.raises(NotImplementedError, match="no attention mask"):
+            call()
