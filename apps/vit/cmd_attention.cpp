@@ -77,7 +77,8 @@ Run add_attention(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option(
          "--head", f->head,
-         "head index (0-based) or 'mean' (of all heads); with --layer all every head and the mean are drawn")
+         "head index (0-based) or 'mean' (of all heads); with --layer all: that head in every block, or "
+         "with 'mean' every head and the mean")
       ->capture_default_str();
   cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(thread_count());
   f->input.add_to(cmd);
@@ -146,19 +147,22 @@ Run add_attention(CLI::App& cmd) {
       } else {
         std::vector<std::vector<float>> maps;
         std::vector<std::string> rows, cols;
-        for (int64_t h = 0; h < H; ++h) cols.push_back("head " + std::to_string(h));
-        cols.push_back("mean");
+        // --head N: that head's column alone; else every head's and their mean.
+        std::vector<int64_t> shown;
+        for (int64_t h = head < 0 ? 0 : head; h < (head < 0 ? H + 1 : head + 1); ++h) shown.push_back(h);
+        for (int64_t h : shown) cols.push_back(h < H ? "head " + std::to_string(h) : "mean");
         const bool pooled = f->method == "pool";  // one row: the pool's query after the last block
         for (int64_t l = pooled ? cfg.depth - 1 : 0; l < cfg.depth; ++l) {
           rows.push_back(pooled ? "pool" : (one_block ? "block " : "0-") + std::to_string(l));
-          for (int64_t h = 0; h <= H; ++h)
+          for (int64_t h : shown)
             maps.push_back(viz::attention_map(attn.data(), cfg, 1, 0, f->method, l, h < H ? h : -1, pool));
         }
         const std::string rows_are = pooled      ? "row: the pool's query"
                                      : one_block ? "rows: blocks"
                                                  : "rows: rollout through blocks";
-        viz::attention_grid_figure(view, maps, cfg.grid_h(), cfg.grid_w(), rows, cols,
-                                   pred + "\n" + what + "\n" + rows_are + ", columns: heads", file);
+        viz::attention_grid_figure(
+            view, maps, cfg.grid_h(), cfg.grid_w(), rows, cols,
+            pred + "\n" + what + "\n" + rows_are + (head < 0 ? ", columns: heads" : ""), file);
       }
       std::cout << path << ": " << label << prob << " -> " << file << "\n";
     }

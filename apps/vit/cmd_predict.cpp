@@ -143,6 +143,9 @@ void note_moot_flags(const PredictFlags& f, const CLI::App& cmd) {
   if (f.logits && !f.json) std::cerr << "vit predict: note: --logits: no effect without --json\n";
   if (cmd.count("--results-format") > 0 && f.results_file.empty())
     std::cerr << "vit predict: note: --results-format: no effect without --results-file\n";
+  if (cmd.count("--features") > 0)
+    for (const char* flag : {"--topk", "--fullname"})
+      if (cmd.count(flag) > 0) std::cerr << "vit predict: note: " << flag << ": no effect with --features\n";
 }
 
 // Flags that cannot work together, refused before the model is loaded; --features alone

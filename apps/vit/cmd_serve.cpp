@@ -35,8 +35,9 @@ Run add_serve(CLI::App& cmd) {
       ->check(CLI::IsMember({"none", "explicit", "poll"}))
       ->capture_default_str();
   cmd.add_option("--repository-poll-secs", o.repository_poll_s,
-                 "with --model-control-mode poll: seconds between reads of the repositories (Triton's flag)")
-      ->check(positive())
+                 "with --model-control-mode poll: seconds between reads of the repositories, 0.1 or more "
+                 "(Triton's flag)")
+      ->check(at_least(serve::kMinRepositoryPollS))
       ->capture_default_str();
   cmd.add_option(
          "--load-model", o.load_models,

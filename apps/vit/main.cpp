@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -166,6 +167,16 @@ std::vector<std::string> last_size_wins(const std::vector<std::string>& args) {
   return out;
 }
 
+// Whether the word after --features is its mode, not an image: pooled or tokens, or a word
+// that names no file and looks like no path (a misspelt "token" is then refused as a mode;
+// it was read as an image and said "token: cannot open for reading").
+bool features_mode(const std::string& word) {
+  if (word == "pooled" || word == "tokens") return true;
+  std::error_code ec;
+  return !word.empty() && word[0] != '-' && word.find_first_of("./") == std::string::npos &&
+         !std::filesystem::exists(word, ec);
+}
+
 std::vector<std::string> images_last(std::vector<std::string> args) {
   if (args.empty() || (args[0] != "predict" && args[0] != "attention")) return args;
   std::vector<std::string> kept, moved;
@@ -178,8 +189,7 @@ std::vector<std::string> images_last(std::vector<std::string> args) {
       if (i + 1 < args.size() && integer(args[i + 1])) moved.push_back(args[++i]);
     } else if (i > 0 && args[i] == "--features") {  // [pooled|tokens]
       moved.push_back(args[i]);
-      if (i + 1 < args.size() && (args[i + 1] == "pooled" || args[i + 1] == "tokens"))
-        moved.push_back(args[++i]);
+      if (i + 1 < args.size() && features_mode(args[i + 1])) moved.push_back(args[++i]);
     } else {
       kept.push_back(args[i]);
     }
@@ -220,8 +230,31 @@ bool under_valgrind_or_heaptrack() {
   return p.find("vgpreload") != std::string::npos || p.find("heaptrack") != std::string::npos;
 }
 
+// Whether libgomp takes OMP_NUM_THREADS's value: positive decimal counts, comma-separated,
+// each with optional spaces and '+' ("4", " +4 ", "4 ,2"; not "0", "-1", "4,", "1e2", or a
+// count past unsigned long). Checked against libgomp 12 by the test that runs vit with each.
+bool libgomp_takes_counts(const char* v) {
+  for (;;) {
+    while (std::isspace(static_cast<unsigned char>(*v))) ++v;
+    if (*v == '+') ++v;
+    if (!std::isdigit(static_cast<unsigned char>(*v))) return false;
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 10);
+    if (errno == ERANGE || n == 0) return false;
+    v = end;
+    while (std::isspace(static_cast<unsigned char>(*v))) ++v;
+    if (*v == '\0') return true;
+    if (*v++ != ',') return false;
+  }
+}
+
 void default_to_short_spinning(char** argv) {
   if (vit::setting("OMP_WAIT_POLICY") || under_valgrind_or_heaptrack()) return;
+  // libgomp has said "Invalid value" for it once, in this process, and goes on without it;
+  // the second run goes on without it too, and does not say so a second time.
+  if (const char* n = vit::setting("OMP_NUM_THREADS"); n && !libgomp_takes_counts(n))
+    unsetenv("OMP_NUM_THREADS");
   setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
   setenv("GOMP_SPINCOUNT", "2000", 0);  // a user's own value stays
   restore_affinity_before_exec();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <sstream>
 #include <string>
 
 #include "core/threads.h"
@@ -97,6 +98,12 @@ const CLI::Validator& positive() {
 const CLI::Validator& non_negative() {
   static const CLI::Validator v = numbers([](double x) { return x >= 0; }, "0 or more", "NONNEGATIVE");
   return v;
+}
+
+CLI::Validator at_least(double lowest) {
+  std::ostringstream text;
+  text << lowest;
+  return numbers([lowest](double x) { return x >= lowest; }, text.str() + " or more", ">=" + text.str());
 }
 
 const CLI::Validator& fraction() {

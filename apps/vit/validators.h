@@ -26,11 +26,12 @@ class UsageError : public ValueError {
     if (!(cond)) throw ::vit::app::UsageError(::vit::detail::concat(__VA_ARGS__)); \
   } while (0)
 
-const CLI::Validator& positive();      // > 0 and finite
-const CLI::Validator& non_negative();  // >= 0 and finite
-const CLI::Validator& rate();          // in [0, 1): a dropout or drop-path rate
-const CLI::Validator& fraction();      // in [0, 1): a share of a dataset (0: none)
-const CLI::Validator& thread_count();  // 0 (the default: every core) to kMaxThreads
+const CLI::Validator& positive();        // > 0 and finite
+const CLI::Validator& non_negative();    // >= 0 and finite
+CLI::Validator at_least(double lowest);  // >= lowest and finite
+const CLI::Validator& rate();            // in [0, 1): a dropout or drop-path rate
+const CLI::Validator& fraction();        // in [0, 1): a share of a dataset (0: none)
+const CLI::Validator& thread_count();    // 0 (the default: every core) to kMaxThreads
 // A uint64 as written (a '+' before it taken, as Python's int()): no '-', no wrap, no clamp.
 const CLI::Validator& seed_value();
 bool is_seed_text(const std::string& text);  // what seed_value() takes

@@ -25,6 +25,23 @@ bool holds_class_folders(const std::string& dir) {
   return false;
 }
 
+// A CIFAR batch of whole records but fewer than the archive's (a copy cut on a record
+// boundary) reads as a smaller dataset, and a cut elsewhere is refused: the short ones are
+// said, in one note. files: each with the records the archive's has.
+void note_short_cifar_files(std::vector<std::string>& notes,
+                            const std::vector<std::pair<std::string, int64_t>>& files, int64_t label_bytes) {
+  const int64_t record = label_bytes + 3 * 32 * 32;
+  std::string shorter;
+  for (const auto& [file, archive_records] : files) {
+    std::error_code ec;
+    const auto bytes = int64_t(fs::file_size(file, ec));
+    if (ec || bytes % record != 0 || bytes / record >= archive_records) continue;
+    shorter += detail::concat(shorter.empty() ? "" : ", ", fs::path(file).filename().string(), " ",
+                              bytes / record, " of ", archive_records);
+  }
+  if (!shorter.empty())
+    notes.push_back("fewer records than the CIFAR archive's batches (a copy cut short?): " + shorter);
+}
 }  // namespace
 
 DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Splits need) {
@@ -74,6 +91,11 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
                                          " of CIFAR-10's 5 training batches (data_batch_1.bin ... "
                                          "data_batch_5.bin); training on those alone"));
     if (!train.empty() || !test.empty() || kind == "cifar10") {
+      std::vector<std::pair<std::string, int64_t>> read;
+      for (const std::string& f : want_train ? train : std::vector<std::string>{})
+        read.emplace_back(f, 10000);
+      for (const std::string& f : want_test ? test : std::vector<std::string>{}) read.emplace_back(f, 10000);
+      note_short_cifar_files(out.notes, read, 1);
       take(
           "cifar10", !train.empty(), !test.empty(),
           "CIFAR-10 training batches (data_batch_1.bin ... data_batch_5.bin)",
@@ -103,6 +125,10 @@ DatasetSplits open_dataset(const std::string& dir, const std::string& kind, Spli
                 ? "; " + dir + " holds class folders of images itself (ImageFolder(\"" + dir +
                       "\")): give the folder above it, with this one named train/ or val/"
                 : "");
+  std::vector<std::pair<std::string, int64_t>> read;
+  if (want_train && !train.empty()) read.emplace_back(train, 50000);
+  if (want_test && !test.empty()) read.emplace_back(test, 10000);
+  note_short_cifar_files(out.notes, read, 2);
   take(
       fine ? "cifar100" : "cifar100-coarse", !train.empty(), !test.empty(), "CIFAR-100 train.bin",
       "CIFAR-100 test.bin", [&] { return read_cifar100(train, fine); },

@@ -274,6 +274,11 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
                           ? detail::vit_pytorch_mapping(st, opt.num_heads)
                           : detail::timm_mapping(st, opt.num_heads, opt.architecture);
   ViTConfig c = m.cfg;
+  // num_heads is for a file that does not say; one that does is not overruled (its attention
+  // was trained with its own split), and the one given is said to be unused.
+  if (opt.num_heads > 0 && opt.num_heads != c.num_heads)
+    m.notes.push_back("num_heads " + std::to_string(opt.num_heads) + " not used: the checkpoint has " +
+                      std::to_string(c.num_heads) + " heads");
   VIT_CHECK(opt.pos_resample.empty() || opt.pos_resample == "timm" || opt.pos_resample == "hf",
             "pos_resample must be 'timm' or 'hf', got '", opt.pos_resample, "'");
   // --pos-resample hf on a transformers checkpoint: its release's form; on others: today's.

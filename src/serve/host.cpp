@@ -42,7 +42,8 @@ Host::Host(const ServeOptions& o, std::ostream& log)
       log_(log, &log == &std::cout ? STDOUT_FILENO : -1) {
   VIT_CHECK(o.model_control == "none" || o.model_control == "explicit" || o.model_control == "poll",
             "--model-control-mode is none, explicit or poll, not '", o.model_control, "'");
-  VIT_CHECK(o.repository_poll_s > 0, "--repository-poll-secs must be positive");
+  VIT_CHECK(o.repository_poll_s >= kMinRepositoryPollS, "--repository-poll-secs: at least ",
+            kMinRepositoryPollS, " seconds, got ", o.repository_poll_s);
   if (!o.api_key_file.empty()) keys_ = read_keys(o.api_key_file);
   for (const ServedModel& s : at_start()) {
     models_[s.name] = make_model(s);

@@ -74,15 +74,22 @@ void attention_grid_figure(const Image& view, const std::vector<std::vector<floa
   const auto [ch, cw] = panel_size(view, 64, 128);
   const Image rgb = rgb_at(view, ch, cw);
   const double gap = 6, left = 78, margin = 12, head = ch + 2 * margin, labels = 22;
-  Canvas cv(int(left + cols * (cw + gap) + margin), int(head + labels + rows * (ch + gap) + margin));
-  // Title strip: the image itself, then the caption.
-  cv.image(rgb, margin, margin, double(cw), double(ch), false);
-  // Caption lines (split at '\n') beside it, the first in bold.
+  // Caption lines (split at '\n') beside the image, the first in bold. The figure is wide
+  // enough for them: a grid of one column (--head N) cut its caption to a few letters.
   std::vector<std::string> lines;
   for (size_t a = 0, b; a <= caption.size(); a = b + 1) {
     b = std::min(caption.find('\n', a), caption.size());
     lines.push_back(caption.substr(a, b - a));
   }
+  double caption_w = 0;
+  const Canvas measure(1, 1);
+  for (size_t i = 0; i < lines.size(); ++i)
+    caption_w = std::max(caption_w, measure.text_width(lines[i], 14, i == 0));
+  const double width =
+      std::max(left + cols * (cw + gap) + margin, 3 * margin + cw + std::min(caption_w, 1200.0));
+  Canvas cv(int(std::ceil(width)), int(head + labels + rows * (ch + gap) + margin));
+  // Title strip: the image itself, then the caption.
+  cv.image(rgb, margin, margin, double(cw), double(ch), false);
   for (size_t i = 0; i < lines.size(); ++i)
     cv.fit_text(lines[i], margin * 2 + cw, margin + 18 + 20.0 * double(i), cv.width() - 3 * margin - cw, 14,
                 Align::Left, i == 0, kInk);

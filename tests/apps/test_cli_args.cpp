@@ -297,6 +297,12 @@ TEST(CliArgs, PredictAndEvalSayWhichFlagsHaveNoEffect) {
   EXPECT_TRUE(has(r, "vit predict: note: --results-format: no effect without --results-file")) << r.out;
   r = run("predict --checkpoint " + ck + " --logits --json " + digit);
   EXPECT_FALSE(has(r, "note:")) << r.out;
+  // --num-heads is for a file that does not say; this one does (it was ignored in silence).
+  r = run("predict --checkpoint " + ck + " --num-heads 3 " + digit);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "num_heads 3 not used: the checkpoint has 2 heads")) << r.out;
+  r = run("predict --checkpoint " + ck + " --num-heads 2 " + digit);
+  EXPECT_FALSE(has(r, "num_heads")) << r.out;
 }
 
 // A folder's file that does not decode stops vit predict, with the flag that leaves such files
@@ -391,6 +397,31 @@ TEST(CliArgs, OpenMPsThreadLimitHoldsTheCountAndLosesNoWork) {
   EXPECT_EQ(vit::test::last_line(limited.out), vit::test::last_line(one.out));
 }
 
+// OMP_NUM_THREADS that libgomp refuses: its warning once (vit runs itself again, and libgomp
+// said it in both), and the run goes on with every core, as libgomp's does; one it takes
+// (spaces and '+' too) still holds.
+TEST(CliArgs, AnInvalidOmpNumThreadsIsSaidOnce) {
+  vit::test::TempDir tmp("args_omp_num");
+  const std::string ck = tiny_run(tmp);
+  const std::string predict = "predict --checkpoint " + ck + " --logits --json " + digit;
+  const Result plain = run(predict);
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  for (const std::string value : {"0", "5x", "4,", "-1"}) {
+    const Result r = vit::test::run_vit(predict, "OMP_NUM_THREADS='" + value + "'");
+    EXPECT_EQ(r.code, 0) << r.out;
+    size_t said = 0;
+    for (size_t at = r.out.find("Invalid value"); at != std::string::npos;
+         at = r.out.find("Invalid value", at + 1))
+      ++said;
+    EXPECT_EQ(said, 1u) << value << ": " << r.out;
+    EXPECT_EQ(vit::test::last_line(r.out), vit::test::last_line(plain.out)) << value;
+  }
+  const Result one = vit::test::run_vit("info --checkpoint " + ck, "OMP_NUM_THREADS=' +1 ,2'");
+  EXPECT_EQ(one.code, 0) << one.out;
+  EXPECT_FALSE(has(one, "Invalid value")) << one.out;
+  EXPECT_TRUE(has(one, "OMP_NUM_THREADS= +1 ,2 ")) << "kept for the second run: " << one.out;
+}
+
 // --img-size (S or H W) and --features [pooled|tokens] took the image after them as a value.
 TEST(CliArgs, FlagsOfOptionalValuesLeaveTheImagesAfterThem) {
   vit::test::TempDir tmp("args_images");
@@ -407,6 +438,14 @@ TEST(CliArgs, FlagsOfOptionalValuesLeaveTheImagesAfterThem) {
   Result r = run("predict --checkpoint " + ck + " -o " + (tmp / "f.npy") + " --features " + (tmp / "images"));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r, "wrote pooled features [1, 8] of 1 images")) << r.out;
+  // A misspelt mode is refused as one; it was read as an image ("token: cannot open").
+  r = run("predict --checkpoint " + ck + " -o " + (tmp / "f.npy") + " --features token " + digit);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r, "--features: pooled or tokens, got 'token'")) << r.out;
+  // Flags that say nothing to embeddings are said to do nothing (they were taken in silence).
+  r = run("predict --checkpoint " + ck + " -o " + (tmp / "f.npy") + " --features --topk 3 " + digit);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "vit predict: note: --topk: no effect with --features")) << r.out;
   // An image and --tensor both: which to predict is not a guess to make.
   r = run("predict --checkpoint " + ck + " --tensor " + (tmp / "x.safetensors:x") + " " + digit);
   EXPECT_NE(r.code, 0) << r.out;
@@ -511,6 +550,11 @@ TEST(CliArgs, CommandLineErrorsExitWithStatusTwoAndSaySo) {
     EXPECT_EQ(r.out.rfind("vit: error: ", 0), 0u) << args << ": " << r.out;
   }
   EXPECT_TRUE(has(run("predict --topk 0 x.png"), "run 'vit predict --help' for the options")) << "";
+  // A poll without a pause kept a third of a core busy (1e-9 was taken).
+  const Result poll =
+      run("serve --model-control-mode poll --repository-poll-secs 0.01 --model m=x.safetensors");
+  EXPECT_EQ(poll.code, 2) << poll.out;
+  EXPECT_TRUE(has(poll, "--repository-poll-secs: 0.1 or more, got 0.01")) << poll.out;
   EXPECT_EQ(run("train --help").code, 0);
   EXPECT_EQ(run("--version").code, 0);
 }

@@ -52,6 +52,25 @@ TEST_F(VizCli, AttentionWritesOnePngPerImageForEachMethod) {
   // 64-pixel cells (16 x 4): title strip 64 + 24, labels 22, 4 rows of 64 + 6, margin 12.
   EXPECT_EQ(png.h, 88 + 22 + 4 * 70 + 12);
   EXPECT_TRUE(fs::exists(out + "/digit_7_cls_grid-2.png")) << r.out;
+  // --layer all --head 1: that head's column alone (--head was ignored), with the whole
+  // caption (one column's width cut it to a few letters).
+  r = run("attention --layer all --head 1 --checkpoint " + ckpt() + " --out " + out + "_h1 " + digit());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const vit::Image one = vit::read_image(out + "_h1/digit_7_cls_grid.png");
+  EXPECT_EQ(one.h, png.h);
+  EXPECT_GT(one.w, 78 + 64 + 6 + 12) << "the caption's width";
+  // Cell (block r, head 1) of the full grid is cell (r, 0) of this one: x = 78 + c * 70, y = 110 + r * 70.
+  int64_t differ = 0;
+  for (int64_t r4 = 0; r4 < 4; ++r4)
+    for (int64_t y = 0; y < 64; ++y)
+      for (int64_t x = 0; x < 64; ++x)
+        for (int64_t k = 0; k < 3; ++k) {
+          const auto at = [&](const vit::Image& im, int64_t c) {
+            return im.px[size_t(((110 + r4 * 70 + y) * im.w + 78 + c * 70 + x) * im.c + k)];
+          };
+          differ += at(png, 1) != at(one, 0);
+        }
+  EXPECT_EQ(differ, 0) << "pixels of head 1's column that differ";
 }
 
 // A model with the attention pool (--pool map, SigLIP's) trains, and vit attention draws its
