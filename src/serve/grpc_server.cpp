@@ -89,9 +89,14 @@ class Service final : public pb::GRPCInferenceService::Service {
   }
   grpc::Status ModelReady(grpc::ServerContext* ctx, const pb::ModelReadyRequest* req,
                           pb::ModelReadyResponse* res) override {
+    // A model or version the server does not have is not ready, not an error, as Triton
+    // answers: tritonclient.grpc's is_model_ready then gives False (NOT_FOUND made a loop
+    // waiting for a model to load raise).
     return call(ctx, "ModelReady", false, [&](Call& c) {
-      model(req->name(), req->version(), c);
-      res->set_ready(true);
+      const ModelPtr m = host_.find(req->name());
+      const bool ready = m && (req->version().empty() || req->version() == m->version);
+      if (m) c.model = req->name();
+      res->set_ready(ready);
     });
   }
   grpc::Status ServerMetadata(grpc::ServerContext* ctx, const pb::ServerMetadataRequest*,
@@ -99,9 +104,7 @@ class Service final : public pb::GRPCInferenceService::Service {
     return call(ctx, "ServerMetadata", false, [&](Call&) {
       res->set_name("vitcpp");
       res->set_version(version());
-      // What the HTTP API's GET /v2 lists, less the binary tensor data extension (gRPC's raw
-      // contents are binary already) and Triton's HTTP-only extensions.
-      res->add_extensions("classification");
+      for (const std::string& e : server_extensions()) res->add_extensions(e);
     });
   }
   grpc::Status ModelMetadata(grpc::ServerContext* ctx, const pb::ModelMetadataRequest* req,

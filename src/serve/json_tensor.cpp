@@ -38,7 +38,7 @@ bool parse_as(const char* first, const char* last, float& out) {
   const auto r = std::from_chars(first, last, v);
   if (r.ec != std::errc() || r.ptr != last) return false;
   if constexpr (std::is_floating_point_v<T>)
-    if (!(std::abs(v) <= std::numeric_limits<float>::max())) return false;  // the cast is undefined beyond
+    if (!fits_fp32(double(v))) return false;  // the cast is undefined beyond
   out = float(v);
   return true;
 }

@@ -34,4 +34,12 @@ struct JsonScan {
 
 JsonScan scan_json(std::string_view text, int most, JsonTarget target = JsonTarget::infer_data);
 
+// Whether a number of the request is an FP32 value: it rounds to a finite float. The shortest
+// text of FLT_MAX ("3.4028235e38", as numpy, Java and Go print it) is a little above FLT_MAX
+// as a double, and was refused; only from FLT_MAX + half its ulp (2^128 - 2^103) up does it
+// round to infinity.
+inline bool fits_fp32(double v) {
+  return v < 0x1.ffffffp127 && v > -0x1.ffffffp127;
+}
+
 }  // namespace vit::serve

@@ -39,8 +39,7 @@ void flatten(const json& j, std::vector<float>& out) {
     for (const json& e : j) flatten(e, out);
   } else if (j.is_number()) {
     const double v = j.get<double>();  // to float only within its range: beyond, the cast is undefined
-    if (!(std::abs(v) <= std::numeric_limits<float>::max()))
-      bad("pixel_values: " + j.dump() + " is beyond FP32's range");
+    if (!fits_fp32(v)) bad("pixel_values: " + j.dump() + " is beyond FP32's range");
     out.push_back(j.get<float>());
   } else {
     bad("pixel_values: data holds " + std::string(j.type_name()) + " values; FP32 wants numbers");
@@ -103,12 +102,34 @@ struct BinaryData {
   }
 };
 
+// An input without its values: no "data" (or null) and no binary_data_size. Said before its
+// shape is weighed against the body (which said the shape was too large for the body).
+void check_has_data(const json& input, const std::string& name) {
+  const json& p = input.value("parameters", json::object());
+  if (input.value("data", json()).is_null() && !(p.is_object() && p.contains("binary_data_size")))
+    bad(name + ": no \"data\" (nor a binary_data_size parameter with the binary data after the JSON)");
+}
+
+// The strings of a BYTES input's "data", flat or nested (the protocol allows either), in
+// row-major order; 400 naming the first element that is not a string.
+void strings_of(const json& data, std::vector<const json*>& out) {
+  if (data.is_array()) {
+    for (const json& e : data) strings_of(e, out);
+    return;
+  }
+  if (!data.is_string())
+    bad("image: data[" + std::to_string(out.size()) + "] is " + std::string(data.type_name()) +
+        ", not a base64 string");
+  out.push_back(&data);
+}
+
 // scanned: the numbers scan_json read from this input's "data" (replaced by [] in the JSON
 // parsed), or null.
 void read_pixels(const json& input, const Classifier& m, BinaryData& bin, InferRequest& r,
                  std::vector<float>* scanned) {
   const std::string type = text(input, "datatype");
   if (type != "FP32") bad("pixel_values: datatype must be FP32, got \"" + type + "\"");
+  check_has_data(input, "pixel_values");
   const std::vector<int64_t> s = shape_of(input, "pixel_values", bin.body_size);
   r.n = pixel_batch(s, m);
   const int64_t count = r.n * m.channels() * m.height() * m.width();
@@ -139,6 +160,7 @@ void read_images(const json& input, const Classifier& m, BinaryData& bin, InferR
   const std::string type = text(input, "datatype");
   if (type != "BYTES")
     bad("image: datatype must be BYTES (base64 of PNG or JPEG files), got \"" + type + "\"");
+  check_has_data(input, "image");
   const std::vector<int64_t> s = shape_of(input, "image", bin.body_size);
   r.n = image_batch(s, m, bin.max_floats);
   std::vector<std::string> decoded;  // base64 from the JSON
@@ -147,12 +169,12 @@ void read_images(const json& input, const Classifier& m, BinaryData& bin, InferR
     files = bytes_elements(*bytes, r.n);
   } else {
     const json& data = input.value("data", json());
-    if (!data.is_array() || int64_t(data.size()) != s[0])
-      bad("image: data must be a list of " + std::to_string(s[0]) + " base64 strings");
-    for (int64_t i = 0; i < r.n; ++i) {
-      if (!data[size_t(i)].is_string()) bad("image: data[" + std::to_string(i) + "] is not a base64 string");
-      decoded.push_back(base64_decode(data[size_t(i)].get<std::string>()));
-    }
+    std::vector<const json*> strings;
+    if (data.is_array()) strings_of(data, strings);
+    if (!data.is_array() || int64_t(strings.size()) != r.n)
+      bad("image: data must be a list of " + std::to_string(r.n) +
+          " base64 strings (flat or nested as the shape)");
+    for (const json* e : strings) decoded.push_back(base64_decode(e->get<std::string>()));
     files.assign(decoded.begin(), decoded.end());
   }
   preprocess_images(files, m, r.x);
@@ -314,6 +336,8 @@ InferRequest parse_infer(std::string_view body, const Classifier& m, size_t json
     if (!outs.is_array()) bad("\"outputs\" must be a list");
     for (const json& o : outs) {
       if (!o.is_object() || text(o, "name") != "logits") bad("the only output is \"logits\"");
+      if (&o != &outs.front())
+        bad("\"outputs\" names \"logits\" twice (as Triton, an output is asked for once)");
       r.binary_output = flag(o, "binary_data", r.binary_output);
       const json& p = o.value("parameters", json::object());
       if (p.is_object() && p.contains("classification")) {

@@ -19,6 +19,15 @@ struct RequestError : Error {
   int status;
 };
 
+// The server's extensions, as GET /v2 and gRPC's ServerMetadata list them: one list for the
+// server, as Triton's (gRPC listed classification alone, and clients that ask before they
+// use an extension turned the others off).
+inline const std::vector<std::string>& server_extensions() {
+  static const std::vector<std::string> kList = {"classification", "binary_tensor_data",
+                                                 "model_configuration", "statistics", "model_repository"};
+  return kList;
+}
+
 // POST /v2/models/{m}/infer's request: one input, either "pixel_values" FP32 [N, C, H, W]
 // (already preprocessed; data flat or nested, row-major) or "image" BYTES [N] (base64 of PNG
 // or JPEG files, preprocessed as vit predict does); outputs: none or "logits", with

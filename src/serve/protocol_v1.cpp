@@ -24,8 +24,7 @@ void read_nested(const json& j, const std::vector<int64_t>& dims, size_t depth, 
   if (depth == dims.size()) {
     if (!j.is_number()) bad(where + ": holds " + std::string(j.type_name()) + " values; pixels are numbers");
     const double v = j.get<double>();
-    if (!(std::abs(v) <= std::numeric_limits<float>::max()))
-      bad(where + ": " + j.dump() + " is beyond FP32's range");
+    if (!fits_fp32(v)) bad(where + ": " + j.dump() + " is beyond FP32's range");
     out.push_back(j.get<float>());  // as the text's fast path reads it (json_tensor.h), bit for bit
     return;
   }

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <regex>
+#include <set>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -220,8 +221,17 @@ std::string framing_error(const httplib::Request& req) {
 // routed: the request's headers were read (the pre-routing handler ran).
 void fail_transport(const httplib::Request& req, httplib::Response& res, bool routed) {
   const std::string coding = req.get_header_value("Content-Encoding");
+  // The methods httplib's request line takes; another (FOO) is refused while it is read.
+  static const std::set<std::string> kParsed = {"GET",     "HEAD",    "POST",  "PUT",   "DELETE",
+                                                "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI"};
   std::string why;
-  if (res.status == 414) {
+  int status = res.status;
+  if (!routed && res.status == 400 && !req.method.empty() && !kParsed.count(req.method)) {
+    status =
+        501;  // RFC 9110 section 9.1: a method the server does not know (it was 400, "could not be read")
+    why = "the method " + printable(req.method) +
+          " is not one vit serve answers (GET, HEAD, POST, PUT, OPTIONS)";
+  } else if (res.status == 414) {
     why = "the request line is longer than 8 KB";
   } else if (res.status != 400) {
     why = detail::concat("HTTP ", res.status);
@@ -237,7 +247,7 @@ void fail_transport(const httplib::Request& req, httplib::Response& res, bool ro
     why = "the body ended before its Content-Length";
   }
   close_unread(res);
-  fail(res, res.status, why);
+  fail(res, status, why);
 }
 
 // The request's body, read through httplib's content reader: its regular path would refuse
@@ -263,11 +273,13 @@ bool read_body(const httplib::Request& req, const httplib::ContentReader& reader
   // A multipart form (curl -F data=@image.png): TorchServe's field "data" or "body", else the
   // first part. Each part is kept until the end, within max_bytes together.
   std::vector<std::pair<std::string, std::string>> parts;
-  size_t kept = 0;
+  size_t kept = 0, files = 0, fields = 0;  // parts with a file name; parts named data or body
   const bool ok = !req.is_multipart_form_data() ? reader(append)
                                                 : reader(
                                                       [&](const httplib::MultipartFormData& f) {
                                                         parts.emplace_back(f.name, "");
+                                                        files += !f.filename.empty();
+                                                        fields += f.name == "data" || f.name == "body";
                                                         return true;
                                                       },
                                                       [&](const char* data, size_t n) {
@@ -277,6 +289,13 @@ bool read_body(const httplib::Request& req, const httplib::ContentReader& reader
                                                         parts.back().second.append(data, n);
                                                         return true;
                                                       });
+  // Several images (curl -F data=@a.png -F data=@b.png, or files under other names and no
+  // data field): one was answered and the others dropped without a word.
+  if (const size_t images = fields > 0 ? fields : files; ok && !too_big && images > 1)
+    throw RequestError(400,
+                       detail::concat("a form of ", images, fields > 0 ? " data fields" : " files",
+                                      ": one image per request here; a batch goes to "
+                                      "/v2/models/{m}/infer (BYTES input 'image', one element per image)"));
   if (ok && !parts.empty()) {
     auto named = [&](const char* name) {
       return std::find_if(parts.begin(), parts.end(), [&](const auto& p) { return p.first == name; });
@@ -425,6 +444,8 @@ class Service {
     svr_->Put(pattern, std::forward<H>(h));
   }
   std::string allowed(const std::string& path) const;  // "GET, POST" for a path, "" for none
+  bool has_endpoint(const std::string& method, const std::string& path) const;
+  void no_endpoint(const httplib::Request& req, httplib::Response& res) const;  // 405 with Allow, or 404
 
   const ServeOptions& o_;
   std::vector<std::pair<std::regex, std::string>> routes_;  // each endpoint's path and method
@@ -498,6 +519,20 @@ bool Service::infer(const Model& m, std::vector<float> x, int64_t n, httplib::Re
   return true;
 }
 
+bool Service::has_endpoint(const std::string& method, const std::string& path) const {
+  return std::any_of(routes_.begin(), routes_.end(),
+                     [&](const auto& r) { return r.second == method && std::regex_match(path, r.first); });
+}
+
+void Service::no_endpoint(const httplib::Request& req, httplib::Response& res) const {
+  if (const std::string allow = allowed(req.path); !allow.empty()) {
+    res.set_header("Allow", allow);
+    fail(res, 405, req.method + " is not an endpoint's method for " + req.path + ": " + allow);
+  } else {
+    fail(res, 404, "no endpoint " + req.method + " " + req.path);
+  }
+}
+
 std::string Service::allowed(const std::string& path) const {
   std::string methods;
   for (const auto& [pattern, method] : routes_)
@@ -534,14 +569,27 @@ bool Service::refused_before_body(const httplib::Request& req, httplib::Response
     fail(res, 415, "Content-Encoding '" + printable(coding) + "': vit serve reads gzip, deflate and br");
     return true;
   }
-  const bool open = req.path.rfind("/v2/health/", 0) == 0 || req.path == "/ping";
+  const bool open = req.path.rfind("/v2/health/", 0) == 0 || req.path == "/ping" || req.path == "/";
   const std::string auth = req.get_header_value("Authorization");
-  if (open || host_->authorized(auth)) return false;
-  res.set_header("WWW-Authenticate", "Bearer");
-  if (has_body(req)) close_unread(res);
-  fail(res, 401,
-       auth.empty() ? "this server wants an API key: Authorization: Bearer KEY" : "the API key is not valid");
-  return true;
+  if (!open && !host_->authorized(auth)) {
+    res.set_header("WWW-Authenticate", "Bearer");
+    if (has_body(req)) close_unread(res);
+    fail(res, 401,
+         auth.empty() ? "this server wants an API key: Authorization: Bearer KEY"
+                      : "the API key is not valid");
+    return true;
+  }
+  // A POST, PUT, PATCH or DELETE with neither Content-Length nor Transfer-Encoding has no
+  // body (RFC 9112 section 6.3); where no endpoint takes it, httplib read one until its 5 s
+  // timeout, and it got 400 "the body ended before its Content-Length" (curl -X POST to a
+  // wrong path). The endpoints read bodies themselves (read_body) and know this.
+  if (const std::string& m = req.method;
+      (m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE") && !req.has_header("Content-Length") &&
+      !req.has_header("Transfer-Encoding") && !has_endpoint(req.method, req.path)) {
+    no_endpoint(req, res);
+    return true;
+  }
+  return false;
 }
 
 void Service::install_hooks() {
@@ -582,11 +630,8 @@ void Service::install_hooks() {
           "'Content-Type: image/png' or curl -T FILE");
     else if (res.status == 413)
       fail(res, 413, "the body is larger than --max-body-mb");
-    else if (const std::string allow = res.status == 404 ? allowed(req.path) : ""; !allow.empty()) {
-      res.set_header("Allow", allow);
-      fail(res, 405, req.method + " is not an endpoint's method for " + req.path + ": " + allow);
-    } else if (res.status == 404)
-      fail(res, 404, "no endpoint " + req.method + " " + req.path);
+    else if (res.status == 404)
+      no_endpoint(req, res);
     else
       fail_transport(req, res, t_request.started);
   });
@@ -634,13 +679,11 @@ void Service::install_routes() {
     answer(res, host_->stopping ? 503 : 200, host_->stopping ? R"({"ready":false})" : R"({"ready":true})");
   });
   get("/ping", [](const Req&, Res& res) { answer(res, 200, R"({"status":"Healthy"})"); });
+  // KServe's V1 protocol's liveness (its SDK's is_server_live with protocol v1 asks GET /).
+  get("/", [](const Req&, Res& res) { answer(res, 200, R"({"status":"alive"})"); });
   get("/v2", [](const Req&, Res& res) {
     answer(res, 200,
-           nlohmann::json{{"name", "vitcpp"},
-                          {"version", version()},
-                          {"extensions",
-                           {"classification", "binary_tensor_data", "model_configuration", "statistics",
-                            "model_repository"}}}
+           nlohmann::json{{"name", "vitcpp"}, {"version", version()}, {"extensions", server_extensions()}}
                .dump());
   });
   // Triton's model repository extension: the index (the models served, READY, and those
@@ -731,7 +774,7 @@ void Service::install_routes() {
   const auto predictions = [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
     std::string body;
     if (!read_body(req, reader, host_->max_body(), res, body)) return;
-    const ModelPtr m = find(req.matches[1], res);
+    const ModelPtr m = find(req.matches[1], res, req.matches[2]);  // TorchServe's /{m}/{version} too
     if (!m) return;
     t_request.inference = true;
     const Classifier& c = m->classifier();
@@ -744,8 +787,8 @@ void Service::install_routes() {
     }
     if (infer(*m, std::move(x), 1, res, logits)) answer(res, 200, top5_json(logits.data(), c));
   };
-  post(R"(/predictions/([^/]+))", predictions);
-  put(R"(/predictions/([^/]+))", predictions);
+  post(R"(/predictions/([^/]+)(?:/([^/]+))?)", predictions);
+  put(R"(/predictions/([^/]+)(?:/([^/]+))?)", predictions);
   get("/metrics", [this](const Req&, Res& res) {
     res.set_content(host_->metrics_text() + http_metrics(), "text/plain; version=0.0.4");
   });

@@ -175,6 +175,31 @@ def test_a_post_without_content_length_has_an_empty_body_at_once(server):
     assert time.monotonic() - start < 2.5
 
 
+def test_a_request_without_a_body_to_no_endpoint_is_answered_at_once(server):
+    """curl -X POST (or PUT, PATCH) to a wrong path or method, without -d: httplib read a body
+    until its 5 s timeout, then it got 400 "the body ended before its Content-Length" (found by
+    a tester with Triton's and TorchServe's clients). Nothing to read: 404 or 405 at once."""
+    for request, want, words in [(b"POST /v2/models/a/ready", 405, "Allow: GET"),
+                                 (b"POST /v2/foo", 404, "no endpoint POST /v2/foo"),
+                                 (b"PUT /v2/health/live", 405, "Allow: GET"),
+                                 (b"PATCH /v2/models/a/infer", 405, "Allow: POST")]:
+        got = exchange(server, request + b" HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Connection: close\r\n\r\n",
+                       seconds=3)  # under httplib's 5 s
+        assert statuses(got) == [want] and words in got, got
+    # Unauthenticated: still 401 first.
+    got = exchange(server, b"POST /v2/foo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", seconds=3)
+    assert statuses(got) == [401], got
+
+
+def test_an_unknown_method_is_501_and_kserve_v1_liveness_is_open(server):
+    """FOO was 400 "the request line or a header could not be read" (RFC 9110 section 9.1: 501).
+    KServe's SDK with protocol v1 asks GET / for liveness; it was 404."""
+    got = exchange(server, b"FOO /v2 HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert statuses(got) == [501] and "the method FOO is not one vit serve answers" in got, got
+    status, _, body = http.call(server.url + "/")  # without the API key, as the health endpoints
+    assert (status, json.loads(body)) == (200, {"status": "alive"})
+
+
 def test_a_known_path_with_another_method_is_405_with_allow(server):
     h = {"Authorization": f"Bearer {KEY}"}
     status, headers, body = http.call(server.url + "/v2/models/a/infer", headers=h)  # GET
@@ -215,6 +240,19 @@ def test_torchserve_multipart_takes_the_data_field_among_others(server):
                                    {"Authorization": f"Bearer {KEY}",
                                     "Content-Type": f"multipart/form-data; boundary={boundary}"})
         assert (status, got) == (200, want), got
+    # Several images in one form: one was answered, the others dropped without a word.
+    for fields, words in (([("data", image), ("data", image)], "a form of 2 data fields"),
+                          ([("img1", image), ("img2", image)], "a form of 2 files")):
+        body = b"".join(b"--b\r\nContent-Disposition: form-data; name=\"%s\"; filename=\"f\"\r\n\r\n%s\r\n"
+                        % (name.encode(), value) for name, value in fields) + b"--b--\r\n"
+        status, _, got = http.call(server.url + "/predictions/a", body,
+                                   {"Authorization": f"Bearer {KEY}", "Content-Type": "multipart/form-data; boundary=b"})
+        assert status == 400 and words in got and "one image per request" in got, got
+    # TorchServe's versioned path: /predictions/{m}/{version}.
+    h = {"Authorization": f"Bearer {KEY}"}
+    assert http.call(server.url + "/predictions/a/1", image, h)[2] == want
+    status, _, got = http.call(server.url + "/predictions/a/2", image, h, method="PUT")
+    assert status == 404 and "has version 1 only, not '2'" in got, got
 
 
 @pytest.mark.parametrize("flag,value,message", [("--timeout-s", "1e10", "at most 1e6 s"),

@@ -99,6 +99,21 @@ TEST(JsonTensor, NumbersGiveNlohmannsFloatsBitForBit) {
   EXPECT_EQ(n.deepest, 6);  // the object, inputs, an input, data and two arrays inside it
 }
 
+// FLT_MAX's shortest text (numpy's, Java's, Go's) is a little above FLT_MAX as a double: it
+// is FLT_MAX (it was refused as beyond FP32's range); from FLT_MAX + half an ulp up, the
+// number rounds to infinity and is left to nlohmann's path, which refuses it.
+TEST(JsonTensor, FltMaxAsItsShortestTextIsFltMax) {
+  const JsonScan s = scan_json(request("[3.4028235e38, -3.4028235e38, 3.4028235677973362e38]"), 32);
+  ASSERT_TRUE(s.found);
+  const float m = std::numeric_limits<float>::max();
+  EXPECT_EQ(s.values, (std::vector<float>{m, -m, m}));
+  EXPECT_FALSE(scan_json(request("[3.4028235677973366e38]"), 32).found);
+  EXPECT_TRUE(fits_fp32(3.4028235677973362e38));
+  EXPECT_FALSE(fits_fp32(3.4028235677973366e38));
+  EXPECT_FALSE(fits_fp32(-std::numeric_limits<double>::infinity()));
+  EXPECT_FALSE(fits_fp32(std::nan("")));
+}
+
 // What scan_json does not read, nlohmann's path reads (and answers when it is wrong).
 TEST(JsonTensor, AnythingUnusualIsLeftToNlohmann) {
   for (const std::string data :

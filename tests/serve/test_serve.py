@@ -201,6 +201,11 @@ def test_images_as_bytes_classification_and_torchserve_give_vit_predicts_top5(se
     for i, c in enumerate(cli):
         strings = out["data"][3 * i:3 * i + 3]
         assert [s.split(":", 2)[1:] for s in strings] == [[str(t["index"]), t["label"]] for t in c["topk"][:3]]
+    # The protocol lets data be nested as the shape ([N, 1] here); BYTES took it flat only.
+    nested = {"inputs": [{"name": "image", "shape": [len(IMAGES), 1], "datatype": "BYTES",
+                          "data": [[e] for e in encoded]}], "outputs": req["outputs"]}
+    status, _, text = call(server.url + "/v2/models/a/infer", nested)
+    assert status == 200 and json.loads(text)["outputs"][0]["data"] == out["data"], text
     for path, c in zip(IMAGES, cli):
         status, _, body = call(server.url + "/predictions/a", open(path, "rb").read())
         assert status == 200, body
@@ -408,11 +413,25 @@ def test_bad_requests_get_their_protocol_answers(server):
         "name not a string": (dict(inputs=[dict(pixels(x)["inputs"][0], name=["pixel_values"])]),
                               "\"name\" must be a string"),
         "bad output": (dict(pixels(x), outputs=[{"name": "probs"}]), "the only output"),
+        # It said the shape had more elements than the body could hold.
+        "no data": ({"inputs": [{"name": "pixel_values", "shape": [1, 3, 32, 32], "datatype": "FP32"}]},
+                    "pixel_values: no \"data\""),
+        "null data": ({"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES", "data": None}]},
+                      "image: no \"data\""),
+        # Triton refuses an output asked for twice; the last one was answered alone.
+        "output twice": (dict(pixels(x), outputs=[{"name": "logits"}, {"name": "logits"}]), "\"logits\" twice"),
+        "past FP32": (('{"inputs":[{"name":"pixel_values","shape":[1,3,32,32],"datatype":"FP32","data":[3.4028236e38'
+                       + ",0" * 3071 + "]}]}").encode(), "beyond FP32's range"),
     }
     for what, (body, message) in cases.items():
         status, _, text = call(u, body)
         assert status == 400, f"{what}: {status} {text}"
         assert message in json.loads(text)["error"], f"{what}: {text}"
+    # FLT_MAX as its shortest text (numpy's, Java's and Go's): a float, not "beyond FP32's range".
+    for text in ("3.4028235e38", "-3.4028235e38", "3.4028234663852886e38"):
+        body = ('{"inputs":[{"name":"pixel_values","shape":[1,3,32,32],"datatype":"FP32","data":[' + text +
+                ",0" * 3071 + "]}]}").encode()
+        assert call(u, body)[0] == 200, text
     status, _, text = call(server.url + "/predictions/a", b"\x89PNG garbage")
     assert status == 400 and "error" in json.loads(text)
     for path in ("/v2/models/nope/infer", "/v2/models/nope", "/predictions/nope"):
