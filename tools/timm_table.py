@@ -50,6 +50,10 @@ def unsupported(r):
         why.append("has no position embedding")
     if r.get("fc_norm") not in (None, "Identity", "LayerNorm") or r.get("pre_norm") not in (None, "Identity", "LayerNorm"):
         why.append("uses another norm around the blocks")
+    # final_norm=False and no fc_norm (InternViT-300M's): no norm after the blocks at all,
+    # where vitcpp's ViT has norm or fc_norm. Its row said it runs, and its load failed.
+    if r.get("final_norm") == "Identity" and r.get("fc_norm") in (None, "Identity"):
+        why.append("has no final norm (final_norm=False)")
     return ", ".join(why)
 
 

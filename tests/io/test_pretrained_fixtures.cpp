@@ -289,6 +289,13 @@ TEST(PretrainedFixtures, ATimmArchitectureVitcppCannotRunIsRefusedWithTheReason)
   const std::string msg = test::error_of([&] { load_pretrained(tmp / "aimv2"); });
   EXPECT_NE(msg.find("timm's aimv2_large_patch14_224 has a gated MLP (SwiGLU, SiLU)"), std::string::npos)
       << msg;
+  // InternViT-300M has no norm after its blocks: its row said it runs, and the load failed
+  // with "missing tensor 'norm.weight'".
+  cfg["architecture"] = "vit_intern300m_patch14_448";
+  write_file_atomic(tmp / "aimv2/config.json", cfg.dump());
+  const std::string intern = test::error_of([&] { load_pretrained(tmp / "aimv2"); });
+  EXPECT_NE(intern.find("timm's vit_intern300m_patch14_448 has no final norm (final_norm=False)"), std::string::npos)
+      << intern;
 }
 
 // timm's eval transform to a non-square size (ResizeKeepRatio) is bilinear whatever the config
