@@ -432,14 +432,15 @@ def make_models(out):
 
 # ---------------------------------------------------------------- position-embedding resampling
 
-def resample_abs_pos_embed(posemb, new_size, old_size, num_prefix_tokens):
-    """timm.layers.resample_abs_pos_embed (interpolation='bicubic', antialias=True). timm casts to
-    float32 around F.interpolate; torch 1.13 does antialiased bicubic in float64 too, so this
-    reference stays in float64 (the two differ by ~1e-6)."""
+def resample_abs_pos_embed(posemb, new_size, old_size, num_prefix_tokens, interpolation="bicubic", antialias=True):
+    """timm.layers.resample_abs_pos_embed (interpolation='bicubic', antialias=True by default;
+    timm's loader takes bilinear without antialiasing for flexivit_*). timm casts to float32
+    around F.interpolate; torch 1.13 does antialiased bicubic in float64 too, so this reference
+    stays in float64 (the two differ by ~1e-6)."""
     prefix, grid = posemb[:, :num_prefix_tokens], posemb[:, num_prefix_tokens:]
     D = grid.shape[-1]
     grid = grid.reshape(1, old_size[0], old_size[1], D).permute(0, 3, 1, 2)
-    grid = F.interpolate(grid, size=new_size, mode="bicubic", antialias=True, align_corners=False)
+    grid = F.interpolate(grid, size=new_size, mode=interpolation, antialias=antialias, align_corners=False)
     grid = grid.permute(0, 2, 3, 1).reshape(1, -1, D)
     return torch.cat([prefix, grid], dim=1)
 
@@ -470,6 +471,9 @@ def make_posembed(out):
          "out.prefix1.6x8": resample_abs_pos_embed(p1.to(F64), (6, 8), (4, 4), 1).float(),
          "out.prefix1.3x3": resample_abs_pos_embed(p1.to(F64), (3, 3), (4, 4), 1).float(),
          "out.prefix0.2x7": resample_abs_pos_embed(p0.to(F64), (2, 7), (5, 3), 0).float()}
+    for h, w in ((6, 8), (3, 3)):  # timm's loader for flexivit_*: up and down
+        t[f"bilinear.prefix1.{h}x{w}"] = resample_abs_pos_embed(p1.to(F64), (h, w), (4, 4), 1, "bilinear",
+                                                                 False).float()
     for h, w in ((6, 8), (3, 3)):  # transformers' two forms, one target non-square
         t[f"hf.prefix1.{h}x{w}"] = hf_interpolate_pos_encoding(p1.to(F64), h, w).float()
         t[f"hf_scale.prefix1.{h}x{w}"] = hf_interpolate_pos_encoding(p1.to(F64), h, w, scale_factor=True).float()

@@ -55,4 +55,9 @@ void resize_planes_aa(const float* src, int64_t C, int64_t H, int64_t W, float* 
 void resize_bicubic(const float* src, int64_t C, int64_t H, int64_t W, float* dst, int64_t oh, int64_t ow,
                     double scale_h = 0, double scale_w = 0);
 
+// Bilinear resize of float planes [C, H, W] -> [C, oh, ow], half-pixel centers, without
+// antialiasing: F.interpolate(mode='bilinear', align_corners=False) (timm's loader resamples
+// FlexiViT's position embeddings so).
+void resize_bilinear(const float* src, int64_t C, int64_t H, int64_t W, float* dst, int64_t oh, int64_t ow);
+
 }  // namespace vit

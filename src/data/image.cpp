@@ -274,26 +274,6 @@ Image convert_channels(const Image& img, int64_t channels) {
   return out;
 }
 
-void resize_bilinear(const float* src, int64_t C, int64_t H, int64_t W, float* dst, int64_t oh, int64_t ow) {
-  const double sy = double(H) / double(oh), sx = double(W) / double(ow);
-  for (int64_t y = 0; y < oh; ++y) {
-    const double fy = std::max(0.0, (y + 0.5) * sy - 0.5);
-    const int64_t y0 = std::min<int64_t>(int64_t(fy), H - 1), y1 = std::min<int64_t>(y0 + 1, H - 1);
-    const float wy = float(fy - double(y0));
-    for (int64_t x = 0; x < ow; ++x) {
-      const double fx = std::max(0.0, (x + 0.5) * sx - 0.5);
-      const int64_t x0 = std::min<int64_t>(int64_t(fx), W - 1), x1 = std::min<int64_t>(x0 + 1, W - 1);
-      const float wx = float(fx - double(x0));
-      for (int64_t c = 0; c < C; ++c) {
-        const float* s = src + c * H * W;
-        const float top = s[y0 * W + x0] * (1 - wx) + s[y0 * W + x1] * wx;
-        const float bot = s[y1 * W + x0] * (1 - wx) + s[y1 * W + x1] * wx;
-        dst[(c * oh + y) * ow + x] = top * (1 - wy) + bot * wy;
-      }
-    }
-  }
-}
-
 void resize(const std::string& mode, const float* src, int64_t C, int64_t H, int64_t W, float* dst,
             int64_t oh, int64_t ow) {
   if (mode == "bicubic") return resize_bicubic(src, C, H, W, dst, oh, ow);

@@ -37,10 +37,7 @@ void set_max_image_pixels(int64_t pixels);
 // To `channels` channels: gray -> RGB replicates, RGB -> gray uses ITU-R 601-2 luma
 // (Pillow's convert('L')), alpha is dropped (Pillow's convert('RGB')).
 Image convert_channels(const Image& img, int64_t channels);
-// Bilinear resize of float planes [C, H, W] -> [C, oh, ow], half-pixel centers
-// (torch.nn.functional.interpolate(mode='bilinear', align_corners=False), no antialias).
-void resize_bilinear(const float* src, int64_t C, int64_t H, int64_t W, float* dst, int64_t oh, int64_t ow);
-// (resize_bicubic, PyTorch's bicubic kernel: core/resample.h)
+// (resize_bilinear and resize_bicubic, PyTorch's kernels: core/resample.h)
 // Either of the two by name ("bilinear" or "bicubic").
 void resize(const std::string& mode, const float* src, int64_t C, int64_t H, int64_t W, float* dst,
             int64_t oh, int64_t ow);

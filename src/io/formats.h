@@ -27,8 +27,9 @@ struct Mapping {
   // Parameters the layout writes itself (reordered, or made up where the file has nothing):
   // called with the parameter's memory instead of copying `sources`, which still count as used.
   std::map<std::string, std::function<void(float*)>> fills;
-  // How --img-size resamples pos_embed by default: "timm" (resample_pos_embed), or for
-  // transformers' checkpoints "hf" / "hf-scale" (resample_pos_embed_hf, by the release).
+  // How --img-size resamples pos_embed by default: "timm" (resample_pos_embed), "timm-bilinear"
+  // for flexivit_* (as timm's loader), or for transformers' checkpoints "hf" / "hf-scale"
+  // (resample_pos_embed_hf, by the release).
   std::string pos_resample = "timm";
   std::string stored_dtype = "fp32";  // "int8": vit quantize's file
 };

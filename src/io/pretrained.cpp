@@ -79,9 +79,12 @@ void resample_grid(const float* src, int64_t prefix, int64_t gh, int64_t gw, int
 }  // namespace
 
 void resample_pos_embed(const float* src, int64_t prefix, int64_t gh, int64_t gw, int64_t C, float* dst,
-                        int64_t nh, int64_t nw) {
+                        int64_t nh, int64_t nw, bool bilinear) {
   resample_grid(src, prefix, gh, gw, C, dst, nh, nw, [&](const float* in, float* out) {
-    resize_planes_aa(in, C, gh, gw, out, nh, nw, Filter::Bicubic);
+    if (bilinear)
+      resize_bilinear(in, C, gh, gw, out, nh, nw);
+    else
+      resize_planes_aa(in, C, gh, gw, out, nh, nw, Filter::Bicubic);
   });
 }
 
@@ -179,8 +182,15 @@ std::string joined(const std::vector<std::string>& v) {
 // The note's words for each way of resampling pos_embed.
 std::string resample_words(const std::string& how) {
   if (how == "timm") return "as timm's resample_abs_pos_embed (bicubic, antialiased)";
+  if (how == "timm-bilinear") return "as timm's loader does for FlexiViT (bilinear, not antialiased)";
   if (how == "hf") return "as transformers' interpolate_pos_encoding (bicubic to the size, 4.45 and later)";
   return "as transformers' interpolate_pos_encoding before 4.45 (bicubic by scale_factor (n + 0.1) / n)";
+}
+
+// How a model loaded with `how` resamples at a later size change (Python's set_input_size,
+// dynamic_img_size): timm's set_input_size is bicubic for FlexiViT too.
+std::string later_resample(const std::string& how) {
+  return how == "timm-bilinear" ? "timm" : how;
 }
 
 // A fixed (sin-cos) position table for the model's own grid.
@@ -282,9 +292,10 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   VIT_CHECK(opt.pos_resample.empty() || opt.pos_resample == "timm" || opt.pos_resample == "hf",
             "pos_resample must be 'timm' or 'hf', got '", opt.pos_resample, "'");
   // --pos-resample hf on a transformers checkpoint: its release's form; on others: today's.
-  const std::string how = opt.pos_resample.empty()                                       ? m.pos_resample
-                          : opt.pos_resample == "hf" && m.pos_resample.starts_with("hf") ? m.pos_resample
-                                                                                         : opt.pos_resample;
+  // timm on a FlexiViT: timm's loader's bilinear.
+  const std::string how = opt.pos_resample.empty()                       ? m.pos_resample
+                          : m.pos_resample.starts_with(opt.pos_resample) ? m.pos_resample
+                                                                         : opt.pos_resample;
   // The file's own patch grid, for resampling the position embedding (a patch size of 0 from
   // a config.json would divide by zero here before validate() said so; found by
   // fuzz_pretrained_config).
@@ -321,7 +332,7 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
     if (regrid) m.notes.push_back(regrid_note);
     out.class_names = new_head ? std::vector<std::string>{} : m.class_names;
     out.notes.insert(out.notes.end(), m.notes.begin(), m.notes.end());
-    out.pos_resample = how;
+    out.pos_resample = later_resample(how);
     out.stored_dtype = m.stored_dtype;
     return out;
   }
@@ -360,8 +371,9 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
         init_fixed_pos_embed(c, s, dst);
       } else {
         const std::vector<float> pos = st.to_float(srcs[0]);
-        if (how == "timm")
-          resample_pos_embed(pos.data(), prefix, gh0, gw0, c.embed_dim, dst, c.grid_h(), c.grid_w());
+        if (how.starts_with("timm"))
+          resample_pos_embed(pos.data(), prefix, gh0, gw0, c.embed_dim, dst, c.grid_h(), c.grid_w(),
+                             how == "timm-bilinear");
         else
           resample_pos_embed_hf(pos.data(), prefix, gh0, gw0, c.embed_dim, dst, c.grid_h(), c.grid_w(),
                                 how == "hf-scale");
@@ -389,7 +401,7 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
     VIT_CHECK(int64_t(out.class_names.size()) == c.num_classes, opt.labels_file, " has ",
               out.class_names.size(), " names; the model has ", c.num_classes, " classes");
   out.notes.insert(out.notes.end(), m.notes.begin(), m.notes.end());
-  out.pos_resample = how;
+  out.pos_resample = later_resample(how);
   out.stored_dtype = m.stored_dtype;
   out.model = std::move(model);
   return out;

@@ -53,7 +53,9 @@ struct Pretrained {
   std::string file;            // the safetensors file read
   std::vector<std::string> class_names;
   std::vector<std::string> notes;  // what was adapted or skipped, for the user to read
-  // How pos_embed is (or would be) resampled for a new size: "timm", "hf" or "hf-scale".
+  // How pos_embed is resampled at a later size change (Python's set_input_size): "timm", "hf"
+  // or "hf-scale". The load's own resampling (--img-size) is said in notes: for flexivit_* it
+  // is timm's loader's bilinear, where set_input_size is bicubic as timm's.
   std::string pos_resample;
   // The precision the file was written for: "int8" for vit quantize's checkpoints (the
   // commands' default --dtype then), else "fp32".
@@ -78,8 +80,10 @@ std::vector<std::string> read_labels(const std::string& path);
 // timm's resample_abs_pos_embed: the first `prefix` rows of src [prefix + gh*gw, C] are
 // kept, the gh x gw grid is resized to nh x nw with F.interpolate(mode="bicubic",
 // antialias=True); dst is [prefix + nh*nw, C].
+// bilinear: F.interpolate(mode="bilinear", antialias=False) instead, timm's loader's for
+// flexivit_* (its checkpoint_filter_fn; timm's set_input_size stays bicubic).
 void resample_pos_embed(const float* src, int64_t prefix, int64_t gh, int64_t gw, int64_t C, float* dst,
-                        int64_t nh, int64_t nw);
+                        int64_t nh, int64_t nw, bool bilinear = false);
 // transformers' ViTEmbeddings.interpolate_pos_encoding (DeiT's likewise, with its two prefix
 // tokens): the same grid resized with F.interpolate(mode="bicubic", align_corners=False), no
 // antialiasing; to size=(nh, nw) since 4.45.0, before it by scale_factor=((nh + 0.1) / gh,

@@ -133,6 +133,10 @@ void Reader::read_architecture() {
             ": vitcpp runs timm's VisionTransformer with LayerNorm, GELU or QuickGELU MLPs and token or "
             "average or attention (map) pooling");
   c.act_layer = known ? known->act : "gelu";
+  // timm's loader resamples FlexiViT's position embeddings bilinear, not antialiased
+  // (_create_vision_transformer's checkpoint_filter_fn for 'flexi' names): bicubic gave logits
+  // 12-20% off timm's at a new size.
+  if (arch.starts_with("flexivit")) m.pos_resample = "timm-bilinear";
   if (const json* v = field(args, "act_layer")) {
     VIT_CHECK(v->is_string() && is_activation_name(v->get<std::string>()),
               "config.json model_args act_layer ", v->dump(),

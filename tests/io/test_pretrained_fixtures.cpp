@@ -294,7 +294,8 @@ TEST(PretrainedFixtures, ATimmArchitectureVitcppCannotRunIsRefusedWithTheReason)
   cfg["architecture"] = "vit_intern300m_patch14_448";
   write_file_atomic(tmp / "aimv2/config.json", cfg.dump());
   const std::string intern = test::error_of([&] { load_pretrained(tmp / "aimv2"); });
-  EXPECT_NE(intern.find("timm's vit_intern300m_patch14_448 has no final norm (final_norm=False)"), std::string::npos)
+  EXPECT_NE(intern.find("timm's vit_intern300m_patch14_448 has no final norm (final_norm=False)"),
+            std::string::npos)
       << intern;
 }
 
@@ -529,6 +530,45 @@ TEST(PretrainedFixtures, PosEmbedResampleMatchesInterpolateBicubicAntialias) {
     std::vector<float> got(want.size());
     resample_pos_embed(src.data(), k.prefix, k.gh, k.gw, C, got.data(), k.nh, k.nw);
     EXPECT_TRUE(test::close_rel_max(k.out, got.data(), want.data(), int64_t(want.size()), 1e-5));
+  }
+}
+
+// timm's loader resamples FlexiViT's position embeddings bilinear without antialiasing
+// (checkpoint_filter_fn for 'flexi' names): F.interpolate's, up and down; a flexivit_* file
+// at a new size loads so (bicubic gave logits 12-20% off timm's), and a later size change
+// (set_input_size) is bicubic again, as timm's.
+TEST(PretrainedFixtures, FlexiVitPosEmbedResamplesAsTimmsLoader) {
+  const SafeTensors st = SafeTensors::open(fixture("posembed.safetensors"));
+  const auto src = st.to_float("in.prefix1");
+  for (const auto& [nh, nw] : {std::pair<int64_t, int64_t>{6, 8}, {3, 3}}) {
+    const std::string name = "bilinear.prefix1." + std::to_string(nh) + "x" + std::to_string(nw);
+    const auto want = st.to_float(name);
+    std::vector<float> got(want.size());
+    resample_pos_embed(src.data(), 1, 4, 4, 16, got.data(), nh, nw, /*bilinear=*/true);
+    EXPECT_TRUE(test::close_rel_max(name, got.data(), want.data(), int64_t(want.size()), 1e-5));
+  }
+  test::TempDir tmp("flexi");
+  std::filesystem::copy(fixture("timm_a"), tmp / "flexi");
+  auto cfg = nlohmann::json::parse(read_text_file(tmp / "flexi/config.json"));
+  cfg["architecture"] = "flexivit_small";
+  write_file_atomic(tmp / "flexi/config.json", cfg.dump());
+  LoadOptions o;
+  o.img_h = o.img_w = 48;  // a 4x4 grid of 8x8 patches to 6x6
+  const SafeTensors file = SafeTensors::open(fixture("timm_a/model.safetensors"));
+  const auto pos = file.to_float("pos_embed");
+  for (const bool flexi : {true, false}) {
+    Pretrained p = load_pretrained(flexi ? tmp / "flexi" : fixture("timm_a"), o);
+    ASSERT_EQ(p.model->config().grid_h(), 6);
+    std::vector<float> want(36 * 32);  // no_embed_class: the grid alone
+    resample_pos_embed(pos.data(), 0, 4, 4, 32, want.data(), 6, 6, flexi);
+    const Tensor got = p.model->param("pos_embed");
+    EXPECT_TRUE(
+        test::close_rel_max(flexi ? "flexivit" : "vit", got.data, want.data(), int64_t(want.size()), 0.0));
+    std::string notes;
+    for (const auto& n : p.notes) notes += n + "\n";
+    EXPECT_NE(notes.find(flexi ? "bilinear, not antialiased" : "bicubic, antialiased"), std::string::npos)
+        << notes;
+    EXPECT_EQ(p.pos_resample, "timm");
   }
 }
 
