@@ -101,6 +101,8 @@ Run add_attention(CLI::App& cmd) {
                                               : cfg.depth - 1;
     const int64_t head = f->head == "mean" ? -1 : parse_index(f->head, cfg.num_heads, "head", "mean");
     const InputSpec in = f->input.spec(cfg);
+    // The pixels the patches cover (an input size past a multiple of the patch leaves the last unread).
+    const int64_t covered_h = cfg.grid_h() * cfg.patch_h, covered_w = cfg.grid_w() * cfg.patch_w;
     const int64_t K = cfg.num_classes, T = cfg.num_tokens(), H = cfg.num_heads;
     std::vector<float> x(cfg.in_chans * cfg.img_h * cfg.img_w), logits(K), attn(cfg.depth * H * T * T);
     std::vector<float> pool_attn(cfg.map_pool() ? H * T : 0);  // the attention pool's query [H, T]
@@ -143,7 +145,8 @@ Run add_attention(CLI::App& cmd) {
                                                       : "blocks 0-" + std::to_string(layer);
         viz::attention_figure(view, viz::attention_map(attn.data(), cfg, 1, 0, f->method, layer, head, pool),
                               cfg.grid_h(), cfg.grid_w(),
-                              pred + "   (" + what + ", " + where + ", " + heads + ")", file);
+                              pred + "   (" + what + ", " + where + ", " + heads + ")", file, covered_h,
+                              covered_w);
       } else {
         std::vector<std::vector<float>> maps;
         std::vector<std::string> rows, cols;
@@ -162,7 +165,8 @@ Run add_attention(CLI::App& cmd) {
                                                  : "rows: rollout through blocks";
         viz::attention_grid_figure(
             view, maps, cfg.grid_h(), cfg.grid_w(), rows, cols,
-            pred + "\n" + what + "\n" + rows_are + (head < 0 ? ", columns: heads" : ""), file);
+            pred + "\n" + what + "\n" + rows_are + (head < 0 ? ", columns: heads" : ""), file, covered_h,
+            covered_w);
       }
       std::cout << path << ": " << label << prob << " -> " << file << "\n";
     }

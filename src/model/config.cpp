@@ -40,8 +40,15 @@ void ViTConfig::validate() const {
   VIT_CHECK(img_h > 0 && img_w > 0, "config: img_size must be positive, got ", img_h, "x", img_w);
   VIT_CHECK(in_chans > 0, "config: in_chans must be positive, got ", in_chans);
   VIT_CHECK(patch_h > 0 && patch_w > 0, "config: patch_size must be positive, got ", patch_h, "x", patch_w);
-  VIT_CHECK(img_h % patch_h == 0 && img_w % patch_w == 0, "config: image size ", img_h, "x", img_w,
-            " is not divisible by patch size ", patch_h, "x", patch_w);
+  // A size that is not a multiple of the patch: the grid is floored and the last rows and
+  // columns of pixels are not read, as the Conv2d patch embedding of timm and transformers
+  // reads them (SigLIP so400m/14 at 384: 27x27 patches of 14, 6 pixels left). vit-pytorch's
+  // patch embedding (patch_norm) refuses such a size itself, and the ONNX graph reshapes.
+  VIT_CHECK(img_h >= patch_h && img_w >= patch_w, "config: image size ", img_h, "x", img_w,
+            " is smaller than one patch (", patch_h, "x", patch_w, ")");
+  VIT_CHECK(!patch_norm || (img_h % patch_h == 0 && img_w % patch_w == 0), "config: image size ", img_h, "x",
+            img_w, " is not divisible by patch size ", patch_h, "x", patch_w,
+            " (vit-pytorch's patch embedding, patch_norm, cuts the image into whole patches)");
   VIT_CHECK(embed_dim > 0 && depth > 0 && mlp_dim > 0,
             "config: embed_dim, depth and mlp_dim must be positive");
   VIT_CHECK(num_classes >= 0, "config: num_classes must be positive, or 0 for a model without a head, got ",

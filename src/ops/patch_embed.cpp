@@ -7,8 +7,8 @@ namespace vit::ops {
 void im2col_patches(Tensor cols, const Tensor& images, int64_t ph, int64_t pw) {
   VIT_CHECK(images.ndim() == 4, "patch embed: images must be [B,C,H,W], got ", shape_str(images.shape));
   const int64_t B = images.dim(0), C = images.dim(1), H = images.dim(2), W = images.dim(3);
-  VIT_CHECK(H % ph == 0 && W % pw == 0, "patch embed: image ", H, "x", W, " is not divisible by patch ", ph,
-            "x", pw);
+  // A size past a multiple of the patch: the last rows and columns are not read (Conv2d's floor).
+  VIT_CHECK(H >= ph && W >= pw, "patch embed: image ", H, "x", W, " is smaller than one patch ", ph, "x", pw);
   check_shape(cols, {B * (H / ph) * (W / pw), C * ph * pw}, "patch columns");
   switch (common_device({&cols, &images}, "im2col_patches")) {
     case Device::CPU: return cpu::im2col_patches(cols.data, images.data, B, C, H, W, ph, pw);

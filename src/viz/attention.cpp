@@ -61,10 +61,15 @@ std::vector<float> patch_map(const std::vector<float>& tokens, const ViTConfig& 
 }
 
 std::vector<float> upsample_normalized(const std::vector<float>& map, int64_t gh, int64_t gw, int64_t h,
-                                       int64_t w) {
+                                       int64_t w, double cover_h, double cover_w) {
   VIT_CHECK(int64_t(map.size()) == gh * gw, "upsample: the map is not ", gh, "x", gw);
-  std::vector<float> out(h * w);
-  resize_bilinear(map.data(), 1, gh, gw, out.data(), h, w);
+  const int64_t ch = std::clamp<int64_t>(std::lround(double(h) * cover_h), 1, h);
+  const int64_t cw = std::clamp<int64_t>(std::lround(double(w) * cover_w), 1, w);
+  std::vector<float> covered(ch * cw), out(h * w);
+  resize_bilinear(map.data(), 1, gh, gw, covered.data(), ch, cw);
+  const float low = *std::min_element(covered.begin(), covered.end());
+  for (int64_t y = 0; y < h; ++y)  // the pixels the model did not read: the map's lowest
+    for (int64_t x = 0; x < w; ++x) out[y * w + x] = y < ch && x < cw ? covered[y * cw + x] : low;
   // A map that differs only in float rounding (uniform attention summed in another order,
   // a one-patch grid's rollout) is flat: stretched to the full range its last bits drew
   // stripes. Differences under 1e-5 of the largest value count as none.

@@ -33,9 +33,11 @@ std::vector<float> patch_map(const std::vector<float>& tokens, const ViTConfig& 
                              int64_t row_of_token = 0);
 // A patch map resized bilinearly to [h, w] (half-pixel centers, as F.interpolate) and
 // min-max normalized to [0, 1] (all zeros when the map is constant, or differs by less
-// than 1e-5 of its largest value: float rounding, not attention).
+// than 1e-5 of its largest value: float rounding, not attention). cover_h, cover_w: the
+// share of the rows and columns the grid covers, from the top left (an input size past a
+// multiple of the patch leaves its last pixels unread, as Conv2d does); the rest is 0.
 std::vector<float> upsample_normalized(const std::vector<float>& map, int64_t gh, int64_t gw, int64_t h,
-                                       int64_t w);
+                                       int64_t w, double cover_h = 1, double cover_w = 1);
 
 // The map of one method for image b of a batch: attn is [depth, B, H, T, T] as ViT::infer
 // writes it. method "cls": block `layer`'s attention; "dist": the same, the distillation

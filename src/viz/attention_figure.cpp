@@ -42,14 +42,21 @@ std::pair<int64_t, int64_t> panel_size(const Image& view, int64_t target, int64_
   const int64_t s = std::max<int64_t>(1, int64_t(std::lround(double(target) / double(side))));
   return {view.h * s, view.w * s};
 }
+// The shares of the view's rows and columns the patch grid covers (0: all).
+std::pair<double, double> cover(const Image& view, int64_t covered_h, int64_t covered_w) {
+  return {covered_h > 0 ? double(covered_h) / double(view.h) : 1.0,
+          covered_w > 0 ? double(covered_w) / double(view.w) : 1.0};
+}
 }  // namespace
 
 void attention_figure(const Image& view, const std::vector<float>& map, int64_t gh, int64_t gw,
-                      const std::string& caption, const std::string& path) {
+                      const std::string& caption, const std::string& path, int64_t covered_h,
+                      int64_t covered_w) {
   VIT_CHECK(view.h > 0 && view.w > 0, "attention figure: empty image");
   const auto [ph, pw] = panel_size(view, 192, 384);
   const Image rgb = rgb_at(view, ph, pw);
-  const std::vector<float> m = upsample_normalized(map, gh, gw, ph, pw);
+  const auto [cover_h, cover_w] = cover(view, covered_h, covered_w);
+  const std::vector<float> m = upsample_normalized(map, gh, gw, ph, pw, cover_h, cover_w);
   const double margin = 12, top = 40, bottom = 30;
   Canvas cv(int(3 * pw + 4 * margin), int(top + ph + bottom));
   cv.fit_text(caption, margin, 26, cv.width() - 2 * margin, 15, Align::Left, true, kInk);
@@ -66,13 +73,14 @@ void attention_figure(const Image& view, const std::vector<float>& map, int64_t 
 void attention_grid_figure(const Image& view, const std::vector<std::vector<float>>& maps, int64_t gh,
                            int64_t gw, const std::vector<std::string>& row_labels,
                            const std::vector<std::string>& col_labels, const std::string& caption,
-                           const std::string& path) {
+                           const std::string& path, int64_t covered_h, int64_t covered_w) {
   const int64_t rows = int64_t(row_labels.size()), cols = int64_t(col_labels.size());
   VIT_CHECK(rows > 0 && cols > 0 && int64_t(maps.size()) == rows * cols, "attention grid: ", maps.size(),
             " maps for ", rows, " x ", cols, " cells");
   // Cells stay small: a ViT-B grid is 12 blocks x 13 columns.
   const auto [ch, cw] = panel_size(view, 64, 128);
   const Image rgb = rgb_at(view, ch, cw);
+  const auto [cover_h, cover_w] = cover(view, covered_h, covered_w);
   const double gap = 6, left = 78, margin = 12, head = ch + 2 * margin, labels = 22;
   // Caption lines (split at '\n') beside the image, the first in bold. The figure is wide
   // enough for them: a grid of one column (--head N) cut its caption to a few letters.
@@ -99,7 +107,7 @@ void attention_grid_figure(const Image& view, const std::vector<std::vector<floa
     const double y = head + labels + r * (ch + gap);
     cv.text(row_labels[r], left - 8, y + ch / 2.0 + 5, 13, Align::Right, false, kInk);
     for (int64_t c = 0; c < cols; ++c) {
-      const std::vector<float> m = upsample_normalized(maps[r * cols + c], gh, gw, ch, cw);
+      const std::vector<float> m = upsample_normalized(maps[r * cols + c], gh, gw, ch, cw, cover_h, cover_w);
       cv.image(blend(rgb, m, 0.55), left + c * (cw + gap), y, double(cw), double(ch), false);
     }
   }

@@ -16,14 +16,17 @@ namespace vit::viz {
 
 // The image as the model sees it (8-bit, gray or RGB, at the input size) and an attention
 // map over the patch grid [gh * gw]; the map is upsampled bilinearly and min-max normalized.
+// covered_h, covered_w: the view's top-left pixels the grid covers (0: all of them; fewer
+// for an input size past a multiple of the patch, whose last pixels the model does not read).
 void attention_figure(const Image& view, const std::vector<float>& map, int64_t gh, int64_t gw,
-                      const std::string& caption, const std::string& path);
+                      const std::string& caption, const std::string& path, int64_t covered_h = 0,
+                      int64_t covered_w = 0);
 // maps[r * cols + c], each [gh * gw]; row and column labels name them. The caption may
 // have several lines ('\n'); the first is bold.
 void attention_grid_figure(const Image& view, const std::vector<std::vector<float>>& maps, int64_t gh,
                            int64_t gw, const std::vector<std::string>& row_labels,
                            const std::vector<std::string>& col_labels, const std::string& caption,
-                           const std::string& path);
+                           const std::string& path, int64_t covered_h = 0, int64_t covered_w = 0);
 
 // One row of a run's summary.csv per epoch (columns as the trainer writes them; accuracies in
 // percent, as timm's).

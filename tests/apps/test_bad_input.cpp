@@ -218,9 +218,9 @@ TEST(BadInput, ImpossibleFlagsAreRefused) {
       {"heads do not divide",
        kTrain + "--synthetic 8 --embed-dim 10 --num-heads 3 --output " + d + "/o_h",
        {"does not divide embed_dim"}},
-      {"patch does not divide",
-       kTrain + "--synthetic 8 --img-size 30 --patch-size 4 --output " + d + "/o_p",
-       {"not divisible by patch size"}},
+      {"image smaller than a patch",
+       kTrain + "--synthetic 8 --img-size 3 --patch-size 4 --output " + d + "/o_p",
+       {"is smaller than one patch"}},
       // Numeric flags whose "not given" is a sentinel: refused, not taken for "not given".
       {"negative depth",
        kTrain + "--synthetic 8 --depth -2 --output " + d + "/o_depth",

@@ -96,11 +96,12 @@ TEST_F(DistillCli, WhatCannotWorkIsRefused) {
   r = run(kTrain + "--teacher " + teacher() + " --in-chans 3 --epochs 1");
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(has(r.out, "the teacher takes 1x16x16 images, the model 3x16x16")) << r.out;
-  // The teacher is loaded at the student's input size: a size its patches do not divide is
+  // The teacher is loaded at the student's input size: a size smaller than its patch (4) is
   // said as that, not as a fault of the teacher's file.
-  r = run(kTrain + "--teacher " + teacher() + " --img-size 18 --patch-size 2 --epochs 1");
+  r = run(kTrain + "--teacher " + teacher() + " --img-size 3 --patch-size 1 --epochs 1");
   EXPECT_NE(r.code, 0);
-  EXPECT_TRUE(has(r.out, "--teacher " + teacher() + " at the student's input size 18x18")) << r.out;
+  EXPECT_TRUE(has(r.out, "--teacher " + teacher() + " at the student's input size 3x3")) << r.out;
+  EXPECT_TRUE(has(r.out, "smaller than one patch")) << r.out;
   r = run(kTrain + "--teacher /nonexistent-teacher --epochs 1");
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(has(r.out, "/nonexistent-teacher")) << r.out;

@@ -92,6 +92,10 @@ std::vector<Variant> variants() {
   v.push_back({"map_pool_prefix", c});
   c.pool_include_prefix = true;  // unless pool_include_prefix
   v.push_back({"map_pool_include_prefix", c});
+  c = test::tiny_vit();
+  c.img_h += 3;  // past a multiple of the patch: the Conv's floored grid, the last pixels unread
+  c.img_w += 1;
+  v.push_back({"size_past_the_patch", c});
   v.push_back({"mnist-seed", preset("mnist-seed")});
   v.push_back({"vit_tiny_patch16_224", preset("vit_tiny_patch16_224")});
   return v;

@@ -453,10 +453,11 @@ TEST(Pretrained, NewInputSizeResamplesThePositionGrid) {
   const float* b = h.model->params().data() + h.model->table().at("pos_embed").offset;
   EXPECT_TRUE(std::equal(a, a + 32, b));
   for (float v : logits(*p.model, 4)) EXPECT_TRUE(std::isfinite(v));
-  o.img_w = 41;
-  EXPECT_NE(
-      test::error_of([&] { load_pretrained(fixture("timm_a"), o); }).find("not divisible by patch size"),
-      std::string::npos);
+  o.img_w = 41;  // past a multiple of the patch (8): the grid floored, as timm's Conv2d
+  EXPECT_EQ(load_pretrained(fixture("timm_a"), o).model->config().grid_w(), 5);
+  o.img_w = 7;
+  EXPECT_NE(test::error_of([&] { load_pretrained(fixture("timm_a"), o); }).find("is smaller than one patch"),
+            std::string::npos);
 }
 
 TEST(Pretrained, LabelsFileMustMatchTheHead) {

@@ -93,9 +93,16 @@ TEST(Config, JsonRoundTripIsExact) {
 }
 
 TEST(Config, ErrorsSayWhatIsWrong) {
+  // A size past a multiple of the patch is floored (Conv2d's); vit-pytorch's patch embedding
+  // cuts whole patches, and nothing is smaller than one patch.
+  EXPECT_EQ(ViTConfig::from_json(R"({"img_size": 30, "patch_size": 4})").grid_h(), 7);
   EXPECT_NE(test::error_of([] {
-              ViTConfig::from_json(R"({"img_size": 30, "patch_size": 4})");
-            }).find("not divisible"),
+              ViTConfig::from_json(R"({"img_size": 30, "patch_size": 4, "patch_norm": true})");
+            }).find("not divisible by patch size 4x4 (vit-pytorch's patch embedding"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([] {
+              ViTConfig::from_json(R"({"img_size": 3, "patch_size": 4})");
+            }).find("image size 3x3 is smaller than one patch (4x4)"),
             std::string::npos);
   EXPECT_NE(test::error_of([] {
               ViTConfig::from_json(R"({"embed_dim": 10, "num_heads": 3})");

@@ -177,6 +177,41 @@ TEST(Model, InferenceEqualsTrainingForwardWithoutDropout) {
   EXPECT_TRUE(test::close_rel_max("infer vs forward, automatic shards", inf.data(), tr.data, B * 3, 1e-5));
 }
 
+// An image size past a multiple of the patch: the grid is floored and the last rows and columns
+// are not read, as a Conv2d with stride = kernel reads them (timm's and transformers' patch
+// embedding; SigLIP so400m/14 at 384 was refused). The 19x30 model's logits and gradients are
+// the 16x24 model's on the top-left 16x24 of each image, whatever the rest holds.
+TEST(Model, ASizeNotAMultipleOfThePatchIgnoresTheLastPixelsAsConv2dDoes) {
+  ViTConfig small = wide_tiny();
+  small.img_h = 16;
+  small.img_w = 24;
+  small.patch_h = small.patch_w = 8;  // a 2x3 grid
+  ViTConfig big = small;
+  big.img_h = 19;
+  big.img_w = 30;
+  ViT a(small), b(big);
+  randomize(a, 5, 0.15);
+  ASSERT_EQ(a.table().total(), b.table().total());
+  std::copy_n(a.params().data(), a.table().total(), b.params().data());
+  const int64_t B = 2, C = small.in_chans;
+  const auto x = test::randn(B * C * 19 * 30, 3);
+  std::vector<float> crop(B * C * 16 * 24);
+  for (int64_t i = 0; i < B * C; ++i)
+    for (int64_t y = 0; y < 16; ++y) std::copy_n(&x[(i * 19 + y) * 30], 24, &crop[(i * 16 + y) * 24]);
+  const int64_t K = small.num_classes;
+  std::vector<float> la(B * K), lb(B * K);
+  a.infer(crop.data(), B, nullptr, la.data());
+  b.infer(x.data(), B, nullptr, lb.data());
+  EXPECT_TRUE(test::close_rel_max("19x30 against its 16x24 crop", lb.data(), la.data(), B * K, 0.0));
+  const auto dlogits = test::randn(B * K, 4);
+  for (ViT* m : {&a, &b}) {
+    m->zero_grad();
+    m->forward(m == &a ? crop.data() : x.data(), B, nullptr, ForwardMode{false, 0, 0});
+    m->backward(Tensor(const_cast<float*>(dlogits.data()), {B, K}));
+  }
+  EXPECT_TRUE(test::close_rel_max("gradients", b.grads().data(), a.grads().data(), a.table().total(), 0.0));
+}
+
 // An inference between a training forward and its backward leaves the gradients alone, with
 // masks too: the masks were the model's, and avg pooling's backward read the inference's
 // (gradients 0.68 apart; found by a tester comparing with timm).

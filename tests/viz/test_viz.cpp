@@ -244,6 +244,13 @@ TEST(Attention, UpsampledMapIsNormalizedToZeroOne) {
   // A small real difference is still drawn.
   const auto small = viz::upsample_normalized({q, q * 1.001f, q, q}, 2, 2, 4, 4);
   EXPECT_FLOAT_EQ(*std::max_element(small.begin(), small.end()), 1.f);
+  // A grid covering the top-left 6x4 of 8x8 (a size past a multiple of the patch): the map is
+  // drawn there, as the same map on a 6x4 image, and the unread pixels are the lowest.
+  const auto covered = viz::upsample_normalized({0.f, 1.f, 2.f, 3.f}, 2, 2, 8, 8, 0.75, 0.5);
+  const auto alone = viz::upsample_normalized({0.f, 1.f, 2.f, 3.f}, 2, 2, 6, 4);
+  for (int64_t y = 0; y < 8; ++y)
+    for (int64_t x = 0; x < 8; ++x)
+      EXPECT_EQ(covered[y * 8 + x], y < 6 && x < 4 ? alone[y * 4 + x] : 0.f) << y << "," << x;
 }
 
 TEST(Figures, AttentionFigureIsAPngWithTheHeatmapBrightWhereTheMapPeaks) {
