@@ -17,7 +17,10 @@ void ModelFlags::add_to(CLI::App& cmd) {
              [] {
                std::string s;
                for (auto& n : preset_names()) s += (s.empty() ? "" : ", ") + n;
-               return s;
+               return s +
+                      "; or a timm architecture vitcpp runs, built as timm.create_model(NAME) "
+                      "(vit_base_patch16_224, vit_so400m_patch14_siglip_384, deit3_small_patch16_224, ...; "
+                      "vitcpp.list_models() lists the 142)";
              }())
       ->capture_default_str();
   cmd.add_option("--config", config_file, "model config JSON (instead of --model)");

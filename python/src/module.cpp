@@ -300,19 +300,9 @@ PYBIND11_MODULE(_vitcpp, m) {
     return out;
   });
   m.def("preset_names", &vit::preset_names);
-  // timm's architectures that create_model builds by name: those vitcpp runs and preset()
-  // knows (the rest load from their checkpoints, whose config says what the name leaves out).
-  m.def("timm_names", [] {
-    std::vector<std::string> out;
-    for (const std::string& n : vit::detail::runnable_timm_architectures()) {
-      try {
-        vit::preset(n);
-        out.push_back(n);
-      } catch (const vit::Error&) {
-      }
-    }
-    return out;
-  });
+  // timm's architectures that create_model builds by name: every one vitcpp runs (its table
+  // holds each as timm builds it).
+  m.def("timm_names", &vit::detail::runnable_timm_architectures);
   m.def("preset_config_json", [](const std::string& name) { return vit::named_config(name).to_json(-1); });
   m.def("is_timm_architecture",
         [](const std::string& name) { return vit::detail::find_timm_architecture(name) != nullptr; });

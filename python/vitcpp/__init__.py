@@ -71,7 +71,8 @@ def backend_info():
 def list_models(filter="", module="", pretrained=False, exclude_filters="", name_matches_cfg=False,
                 include_tags=None):
     """vitcpp's presets and the timm architecture names it builds, as timm's list_models:
-    `vit_*` and `deit_*` names of the sizes tiny to huge, and vitcpp's own (`mnist-seed`,
+    the 142 of timm 1.0.29's ViT and DeiT architectures vitcpp runs (`vit_*`, `deit*`,
+    `flexivit_*`, `eva_*`, SigLIP's, CLIP's, DINOv2's, ...), and vitcpp's own (`mnist-seed`,
     `cifar-seed`, `vit-base-16`, ...). filter: a shell-style pattern or a list of them (any
     matches; "" every name); exclude_filters likewise, names to leave out. pretrained=True
     lists nothing: vitcpp reaches no model hub, its weights come from checkpoint_path.

@@ -103,10 +103,16 @@ struct TimmArchitecture {
   float norm_eps;           // its LayerNorms' eps: 1e-6, or 1e-5 for CLIP's
   const char* act;          // the MLP's activation: gelu, gelu_tanh (SigLIP), quick_gelu (CLIP)
   const char* unsupported;  // what vitcpp cannot run, after "timm's NAME"; "" when it runs
+  // The model timm.create_model(name) builds, as vitcpp's config JSON (ViTConfig's keys, with
+  // its default pretrained_cfg's preprocessing and class count); "" when vitcpp cannot run it.
+  const char* config;
 };
 // The architecture of a name with or without its pretrained tag (".augreg_in21k"); nullptr
 // for names the table does not have.
 const TimmArchitecture* find_timm_architecture(std::string_view name);
+// The config of a runnable architecture's name (with or without its tag), as timm builds it;
+// empty for names the table does not have or vitcpp cannot run.
+std::optional<ViTConfig> timm_architecture_config(std::string_view name);
 // The names of those vitcpp runs as timm does (unsupported empty), in the table's order.
 std::vector<std::string> runnable_timm_architectures();
 // A registered name that builds a model with this width and LayerNorm eps from model_args

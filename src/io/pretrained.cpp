@@ -207,7 +207,9 @@ ViTConfig named_config(const std::string& name) {
   const detail::TimmArchitecture* a = detail::find_timm_architecture(name);  // with or without a tag
   if (a && *a->unsupported)
     throw Error("timm's " + name + " " + a->unsupported + ": vitcpp does not build it");
-  return preset(a ? a->name : name);
+  // Every runnable timm name as timm builds it (its table row); vitcpp's presets otherwise.
+  if (auto c = detail::timm_architecture_config(name)) return *c;
+  return preset(name);
 }
 
 namespace {

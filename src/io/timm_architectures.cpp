@@ -23,6 +23,12 @@ const TimmArchitecture* find_timm_architecture(std::string_view name) {
   return nullptr;
 }
 
+std::optional<ViTConfig> timm_architecture_config(std::string_view name) {
+  const TimmArchitecture* a = find_timm_architecture(name);
+  if (!a || *a->unsupported || !*a->config) return std::nullopt;
+  return ViTConfig::from_json(a->config);
+}
+
 std::vector<std::string> runnable_timm_architectures() {
   std::vector<std::string> out;
   for (const auto& a : kArchitectures)

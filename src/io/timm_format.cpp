@@ -216,6 +216,9 @@ void Reader::read_pool() {
               "model_args global_pool '' (timm's head on every token, no pooling) is not "
               "supported: token, avg or map");
   }
+  // A hub config.json names the architecture alone: timm builds its pooling from the name.
+  const std::optional<ViTConfig> named = timm_architecture_config(arch);
+  if (pool.empty() && named) pool = named->global_pool;
   const Shape* latent = shape("attn_pool.latent");
   if (pool.empty()) pool = latent ? "map" : *c.fc_norm || !c.class_token ? "avg" : "token";
   VIT_CHECK(pool == "token" || pool == "avg" || pool == "map", "global_pool '", pool,
@@ -224,6 +227,8 @@ void Reader::read_pool() {
   // timm 1.0: avg and attention pooling take the prefix tokens too (the default leaves them out).
   if (const json* v = field(args, "pool_include_prefix"))
     c.pool_include_prefix = v->get<bool>() && pool != "token";
+  else if (named)  // test_vit3's, from its name
+    c.pool_include_prefix = named->pool_include_prefix && pool != "token";
   if (pool == "map") {  // timm's AttentionPoolLatent as VisionTransformer builds it
     VIT_CHECK(latent, "global_pool 'map' without attn_pool.latent");
     VIT_CHECK(*latent == Shape({1, 1, c.embed_dim}), "attn_pool.latent has shape ", shape_str(*latent),
@@ -340,7 +345,8 @@ void Reader::read_preprocessing() {
     // the name's pretrained_cfg, as timm keeps it (DeiT's ImageNet mean and std, crop 0.9).
     std::optional<ViTConfig> named;
     if (!config && !arch.empty()) try {
-        named = preset(arch);
+        named = timm_architecture_config(arch);
+        if (!named) named = preset(arch);
       } catch (const Error&) {  // a name vitcpp does not build: timm's defaults
       }
     if (named && named->mean.size() == size_t(c.in_chans)) {

@@ -106,6 +106,80 @@ TEST(Pretrained, TimmArchitectureTable) {
   EXPECT_STREQ(detail::timm_architecture_for(16, 1e-6f, true), "deit_base_distilled_patch16_224");
 }
 
+// Every architecture vitcpp runs builds by name as timm.create_model(name) does, with its
+// default pretrained_cfg (tools/timm_table.py, from timm 1.0.29's survey): 27 names built
+// before, vitcpp's presets of them, and those with other preprocessing than timm's
+// (vit_small_patch8_224's default is its DINO tag: ImageNet's mean and std, no head).
+TEST(Pretrained, EveryRunnableTimmNameBuildsAsTimm) {
+  const std::vector<std::string> names = detail::runnable_timm_architectures();
+  EXPECT_EQ(names.size(), 142u);
+  // Against the survey of timm itself: what timm.create_model(name) built, and its pretrained_cfg.
+  const auto survey =
+      nlohmann::json::parse(read_text_file(std::string(VIT_FIXTURE_DIR) + "/../../tools/timm_survey.json"));
+  for (const std::string& name : names) {
+    const ViTConfig c = named_config(name);
+    EXPECT_NO_THROW(c.validate()) << name;
+    const auto& r = survey["models"][name];
+    const auto& p = r["pretrained_cfg"];
+    EXPECT_EQ(c.embed_dim, r["embed_dim"].get<int64_t>()) << name;
+    EXPECT_EQ(c.depth, r["depth"].get<int64_t>()) << name;
+    EXPECT_EQ(c.mlp_dim, r["mlp_hidden"].get<int64_t>()) << name;
+    EXPECT_EQ(c.num_tokens() - c.num_patches(), int64_t(r["class_token"].get<bool>()) +
+                                                    r["reg_tokens"].get<int64_t>() +
+                                                    (r["class"] == "VisionTransformerDistilled"))
+        << name;
+    EXPECT_EQ(nlohmann::json({c.in_chans, c.img_h, c.img_w}), p["input_size"]) << name;
+    EXPECT_EQ(c.num_classes, r["num_classes"].get<int64_t>()) << name;
+    EXPECT_EQ(c.global_pool, r["global_pool"].get<std::string>()) << name;
+    EXPECT_NEAR(c.crop_pct, p["crop_pct"].get<double>(), 1e-9) << name;
+    EXPECT_EQ(c.interpolation, p["interpolation"].get<std::string>()) << name;
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_FLOAT_EQ(c.mean[i], p["mean"][i].get<float>()) << name;
+      EXPECT_FLOAT_EQ(c.std[i], p["std"][i].get<float>()) << name;
+    }
+  }
+  const ViTConfig dino = named_config("vit_small_patch8_224.dino");
+  EXPECT_EQ(dino.mean, (std::vector<float>{0.485f, 0.456f, 0.406f}));
+  EXPECT_EQ(dino.num_classes, 0);
+  const ViTConfig siglip = named_config("vit_so400m_patch14_siglip_384");
+  EXPECT_EQ(siglip.global_pool, "map");
+  EXPECT_FALSE(siglip.class_token);
+  EXPECT_EQ(siglip.grid_h(), 27);  // 384 = 27 x 14 + 6
+  EXPECT_EQ(siglip.mlp_dim, 4304);
+  const ViTConfig deit3 = named_config("deit3_small_patch16_224");
+  EXPECT_FLOAT_EQ(deit3.init_values, 1e-6f);  // timm's LayerScale init (from its model_args)
+  const ViTConfig dinov2 = named_config("vit_base_patch14_reg4_dinov2");
+  EXPECT_EQ(dinov2.reg_tokens, 4);
+  EXPECT_EQ(dinov2.img_h, 518);
+  EXPECT_TRUE(named_config("test_vit3").pool_include_prefix);
+  const ViTConfig clip = named_config("vit_base_patch16_clip_quickgelu_224");
+  EXPECT_EQ(clip.act_layer, "quick_gelu");
+  EXPECT_TRUE(clip.pre_norm);
+  EXPECT_TRUE(named_config("deit_tiny_distilled_patch16_224").head_dist);
+  EXPECT_EQ(named_config("mnist-seed").embed_dim, 8);  // vitcpp's presets as before
+}
+
+// A hub config.json names the architecture alone (no model_args): timm builds its pooling from
+// the name. test_vit3 pools its register token too (pool_include_prefix), which the tensors do
+// not show: it was read without it, logits 2e-2 off (found by a tester running timm's source).
+TEST(Pretrained, AHubConfigTakesThePoolingFromItsArchitecturesName) {
+  test::TempDir tmp("hub_vit3");
+  ViTConfig c = named_config("test_vit3");
+  c.img_h = c.img_w = 32;  // 2x2 patches: a small model of test_vit3's kind
+  c.num_classes = 3;
+  ViT m(c);
+  m.init_weights(5);
+  export_timm(m, tmp / "m", {});
+  auto cfg = nlohmann::json::parse(read_text_file(tmp / "m/config.json"));
+  nlohmann::json hub = {
+      {"architecture", "test_vit3"}, {"num_classes", 3}, {"pretrained_cfg", cfg["pretrained_cfg"]}};
+  write_file_atomic(tmp / "m/config.json", hub.dump());
+  const Pretrained p = load_pretrained(tmp / "m");
+  EXPECT_TRUE(p.model->config().pool_include_prefix);
+  EXPECT_EQ(p.model->config().global_pool, "map");
+  EXPECT_EQ(logits(*p.model, 5), logits(m, 5));
+}
+
 // DeiT's distilled ViT: exported as timm's VisionTransformerDistilled (a deit_*_distilled
 // name, both heads in pretrained_cfg's classifier), read back with the same logits; read from
 // the tensors alone; a new head replaces both heads.

@@ -233,6 +233,13 @@ def test_errors_and_names_read_as_timms(tmp_path):
     assert "vit_tiny_patch16_224" in tiny and "deit_tiny_patch16_224" in tiny
     assert not [n for n in tiny if n.endswith("_384") or not n.startswith(("vit_tiny", "deit_tiny"))]
     assert vitcpp.list_models("vit_*", pretrained=True) == []  # no hub: no pretrained tags
+    # Every architecture vitcpp runs builds by name as timm's (27 did): SigLIP's, CLIP's, ...
+    assert len([n for n in every if "_" in n and "-" not in n]) == 142
+    siglip = vitcpp.create_model("test_vit3")  # timm's small test model: map pool over the register too
+    assert (siglip.global_pool, siglip.num_prefix_tokens, siglip.embed_dim) == ("map", 1, 96)
+    assert "vit_so400m_patch14_siglip_384" in vitcpp.list_models("*siglip*")
+    dino = vitcpp.create_model("vit_small_patch8_224.dino")  # timm's default tag: DINO's
+    assert dino.num_classes == 0 and dino.pretrained_cfg["mean"] == (0.485, 0.456, 0.406)
     with pytest.raises(TypeError, match="filter"):
         vitcpp.list_models(3)
     with pytest.raises(TypeError, match="create_model"):
