@@ -111,6 +111,7 @@ Run add_serve(CLI::App& cmd) {
                  "HTTPS with client certificates (mutual TLS): clients must show one these CAs (PEM) signed")
       ->check(CLI::ExistingFile);
   return [f] {
+    note_thread_limit(f->o.threads);  // the server holds its passes to the limit (as use_threads)
     for (const std::string& m : f->models) {
       const size_t eq = m.find('=');
       VIT_USAGE_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < m.size(),

@@ -20,11 +20,16 @@ using Run = std::function<int()>;
 // vit::binds_by_default (inference on two threads), on any run, off nothing. Training (vit
 // train, bench --mode train) is left free by default: its data loader's thread would share a
 // CPU with one of the bound threads, and the other would wait on it.
-inline void use_threads(int n, bool training = false) {
-  set_num_threads(n);
-  if (n > thread_limit())  // OpenMP would run fewer (exact_teams holds the count to it)
+// Says when OMP_THREAD_LIMIT holds --threads n to fewer (exact_teams holds the count to it).
+inline void note_thread_limit(int n) {
+  if (n > thread_limit())
     std::cerr << "vit: note: --threads " << n << ": OMP_THREAD_LIMIT=" << thread_limit() << " holds it to "
               << thread_limit() << "\n";
+}
+
+inline void use_threads(int n, bool training = false) {
+  set_num_threads(n);
+  note_thread_limit(n);
   const std::string_view bind = setting_choice("VIT_BIND");  // "" is auto
   if (bind == "on" || (bind != "off" && binds_by_default(num_threads(), training))) bind_threads();
 }

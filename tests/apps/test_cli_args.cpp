@@ -395,6 +395,10 @@ TEST(CliArgs, OpenMPsThreadLimitHoldsTheCountAndLosesNoWork) {
   ASSERT_EQ(limited.code, 0) << limited.out;
   EXPECT_TRUE(has(limited, "vit: note: --threads 2: OMP_THREAD_LIMIT=1 holds it to 1")) << limited.out;
   EXPECT_EQ(vit::test::last_line(limited.out), vit::test::last_line(one.out));
+  // vit serve holds its passes to the limit too, and now says so (a missing model ends it here).
+  const Result serve = vit::test::run_vit("serve --threads 2 --port 0 -m m=" + (tmp / "none.safetensors"),
+                                          "OMP_THREAD_LIMIT=1");
+  EXPECT_TRUE(has(serve, "vit: note: --threads 2: OMP_THREAD_LIMIT=1 holds it to 1")) << serve.out;
 }
 
 // OMP_NUM_THREADS that libgomp refuses: its warning once (vit runs itself again, and libgomp
