@@ -177,6 +177,23 @@ bool features_mode(const std::string& word) {
          !std::filesystem::exists(word, ec);
 }
 
+// --output=~/runs: the shell expands ~ only at a word's start, so the path was a folder named
+// "~" here (and a later rm -rf ~ of it is the home's). Refused with the spelling that works,
+// unless a "~" here is what is meant (it exists).
+void refuse_unexpanded_home(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    const size_t eq = a.find("=~");
+    if (!a.starts_with("--") || eq == std::string::npos || (eq + 2 < a.size() && a[eq + 2] != '/')) continue;
+    std::error_code ec;
+    if (std::filesystem::exists("~", ec)) continue;
+    const std::string flag = a.substr(0, eq), path = a.substr(eq + 1);
+    VIT_VALUE_CHECK(false, a,
+                    ": the shell expands ~ only at a word's start, so the path is a folder named '~' "
+                    "here, not the home folder: write ",
+                    flag, " ", path, " (or $HOME", path.substr(1), ")");
+  }
+}
+
 std::vector<std::string> images_last(std::vector<std::string> args) {
   if (args.empty() || (args[0] != "predict" && args[0] != "attention")) return args;
   std::vector<std::string> kept, moved;
@@ -338,6 +355,7 @@ int run_vit(int argc, char** argv) {
     if (first_rank())
       for (const auto& [name, hint] : vit::misspelt_settings())
         std::cerr << "vit: note: " << name << " is set, but vitcpp reads no such variable (" << hint << ")\n";
+    refuse_unexpanded_home(typed);
     args = images_last(last_size_wins(vit::app::expand_recipe(vit::app::expand_resume(args))));
   } catch (const vit::ValueError& e) {  // --recipe nope
     vit::print_error_line(std::string("vit: error: ") + e.what());

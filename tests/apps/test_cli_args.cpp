@@ -554,6 +554,11 @@ TEST(CliArgs, CommandLineErrorsExitWithStatusTwoAndSaySo) {
     EXPECT_EQ(r.out.rfind("vit: error: ", 0), 0u) << args << ": " << r.out;
   }
   EXPECT_TRUE(has(run("predict --topk 0 x.png"), "run 'vit predict --help' for the options")) << "";
+  // --output=~/x made a folder named "~" (the shell expands ~ only at a word's start).
+  const Result home = run("train --synthetic 8 --epochs 1 --output=~/vitcpp_never_made");
+  EXPECT_EQ(home.code, 2) << home.out;
+  EXPECT_TRUE(has(home, "write --output ~/vitcpp_never_made (or $HOME/vitcpp_never_made)")) << home.out;
+  EXPECT_FALSE(fs::exists("~/vitcpp_never_made"));
   // A poll without a pause kept a third of a core busy (1e-9 was taken).
   const Result poll =
       run("serve --model-control-mode poll --repository-poll-secs 0.01 --model m=x.safetensors");
