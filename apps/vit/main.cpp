@@ -248,8 +248,8 @@ bool under_valgrind_or_heaptrack() {
 }
 
 // Whether libgomp takes OMP_NUM_THREADS's value: positive decimal counts, comma-separated,
-// each with optional spaces and '+' ("4", " +4 ", "4 ,2"; not "0", "-1", "4,", "1e2", or a
-// count past unsigned long). Checked against libgomp 12 by the test that runs vit with each.
+// each with optional spaces and '+' ("4", " +4 ", "4 ,2"; not "", "0", "-1", "4,", "1e2", or
+// a count past 2^63 - 1). Checked against libgomp 12 by the test that runs vit with each.
 bool libgomp_takes_counts(const char* v) {
   for (;;) {
     while (std::isspace(static_cast<unsigned char>(*v))) ++v;
@@ -258,7 +258,7 @@ bool libgomp_takes_counts(const char* v) {
     errno = 0;
     char* end = nullptr;
     const unsigned long n = std::strtoul(v, &end, 10);
-    if (errno == ERANGE || n == 0) return false;
+    if (errno == ERANGE || n == 0 || n > (1ul << 63) - 1) return false;
     v = end;
     while (std::isspace(static_cast<unsigned char>(*v))) ++v;
     if (*v == '\0') return true;
@@ -270,7 +270,8 @@ void default_to_short_spinning(char** argv) {
   if (vit::setting("OMP_WAIT_POLICY") || under_valgrind_or_heaptrack()) return;
   // libgomp has said "Invalid value" for it once, in this process, and goes on without it;
   // the second run goes on without it too, and does not say so a second time.
-  if (const char* n = vit::setting("OMP_NUM_THREADS"); n && !libgomp_takes_counts(n))
+  if (const char* n = vit::setting("OMP_NUM_THREADS");
+      vit::setting_present("OMP_NUM_THREADS") && (!n || !libgomp_takes_counts(n)))
     unsetenv("OMP_NUM_THREADS");
   setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
   setenv("GOMP_SPINCOUNT", "2000", 0);  // a user's own value stays

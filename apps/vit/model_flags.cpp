@@ -344,7 +344,8 @@ void LoadFlags::add_to(CLI::App& cmd) {
 void add_pos_resample(CLI::App& cmd, std::string& value) {
   cmd.add_option("--pos-resample", value,
                  "how --img-size resamples the position embeddings: timm (resample_abs_pos_embed: bicubic, "
-                 "antialiased) or hf (transformers' interpolate_pos_encoding, of the release a Hugging Face "
+                 "antialiased; bilinear for flexivit_*, as timm's loader) or hf (transformers' "
+                 "interpolate_pos_encoding, of the release a Hugging Face "
                  "config names); default: hf for Hugging Face checkpoints, timm for the others")
       ->check(CLI::IsMember({"timm", "hf"}));
 }

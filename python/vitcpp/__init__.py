@@ -477,6 +477,9 @@ class VisionTransformer:
         if not self.dynamic_img_size or x.ndim != 4 or (x.shape[2], x.shape[3]) == tuple(c["img_size"]):
             return self._engine  # which says what it takes when x does not fit
         size = (x.shape[2], x.shape[3])
+        ph, pw = c["patch_size"]
+        if size[0] % ph or size[1] % pw:  # timm's PatchEmbed with dynamic_img_size refuses it too
+            raise ValueError(f"input size {size} is not divisible by the patch size {(ph, pw)}")
         with self._resize_lock:
             engine = self._resized.pop(size, None) or self._engine.resized(*size)
             self._resized[size] = engine  # the most recent last

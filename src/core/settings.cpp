@@ -149,6 +149,10 @@ const char* setting(std::string_view name) {
   return value_of(find(name));
 }
 
+bool setting_present(std::string_view name) {
+  return std::getenv(find(name).name) != nullptr;
+}
+
 std::string_view setting_choice(std::string_view name) {
   const Setting& s = of_kind(name, SettingKind::choice);
   const char* v = value_of(s);

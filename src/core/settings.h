@@ -39,6 +39,8 @@ const std::vector<Setting>& settings();
 // The value of the environment variable `name`, or nullptr when it is unset or empty. `name`
 // must be in the table (a name missing from it throws vit::Error: every variable is listed).
 const char* setting(std::string_view name);
+// Whether it is in the environment at all, empty included (libgomp warns about an empty one).
+bool setting_present(std::string_view name);
 
 // The typed readers of vitcpp's own variables: nothing (or "") when unset, else the value,
 // checked against the table's kind. A value it cannot take throws vit::Error naming the

@@ -289,7 +289,9 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
   // num_heads is for a file that does not say; one that does is not overruled (its attention
   // was trained with its own split), and the one given is said to be unused.
   if (opt.num_heads > 0 && opt.num_heads != c.num_heads)
-    m.notes.push_back("num_heads " + std::to_string(opt.num_heads) + " not used: the checkpoint has " +
+    m.notes.push_back("num_heads " + std::to_string(opt.num_heads) +
+                      " not used: the checkpoint's config or "
+                      "architecture gives " +
                       std::to_string(c.num_heads) + " heads");
   VIT_CHECK(opt.pos_resample.empty() || opt.pos_resample == "timm" || opt.pos_resample == "hf",
             "pos_resample must be 'timm' or 'hf', got '", opt.pos_resample, "'");

@@ -69,10 +69,10 @@ std::string weights_file(const std::string& path, bool last = false);
 // "vitcpp", "timm", "hf" or "vit-pytorch", from the tensor names and metadata.
 std::string detect_format(const SafeTensors& st);
 Pretrained load_pretrained(const std::string& path, const LoadOptions& opt = {});
-// The config of a preset or of a timm architecture vitcpp builds by name (model/config.h's
-// preset), timm's pretrained tag allowed (vit_base_patch16_224.augreg2_in21k_ft_in1k); one of
-// timm's that it cannot run is refused with why (its table's reason), where preset would call
-// it unknown.
+// The config of a timm architecture vitcpp runs, as timm.create_model(name) builds it (the
+// table's row: its default pretrained_cfg, whatever pretrained tag the name carries, as
+// vit_base_patch16_224.augreg2_in21k_ft_in1k), else of a vitcpp preset (model/config.h's
+// preset); one of timm's that it cannot run is refused with why (its table's reason).
 ViTConfig named_config(const std::string& name);
 // Class names from a file with one per line (blank lines skipped).
 std::vector<std::string> read_labels(const std::string& path);

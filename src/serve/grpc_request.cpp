@@ -67,6 +67,8 @@ InferRequest parse_grpc_infer(const pb::ModelInferRequest& req, const Classifier
   }
   for (const pb::ModelInferRequest::InferRequestedOutputTensor& o : req.outputs()) {
     if (o.name() != "logits") bad("the only output is \"logits\", not \"" + o.name() + "\"");
+    if (&o != &req.outputs(0))
+      bad("\"outputs\" names \"logits\" twice (as Triton, an output is asked for once)");
     const auto p = o.parameters().find("classification");
     if (p == o.parameters().end()) continue;
     if (p->second.parameter_choice_case() != pb::InferParameter::kInt64Param || p->second.int64_param() < 1)

@@ -229,8 +229,7 @@ void fail_transport(const httplib::Request& req, httplib::Response& res, bool ro
   if (!routed && res.status == 400 && !req.method.empty() && !kParsed.count(req.method)) {
     status =
         501;  // RFC 9110 section 9.1: a method the server does not know (it was 400, "could not be read")
-    why = "the method " + printable(req.method) +
-          " is not one vit serve answers (GET, HEAD, POST, PUT, OPTIONS)";
+    why = "the method " + printable(req.method) + " is not one vit serve answers (GET, HEAD, POST and PUT)";
   } else if (res.status == 414) {
     why = "the request line is longer than 8 KB";
   } else if (res.status != 400) {
@@ -256,8 +255,10 @@ void fail_transport(const httplib::Request& req, httplib::Response& res, bool ro
 // gives its "data" or "body" field, as TorchServe, else its first part. httplib undoes a Content-Encoding
 // (gzip, deflate) as it reads and bounds only the bytes sent, so the body as decoded is held to max_bytes
 // here: 200 KB of gzip made 200 MB. False when reading failed (res.status says why: 413 over the limit).
+// form_images, when given: how many images the form holds by TorchServe's reading (its "data"
+// fields, else its "body" fields, else its files; 0 for a body that is no form).
 bool read_body(const httplib::Request& req, const httplib::ContentReader& reader, size_t max_bytes,
-               httplib::Response& res, std::string& body) {
+               httplib::Response& res, std::string& body, size_t* form_images = nullptr) {
   // No Content-Length and no Transfer-Encoding: an empty body (RFC 9112 section 6.3), not a
   // read until the client closes or httplib's 5 s read timeout.
   if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) return true;
@@ -273,13 +274,14 @@ bool read_body(const httplib::Request& req, const httplib::ContentReader& reader
   // A multipart form (curl -F data=@image.png): TorchServe's field "data" or "body", else the
   // first part. Each part is kept until the end, within max_bytes together.
   std::vector<std::pair<std::string, std::string>> parts;
-  size_t kept = 0, files = 0, fields = 0;  // parts with a file name; parts named data or body
+  size_t kept = 0, files = 0, data_fields = 0, body_fields = 0;  // parts: with a file name, named data, body
   const bool ok = !req.is_multipart_form_data() ? reader(append)
                                                 : reader(
                                                       [&](const httplib::MultipartFormData& f) {
                                                         parts.emplace_back(f.name, "");
                                                         files += !f.filename.empty();
-                                                        fields += f.name == "data" || f.name == "body";
+                                                        data_fields += f.name == "data";
+                                                        body_fields += f.name == "body";
                                                         return true;
                                                       },
                                                       [&](const char* data, size_t n) {
@@ -289,13 +291,7 @@ bool read_body(const httplib::Request& req, const httplib::ContentReader& reader
                                                         parts.back().second.append(data, n);
                                                         return true;
                                                       });
-  // Several images (curl -F data=@a.png -F data=@b.png, or files under other names and no
-  // data field): one was answered and the others dropped without a word.
-  if (const size_t images = fields > 0 ? fields : files; ok && !too_big && images > 1)
-    throw RequestError(400,
-                       detail::concat("a form of ", images, fields > 0 ? " data fields" : " files",
-                                      ": one image per request here; a batch goes to "
-                                      "/v2/models/{m}/infer (BYTES input 'image', one element per image)"));
+  if (form_images) *form_images = data_fields > 0 ? data_fields : body_fields > 0 ? body_fields : files;
   if (ok && !parts.empty()) {
     auto named = [&](const char* name) {
       return std::find_if(parts.begin(), parts.end(), [&](const auto& p) { return p.first == name; });
@@ -579,13 +575,19 @@ bool Service::refused_before_body(const httplib::Request& req, httplib::Response
                       : "the API key is not valid");
     return true;
   }
-  // A POST, PUT, PATCH or DELETE with neither Content-Length nor Transfer-Encoding has no
-  // body (RFC 9112 section 6.3); where no endpoint takes it, httplib read one until its 5 s
-  // timeout, and it got 400 "the body ended before its Content-Length" (curl -X POST to a
-  // wrong path). The endpoints read bodies themselves (read_body) and know this.
-  if (const std::string& m = req.method;
-      (m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE") && !req.has_header("Content-Length") &&
-      !req.has_header("Transfer-Encoding") && !has_endpoint(req.method, req.path)) {
+  // A request no endpoint takes is answered here, before httplib reads a body for it:
+  // - a POST or PUT with neither Content-Length nor Transfer-Encoding has no body (RFC 9112
+  //   section 6.3), and httplib read one until its 5 s timeout, then it got 400 "the body
+  //   ended before its Content-Length" (curl -X POST to a wrong path);
+  // - the methods no endpoint has (DELETE, PATCH, OPTIONS, TRACE, CONNECT, PRI) got that 400
+  //   too, or the same wait. A body sent with one is left unread: the connection closes.
+  // The endpoints read bodies themselves (read_body) and know the first.
+  const std::string& m = req.method;
+  const bool bodyless_post = (m == "POST" || m == "PUT") && !req.has_header("Content-Length") &&
+                             !req.has_header("Transfer-Encoding");
+  if ((bodyless_post || (m != "GET" && m != "HEAD" && m != "POST" && m != "PUT")) &&
+      !has_endpoint(req.method, req.path)) {
+    if (has_body(req)) close_unread(res);
     no_endpoint(req, res);
     return true;
   }
@@ -773,8 +775,25 @@ void Service::install_routes() {
   // TorchServe's image endpoint: curl --data-binary @FILE, -F data=@FILE (POST) or -T FILE (PUT).
   const auto predictions = [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
     std::string body;
-    if (!read_body(req, reader, host_->max_body(), res, body)) return;
-    const ModelPtr m = find(req.matches[1], res, req.matches[2]);  // TorchServe's /{m}/{version} too
+    size_t images = 0;
+    if (!read_body(req, reader, host_->max_body(), res, body, &images)) return;
+    // Several images (curl -F data=@a.png -F data=@b.png, or files under other names and no
+    // data field): one was answered and the others dropped without a word.
+    if (images > 1)
+      throw RequestError(400,
+                         detail::concat("a form of ", images,
+                                        " images: one per request here; a batch goes to "
+                                        "/v2/models/{m}/infer (BYTES input 'image', one element per image)"));
+    // TorchServe's /{m}/{version} too; its packager's versions are "1.0" where Triton's are "1".
+    auto number = [](std::string v) {
+      while (v.ends_with(".0") && v.size() > 2) v.resize(v.size() - 2);
+      return v;
+    };
+    const ModelPtr named = find(req.matches[1], res);
+    if (!named) return;
+    const std::string asked = req.matches[2];
+    const ModelPtr m =
+        asked.empty() || number(asked) == number(named->version) ? named : find(req.matches[1], res, asked);
     if (!m) return;
     t_request.inference = true;
     const Classifier& c = m->classifier();

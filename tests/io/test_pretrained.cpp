@@ -137,6 +137,17 @@ TEST(Pretrained, EveryRunnableTimmNameBuildsAsTimm) {
       EXPECT_FLOAT_EQ(c.mean[i], p["mean"][i].get<float>()) << name;
       EXPECT_FLOAT_EQ(c.std[i], p["std"][i].get<float>()) << name;
     }
+    EXPECT_EQ(c.qkv_bias, r["qkv_bias"].get<bool>()) << name;
+    EXPECT_EQ(c.patch_bias, r["patch_bias"].get<bool>()) << name;
+    EXPECT_EQ(c.no_embed_class, r["no_embed_class"].get<bool>()) << name;
+    EXPECT_EQ(c.pre_norm, r["pre_norm"] == "LayerNorm") << name;
+    EXPECT_EQ(c.use_fc_norm(), r["fc_norm"] == "LayerNorm") << name;
+    EXPECT_EQ(c.layer_scale(), r["layer_scale"] == "LayerScale") << name;
+    EXPECT_EQ(c.pool_include_prefix, r["pool_include_prefix"].get<bool>()) << name;
+    EXPECT_EQ(c.head_dist, r["class"] == "VisionTransformerDistilled") << name;
+    EXPECT_EQ(c.head_dim(), r["head_dim"].get<int64_t>()) << name;
+    EXPECT_NEAR(c.norm_eps, r["norm_eps"].get<double>(), 1e-12) << name;
+    EXPECT_EQ(nlohmann::json({c.patch_h, c.patch_w}), r["patch_size"]) << name;
   }
   const ViTConfig dino = named_config("vit_small_patch8_224.dino");
   EXPECT_EQ(dino.mean, (std::vector<float>{0.485f, 0.456f, 0.406f}));

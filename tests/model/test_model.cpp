@@ -216,8 +216,12 @@ TEST(Model, ASizeNotAMultipleOfThePatchIgnoresTheLastPixelsAsConv2dDoes) {
 // masks too: the masks were the model's, and avg pooling's backward read the inference's
 // (gradients 0.68 apart; found by a tester comparing with timm).
 TEST(Model, AnInferenceBetweenForwardAndBackwardKeepsTheForwardsMask) {
-  for (const char* pool : {"avg", "token"}) {
-    ViTConfig c = tiny(pool, true, "learn");
+  // Avg pooling reads the mask in its backward: over the patches, and with pool_include_prefix
+  // over every token (the key mask). Token and map pooling keep what they need in activations.
+  for (const bool include_prefix : {false, true}) {
+    const std::string pool = include_prefix ? "avg, prefix included" : "avg";
+    ViTConfig c = tiny("avg", true, "learn");
+    c.pool_include_prefix = include_prefix;
     c.pos_drop_rate = c.attn_drop_rate = c.proj_drop_rate = c.drop_rate = c.drop_path_rate = 0.f;
     ViT m(c);
     randomize(m, 5);
@@ -240,9 +244,8 @@ TEST(Model, AnInferenceBetweenForwardAndBackwardKeepsTheForwardsMask) {
         return std::vector<float>(m.grads().data(), m.grads().data() + m.table().total());
       };
       const std::vector<float> alone = grads(false), with_infer = grads(true);
-      EXPECT_TRUE(
-          test::close_rel_max(std::string(pool) + (trained ? ": masked forward" : ": unmasked forward"),
-                              with_infer.data(), alone.data(), int64_t(alone.size()), 0.0));
+      EXPECT_TRUE(test::close_rel_max(pool + (trained ? ": masked forward" : ": unmasked forward"),
+                                      with_infer.data(), alone.data(), int64_t(alone.size()), 0.0));
     }
   }
 }

@@ -148,9 +148,13 @@ def test_new_head_new_size_and_dynamic_size():
     assert np.array_equal(m(x), resized(x))
     dyn = vitcpp.create_model(ck, dynamic_img_size=True)
     assert np.array_equal(dyn(x), resized(x))
-    # A size past a multiple of the patch (8) floors the grid, as timm's: 30 rows are 24 read.
+    # timm's PatchEmbed with dynamic_img_size asserts the patch divides the input (a fixed
+    # img_size is floored, as its Conv2d: create_model(img_size=30) reads 24 rows).
+    with pytest.raises(ValueError, match="not divisible"):
+        dyn(np.zeros((1, 3, 30, 40), np.float32))
     x30 = np.random.default_rng(0).standard_normal((1, 3, 30, 40)).astype(np.float32)
-    assert np.array_equal(dyn(x30), dyn(np.ascontiguousarray(x30[:, :, :24])))
+    at30 = vitcpp.create_model(ck, img_size=(30, 40))
+    assert np.array_equal(at30(x30), dyn(np.ascontiguousarray(x30[:, :, :24])))
     m.reset_classifier(7)
     assert m(x).shape == (2, 7) and m.num_classes == 7
     m.reset_classifier(0)

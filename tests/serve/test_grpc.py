@@ -251,6 +251,10 @@ def test_bad_calls_get_their_status_codes(server, pb):
     r = pixels_request(pb, x)
     r.outputs.add(name="probabilities")
     invalid(r, "the only output is \"logits\"")
+    r = pixels_request(pb, x)  # as over HTTP: the second's classification replaced the first's
+    r.outputs.add(name="logits")
+    r.outputs.add(name="logits").parameters["classification"].int64_param = 2
+    invalid(r, "\"logits\" twice")
     r = pixels_request(pb, x)
     r.outputs.add(name="logits").parameters["classification"].string_param = "3"
     invalid(r, "positive int64_param")

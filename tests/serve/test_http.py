@@ -182,7 +182,11 @@ def test_a_request_without_a_body_to_no_endpoint_is_answered_at_once(server):
     for request, want, words in [(b"POST /v2/models/a/ready", 405, "Allow: GET"),
                                  (b"POST /v2/foo", 404, "no endpoint POST /v2/foo"),
                                  (b"PUT /v2/health/live", 405, "Allow: GET"),
-                                 (b"PATCH /v2/models/a/infer", 405, "Allow: POST")]:
+                                 (b"PATCH /v2/models/a/infer", 405, "Allow: POST"),
+                                 # Methods no endpoint has: the same 400, or the same wait (PRI).
+                                 (b"TRACE /v2/models/a", 405, "Allow: GET"),
+                                 (b"CONNECT /v2/foo", 404, "no endpoint CONNECT /v2/foo"),
+                                 (b"PRI /v2/models/a/infer", 405, "Allow: POST")]:
         got = exchange(server, request + b" HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Connection: close\r\n\r\n",
                        seconds=3)  # under httplib's 5 s
         assert statuses(got) == [want] and words in got, got
@@ -241,16 +245,22 @@ def test_torchserve_multipart_takes_the_data_field_among_others(server):
                                     "Content-Type": f"multipart/form-data; boundary={boundary}"})
         assert (status, got) == (200, want), got
     # Several images in one form: one was answered, the others dropped without a word.
-    for fields, words in (([("data", image), ("data", image)], "a form of 2 data fields"),
-                          ([("img1", image), ("img2", image)], "a form of 2 files")):
+    for fields, words in (([("data", image), ("data", image)], "a form of 2 images"),
+                          ([("img1", image), ("img2", image)], "a form of 2 images")):
         body = b"".join(b"--b\r\nContent-Disposition: form-data; name=\"%s\"; filename=\"f\"\r\n\r\n%s\r\n"
                         % (name.encode(), value) for name, value in fields) + b"--b--\r\n"
         status, _, got = http.call(server.url + "/predictions/a", body,
                                    {"Authorization": f"Bearer {KEY}", "Content-Type": "multipart/form-data; boundary=b"})
-        assert status == 400 and words in got and "one image per request" in got, got
-    # TorchServe's versioned path: /predictions/{m}/{version}.
+        assert status == 400 and words in got and "one per request" in got, got
+    # TorchServe reads "data" before "body": a form with both is one image.
+    body = b"".join(b"--b\r\nContent-Disposition: form-data; name=\"%s\"; filename=\"f\"\r\n\r\n%s\r\n"
+                    % (name.encode(), value) for name, value in (("body", b"text"), ("data", image))) + b"--b--\r\n"
+    assert http.call(server.url + "/predictions/a", body, {"Authorization": f"Bearer {KEY}",
+                                                           "Content-Type": "multipart/form-data; boundary=b"})[2] == want
+    # TorchServe's versioned path: /predictions/{m}/{version}, its packager's "1.0" as "1".
     h = {"Authorization": f"Bearer {KEY}"}
     assert http.call(server.url + "/predictions/a/1", image, h)[2] == want
+    assert http.call(server.url + "/predictions/a/1.0", image, h)[2] == want
     status, _, got = http.call(server.url + "/predictions/a/2", image, h, method="PUT")
     assert status == 404 and "has version 1 only, not '2'" in got, got
 
