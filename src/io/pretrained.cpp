@@ -187,6 +187,24 @@ std::string resample_words(const std::string& how) {
   return "as transformers' interpolate_pos_encoding before 4.45 (bicubic by scale_factor (n + 0.1) / n)";
 }
 
+// num_heads is for a file that does not say; one that does is not overruled (its attention
+// was trained with its own split), and the one given is said to be unused.
+void note_unused_heads(const LoadOptions& opt, const ViTConfig& c, std::vector<std::string>& notes) {
+  if (opt.num_heads > 0 && opt.num_heads != c.num_heads)
+    notes.push_back("num_heads " + std::to_string(opt.num_heads) + " not used: the checkpoint's config or " +
+                    "architecture gives " + std::to_string(c.num_heads) + " heads");
+}
+
+// How --img-size resamples pos_embed: the checkpoint's own way, or the one asked for. --pos-resample
+// hf on a transformers checkpoint: its release's form; on others: today's. timm on a FlexiViT:
+// timm's loader's bilinear.
+std::string resample_how(const LoadOptions& opt, const detail::Mapping& m) {
+  VIT_CHECK(opt.pos_resample.empty() || opt.pos_resample == "timm" || opt.pos_resample == "hf",
+            "pos_resample must be 'timm' or 'hf', got '", opt.pos_resample, "'");
+  if (opt.pos_resample.empty() || m.pos_resample.starts_with(opt.pos_resample)) return m.pos_resample;
+  return opt.pos_resample;
+}
+
 // How a model loaded with `how` resamples at a later size change (Python's set_input_size,
 // dynamic_img_size): timm's set_input_size is bicubic for FlexiViT too.
 std::string later_resample(const std::string& how) {
@@ -286,20 +304,8 @@ Pretrained load_pretrained(const std::string& path, const LoadOptions& opt) {
                           ? detail::vit_pytorch_mapping(st, opt.num_heads)
                           : detail::timm_mapping(st, opt.num_heads, opt.architecture);
   ViTConfig c = m.cfg;
-  // num_heads is for a file that does not say; one that does is not overruled (its attention
-  // was trained with its own split), and the one given is said to be unused.
-  if (opt.num_heads > 0 && opt.num_heads != c.num_heads)
-    m.notes.push_back("num_heads " + std::to_string(opt.num_heads) +
-                      " not used: the checkpoint's config or "
-                      "architecture gives " +
-                      std::to_string(c.num_heads) + " heads");
-  VIT_CHECK(opt.pos_resample.empty() || opt.pos_resample == "timm" || opt.pos_resample == "hf",
-            "pos_resample must be 'timm' or 'hf', got '", opt.pos_resample, "'");
-  // --pos-resample hf on a transformers checkpoint: its release's form; on others: today's.
-  // timm on a FlexiViT: timm's loader's bilinear.
-  const std::string how = opt.pos_resample.empty()                       ? m.pos_resample
-                          : m.pos_resample.starts_with(opt.pos_resample) ? m.pos_resample
-                                                                         : opt.pos_resample;
+  note_unused_heads(opt, c, m.notes);
+  const std::string how = resample_how(opt, m);
   // The file's own patch grid, for resampling the position embedding (a patch size of 0 from
   // a config.json would divide by zero here before validate() said so; found by
   // fuzz_pretrained_config).
