@@ -192,13 +192,19 @@ void Reader::read_heads() {
   c.num_heads = 0;
   if (const json* v = field(args, "num_heads"))
     c.num_heads = json_int(*v, "config.json model_args num_heads");
-  if (!c.num_heads && known && known->embed_dim == c.embed_dim) c.num_heads = known->num_heads;
+  // The name's heads where the width is the name's, or where model_args changed the width
+  // alone: timm built that model with the name's heads (a save that overrides embed_dim only).
+  if (!c.num_heads && known && (known->embed_dim == c.embed_dim || field(args, "embed_dim")) &&
+      c.embed_dim % known->num_heads == 0)
+    c.num_heads = known->num_heads;
   if (!c.num_heads) c.num_heads = heads_from_architecture(arch, c.embed_dim);
   if (!c.num_heads) c.num_heads = num_heads;
   VIT_CHECK(c.num_heads > 0,
             "the number of attention heads is not in config.json (model_args.num_heads) and ",
             arch.empty() ? std::string("there is no architecture name")
-                         : "'" + arch + "' is not a name vitcpp knows",
+            : known      ? "'" + arch + "' has " + std::to_string(known->num_heads) + " heads of width " +
+                          std::to_string(known->embed_dim) + ", not " + std::to_string(c.embed_dim)
+                    : "'" + arch + "' is not a name vitcpp knows",
             "; give it with --num-heads (embed_dim is ", c.embed_dim,
             "), or from Python name the architecture: create_model(\"vit_small_patch16_224\", "
             "checkpoint_path=FILE)");

@@ -170,6 +170,33 @@ TEST(Pretrained, EveryRunnableTimmNameBuildsAsTimm) {
   EXPECT_EQ(named_config("mnist-seed").embed_dim, 8);  // vitcpp's presets as before
 }
 
+// A timm save whose model_args override the width alone: timm built it with the name's heads.
+// It was refused as "'vit_small_patch16_224' is not a name vitcpp knows" (found by a tester
+// running timm's source); a width the name's heads do not divide still is, saying why.
+TEST(Pretrained, AWidthOverrideTakesTheNamesHeads) {
+  test::TempDir tmp("width_only");
+  ViTConfig c = test::with_width(small_config(), 48, 6, 96);  // vit_small's 6 heads, another width
+  ViT m(c);
+  m.init_weights(4);
+  export_timm(m, tmp / "m", {});
+  auto cfg = nlohmann::json::parse(read_text_file(tmp / "m/config.json"));
+  cfg["architecture"] = "vit_small_patch16_224";
+  cfg["model_args"].erase("num_heads");
+  write_file_atomic(tmp / "m/config.json", cfg.dump());
+  const Pretrained p = load_pretrained(tmp / "m");
+  EXPECT_EQ(p.model->config().num_heads, 6);
+  EXPECT_EQ(logits(*p.model, 5), logits(m, 5));
+  ViT five(test::with_width(small_config(), 40, 5, 80));  // 6 heads cannot split 40
+  five.init_weights(4);
+  export_timm(five, tmp / "five", {});
+  cfg = nlohmann::json::parse(read_text_file(tmp / "five/config.json"));
+  cfg["architecture"] = "vit_small_patch16_224";
+  cfg["model_args"].erase("num_heads");
+  write_file_atomic(tmp / "five/config.json", cfg.dump());
+  const std::string why = test::error_of([&] { load_pretrained(tmp / "five"); });
+  EXPECT_NE(why.find("'vit_small_patch16_224' has 6 heads of width 384, not 40"), std::string::npos) << why;
+}
+
 // A hub config.json names the architecture alone (no model_args): timm builds its pooling from
 // the name. test_vit3 pools its register token too (pool_include_prefix), which the tensors do
 // not show: it was read without it, logits 2e-2 off (found by a tester running timm's source).
