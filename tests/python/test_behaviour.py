@@ -294,7 +294,7 @@ def test_openmps_thread_limit_holds_the_count_and_loses_no_work(tmp_path):
 # at exit crashed once (SIGSEGV) in CI. Now the exit waits for the calls in flight (the
 # training stops after its step) and the threads wait for the exit (python/src/gil.h).
 DAEMON_SCRIPT = """
-import threading, time, numpy as np, vitcpp
+import sys, threading, time, numpy as np, vitcpp
 m = vitcpp.create_model("mnist-seed")
 x = np.zeros((2, 1, 28, 28), np.float32)
 def calls():
@@ -305,14 +305,14 @@ def training():
 for f in (calls, training):
     threading.Thread(target=f, daemon=True).start()
 time.sleep(0.5)
-print("done")
+sys.stdout.write("done\\n")  # one write: print's two (text, then end) let the run's line in between
 """
 
 
 def test_daemon_threads_inside_vitcpp_let_the_program_exit(tmp_path):
     for _ in range(3):
         r = fresh_python("-c", DAEMON_SCRIPT, cwd=tmp_path)
-        assert r.returncode == 0 and "done" in r.stdout.splitlines(), (r.returncode, r.stderr[-2000:])
+        assert r.returncode == 0 and "done" in r.stdout.splitlines(), (r.returncode, r.stderr[-2000:], r.stdout[-500:])
 
 
 def fork_child(model, x, q):
