@@ -357,6 +357,38 @@ def describe_vit(m, r, vt):
     })
 
 
+def tag_configs(timm, vt, name, tags):
+    """What timm.create_model(f"{name}.{tag}") takes from each pretrained tag: the img_size and
+    num_classes it passes the model (caught at VisionTransformer.__init__, nothing is built) and
+    the tag's pretrained_cfg preprocessing. `.dino` has no head and ImageNet's mean,
+    `deit3_*.fb_in22k_ft_in1k` crop 1.0, `*.augreg_in21k` 21843 classes."""
+    from timm.models import get_pretrained_cfg
+
+    class Captured(Exception):
+        pass
+
+    def capture(self, *args, **kwargs):
+        raise Captured(kwargs)
+
+    out, init = {}, vt.VisionTransformer.__init__
+    vt.VisionTransformer.__init__ = capture  # DeiT's distilled subclass calls it too
+    try:
+        for tag in tags:
+            try:
+                timm.create_model(f"{name}.{tag}", pretrained=False)
+                continue  # not a VisionTransformer
+            except Captured as e:
+                kw = e.args[0]
+            size = kw.get("img_size", 224)
+            c = get_pretrained_cfg(f"{name}.{tag}")
+            out[tag] = {"img_size": [size, size] if isinstance(size, int) else list(size),
+                        "num_classes": kw.get("num_classes", 1000), "mean": list(c.mean), "std": list(c.std),
+                        "interpolation": c.interpolation, "crop_pct": c.crop_pct, "crop_mode": c.crop_mode}
+    finally:
+        vt.VisionTransformer.__init__ = init
+    return out
+
+
 def survey(path, budget_s):
     import timm
     import timm.models.vision_transformer as vt
@@ -388,6 +420,7 @@ def survey(path, budget_s):
                                         "num_classes", "tag", "hf_hub_id")}
         try:
             r["tags"] = [t.split(".", 1)[1] for t in timm.list_pretrained(name + ".*")]
+            r["tag_cfgs"] = tag_configs(timm, vt, name, r["tags"])
         except Exception:  # noqa: BLE001
             pass
         rows[name] = r

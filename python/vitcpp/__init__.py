@@ -14,6 +14,7 @@ import errno
 import fnmatch
 import json
 import os
+import re
 import warnings
 import tempfile
 import threading
@@ -76,9 +77,11 @@ def list_models(filter="", module="", pretrained=False, exclude_filters="", name
     `cifar-seed`, `vit-base-16`, ...). filter: a shell-style pattern or a list of them (any
     matches; "" every name); exclude_filters likewise, names to leave out. pretrained=True
     lists nothing: vitcpp reaches no model hub, its weights come from checkpoint_path.
-    module, name_matches_cfg and include_tags are taken for timm's signature and change
-    nothing (the names are timm's architectures, without pretrained tags)."""
-    del module, name_matches_cfg, include_tags
+    include_tags=True: timm's names with each pretrained tag ("vit_small_patch16_224.dino",
+    "NAME.untrained" where timm has no weights), as create_model takes them (the tag's class
+    count and preprocessing); a filter without a tag matches every tag, as timm's.
+    module and name_matches_cfg are taken for timm's signature and change nothing."""
+    del module, name_matches_cfg
 
     def patterns(p, what):
         p = [p] if isinstance(p, str) else list(p) if isinstance(p, (list, tuple, set)) else [p]
@@ -89,8 +92,17 @@ def list_models(filter="", module="", pretrained=False, exclude_filters="", name
     keep, drop = patterns(filter, "filter"), patterns(exclude_filters, "exclude_filters")
     if pretrained:
         return []
-    return sorted(n for n in _known_names() if (not keep or any(fnmatch.fnmatchcase(n, k) for k in keep))
-                  and not any(fnmatch.fnmatchcase(n, d) for d in drop))
+    names = _known_names()
+    if include_tags:
+        names = set(_vitcpp.preset_names()) | set(_vitcpp.timm_tagged_names())
+
+        def with_tags(p):  # timm's _expand_filter: "vit_small*" also matches "vit_small*.*"
+            return [x for f in p for x in ([f] if "." in f else [f, f + ".*"])]
+        keep, drop = with_tags(keep), with_tags(drop)
+    # timm's order: natural, vit_base_patch8 before vit_base_patch16.
+    return sorted((n for n in names if (not keep or any(fnmatch.fnmatchcase(n, k) for k in keep))
+                   and not any(fnmatch.fnmatchcase(n, d) for d in drop)),
+                  key=lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n.lower())])
 
 
 def _size(img_size):
@@ -196,10 +208,10 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
                 if _vitcpp.is_timm_architecture(arch):
                     _vitcpp.preset_config_json(arch)  # one of timm's that vitcpp does not build: says why
                 raise Error(f"Unknown model ({model_name}): vitcpp.list_models() lists the names")
-            a.model_name = arch  # the file must be that model (a bare state dict takes its settings)
+            a.model_name = model_name  # the file must be that model (a bare state dict takes its and its tag's settings)
         engine = _vitcpp.Engine.load(os.fsencode(path), a)  # bytes: a name that is not UTF-8 too
     else:
-        engine = _vitcpp.Engine.create(arch, a)
+        engine = _vitcpp.Engine.create(model_name, a)  # a tag's class count and preprocessing too
     model = VisionTransformer(engine, dynamic_img_size=dynamic_img_size)
     # The checkpoint's own precision unless asked: vit quantize's int8 files run in int8, as
     # `vit predict` runs them.

@@ -110,11 +110,16 @@ struct TimmArchitecture {
 // The architecture of a name with or without its pretrained tag (".augreg_in21k"); nullptr
 // for names the table does not have.
 const TimmArchitecture* find_timm_architecture(std::string_view name);
-// The config of a runnable architecture's name (with or without its tag), as timm builds it;
-// empty for names the table does not have or vitcpp cannot run.
+// The config of a runnable architecture's name, as timm builds it: with a pretrained tag
+// (".dino"), the tag's class count, input size and preprocessing (timm_tags.inc); a tag the
+// architecture does not have throws, as timm does. Empty for names the table does not have or
+// vitcpp cannot run.
 std::optional<ViTConfig> timm_architecture_config(std::string_view name);
 // The names of those vitcpp runs as timm does (unsupported empty), in the table's order.
 std::vector<std::string> runnable_timm_architectures();
+// Those names with each of their pretrained tags (timm.list_models(include_tags=True)):
+// "vit_small_patch16_224.dino", "NAME.untrained" for an architecture without weights.
+std::vector<std::string> timm_tagged_names();
 // A registered name that builds a model with this width and LayerNorm eps from model_args
 // (vit_base_patch16_224 when no width matches); distilled: one of DeiT's distilled names
 // (VisionTransformerDistilled; deit_base_distilled_patch16_224 when no width matches).

@@ -2,8 +2,10 @@
 // what an architecture's name alone says about a hub checkpoint, whose config.json rarely
 // lists the arguments. Some of it leaves no trace in the tensors: QuickGELU and the tanh GELU
 // (CLIP, SigLIP), LayerNorm eps 1e-5 (CLIP).
+#include <nlohmann/json.hpp>
 #include <regex>
 
+#include "core/check.h"
 #include "formats.h"
 
 namespace vit::detail {
@@ -12,6 +14,20 @@ namespace {
 
 constexpr TimmArchitecture kArchitectures[] = {
 #include "timm_architectures.inc"
+};
+
+// A pretrained tag of a runnable architecture: what timm.create_model("name.tag") takes from
+// the tag's pretrained_cfg where it differs from the name's row (config JSON keys): `.dino`
+// has no head and ImageNet's mean, `deit3_*.fb_in22k_ft_in1k` crop 1.0, `*.augreg_in21k`
+// 21843 classes.
+struct TimmTag {
+  const char* arch;
+  const char* tag;
+  const char* overrides;
+};
+
+constexpr TimmTag kTags[] = {
+#include "timm_tags.inc"
 };
 
 }  // namespace
@@ -26,13 +42,42 @@ const TimmArchitecture* find_timm_architecture(std::string_view name) {
 std::optional<ViTConfig> timm_architecture_config(std::string_view name) {
   const TimmArchitecture* a = find_timm_architecture(name);
   if (!a || *a->unsupported || !*a->config) return std::nullopt;
-  return ViTConfig::from_json(a->config);
+  const size_t dot = name.find('.');
+  if (dot == std::string_view::npos) return ViTConfig::from_json(a->config);
+  // timm refuses a tag the architecture does not have (get_pretrained_cfg); one without
+  // weights has the single tag "untrained".
+  const std::string_view tag = name.substr(dot + 1), arch = a->name;
+  std::string tags;
+  for (const auto& t : kTags) {
+    if (arch != t.arch) continue;
+    if (tag == t.tag) {
+      nlohmann::json c = nlohmann::json::parse(a->config);
+      c.update(nlohmann::json::parse(t.overrides));
+      return ViTConfig::from_json(c.dump());
+    }
+    tags += (tags.empty() ? "" : ", ") + std::string(t.tag);
+  }
+  if (tags.empty() && tag == "untrained") return ViTConfig::from_json(a->config);
+  throw Error(concat("Invalid pretrained tag (", tag, ") for ", arch, ": its tags are ",
+                     tags.empty() ? std::string("'untrained' alone (timm has no weights for it)") : tags));
 }
 
 std::vector<std::string> runnable_timm_architectures() {
   std::vector<std::string> out;
   for (const auto& a : kArchitectures)
     if (!*a.unsupported) out.push_back(a.name);
+  return out;
+}
+
+std::vector<std::string> timm_tagged_names() {
+  std::vector<std::string> out;
+  for (const auto& a : kArchitectures) {
+    if (*a.unsupported) continue;
+    const size_t before = out.size();
+    for (const auto& t : kTags)
+      if (std::string_view(a.name) == t.arch) out.push_back(std::string(a.name) + "." + t.tag);
+    if (out.size() == before) out.push_back(std::string(a.name) + ".untrained");
+  }
   return out;
 }
 

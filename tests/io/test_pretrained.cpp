@@ -170,6 +170,71 @@ TEST(Pretrained, EveryRunnableTimmNameBuildsAsTimm) {
   EXPECT_EQ(named_config("mnist-seed").embed_dim, 8);  // vitcpp's presets as before
 }
 
+// A pretrained tag in a name gives what timm.create_model("name.tag") takes from it: the tag's
+// class count, input size and preprocessing, against the survey of timm itself (tag_cfgs,
+// caught at the model's __init__). It was taken for the architecture's default tag: `.dino`
+// and `.mae` were given a head and the default's mean, `deit3_*.fb_in22k_ft_in1k` crop 0.9.
+// A tag the architecture does not have is refused, as timm refuses it.
+TEST(Pretrained, EveryPretrainedTagBuildsAsTimm) {
+  const auto survey =
+      nlohmann::json::parse(read_text_file(std::string(VIT_FIXTURE_DIR) + "/../../tools/timm_survey.json"));
+  size_t tags = 0, differ = 0;
+  for (const std::string& name : detail::runnable_timm_architectures()) {
+    const ViTConfig plain = named_config(name);
+    const nlohmann::json tag_cfgs = survey["models"][name].value("tag_cfgs", nlohmann::json::object());
+    for (const auto& [tag, t] : tag_cfgs.items()) {
+      const std::string full = name + "." + tag;
+      const ViTConfig c = named_config(full);
+      ++tags;
+      EXPECT_EQ(nlohmann::json({c.img_h, c.img_w}), t["img_size"]) << full;
+      EXPECT_EQ(c.num_classes, t["num_classes"].get<int64_t>()) << full;
+      EXPECT_NEAR(c.crop_pct, t["crop_pct"].get<double>(), 1e-9) << full;
+      EXPECT_EQ(c.crop_mode, t["crop_mode"].get<std::string>()) << full;
+      EXPECT_EQ(c.interpolation, t["interpolation"].get<std::string>()) << full;
+      for (size_t i = 0; i < 3; ++i) {
+        EXPECT_FLOAT_EQ(c.mean[i], t["mean"][i].get<float>()) << full;
+        EXPECT_FLOAT_EQ(c.std[i], t["std"][i].get<float>()) << full;
+      }
+      // The architecture is the name's.
+      EXPECT_EQ(c.embed_dim, plain.embed_dim) << full;
+      EXPECT_EQ(c.depth, plain.depth) << full;
+      EXPECT_EQ(c.global_pool, plain.global_pool) << full;
+      EXPECT_EQ(c.act_layer, plain.act_layer) << full;
+      differ += c.to_json(-1) != plain.to_json(-1);
+    }
+  }
+  EXPECT_EQ(tags, 292u);
+  EXPECT_EQ(differ,
+            81u);  // timm_tags.inc's rows that are not {}: 63 class counts, 27 crops, 19 means, 5 squash
+  EXPECT_EQ(detail::timm_tagged_names().size(), 292u + 10u);  // + ".untrained" where timm has no weights
+
+  const ViTConfig dino = named_config("vit_base_patch16_224.dino");
+  EXPECT_EQ(dino.num_classes, 0);
+  EXPECT_EQ(dino.mean, (std::vector<float>{0.485f, 0.456f, 0.406f}));
+  EXPECT_EQ(named_config("vit_base_patch16_224").mean, (std::vector<float>{0.5f, 0.5f, 0.5f}));
+  EXPECT_EQ(named_config("vit_base_patch16_224.augreg_in21k").num_classes, 21843);
+  EXPECT_DOUBLE_EQ(named_config("deit3_base_patch16_224.fb_in22k_ft_in1k").crop_pct, 1.0);
+  EXPECT_EQ(named_config("vit_base_patch32_clip_384.openai_ft_in12k_in1k").crop_mode, "squash");
+  EXPECT_EQ(named_config("vit_base_patch16_gap_224.untrained").embed_dim, 768);
+  const auto refused = [](const std::string& name) {
+    try {
+      named_config(name);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("built");
+  };
+  EXPECT_EQ(
+      refused("vit_base_patch16_224.augreg"),
+      "Invalid pretrained tag (augreg) for vit_base_patch16_224: its tags are augreg2_in21k_ft_in1k, "
+      "augreg_in1k, augreg_in21k, augreg_in21k_ft_in1k, dino, mae, orig_in21k, orig_in21k_ft_in1k, sam_in1k");
+  EXPECT_NE(refused("vit_base_patch16_224.").find("Invalid pretrained tag () for"), std::string::npos);
+  EXPECT_NE(refused("vit_base_patch16_224.untrained").find("Invalid pretrained tag (untrained)"),
+            std::string::npos);
+  EXPECT_NE(refused("vit_base_patch16_gap_224.in1k").find("its tags are 'untrained' alone"),
+            std::string::npos);
+}
+
 // A timm save whose model_args override the width alone: timm built it with the name's heads.
 // It was refused as "'vit_small_patch16_224' is not a name vitcpp knows" (found by a tester
 // running timm's source); a width the name's heads do not divide still is, saying why.

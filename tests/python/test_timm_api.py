@@ -34,7 +34,10 @@ def test_a_name_with_checkpoint_path_is_that_model_or_an_error(tmp_path):
     # is none raises as timm's does (a misspelled one was dropped and the file loaded).
     tagged = vitcpp.create_model("vit_tiny_patch16_224.augreg_in21k", checkpoint_path=tmp_path / "bare.safetensors")
     assert np.array_equal(tagged(x), ref(x))
-    assert vitcpp.create_model("vit_tiny_patch16_224.augreg_in21k", seed=3).config == ref.config
+    # The tag's class count and preprocessing, as timm.create_model takes them from its
+    # pretrained_cfg (the default tag's were taken): ImageNet-21k's 21843 classes here.
+    in21k = vitcpp.create_model("vit_tiny_patch16_224.augreg_in21k", seed=3)
+    assert in21k.config == {**ref.config, "num_classes": 21843} and in21k.num_classes == 21843
     with pytest.raises(RuntimeError, match=r"Unknown model \(vit_tnyi_patch16_224\)"):
         vitcpp.create_model("vit_tnyi_patch16_224", pretrained=True, checkpoint_path=TIMM_A)
     # One of timm's that vitcpp does not build says why, by name as from its checkpoint.
@@ -58,6 +61,12 @@ def test_a_name_with_checkpoint_path_is_that_model_or_an_error(tmp_path):
     loaded = vitcpp.create_model("deit_tiny_patch16_224", checkpoint_path=tmp_path / "deit.safetensors")
     for key in ("mean", "std", "crop_pct", "interpolation"):
         assert loaded.pretrained_cfg[key] == deit.pretrained_cfg[key], key
+    # A tag's pretrained_cfg, as timm takes it: DINO's mean and std (the default tag's 0.5 were).
+    small = vitcpp.create_model("vit_small_patch16_224", num_classes=0)
+    write_safetensors(tmp_path / "small.safetensors", small.state_dict())
+    for tag, mean in ((".dino", (0.485, 0.456, 0.406)), ("", (0.5, 0.5, 0.5))):
+        got = vitcpp.create_model("vit_small_patch16_224" + tag, checkpoint_path=tmp_path / "small.safetensors")
+        assert got.pretrained_cfg["mean"] == mean and got.num_classes == 0, tag
 
 
 def test_a_model_name_is_a_name_where_a_folder_of_that_name_is(tmp_path, monkeypatch):
@@ -240,6 +249,23 @@ def test_errors_and_names_read_as_timms(tmp_path):
     assert "vit_so400m_patch14_siglip_384" in vitcpp.list_models("*siglip*")
     dino = vitcpp.create_model("vit_small_patch8_224.dino")  # timm's default tag: DINO's
     assert dino.num_classes == 0 and dino.pretrained_cfg["mean"] == (0.485, 0.456, 0.406)
+    # Another tag than the default is the tag's (it was the default's: a head, mean 0.5).
+    assert vitcpp.create_model("vit_small_patch16_224").pretrained_cfg["mean"] == (0.5, 0.5, 0.5)
+    dino16 = vitcpp.create_model("vit_small_patch16_224.dino")
+    assert dino16.num_classes == 0 and dino16.pretrained_cfg["mean"] == (0.485, 0.456, 0.406)
+    with pytest.raises(vitcpp.Error, match=r"Invalid pretrained tag \(dinov2\) for vit_small_patch16_224: its tags "
+                                           r"are augreg_in1k, .*dino"):
+        vitcpp.create_model("vit_small_patch16_224.dinov2")
+    # include_tags, as timm's list_models: a filter without a tag matches every tag.
+    assert vitcpp.list_models("vit_small_patch16_224", include_tags=True) == [
+        "vit_small_patch16_224.augreg_in1k", "vit_small_patch16_224.augreg_in21k",
+        "vit_small_patch16_224.augreg_in21k_ft_in1k", "vit_small_patch16_224.dino"]
+    assert vitcpp.list_models("vit_base_patch16_gap_224", include_tags=True) == ["vit_base_patch16_gap_224.untrained"]
+    assert vitcpp.list_models("*.dino", include_tags=True, exclude_filters="vit_base*") == [
+        "vit_small_patch8_224.dino", "vit_small_patch16_224.dino"]  # timm's natural order
+    assert "mnist-seed" in vitcpp.list_models(include_tags=True)
+    for name in vitcpp.list_models("vit_tiny*", include_tags=True):
+        assert vitcpp.create_model(name).embed_dim == 192, name
     with pytest.raises(TypeError, match="filter"):
         vitcpp.list_models(3)
     with pytest.raises(TypeError, match="create_model"):
