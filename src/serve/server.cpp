@@ -182,6 +182,22 @@ bool close_after(const httplib::Request& req, httplib::Response& res, size_t lin
 }
 
 // A Content-Length that is a number (framing_error passed it), or 0.
+// The Date header every answer carries (RFC 9110 section 6.6.1: an origin server with a
+// clock sends it; caches and clients read the answer's age from it), in IMF-fixdate, written
+// without the C library's locale: "Mon, 07 Dec 2026 12:38:29 GMT".
+std::string http_date() {
+  static const char* const kDays[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+  static const char* const kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                        "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  const time_t now = time(nullptr);
+  struct tm t {};
+  gmtime_r(&now, &t);
+  char out[40];
+  std::snprintf(out, sizeof out, "%s, %02d %s %04d %02d:%02d:%02d GMT", kDays[t.tm_wday % 7], t.tm_mday,
+                kMonths[t.tm_mon % 12], t.tm_year + 1900, t.tm_hour, t.tm_min, t.tm_sec);
+  return out;
+}
+
 uint64_t content_length(const httplib::Request& req) {
   return std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
 }
@@ -556,6 +572,12 @@ bool Service::refused_before_body(const httplib::Request& req, httplib::Response
     fail(res, 400, bad);
     return true;
   }
+  // RFC 9112 section 3.2: an HTTP/1.1 request without Host gets 400 (it was answered).
+  if (req.version == "HTTP/1.1" && !req.has_header("Host")) {
+    if (has_body(req)) close_unread(res);
+    fail(res, 400, "an HTTP/1.1 request needs a Host header (RFC 9112 section 3.2)");
+    return true;
+  }
   // httplib (Debian's build) decodes gzip, deflate and br; another coding reached the
   // endpoints as it was sent ("the body is not valid JSON" for a zstd body).
   if (const std::string coding = req.get_header_value("Content-Encoding");
@@ -649,6 +671,7 @@ void Service::install_hooks() {
   // While connections wait for a thread (more clients than --http-threads), each answer
   // closes its connection, so that the waiting ones take their turn (connection_pool.h).
   svr_->set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("Date", http_date());
     if (const ConnectionPool* pool = pool_; pool && pool->waiting() > 0 && !res.has_header("Connection"))
       res.set_header("Connection", "close");
     if (res.get_header_value("Connection") == "close") {

@@ -204,6 +204,24 @@ def test_an_unknown_method_is_501_and_kserve_v1_liveness_is_open(server):
     assert (status, json.loads(body)) == (200, {"status": "alive"})
 
 
+def test_every_answer_has_a_date_and_http11_needs_a_host(server):
+    """RFC 9110 section 6.6.1: an origin server with a clock sends Date (there was none).
+    RFC 9112 section 3.2: an HTTP/1.1 request without Host is 400 (it was answered)."""
+    import email.utils
+    for request in (b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                    b"GET /v2/nothing HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Connection: close\r\n\r\n",
+                    b"GET /v2/health/ready HTTP/1.0\r\n\r\n"):  # HTTP/1.0 needs no Host
+        got = exchange(server, request)
+        date = re.search(r"^Date: (.+)\r$", got, re.M)
+        assert date and statuses(got) in ([200], [404]), got
+        when = email.utils.parsedate_to_datetime(date.group(1))
+        assert date.group(1).endswith(" GMT") and abs(when.timestamp() - time.time()) < 60, date.group(1)
+    got = exchange(server, b"GET /v2/health/ready HTTP/1.1\r\nConnection: close\r\n\r\n")
+    assert statuses(got) == [400] and "needs a Host header" in got, got
+    got = exchange(server, b"POST /v2/models/a/infer HTTP/1.1\r\n" + AUTH + b"Content-Length: 2\r\n\r\n{}")
+    assert statuses(got) == [400] and "needs a Host header" in got and "Connection: close" in got, got
+
+
 def test_a_known_path_with_another_method_is_405_with_allow(server):
     h = {"Authorization": f"Bearer {KEY}"}
     status, headers, body = http.call(server.url + "/v2/models/a/infer", headers=h)  # GET
