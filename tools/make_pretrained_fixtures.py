@@ -188,9 +188,25 @@ def timm_shapes(c):
     return s
 
 
-def timm_forward(c, p, x):
+def timm_forward(c, p, x, attn_mask=None):
     """VisionTransformer.forward: forward_features (patch_embed, _pos_embed, norm_pre, blocks,
-    norm) then forward_head (pool, fc_norm, head). LayerNorm eps 1e-6, exact GELU."""
+    norm) then forward_head (pool, fc_norm, head). LayerNorm eps 1e-6, exact GELU. attn_mask:
+    timm 1.0's, added to every block's attention scores (bool: False is -inf); the pooling
+    reads every token as without it."""
+    eps = 1e-6
+    t, npre = timm_forward_features(c, p, x, attn_mask)
+    if c["global_pool"] == "map":
+        pooled = timm_attn_pool(p, t if c.get("pool_include_prefix") else t[:, npre:], c["num_heads"], eps)
+    else:
+        kept = t if c.get("pool_include_prefix") else t[:, npre:]  # timm 1.0's global_pool_nlc
+        pooled = kept.mean(dim=1) if c["global_pool"] == "avg" else t[:, 0]
+    if "fc_norm.weight" in p:
+        pooled = layer_norm(pooled, p["fc_norm.weight"], p["fc_norm.bias"], eps)
+    return F.linear(pooled, p["head.weight"], p["head.bias"])
+
+
+def timm_forward_features(c, p, x, attn_mask=None):
+    """forward_features' tokens [B, T, D] and the number of prefix tokens."""
     eps, B = 1e-6, x.shape[0]
     D, nh = c["embed_dim"], c["num_heads"]
     hd = D // nh
@@ -210,7 +226,12 @@ def timm_forward(c, p, x):
         h = layer_norm(t, p[b + "norm1.weight"], p[b + "norm1.bias"], eps)
         qkv = F.linear(h, p[b + "attn.qkv.weight"], p.get(b + "attn.qkv.bias"))
         q, k, v = qkv.reshape(B, T, 3, nh, hd).permute(2, 0, 3, 1, 4).unbind(0)
-        a = ((q * hd ** -0.5) @ k.transpose(-2, -1)).softmax(dim=-1) @ v
+        scores = (q * hd ** -0.5) @ k.transpose(-2, -1)
+        if attn_mask is not None:  # timm's resolve_self_attn_mask
+            bias = attn_mask if attn_mask.dtype != torch.bool else torch.zeros(
+                attn_mask.shape, dtype=scores.dtype).masked_fill(~attn_mask, float("-inf"))
+            scores = scores + bias
+        a = scores.softmax(dim=-1) @ v
         a = F.linear(a.transpose(1, 2).reshape(B, T, D), p[b + "attn.proj.weight"], p[b + "attn.proj.bias"])
         t = t + (a * p[b + "ls1.gamma"] if b + "ls1.gamma" in p else a)
         h = layer_norm(t, p[b + "norm2.weight"], p[b + "norm2.bias"], eps)
@@ -219,14 +240,7 @@ def timm_forward(c, p, x):
         t = t + (h * p[b + "ls2.gamma"] if b + "ls2.gamma" in p else h)
     if "norm.weight" in p:
         t = layer_norm(t, p["norm.weight"], p["norm.bias"], eps)
-    if c["global_pool"] == "map":
-        pooled = timm_attn_pool(p, t if c.get("pool_include_prefix") else t[:, npre:], nh, eps)
-    else:
-        kept = t if c.get("pool_include_prefix") else t[:, npre:]  # timm 1.0's global_pool_nlc
-        pooled = kept.mean(dim=1) if c["global_pool"] == "avg" else t[:, 0]
-    if "fc_norm.weight" in p:
-        pooled = layer_norm(pooled, p["fc_norm.weight"], p["fc_norm.bias"], eps)
-    return F.linear(pooled, p["head.weight"], p["head.bias"])
+    return t, npre
 
 
 def timm_attn_pool(p, t, nh, eps):

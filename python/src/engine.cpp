@@ -114,9 +114,9 @@ void Engine::logits(const float* x, int64_t B, float* out) {
   m_->infer(x, B, nullptr, out);
 }
 
-void Engine::features(const float* x, int64_t B, float* pooled, float* tokens) {
+void Engine::features(const float* x, int64_t B, const uint8_t* mask, float* pooled, float* tokens) {
   prepare(B);
-  m_->infer_features(x, B, nullptr, pooled, tokens);
+  m_->infer_features(x, B, mask, pooled, tokens);
 }
 
 void Engine::attention(const float* x, int64_t B, float* attn, float* pool_attn) {
@@ -124,8 +124,8 @@ void Engine::attention(const float* x, int64_t B, float* attn, float* pool_attn)
   m_->infer(x, B, nullptr, nullptr, attn, pool_attn);
 }
 
-void Engine::intermediates(const float* x, int64_t B, const std::vector<int64_t>& ids, float* out,
-                           float* tokens) {
+void Engine::intermediates(const float* x, int64_t B, const uint8_t* mask, const std::vector<int64_t>& ids,
+                           float* out, float* tokens) {
   const ViTConfig& c = config();
   std::vector<float*> blocks(size_t(c.depth), nullptr);
   const int64_t each = B * c.num_tokens() * c.embed_dim;
@@ -136,7 +136,7 @@ void Engine::intermediates(const float* x, int64_t B, const std::vector<int64_t>
     blocks[size_t(ids[k])] = out + int64_t(k) * each;
   }
   prepare(B);
-  m_->infer_blocks(x, B, nullptr, blocks, tokens);
+  m_->infer_blocks(x, B, mask, blocks, tokens);
 }
 
 void Engine::maps(const float* x, int64_t B, const std::string& method, int64_t layer, int64_t head,

@@ -55,12 +55,14 @@ class Engine {
   // the fp32 weights packed where that is faster for B images, unpacked where not (a batch
   // size across that line repacks them), so the same bits. logits[B, K]; pooled[B, D] and tokens[B, T, D]
   // (either may be null); attn[depth, B, H, T, T] and pool_attn[B, H, T] (may be null).
+  // mask[B, N] (may be null): the patches the attention sees (1) and hides (0), as ViT::infer.
   void logits(const float* x, int64_t B, float* out);
-  void features(const float* x, int64_t B, float* pooled, float* tokens);
+  void features(const float* x, int64_t B, const uint8_t* mask, float* pooled, float* tokens);
   void attention(const float* x, int64_t B, float* attn, float* pool_attn);
   // timm's forward_intermediates: the residual stream after each block of `ids` (0-based,
   // distinct) into out[ids.size(), B, T, D], and forward_features' tokens[B, T, D].
-  void intermediates(const float* x, int64_t B, const std::vector<int64_t>& ids, float* out, float* tokens);
+  void intermediates(const float* x, int64_t B, const uint8_t* mask, const std::vector<int64_t>& ids,
+                     float* out, float* tokens);
   // What `vit attention` draws, per image: maps[B, grid_h * grid_w] by method "cls",
   // "dist", "rollout" or "pool" (viz::attention_map), at block `layer` (-1: the last), of
   // head `head` (-1: the heads' mean).

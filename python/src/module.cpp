@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,8 +30,8 @@ using vit::python::Engine;
 
 namespace {
 
-using Floats = py::array_t<float, py::array::c_style>;  // no forcecast: Python converts first
-using Bytes = py::array_t<uint8_t, py::array::c_style>;
+using Floats = py::array_t<float, py::array::c_style>;   // no forcecast: Python converts first
+using Bytes = py::array_t<uint8_t, py::array::c_style>;  // pixels; a patch mask, made uint8 by Python
 
 std::string shape_of(const py::array& a) {
   std::string s = "[";
@@ -72,11 +73,22 @@ py::array_t<float> logits(Engine& e, const Floats& x) {
 }
 
 // (pooled [N, D] or None, tokens [N, T, D] or None)
-py::tuple features(Engine& e, const Floats& x, bool pooled, bool tokens) {
+// A patch mask [B, N] of 0 and 1 (vitcpp/__init__.py makes it from timm's attn_mask), or null.
+const uint8_t* mask_of(const Engine& e, int64_t B, const std::optional<Bytes>& mask) {
+  if (!mask) return nullptr;
+  const int64_t N = e.config().num_patches();
+  if (mask->ndim() != 2 || mask->shape(0) != B || mask->shape(1) != N)
+    throw py::value_error("the patch mask must be [" + std::to_string(B) + ", " + std::to_string(N) +
+                          "], got " + shape_of(*mask));
+  return mask->data();
+}
+
+py::tuple features(Engine& e, const Floats& x, bool pooled, bool tokens, const std::optional<Bytes>& mask) {
   const int64_t B = batch_of(e, x), D = e.config().embed_dim, T = e.config().num_tokens();
   Floats p = empty({pooled ? B : 0, D}), t = empty({tokens ? B : 0, T, D});
   float *pp = pooled ? p.mutable_data() : nullptr, *tp = tokens ? t.mutable_data() : nullptr;
-  if (B > 0) locked(e, [&](Engine& m) { m.features(x.data(), B, pp, tp); });
+  const uint8_t* mk = mask_of(e, B, mask);
+  if (B > 0) locked(e, [&](Engine& m) { m.features(x.data(), B, mk, pp, tp); });
   return py::make_tuple(pooled ? py::object(p) : py::none(), tokens ? py::object(t) : py::none());
 }
 
@@ -91,11 +103,13 @@ py::tuple attention(Engine& e, const Floats& x) {
 }
 
 // (intermediates [K, N, T, D], tokens [N, T, D])
-py::tuple intermediates(Engine& e, const Floats& x, const std::vector<int64_t>& ids) {
+py::tuple intermediates(Engine& e, const Floats& x, const std::vector<int64_t>& ids,
+                        const std::optional<Bytes>& mask) {
   const int64_t B = batch_of(e, x), T = e.config().num_tokens(), D = e.config().embed_dim;
   Floats out = empty({py::ssize_t(ids.size()), B, T, D}), tokens = empty({B, T, D});
   float *o = out.mutable_data(), *t = tokens.mutable_data();
-  if (B > 0) locked(e, [&](Engine& m) { m.intermediates(x.data(), B, ids, o, t); });
+  const uint8_t* mk = mask_of(e, B, mask);
+  if (B > 0) locked(e, [&](Engine& m) { m.intermediates(x.data(), B, mk, ids, o, t); });
   return py::make_tuple(out, tokens);
 }
 
@@ -233,10 +247,11 @@ PYBIND11_MODULE(_vitcpp, m) {
       .def("set_origin", &Engine::set_origin)
       .def("num_params", &Engine::num_params)
       .def("logits", &logits)
-      .def("features", &features, py::arg("x"), py::arg("pooled") = true, py::arg("tokens") = true)
+      .def("features", &features, py::arg("x"), py::arg("pooled") = true, py::arg("tokens") = true,
+           py::arg("mask") = py::none())
       .def("attention", &attention)
       .def("maps", &maps)
-      .def("intermediates", &intermediates)
+      .def("intermediates", &intermediates, py::arg("x"), py::arg("ids"), py::arg("mask") = py::none())
       .def("set_dtype",
            [](Engine& e, const std::string& d) { locked(e, [&](Engine& m) { m.set_dtype(d); }); })
       .def("with_head",

@@ -283,13 +283,17 @@ def _as_input(x, out):
     return wrap(out)
 
 
-def _no_attn_mask(attn_mask, is_causal):
-    """timm 1.0's attn_mask and is_causal, taken at their defaults (code written for timm passes
-    attn_mask=None); a mask is refused by name, not taken for something it is not."""
-    if attn_mask is not None or is_causal:
-        raise NotImplementedError(
-            "attn_mask and is_causal: vitcpp's Python module takes no attention mask (the C++ ViT::forward "
-            "and ViT::infer take a patch mask, mask[B, N])")
+def _mask_array(attn_mask):
+    """timm's attn_mask as a numpy array (torch tensors too: bool stays bool)."""
+    if _is_torch(attn_mask) and hasattr(attn_mask, "detach"):
+        attn_mask = attn_mask.detach().cpu()
+        if str(attn_mask.dtype) == "torch.bfloat16":
+            attn_mask = attn_mask.float()
+        attn_mask = attn_mask.numpy()
+    m = np.asarray(attn_mask)
+    if m.dtype != bool and not np.issubdtype(m.dtype, np.floating):
+        raise TypeError(f"attn_mask must be bool (True: attend) or float (added to the scores), got {m.dtype}")
+    return m
 
 
 # Every model, for the fork handler below: a lock held by another thread when the process
@@ -499,15 +503,58 @@ class VisionTransformer:
                 self._resized.pop(next(iter(self._resized)))
             return engine
 
+    def _patch_mask(self, attn_mask, is_causal, x):
+        """timm 1.0's attn_mask for images x as vitcpp's patch mask uint8 [N, patches] (1: the
+        attention sees the patch), or None. timm adds it to every block's attention scores
+        (bool: True attends, False is -inf; float: added), broadcast to [N, heads, T, T]. vitcpp
+        runs the masks that hide keys: the same for every query and head, 0 or -inf (False or
+        True), the prefix tokens seen. Others are refused by name, never approximated."""
+        if is_causal:
+            raise NotImplementedError("is_causal=True: vitcpp's attention masks hide patches from every token "
+                                      "(a key mask); a causal mask is not one")
+        if attn_mask is None:
+            return None
+        m = _mask_array(attn_mask)
+        n, (ph, pw), pre, heads = x.shape[0], self._cfg["patch_size"], self.num_prefix_tokens, self._cfg["num_heads"]
+        t = pre + (x.shape[2] // ph) * (x.shape[3] // pw)
+        want = f"[N, heads, T, T] with N={n}, heads={heads}, T={t} (or broadcast to it)"
+        if not 2 <= m.ndim <= 4:
+            raise ValueError(f"attn_mask must broadcast to {want}, got shape {m.shape}")
+        m = m.reshape((1,) * (4 - m.ndim) + m.shape)
+        if m.shape[0] not in (1, n) or m.shape[1] not in (1, heads) or m.shape[2] not in (1, t) \
+                or m.shape[3] != t:
+            raise ValueError(f"attn_mask must broadcast to {want}, got shape {np.asarray(attn_mask).shape}")
+        if m.dtype == bool:
+            seen = m
+        else:
+            if not np.all((m == 0) | (m == -np.inf)):
+                raise NotImplementedError("attn_mask: vitcpp takes additive masks of 0 (attend) and -inf (hidden); "
+                                          "other biases are not supported")
+            seen = m == 0
+        keys = seen[:, :1, :1, :]
+        if not np.array_equal(np.broadcast_to(keys, seen.shape), seen):
+            raise NotImplementedError("attn_mask: vitcpp's masks hide patches from every query and head alike (a key "
+                                      "mask, [N, 1, 1, T]); this one differs between queries or heads")
+        keys = np.broadcast_to(keys[:, 0, 0, :], (n, t))
+        if not keys[:, :pre].all():
+            raise NotImplementedError(f"attn_mask hides a prefix token (the first {pre}: class, distillation, "
+                                      "register): vitcpp's masks hide patches alone")
+        return np.ascontiguousarray(keys[:, pre:], dtype=np.uint8)
+
     def forward(self, x, attn_mask=None, is_causal=False):
         """Logits [N, num_classes] of images x [N, C, H, W] (a torch tensor for a torch tensor).
         A model without a head (num_classes=0) gives the pooled features [N, num_features], as
-        timm's head is then the identity. attn_mask and is_causal (timm 1.0's) take their
-        defaults only: this module has no attention masks."""
-        _no_attn_mask(attn_mask, is_causal)
+        timm's head is then the identity. attn_mask: timm 1.0's, a mask that hides patches
+        from the attention of every block (bool [N, 1, 1, T]: False hides; or float 0 / -inf;
+        any shape that broadcasts to [N, heads, T, T] and is the same for every query and
+        head); as timm's, the pooling then reads every patch (forward_head on
+        forward_features' tokens). is_causal=True is refused."""
+        a = _as_images(x)
+        mask = self._patch_mask(attn_mask, is_causal, a)
+        if mask is not None:
+            return self.forward_head(self.forward_features(x, attn_mask=attn_mask))
         if self.num_classes == 0:
             return self.forward_pooled(x)
-        a = _as_images(x)
         return _as_input(x, self._engine_for(a).logits(a))
 
     __call__ = forward
@@ -515,9 +562,9 @@ class VisionTransformer:
     def forward_features(self, x, attn_mask=None, is_causal=False):
         """Every token after the final norm, [N, T, embed_dim] (timm's forward_features; the
         class and register tokens first). attn_mask and is_causal as in forward."""
-        _no_attn_mask(attn_mask, is_causal)
         a = _as_images(x)
-        return _as_input(x, self._engine_for(a).features(a, False, True)[1])
+        mask = self._patch_mask(attn_mask, is_causal, a)
+        return _as_input(x, self._engine_for(a).features(a, False, True, mask)[1])
 
     def forward_head(self, x, pre_logits=False):
         """Pooling, fc_norm and the head on forward_features' tokens [N, T, D] (timm's
@@ -538,7 +585,6 @@ class VisionTransformer:
         return_prefix_tokens, 'image_features' unless intermediates_only). stop_early is
         accepted and changes nothing (the same values either way); attn_mask and is_causal as
         in forward."""
-        _no_attn_mask(attn_mask, is_causal)
         if output_fmt not in ("NCHW", "NLC"):
             raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
         depth = self._cfg["depth"]
@@ -554,7 +600,7 @@ class VisionTransformer:
             raise ValueError(f"indices {list(indices)} out of range: the model has {depth} blocks")
         take = sorted(set(take))  # timm takes them as the blocks run
         images, x = x, _as_images(x)
-        blocks, final = self._engine_for(x).intermediates(x, take)
+        blocks, final = self._engine_for(x).intermediates(x, take, self._patch_mask(attn_mask, is_causal, x))
         from ._head import final_norm
         out = [final_norm(self, y) if norm else y for y in blocks]
         pre = self.num_prefix_tokens

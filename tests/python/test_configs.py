@@ -10,6 +10,9 @@ the float64 reference forward of tools/make_pretrained_fixtures.py:
 - one SGD step (30 seeds) at lr 1 through vitcpp.train: each tensor's change is PyTorch's autograd
   gradient of the mean cross-entropy, within 2e-4 of that tensor's largest (300 seeds: at most
   1.6e-4 with widths of 2 and more; a width of 1 makes LayerNorm's gradient all rounding).
+- timm 1.0's attn_mask (30 seeds): a random mask hiding patches, in one of the forms timm takes
+  (bool or 0/-inf float, [B, 1, 1, T] to [B, heads, T, T], numpy or torch), for the logits
+  and forward_features' tokens, within 1e-4 of the largest.
 The sweep found one bug, in the reference (avg pooling with pool_include_prefix).
 """
 import os
@@ -90,3 +93,43 @@ def test_one_sgd_step_follows_pytorchs_gradient(tmp_path, seed):
         assert err.max() <= 2e-4 * scale, (
             f"{draw(seed)}: {name} worst {np.unravel_index(err.argmax(), err.shape)} by {err.max():.3g} "
             f"(largest gradient {np.abs(want).max():.3g})")
+
+
+def key_mask(seed, B, T, npre, heads):
+    """A random timm attn_mask hiding patches (never a prefix token, never every key), as bool
+    [B, T] and in one of the forms timm takes (drawn by seed)."""
+    rng = np.random.default_rng(seed)
+    seen = rng.random((B, T)) < 0.6
+    seen[:, :npre] = True
+    seen[np.arange(B), npre + rng.integers(0, T - npre, B)] = True  # one patch at least
+    form = seed % 5
+    if form == 0:
+        m = seen[:, None, None, :]
+    elif form == 1:
+        m = np.where(seen, 0.0, -np.inf)[:, None, None, :].astype(np.float32)
+    elif form == 2:
+        m = np.broadcast_to(seen[:, None, None, :], (B, 1, T, T)).copy()
+    elif form == 3:
+        m = np.broadcast_to(np.where(seen, 0.0, -np.inf)[:, None, None, :], (B, heads, T, T)).astype(np.float32)
+    else:
+        m = torch.from_numpy(seen[:, None, None, :].copy())
+    return m
+
+
+@pytest.mark.parametrize("seed", range(200, 230))
+def test_attn_mask_is_timms(tmp_path, seed):
+    c, params, x, _ = checkpoint(tmp_path, seed)
+    m = vitcpp.create_model("local-dir:" + str(tmp_path))
+    npre = m.num_prefix_tokens
+    T = m.forward_features(x.numpy()[:1]).shape[1]
+    mask = key_mask(seed, x.shape[0], T, npre, c["num_heads"])
+    tm = mask if torch.is_tensor(mask) else torch.from_numpy(np.ascontiguousarray(mask))
+    tm = tm if tm.dtype == torch.bool else tm.double()
+    want_tokens = ref.timm_forward_features(c, params, x.double(), tm)[0].numpy()
+    want = ref.timm_forward(c, params, x.double(), tm).numpy()
+    for got, want, what in ((m.forward_features(x.numpy(), attn_mask=mask), want_tokens, "tokens"),
+                            (m(x.numpy(), attn_mask=mask), want, "logits")):
+        err = np.abs(got - want)
+        worst = np.unravel_index(err.argmax(), err.shape)
+        assert err.max() <= 1e-4 * np.abs(want).max(), (
+            f"{draw(seed)} mask form {seed % 5}: worst {what} {worst} {got[worst]} against {want[worst]}")

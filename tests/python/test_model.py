@@ -241,14 +241,42 @@ def test_forward_intermediates_as_timm():
     assert sorted(m.forward_intermediates(x, output_dict=True, intermediates_only=True)) == ["image_intermediates"]
 
 
-def test_timms_attn_mask_arguments_at_their_defaults():
+def test_timms_attn_mask_hides_patches_and_refuses_what_it_cannot_run():
     """timm 1.0's forward(x, attn_mask=None, is_causal=False): code written for it passes them;
-    they were a TypeError. A mask is refused by name (there are no masks in Python)."""
+    they were a TypeError, then every mask was refused. A mask that hides patches from every
+    query runs (PyTorch's forward with it: tests/python/test_configs.py); the masks vitcpp's
+    attention has no form for are refused by name, never approximated."""
     m = vitcpp.create_model("local-dir:" + os.path.join(PRETRAINED, "timm_a"))
     x, _ = expect("timm_a")
     assert np.array_equal(m(x, attn_mask=None, is_causal=False), m(x))
     assert np.array_equal(m.forward_features(x, attn_mask=None), m.forward_features(x))
-    for call in (lambda: m(x, attn_mask=np.ones((2, 19, 19), bool)), lambda: m.forward_features(x, is_causal=True),
-                 lambda: m.forward_intermediates(x, attn_mask=np.ones((2, 19, 19), bool))):
-        with pytest.raises(NotImplementedError, match="no attention mask"):
+    T, pre, H = 19, m.num_prefix_tokens, m.config["num_heads"]
+    seen = np.ones((2, 1, 1, T), bool)
+    seen[0, ..., pre + 3:pre + 9] = False
+    hidden = m.forward_features(x, attn_mask=seen)
+    plain = m.forward_features(x)
+    assert np.array_equal(hidden[1], plain[1]) and not np.allclose(hidden[0], plain[0])  # image 0's alone
+    # The same mask in timm's other forms gives the same bits; forward pools every patch, as timm's.
+    for same in (np.where(seen, 0.0, -np.inf).astype(np.float32), np.broadcast_to(seen, (2, H, T, T)),
+                 np.broadcast_to(seen, (2, 1, T, T)).copy()):
+        assert np.array_equal(m.forward_features(x, attn_mask=same), hidden), same.shape
+    assert np.allclose(m(x, attn_mask=seen), m.forward_head(hidden), rtol=0, atol=1e-6)
+    _, blocks = m.forward_intermediates(x, attn_mask=seen, indices=1, output_fmt="NLC")
+    assert np.array_equal(m.forward_intermediates(x, indices=1, output_fmt="NLC")[1][0][1], blocks[0][1])
+    assert not np.allclose(m.forward_intermediates(x, indices=1, output_fmt="NLC")[1][0][0], blocks[0][0])
+    causal = np.tril(np.ones((T, T), bool))
+    prefix_hidden = seen.copy()
+    prefix_hidden[..., 0] = False
+    for call, words in ((lambda: m.forward_features(x, is_causal=True), "is_causal=True"),
+                        (lambda: m(x, attn_mask=causal), "differs between queries or heads"),
+                        (lambda: m(x, attn_mask=prefix_hidden), "hides a prefix token"),
+                        (lambda: m(x, attn_mask=np.where(seen, 0.5, -np.inf)), "other biases"),
+                        (lambda: m.forward_intermediates(x, attn_mask=causal), "differs between queries")):
+        with pytest.raises(NotImplementedError, match=words):
             call()
+    for bad, error, words in ((np.ones((3, 1, 1, T), bool), ValueError, "must broadcast to"),
+                              (np.ones((2, 1, 1, T + 1), bool), ValueError, "T=19"),
+                              (np.ones(T, bool), ValueError, "got shape"),
+                              (np.ones((2, 1, 1, T), np.int64), TypeError, "bool .* or float")):
+        with pytest.raises(error, match=words):
+            m(x, attn_mask=bad)
