@@ -32,6 +32,19 @@ void check_is(const ViTConfig& got, const ViTConfig& want, const std::string& na
   VIT_CHECK(describe(got) == describe(want), path, " is not a ", name, ": it holds a ViT of ", describe(got),
             "; ", name, " has ", describe(want),
             " (give the checkpoint alone, create_model(path), to take it as it is)");
+  // The tensors that the tokens and norms add, which timm's strict load finds unexpected or
+  // missing: a DeiT-3 file under vit_small_patch16_224's name loaded with vit_small's mean
+  // and std, silently.
+  auto yes = [](bool b) { return b ? "yes" : "no"; };
+  auto layout = [&](const ViTConfig& c) {
+    return detail::concat("class token ", yes(c.class_token), ", register tokens ", c.reg_tokens,
+                          ", distillation token ", yes(c.dist_token), ", LayerScale ", yes(c.layer_scale()),
+                          ", qkv bias ", yes(c.qkv_bias), ", norm_pre ", yes(c.pre_norm), ", fc_norm ",
+                          yes(c.use_fc_norm()), ", attention pool ", yes(c.map_pool()));
+  };
+  VIT_CHECK(layout(got) == layout(want), path, " is not a ", name, ": it holds a ViT with ", layout(got),
+            "; ", name, " has ", layout(want),
+            " (give the checkpoint alone, create_model(path), to take it as it is)");
 }
 }  // namespace
 

@@ -38,6 +38,15 @@ def test_a_name_with_checkpoint_path_is_that_model_or_an_error(tmp_path):
     # pretrained_cfg (the default tag's were taken): ImageNet-21k's 21843 classes here.
     in21k = vitcpp.create_model("vit_tiny_patch16_224.augreg_in21k", seed=3)
     assert in21k.config == {**ref.config, "num_classes": 21843} and in21k.num_classes == 21843
+    # Another token layout in the same widths is another model too (timm's strict load finds
+    # head_dist and dist_token unexpected): it loaded, with the name's preprocessing.
+    distilled = vitcpp.create_model("deit_tiny_distilled_patch16_224", seed=3)
+    write_safetensors(tmp_path / "distilled.safetensors", distilled.state_dict())
+    with pytest.raises(vitcpp.Error, match="is not a vit_tiny_patch16_224: it holds a ViT with class token yes, "
+                                           "register tokens 0, distillation token yes"):
+        vitcpp.create_model("vit_tiny_patch16_224", checkpoint_path=tmp_path / "distilled.safetensors")
+    assert vitcpp.create_model("deit_tiny_distilled_patch16_224",
+                               checkpoint_path=tmp_path / "distilled.safetensors").num_prefix_tokens == 2
     with pytest.raises(RuntimeError, match=r"Unknown model \(vit_tnyi_patch16_224\)"):
         vitcpp.create_model("vit_tnyi_patch16_224", pretrained=True, checkpoint_path=TIMM_A)
     # One of timm's that vitcpp does not build says why, by name as from its checkpoint.
