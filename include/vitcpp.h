@@ -70,7 +70,7 @@ typedef struct vitcpp_prediction {
  * fields are only ever added at its end; the library reads the fields that size covers and
  * takes the defaults for the rest. Functions are only added, never changed.
  * VITCPP_API_VERSION counts the additions; vitcpp_api_version() says the library's. */
-#define VITCPP_API_VERSION 4
+#define VITCPP_API_VERSION 5
 
 /* How vitcpp_open_with_options opens a model. Fill it with vitcpp_options_init, which sets
  * struct_size and the defaults, then change what you need. */
@@ -152,6 +152,19 @@ VIT_API vitcpp_status vitcpp_preprocess(const vitcpp_model* model, const vitcpp_
 VIT_API vitcpp_status vitcpp_logits_tensor(vitcpp_model* model, const float* x, size_t count, float* out);
 VIT_API vitcpp_status vitcpp_embed_tensor(vitcpp_model* model, const float* x, size_t count, float* pooled,
                                           float* tokens);
+/* API version 5: patch masks. The patches per image (the grid), what a mask covers. */
+VIT_API int64_t vitcpp_num_patches(const vitcpp_model* model);
+/* vitcpp_logits_tensor and vitcpp_embed_tensor with a patch mask: mask[count * num_patches] of
+ * 1 (the attention sees the patch) and 0 (hidden from every token; the class and register
+ * tokens are always seen); mask_size is its length in bytes, and another length, or a byte
+ * other than 0 and 1, is VITCPP_INVALID_ARGUMENT. Avg and attention pooling read the seen
+ * patches alone (timm pools every patch after a masked forward_features: pool the tokens
+ * yourself to match it; class-token pooling agrees). mask NULL: as without one. */
+VIT_API vitcpp_status vitcpp_logits_tensor_masked(vitcpp_model* model, const float* x, size_t count,
+                                                  const uint8_t* mask, size_t mask_size, float* out);
+VIT_API vitcpp_status vitcpp_embed_tensor_masked(vitcpp_model* model, const float* x, size_t count,
+                                                 const uint8_t* mask, size_t mask_size, float* pooled,
+                                                 float* tokens);
 
 #ifdef __cplusplus
 }

@@ -103,8 +103,9 @@ class VIT_API Classifier {
   Classifier& operator=(Classifier&&) noexcept;
 
   int64_t num_classes() const;
-  int64_t embed_dim() const;   // the width of an embedding
-  int64_t num_tokens() const;  // tokens per image (class/register tokens and patches)
+  int64_t embed_dim() const;    // the width of an embedding
+  int64_t num_tokens() const;   // tokens per image (class/register tokens and patches)
+  int64_t num_patches() const;  // patches per image (the grid), what a patch mask covers
   // The model's input: channels, height and width after preprocessing.
   int64_t channels() const;
   int64_t height() const;
@@ -157,6 +158,14 @@ class VIT_API Classifier {
   // The same for n images already preprocessed, x[n, channels(), height(), width()] (as
   // logits(x, n, out) takes them).
   void features(const float* x, int64_t n, float* pooled, float* tokens);
+  // The same two with a patch mask, mask[n, num_patches()] of 1 (the attention sees the
+  // patch) and 0 (hidden from every token; the class and register tokens are always seen),
+  // mask_size its length (checked). Avg and attention pooling read the seen patches alone
+  // (timm's pool reads every patch after a masked forward_features: pool the tokens yourself
+  // to match it; the class token's pooling agrees).
+  void logits(const float* x, int64_t n, const uint8_t* mask, size_t mask_size, float* out);
+  void features(const float* x, int64_t n, const uint8_t* mask, size_t mask_size, float* pooled,
+                float* tokens);
 
  private:
   struct Impl;

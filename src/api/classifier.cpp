@@ -142,6 +142,9 @@ int64_t Classifier::embed_dim() const {
 int64_t Classifier::num_tokens() const {
   return impl().cfg().num_tokens();
 }
+int64_t Classifier::num_patches() const {
+  return impl().cfg().num_patches();
+}
 int64_t Classifier::channels() const {
   return impl().cfg().in_chans;
 }
@@ -187,15 +190,31 @@ std::vector<float> Classifier::logits(const std::vector<ImageInput>& images) {
   return out;
 }
 
+namespace {
+// A patch mask of n images: n * N bytes of 0 or 1.
+void check_mask(const uint8_t* mask, size_t size, int64_t n, int64_t N) {
+  if (!mask) return;
+  VIT_VALUE_CHECK(size == size_t(n * N), "mask: ", n, " images of ", N, " patches need ", n * N,
+                  " bytes, got ", size);
+  for (size_t i = 0; i < size; ++i)
+    VIT_VALUE_CHECK(mask[i] <= 1, "mask: byte ", i, " is ", int(mask[i]), ": 0 (hidden) or 1 (seen)");
+}
+}  // namespace
+
 void Classifier::logits(const float* x, int64_t n, float* out) {
-  const int64_t K = num_classes(), per = impl().image_floats();
+  logits(x, n, nullptr, 0, out);
+}
+
+void Classifier::logits(const float* x, int64_t n, const uint8_t* mask, size_t mask_size, float* out) {
+  const int64_t K = num_classes(), per = impl().image_floats(), N = num_patches();
   VIT_CHECK(K > 0, "the model has no classifier head (num_classes 0): it gives embeddings (embed) only");
   VIT_CHECK(n > 0, "no images given");
   VIT_CHECK(x && out, "logits: ", x ? "out" : "x", " is null");
+  check_mask(mask, mask_size, n, N);
   run_openmp(impl().call_threads(), [&] {
     for (int64_t first = 0; first < n; first += impl().max_batch) {
       const int64_t B = std::min(impl().max_batch, n - first);
-      impl().model().infer(x + first * per, B, nullptr, out + first * K);
+      impl().model().infer(x + first * per, B, mask ? mask + first * N : nullptr, out + first * K);
     }
   });
 }
@@ -213,13 +232,20 @@ void Classifier::features(const std::vector<ImageInput>& images, float* pooled, 
 }
 
 void Classifier::features(const float* x, int64_t n, float* pooled, float* tokens) {
-  const int64_t D = embed_dim(), T = num_tokens(), per = impl().image_floats();
+  features(x, n, nullptr, 0, pooled, tokens);
+}
+
+void Classifier::features(const float* x, int64_t n, const uint8_t* mask, size_t mask_size, float* pooled,
+                          float* tokens) {
+  const int64_t D = embed_dim(), T = num_tokens(), per = impl().image_floats(), N = num_patches();
   VIT_CHECK(n > 0, "no images given");
   VIT_CHECK(x && (pooled || tokens), "features: ", x ? "pooled and tokens are both null" : "x is null");
+  check_mask(mask, mask_size, n, N);
   run_openmp(impl().call_threads(), [&] {
     for (int64_t first = 0; first < n; first += impl().max_batch) {
       const int64_t B = std::min(impl().max_batch, n - first);
-      impl().model().infer_features(x + first * per, B, nullptr, pooled ? pooled + first * D : nullptr,
+      impl().model().infer_features(x + first * per, B, mask ? mask + first * N : nullptr,
+                                    pooled ? pooled + first * D : nullptr,
                                     tokens ? tokens + first * T * D : nullptr);
     }
   });

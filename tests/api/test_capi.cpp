@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/check.h"
 #include "core/file.h"
 #include "core/threads.h"
 #include "vit/classifier.h"
@@ -100,6 +101,79 @@ TEST(CApi, LogitsAndEmbeddingsOfAPreprocessedTensor) {
   EXPECT_THROW(ref.logits(nullptr, 1, got.data()), vit::Error);
   EXPECT_THROW(ref.logits(x.data(), 1, nullptr), vit::Error);
   EXPECT_THROW(ref.features(x.data(), 1, nullptr, nullptr), vit::Error);
+}
+
+// Patch masks (API version 5; the C++ ViT alone took them, and its mask pointer has no size):
+// a mask of ones is no mask, bit for bit; hiding patches of one image changes that image
+// alone, in batches of any size (the mask follows its rows); a mask of another length or
+// with other bytes than 0 and 1 is refused, saying why.
+TEST(CApi, APatchMaskHidesPatchesOfItsImageAlone) {
+  vitcpp_options o;
+  vitcpp_options_init(&o);
+  o.max_batch = 1;  // rows one at a time: the mask's offset per batch
+  vitcpp_model *m = nullptr, *whole = nullptr;
+  ASSERT_EQ(vitcpp_open_with_options(kModel.c_str(), &o, &m), VITCPP_OK) << vitcpp_last_error();
+  ASSERT_EQ(vitcpp_open(kModel.c_str(), nullptr, &whole), VITCPP_OK) << vitcpp_last_error();
+  int64_t c = 0, h = 0, w = 0;
+  vitcpp_input_size(m, &c, &h, &w);
+  const size_t per = size_t(c * h * w), N = size_t(vitcpp_num_patches(m)), T = size_t(vitcpp_num_tokens(m)),
+               D = size_t(vitcpp_embed_dim(m)), K = size_t(vitcpp_num_classes(m));
+  ASSERT_GT(N, 2u);
+  EXPECT_EQ(vitcpp_num_patches(nullptr), 0);
+  std::vector<float> x(3 * per);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 7919) % 255) / 127.f - 1.f;
+  std::vector<uint8_t> ones(3 * N, 1), mask(3 * N, 1);
+  for (size_t n = 0; n < N; n += 2) mask[N + n] = 0;  // image 1: every other patch hidden
+  std::vector<float> plain(3 * T * D), seen(3 * T * D), hidden(3 * T * D), batched(3 * T * D);
+  ASSERT_EQ(vitcpp_embed_tensor(m, x.data(), 3, nullptr, plain.data()), VITCPP_OK) << vitcpp_last_error();
+  ASSERT_EQ(vitcpp_embed_tensor_masked(m, x.data(), 3, ones.data(), ones.size(), nullptr, seen.data()),
+            VITCPP_OK)
+      << vitcpp_last_error();
+  EXPECT_EQ(seen, plain);
+  ASSERT_EQ(vitcpp_embed_tensor_masked(m, x.data(), 3, mask.data(), mask.size(), nullptr, hidden.data()),
+            VITCPP_OK)
+      << vitcpp_last_error();
+  ASSERT_EQ(vitcpp_embed_tensor_masked(whole, x.data(), 3, mask.data(), mask.size(), nullptr, batched.data()),
+            VITCPP_OK)
+      << vitcpp_last_error();
+  const auto row = [&](const std::vector<float>& v, size_t i) {
+    return std::vector<float>(v.begin() + std::ptrdiff_t(i * T * D),
+                              v.begin() + std::ptrdiff_t((i + 1) * T * D));
+  };
+  EXPECT_EQ(row(hidden, 0), row(plain, 0));
+  EXPECT_EQ(row(hidden, 2), row(plain, 2));
+  EXPECT_NE(row(hidden, 1), row(plain, 1));
+  for (size_t i = 0; i < 3; ++i) {  // one image per forward or three: the same within rounding
+    const std::vector<float> a = row(hidden, i), b = row(batched, i);
+    float worst = 0;
+    for (size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::abs(a[k] - b[k]));
+    EXPECT_LT(worst, 1e-4f) << "image " << i;
+  }
+  std::vector<float> logits(3 * K), want(3 * K);
+  ASSERT_EQ(vitcpp_logits_tensor(m, x.data(), 3, want.data()), VITCPP_OK) << vitcpp_last_error();
+  ASSERT_EQ(vitcpp_logits_tensor_masked(m, x.data(), 3, nullptr, 0, logits.data()), VITCPP_OK);
+  EXPECT_EQ(logits, want);
+  ASSERT_EQ(vitcpp_logits_tensor_masked(m, x.data(), 3, mask.data(), mask.size(), logits.data()), VITCPP_OK);
+  EXPECT_TRUE(std::equal(logits.begin(), logits.begin() + std::ptrdiff_t(K), want.begin()));
+  EXPECT_FALSE(std::equal(logits.begin() + std::ptrdiff_t(K), logits.begin() + std::ptrdiff_t(2 * K),
+                          want.begin() + std::ptrdiff_t(K)));
+  EXPECT_EQ(vitcpp_logits_tensor_masked(m, x.data(), 3, mask.data(), mask.size() - 1, logits.data()),
+            VITCPP_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vitcpp_last_error()).find("3 images of " + std::to_string(N) + " patches need"),
+            std::string::npos)
+      << vitcpp_last_error();
+  mask[5] = 2;
+  EXPECT_EQ(vitcpp_embed_tensor_masked(m, x.data(), 3, mask.data(), mask.size(), nullptr, hidden.data()),
+            VITCPP_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vitcpp_last_error()).find("mask byte 5 is 2"), std::string::npos)
+      << vitcpp_last_error();
+  vitcpp_close(m);
+  vitcpp_close(whole);
+  // C++: the same checks.
+  vit::Classifier ref(kModel);
+  EXPECT_THROW(ref.features(x.data(), 3, mask.data(), mask.size() + 1, nullptr, hidden.data()),
+               vit::ValueError);
+  EXPECT_THROW(ref.logits(x.data(), 3, mask.data(), mask.size(), logits.data()), vit::ValueError);
 }
 
 TEST(CApi, FailuresReturnAStatusAndAMessagePerThread) {
