@@ -419,7 +419,10 @@ def survey(path, budget_s):
                                if k in ("input_size", "interpolation", "crop_pct", "crop_mode", "mean", "std",
                                         "num_classes", "tag", "hf_hub_id")}
         try:
-            r["tags"] = [t.split(".", 1)[1] for t in timm.list_pretrained(name + ".*")]
+            # Every tag create_model takes: list_pretrained leaves out those without hub weights
+            # (".untrained", vit_base_patch32_clip_224.openai_ft_in12k_in1k).
+            r["tags"] = [t.split(".", 1)[1] for t in timm.list_models(name, include_tags=True)
+                         if t.split(".", 1)[0] == name]
             r["tag_cfgs"] = tag_configs(timm, vt, name, r["tags"])
         except Exception:  # noqa: BLE001
             pass

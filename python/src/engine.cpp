@@ -35,15 +35,27 @@ void check_is(const ViTConfig& got, const ViTConfig& want, const std::string& na
   // The tensors that the tokens and norms add, which timm's strict load finds unexpected or
   // missing: a DeiT-3 file under vit_small_patch16_224's name loaded with vit_small's mean
   // and std, silently.
-  auto yes = [](bool b) { return b ? "yes" : "no"; };
+  auto yes = [](bool b) -> std::string { return b ? "yes" : "no"; };
   auto layout = [&](const ViTConfig& c) {
-    return detail::concat("class token ", yes(c.class_token), ", register tokens ", c.reg_tokens,
-                          ", distillation token ", yes(c.dist_token), ", LayerScale ", yes(c.layer_scale()),
-                          ", qkv bias ", yes(c.qkv_bias), ", norm_pre ", yes(c.pre_norm), ", fc_norm ",
-                          yes(c.use_fc_norm()), ", attention pool ", yes(c.map_pool()));
+    return std::vector<std::pair<const char*, std::string>>{
+        {"class token", yes(c.class_token)},
+        {"register tokens", std::to_string(c.reg_tokens)},
+        {"distillation token", yes(c.dist_token)},
+        {"position embeddings of the prefix tokens", yes(!c.no_embed_class)},
+        {"patch bias", yes(c.patch_bias)},
+        {"LayerScale", yes(c.layer_scale())},
+        {"qkv bias", yes(c.qkv_bias)},
+        {"norm_pre", yes(c.pre_norm)},
+        {"fc_norm", yes(c.use_fc_norm())},
+        {"attention pool", yes(c.map_pool())}};
   };
-  VIT_CHECK(layout(got) == layout(want), path, " is not a ", name, ": it holds a ViT with ", layout(got),
-            "; ", name, " has ", layout(want),
+  std::string differ;
+  const auto g = layout(got), w = layout(want);
+  for (size_t i = 0; i < g.size(); ++i)
+    if (g[i].second != w[i].second)
+      differ += detail::concat(differ.empty() ? "" : ", ", g[i].first, " ", g[i].second, " (", name, ": ",
+                               w[i].second, ")");
+  VIT_CHECK(differ.empty(), path, " is not a ", name, ": it has ", differ,
             " (give the checkpoint alone, create_model(path), to take it as it is)");
 }
 }  // namespace
@@ -61,7 +73,25 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const LoadArgs& a)
     lo.architecture = a.model_name;
     lo.num_heads = want->num_heads;
   }
-  Pretrained p = load_pretrained(path, lo);
+  Pretrained p;
+  try {
+    p = load_pretrained(path, lo);
+  } catch (const Error&) {
+    // Read as the name's, another layout fails in the loader's words ("tensors that have no
+    // place", "global_pool 'token' needs class_token"); read as it is, the file says what it
+    // holds, and check_is how it differs from the name.
+    if (!want) throw;
+    LoadOptions as_is = lo;
+    as_is.architecture.clear();
+    as_is.config_only = true;  // what it holds, not its weights
+    std::optional<ViTConfig> alone;
+    try {
+      alone = load_pretrained(path, as_is).config;
+    } catch (const Error&) {
+    }
+    if (alone) check_is(*alone, *want, a.model_name, path);
+    throw;
+  }
   if (want) check_is(p.model->config(), *want, a.model_name, path);
   std::unique_ptr<Engine> e(new Engine);
   e->m_ = std::move(p.model);

@@ -518,7 +518,7 @@ class VisionTransformer:
         n, (ph, pw), pre, heads = x.shape[0], self._cfg["patch_size"], self.num_prefix_tokens, self._cfg["num_heads"]
         t = pre + (x.shape[2] // ph) * (x.shape[3] // pw)
         want = f"[N, heads, T, T] with N={n}, heads={heads}, T={t} (or broadcast to it)"
-        if not 2 <= m.ndim <= 4:
+        if not 1 <= m.ndim <= 4:
             raise ValueError(f"attn_mask must broadcast to {want}, got shape {m.shape}")
         m = m.reshape((1,) * (4 - m.ndim) + m.shape)
         if m.shape[0] not in (1, n) or m.shape[1] not in (1, heads) or m.shape[2] not in (1, t) \

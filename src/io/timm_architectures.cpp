@@ -43,9 +43,9 @@ std::optional<ViTConfig> timm_architecture_config(std::string_view name) {
   const TimmArchitecture* a = find_timm_architecture(name);
   if (!a || *a->unsupported || !*a->config) return std::nullopt;
   const size_t dot = name.find('.');
-  if (dot == std::string_view::npos) return ViTConfig::from_json(a->config);
-  // timm refuses a tag the architecture does not have (get_pretrained_cfg); one without
-  // weights has the single tag "untrained".
+  // timm's split_model_name_tag: no tag, or an empty one ("NAME."), is the default.
+  if (dot == std::string_view::npos || dot + 1 == name.size()) return ViTConfig::from_json(a->config);
+  // A tag the architecture does not have is refused, as timm's get_pretrained_cfg refuses it.
   const std::string_view tag = name.substr(dot + 1), arch = a->name;
   std::string tags;
   for (const auto& t : kTags) {
@@ -57,9 +57,7 @@ std::optional<ViTConfig> timm_architecture_config(std::string_view name) {
     }
     tags += (tags.empty() ? "" : ", ") + std::string(t.tag);
   }
-  if (tags.empty() && tag == "untrained") return ViTConfig::from_json(a->config);
-  throw Error(concat("Invalid pretrained tag (", tag, ") for ", arch, ": its tags are ",
-                     tags.empty() ? std::string("'untrained' alone (timm has no weights for it)") : tags));
+  throw Error(concat("Invalid pretrained tag (", tag, ") for ", arch, ": its tags are ", tags));
 }
 
 std::vector<std::string> runnable_timm_architectures() {
@@ -71,13 +69,7 @@ std::vector<std::string> runnable_timm_architectures() {
 
 std::vector<std::string> timm_tagged_names() {
   std::vector<std::string> out;
-  for (const auto& a : kArchitectures) {
-    if (*a.unsupported) continue;
-    const size_t before = out.size();
-    for (const auto& t : kTags)
-      if (std::string_view(a.name) == t.arch) out.push_back(std::string(a.name) + "." + t.tag);
-    if (out.size() == before) out.push_back(std::string(a.name) + ".untrained");
-  }
+  for (const auto& t : kTags) out.push_back(std::string(t.arch) + "." + t.tag);
   return out;
 }
 

@@ -198,6 +198,22 @@ std::string http_date() {
   return out;
 }
 
+// What is wrong with the request's Host header, or "". A value is RFC 3986's host [":" port]:
+// a name or IPv4 address of unreserved, percent-encoded and sub-delimiter characters, or an
+// IP literal in brackets; no user info, path or space.
+std::string host_error(const httplib::Request& req) {
+  const size_t n = req.get_header_value_count("Host");
+  // httplib drops a header without a value: "Host:" reads as none.
+  if (n == 0) return req.version == "HTTP/1.1" ? "an HTTP/1.1 request needs a Host header with a value" : "";
+  if (n > 1) return "the request has " + std::to_string(n) + " Host headers";
+  const std::string host = req.get_header_value("Host");
+  if (host.empty()) return "the Host header is empty";
+  static const std::regex valid(R"(^([A-Za-z0-9._~!$&'()*+,;=%-]*|\[[0-9A-Fa-f:.vV]+\])(:[0-9]*)?$)");
+  if (!std::regex_match(host, valid))
+    return "the Host header '" + printable(host) + "' is not a host and port";
+  return "";
+}
+
 uint64_t content_length(const httplib::Request& req) {
   return std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
 }
@@ -572,10 +588,11 @@ bool Service::refused_before_body(const httplib::Request& req, httplib::Response
     fail(res, 400, bad);
     return true;
   }
-  // RFC 9112 section 3.2: an HTTP/1.1 request without Host gets 400 (it was answered).
-  if (req.version == "HTTP/1.1" && !req.has_header("Host")) {
+  // RFC 9112 section 3.2: 400 for an HTTP/1.1 request without Host, and for any request with
+  // two or with one whose value is not a host and port (they were answered).
+  if (const std::string bad = host_error(req); !bad.empty()) {
     if (has_body(req)) close_unread(res);
-    fail(res, 400, "an HTTP/1.1 request needs a Host header (RFC 9112 section 3.2)");
+    fail(res, 400, bad + " (RFC 9112 section 3.2)");
     return true;
   }
   // httplib (Debian's build) decodes gzip, deflate and br; another coding reached the

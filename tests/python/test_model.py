@@ -260,6 +260,10 @@ def test_timms_attn_mask_hides_patches_and_refuses_what_it_cannot_run():
     for same in (np.where(seen, 0.0, -np.inf).astype(np.float32), np.broadcast_to(seen, (2, H, T, T)),
                  np.broadcast_to(seen, (2, 1, T, T)).copy()):
         assert np.array_equal(m.forward_features(x, attn_mask=same), hidden), same.shape
+    # One mask for every image: [T] broadcasts as [1, 1, 1, T] (it was refused).
+    for same in (seen[0, 0, 0], seen[:1]):
+        want = m.forward_features(x, attn_mask=seen[[0, 0]])
+        assert np.array_equal(m.forward_features(x, attn_mask=same), want), same.shape
     assert np.allclose(m(x, attn_mask=seen), m.forward_head(hidden), rtol=0, atol=1e-6)
     _, blocks = m.forward_intermediates(x, attn_mask=seen, indices=1, output_fmt="NLC")
     assert np.array_equal(m.forward_intermediates(x, indices=1, output_fmt="NLC")[1][0][1], blocks[0][1])
@@ -276,7 +280,7 @@ def test_timms_attn_mask_hides_patches_and_refuses_what_it_cannot_run():
             call()
     for bad, error, words in ((np.ones((3, 1, 1, T), bool), ValueError, "must broadcast to"),
                               (np.ones((2, 1, 1, T + 1), bool), ValueError, "T=19"),
-                              (np.ones(T, bool), ValueError, "got shape"),
+                              (np.ones((2, 1, 1, 1, T), bool), ValueError, "got shape"),
                               (np.ones((2, 1, 1, T), np.int64), TypeError, "bool .* or float")):
         with pytest.raises(error, match=words):
             m(x, attn_mask=bad)

@@ -42,9 +42,15 @@ def test_a_name_with_checkpoint_path_is_that_model_or_an_error(tmp_path):
     # head_dist and dist_token unexpected): it loaded, with the name's preprocessing.
     distilled = vitcpp.create_model("deit_tiny_distilled_patch16_224", seed=3)
     write_safetensors(tmp_path / "distilled.safetensors", distilled.state_dict())
-    with pytest.raises(vitcpp.Error, match="is not a vit_tiny_patch16_224: it holds a ViT with class token yes, "
-                                           "register tokens 0, distillation token yes"):
+    with pytest.raises(vitcpp.Error, match=r"is not a vit_tiny_patch16_224: it has distillation token yes "
+                                           r"\(vit_tiny_patch16_224: no\)"):
         vitcpp.create_model("vit_tiny_patch16_224", checkpoint_path=tmp_path / "distilled.safetensors")
+    # One the name's layout cannot read says so too (it was "tensors that have no place in a
+    # vitcpp ViT (a layer vitcpp does not support)" for an attention pool, which vitcpp has).
+    pooled = vitcpp.create_model("vit_tiny_patch16_224", global_pool="map", seed=3)
+    write_safetensors(tmp_path / "map.safetensors", pooled.state_dict())
+    with pytest.raises(vitcpp.Error, match=r"it has attention pool yes \(vit_tiny_patch16_224: no\)"):
+        vitcpp.create_model("vit_tiny_patch16_224", checkpoint_path=tmp_path / "map.safetensors")
     assert vitcpp.create_model("deit_tiny_distilled_patch16_224",
                                checkpoint_path=tmp_path / "distilled.safetensors").num_prefix_tokens == 2
     with pytest.raises(RuntimeError, match=r"Unknown model \(vit_tnyi_patch16_224\)"):

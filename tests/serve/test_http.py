@@ -220,6 +220,15 @@ def test_every_answer_has_a_date_and_http11_needs_a_host(server):
     assert statuses(got) == [400] and "needs a Host header" in got, got
     got = exchange(server, b"POST /v2/models/a/infer HTTP/1.1\r\n" + AUTH + b"Content-Length: 2\r\n\r\n{}")
     assert statuses(got) == [400] and "needs a Host header" in got and "Connection: close" in got, got
+    # The same sentence of the RFC: two Host headers, or one that is no host, are 400 too.
+    for host, want, words in [(b"Host: x\r\nHost: y", 400, "has 2 Host headers"),
+                              (b"Host: a b", 400, "is not a host and port"),
+                              (b"Host: user@x", 400, "is not a host and port"),
+                              (b"Host:", 400, "needs a Host header with a value"),
+                              (b"Host: localhost:8080", 200, ""), (b"Host: [::1]:80", 200, ""),
+                              (b"Host: 127.0.0.1", 200, ""), (b"host: x", 200, "")]:
+        got = exchange(server, b"GET /v2/health/ready HTTP/1.1\r\n" + host + b"\r\nConnection: close\r\n\r\n")
+        assert statuses(got) == [want] and words in got, (host, got)
 
 
 def test_a_known_path_with_another_method_is_405_with_allow(server):
