@@ -203,7 +203,7 @@ TEST(Pretrained, EveryPretrainedTagBuildsAsTimm) {
       differ += c.to_json(-1) != plain.to_json(-1);
     }
   }
-  EXPECT_EQ(tags, 305u);  // timm.list_models(include_tags=True) of the 142 (".untrained" included)
+  EXPECT_EQ(tags, 305u);   // timm.list_models(include_tags=True) of the 142 (".untrained" included)
   EXPECT_EQ(differ, 82u);  // timm_tags.inc's rows that are not {}
   EXPECT_EQ(detail::timm_tagged_names().size(), 305u);
 
@@ -219,7 +219,8 @@ TEST(Pretrained, EveryPretrainedTagBuildsAsTimm) {
   EXPECT_EQ(named_config("vit_huge_patch14_224.untrained").embed_dim, 1280);
   EXPECT_EQ(named_config("vit_base_patch32_clip_224.openai_ft_in12k_in1k").num_classes, 1000);
   // timm's split_model_name_tag: an empty tag is the default.
-  EXPECT_EQ(named_config("vit_small_patch16_224.").to_json(-1), named_config("vit_small_patch16_224").to_json(-1));
+  EXPECT_EQ(named_config("vit_small_patch16_224.").to_json(-1),
+            named_config("vit_small_patch16_224").to_json(-1));
   const auto refused = [](const std::string& name) {
     try {
       named_config(name);
