@@ -106,6 +106,16 @@ std::vector<vit::ImageInput> inputs(const vitcpp_image* images, size_t count, co
   return out;
 }
 
+// f, whose vit::ValueError (the Classifier's check of the mask's length and bytes) is an
+// argument of fn's that is wrong.
+template <class F>
+void with_mask(const char* fn, F&& f) {
+  try {
+    f();
+  } catch (const vit::ValueError& e) {
+    throw InvalidArgument(std::string(fn) + ": " + e.what());
+  }
+}
 }  // namespace
 
 extern "C" {
@@ -282,28 +292,13 @@ int64_t vitcpp_num_patches(const vitcpp_model* m) {
   return m ? m->classifier.num_patches() : 0;
 }
 
-namespace {
-// A patch mask as the C API takes it: count * num_patches bytes of 0 or 1 (or NULL).
-void check_mask(const vitcpp_model* m, size_t count, const uint8_t* mask, size_t size, const char* fn) {
-  if (!mask) return;
-  const size_t want = count * size_t(m->classifier.num_patches());
-  if (size != want)
-    throw InvalidArgument(vit::detail::concat(fn, ": mask_size ", size, ": ", count, " images of ",
-                                              m->classifier.num_patches(), " patches need ", want, " bytes"));
-  for (size_t i = 0; i < size; ++i)
-    if (mask[i] > 1)
-      throw InvalidArgument(
-          vit::detail::concat(fn, ": mask byte ", i, " is ", int(mask[i]), ": 0 (hidden) or 1 (seen)"));
-}
-}  // namespace
-
 vitcpp_status vitcpp_logits_tensor_masked(vitcpp_model* m, const float* x, size_t count, const uint8_t* mask,
                                           size_t mask_size, float* out) {
   return guarded([&] {
     if (!m || !x || !out || count == 0)
       throw InvalidArgument("vitcpp_logits_tensor_masked: needs a model, x, out and count > 0");
-    check_mask(m, count, mask, mask_size, "vitcpp_logits_tensor_masked");
-    m->classifier.logits(x, int64_t(count), mask, mask_size, out);
+    with_mask("vitcpp_logits_tensor_masked",
+              [&] { m->classifier.logits(x, int64_t(count), mask, mask_size, out); });
   });
 }
 
@@ -312,8 +307,8 @@ vitcpp_status vitcpp_embed_tensor_masked(vitcpp_model* m, const float* x, size_t
   return guarded([&] {
     if (!m || !x || count == 0 || (!pooled && !tokens))
       throw InvalidArgument("vitcpp_embed_tensor_masked: needs a model, x, count > 0 and pooled or tokens");
-    check_mask(m, count, mask, mask_size, "vitcpp_embed_tensor_masked");
-    m->classifier.features(x, int64_t(count), mask, mask_size, pooled, tokens);
+    with_mask("vitcpp_embed_tensor_masked",
+              [&] { m->classifier.features(x, int64_t(count), mask, mask_size, pooled, tokens); });
   });
 }
 

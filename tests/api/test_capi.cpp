@@ -165,7 +165,7 @@ TEST(CApi, APatchMaskHidesPatchesOfItsImageAlone) {
   mask[5] = 2;
   EXPECT_EQ(vitcpp_embed_tensor_masked(m, x.data(), 3, mask.data(), mask.size(), nullptr, hidden.data()),
             VITCPP_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(vitcpp_last_error()).find("mask byte 5 is 2"), std::string::npos)
+  EXPECT_NE(std::string(vitcpp_last_error()).find("mask: byte 5 is 2"), std::string::npos)
       << vitcpp_last_error();
   vitcpp_close(m);
   vitcpp_close(whole);
