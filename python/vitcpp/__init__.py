@@ -549,10 +549,9 @@ class VisionTransformer:
         any shape that broadcasts to [N, heads, T, T] and is the same for every query and
         head); as timm's, the pooling then reads every patch (forward_head on
         forward_features' tokens). is_causal=True is refused."""
+        if attn_mask is not None or is_causal:
+            return self.forward_head(self.forward_features(x, attn_mask=attn_mask, is_causal=is_causal))
         a = _as_images(x)
-        mask = self._patch_mask(attn_mask, is_causal, a)
-        if mask is not None:
-            return self.forward_head(self.forward_features(x, attn_mask=attn_mask))
         if self.num_classes == 0:
             return self.forward_pooled(x)
         return _as_input(x, self._engine_for(a).logits(a))
