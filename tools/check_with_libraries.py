@@ -389,6 +389,14 @@ def tag_configs(timm, vt, name, tags):
     return out
 
 
+def deprecated_names(rows):
+    """timm's deprecated names that map to a surveyed architecture and tag (create_model warns and
+    builds the current one): vit_base_patch16_224_in21k -> vit_base_patch16_224.augreg_in21k."""
+    from timm.models._registry import get_deprecated_models
+    return {old: new for old, new in get_deprecated_models().items()
+            if new and new.split(".", 1)[0] in rows}
+
+
 def survey(path, budget_s):
     import timm
     import timm.models.vision_transformer as vt
@@ -428,7 +436,8 @@ def survey(path, budget_s):
             pass
         rows[name] = r
     with open(path, "w") as f:
-        json.dump({"timm": timm.__version__, "torch": torch.__version__, "models": rows}, f, indent=1, sort_keys=True)
+        json.dump({"timm": timm.__version__, "torch": torch.__version__, "models": rows,
+                   "deprecated": deprecated_names(rows)}, f, indent=1, sort_keys=True)
     n_vt = sum(1 for r in rows.values() if r.get("class") == "VisionTransformer")
     record("C", "timm architectures", None, names=len(names), surveyed=len(rows), vision_transformer=n_vt,
            seconds=round(time.time() - t0, 1))

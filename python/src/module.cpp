@@ -319,6 +319,7 @@ PYBIND11_MODULE(_vitcpp, m) {
   // holds each as timm builds it).
   m.def("timm_names", &vit::detail::runnable_timm_architectures);
   m.def("timm_tagged_names", &vit::detail::timm_tagged_names);  // with their pretrained tags
+  m.def("deprecated_timm_names", &vit::detail::deprecated_timm_names);
   m.def("preset_config_json", [](const std::string& name) { return vit::named_config(name).to_json(-1); });
   m.def("is_timm_architecture",
         [](const std::string& name) { return vit::detail::find_timm_architecture(name) != nullptr; });

@@ -12,6 +12,7 @@ import atexit
 import collections
 import errno
 import fnmatch
+import functools
 import json
 import os
 import re
@@ -176,6 +177,10 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     if threads is not None:
         set_threads(threads)
     model_name = os.fspath(model_name)
+    current = _deprecated_names().get(model_name)  # timm 0.6's vit_base_patch16_224_in21k
+    if current:
+        warnings.warn(f"Mapping deprecated model name {model_name} to current {current}.", stacklevel=2)
+        model_name = current
     path = _checkpoint_path(model_name, checkpoint_path)
     if path is None and pretrained:
         raise ValueError(f"pretrained=True needs checkpoint_path or 'local-dir:PATH': vitcpp reaches no model hub "
@@ -219,6 +224,11 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     if model._engine.dtype == "bf16" and _vitcpp._bf16_emulated():
         warnings.warn(f"dtype='bfloat16': {_vitcpp._bf16_emulated()}", RuntimeWarning, stacklevel=2)
     return model
+
+
+@functools.lru_cache(maxsize=None)
+def _deprecated_names():
+    return _vitcpp.deprecated_timm_names()
 
 
 def _known_names():

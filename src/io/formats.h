@@ -107,6 +107,10 @@ struct TimmArchitecture {
   // its default pretrained_cfg's preprocessing and class count); "" when vitcpp cannot run it.
   const char* config;
 };
+// timm's current "name.tag" for one of its deprecated names (vit_base_patch16_224_in21k:
+// vit_base_patch16_224.augreg_in21k), else name. The lookups below take both.
+std::string_view current_timm_name(std::string_view name);
+std::map<std::string, std::string> deprecated_timm_names();  // the whole table
 // The architecture of a name with or without its pretrained tag (".augreg_in21k"); nullptr
 // for names the table does not have.
 const TimmArchitecture* find_timm_architecture(std::string_view name);

@@ -30,9 +30,33 @@ constexpr TimmTag kTags[] = {
 #include "timm_tags.inc"
 };
 
+// timm's deprecated names (timm 0.6's vit_base_patch16_224_in21k, as tutorials still write
+// them) and the current name.tag timm.create_model builds for each, with a warning.
+struct TimmRename {
+  const char* deprecated;
+  const char* current;
+};
+
+constexpr TimmRename kDeprecated[] = {
+#include "timm_deprecated.inc"
+};
+
 }  // namespace
 
+std::string_view current_timm_name(std::string_view name) {
+  for (const auto& r : kDeprecated)
+    if (name == r.deprecated) return r.current;
+  return name;
+}
+
+std::map<std::string, std::string> deprecated_timm_names() {
+  std::map<std::string, std::string> out;
+  for (const auto& r : kDeprecated) out.emplace(r.deprecated, r.current);
+  return out;
+}
+
 const TimmArchitecture* find_timm_architecture(std::string_view name) {
+  name = current_timm_name(name);
   name = name.substr(0, name.find('.'));  // the pretrained tag: vit_base_patch16_224.augreg_in21k
   for (const auto& a : kArchitectures)
     if (name == a.name) return &a;
@@ -40,6 +64,7 @@ const TimmArchitecture* find_timm_architecture(std::string_view name) {
 }
 
 std::optional<ViTConfig> timm_architecture_config(std::string_view name) {
+  name = current_timm_name(name);
   const TimmArchitecture* a = find_timm_architecture(name);
   if (!a || *a->unsupported || !*a->config) return std::nullopt;
   const size_t dot = name.find('.');

@@ -239,6 +239,35 @@ TEST(Pretrained, EveryPretrainedTagBuildsAsTimm) {
             "Invalid pretrained tag (in1k) for vit_base_patch16_gap_224: its tags are untrained");
 }
 
+// timm's deprecated names (timm 0.6's, which tutorials still use) build what timm maps them
+// to: vit_base_patch16_224_in21k is vit_base_patch16_224.augreg_in21k (it was "unknown model
+// preset"). Each of the survey's maps to a name the table has.
+TEST(Pretrained, DeprecatedTimmNamesBuildTheirCurrentName) {
+  const auto survey =
+      nlohmann::json::parse(read_text_file(std::string(VIT_FIXTURE_DIR) + "/../../tools/timm_survey.json"));
+  ASSERT_EQ(survey["deprecated"].size(), 28u);
+  const auto built = [](const std::string& name) {
+    try {
+      return named_config(name).to_json(-1);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  };
+  for (const auto& [old, current] : survey["deprecated"].items()) {
+    EXPECT_EQ(detail::current_timm_name(old), current.get<std::string>());
+    const auto* a = detail::find_timm_architecture(old);
+    ASSERT_NE(a, nullptr) << old;
+    if (*a->unsupported) continue;
+    EXPECT_EQ(built(old), built(current.get<std::string>())) << old;
+  }
+  // timm maps vit_base_patch16_224_sam to a tag it does not have (.sam, not .sam_in1k) and
+  // refuses it: so does vitcpp, in the same words.
+  EXPECT_NE(built("vit_base_patch16_224_sam").find("Invalid pretrained tag (sam)"), std::string::npos);
+  EXPECT_EQ(named_config("vit_base_patch16_224_in21k").num_classes, 21843);
+  EXPECT_EQ(named_config("vit_small_patch16_224_dino").num_classes, 0);
+  EXPECT_EQ(detail::current_timm_name("vit_base_patch16_224"), "vit_base_patch16_224");
+}
+
 // A timm save whose model_args override the width alone: timm built it with the name's heads.
 // It was refused as "'vit_small_patch16_224' is not a name vitcpp knows" (found by a tester
 // running timm's source); a width the name's heads do not divide still is, saying why.

@@ -271,6 +271,12 @@ def test_errors_and_names_read_as_timms(tmp_path):
     with pytest.raises(vitcpp.Error, match=r"Invalid pretrained tag \(dinov2\) for vit_small_patch16_224: its tags "
                                            r"are augreg_in1k, .*dino"):
         vitcpp.create_model("vit_small_patch16_224.dinov2")
+    # timm 0.6's names map to the current ones with timm's warning (they were unknown).
+    with pytest.warns(UserWarning, match="Mapping deprecated model name vit_small_patch16_224_dino to current "
+                                         "vit_small_patch16_224.dino"):
+        old = vitcpp.create_model("vit_small_patch16_224_dino")
+    assert old.num_classes == 0 and old.pretrained_cfg["mean"] == (0.485, 0.456, 0.406)
+    assert not vitcpp.list_models("*_dino")  # as timm's: deprecated names are not listed
     # include_tags, as timm's list_models: a filter without a tag matches every tag.
     assert vitcpp.list_models("vit_small_patch16_224", include_tags=True) == [
         "vit_small_patch16_224.augreg_in1k", "vit_small_patch16_224.augreg_in21k",
