@@ -207,7 +207,6 @@ std::string host_error(const httplib::Request& req) {
   if (n == 0) return req.version == "HTTP/1.1" ? "an HTTP/1.1 request needs a Host header with a value" : "";
   if (n > 1) return "the request has " + std::to_string(n) + " Host headers";
   const std::string host = req.get_header_value("Host");
-  if (host.empty()) return "the Host header is empty";
   static const std::regex valid(R"(^([A-Za-z0-9._~!$&'()*+,;=%-]*|\[[0-9A-Fa-f:.vV]+\])(:[0-9]*)?$)");
   if (!std::regex_match(host, valid))
     return "the Host header '" + printable(host) + "' is not a host and port";
