@@ -353,8 +353,9 @@ void add_run_flags(CLI::App& cmd, TrainFlags* f) {
       "directory that holds a run is refused, see --resume); without it nothing is saved");
   cmd.add_option(
       "--resume", f->resume,
-      "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (Ctrl-C or SIGTERM stops "
-      "a run after its step with a state to go on from; its flags come from "
+      "continue the interrupted run in DIR (or DIR/last.state.safetensors) exactly (Ctrl-C, SIGTERM or "
+      "SIGHUP "
+      "stops a run after its step with a state to go on from; its flags come from "
       "DIR/args.json; --threads, -j/--workers, --comm-timeout, --progress, --log-every (--log-interval) and "
       "--recovery-interval may change; "
       "a larger --epochs trains a finished run longer, and --patience may change: an early-stopped run goes "
@@ -743,8 +744,8 @@ int TrainCommand::train_and_report() {
   try {
     hist = train(*owned, augmented ? *augmented : *train_set, eval_set.get(), F.train, *out);
   } catch (const Stopped& e) {
-    // Every rank stopped at the same step; rank 0 says where and how to go on. The exit
-    // status is the shell's for the signal (128 + its number: 130 for SIGINT, 143 for SIGTERM).
+    // Every rank stopped at the same step; rank 0 says where and how to go on. The exit status
+    // is the shell's for the signal (128 + its number: 130 SIGINT, 143 SIGTERM, 129 SIGHUP).
     const int sig = e.reason ? e.reason : SIGTERM;  // 0: another rank was signalled
     if (hooks) {
       hooks->stopped = e.what();

@@ -29,19 +29,21 @@ void on_signal(int sig) {
   int none = 0;
   if (!asked.compare_exchange_strong(none, sig) || silent) return;  // the first request speaks
   // write(2) is async-signal-safe; the progress bar may be mid-line, hence the newline first.
+  // (After SIGHUP the terminal is gone: the write fails, and nothing else depends on it.)
   const char* msg = sig == SIGINT
                         ? "\nvit train: SIGINT: stopping after this step (Ctrl-C again stops at once)\n"
-                        : "\nvit train: SIGTERM: stopping after this step\n";
+                    : sig == SIGHUP ? "\nvit train: SIGHUP: stopping after this step\n"
+                                    : "\nvit train: SIGTERM: stopping after this step\n";
   (void)!::write(STDERR_FILENO, msg, std::strlen(msg));
 }
 
-// Sets handler for SIGINT and SIGTERM, with flags(sig), except where the signal was set to be
-// ignored; returns the signals set.
+// Sets handler for SIGINT, SIGTERM and SIGHUP, with flags(sig), except where the signal was
+// set to be ignored (nohup ignores SIGHUP); returns the signals set.
 template <class Flags>
 sigset_t install(void (*handler)(int), Flags flags) {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM}) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     struct sigaction old {};
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
     struct sigaction sa {};
@@ -63,8 +65,8 @@ void remove_temporaries_then_end(int sig) {
 }
 
 // The thread that takes the signals (sigwait) while every thread started after
-// catch_stop_signals blocks them: the first SIGINT or SIGTERM asks to stop; a second SIGINT
-// ends the process as its default action does.
+// catch_stop_signals blocks them: the first SIGINT, SIGTERM or SIGHUP asks to stop; a second
+// SIGINT ends the process as its default action does.
 void wait_for_signals(sigset_t set) {
   for (;;) {
     int sig = 0;
@@ -86,7 +88,9 @@ void catch_stop_signals(bool quiet) {
   silent = quiet;
   // A second Ctrl-C is a person who wants out now: SIGINT takes its default action after the
   // first. SIGTERM stays a request however often it comes: a scheduler may deliver it twice
-  // (to mpirun, which passes it on, and to the ranks themselves); SIGKILL is "now".
+  // (to mpirun, which passes it on, and to the ranks themselves); SIGKILL is "now". SIGHUP (the
+  // terminal or ssh session closed) is a request too: the run stops with a state to resume,
+  // where its default action lost every step since the last epoch.
   const sigset_t set =
       install(on_signal, [](int sig) { return SA_RESTART | (sig == SIGINT ? SA_RESETHAND : 0); });
   // A handler runs on whichever thread the kernel picks, with its frame (the whole AVX-512
@@ -108,6 +112,7 @@ const char* stop_signal_name(int sig) {
   switch (sig) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
     case 0: return "a signal to another rank";  // this rank was not asked: another was
     default: return "a stop request";
   }

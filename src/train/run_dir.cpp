@@ -50,9 +50,9 @@ RunDirLock::RunDirLock(const std::string& dir) {
   if (err == EWOULDBLOCK) {
     ::close(fd_);
     fd_ = -1;
-    throw Error(detail::concat(dir, " is in use: another vit train is writing it; let it end, or stop it ",
-                               "(Ctrl-C or SIGTERM: it stops after its step with a state), then --resume ",
-                               dir));
+    throw Error(detail::concat(
+        dir, " is in use: another vit train is writing it; let it end, or stop it ",
+        "(Ctrl-C, SIGTERM or SIGHUP: it stops after its step with a state), then --resume ", dir));
   }
   // No locks on this file system (ENOLCK, EINVAL, ...): go on unlocked, as before locks.
 }

@@ -382,6 +382,22 @@ bool log_has(const std::string& log, const std::string& text) {
     return false;
   }
 }
+
+// kStopRun into `dir`, sent `sig` once its first epoch's state is written (tried again when
+// the run ended first: a busy machine); the last attempt's end.
+Finished stop_after_first_epoch(const std::string& dir, const std::string& log, int sig) {
+  Finished run;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    fs::remove_all(dir);  // ready() asks for its state: nothing stale is seen
+    const pid_t pid = signal_when(
+        kStopRun + " --output " + dir, {log}, [&] { return fs::exists(dir + "/last.state.safetensors"); },
+        sig);
+    if (pid < 0) continue;
+    run = vit::test::wait_for(pid, log);
+    if (run.code != 0) break;
+  }
+  return run;
+}
 }  // namespace
 
 // SIGTERM (a scheduler's notice) within epoch 2 or 3: the run stops after its step with a
@@ -391,16 +407,7 @@ TEST(CrashSafety, ASigtermStopsAfterTheStepWithAStateAndTheResumeEndsWithTheSame
   Finished ref = vit::test::run_child(VIT_BINARY, kStopRun + " --output " + (tmp / "ref"), {tmp / "ref.log"});
   ASSERT_EQ(ref.code, 0) << ref.out;
   const std::string dir = tmp / "run";
-  Finished run;
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    fs::remove_all(dir);  // ready() asks for its state: nothing stale is seen
-    const pid_t pid = signal_when(
-        kStopRun + " --output " + dir, {tmp / "run.log"},
-        [&] { return fs::exists(dir + "/last.state.safetensors"); }, SIGTERM);
-    if (pid < 0) continue;  // ended before the signal: a busy machine; try again
-    run = vit::test::wait_for(pid, tmp / "run.log");
-    if (run.code != 0) break;
-  }
+  const Finished run = stop_after_first_epoch(dir, tmp / "run.log", SIGTERM);
   ASSERT_EQ(run.code, 143) << run.out;
   EXPECT_NE(run.out.find("vit train: SIGTERM: stopping after this step\n"), std::string::npos) << run.out;
   // Mid-epoch (almost always) the recovery state; at an epoch's last step the epoch's own.
@@ -416,6 +423,21 @@ TEST(CrashSafety, ASigtermStopsAfterTheStepWithAStateAndTheResumeEndsWithTheSame
   Finished res = vit::test::run_child(VIT_BINARY, "train --resume " + dir, {tmp / "res.log"});
   ASSERT_EQ(res.code, 0) << res.out;
   expect_same_run(tmp / "ref", dir);
+}
+
+// SIGHUP (the terminal or ssh session closed) is a request to stop as SIGTERM is: the run
+// stops after its step with a state to resume and exits 129 (its default action ended it at
+// once, losing the steps since the last epoch's state).
+TEST(CrashSafety, ASighupStopsAfterTheStepWithAState) {
+  vit::test::TempDir tmp("sighup");
+  const std::string dir = tmp / "run";
+  const Finished run = stop_after_first_epoch(dir, tmp / "run.log", SIGHUP);
+  ASSERT_EQ(run.code, 129) << run.out;
+  EXPECT_NE(run.out.find("vit train: SIGHUP: stopping after this step\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("vit train: SIGHUP: stopped after "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("; continue with: vit train --resume " + dir), std::string::npos) << run.out;
+  EXPECT_TRUE(fs::exists(dir + "/recovery.state.safetensors") || fs::exists(dir + "/last.state.safetensors"));
+  EXPECT_TRUE(temp_files(dir).empty());
 }
 
 namespace {
@@ -473,8 +495,8 @@ TEST(CrashSafety, ASecondSigtermIsStillARequestToStopAfterTheStep) {
 }
 
 // The stop signals reach vit train through a thread of its own: every other thread (the one
-// that computes, OpenMP's, the prefetcher's) blocks SIGINT and SIGTERM, so that no handler
-// interrupts a product. A SIGTERM handled inside oneDNN's AVX-512 sgemm corrupted the heap
+// that computes, OpenMP's, the prefetcher's) blocks SIGINT, SIGTERM and SIGHUP, so that no
+// handler interrupts a product. A SIGTERM handled inside oneDNN's AVX-512 sgemm corrupted the heap
 // about one time in five (docs/reliability.md). Read from /proc while the run trains on 2
 // threads (1000 epochs: still training when read, then killed): each thread's SigBlk mask.
 TEST(CrashSafety, OneThreadAloneTakesTheStopSignals) {
@@ -490,7 +512,8 @@ TEST(CrashSafety, OneThreadAloneTakesTheStopSignals) {
   while (!log_has(log, "\ntraining ") && Clock::now() - start < std::chrono::minutes(1))
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the steps' threads are up
-  const uint64_t both = (uint64_t(1) << (SIGINT - 1)) | (uint64_t(1) << (SIGTERM - 1));
+  const uint64_t all =
+      (uint64_t(1) << (SIGINT - 1)) | (uint64_t(1) << (SIGTERM - 1)) | (uint64_t(1) << (SIGHUP - 1));
   int threads = 0, open = 0;
   std::string masks;
   for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
@@ -499,7 +522,7 @@ TEST(CrashSafety, OneThreadAloneTakesTheStopSignals) {
       if (line.rfind("SigBlk:", 0) == 0) {
         const uint64_t blocked = std::stoull(line.substr(7), nullptr, 16);
         ++threads;
-        open += (blocked & both) != both;
+        open += (blocked & all) != all;
         masks += task.path().filename().string() + ":" + line.substr(7) + " ";
       }
   }
@@ -508,7 +531,7 @@ TEST(CrashSafety, OneThreadAloneTakesTheStopSignals) {
   vit::test::wait_for(pid, log);
   ASSERT_TRUE(running) << "the run ended before its threads were read";
   EXPECT_GE(threads, 3) << masks;  // the computing thread, the signals' and the prefetcher's
-  EXPECT_EQ(open, 1) << "threads that let SIGINT or SIGTERM in: " << masks;
+  EXPECT_EQ(open, 1) << "threads that let SIGINT, SIGTERM or SIGHUP in: " << masks;
 }
 
 // A SIGINT the shell set to be ignored (a script's background job) stays ignored: the run ends

@@ -770,12 +770,12 @@ TEST(RunDir, AResumeWhileTheRunStillGoesIsRefusedUntilItEnds) {
   ::kill(pid, SIGKILL);
   EXPECT_EQ(vit::test::wait_for(pid, tmp / "run.log").signal, SIGKILL) << "the run was still going";
   EXPECT_EQ(second.code, 1) << second.out;
-  EXPECT_NE(
-      second.out.find("vit: error: " + dir +
-                      " is in use: another vit train is writing it; let it end, or "
-                      "stop it (Ctrl-C or SIGTERM: it stops after its step with a state), then --resume " +
-                      dir + "\n"),
-      std::string::npos)
+  EXPECT_NE(second.out.find(
+                "vit: error: " + dir +
+                " is in use: another vit train is writing it; let it end, or "
+                "stop it (Ctrl-C, SIGTERM or SIGHUP: it stops after its step with a state), then --resume " +
+                dir + "\n"),
+            std::string::npos)
       << second.out;
   EXPECT_EQ(second.out.find("resuming"), std::string::npos) << second.out;
   Result after = run("train --resume " + dir);
