@@ -34,17 +34,20 @@ Run add_info(CLI::App& cmd) {
   };
   auto f = std::make_shared<Flags>();
   f->model.add_to(cmd);
+  CLI::App* app = &cmd;  // (it outlives the run)
   cmd.add_option("--checkpoint", f->checkpoint,
-                 "read the config from a checkpoint instead (vitcpp, timm or Hugging Face)");
+                 "read the config from a checkpoint instead (vitcpp, timm or Hugging Face); with --model, "
+                 "as that model (a bare timm state dict takes its heads and preprocessing)");
   cmd.add_flag("--params", f->table, "list every parameter tensor");
-  return [f] {
+  return [f, app] {
     ViTConfig cfg;
     if (f->checkpoint.empty()) {
       cfg = f->model.resolve();
     } else {
       LoadOptions o = load_options(f->model.img_size, f->model.num_heads);
       o.config_only = true;  // the header alone: no weight is read
-      const Pretrained p = load_pretrained(f->checkpoint, o);
+      const std::string name = app->count("--model") > 0 ? f->model.model : "";
+      const Pretrained p = load_checkpoint(f->checkpoint, name, o, "--model");
       print_notes(p, std::cerr);
       cfg = p.config;
     }

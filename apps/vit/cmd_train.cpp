@@ -213,7 +213,9 @@ void add_model_and_data_flags(CLI::App& cmd, TrainFlags* f) {
   cmd.add_option(
       "--pretrained", f->pretrained,
       "fine-tune these weights (vitcpp, timm or Hugging Face; file or directory); with --num-classes K "
-      "a new zero-initialized head, with --img-size S the position embeddings are resampled");
+      "a new zero-initialized head, with --img-size S the position embeddings are resampled; --model NAME "
+      "beside it names the model the file is (a bare timm state dict takes the name's heads and "
+      "preprocessing)");
   add_pos_resample(cmd, f->pos_resample);
   cmd.add_flag("--freeze-backbone", t.optim.freeze_backbone, "train the head alone (linear probe)");
   cmd.add_option(
@@ -602,17 +604,23 @@ void TrainCommand::make_model() {
     owned->init_weights(F.train.seed);
     return;
   }
-  // (--model too, but runs recorded before a recipe's --model was left out resume with it.)
-  const std::string arch =
-      F.resume.empty() && cmd.count("--model") > 0 ? "--model" : F.model.architecture_flag();
+  const std::string arch = F.model.architecture_flag();
   VIT_USAGE_CHECK(arch.empty(), arch, " cannot change the architecture of --pretrained ", F.pretrained,
-                  " (only --img-size, --num-classes, --num-heads and dropout rates apply)");
+                  " (only --model NAME, the model the file is, --img-size, --num-classes, --num-heads and "
+                  "dropout rates apply)");
+  // --model NAME: the model the file is (a bare timm state dict takes its heads and
+  // preprocessing; another model is refused). Runs of args.json before version 6 resume without
+  // the recipe's --model they recorded (resume.cpp).
+  const std::string name = cmd.count("--model") > 0 ? F.model.model : "";
+  VIT_USAGE_CHECK(name.empty() || F.model.num_heads == 0,
+                  "--num-heads with --model: the model's name gives its heads");
   LoadOptions o = load_options(F.model.img_size, F.model.num_heads, F.pos_resample);
   o.num_classes = F.model.num_classes;
   o.adjust = [&](ViTConfig& c) { F.model.apply_training_overrides(c); };
-  *out << "loading the pretrained weights from " << F.pretrained << std::endl;
+  *out << "loading the pretrained weights from " << F.pretrained << (name.empty() ? "" : " as " + name)
+       << std::endl;
   run_agreed(comm, "loading the pretrained weights", [&] {
-    Pretrained p = load_pretrained(F.pretrained, o);
+    Pretrained p = load_checkpoint(F.pretrained, name, o, "--model");
     if (comm.root()) print_notes(p, hooks && hooks->log ? *hooks->log : std::cerr);
     *out << "pretrained: " << p.file << " (" << p.format << ")" << std::endl;
     owned = std::move(p.model);

@@ -70,8 +70,9 @@ inline std::string results_format(const std::string& path, const std::string& gi
 // args.json's format, written into every new run beside the flags (not a flag: --resume
 // leaves it out): 2 since --aa reads timm's options after -nN (2026-12-06), 3 since --aa
 // leaves --color-jitter out (2026-12-06), 4 since --opt sgd is Nesterov's, as timm's
-// (2026-12-06). resume.cpp reads a run of an older version as the older program ran it.
-constexpr int kArgsVersion = 5;
+// (2026-12-06), 6 since --model beside --pretrained names the model the file is (2026-12-07).
+// resume.cpp reads a run of an older version as the older program ran it.
+constexpr int kArgsVersion = 6;
 
 // `vit train --resume DIR [--threads N]` becomes the run's saved arguments from
 // DIR/args.json plus those; other command lines are returned unchanged.

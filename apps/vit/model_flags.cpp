@@ -331,14 +331,28 @@ void LoadFlags::add_to(CLI::App& cmd) {
          "and config.json, or a vit train run directory (its best.safetensors)")
       ->required();
   cmd.add_flag("--last", last, "with --checkpoint RUN_DIR: its last.safetensors instead of best.safetensors");
+  auto* named = cmd.add_option("--model", model, kCheckpointModelHelp);
   cmd.add_option("--labels", labels, "class names, one per line (default: from the checkpoint)");
   cmd.add_option("--img-size", img_size,
                  "run at another input size, S or H W (position embeddings resampled)")
       ->expected(1, 2)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--num-heads", num_heads, "attention heads, for a timm file whose config does not say")
-      ->check(positive());
+      ->check(positive())
+      ->excludes(named);
   add_pos_resample(cmd, pos_resample);
+}
+
+const char* const kCheckpointModelHelp =
+    "the model the checkpoint is, as timm's validate.py takes --model with --checkpoint: a timm "
+    "architecture vitcpp runs, with or without its pretrained tag (vit_small_patch16_224.augreg_in21k), or a "
+    "preset. A bare state dict then takes the name's heads, LayerNorm eps and preprocessing; a file that "
+    "is another model is refused, with what differs";
+
+Pretrained load_checkpoint(const std::string& path, const std::string& name, const LoadOptions& o,
+                           const char* flag) {
+  return name.empty() ? load_pretrained(path, o)
+                      : load_pretrained_as(path, name, o, std::string("without ") + flag);
 }
 
 void add_pos_resample(CLI::App& cmd, std::string& value) {
@@ -355,7 +369,7 @@ Pretrained LoadFlags::load(const std::string& infer_dtype) const {
   o.labels_file = labels;
   o.last = last;
   o.infer_dtype = infer_dtype;
-  Pretrained p = load_pretrained(checkpoint, o);
+  Pretrained p = load_checkpoint(checkpoint, model, o, "--model");
   print_notes(p, std::cerr);
   return p;
 }

@@ -77,11 +77,11 @@ struct InputFlags {
 };
 
 // A checkpoint of any layout (vitcpp, timm, Hugging Face: a .safetensors file or a
-// directory, or a vit train run directory) for eval, predict, info and export, with
-// --img-size (pos_embed resampled, --pos-resample), --num-heads (when the file does not say), --labels
-// and --last.
+// directory, or a vit train run directory) for eval, predict, attention, export and quantize,
+// with --model (the name it is read as: load_pretrained_as), --img-size (pos_embed resampled,
+// --pos-resample), --num-heads (when the file does not say), --labels and --last.
 struct LoadFlags {
-  std::string checkpoint, labels, pos_resample;
+  std::string checkpoint, model, labels, pos_resample;
   std::vector<int64_t> img_size;
   int64_t num_heads = 0;
   bool last = false;  // a run directory's last.safetensors rather than its best
@@ -92,6 +92,13 @@ struct LoadFlags {
 // LoadOptions from --img-size S|H W, --num-heads and --pos-resample.
 LoadOptions load_options(const std::vector<int64_t>& img_size, int64_t num_heads,
                          const std::string& pos_resample = "");
+// --model NAME for a checkpoint (timm's validate.py and inference.py take `--model NAME
+// --checkpoint FILE`): the help, shared by the commands that read one.
+extern const char* const kCheckpointModelHelp;
+// The checkpoint `path` loaded with `o`, as the model `name` is where one is given
+// (load_pretrained_as; `flag` names the option that gave it).
+Pretrained load_checkpoint(const std::string& path, const std::string& name, const LoadOptions& o,
+                           const char* flag);
 // --pos-resample timm|hf into value.
 void add_pos_resample(CLI::App& cmd, std::string& value);
 // A warning on stderr, naming `flag` (--dtype bf16, --amp), where bf16 runs emulated, slower

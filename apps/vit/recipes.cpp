@@ -100,7 +100,7 @@ std::vector<std::string> expand_recipe(std::vector<std::string> args) {
   args.erase(args.begin() + long(at), args.begin() + long(at + words));
   std::vector<std::string> flags = recipes().at(name);
   // Fine-tuning, the model is the pretrained one: the recipe's --model is left out, so that a
-  // --model left is the user's (an error beside --pretrained).
+  // --model left is the user's (the name the file is read as).
   const bool pretrained = std::any_of(args.begin(), args.end(), [](const std::string& a) {
     return a == "--pretrained" || a.rfind("--pretrained=", 0) == 0;
   });

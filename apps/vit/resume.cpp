@@ -235,6 +235,11 @@ std::vector<std::string> expand_resume(std::vector<std::string> args) {
   if (version < 4)
     for (size_t i = 0; i + 1 < out.size(); ++i)
       if (out[i] == "--opt" && out[i + 1] == "sgd") out[i + 1] = "momentum";
+  // And before version 6 a --model beside --pretrained was a recipe's, left unused (a --model
+  // of the user's was refused there): the file alone gave the model.
+  if (version < 6 && saved_has("--pretrained"))
+    for (size_t i = 0; i + 1 < out.size(); ++i)
+      if (out[i] == "--model") out.erase(out.begin() + long(i), out.begin() + long(i) + 2);
   // Runs begun before --seed was checked kept the text typed (-1, 2^64, 0x10), which CLI11
   // read as some seed: the state holds the one the run used.
   if (const std::optional<StateInfo> st = newest_state(dir); st && st->seed)

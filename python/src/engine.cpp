@@ -19,47 +19,6 @@ namespace vit::python {
 
 namespace fs = std::filesystem;
 
-namespace {
-// timm.create_model(name, checkpoint_path=...) builds the name's model and loads the file into
-// it, failing on a tensor of another shape. Here the file builds the model: it must be the
-// name's, in the widths and counts that give its tensors their shapes.
-void check_is(const ViTConfig& got, const ViTConfig& want, const std::string& name, const std::string& path) {
-  auto describe = [](const ViTConfig& c) {
-    return detail::concat("embed_dim ", c.embed_dim, ", depth ", c.depth, ", num_heads ", c.num_heads,
-                          ", mlp_dim ", c.mlp_dim, ", patch ", c.patch_h, "x", c.patch_w, ", in_chans ",
-                          c.in_chans);
-  };
-  VIT_CHECK(describe(got) == describe(want), path, " is not a ", name, ": it holds a ViT of ", describe(got),
-            "; ", name, " has ", describe(want),
-            " (give the checkpoint alone, create_model(path), to take it as it is)");
-  // The tensors that the tokens and norms add, which timm's strict load finds unexpected or
-  // missing: a DeiT-3 file under vit_small_patch16_224's name loaded with vit_small's mean
-  // and std, silently.
-  auto yes = [](bool b) -> std::string { return b ? "yes" : "no"; };
-  auto layout = [&](const ViTConfig& c) {
-    return std::vector<std::pair<const char*, std::string>>{
-        {"class token", yes(c.class_token)},
-        {"register tokens", std::to_string(c.reg_tokens)},
-        {"distillation token", yes(c.dist_token)},
-        {"position embeddings of the prefix tokens", yes(!c.no_embed_class)},
-        {"patch bias", yes(c.patch_bias)},
-        {"LayerScale", yes(c.layer_scale())},
-        {"qkv bias", yes(c.qkv_bias)},
-        {"norm_pre", yes(c.pre_norm)},
-        {"fc_norm", yes(c.use_fc_norm())},
-        {"attention pool", yes(c.map_pool())}};
-  };
-  std::string differ;
-  const auto g = layout(got), w = layout(want);
-  for (size_t i = 0; i < g.size(); ++i)
-    if (g[i].second != w[i].second)
-      differ += detail::concat(differ.empty() ? "" : ", ", g[i].first, " ", g[i].second, " (", name, ": ",
-                               w[i].second, ")");
-  VIT_CHECK(differ.empty(), path, " is not a ", name, ": it has ", differ,
-            " (give the checkpoint alone, create_model(path), to take it as it is)");
-}
-}  // namespace
-
 std::unique_ptr<Engine> Engine::load(const std::string& path, const LoadArgs& a) {
   LoadOptions lo;
   lo.img_h = a.img_h;
@@ -67,32 +26,9 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const LoadArgs& a)
   lo.num_classes = a.num_classes > 0 ? a.num_classes : 0;
   lo.labels_file = a.labels_file;
   lo.pos_resample = a.pos_resample;
-  std::optional<ViTConfig> want;
-  if (!a.model_name.empty()) {
-    want = named_config(a.model_name);
-    lo.architecture = a.model_name;
-    lo.num_heads = want->num_heads;
-  }
-  Pretrained p;
-  try {
-    p = load_pretrained(path, lo);
-  } catch (const Error&) {
-    // Read as the name's, another layout fails in the loader's words ("tensors that have no
-    // place", "global_pool 'token' needs class_token"); read as it is, the file says what it
-    // holds, and check_is how it differs from the name.
-    if (!want) throw;
-    LoadOptions as_is = lo;
-    as_is.architecture.clear();
-    as_is.config_only = true;  // what it holds, not its weights
-    std::optional<ViTConfig> alone;
-    try {
-      alone = load_pretrained(path, as_is).config;
-    } catch (const Error&) {
-    }
-    if (alone) check_is(*alone, *want, a.model_name, path);
-    throw;
-  }
-  if (want) check_is(p.model->config(), *want, a.model_name, path);
+  // A name: the file must be that model (a bare state dict takes its and its tag's settings).
+  Pretrained p = a.model_name.empty() ? load_pretrained(path, lo)
+                                      : load_pretrained_as(path, a.model_name, lo, "create_model(path)");
   std::unique_ptr<Engine> e(new Engine);
   e->m_ = std::move(p.model);
   e->format_ = p.format;

@@ -69,6 +69,15 @@ std::string weights_file(const std::string& path, bool last = false);
 // "vitcpp", "timm", "hf" or "vit-pytorch", from the tensor names and metadata.
 std::string detect_format(const SafeTensors& st);
 Pretrained load_pretrained(const std::string& path, const LoadOptions& opt = {});
+// timm.create_model(name, checkpoint_path=path) and timm's scripts' `--model NAME --checkpoint
+// PATH`: the file read as the model `name` is (a timm architecture, with or without its
+// pretrained tag, or a vitcpp preset). A bare state dict takes the name's heads, activation,
+// LayerNorm eps and preprocessing (its tag's); a file that is another model (other widths or
+// counts, tokens, norms, LayerScale, pooling) is refused, naming what differs, as timm's
+// strict load refuses it. The file's head and position grid stay its own. `as_is` says how to
+// take the file as it is instead ("create_model(path)", "without --model").
+Pretrained load_pretrained_as(const std::string& path, const std::string& name, LoadOptions opt,
+                              const std::string& as_is);
 // The config of a timm architecture vitcpp runs, as timm.create_model(name) builds it (the
 // table's row: its default pretrained_cfg, whatever pretrained tag the name carries, as
 // vit_base_patch16_224.augreg2_in21k_ft_in1k), else of a vitcpp preset (model/config.h's

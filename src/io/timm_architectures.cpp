@@ -92,6 +92,19 @@ std::vector<std::string> runnable_timm_architectures() {
   return out;
 }
 
+std::vector<std::string> timm_architectures_like(const ViTConfig& c, size_t most) {
+  std::vector<std::string> out;
+  for (const auto& a : kArchitectures) {
+    if (*a.unsupported || a.embed_dim != c.embed_dim || out.size() >= most) continue;
+    const std::optional<ViTConfig> t = timm_architecture_config(a.name);
+    if (t && t->depth == c.depth && t->mlp_dim == c.mlp_dim && t->patch_h == c.patch_h &&
+        t->patch_w == c.patch_w && t->in_chans == c.in_chans && t->class_token == c.class_token &&
+        t->reg_tokens == c.reg_tokens && t->dist_token == c.dist_token)
+      out.push_back(a.name);
+  }
+  return out;
+}
+
 std::vector<std::string> timm_tagged_names() {
   std::vector<std::string> out;
   for (const auto& t : kTags) out.push_back(std::string(t.arch) + "." + t.tag);

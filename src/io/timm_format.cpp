@@ -199,15 +199,23 @@ void Reader::read_heads() {
     c.num_heads = known->num_heads;
   if (!c.num_heads) c.num_heads = heads_from_architecture(arch, c.embed_dim);
   if (!c.num_heads) c.num_heads = num_heads;
-  VIT_CHECK(c.num_heads > 0,
-            "the number of attention heads is not in config.json (model_args.num_heads) and ",
-            arch.empty() ? std::string("there is no architecture name")
-            : known      ? "'" + arch + "' has " + std::to_string(known->num_heads) + " heads of width " +
-                          std::to_string(known->embed_dim) + ", not " + std::to_string(c.embed_dim)
-                    : "'" + arch + "' is not a name vitcpp knows",
-            "; give it with --num-heads (embed_dim is ", c.embed_dim,
-            "), or from Python name the architecture: create_model(\"vit_small_patch16_224\", "
-            "checkpoint_path=FILE)");
+  if (c.num_heads > 0) return;
+  // The names it may be: timm's of these tensors' shapes (the hint named vit_small_patch16_224
+  // whatever the width).
+  const std::vector<std::string> like = timm_architectures_like(c, 4);
+  std::string names;
+  for (const std::string& n : like) names += (names.empty() ? "" : ", ") + n;
+  const std::string example = like.empty() ? "NAME" : like.front();
+  throw Error(detail::concat(
+      "the number of attention heads is not in config.json (model_args.num_heads) and ",
+      arch.empty() ? std::string("there is no architecture name")
+      : known      ? "'" + arch + "' has " + std::to_string(known->num_heads) + " heads of width " +
+                    std::to_string(known->embed_dim) + ", not " + std::to_string(c.embed_dim)
+              : "'" + arch + "' is not a name vitcpp knows",
+      "; name the model it is (--model ", example, " beside the file on the command line, create_model(\"",
+      example, "\", checkpoint_path=FILE) in Python",
+      names.empty() ? "" : "; timm's of these shapes: " + names, "), or give --num-heads (embed_dim is ",
+      c.embed_dim, ")"));
 }
 
 void Reader::read_pool() {

@@ -237,6 +237,35 @@ TEST(CliArgs, AFineTuneResumesWithoutItsPretrainedFile) {
   EXPECT_TRUE(has(r, "pre.safetensors, which does not exist from here")) << r.out;
 }
 
+// A --model beside --pretrained names the model the file is, and a resume that reads the file
+// again (no state yet) reads it as that model; a run of args.json before version 6 recorded a
+// recipe's --model there, unused, and resumes without it.
+TEST(CliArgs, AFineTunesModelNameComesBackAtResumeButNotAnOlderRunsRecipeModel) {
+  vit::test::TempDir tmp("args_resume_named");
+  const std::string ck = tiny_run(tmp);
+  fs::copy_file(ck + "/best.safetensors", tmp / "pre.safetensors");
+  const std::string ft = tmp / "ft";
+  Result r = run("train --pretrained " + (tmp / "pre.safetensors") +
+                 " --epochs 1 --synthetic 64 -b 32 --threads 1 " + "--output " + ft);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto args = nlohmann::json::parse(vit::read_text_file(ft + "/args.json"));
+  EXPECT_EQ(args.value("args-version", 0), 6) << args.dump();
+  args["model"] = "vit-base-16";
+  for (const int version : {5, 6}) {
+    args["args-version"] = version;
+    vit::write_file_atomic(ft + "/args.json", args.dump(1));
+    fs::remove(ft + "/last.state.safetensors");  // it starts again, from the --pretrained file
+    r = run("train --resume " + ft + " --threads 1");
+    if (version == 5) {
+      EXPECT_EQ(r.code, 0) << r.out;
+      EXPECT_TRUE(has(r, "loading the pretrained weights from " + (tmp / "pre.safetensors") + "\n")) << r.out;
+    } else {
+      EXPECT_NE(r.code, 0) << r.out;
+      EXPECT_TRUE(has(r, "pre.safetensors is not a vit-base-16: it holds a ViT of embed_dim")) << r.out;
+    }
+  }
+}
+
 // A training run's own files are not an output's: `vit average -o RUN/best.safetensors` and
 // `vit quantize --out RUN/last.safetensors` replaced them without a word. Commands a message
 // suggests are quoted for the shell (a run "my run" gave `--resume .../my run`).

@@ -6,13 +6,14 @@ import json
 import os
 import pathlib
 import pickle
+import subprocess
 import warnings
 
 import numpy as np
 import pytest
 
 import vitcpp
-from conftest import PRETRAINED, read_safetensors, run_vit, write_safetensors
+from conftest import PRETRAINED, read_safetensors, run_vit, vit_binary, write_safetensors
 
 TIMM_A = os.path.join(PRETRAINED, "timm_a")
 
@@ -82,6 +83,44 @@ def test_a_name_with_checkpoint_path_is_that_model_or_an_error(tmp_path):
     for tag, mean in ((".dino", (0.485, 0.456, 0.406)), ("", (0.5, 0.5, 0.5))):
         got = vitcpp.create_model("vit_small_patch16_224" + tag, checkpoint_path=tmp_path / "small.safetensors")
         assert got.pretrained_cfg["mean"] == mean and got.num_classes == 0, tag
+
+
+def test_the_cli_reads_a_bare_state_dict_as_the_model_named_beside_it(tmp_path):
+    """timm's validate.py and inference.py take --model NAME --checkpoint FILE. The CLI could not
+    name a bare file's model: it needed --num-heads, and got timm's default preprocessing (0.5
+    mean), not DeiT's; vit train --model NAME --pretrained FILE was refused."""
+    ref = vitcpp.create_model("deit_tiny_patch16_224", seed=3)
+    bare = tmp_path / "bare.safetensors"
+    write_safetensors(bare, ref.state_dict())
+    x = np.random.default_rng(0).standard_normal((2, 3, 224, 224)).astype(np.float32)
+    write_safetensors(tmp_path / "x.safetensors", {"x": x})
+    tensor = f"{tmp_path}/x.safetensors:x"
+    # Without a name: the error names the timm models of these shapes (it named
+    # vit_small_patch16_224, whatever the width).
+    r = subprocess.run([vit_binary(), "predict", "--checkpoint", bare, "--tensor", tensor], capture_output=True,
+                       text=True)
+    assert r.returncode != 0
+    assert "--model deit_tiny_patch16_224 beside the file" in r.stderr and "vit_tiny_patch16_224" in r.stderr, r.stderr
+    out = run_vit("predict", "--model", "deit_tiny_patch16_224", "--checkpoint", bare, "--tensor", tensor, "--json",
+                  "--logits", "--topk", "1")
+    logits = np.array([json.loads(line)["logits"] for line in out.splitlines()], dtype=np.float32)
+    want = ref(x)
+    assert np.abs(logits - want).max() <= 1e-5 * np.abs(want).max(), np.abs(logits - want).max()
+    info = run_vit("info", "--model", "deit_tiny_patch16_224", "--checkpoint", bare)
+    config = json.loads(info[:info.index("\nparameters:")])
+    assert config["mean"] == pytest.approx(ref.pretrained_cfg["mean"]) and config["num_heads"] == 3, config
+    # Another model is refused, naming what differs.
+    r = subprocess.run([vit_binary(), "export", "--model", "deit_tiny_distilled_patch16_224", "--checkpoint", bare,
+                        "--out", tmp_path / "exported"], capture_output=True, text=True)
+    assert r.returncode != 0 and not (tmp_path / "exported").exists()
+    assert ("is not a deit_tiny_distilled_patch16_224: it has distillation token no "
+            "(deit_tiny_distilled_patch16_224: yes) (give the checkpoint alone, without --model") in r.stderr, r.stderr
+    # Fine-tuned from it, at 32 pixels with 4 classes: DeiT's heads and preprocessing.
+    run_vit("train", "--model", "deit_tiny_patch16_224", "--pretrained", bare, "--num-classes", 4, "--img-size", 32,
+            "--synthetic", 16, "-b", 8, "--epochs", 1, "--threads", 1, "--output", tmp_path / "run")
+    with open(tmp_path / "run" / "config.json") as f:
+        tuned = json.load(f)
+    assert tuned["num_heads"] == 3 and tuned["mean"] == pytest.approx(ref.pretrained_cfg["mean"]), tuned
 
 
 def test_a_model_name_is_a_name_where_a_folder_of_that_name_is(tmp_path, monkeypatch):
