@@ -826,6 +826,11 @@ int TrainCommand::run() {
   *out << first_line(F, comm, hooks) << std::endl;
   if (!open_run_dir()) return 0;
   make_model();
+  // (The model's depth is known once it is made, a --pretrained one's too.)
+  if (F.resume.empty() && cmd.count("--drop-path") > 0 && owned->config().depth == 1)
+    *out << "note: --drop-path: no effect on a model of one block (timm's rates, linspace(0, rate, depth), "
+            "are [0])"
+         << std::endl;
   load_teacher();
   owned->set_backbone_frozen(F.train.optim.freeze_backbone);
   owned->set_amp(F.amp);

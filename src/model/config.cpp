@@ -22,7 +22,8 @@ namespace vit {
 using json = nlohmann::json;
 
 float ViTConfig::drop_path_at(int64_t i) const {
-  return depth > 1 ? drop_path_rate * float(i) / float(depth - 1) : drop_path_rate;
+  // timm's torch.linspace(0, drop_path_rate, depth): [0] for a single block.
+  return depth > 1 ? drop_path_rate * float(i) / float(depth - 1) : 0.f;
 }
 
 void ViTConfig::validate() const {

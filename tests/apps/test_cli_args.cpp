@@ -630,6 +630,7 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
       {"--sched step --min-lr 0.0001",
        "note: --min-lr: no effect, the cosine schedule's floor and --sched is step"},
       {"--warmup-lr 0.0001", "note: --warmup-lr: no effect, the warmup's start and there is none"},
+      {"--depth 1 --drop-path 0.5", "note: --drop-path: no effect on a model of one block"},
       {"--aa rand-m9-n2 --color-jitter 0.4",
        "note: --color-jitter: no effect with --aa, as in timm's train.py (RandAugment replaces it; "
        "--force-color-jitter keeps it)"},

@@ -259,6 +259,10 @@ TEST(Config, DropPathIsLinearOverDepth) {
   EXPECT_FLOAT_EQ(c.drop_path_at(0), 0.f);
   EXPECT_FLOAT_EQ(c.drop_path_at(11), 0.11f);
   EXPECT_FLOAT_EQ(c.drop_path_at(5), 0.05f);
+  // timm's torch.linspace(0, rate, depth) is [0] at depth 1: the one block is never dropped
+  // (it had the whole rate: a tester saw the loss move with the seed where timm's did not).
+  c.depth = 1;
+  EXPECT_FLOAT_EQ(c.drop_path_at(0), 0.f);
 }
 
 TEST(ParamTable, NamesShapesAndGroups) {
