@@ -60,13 +60,15 @@ void check_outputs(const std::vector<std::pair<std::string, std::string>>& outpu
     VIT_CHECK(!fs::is_directory(where, ec) || ::access(where.c_str(), W_OK | X_OK) == 0, flag, " ", path,
               ": cannot write in the folder ", where, " (", std::strerror(errno), ")");
     // A training run's own files (its best checkpoint, its summary.csv) are its history:
-    // `vit average -o RUN/best.safetensors` of checkpoint-N files replaced the run's best.
-    if (fs::exists(fs::path(where) / "args.json", ec)) {
-      const std::vector<std::string> own = run_files(where);
-      VIT_CHECK(std::find(own.begin(), own.end(), fs::path(path).filename().string()) == own.end(), flag, " ",
-                path, ": one of the files of the training run in ", where,
-                "; it would be replaced: choose another name");
-    }
+    // `vit average -o RUN/best.safetensors` of checkpoint-N files replaced the run's best. Those
+    // it has yet to write too: a checkpoint-3.safetensors of another model was averaged with
+    // the run's by `vit average RUN`, then deleted by its --resume.
+    if (fs::exists(fs::path(where) / "args.json", ec))
+      VIT_CHECK(!is_run_file_name(fs::path(path).filename().string()), flag, " ", path,
+                fs::exists(path, ec)
+                    ? ": one of the files of the training run in " + where + "; it would be replaced"
+                    : ": a name the training run in " + where + " writes its files under (and prunes)",
+                ": choose another name");
   }
 }
 

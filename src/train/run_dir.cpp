@@ -103,20 +103,29 @@ std::vector<int64_t> kept_checkpoints(const std::vector<double>& scores, int64_t
   return epochs;
 }
 
+namespace {
+// N of a file named checkpoint-N.safetensors (no "checkpoint-07"), else -1.
+int64_t checkpoint_epoch(const std::string& name) {
+  constexpr std::string_view pre = "checkpoint-", post = ".safetensors";
+  if (name.size() <= pre.size() + post.size() || !name.starts_with(pre) || !name.ends_with(post)) return -1;
+  const std::string digits = name.substr(pre.size(), name.size() - pre.size() - post.size());
+  if (digits.size() > 9 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
+  return checkpoint_name(std::stoll(digits)) == name ? std::stoll(digits) : -1;
+}
+}  // namespace
+
+bool is_run_file_name(const std::string& name) {
+  return checkpoint_epoch(name) >= 0 ||
+         std::find(std::begin(kRunFiles), std::end(kRunFiles), std::string_view(name)) != std::end(kRunFiles);
+}
+
 std::vector<int64_t> checkpoint_epochs(const std::string& dir) {
   std::vector<int64_t> epochs;
   std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    constexpr std::string_view pre = "checkpoint-", post = ".safetensors";
-    if (name.size() <= pre.size() + post.size() || !name.starts_with(pre) || !name.ends_with(post)) continue;
-    const std::string digits = name.substr(pre.size(), name.size() - pre.size() - post.size());
-    if (digits.size() > 9 ||
-        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      continue;
-    if (checkpoint_name(std::stoll(digits)) == name)
-      epochs.push_back(std::stoll(digits));  // no "checkpoint-07"
-  }
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (const int64_t e = checkpoint_epoch(it->path().filename().string()); e >= 0) epochs.push_back(e);
   std::sort(epochs.begin(), epochs.end());
   return epochs;
 }

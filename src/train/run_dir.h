@@ -18,6 +18,9 @@ constexpr const char* kRecoveryFile = "recovery.state.safetensors";
 // The names of the run files (args.json, config.json, summary.csv, checkpoints, states)
 // that directory `dir` holds; empty when it does not exist.
 std::vector<std::string> run_files(const std::string& dir);
+// Whether `name` (a file name) is one vit train writes into a run directory, or may write
+// later: the fixed names, and checkpoint-N.safetensors for any epoch N.
+bool is_run_file_name(const std::string& name);
 
 // Throws unless `dir` may take a new run: it does not exist, or it is a directory that
 // holds no run files. The message names the files and says how to continue the run.

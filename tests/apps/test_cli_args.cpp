@@ -280,6 +280,16 @@ TEST(CliArgs, ARunsOwnFilesAreNotOutputsAndSuggestionsAreQuoted) {
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_TRUE(has(r, "last.safetensors: one of the files of the training run in " + ck)) << r.out;
   EXPECT_EQ(vit::read_text_file(ck + "/last.safetensors"), last);
+  // Those it has yet to write too: a checkpoint-3.safetensors of another model was averaged
+  // with the run's by `vit average RUN`, then deleted by its --resume.
+  for (const char* cmd : {"average ", "quantize --checkpoint "}) {
+    r = run(cmd + ck + (cmd[0] == 'a' ? " -o " : " --out ") + ck + "/checkpoint-3.safetensors");
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_TRUE(has(r, "checkpoint-3.safetensors: a name the training run in " + ck +
+                           " writes its files under (and prunes): choose another name"))
+        << r.out;
+    EXPECT_FALSE(fs::exists(ck + "/checkpoint-3.safetensors"));
+  }
   r = run("average " + ck + " -o " + ck + "/averaged.safetensors");
   EXPECT_EQ(r.code, 0) << r.out;
   const std::string spaced = tmp / "my run";
