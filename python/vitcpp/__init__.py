@@ -23,7 +23,33 @@ import weakref
 
 import numpy as np
 
-from . import _vitcpp
+
+def _load_with_short_spinning():
+    """Imports the extension with vit's OpenMP setting (apps/vit/main.cpp): threads spin
+    briefly between parallel regions (OMP_WAIT_POLICY=ACTIVE GOMP_SPINCOUNT=2000). libgomp's
+    default long spin made vitcpp.train 1.5-1.8x slower with another process on the second
+    core. libgomp reads the setting once, as it loads: here, unless the environment sets a wait
+    policy or a module imported first (torch) loaded it. The environment is then as it was, so
+    child processes do not inherit it."""
+    try:
+        with open("/proc/self/maps") as f:
+            loaded = "libgomp" in f.read()
+    except OSError:
+        loaded = True  # not Linux's /proc: leave it alone
+    if loaded or "OMP_WAIT_POLICY" in os.environ:
+        from . import _vitcpp as module
+        return module
+    added = {k: v for k, v in (("OMP_WAIT_POLICY", "ACTIVE"), ("GOMP_SPINCOUNT", "2000")) if k not in os.environ}
+    os.environ.update(added)
+    try:
+        from . import _vitcpp as module
+    finally:
+        for k in added:
+            del os.environ[k]
+    return module
+
+
+_vitcpp = _load_with_short_spinning()
 from ._vitcpp import Error
 Error.__module__ = "vitcpp"  # as tracebacks and help() name it (vitcpp.Error, not vitcpp._vitcpp.Error)
 Error.__doc__ = ("vitcpp's error (a RuntimeError): a corrupt or unsupported file, an image that does not decode, "

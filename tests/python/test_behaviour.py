@@ -186,9 +186,10 @@ def test_backend_info_says_what_vit_info_says():
 
 def fresh_python(*args, cwd=None, **env_vars):
     """python3 ARGS in a new interpreter that imports this vitcpp (env_vars added to its
-    environment): the finished process."""
+    environment, those set to None taken out): the finished process."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(vitcpp.__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([package] + sys.path), **env_vars)
+    env = {k: v for k, v in env.items() if v is not None}
     return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env)
 
 
@@ -264,6 +265,33 @@ def test_threads_are_vitcpps_own_whatever_pytorch_sets(tmp_path):
     assert r.returncode == 0 and r.stdout.rstrip().endswith("done"), r.stdout[-2000:] + r.stderr[-2000:]
     assert [line.rsplit("threads: ", 1)[1] for line in r.stdout.splitlines()
             if line.startswith("vit train:")] == ["3", "4"], r.stdout[-2000:]
+
+
+# vitcpp's OpenMP threads spin briefly between parallel regions, as vit's (OMP_WAIT_POLICY=ACTIVE
+# GOMP_SPINCOUNT=2000): libgomp's default made vitcpp.train 1.5-1.8x slower with another
+# process on the second core. Set as libgomp loads, then taken out of the environment (child
+# processes do not inherit it); a wait policy the environment sets is kept.
+WAIT_POLICY_SCRIPT = """
+import ctypes, os, vitcpp
+gomp = ctypes.CDLL("libgomp.so.1")
+if not hasattr(gomp, "omp_display_env"):
+    print("no omp_display_env")
+else:
+    gomp.omp_display_env(1)  # OpenMP 5.1: the settings libgomp read, on stderr
+print("environment:", os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT"))
+"""
+
+
+def test_openmp_threads_spin_briefly_unless_the_environment_says(tmp_path):
+    r = fresh_python("-c", WAIT_POLICY_SCRIPT, OMP_WAIT_POLICY=None, GOMP_SPINCOUNT=None)
+    assert r.returncode == 0, r.stderr
+    if "no omp_display_env" in r.stdout:
+        pytest.skip("this libgomp has no omp_display_env")
+    assert "OMP_WAIT_POLICY = 'ACTIVE'" in r.stderr and "GOMP_SPINCOUNT = '2000'" in r.stderr, r.stderr
+    assert "environment: None None" in r.stdout, r.stdout
+    passive = fresh_python("-c", WAIT_POLICY_SCRIPT, OMP_WAIT_POLICY="PASSIVE", GOMP_SPINCOUNT=None)
+    assert "OMP_WAIT_POLICY = 'PASSIVE'" in passive.stderr, passive.stderr
+    assert "environment: PASSIVE None" in passive.stdout, passive.stdout
 
 
 # Under OMP_THREAD_LIMIT=1, threads=2 computed ViT-Ti's logits with parts of the products
