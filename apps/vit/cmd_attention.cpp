@@ -63,13 +63,15 @@ Run add_attention(CLI::App& cmd) {
   auto f = std::make_shared<AttentionFlags>();
   f->load.add_to(cmd);
   cmd.add_option("--out", f->out, "directory for the PNG files (created if missing)")->required();
-  cmd.add_option("--method", f->method,
-                 "cls: the class token's attention in one block (heads averaged; avg-pooled models: "
-                 "the mean of the patch rows); dist: the same for DeiT's distillation token; rollout: "
-                 "attention rollout (Abnar & Zuidema 2020) through blocks 0..--layer (with the attention "
-                 "pool: the pool's query through them); pool: the attention pool's query over the patches "
-                 "(global_pool map, SigLIP's; --layer unused). Default: pool for models with the "
-                 "attention pool, else cls")
+  cmd.add_option(
+         "--method", f->method,
+         "cls: the class token's attention in one block (heads averaged; avg-pooled models and "
+         "those without a class token: the mean of the pooled tokens' rows); dist: the same for "
+         "DeiT's distillation token; rollout: attention rollout (Abnar & Zuidema 2020) through "
+         "blocks 0..--layer, the class token's row or the pooled rows' mean as cls (with the "
+         "attention pool: the pool's query through them); pool: the attention pool's query over the patches "
+         "(global_pool map, SigLIP's; --layer unused). Default: pool for models with the "
+         "attention pool, else cls")
       ->check(CLI::IsMember({"cls", "dist", "rollout", "pool"}));
   cmd.add_option("--layer", f->layer,
                  "block index (0-based as timm's blocks.N; negative counts from the end), or 'all' "
@@ -129,8 +131,11 @@ Run add_attention(CLI::App& cmd) {
         prob = buf;
       }
       const bool one_block = f->method != "rollout";
-      // Avg pooling has no class token to ask: the map is the pooled tokens' rows, averaged.
-      const std::string cls = cfg.avg_pool() ? "pooled tokens' mean attention" : "class-token attention";
+      // Avg pooling, or a model without a class token (map pooling), has none to ask: the map
+      // is the pooled tokens' rows, averaged (patch_map). It was captioned "class-token
+      // attention" on a map-pooled model without one.
+      const bool class_row = cfg.class_token && !cfg.avg_pool();
+      const std::string cls = class_row ? "class-token attention" : "pooled tokens' mean attention";
       const std::string what = f->method == "cls"    ? cls
                                : f->method == "dist" ? "distillation-token attention"
                                : f->method == "pool" ? "attention-pool query"
@@ -168,7 +173,7 @@ Run add_attention(CLI::App& cmd) {
             pred + "\n" + what + "\n" + rows_are + (head < 0 ? ", columns: heads" : ""), file, covered_h,
             covered_w);
       }
-      std::cout << path << ": " << label << prob << " -> " << file << "\n";
+      std::cout << path << ": " << label << prob << " -> " << file << " (" << what << ")\n";
     }
     return 0;
   };

@@ -150,6 +150,7 @@ Run add_eval(CLI::App& cmd) {
       std::cerr << "vit eval: note: --results-format: no effect without --results-file\n";
     VIT_USAGE_CHECK(f->batch_size > 0, "batch size must be positive, got ", f->batch_size);
     route_stdout({{"--predictions", &f->predictions}, {"--results-file", &f->results_file}});
+    check_png_name("--confusion-png", f->confusion_png);  // before the checkpoint loads
     const Pretrained loaded = f->input.load_for_inference(f->load, f->batch_size);
     check_outputs({{"--predictions", f->predictions},
                    {"--results-file", f->results_file},

@@ -42,6 +42,7 @@ Run add_plot(CLI::App& cmd) {
       const std::string out = f->out.empty() ? (fs::path(f->run) / "curves.png").string() : f->out;
       const std::string summary = (fs::path(f->run) / "summary.csv").string();
       const viz::RunHistory h = viz::read_summary_csv(summary);  // first: a missing run is the error
+      check_png_name("--out", out);
       check_outputs({{"--out", out}}, {summary});
       viz::curves_figure(h, f->title.empty() ? f->run : f->title, out);
       std::cout << "wrote " << out << " (" << h.epoch.size()
@@ -50,6 +51,7 @@ Run add_plot(CLI::App& cmd) {
     }
     VIT_USAGE_CHECK(!f->checkpoint.empty() && !f->out.empty(),
                     "--pos-embed needs --checkpoint FILE and --out FILE.png");
+    check_png_name("--out", f->out);  // before the checkpoint loads
     Pretrained loaded = load_pretrained(f->checkpoint);
     check_outputs({{"--out", f->out}}, {loaded.file});
     auto model = std::move(loaded.model);

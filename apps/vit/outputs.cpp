@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -70,6 +71,15 @@ void check_outputs(const std::vector<std::pair<std::string, std::string>>& outpu
                     : ": a name the training run in " + where + " writes its files under (and prunes)",
                 ": choose another name");
   }
+}
+
+void check_png_name(const std::string& flag, const std::string& path) {
+  if (path.empty() || path.starts_with("/dev/")) return;
+  const std::string ext = fs::path(path).extension().string();
+  std::string lower = ext;
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  VIT_USAGE_CHECK(ext.empty() || lower == ".png", flag, " ", path, ": pictures are drawn as PNG only, not ",
+                  ext.substr(1), "; give a .png name");
 }
 
 void route_stdout(const std::vector<std::pair<std::string, std::string*>>& outputs) {

@@ -15,6 +15,11 @@ namespace vit::app {
 void check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs,
                    const std::vector<std::string>& inputs, bool makes_folders = false);
 
+// A picture's output path: PNG is the one format drawn, so a name that says another
+// (x.svg, x.pdf, x.jpg) is refused, naming the flag (it got a PNG under that name). A name
+// without an extension, or a device, is taken.
+void check_png_name(const std::string& flag, const std::string& path);
+
 // Standard output by name, as Unix tools take it: an output path "-" becomes /dev/stdout
 // (which the atomic writer writes in place). When one of `outputs` is standard output ("-",
 // /dev/stdout), the command's own lines go to stderr from here on, so that stdout holds that

@@ -695,7 +695,19 @@ class VisionTransformer:
         head: None (the heads' mean) or an index."""
         given, x = x, _as_images(x)
         method = method or ("pool" if self.global_pool == "map" else "cls")
+        # Python's errors in Python's words (they were vitcpp.Error in the CLI's: "--method pool").
+        if method not in ("cls", "rollout", "dist", "pool"):
+            raise ValueError(f"method={method!r}: one of 'cls', 'rollout', 'dist' (distilled models) or 'pool' "
+                             "(models with the attention pool)")
+        if method == "dist" and not self._cfg.get("dist_token"):
+            raise ValueError("method='dist': the model has no distillation token; 'cls' or 'rollout'")
+        if method == "pool" and self.global_pool != "map":
+            raise ValueError(f"method='pool': the model has no attention pool (global_pool "
+                             f"{self.global_pool!r}); 'cls' or 'rollout'")
         depth, heads = self._cfg["depth"], self._cfg["num_heads"]
+        if isinstance(layer, str) or isinstance(head, str):
+            raise TypeError("layer and head are ints (vit attention's --layer all is one call a block: "
+                            "[model.attention_maps(x, layer=i) for i in range(depth)])")
         if not -depth <= int(layer) < depth:
             raise ValueError(f"layer={layer}: the model has {depth} blocks (0 to {depth - 1}, negative from the end)")
         if head is not None and not -heads <= int(head) < heads:

@@ -41,6 +41,7 @@ TEST_F(VizCli, AttentionWritesOnePngPerImageForEachMethod) {
   // Three panels of the 16x16 input scaled by 12 (192 pixels) with 12-pixel margins.
   vit::Image png = vit::read_image(out + "/digit_7_cls.png");
   EXPECT_EQ(png.w, 3 * 192 + 4 * 12);
+  EXPECT_NE(r.out.find("digit_7_cls.png (class-token attention)"), std::string::npos) << r.out;
   r = run("attention --method rollout --layer 1 --head 0 --checkpoint " + ckpt() + " --out " + out + " " +
           digit());
   ASSERT_EQ(r.code, 0) << r.out;
@@ -95,11 +96,18 @@ TEST_F(VizCli, AttentionPoolModelTrainsAndDrawsThePoolsQuery) {
           out + " " + digit());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(fs::exists(out + "/digit_7_rollout_grid.png")) << r.out;
+  // Without a class token --method cls draws the pooled tokens' mean, and says so (it was
+  // captioned "class-token attention").
+  r = run("attention --method cls --checkpoint " + run_map + "/last.safetensors --out " + out + " " +
+          digit());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("digit_7_cls.png (pooled tokens' mean attention)"), std::string::npos) << r.out;
   // A model without a head (transformers' SiglipVisionModel) draws its maps with no class named.
   r = run("attention --checkpoint " + std::string(VIT_FIXTURE_DIR) + "/pretrained/hf_siglip_vision --out " +
           out + "_hf " + digit());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("digit_7.png: no classifier head -> "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("digit_7_pool.png (attention-pool query)"), std::string::npos) << r.out;
   EXPECT_GT(vit::read_image(out + "_hf/digit_7_pool.png").w, 0) << r.out;
   r = run("attention --method pool --checkpoint " + ckpt() + " --out " + out + "_cls " + digit());
   EXPECT_NE(r.code, 0);
@@ -147,6 +155,24 @@ TEST_F(VizCli, PlotDrawsCurvesAndPositionEmbeddings) {
   r = run("plot");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("give --run DIR"), std::string::npos) << r.out;
+  // Pictures are PNG: a name that says another format is refused, before any work (x.svg got
+  // a PNG under that name); one in capitals or without an extension is a PNG's.
+  const std::pair<std::string, std::string> other[] = {
+      {"plot --run " + run_dir() + " --out " + (*dir_ / "c.svg"), "--out " + (*dir_ / "c.svg")},
+      {"plot --pos-embed --checkpoint " + ckpt() + " --out " + (*dir_ / "p.pdf"),
+       "--out " + (*dir_ / "p.pdf")},
+      {"eval --checkpoint " + ckpt() + " --data-dir /nonexistent --confusion-png " + (*dir_ / "m.JPG"),
+       "--confusion-png " + (*dir_ / "m.JPG")}};
+  for (const auto& [args, named] : other) {
+    r = run(args);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find(named + ": pictures are drawn as PNG only, not "), std::string::npos) << r.out;
+  }
+  for (const char* name : {"C.PNG", "curves"}) {
+    r = run("plot --run " + run_dir() + " --out " + (*dir_ / name));
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_GT(vit::read_image(*dir_ / name).w, 0);
+  }
 }
 
 }  // namespace

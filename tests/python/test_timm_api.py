@@ -253,6 +253,12 @@ def test_attention_maps_index_layers_and_heads_as_python_does():
     for bad in ({"layer": 2}, {"layer": -3}, {"head": heads}, {"head": -heads - 1}):
         with pytest.raises(ValueError, match="out of range|the model has"):
             m.attention_maps(x, **bad)
+    # Methods the model lacks, in Python's words (they were vitcpp.Error, "--method pool: ...").
+    for method, says in (("pool", "no attention pool"), ("dist", "no distillation token"), ("xx", "one of 'cls'")):
+        with pytest.raises(ValueError, match=f"method='{method}': .*{says}"):
+            m.attention_maps(x, method=method)
+    with pytest.raises(TypeError, match="layer and head are ints"):
+        m.attention_maps(x, layer="all")
     # A torch tensor in, a torch tensor out, as forward (it gave numpy).
     torch = pytest.importorskip("torch")
     t = m.attention_maps(torch.from_numpy(x), method="rollout")
