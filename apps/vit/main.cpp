@@ -83,10 +83,15 @@ std::string resumed_dir(const std::vector<std::string>& args) {
   return "";
 }
 
-// timm's flags whose vit names differ (the first word of each is the flag).
+// timm's flags whose vit names differ (the first word of each is the flag), and the names
+// other trainers give a linear probe. They come before a near spelling: --gp is no --amp.
 const std::pair<std::string, std::string> kTimmFlags[] = {
     {"--input-size", "--img-size (and --in-chans)"},
     {"--initial-checkpoint", "--pretrained"},
+    {"--gp", "--pool"},
+    {"--drop-connect", "--drop-path"},
+    {"--head-only", "--freeze-backbone (a linear probe)"},
+    {"--linear-probe", "--freeze-backbone (a linear probe)"},
     {"--log-freq", "--log-interval"},
     {"--log-freq", "--log-seconds"},
     {"--num-gpu", "--threads"},
@@ -117,13 +122,16 @@ std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args) {
     std::vector<std::string> flags;
     for (const CLI::Option* o : cmd->get_options())
       for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
-    // A typo, a flag cut short (--batch: --batch-size), or timm's name for one of vit's.
-    std::string near = vit::nearest_name(flag, flags);
-    for (const std::string& f : flags)
-      if (near.empty() && f.rfind(flag + "-", 0) == 0) near = f;
+    // timm's name for one of vit's, a typo, or a flag cut short (--batch: --batch-size).
+    std::string near;
     for (const auto& [timm, ours] : kTimmFlags)
       if (near.empty() && flag == timm && cmd->get_option_no_throw(ours.substr(0, ours.find(' '))))
-        near = ours + " (timm's " + timm + ")";
+        near = ours.find(' ') == std::string::npos || ours.find("(and") != std::string::npos
+                   ? ours + " (timm's " + timm + ")"
+                   : ours;
+    if (near.empty()) near = vit::nearest_name(flag, flags);
+    for (const std::string& f : flags)
+      if (near.empty() && f.rfind(flag + "-", 0) == 0) near = f;
     const std::string prefix = "vit " + cmd->get_name() + ": " + flag + ": ";
     hints += (hints.empty() ? "" : "\n") + (near.empty() ? prefix + "not a flag of vit " + cmd->get_name()
                                                          : prefix + "did you mean " + near + "?");

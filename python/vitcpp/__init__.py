@@ -232,8 +232,6 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
         if arch not in _known_names():
             arch = model_name
     if path is not None:
-        if global_pool is not None:
-            raise ValueError("global_pool is a checkpoint's own: it can be set for presets only")
         if checkpoint_path:
             if arch not in _known_names():  # timm's error: a name that is nothing is not ignored
                 if _vitcpp.is_timm_architecture(arch):
@@ -244,6 +242,12 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     else:
         engine = _vitcpp.Engine.create(model_name, a)  # a tag's class count and preprocessing too
     model = VisionTransformer(engine, dynamic_img_size=dynamic_img_size)
+    # A checkpoint's pooling is its own: the same value is taken, as timm takes it (it was
+    # refused whatever its value); another is refused (timm builds another head around the
+    # weights, with a new fc_norm in place of norm).
+    if path is not None and global_pool is not None and global_pool != model.global_pool:
+        raise ValueError(f"global_pool={global_pool!r}: the checkpoint pools {model.global_pool!r}, and its pooling "
+                         f"is its own here (it sets which norms and tokens the weights have)")
     # The checkpoint's own precision unless asked: vit quantize's int8 files run in int8, as
     # `vit predict` runs them.
     model._set_dtype(_DTYPES[dtype] if dtype is not None else engine.stored_dtype)

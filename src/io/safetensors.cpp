@@ -43,9 +43,10 @@ uint64_t header_length(std::string_view first, uint64_t file_size, const std::st
   const bool pickle =
       first.substr(0, 4) == std::string_view("PK\x03\x04", 4) || first.substr(0, 3) == "\x80\x02\x8a";
   VIT_CHECK(!pickle || (hlen <= kMaxHeader && hlen <= file_size - 8), path,
-            ": a PyTorch pickle (torch.save's .pth or .bin), not safetensors: vitcpp reads safetensors "
-            "(convert it with safetensors.torch.save_file, or from Python: "
-            "model.load_state_dict(torch.load(path)))");
+            ": a PyTorch pickle (torch.save's .pth, .bin or .pth.tar), not safetensors: vitcpp reads "
+            "safetensors. Convert it: safetensors.torch.save_file(sd, \"model.safetensors\") with sd = "
+            "torch.load(path), or torch.load(path)[\"state_dict\"] for timm train.py's checkpoints "
+            "(*.pth.tar; \"state_dict_ema\" holds their EMA)");
   // So does an ONNX model (vit export's): a protobuf ModelProto opens with ir_version (field 1,
   // a varint: 0x08 n) and producer_name (field 2: 0x12).
   const bool onnx = (first[0] == '\x08' && first[2] == '\x12') ||

@@ -49,6 +49,11 @@ TEST(CliHints, MisspeltSubcommandsAndFlagsGetTheNearestName) {
             "vit train: --initial-checkpoint: did you mean --pretrained (timm's"},
            {"train --log-freq 5", "vit train: --log-freq: did you mean --log-interval (timm's --log-freq)?"},
            {"eval --log-freq 5", "vit eval: --log-freq: did you mean --log-seconds (timm's --log-freq)?"},
+           // timm's name before a near spelling (--gp was "did you mean --amp?").
+           {"train --gp avg", "vit train: --gp: did you mean --pool (timm's --gp)?"},
+           {"train --drop-connect 0.1",
+            "vit train: --drop-connect: did you mean --drop-path (timm's --drop-connect)?"},
+           {"train --head-only", "vit train: --head-only: did you mean --freeze-backbone (a linear probe)?"},
            {"eval --val-split validation",
             "vit eval: --val-split: did you mean --split (timm's --val-split)?"}}) {
     r = run_vit(line);

@@ -194,7 +194,11 @@ INSTANTIATE_TEST_SUITE_P(
               f += std::string(400, 'z');
               return std::vector<char>(f.begin(), f.end());
             },
-            "a PyTorch pickle (torch.save's .pth or .bin), not safetensors"},
+            "a PyTorch pickle (torch.save's .pth, .bin or .pth.tar), not safetensors: vitcpp reads "
+            "safetensors. "
+            "Convert it: safetensors.torch.save_file(sd, \"model.safetensors\") with sd = torch.load(path), "
+            "or "
+            "torch.load(path)[\"state_dict\"] for timm train.py's checkpoints"},
         Bad{"an ONNX model",  // ir_version 8, then producer_name "pytorch", as torch.onnx writes
             [] {
               std::string f =

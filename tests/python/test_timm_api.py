@@ -85,6 +85,15 @@ def test_a_name_with_checkpoint_path_is_that_model_or_an_error(tmp_path):
         assert got.pretrained_cfg["mean"] == mean and got.num_classes == 0, tag
 
 
+def test_a_checkpoints_own_global_pool_is_taken_and_another_refused():
+    """timm takes global_pool on a checkpoint; vitcpp refused it whatever its value."""
+    own = vitcpp.create_model(TIMM_A).global_pool
+    assert vitcpp.create_model(TIMM_A, global_pool=own).global_pool == own
+    other = "avg" if own != "avg" else "token"
+    with pytest.raises(ValueError, match=f"global_pool='{other}': the checkpoint pools '{own}'"):
+        vitcpp.create_model(TIMM_A, global_pool=other)
+
+
 def test_the_cli_reads_a_bare_state_dict_as_the_model_named_beside_it(tmp_path):
     """timm's validate.py and inference.py take --model NAME --checkpoint FILE. The CLI could not
     name a bare file's model: it needed --num-heads, and got timm's default preprocessing (0.5
