@@ -10,8 +10,10 @@
 
 #include "commands.h"
 #include "core/check.h"
+#include "core/file.h"
 #include "core/threads.h"
 #include "data/preprocess.h"
+#include "image_args.h"
 #include "model_flags.h"
 #include "validators.h"
 #include "viz/attention.h"
@@ -27,6 +29,7 @@ struct AttentionFlags {
   std::string out, method, layer = "-1", head = "mean";  // method "": pool or cls, by the model
   std::vector<std::string> images;
   int threads = 0;
+  bool skip_bad_images = false;
   InputFlags input;
 };
 
@@ -84,7 +87,13 @@ Run add_attention(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--threads", f->threads, "threads (default: all cores)")->check(thread_count());
   f->input.add_to(cmd);
-  cmd.add_option("images", f->images, "PNG or JPEG files")->required();
+  cmd.add_option(
+         "images", f->images,
+         "PNG or JPEG files, or folders of them (their images in timm's order: img2 before img10); - reads "
+         "one image from standard input")
+      ->required();
+  cmd.add_flag("--skip-bad-images", f->skip_bad_images,
+               "leave out image files that do not decode (each said on stderr) instead of stopping");
   return [f] {
     use_threads(f->threads);
     const Pretrained loaded = f->input.load_for_inference(f->load, 1);  // one image at a time
@@ -114,12 +123,32 @@ Run add_attention(CLI::App& cmd) {
     VIT_CHECK(!ec && fs::is_directory(f->out), f->out,
               ": cannot create the output directory: ", ec.message());
     std::set<std::string> used;
-    for (const std::string& path : f->images) {
-      load_image_input(path, in, x.data());
+    const std::vector<std::string> files = image_files(f->images);
+    int64_t skipped = 0;
+    for (const std::string& path : files) {
+      // Decoded once: the model's input and the picture's (a file read twice could not be
+      // standard input).
+      Image img;
+      try {
+        img = read_image(path);
+        try {
+          preprocess_image(img, in, x.data());
+        } catch (const Error& e) {
+          throw Error(path + ": " + e.what());  // as load_image_input names it
+        }
+      } catch (const ResourceError&) {
+        throw;  // descriptors, memory or I/O short: not a bad image, and no hint to skip it
+      } catch (const Error& e) {
+        if (!f->skip_bad_images)
+          throw Error(std::string(e.what()) + " (--skip-bad-images leaves such files out)");
+        std::cerr << "vit attention: skipped " << e.what() << "\n";
+        ++skipped;
+        continue;
+      }
       // A model without a head (SiglipVisionModel, ViTModel) has attention and no classes.
       model.infer(x.data(), 1, nullptr, K > 0 ? logits.data() : nullptr, attn.data(), pool);
       // The picture shows the pixels the model took: converted, resized and cropped alike.
-      const Image view = resize_and_crop(convert_channels(read_image(path), cfg.in_chans), in);
+      const Image view = resize_and_crop(convert_channels(img, cfg.in_chans), in);
       std::string label = "no classifier head", prob;
       if (K > 0) {
         const int64_t k = std::max_element(logits.begin(), logits.end()) - logits.begin();
@@ -175,6 +204,8 @@ Run add_attention(CLI::App& cmd) {
       }
       std::cout << path << ": " << label << prob << " -> " << file << " (" << what << ")\n";
     }
+    if (skipped > 0)
+      std::cerr << "vit attention: " << skipped << " of " << files.size() << " image(s) skipped\n";
     return 0;
   };
 }

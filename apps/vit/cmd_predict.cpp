@@ -21,6 +21,7 @@
 #include "core/utf8.h"
 #include "data/folder.h"
 #include "data/open.h"
+#include "image_args.h"
 #include "io/array_file.h"
 #include "io/tensor_input.h"
 #include "model_flags.h"
@@ -43,42 +44,6 @@ struct PredictFlags {
   int threads = 0;
   InputFlags input;
 };
-
-// The image files of the arguments: a file as it is, a folder as the PNG and JPEG files
-// below it (any depth) in timm's order for inference.py's folder (natural_sorted on the path:
-// img2 before img10, case left out). A folder without images is an error.
-std::vector<std::string> image_files(const std::vector<std::string>& args) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> out;
-  for (const std::string& a : args) {
-    if (!fs::is_directory(a)) {
-      out.push_back(a == "-" ? "/dev/stdin" : a);  // "-": one image read from standard input
-      continue;
-    }
-    std::vector<std::string> found;
-    int64_t others = 0;  // image formats vitcpp does not decode, said (not skipped in silence)
-    // Into linked folders too, as train and eval read image folders (torchvision's os.walk
-    // with followlinks).
-    for (const auto& e :
-         fs::recursive_directory_iterator(a, fs::directory_options::follow_directory_symlink)) {
-      std::string ext = e.path().extension().string();
-      for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
-      if (e.is_regular_file() && (ext == ".png" || ext == ".jpg" || ext == ".jpeg"))
-        found.push_back(e.path().string());
-      else if (e.is_regular_file() && (ext == ".bmp" || ext == ".gif" || ext == ".webp" || ext == ".tif" ||
-                                       ext == ".tiff" || ext == ".ppm" || ext == ".pgm"))
-        ++others;
-    }
-    if (others > 0)
-      std::cerr << "vit: note: " << a << ": " << others
-                << " image file(s) in formats vitcpp does not read (.bmp, .gif, .webp, .tif, .ppm, .pgm) "
-                   "left out\n";
-    VIT_CHECK(!found.empty(), a, ": a folder without PNG or JPEG files");
-    found = natural_sorted(std::move(found));
-    out.insert(out.end(), found.begin(), found.end());
-  }
-  return out;
-}
 
 // An image's name in the results file: its file name, or with --fullname its path (timm's
 // inference.py).

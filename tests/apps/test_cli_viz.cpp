@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "data/image.h"
@@ -136,6 +137,30 @@ TEST_F(VizCli, AttentionFailsClearlyOnBadInput) {
   r = run("attention --checkpoint " + ckpt() + " --out " + digit() + " " + digit());  // --out is a file
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("cannot create the output directory"), std::string::npos) << r.out;
+}
+
+// Folders (in timm's order), - for standard input, and --skip-bad-images, as vit predict
+// takes them (attention took files alone: "a directory, where a file is meant").
+TEST_F(VizCli, AttentionTakesFoldersStandardInputAndSkipsBadImagesOnRequest) {
+  const std::string in = *dir_ / "images", out = *dir_ / "att_folder";
+  fs::create_directories(in + "/sub");
+  fs::copy_file(digit(), in + "/img10.png");
+  fs::copy_file(digit(), in + "/sub/img2.png");
+  std::ofstream(in + "/bad.png") << "not an image";
+  Result r = run("attention --checkpoint " + ckpt() + " --out " + out + " " + in);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("bad.png: not a PNG or JPEG file (--skip-bad-images leaves such files out)"),
+            std::string::npos)
+      << r.out;
+  r = run("attention --skip-bad-images --checkpoint " + ckpt() + " --out " + out + " " + in);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("vit attention: 1 of 3 image(s) skipped"), std::string::npos) << r.out;
+  EXPECT_LT(r.out.find("img10_cls.png"), r.out.find("img2_cls.png")) << r.out;  // timm's order of paths
+  EXPECT_GT(vit::read_image(out + "/img10_cls.png").w, 0);
+  EXPECT_GT(vit::read_image(out + "/img2_cls.png").w, 0);
+  r = run("attention --checkpoint " + ckpt() + " --out " + out + " - < " + digit());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(vit::read_image(out + "/stdin_cls.png").w, vit::read_image(out + "/img10_cls.png").w);
 }
 
 TEST_F(VizCli, PlotDrawsCurvesAndPositionEmbeddings) {
