@@ -7,6 +7,8 @@
 #   - the same tests minus the `slow` label under ASan + UBSan, and on an AVX-512 CPU the unit
 #     and fixture tests there on the AVX2 path too (scripts/test_sanitize.sh;
 #     VIT_TEST_SANITIZE=0 skips it),
+#   - the shared library's build, its installed examples and its exported symbols
+#     (scripts/test_shared.sh; VIT_TEST_SHARED=0 skips it),
 #   - a 10-second run of every libFuzzer harness (scripts/fuzz.sh; VIT_TEST_FUZZ=0 skips it),
 #   - on x86-64, the unit and fixture tests cross-built for aarch64 and run under qemu-user
 #     (scripts/test_aarch64.sh; VIT_TEST_AARCH64=0 skips it); on an aarch64 machine the
@@ -30,7 +32,7 @@ stage() {  # stage NAME COMMAND...: run it and note its wall time; a failure end
   if ((rc != 0)) && (($(failure_lines) == before)); then
     # The stage's script did not say why: digest each build folder whose ctest failed in it.
     local dir
-    for dir in build build-asan build-aarch64; do
+    for dir in build build-asan build-shared build-aarch64; do
       local failed=$dir/Testing/Temporary/LastTestsFailed.log
       [[ -f $failed && $(stat -c %Y "$failed") -ge $epoch ]] && scripts/ctest_digest.sh "$dir" "stage $name"
     done
@@ -55,6 +57,7 @@ stage ctest run_ctest "$@"
 if (($# == 0)); then
   [[ "${VIT_TEST_ISA:-1}" == 0 ]] || stage isa scripts/test_isa.sh
   [[ "${VIT_TEST_SANITIZE:-1}" == 0 ]] || stage sanitize scripts/test_sanitize.sh
+  [[ "${VIT_TEST_SHARED:-1}" == 0 ]] || stage shared scripts/test_shared.sh
   [[ "${VIT_TEST_FUZZ:-1}" == 0 ]] || stage fuzz scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
   [[ "${VIT_TEST_AARCH64:-1}" == 0 || $(uname -m) == aarch64 ]] || stage aarch64 scripts/test_aarch64.sh
 fi

@@ -8,8 +8,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -155,6 +157,41 @@ TEST(Install, ExamplesBuiltFromThePrefixPrintVitPredictsTop5) {
 }
 
 }  // namespace
+
+// A shared libvitcpp exports the public API and nothing else (docs/design.md, "The installed
+// library"): every C function vitcpp.h declares (one without VIT_API links in the static
+// build, and not against the shared one), vit::Classifier, top_k, version, print_error_line
+// and vit::Error's type information; none of the engine's classes (they may change without
+// breaking programs). Runs in a build with -DBUILD_SHARED_LIBS=ON (scripts/test_shared.sh).
+TEST(Install, ASharedLibraryExportsThePublicApiAlone) {
+  const std::string so = std::string(VIT_BUILD_DIR) + "/libvitcpp.so";
+  if (!std::filesystem::exists(so))
+    GTEST_SKIP() << "a static build: scripts/test_shared.sh builds the shared one";
+  const Result nm = sh("nm -D --defined-only -C " + so);
+  ASSERT_EQ(nm.code, 0) << nm.out;
+  std::set<std::string> exported, stray;
+  const std::regex pub(
+      R"(^(vitcpp_\w+|vit::Classifier::.*|vit::top_k\(.*|vit::version\(\)|vit::print_error_line\(.*|(typeinfo|typeinfo name|vtable) for vit::Error)$)");
+  std::istringstream lines(nm.out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t type = line.find(' ');  // "ADDRESS TYPE NAME"
+    if (type == std::string::npos || line.size() < type + 3) continue;
+    const std::string name = line.substr(type + 3);
+    exported.insert(name);
+    if (!std::regex_match(name, pub)) stray.insert(name);
+  }
+  std::string strays;
+  for (const std::string& s : stray) strays += "\n  " + s;
+  EXPECT_TRUE(stray.empty()) << stray.size() << " symbols beyond the public API:" << strays;
+  std::ifstream header(std::string(VIT_SOURCE_DIR) + "/include/vitcpp.h");
+  const std::string text((std::istreambuf_iterator<char>(header)), std::istreambuf_iterator<char>());
+  const std::regex declared(R"(VIT_API [^;(]*\b(vitcpp_\w+)\()");
+  int64_t functions = 0;
+  for (std::sregex_iterator it(text.begin(), text.end(), declared), end; it != end; ++it, ++functions)
+    EXPECT_TRUE(exported.count((*it)[1].str())) << (*it)[1].str() << " is declared in vitcpp.h, not exported";
+  EXPECT_GE(functions, 24) << "the header's functions were not found";
+  std::cout << exported.size() << " exported symbols, " << functions << " C functions\n";
+}
 
 // docs/embedding.md shows both examples whole (after their header comment), as they are.
 TEST(Install, TheGuideShowsTheExamplesAsTheyAre) {
