@@ -403,22 +403,27 @@ TEST(BadInput, OutputsThatWouldReplaceAnInputOrEachOtherAreRefused) {
   const std::string summary = d + "/good/summary.csv";
   const auto summary_before = vit::read_file_bytes(summary);
   const std::string eval = "eval --checkpoint " + s.ckpt + " --data-dir " + d + "/idx ";
+  // Pictures are PNG only (any other name is refused first): links with a .png name reach the
+  // summary and the checkpoint.
+  const std::string summary_png = d + "/summary_link.png", ckpt_png = d + "/ckpt_link.png";
+  fs::create_symlink(summary, summary_png);
+  fs::create_symlink(s.ckpt, ckpt_png);
   expect_refused({
       {"predictions over the checkpoint",
        eval + "--predictions " + s.ckpt,
        {"--predictions " + s.ckpt + ": the command reads that file; writing it would replace it"}},
       {"two outputs in one file",
-       eval + "--predictions " + d + "/x.csv --confusion-png " + d + "/x.csv",
-       {"--confusion-png " + d + "/x.csv: also given to --predictions"}},
+       eval + "--predictions " + d + "/x.png --confusion-png " + d + "/x.png",
+       {"--confusion-png " + d + "/x.png: also given to --predictions"}},
       {"an output that is a directory",
        eval + "--results-file " + d,
        {"--results-file " + d + ": a directory"}},
       {"curves over the summary",
-       "plot --run " + d + "/good --out " + summary,
-       {"--out " + summary + ": the command reads that file"}},
+       "plot --run " + d + "/good --out " + summary_png,
+       {"--out " + summary_png + ": the command reads that file"}},
       {"similarity over the checkpoint",
-       "plot --pos-embed --checkpoint " + s.ckpt + " --out " + s.ckpt,
-       {"--out " + s.ckpt + ": the command reads that file"}},
+       "plot --pos-embed --checkpoint " + s.ckpt + " --out " + ckpt_png,
+       {"--out " + ckpt_png + ": the command reads that file"}},
       {"results over the image",
        "predict --checkpoint " + s.ckpt + " " + s.png + " --results-file " + s.png,
        {"--results-file " + s.png + ": the command reads that file"}},
