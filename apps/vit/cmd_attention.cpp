@@ -118,12 +118,12 @@ Run add_attention(CLI::App& cmd) {
     std::vector<float> x(cfg.in_chans * cfg.img_h * cfg.img_w), logits(K), attn(cfg.depth * H * T * T);
     std::vector<float> pool_attn(cfg.map_pool() ? H * T : 0);  // the attention pool's query [H, T]
     float* pool = cfg.map_pool() ? pool_attn.data() : nullptr;
+    const std::vector<std::string> files = image_files(f->images);  // a folder without images: no --out
     std::error_code ec;
     fs::create_directories(f->out, ec);
     VIT_CHECK(!ec && fs::is_directory(f->out), f->out,
               ": cannot create the output directory: ", ec.message());
     std::set<std::string> used;
-    const std::vector<std::string> files = image_files(f->images);
     int64_t skipped = 0;
     for (const std::string& path : files) {
       // Decoded once: the model's input and the picture's (a file read twice could not be

@@ -6,9 +6,11 @@
 #include <string>
 
 #include "commands.h"
+#include "core/check.h"
 #include "model/params.h"
 #include "model_flags.h"
 #include "ops/ops.h"
+#include "validators.h"
 
 namespace vit::app {
 
@@ -47,6 +49,8 @@ Run add_info(CLI::App& cmd) {
       LoadOptions o = load_options(f->model.img_size, f->model.num_heads);
       o.config_only = true;  // the header alone: no weight is read
       const std::string name = app->count("--model") > 0 ? f->model.model : "";
+      VIT_USAGE_CHECK(name.empty() || f->model.num_heads == 0,
+                      "--num-heads with --model: the model's name gives its heads");
       const Pretrained p = load_checkpoint(f->checkpoint, name, o, "--model");
       print_notes(p, std::cerr);
       cfg = p.config;

@@ -14,6 +14,7 @@ import errno
 import fnmatch
 import functools
 import json
+import operator
 import os
 import re
 import warnings
@@ -709,9 +710,15 @@ class VisionTransformer:
             raise ValueError(f"method='pool': the model has no attention pool (global_pool "
                              f"{self.global_pool!r}); 'cls' or 'rollout'")
         depth, heads = self._cfg["depth"], self._cfg["num_heads"]
-        if isinstance(layer, str) or isinstance(head, str):
-            raise TypeError("layer and head are ints (vit attention's --layer all is one call a block: "
+        if isinstance(layer, str):
+            raise TypeError("layer is an int (vit attention's --layer all is one call a block: "
                             "[model.attention_maps(x, layer=i) for i in range(depth)])")
+        if isinstance(head, str):
+            raise TypeError("head is an int, or None for the heads' mean (vit attention's --head mean)")
+        try:
+            layer, head = operator.index(layer), None if head is None else operator.index(head)
+        except TypeError:
+            raise TypeError(f"layer and head are ints, got layer={layer!r}, head={head!r}") from None
         if not -depth <= int(layer) < depth:
             raise ValueError(f"layer={layer}: the model has {depth} blocks (0 to {depth - 1}, negative from the end)")
         if head is not None and not -heads <= int(head) < heads:

@@ -121,8 +121,13 @@ const TimmArchitecture* find_timm_architecture(std::string_view name);
 std::optional<ViTConfig> timm_architecture_config(std::string_view name);
 // The names of those vitcpp runs as timm does (unsupported empty), in the table's order.
 std::vector<std::string> runnable_timm_architectures();
-// The runnable names whose models have c's tensors (widths, depth, patch, channels, tokens),
-// up to `most`, in the table's order: those a bare state dict may be (the hint of an error).
+// The parts of a model that decide which tensors it has beyond their widths (tokens, biases,
+// LayerScale, norms, pooling), each {what, value}: two models of one width load each
+// other's state dict strictly when these and the widths agree.
+std::vector<std::pair<const char*, std::string>> tensor_layout(const ViTConfig& c);
+// The runnable names whose models have c's tensors (widths, depth, patch, channels and
+// tensor_layout), those of c's input size first, up to `most`: those a bare state dict may be
+// (the hint of an error).
 std::vector<std::string> timm_architectures_like(const ViTConfig& c, size_t most);
 // Those names with each of their pretrained tags (timm.list_models(include_tags=True)):
 // "vit_small_patch16_224.dino", "NAME.untrained" for an architecture without weights.

@@ -93,16 +93,18 @@ std::vector<std::string> runnable_timm_architectures() {
 }
 
 std::vector<std::string> timm_architectures_like(const ViTConfig& c, size_t most) {
-  std::vector<std::string> out;
+  std::vector<std::string> sized, other;  // of c's input size, of another
+  const auto layout = tensor_layout(c);
   for (const auto& a : kArchitectures) {
-    if (*a.unsupported || a.embed_dim != c.embed_dim || out.size() >= most) continue;
+    if (*a.unsupported || a.embed_dim != c.embed_dim) continue;
     const std::optional<ViTConfig> t = timm_architecture_config(a.name);
     if (t && t->depth == c.depth && t->mlp_dim == c.mlp_dim && t->patch_h == c.patch_h &&
-        t->patch_w == c.patch_w && t->in_chans == c.in_chans && t->class_token == c.class_token &&
-        t->reg_tokens == c.reg_tokens && t->dist_token == c.dist_token)
-      out.push_back(a.name);
+        t->patch_w == c.patch_w && t->in_chans == c.in_chans && tensor_layout(*t) == layout)
+      (t->img_h == c.img_h && t->img_w == c.img_w ? sized : other).push_back(a.name);
   }
-  return out;
+  sized.insert(sized.end(), other.begin(), other.end());
+  if (sized.size() > most) sized.resize(most);
+  return sized;
 }
 
 std::vector<std::string> timm_tagged_names() {

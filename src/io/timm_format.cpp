@@ -98,6 +98,7 @@ struct Reader {
   Reader(const SafeTensors& st, int64_t num_heads, std::string fallback_arch);
   void read_architecture();  // what the name and the tensors say: widths, depth, tokens, norms
   void read_heads();
+  void require_heads();  // after read_pool and read_input_size: the error's hints need them
   void read_pool();
   void read_input_size();  // and whether pos_embed covers the prefix tokens
   void read_preprocessing();
@@ -199,23 +200,29 @@ void Reader::read_heads() {
     c.num_heads = known->num_heads;
   if (!c.num_heads) c.num_heads = heads_from_architecture(arch, c.embed_dim);
   if (!c.num_heads) c.num_heads = num_heads;
+}
+
+void Reader::require_heads() {
   if (c.num_heads > 0) return;
-  // The names it may be: timm's of these tensors' shapes (the hint named vit_small_patch16_224
-  // whatever the width).
-  const std::vector<std::string> like = timm_architectures_like(c, 4);
+  // The names it may be: timm's with these tensors (widths, tokens, norms, pooling; those of
+  // its input size first). The hint named vit_small_patch16_224 whatever the width, and a
+  // name to copy where several fit (they differ in preprocessing: DeiT's mean is not ViT's).
+  const std::vector<std::string> like = timm_architectures_like(c, 6);
   std::string names;
   for (const std::string& n : like) names += (names.empty() ? "" : ", ") + n;
-  const std::string example = like.empty() ? "NAME" : like.front();
+  const std::string example = like.size() == 1 ? like.front() : "NAME";
   throw Error(detail::concat(
       "the number of attention heads is not in config.json (model_args.num_heads) and ",
       arch.empty() ? std::string("there is no architecture name")
       : known      ? "'" + arch + "' has " + std::to_string(known->num_heads) + " heads of width " +
                     std::to_string(known->embed_dim) + ", not " + std::to_string(c.embed_dim)
               : "'" + arch + "' is not a name vitcpp knows",
-      "; name the model it is (--model ", example, " beside the file on the command line, create_model(\"",
-      example, "\", checkpoint_path=FILE) in Python",
-      names.empty() ? "" : "; timm's of these shapes: " + names, "), or give --num-heads (embed_dim is ",
-      c.embed_dim, ")"));
+      "; name the model it is: --model ", example, " with --checkpoint or --pretrained, create_model(\"",
+      example, "\", checkpoint_path=FILE) in Python, or --num-heads (embed_dim is ", c.embed_dim,
+      "); where neither is taken (--teacher, vit serve, vit plot) write it with its config first: vit export "
+      "--model ",
+      example, " --checkpoint FILE --out DIR",
+      names.empty() ? std::string() : ". timm's models with these tensors: " + names));
 }
 
 void Reader::read_pool() {
@@ -399,6 +406,7 @@ Mapping timm_mapping(const SafeTensors& st, int64_t num_heads, const std::string
         r.read_heads();
         r.read_pool();
         r.read_input_size();
+        r.require_heads();
         r.read_preprocessing();
       },
       "config.json: ");

@@ -183,12 +183,18 @@ TEST(Install, ASharedLibraryExportsThePublicApiAlone) {
   std::string strays;
   for (const std::string& s : stray) strays += "\n  " + s;
   EXPECT_TRUE(stray.empty()) << stray.size() << " symbols beyond the public API:" << strays;
+  // Each function declaration of the header (a line that starts with its return type, VIT_API
+  // or not: one without it is the bug to find), exported.
   std::ifstream header(std::string(VIT_SOURCE_DIR) + "/include/vitcpp.h");
-  const std::string text((std::istreambuf_iterator<char>(header)), std::istreambuf_iterator<char>());
-  const std::regex declared(R"(VIT_API [^;(]*\b(vitcpp_\w+)\()");
+  const std::regex declared(R"(^(VIT_API\s+)?(const\s+)?\w+[\s*]+(vitcpp_\w+)\s*\()");
   int64_t functions = 0;
-  for (std::sregex_iterator it(text.begin(), text.end(), declared), end; it != end; ++it, ++functions)
-    EXPECT_TRUE(exported.count((*it)[1].str())) << (*it)[1].str() << " is declared in vitcpp.h, not exported";
+  std::smatch m;
+  for (std::string line; std::getline(header, line);)
+    if (std::regex_search(line, m, declared)) {
+      ++functions;
+      EXPECT_TRUE(m[1].matched) << m[3].str() << " is declared in vitcpp.h without VIT_API";
+      EXPECT_TRUE(exported.count(m[3].str())) << m[3].str() << " is declared in vitcpp.h, not exported";
+    }
   EXPECT_GE(functions, 24) << "the header's functions were not found";
   std::cout << exported.size() << " exported symbols, " << functions << " C functions\n";
 }

@@ -104,12 +104,14 @@ def test_the_cli_reads_a_bare_state_dict_as_the_model_named_beside_it(tmp_path):
     x = np.random.default_rng(0).standard_normal((2, 3, 224, 224)).astype(np.float32)
     write_safetensors(tmp_path / "x.safetensors", {"x": x})
     tensor = f"{tmp_path}/x.safetensors:x"
-    # Without a name: the error names the timm models of these shapes (it named
-    # vit_small_patch16_224, whatever the width).
+    # Without a name: the error names the timm models with these tensors, those of its size
+    # first (it named vit_small_patch16_224 whatever the width, then models with LayerScale).
     r = subprocess.run([vit_binary(), "predict", "--checkpoint", bare, "--tensor", tensor], capture_output=True,
                        text=True)
     assert r.returncode != 0
-    assert "--model deit_tiny_patch16_224 beside the file" in r.stderr and "vit_tiny_patch16_224" in r.stderr, r.stderr
+    assert "--model NAME with --checkpoint or --pretrained" in r.stderr, r.stderr
+    assert ("timm's models with these tensors: deit_tiny_patch16_224, vit_tiny_patch16_224, "
+            "vit_tiny_patch16_384") in r.stderr, r.stderr
     out = run_vit("predict", "--model", "deit_tiny_patch16_224", "--checkpoint", bare, "--tensor", tensor, "--json",
                   "--logits", "--topk", "1")
     logits = np.array([json.loads(line)["logits"] for line in out.splitlines()], dtype=np.float32)
@@ -124,6 +126,18 @@ def test_the_cli_reads_a_bare_state_dict_as_the_model_named_beside_it(tmp_path):
     assert r.returncode != 0 and not (tmp_path / "exported").exists()
     assert ("is not a deit_tiny_distilled_patch16_224: it has distillation token no "
             "(deit_tiny_distilled_patch16_224: yes) (give the checkpoint alone, without --model") in r.stderr, r.stderr
+    # Of other widths and heads that do not divide them: said as such, the file's heads left
+    # out where it does not say them (it was "num_heads 5 does not divide embed_dim 192").
+    with pytest.raises(vitcpp.Error, match=r"is not a vit_little_patch16_reg4_gap_256: it holds a ViT of embed_dim "
+                                           r"192, depth 12, mlp_dim 768, patch 16x16, in_chans 3; "):
+        vitcpp.create_model("vit_little_patch16_reg4_gap_256", checkpoint_path=bare)
+    # A config beside the file decides what the tensors do not say; where it is not the name's,
+    # a note says so (timm's validate.py would build the name's).
+    ref.save_pretrained(tmp_path / "deit_dir")
+    r = subprocess.run([vit_binary(), "info", "--model", "vit_tiny_patch16_224", "--checkpoint", tmp_path / "deit_dir"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "its config gives mean 0.485 0.456 0.406 (vit_tiny_patch16_224: 0.5 0.5 0.5)" in r.stderr, r.stderr
     # Fine-tuned from it, at 32 pixels with 4 classes: DeiT's heads and preprocessing.
     run_vit("train", "--model", "deit_tiny_patch16_224", "--pretrained", bare, "--num-classes", 4, "--img-size", 32,
             "--synthetic", 16, "-b", 8, "--epochs", 1, "--threads", 1, "--output", tmp_path / "run")
@@ -266,8 +280,12 @@ def test_attention_maps_index_layers_and_heads_as_python_does():
     for method, says in (("pool", "no attention pool"), ("dist", "no distillation token"), ("xx", "one of 'cls'")):
         with pytest.raises(ValueError, match=f"method='{method}': .*{says}"):
             m.attention_maps(x, method=method)
-    with pytest.raises(TypeError, match="layer and head are ints"):
+    with pytest.raises(TypeError, match="layer is an int"):
         m.attention_maps(x, layer="all")
+    with pytest.raises(TypeError, match="head is an int, or None"):
+        m.attention_maps(x, head="mean")
+    with pytest.raises(TypeError, match="layer and head are ints, got layer=0.5"):
+        m.attention_maps(x, layer=0.5)
     # A torch tensor in, a torch tensor out, as forward (it gave numpy).
     torch = pytest.importorskip("torch")
     t = m.attention_maps(torch.from_numpy(x), method="rollout")
