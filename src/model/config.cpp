@@ -200,7 +200,7 @@ std::string ViTConfig::summary() const {
   if (use_fc_norm()) s << " then fc_norm";
   if (pos_embed != "learn") s << ", " << pos_embed << " positions";
   if (layer_scale()) s << ", LayerScale " << tidy(init_values);
-  if (drop_path_rate > 0.f) s << ", drop path " << tidy(drop_path_rate);
+  if (drop_path_rate > 0.f && depth > 1) s << ", drop path " << tidy(drop_path_rate);  // (none on one block)
   if (drop_rate > 0.f) s << ", dropout " << tidy(drop_rate);
   if (attn_drop_rate > 0.f) s << ", attention dropout " << tidy(attn_drop_rate);
   s << ", " << num_classes << (num_classes == 1 ? " class" : " classes");

@@ -655,6 +655,8 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
     EXPECT_EQ(r.code, 0) << flags << ": " << r.out;
     EXPECT_TRUE(has(r, note)) << flags << ": no '" << note << "' in\n" << r.out;
   }
+  // The model line leaves it out too (it said "drop path 0.5" beside the note).
+  EXPECT_FALSE(has(run(train + "--depth 1 --drop-path 0.5"), "drop path 0.5")) << "a one-block model's line";
   for (const char* recipe : {"mnist-seed", "cifar-seed", "mnist", "fashion-mnist", "finetune"}) {
     // 3 epochs: past the recipes' warmups (a shorter run is told its lr never reaches --lr).
     const Result r = run(train + "--recipe " + recipe + " --model mnist-seed --epochs 3 --patience 0");
