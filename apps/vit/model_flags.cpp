@@ -5,10 +5,22 @@
 #include <iostream>
 
 #include "core/check.h"
+#include "io/formats.h"
 #include "ops/ops.h"
 #include "validators.h"
 
 namespace vit::app {
+
+namespace {
+// timm's deprecated names (timm 0.6's vit_base_patch16_224_in21k) build the name.tag timm maps
+// them to; timm.create_model warns, and so does vit (Python's create_model does too).
+void note_deprecated_name(const std::string& name) {
+  const std::string_view now = detail::current_timm_name(name);
+  if (now != name)
+    std::cerr << "vit: note: --model " << name << ": timm's deprecated name of " << now
+              << ", built as that\n";
+}
+}  // namespace
 
 void ModelFlags::add_to(CLI::App& cmd) {
   cmd.add_option(
@@ -22,7 +34,8 @@ void ModelFlags::add_to(CLI::App& cmd) {
                       "(vit_base_patch16_224, vit_so400m_patch14_siglip_384, deit3_small_patch16_224, ...; "
                       "vitcpp.list_models() lists the 142)";
              }())
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each(note_deprecated_name);
   cmd.add_option("--config", config_file, "model config JSON (instead of --model)");
   // Two-value options keep their values together even where others take the last one.
   cmd.add_option("--img-size", img_size, "image size: S or H W")
@@ -331,7 +344,7 @@ void LoadFlags::add_to(CLI::App& cmd) {
          "and config.json, or a vit train run directory (its best.safetensors)")
       ->required();
   cmd.add_flag("--last", last, "with --checkpoint RUN_DIR: its last.safetensors instead of best.safetensors");
-  auto* named = cmd.add_option("--model", model, kCheckpointModelHelp);
+  auto* named = cmd.add_option("--model", model, kCheckpointModelHelp)->each(note_deprecated_name);
   cmd.add_option("--labels", labels, "class names, one per line (default: from the checkpoint)");
   cmd.add_option("--img-size", img_size,
                  "run at another input size, S or H W (position embeddings resampled)")

@@ -521,6 +521,14 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
   EXPECT_NE(r.out.find("unknown model preset 'nope'"), std::string::npos) << r.out;
   // One of timm's architectures vitcpp does not build: why, as its checkpoint is refused.
   EXPECT_EQ(run("info --model vit_tiny_patch16_224.augreg_in21k").code, 0);  // timm's pretrained tag
+  // timm's deprecated names build their name.tag with timm's warning (it was silent here).
+  r = run("info --model vit_tiny_patch16_224_in21k");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("vit: note: --model vit_tiny_patch16_224_in21k: timm's deprecated name of "
+                       "vit_tiny_patch16_224.augreg_in21k, built as that"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\"num_classes\": 21843"), std::string::npos) << r.out;
   r = run("info --model vit_giant_patch14_dinov2");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(
