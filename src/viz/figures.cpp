@@ -53,6 +53,10 @@ RunHistory read_summary_csv(const std::string& path) {
       {"epoch", &h.epoch},         {"train_loss", &h.train_loss}, {"train_top1", &h.train_top1},
       {"eval_loss", &h.eval_loss}, {"eval_top1", &h.eval_top1},   {"lr", &h.lr}};
   for (auto& [name, v] : want) VIT_CHECK(col.count(name), path, ": no column '", name, "' in the header");
+  // The model EMA's evaluation, where the run kept one (--model-ema): columns of their own.
+  std::vector<std::pair<const char*, std::vector<double>*>> ema;
+  for (auto [name, v] : {std::pair{"ema_eval_loss", &h.ema_eval_loss}, {"ema_eval_top1", &h.ema_eval_top1}})
+    if (col.count(name)) ema.push_back({name, v});
   for (int n = 2; std::getline(in, line); ++n) {
     if (line.empty()) continue;
     const std::vector<std::string> cells = split_csv(line);
@@ -64,9 +68,11 @@ RunHistory read_summary_csv(const std::string& path) {
       if (cell.empty() && std::string_view(name).substr(0, 5) == "eval_") continue;
       v->push_back(parse_number(cell, path, n, name));
     }
+    for (auto& [name, v] : ema)
+      if (!cells[col[name]].empty()) v->push_back(parse_number(cells[col[name]], path, n, name));
   }
   VIT_CHECK(!h.epoch.empty(), path, ": no epochs yet");
-  for (const auto* v : {&h.eval_loss, &h.eval_top1})
+  for (const auto* v : {&h.eval_loss, &h.eval_top1, &h.ema_eval_loss, &h.ema_eval_top1})
     VIT_CHECK(v->empty() || v->size() == h.epoch.size(), path, ": some epochs have eval figures, others not");
   return h;
 }
@@ -75,15 +81,19 @@ void curves_figure(const RunHistory& h, const std::string& title, const std::str
   const double w = 400, ch = 330, top = 34;
   Canvas cv(int(3 * w), int(top + ch));
   cv.fit_text(title, 3 * w / 2, 24, 3 * w - 20, 16, Align::Center, true, kInk);
-  // The eval curves where the run evaluated.
-  auto with_eval = [&](const std::vector<double>& train, const std::vector<double>& eval) {
+  // The eval curves where the run evaluated, and its model EMA's where it kept one (the mnist
+  // recipes' best model is often the EMA's: they were left out).
+  auto with_eval = [&](const std::vector<double>& train, const std::vector<double>& eval,
+                       const std::vector<double>& ema) {
     std::vector<Series> s = {{"train", h.epoch, train, series_color(0)}};
     if (!eval.empty()) s.push_back({"eval", h.epoch, eval, series_color(1)});
+    if (!ema.empty()) s.push_back({"eval (EMA)", h.epoch, ema, series_color(3)});
     return s;
   };
-  line_chart(cv, 0, top, w, ch, {"loss", "epoch", "cross-entropy"}, with_eval(h.train_loss, h.eval_loss));
+  line_chart(cv, 0, top, w, ch, {"loss", "epoch", "cross-entropy"},
+             with_eval(h.train_loss, h.eval_loss, h.ema_eval_loss));
   line_chart(cv, w, top, w, ch, {"top-1 accuracy", "epoch", "%"},  // percent, as summary.csv has them
-             with_eval(h.train_top1, h.eval_top1));
+             with_eval(h.train_top1, h.eval_top1, h.ema_eval_top1));
   line_chart(cv, 2 * w, top, w, ch, {"learning rate", "epoch", "lr at the epoch's last step"},
              {{"lr", h.epoch, h.lr, series_color(2)}});
   cv.save_png(path);

@@ -32,6 +32,7 @@ void attention_grid_figure(const Image& view, const std::vector<std::vector<floa
 // percent, as timm's).
 struct RunHistory {
   std::vector<double> epoch, train_loss, train_top1, eval_loss, eval_top1, lr;
+  std::vector<double> ema_eval_loss, ema_eval_top1;  // a run with --model-ema (empty otherwise)
 };
 // Throws vit::Error naming the file and line when a column is missing or a value is not a number.
 RunHistory read_summary_csv(const std::string& path);

@@ -32,10 +32,19 @@ std::vector<double> nice_ticks(double lo, double hi, int target, double min_step
   return ticks;
 }
 
-std::string tick_label(double v, double step) {
+double axis_magnitude(const std::vector<double>& ticks) {
+  double m = 0;
+  for (double t : ticks) m = std::max(m, std::fabs(t));
+  return m;
+}
+
+std::string tick_label(double v, double step, double axis) {
   char buf[32];
-  if (v != 0 && (std::fabs(v) < 1e-3 || std::fabs(v) >= 1e5)) {
-    std::snprintf(buf, sizeof buf, "%.0e", v);
+  if (axis < 0) axis = std::fabs(v);
+  if (axis != 0 && (axis < 1e-3 || axis >= 1e5)) {
+    const int digits =
+        std::clamp(int(std::floor(std::log10(axis)) - std::floor(std::log10(step) + 1e-9)), 0, 6);
+    std::snprintf(buf, sizeof buf, "%.*e", digits, v);
     return buf;
   }
   const int digits = std::clamp(int(std::ceil(-std::log10(step) - 1e-9)), 0, 6);
@@ -71,8 +80,9 @@ void line_chart(Canvas& cv, double x, double y, double w, double h, const ChartL
   const double x0 = xhi > xlo ? xlo : xt.front(), x1 = xhi > xlo ? xhi : xt.back();
   const double pad = (yhi - ylo) * 0.05;
   const double y0 = yhi > ylo ? ylo - pad : yt.front(), y1 = yhi > ylo ? yhi + pad : yt.back();
+  const double ymag = axis_magnitude(yt), xmag = axis_magnitude(xt);
   double tick_w = 0;  // the left margin fits the widest y tick label and the axis label
-  for (double t : yt) tick_w = std::max(tick_w, cv.text_width(tick_label(t, ystep), fs - 1));
+  for (double t : yt) tick_w = std::max(tick_w, cv.text_width(tick_label(t, ystep, ymag), fs - 1));
   const double left = tick_w + 34;
   const double px = x + left, py = y + top, pw = w - left - right, ph = h - top - bottom;
   auto sx = [&](double v) { return px + (v - x0) / (x1 - x0) * pw; };
@@ -82,12 +92,12 @@ void line_chart(Canvas& cv, double x, double y, double w, double h, const ChartL
   for (double t : yt) {
     if (t < y0 - 1e-12 || t > y1 + 1e-12) continue;
     cv.line(px, sy(t), px + pw, sy(t), grid, 1);
-    cv.text(tick_label(t, ystep), px - 6, sy(t) + 4.5, fs - 1, Align::Right, false, ink);
+    cv.text(tick_label(t, ystep, ymag), px - 6, sy(t) + 4.5, fs - 1, Align::Right, false, ink);
   }
   for (double t : xt) {
     if (t < x0 - 1e-12 || t > x1 + 1e-12) continue;
     cv.line(sx(t), py, sx(t), py + ph, grid, 1);
-    cv.text(tick_label(t, xstep), sx(t), py + ph + 17, fs - 1, Align::Center, false, ink);
+    cv.text(tick_label(t, xstep, xmag), sx(t), py + ph + 17, fs - 1, Align::Center, false, ink);
   }
   cv.stroke_rect(px, py, pw, ph, ink, 1);
   cv.text(labels.xlabel, px + pw / 2, y + h - 8, fs, Align::Center, false, ink);

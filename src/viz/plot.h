@@ -23,7 +23,12 @@ struct ChartLabels {
 // [lo, hi], about `target` of them.
 std::vector<double> nice_ticks(double lo, double hi, int target, double min_step = 0);
 // A tick's text: as few digits as the step between ticks needs ("0.25", "1e-03" when small).
-std::string tick_label(double v, double step);
+// `axis`: the largest magnitude of the axis' ticks (default |v|), which picks one style for the
+// whole axis: scientific where it is under 1e-3 or from 1e5 on, each with the mantissa digits
+// the step needs (an lr axis read 0.0010 beside 8e-04).
+std::string tick_label(double v, double step, double axis = -1);
+// The largest magnitude of ticks (tick_label's axis).
+double axis_magnitude(const std::vector<double>& ticks);
 
 // Draws the chart in the rectangle (x, y, w, h) of the canvas, labels and legend included.
 // When every x is a whole number (epochs), x ticks are whole numbers too. The legend goes

@@ -300,6 +300,16 @@ TEST(Figures, SummaryCsvIsReadAndBadFilesNameTheProblem) {
   const viz::RunHistory h = viz::read_summary_csv(tmp / "summary.csv");
   ASSERT_EQ(h.epoch.size(), 2u);
   EXPECT_EQ(h.eval_top1[1], 0.7);
+  EXPECT_TRUE(h.ema_eval_top1.empty());
+  // A run with a model EMA: its evaluation is read too, and drawn beside the model's (it was
+  // left out of the curves).
+  std::ofstream(tmp / "ema.csv") << "epoch,train_loss,train_top1,eval_loss,eval_top1,eval_top5,ema_eval_loss,"
+                                    "ema_eval_top1,ema_eval_top5,lr,"
+                                    "seconds\n1,2.0,0.3,1.5,0.5,0.9,1.6,0.4,0.8,0.001,3.5\n2,1.0,0.6,0.9,0.7,"
+                                    "0.95,0.8,0.75,0.96,0.0005,3.4\n";
+  const viz::RunHistory e = viz::read_summary_csv(tmp / "ema.csv");
+  EXPECT_EQ(e.ema_eval_top1, (std::vector<double>{0.4, 0.75}));
+  EXPECT_EQ(e.ema_eval_loss, (std::vector<double>{1.6, 0.8}));
   if (viz::canvas_available()) {  // the drawing; the reading below is checked in any build
     viz::curves_figure(h, "run", tmp / "c.png");
     EXPECT_EQ(read_image(tmp / "c.png").w, 1200);
@@ -352,6 +362,16 @@ TEST(Plot, NiceTicksAreRoundAndCoverTheRange) {
   EXPECT_LT(c.back(), 0.01);
   EXPECT_TRUE(std::any_of(c.begin(), c.end(), [](double v) { return std::fabs(v - 0.005) < 1e-12; }));
   EXPECT_EQ(viz::tick_label(0.005, c[1] - c[0]), "0.005");
+  // One style for an axis: an lr axis up to 0.001 in steps of 2e-4 read "8e-04" beside
+  // "0.0010"; small axes are scientific throughout, with the step's digits.
+  const std::vector<double> lr = {0.0002, 0.0004, 0.0006, 0.0008, 0.0010};
+  std::vector<std::string> got;
+  for (double v : lr) got.push_back(viz::tick_label(v, 0.0002, viz::axis_magnitude(lr)));
+  EXPECT_EQ(got, (std::vector<std::string>{"0.0002", "0.0004", "0.0006", "0.0008", "0.0010"}));
+  const std::vector<double> small = {0.00005, 0.0001, 0.00015};
+  got.clear();
+  for (double v : small) got.push_back(viz::tick_label(v, 0.00005, viz::axis_magnitude(small)));
+  EXPECT_EQ(got, (std::vector<std::string>{"5.0e-05", "1.0e-04", "1.5e-04"}));
 }
 
 }  // namespace
