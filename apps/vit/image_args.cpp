@@ -1,5 +1,6 @@
 #include "image_args.h"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <iostream>
@@ -12,6 +13,10 @@ namespace vit::app {
 std::vector<std::string> image_files(const std::vector<std::string>& args) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
+  // Standard input holds one image: a second - read what the first left (nothing, or the same
+  // file again where the shell redirected a file).
+  VIT_CHECK(std::count(args.begin(), args.end(), "-") <= 1,
+            "- (standard input) is given more than once; it holds one image");
   for (const std::string& a : args) {
     if (!fs::is_directory(a)) {
       out.push_back(a == "-" ? "/dev/stdin" : a);  // "-": one image read from standard input

@@ -158,6 +158,9 @@ TEST_F(VizCli, AttentionTakesFoldersStandardInputAndSkipsBadImagesOnRequest) {
   EXPECT_LT(r.out.find("img10_cls.png"), r.out.find("img2_cls.png")) << r.out;  // timm's order of paths
   EXPECT_GT(vit::read_image(out + "/img10_cls.png").w, 0);
   EXPECT_GT(vit::read_image(out + "/img2_cls.png").w, 0);
+  r = run("attention --checkpoint " + ckpt() + " --out " + out + " - - < " + digit());
+  EXPECT_EQ(r.code, 1) << r.out;  // one image there: a second - read it again, or nothing
+  EXPECT_NE(r.out.find("- (standard input) is given more than once"), std::string::npos) << r.out;
   r = run("attention --checkpoint " + ckpt() + " --out " + out + " - < " + digit());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(vit::read_image(out + "/stdin_cls.png").w, vit::read_image(out + "/img10_cls.png").w);
