@@ -126,16 +126,9 @@ Run add_attention(CLI::App& cmd) {
     std::set<std::string> used;
     int64_t skipped = 0;
     for (const std::string& path : files) {
-      // Decoded once: the model's input and the picture's (a file read twice could not be
-      // standard input).
-      Image img;
+      Image img;  // decoded once: the model's input and the picture's
       try {
-        img = read_image(path);
-        try {
-          preprocess_image(img, in, x.data());
-        } catch (const Error& e) {
-          throw Error(path + ": " + e.what());  // as load_image_input names it
-        }
+        img = load_image_input(path, in, x.data());
       } catch (const ResourceError&) {
         throw;  // descriptors, memory or I/O short: not a bad image, and no hint to skip it
       } catch (const Error& e) {

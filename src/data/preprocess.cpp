@@ -113,13 +113,14 @@ void preprocess_crop(const Image& img, const CropBox& box, const InputSpec& in, 
   normalize(sized, in, out);
 }
 
-void load_image_input(const std::string& path, const InputSpec& in, float* out) {
-  const Image img = read_image(path);
+Image load_image_input(const std::string& path, const InputSpec& in, float* out) {
+  Image img = read_image(path);
   try {
     preprocess_image(img, in, out);
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }
+  return img;
 }
 
 void preprocess_encoded(const uint8_t* data, size_t size, const InputSpec& in, float* out) {

@@ -39,8 +39,9 @@ void preprocess_image(const Image& img, const InputSpec& in, float* out);
 // resized to the input size with Pillow's bilinear filter (antialiased when shrinking:
 // torchvision's resized_crop of a PIL image, RandomResizedCrop's default), then steps 1 and 4.
 void preprocess_crop(const Image& img, const CropBox& box, const InputSpec& in, float* out);
-// Decodes one image file and preprocesses it (errors name the file).
-void load_image_input(const std::string& path, const InputSpec& in, float* out);
+// Decodes one image file and preprocesses it (errors name the file); returns the decoded image
+// (vit attention draws it: a file read twice could not be standard input).
+Image load_image_input(const std::string& path, const InputSpec& in, float* out);
 // The same for PNG/JPEG bytes in memory (errors start "encoded image: "), and for 8-bit pixels
 // hwc[h, w, c] with c 1 (gray), 3 (RGB) or 4 (RGBA) (errors start "pixels: "; sizes whose
 // byte count overflows are refused before anything is read).

@@ -80,15 +80,15 @@ Pretrained load_pretrained_as(const std::string& path, const std::string& name, 
   // words that say how it differs (read as the name's, it failed in the loader's: "num_heads
   // 12 does not divide embed_dim 512", "tensors that have no place").
   bool heads_known = true;
-  if (const std::optional<ViTConfig> held = held_config(path, opt, heads_known))
-    check_is(*held, heads_known, want, name, path, as_is);
+  const std::optional<ViTConfig> held = held_config(path, opt, heads_known);
+  if (held) check_is(*held, heads_known, want, name, path, as_is);
   opt.architecture = name;
   opt.num_heads = want.num_heads;
   Pretrained p = load_pretrained(path, opt);
-  check_is(p.model ? p.model->config() : p.config, true, want, name, path, as_is);
+  const ViTConfig& got = p.model ? p.model->config() : p.config;
+  if (!held) check_is(got, true, want, name, path, as_is);  // (the header alone did not read)
   // A config beside the file (config.json, a Hugging Face config) decides what the tensors
   // cannot say; where that is not the name's, say so (timm's validate.py builds the name's).
-  const ViTConfig& got = p.model ? p.model->config() : p.config;
   std::string differ;
   auto add = [&](const char* what, const std::string& file, const std::string& named) {
     if (file == named) return;
