@@ -10,10 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/int8.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_set.h"
@@ -118,25 +115,35 @@ void run_peak(benchmark::State& st, const Peak& p) {
 }
 
 // The int8 linear layer's forward (y = x w^T, int8.h) on the forward shapes above: the whole
-// layer (quantizing x, the table's gemm_s8 on every thread, the fp32 epilogue) as "int8/",
-// and each gemm_s8 variant this CPU runs alone on one thread over every row and block as
-// "gemm_s8/<variant>/" (GOP/s: 2 M N K integer operations per second).
-void run_int8_layer(benchmark::State& st, const Shape& s) {
-  std::vector<float> x(size_t(s.M * s.K), 0.5f), w(size_t(s.N * s.K)), y(size_t(s.M * s.N));
+// layer (quantizing x, the products on every thread, the fp32 epilogue) with each product as
+// "int8/table/" and "int8/onednn/" (the one int8_product() picks labelled "picked"), each
+// gemm_s8 variant this CPU runs alone on one thread over every row and block as
+// "gemm_s8/<variant>/", and oneDNN's s8 x s8 -> s32 matmul (AMX tiles where the CPU has them)
+// as "gemm_s8/onednn/" on OpenMP's threads (GOP/s: 2 M N K integer operations per second).
+std::vector<float> int8_weights(const Shape& s) {
+  std::vector<float> w(size_t(s.N * s.K));
   for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i % 255) - 127) / 127.f;
-  const auto pw = vit::cpu::pack_int8(w.data(), s.N, s.K);
-  for (auto _ : st) {
-    vit::cpu::linear_forward_int8(y.data(), x.data(), *pw, nullptr, s.M, false);
-    benchmark::DoNotOptimize(y.data());
-  }
+  return w;
+}
+
+void set_gops(benchmark::State& st, const Shape& s) {
   st.counters["GOP/s"] =
       benchmark::Counter(2.0 * s.M * s.N * s.K / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void run_int8_layer(benchmark::State& st, const Shape& s, vit::cpu::Int8Product product) {
+  std::vector<float> x(size_t(s.M * s.K), 0.5f), y(size_t(s.M * s.N));
+  const auto pw = vit::cpu::pack_int8(int8_weights(s).data(), s.N, s.K, product);
+  for (auto _ : st) {
+    vit::cpu::linear_forward_int8(y.data(), x.data(), *pw, nullptr, s.M, false);
+    benchmark::DoNotOptimize(y.data());
+  }
+  if (product == vit::cpu::int8_product(s.N, s.K)) st.SetLabel("picked");
+  set_gops(st, s);
+}
+
 void run_gemm_s8(benchmark::State& st, const Shape& s, vit::cpu::GemmS8 f) {
-  std::vector<float> w(size_t(s.N * s.K));
-  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i % 255) - 127) / 127.f;
-  const auto pw = vit::cpu::pack_int8(w.data(), s.N, s.K);
+  const auto pw = vit::cpu::pack_int8(int8_weights(s).data(), s.N, s.K, vit::cpu::Int8Product::table);
   std::vector<int8_t> A(size_t(s.M * pw->Kp), 3);
   std::vector<int32_t> C(size_t(s.M * pw->blocks * vit::cpu::kS8Block));
   for (auto _ : st) {
@@ -144,42 +151,24 @@ void run_gemm_s8(benchmark::State& st, const Shape& s, vit::cpu::GemmS8 f) {
       pw->blocks, pw->Kp);
     benchmark::DoNotOptimize(C.data());
   }
-  st.counters["GOP/s"] =
-      benchmark::Counter(2.0 * s.M * s.N * s.K / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  set_gops(st, s);
 }
 
-// oneDNN's int8 matmul on the same shapes (u8 x s8 -> s32, the weights in its own blocked
-// layout, reordered once): the library the issue names for large batches, timed as
-// "onednn_int8/" next to gemm_s8 and the int8 layer. Its threads are OpenMP's.
-void run_onednn_int8(benchmark::State& st, const Shape& s) {
-  using dnnl::memory;
-  using dt = memory::data_type;
-  using tag = memory::format_tag;
-  dnnl::engine& eng = vit::cpu::dnnl_engine();
-  const memory::desc src({s.M, s.K}, dt::u8, tag::ab), wei_any({s.K, s.N}, dt::s8, tag::any),
-      dst({s.M, s.N}, dt::s32, tag::ab);
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei_any, dst), eng);
-  std::vector<uint8_t> a(size_t(s.M * s.K), 3);
-  std::vector<int8_t> w(size_t(s.K * s.N));
-  for (size_t i = 0; i < w.size(); ++i) w[i] = int8_t(int(i % 255) - 127);
-  std::vector<int32_t> c(size_t(s.M * s.N));
-  memory user_w({{s.K, s.N}, dt::s8, tag::ab}, eng, w.data()), wp(pd.weights_desc(), eng);
-  dnnl::stream strm(eng);
-  dnnl::reorder(user_w, wp).execute(strm, user_w, wp);
-  memory ms(src, eng, a.data()), md(dst, eng, c.data());
-  const dnnl::matmul mm(pd);
+void run_gemm_s8_onednn(benchmark::State& st, const Shape& s) {
+  const auto pw = vit::cpu::pack_int8(int8_weights(s).data(), s.N, s.K, vit::cpu::Int8Product::onednn);
+  std::vector<int8_t> A(size_t(s.M * pw->Kp), 3);
+  std::vector<int32_t> C(size_t(s.M * s.N));
   for (auto _ : st) {
-    mm.execute(strm, {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, wp}, {DNNL_ARG_DST, md}});
-    strm.wait();
-    benchmark::DoNotOptimize(c.data());
+    vit::cpu::gemm_s8_onednn(C.data(), s.N, A.data(), pw->Kp, s.M, *pw->onednn);
+    benchmark::DoNotOptimize(C.data());
   }
-  st.counters["GOP/s"] =
-      benchmark::Counter(2.0 * s.M * s.N * s.K / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  set_gops(st, s);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  using vit::cpu::Int8Product;
   using vit::cpu::Isa;
   std::vector<Peak> peaks;
 #if VIT_ISA_X86
@@ -200,10 +189,14 @@ int main(int argc, char** argv) {
   for (const Shape& s : kShapes) {
     if (s.ta || !s.tb) continue;  // forward products only: int8 is for inference
     const std::string dims = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
-    benchmark::RegisterBenchmark(("int8/" + dims).c_str(), run_int8_layer, s)->UseRealTime()->MinTime(0.3);
-    benchmark::RegisterBenchmark(("onednn_int8/" + dims).c_str(), run_onednn_int8, s)
+    for (const auto product : {Int8Product::table, Int8Product::onednn}) {
+      const std::string name =
+          std::string("int8/") + (product == Int8Product::table ? "table/" : "onednn/") + dims;
+      benchmark::RegisterBenchmark(name.c_str(), run_int8_layer, s, product)->UseRealTime()->MinTime(0.3);
+    }
+    benchmark::RegisterBenchmark(("gemm_s8/onednn/" + dims).c_str(), run_gemm_s8_onednn, s)
         ->UseRealTime()
-        ->MinTime(0.3);
+        ->MinTime(0.2);
     for (const auto& v : vit::cpu::gemm_s8_variants())
       benchmark::RegisterBenchmark((std::string("gemm_s8/") + v.name + "/" + dims).c_str(), run_gemm_s8, s,
                                    v.fn)

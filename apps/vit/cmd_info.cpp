@@ -15,10 +15,13 @@
 namespace vit::app {
 
 namespace {
-// What --dtype int8 gains with this CPU's int8 product. Without VNNI or a dot product its
+// What --dtype int8 gains with this CPU's int8 product (AMX tiles through oneDNN, or the
+// kernel table's gemm_s8). Without VNNI or a dot product its
 // products come no faster than fp32's FMAs (an AMD Zen 2 ran whole models at 0.96-1.13x
 // fp32's speed; docs/design.md, "int8 inference"): it saves memory more than time.
 std::string int8_note() {
+  if (std::string(ops::cpu_int8_product()) == "amx")
+    return " (oneDNN on AMX tiles: a 16 x 64 byte tile times a 64 x 16 one per instruction, into int32)";
   if (ops::cpu_int8_has_dot_product()) return " (four byte products per instruction into int32)";
   if (std::string(ops::cpu_int8_product()) == "generic") return " (plain loops: for tests, not speed)";
   const std::string where = std::string(ops::cpu_isa()) == ops::cpu_isa_detected()

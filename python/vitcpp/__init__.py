@@ -91,9 +91,10 @@ def backend_info():
     ("avx512", "avx2", "neon" or "generic"; VIT_ISA forces one) and "isa_detected", the best
     this CPU runs; "matrix_products", the library of the large fp32 products; "bf16", whether
     dtype="bf16" runs here, and "bf16_native", whether in the CPU's own instructions (AVX512-BF16
-    or AMX; without them oneDNN emulates bf16, slower than float32); "int8_product", the int8 kernel, and "int8_dot_product", whether it
-    sums four byte products per instruction (VNNI, sdot: without, dtype="int8" saves memory more
-    than time); "threads", get_threads()."""
+    or AMX; without them oneDNN emulates bf16, slower than float32); "int8_product", the int8 kernel
+    ("amx": oneDNN on AMX tiles), and "int8_dot_product", whether it sums several byte products
+    per instruction (AMX, VNNI, sdot: without, dtype="int8" saves memory more than time);
+    "threads", get_threads()."""
     return dict(_vitcpp.backend_info(), threads=get_threads())
 
 

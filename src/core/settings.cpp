@@ -74,8 +74,8 @@ const std::vector<Setting>& settings() {
        "start itself again to set OMP_WAIT_POLICY (they lost the run at the restart)"},
       {"ONEDNN_MAX_CPU_ISA", "SSE41, AVX2, AVX512_CORE, ALL, ...", "ALL",
        "the newest instruction set oneDNN's matrix products use (read by oneDNN; scripts/test_isa.sh holds "
-       "it "
-       "to each path it tests)"},
+       "it to each path it tests); `AVX512_CORE_BF16` on a CPU with AMX keeps `--dtype int8` on vitcpp's own "
+       "AVX512-VNNI product instead of oneDNN's AMX one (for A/B runs; bf16 then runs on AVX512-BF16)"},
       {"TERM", "a terminal type", "-",
        "dumb: progress is printed as lines (as on a pipe), not as a bar redrawn with escape codes"},
       {"OMPI_COMM_WORLD_SIZE", "set by mpirun", "-",

@@ -1,4 +1,5 @@
 // What the backends report about themselves (ops.h).
+#include "backends/cpu/int8.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_set.h"
 #include "backends/cpu/sgemm_library.h"
@@ -19,11 +20,11 @@ const char* cpu_gemm_library() {
 }
 
 const char* cpu_int8_product() {
-  return cpu::kernels().gemm_s8_name;
+  return cpu::int8_product_name();
 }
 
 bool cpu_int8_has_dot_product() {
-  return cpu::kernels().gemm_s8_dot;
+  return cpu::int8_on_amx() || cpu::kernels().gemm_s8_dot;
 }
 
 }  // namespace vit::ops

@@ -4,6 +4,9 @@
 // cannot run (or a misspelt one) is a one-line error before any work.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -94,6 +97,24 @@ TEST(CliIsa, Int8NoteOnAForcedPathNamesThePath) {
                  "weights' memory, not time)"),
       std::string::npos)
       << r.out;
+}
+
+// On a CPU with AMX-INT8 the int8 products are oneDNN's on AMX tiles, unless VIT_ISA forces
+// another path or ONEDNN_MAX_CPU_ISA holds oneDNN below AMX; then the kernel table's
+// AVX512-VNNI or AVX-VNNI product (this CPU has both) runs them.
+TEST(CliIsa, Int8RunsOnAmxWhereTheCpuHasIt) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  const std::string flags((std::istreambuf_iterator<char>(cpuinfo)), std::istreambuf_iterator<char>());
+  if (flags.find(" amx_int8") == std::string::npos) GTEST_SKIP() << "no AMX-INT8 on this CPU";
+  const auto product = [](const char* env) {
+    Result r = run_vit("info", env);
+    EXPECT_EQ(r.code, 0) << r.out;
+    const size_t at = r.out.find("\nint8 products: ");
+    return at == std::string::npos ? r.out : r.out.substr(at + 16, r.out.find(" (", at + 16) - at - 16);
+  };
+  EXPECT_EQ(product(""), "amx");
+  EXPECT_EQ(product("ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16"), "avx512-vnni");
+  EXPECT_EQ(product("VIT_ISA=avx2"), "avx-vnni");
 }
 
 // --dtype bf16 and --amp need oneDNN's bf16 matrix product (AVX-512). Where oneDNN is held

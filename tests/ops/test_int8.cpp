@@ -13,6 +13,8 @@
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/int8.h"
 #include "backends/cpu/kernel_set.h"
+#include "core/activation.h"
+#include "core/check.h"
 #include "support/check.h"
 
 namespace vit::cpu {
@@ -36,7 +38,7 @@ struct Gemm {
   Gemm(int64_t M_, int64_t N_, int64_t K_, uint32_t seed, bool extreme) : M(M_), N(N_), K(K_) {
     q = random_s8(N * K, seed, extreme);
     std::vector<float> scale(static_cast<size_t>(N), 1.f);
-    w = pack_int8(q.data(), scale.data(), N, K);
+    w = pack_int8(q.data(), scale.data(), N, K, Int8Product::table);
     lda = w->Kp + 4;  // rows further apart than Kp, the padding columns zero as quantize_rows_s8 leaves them
     A = random_s8(M * lda, seed + 1, extreme);
     for (int64_t m = 0; m < M; ++m) std::fill(A.begin() + m * lda + K, A.begin() + (m + 1) * lda, int8_t(0));
@@ -63,8 +65,9 @@ std::string first_difference(const std::vector<int32_t>& got, const std::vector<
   return "";
 }
 
-const int64_t kShapes[][3] = {{1, 16, 4},   {2, 40, 7},     {3, 64, 64},  {5, 80, 384},  {6, 144, 100},
-                              {7, 16, 388}, {13, 48, 1000}, {48, 64, 96}, {50, 200, 68}, {4, 32, 3072}};
+const int64_t kShapes[][3] = {{1, 16, 4},    {2, 40, 7},    {3, 64, 64},    {5, 80, 384},
+                              {6, 144, 100}, {7, 16, 388},  {13, 48, 1000}, {48, 64, 96},
+                              {50, 200, 68}, {4, 32, 3072}, {10, 192, 64}};
 }  // namespace
 
 // The generic loop is what its layout says: int64 sums over the unpacked values.
@@ -101,6 +104,49 @@ TEST(GemmS8, EveryVariantGivesTheGenericBits) {
   for (const auto& v : variants) names += std::string(" ") + v.name;
   RecordProperty("gemm_s8_variants", names);
   std::cout << "gemm_s8 variants checked:" << names << "\n";
+}
+
+// oneDNN's int8 matmul (the product on AMX CPUs, int8_product(N, K)) gives the generic bits on
+// the same shapes, random and extreme, with rows further apart than K and sums further apart
+// than N. On CPUs without AMX oneDNN runs its other int8 kernels here; those are exact too
+// where they have VNNI, and not below it (pack_s8_onednn refuses there: checked).
+TEST(GemmS8, OnednnGivesTheGenericBits) {
+  if (!onednn_int8_exact()) {
+    const std::vector<int8_t> q(64, 1);
+    const std::vector<float> scale(16, 1.f);
+    EXPECT_THROW(pack_int8(q.data(), scale.data(), 16, 4, Int8Product::onednn), Error);
+    GTEST_SKIP() << "oneDNN runs below VNNI here: its int8 sums are not exact (docs/design.md)";
+  }
+  for (bool extreme : {false, true})
+    for (const auto& s : kShapes) {
+      const Gemm g(s[0], s[1], s[2], 5, extreme);
+      std::vector<int8_t> q(g.q);
+      std::vector<float> scale(static_cast<size_t>(g.N), 1.f);
+      const auto w = pack_int8(q.data(), scale.data(), g.N, g.K, Int8Product::onednn);
+      ASSERT_TRUE(w->onednn && w->q.empty());
+      const int64_t ldc = g.N + 5;
+      std::vector<int32_t> C(static_cast<size_t>(g.M * ldc), -7), got(static_cast<size_t>(g.M * g.N));
+      // All rows, then the first alone (oneDNN may want the weights in another layout for
+      // one row), then all again.
+      for (int64_t M : {g.M, int64_t(1), g.M}) {
+        gemm_s8_onednn(C.data(), ldc, g.A.data(), g.lda, M, *w->onednn);
+        for (int64_t m = 0; m < M; ++m) std::copy_n(C.begin() + m * ldc, g.N, got.begin() + m * g.N);
+        EXPECT_EQ(first_difference(got, g.run(gemm_s8_reference), g.N), "")
+            << (extreme ? "(+-127) " : "") << s[0] << "x" << s[1] << "x" << s[2] << ", " << M << " rows";
+      }
+    }
+}
+
+// oneDNN's product runs the layers at least kAmxMinWidth wide both ways where int8_on_amx();
+// narrower ones (mnist-seed's) and every layer elsewhere keep the table's.
+TEST(GemmS8, OnednnOnlyForWideLayersOnAmx) {
+  const Int8Product wide = int8_on_amx() ? Int8Product::onednn : Int8Product::table;
+  EXPECT_EQ(int8_product(768, 768), wide);
+  EXPECT_EQ(int8_product(kAmxMinWidth, kAmxMinWidth), wide);
+  EXPECT_EQ(int8_product(kAmxMinWidth - 1, 768), Int8Product::table);
+  EXPECT_EQ(int8_product(768, kAmxMinWidth - 1), Int8Product::table);
+  EXPECT_EQ(int8_product(32, 8), Int8Product::table);
+  EXPECT_EQ(pack_int8(test::randn(768 * 64, 1).data(), 768, 64)->product, wide);
 }
 
 // Each path's table this CPU runs has an int8 product with the generic bits; the path in use
@@ -211,23 +257,28 @@ TEST(Int8Quant, DequantizedWeightsQuantizeToTheSameBits) {
   EXPECT_EQ(std::memcmp(s.data(), s2.data(), sizeof(float) * static_cast<size_t>(N)), 0);
 }
 
+// The products the layer can run here: the table's, and oneDNN's where its sums are exact.
+std::vector<Int8Product> layer_products() {
+  std::vector<Int8Product> v{Int8Product::table};
+  if (onednn_int8_exact()) v.push_back(Int8Product::onednn);
+  return v;
+}
+
+const char* product_name(Int8Product p) {
+  return p == Int8Product::table ? "table" : "onednn";
+}
+
 // y = sx sw (sum of the s8 products) + b as exact arithmetic gives it (doubles), GELU of the same
-// when asked, the same bits on 1 and 2 threads, and near fp32's product.
+// when asked, the same bits on 1 and 2 threads and with either product, and near fp32's
+// product. 300 rows: more than one of the onednn product's chunks.
 TEST(LinearInt8, IsItsQuantizedOperandsProductOnAnyThreadCount) {
-  const int64_t M = 61, N = 90, K = 70;
+  const int64_t M = 300, N = 90, K = 70;
+  const size_t MN = static_cast<size_t>(M * N);
   const std::vector<float> x = test::randn(M * K, 1), w = test::randn(N * K, 2, 0.1f), b = test::randn(N, 3);
-  const auto pw = pack_int8(w.data(), N, K);
-  std::vector<float> y1(static_cast<size_t>(M * N)), y2(static_cast<size_t>(M * N)),
-      yg(static_cast<size_t>(M * N)), want(static_cast<size_t>(M * N)), fp32(static_cast<size_t>(M * N));
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  linear_forward_int8(y1.data(), x.data(), *pw, b.data(), M, false);
-  omp_set_num_threads(2);
-  linear_forward_int8(y2.data(), x.data(), *pw, b.data(), M, false);
-  linear_forward_int8(yg.data(), x.data(), *pw, b.data(), M, true);
-  omp_set_num_threads(saved);
-  EXPECT_EQ(std::memcmp(y1.data(), y2.data(), sizeof(float) * static_cast<size_t>(M * N)), 0)
-      << "1 vs 2 threads";
+  std::vector<int8_t> q(static_cast<size_t>(N * K));
+  std::vector<float> scale(static_cast<size_t>(N));
+  quantize_weights_s8(q.data(), scale.data(), w.data(), N, K);
+  std::vector<float> want(MN), fp32(MN), table;
   std::vector<int8_t> xq(static_cast<size_t>(M * K));
   std::vector<float> sx(static_cast<size_t>(M));
   quantize_rows_s8(xq.data(), K, sx.data(), x.data(), M, K);
@@ -236,19 +287,64 @@ TEST(LinearInt8, IsItsQuantizedOperandsProductOnAnyThreadCount) {
       int64_t acc = 0;
       double f = b[static_cast<size_t>(n)];
       for (int64_t k = 0; k < K; ++k) {
-        acc += int64_t(xq[static_cast<size_t>(m * K + k)]) * pw->at(n, k);
+        acc += int64_t(xq[static_cast<size_t>(m * K + k)]) * q[static_cast<size_t>(n * K + k)];
         f += double(x[static_cast<size_t>(m * K + k)]) * w[static_cast<size_t>(n * K + k)];
       }
       want[static_cast<size_t>(m * N + n)] =
-          float(double(acc) * sx[static_cast<size_t>(m)] * pw->scale[static_cast<size_t>(n)] +
+          float(double(acc) * sx[static_cast<size_t>(m)] * scale[static_cast<size_t>(n)] +
                 b[static_cast<size_t>(n)]);
       fp32[static_cast<size_t>(m * N + n)] = float(f);
     }
-  EXPECT_TRUE(test::close_rel_max("int8 linear vs exact", y1.data(), want.data(), M * N, 1e-6));
-  EXPECT_TRUE(test::close_rel_max("int8 linear vs fp32", y1.data(), fp32.data(), M * N, 2e-2));
-  std::vector<float> g(y1);
-  gelu_forward_reference(g.data(), y1.data(), M * N);
-  EXPECT_TRUE(test::close_rel_max("GELU epilogue", yg.data(), g.data(), M * N, 1e-6));
+  for (const Int8Product product : layer_products()) {
+    SCOPED_TRACE(product_name(product));
+    const auto pw = pack_int8(w.data(), N, K, product);
+    std::vector<float> y1(MN), y2(MN), yg(MN);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    linear_forward_int8(y1.data(), x.data(), *pw, b.data(), M, false);
+    omp_set_num_threads(2);
+    linear_forward_int8(y2.data(), x.data(), *pw, b.data(), M, false);
+    linear_forward_int8(yg.data(), x.data(), *pw, b.data(), M, true);
+    omp_set_num_threads(saved);
+    EXPECT_EQ(std::memcmp(y1.data(), y2.data(), sizeof(float) * MN), 0) << "1 vs 2 threads";
+    if (table.empty())
+      table = y1;
+    else
+      EXPECT_EQ(std::memcmp(y1.data(), table.data(), sizeof(float) * MN), 0) << "the table product's bits";
+    EXPECT_TRUE(test::close_rel_max("int8 linear vs exact", y1.data(), want.data(), M * N, 1e-6));
+    EXPECT_TRUE(test::close_rel_max("int8 linear vs fp32", y1.data(), fp32.data(), M * N, 2e-2));
+    std::vector<float> g(y1);
+    gelu_forward_reference(g.data(), y1.data(), M * N);
+    EXPECT_TRUE(test::close_rel_max("GELU epilogue", yg.data(), g.data(), M * N, 1e-6));
+  }
+}
+
+// The int8 MLP, a chunk of rows at a time, has the bits of its two layers run one after the
+// other with the activation between them: every activation, either product, 1 and 2 threads,
+// 300 rows (more than one chunk) and widths that are not multiples of a vector.
+TEST(LinearInt8, TheMlpIsItsTwoLayersInChunks) {
+  const int64_t M = 300, C = 70, Hd = 90, N = 38;
+  const size_t MN = static_cast<size_t>(M * N);
+  const std::vector<float> x = test::randn(M * C, 4), w1 = test::randn(Hd * C, 5, 0.1f),
+                           b1 = test::randn(Hd, 6), w2 = test::randn(N * Hd, 7, 0.1f), b2 = test::randn(N, 8);
+  for (const Int8Product product : layer_products())
+    for (const Activation act : {Activation::gelu, Activation::gelu_tanh, Activation::quick_gelu}) {
+      SCOPED_TRACE(std::string(product_name(product)) + " " + activation_name(act));
+      const auto fc1 = pack_int8(w1.data(), Hd, C, product), fc2 = pack_int8(w2.data(), N, Hd, product);
+      std::vector<float> h(static_cast<size_t>(M * Hd)), want(MN);
+      linear_forward_int8(h.data(), x.data(), *fc1, b1.data(), M, false);
+      act_forward(h.data(), h.data(), M * Hd, act);
+      linear_forward_int8(want.data(), h.data(), *fc2, b2.data(), M, false);
+      const int saved = omp_get_max_threads();
+      for (int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        std::vector<float> y(MN, 9.f);
+        mlp_forward_int8(y.data(), x.data(), *fc1, b1.data(), *fc2, b2.data(), M, act);
+        EXPECT_TRUE(test::close_rel_max("int8 MLP vs its layers", y.data(), want.data(), M * N, 0.0))
+            << threads;
+      }
+      omp_set_num_threads(saved);
+    }
 }
 
 }  // namespace vit::cpu

@@ -13,7 +13,6 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
-#include <unordered_map>
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/dnnl_matmul.h"
@@ -77,16 +76,8 @@ const Prim& prim(Product p, int64_t M, int64_t K, int64_t N) {
 }
 
 void run(const Prim& p, const void* src, const void* wei, float* dst, const float* bias) {
-  auto& e = dnnl_engine();
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, memory(p.pd.src_desc(), e, const_cast<void*>(src))},
-      {DNNL_ARG_WEIGHTS, memory(p.pd.weights_desc(), e, const_cast<void*>(wei))},
-      {DNNL_ARG_DST, memory(p.pd.dst_desc(), e, dst)},
-      {DNNL_ARG_SCRATCHPAD, thread_scratchpad(p.pd)}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, memory(p.pd.bias_desc(), e, const_cast<float*>(bias)));
-  dnnl::stream s(e);
-  p.matmul.execute(s, args);
-  s.wait();
+  run_matmul(p.pd, p.matmul, memory(p.pd.weights_desc(), dnnl_engine(), const_cast<void*>(wei)), src, dst,
+             bias);
 }
 
 // dy rounded to bf16, per thread (shards round their own).

@@ -6,13 +6,9 @@
 #include <omp.h>
 
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
-#include <unordered_map>
-#include <vector>
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/dnnl_matmul.h"
@@ -71,47 +67,13 @@ void round_to_bf16(uint16_t* dst, const float* x, int64_t n) {
 
 struct PackedBf16 {
   int64_t N = 0, K = 0;
-  memory weights;  // bf16 in the layout of the primitives below
-  struct Prim {
-    dnnl::matmul::primitive_desc pd;
-    dnnl::matmul matmul;
-  };
-  std::map<std::pair<int64_t, int>, Prim> by_rows;  // (M, activation or -1) -> primitive
-  std::mutex mu;                                    // by_rows and weights: calls may come at once
-
-  // The primitive for M rows (made once per M and variant) and the weights it reads, as
-  // copies (oneDNN's handles): a repack for another M replaces both while this call runs.
-  std::pair<Prim, memory> prim(int64_t M, bool bias, std::optional<Activation> act) {
-    std::lock_guard<std::mutex> lock(mu);
-    const std::pair<int64_t, int> key{M, act ? int(*act) : -1};
-    auto it = by_rows.find(key);
-    if (it != by_rows.end()) return {it->second, weights};
-    auto pd = make_pd(M, K, N, bias, act);
-    // The blocked weight layout does not depend on M for these shapes; repack if it does.
-    if (pd.weights_desc() != weights.get_desc()) {
-      memory repacked(pd.weights_desc(), dnnl_engine());
-      dnnl::stream s(dnnl_engine());
-      dnnl::reorder(weights, repacked).execute(s, weights, repacked);
-      s.wait();
-      weights = repacked;
-      by_rows.clear();
-    }
-    return {by_rows.emplace(key, Prim{pd, dnnl::matmul(pd)}).first->second, weights};
-  }
+  PackedMatmul<std::pair<int64_t, int>> mm;  // (M, activation or -1) -> primitive
 
   // y (fp32, or bf16 when act is given) = xb w^T + b, then act.
   void run(void* y, const uint16_t* xb, const float* b, int64_t M, std::optional<Activation> act) {
-    const auto [p, wts] = prim(M, b != nullptr, act);
-    memory src(p.pd.src_desc(), dnnl_engine(), const_cast<uint16_t*>(xb)),
-        dst(p.pd.dst_desc(), dnnl_engine(), y);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
-                                         {DNNL_ARG_WEIGHTS, wts},
-                                         {DNNL_ARG_DST, dst},
-                                         {DNNL_ARG_SCRATCHPAD, thread_scratchpad(p.pd)}};
-    if (b) args.emplace(DNNL_ARG_BIAS, memory(p.pd.bias_desc(), dnnl_engine(), const_cast<float*>(b)));
-    dnnl::stream s(dnnl_engine());
-    p.matmul.execute(s, args);
-    s.wait();
+    mm.run(
+        {M, act ? int(*act) : -1}, [&](const auto&) { return make_pd(M, K, N, b != nullptr, act); }, xb, y,
+        b);
   }
 };
 
@@ -168,12 +130,8 @@ std::shared_ptr<PackedBf16> pack_bf16(const float* w, int64_t N, int64_t K) {
   auto p = std::make_shared<PackedBf16>();
   p->N = N, p->K = K;
   // w is [N, K] row-major: as the [K, N] operand of x w^T that is the transposed layout `ba`.
-  const auto pd = make_pd(197, K, N, true);  // any M: the layout is checked again per M
   memory user({{K, N}, dt::f32, tag::ba}, dnnl_engine(), const_cast<float*>(w));
-  p->weights = memory(pd.weights_desc(), dnnl_engine());
-  dnnl::stream s(dnnl_engine());
-  dnnl::reorder(user, p->weights).execute(s, user, p->weights);
-  s.wait();
+  p->mm.pack(user, make_pd(197, K, N, true));  // any M: the layout is checked again per M
   return p;
 }
 

@@ -1,10 +1,11 @@
 // A transformer block's MLP, y = fc2(dropout(act(fc1(x)))), on the products its weights were
 // prepared for. bf16 inference fuses the activation into fc1's matmul and keeps the hidden
-// activations in bf16; packed fp32 applies GELU in fc1's kernel (the other activations in a
-// pass after it); otherwise fc1's bias goes in with the activation pass (bias_gelu_forward,
-// bias_act_forward), which keeps the activation's derivative for the backward, so the
-// backward is the same for every activation.
+// activations in bf16; int8 runs it a chunk of rows at a time (mlp_forward_int8); packed fp32 applies GELU in
+// fc1's kernel (the other activations in a pass after it); otherwise fc1's bias goes in with the activation
+// pass (bias_gelu_forward, bias_act_forward), which keeps the activation's derivative for the backward, so
+// the backward is the same for every activation.
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/int8.h"
 
 namespace vit::cpu {
 
@@ -15,11 +16,8 @@ void mlp_forward(float* y, const float* x, const LinearOperand& fc1, const Linea
   const bool gelu = act == Activation::gelu;
   if (fc1.precision == Precision::bf16)
     return mlp_forward_bf16(y, x, *fc1.bf16, fc1.b, *fc2.bf16, fc2.b, M, act);
-  if (fc1.precision == Precision::int8) {  // inference only: no dropout
-    linear_forward(a.act, x, nullptr, fc1, M, gelu);
-    if (!gelu) act_forward(a.act, a.act, M * Hd, act);
-    return linear_forward(y, a.act, nullptr, fc2, M, false);
-  }
+  if (fc1.precision == Precision::int8)  // inference only: no dropout
+    return mlp_forward_int8(y, x, *fc1.int8, fc1.b, *fc2.int8, fc2.b, M, act);
   if (fc1.packed) {  // inference only: no dropout
     linear_forward_packed(a.act, x, fc1.w, fc1.b, M, C, Hd, gelu);
     if (!gelu) act_forward(a.act, a.act, M * Hd, act);
