@@ -21,7 +21,10 @@ namespace {
 // fp32's speed; docs/design.md, "int8 inference"): it saves memory more than time.
 std::string int8_note() {
   if (std::string(ops::cpu_int8_product()) == "amx")
-    return " (oneDNN on AMX tiles: a 16 x 64 byte tile times a 64 x 16 one per instruction, into int32)";
+    return std::string(
+               " (oneDNN on AMX tiles: a 16 x 64 byte tile times a 64 x 16 one per instruction, into "
+               "int32; layers narrower than 64: ") +
+           ops::cpu_int8_table_product() + ")";
   if (ops::cpu_int8_has_dot_product()) return " (four byte products per instruction into int32)";
   if (std::string(ops::cpu_int8_product()) == "generic") return " (plain loops: for tests, not speed)";
   const std::string where = std::string(ops::cpu_isa()) == ops::cpu_isa_detected()

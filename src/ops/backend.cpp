@@ -23,6 +23,10 @@ const char* cpu_int8_product() {
   return cpu::int8_product_name();
 }
 
+const char* cpu_int8_table_product() {
+  return cpu::kernels().gemm_s8_name;
+}
+
 bool cpu_int8_has_dot_product() {
   return cpu::int8_on_amx() || cpu::kernels().gemm_s8_dot;
 }

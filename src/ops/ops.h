@@ -24,11 +24,14 @@ const char* cpu_isa_detected();
 // The library of the CPU backend's large fp32 matrix products, as it reports itself (e.g.
 // "oneDNN 2.6.3", "OpenBLAS 0.3.21 (armv8, OpenMP)"; CMake's VIT_SGEMM chooses it).
 const char* cpu_gemm_library();
-// The CPU backend's int8 product (the kernel table's gemm_s8: "avx512-vnni", "avx-vnni", "avx2",
-// "neon-dotprod", "neon" or "generic") and whether it sums four byte products per instruction
-// into int32 (VNNI, the dot product). Without, int8 ran at about fp32's speed on an AVX2 CPU
-// (docs/design.md, "int8 inference").
+// The CPU backend's int8 product ("amx": oneDNN's on AMX tiles; else the kernel table's gemm_s8:
+// "avx512-vnni", "avx-vnni", "avx2", "neon-dotprod", "neon" or "generic") and whether it sums
+// several byte products per instruction into int32 (AMX, VNNI, the dot product). Without, int8 ran at about
+// fp32's speed on an AVX2 CPU (docs/design.md, "int8 inference").
 const char* cpu_int8_product();
+// The kernel table's int8 product, which layers too narrow for AMX run where cpu_int8_product()
+// is "amx".
+const char* cpu_int8_table_product();
 bool cpu_int8_has_dot_product();
 
 // linear: y[M,N] = x[M,K] w[N,K]^T + b[N], on the weights as prepare_linear left them. The

@@ -133,12 +133,16 @@ TEST(GemmS8, OnednnGivesTheGenericBits) {
         for (int64_t m = 0; m < M; ++m) std::copy_n(C.begin() + m * ldc, g.N, got.begin() + m * g.N);
         EXPECT_EQ(first_difference(got, g.run(gemm_s8_reference), g.N), "")
             << (extreme ? "(+-127) " : "") << s[0] << "x" << s[1] << "x" << s[2] << ", " << M << " rows";
+        for (int64_t m = 0; m < g.M; ++m)
+          for (int64_t j = g.N; j < ldc; ++j)
+            ASSERT_EQ(C[static_cast<size_t>(m * ldc + j)], -7) << "written past N in row " << m;
       }
     }
 }
 
 // oneDNN's product runs the layers at least kAmxMinWidth wide both ways where int8_on_amx();
-// narrower ones (mnist-seed's) and every layer elsewhere keep the table's.
+// narrower ones (mnist-seed's) and every layer elsewhere keep the table's. (int8_on_amx()
+// itself against the CPU's flags: CliIsa.Int8RunsOnAmxWhereTheCpuHasIt.)
 TEST(GemmS8, OnednnOnlyForWideLayersOnAmx) {
   const Int8Product wide = int8_on_amx() ? Int8Product::onednn : Int8Product::table;
   EXPECT_EQ(int8_product(768, 768), wide);
@@ -270,9 +274,10 @@ const char* product_name(Int8Product p) {
 
 // y = sx sw (sum of the s8 products) + b as exact arithmetic gives it (doubles), GELU of the same
 // when asked, the same bits on 1 and 2 threads and with either product, and near fp32's
-// product. 300 rows: more than one of the onednn product's chunks.
+// product. 400 rows of 2040 outputs: two of the onednn product's chunks (384 rows: about 3 MiB
+// of sums), at a width that is not a multiple of a vector.
 TEST(LinearInt8, IsItsQuantizedOperandsProductOnAnyThreadCount) {
-  const int64_t M = 300, N = 90, K = 70;
+  const int64_t M = 400, N = 2040, K = 20;
   const size_t MN = static_cast<size_t>(M * N);
   const std::vector<float> x = test::randn(M * K, 1), w = test::randn(N * K, 2, 0.1f), b = test::randn(N, 3);
   std::vector<int8_t> q(static_cast<size_t>(N * K));
@@ -321,9 +326,10 @@ TEST(LinearInt8, IsItsQuantizedOperandsProductOnAnyThreadCount) {
 
 // The int8 MLP, a chunk of rows at a time, has the bits of its two layers run one after the
 // other with the activation between them: every activation, either product, 1 and 2 threads,
-// 300 rows (more than one chunk) and widths that are not multiples of a vector.
+// 400 rows (two chunks of the 2040-wide hidden layer: 384 rows) and widths that are not
+// multiples of a vector.
 TEST(LinearInt8, TheMlpIsItsTwoLayersInChunks) {
-  const int64_t M = 300, C = 70, Hd = 90, N = 38;
+  const int64_t M = 400, C = 20, Hd = 2040, N = 24;
   const size_t MN = static_cast<size_t>(M * N);
   const std::vector<float> x = test::randn(M * C, 4), w1 = test::randn(Hd * C, 5, 0.1f),
                            b1 = test::randn(Hd, 6), w2 = test::randn(N * Hd, 7, 0.1f), b2 = test::randn(N, 8);
@@ -345,6 +351,38 @@ TEST(LinearInt8, TheMlpIsItsTwoLayersInChunks) {
       }
       omp_set_num_threads(saved);
     }
+}
+
+// Called from inside a parallel region (a caller's own OpenMP threads, each running a model)
+// and from two threads at once on the same weights, the layer gives its serial bits.
+// oneDNN's primitives split their work for the thread count they were made for; inside a
+// parallel region its loop runs on the calling thread alone, so one made for two threads
+// computed half the sums there.
+TEST(LinearInt8, InsideAParallelRegionAndFromTwoThreads) {
+  const int64_t M = 384, N = 512, K = 256;
+  const size_t MN = static_cast<size_t>(M * N);
+  const std::vector<float> x = test::randn(M * K, 1), w = test::randn(N * K, 2, 0.1f), b = test::randn(N, 3);
+  for (const Int8Product product : layer_products()) {
+    SCOPED_TRACE(product_name(product));
+    // The serial bits from the table's product (both give the same: the tests above); pw's
+    // primitives are made inside the region.
+    const auto pw = pack_int8(w.data(), N, K, product);
+    std::vector<float> want(MN), a(MN, 9.f), c(MN, 9.f);
+    linear_forward_int8(want.data(), x.data(), *pack_int8(w.data(), N, K, Int8Product::table), b.data(), M,
+                        true);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(2);
+#pragma omp parallel num_threads(2)
+    {
+      // Both threads at once, each asking for two threads inside the region.
+      omp_set_num_threads(2);
+      std::vector<float>& y = omp_get_thread_num() == 0 ? a : c;
+      linear_forward_int8(y.data(), x.data(), *pw, b.data(), M, true);
+    }
+    omp_set_num_threads(saved);
+    EXPECT_TRUE(test::close_rel_max("thread 0 of a parallel region", a.data(), want.data(), M * N, 0.0));
+    EXPECT_TRUE(test::close_rel_max("thread 1 of a parallel region", c.data(), want.data(), M * N, 0.0));
+  }
 }
 
 }  // namespace vit::cpu

@@ -17,6 +17,7 @@
 
 #include "backends/cpu/cpu.h"
 #include "core/activation.h"
+#include "core/threads.h"
 
 namespace vit::cpu {
 
@@ -96,7 +97,7 @@ class PackedMatmul {
 
   // The weights as given (user) in the layout pd prefers.
   void pack(const dnnl::memory& user, const dnnl::matmul::primitive_desc& pd) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ForkSafeMutex> lock(mu_);
     layouts_ = {reordered(user, pd.weights_desc())};
     by_key_.clear();
   }
@@ -105,7 +106,7 @@ class PackedMatmul {
   // oneDNN's handles.
   template <typename Make>
   Prim prim(const Key& key, Make make) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ForkSafeMutex> lock(mu_);
     auto it = by_key_.find(key);
     if (it != by_key_.end()) return it->second;
     const dnnl::matmul::primitive_desc pd = make(key);
@@ -147,7 +148,7 @@ class PackedMatmul {
 
   std::vector<dnnl::memory> layouts_;  // [0]: as packed; then those later primitives asked for
   std::map<Key, Prim> by_key_;
-  std::mutex mu_;
+  ForkSafeMutex mu_;  // a child forked while another thread held it finds it free (core/threads.h)
 };
 
 }  // namespace vit::cpu

@@ -14,7 +14,7 @@
 // The int32 sums cannot overflow: |sum| <= K * 255 * 127 < 2^31 for K <= 66,000 (checked).
 //
 // On a CPU with AMX the products run instead as oneDNN's s8 x s8 -> s32 matmul on AMX tiles
-// (linear_int8_onednn.cpp), 1.8-3.5x the AVX512-VNNI kernel's rate there: integer sums, so
+// (linear_int8_onednn.cpp), 1.9-3.2x the AVX512-VNNI kernel's rate there: integer sums, so
 // the same bits too.
 #pragma once
 #include <cstdint>
@@ -53,7 +53,6 @@ struct Int8Onednn;  // the weights in oneDNN's blocked s8 layout, and its primit
 
 // Weights for gemm_s8: blocks of 16 output channels, each [Kp / 4][16][4] int8 (channel n's
 // four k values of a group side by side), N padded with zero channels to 16 blocks and K with
-// zeros to Kp, a multiple of 4.
 // zeros to Kp, a multiple of 4. Or, for the onednn product, the weights as oneDNN packs them
 // (q and sum then empty).
 struct Int8Weights {
@@ -63,7 +62,9 @@ struct Int8Weights {
   Scratch<float> scale;  // [N]: w[n, k] ~ scale[n] * q(n, k)
   Scratch<int32_t> sum;  // [blocks * 16]: sum over k of q(n, k)
   std::shared_ptr<Int8Onednn> onednn;
-  int8_t at(int64_t n, int64_t k) const { return q[size_t(s8_offset(n, k, Kp))]; }
+  int8_t at(int64_t n, int64_t k) const {  // the table product's weights only
+    return q[size_t(s8_offset(n, k, Kp))];
+  }
 };
 
 // Symmetric per-row quantization of w[N, K]: scale[n] = max_k |w[n, k]| / 127 and

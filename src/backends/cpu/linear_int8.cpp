@@ -17,9 +17,9 @@ namespace {
 constexpr int64_t kRowTile = 48;   // rows per tile (a multiple of every kernel's row block)
 constexpr int64_t kBlockTile = 4;  // 16-channel blocks per tile: 64 outputs
 // Rows per chunk of the oneDNN product's sums and of the MLP's hidden activations: about 3 MiB
-// of them (ViT-B's 3072-wide hidden layer: 256 rows, the fastest of 128, 256 and 512 on an
-// Intel Xeon), at least 64 rows; narrow layers (mnist-seed's) take all their rows at once, as
-// every chunk costs each parallel pass's start.
+// of them (ViT-B's 3072-wide hidden layer: 256 rows; on an Intel Xeon 256 was the fastest of
+// 128, 256 and 512 in bench_gemm's fc1, and of 128 and 256 in ViT-B/16's MLP), at least 64 rows; narrow
+// layers (mnist-seed's) take all their rows at once, as every chunk costs each parallel pass's start.
 constexpr int64_t kChunkBytes = int64_t(3) << 20, kMinChunk = 64;
 }  // namespace
 
