@@ -311,6 +311,31 @@ TEST(LinearBf16, ExactOnSmallIntegersAndCloseOnRandomValues) {
   }
 }
 
+// Called from inside a caller's parallel region, by both of its threads at once and each asking
+// for two threads, the bf16 linear gives what a call outside it gives (its primitives are kept
+// by row count, not thread count; a primitive split for two threads that ran one thread's share
+// would leave half the outputs; 1e-5 allows another order of the fp32 sums, where a split of K
+// would bring one). LinearInt8.InsideAParallelRegionAndFromTwoThreads does the same for int8.
+TEST(LinearBf16, InsideAParallelRegionMatchesASerialCall) {
+  if (!cpu::bf16_matmul_available()) GTEST_SKIP() << "no bf16 matmul in oneDNN on this CPU";
+  const int64_t M = 384, N = 512, K = 256;
+  const auto x = test::randn(M * K, 6), w = test::randn(N * K, 7), b = test::randn(N, 8);
+  std::vector<float> want(M * N), a(M * N, 9.f), c(M * N, 9.f);
+  cpu::linear_forward_bf16(want.data(), x.data(), *cpu::pack_bf16(w.data(), N, K), b.data(), M);
+  const auto packed = cpu::pack_bf16(w.data(), N, K);  // its primitives made inside the region
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+#pragma omp parallel num_threads(2)
+  {
+    omp_set_num_threads(2);
+    std::vector<float>& y = omp_get_thread_num() == 0 ? a : c;
+    cpu::linear_forward_bf16(y.data(), x.data(), *packed, b.data(), M);
+  }
+  omp_set_num_threads(saved);
+  EXPECT_TRUE(test::close_rel_max("thread 0 of a parallel region", a.data(), want.data(), M * N, 1e-5));
+  EXPECT_TRUE(test::close_rel_max("thread 1 of a parallel region", c.data(), want.data(), M * N, 1e-5));
+}
+
 }  // namespace vit
 
 namespace vit {
