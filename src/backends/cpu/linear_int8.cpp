@@ -1,7 +1,9 @@
 // int8 inference linear (int8.h): weights quantized and packed once; at each call the kernel
 // table's quantize_row_s8 on the activations, then per tile of rows x 64 output channels its
 // gemm_s8 and the fp32 epilogue dequant_s8 (rounded as written, no fused multiply-add), so
-// the outputs have the same bits on every path and thread count.
+// the outputs have the same bits on every path and thread count. On AMX, oneDNN's product
+// (linear_int8_onednn.cpp) takes a chunk of rows at a time instead of gemm_s8, with the same
+// epilogue. The MLP runs fc1, its activation and fc2 a chunk of rows at a time.
 #include <algorithm>
 #include <cmath>
 
@@ -18,8 +20,9 @@ constexpr int64_t kRowTile = 48;   // rows per tile (a multiple of every kernel'
 constexpr int64_t kBlockTile = 4;  // 16-channel blocks per tile: 64 outputs
 // Rows per chunk of the oneDNN product's sums and of the MLP's hidden activations: about 3 MiB
 // of them (ViT-B's 3072-wide hidden layer: 256 rows; on an Intel Xeon 256 was the fastest of
-// 128, 256 and 512 in bench_gemm's fc1, and of 128 and 256 in ViT-B/16's MLP), at least 64 rows; narrow
-// layers (mnist-seed's) take all their rows at once, as every chunk costs each parallel pass's start.
+// 128, 256 and 512 in bench_gemm's fc1, and of 128 and 256 in ViT-B/16's MLP), at least 64
+// rows; narrow layers (mnist-seed's) take all their rows at once, as every chunk costs each
+// parallel pass's start.
 constexpr int64_t kChunkBytes = int64_t(3) << 20, kMinChunk = 64;
 }  // namespace
 

@@ -1,11 +1,11 @@
 // int8 products through oneDNN's matmul primitive: s8 activations times s8 weights into exact
 // int32 sums, the weights reordered once into oneDNN's blocked layout. oneDNN runs them on
 // AMX tiles where the CPU has AMX-INT8 (each tdpbssd: a 16 x 64 byte tile times a 64 x 16 one
-// into 16 x 16 int32), 1.9-3.2x gemm_s8's AVX512-VNNI rate on one Xeon core, so int8_product()
-// picks it there for all but narrow layers. Elsewhere oneDNN's int8 kernels are no faster than gemm_s8
-// (docs/design.md, "int8 inference"), and it is not used. Below VNNI (AVX2, AVX-512 without VNNI) oneDNN
-// 2.6's s8 x s8 sums came out wrong on random operands (-19517 for -30283 on a 1 x 16 x 4
-// product; tests/ops/test_int8.cpp), so it is refused there.
+// into 16 x 16 int32), 1.9-3.2x gemm_s8's AVX512-VNNI rate on one Xeon core, so
+// int8_product() picks it there for all but narrow layers. Elsewhere oneDNN's int8 kernels are
+// no faster than gemm_s8 (docs/design.md, "int8 inference"), and it is not used. Below VNNI
+// (AVX2, AVX-512 without VNNI) oneDNN 2.6's s8 x s8 sums came out wrong on random operands
+// (-19517 for -30283 on a 1 x 16 x 4 product; tests/ops/test_int8.cpp), so it is refused there.
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
