@@ -101,7 +101,8 @@ echo "test_aarch64: built in $((SECONDS - start)) s"
 # with CLONE_THREAD) and fails if this list misses one.
 kThreadTests=(
   'Gemm\..*AnyThreadCount'
-  'LinearInt8.IsItsQuantizedOperandsProductOnAnyThreadCount'
+  'LinearInt8\..*'
+  'LinearBf16.InsideAParallelRegionMatchesASerialCall'
   'LinearPacked.SameBitsOnOneThreadAndTwo'
   'LinearPacked.QueueRunsEachSliceOnceAfterItsPreviousChunk'
   'Simd.BiasGeluKeepsTheDerivativeTheBackwardNeeds'
