@@ -47,6 +47,7 @@ struct TrainFlags {
   int64_t synthetic = 0;
   AugFlags aug;
   std::vector<float> betas;
+  float bce_target_thresh = 0.f;  // --bce-target-thresh, when given
   std::string opt =
       TrainConfig{}.optim.name;  // timm's name (sgd is Nesterov's), as train.optim.name takes it
   int threads = 0, shards = 0;
@@ -315,7 +316,28 @@ void add_optimizer_flags(CLI::App& cmd, TrainFlags* f) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->capture_default_str();
   cmd.add_option("--smoothing", t.smoothing, "label smoothing")->capture_default_str();
-  cmd.add_option("--clip-grad", t.clip_grad, "clip the global gradient norm (0 = off)")
+  cmd.add_flag("--bce-loss", t.bce_loss,
+               "binary cross-entropy (a sigmoid per class) in place of softmax cross-entropy, as timm's "
+               "BinaryCrossEntropy (DeiT III's recipe); it takes --smoothing and mixup's targets (timm's "
+               "train.py trains cross-entropy instead when neither is on); evaluation's loss stays "
+               "cross-entropy");
+  cmd.add_option("--bce-target-thresh", f->bce_target_thresh,
+                 "--bce-loss: binarize the targets, 1 where above this, else 0 (timm's; e.g. 0.2 with "
+                 "mixup)");
+  cmd.add_option("--bce-pos-weight", t.bce.pos_weight,
+                 "--bce-loss: the weight of each class's positive term (BCEWithLogitsLoss's pos_weight)")
+      ->capture_default_str();
+  cmd.add_flag("--bce-sum", t.bce.sum_classes,
+               "--bce-loss: sum over the classes and average over the batch (timm's; by default the mean of "
+               "every class's loss)");
+  cmd.add_option("--clip-grad", t.clip_grad,
+                 "clip the gradients (0 = off): the global norm's maximum, or what --clip-mode says")
+      ->capture_default_str();
+  cmd.add_option("--clip-mode", t.clip_mode,
+                 "norm: the global L2 norm at most --clip-grad; value: each gradient clamped to "
+                 "[-clip, clip]; agc: adaptive clipping (NFNets'), each output row's gradient norm at most "
+                 "--clip-grad x its weights' norm, the head left out (timm's)")
+      ->check(CLI::IsMember({"norm", "value", "agc"}))
       ->capture_default_str();
   cmd.add_flag(
       "--model-ema", t.model_ema,
@@ -456,6 +478,8 @@ void TrainCommand::check_flags() {
       F.opt == "momentum" ? " --nesterov" : "",
       " is SGD with Nesterov momentum (timm's), which needs --momentum above 0; --opt momentum --momentum 0 "
       "is plain SGD");
+  F.train.bce.threshold = cmd.count("--bce-target-thresh") > 0;
+  F.train.bce.target_threshold = F.bce_target_thresh;
   comm.set_timeout(F.comm_timeout);
   if (F.threads == 0 && comm.local_size() > 1) F.threads = std::max(1, num_threads() / comm.local_size());
   use_threads(F.threads, true);  // free unless VIT_BIND=on (commands.h)
@@ -512,6 +536,10 @@ void TrainCommand::note_flags_without_effect() const {
       {{"--model-ema-decay", "--model-ema-warmup"},
        !t.model_ema,
        "no effect, the model EMA is off (--model-ema)"},
+      {{"--clip-mode"}, t.clip_grad <= 0.f, "no effect, clipping is off (--clip-grad)"},
+      {{"--bce-target-thresh", "--bce-pos-weight", "--bce-sum"},
+       !t.bce_loss,
+       "no effect, the binary cross-entropy's and --bce-loss is not given"},
       {{"--mixup-prob", "--mixup-switch-prob"},
        !mixing,
        "no effect, mixup and CutMix are off (--mixup, --cutmix)"},

@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "backends/cpu/cpu.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -38,6 +40,41 @@ void cross_entropy_backward(Tensor dlogits, const Tensor& probs, const int64_t* 
       return cpu::cross_entropy_backward(dlogits.data, probs.data, labels, targets ? targets->data : nullptr,
                                          probs.dim(0), probs.dim(1), smoothing, scale);
     default: unsupported("cross_entropy_backward", dlogits.device);
+  }
+}
+
+namespace {
+void check_bce(const Tensor& logits, const int64_t* labels, const Tensor* targets, float smoothing,
+               const BceOptions& o) {
+  check_targets(logits, labels, targets);
+  VIT_CHECK(smoothing >= 0.f && smoothing < 1.f, "binary cross entropy: smoothing must be in [0, 1), got ",
+            smoothing);
+  VIT_CHECK(std::isfinite(o.pos_weight) && o.pos_weight >= 0.f,
+            "binary cross entropy: the positive weight must be a finite number >= 0, got ", o.pos_weight);
+}
+}  // namespace
+
+double bce_forward(Tensor probs, const Tensor& logits, const int64_t* labels, const Tensor* targets,
+                   float smoothing, const BceOptions& o) {
+  check_bce(logits, labels, targets, smoothing, o);
+  check_shape(probs, logits.shape, "probs");
+  switch (common_device({&probs, &logits}, "bce")) {
+    case Device::CPU:
+      return cpu::bce_forward(probs.data, logits.data, labels, targets ? targets->data : nullptr,
+                              logits.dim(0), logits.dim(1), smoothing, o);
+    default: unsupported("bce", logits.device);
+  }
+}
+
+void bce_backward(Tensor dlogits, const Tensor& probs, const int64_t* labels, const Tensor* targets,
+                  float smoothing, const BceOptions& o, float scale) {
+  check_bce(probs, labels, targets, smoothing, o);
+  check_shape(dlogits, probs.shape, "grad logits");
+  switch (common_device({&dlogits, &probs}, "bce_backward")) {
+    case Device::CPU:
+      return cpu::bce_backward(dlogits.data, probs.data, labels, targets ? targets->data : nullptr,
+                               probs.dim(0), probs.dim(1), smoothing, o, scale);
+    default: unsupported("bce_backward", dlogits.device);
   }
 }
 

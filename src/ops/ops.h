@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/activation.h"
+#include "core/bce_options.h"
 #include "core/optim_rule.h"
 #include "core/precision.h"
 #include "core/tensor.h"
@@ -204,6 +205,19 @@ double cross_entropy_forward(Tensor probs, const Tensor& logits, const int64_t* 
 void cross_entropy_backward(Tensor dlogits, const Tensor& probs, const int64_t* labels, const Tensor* targets,
                             float smoothing, float scale = 1.f);
 
+// Binary cross-entropy on logits (timm's BinaryCrossEntropy, DeiT III's and "ResNet strikes
+// back"'s loss): each class a sigmoid against its own target. Targets are one-hot from labels
+// with smoothing (off s/K, on 1 - s + s/K) or soft targets[B,K]; with a threshold each becomes
+// 1 where it exceeds it, else 0. pos_weight scales the positive term (BCEWithLogitsLoss's,
+// one value for every class). The loss is the mean over B x K, or with sum_classes the sum over
+// K and the mean over B (BceOptions, core/bce_options.h). probs[B,K] gets the sigmoids.
+// Returns the loss.
+double bce_forward(Tensor probs, const Tensor& logits, const int64_t* labels, const Tensor* targets,
+                   float smoothing, const BceOptions& o);
+// dlogits = scale * d(loss)/dlogits (assigned).
+void bce_backward(Tensor dlogits, const Tensor& probs, const int64_t* labels, const Tensor* targets,
+                  float smoothing, const BceOptions& o, float scale = 1.f);
+
 // Copies and fills: dst = src (the same number of elements), x = value, dst += src, x *= s.
 void copy(Tensor dst, const Tensor& src);
 void fill(Tensor x, float value);
@@ -216,10 +230,13 @@ void argmax_rows(int64_t* out, const Tensor& x);
 
 // The optimizer (core/optim_rule.h): one update of count parameter tensors, each element the
 // same whatever the threads; out[c] = the sum of span c's squares, in order, in double; each
-// span scaled in place.
+// span scaled in place (by one scale, or span c by scales[c]); each element clamped to
+// [-limit, limit] (NaN kept).
 void optimizer_step(const ParamUpdate* updates, int64_t count, const UpdateRule& rule,
                     Device d = Device::CPU);
 void sums_of_squares(double* out, const Span* x, int64_t count, Device d = Device::CPU);
 void scale_spans(const Span* x, int64_t count, float scale, Device d = Device::CPU);
+void scale_each_span(const Span* x, const float* scales, int64_t count, Device d = Device::CPU);
+void clamp_spans(const Span* x, int64_t count, float limit, Device d = Device::CPU);
 
 }  // namespace vit::ops

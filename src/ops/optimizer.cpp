@@ -36,4 +36,18 @@ void scale_spans(const Span* x, int64_t count, float scale, Device d) {
   }
 }
 
+void scale_each_span(const Span* x, const float* scales, int64_t count, Device d) {
+  switch (d) {
+    case Device::CPU: return cpu::scale_each_span(x, scales, count, threads_over(x, count, 2));
+    default: unsupported("scale_each_span", d);
+  }
+}
+
+void clamp_spans(const Span* x, int64_t count, float limit, Device d) {
+  switch (d) {
+    case Device::CPU: return cpu::clamp_spans(x, count, limit, threads_over(x, count, 2));
+    default: unsupported("clamp_spans", d);
+  }
+}
+
 }  // namespace vit::ops

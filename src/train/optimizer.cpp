@@ -99,6 +99,47 @@ double grad_norm(const ParamTable& table, const float* grads) {
   return std::sqrt(total);
 }
 
+void clip_grad_value(const ParamTable& table, float* grads, float limit) {
+  thread_local std::vector<Span> spans;
+  spans.clear();
+  for (const auto& s : table.specs())
+    if (s.trainable) spans.push_back({grads + s.offset, s.numel()});
+  ops::clamp_spans(spans.data(), int64_t(spans.size()), limit);
+}
+
+int64_t adaptive_clip_grad(const ParamTable& table, const float* params, float* grads, float clip_factor,
+                           float eps) {
+  // Every unit's rows of weights and gradients, their sums of squares in parallel, then the
+  // rows whose gradients are too large scaled each by its own factor. Grown on the first
+  // call, then reused.
+  thread_local std::vector<Span> rows, clipped;
+  thread_local std::vector<double> sq;
+  thread_local std::vector<float> scales;
+  rows.clear(), clipped.clear(), scales.clear();
+  const auto& specs = table.specs();
+  const size_t body = specs.size() >= 2 ? specs.size() - 2 : 0;
+  for (size_t k = 0; k < body; ++k) {
+    const ParamSpec& s = specs[k];
+    if (!s.trainable || s.numel() == 0) continue;
+    const int64_t units = s.shape.size() <= 1 ? 1 : s.shape[0], len = s.numel() / units;
+    for (int64_t u = 0; u < units; ++u)
+      rows.push_back({const_cast<float*>(params) + s.offset + u * len, len});
+  }
+  const size_t n = rows.size();
+  for (size_t i = 0; i < n; ++i) rows.push_back({grads + (rows[i].data - params), rows[i].n});
+  sq.assign(rows.size(), 0.0);
+  ops::sums_of_squares(sq.data(), rows.data(), int64_t(rows.size()));
+  for (size_t i = 0; i < n; ++i) {
+    const double max_norm = std::max(std::sqrt(sq[i]), double(eps)) * clip_factor;
+    const double norm = std::sqrt(sq[n + i]);
+    if (norm < max_norm) continue;
+    clipped.push_back(rows[n + i]);
+    scales.push_back(float(max_norm / std::max(norm, 1e-6)));
+  }
+  ops::scale_each_span(clipped.data(), scales.data(), int64_t(clipped.size()));
+  return int64_t(clipped.size());
+}
+
 double clip_grad_norm(const ParamTable& table, float* grads, double max_norm) {
   const double norm = grad_norm(table, grads);
   if (max_norm > 0 && norm > max_norm) {

@@ -59,5 +59,14 @@ class Optimizer {
 double clip_grad_norm(const ParamTable& table, float* grads, double max_norm);
 // The global L2 norm alone.
 double grad_norm(const ParamTable& table, const float* grads);
+// Clamps every trainable gradient to [-limit, limit] (torch.nn.utils.clip_grad_value_).
+void clip_grad_value(const ParamTable& table, float* grads, float limit);
+// Adaptive gradient clipping (Brock et al. 2021, timm's adaptive_clip_grad): each unit's
+// gradient norm is held to clip_factor x max(its weight's norm, eps). A unit is an output row
+// of a tensor of 2 or more dimensions (weight[0], pos_embed's and cls_token's [1, ...] whole),
+// or a whole vector. The table's last two tensors, the head, are left out (timm's train.py
+// clips model_parameters(model, exclude_head=True) in this mode). Returns the rows clipped.
+int64_t adaptive_clip_grad(const ParamTable& table, const float* params, float* grads, float clip_factor,
+                           float eps = 1e-3f);
 
 }  // namespace vit

@@ -7,7 +7,7 @@
 
 namespace vit {
 
-double LossStep::run(ViT& model, const Batch& batch, float smoothing, const ForwardMode& mode,
+double LossStep::run(ViT& model, const Batch& batch, const LossConfig& lc, const ForwardMode& mode,
                      int64_t* correct, float grad_scale, const Distillation* kd) {
   const int64_t B = batch.size, K = model.config().num_classes;
   const bool two_heads = kd && model.config().head_dist;
@@ -18,13 +18,17 @@ double LossStep::run(ViT& model, const Batch& batch, float smoothing, const Forw
   ForwardMode m = mode;
   m.distill = two_heads;
   Tensor logits = model.forward(batch.images, B, batch.mask, m);
-  double loss = ops::cross_entropy_forward(probs, logits, batch.labels, tp, smoothing);
+  double loss = lc.bce ? ops::bce_forward(probs, logits, batch.labels, tp, lc.smoothing, *lc.bce)
+                       : ops::cross_entropy_forward(probs, logits, batch.labels, tp, lc.smoothing);
   if (!std::isfinite(loss)) {  // no backward: the caller stops (and says what it kept)
     if (correct) *correct = 0;
     return loss;
   }
   const float base_scale = kd ? grad_scale * (1.f - kd->cfg.alpha) : grad_scale;
-  ops::cross_entropy_backward(dlogits, probs, batch.labels, tp, smoothing, base_scale);
+  if (lc.bce)
+    ops::bce_backward(dlogits, probs, batch.labels, tp, lc.smoothing, *lc.bce, base_scale);
+  else
+    ops::cross_entropy_backward(dlogits, probs, batch.labels, tp, lc.smoothing, base_scale);
   Tensor scored = logits;  // what the top-1 counts: the logits as evaluation gives them
   if (!kd) {
     model.backward(dlogits);

@@ -1,10 +1,13 @@
 // One training step's loss and gradients: forward, softmax cross-entropy (label smoothing
-// or soft targets), backward. Buffers for probabilities and dlogits are allocated once.
+// or soft targets) or binary cross-entropy, backward. Buffers for probabilities and dlogits
+// are allocated once.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/arena.h"
+#include "core/bce_options.h"
 #include "model/vit.h"
 #include "train/distill.h"
 
@@ -16,6 +19,14 @@ struct Batch {
   const int64_t* labels = nullptr;  // [B], or
   const float* targets = nullptr;   // [B,K] soft targets (mixup, cutmix)
   const uint8_t* mask = nullptr;    // [B,N] visible patches, optional
+};
+
+// The loss: softmax cross-entropy with label smoothing (a float converts to this), or with bce
+// binary cross-entropy (timm's --bce-loss: BinaryCrossEntropy with the same smoothing).
+struct LossConfig {
+  LossConfig(float smoothing_ = 0.f) : smoothing(smoothing_) {}  // NOLINT(google-explicit-constructor)
+  float smoothing = 0.f;
+  std::optional<BceOptions> bce;
 };
 
 // A teacher's logits [B,K] on the batch's images, and how to distill them (distill.h).
@@ -34,7 +45,8 @@ class LossStep {
   // of B passes b / B, so that the shards' gradients sum to the global batch's.
   // With kd, the loss is DeiT's (distill.h): a model with head_dist runs a distilling forward
   // (ForwardMode::distill), and correct counts the two heads' mean, as it is evaluated.
-  double run(ViT& model, const Batch& batch, float smoothing, const ForwardMode& mode,
+  // The loss's smoothing applies to labels; soft targets come smoothed (mixup's).
+  double run(ViT& model, const Batch& batch, const LossConfig& loss, const ForwardMode& mode,
              int64_t* correct = nullptr, float grad_scale = 1.f, const Distillation* kd = nullptr);
 
  private:

@@ -110,6 +110,12 @@ void TrainConfig::validate() const {
                   "--decay-milestones must be positive epochs in ascending order");
   VIT_VALUE_CHECK(smoothing >= 0.f && smoothing < 1.f, "--smoothing must be in [0, 1), got ", smoothing);
   VIT_VALUE_CHECK(clip_grad >= 0.f, "--clip-grad must be non-negative");
+  VIT_VALUE_CHECK(clip_mode == "norm" || clip_mode == "value" || clip_mode == "agc",
+                  "--clip-mode must be norm, value or agc, got '", clip_mode, "'");
+  VIT_VALUE_CHECK(std::isfinite(bce.pos_weight) && bce.pos_weight >= 0.f,
+                  "--bce-pos-weight must be a finite number >= 0, got ", bce.pos_weight);
+  VIT_VALUE_CHECK(std::isfinite(bce.target_threshold), "--bce-target-thresh must be a finite number, got ",
+                  bce.target_threshold);
   VIT_VALUE_CHECK(patience >= 0, "--patience must be non-negative");
   VIT_VALUE_CHECK(eval_metric == "top1" || eval_metric == "top5" || eval_metric == "loss",
                   "--eval-metric must be top1, top5 or loss, got '", eval_metric, "'");
@@ -516,10 +522,12 @@ std::vector<std::pair<std::string, std::string>> run_fingerprint(const ViT& mode
      << c.optim.beta2 << ' ' << c.optim.eps << ' ' << c.optim.weight_decay << ' ' << c.sched.name << ' '
      << c.sched.lr << ' ' << c.sched.min_lr << ' ' << c.sched.warmup_lr << ' ' << c.sched.decay_rate << ' '
      << c.decay_epochs << ' ' << nlohmann::json(c.decay_milestones).dump() << ' ' << c.warmup_epochs << ' '
-     << c.smoothing << ' ' << c.clip_grad << ' ' << c.mixup.mixup_alpha << ' ' << c.mixup.cutmix_alpha << ' '
-     << c.mixup.prob << ' ' << c.mixup.switch_prob << ' ' << c.seed << ' ' << c.patience << ' '
-     << c.eval_metric << ' ' << c.resume << ' ' << model.amp() << ' ' << c.model_ema << ' '
-     << c.model_ema_decay << ' ' << c.model_ema_warmup << ' ' << c.agreed_settings;
+     << c.smoothing << ' ' << c.clip_grad << ' ' << c.clip_mode << ' ' << c.mixup.mixup_alpha << ' '
+     << c.mixup.cutmix_alpha << ' ' << c.mixup.prob << ' ' << c.mixup.switch_prob << ' ' << c.seed << ' '
+     << c.patience << ' ' << c.eval_metric << ' ' << c.resume << ' ' << model.amp() << ' ' << c.model_ema
+     << ' ' << c.model_ema_decay << ' ' << c.model_ema_warmup << ' ' << c.bce_loss << ' ' << c.bce.threshold
+     << ' ' << c.bce.target_threshold << ' ' << c.bce.pos_weight << ' ' << c.bce.sum_classes << ' '
+     << c.agreed_settings;
   const std::string model_json = model.config().to_json(-1), train_str = tc.str();
   return {{"build id", build_id()},
           {"model config hash", hash_hex(model_json.data(), model_json.size())},
@@ -913,6 +921,8 @@ void TrainLoop::begin() {
   if (cfg.cooldown_epochs > 0)
     log << " (cosine over " << cfg.epochs << " epochs, then " << cfg.cooldown_epochs << " at "
         << cfg.sched.min_lr << ")";
+  if (cfg.bce_loss) log << ", binary cross-entropy";
+  if (cfg.clip_grad > 0) log << ", " << cfg.clip_mode << " clipping at " << cfg.clip_grad;
   if (cfg.teacher)
     log << ", " << cfg.distill.type << " distillation from a teacher (alpha " << cfg.distill.alpha << ")";
   if (ranks > 1) log << ", " << comm.describe();
@@ -952,7 +962,7 @@ void TrainLoop::forward_backward(const Rows& mine, int64_t bs, Prefetcher& batch
     if (batch.targets) micro.targets = batch.targets + part.lo * K;
     const ForwardMode mode{true, cfg.seed, uint64_t(p.global_step), mine.lo + part.lo};
     int64_t part_correct = 0;
-    const double loss = loss_step.run(model, micro, cfg.smoothing, mode, &part_correct,
+    const double loss = loss_step.run(model, micro, cfg.loss(), mode, &part_correct,
                                       float(part.size()) / float(bs), teacher.logits(micro));
     stats[0] += loss * double(part.size());
     correct += part_correct;
@@ -1041,7 +1051,14 @@ EpochSums TrainLoop::train_epoch(int64_t epoch, int64_t first, SteadyClock::time
       throw Error(
           diverged(cfg, "the loss is " + nonfinite_name(stats[0] / std::max(stats[2], 1.0)) + " (not finite)",
                    p, epoch, s));
-    if (cfg.clip_grad > 0) clip_grad_norm(model.table(), model.grads().data(), cfg.clip_grad);
+    if (cfg.clip_grad > 0) {
+      if (cfg.clip_mode == "value")
+        clip_grad_value(model.table(), model.grads().data(), cfg.clip_grad);
+      else if (cfg.clip_mode == "agc")
+        adaptive_clip_grad(model.table(), model.params().data(), model.grads().data(), cfg.clip_grad);
+      else
+        clip_grad_norm(model.table(), model.grads().data(), cfg.clip_grad);
+    }
     sums.lr = lr_at(sched, p.global_step);
     opt.step(model.params().data(), model.grads().data(), sums.lr);
     if (ema) ema_update(*ema, model.params().data(), ema_decay(cfg, p.global_step + 1));

@@ -33,6 +33,7 @@
 #include "train/optimizer.h"
 #include "train/progress.h"
 #include "train/schedule.h"
+#include "train/step.h"
 
 namespace vit {
 
@@ -64,7 +65,21 @@ struct TrainConfig {
   // default there and here), rounded to optimizer steps, at least one.
   std::vector<float> decay_milestones = {90.f, 180.f, 270.f};
   float smoothing = 0.f;
-  float clip_grad = 0.f;  // max global grad norm; 0 = off
+  // Binary cross-entropy in place of softmax cross-entropy (timm's --bce-loss, DeiT III's
+  // recipe), with bce's threshold (--bce-target-thresh), positive weight (--bce-pos-weight)
+  // and sum over classes (--bce-sum). Evaluation's loss stays cross-entropy, as timm's.
+  bool bce_loss = false;
+  BceOptions bce;
+  LossConfig loss() const {
+    LossConfig l(smoothing);
+    if (bce_loss) l.bce = bce;
+    return l;
+  }
+  // Gradient clipping (timm's --clip-grad and --clip-mode; 0 = off): "norm" holds the global
+  // norm to clip_grad, "value" clamps each gradient to [-clip_grad, clip_grad], "agc" is
+  // adaptive clipping with clip_grad the factor (train/optimizer.h), the head left out.
+  float clip_grad = 0.f;
+  std::string clip_mode = "norm";
   MixupConfig mixup;
   // A model EMA (timm's --model-ema, ModelEmaV3): after every optimizer step
   // ema += (1 - decay) x (weights - ema), starting from the weights training starts with.

@@ -257,6 +257,58 @@ TEST(Cli, OptBetasSetAdamsBetas) {
   EXPECT_NE(run(base + "--opt-betas 0.9").code, 0);
 }
 
+// timm's --bce-loss (with its threshold, positive weight and sum) and --clip-mode value and agc
+// each change what trains, the log says so, and a run with them resumes to the bits of a run
+// that was not stopped.
+TEST(Cli, BceLossAndClipModesTrainAndResumeExactly) {
+  vit::test::TempDir tmp("bce");
+  const std::string base =
+      "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 2 -b 16 --threads 1 --log-every 0 "
+      "--smoothing 0.1 --clip-grad 0.05 ";
+  auto bytes = [&](const std::string& run_dir) { return vit::read_text_file(run_dir + "/last.safetensors"); };
+  const std::pair<std::string, std::string> runs[] = {
+      {"ce", ""},
+      {"bce", "--bce-loss"},
+      {"bce_opts", "--bce-loss --bce-target-thresh 0.05 --bce-pos-weight 2 --bce-sum"},
+      {"value", "--clip-mode value"},
+      {"agc", "--clip-mode agc"},
+  };
+  for (const auto& [name, flags] : runs) {
+    Result r = run(base + flags + " --output " + (tmp / name));
+    ASSERT_EQ(r.code, 0) << flags << ": " << r.out;
+    if (name.rfind("bce", 0) == 0) {
+      EXPECT_TRUE(r.out.find(", binary cross-entropy") != std::string::npos) << r.out;
+    }
+    const std::string mode = name == "value" || name == "agc" ? name : "norm";
+    EXPECT_TRUE(r.out.find(", " + mode + " clipping at 0.05") != std::string::npos) << r.out;
+  }
+  for (size_t i = 0; i < std::size(runs); ++i)
+    for (size_t j = i + 1; j < std::size(runs); ++j)
+      EXPECT_NE(bytes(tmp / runs[i].first), bytes(tmp / runs[j].first))
+          << runs[i].first << " and " << runs[j].first << " trained the same weights";
+  // One epoch, then --resume to the second: the straight run's bits (a constant lr: the
+  // cosine's length follows --epochs), and the flags taken again from args.json.
+  for (const std::string& flags : {runs[2].second, std::string("--clip-mode agc")}) {
+    const std::string straight = tmp / "straight", resumed = tmp / "resumed";
+    fs::remove_all(straight), fs::remove_all(resumed);
+    ASSERT_EQ(run(base + flags + " --sched none --output " + straight).code, 0);
+    ASSERT_EQ(run(base + flags + " --sched none --epochs 1 --output " + resumed).code, 0);
+    Result again = run("train --resume " + resumed + " --epochs 2");
+    ASSERT_EQ(again.code, 0) << again.out;
+    EXPECT_TRUE(again.out.find(flags == runs[2].second ? ", binary cross-entropy"
+                                                       : ", agc clipping at 0.05") != std::string::npos)
+        << again.out;
+    EXPECT_TRUE(bytes(resumed) == bytes(straight)) << flags << ": the resumed run differs";
+  }
+  Result bad = run(base + "--bce-loss --bce-pos-weight -1");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--bce-pos-weight must be a finite number >= 0, got -1"), std::string::npos)
+      << bad.out;
+  Result mode = run(base + "--clip-mode rms");
+  EXPECT_NE(mode.code, 0);
+  EXPECT_NE(mode.out.find("--clip-mode"), std::string::npos) << mode.out;
+}
+
 // --grad-accum-steps N: global batches of -b x N, steps counted as optimizer steps; the run
 // resumes with it (args.json) and the log says so.
 TEST(Cli, GradAccumStepsMakeAGlobalBatchOfMicroBatches) {

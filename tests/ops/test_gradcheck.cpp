@@ -340,6 +340,33 @@ TEST(GradCheck, CrossEntropyWithSmoothingAndSoftTargets) {
               std::log(5.0), 1e-6);
 }
 
+TEST(GradCheck, BinaryCrossEntropyWithEveryOption) {
+  const int64_t B = 3, K = 4;
+  auto z = test::randn(B * K, 5, 2.f);
+  std::vector<int64_t> labels = {1, 3, 0};
+  std::vector<float> t = {0.7f, 0.3f, 0.f, 0.f, 0.f, 0.1f, 0.f, 0.9f, 0.5f, 0.f, 0.25f, 0.25f};
+  std::vector<float> probs(B * K), dz(B * K);
+  Tensor Z(z.data(), {B, K}), P(probs.data(), {B, K}), TG(t.data(), {B, K});
+  BceOptions o;
+  o.pos_weight = 2.f;
+  for (bool soft : {false, true})
+    for (bool sum : {false, true}) {
+      o.sum_classes = sum;
+      const int64_t* lp = soft ? nullptr : labels.data();
+      const Tensor* tp = soft ? &TG : nullptr;
+      auto loss = [&] { return ops::bce_forward(P, Z, lp, tp, 0.1f, o); };
+      loss();
+      ops::bce_backward(Tensor(dz.data(), {B, K}), P, lp, tp, 0.1f, o);
+      EXPECT_TRUE(
+          test::gradcheck(std::string(soft ? "soft" : "smoothed") + (sum ? " summed" : "") + " BCE dz",
+                          z.data(), dz.data(), B * K, loss, kH, kTol));
+    }
+  // Value check: zero logits give log 2 per class whatever the targets (pos_weight 1).
+  std::vector<float> zero(B * K, 0.f);
+  EXPECT_NEAR(ops::bce_forward(P, Tensor(zero.data(), {B, K}), labels.data(), nullptr, 0.1f, {}),
+              std::log(2.0), 1e-7);
+}
+
 TEST(Ops, ErrorsNameTheProblem) {
   std::vector<float> a(12), b(12), c(12);
   try {

@@ -344,3 +344,19 @@ def test_without_evaluation_data_summary_csv_leaves_the_eval_columns_empty(digit
     assert done[0]["eval_top1"] is None and done[0]["eval_loss"] is None
     assert sorted(done[0]) == sorted(h[0]), "the finished run's history has the fresh one's keys"
     assert "wrote" in run_vit("plot", "--run", out)  # train curves alone
+
+
+def test_timms_loss_and_clipping_keywords_reach_the_run(digits):
+    """bce_loss, bce_target_thresh, bce_pos_weight, bce_sum and clip_mode, as timm's train.py
+    flags: each changes the run (a keyword dropped on the way would train cross-entropy with
+    norm clipping)."""
+    _, train, _ = digits
+    kw = dict(train=train, epochs=1, batch_size=64, threads=2, progress="none", clip_grad=0.05)
+    losses = {}
+    for name, extra in [("ce", {}), ("bce", {"bce_loss": True}),
+                        ("bce_opts", {"bce_loss": True, "bce_target_thresh": 0.2, "bce_pos_weight": 2.0,
+                                      "bce_sum": True}),
+                        ("agc", {"clip_mode": "agc"})]:
+        losses[name] = vitcpp.train("mnist-seed", **kw, **extra)[0]["train_loss"]
+    assert len(set(losses.values())) == len(losses), losses
+    assert losses["bce"] < 1.0 < losses["ce"], losses  # BCE averages over classes: log 2 at the start

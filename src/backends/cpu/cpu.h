@@ -13,6 +13,7 @@
 
 #include "backends/cpu/isa.h"
 #include "core/activation.h"
+#include "core/bce_options.h"
 #include "core/optim_rule.h"
 #include "core/precision.h"
 #include "core/threads.h"
@@ -404,6 +405,8 @@ void residual_backward(float* dbranch, float* dgamma, const float* dout, const f
 void optimizer_step(const ParamUpdate* u, int64_t count, const UpdateRule& r, int nt);
 void sums_of_squares(double* out, const Span* x, int64_t count, int nt);
 void scale_spans(const Span* x, int64_t count, float scale, int nt);
+void scale_each_span(const Span* x, const float* scales, int64_t count, int nt);
+void clamp_spans(const Span* x, int64_t count, float limit, int nt);
 
 // ---- elementwise.cpp: n floats copied, set, added (dst += src); out[i] = the column of row
 // i's largest value in x[M,N] (the first of equals).
@@ -447,5 +450,11 @@ double cross_entropy_forward(float* probs, const float* logits, const int64_t* l
 // dlogits = scale * (probs - target) / B (assigned).
 void cross_entropy_backward(float* dlogits, const float* probs, const int64_t* labels, const float* targets,
                             int64_t B, int64_t K, float smoothing, float scale);
+
+// ---- bce.cpp: binary cross-entropy on logits (BceOptions says which).
+double bce_forward(float* probs, const float* logits, const int64_t* labels, const float* targets, int64_t B,
+                   int64_t K, float smoothing, const BceOptions& o);
+void bce_backward(float* dlogits, const float* probs, const int64_t* labels, const float* targets, int64_t B,
+                  int64_t K, float smoothing, const BceOptions& o, float scale);
 
 }  // namespace vit::cpu

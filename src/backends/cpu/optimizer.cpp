@@ -75,4 +75,22 @@ void scale_spans(const Span* x, int64_t count, float scale, int nt) {
   }
 }
 
+void scale_each_span(const Span* x, const float* scales, int64_t count, int nt) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t k = 0; k < count; ++k) {
+    float* g = x[k].data;
+    for (int64_t i = 0; i < x[k].n; ++i) g[i] *= scales[k];
+  }
+}
+
+void clamp_spans(const Span* x, int64_t count, float limit, int nt) {
+#pragma omp parallel num_threads(nt)
+  for (int64_t k = 0; k < count; ++k) {
+    float* g = x[k].data;
+    const int64_t n = x[k].n;
+#pragma omp for schedule(static) nowait
+    for (int64_t i = 0; i < n; ++i) g[i] = g[i] < -limit ? -limit : limit < g[i] ? limit : g[i];  // NaN stays
+  }
+}
+
 }  // namespace vit::cpu

@@ -1,0 +1,145 @@
+#!/usr/bin/python3
+"""Reference fixtures for vitcpp's training losses and gradient clipping, written by plain PyTorch.
+
+tests/fixtures/train_losses.safetensors holds one group of tensors per case that its
+metadata lists ("cases": name and settings):
+
+    <case>.logits    float [B, K]
+    <case>.labels    int64 [B] (one-hot targets, with the case's smoothing), or
+    <case>.targets   float [B, K] soft targets (mixup's)
+    <case>.loss      the loss, float [1]
+    <case>.grad      d loss / d logits, float [B, K]
+
+and one group for gradient clipping on a small ViT's parameters ("clip": its config, the
+AGC factor and the value limit):
+
+    clip.param.<name>, clip.grad.<name>   weights and gradients
+    clip.agc.<name>                       the gradients after timm's adaptive_clip_grad, every
+                                          tensor but the head's two (train.py's exclude_head)
+    clip.value.<name>                     after torch.nn.utils.clip_grad_value_
+
+The binary cross-entropy is timm 1.0's BinaryCrossEntropy (timm/loss/binary_cross_entropy.py:
+one-hot targets with smoothing s as off s/K, on 1 - s + s/K; a threshold makes them 0 or 1;
+F.binary_cross_entropy_with_logits with pos_weight; sum_classes sums over K, then the mean) and
+the clipping timm 1.0's adaptive_clip_grad (timm/utils/agc.py), written out here since timm is
+not installed. Computed in float64 from float32 inputs.
+
+    /usr/bin/python3 tools/make_train_fixtures.py [--out tests/fixtures]
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(__file__))
+from make_fixtures import init_params, read_safetensors, write_safetensors  # noqa: E402
+
+torch.set_default_dtype(torch.float64)
+
+
+def bce(x, target, smoothing=0.0, target_threshold=None, pos_weight=None, sum_classes=False):
+    """timm's BinaryCrossEntropy(smoothing, target_threshold, pos_weight=..., sum_classes=...)(x, target)."""
+    if target.shape != x.shape:
+        K = x.shape[-1]
+        off = smoothing / K
+        on = 1.0 - smoothing + off
+        target = torch.full((x.shape[0], K), off, dtype=x.dtype).scatter_(1, target.long().view(-1, 1), on)
+    if target_threshold is not None:
+        target = target.gt(target_threshold).to(dtype=target.dtype)
+    pw = None if pos_weight is None else torch.tensor(pos_weight)
+    loss = F.binary_cross_entropy_with_logits(x, target, pos_weight=pw, reduction="none" if sum_classes else "mean")
+    return loss.sum(-1).mean() if sum_classes else loss
+
+
+def unitwise_norm(x):
+    """timm's unitwise_norm: a vector's norm, else each output row's (dim 0)."""
+    return x.norm(2) if x.ndim <= 1 else x.norm(2, dim=tuple(range(1, x.ndim)), keepdim=True)
+
+
+def adaptive_clip_grad(p, g, clip_factor, eps=1e-3):
+    """timm's adaptive_clip_grad on one tensor: the clipped gradient."""
+    max_norm = unitwise_norm(p).clamp(min=eps).mul(clip_factor)
+    grad_norm = unitwise_norm(g)
+    return torch.where(grad_norm < max_norm, g, g * (max_norm / grad_norm.clamp(min=1e-6)))
+
+
+def clip_cases(tensors):
+    """A small ViT's weights and gradients of many scales (some rows clipped, some not; one bias
+    at zero, whose bound is eps x factor), clipped by AGC and by value."""
+    gen = torch.Generator().manual_seed(4)
+    cfg = {"img_size": [12, 12], "in_chans": 3, "patch_size": [4, 4], "embed_dim": 16, "depth": 2,
+           "num_heads": 2, "mlp_dim": 32, "qkv_bias": True, "global_pool": "token", "class_token": True,
+           "pos_embed": "learn", "num_classes": 5, "norm_eps": 1e-6}
+    params = init_params(cfg, gen)
+    params["blocks.0.attn.proj.bias"].zero_()
+    settings = {"vit_config": cfg, "agc_factor": 0.05, "value": 0.02}
+    clipped_rows = rows = 0
+    for name, p in params.items():
+        units = 1 if p.ndim <= 1 else p.shape[0]
+        row_scale = (torch.randn(units, generator=gen) * 1.5).exp() * 0.01
+        g = (torch.randn(p.shape, generator=gen) * row_scale.view(-1, *[1] * (p.ndim - 1))).float().double()
+        head = name.startswith("head.")
+        agc = g if head else adaptive_clip_grad(p, g, settings["agc_factor"])
+        value = g.clamp(-settings["value"], settings["value"])
+        if not head:
+            clipped_rows += int((unitwise_norm(agc) != unitwise_norm(g)).sum())
+            rows += units
+        tensors["clip.param." + name] = p.float()
+        tensors["clip.grad." + name] = g.float()
+        tensors["clip.agc." + name] = agc.float()
+        tensors["clip.value." + name] = value.float()
+    print(f"clip: AGC clips {clipped_rows} of {rows} rows")
+    return settings
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures"))
+    args = ap.parse_args()
+    gen = torch.Generator().manual_seed(3)
+    B, K = 4, 5
+    logits = (torch.randn(B, K, generator=gen) * 3).float().double()
+    logits[3] = torch.tensor([40.0, -40.0, 0.5, -0.25, 17.0])  # saturated sigmoids stay finite
+    labels = torch.tensor([0, 3, 1, 4])
+    # Mixup's targets: lam 0.7 of each row's label and 0.3 of its partner's (row B-1-b), smoothed 0.1.
+    off, on = 0.1 / K, 0.9 + 0.1 / K
+    onehot = torch.full((B, K), off).scatter_(1, labels.view(-1, 1), on)
+    soft = (0.7 * onehot + 0.3 * onehot.flip(0)).float().double()
+    cases = [
+        {"name": "bce_plain", "targets": "labels", "smoothing": 0.0},
+        {"name": "bce_smoothed", "targets": "labels", "smoothing": 0.1},
+        {"name": "bce_smoothed_thresh", "targets": "labels", "smoothing": 0.1, "target_threshold": 0.2},
+        {"name": "bce_soft", "targets": "soft", "smoothing": 0.0},
+        {"name": "bce_soft_thresh", "targets": "soft", "smoothing": 0.0, "target_threshold": 0.25},
+        {"name": "bce_soft_sum_posweight", "targets": "soft", "smoothing": 0.0, "pos_weight": 2.5,
+         "sum_classes": True},
+    ]
+    tensors = {}
+    for c in cases:
+        x = logits.clone().requires_grad_(True)
+        t = labels if c["targets"] == "labels" else soft
+        loss = bce(x, t, c["smoothing"], c.get("target_threshold"), c.get("pos_weight"), c.get("sum_classes", False))
+        (grad,) = torch.autograd.grad(loss, [x])
+        n = c["name"]
+        tensors[n + ".logits"] = logits.float()
+        if c["targets"] == "labels":
+            tensors[n + ".labels"] = labels
+        else:
+            tensors[n + ".targets"] = soft.float()
+        tensors[n + ".loss"] = loss.detach().float().reshape(1)
+        tensors[n + ".grad"] = grad.float()
+        print(f"{n}: loss {loss.item():.6f}")
+    clip = clip_cases(tensors)
+    path = os.path.join(args.out, "train_losses.safetensors")
+    write_safetensors(path, tensors, {"cases": json.dumps(cases), "clip": json.dumps(clip)})
+    back, meta = read_safetensors(path)
+    assert set(back) == set(tensors) and json.loads(meta["cases"]) == cases
+    for n, t in tensors.items():
+        assert torch.equal(back[n], t), n
+
+
+if __name__ == "__main__":
+    main()
