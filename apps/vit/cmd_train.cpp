@@ -48,6 +48,9 @@ struct TrainFlags {
   AugFlags aug;
   std::vector<float> betas;
   float bce_target_thresh = 0.f;  // --bce-target-thresh, when given
+  double lr_base = 0.1;           // timm's --lr-base, --lr-base-size and --lr-base-scale
+  int64_t lr_base_size = 256;
+  std::string lr_base_scale;
   std::string opt =
       TrainConfig{}.optim.name;  // timm's name (sgd is Nesterov's), as train.optim.name takes it
   int threads = 0, shards = 0;
@@ -150,6 +153,16 @@ nlohmann::json setting_value(const std::string& text) {
 constexpr std::pair<const char*, const char*> kKeptWith[] = {
     {"aa-fill", "aa"}, {"aa-ops", "aa"}, {"crop-fill", "crop-pad"}};
 
+// Whether timm's --lr-base sets the lr: given, and after --lr where both are (a recipe's --lr
+// comes first, and a later flag overrides a recipe's).
+bool lr_from_base(const CLI::App& cmd) {
+  if (cmd.count("--lr-base") == 0) return false;
+  const CLI::Option *lr = cmd.get_option("--lr"), *base = cmd.get_option("--lr-base");
+  bool after = false;
+  for (const CLI::Option* o : cmd.parse_order()) after = o == base ? true : o == lr ? false : after;
+  return after;
+}
+
 // args.json: the settings the run was given (a recipe's flags expanded, the last of a
 // repeated flag), as {flag name without "--": value}: true for a switch, a number or text
 // for one value, a list for several; --data-dir, --pretrained and --teacher as absolute paths;
@@ -179,6 +192,13 @@ nlohmann::json settings_json(const CLI::App& cmd, const std::vector<std::string>
       j[name] = nlohmann::json::array();
       for (auto& v : values) j[name].push_back(setting_value(v));
     }
+  }
+  // The lr as the run took it: from --lr, or from --lr-base (their order is not kept).
+  if (j.contains("lr") && j.contains("lr-base")) {
+    if (lr_from_base(cmd))
+      j.erase("lr");
+    else
+      for (const char* flag : {"lr-base", "lr-base-size", "lr-base-scale"}) j.erase(flag);
   }
   for (const auto& [flag, with] : kKeptWith)
     if (j.contains(with) && !j.contains(flag))
@@ -280,6 +300,17 @@ void add_optimizer_flags(CLI::App& cmd, TrainFlags* f) {
                  "(the global batch is -b x N; same result as one batch of -b x N up to float rounding)")
       ->capture_default_str();
   cmd.add_option("--lr", t.sched.lr, "learning rate")->capture_default_str();
+  cmd.add_option("--lr-base", f->lr_base,
+                 "the lr from a base lr for a batch of --lr-base-size, scaled to the global batch (-b x "
+                 "--grad-accum-steps), as timm's train.py does without --lr; a later --lr decides over it")
+      ->check(positive());
+  cmd.add_option("--lr-base-size", f->lr_base_size, "--lr-base's batch size")
+      ->check(positive())
+      ->capture_default_str();
+  cmd.add_option("--lr-base-scale", f->lr_base_scale,
+                 "--lr-base's scaling: linear (lr-base x batch / size) or sqrt (x its square root); default "
+                 "timm's: sqrt for the Adam family (--opt adam, adamw), linear for SGD")
+      ->check(CLI::IsMember({"linear", "sqrt"}));
   cmd.add_option("--opt", f->opt,
                  "optimizer, as timm names them: sgd and nesterov (SGD with Nesterov momentum), momentum "
                  "(plain momentum SGD), adam, adamw")
@@ -478,12 +509,28 @@ void TrainCommand::check_flags() {
       F.opt == "momentum" ? " --nesterov" : "",
       " is SGD with Nesterov momentum (timm's), which needs --momentum above 0; --opt momentum --momentum 0 "
       "is plain SGD");
+  std::string lr_line;
+  if (lr_from_base(cmd)) {
+    // timm's train.py: lr = lr_base x (global batch / lr_base_size), or its square root for
+    // optimizers named with "ada" or "lamb" unless --lr-base-scale says.
+    const int64_t batch = F.train.batch_size * F.train.grad_accum_steps;
+    const bool adaptive = F.opt.find("ada") != std::string::npos || F.opt.find("lamb") != std::string::npos;
+    const std::string scale = !F.lr_base_scale.empty() ? F.lr_base_scale : adaptive ? "sqrt" : "linear";
+    const double ratio = double(batch) / double(F.lr_base_size);
+    F.train.sched.lr = float(F.lr_base * (scale == "sqrt" ? std::sqrt(ratio) : ratio));
+    std::ostringstream line;
+    line << "lr " << F.train.sched.lr << " from --lr-base " << F.lr_base << " x "
+         << (scale == "sqrt" ? "sqrt" : "") << "(batch " << batch << " / " << F.lr_base_size << "), timm's "
+         << scale << " scaling";
+    lr_line = line.str();
+  }
   F.train.bce.threshold = cmd.count("--bce-target-thresh") > 0;
   F.train.bce.target_threshold = F.bce_target_thresh;
   comm.set_timeout(F.comm_timeout);
   if (F.threads == 0 && comm.local_size() > 1) F.threads = std::max(1, num_threads() / comm.local_size());
   use_threads(F.threads, true);  // free unless VIT_BIND=on (commands.h)
   out = !comm.root() ? &quiet : hooks && hooks->log ? hooks->log : &std::cout;
+  if (!lr_line.empty()) *out << lr_line << std::endl;
   F.train.comm = &comm;
   if (F.recovery != "auto") {
     char* end = nullptr;
@@ -537,6 +584,9 @@ void TrainCommand::note_flags_without_effect() const {
        !t.model_ema,
        "no effect, the model EMA is off (--model-ema)"},
       {{"--clip-mode"}, t.clip_grad <= 0.f, "no effect, clipping is off (--clip-grad)"},
+      {{"--lr-base", "--lr-base-size", "--lr-base-scale"},
+       !lr_from_base(cmd),
+       "no effect, --lr sets the lr (given after --lr-base, or without it)"},
       {{"--bce-target-thresh", "--bce-pos-weight", "--bce-sum"},
        !t.bce_loss,
        "no effect, the binary cross-entropy's and --bce-loss is not given"},

@@ -915,7 +915,8 @@ void TrainLoop::begin() {
   }
   check_agreement(comm, run_fingerprint(model, train_set, eval_set, cfg));
   log << "training " << train_set.describe() << ", " << cfg.total_epochs()
-      << (cfg.total_epochs() == 1 ? " epoch of " : " epochs of ") << steps_per_epoch << " steps, batch " << B;
+      << (cfg.total_epochs() == 1 ? " epoch of " : " epochs of ") << steps_per_epoch
+      << (steps_per_epoch == 1 ? " step, batch " : " steps, batch ") << B;
   if (A > 1) log << " (" << cfg.batch_size << " x " << A << " accumulation steps)";
   log << ", " << cfg.optim.name << " lr " << cfg.sched.lr;
   if (cfg.cooldown_epochs > 0)

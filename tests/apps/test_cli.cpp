@@ -309,6 +309,45 @@ TEST(Cli, BceLossAndClipModesTrainAndResumeExactly) {
   EXPECT_NE(mode.out.find("--clip-mode"), std::string::npos) << mode.out;
 }
 
+// timm's --lr-base: the lr from a base lr scaled to the global batch (sqrt for the Adam
+// family, linear for SGD, or as --lr-base-scale says), said in a line; args.json keeps the
+// flag that set it (a later one decides: a recipe's --lr gives way to a later --lr-base), so a
+// resume takes the same lr.
+TEST(Cli, LrBaseScalesTheLrToTheGlobalBatch) {
+  vit::test::TempDir tmp("lrbase");
+  const std::string base = "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 1 --threads 1 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {"-b 32 --lr-base 0.1", "lr 0.0353553 from --lr-base 0.1 x sqrt(batch 32 / 256), timm's sqrt scaling"},
+      {"-b 32 --lr-base 0.1 --opt sgd",
+       "lr 0.0125 from --lr-base 0.1 x (batch 32 / 256), timm's linear scaling"},
+      {"-b 16 --grad-accum-steps 4 --lr-base 0.2 --lr-base-size 128 --lr-base-scale linear",
+       "lr 0.1 from --lr-base 0.2 x (batch 64 / 128), timm's linear scaling"},
+      {"--recipe mnist-seed -b 64 --lr-base 0.01 --lr-base-scale sqrt",
+       "lr 0.005 from --lr-base 0.01 x sqrt(batch 64 / 256), timm's sqrt scaling"},
+  };
+  for (const auto& [flags, line] : cases) {
+    Result r = run(base + flags);
+    EXPECT_EQ(r.code, 0) << flags << ": " << r.out;
+    EXPECT_TRUE(r.out.find(line) != std::string::npos) << flags << ": no '" << line << "' in\n" << r.out;
+  }
+  // The recipe's --lr 0.005 leaves args.json; the resume says the same line.
+  const std::string dir = tmp / "run";
+  ASSERT_EQ(run(base + "--recipe mnist-seed -b 32 --lr-base 0.1 --output " + dir).code, 0);
+  const auto args = nlohmann::json::parse(vit::read_text_file(dir + "/args.json"));
+  EXPECT_FALSE(args.contains("lr")) << args.dump();
+  EXPECT_EQ(args.value("lr-base", 0.0), 0.1) << args.dump();
+  Result again = run("train --resume " + dir + " --epochs 2");
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_TRUE(again.out.find("adam lr 0.0353553") != std::string::npos) << again.out;
+  // A later --lr: args.json keeps it alone.
+  ASSERT_EQ(run(base + "--lr-base 0.1 --lr 0.02 --output " + (tmp / "lr")).code, 0);
+  const auto lr_args = nlohmann::json::parse(vit::read_text_file(tmp / "lr/args.json"));
+  EXPECT_FALSE(lr_args.contains("lr-base")) << lr_args.dump();
+  EXPECT_EQ(lr_args.value("lr", 0.0), 0.02) << lr_args.dump();
+  EXPECT_NE(run(base + "--lr-base 0").code, 0);
+  EXPECT_NE(run(base + "--lr-base 0.1 --lr-base-scale cube").code, 0);
+}
+
 // --grad-accum-steps N: global batches of -b x N, steps counted as optimizer steps; the run
 // resumes with it (args.json) and the log says so.
 TEST(Cli, GradAccumStepsMakeAGlobalBatchOfMicroBatches) {

@@ -623,6 +623,9 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
        "note: --bce-pos-weight, --bce-sum: no effect, the binary cross-entropy's and --bce-loss is not "
        "given"},
       {"--clip-mode agc", "note: --clip-mode: no effect, clipping is off (--clip-grad)"},
+      {"--lr-base 0.1 --lr 0.01",
+       "note: --lr-base: no effect, --lr sets the lr (given after --lr-base, or without it)"},
+      {"--lr-base-scale sqrt", "note: --lr-base-scale: no effect, --lr sets the lr"},
       // Found by a tester's sweep: each changed what trained without a word.
       {"--val-split 0.5", "note: --val-split: no effect, --synthetic makes its own evaluation samples"},
       {"--std 5", "note: --std: no effect on --synthetic's samples (made as the model's input)"},
