@@ -284,8 +284,24 @@ void add_model_and_data_flags(CLI::App& cmd, TrainFlags* f) {
   f->aug.add_to(cmd);
   cmd.add_option("--mixup", t.mixup.mixup_alpha, "mixup alpha (0 = off)")->capture_default_str();
   cmd.add_option("--cutmix", t.mixup.cutmix_alpha, "cutmix alpha (0 = off)")->capture_default_str();
-  cmd.add_option("--mixup-prob", t.mixup.prob, "chance a batch is mixed")->capture_default_str();
+  cmd.add_option("--cutmix-minmax", t.mixup.cutmix_minmax,
+                 "CutMix's box sides drawn in [MIN, MAX) of the image's instead of from the cutmix lam "
+                 "(timm's; turns CutMix on, alpha 1)")
+      ->expected(2)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  cmd.add_option("--mixup-prob", t.mixup.prob, "chance a batch (pair, sample) is mixed")
+      ->capture_default_str();
   cmd.add_option("--mixup-switch-prob", t.mixup.switch_prob, "chance of cutmix when both are on")
+      ->capture_default_str();
+  cmd.add_option("--mixup-mode", t.mixup.mode,
+                 "how mixup and CutMix draw: batch (one draw for the batch), pair (one for each pair of "
+                 "samples mixed together) or elem (one for each sample), as timm's")
+      ->check(CLI::IsMember({"batch", "pair", "elem"}))
+      ->capture_default_str();
+  cmd.add_option("--mixup-off-epoch", t.mixup.off_epoch,
+                 "stop mixing from this epoch on, counted from 0 as timm does: the run's last epochs train "
+                 "on the images as they are (0 = never)")
+      ->check(non_negative())
       ->capture_default_str();
 }
 
@@ -561,7 +577,7 @@ void TrainCommand::note_flags_without_effect() const {
   const TrainConfig& t = F.train;
   const std::string& opt = t.optim.name;
   const std::string& sched = t.sched.name;
-  const bool mixing = t.mixup.mixup_alpha > 0 || t.mixup.cutmix_alpha > 0;
+  const bool mixing = t.mixup.active();
   struct Moot {
     std::vector<std::string> flags;  // said when one of them is given
     bool unused;
@@ -590,9 +606,12 @@ void TrainCommand::note_flags_without_effect() const {
       {{"--bce-target-thresh", "--bce-pos-weight", "--bce-sum"},
        !t.bce_loss,
        "no effect, the binary cross-entropy's and --bce-loss is not given"},
-      {{"--mixup-prob", "--mixup-switch-prob"},
+      {{"--mixup-prob", "--mixup-switch-prob", "--mixup-mode", "--mixup-off-epoch"},
        !mixing,
        "no effect, mixup and CutMix are off (--mixup, --cutmix)"},
+      {{"--mixup-off-epoch"},
+       mixing && t.mixup.off_epoch >= t.total_epochs(),
+       "no effect, the run ends before epoch " + std::to_string(t.mixup.off_epoch) + " (counted from 0)"},
       {{"--decay-rate"},
        sched != "step" && sched != "multistep",
        "no effect, the step and multistep schedules' and --sched is " + sched},

@@ -97,8 +97,6 @@ void TrainConfig::validate() const {
                   "--warmup-epochs, --decay-epochs and --clip-grad must be finite numbers");
   for (float m : decay_milestones)
     VIT_VALUE_CHECK(std::isfinite(m), "--decay-milestones must be finite epochs, got ", m);
-  VIT_VALUE_CHECK(std::isfinite(mixup.mixup_alpha) && std::isfinite(mixup.cutmix_alpha),
-                  "--mixup and --cutmix must be finite (0 = off)");
   VIT_VALUE_CHECK(cooldown_epochs == 0 || sched.name == "cosine",
                   "--cooldown-epochs follow the cosine schedule (timm's), not --sched ", sched.name);
   VIT_VALUE_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
@@ -123,14 +121,7 @@ void TrainConfig::validate() const {
                   checkpoint_hist);
   VIT_VALUE_CHECK(workers >= 1, "--workers must be at least 1, got ", workers);
   VIT_VALUE_CHECK(log_every >= 0, "--log-interval must be a number of steps (0: none), got ", log_every);
-  VIT_VALUE_CHECK(mixup.mixup_alpha >= 0.f, "--mixup must be non-negative (0 = off), got ",
-                  mixup.mixup_alpha);
-  VIT_VALUE_CHECK(mixup.cutmix_alpha >= 0.f, "--cutmix must be non-negative (0 = off), got ",
-                  mixup.cutmix_alpha);
-  VIT_VALUE_CHECK(mixup.prob >= 0.f && mixup.prob <= 1.f, "--mixup-prob must be a probability, got ",
-                  mixup.prob);
-  VIT_VALUE_CHECK(mixup.switch_prob >= 0.f && mixup.switch_prob <= 1.f,
-                  "--mixup-switch-prob must be a probability, got ", mixup.switch_prob);
+  mixup.validate();
   VIT_VALUE_CHECK(recovery_interval >= -1,
                   "--recovery-interval must be a number of steps, 0 (none) or -1 (by time), got ",
                   recovery_interval);
@@ -523,11 +514,12 @@ std::vector<std::pair<std::string, std::string>> run_fingerprint(const ViT& mode
      << c.sched.lr << ' ' << c.sched.min_lr << ' ' << c.sched.warmup_lr << ' ' << c.sched.decay_rate << ' '
      << c.decay_epochs << ' ' << nlohmann::json(c.decay_milestones).dump() << ' ' << c.warmup_epochs << ' '
      << c.smoothing << ' ' << c.clip_grad << ' ' << c.clip_mode << ' ' << c.mixup.mixup_alpha << ' '
-     << c.mixup.cutmix_alpha << ' ' << c.mixup.prob << ' ' << c.mixup.switch_prob << ' ' << c.seed << ' '
-     << c.patience << ' ' << c.eval_metric << ' ' << c.resume << ' ' << model.amp() << ' ' << c.model_ema
-     << ' ' << c.model_ema_decay << ' ' << c.model_ema_warmup << ' ' << c.bce_loss << ' ' << c.bce.threshold
-     << ' ' << c.bce.target_threshold << ' ' << c.bce.pos_weight << ' ' << c.bce.sum_classes << ' '
-     << c.agreed_settings;
+     << c.mixup.cutmix_alpha << ' ' << c.mixup.prob << ' ' << c.mixup.switch_prob << ' ' << c.mixup.mode
+     << ' ' << nlohmann::json(c.mixup.cutmix_minmax).dump() << ' ' << c.mixup.off_epoch << ' ' << c.seed
+     << ' ' << c.patience << ' ' << c.eval_metric << ' ' << c.resume << ' ' << model.amp() << ' '
+     << c.model_ema << ' ' << c.model_ema_decay << ' ' << c.model_ema_warmup << ' ' << c.bce_loss << ' '
+     << c.bce.threshold << ' ' << c.bce.target_threshold << ' ' << c.bce.pos_weight << ' '
+     << c.bce.sum_classes << ' ' << c.agreed_settings;
   const std::string model_json = model.config().to_json(-1), train_str = tc.str();
   return {{"build id", build_id()},
           {"model config hash", hash_hex(model_json.data(), model_json.size())},
@@ -752,7 +744,8 @@ class TrainLoop {
   EpochSums train_epoch(int64_t epoch, int64_t first, SteadyClock::time_point t0);
   // One optimizer step's forward and backward on this rank's rows: stats[0] += the loss
   // sum, stats[1] = the correct count.
-  void forward_backward(const Rows& mine, int64_t bs, Prefetcher& batches, int64_t s, double* stats);
+  void forward_backward(const Rows& mine, int64_t bs, Prefetcher& batches, int64_t epoch, int64_t s,
+                        double* stats);
   // After step s: a recovery state when due (stats[3]) or asked to stop; then Stopped if asked.
   void after_step(int64_t epoch, int64_t s, const double* stats, const EpochSums& sums,
                   SteadyClock::time_point t0, ProgressLine& bar);
@@ -931,7 +924,7 @@ void TrainLoop::begin() {
   if (cfg.output.empty()) log << "note: no --output: nothing of this run is saved" << std::endl;
 }
 
-void TrainLoop::forward_backward(const Rows& mine, int64_t bs, Prefetcher& batches, int64_t s,
+void TrainLoop::forward_backward(const Rows& mine, int64_t bs, Prefetcher& batches, int64_t epoch, int64_t s,
                                  double* stats) {
   float* images = nullptr;
   const int64_t* labels = nullptr;
@@ -940,7 +933,7 @@ void TrainLoop::forward_backward(const Rows& mine, int64_t bs, Prefetcher& batch
   if (mine.size() == 0) return;
   int64_t correct = 0;
   Batch batch{images, mine.size(), labels, nullptr, nullptr};
-  if (cfg.mixup.active()) {  // soft targets replace the labels (smoothing folded in)
+  if (cfg.mixup.active_in(epoch)) {  // soft targets replace the labels (smoothing folded in)
     if (partners)
       mix_shard(cfg.mixup, images, images + mine.size() * C * H * W, labels, labels + mine.size(),
                 targets.data(), mine.lo, mine.size(), bs, C, H, W, K, cfg.smoothing, cfg.seed,
@@ -1041,7 +1034,7 @@ EpochSums TrainLoop::train_epoch(int64_t epoch, int64_t first, SteadyClock::time
     run_agreed(
         comm, "epoch " + std::to_string(epoch + 1) + " step " + std::to_string(s),
         [&] {
-          forward_backward(mine, bs, *batches, s, stats);
+          forward_backward(mine, bs, *batches, epoch, s, stats);
           stop_reason = cfg.stop_requested ? cfg.stop_requested() : 0;
           stats[4] = stop_reason != 0;
         },

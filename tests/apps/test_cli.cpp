@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -257,6 +258,26 @@ TEST(Cli, OptBetasSetAdamsBetas) {
   EXPECT_NE(run(base + "--opt-betas 0.9").code, 0);
 }
 
+namespace {
+// Trains `base` plus each run's flags into tmp/NAME and checks that every two runs ended with
+// other weights (a flag that changed nothing would train the same bits); the runs' outputs.
+std::map<std::string, Result> each_trains_other_weights(
+    const vit::test::TempDir& tmp, const std::string& base,
+    const std::vector<std::pair<std::string, std::string>>& runs) {
+  std::map<std::string, Result> out;
+  for (const auto& [name, flags] : runs) {
+    out[name] = run(base + flags + " --output " + (tmp / name));
+    EXPECT_EQ(out[name].code, 0) << flags << ": " << out[name].out;
+  }
+  auto bytes = [&](const std::string& name) { return vit::read_text_file(tmp / name + "/last.safetensors"); };
+  for (size_t i = 0; i < runs.size(); ++i)
+    for (size_t j = i + 1; j < runs.size(); ++j)
+      EXPECT_NE(bytes(runs[i].first), bytes(runs[j].first))
+          << runs[i].first << " and " << runs[j].first << " trained the same weights";
+  return out;
+}
+}  // namespace
+
 // timm's --bce-loss (with its threshold, positive weight and sum) and --clip-mode value and agc
 // each change what trains, the log says so, and a run with them resumes to the bits of a run
 // that was not stopped.
@@ -266,26 +287,20 @@ TEST(Cli, BceLossAndClipModesTrainAndResumeExactly) {
       "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 2 -b 16 --threads 1 --log-every 0 "
       "--smoothing 0.1 --clip-grad 0.05 ";
   auto bytes = [&](const std::string& run_dir) { return vit::read_text_file(run_dir + "/last.safetensors"); };
-  const std::pair<std::string, std::string> runs[] = {
+  const std::vector<std::pair<std::string, std::string>> runs = {
       {"ce", ""},
       {"bce", "--bce-loss"},
       {"bce_opts", "--bce-loss --bce-target-thresh 0.05 --bce-pos-weight 2 --bce-sum"},
       {"value", "--clip-mode value"},
       {"agc", "--clip-mode agc"},
   };
-  for (const auto& [name, flags] : runs) {
-    Result r = run(base + flags + " --output " + (tmp / name));
-    ASSERT_EQ(r.code, 0) << flags << ": " << r.out;
+  for (const auto& [name, r] : each_trains_other_weights(tmp, base, runs)) {
     if (name.rfind("bce", 0) == 0) {
       EXPECT_TRUE(r.out.find(", binary cross-entropy") != std::string::npos) << r.out;
     }
     const std::string mode = name == "value" || name == "agc" ? name : "norm";
     EXPECT_TRUE(r.out.find(", " + mode + " clipping at 0.05") != std::string::npos) << r.out;
   }
-  for (size_t i = 0; i < std::size(runs); ++i)
-    for (size_t j = i + 1; j < std::size(runs); ++j)
-      EXPECT_NE(bytes(tmp / runs[i].first), bytes(tmp / runs[j].first))
-          << runs[i].first << " and " << runs[j].first << " trained the same weights";
   // One epoch, then --resume to the second: the straight run's bits (a constant lr: the
   // cosine's length follows --epochs), and the flags taken again from args.json.
   for (const std::string& flags : {runs[2].second, std::string("--clip-mode agc")}) {
@@ -307,6 +322,31 @@ TEST(Cli, BceLossAndClipModesTrainAndResumeExactly) {
   Result mode = run(base + "--clip-mode rms");
   EXPECT_NE(mode.code, 0);
   EXPECT_NE(mode.out.find("--clip-mode"), std::string::npos) << mode.out;
+}
+
+// timm's --mixup-mode pair|elem, --cutmix-minmax and --mixup-off-epoch each change what
+// trains; an off epoch past the run's end changes nothing and says so.
+TEST(Cli, MixupModesMinMaxBoxesAndOffEpochTrainAsAsked) {
+  vit::test::TempDir tmp("mixmodes");
+  const std::string base =
+      "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 2 -b 16 --threads 1 --log-every 0 "
+      "--mixup 0.8 --cutmix 1 ";
+  auto bytes = [&](const std::string& run_dir) { return vit::read_text_file(run_dir + "/last.safetensors"); };
+  each_trains_other_weights(tmp, base,
+                            {{"batch", ""},
+                             {"pair", "--mixup-mode pair"},
+                             {"elem", "--mixup-mode elem"},
+                             {"minmax", "--cutmix-minmax 0.2 0.8"},
+                             {"off", "--mixup-off-epoch 1"}});
+  Result late = run(base + "--mixup-off-epoch 2 --output " + (tmp / "late"));
+  ASSERT_EQ(late.code, 0) << late.out;
+  EXPECT_TRUE(
+      late.out.find("note: --mixup-off-epoch: no effect, the run ends before epoch 2 (counted from 0)") !=
+      std::string::npos)
+      << late.out;
+  EXPECT_TRUE(bytes(tmp / "late") == bytes(tmp / "batch"));
+  EXPECT_NE(run(base + "--cutmix-minmax 0.5 0.4").code, 0);
+  EXPECT_NE(run(base + "--mixup-mode row").code, 0);
 }
 
 // timm's --lr-base: the lr from a base lr scaled to the global batch (sqrt for the Adam

@@ -619,6 +619,8 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
       {"--opt sgd --opt-betas 0.8 0.9", "note: --opt-betas: no effect, Adam's and AdamW's and --opt is sgd"},
       {"--model-ema-decay 0.9", "note: --model-ema-decay: no effect, the model EMA is off"},
       {"--mixup-prob 0.5", "note: --mixup-prob: no effect, mixup and CutMix are off"},
+      {"--mixup-mode elem --mixup-off-epoch 3",
+       "note: --mixup-mode, --mixup-off-epoch: no effect, mixup and CutMix are off"},
       {"--bce-sum --bce-pos-weight 2",
        "note: --bce-pos-weight, --bce-sum: no effect, the binary cross-entropy's and --bce-loss is not "
        "given"},
