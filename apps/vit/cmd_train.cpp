@@ -48,6 +48,7 @@ struct TrainFlags {
   AugFlags aug;
   std::vector<float> betas;
   float bce_target_thresh = 0.f;  // --bce-target-thresh, when given
+  float head_init_scale = 1.f, head_init_bias = 0.f;  // timm's, when given
   double lr_base = 0.1;           // timm's --lr-base, --lr-base-size and --lr-base-scale
   int64_t lr_base_size = 256;
   std::string lr_base_scale;
@@ -316,6 +317,13 @@ void add_optimizer_flags(CLI::App& cmd, TrainFlags* f) {
                  "(the global batch is -b x N; same result as one batch of -b x N up to float rounding)")
       ->capture_default_str();
   cmd.add_option("--lr", t.sched.lr, "learning rate")->capture_default_str();
+  cmd.add_option("--head-init-scale", f->head_init_scale,
+                 "multiply the classifier head's initial weights and bias by this (timm's; a new head of "
+                 "--pretrained starts at zero, which this leaves at zero)");
+  cmd.add_option(
+      "--head-init-bias", f->head_init_bias,
+      "set the classifier head's initial bias to this value, every class (timm's; e.g. -log(K - 1) "
+      "for BCE's prior)");
   cmd.add_option("--lr-base", f->lr_base,
                  "the lr from a base lr for a batch of --lr-base-size, scaled to the global batch (-b x "
                  "--grad-accum-steps), as timm's train.py does without --lr; a later --lr decides over it")
@@ -483,6 +491,7 @@ class TrainCommand {
   bool open_run_dir();  // false: --resume of a finished run, left as it is
   void check_fits(const ViTConfig& c) const;
   void make_model();
+  void init_head();
   void load_teacher();
   void load_data();
   void prepare();
@@ -725,6 +734,22 @@ void TrainCommand::make_model() {
   });
 }
 
+// timm's --head-init-scale and --head-init-bias on the classifier as training starts (a
+// resumed run's state then replaces every weight with the ones it trained).
+void TrainCommand::init_head() {
+  const bool scale = cmd.count("--head-init-scale") > 0, bias = cmd.count("--head-init-bias") > 0;
+  if (!scale && !bias) return;
+  const ParamSpec* w = owned->table().find("head.weight");
+  const ParamSpec* b = owned->table().find("head.bias");
+  VIT_USAGE_CHECK(w && b, "--head-init-scale and --head-init-bias need a classifier head (--num-classes)");
+  float* p = owned->params().data();
+  if (scale) {
+    for (int64_t i = 0; i < w->numel(); ++i) p[w->offset + i] *= F.head_init_scale;
+    for (int64_t i = 0; i < b->numel(); ++i) p[b->offset + i] *= F.head_init_scale;
+  }
+  if (bias) std::fill_n(p + b->offset, b->numel(), F.head_init_bias);
+}
+
 void TrainCommand::load_teacher() {
   if (F.teacher.empty()) return;
   const ViTConfig& cfg = owned->config();
@@ -923,6 +948,7 @@ int TrainCommand::run() {
   *out << first_line(F, comm, hooks) << std::endl;
   if (!open_run_dir()) return 0;
   make_model();
+  init_head();
   // (The model's depth is known once it is made, a --pretrained one's too.)
   if (F.resume.empty() && cmd.count("--drop-path") > 0 && owned->config().depth == 1)
     *out << "note: --drop-path: no effect on a model of one block (timm's rates, linspace(0, rate, depth), "

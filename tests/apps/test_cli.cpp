@@ -349,6 +349,29 @@ TEST(Cli, MixupModesMinMaxBoxesAndOffEpochTrainAsAsked) {
   EXPECT_NE(run(base + "--mixup-mode row").code, 0);
 }
 
+// timm's --head-init-scale and --head-init-bias set the head as training starts (an lr of
+// 1e-30 leaves every weight where it began); a resume keeps the trained head.
+TEST(Cli, HeadInitScaleAndBiasSetTheHeadAsTrainingStarts) {
+  vit::test::TempDir tmp("headinit");
+  const std::string base =
+      "train --model mnist-seed --synthetic 32 --epochs 1 -b 16 --threads 1 --sched none --lr 1e-30 "
+      "--log-every 0 ";
+  ASSERT_EQ(run(base + "--output " + (tmp / "plain")).code, 0);
+  Result r = run(base + "--head-init-scale 0.5 --head-init-bias -2 --output " + (tmp / "head"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto plain = vit::SafeTensors::open(tmp / "plain/last.safetensors");
+  const auto head = vit::SafeTensors::open(tmp / "head/last.safetensors");
+  const auto w0 = plain.to_float("head.weight"), w = head.to_float("head.weight");
+  ASSERT_EQ(w.size(), w0.size());
+  for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(w[i], 0.5f * w0[i]) << i;
+  for (float b : head.to_float("head.bias")) ASSERT_EQ(b, -2.f);
+  EXPECT_TRUE(plain.to_float("blocks.0.mlp.fc1.weight") == head.to_float("blocks.0.mlp.fc1.weight"));
+  // The resume's second epoch starts from the state's head: not scaled again.
+  Result again = run("train --resume " + (tmp / "head") + " --epochs 2");
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_TRUE(vit::SafeTensors::open(tmp / "head/last.safetensors").to_float("head.weight") == w);
+}
+
 // timm's --lr-base: the lr from a base lr scaled to the global batch (sqrt for the Adam
 // family, linear for SGD, or as --lr-base-scale says), said in a line; args.json keeps the
 // flag that set it (a later one decides: a recipe's --lr gives way to a later --lr-base), so a
