@@ -18,11 +18,21 @@ AGC factor and the value limit):
                                           tensor but the head's two (train.py's exclude_head)
     clip.value.<name>                     after torch.nn.utils.clip_grad_value_
 
+and a group for the LAMB optimizer ("lamb": its config and settings): three steps of timm's
+Lamb on the same small ViT, gradients given per step (the first two with a global norm above 1,
+clipped; the third below):
+
+    lamb.param.<name>          the weights before the first step
+    lamb.grad<S>.<name>        step S's gradients (S = 0, 1, 2)
+    lamb.after<S>.<name>       the weights after step S
+
 The binary cross-entropy is timm 1.0's BinaryCrossEntropy (timm/loss/binary_cross_entropy.py:
 one-hot targets with smoothing s as off s/K, on 1 - s + s/K; a threshold makes them 0 or 1;
 F.binary_cross_entropy_with_logits with pos_weight; sum_classes sums over K, then the mean) and
-the clipping timm 1.0's adaptive_clip_grad (timm/utils/agc.py), written out here since timm is
-not installed. Computed in float64 from float32 inputs.
+the clipping timm 1.0's adaptive_clip_grad (timm/utils/agc.py) and the optimizer timm's Lamb
+(timm/optim/lamb.py, its defaults: bias correction, grad averaging, max_grad_norm 1, no trust
+clip, the trust ratio only on tensors with weight decay; two groups as timm's
+param_groups_weight_decay), written out here since timm is not installed. Computed in float64 from float32 inputs.
 
     /usr/bin/python3 tools/make_train_fixtures.py [--out tests/fixtures]
 """
@@ -95,6 +105,47 @@ def clip_cases(tensors):
     return settings
 
 
+def lamb_steps(tensors):
+    """Three steps of timm's Lamb (its single-tensor code, in float64) on a small ViT."""
+    gen = torch.Generator().manual_seed(5)
+    cfg = {"img_size": [8, 8], "in_chans": 3, "patch_size": [4, 4], "embed_dim": 8, "depth": 1,
+           "num_heads": 2, "mlp_dim": 16, "qkv_bias": True, "global_pool": "token", "class_token": True,
+           "pos_embed": "learn", "num_classes": 3, "norm_eps": 1e-6}
+    settings = {"vit_config": cfg, "lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-6, "weight_decay": 0.05}
+    params = init_params(cfg, gen)
+    params["blocks.0.attn.proj.weight"].zero_()  # weights of norm 0: a trust ratio of 1
+    for n, p in params.items():
+        tensors["lamb.param." + n] = p.float()
+    no_wd = ("pos_embed", "cls_token")
+    decay = {n: (p.ndim > 1 and n not in no_wd) for n, p in params.items()}
+    m = {n: torch.zeros_like(p) for n, p in params.items()}
+    v = {n: torch.zeros_like(p) for n, p in params.items()}
+    b1, b2, eps, lr = settings["beta1"], settings["beta2"], settings["eps"], settings["lr"]
+    for step, scale in enumerate([0.2, 0.1, 0.002]):
+        grads = {n: (torch.randn(p.shape, generator=gen) * scale).float().double() for n, p in params.items()}
+        for n, g in grads.items():
+            tensors[f"lamb.grad{step}.{n}"] = g.float()
+        global_norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads.values()]))
+        clip = (global_norm / 1.0).clamp(min=1.0)
+        t = step + 1
+        bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+        for n, p in params.items():
+            g = grads[n] / clip
+            m[n].lerp_(g, 1 - b1)
+            v[n].mul_(b2).addcmul_(g, g, value=1 - b2)
+            update = (m[n] / bc1) / ((v[n].sqrt() / bc2 ** 0.5) + eps)
+            wd = settings["weight_decay"] if decay[n] else 0.0
+            if wd != 0:
+                update.add_(p, alpha=wd)
+                w_norm, u_norm = p.norm(2.0), update.norm(2.0)
+                ratio = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
+                update.mul_(ratio)
+            p.add_(update, alpha=-lr)
+            tensors[f"lamb.after{step}.{n}"] = p.float()
+        print(f"lamb: step {step} global grad norm {global_norm.item():.4f}")
+    return settings
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures"))
@@ -133,8 +184,9 @@ def main():
         tensors[n + ".grad"] = grad.float()
         print(f"{n}: loss {loss.item():.6f}")
     clip = clip_cases(tensors)
+    lamb = lamb_steps(tensors)
     path = os.path.join(args.out, "train_losses.safetensors")
-    write_safetensors(path, tensors, {"cases": json.dumps(cases), "clip": json.dumps(clip)})
+    write_safetensors(path, tensors, {"cases": json.dumps(cases), "clip": json.dumps(clip), "lamb": json.dumps(lamb)})
     back, meta = read_safetensors(path)
     assert set(back) == set(tensors) and json.loads(meta["cases"]) == cases
     for n, t in tensors.items():

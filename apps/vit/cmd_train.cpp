@@ -333,12 +333,14 @@ void add_optimizer_flags(CLI::App& cmd, TrainFlags* f) {
       ->capture_default_str();
   cmd.add_option("--lr-base-scale", f->lr_base_scale,
                  "--lr-base's scaling: linear (lr-base x batch / size) or sqrt (x its square root); default "
-                 "timm's: sqrt for the Adam family (--opt adam, adamw), linear for SGD")
+                 "timm's: sqrt for the Adam family (--opt adam, adamw, lamb), linear for SGD")
       ->check(CLI::IsMember({"linear", "sqrt"}));
   cmd.add_option("--opt", f->opt,
                  "optimizer, as timm names them: sgd and nesterov (SGD with Nesterov momentum), momentum "
-                 "(plain momentum SGD), adam, adamw")
-      ->check(CLI::IsMember({"sgd", "nesterov", "momentum", "adam", "adamw"}))
+                 "(plain momentum SGD), adam, adamw, lamb (timm's Lamb: Adam's moments, a trust ratio "
+                 "||w|| / ||update|| on each tensor with weight decay, the gradients' global norm clipped "
+                 "at 1; --opt-eps 1e-6 unless given)")
+      ->check(CLI::IsMember({"sgd", "nesterov", "momentum", "adam", "adamw", "lamb"}))
       ->capture_default_str();
   cmd.add_option("--momentum", t.optim.momentum, "SGD momentum")->capture_default_str();
   cmd.add_flag("--nesterov", t.optim.nesterov, "Nesterov momentum for --opt momentum too");
@@ -529,6 +531,7 @@ void TrainCommand::check_flags() {
   const bool sgd = F.opt == "sgd" || F.opt == "nesterov" || F.opt == "momentum";
   F.train.optim.name = sgd ? "sgd" : F.opt;
   if (F.opt != "momentum" && sgd) F.train.optim.nesterov = true;
+  if (F.opt == "lamb" && cmd.count("--opt-eps") == 0) F.train.optim.eps = 1e-6f;  // timm's Lamb's default
   VIT_USAGE_CHECK(
       !F.train.optim.nesterov || F.train.optim.momentum > 0, "--opt ", F.opt,
       F.opt == "momentum" ? " --nesterov" : "",
@@ -539,7 +542,7 @@ void TrainCommand::check_flags() {
     // timm's train.py: lr = lr_base x (global batch / lr_base_size), or its square root for
     // optimizers named with "ada" or "lamb" unless --lr-base-scale says.
     const int64_t batch = F.train.batch_size * F.train.grad_accum_steps;
-    const bool adaptive = F.opt.find("ada") != std::string::npos || F.opt.find("lamb") != std::string::npos;
+    const bool adaptive = F.opt.find("ada") != std::string::npos || F.opt == "lamb";
     const std::string scale = !F.lr_base_scale.empty() ? F.lr_base_scale : adaptive ? "sqrt" : "linear";
     const double ratio = double(batch) / double(F.lr_base_size);
     F.train.sched.lr = float(F.lr_base * (scale == "sqrt" ? std::sqrt(ratio) : ratio));
@@ -604,7 +607,7 @@ void TrainCommand::note_flags_without_effect() const {
       {{"--nesterov"},
        F.opt == "sgd" || F.opt == "nesterov",
        "no effect, --opt " + F.opt + " is Nesterov's already (timm's; --opt momentum is the plain one)"},
-      {{"--opt-betas", "--opt-eps"}, opt == "sgd", "no effect, Adam's and AdamW's and --opt is sgd"},
+      {{"--opt-betas", "--opt-eps"}, opt == "sgd", "no effect, Adam's, AdamW's and Lamb's and --opt is sgd"},
       {{"--model-ema-decay", "--model-ema-warmup"},
        !t.model_ema,
        "no effect, the model EMA is off (--model-ema)"},

@@ -5,7 +5,7 @@
 
 namespace vit {
 
-enum class OptimKind { sgd, adam, adamw };
+enum class OptimKind { sgd, adam, adamw, lamb };
 
 struct UpdateRule {
   OptimKind kind = OptimKind::adamw;
@@ -15,6 +15,7 @@ struct UpdateRule {
   bool first = false;                               // the first step (sgd's buffer starts as the gradient)
   double bias1 = 1.0;                               // Adam's 1 - beta1^t
   float bias2_sqrt = 1.f;                           // sqrt(1 - beta2^t)
+  float grad_div = 1.f;                             // lamb: gradients divided by this (its global clip)
 };
 
 // One parameter tensor's update: p -= f(g, m, v), n floats each (v null for sgd), with its

@@ -234,6 +234,14 @@ void argmax_rows(int64_t* out, const Tensor& x);
 // [-limit, limit] (NaN kept).
 void optimizer_step(const ParamUpdate* updates, int64_t count, const UpdateRule& rule,
                     Device d = Device::CPU);
+// LAMB (timm's Lamb) over pieces of tensors, each a ParamUpdate of its own (lr and wd its
+// tensor's): the moments updated from the gradients divided by rule.grad_div, and each piece's
+// sums of squares of its update and of its weights (in double, in order); then each piece's
+// weights p -= lr x ratio[c] x update, the update computed again from the new moments.
+void lamb_moments(const ParamUpdate* pieces, int64_t count, const UpdateRule& rule, double* update_sq,
+                  double* weight_sq, Device d = Device::CPU);
+void lamb_apply(const ParamUpdate* pieces, int64_t count, const UpdateRule& rule, const float* ratio,
+                Device d = Device::CPU);
 void sums_of_squares(double* out, const Span* x, int64_t count, Device d = Device::CPU);
 void scale_spans(const Span* x, int64_t count, float scale, Device d = Device::CPU);
 void scale_each_span(const Span* x, const float* scales, int64_t count, Device d = Device::CPU);

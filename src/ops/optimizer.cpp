@@ -22,6 +22,23 @@ void optimizer_step(const ParamUpdate* updates, int64_t count, const UpdateRule&
   }
 }
 
+void lamb_moments(const ParamUpdate* pieces, int64_t count, const UpdateRule& rule, double* update_sq,
+                  double* weight_sq, Device d) {
+  switch (d) {
+    case Device::CPU:
+      return cpu::lamb_moments(pieces, count, rule, update_sq, weight_sq, threads_over(pieces, count, 12));
+    default: unsupported("lamb_moments", d);
+  }
+}
+
+void lamb_apply(const ParamUpdate* pieces, int64_t count, const UpdateRule& rule, const float* ratio,
+                Device d) {
+  switch (d) {
+    case Device::CPU: return cpu::lamb_apply(pieces, count, rule, ratio, threads_over(pieces, count, 8));
+    default: unsupported("lamb_apply", d);
+  }
+}
+
 void sums_of_squares(double* out, const Span* x, int64_t count, Device d) {
   switch (d) {
     case Device::CPU: return cpu::sums_of_squares(out, x, count, threads_over(x, count, 2));

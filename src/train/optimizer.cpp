@@ -11,8 +11,8 @@
 namespace vit {
 
 void OptimConfig::validate() const {
-  VIT_VALUE_CHECK(name == "sgd" || name == "adam" || name == "adamw",
-                  "optimizer must be sgd, adam or adamw, got '", name, "'");
+  VIT_VALUE_CHECK(name == "sgd" || name == "adam" || name == "adamw" || name == "lamb",
+                  "optimizer must be sgd, adam, adamw or lamb, got '", name, "'");
   VIT_VALUE_CHECK(momentum >= 0.f && momentum < 1.f, "momentum must be in [0, 1), got ", momentum);
   VIT_VALUE_CHECK(!nesterov || momentum > 0.f, "nesterov needs a momentum above 0");
   VIT_VALUE_CHECK(beta1 >= 0.f && beta1 < 1.f && beta2 >= 0.f && beta2 < 1.f, "adam betas must be in [0, 1)");
@@ -60,7 +60,10 @@ Optimizer::Optimizer(const ParamTable& table, OptimConfig cfg) : table_(table), 
 void Optimizer::step(float* params, const float* grads, float lr) {
   ++t_;
   UpdateRule r;
-  r.kind = cfg_.name == "sgd" ? OptimKind::sgd : cfg_.name == "adamw" ? OptimKind::adamw : OptimKind::adam;
+  r.kind = cfg_.name == "sgd"     ? OptimKind::sgd
+           : cfg_.name == "adamw" ? OptimKind::adamw
+           : cfg_.name == "lamb"  ? OptimKind::lamb
+                                  : OptimKind::adam;
   r.beta1 = cfg_.beta1, r.beta2 = cfg_.beta2, r.eps = cfg_.eps;
   r.momentum = cfg_.momentum, r.nesterov = cfg_.nesterov, r.first = t_ == 1;
   // Adam's bias corrections, written as torch.optim.Adam/AdamW compute them.
@@ -76,7 +79,42 @@ void Optimizer::step(float* params, const float* grads, float lr) {
     updates_.push_back({params + o, grads + o, m_.data() + o, sgd ? nullptr : v_.data() + o, s.numel(),
                         lr * scale_[k], s.decay ? cfg_.weight_decay : 0.f});
   }
-  ops::optimizer_step(updates_.data(), int64_t(updates_.size()), r);
+  if (r.kind == OptimKind::lamb)
+    lamb_step(r, grads);
+  else
+    ops::optimizer_step(updates_.data(), int64_t(updates_.size()), r);
+}
+
+void Optimizer::lamb_step(UpdateRule& r, const float* grads) {
+  // timm's Lamb: the gradients divided by max(global norm / 1, 1) (its max_grad_norm of 1),
+  // Adam's moments, the update (Adam's step + wd x p) scaled on a tensor with weight decay by
+  // ||p|| / ||update|| (1 where either is 0), then p -= lr x that. Tensors in pieces of 64K
+  // floats: the norms are summed piece by piece in order, the same on any thread count.
+  r.grad_div = float(std::max(grad_norm(table_, grads), 1.0));
+  constexpr int64_t kPiece = int64_t(1) << 16;
+  pieces_.clear(), owner_.clear();
+  for (size_t k = 0; k < updates_.size(); ++k) {
+    const ParamUpdate& u = updates_[k];
+    for (int64_t i = 0; i < u.n; i += kPiece)
+      pieces_.push_back({u.p + i, u.g + i, u.m + i, u.v + i, std::min(kPiece, u.n - i), u.lr, u.wd}),
+          owner_.push_back(k);
+  }
+  const int64_t n = int64_t(pieces_.size());
+  sq_.assign(size_t(2 * n), 0.0);
+  ops::lamb_moments(pieces_.data(), n, r, sq_.data(), sq_.data() + n);
+  ratio_.assign(size_t(n), 1.f);
+  for (size_t first = 0; first < pieces_.size();) {
+    size_t last = first;
+    double uu = 0, pp = 0;
+    for (; last < pieces_.size() && owner_[last] == owner_[first]; ++last)
+      uu += sq_[last], pp += sq_[n + last];
+    // torch: w_norm / g_norm where both are above 0, else 1; only on tensors with weight decay.
+    const double w = std::sqrt(pp), g = std::sqrt(uu);
+    const float ratio = updates_[owner_[first]].wd != 0.f && w > 0 && g > 0 ? float(w / g) : 1.f;
+    std::fill(ratio_.begin() + int64_t(first), ratio_.begin() + int64_t(last), ratio);
+    first = last;
+  }
+  ops::lamb_apply(pieces_.data(), n, r, ratio_.data());
 }
 
 double grad_norm(const ParamTable& table, const float* grads) {

@@ -1,7 +1,8 @@
 // Optimizers over the whole parameter arena, one pass per step, following PyTorch's
 // torch.optim update rules exactly (SGD with momentum/Nesterov, Adam with L2 weight decay,
-// AdamW with decoupled decay). Weight decay applies only to the table's decay group
-// (timm: no decay on biases, norms, pos_embed, cls_token); fixed tensors are skipped.
+// AdamW with decoupled decay) and timm's Lamb (with its global gradient clip at norm 1 and
+// layer-wise trust ratios on the tensors with weight decay). Weight decay applies only to the table's decay
+// group (timm: no decay on biases, norms, pos_embed, cls_token); fixed tensors are skipped.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,7 +15,7 @@
 namespace vit {
 
 struct OptimConfig {
-  std::string name = "adamw";                       // sgd | adam | adamw
+  std::string name = "adamw";                       // sgd | adam | adamw | lamb (timm's Lamb)
   float momentum = 0.9f;                            // sgd
   bool nesterov = false;                            // sgd
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
@@ -51,6 +52,12 @@ class Optimizer {
   std::vector<float> scale_;          // lr_scales, one per table entry
   Arena m_, v_;                       // sgd uses m_ as the momentum buffer
   std::vector<ParamUpdate> updates_;  // the step's tensors (ops::optimizer_step)
+  // lamb: the tensors in pieces, each piece's tensor, norms' sums and trust ratios.
+  std::vector<ParamUpdate> pieces_;
+  std::vector<size_t> owner_;
+  std::vector<double> sq_;
+  std::vector<float> ratio_;
+  void lamb_step(UpdateRule& r, const float* grads);
   int64_t t_ = 0;
 };
 

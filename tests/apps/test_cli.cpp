@@ -349,6 +349,31 @@ TEST(Cli, MixupModesMinMaxBoxesAndOffEpochTrainAsAsked) {
   EXPECT_NE(run(base + "--mixup-mode row").code, 0);
 }
 
+// --opt lamb (timm's Lamb, with its eps of 1e-6) trains other weights than adamw, the same on
+// 1 and 2 threads with fixed shards, and resumes from its state (the same moments as Adam's) to
+// the straight run's bits.
+TEST(Cli, LambTrainsAndResumesExactly) {
+  vit::test::TempDir tmp("lamb");
+  const std::string base =
+      "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 2 -b 16 --log-every 0 --sched none "
+      "--weight-decay 0.05 --shards 2 ";
+  auto bytes = [&](const std::string& run_dir) { return vit::read_text_file(run_dir + "/last.safetensors"); };
+  Result lamb = run(base + "--opt lamb --threads 1 --output " + (tmp / "lamb"));
+  ASSERT_EQ(lamb.code, 0) << lamb.out;
+  EXPECT_TRUE(lamb.out.find(", lamb lr 0.005") != std::string::npos) << lamb.out;
+  ASSERT_EQ(run(base + "--opt lamb --threads 2 --output " + (tmp / "two")).code, 0);
+  EXPECT_TRUE(bytes(tmp / "lamb") == bytes(tmp / "two")) << "1 and 2 threads differ";
+  ASSERT_EQ(run(base + "--opt lamb --opt-eps 1e-6 --threads 1 --output " + (tmp / "eps")).code, 0);
+  EXPECT_TRUE(bytes(tmp / "lamb") == bytes(tmp / "eps")) << "Lamb's eps is not timm's 1e-6";
+  ASSERT_EQ(run(base + "--opt adamw --threads 1 --output " + (tmp / "adamw")).code, 0);
+  EXPECT_NE(bytes(tmp / "lamb"), bytes(tmp / "adamw"));
+  const std::string resumed = tmp / "resumed";
+  ASSERT_EQ(run(base + "--opt lamb --threads 1 --epochs 1 --output " + resumed).code, 0);
+  Result again = run("train --resume " + resumed + " --epochs 2");
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_TRUE(bytes(resumed) == bytes(tmp / "lamb")) << "the resumed run differs";
+}
+
 // timm's --head-init-scale and --head-init-bias set the head as training starts (an lr of
 // 1e-30 leaves every weight where it began); a resume keeps the trained head.
 TEST(Cli, HeadInitScaleAndBiasSetTheHeadAsTrainingStarts) {

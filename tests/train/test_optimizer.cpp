@@ -80,7 +80,7 @@ INSTANTIATE_TEST_SUITE_P(Rules, OptimizerRule,
 
 TEST(Optimizer, RejectsBadSettings) {
   ParamTable table(preset("mnist-seed"));
-  EXPECT_THROW(Optimizer(table, oc("lamb", 0.f)), Error);
+  EXPECT_THROW(Optimizer(table, oc("lars", 0.f)), Error);
   EXPECT_THROW(Optimizer(table, oc("sgd", -1.f)), Error);
   EXPECT_THROW(Optimizer(table, oc("sgd", 0.f, 0.f, true)), Error);
 }

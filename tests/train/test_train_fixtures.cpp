@@ -1,7 +1,7 @@
 // The training losses and gradient clipping against PyTorch: tools/make_train_fixtures.py
 // writes each loss case's logits, targets, loss and d loss / d logits (timm's
 // BinaryCrossEntropy in float64), and a small ViT's weights and gradients before and after
-// timm's adaptive_clip_grad and torch's clip_grad_value_, to
+// timm's adaptive_clip_grad and torch's clip_grad_value_, and three steps of timm's Lamb, to
 // tests/fixtures/train_losses.safetensors. Tolerances: a loss 1e-6 relative, a gradient 1e-5
 // relative to its largest magnitude (float32 against float64).
 #include <nlohmann/json.hpp>
@@ -118,6 +118,35 @@ TEST(ClipFixtures, ValueClippingAsTorchs) {
   auto g = f.grads;
   clip_grad_value(f.table, g.data(), f.settings.at("value"));
   f.expect_grads("clip.value.", g);
+}
+
+// timm's Lamb, three steps: the first two with gradients of global norm 6.6 and 3.1 (divided
+// by it), the third of 0.06; trust ratios on the tensors with weight decay, a zero weight's
+// ratio 1. Tolerance: 1e-5 relative to each tensor's largest weight (float32 against float64).
+TEST(OptimizerFixtures, LambAsTimms) {
+  const SafeTensors st = open_losses();
+  const auto settings = nlohmann::json::parse(st.metadata().at("lamb"));
+  const ParamTable table(ViTConfig::from_json(settings.at("vit_config").dump()));
+  auto laid_out = [&](const std::string& prefix) {
+    std::vector<float> v(size_t(table.total()));
+    for (const auto& s : table.specs()) st.copy_float(prefix + s.name, v.data() + s.offset);
+    return v;
+  };
+  OptimConfig cfg;
+  cfg.name = "lamb";
+  cfg.beta1 = settings.at("beta1"), cfg.beta2 = settings.at("beta2"), cfg.eps = settings.at("eps");
+  cfg.weight_decay = settings.at("weight_decay");
+  Optimizer opt(table, cfg);
+  auto params = laid_out("lamb.param.");
+  for (int step = 0; step < 3; ++step) {
+    const auto grads = laid_out("lamb.grad" + std::to_string(step) + ".");
+    opt.step(params.data(), grads.data(), settings.at("lr"));
+    for (const auto& s : table.specs()) {
+      const auto want = st.to_float("lamb.after" + std::to_string(step) + "." + s.name);
+      EXPECT_TRUE(test::close_rel_max("step " + std::to_string(step) + " " + s.name, params.data() + s.offset,
+                                      want.data(), s.numel(), 1e-5));
+    }
+  }
 }
 
 }  // namespace vit

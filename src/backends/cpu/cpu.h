@@ -403,6 +403,11 @@ void residual_backward(float* dbranch, float* dgamma, const float* dout, const f
 // parallel region on nt threads, each thread a static share of every tensor; out[c] = the sum
 // of span c's squares (in order, in double); spans scaled in place.
 void optimizer_step(const ParamUpdate* u, int64_t count, const UpdateRule& r, int nt);
+// LAMB in two passes over count pieces of tensors (ops.h): the moments, and each piece's
+// sums of squares of the update and of the weights; then p -= lr x ratio[c] x update.
+void lamb_moments(const ParamUpdate* u, int64_t count, const UpdateRule& r, double* update_sq,
+                  double* weight_sq, int nt);
+void lamb_apply(const ParamUpdate* u, int64_t count, const UpdateRule& r, const float* ratio, int nt);
 void sums_of_squares(double* out, const Span* x, int64_t count, int nt);
 void scale_spans(const Span* x, int64_t count, float scale, int nt);
 void scale_each_span(const Span* x, const float* scales, int64_t count, int nt);

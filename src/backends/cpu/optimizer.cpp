@@ -55,6 +55,45 @@ void optimizer_step(const ParamUpdate* u, int64_t count, const UpdateRule& r, in
   }
 }
 
+namespace {
+// LAMB's update of one element from its moments (timm's Lamb, torch's float arithmetic):
+// (m / (1 - b1^t)) / (sqrt(v) / sqrt(1 - b2^t) + eps) + wd p.
+inline float lamb_update(float m, float v, float p, float wd, float bc1, const UpdateRule& r) {
+  return (m / bc1) / (std::sqrt(v) / r.bias2_sqrt + r.eps) + wd * p;
+}
+}  // namespace
+
+void lamb_moments(const ParamUpdate* u, int64_t count, const UpdateRule& r, double* update_sq,
+                  double* weight_sq, int nt) {
+  const float b1 = r.beta1, b2 = r.beta2, bc1 = float(r.bias1), div = r.grad_div;
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t k = 0; k < count; ++k) {
+    float *p = u[k].p, *m = u[k].m, *v = u[k].v;
+    const float* g = u[k].g;
+    double uu = 0, pp = 0;
+    for (int64_t i = 0; i < u[k].n; ++i) {
+      const float gi = g[i] / div;
+      m[i] = m[i] + (1.f - b1) * (gi - m[i]);  // torch's lerp_(grad, 1 - b1)
+      v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
+      const float d = lamb_update(m[i], v[i], p[i], u[k].wd, bc1, r);
+      uu += double(d) * d;
+      pp += double(p[i]) * p[i];
+    }
+    update_sq[k] = uu, weight_sq[k] = pp;
+  }
+}
+
+void lamb_apply(const ParamUpdate* u, int64_t count, const UpdateRule& r, const float* ratio, int nt) {
+  const float bc1 = float(r.bias1);
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t k = 0; k < count; ++k) {
+    float* p = u[k].p;
+    const float *m = u[k].m, *v = u[k].v;
+    const float step = u[k].lr * ratio[k];
+    for (int64_t i = 0; i < u[k].n; ++i) p[i] -= step * lamb_update(m[i], v[i], p[i], u[k].wd, bc1, r);
+  }
+}
+
 void sums_of_squares(double* out, const Span* x, int64_t count, int nt) {
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t c = 0; c < count; ++c) {
