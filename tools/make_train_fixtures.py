@@ -56,9 +56,12 @@ def bce(x, target, smoothing=0.0, target_threshold=None, pos_weight=None, sum_cl
         K = x.shape[-1]
         off = smoothing / K
         on = 1.0 - smoothing + off
-        target = torch.full((x.shape[0], K), off, dtype=x.dtype).scatter_(1, target.long().view(-1, 1), on)
+        # float32, as timm's (its x is float32; this script's float64 x would round otherwise).
+        target = torch.full((x.shape[0], K), off, dtype=torch.float32).scatter_(1, target.long().view(-1, 1), on)
+        target = target.double()
     if target_threshold is not None:
-        target = target.gt(target_threshold).to(dtype=target.dtype)
+        # In float32 as in timm: the targets' float32 values against the threshold as float32.
+        target = target.float().gt(torch.tensor(target_threshold, dtype=torch.float32)).to(dtype=target.dtype)
     pw = None if pos_weight is None else torch.tensor(pos_weight)
     loss = F.binary_cross_entropy_with_logits(x, target, pos_weight=pw, reduction="none" if sum_classes else "mean")
     return loss.sum(-1).mean() if sum_classes else loss
@@ -163,6 +166,9 @@ def main():
         {"name": "bce_plain", "targets": "labels", "smoothing": 0.0},
         {"name": "bce_smoothed", "targets": "labels", "smoothing": 0.1},
         {"name": "bce_smoothed_thresh", "targets": "labels", "smoothing": 0.1, "target_threshold": 0.2},
+        # A threshold at the smoothed off value itself: float32's 0.02 is not above it (timm builds
+        # the targets in float32), so the off targets stay 0.
+        {"name": "bce_thresh_at_off", "targets": "labels", "smoothing": 0.1, "target_threshold": 0.02},
         {"name": "bce_soft", "targets": "soft", "smoothing": 0.0},
         {"name": "bce_soft_thresh", "targets": "soft", "smoothing": 0.0, "target_threshold": 0.25},
         {"name": "bce_soft_sum_posweight", "targets": "soft", "smoothing": 0.0, "pos_weight": 2.5,

@@ -154,14 +154,10 @@ nlohmann::json setting_value(const std::string& text) {
 constexpr std::pair<const char*, const char*> kKeptWith[] = {
     {"aa-fill", "aa"}, {"aa-ops", "aa"}, {"crop-fill", "crop-pad"}};
 
-// Whether timm's --lr-base sets the lr: given, and after --lr where both are (a recipe's --lr
-// comes first, and a later flag overrides a recipe's).
+// Whether timm's --lr-base sets the lr: given, and no --lr (as timm's train.py; a recipe's
+// --lr is left out beside --lr-base, recipes.cpp).
 bool lr_from_base(const CLI::App& cmd) {
-  if (cmd.count("--lr-base") == 0) return false;
-  const CLI::Option *lr = cmd.get_option("--lr"), *base = cmd.get_option("--lr-base");
-  bool after = false;
-  for (const CLI::Option* o : cmd.parse_order()) after = o == base ? true : o == lr ? false : after;
-  return after;
+  return cmd.count("--lr-base") > 0 && cmd.count("--lr") == 0;
 }
 
 // args.json: the settings the run was given (a recipe's flags expanded, the last of a
@@ -194,13 +190,9 @@ nlohmann::json settings_json(const CLI::App& cmd, const std::vector<std::string>
       for (auto& v : values) j[name].push_back(setting_value(v));
     }
   }
-  // The lr as the run took it: from --lr, or from --lr-base (their order is not kept).
-  if (j.contains("lr") && j.contains("lr-base")) {
-    if (lr_from_base(cmd))
-      j.erase("lr");
-    else
-      for (const char* flag : {"lr-base", "lr-base-size", "lr-base-scale"}) j.erase(flag);
-  }
+  // --lr given beside --lr-base sets the lr: the run resumes with it alone.
+  if (j.contains("lr") && j.contains("lr-base"))
+    for (const char* flag : {"lr-base", "lr-base-size", "lr-base-scale"}) j.erase(flag);
   for (const auto& [flag, with] : kKeptWith)
     if (j.contains(with) && !j.contains(flag))
       j[flag] = setting_value(cmd.get_option(std::string("--") + flag)->get_default_str());
@@ -324,9 +316,11 @@ void add_optimizer_flags(CLI::App& cmd, TrainFlags* f) {
       "--head-init-bias", f->head_init_bias,
       "set the classifier head's initial bias to this value, every class (timm's; e.g. -log(K - 1) "
       "for BCE's prior)");
-  cmd.add_option("--lr-base", f->lr_base,
-                 "the lr from a base lr for a batch of --lr-base-size, scaled to the global batch (-b x "
-                 "--grad-accum-steps), as timm's train.py does without --lr; a later --lr decides over it")
+  cmd.add_option(
+         "--lr-base", f->lr_base,
+         "the lr from a base lr for a batch of --lr-base-size, scaled to the global batch (-b x "
+         "--grad-accum-steps), as timm's train.py does where --lr is not given (a recipe's --lr gives "
+         "way to it)")
       ->check(positive());
   cmd.add_option("--lr-base-size", f->lr_base_size, "--lr-base's batch size")
       ->check(positive())
@@ -494,6 +488,7 @@ class TrainCommand {
   void check_fits(const ViTConfig& c) const;
   void make_model();
   void init_head();
+  std::string lr_line;  // how --lr-base set the lr, said after the first line
   void load_teacher();
   void load_data();
   void prepare();
@@ -537,7 +532,6 @@ void TrainCommand::check_flags() {
       F.opt == "momentum" ? " --nesterov" : "",
       " is SGD with Nesterov momentum (timm's), which needs --momentum above 0; --opt momentum --momentum 0 "
       "is plain SGD");
-  std::string lr_line;
   if (lr_from_base(cmd)) {
     // timm's train.py: lr = lr_base x (global batch / lr_base_size), or its square root for
     // optimizers named with "ada" or "lamb" unless --lr-base-scale says.
@@ -552,13 +546,14 @@ void TrainCommand::check_flags() {
          << scale << " scaling";
     lr_line = line.str();
   }
+  VIT_USAGE_CHECK(std::isfinite(F.head_init_scale) && std::isfinite(F.head_init_bias),
+                  "--head-init-scale and --head-init-bias must be finite numbers");
   F.train.bce.threshold = cmd.count("--bce-target-thresh") > 0;
   F.train.bce.target_threshold = F.bce_target_thresh;
   comm.set_timeout(F.comm_timeout);
   if (F.threads == 0 && comm.local_size() > 1) F.threads = std::max(1, num_threads() / comm.local_size());
   use_threads(F.threads, true);  // free unless VIT_BIND=on (commands.h)
   out = !comm.root() ? &quiet : hooks && hooks->log ? hooks->log : &std::cout;
-  if (!lr_line.empty()) *out << lr_line << std::endl;
   F.train.comm = &comm;
   if (F.recovery != "auto") {
     char* end = nullptr;
@@ -613,8 +608,12 @@ void TrainCommand::note_flags_without_effect() const {
        "no effect, the model EMA is off (--model-ema)"},
       {{"--clip-mode"}, t.clip_grad <= 0.f, "no effect, clipping is off (--clip-grad)"},
       {{"--lr-base", "--lr-base-size", "--lr-base-scale"},
-       !lr_from_base(cmd),
-       "no effect, --lr sets the lr (given after --lr-base, or without it)"},
+       cmd.count("--lr-base") > 0 && cmd.count("--lr") > 0,
+       "no effect, --lr is given and sets the lr (timm's)"},
+      {{"--lr-base-size", "--lr-base-scale"}, cmd.count("--lr-base") == 0, "no effect without --lr-base"},
+      {{"--cutmix"},
+       !t.mixup.cutmix_minmax.empty() && t.mixup.cutmix_alpha != 1.f,
+       "no effect with --cutmix-minmax, which draws CutMix's boxes with alpha 1 (timm's)"},
       {{"--bce-target-thresh", "--bce-pos-weight", "--bce-sum"},
        !t.bce_loss,
        "no effect, the binary cross-entropy's and --bce-loss is not given"},
@@ -657,6 +656,11 @@ void TrainCommand::note_flags_without_effect() const {
          << (t.batch_size == 1 ? "a batch of 1 is mixed with itself, so nothing is mixed"
                                : "each batch's middle sample is mixed with itself")
          << " (timm asks for an even batch)" << std::endl;
+  if (opt == "lamb" && t.optim.weight_decay == 0.f)
+    *out << "note: --opt lamb with --weight-decay 0: no tensor gets a trust ratio (timm's Lamb adapts the "
+            "tensors with weight decay; timm's train.py decays 2e-5 by default), so it steps as Adam with "
+            "the gradients clipped at norm 1"
+         << std::endl;
   if (t.warmup_epochs >= float(t.epochs))
     *out << "note: --warmup-epochs " << t.warmup_epochs << " is not shorter than --epochs " << t.epochs
          << ": the lr never reaches --lr " << t.sched.lr << std::endl;
@@ -950,6 +954,7 @@ int TrainCommand::run() {
   // Then a first line at once (a redirected log shows it too: every line is flushed).
   *out << first_line(F, comm, hooks) << std::endl;
   if (!open_run_dir()) return 0;
+  if (!lr_line.empty()) *out << lr_line << std::endl;
   make_model();
   init_head();
   // (The model's depth is known once it is made, a --pretrained one's too.)

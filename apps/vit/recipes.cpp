@@ -106,6 +106,12 @@ std::vector<std::string> expand_recipe(std::vector<std::string> args) {
   });
   for (size_t i = 0; pretrained && i + 1 < flags.size(); ++i)
     if (flags[i] == "--model") flags.erase(flags.begin() + long(i), flags.begin() + long(i) + 2);
+  // --lr-base sets the lr where no --lr is given (timm's): the recipe's --lr gives way to it.
+  const bool lr_base = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+    return a == "--lr-base" || a.rfind("--lr-base=", 0) == 0;
+  });
+  for (size_t i = 0; lr_base && i + 1 < flags.size(); ++i)
+    if (flags[i] == "--lr") flags.erase(flags.begin() + long(i), flags.begin() + long(i) + 2);
   args.insert(args.begin() + 1, flags.begin(), flags.end());
   return args;
 }

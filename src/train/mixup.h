@@ -21,7 +21,7 @@ struct MixupConfig {
   std::string mode = "batch";  // batch, pair or elem (timm's --mixup-mode)
   // CutMix's box sides as shares of the image's, drawn in [min, max) (timm's --cutmix-minmax,
   // which turns CutMix on with alpha 1 as timm does); empty: from lam.
-  std::vector<float> cutmix_minmax;
+  std::vector<double> cutmix_minmax;  // double: int(20 x 0.7) is 14, as in Python
   // Mixing stops from this epoch (0-based count of epochs done; timm's --mixup-off-epoch:
   // the targets are then the labels, smoothed); 0: never.
   int64_t off_epoch = 0;

@@ -398,9 +398,9 @@ TEST(Cli, HeadInitScaleAndBiasSetTheHeadAsTrainingStarts) {
 }
 
 // timm's --lr-base: the lr from a base lr scaled to the global batch (sqrt for the Adam
-// family, linear for SGD, or as --lr-base-scale says), said in a line; args.json keeps the
-// flag that set it (a later one decides: a recipe's --lr gives way to a later --lr-base), so a
-// resume takes the same lr.
+// family, linear for SGD, or as --lr-base-scale says), said in a line, where no --lr is given
+// (a recipe's --lr gives way to it; a typed one wins, as timm's); args.json keeps the flag that
+// set it, so a resume takes the same lr.
 TEST(Cli, LrBaseScalesTheLrToTheGlobalBatch) {
   vit::test::TempDir tmp("lrbase");
   const std::string base = "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 1 --threads 1 ";
@@ -427,11 +427,16 @@ TEST(Cli, LrBaseScalesTheLrToTheGlobalBatch) {
   Result again = run("train --resume " + dir + " --epochs 2");
   ASSERT_EQ(again.code, 0) << again.out;
   EXPECT_TRUE(again.out.find("adam lr 0.0353553") != std::string::npos) << again.out;
-  // A later --lr: args.json keeps it alone.
-  ASSERT_EQ(run(base + "--lr-base 0.1 --lr 0.02 --output " + (tmp / "lr")).code, 0);
-  const auto lr_args = nlohmann::json::parse(vit::read_text_file(tmp / "lr/args.json"));
-  EXPECT_FALSE(lr_args.contains("lr-base")) << lr_args.dump();
-  EXPECT_EQ(lr_args.value("lr", 0.0), 0.02) << lr_args.dump();
+  // A typed --lr, before or after --lr-base, sets the lr; args.json keeps it alone.
+  for (const std::string flags : {"--lr-base 0.1 --lr 0.02", "--recipe mnist-seed --lr 0.02 --lr-base 0.1"}) {
+    fs::remove_all(tmp / "lr");
+    Result lr = run(base + flags + " --output " + (tmp / "lr"));
+    ASSERT_EQ(lr.code, 0) << lr.out;
+    EXPECT_TRUE(lr.out.find(" lr 0.02") != std::string::npos) << flags << ": " << lr.out;
+    const auto lr_args = nlohmann::json::parse(vit::read_text_file(tmp / "lr/args.json"));
+    EXPECT_FALSE(lr_args.contains("lr-base")) << lr_args.dump();
+    EXPECT_EQ(lr_args.value("lr", 0.0), 0.02) << lr_args.dump();
+  }
   EXPECT_NE(run(base + "--lr-base 0").code, 0);
   EXPECT_NE(run(base + "--lr-base 0.1 --lr-base-scale cube").code, 0);
 }

@@ -626,9 +626,11 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
        "note: --bce-pos-weight, --bce-sum: no effect, the binary cross-entropy's and --bce-loss is not "
        "given"},
       {"--clip-mode agc", "note: --clip-mode: no effect, clipping is off (--clip-grad)"},
-      {"--lr-base 0.1 --lr 0.01",
-       "note: --lr-base: no effect, --lr sets the lr (given after --lr-base, or without it)"},
-      {"--lr-base-scale sqrt", "note: --lr-base-scale: no effect, --lr sets the lr"},
+      {"--lr 0.01 --lr-base 0.1", "note: --lr-base: no effect, --lr is given and sets the lr (timm's)"},
+      {"--lr-base-scale sqrt", "note: --lr-base-scale: no effect without --lr-base"},
+      {"--cutmix 0.5 --cutmix-minmax 0.2 0.8 -b 8",
+       "note: --cutmix: no effect with --cutmix-minmax, which draws CutMix's boxes with alpha 1 (timm's)"},
+      {"--opt lamb", "note: --opt lamb with --weight-decay 0: no tensor gets a trust ratio"},
       // Found by a tester's sweep: each changed what trained without a word.
       {"--val-split 0.5", "note: --val-split: no effect, --synthetic makes its own evaluation samples"},
       {"--std 5", "note: --std: no effect on --synthetic's samples (made as the model's input)"},

@@ -77,7 +77,7 @@ TEST(Mixup, ShardsMixExactlyAsTheWholeBatch) {
     MixupConfig cfg;
     (kind == 0 ? cfg.mixup_alpha : cfg.cutmix_alpha) = 1.f;
     if (kind >= 2) cfg.mixup_alpha = 0.8f, cfg.mode = kind == 2 ? "batch" : kind == 3 ? "pair" : "elem";
-    if (kind == 5) cfg.cutmix_minmax = {0.2f, 0.7f};
+    if (kind == 5) cfg.cutmix_minmax = {0.2, 0.7};
     for (uint64_t step = 0; step < 6; ++step) {
       std::vector<float> whole = x, t_whole(B * K);
       mix_batch(cfg, whole.data(), y.data(), t_whole.data(), B, C, H, W, K, 0.1f, 9, step);
@@ -147,7 +147,7 @@ TEST(Mixup, ElemDrawsPerSampleAndPairPerPair) {
 TEST(Mixup, CutMixMinMaxBoxesHaveSidesInTheRange) {
   const int64_t B = 2, C = 1, H = 20, W = 30, K = 2, n = C * H * W;
   MixupConfig cfg;
-  cfg.cutmix_minmax = {0.3f, 0.6f};
+  cfg.cutmix_minmax = {0.3, 0.6};
   ASSERT_TRUE(cfg.active());
   std::set<std::pair<int64_t, int64_t>> sizes;
   for (uint64_t step = 0; step < 40; ++step) {
@@ -170,7 +170,7 @@ TEST(Mixup, CutMixMinMaxBoxesHaveSidesInTheRange) {
     sizes.insert({rows, cols});
   }
   EXPECT_GT(sizes.size(), 10u) << "the sides hardly vary";
-  cfg.cutmix_minmax = {0.6f, 0.3f};
+  cfg.cutmix_minmax = {0.6, 0.3};
   EXPECT_NE(
       test::error_of([&] { cfg.validate(); }).find("--cutmix-minmax wants MIN MAX with 0 < MIN < MAX <= 1"),
       std::string::npos);

@@ -228,3 +228,53 @@ TEST(Schedule, WarmupCosineAndStep) {
 }
 
 }  // namespace vit
+
+namespace vit {
+
+// Lamb's trust ratio is a whole tensor's: fc1's 131,072 floats are two pieces of the kernel's
+// 64K, whose sums must add up before the ratio. Checked against Lamb's first step computed
+// here in double (the fixture test, OptimizerFixtures.LambAsTimms, checks the rule on small
+// tensors); tolerance 1e-5 of each tensor's largest weight.
+TEST(Optimizer, LambTrustRatiosSpanEveryPieceOfATensor) {
+  ViTConfig c = preset("mnist-seed");
+  c.embed_dim = 64, c.num_heads = 4, c.mlp_dim = 2048, c.depth = 1;
+  ParamTable table(c);
+  ASSERT_GT(table.at("blocks.0.mlp.fc1.weight").numel(), int64_t(1) << 16);
+  auto params = test::randn(table.total(), 21, 0.05f), grads = test::randn(table.total(), 22, 0.01f);
+  // fc1's pieces unlike each other (the second's weights 4x larger, its gradients 4x smaller), so
+  // that a ratio per piece would differ from the tensor's.
+  const ParamSpec& fc1 = table.at("blocks.0.mlp.fc1.weight");
+  for (int64_t i = int64_t(1) << 16; i < fc1.numel(); ++i)
+    params[size_t(fc1.offset + i)] *= 4.f, grads[size_t(fc1.offset + i)] *= 0.25f;
+  OptimConfig cfg;
+  cfg.name = "lamb", cfg.eps = 1e-6f, cfg.weight_decay = 0.05f;
+  const float lr = 0.01f;
+  std::vector<double> want(params.begin(), params.end());
+  double norm = 0;
+  for (const auto& s : table.specs())
+    for (int64_t i = 0; s.trainable && i < s.numel(); ++i)
+      norm += double(grads[s.offset + i]) * grads[s.offset + i];
+  const double clip = std::max(std::sqrt(norm), 1.0), b1 = cfg.beta1, b2 = cfg.beta2;
+  for (const auto& s : table.specs()) {
+    if (!s.trainable) continue;  // mnist-seed's fixed sincos position embedding
+    const double wd = s.decay ? cfg.weight_decay : 0.0;
+    std::vector<double> u(size_t(s.numel()));
+    double uu = 0, pp = 0;
+    for (int64_t i = 0; i < s.numel(); ++i) {
+      const double g = grads[s.offset + i] / clip, p = params[s.offset + i];
+      const double m = (1 - b1) * g, v = (1 - b2) * g * g;  // the first step's moments
+      u[size_t(i)] = (m / (1 - b1)) / (std::sqrt(v) / std::sqrt(1 - b2) + cfg.eps) + wd * p;
+      uu += u[size_t(i)] * u[size_t(i)], pp += p * p;
+    }
+    const double ratio = wd != 0 && pp > 0 && uu > 0 ? std::sqrt(pp) / std::sqrt(uu) : 1.0;
+    for (int64_t i = 0; i < s.numel(); ++i) want[size_t(s.offset + i)] -= lr * ratio * u[size_t(i)];
+  }
+  Optimizer opt(table, cfg);
+  opt.step(params.data(), grads.data(), lr);
+  for (const auto& s : table.specs()) {
+    std::vector<float> w(want.begin() + s.offset, want.begin() + s.offset + s.numel());
+    EXPECT_TRUE(test::close_rel_max(s.name, params.data() + s.offset, w.data(), s.numel(), 1e-5));
+  }
+}
+
+}  // namespace vit

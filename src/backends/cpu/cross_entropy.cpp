@@ -54,14 +54,16 @@ namespace {
 // Row b's target for class k.
 inline double bce_target_at(const int64_t* labels, const float* targets, int64_t b, int64_t k, int64_t K,
                             float smoothing, const BceOptions& o) {
-  double t;
+  // In float, as timm builds the one-hot targets in the logits' float32 (a threshold at a
+  // smoothed target's value then decides as there).
+  float t;
   if (labels) {
-    const double off = double(smoothing) / double(K);
-    t = k == labels[b] ? 1.0 - smoothing + off : off;
+    const float off = float(double(smoothing) / double(K)), on = float(1.0 - double(smoothing) + off);
+    t = k == labels[b] ? on : off;
   } else {
     t = targets[b * K + k];
   }
-  return o.threshold ? (t > o.target_threshold ? 1.0 : 0.0) : t;
+  return o.threshold ? (t > o.target_threshold ? 1.0 : 0.0) : double(t);
 }
 
 // The mean's divisor: every element, or the rows alone when the classes are summed.
