@@ -2,6 +2,7 @@
 // its backward) writes for a batch of B, one block's when inferring, the class-token tail's
 // rows when that runs; layout allocates only when the batch grows.
 #include <algorithm>
+#include <atomic>
 
 #include "model/vit.h"
 
@@ -154,10 +155,17 @@ int64_t ViT::carve(const ViTConfig& cfg, Acts& A, float* base, int64_t B, bool t
 }
 
 void ViT::layout(Acts& A, Arena& arena, int64_t B, bool training, bool amp) {
-  // Allocates only when B grows past what was allocated.
+  // Allocates only when B grows past what was allocated. A is marked laid out for no batch
+  // while its views change: a process forked meanwhile (Python: multiprocessing beside a
+  // thread that calls the model) has no such thread to finish the layout, and its next call,
+  // at the batch A was laid out for before, took the views half changed to the new batch
+  // ("patch columns: expected shape [16, 192], got [128, 192]"). It lays out anew now.
+  A.B = -1;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   const bool tail = use_cls_tail();
   arena.resize(size_t(carve(cfg_, A, nullptr, B, training, amp, tail)));
   carve(cfg_, A, arena.data(), B, training, amp, tail);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   A.B = B;
 }
 

@@ -100,7 +100,12 @@ TEST(CrashSafety, KillMinus9AtRandomMomentsThenResumeGivesTheUninterruptedWeight
     }
     Finished res = vit::test::run_child(VIT_BINARY, "train --resume " + dir + " --threads 1", {log});
     ASSERT_EQ(res.code, 0) << res.out;
-    if (alive) {
+    // A kill can land after the run's last state, while it prints its last lines and exits
+    // (seen once in CI on a loaded machine): the resume then finds the run finished. That kill
+    // did not land during the run, and is not counted as one.
+    if (alive && res.out.find("this run is finished") != std::string::npos) {
+      killed_mid_run -= 1, killed_mid_write -= mid_write;
+    } else if (alive) {
       EXPECT_NE(res.out.find("resuming"), std::string::npos) << res.out;
     }
     EXPECT_TRUE(temp_files(dir).empty()) << temp_files(dir).front();
