@@ -47,9 +47,9 @@ struct TrainFlags {
   int64_t synthetic = 0;
   AugFlags aug;
   std::vector<float> betas;
-  float bce_target_thresh = 0.f;  // --bce-target-thresh, when given
+  float bce_target_thresh = 0.f;                      // --bce-target-thresh, when given
   float head_init_scale = 1.f, head_init_bias = 0.f;  // timm's, when given
-  double lr_base = 0.1;           // timm's --lr-base, --lr-base-size and --lr-base-scale
+  double lr_base = 0.1;                               // timm's --lr-base, --lr-base-size and --lr-base-scale
   int64_t lr_base_size = 256;
   std::string lr_base_scale;
   std::string opt =

@@ -16,8 +16,8 @@ namespace vit {
 
 struct MixupConfig {
   float mixup_alpha = 0.f, cutmix_alpha = 0.f;
-  float prob = 1.f;          // chance that a batch (pair, image) is mixed at all
-  float switch_prob = 0.5f;  // with both on: chance of CutMix
+  float prob = 1.f;            // chance that a batch (pair, image) is mixed at all
+  float switch_prob = 0.5f;    // with both on: chance of CutMix
   std::string mode = "batch";  // batch, pair or elem (timm's --mixup-mode)
   // CutMix's box sides as shares of the image's, drawn in [min, max) (timm's --cutmix-minmax,
   // which turns CutMix on with alpha 1 as timm does); empty: from lam.
