@@ -43,8 +43,8 @@ void MixupConfig::validate() const {
                   switch_prob);
   VIT_VALUE_CHECK(mode == "batch" || mode == "pair" || mode == "elem",
                   "--mixup-mode must be batch, pair or elem, got '", mode, "'");
-  VIT_VALUE_CHECK(cutmix_minmax.empty() || (cutmix_minmax.size() == 2 && cutmix_minmax[0] > 0.f &&
-                                            cutmix_minmax[0] < cutmix_minmax[1] && cutmix_minmax[1] <= 1.f),
+  VIT_VALUE_CHECK(cutmix_minmax.empty() || (cutmix_minmax.size() == 2 && cutmix_minmax[0] > 0.0 &&
+                                            cutmix_minmax[0] < cutmix_minmax[1] && cutmix_minmax[1] <= 1.0),
                   "--cutmix-minmax wants MIN MAX with 0 < MIN < MAX <= 1 (shares of the image's sides)");
   VIT_VALUE_CHECK(off_epoch >= 0, "--mixup-off-epoch must be an epoch (0: never), got ", off_epoch);
 }
@@ -94,14 +94,33 @@ MixDraw draw_mix(const MixupConfig& cfg, int64_t H, int64_t W, uint64_t key) {
   return d;
 }
 
-// Row b's draw: the batch's, its pair's (rows b and B-1-b alike) or its own.
-MixDraw draw_for_row(const MixupConfig& cfg, int64_t H, int64_t W, uint64_t seed, uint64_t step, int64_t b,
-                     int64_t B) {
-  const uint64_t key = rng_key(seed, step, 0x313C);
-  if (cfg.mode == "batch") return draw_mix(cfg, H, W, key);
-  const int64_t unit = cfg.mode == "pair" ? std::min(b, B - 1 - b) : b;
-  return draw_mix(cfg, H, W, rng_key(key, uint64_t(unit), 0x7A1));
-}
+// A step's draws by row: the batch's (drawn once), each pair's (rows b and B-1-b alike) or
+// each row's own.
+class RowDraws {
+ public:
+  RowDraws(const MixupConfig& cfg, int64_t H, int64_t W, uint64_t seed, uint64_t step, int64_t B)
+      : cfg_(cfg),
+        H_(H),
+        W_(W),
+        B_(B),
+        key_(rng_key(seed, step, 0x313C)),
+        per_batch_(cfg.mode == "batch"),
+        per_pair_(cfg.mode == "pair") {
+    if (per_batch_) batch_ = draw_mix(cfg_, H_, W_, key_);
+  }
+  MixDraw at(int64_t b) const {
+    if (per_batch_) return batch_;
+    const int64_t unit = per_pair_ ? std::min(b, B_ - 1 - b) : b;
+    return draw_mix(cfg_, H_, W_, rng_key(key_, uint64_t(unit), 0x7A1));
+  }
+
+ private:
+  const MixupConfig& cfg_;
+  int64_t H_, W_, B_;
+  uint64_t key_;
+  bool per_batch_, per_pair_;
+  MixDraw batch_;
+};
 
 // t[K] = smoothed lam * onehot(y) + (1 - lam) * onehot(y_partner).
 void soft_target(float* t, int64_t y, int64_t y_partner, float lam, int64_t K, float smoothing) {
@@ -132,11 +151,12 @@ float mix_batch(const MixupConfig& cfg, float* images, const int64_t* labels, fl
   const int64_t n = C * H * W;
   thread_local std::vector<float> keep;  // the pair's first image, unmixed; reused across steps
   keep.resize(size_t(n));
+  const RowDraws draws(cfg, H, W, seed, step, B);
   float first_lam = 1.f;
   for (int64_t b = 0; b < (B + 1) / 2; ++b) {
     const int64_t q = B - 1 - b;
-    const MixDraw db = draw_for_row(cfg, H, W, seed, step, b, B);
-    const MixDraw dq = q == b ? db : draw_for_row(cfg, H, W, seed, step, q, B);
+    const MixDraw db = draws.at(b);
+    const MixDraw dq = q == b ? db : draws.at(q);
     if (b == 0) first_lam = db.lam;
     // The middle row of an odd batch is its own partner: unchanged.
     if (q != b && (db.lam < 1.f || dq.lam < 1.f)) {
@@ -156,10 +176,11 @@ float mix_shard(const MixupConfig& cfg, float* images, const float* partners, co
                 const int64_t* partner_labels, float* targets, int64_t first, int64_t n, int64_t B, int64_t C,
                 int64_t H, int64_t W, int64_t K, float smoothing, uint64_t seed, uint64_t step) {
   const int64_t m = C * H * W;
+  const RowDraws draws(cfg, H, W, seed, step, B);
   float first_lam = 1.f;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t b = first + i;
-    const MixDraw d = draw_for_row(cfg, H, W, seed, step, b, B);
+    const MixDraw d = draws.at(b);
     if (i == 0) first_lam = d.lam;
     if (b != B - 1 - b) mix_image(images + i * m, partners + i * m, d, C, H, W);
     soft_target(targets + i * K, labels[i], partner_labels[i], d.lam, K, smoothing);

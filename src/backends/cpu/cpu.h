@@ -456,7 +456,7 @@ double cross_entropy_forward(float* probs, const float* logits, const int64_t* l
 void cross_entropy_backward(float* dlogits, const float* probs, const int64_t* labels, const float* targets,
                             int64_t B, int64_t K, float smoothing, float scale);
 
-// ---- bce.cpp: binary cross-entropy on logits (BceOptions says which).
+// ---- cross_entropy.cpp too: binary cross-entropy on logits (BceOptions says which).
 double bce_forward(float* probs, const float* logits, const int64_t* labels, const float* targets, int64_t B,
                    int64_t K, float smoothing, const BceOptions& o);
 void bce_backward(float* dlogits, const float* probs, const int64_t* labels, const float* targets, int64_t B,
