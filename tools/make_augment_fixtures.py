@@ -26,6 +26,9 @@ show), each op's output at a few arguments, as float32 pixels / 255:
     __metadata__ ops       JSON [[name, arg], ...] (names as vitcpp's PilOp), fill the fill
                            color of the geometric ops (per channel, 8-bit)
 
+tv_blur.safetensors holds torchvision's GaussianBlur(23) (timm's --gaussian-blur-prob) at a
+few sigmas: see write_tv_blur.
+
     /usr/bin/python3 tools/make_augment_fixtures.py [--out tests/fixtures]
 
 The output is deterministic: the same torchvision gives the same bytes.
@@ -37,7 +40,7 @@ import os
 import torch
 import torchvision.transforms.functional as TF
 
-from PIL import Image, ImageEnhance, ImageOps
+from PIL import Image, ImageEnhance, ImageFilter, ImageOps
 
 from make_fixtures import write_safetensors
 
@@ -72,7 +75,15 @@ PIL_OPS = [
     ["Rotate", 180.0],
     ["ShearX", 0.27], ["ShearX", -0.09], ["ShearY", 0.3],
     ["TranslateX", 4.455], ["TranslateX", -1.65], ["TranslateY", -3.645],
+    # 3-Augment's (timm's desaturate at magnitude 10 is Color 0; its blur radius is drawn in
+    # [0.1, 2]; the larger radii pass the image's sides) and --grayscale-prob's.
+    ["Color", 0.0], ["Grayscale", 0],
+    ["GaussianBlur", 0.1], ["GaussianBlur", 0.55], ["GaussianBlur", 1.3719], ["GaussianBlur", 2.0],
+    ["GaussianBlur", 5.0], ["GaussianBlur", 9.0],
 ]
+
+# torchvision's GaussianBlur(23) as timm's --gaussian-blur-prob applies it, at these sigmas.
+TV_BLUR_SIGMAS = [0.1, 0.47, 1.0, 1.6180339, 2.0]
 
 
 def solarize_add(img, add):
@@ -100,6 +111,9 @@ def pil_op(img, name, arg):
         "ShearY": lambda: affine((1, 0, 0, arg, 1, 0)),
         "TranslateX": lambda: affine((1, 0, arg, 0, 1, 0)),
         "TranslateY": lambda: affine((1, 0, 0, 0, 1, arg)),
+        # torchvision's RandomGrayscale on a PIL image: convert("L"), as many channels as before.
+        "Grayscale": lambda: TF.rgb_to_grayscale(img, num_output_channels=len(img.getbands())),
+        "GaussianBlur": lambda: img.filter(ImageFilter.GaussianBlur(radius=arg)),
     }[name]()
 
 
@@ -125,6 +139,25 @@ def write_pil_ops(out):
     print("wrote", path)
 
 
+def write_tv_blur(out):
+    """torchvision's GaussianBlur(23, sigma) on 8-bit PIL images of 14 x 17 (over 11 pixels a
+    side, as its reflection padding needs): tv_blur.safetensors holds rgb, gray and, for each
+    sigma k, rgb.<k> and gray.<k>, as float32 pixels / 255."""
+    g = torch.Generator().manual_seed(13)
+    px = torch.randint(0, 256, (14, 17, 3), generator=g, dtype=torch.uint8)
+    px[3:9, 4:12] = torch.tensor([250, 12, 128], dtype=torch.uint8)  # a flat patch with edges
+    rgb = Image.fromarray(px.numpy(), "RGB")
+    gray = Image.fromarray(px[:, :, 0].contiguous().numpy(), "L")
+    tensors = {"rgb": chw(rgb), "gray": chw(gray)}
+    for k, sigma in enumerate(TV_BLUR_SIGMAS):
+        tensors[f"rgb.{k}"] = chw(TF.gaussian_blur(rgb, 23, [sigma, sigma]))
+        tensors[f"gray.{k}"] = chw(TF.gaussian_blur(gray, 23, [sigma, sigma]))
+    path = os.path.join(out, "tv_blur.safetensors")
+    write_safetensors(path, tensors, {"sigmas": json.dumps(TV_BLUR_SIGMAS), "kernel": "23",
+                                      "torchvision": __import__("torchvision").__version__})
+    print("wrote", path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures"))
@@ -140,6 +173,7 @@ def main():
     write_safetensors(path, tensors, {"cases": json.dumps(CASES), "torchvision": __import__("torchvision").__version__})
     print("wrote", path)
     write_pil_ops(args.out)
+    write_tv_blur(args.out)
 
 
 if __name__ == "__main__":

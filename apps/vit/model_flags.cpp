@@ -181,7 +181,9 @@ void AugFlags::add_to(CLI::App& cmd) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--aa", aug.auto_augment,
                  "RandAugment as timm writes it: rand-m9-n2, rand-m9-mstd0.5-inc1 (m magnitude, n ops per "
-                 "image, mstd magnitude noise, mmax, p each op's probability)");
+                 "image, mstd magnitude noise, mmax, p each op's probability); or 3a: DeiT III's 3-Augment "
+                 "(one of solarize, grayscale and Gaussian blur per image; --color-jitter stays on with it, "
+                 "as in timm)");
   cmd.add_option(
          "--aa-fill", aug.aa_fill,
          "what RandAugment's rotations, shears and translations fill with: mean (the normalization's, "
@@ -203,6 +205,15 @@ void AugFlags::add_to(CLI::App& cmd) {
   cmd.add_flag("--force-color-jitter", force_color_jitter,
                "apply --color-jitter with --aa too (timm's create_transform argument; timm's train.py, and "
                "vitcpp without it, leave the jitter out when RandAugment is on)");
+  cmd.add_option("--color-jitter-prob", aug.jitter_prob,
+                 "apply --color-jitter with this probability (timm's; by default to every image)");
+  cmd.add_option("--grayscale-prob", aug.grayscale_prob,
+                 "grayscale probability (timm's, torchvision's RandomGrayscale; after the color jitter)")
+      ->capture_default_str();
+  cmd.add_option("--gaussian-blur-prob", aug.gaussian_blur_prob,
+                 "Gaussian blur probability (timm's: torchvision's GaussianBlur, 23 taps, sigma uniform in "
+                 "[0.1, 2]; images over 11 pixels a side)")
+      ->capture_default_str();
   cmd.add_option("--reprob", aug.reprob, "random erasing probability")->capture_default_str();
 }
 
@@ -220,10 +231,19 @@ void add_progress_flags(CLI::App& cmd, std::string& progress, double& log_second
 
 std::vector<std::string> AugFlags::notes(const CLI::App& cmd) const {
   std::vector<std::string> out;
+  const bool three = !aug.auto_augment.empty() && parse_auto_augment(aug.auto_augment).three;
   for (const char* flag : {"--aa-fill", "--aa-ops"})
-    if (aug.auto_augment.empty() && cmd.count(flag) > 0)
-      out.push_back(std::string(flag) + ": no effect, RandAugment is off (--aa)");
-  if (!aug.auto_augment.empty() && aug.aa_ops == "mild" && parse_rand_augment(aug.auto_augment).increasing)
+    if (cmd.count(flag) > 0 && (aug.auto_augment.empty() || three))
+      out.push_back(std::string(flag) + ": no effect, " +
+                    (!three                            ? "RandAugment is off (--aa)"
+                     : std::string(flag) == "--aa-ops" ? "3-Augment has its own three ops"
+                                                       : "3-Augment has no geometric op to fill"));
+  if (cmd.count("--color-jitter-prob") > 0 && (color_jitter.empty() || jitter_dropped()))
+    out.push_back(color_jitter.empty()
+                      ? "--color-jitter-prob: no effect without --color-jitter (off by default)"
+                      : "--color-jitter-prob: no effect, --color-jitter is left out for --aa");
+  if (!three && !aug.auto_augment.empty() && aug.aa_ops == "mild" &&
+      parse_auto_augment(aug.auto_augment).increasing)
     out.push_back("--aa " + aug.auto_augment +
                   ": inc has no effect with --aa-ops mild (its ops all grow with "
                   "the magnitude)");

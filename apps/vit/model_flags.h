@@ -44,16 +44,17 @@ struct AugFlags {
   // --ratio 2 1); the normalization (mean, std) is the caller's to set.
   AugmentConfig config() const;
   // Whether --color-jitter is given and left out for --aa (config() drops it), and the note
-  // that says so.
+  // that says so. timm keeps it beside 3-Augment ('3a' in the --aa string).
   bool jitter_dropped() const {
-    return !color_jitter.empty() && !aug.auto_augment.empty() && !force_color_jitter;
+    return !color_jitter.empty() && !aug.auto_augment.empty() && !force_color_jitter &&
+           aug.auto_augment.find("3a") == std::string::npos;
   }
   // Notes on the augmentation flags given that do nothing (--aa-fill or --aa-ops without --aa,
   // inc with the mild ops, --color-jitter left out for --aa), for vit train and vit samples.
   std::vector<std::string> notes(const CLI::App& cmd) const;
   static constexpr const char* kJitterDropped =
       "--color-jitter: no effect with --aa, as in timm's train.py (RandAugment replaces it; "
-      "--force-color-jitter keeps it)";
+      "--force-color-jitter keeps it; 3-Augment, --aa 3a, keeps it too)";
 };
 
 // How images become the model's input (eval, predict): the model config's eval transform,

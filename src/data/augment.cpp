@@ -29,16 +29,33 @@ void AugmentConfig::validate() const {
   VIT_VALUE_CHECK(hflip >= 0.f && hflip <= 1.f, "--hflip must be a probability");
   VIT_VALUE_CHECK(vflip >= 0.f && vflip <= 1.f, "--vflip must be a probability");
   VIT_VALUE_CHECK(reprob >= 0.f && reprob <= 1.f, "--reprob must be a probability");
+  VIT_VALUE_CHECK(jitter_prob >= 0.f && jitter_prob <= 1.f, "--color-jitter-prob must be a probability");
+  VIT_VALUE_CHECK(grayscale_prob >= 0.f && grayscale_prob <= 1.f, "--grayscale-prob must be a probability");
+  VIT_VALUE_CHECK(gaussian_blur_prob >= 0.f && gaussian_blur_prob <= 1.f,
+                  "--gaussian-blur-prob must be a probability");
   for (float j : jitter)
     VIT_VALUE_CHECK(j >= 0.f && std::isfinite(j), "--color-jitter must be non-negative, got ", j);
 }
 
-RandAugmentSpec parse_rand_augment(const std::string& text) {
+AutoAugmentSpec parse_auto_augment(const std::string& text) {
+  AutoAugmentSpec s;
+  if (text.rfind("3a", 0) == 0) {  // timm's auto_augment_transform: the policy, then mstd only
+    s.three = true;
+    VIT_VALUE_CHECK(text == "3a" || text.rfind("3a-mstd", 0) == 0, "--aa ", text,
+                    ": 3-Augment takes one option, mstd (3a or 3a-mstd0.5)");
+    if (text != "3a") {
+      char* stop = nullptr;
+      const double v = std::strtod(text.c_str() + 7, &stop);
+      VIT_VALUE_CHECK(stop != text.c_str() + 7 && *stop == '\0' && std::isfinite(v) && v >= 0, "--aa ", text,
+                      ": mstd must be a number >= 0");
+      s.mstd = float(v);
+    }
+    return s;
+  }
   const std::string usage = "--aa " + text +
-                            ": expected rand- and options such as m9-n2-mstd0.5 (m magnitude, n ops, mstd "
-                            "magnitude noise, mmax, p probability, inc)";
+                            ": expected 3a (3-Augment), or rand- and options such as m9-n2-mstd0.5 (m "
+                            "magnitude, n ops, mstd magnitude noise, mmax, p probability, inc)";
   VIT_VALUE_CHECK(text.rfind("rand-", 0) == 0 && text.size() > 5, usage);
-  RandAugmentSpec s;
   size_t at = 5;
   while (at <= text.size()) {
     const size_t end = std::min(text.find('-', at), text.size());
@@ -87,8 +104,8 @@ AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint6
               "--crop-fill black: the normalization has ", cfg_.mean.size(), " mean values for ",
               base_.channels(), " channels");
   if (!cfg_.auto_augment.empty()) {
-    ra_ = parse_rand_augment(cfg_.auto_augment);
-    ra_n_ = ra_.n;
+    ra_ = parse_auto_augment(cfg_.auto_augment);
+    ra_n_ = ra_.three ? 0 : ra_.n;
   }
   // timm's fill for the geometric ops: the normalization's mean as 8-bit pixels (create_transform's
   // img_mean), here back in [0, 1]; or the 0.5 gray of runs recorded before.
@@ -99,11 +116,24 @@ AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint6
             // timm: min(255, round(255 * x)), Python's round (half to even) of the
             // mean as written (0.3, not float's 0.30000001: 76, not 77).
             : float(std::min(255.0, std::nearbyint(255.0 * std::max(0.0, shortest_decimal(m))))) / 255.f);
-  if (ra_n_ > 0 || cfg_.color_jitter())  // photometric ops work on [0, 1] values
+  const char* photometric = !cfg_.auto_augment.empty()  ? "--aa"
+                            : cfg_.color_jitter()       ? "--color-jitter"
+                            : cfg_.grayscale_prob > 0.f ? "--grayscale-prob"
+                                                        : "--gaussian-blur-prob";
+  if (cfg_.photometric())  // these ops work on [0, 1] values
     VIT_CHECK(int64_t(cfg_.mean.size()) == base_.channels() && int64_t(cfg_.std.size()) == base_.channels(),
-              ra_n_ > 0 ? "--aa" : "--color-jitter", " needs the normalization's mean and std");
-  VIT_CHECK(!cfg_.color_jitter() || base_.channels() == 1 || base_.channels() == 3,
-            "--color-jitter takes images of 1 or 3 channels, not ", base_.channels());
+              photometric, " needs the normalization's mean and std");
+  const bool gray_ops = cfg_.color_jitter() || cfg_.grayscale_prob > 0.f || ra_.three;
+  VIT_CHECK(!gray_ops || base_.channels() == 1 || base_.channels() == 3,
+            cfg_.color_jitter() ? "--color-jitter"
+            : ra_.three         ? "--aa 3a"
+                                : "--grayscale-prob",
+            " takes images of 1 or 3 channels, not ", base_.channels());
+  // torchvision pads the 23-tap kernel by reflection, which needs more than 11 pixels a side.
+  VIT_CHECK(
+      cfg_.gaussian_blur_prob == 0.f || (base_.height() > kBlurKernel / 2 && base_.width() > kBlurKernel / 2),
+      "--gaussian-blur-prob: torchvision's ", kBlurKernel, "-tap blur needs images over ", kBlurKernel / 2,
+      " pixels a side, not ", base_.height(), " x ", base_.width());
 }
 
 namespace {
@@ -316,6 +346,24 @@ double timm_op_arg(PilOp op, bool increasing, double m, double sign, int64_t H, 
   }
 }
 
+// timm's 3-Augment policy (auto_augment_policy_3a): one of its three ops, each applied, its
+// magnitude noised only with mstd (N(m, mstd) held to [0, 10]):
+//   solarize at magnitude 5 (threshold int(m / 10 * 256): 128);
+//   desaturate at 10: ImageEnhance.Color by 1 - (0.5 + 0.5 m / 10) held to [0, 1] (0: gray);
+//   a Pillow Gaussian blur at 10, of radius uniform in [0.1, 2 m / 10].
+void AugmentedDataset::three_augment(Rng& rng, float* image, int64_t C, int64_t H, int64_t W) const {
+  const auto op = rng.below(3);
+  double m = op == 0 ? 5.0 : 10.0;
+  if (ra_.mstd > 0.f) m = std::clamp(m + ra_.mstd * rng.normal(), 0.0, 10.0);
+  const double level = m / 10.0;
+  if (op == 0)
+    pil_op(PilOp::Solarize, timm_op_arg(PilOp::Solarize, false, m, 1.0, H, W), image, C, H, W, nullptr);
+  else if (op == 1)
+    pil_op(PilOp::Color, std::clamp(1.0 - (0.5 + 0.5 * level), 0.0, 1.0), image, C, H, W, nullptr);
+  else  // Python's random.uniform(a, b): a + (b - a) random()
+    pil_op(PilOp::GaussianBlur, 0.1 + (2.0 * level - 0.1) * rng.uniform(), image, C, H, W, nullptr);
+}
+
 int64_t AugmentedDataset::get(int64_t i, float* image) const {
   const int64_t C = channels(), H = height(), W = width(), n = C * H * W;
   Rng rng(rng_key(seed_, uint64_t(epoch_), uint64_t(i)));
@@ -364,12 +412,12 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
       for (int64_t y = 0; y < H / 2; ++y)
         std::swap_ranges(image + (c * H + y) * W, image + (c * H + y + 1) * W,
                          image + (c * H + H - 1 - y) * W);
-  if (ra_n_ > 0 || cfg_.color_jitter()) {
+  if (cfg_.photometric()) {
     for (int64_t c = 0; c < C; ++c)  // to [0, 1]
       for (int64_t k = 0; k < H * W; ++k)
         image[c * H * W + k] = image[c * H * W + k] * cfg_.std[c] + cfg_.mean[c];
     // timm's ops work on the 8-bit image Pillow holds; the mild ones on the values as they are.
-    const bool timm_ops = ra_n_ > 0 && cfg_.aa_ops == "timm";
+    const bool timm_ops = (ra_n_ > 0 && cfg_.aa_ops == "timm") || ra_.three;
     if (timm_ops)
       for (int64_t k = 0; k < n; ++k) image[k] = std::round(std::clamp(image[k], 0.f, 1.f) * 255.f) / 255.f;
     for (int64_t k = 0; k < ra_n_; ++k) {
@@ -391,7 +439,10 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
       else
         rand_augment_op(op, sign * (float(m) / 10.f), image, C, H, W, ra_fill_.data());
     }
-    if (cfg_.color_jitter()) {  // after RandAugment, as timm orders them when both are on
+    if (ra_.three) three_augment(rng, image, C, H, W);
+    // After RandAugment, as timm orders them when both are on; RandomApply's draw only with
+    // --color-jitter-prob, so that runs without it keep their draws.
+    if (cfg_.color_jitter() && (cfg_.jitter_prob >= 1.f || rng.uniform() < cfg_.jitter_prob)) {
       // The adjustments asked for (strength > 0), in a random order, each with its factor.
       int order[3], n_ops = 0;
       for (int k = 0; k < 3; ++k)
@@ -405,6 +456,12 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
         }
       color_jitter(image, C, H, W, order, n_ops, factors);
     }
+    // timm's SimCLR-like ops, on the 8-bit image as PIL holds it after the jitter.
+    if (cfg_.grayscale_prob > 0.f && rng.uniform() < cfg_.grayscale_prob)
+      pil_op(PilOp::Grayscale, 0, image, C, H, W, nullptr);
+    if (cfg_.gaussian_blur_prob > 0.f && rng.uniform() < cfg_.gaussian_blur_prob)
+      // torchvision's sigma: a float32 uniform in [0.1, 2].
+      tv_gaussian_blur(image, C, H, W, kBlurKernel, double(0.1f + 1.9f * float(rng.uniform())));
     for (int64_t c = 0; c < C; ++c)  // back to normalized, clamped to the valid range
       for (int64_t k = 0; k < H * W; ++k)
         image[c * H * W + k] = (std::clamp(image[c * H * W + k], 0.f, 1.f) - cfg_.mean[c]) / cfg_.std[c];

@@ -21,10 +21,16 @@
 //                  or, with aa_ops "mild", vitcpp's earlier 13 (identity, auto-contrast,
 //                  rotate, shear x/y, translate x/y, brightness, contrast, color, solarize,
 //                  posterize, sharpness, all growing with M, none inverting); the geometric
-//                  ops fill with the normalization's mean, as timm's create_transform
+//                  ops fill with the normalization's mean, as timm's create_transform;
+//                  or "3a": DeiT III's 3-Augment as timm's policy: one of solarize (threshold
+//                  128), grayscale and a Gaussian blur of radius drawn from [0.1, 2], as Pillow
 //   color_jitter:  brightness, contrast and saturation in a random order, each by a factor
 //                  drawn uniformly from [max(0, 1 - s), 1 + s] for its strength s
-//                  (torchvision's ColorJitter without hue, as timm's --color-jitter builds it)
+//                  (torchvision's ColorJitter without hue, as timm's --color-jitter builds it),
+//                  with probability jitter_prob (timm's --color-jitter-prob, RandomApply)
+//   grayscale_prob:     Pillow's grayscale, with this probability (torchvision's RandomGrayscale)
+//   gaussian_blur_prob: torchvision's GaussianBlur(23) of sigma drawn from [0.1, 2], with this
+//                       probability (timm's --gaussian-blur-prob)
 //   reprob > 0:    random erasing of one box (area 2%-33%, aspect 0.3-3.3) with N(0, 1)
 //                  noise in normalized space (timm's RandomErasing, mode 'pixel')
 #pragma once
@@ -39,18 +45,24 @@
 
 namespace vit {
 
-// timm's RandAugment string, "rand-" and '-'-separated options of a name and a number:
+// timm's --aa string. RandAugment: "rand-" and '-'-separated options of a name and a number:
 // m (magnitude, 0 to mmax; default 10), n (ops per image; 2), mstd (each op's magnitude drawn
 // from N(m, mstd), or uniformly from [0, m] above 100; 0), mmax (the magnitude's upper bound;
 // 10; 0 is 10, as timm), p (each op's probability; 0.5), inc (taken as timm takes it, any
-// value, inc0 too, as timm's bool of the text: the ops that grow with the magnitude). Anything
-// else (w, op weights) is an error naming it: an option must not be ignored.
-struct RandAugmentSpec {
+// value, inc0 too, as timm's bool of the text: the ops that grow with the magnitude). Or
+// 3-Augment: "3a", with mstd as its only option (timm's auto_augment_transform; each op's own
+// magnitude, 5 or 10, is the mean). Anything else (w, op weights) is an error naming it: an
+// option must not be ignored.
+struct AutoAugmentSpec {
+  bool three = false;  // "3a"
   float m = 10.f, mstd = 0.f, mmax = 10.f, p = 0.5f;
   int64_t n = 2;
   bool increasing = false;
 };
-RandAugmentSpec parse_rand_augment(const std::string& text);
+AutoAugmentSpec parse_auto_augment(const std::string& text);
+
+// The taps of --gaussian-blur-prob's blur (timm's, "hardcoded for now" there too).
+constexpr int kBlurKernel = 23;
 
 struct AugmentConfig {
   float scale_min = 0.f, scale_max = 1.f;  // random resized crop when scale_min > 0 (timm --scale)
@@ -59,7 +71,7 @@ struct AugmentConfig {
   std::string crop_fill = "black";  // "black" (torchvision's fill=0) or "mean" (0 once normalized)
   float hflip = 0.f;
   float vflip = 0.f;
-  std::string auto_augment;  // "rand-m9-n2": RandAugment, n ops of magnitude m/10 (timm --aa)
+  std::string auto_augment;  // "rand-m9-n2": RandAugment, n ops of magnitude m/10; "3a" (timm --aa)
   // What RandAugment's rotations, shears and translations fill with: "mean" (the
   // normalization's, as timm) or "gray" (0.5, what vitcpp filled with before 2026-12-04).
   std::string aa_fill = "mean";
@@ -68,13 +80,19 @@ struct AugmentConfig {
   std::string aa_ops = "timm";
   // Color jitter strengths: brightness, contrast, saturation (timm --color-jitter).
   float jitter[3] = {0, 0, 0};
-  float reprob = 0.f;            // random erasing probability (timm --reprob), per-pixel noise
-  std::vector<float> mean, std;  // the normalization, to apply photometric ops on [0, 1]
+  float jitter_prob = 1.f;         // the jitter's probability (timm --color-jitter-prob)
+  float grayscale_prob = 0.f;      // timm --grayscale-prob
+  float gaussian_blur_prob = 0.f;  // timm --gaussian-blur-prob
+  float reprob = 0.f;              // random erasing probability (timm --reprob), per-pixel noise
+  std::vector<float> mean, std;    // the normalization, to apply photometric ops on [0, 1]
   bool active() const {
-    return scale_min > 0.f || crop_pad > 0 || hflip > 0.f || vflip > 0.f || !auto_augment.empty() ||
-           reprob > 0.f || color_jitter();
+    return scale_min > 0.f || crop_pad > 0 || hflip > 0.f || vflip > 0.f || reprob > 0.f || photometric();
   }
   bool color_jitter() const { return jitter[0] > 0.f || jitter[1] > 0.f || jitter[2] > 0.f; }
+  // The ops that work on pixel values in [0, 1] (the normalization undone around them).
+  bool photometric() const {
+    return !auto_augment.empty() || color_jitter() || grayscale_prob > 0.f || gaussian_blur_prob > 0.f;
+  }
   void validate() const;
 };
 
@@ -113,12 +131,13 @@ class AugmentedDataset : public Dataset {
   std::string describe() const override;
 
  private:
+  void three_augment(Rng& rng, float* image, int64_t C, int64_t H, int64_t W) const;
   const Dataset& base_;
   AugmentConfig cfg_;
   uint64_t seed_;
   int64_t epoch_ = 0;
-  int64_t ra_n_ = 0;  // ops per image, 0 without RandAugment
-  RandAugmentSpec ra_;
+  int64_t ra_n_ = 0;  // RandAugment's ops per image, 0 without it (and with 3-Augment)
+  AutoAugmentSpec ra_;
   std::vector<float> ra_fill_;  // the geometric ops' fill per channel, in [0, 1]
 };
 

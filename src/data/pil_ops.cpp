@@ -135,7 +135,79 @@ void affine(const double* m, float* img, int64_t C, int64_t H, int64_t W, const 
     }
 }
 
+// Pillow's box blur radius for a Gaussian of radius (sigma) r in `passes` passes
+// (_gaussian_blur_radius: Gwosdek et al.'s extended box), in float as Pillow computes it.
+float box_radius(float r, int passes) {
+  const float sigma2 = r * r / float(passes);
+  const auto L = float(std::sqrt(12.0 * double(sigma2) + 1.0));
+  const auto l = float(std::floor((double(L) - 1.0) / 2.0));
+  float a = (2.f * l + 1.f) * (l * (l + 1.f) - 3.f * sigma2);
+  a /= 6.f * (sigma2 - (l + 1.f) * (l + 1.f));
+  return l + a;
+}
+
+// One pass of Pillow's box blur (ImagingHorizontalBoxBlur) over the n pixels p[0], p[step],
+// ...: each the sum of the 2r + 1 around it by ww plus its two next neighbours by fw (the
+// radius's fraction) in 24-bit fixed point, rounded; the line's ends repeat.
+void box_pass(uint8_t* p, int64_t n, int64_t step, float radius, std::vector<uint8_t>& line) {
+  const auto r = int64_t(radius);
+  const auto ww = uint32_t(float(1u << 24) / (radius * 2.f + 1.f));
+  const uint32_t fw = ((1u << 24) - uint32_t(r * 2 + 1) * ww) / 2;
+  line.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) line[size_t(i)] = p[i * step];
+  auto at = [&](int64_t i) { return uint64_t(line[size_t(std::clamp<int64_t>(i, 0, n - 1))]); };
+  for (int64_t x = 0; x < n; ++x) {
+    uint64_t acc = 0;
+    for (int64_t k = x - r; k <= x + r; ++k) acc += at(k);
+    const uint64_t bulk = acc * ww + (at(x - r - 1) + at(x + r + 1)) * fw;
+    p[x * step] = uint8_t((bulk + (1u << 23)) >> 24);
+  }
+}
+
+// ImageFilter.GaussianBlur(radius): three box passes along the rows, then three along the columns.
+void pil_gaussian_blur(std::vector<uint8_t>& q, int64_t C, int64_t H, int64_t W, float radius) {
+  const float r = box_radius(radius, 3);
+  thread_local std::vector<uint8_t> line;
+  for (int64_t c = 0; c < C; ++c) {
+    uint8_t* p = q.data() + c * H * W;
+    for (int pass = 0; pass < 3; ++pass)
+      for (int64_t y = 0; y < H; ++y) box_pass(p + y * W, W, 1, r, line);
+    for (int pass = 0; pass < 3; ++pass)
+      for (int64_t x = 0; x < W; ++x) box_pass(p + x, H, W, r, line);
+  }
+}
+
 }  // namespace
+
+void tv_gaussian_blur(float* img, int64_t C, int64_t H, int64_t W, int kernel, double sigma) {
+  // torchvision's _get_gaussian_kernel1d in float32: exp(-(x / sigma)^2 / 2) at the integers
+  // -k/2..k/2, over its sum; the 2-D kernel is the outer product (float32 too), applied here
+  // as such, summed in double.
+  const int half = kernel / 2;
+  std::vector<float> k1(static_cast<size_t>(kernel)), k2(static_cast<size_t>(kernel * kernel));
+  float sum = 0.f;
+  for (int i = 0; i < kernel; ++i) {
+    const float t = float(i - half) / float(sigma);
+    k1[size_t(i)] = std::exp(-0.5f * (t * t));
+    sum += k1[size_t(i)];
+  }
+  for (float& v : k1) v /= sum;
+  for (int i = 0; i < kernel; ++i)
+    for (int j = 0; j < kernel; ++j) k2[size_t(i * kernel + j)] = k1[size_t(i)] * k1[size_t(j)];
+  const std::vector<uint8_t>& q = to_bytes(img, C * H * W);
+  auto reflect = [](int64_t i, int64_t n) { return i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i; };
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t y = 0; y < H; ++y)
+      for (int64_t x = 0; x < W; ++x) {
+        double s = 0;
+        for (int i = 0; i < kernel; ++i) {
+          const uint8_t* row = q.data() + (c * H + reflect(y + i - half, H)) * W;
+          for (int j = 0; j < kernel; ++j)
+            s += double(k2[size_t(i * kernel + j)]) * row[reflect(x + j - half, W)];
+        }
+        img[(c * H + y) * W + x] = float(std::nearbyint(s)) / 255.f;  // torch.round: half to even
+      }
+}
 
 void pil_op(PilOp op, double arg, float* img, int64_t C, int64_t H, int64_t W, const float* fill) {
   const int64_t HW = H * W;
@@ -236,6 +308,21 @@ void pil_op(PilOp op, double arg, float* img, int64_t C, int64_t H, int64_t W, c
     case PilOp::TranslateY: {
       const double m[6] = {1, 0, 0, 0, 1, arg};
       affine(m, img, C, H, W, fill);
+      return;
+    }
+    case PilOp::Grayscale: {
+      if (C != 3) return;  // L stays L
+      std::vector<uint8_t>& q = to_bytes(img, C * HW);
+      for (int64_t i = 0; i < HW; ++i)
+        q[size_t(i)] = q[size_t(HW + i)] = q[size_t(2 * HW + i)] =
+            luma(q[size_t(i)], q[size_t(HW + i)], q[size_t(2 * HW + i)]);
+      from_bytes(q, img);
+      return;
+    }
+    case PilOp::GaussianBlur: {
+      std::vector<uint8_t>& q = to_bytes(img, C * HW);
+      pil_gaussian_blur(q, C, H, W, float(arg));  // Pillow reads the radius as a C float
+      from_bytes(q, img);
       return;
     }
   }

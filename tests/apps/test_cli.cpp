@@ -349,6 +349,48 @@ TEST(Cli, MixupModesMinMaxBoxesAndOffEpochTrainAsAsked) {
   EXPECT_NE(run(base + "--mixup-mode row").code, 0);
 }
 
+// timm's 3-Augment (--aa 3a, which keeps --color-jitter), --color-jitter-prob, --grayscale-prob
+// and --gaussian-blur-prob each change what trains (on RGB images: gray images have no color
+// to take away), a run with them all resumes to the bits of one not stopped, and bad values
+// get errors that name the flag.
+TEST(Cli, ThreeAugmentGrayscaleAndBlurTrainAndResumeExactly) {
+  vit::test::TempDir tmp("three_aug");
+  const std::string base =
+      "train --model mnist-seed --in-chans 3 --img-size 16 --synthetic 64 --epochs 2 -b 16 --threads 1 "
+      "--log-every 0 ";
+  auto bytes = [&](const std::string& run_dir) { return vit::read_text_file(run_dir + "/last.safetensors"); };
+  const auto out = each_trains_other_weights(tmp, base,
+                                             {{"plain", ""},
+                                              {"three", "--aa 3a"},
+                                              {"three_mstd", "--aa 3a-mstd1"},
+                                              {"three_jitter", "--aa 3a --color-jitter 0.4"},
+                                              {"jitter", "--color-jitter 0.4"},
+                                              {"jitter_half", "--color-jitter 0.4 --color-jitter-prob 0.5"},
+                                              {"gray", "--grayscale-prob 0.5"},
+                                              {"blur", "--gaussian-blur-prob 0.5"}});
+  EXPECT_EQ(out.at("three_jitter").out.find("note: --color-jitter"), std::string::npos)
+      << out.at("three_jitter").out;
+  const std::string all =
+      "--aa 3a-mstd0.5 --color-jitter 0.4 --color-jitter-prob 0.5 --grayscale-prob 0.3 --gaussian-blur-prob "
+      "0.3 "
+      "--sched none ";
+  ASSERT_EQ(run(base + all + "--output " + (tmp / "straight")).code, 0);
+  ASSERT_EQ(run(base + all + "--epochs 1 --output " + (tmp / "resumed")).code, 0);
+  const Result again = run("train --resume " + (tmp / "resumed") + " --epochs 2");
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_TRUE(bytes(tmp / "resumed") == bytes(tmp / "straight")) << "the resumed run differs";
+  for (const auto& [flags, error] : std::vector<std::pair<std::string, std::string>>{
+           {"--gaussian-blur-prob 2", "--gaussian-blur-prob must be a probability"},
+           {"--grayscale-prob -1", "--grayscale-prob must be a probability"},
+           {"--color-jitter 0.4 --color-jitter-prob 1.5", "--color-jitter-prob must be a probability"},
+           {"--aa 3a-m9", "--aa 3a-m9: 3-Augment takes one option, mstd"},
+           {"--img-size 8 --gaussian-blur-prob 0.5", "needs images over 11 pixels a side, not 8 x 8"}}) {
+    const Result bad = run(base + flags);
+    EXPECT_NE(bad.code, 0) << flags;
+    EXPECT_NE(bad.out.find(error), std::string::npos) << flags << ": " << bad.out;
+  }
+}
+
 // --opt lamb (timm's Lamb, with its eps of 1e-6) trains other weights than adamw, the same on
 // 1 and 2 threads with fixed shards, and resumes from its state (the same moments as Adam's) to
 // the straight run's bits.

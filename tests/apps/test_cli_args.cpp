@@ -655,12 +655,22 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
       {"--depth 1 --drop-path 0.5", "note: --drop-path: no effect on a model of one block"},
       {"--aa rand-m9-n2 --color-jitter 0.4",
        "note: --color-jitter: no effect with --aa, as in timm's train.py (RandAugment replaces it; "
-       "--force-color-jitter keeps it)"},
+       "--force-color-jitter keeps it; 3-Augment, --aa 3a, keeps it too)"},
+      {"--aa 3a --aa-ops mild", "note: --aa-ops: no effect, 3-Augment has its own three ops"},
+      {"--aa 3a --aa-fill gray", "note: --aa-fill: no effect, 3-Augment has no geometric op to fill"},
+      {"--color-jitter-prob 0.5",
+       "note: --color-jitter-prob: no effect without --color-jitter (off by default)"},
+      {"--aa rand-m9 --color-jitter 0.4 --color-jitter-prob 0.5",
+       "note: --color-jitter-prob: no effect, --color-jitter is left out for --aa"},
+      {"--aa 3a --color-jitter 0.4 --force-color-jitter",
+       "note: --force-color-jitter: no effect, it keeps --color-jitter beside RandAugment's --aa and one is "
+       "not given (3a keeps it anyway)"},
       {"--opt sgd --nesterov",
        "note: --nesterov: no effect, --opt sgd is Nesterov's already (timm's; --opt momentum is the plain "
        "one)"},
       {"--color-jitter 0.4 --force-color-jitter",
-       "note: --force-color-jitter: no effect, it keeps --color-jitter beside --aa and one is not given"},
+       "note: --force-color-jitter: no effect, it keeps --color-jitter beside RandAugment's --aa and one is "
+       "not given (3a keeps it anyway)"},
   };
   for (const auto& [flags, note] : cases) {
     const Result r = run(train + flags);

@@ -465,10 +465,10 @@ TEST(Augment, ColorJitterIsTorchvisionsAdjustments) {
     }
 }
 
-// timm's RandAugment ops against Pillow 9 (tools/make_augment_fixtures.py): each op at a few
-// arguments on an RGB and an L image of 8-bit pixels, compared in 8-bit steps. Pillow's LUTs,
-// blends, 3x3 filter and bilinear affine sampling truncate and round where vitcpp does, so
-// every pixel must match exactly.
+// timm's RandAugment and 3-Augment ops against Pillow 9 (tools/make_augment_fixtures.py): each
+// op at a few arguments on an RGB and an L image of 8-bit pixels, compared in 8-bit steps.
+// Pillow's LUTs, blends, 3x3 filter, box blurs and bilinear affine sampling truncate and round
+// where vitcpp does, so every pixel must match exactly.
 TEST(Augment, RandAugmentOpsArePillows) {
   const SafeTensors fx = SafeTensors::open(std::string(VIT_FIXTURE_DIR) + "/rand_augment_pil.safetensors");
   const auto ops = nlohmann::json::parse(fx.metadata().at("ops"));
@@ -487,8 +487,10 @@ TEST(Augment, RandAugmentOpsArePillows) {
                                               {"ShearX", PilOp::ShearX},
                                               {"ShearY", PilOp::ShearY},
                                               {"TranslateX", PilOp::TranslateX},
-                                              {"TranslateY", PilOp::TranslateY}};
-  ASSERT_EQ(ops.size(), 39u);
+                                              {"TranslateY", PilOp::TranslateY},
+                                              {"Grayscale", PilOp::Grayscale},
+                                              {"GaussianBlur", PilOp::GaussianBlur}};
+  ASSERT_EQ(ops.size(), 47u);
   std::set<std::string> seen;
   for (size_t k = 0; k < ops.size(); ++k)
     for (const std::string image : {"rgb", "gray"}) {
@@ -501,17 +503,8 @@ TEST(Augment, RandAugmentOpsArePillows) {
       float fill[3];
       for (int c = 0; c < 3; ++c) fill[c] = fill8[size_t(c)].get<float>() / 255.f;
       pil_op(names.at(name), arg, img.data(), C, 9, 11, fill);
-      ASSERT_EQ(img.size(), want.size());
-      int worst = 0, differ = 0;
-      size_t at = 0;
-      for (size_t i = 0; i < img.size(); ++i) {
-        const int d = std::abs(int(std::lround(img[i] * 255.f)) - int(std::lround(want[i] * 255.f)));
-        differ += d != 0;
-        if (d > worst) worst = d, at = i;
-      }
-      EXPECT_EQ(worst, 0) << name << "(" << arg << ") on " << image << ": " << differ << " of " << img.size()
-                          << " pixels differ, the worst by " << worst << "/255 at " << at << " (vitcpp "
-                          << img[at] * 255.f << ", Pillow " << want[at] * 255.f << ")";
+      EXPECT_TRUE(test::pixels_match(
+          name + "(" + std::to_string(arg) + ") on " + image + ", vitcpp vs Pillow", img, want, 0, 0.0));
     }
   EXPECT_EQ(seen.size(), names.size()) << "every op is checked";
 }
@@ -693,7 +686,9 @@ TEST(Augment, ResizedCropErasingAndRandAugment) {
   none.get(5, x.data());
   EXPECT_EQ(x, plain);
   ra.auto_augment = "rand-9";
-  EXPECT_NE(test::error_of([&] { AugmentedDataset(base, ra, 3); }).find("--aa rand-9: expected rand-"),
+  EXPECT_NE(test::error_of([&] {
+              AugmentedDataset(base, ra, 3);
+            }).find("--aa rand-9: expected 3a (3-Augment), or rand-"),
             std::string::npos);
 }
 
@@ -730,13 +725,13 @@ TEST(Augment, RandAugmentDrawsTimmsOpsOrTheMildOnes) {
 // timm's RandAugment options: each changes the images as it says, the defaults written out
 // change nothing, and an option vitcpp does not implement is an error, never ignored.
 TEST(Augment, RandAugmentTakesTimmsOptionsAndRefusesOthers) {
-  const RandAugmentSpec s = parse_rand_augment("rand-m9-mstd0.5-inc1");
+  const AutoAugmentSpec s = parse_auto_augment("rand-m9-mstd0.5-inc1");
   EXPECT_EQ(s.m, 9.f);
   EXPECT_EQ(s.n, 2);
   EXPECT_EQ(s.mstd, 0.5f);
   EXPECT_EQ(s.mmax, 10.f);
   EXPECT_EQ(s.p, 0.5f);
-  EXPECT_EQ(parse_rand_augment("rand-m15-mmax20").mmax, 20.f);
+  EXPECT_EQ(parse_auto_augment("rand-m15-mmax20").mmax, 20.f);
   for (const auto& [text, error] : std::vector<std::pair<std::string, std::string>>{
            {"rand-m9-n2-foo3", "unknown option 'foo'"},
            {"rand-m9-w0", "w (op weights, which timm dropped too) is not implemented"},
@@ -747,8 +742,11 @@ TEST(Augment, RandAugmentTakesTimmsOptionsAndRefusesOthers) {
            {"rand-mx", "at 'mx'"},
            {"rand-m9.5.1", "at 'm9.5.1': not a number"},
            {"rand-m9-", "at ''"},
-           {"augmix-m5", "expected rand-"}})
-    EXPECT_NE(test::error_of([&] { parse_rand_augment(text); }).find(error), std::string::npos) << text;
+           {"augmix-m5", "expected 3a (3-Augment), or rand-"},
+           {"3a-m9", "3-Augment takes one option, mstd"},
+           {"3ab", "3-Augment takes one option, mstd"},
+           {"3a-mstdx", "mstd must be a number >= 0"}})
+    EXPECT_NE(test::error_of([&] { parse_auto_augment(text); }).find(error), std::string::npos) << text;
 
   Ramp base;
   bool mild = false;
@@ -767,8 +765,8 @@ TEST(Augment, RandAugmentTakesTimmsOptionsAndRefusesOthers) {
   EXPECT_EQ(images("rand-m9-n2-p0.5-mmax10-mstd0"), plain);  // the defaults written out change nothing
   EXPECT_EQ(images("rand-m9-n2-p0.5-mmax10-inc0-mstd0"), images("rand-m9-n2-inc1"));
   EXPECT_NE(images("rand-m9-n2-inc1"), plain);                    // the increasing set
-  EXPECT_TRUE(parse_rand_augment("rand-m9-n2-inc0").increasing);  // timm takes any inc value as true
-  EXPECT_FALSE(parse_rand_augment("rand-m9-n2").increasing);
+  EXPECT_TRUE(parse_auto_augment("rand-m9-n2-inc0").increasing);  // timm takes any inc value as true
+  EXPECT_FALSE(parse_auto_augment("rand-m9-n2").increasing);
   // Past magnitude 10 (mmax above it) the enhance factor stops at 0.1, as timm's: brightness
   // at -20 scales by 0.1, not by 1 - 0.9 * 2 = -0.8.
   float px[4] = {0.5f, 0.5f, 0.5f, 0.5f};

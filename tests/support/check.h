@@ -35,6 +35,29 @@ inline ::testing::AssertionResult close_rel_max(const std::string& what, const f
          << ", |diff| " << worst << " > tol " << tol << " x max|want| " << scale << " (" << n << " elements)";
 }
 
+// Images in [0, 1] compared in 8-bit steps (round(255 v)): passes when no pixel differs by
+// more than max_step steps and at most max_share of them differ at all; else says how many
+// differ and the worst.
+inline ::testing::AssertionResult pixels_match(const std::string& what, const std::vector<float>& got,
+                                               const std::vector<float>& want, int max_step,
+                                               double max_share) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << what << ": " << got.size() << " values, want " << want.size();
+  int worst = 0;
+  size_t differ = 0, at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const int d = std::abs(int(std::lround(got[i] * 255.f)) - int(std::lround(want[i] * 255.f)));
+    differ += d != 0;
+    if (d > worst) worst = d, at = i;
+  }
+  if (worst <= max_step && double(differ) <= max_share * double(got.size()))
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << what << ": " << differ << " of " << got.size() << " pixels differ, the worst by " << worst
+         << "/255 at " << at << " (got " << got[at] * 255.f << ", want " << want[at] * 255.f
+         << "; allowed: " << max_step << " steps on " << max_share * 100 << "% of them)";
+}
+
 // The message of the vit::Error that f throws, or "(no error)".
 inline std::string error_of(const std::function<void()>& f) {
   try {
