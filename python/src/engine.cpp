@@ -19,8 +19,18 @@ namespace vit::python {
 
 namespace fs = std::filesystem;
 
+void LoadArgs::adjust(ViTConfig& c) const {
+  for (auto [rate, field] : {std::pair{drop_rate, &ViTConfig::drop_rate},
+                             {drop_path_rate, &ViTConfig::drop_path_rate},
+                             {attn_drop_rate, &ViTConfig::attn_drop_rate},
+                             {proj_drop_rate, &ViTConfig::proj_drop_rate},
+                             {pos_drop_rate, &ViTConfig::pos_drop_rate}})
+    if (rate >= 0) c.*field = rate;
+}
+
 std::unique_ptr<Engine> Engine::load(const std::string& path, const LoadArgs& a) {
   LoadOptions lo;
+  lo.adjust = [&a](ViTConfig& c) { a.adjust(c); };
   lo.img_h = a.img_h;
   lo.img_w = a.img_w;
   lo.num_classes = a.num_classes > 0 ? a.num_classes : 0;
@@ -49,6 +59,7 @@ std::unique_ptr<Engine> Engine::create(const std::string& name, const LoadArgs& 
     c.img_w = a.img_w;
   }
   if (!a.global_pool.empty()) c.global_pool = a.global_pool;
+  a.adjust(c);
   c.validate();
   std::unique_ptr<Engine> e(new Engine);
   e->m_ = std::make_unique<ViT>(c, false);

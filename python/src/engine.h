@@ -28,6 +28,10 @@ struct LoadArgs {
   // checkpoint_path=...)): a bare state dict takes its heads and the name's settings from it,
   // and a checkpoint of another shape is refused. "" takes the checkpoint as it is.
   std::string model_name;
+  // timm's regularization rates (create_model's drop_rate, drop_path_rate, ...), set in the
+  // config for training to take (vitcpp.train(model)); < 0: the model's own.
+  float drop_rate = -1, drop_path_rate = -1, attn_drop_rate = -1, proj_drop_rate = -1, pos_drop_rate = -1;
+  void adjust(ViTConfig& c) const;
 };
 
 class Engine {

@@ -226,7 +226,12 @@ PYBIND11_MODULE(_vitcpp, m) {
       .def_readwrite("global_pool", &vit::python::LoadArgs::global_pool)
       .def_readwrite("seed", &vit::python::LoadArgs::seed)
       .def_readwrite("pos_resample", &vit::python::LoadArgs::pos_resample)
-      .def_readwrite("model_name", &vit::python::LoadArgs::model_name);
+      .def_readwrite("model_name", &vit::python::LoadArgs::model_name)
+      .def_readwrite("drop_rate", &vit::python::LoadArgs::drop_rate)
+      .def_readwrite("drop_path_rate", &vit::python::LoadArgs::drop_path_rate)
+      .def_readwrite("attn_drop_rate", &vit::python::LoadArgs::attn_drop_rate)
+      .def_readwrite("proj_drop_rate", &vit::python::LoadArgs::proj_drop_rate)
+      .def_readwrite("pos_drop_rate", &vit::python::LoadArgs::pos_drop_rate);
 
   py::class_<Engine>(m, "Engine")
       .def_static("load",

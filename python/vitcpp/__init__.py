@@ -162,7 +162,8 @@ def _checkpoint_path(name, checkpoint_path):
 
 def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes=None, img_size=None,
                  global_pool=None, dynamic_img_size=False, dtype=None, threads=None, labels_file=None,
-                 seed=42, pos_resample=None, **kwargs):
+                 seed=42, pos_resample=None, drop_rate=None, drop_path_rate=None, attn_drop_rate=None,
+                 proj_drop_rate=None, pos_drop_rate=None, patch_drop_rate=None, **kwargs):
     """A Vision Transformer, as timm.create_model makes one.
 
     model_name: a vitcpp preset or timm architecture name (random weights, drawn from `seed`
@@ -191,11 +192,26 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
     pos_resample: how a new size resamples the position embeddings: "timm"
         (resample_abs_pos_embed) or "hf" (transformers' interpolate_pos_encoding); default:
         "hf" for Hugging Face checkpoints, "timm" for the others (`vit --pos-resample`).
-    Other keyword arguments timm takes (drop rates, ...) are refused by name: vitcpp's model
-    from Python infers; training takes them (vitcpp.train).
+    drop_rate, drop_path_rate, attn_drop_rate, proj_drop_rate, pos_drop_rate: timm's
+        regularization rates (head dropout, stochastic depth, attention, projection and
+        position-embedding dropout), in [0, 1); default: the checkpoint's or preset's own.
+        Inference ignores them, as timm's model.eval() does; vitcpp.train(model) trains with
+        them (its drop, drop_path and attn_drop options override them), and save_pretrained
+        keeps them in config.json. patch_drop_rate (timm's PatchDropout) is not implemented:
+        only 0 is taken.
+    Other keyword arguments timm takes are refused by name.
     """
     if kwargs:
         raise TypeError(f"create_model() got unexpected keyword arguments {sorted(kwargs)}")
+    rates = {"drop_rate": drop_rate, "drop_path_rate": drop_path_rate, "attn_drop_rate": attn_drop_rate,
+             "proj_drop_rate": proj_drop_rate, "pos_drop_rate": pos_drop_rate}
+    for name, rate in {**rates, "patch_drop_rate": patch_drop_rate}.items():
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float, np.integer, np.floating))
+                                 or not 0 <= rate < 1):
+            raise ValueError(f"{name} must be a rate in [0, 1), got {rate!r}")
+    if patch_drop_rate:
+        raise ValueError(f"patch_drop_rate={patch_drop_rate!r}: timm's PatchDropout is not implemented in vitcpp "
+                         "(0 or None)")
     if dtype is not None and dtype not in _DTYPES:
         raise ValueError(f"dtype must be 'float32', 'bfloat16' or 'int8', got {dtype!r}")
     if num_classes is not None and (not isinstance(num_classes, (int, np.integer)) or num_classes < 0):
@@ -229,6 +245,9 @@ def create_model(model_name, pretrained=False, checkpoint_path=None, num_classes
         raise ValueError(f"seed must be an int in [0, 2**64 - 1], got {seed!r}")
     a.seed = int(seed)
     a.pos_resample = pos_resample or ""
+    for name, rate in rates.items():
+        if rate is not None:
+            setattr(a, name, float(rate))
     if path is None or checkpoint_path:  # a name: timm's "architecture.pretrained_tag" (the tag picks weights)
         arch = model_name.partition(".")[0]
         if arch not in _known_names():

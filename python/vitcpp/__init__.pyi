@@ -42,6 +42,12 @@ def create_model(
     labels_file: Optional[Union[str, PathLike]] = ...,
     seed: int = ...,
     pos_resample: Optional[str] = ...,
+    drop_rate: Optional[float] = ...,
+    drop_path_rate: Optional[float] = ...,
+    attn_drop_rate: Optional[float] = ...,
+    proj_drop_rate: Optional[float] = ...,
+    pos_drop_rate: Optional[float] = ...,
+    patch_drop_rate: Optional[float] = ...,
 ) -> VisionTransformer: ...
 
 class VisionTransformer:

@@ -62,8 +62,12 @@ def test_bad_files_raise_with_the_path(tmp_path):
         vitcpp.create_model("vit_tinny_patch16_224")
     with pytest.raises(ValueError, match="no model hub"):
         vitcpp.create_model("vit_tiny_patch16_224", pretrained=True)
-    with pytest.raises(TypeError, match="drop_rate"):
-        vitcpp.create_model("mnist-seed", drop_rate=0.1)
+    with pytest.raises(TypeError, match="qkv_norm"):  # timm's, not built here: refused by name
+        vitcpp.create_model("mnist-seed", qkv_norm=True)
+    with pytest.raises(ValueError, match="PatchDropout is not implemented"):
+        vitcpp.create_model("mnist-seed", patch_drop_rate=0.5)
+    with pytest.raises(ValueError, match=r"drop_path_rate must be a rate in \[0, 1\), got 1.5"):
+        vitcpp.create_model("mnist-seed", drop_path_rate=1.5)
     t = vitcpp.data.create_transform(input_size=(3, 32, 32))
     with pytest.raises(FileNotFoundError):
         t(str(tmp_path / "none.png"))

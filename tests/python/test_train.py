@@ -5,6 +5,7 @@ import contextlib
 import csv
 import gzip
 import io
+import json
 import os
 import re
 import signal
@@ -360,3 +361,30 @@ def test_timms_loss_and_clipping_keywords_reach_the_run(digits):
         losses[name] = vitcpp.train("mnist-seed", **kw, **extra)[0]["train_loss"]
     assert len(set(losses.values())) == len(losses), losses
     assert losses["bce"] < 1.0 < losses["ce"], losses  # BCE averages over classes: log 2 at the start
+
+
+def test_timms_drop_rates_in_create_model_reach_training(digits, tmp_path):
+    """timm.create_model(name, drop_path_rate=..., attn_drop_rate=..., ...): the rates are the
+    model's (its config, save_pretrained's config.json), inference ignores them (as timm's
+    eval()), and vitcpp.train(model) trains with them: the bits of the same model trained with
+    train's drop_path and attn_drop options."""
+    _, train, _ = digits
+    rates = dict(drop_rate=0.1, drop_path_rate=0.2, attn_drop_rate=0.05, proj_drop_rate=0.15, pos_drop_rate=0.1)
+    model = vitcpp.create_model("mnist-seed", seed=5, **rates)
+    plain = vitcpp.create_model("mnist-seed", seed=5)
+    x = np.random.default_rng(0).standard_normal((2, 1, 28, 28)).astype(np.float32)
+    assert np.array_equal(model(x), plain(x))
+    model.save_pretrained(tmp_path / "saved", format="vitcpp")
+    with open(tmp_path / "saved" / "config.json") as f:
+        saved = json.load(f)
+    assert {k: saved[k] for k in rates} == pytest.approx(rates), saved
+    kw = dict(train=train, epochs=1, batch_size=64, threads=2, progress="none")
+    a = vitcpp.train(vitcpp.create_model("mnist-seed", seed=5, drop_path_rate=0.2, attn_drop_rate=0.05),
+                     output=str(tmp_path / "a"), **kw)
+    b = vitcpp.train(vitcpp.create_model("mnist-seed", seed=5), output=str(tmp_path / "b"), drop_path=0.2,
+                     attn_drop=0.05, **kw)
+    c = vitcpp.train(vitcpp.create_model("mnist-seed", seed=5), output=str(tmp_path / "c"), **kw)
+    assert a[0]["train_loss"] == b[0]["train_loss"] != c[0]["train_loss"]
+    assert_same_tensors(tmp_path / "a" / "last.safetensors", tmp_path / "b" / "last.safetensors")
+    with open(tmp_path / "a" / "config.json") as f:
+        assert json.load(f)["drop_path_rate"] == pytest.approx(0.2)
