@@ -85,6 +85,8 @@ Run add_bench(CLI::App& cmd) {
                           {"gemm_library", ops::cpu_gemm_library()},
                           {"dtype", f->opt.dtype},
                           {"int8_product", ops::cpu_int8_product()},
+                          // Layers too narrow for AMX's tiles run the kernel table's product.
+                          {"int8_narrow_product", ops::cpu_int8_table_product()},
                           {"weights_packed", r.weights_packed},
                           {"shards", r.shards},
                           {"runs", r.ms.size()},

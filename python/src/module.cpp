@@ -337,6 +337,7 @@ PYBIND11_MODULE(_vitcpp, m) {
     d["bf16"] = vit::ops::bf16_available();
     d["bf16_native"] = vit::ops::bf16_available() && vit::ops::bf16_emulated().empty();
     d["int8_product"] = vit::ops::cpu_int8_product();
+    d["int8_narrow_product"] = vit::ops::cpu_int8_table_product();  // layers narrower than AMX's tiles
     d["int8_dot_product"] = vit::ops::cpu_int8_has_dot_product();
     return d;
   });

@@ -696,6 +696,8 @@ TEST(Cli, BenchJsonReportsTimesRatesAndMemory) {
       "--json");
   ASSERT_EQ(int8.code, 0) << int8.out;
   EXPECT_EQ(nlohmann::json::parse(int8.out)["int8_product"], vit::ops::cpu_int8_product());
+  // With AMX, layers narrower than its tiles run the table's product, said beside it.
+  EXPECT_EQ(nlohmann::json::parse(int8.out)["int8_narrow_product"], vit::ops::cpu_int8_table_product());
   // Training in bf16 is mixed precision (vit train --amp).
   Result train_bf16 = run(
       "bench --model mnist-seed --mode train -b 4 --threads 1 --dtype bf16 --warmup 0 --runs 1 --min-time 0 "

@@ -184,6 +184,10 @@ def test_backend_info_says_what_vit_info_says():
     assert ("bf16 products: oneDNN's" in text) == info["bf16"], (info, text)
     assert ("oneDNN emulates bf16" not in text) == (info["bf16_native"] or not info["bf16"]), (info, text)
     assert f"int8 products: {info['int8_product']} (" in text, (info, text)
+    # With AMX the layers narrower than its tiles run another product, which vit info names.
+    narrow = info["int8_narrow_product"]
+    assert (f"layers narrower than 64: {narrow})" in text) == (info["int8_product"] == "amx"), (info, text)
+    assert narrow == info["int8_product"] or info["int8_product"] == "amx", info
     assert info["int8_dot_product"] == (info["int8_product"] in ("amx", "avx512-vnni", "avx-vnni", "neon-dotprod")), info
     assert info["threads"] == vitcpp.get_threads()
 
