@@ -215,6 +215,14 @@ void AugFlags::add_to(CLI::App& cmd) {
                  "[0.1, 2]; images over 11 pixels a side)")
       ->capture_default_str();
   cmd.add_option("--reprob", aug.reprob, "random erasing probability")->capture_default_str();
+  cmd.add_option("--remode", aug.re_mode,
+                 "what random erasing fills its boxes with, in normalized values (timm's): pixel (N(0, 1) "
+                 "noise per pixel), rand (one N(0, 1) value per channel) or const (zeros)")
+      ->capture_default_str();
+  cmd.add_option("--recount", aug.re_count,
+                 "random erasing: 1 to this many boxes per erased image, each of its share of the area "
+                 "(timm's)")
+      ->capture_default_str();
 }
 
 void add_progress_flags(CLI::App& cmd, std::string& progress, double& log_seconds,
@@ -248,6 +256,9 @@ std::vector<std::string> AugFlags::notes(const CLI::App& cmd) const {
                   ": inc has no effect with --aa-ops mild (its ops all grow with "
                   "the magnitude)");
   if (jitter_dropped()) out.push_back(kJitterDropped);
+  for (const char* flag : {"--remode", "--recount"})
+    if (cmd.count(flag) > 0 && aug.reprob == 0.f)
+      out.push_back(std::string(flag) + ": no effect, random erasing is off (--reprob)");
   return out;
 }
 

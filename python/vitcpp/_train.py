@@ -71,7 +71,7 @@ def _as_split(x, y, name):
 
 
 # timm's create_transform names for vit train's flags.
-_ALIASES = {"auto_augment": "aa", "re_prob": "reprob"}
+_ALIASES = {"auto_augment": "aa", "re_prob": "reprob", "re_mode": "remode", "re_count": "recount"}
 
 
 def _flags(options):

@@ -29,6 +29,9 @@ void AugmentConfig::validate() const {
   VIT_VALUE_CHECK(hflip >= 0.f && hflip <= 1.f, "--hflip must be a probability");
   VIT_VALUE_CHECK(vflip >= 0.f && vflip <= 1.f, "--vflip must be a probability");
   VIT_VALUE_CHECK(reprob >= 0.f && reprob <= 1.f, "--reprob must be a probability");
+  VIT_VALUE_CHECK(re_mode == "pixel" || re_mode == "rand" || re_mode == "const",
+                  "--remode: expected pixel, rand or const, got '", re_mode, "'");
+  VIT_VALUE_CHECK(re_count >= 1 && re_count <= 1000, "--recount must be 1 to 1000 boxes, got ", re_count);
   VIT_VALUE_CHECK(jitter_prob >= 0.f && jitter_prob <= 1.f, "--color-jitter-prob must be a probability");
   VIT_VALUE_CHECK(grayscale_prob >= 0.f && grayscale_prob <= 1.f, "--grayscale-prob must be a probability");
   VIT_VALUE_CHECK(gaussian_blur_prob >= 0.f && gaussian_blur_prob <= 1.f,
@@ -364,6 +367,28 @@ void AugmentedDataset::three_augment(Rng& rng, float* image, int64_t C, int64_t 
     pil_op(PilOp::GaussianBlur, 0.1 + (2.0 * level - 0.1) * rng.uniform(), image, C, H, W, nullptr);
 }
 
+// One box of timm's RandomErasing: 10 tries of an area share in [2%, 33%] over the boxes'
+// count and an aspect log-uniform in [0.3, 3.3]; the first that fits is filled in normalized
+// space with N(0, 1) per pixel (pixel), per channel (rand) or zeros (const).
+void AugmentedDataset::erase_box(Rng& rng, float* image, int64_t C, int64_t H, int64_t W,
+                                 int64_t count) const {
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double area = H * W * (0.02 + (1.0 / 3.0 - 0.02) * rng.uniform()) / double(count);
+    const double lr = std::log(0.3) + (std::log(1 / 0.3) - std::log(0.3)) * rng.uniform();
+    const int64_t h = int64_t(std::round(std::sqrt(area * std::exp(lr))));
+    const int64_t w = int64_t(std::round(std::sqrt(area / std::exp(lr))));
+    if (h < 1 || w < 1 || h >= H || w >= W) continue;
+    const int64_t y0 = int64_t(rng.below(uint64_t(H - h + 1))), x0 = int64_t(rng.below(uint64_t(W - w + 1)));
+    for (int64_t c = 0; c < C; ++c) {
+      const float fill = cfg_.re_mode == "rand" ? float(rng.normal()) : 0.f;
+      for (int64_t y = y0; y < y0 + h; ++y)
+        for (int64_t x = x0; x < x0 + w; ++x)
+          image[(c * H + y) * W + x] = cfg_.re_mode == "pixel" ? float(rng.normal()) : fill;
+    }
+    return;
+  }
+}
+
 int64_t AugmentedDataset::get(int64_t i, float* image) const {
   const int64_t C = channels(), H = height(), W = width(), n = C * H * W;
   Rng rng(rng_key(seed_, uint64_t(epoch_), uint64_t(i)));
@@ -467,19 +492,10 @@ int64_t AugmentedDataset::get(int64_t i, float* image) const {
         image[c * H * W + k] = (std::clamp(image[c * H * W + k], 0.f, 1.f) - cfg_.mean[c]) / cfg_.std[c];
   }
   if (cfg_.reprob > 0.f && rng.uniform() < cfg_.reprob) {
-    for (int attempt = 0; attempt < 10; ++attempt) {
-      const double area = H * W * (0.02 + (1.0 / 3.0 - 0.02) * rng.uniform());
-      const double lr = std::log(0.3) + (std::log(1 / 0.3) - std::log(0.3)) * rng.uniform();
-      const int64_t h = int64_t(std::round(std::sqrt(area * std::exp(lr))));
-      const int64_t w = int64_t(std::round(std::sqrt(area / std::exp(lr))));
-      if (h < 1 || w < 1 || h >= H || w >= W) continue;
-      const int64_t y0 = int64_t(rng.below(uint64_t(H - h + 1))),
-                    x0 = int64_t(rng.below(uint64_t(W - w + 1)));
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t y = y0; y < y0 + h; ++y)
-          for (int64_t x = x0; x < x0 + w; ++x) image[(c * H + y) * W + x] = float(rng.normal());
-      break;
-    }
+    // timm's random.randint(1, recount) boxes, drawn only with --recount, so that runs
+    // without it keep their draws.
+    const int64_t count = cfg_.re_count > 1 ? 1 + int64_t(rng.below(uint64_t(cfg_.re_count))) : 1;
+    for (int64_t box = 0; box < count; ++box) erase_box(rng, image, C, H, W, count);
   }
   return label;
 }

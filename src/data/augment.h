@@ -31,8 +31,10 @@
 //   grayscale_prob:     Pillow's grayscale, with this probability (torchvision's RandomGrayscale)
 //   gaussian_blur_prob: torchvision's GaussianBlur(23) of sigma drawn from [0.1, 2], with this
 //                       probability (timm's --gaussian-blur-prob)
-//   reprob > 0:    random erasing of one box (area 2%-33%, aspect 0.3-3.3) with N(0, 1)
-//                  noise in normalized space (timm's RandomErasing, mode 'pixel')
+//   reprob > 0:    random erasing of re_count boxes (1 to re_count of them, each of area
+//                  2%-33% over their number, aspect 0.3-3.3) in normalized space: N(0, 1)
+//                  noise per pixel, per channel, or zeros (timm's RandomErasing, --remode
+//                  pixel, rand or const; --recount)
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -83,7 +85,9 @@ struct AugmentConfig {
   float jitter_prob = 1.f;         // the jitter's probability (timm --color-jitter-prob)
   float grayscale_prob = 0.f;      // timm --grayscale-prob
   float gaussian_blur_prob = 0.f;  // timm --gaussian-blur-prob
-  float reprob = 0.f;              // random erasing probability (timm --reprob), per-pixel noise
+  float reprob = 0.f;              // random erasing probability (timm --reprob)
+  std::string re_mode = "pixel";   // what erasing fills with: pixel, rand or const (timm --remode)
+  int64_t re_count = 1;            // at most this many boxes (timm --recount)
   std::vector<float> mean, std;    // the normalization, to apply photometric ops on [0, 1]
   bool active() const {
     return scale_min > 0.f || crop_pad > 0 || hflip > 0.f || vflip > 0.f || reprob > 0.f || photometric();
@@ -132,6 +136,7 @@ class AugmentedDataset : public Dataset {
 
  private:
   void three_augment(Rng& rng, float* image, int64_t C, int64_t H, int64_t W) const;
+  void erase_box(Rng& rng, float* image, int64_t C, int64_t H, int64_t W, int64_t count) const;
   const Dataset& base_;
   AugmentConfig cfg_;
   uint64_t seed_;

@@ -349,11 +349,11 @@ TEST(Cli, MixupModesMinMaxBoxesAndOffEpochTrainAsAsked) {
   EXPECT_NE(run(base + "--mixup-mode row").code, 0);
 }
 
-// timm's 3-Augment (--aa 3a, which keeps --color-jitter), --color-jitter-prob, --grayscale-prob
-// and --gaussian-blur-prob each change what trains (on RGB images: gray images have no color
-// to take away), a run with them all resumes to the bits of one not stopped, and bad values
-// get errors that name the flag.
-TEST(Cli, ThreeAugmentGrayscaleAndBlurTrainAndResumeExactly) {
+// timm's 3-Augment (--aa 3a, which keeps --color-jitter), --color-jitter-prob, --grayscale-prob,
+// --gaussian-blur-prob, --remode and --recount each change what trains (on RGB images: gray
+// images have no color to take away), a run with them all resumes to the bits of one not
+// stopped, and bad values get errors that name the flag.
+TEST(Cli, TimmsPixelAugmentationsTrainAndResumeExactly) {
   vit::test::TempDir tmp("three_aug");
   const std::string base =
       "train --model mnist-seed --in-chans 3 --img-size 16 --synthetic 64 --epochs 2 -b 16 --threads 1 "
@@ -367,13 +367,16 @@ TEST(Cli, ThreeAugmentGrayscaleAndBlurTrainAndResumeExactly) {
                                               {"jitter", "--color-jitter 0.4"},
                                               {"jitter_half", "--color-jitter 0.4 --color-jitter-prob 0.5"},
                                               {"gray", "--grayscale-prob 0.5"},
-                                              {"blur", "--gaussian-blur-prob 0.5"}});
+                                              {"blur", "--gaussian-blur-prob 0.5"},
+                                              {"erase", "--reprob 0.5"},
+                                              {"erase_rand", "--reprob 0.5 --remode rand"},
+                                              {"erase_const3", "--reprob 0.5 --remode const --recount 3"}});
   EXPECT_EQ(out.at("three_jitter").out.find("note: --color-jitter"), std::string::npos)
       << out.at("three_jitter").out;
   const std::string all =
       "--aa 3a-mstd0.5 --color-jitter 0.4 --color-jitter-prob 0.5 --grayscale-prob 0.3 --gaussian-blur-prob "
       "0.3 "
-      "--sched none ";
+      "--reprob 0.5 --remode rand --recount 2 --sched none ";
   ASSERT_EQ(run(base + all + "--output " + (tmp / "straight")).code, 0);
   ASSERT_EQ(run(base + all + "--epochs 1 --output " + (tmp / "resumed")).code, 0);
   const Result again = run("train --resume " + (tmp / "resumed") + " --epochs 2");
@@ -384,6 +387,8 @@ TEST(Cli, ThreeAugmentGrayscaleAndBlurTrainAndResumeExactly) {
            {"--grayscale-prob -1", "--grayscale-prob must be a probability"},
            {"--color-jitter 0.4 --color-jitter-prob 1.5", "--color-jitter-prob must be a probability"},
            {"--aa 3a-m9", "--aa 3a-m9: 3-Augment takes one option, mstd"},
+           {"--reprob 0.5 --remode zero", "--remode: expected pixel, rand or const, got 'zero'"},
+           {"--reprob 0.5 --recount 0", "--recount must be 1 to 1000 boxes, got 0"},
            {"--img-size 8 --gaussian-blur-prob 0.5", "needs images over 11 pixels a side, not 8 x 8"}}) {
     const Result bad = run(base + flags);
     EXPECT_NE(bad.code, 0) << flags;

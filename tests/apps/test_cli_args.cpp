@@ -658,6 +658,7 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
        "--force-color-jitter keeps it; 3-Augment, --aa 3a, keeps it too)"},
       {"--aa 3a --aa-ops mild", "note: --aa-ops: no effect, 3-Augment has its own three ops"},
       {"--aa 3a --aa-fill gray", "note: --aa-fill: no effect, 3-Augment has no geometric op to fill"},
+      {"--remode const", "note: --remode: no effect, random erasing is off (--reprob)"},
       {"--color-jitter-prob 0.5",
        "note: --color-jitter-prob: no effect without --color-jitter (off by default)"},
       {"--aa rand-m9 --color-jitter 0.4 --color-jitter-prob 0.5",

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,9 @@
 namespace vit {
 namespace {
 
-// RGB samples of 14 x 15 8-bit pixels (as values in [0, 1]), different per sample; with mean
-// 0 and std 1 the dataset's values are the pixels, so an op left out leaves them as they are.
+// RGB samples of 14 x 15 8-bit pixels 1-255 (as values in [0, 1]; none 0, which const erasing
+// writes), different per sample; with mean 0 and std 1 the dataset's values are the pixels, so
+// an op left out leaves them as they are.
 class Noise : public Dataset {
  public:
   static constexpr int64_t kC = 3, kH = 14, kW = 15, kN = kC * kH * kW;
@@ -27,7 +29,7 @@ class Noise : public Dataset {
   int64_t height() const override { return kH; }
   int64_t width() const override { return kW; }
   int64_t get(int64_t i, float* image) const override {
-    for (int64_t k = 0; k < kN; ++k) image[k] = float((i * 7919 + k * k * 104729 + k) % 256) / 255.f;
+    for (int64_t k = 0; k < kN; ++k) image[k] = float((i * 7919 + k * k * 104729 + k) % 255 + 1) / 255.f;
     return 0;
   }
   std::string describe() const override { return "noise"; }
@@ -204,6 +206,68 @@ TEST(Augment, ColorJitterProbAppliesTheJitterToSomeImages) {
   c.jitter_prob = 2.f;
   EXPECT_NE(test::error_of([&] { c.validate(); }).find("--color-jitter-prob must be a probability"),
             std::string::npos);
+}
+
+}  // namespace vit
+
+namespace vit {
+
+// --remode and --recount, timm's RandomErasing: const boxes are zeros, rand boxes one value
+// per channel, pixel boxes noise; one box per image by default (the erased pixels make a
+// rectangle), 1 to --recount of them otherwise (some images then erased in several).
+TEST(Augment, RandomErasingFillsAndCountsAsTimm) {
+  const Noise base;
+  constexpr int64_t kHW = Noise::kH * Noise::kW;
+  // The pixels of channel c that differ from the original, and whether they fill their
+  // bounding box.
+  auto erased = [&](const std::vector<float>& x, const std::vector<float>& orig, int64_t c) {
+    std::vector<int64_t> at;
+    int64_t y0 = Noise::kH, y1 = -1, x0 = Noise::kW, x1 = -1;
+    for (int64_t k = 0; k < kHW; ++k)
+      if (x[size_t(c * kHW + k)] != orig[size_t(c * kHW + k)]) {
+        at.push_back(k);
+        y0 = std::min(y0, k / Noise::kW), y1 = std::max(y1, k / Noise::kW);
+        x0 = std::min(x0, k % Noise::kW), x1 = std::max(x1, k % Noise::kW);
+      }
+    return std::pair{at, !at.empty() && int64_t(at.size()) == (y1 - y0 + 1) * (x1 - x0 + 1)};
+  };
+  for (const std::string mode : {"const", "rand", "pixel"})
+    for (const int64_t count : {1, 4}) {
+      AugmentConfig c = pixels_config();
+      c.reprob = 1.f;
+      c.re_mode = mode;
+      c.re_count = count;
+      AugmentedDataset d(base, c, 2);
+      int split = 0;
+      for (int64_t i = 0; i < base.size(); ++i) {
+        const std::vector<float> orig = sample(base, i), x = sample(d, i);
+        const auto [at, rectangle] = erased(x, orig, 0);
+        ASSERT_FALSE(at.empty()) << mode << " " << i;
+        split += !rectangle;
+        for (int64_t ch = 0; ch < Noise::kC; ++ch) {
+          std::set<float> values;
+          for (int64_t k : at) values.insert(x[size_t(ch * kHW + k)]);
+          if (mode == "const") {
+            EXPECT_EQ(values, std::set<float>{0.f}) << i;
+          } else if (mode == "rand" && count == 1) {
+            EXPECT_EQ(values.size(), 1u) << i;  // one value a box and channel
+          } else if (mode == "pixel") {
+            EXPECT_GT(values.size(), at.size() / 2) << i;
+          }
+        }
+      }
+      if (count == 1)
+        EXPECT_EQ(split, 0) << mode << ": an image of one box erased outside a rectangle";
+      else
+        EXPECT_GT(split, 0) << mode << ": no image of 48 got several boxes with --recount 4";
+    }
+  AugmentConfig c = pixels_config();
+  c.re_mode = "zero";
+  EXPECT_NE(test::error_of([&] { c.validate(); }).find("--remode: expected pixel, rand or const, got 'zero'"),
+            std::string::npos);
+  c.re_mode = "pixel";
+  c.re_count = 0;
+  EXPECT_NE(test::error_of([&] { c.validate(); }).find("--recount must be 1 to 1000"), std::string::npos);
 }
 
 }  // namespace vit

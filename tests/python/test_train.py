@@ -388,3 +388,18 @@ def test_timms_drop_rates_in_create_model_reach_training(digits, tmp_path):
     assert_same_tensors(tmp_path / "a" / "last.safetensors", tmp_path / "b" / "last.safetensors")
     with open(tmp_path / "a" / "config.json") as f:
         assert json.load(f)["drop_path_rate"] == pytest.approx(0.2)
+
+
+def test_timms_augmentation_keywords_reach_the_run(digits):
+    """re_prob, re_mode and re_count (create_transform's names), and aa="3a",
+    grayscale_prob and gaussian_blur_prob (train.py's): each changes the run (a keyword
+    dropped on the way would train without it)."""
+    _, train, _ = digits
+    kw = dict(train=train, epochs=1, batch_size=64, threads=2, progress="none")
+    losses = {}
+    for name, extra in [("plain", {}), ("erase", {"re_prob": 0.5}),
+                        ("erase_const", {"re_prob": 0.5, "re_mode": "const"}),
+                        ("erase_3", {"re_prob": 0.5, "re_count": 3}),
+                        ("three", {"auto_augment": "3a"}), ("blur", {"gaussian_blur_prob": 0.5})]:
+        losses[name] = vitcpp.train("mnist-seed", **kw, **extra)[0]["train_loss"]
+    assert len(set(losses.values())) == len(losses), losses
