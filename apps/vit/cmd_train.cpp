@@ -302,6 +302,11 @@ void add_model_and_data_flags(CLI::App& cmd, TrainFlags* f) {
 void add_optimizer_flags(CLI::App& cmd, TrainFlags* f) {
   TrainConfig& t = f->train;
   cmd.add_option("--epochs", t.epochs, "epochs")->capture_default_str();
+  cmd.add_option("--aug-repeats", t.aug_repeats,
+                 "repeated augmentation (timm's, DeiT's): each image N times an epoch, each with its own "
+                 "augmentation, side by side in the batches; an epoch is then the largest multiple of 256 "
+                 "samples the training set holds (about 1/N of its images; 0: off)")
+      ->capture_default_str();
   cmd.add_option("-b,--batch-size", t.batch_size, "batch size (of a micro-batch with --grad-accum-steps)")
       ->capture_default_str();
   cmd.add_option("--grad-accum-steps", t.grad_accum_steps,
@@ -836,8 +841,9 @@ void TrainCommand::prepare() {
   AugmentConfig aug = aug_flags;
   aug.mean = cfg.mean;
   aug.std = cfg.std;
-  if (aug.active()) {
-    augmented = std::make_unique<AugmentedDataset>(*train_set, aug, F.train.seed);
+  if (aug.active() || F.train.aug_repeats > 0) {
+    augmented = std::make_unique<AugmentedDataset>(*train_set, aug, F.train.seed,
+                                                   std::max<int64_t>(1, F.train.aug_repeats));
     F.train.on_epoch_start = [a = augmented.get()](int64_t e) { a->set_epoch(e); };
   }
   if (!F.resume.empty()) {

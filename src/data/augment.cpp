@@ -99,9 +99,10 @@ AutoAugmentSpec parse_auto_augment(const std::string& text) {
   return s;
 }
 
-AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint64_t seed)
-    : base_(base), cfg_(std::move(cfg)), seed_(seed) {
+AugmentedDataset::AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint64_t seed, int64_t repeats)
+    : base_(base), cfg_(std::move(cfg)), seed_(seed), repeats_(repeats) {
   cfg_.validate();
+  VIT_CHECK(repeats >= 1, "augmentation repeats must be at least 1, got ", repeats);
   if (cfg_.crop_pad > 0 && cfg_.crop_fill == "black" && !cfg_.mean.empty())  // black = -mean / std
     VIT_CHECK(int64_t(cfg_.mean.size()) == base_.channels() && cfg_.std.size() == cfg_.mean.size(),
               "--crop-fill black: the normalization has ", cfg_.mean.size(), " mean values for ",
@@ -391,13 +392,14 @@ void AugmentedDataset::erase_box(Rng& rng, float* image, int64_t C, int64_t H, i
 
 int64_t AugmentedDataset::get(int64_t i, float* image) const {
   const int64_t C = channels(), H = height(), W = width(), n = C * H * W;
-  Rng rng(rng_key(seed_, uint64_t(epoch_), uint64_t(i)));
+  Rng rng(rng_key(seed_, uint64_t(epoch_), uint64_t(i)));  // a repeat's key is its own
+  const int64_t image_index = i % base_.size();
   int64_t label = -1;
   if (cfg_.scale_min > 0.f)  // image folders: the box drawn on the decoded file
     label = base_.get_crop(
-        i, [&](int64_t h, int64_t w) { return random_resized_box(rng, h, w, cfg_); }, image);
+        image_index, [&](int64_t h, int64_t w) { return random_resized_box(rng, h, w, cfg_); }, image);
   if (label < 0) {
-    label = base_.get(i, image);
+    label = base_.get(image_index, image);
     if (cfg_.scale_min > 0.f) {
       // Random resized crop of the sample: the box resized to H x W. Half-pixel centres
       // clamped to the box, as resizing the cropped box repeats its edges (nothing filled).

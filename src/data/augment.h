@@ -124,9 +124,11 @@ CropBox random_resized_box(Rng& rng, int64_t H, int64_t W, const AugmentConfig& 
 
 class AugmentedDataset : public Dataset {
  public:
-  AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint64_t seed);
+  // repeats > 1: `repeats` samples of each image, sample i + k n the k-th of image i (n the
+  // base's size), each with its own draws (repeated augmentation: repeated_epoch_order).
+  AugmentedDataset(const Dataset& base, AugmentConfig cfg, uint64_t seed, int64_t repeats = 1);
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
-  int64_t size() const override { return base_.size(); }
+  int64_t size() const override { return base_.size() * repeats_; }
   int64_t num_classes() const override { return base_.num_classes(); }
   int64_t channels() const override { return base_.channels(); }
   int64_t height() const override { return base_.height(); }
@@ -140,6 +142,7 @@ class AugmentedDataset : public Dataset {
   const Dataset& base_;
   AugmentConfig cfg_;
   uint64_t seed_;
+  int64_t repeats_;
   int64_t epoch_ = 0;
   int64_t ra_n_ = 0;  // RandAugment's ops per image, 0 without it (and with 3-Augment)
   AutoAugmentSpec ra_;

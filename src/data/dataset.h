@@ -36,4 +36,13 @@ class Dataset {
 // A permutation of [0, n) from the seed and epoch (Fisher-Yates on core/rng.h's Rng).
 std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch);
 
+// timm's RepeatAugSampler (DeiT's repeated augmentation) for an epoch of n images shown
+// `repeats` times each: epoch_order(n)'s indices i, each followed by its repeats i + n,
+// i + 2n, ... (a dataset of repeats x n samples, AugmentedDataset's with repeats, draws each
+// one's augmentation apart), cut to repeated_epoch_size(n) samples, as the sampler's
+// selected_round of 256 cuts it for one process; with R processes timm cuts each rank's
+// share, R x floor(n // 256 * 256 / R), the same for R dividing 256.
+int64_t repeated_epoch_size(int64_t n);  // n // 256 * 256
+std::vector<int64_t> repeated_epoch_order(int64_t n, int64_t repeats, uint64_t seed, int64_t epoch);
+
 }  // namespace vit

@@ -89,6 +89,8 @@ void TrainConfig::validate() const {
   VIT_VALUE_CHECK(epochs > 0, "--epochs must be positive, got ", epochs);
   VIT_VALUE_CHECK(epochs <= kMost, "--epochs must be at most 2^53, got ", epochs);
   VIT_VALUE_CHECK(cooldown_epochs >= 0, "--cooldown-epochs must be non-negative, got ", cooldown_epochs);
+  VIT_VALUE_CHECK(aug_repeats >= 0 && aug_repeats <= 100, "--aug-repeats must be 0 (off) to 100, got ",
+                  aug_repeats);
   VIT_VALUE_CHECK(cooldown_epochs <= kMost, "--cooldown-epochs must be at most 2^53, got ", cooldown_epochs);
   VIT_VALUE_CHECK(batch_size <= kMost / std::max<int64_t>(grad_accum_steps, 1),
                   "--batch-size times --grad-accum-steps must be at most 2^53, got ", batch_size, " x ",
@@ -797,7 +799,7 @@ TrainLoop::TrainLoop(ViT& model_, const Dataset& train_set_, const Dataset* eval
       ranks(comm.size()),
       log(comm.root() ? log_any : quiet),
       write(comm.root() && !cfg_.output.empty()),
-      N(train_set_.size()),
+      N(cfg_.aug_repeats > 0 ? repeated_epoch_size(train_set_.size() / cfg_.aug_repeats) : train_set_.size()),
       A(cfg_.grad_accum_steps),
       B(cfg_.batch_size * cfg_.grad_accum_steps),
       steps_per_epoch((N + B - 1) / B),
@@ -917,6 +919,9 @@ void TrainLoop::begin() {
         << cfg.sched.min_lr << ")";
   if (cfg.bce_loss) log << ", binary cross-entropy";
   if (cfg.clip_grad > 0) log << ", " << cfg.clip_mode << " clipping at " << cfg.clip_grad;
+  if (cfg.aug_repeats > 0)
+    log << ", repeated augmentation (" << N << " samples an epoch, each image " << cfg.aug_repeats
+        << (cfg.aug_repeats == 1 ? " time)" : " times)");
   if (cfg.teacher)
     log << ", " << cfg.distill.type << " distillation from a teacher (alpha " << cfg.distill.alpha << ")";
   if (ranks > 1) log << ", " << comm.describe();
@@ -1009,7 +1014,9 @@ void TrainLoop::after_step(int64_t epoch, int64_t s, const double* stats, const 
 }
 
 EpochSums TrainLoop::train_epoch(int64_t epoch, int64_t first, SteadyClock::time_point t0) {
-  const auto order = epoch_order(N, cfg.seed, epoch);
+  const auto order = cfg.aug_repeats > 0 ? repeated_epoch_order(train_set.size() / cfg.aug_repeats,
+                                                                cfg.aug_repeats, cfg.seed, epoch)
+                                         : epoch_order(N, cfg.seed, epoch);
   if (cfg.on_epoch_start) cfg.on_epoch_start(epoch);
   EpochSums sums;
   if (first > 0) sums = {p.loss_sum, p.correct_sum, p.seen, 0};
@@ -1278,6 +1285,15 @@ std::vector<EpochStats> train(ViT& model, const Dataset& train_set, const Datase
             "no top-5");
   check_shapes(model, train_set);
   if (eval_set) check_shapes(model, *eval_set);
+  if (cfg.aug_repeats > 0) {
+    VIT_CHECK(train_set.size() % cfg.aug_repeats == 0, "--aug-repeats ", cfg.aug_repeats,
+              ": the training set's ", train_set.size(), " samples are not that many repeats of its images");
+    const int64_t images = train_set.size() / cfg.aug_repeats;
+    VIT_VALUE_CHECK(repeated_epoch_size(images) > 0,
+                    "--aug-repeats: timm's sampler takes the largest multiple of "
+                    "256 samples the ",
+                    images, " training images hold, and ", images, " hold none");
+  }
   return TrainLoop(model, train_set, eval_set, cfg, log_any).run();
 }
 

@@ -91,6 +91,11 @@ struct TrainConfig {
   float model_ema_decay = 0.9998f;
   bool model_ema_warmup = false;
   uint64_t seed = 42;
+  // timm's --aug-repeats (DeiT's repeated augmentation): > 0 when the training set holds
+  // aug_repeats samples of each of its size() / aug_repeats images, the k-th of image i at
+  // i + k n (AugmentedDataset's repeats); each epoch then takes repeated_epoch_order's
+  // samples (n // 256 * 256 of them). 0: off, each image once an epoch.
+  int64_t aug_repeats = 0;
   std::string output;                    // run directory; empty = write nothing
   std::vector<std::string> class_names;  // saved in checkpoints' metadata when known
   bool progress_bar = false;             // redraw one line in place (a terminal) instead of log lines

@@ -349,6 +349,31 @@ TEST(Cli, MixupModesMinMaxBoxesAndOffEpochTrainAsAsked) {
   EXPECT_NE(run(base + "--mixup-mode row").code, 0);
 }
 
+// timm's --aug-repeats (DeiT's repeated augmentation): an epoch of 512 of the 600 samples
+// (each image 3 times), other weights than without, a resume to the bits of a run not
+// stopped, and a set of fewer than 256 images refused.
+TEST(Cli, AugRepeatsTrainsTimmsEpochsAndResumesExactly) {
+  vit::test::TempDir tmp("aug_repeats");
+  const std::string base =
+      "train --model mnist-seed --img-size 16 --synthetic 600 --epochs 2 -b 64 --threads 1 --log-every 0 "
+      "--hflip 0.5 --sched none ";
+  auto bytes = [&](const std::string& run_dir) { return vit::read_text_file(run_dir + "/last.safetensors"); };
+  const auto out = each_trains_other_weights(tmp, base, {{"plain", ""}, {"repeats", "--aug-repeats 3"}});
+  EXPECT_NE(out.at("repeats").out.find("2 epochs of 8 steps"), std::string::npos) << out.at("repeats").out;
+  EXPECT_NE(out.at("repeats").out.find("repeated augmentation (512 samples an epoch, each image 3 times)"),
+            std::string::npos)
+      << out.at("repeats").out;
+  ASSERT_EQ(run(base + "--aug-repeats 3 --epochs 1 --output " + (tmp / "resumed")).code, 0);
+  const Result again = run("train --resume " + (tmp / "resumed") + " --epochs 2");
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_TRUE(bytes(tmp / "resumed") == bytes(tmp / "repeats")) << "the resumed run differs";
+  const Result small = run(base + "--aug-repeats 3 --synthetic 200");
+  EXPECT_NE(small.code, 0);
+  EXPECT_NE(small.out.find("--aug-repeats: timm's sampler takes the largest multiple of 256"),
+            std::string::npos)
+      << small.out;
+}
+
 // timm's 3-Augment (--aa 3a, which keeps --color-jitter), --color-jitter-prob, --grayscale-prob,
 // --gaussian-blur-prob, --remode and --recount each change what trains (on RGB images: gray
 // images have no color to take away), a run with them all resumes to the bits of one not

@@ -271,3 +271,39 @@ TEST(Augment, RandomErasingFillsAndCountsAsTimm) {
 }
 
 }  // namespace vit
+
+namespace vit {
+
+// timm's RepeatAugSampler for one process: each image's repeats side by side (i, i + n,
+// i + 2n: the dataset's samples of one image), the images in the epoch's shuffled order,
+// cut to n // 256 * 256 samples; a small set holds none.
+TEST(Augment, RepeatedEpochOrderIsTimmsSampler) {
+  const int64_t n = 600, r = 3;
+  const std::vector<int64_t> order = repeated_epoch_order(n, r, 7, 2);
+  ASSERT_EQ(int64_t(order.size()), 512);
+  const std::vector<int64_t> images = epoch_order(n, 7, 2);
+  for (size_t s = 0; s < order.size(); ++s) EXPECT_EQ(order[s], images[s / r] + int64_t(s % r) * n) << s;
+  EXPECT_NE(repeated_epoch_order(n, r, 7, 3), order);  // another epoch, another order
+  EXPECT_EQ(repeated_epoch_size(255), 0);
+  EXPECT_EQ(repeated_epoch_size(60000), 59904);
+  EXPECT_TRUE(repeated_epoch_order(200, 3, 7, 0).empty());
+}
+
+// The repeats of an image are its samples i + k n, each with its own augmentation; the
+// first repeat draws as the dataset without repeats does (runs keep their bits).
+TEST(Augment, RepeatsOfAnImageDrawTheirOwnAugmentation) {
+  const Noise base;
+  AugmentConfig c = pixels_config();
+  c.reprob = 1.f;
+  const AugmentedDataset once(base, c, 5), thrice(base, c, 5, 3);
+  ASSERT_EQ(thrice.size(), 3 * base.size());
+  std::vector<float> x(size_t(Noise::kN));
+  for (int64_t i = 0; i < base.size(); ++i) {
+    EXPECT_EQ(sample(thrice, i), sample(once, i)) << i;
+    EXPECT_NE(sample(thrice, i + base.size()), sample(thrice, i)) << i;
+    EXPECT_NE(sample(thrice, i + 2 * base.size()), sample(thrice, i + base.size())) << i;
+    EXPECT_EQ(thrice.get(i + 2 * base.size(), x.data()), base.get(i, x.data()));  // the image's label
+  }
+}
+
+}  // namespace vit

@@ -19,6 +19,7 @@
 #include "data/synthetic.h"
 #include "io/checkpoint.h"
 #include "support/check.h"
+#include "support/dataset_view.h"
 #include "support/models.h"
 #include "support/temp_dir.h"
 #include "train/run_dir.h"
@@ -241,23 +242,14 @@ TEST(Resume, InterruptedAmpRunContinuesToTheSameBits) {
 namespace {
 // Training data that fails once, at sample `victim` of epoch `epoch_to_fail`: a kill within
 // an epoch (the prefetcher passes the error on at the step that loads it).
-class FailsOnce : public Dataset {
+class FailsOnce : public test::DatasetView {
  public:
-  explicit FailsOnce(const Dataset& base) : base_(base) {}
+  using DatasetView::DatasetView;
   int64_t epoch = 0, epoch_to_fail = -1, victim = -1;
-  int64_t size() const override { return base_.size(); }
-  int64_t num_classes() const override { return base_.num_classes(); }
-  int64_t channels() const override { return base_.channels(); }
-  int64_t height() const override { return base_.height(); }
-  int64_t width() const override { return base_.width(); }
   int64_t get(int64_t i, float* image) const override {
     if (epoch == epoch_to_fail && i == victim) throw std::runtime_error("simulated kill");
     return base_.get(i, image);
   }
-  std::string describe() const override { return base_.describe(); }
-
- private:
-  const Dataset& base_;
 };
 }  // namespace
 
