@@ -26,6 +26,10 @@ clipped; the third below):
     lamb.grad<S>.<name>        step S's gradients (S = 0, 1, 2)
     lamb.after<S>.<name>       the weights after step S
 
+and the same for timm's lambc (LAMB with the trust ratios held to 1; its head weights x 300, so
+that their ratio is above 1) under "lambc.", and three steps of timm's Lion under "lion."
+(metadata "lambc", "lion": their settings).
+
 The binary cross-entropy is timm 1.0's BinaryCrossEntropy (timm/loss/binary_cross_entropy.py:
 one-hot targets with smoothing s as off s/K, on 1 - s + s/K; a threshold makes them 0 or 1;
 F.binary_cross_entropy_with_logits with pos_weight; sum_classes sums over K, then the mean) and
@@ -108,8 +112,10 @@ def clip_cases(tensors):
     return settings
 
 
-def lamb_steps(tensors):
-    """Three steps of timm's Lamb (its single-tensor code, in float64) on a small ViT."""
+def lamb_steps(tensors, name="lamb", trust_clip=False):
+    """Three steps of timm's Lamb (its single-tensor code, in float64) on a small ViT; with
+    trust_clip (timm's lambc) the ratios held to 1, and the head's weights made large enough
+    (x 300) that theirs is above 1."""
     gen = torch.Generator().manual_seed(5)
     cfg = {"img_size": [8, 8], "in_chans": 3, "patch_size": [4, 4], "embed_dim": 8, "depth": 1,
            "num_heads": 2, "mlp_dim": 16, "qkv_bias": True, "global_pool": "token", "class_token": True,
@@ -117,17 +123,20 @@ def lamb_steps(tensors):
     settings = {"vit_config": cfg, "lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-6, "weight_decay": 0.05}
     params = init_params(cfg, gen)
     params["blocks.0.attn.proj.weight"].zero_()  # weights of norm 0: a trust ratio of 1
+    if trust_clip:
+        params["head.weight"] *= 300
     for n, p in params.items():
-        tensors["lamb.param." + n] = p.float()
+        tensors[f"{name}.param." + n] = p.float()
     no_wd = ("pos_embed", "cls_token")
     decay = {n: (p.ndim > 1 and n not in no_wd) for n, p in params.items()}
     m = {n: torch.zeros_like(p) for n, p in params.items()}
     v = {n: torch.zeros_like(p) for n, p in params.items()}
+    clipped = 0
     b1, b2, eps, lr = settings["beta1"], settings["beta2"], settings["eps"], settings["lr"]
     for step, scale in enumerate([0.2, 0.1, 0.002]):
         grads = {n: (torch.randn(p.shape, generator=gen) * scale).float().double() for n, p in params.items()}
         for n, g in grads.items():
-            tensors[f"lamb.grad{step}.{n}"] = g.float()
+            tensors[f"{name}.grad{step}.{n}"] = g.float()
         global_norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads.values()]))
         clip = (global_norm / 1.0).clamp(min=1.0)
         t = step + 1
@@ -142,10 +151,46 @@ def lamb_steps(tensors):
                 update.add_(p, alpha=wd)
                 w_norm, u_norm = p.norm(2.0), update.norm(2.0)
                 ratio = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
+                if trust_clip:
+                    clipped += ratio > 1
+                    ratio = min(ratio, 1.0)
                 update.mul_(ratio)
             p.add_(update, alpha=-lr)
-            tensors[f"lamb.after{step}.{n}"] = p.float()
-        print(f"lamb: step {step} global grad norm {global_norm.item():.4f}")
+            tensors[f"{name}.after{step}.{n}"] = p.float()
+        print(f"{name}: step {step} global grad norm {global_norm.item():.4f}")
+    if trust_clip:
+        print(f"{name}: {int(clipped)} trust ratios above 1, held to 1")
+        assert clipped > 0
+    return settings
+
+
+def lion_steps(tensors):
+    """Three steps of timm's Lion (its foreach code, the default, in float64) on a small ViT:
+    decoupled decay on the decay group, then p -= lr sign(b1 m + (1 - b1) g), then
+    m = b2 m + (1 - b2) g. Betas timm's defaults, 0.9 and 0.99."""
+    gen = torch.Generator().manual_seed(6)
+    cfg = {"img_size": [8, 8], "in_chans": 3, "patch_size": [4, 4], "embed_dim": 8, "depth": 1,
+           "num_heads": 2, "mlp_dim": 16, "qkv_bias": True, "global_pool": "token", "class_token": True,
+           "pos_embed": "learn", "num_classes": 3, "norm_eps": 1e-6}
+    settings = {"vit_config": cfg, "lr": 0.003, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.5}
+    params = init_params(cfg, gen)
+    for n, p in params.items():
+        tensors["lion.param." + n] = p.float()
+    no_wd = ("pos_embed", "cls_token")
+    decay = {n: (p.ndim > 1 and n not in no_wd) for n, p in params.items()}
+    m = {n: torch.zeros_like(p) for n, p in params.items()}
+    b1, b2, lr = settings["beta1"], settings["beta2"], settings["lr"]
+    for step in range(3):
+        grads = {n: (torch.randn(p.shape, generator=gen) * 0.1).float().double() for n, p in params.items()}
+        for n, g in grads.items():
+            tensors[f"lion.grad{step}.{n}"] = g.float()
+        for n, p in params.items():
+            wd = settings["weight_decay"] if decay[n] else 0.0
+            p.mul_(1 - lr * wd)
+            update = (m[n] * b1 + grads[n] * (1 - b1)).sign()
+            p.add_(update, alpha=-lr)
+            m[n].mul_(b2).add_(grads[n], alpha=1 - b2)
+            tensors[f"lion.after{step}.{n}"] = p.float()
     return settings
 
 
@@ -191,8 +236,11 @@ def main():
         print(f"{n}: loss {loss.item():.6f}")
     clip = clip_cases(tensors)
     lamb = lamb_steps(tensors)
+    lambc = lamb_steps(tensors, "lambc", trust_clip=True)
+    lion = lion_steps(tensors)
     path = os.path.join(args.out, "train_losses.safetensors")
-    write_safetensors(path, tensors, {"cases": json.dumps(cases), "clip": json.dumps(clip), "lamb": json.dumps(lamb)})
+    write_safetensors(path, tensors, {"cases": json.dumps(cases), "clip": json.dumps(clip), "lamb": json.dumps(lamb),
+                                      "lambc": json.dumps(lambc), "lion": json.dumps(lion)})
     back, meta = read_safetensors(path)
     assert set(back) == set(tensors) and json.loads(meta["cases"]) == cases
     for n, t in tensors.items():

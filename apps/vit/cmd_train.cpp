@@ -332,19 +332,22 @@ void add_optimizer_flags(CLI::App& cmd, TrainFlags* f) {
       ->capture_default_str();
   cmd.add_option("--lr-base-scale", f->lr_base_scale,
                  "--lr-base's scaling: linear (lr-base x batch / size) or sqrt (x its square root); default "
-                 "timm's: sqrt for the Adam family (--opt adam, adamw, lamb), linear for SGD")
+                 "timm's: sqrt for the Adam family (--opt adam, adamw, lamb, lambc), linear for SGD and Lion")
       ->check(CLI::IsMember({"linear", "sqrt"}));
   cmd.add_option("--opt", f->opt,
                  "optimizer, as timm names them: sgd and nesterov (SGD with Nesterov momentum), momentum "
                  "(plain momentum SGD), adam, adamw, lamb (timm's Lamb: Adam's moments, a trust ratio "
                  "||w|| / ||update|| on each tensor with weight decay, the gradients' global norm clipped "
-                 "at 1; --opt-eps 1e-6 unless given)")
-      ->check(CLI::IsMember({"sgd", "nesterov", "momentum", "adam", "adamw", "lamb"}))
+                 "at 1; --opt-eps 1e-6 unless given), lambc (lamb with the ratios held to 1), lion (timm's "
+                 "Lion: steps of lr times the sign of a momentum blend, decoupled weight decay; --opt-betas "
+                 "0.9 0.99 unless given; it wants a smaller lr than adamw, 3-10x in its paper)")
+      ->check(CLI::IsMember({"sgd", "nesterov", "momentum", "adam", "adamw", "lamb", "lambc", "lion"}))
       ->capture_default_str();
   cmd.add_option("--momentum", t.optim.momentum, "SGD momentum")->capture_default_str();
   cmd.add_flag("--nesterov", t.optim.nesterov, "Nesterov momentum for --opt momentum too");
   cmd.add_option("--opt-eps", t.optim.eps, "Adam epsilon")->capture_default_str();
-  cmd.add_option("--opt-betas", f->betas, "Adam/AdamW betas: B1 B2 (default 0.9 0.999)")
+  cmd.add_option("--opt-betas", f->betas,
+                 "Adam/AdamW/Lamb/Lion betas: B1 B2 (default 0.9 0.999; Lion's 0.9 0.99)")
       ->expected(2)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--weight-decay", t.optim.weight_decay, "weight decay")->capture_default_str();
@@ -526,12 +529,15 @@ void TrainCommand::check_flags() {
   if (F.betas.size() == 2) {
     F.train.optim.beta1 = F.betas[0];
     F.train.optim.beta2 = F.betas[1];
+  } else if (F.opt == "lion") {
+    F.train.optim.beta2 = 0.99f;  // timm's Lion's default betas (0.9, 0.99)
   }
   // timm's optimizer names: sgd and nesterov are SGD with Nesterov momentum, momentum without.
   const bool sgd = F.opt == "sgd" || F.opt == "nesterov" || F.opt == "momentum";
   F.train.optim.name = sgd ? "sgd" : F.opt;
   if (F.opt != "momentum" && sgd) F.train.optim.nesterov = true;
-  if (F.opt == "lamb" && cmd.count("--opt-eps") == 0) F.train.optim.eps = 1e-6f;  // timm's Lamb's default
+  if (F.opt.rfind("lamb", 0) == 0 && cmd.count("--opt-eps") == 0)
+    F.train.optim.eps = 1e-6f;  // timm's Lamb's default
   VIT_USAGE_CHECK(
       !F.train.optim.nesterov || F.train.optim.momentum > 0, "--opt ", F.opt,
       F.opt == "momentum" ? " --nesterov" : "",
@@ -541,7 +547,7 @@ void TrainCommand::check_flags() {
     // timm's train.py: lr = lr_base x (global batch / lr_base_size), or its square root for
     // optimizers named with "ada" or "lamb" unless --lr-base-scale says.
     const int64_t batch = F.train.batch_size * F.train.grad_accum_steps;
-    const bool adaptive = F.opt.find("ada") != std::string::npos || F.opt == "lamb";
+    const bool adaptive = F.opt.find("ada") != std::string::npos || F.opt.find("lamb") != std::string::npos;
     const std::string scale = !F.lr_base_scale.empty() ? F.lr_base_scale : adaptive ? "sqrt" : "linear";
     const double ratio = double(batch) / double(F.lr_base_size);
     F.train.sched.lr = float(F.lr_base * (scale == "sqrt" ? std::sqrt(ratio) : ratio));
@@ -610,6 +616,7 @@ void TrainCommand::note_flags_without_effect() const {
        F.opt == "sgd" || F.opt == "nesterov",
        "no effect, --opt " + F.opt + " is Nesterov's already (timm's; --opt momentum is the plain one)"},
       {{"--opt-betas", "--opt-eps"}, opt == "sgd", "no effect, Adam's, AdamW's and Lamb's and --opt is sgd"},
+      {{"--opt-eps"}, opt == "lion", "no effect, Lion has no epsilon"},
       {{"--model-ema-decay", "--model-ema-warmup"},
        !t.model_ema,
        "no effect, the model EMA is off (--model-ema)"},
@@ -663,8 +670,9 @@ void TrainCommand::note_flags_without_effect() const {
          << (t.batch_size == 1 ? "a batch of 1 is mixed with itself, so nothing is mixed"
                                : "each batch's middle sample is mixed with itself")
          << " (timm asks for an even batch)" << std::endl;
-  if (opt == "lamb" && t.optim.weight_decay == 0.f)
-    *out << "note: --opt lamb with --weight-decay 0: no tensor gets a trust ratio (timm's Lamb adapts the "
+  if ((opt == "lamb" || opt == "lambc") && t.optim.weight_decay == 0.f)
+    *out << "note: --opt " << opt
+         << " with --weight-decay 0: no tensor gets a trust ratio (timm's Lamb adapts the "
             "tensors with weight decay; timm's train.py decays 2e-5 by default), so it steps as Adam with "
             "the gradients clipped at norm 1"
          << std::endl;

@@ -1,15 +1,15 @@
 // One optimizer update, as the ops and every backend see it: the rule (sgd with momentum,
-// Adam, AdamW, written as torch.optim computes them) and the tensors it updates.
+// Adam, AdamW, written as torch.optim computes them; timm's Lion) and the tensors it updates.
 #pragma once
 #include <cstdint>
 
 namespace vit {
 
-enum class OptimKind { sgd, adam, adamw, lamb };
+enum class OptimKind { sgd, adam, adamw, lamb, lion };
 
 struct UpdateRule {
   OptimKind kind = OptimKind::adamw;
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw, lamb; lion's betas
   float momentum = 0.f;                             // sgd
   bool nesterov = false;                            // sgd
   bool first = false;                               // the first step (sgd's buffer starts as the gradient)

@@ -43,7 +43,7 @@ MemoryPlan plan_training_memory(const ViTConfig& cfg, int64_t batch, const std::
   p.params = n;
   p.shards = R;
   p.grads = n * size_t(R);
-  p.optimizer = (optimizer == "sgd" ? 1 : 2) * n;
+  p.optimizer = (optimizer == "sgd" || optimizer == "lion" ? 1 : 2) * n;
   p.activations = ViT::planned_activation_bytes(cfg, batch, true, R, amp);
   if (amp) p.activations += n / 2;  // the weights rounded to bf16 (the blocks' matrices, at most all)
   p.eval_activations = ViT::planned_activation_bytes(cfg, batch, false, R);

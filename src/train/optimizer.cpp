@@ -11,8 +11,9 @@
 namespace vit {
 
 void OptimConfig::validate() const {
-  VIT_VALUE_CHECK(name == "sgd" || name == "adam" || name == "adamw" || name == "lamb",
-                  "optimizer must be sgd, adam, adamw or lamb, got '", name, "'");
+  VIT_VALUE_CHECK(name == "sgd" || name == "adam" || name == "adamw" || name == "lamb" || name == "lambc" ||
+                      name == "lion",
+                  "optimizer must be sgd, adam, adamw, lamb, lambc or lion, got '", name, "'");
   VIT_VALUE_CHECK(momentum >= 0.f && momentum < 1.f, "momentum must be in [0, 1), got ", momentum);
   VIT_VALUE_CHECK(!nesterov || momentum > 0.f, "nesterov needs a momentum above 0");
   VIT_VALUE_CHECK(beta1 >= 0.f && beta1 < 1.f && beta2 >= 0.f && beta2 < 1.f, "adam betas must be in [0, 1)");
@@ -54,29 +55,30 @@ Optimizer::Optimizer(const ParamTable& table, OptimConfig cfg) : table_(table), 
   cfg_.validate();
   scale_ = lr_scales(table, cfg_.layer_decay, cfg_.freeze_backbone);
   m_.resize(table.total());
-  if (cfg_.name != "sgd") v_.resize(table.total());
+  if (cfg_.second_moment()) v_.resize(table.total());
 }
 
 void Optimizer::step(float* params, const float* grads, float lr) {
   ++t_;
   UpdateRule r;
-  r.kind = cfg_.name == "sgd"     ? OptimKind::sgd
-           : cfg_.name == "adamw" ? OptimKind::adamw
-           : cfg_.name == "lamb"  ? OptimKind::lamb
-                                  : OptimKind::adam;
+  r.kind = cfg_.name == "sgd"                            ? OptimKind::sgd
+           : cfg_.name == "adamw"                        ? OptimKind::adamw
+           : cfg_.name == "lamb" || cfg_.name == "lambc" ? OptimKind::lamb
+           : cfg_.name == "lion"                         ? OptimKind::lion
+                                                         : OptimKind::adam;
   r.beta1 = cfg_.beta1, r.beta2 = cfg_.beta2, r.eps = cfg_.eps;
   r.momentum = cfg_.momentum, r.nesterov = cfg_.nesterov, r.first = t_ == 1;
   // Adam's bias corrections, written as torch.optim.Adam/AdamW compute them.
   r.bias1 = 1.0 - std::pow(double(cfg_.beta1), double(t_));
   r.bias2_sqrt = float(std::sqrt(1.0 - std::pow(double(cfg_.beta2), double(t_))));
-  const bool sgd = r.kind == OptimKind::sgd;
+  const bool one_moment = !cfg_.second_moment();
   updates_.clear();  // grown on the first step, then reused
   for (size_t k = 0; k < table_.specs().size(); ++k) {
     const ParamSpec& s = table_.specs()[k];
     if (!s.trainable || scale_[k] == 0.f) continue;
     const int64_t o = s.offset;
     // lr as a timm param group's lr_scale
-    updates_.push_back({params + o, grads + o, m_.data() + o, sgd ? nullptr : v_.data() + o, s.numel(),
+    updates_.push_back({params + o, grads + o, m_.data() + o, one_moment ? nullptr : v_.data() + o, s.numel(),
                         lr * scale_[k], s.decay ? cfg_.weight_decay : 0.f});
   }
   if (r.kind == OptimKind::lamb)
@@ -90,6 +92,7 @@ void Optimizer::lamb_step(UpdateRule& r, const float* grads) {
   // Adam's moments, the update (Adam's step + wd x p) scaled on a tensor with weight decay by
   // ||p|| / ||update|| (1 where either is 0), then p -= lr x that. Tensors in pieces of 64K
   // floats: the norms are summed piece by piece in order, the same on any thread count.
+  // lambc: the ratio held to at most 1.
   r.grad_div = float(std::max(grad_norm(table_, grads), 1.0));
   constexpr int64_t kPiece = int64_t(1) << 16;
   pieces_.clear(), owner_.clear();
@@ -110,7 +113,8 @@ void Optimizer::lamb_step(UpdateRule& r, const float* grads) {
       uu += sq_[last], pp += sq_[n + last];
     // torch: w_norm / g_norm where both are above 0, else 1; only on tensors with weight decay.
     const double w = std::sqrt(pp), g = std::sqrt(uu);
-    const float ratio = updates_[owner_[first]].wd != 0.f && w > 0 && g > 0 ? float(w / g) : 1.f;
+    float ratio = updates_[owner_[first]].wd != 0.f && w > 0 && g > 0 ? float(w / g) : 1.f;
+    if (cfg_.name == "lambc") ratio = std::min(ratio, 1.f);  // timm's trust_clip (LAMBC)
     std::fill(ratio_.begin() + int64_t(first), ratio_.begin() + int64_t(last), ratio);
     first = last;
   }

@@ -1,7 +1,8 @@
 // Optimizers over the whole parameter arena, one pass per step, following PyTorch's
 // torch.optim update rules exactly (SGD with momentum/Nesterov, Adam with L2 weight decay,
-// AdamW with decoupled decay) and timm's Lamb (with its global gradient clip at norm 1 and
-// layer-wise trust ratios on the tensors with weight decay). Weight decay applies only to the table's decay
+// AdamW with decoupled decay), timm's Lamb (with its global gradient clip at norm 1 and
+// layer-wise trust ratios on the tensors with weight decay; lambc holds the ratios to 1) and
+// timm's Lion (the sign of a momentum blend, decoupled decay). Weight decay applies only to the table's decay
 // group (timm: no decay on biases, norms, pos_embed, cls_token); fixed tensors are skipped.
 #pragma once
 #include <cstdint>
@@ -15,16 +16,18 @@
 namespace vit {
 
 struct OptimConfig {
-  std::string name = "adamw";                       // sgd | adam | adamw | lamb (timm's Lamb)
+  std::string name = "adamw";                       // sgd | adam | adamw | lamb | lambc | lion (timm's)
   float momentum = 0.9f;                            // sgd
   bool nesterov = false;                            // sgd
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw, lamb; lion's betas (no eps)
   float weight_decay = 0.f;
   // Fine-tuning: per-tensor learning-rate scales (timm's param_groups_layer_decay) and a
   // frozen backbone (only the head, is_head_param, is updated: no step, no weight decay elsewhere).
   float layer_decay = 0.f;  // 0 = off; else block i gets decay^(depth - i), see lr_scales
   bool freeze_backbone = false;
   void validate() const;
+  // Whether the optimizer keeps a second moment (Adam's exp_avg_sq): not SGD's buffer or Lion's.
+  bool second_moment() const { return name != "sgd" && name != "lion"; }
 };
 
 // The learning-rate scale of every tensor of the table, as timm's param_groups_layer_decay

@@ -217,6 +217,7 @@ void swap_weights(ViT& model, std::vector<float>& ema) {
 // The moments' names in the state file: PyTorch's optimizer state keys.
 std::vector<std::pair<std::string, Arena*>> moment_arenas(Optimizer& opt) {
   if (opt.config().name == "sgd") return {{"momentum_buffer.", &opt.moment1()}};
+  if (!opt.config().second_moment()) return {{"exp_avg.", &opt.moment1()}};  // lion
   return {{"exp_avg.", &opt.moment1()}, {"exp_avg_sq.", &opt.moment2()}};
 }
 

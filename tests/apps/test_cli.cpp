@@ -446,6 +446,41 @@ TEST(Cli, LambTrainsAndResumesExactly) {
   EXPECT_TRUE(bytes(resumed) == bytes(tmp / "lamb")) << "the resumed run differs";
 }
 
+// timm's --opt lion (betas 0.9 0.99 unless given) and lambc train other weights than adamw
+// and lamb, the same on 1 and 2 threads, and resume exactly (Lion's state: exp_avg alone).
+TEST(Cli, LionAndLambcTrainAndResumeExactly) {
+  vit::test::TempDir tmp("lion");
+  const std::string base =
+      "train --model mnist-seed --img-size 16 --synthetic 64 --epochs 2 -b 16 --log-every 0 --sched none "
+      "--weight-decay 0.05 --shards 2 --threads 1 ";
+  auto bytes = [&](const std::string& run_dir) { return vit::read_text_file(run_dir + "/last.safetensors"); };
+  each_trains_other_weights(tmp, base,
+                            {{"adamw", "--opt adamw"},
+                             {"lamb", "--opt lamb"},
+                             {"lambc", "--opt lambc --lr 0.05"},
+                             {"lion", "--opt lion --lr 5e-4"},
+                             {"lion_b", "--opt lion --lr 5e-4 --opt-betas 0.9 0.999"}});
+  ASSERT_EQ(run(base + "--opt lion --lr 5e-4 --opt-betas 0.9 0.99 --output " + (tmp / "betas")).code, 0);
+  EXPECT_TRUE(bytes(tmp / "lion") == bytes(tmp / "betas")) << "Lion's betas are not timm's 0.9 0.99";
+  ASSERT_EQ(run(base + "--opt lion --lr 5e-4 --output " + (tmp / "two") + " --threads 2").code, 0);
+  EXPECT_TRUE(bytes(tmp / "lion") == bytes(tmp / "two")) << "1 and 2 threads differ";
+  for (const std::string opt : {"lion --lr 5e-4", "lambc --lr 0.05"}) {
+    const std::string straight = tmp / (opt.substr(0, opt.find(' '))), resumed = tmp / "resumed";
+    std::filesystem::remove_all(resumed);
+    ASSERT_EQ(run(base + "--opt " + opt + " --epochs 1 --output " + resumed).code, 0);
+    const Result again = run("train --resume " + resumed + " --epochs 2");
+    ASSERT_EQ(again.code, 0) << again.out;
+    EXPECT_TRUE(bytes(resumed) == bytes(straight)) << opt << ": the resumed run differs";
+  }
+  const auto state = vit::SafeTensors::open(tmp / "lion/last.state.safetensors");
+  bool avg = false, avg_sq = false;
+  for (const vit::TensorInfo& t : state.tensors()) {
+    avg = avg || t.name.rfind("exp_avg.", 0) == 0;
+    avg_sq = avg_sq || t.name.rfind("exp_avg_sq.", 0) == 0;
+  }
+  EXPECT_TRUE(avg && !avg_sq) << "Lion keeps one moment";
+}
+
 // timm's --head-init-scale and --head-init-bias set the head as training starts (an lr of
 // 1e-30 leaves every weight where it began); a resume keeps the trained head.
 TEST(Cli, HeadInitScaleAndBiasSetTheHeadAsTrainingStarts) {

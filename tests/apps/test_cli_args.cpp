@@ -631,6 +631,8 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
       {"--cutmix 0.5 --cutmix-minmax 0.2 0.8 -b 8",
        "note: --cutmix: no effect with --cutmix-minmax, which draws CutMix's boxes with alpha 1 (timm's)"},
       {"--opt lamb", "note: --opt lamb with --weight-decay 0: no tensor gets a trust ratio"},
+      {"--opt lambc", "note: --opt lambc with --weight-decay 0: no tensor gets a trust ratio"},
+      {"--opt lion --opt-eps 1e-6", "note: --opt-eps: no effect, Lion has no epsilon"},
       // Found by a tester's sweep: each changed what trained without a word.
       {"--val-split 0.5", "note: --val-split: no effect, --synthetic makes its own evaluation samples"},
       {"--std 5", "note: --std: no effect on --synthetic's samples (made as the model's input)"},

@@ -120,12 +120,13 @@ TEST(ClipFixtures, ValueClippingAsTorchs) {
   f.expect_grads("clip.value.", g);
 }
 
-// timm's Lamb, three steps: the first two with gradients of global norm 6.6 and 3.1 (divided
-// by it), the third of 0.06; trust ratios on the tensors with weight decay, a zero weight's
-// ratio 1. Tolerance: 1e-5 relative to each tensor's largest weight (float32 against float64).
-TEST(OptimizerFixtures, LambAsTimms) {
+namespace {
+// Three steps of the optimizer `name` on the fixture's group of that name (tools/
+// make_train_fixtures.py), each step's weights compared with timm's rule in float64.
+// Tolerance: 1e-5 relative to each tensor's largest weight (float32 against float64).
+void expect_steps_as_timms(const std::string& name) {
   const SafeTensors st = open_losses();
-  const auto settings = nlohmann::json::parse(st.metadata().at("lamb"));
+  const auto settings = nlohmann::json::parse(st.metadata().at(name));
   const ParamTable table(ViTConfig::from_json(settings.at("vit_config").dump()));
   auto laid_out = [&](const std::string& prefix) {
     std::vector<float> v(size_t(table.total()));
@@ -133,20 +134,40 @@ TEST(OptimizerFixtures, LambAsTimms) {
     return v;
   };
   OptimConfig cfg;
-  cfg.name = "lamb";
-  cfg.beta1 = settings.at("beta1"), cfg.beta2 = settings.at("beta2"), cfg.eps = settings.at("eps");
+  cfg.name = name;
+  cfg.beta1 = settings.at("beta1"), cfg.beta2 = settings.at("beta2");
+  if (settings.contains("eps")) cfg.eps = settings.at("eps");
   cfg.weight_decay = settings.at("weight_decay");
   Optimizer opt(table, cfg);
-  auto params = laid_out("lamb.param.");
+  auto params = laid_out(name + ".param.");
   for (int step = 0; step < 3; ++step) {
-    const auto grads = laid_out("lamb.grad" + std::to_string(step) + ".");
+    const auto grads = laid_out(name + ".grad" + std::to_string(step) + ".");
     opt.step(params.data(), grads.data(), settings.at("lr"));
     for (const auto& s : table.specs()) {
-      const auto want = st.to_float("lamb.after" + std::to_string(step) + "." + s.name);
-      EXPECT_TRUE(test::close_rel_max("step " + std::to_string(step) + " " + s.name, params.data() + s.offset,
-                                      want.data(), s.numel(), 1e-5));
+      const auto want = st.to_float(name + ".after" + std::to_string(step) + "." + s.name);
+      EXPECT_TRUE(test::close_rel_max(name + " step " + std::to_string(step) + " " + s.name,
+                                      params.data() + s.offset, want.data(), s.numel(), 1e-5));
     }
   }
+}
+}  // namespace
+
+// timm's Lamb, three steps: the first two with gradients of global norm 6.6 and 3.1 (divided
+// by it), the third of 0.06; trust ratios on the tensors with weight decay, a zero weight's
+// ratio 1.
+TEST(OptimizerFixtures, LambAsTimms) {
+  expect_steps_as_timms("lamb");
+}
+
+// timm's lambc: the same with the trust ratios held to 1; the head's weights (x 300) have
+// ratios above 1 in all three steps.
+TEST(OptimizerFixtures, LambcAsTimms) {
+  expect_steps_as_timms("lambc");
+}
+
+// timm's Lion: decoupled decay, sign steps of lr, its momentum after the step.
+TEST(OptimizerFixtures, LionAsTimms) {
+  expect_steps_as_timms("lion");
 }
 
 }  // namespace vit

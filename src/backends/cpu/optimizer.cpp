@@ -43,6 +43,17 @@ void optimizer_step(const ParamUpdate* u, int64_t count, const UpdateRule& r, in
         v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
         p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
       }
+    } else if (r.kind == OptimKind::lion) {
+      // timm's Lion (its foreach code): decoupled decay, then a step of lr times the sign of
+      // b1 m + (1 - b1) g (0 at 0), then m = b2 m + (1 - b2) g.
+#pragma omp for simd schedule(static) nowait
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i];
+        p[i] *= 1.f - lr * wd;
+        const float c = m[i] * b1 + gi * (1.f - b1);
+        p[i] -= lr * float((c > 0.f) - (c < 0.f));
+        m[i] = m[i] * b2 + gi * (1.f - b2);
+      }
     } else {
 #pragma omp for simd schedule(static) nowait
       for (int64_t i = 0; i < n; ++i) {
