@@ -232,8 +232,8 @@ def test_bad_input_raises_clear_errors(digits, tmp_path):
     with pytest.raises(TypeError, match=r"float32 model input \(already normalized"):
         vitcpp.train(None, train=(x.astype(float) / 255, y))
     # An option's bad value is a ValueError in train()'s keywords (a RuntimeError naming --opt).
-    with pytest.raises(ValueError, match=r"^opt: lion not in"):
-        vitcpp.train(None, train=(x, y), epochs=1, opt="lion")
+    with pytest.raises(ValueError, match=r"^opt: adan not in"):
+        vitcpp.train(None, train=(x, y), epochs=1, opt="adan")
     with pytest.raises(ValueError, match=r"^num_classes: a positive number"):
         vitcpp.train(None, train=(x, y), epochs=1, num_classes=-1)
     with pytest.raises(TypeError, match="callback must be callable"):
