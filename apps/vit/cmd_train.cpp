@@ -849,6 +849,8 @@ void TrainCommand::prepare() {
   AugmentConfig aug = aug_flags;
   aug.mean = cfg.mean;
   aug.std = cfg.std;
+  if (F.resume.empty() && aug.grayscale_prob > 0.f && cfg.in_chans == 1)  // (out: rank 0's log alone)
+    *out << "note: --grayscale-prob: no effect, the model's images have 1 channel" << std::endl;
   if (aug.active() || F.train.aug_repeats > 0) {
     augmented = std::make_unique<AugmentedDataset>(*train_set, aug, F.train.seed,
                                                    std::max<int64_t>(1, F.train.aug_repeats));

@@ -181,9 +181,9 @@ void AugFlags::add_to(CLI::App& cmd) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--aa", aug.auto_augment,
                  "RandAugment as timm writes it: rand-m9-n2, rand-m9-mstd0.5-inc1 (m magnitude, n ops per "
-                 "image, mstd magnitude noise, mmax, p each op's probability); or 3a: DeiT III's 3-Augment "
-                 "(one of solarize, grayscale and Gaussian blur per image; --color-jitter stays on with it, "
-                 "as in timm)");
+                 "image, mstd magnitude noise, mmax, p each op's probability); or 3a (3a-mstd0.5): DeiT "
+                 "III's 3-Augment (one of solarize, grayscale and Gaussian blur per image; a --color-jitter "
+                 "given stays on beside it, as in timm, whose train.py jitters 0.4 by default)");
   cmd.add_option(
          "--aa-fill", aug.aa_fill,
          "what RandAugment's rotations, shears and translations fill with: mean (the normalization's, "
@@ -256,6 +256,10 @@ std::vector<std::string> AugFlags::notes(const CLI::App& cmd) const {
                   ": inc has no effect with --aa-ops mild (its ops all grow with "
                   "the magnitude)");
   if (jitter_dropped()) out.push_back(kJitterDropped);
+  if (three && color_jitter.empty())
+    out.push_back("--aa " + aug.auto_augment +
+                  ": no color jitter beside it unless --color-jitter is given (timm's train.py jitters 0.4 "
+                  "by default beside 3-Augment; DeiT III passes 0.3)");
   for (const char* flag : {"--remode", "--recount"})
     if (cmd.count(flag) > 0 && aug.reprob == 0.f)
       out.push_back(std::string(flag) + ": no effect, random erasing is off (--reprob)");

@@ -370,21 +370,25 @@ void AugmentedDataset::three_augment(Rng& rng, float* image, int64_t C, int64_t 
 
 // One box of timm's RandomErasing: 10 tries of an area share in [2%, 33%] over the boxes'
 // count and an aspect log-uniform in [0.3, 3.3]; the first that fits is filled in normalized
-// space with N(0, 1) per pixel (pixel), per channel (rand) or zeros (const).
+// space with N(0, 1) per pixel (pixel), per channel (rand) or zeros (const). A box that rounds
+// to no pixels fits for timm, which then erases nothing; with one box it is tried again, as
+// vitcpp did before --recount (runs keep their draws).
 void AugmentedDataset::erase_box(Rng& rng, float* image, int64_t C, int64_t H, int64_t W,
                                  int64_t count) const {
+  const bool per_pixel = cfg_.re_mode == "pixel", per_channel = cfg_.re_mode == "rand";
   for (int attempt = 0; attempt < 10; ++attempt) {
     const double area = H * W * (0.02 + (1.0 / 3.0 - 0.02) * rng.uniform()) / double(count);
     const double lr = std::log(0.3) + (std::log(1 / 0.3) - std::log(0.3)) * rng.uniform();
     const int64_t h = int64_t(std::round(std::sqrt(area * std::exp(lr))));
     const int64_t w = int64_t(std::round(std::sqrt(area / std::exp(lr))));
-    if (h < 1 || w < 1 || h >= H || w >= W) continue;
+    if (h >= H || w >= W || ((h < 1 || w < 1) && count == 1)) continue;
     const int64_t y0 = int64_t(rng.below(uint64_t(H - h + 1))), x0 = int64_t(rng.below(uint64_t(W - w + 1)));
+    if (h < 1 || w < 1) return;  // timm's empty box
     for (int64_t c = 0; c < C; ++c) {
-      const float fill = cfg_.re_mode == "rand" ? float(rng.normal()) : 0.f;
+      const float fill = per_channel ? float(rng.normal()) : 0.f;
       for (int64_t y = y0; y < y0 + h; ++y)
         for (int64_t x = x0; x < x0 + w; ++x)
-          image[(c * H + y) * W + x] = cfg_.re_mode == "pixel" ? float(rng.normal()) : fill;
+          image[(c * H + y) * W + x] = per_pixel ? float(rng.normal()) : fill;
     }
     return;
   }

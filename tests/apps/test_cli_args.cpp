@@ -661,6 +661,8 @@ TEST(CliArgs, FlagsWithoutEffectGetANote) {
       {"--aa 3a --aa-ops mild", "note: --aa-ops: no effect, 3-Augment has its own three ops"},
       {"--aa 3a --aa-fill gray", "note: --aa-fill: no effect, 3-Augment has no geometric op to fill"},
       {"--remode const", "note: --remode: no effect, random erasing is off (--reprob)"},
+      {"--aa 3a", "note: --aa 3a: no color jitter beside it unless --color-jitter is given"},
+      {"--grayscale-prob 0.5", "note: --grayscale-prob: no effect, the model's images have 1 channel"},
       {"--color-jitter-prob 0.5",
        "note: --color-jitter-prob: no effect without --color-jitter (off by default)"},
       {"--aa rand-m9 --color-jitter 0.4 --color-jitter-prob 0.5",

@@ -391,9 +391,9 @@ def test_timms_drop_rates_in_create_model_reach_training(digits, tmp_path):
 
 
 def test_timms_augmentation_keywords_reach_the_run(digits):
-    """re_prob, re_mode and re_count (create_transform's names), and aa="3a",
-    grayscale_prob and gaussian_blur_prob (train.py's): each changes the run (a keyword
-    dropped on the way would train without it)."""
+    """re_prob, re_mode and re_count (create_transform's names), and aa="3a" and
+    gaussian_blur_prob (train.py's): each changes the run (a keyword dropped on the way would
+    train without it). grayscale_prob is left out: these digits are gray already."""
     _, train, _ = digits
     kw = dict(train=train, epochs=1, batch_size=64, threads=2, progress="none")
     losses = {}
