@@ -112,6 +112,7 @@ kThreadTests=(
   'Model.InferenceEqualsTrainingForwardWithoutDropout'
   'Model.AForkBesideARewriteOfTheWeightsNeverSeesHalfOfIt'
   'Shards\..*'
+  'AugRepeats\..*'
   'Replica\..*'
   'Features.ShardsGiveTheRowsOneModelGives'
   'Deit/DistillFixture.LossAndGradients/.*'
