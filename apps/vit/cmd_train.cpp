@@ -606,8 +606,7 @@ void TrainCommand::note_flags_without_effect() const {
        F.pretrained.empty(),
        "the head trains on a randomly initialized backbone (no --pretrained)"},
       {{"--force-color-jitter"},
-       F.aug.aug.auto_augment.empty() || F.aug.color_jitter.empty() ||
-           F.aug.aug.auto_augment.find("3a") != std::string::npos,
+       F.aug.aug.auto_augment.empty() || F.aug.color_jitter.empty() || F.aug.three_augment(),
        "no effect, it keeps --color-jitter beside RandAugment's --aa and one is not given (3a keeps it "
        "anyway)"},
       {{"--crop-fill"}, F.aug.aug.crop_pad == 0, "no effect, the padded crop is off (--crop-pad)"},

@@ -239,7 +239,7 @@ void add_progress_flags(CLI::App& cmd, std::string& progress, double& log_second
 
 std::vector<std::string> AugFlags::notes(const CLI::App& cmd) const {
   std::vector<std::string> out;
-  const bool three = !aug.auto_augment.empty() && parse_auto_augment(aug.auto_augment).three;
+  const bool three = three_augment();
   for (const char* flag : {"--aa-fill", "--aa-ops"})
     if (cmd.count(flag) > 0 && (aug.auto_augment.empty() || three))
       out.push_back(std::string(flag) + ": no effect, " +

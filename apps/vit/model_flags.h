@@ -43,11 +43,13 @@ struct AugFlags {
   // The flags' augmentation, validated, also for augmentations that are off (--crop-pad -3,
   // --ratio 2 1); the normalization (mean, std) is the caller's to set.
   AugmentConfig config() const;
+  // Whether --aa is 3-Augment (timm's test: '3a' in the string, which --aa's parser holds to
+  // "3a" and "3a-mstdX").
+  bool three_augment() const { return aug.auto_augment.find("3a") != std::string::npos; }
   // Whether --color-jitter is given and left out for --aa (config() drops it), and the note
-  // that says so. timm keeps it beside 3-Augment ('3a' in the --aa string).
+  // that says so. timm keeps it beside 3-Augment.
   bool jitter_dropped() const {
-    return !color_jitter.empty() && !aug.auto_augment.empty() && !force_color_jitter &&
-           aug.auto_augment.find("3a") == std::string::npos;
+    return !color_jitter.empty() && !aug.auto_augment.empty() && !force_color_jitter && !three_augment();
   }
   // Notes on the augmentation flags given that do nothing (--aa-fill or --aa-ops without --aa,
   // inc with the mild ops, --color-jitter left out for --aa), for vit train and vit samples.
